@@ -1,0 +1,1 @@
+"""pytest glue, one module per concern. Nothing here is public API."""

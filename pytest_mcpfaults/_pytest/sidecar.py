@@ -1,0 +1,1 @@
+"""Sidecar fixtures (placeholder)."""

@@ -1,0 +1,1 @@
+"""Span fixtures and gate (placeholder)."""
