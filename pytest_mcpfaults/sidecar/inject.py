@@ -1,0 +1,122 @@
+"""Applying one fault to one response: how the bytes of a reply reach (or fail to reach) the client.
+
+Everything here runs on the sidecar loop. Holding a request (``hold``) is the server's job because it
+involves every connection; this module only asks for it through the ``hold`` callback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.mcp import Reply, encode
+
+__all__ = ["Delivery", "Dropped", "deliver", "reset_transport"]
+
+
+class Dropped(Exception):
+    """The connection was reset or closed on purpose: nothing more is written for this request."""
+
+
+@dataclass
+class Delivery:
+    """What was actually sent for one request."""
+
+    status: int | None = None
+    bytes_sent: int = 0
+
+
+def reset_transport(transport: asyncio.BaseTransport | None) -> None:
+    """Close a connection with a TCP reset (RST), not a clean FIN."""
+    if transport is None or transport.is_closing():
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    transport.abort()  # type: ignore[attr-defined]
+
+
+def _flush_headers(resp: web.StreamResponse) -> None:
+    writer = resp._payload_writer  # aiohttp buffers headers until the first body write
+    send = getattr(writer, "send_headers", None)
+    if send is not None:
+        send()
+
+
+async def deliver(
+    request: web.BaseRequest,
+    reply: Reply,
+    *,
+    sse_default: bool,
+    fault: F.Fault | None,
+    hold: Callable[[], Awaitable[None]],
+    out: Delivery,
+) -> web.StreamResponse:
+    """Write ``reply`` to the client, shaped by the body ``fault`` (stall, drip, truncate, reset,
+    malformed JSON, endless SSE) when there is one. Raises :class:`Dropped` when the connection was
+    deliberately cut; ``hold`` raises it too when a held request does not end in a release."""
+    sse = bool(reply.sse if reply.sse is not None else sse_default)
+    if isinstance(fault, F.EndlessSse):
+        sse = True
+    body, ctype = encode(reply.payload, sse) if reply.payload is not None else (b"", "application/json")
+    if isinstance(fault, F.MalformedJson):
+        body = body[: max(1, len(body) // 2)]
+    headers = dict(reply.headers)
+    if isinstance(fault, F.Reset) and fault.after_bytes == 0:
+        reset_transport(request.transport)
+        raise Dropped
+    out.status = reply.status
+    if not isinstance(fault, (F.Stall, F.Drip, F.Truncate, F.Reset, F.EndlessSse)):
+        resp = web.Response(status=reply.status, body=body or None, headers=headers)
+        if body:
+            resp.content_type = ctype
+        out.bytes_sent = len(body)
+        return resp
+
+    resp = web.StreamResponse(status=reply.status, headers=headers)
+    resp.content_type = ctype
+    if sse:
+        resp.headers["Cache-Control"] = "no-cache"
+    else:
+        resp.content_length = len(body)
+    await resp.prepare(request)
+    first = len(body) if isinstance(fault, F.EndlessSse) else getattr(fault, "after_bytes", len(body))
+    if isinstance(fault, F.Drip):
+        for i in range(0, len(body), fault.chunk_bytes):
+            chunk = body[i : i + fault.chunk_bytes]
+            await resp.write(chunk)
+            out.bytes_sent += len(chunk)
+            if i + fault.chunk_bytes < len(body):
+                await asyncio.sleep(fault.interval)
+        await resp.write_eof()
+        return resp
+    head = body[:first]
+    if head:
+        await resp.write(head)
+        out.bytes_sent = len(head)
+    else:
+        _flush_headers(resp)
+    if isinstance(fault, F.Truncate):
+        transport = request.transport
+        if transport is not None:
+            transport.close()  # FIN after a short body: the client sees an incomplete response
+        raise Dropped
+    if isinstance(fault, F.Reset):
+        reset_transport(request.transport)
+        raise Dropped
+    await hold()  # Stall and EndlessSse: the body never ends until released
+    rest = body[first:]
+    if rest:
+        await resp.write(rest)
+        out.bytes_sent += len(rest)
+    await resp.write_eof()
+    return resp

@@ -1,0 +1,218 @@
+"""The sidecar's journal: every request and every connection, readable from the test thread.
+
+The loop thread writes; any thread reads. Readers get frozen snapshots (:class:`RequestRecord`,
+:class:`ConnectionRecord`), never live objects, and can wait for a condition without sleeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ConnectionRecord", "Journal", "PatienceViolation", "RequestRecord"]
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One HTTP request as the sidecar saw it. Times are seconds since the sidecar started.
+
+    ``hold`` says how a held request ended: ``'released'`` (``release()``), ``'client_closed'`` (the
+    client gave up), ``'patience'`` (the budget ran out and the sidecar aborted the connection),
+    ``'teardown'`` (the sidecar stopped), or ``None`` when it was never held.
+    """
+
+    id: int
+    conn_id: int
+    method: str
+    path: str
+    mcp_method: str | None = None
+    tool: str | None = None
+    session_id: str | None = None
+    era: str | None = None
+    status: int | None = None
+    bytes_sent: int = 0
+    fault: str | None = None
+    fault_kind: str | None = None
+    held: bool = False
+    hold: str | None = None
+    waited: float | None = None
+    client_closed: bool = False
+    client_closed_at: float | None = None
+    started_at: float = 0.0
+    ended_at: float | None = None
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``'POST tools/call delete_session'``-style label used in sequences and messages."""
+        parts = [self.method, self.mcp_method or self.path]
+        if self.tool:
+            parts.append(self.tool)
+        return " ".join(parts)
+
+    @property
+    def done(self) -> bool:
+        return self.ended_at is not None
+
+
+@dataclass(frozen=True)
+class ConnectionRecord:
+    """One TCP connection. ``closed_by`` is ``'client'`` or ``'sidecar'``, ``None`` while open."""
+
+    id: int
+    peer: str
+    opened_at: float
+    closed_at: float | None = None
+    closed_by: str | None = None
+    requests: int = 0
+
+    @property
+    def open(self) -> bool:
+        return self.closed_at is None
+
+
+@dataclass(frozen=True)
+class PatienceViolation:
+    """A held request outlived its patience budget; the sidecar aborted the connection."""
+
+    request: RequestRecord
+    fault: str
+    budget: float
+    expected: bool
+
+    def describe(self, era: str | None = None) -> str:
+        r = self.request
+        what = f"{r.method} {r.path}"
+        if r.mcp_method:
+            what += f" ({r.mcp_method}{' ' + r.tool if r.tool else ''})"
+        era_txt = f" ({r.era} era)" if r.era else ""
+        return (
+            f"the client waited {self.budget:.1f} s on a request held by `{self.fault}`: `{what}`{era_txt} "
+            f"on connection #{r.conn_id}, without giving up; without this budget it would have waited "
+            "for its own read timeout"
+        )
+
+
+class Journal:
+    """Thread-safe store of request and connection records; :meth:`snapshot` reads, waits wait."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._requests: list[RequestRecord] = []
+        self._conns: list[ConnectionRecord] = []
+        self._violations: list[PatienceViolation] = []
+        self._fired: dict[str, int] = {}
+        self.t0 = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    # -- writers (loop thread) ---------------------------------------------------------------
+    def add_request(self, **fields: Any) -> int:
+        with self._cond:
+            rid = len(self._requests)
+            self._requests.append(RequestRecord(id=rid, started_at=self.now(), **fields))
+            self._cond.notify_all()
+            return rid
+
+    def update_request(self, rid: int, **fields: Any) -> RequestRecord:
+        with self._cond:
+            rec = dataclasses.replace(self._requests[rid], **fields)
+            self._requests[rid] = rec
+            self._cond.notify_all()
+            return rec
+
+    def request(self, rid: int) -> RequestRecord:
+        with self._cond:
+            return self._requests[rid]
+
+    def add_connection(self, peer: str) -> int:
+        with self._cond:
+            cid = len(self._conns)
+            self._conns.append(ConnectionRecord(id=cid, peer=peer, opened_at=self.now()))
+            self._cond.notify_all()
+            return cid
+
+    def update_connection(self, cid: int, **fields: Any) -> None:
+        with self._cond:
+            self._conns[cid] = dataclasses.replace(self._conns[cid], **fields)
+            self._cond.notify_all()
+
+    def count_request_on(self, cid: int) -> None:
+        with self._cond:
+            c = self._conns[cid]
+            self._conns[cid] = dataclasses.replace(c, requests=c.requests + 1)
+
+    def add_violation(self, v: PatienceViolation) -> None:
+        with self._cond:
+            self._violations.append(v)
+            self._cond.notify_all()
+
+    def add_fired(self, kind: str) -> None:
+        with self._cond:
+            self._fired[kind] = self._fired.get(kind, 0) + 1
+
+    # -- readers (any thread) ----------------------------------------------------------------
+    @property
+    def requests(self) -> tuple[RequestRecord, ...]:
+        with self._cond:
+            return tuple(self._requests)
+
+    @property
+    def connections(self) -> tuple[ConnectionRecord, ...]:
+        with self._cond:
+            return tuple(self._conns)
+
+    @property
+    def violations(self) -> tuple[PatienceViolation, ...]:
+        with self._cond:
+            return tuple(self._violations)
+
+    @property
+    def fired(self) -> dict[str, int]:
+        """How often each fault kind fired, by kind name."""
+        with self._cond:
+            return dict(self._fired)
+
+    def sequence(self) -> list[str]:
+        """The requests as labels, e.g. ``['POST initialize', 'POST notifications/initialized', ...]``."""
+        return [r.label for r in self.requests]
+
+    def open_connections(self) -> tuple[ConnectionRecord, ...]:
+        return tuple(c for c in self.connections if c.open)
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        return iter(self.requests)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._requests)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        """Block until ``predicate()`` is true (re-checked on every journal change) or fail after
+        ``timeout`` seconds with an ``AssertionError`` that says ``what`` was awaited."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+                self._cond.wait(min(left, 0.05))
+
+    def format(self, requests: list[RequestRecord] | None = None) -> str:
+        """A readable excerpt: one line per request, with connection, status, fault and hold."""
+        lines = []
+        for r in requests if requests is not None else list(self.requests):
+            bits = [f"#{r.id:<3} conn#{r.conn_id:<3} {r.label:<40}", f"status={r.status}", f"bytes={r.bytes_sent}"]
+            if r.fault:
+                bits.append(f"fault={r.fault}")
+            if r.held:
+                bits.append(f"hold={r.hold} waited={r.waited:.3f}s" if r.waited is not None else "hold=active")
+            if r.client_closed:
+                bits.append(f"client closed at {r.client_closed_at:.3f}s")
+            lines.append("  ".join(bits))
+        return "\n".join(lines)

@@ -1,0 +1,790 @@
+"""``Sidecar``: a fake MCP sidecar on loopback that can die, freeze, hang, stall and lie.
+
+A real aiohttp server on ``127.0.0.1`` (port 0 by default) hosted on the process-wide loop thread of
+:mod:`pytest_mcpfaults.sidecar.loop`. Every public method is called from the test's thread; the
+request handling runs on the loop thread. The journal is shared, lock-protected, and read as snapshots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web, web_protocol, web_server
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar import loop as _loop
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
+from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation, RequestRecord
+from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, McpRequest, Reply, rpc_error, tool_result
+from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
+
+__all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
+
+DEFAULT_PATIENCE = 5.0
+_REPLY_MODES = ("json", "sse")
+_LOOPBACK_NAMES = ("localhost",)
+
+
+class SidecarError(Exception):
+    """An exception raised inside the sidecar thread (e.g. by a tool handler), re-raised in the test.
+
+    ``errors`` holds every one of them, in order; the first is also the ``__cause__``.
+    """
+
+    def __init__(self, errors: Sequence[tuple[str, BaseException]]) -> None:
+        self.errors = [e for _, e in errors]
+        lines = [f"{len(errors)} error(s) raised inside the MCP sidecar:"]
+        for where, exc in errors:
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+            lines.append(f"--- in {where} ---\n{tb}")
+        super().__init__("\n".join(lines))
+
+
+@dataclass(eq=False)
+class _Conn:
+    id: int
+    transport: asyncio.Transport
+    lost: asyncio.Future[None]
+    closed_by_us: bool = False
+    current: int | None = None
+
+
+@dataclass(eq=False)
+class _Hold:
+    rid: int
+    fault: F.Fault
+    release: asyncio.Future[str]
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class _Info:
+    method: str
+    path: str
+    kind: str  # "health", "mcp" or "other"
+    mcp: McpRequest | None
+    bad_body: Reply | None = None  # the error reply for a POST body that is not one JSON-RPC message
+
+    def matches(self, target: str) -> bool:
+        if target == "*":
+            return True
+        if target in ("health", "mcp"):
+            return self.kind == target
+        if target.startswith("/"):
+            return self.path == target
+        verb, sep, path = target.partition(" ")
+        if sep and path.startswith("/"):
+            return self.method == verb and self.path == path
+        mcp_method = self.mcp.method if self.mcp else None
+        if target.startswith("tool:"):
+            return self.mcp is not None and mcp_method == "tools/call" and self.mcp.tool == target[5:]
+        if target.startswith("method:"):
+            return mcp_method == target[7:]
+        return mcp_method == target
+
+
+class _WebServer(web_server.Server):
+    """aiohttp's low-level server, with connection events reported to the sidecar."""
+
+    def __init__(self, sidecar: Sidecar, **kwargs: Any) -> None:
+        super().__init__(sidecar._handle, **kwargs)
+        self._sidecar = sidecar
+
+    def connection_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        self._sidecar._conn_made(handler, transport)
+
+    def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
+        super().connection_lost(handler, exc)
+        self._sidecar._conn_lost(handler)
+
+
+def _check_kwargs(
+    host: str, port: int, mcp_path: str, health_path: str | None, era: str, reply: str,
+    tool_sets: Sequence[str], patience: float | None, allow_remote: bool, max_body_bytes: int,
+) -> None:  # fmt: skip
+    if not isinstance(host, str) or not host:
+        raise ValueError(f"Sidecar: host must be a host name or IP address, got {host!r}")
+    try:
+        loopback = host in _LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and allow_remote is not True:
+        raise ValueError(
+            f"Sidecar: host {host!r} is not a loopback address; the sidecar binds to loopback only "
+            "(use '127.0.0.1'), or pass allow_remote=True to bind it on purpose"
+        )
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"Sidecar: port must be an integer in 0..65535 (0: any free port), got {port!r}")
+    for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
+        if path is None and name == "health_path":
+            continue
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError(f"Sidecar: {name} must be a path starting with '/', got {path!r}")
+    if health_path == mcp_path:
+        raise ValueError(f"Sidecar: health_path and mcp_path must differ, both are {mcp_path!r}")
+    if era not in ERAS:
+        raise ValueError(f"Sidecar: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
+    if reply not in _REPLY_MODES:
+        raise ValueError(f"Sidecar: reply must be 'json' or 'sse', got {reply!r}")
+    if isinstance(tool_sets, str) or any(s not in TOOL_SETS for s in tool_sets):
+        raise ValueError(f"Sidecar: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
+    if patience is not None and (
+        isinstance(patience, bool) or not isinstance(patience, (int, float)) or not patience > 0
+    ):
+        raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
+
+
+class Sidecar:
+    """A fake MCP sidecar on loopback. Use as a context manager, or ``start()`` / ``stop()``.
+
+    Args:
+        host: bind address; loopback only unless ``allow_remote=True``.
+        port: TCP port, 0 for any free port (the default).
+        mcp_path: the MCP Streamable HTTP endpoint (POST, GET, DELETE).
+        health_path: the health endpoint answering ``{"status": "ok"}``; ``None``: absent (404).
+        era: ``'auto'`` (both eras, as real dual servers), ``'stateless'`` (2026-07-28 only) or
+            ``'session'`` (initialize / ``Mcp-Session-Id`` only; ``server/discover`` gets 400).
+        reply: ``'json'`` or ``'sse'``: how replies to requests are framed.
+        get_stream: answer ``GET`` on the MCP endpoint with an open SSE stream instead of 405.
+        tools: extra tools (:class:`Tool`) served beside the built-in sets.
+        tool_sets: built-in tool sets: ``'basic'`` (echo, sleep), ``'benchmark'``
+            (list_tasks, create_session, evaluate_session, delete_session).
+        faults: the fault plan: faults (or their text forms) applied in order, first match wins.
+        patience: seconds a held request may wait before the sidecar aborts its connection and
+            records a patience violation; ``None``: hold until release or teardown.
+        expect_hang: the test expects clients to wait out held requests: violations are reported
+            but do not fail the test.
+        allow_remote: allow a non-loopback ``host``.
+        allowed_origins: ``Origin`` values accepted besides loopback ones (DNS-rebinding check).
+        max_body_bytes: request bodies above this are refused with 413.
+        service_url: the backend URL named in :class:`~pytest_mcpfaults.faults.BackendGone` payloads.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        mcp_path: str = "/mcp",
+        health_path: str | None = "/health",
+        era: str = "auto",
+        reply: str = "json",
+        get_stream: bool = False,
+        tools: Iterable[Tool] = (),
+        tool_sets: Sequence[str] = TOOL_SETS,
+        faults: Sequence[F.Fault | str] = (),
+        patience: float | None = DEFAULT_PATIENCE,
+        expect_hang: bool = False,
+        allow_remote: bool = False,
+        allowed_origins: Sequence[str] = (),
+        max_body_bytes: int = 1 << 20,
+        service_url: str | None = None,
+    ) -> None:
+        _check_kwargs(host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes)
+        self.host, self.mcp_path, self.health_path = host, mcp_path, health_path
+        self.era, self.reply, self.patience, self.expect_hang = era, reply, patience, expect_hang
+        self.allowed_origins = tuple(allowed_origins)
+        self.max_body_bytes = max_body_bytes
+        self._port = port
+        self._service_url = service_url
+        self.benchmark = BenchmarkSessions()
+        self._tools = builtin_tools(tuple(tool_sets), self.benchmark)
+        for t in tools:
+            self._add_tool(t)
+        self._plan: list[tuple[F.Fault, F.TriggerState]] = []
+        for f in F.as_plan(faults):
+            self._plan.append((f, F.TriggerState(f.when)))
+        self.journal = Journal()
+        self._mcp = McpEndpoint(era=era, tools=self._tools, get_stream=get_stream, on_error=self._record_error)
+        self._errors: list[tuple[str, BaseException]] = []
+        self._errors_lock = threading.Lock()
+        self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
+        self._holds: set[_Hold] = set()
+        self._streams: set[asyncio.Future[str]] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._web: _WebServer | None = None
+        self._state = "new"  # new, running, frozen, dead, stopped
+        self._freeze_fault: F.Fault = F.Freeze()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> Sidecar:
+        """Bind and start serving; returns ``self``. The port is known afterwards."""
+        if self._state != "new":
+            raise RuntimeError(f"Sidecar.start(): already {self._state}; a sidecar starts once")
+        _loop.run(self._start())
+        return self
+
+    async def _start(self) -> None:
+        self._web = _WebServer(self, access_log=None, handler_cancellation=False)
+        await self._listen()
+        self._state = "running"
+
+    async def _listen(self) -> None:
+        assert self._web is not None
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._web, self.host, self._port, reuse_address=True)
+        self._port = self._server.sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        """Release every held request, abort every connection, close. Bounded; idempotent."""
+        if self._state in ("new", "stopped"):
+            self._state = "stopped"
+            return
+        _loop.run(self._stop(), timeout=10.0)
+
+    async def _stop(self) -> None:
+        self._state = "stopped"
+        if self._server is not None:
+            self._server.close()
+        self._end_holds("teardown")
+        for fut in self._streams:
+            if not fut.done():
+                fut.set_result("teardown")
+        self._abort_all()
+        if self._web is not None:
+            await self._web.shutdown(0.05)
+        self._server = None
+
+    def __enter__(self) -> Sidecar:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+        if exc_type is None:
+            self.check_errors()
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
+        return self._state in ("running", "frozen", "dead")
+
+    @property
+    def state(self) -> str:
+        """``'new'``, ``'running'``, ``'frozen'``, ``'dead'`` or ``'stopped'``."""
+        return self._state
+
+    # -- addresses -------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        if self._state == "new":
+            raise RuntimeError("Sidecar.port: the sidecar is not started yet (call start() first)")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return self.url + self.mcp_path
+
+    @property
+    def health_url(self) -> str:
+        if self.health_path is None:
+            raise RuntimeError("Sidecar.health_url: this sidecar has no health endpoint (health_path=None)")
+        return self.url + self.health_path
+
+    @property
+    def service_url(self) -> str:
+        """The backend URL named by :class:`~pytest_mcpfaults.faults.BackendGone` payloads."""
+        return self._service_url or self.url
+
+    # -- tools -----------------------------------------------------------------------------------
+    def _add_tool(self, tool: Tool) -> None:
+        if not isinstance(tool, Tool):
+            raise ValueError(f"Sidecar: tools must be Tool instances, got {tool!r}")
+        self._tools[tool.name] = tool
+
+    def add_tool(
+        self, name: str, handler: Callable[..., Any], *, input_schema: Mapping[str, Any], description: str = ""
+    ) -> Tool:
+        """Serve a new tool (sync or async ``handler``, called with the arguments as keywords)."""
+        tool = Tool(name, handler, input_schema, description)
+        self._add_tool(tool)
+        return tool
+
+    def tool(
+        self, name: str | None = None, *, input_schema: Mapping[str, Any], description: str = ""
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator form of :meth:`add_tool`; the name defaults to the function's."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.add_tool(name or fn.__name__, fn, input_schema=input_schema, description=description or (fn.__doc__ or ""))
+            return fn
+
+        return register
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return dict(self._tools)
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        """Live transport session ids (session era)."""
+        return tuple(self._mcp.sessions)
+
+    @property
+    def ended_sessions(self) -> tuple[str, ...]:
+        """Transport session ids that were deleted, expired or lost with the process."""
+        return tuple(self._mcp.ended)
+
+    # -- runtime faults --------------------------------------------------------------------------
+    def kill(self) -> None:
+        """Die now: close the listener (connection refused) and reset every open connection."""
+        self._require_running("kill")
+        _loop.run(self._die(restart=False))
+
+    def freeze(self) -> None:
+        """Stop answering (like SIGSTOP): accept connections, hold every request until released."""
+        self._require_running("freeze")
+        _loop.run(self._set_frozen(F.Freeze()))
+
+    def revive(self) -> None:
+        """Come back: a dead sidecar listens again on the same port (sessions lost with the
+        process); a frozen one answers again (held requests are released)."""
+        self._require_running("revive")
+        _loop.run(self._revive())
+
+    def inject(self, *faults: F.Fault | str) -> None:
+        """Append faults to the plan, effective for the next request."""
+        plan = F.as_plan(list(faults))
+        _loop.run(self._inject(plan))
+
+    def clear_faults(self) -> None:
+        """Remove every planned fault (held requests stay held: see :meth:`release`)."""
+        _loop.run(self._inject(None))
+
+    def release(self) -> None:
+        """Let every held request go (stalled bodies finish, hung requests are answered) and end a freeze."""
+        if self.running:
+            _loop.run(self._release())
+
+    def _require_running(self, what: str) -> None:
+        if not self.running:
+            raise RuntimeError(f"Sidecar.{what}(): the sidecar is {self._state}, not running")
+
+    async def _inject(self, plan: Sequence[F.Fault] | None) -> None:
+        if plan is None:
+            self._plan.clear()
+        else:
+            self._plan.extend((f, F.TriggerState(f.when)) for f in plan)
+
+    async def _set_frozen(self, fault: F.Fault) -> None:
+        if self._state == "running":
+            self._state = "frozen"
+            self._freeze_fault = fault
+
+    async def _release(self) -> None:
+        if self._state == "frozen":
+            self._state = "running"
+        self._end_holds("released")
+
+    async def _revive(self) -> None:
+        if self._state == "dead":
+            await self._listen()
+            self._state = "running"
+        elif self._state == "frozen":
+            await self._release()
+
+    async def _die(self, *, restart: bool) -> None:
+        if not restart and self._server is not None:
+            self._server.close()
+            self._server = None
+        self._state = "running" if restart else "dead"
+        self._end_holds("teardown")
+        self._abort_all()
+        self._mcp.forget_all()
+        self.benchmark.forget()
+
+    def _end_holds(self, outcome: str) -> None:
+        for hold in list(self._holds):
+            if not hold.release.done():
+                hold.release.set_result(outcome)
+
+    def _abort_all(self) -> None:
+        for conn in list(self._conns.values()):
+            conn.closed_by_us = True
+            reset_transport(conn.transport)
+
+    # -- connections -----------------------------------------------------------------------------
+    def _conn_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
+        peer = transport.get_extra_info("peername")
+        cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
+        self._conns[handler] = _Conn(cid, transport, asyncio.get_running_loop().create_future())
+
+    def _conn_lost(self, handler: web_protocol.RequestHandler) -> None:
+        conn = self._conns.pop(handler, None)
+        if conn is None:
+            return
+        now = self.journal.now()
+        self.journal.update_connection(
+            conn.id, closed_at=now, closed_by="sidecar" if conn.closed_by_us else "client"
+        )
+        if not conn.closed_by_us and conn.current is not None:
+            rec = self.journal.request(conn.current)
+            if not rec.done:
+                self.journal.update_request(conn.current, client_closed=True, client_closed_at=now)
+        if not conn.lost.done():
+            conn.lost.set_result(None)
+
+    # -- request handling ------------------------------------------------------------------------
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        conn = self._conns.get(request.protocol)  # type: ignore[call-overload]
+        if conn is None:  # connection already gone
+            return web.Response(status=500)
+        rid = self.journal.add_request(conn_id=conn.id, method=request.method, path=request.path)
+        self.journal.count_request_on(conn.id)
+        conn.current = rid
+        out = Delivery()
+        try:
+            return await self._answer(request, conn, rid, out)
+        except Dropped:
+            return web.Response(status=500)  # the transport is gone; aiohttp drops this
+        except Exception as exc:  # a bug of ours: answer 500 and surface it in the test
+            self._record_error(f"{request.method} {request.path}", exc)
+            out.status = 500
+            return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
+        finally:
+            self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent, ended_at=self.journal.now())
+            if conn.current == rid:
+                conn.current = None
+
+    async def _read_body(self, request: web.BaseRequest) -> bytes | None:
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            return None
+        chunks, size = [], 0
+        while chunk := await request.content.read(65536):
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _answer(self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery) -> web.StreamResponse:
+        body = await self._read_body(request)
+        if body is None:
+            out.status = 413
+            return web.Response(status=413, text=f"request body over {self.max_body_bytes} bytes")
+        info = self._classify(request, body)
+        if info.mcp is not None:
+            m = info.mcp
+            self.journal.update_request(rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era)
+
+        async def hold(fault: F.Fault) -> None:
+            await self._hold(rid, conn, fault)
+
+        if self._state == "frozen":
+            await hold(self._freeze_fault)
+        fault, state = self._pick(info)
+        if fault is not None:
+            self.journal.update_request(rid, fault=str(fault), fault_kind=fault.kind)
+            self.journal.add_fired(fault.kind)
+        reply: Reply | web.StreamResponse | None = await self._apply(fault, state, info, hold)
+        if isinstance(reply, web.StreamResponse):
+            return reply
+        if reply is None:
+            reply = await self._normal(request, info, out, rid)
+            if isinstance(reply, web.StreamResponse):
+                return reply
+        return await deliver(
+            request, reply, sse_default=self.reply == "sse", fault=fault, hold=lambda: hold(fault), out=out  # type: ignore[arg-type]
+        )
+
+    def _classify(self, request: web.BaseRequest, body: bytes) -> _Info:
+        path = request.path
+        if path == self.mcp_path:
+            if request.method != "POST":
+                return _Info(request.method, path, "mcp", None)
+            parsed = self._mcp.parse(request.headers, body)
+            if isinstance(parsed, Reply):
+                return _Info(request.method, path, "mcp", None, parsed)
+            return _Info(request.method, path, "mcp", parsed)
+        kind = "health" if self.health_path is not None and path == self.health_path else "other"
+        return _Info(request.method, path, kind, None)
+
+    def _pick(self, info: _Info) -> tuple[F.Fault | None, F.TriggerState | None]:
+        chosen: tuple[F.Fault | None, F.TriggerState | None] = (None, None)
+        for fault, state in self._plan:
+            if not info.matches(fault.when.target) or not _applies(fault, info):
+                continue
+            fires = state.consider()
+            if fires and isinstance(fault, F.Flap) and ((state.seen - 1) // fault.every) % 2 == 0:
+                state.fired -= 1  # healthy phase of the flap
+                fires = False
+            if fires and chosen[0] is None:
+                chosen = (fault, state)
+        return chosen
+
+    async def _apply(
+        self, fault: F.Fault | None, state: F.TriggerState | None, info: _Info, hold: Callable[[F.Fault], Any]
+    ) -> Reply | None:
+        """Answer-level faults: return the reply they force, or ``None`` to answer normally."""
+        if fault is None:
+            return None
+        mid = info.mcp.id if info.mcp else None
+        if isinstance(fault, F.Die):
+            await self._die(restart=fault.restart)
+            raise Dropped
+        if isinstance(fault, F.Freeze):
+            await self._set_frozen(fault)
+            await hold(fault)
+        elif isinstance(fault, F.Hang):
+            await hold(fault)
+        elif isinstance(fault, F.Delay):
+            fired = state.fired if state is not None else 0  # the nth firing draws the nth jitter
+            jitter = random.Random(fault.seed * 1_000_003 + fired).random() * fault.jitter if fault.jitter else 0.0
+            await asyncio.sleep(fault.seconds + jitter)
+        elif isinstance(fault, (F.Status, F.Flap)):
+            headers = {"Retry-After": str(fault.retry_after)} if getattr(fault, "retry_after", None) is not None else {}
+            text = getattr(fault, "body", None)
+            return Reply(fault.code, {"error": text or f"injected HTTP {fault.code}"}, headers, sse=False)
+        elif isinstance(fault, F.Absent):
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        elif isinstance(fault, F.Terminating):
+            r = rpc_error(-32000, "Service Unavailable: the server is terminating", mid, status=503)
+            r.headers["Connection"] = "close"
+            return r
+        elif isinstance(fault, F.JsonRpcError):
+            return rpc_error(fault.code, fault.message, mid)
+        elif isinstance(fault, F.SessionExpired):
+            sid = info.mcp.session_id if info.mcp else None
+            if sid:
+                self._mcp.end_session(sid)
+            return rpc_error(-32600, "Session not found", status=404)
+        elif isinstance(fault, (F.ToolError, F.BackendGone)) and info.mcp is not None:
+            if isinstance(fault, F.ToolError):
+                result = tool_result(fault.text, is_error=True)
+            else:
+                url = fault.service_url or self.service_url
+                sid = info.mcp.arguments.get("session_id")
+                msg = f"Service at {url} is no longer alive"
+                if info.mcp.tool == "delete_session" and sid is not None:
+                    msg = f"Error closing session {sid}: {msg}"
+                result = tool_result({"error": msg})
+            if info.mcp.era == "stateless":
+                result["resultType"] = "complete"
+            return Reply(200, {"jsonrpc": "2.0", "id": mid, "result": result})
+        return None
+
+    async def _normal(
+        self, request: web.BaseRequest, info: _Info, out: Delivery, rid: int
+    ) -> Reply | web.StreamResponse:
+        if info.kind == "health":
+            return Reply(200, {"status": "ok"}, sse=False)
+        if info.kind == "other":
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        origin = request.headers.get("Origin")
+        if origin and not self._origin_ok(origin):
+            return rpc_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
+        if request.method == "POST":
+            if info.mcp is None:
+                assert info.bad_body is not None
+                return info.bad_body
+            return await self._mcp.post(info.mcp, request.headers)
+        if request.method == "DELETE":
+            return self._mcp.delete(request.headers.get("Mcp-Session-Id"))
+        if request.method == "GET" and self._mcp.get_stream and self._mcp.era != "stateless":
+            problem = self._mcp.check_session(request.headers.get("Mcp-Session-Id"))
+            return problem or await self._get_stream(request, out)
+        return Reply(405, None, {"Allow": "POST, DELETE" if self._mcp.era != "stateless" else "POST"})
+
+    async def _get_stream(self, request: web.BaseRequest, out: Delivery) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        await resp.write(b": stream open\n\n")
+        out.status, out.bytes_sent = 200, 15
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._streams.add(done)
+        try:
+            await done
+        finally:
+            self._streams.discard(done)
+        return resp
+
+    def _origin_ok(self, origin: str) -> bool:
+        if origin in self.allowed_origins:
+            return True
+        host = urlsplit(origin).hostname or ""
+        try:
+            return host in _LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    # -- holding ---------------------------------------------------------------------------------
+    async def _hold(self, rid: int, conn: _Conn, fault: F.Fault) -> None:
+        """Hold a request until release, client hang-up, teardown or patience. Raises ``Dropped``
+        unless it ends in a release."""
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        hold = _Hold(rid, fault, fut)
+        self._holds.add(hold)
+        self.journal.update_request(rid, held=True)
+        budget = getattr(fault, "patience", None) or self.patience
+        try:
+            await asyncio.wait((fut, conn.lost), timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._holds.discard(hold)
+        waited = time.monotonic() - hold.started
+        if fut.done():
+            outcome = fut.result()
+        elif conn.lost.done():
+            outcome = "client_closed"
+        else:
+            outcome = "patience"
+        rec = self.journal.update_request(rid, hold=outcome, waited=waited)
+        if outcome == "patience":
+            assert budget is not None
+            expected = bool(self.expect_hang or getattr(fault, "expect_hang", False))
+            conn.closed_by_us = True
+            reset_transport(conn.transport)
+            self.journal.add_violation(PatienceViolation(rec, str(fault), budget, expected))
+        if outcome != "released":
+            raise Dropped
+
+    # -- errors ----------------------------------------------------------------------------------
+    def _record_error(self, where: str, exc: BaseException) -> None:
+        with self._errors_lock:
+            self._errors.append((where, exc))
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Exceptions raised inside the sidecar thread so far (tool handlers, internal errors)."""
+        with self._errors_lock:
+            return [e for _, e in self._errors]
+
+    def check_errors(self) -> None:
+        """Raise :class:`SidecarError` if anything raised inside the sidecar thread."""
+        with self._errors_lock:
+            errors = list(self._errors)
+        if errors:
+            raise SidecarError(errors) from errors[0][1]
+
+    # -- journal shortcuts and waits ---------------------------------------------------------------
+    @property
+    def requests(self) -> tuple[RequestRecord, ...]:
+        """Snapshot of every request so far."""
+        return self.journal.requests
+
+    @property
+    def patience_violations(self) -> tuple[PatienceViolation, ...]:
+        return self.journal.violations
+
+    @property
+    def fired(self) -> dict[str, int]:
+        """How often each fault kind fired."""
+        return self.journal.fired
+
+    def wait_idle(self, timeout: float = 5.0) -> None:
+        """Wait until no client connection is open (every client released its connections)."""
+
+        def idle() -> bool:
+            return not self.journal.open_connections()
+
+        self.journal.wait_for(idle, timeout, f"every client connection to {self.url} to close")
+
+    def wait_held(self, count: int = 1, timeout: float = 5.0) -> None:
+        """Wait until at least ``count`` requests are being held by a blocking fault."""
+        self.journal.wait_for(
+            lambda: sum(1 for r in self.journal.requests if r.held and r.hold is None) >= count,
+            timeout,
+            f"{count} held request(s)",
+        )
+
+    def wait_for(self, predicate: Callable[[tuple[RequestRecord, ...]], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate(requests)`` is true."""
+        self.journal.wait_for(lambda: predicate(self.journal.requests), timeout, f"{predicate!r}")
+
+    # -- patience assertions -----------------------------------------------------------------------
+    def _held(self, target: str | None) -> list[RequestRecord]:
+        out = [r for r in self.journal.requests if r.held]
+        if target is not None:
+            F.check_target(target)
+            out = [r for r in out if _record_matches(r, target, self)]
+        return out
+
+    def assert_client_gave_up(self, within: float, target: str | None = None) -> None:
+        """Every held request (matching ``target``) ended because the client closed it, within ``within`` s."""
+        held = self._held(target)
+        if not held:
+            raise AssertionError(f"no held request{' matching ' + repr(target) if target else ''} was recorded")
+        bad = [r for r in held if r.hold != "client_closed" or r.waited is None or r.waited > within]
+        if bad:
+            raise AssertionError(
+                f"the client did not give up within {within} s on {len(bad)} held request(s):\n"
+                + self.journal.format(bad)
+            )
+
+    def assert_client_released(self, within: float, target: str | None = None) -> None:
+        """Every stalled/held response (matching ``target``) had its connection closed by the client
+        within ``within`` s of the hold starting; names the connection that stayed open otherwise."""
+        held = self._held(target)
+        if not held:
+            raise AssertionError(f"no held request{' matching ' + repr(target) if target else ''} was recorded")
+        conns = {c.id: c for c in self.journal.connections}
+        bad = []
+        for r in held:
+            c = conns[r.conn_id]
+            ok = r.client_closed and r.client_closed_at is not None and r.waited is not None
+            if not ok or c.closed_by != "client" or (r.client_closed_at or 0) - _hold_start(r) > within:
+                bad.append(r)
+        if bad:
+            names = ", ".join(f"connection #{r.conn_id} ({conns[r.conn_id].peer})" for r in bad)
+            raise AssertionError(
+                f"the client did not release {names} within {within} s; it held the stalled response open:\n"
+                + self.journal.format(bad)
+            )
+
+    def assert_no_patience_violations(self) -> None:
+        """No held request outlived its patience budget."""
+        v = self.journal.violations
+        if v:
+            raise AssertionError(patience_verdict(self, v))
+
+
+def _hold_start(r: RequestRecord) -> float:
+    return (r.ended_at or 0.0) - (r.waited or 0.0) if r.waited is not None else r.started_at
+
+
+def _record_matches(r: RequestRecord, target: str, sc: Sidecar) -> bool:
+    kind = "mcp" if r.path == sc.mcp_path else "health" if r.path == sc.health_path else "other"
+    mcp = McpRequest({"params": {"name": r.tool}, "id": 0}, r.mcp_method, 0, r.session_id, r.era or "")
+    return _Info(r.method, r.path, kind, mcp if r.mcp_method else None).matches(target)
+
+
+def _applies(fault: F.Fault, info: _Info) -> bool:
+    if isinstance(fault, (F.ToolError, F.BackendGone)):
+        return info.mcp is not None and info.mcp.method == "tools/call"
+    if isinstance(fault, (F.SessionExpired, F.JsonRpcError)):
+        return info.mcp is not None and not info.mcp.is_notification
+    return True
+
+
+def patience_verdict(sc: Sidecar, violations: Sequence[PatienceViolation]) -> str:
+    """The failure message for patience violations, with the journal excerpt of each connection."""
+    lines = []
+    for v in violations:
+        lines.append(v.describe())
+        lines.append("  journal of that connection:")
+        related = [r for r in sc.journal.requests if r.conn_id == v.request.conn_id]
+        lines.extend("    " + line for line in sc.journal.format(related).splitlines())
+    lines.append(
+        "If the test expects the client to wait it out, say so: Sidecar(expect_hang=True), "
+        "@pytest.mark.mcp_sidecar(expect_hang=True), or expect_hang=True on the fault."
+    )
+    return "\n".join(lines)
