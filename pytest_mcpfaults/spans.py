@@ -51,6 +51,7 @@ __all__ = [
     "describe_span",
     "find_spans",
     "format_tree",
+    "global_recorder",
     "install_recorder",
     "matches",
     "one_span",
@@ -364,11 +365,20 @@ class SpanRecorder(_ProcessorBase):
     Spans are recorded from the moment the recorder sees them start. After :meth:`clear`, a span that
     started before the clear is ignored even when it ends later, so each test sees only its own spans.
 
-    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods.
+    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods. While
+    ``recording`` is false, spans that start are ignored (the recorder stays attached but costs nothing
+    and keeps nothing).
     """
 
-    def __init__(self, *, session: Patterns = DEFAULT_SESSION, cleanup: Patterns = DEFAULT_CLEANUP) -> None:
+    def __init__(
+        self,
+        *,
+        session: Patterns = DEFAULT_SESSION,
+        cleanup: Patterns = DEFAULT_CLEANUP,
+        recording: bool = True,
+    ) -> None:
         self._lock = threading.Lock()
+        self.recording = recording
         self._entries: dict[tuple[int, int], _Entry] = {}
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
         self._sink: ResultSink | None = None
@@ -379,6 +389,8 @@ class SpanRecorder(_ProcessorBase):
 
     def on_start(self, span: Any, parent_context: Context | None = None) -> None:
         """Record a span that just started (SDK hook)."""
+        if not self.recording:
+            return
         ctx = span.get_span_context()
         with self._lock:
             self._entries[(ctx.trace_id, ctx.span_id)] = _Entry(span)
@@ -595,6 +607,19 @@ _GLOBAL_LOCK = threading.Lock()
 _GLOBAL_RECORDER: SpanRecorder | None = None
 
 
+def global_recorder() -> SpanRecorder:
+    """The process-wide recorder that :func:`install_recorder` wires, created on first use.
+
+    Unlike :func:`install_recorder` this wires nothing and does not turn recording on: use it to watch
+    provider creation before the global provider should be touched.
+    """
+    global _GLOBAL_RECORDER
+    with _GLOBAL_LOCK:
+        if _GLOBAL_RECORDER is None:
+            _GLOBAL_RECORDER = SpanRecorder(recording=False)
+        return _GLOBAL_RECORDER
+
+
 def install_recorder() -> SpanRecorder:
     """The process-wide recorder, wired into the global tracer provider. Idempotent; call it whenever
     spans are needed (the ``mcp_spans`` fixture and the span gate do, at the start of every test).
@@ -605,15 +630,14 @@ def install_recorder() -> SpanRecorder:
       global one. Tracers obtained earlier from the API's proxy provider resolve to it on their next span.
     * Any other global provider (a no-op or non-SDK one) cannot take a span processor: a
       :class:`SpanWiringWarning` is issued and only attached or watched providers are recorded.
+
+    Turns ``recording`` on.
     """
-    global _GLOBAL_RECORDER
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
 
+    recorder = global_recorder()
     with _GLOBAL_LOCK:
-        if _GLOBAL_RECORDER is None:
-            _GLOBAL_RECORDER = SpanRecorder()
-        recorder = _GLOBAL_RECORDER
         current = trace.get_tracer_provider()
         if isinstance(current, trace.ProxyTracerProvider):
             provider = TracerProvider()
@@ -629,6 +653,7 @@ def install_recorder() -> SpanRecorder:
                 SpanWiringWarning,
                 stacklevel=2,
             )
+        recorder.recording = True
     return recorder
 
 

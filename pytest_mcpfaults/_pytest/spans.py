@@ -1,1 +1,232 @@
-"""Span fixtures and gate (placeholder)."""
+"""pytest glue for span capture: the ``mcp_spans`` fixture, the ini keys and the automatic span gate.
+
+Top-level imports stay light (pytest only). OpenTelemetry and :mod:`pytest_mcpfaults.spans` are imported
+inside the hooks and the fixture, and only when spans are asked for: a run that neither enables the
+gate nor uses ``mcp_spans`` never touches the global tracer provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.spans import SpanRecorder
+
+SESSION_INI = "mcpfaults_session_spans"
+CLEANUP_INI = "mcpfaults_cleanup_spans"
+CHECK_INI = "mcpfaults_check_spans"
+CHECK_OPTION = "--mcpfaults-check-spans"
+
+
+@dataclass(frozen=True)
+class SpanSettings:
+    """The validated span settings of a run."""
+
+    check: bool
+    session: tuple[str, ...]
+    cleanup: tuple[str, ...]
+
+
+_SETTINGS_KEY = pytest.StashKey[SpanSettings]()
+_WATCH_KEY = pytest.StashKey[ExitStack]()
+_STARTED_KEY = pytest.StashKey[bool]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mcpfaults")
+    group.addoption(
+        CHECK_OPTION,
+        action="store_true",
+        default=None,
+        dest="mcpfaults_check_spans",
+        help="Check the span invariants after every test that recorded spans, and fail the test on a "
+        f"violation (ini: {CHECK_INI}).",
+    )
+    parser.addini(
+        CHECK_INI, type="bool", default=False, help=f"Turn the span gate on, as {CHECK_OPTION} does."
+    )
+    parser.addini(
+        SESSION_INI,
+        type="linelist",
+        default=["Agent.Session"],
+        help="Span-name globs of session spans, one per line (default: Agent.Session).",
+    )
+    parser.addini(
+        CLEANUP_INI,
+        type="linelist",
+        default=["MCP.DeleteSession"],
+        help="Span-name globs of cleanup spans, one per line (default: MCP.DeleteSession).",
+    )
+
+
+def _patterns(config: pytest.Config, key: str) -> tuple[str, ...]:
+    value: Any = config.getini(key)
+    if not value:
+        raise pytest.UsageError(f"{key}: needs at least one span-name glob, got {value!r}")
+    for item in value:
+        if not isinstance(item, str) or not item.strip():
+            raise pytest.UsageError(f"{key}: blank span-name glob {item!r} in {value!r}")
+    return tuple(item.strip() for item in value)
+
+
+def _read_settings(config: pytest.Config) -> SpanSettings:
+    option = config.getoption("mcpfaults_check_spans", default=None)
+    if option:
+        check = True
+    else:
+        try:
+            check = bool(config.getini(CHECK_INI))
+        except (ValueError, TypeError) as exc:
+            raise pytest.UsageError(f"{CHECK_INI}: expected a boolean (true/false), {exc}") from None
+    return SpanSettings(
+        check=check, session=_patterns(config, SESSION_INI), cleanup=_patterns(config, CLEANUP_INI)
+    )
+
+
+def settings_for(config: pytest.Config) -> SpanSettings:
+    """The span settings of ``config`` (read and validated at configure time)."""
+    settings = config.stash.get(_SETTINGS_KEY, None)
+    if settings is None:
+        settings = config.stash[_SETTINGS_KEY] = _read_settings(config)
+    return settings
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    settings = settings_for(config)
+    if settings.check:
+        # Watch provider creation for the whole run, so a harness that builds its TracerProvider at
+        # import or collection time is caught too. The global provider is wired at each test's start.
+        from pytest_mcpfaults.spans import global_recorder
+
+        stack = ExitStack()
+        stack.enter_context(global_recorder().watch_providers())
+        config.stash[_WATCH_KEY] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = config.stash.get(_WATCH_KEY, None)
+    if stack is not None:
+        stack.close()
+        del config.stash[_WATCH_KEY]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    settings = config.stash.get(_SETTINGS_KEY, None)
+    if settings is None or not settings.check:
+        return None
+    return (
+        f"mcpfaults span gate: on (session spans: {', '.join(settings.session)}; "
+        f"cleanup spans: {', '.join(settings.cleanup)})"
+    )
+
+
+def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
+    """Wire and configure the recorder; clear it the first time per test."""
+    from pytest_mcpfaults.spans import install_recorder
+
+    recorder = install_recorder()
+    recorder.session_patterns = settings.session
+    recorder.cleanup_patterns = settings.cleanup
+    if not item.stash.get(_STARTED_KEY, False):
+        recorder.clear()
+        item.stash[_STARTED_KEY] = True
+    return recorder
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    item.stash[_STARTED_KEY] = False  # a rerun of the same item starts empty again
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    settings = settings_for(item.config)
+    if settings.check:
+        _start_test(item, settings)
+    return (yield)
+
+
+def _gate_failure(item: pytest.Item, recorder: SpanRecorder, mark: int, settings: SpanSettings) -> str | None:
+    """Run the invariants over the test's spans, record the results, return the failure text if any."""
+    from pytest_mcpfaults import invariants
+    from pytest_mcpfaults._pytest.records import InvariantResult, record_for
+
+    spans = recorder.spans()
+    if not spans:
+        return None
+    # Spans started by fixtures during setup may legitimately stay open until teardown: only spans
+    # started during the call phase must have ended by its end.
+    found = invariants.check_all(
+        spans, settings.session, settings.cleanup, 1, must_end=recorder.spans(since=mark)
+    )
+    rec = record_for(item)
+    for name, ok, message in invariants.results_by_invariant(invariants.ALL_INVARIANTS, found):
+        rec.invariants.append(InvariantResult(name, ok, message))
+    if not found:
+        return None
+    return f"mcpfaults span gate ({CHECK_OPTION}): " + invariants.format_violations(found, spans)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    settings = settings_for(item.config)
+    if not settings.check:
+        return (yield)
+    recorder = _start_test(item, settings)
+    mark = recorder.mark()
+    try:
+        result = yield
+    except Exception as exc:
+        # The test failed on its own: keep its error, record the invariants, add them as a note.
+        text = _gate_failure(item, recorder, mark, settings)
+        if text is not None and hasattr(exc, "add_note"):
+            exc.add_note(text)
+        raise
+    text = _gate_failure(item, recorder, mark, settings)
+    if text is not None:
+        pytest.fail(text, pytrace=False)
+    return result
+
+
+@pytest.fixture
+def mcp_spans(request: pytest.FixtureRequest) -> Generator[SpanRecorder, None, None]:
+    """Record the OpenTelemetry spans of this test; yields a ``pytest_mcpfaults.SpanRecorder``.
+
+    Wires the recorder into the global tracer provider (installing an SDK provider if none is set),
+    starts the test with an empty recording, and, until the test ends, adds the recorder to every SDK
+    ``TracerProvider`` constructed and to every provider passed to ``trace.set_tracer_provider``.
+    Providers built before this fixture started are caught only if global or ``attach``-ed.
+
+    Query with ``mcp_spans.find("MCP.*")``, ``mcp_spans.one("Agent.Session")``, ``mcp_spans.tree()``;
+    assert with ``mcp_spans.assert_cleanup_never_flips()``, ``assert_cleanup_at_most(1)``,
+    ``assert_all_spans_ended()`` or ``assert_invariants()``. Span names default to the
+    ``mcpfaults_session_spans`` / ``mcpfaults_cleanup_spans`` ini keys.
+    """
+    from pytest_mcpfaults._pytest.records import InvariantResult, record_for
+
+    item = request.node
+    settings = settings_for(request.config)
+    recorder = _start_test(item, settings)
+    rec = record_for(item)
+
+    def sink(name: str, ok: bool, message: str) -> None:
+        rec.invariants.append(InvariantResult(name, ok, message))
+
+    recorder.report_to(sink)
+    try:
+        with recorder.watch_providers():
+            yield recorder
+    finally:
+        recorder.report_to(None)
+        if not settings.check:
+            # Without the gate nothing reads spans between tests: stop keeping them.
+            recorder.recording = False
+            recorder.clear()
