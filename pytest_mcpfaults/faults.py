@@ -85,7 +85,9 @@ def _check_count(owner: str, name: str, value: object, *, minimum: int = 0, opti
         raise ValueError(f"{owner}: {name} must be {want}, got {value!r}")
 
 
-def _check_seconds(owner: str, name: str, value: object, *, optional: bool = False, positive: bool = False) -> None:
+def _check_seconds(
+    owner: str, name: str, value: object, *, optional: bool = False, positive: bool = False
+) -> None:
     if value is None and optional:
         return
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
@@ -201,7 +203,9 @@ class Fault:
         elif isinstance(when, str):
             when = Trigger(when)
         elif not isinstance(when, Trigger):
-            raise ValueError(f"{type(self).__name__}: when must be a Trigger or a target string, got {when!r}")
+            raise ValueError(
+                f"{type(self).__name__}: when must be a Trigger or a target string, got {when!r}"
+            )
         object.__setattr__(self, "when", when)
         self._validate()
 
@@ -240,7 +244,9 @@ class _Blocking(Fault):
     def _validate(self) -> None:
         _check_seconds(type(self).__name__, "patience", self.patience, optional=True, positive=True)
         if not isinstance(self.expect_hang, bool):
-            raise ValueError(f"{type(self).__name__}: expect_hang must be True or False, got {self.expect_hang!r}")
+            raise ValueError(
+                f"{type(self).__name__}: expect_hang must be True or False, got {self.expect_hang!r}"
+            )
 
 
 # -- process level -------------------------------------------------------------------------------
@@ -486,8 +492,17 @@ def fault_kinds() -> dict[str, type[Fault]]:
 
 # -- text form and dicts -------------------------------------------------------------------------
 
-_SPEC = re.compile(r"^\s*(?P<kind>[a-z_]+)\s*(?:\((?P<params>[^)]*)\))?\s*(?:@(?P<target>[^\[]+))?(?:\[(?P<trig>[^\]]*)\])?\s*$")
-_TRIGGER_KEYS = {"nth": "nth", "after": "after", "times": "times", "p": "probability", "probability": "probability", "seed": "seed"}
+_SPEC = re.compile(
+    r"^\s*(?P<kind>[a-z_]+)\s*(?:\((?P<params>[^)]*)\))?\s*(?:@(?P<target>[^\[]+))?(?:\[(?P<trig>[^\]]*)\])?\s*$"
+)
+_TRIGGER_KEYS = {
+    "nth": "nth",
+    "after": "after",
+    "times": "times",
+    "p": "probability",
+    "probability": "probability",
+    "seed": "seed",
+}
 
 
 def _format_value(value: object) -> str:
@@ -543,7 +558,9 @@ def parse_fault(spec: str) -> Fault:
     trig: dict[str, Any] = {}
     for key, value in trig_raw.items():
         if key not in _TRIGGER_KEYS:
-            raise ValueError(f"fault spec {spec!r}: unknown trigger key {key!r}; valid: nth, after, times, p, seed")
+            raise ValueError(
+                f"fault spec {spec!r}: unknown trigger key {key!r}; valid: nth, after, times, p, seed"
+            )
         trig[_TRIGGER_KEYS[key]] = value
     target = (match["target"] or cls.default_target).strip()
     return _build(cls, params, {"target": target, **trig}, spec)

@@ -1,1 +1,216 @@
-"""Sidecar fixtures (placeholder)."""
+"""pytest glue for sidecars: the ``mcp_sidecar`` marker and fixtures, the patience verdict.
+
+Sidecars used by a test (through either fixture) are attached to the test item. After the test's
+call phase, patience violations that the test did not expect fail it with the verdict; at teardown
+every sidecar is stopped (bounded), errors raised in the sidecar thread are re-raised, and what was
+observed goes into the test's record for the CI report.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.records import record_for
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.sidecar import Sidecar
+    from pytest_mcpfaults.sidecar.factory import SidecarFactory
+
+_SIDECARS = pytest.StashKey[list["Sidecar"]]()
+_CURRENT: list[pytest.Item] = []  # the item whose setup/call/teardown is running
+_PATIENCE_INI = "mcpfaults_patience"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        _PATIENCE_INI,
+        "Seconds a request held by a hang/stall/freeze fault may wait before the sidecar aborts it and "
+        "the test fails with a patience verdict ('none': hold until release or teardown). Default 5.",
+        default="5",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "mcp_sidecar(**kwargs): configure the mcp_sidecar fixture; the keyword arguments are exactly "
+        "those of pytest_mcpfaults.Sidecar (faults=, era=, reply=, patience=, expect_hang=, ...).",
+    )
+    config.addinivalue_line(
+        "markers",
+        "mcp_expect_hang: this test expects clients to wait out held requests; patience violations "
+        "of every sidecar it uses are reported but do not fail it.",
+    )
+    _ini_patience(config)  # validate early: a bad ini value is a usage error before collection
+
+
+def _ini_patience(config: pytest.Config) -> float | None:
+    raw = str(config.getini(_PATIENCE_INI)).strip()
+    if raw.lower() == "none":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise pytest.UsageError(
+            f"ini option {_PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
+        )
+    return value
+
+
+def _marker_kwargs(item: pytest.Item) -> dict[str, Any]:
+    marker = item.get_closest_marker("mcp_sidecar")
+    if marker is None:
+        return {}
+    if marker.args:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.mcp_sidecar takes keyword arguments only "
+            f"(those of Sidecar), got positional {marker.args!r}"
+        )
+    return dict(marker.kwargs)
+
+
+def _validate_marker(item: pytest.Item) -> None:
+    from pytest_mcpfaults.sidecar import Sidecar
+
+    kwargs = _marker_kwargs(item)
+    if not kwargs:
+        return
+    valid = [p for p in inspect.signature(Sidecar).parameters]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.mcp_sidecar got an unknown argument {unknown[0]!r}; "
+            f"valid arguments (those of Sidecar): {', '.join(valid)}"
+        )
+    try:
+        Sidecar(**kwargs)  # validation only: nothing binds until start()
+    except ValueError as exc:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.mcp_sidecar: {exc}") from None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("mcp_sidecar") is not None:
+            _validate_marker(item)
+
+
+def _attach(item: pytest.Item | None, sidecar: Sidecar) -> None:
+    if item is not None:
+        item.stash.setdefault(_SIDECARS, []).append(sidecar)
+
+
+def _expects_hang(item: pytest.Item) -> bool:
+    return item.get_closest_marker("mcp_expect_hang") is not None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    _CURRENT.append(item)
+    try:
+        return (yield)
+    finally:
+        _CURRENT.remove(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    result = yield
+    sidecars = item.stash.get(_SIDECARS, [])
+    if sidecars and not _expects_hang(item):
+        from pytest_mcpfaults.sidecar.patience import patience_verdict
+
+        for sc in sidecars:
+            unexpected = [v for v in sc.patience_violations if not v.expected]
+            if unexpected:
+                raise PatienceError(patience_verdict(sc, unexpected))
+    return result
+
+
+class PatienceError(AssertionError):
+    """A held request outlived its patience budget and the test did not say it expected that."""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    sidecars = item.stash.get(_SIDECARS, [])
+    if not sidecars:
+        return
+    item.stash[_SIDECARS] = []
+    rec = record_for(item)
+    rec.expected_hang = _expects_hang(item)
+    for sc in sidecars:
+        sc.stop()
+        rec.sidecars.append(
+            {"url": sc.url if sc.state != "new" else None, "era": sc.era, "requests": len(sc.journal)}
+        )
+        rec.plans.append([str(f) for f in sc.plan])
+        for kind, n in sc.fired.items():
+            rec.add_fired(kind, n)
+        for v in sc.patience_violations:
+            rec.patience_violations.append(
+                {
+                    "message": v.describe(),
+                    "fault": v.fault,
+                    "budget": v.budget,
+                    "expected": v.expected or rec.expected_hang,
+                }
+            )
+    for sc in sidecars:
+        sc.check_errors()
+
+
+def _defaults(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
+    return {"patience": _ini_patience(config), "expect_hang": _expects_hang(item)}
+
+
+@pytest.fixture
+def mcp_sidecar(request: pytest.FixtureRequest) -> Iterator[Sidecar]:
+    """A started fake MCP sidecar on 127.0.0.1 (a ``pytest_mcpfaults.Sidecar``), stopped after the test.
+
+    Configure it with ``@pytest.mark.mcp_sidecar(**kwargs)``; the keyword arguments are exactly those
+    of ``Sidecar`` (``faults=[...]``, ``era='session'``, ``reply='sse'``, ``patience=2.0`` …). Its
+    URLs: ``mcp_sidecar.mcp_url``, ``.health_url``; its journal: ``mcp_sidecar.journal``. A request
+    held past its patience budget fails the test with a verdict unless the test expects the hang.
+    """
+    from pytest_mcpfaults.sidecar import Sidecar
+
+    item = request.node
+    kwargs = {**_defaults(request.config, item), **_marker_kwargs(item)}
+    sidecar = Sidecar(**kwargs)
+    sidecar.start()
+    _attach(item, sidecar)
+    yield sidecar
+    sidecar.stop()  # the teardown hook records it and re-raises its errors
+
+
+@pytest.fixture(scope="session")
+def mcp_sidecar_factory(pytestconfig: pytest.Config) -> Iterator[SidecarFactory]:
+    """A factory of started sidecars: ``mcp_sidecar_factory(**Sidecar kwargs)`` returns a started
+    ``Sidecar``, also usable as a context manager. Every sidecar is stopped when the test that made
+    it ends. Session-scoped on purpose, so it is safe inside a Hypothesis ``@given`` body::
+
+        @given(plan=fault_plans())
+        def test_teardown(mcp_sidecar_factory, plan):
+            with mcp_sidecar_factory(faults=plan) as sidecar:
+                ...
+    """
+    from pytest_mcpfaults.sidecar.factory import SidecarFactory
+
+    def on_start(sidecar: Sidecar) -> None:
+        _attach(_CURRENT[-1] if _CURRENT else None, sidecar)
+
+    class _Factory(SidecarFactory):
+        def __call__(self, **kwargs: Any) -> Sidecar:
+            item = _CURRENT[-1] if _CURRENT else None
+            defaults = _defaults(pytestconfig, item) if item is not None else {}
+            return super().__call__(**{**defaults, **kwargs})
+
+    factory = _Factory(on_start=on_start)
+    yield factory
+    factory.stop_all()

@@ -76,11 +76,11 @@ async def deliver(
         raise Dropped
     out.status = reply.status
     if not isinstance(fault, (F.Stall, F.Drip, F.Truncate, F.Reset, F.EndlessSse)):
-        resp = web.Response(status=reply.status, body=body or None, headers=headers)
+        plain = web.Response(status=reply.status, body=body or None, headers=headers)
         if body:
-            resp.content_type = ctype
+            plain.content_type = ctype
         out.bytes_sent = len(body)
-        return resp
+        return plain
 
     resp = web.StreamResponse(status=reply.status, headers=headers)
     resp.content_type = ctype

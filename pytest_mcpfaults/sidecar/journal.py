@@ -207,11 +207,17 @@ class Journal:
         """A readable excerpt: one line per request, with connection, status, fault and hold."""
         lines = []
         for r in requests if requests is not None else list(self.requests):
-            bits = [f"#{r.id:<3} conn#{r.conn_id:<3} {r.label:<40}", f"status={r.status}", f"bytes={r.bytes_sent}"]
+            bits = [
+                f"#{r.id:<3} conn#{r.conn_id:<3} {r.label:<40}",
+                f"status={r.status}",
+                f"bytes={r.bytes_sent}",
+            ]
             if r.fault:
                 bits.append(f"fault={r.fault}")
             if r.held:
-                bits.append(f"hold={r.hold} waited={r.waited:.3f}s" if r.waited is not None else "hold=active")
+                bits.append(
+                    f"hold={r.hold} waited={r.waited:.3f}s" if r.waited is not None else "hold=active"
+                )
             if r.client_closed:
                 bits.append(f"client closed at {r.client_closed_at:.3f}s")
             lines.append("  ".join(bits))

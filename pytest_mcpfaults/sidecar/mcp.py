@@ -136,7 +136,10 @@ class McpEndpoint:
         header_method = headers.get("Mcp-Method")
         if header_method is not None and header_method != req.method:
             return rpc_error(
-                INVALID_REQUEST, f"Mcp-Method header {header_method!r} does not match {req.method!r}", req.id, 400
+                INVALID_REQUEST,
+                f"Mcp-Method header {header_method!r} does not match {req.method!r}",
+                req.id,
+                400,
             )
         if req.is_notification:
             return Reply(202)
@@ -197,7 +200,9 @@ class McpEndpoint:
     def check_session(self, session_id: str | None) -> Reply | None:
         """The 400/404 reply for a missing or unknown transport session, or ``None`` when it is live."""
         if self.era == "stateless":
-            return rpc_error(INVALID_REQUEST, "Bad Request: this server is stateless (no sessions)", status=400)
+            return rpc_error(
+                INVALID_REQUEST, "Bad Request: this server is stateless (no sessions)", status=400
+            )
         if not session_id:
             return rpc_error(INVALID_REQUEST, "Bad Request: Missing session ID", status=400)
         if session_id not in self.sessions:

@@ -193,7 +193,9 @@ class Sidecar:
         max_body_bytes: int = 1 << 20,
         service_url: str | None = None,
     ) -> None:
-        _check_kwargs(host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes)
+        _check_kwargs(
+            host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes
+        )
         self.host, self.mcp_path, self.health_path = host, mcp_path, health_path
         self.era, self.reply, self.patience, self.expect_hang = era, reply, patience, expect_hang
         self.allowed_origins = tuple(allowed_origins)
@@ -208,7 +210,9 @@ class Sidecar:
         for f in F.as_plan(faults):
             self._plan.append((f, F.TriggerState(f.when)))
         self.journal = Journal()
-        self._mcp = McpEndpoint(era=era, tools=self._tools, get_stream=get_stream, on_error=self._record_error)
+        self._mcp = McpEndpoint(
+            era=era, tools=self._tools, get_stream=get_stream, on_error=self._record_error
+        )
         self._errors: list[tuple[str, BaseException]] = []
         self._errors_lock = threading.Lock()
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
@@ -259,7 +263,7 @@ class Sidecar:
         self._server = None
 
     def __enter__(self) -> Sidecar:
-        return self.start()
+        return self.start() if self._state == "new" else self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -313,7 +317,12 @@ class Sidecar:
         self._tools[tool.name] = tool
 
     def add_tool(
-        self, name: str, handler: Callable[..., Any], *, input_schema: Mapping[str, Any], description: str = ""
+        self,
+        name: str,
+        handler: Callable[..., Any],
+        *,
+        input_schema: Mapping[str, Any],
+        description: str = "",
     ) -> Tool:
         """Serve a new tool (sync or async ``handler``, called with the arguments as keywords)."""
         tool = Tool(name, handler, input_schema, description)
@@ -326,10 +335,20 @@ class Sidecar:
         """Decorator form of :meth:`add_tool`; the name defaults to the function's."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.add_tool(name or fn.__name__, fn, input_schema=input_schema, description=description or (fn.__doc__ or ""))
+            self.add_tool(
+                name or fn.__name__,
+                fn,
+                input_schema=input_schema,
+                description=description or (fn.__doc__ or ""),
+            )
             return fn
 
         return register
+
+    @property
+    def plan(self) -> tuple[F.Fault, ...]:
+        """Every fault planned so far (constructor and :meth:`inject`), in order."""
+        return tuple(f for f, _ in self._plan)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -462,7 +481,9 @@ class Sidecar:
             out.status = 500
             return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
         finally:
-            self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent, ended_at=self.journal.now())
+            self.journal.update_request(
+                rid, status=out.status, bytes_sent=out.bytes_sent, ended_at=self.journal.now()
+            )
             if conn.current == rid:
                 conn.current = None
 
@@ -477,7 +498,9 @@ class Sidecar:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _answer(self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery) -> web.StreamResponse:
+    async def _answer(
+        self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
+    ) -> web.StreamResponse:
         body = await self._read_body(request)
         if body is None:
             out.status = 413
@@ -485,7 +508,11 @@ class Sidecar:
         info = self._classify(request, body)
         if info.mcp is not None:
             m = info.mcp
-            self.journal.update_request(rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era)
+            self.journal.update_request(
+                rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era
+            )
+        elif info.kind == "mcp" and request.headers.get("Mcp-Session-Id"):
+            self.journal.update_request(rid, session_id=request.headers["Mcp-Session-Id"], era="session")
 
         async def hold(fault: F.Fault) -> None:
             await self._hold(rid, conn, fault)
@@ -504,7 +531,12 @@ class Sidecar:
             if isinstance(reply, web.StreamResponse):
                 return reply
         return await deliver(
-            request, reply, sse_default=self.reply == "sse", fault=fault, hold=lambda: hold(fault), out=out  # type: ignore[arg-type]
+            request,
+            reply,
+            sse_default=self.reply == "sse",
+            fault=fault,
+            hold=lambda: hold(fault),
+            out=out,  # type: ignore[arg-type]
         )
 
     def _classify(self, request: web.BaseRequest, body: bytes) -> _Info:
@@ -549,12 +581,17 @@ class Sidecar:
             await hold(fault)
         elif isinstance(fault, F.Delay):
             fired = state.fired if state is not None else 0  # the nth firing draws the nth jitter
-            jitter = random.Random(fault.seed * 1_000_003 + fired).random() * fault.jitter if fault.jitter else 0.0
+            jitter = (
+                random.Random(fault.seed * 1_000_003 + fired).random() * fault.jitter if fault.jitter else 0.0
+            )
             await asyncio.sleep(fault.seconds + jitter)
-        elif isinstance(fault, (F.Status, F.Flap)):
-            headers = {"Retry-After": str(fault.retry_after)} if getattr(fault, "retry_after", None) is not None else {}
-            text = getattr(fault, "body", None)
-            return Reply(fault.code, {"error": text or f"injected HTTP {fault.code}"}, headers, sse=False)
+        elif isinstance(fault, F.Status):
+            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+            return Reply(
+                fault.code, {"error": fault.body or f"injected HTTP {fault.code}"}, headers, sse=False
+            )
+        elif isinstance(fault, F.Flap):
+            return Reply(fault.code, {"error": f"injected HTTP {fault.code} (flapping)"}, sse=False)
         elif isinstance(fault, F.Absent):
             return Reply(404, {"error": "Not Found"}, sse=False)
         elif isinstance(fault, F.Terminating):
@@ -606,7 +643,9 @@ class Sidecar:
         return Reply(405, None, {"Allow": "POST, DELETE" if self._mcp.era != "stateless" else "POST"})
 
     async def _get_stream(self, request: web.BaseRequest, out: Delivery) -> web.StreamResponse:
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         await resp.write(b": stream open\n\n")
         out.status, out.bytes_sent = 200, 15
@@ -722,7 +761,9 @@ class Sidecar:
         """Every held request (matching ``target``) ended because the client closed it, within ``within`` s."""
         held = self._held(target)
         if not held:
-            raise AssertionError(f"no held request{' matching ' + repr(target) if target else ''} was recorded")
+            raise AssertionError(
+                f"no held request{' matching ' + repr(target) if target else ''} was recorded"
+            )
         bad = [r for r in held if r.hold != "client_closed" or r.waited is None or r.waited > within]
         if bad:
             raise AssertionError(
@@ -735,7 +776,9 @@ class Sidecar:
         within ``within`` s of the hold starting; names the connection that stayed open otherwise."""
         held = self._held(target)
         if not held:
-            raise AssertionError(f"no held request{' matching ' + repr(target) if target else ''} was recorded")
+            raise AssertionError(
+                f"no held request{' matching ' + repr(target) if target else ''} was recorded"
+            )
         conns = {c.id: c for c in self.journal.connections}
         bad = []
         for r in held:
@@ -754,6 +797,8 @@ class Sidecar:
         """No held request outlived its patience budget."""
         v = self.journal.violations
         if v:
+            from pytest_mcpfaults.sidecar.patience import patience_verdict
+
             raise AssertionError(patience_verdict(self, v))
 
 
@@ -773,18 +818,3 @@ def _applies(fault: F.Fault, info: _Info) -> bool:
     if isinstance(fault, (F.SessionExpired, F.JsonRpcError)):
         return info.mcp is not None and not info.mcp.is_notification
     return True
-
-
-def patience_verdict(sc: Sidecar, violations: Sequence[PatienceViolation]) -> str:
-    """The failure message for patience violations, with the journal excerpt of each connection."""
-    lines = []
-    for v in violations:
-        lines.append(v.describe())
-        lines.append("  journal of that connection:")
-        related = [r for r in sc.journal.requests if r.conn_id == v.request.conn_id]
-        lines.extend("    " + line for line in sc.journal.format(related).splitlines())
-    lines.append(
-        "If the test expects the client to wait it out, say so: Sidecar(expect_hang=True), "
-        "@pytest.mark.mcp_sidecar(expect_hang=True), or expect_hang=True on the fault."
-    )
-    return "\n".join(lines)

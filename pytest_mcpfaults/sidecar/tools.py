@@ -58,7 +58,7 @@ class Tool:
         schema = self.input_schema
         if not isinstance(schema, Mapping) or schema.get("type") != "object":
             raise ValueError(
-                f"Tool {self.name!r}: input_schema must be a JSON Schema object with \"type\": \"object\" "
+                f'Tool {self.name!r}: input_schema must be a JSON Schema object with "type": "object" '
                 f"(e.g. {{'type': 'object', 'properties': {{}}}}), got {schema!r}"
             )
 
@@ -187,7 +187,12 @@ class BenchmarkSessions:
     def tools(self) -> list[Tool]:
         sid = {"type": "object", "properties": {"session_id": {"type": "string"}}, "required": ["session_id"]}
         return [
-            Tool("list_tasks", self.list_tasks, {"type": "object", "properties": {}}, "List the benchmark's tasks."),
+            Tool(
+                "list_tasks",
+                self.list_tasks,
+                {"type": "object", "properties": {}},
+                "List the benchmark's tasks.",
+            ),
             Tool(
                 "create_session",
                 self.create_session,
