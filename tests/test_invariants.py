@@ -1,0 +1,460 @@
+"""Span invariants against a tiny harness traced with the real OpenTelemetry SDK.
+
+The harness comes in the shapes the incident reports describe: the buggy one lets the cleanup
+exception escape ``MCP.DeleteSession`` into the session handler, which marks the session ERROR and
+deletes again; the fixed one catches the cleanup failure inside the ``MCP.DeleteSession`` span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from pytest_mcpfaults.invariants import (
+    ALL_INVARIANTS,
+    SpanInvariantError,
+    Violation,
+    all_spans_ended,
+    check_all,
+    cleanup_at_most,
+    cleanup_never_flips,
+    format_violations,
+)
+from pytest_mcpfaults.spans import SpanRecorder
+
+GONE = (
+    "Session deletion failed: {'error': 'Error closing session 5788bd81: "
+    "Service at http://127.0.0.1:59685 is no longer alive'}"
+)
+
+
+class SidecarClient:
+    """Stands in for the MCP client: deleting a session fails while the sidecar is gone."""
+
+    def __init__(self, alive: bool) -> None:
+        self.alive = alive
+        self.deletes = 0
+
+    def delete_session(self) -> None:
+        self.deletes += 1
+        if not self.alive:
+            raise RuntimeError(GONE)
+
+
+def agent_ok() -> None:
+    pass
+
+
+def agent_times_out() -> None:
+    raise TimeoutError("agent did not finish within 30s")
+
+
+def run_buggy(tracer: Tracer, client: SidecarClient, agent: Callable[[], None] = agent_ok) -> None:
+    """The incident's harness: cleanup errors escape into the session handler, which retries."""
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span("Agent.Run"):
+                agent()
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except Exception as exc:
+            session.set_status(Status(StatusCode.ERROR, str(exc)))
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.alive = True  # the retry "silently succeeds"
+                client.delete_session()
+
+
+def run_fixed(tracer: Tracer, client: SidecarClient, agent: Callable[[], None] = agent_ok) -> None:
+    """Cleanup failures are caught inside MCP.DeleteSession; the session keeps the agent's outcome."""
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span("Agent.Run"):
+                agent()
+        except TimeoutError as exc:
+            session.set_status(Status(StatusCode.ERROR, f"agent timed out: {exc}"))
+        finally:
+            with tracer.start_as_current_span("MCP.DeleteSession") as delete:
+                try:
+                    client.delete_session()
+                except RuntimeError as exc:
+                    delete.add_event("mcp.session.already_gone", {"error": str(exc)})
+
+
+def run_timeout(tracer: Tracer, client: SidecarClient, *, cleanup_wins: bool) -> None:
+    """The agent times out, then cleanup fails (the sidecar was reaped) and the failure is recorded on
+    MCP.DeleteSession. With ``cleanup_wins`` the handler overwrites the timeout with the cleanup message."""
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span("Agent.Run"):
+                agent_times_out()
+        except TimeoutError as exc:
+            session.set_status(Status(StatusCode.ERROR, f"agent timed out: {exc}"))
+        finally:
+            try:
+                with tracer.start_as_current_span("MCP.DeleteSession"):
+                    client.delete_session()
+            except RuntimeError as exc:
+                if cleanup_wins:
+                    session.set_status(Status(StatusCode.ERROR, f"cleanup failed: {exc}"))
+
+
+@pytest.fixture
+def recorder() -> SpanRecorder:
+    return SpanRecorder()
+
+
+@pytest.fixture
+def tracer(recorder: SpanRecorder) -> Iterator[Tracer]:
+    provider = recorder.attach(TracerProvider(shutdown_on_exit=False))
+    yield provider.get_tracer("harness")
+    provider.shutdown()
+
+
+# --- the buggy and the fixed harness -----------------------------------------------------------------
+
+
+def test_buggy_harness_flips_the_session_and_is_reported(recorder: SpanRecorder, tracer: Tracer) -> None:
+    run_buggy(tracer, SidecarClient(alive=False))
+    spans = recorder.spans()
+    [violation] = cleanup_never_flips(spans)
+    assert violation.invariant == "cleanup_never_flips"
+    assert violation.span == recorder.one("Agent.Session")
+    assert (
+        "comes from a cleanup failure (cause: MCP.DeleteSession [ERROR: RuntimeError: Session deletion"
+        in (violation.message)
+    )
+    assert "nothing but cleanup failed beneath it, so it must not be ERROR at all" in violation.message
+
+    with pytest.raises(SpanInvariantError) as info:
+        recorder.assert_cleanup_never_flips()
+    text = str(info.value)
+    assert text.startswith("1 span invariant violation:\n- [cleanup_never_flips] Agent.Session is ERROR")
+    assert "Span tree:\nAgent.Session [ERROR: Session deletion failed:" in text
+    assert "├── MCP.DeleteSession [ERROR: RuntimeError: Session deletion failed" in text
+    assert "! exception RuntimeError: Session deletion failed" in text
+    assert "└── MCP.DeleteSession [UNSET]" in text
+    assert info.value.violations == (violation,)
+
+
+def test_buggy_harness_deletes_twice(recorder: SpanRecorder, tracer: Tracer) -> None:
+    run_buggy(tracer, SidecarClient(alive=False))
+    [violation] = cleanup_at_most(recorder.spans(), 1)
+    assert violation.message.startswith(
+        "Agent.Session ran cleanup 2 times, at most 1 allowed: MCP.DeleteSession"
+    )
+    assert cleanup_at_most(recorder.spans(), 2) == []
+    with pytest.raises(SpanInvariantError, match="ran cleanup 2 times"):
+        recorder.assert_cleanup_at_most(1)
+
+
+def test_buggy_harness_with_a_live_sidecar_is_clean(recorder: SpanRecorder, tracer: Tracer) -> None:
+    run_buggy(tracer, SidecarClient(alive=True))
+    assert check_all(recorder.spans()) == []
+
+
+def test_fixed_harness_passes_when_cleanup_fails(recorder: SpanRecorder, tracer: Tracer) -> None:
+    client = SidecarClient(alive=False)
+    run_fixed(tracer, client)
+    assert client.deletes == 1
+    assert recorder.one("Agent.Session").status_code == "UNSET"
+    assert recorder.one("MCP.DeleteSession").status_code == "UNSET"
+    assert check_all(recorder.spans()) == []
+    recorder.assert_invariants()
+
+
+# --- timeouts ------------------------------------------------------------------------------------------
+
+
+def test_timeout_keeps_its_description_while_cleanup_fails(recorder: SpanRecorder, tracer: Tracer) -> None:
+    run_timeout(tracer, SidecarClient(alive=False), cleanup_wins=False)
+    session = recorder.one("Agent.Session")
+    assert session.status_code == "ERROR"
+    assert session.status_description == "agent timed out: agent did not finish within 30s"
+    assert recorder.one("MCP.DeleteSession").status_code == "ERROR"
+    assert check_all(recorder.spans()) == []
+
+
+def test_timeout_overwritten_by_the_cleanup_message_fails(recorder: SpanRecorder, tracer: Tracer) -> None:
+    run_timeout(tracer, SidecarClient(alive=False), cleanup_wins=True)
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert "(cause: MCP.DeleteSession [ERROR: RuntimeError: Session deletion failed" in violation.message
+    assert "it must keep the primary failure, Agent.Run [ERROR: TimeoutError: agent did not finish" in (
+        violation.message
+    )
+
+
+def test_fixed_harness_on_timeout_passes(recorder: SpanRecorder, tracer: Tracer) -> None:
+    run_fixed(tracer, SidecarClient(alive=False), agent=agent_times_out)
+    assert recorder.one("Agent.Session").status_description == (
+        "agent timed out: agent did not finish within 30s"
+    )
+    recorder.assert_invariants()
+
+
+def test_cleanup_exception_escaping_the_session_span_fails(recorder: SpanRecorder, tracer: Tracer) -> None:
+    client = SidecarClient(alive=False)
+
+    def unguarded() -> None:
+        with tracer.start_as_current_span("Agent.Session"):
+            try:
+                with tracer.start_as_current_span("Agent.Run"):
+                    agent_times_out()
+            finally:  # the cleanup exception replaces the timeout on its way out
+                with tracer.start_as_current_span("MCP.DeleteSession"):
+                    client.delete_session()
+
+    with pytest.raises(RuntimeError):
+        unguarded()
+    assert recorder.one("Agent.Session").status_description == f"RuntimeError: {GONE}"
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert "cause: MCP.DeleteSession" in violation.message
+
+
+def test_timeout_recorded_on_the_session_itself_passes(recorder: SpanRecorder, tracer: Tracer) -> None:
+    client = SidecarClient(alive=False)
+    with tracer.start_as_current_span("Agent.Session") as session:
+        session.set_status(Status(StatusCode.ERROR, "agent timed out"))
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except RuntimeError:
+            pass
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+def test_error_without_description_and_only_cleanup_failing_fails(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    client = SidecarClient(alive=False)
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except RuntimeError:
+            session.set_status(StatusCode.ERROR)
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert violation.message.startswith(
+        "Agent.Session is ERROR although nothing but cleanup failed beneath it (cause: MCP.DeleteSession"
+    )
+
+
+def test_own_exception_on_the_session_counts_as_the_primary_failure(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    client = SidecarClient(alive=False)
+    with tracer.start_as_current_span("Agent.Session") as session:
+        session.record_exception(TimeoutError())
+        session.set_status(StatusCode.ERROR)
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except RuntimeError:
+            pass
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+def test_failure_deep_inside_cleanup_is_named(recorder: SpanRecorder, tracer: Tracer) -> None:
+    with (
+        tracer.start_as_current_span("Agent.Session") as session,
+        tracer.start_as_current_span("MCP.DeleteSession"),
+    ):
+        try:
+            with tracer.start_as_current_span("HTTP DELETE"):
+                raise ConnectionRefusedError("connection refused")
+        except ConnectionRefusedError as exc:
+            session.set_status(Status(StatusCode.ERROR, f"teardown: {exc}"))
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert (
+        "cause: HTTP DELETE [ERROR: ConnectionRefusedError: connection refused] inside MCP.DeleteSession"
+        in (violation.message)
+    )
+    assert cleanup_at_most(recorder.spans(), 1) == []
+
+
+def test_nested_cleanup_spans_count_as_one_run(recorder: SpanRecorder, tracer: Tracer) -> None:
+    with (
+        tracer.start_as_current_span("Agent.Session"),
+        tracer.start_as_current_span("MCP.DeleteSession"),
+        tracer.start_as_current_span("MCP.DeleteSession.http"),
+    ):
+        pass
+    spans = recorder.spans()
+    assert cleanup_at_most(spans, 1, cleanup="MCP.Delete*") == []
+    assert cleanup_at_most(spans, 0, cleanup="MCP.Delete*") != []
+
+
+def test_ok_and_unset_sessions_pass_even_when_cleanup_fails(recorder: SpanRecorder, tracer: Tracer) -> None:
+    client = SidecarClient(alive=False)
+    with tracer.start_as_current_span("Agent.Session") as ok_session:
+        ok_session.set_status(StatusCode.OK)
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except RuntimeError as exc:
+            ok_session.set_status(Status(StatusCode.ERROR, str(exc)))  # ignored: OK is final
+    with tracer.start_as_current_span("Agent.Session"):
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except RuntimeError:
+            pass
+    assert [s.status_code for s in recorder.find("Agent.Session")] == ["OK", "UNSET"]
+    assert [s.status_code for s in recorder.find("MCP.DeleteSession")] == ["ERROR", "ERROR"]
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+def test_blind_spot_an_unrelated_own_description_is_accepted(recorder: SpanRecorder, tracer: Tracer) -> None:
+    """Documented limit: an ERROR description that shares no text with the cleanup failure reads as the
+    session's own primary failure, even when cleanup was the only thing that failed."""
+    client = SidecarClient(alive=False)
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except RuntimeError:
+            session.set_status(Status(StatusCode.ERROR, "session failed"))
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+def test_every_session_is_checked(recorder: SpanRecorder, tracer: Tracer) -> None:
+    run_fixed(tracer, SidecarClient(alive=False))
+    run_buggy(tracer, SidecarClient(alive=False))
+    flips = cleanup_never_flips(recorder.spans())
+    assert [v.span for v in flips] == [recorder.find("Agent.Session")[1]]
+
+
+def test_session_and_cleanup_accept_globs_and_sequences(recorder: SpanRecorder, tracer: Tracer) -> None:
+    client = SidecarClient(alive=False)
+    with tracer.start_as_current_span("Harness.Episode") as session:
+        try:
+            with tracer.start_as_current_span("mcp.close"):
+                client.delete_session()
+        except RuntimeError as exc:
+            session.set_status(Status(StatusCode.ERROR, str(exc)))
+    spans = recorder.spans()
+    assert cleanup_never_flips(spans, session=["Agent.Session", "Harness.*"], cleanup="mcp.clo?e") != []
+    assert cleanup_never_flips(spans, session="Harness.*", cleanup="other") == []
+
+
+# --- bad input and open spans ----------------------------------------------------------------------------
+
+
+def test_no_session_span_is_a_failure_listing_seen_names(recorder: SpanRecorder, tracer: Tracer) -> None:
+    run_fixed(tracer, SidecarClient(alive=True))
+    spans = recorder.spans()
+    for check in (cleanup_never_flips, cleanup_at_most):
+        [violation] = check(spans, session="Agent.Sesion")
+        assert violation.span is None
+        assert violation.message == (
+            "no session span was recorded (no span name matches 'Agent.Sesion'); "
+            "span names seen: 'Agent.Session', 'Agent.Run', 'MCP.DeleteSession'"
+        )
+    with pytest.raises(SpanInvariantError) as info:
+        recorder.assert_invariants(session="Agent.Sesion")
+    text = str(info.value)
+    assert text.count("no session span was recorded") == 1  # same message shown once
+    assert "[cleanup_never_flips, cleanup_at_most] no session span was recorded" in text
+
+
+def test_no_spans_at_all_is_a_failure() -> None:
+    [violation] = cleanup_never_flips([])
+    assert violation.message.endswith("span names seen: none")
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(ValueError, match="non-blank"):
+        cleanup_never_flips([], session="")
+    with pytest.raises(ValueError, match="at least one"):
+        cleanup_at_most([], 1, cleanup=[])
+    with pytest.raises(ValueError, match="n >= 0"):
+        cleanup_at_most([], -1)
+
+
+def test_open_span_is_reported(recorder: SpanRecorder, tracer: Tracer) -> None:
+    with tracer.start_as_current_span("Agent.Session"):
+        leaked = tracer.start_span("MCP.CallTool")
+    [violation] = all_spans_ended(recorder.spans())
+    assert violation.span is not None
+    assert violation.span.name == "MCP.CallTool"
+    assert (
+        violation.message
+        == f"span MCP.CallTool (span id {violation.span.span_id_hex}) started but never ended"
+    )
+    with pytest.raises(SpanInvariantError, match="⟨NOT ENDED⟩"):
+        recorder.assert_all_spans_ended()
+    assert check_all(recorder.spans(), must_end=[]) == []
+    leaked.end()
+    recorder.assert_all_spans_ended()
+
+
+def test_assert_methods_report_results(recorder: SpanRecorder, tracer: Tracer) -> None:
+    got: list[tuple[str, bool, str]] = []
+    recorder.report_to(lambda name, ok, message: got.append((name, ok, message)))
+    run_buggy(tracer, SidecarClient(alive=False))
+    with pytest.raises(SpanInvariantError):
+        recorder.assert_invariants()
+    assert [(name, ok) for name, ok, _ in got] == [
+        ("cleanup_never_flips", False),
+        ("cleanup_at_most", False),
+        ("all_spans_ended", True),
+    ]
+    assert [name for name, _, _ in got] == list(ALL_INVARIANTS)
+    got.clear()
+    recorder.assert_all_spans_ended()
+    assert got == [("all_spans_ended", True, "")]
+
+
+def test_recorder_defaults_come_from_its_patterns(tracer: Tracer) -> None:
+    rec = SpanRecorder(session="Harness.*", cleanup=["mcp.close"])
+    provider = rec.attach(TracerProvider(shutdown_on_exit=False))
+    t = provider.get_tracer("t")
+    with t.start_as_current_span("Harness.Episode"), t.start_as_current_span("mcp.close"):
+        pass
+    with t.start_as_current_span("Harness.Episode"), t.start_as_current_span("mcp.close"):
+        pass
+    rec.assert_invariants()
+    assert rec.check(session="Agent.Session")[0].message.startswith("no session span was recorded")
+
+
+def test_format_violations_without_violations_still_shows_the_tree() -> None:
+    v = Violation("x", None, "msg")
+    assert (
+        format_violations([v], [])
+        == "1 span invariant violation:\n- [x] msg\n\nSpan tree:\n(no spans recorded)"
+    )
+
+
+def test_error_without_description_is_fine_when_a_primary_failure_exists(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    client = SidecarClient(alive=False)
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span("Agent.Run"):
+                agent_times_out()
+        except TimeoutError:
+            session.set_status(StatusCode.ERROR)
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except RuntimeError:
+            pass
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+def test_recording_the_cleanup_exception_on_the_session_is_not_a_primary_failure(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    client = SidecarClient(alive=False)
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                client.delete_session()
+        except RuntimeError as exc:
+            session.record_exception(exc)
+            session.set_status(StatusCode.ERROR)
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert "nothing but cleanup failed beneath it" in violation.message
