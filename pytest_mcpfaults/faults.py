@@ -5,7 +5,7 @@ plain frozen dataclasses, so plans compare, hash and print, and the CI report an
 read and write them in one text form (:func:`parse_fault` is the inverse of ``str(fault)``)::
 
     Stall(after_bytes=0, when="tools/call")           # str: stall(after_bytes=0)@tools/call
-    Status(503, when=Trigger("health", times=3))      # str: status(code=503)@health[times=3]
+    Status(502, when=Trigger("health", times=3))      # str: status(code=502)@health[times=3]
     BackendGone()                                     # str: backend_gone@tool:delete_session
 
 Triggers count requests, never wall-clock time, so a run is reproducible.
@@ -13,7 +13,9 @@ Triggers count requests, never wall-clock time, so a run is reproducible.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import json
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -492,8 +494,10 @@ def fault_kinds() -> dict[str, type[Fault]]:
 
 # -- text form and dicts -------------------------------------------------------------------------
 
+_QUOTED = r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'"
 _SPEC = re.compile(
-    r"^\s*(?P<kind>[a-z_]+)\s*(?:\((?P<params>[^)]*)\))?\s*(?:@(?P<target>[^\[]+))?(?:\[(?P<trig>[^\]]*)\])?\s*$"
+    rf"^\s*(?P<kind>[a-z_]+)\s*(?:\((?P<params>(?:[^)\"']|{_QUOTED})*)\))?\s*"
+    r"(?:@(?P<target>[^\[]+))?(?:\[(?P<trig>[^\]]*)\])?\s*$"
 )
 _TRIGGER_KEYS = {
     "nth": "nth",
@@ -507,7 +511,8 @@ _TRIGGER_KEYS = {
 
 def _format_value(value: object) -> str:
     if isinstance(value, str):
-        return repr(value) if (not value or any(c in value for c in ",()[]@=' \"")) else value
+        plain = value and not any(c in value for c in ",()[]@=;'\" \\") and _parse_value(value) == value
+        return value if plain else json.dumps(value, ensure_ascii=False)  # double-quoted, escaped
     return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -519,7 +524,11 @@ def _parse_value(text: str) -> object:
     if low in ("none", "null"):
         return None
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
+        try:  # "...": JSON string escapes (what str(fault) writes); '...': a Python literal
+            value = json.loads(text) if text[0] == '"' else ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"badly quoted string {text}") from None
+        return str(value)
     for conv in (int, float):
         try:
             return conv(text)
@@ -528,9 +537,29 @@ def _parse_value(text: str) -> object:
     return text
 
 
+def _split_outside_quotes(text: str, sep: str) -> list[str]:
+    """Split ``text`` on ``sep`` where it is not inside a quoted string (backslash escapes honoured)."""
+    parts, start, quote, i = [], 0, "", 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c == sep:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
 def _split_pairs(text: str, where: str, spec: str) -> dict[str, object]:
     pairs: dict[str, object] = {}
-    for part in filter(None, (p.strip() for p in re.split(r",(?=(?:[^'\"]|'[^']*'|\"[^\"]*\")*$)", text))):
+    for part in filter(None, (p.strip() for p in _split_outside_quotes(text, ","))):
         key, eq, value = part.partition("=")
         if not eq or not key.strip():
             raise ValueError(f"fault spec {spec!r}: {where} entry {part!r} is not name=value")
@@ -570,9 +599,8 @@ def _build(cls: type[Fault], params: Mapping[str, object], when: Mapping[str, ob
     names = {f.name for f in dataclasses.fields(cls)} - {"when"}
     unknown = sorted(set(params) - names)
     if unknown:
-        raise ValueError(
-            f"{spec}: {cls.kind} has no parameter {unknown[0]!r}; valid: {', '.join(sorted(names)) or '(none)'}"
-        )
+        valid = ", ".join(sorted(names)) or "(none)"
+        raise ValueError(f"{spec}: {cls.kind} has no parameter {unknown[0]!r}; valid: {valid}")
     try:
         return cls(**params, when=Trigger(**when))  # type: ignore[arg-type]
     except TypeError as exc:
@@ -597,7 +625,7 @@ def format_plan(plan: Iterable[Fault]) -> str:
 
 def parse_plan(text: str) -> tuple[Fault, ...]:
     """Inverse of :func:`format_plan`; an empty string is the empty plan."""
-    return tuple(parse_fault(part) for part in text.split(";") if part.strip())
+    return tuple(parse_fault(part) for part in _split_outside_quotes(text, ";") if part.strip())
 
 
 def as_plan(faults: object, *, argname: str = "faults") -> tuple[Fault, ...]:

@@ -475,6 +475,8 @@ class Sidecar:
         try:
             return await self._answer(request, conn, rid, out)
         except Dropped:
+            if not conn.lost.done():  # reset/truncate/die cut it: the sidecar closed it, not the client
+                conn.closed_by_us = True
             return web.Response(status=500)  # the transport is gone; aiohttp drops this
         except Exception as exc:  # a bug of ours: answer 500 and surface it in the test
             self._record_error(f"{request.method} {request.path}", exc)
@@ -535,8 +537,8 @@ class Sidecar:
             reply,
             sse_default=self.reply == "sse",
             fault=fault,
-            hold=lambda: hold(fault),
-            out=out,  # type: ignore[arg-type]
+            hold=lambda: hold(fault),  # type: ignore[arg-type]  # only body faults hold here
+            out=out,
         )
 
     def _classify(self, request: web.BaseRequest, body: bytes) -> _Info:
@@ -730,10 +732,11 @@ class Sidecar:
         return self.journal.fired
 
     def wait_idle(self, timeout: float = 5.0) -> None:
-        """Wait until no client connection is open (every client released its connections)."""
+        """Wait until no client connection is open (every client released its connections) and every
+        request's handling has ended, so the journal records are final."""
 
         def idle() -> bool:
-            return not self.journal.open_connections()
+            return not self.journal.open_connections() and all(r.done for r in self.journal.requests)
 
         self.journal.wait_for(idle, timeout, f"every client connection to {self.url} to close")
 
