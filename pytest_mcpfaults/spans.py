@@ -539,6 +539,7 @@ class SpanRecorder(_ProcessorBase):
         self, *, session: Patterns | None = None, cleanup: Patterns | None = None, max_cleanups: int = 1
     ) -> None:
         """Assert every invariant (``check_all``); raises ``SpanInvariantError`` with the span tree."""
+        __tracebackhide__ = True
         from pytest_mcpfaults import invariants
 
         spans = self.spans()
@@ -554,6 +555,7 @@ class SpanRecorder(_ProcessorBase):
         self, *, session: Patterns | None = None, cleanup: Patterns | None = None
     ) -> None:
         """Assert ``invariants.cleanup_never_flips`` over the recorded spans."""
+        __tracebackhide__ = True
         from pytest_mcpfaults import invariants
 
         spans = self.spans()
@@ -568,6 +570,7 @@ class SpanRecorder(_ProcessorBase):
         self, n: int = 1, *, session: Patterns | None = None, cleanup: Patterns | None = None
     ) -> None:
         """Assert ``invariants.cleanup_at_most`` (cleanup ran at most ``n`` times per session span)."""
+        __tracebackhide__ = True
         from pytest_mcpfaults import invariants
 
         spans = self.spans()
@@ -581,6 +584,7 @@ class SpanRecorder(_ProcessorBase):
 
     def assert_all_spans_ended(self) -> None:
         """Assert ``invariants.all_spans_ended``: every recorded span has ended."""
+        __tracebackhide__ = True
         from pytest_mcpfaults import invariants
 
         spans = self.spans()
@@ -589,6 +593,7 @@ class SpanRecorder(_ProcessorBase):
     def _conclude(
         self, names: Sequence[str], found: Sequence[Violation], spans: Sequence[RecordedSpan]
     ) -> None:
+        __tracebackhide__ = True
         from pytest_mcpfaults import invariants
 
         sink = self._sink

@@ -81,7 +81,7 @@ def _read_settings(config: pytest.Config) -> SpanSettings:
     else:
         try:
             check = bool(config.getini(CHECK_INI))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, pytest.UsageError) as exc:
             raise pytest.UsageError(f"{CHECK_INI}: expected a boolean (true/false), {exc}") from None
     return SpanSettings(
         check=check, session=_patterns(config, SESSION_INI), cleanup=_patterns(config, CLEANUP_INI)

@@ -1,0 +1,491 @@
+"""The pytest side of span capture, run the way users load it: ``pytest -p mcpfaults`` via pytester.
+
+Runs that wire the recorder into the process-wide tracer provider use ``runpytest_subprocess``: the
+OpenTelemetry global provider can be set only once per process, so in-process runs would leak it into
+each other and into this test process. Configuration errors stop the run before anything is wired and
+run in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+HARNESS = textwrap.dedent(
+    '''
+    """A tiny harness: one agent session with a run and an MCP session delete."""
+    from opentelemetry.trace import Status, StatusCode
+
+    GONE = "Session deletion failed: Service at http://127.0.0.1:59685 is no longer alive"
+
+
+    class Client:
+        def __init__(self, alive):
+            self.alive = alive
+            self.deletes = 0
+
+        def delete_session(self):
+            self.deletes += 1
+            if not self.alive:
+                raise RuntimeError(GONE)
+
+
+    def run_buggy(tracer, client):
+        with tracer.start_as_current_span("Agent.Session") as session:
+            try:
+                with tracer.start_as_current_span("Agent.Run"):
+                    pass
+                with tracer.start_as_current_span("MCP.DeleteSession"):
+                    client.delete_session()
+            except Exception as exc:
+                session.set_status(Status(StatusCode.ERROR, str(exc)))
+                with tracer.start_as_current_span("MCP.DeleteSession"):
+                    client.alive = True
+                    client.delete_session()
+
+
+    def run_fixed(tracer, client):
+        with tracer.start_as_current_span("Agent.Session"):
+            with tracer.start_as_current_span("Agent.Run"):
+                pass
+            with tracer.start_as_current_span("MCP.DeleteSession") as delete:
+                try:
+                    client.delete_session()
+                except RuntimeError as exc:
+                    delete.add_event("already_gone", {"error": str(exc)})
+    '''
+)
+
+# Writes each test's invariant results (from the per-test record) to results.jsonl.
+RESULTS_CONFTEST = textwrap.dedent(
+    """
+    import json, pathlib
+    import pytest
+    from pytest_mcpfaults._pytest.records import record_for
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(item):
+        rec = record_for(item)
+        line = {"test": item.name, "invariants": [[r.name, r.ok] for r in rec.invariants]}
+        with pathlib.Path(__file__).with_name("results.jsonl").open("a") as f:
+            f.write(json.dumps(line) + "\\n")
+    """
+)
+
+
+@pytest.fixture(autouse=True)
+def _only_this_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner runs load no installed plugin but ours (``-p mcpfaults``): faster and isolated."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def _results(pytester: pytest.Pytester) -> dict[str, list[list[object]]]:
+    path = pytester.path / "results.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return {d["test"]: d["invariants"] for d in map(json.loads, lines)}
+
+
+@pytest.fixture
+def harness(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(harness=HARNESS)
+    pytester.makeconftest(RESULTS_CONFTEST)
+    return pytester
+
+
+ALL_OK = [["cleanup_never_flips", True], ["cleanup_at_most", True], ["all_spans_ended", True]]
+
+
+# --- the mcp_spans fixture ------------------------------------------------------------------------------
+
+
+def test_fixture_catches_a_provider_the_harness_creates(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        import pytest
+        from opentelemetry.sdk.trace import TracerProvider
+        from harness import Client, run_buggy, run_fixed
+
+        def test_fixed(mcp_spans):
+            tracer = TracerProvider().get_tracer("app")   # built inside the test: caught
+            run_fixed(tracer, Client(alive=False))
+            assert mcp_spans.names() == ["Agent.Session", "Agent.Run", "MCP.DeleteSession"]
+            mcp_spans.assert_invariants()
+
+        def test_buggy(mcp_spans):
+            tracer = TracerProvider().get_tracer("app")
+            run_buggy(tracer, Client(alive=False))
+            assert [s.name for s in mcp_spans.roots()] == ["Agent.Session"]   # starts empty
+            mcp_spans.assert_cleanup_never_flips()
+        """
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E *SpanInvariantError: 1 span invariant violation:",
+            "E *- [[]cleanup_never_flips[]] Agent.Session is ERROR with description 'Session deletion*"
+            "(cause: MCP.DeleteSession [[]ERROR: RuntimeError: Session deletion failed*",
+            "E *Span tree:",
+            "E *Agent.Session [[]ERROR: Session deletion failed: *",
+            "E *├── Agent.Run [[]UNSET[]]",
+            "E *├── MCP.DeleteSession [[]ERROR: RuntimeError: Session deletion failed*",
+            "E *│       ! exception RuntimeError: Session deletion failed*",
+            "E *└── MCP.DeleteSession [[]UNSET[]]",
+        ]
+    )
+    assert _results(harness) == {"test_fixed": ALL_OK, "test_buggy": [["cleanup_never_flips", False]]}
+
+
+def test_fixture_installs_a_global_provider_when_none_is_set(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from harness import Client, run_fixed
+
+        tracer = trace.get_tracer("app")   # a proxy tracer, resolved on first use
+
+        def test_global(mcp_spans):
+            assert isinstance(trace.get_tracer_provider(), TracerProvider)
+            run_fixed(tracer, Client(alive=True))
+            assert mcp_spans.one("Agent.Session").ended
+        """
+    )
+    harness.runpytest_subprocess("-p", "mcpfaults").assert_outcomes(passed=1)
+
+
+def test_fixture_adds_to_a_global_sdk_provider_set_at_import(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from harness import Client, run_fixed
+
+        PROVIDER = TracerProvider()
+        trace.set_tracer_provider(PROVIDER)
+        tracer = trace.get_tracer("app")
+
+        def test_global(mcp_spans):
+            assert trace.get_tracer_provider() is PROVIDER
+            assert mcp_spans.is_attached(PROVIDER)
+            run_fixed(tracer, Client(alive=True))
+            assert mcp_spans.names() == ["Agent.Session", "Agent.Run", "MCP.DeleteSession"]
+        """
+    )
+    harness.runpytest_subprocess("-p", "mcpfaults").assert_outcomes(passed=1)
+
+
+def test_what_the_fixture_does_not_catch_and_attach(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        import pytest
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from harness import Client, run_fixed
+
+        EARLY = TracerProvider()   # built at import, never made global
+
+        @pytest.fixture
+        def early_tracer():
+            return TracerProvider().get_tracer("fixture")   # built before mcp_spans starts
+
+        def test_early_provider_is_missed(early_tracer, mcp_spans):
+            run_fixed(EARLY.get_tracer("app"), Client(alive=True))
+            run_fixed(early_tracer, Client(alive=True))
+            assert mcp_spans.spans() == []
+
+        def test_attach_catches_it(mcp_spans):
+            mcp_spans.attach(EARLY)
+            run_fixed(EARLY.get_tracer("app"), Client(alive=True))
+            assert len(mcp_spans.find("Agent.Session")) == 1
+
+        def test_set_tracer_provider_during_the_test_is_caught(mcp_spans):
+            late = TracerProvider.__new__(TracerProvider)   # construction not watched below
+            TracerProvider.__init__.__wrapped__(late)
+            trace.set_tracer_provider(late)   # refused as global (ours is set), still recorded
+            run_fixed(late.get_tracer("app"), Client(alive=True))
+            assert len(mcp_spans.find("Agent.Session")) == 1
+
+        def test_watch_ends_with_the_test():
+            assert not hasattr(TracerProvider.__init__, "__wrapped__")
+        """
+    )
+    harness.runpytest_subprocess("-p", "mcpfaults").assert_outcomes(passed=4)
+
+
+def test_fixture_is_listed_with_its_docstring(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("-p", "mcpfaults", "--fixtures")
+    result.stdout.fnmatch_lines(["mcp_spans -- *", "*Record the OpenTelemetry spans of this test*"])
+
+
+def test_fixture_uses_the_ini_span_names(harness: pytest.Pytester) -> None:
+    harness.makeini(
+        """
+        [pytest]
+        mcpfaults_session_spans =
+            Harness.*
+        mcpfaults_cleanup_spans =
+            mcp.close
+            mcp.delete
+        """
+    )
+    harness.makepyfile(
+        test_app="""
+        from opentelemetry.sdk.trace import TracerProvider
+
+        def test_names(mcp_spans):
+            t = TracerProvider().get_tracer("app")
+            with t.start_as_current_span("Harness.Episode"):
+                with t.start_as_current_span("mcp.close"):
+                    pass
+                with t.start_as_current_span("mcp.delete"):
+                    pass
+            assert mcp_spans.session_patterns == ("Harness.*",)
+            mcp_spans.assert_cleanup_at_most(1)
+        """
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Harness.Episode ran cleanup 2 times, at most 1 allowed*"])
+
+
+# --- the gate --------------------------------------------------------------------------------------------
+
+GATE_TESTS = """
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from harness import Client, run_buggy, run_fixed
+
+def test_buggy():
+    run_buggy(TracerProvider().get_tracer("app"), Client(alive=False))
+
+def test_fixed():
+    run_fixed(TracerProvider().get_tracer("app"), Client(alive=False))
+
+def test_no_spans():
+    pass
+"""
+
+
+def test_gate_fails_a_violating_test_and_passes_a_clean_one(harness: pytest.Pytester) -> None:
+    harness.makepyfile(test_app=GATE_TESTS)
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "mcpfaults span gate: on (session spans: Agent.Session; cleanup spans: MCP.DeleteSession)",
+            "*_ test_buggy _*",
+            "mcpfaults span gate (--mcpfaults-check-spans): 2 span invariant violations:",
+            "- [[]cleanup_never_flips[]] Agent.Session is ERROR *cause: MCP.DeleteSession*",
+            "- [[]cleanup_at_most[]] Agent.Session ran cleanup 2 times, at most 1 allowed*",
+            "Span tree:",
+            "Agent.Session [[]ERROR: Session deletion failed*",
+            "*FAILED test_app.py::test_buggy*",
+        ]
+    )
+    assert _results(harness) == {
+        "test_buggy": [["cleanup_never_flips", False], ["cleanup_at_most", False], ["all_spans_ended", True]],
+        "test_fixed": ALL_OK,
+        "test_no_spans": [],
+    }
+
+
+def test_gate_off_changes_nothing(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app=GATE_TESTS
+        + """
+def test_global_provider_untouched():
+    from opentelemetry import trace
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    assert not hasattr(TracerProvider.__init__, "__wrapped__")
+"""
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults")
+    result.assert_outcomes(passed=4)
+    assert "span gate" not in result.stdout.str()
+    assert _results(harness) == {
+        "test_buggy": [],
+        "test_fixed": [],
+        "test_no_spans": [],
+        "test_global_provider_untouched": [],
+    }
+
+
+def test_gate_from_ini_with_custom_names(harness: pytest.Pytester) -> None:
+    harness.makeini(
+        """
+        [pytest]
+        mcpfaults_check_spans = true
+        mcpfaults_session_spans = Harness.*
+        mcpfaults_cleanup_spans = mcp.close
+        """
+    )
+    harness.makepyfile(
+        test_app="""
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.trace import Status, StatusCode
+
+        def test_flip():
+            t = TracerProvider().get_tracer("app")
+            with t.start_as_current_span("Harness.Episode") as ep:
+                try:
+                    with t.start_as_current_span("mcp.close"):
+                        raise OSError("sidecar gone")
+                except OSError as exc:
+                    ep.set_status(Status(StatusCode.ERROR, str(exc)))
+
+        def test_names_that_match_nothing():
+            t = TracerProvider().get_tracer("app")
+            with t.start_as_current_span("Agent.Session"):
+                pass
+        """
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*Harness.Episode is ERROR with description 'sidecar gone'*cause: mcp.close*",
+            "*no session span was recorded (no span name matches 'Harness.*');"
+            " span names seen: 'Agent.Session'",
+        ]
+    )
+
+
+def test_gate_reports_open_spans_of_the_call_phase_only(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        import pytest
+        from opentelemetry.sdk.trace import TracerProvider
+
+        @pytest.fixture
+        def session_span():
+            t = TracerProvider().get_tracer("fixture")
+            span = t.start_span("Agent.Session")   # open across the call, ended in teardown
+            yield t
+            span.end()
+
+        def test_fixture_span_open_during_call_is_fine(session_span):
+            with session_span.start_as_current_span("Agent.Run"):
+                pass
+
+        def test_leaked_span(session_span):
+            session_span.start_span("MCP.CallTool")
+        """
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["- [[]all_spans_ended[]] span MCP.CallTool (span id *) started but never ended", "*⟨NOT ENDED⟩*"]
+    )
+    assert "Agent.Session (span id" not in result.stdout.str()
+
+
+def test_gate_keeps_the_tests_own_failure_and_adds_a_note(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        from opentelemetry.sdk.trace import TracerProvider
+        from harness import Client, run_buggy
+
+        def test_fails_anyway():
+            run_buggy(TracerProvider().get_tracer("app"), Client(alive=False))
+            assert 1 == 2, "the test's own failure"
+        """
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["E       AssertionError: the test's own failure", "*cleanup_never_flips*"])
+    assert _results(harness)["test_fails_anyway"][0] == ["cleanup_never_flips", False]
+
+
+def test_gate_with_a_provider_built_before_the_run_needs_attach(harness: pytest.Pytester) -> None:
+    # The root conftest is imported before pytest_configure, so the gate's watch misses this provider.
+    harness.makeconftest(
+        RESULTS_CONFTEST
+        + textwrap.dedent(
+            """
+            from opentelemetry.sdk.trace import TracerProvider
+            PROVIDER = TracerProvider()
+            """
+        )
+    )
+    harness.makepyfile(
+        test_app="""
+        from conftest import PROVIDER
+        from harness import Client, run_buggy
+        from pytest_mcpfaults.spans import install_recorder
+
+        def test_missed():
+            run_buggy(PROVIDER.get_tracer("app"), Client(alive=False))
+
+        def test_attached():
+            install_recorder().attach(PROVIDER)
+            run_buggy(PROVIDER.get_tracer("app"), Client(alive=False))
+        """
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED test_app.py::test_attached*"])
+
+
+def test_gate_and_fixture_together_record_setup_spans(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        import pytest
+        from opentelemetry.sdk.trace import TracerProvider
+
+        @pytest.fixture
+        def tracer():
+            t = TracerProvider().get_tracer("fixture")
+            with t.start_as_current_span("Harness.Setup"):
+                pass
+            return t
+
+        def test_setup_span_kept(tracer, mcp_spans):
+            with tracer.start_as_current_span("Agent.Session"):
+                pass
+            assert mcp_spans.names() == ["Harness.Setup", "Agent.Session"]
+        """
+    )
+    harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans").assert_outcomes(passed=1)
+
+
+# --- configuration errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ini", "message"),
+    [
+        (
+            "mcpfaults_session_spans =",
+            "ERROR: mcpfaults_session_spans: needs at least one span-name glob, got []",
+        ),
+        (
+            "mcpfaults_cleanup_spans =",
+            "ERROR: mcpfaults_cleanup_spans: needs at least one span-name glob, got []",
+        ),
+        ("mcpfaults_check_spans = maybe", "ERROR: mcpfaults_check_spans: expected a boolean*'maybe'*"),
+    ],
+)
+def test_bad_ini_is_a_usage_error(pytester: pytest.Pytester, ini: str, message: str) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    result = pytester.runpytest("-p", "mcpfaults")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_blank_pattern_in_a_toml_list_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyprojecttoml(
+        """
+        [tool.pytest.ini_options]
+        mcpfaults_session_spans = ["Agent.Session", " "]
+        """
+    )
+    result = pytester.runpytest("-p", "mcpfaults")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: mcpfaults_session_spans: blank span-name glob ' ' in ['Agent.Session', ' ']"]
+    )
