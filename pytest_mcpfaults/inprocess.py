@@ -1,0 +1,516 @@
+"""The same fault plans applied to ``httpx`` clients in-process, through respx: no sockets.
+
+For the parts of a harness that call ``httpx`` directly (readiness probes, REST calls, plain JSON-RPC
+to the MCP endpoint), :func:`mock_sidecar` answers like the socket :class:`~pytest_mcpfaults.Sidecar`
+at a made-up base URL, with the same MCP dispatch (both eras), the same tools and a journal of the
+same :class:`~pytest_mcpfaults.RequestRecord` s::
+
+    with inprocess.mock_sidecar(base_url="http://sidecar.test", faults=plan) as side:
+        assert httpx.get(side.health_url).json() == {"status": "ok"}
+        side.journal.sequence()          # ['GET /health']
+
+What it can model, and how (the client sees what it sees over a socket: same status and body, or the
+same exception class):
+
+* ``status``, ``absent``, ``flap``, ``terminating``, ``jsonrpc_error``, ``tool_error``,
+  ``session_expired``, ``backend_gone``, ``malformed_json``: the same answer, byte for byte.
+* ``die`` (and :meth:`InProcessSidecar.kill`): the dying request raises ``httpx.ReadError`` (the
+  socket sidecar resets its connection); later requests raise ``httpx.ConnectError`` until
+  :meth:`~InProcessSidecar.revive` (``restart=True``: served again at once, state forgotten).
+* ``delay``: the headers come at once and the body after the delay (a real ``time.sleep`` /
+  ``asyncio.sleep``). When the request's read timeout is shorter than the delay, the body read raises
+  ``httpx.ReadTimeout`` after that timeout, as over a socket. Connect and pool timeouts are not modelled.
+
+What needs real sockets, and is refused with :class:`UnsupportedInProcess` (never faked):
+``freeze``, ``hang``, ``stall``, ``endless_sse`` (they keep a connection checked out), ``drip``,
+``truncate`` and ``reset`` (they act on the bytes of a live connection); patience budgets and
+connection records, which only exist with connections; GET event streams; and **all MCP traffic of
+mcp 2.x**, which uses ``httpx2``, invisible to respx. Use the socket ``Sidecar`` for those.
+
+respx is an optional dependency (``pip install 'pytest-mcpfaults[inprocess]'``); only this module
+imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import respx
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar import loop as _loop
+from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
+from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, McpRequest, Reply, encode, rpc_error, tool_result
+from pytest_mcpfaults.sidecar.server import _applies, _Info
+from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
+
+__all__ = [
+    "NEEDS_SOCKETS",
+    "SUPPORTED_KINDS",
+    "InProcessSidecar",
+    "UnsupportedInProcess",
+    "check_plan",
+    "mock_sidecar",
+]
+
+#: Fault kinds the in-process backend applies (see the module docstring for how).
+SUPPORTED_KINDS: tuple[str, ...] = (
+    "status",
+    "absent",
+    "flap",
+    "terminating",
+    "jsonrpc_error",
+    "tool_error",
+    "session_expired",
+    "backend_gone",
+    "malformed_json",
+    "die",
+    "delay",
+)
+
+#: Fault kinds that need the socket sidecar, with the reason given in the error.
+NEEDS_SOCKETS: dict[str, str] = {
+    "freeze": "it holds every request on an open connection until released",
+    "hang": "it holds a request on an open connection that never answers",
+    "stall": "it keeps a connection checked out with a body that never ends",
+    "endless_sse": "it keeps a connection checked out with an event stream that never ends",
+    "drip": "it paces a body's bytes over a live connection",
+    "truncate": "it closes a live connection in the middle of a body",
+    "reset": "it resets a live TCP connection",
+}
+
+#: The connection id recorded for in-process requests (there is no connection).
+NO_CONNECTION = -1
+
+
+class UnsupportedInProcess(ValueError):
+    """A fault (or feature) the in-process backend cannot model honestly; use the socket Sidecar."""
+
+
+def check_plan(faults: Sequence[F.Fault | str] | None, *, argname: str = "faults") -> tuple[F.Fault, ...]:
+    """Normalise a plan and refuse any fault that needs real sockets, naming it and why."""
+    plan = F.as_plan(faults, argname=argname)
+    for fault in plan:
+        reason = NEEDS_SOCKETS.get(fault.kind)
+        if reason is not None:
+            raise UnsupportedInProcess(
+                f"{fault.kind!r} needs real sockets ({reason}); use the socket Sidecar "
+                f"(fault {str(fault)!r} in {argname}=)"
+            )
+    return plan
+
+
+class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body that arrives after ``seconds``; a shorter read timeout raises ``httpx.ReadTimeout``."""
+
+    def __init__(self, body: bytes, seconds: float, read_timeout: float | None, request: httpx.Request):
+        self.body, self.seconds, self.read_timeout, self.request = body, seconds, read_timeout, request
+
+    def _late(self) -> tuple[float, bool]:
+        if self.read_timeout is not None and self.read_timeout < self.seconds:
+            return self.read_timeout, True
+        return self.seconds, False
+
+    def __iter__(self) -> Iterator[bytes]:
+        wait, timed_out = self._late()
+        time.sleep(wait)
+        if timed_out:
+            raise httpx.ReadTimeout("timed out", request=self.request)
+        yield self.body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        wait, timed_out = self._late()
+        await asyncio.sleep(wait)
+        if timed_out:
+            raise httpx.ReadTimeout("timed out", request=self.request)
+        yield self.body
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    return scheme, (parts.hostname or "").lower(), port
+
+
+def _request_origin(request: httpx.Request) -> tuple[str, str, int]:
+    url = request.url
+    return url.scheme, url.host.lower(), url.port or (443 if url.scheme == "https" else 80)
+
+
+_ACTIVE_LOCK = threading.Lock()
+_ACTIVE: dict[tuple[str, str, int], InProcessSidecar] = {}
+
+
+class InProcessSidecar:
+    """An MCP sidecar answered inside the process through respx. Make one with :func:`mock_sidecar`.
+
+    Mirrors the socket :class:`~pytest_mcpfaults.Sidecar` where that is honest: ``url``, ``mcp_url``,
+    ``health_url``, ``journal`` (requests only: there are no connections, ``conn_id`` is -1),
+    ``benchmark``, ``plan``, ``fired``, ``sessions``, ``kill()``, ``revive()``, ``inject()``,
+    ``clear_faults()``, ``check_errors()``. Arguments are those of ``Sidecar`` that make sense
+    without sockets; faults that need sockets raise :class:`UnsupportedInProcess`.
+
+    ``pass_through=True`` (the default) lets httpx requests to any other origin reach the network
+    (e.g. a socket sidecar on 127.0.0.1); a respx router you start *after* this one will not see them.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str = "http://sidecar.test",
+        mcp_path: str = "/mcp",
+        health_path: str | None = "/health",
+        era: str = "auto",
+        reply: str = "json",
+        tools: Iterable[Tool] = (),
+        tool_sets: Sequence[str] = TOOL_SETS,
+        faults: Sequence[F.Fault | str] = (),
+        service_url: str | None = None,
+        pass_through: bool = True,
+    ) -> None:
+        parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        if (
+            parts is None
+            or parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+        ):
+            raise ValueError(
+                f"mock_sidecar: base_url must be an http(s) origin without a path, e.g. "
+                f"'http://sidecar.test', got {base_url!r}"
+            )
+        for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
+            if not (path is None and name == "health_path") and (
+                not isinstance(path, str) or not path.startswith("/")
+            ):
+                raise ValueError(f"mock_sidecar: {name} must be a path starting with '/', got {path!r}")
+        if era not in ERAS:
+            raise ValueError(f"mock_sidecar: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
+        if reply not in ("json", "sse"):
+            raise ValueError(f"mock_sidecar: reply must be 'json' or 'sse', got {reply!r}")
+        if isinstance(tool_sets, str) or any(s not in TOOL_SETS for s in tool_sets):
+            raise ValueError(
+                f"mock_sidecar: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}"
+            )
+        self.url = base_url.rstrip("/")
+        self.mcp_path, self.health_path, self.era, self.reply = mcp_path, health_path, era, reply
+        self._origin = _origin(self.url)
+        self._service_url = service_url
+        self._pass_through = pass_through
+        self.benchmark = BenchmarkSessions()
+        self._tools = builtin_tools(tuple(tool_sets), self.benchmark)
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise ValueError(f"mock_sidecar: tools must be Tool instances, got {t!r}")
+            self._tools[t.name] = t
+        self._plan = [(f, F.TriggerState(f.when)) for f in check_plan(faults)]
+        self.journal = Journal()
+        self._errors: list[tuple[str, BaseException]] = []
+        self._mcp = McpEndpoint(era=era, tools=self._tools, get_stream=False, on_error=self._record_error)
+        self._lock = threading.RLock()
+        self._router: respx.MockRouter | None = None
+        self._state = "new"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> InProcessSidecar:
+        """Start intercepting httpx requests to ``url``; returns ``self``."""
+        if self._state != "new":
+            raise RuntimeError(f"InProcessSidecar.start(): already {self._state}; it starts once")
+        with _ACTIVE_LOCK:
+            other = _ACTIVE.get(self._origin)
+            if other is not None:
+                raise ValueError(f"mock_sidecar: another in-process sidecar already answers {self.url}")
+            _ACTIVE[self._origin] = self
+        router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
+        router.route().mock(side_effect=self._route)
+        router.start()
+        self._router = router
+        self._state = "running"
+        return self
+
+    def stop(self) -> None:
+        """Stop intercepting. Idempotent."""
+        if self._router is not None:
+            self._router.stop()
+            self._router = None
+        with _ACTIVE_LOCK:
+            if _ACTIVE.get(self._origin) is self:
+                del _ACTIVE[self._origin]
+        self._state = "stopped"
+
+    def __enter__(self) -> InProcessSidecar:
+        return self.start() if self._state == "new" else self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+        if exc_type is None:
+            self.check_errors()
+
+    @property
+    def state(self) -> str:
+        """``'new'``, ``'running'``, ``'dead'`` or ``'stopped'``."""
+        return self._state
+
+    # -- addresses and state ---------------------------------------------------------------------
+    @property
+    def mcp_url(self) -> str:
+        return self.url + self.mcp_path
+
+    @property
+    def health_url(self) -> str:
+        if self.health_path is None:
+            raise RuntimeError("InProcessSidecar.health_url: no health endpoint (health_path=None)")
+        return self.url + self.health_path
+
+    @property
+    def service_url(self) -> str:
+        return self._service_url or self.url
+
+    @property
+    def plan(self) -> tuple[F.Fault, ...]:
+        return tuple(f for f, _ in self._plan)
+
+    @property
+    def requests(self) -> tuple[RequestRecord, ...]:
+        return self.journal.requests
+
+    @property
+    def fired(self) -> dict[str, int]:
+        return self.journal.fired
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        return tuple(self._mcp.sessions)
+
+    @property
+    def ended_sessions(self) -> tuple[str, ...]:
+        return tuple(self._mcp.ended)
+
+    # -- runtime faults --------------------------------------------------------------------------
+    def kill(self) -> None:
+        """Die now: every later request raises ``httpx.ConnectError`` until :meth:`revive`."""
+        with self._lock:
+            self._die()
+
+    def revive(self) -> None:
+        """Come back after :meth:`kill` or a ``die`` fault (sessions were lost with the process)."""
+        with self._lock:
+            if self._state == "dead":
+                self._state = "running"
+
+    def freeze(self) -> None:
+        """Not available in-process: a freeze holds connections open."""
+        raise UnsupportedInProcess(
+            f"'freeze' needs real sockets ({NEEDS_SOCKETS['freeze']}); use the socket Sidecar"
+        )
+
+    def inject(self, *faults: F.Fault | str) -> None:
+        """Append faults to the plan (refusing those that need sockets)."""
+        plan = check_plan(list(faults))
+        with self._lock:
+            self._plan.extend((f, F.TriggerState(f.when)) for f in plan)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._plan.clear()
+
+    def _die(self) -> None:
+        self._state = "dead"
+        self._mcp.forget_all()
+        self.benchmark.forget()
+
+    # -- errors ----------------------------------------------------------------------------------
+    def _record_error(self, where: str, exc: BaseException) -> None:
+        self._errors.append((where, exc))
+
+    @property
+    def errors(self) -> list[BaseException]:
+        return [e for _, e in self._errors]
+
+    def check_errors(self) -> None:
+        """Raise :class:`~pytest_mcpfaults.SidecarError` if a tool handler raised."""
+        if self._errors:
+            from pytest_mcpfaults.sidecar.server import SidecarError
+
+            raise SidecarError(list(self._errors)) from self._errors[0][1]
+
+    # -- request handling ------------------------------------------------------------------------
+    def _route(self, request: httpx.Request) -> httpx.Response | httpx.Request | None:
+        origin = _request_origin(request)
+        if origin != self._origin:
+            if not self._pass_through or origin in _ACTIVE:
+                return None  # not ours: another router (another in-process sidecar) may answer it
+            return request  # pass through to the network
+        with self._lock:
+            return self._answer(request)
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
+        if self._state == "dead":
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+        j = self.journal
+        path = request.url.path
+        rid = j.add_request(conn_id=NO_CONNECTION, method=request.method, path=path)
+        status: int | None = None
+        sent = 0
+        try:
+            info = self._classify(request, path)
+            if info.mcp is not None:
+                m = info.mcp
+                j.update_request(rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era)
+            elif info.kind == "mcp" and request.headers.get("Mcp-Session-Id"):
+                j.update_request(rid, session_id=request.headers["Mcp-Session-Id"], era="session")
+            fault = self._pick(info)
+            if fault is not None:
+                j.update_request(rid, fault=str(fault), fault_kind=fault.kind)
+                j.add_fired(fault.kind)
+            if isinstance(fault, F.Die):
+                if fault.restart:
+                    self._mcp.forget_all()
+                    self.benchmark.forget()
+                else:
+                    self._die()
+                raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
+            reply = self._forced(fault, info) or self._normal(request, info)
+            sse = bool(reply.sse if reply.sse is not None else self.reply == "sse")
+            body, ctype = encode(reply.payload, sse) if reply.payload is not None else (b"", "")
+            if isinstance(fault, F.MalformedJson):
+                body = body[: max(1, len(body) // 2)]
+            headers = dict(reply.headers)
+            if body:
+                headers["Content-Type"] = ctype
+            status, sent = reply.status, len(body)
+            if isinstance(fault, F.Delay):
+                timeout = request.extensions.get("timeout", {}).get("read")
+                headers["Content-Length"] = str(len(body))
+                stream = _DelayedBody(body, fault.seconds + self._jitter(fault), timeout, request)
+                return httpx.Response(reply.status, headers=headers, stream=stream)
+            return httpx.Response(reply.status, headers=headers, content=body)
+        finally:
+            j.update_request(rid, status=status, bytes_sent=sent, ended_at=j.now())
+
+    def _classify(self, request: httpx.Request, path: str) -> _Info:
+        if path == self.mcp_path:
+            if request.method != "POST":
+                return _Info(request.method, path, "mcp", None)
+            parsed = self._mcp.parse(request.headers, request.content)
+            if isinstance(parsed, Reply):
+                return _Info(request.method, path, "mcp", None, parsed)
+            return _Info(request.method, path, "mcp", parsed)
+        kind = "health" if self.health_path is not None and path == self.health_path else "other"
+        return _Info(request.method, path, kind, None)
+
+    def _pick(self, info: _Info) -> F.Fault | None:
+        chosen: F.Fault | None = None
+        for fault, state in self._plan:
+            if not info.matches(fault.when.target) or not _applies(fault, info):
+                continue
+            fires = state.consider()
+            if fires and isinstance(fault, F.Flap) and ((state.seen - 1) // fault.every) % 2 == 0:
+                state.fired -= 1  # healthy phase of the flap
+                fires = False
+            if fires and chosen is None:
+                chosen = fault
+        return chosen
+
+    def _jitter(self, fault: F.Delay) -> float:
+        if not fault.jitter:
+            return 0.0
+        import random
+
+        fired = next((s.fired for f, s in self._plan if f is fault), 0)
+        return random.Random(fault.seed * 1_000_003 + fired).random() * fault.jitter
+
+    def _forced(self, fault: F.Fault | None, info: _Info) -> Reply | None:
+        """The reply an answer-level fault forces (as the socket sidecar answers it), or ``None``."""
+        mid = info.mcp.id if info.mcp else None
+        if isinstance(fault, F.Status):
+            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+            return Reply(
+                fault.code, {"error": fault.body or f"injected HTTP {fault.code}"}, headers, sse=False
+            )
+        if isinstance(fault, F.Flap):
+            return Reply(fault.code, {"error": f"injected HTTP {fault.code} (flapping)"}, sse=False)
+        if isinstance(fault, F.Absent):
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        if isinstance(fault, F.Terminating):
+            r = rpc_error(-32000, "Service Unavailable: the server is terminating", mid, status=503)
+            r.headers["Connection"] = "close"
+            return r
+        if isinstance(fault, F.JsonRpcError):
+            return rpc_error(fault.code, fault.message, mid)
+        if isinstance(fault, F.SessionExpired):
+            sid = info.mcp.session_id if info.mcp else None
+            if sid:
+                self._mcp.end_session(sid)
+            return rpc_error(-32600, "Session not found", status=404)
+        if isinstance(fault, (F.ToolError, F.BackendGone)) and info.mcp is not None:
+            if isinstance(fault, F.ToolError):
+                result = tool_result(fault.text, is_error=True)
+            else:
+                url = fault.service_url or self.service_url
+                sid = info.mcp.arguments.get("session_id")
+                msg = f"Service at {url} is no longer alive"
+                if info.mcp.tool == "delete_session" and sid is not None:
+                    msg = f"Error closing session {sid}: {msg}"
+                result = tool_result({"error": msg})
+            if info.mcp.era == "stateless":
+                result["resultType"] = "complete"
+            return Reply(200, {"jsonrpc": "2.0", "id": mid, "result": result})
+        return None
+
+    def _normal(self, request: httpx.Request, info: _Info) -> Reply:
+        if info.kind == "health":
+            return Reply(200, {"status": "ok"}, sse=False)
+        if info.kind == "other":
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        if request.method == "POST":
+            if info.mcp is None:
+                assert info.bad_body is not None
+                return info.bad_body
+            return self._run(self._mcp.post(info.mcp, request.headers), info.mcp)
+        if request.method == "DELETE":
+            return self._mcp.delete(request.headers.get("Mcp-Session-Id"))
+        return Reply(405, None, {"Allow": "POST, DELETE" if self._mcp.era != "stateless" else "POST"})
+
+    def _run(self, coro: Coroutine[Any, Any, Reply], req: McpRequest) -> Reply:
+        """Run the dispatch coroutine: inline when nothing in it awaits (every built-in tool but
+        ``sleep``), else on the sidecar loop thread."""
+        tool = self._tools.get(req.tool or "") if req.method == "tools/call" else None
+        if tool is not None and inspect.iscoroutinefunction(tool.handler):
+            return _loop.run(coro, timeout=60.0)
+        try:
+            coro.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        coro.close()
+        raise RuntimeError(f"in-process dispatch of {req.method} awaited unexpectedly")  # pragma: no cover
+
+
+def mock_sidecar(
+    *,
+    base_url: str = "http://sidecar.test",
+    faults: Sequence[F.Fault | str] = (),
+    **kwargs: Any,
+) -> InProcessSidecar:
+    """An in-process sidecar at ``base_url`` (routes ``/health`` and ``/mcp`` as the socket sidecar
+    does), applying ``faults``; use it as a context manager::
+
+        with mock_sidecar(base_url="http://sidecar.test", faults=[Status(503, when="health")]) as side:
+            assert httpx.get(side.health_url).status_code == 503
+
+    Other keyword arguments: ``mcp_path``, ``health_path``, ``era``, ``reply``, ``tools``,
+    ``tool_sets``, ``service_url``, ``pass_through`` (see :class:`InProcessSidecar`). Raises
+    :class:`UnsupportedInProcess` for faults that need sockets.
+    """
+    return InProcessSidecar(base_url=base_url, faults=faults, **kwargs)

@@ -1,0 +1,265 @@
+"""Hypothesis strategies for faults, triggers and whole fault plans.
+
+Only users of strategies import this module, so it imports Hypothesis at the top; the package's
+``__init__`` never does. Every strategy is deterministic given Hypothesis' choices (triggers count
+requests, never wall-clock time), so ``derandomize=True`` or a ``ci`` profile replays the same run.
+
+Shrinking goes toward "no fault":
+
+* a plan (:func:`fault_plans`) is a list of steps and shrinks toward the empty list, then toward
+  fewer, simpler steps;
+* a fault (:func:`faults`) shrinks toward the simplest kind (:data:`KIND_ORDER`: one wrong answer
+  first, then connection faults, then blocking faults), toward the earliest target in ``targets``
+  (:data:`DEFAULT_TARGETS` lists the most specific first) and toward default parameters;
+* a trigger (:func:`triggers`) shrinks toward "every matching request" (no ``nth``, ``after=0``,
+  no ``times``).
+
+Use inside ``@given`` with a per-example sidecar::
+
+    @given(plan=fault_plans(max_faults=2))
+    def test_cleanup_never_flips(mcp_sidecar_factory, plan):
+        with mcp_sidecar_factory(faults=plan) as sidecar:
+            run_harness(sidecar.mcp_url)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from pytest_mcpfaults import faults as F
+
+__all__ = ["BLOCKING_KINDS", "DEFAULT_TARGETS", "KIND_ORDER", "fault_plans", "faults", "triggers"]
+
+#: Every fault kind, simplest first: this is the order faults shrink in. Answer-level faults (one
+#: request gets one wrong answer, nothing waits) come first, led by the incident's own fault
+#: (``backend_gone``); then latency; then faults that cut or dribble connections; then blocking
+#: faults, which hold a request until the client gives up or the fault's patience runs out.
+KIND_ORDER: tuple[str, ...] = (
+    "backend_gone",
+    "tool_error",
+    "jsonrpc_error",
+    "session_expired",
+    "status",
+    "absent",
+    "flap",
+    "terminating",
+    "malformed_json",
+    "delay",
+    "die",
+    "truncate",
+    "reset",
+    "drip",
+    "stall",
+    "hang",
+    "endless_sse",
+    "freeze",
+)
+
+#: Kinds that hold a request (they get the strategies' small ``patience``).
+BLOCKING_KINDS: tuple[str, ...] = tuple(k for k in KIND_ORDER if F.fault_kinds()[k].blocking)
+
+#: Targets drawn by default: the steps of a benchmark-session lifecycle, most specific first (a
+#: fault on one tool disturbs less than one on every MCP request), so faults shrink toward one step.
+DEFAULT_TARGETS: tuple[str, ...] = (
+    "tool:create_session",
+    "tool:evaluate_session",
+    "tool:delete_session",
+    "tools/call",
+    "initialize",
+    "DELETE /mcp",
+    "health",
+    "mcp",
+    "*",
+)
+
+_STATUS_CODES = (500, 503, 502, 429, 404, 400)
+_DELAYS = (0.0, 0.001, 0.005, 0.02, 0.05)
+
+
+# -- argument validation (Hypothesis style: the argument, the bad value) -----------------------------
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise InvalidArgument(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_seconds(name: str, value: object, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidArgument(
+            f"{name} must be a positive number of seconds{' or None' if optional else ''}, got {value!r}"
+        )
+    return float(value)
+
+
+def _check_kinds(kinds: object) -> tuple[str, ...]:
+    if kinds is None:
+        return KIND_ORDER
+    if isinstance(kinds, (str, type)) or not isinstance(kinds, Sequence):
+        raise InvalidArgument(f"kinds must be a list of fault kind names or Fault classes, got {kinds!r}")
+    names: list[str] = []
+    for k in kinds:
+        name = k.kind if isinstance(k, type) and issubclass(k, F.Fault) else k
+        if not isinstance(name, str) or name not in KIND_ORDER:
+            raise InvalidArgument(f"kinds: unknown fault kind {k!r}; valid kinds: {', '.join(KIND_ORDER)}")
+        names.append(name)
+    if not names:
+        raise InvalidArgument("kinds must name at least one fault kind, got []")
+    wanted = set(names)
+    return tuple(k for k in KIND_ORDER if k in wanted)  # simplest first, whatever order given
+
+
+def _check_targets(targets: object) -> tuple[str, ...]:
+    if targets is None:
+        return DEFAULT_TARGETS
+    if isinstance(targets, str) or not isinstance(targets, Sequence):
+        raise InvalidArgument(f"targets must be a list of trigger targets, got {targets!r}")
+    out: list[str] = []
+    for t in targets:
+        try:
+            F.check_target(t)
+        except ValueError as exc:
+            raise InvalidArgument(f"targets: {exc}") from None
+        out.append(t)
+    if not out:
+        raise InvalidArgument("targets must name at least one trigger target, got []")
+    return tuple(dict.fromkeys(out))
+
+
+def _targets_for(kind: str, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """The targets a kind accepts (``tool_error`` and ``backend_gone`` answer tools/call only)."""
+    cls = F.fault_kinds()[kind]
+    ok = []
+    for t in targets:
+        try:
+            cls(when=F.Trigger(t))
+        except ValueError:
+            continue
+        ok.append(t)
+    return tuple(ok)
+
+
+# -- strategies ------------------------------------------------------------------------------------
+
+
+def triggers(targets: Sequence[str] | None = None, max_count: int = 3) -> st.SearchStrategy[F.Trigger]:
+    """Triggers on one of ``targets`` (default :data:`DEFAULT_TARGETS`) with counts up to ``max_count``.
+
+    Three shapes, plainest first: every matching request (``Trigger(target)``); only the ``nth``
+    (1..max_count); or after the first ``after`` (0..max_count), at most ``times`` (``None`` or
+    1..max_count). Probability stays 1.0, so every trigger is a pure count. Shrinks toward the first
+    target and toward "every matching request".
+    """
+    pool = _check_targets(targets)
+    n = _check_int("max_count", max_count, 0)
+    return _triggers(pool, n)
+
+
+def _triggers(pool: tuple[str, ...], n: int) -> st.SearchStrategy[F.Trigger]:
+    target = st.sampled_from(pool)
+    plain = st.builds(F.Trigger, target)
+    if n == 0:
+        return plain
+    counts = st.integers(1, n)
+    # nth and after are never combined (nth <= after would never fire): three shapes, plainest first.
+    nth = st.builds(F.Trigger, target, nth=counts)
+    after = st.builds(F.Trigger, target, after=st.integers(0, n), times=st.none() | counts)
+    return plain | nth | after
+
+
+def _params(kind: str, patience: float | None, expect_hang: bool) -> dict[str, st.SearchStrategy[Any]]:
+    """Parameter strategies per kind; each shrinks toward the kind's default (or mildest) value."""
+    if kind in BLOCKING_KINDS:
+        extra: dict[str, st.SearchStrategy[Any]] = {
+            "patience": st.just(patience),
+            "expect_hang": st.just(expect_hang),
+        }
+        if kind == "stall":
+            extra["after_bytes"] = st.integers(0, 32)
+        return extra
+    table: dict[str, dict[str, st.SearchStrategy[Any]]] = {
+        "die": {"restart": st.booleans()},
+        "delay": {"seconds": st.sampled_from(_DELAYS)},
+        "status": {"code": st.sampled_from(_STATUS_CODES)},
+        "flap": {"every": st.integers(1, 3), "code": st.sampled_from(_STATUS_CODES)},
+        "truncate": {"after_bytes": st.integers(0, 32)},
+        "reset": {"after_bytes": st.integers(0, 32)},
+        "drip": {"chunk_bytes": st.sampled_from((64, 16, 4)), "interval": st.sampled_from((0.0, 0.001))},
+        "jsonrpc_error": {"code": st.sampled_from((-32603, -32000, -32601))},
+    }
+    return table.get(kind, {})
+
+
+def faults(
+    kinds: Sequence[str | type[F.Fault]] | None = None,
+    targets: Sequence[str] | None = None,
+    *,
+    max_count: int = 3,
+    patience: float | None = 0.1,
+    expect_hang: bool = False,
+) -> st.SearchStrategy[F.Fault]:
+    """Single faults of the given ``kinds`` (names or classes; default all, see :data:`KIND_ORDER`)
+    on the given ``targets`` (default :data:`DEFAULT_TARGETS`).
+
+    A kind is drawn only with targets it accepts (``tool_error`` and ``backend_gone`` need a
+    tools/call target). Blocking kinds (:data:`BLOCKING_KINDS`) carry ``patience=patience`` (small by
+    default, so an example never waits long) and ``expect_hang=expect_hang``. Triggers come from
+    :func:`triggers` with ``max_count``; delays are at most 50 ms.
+
+    Shrinks toward the simplest kind first (``backend_gone``, ``tool_error`` … ``freeze``), then the
+    earliest target, the plainest trigger and default parameters.
+    """
+    names = _check_kinds(kinds)
+    pool = _check_targets(targets)
+    n = _check_int("max_count", max_count, 0)
+    wait = _check_seconds("patience", patience, optional=True)
+    if not isinstance(expect_hang, bool):
+        raise InvalidArgument(f"expect_hang must be True or False, got {expect_hang!r}")
+    branches: list[st.SearchStrategy[F.Fault]] = []
+    skipped: list[str] = []
+    for kind in names:
+        fits = _targets_for(kind, pool)
+        if not fits:
+            skipped.append(kind)
+            continue
+        cls: Callable[..., F.Fault] = F.fault_kinds()[kind]
+        branches.append(st.builds(cls, when=_triggers(fits, n), **_params(kind, wait, expect_hang)))
+    if not branches:
+        raise InvalidArgument(
+            f"no kind in kinds={list(names)} accepts any of targets={list(pool)} "
+            f"({', '.join(skipped)}: tools/call targets only; add 'tools/call' or 'tool:<name>')"
+        )
+    return st.one_of(branches)
+
+
+def fault_plans(
+    max_faults: int = 3,
+    kinds: Sequence[str | type[F.Fault]] | None = None,
+    targets: Sequence[str] | None = None,
+    *,
+    min_faults: int = 0,
+    max_count: int = 3,
+    patience: float | None = 0.1,
+    expect_hang: bool = False,
+) -> st.SearchStrategy[list[F.Fault]]:
+    """Fault plans: lists of ``min_faults``..``max_faults`` faults from :func:`faults` (same options),
+    ready for ``Sidecar(faults=plan)`` or ``mcp_sidecar_factory(faults=plan)``.
+
+    A plan is a list of steps and shrinks toward the empty plan ("no fault"), then toward fewer steps,
+    each as simple as :func:`faults` makes it. ``format_plan(plan)`` prints it in the text form.
+    """
+    hi = _check_int("max_faults", max_faults, 0)
+    lo = _check_int("min_faults", min_faults, 0)
+    if lo > hi:
+        raise InvalidArgument(f"min_faults must be <= max_faults={hi}, got {lo}")
+    one = faults(kinds, targets, max_count=max_count, patience=patience, expect_hang=expect_hang)
+    return st.lists(one, min_size=lo, max_size=hi)
