@@ -1,0 +1,224 @@
+"""``python -m pytest_mcpfaults serve``: a standalone fault-injecting MCP sidecar for any language.
+
+Starts a :class:`~pytest_mcpfaults.Sidecar` with the control endpoint of
+:mod:`pytest_mcpfaults.sidecar.control`, prints where it listens and the control token on stdout
+(``KEY=value`` lines, or one JSON object with ``--json``), then serves until SIGINT or SIGTERM, on
+which it releases held requests, closes every connection and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import secrets
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import TextIO
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
+from pytest_mcpfaults.sidecar.mcp import ERAS
+from pytest_mcpfaults.sidecar.server import DEFAULT_PATIENCE, Sidecar
+from pytest_mcpfaults.sidecar.tools import TOOL_SETS
+
+__all__ = ["build_parser", "main"]
+
+_PROG = "python -m pytest_mcpfaults"
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0..65535 (0: any free port), got {text!r}")
+    return port
+
+
+def _path(text: str) -> str:
+    if not text.startswith("/"):
+        raise argparse.ArgumentTypeError(f"must be a path starting with '/', got {text!r}")
+    return text
+
+
+def _fault(text: str) -> F.Fault:
+    try:
+        return F.parse_fault(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _tool_sets(text: str) -> tuple[str, ...]:
+    sets = tuple(s.strip() for s in text.split(",") if s.strip())
+    bad = [s for s in sets if s not in TOOL_SETS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown tool set {bad[0]!r} in {text!r}; valid: {', '.join(TOOL_SETS)} (comma-separated)"
+        )
+    return sets
+
+
+def _patience(text: str) -> float | None:
+    if text.lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds or 'none', got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser (``serve`` is the one subcommand)."""
+    parser = argparse.ArgumentParser(prog=_PROG, description="pytest-mcpfaults command line.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    serve = sub.add_parser(
+        "serve",
+        help="run a standalone fault-injecting MCP sidecar until SIGINT/SIGTERM",
+        description=(
+            "Run a fake MCP sidecar with fault injection, for harnesses in any language. Prints "
+            "MCPFAULTS_URL=..., MCPFAULTS_CONTROL_TOKEN=... lines (or one JSON line with --json) on "
+            f"stdout, then serves until SIGINT/SIGTERM. Control endpoint: {CONTROL_PREFIX}/ "
+            "(Authorization: Bearer <token>)."
+        ),
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="bind address; loopback only unless --allow-remote"
+    )
+    serve.add_argument("--port", type=_port, default=0, help="TCP port; 0 (default): any free port")
+    serve.add_argument("--mcp-path", type=_path, default="/mcp", help="MCP endpoint path (default /mcp)")
+    health = serve.add_mutually_exclusive_group()
+    health.add_argument("--health-path", type=_path, default="/health", help="health path (default /health)")
+    health.add_argument(
+        "--no-health",
+        action="store_true",
+        help="no health endpoint: it answers 404, like real exgentic sidecars",
+    )
+    serve.add_argument(
+        "--era", choices=ERAS, default="auto", help="MCP protocol era(s) served (default auto)"
+    )
+    serve.add_argument(
+        "--reply", choices=("json", "sse"), default="json", help="reply framing (default json)"
+    )
+    serve.add_argument(
+        "--tool-sets",
+        type=_tool_sets,
+        default=TOOL_SETS,
+        metavar="SETS",
+        help=f"comma-separated built-in tool sets (default {','.join(TOOL_SETS)})",
+    )
+    serve.add_argument(
+        "--fault",
+        type=_fault,
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a fault in text form, e.g. 'status(code=503)@health[times=3]' or 'hang@DELETE /mcp' "
+        "(repeatable; first match wins)",
+    )
+    serve.add_argument(
+        "--patience",
+        type=_patience,
+        default=DEFAULT_PATIENCE,
+        metavar="SECONDS|none",
+        help=f"seconds a held request waits before the sidecar aborts it (default {DEFAULT_PATIENCE}; "
+        "'none': hold until released)",
+    )
+    serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
+    serve.add_argument("--json", action="store_true", help="print the start-up info as one JSON line")
+    serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
+    return parser
+
+
+def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) -> None:
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and not allow_remote:
+        parser.error(
+            f"argument --host: {host!r} is not a loopback address; the sidecar binds to loopback only "
+            "unless you pass --allow-remote"
+        )
+
+
+def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
+    info = {
+        "url": sc.url,
+        "mcp_url": sc.mcp_url,
+        "health_url": sc.health_url if sc.health_path is not None else None,
+        "control_url": sc.url + CONTROL_PREFIX,
+        "control_token": token,
+        "faults": [str(f) for f in sc.plan],
+    }
+    if as_json:
+        out.write(json.dumps(info) + "\n")
+    else:
+        for key, value in info.items():
+            text = F.format_plan(sc.plan) if key == "faults" else (value or "")
+            out.write(f"MCPFAULTS_{key.upper()}={text}\n")
+        out.write("MCPFAULTS_READY=1\n")
+    out.flush()
+
+
+def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Start the sidecar described by ``args``, announce it on ``out``, serve until SIGINT/SIGTERM."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    sc = Sidecar(
+        host=args.host,
+        port=args.port,
+        mcp_path=args.mcp_path,
+        health_path=None if args.no_health else args.health_path,
+        era=args.era,
+        reply=args.reply,
+        tool_sets=args.tool_sets,
+        faults=args.fault,
+        patience=args.patience,
+        allow_remote=args.allow_remote,
+    )
+    token = secrets.token_urlsafe(32)
+    Control(sc, token).mount()
+    sc.start()
+    try:
+        _announce(sc, token, args.json, out)
+        while not stop.wait(0.2):
+            pass
+    finally:
+        sc.stop()
+    for exc in sc.errors:
+        print(f"mcpfaults: error inside the sidecar: {exc!r}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m pytest_mcpfaults``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    parser = args.subparser
+    _check_host(parser, args.host, args.allow_remote)
+    for name in ("mcp_path", "health_path"):
+        path = getattr(args, name)
+        if (path + "/").startswith(CONTROL_PREFIX + "/"):
+            parser.error(
+                f"argument --{name.replace('_', '-')}: {path!r} is reserved for the control endpoint"
+            )
+    if not args.no_health and args.health_path == args.mcp_path:
+        parser.error(f"argument --health-path: must differ from --mcp-path, both are {args.mcp_path!r}")
+    try:
+        return serve(args)
+    except OSError as exc:  # e.g. the port is taken
+        print(f"{_PROG} serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
