@@ -9,4 +9,5 @@ pytest_plugins = [
     "pytest_mcpfaults._pytest.records",
     "pytest_mcpfaults._pytest.sidecar",
     "pytest_mcpfaults._pytest.spans",
+    "pytest_mcpfaults._pytest.report",
 ]

@@ -1,0 +1,413 @@
+"""pytest glue for the CI gate: the fault matrix marker, the JSON report, the terminal summary, JUnit
+properties, the xdist merge and the gates (required kinds, baseline).
+
+Data flow: each test's :class:`~pytest_mcpfaults._pytest.records.TestRecord` (filled by the sidecar
+fixtures at teardown and by the span gate) is serialized onto its teardown report as the attribute
+``mcpfaults`` (a JSON-ready dict). pytest-xdist carries report attributes from workers to the
+controller, so the controller sees every test's record in ``pytest_runtest_logreport``; it alone builds
+the report, writes it, applies the gates and prints the summary. Workers only record.
+
+Gate failures make the run exit with code 1 (``ExitCode.TESTS_FAILED``, as pytest-cov's
+``--cov-fail-under`` does), with a ``mcpfaults gate FAILED`` message naming what failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.records import record_for
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.faults import Fault
+    from pytest_mcpfaults.report import Report, TestEntry, Violation
+
+MATRIX_MARKER = "mcpfaults_matrix"
+FAULT_FIXTURE = "mcpfaults_fault"
+REQUIRE_INI = "mcpfaults_require"
+REPORT_ATTR = "mcpfaults"
+_MATRIX_ARGS = ("kinds", "exclude", "target", "faults")
+
+
+@dataclasses.dataclass(frozen=True)
+class GateSettings:
+    """The validated report and gate settings of a run."""
+
+    report_path: Path | None
+    required: tuple[str, ...]
+    baseline_path: Path | None
+    baseline: Report | None
+
+
+@dataclasses.dataclass
+class _RunState:
+    """What the controller (or a plain run) gathers from the reports, and what it concluded."""
+
+    outcomes: dict[str, str] = dataclasses.field(default_factory=dict)
+    durations: dict[str, float] = dataclasses.field(default_factory=dict)
+    entries: dict[str, TestEntry] = dataclasses.field(default_factory=dict)
+    matrix_errors: list[str] = dataclasses.field(default_factory=list)
+    report: Report | None = None
+    missing: list[str] = dataclasses.field(default_factory=list)
+    regressions: list[Violation] = dataclasses.field(default_factory=list)
+    evaluated: bool = False
+
+
+_SETTINGS_KEY = pytest.StashKey[GateSettings]()
+_STATE_KEY = pytest.StashKey[_RunState]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mcpfaults")
+    group.addoption(
+        "--mcpfaults-report",
+        metavar="PATH",
+        dest="mcpfaults_report",
+        default=None,
+        help="Write the mcpfaults JSON report (schema pytest-mcpfaults/report, version 1) to PATH.",
+    )
+    group.addoption(
+        "--mcpfaults-require",
+        metavar="KIND,...",
+        dest="mcpfaults_require",
+        action="append",
+        default=None,
+        help="Fail the run (exit 1) when one of these fault kinds never fired ('all': every kind). "
+        f"Repeatable; replaces the ini key {REQUIRE_INI}.",
+    )
+    group.addoption(
+        "--mcpfaults-baseline",
+        metavar="PATH",
+        dest="mcpfaults_baseline",
+        default=None,
+        help="Compare with an earlier --mcpfaults-report file and fail the run (exit 1) on any invariant "
+        "or patience violation it does not have.",
+    )
+    parser.addini(
+        REQUIRE_INI,
+        "Fault kinds that must fire in the run (comma- or space-separated; 'all': every kind).",
+        default="",
+    )
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _parse_required(config: pytest.Config) -> tuple[str, ...]:
+    from pytest_mcpfaults.faults import fault_kinds
+
+    option: list[str] | None = config.getoption("mcpfaults_require", default=None)
+    source = "--mcpfaults-require" if option else REQUIRE_INI
+    raw = option if option else [str(config.getini(REQUIRE_INI))]
+    names = [n for chunk in raw for n in chunk.replace(",", " ").split()]
+    valid = list(fault_kinds())
+    out: list[str] = []
+    for name in names:
+        if name == "all":
+            out += [k for k in valid if k not in out]
+        elif name not in valid:
+            raise pytest.UsageError(
+                f"{source}: unknown fault kind {name!r}; valid kinds: {', '.join(valid)} (or 'all')"
+            )
+        elif name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def _read_settings(config: pytest.Config) -> GateSettings:
+    from pytest_mcpfaults.report import ReportError, load_report
+
+    base = config.invocation_params.dir
+    report = config.getoption("mcpfaults_report", default=None)
+    baseline_opt = config.getoption("mcpfaults_baseline", default=None)
+    baseline_path = base / baseline_opt if baseline_opt else None
+    baseline = None
+    if baseline_path is not None and not _is_worker(config):
+        try:
+            baseline = load_report(baseline_path)
+        except ReportError as exc:
+            raise pytest.UsageError(f"--mcpfaults-baseline: {exc}") from None
+    return GateSettings(
+        report_path=base / report if report else None,
+        required=_parse_required(config),
+        baseline_path=baseline_path,
+        baseline=baseline,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MATRIX_MARKER}(kinds=None, exclude=(), target=None, faults=None): run the test once per fault "
+        "of the standard catalogue (or the chosen kinds, or the given faults), with readable IDs; the "
+        f"fault reaches the mcp_sidecar fixture (first in its plan) and the {FAULT_FIXTURE} fixture.",
+    )
+    config.stash[_SETTINGS_KEY] = _read_settings(config)
+    state = config.stash[_STATE_KEY] = _RunState()
+    config.pluginmanager.register(_Collector(state), "mcpfaults-report-collector")
+
+
+# -- the fault matrix ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mcpfaults_fault(request: pytest.FixtureRequest) -> Fault | None:
+    """The fault of this test's cell of the fault matrix (``@pytest.mark.mcpfaults_matrix``), or
+    ``None`` outside a matrix. The ``mcp_sidecar`` fixture puts it first in its plan; with
+    ``mcp_sidecar_factory`` pass it yourself: ``mcp_sidecar_factory(faults=[mcpfaults_fault])``."""
+    return getattr(request, "param", None)
+
+
+def _matrix_faults(marker: pytest.Mark) -> tuple[Fault, ...]:
+    """The faults a matrix marker asks for; ``ValueError`` naming the bad argument otherwise."""
+    from pytest_mcpfaults.faults import as_plan
+    from pytest_mcpfaults.matrix import catalogue
+
+    if marker.args:
+        raise ValueError(
+            f"takes keyword arguments only ({', '.join(_MATRIX_ARGS)}), got positional {marker.args!r}"
+        )
+    unknown = sorted(set(marker.kwargs) - set(_MATRIX_ARGS))
+    if unknown:
+        raise ValueError(f"unknown argument {unknown[0]!r}; valid arguments: {', '.join(_MATRIX_ARGS)}")
+    kw = dict(marker.kwargs)
+    if kw.get("faults") is not None:
+        others = [k for k in ("kinds", "exclude", "target") if kw.get(k) is not None]
+        if others:
+            raise ValueError(f"faults= replaces the catalogue, so it cannot be combined with {others[0]}=")
+        plan = as_plan(kw["faults"], argname="faults")
+        if not plan:
+            raise ValueError("faults= is empty: the matrix needs at least one fault")
+        return plan
+    exclude = kw.get("exclude") or ()
+    return catalogue(kinds=kw.get("kinds"), exclude=exclude, target=kw.get("target"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MATRIX_MARKER)
+    if marker is None:
+        return
+    from pytest_mcpfaults.matrix import fault_id
+
+    where = f"{metafunc.definition.nodeid}: @pytest.mark.{MATRIX_MARKER}"
+    try:
+        faults = _matrix_faults(marker)
+    except ValueError as exc:
+        metafunc.config.stash[_STATE_KEY].matrix_errors.append(f"{where}: {exc}")
+        return
+    if FAULT_FIXTURE not in metafunc.fixturenames:
+        metafunc.config.stash[_STATE_KEY].matrix_errors.append(
+            f"{where}: the test uses neither the mcp_sidecar nor the {FAULT_FIXTURE} fixture, so the "
+            "matrix's fault would reach nothing"
+        )
+        return
+    metafunc.parametrize(FAULT_FIXTURE, faults, ids=[fault_id(f) for f in faults])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config) -> None:
+    errors = config.stash[_STATE_KEY].matrix_errors
+    if errors:
+        raise pytest.UsageError("\n".join(errors))
+
+
+# -- per-test data: record → teardown report (→ xdist controller) --------------------------------
+
+
+def _matrix_fault(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    fault = callspec.params.get(FAULT_FIXTURE) if callspec is not None else None
+    return str(fault) if fault is not None else None
+
+
+def _record_dict(item: pytest.Item) -> dict[str, Any] | None:
+    rec = record_for(item)
+    matrix = _matrix_fault(item)
+    if not rec.used and matrix is None:
+        return None
+    data = dataclasses.asdict(rec)
+    data["matrix"] = matrix
+    return data
+
+
+def _junit_properties(data: dict[str, Any]) -> list[tuple[str, str]]:
+    props: list[tuple[str, str]] = []
+    if data["matrix"]:
+        props.append(("mcpfaults.matrix", data["matrix"]))
+    if data["fired"]:
+        props.append(("mcpfaults.fired", ",".join(f"{k}:{n}" for k, n in sorted(data["fired"].items()))))
+    plans = [spec for plan in data["plans"] for spec in plan]
+    if plans:
+        props.append(("mcpfaults.plan", "; ".join(plans)))
+    failed = [f"invariant:{i['name']}" for i in data["invariants"] if not i["ok"]]
+    failed += [f"patience:{p['fault']}" for p in data["patience_violations"] if not p["expected"]]
+    if failed:
+        props.append(("mcpfaults.violations", ",".join(failed)))
+    return props
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    data = _record_dict(item) if call.when == "teardown" else None
+    if data is not None:
+        item.user_properties.extend(_junit_properties(data))  # JUnit XML <properties> of this test
+    report = yield
+    if data is not None:
+        setattr(report, REPORT_ATTR, data)
+    return report
+
+
+def _phase_outcome(report: pytest.TestReport, current: str | None) -> str | None:
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if report.failed:
+            return "failed"
+        if report.skipped:
+            return "xfailed" if xfail else "skipped"
+        return "xpassed" if xfail else "passed"
+    if report.failed:
+        return current if current == "failed" else "error"
+    if report.skipped and current is None:
+        return "xfailed" if xfail else "skipped"
+    return current
+
+
+class _Collector:
+    """Registered at configure time: gathers outcomes and records from every report. On the xdist
+    controller it sees every worker's reports (xdist relays them through this hook)."""
+
+    def __init__(self, state: _RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from pytest_mcpfaults.report import TestEntry
+
+        state, nodeid = self.state, report.nodeid
+        outcome = _phase_outcome(report, state.outcomes.get(nodeid))
+        if outcome is not None:
+            state.outcomes[nodeid] = outcome
+        state.durations[nodeid] = state.durations.get(nodeid, 0.0) + float(report.duration or 0.0)
+        if report.when != "teardown":
+            return
+        data = getattr(report, REPORT_ATTR, None)
+        if isinstance(data, dict):
+            entry = TestEntry.from_dict({**data, "outcome": state.outcomes.get(nodeid, "passed")})
+            entry.duration = state.durations.get(nodeid, 0.0)
+            state.entries[nodeid] = entry
+        state.outcomes.pop(nodeid, None)
+        state.durations.pop(nodeid, None)
+
+
+# -- the end of the run: report, gates, summary (controller only) --------------------------------
+
+
+def _gates(settings: GateSettings, state: _RunState) -> dict[str, Any]:
+    return {
+        "required": list(settings.required),
+        "missing_required": list(state.missing),
+        "baseline": str(settings.baseline_path) if settings.baseline_path else None,
+        "new_violations": [
+            {"nodeid": v.nodeid, "kind": v.kind, "name": v.name, "message": v.message}
+            for v in state.regressions
+        ],
+        "failed": bool(state.missing or state.regressions),
+    }
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    config = session.config
+    completed = False
+    try:
+        result = yield
+        completed = True
+        return result
+    finally:
+        if not _is_worker(config) and not config.option.collectonly:
+            _finish(session, evaluate=completed)
+
+
+def _finish(session: pytest.Session, *, evaluate: bool) -> None:
+    from pytest_mcpfaults import __version__
+    from pytest_mcpfaults.report import Report, missing_required, new_violations, write_report
+
+    settings = session.config.stash[_SETTINGS_KEY]
+    state = session.config.stash[_STATE_KEY]
+    report = state.report = Report(list(state.entries.values()), plugin_version=__version__)
+    if evaluate:
+        state.evaluated = True
+        state.missing = missing_required(report, settings.required)
+        if settings.baseline is not None:
+            state.regressions = new_violations(settings.baseline, report)
+        if state.missing or state.regressions:
+            session.testsfailed += 1  # exit code 1, as a failed test
+    if settings.report_path is not None:
+        write_report(report, settings.report_path, _gates(settings, state))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    from pytest_mcpfaults.report import summary_lines
+
+    if _is_worker(config):
+        return
+    settings = config.stash[_SETTINGS_KEY]
+    state = config.stash[_STATE_KEY]
+    report = state.report
+    if report is None:
+        return
+    gated = bool(settings.required or settings.baseline is not None)
+    lines = summary_lines(report, verbose=config.get_verbosity() >= 2)
+    if not lines and not gated and settings.report_path is None:
+        return  # the plugin was not used: print nothing
+    tr = terminalreporter
+    tr.write_sep("=", "mcpfaults: fault coverage", bold=True)
+    if not lines:
+        tr.write_line("no test used an mcpfaults sidecar or span check")
+    bad = False
+    for i, line in enumerate(lines):
+        bad = bad or line.startswith("violations (")
+        if i == len(lines) - 1:  # the one-line summary
+            clean = not report.violations() and not report.missing()
+            tr.write_line(line, bold=True, green=clean, yellow=not clean and not bad, red=bad)
+        else:
+            tr.write_line(line, red=bad)
+    if settings.report_path is not None:
+        tr.write_line(f"mcpfaults report: {settings.report_path}")
+    if not state.evaluated:
+        return
+    if settings.required and not state.missing:
+        tr.write_line(
+            f"mcpfaults gate passed: every required fault kind fired ({', '.join(settings.required)})"
+        )
+    if state.missing:
+        s = "s" if len(state.missing) != 1 else ""
+        tr.write_line(
+            f"mcpfaults gate FAILED: required fault kind{s} never fired: {', '.join(state.missing)} "
+            f"(required: {', '.join(settings.required)})",
+            red=True,
+            bold=True,
+        )
+    if settings.baseline is not None:
+        known = len(settings.baseline.violations())
+        if state.regressions:
+            n = len(state.regressions)
+            tr.write_line(
+                f"mcpfaults gate FAILED: {n} new violation{'s' if n != 1 else ''} not in baseline "
+                f"{settings.baseline_path}:",
+                red=True,
+                bold=True,
+            )
+            for v in state.regressions:
+                tr.write_line(f"  regressed: {v.describe()}", red=True)
+        else:
+            tr.write_line(
+                f"mcpfaults baseline {settings.baseline_path}: no new violations ({known} in the baseline)"
+            )

@@ -1,0 +1,401 @@
+"""The CI report: per-test fault and invariant records, the JSON schema, merge, baseline comparison,
+and the terminal summary text. Pure: no pytest, no I/O beyond :func:`load_report` / :func:`write_report`.
+
+The pytest glue (``pytest_mcpfaults._pytest.report``) turns each test's record into a
+:class:`TestEntry`, builds a :class:`Report` on the controller (merged across xdist workers), writes it
+with ``--mcpfaults-report=PATH``, prints :func:`summary_lines`, and applies the gates
+(:func:`missing_required`, :func:`new_violations`). The schema is documented in ``docs/ci.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_mcpfaults.faults import fault_kinds
+
+__all__ = [
+    "FAILED_OUTCOMES",
+    "SCHEMA",
+    "VERSION",
+    "KindCoverage",
+    "Report",
+    "ReportError",
+    "TestEntry",
+    "Violation",
+    "load_report",
+    "merge",
+    "missing_required",
+    "new_violations",
+    "plan_kind",
+    "summary_line",
+    "summary_lines",
+    "write_report",
+]
+
+#: The ``"schema"`` value of every report file.
+SCHEMA = "pytest-mcpfaults/report"
+#: The schema version this module writes and reads. Bumped on any incompatible change.
+VERSION = 1
+#: Test outcomes that count as failures in the coverage table and totals.
+FAILED_OUTCOMES = frozenset({"failed", "error"})
+_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+
+
+class ReportError(ValueError):
+    """A report file that is not a pytest-mcpfaults report of a version this module reads."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One violation of one test: a failed invariant (``kind='invariant'``) or a patience violation
+    the test did not expect (``kind='patience'``, ``name`` = the fault that held the request)."""
+
+    nodeid: str
+    kind: str
+    name: str
+    message: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What a baseline comparison matches on: test, kind and name (not the message)."""
+        return (self.nodeid, self.kind, self.name)
+
+    def describe(self) -> str:
+        """``<nodeid>: invariant <name>: <first line of the message>``."""
+        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        if len(first) > 120:
+            first = first[:117] + "..."
+        return f"{self.nodeid}: {self.kind} {self.name}" + (f": {first}" if first else "")
+
+
+def plan_kind(spec: str) -> str:
+    """The fault kind of a fault's text form (``'stall(after_bytes=3)@tools/call'`` → ``'stall'``)."""
+    match = re.match(r"\s*([a-z_]+)", spec)
+    return match.group(1) if match else spec
+
+
+@dataclass
+class TestEntry:
+    """One test in the report: what the plugin observed, and how the test ended."""
+
+    __test__ = False  # not a test class, despite the name
+
+    nodeid: str
+    outcome: str = "passed"
+    duration: float = 0.0
+    matrix: str | None = None
+    sidecars: list[dict[str, Any]] = field(default_factory=list)
+    plans: list[list[str]] = field(default_factory=list)
+    fired: dict[str, int] = field(default_factory=dict)
+    invariants: list[dict[str, Any]] = field(default_factory=list)
+    patience_violations: list[dict[str, Any]] = field(default_factory=list)
+    expected_hang: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILED_OUTCOMES
+
+    def planned_kinds(self) -> set[str]:
+        """Kinds in this test's plans (and its matrix fault)."""
+        kinds = {plan_kind(spec) for plan in self.plans for spec in plan}
+        if self.matrix:
+            kinds.add(plan_kind(self.matrix))
+        return kinds
+
+    def violations(self) -> list[Violation]:
+        """Failed invariants and unexpected patience violations, in the order recorded."""
+        out = [
+            Violation(self.nodeid, "invariant", str(inv["name"]), str(inv.get("message", "")))
+            for inv in self.invariants
+            if not inv.get("ok", False)
+        ]
+        out += [
+            Violation(self.nodeid, "patience", str(pv.get("fault", "?")), str(pv.get("message", "")))
+            for pv in self.patience_violations
+            if not pv.get("expected", False)
+        ]
+        return out
+
+    def expected_patience(self) -> int:
+        """Patience violations the test expected (reported, not failing)."""
+        return sum(1 for pv in self.patience_violations if pv.get("expected", False))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "outcome": self.outcome,
+            "duration": round(self.duration, 6),
+            "matrix": self.matrix,
+            "sidecars": [dict(s) for s in self.sidecars],
+            "plans": [list(p) for p in self.plans],
+            "fired": dict(sorted(self.fired.items())),
+            "invariants": [dict(i) for i in self.invariants],
+            "patience_violations": [dict(p) for p in self.patience_violations],
+            "expected_hang": self.expected_hang,
+            "violations": [{"kind": v.kind, "name": v.name, "message": v.message} for v in self.violations()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TestEntry:
+        """Inverse of :meth:`to_dict` (derived keys such as ``violations`` are recomputed)."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("nodeid"), str):
+            raise ReportError(f"test entry without a nodeid: {data!r}")
+        outcome = data.get("outcome", "passed")
+        if outcome not in _OUTCOMES:
+            raise ReportError(f"{data['nodeid']}: unknown outcome {outcome!r}; valid: {', '.join(_OUTCOMES)}")
+        return cls(
+            nodeid=data["nodeid"],
+            outcome=outcome,
+            duration=float(data.get("duration", 0.0)),
+            matrix=data.get("matrix"),
+            sidecars=[dict(s) for s in data.get("sidecars", [])],
+            plans=[list(p) for p in data.get("plans", [])],
+            fired={str(k): int(v) for k, v in dict(data.get("fired", {})).items()},
+            invariants=[dict(i) for i in data.get("invariants", [])],
+            patience_violations=[dict(p) for p in data.get("patience_violations", [])],
+            expected_hang=bool(data.get("expected_hang", False)),
+        )
+
+
+@dataclass(frozen=True)
+class KindCoverage:
+    """One row of the coverage table: a fault kind, the tests that planned or fired it, the tests it
+    fired in, how often it fired in all, and how many of its tests failed."""
+
+    kind: str
+    tests: int
+    fired_in: int
+    times: int
+    failed: int
+
+
+@dataclass
+class Report:
+    """A run's report: its tests (sorted by node id) plus derived totals and coverage."""
+
+    tests: list[TestEntry] = field(default_factory=list)
+    plugin_version: str = ""
+
+    def __post_init__(self) -> None:
+        self.tests = sorted(self.tests, key=lambda t: t.nodeid)
+
+    @property
+    def used(self) -> bool:
+        """Whether the plugin took part in the run at all (else the summary prints nothing)."""
+        return bool(self.tests)
+
+    def fired(self) -> dict[str, int]:
+        """How often each kind fired over the whole run."""
+        out: dict[str, int] = {}
+        for t in self.tests:
+            for kind, n in t.fired.items():
+                out[kind] = out.get(kind, 0) + n
+        return dict(sorted(out.items()))
+
+    def kinds(self) -> list[str]:
+        """Kinds planned or fired anywhere in the run, in catalogue order then by name."""
+        seen: set[str] = set()
+        for t in self.tests:
+            seen |= t.planned_kinds() | set(t.fired)
+        return sorted(seen, key=_kind_order)
+
+    def missing(self) -> list[str]:
+        """Kinds planned somewhere that never fired."""
+        fired = self.fired()
+        return [k for k in self.kinds() if not fired.get(k)]
+
+    def coverage(self) -> list[KindCoverage]:
+        """The coverage table, one row per kind planned or fired."""
+        rows = []
+        for kind in self.kinds():
+            tests = [t for t in self.tests if kind in t.fired or kind in t.planned_kinds()]
+            fired = [t for t in tests if t.fired.get(kind)]
+            rows.append(
+                KindCoverage(
+                    kind=kind,
+                    tests=len(tests),
+                    fired_in=len(fired),
+                    times=sum(t.fired.get(kind, 0) for t in fired),
+                    failed=sum(1 for t in tests if t.failed),
+                )
+            )
+        return rows
+
+    def violations(self) -> list[Violation]:
+        """Every violation of every test (invariants and unexpected patience violations)."""
+        return [v for t in self.tests for v in t.violations()]
+
+    def totals(self) -> dict[str, Any]:
+        """The ``totals`` object of the JSON report."""
+        outcomes = dict.fromkeys(_OUTCOMES, 0)
+        for t in self.tests:
+            outcomes[t.outcome] = outcomes.get(t.outcome, 0) + 1
+        violations = self.violations()
+        return {
+            "tests": len(self.tests),
+            "outcomes": outcomes,
+            "sidecars": sum(len(t.sidecars) for t in self.tests),
+            "kinds": self.kinds(),
+            "fired": self.fired(),
+            "missing": self.missing(),
+            "coverage": [
+                {
+                    "kind": r.kind,
+                    "tests": r.tests,
+                    "fired_in": r.fired_in,
+                    "times": r.times,
+                    "failed": r.failed,
+                }
+                for r in self.coverage()
+            ],
+            "invariants_checked": sum(len(t.invariants) for t in self.tests),
+            "invariant_violations": sum(1 for v in violations if v.kind == "invariant"),
+            "patience_violations": sum(1 for v in violations if v.kind == "patience"),
+            "patience_violations_expected": sum(t.expected_patience() for t in self.tests),
+            "violations": len(violations),
+        }
+
+    def to_dict(self, gates: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON document (schema ``pytest-mcpfaults/report`` version 1)."""
+        return {
+            "schema": SCHEMA,
+            "version": VERSION,
+            "plugin_version": self.plugin_version,
+            "tests": [t.to_dict() for t in self.tests],
+            "totals": self.totals(),
+            "gates": dict(gates) if gates is not None else {},
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, *, source: str = "report") -> Report:
+        """Read a JSON document written by :meth:`to_dict`; raise :class:`ReportError` otherwise."""
+        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
+            got = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
+            raise ReportError(
+                f"{source}: not a pytest-mcpfaults report (schema {got!r}, expected {SCHEMA!r})"
+            )
+        if data.get("version") != VERSION:
+            raise ReportError(
+                f"{source}: report schema version {data.get('version')!r} is not supported (this "
+                f"pytest-mcpfaults reads version {VERSION})"
+            )
+        tests = data.get("tests")
+        if not isinstance(tests, list):
+            raise ReportError(f"{source}: 'tests' must be a list, got {type(tests).__name__}")
+        try:
+            entries = [TestEntry.from_dict(t) for t in tests]
+        except (TypeError, ValueError) as exc:
+            raise ReportError(f"{source}: {exc}") from None
+        return cls(entries, plugin_version=str(data.get("plugin_version", "")))
+
+
+def _kind_order(kind: str) -> tuple[int, str]:
+    order = list(fault_kinds())
+    return (order.index(kind), kind) if kind in order else (len(order), kind)
+
+
+def merge(*reports: Report) -> Report:
+    """One report from several (xdist workers, CI shards). A test present in more than one keeps the
+    last one given (a rerun replaces the earlier result)."""
+    by_id: dict[str, TestEntry] = {}
+    for r in reports:
+        for t in r.tests:
+            by_id[t.nodeid] = t
+    version = next((r.plugin_version for r in reports if r.plugin_version), "")
+    return Report(list(by_id.values()), plugin_version=version)
+
+
+def load_report(path: str | Path) -> Report:
+    """Read a report file; raise :class:`ReportError` naming the path on any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReportError(f"cannot read report {str(p)!r}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"report {str(p)!r} is not JSON: {exc}") from None
+    return Report.from_dict(data, source=f"report {str(p)!r}")
+
+
+def write_report(report: Report, path: str | Path, gates: Mapping[str, Any] | None = None) -> None:
+    """Write ``report`` as JSON (parent directories created)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(report.to_dict(gates), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def missing_required(report: Report, required: Iterable[str]) -> list[str]:
+    """The required kinds that never fired in ``report``, in the order given."""
+    fired = report.fired()
+    return [k for k in required if not fired.get(k)]
+
+
+def new_violations(baseline: Report, current: Report) -> list[Violation]:
+    """Violations of ``current`` whose (test, kind, name) the baseline does not have."""
+    known = {v.key for v in baseline.violations()}
+    return [v for v in current.violations() if v.key not in known]
+
+
+# -- terminal text -------------------------------------------------------------------------------
+
+
+def summary_line(report: Report) -> str:
+    """``mcpfaults: 18 kinds, 17 fired, 0 violations; missing: flap``."""
+    kinds, fired, violations = report.kinds(), report.fired(), report.violations()
+    n = len(violations)
+    text = (
+        f"mcpfaults: {len(kinds)} kind{'s' if len(kinds) != 1 else ''}, {len(fired)} fired, "
+        f"{n} violation{'s' if n != 1 else ''}"
+    )
+    expected = sum(t.expected_patience() for t in report.tests)
+    if expected:
+        text += f" ({expected} expected hang{'s' if expected != 1 else ''})"
+    missing = report.missing()
+    if missing:
+        text += f"; missing: {', '.join(missing)}"
+    return text
+
+
+def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
+    """The coverage table, the violations (first line of each message) and :func:`summary_line`.
+    Empty when the plugin was not used. ``verbose`` lists every test with what fired in it."""
+    if not report.used:
+        return []
+    rows = report.coverage()
+    width = max([len("fault kind"), *(len(r.kind) for r in rows)])
+    head = f"{'fault kind':<{width}}  {'tests':>5}  {'fired in':>8}  {'times':>5}  {'failed':>6}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        note = "  never fired" if r.times == 0 else ""
+        lines.append(f"{r.kind:<{width}}  {r.tests:>5}  {r.fired_in:>8}  {r.times:>5}  {r.failed:>6}{note}")
+    if not rows:
+        lines.append("(no fault planned or fired)")
+    lines.append("")
+    sidecars = sum(len(t.sidecars) for t in report.tests)
+    failed = sum(1 for t in report.tests if t.failed)
+    lines.append(
+        f"{len(report.tests)} test{'s' if len(report.tests) != 1 else ''} used the plugin "
+        f"({sidecars} sidecar{'s' if sidecars != 1 else ''}, {failed} failed)"
+    )
+    if verbose:
+        for t in report.tests:
+            fired = ",".join(f"{k}:{n}" for k, n in sorted(t.fired.items())) or "-"
+            lines.append(f"  {t.outcome.upper():<8} {t.nodeid}  fired: {fired}")
+    violations = report.violations()
+    if violations:
+        lines.append(f"violations ({len(violations)}):")
+        lines += [f"  {v.describe()}" for v in violations]
+    lines.append(summary_line(report))
+    return lines
+
+
+def format_kinds(kinds: Sequence[str]) -> str:
+    """Kinds as ``a, b, c`` (``'-'`` when empty)."""
+    return ", ".join(kinds) if kinds else "-"
