@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
+_REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
 _CURRENT: list[pytest.Item] = []  # the item whose setup/call/teardown is running
 _PATIENCE_INI = "mcpfaults_patience"
 
