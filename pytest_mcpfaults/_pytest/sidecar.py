@@ -171,7 +171,7 @@ def _defaults(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
 
 
 @pytest.fixture
-def mcp_sidecar(request: pytest.FixtureRequest) -> Iterator[Sidecar]:
+def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterator[Sidecar]:
     """A started fake MCP sidecar on 127.0.0.1 (a ``pytest_mcpfaults.Sidecar``), stopped after the test.
 
     Configure it with ``@pytest.mark.mcp_sidecar(**kwargs)``; the keyword arguments are exactly those
@@ -183,6 +183,8 @@ def mcp_sidecar(request: pytest.FixtureRequest) -> Iterator[Sidecar]:
 
     item = request.node
     kwargs = {**_defaults(request.config, item), **_marker_kwargs(item)}
+    if mcpfaults_fault is not None:  # this test's cell of @pytest.mark.mcpfaults_matrix: first in the plan
+        kwargs["faults"] = [mcpfaults_fault, *kwargs.get("faults", ())]
     sidecar = Sidecar(**kwargs)
     sidecar.start()
     _attach(item, sidecar)
