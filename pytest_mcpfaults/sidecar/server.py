@@ -549,6 +549,8 @@ class Sidecar:
             reply = await self._normal(request, info, out, rid)
             if isinstance(reply, web.StreamResponse):
                 return reply
+        if reply.headers.get("Connection", "").lower() == "close":
+            conn.closed_by_us = True  # aiohttp closes the connection after this answer (Terminating)
         return await deliver(
             request,
             reply,
