@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -397,7 +398,14 @@ def test_gate_keeps_the_tests_own_failure_and_adds_a_note(harness: pytest.Pytest
     )
     result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["E       AssertionError: the test's own failure", "*cleanup_never_flips*"])
+    result.stdout.fnmatch_lines(
+        [
+            "E       AssertionError: the test's own failure",
+            "E       assert 1 == 2",
+            "E       mcpfaults span gate (--mcpfaults-check-spans): 1 span invariant violation:",
+            "E       - [[]cleanup_never_flips[]] Agent.Session is ERROR*",
+        ]
+    )
     assert _results(harness)["test_fails_anyway"][0] == ["cleanup_never_flips", False]
 
 
@@ -489,3 +497,56 @@ def test_blank_pattern_in_a_toml_list_is_a_usage_error(pytester: pytest.Pytester
     result.stderr.fnmatch_lines(
         ["ERROR: mcpfaults_session_spans: blank span-name glob ' ' in ['Agent.Session', ' ']"]
     )
+
+
+def test_fixture_stops_recording_after_the_test_without_the_gate(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        from opentelemetry import trace
+        from pytest_mcpfaults.spans import global_recorder
+
+        tracer = trace.get_tracer("app")
+
+        def test_uses_spans(mcp_spans):
+            with tracer.start_as_current_span("A"):
+                pass
+            assert mcp_spans.recording
+            assert mcp_spans.names() == ["A"]
+
+        def test_later_spans_are_not_kept():
+            with tracer.start_as_current_span("B"):
+                pass
+            assert not global_recorder().recording
+            assert global_recorder().spans() == []
+        """
+    )
+    harness.runpytest_subprocess("-p", "mcpfaults").assert_outcomes(passed=2)
+
+
+# --- the documentation's examples --------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+
+
+def _copy_examples(pytester: pytest.Pytester) -> list[str]:
+    """Copy the span examples into the pytester dir (so the project's own pytest config stays out)."""
+    files = sorted(EXAMPLES.glob("spans_*.py"))
+    for f in files:
+        (pytester.path / f.name).write_text(f.read_text())
+    return [f.name for f in files]
+
+
+def test_span_examples_pass(pytester: pytest.Pytester) -> None:
+    names = _copy_examples(pytester)
+    assert names == ["spans_attach_test.py", "spans_fixture_test.py", "spans_gate_test.py"]
+    result = pytester.runpytest_subprocess("-p", "mcpfaults", *names)
+    result.assert_outcomes(passed=6)
+
+
+def test_span_gate_example_fails_the_buggy_test_under_the_gate(pytester: pytest.Pytester) -> None:
+    _copy_examples(pytester)
+    result = pytester.runpytest_subprocess(
+        "-p", "mcpfaults", "--mcpfaults-check-spans", "-rx", "spans_gate_test.py"
+    )
+    result.assert_outcomes(passed=1, xfailed=1)
+    result.stdout.fnmatch_lines(["XFAIL spans_gate_test.py::test_dead_sidecar - the span gate fails it"])
