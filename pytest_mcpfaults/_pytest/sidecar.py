@@ -119,51 +119,94 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         _CURRENT.remove(item)
 
 
+def _verdict(item: pytest.Item, sidecars: list[Sidecar]) -> str | None:
+    """The verdict for unexpected patience violations not reported yet (each is reported once)."""
+    if _expects_hang(item):
+        return None
+    from pytest_mcpfaults.sidecar.patience import patience_verdict
+
+    reported = item.stash.setdefault(_REPORTED, set())
+    texts = []
+    for sc in sidecars:
+        new = [v for v in sc.patience_violations if not v.expected and id(v) not in reported]
+        reported.update(id(v) for v in new)
+        if new:
+            texts.append(patience_verdict(sc, new))
+    return "\n\n".join(texts) or None
+
+
+def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
+    """Raise the verdict; a failure the abort caused (or any other) is kept as its ``__cause__``.
+    Skips, xfails and interrupts pass through untouched."""
+    if text is None:
+        return
+    if cause is not None and not isinstance(cause, (Exception, pytest.fail.Exception)):
+        return
+    from pytest_mcpfaults.sidecar.patience import PatienceError
+
+    raise PatienceError(text) from cause
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    result = yield
-    sidecars = item.stash.get(_SIDECARS, [])
-    if sidecars and not _expects_hang(item):
-        from pytest_mcpfaults.sidecar.patience import patience_verdict
-
-        for sc in sidecars:
-            unexpected = [v for v in sc.patience_violations if not v.expected]
-            if unexpected:
-                raise PatienceError(patience_verdict(sc, unexpected))
+    try:
+        result = yield
+    except BaseException as exc:
+        _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), exc)
+        raise
+    _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), None)
     return result
 
 
-class PatienceError(AssertionError):
-    """A held request outlived its patience budget and the test did not say it expected that."""
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item) -> None:
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    """Around fixture teardown (a client closed in a fixture may wait out a hold there): then stop
+    every sidecar, record what it saw, re-raise its errors, and give the verdict for violations
+    that appeared after the call phase."""
+    failure: BaseException | None = None
+    try:
+        yield
+    except BaseException as exc:
+        failure = exc
     sidecars = item.stash.get(_SIDECARS, [])
-    if not sidecars:
-        return
     item.stash[_SIDECARS] = []
+    if sidecars:
+        _record(item, sidecars)
+        verdict = _verdict(item, sidecars)
+        for sc in sidecars:
+            try:
+                sc.check_errors()
+            except Exception as exc:
+                if failure is None:
+                    failure = exc
+        _raise_verdict(verdict, failure)
+    if failure is not None:
+        raise failure
+
+
+def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
+    from pytest_mcpfaults.sidecar.patience import patience_verdict, violation_record
+
     rec = record_for(item)
     rec.expected_hang = _expects_hang(item)
+    expected_text = []
     for sc in sidecars:
         sc.stop()
-        rec.sidecars.append(
-            {"url": sc.url if sc.state != "new" else None, "era": sc.era, "requests": len(sc.journal)}
-        )
+        url = sc.url if sc.state != "new" else None
+        rec.sidecars.append({"url": url, "era": sc.era, "requests": len(sc.journal)})
         rec.plans.append([str(f) for f in sc.plan])
         for kind, n in sc.fired.items():
             rec.add_fired(kind, n)
-        for v in sc.patience_violations:
+        violations = sc.patience_violations
+        for v in violations:
             rec.patience_violations.append(
-                {
-                    "message": v.describe(),
-                    "fault": v.fault,
-                    "budget": v.budget,
-                    "expected": v.expected or rec.expected_hang,
-                }
+                violation_record(v, expected=v.expected or rec.expected_hang, sidecar_url=url)
             )
-    for sc in sidecars:
-        sc.check_errors()
+        expected = [v for v in violations if v.expected or rec.expected_hang]
+        if expected:
+            expected_text.append(patience_verdict(sc, expected))
+    if expected_text:  # reported, not failing: shown with -rP and in the report
+        item.add_report_section("teardown", "mcpfaults patience (expected)", "\n\n".join(expected_text))
 
 
 def _defaults(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:

@@ -77,23 +77,64 @@ class ConnectionRecord:
 
 @dataclass(frozen=True)
 class PatienceViolation:
-    """A held request outlived its patience budget; the sidecar aborted the connection."""
+    """A held request outlived its patience budget; the sidecar aborted the connection (RST).
+
+    ``request`` is the record as it was when the budget ran out (``hold='patience'``, ``waited`` set);
+    ``fault`` the text form of the fault that held it; ``budget`` the budget in seconds and
+    ``budget_from`` where it came from (``'fault'``: the fault's ``patience=``; ``'sidecar'``: the
+    sidecar's, set by ``Sidecar(patience=)``, the marker or the ini option); ``expected`` whether the
+    test said it expects the hang (then it is reported but does not fail the test).
+    """
 
     request: RequestRecord
     fault: str
     budget: float
     expected: bool
+    budget_from: str = "sidecar"
+
+    @property
+    def waited(self) -> float:
+        """Seconds the client waited on the held request before the sidecar aborted it."""
+        return self.request.waited if self.request.waited is not None else self.budget
+
+    @property
+    def client_closed(self) -> bool:
+        """Whether the client closed the held request itself before the abort (for a violation: no)."""
+        return self.request.client_closed
+
+    def what(self) -> str:
+        """The held request as a harness author names it, e.g. ``a frozen `DELETE /mcp` (session era)``."""
+        r = self.request
+        req = f"`{r.method} {r.path}`"
+        if r.mcp_method:
+            req += f" ({r.mcp_method}{' ' + r.tool if r.tool else ''})"
+        if r.era:
+            req += f" ({r.era} era)"
+        kind = self.fault.split("(", 1)[0].split("@", 1)[0]
+        if kind == "stall":
+            return f"the stalled response to {req} ({r.bytes_sent} bytes of body, then nothing)"
+        if kind == "endless_sse":
+            return f"the never-ending SSE stream answering {req}"
+        return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
 
     def describe(self, era: str | None = None) -> str:
-        r = self.request
-        what = f"{r.method} {r.path}"
-        if r.mcp_method:
-            what += f" ({r.mcp_method}{' ' + r.tool if r.tool else ''})"
-        era_txt = f" ({r.era} era)" if r.era else ""
+        """The headline: what the client waited on, how long, and what it would have done without the
+        budget. ``era`` overrides the era shown (the request's own otherwise)."""
+        v = self
+        if era is not None:
+            v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
         return (
-            f"the client waited {self.budget:.1f} s on a request held by `{self.fault}`: `{what}`{era_txt} "
-            f"on connection #{r.conn_id}, without giving up; without this budget it would have waited "
-            "for its own read timeout"
+            f"the client waited {self.waited:.1f} s on {v.what()} without giving up; "
+            "without this budget it would have waited for its own read timeout"
+        )
+
+    def details(self) -> str:
+        """Which fault held it, which budget ran out, and what happened to the connection."""
+        source = "its fault's patience=" if self.budget_from == "fault" else "the sidecar's patience"
+        return (
+            f"held by `{self.fault}`; when the {self.budget:g} s budget ({source}) ran out the sidecar "
+            f"aborted connection #{self.request.conn_id} (RST)"
+            + ("; the client had closed it itself" if self.client_closed else "; the client never closed it")
         )
 
 
