@@ -161,9 +161,9 @@ def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
     if as_json:
         out.write(json.dumps(info) + "\n")
     else:
-        for key, value in info.items():
-            text = F.format_plan(sc.plan) if key == "faults" else (value or "")
-            out.write(f"MCPFAULTS_{key.upper()}={text}\n")
+        for key, value in info.items():  # values never need shell quoting: `. <(grep ^MCPFAULTS_ out)`
+            if key != "faults":
+                out.write(f"MCPFAULTS_{key.upper()}={value or ''}\n")
         out.write("MCPFAULTS_READY=1\n")
     out.flush()
 

@@ -63,7 +63,8 @@ def journal_json(sidecar: Sidecar) -> dict[str, Any]:
 
 def _reply(status: int, data: dict[str, Any]) -> web.Response:
     headers = {"WWW-Authenticate": 'Bearer realm="mcpfaults"'} if status == 401 else None
-    return web.json_response(data, status=status, headers=headers)
+    text = json.dumps(data) + "\n"  # a final newline: friendly to curl and line readers
+    return web.Response(text=text, status=status, headers=headers, content_type="application/json")
 
 
 class Control:
