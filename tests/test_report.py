@@ -1,0 +1,200 @@
+"""The report model (pure): entries, violations, totals, coverage, merge, baseline comparison, text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mcpfaults.report import (
+    SCHEMA,
+    VERSION,
+    Report,
+    ReportError,
+    TestEntry,
+    Violation,
+    load_report,
+    merge,
+    missing_required,
+    new_violations,
+    plan_kind,
+    summary_line,
+    summary_lines,
+    write_report,
+)
+
+FLIP = "Agent.Session is ERROR with description 'Session deletion failed'\nSpan tree:\n..."
+
+
+def _entry(nodeid: str, **kw: Any) -> TestEntry:
+    return TestEntry.from_dict({"nodeid": nodeid, **kw})
+
+
+def _run() -> Report:
+    return Report(
+        [
+            _entry(
+                "t.py::test_b[die@tool:delete_session]",
+                matrix="die@tool:delete_session",
+                plans=[["die@tool:delete_session"]],
+                fired={"die": 1},
+                sidecars=[{"url": "http://127.0.0.1:1", "era": "auto", "requests": 3}],
+                invariants=[{"name": "cleanup_never_flips", "ok": False, "message": FLIP}],
+                outcome="failed",
+            ),
+            _entry(
+                "t.py::test_a",
+                plans=[["hang@health", "flap"]],
+                fired={"hang": 2},
+                sidecars=[{"url": "http://127.0.0.1:2", "era": "session", "requests": 2}],
+                invariants=[{"name": "all_spans_ended", "ok": True, "message": ""}],
+                patience_violations=[
+                    {"fault": "hang@health", "message": "waited 5.0 s", "expected": False},
+                    {"fault": "hang@health", "message": "waited 5.0 s", "expected": True},
+                ],
+            ),
+        ],
+        plugin_version="0.1.0",
+    )
+
+
+def test_violations_are_failed_invariants_and_unexpected_patience() -> None:
+    report = _run()
+    assert report.violations() == [
+        Violation("t.py::test_a", "patience", "hang@health", "waited 5.0 s"),
+        Violation("t.py::test_b[die@tool:delete_session]", "invariant", "cleanup_never_flips", FLIP),
+    ]
+    assert report.tests[0].expected_patience() == 1
+    assert Violation("t", "invariant", "x", FLIP).describe() == (
+        "t: invariant x: Agent.Session is ERROR with description 'Session deletion failed'"
+    )
+
+
+def test_coverage_totals_and_missing() -> None:
+    report = _run()
+    assert report.kinds() == ["die", "hang", "flap"]  # catalogue order
+    assert report.fired() == {"die": 1, "hang": 2}
+    assert report.missing() == ["flap"]
+    rows = {r.kind: (r.tests, r.fired_in, r.times, r.failed) for r in report.coverage()}
+    assert rows == {"die": (1, 1, 1, 1), "hang": (1, 1, 2, 0), "flap": (1, 0, 0, 0)}
+    totals = report.totals()
+    assert totals["tests"] == 2
+    assert totals["outcomes"]["failed"] == 1
+    assert totals["outcomes"]["passed"] == 1
+    assert totals["sidecars"] == 2
+    assert totals["invariants_checked"] == 2
+    assert totals["invariant_violations"] == 1
+    assert totals["patience_violations"] == 1
+    assert totals["patience_violations_expected"] == 1
+    assert totals["violations"] == 2
+
+
+def test_json_round_trip_and_schema(tmp_path: Path) -> None:
+    report = _run()
+    path = tmp_path / "sub" / "r.json"
+    write_report(report, path, {"required": ["die"], "failed": False})
+    data = json.loads(path.read_text())
+    assert (data["schema"], data["version"]) == (SCHEMA, VERSION) == ("pytest-mcpfaults/report", 1)
+    assert [t["nodeid"] for t in data["tests"]] == ["t.py::test_a", "t.py::test_b[die@tool:delete_session]"]
+    assert data["tests"][1]["violations"] == [
+        {"kind": "invariant", "name": "cleanup_never_flips", "message": FLIP}
+    ]
+    assert data["gates"] == {"required": ["die"], "failed": False}
+    again = load_report(path)
+    assert again.to_dict() == report.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{", "is not JSON"),
+        (
+            '{"schema": "other"}',
+            "not a pytest-mcpfaults report (schema 'other', expected 'pytest-mcpfaults/report')",
+        ),
+        ('{"schema": "pytest-mcpfaults/report", "version": 9, "tests": []}', "version 9 is not supported"),
+        ('{"schema": "pytest-mcpfaults/report", "version": 1, "tests": {}}', "'tests' must be a list"),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": [{"x": 1}]}',
+            "test entry without a nodeid",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 1, '
+            '"tests": [{"nodeid": "a", "outcome": "meh"}]}',
+            "a: unknown outcome 'meh'",
+        ),
+    ],
+)
+def test_bad_report_files_name_the_problem(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(ReportError, match=r"bad\.json") as info:
+        load_report(path)
+    assert message in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match=r"cannot read report '.*nope.json'"):
+        load_report(tmp_path / "nope.json")
+
+
+def test_merge_keeps_every_worker_test_sorted_and_the_last_rerun() -> None:
+    w1 = Report([_entry("b", fired={"die": 1})])
+    w2 = Report([_entry("a", fired={"stall": 1}), _entry("b", fired={"die": 2}, outcome="failed")])
+    merged = merge(w1, w2)
+    assert [t.nodeid for t in merged.tests] == ["a", "b"]
+    assert merged.fired() == {"die": 2, "stall": 1}
+    assert merged.tests[1].outcome == "failed"
+
+
+def test_baseline_comparison_reports_only_new_violations() -> None:
+    current = _run()
+    assert new_violations(current, current) == []
+    clean = Report([])
+    assert [v.key for v in new_violations(clean, current)] == [
+        ("t.py::test_a", "patience", "hang@health"),
+        ("t.py::test_b[die@tool:delete_session]", "invariant", "cleanup_never_flips"),
+    ]
+    # a known violation with a different message is still known; a fixed one is not "new"
+    known = Report(
+        [_entry("t.py::test_a", patience_violations=[{"fault": "hang@health", "message": "other"}])]
+    )
+    assert [v.name for v in new_violations(known, current)] == ["cleanup_never_flips"]
+    assert new_violations(current, clean) == []
+
+
+def test_missing_required() -> None:
+    assert missing_required(_run(), ["flap", "die", "stall"]) == ["flap", "stall"]
+
+
+def test_plan_kind() -> None:
+    assert plan_kind("stall(after_bytes=3)@tools/call[nth=2]") == "stall"
+    assert plan_kind("backend_gone") == "backend_gone"
+
+
+def test_summary_text() -> None:
+    report = _run()
+    assert (
+        summary_line(report) == "mcpfaults: 3 kinds, 2 fired, 2 violations (1 expected hang); missing: flap"
+    )
+    lines = summary_lines(report)
+    assert lines[:5] == [
+        "fault kind  tests  fired in  times  failed",
+        "------------------------------------------",
+        "die             1         1      1       1",
+        "hang            1         1      2       0",
+        "flap            1         0      0       0  never fired",
+    ]
+    assert "2 tests used the plugin (2 sidecars, 1 failed)" in lines
+    assert (
+        "  t.py::test_b[die@tool:delete_session]: invariant cleanup_never_flips: Agent.Session is ERROR with "
+        "description 'Session deletion failed'" in lines
+    )
+    assert lines[-1] == summary_line(report)
+
+
+def test_summary_is_empty_when_the_plugin_was_not_used() -> None:
+    assert summary_lines(Report([])) == []
+    assert summary_line(Report([_entry("a", fired={"die": 1})])) == "mcpfaults: 1 kind, 1 fired, 0 violations"
