@@ -484,3 +484,16 @@ def test_docs_health_polling_recipe_runs_under_node() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "health polling recipe: ok" in proc.stdout
+
+
+def test_docs_fault_examples_parse_and_the_kinds_table_is_complete() -> None:
+    from pytest_mcpfaults.faults import fault_kinds, parse_fault
+
+    text = (DOCS_EXAMPLES.parent / "cli.md").read_text()
+    examples = text.split("\nExamples:\n", 1)[1].split("\n\n[Faults]", 1)[0]
+    specs = re.findall(r"^- `([^`]+)`:", examples, flags=re.M)
+    assert len(specs) >= 7
+    for spec in specs:
+        assert str(parse_fault(spec)) == str(parse_fault(str(parse_fault(spec))))
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| `([^`]+)` \|", text, flags=re.M))
+    assert rows == {kind: cls.default_target for kind, cls in fault_kinds().items()}
