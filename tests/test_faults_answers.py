@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from typing import Any
 
 import httpx
@@ -50,7 +49,8 @@ async def test_status_on_tools_call(mode: str, code: int) -> None:
 def test_status_retry_after_and_body_over_plain_http() -> None:
     with Sidecar(faults=[Status(429, retry_after=7, body="slow down", when="POST /mcp")]) as sc:
         r = httpx.post(sc.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=2.0)
-        assert r.status_code == 429 and r.headers["Retry-After"] == "7"
+        assert r.status_code == 429
+        assert r.headers["Retry-After"] == "7"
         assert r.json() == {"error": "slow down"}
         assert httpx.get(sc.health_url, timeout=2.0).status_code == 200  # only POST /mcp is targeted
 
@@ -63,7 +63,8 @@ async def test_delay_longer_than_the_client_timeout(mode: str) -> None:
                 await client.call_tool("echo", {"text": "a"})
         await asyncio.to_thread(sc.wait_idle, 3)
         call = next(r for r in sc.requests if r.mcp_method == "tools/call")
-        assert call.fault_kind == "delay" and not call.held
+        assert call.fault_kind == "delay"
+        assert not call.held
 
 
 def test_delay_jitter_is_drawn_from_the_seed() -> None:
@@ -76,7 +77,8 @@ def test_delay_jitter_is_drawn_from_the_seed() -> None:
                 client.get(sc.health_url)
         took = [r.ended_at - r.started_at for r in sc.requests if r.ended_at is not None]
     drawn = [random.Random(7 * 1_000_003 + n).random() * 0.2 for n in (1, 2, 3)]
-    assert len(took) == 3 and all(t >= d for t, d in zip(took, drawn))  # lower bounds only
+    assert len(took) == 3
+    assert all(t >= d for t, d in zip(took, drawn, strict=False))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -96,8 +98,10 @@ async def test_tool_error_is_a_result_not_an_exception(mode: str) -> None:
         async with Client(sc.mcp_url, mode=mode) as client:
             failed = await client.call_tool("echo", {"text": "a"})
             other = await client.call_tool("list_tasks", {})
-        assert failed.is_error and text(failed) == "disk full"
-        assert not other.is_error and json.loads(text(other)) == {"tasks": ["task-1", "task-2", "task-3"]}
+        assert failed.is_error
+        assert text(failed) == "disk full"
+        assert not other.is_error
+        assert json.loads(text(other)) == {"tasks": ["task-1", "task-2", "task-3"]}
         assert [r.tool for r in sc.requests if r.fault_kind == "tool_error"] == ["echo"]
 
 
@@ -113,11 +117,17 @@ async def test_session_expired_legacy_client(caplog: pytest.LogCaptureFixture) -
                         await client.call_tool("echo", {"text": "b"})
         await asyncio.to_thread(sc.wait_idle, 3)
         calls = [r for r in sc.requests if r.mcp_method == "tools/call"]
-        assert [(r.status, r.fault_kind) for r in calls] == [(200, None), (404, "session_expired"), (404, None)]
+        assert [(r.status, r.fault_kind) for r in calls] == [
+            (200, None),
+            (404, "session_expired"),
+            (404, None),
+        ]
         assert sc.journal.sequence().count("POST initialize") == 1  # no re-initialise
         delete = sc.requests[-1]
-        assert delete.label == "DELETE /mcp" and delete.status == 404
-        assert sc.sessions == () and calls[0].session_id in sc.ended_sessions
+        assert delete.label == "DELETE /mcp"
+        assert delete.status == 404
+        assert sc.sessions == ()
+        assert calls[0].session_id in sc.ended_sessions
         assert any("Session termination failed: 404" in r.getMessage() for r in caplog.records)
 
 
@@ -126,7 +136,8 @@ async def test_session_expired_stateless_client_gets_404_too() -> None:
         async with Client(sc.mcp_url, mode="auto") as client:
             with pytest.raises(MCPError, match="Session not found"):
                 await client.call_tool("echo", {"text": "a"})
-        assert sc.requests[-1].status == 404 and sc.requests[-1].session_id is None
+        assert sc.requests[-1].status == 404
+        assert sc.requests[-1].session_id is None
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -7,6 +7,7 @@ also touches MCP traffic (terminating).
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 import httpx
@@ -17,6 +18,9 @@ from mcp.shared.exceptions import MCPError
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.faults import Absent, Delay, Flap, Hang, Status, Terminating, Trigger
 
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
 
 def test_hang_sync_probe_times_out_and_the_journal_says_it_gave_up() -> None:
     with Sidecar(faults=[Hang(when="health")], patience=5.0) as sc:
@@ -24,11 +28,18 @@ def test_hang_sync_probe_times_out_and_the_journal_says_it_gave_up() -> None:
             httpx.get(sc.health_url, timeout=0.2)
         sc.wait_idle(3)
         (rec,) = sc.requests
-        assert rec.fault == "hang@health" and rec.fault_kind == "hang" and sc.fired == {"hang": 1}
-        assert rec.held and rec.hold == "client_closed" and rec.client_closed
-        assert rec.status is None and rec.bytes_sent == 0  # not even a status line
-        assert rec.waited is not None and 0.15 <= rec.waited
-        assert rec.client_closed_at is not None and rec.client_closed_at >= rec.started_at
+        assert rec.fault == "hang@health"
+        assert rec.fault_kind == "hang"
+        assert sc.fired == {"hang": 1}
+        assert rec.held
+        assert rec.hold == "client_closed"
+        assert rec.client_closed
+        assert rec.status is None
+        assert rec.bytes_sent == 0
+        assert rec.waited is not None
+        assert rec.waited >= 0.15
+        assert rec.client_closed_at is not None
+        assert rec.client_closed_at >= rec.started_at
         assert sc.journal.connections[0].closed_by == "client"
         sc.assert_client_gave_up(within=2.0, target="health")
         assert sc.patience_violations == ()
@@ -49,7 +60,9 @@ def test_assert_client_gave_up_fails_when_the_sidecar_aborted_the_hold() -> None
         with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
             httpx.get(sc.health_url, timeout=5.0)
         sc.wait_idle(3)
-        with pytest.raises(AssertionError, match=r"(?s)did not give up within 1(\.0)? s.*connection #0.*hold=patience"):
+        with pytest.raises(
+            AssertionError, match=r"(?s)did not give up within 1(\.0)? s.*connection #0.*hold=patience"
+        ):
             sc.assert_client_gave_up(within=1.0)
 
 
@@ -58,7 +71,8 @@ def test_delay_answers_late() -> None:
         t0 = time.monotonic()
         r = httpx.get(sc.health_url, timeout=5.0)
         assert time.monotonic() - t0 >= 0.2  # a lower bound only: never an upper one on a shared machine
-        assert r.status_code == 200 and r.json() == {"status": "ok"}
+        assert r.status_code == 200
+        assert r.json() == {"status": "ok"}
         with pytest.raises(httpx.ReadTimeout):
             httpx.get(sc.health_url, timeout=0.05)
         sc.wait_idle(3)
@@ -72,7 +86,8 @@ async def test_status_503_three_times_then_200() -> None:
         async with httpx.AsyncClient(timeout=2.0) as client:
             answers = [await client.get(sc.health_url) for _ in range(5)]
         assert [a.status_code for a in answers] == [503, 503, 503, 200, 200]
-        assert answers[0].headers["Retry-After"] == "1" and answers[0].json() == {"error": "injected HTTP 503"}
+        assert answers[0].headers["Retry-After"] == "1"
+        assert answers[0].json() == {"error": "injected HTTP 503"}
         assert answers[3].json() == {"status": "ok"}
         assert [r.fault_kind for r in sc.requests] == ["status"] * 3 + [None] * 2
         assert sc.fired == {"status": 3}
@@ -91,7 +106,8 @@ def test_absent_is_indistinguishable_from_a_sidecar_without_health() -> None:
         a = httpx.get(faulty.health_url, timeout=2.0)
         b = httpx.get(bare.url + "/health", timeout=2.0)
         assert (a.status_code, a.json()) == (b.status_code, b.json()) == (404, {"error": "Not Found"})
-        assert faulty.requests[0].fault_kind == "absent" and bare.requests[0].fault is None
+        assert faulty.requests[0].fault_kind == "absent"
+        assert bare.requests[0].fault is None
 
 
 def test_terminating_health_ok_mcp_refused_with_connection_close() -> None:
@@ -108,7 +124,8 @@ def test_terminating_health_ok_mcp_refused_with_connection_close() -> None:
         sc.wait_idle(3)
         reqs = sc.requests
         assert [r.fault_kind for r in reqs] == [None, "terminating", "terminating"]
-        assert reqs[1].conn_id == reqs[0].conn_id and reqs[2].conn_id != reqs[1].conn_id
+        assert reqs[1].conn_id == reqs[0].conn_id
+        assert reqs[2].conn_id != reqs[1].conn_id
         assert [c.closed_by for c in sc.journal.connections] == ["sidecar", "sidecar"]
 
 

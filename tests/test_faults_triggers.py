@@ -1,0 +1,286 @@
+"""Triggers (nth, after, times, probability+seed, every target form), plan order, bad input at
+construction and through the marker at collection, and the text/dict forms of every kind."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from mcp.client import Client
+
+from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.faults import (
+    BackendGone,
+    Delay,
+    Die,
+    Drip,
+    EndlessSse,
+    Fault,
+    Flap,
+    Freeze,
+    Hang,
+    JsonRpcError,
+    Reset,
+    Stall,
+    Status,
+    ToolError,
+    Trigger,
+    Truncate,
+    fault_from_dict,
+    fault_kinds,
+    format_plan,
+    parse_fault,
+    parse_plan,
+)
+
+
+def rpc(method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+HEADERS = {"MCP-Protocol-Version": "2026-07-28"}
+
+
+def fired_on(fault: Fault, n: int = 10, *, path: str = "health") -> list[int]:
+    """Send ``n`` health probes through a sidecar with ``fault``; the 1-based numbers that got it."""
+    with Sidecar(faults=[fault]) as sc, httpx.Client(timeout=2.0) as client:
+        codes = [client.get(sc.health_url).status_code for _ in range(n)]
+        assert [r.fault_kind is not None for r in sc.requests] == [c == 503 for c in codes]
+        return [i + 1 for i, r in enumerate(sc.requests) if r.fault_kind]
+
+
+# -- counting ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("trigger", "want"),
+    [
+        (Trigger("health"), list(range(1, 11))),
+        (Trigger("health", nth=3), [3]),
+        (Trigger("health", after=7), [8, 9, 10]),
+        (Trigger("health", times=2), [1, 2]),
+        (Trigger("health", after=2, times=3), [3, 4, 5]),
+        (Trigger("health", nth=4, after=1), [4]),
+        (Trigger("health", nth=2, after=5), []),
+    ],
+    ids=lambda v: v.describe() if isinstance(v, Trigger) else None,
+)
+def test_counting_triggers(trigger: Trigger, want: list[int]) -> None:
+    assert fired_on(Status(503, when=trigger)) == want
+
+
+def test_probability_with_a_seed_is_deterministic() -> None:
+    fault = Status(503, when=Trigger("health", probability=0.5, seed=42))
+    first, second = fired_on(fault, 20), fired_on(fault, 20)
+    assert first == second
+    assert 0 < len(first) < 20
+    assert fired_on(Status(503, when=Trigger("health", probability=0.5, seed=43)), 20) != first
+    assert fired_on(Status(503, when=Trigger("health", probability=0.0)), 5) == []
+
+
+def test_first_matching_fault_in_plan_order_wins_and_the_loser_keeps_its_budget() -> None:
+    plan = [Status(502, when=Trigger("health", times=1)), Status(503, when=Trigger("health", times=1))]
+    with Sidecar(faults=plan) as sc, httpx.Client(timeout=2.0) as client:
+        assert [client.get(sc.health_url).status_code for _ in range(3)] == [502, 503, 200]
+    assert [r.fault for r in sc.requests] == [
+        "status(code=502)@health[times=1]", "status@health[times=1]", None
+    ]  # fmt: skip
+    # nth/after count every matching request, even those an earlier fault answered
+    plan = [Status(502, when=Trigger("health", times=1)), Status(503, when=Trigger("health", nth=1))]
+    with Sidecar(faults=plan) as sc, httpx.Client(timeout=2.0) as client:
+        assert [client.get(sc.health_url).status_code for _ in range(2)] == [502, 200]
+
+
+# -- targets -----------------------------------------------------------------------------------------
+
+
+def test_targets_over_plain_http() -> None:
+    plan = [
+        Status(501, when="/other"),
+        Status(502, when="DELETE /mcp"),
+        Status(503, when="method:resources/list"),
+        Status(504, when="tool:list_tasks"),
+        Status(505, when="tools/list"),
+        Status(506, when="health"),
+    ]
+    with Sidecar(faults=plan, era="stateless") as sc, httpx.Client(timeout=2.0) as c:
+        got = {
+            "/other": c.get(sc.url + "/other").status_code,
+            "DELETE": c.delete(sc.mcp_url).status_code,
+            "resources/list": c.post(sc.mcp_url, json=rpc("resources/list"), headers=HEADERS).status_code,
+            "list_tasks": c.post(
+                sc.mcp_url, json=rpc("tools/call", name="list_tasks", arguments={}), headers=HEADERS
+            ).status_code,
+            "echo": c.post(
+                sc.mcp_url, json=rpc("tools/call", name="echo", arguments={"text": "x"}), headers=HEADERS
+            ).status_code,
+            "tools/list": c.post(sc.mcp_url, json=rpc("tools/list"), headers=HEADERS).status_code,
+            "health": c.get(sc.health_url).status_code,
+            "/elsewhere": c.get(sc.url + "/elsewhere").status_code,
+        }
+    assert got == {
+        "/other": 501, "DELETE": 502, "resources/list": 503, "list_tasks": 504, "echo": 200,
+        "tools/list": 505, "health": 506, "/elsewhere": 404,
+    }  # fmt: skip
+
+
+async def test_mcp_target_spares_health_and_star_hits_everything() -> None:
+    with Sidecar(faults=[Status(500, when="mcp")]) as sc:
+        assert httpx.get(sc.health_url, timeout=2.0).status_code == 200
+        assert httpx.post(sc.mcp_url, json=rpc("tools/list"), timeout=2.0).status_code == 500
+    with Sidecar(faults=[Status(500)]) as sc:
+        assert httpx.get(sc.health_url, timeout=2.0).status_code == 500
+        assert httpx.get(sc.url + "/nowhere", timeout=2.0).status_code == 500
+
+
+async def test_delete_target_with_the_legacy_client(caplog: pytest.LogCaptureFixture) -> None:
+    with Sidecar(faults=[Status(500, when="DELETE /mcp")]) as sc:
+        async with Client(sc.mcp_url, mode="legacy") as client:
+            await client.call_tool("echo", {"text": "x"})
+        assert sc.requests[-1].label == "DELETE /mcp"
+        assert sc.requests[-1].fault_kind == "status"
+        assert sc.fired == {"status": 1}
+    assert any("Session termination failed: 500" in r.getMessage() for r in caplog.records)
+
+
+async def test_tool_target_with_the_stateless_client() -> None:
+    with Sidecar(faults=[ToolError(text="nope", when="tool:evaluate_session")]) as sc:
+        async with Client(sc.mcp_url, mode="auto") as client:
+            created = await client.call_tool("create_session", {"task_id": "task-1"})
+            sid = json.loads(created.content[0].text)["session_id"]  # type: ignore[union-attr]
+            evaluated = await client.call_tool("evaluate_session", {"session_id": sid})
+        assert not created.is_error
+        assert evaluated.is_error
+        assert [r.tool for r in sc.requests if r.fault] == ["evaluate_session"]
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "names"),
+    [
+        (lambda: Trigger("health", nth=0), ("nth", "0")),
+        (lambda: Trigger("health", nth=-1), ("nth", "-1")),
+        (lambda: Trigger("health", after=-2), ("after", "-2")),
+        (lambda: Trigger("health", times=-1), ("times", "-1")),
+        (lambda: Trigger("health", probability=1.5), ("probability", "1.5")),
+        (lambda: Trigger("health", probability=-0.1), ("probability", "-0.1")),
+        (lambda: Trigger("health", seed=-3), ("seed", "-3")),
+        (lambda: Trigger("nowhere"), ("target", "'nowhere'")),
+        (lambda: Trigger("tool:"), ("target", "'tool:'")),
+        (lambda: Hang(when="GET mcp"), ("target", "'GET mcp'")),
+        (lambda: Stall(after_bytes=-1), ("after_bytes", "-1")),
+        (lambda: Stall(after_bytes=1.5), ("after_bytes", "1.5")),  # type: ignore[arg-type]
+        (lambda: Stall(after_bytes="10"), ("after_bytes", "'10'")),  # type: ignore[arg-type]
+        (lambda: Truncate(after_bytes=-5), ("after_bytes", "-5")),
+        (lambda: Reset(after_bytes=True), ("after_bytes", "True")),
+        (lambda: Drip(chunk_bytes=0), ("chunk_bytes", "0")),
+        (lambda: Delay(-1), ("seconds", "-1")),
+        (lambda: Flap(every=0), ("every", "0")),
+        (lambda: Status(200), ("code", "200")),
+        (lambda: Hang(patience=0), ("patience", "0")),
+        (lambda: ToolError(when="health"), ("when=", "'health'")),
+        (lambda: Die(when=42), ("when", "42")),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_input_names_the_argument_and_the_value(make: Any, names: tuple[str, str]) -> None:
+    with pytest.raises(ValueError, match=names[0]) as exc_info:
+        make()
+    msg = str(exc_info.value)
+    assert all(n in msg for n in names), msg
+
+
+def test_bad_fault_spec_strings() -> None:
+    with pytest.raises(ValueError, match=r"unknown kind 'explode'"):
+        parse_fault("explode@health")
+    with pytest.raises(ValueError, match=r"stall has no parameter 'bytes'"):
+        parse_fault("stall(bytes=3)")
+    with pytest.raises(ValueError, match=r"unknown trigger key 'every'"):
+        parse_fault("hang@health[every=2]")
+    with pytest.raises(ValueError, match=r"after_bytes must be a non-negative integer, got -4"):
+        parse_fault("stall(after_bytes=-4)@tools/call")
+    with pytest.raises(ValueError, match=r"probability must be a number in \[0, 1\], got 2"):
+        parse_fault("hang@health[p=2]")
+    with pytest.raises(ValueError, match=r"faults\[1\] must be a Fault"):
+        Sidecar(faults=[Hang(), 3])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("faults", "expect"),
+    [
+        ('["stall(after_bytes=-1)@tools/call"]', "after_bytes must be a non-negative integer, got -1"),
+        ('["hang@nowhere"]', "target 'nowhere' is unknown"),
+        ('["hang@health[times=-2]"]', "times must be a non-negative integer or None, got -2"),
+        ('["status@health[p=1.5]"]', "probability must be a number in [0, 1], got 1.5"),
+    ],
+)
+def test_bad_faults_in_the_marker_fail_at_collection(
+    run_plugin: Any, pytester: pytest.Pytester, faults: str, expect: str
+) -> None:
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.mcp_sidecar(faults={faults})
+        def test_never_runs(mcp_sidecar):
+            raise AssertionError("must not run")
+        """
+    )
+    result = run_plugin()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert expect in "\n".join(result.errlines + result.outlines)
+    result.stdout.no_fnmatch_line("*must not run*")
+
+
+# -- text form and dicts -----------------------------------------------------------------------------
+
+EXAMPLES: list[Fault] = [
+    Die(), Die(restart=True, when=Trigger("tools/call", nth=2)),
+    Freeze(), Freeze(patience=0.5, expect_hang=True, when="mcp"),
+    Hang(when="health"), Hang(when=Trigger("DELETE /mcp", after=1, times=2)),
+    Delay(), Delay(0.5, jitter=0.1, seed=7, when=Trigger("/x", probability=0.25, seed=3)),
+    Status(), Status(429, retry_after=3, body="slow, down (really)", when=Trigger("health", times=3)),
+    Flap(), Flap(every=3, code=502),
+    fault_kinds()["absent"](), fault_kinds()["absent"](when="mcp"),
+    fault_kinds()["terminating"](), fault_kinds()["terminating"](when="method:x/y"),
+    Stall(), Stall(after_bytes=10, patience=1.5, when="tools/call"),
+    Drip(), Drip(chunk_bytes=4, interval=0.02, when="tool:echo"),
+    Truncate(), Truncate(after_bytes=7),
+    Reset(), Reset(after_bytes=3, when="health"),
+    fault_kinds()["malformed_json"](), fault_kinds()["malformed_json"](when="tools/list"),
+    EndlessSse(), EndlessSse(expect_hang=True, when="tools/call"),
+    JsonRpcError(), JsonRpcError(-32001, 'it\'s "bad"; really [x] @y', when="tools/call"),
+    ToolError(), ToolError(text="42", when="tool:echo"), ToolError(text=""), ToolError(text="a\\b\nc"),
+    fault_kinds()["session_expired"](), fault_kinds()["session_expired"](when=Trigger("tools/call", nth=2)),
+    BackendGone(), BackendGone(service_url="http://127.0.0.1:59685", when="tool:evaluate_session"),
+]  # fmt: skip
+
+
+def test_every_kind_has_examples() -> None:
+    assert {f.kind for f in EXAMPLES} == set(fault_kinds())
+
+
+@pytest.mark.parametrize("fault", EXAMPLES, ids=str)
+def test_text_form_and_dict_round_trip(fault: Fault) -> None:
+    assert parse_fault(str(fault)) == fault
+    data = json.loads(json.dumps(fault.to_dict()))  # JSON-ready
+    assert fault_from_dict(data) == fault
+    assert type(parse_fault(str(fault))) is type(fault)
+
+
+def test_plans_round_trip() -> None:
+    assert parse_plan(format_plan(EXAMPLES)) == tuple(EXAMPLES)
+    assert parse_plan("") == ()
+    assert parse_plan(" ; ") == ()
+
+
+def test_known_text_forms() -> None:
+    assert str(Status(503, when=Trigger("health", times=3))) == "status@health[times=3]"
+    assert str(Stall(after_bytes=0, when="tools/call")) == "stall@tools/call"
+    assert str(BackendGone()) == "backend_gone"
+    assert str(Die(when=Trigger("tools/call", nth=2))) == "die@tools/call[nth=2]"
+    assert str(Hang(when=Trigger("health", probability=0.5, seed=1))) == "hang@health[p=0.5,seed=1]"
+    assert parse_fault("status(code=502)@health[times=3]") == Status(502, when=Trigger("health", times=3))
