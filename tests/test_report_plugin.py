@@ -1,0 +1,251 @@
+"""The CI gate through pytest (pytester, in-process, ``-p mcpfaults``): the JSON report, the terminal
+summary, JUnit properties, the required-kinds gate and the baseline gate.
+
+The suite below runs real sidecars: a matrix over three kinds (``flap`` aims at ``/health``, which the
+test never probes, so it never fires), a hang the test expects (reported, not failing), and a hang the
+client waits out past its patience budget (a violation; the test is marked xfail so that the run's exit
+code is decided by the gates alone).
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HELPERS = """
+import httpx
+
+def delete_session(sidecar):
+    return httpx.post(
+        sidecar.mcp_url,
+        json={"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+              "params": {"name": "delete_session", "arguments": {"session_id": "s-1"}}},
+        headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+                 "Mcp-Method": "tools/call", "Mcp-Name": "delete_session"},
+        timeout=5,
+    )
+"""
+
+SUITE = """
+import httpx, pytest
+from helpers import delete_session
+
+@pytest.mark.mcpfaults_matrix(kinds=["tool_error", "backend_gone", "flap"])
+def test_cleanup(mcp_sidecar):
+    assert delete_session(mcp_sidecar).status_code == 200
+
+@pytest.mark.mcp_expect_hang
+@pytest.mark.mcp_sidecar(faults=["hang@health"], patience=0.2)
+def test_expected_hang(mcp_sidecar):
+    with pytest.raises(httpx.TransportError):  # the sidecar aborts the held request at 0.2 s
+        httpx.get(mcp_sidecar.health_url, timeout=5)
+
+@pytest.mark.xfail(reason="the client waits out the hang (5 s timeout > 0.2 s patience)", strict=True)
+@pytest.mark.mcp_sidecar(faults=["hang@health"], patience=0.2)
+def test_waits_out_the_hang(mcp_sidecar):
+    with pytest.raises(httpx.TransportError):
+        httpx.get(mcp_sidecar.health_url, timeout=5)
+
+def test_plain():
+    pass
+"""
+
+WAITS = "test_suite.py::test_waits_out_the_hang"
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(helpers=HELPERS, test_suite=SUITE)
+    return pytester
+
+
+def _json(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def test_report_summary_and_junit(suite: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+    result = run_plugin("--mcpfaults-report=out/report.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=5, xfailed=1)
+    assert result.ret == 0
+
+    data = _json(suite.path / "out" / "report.json")
+    assert (data["schema"], data["version"]) == ("pytest-mcpfaults/report", 1)
+    tests = {t["nodeid"]: t for t in data["tests"]}
+    assert sorted(tests) == [
+        "test_suite.py::test_cleanup[backend_gone]",
+        "test_suite.py::test_cleanup[flap]",
+        "test_suite.py::test_cleanup[tool_error@tool:delete_session]",
+        "test_suite.py::test_expected_hang",
+        WAITS,
+    ]  # test_plain did not use the plugin
+    cell = tests["test_suite.py::test_cleanup[tool_error@tool:delete_session]"]
+    assert cell["matrix"] == "tool_error@tool:delete_session"
+    assert cell["plans"] == [["tool_error@tool:delete_session"]]
+    assert cell["fired"] == {"tool_error": 1}
+    assert cell["outcome"] == "passed"
+    assert cell["sidecars"][0]["requests"] == 1
+    assert cell["sidecars"][0]["url"].startswith("http://127.0.0.1:")
+    assert tests["test_suite.py::test_cleanup[flap]"]["fired"] == {}
+    waits = tests[WAITS]
+    assert waits["outcome"] == "xfailed"
+    assert [(p["fault"], p["expected"]) for p in waits["patience_violations"]] == [("hang@health", False)]
+    assert [(v["kind"], v["name"]) for v in waits["violations"]] == [("patience", "hang@health")]
+    hang = tests["test_suite.py::test_expected_hang"]
+    assert [(p["fault"], p["expected"]) for p in hang["patience_violations"]] == [("hang@health", True)]
+    assert hang["violations"] == []
+
+    totals = data["totals"]
+    assert totals["tests"] == 5
+    assert totals["fired"] == {"backend_gone": 1, "hang": 2, "tool_error": 1}
+    assert totals["kinds"] == ["hang", "flap", "tool_error", "backend_gone"]
+    assert totals["missing"] == ["flap"]
+    assert totals["violations"] == totals["patience_violations"] == 1
+    assert totals["patience_violations_expected"] == 1
+    assert totals["outcomes"]["xfailed"] == 1
+    assert data["gates"]["failed"] is False
+
+    result.stdout.fnmatch_lines(
+        [
+            "*= mcpfaults: fault coverage =*",
+            "fault kind    tests  fired in  times  failed",
+            "-*",
+            "hang              2         2      2       0",
+            "flap              1         0      0       0  never fired",
+            "tool_error        1         1      1       0",
+            "backend_gone      1         1      1       0",
+            "",
+            "5 tests used the plugin (5 sidecars, 0 failed)",
+            "violations (1):",
+            f"  {WAITS}: patience hang@health: the client waited 0.2 s*",
+            "mcpfaults: 4 kinds, 3 fired, 1 violation (1 expected hang); missing: flap",
+            "mcpfaults report: *out/report.json",
+            "*= 5 passed, 1 xfailed in *",
+        ]
+    )
+
+    cases = ET.parse(suite.path / "junit.xml").getroot().iter("testcase")
+    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
+    assert props["test_cleanup[tool_error@tool:delete_session]"] == {
+        "mcpfaults.matrix": "tool_error@tool:delete_session",
+        "mcpfaults.fired": "tool_error:1",
+        "mcpfaults.plan": "tool_error@tool:delete_session",
+    }
+    assert props["test_waits_out_the_hang"] == {
+        "mcpfaults.fired": "hang:1",
+        "mcpfaults.plan": "hang@health",
+        "mcpfaults.violations": "patience:hang@health",
+    }
+    assert props["test_plain"] == {}
+
+
+def test_quiet_when_the_plugin_is_not_used(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile("def test_a(): pass\ndef test_b(): pass")
+    result = run_plugin()
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*fault coverage*")
+    result.stdout.no_fnmatch_line("mcpfaults:*")
+
+
+def test_required_kinds_gate(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(helpers=HELPERS)
+    pytester.makepyfile(
+        """
+        import pytest
+        from helpers import delete_session
+
+        @pytest.mark.mcpfaults_matrix(kinds=["tool_error", "flap"])
+        def test_cleanup(mcp_sidecar):
+            delete_session(mcp_sidecar)
+        """
+    )
+    missing = run_plugin("--mcpfaults-require=tool_error", "--mcpfaults-require", "flap,tool_error")
+    missing.assert_outcomes(passed=2)  # every test passed, the gate failed the run
+    assert missing.ret == pytest.ExitCode.TESTS_FAILED
+    missing.stdout.fnmatch_lines(
+        ["mcpfaults gate FAILED: required fault kind never fired: flap (required: tool_error, flap)"]
+    )
+
+    pytester.makeini("[pytest]\nmcpfaults_require = tool_error\n")
+    ok = run_plugin()
+    assert ok.ret == 0
+    ok.stdout.fnmatch_lines(["mcpfaults gate passed: every required fault kind fired (tool_error)"])
+
+    everything = run_plugin("--mcpfaults-require=all")  # the option replaces the ini value
+    assert everything.ret == pytest.ExitCode.TESTS_FAILED
+    everything.stdout.fnmatch_lines(
+        ["*required fault kinds never fired: die, freeze, hang, delay, *, flap, *"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "message"),
+    [
+        (
+            ["--mcpfaults-require=die,explode"],
+            "",
+            "*--mcpfaults-require: unknown fault kind 'explode'; valid kinds: die*",
+        ),
+        (
+            [],
+            "mcpfaults_require = die nope",
+            "*mcpfaults_require: unknown fault kind 'nope'; valid kinds: die*",
+        ),
+        (
+            ["--mcpfaults-baseline=missing.json"],
+            "",
+            "*--mcpfaults-baseline: cannot read report '*missing.json'*",
+        ),
+        (["--mcpfaults-baseline=test_x.py"], "", "*--mcpfaults-baseline: report '*test_x.py' is not JSON*"),
+    ],
+)
+def test_bad_gate_settings_are_usage_errors(
+    pytester: pytest.Pytester,
+    run_plugin,  # type: ignore[no-untyped-def]
+    args: list[str],
+    ini: str,
+    message: str,
+) -> None:
+    pytester.makepyfile(test_x="def test_x(): raise AssertionError('must not run')")
+    if ini:
+        pytester.makeini(f"[pytest]\n{ini}\n")
+    result = run_plugin(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_baseline_gate(suite: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+    # A clean baseline: the run without the violating test.
+    clean = run_plugin("-k", "not waits_out", "--mcpfaults-report=clean.json")
+    assert clean.ret == 0
+    assert _json(suite.path / "clean.json")["totals"]["violations"] == 0
+
+    # The same clean run against its clean baseline: exit 0.
+    same = run_plugin("-k", "not waits_out", "--mcpfaults-baseline=clean.json")
+    assert same.ret == 0
+    same.stdout.fnmatch_lines(["mcpfaults baseline *clean.json: no new violations (0 in the baseline)"])
+
+    # A new violation: exit 1, naming the test and what regressed (xfail keeps pytest's own verdict at 0).
+    new = run_plugin("--mcpfaults-baseline=clean.json", "--mcpfaults-report=full.json")
+    new.assert_outcomes(passed=5, xfailed=1)
+    assert new.ret == pytest.ExitCode.TESTS_FAILED
+    new.stdout.fnmatch_lines(
+        [
+            "mcpfaults gate FAILED: 1 new violation not in baseline *clean.json:",
+            f"  regressed: {WAITS}: patience hang@health: the client waited 0.2 s*",
+        ]
+    )
+    gates = _json(suite.path / "full.json")["gates"]
+    assert gates["failed"] is True
+    assert [(v["nodeid"], v["kind"], v["name"]) for v in gates["new_violations"]] == [
+        (WAITS, "patience", "hang@health")
+    ]
+
+    # The violation is known once it is in the baseline: exit 0.
+    known = run_plugin("--mcpfaults-baseline=full.json")
+    assert known.ret == 0
+    known.stdout.fnmatch_lines(["mcpfaults baseline *full.json: no new violations (1 in the baseline)"])
