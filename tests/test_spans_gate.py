@@ -402,7 +402,7 @@ def test_gate_keeps_the_tests_own_failure_and_adds_a_note(harness: pytest.Pytest
         [
             "E       AssertionError: the test's own failure",
             "E       assert 1 == 2",
-            "E       mcpfaults span gate (--mcpfaults-check-spans): 1 span invariant violation:",
+            "E       mcpfaults span gate (--mcpfaults-check-spans): 2 span invariant violations:",
             "E       - [[]cleanup_never_flips[]] Agent.Session is ERROR*",
         ]
     )
