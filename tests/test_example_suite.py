@@ -1,0 +1,202 @@
+"""The worked example (``examples/``) run the way the README's main command runs it, against both runners.
+
+The hardened runner passes the whole fault suite; the unhardened one (the incident's) fails exactly the
+tests whose cleanup fails, each with a message that names the flipped ``Agent.Session`` and
+``MCP.DeleteSession`` as the cause. ``docs/catching-the-flip.md`` is checked against the example files
+(every code block verbatim) and against a real run (every line of its pasted output).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+DOC = ROOT / "docs" / "catching-the-flip.md"
+
+SUITE = [
+    "test_clean_run",
+    "test_sidecar_dies_after_session_creation",
+    "test_backend_gone_at_delete",
+    "test_agent_timeout_with_reaped_backend",
+    "test_health_hangs",
+    "test_slow_start",
+    "test_health_body_stalls",
+    "test_stalled_tool_body",
+]
+FLIPPED = {
+    "test_sidecar_dies_after_session_creation",
+    "test_backend_gone_at_delete",
+    "test_agent_timeout_with_reaped_backend",
+}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``pytest -p mcpfaults examples/ ARGS`` in a subprocess from the repository root, as the README
+    runs it (bounded; no cache written)."""
+    cmd = [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "examples/", *args]
+    env = {**os.environ, "COLUMNS": "80"}  # the width the page's pasted output was captured at
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def example_run() -> Callable[[str], subprocess.CompletedProcess[str]]:
+    """``example_run(variant)``: the example suite's run against that runner (each variant run once)."""
+    runs: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def get(variant: str) -> subprocess.CompletedProcess[str]:
+        if variant not in runs:
+            runs[variant] = _run(f"--runner-variant={variant}", "-rA")
+        return runs[variant]
+
+    return get
+
+
+def _outcomes(stdout: str) -> dict[str, str]:
+    """Test name → PASSED/FAILED from the ``-rA`` short summary."""
+    found = re.findall(r"^(PASSED|FAILED) examples/test_example_faults\.py::(\w+)", stdout, re.M)
+    return {name: outcome for outcome, name in found}
+
+
+def _section(stdout: str, test: str) -> str:
+    """The failure report of one test (from its ``___ name ___`` header to the next header)."""
+    match = re.search(rf"^_+ {test} _+$(.*?)(?=^_+ \w+ _+$|^=+ )", stdout, re.M | re.S)
+    assert match, f"no failure section for {test} in:\n{stdout}"
+    return match.group(1)
+
+
+def test_the_main_command_passes_on_the_hardened_runner(
+    example_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    run = example_run("hardened")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "example harness: the hardened runner" in run.stdout
+    assert _outcomes(run.stdout) == dict.fromkeys(SUITE, "PASSED")
+    assert re.search(r"^=+ 8 passed in [\d.]+s", run.stdout, re.M), run.stdout
+
+
+def test_the_unhardened_runner_fails_exactly_the_cleanup_tests(
+    example_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    run = example_run("unhardened")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "example harness: the unhardened runner" in run.stdout
+    assert _outcomes(run.stdout) == {name: "FAILED" if name in FLIPPED else "PASSED" for name in SUITE}
+    assert re.search(r"^=+ 3 failed, 5 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    for test in FLIPPED:
+        text = _section(run.stdout, test)
+        # The failure is the span invariant, raised by the test's first check, not some later assert.
+        assert ">       mcp_spans.assert_invariants()" in text, text
+        assert "SpanInvariantError" in text, text
+        assert "- [cleanup_never_flips] Agent.Session is ERROR with description" in text, text
+        assert (
+            "which comes from a cleanup failure (cause: MCP.DeleteSession [ERROR: SessionDeletionError"
+            in (text)
+        )
+        assert "E       Agent.Session [ERROR: SessionDeletionError: Session deletion failed" in text, text
+        assert "E       └── MCP.DeleteSession [" in text, text
+
+
+def test_each_flip_is_explained_by_its_own_cause(
+    example_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    run = example_run("unhardened")
+    dies = _section(run.stdout, "test_sidecar_dies_after_session_creation")
+    assert "(ConnectionRefusedError: Connection refused)" in dies  # the case-sensitive marker missed it
+    assert "it must keep the primary failure, Agent.Call [ERROR: McpCallError: echo: " in dies
+    assert "cleanup_at_most" not in dies  # the first delete was the handler's: one cleanup only
+
+    gone = _section(run.stdout, "test_backend_gone_at_delete")
+    assert "is no longer alive'}" in gone
+    assert "nothing but cleanup failed beneath it, so it must not be ERROR at all" in gone
+    assert "- [cleanup_at_most] Agent.Session ran cleanup 2 times, at most 1 allowed" in gone
+    assert "E       └── MCP.DeleteSession [UNSET]" in gone  # the retry "silently succeeds"
+
+    timeout = _section(run.stdout, "test_agent_timeout_with_reaped_backend")
+    primary = "it must keep the primary failure, Agent.Call [ERROR: AgentTimeout: agent did not finish"
+    assert f"{primary} within 0.5 s]" in timeout
+    assert "- [cleanup_at_most] Agent.Session ran cleanup 2 times" in timeout
+
+
+# -- the walk-through page ---------------------------------------------------------------------------------
+
+
+def _blocks(lang: str) -> list[str]:
+    text = DOC.read_text(encoding="utf-8")
+    return re.findall(rf"^```{lang}\n(.*?)^```$", text, re.M | re.S)
+
+
+def _windows(path: Path, size: int) -> set[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return {textwrap.dedent("\n".join(lines[i : i + size])) for i in range(len(lines) - size + 1)}
+
+
+def test_every_python_block_of_the_walk_through_is_taken_from_the_examples() -> None:
+    blocks = _blocks("python")
+    assert len(blocks) >= 4, "the walk-through lost its code blocks"
+    files = sorted(EXAMPLES.rglob("*.py"))
+    for block in blocks:
+        snippet = textwrap.dedent(block.rstrip("\n"))
+        size = snippet.count("\n") + 1
+        assert any(snippet in _windows(f, size) for f in files), (
+            f"this code block of {DOC.name} is not verbatim in any file under examples/:\n{snippet}"
+        )
+
+
+_VOLATILE = [
+    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
+    (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
+    (re.compile(r"\b0x[0-9a-f]+\b"), "0x<addr>"),
+    (re.compile(r" in [\d.]+s\b"), " in <t>s"),
+    (re.compile(r"^=+ (.*?) =+$"), r"== \1 =="),  # centred lines: their width follows the duration's
+]
+
+
+def _stable(line: str) -> str:
+    for pattern, repl in _VOLATILE:
+        line = pattern.sub(repl, line)
+    return line.rstrip()
+
+
+def test_the_pasted_output_is_real(example_run: Callable[[str], subprocess.CompletedProcess[str]]) -> None:
+    """Each line of the page's ``text`` output blocks occurs in a real unhardened run (ids, ports and
+    durations aside), so the page cannot drift from what the suite prints."""
+    blocks = _blocks("text")
+    assert blocks, "the walk-through has no pasted output"
+    real = {_stable(line) for line in example_run("unhardened").stdout.splitlines()}
+    for block in blocks:
+        missing = [ln for ln in block.splitlines() if ln.strip() and _stable(ln) not in real]
+        assert not missing, "lines of the pasted output that the real run does not print:\n" + "\n".join(
+            missing
+        )
+
+
+# -- the runner's own input checks -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mcp_url": "127.0.0.1:8000/mcp"}, "mcp_url must be an http(s) URL, got '127.0.0.1:8000/mcp'"),
+        ({"health_probes": 0}, "health_probes must be a positive integer, got 0"),
+        ({"health_timeout": -1}, "health_timeout must be a positive number, got -1"),
+        ({"agent_timeout": True}, "agent_timeout must be a positive number, got True"),
+        ({"mode": "stateless"}, "mode must be 'legacy' or 'auto', got 'stateless'"),
+    ],
+)
+def test_runner_config_names_the_bad_argument(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, object], message: str
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from harness import RunnerConfig
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RunnerConfig(**{"mcp_url": "http://127.0.0.1:1/mcp", **kwargs})  # type: ignore[arg-type]
