@@ -94,11 +94,11 @@ def http_rtt_pair(urls: tuple[str, str], n: int) -> tuple[list[float], list[floa
     out: tuple[list[float], list[float]] = ([], [])
     with httpx.Client() as ca, httpx.Client() as cb:
         clients = (ca, cb)
-        for c, url in zip(clients, urls):
+        for c, url in zip(clients, urls, strict=True):
             for _ in range(50):
                 assert c.get(url).status_code == 200
         for _ in range(n):
-            for c, url, times in zip(clients, urls, out):
+            for c, url, times in zip(clients, urls, out, strict=True):
                 t0 = time.perf_counter()
                 r = c.get(url)
                 times.append(time.perf_counter() - t0)
@@ -145,7 +145,8 @@ def main() -> None:
         ["what", "median RTT", "sidecar / this"],
     )
     _bench.table(
-        f"MCP tools/call echo, mcp 2.x Client(mode='auto') (median of {MCP_CALLS}; sidecar era: {', '.join(sorted(e or '?' for e in era))})",
+        f"MCP tools/call echo, mcp 2.x Client(mode='auto') "
+        f"(median of {MCP_CALLS}; sidecar era: {', '.join(sorted(e or '?' for e in era))})",
         [
             ["Sidecar", _bench.fmt_s(m_s), "1.00x"],
             ["mcp SDK MCPServer (stateless, json) under uvicorn", _bench.fmt_s(m_k), f"{m_s / m_k:.2f}x"],
@@ -153,8 +154,16 @@ def main() -> None:
         ["what", "median RTT", "sidecar / this"],
     )
     print()
-    print(_bench.verdict(h_s <= 1.2 * h_b, f"sidecar /health RTT is {h_s / h_b:.2f}x bare aiohttp (target <= 1.2x)"))
-    print(_bench.verdict(m_s <= m_k, f"sidecar tools/call RTT is {m_s / m_k:.2f}x the SDK's own server (target <= 1x)"))
+    print(
+        _bench.verdict(
+            h_s <= 1.2 * h_b, f"sidecar /health RTT is {h_s / h_b:.2f}x bare aiohttp (target <= 1.2x)"
+        )
+    )
+    print(
+        _bench.verdict(
+            m_s <= m_k, f"sidecar tools/call RTT is {m_s / m_k:.2f}x the SDK's own server (target <= 1x)"
+        )
+    )
 
 
 if __name__ == "__main__":

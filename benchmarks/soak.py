@@ -20,6 +20,16 @@ from pytest_mcpfaults import Sidecar
 
 CYCLES = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
 SAMPLES = 10
+TOOLS_CALL = (
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}'
+)
+MCP_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "echo",
+}
 
 
 def fds() -> int:
@@ -42,12 +52,7 @@ def cycle(i: int) -> None:
             if i % 2:
                 conn.request("GET", "/health")
             else:
-                conn.request(
-                    "POST", "/mcp",
-                    body=b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}',
-                    headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                             "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
-                )  # fmt: skip
+                conn.request("POST", "/mcp", body=TOOLS_CALL, headers=MCP_HEADERS)
             resp = conn.getresponse()
             resp.read()
             assert resp.status == 200, resp.status
@@ -69,7 +74,15 @@ def main() -> None:
             cycle(i)
         per = (time.perf_counter() - ts) / step
         gc.collect()
-        rows.append([str(done), str(fds()), str(threading.active_count()), f"{rss_kib() / 1024:.1f}", _bench.fmt_s(per)])
+        rows.append(
+            [
+                str(done),
+                str(fds()),
+                str(threading.active_count()),
+                f"{rss_kib() / 1024:.1f}",
+                _bench.fmt_s(per),
+            ]
+        )
     total = time.perf_counter() - t0
     end = (fds(), threading.active_count(), rss_kib())
     _bench.table(

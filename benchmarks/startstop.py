@@ -58,7 +58,11 @@ def main() -> None:
     t_http = _bench.median(_bench.timed(httpserver, REPEAT_HTTPSERVER, warmup=1))
     rows = [
         ["Sidecar().start().stop()", _bench.fmt_s(t_side), "1.00x"],
-        ["bare aiohttp AppRunner + TCPSite on a loop thread", _bench.fmt_s(t_bare), f"{t_side / t_bare:.2f}x"],
+        [
+            "bare aiohttp AppRunner + TCPSite on a loop thread",
+            _bench.fmt_s(t_bare),
+            f"{t_side / t_bare:.2f}x",
+        ],
         ["pytest-httpserver HTTPServer start+stop", _bench.fmt_s(t_http), f"{t_side / t_http:.4f}x"],
     ]
     _bench.table(
@@ -67,8 +71,17 @@ def main() -> None:
         ["what", "median", "sidecar / this"],
     )
     print()
-    print(_bench.verdict(t_side <= 2 * t_bare, f"sidecar is {t_side / t_bare:.2f}x the bare aiohttp site (target <= 2x)"))
-    print(_bench.verdict(t_http >= 100 * t_side, f"sidecar is {t_http / t_side:.0f}x faster than pytest-httpserver (target >= 100x)"))
+    print(
+        _bench.verdict(
+            t_side <= 2 * t_bare, f"sidecar is {t_side / t_bare:.2f}x the bare aiohttp site (target <= 2x)"
+        )
+    )
+    print(
+        _bench.verdict(
+            t_http >= 100 * t_side,
+            f"sidecar is {t_http / t_side:.0f}x faster than pytest-httpserver (target >= 100x)",
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -136,7 +136,9 @@ def main() -> None:
         return wall, cpu
 
     for how in ("hang", "stall", "freeze"):
-        wall, cpu = row(f"Sidecar.stop(), {N} requests held by {how}", [sidecar_stop(how) for _ in range(REPEAT)])
+        wall, cpu = row(
+            f"Sidecar.stop(), {N} requests held by {how}", [sidecar_stop(how) for _ in range(REPEAT)]
+        )
         worst, worst_cpu = max(worst, wall), max(worst_cpu, cpu)
     row(
         f"bare aiohttp AppRunner.cleanup(), {N} hung handlers, shutdown_timeout=0.05",
@@ -148,8 +150,17 @@ def main() -> None:
         ["what", "median wall", "max wall", "median loop-thread CPU", "every client saw its connection end"],
     )
     print()
-    print(_bench.verdict(worst < 0.1, f"slowest median Sidecar.stop() wall time {_bench.fmt_s(worst)} (target < 100 ms)"))
-    print(_bench.verdict(worst_cpu < 0.1, f"slowest median loop-thread CPU per stop {_bench.fmt_s(worst_cpu)} (target < 100 ms)"))
+    print(
+        _bench.verdict(
+            worst < 0.1, f"slowest median Sidecar.stop() wall time {_bench.fmt_s(worst)} (target < 100 ms)"
+        )
+    )
+    print(
+        _bench.verdict(
+            worst_cpu < 0.1,
+            f"slowest median loop-thread CPU per stop {_bench.fmt_s(worst_cpu)} (target < 100 ms)",
+        )
+    )
 
 
 if __name__ == "__main__":
