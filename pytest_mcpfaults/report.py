@@ -380,9 +380,12 @@ def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
     lines.append("")
     sidecars = sum(len(t.sidecars) for t in report.tests)
     failed = sum(1 for t in report.tests if t.failed)
+    checks = sum(len(t.invariants) for t in report.tests)
     lines.append(
         f"{len(report.tests)} test{'s' if len(report.tests) != 1 else ''} used the plugin "
-        f"({sidecars} sidecar{'s' if sidecars != 1 else ''}, {failed} failed)"
+        f"({sidecars} sidecar{'s' if sidecars != 1 else ''}, "
+        + (f"{checks} invariant check{'s' if checks != 1 else ''}, " if checks else "")
+        + f"{failed} failed)"
     )
     if verbose:
         for t in report.tests:

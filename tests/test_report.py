@@ -187,7 +187,7 @@ def test_summary_text() -> None:
         "hang            1         1      2       0",
         "flap            1         0      0       0  never fired",
     ]
-    assert "2 tests used the plugin (2 sidecars, 1 failed)" in lines
+    assert "2 tests used the plugin (2 sidecars, 2 invariant checks, 1 failed)" in lines
     assert (
         "  t.py::test_b[die@tool:delete_session]: invariant cleanup_never_flips: Agent.Session is ERROR with "
         "description 'Session deletion failed'" in lines
