@@ -11,69 +11,278 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.faults import (
-        Absent,
-        BackendGone,
-        Delay,
-        Die,
-        Drip,
-        EndlessSse,
-        Fault,
-        Flap,
-        Freeze,
-        Hang,
-        JsonRpcError,
-        MalformedJson,
-        Reset,
-        SessionExpired,
-        Stall,
-        Status,
-        Terminating,
-        ToolError,
-        Trigger,
-        Truncate,
-        fault_from_dict,
-        fault_kinds,
-        format_plan,
-        parse_fault,
-        parse_plan,
+        Absent as Absent,
+    )
+    from pytest_mcpfaults.faults import (
+        BackendGone as BackendGone,
+    )
+    from pytest_mcpfaults.faults import (
+        Delay as Delay,
+    )
+    from pytest_mcpfaults.faults import (
+        Die as Die,
+    )
+    from pytest_mcpfaults.faults import (
+        Drip as Drip,
+    )
+    from pytest_mcpfaults.faults import (
+        EndlessSse as EndlessSse,
+    )
+    from pytest_mcpfaults.faults import (
+        Fault as Fault,
+    )
+    from pytest_mcpfaults.faults import (
+        Flap as Flap,
+    )
+    from pytest_mcpfaults.faults import (
+        Freeze as Freeze,
+    )
+    from pytest_mcpfaults.faults import (
+        Hang as Hang,
+    )
+    from pytest_mcpfaults.faults import (
+        JsonRpcError as JsonRpcError,
+    )
+    from pytest_mcpfaults.faults import (
+        MalformedJson as MalformedJson,
+    )
+    from pytest_mcpfaults.faults import (
+        Reset as Reset,
+    )
+    from pytest_mcpfaults.faults import (
+        SessionExpired as SessionExpired,
+    )
+    from pytest_mcpfaults.faults import (
+        Stall as Stall,
+    )
+    from pytest_mcpfaults.faults import (
+        Status as Status,
+    )
+    from pytest_mcpfaults.faults import (
+        Terminating as Terminating,
+    )
+    from pytest_mcpfaults.faults import (
+        ToolError as ToolError,
+    )
+    from pytest_mcpfaults.faults import (
+        Trigger as Trigger,
+    )
+    from pytest_mcpfaults.faults import (
+        Truncate as Truncate,
+    )
+    from pytest_mcpfaults.faults import (
+        fault_from_dict as fault_from_dict,
+    )
+    from pytest_mcpfaults.faults import (
+        fault_kinds as fault_kinds,
+    )
+    from pytest_mcpfaults.faults import (
+        format_plan as format_plan,
+    )
+    from pytest_mcpfaults.faults import (
+        parse_fault as parse_fault,
+    )
+    from pytest_mcpfaults.faults import (
+        parse_plan as parse_plan,
+    )
+    from pytest_mcpfaults.invariants import (
+        SpanInvariantError as SpanInvariantError,
+    )
+    from pytest_mcpfaults.invariants import (
+        Violation as Violation,
+    )
+    from pytest_mcpfaults.invariants import (
+        all_spans_ended as all_spans_ended,
+    )
+    from pytest_mcpfaults.invariants import (
+        check_all as check_all,
+    )
+    from pytest_mcpfaults.invariants import (
+        cleanup_at_most as cleanup_at_most,
+    )
+    from pytest_mcpfaults.invariants import (
+        cleanup_never_flips as cleanup_never_flips,
+    )
+    from pytest_mcpfaults.invariants import (
+        format_violations as format_violations,
     )
     from pytest_mcpfaults.sidecar import (
-        BenchmarkSession,
-        BenchmarkSessions,
-        ConnectionRecord,
-        Journal,
-        PatienceViolation,
-        RequestRecord,
-        Sidecar,
-        SidecarError,
-        Tool,
-        ToolResultError,
+        BenchmarkSession as BenchmarkSession,
     )
-    from pytest_mcpfaults.sidecar.factory import SidecarFactory
+    from pytest_mcpfaults.sidecar import (
+        BenchmarkSessions as BenchmarkSessions,
+    )
+    from pytest_mcpfaults.sidecar import (
+        ConnectionRecord as ConnectionRecord,
+    )
+    from pytest_mcpfaults.sidecar import (
+        Journal as Journal,
+    )
+    from pytest_mcpfaults.sidecar import (
+        PatienceViolation as PatienceViolation,
+    )
+    from pytest_mcpfaults.sidecar import (
+        RequestRecord as RequestRecord,
+    )
+    from pytest_mcpfaults.sidecar import (
+        Sidecar as Sidecar,
+    )
+    from pytest_mcpfaults.sidecar import (
+        SidecarError as SidecarError,
+    )
+    from pytest_mcpfaults.sidecar import (
+        Tool as Tool,
+    )
+    from pytest_mcpfaults.sidecar import (
+        ToolResultError as ToolResultError,
+    )
+    from pytest_mcpfaults.sidecar.factory import (
+        SidecarFactory as SidecarFactory,
+    )
+    from pytest_mcpfaults.spans import (
+        RecordedEvent as RecordedEvent,
+    )
+    from pytest_mcpfaults.spans import (
+        RecordedSpan as RecordedSpan,
+    )
+    from pytest_mcpfaults.spans import (
+        SpanLookupError as SpanLookupError,
+    )
+    from pytest_mcpfaults.spans import (
+        SpanRecorder as SpanRecorder,
+    )
+    from pytest_mcpfaults.spans import (
+        SpanWiringWarning as SpanWiringWarning,
+    )
+    from pytest_mcpfaults.spans import (
+        find_spans as find_spans,
+    )
+    from pytest_mcpfaults.spans import (
+        format_tree as format_tree,
+    )
+    from pytest_mcpfaults.spans import (
+        global_recorder as global_recorder,
+    )
+    from pytest_mcpfaults.spans import (
+        install_recorder as install_recorder,
+    )
+    from pytest_mcpfaults.spans import (
+        one_span as one_span,
+    )
 
 __version__ = "0.1.0"
 
-_EXPORTS: dict[str, str] = {
-    **dict.fromkeys(
-        [
-            "Absent", "BackendGone", "Delay", "Die", "Drip", "EndlessSse", "Fault", "Flap", "Freeze", "Hang",
-            "JsonRpcError", "MalformedJson", "Reset", "SessionExpired", "Stall", "Status", "Terminating",
-            "ToolError", "Trigger", "Truncate", "fault_from_dict", "fault_kinds", "format_plan", "parse_fault",
-            "parse_plan",
-        ],
-        "pytest_mcpfaults.faults",
-    ),
-    **dict.fromkeys(
-        [
-            "BenchmarkSession", "BenchmarkSessions", "ConnectionRecord", "Journal", "PatienceViolation",
-            "RequestRecord", "Sidecar", "SidecarError", "Tool", "ToolResultError",
-        ],
-        "pytest_mcpfaults.sidecar",
-    ),
-    "SidecarFactory": "pytest_mcpfaults.sidecar.factory",
-}  # fmt: skip
+__all__ = [
+    "Absent",
+    "BackendGone",
+    "BenchmarkSession",
+    "BenchmarkSessions",
+    "ConnectionRecord",
+    "Delay",
+    "Die",
+    "Drip",
+    "EndlessSse",
+    "Fault",
+    "Flap",
+    "Freeze",
+    "Hang",
+    "Journal",
+    "JsonRpcError",
+    "MalformedJson",
+    "PatienceViolation",
+    "RecordedEvent",
+    "RecordedSpan",
+    "RequestRecord",
+    "Reset",
+    "SessionExpired",
+    "Sidecar",
+    "SidecarError",
+    "SidecarFactory",
+    "SpanInvariantError",
+    "SpanLookupError",
+    "SpanRecorder",
+    "SpanWiringWarning",
+    "Stall",
+    "Status",
+    "Terminating",
+    "Tool",
+    "ToolError",
+    "ToolResultError",
+    "Trigger",
+    "Truncate",
+    "Violation",
+    "all_spans_ended",
+    "check_all",
+    "cleanup_at_most",
+    "cleanup_never_flips",
+    "fault_from_dict",
+    "fault_kinds",
+    "find_spans",
+    "format_plan",
+    "format_tree",
+    "format_violations",
+    "global_recorder",
+    "install_recorder",
+    "one_span",
+    "parse_fault",
+    "parse_plan",
+]
 
-__all__ = sorted(_EXPORTS)
+_EXPORTS: dict[str, str] = {
+    "Absent": "pytest_mcpfaults.faults",
+    "BackendGone": "pytest_mcpfaults.faults",
+    "Delay": "pytest_mcpfaults.faults",
+    "Die": "pytest_mcpfaults.faults",
+    "Drip": "pytest_mcpfaults.faults",
+    "EndlessSse": "pytest_mcpfaults.faults",
+    "Fault": "pytest_mcpfaults.faults",
+    "Flap": "pytest_mcpfaults.faults",
+    "Freeze": "pytest_mcpfaults.faults",
+    "Hang": "pytest_mcpfaults.faults",
+    "JsonRpcError": "pytest_mcpfaults.faults",
+    "MalformedJson": "pytest_mcpfaults.faults",
+    "Reset": "pytest_mcpfaults.faults",
+    "SessionExpired": "pytest_mcpfaults.faults",
+    "Stall": "pytest_mcpfaults.faults",
+    "Status": "pytest_mcpfaults.faults",
+    "Terminating": "pytest_mcpfaults.faults",
+    "ToolError": "pytest_mcpfaults.faults",
+    "Trigger": "pytest_mcpfaults.faults",
+    "Truncate": "pytest_mcpfaults.faults",
+    "fault_from_dict": "pytest_mcpfaults.faults",
+    "fault_kinds": "pytest_mcpfaults.faults",
+    "format_plan": "pytest_mcpfaults.faults",
+    "parse_fault": "pytest_mcpfaults.faults",
+    "parse_plan": "pytest_mcpfaults.faults",
+    "SpanInvariantError": "pytest_mcpfaults.invariants",
+    "Violation": "pytest_mcpfaults.invariants",
+    "all_spans_ended": "pytest_mcpfaults.invariants",
+    "check_all": "pytest_mcpfaults.invariants",
+    "cleanup_at_most": "pytest_mcpfaults.invariants",
+    "cleanup_never_flips": "pytest_mcpfaults.invariants",
+    "format_violations": "pytest_mcpfaults.invariants",
+    "BenchmarkSession": "pytest_mcpfaults.sidecar",
+    "BenchmarkSessions": "pytest_mcpfaults.sidecar",
+    "ConnectionRecord": "pytest_mcpfaults.sidecar",
+    "Journal": "pytest_mcpfaults.sidecar",
+    "PatienceViolation": "pytest_mcpfaults.sidecar",
+    "RequestRecord": "pytest_mcpfaults.sidecar",
+    "Sidecar": "pytest_mcpfaults.sidecar",
+    "SidecarError": "pytest_mcpfaults.sidecar",
+    "Tool": "pytest_mcpfaults.sidecar",
+    "ToolResultError": "pytest_mcpfaults.sidecar",
+    "SidecarFactory": "pytest_mcpfaults.sidecar.factory",
+    "RecordedEvent": "pytest_mcpfaults.spans",
+    "RecordedSpan": "pytest_mcpfaults.spans",
+    "SpanLookupError": "pytest_mcpfaults.spans",
+    "SpanRecorder": "pytest_mcpfaults.spans",
+    "SpanWiringWarning": "pytest_mcpfaults.spans",
+    "find_spans": "pytest_mcpfaults.spans",
+    "format_tree": "pytest_mcpfaults.spans",
+    "global_recorder": "pytest_mcpfaults.spans",
+    "install_recorder": "pytest_mcpfaults.spans",
+    "one_span": "pytest_mcpfaults.spans",
+}
 
 
 def __getattr__(name: str) -> Any:
