@@ -458,8 +458,9 @@ def test_a_taken_port_fails_with_exit_1() -> None:
 
 
 def test_docs_curl_example_runs() -> None:
-    if shutil.which("curl") is None:
-        pytest.skip("curl is not installed")
+    missing = [tool for tool in ("curl", "jq") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}")
     proc = subprocess.run(
         ["bash", str(DOCS_EXAMPLES / "cli_curl.sh")],
         capture_output=True,

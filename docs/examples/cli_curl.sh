@@ -4,7 +4,7 @@
 set -euo pipefail
 PYTHON=${PYTHON:-python}
 out=$(mktemp)
-trap 'kill "$server" 2>/dev/null || true; rm -f "$out"' EXIT
+trap 'kill "${server:-}" 2>/dev/null || true; rm -f "$out"' EXIT
 check() { [ "$1" = "$2" ] || { echo "expected $2, got $1" >&2; exit 1; }; }
 
 # --8<-- [start:start]

@@ -43,10 +43,10 @@ async function startSidecar(...args) {
 // --8<-- [end:start]
 
 // --8<-- [start:test]
-const { child, info } = await startSidecar("--fault", "hang@health[times=2]", "--patience", "none");
+const { child, info } = await startSidecar("--fault", "hang@health[times=2]", "--patience", "20");
 try {
-  const probes = await waitHealthy(info.health_url, { probeMs: 300 });
-  assert.equal(probes, 3); // two probes hung and were abandoned, the third got 200
+  const probes = await waitHealthy(info.health_url, { probeMs: 1000 });
+  assert.ok(probes >= 3); // two probes hung and were abandoned; a later one got 200
 
   // What the sidecar saw: the runner closed both hung probes itself (nobody released them).
   const auth = { Authorization: `Bearer ${info.control_token}` };
@@ -56,10 +56,9 @@ try {
     if (journal.requests.filter((r) => r.hold === "client_closed").length === 2) break;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  assert.deepEqual(
-    journal.requests.map((r) => [r.path, r.hold, r.status]),
-    [["/health", "client_closed", null], ["/health", "client_closed", null], ["/health", null, 200]],
-  );
+  const held = journal.requests.filter((r) => r.held);
+  assert.deepEqual(held.map((r) => [r.path, r.hold]), [["/health", "client_closed"], ["/health", "client_closed"]]);
+  assert.equal(journal.requests.at(-1).status, 200);
   assert.deepEqual(journal.fired, { hang: 2 });
 } finally {
   child.kill("SIGTERM");
