@@ -307,3 +307,16 @@ def test_logging_is_quiet_on_a_clean_release(caplog: pytest.LogCaptureFixture) -
             assert pending.result(timeout=5).status_code == 200
         sc.wait_idle(2)
     assert not [r for r in caplog.records if r.name.startswith("aiohttp")]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_hang_on_tools_call_mcp_client_times_out_and_hangs_up(mode: str) -> None:
+    with Sidecar(faults=[Hang(when="tools/call")], patience=2.0) as sc:
+        async with Client(sc.mcp_url, mode=mode, read_timeout_seconds=0.3) as client:
+            with pytest.raises(MCPError, match="timed out"):
+                await client.call_tool("echo", {"text": "x"})
+        await asyncio.to_thread(sc.wait_idle, 3)
+        call = next(r for r in sc.requests if r.mcp_method == "tools/call")
+        assert call.fault_kind == "hang"
+        assert call.hold == "client_closed"
+        assert sc.patience_violations == ()
