@@ -9,6 +9,7 @@ observed goes into the test's record for the CI report.
 from __future__ import annotations
 
 import inspect
+import traceback
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +157,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         raise
     _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), None)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A verdict is raised by plugin code, not the test: show its text (and the test's own failure
+    it caused, if any), not a traceback through the plugin's hooks."""
+    report = yield
+    excinfo = call.excinfo
+    if report.failed and excinfo is not None and type(excinfo.value).__name__ == "PatienceError":
+        text = f"PatienceError: {excinfo.value}"
+        cause = excinfo.value.__cause__
+        if cause is not None:
+            own = "".join(traceback.format_exception_only(type(cause), cause)).rstrip()
+            text += f"\n\nThe {call.when} phase also failed (often the client reacting to the abort):\n{own}"
+        report.longrepr = text
+    return report
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)

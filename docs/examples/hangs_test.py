@@ -1,0 +1,76 @@
+"""Hangs at teardown: a frozen sidecar at client close, the patience verdict, and the bounded client.
+
+``test_patient_client_waits_out_a_frozen_delete`` fails with the patience verdict on purpose; it is
+marked ``xfail(raises=PatienceError, strict=True)`` so this file passes as a whole, and
+``tests/test_patience_plugin.py`` runs it with ``--runxfail`` to capture the verdict that
+``docs/hangs.md`` quotes.
+"""
+
+from __future__ import annotations
+
+import httpx
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from pytest_mcpfaults import Stall
+from pytest_mcpfaults.sidecar.patience import PatienceError
+
+
+@pytest.mark.xfail(raises=PatienceError, strict=True, reason="shows the patience verdict")
+# --8<-- [start:patient]
+@pytest.mark.mcp_sidecar(era="session", patience=1.0)
+async def test_patient_client_waits_out_a_frozen_delete(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
+        await client.call_tool("echo", {"text": "hi"})
+        mcp_sidecar.freeze()  # the sidecar stops answering before the client closes
+    # leaving `async with` sends DELETE /mcp; mcp 2.x would wait 300 s for it
+
+
+# --8<-- [end:patient]
+
+
+# --8<-- [start:bounded]
+@pytest.mark.mcp_sidecar(era="session", patience=1.0)
+async def test_bounded_client_gives_up_on_a_frozen_delete(mcp_sidecar):
+    # The close-time DELETE goes through the transport's httpx2 client: give it a short read timeout.
+    http = create_mcp_http_client(timeout=httpx2.Timeout(5.0, read=0.3))
+    transport = streamable_http_client(mcp_sidecar.mcp_url, http_client=http)
+    async with http, Client(transport, mode="legacy") as client:
+        await client.call_tool("echo", {"text": "hi"})
+        mcp_sidecar.freeze()
+    mcp_sidecar.assert_client_gave_up(within=0.9, target="DELETE /mcp")
+    mcp_sidecar.assert_no_patience_violations()
+
+
+# --8<-- [end:bounded]
+
+
+# --8<-- [start:expected]
+@pytest.mark.mcp_expect_hang  # reported in the record and the CI report, not failed
+@pytest.mark.mcp_sidecar(era="session", patience=0.5)
+async def test_waiting_it_out_is_what_we_pin_here(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
+        await client.call_tool("echo", {"text": "hi"})
+        mcp_sidecar.freeze()
+    mcp_sidecar.wait_idle()
+    (violation,) = mcp_sidecar.patience_violations
+    assert violation.request.label == "DELETE /mcp"
+    assert violation.expected
+
+
+# --8<-- [end:expected]
+
+
+# --8<-- [start:probe]
+@pytest.mark.mcp_sidecar(faults=[Stall(when="health")])
+def test_probe_releases_a_stalled_health_body(mcp_sidecar):
+    with httpx.Client(timeout=5.0) as http, http.stream("GET", mcp_sidecar.health_url) as resp:
+        ready = resp.status_code == 200  # read the status, never the body that never ends
+    assert ready
+    mcp_sidecar.assert_client_released(within=1.0, target="health")
+
+
+# --8<-- [end:probe]

@@ -1,0 +1,434 @@
+"""Patience verdicts end to end, through pytester with ``-p mcpfaults`` the way users load the plugin.
+
+Each scenario runs twice: a patient client (no timeout of its own) fails in about the budget with the
+verdict, and a bounded client passes. Budgets are 0.5-1.5 s: nothing here waits for a client's 300 s.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HANGS = ROOT / "docs" / "examples" / "hangs_test.py"
+
+# Prints each test's record so the outer test can read what the CI report reads.
+RECORD_CONFTEST = """
+import json
+import pytest
+from pytest_mcpfaults._pytest.records import record_for
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "teardown":
+        data = {"nodeid": item.nodeid, "violations": record_for(item).patience_violations}
+        print("RECORD " + json.dumps(data))
+    return report
+"""
+
+
+def _records(result: pytest.RunResult) -> dict[str, list[dict[str, object]]]:
+    out = {}
+    for line in result.outlines:
+        if "RECORD {" in line:  # may follow a progress dot on the same line
+            data = json.loads(line[line.index("RECORD {") + len("RECORD ") :])
+            out[data["nodeid"].split("::")[-1]] = data["violations"]
+    return out
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "-p",
+        "mcpfaults",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+        "-s",
+        *args,
+        timeout=240,
+    )
+
+
+# -- mcp 2.x, session era, sidecar frozen before the client closes -------------------------------------
+
+
+def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(RECORD_CONFTEST)
+    path = pytester.path / "test_hangs.py"
+    path.write_text(HANGS.read_text())
+    result = _run(pytester, "--runxfail", str(path))
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_patient_client_waits_out_a_frozen_delete _*",
+            "PatienceError: 1 held request outlived the patience budget at http://127.0.0.1:*:",
+            "1. the client waited 1.0 s on a frozen `DELETE /mcp` (session era) without giving up; "
+            "without this budget it would have waited for its own read timeout",
+            "   held by `freeze`; when the 1 s budget (the sidecar's patience) ran out the sidecar aborted "
+            "connection #* (RST); the client never closed it",
+            "   hint: mcp 2.x sends this DELETE when the client closes*",
+            "   journal of connection #* (127.0.0.1:*):",
+            "*POST tools/call echo*status=200*",
+            "*DELETE /mcp*status=None*hold=patience waited=1.0*s",
+            "Bound the client*say so: @pytest.mark.mcp_expect_hang*",
+            "FAILED test_hangs.py::test_patient_client_waits_out_a_frozen_delete*",
+        ]
+    )
+    # not a traceback through the plugin's hooks
+    result.stdout.no_fnmatch_line("*_pytest/sidecar.py*")
+    records = _records(result)
+    (patient,) = records["test_patient_client_waits_out_a_frozen_delete"]
+    assert patient["request"] == "DELETE /mcp"
+    assert patient["era"] == "session"
+    assert patient["fault"] == "freeze"
+    assert patient["budget"] == 1.0
+    assert patient["expected"] is False
+    assert patient["client_closed"] is False
+    assert records["test_bounded_client_gives_up_on_a_frozen_delete"] == []
+    (expected,) = records["test_waiting_it_out_is_what_we_pin_here"]
+    assert expected["expected"] is True
+    assert expected["budget"] == 0.5
+    assert records["test_probe_releases_a_stalled_health_body"] == []
+
+
+def test_docs_example_passes_as_a_whole(pytester: pytest.Pytester) -> None:
+    path = pytester.path / "test_hangs.py"
+    path.write_text(HANGS.read_text())
+    _run(pytester, str(path)).assert_outcomes(passed=3, xfailed=1)
+
+
+# -- mcp 2.x, a stalled tools/call body ----------------------------------------------------------------
+
+
+def test_stalled_tool_call_fails_patient_client_and_passes_bounded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        from mcp.client import Client
+        from mcp.shared.exceptions import MCPError
+        from pytest_mcpfaults import Stall
+
+        STALL = [Stall(after_bytes=10, when="tools/call")]
+
+        @pytest.mark.mcp_sidecar(era="session", patience=1.0, faults=STALL)
+        async def test_patient(mcp_sidecar):
+            async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
+                await client.call_tool("echo", {"text": "hi"})
+
+        @pytest.mark.mcp_sidecar(era="session", patience=1.5, faults=STALL)
+        async def test_bounded(mcp_sidecar):
+            async with Client(mcp_sidecar.mcp_url, mode="legacy", read_timeout_seconds=0.3) as client:
+                with pytest.raises(MCPError, match="timed out"):
+                    await client.call_tool("echo", {"text": "hi"})
+            mcp_sidecar.assert_client_gave_up(within=1.2, target="tools/call")
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_patient _*",
+            "PatienceError: 1 held request outlived the patience budget*",
+            "1. the client waited 1.0 s on the stalled response to `POST /mcp` (tools/call echo) "
+            "(session era) (10 bytes of body, then nothing) without giving up; "
+            "without this budget it would have waited for its own read timeout",
+            "   held by `stall(after_bytes=10)@tools/call`; when the 1 s budget*",
+            "   hint: mcp 2.x waits for this reply up to its httpx2 read timeout (300 s by default)*",
+            "*POST tools/call echo*fault=stall(after_bytes=10)@tools/call*hold=patience*",
+            # the client's own failure after the RST is kept, below the verdict
+            "The call phase also failed (often the client reacting to the abort):",
+            "*ExceptionGroup*",
+        ]
+    )
+
+
+# -- httpx, a hung /health -------------------------------------------------------------------------------
+
+
+def test_hung_health_fails_httpx_without_timeout_and_passes_with_one(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import httpx, pytest
+        from pytest_mcpfaults import Hang
+
+        @pytest.mark.mcp_sidecar(patience=0.5, faults=[Hang(when="health")])
+        def test_no_timeout(mcp_sidecar):
+            try:
+                httpx.get(mcp_sidecar.health_url, timeout=None)
+            except httpx.TransportError:
+                pass  # a harness that swallows probe errors: only the verdict catches the wait
+
+        @pytest.mark.mcp_sidecar(patience=1.5, faults=[Hang(when="health")])
+        def test_timeout(mcp_sidecar):
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.get(mcp_sidecar.health_url, timeout=0.3)
+            mcp_sidecar.assert_client_gave_up(within=1.2, target="health")
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_no_timeout _*",
+            "1. the client waited 0.5 s on a hung `GET /health` without giving up*",
+            "   hint: httpx: timeout=None waits forever (its default is 5 s); give the request a timeout",
+            "*GET /health*fault=hang@health*hold=patience*",
+            "FAILED test_hung_health_fails_httpx_without_timeout_and_passes_with_one.py::test_no_timeout*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*also failed*")  # the test itself swallowed the error
+
+
+# -- tests that expect the hang: reported, not failed --------------------------------------------------
+
+
+def test_expected_hangs_pass_and_stay_in_the_record_and_report(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(RECORD_CONFTEST)
+    pytester.makepyfile(
+        """
+        import httpx, pytest
+        from pytest_mcpfaults import Hang
+
+        def probe(sc):
+            with pytest.raises(httpx.TransportError):
+                httpx.get(sc.health_url, timeout=None)
+
+        @pytest.mark.mcp_expect_hang
+        @pytest.mark.mcp_sidecar(patience=0.5, faults=[Hang(when="health")])
+        def test_marker(mcp_sidecar):
+            probe(mcp_sidecar)
+
+        @pytest.mark.mcp_sidecar(patience=0.5, expect_hang=True, faults=[Hang(when="health")])
+        def test_sidecar_kwarg(mcp_sidecar):
+            probe(mcp_sidecar)
+
+        @pytest.mark.mcp_sidecar(faults=[Hang(when="health", patience=0.5, expect_hang=True)])
+        def test_fault_option(mcp_sidecar):
+            probe(mcp_sidecar)
+
+        def test_factory_with_marker_default(mcp_sidecar_factory):
+            with mcp_sidecar_factory(patience=0.5, faults=["hang(expect_hang=true)@health"]) as sc:
+                probe(sc)
+
+        @pytest.mark.mcp_sidecar(patience=0.5, faults=[Hang(when="health")])
+        def test_unexpected(mcp_sidecar):
+            probe(mcp_sidecar)
+        """
+    )
+    report = pytester.path / "report.json"
+    result = _run(pytester, "-rP", f"--mcpfaults-report={report}")
+    result.assert_outcomes(passed=4, failed=1)
+    records = _records(result)
+    for name in (
+        "test_marker",
+        "test_sidecar_kwarg",
+        "test_fault_option",
+        "test_factory_with_marker_default",
+    ):
+        (v,) = records[name]
+        assert v["expected"] is True, name
+        assert v["request"] == "GET /health", name
+        assert v["budget"] == 0.5, name
+    assert records["test_fault_option"][0]["budget_from"] == "fault"
+    assert records["test_marker"][0]["budget_from"] == "sidecar"
+    (unexpected,) = records["test_unexpected"]
+    assert unexpected["expected"] is False
+    # -rP shows the expected violation's verdict with the passing test
+    result.stdout.fnmatch_lines(["*mcpfaults patience (expected)*", "*a hung `GET /health`*"])
+    data = json.loads(report.read_text())
+    tests = {t["nodeid"].split("::")[-1]: t for t in data["tests"]}
+    assert tests["test_marker"]["outcome"] == "passed"
+    assert tests["test_marker"]["expected_hang"] is True
+    assert tests["test_marker"]["violations"] == []
+    assert tests["test_marker"]["patience_violations"][0]["expected"] is True
+    assert tests["test_unexpected"]["outcome"] == "failed"
+    assert [v["kind"] for v in tests["test_unexpected"]["violations"]] == ["patience"]
+
+
+# -- where the budget comes from -------------------------------------------------------------------------
+
+
+def test_budget_precedence_fault_over_marker_over_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nmcpfaults_patience = 0.5\n")
+    pytester.makeconftest(RECORD_CONFTEST)
+    pytester.makepyfile(
+        """
+        import httpx, pytest
+        from pytest_mcpfaults import Hang
+
+        def probe(sc):
+            with pytest.raises(httpx.TransportError):
+                httpx.get(sc.health_url, timeout=None)
+
+        @pytest.mark.mcp_expect_hang
+        @pytest.mark.mcp_sidecar(faults=[Hang(when="health")])
+        def test_ini(mcp_sidecar):
+            assert mcp_sidecar.patience == 0.5
+            probe(mcp_sidecar)
+
+        @pytest.mark.mcp_expect_hang
+        @pytest.mark.mcp_sidecar(patience=0.7, faults=[Hang(when="health")])
+        def test_marker(mcp_sidecar):
+            probe(mcp_sidecar)
+
+        @pytest.mark.mcp_expect_hang
+        @pytest.mark.mcp_sidecar(patience=1.5, faults=[Hang(when="health", patience=0.6)])
+        def test_fault(mcp_sidecar):
+            probe(mcp_sidecar)
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=3)
+    records = _records(result)
+    budgets = {name: (v[0]["budget"], v[0]["budget_from"]) for name, v in records.items()}
+    assert budgets == {
+        "test_ini": (0.5, "sidecar"),
+        "test_marker": (0.7, "sidecar"),
+        "test_fault": (0.6, "fault"),
+    }
+
+
+def test_ini_none_means_no_budget(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nmcpfaults_patience = none\n")
+    pytester.makepyfile(
+        """
+        def test_it(mcp_sidecar):
+            assert mcp_sidecar.patience is None
+        """
+    )
+    _run(pytester).assert_outcomes(passed=1)
+
+
+# -- budgets are validated at the earliest moment -----------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "soon", "nan"])
+def test_bad_ini_budget_is_a_usage_error(pytester: pytest.Pytester, raw: str) -> None:
+    pytester.makeini(f"[pytest]\nmcpfaults_patience = {raw}\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = _run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*ini option mcpfaults_patience must be a positive number of seconds or 'none', got {raw!r}*"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        (
+            "mcp_sidecar(patience='x')",
+            "*Sidecar: patience must be a positive number of seconds or None, got 'x'*",
+        ),
+        (
+            "mcp_sidecar(patience=0)",
+            "*Sidecar: patience must be a positive number of seconds or None, got 0*",
+        ),
+        (
+            "mcp_sidecar(faults=['hang(patience=-1)'])",
+            "*Hang: patience must be a positive number of seconds*-1*",
+        ),
+    ],
+)
+def test_bad_marker_budget_fails_at_collection(pytester: pytest.Pytester, marker: str, message: str) -> None:
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.{marker}
+        def test_it(mcp_sidecar):
+            raise AssertionError("must not run")
+        """
+    )
+    result = _run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_it: @pytest.mark.mcp_sidecar: " + message])
+
+
+def test_bad_fault_budget_fails_the_module_at_collection(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_mcpfaults import Hang
+
+        @pytest.mark.mcp_sidecar(faults=[Hang(patience=-1)])
+        def test_it(mcp_sidecar):
+            raise AssertionError("must not run")
+        """
+    )
+    result = _run(pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*ValueError: Hang: patience must be a positive number of seconds or None, got -1"]
+    )
+
+
+# -- a client closed in a fixture: the hang happens during teardown ------------------------------------
+
+
+def test_hang_in_fixture_teardown_gets_the_verdict_at_teardown(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(RECORD_CONFTEST)
+    pytester.makepyfile(
+        """
+        import httpx, pytest
+        from pytest_mcpfaults import Hang
+
+        @pytest.fixture
+        def harness(mcp_sidecar):
+            yield mcp_sidecar
+            try:  # the harness's shutdown probe, after the test body
+                httpx.get(mcp_sidecar.health_url, timeout=None)
+            except httpx.TransportError:
+                pass
+
+        @pytest.mark.mcp_sidecar(patience=0.5)
+        def test_it(harness):
+            assert httpx.get(harness.health_url).status_code == 200
+            harness.inject(Hang(when="health"))
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_it*",
+            "PatienceError: 1 held request outlived the patience budget*",
+            "1. the client waited 0.5 s on a hung `GET /health` without giving up*",
+            "*#1 *GET /health*fault=hang@health*hold=patience*",
+        ]
+    )
+    (v,) = _records(result)["test_it"]
+    assert v["request"] == "GET /health"
+    assert v["expected"] is False
+
+
+def test_verdict_text_in_docs_is_the_real_output(pytester: pytest.Pytester) -> None:
+    """docs/hangs.md quotes the verdict of the docs example; it must match what runs (ports, times
+    and connection numbers aside)."""
+    path = pytester.path / "test_hangs.py"
+    path.write_text(HANGS.read_text())
+    result = _run(pytester, "--runxfail", "-k", "patient", str(path))
+    out = result.stdout.lines
+    start = next(i for i, line in enumerate(out) if line.startswith("PatienceError:"))
+    end = next(i for i in range(start, len(out)) if out[i].startswith("Bound the client"))
+    actual = "\n".join(out[start : end + 1])
+    page = (ROOT / "docs" / "hangs.md").read_text()
+    quoted = re.search(r"```text\n(PatienceError:.*?Bound the client[^\n]*)\n```", page, re.S)
+    assert quoted is not None, "docs/hangs.md must quote the verdict in a ```text block"
+
+    def norm(text: str) -> str:
+        text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
+        text = re.sub(r"\d+\.\d{3}s", "N.NNNs", text)
+        text = re.sub(r"#\d+", "#N", text)
+        return re.sub(r"[ ]+", " ", text)
+
+    assert norm(quoted.group(1)) == norm(actual)
