@@ -9,8 +9,9 @@ Shrinking goes toward "no fault":
 * a plan (:func:`fault_plans`) is a list of steps and shrinks toward the empty list, then toward
   fewer, simpler steps;
 * a fault (:func:`faults`) shrinks toward the simplest kind (:data:`KIND_ORDER`: one wrong answer
-  first, then connection faults, then blocking faults), toward the earliest target in ``targets``
-  (:data:`DEFAULT_TARGETS` lists the most specific first) and toward default parameters;
+  first, then codes, latency and cut connections, then blocking faults), toward the earliest target
+  in ``targets`` (:data:`DEFAULT_TARGETS` lists the most specific first) and toward default
+  parameters;
 * a trigger (:func:`triggers`) shrinks toward "every matching request" (no ``nth``, ``after=0``,
   no ``times``).
 
@@ -34,29 +35,29 @@ from pytest_mcpfaults import faults as F
 
 __all__ = ["BLOCKING_KINDS", "DEFAULT_TARGETS", "KIND_ORDER", "fault_plans", "faults", "triggers"]
 
-#: Every fault kind, simplest first: this is the order faults shrink in. Answer-level faults (one
-#: request gets one wrong answer, nothing waits) come first, led by the incident's own fault
-#: (``backend_gone``); then latency; then faults that cut or dribble connections; then blocking
-#: faults, which hold a request until the client gives up or the fault's patience runs out.
+#: Every fault kind, simplest first: exactly the order faults shrink in. Hypothesis prefers fewer
+#: choices, then earlier ones, so kinds are grouped by how many parameters they draw: none (one wrong
+#: answer: led by the incident's own ``backend_gone``), one (an error code, a latency, a dying or cut
+#: connection, then the blocking faults, whose one parameter is how long they hold), two.
 KIND_ORDER: tuple[str, ...] = (
     "backend_gone",
     "tool_error",
-    "jsonrpc_error",
     "session_expired",
-    "status",
     "absent",
-    "flap",
     "terminating",
     "malformed_json",
+    "jsonrpc_error",
+    "status",
     "delay",
     "die",
     "truncate",
     "reset",
-    "drip",
-    "stall",
     "hang",
     "endless_sse",
     "freeze",
+    "flap",
+    "drip",
+    "stall",
 )
 
 #: Kinds that hold a request (they get the strategies' small ``patience``).
@@ -76,7 +77,7 @@ DEFAULT_TARGETS: tuple[str, ...] = (
     "*",
 )
 
-_STATUS_CODES = (500, 503, 502, 429, 404, 400)
+_STATUS_CODES = (503, 500, 502, 429, 404, 400)
 _DELAYS = (0.0, 0.001, 0.005, 0.02, 0.05)
 
 
@@ -179,10 +180,8 @@ def _triggers(pool: tuple[str, ...], n: int) -> st.SearchStrategy[F.Trigger]:
 def _params(kind: str, patience: float | None, expect_hang: bool) -> dict[str, st.SearchStrategy[Any]]:
     """Parameter strategies per kind; each shrinks toward the kind's default (or mildest) value."""
     if kind in BLOCKING_KINDS:
-        extra: dict[str, st.SearchStrategy[Any]] = {
-            "patience": st.just(patience),
-            "expect_hang": st.just(expect_hang),
-        }
+        held = st.just(None) if patience is None else st.sampled_from((patience, 2 * patience))
+        extra: dict[str, st.SearchStrategy[Any]] = {"patience": held, "expect_hang": st.just(expect_hang)}
         if kind == "stall":
             extra["after_bytes"] = st.integers(0, 32)
         return extra
@@ -211,12 +210,13 @@ def faults(
     on the given ``targets`` (default :data:`DEFAULT_TARGETS`).
 
     A kind is drawn only with targets it accepts (``tool_error`` and ``backend_gone`` need a
-    tools/call target). Blocking kinds (:data:`BLOCKING_KINDS`) carry ``patience=patience`` (small by
-    default, so an example never waits long) and ``expect_hang=expect_hang``. Triggers come from
-    :func:`triggers` with ``max_count``; delays are at most 50 ms.
+    tools/call target). Blocking kinds (:data:`BLOCKING_KINDS`) hold a request for ``patience`` or
+    twice that (small by default, so an example never waits long; ``None``: the sidecar's budget) and
+    carry ``expect_hang=expect_hang``. Triggers come from :func:`triggers` with ``max_count``; delays
+    are at most 50 ms.
 
-    Shrinks toward the simplest kind first (``backend_gone``, ``tool_error`` … ``freeze``), then the
-    earliest target, the plainest trigger and default parameters.
+    Shrinks toward the simplest kind first, in :data:`KIND_ORDER` (``backend_gone``, ``tool_error``
+    … ``stall``), then the earliest target, the plainest trigger and default parameters.
     """
     names = _check_kinds(kinds)
     pool = _check_targets(targets)
