@@ -1,0 +1,326 @@
+"""The in-process backend (respx): parity with the socket sidecar for every fault it supports, a clear
+refusal for every fault that needs sockets, and what it cannot see (mcp 2.x traffic over httpx2)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from hypothesis import find, given, settings
+from opentelemetry.sdk.trace import TracerProvider
+
+from pytest_mcpfaults import Die, Fault, Sidecar, Trigger, fault_kinds, parse_plan
+from pytest_mcpfaults.inprocess import (
+    NEEDS_SOCKETS,
+    SUPPORTED_KINDS,
+    InProcessSidecar,
+    UnsupportedInProcess,
+    mock_sidecar,
+)
+from pytest_mcpfaults.invariants import cleanup_never_flips
+from pytest_mcpfaults.spans import SpanRecorder
+from pytest_mcpfaults.strategies import fault_plans
+
+STATELESS = {"MCP-Protocol-Version": "2026-07-28"}
+_SID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
+
+Side = Sidecar | InProcessSidecar
+Scenario = Callable[[httpx.Client, Side], list[Any]]
+
+
+def rpc(method: str, params: dict[str, Any] | None = None, id: int = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params or {}}
+
+
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return rpc("tools/call", {"name": name, "arguments": arguments})
+
+
+def seen(side: Side, do: Callable[[], httpx.Response]) -> Any:
+    """What the client saw: the exception class, or status, selected headers and the body (with the
+    sidecar's URL and session ids normalised)."""
+    try:
+        r = do()
+    except httpx.HTTPError as exc:
+        return type(exc)
+    body = _SID.sub("<sid>", r.text.replace(side.url, "<url>"))
+    headers = {k: r.headers[k] for k in ("retry-after", "connection") if k in r.headers}
+    if "mcp-session-id" in r.headers:
+        headers["mcp-session-id"] = "<sid>"
+    return (r.status_code, headers, body)
+
+
+def health(times: int = 1) -> Scenario:
+    return lambda c, s: [seen(s, lambda: c.get(s.health_url)) for _ in range(times)]
+
+
+def calls(*messages: dict[str, Any]) -> Scenario:
+    return lambda c, s: [seen(s, lambda m=m: c.post(s.mcp_url, json=m, headers=STATELESS)) for m in messages]
+
+
+def created_then_deleted(c: httpx.Client, s: Side) -> list[Any]:
+    r = c.post(s.mcp_url, json=tool("create_session", task_id="task-1"), headers=STATELESS)
+    sid = re.search(r'session_id\\": \\"([^\\]+)', r.text)
+    assert sid is not None, r.text
+    return [
+        seen(s, lambda: c.post(s.mcp_url, json=tool("delete_session", session_id=sid[1]), headers=STATELESS))
+    ]
+
+
+def session_era(c: httpx.Client, s: Side) -> list[Any]:
+    init = rpc(
+        "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+    )
+    r = c.post(s.mcp_url, json=init)
+    out = [seen(s, lambda: r)]
+    sid = {"Mcp-Session-Id": r.headers.get("mcp-session-id", "none")}
+    out.append(seen(s, lambda: c.post(s.mcp_url, json=rpc("tools/list", id=2), headers=sid)))
+    out.append(seen(s, lambda: c.post(s.mcp_url, json=rpc("tools/list", id=3), headers=sid)))
+    out.append(seen(s, lambda: c.delete(s.mcp_url, headers=sid)))
+    return out
+
+
+#: (fault plan, what the client does): every kind the in-process backend supports, at least once.
+CASES: list[tuple[str, Scenario]] = [
+    ("", health()),
+    ("status(code=503)@health[times=2]", health(3)),
+    ("status(code=429,retry_after=3)@tools/call", calls(tool("list_tasks"))),
+    ("absent", health()),
+    ("flap(every=2)", health(5)),
+    ("terminating", calls(tool("list_tasks"))),
+    ("jsonrpc_error(code=-32000,message=boom)@tools/call", calls(tool("list_tasks"), rpc("tools/list"))),
+    ("tool_error(text=nope)@tool:list_tasks", calls(tool("list_tasks"), tool("echo", text="hi"))),
+    ("session_expired@tools/list[nth=2]", session_era),
+    ("backend_gone", created_then_deleted),
+    ("backend_gone@tool:list_tasks", calls(tool("list_tasks"))),
+    ("malformed_json@tools/call", calls(tool("echo", text="hello"))),
+    ("die@health[nth=2]", health(3)),
+    ("die(restart=true)@health[nth=1]", health(2)),
+    ("delay(seconds=0.01)@health", health()),
+    ("", session_era),
+]
+
+
+def _client() -> httpx.Client:
+    return httpx.Client(timeout=2.0)
+
+
+@pytest.mark.parametrize(
+    ("plan", "scenario"), CASES, ids=[f"{p or 'none'}-{i}" for i, (p, _) in enumerate(CASES)]
+)
+def test_both_backends_give_the_client_the_same_outcome(plan: str, scenario: Scenario) -> None:
+    faults = parse_plan(plan)
+    with _client() as client, Sidecar(faults=faults) as socket_side:
+        over_sockets = scenario(client, socket_side)
+    with _client() as client, mock_sidecar(faults=faults) as side:
+        in_process = scenario(client, side)
+    assert in_process == over_sockets
+    # and both sidecars saw the same requests, with the same faults firing
+    assert side.journal.sequence() == socket_side.journal.sequence()
+    assert side.fired == socket_side.fired
+    assert [r.status for r in side.requests] == [r.status for r in socket_side.requests]
+
+
+def test_the_parity_cases_cover_every_supported_kind() -> None:
+    covered = {f.kind for plan, _ in CASES for f in parse_plan(plan)}
+    assert covered == set(SUPPORTED_KINDS)
+
+
+def test_the_die_outcomes_are_the_socket_exception_classes() -> None:
+    with _client() as client, mock_sidecar(faults=[Die(when=Trigger("health", nth=1))]) as side:
+        assert health(2)(client, side) == [httpx.ReadError, httpx.ConnectError]
+        assert side.state == "dead"
+        side.revive()
+        assert client.get(side.health_url).status_code == 200
+    assert side.journal.sequence() == ["GET /health", "GET /health"]  # refused requests never arrive
+
+
+def test_kill_and_revive_give_the_same_outcomes_on_both_backends() -> None:
+    def scenario(c: httpx.Client, s: Side) -> list[Any]:
+        out = [seen(s, lambda: c.get(s.health_url))]
+        s.kill()
+        out.append(seen(s, lambda: c.get(s.health_url)))
+        s.revive()
+        out.append(seen(s, lambda: c.get(s.health_url)))
+        return out
+
+    with _client() as client, Sidecar() as socket_side:
+        over_sockets = scenario(client, socket_side)
+    with _client() as client, mock_sidecar() as side:
+        in_process = scenario(client, side)
+    assert in_process == over_sockets
+    assert [o if isinstance(o, type) else o[0] for o in in_process] == [200, httpx.ConnectError, 200]
+
+
+def test_a_delay_longer_than_the_read_timeout_is_a_read_timeout_on_both_backends() -> None:
+    plan = parse_plan("delay(seconds=0.5)@health")
+    outcomes = []
+    for make in (lambda: Sidecar(faults=plan), lambda: mock_sidecar(faults=plan)):
+        with httpx.Client(timeout=0.05) as client, make() as side:
+            outcomes.append(seen(side, lambda c=client, s=side: c.get(s.health_url)))
+    assert outcomes == [httpx.ReadTimeout, httpx.ReadTimeout]
+
+
+async def test_async_clients_see_the_same_classes_and_answers() -> None:
+    plan = parse_plan("status(code=502)@health[nth=1]; die@health[nth=3]")
+    results = []
+    for make in (lambda: Sidecar(faults=plan), lambda: mock_sidecar(faults=plan)):
+        with make() as side:
+            out: list[Any] = []
+            async with httpx.AsyncClient(timeout=2.0) as client:
+                for _ in range(4):
+                    try:
+                        out.append((await client.get(side.health_url)).status_code)
+                    except httpx.HTTPError as exc:
+                        out.append(type(exc))
+            results.append(out)
+    assert results[0] == results[1] == [502, 200, httpx.ReadError, httpx.ConnectError]
+
+
+# -- refused: what needs sockets -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(NEEDS_SOCKETS))
+def test_faults_that_need_sockets_are_refused_with_the_reason(kind: str) -> None:
+    fault = fault_kinds()[kind]()
+    with pytest.raises(UnsupportedInProcess) as info:
+        mock_sidecar(faults=[fault])
+    assert str(info.value).startswith(
+        f"{kind!r} needs real sockets ({NEEDS_SOCKETS[kind]}); use the socket Sidecar"
+    )
+    with mock_sidecar() as side:
+        with pytest.raises(UnsupportedInProcess, match=f"^{kind!r} needs real sockets"):
+            side.inject(fault)
+        assert side.plan == ()
+
+
+def test_stall_is_refused_with_the_connection_reason() -> None:
+    with pytest.raises(UnsupportedInProcess) as info:
+        mock_sidecar(faults=["stall@tools/call"])
+    assert str(info.value).startswith(
+        "'stall' needs real sockets (it keeps a connection checked out with a body that never ends); "
+        "use the socket Sidecar"
+    )
+
+
+def test_freeze_at_runtime_is_refused() -> None:
+    with mock_sidecar() as side, pytest.raises(UnsupportedInProcess, match="'freeze' needs real sockets"):
+        side.freeze()
+
+
+def test_every_kind_is_either_supported_or_refused() -> None:
+    assert set(SUPPORTED_KINDS) | set(NEEDS_SOCKETS) == set(fault_kinds())
+    assert not set(SUPPORTED_KINDS) & set(NEEDS_SOCKETS)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"base_url": "http://sidecar.test/api"}, "base_url must be an http(s) origin without a path"),
+        ({"base_url": "sidecar.test"}, "base_url must be an http(s) origin"),
+        ({"era": "modern"}, "era must be one of 'auto', 'stateless', 'session', got 'modern'"),
+        ({"mcp_path": "mcp"}, "mcp_path must be a path starting with '/', got 'mcp'"),
+        ({"faults": "die"}, "faults must be a list of faults (or fault specs), got 'die'"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mock_sidecar(**kwargs)
+
+
+# -- routing ------------------------------------------------------------------------------------------
+
+
+def test_other_hosts_pass_through_to_the_network_and_two_in_process_sidecars_coexist() -> None:
+    with (
+        Sidecar() as real,
+        mock_sidecar() as a,
+        mock_sidecar(base_url="http://other.test", health_path="/ready") as b,
+        _client() as client,
+    ):
+        assert client.get(real.health_url).json() == {"status": "ok"}
+        assert client.get(a.health_url).json() == {"status": "ok"}
+        assert client.get("http://other.test/ready").json() == {"status": "ok"}
+        assert client.get("http://other.test/health").status_code == 404
+    assert real.journal.sequence() == ["GET /health"]
+    assert a.journal.sequence() == ["GET /health"]
+    assert b.journal.sequence() == ["GET /ready", "GET /health"]
+    assert all(r.conn_id == -1 for r in a.requests)
+    assert a.journal.connections == ()
+
+
+def test_after_the_block_nothing_is_intercepted() -> None:
+    with mock_sidecar(base_url="http://127.0.0.1:9") as side, _client() as client:
+        assert client.get(side.health_url).status_code == 200
+    with _client() as client, pytest.raises(httpx.ConnectError):
+        client.get("http://127.0.0.1:9/health")  # the discard port: nothing listens
+    assert side.state == "stopped"
+
+
+def test_mcp_2x_traffic_is_invisible_to_the_in_process_backend() -> None:
+    from mcp.client import Client
+
+    async def connect(url: str) -> None:
+        with anyio.fail_after(20):
+            async with Client(url) as client:
+                await client.list_tools()
+
+    side = mock_sidecar(base_url="http://127.0.0.1:9")
+    with side, pytest.raises(BaseException):  # noqa: B017, PT011 - the real network refused it
+        asyncio.run(connect(side.mcp_url))
+    assert side.journal.sequence() == []  # httpx2 went to the socket, never to respx
+
+
+def test_tool_handler_errors_are_re_raised_like_the_socket_sidecar() -> None:
+    from pytest_mcpfaults import SidecarError, Tool
+
+    def broken() -> str:
+        raise KeyError("oops")
+
+    bad = Tool("broken", broken, {"type": "object", "properties": {}})
+    side = mock_sidecar(tools=[bad])
+    with pytest.raises(SidecarError, match="KeyError"):  # noqa: PT012 - raised when the block ends
+        with side, _client() as client:
+            r = client.post(side.mcp_url, json=tool("broken"), headers=STATELESS)
+            assert r.json()["result"]["isError"] is True
+
+
+# -- the same fuzzing, in-process -------------------------------------------------------------------
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "examples"))
+from fuzzing_harness import HarnessError, Runner  # noqa: E402
+
+recorder = SpanRecorder()
+tracer = recorder.attach(TracerProvider()).get_tracer("harness")
+PLANS = fault_plans(max_faults=2, kinds=SUPPORTED_KINDS)
+client = httpx.Client(timeout=2.0)
+
+
+def flips(plan: list[Fault], *, hardened: bool) -> bool:
+    recorder.clear()
+    with mock_sidecar(faults=plan) as side:
+        with contextlib.suppress(HarnessError):  # the session may fail; it must not flip
+            Runner(client, side.mcp_url, tracer, hardened=hardened).run()
+    return bool(cleanup_never_flips(recorder.spans()))
+
+
+def test_in_process_fuzzing_shrinks_the_unhardened_flip_to_the_same_plan() -> None:
+    found = find(
+        PLANS, lambda p: flips(p, hardened=False), settings=settings(derandomize=True, database=None)
+    )
+    assert [str(f) for f in found] == ["backend_gone"]
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(plan=PLANS)
+def test_in_process_the_hardened_runner_never_flips(plan: list[Fault]) -> None:
+    assert not flips(plan, hardened=True)
