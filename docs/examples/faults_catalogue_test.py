@@ -30,20 +30,28 @@ from pytest_mcpfaults import (
 )
 
 # a stateless-era tools/call, for plain httpx
-CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}
+CALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "echo", "arguments": {"text": "hi"}},
+}
 MODERN = {"MCP-Protocol-Version": "2026-07-28"}
 
 
 # --8<-- [start:die]
 @pytest.mark.mcp_sidecar(faults=[Die(when=Trigger("tools/call", nth=2))])
 async def test_die(mcp_sidecar):
-    with pytest.raises(BaseExceptionGroup):  # exit re-raises the transport error (httpx2.ReadError)
+    # leaving `async with` re-raises the transport error: ExceptionGroup[httpx2.ReadError]
+    with pytest.raises(ExceptionGroup):  # noqa: F821, PT012  (Python 3.11+)
         async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
             await client.call_tool("echo", {"text": "one"})
             await client.call_tool("echo", {"text": "two"})  # the sidecar dies under this call
     with pytest.raises(httpx.ConnectError):
         httpx.get(mcp_sidecar.health_url)  # and stays dead: connection refused
     assert mcp_sidecar.fired == {"die": 1}
+
+
 # --8<-- [end:die]
 
 
@@ -55,6 +63,8 @@ async def test_freeze(mcp_sidecar):
             await client.call_tool("echo", {"text": "hi"})
     assert mcp_sidecar.state == "frozen"  # every later request is held too, until release()
     mcp_sidecar.assert_client_gave_up(within=1.0)
+
+
 # --8<-- [end:freeze]
 
 
@@ -65,6 +75,8 @@ def test_hang(mcp_sidecar):
         httpx.get(mcp_sidecar.health_url, timeout=0.2)
     mcp_sidecar.assert_client_gave_up(within=1.0, target="health")
     assert mcp_sidecar.requests[0].hold == "client_closed"
+
+
 # --8<-- [end:hang]
 
 
@@ -74,6 +86,8 @@ async def test_delay(mcp_sidecar):
     async with Client(mcp_sidecar.mcp_url, mode="auto", read_timeout_seconds=0.2) as client:
         with pytest.raises(MCPError, match="timed out"):
             await client.call_tool("echo", {"text": "hi"})
+
+
 # --8<-- [end:delay]
 
 
@@ -82,6 +96,8 @@ async def test_delay(mcp_sidecar):
 def test_status(mcp_sidecar):
     codes = [httpx.get(mcp_sidecar.health_url).status_code for _ in range(4)]
     assert codes == [503, 503, 503, 200]  # a runner that is starting up
+
+
 # --8<-- [end:status]
 
 
@@ -90,6 +106,8 @@ def test_status(mcp_sidecar):
 def test_flap(mcp_sidecar):
     codes = [httpx.get(mcp_sidecar.health_url).status_code for _ in range(6)]
     assert codes == [200, 200, 503, 503, 200, 200]
+
+
 # --8<-- [end:flap]
 
 
@@ -97,6 +115,8 @@ def test_flap(mcp_sidecar):
 @pytest.mark.mcp_sidecar(faults=[Absent()])
 def test_absent(mcp_sidecar):
     assert httpx.get(mcp_sidecar.health_url).status_code == 404  # like exgentic sidecars
+
+
 # --8<-- [end:absent]
 
 
@@ -106,19 +126,26 @@ def test_terminating(mcp_sidecar):
     assert httpx.get(mcp_sidecar.health_url).json() == {"status": "ok"}  # still says ready
     r = httpx.post(mcp_sidecar.mcp_url, json=CALL, headers=MODERN)
     assert (r.status_code, r.headers["Connection"]) == (503, "close")
+
+
 # --8<-- [end:terminating]
 
 
 # --8<-- [start:stall]
 @pytest.mark.mcp_sidecar(faults=[Stall(after_bytes=10, when="tools/call")])
 def test_stall(mcp_sidecar):
-    with httpx.Client(timeout=httpx.Timeout(2.0, read=0.3)) as client:
-        with client.stream("POST", mcp_sidecar.mcp_url, json=CALL, headers=MODERN) as resp:
-            chunks = resp.iter_raw()
-            assert resp.status_code == 200 and next(chunks) == b'{"jsonrpc"'  # 10 bytes, then nothing
-            with pytest.raises(httpx.ReadTimeout):
-                next(chunks)
+    with (
+        httpx.Client(timeout=httpx.Timeout(2.0, read=0.3)) as client,
+        client.stream("POST", mcp_sidecar.mcp_url, json=CALL, headers=MODERN) as resp,
+    ):
+        chunks = resp.iter_raw()
+        assert resp.status_code == 200
+        assert next(chunks) == b'{"jsonrpc"'  # 10 bytes, then nothing
+        with pytest.raises(httpx.ReadTimeout):
+            next(chunks)
     mcp_sidecar.assert_client_released(within=1.0)
+
+
 # --8<-- [end:stall]
 
 
@@ -128,6 +155,8 @@ async def test_drip(mcp_sidecar):
     async with Client(mcp_sidecar.mcp_url, mode="auto") as client:
         result = await client.call_tool("echo", {"text": "hi"})  # slow, but whole
     assert result.content[0].text == "hi"
+
+
 # --8<-- [end:drip]
 
 
@@ -136,6 +165,8 @@ async def test_drip(mcp_sidecar):
 def test_truncate(mcp_sidecar):
     with pytest.raises(httpx.RemoteProtocolError, match="received 10 bytes"):
         httpx.post(mcp_sidecar.mcp_url, json=CALL, headers=MODERN)
+
+
 # --8<-- [end:truncate]
 
 
@@ -145,6 +176,8 @@ def test_reset(mcp_sidecar):
     with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):  # RST before the status line
         httpx.post(mcp_sidecar.mcp_url, json=CALL, headers=MODERN)
     assert mcp_sidecar.journal.connections[0].closed_by == "sidecar"
+
+
 # --8<-- [end:reset]
 
 
@@ -154,6 +187,8 @@ async def test_malformed_json(mcp_sidecar):
     async with Client(mcp_sidecar.mcp_url, mode="auto") as client:
         with pytest.raises(MCPError, match="Failed to parse JSON response"):
             await client.call_tool("echo", {"text": "hi"})
+
+
 # --8<-- [end:malformed_json]
 
 
@@ -164,6 +199,8 @@ async def test_endless_sse(mcp_sidecar):
         result = await client.call_tool("echo", {"text": "hi"})  # mcp 2.x takes the event ...
     assert result.content[0].text == "hi"
     mcp_sidecar.assert_client_released(within=1.0)  # ... and closes the endless stream
+
+
 # --8<-- [end:endless_sse]
 
 
@@ -173,6 +210,8 @@ async def test_jsonrpc_error(mcp_sidecar):
     async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
         with pytest.raises(MCPError, match="backend exploded"):
             await client.call_tool("echo", {"text": "hi"})
+
+
 # --8<-- [end:jsonrpc_error]
 
 
@@ -181,7 +220,10 @@ async def test_jsonrpc_error(mcp_sidecar):
 async def test_tool_error(mcp_sidecar):
     async with Client(mcp_sidecar.mcp_url, mode="auto") as client:
         result = await client.call_tool("echo", {"text": "hi"})  # no exception: a result
-    assert result.is_error and result.content[0].text == "disk full"
+    assert result.is_error
+    assert result.content[0].text == "disk full"
+
+
 # --8<-- [end:tool_error]
 
 
@@ -193,6 +235,8 @@ async def test_session_expired(mcp_sidecar):
         with pytest.raises(MCPError, match="Session not found"):
             await client.call_tool("echo", {"text": "two"})  # no re-initialise follows
     assert mcp_sidecar.journal.sequence().count("POST initialize") == 1
+
+
 # --8<-- [end:session_expired]
 
 
@@ -206,4 +250,6 @@ async def test_backend_gone(mcp_sidecar):
     assert json.loads(deleted.content[0].text) == {
         "error": f"Error closing session {sid}: Service at {mcp_sidecar.url} is no longer alive"
     }
+
+
 # --8<-- [end:backend_gone]

@@ -17,6 +17,8 @@ def test_kill_and_revive(mcp_sidecar):
     mcp_sidecar.revive()  # the same port again
     assert mcp_sidecar.port == port
     assert httpx.get(mcp_sidecar.health_url).status_code == 200
+
+
 # --8<-- [end:kill_revive]
 
 
@@ -27,6 +29,8 @@ def test_crash_loop(mcp_sidecar):
         httpx.post(mcp_sidecar.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert httpx.get(mcp_sidecar.health_url).status_code == 200  # ... and it is back at once
     assert mcp_sidecar.state == "running"
+
+
 # --8<-- [end:restart]
 
 
@@ -41,6 +45,8 @@ def test_freeze_then_release(mcp_sidecar):
     probe.join(5)
     assert answers[0].status_code == 200
     assert mcp_sidecar.requests[0].hold == "released"
+
+
 # --8<-- [end:freeze_release]
 
 
@@ -56,6 +62,8 @@ def test_inject_and_clear(mcp_sidecar):
     mcp_sidecar.release()  # the stalled body completes
     probe.join(5)
     assert answers[0].json() == {"status": "ok"}
+
+
 # --8<-- [end:inject]
 
 
@@ -66,11 +74,15 @@ def test_patience_budget():
             httpx.get(sidecar.health_url, timeout=5.0)
         sidecar.wait_idle()
         (held,) = sidecar.requests
-        assert held.hold == "patience" and held.waited >= 0.3
+        assert held.hold == "patience"
+        assert held.waited >= 0.3
         (violation,) = sidecar.patience_violations
-        assert violation.budget == 0.3 and not violation.expected
-        with pytest.raises(AssertionError, match="waited 0.3 s"):
+        assert violation.budget == 0.3
+        assert not violation.expected
+        with pytest.raises(AssertionError, match=r"waited 0\.3 s"):
             sidecar.assert_no_patience_violations()
+
+
 # --8<-- [end:patience]
 
 
@@ -82,8 +94,11 @@ def test_the_journal_measures_client_patience(mcp_sidecar):
     mcp_sidecar.wait_idle()  # the connection is closed and the record is final
     (r,) = mcp_sidecar.requests
     assert (r.fault, r.fault_kind, r.held, r.hold) == ("hang@health", "hang", True, "client_closed")
-    assert r.client_closed and r.client_closed_at >= r.started_at
+    assert r.client_closed
+    assert r.client_closed_at >= r.started_at
     assert r.waited > 0.1  # how long the client waited before hanging up: about its 0.2 s timeout
     assert mcp_sidecar.journal.connections[0].closed_by == "client"
     assert mcp_sidecar.fired == {"hang": 1}
+
+
 # --8<-- [end:journal]
