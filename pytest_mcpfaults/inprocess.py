@@ -34,6 +34,7 @@ imports it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 import time
@@ -58,6 +59,7 @@ __all__ = [
     "InProcessSidecar",
     "UnsupportedInProcess",
     "check_plan",
+    "intercepting",
     "mock_sidecar",
 ]
 
@@ -146,8 +148,58 @@ def _request_origin(request: httpx.Request) -> tuple[str, str, int]:
     return url.scheme, url.host.lower(), url.port or (443 if url.scheme == "https" else 80)
 
 
-_ACTIVE_LOCK = threading.Lock()
-_ACTIVE: dict[tuple[str, str, int], InProcessSidecar] = {}
+class _Interception:
+    """One respx router for every in-process sidecar, started while anyone needs it.
+
+    Starting respx patches httpcore (milliseconds); registering a sidecar is a dict insert. Holding
+    the router across many sidecars (:func:`intercepting`) makes a sidecar per example cheap.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sidecars: dict[tuple[str, str, int], InProcessSidecar] = {}
+        self.users = 0
+        self.router: respx.MockRouter | None = None
+
+    def acquire(self) -> None:
+        with self.lock:
+            self.users += 1
+            if self.router is None:
+                router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
+                router.route().mock(side_effect=self.route)
+                router.start()
+                self.router = router
+
+    def release(self) -> None:
+        with self.lock:
+            self.users -= 1
+            if self.users == 0 and self.router is not None:
+                self.router.stop()
+                self.router = None
+
+    def route(self, request: httpx.Request) -> httpx.Response | httpx.Request:
+        sidecar = self.sidecars.get(_request_origin(request))
+        if sidecar is None:
+            return request  # not an in-process sidecar's origin: pass through to the network
+        return sidecar._dispatch(request)
+
+
+_INTERCEPTION = _Interception()
+
+
+@contextlib.contextmanager
+def intercepting() -> Iterator[None]:
+    """Keep the respx interception installed for the whole block, so in-process sidecars created
+    inside it (one per Hypothesis example, say) cost a registration instead of a respx start+stop::
+
+        with inprocess.intercepting():
+            run_the_property()       # each example: with mock_sidecar(faults=plan) as side: ...
+    """
+    _INTERCEPTION.acquire()
+    try:
+        yield
+    finally:
+        _INTERCEPTION.release()
 
 
 class InProcessSidecar:
@@ -159,8 +211,9 @@ class InProcessSidecar:
     ``clear_faults()``, ``check_errors()``. Arguments are those of ``Sidecar`` that make sense
     without sockets; faults that need sockets raise :class:`UnsupportedInProcess`.
 
-    ``pass_through=True`` (the default) lets httpx requests to any other origin reach the network
-    (e.g. a socket sidecar on 127.0.0.1); a respx router you start *after* this one will not see them.
+    httpx requests to any other origin go to the network as usual (e.g. to a socket sidecar on
+    127.0.0.1); a respx router of your own started *after* the first in-process sidecar does not see
+    them, so start yours first. Making one sidecar per example is cheap inside :func:`intercepting`.
     """
 
     def __init__(
@@ -175,7 +228,6 @@ class InProcessSidecar:
         tool_sets: Sequence[str] = TOOL_SETS,
         faults: Sequence[F.Fault | str] = (),
         service_url: str | None = None,
-        pass_through: bool = True,
     ) -> None:
         parts = urlsplit(base_url) if isinstance(base_url, str) else None
         if (
@@ -205,7 +257,6 @@ class InProcessSidecar:
         self.mcp_path, self.health_path, self.era, self.reply = mcp_path, health_path, era, reply
         self._origin = _origin(self.url)
         self._service_url = service_url
-        self._pass_through = pass_through
         self.benchmark = BenchmarkSessions()
         self._tools = builtin_tools(tuple(tool_sets), self.benchmark)
         for t in tools:
@@ -217,7 +268,6 @@ class InProcessSidecar:
         self._errors: list[tuple[str, BaseException]] = []
         self._mcp = McpEndpoint(era=era, tools=self._tools, get_stream=False, on_error=self._record_error)
         self._lock = threading.RLock()
-        self._router: respx.MockRouter | None = None
         self._state = "new"
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -225,26 +275,21 @@ class InProcessSidecar:
         """Start intercepting httpx requests to ``url``; returns ``self``."""
         if self._state != "new":
             raise RuntimeError(f"InProcessSidecar.start(): already {self._state}; it starts once")
-        with _ACTIVE_LOCK:
-            other = _ACTIVE.get(self._origin)
-            if other is not None:
+        with _INTERCEPTION.lock:
+            if self._origin in _INTERCEPTION.sidecars:
                 raise ValueError(f"mock_sidecar: another in-process sidecar already answers {self.url}")
-            _ACTIVE[self._origin] = self
-        router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
-        router.route().mock(side_effect=self._route)
-        router.start()
-        self._router = router
+            _INTERCEPTION.sidecars[self._origin] = self
+        _INTERCEPTION.acquire()
         self._state = "running"
         return self
 
     def stop(self) -> None:
         """Stop intercepting. Idempotent."""
-        if self._router is not None:
-            self._router.stop()
-            self._router = None
-        with _ACTIVE_LOCK:
-            if _ACTIVE.get(self._origin) is self:
-                del _ACTIVE[self._origin]
+        if self._state in ("running", "dead"):
+            with _INTERCEPTION.lock:
+                if _INTERCEPTION.sidecars.get(self._origin) is self:
+                    del _INTERCEPTION.sidecars[self._origin]
+            _INTERCEPTION.release()
         self._state = "stopped"
 
     def __enter__(self) -> InProcessSidecar:
@@ -346,12 +391,7 @@ class InProcessSidecar:
             raise SidecarError(list(self._errors)) from self._errors[0][1]
 
     # -- request handling ------------------------------------------------------------------------
-    def _route(self, request: httpx.Request) -> httpx.Response | httpx.Request | None:
-        origin = _request_origin(request)
-        if origin != self._origin:
-            if not self._pass_through or origin in _ACTIVE:
-                return None  # not ours: another router (another in-process sidecar) may answer it
-            return request  # pass through to the network
+    def _dispatch(self, request: httpx.Request) -> httpx.Response:
         with self._lock:
             return self._answer(request)
 
@@ -510,7 +550,7 @@ def mock_sidecar(
             assert httpx.get(side.health_url).status_code == 503
 
     Other keyword arguments: ``mcp_path``, ``health_path``, ``era``, ``reply``, ``tools``,
-    ``tool_sets``, ``service_url``, ``pass_through`` (see :class:`InProcessSidecar`). Raises
+    ``tool_sets``, ``service_url`` (see :class:`InProcessSidecar`). Raises
     :class:`UnsupportedInProcess` for faults that need sockets.
     """
     return InProcessSidecar(base_url=base_url, faults=faults, **kwargs)

@@ -63,6 +63,9 @@ from pytest_mcpfaults.strategies import faults
 __all__ = ["SessionLifecycleMachine", "TeardownNotBounded"]
 
 
+_STRATEGIES: dict[type, st.SearchStrategy[F.Fault]] = {}  # one per machine class
+
+
 class TeardownNotBounded(AssertionError):
     """``delete_session`` made too many requests or took longer than the machine's budget."""
 
@@ -203,11 +206,11 @@ class SessionLifecycleMachine(RuleBasedStateMachine):
         """Faults the ``inject`` rule draws: ``faults(fault_kinds, fault_targets)`` with blocking
         faults on ``fault_patience`` (held requests end quietly when it runs out)."""
         cls = type(self)
-        cached = cls.__dict__.get("_fault_strategy")
+        cached: st.SearchStrategy[F.Fault] | None = _STRATEGIES.get(cls)
         if cached is None:
             cached = faults(cls.fault_kinds, cls.fault_targets, patience=cls.fault_patience, expect_hang=True)
-            cls._fault_strategy = cached  # type: ignore[attr-defined]
-        return cached  # type: ignore[no-any-return]
+            _STRATEGIES[cls] = cached
+        return cached
 
     # -- invariants ------------------------------------------------------------------------------
     def span_violations(self) -> list[Violation]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -21,6 +21,7 @@ from pytest_mcpfaults.inprocess import (
     SUPPORTED_KINDS,
     InProcessSidecar,
     UnsupportedInProcess,
+    intercepting,
     mock_sidecar,
 )
 from pytest_mcpfaults.invariants import cleanup_never_flips
@@ -285,7 +286,7 @@ def test_tool_handler_errors_are_re_raised_like_the_socket_sidecar() -> None:
 
     bad = Tool("broken", broken, {"type": "object", "properties": {}})
     side = mock_sidecar(tools=[bad])
-    with pytest.raises(SidecarError, match="KeyError"):  # noqa: PT012 - raised when the block ends
+    with pytest.raises(SidecarError, match="KeyError"):  # noqa: PT012, SIM117 - raised when the block ends
         with side, _client() as client:
             r = client.post(side.mcp_url, json=tool("broken"), headers=STATELESS)
             assert r.json()["result"]["isError"] is True
@@ -302,25 +303,42 @@ from fuzzing_harness import HarnessError, Runner  # noqa: E402
 recorder = SpanRecorder()
 tracer = recorder.attach(TracerProvider()).get_tracer("harness")
 PLANS = fault_plans(max_faults=2, kinds=SUPPORTED_KINDS)
+DERANDOMIZED = settings(derandomize=True, database=None, deadline=None)
 client = httpx.Client(timeout=2.0)
 
 
 def flips(plan: list[Fault], *, hardened: bool) -> bool:
     recorder.clear()
-    with mock_sidecar(faults=plan) as side:
+    with mock_sidecar(faults=plan) as side:  # noqa: SIM117
         with contextlib.suppress(HarnessError):  # the session may fail; it must not flip
             Runner(client, side.mcp_url, tracer, hardened=hardened).run()
     return bool(cleanup_never_flips(recorder.spans()))
 
 
-def test_in_process_fuzzing_shrinks_the_unhardened_flip_to_the_same_plan() -> None:
-    found = find(
-        PLANS, lambda p: flips(p, hardened=False), settings=settings(derandomize=True, database=None)
-    )
-    assert [str(f) for f in found] == ["backend_gone"]
+@pytest.fixture(scope="class")
+def interception() -> Iterator[None]:
+    with intercepting():  # one respx start for the whole class: a sidecar per example is cheap
+        yield
 
 
-@settings(max_examples=300, derandomize=True, database=None, deadline=None)
-@given(plan=PLANS)
-def test_in_process_the_hardened_runner_never_flips(plan: list[Fault]) -> None:
-    assert not flips(plan, hardened=True)
+@pytest.mark.usefixtures("interception")
+class TestFuzzingInProcess:
+    def test_the_unhardened_flip_shrinks_to_the_same_plan_as_over_sockets(self) -> None:
+        found = find(PLANS, lambda p: flips(p, hardened=False), settings=DERANDOMIZED)
+        assert [str(f) for f in found] == ["backend_gone"]
+
+    @settings(DERANDOMIZED, max_examples=300)
+    @given(plan=PLANS)
+    def test_the_hardened_runner_never_flips(self, plan: list[Fault]) -> None:
+        assert not flips(plan, hardened=True)
+
+
+def test_interception_is_held_only_inside_the_block() -> None:
+    with intercepting():
+        with mock_sidecar() as a, _client() as client:
+            assert client.get(a.health_url).status_code == 200
+        with mock_sidecar() as b, _client() as client:  # same origin again: a fresh sidecar
+            assert client.get(b.health_url).status_code == 200
+        assert (len(a.journal), len(b.journal)) == (1, 1)
+    with _client() as client, pytest.raises(httpx.ConnectError):
+        client.get("http://127.0.0.1:9/health")
