@@ -7,6 +7,10 @@ import json
 from typing import Any
 
 import httpx
+
+# pytester's in-process runs drop the modules they import, and hypothesis's pytest plugin imports
+# hypothesis in every run's terminal summary (seconds on a busy machine): import it once, up front.
+import hypothesis.internal.observability  # noqa: F401
 import pytest
 from mcp.client import Client
 
