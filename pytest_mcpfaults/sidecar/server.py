@@ -8,6 +8,7 @@ request handling runs on the loop thread. The journal is shared, lock-protected,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import random
 import threading
@@ -233,7 +234,9 @@ class Sidecar:
         return self
 
     async def _start(self) -> None:
-        self._web = _WebServer(self, access_log=None, handler_cancellation=False)
+        # lingering_time: after answering without reading a body (413), drain it for at most 1 s
+        # (aiohttp's default: 10 s), then close: a client that keeps sending cannot keep it busy.
+        self._web = _WebServer(self, access_log=None, handler_cancellation=False, lingering_time=1.0)
         await self._listen()
         self._state = "running"
 
@@ -252,16 +255,40 @@ class Sidecar:
 
     async def _stop(self) -> None:
         self._state = "stopped"
-        if self._server is not None:
-            self._server.close()
+        await self._close_listener()
         self._end_holds("teardown")
         for fut in self._streams:
             if not fut.done():
                 fut.set_result("teardown")
         self._abort_all()
+        # abort() closes each socket in a later loop callback: wait for those, so that when stop()
+        # returns no socket of this sidecar is left open (an idle keep-alive connection otherwise
+        # outlived stop(), and shutdown() below does not always yield to the loop).
+        lost = [c.lost for c in self._conns.values() if not c.lost.done()]
+        if lost:
+            await asyncio.wait(lost, timeout=0.5)
         if self._web is not None:
             await self._web.shutdown(0.05)
         self._server = None
+
+    async def _close_listener(self) -> None:
+        """Close the listening socket without stranding connections the loop has just accepted.
+
+        asyncio builds the transport of an accepted socket a loop step later and, before Python 3.12,
+        fails to (``Server._attach`` asserts) once the server is closed, leaking the socket. So: stop
+        accepting, let those transports reach ``connection_made`` (they are then aborted like every
+        other connection), and only then close.
+        """
+        server, self._server = self._server, None
+        if server is None:
+            return
+        loop = asyncio.get_running_loop()
+        for sock in getattr(server, "sockets", None) or ():  # asyncio.Server has them
+            with contextlib.suppress(NotImplementedError, ValueError, OSError):  # other loops: best effort
+                loop.remove_reader(sock.fileno())
+        for _ in range(3):  # accept task step, then connection_made: two loop steps, plus one spare
+            await asyncio.sleep(0)
+        server.close()
 
     def __enter__(self) -> Sidecar:
         return self.start() if self._state == "new" else self
@@ -391,9 +418,7 @@ class Sidecar:
         """Remove every planned fault (held requests stay held: see :meth:`release`)."""
         _loop.run(self._inject(None))
 
-    def mount(
-        self, prefix: str, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-    ) -> None:
+    def mount(self, prefix: str, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]) -> None:
         """Answer ``prefix`` and every path under it with ``handler`` (a coroutine run on the loop thread)
         instead of the sidecar: no fault, freeze or patience applies, and no request record is written
         (the TCP connection is still recorded). The command line's control endpoint uses this."""
@@ -438,9 +463,8 @@ class Sidecar:
             await self._release()
 
     async def _die(self, *, restart: bool) -> None:
-        if not restart and self._server is not None:
-            self._server.close()
-            self._server = None
+        if not restart:
+            await self._close_listener()
         self._state = "running" if restart else "dead"
         self._end_holds("teardown")
         self._abort_all()
@@ -461,7 +485,13 @@ class Sidecar:
     def _conn_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
         peer = transport.get_extra_info("peername")
         cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
-        self._conns[handler] = _Conn(cid, transport, asyncio.get_running_loop().create_future())
+        conn = self._conns[handler] = _Conn(cid, transport, asyncio.get_running_loop().create_future())
+        if self._state in ("stopped", "dead"):  # accepted just before the listener closed
+            conn.closed_by_us = True
+            # Reset after aiohttp's start() task took its first step (it is created right after this
+            # hook and asserts that the connection is still there): two call_soon hops.
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, reset_transport, transport)
 
     def _conn_lost(self, handler: web_protocol.RequestHandler) -> None:
         conn = self._conns.pop(handler, None)
@@ -491,7 +521,7 @@ class Sidecar:
         out = Delivery()
         try:
             return await self._answer(request, conn, rid, out)
-        except Dropped:
+        except (Dropped, ConnectionResetError):  # also: a body write found the transport closing
             if not conn.lost.done():  # reset/truncate/die cut it: the sidecar closed it, not the client
                 conn.closed_by_us = True
             return web.Response(status=500)  # the transport is gone; aiohttp drops this
@@ -523,7 +553,12 @@ class Sidecar:
         body = await self._read_body(request)
         if body is None:
             out.status = 413
-            return web.Response(status=413, text=f"request body over {self.max_body_bytes} bytes")
+            conn.closed_by_us = True  # Connection: close; aiohttp closes it after a short drain
+            return web.Response(
+                status=413,
+                text=f"request body over {self.max_body_bytes} bytes",
+                headers={"Connection": "close"},
+            )
         info = self._classify(request, body)
         if info.mcp is not None:
             m = info.mcp
