@@ -64,6 +64,7 @@ def flips(plan: list[Fault], *, hardened: bool) -> list[Violation]:
     return cleanup_never_flips(recorder.spans())
 
 
+@pytest.mark.timeout(600)
 def test_fuzzing_the_unhardened_runner_finds_the_flip_and_shrinks_it_to_backend_gone_at_delete() -> None:
     minimal = find(
         PLANS, lambda plan: bool(flips(plan, hardened=False)), settings=settings(SETTINGS, max_examples=200)
@@ -226,6 +227,7 @@ class UnhardenedExampleRunnerMachine(ExampleRunnerMachine):
     hardened = False
 
 
+@pytest.mark.timeout(600)
 def test_the_state_machine_finds_the_flip_in_the_unhardened_example_runner() -> None:
     with pytest.raises(SpanInvariantError) as failure:
         run_state_machine_as_test(
@@ -240,3 +242,13 @@ def test_the_state_machine_passes_the_hardened_example_runner() -> None:
     run_state_machine_as_test(
         ExampleRunnerMachine, settings=settings(SETTINGS, max_examples=15, stateful_step_count=10)
     )
+
+
+def test_the_docs_quote_the_shrink_output_that_the_docs_example_asserts() -> None:
+    # docs/examples/fuzzing_test.py asserts these lines against a real run (tests/test_docs.py runs it)
+    page = (Path(__file__).resolve().parent.parent / "docs" / "fuzzing.md").read_text()
+    example = (Path(__file__).resolve().parent.parent / "docs" / "examples" / "fuzzing_test.py").read_text()
+    for line in ("plan=[BackendGone(when=Trigger('tool:delete_session'))]", "plan: backend_gone"):
+        assert line in page
+        assert line in example
+    assert "Failing test case: unhardened_runner_never_flips(" in page
