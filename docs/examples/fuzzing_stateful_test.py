@@ -36,7 +36,7 @@ class RunnerMachine(SessionLifecycleMachine):
         self.run.close()
 
 RunnerMachine.TestCase.settings = settings(
-    max_examples=30, stateful_step_count=15, derandomize=True, database=None, deadline=None
+    max_examples=20, stateful_step_count=10, derandomize=True, database=None, deadline=None
 )
 TestHardenedRunner = RunnerMachine.TestCase  # passes: cleanup never flips the session
 
@@ -50,7 +50,7 @@ def test_the_machine_finds_the_flip_in_the_unhardened_runner():
         run_state_machine_as_test(
             UnhardenedRunnerMachine,
             settings=settings(
-                max_examples=100, stateful_step_count=15, derandomize=True, database=None, deadline=None
+                max_examples=100, stateful_step_count=10, derandomize=True, database=None, deadline=None
             ),
         )
 
