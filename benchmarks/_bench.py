@@ -34,6 +34,8 @@ def median(xs: Sequence[float]) -> float:
 
 def fmt_s(seconds: float) -> str:
     """A duration with a sensible unit."""
+    if seconds < 0:
+        return "-" + fmt_s(-seconds)
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f} µs"
     if seconds < 1.0:
