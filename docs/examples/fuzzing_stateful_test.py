@@ -35,6 +35,7 @@ class RunnerMachine(SessionLifecycleMachine):
     def delete_session(self):
         self.run.close()
 
+
 RunnerMachine.TestCase.settings = settings(
     max_examples=20, stateful_step_count=10, derandomize=True, database=None, deadline=None
 )
