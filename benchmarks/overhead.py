@@ -17,7 +17,7 @@ from pathlib import Path
 import _bench
 
 TESTS = 200
-REPEAT = 7
+REPEAT = 5
 
 
 def make_suite(root: Path) -> None:

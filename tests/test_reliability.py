@@ -220,6 +220,7 @@ def test_allow_remote_binds_the_wildcard_address_on_purpose() -> None:
     with Sidecar(host="0.0.0.0", allow_remote=True) as sc:
         assert sc.url.startswith("http://")
         assert httpx.get(f"http://127.0.0.1:{sc.port}{sc.health_path}", timeout=5).json() == {"status": "ok"}
+        sc.wait_idle(5)  # the client's connection closed on the sidecar's side too
         assert process_tcp_sockets(sc.port)["local"] == ["0A"]  # one listener (state 0A: LISTEN)
         with open("/proc/net/tcp") as f:
             listeners = [ln.split()[1] for ln in f if ln.split()[3] == "0A"]
