@@ -27,6 +27,14 @@ def run_plugin(pytester: pytest.Pytester):  # type: ignore[no-untyped-def]
     """Run pytest in-process on the pytester dir with the plugin loaded as users load it."""
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest("-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function", *args)
+        return pytester.runpytest(
+            "-p",
+            "mcpfaults",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+            *args,
+        )
 
     return run

@@ -8,7 +8,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,10 @@ def _pages() -> list[Path]:
     return [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 
 
+def _flat(text: str) -> str:
+    return "\n".join(line.strip() for line in text.strip().splitlines())
+
+
 def _blocks(page: Path) -> list[str]:
     return _BLOCK.findall(page.read_text())
 
@@ -36,7 +43,7 @@ def test_there_are_examples_and_pages() -> None:
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: p.name)
 def test_python_blocks_come_from_files_that_run(page: Path) -> None:
-    sources = "\n".join(p.read_text() for p in _SOURCES)
+    flat_sources = _flat("\n".join(p.read_text() for p in _SOURCES))
     for block in _blocks(page):
         lines = block.strip().splitlines()
         if len(lines) == 1 and (m := _SNIPPET.match(lines[0])):
@@ -45,9 +52,13 @@ def test_python_blocks_come_from_files_that_run(page: Path) -> None:
             if m[2]:
                 assert f"[start:{m[2]}]" in target.read_text(), f"{page.name}: no section {m[2]!r} in {m[1]}"
             continue
-        assert block.strip() in sources, f"{page.name}: this code block is not taken from a file that runs:\n{block}"
+        # Compared line by line without indentation, so a method quoted dedented still matches.
+        assert _flat(block) in flat_sources, (
+            f"{page.name}: this code block is not taken from a file that runs:\n{block}"
+        )
 
 
+@pytest.mark.timeout(600)
 def test_doc_examples_pass(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(
         "-p",
@@ -66,3 +77,19 @@ def test_doc_examples_pass(pytester: pytest.Pytester) -> None:
     assert outcomes.get("passed", 0) >= 10
     # The only skip allowed is the mcp 1.x recipe, which runs in the tox env `mcp1`.
     assert outcomes.get("skipped", 0) <= 1
+
+
+@pytest.mark.timeout(300)
+def test_docs_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (site / "faults" / "index.html").exists()
+    assert "Catching the cleanup flip" in (site / "catching-the-flip" / "index.html").read_text()

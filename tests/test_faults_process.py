@@ -320,3 +320,14 @@ async def test_hang_on_tools_call_mcp_client_times_out_and_hangs_up(mode: str) -
         assert call.fault_kind == "hang"
         assert call.hold == "client_closed"
         assert sc.patience_violations == ()
+
+
+def test_runtime_kill_and_freeze_count_as_fired_for_coverage() -> None:
+    with Sidecar() as sc:
+        assert sc.fired == {}
+        sc.freeze()
+        sc.release()
+        sc.kill()
+        assert sc.fired == {"freeze": 1, "die": 1}
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(sc.health_url, timeout=1.0)

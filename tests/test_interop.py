@@ -92,18 +92,34 @@ def test_plain_httpx_session_era(reply: str) -> None:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
         }
         r = http.post("/mcp", json=init, headers=hdr)
         assert r.status_code == 200
         sid = r.headers["Mcp-Session-Id"]
         hdr |= {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
-        assert http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdr).status_code == 202
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "raw"}}}
+        assert (
+            http.post(
+                "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdr
+            ).status_code
+            == 202
+        )
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "raw"}},
+        }
         r = http.post("/mcp", json=call, headers=hdr)
         body = _decode(r)
         assert body["result"]["content"][0]["text"] == "raw"
-        assert r.headers["content-type"].startswith("text/event-stream" if reply == "sse" else "application/json")
+        assert r.headers["content-type"].startswith(
+            "text/event-stream" if reply == "sse" else "application/json"
+        )
         assert http.delete("/mcp", headers=hdr).status_code == 200
         assert http.post("/mcp", json=call, headers=hdr).status_code == 404
         assert http.get("/health").json() == {"status": "ok"}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 
-def test_mcp_sidecar_fixture_serves_and_is_configured_by_the_marker(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+def test_mcp_sidecar_fixture_serves_and_is_configured_by_the_marker(
+    pytester: pytest.Pytester, run_plugin
+) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         """
         import httpx, pytest
@@ -14,7 +16,8 @@ def test_mcp_sidecar_fixture_serves_and_is_configured_by_the_marker(pytester: py
         def test_it(mcp_sidecar):
             assert mcp_sidecar.health_url.endswith("/healthz")
             assert httpx.get(mcp_sidecar.health_url).json() == {"status": "ok"}
-            assert httpx.post(mcp_sidecar.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "server/discover"}).status_code == 400
+            probe = {"jsonrpc": "2.0", "id": 1, "method": "server/discover"}
+            assert httpx.post(mcp_sidecar.mcp_url, json=probe).status_code == 400
 
         def test_default(mcp_sidecar):
             assert mcp_sidecar.era == "auto" and mcp_sidecar.url.startswith("http://127.0.0.1:")
@@ -27,10 +30,19 @@ def test_mcp_sidecar_fixture_serves_and_is_configured_by_the_marker(pytester: py
 def test_fixtures_are_listed_with_their_docs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest_subprocess("-p", "mcpfaults", "--fixtures")
-    result.stdout.fnmatch_lines(["mcp_sidecar*", "*A started fake MCP sidecar*", "mcp_sidecar_factory*", "*factory of started sidecars*"])
+    result.stdout.fnmatch_lines(
+        [
+            "mcp_sidecar*",
+            "*A started fake MCP sidecar*",
+            "mcp_sidecar_factory*",
+            "*factory of started sidecars*",
+        ]
+    )
 
 
-def test_fixtures_are_listed_with_plugin_autoload_disabled(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fixtures_are_listed_with_plugin_autoload_disabled(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest_subprocess("-p", "mcpfaults", "--fixtures")
@@ -43,11 +55,16 @@ def test_fixtures_are_listed_with_plugin_autoload_disabled(pytester: pytest.Pyte
         ("mcp_sidecar(colour='red')", "*unknown argument 'colour'*valid arguments*host, port*"),
         ("mcp_sidecar(port=70000)", "*port must be an integer in 0..65535*got 70000*"),
         ("mcp_sidecar(host='10.1.2.3')", "*host '10.1.2.3' is not a loopback address*allow_remote=True*"),
-        ("mcp_sidecar(faults=['stall(after_bytes=-1)'])", "*after_bytes must be a non-negative integer, got -1*"),
+        (
+            "mcp_sidecar(faults=['stall(after_bytes=-1)'])",
+            "*after_bytes must be a non-negative integer, got -1*",
+        ),
         ("mcp_sidecar('positional')", "*keyword arguments only*"),
     ],
 )
-def test_bad_marker_arguments_fail_at_collection(pytester: pytest.Pytester, run_plugin, marker: str, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_marker_arguments_fail_at_collection(
+    pytester: pytest.Pytester, run_plugin, marker: str, message: str
+) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         f"""
         import pytest
@@ -68,7 +85,9 @@ def test_bad_patience_ini_is_a_usage_error(pytester: pytest.Pytester, run_plugin
     pytester.makepyfile("def test_x(): pass")
     result = run_plugin()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*mcpfaults_patience must be a positive number of seconds or 'none', got 'soon'*"])
+    result.stderr.fnmatch_lines(
+        ["*mcpfaults_patience must be a positive number of seconds or 'none', got 'soon'*"]
+    )
 
 
 def test_errors_in_tool_handlers_are_reraised_in_the_test(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
@@ -82,16 +101,17 @@ def test_errors_in_tool_handlers_are_reraised_in_the_test(pytester: pytest.Pytes
 
         def test_it(mcp_sidecar):
             mcp_sidecar.add_tool("boom", boom, input_schema={"type": "object"})
-            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "boom", "arguments": {}},
-                    "_": 0}
-            r = httpx.post(mcp_sidecar.mcp_url, json={**call, "params": {**call["params"], "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}},
-                           headers={"MCP-Protocol-Version": "2026-07-28"})
+            params = {"name": "boom", "arguments": {}}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+            r = httpx.post(mcp_sidecar.mcp_url, json=call, headers={"MCP-Protocol-Version": "2026-07-28"})
             assert r.json()["result"]["isError"] is True
         """
     )
     result = run_plugin()
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*SidecarError*1 error(s) raised inside the MCP sidecar*", "*KeyError*handler bug*"])
+    result.stdout.fnmatch_lines(
+        ["*SidecarError*1 error(s) raised inside the MCP sidecar*", "*KeyError*handler bug*"]
+    )
 
 
 def test_factory_sidecars_are_stopped_when_the_test_ends(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]

@@ -29,8 +29,7 @@ async def test_backend_gone_at_delete(mcp_sidecar):
         session_id = json.loads(created.content[0].text)["session_id"]
         deleted = await client.call_tool("delete_session", {"session_id": session_id})
     assert deleted.content[0].text == (
-        f'{{"error": "Error closing session {session_id}: '
-        f'Service at {mcp_sidecar.url} is no longer alive"}}'
+        f'{{"error": "Error closing session {session_id}: Service at {mcp_sidecar.url} is no longer alive"}}'
     )
     assert mcp_sidecar.fired == {"backend_gone": 1}
 

@@ -18,6 +18,8 @@ async def test_mcp2_session_expired_is_not_reinitialised(mcp_sidecar):
             await client.call_tool("echo", {"text": "second"})
     methods = [r.mcp_method for r in mcp_sidecar.requests if r.mcp_method]
     assert methods.count("initialize") == 1  # mcp 2.x does not re-initialise after a 404
+
+
 # --8<-- [end:mcp2]
 
 
@@ -28,6 +30,8 @@ async def test_fastmcp_client(mcp_sidecar):
         result = await client.call_tool("create_session", {"task_id": "task-1"})
     assert '"status": "success"' in result.content[0].text
     assert len(mcp_sidecar.benchmark.live) == 1
+
+
 # --8<-- [end:fastmcp]
 
 
@@ -39,4 +43,6 @@ def test_probe_releases_a_stalled_health_body(mcp_sidecar):
     assert status == 200
     mcp_sidecar.wait_idle(timeout=2.0)  # the sidecar saw the client close its connection
     mcp_sidecar.assert_client_released(within=1.0, target="health")
+
+
 # --8<-- [end:httpx]

@@ -13,6 +13,8 @@ def test_library_use_without_pytest_fixtures():
         r = httpx.get(sidecar.health_url)
         assert r.json() == {"status": "ok"}
     assert sidecar.state == "stopped"
+
+
 # --8<-- [end:library]
 
 
@@ -40,6 +42,8 @@ async def test_custom_tools(mcp_sidecar):
     assert names == {"weather", "list_tasks", "create_session", "evaluate_session", "delete_session"}
     assert ok.content[0].text == '{"city": "Lisbon", "temperature": 21}'
     assert bad.is_error and bad.content[0].text == "no such city"
+
+
 # --8<-- [end:tools]
 
 
@@ -60,6 +64,8 @@ async def test_journal_of_a_session_era_client(mcp_sidecar):
     assert delete.status == 200 and delete.session_id in mcp_sidecar.ended_sessions
     [session] = mcp_sidecar.benchmark.live  # the benchmark session outlives the transport session
     assert session.task_id == "task-2"
+
+
 # --8<-- [end:journal]
 
 
@@ -69,4 +75,6 @@ def test_factory_for_several_sidecars(mcp_sidecar_factory):
     with mcp_sidecar_factory(health_path=None) as no_health:  # real exgentic sidecars have no /health
         assert httpx.get(no_health.url + "/health").status_code == 404
     assert httpx.get(primary.health_url).status_code == 200
+
+
 # --8<-- [end:factory]

@@ -7,6 +7,7 @@ involves every connection; this module only asks for it through the ``hold`` cal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 from collections.abc import Awaitable, Callable
@@ -38,10 +39,8 @@ def reset_transport(transport: asyncio.BaseTransport | None) -> None:
         return
     sock = transport.get_extra_info("socket")
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):  # already closed by the peer: abort() still closes it
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
     transport.abort()  # type: ignore[attr-defined]
 
 

@@ -394,13 +394,17 @@ class Sidecar:
 
     # -- runtime faults --------------------------------------------------------------------------
     def kill(self) -> None:
-        """Die now: close the listener (connection refused) and reset every open connection."""
+        """Die now: close the listener (connection refused) and reset every open connection.
+        Counted as a ``die`` in :attr:`fired`, like a planned :class:`~pytest_mcpfaults.faults.Die`."""
         self._require_running("kill")
+        self.journal.add_fired("die")
         _loop.run(self._die(restart=False))
 
     def freeze(self) -> None:
-        """Stop answering (like SIGSTOP): accept connections, hold every request until released."""
+        """Stop answering (like SIGSTOP): accept connections, hold every request until released.
+        Counted as a ``freeze`` in :attr:`fired`, like a planned :class:`~pytest_mcpfaults.faults.Freeze`."""
         self._require_running("freeze")
+        self.journal.add_fired("freeze")
         _loop.run(self._set_frozen(F.Freeze()))
 
     def revive(self) -> None:
@@ -512,7 +516,7 @@ class Sidecar:
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         if self._mounted is not None and (request.path + "/").startswith(self._mounted[0] + "/"):
             return await self._mounted[1](request)
-        conn = self._conns.get(request.protocol)  # type: ignore[call-overload]
+        conn = self._conns.get(request.protocol)
         if conn is None:  # connection already gone
             return web.Response(status=500)
         rid = self.journal.add_request(conn_id=conn.id, method=request.method, path=request.path)
