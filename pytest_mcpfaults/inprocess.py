@@ -49,8 +49,8 @@ import respx
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
-from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, McpRequest, Reply, encode, rpc_error, tool_result
-from pytest_mcpfaults.sidecar.server import _applies, _Info
+from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, McpRequest, Reply, encode
+from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
 
 __all__ = [
@@ -410,7 +410,7 @@ class InProcessSidecar:
                 j.update_request(rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era)
             elif info.kind == "mcp" and request.headers.get("Mcp-Session-Id"):
                 j.update_request(rid, session_id=request.headers["Mcp-Session-Id"], era="session")
-            fault = self._pick(info)
+            fault, state = pick(self._plan, info)
             if fault is not None:
                 j.update_request(rid, fault=str(fault), fault_kind=fault.kind)
                 j.add_fired(fault.kind)
@@ -421,7 +421,7 @@ class InProcessSidecar:
                 else:
                     self._die()
                 raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
-            reply = self._forced(fault, info) or self._normal(request, info)
+            reply = forced_reply(fault, info, self._mcp, self.service_url) or self._normal(request, info)
             sse = bool(reply.sse if reply.sse is not None else self.reply == "sse")
             body, ctype = encode(reply.payload, sse) if reply.payload is not None else (b"", "")
             if isinstance(fault, F.MalformedJson):
@@ -433,83 +433,25 @@ class InProcessSidecar:
             if isinstance(fault, F.Delay):
                 timeout = request.extensions.get("timeout", {}).get("read")
                 headers["Content-Length"] = str(len(body))
-                stream = _DelayedBody(body, fault.seconds + self._jitter(fault), timeout, request)
+                fired = state.fired if state is not None else 0
+                stream = _DelayedBody(body, fault.seconds + jitter(fault, fired), timeout, request)
                 return httpx.Response(reply.status, headers=headers, stream=stream)
             return httpx.Response(reply.status, headers=headers, content=body)
         finally:
             j.update_request(rid, status=status, bytes_sent=sent, ended_at=j.now())
 
-    def _classify(self, request: httpx.Request, path: str) -> _Info:
-        if path == self.mcp_path:
-            if request.method != "POST":
-                return _Info(request.method, path, "mcp", None)
-            parsed = self._mcp.parse(request.headers, request.content)
-            if isinstance(parsed, Reply):
-                return _Info(request.method, path, "mcp", None, parsed)
-            return _Info(request.method, path, "mcp", parsed)
-        kind = "health" if self.health_path is not None and path == self.health_path else "other"
-        return _Info(request.method, path, kind, None)
+    def _classify(self, request: httpx.Request, path: str) -> RequestInfo:
+        return classify(
+            request.method,
+            path,
+            request.headers,
+            request.content,
+            mcp_path=self.mcp_path,
+            health_path=self.health_path,
+            endpoint=self._mcp,
+        )
 
-    def _pick(self, info: _Info) -> F.Fault | None:
-        chosen: F.Fault | None = None
-        for fault, state in self._plan:
-            if not info.matches(fault.when.target) or not _applies(fault, info):
-                continue
-            fires = state.consider()
-            if fires and isinstance(fault, F.Flap) and ((state.seen - 1) // fault.every) % 2 == 0:
-                state.fired -= 1  # healthy phase of the flap
-                fires = False
-            if fires and chosen is None:
-                chosen = fault
-        return chosen
-
-    def _jitter(self, fault: F.Delay) -> float:
-        if not fault.jitter:
-            return 0.0
-        import random
-
-        fired = next((s.fired for f, s in self._plan if f is fault), 0)
-        return random.Random(fault.seed * 1_000_003 + fired).random() * fault.jitter
-
-    def _forced(self, fault: F.Fault | None, info: _Info) -> Reply | None:
-        """The reply an answer-level fault forces (as the socket sidecar answers it), or ``None``."""
-        mid = info.mcp.id if info.mcp else None
-        if isinstance(fault, F.Status):
-            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
-            return Reply(
-                fault.code, {"error": fault.body or f"injected HTTP {fault.code}"}, headers, sse=False
-            )
-        if isinstance(fault, F.Flap):
-            return Reply(fault.code, {"error": f"injected HTTP {fault.code} (flapping)"}, sse=False)
-        if isinstance(fault, F.Absent):
-            return Reply(404, {"error": "Not Found"}, sse=False)
-        if isinstance(fault, F.Terminating):
-            r = rpc_error(-32000, "Service Unavailable: the server is terminating", mid, status=503)
-            r.headers["Connection"] = "close"
-            return r
-        if isinstance(fault, F.JsonRpcError):
-            return rpc_error(fault.code, fault.message, mid)
-        if isinstance(fault, F.SessionExpired):
-            sid = info.mcp.session_id if info.mcp else None
-            if sid:
-                self._mcp.end_session(sid)
-            return rpc_error(-32600, "Session not found", status=404)
-        if isinstance(fault, (F.ToolError, F.BackendGone)) and info.mcp is not None:
-            if isinstance(fault, F.ToolError):
-                result = tool_result(fault.text, is_error=True)
-            else:
-                url = fault.service_url or self.service_url
-                sid = info.mcp.arguments.get("session_id")
-                msg = f"Service at {url} is no longer alive"
-                if info.mcp.tool == "delete_session" and sid is not None:
-                    msg = f"Error closing session {sid}: {msg}"
-                result = tool_result({"error": msg})
-            if info.mcp.era == "stateless":
-                result["resultType"] = "complete"
-            return Reply(200, {"jsonrpc": "2.0", "id": mid, "result": result})
-        return None
-
-    def _normal(self, request: httpx.Request, info: _Info) -> Reply:
+    def _normal(self, request: httpx.Request, info: RequestInfo) -> Reply:
         if info.kind == "health":
             return Reply(200, {"status": "ok"}, sse=False)
         if info.kind == "other":

@@ -135,14 +135,14 @@ def check_client_closed(sc: Sidecar, within: float, target: str | None, who: str
         raise ValueError(f"Sidecar.{who}: within must be a positive number of seconds, got {within!r}")
     sc._held(target)  # validates target before waiting
 
-    from pytest_mcpfaults.sidecar.server import _record_matches
+    from pytest_mcpfaults.sidecar.routing import record_matches
 
     def settled() -> bool:  # every matching request has ended, or been held longer than `within`
         now = sc.journal.now()
         return all(
             r.done or r.hold is not None or now - r.started_at > within + _SETTLE
             for r in sc.journal.requests
-            if target is None or _record_matches(r, target, sc)
+            if target is None or record_matches(r, target, mcp_path=sc.mcp_path, health_path=sc.health_path)
         )
 
     # the loop thread learns of a hang-up a moment after the client's call returned; still held

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import random
 import threading
 import time
 import traceback
@@ -26,7 +25,8 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation, RequestRecord
-from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, McpRequest, Reply, rpc_error, tool_result
+from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, Reply, rpc_error
+from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick, record_matches
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
@@ -66,32 +66,6 @@ class _Hold:
     fault: F.Fault
     release: asyncio.Future[str]
     started: float = field(default_factory=time.monotonic)
-
-
-@dataclass(frozen=True)
-class _Info:
-    method: str
-    path: str
-    kind: str  # "health", "mcp" or "other"
-    mcp: McpRequest | None
-    bad_body: Reply | None = None  # the error reply for a POST body that is not one JSON-RPC message
-
-    def matches(self, target: str) -> bool:
-        if target == "*":
-            return True
-        if target in ("health", "mcp"):
-            return self.kind == target
-        if target.startswith("/"):
-            return self.path == target
-        verb, sep, path = target.partition(" ")
-        if sep and path.startswith("/"):
-            return self.method == verb and self.path == path
-        mcp_method = self.mcp.method if self.mcp else None
-        if target.startswith("tool:"):
-            return self.mcp is not None and mcp_method == "tools/call" and self.mcp.tool == target[5:]
-        if target.startswith("method:"):
-            return mcp_method == target[7:]
-        return mcp_method == target
 
 
 class _WebServer(web_server.Server):
@@ -578,7 +552,7 @@ class Sidecar:
 
         if self._state == "frozen":
             await hold(self._freeze_fault)
-        fault, state = self._pick(info)
+        fault, state = pick(self._plan, info)
         if fault is not None:
             self.journal.update_request(rid, fault=str(fault), fault_kind=fault.kind)
             self.journal.add_fired(fault.kind)
@@ -600,40 +574,27 @@ class Sidecar:
             out=out,
         )
 
-    def _classify(self, request: web.BaseRequest, body: bytes) -> _Info:
-        path = request.path
-        if path == self.mcp_path:
-            if request.method != "POST":
-                return _Info(request.method, path, "mcp", None)
-            parsed = self._mcp.parse(request.headers, body)
-            if isinstance(parsed, Reply):
-                return _Info(request.method, path, "mcp", None, parsed)
-            return _Info(request.method, path, "mcp", parsed)
-        kind = "health" if self.health_path is not None and path == self.health_path else "other"
-        return _Info(request.method, path, kind, None)
-
-    def _pick(self, info: _Info) -> tuple[F.Fault | None, F.TriggerState | None]:
-        chosen: tuple[F.Fault | None, F.TriggerState | None] = (None, None)
-        for fault, state in self._plan:
-            if not info.matches(fault.when.target) or not _applies(fault, info):
-                continue
-            fires = state.consider()
-            if fires and isinstance(fault, F.Flap) and ((state.seen - 1) // fault.every) % 2 == 0:
-                state.fired -= 1  # healthy phase of the flap
-                fires = False
-            if fires and chosen[0] is None:
-                chosen = (fault, state)
-            elif fires:  # an earlier fault won: this one saw the request but did not fire (times intact)
-                state.fired -= 1
-        return chosen
+    def _classify(self, request: web.BaseRequest, body: bytes) -> RequestInfo:
+        return classify(
+            request.method,
+            request.path,
+            request.headers,
+            body,
+            mcp_path=self.mcp_path,
+            health_path=self.health_path,
+            endpoint=self._mcp,
+        )
 
     async def _apply(
-        self, fault: F.Fault | None, state: F.TriggerState | None, info: _Info, hold: Callable[[F.Fault], Any]
+        self,
+        fault: F.Fault | None,
+        state: F.TriggerState | None,
+        info: RequestInfo,
+        hold: Callable[[F.Fault], Any],
     ) -> Reply | None:
         """Answer-level faults: return the reply they force, or ``None`` to answer normally."""
         if fault is None:
             return None
-        mid = info.mcp.id if info.mcp else None
         if isinstance(fault, F.Die):
             await self._die(restart=fault.restart)
             raise Dropped
@@ -644,47 +605,11 @@ class Sidecar:
             await hold(fault)
         elif isinstance(fault, F.Delay):
             fired = state.fired if state is not None else 0  # the nth firing draws the nth jitter
-            jitter = (
-                random.Random(fault.seed * 1_000_003 + fired).random() * fault.jitter if fault.jitter else 0.0
-            )
-            await asyncio.sleep(fault.seconds + jitter)
-        elif isinstance(fault, F.Status):
-            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
-            return Reply(
-                fault.code, {"error": fault.body or f"injected HTTP {fault.code}"}, headers, sse=False
-            )
-        elif isinstance(fault, F.Flap):
-            return Reply(fault.code, {"error": f"injected HTTP {fault.code} (flapping)"}, sse=False)
-        elif isinstance(fault, F.Absent):
-            return Reply(404, {"error": "Not Found"}, sse=False)
-        elif isinstance(fault, F.Terminating):
-            r = rpc_error(-32000, "Service Unavailable: the server is terminating", mid, status=503)
-            r.headers["Connection"] = "close"
-            return r
-        elif isinstance(fault, F.JsonRpcError):
-            return rpc_error(fault.code, fault.message, mid)
-        elif isinstance(fault, F.SessionExpired):
-            sid = info.mcp.session_id if info.mcp else None
-            if sid:
-                self._mcp.end_session(sid)
-            return rpc_error(-32600, "Session not found", status=404)
-        elif isinstance(fault, (F.ToolError, F.BackendGone)) and info.mcp is not None:
-            if isinstance(fault, F.ToolError):
-                result = tool_result(fault.text, is_error=True)
-            else:
-                url = fault.service_url or self.service_url
-                sid = info.mcp.arguments.get("session_id")
-                msg = f"Service at {url} is no longer alive"
-                if info.mcp.tool == "delete_session" and sid is not None:
-                    msg = f"Error closing session {sid}: {msg}"
-                result = tool_result({"error": msg})
-            if info.mcp.era == "stateless":
-                result["resultType"] = "complete"
-            return Reply(200, {"jsonrpc": "2.0", "id": mid, "result": result})
-        return None
+            await asyncio.sleep(fault.seconds + jitter(fault, fired))
+        return forced_reply(fault, info, self._mcp, self.service_url)
 
     async def _normal(
-        self, request: web.BaseRequest, info: _Info, out: Delivery, rid: int
+        self, request: web.BaseRequest, info: RequestInfo, out: Delivery, rid: int
     ) -> Reply | web.StreamResponse:
         if info.kind == "health":
             return Reply(200, {"status": "ok"}, sse=False)
@@ -820,7 +745,11 @@ class Sidecar:
         out = [r for r in self.journal.requests if r.held]
         if target is not None:
             F.check_target(target)
-            out = [r for r in out if _record_matches(r, target, self)]
+            out = [
+                r
+                for r in out
+                if record_matches(r, target, mcp_path=self.mcp_path, health_path=self.health_path)
+            ]
         return out
 
     def assert_client_gave_up(self, within: float, target: str | None = None) -> None:
@@ -848,17 +777,3 @@ class Sidecar:
         v = self.journal.violations
         if v:
             raise PatienceError(patience_verdict(self, v))
-
-
-def _record_matches(r: RequestRecord, target: str, sc: Sidecar) -> bool:
-    kind = "mcp" if r.path == sc.mcp_path else "health" if r.path == sc.health_path else "other"
-    mcp = McpRequest({"params": {"name": r.tool}, "id": 0}, r.mcp_method, 0, r.session_id, r.era or "")
-    return _Info(r.method, r.path, kind, mcp if r.mcp_method else None).matches(target)
-
-
-def _applies(fault: F.Fault, info: _Info) -> bool:
-    if isinstance(fault, (F.ToolError, F.BackendGone)):
-        return info.mcp is not None and info.mcp.method == "tools/call"
-    if isinstance(fault, (F.SessionExpired, F.JsonRpcError)):
-        return info.mcp is not None and not info.mcp.is_notification
-    return True
