@@ -342,3 +342,11 @@ def test_interception_is_held_only_inside_the_block() -> None:
         assert (len(a.journal), len(b.journal)) == (1, 1)
     with _client() as client, pytest.raises(httpx.ConnectError):
         client.get("http://127.0.0.1:9/health")
+
+
+def test_a_fault_that_loses_to_an_earlier_one_keeps_its_times_budget_on_both_backends() -> None:
+    plan = parse_plan("status(code=502)@health[times=1]; status(code=503)@health[times=1]")
+    for make in (lambda: Sidecar(faults=plan), lambda: mock_sidecar(faults=plan)):
+        with make() as side, _client() as client:
+            codes = [client.get(side.health_url).status_code for _ in range(3)]
+        assert codes == [502, 503, 200], type(side).__name__
