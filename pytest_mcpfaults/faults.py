@@ -196,7 +196,15 @@ class Fault:
     blocking: ClassVar[bool] = False
     default_target: ClassVar[str] = "*"
 
-    when: Trigger = field(default=None, kw_only=True, compare=True)  # type: ignore[assignment]
+    #: As given: a :class:`Trigger`, a target string or ``None``; normalised to a ``Trigger`` at
+    #: construction. Read it back typed as :attr:`trigger`.
+    when: Trigger | str | None = field(default=None, kw_only=True, compare=True)
+
+    @property
+    def trigger(self) -> Trigger:
+        """The fault's :class:`Trigger` (``when=`` after normalisation)."""
+        assert isinstance(self.when, Trigger)  # __post_init__ normalised it
+        return self.when
 
     def __post_init__(self) -> None:
         when: object = self.when
@@ -220,7 +228,7 @@ class Fault:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; :func:`fault_from_dict` is its inverse."""
-        return {"kind": self.kind, **self.params(), "when": dataclasses.asdict(self.when)}
+        return {"kind": self.kind, **self.params(), "when": dataclasses.asdict(self.trigger)}
 
     def __str__(self) -> str:
         shown = [
@@ -229,9 +237,9 @@ class Fault:
             if f.name != "when" and (f.default is dataclasses.MISSING or getattr(self, f.name) != f.default)
         ]
         text = self.kind + (f"({','.join(shown)})" if shown else "")
-        if self.when.target != self.default_target or self.when.describe():
-            text += f"@{self.when.target}"
-        return text + self.when.describe()
+        if self.trigger.target != self.default_target or self.trigger.describe():
+            text += f"@{self.trigger.target}"
+        return text + self.trigger.describe()
 
 
 @dataclass(frozen=True)
@@ -434,7 +442,7 @@ class JsonRpcError(Fault):
 
 
 def _check_tool_target(fault: Fault) -> None:
-    target = fault.when.target
+    target = fault.trigger.target
     if target in ("*", "mcp", "tools/call") or target.startswith(("tool:", "POST ")):
         return
     raise ValueError(
@@ -602,7 +610,7 @@ def _build(cls: type[Fault], params: Mapping[str, object], when: Mapping[str, ob
         valid = ", ".join(sorted(names)) or "(none)"
         raise ValueError(f"{spec}: {cls.kind} has no parameter {unknown[0]!r}; valid: {valid}")
     try:
-        return cls(**params, when=Trigger(**when))  # type: ignore[arg-type]
+        return cls(**params, when=Trigger(**when))  # type: ignore[arg-type]  # params checked above
     except TypeError as exc:
         raise ValueError(f"{spec}: {exc}") from None
 

@@ -263,7 +263,7 @@ class InProcessSidecar:
             if not isinstance(t, Tool):
                 raise ValueError(f"mock_sidecar: tools must be Tool instances, got {t!r}")
             self._tools[t.name] = t
-        self._plan = [(f, F.TriggerState(f.when)) for f in check_plan(faults)]
+        self._plan = [(f, F.TriggerState(f.trigger)) for f in check_plan(faults)]
         self.journal = Journal()
         self._errors: list[tuple[str, BaseException]] = []
         self._mcp = McpEndpoint(era=era, tools=self._tools, get_stream=False, on_error=self._record_error)
@@ -364,7 +364,7 @@ class InProcessSidecar:
         """Append faults to the plan (refusing those that need sockets)."""
         plan = check_plan(list(faults))
         with self._lock:
-            self._plan.extend((f, F.TriggerState(f.when)) for f in plan)
+            self._plan.extend((f, F.TriggerState(f.trigger)) for f in plan)
 
     def clear_faults(self) -> None:
         with self._lock:

@@ -69,10 +69,10 @@ def _check_kinds(argname: str, kinds: object) -> list[str]:
 
 
 def _retarget(fault: F.Fault, target: str) -> F.Fault:
-    if fault.when.target != TEARDOWN_TARGET:
+    if fault.trigger.target != TEARDOWN_TARGET:
         return fault
     try:
-        return dataclasses.replace(fault, when=dataclasses.replace(fault.when, target=target))
+        return dataclasses.replace(fault, when=dataclasses.replace(fault.trigger, target=target))
     except ValueError as exc:
         raise ValueError(f"target={target!r}: {exc}") from None
 

@@ -34,3 +34,22 @@ def test_ruff_check_and_format_are_clean() -> None:
 
 def test_package_ships_its_type_marker() -> None:
     assert (ROOT / "pytest_mcpfaults" / "py.typed").exists()
+
+
+USER_CODE = """
+from pytest_mcpfaults import Hang, Sidecar, Stall, Status, Trigger, parse_fault
+
+plan = [Stall(after_bytes=0, when="tools/call"), Status(503, when=Trigger("health", times=3)), Hang()]
+with Sidecar(faults=[*plan, parse_fault("backend_gone")]) as sidecar:
+    target: str = plan[0].trigger.target
+    url: str = sidecar.mcp_url
+"""
+
+
+@pytest.mark.timeout(450)
+def test_typed_user_code_passes_mypy_strict(tmp_path: Path) -> None:
+    """The documented spellings (``when="tools/call"``) type-check in a user's mypy --strict run."""
+    user = tmp_path / "user_test_code.py"
+    user.write_text(USER_CODE)
+    proc = _run("mypy", "--strict", "--cache-dir", str(tmp_path / ".mypy_cache"), str(user))
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -102,7 +102,7 @@ def pick(plan: Sequence[PlanEntry], info: RequestInfo) -> tuple[F.Fault | None, 
     ``times`` budget."""
     chosen: tuple[F.Fault | None, F.TriggerState | None] = (None, None)
     for fault, state in plan:
-        if not info.matches(fault.when.target) or not applies(fault, info):
+        if not info.matches(fault.trigger.target) or not applies(fault, info):
             continue
         fires = state.consider()
         if fires and isinstance(fault, F.Flap) and ((state.seen - 1) // fault.every) % 2 == 0:

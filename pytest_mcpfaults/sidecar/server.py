@@ -183,7 +183,7 @@ class Sidecar:
             self._add_tool(t)
         self._plan: list[tuple[F.Fault, F.TriggerState]] = []
         for f in F.as_plan(faults):
-            self._plan.append((f, F.TriggerState(f.when)))
+            self._plan.append((f, F.TriggerState(f.trigger)))
         self.journal = Journal()
         self._mcp = McpEndpoint(
             era=era, tools=self._tools, get_stream=get_stream, on_error=self._record_error
@@ -421,7 +421,7 @@ class Sidecar:
         if plan is None:
             self._plan.clear()
         else:
-            self._plan.extend((f, F.TriggerState(f.when)) for f in plan)
+            self._plan.extend((f, F.TriggerState(f.trigger)) for f in plan)
 
     async def _set_frozen(self, fault: F.Fault) -> None:
         if self._state == "running":
