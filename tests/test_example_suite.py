@@ -37,6 +37,31 @@ FLIPPED = {
     "test_backend_gone_at_delete",
     "test_agent_timeout_with_reaped_backend",
 }
+#: The teardown matrix (examples/test_example_matrix.py): every catalogue fault but the two /health ones.
+MATRIX = [
+    "die@tool:delete_session",
+    "freeze@tool:delete_session",
+    "hang@tool:delete_session",
+    "delay(seconds=0.2)@tool:delete_session",
+    "status@tool:delete_session",
+    "terminating@tool:delete_session",
+    "stall@tool:delete_session",
+    "drip(chunk_bytes=16)@tool:delete_session",
+    "truncate@tool:delete_session",
+    "reset@tool:delete_session",
+    "malformed_json@tool:delete_session",
+    "endless_sse@tool:delete_session",
+    "jsonrpc_error@tool:delete_session",
+    "tool_error@tool:delete_session",
+    "session_expired@tool:delete_session",
+    "backend_gone",
+]
+#: Faults that slow cleanup down without breaking it: the unhardened runner survives only these.
+HARMLESS = {
+    "delay(seconds=0.2)@tool:delete_session",
+    "drip(chunk_bytes=16)@tool:delete_session",
+    "endless_sse@tool:delete_session",
+}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,6 +91,12 @@ def _outcomes(stdout: str) -> dict[str, str]:
     return {name: outcome for outcome, name in found}
 
 
+def _matrix_outcomes(stdout: str) -> dict[str, str]:
+    """Matrix entry (the fault's test id) → PASSED/FAILED from the ``-rA`` short summary."""
+    pattern = r"^(PASSED|FAILED) examples/test_example_matrix\.py::test_cleanup_under_every_fault\[([^\]]+)\]"
+    return {fault: outcome for outcome, fault in re.findall(pattern, stdout, re.M)}
+
+
 def _section(stdout: str, test: str) -> str:
     """The failure report of one test (from its ``___ name ___`` header to the next header)."""
     match = re.search(rf"^_+ {test} _+$(.*?)(?=^_+ \w+ _+$|^=+ )", stdout, re.M | re.S)
@@ -80,7 +111,9 @@ def test_the_main_command_passes_on_the_hardened_runner(
     assert run.returncode == 0, run.stdout + run.stderr
     assert "example harness: the hardened runner" in run.stdout
     assert _outcomes(run.stdout) == dict.fromkeys(SUITE, "PASSED")
-    assert re.search(r"^=+ 8 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    assert _matrix_outcomes(run.stdout) == dict.fromkeys(MATRIX, "PASSED")
+    assert re.search(r"^=+ 24 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    assert "mcpfaults: 16 kinds, 16 fired, 0 violations" in run.stdout  # the readable closing summary
 
 
 def test_the_unhardened_runner_fails_exactly_the_cleanup_tests(
@@ -90,7 +123,11 @@ def test_the_unhardened_runner_fails_exactly_the_cleanup_tests(
     assert run.returncode == 1, run.stdout + run.stderr
     assert "example harness: the unhardened runner" in run.stdout
     assert _outcomes(run.stdout) == {name: "FAILED" if name in FLIPPED else "PASSED" for name in SUITE}
-    assert re.search(r"^=+ 3 failed, 5 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    assert _matrix_outcomes(run.stdout) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}
+    assert re.search(r"^=+ 16 failed, 8 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    for fault in set(MATRIX) - HARMLESS:  # each matrix failure is the flip, as the coverage summary says
+        entry = f"examples/test_example_matrix.py::test_cleanup_under_every_fault[{fault}]"
+        assert f"{entry}: invariant cleanup_never_flips: Agent.Session is ERROR" in run.stdout, run.stdout
     for test in FLIPPED:
         text = _section(run.stdout, test)
         # The failure is the span invariant, raised by the test's first check, not some later assert.

@@ -64,4 +64,4 @@ def test_fuzzing_finds_the_flip_and_shrinks_it(mcp_sidecar_factory):
 
 def test_the_shrunk_plan_is_a_single_backend_gone_at_delete():
     assert format_plan([BackendGone()]) == "backend_gone"
-    assert BackendGone().when.target == "tool:delete_session"
+    assert BackendGone().trigger.target == "tool:delete_session"
