@@ -68,7 +68,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     """``pytest -p mcpfaults examples/ ARGS`` in a subprocess from the repository root, as the README
     runs it (bounded; no cache written)."""
     cmd = [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "examples/", *args]
-    env = {**os.environ, "COLUMNS": "80"}  # the width the page's pasted output was captured at
+    # The width the page's pasted output was captured at; without CI/BUILD_NUMBER, which make pytest
+    # print short-summary lines untruncated (as CI itself runs this test).
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")} | {"COLUMNS": "80"}
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 

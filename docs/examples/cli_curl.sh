@@ -61,9 +61,9 @@ curl -s -H "$auth" -X DELETE "$MCPFAULTS_CONTROL_URL/faults"  # clear the plan
 # --8<-- [start:journal]
 curl -s -H "$auth" "$MCPFAULTS_CONTROL_URL/journal" |
     jq -c '{state, fired, health: [.requests[] | [.path, .status, .hold]]}'
-# {"state":"running","fired":{"status":2,"hang":1},"health":[["/health",503,null],...]}
+# {"state":"running","fired":{"status":2,"hang":1,"freeze":1},"health":[["/health",503,null],...]}
 # --8<-- [end:journal]
-check "$(curl -s -H "$auth" "$MCPFAULTS_CONTROL_URL/journal" | jq -c .fired)" '{"status":2,"hang":1}'
+check "$(curl -s -H "$auth" "$MCPFAULTS_CONTROL_URL/journal" | jq -c .fired)" '{"status":2,"hang":1,"freeze":1}'
 
 # --8<-- [start:stop]
 kill -TERM "$server" && wait "$server"  # exit status 0: held requests released, connections closed

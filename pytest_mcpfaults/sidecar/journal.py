@@ -118,13 +118,14 @@ class PatienceViolation:
         return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
 
     def describe(self, era: str | None = None) -> str:
-        """The headline: what the client waited on, how long, and what it would have done without the
-        budget. ``era`` overrides the era shown (the request's own otherwise)."""
+        """The headline: what the client waited on, for the whole budget, and what it would have done
+        without it (the measured wait, a little longer on a loaded machine, is in the journal excerpt).
+        ``era`` overrides the era shown (the request's own otherwise)."""
         v = self
         if era is not None:
             v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
         return (
-            f"the client waited {self.waited:.1f} s on {v.what()} without giving up; "
+            f"the client waited {self.budget:.1f} s on {v.what()} without giving up; "
             "without this budget it would have waited for its own read timeout"
         )
 
