@@ -1,6 +1,7 @@
 """One short example per fault kind, quoted in docs/faults.md. Run with `pytest -p mcpfaults`."""
 
 import json
+import sys
 
 import httpx
 import pytest
@@ -38,12 +39,15 @@ CALL = {
 }
 MODERN = {"MCP-Protocol-Version": "2026-07-28"}
 
+if sys.version_info < (3, 11):  # the backport that anyio (and so mcp) already installs
+    from exceptiongroup import ExceptionGroup
+
 
 # --8<-- [start:die]
 @pytest.mark.mcp_sidecar(faults=[Die(when=Trigger("tools/call", nth=2))])
 async def test_die(mcp_sidecar):
     # leaving `async with` re-raises the transport error: ExceptionGroup[httpx2.ReadError]
-    with pytest.raises(ExceptionGroup):  # noqa: F821, PT012  (Python 3.11+)
+    with pytest.raises(ExceptionGroup):  # noqa: PT012
         async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
             await client.call_tool("echo", {"text": "one"})
             await client.call_tool("echo", {"text": "two"})  # the sidecar dies under this call
