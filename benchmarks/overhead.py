@@ -17,7 +17,7 @@ from pathlib import Path
 import _bench
 
 TESTS = 200
-REPEAT = 5
+REPEAT = 15
 
 
 def make_suite(root: Path) -> None:

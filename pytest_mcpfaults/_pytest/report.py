@@ -102,12 +102,14 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 def _parse_required(config: pytest.Config) -> tuple[str, ...]:
-    from pytest_mcpfaults.faults import fault_kinds
-
     option: list[str] | None = config.getoption("mcpfaults_require", default=None)
     source = "--mcpfaults-require" if option else REQUIRE_INI
     raw = option if option else [str(config.getini(REQUIRE_INI))]
     names = [n for chunk in raw for n in chunk.replace(",", " ").split()]
+    if not names:
+        return ()  # nothing required: a run that does not use the plugin imports nothing more
+    from pytest_mcpfaults.faults import fault_kinds
+
     valid = list(fault_kinds())
     out: list[str] = []
     for name in names:
@@ -123,14 +125,14 @@ def _parse_required(config: pytest.Config) -> tuple[str, ...]:
 
 
 def _read_settings(config: pytest.Config) -> GateSettings:
-    from pytest_mcpfaults.report import ReportError, load_report
-
     base = config.invocation_params.dir
     report = config.getoption("mcpfaults_report", default=None)
     baseline_opt = config.getoption("mcpfaults_baseline", default=None)
     baseline_path = base / baseline_opt if baseline_opt else None
     baseline = None
     if baseline_path is not None and not _is_worker(config):
+        from pytest_mcpfaults.report import ReportError, load_report
+
         try:
             baseline = load_report(baseline_path)
         except ReportError as exc:
@@ -288,8 +290,6 @@ class _Collector:
         self.state = state
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_mcpfaults.report import TestEntry
-
         state, nodeid = self.state, report.nodeid
         outcome = _phase_outcome(report, state.outcomes.get(nodeid))
         if outcome is not None:
@@ -299,6 +299,8 @@ class _Collector:
             return
         data = getattr(report, REPORT_ATTR, None)
         if isinstance(data, dict):
+            from pytest_mcpfaults.report import TestEntry
+
             entry = TestEntry.from_dict({**data, "outcome": state.outcomes.get(nodeid, "passed")})
             entry.duration = state.durations.get(nodeid, 0.0)
             state.entries[nodeid] = entry
@@ -336,11 +338,18 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
 
 
 def _finish(session: pytest.Session, *, evaluate: bool) -> None:
+    settings = session.config.stash[_SETTINGS_KEY]
+    state = session.config.stash[_STATE_KEY]
+    if (
+        not state.entries
+        and not settings.required
+        and settings.baseline is None
+        and settings.report_path is None
+    ):
+        return  # the plugin was not used and no gate or report was asked for: nothing to build
     from pytest_mcpfaults import __version__
     from pytest_mcpfaults.report import Report, missing_required, new_violations, write_report
 
-    settings = session.config.stash[_SETTINGS_KEY]
-    state = session.config.stash[_STATE_KEY]
     report = state.report = Report(list(state.entries.values()), plugin_version=__version__)
     if evaluate:
         state.evaluated = True
@@ -354,8 +363,6 @@ def _finish(session: pytest.Session, *, evaluate: bool) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    from pytest_mcpfaults.report import summary_lines
-
     if _is_worker(config):
         return
     settings = config.stash[_SETTINGS_KEY]
@@ -363,6 +370,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     report = state.report
     if report is None:
         return
+    from pytest_mcpfaults.report import summary_lines
+
     gated = bool(settings.required or settings.baseline is not None)
     lines = summary_lines(report, verbose=config.get_verbosity() >= 2)
     if not lines and not gated and settings.report_path is None:
