@@ -135,3 +135,31 @@ def test_factory_sidecars_are_stopped_when_the_test_ends(pytester: pytest.Pytest
         """
     )
     run_plugin().assert_outcomes(passed=2)
+
+
+def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pytest.Pytester) -> None:
+    """The plugin costs nothing where it is not used: no sidecar, aiohttp, OpenTelemetry or report code."""
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_unconfigure(config):
+            watched = ("pytest_mcpfaults", "aiohttp", "opentelemetry")
+            mods = sorted(m for m in sys.modules if m.startswith(watched))
+            print("LOADED:" + ",".join(mods))
+        """
+    )
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-s")
+    result.assert_outcomes(passed=1)
+    [line] = [ln for ln in result.stdout.lines if ln.startswith("LOADED:")]
+    loaded = set(line[len("LOADED:") :].split(","))
+    assert loaded == {
+        "pytest_mcpfaults",
+        "pytest_mcpfaults.plugin",
+        "pytest_mcpfaults._pytest",
+        "pytest_mcpfaults._pytest.records",
+        "pytest_mcpfaults._pytest.sidecar",
+        "pytest_mcpfaults._pytest.spans",
+        "pytest_mcpfaults._pytest.report",
+    }
