@@ -187,8 +187,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     except Exception as exc:
         # The test failed on its own: keep its error, record the invariants, add them as a note.
         text = _gate_failure(item, recorder, mark, settings)
-        if text is not None and hasattr(exc, "add_note"):
-            exc.add_note(text)
+        if text is not None:  # PEP 678 notes; set by hand before Python 3.11 (pytest shows them)
+            notes: list[str] = getattr(exc, "__notes__", [])
+            setattr(exc, "__notes__", [*notes, text])  # noqa: B010  (typeshed has it only from 3.11)
         raise
     text = _gate_failure(item, recorder, mark, settings)
     if text is not None:
