@@ -1,0 +1,82 @@
+"""Tools: a tool needs an input schema (refused at construction otherwise), arguments are checked
+against it, and the benchmark tool set answers exactly the exgentic payload shapes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_mcpfaults import Sidecar, Tool
+
+MODERN = {"MCP-Protocol-Version": "2026-07-28"}
+
+
+def call(sc: Sidecar, name: str, **arguments: Any) -> dict[str, Any]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+    reply = httpx.post(sc.mcp_url, json=body, headers=MODERN)
+    assert reply.status_code == 200
+    return reply.json()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("schema", [None, {}, {"type": "string"}, "object"])
+def test_a_tool_without_an_object_schema_is_refused_naming_input_schema(schema: Any) -> None:
+    with pytest.raises(ValueError, match=r"Tool 'lookup': input_schema must be a JSON Schema object"):
+        Tool("lookup", lambda: "x", schema)
+
+
+def test_add_tool_requires_the_schema_keyword() -> None:
+    sc = Sidecar()
+    with pytest.raises(TypeError, match="input_schema"):
+        sc.add_tool("lookup", lambda: "x")  # type: ignore[call-arg]
+
+
+def test_a_marker_tool_without_a_schema_fails_at_collection(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_mcpfaults import Tool
+
+        @pytest.mark.mcp_sidecar(tools=["not a tool"])
+        def test_it(mcp_sidecar):
+            raise AssertionError("must not run")
+        """
+    )
+    result = run_plugin()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*tools must be Tool instances, got 'not a tool'*"])
+
+
+def test_arguments_are_checked_against_the_schema() -> None:
+    with Sidecar() as sc:
+        missing = call(sc, "echo")
+        wrong = call(sc, "echo", text=3)
+    assert missing["error"]["code"] == -32602
+    assert "missing required argument 'text'" in missing["error"]["message"]
+    assert "argument 'text' must be of type string, got 3" in wrong["error"]["message"]
+
+
+def test_benchmark_tools_answer_the_exgentic_payload_shapes() -> None:
+    with Sidecar(tool_sets=["benchmark"]) as sc:
+        tasks = json.loads(call(sc, "list_tasks")["result"]["content"][0]["text"])
+        created = json.loads(call(sc, "create_session", task_id="task-1")["result"]["content"][0]["text"])
+        sid = created["session_id"]
+        evaluated = json.loads(call(sc, "evaluate_session", session_id=sid)["result"]["content"][0]["text"])
+        deleted = json.loads(call(sc, "delete_session", session_id=sid)["result"]["content"][0]["text"])
+        again = json.loads(call(sc, "delete_session", session_id=sid)["result"]["content"][0]["text"])
+        assert [s.session_id for s in sc.benchmark.deleted] == [sid]
+    assert tasks == {"tasks": ["task-1", "task-2", "task-3"]}
+    assert (
+        set(created) == {"status", "session_id", "task_id", "task", "context"}
+        and created["status"] == "success"
+    )
+    assert evaluated == {"status": "success", "success": True, "score": 1.0, "is_finished": True}
+    assert deleted == {"status": "success"}
+    assert again == {"error": f"No session found with session_id {sid}"}
