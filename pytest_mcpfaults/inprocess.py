@@ -344,8 +344,10 @@ class InProcessSidecar:
 
     # -- runtime faults --------------------------------------------------------------------------
     def kill(self) -> None:
-        """Die now: every later request raises ``httpx.ConnectError`` until :meth:`revive`."""
+        """Die now: every later request raises ``httpx.ConnectError`` until :meth:`revive`. Counted as a
+        ``die`` in :attr:`fired`, as on the socket sidecar."""
         with self._lock:
+            self.journal.add_fired("die")
             self._die()
 
     def revive(self) -> None:

@@ -157,6 +157,7 @@ def test_kill_and_revive_give_the_same_outcomes_on_both_backends() -> None:
         in_process = scenario(client, side)
     assert in_process == over_sockets
     assert [o if isinstance(o, type) else o[0] for o in in_process] == [200, httpx.ConnectError, 200]
+    assert side.fired == socket_side.fired == {"die": 1}  # a runtime kill counts for coverage on both
 
 
 def test_a_delay_longer_than_the_read_timeout_is_a_read_timeout_on_both_backends() -> None:
