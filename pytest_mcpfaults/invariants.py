@@ -16,15 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_mcpfaults.span_queries import _as_patterns, _seen_names
+from pytest_mcpfaults.span_records import _child_index, _key
 from pytest_mcpfaults.spans import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
     Patterns,
     RecordedSpan,
-    _as_patterns,
-    _child_index,
-    _key,
-    _seen_names,
     describe_span,
     format_tree,
     matches,

@@ -7,6 +7,10 @@ DESIGN §5 describes (:func:`install_recorder`, :meth:`SpanRecorder.attach`,
 :meth:`SpanRecorder.one`, parents, children, ...) and prints the span tree that every invariant failure
 shows (:func:`format_tree`).
 
+This is the public module: the snapshot types and their relations live in
+:mod:`pytest_mcpfaults.span_records`, the name queries in :mod:`pytest_mcpfaults.span_queries` and the
+tree text in :mod:`pytest_mcpfaults.span_tree`; every name in ``__all__`` is importable from here.
+
 This module imports nothing from OpenTelemetry at import time: importing the package must not cost the
 SDK import, let alone touch the global tracer provider. The SDK is imported inside the functions that
 need it. For the same reason :class:`SpanRecorder` implements the SDK ``SpanProcessor`` interface
@@ -15,15 +19,32 @@ without inheriting from it at runtime (the SDK calls processors by method, it ne
 
 from __future__ import annotations
 
-import fnmatch
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pytest_mcpfaults.span_queries import (
+    Patterns,
+    SpanLookupError,
+    _as_patterns,
+    find_spans,
+    matches,
+    one_span,
+)
+from pytest_mcpfaults.span_records import (
+    RecordedEvent,
+    RecordedSpan,
+    _snapshot,
+    ancestors,
+    children,
+    descendants,
+    parent_of,
+    roots,
+)
+from pytest_mcpfaults.span_tree import describe_span, format_tree
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -63,283 +84,12 @@ __all__ = [
 DEFAULT_SESSION: tuple[str, ...] = ("Agent.Session",)
 DEFAULT_CLEANUP: tuple[str, ...] = ("MCP.DeleteSession",)
 
-#: One glob or a sequence of globs, matched against span names with :func:`fnmatch.fnmatchcase`.
-Patterns: TypeAlias = str | Sequence[str]
-
 _P = TypeVar("_P", bound="TracerProvider")
 ResultSink = Callable[[str, bool, str], None]
 
 
-class SpanLookupError(AssertionError):
-    """A query that needs exactly one span found none or several."""
-
-
 class SpanWiringWarning(UserWarning):
     """The recorder could not be wired into the global tracer provider."""
-
-
-class RecordedEvent(NamedTuple):
-    """Snapshot of one span event: its name and a read-only copy of its attributes."""
-
-    name: str
-    attributes: Mapping[str, Any]
-
-
-@dataclass(frozen=True, eq=True)
-class RecordedSpan:
-    """Immutable snapshot of one span, taken when it ended (or when queried, if it is still open).
-
-    Ids are the integer OpenTelemetry ids; ``parent_id`` is ``None`` for a root span. ``status_code`` is
-    ``"UNSET"``, ``"OK"`` or ``"ERROR"``. Times are nanoseconds since the epoch; ``end_time`` is ``None``
-    for a span that has not ended. Equality compares every field; the hash uses the ids only.
-    """
-
-    name: str
-    trace_id: int
-    span_id: int
-    parent_id: int | None
-    status_code: str
-    status_description: str | None
-    attributes: Mapping[str, Any]
-    events: tuple[RecordedEvent, ...]
-    start_time: int | None
-    end_time: int | None
-
-    def __hash__(self) -> int:
-        return hash((self.trace_id, self.span_id))
-
-    @property
-    def ended(self) -> bool:
-        """Whether the span had ended when this snapshot was taken."""
-        return self.end_time is not None
-
-    @property
-    def failed(self) -> bool:
-        """Whether the span's status is ERROR."""
-        return self.status_code == "ERROR"
-
-    @property
-    def trace_id_hex(self) -> str:
-        """The trace id as 32 hex digits, the way exporters print it."""
-        return f"{self.trace_id:032x}"
-
-    @property
-    def span_id_hex(self) -> str:
-        """The span id as 16 hex digits."""
-        return f"{self.span_id:016x}"
-
-    @property
-    def exceptions(self) -> tuple[tuple[str, str], ...]:
-        """``(exception.type, exception.message)`` of each ``exception`` event, in order."""
-        return tuple(
-            (str(e.attributes.get("exception.type", "")), str(e.attributes.get("exception.message", "")))
-            for e in self.events
-            if e.name == "exception"
-        )
-
-    def event_names(self) -> list[str]:
-        """Names of the span's events, in order."""
-        return [e.name for e in self.events]
-
-
-def _snapshot(span: ReadableSpan) -> RecordedSpan:
-    ctx = span.get_span_context()
-    parent = span.parent
-    attrs: dict[str, Any] = {}
-    for _ in range(3):  # another thread may set an attribute on an open span while we copy
-        try:
-            attrs = dict(span.attributes or {})
-            break
-        except RuntimeError:  # pragma: no cover - needs a concurrent writer
-            continue
-    return RecordedSpan(
-        name=span.name,
-        trace_id=ctx.trace_id if ctx is not None else 0,
-        span_id=ctx.span_id if ctx is not None else 0,
-        parent_id=parent.span_id if parent is not None else None,
-        status_code=span.status.status_code.name,
-        status_description=span.status.description,
-        attributes=MappingProxyType(attrs),
-        events=tuple(RecordedEvent(e.name, MappingProxyType(dict(e.attributes or {}))) for e in span.events),
-        start_time=span.start_time,
-        end_time=span.end_time,
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# Queries over a sequence of snapshots
-# --------------------------------------------------------------------------------------------------
-
-
-def _as_patterns(patterns: Patterns) -> tuple[str, ...]:
-    if isinstance(patterns, str):
-        patterns = (patterns,)
-    result = tuple(patterns)
-    if not result:
-        raise ValueError("expected at least one span name pattern, got an empty sequence")
-    for p in result:
-        if not isinstance(p, str) or not p.strip():
-            raise ValueError(f"span name patterns must be non-blank strings, got {p!r}")
-    return result
-
-
-def matches(name: str, patterns: Patterns) -> bool:
-    """Whether ``name`` matches one of ``patterns`` (case-sensitive globs; a plain name matches itself)."""
-    return any(fnmatch.fnmatchcase(name, p) for p in _as_patterns(patterns))
-
-
-def find_spans(
-    spans: Iterable[RecordedSpan], pattern: Patterns, *, exact: bool = False, status: str | None = None
-) -> list[RecordedSpan]:
-    """Spans whose name matches ``pattern`` (globs; names compared literally with ``exact=True``).
-
-    ``status`` ("UNSET", "OK" or "ERROR") keeps only spans with that status. Order is start order.
-    """
-    pats = _as_patterns(pattern)
-    found = [s for s in spans if (s.name in pats if exact else matches(s.name, pats))]
-    if status is not None:
-        found = [s for s in found if s.status_code == status.upper()]
-    return found
-
-
-def _seen_names(spans: Iterable[RecordedSpan]) -> str:
-    names = list(dict.fromkeys(s.name for s in spans))
-    return ", ".join(repr(n) for n in names) if names else "none"
-
-
-def one_span(spans: Sequence[RecordedSpan], pattern: Patterns, *, exact: bool = False) -> RecordedSpan:
-    """The single span matching ``pattern``; :class:`SpanLookupError` if there are none or several."""
-    found = find_spans(spans, pattern, exact=exact)
-    if len(found) == 1:
-        return found[0]
-    what = f"{pattern!r}" if isinstance(pattern, str) else f"any of {list(pattern)!r}"
-    if not found:
-        raise SpanLookupError(f"no span named {what} was recorded; span names seen: {_seen_names(spans)}")
-    raise SpanLookupError(
-        f"{len(found)} spans named {what} were recorded, expected exactly one:\n{format_tree(spans)}"
-    )
-
-
-def _key(span: RecordedSpan) -> tuple[int, int]:
-    return (span.trace_id, span.span_id)
-
-
-def parent_of(spans: Sequence[RecordedSpan], span: RecordedSpan) -> RecordedSpan | None:
-    """The recorded parent of ``span``, or ``None`` for a root or a parent that was not recorded."""
-    if span.parent_id is None:
-        return None
-    for s in spans:
-        if s.trace_id == span.trace_id and s.span_id == span.parent_id:
-            return s
-    return None
-
-
-def children(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
-    """Direct children of ``span`` among ``spans``, in start order."""
-    return [s for s in spans if s.trace_id == span.trace_id and s.parent_id == span.span_id]
-
-
-def descendants(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
-    """Every span beneath ``span`` (children, their children, ...), depth first, in start order."""
-    index = _child_index(spans)
-    out: list[RecordedSpan] = []
-    stack = list(reversed(index.get(_key(span), [])))
-    while stack:
-        s = stack.pop()
-        out.append(s)
-        stack.extend(reversed(index.get(_key(s), [])))
-    return out
-
-
-def ancestors(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
-    """Recorded ancestors of ``span``, nearest first."""
-    by_key = {_key(s): s for s in spans}
-    out: list[RecordedSpan] = []
-    cur = span
-    while cur.parent_id is not None and (cur.trace_id, cur.parent_id) in by_key:
-        cur = by_key[(cur.trace_id, cur.parent_id)]
-        if cur in out:  # defensive: ids are unique, but never loop
-            break
-        out.append(cur)
-    return out
-
-
-def roots(spans: Sequence[RecordedSpan]) -> list[RecordedSpan]:
-    """Spans without a recorded parent (true roots, and spans whose parent was not recorded)."""
-    keys = {_key(s) for s in spans}
-    return [s for s in spans if s.parent_id is None or (s.trace_id, s.parent_id) not in keys]
-
-
-def _child_index(spans: Sequence[RecordedSpan]) -> dict[tuple[int, int], list[RecordedSpan]]:
-    index: dict[tuple[int, int], list[RecordedSpan]] = {}
-    for s in spans:
-        if s.parent_id is not None:
-            index.setdefault((s.trace_id, s.parent_id), []).append(s)
-    return index
-
-
-# --------------------------------------------------------------------------------------------------
-# Tree text
-# --------------------------------------------------------------------------------------------------
-
-_MAX_TEXT = 160
-
-
-def _one_line(text: str, limit: int = _MAX_TEXT) -> str:
-    text = text.replace("\r", "").replace("\n", "⏎ ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def describe_span(span: RecordedSpan) -> str:
-    """``Name [STATUS: description]`` plus ``NOT ENDED`` for an open span; one line."""
-    status = span.status_code
-    if span.status_description:
-        status += f": {_one_line(span.status_description)}"
-    text = f"{span.name} [{status}]"
-    return text if span.ended else text + " ⟨NOT ENDED⟩"
-
-
-def _span_lines(span: RecordedSpan, orphan: bool) -> tuple[str, list[str]]:
-    head = describe_span(span)
-    if span.attributes:
-        head += "  " + " ".join(f"{k}={_one_line(repr(v), 60)}" for k, v in span.attributes.items())
-    if orphan:
-        head += f"  (parent {span.parent_id:016x} not recorded)"
-    extra: list[str] = []
-    for ev in span.events:
-        if ev.name == "exception":
-            etype = ev.attributes.get("exception.type", "?")
-            emsg = ev.attributes.get("exception.message", "")
-            extra.append(f"! exception {etype}: {_one_line(str(emsg))}")
-        else:
-            extra.append(f"· event {ev.name}")
-    return head, extra
-
-
-def format_tree(spans: Sequence[RecordedSpan]) -> str:
-    """The spans as an indented tree: status and description, attributes, exception events, and
-    ``⟨NOT ENDED⟩`` on spans that never ended. Children appear under their parent in start order."""
-    if not spans:
-        return "(no spans recorded)"
-    index = _child_index(spans)
-    keys = {_key(s) for s in spans}
-    lines: list[str] = []
-
-    def walk(span: RecordedSpan, prefix: str, last: bool, top: bool) -> None:
-        orphan = span.parent_id is not None and (span.trace_id, span.parent_id) not in keys
-        head, extra = _span_lines(span, orphan and top)
-        branch = "" if top else ("└── " if last else "├── ")
-        lines.append(prefix + branch + head)
-        child_prefix = prefix if top else prefix + ("    " if last else "│   ")
-        kids = index.get(_key(span), [])
-        for text in extra:
-            lines.append(child_prefix + ("│   " if kids else "    ") + text)
-        for i, kid in enumerate(kids):
-            walk(kid, child_prefix, i == len(kids) - 1, False)
-
-    for root in roots(spans):
-        walk(root, "", True, True)
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------------
