@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
@@ -45,6 +44,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import respx
+from respx.models import PassThrough
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
@@ -148,10 +148,34 @@ def _request_origin(request: httpx.Request) -> tuple[str, str, int]:
     return url.scheme, url.host.lower(), url.port or (443 if url.scheme == "https" else 80)
 
 
+class _Router(respx.MockRouter):
+    """A respx router that hands every request straight to the in-process sidecar at its origin.
+
+    It replaces respx's route matching, side-effect introspection and call recording (a fuzz run
+    keeps the router for thousands of requests: recorded calls would only grow) with one dict
+    lookup. A request to any other origin is passed through, as a respx pass-through route does.
+    It patches at the ``httpx`` level (``using="httpx"``), so a respx mock of the user's own
+    (httpcore level, respx's default) still sees the requests passed through.
+    """
+
+    def __init__(self, sidecars: dict[tuple[str, str, int], InProcessSidecar]) -> None:
+        super().__init__(assert_all_called=False, assert_all_mocked=True, using="httpx")
+        self.sidecars = sidecars
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        sidecar = self.sidecars.get(_request_origin(request))
+        if sidecar is None:  # not an in-process sidecar's origin: to the network
+            raise PassThrough(f"not an in-process sidecar: {request!r}", request=request, origin=None)  # type: ignore[arg-type]
+        return sidecar._dispatch(request)
+
+    async def async_handler(self, request: httpx.Request) -> httpx.Response:
+        return self.handler(request)
+
+
 class _Interception:
     """One respx router for every in-process sidecar, started while anyone needs it.
 
-    Starting respx patches httpcore (milliseconds); registering a sidecar is a dict insert. Holding
+    Starting respx patches httpx (milliseconds); registering a sidecar is a dict insert. Holding
     the router across many sidecars (:func:`intercepting`) makes a sidecar per example cheap.
     """
 
@@ -159,14 +183,13 @@ class _Interception:
         self.lock = threading.Lock()
         self.sidecars: dict[tuple[str, str, int], InProcessSidecar] = {}
         self.users = 0
-        self.router: respx.MockRouter | None = None
+        self.router: _Router | None = None
 
     def acquire(self) -> None:
         with self.lock:
             self.users += 1
             if self.router is None:
-                router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
-                router.route().mock(side_effect=self.route)
+                router = _Router(self.sidecars)
                 router.start()
                 self.router = router
 
@@ -176,12 +199,6 @@ class _Interception:
             if self.users == 0 and self.router is not None:
                 self.router.stop()
                 self.router = None
-
-    def route(self, request: httpx.Request) -> httpx.Response | httpx.Request:
-        sidecar = self.sidecars.get(_request_origin(request))
-        if sidecar is None:
-            return request  # not an in-process sidecar's origin: pass through to the network
-        return sidecar._dispatch(request)
 
 
 _INTERCEPTION = _Interception()
@@ -428,17 +445,19 @@ class InProcessSidecar:
             body, ctype = encode(reply.payload, sse) if reply.payload is not None else (b"", "")
             if isinstance(fault, F.MalformedJson):
                 body = body[: max(1, len(body) // 2)]
-            headers = dict(reply.headers)
+            headers = list(reply.headers.items())
             if body:
-                headers["Content-Type"] = ctype
+                headers.append(("Content-Type", ctype))
+            headers.append(("Content-Length", str(len(body))))
             status, sent = reply.status, len(body)
+            stream: httpx.SyncByteStream | httpx.AsyncByteStream
             if isinstance(fault, F.Delay):
                 timeout = request.extensions.get("timeout", {}).get("read")
-                headers["Content-Length"] = str(len(body))
                 fired = state.fired if state is not None else 0
                 stream = _DelayedBody(body, fault.seconds + jitter(fault, fired), timeout, request)
-                return httpx.Response(reply.status, headers=headers, stream=stream)
-            return httpx.Response(reply.status, headers=headers, content=body)
+            else:  # the client reads it (httpx builds a response from a stream far faster than from content=)
+                stream = httpx.ByteStream(body)
+            return httpx.Response(reply.status, headers=headers, stream=stream)
         finally:
             j.update_request(rid, status=status, bytes_sent=sent, ended_at=j.now())
 
@@ -471,7 +490,7 @@ class InProcessSidecar:
         """Run the dispatch coroutine: inline when nothing in it awaits (every built-in tool but
         ``sleep``), else on the sidecar loop thread."""
         tool = self._tools.get(req.tool or "") if req.method == "tools/call" else None
-        if tool is not None and inspect.iscoroutinefunction(tool.handler):
+        if tool is not None and tool.is_async:
             return _loop.run(coro, timeout=60.0)
         try:
             coro.send(None)

@@ -351,3 +351,39 @@ def test_a_fault_that_loses_to_an_earlier_one_keeps_its_times_budget_on_both_bac
         with make() as side, _client() as client:
             codes = [client.get(side.health_url).status_code for _ in range(3)]
         assert codes == [502, 503, 200], type(side).__name__
+
+
+def test_a_respx_mock_of_the_users_own_still_answers_its_routes_whenever_it_started() -> None:
+    """The in-process backend patches httpx one level above respx's default (httpcore), so a user's
+    own ``respx.mock`` sees every request it does not answer, started before or after it."""
+    import respx
+
+    with _client() as client:
+        with respx.mock(assert_all_called=False) as early, mock_sidecar() as side:
+            early.get("http://api.test/early").respond(200, json={"who": "early"})
+            with respx.mock(assert_all_called=False) as late:
+                late.get("http://api.test/late").respond(200, json={"who": "late"})
+                assert client.get("http://api.test/late").json() == {"who": "late"}
+                assert late.calls.call_count == 1
+            assert client.get("http://api.test/early").json() == {"who": "early"}
+            assert client.get(side.health_url).json() == {"status": "ok"}
+            assert early.calls.call_count == 1
+        assert side.journal.sequence() == ["GET /health"]  # the sidecar saw only its own request
+
+
+def test_requests_and_answers_do_not_pile_up_while_the_interception_is_held() -> None:
+    """A fuzz run holds the interception for thousands of requests: none of them may be kept."""
+    import gc
+
+    def live() -> int:
+        gc.collect()
+        return sum(isinstance(o, (httpx.Request, httpx.Response)) for o in gc.get_objects())
+
+    with intercepting(), _client() as client:
+        before = live()
+        for _ in range(50):
+            with mock_sidecar() as side:
+                r = client.post(side.mcp_url, json=tool("list_tasks"), headers=STATELESS)
+                assert r.status_code == 200 and "tasks" in r.json()["result"]["content"][0]["text"]
+        del r
+        assert live() - before <= 2, "requests or responses are kept alive across examples"

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["ConnectionRecord", "Journal", "PatienceViolation", "RequestRecord"]
 
@@ -139,6 +139,24 @@ class PatienceViolation:
         )
 
 
+_R = TypeVar("_R", RequestRecord, ConnectionRecord)
+_FIELDS: dict[type, frozenset[str]] = {
+    cls: frozenset(f.name for f in dataclasses.fields(cls)) for cls in (RequestRecord, ConnectionRecord)
+}
+
+
+def _replace(record: _R, fields: dict[str, Any]) -> _R:
+    """``dataclasses.replace`` for the journal's records, without re-running ``__init__`` (a journal
+    write happens several times per request, on the sidecar's hot path). Unknown fields still raise."""
+    unknown = fields.keys() - _FIELDS[type(record)]
+    if unknown:
+        raise TypeError(f"{type(record).__name__} has no field(s) {sorted(unknown)}")
+    new = object.__new__(type(record))
+    new.__dict__.update(record.__dict__)
+    new.__dict__.update(fields)
+    return new
+
+
 class Journal:
     """Thread-safe store of request and connection records; :meth:`snapshot` reads, waits wait."""
 
@@ -163,7 +181,7 @@ class Journal:
 
     def update_request(self, rid: int, **fields: Any) -> RequestRecord:
         with self._cond:
-            rec = dataclasses.replace(self._requests[rid], **fields)
+            rec = _replace(self._requests[rid], fields)
             self._requests[rid] = rec
             self._cond.notify_all()
             return rec
@@ -181,13 +199,13 @@ class Journal:
 
     def update_connection(self, cid: int, **fields: Any) -> None:
         with self._cond:
-            self._conns[cid] = dataclasses.replace(self._conns[cid], **fields)
+            self._conns[cid] = _replace(self._conns[cid], fields)
             self._cond.notify_all()
 
     def count_request_on(self, cid: int) -> None:
         with self._cond:
             c = self._conns[cid]
-            self._conns[cid] = dataclasses.replace(c, requests=c.requests + 1)
+            self._conns[cid] = _replace(c, {"requests": c.requests + 1})
 
     def add_violation(self, v: PatienceViolation) -> None:
         with self._cond:

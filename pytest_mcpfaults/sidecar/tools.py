@@ -8,6 +8,7 @@ deleted through tools, independently of the MCP transport session, and answer JS
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import threading
 import uuid
@@ -61,6 +62,11 @@ class Tool:
                 f'Tool {self.name!r}: input_schema must be a JSON Schema object with "type": "object" '
                 f"(e.g. {{'type': 'object', 'properties': {{}}}}), got {schema!r}"
             )
+
+    @functools.cached_property
+    def is_async(self) -> bool:
+        """Whether the handler is a coroutine function (its calls await)."""
+        return inspect.iscoroutinefunction(self.handler)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "inputSchema": dict(self.input_schema)}
