@@ -1,11 +1,24 @@
-"""Fuzzing throughput: examples per second for a full session lifecycle, socket sidecar vs in-process.
+"""Fuzzing throughput: examples per second for a full session lifecycle, socket sidecar vs in-process,
+each beside the anchor that bounds it, measured in one run.
 
 One example = a fresh sidecar with a fault plan drawn by ``fault_plans`` (kinds both backends
 support, delays excluded so only overhead is timed), one session of the docs' tiny harness (plain
 httpx: create_session, list_tasks, evaluate_session, delete_session, spans recorded), the sidecar
 stopped. Measured twice: replaying pre-drawn plans (the backends alone), and as a real ``@given``
-run (Hypothesis' own cost included). The backends alternate; medians of the rounds, per wall-clock
-second and per CPU second of this process (both sidecar threads included: steadier on a shared box).
+run (Hypothesis' own cost included).
+
+The anchors run the same harness, the same way, against backends that do no sidecar work at all
+(they ignore the plan and answer every call with one canned reply):
+
+* ``bare aiohttp``: a fresh aiohttp low-level server per example on the same loop thread. No
+  socket sidecar can beat it, so its rate bounds the socket target on this machine.
+* ``httpx MockTransport``: the harness's client with a do-nothing transport (no respx, no sockets).
+  No in-process backend can beat it, so ``MockTransport / bare aiohttp`` bounds the in-process
+  speed-up with this harness: it is what the harness's own httpx client and spans cost.
+* ``Hypothesis alone``: ``@given`` over the same strategy with an empty body.
+
+The contenders alternate within each round; medians of the rounds, per wall-clock second and per
+CPU second of this process (the sidecar loop thread included: steadier on a shared box).
 
 Targets: >= 100 examples/s with sockets; in-process >= 10x that.
 Run: ``/work/venv/bin/python benchmarks/fuzz.py``
@@ -17,17 +30,19 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import _bench
 import httpx
+from aiohttp import web
 from hypothesis import given, settings
 from opentelemetry.sdk.trace import TracerProvider
 
 from pytest_mcpfaults import Fault, Sidecar
 from pytest_mcpfaults.inprocess import SUPPORTED_KINDS, intercepting, mock_sidecar
+from pytest_mcpfaults.sidecar import loop as sidecar_loop
 from pytest_mcpfaults.spans import SpanRecorder
 from pytest_mcpfaults.strategies import fault_plans
 
@@ -41,10 +56,72 @@ PLANS = fault_plans(max_faults=2, kinds=KINDS)
 
 recorder = SpanRecorder()
 tracer = recorder.attach(TracerProvider()).get_tracer("bench")
-client = httpx.Client(timeout=5.0)
+
+# One tools/call reply that satisfies every step of the harness (create_session reads session_id).
+CANNED = (
+    b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text",'
+    b'"text":"{\\"session_id\\":\\"s-1\\"}"}],"isError":false}}'
+)
 
 
-def lifecycle(make: Callable[..., Any], plan: list[Fault]) -> None:
+class _Null:
+    """The do-nothing in-process anchor: the plan is ignored, the harness's client never leaves."""
+
+    mcp_url = "http://anchor.test/mcp"
+
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    def __enter__(self) -> _Null:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+async def _canned(request: web.BaseRequest) -> web.Response:
+    await request.read()
+    return web.Response(body=CANNED, content_type="application/json")
+
+
+@contextlib.contextmanager
+def _bare(**_: Any) -> Iterator[Any]:
+    """The socket anchor: a fresh bare aiohttp low-level server on the sidecar loop thread."""
+
+    async def up() -> tuple[web.ServerRunner, int]:
+        runner = web.ServerRunner(web.Server(_canned), handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, shutdown_timeout=0.05)
+        await site.start()
+        return runner, runner.addresses[0][1]
+
+    runner, port = sidecar_loop.run(up())
+    try:
+        yield type("Bare", (), {"mcp_url": f"http://127.0.0.1:{port}/mcp"})
+    finally:
+        sidecar_loop.run(runner.cleanup())
+
+
+_socket_client = httpx.Client(timeout=5.0)
+_null_client = httpx.Client(
+    timeout=5.0,
+    transport=httpx.MockTransport(
+        lambda _: httpx.Response(200, headers={"Content-Type": "application/json"}, content=CANNED)
+    ),
+)
+
+#: name -> (how to make a per-example backend, the harness's client for it)
+BACKENDS: dict[str, tuple[Callable[..., Any], httpx.Client]] = {
+    "socket Sidecar": (Sidecar, _socket_client),
+    "bare aiohttp (anchor)": (_bare, _socket_client),
+    "in-process (respx)": (mock_sidecar, _socket_client),
+    "httpx MockTransport (anchor)": (_Null, _null_client),
+}
+
+Rate = tuple[float, float]  # examples per wall-clock second, per CPU second of this process
+
+
+def lifecycle(make: Callable[..., Any], client: httpx.Client, plan: list[Fault]) -> None:
     recorder.clear()
     with make(faults=plan) as side, contextlib.suppress(HarnessError):
         Runner(client, side.mcp_url, tracer, hardened=True).run()
@@ -62,21 +139,21 @@ def draw(n: int) -> list[list[Fault]]:
     return out
 
 
-Rate = tuple[float, float]  # examples per wall-clock second, per CPU second of this process
-
-
 def _rate(n: int, t0: float, c0: float) -> Rate:
     return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 
-def replay(make: Callable[..., Any], plans: list[list[Fault]]) -> Rate:
+def replay(name: str, plans: list[list[Fault]]) -> Rate:
+    make, client = BACKENDS[name]
     t0, c0 = time.perf_counter(), time.process_time()
     for plan in plans:
-        lifecycle(make, plan)
+        lifecycle(make, client, plan)
     return _rate(len(plans), t0, c0)
 
 
-def under_given(make: Callable[..., Any], n: int) -> Rate:
+def under_given(name: str | None, n: int) -> Rate:
+    """``@given`` over ``n`` examples running the lifecycle on ``name`` (``None``: an empty body)."""
+    make, client = BACKENDS[name] if name is not None else (None, None)
     count = 0
 
     @settings(max_examples=n, derandomize=True, database=None, deadline=None)
@@ -84,54 +161,74 @@ def under_given(make: Callable[..., Any], n: int) -> Rate:
     def prop(plan: list[Fault]) -> None:
         nonlocal count
         count += 1
-        lifecycle(make, plan)
+        if make is not None and client is not None:
+            lifecycle(make, client, plan)
 
     t0, c0 = time.perf_counter(), time.process_time()
     prop()
     return _rate(count, t0, c0)
 
 
+HYPOTHESIS = "Hypothesis alone (anchor)"
+
+
 def main() -> None:
-    backends: dict[str, Callable[..., Any]] = {"socket Sidecar": Sidecar, "in-process (respx)": mock_sidecar}
     plans = draw(EXAMPLES)
-    for make in backends.values():  # warm-up
-        replay(make, plans[:20])
     rates: dict[tuple[str, str], list[Rate]] = {}
     with intercepting():  # respx installed once; each in-process example registers its own sidecar
-        run_rounds(backends, plans, rates)
+        for name in BACKENDS:  # warm-up
+            replay(name, plans[:20])
+        for _ in range(ROUNDS):
+            for name in BACKENDS:
+                rates.setdefault((name, "replay"), []).append(replay(name, plans))
+                rates.setdefault((name, "@given"), []).append(under_given(name, EXAMPLES))
+            rates.setdefault((HYPOTHESIS, "@given"), []).append(under_given(None, EXAMPLES))
     report(rates)
-
-
-def run_rounds(
-    backends: dict[str, Callable[..., Any]],
-    plans: list[list[Fault]],
-    rates: dict[tuple[str, str], list[float]],
-) -> None:
-    for _ in range(ROUNDS):
-        for name, make in backends.items():
-            rates.setdefault((name, "replay"), []).append(replay(make, plans))
-            rates.setdefault((name, "@given"), []).append(under_given(make, EXAMPLES))
 
 
 def report(rates: dict[tuple[str, str], list[Rate]]) -> None:
     wall = {key: _bench.median([r[0] for r in v]) for key, v in rates.items()}
     cpu = {key: _bench.median([r[1] for r in v]) for key, v in rates.items()}
-    rows = []
-    for mode in ("replay", "@given"):
-        for clock, med in (("wall", wall), ("CPU", cpu)):
-            sock, inproc = med[("socket Sidecar", mode)], med[("in-process (respx)", mode)]
-            rows.append([mode, clock, f"{sock:.0f}/s", f"{inproc:.0f}/s", f"{inproc / sock:.1f}x"])
+
+    def cell(name: str, mode: str) -> str:
+        key = (name, mode)
+        return f"{wall[key]:.0f}/s ({cpu[key]:.0f}/s)" if key in wall else "-"
+
+    rows = [[name, cell(name, "replay"), cell(name, "@given")] for name in [*BACKENDS, HYPOTHESIS]]
     _bench.table(
-        f"Fuzzing throughput: full session lifecycle per example ({EXAMPLES} examples, median of {ROUNDS})",
+        f"Fuzzing throughput: full session lifecycle per example ({EXAMPLES} examples, median of {ROUNDS}; "
+        "per wall-clock second, per CPU second in brackets)",
         rows,
-        ["mode", "per second of", "socket Sidecar", "in-process (respx)", "in-process / socket"],
+        ["backend", "replaying plans", "under @given"],
     )
-    sock, inproc = wall[("socket Sidecar", "@given")], wall[("in-process (respx)", "@given")]
+    sock, bare = "socket Sidecar", "bare aiohttp (anchor)"
+    inproc, null = "in-process (respx)", "httpx MockTransport (anchor)"
+    ratios = []
+    for label, top, bottom in (
+        ("socket Sidecar / bare aiohttp (the sidecar's cost)", bare, sock),
+        ("in-process / MockTransport (the backend's cost)", null, inproc),
+        ("in-process / socket Sidecar (the speed-up)", inproc, sock),
+        ("MockTransport / bare aiohttp (the most any in-process backend could gain)", null, bare),
+    ):
+        r, g = (wall[(top, m)] / wall[(bottom, m)] for m in ("replay", "@given"))
+        ratios.append([label, f"{r:.2f}x", f"{g:.2f}x"])
+    _bench.table("Ratios (wall clock)", ratios, ["ratio", "replaying plans", "under @given"])
+
+    s, b = wall[(sock, "@given")], wall[(bare, "@given")]
+    gain, ceiling = wall[(inproc, "@given")] / s, wall[(null, "@given")] / b
     print()
-    print(_bench.verdict(sock >= 100, f"socket sidecar {sock:.0f} examples/s under @given (target >= 100/s)"))
     print(
         _bench.verdict(
-            inproc >= 10 * sock, f"in-process {inproc / sock:.1f}x the socket rate (target >= 10x)"
+            s >= 100,
+            f"socket sidecar {s:.0f} examples/s under @given (target >= 100/s; "
+            f"the bare aiohttp anchor reaches {b:.0f}/s)",
+        )
+    )
+    print(
+        _bench.verdict(
+            gain >= 10,
+            f"in-process {gain:.1f}x the socket rate under @given (target >= 10x; "
+            f"a do-nothing transport reaches {ceiling:.1f}x the bare aiohttp anchor)",
         )
     )
     print(f"(load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
