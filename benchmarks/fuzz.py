@@ -4,11 +4,13 @@ each beside the anchor that bounds it, measured in one run.
 One example = a fresh sidecar with a fault plan drawn by ``fault_plans`` (kinds both backends
 support, delays excluded so only overhead is timed), one session of the docs' tiny harness (plain
 httpx: create_session, list_tasks, evaluate_session, delete_session, spans recorded), the sidecar
-stopped. Measured twice: replaying pre-drawn plans (the backends alone), and as a real ``@given``
-run (Hypothesis' own cost included).
+stopped. Measured three ways: with no faults (the backends' own cost, comparable with the anchors),
+replaying pre-drawn plans (the backends alone), and as a real ``@given`` run (Hypothesis' own cost
+included).
 
 The anchors run the same harness, the same way, against backends that do no sidecar work at all
-(they ignore the plan and answer every call with one canned reply):
+(they ignore the plan and answer every call with one canned reply, so only their "no faults" column
+compares like with like):
 
 * ``bare aiohttp``: a fresh aiohttp low-level server per example on the same loop thread. No
   socket sidecar can beat it, so its rate bounds the socket target on this machine.
@@ -143,6 +145,9 @@ def _rate(n: int, t0: float, c0: float) -> Rate:
     return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 
+MODES = ("no faults", "replaying plans", "under @given")
+
+
 def replay(name: str, plans: list[list[Fault]]) -> Rate:
     make, client = BACKENDS[name]
     t0, c0 = time.perf_counter(), time.process_time()
@@ -174,15 +179,17 @@ HYPOTHESIS = "Hypothesis alone (anchor)"
 
 def main() -> None:
     plans = draw(EXAMPLES)
+    no_faults: list[list[Fault]] = [[] for _ in plans]
     rates: dict[tuple[str, str], list[Rate]] = {}
     with intercepting():  # respx installed once; each in-process example registers its own sidecar
         for name in BACKENDS:  # warm-up
             replay(name, plans[:20])
         for _ in range(ROUNDS):
             for name in BACKENDS:
-                rates.setdefault((name, "replay"), []).append(replay(name, plans))
-                rates.setdefault((name, "@given"), []).append(under_given(name, EXAMPLES))
-            rates.setdefault((HYPOTHESIS, "@given"), []).append(under_given(None, EXAMPLES))
+                rates.setdefault((name, MODES[0]), []).append(replay(name, no_faults))
+                rates.setdefault((name, MODES[1]), []).append(replay(name, plans))
+                rates.setdefault((name, MODES[2]), []).append(under_given(name, EXAMPLES))
+            rates.setdefault((HYPOTHESIS, MODES[2]), []).append(under_given(None, EXAMPLES))
     report(rates)
 
 
@@ -194,12 +201,12 @@ def report(rates: dict[tuple[str, str], list[Rate]]) -> None:
         key = (name, mode)
         return f"{wall[key]:.0f}/s ({cpu[key]:.0f}/s)" if key in wall else "-"
 
-    rows = [[name, cell(name, "replay"), cell(name, "@given")] for name in [*BACKENDS, HYPOTHESIS]]
+    rows = [[name, *(cell(name, mode) for mode in MODES)] for name in [*BACKENDS, HYPOTHESIS]]
     _bench.table(
         f"Fuzzing throughput: full session lifecycle per example ({EXAMPLES} examples, median of {ROUNDS}; "
         "per wall-clock second, per CPU second in brackets)",
         rows,
-        ["backend", "replaying plans", "under @given"],
+        ["backend", *MODES],
     )
     sock, bare = "socket Sidecar", "bare aiohttp (anchor)"
     inproc, null = "in-process (respx)", "httpx MockTransport (anchor)"
@@ -210,12 +217,11 @@ def report(rates: dict[tuple[str, str], list[Rate]]) -> None:
         ("in-process / socket Sidecar (the speed-up)", inproc, sock),
         ("MockTransport / bare aiohttp (the most any in-process backend could gain)", null, bare),
     ):
-        r, g = (wall[(top, m)] / wall[(bottom, m)] for m in ("replay", "@given"))
-        ratios.append([label, f"{r:.2f}x", f"{g:.2f}x"])
-    _bench.table("Ratios (wall clock)", ratios, ["ratio", "replaying plans", "under @given"])
+        ratios.append([label, *(f"{wall[(top, m)] / wall[(bottom, m)]:.2f}x" for m in MODES)])
+    _bench.table("Ratios (wall clock)", ratios, ["ratio", *MODES])
 
-    s, b = wall[(sock, "@given")], wall[(bare, "@given")]
-    gain, ceiling = wall[(inproc, "@given")] / s, wall[(null, "@given")] / b
+    s, b = wall[(sock, MODES[2])], wall[(bare, MODES[2])]
+    gain, ceiling = wall[(inproc, MODES[2])] / s, wall[(null, MODES[2])] / b
     print()
     print(
         _bench.verdict(

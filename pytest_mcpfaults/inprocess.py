@@ -228,9 +228,10 @@ class InProcessSidecar:
     ``clear_faults()``, ``check_errors()``. Arguments are those of ``Sidecar`` that make sense
     without sockets; faults that need sockets raise :class:`UnsupportedInProcess`.
 
-    httpx requests to any other origin go to the network as usual (e.g. to a socket sidecar on
-    127.0.0.1); a respx router of your own started *after* the first in-process sidecar does not see
-    them, so start yours first. Making one sidecar per example is cheap inside :func:`intercepting`.
+    httpx requests to any other origin go on as usual: to the network (e.g. to a socket sidecar on
+    127.0.0.1), or to a ``respx.mock`` of your own, started before or after this sidecar (it patches
+    httpx one level above respx's default). Making one sidecar per example is cheap inside
+    :func:`intercepting`.
     """
 
     def __init__(
