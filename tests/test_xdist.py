@@ -153,3 +153,43 @@ def test_serial_and_xdist_runs_give_the_same_report_and_gates(
     assert [(v["nodeid"], v["name"]) for v in serial_report["gates"]["new_violations"]] == [
         ("test_suite.py::test_buggy", "cleanup_never_flips")
     ]
+
+
+def test_bad_markers_are_collection_errors_under_xdist_too(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Markers are validated while collecting, which xdist does on the workers: each bad marker is
+    reported by the controller as its module's collection error, naming the argument (a usage error
+    raised on a worker crashed it: INTERNALERROR and no message)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(
+        test_sidecar_marker="""
+            import pytest
+
+            @pytest.mark.mcp_sidecar(era="bogus")
+            def test_it(mcp_sidecar):
+                raise AssertionError("must not run")
+        """,
+        test_matrix_marker="""
+            import pytest
+
+            @pytest.mark.mcpfaults_matrix(kinds=["nope"])
+            def test_it(mcp_sidecar):
+                raise AssertionError("must not run")
+        """,
+        test_fine="def test_fine(): pass",
+    )
+    result = pytester.runpytest_subprocess("-p", "xdist", "-p", "mcpfaults", "-n", "2")
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out
+    result.stdout.fnmatch_lines_random(
+        [
+            "*ERROR collecting test_sidecar_marker.py*",
+            "test_sidecar_marker.py::test_it: @pytest.mark.mcp_sidecar: Sidecar: era must be one of "
+            "'auto', 'stateless', 'session', got 'bogus'",
+            "*ERROR collecting test_matrix_marker.py*",
+            "test_matrix_marker.py::test_it: @pytest.mark.mcpfaults_matrix: *'nope'*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*must not run*")
+    assert result.ret != pytest.ExitCode.OK

@@ -50,7 +50,6 @@ class _RunState:
     outcomes: dict[str, str] = dataclasses.field(default_factory=dict)
     durations: dict[str, float] = dataclasses.field(default_factory=dict)
     entries: dict[str, TestEntry] = dataclasses.field(default_factory=dict)
-    matrix_errors: list[str] = dataclasses.field(default_factory=list)
     report: Report | None = None
     missing: list[str] = dataclasses.field(default_factory=list)
     regressions: list[Violation] = dataclasses.field(default_factory=list)
@@ -202,23 +201,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     where = f"{metafunc.definition.nodeid}: @pytest.mark.{MATRIX_MARKER}"
     try:
         faults = _matrix_faults(marker)
-    except ValueError as exc:
-        metafunc.config.stash[_STATE_KEY].matrix_errors.append(f"{where}: {exc}")
-        return
+    except ValueError as exc:  # fails this module's collection (also under xdist, see _pytest.sidecar)
+        raise pytest.Collector.CollectError(f"{where}: {exc}") from None
     if FAULT_FIXTURE not in metafunc.fixturenames:
-        metafunc.config.stash[_STATE_KEY].matrix_errors.append(
+        raise pytest.Collector.CollectError(
             f"{where}: the test uses neither the mcp_sidecar nor the {FAULT_FIXTURE} fixture, so the "
             "matrix's fault would reach nothing"
         )
-        return
     metafunc.parametrize(FAULT_FIXTURE, faults, ids=[fault_id(f) for f in faults])
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config) -> None:
-    errors = config.stash[_STATE_KEY].matrix_errors
-    if errors:
-        raise pytest.UsageError("\n".join(errors))
 
 
 # -- per-test data: record → teardown report (→ xdist controller) --------------------------------

@@ -65,41 +65,50 @@ def _ini_patience(config: pytest.Config) -> float | None:
     return value
 
 
-def _marker_kwargs(item: pytest.Item) -> dict[str, Any]:
-    marker = item.get_closest_marker("mcp_sidecar")
+def _marker_kwargs(node: pytest.Item | pytest.Function) -> dict[str, Any]:
+    marker = node.get_closest_marker("mcp_sidecar")
     if marker is None:
         return {}
     if marker.args:
-        raise pytest.UsageError(
-            f"{item.nodeid}: @pytest.mark.mcp_sidecar takes keyword arguments only "
+        raise ValueError(
+            f"{node.nodeid}: @pytest.mark.mcp_sidecar takes keyword arguments only "
             f"(those of Sidecar), got positional {marker.args!r}"
         )
     return dict(marker.kwargs)
 
 
-def _validate_marker(item: pytest.Item) -> None:
+def _marker_problem(node: pytest.Function) -> str | None:
+    """What is wrong with a test's ``mcp_sidecar`` marker (naming the argument), or ``None``."""
     from pytest_mcpfaults.sidecar import Sidecar
 
-    kwargs = _marker_kwargs(item)
+    try:
+        kwargs = _marker_kwargs(node)
+    except ValueError as exc:
+        return str(exc)
     if not kwargs:
-        return
+        return None
     valid = [p for p in inspect.signature(Sidecar).parameters]
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
-        raise pytest.UsageError(
-            f"{item.nodeid}: @pytest.mark.mcp_sidecar got an unknown argument {unknown[0]!r}; "
+        return (
+            f"{node.nodeid}: @pytest.mark.mcp_sidecar got an unknown argument {unknown[0]!r}; "
             f"valid arguments (those of Sidecar): {', '.join(valid)}"
         )
     try:
         Sidecar(**kwargs)  # validation only: nothing binds until start()
     except ValueError as exc:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.mcp_sidecar: {exc}") from None
+        return f"{node.nodeid}: @pytest.mark.mcp_sidecar: {exc}"
+    return None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("mcp_sidecar") is not None:
-            _validate_marker(item)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A bad marker fails its module's collection, naming the argument: an error raised while
+    collecting reaches the xdist controller like any collection error (a usage error raised on a
+    worker would crash it)."""
+    if metafunc.definition.get_closest_marker("mcp_sidecar") is not None:
+        problem = _marker_problem(metafunc.definition)
+        if problem is not None:
+            raise pytest.Collector.CollectError(problem)
 
 
 def _attach(item: pytest.Item | None, sidecar: Sidecar) -> None:
