@@ -48,10 +48,11 @@ from respx.models import PassThrough
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
-from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, McpRequest, Reply, encode
 from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
+from pytest_mcpfaults.sidecar.views import SidecarViews
 
 __all__ = [
     "NEEDS_SOCKETS",
@@ -219,7 +220,7 @@ def intercepting() -> Iterator[None]:
         _INTERCEPTION.release()
 
 
-class InProcessSidecar:
+class InProcessSidecar(SidecarViews):
     """An MCP sidecar answered inside the process through respx. Make one with :func:`mock_sidecar`.
 
     Mirrors the socket :class:`~pytest_mcpfaults.Sidecar` where that is honest: ``url``, ``mcp_url``,
@@ -271,7 +272,7 @@ class InProcessSidecar:
             raise ValueError(
                 f"mock_sidecar: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}"
             )
-        self.url = base_url.rstrip("/")
+        self._url = base_url.rstrip("/")
         self.mcp_path, self.health_path, self.era, self.reply = mcp_path, health_path, era, reply
         self._origin = _origin(self.url)
         self._service_url = service_url
@@ -284,6 +285,7 @@ class InProcessSidecar:
         self._plan = [(f, F.TriggerState(f.trigger)) for f in check_plan(faults)]
         self.journal = Journal()
         self._errors: list[tuple[str, BaseException]] = []
+        self._errors_lock = threading.Lock()
         self._mcp = McpEndpoint(era=era, tools=self._tools, get_stream=False, on_error=self._record_error)
         self._lock = threading.RLock()
         self._state = "new"
@@ -327,38 +329,9 @@ class InProcessSidecar:
 
     # -- addresses and state ---------------------------------------------------------------------
     @property
-    def mcp_url(self) -> str:
-        return self.url + self.mcp_path
-
-    @property
-    def health_url(self) -> str:
-        if self.health_path is None:
-            raise RuntimeError("InProcessSidecar.health_url: no health endpoint (health_path=None)")
-        return self.url + self.health_path
-
-    @property
-    def service_url(self) -> str:
-        return self._service_url or self.url
-
-    @property
-    def plan(self) -> tuple[F.Fault, ...]:
-        return tuple(f for f, _ in self._plan)
-
-    @property
-    def requests(self) -> tuple[RequestRecord, ...]:
-        return self.journal.requests
-
-    @property
-    def fired(self) -> dict[str, int]:
-        return self.journal.fired
-
-    @property
-    def sessions(self) -> tuple[str, ...]:
-        return tuple(self._mcp.sessions)
-
-    @property
-    def ended_sessions(self) -> tuple[str, ...]:
-        return tuple(self._mcp.ended)
+    def url(self) -> str:
+        """The made-up origin it answers, e.g. ``http://sidecar.test``."""
+        return self._url
 
     # -- runtime faults --------------------------------------------------------------------------
     def kill(self) -> None:
@@ -394,21 +367,6 @@ class InProcessSidecar:
         self._state = "dead"
         self._mcp.forget_all()
         self.benchmark.forget()
-
-    # -- errors ----------------------------------------------------------------------------------
-    def _record_error(self, where: str, exc: BaseException) -> None:
-        self._errors.append((where, exc))
-
-    @property
-    def errors(self) -> list[BaseException]:
-        return [e for _, e in self._errors]
-
-    def check_errors(self) -> None:
-        """Raise :class:`~pytest_mcpfaults.SidecarError` if a tool handler raised."""
-        if self._errors:
-            from pytest_mcpfaults.sidecar.server import SidecarError
-
-            raise SidecarError(list(self._errors)) from self._errors[0][1]
 
     # -- request handling ------------------------------------------------------------------------
     def _dispatch(self, request: httpx.Request) -> httpx.Response:

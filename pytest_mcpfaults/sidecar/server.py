@@ -12,7 +12,6 @@ import contextlib
 import ipaddress
 import threading
 import time
-import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -28,27 +27,13 @@ from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation, Request
 from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, Reply, rpc_error
 from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick, record_matches
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
+from pytest_mcpfaults.sidecar.views import SidecarError, SidecarViews
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
 
 DEFAULT_PATIENCE = 5.0
 _REPLY_MODES = ("json", "sse")
 _LOOPBACK_NAMES = ("localhost",)
-
-
-class SidecarError(Exception):
-    """An exception raised inside the sidecar thread (e.g. by a tool handler), re-raised in the test.
-
-    ``errors`` holds every one of them, in order; the first is also the ``__cause__``.
-    """
-
-    def __init__(self, errors: Sequence[tuple[str, BaseException]]) -> None:
-        self.errors = [e for _, e in errors]
-        lines = [f"{len(errors)} error(s) raised inside the MCP sidecar:"]
-        for where, exc in errors:
-            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
-            lines.append(f"--- in {where} ---\n{tb}")
-        super().__init__("\n".join(lines))
 
 
 @dataclass(eq=False)
@@ -122,7 +107,7 @@ def _check_kwargs(
         raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
 
 
-class Sidecar:
+class Sidecar(SidecarViews):
     """A fake MCP sidecar on loopback. Use as a context manager, or ``start()`` / ``stop()``.
 
     Args:
@@ -297,21 +282,6 @@ class Sidecar:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    @property
-    def mcp_url(self) -> str:
-        return self.url + self.mcp_path
-
-    @property
-    def health_url(self) -> str:
-        if self.health_path is None:
-            raise RuntimeError("Sidecar.health_url: this sidecar has no health endpoint (health_path=None)")
-        return self.url + self.health_path
-
-    @property
-    def service_url(self) -> str:
-        """The backend URL named by :class:`~pytest_mcpfaults.faults.BackendGone` payloads."""
-        return self._service_url or self.url
-
     # -- tools -----------------------------------------------------------------------------------
     def _add_tool(self, tool: Tool) -> None:
         if not isinstance(tool, Tool):
@@ -348,23 +318,8 @@ class Sidecar:
         return register
 
     @property
-    def plan(self) -> tuple[F.Fault, ...]:
-        """Every fault planned so far (constructor and :meth:`inject`), in order."""
-        return tuple(f for f, _ in self._plan)
-
-    @property
     def tools(self) -> dict[str, Tool]:
         return dict(self._tools)
-
-    @property
-    def sessions(self) -> tuple[str, ...]:
-        """Live transport session ids (session era)."""
-        return tuple(self._mcp.sessions)
-
-    @property
-    def ended_sessions(self) -> tuple[str, ...]:
-        """Transport session ids that were deleted, expired or lost with the process."""
-        return tuple(self._mcp.ended)
 
     # -- runtime faults --------------------------------------------------------------------------
     def kill(self) -> None:
@@ -686,38 +641,10 @@ class Sidecar:
         if outcome != "released":
             raise Dropped
 
-    # -- errors ----------------------------------------------------------------------------------
-    def _record_error(self, where: str, exc: BaseException) -> None:
-        with self._errors_lock:
-            self._errors.append((where, exc))
-
-    @property
-    def errors(self) -> list[BaseException]:
-        """Exceptions raised inside the sidecar thread so far (tool handlers, internal errors)."""
-        with self._errors_lock:
-            return [e for _, e in self._errors]
-
-    def check_errors(self) -> None:
-        """Raise :class:`SidecarError` if anything raised inside the sidecar thread."""
-        with self._errors_lock:
-            errors = list(self._errors)
-        if errors:
-            raise SidecarError(errors) from errors[0][1]
-
     # -- journal shortcuts and waits ---------------------------------------------------------------
-    @property
-    def requests(self) -> tuple[RequestRecord, ...]:
-        """Snapshot of every request so far."""
-        return self.journal.requests
-
     @property
     def patience_violations(self) -> tuple[PatienceViolation, ...]:
         return self.journal.violations
-
-    @property
-    def fired(self) -> dict[str, int]:
-        """How often each fault kind fired."""
-        return self.journal.fired
 
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Wait until no client connection is open (every client released its connections) and every
