@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from example_modules import load
 from hypothesis import HealthCheck, find, given, note, settings
 from hypothesis.stateful import run_state_machine_as_test
 from opentelemetry.sdk.trace import TracerProvider
@@ -31,8 +31,8 @@ from pytest_mcpfaults.spans import SpanRecorder
 from pytest_mcpfaults.stateful import SessionLifecycleMachine
 from pytest_mcpfaults.strategies import fault_plans
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from harness import Runner, RunnerConfig
+_harness = load("examples/harness")
+Runner, RunnerConfig = _harness.Runner, _harness.RunnerConfig
 
 #: The runner's budgets, small: every wait is bounded by one of them or by a fault's patience.
 FAST: dict[str, Any] = {"read_timeout": 1.0, "call_timeout": 3.0, "agent_timeout": 30.0, "mode": "auto"}

@@ -295,11 +295,10 @@ def test_tool_handler_errors_are_re_raised_like_the_socket_sidecar() -> None:
 
 # -- the same fuzzing, in-process -------------------------------------------------------------------
 
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+from example_modules import load  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "examples"))
-from fuzzing_harness import HarnessError, Runner  # noqa: E402
+_harness = load("docs/examples/fuzzing_harness.py")
+HarnessError, Runner = _harness.HarnessError, _harness.Runner
 
 recorder = SpanRecorder()
 tracer = recorder.attach(TracerProvider()).get_tracer("harness")
