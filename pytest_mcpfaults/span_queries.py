@@ -13,8 +13,8 @@ from pytest_mcpfaults.span_tree import format_tree
 
 __all__ = ["Patterns", "SpanLookupError", "find_spans", "matches", "one_span"]
 
-#: One glob or a sequence of globs, matched against span names with :func:`fnmatch.fnmatchcase`.
 Patterns: TypeAlias = str | Sequence[str]
+"""One glob or a sequence of globs, matched against span names with :func:`fnmatch.fnmatchcase`."""
 
 
 class SpanLookupError(AssertionError):

@@ -80,9 +80,10 @@ __all__ = [
     "roots",
 ]
 
-#: Default span-name globs of a harness session span and of its cleanup spans.
 DEFAULT_SESSION: tuple[str, ...] = ("Agent.Session",)
+"""Default span-name globs of a harness's session spans (the ``mcpfaults_session_spans`` ini default)."""
 DEFAULT_CLEANUP: tuple[str, ...] = ("MCP.DeleteSession",)
+"""Default span-name globs of its cleanup spans (the ``mcpfaults_cleanup_spans`` ini default)."""
 
 _P = TypeVar("_P", bound="TracerProvider")
 ResultSink = Callable[[str, bool, str], None]
