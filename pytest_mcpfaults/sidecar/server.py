@@ -22,18 +22,16 @@ from aiohttp import web, web_protocol, web_server
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
+from pytest_mcpfaults.sidecar.config import _LOOPBACK_NAMES, DEFAULT_PATIENCE, _check_kwargs
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
-from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation, RequestRecord
-from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, Reply, rpc_error
-from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick, record_matches
+from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation
+from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply, rpc_error
+from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
-from pytest_mcpfaults.sidecar.views import SidecarError, SidecarViews
+from pytest_mcpfaults.sidecar.views import SidecarError
+from pytest_mcpfaults.sidecar.waits import SidecarWaits
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
-
-DEFAULT_PATIENCE = 5.0
-_REPLY_MODES = ("json", "sse")
-_LOOPBACK_NAMES = ("localhost",)
 
 
 @dataclass(eq=False)
@@ -69,45 +67,7 @@ class _WebServer(web_server.Server):
         self._sidecar._conn_lost(handler)
 
 
-def _check_kwargs(
-    host: str, port: int, mcp_path: str, health_path: str | None, era: str, reply: str,
-    tool_sets: Sequence[str], patience: float | None, allow_remote: bool, max_body_bytes: int,
-) -> None:  # fmt: skip
-    if not isinstance(host, str) or not host:
-        raise ValueError(f"Sidecar: host must be a host name or IP address, got {host!r}")
-    try:
-        loopback = host in _LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and allow_remote is not True:
-        raise ValueError(
-            f"Sidecar: host {host!r} is not a loopback address; the sidecar binds to loopback only "
-            "(use '127.0.0.1'), or pass allow_remote=True to bind it on purpose"
-        )
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"Sidecar: port must be an integer in 0..65535 (0: any free port), got {port!r}")
-    for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
-        if path is None and name == "health_path":
-            continue
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise ValueError(f"Sidecar: {name} must be a path starting with '/', got {path!r}")
-    if health_path == mcp_path:
-        raise ValueError(f"Sidecar: health_path and mcp_path must differ, both are {mcp_path!r}")
-    if era not in ERAS:
-        raise ValueError(f"Sidecar: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
-    if reply not in _REPLY_MODES:
-        raise ValueError(f"Sidecar: reply must be 'json' or 'sse', got {reply!r}")
-    if isinstance(tool_sets, str) or any(s not in TOOL_SETS for s in tool_sets):
-        raise ValueError(f"Sidecar: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
-    if patience is not None and (
-        isinstance(patience, bool) or not isinstance(patience, (int, float)) or not patience > 0
-    ):
-        raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
-    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
-        raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
-
-
-class Sidecar(SidecarViews):
+class Sidecar(SidecarWaits):
     """A fake MCP sidecar on loopback. Use as a context manager, or ``start()`` / ``stop()``.
 
     Args:
@@ -640,67 +600,3 @@ class Sidecar(SidecarViews):
             self.journal.add_violation(PatienceViolation(rec, str(fault), budget, expected, source))
         if outcome != "released":
             raise Dropped
-
-    # -- journal shortcuts and waits ---------------------------------------------------------------
-    @property
-    def patience_violations(self) -> tuple[PatienceViolation, ...]:
-        return self.journal.violations
-
-    def wait_idle(self, timeout: float = 5.0) -> None:
-        """Wait until no client connection is open (every client released its connections) and every
-        request's handling has ended, so the journal records are final."""
-
-        def idle() -> bool:
-            return not self.journal.open_connections() and all(r.done for r in self.journal.requests)
-
-        self.journal.wait_for(idle, timeout, f"every client connection to {self.url} to close")
-
-    def wait_held(self, count: int = 1, timeout: float = 5.0) -> None:
-        """Wait until at least ``count`` requests are being held by a blocking fault."""
-        self.journal.wait_for(
-            lambda: sum(1 for r in self.journal.requests if r.held and r.hold is None) >= count,
-            timeout,
-            f"{count} held request(s)",
-        )
-
-    def wait_for(self, predicate: Callable[[tuple[RequestRecord, ...]], bool], timeout: float = 5.0) -> None:
-        """Wait until ``predicate(requests)`` is true."""
-        self.journal.wait_for(lambda: predicate(self.journal.requests), timeout, f"{predicate!r}")
-
-    # -- patience assertions -----------------------------------------------------------------------
-    def _held(self, target: str | None) -> list[RequestRecord]:
-        out = [r for r in self.journal.requests if r.held]
-        if target is not None:
-            F.check_target(target)
-            out = [
-                r
-                for r in out
-                if record_matches(r, target, mcp_path=self.mcp_path, health_path=self.health_path)
-            ]
-        return out
-
-    def assert_client_gave_up(self, within: float, target: str | None = None) -> None:
-        """Every held request (matching ``target``, e.g. ``'DELETE /mcp'``) ended because the client
-        closed it, at most ``within`` seconds after the hold began. Waits (bounded by ``within``) for
-        holds still in progress; the failure names each request, its connection and how it ended."""
-        from pytest_mcpfaults.sidecar.patience import check_client_closed
-
-        check_client_closed(self, within, target, "assert_client_gave_up")
-
-    def assert_client_released(self, within: float, target: str | None = None) -> None:
-        """Every stalled/held response (matching ``target``, e.g. ``'health'``) had its connection
-        closed by the client at most ``within`` seconds after the hold began (a probe that reads the
-        status and aborts the body passes; one that keeps the response open fails, naming the
-        connection). Waits (bounded by ``within``) for holds still in progress."""
-        from pytest_mcpfaults.sidecar.patience import check_client_closed
-
-        check_client_closed(self, within, target, "assert_client_released")
-
-    def assert_no_patience_violations(self) -> None:
-        """No held request outlived its patience budget so far (expected or not); raises
-        :class:`~pytest_mcpfaults.sidecar.patience.PatienceError` with the verdict otherwise."""
-        from pytest_mcpfaults.sidecar.patience import PatienceError, patience_verdict
-
-        v = self.journal.violations
-        if v:
-            raise PatienceError(patience_verdict(self, v))
