@@ -1,0 +1,399 @@
+"""The fault kinds: frozen dataclasses saying how a request is answered, and their catalogue.
+
+Each kind has a ``kind`` name, its parameters (checked at construction) and a ``when=`` trigger;
+``str(fault)`` writes the text form that :mod:`pytest_mcpfaults.fault_text` reads back. Re-exported by
+:mod:`pytest_mcpfaults.faults`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pytest_mcpfaults.triggers import Trigger, _check_count
+
+__all__ = [
+    "Absent",
+    "BackendGone",
+    "Delay",
+    "Die",
+    "Drip",
+    "EndlessSse",
+    "Fault",
+    "Flap",
+    "Freeze",
+    "Hang",
+    "JsonRpcError",
+    "MalformedJson",
+    "Reset",
+    "SessionExpired",
+    "Stall",
+    "Status",
+    "Terminating",
+    "ToolError",
+    "Truncate",
+    "fault_kinds",
+]
+
+
+def _check_seconds(
+    owner: str, name: str, value: object, *, optional: bool = False, positive: bool = False
+) -> None:
+    if value is None and optional:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    if ok and (value > 0 if positive else value >= 0):  # type: ignore[operator]
+        return
+    want = "a positive number of seconds" if positive else "a non-negative number of seconds"
+    raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Base class of every fault. Subclasses are frozen dataclasses with a ``kind`` name.
+
+    ``when`` takes a :class:`Trigger` or just its target string; ``None`` means the kind's default
+    target. ``str(fault)`` gives the text form that :func:`parse_fault` reads back.
+    """
+
+    kind: ClassVar[str] = ""
+    #: A blocking fault holds a request until release, teardown, or its patience budget runs out.
+    blocking: ClassVar[bool] = False
+    default_target: ClassVar[str] = "*"
+
+    #: As given: a :class:`Trigger`, a target string or ``None``; normalised to a ``Trigger`` at
+    #: construction. Read it back typed as :attr:`trigger`.
+    when: Trigger | str | None = field(default=None, kw_only=True, compare=True)
+
+    @property
+    def trigger(self) -> Trigger:
+        """The fault's :class:`Trigger` (``when=`` after normalisation)."""
+        assert isinstance(self.when, Trigger)  # __post_init__ normalised it
+        return self.when
+
+    def __post_init__(self) -> None:
+        when: object = self.when
+        if when is None:
+            when = Trigger(self.default_target)
+        elif isinstance(when, str):
+            when = Trigger(when)
+        elif not isinstance(when, Trigger):
+            raise ValueError(
+                f"{type(self).__name__}: when must be a Trigger or a target string, got {when!r}"
+            )
+        object.__setattr__(self, "when", when)
+        self._validate()
+
+    def _validate(self) -> None:
+        """Subclasses check their parameters here and raise ``ValueError`` naming the bad one."""
+
+    def params(self) -> dict[str, Any]:
+        """The fault's own parameters (without ``when``), as given."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "when"}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :func:`fault_from_dict` is its inverse."""
+        return {"kind": self.kind, **self.params(), "when": dataclasses.asdict(self.trigger)}
+
+    def __str__(self) -> str:
+        shown = [
+            f"{f.name}={_format_value(getattr(self, f.name))}"
+            for f in dataclasses.fields(self)
+            if f.name != "when" and (f.default is dataclasses.MISSING or getattr(self, f.name) != f.default)
+        ]
+        text = self.kind + (f"({','.join(shown)})" if shown else "")
+        if self.trigger.target != self.default_target or self.trigger.describe():
+            text += f"@{self.trigger.target}"
+        return text + self.trigger.describe()
+
+
+@dataclass(frozen=True)
+class _Blocking(Fault):
+    """A fault that holds a request. ``patience`` overrides the sidecar's budget for this fault;
+    ``expect_hang=True`` says the test expects the client to wait it out (reported, not failed)."""
+
+    blocking: ClassVar[bool] = True
+    patience: float | None = field(default=None, kw_only=True)
+    expect_hang: bool = field(default=False, kw_only=True)
+
+    def _validate(self) -> None:
+        _check_seconds(type(self).__name__, "patience", self.patience, optional=True, positive=True)
+        if not isinstance(self.expect_hang, bool):
+            raise ValueError(
+                f"{type(self).__name__}: expect_hang must be True or False, got {self.expect_hang!r}"
+            )
+
+
+# -- process level -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Die(Fault):
+    """The sidecar process dies on this request: the listener closes (new connections are refused)
+    and every open connection, this one included, is reset. ``restart=True`` comes back at once on
+    the same port with every transport and benchmark session forgotten (a crash-looping pod)."""
+
+    kind: ClassVar[str] = "die"
+    restart: bool = False
+
+
+@dataclass(frozen=True)
+class Freeze(_Blocking):
+    """The process stops answering (like SIGSTOP): connections are accepted, nothing is answered,
+    this request and all later ones are held until ``release()``, teardown or the patience budget."""
+
+    kind: ClassVar[str] = "freeze"
+
+
+# -- answers that never come, or come late -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hang(_Blocking):
+    """Hold the request without answering (no status line, no bytes)."""
+
+    kind: ClassVar[str] = "hang"
+
+
+@dataclass(frozen=True)
+class Delay(Fault):
+    """Answer after ``seconds`` plus a uniform jitter in ``[0, jitter]`` drawn from ``seed``."""
+
+    kind: ClassVar[str] = "delay"
+    seconds: float = 0.1
+    jitter: float = 0.0
+    seed: int = 0
+
+    def _validate(self) -> None:
+        _check_seconds("Delay", "seconds", self.seconds)
+        _check_seconds("Delay", "jitter", self.jitter)
+        _check_count("Delay", "seed", self.seed)
+
+
+# -- answers with the wrong status ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Status(Fault):
+    """Answer with an HTTP status (500, 502, 503, 429 …). ``retry_after`` adds a ``Retry-After``
+    header. Use the trigger's ``times`` for a sequence: ``Status(503, when=Trigger('health', times=3))``
+    answers 503 three times, then the sidecar answers normally (a runner that is starting up)."""
+
+    kind: ClassVar[str] = "status"
+    code: int = 503
+    retry_after: int | None = None
+    body: str | None = None
+
+    def _validate(self) -> None:
+        if isinstance(self.code, bool) or not isinstance(self.code, int) or not 400 <= self.code <= 599:
+            raise ValueError(f"Status: code must be an HTTP error status in 400..599, got {self.code!r}")
+        _check_count("Status", "retry_after", self.retry_after, optional=True)
+
+
+@dataclass(frozen=True)
+class Flap(Fault):
+    """Alternate between healthy and failing: ``every`` requests answered normally, then ``every``
+    answered with ``code``, and so on (counted over matching requests)."""
+
+    kind: ClassVar[str] = "flap"
+    default_target: ClassVar[str] = "health"
+    every: int = 1
+    code: int = 503
+
+    def _validate(self) -> None:
+        _check_count("Flap", "every", self.every, minimum=1)
+        if isinstance(self.code, bool) or not isinstance(self.code, int) or not 400 <= self.code <= 599:
+            raise ValueError(f"Flap: code must be an HTTP error status in 400..599, got {self.code!r}")
+
+
+@dataclass(frozen=True)
+class Absent(Fault):
+    """Answer 404 as if the route did not exist (real exgentic sidecars have no ``/health``)."""
+
+    kind: ClassVar[str] = "absent"
+    default_target: ClassVar[str] = "health"
+
+
+@dataclass(frozen=True)
+class Terminating(Fault):
+    """A terminating pod: ``/health`` keeps saying ready while matching requests (default: every MCP
+    request) are refused with ``503`` and ``Connection: close``."""
+
+    kind: ClassVar[str] = "terminating"
+    default_target: ClassVar[str] = "mcp"
+
+
+# -- bodies --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stall(_Blocking):
+    """Send the status line, headers and the first ``after_bytes`` bytes of the body (JSON or SSE,
+    as the sidecar replies), then hold: the client has a response whose body never ends."""
+
+    kind: ClassVar[str] = "stall"
+    after_bytes: int = 0
+
+    def _validate(self) -> None:
+        super()._validate()
+        _check_count("Stall", "after_bytes", self.after_bytes)
+
+
+@dataclass(frozen=True)
+class Drip(Fault):
+    """Send the body ``chunk_bytes`` at a time with ``interval`` seconds between chunks."""
+
+    kind: ClassVar[str] = "drip"
+    chunk_bytes: int = 1
+    interval: float = 0.01
+
+    def _validate(self) -> None:
+        _check_count("Drip", "chunk_bytes", self.chunk_bytes, minimum=1)
+        _check_seconds("Drip", "interval", self.interval)
+
+
+@dataclass(frozen=True)
+class Truncate(Fault):
+    """Announce the full body, send ``after_bytes`` of it, then close the connection cleanly (FIN)."""
+
+    kind: ClassVar[str] = "truncate"
+    after_bytes: int = 0
+
+    def _validate(self) -> None:
+        _check_count("Truncate", "after_bytes", self.after_bytes)
+
+
+@dataclass(frozen=True)
+class Reset(Fault):
+    """Send ``after_bytes`` bytes of the response (0: nothing at all), then reset the connection (RST)."""
+
+    kind: ClassVar[str] = "reset"
+    after_bytes: int = 0
+
+    def _validate(self) -> None:
+        _check_count("Reset", "after_bytes", self.after_bytes)
+
+
+@dataclass(frozen=True)
+class MalformedJson(Fault):
+    """Answer 200 with a body that is not valid JSON (the reply cut in half, length announced right)."""
+
+    kind: ClassVar[str] = "malformed_json"
+
+
+@dataclass(frozen=True)
+class EndlessSse(_Blocking):
+    """Answer as ``text/event-stream``: send the reply's event, then keep the stream open and never
+    end it. A client that waits for the end of the stream waits until release or its own timeout."""
+
+    kind: ClassVar[str] = "endless_sse"
+
+
+# -- protocol-level answers ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JsonRpcError(Fault):
+    """Answer a JSON-RPC error with ``code`` and ``message`` (HTTP 200) instead of the result."""
+
+    kind: ClassVar[str] = "jsonrpc_error"
+    default_target: ClassVar[str] = "mcp"
+    code: int = -32603
+    message: str = "Internal error"
+
+    def _validate(self) -> None:
+        if isinstance(self.code, bool) or not isinstance(self.code, int):
+            raise ValueError(f"JsonRpcError: code must be an integer, got {self.code!r}")
+
+
+def _check_tool_target(fault: Fault) -> None:
+    target = fault.trigger.target
+    if target in ("*", "mcp", "tools/call") or target.startswith(("tool:", "POST ")):
+        return
+    raise ValueError(
+        f"{type(fault).__name__}: answers tools/call only, so when= must be 'tools/call', 'tool:<name>', "
+        f"'mcp', '*' or 'POST <path>', got {target!r}"
+    )
+
+
+@dataclass(frozen=True)
+class ToolError(Fault):
+    """Answer a ``tools/call`` with a tool result carrying ``isError: true`` and ``text``."""
+
+    kind: ClassVar[str] = "tool_error"
+    default_target: ClassVar[str] = "tools/call"
+    text: str = "tool failed"
+
+    def _validate(self) -> None:
+        _check_tool_target(self)
+
+
+@dataclass(frozen=True)
+class SessionExpired(Fault):
+    """The transport session expired: the sidecar forgets it and answers 404 "Session not found"
+    (and so does every later request that carries it)."""
+
+    kind: ClassVar[str] = "session_expired"
+    default_target: ClassVar[str] = "mcp"
+
+
+@dataclass(frozen=True)
+class BackendGone(Fault):
+    """The benchmark session's backing service died: ``delete_session`` answers
+    ``{"error": "Error closing session <id>: Service at <url> is no longer alive"}``, other tools
+    ``{"error": "Service at <url> is no longer alive"}``. ``service_url`` defaults to the sidecar's."""
+
+    kind: ClassVar[str] = "backend_gone"
+    default_target: ClassVar[str] = "tool:delete_session"
+    service_url: str | None = None
+
+    def _validate(self) -> None:
+        _check_tool_target(self)
+
+
+_KINDS: dict[str, type[Fault]] = {
+    cls.kind: cls
+    for cls in (
+        Die, Freeze, Hang, Delay, Status, Flap, Absent, Terminating, Stall, Drip, Truncate, Reset,
+        MalformedJson, EndlessSse, JsonRpcError, ToolError, SessionExpired, BackendGone,
+    )
+}  # fmt: skip
+
+
+def fault_kinds() -> dict[str, type[Fault]]:
+    """Every fault kind by name, in catalogue order."""
+    return dict(_KINDS)
+
+
+# -- values in the text form (``str(fault)`` writes them, the parser reads them) ----------
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, str):
+        plain = value and not any(c in value for c in ",()[]@=;'\" \\") and _parse_value(value) == value
+        return value if plain else json.dumps(value, ensure_ascii=False)  # double-quoted, escaped
+    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _parse_value(text: str) -> object:
+    text = text.strip()
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        try:  # "...": JSON string escapes (what str(fault) writes); '...': a Python literal
+            value = json.loads(text) if text[0] == '"' else ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"badly quoted string {text}") from None
+        return str(value)
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text

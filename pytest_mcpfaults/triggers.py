@@ -1,0 +1,132 @@
+"""Triggers: which requests a fault applies to, counted over matching requests (never wall-clock time).
+
+:class:`Trigger` is the value (target and counts), :class:`TriggerState` its counting state inside one
+sidecar, :func:`check_target` the target grammar. Re-exported by :mod:`pytest_mcpfaults.faults`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+
+__all__ = ["MCP_METHODS", "Trigger", "TriggerState", "check_target"]
+
+#: MCP methods a trigger may name directly. Any other method: ``method:<name>``.
+MCP_METHODS: tuple[str, ...] = (
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+)
+_HTTP_METHODS = ("GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS")
+_TARGET_HELP = (
+    "'*', 'health', 'mcp', an MCP method (e.g. 'tools/call'), 'tool:<name>', "
+    "'<HTTP method> <path>' (e.g. 'DELETE /mcp'), '/<path>', or 'method:<any MCP method>'"
+)
+
+
+def _check_count(owner: str, name: str, value: object, *, minimum: int = 0, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        want = "a positive integer" if minimum == 1 else "a non-negative integer"
+        if optional:
+            want += " or None"
+        raise ValueError(f"{owner}: {name} must be {want}, got {value!r}")
+
+
+def check_target(target: object) -> str:
+    """Validate a trigger target and return it; raise ``ValueError`` naming the bad value otherwise."""
+    if not isinstance(target, str) or not target.strip():
+        raise ValueError(f"Trigger: target must be a non-empty string ({_TARGET_HELP}), got {target!r}")
+    if target in ("*", "health", "mcp") or target in MCP_METHODS:
+        return target
+    if target.startswith("/"):
+        return target
+    prefix, _, rest = target.partition(":")
+    if prefix in ("tool", "method") and rest.strip():
+        return target
+    verb, _, path = target.partition(" ")
+    if verb in _HTTP_METHODS and path.startswith("/"):
+        return target
+    raise ValueError(f"Trigger: target {target!r} is unknown; valid targets: {_TARGET_HELP}")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Which requests a fault applies to. All counts are over requests matching ``target``.
+
+    * ``target``: ``'*'`` (any request), ``'health'``, ``'mcp'`` (the MCP endpoint), an MCP method
+      (``'tools/call'``), ``'tool:delete_session'``, ``'DELETE /mcp'``, ``'/any/path'``, ``'method:x/y'``.
+    * ``nth``: fire only on the nth matching request (1-based).
+    * ``after``: let the first ``after`` matching requests through untouched.
+    * ``times``: fire at most this many times (``None``: every eligible request).
+    * ``probability`` with ``seed``: fire on each eligible request with this probability, drawn from
+      a generator seeded with ``seed`` (deterministic: the same requests fire on every run).
+    """
+
+    target: str = "*"
+    nth: int | None = None
+    after: int = 0
+    times: int | None = None
+    probability: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_target(self.target)
+        _check_count("Trigger", "nth", self.nth, minimum=1, optional=True)
+        _check_count("Trigger", "after", self.after)
+        _check_count("Trigger", "times", self.times, optional=True)
+        p = self.probability
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"Trigger: probability must be a number in [0, 1], got {p!r}")
+        _check_count("Trigger", "seed", self.seed)
+
+    def describe(self) -> str:
+        """The trigger in the text form's bracket syntax (without the target), '' when all default."""
+        parts = []
+        for f in dataclasses.fields(self):
+            if f.name == "target":
+                continue
+            value = getattr(self, f.name)
+            if value != f.default:
+                parts.append(f"{'p' if f.name == 'probability' else f.name}={value}")
+        return f"[{','.join(parts)}]" if parts else ""
+
+
+class TriggerState:
+    """The counting state of one trigger inside one sidecar (not part of the value type)."""
+
+    __slots__ = ("fired", "rng", "seen", "trigger")
+
+    def __init__(self, trigger: Trigger) -> None:
+        self.trigger = trigger
+        self.seen = 0
+        self.fired = 0
+        self.rng = random.Random(trigger.seed)
+
+    def consider(self) -> bool:
+        """Count one matching request and say whether the fault fires on it."""
+        t = self.trigger
+        self.seen += 1
+        if self.seen <= t.after or (t.nth is not None and self.seen != t.nth):
+            return False
+        if t.times is not None and self.fired >= t.times:
+            return False
+        if t.probability < 1.0 and self.rng.random() >= t.probability:
+            return False
+        self.fired += 1
+        return True
