@@ -13,8 +13,7 @@ Triggers count requests, never wall-clock time, so a run is reproducible.
 
 from __future__ import annotations
 
-from pytest_mcpfaults.fault_text import as_plan as as_plan
-from pytest_mcpfaults.fault_text import fault_from_dict, format_plan, parse_fault, parse_plan
+from pytest_mcpfaults.fault_text import as_plan, fault_from_dict, format_plan, parse_fault, parse_plan
 from pytest_mcpfaults.fault_types import (
     Absent,
     BackendGone,
@@ -37,9 +36,7 @@ from pytest_mcpfaults.fault_types import (
     Truncate,
     fault_kinds,
 )
-from pytest_mcpfaults.triggers import MCP_METHODS, Trigger
-from pytest_mcpfaults.triggers import TriggerState as TriggerState
-from pytest_mcpfaults.triggers import check_target as check_target
+from pytest_mcpfaults.triggers import MCP_METHODS, Trigger, TriggerState, check_target
 
 __all__ = [
     "MCP_METHODS",
@@ -62,7 +59,10 @@ __all__ = [
     "Terminating",
     "ToolError",
     "Trigger",
+    "TriggerState",
     "Truncate",
+    "as_plan",
+    "check_target",
     "fault_from_dict",
     "fault_kinds",
     "format_plan",

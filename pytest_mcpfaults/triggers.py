@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 __all__ = ["MCP_METHODS", "Trigger", "TriggerState", "check_target"]
 
-#: MCP methods a trigger may name directly. Any other method: ``method:<name>``.
 MCP_METHODS: tuple[str, ...] = (
     "initialize",
     "ping",
@@ -31,6 +30,7 @@ MCP_METHODS: tuple[str, ...] = (
     "notifications/progress",
     "notifications/roots/list_changed",
 )
+"""MCP methods a trigger may name directly. Any other method: ``method:<name>``."""
 _HTTP_METHODS = ("GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS")
 _TARGET_HELP = (
     "'*', 'health', 'mcp', an MCP method (e.g. 'tools/call'), 'tool:<name>', "

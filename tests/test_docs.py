@@ -94,3 +94,18 @@ def test_docs_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (site / "faults" / "index.html").exists()
     assert "Catching the cleanup flip" in (site / "catching-the-flip" / "index.html").read_text()
+
+
+def test_the_api_page_lists_every_public_name_of_faults() -> None:
+    """The faults section lists its members by hand (reading order; they are re-exports, so
+    mkdocstrings would show them only in import order): exactly ``faults.__all__``, so a new kind
+    cannot go missing from the API page."""
+    from pytest_mcpfaults import faults
+
+    page = (DOCS / "api.md").read_text()
+    section = page.split("::: pytest_mcpfaults.faults", 1)[1].split("##", 1)[0]
+    listed = re.search(r"members: \[(.*?)\]", section, re.S)
+    assert listed is not None, "the faults section lost its members: list"
+    names = [n.strip() for n in listed.group(1).split(",")]
+    assert sorted(names) == sorted(faults.__all__)
+    assert set(faults.fault_kinds().values()) <= {getattr(faults, n) for n in names}
