@@ -322,11 +322,6 @@ class InProcessSidecar(SidecarViews):
         if exc_type is None:
             self.check_errors()
 
-    @property
-    def state(self) -> str:
-        """``'new'``, ``'running'``, ``'dead'`` or ``'stopped'``."""
-        return self._state
-
     # -- addresses and state ---------------------------------------------------------------------
     @property
     def url(self) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_mcpfaults.sidecar.journal import PatienceViolation, RequestRecord
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.server import Sidecar
+    from pytest_mcpfaults.sidecar.waits import SidecarWaits
 
 __all__ = ["PatienceError", "check_client_closed", "patience_verdict", "violation_record"]
 
@@ -34,7 +34,7 @@ class PatienceError(AssertionError):
     """A held request outlived its patience budget and the test did not say it expected that."""
 
 
-def _hint(sc: Sidecar, r: RequestRecord) -> str:
+def _hint(sc: SidecarWaits, r: RequestRecord) -> str:
     if r.path == sc.mcp_path and r.method == "DELETE":
         return (
             "mcp 2.x sends this DELETE when the client closes, through its transport's httpx2 client "
@@ -50,7 +50,7 @@ def _hint(sc: Sidecar, r: RequestRecord) -> str:
     return "httpx: timeout=None waits forever (its default is 5 s); give the request a timeout"
 
 
-def _excerpt(sc: Sidecar, conn_id: int) -> list[str]:
+def _excerpt(sc: SidecarWaits, conn_id: int) -> list[str]:
     related = [r for r in sc.journal.requests if r.conn_id == conn_id]
     lines = []
     if len(related) > _EXCERPT:
@@ -60,12 +60,12 @@ def _excerpt(sc: Sidecar, conn_id: int) -> list[str]:
     return lines
 
 
-def _peer(sc: Sidecar, conn_id: int) -> str:
+def _peer(sc: SidecarWaits, conn_id: int) -> str:
     conns = sc.journal.connections
     return conns[conn_id].peer if 0 <= conn_id < len(conns) else "?"
 
 
-def patience_verdict(sc: Sidecar, violations: Sequence[PatienceViolation]) -> str:
+def patience_verdict(sc: SidecarWaits, violations: Sequence[PatienceViolation]) -> str:
     """The failure message for patience violations of one sidecar: per violation the headline
     (:meth:`PatienceViolation.describe`), which fault and budget, a hint for common clients, and the
     journal excerpt of that connection; then how to fix the client or declare the hang expected."""
@@ -127,7 +127,7 @@ def _fate(r: RequestRecord, within: float, now: float) -> str:
     return f"the sidecar stopped or died after {waited} while it was held; the client never closed it"
 
 
-def check_client_closed(sc: Sidecar, within: float, target: str | None, who: str) -> None:
+def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who: str) -> None:
     """The check behind ``assert_client_gave_up`` and ``assert_client_released`` (``who``): every
     held request matching ``target`` ended with the client closing its connection at most
     ``within`` seconds after the hold began. Raises ``AssertionError`` naming each one that did not."""

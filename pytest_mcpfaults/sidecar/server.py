@@ -224,11 +224,6 @@ class Sidecar(SidecarWaits):
         """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
         return self._state in ("running", "frozen", "dead")
 
-    @property
-    def state(self) -> str:
-        """``'new'``, ``'running'``, ``'frozen'``, ``'dead'`` or ``'stopped'``."""
-        return self._state
-
     # -- addresses -------------------------------------------------------------------------------
     @property
     def port(self) -> int:

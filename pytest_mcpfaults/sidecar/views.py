@@ -37,7 +37,7 @@ class SidecarViews:
     """Read-only views and error reporting shared by both backends.
 
     A backend sets ``mcp_path``, ``health_path``, ``journal``, ``_plan``, ``_mcp``, ``_service_url``,
-    ``_errors`` and ``_errors_lock``, and defines :attr:`url`.
+    ``_errors``, ``_errors_lock`` and ``_state``, and defines :attr:`url`.
     """
 
     mcp_path: str
@@ -48,10 +48,16 @@ class SidecarViews:
     _service_url: str | None
     _errors: list[tuple[str, BaseException]]
     _errors_lock: threading.Lock
+    _state: str
 
     @property
     def url(self) -> str:  # pragma: no cover - every backend defines it
         raise NotImplementedError
+
+    @property
+    def state(self) -> str:
+        """``'new'``, ``'running'``, ``'dead'`` or ``'stopped'`` (the socket sidecar also ``'frozen'``)."""
+        return self._state
 
     @property
     def mcp_url(self) -> str:

@@ -6,15 +6,12 @@ The verdict text of a failed patience assertion comes from :mod:`pytest_mcpfault
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.journal import PatienceViolation, RequestRecord
+from pytest_mcpfaults.sidecar.patience import PatienceError, check_client_closed, patience_verdict
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.sidecar.views import SidecarViews
-
-if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.server import Sidecar
 
 __all__ = ["SidecarWaits"]
 
@@ -23,7 +20,7 @@ class SidecarWaits(SidecarViews):
     """Bounded waits on the journal and the patience assertions of the socket ``Sidecar``.
 
     Uses what :class:`~pytest_mcpfaults.sidecar.views.SidecarViews` declares (``journal``,
-    ``mcp_path``, ``health_path``, :attr:`url`); the patience checks are given the whole sidecar.
+    ``mcp_path``, ``health_path``, :attr:`url`, :attr:`state`).
     """
 
     # -- journal shortcuts and waits ---------------------------------------------------------------
@@ -68,24 +65,18 @@ class SidecarWaits(SidecarViews):
         """Every held request (matching ``target``, e.g. ``'DELETE /mcp'``) ended because the client
         closed it, at most ``within`` seconds after the hold began. Waits (bounded by ``within``) for
         holds still in progress; the failure names each request, its connection and how it ended."""
-        from pytest_mcpfaults.sidecar.patience import check_client_closed
-
-        check_client_closed(cast("Sidecar", self), within, target, "assert_client_gave_up")
+        check_client_closed(self, within, target, "assert_client_gave_up")
 
     def assert_client_released(self, within: float, target: str | None = None) -> None:
         """Every stalled/held response (matching ``target``, e.g. ``'health'``) had its connection
         closed by the client at most ``within`` seconds after the hold began (a probe that reads the
         status and aborts the body passes; one that keeps the response open fails, naming the
         connection). Waits (bounded by ``within``) for holds still in progress."""
-        from pytest_mcpfaults.sidecar.patience import check_client_closed
-
-        check_client_closed(cast("Sidecar", self), within, target, "assert_client_released")
+        check_client_closed(self, within, target, "assert_client_released")
 
     def assert_no_patience_violations(self) -> None:
         """No held request outlived its patience budget so far (expected or not); raises
         :class:`~pytest_mcpfaults.sidecar.patience.PatienceError` with the verdict otherwise."""
-        from pytest_mcpfaults.sidecar.patience import PatienceError, patience_verdict
-
         v = self.journal.violations
         if v:
-            raise PatienceError(patience_verdict(cast("Sidecar", self), v))
+            raise PatienceError(patience_verdict(self, v))
