@@ -38,7 +38,6 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -311,16 +310,6 @@ class InProcessSidecar(SidecarViews):
                     del _INTERCEPTION.sidecars[self._origin]
             _INTERCEPTION.release()
         self._state = "stopped"
-
-    def __enter__(self) -> InProcessSidecar:
-        return self.start() if self._state == "new" else self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-        if exc_type is None:
-            self.check_errors()
 
     # -- addresses and state ---------------------------------------------------------------------
     @property

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -208,16 +207,6 @@ class Sidecar(SidecarWaits):
         for _ in range(3):  # accept task step, then connection_made: two loop steps, plus one spare
             await asyncio.sleep(0)
         server.close()
-
-    def __enter__(self) -> Sidecar:
-        return self.start() if self._state == "new" else self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-        if exc_type is None:
-            self.check_errors()
 
     @property
     def running(self) -> bool:

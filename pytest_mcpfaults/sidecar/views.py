@@ -10,12 +10,16 @@ from __future__ import annotations
 import threading
 import traceback
 from collections.abc import Sequence
+from types import TracebackType
+from typing import TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint
 
 __all__ = ["SidecarError", "SidecarViews"]
+
+_S = TypeVar("_S", bound="SidecarViews")
 
 
 class SidecarError(Exception):
@@ -34,10 +38,10 @@ class SidecarError(Exception):
 
 
 class SidecarViews:
-    """Read-only views and error reporting shared by both backends.
+    """Read-only views, error reporting and the context-manager protocol shared by both backends.
 
     A backend sets ``mcp_path``, ``health_path``, ``journal``, ``_plan``, ``_mcp``, ``_service_url``,
-    ``_errors``, ``_errors_lock`` and ``_state``, and defines :attr:`url`.
+    ``_errors``, ``_errors_lock`` and ``_state``, and defines :attr:`url`, ``start()`` and ``stop()``.
     """
 
     mcp_path: str
@@ -53,6 +57,23 @@ class SidecarViews:
     @property
     def url(self) -> str:  # pragma: no cover - every backend defines it
         raise NotImplementedError
+
+    def start(self: _S) -> _S:  # pragma: no cover - every backend defines it
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - every backend defines it
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self.start() if self._state == "new" else self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Stop; then, unless the block raised, re-raise what was raised inside the sidecar."""
+        self.stop()
+        if exc_type is None:
+            self.check_errors()
 
     @property
     def state(self) -> str:
