@@ -47,8 +47,9 @@ from respx.models import PassThrough
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
+from pytest_mcpfaults.sidecar.config import check_endpoints
 from pytest_mcpfaults.sidecar.journal import Journal
-from pytest_mcpfaults.sidecar.mcp import ERAS, McpEndpoint, McpRequest, Reply, encode
+from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, encode
 from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.sidecar.views import SidecarViews
@@ -258,19 +259,7 @@ class InProcessSidecar(SidecarViews):
                 f"mock_sidecar: base_url must be an http(s) origin without a path, e.g. "
                 f"'http://sidecar.test', got {base_url!r}"
             )
-        for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
-            if not (path is None and name == "health_path") and (
-                not isinstance(path, str) or not path.startswith("/")
-            ):
-                raise ValueError(f"mock_sidecar: {name} must be a path starting with '/', got {path!r}")
-        if era not in ERAS:
-            raise ValueError(f"mock_sidecar: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
-        if reply not in ("json", "sse"):
-            raise ValueError(f"mock_sidecar: reply must be 'json' or 'sse', got {reply!r}")
-        if isinstance(tool_sets, str) or any(s not in TOOL_SETS for s in tool_sets):
-            raise ValueError(
-                f"mock_sidecar: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}"
-            )
+        check_endpoints("mock_sidecar", mcp_path, health_path, era, reply, tool_sets)
         self._url = base_url.rstrip("/")
         self.mcp_path, self.health_path, self.era, self.reply = mcp_path, health_path, era, reply
         self._origin = _origin(self.url)

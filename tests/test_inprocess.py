@@ -228,6 +228,8 @@ def test_every_kind_is_either_supported_or_refused() -> None:
         ({"base_url": "sidecar.test"}, "base_url must be an http(s) origin"),
         ({"era": "modern"}, "era must be one of 'auto', 'stateless', 'session', got 'modern'"),
         ({"mcp_path": "mcp"}, "mcp_path must be a path starting with '/', got 'mcp'"),
+        ({"health_path": "/mcp"}, "mock_sidecar: health_path and mcp_path must differ, both are '/mcp'"),
+        ({"reply": "xml"}, "mock_sidecar: reply must be 'json' or 'sse', got 'xml'"),
         ({"faults": "die"}, "faults must be a list of faults (or fault specs), got 'die'"),
     ],
 )

@@ -65,7 +65,7 @@ def _ini_patience(config: pytest.Config) -> float | None:
     return value
 
 
-def _marker_kwargs(node: pytest.Item | pytest.Function) -> dict[str, Any]:
+def _marker_kwargs(node: pytest.Item) -> dict[str, Any]:
     marker = node.get_closest_marker("mcp_sidecar")
     if marker is None:
         return {}

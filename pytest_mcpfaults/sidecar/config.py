@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 
-__all__ = ["DEFAULT_PATIENCE"]
+__all__ = ["DEFAULT_PATIENCE", "check_endpoints"]
 
 DEFAULT_PATIENCE = 5.0
 _REPLY_MODES = ("json", "sse")
@@ -36,22 +36,30 @@ def _check_kwargs(
         )
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"Sidecar: port must be an integer in 0..65535 (0: any free port), got {port!r}")
-    for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
-        if path is None and name == "health_path":
-            continue
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise ValueError(f"Sidecar: {name} must be a path starting with '/', got {path!r}")
-    if health_path == mcp_path:
-        raise ValueError(f"Sidecar: health_path and mcp_path must differ, both are {mcp_path!r}")
-    if era not in ERAS:
-        raise ValueError(f"Sidecar: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
-    if reply not in _REPLY_MODES:
-        raise ValueError(f"Sidecar: reply must be 'json' or 'sse', got {reply!r}")
-    if isinstance(tool_sets, str) or any(s not in TOOL_SETS for s in tool_sets):
-        raise ValueError(f"Sidecar: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
+    check_endpoints("Sidecar", mcp_path, health_path, era, reply, tool_sets)
     if patience is not None and (
         isinstance(patience, bool) or not isinstance(patience, (int, float)) or not patience > 0
     ):
         raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
+
+
+def check_endpoints(
+    who: str, mcp_path: str, health_path: str | None, era: str, reply: str, tool_sets: Sequence[str]
+) -> None:
+    """The arguments both backends take (the socket ``Sidecar`` and ``mock_sidecar``): ``ValueError``
+    naming the argument and the value, prefixed with ``who``."""
+    for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
+        if path is None and name == "health_path":
+            continue
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError(f"{who}: {name} must be a path starting with '/', got {path!r}")
+    if health_path == mcp_path:
+        raise ValueError(f"{who}: health_path and mcp_path must differ, both are {mcp_path!r}")
+    if era not in ERAS:
+        raise ValueError(f"{who}: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
+    if reply not in _REPLY_MODES:
+        raise ValueError(f"{who}: reply must be 'json' or 'sse', got {reply!r}")
+    if isinstance(tool_sets, str) or any(s not in TOOL_SETS for s in tool_sets):
+        raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
