@@ -33,11 +33,14 @@ async function startSidecar(...args) {
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout });
+  let timer;
   const [line] = await Promise.race([
     once(lines, "line"),
     once(child, "exit").then(([code]) => Promise.reject(new Error(`serve exited with ${code}`))),
-    new Promise((_, reject) => setTimeout(() => reject(new Error("serve did not start in 30 s")), 30_000)),
-  ]);
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error("serve did not start in 30 s")), 30_000);
+    }),
+  ]).finally(() => clearTimeout(timer)); // an uncleared timer keeps node alive for the full 30 s
   return { child, info: JSON.parse(line) }; // {url, mcp_url, health_url, control_url, control_token, faults}
 }
 // --8<-- [end:start]
