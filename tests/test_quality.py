@@ -1,4 +1,8 @@
-"""The package stays typed and lint-clean: mypy --strict (pyproject config) and ruff, as CI proves."""
+"""The package ships its type marker and the documented spellings type-check in user code.
+
+mypy --strict on the package and ruff over the tree run in `.ci/run` (its lint step), not here: they
+check the source, not behaviour, and cost the unit suite most of a minute.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +13,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LINTED = ["pytest_mcpfaults", "tests", "examples", "docs/examples", "benchmarks"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=400
     )
-
-
-@pytest.mark.timeout(450)
-def test_mypy_strict_is_clean_on_the_package() -> None:
-    proc = _run("mypy")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Success: no issues found" in proc.stdout
-
-
-def test_ruff_check_and_format_are_clean() -> None:
-    check = _run("ruff", "check", *LINTED)
-    assert check.returncode == 0, check.stdout + check.stderr
-    fmt = _run("ruff", "format", "--check", *LINTED)
-    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
 def test_package_ships_its_type_marker() -> None:

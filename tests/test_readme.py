@@ -34,3 +34,12 @@ def test_ci_runs_the_readme_commands() -> None:
 def test_readme_quick_start_is_a_file_that_runs() -> None:
     block = README.split("```python\n", 1)[1].split("```", 1)[0]
     assert block == (ROOT / "docs" / "examples" / "readme_test.py").read_text()
+
+
+def test_ci_runs_lint_and_mypy_after_the_tests() -> None:
+    """The source checks moved out of the unit suite; CI must still run them, after the README's commands."""
+    after = CI.split('run "$test_cmd"', 1)[1]
+    assert '.venv/bin/ruff check $lint"' in after
+    assert '.venv/bin/ruff format --check $lint"' in after
+    assert 'run ".venv/bin/mypy"' in after
+    assert 'lint="pytest_mcpfaults tests examples docs/examples benchmarks"' in CI
