@@ -400,7 +400,7 @@ def test_exits_0_on_signal_releasing_held_requests(sig: int) -> None:
         ),
         (["--port", "http"], "argument --port: must be an integer in 0..65535"),
         (["--fault", "nope@health"], "argument --fault: fault spec 'nope@health': unknown kind 'nope'"),
-        (["--fault", "delay(seconds=-1)"], "argument --fault: Delay: seconds must be a non-negative number"),
+        (["--fault", "delay(seconds=-1)"], "argument --fault: Delay: seconds must be a finite non-negative number"),
         (["--host", "10.1.2.3"], "argument --host: '10.1.2.3' is not a loopback address"),
         (["--host", "0.0.0.0"], "argument --host: '0.0.0.0' is not a loopback address"),
         (["--patience", "0"], "argument --patience: must be a positive number of seconds or 'none', got '0'"),
