@@ -29,6 +29,9 @@ if TYPE_CHECKING:
         EndlessSse as EndlessSse,
     )
     from pytest_mcpfaults.faults import (
+        ErrorPayload as ErrorPayload,
+    )
+    from pytest_mcpfaults.faults import (
         Fault as Fault,
     )
     from pytest_mcpfaults.faults import (
@@ -182,6 +185,7 @@ __all__ = [
     "Die",
     "Drip",
     "EndlessSse",
+    "ErrorPayload",
     "Fault",
     "Flap",
     "Freeze",
@@ -235,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "Die": "pytest_mcpfaults.faults",
     "Drip": "pytest_mcpfaults.faults",
     "EndlessSse": "pytest_mcpfaults.faults",
+    "ErrorPayload": "pytest_mcpfaults.faults",
     "Fault": "pytest_mcpfaults.faults",
     "Flap": "pytest_mcpfaults.faults",
     "Freeze": "pytest_mcpfaults.faults",

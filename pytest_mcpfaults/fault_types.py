@@ -10,6 +10,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import math
+import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -22,6 +25,7 @@ __all__ = [
     "Die",
     "Drip",
     "EndlessSse",
+    "ErrorPayload",
     "Fault",
     "Flap",
     "Freeze",
@@ -39,15 +43,24 @@ __all__ = [
 ]
 
 
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float (10**400): no timer can take it
+        return False
+
+
 def _check_seconds(
     owner: str, name: str, value: object, *, optional: bool = False, positive: bool = False
 ) -> None:
+    """Refuse anything but a finite number of seconds (``>= 0``, or ``> 0`` with ``positive``): a
+    bool, a string, NaN and infinity included. The message names ``owner``, ``name`` and the value."""
     if value is None and optional:
         return
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
     if ok and (value > 0 if positive else value >= 0):  # type: ignore[operator]
         return
-    want = "a positive number of seconds" if positive else "a non-negative number of seconds"
+    want = "a finite positive number of seconds" if positive else "a finite non-negative number of seconds"
     raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
 
 
@@ -354,11 +367,96 @@ class BackendGone(Fault):
         _check_tool_target(self)
 
 
+_DEFAULT_REASON = "backend timed out"
+_DELETE_MESSAGE = "Error closing session {session_id}: {reason}"
+_PLACEHOLDERS = "{reason}, {tool} or a tool argument such as {session_id}"
+
+
+def _template_names(owner: str, name: str, template: str) -> tuple[str, ...]:
+    """The placeholder names of a ``str.format`` template that uses plain ``{name}`` fields only."""
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(
+            f"{owner}: {name} is not a valid template ({exc}; write {{{{ and }}}} for literal braces), "
+            f"got {template!r}"
+        ) from None
+    names: list[str] = []
+    for _, field_name, spec, conversion in fields:
+        if field_name is None:
+            continue
+        if not field_name.isidentifier() or spec or conversion:
+            shown = "{" + field_name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            raise ValueError(
+                f"{owner}: {name} placeholders must be plain names ({_PLACEHOLDERS}), "
+                f"got {shown + '}'!r} in {template!r}"
+            )
+        names.append(field_name)
+    return tuple(names)
+
+
+class _KeepMissing(dict[str, str]):
+    """Template values; a placeholder without a value stays in the text as written."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+@dataclass(frozen=True)
+class ErrorPayload(Fault):
+    """Answer a ``tools/call`` with a successful tool result (no ``isError``) whose text is the JSON
+    ``{"error": <message>}``: how an exgentic-style benchmark sidecar reports a failed call. By
+    default a failed ``delete_session`` with a given ``reason``:
+    ``{"error": "Error closing session <id>: backend timed out"}``. The tool itself does not run (a
+    benchmark session whose delete failed stays live).
+
+    ``message`` is a template with the placeholders ``{reason}``, ``{tool}`` (the tool's name) and
+    ``{<argument>}`` (an argument of the call, e.g. ``{session_id}``; ``reason`` and ``tool`` win over
+    arguments of those names); ``{{`` and ``}}`` are literal braces, and a placeholder the call has no
+    argument for stays as written. ``None`` (the default) is ``"Error closing session {session_id}:
+    {reason}"`` for a ``delete_session`` call with a ``session_id`` and ``"{reason}"`` for any other
+    call. A ``reason`` that ``message`` does not use is refused (it would be silently dropped).
+    """
+
+    kind: ClassVar[str] = "error_payload"
+    default_target: ClassVar[str] = "tool:delete_session"
+    reason: str = _DEFAULT_REASON
+    message: str | None = None
+
+    def _validate(self) -> None:
+        _check_tool_target(self)
+        for name in ("reason", "message"):
+            value = getattr(self, name)
+            if not isinstance(value, str) and not (name == "message" and value is None):
+                raise ValueError(
+                    f"ErrorPayload: {name} must be a string{' or None' if name == 'message' else ''} "
+                    f'(in the text form, quote it: {name}="..."), got {value!r}'
+                )
+        if self.message is None:
+            return
+        names = _template_names("ErrorPayload", "message", self.message)
+        if "reason" not in names and self.reason != _DEFAULT_REASON:
+            raise ValueError(
+                f"ErrorPayload: reason={self.reason!r} would be dropped: message={self.message!r} has no "
+                "{reason} placeholder"
+            )
+
+    def error_message(self, tool: str | None, arguments: Mapping[str, Any]) -> str:
+        """The ``"error"`` text this fault answers to a call of ``tool`` with ``arguments``."""
+        template = self.message
+        if template is None:
+            deleting = tool == "delete_session" and "session_id" in arguments
+            template = _DELETE_MESSAGE if deleting else "{reason}"
+        values = _KeepMissing({str(k): str(v) for k, v in arguments.items()})
+        values.update(reason=self.reason, tool=tool or "")
+        return template.format_map(values)
+
+
 _KINDS: dict[str, type[Fault]] = {
     cls.kind: cls
     for cls in (
         Die, Freeze, Hang, Delay, Status, Flap, Absent, Terminating, Stall, Drip, Truncate, Reset,
-        MalformedJson, EndlessSse, JsonRpcError, ToolError, SessionExpired, BackendGone,
+        MalformedJson, EndlessSse, JsonRpcError, ToolError, SessionExpired, BackendGone, ErrorPayload,
     )
 }  # fmt: skip
 

@@ -6,7 +6,8 @@ read and write them in one text form (:func:`parse_fault` is the inverse of ``st
 
     Stall(after_bytes=0, when="tools/call")           # str: stall(after_bytes=0)@tools/call
     Status(502, when=Trigger("health", times=3))      # str: status(code=502)@health[times=3]
-    BackendGone()                                     # str: backend_gone@tool:delete_session
+    BackendGone()                                     # str: backend_gone
+    ErrorPayload(reason="backend timed out")          # str: error_payload
 
 Triggers count requests, never wall-clock time, so a run is reproducible.
 """
@@ -21,6 +22,7 @@ from pytest_mcpfaults.fault_types import (
     Die,
     Drip,
     EndlessSse,
+    ErrorPayload,
     Fault,
     Flap,
     Freeze,
@@ -46,6 +48,7 @@ __all__ = [
     "Die",
     "Drip",
     "EndlessSse",
+    "ErrorPayload",
     "Fault",
     "Flap",
     "Freeze",

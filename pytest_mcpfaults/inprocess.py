@@ -13,7 +13,8 @@ What it can model, and how (the client sees what it sees over a socket: same sta
 same exception class):
 
 * ``status``, ``absent``, ``flap``, ``terminating``, ``jsonrpc_error``, ``tool_error``,
-  ``session_expired``, ``backend_gone``, ``malformed_json``: the same answer, byte for byte.
+  ``session_expired``, ``backend_gone``, ``error_payload``, ``malformed_json``: the same answer, byte
+  for byte.
 * ``die`` (and :meth:`InProcessSidecar.kill`): the dying request raises ``httpx.ReadError`` (the
   socket sidecar resets its connection); later requests raise ``httpx.ConnectError`` until
   :meth:`~InProcessSidecar.revive` (``restart=True``: served again at once, state forgotten).
@@ -74,6 +75,7 @@ SUPPORTED_KINDS: tuple[str, ...] = (
     "tool_error",
     "session_expired",
     "backend_gone",
+    "error_payload",
     "malformed_json",
     "die",
     "delay",

@@ -25,6 +25,7 @@ Use inside ``@given`` with a per-example sidecar::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,8 +38,9 @@ __all__ = ["BLOCKING_KINDS", "DEFAULT_TARGETS", "KIND_ORDER", "fault_plans", "fa
 
 #: Every fault kind, simplest first: exactly the order faults shrink in. Hypothesis prefers fewer
 #: choices, then earlier ones, so kinds are grouped by how many parameters they draw: none (one wrong
-#: answer: led by the incident's own ``backend_gone``), one (an error code, a latency, a dying or cut
-#: connection, then the blocking faults, whose one parameter is how long they hold), two.
+#: answer: led by the incident's own ``backend_gone``), one (a failed call's reason, an error code, a
+#: latency, a dying or cut connection, then the blocking faults, whose one parameter is how long they
+#: hold), two.
 KIND_ORDER: tuple[str, ...] = (
     "backend_gone",
     "tool_error",
@@ -46,6 +48,7 @@ KIND_ORDER: tuple[str, ...] = (
     "absent",
     "terminating",
     "malformed_json",
+    "error_payload",
     "jsonrpc_error",
     "status",
     "delay",
@@ -79,6 +82,9 @@ DEFAULT_TARGETS: tuple[str, ...] = (
 
 _STATUS_CODES = (503, 500, 502, 429, 404, 400)
 _DELAYS = (0.0, 0.001, 0.005, 0.02, 0.05)
+#: Reasons a drawn ``error_payload`` gives, the default first: none is "already gone", so a harness
+#: that treats "already gone" answers as a clean no-op still sees a real failure.
+_REASONS = ("backend timed out", "connection reset by peer", "internal error")
 
 
 # -- argument validation (Hypothesis style: the argument, the bad value) -----------------------------
@@ -95,9 +101,10 @@ def _check_int(name: str, value: object, minimum: int) -> int:
 def _check_seconds(name: str, value: object, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise InvalidArgument(
-            f"{name} must be a positive number of seconds{' or None' if optional else ''}, got {value!r}"
+            f"{name} must be a finite positive number of seconds{' or None' if optional else ''}, "
+            f"got {value!r}"
         )
     return float(value)
 
@@ -137,7 +144,8 @@ def _check_targets(targets: object) -> tuple[str, ...]:
 
 
 def _targets_for(kind: str, targets: tuple[str, ...]) -> tuple[str, ...]:
-    """The targets a kind accepts (``tool_error`` and ``backend_gone`` answer tools/call only)."""
+    """The targets a kind accepts (``tool_error``, ``backend_gone`` and ``error_payload`` answer
+    tools/call only)."""
     cls = F.fault_kinds()[kind]
     ok = []
     for t in targets:
@@ -194,6 +202,7 @@ def _params(kind: str, patience: float | None, expect_hang: bool) -> dict[str, s
         "reset": {"after_bytes": st.integers(0, 32)},
         "drip": {"chunk_bytes": st.sampled_from((64, 16, 4)), "interval": st.sampled_from((0.0, 0.001))},
         "jsonrpc_error": {"code": st.sampled_from((-32603, -32000, -32601))},
+        "error_payload": {"reason": st.sampled_from(_REASONS)},
     }
     return table.get(kind, {})
 
@@ -209,11 +218,12 @@ def faults(
     """Single faults of the given ``kinds`` (names or classes; default all, see :data:`KIND_ORDER`)
     on the given ``targets`` (default :data:`DEFAULT_TARGETS`).
 
-    A kind is drawn only with targets it accepts (``tool_error`` and ``backend_gone`` need a
-    tools/call target). Blocking kinds (:data:`BLOCKING_KINDS`) hold a request for ``patience`` or
-    twice that (small by default, so an example never waits long; ``None``: the sidecar's budget) and
-    carry ``expect_hang=expect_hang``. Triggers come from :func:`triggers` with ``max_count``; delays
-    are at most 50 ms.
+    A kind is drawn only with targets it accepts (``tool_error``, ``backend_gone`` and
+    ``error_payload`` need a tools/call target). Blocking kinds (:data:`BLOCKING_KINDS`) hold a
+    request for ``patience`` or twice that (small by default, so an example never waits long;
+    ``None``: the sidecar's budget) and carry ``expect_hang=expect_hang``. Triggers come from
+    :func:`triggers` with ``max_count``; delays are at most 50 ms; an ``error_payload`` gives one of
+    three reasons, none of them "already gone".
 
     Shrinks toward the simplest kind first, in :data:`KIND_ORDER` (``backend_gone``, ``tool_error``
     … ``stall``), then the earliest target, the plainest trigger and default parameters.

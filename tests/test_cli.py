@@ -231,6 +231,28 @@ def test_command_line_faults_apply_in_order() -> None:
         assert j["fired"] == {"status": 2}
 
 
+async def test_a_failed_delete_from_the_command_line() -> None:
+    spec = 'error_payload(reason="backend timed out")@tool:delete_session[times=1]'
+    with serve("--fault", spec) as s:
+        assert s.control("GET", "/faults").json() == {
+            "faults": ["error_payload@tool:delete_session[times=1]"]
+        }
+        async with Client(s.info["MCPFAULTS_MCP_URL"], mode="auto") as client:
+            created = await client.call_tool("create_session", {"task_id": "task-1"})
+            sid = json.loads(created.content[0].text)["session_id"]  # type: ignore[union-attr]
+            failed = await client.call_tool("delete_session", {"session_id": sid})
+            retried = await client.call_tool("delete_session", {"session_id": sid})
+        assert not failed.is_error
+        assert json.loads(failed.content[0].text) == {  # type: ignore[union-attr]
+            "error": f"Error closing session {sid}: backend timed out"
+        }
+        assert json.loads(retried.content[0].text) == {"status": "success"}  # type: ignore[union-attr]
+        j = s.journal()
+        deletes = [r for r in j["requests"] if r["tool"] == "delete_session"]
+        assert [r["fault_kind"] for r in deletes] == ["error_payload", None]
+        assert j["fired"] == {"error_payload": 1}
+
+
 def test_control_injects_a_fault_that_then_affects_traffic() -> None:
     with serve() as s:
         health = s.info["MCPFAULTS_HEALTH_URL"]
@@ -400,7 +422,14 @@ def test_exits_0_on_signal_releasing_held_requests(sig: int) -> None:
         ),
         (["--port", "http"], "argument --port: must be an integer in 0..65535"),
         (["--fault", "nope@health"], "argument --fault: fault spec 'nope@health': unknown kind 'nope'"),
-        (["--fault", "delay(seconds=-1)"], "argument --fault: Delay: seconds must be a non-negative number"),
+        (["--fault", "error_payload@health"], "argument --fault: ErrorPayload: answers tools/call only"),
+        (["--fault", "error_payload(reason=42)"], "argument --fault: ErrorPayload: reason must be a string"),
+        (["--fault", "delay(seconds=inf)"], "argument --fault: Delay: seconds must be a finite non-negative"),
+        (["--fault", "drip(interval=nan)"], "argument --fault: Drip: interval must be a finite non-negative"),
+        (
+            ["--fault", "delay(seconds=-1)"],
+            "argument --fault: Delay: seconds must be a finite non-negative number",
+        ),
         (["--host", "10.1.2.3"], "argument --host: '10.1.2.3' is not a loopback address"),
         (["--host", "0.0.0.0"], "argument --host: '0.0.0.0' is not a loopback address"),
         (["--patience", "0"], "argument --patience: must be a positive number of seconds or 'none', got '0'"),

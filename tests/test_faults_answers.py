@@ -1,5 +1,6 @@
 """Answer faults end to end: HTTP status on MCP, latency, JSON-RPC error, tool isError, session
-expired, benchmark backend gone; with the mcp 2.x ``Client`` in both eras and plain httpx.
+expired, benchmark backend gone, a tool's error payload; with the mcp 2.x ``Client`` in both eras and
+plain httpx.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pytest_mcpfaults.faults import (
     Absent,
     BackendGone,
     Delay,
+    ErrorPayload,
     JsonRpcError,
     SessionExpired,
     Status,
@@ -156,3 +158,87 @@ def test_absent_on_the_mcp_endpoint() -> None:
         r = httpx.post(sc.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=2.0)
         assert (r.status_code, r.json()) == (404, {"error": "Not Found"})
         assert sc.requests[0].fault_kind == "absent"
+
+
+# -- a failed delete (or any tool's error payload) with a given reason -----------------------------
+
+
+async def _create(client: Client) -> str:
+    created = json.loads(text(await client.call_tool("create_session", {"task_id": "task-1"})))
+    return str(created["session_id"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_error_payload_stages_a_failed_delete_and_times_1_lets_the_retry_through(mode: str) -> None:
+    fault = ErrorPayload(reason="backend timed out", when=Trigger("tool:delete_session", times=1))
+    with Sidecar(faults=[fault]) as sc:
+        async with Client(sc.mcp_url, mode=mode) as client:
+            sid = await _create(client)
+            failed = await client.call_tool("delete_session", {"session_id": sid})
+            assert [s.session_id for s in sc.benchmark.live] == [sid]  # the tool did not run
+            retried = await client.call_tool("delete_session", {"session_id": sid})
+        await asyncio.to_thread(sc.wait_idle, 3)
+        assert not failed.is_error  # a normal tool result, as a real benchmark sidecar answers it
+        assert text(failed) == json.dumps({"error": f"Error closing session {sid}: backend timed out"})
+        assert not retried.is_error and json.loads(text(retried)) == {"status": "success"}
+        assert [s.session_id for s in sc.benchmark.deleted] == [sid]
+        deletes = [r for r in sc.requests if r.label == "POST tools/call delete_session"]
+        assert [(r.fault_kind, r.fault, r.status) for r in deletes] == [
+            ("error_payload", str(fault), 200),
+            (None, None, 200),
+        ]
+        assert str(fault) == "error_payload@tool:delete_session[times=1]"  # the default reason
+        assert sc.fired == {"error_payload": 1}
+        # what a test of "a failed delete is not retried" counts:
+        assert sc.journal.sequence().count("POST tools/call delete_session") == 2
+
+
+async def test_error_payload_on_another_tool_with_a_message_template() -> None:
+    template = "{tool} failed for {task_id}: {reason} ({nope})"
+    with Sidecar(faults=[ErrorPayload("quota exceeded", template, when="tool:create_session")]) as sc:
+        async with Client(sc.mcp_url, mode="auto") as client:
+            failed = await client.call_tool("create_session", {"task_id": "task-2"})
+            other = await client.call_tool("list_tasks", {})
+        assert not failed.is_error
+        assert json.loads(text(failed)) == {
+            "error": "create_session failed for task-2: quota exceeded ({nope})"
+        }
+        assert sc.benchmark.sessions == {}  # the tool did not run
+        assert json.loads(text(other)) == {"tasks": ["task-1", "task-2", "task-3"]}
+
+
+def test_error_payload_with_the_default_message_on_other_tools_is_the_reason() -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "evaluate_session", "arguments": {"session_id": "s-1"}},
+    }
+    with Sidecar(faults=['error_payload(reason="connection reset by peer")@tools/call']) as sc:
+        r = httpx.post(sc.mcp_url, json=body, headers={"MCP-Protocol-Version": "2026-07-28"}, timeout=2.0)
+    assert r.status_code == 200
+    assert r.json() == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {
+            "content": [{"type": "text", "text": '{"error": "connection reset by peer"}'}],
+            "isError": False,
+            "resultType": "complete",
+        },
+    }
+
+
+def test_error_payload_answers_only_tools_call() -> None:
+    """At '*' it fires on tools/call only: health, tools/list and notifications are answered normally."""
+    with Sidecar(faults=[ErrorPayload(when="*")]) as sc, httpx.Client(timeout=2.0) as c:
+        headers = {"MCP-Protocol-Version": "2026-07-28"}
+        assert c.get(sc.health_url).json() == {"status": "ok"}
+        listed = c.post(sc.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers)
+        assert "delete_session" in listed.text
+        call = {"name": "delete_session", "arguments": {"session_id": "s-9"}}
+        r = c.post(sc.mcp_url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+                   headers=headers)  # fmt: skip
+        assert json.loads(r.json()["result"]["content"][0]["text"]) == {
+            "error": "Error closing session s-9: backend timed out"
+        }
+    assert [r.fault_kind for r in sc.requests] == [None, None, "error_payload"]

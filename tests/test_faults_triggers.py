@@ -4,6 +4,7 @@ construction and through the marker at collection, and the text/dict forms of ev
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from pytest_mcpfaults.faults import (
     Die,
     Drip,
     EndlessSse,
+    ErrorPayload,
     Fault,
     Flap,
     Freeze,
@@ -188,6 +190,20 @@ async def test_tool_target_with_the_stateless_client() -> None:
         (lambda: Hang(patience=0), ("patience", "0")),
         (lambda: ToolError(when="health"), ("when=", "'health'")),
         (lambda: Die(when=42), ("when", "42")),  # type: ignore[arg-type]
+        (lambda: ErrorPayload(when="health"), ("ErrorPayload: answers tools/call only", "'health'")),
+        (lambda: ErrorPayload(when="DELETE /mcp"), ("when=", "'DELETE /mcp'")),
+        (lambda: ErrorPayload(reason=42), ("reason must be a string", 'quote it: reason="..."', "42")),  # type: ignore[arg-type]
+        (lambda: ErrorPayload(reason=None), ("reason must be a string", "None")),  # type: ignore[arg-type]
+        (lambda: ErrorPayload(message=7), ("message must be a string or None", "7")),  # type: ignore[arg-type]
+        (lambda: ErrorPayload(message="{0}"), ("message placeholders must be plain names", "'{0}'")),
+        (lambda: ErrorPayload(message="{session_id!r}"), ("message placeholders", "'{session_id!r}'")),
+        (lambda: ErrorPayload(message="{x.y} {reason}"), ("message placeholders", "'{x.y}'")),
+        (lambda: ErrorPayload(message="{reason:>9}"), ("message placeholders", "'{reason:>9}'")),
+        (lambda: ErrorPayload(message="oops {"), ("message is not a valid template", "{{ and }}")),
+        (
+            lambda: ErrorPayload(reason="backend down", message="Error closing session {session_id}"),
+            ("reason='backend down' would be dropped", "has no {reason} placeholder"),
+        ),
     ],
 )
 def test_bad_input_names_the_argument_and_the_value(make: Any, names: tuple[str, str]) -> None:
@@ -195,6 +211,76 @@ def test_bad_input_names_the_argument_and_the_value(make: Any, names: tuple[str,
         make()
     msg = str(exc_info.value)
     assert all(n in msg for n in names), msg
+
+
+# -- non-finite numbers ------------------------------------------------------------------------------
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Delay(INF), "Delay: seconds must be a finite non-negative number of seconds, got inf"),
+        (lambda: Delay(-INF), "Delay: seconds must be a finite non-negative number of seconds, got -inf"),
+        (lambda: Delay(NAN), "Delay: seconds must be a finite non-negative number of seconds, got nan"),
+        (lambda: Delay(10**400), "Delay: seconds must be a finite non-negative number of seconds, got 1000"),
+        (lambda: Delay(jitter=INF), "Delay: jitter must be a finite non-negative number of seconds, got inf"),
+        (
+            lambda: Drip(interval=INF),
+            "Drip: interval must be a finite non-negative number of seconds, got inf",
+        ),
+        (
+            lambda: Drip(interval=NAN),
+            "Drip: interval must be a finite non-negative number of seconds, got nan",
+        ),
+        (
+            lambda: Hang(patience=INF),
+            "Hang: patience must be a finite positive number of seconds or None, got inf",
+        ),
+        (
+            lambda: Stall(patience=NAN),
+            "Stall: patience must be a finite positive number of seconds or None, got nan",
+        ),
+        (lambda: Freeze(patience=INF), "Freeze: patience must be a finite positive number"),
+        (lambda: EndlessSse(patience=INF), "EndlessSse: patience must be a finite positive number"),
+        (lambda: Stall(after_bytes=INF), "Stall: after_bytes must be a non-negative integer, got inf"),  # type: ignore[arg-type]
+        (
+            lambda: Status(retry_after=INF),
+            "Status: retry_after must be a non-negative integer or None, got inf",
+        ),  # type: ignore[arg-type]
+        (
+            lambda: Trigger("health", probability=NAN),
+            "Trigger: probability must be a number in [0, 1], got nan",
+        ),
+    ],
+)
+def test_non_finite_numbers_are_refused_naming_the_parameter(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("delay(seconds=inf)", "Delay: seconds must be a finite non-negative number of seconds, got inf"),
+        ("delay(seconds=nan)", "Delay: seconds must be a finite non-negative number of seconds, got nan"),
+        ("delay(seconds=1e999)", "Delay: seconds must be a finite non-negative number of seconds, got inf"),
+        ("delay(jitter=-inf)", "Delay: jitter must be a finite non-negative number of seconds, got -inf"),
+        ("drip(interval=inf)", "Drip: interval must be a finite non-negative number of seconds, got inf"),
+        ("hang(patience=inf)@health", "Hang: patience must be a finite positive number of seconds or None"),
+        ("stall(patience=infinity)", "Stall: patience must be a finite positive number of seconds or None"),
+        ("hang@health[p=nan]", "Trigger: probability must be a number in [0, 1], got nan"),
+    ],
+)
+def test_non_finite_numbers_are_refused_in_the_text_and_dict_forms(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_fault(spec)
+    kind, _, rest = spec.partition("(")
+    if rest:  # the same value through the dict form (JSON has no inf: a dict built in Python)
+        name, _, value = rest.split(")")[0].partition("=")
+        with pytest.raises(ValueError, match=re.escape(message)):
+            fault_from_dict({"kind": kind, name: float(value)})
 
 
 def test_bad_fault_spec_strings() -> None:
@@ -219,6 +305,8 @@ def test_bad_fault_spec_strings() -> None:
         ('["hang@nowhere"]', "target 'nowhere' is unknown"),
         ('["hang@health[times=-2]"]', "times must be a non-negative integer or None, got -2"),
         ('["status@health[p=1.5]"]', "probability must be a number in [0, 1], got 1.5"),
+        ('["delay(seconds=inf)"]', "Delay: seconds must be a finite non-negative number of seconds, got inf"),
+        ('["error_payload@health"]', "ErrorPayload: answers tools/call only"),
     ],
 )
 def test_bad_faults_in_the_marker_fail_at_collection(
@@ -260,6 +348,9 @@ EXAMPLES: list[Fault] = [
     ToolError(), ToolError(text="42", when="tool:echo"), ToolError(text=""), ToolError(text="a\\b\nc"),
     fault_kinds()["session_expired"](), fault_kinds()["session_expired"](when=Trigger("tools/call", nth=2)),
     BackendGone(), BackendGone(service_url="http://127.0.0.1:59685", when="tool:evaluate_session"),
+    ErrorPayload(), ErrorPayload(reason="backend timed out", when=Trigger("tool:delete_session", times=1)),
+    ErrorPayload(reason="it's 'down'; (really) @x=1", when="tools/call"), ErrorPayload(reason=""),
+    ErrorPayload(reason="gone", message="Unknown task_id {task_id}: {reason} {{literal}}", when="mcp"),
 ]  # fmt: skip
 
 

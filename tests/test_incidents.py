@@ -2,6 +2,8 @@
 
 * The MCP sidecar was reaped after an agent timeout, before the harness deleted its session.
 * The benchmark's backing service died: ``delete_session`` answers the "no longer alive" payload.
+* A delete failed with a real reason ("backend timed out") and the runner deleted again: the
+  incident's second delete, caught by counting deletes in the journal.
 * A runner that is still starting answers ``/health`` 503 a few times, then 200.
 * A ``/health`` that hangs must be given up on by a probe with a timeout.
 * A stalled ``/health`` body must not keep the probe's connection open: abort after the status.
@@ -16,10 +18,14 @@ import re
 
 import httpx
 import pytest
+from example_modules import load
 from mcp.client import Client
+from opentelemetry.sdk.trace import TracerProvider
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.faults import BackendGone, Hang, Stall, Status, Trigger
+from pytest_mcpfaults.faults import BackendGone, ErrorPayload, Hang, Stall, Status, Trigger
+
+_harness = load("examples/harness")
 
 
 async def test_sidecar_dies_after_create_session_and_the_delete_is_refused(
@@ -64,6 +70,34 @@ async def test_backend_gone_delete_session_payload(mode: str) -> None:
         assert not deleted.is_error
         assert [r.tool for r in sc.requests if r.fault_kind == "backend_gone"] == ["delete_session"]
         assert len(sc.benchmark.live) == 1  # the delete never reached the (dead) backend
+
+
+@pytest.mark.parametrize(
+    ("hardened", "deletes", "outcome", "cleanup"),
+    [(True, 1, "completed", "failed"), (False, 2, "failed", "deleted")],
+    ids=["hardened", "unhardened"],
+)
+async def test_a_failed_delete_is_not_retried(
+    hardened: bool, deletes: int, outcome: str, cleanup: str
+) -> None:
+    """The example runner against a failed delete: the unhardened one (the incident's) lets the
+    failure escape, flips the session and deletes again, which ``times=1`` lets through; the
+    hardened one records the failure on its cleanup and deletes once."""
+    fault = ErrorPayload(reason="backend timed out", when=Trigger("tool:delete_session", times=1))
+    with Sidecar(faults=[fault]) as sc:
+        config = _harness.RunnerConfig(mcp_url=sc.mcp_url, read_timeout=2.0, call_timeout=5.0, mode="auto")
+        tracer = TracerProvider().get_tracer("incident")
+        result = await _harness.Runner(config, hardened=hardened, tracer=tracer).run_session("task-1")
+        await asyncio.to_thread(sc.wait_idle, 3)
+        assert sc.fired == {"error_payload": 1}
+        assert sc.journal.sequence().count("POST tools/call delete_session") == deletes
+        assert (result.outcome, result.cleanup) == (outcome, cleanup)
+        assert len(sc.benchmark.live) == 2 - deletes  # the failed delete left the session live
+        if not hardened:
+            assert result.error == (
+                f"Session deletion failed: {{'error': 'Error closing session {result.session_id}: "
+                "backend timed out'}"
+            )
 
 
 def wait_until_ready(url: str, attempts: int = 10) -> int:

@@ -74,6 +74,15 @@ def created_then_deleted(c: httpx.Client, s: Side) -> list[Any]:
     ]
 
 
+def created_then_deleted_twice(c: httpx.Client, s: Side) -> list[Any]:
+    """A failed delete, then the retry (a fault with ``times=1`` lets it through)."""
+    r = c.post(s.mcp_url, json=tool("create_session", task_id="task-1"), headers=STATELESS)
+    sid = re.search(r'session_id\\": \\"([^\\]+)', r.text)
+    assert sid is not None, r.text
+    delete = tool("delete_session", session_id=sid[1])
+    return [seen(s, lambda: c.post(s.mcp_url, json=delete, headers=STATELESS)) for _ in range(2)]
+
+
 def session_era(c: httpx.Client, s: Side) -> list[Any]:
     init = rpc(
         "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
@@ -100,6 +109,11 @@ CASES: list[tuple[str, Scenario]] = [
     ("session_expired@tools/list[nth=2]", session_era),
     ("backend_gone", created_then_deleted),
     ("backend_gone@tool:list_tasks", calls(tool("list_tasks"))),
+    ("error_payload@tool:delete_session[times=1]", created_then_deleted_twice),
+    (
+        'error_payload(reason=quota,message="{tool}: {reason} ({task_id})")@tools/call',
+        calls(tool("create_session", task_id="task-2"), rpc("tools/list")),
+    ),
     ("malformed_json@tools/call", calls(tool("echo", text="hello"))),
     ("die@health[nth=2]", health(3)),
     ("die(restart=true)@health[nth=1]", health(2)),

@@ -46,9 +46,18 @@ NOT_300_S = 60.0  # far above any budget used here, far below the clients' own 3
             lambda: Sidecar(patience=True),
             "Sidecar: patience must be a positive number of seconds or None, got True",
         ),
-        (lambda: Hang(patience=-1), "Hang: patience must be a positive number of seconds or None, got -1"),
-        (lambda: Stall(patience=0), "Stall: patience must be a positive number of seconds or None, got 0"),
-        (lambda: parse_fault("freeze(patience=-2)"), "Freeze: patience must be a positive number of seconds"),
+        (
+            lambda: Hang(patience=-1),
+            "Hang: patience must be a finite positive number of seconds or None, got -1",
+        ),
+        (
+            lambda: Stall(patience=0),
+            "Stall: patience must be a finite positive number of seconds or None, got 0",
+        ),
+        (
+            lambda: parse_fault("freeze(patience=-2)"),
+            "Freeze: patience must be a finite positive number of seconds",
+        ),
         (lambda: Hang(expect_hang="yes"), "Hang: expect_hang must be True or False, got 'yes'"),
     ],
 )

@@ -335,7 +335,7 @@ def test_bad_ini_budget_is_a_usage_error(pytester: pytest.Pytester, raw: str) ->
         ),
         (
             "mcp_sidecar(faults=['hang(patience=-1)'])",
-            "*Hang: patience must be a positive number of seconds*-1*",
+            "*Hang: patience must be a finite positive number of seconds*-1*",
         ),
     ],
 )
@@ -368,7 +368,7 @@ def test_bad_fault_budget_fails_the_module_at_collection(pytester: pytest.Pytest
     result = _run(pytester)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
-        ["*ValueError: Hang: patience must be a positive number of seconds or None, got -1"]
+        ["*ValueError: Hang: patience must be a finite positive number of seconds or None, got -1"]
     )
 
 

@@ -16,6 +16,7 @@ from hypothesis.errors import InvalidArgument
 from pytest_mcpfaults import (
     BackendGone,
     Die,
+    ErrorPayload,
     Fault,
     Hang,
     Status,
@@ -54,7 +55,15 @@ def minimal(strategy: st.SearchStrategy, condition=lambda _: True):  # type: ign
         (lambda: fault_plans(min_faults=-2), "min_faults must be >= 0, got -2"),
         (lambda: fault_plans(max_faults=1, min_faults=2), "min_faults must be <= max_faults=1, got 2"),
         (lambda: triggers(max_count=-1), "max_count must be >= 0, got -1"),
-        (lambda: faults(patience=0), "patience must be a positive number of seconds or None, got 0"),
+        (lambda: faults(patience=0), "patience must be a finite positive number of seconds or None, got 0"),
+        (
+            lambda: faults(patience=float("inf")),
+            "patience must be a finite positive number of seconds or None, got inf",
+        ),
+        (
+            lambda: fault_plans(patience=float("nan")),
+            "patience must be a finite positive number of seconds or None, got nan",
+        ),
         (lambda: faults(expect_hang="yes"), "expect_hang must be True or False, got 'yes'"),
         (lambda: faults(kinds="die"), "kinds must be a list of fault kind names or Fault classes, got 'die'"),
         (lambda: faults(kinds=[]), "kinds must name at least one fault kind, got []"),
@@ -272,3 +281,30 @@ def test_a_given_test_gets_a_fresh_sidecar_per_example_without_health_check_fail
     used = re.search(r"used the plugin \((\d+) sidecars", out)
     assert used is not None, out[-2000:]
     assert int(used[1]) >= 50  # the plugin saw every one
+
+
+# -- the failed-delete kind ------------------------------------------------------------------------------
+
+
+@DERANDOMIZED
+@given(fault=faults(kinds=["error_payload"]))
+def test_error_payloads_are_drawn_on_tool_targets_with_a_real_failure_reason(fault: Fault) -> None:
+    assert isinstance(fault, ErrorPayload)
+    assert fault.reason in ("backend timed out", "connection reset by peer", "internal error")
+    assert fault.message is None
+    assert fault.when.target in ("tool:create_session", "tool:evaluate_session", "tool:delete_session",
+                                 "tools/call", "mcp", "*")  # fmt: skip
+    assert parse_fault(str(fault)) == fault
+
+
+def test_an_error_payload_shrinks_to_the_default_failed_delete() -> None:
+    assert (
+        minimal(faults(kinds=["error_payload"], targets=["tool:delete_session", "health"])) == ErrorPayload()
+    )
+    drawn = minimal(faults(kinds=["error_payload"]), lambda f: f.reason != "backend timed out")
+    assert drawn == ErrorPayload("connection reset by peer", when=DEFAULT_TARGETS[0])
+
+
+def test_the_plans_drawn_by_default_include_error_payloads() -> None:
+    found = minimal(fault_plans(), lambda p: any(f.kind == "error_payload" for f in p))
+    assert found == [ErrorPayload(when=DEFAULT_TARGETS[0])]

@@ -14,7 +14,7 @@ from pytest_mcpfaults import Sidecar, Tool
 MODERN = {"MCP-Protocol-Version": "2026-07-28"}
 
 
-def call(sc: Sidecar, name: str, **arguments: Any) -> dict[str, Any]:
+def call(sc: Any, name: str, **arguments: Any) -> dict[str, Any]:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -80,3 +80,54 @@ def test_benchmark_tools_answer_the_exgentic_payload_shapes() -> None:
     assert evaluated == {"status": "success", "success": True, "score": 1.0, "is_finished": True}
     assert deleted == {"status": "success"}
     assert again == {"error": f"No session found with session_id {sid}"}
+
+
+def _slow_delete(session_id: str) -> dict[str, Any]:
+    return {"error": f"Error closing session {session_id}: backend timed out"}
+
+
+SCHEMA = {"type": "object", "properties": {"session_id": {"type": "string"}}, "required": ["session_id"]}
+
+
+def _listed(sc: Any) -> list[dict[str, Any]]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    reply = httpx.post(sc.mcp_url, json=body, headers=MODERN)
+    return reply.json()["result"]["tools"]  # type: ignore[no-any-return]
+
+
+def test_a_custom_tool_with_a_built_in_name_replaces_the_built_in() -> None:
+    """Documented in docs/sidecar.md: the custom tool answers, tools/list shows it once, in the
+    built-in's place, with its own description and schema; the built-in's state is not touched."""
+    custom = Tool("delete_session", _slow_delete, SCHEMA, "A delete that fails.")
+    with Sidecar(tools=[custom]) as sc:
+        created = json.loads(call(sc, "create_session", task_id="task-1")["result"]["content"][0]["text"])
+        sid = created["session_id"]
+        deleted = json.loads(call(sc, "delete_session", session_id=sid)["result"]["content"][0]["text"])
+        listed = _listed(sc)
+        assert [s.session_id for s in sc.benchmark.live] == [sid]  # the built-in delete never ran
+        assert sc.tools["delete_session"] is custom
+    assert deleted == {"error": f"Error closing session {sid}: backend timed out"}
+    names = [t["name"] for t in listed]
+    assert names == ["echo", "sleep", "list_tasks", "create_session", "evaluate_session", "delete_session"]
+    assert listed[-1]["description"] == "A delete that fails."
+
+
+def test_add_tool_at_runtime_replaces_a_built_in_too() -> None:
+    with Sidecar(tool_sets=["basic"]) as sc:
+        before = call(sc, "echo", text="hi")["result"]["content"][0]["text"]
+        sc.add_tool("echo", lambda text: text.upper(), input_schema={"type": "object", "properties": {}})
+        after = call(sc, "echo", text="hi")["result"]["content"][0]["text"]
+        assert [t["name"] for t in _listed(sc)] == ["echo", "sleep"]
+    assert (before, after) == ("hi", "HI")
+
+
+def test_the_in_process_backend_replaces_a_built_in_the_same_way() -> None:
+    from pytest_mcpfaults.inprocess import mock_sidecar
+
+    custom = Tool("delete_session", _slow_delete, SCHEMA, "A delete that fails.")
+    with mock_sidecar(tools=[custom]) as side:
+        deleted = call(side, "delete_session", session_id="s-1")
+        assert [t["name"] for t in _listed(side)][-1] == "delete_session"
+    assert json.loads(deleted["result"]["content"][0]["text"]) == {
+        "error": "Error closing session s-1: backend timed out"
+    }

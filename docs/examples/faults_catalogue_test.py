@@ -15,6 +15,7 @@ from pytest_mcpfaults import (
     Die,
     Drip,
     EndlessSse,
+    ErrorPayload,
     Flap,
     Freeze,
     Hang,
@@ -257,3 +258,41 @@ async def test_backend_gone(mcp_sidecar):
 
 
 # --8<-- [end:backend_gone]
+
+
+# --8<-- [start:error_payload]
+FAILED_DELETE = ErrorPayload(reason="backend timed out", when=Trigger("tool:delete_session", times=1))
+
+
+@pytest.mark.mcp_sidecar(faults=[FAILED_DELETE])
+async def test_error_payload(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
+        created = await client.call_tool("create_session", {"task_id": "task-1"})
+        sid = json.loads(created.content[0].text)["session_id"]
+        failed = await client.call_tool("delete_session", {"session_id": sid})
+    assert not failed.is_error  # a normal result: the failure is in its JSON
+    assert json.loads(failed.content[0].text) == {"error": f"Error closing session {sid}: backend timed out"}
+    assert mcp_sidecar.fired == {"error_payload": 1}
+    # "a failed delete is not retried": count the deletes the sidecar saw
+    assert mcp_sidecar.journal.sequence().count("POST tools/call delete_session") == 1
+    assert [s.session_id for s in mcp_sidecar.benchmark.live] == [sid]  # the delete never ran
+
+
+# --8<-- [end:error_payload]
+
+
+# --8<-- [start:error_payload_template]
+REFUSED = (
+    'error_payload(reason="quota exceeded",message="Cannot create {task_id}: {reason}")@tool:create_session'
+)
+
+
+@pytest.mark.mcp_sidecar(faults=[REFUSED])  # the text form, as --fault and the control API take it
+async def test_error_payload_on_any_tool(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url, mode="auto") as client:
+        refused = await client.call_tool("create_session", {"task_id": "task-2"})
+    assert json.loads(refused.content[0].text) == {"error": "Cannot create task-2: quota exceeded"}
+    assert mcp_sidecar.benchmark.sessions == {}
+
+
+# --8<-- [end:error_payload_template]

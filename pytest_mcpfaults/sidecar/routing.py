@@ -89,7 +89,7 @@ def classify(
 
 def applies(fault: F.Fault, info: RequestInfo) -> bool:
     """Whether a fault kind can answer this request at all (tool faults answer ``tools/call`` only)."""
-    if isinstance(fault, (F.ToolError, F.BackendGone)):
+    if isinstance(fault, (F.ToolError, F.BackendGone, F.ErrorPayload)):
         return info.mcp is not None and info.mcp.method == "tools/call"
     if isinstance(fault, (F.SessionExpired, F.JsonRpcError)):
         return info.mcp is not None and not info.mcp.is_notification
@@ -146,9 +146,11 @@ def forced_reply(
         if sid:
             endpoint.end_session(sid)
         return rpc_error(-32600, "Session not found", status=404)
-    if isinstance(fault, (F.ToolError, F.BackendGone)) and info.mcp is not None:
+    if isinstance(fault, (F.ToolError, F.BackendGone, F.ErrorPayload)) and info.mcp is not None:
         if isinstance(fault, F.ToolError):
             result = tool_result(fault.text, is_error=True)
+        elif isinstance(fault, F.ErrorPayload):  # a successful result whose JSON says what failed
+            result = tool_result({"error": fault.error_message(info.mcp.tool, info.mcp.arguments)})
         else:
             url = fault.service_url or service_url
             sid = info.mcp.arguments.get("session_id")
