@@ -10,7 +10,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_mcpfaults.fault_types import _KINDS, Fault, _parse_value
+from pytest_mcpfaults.fault_types import Fault, fault_kinds
+from pytest_mcpfaults.text_values import parse_value
 from pytest_mcpfaults.triggers import Trigger
 
 __all__ = ["as_plan", "fault_from_dict", "format_plan", "parse_fault", "parse_plan"]
@@ -58,7 +59,7 @@ def _split_pairs(text: str, where: str, spec: str) -> dict[str, object]:
         key, eq, value = part.partition("=")
         if not eq or not key.strip():
             raise ValueError(f"fault spec {spec!r}: {where} entry {part!r} is not name=value")
-        pairs[key.strip()] = _parse_value(value)
+        pairs[key.strip()] = parse_value(value)
     return pairs
 
 
@@ -74,9 +75,10 @@ def parse_fault(spec: str) -> Fault:
             f"fault spec {spec!r} is not KIND[(name=value,...)][@TARGET][[nth=,after=,times=,p=,seed=]]"
         )
     kind = match["kind"]
-    cls = _KINDS.get(kind)
+    kinds = fault_kinds()
+    cls = kinds.get(kind)
     if cls is None:
-        raise ValueError(f"fault spec {spec!r}: unknown kind {kind!r}; valid kinds: {', '.join(_KINDS)}")
+        raise ValueError(f"fault spec {spec!r}: unknown kind {kind!r}; valid kinds: {', '.join(kinds)}")
     params = _split_pairs(match["params"] or "", "parameter", spec)
     trig_raw = _split_pairs(match["trig"] or "", "trigger", spec)
     trig: dict[str, Any] = {}
@@ -106,9 +108,10 @@ def fault_from_dict(data: Mapping[str, Any]) -> Fault:
     """Inverse of :meth:`Fault.to_dict`."""
     data = dict(data)
     kind = data.pop("kind", None)
-    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    kinds = fault_kinds()
+    cls = kinds.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise ValueError(f"fault dict: unknown kind {kind!r}; valid kinds: {', '.join(_KINDS)}")
+        raise ValueError(f"fault dict: unknown kind {kind!r}; valid kinds: {', '.join(kinds)}")
     when = data.pop("when", None) or {"target": cls.default_target}
     return _build(cls, data, when, f"fault dict {kind!r}")
 

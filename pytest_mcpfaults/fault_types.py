@@ -7,22 +7,22 @@ Each kind has a ``kind`` name, its parameters (checked at construction) and a ``
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import json
-import math
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_mcpfaults.triggers import Trigger, _check_count
+from pytest_mcpfaults.text_values import format_value
+from pytest_mcpfaults.triggers import Trigger
+from pytest_mcpfaults.validation import check_count, check_seconds
 
 __all__ = [
     "Absent",
     "BackendGone",
     "Delay",
     "Die",
+    "Draw",
     "Drip",
     "EndlessSse",
     "ErrorPayload",
@@ -40,28 +40,19 @@ __all__ = [
     "ToolError",
     "Truncate",
     "fault_kinds",
+    "unregister_fault_kind",
 ]
 
 
-def _finite(value: float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int too large for a float (10**400): no timer can take it
-        return False
+#: How the strategies draw one parameter: a ``range`` of integers or a tuple of values; either way
+#: the first value is the one it shrinks toward.
+Draw = range | tuple[Any, ...]
 
+#: Every fault kind by name, in the order the classes were defined (the catalogue order).
+_REGISTRY: dict[str, type[Fault]] = {}
 
-def _check_seconds(
-    owner: str, name: str, value: object, *, optional: bool = False, positive: bool = False
-) -> None:
-    """Refuse anything but a finite number of seconds (``>= 0``, or ``> 0`` with ``positive``): a
-    bool, a string, NaN and infinity included. The message names ``owner``, ``name`` and the value."""
-    if value is None and optional:
-        return
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
-    if ok and (value > 0 if positive else value >= 0):  # type: ignore[operator]
-        return
-    want = "a finite positive number of seconds" if positive else "a finite non-negative number of seconds"
-    raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
+#: HTTP error statuses the strategies draw for the status kinds, the most common failure first.
+_STATUS_CODES = (503, 500, 502, 429, 404, 400)
 
 
 @dataclass(frozen=True)
@@ -70,12 +61,44 @@ class Fault:
 
     ``when`` takes a :class:`Trigger` or just its target string; ``None`` means the kind's default
     target. ``str(fault)`` gives the text form that :func:`parse_fault` reads back.
+
+    A kind describes itself once, in the class attributes below; the strategies, the in-process
+    backend, the matrix catalogue, the text form and the docs tables read them. Defining a subclass
+    with a new ``kind`` registers it (:func:`fault_kinds`); :func:`unregister_fault_kind` forgets it.
     """
 
     kind: ClassVar[str] = ""
     #: A blocking fault holds a request until release, teardown, or its patience budget runs out.
     blocking: ClassVar[bool] = False
     default_target: ClassVar[str] = "*"
+    #: Where the kind stands in the order the strategies shrink toward (lower: simpler; ties keep
+    #: definition order). See ``strategies.kind_order()``.
+    shrink_rank: ClassVar[int] = 1000
+    #: How the strategies draw the kind's own parameters (name -> :data:`Draw`); parameters not
+    #: named keep their defaults. Blocking kinds' ``patience``/``expect_hang`` are drawn for every one.
+    draws: ClassVar[Mapping[str, Draw]] = {}
+    #: Why the in-process backend cannot apply this kind honestly (``None``: it can).
+    needs_sockets: ClassVar[str | None] = None
+    #: The parameters of this kind's entry in the standard matrix catalogue, which aims it at the
+    #: session's cleanup call unless its default target is ``health``; ``None``: not in the catalogue.
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = {}
+    #: Why the kind is not in the standard catalogue (when :attr:`catalogue_params` is ``None``).
+    not_in_catalogue: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if not kind:
+            return  # an abstract base (no kind of its own)
+        if not isinstance(kind, str) or not kind.isidentifier() or kind.lower() != kind:
+            raise TypeError(f"{cls.__qualname__}: kind must be a lower_case name, got {kind!r}")
+        known = _REGISTRY.get(kind)
+        if known is not None and known.__qualname__ != cls.__qualname__:
+            raise TypeError(
+                f"{cls.__qualname__}: fault kind {kind!r} is already defined by {known.__module__}."
+                f"{known.__qualname__}"
+            )
+        _REGISTRY[kind] = cls
 
     #: As given: a :class:`Trigger`, a target string or ``None``; normalised to a ``Trigger`` at
     #: construction. Read it back typed as :attr:`trigger`.
@@ -113,7 +136,7 @@ class Fault:
 
     def __str__(self) -> str:
         shown = [
-            f"{f.name}={_format_value(getattr(self, f.name))}"
+            f"{f.name}={format_value(getattr(self, f.name))}"
             for f in dataclasses.fields(self)
             if f.name != "when" and (f.default is dataclasses.MISSING or getattr(self, f.name) != f.default)
         ]
@@ -133,7 +156,7 @@ class _Blocking(Fault):
     expect_hang: bool = field(default=False, kw_only=True)
 
     def _validate(self) -> None:
-        _check_seconds(type(self).__name__, "patience", self.patience, optional=True, positive=True)
+        check_seconds(type(self).__name__, "patience", self.patience, optional=True, positive=True)
         if not isinstance(self.expect_hang, bool):
             raise ValueError(
                 f"{type(self).__name__}: expect_hang must be True or False, got {self.expect_hang!r}"
@@ -150,6 +173,8 @@ class Die(Fault):
     the same port with every transport and benchmark session forgotten (a crash-looping pod)."""
 
     kind: ClassVar[str] = "die"
+    shrink_rank: ClassVar[int] = 110
+    draws: ClassVar[Mapping[str, Draw]] = {"restart": (False, True)}
     restart: bool = False
 
 
@@ -159,6 +184,8 @@ class Freeze(_Blocking):
     this request and all later ones are held until ``release()``, teardown or the patience budget."""
 
     kind: ClassVar[str] = "freeze"
+    shrink_rank: ClassVar[int] = 160
+    needs_sockets: ClassVar[str | None] = "it holds every request on an open connection until released"
 
 
 # -- answers that never come, or come late -------------------------------------------------------
@@ -169,6 +196,8 @@ class Hang(_Blocking):
     """Hold the request without answering (no status line, no bytes)."""
 
     kind: ClassVar[str] = "hang"
+    shrink_rank: ClassVar[int] = 140
+    needs_sockets: ClassVar[str | None] = "it holds a request on an open connection that never answers"
 
 
 @dataclass(frozen=True)
@@ -176,14 +205,17 @@ class Delay(Fault):
     """Answer after ``seconds`` plus a uniform jitter in ``[0, jitter]`` drawn from ``seed``."""
 
     kind: ClassVar[str] = "delay"
+    shrink_rank: ClassVar[int] = 100
+    draws: ClassVar[Mapping[str, Draw]] = {"seconds": (0.0, 0.001, 0.005, 0.02, 0.05)}
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = {"seconds": 0.2}
     seconds: float = 0.1
     jitter: float = 0.0
     seed: int = 0
 
     def _validate(self) -> None:
-        _check_seconds("Delay", "seconds", self.seconds)
-        _check_seconds("Delay", "jitter", self.jitter)
-        _check_count("Delay", "seed", self.seed)
+        check_seconds("Delay", "seconds", self.seconds)
+        check_seconds("Delay", "jitter", self.jitter)
+        check_count("Delay", "seed", self.seed)
 
 
 # -- answers with the wrong status ---------------------------------------------------------------
@@ -196,6 +228,8 @@ class Status(Fault):
     answers 503 three times, then the sidecar answers normally (a runner that is starting up)."""
 
     kind: ClassVar[str] = "status"
+    shrink_rank: ClassVar[int] = 90
+    draws: ClassVar[Mapping[str, Draw]] = {"code": _STATUS_CODES}
     code: int = 503
     retry_after: int | None = None
     body: str | None = None
@@ -203,7 +237,7 @@ class Status(Fault):
     def _validate(self) -> None:
         if isinstance(self.code, bool) or not isinstance(self.code, int) or not 400 <= self.code <= 599:
             raise ValueError(f"Status: code must be an HTTP error status in 400..599, got {self.code!r}")
-        _check_count("Status", "retry_after", self.retry_after, optional=True)
+        check_count("Status", "retry_after", self.retry_after, optional=True)
 
 
 @dataclass(frozen=True)
@@ -212,12 +246,14 @@ class Flap(Fault):
     answered with ``code``, and so on (counted over matching requests)."""
 
     kind: ClassVar[str] = "flap"
+    shrink_rank: ClassVar[int] = 170
+    draws: ClassVar[Mapping[str, Draw]] = {"every": range(1, 4), "code": _STATUS_CODES}
     default_target: ClassVar[str] = "health"
     every: int = 1
     code: int = 503
 
     def _validate(self) -> None:
-        _check_count("Flap", "every", self.every, minimum=1)
+        check_count("Flap", "every", self.every, minimum=1)
         if isinstance(self.code, bool) or not isinstance(self.code, int) or not 400 <= self.code <= 599:
             raise ValueError(f"Flap: code must be an HTTP error status in 400..599, got {self.code!r}")
 
@@ -227,6 +263,7 @@ class Absent(Fault):
     """Answer 404 as if the route did not exist (real exgentic sidecars have no ``/health``)."""
 
     kind: ClassVar[str] = "absent"
+    shrink_rank: ClassVar[int] = 40
     default_target: ClassVar[str] = "health"
 
 
@@ -236,6 +273,7 @@ class Terminating(Fault):
     request) are refused with ``503`` and ``Connection: close``."""
 
     kind: ClassVar[str] = "terminating"
+    shrink_rank: ClassVar[int] = 50
     default_target: ClassVar[str] = "mcp"
 
 
@@ -248,11 +286,14 @@ class Stall(_Blocking):
     as the sidecar replies), then hold: the client has a response whose body never ends."""
 
     kind: ClassVar[str] = "stall"
+    shrink_rank: ClassVar[int] = 190
+    draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
+    needs_sockets: ClassVar[str | None] = "it keeps a connection checked out with a body that never ends"
     after_bytes: int = 0
 
     def _validate(self) -> None:
         super()._validate()
-        _check_count("Stall", "after_bytes", self.after_bytes)
+        check_count("Stall", "after_bytes", self.after_bytes)
 
 
 @dataclass(frozen=True)
@@ -260,12 +301,16 @@ class Drip(Fault):
     """Send the body ``chunk_bytes`` at a time with ``interval`` seconds between chunks."""
 
     kind: ClassVar[str] = "drip"
+    shrink_rank: ClassVar[int] = 180
+    draws: ClassVar[Mapping[str, Draw]] = {"chunk_bytes": (64, 16, 4), "interval": (0.0, 0.001)}
+    needs_sockets: ClassVar[str | None] = "it paces a body's bytes over a live connection"
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = {"chunk_bytes": 16, "interval": 0.01}
     chunk_bytes: int = 1
     interval: float = 0.01
 
     def _validate(self) -> None:
-        _check_count("Drip", "chunk_bytes", self.chunk_bytes, minimum=1)
-        _check_seconds("Drip", "interval", self.interval)
+        check_count("Drip", "chunk_bytes", self.chunk_bytes, minimum=1)
+        check_seconds("Drip", "interval", self.interval)
 
 
 @dataclass(frozen=True)
@@ -273,10 +318,13 @@ class Truncate(Fault):
     """Announce the full body, send ``after_bytes`` of it, then close the connection cleanly (FIN)."""
 
     kind: ClassVar[str] = "truncate"
+    shrink_rank: ClassVar[int] = 120
+    draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
+    needs_sockets: ClassVar[str | None] = "it closes a live connection in the middle of a body"
     after_bytes: int = 0
 
     def _validate(self) -> None:
-        _check_count("Truncate", "after_bytes", self.after_bytes)
+        check_count("Truncate", "after_bytes", self.after_bytes)
 
 
 @dataclass(frozen=True)
@@ -284,10 +332,13 @@ class Reset(Fault):
     """Send ``after_bytes`` bytes of the response (0: nothing at all), then reset the connection (RST)."""
 
     kind: ClassVar[str] = "reset"
+    shrink_rank: ClassVar[int] = 130
+    draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
+    needs_sockets: ClassVar[str | None] = "it resets a live TCP connection"
     after_bytes: int = 0
 
     def _validate(self) -> None:
-        _check_count("Reset", "after_bytes", self.after_bytes)
+        check_count("Reset", "after_bytes", self.after_bytes)
 
 
 @dataclass(frozen=True)
@@ -295,6 +346,7 @@ class MalformedJson(Fault):
     """Answer 200 with a body that is not valid JSON (the reply cut in half, length announced right)."""
 
     kind: ClassVar[str] = "malformed_json"
+    shrink_rank: ClassVar[int] = 60
 
 
 @dataclass(frozen=True)
@@ -303,6 +355,10 @@ class EndlessSse(_Blocking):
     end it. A client that waits for the end of the stream waits until release or its own timeout."""
 
     kind: ClassVar[str] = "endless_sse"
+    shrink_rank: ClassVar[int] = 150
+    needs_sockets: ClassVar[str | None] = (
+        "it keeps a connection checked out with an event stream that never ends"
+    )
 
 
 # -- protocol-level answers ----------------------------------------------------------------------
@@ -313,6 +369,8 @@ class JsonRpcError(Fault):
     """Answer a JSON-RPC error with ``code`` and ``message`` (HTTP 200) instead of the result."""
 
     kind: ClassVar[str] = "jsonrpc_error"
+    shrink_rank: ClassVar[int] = 80
+    draws: ClassVar[Mapping[str, Draw]] = {"code": (-32603, -32000, -32601)}
     default_target: ClassVar[str] = "mcp"
     code: int = -32603
     message: str = "Internal error"
@@ -337,6 +395,7 @@ class ToolError(Fault):
     """Answer a ``tools/call`` with a tool result carrying ``isError: true`` and ``text``."""
 
     kind: ClassVar[str] = "tool_error"
+    shrink_rank: ClassVar[int] = 20
     default_target: ClassVar[str] = "tools/call"
     text: str = "tool failed"
 
@@ -350,6 +409,7 @@ class SessionExpired(Fault):
     (and so does every later request that carries it)."""
 
     kind: ClassVar[str] = "session_expired"
+    shrink_rank: ClassVar[int] = 30
     default_target: ClassVar[str] = "mcp"
 
 
@@ -360,6 +420,7 @@ class BackendGone(Fault):
     ``{"error": "Service at <url> is no longer alive"}``. ``service_url`` defaults to the sidecar's."""
 
     kind: ClassVar[str] = "backend_gone"
+    shrink_rank: ClassVar[int] = 10
     default_target: ClassVar[str] = "tool:delete_session"
     service_url: str | None = None
 
@@ -419,6 +480,15 @@ class ErrorPayload(Fault):
     """
 
     kind: ClassVar[str] = "error_payload"
+    shrink_rank: ClassVar[int] = 70
+    #: none is "already gone", so a harness that treats "already gone" as a clean no-op still fails
+    draws: ClassVar[Mapping[str, Draw]] = {
+        "reason": ("backend timed out", "connection reset by peer", "internal error")
+    }
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = (
+        "at the delete it is the failed delete backend_gone already stages, with another reason"
+    )
     default_target: ClassVar[str] = "tool:delete_session"
     reason: str = _DEFAULT_REASON
     message: str | None = None
@@ -452,46 +522,17 @@ class ErrorPayload(Fault):
         return template.format_map(values)
 
 
-_KINDS: dict[str, type[Fault]] = {
-    cls.kind: cls
-    for cls in (
-        Die, Freeze, Hang, Delay, Status, Flap, Absent, Terminating, Stall, Drip, Truncate, Reset,
-        MalformedJson, EndlessSse, JsonRpcError, ToolError, SessionExpired, BackendGone, ErrorPayload,
-    )
-}  # fmt: skip
-
-
 def fault_kinds() -> dict[str, type[Fault]]:
-    """Every fault kind by name, in catalogue order."""
-    return dict(_KINDS)
+    """Every fault kind by name, in catalogue order (the built-in kinds, then kinds defined later)."""
+    return dict(_REGISTRY)
 
 
-# -- values in the text form (``str(fault)`` writes them, the parser reads them) ----------
-
-
-def _format_value(value: object) -> str:
-    if isinstance(value, str):
-        plain = value and not any(c in value for c in ",()[]@=;'\" \\") and _parse_value(value) == value
-        return value if plain else json.dumps(value, ensure_ascii=False)  # double-quoted, escaped
-    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _parse_value(text: str) -> object:
-    text = text.strip()
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        try:  # "...": JSON string escapes (what str(fault) writes); '...': a Python literal
-            value = json.loads(text) if text[0] == '"' else ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            raise ValueError(f"badly quoted string {text}") from None
-        return str(value)
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
+def unregister_fault_kind(kind: str) -> None:
+    """Forget a kind registered by defining a ``Fault`` subclass (a test's made-up kind, say), so
+    nothing that lists the kinds shows it any more. Built-in kinds cannot be unregistered."""
+    cls = _REGISTRY.get(kind)
+    if cls is None:
+        raise ValueError(f"unregister_fault_kind: unknown fault kind {kind!r}; known: {', '.join(_REGISTRY)}")
+    if cls.__module__ == __name__:
+        raise ValueError(f"unregister_fault_kind: {kind!r} is a built-in fault kind")
+    del _REGISTRY[kind]

@@ -20,6 +20,7 @@ from pytest_mcpfaults.fault_types import (
     BackendGone,
     Delay,
     Die,
+    Draw,
     Drip,
     EndlessSse,
     ErrorPayload,
@@ -37,6 +38,7 @@ from pytest_mcpfaults.fault_types import (
     ToolError,
     Truncate,
     fault_kinds,
+    unregister_fault_kind,
 )
 from pytest_mcpfaults.triggers import MCP_METHODS, Trigger, TriggerState, check_target
 
@@ -46,6 +48,7 @@ __all__ = [
     "BackendGone",
     "Delay",
     "Die",
+    "Draw",
     "Drip",
     "EndlessSse",
     "ErrorPayload",
@@ -71,4 +74,5 @@ __all__ = [
     "format_plan",
     "parse_fault",
     "parse_plan",
+    "unregister_fault_kind",
 ]

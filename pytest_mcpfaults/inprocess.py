@@ -65,31 +65,14 @@ __all__ = [
     "mock_sidecar",
 ]
 
-#: Fault kinds the in-process backend applies (see the module docstring for how).
-SUPPORTED_KINDS: tuple[str, ...] = (
-    "status",
-    "absent",
-    "flap",
-    "terminating",
-    "jsonrpc_error",
-    "tool_error",
-    "session_expired",
-    "backend_gone",
-    "error_payload",
-    "malformed_json",
-    "die",
-    "delay",
-)
+#: The built-in fault kinds the in-process backend applies (see the module docstring for how): every
+#: kind without a ``needs_sockets`` reason.
+SUPPORTED_KINDS: tuple[str, ...] = tuple(k for k, cls in F.fault_kinds().items() if cls.needs_sockets is None)
 
-#: Fault kinds that need the socket sidecar, with the reason given in the error.
+#: The built-in fault kinds that need the socket sidecar, with the reason given in the error (each
+#: kind's ``needs_sockets``).
 NEEDS_SOCKETS: dict[str, str] = {
-    "freeze": "it holds every request on an open connection until released",
-    "hang": "it holds a request on an open connection that never answers",
-    "stall": "it keeps a connection checked out with a body that never ends",
-    "endless_sse": "it keeps a connection checked out with an event stream that never ends",
-    "drip": "it paces a body's bytes over a live connection",
-    "truncate": "it closes a live connection in the middle of a body",
-    "reset": "it resets a live TCP connection",
+    k: cls.needs_sockets for k, cls in F.fault_kinds().items() if cls.needs_sockets is not None
 }
 
 #: The connection id recorded for in-process requests (there is no connection).
@@ -104,7 +87,7 @@ def check_plan(faults: Sequence[F.Fault | str] | None, *, argname: str = "faults
     """Normalise a plan and refuse any fault that needs real sockets, naming it and why."""
     plan = F.as_plan(faults, argname=argname)
     for fault in plan:
-        reason = NEEDS_SOCKETS.get(fault.kind)
+        reason = type(fault).needs_sockets
         if reason is not None:
             raise UnsupportedInProcess(
                 f"{fault.kind!r} needs real sockets ({reason}); use the socket Sidecar "
@@ -325,7 +308,7 @@ class InProcessSidecar(SidecarViews):
     def freeze(self) -> None:
         """Not available in-process: a freeze holds connections open."""
         raise UnsupportedInProcess(
-            f"'freeze' needs real sockets ({NEEDS_SOCKETS['freeze']}); use the socket Sidecar"
+            f"'freeze' needs real sockets ({F.Freeze.needs_sockets}); use the socket Sidecar"
         )
 
     def inject(self, *faults: F.Fault | str) -> None:

@@ -28,6 +28,8 @@ __all__ = [
     "catalogue",
     "catalogue_kinds",
     "fault_id",
+    "not_in_catalogue",
+    "standard_catalogue",
 ]
 
 #: Where the catalogue aims every fault that can aim at a tool call: the session's cleanup call.
@@ -35,42 +37,47 @@ TEARDOWN_TARGET = "tool:delete_session"
 
 _TD = F.Trigger(TEARDOWN_TARGET)
 
+
+def _entry(cls: type[F.Fault]) -> F.Fault | None:
+    """A kind's cell in the standard catalogue, from its ``catalogue_params`` (``None``: not in it)."""
+    if cls.catalogue_params is None:
+        return None
+    return cls(**cls.catalogue_params, when=None if cls.default_target == "health" else _TD)
+
+
+def standard_catalogue() -> tuple[F.Fault, ...]:
+    """One fault per registered kind (but those whose ``catalogue_params`` is ``None``), in
+    :func:`pytest_mcpfaults.fault_kinds` order: a kind defined after import is included."""
+    entries = (_entry(cls) for cls in F.fault_kinds().values())
+    return tuple(f for f in entries if f is not None)
+
+
+def not_in_catalogue() -> dict[str, str]:
+    """Registered kinds left out of the standard catalogue, each with the reason its selection errors
+    give (a kind's ``not_in_catalogue``)."""
+    return {k: cls.not_in_catalogue for k, cls in F.fault_kinds().items() if cls.catalogue_params is None}
+
+
 #: Kinds left out of the standard catalogue, with the reason its selection errors give. The matrix
 #: stays one fault per failure mode: ``error_payload`` at the delete is the failed delete that
 #: ``backend_gone`` already stages there, with another reason. Plan it yourself with
 #: ``@pytest.mark.mcpfaults_matrix(faults=[...])`` or ``@pytest.mark.mcp_sidecar(faults=[...])``.
-NOT_IN_CATALOGUE: dict[str, str] = {
-    "error_payload": "at the delete it is the failed delete backend_gone already stages, with another reason",
-}
+#: The built-in kinds' (see :func:`not_in_catalogue`).
+NOT_IN_CATALOGUE: dict[str, str] = not_in_catalogue()
 
-#: One fault per kind but those of :data:`NOT_IN_CATALOGUE`, in :func:`pytest_mcpfaults.fault_kinds`
-#: order.
-STANDARD_CATALOGUE: tuple[F.Fault, ...] = (
-    F.Die(when=_TD),  # the sidecar is reaped while the delete is in flight
-    F.Freeze(when=_TD),  # the process stops answering (SIGSTOP) at the delete
-    F.Hang(when=_TD),  # the delete is never answered
-    F.Delay(seconds=0.2, when=_TD),  # a slow delete
-    F.Status(503, when=_TD),  # the delete gets an HTTP 503
-    F.Flap(),  # /health alternates 200 / 503
-    F.Absent(),  # no /health route (404), as real exgentic sidecars
-    F.Terminating(when=_TD),  # a terminating pod refuses the delete with 503 + Connection: close
-    F.Stall(when=_TD),  # headers sent, the body never comes
-    F.Drip(chunk_bytes=16, interval=0.01, when=_TD),  # the body trickles in
-    F.Truncate(when=_TD),  # the body is cut short, connection closed (FIN)
-    F.Reset(when=_TD),  # the connection is reset (RST) before any byte
-    F.MalformedJson(when=_TD),  # the reply is not JSON
-    F.EndlessSse(when=_TD),  # the reply's SSE stream never ends
-    F.JsonRpcError(when=_TD),  # a JSON-RPC error instead of the result
-    F.ToolError(when=_TD),  # a tool result with isError: true
-    F.SessionExpired(when=_TD),  # the transport session is gone (404 Session not found)
-    F.BackendGone(),  # "Error closing session <id>: Service at <url> is no longer alive"
-)
+#: One fault per built-in kind but those of :data:`NOT_IN_CATALOGUE`, in
+#: :func:`pytest_mcpfaults.fault_kinds` order (see :func:`standard_catalogue`). Each kind's cell comes
+#: from its class: ``Die(when=tool:delete_session)`` (the sidecar is reaped while the delete is in
+#: flight), ``Delay(seconds=0.2)`` (a slow delete), ``Drip(chunk_bytes=16, interval=0.01)`` (the body
+#: trickles in), ``Flap()`` and ``Absent()`` on ``/health``, ``BackendGone()`` ("Error closing
+#: session <id>: Service at <url> is no longer alive"), and so on.
+STANDARD_CATALOGUE: tuple[F.Fault, ...] = standard_catalogue()
 
 
 def catalogue_kinds() -> tuple[str, ...]:
-    """The kinds of the standard catalogue, in order (every fault kind once, but
-    :data:`NOT_IN_CATALOGUE`)."""
-    return tuple(f.kind for f in STANDARD_CATALOGUE)
+    """The kinds of the standard catalogue, in order (every registered kind once, but those of
+    :func:`not_in_catalogue`)."""
+    return tuple(f.kind for f in standard_catalogue())
 
 
 def _check_kinds(argname: str, kinds: object) -> list[str]:
@@ -80,10 +87,11 @@ def _check_kinds(argname: str, kinds: object) -> list[str]:
             f"{argname} must be a list of fault kinds, got {kinds!r}; valid kinds: {', '.join(valid)}"
         )
     out = list(kinds)
+    left_out = not_in_catalogue()
     for kind in out:
-        if kind in NOT_IN_CATALOGUE:
+        if kind in left_out:
             raise ValueError(
-                f"{argname}: fault kind {kind!r} is not in the standard catalogue ({NOT_IN_CATALOGUE[kind]});"
+                f"{argname}: fault kind {kind!r} is not in the standard catalogue ({left_out[kind]});"
                 f" give it as faults=[...] instead; catalogue kinds: {', '.join(valid)}"
             )
         if kind not in valid:
@@ -111,7 +119,7 @@ def catalogue(
     """
     chosen = _check_kinds("kinds", kinds) if kinds is not None else list(catalogue_kinds())
     dropped = set(_check_kinds("exclude", exclude))
-    out = [f for f in STANDARD_CATALOGUE if f.kind in chosen and f.kind not in dropped]
+    out = [f for f in standard_catalogue() if f.kind in chosen and f.kind not in dropped]
     if not out:
         raise ValueError(f"the fault matrix is empty (kinds={kinds!r}, exclude={list(exclude)!r})")
     if target is not None:

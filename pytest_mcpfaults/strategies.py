@@ -34,36 +34,32 @@ from hypothesis.errors import InvalidArgument
 
 from pytest_mcpfaults import faults as F
 
-__all__ = ["BLOCKING_KINDS", "DEFAULT_TARGETS", "KIND_ORDER", "fault_plans", "faults", "triggers"]
+__all__ = [
+    "BLOCKING_KINDS",
+    "DEFAULT_TARGETS",
+    "KIND_ORDER",
+    "fault_plans",
+    "faults",
+    "kind_order",
+    "triggers",
+]
 
-#: Every fault kind, simplest first: exactly the order faults shrink in. Hypothesis prefers fewer
-#: choices, then earlier ones, so kinds are grouped by how many parameters they draw: none (one wrong
-#: answer: led by the incident's own ``backend_gone``), one (a failed call's reason, an error code, a
-#: latency, a dying or cut connection, then the blocking faults, whose one parameter is how long they
-#: hold), two.
-KIND_ORDER: tuple[str, ...] = (
-    "backend_gone",
-    "tool_error",
-    "session_expired",
-    "absent",
-    "terminating",
-    "malformed_json",
-    "error_payload",
-    "jsonrpc_error",
-    "status",
-    "delay",
-    "die",
-    "truncate",
-    "reset",
-    "hang",
-    "endless_sse",
-    "freeze",
-    "flap",
-    "drip",
-    "stall",
-)
 
-#: Kinds that hold a request (they get the strategies' small ``patience``).
+def kind_order() -> tuple[str, ...]:
+    """Every registered fault kind, simplest first (by each kind's ``shrink_rank``): exactly the order
+    faults shrink in. A kind defined after this module was imported is included."""
+    kinds = F.fault_kinds()
+    return tuple(sorted(kinds, key=lambda name: kinds[name].shrink_rank))
+
+
+#: The built-in fault kinds, simplest first: exactly the order faults shrink in (:func:`kind_order`
+#: also lists kinds defined later). Hypothesis prefers fewer choices, then earlier ones, so kinds are
+#: grouped by how many parameters they draw: none (one wrong answer: led by the incident's own
+#: ``backend_gone``), one (a failed call's reason, an error code, a latency, a dying or cut
+#: connection, then the blocking faults, whose one parameter is how long they hold), two.
+KIND_ORDER: tuple[str, ...] = kind_order()
+
+#: The built-in kinds that hold a request (they get the strategies' small ``patience``).
 BLOCKING_KINDS: tuple[str, ...] = tuple(k for k in KIND_ORDER if F.fault_kinds()[k].blocking)
 
 #: Targets drawn by default: the steps of a benchmark-session lifecycle, most specific first (a
@@ -79,13 +75,6 @@ DEFAULT_TARGETS: tuple[str, ...] = (
     "mcp",
     "*",
 )
-
-_STATUS_CODES = (503, 500, 502, 429, 404, 400)
-_DELAYS = (0.0, 0.001, 0.005, 0.02, 0.05)
-#: Reasons a drawn ``error_payload`` gives, the default first: none is "already gone", so a harness
-#: that treats "already gone" answers as a clean no-op still sees a real failure.
-_REASONS = ("backend timed out", "connection reset by peer", "internal error")
-
 
 # -- argument validation (Hypothesis style: the argument, the bad value) -----------------------------
 
@@ -110,20 +99,21 @@ def _check_seconds(name: str, value: object, *, optional: bool = False) -> float
 
 
 def _check_kinds(kinds: object) -> tuple[str, ...]:
+    order = kind_order()
     if kinds is None:
-        return KIND_ORDER
+        return order
     if isinstance(kinds, (str, type)) or not isinstance(kinds, Sequence):
         raise InvalidArgument(f"kinds must be a list of fault kind names or Fault classes, got {kinds!r}")
     names: list[str] = []
     for k in kinds:
         name = k.kind if isinstance(k, type) and issubclass(k, F.Fault) else k
-        if not isinstance(name, str) or name not in KIND_ORDER:
-            raise InvalidArgument(f"kinds: unknown fault kind {k!r}; valid kinds: {', '.join(KIND_ORDER)}")
+        if not isinstance(name, str) or name not in order:
+            raise InvalidArgument(f"kinds: unknown fault kind {k!r}; valid kinds: {', '.join(order)}")
         names.append(name)
     if not names:
         raise InvalidArgument("kinds must name at least one fault kind, got []")
     wanted = set(names)
-    return tuple(k for k in KIND_ORDER if k in wanted)  # simplest first, whatever order given
+    return tuple(k for k in order if k in wanted)  # simplest first, whatever order given
 
 
 def _check_targets(targets: object) -> tuple[str, ...]:
@@ -185,26 +175,22 @@ def _triggers(pool: tuple[str, ...], n: int) -> st.SearchStrategy[F.Trigger]:
     return plain | nth | after
 
 
-def _params(kind: str, patience: float | None, expect_hang: bool) -> dict[str, st.SearchStrategy[Any]]:
-    """Parameter strategies per kind; each shrinks toward the kind's default (or mildest) value."""
-    if kind in BLOCKING_KINDS:
-        held = st.just(None) if patience is None else st.sampled_from((patience, 2 * patience))
-        extra: dict[str, st.SearchStrategy[Any]] = {"patience": held, "expect_hang": st.just(expect_hang)}
-        if kind == "stall":
-            extra["after_bytes"] = st.integers(0, 32)
-        return extra
-    table: dict[str, dict[str, st.SearchStrategy[Any]]] = {
-        "die": {"restart": st.booleans()},
-        "delay": {"seconds": st.sampled_from(_DELAYS)},
-        "status": {"code": st.sampled_from(_STATUS_CODES)},
-        "flap": {"every": st.integers(1, 3), "code": st.sampled_from(_STATUS_CODES)},
-        "truncate": {"after_bytes": st.integers(0, 32)},
-        "reset": {"after_bytes": st.integers(0, 32)},
-        "drip": {"chunk_bytes": st.sampled_from((64, 16, 4)), "interval": st.sampled_from((0.0, 0.001))},
-        "jsonrpc_error": {"code": st.sampled_from((-32603, -32000, -32601))},
-        "error_payload": {"reason": st.sampled_from(_REASONS)},
-    }
-    return table.get(kind, {})
+def _draw(values: F.Draw) -> st.SearchStrategy[Any]:
+    if isinstance(values, range):
+        return st.integers(values.start, values.stop - 1)  # shrinks toward the start
+    return st.sampled_from(values)  # shrinks toward the first value
+
+
+def _params(
+    cls: type[F.Fault], patience: float | None, expect_hang: bool
+) -> dict[str, st.SearchStrategy[Any]]:
+    """Parameter strategies of a kind, from its ``draws``; each shrinks toward the kind's default (or
+    mildest) value. Blocking kinds also hold for ``patience`` or twice that."""
+    out = {name: _draw(values) for name, values in cls.draws.items()}
+    if cls.blocking:
+        out["patience"] = st.just(None) if patience is None else st.sampled_from((patience, 2 * patience))
+        out["expect_hang"] = st.just(expect_hang)
+    return out
 
 
 def faults(
@@ -241,8 +227,9 @@ def faults(
         if not fits:
             skipped.append(kind)
             continue
-        cls: Callable[..., F.Fault] = F.fault_kinds()[kind]
-        branches.append(st.builds(cls, when=_triggers(fits, n), **_params(kind, wait, expect_hang)))
+        cls = F.fault_kinds()[kind]
+        build: Callable[..., F.Fault] = cls
+        branches.append(st.builds(build, when=_triggers(fits, n), **_params(cls, wait, expect_hang)))
     if not branches:
         raise InvalidArgument(
             f"no kind in kinds={list(names)} accepts any of targets={list(pool)} "

@@ -10,6 +10,8 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
+from pytest_mcpfaults.validation import check_count
+
 __all__ = ["MCP_METHODS", "Trigger", "TriggerState", "check_target"]
 
 MCP_METHODS: tuple[str, ...] = (
@@ -36,16 +38,6 @@ _TARGET_HELP = (
     "'*', 'health', 'mcp', an MCP method (e.g. 'tools/call'), 'tool:<name>', "
     "'<HTTP method> <path>' (e.g. 'DELETE /mcp'), '/<path>', or 'method:<any MCP method>'"
 )
-
-
-def _check_count(owner: str, name: str, value: object, *, minimum: int = 0, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        want = "a positive integer" if minimum == 1 else "a non-negative integer"
-        if optional:
-            want += " or None"
-        raise ValueError(f"{owner}: {name} must be {want}, got {value!r}")
 
 
 def check_target(target: object) -> str:
@@ -87,13 +79,13 @@ class Trigger:
 
     def __post_init__(self) -> None:
         check_target(self.target)
-        _check_count("Trigger", "nth", self.nth, minimum=1, optional=True)
-        _check_count("Trigger", "after", self.after)
-        _check_count("Trigger", "times", self.times, optional=True)
+        check_count("Trigger", "nth", self.nth, minimum=1, optional=True)
+        check_count("Trigger", "after", self.after)
+        check_count("Trigger", "times", self.times, optional=True)
         p = self.probability
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
             raise ValueError(f"Trigger: probability must be a number in [0, 1], got {p!r}")
-        _check_count("Trigger", "seed", self.seed)
+        check_count("Trigger", "seed", self.seed)
 
     def describe(self) -> str:
         """The trigger in the text form's bracket syntax (without the target), '' when all default."""

@@ -1,0 +1,107 @@
+"""A fault kind describes itself once, on its class: defining a subclass with a new ``kind`` makes it
+appear in the text form, the strategies, the matrix catalogue and the in-process backend, with no
+list edited anywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+from hypothesis import find
+
+from pytest_mcpfaults import Sidecar, Status, fault_kinds, parse_fault
+from pytest_mcpfaults.faults import Draw, Fault, Trigger, fault_from_dict, unregister_fault_kind
+from pytest_mcpfaults.inprocess import check_plan, mock_sidecar
+from pytest_mcpfaults.matrix import catalogue, catalogue_kinds, not_in_catalogue, standard_catalogue
+from pytest_mcpfaults.strategies import faults, kind_order
+
+
+@pytest.fixture
+def overloaded() -> Iterator[type[Status]]:
+    """A made-up kind: a rate-limited answer, simplest of all kinds, drawn with three Retry-After values."""
+
+    @dataclass(frozen=True)
+    class Overloaded(Status):
+        """429 with a Retry-After header."""
+
+        kind: ClassVar[str] = "overloaded"
+        shrink_rank: ClassVar[int] = 1
+        draws: ClassVar[Mapping[str, Draw]] = {"retry_after": (1, 2, 5)}
+        catalogue_params: ClassVar[Mapping[str, Any] | None] = {"retry_after": 3}
+        code: int = 429
+        retry_after: int | None = 1
+
+    yield Overloaded
+    unregister_fault_kind("overloaded")
+
+
+def test_a_new_kind_is_in_the_text_and_dict_forms(overloaded: type[Status]) -> None:
+    fault = parse_fault("overloaded(retry_after=2)@health[times=1]")
+    assert fault == overloaded(retry_after=2, when=Trigger("health", times=1))
+    assert str(fault) == "overloaded(retry_after=2)@health[times=1]"
+    assert fault_from_dict(fault.to_dict()) == fault
+    assert list(fault_kinds())[-1] == "overloaded"
+
+
+def test_a_new_kind_is_drawn_first_and_shrinks_to_its_first_draw(overloaded: type[Status]) -> None:
+    assert kind_order()[0] == "overloaded"
+    drawn = find(faults(), lambda f: f.kind == "overloaded")
+    assert drawn == overloaded(retry_after=1, when="tool:create_session")
+    big = find(faults(kinds=["overloaded"]), lambda f: f.retry_after == 5)  # type: ignore[attr-defined]
+    assert big.retry_after == 5  # type: ignore[attr-defined]
+
+
+def test_a_new_kind_has_a_cell_in_the_matrix_catalogue(overloaded: type[Status]) -> None:
+    assert catalogue_kinds()[-1] == "overloaded"
+    (cell,) = catalogue(kinds=["overloaded"])
+    assert str(cell) == "overloaded(retry_after=3)@tool:delete_session"
+    assert cell in standard_catalogue()
+
+
+def test_a_kind_can_stay_out_of_the_catalogue_with_a_reason(overloaded: type[Status]) -> None:
+    @dataclass(frozen=True)
+    class Quiet(Fault):
+        kind: ClassVar[str] = "quiet_made_up"
+        catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+        not_in_catalogue: ClassVar[str] = "it is only an example"
+
+    try:
+        assert not_in_catalogue()["quiet_made_up"] == "it is only an example"
+        assert "quiet_made_up" not in catalogue_kinds()
+        with pytest.raises(ValueError, match=r"'quiet_made_up' is not in the standard catalogue \(it is"):
+            catalogue(kinds=["quiet_made_up"])
+    finally:
+        unregister_fault_kind(Quiet.kind)
+
+
+def test_a_new_kind_behaves_as_its_base_on_both_backends(overloaded: type[Status]) -> None:
+    plan = ["overloaded(retry_after=2)@health[times=1]"]
+    with Sidecar(faults=plan) as sidecar:
+        first, second = (httpx.get(sidecar.health_url, timeout=5) for _ in range(2))
+        assert (first.status_code, first.headers["Retry-After"], second.status_code) == (429, "2", 200)
+        assert sidecar.fired == {"overloaded": 1}
+    assert check_plan(plan) == (parse_fault(plan[0]),)  # no needs_sockets: the in-process backend takes it
+    with mock_sidecar(faults=plan) as fake:
+        assert httpx.get(fake.health_url).status_code == 429
+        assert fake.fired == {"overloaded": 1}
+
+
+def test_kind_names_are_unique_and_built_ins_stay() -> None:
+    with pytest.raises(TypeError, match=r"fault kind 'hang' is already defined by pytest_mcpfaults"):
+
+        @dataclass(frozen=True)
+        class Hang2(Fault):
+            kind: ClassVar[str] = "hang"
+
+    with pytest.raises(ValueError, match=r"'hang' is a built-in fault kind"):
+        unregister_fault_kind("hang")
+    with pytest.raises(ValueError, match=r"unknown fault kind 'nope'"):
+        unregister_fault_kind("nope")
+    with pytest.raises(TypeError, match=r"kind must be a lower_case name, got 'Bad Name'"):
+
+        @dataclass(frozen=True)
+        class Bad(Fault):
+            kind: ClassVar[str] = "Bad Name"
