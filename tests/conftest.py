@@ -7,7 +7,9 @@ faults, spans) is used directly.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from typing import Any
 
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
 import pytest
@@ -38,3 +40,37 @@ def run_plugin(pytester: pytest.Pytester):  # type: ignore[no-untyped-def]
         )
 
     return run
+
+
+#: What a pytester subprocess run loads besides what it names with ``-p``: the plugins the project's
+#: test settings rely on. Everything else installed (Hypothesis' plugin above all, which imports
+#: Hypothesis: seconds per run on a loaded machine) stays out unless the run asks for it (``-p xdist``,
+#: ``-p anyio``, ``-p respx``, ``-p hypothesispytest``).
+PYTESTER_PLUGINS = "-p asyncio -p timeout"
+
+
+@pytest.fixture(autouse=True)
+def _pytester_subprocesses_load_only_the_plugins_they_need(request: pytest.FixtureRequest) -> None:
+    """``pytester.runpytest_subprocess`` runs start with plugin autoload off (as
+    ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` does), loading :data:`PYTESTER_PLUGINS`; ``-p NAME`` loads an
+    installed plugin by its entry-point name then (pytest >= 8.4; older pytest keeps autoload).
+    In-process runs are left as they are: the plugins they load are imported already."""
+    if "pytester" not in request.fixturenames or tuple(map(int, pytest.__version__.split(".")[:2])) < (8, 4):
+        return
+    pytester: pytest.Pytester = request.getfixturevalue("pytester")
+    popen = pytester.popen
+
+    def popen_with_few_plugins(*args: Any, **kwargs: Any) -> Any:
+        saved = {k: os.environ.get(k) for k in ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_ADDOPTS")}
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        os.environ["PYTEST_ADDOPTS"] = f"{PYTESTER_PLUGINS} {saved['PYTEST_ADDOPTS'] or ''}".strip()
+        try:
+            return popen(*args, **kwargs)  # it copies os.environ for the child
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    pytester.popen = popen_with_few_plugins  # type: ignore[method-assign]
