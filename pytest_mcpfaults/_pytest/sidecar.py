@@ -60,7 +60,7 @@ def _ini_patience(config: pytest.Config) -> float | None:
         value = -1.0
     if not 0 < value < float("inf"):  # also refuses nan and inf ('none' is how to hold until released)
         raise pytest.UsageError(
-            f"ini option {_PATIENCE_INI} must be a positive finite number of seconds or 'none', got {raw!r}"
+            f"ini option {_PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
         )
     return value
 

@@ -67,10 +67,7 @@ def _check_kwargs(
         or not patience > 0
         or not math.isfinite(patience)
     ):
-        raise ValueError(
-            f"Sidecar: patience must be a positive finite number of seconds or None (hold until released), "
-            f"got {patience!r}"
-        )
+        raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
     _check_bool("Sidecar", "get_stream", get_stream)
