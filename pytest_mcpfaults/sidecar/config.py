@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
@@ -35,6 +35,8 @@ def _check_bool(who: str, name: str, value: object) -> None:
 def _check_strings(who: str, name: str, value: object, what: str) -> None:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValueError(f"{who}: {name} must be a list of {what}, got {value!r}; for one, write [{value!r}]")
+    if isinstance(value, Iterator):
+        return  # a one-shot iterator: checking its items would consume them
     bad = [v for v in value if not isinstance(v, str) or not v]
     if bad:
         raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
