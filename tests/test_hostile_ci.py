@@ -487,3 +487,24 @@ def test_serve_refuses_what_it_used_to_accept(
         main(["serve", *args])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_progress_tally_survives_an_unwritable_file(tmp_path: Path) -> None:
+    """A progress write that fails (a full disk) must not raise into the sidecar's loop thread: the
+    tally goes on in memory, and the lines written before the failure are still read back."""
+    from pytest_mcpfaults._pytest.progress import Progress, read_unfinished
+
+    path = tmp_path / "gw0.jsonl"
+    progress = Progress(path)
+    progress.start("t.py::test_a", None)
+    progress.event("fired", "flap")
+    assert progress._fd is not None
+    os.close(progress._fd)  # the file goes bad behind its back
+    progress.event("fired", "flap")  # must not raise
+    assert isinstance(progress.write_error, OSError)
+    assert progress.current is not None and progress.current.fired == {"flap": 2}
+    with path.open("ab") as f:
+        f.write(b'{"event": "fired", "val')  # the process died inside write(): a torn last line
+    unfinished = read_unfinished(path)
+    assert list(unfinished) == ["t.py::test_a"] and unfinished["t.py::test_a"].fired == {"flap": 1}
+    progress.close()

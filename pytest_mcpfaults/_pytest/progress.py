@@ -18,6 +18,7 @@ each fault as it fires (:mod:`pytest_mcpfaults.events`), and that it finished.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -69,10 +70,18 @@ class Progress:
         self._lock = threading.Lock()
         self.current: Running | None = None
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if path else None
+        self.write_error: OSError | None = None  # the file went unwritable: the tally stays in memory
 
     def _write(self, line: dict[str, Any]) -> None:
-        if self._fd is not None:
+        if self._fd is None:
+            return
+        try:
             os.write(self._fd, (json.dumps(line) + "\n").encode())
+        except OSError as exc:  # a full disk must not become a sidecar error (this runs on its loop thread)
+            self.write_error = exc
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def start(self, nodeid: str, matrix: str | None) -> None:
         with self._lock:
