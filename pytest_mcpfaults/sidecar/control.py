@@ -82,8 +82,8 @@ def _page(
     journal: Journal, since: int, limit: int | None
 ) -> tuple[tuple[RequestRecord, ...], tuple[ConnectionRecord, ...], dict[str, Any]]:
     requests = journal.requests_since(since, limit)
-    total = journal.total_requests
-    after = requests[-1].id + 1 if requests else max(since, total if limit is None else since)
+    # Nothing returned: continue from the same place (a request arriving meanwhile must not be skipped).
+    after = requests[-1].id + 1 if requests else since
     more = bool(journal.requests_since(after, 1)) if limit is not None else False
     return requests, journal.connections, {"next": after, "more": more}
 
