@@ -20,6 +20,7 @@ from types import FrameType
 from typing import TextIO
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.config import check_path
 from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.server import DEFAULT_PATIENCE, Sidecar
@@ -28,6 +29,8 @@ from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 __all__ = ["build_parser", "main"]
 
 _PROG = "python -m pytest_mcpfaults"
+#: How many requests (and connections) ``serve`` keeps in its journal by default (``--journal-limit``).
+DEFAULT_JOURNAL_LIMIT = 10_000
 
 
 def _port(text: str) -> int:
@@ -41,8 +44,9 @@ def _port(text: str) -> int:
 
 
 def _path(text: str) -> str:
-    if not text.startswith("/"):
-        raise argparse.ArgumentTypeError(f"must be a path starting with '/', got {text!r}")
+    why = check_path(text)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{why}, got {text!r}")
     return text
 
 
@@ -54,13 +58,24 @@ def _fault(text: str) -> F.Fault:
 
 
 def _tool_sets(text: str) -> tuple[str, ...]:
-    sets = tuple(s.strip() for s in text.split(",") if s.strip())
+    sets = tuple(s.strip() for s in text.split(","))
     bad = [s for s in sets if s not in TOOL_SETS]
     if bad:
+        what = f"unknown tool set {bad[0]!r}" if bad[0] else "an empty tool set name"
         raise argparse.ArgumentTypeError(
-            f"unknown tool set {bad[0]!r} in {text!r}; valid: {', '.join(TOOL_SETS)} (comma-separated)"
+            f"{what} in {text!r}; valid: {', '.join(TOOL_SETS)} (one or more, comma-separated)"
         )
     return sets
+
+
+def _journal_limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (requests kept), got {text!r}")
+    return value
 
 
 def _patience(text: str) -> float | None:
@@ -131,6 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds a held request waits before the sidecar aborts it (default {DEFAULT_PATIENCE}; "
         "'none': hold until released)",
     )
+    serve.add_argument(
+        "--journal-limit",
+        type=_journal_limit,
+        default=DEFAULT_JOURNAL_LIMIT,
+        metavar="N",
+        help=f"keep the last N requests (and N connections) in the journal, counting the dropped ones "
+        f"(default {DEFAULT_JOURNAL_LIMIT}); requests still in flight are never dropped",
+    )
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument("--json", action="store_true", help="print the start-up info as one JSON line")
     serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
@@ -189,6 +212,7 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         patience=args.patience,
         allow_remote=args.allow_remote,
     )
+    sc.journal.set_limit(args.journal_limit)
     token = secrets.token_urlsafe(32)
     Control(sc, token).mount()
     sc.start()

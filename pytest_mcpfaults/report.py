@@ -20,6 +20,7 @@ from pytest_mcpfaults.faults import fault_kinds
 
 __all__ = [
     "FAILED_OUTCOMES",
+    "OUTCOMES",
     "SCHEMA",
     "VERSION",
     "KindCoverage",
@@ -41,9 +42,12 @@ __all__ = [
 SCHEMA = "pytest-mcpfaults/report"
 #: The schema version this module writes and reads. Bumped on any incompatible change.
 VERSION = 1
-#: Test outcomes that count as failures in the coverage table and totals.
-FAILED_OUTCOMES = frozenset({"failed", "error"})
-_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+#: Test outcomes that count as failures in the coverage table and totals. ``crashed``: the process
+#: running the test died in it (a pytest-xdist worker crash); its entry has the faults fired up to then.
+FAILED_OUTCOMES = frozenset({"failed", "error", "crashed"})
+#: Every outcome a test entry can have. ``interrupted``: the run was interrupted (SIGINT) in this test.
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "interrupted")
+_OUTCOMES = OUTCOMES
 
 
 class ReportError(ValueError):
@@ -239,6 +243,7 @@ class Report:
         return {
             "tests": len(self.tests),
             "outcomes": outcomes,
+            "failed": sum(n for outcome, n in outcomes.items() if outcome in FAILED_OUTCOMES),
             "sidecars": sum(len(t.sidecars) for t in self.tests),
             "kinds": self.kinds(),
             "fired": self.fired(),
@@ -380,12 +385,17 @@ def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
     lines.append("")
     sidecars = sum(len(t.sidecars) for t in report.tests)
     failed = sum(1 for t in report.tests if t.failed)
+    crashed = sum(1 for t in report.tests if t.outcome == "crashed")
+    interrupted = sum(1 for t in report.tests if t.outcome == "interrupted")
     checks = sum(len(t.invariants) for t in report.tests)
     lines.append(
         f"{len(report.tests)} test{'s' if len(report.tests) != 1 else ''} used the plugin "
         f"({sidecars} sidecar{'s' if sidecars != 1 else ''}, "
         + (f"{checks} invariant check{'s' if checks != 1 else ''}, " if checks else "")
-        + f"{failed} failed)"
+        + f"{failed} failed"
+        + (f", {crashed} of them crashed" if crashed else "")
+        + (f", {interrupted} interrupted" if interrupted else "")
+        + ")"
     )
     if verbose:
         for t in report.tests:

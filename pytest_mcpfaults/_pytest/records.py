@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
-__all__ = ["InvariantResult", "TestRecord", "record_for"]
+__all__ = ["MATRIX_FIXTURE", "InvariantResult", "TestRecord", "matrix_fault", "record_for"]
+
+#: The fixture carrying a fault-matrix cell's fault (its parameter).
+MATRIX_FIXTURE = "mcpfaults_fault"
 
 
 @dataclass
@@ -58,3 +61,10 @@ def record_for(item: pytest.Item) -> TestRecord:
         rec = TestRecord(nodeid=item.nodeid)
         item.stash[_RECORD_KEY] = rec
     return rec
+
+
+def matrix_fault(item: pytest.Item) -> str | None:
+    """The text form of ``item``'s fault-matrix fault, ``None`` outside a matrix."""
+    callspec = getattr(item, "callspec", None)
+    fault = callspec.params.get(MATRIX_FIXTURE) if callspec is not None else None
+    return str(fault) if fault is not None else None

@@ -7,6 +7,14 @@ fixtures at teardown and by the span gate) is serialized onto its teardown repor
 controller, so the controller sees every test's record in ``pytest_runtest_logreport``; it alone builds
 the report, writes it, applies the gates and prints the summary. Workers only record.
 
+A test that never sends its teardown report (its xdist worker died; the run was interrupted in it) is
+still reported, from the running tally of :mod:`pytest_mcpfaults._pytest.progress`: as ``crashed``
+(with a synthetic teardown report that carries its record, so JUnit gets its properties too) or as
+``interrupted``.
+
+The report path is checked at configure time: a path that cannot be written is a usage error (exit 4)
+before any test runs.
+
 Gate failures make the run exit with code 1 (``ExitCode.TESTS_FAILED``, as pytest-cov's
 ``--cov-fail-under`` does), with a ``mcpfaults gate FAILED`` message naming what failed.
 """
@@ -14,20 +22,24 @@ Gate failures make the run exit with code 1 (``ExitCode.TESTS_FAILED``, as pytes
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import record_for
+from pytest_mcpfaults._pytest.progress import ProgressPlugin, Running
+from pytest_mcpfaults._pytest.records import MATRIX_FIXTURE, matrix_fault, record_for
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.faults import Fault
     from pytest_mcpfaults.report import Report, TestEntry, Violation
 
 MATRIX_MARKER = "mcpfaults_matrix"
-FAULT_FIXTURE = "mcpfaults_fault"
+FAULT_FIXTURE = MATRIX_FIXTURE
 REQUIRE_INI = "mcpfaults_require"
 REPORT_ATTR = "mcpfaults"
 _MATRIX_ARGS = ("kinds", "exclude", "target", "faults")
@@ -54,10 +66,12 @@ class _RunState:
     missing: list[str] = dataclasses.field(default_factory=list)
     regressions: list[Violation] = dataclasses.field(default_factory=list)
     evaluated: bool = False
+    write_error: str | None = None
 
 
 _SETTINGS_KEY = pytest.StashKey[GateSettings]()
 _STATE_KEY = pytest.StashKey[_RunState]()
+_PROGRESS_KEY = pytest.StashKey[ProgressPlugin]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -123,9 +137,39 @@ def _parse_required(config: pytest.Config) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _output_problem(path: Path) -> str | None:
+    """Why a file cannot be written at ``path`` (checked by writing a probe file next to where it would
+    go, so read-only file systems and permissions are seen as they are), or ``None``."""
+    if path.is_dir():
+        return "it is a directory"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{str(parent)!r} is a file, not a directory"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is not writable"
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".mcpfaults-probe-")
+    except OSError as exc:
+        return f"cannot create files in {str(parent)!r}: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def check_output_path(option: str, path: Path) -> None:
+    """``pytest.UsageError`` naming ``option``, the path and why, when nothing can be written there."""
+    problem = _output_problem(path)
+    if problem is not None:
+        raise pytest.UsageError(f"{option}={path}: cannot write the report there: {problem}")
+
+
 def _read_settings(config: pytest.Config) -> GateSettings:
     base = config.invocation_params.dir
     report = config.getoption("mcpfaults_report", default=None)
+    if report and not _is_worker(config):
+        check_output_path("--mcpfaults-report", base / report)
     baseline_opt = config.getoption("mcpfaults_baseline", default=None)
     baseline_path = base / baseline_opt if baseline_opt else None
     baseline = None
@@ -153,7 +197,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[_SETTINGS_KEY] = _read_settings(config)
     state = config.stash[_STATE_KEY] = _RunState()
-    config.pluginmanager.register(_Collector(state), "mcpfaults-report-collector")
+    progress = config.stash[_PROGRESS_KEY] = ProgressPlugin(config)
+    config.pluginmanager.register(progress, "mcpfaults-progress")
+    config.pluginmanager.register(_Collector(config, state, progress), "mcpfaults-report-collector")
 
 
 # -- the fault matrix ----------------------------------------------------------------------------
@@ -214,15 +260,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 # -- per-test data: record → teardown report (→ xdist controller) --------------------------------
 
 
-def _matrix_fault(item: pytest.Item) -> str | None:
-    callspec = getattr(item, "callspec", None)
-    fault = callspec.params.get(FAULT_FIXTURE) if callspec is not None else None
-    return str(fault) if fault is not None else None
-
-
 def _record_dict(item: pytest.Item) -> dict[str, Any] | None:
     rec = record_for(item)
-    matrix = _matrix_fault(item)
+    matrix = matrix_fault(item)
     if not rec.used and matrix is None:
         return None
     data = dataclasses.asdict(rec)
@@ -272,15 +312,55 @@ def _phase_outcome(report: pytest.TestReport, current: str | None) -> str | None
     return current
 
 
+def _running_dict(running: Running) -> dict[str, Any]:
+    """A record (as :func:`_record_dict` makes) from a running tally: what is known of a test that
+    never reached teardown. Its sidecars' URLs, eras and journal lengths are not known (``None``)."""
+    return {
+        "nodeid": running.nodeid,
+        "sidecars": [{"url": None, "era": None, "requests": None} for _ in range(running.sidecars)],
+        "plans": [],
+        "fired": dict(running.fired),
+        "invariants": [],
+        "patience_violations": [],
+        "expected_hang": False,
+        "matrix": running.matrix,
+    }
+
+
 class _Collector:
     """Registered at configure time: gathers outcomes and records from every report. On the xdist
-    controller it sees every worker's reports (xdist relays them through this hook)."""
+    controller it sees every worker's reports (xdist relays them through this hook), and the report
+    xdist makes for a test whose worker crashed (``when='???'``)."""
 
-    def __init__(self, state: _RunState) -> None:
-        self.state = state
+    def __init__(self, config: pytest.Config, state: _RunState, progress: ProgressPlugin) -> None:
+        self.config, self.state, self.progress = config, state, progress
 
+    def _crashed(self, report: pytest.TestReport) -> None:
+        """The worker running this test died. Close the test with a teardown report carrying what its
+        worker's progress file shows (through this same hook: the entry, JUnit's properties)."""
+        nodeid, node = report.nodeid, getattr(report, "node", None)
+        workerinput = getattr(node, "workerinput", None)
+        worker = workerinput.get("workerid") if isinstance(workerinput, dict) else None
+        running = self.progress.unfinished(worker).get(nodeid)
+        if nodeid in self.state.entries or running is None or not running.used:
+            return  # its teardown report came before the crash, or it did not use the plugin
+        data = _running_dict(running)
+        props = [*_junit_properties(data), ("mcpfaults.crashed", "true")]
+        teardown = pytest.TestReport(
+            nodeid, report.location, {}, "passed", None, "teardown", user_properties=props
+        )
+        teardown.node = node  # type: ignore[attr-defined]  # as xdist's own reports: JUnit keys on it
+        setattr(teardown, REPORT_ATTR, data)
+        self.state.outcomes[nodeid] = "crashed"
+        self.state.durations[nodeid] = max(0.0, time.time() - running.started)
+        self.config.hook.pytest_runtest_logreport(report=teardown)
+
+    @pytest.hookimpl(trylast=True)  # after JUnit's: the crash report opens its test case, ours closes it
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         state, nodeid = self.state, report.nodeid
+        if str(report.when) == "???" and report.failed:  # pytest-xdist: the worker running it crashed
+            self._crashed(report)
+            return
         outcome = _phase_outcome(report, state.outcomes.get(nodeid))
         if outcome is not None:
             state.outcomes[nodeid] = outcome
@@ -340,6 +420,14 @@ def _finish(session: pytest.Session, *, evaluate: bool) -> None:
     from pytest_mcpfaults import __version__
     from pytest_mcpfaults.report import Report, missing_required, new_violations, write_report
 
+    if not evaluate:  # interrupted (or the loop failed): the tests that were running are reported too
+        from pytest_mcpfaults.report import TestEntry
+
+        for nodeid, running in session.config.stash[_PROGRESS_KEY].unfinished().items():
+            if nodeid not in state.entries and running.used:
+                entry = TestEntry.from_dict({**_running_dict(running), "outcome": "interrupted"})
+                entry.duration = max(0.0, time.time() - running.started)
+                state.entries[nodeid] = entry
     report = state.report = Report(list(state.entries.values()), plugin_version=__version__)
     if evaluate:
         state.evaluated = True
@@ -349,7 +437,11 @@ def _finish(session: pytest.Session, *, evaluate: bool) -> None:
         if state.missing or state.regressions:
             session.testsfailed += 1  # exit code 1, as a failed test
     if settings.report_path is not None:
-        write_report(report, settings.report_path, _gates(settings, state))
+        try:
+            write_report(report, settings.report_path, _gates(settings, state))
+        except OSError as exc:  # checked at configure time; the disk can still fill up or go away
+            state.write_error = f"{exc.strerror or exc} ({exc.filename or settings.report_path})"
+            session.testsfailed += 1
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -378,7 +470,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             tr.write_line(line, bold=True, green=clean, yellow=not clean and not bad, red=bad)
         else:
             tr.write_line(line, red=bad)
-    if settings.report_path is not None:
+    if state.write_error is not None:
+        tr.write_line(f"mcpfaults report NOT written: {state.write_error}", red=True, bold=True)
+    elif settings.report_path is not None:
         tr.write_line(f"mcpfaults report: {settings.report_path}")
     if not state.evaluated:
         return

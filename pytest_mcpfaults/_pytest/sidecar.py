@@ -58,7 +58,7 @@ def _ini_patience(config: pytest.Config) -> float | None:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:
+    if not 0 < value < float("inf"):  # also refuses nan and inf ('none' is how to hold until released)
         raise pytest.UsageError(
             f"ini option {_PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
         )
@@ -96,7 +96,7 @@ def _marker_problem(node: pytest.Function) -> str | None:
         )
     try:
         Sidecar(**kwargs)  # validation only: nothing binds until start()
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         return f"{node.nodeid}: @pytest.mark.mcp_sidecar: {exc}"
     return None
 

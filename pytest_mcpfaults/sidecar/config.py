@@ -1,30 +1,56 @@
 """The socket sidecar's constructor arguments: defaults and the checks that reject bad ones early.
 
-:func:`_check_kwargs` raises ``ValueError`` naming the argument and the value before
-:class:`~pytest_mcpfaults.sidecar.server.Sidecar` builds anything.
+:func:`_check_kwargs` raises ``ValueError`` naming the argument, the value and what would be valid,
+before :class:`~pytest_mcpfaults.sidecar.server.Sidecar` builds anything. Every argument is
+type-checked here, so ``Sidecar(...)``, ``@pytest.mark.mcp_sidecar(...)`` (validated at collection by
+constructing a ``Sidecar``) and ``mcp_sidecar_factory(...)`` accept and refuse exactly the same values:
+no truthy string stands in for a bool, no bare string for a list of strings, no ``inf``/``nan`` for a
+number.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Iterable, Iterator, Sequence
 
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 
-__all__ = ["DEFAULT_PATIENCE", "check_endpoints"]
+__all__ = ["DEFAULT_PATIENCE", "check_endpoints", "check_path"]
 
 DEFAULT_PATIENCE = 5.0
 _REPLY_MODES = ("json", "sse")
 _LOOPBACK_NAMES = ("localhost",)
+# An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).
+_PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
+
+
+def _check_bool(who: str, name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{who}: {name} must be True or False, got {value!r}")
+
+
+def _check_strings(who: str, name: str, value: object, what: str) -> None:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"{who}: {name} must be a list of {what}, got {value!r}; for one, write [{value!r}]")
+    if isinstance(value, Iterator):
+        return  # a one-shot iterator: checking its items would consume them
+    bad = [v for v in value if not isinstance(v, str) or not v]
+    if bad:
+        raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
 
 
 def _check_kwargs(
     host: str, port: int, mcp_path: str, health_path: str | None, era: str, reply: str,
     tool_sets: Sequence[str], patience: float | None, allow_remote: bool, max_body_bytes: int,
+    *, get_stream: object = False, tools: object = (), faults: object = (), expect_hang: object = False,
+    allowed_origins: object = (), service_url: object = None,
 ) -> None:  # fmt: skip
     if not isinstance(host, str) or not host:
         raise ValueError(f"Sidecar: host must be a host name or IP address, got {host!r}")
+    _check_bool("Sidecar", "allow_remote", allow_remote)
     try:
         loopback = host in _LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -38,11 +64,36 @@ def _check_kwargs(
         raise ValueError(f"Sidecar: port must be an integer in 0..65535 (0: any free port), got {port!r}")
     check_endpoints("Sidecar", mcp_path, health_path, era, reply, tool_sets)
     if patience is not None and (
-        isinstance(patience, bool) or not isinstance(patience, (int, float)) or not patience > 0
+        isinstance(patience, bool)
+        or not isinstance(patience, (int, float))
+        or not patience > 0
+        or not math.isfinite(patience)
     ):
         raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
+    _check_bool("Sidecar", "get_stream", get_stream)
+    _check_bool("Sidecar", "expect_hang", expect_hang)
+    _check_strings("Sidecar", "allowed_origins", allowed_origins, "Origin values such as 'http://a.example'")
+    if service_url is not None and (not isinstance(service_url, str) or not service_url):
+        raise ValueError(f"Sidecar: service_url must be a URL string or None, got {service_url!r}")
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+        raise ValueError(f"Sidecar: tools must be a list of pytest_mcpfaults.Tool, got {tools!r}")
+    if isinstance(faults, (str, bytes)):
+        raise ValueError(
+            f"Sidecar: faults must be a list of faults (or fault specs), got {faults!r}; "
+            f"for one, write [{faults!r}]"
+        )
+
+
+def check_path(value: object) -> str | None:
+    """Why ``value`` is not a route path (``'/mcp'``, ``'/v1/health'``), or ``None`` when it is one. A
+    query (``?``), a fragment (``#``), spaces and other characters a path cannot hold are refused."""
+    if not isinstance(value, str) or not value.startswith("/"):
+        return "must be a path starting with '/'"
+    if _PATH_RE.fullmatch(value) is None:
+        return "must be a plain path: no query ('?'), fragment ('#'), spaces or control characters"
+    return None
 
 
 def check_endpoints(
@@ -53,13 +104,18 @@ def check_endpoints(
     for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
         if path is None and name == "health_path":
             continue
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise ValueError(f"{who}: {name} must be a path starting with '/', got {path!r}")
+        why = check_path(path)
+        if why is not None:
+            raise ValueError(f"{who}: {name} {why}, got {path!r}")
     if health_path == mcp_path:
         raise ValueError(f"{who}: health_path and mcp_path must differ, both are {mcp_path!r}")
     if era not in ERAS:
         raise ValueError(f"{who}: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
     if reply not in _REPLY_MODES:
         raise ValueError(f"{who}: reply must be 'json' or 'sse', got {reply!r}")
-    if isinstance(tool_sets, str) or any(s not in TOOL_SETS for s in tool_sets):
+    if (
+        isinstance(tool_sets, str)
+        or not isinstance(tool_sets, Iterable)
+        or any(s not in TOOL_SETS for s in tool_sets)
+    ):
         raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")

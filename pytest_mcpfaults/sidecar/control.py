@@ -12,8 +12,13 @@ subject to faults, freezes or patience, and are not written to the journal as re
 ``POST   /release``        let every held request go and end a freeze
 ``POST   /freeze``         stop answering: hold every request until ``/release`` or ``/revive``
 ``POST   /revive``         answer again (a frozen sidecar releases what it held)
-``GET    /journal``        requests, connections, fired counts, patience violations, state
+``GET    /journal``        requests, connections, fired counts, patience violations, state;
+                           ``?since=ID`` (requests with id >= ID) and ``&limit=N`` (at most N) page
 =========================  =====================================================================
+
+The journal answer is written in pieces, yielding to the loop between them, so a large journal never
+stalls the sidecar's own traffic while it is sent (``serve`` keeps a bounded journal: see
+:meth:`~pytest_mcpfaults.sidecar.journal.Journal.set_limit`).
 """
 
 from __future__ import annotations
@@ -28,22 +33,30 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.journal import ConnectionRecord, Journal, RequestRecord
 from pytest_mcpfaults.sidecar.server import Sidecar
 
 __all__ = ["CONTROL_PREFIX", "Control", "journal_json"]
 
 #: Where the control endpoint is mounted on the sidecar.
 CONTROL_PREFIX = "/_mcpfaults"
+#: Nesting depth refused in a control body (deeper is not a fault list, and would exhaust the stack).
+_MAX_BODY_DEPTH = 32
+_CHUNK = 256  # records serialised between two yields to the loop
+_REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
+_CONN_FIELDS = tuple(f.name for f in dataclasses.fields(ConnectionRecord))
 
 
-def journal_json(sidecar: Sidecar) -> dict[str, Any]:
-    """Everything the sidecar observed, as a JSON-ready dict."""
+def _as_dict(record: object, fields: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in fields}  # flat records: dataclasses.asdict is slower
+
+
+def _journal_head(sidecar: Sidecar) -> dict[str, Any]:
+    """The journal answer without its two long lists (``requests``, ``connections``)."""
     journal = sidecar.journal
     return {
         "state": sidecar.state,
         "faults": [str(f) for f in sidecar.plan],
-        "requests": [dataclasses.asdict(r) for r in journal.requests],
-        "connections": [dataclasses.asdict(c) for c in journal.connections],
         "fired": journal.fired,
         "patience_violations": [
             {
@@ -58,7 +71,67 @@ def journal_json(sidecar: Sidecar) -> dict[str, Any]:
         "sessions": list(sidecar.sessions),
         "ended_sessions": list(sidecar.ended_sessions),
         "errors": [repr(e) for e in sidecar.errors],
+        "journal_limit": journal.limit,
+        "total_requests": journal.total_requests,
+        "dropped_requests": journal.dropped_requests,
+        "dropped_connections": journal.dropped_connections,
     }
+
+
+def _page(
+    journal: Journal, since: int, limit: int | None
+) -> tuple[tuple[RequestRecord, ...], tuple[ConnectionRecord, ...], dict[str, Any]]:
+    requests = journal.requests_since(since, limit)
+    # Nothing returned: continue from the same place (a request arriving meanwhile must not be skipped).
+    after = requests[-1].id + 1 if requests else since
+    more = bool(journal.requests_since(after, 1)) if limit is not None else False
+    return requests, journal.connections, {"next": after, "more": more}
+
+
+def journal_json(sidecar: Sidecar, since: int = 0, limit: int | None = None) -> dict[str, Any]:
+    """Everything the sidecar observed, as a JSON-ready dict: the kept requests with ``id >= since``
+    (at most ``limit``), the kept connections, and the rest. ``next`` is the ``since`` of the next page."""
+    requests, conns, paging = _page(sidecar.journal, since, limit)
+    head = _journal_head(sidecar)
+    return {
+        "state": head.pop("state"),
+        "faults": head.pop("faults"),
+        "requests": [_as_dict(r, _REQUEST_FIELDS) for r in requests],
+        "connections": [_as_dict(c, _CONN_FIELDS) for c in conns],
+        **head,
+        **paging,
+    }
+
+
+def _query_int(request: web.BaseRequest, name: str, minimum: int) -> int | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise _BadRequest(f"query parameter {name} must be an integer >= {minimum}, got {raw!r}")
+    return value
+
+
+class _BadRequest(Exception):
+    """A control request the endpoint refuses with 400."""
+
+
+def _depth_ok(data: bytes) -> bool:
+    """Whether a JSON text nests at most ``_MAX_BODY_DEPTH`` deep (brackets inside strings are
+    counted too: a real fault list is nowhere near the limit)."""
+    depth = 0
+    for byte in data:
+        if byte in b"[{":
+            depth += 1
+            if depth > _MAX_BODY_DEPTH:
+                return False
+        elif byte in b"]}":
+            depth -= 1
+    return True
 
 
 def _reply(status: int, data: dict[str, Any]) -> web.Response:
@@ -78,7 +151,7 @@ class Control:
         if not isinstance(token, str) or len(token) < 16:
             raise ValueError("Control: token must be a string of at least 16 characters")
         self.sidecar, self.prefix, self._token = sidecar, prefix, token
-        self._routes: dict[tuple[str, str], Callable[[web.BaseRequest], Awaitable[web.Response]]] = {
+        self._routes: dict[tuple[str, str], Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
             ("GET", "/faults"): self._get_faults,
             ("POST", "/faults"): self._post_faults,
             ("DELETE", "/faults"): self._call(sidecar.clear_faults),
@@ -97,8 +170,9 @@ class Control:
         """Authenticate, route, answer JSON. Runs on the sidecar's loop thread."""
         auth = request.headers.get("Authorization", "")
         scheme, _, given = auth.partition(" ")
+        # Header bytes that are not UTF-8 arrive as surrogates (which .encode() refuses): bytes as sent.
         if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.strip().encode(), self._token.encode()
+            given.strip().encode("utf-8", "surrogateescape"), self._token.encode()
         ):
             why = "missing" if not auth else "wrong"
             return _reply(401, {"error": f"{why} control token: send 'Authorization: Bearer <token>'"})
@@ -114,6 +188,8 @@ class Control:
             return _reply(404, {"error": f"no control route {request.path!r}; routes: {', '.join(paths)}"})
         try:
             return await route(request)
+        except _BadRequest as exc:
+            return _reply(400, {"error": str(exc)})
         except (RuntimeError, ValueError) as exc:  # e.g. freeze on a stopped sidecar
             return _reply(409, {"error": str(exc)})
 
@@ -121,9 +197,14 @@ class Control:
         return _reply(200, {"faults": [str(f) for f in self.sidecar.plan]})
 
     async def _post_faults(self, request: web.BaseRequest) -> web.Response:
+        raw = await request.read()
+        if not _depth_ok(raw):
+            return _reply(
+                400, {"error": f"body nests deeper than {_MAX_BODY_DEPTH} levels: not a fault list"}
+            )
         try:
-            body = json.loads(await request.read() or b"null")
-        except ValueError as exc:
+            body = json.loads(raw or b"null")
+        except (ValueError, RecursionError) as exc:
             return _reply(400, {"error": f"body is not JSON: {exc}"})
         specs = body.get("faults") if isinstance(body, dict) else None
         if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
@@ -142,5 +223,31 @@ class Control:
 
         return run
 
-    async def _journal(self, request: web.BaseRequest) -> web.Response:
-        return _reply(200, journal_json(self.sidecar))
+    async def _journal(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The journal (a page of it with ``since=``/``limit=``), written a chunk of records at a time
+        with a yield to the loop between chunks: the records are immutable snapshots taken at once."""
+        since = _query_int(request, "since", 0) or 0
+        limit = _query_int(request, "limit", 1)
+        requests, conns, paging = _page(self.sidecar.journal, since, limit)
+        head = _journal_head(self.sidecar)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json; charset=utf-8"})
+        await resp.prepare(request)
+        try:
+            await resp.write(f'{{"state": {json.dumps(head.pop("state"))}, '.encode())
+            await resp.write(f'"faults": {json.dumps(head.pop("faults"))}, "requests": ['.encode())
+            await _write_records(resp, requests, _REQUEST_FIELDS)
+            await resp.write(b'], "connections": [')
+            await _write_records(resp, conns, _CONN_FIELDS)
+            tail = json.dumps({**head, **paging})
+            await resp.write(b"], " + tail[1:].encode() + b"\n")
+            await resp.write_eof()
+        except ConnectionResetError:  # the client went away mid-answer
+            pass
+        return resp
+
+
+async def _write_records(resp: web.StreamResponse, records: tuple[Any, ...], fields: tuple[str, ...]) -> None:
+    for start in range(0, len(records), _CHUNK):
+        text = ", ".join(json.dumps(_as_dict(r, fields)) for r in records[start : start + _CHUNK])
+        await resp.write(((", " if start else "") + text).encode())
+        await asyncio.sleep(0)  # let the sidecar's own traffic through between chunks

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pytest_mcpfaults import events
+
 __all__ = ["ConnectionRecord", "Journal", "PatienceViolation", "RequestRecord"]
 
 
@@ -145,6 +147,31 @@ _FIELDS: dict[type, frozenset[str]] = {
 }
 
 
+def _request_done(rec: RequestRecord) -> bool:
+    return rec.ended_at is not None
+
+
+def _connection_closed(rec: ConnectionRecord) -> bool:
+    return rec.closed_at is not None
+
+
+def _drop_oldest(store: dict[int, _R], limit: int, done: Callable[[_R], bool]) -> int:
+    """Delete the oldest records of ``store`` for which ``done`` holds until at most ``limit`` remain
+    (records not done are skipped, never dropped); returns how many were deleted."""
+    excess = len(store) - limit
+    if excess <= 0:
+        return 0
+    drop = []
+    for key, rec in store.items():  # oldest first
+        if done(rec):
+            drop.append(key)
+            if len(drop) == excess:
+                break
+    for key in drop:
+        del store[key]
+    return len(drop)
+
+
 def _replace(record: _R, fields: dict[str, Any]) -> _R:
     """``dataclasses.replace`` for the journal's records, without re-running ``__init__`` (a journal
     write happens several times per request, on the sidecar's hot path). Unknown fields still raise."""
@@ -158,24 +185,56 @@ def _replace(record: _R, fields: dict[str, Any]) -> _R:
 
 
 class Journal:
-    """Thread-safe store of request and connection records; :meth:`snapshot` reads, waits wait."""
+    """Thread-safe store of request and connection records; :meth:`snapshot` reads, waits wait.
 
-    def __init__(self) -> None:
+    Unbounded by default (a test's sidecar keeps everything: assertions read the whole journal). With a
+    limit (:meth:`set_limit`, ``serve --journal-limit``) it is a ring: once more than ``limit`` requests
+    are kept, the oldest *finished* ones are dropped and counted in :attr:`dropped_requests` (connections
+    likewise: the oldest *closed* ones, :attr:`dropped_connections`). A request still in flight (held,
+    streaming) is never dropped, so the journal may exceed the limit by the requests in flight. Ids are
+    never reused: a request's id is its arrival number, whatever was dropped before it.
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
         self._cond = threading.Condition()
-        self._requests: list[RequestRecord] = []
-        self._conns: list[ConnectionRecord] = []
+        self._requests: dict[int, RequestRecord] = {}  # by id, in id (arrival) order
+        self._conns: dict[int, ConnectionRecord] = {}
+        self._next_request = 0
+        self._next_conn = 0
         self._violations: list[PatienceViolation] = []
         self._fired: dict[str, int] = {}
+        self.limit: int | None = None
+        self.dropped_requests = 0
+        self.dropped_connections = 0
         self.t0 = time.monotonic()
+        self.set_limit(limit)
+        events.notify("sidecar")
+
+    def set_limit(self, limit: int | None) -> None:
+        """Keep at most ``limit`` requests and connections (``None``: keep everything)."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"Journal: limit must be a positive integer or None, got {limit!r}")
+        with self._cond:
+            self.limit = limit
+            self._trim()
 
     def now(self) -> float:
         return time.monotonic() - self.t0
 
+    def _trim(self) -> None:
+        """Drop the oldest finished requests and closed connections beyond the limit (lock held)."""
+        if self.limit is None:
+            return
+        self.dropped_requests += _drop_oldest(self._requests, self.limit, _request_done)
+        self.dropped_connections += _drop_oldest(self._conns, self.limit, _connection_closed)
+
     # -- writers (loop thread) ---------------------------------------------------------------
     def add_request(self, **fields: Any) -> int:
         with self._cond:
-            rid = len(self._requests)
-            self._requests.append(RequestRecord(id=rid, started_at=self.now(), **fields))
+            rid = self._next_request
+            self._next_request += 1
+            self._requests[rid] = RequestRecord(id=rid, started_at=self.now(), **fields)
+            self._trim()
             self._cond.notify_all()
             return rid
 
@@ -192,8 +251,10 @@ class Journal:
 
     def add_connection(self, peer: str) -> int:
         with self._cond:
-            cid = len(self._conns)
-            self._conns.append(ConnectionRecord(id=cid, peer=peer, opened_at=self.now()))
+            cid = self._next_conn
+            self._next_conn += 1
+            self._conns[cid] = ConnectionRecord(id=cid, peer=peer, opened_at=self.now())
+            self._trim()
             self._cond.notify_all()
             return cid
 
@@ -215,17 +276,40 @@ class Journal:
     def add_fired(self, kind: str) -> None:
         with self._cond:
             self._fired[kind] = self._fired.get(kind, 0) + 1
+        events.notify("fired", kind)
 
     # -- readers (any thread) ----------------------------------------------------------------
     @property
     def requests(self) -> tuple[RequestRecord, ...]:
         with self._cond:
-            return tuple(self._requests)
+            return tuple(self._requests.values())
+
+    def requests_since(self, since: int, limit: int | None = None) -> tuple[RequestRecord, ...]:
+        """The kept requests with ``id >= since``, oldest first, at most ``limit`` of them."""
+        with self._cond:
+            ids = self._requests.keys()
+            first = next(iter(ids), self._next_request)
+            if since <= first and limit is None:
+                return tuple(self._requests.values())
+            out = []
+            for rid in range(max(since, first), self._next_request):
+                rec = self._requests.get(rid)
+                if rec is not None:
+                    out.append(rec)
+                    if limit is not None and len(out) >= limit:
+                        break
+            return tuple(out)
+
+    @property
+    def total_requests(self) -> int:
+        """How many requests the sidecar has seen, dropped ones included (the next request's id)."""
+        with self._cond:
+            return self._next_request
 
     @property
     def connections(self) -> tuple[ConnectionRecord, ...]:
         with self._cond:
-            return tuple(self._conns)
+            return tuple(self._conns.values())
 
     @property
     def violations(self) -> tuple[PatienceViolation, ...]:

@@ -113,8 +113,10 @@ class Sidecar(SidecarWaits):
         service_url: str | None = None,
     ) -> None:
         _check_kwargs(
-            host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes
-        )
+            host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes,
+            get_stream=get_stream, tools=tools, faults=faults, expect_hang=expect_hang,
+            allowed_origins=allowed_origins, service_url=service_url,
+        )  # fmt: skip
         self.host, self.mcp_path, self.health_path = host, mcp_path, health_path
         self.era, self.reply, self.patience, self.expect_hang = era, reply, patience, expect_hang
         self.allowed_origins = tuple(allowed_origins)
