@@ -78,3 +78,16 @@ def test_factory_for_several_sidecars(mcp_sidecar_factory):
 
 
 # --8<-- [end:factory]
+
+
+# --8<-- [start:compose]
+@pytest.mark.mcp_sidecar(era="session", faults=["status(code=500)@health[times=1]"])
+class TestComposedMarkers:
+    @pytest.mark.mcp_sidecar(faults=["status(code=502)@health[times=1]"])
+    def test_both_faults_the_closer_first(self, mcp_sidecar):
+        codes = [httpx.get(mcp_sidecar.health_url).status_code for _ in range(3)]
+        assert codes == [502, 500, 200]
+        assert mcp_sidecar.era == "session"  # from the class marker
+
+
+# --8<-- [end:compose]

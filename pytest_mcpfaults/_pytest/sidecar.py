@@ -8,13 +8,13 @@ observed goes into the test's record for the CI report.
 
 from __future__ import annotations
 
-import inspect
 import traceback
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_mcpfaults._pytest import settings
 from pytest_mcpfaults._pytest.records import record_for
 
 if TYPE_CHECKING:
@@ -24,16 +24,10 @@ if TYPE_CHECKING:
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
 _CURRENT: list[pytest.Item] = []  # the item whose setup/call/teardown is running
-_PATIENCE_INI = "mcpfaults_patience"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini(
-        _PATIENCE_INI,
-        "Seconds a request held by a hang/stall/freeze fault may wait before the sidecar aborts it and "
-        "the test fails with a patience verdict ('none': hold until release or teardown). Default 5.",
-        default="5",
-    )
+    settings.addini(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,58 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "mcp_expect_hang: this test expects clients to wait out held requests; patience violations "
         "of every sidecar it uses are reported but do not fail it.",
     )
-    _ini_patience(config)  # validate early: a bad ini value is a usage error before collection
-
-
-def _ini_patience(config: pytest.Config) -> float | None:
-    raw = str(config.getini(_PATIENCE_INI)).strip()
-    if raw.lower() == "none":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):  # also refuses nan and inf ('none' is how to hold until released)
-        raise pytest.UsageError(
-            f"ini option {_PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
-        )
-    return value
-
-
-def _marker_kwargs(node: pytest.Item) -> dict[str, Any]:
-    marker = node.get_closest_marker("mcp_sidecar")
-    if marker is None:
-        return {}
-    if marker.args:
-        raise ValueError(
-            f"{node.nodeid}: @pytest.mark.mcp_sidecar takes keyword arguments only "
-            f"(those of Sidecar), got positional {marker.args!r}"
-        )
-    return dict(marker.kwargs)
-
-
-def _marker_problem(node: pytest.Function) -> str | None:
-    """What is wrong with a test's ``mcp_sidecar`` marker (naming the argument), or ``None``."""
-    from pytest_mcpfaults.sidecar import Sidecar
-
-    try:
-        kwargs = _marker_kwargs(node)
-    except ValueError as exc:
-        return str(exc)
-    if not kwargs:
-        return None
-    valid = [p for p in inspect.signature(Sidecar).parameters]
-    unknown = sorted(set(kwargs) - set(valid))
-    if unknown:
-        return (
-            f"{node.nodeid}: @pytest.mark.mcp_sidecar got an unknown argument {unknown[0]!r}; "
-            f"valid arguments (those of Sidecar): {', '.join(valid)}"
-        )
-    try:
-        Sidecar(**kwargs)  # validation only: nothing binds until start()
-    except (TypeError, ValueError) as exc:
-        return f"{node.nodeid}: @pytest.mark.mcp_sidecar: {exc}"
-    return None
+    settings.check_ini(config)  # validate early: a bad ini value is a usage error before collection
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -106,7 +49,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     collecting reaches the xdist controller like any collection error (a usage error raised on a
     worker would crash it)."""
     if metafunc.definition.get_closest_marker("mcp_sidecar") is not None:
-        problem = _marker_problem(metafunc.definition)
+        problem = settings.marker_problem(metafunc.definition)
         if problem is not None:
             raise pytest.Collector.CollectError(problem)
 
@@ -236,7 +179,7 @@ def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
 
 
 def _defaults(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
-    return {"patience": _ini_patience(config), "expect_hang": _expects_hang(item)}
+    return {**settings.ini_defaults(config), "expect_hang": _expects_hang(item)}
 
 
 @pytest.fixture
@@ -251,7 +194,7 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     from pytest_mcpfaults.sidecar import Sidecar
 
     item = request.node
-    kwargs = {**_defaults(request.config, item), **_marker_kwargs(item)}
+    kwargs = {**_defaults(request.config, item), **settings.marker_kwargs(item)}
     if mcpfaults_fault is not None:  # this test's cell of @pytest.mark.mcpfaults_matrix: first in the plan
         kwargs["faults"] = [mcpfaults_fault, *kwargs.get("faults", ())]
     sidecar = Sidecar(**kwargs)

@@ -1,0 +1,153 @@
+"""What configures the ``mcp_sidecar`` fixture and the factory: the ini defaults of a run and the
+``mcp_sidecar`` markers of a test, merged, and checked at the earliest moment (configure time for the
+ini keys, collection for markers).
+
+Markers compose: every ``mcp_sidecar`` marker on a test (its own, its class's, its module's, in that
+order of closeness) contributes. For each keyword the closest marker that gives it wins; ``faults`` are
+combined instead, the closest marker's first (so where two faults match the same request, the closer
+one fires). Ini keys set the run's defaults beneath every marker.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from typing import Any
+
+import pytest
+
+PATIENCE_INI = "mcpfaults_patience"
+#: ini key -> the ``Sidecar`` keyword it defaults (patience is parsed on its own: it takes 'none').
+DEFAULT_INIS: dict[str, str] = {
+    "mcpfaults_era": "era",
+    "mcpfaults_reply": "reply",
+    "mcpfaults_tool_sets": "tool_sets",
+}
+
+
+def addini(parser: pytest.Parser) -> None:
+    parser.addini(
+        PATIENCE_INI,
+        "Seconds a request held by a hang/stall/freeze fault may wait before the sidecar aborts it and "
+        "the test fails with a patience verdict ('none': hold until release or teardown). Default 5.",
+        default="5",
+    )
+    parser.addini(
+        "mcpfaults_era",
+        "Default protocol era of every mcp_sidecar and factory sidecar: auto, stateless or session "
+        "(a marker's era= wins). Default: Sidecar's own (auto).",
+        default="",
+    )
+    parser.addini(
+        "mcpfaults_reply",
+        "Default reply framing of every sidecar: json or sse (a marker's reply= wins). Default: json.",
+        default="",
+    )
+    parser.addini(
+        "mcpfaults_tool_sets",
+        "Default tool sets of every sidecar, comma- or space-separated (e.g. 'basic, benchmark'; a "
+        "marker's tool_sets= wins). Default: Sidecar's own (basic, benchmark).",
+        default="",
+    )
+
+
+def ini_patience(config: pytest.Config) -> float | None:
+    raw = str(config.getini(PATIENCE_INI)).strip()
+    if raw.lower() == "none":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < math.inf:  # also refuses nan and inf ('none' is how to hold until released)
+        raise pytest.UsageError(
+            f"ini option {PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
+        )
+    return value
+
+
+def _ini_value(config: pytest.Config, key: str) -> Any:
+    raw = str(config.getini(key)).strip()
+    if not raw:
+        return None
+    if key == "mcpfaults_tool_sets":
+        return tuple(part for part in re.split(r"[,\s]+", raw) if part)
+    return raw
+
+
+def ini_defaults(config: pytest.Config) -> dict[str, Any]:
+    """The ``Sidecar`` keywords the run's ini keys set (patience always; the others when given)."""
+    out: dict[str, Any] = {"patience": ini_patience(config)}
+    for key, kwarg in DEFAULT_INIS.items():
+        value = _ini_value(config, key)
+        if value is not None:
+            out[kwarg] = value
+    return out
+
+
+def check_ini(config: pytest.Config) -> None:
+    """Refuse a bad ini default as a usage error naming the key, before collection. The sidecar
+    package is imported only when one of those keys is set."""
+    ini_patience(config)
+    given = {key: value for key in DEFAULT_INIS if (value := _ini_value(config, key)) is not None}
+    if not given:
+        return
+    from pytest_mcpfaults.sidecar import Sidecar
+
+    for key, value in given.items():
+        kwarg = DEFAULT_INIS[key]
+        try:
+            Sidecar(**{kwarg: value})  # validation only: nothing binds until start()
+        except (TypeError, ValueError) as exc:
+            raise pytest.UsageError(f"ini option {key} = {config.getini(key)!r}: {exc}") from None
+
+
+def marker_kwargs(node: pytest.Item) -> dict[str, Any]:
+    """The merged keywords of every ``mcp_sidecar`` marker on ``node`` (see the module docstring).
+    Raises ``ValueError`` for a marker with positional arguments."""
+    merged: dict[str, Any] = {}
+    faults: list[Any] = []
+    odd_faults: list[Any] = []  # not a list: left for Sidecar to refuse, naming faults
+    for marker in node.iter_markers("mcp_sidecar"):  # closest first
+        if marker.args:
+            raise ValueError(
+                f"{node.nodeid}: @pytest.mark.mcp_sidecar takes keyword arguments only "
+                f"(those of Sidecar), got positional {marker.args!r}"
+            )
+        for key, value in marker.kwargs.items():
+            if key != "faults":
+                merged.setdefault(key, value)
+            elif isinstance(value, (list, tuple)):
+                faults.extend(value)
+            else:
+                odd_faults.append(value)
+    if odd_faults:
+        merged["faults"] = odd_faults[0]
+    elif faults or any("faults" in m.kwargs for m in node.iter_markers("mcp_sidecar")):
+        merged["faults"] = faults
+    return merged
+
+
+def marker_problem(node: pytest.Function) -> str | None:
+    """What is wrong with a test's ``mcp_sidecar`` markers (naming the argument), or ``None``."""
+    from pytest_mcpfaults.sidecar import Sidecar
+
+    try:
+        kwargs = marker_kwargs(node)
+    except ValueError as exc:
+        return str(exc)
+    if not kwargs:
+        return None
+    valid = list(inspect.signature(Sidecar).parameters)
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        return (
+            f"{node.nodeid}: @pytest.mark.mcp_sidecar got an unknown argument {unknown[0]!r}; "
+            f"valid arguments (those of Sidecar): {', '.join(valid)}"
+        )
+    try:
+        Sidecar(**kwargs)  # validation only: nothing binds until start()
+    except (TypeError, ValueError) as exc:
+        return f"{node.nodeid}: @pytest.mark.mcp_sidecar: {exc}"
+    return None
