@@ -295,6 +295,65 @@ def test_gate_fails_a_violating_test_and_passes_a_clean_one(harness: pytest.Pyte
     }
 
 
+HYPOTHESIS_TESTS = """
+from hypothesis import given, settings, strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+
+tracer = TracerProvider().get_tracer("harness")   # at import, as the issue's reproduction has it
+
+@settings(max_examples=10, database=None, derandomize=True)
+@given(steps=st.integers(0, 3))
+def test_one_cleanup_per_session(steps):
+    with tracer.start_as_current_span("Agent.Session"):
+        for _ in range(steps):
+            with tracer.start_as_current_span("Agent.Call"):
+                pass
+        with tracer.start_as_current_span("MCP.DeleteSession"):
+            pass
+
+@settings(max_examples=10, database=None, derandomize=True)
+@given(steps=st.integers(0, 3))
+def test_deletes_twice_when_it_took_three_steps(steps):
+    with tracer.start_as_current_span("Agent.Session", attributes={"steps": steps}):
+        for _ in range(steps):
+            with tracer.start_as_current_span("Agent.Call"):
+                pass
+        with tracer.start_as_current_span("MCP.DeleteSession", attributes={"attempt": 1}):
+            pass
+        if steps == 3:
+            with tracer.start_as_current_span("MCP.DeleteSession", attributes={"attempt": 2}):
+                pass
+"""
+
+
+def test_gate_under_hypothesis_sees_each_example_as_its_own_session(harness: pytest.Pytester) -> None:
+    """Hypothesis reseeds ``random`` for every example and the SDK draws span ids from it: the same ids
+    repeat across examples. The gate must neither merge the examples' trees (a false cleanup_at_most)
+    nor miss a real double delete in one of them."""
+    harness.makepyfile(test_app=HYPOTHESIS_TESTS)
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans", "-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_deletes_twice_when_it_took_three_steps _*",
+            "mcpfaults span gate (--mcpfaults-check-spans): 1 span invariant violation:",
+            "- [[]cleanup_at_most[]] Agent.Session ran cleanup 2 times, at most 1 allowed: "
+            "MCP.DeleteSession [[]UNSET[]]; MCP.DeleteSession [[]UNSET[]]",
+            "Span tree:",
+            "Agent.Session [[]UNSET[]]  steps=3",
+            "├── Agent.Call [[]UNSET[]]",
+            "├── Agent.Call [[]UNSET[]]",
+            "├── Agent.Call [[]UNSET[]]",
+            "├── MCP.DeleteSession [[]UNSET[]]  attempt=1",
+            "└── MCP.DeleteSession [[]UNSET[]]  attempt=2",
+            "PASSED test_app.py::test_one_cleanup_per_session",
+            "FAILED test_app.py::test_deletes_twice_when_it_took_three_steps*",
+        ]
+    )
+    assert "ran cleanup 3 times" not in result.stdout.str()  # no two examples merged
+    assert _results(harness)["test_one_cleanup_per_session"] == ALL_OK
+
+
 def test_gate_off_changes_nothing(harness: pytest.Pytester) -> None:
     harness.makepyfile(
         test_app=GATE_TESTS
