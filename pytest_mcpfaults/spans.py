@@ -88,6 +88,7 @@ DEFAULT_CLEANUP: tuple[str, ...] = ("MCP.DeleteSession",)
 
 _P = TypeVar("_P", bound="TracerProvider")
 ResultSink = Callable[[str, bool, str], None]
+ViolationSink = Callable[[Sequence[str], Sequence["Violation"]], None]
 
 
 class SpanWiringWarning(UserWarning):
@@ -175,6 +176,7 @@ class SpanRecorder(_ProcessorBase):
         self._by_ids: dict[tuple[int, int], list[_Entry]] = {}  # (trace_id, span_id) -> entries, in order
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
         self._sink: ResultSink | None = None
+        self._violation_sink: ViolationSink | None = None
         self.session_patterns: tuple[str, ...] = _as_patterns(session)
         self.cleanup_patterns: tuple[str, ...] = _as_patterns(cleanup)
 
@@ -303,6 +305,12 @@ class SpanRecorder(_ProcessorBase):
         """Call ``sink(invariant_name, ok, message)`` for each invariant the assert methods check."""
         self._sink = sink
 
+    def report_violations_to(self, sink: ViolationSink | None) -> None:
+        """Call ``sink(invariant_names, violations)`` each time an assert method checks invariants: the
+        names checked and the :class:`~pytest_mcpfaults.invariants.Violation` objects found (each
+        with its span, so a caller can tell the same violation seen twice from two violations)."""
+        self._violation_sink = sink
+
     # -- queries -------------------------------------------------------------------------------------
 
     def spans(self, *, since: int = 0) -> list[RecordedSpan]:
@@ -429,6 +437,8 @@ class SpanRecorder(_ProcessorBase):
         if sink is not None:
             for name, ok, message in invariants.results_by_invariant(names, found):
                 sink(name, ok, message)
+        if self._violation_sink is not None:
+            self._violation_sink(names, found)
         if found:
             raise invariants.SpanInvariantError(found, spans)
 
