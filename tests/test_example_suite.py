@@ -3,8 +3,9 @@
 The hardened runner passes the whole fault suite; the unhardened one (the incident's) fails exactly the
 tests whose cleanup fails, each with a message that names the flipped ``Agent.Session`` and
 ``MCP.DeleteSession`` as the cause. Both hold with the span gate on (``--mcpfaults-check-spans``),
-Hypothesis property included, and the gate counts no violation twice. ``docs/catching-the-flip.md`` is checked against the example files
-(every code block verbatim) and against a real run (every line of its pasted output).
+Hypothesis property included, and the gate counts no violation twice. ``docs/catching-the-flip.md``
+is checked against the example files (every code block verbatim) and against a real run (every line of
+its pasted output).
 """
 
 from __future__ import annotations
