@@ -105,6 +105,21 @@ _UIDS = itertools.count(1)
 ``itertools.count`` is atomic under the GIL)."""
 
 
+_SDK: tuple[Callable[..., Any], type] | None = None
+
+
+def _sdk() -> tuple[Callable[..., Any], type]:
+    """``(opentelemetry.trace.get_current_span, opentelemetry.sdk.trace.ReadableSpan)``, imported on
+    first use (the SDK is loaded by then: only it calls ``on_start``) and kept for the hot path."""
+    global _SDK
+    if _SDK is None:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import ReadableSpan
+
+        _SDK = (trace.get_current_span, ReadableSpan)
+    return _SDK
+
+
 class _Entry:
     """One recorded span: the SDK span object itself (its identity), and what was resolved at start."""
 
@@ -186,16 +201,14 @@ class SpanRecorder(_ProcessorBase):
         """Record a span that just started and resolve its recorded parent (SDK hook)."""
         if not self.recording:
             return
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import ReadableSpan
-
+        get_current_span, sdk_span = _sdk()
         parent_ids = span.parent  # the parent's SpanContext, None for a root
         # The SDK calls on_start synchronously from start_span, so the parent context (None: the
         # current one) still holds the span object the new span was started under.
-        parent_obj = trace.get_current_span(parent_context) if parent_ids is not None else None
+        parent_obj = get_current_span(parent_context) if parent_ids is not None else None
         uid = next(_UIDS)
         with self._lock:
-            parent = self._resolve_parent(parent_obj, parent_ids, ReadableSpan)
+            parent = self._resolve_parent(parent_obj, parent_ids, sdk_span)
             entry = _Entry(span, uid, parent)
             chain: list[tuple[int, str]] = []
             anc = parent
