@@ -151,22 +151,153 @@ def _derived(text: str, messages: Sequence[str]) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
+# Exception types (the last part of ``exception.type``) that end a session from outside: a user's
+# interrupt or the process exiting is the session's own outcome, never a cleanup flip.
+_INTERRUPTS = frozenset({"KeyboardInterrupt", "SystemExit"})
+
+
+def _short_type(etype: str) -> str:
+    return etype.rsplit(".", 1)[-1]
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = text.replace("\r", "").replace("\n", "⏎ ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cause(root: RecordedSpan, failing: RecordedSpan) -> str:
+    return describe_span(failing) + ("" if failing is root else f" inside {root.name}")
+
+
+def _copied_description(
+    sess: RecordedSpan,
+    subtrees: Sequence[tuple[RecordedSpan, list[RecordedSpan]]],
+    primary: Sequence[RecordedSpan],
+) -> str | None:
+    """Rule 1: the session's description equals or contains a cleanup message."""
+    desc = sess.status_description or ""
+    for root, members in subtrees:
+        msg = _derived(desc, _failure_messages(members))
+        if msg is None:
+            continue
+        source = next((m for m in members if msg in _failure_messages([m])), root)
+        if primary:
+            why = f"it must keep the primary failure, {describe_span(primary[0])}"
+        else:
+            why = "nothing but cleanup failed beneath it, so it must not be ERROR at all"
+        return (
+            f"{sess.name} is ERROR with description {desc!r}, which comes from a cleanup failure "
+            f"(cause: {_cause(root, source)}); {why}"
+        )
+    return None
+
+
+def _failed_before_cleanup(
+    sess: RecordedSpan, first: RecordedSpan, subtrees: Sequence[tuple[RecordedSpan, list[RecordedSpan]]]
+) -> bool | None:
+    """Whether the session shows a failure of its own from before its first cleanup started: ERROR
+    when that cleanup started, an exception event older than its start, or a user's interrupt
+    (``KeyboardInterrupt``, ``SystemExit``) recorded on the session or in its cleanup. ``None`` when
+    the recorder did not see the session's status at that moment (snapshots built by hand)."""
+    interrupts = [
+        etype
+        for span in [sess, *(m for _, members in subtrees for m in members)]
+        for etype, _ in span.exceptions
+        if _short_type(etype) in _INTERRUPTS
+    ]
+    if interrupts:
+        return True
+    start = first.start_time
+    for ev in sess.events:
+        if ev.name == "exception" and (ev.timestamp is None or start is None or ev.timestamp < start):
+            return True
+    status = first.status_of_ancestor_at_start(sess)
+    if status is None:
+        return None
+    return status == "ERROR"
+
+
+def _turned_error_in_cleanup(
+    sess: RecordedSpan, subtrees: Sequence[tuple[RecordedSpan, list[RecordedSpan]]]
+) -> str:
+    """Rule 2's message: the session turned ERROR once cleanup had started, with nothing before."""
+    first = subtrees[0][0]
+    start = first.start_time or 0
+    late = [  # the session's exception events from cleanup's start on: (type, message, timestamp)
+        (str(ev.attributes.get("exception.type", "")), str(ev.attributes.get("exception.message", "")), ts)
+        for ev in sess.events
+        if ev.name == "exception" and (ts := ev.timestamp) is not None and ts >= start
+    ]
+    failing = next(((root, m) for root, members in subtrees for m in members if m.failed), None)
+    if failing is not None:
+        cause = _cause(*failing)
+    else:
+        # Nothing in cleanup recorded the failure (a BaseException such as CancelledError escapes
+        # start_as_current_span unrecorded): blame the cleanup run in progress when the session
+        # recorded its exception, else the first one.
+        root = first
+        if late:
+            when = late[0][2]
+            root = [r for r, _ in subtrees if (r.start_time or 0) <= when][-1]
+        cause = f"{describe_span(root)}, which did not record the failure"
+    recorded = "; ".join(
+        f"{_short_type(etype)}: {_clip(emsg)}" if emsg else _short_type(etype) for etype, emsg, _ in late
+    )
+    what = f"; the session recorded {recorded}" if recorded else ""
+    return (
+        f"{sess.name} is ERROR although nothing but cleanup failed beneath it: it was not ERROR when "
+        f"{first.name} started and nothing failed before that (cause: {cause}{what}); a cleanup failure "
+        "must not flip the session"
+    )
+
+
+def _legacy_flip(
+    sess: RecordedSpan, subtrees: Sequence[tuple[RecordedSpan, list[RecordedSpan]]]
+) -> str | None:
+    """Rule 2 for snapshots without the recorder's timing (built by hand): an ERROR session with
+    neither a description nor an exception of its own, when a cleanup span failed."""
+    failed_cleanups = [(root, m) for root, members in subtrees for m in members if m.failed]
+    if not failed_cleanups:
+        return None
+    all_msgs = [msg for _, members in subtrees for msg in _failure_messages(members)]
+    cleanup_types = {etype for _, members in subtrees for m in members for etype, _ in m.exceptions}
+    own = [
+        (etype, emsg)
+        for etype, emsg in sess.exceptions
+        if (_derived(emsg, all_msgs) is None if emsg else etype not in cleanup_types)
+    ]
+    if sess.status_description or own:
+        return None
+    return (
+        f"{sess.name} is ERROR although nothing but cleanup failed beneath it (cause: "
+        f"{_cause(*failed_cleanups[0])}); a cleanup failure must not flip the session"
+    )
+
+
 def cleanup_never_flips(
     spans: Sequence[RecordedSpan], session: Patterns = DEFAULT_SESSION, cleanup: Patterns = DEFAULT_CLEANUP
 ) -> list[Violation]:
     """A cleanup failure must never decide a session span's status.
 
-    For every span named like ``session`` whose status is ERROR:
+    For every span named like ``session`` whose status is ERROR, with at least one cleanup span
+    beneath it (``R1`` is the first to start):
 
     1. its status description must not come from a cleanup failure: it must not equal or contain the
        ERROR description or an exception message of any span in a cleanup subtree beneath it;
-    2. if nothing but cleanup failed beneath it (every ERROR span beneath it is in a cleanup subtree,
-       and there is at least one), the ERROR must be the session's own primary failure: a non-empty
-       description, or an exception event on the session itself, that does not come from cleanup.
+    2. if nothing but cleanup failed beneath it (no primary failure), it must have failed on its own
+       before ``R1`` started: it was ERROR when ``R1`` started, or it has an exception event older
+       than ``R1``'s start, or a ``KeyboardInterrupt``/``SystemExit`` is recorded on it or in its
+       cleanup. Otherwise it turned ERROR at or after cleanup started: a flip, whether or not any
+       cleanup span recorded an error (a ``BaseException`` such as ``asyncio.CancelledError`` escapes
+       ``start_as_current_span`` unrecorded).
 
-    Sessions with status UNSET or OK always pass (the SDK ignores ``set_status`` after OK and after the
-    span ended, so a flip can only happen before the session ends). No session span at all is a
-    violation, never a vacuous pass.
+    Rule 2 needs the session's status when ``R1`` started, which the recorder notes on every span it
+    records (``RecordedSpan.ancestors_at_start``). For snapshots without it (built by hand) rule 2 is
+    the older, weaker one: a failed cleanup span and a session with neither a description nor an
+    exception of its own.
+
+    Sessions with status UNSET or OK always pass, and so do sessions without a cleanup span beneath
+    them. No session span at all is a violation, never a vacuous pass.
     """
     name = "cleanup_never_flips"
     sp, cp = _as_patterns(session), _as_patterns(cleanup)
@@ -178,50 +309,18 @@ def cleanup_never_flips(
         if not sess.failed:
             continue
         subtrees, others = _cleanup_subtrees(spans, sess, cp)
+        if not subtrees:
+            continue
         primary = [s for s in others if s.failed]
-        desc = sess.status_description or ""
-        for root, members in subtrees:
-            msg = _derived(desc, _failure_messages(members))
-            if msg is None:
-                continue
-            source = next((m for m in members if msg in _failure_messages([m])), root)
-            cause = describe_span(source) + ("" if source is root else f" inside {root.name}")
-            if primary:
-                why = f"it must keep the primary failure, {describe_span(primary[0])}"
-            else:
-                why = "nothing but cleanup failed beneath it, so it must not be ERROR at all"
-            found.append(
-                Violation(
-                    name,
-                    sess,
-                    f"{sess.name} is ERROR with description {desc!r}, which comes from a cleanup failure "
-                    f"(cause: {cause}); {why}",
-                )
-            )
-            break
-        else:
-            failed_cleanups = [(root, m) for root, members in subtrees for m in members if m.failed]
-            if primary or not failed_cleanups:
-                continue
-            all_msgs = [msg for _, members in subtrees for msg in _failure_messages(members)]
-            cleanup_types = {etype for _, members in subtrees for m in members for etype, _ in m.exceptions}
-            own = [
-                (etype, emsg)
-                for etype, emsg in sess.exceptions
-                if (_derived(emsg, all_msgs) is None if emsg else etype not in cleanup_types)
-            ]
-            if desc or own:
-                continue
-            root, failing = failed_cleanups[0]
-            cause = describe_span(failing) + ("" if failing is root else f" inside {root.name}")
-            found.append(
-                Violation(
-                    name,
-                    sess,
-                    f"{sess.name} is ERROR although nothing but cleanup failed beneath it (cause: {cause}); "
-                    "a cleanup failure must not flip the session",
-                )
-            )
+        message = _copied_description(sess, subtrees, primary)
+        if message is None and not primary:
+            before = _failed_before_cleanup(sess, subtrees[0][0], subtrees)
+            if before is None:
+                message = _legacy_flip(sess, subtrees)
+            elif not before:
+                message = _turned_error_in_cleanup(sess, subtrees)
+        if message is not None:
+            found.append(Violation(name, sess, message))
     return found
 
 

@@ -112,11 +112,14 @@ class TestEntry:
         return kinds
 
     def violations(self) -> list[Violation]:
-        """Failed invariants and unexpected patience violations, in the order recorded."""
+        """Failed invariants (one per distinct violation: per span at fault) and unexpected patience
+        violations, in the order recorded."""
         out = [
-            Violation(self.nodeid, "invariant", str(inv["name"]), str(inv.get("message", "")))
+            Violation(self.nodeid, "invariant", str(inv["name"]), str(message))
             for inv in self.invariants
             if not inv.get("ok", False)
+            # one per distinct violation (per span at fault); reports without the list count one
+            for message in (inv.get("violations") or [inv.get("message", "")])
         ]
         out += [
             Violation(self.nodeid, "patience", str(pv.get("fault", "?")), str(pv.get("message", "")))

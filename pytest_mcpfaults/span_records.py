@@ -27,11 +27,30 @@ __all__ = [
 ]
 
 
-class RecordedEvent(NamedTuple):
-    """Snapshot of one span event: its name and a read-only copy of its attributes."""
-
+class _EventFields(NamedTuple):
     name: str
     attributes: Mapping[str, Any]
+
+
+class RecordedEvent(_EventFields):
+    """Snapshot of one span event: its name and a read-only copy of its attributes, a ``(name,
+    attributes)`` pair; ``timestamp`` is when the event happened (nanoseconds since the epoch, ``None``
+    when unknown). The timestamp is not part of the pair: equality and unpacking see name and
+    attributes only."""
+
+    def __new__(cls, name: str, attributes: Mapping[str, Any], timestamp: int | None = None) -> RecordedEvent:
+        self = super().__new__(cls, name, attributes)
+        object.__setattr__(self, "_timestamp", timestamp)
+        return self
+
+    @property
+    def timestamp(self) -> int | None:
+        """When the event was added to its span (nanoseconds since the epoch), if known."""
+        ts: int | None = self.__dict__.get("_timestamp")
+        return ts
+
+    def __getnewargs__(self) -> tuple[str, Mapping[str, Any], int | None]:
+        return (self.name, self.attributes, self.timestamp)
 
 
 @dataclass(frozen=True, eq=True)
@@ -40,7 +59,17 @@ class RecordedSpan:
 
     Ids are the integer OpenTelemetry ids; ``parent_id`` is ``None`` for a root span. ``status_code`` is
     ``"UNSET"``, ``"OK"`` or ``"ERROR"``. Times are nanoseconds since the epoch; ``end_time`` is ``None``
-    for a span that has not ended. Equality compares every field; the hash uses the ids only.
+    for a span that has not ended.
+
+    OpenTelemetry ids are not unique in practice (a reseeded ``random``, forked processes, custom id
+    generators), so the recorder gives every span it records its own identity: ``uid``, unique in the
+    process and increasing in start order, and ``parent_uid``, the ``uid`` of the recorded span it was
+    started under (``None`` for a root or a parent that was not recorded). ``ancestors_at_start`` is
+    ``(uid, status_code)`` of each recorded ancestor, nearest first, as they were when this span
+    started. The relation functions (:func:`parent_of`, :func:`children`, ...) follow ``parent_uid``
+    for recorded spans and the ids only for snapshots built by hand (``uid`` ``None``).
+
+    Equality compares every field; the hash uses ``uid`` and the ids.
     """
 
     name: str
@@ -53,9 +82,12 @@ class RecordedSpan:
     events: tuple[RecordedEvent, ...]
     start_time: int | None
     end_time: int | None
+    uid: int | None = None
+    parent_uid: int | None = None
+    ancestors_at_start: tuple[tuple[int, str], ...] = ()
 
     def __hash__(self) -> int:
-        return hash((self.trace_id, self.span_id))
+        return hash((self.uid, self.trace_id, self.span_id))
 
     @property
     def ended(self) -> bool:
@@ -90,8 +122,20 @@ class RecordedSpan:
         """Names of the span's events, in order."""
         return [e.name for e in self.events]
 
+    def status_of_ancestor_at_start(self, ancestor: RecordedSpan) -> str | None:
+        """``ancestor``'s status code when this span started, or ``None`` if the recorder did not see
+        it (not a recorded ancestor, or a snapshot built by hand)."""
+        if ancestor.uid is None:
+            return None
+        return next((code for uid, code in self.ancestors_at_start if uid == ancestor.uid), None)
 
-def _snapshot(span: ReadableSpan) -> RecordedSpan:
+
+def _snapshot(
+    span: ReadableSpan,
+    uid: int | None = None,
+    parent_uid: int | None = None,
+    ancestors_at_start: tuple[tuple[int, str], ...] = (),
+) -> RecordedSpan:
     ctx = span.get_span_context()
     parent = span.parent
     attrs: dict[str, Any] = {}
@@ -109,9 +153,15 @@ def _snapshot(span: ReadableSpan) -> RecordedSpan:
         status_code=span.status.status_code.name,
         status_description=span.status.description,
         attributes=MappingProxyType(attrs),
-        events=tuple(RecordedEvent(e.name, MappingProxyType(dict(e.attributes or {}))) for e in span.events),
+        events=tuple(
+            RecordedEvent(e.name, MappingProxyType(dict(e.attributes or {})), e.timestamp)
+            for e in span.events
+        ),
         start_time=span.start_time,
         end_time=span.end_time,
+        uid=uid,
+        parent_uid=parent_uid,
+        ancestors_at_start=ancestors_at_start,
     )
 
 
@@ -120,32 +170,48 @@ def _snapshot(span: ReadableSpan) -> RecordedSpan:
 # --------------------------------------------------------------------------------------------------
 
 
-def _key(span: RecordedSpan) -> tuple[int, int]:
-    return (span.trace_id, span.span_id)
+_Key = tuple[str, int, int]
+
+
+def _key(span: RecordedSpan) -> _Key:
+    """A span's identity within a sequence: its ``uid`` if the recorder gave it one, else its ids."""
+    if span.uid is not None:
+        return ("uid", span.uid, 0)
+    return ("ids", span.trace_id, span.span_id)
+
+
+def _parent_key(span: RecordedSpan) -> _Key | None:
+    """The identity of the span's parent, as :func:`_key` gives it (``None``: no recorded parent)."""
+    if span.uid is not None:
+        return None if span.parent_uid is None else ("uid", span.parent_uid, 0)
+    return None if span.parent_id is None else ("ids", span.trace_id, span.parent_id)
 
 
 def parent_of(spans: Sequence[RecordedSpan], span: RecordedSpan) -> RecordedSpan | None:
     """The recorded parent of ``span``, or ``None`` for a root or a parent that was not recorded."""
-    if span.parent_id is None:
+    want = _parent_key(span)
+    if want is None:
         return None
-    for s in spans:
-        if s.trace_id == span.trace_id and s.span_id == span.parent_id:
-            return s
-    return None
+    return next((s for s in spans if _key(s) == want), None)
 
 
 def children(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Direct children of ``span`` among ``spans``, in start order."""
-    return [s for s in spans if s.trace_id == span.trace_id and s.parent_id == span.span_id]
+    key = _key(span)
+    return [s for s in spans if _parent_key(s) == key]
 
 
 def descendants(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Every span beneath ``span`` (children, their children, ...), depth first, in start order."""
     index = _child_index(spans)
     out: list[RecordedSpan] = []
+    seen = {_key(span)}
     stack = list(reversed(index.get(_key(span), [])))
     while stack:
         s = stack.pop()
+        if _key(s) in seen:  # defensive: hand-made snapshots may repeat ids; never loop
+            continue
+        seen.add(_key(s))
         out.append(s)
         stack.extend(reversed(index.get(_key(s), [])))
     return out
@@ -153,26 +219,30 @@ def descendants(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[Recor
 
 def ancestors(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Recorded ancestors of ``span``, nearest first."""
-    by_key = {_key(s): s for s in spans}
+    by_key: dict[_Key, RecordedSpan] = {}
+    for s in spans:
+        by_key.setdefault(_key(s), s)
     out: list[RecordedSpan] = []
-    cur = span
-    while cur.parent_id is not None and (cur.trace_id, cur.parent_id) in by_key:
-        cur = by_key[(cur.trace_id, cur.parent_id)]
-        if cur in out:  # defensive: ids are unique, but never loop
-            break
+    seen = {_key(span)}
+    want = _parent_key(span)
+    while want is not None and want in by_key and want not in seen:
+        seen.add(want)
+        cur = by_key[want]
         out.append(cur)
+        want = _parent_key(cur)
     return out
 
 
 def roots(spans: Sequence[RecordedSpan]) -> list[RecordedSpan]:
     """Spans without a recorded parent (true roots, and spans whose parent was not recorded)."""
     keys = {_key(s) for s in spans}
-    return [s for s in spans if s.parent_id is None or (s.trace_id, s.parent_id) not in keys]
+    return [s for s in spans if (p := _parent_key(s)) is None or p not in keys]
 
 
-def _child_index(spans: Sequence[RecordedSpan]) -> dict[tuple[int, int], list[RecordedSpan]]:
-    index: dict[tuple[int, int], list[RecordedSpan]] = {}
+def _child_index(spans: Sequence[RecordedSpan]) -> dict[_Key, list[RecordedSpan]]:
+    index: dict[_Key, list[RecordedSpan]] = {}
     for s in spans:
-        if s.parent_id is not None:
-            index.setdefault((s.trace_id, s.parent_id), []).append(s)
+        p = _parent_key(s)
+        if p is not None:
+            index.setdefault(p, []).append(s)
     return index

@@ -53,12 +53,11 @@ def format_tree(spans: Sequence[RecordedSpan]) -> str:
     if not spans:
         return "(no spans recorded)"
     index = _child_index(spans)
-    keys = {_key(s) for s in spans}
     lines: list[str] = []
 
     def walk(span: RecordedSpan, prefix: str, last: bool, top: bool) -> None:
-        orphan = span.parent_id is not None and (span.trace_id, span.parent_id) not in keys
-        head, extra = _span_lines(span, orphan and top)
+        # A top-level span is a root of ``spans``: if it has a parent at all, that one was not recorded.
+        head, extra = _span_lines(span, top and span.parent_id is not None)
         branch = "" if top else ("└── " if last else "├── ")
         lines.append(prefix + branch + head)
         child_prefix = prefix if top else prefix + ("    " if last else "│   ")

@@ -19,6 +19,7 @@ without inheriting from it at runtime (the SDK calls processors by method, it ne
 
 from __future__ import annotations
 
+import itertools
 import threading
 import warnings
 import weakref
@@ -87,6 +88,7 @@ DEFAULT_CLEANUP: tuple[str, ...] = ("MCP.DeleteSession",)
 
 _P = TypeVar("_P", bound="TracerProvider")
 ResultSink = Callable[[str, bool, str], None]
+ViolationSink = Callable[[Sequence[str], Sequence["Violation"]], None]
 
 
 class SpanWiringWarning(UserWarning):
@@ -98,12 +100,59 @@ class SpanWiringWarning(UserWarning):
 # --------------------------------------------------------------------------------------------------
 
 
-class _Entry:
-    __slots__ = ("live", "snapshot")
+_UIDS = itertools.count(1)
+"""Source of ``RecordedSpan.uid``: unique in the process, increasing in start order (``next`` on an
+``itertools.count`` is atomic under the GIL)."""
 
-    def __init__(self, live: ReadableSpan) -> None:
-        self.live: ReadableSpan | None = live
-        self.snapshot: RecordedSpan | None = None
+
+_SDK: tuple[Callable[..., Any], type] | None = None
+
+
+def _sdk() -> tuple[Callable[..., Any], type]:
+    """``(opentelemetry.trace.get_current_span, opentelemetry.sdk.trace.ReadableSpan)``, imported on
+    first use (the SDK is loaded by then: only it calls ``on_start``) and kept for the hot path."""
+    global _SDK
+    if _SDK is None:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import ReadableSpan
+
+        _SDK = (trace.get_current_span, ReadableSpan)
+    return _SDK
+
+
+class _Entry:
+    """One recorded span: the SDK span object itself (its identity), and what was resolved at start."""
+
+    __slots__ = ("ancestors_at_start", "ids", "parent", "snapshot", "span", "uid")
+
+    def __init__(self, span: Any, uid: int, parent: _Entry | None) -> None:
+        self.span = span  # kept until clear(): ``id(span)`` cannot be reused while the entry lives
+        self.uid = uid
+        self.parent = parent
+        ctx = span.get_span_context()
+        self.ids: tuple[int, int] = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
+        self.snapshot: RecordedSpan | None = None  # set when the span ends
+        self.ancestors_at_start: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def status_code(self) -> str:
+        if self.snapshot is not None:
+            return self.snapshot.status_code
+        return str(self.span.status.status_code.name)
+
+    def take(self) -> RecordedSpan:
+        """The frozen snapshot of an ended span, or a snapshot of the open span as it is now."""
+        if self.snapshot is not None:
+            return self.snapshot
+        return self._snap()
+
+    def _snap(self) -> RecordedSpan:
+        return self.freeze(self.span)
+
+    def freeze(self, span: ReadableSpan) -> RecordedSpan:
+        """A snapshot of ``span`` (this entry's span or the SDK's read-only copy of it)."""
+        parent_uid = self.parent.uid if self.parent is not None else None
+        return _snapshot(span, self.uid, parent_uid, self.ancestors_at_start)
 
 
 class SpanRecorder(_ProcessorBase):
@@ -112,6 +161,12 @@ class SpanRecorder(_ProcessorBase):
     It implements the SDK ``SpanProcessor`` interface (``on_start``, ``on_end``, ``shutdown``,
     ``force_flush``), so spans that never end are visible too. All state is guarded by a lock; queries
     return immutable :class:`RecordedSpan` snapshots in start order.
+
+    Spans are recorded by identity (the span object), never by their OpenTelemetry ids, which repeat in
+    practice (Hypothesis reseeds ``random`` for every example, and the SDK draws ids from it). Each span's
+    parent is resolved when it starts, to the recorded span it was started under: the span object in its
+    parent context, or, for a parent known only by its ids (a propagated context), the most recently
+    started recorded span with those ids that is still open (else the most recent one).
 
     Spans are recorded from the moment the recorder sees them start. After :meth:`clear`, a span that
     started before the clear is ignored even when it ends later, so each test sees only its own spans.
@@ -130,35 +185,77 @@ class SpanRecorder(_ProcessorBase):
     ) -> None:
         self._lock = threading.Lock()
         self.recording = recording
-        self._entries: dict[tuple[int, int], _Entry] = {}
+        self._entries: list[_Entry] = []  # start order
+        self._by_object: dict[int, _Entry] = {}  # id(span object) -> entry
+        self._by_context: dict[int, _Entry] = {}  # id(span's SpanContext object) -> entry
+        self._by_ids: dict[tuple[int, int], list[_Entry]] = {}  # (trace_id, span_id) -> entries, in order
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
         self._sink: ResultSink | None = None
+        self._violation_sink: ViolationSink | None = None
         self.session_patterns: tuple[str, ...] = _as_patterns(session)
         self.cleanup_patterns: tuple[str, ...] = _as_patterns(cleanup)
 
     # -- SpanProcessor interface -------------------------------------------------------------------
 
     def on_start(self, span: Any, parent_context: Context | None = None) -> None:
-        """Record a span that just started (SDK hook)."""
+        """Record a span that just started and resolve its recorded parent (SDK hook)."""
         if not self.recording:
             return
-        ctx = span.get_span_context()
+        get_current_span, sdk_span = _sdk()
+        parent_ids = span.parent  # the parent's SpanContext, None for a root
+        # The SDK calls on_start synchronously from start_span, so the parent context (None: the
+        # current one) still holds the span object the new span was started under.
+        parent_obj = get_current_span(parent_context) if parent_ids is not None else None
+        uid = next(_UIDS)
         with self._lock:
-            self._entries[(ctx.trace_id, ctx.span_id)] = _Entry(span)
+            parent = self._resolve_parent(parent_obj, parent_ids, sdk_span)
+            entry = _Entry(span, uid, parent)
+            chain: list[tuple[int, str]] = []
+            anc = parent
+            while anc is not None:
+                chain.append((anc.uid, anc.status_code))
+                anc = anc.parent
+            entry.ancestors_at_start = tuple(chain)
+            self._entries.append(entry)
+            self._by_object[id(span)] = entry
+            self._by_context[id(span.get_span_context())] = entry
+            self._by_ids.setdefault(entry.ids, []).append(entry)
+
+    def _resolve_parent(self, parent_obj: Any, parent_ids: Any, sdk_span: type) -> _Entry | None:
+        """The recorded entry a span started under (called with the lock held)."""
+        if parent_ids is None:
+            return None
+        if parent_obj is not None:
+            entry = self._by_object.get(id(parent_obj))
+            if entry is not None and entry.span is parent_obj:
+                return entry
+            if isinstance(parent_obj, sdk_span):
+                # A real span object the recorder did not record (started before a clear, or by a
+                # provider it is not attached to): its ids may equal a recorded span's, but it is not one.
+                return None
+        # Only the ids are known (a NonRecordingSpan, e.g. a propagated context): the most recently
+        # started recorded span with those ids that is still open, else the most recent one.
+        same = self._by_ids.get((parent_ids.trace_id, parent_ids.span_id), [])
+        open_ = [e for e in same if e.snapshot is None]
+        if open_:
+            return open_[-1]
+        return same[-1] if same else None
 
     def _on_ending(self, span: Any) -> None:
         """SDK hook called just before ``on_end``; nothing to do."""
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Freeze the snapshot of a span that just ended (SDK hook). Spans not seen starting are ignored."""
-        ctx = span.get_span_context()
-        if ctx is None:  # pragma: no cover - SDK spans always have a context
-            return
-        snap = _snapshot(span)
+        """Freeze the snapshot of a span that just ended (SDK hook). Spans not seen starting are ignored.
+
+        The SDK passes a read-only copy here, not the span object; the copy shares the span's
+        ``SpanContext`` object, which identifies the entry (ids alone would not)."""
         with self._lock:
-            entry = self._entries.get((ctx.trace_id, ctx.span_id))
-            if entry is not None:
-                entry.snapshot, entry.live = snap, None
+            entry = self._by_context.get(id(span.get_span_context()))
+        if entry is None or entry.span.get_span_context() is not span.get_span_context():
+            return
+        snap = entry.freeze(span)
+        with self._lock:
+            entry.snapshot = snap
 
     def shutdown(self) -> None:
         """Called when a provider shuts down. The recorder keeps its spans (other providers may use it)."""
@@ -173,6 +270,9 @@ class SpanRecorder(_ProcessorBase):
         """Forget every recorded span. Spans already started are ignored even if they end later."""
         with self._lock:
             self._entries.clear()
+            self._by_object.clear()
+            self._by_context.clear()
+            self._by_ids.clear()
 
     def mark(self) -> int:
         """A position in the recording: pass it to ``spans(since=...)`` to get only later spans."""
@@ -218,20 +318,19 @@ class SpanRecorder(_ProcessorBase):
         """Call ``sink(invariant_name, ok, message)`` for each invariant the assert methods check."""
         self._sink = sink
 
+    def report_violations_to(self, sink: ViolationSink | None) -> None:
+        """Call ``sink(invariant_names, violations)`` each time an assert method checks invariants: the
+        names checked and the :class:`~pytest_mcpfaults.invariants.Violation` objects found (each
+        with its span, so a caller can tell the same violation seen twice from two violations)."""
+        self._violation_sink = sink
+
     # -- queries -------------------------------------------------------------------------------------
 
     def spans(self, *, since: int = 0) -> list[RecordedSpan]:
         """Snapshots of the recorded spans in start order (open spans are snapshotted now)."""
         with self._lock:
-            entries = list(self._entries.values())[since:]
-            pending = [(e.snapshot, e.live) for e in entries]
-        out: list[RecordedSpan] = []
-        for snap, live in pending:
-            if snap is not None:
-                out.append(snap)
-            elif live is not None:
-                out.append(_snapshot(live))
-        return out
+            entries = self._entries[since:]
+        return [e.take() for e in entries]
 
     def names(self) -> list[str]:
         """Names of the recorded spans in start order (with repeats)."""
@@ -351,6 +450,8 @@ class SpanRecorder(_ProcessorBase):
         if sink is not None:
             for name, ok, message in invariants.results_by_invariant(names, found):
                 sink(name, ok, message)
+        if self._violation_sink is not None:
+            self._violation_sink(names, found)
         if found:
             raise invariants.SpanInvariantError(found, spans)
 

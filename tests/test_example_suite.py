@@ -2,8 +2,10 @@
 
 The hardened runner passes the whole fault suite; the unhardened one (the incident's) fails exactly the
 tests whose cleanup fails, each with a message that names the flipped ``Agent.Session`` and
-``MCP.DeleteSession`` as the cause. ``docs/catching-the-flip.md`` is checked against the example files
-(every code block verbatim) and against a real run (every line of its pasted output).
+``MCP.DeleteSession`` as the cause. Both hold with the span gate on (``--mcpfaults-check-spans``),
+Hypothesis property included, and the gate counts no violation twice. ``docs/catching-the-flip.md``
+is checked against the example files (every code block verbatim) and against a real run (every line of
+its pasted output).
 """
 
 from __future__ import annotations
@@ -74,15 +76,22 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
-@pytest.fixture(scope="module")
-def example_run() -> Callable[[str], subprocess.CompletedProcess[str]]:
-    """``example_run(variant)``: the example suite's run against that runner (each variant run once)."""
-    runs: dict[str, subprocess.CompletedProcess[str]] = {}
+GATE = "--mcpfaults-check-spans"
+#: The Hypothesis property (examples/test_example_property.py): latency faults at any step.
+PROPERTY = "examples/test_example_property.py::test_latency_never_changes_a_session"
 
-    def get(variant: str) -> subprocess.CompletedProcess[str]:
-        if variant not in runs:
-            runs[variant] = _run(f"--runner-variant={variant}", "-rA")
-        return runs[variant]
+
+@pytest.fixture(scope="module")
+def example_run() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``example_run(variant, *extra)``: the example suite's run against that runner, with the extra
+    options (``GATE``: the span gate on); each combination runs once."""
+    runs: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
+
+    def get(variant: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        key = (variant, *extra)
+        if key not in runs:
+            runs[key] = _run(f"--runner-variant={variant}", "-rA", *extra)
+        return runs[key]
 
     return get
 
@@ -107,26 +116,28 @@ def _section(stdout: str, test: str) -> str:
 
 
 def test_the_main_command_passes_on_the_hardened_runner(
-    example_run: Callable[[str], subprocess.CompletedProcess[str]],
+    example_run: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     run = example_run("hardened")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "example harness: the hardened runner" in run.stdout
     assert _outcomes(run.stdout) == dict.fromkeys(SUITE, "PASSED")
     assert _matrix_outcomes(run.stdout) == dict.fromkeys(MATRIX, "PASSED")
-    assert re.search(r"^=+ 24 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    assert f"PASSED {PROPERTY}" in run.stdout
+    assert re.search(r"^=+ 25 passed in [\d.]+s", run.stdout, re.M), run.stdout
     assert "mcpfaults: 16 kinds, 16 fired, 0 violations" in run.stdout  # the readable closing summary
 
 
 def test_the_unhardened_runner_fails_exactly_the_cleanup_tests(
-    example_run: Callable[[str], subprocess.CompletedProcess[str]],
+    example_run: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     run = example_run("unhardened")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "example harness: the unhardened runner" in run.stdout
     assert _outcomes(run.stdout) == {name: "FAILED" if name in FLIPPED else "PASSED" for name in SUITE}
     assert _matrix_outcomes(run.stdout) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}
-    assert re.search(r"^=+ 16 failed, 8 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    assert f"PASSED {PROPERTY}" in run.stdout  # latency alone does not flip even this runner
+    assert re.search(r"^=+ 16 failed, 9 passed in [\d.]+s", run.stdout, re.M), run.stdout
     for fault in set(MATRIX) - HARMLESS:  # each matrix failure is the flip, as the coverage summary says
         entry = f"examples/test_example_matrix.py::test_cleanup_under_every_fault[{fault}]"
         assert f"{entry}: invariant cleanup_never_flips: Agent.Session is ERROR" in run.stdout, run.stdout
@@ -144,8 +155,43 @@ def test_the_unhardened_runner_fails_exactly_the_cleanup_tests(
         assert "E       └── MCP.DeleteSession [" in text, text
 
 
+def test_the_span_gate_finds_no_false_alarm_in_the_suite_and_its_property(
+    example_run: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """With --mcpfaults-check-spans every test is checked again after it ran, the Hypothesis property
+    included (its examples' span ids repeat): the hardened runner still passes everything."""
+    run = example_run("hardened", GATE)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "mcpfaults span gate: on (session spans: Agent.Session; cleanup spans: MCP.DeleteSession)" in (
+        run.stdout
+    )
+    assert _outcomes(run.stdout) == dict.fromkeys(SUITE, "PASSED")
+    assert _matrix_outcomes(run.stdout) == dict.fromkeys(MATRIX, "PASSED")
+    assert f"PASSED {PROPERTY}" in run.stdout
+    assert re.search(r"^=+ 25 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    assert "mcpfaults: 16 kinds, 16 fired, 0 violations" in run.stdout
+
+
+def test_the_span_gate_counts_the_unhardened_runners_violations_once(
+    example_run: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """The same 16 failures with the gate on, and the same number of violations as without it: a
+    violation the test's own assert_invariants() raised is not counted again by the gate."""
+    plain, gated = example_run("unhardened"), example_run("unhardened", GATE)
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert _outcomes(gated.stdout) == _outcomes(plain.stdout)
+    assert _matrix_outcomes(gated.stdout) == _matrix_outcomes(plain.stdout)
+    assert re.search(r"^=+ 16 failed, 9 passed in [\d.]+s", gated.stdout, re.M), gated.stdout
+
+    def violations(stdout: str) -> list[str]:
+        return re.findall(r"^mcpfaults: 16 kinds, 16 fired, (\d+) violations$", stdout, re.M)
+
+    assert violations(gated.stdout) == violations(plain.stdout) != []
+    assert "mcpfaults span gate (--mcpfaults-check-spans)" not in gated.stdout  # nothing new to add
+
+
 def test_each_flip_is_explained_by_its_own_cause(
-    example_run: Callable[[str], subprocess.CompletedProcess[str]],
+    example_run: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     run = example_run("unhardened")
     dies = _section(run.stdout, "test_sidecar_dies_after_session_creation")
@@ -205,7 +251,7 @@ def _stable(line: str) -> str:
     return line.rstrip()
 
 
-def test_the_pasted_output_is_real(example_run: Callable[[str], subprocess.CompletedProcess[str]]) -> None:
+def test_the_pasted_output_is_real(example_run: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     """Each line of the page's ``text`` output blocks occurs in a real unhardened run (ids, ports and
     durations aside), so the page cannot drift from what the suite prints."""
     blocks = _blocks("text")

@@ -7,11 +7,14 @@ deletes again; the fixed one catches the cleanup failure inside the ``MCP.Delete
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 
+import anyio
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Status, StatusCode, Tracer
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from pytest_mcpfaults.invariants import (
     ALL_INVARIANTS,
@@ -237,8 +240,11 @@ def test_error_without_description_and_only_cleanup_failing_fails(
             session.set_status(StatusCode.ERROR)
     [violation] = cleanup_never_flips(recorder.spans())
     assert violation.message.startswith(
-        "Agent.Session is ERROR although nothing but cleanup failed beneath it (cause: MCP.DeleteSession"
+        "Agent.Session is ERROR although nothing but cleanup failed beneath it: it was not ERROR when "
+        "MCP.DeleteSession started and nothing failed before that (cause: MCP.DeleteSession [ERROR: "
+        "RuntimeError: Session deletion failed"
     )
+    assert violation.message.endswith("a cleanup failure must not flip the session")
 
 
 def test_own_exception_on_the_session_counts_as_the_primary_failure(
@@ -306,9 +312,10 @@ def test_ok_and_unset_sessions_pass_even_when_cleanup_fails(recorder: SpanRecord
     assert cleanup_never_flips(recorder.spans()) == []
 
 
-def test_blind_spot_an_unrelated_own_description_is_accepted(recorder: SpanRecorder, tracer: Tracer) -> None:
-    """Documented limit: an ERROR description that shares no text with the cleanup failure reads as the
-    session's own primary failure, even when cleanup was the only thing that failed."""
+def test_an_unrelated_description_set_after_cleanup_is_a_flip(recorder: SpanRecorder, tracer: Tracer) -> None:
+    """Formerly a documented blind spot (the rule compared texts only): an ERROR description that shares
+    no text with the cleanup failure. The session turned ERROR only once cleanup had started, with
+    nothing failed before, so it is a flip whatever its description says."""
     client = SidecarClient(alive=False)
     with tracer.start_as_current_span("Agent.Session") as session:
         try:
@@ -316,7 +323,11 @@ def test_blind_spot_an_unrelated_own_description_is_accepted(recorder: SpanRecor
                 client.delete_session()
         except RuntimeError:
             session.set_status(Status(StatusCode.ERROR, "session failed"))
-    assert cleanup_never_flips(recorder.spans()) == []
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert "it was not ERROR when MCP.DeleteSession started and nothing failed before that" in (
+        violation.message
+    )
+    assert "(cause: MCP.DeleteSession [ERROR: RuntimeError: Session deletion failed" in violation.message
 
 
 def test_every_session_is_checked(recorder: SpanRecorder, tracer: Tracer) -> None:
@@ -458,3 +469,156 @@ def test_recording_the_cleanup_exception_on_the_session_is_not_a_primary_failure
             session.set_status(StatusCode.ERROR)
     [violation] = cleanup_never_flips(recorder.spans())
     assert "nothing but cleanup failed beneath it" in violation.message
+
+
+# --- failures the cleanup span did not record: the timing rule ------------------------------------------
+
+FLIP = (
+    "is ERROR although nothing but cleanup failed beneath it: it was not ERROR when MCP.DeleteSession started"
+)
+
+
+def _copy_onto(session: Span, exc: BaseException, description: str | None = None) -> None:
+    """What a runner's handler does with whatever escaped its cleanup."""
+    session.record_exception(exc)
+    session.set_status(Status(StatusCode.ERROR, str(exc) if description is None else description))
+
+
+def test_cancelled_error_escaping_the_cleanup_span_is_a_flip(recorder: SpanRecorder, tracer: Tracer) -> None:
+    """mcp 2.x's call_tool raises CancelledError when the sidecar dies; start_as_current_span records
+    only Exception subclasses, so MCP.DeleteSession ends UNSET while the error flips the session."""
+    session = tracer.start_span("Agent.Session")
+    try:
+        with tracer.start_as_current_span("MCP.DeleteSession", context=trace.set_span_in_context(session)):
+            raise asyncio.CancelledError("Cancelled via cancel scope 7f00")
+    except BaseException as exc:
+        _copy_onto(session, exc)
+    session.end()
+    assert recorder.one("MCP.DeleteSession").status_code == "UNSET"
+    assert recorder.one("MCP.DeleteSession").events == ()
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert violation.message == (
+        "Agent.Session is ERROR although nothing but cleanup failed beneath it: it was not ERROR when "
+        "MCP.DeleteSession started and nothing failed before that (cause: MCP.DeleteSession [UNSET], which "
+        "did not record the failure; the session recorded CancelledError: Cancelled via cancel scope 7f00); "
+        "a cleanup failure must not flip the session"
+    )
+    assert violation.span == recorder.one("Agent.Session")
+
+
+def test_plain_exception_not_recorded_on_the_cleanup_span_is_a_flip(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span(
+                "MCP.DeleteSession", record_exception=False, set_status_on_exception=False
+            ):
+                raise RuntimeError("backend timed out")
+        except RuntimeError as exc:
+            _copy_onto(session, exc, "session failed")  # a generic description: no shared text
+    assert recorder.one("MCP.DeleteSession").status_code == "UNSET"
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert FLIP in violation.message
+    assert "the session recorded RuntimeError: backend timed out" in violation.message
+
+
+def test_an_anyio_cancel_scope_cancelling_the_cleanup_is_a_flip(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    async def run() -> None:
+        with tracer.start_as_current_span("Agent.Session") as session:
+            with tracer.start_as_current_span("Agent.Call"):
+                await anyio.sleep(0)
+            with anyio.CancelScope() as scope:
+                try:
+                    with tracer.start_as_current_span("MCP.DeleteSession"):
+                        scope.cancel()
+                        await anyio.sleep(5)  # cancelled at once: CancelledError escapes the span
+                except anyio.get_cancelled_exc_class() as exc:
+                    _copy_onto(session, exc, "Session failed")
+                    raise
+            assert scope.cancelled_caught
+
+    anyio.run(run, backend="asyncio")
+    assert recorder.one("Agent.Session").status_description == "Session failed"
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert FLIP in violation.message
+    assert "(cause: MCP.DeleteSession [UNSET], which did not record the failure; the session recorded " in (
+        violation.message
+    )
+    assert "CancelledError" in violation.message
+
+
+def test_the_cleanup_run_in_progress_is_named_as_the_cause(recorder: SpanRecorder, tracer: Tracer) -> None:
+    with tracer.start_as_current_span("Agent.Session") as session:
+        with tracer.start_as_current_span("MCP.DeleteSession", attributes={"attempt": 1}):
+            pass
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession", attributes={"attempt": 2}):
+                raise asyncio.CancelledError()
+        except asyncio.CancelledError as exc:
+            _copy_onto(session, exc, "cancelled")
+    [flip] = cleanup_never_flips(recorder.spans())
+    assert "(cause: MCP.DeleteSession [UNSET], which did not record the failure; the session recorded " in (
+        flip.message
+    )
+    assert flip.message.count("CancelledError") == 1
+    [twice] = cleanup_at_most(recorder.spans(), 1)
+    assert "ran cleanup 2 times" in twice.message
+
+
+def test_a_primary_failure_recorded_only_on_the_session_before_cleanup_passes(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    """The agent's failure is recorded on the session (an exception event) before cleanup; the status is
+    set once cleanup is done. That exception predates cleanup: not a flip."""
+    with tracer.start_as_current_span("Agent.Session") as session:
+        session.record_exception(TimeoutError("agent did not finish"))
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                raise asyncio.CancelledError()
+        except asyncio.CancelledError:
+            pass
+        session.set_status(Status(StatusCode.ERROR, "Session failed"))
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+def test_a_session_already_error_when_cleanup_started_passes(recorder: SpanRecorder, tracer: Tracer) -> None:
+    with tracer.start_as_current_span("Agent.Session") as session:
+        session.set_status(StatusCode.ERROR)  # failed on its own, no description, no child
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                raise asyncio.CancelledError()
+        except asyncio.CancelledError as exc:
+            _copy_onto(session, exc, "")
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_a_users_interrupt_during_cleanup_is_not_a_flip(
+    recorder: SpanRecorder, tracer: Tracer, interrupt: type[BaseException]
+) -> None:
+    def interrupted_session() -> None:
+        with tracer.start_as_current_span("Agent.Session") as session:
+            try:
+                with tracer.start_as_current_span("MCP.DeleteSession"):
+                    raise interrupt()
+            except BaseException as exc:
+                _copy_onto(session, exc, "interrupted")
+                raise
+
+    with pytest.raises(interrupt):
+        interrupted_session()
+    assert recorder.one("Agent.Session").failed
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+def test_an_error_after_cleanup_with_no_cleanup_span_beneath_passes(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    with tracer.start_as_current_span("Agent.Session") as session:
+        with tracer.start_as_current_span("Agent.Call"):
+            pass
+        session.set_status(Status(StatusCode.ERROR, "no answer"))
+    assert cleanup_never_flips(recorder.spans()) == []

@@ -15,10 +15,13 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ConcurrentMultiSpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 from pytest_mcpfaults.spans import (
+    RecordedSpan,
     SpanLookupError,
     SpanRecorder,
     ancestors,
@@ -329,6 +332,145 @@ def test_a_span_whose_parent_was_not_recorded_is_a_root(recorder: SpanRecorder, 
     assert [s.name for s in roots(spans)] == ["Agent.Session"]
     assert parent_of(spans, spans[0]) is None
     assert "not recorded" in format_tree(spans)
+
+
+# --- identity: OpenTelemetry ids repeat, spans never merge ---------------------------------------------
+
+
+class SameIds(IdGenerator):
+    """Every span gets the same ids, as a reseeded ``random`` gives them (Hypothesis reseeds it)."""
+
+    def generate_span_id(self) -> int:
+        return 0x1111
+
+    def generate_trace_id(self) -> int:
+        return 0x2222
+
+
+@pytest.fixture
+def same_ids(recorder: SpanRecorder) -> Iterator[Tracer]:
+    p = recorder.attach(TracerProvider(shutdown_on_exit=False, id_generator=SameIds()))
+    yield p.get_tracer("same-ids")
+    p.shutdown()
+
+
+def _sessions(tracer: Tracer, count: int) -> None:
+    for i in range(count):
+        with tracer.start_as_current_span("Agent.Session", attributes={"i": i}):
+            for _ in range(i):
+                with tracer.start_as_current_span("Agent.Call"):
+                    pass
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                pass
+
+
+def test_spans_with_repeated_ids_stay_distinct_spans_and_trees(
+    recorder: SpanRecorder, same_ids: Tracer
+) -> None:
+    _sessions(same_ids, 3)
+    spans = recorder.spans()
+    assert len(spans) == 3 + (0 + 1 + 2) + 3
+    assert len({(s.trace_id, s.span_id) for s in spans}) == 1  # every span has the same ids
+    assert len(set(spans)) == len(spans)  # ... and none merges with another
+    assert sorted(s.uid for s in spans if s.uid is not None) == [s.uid for s in spans]  # start order
+    sessions = recorder.find("Agent.Session")
+    assert roots(spans) == sessions
+    for i, sess in enumerate(sessions):
+        assert [c.name for c in children(spans, sess)] == ["Agent.Call"] * i + ["MCP.DeleteSession"]
+        assert len(descendants(spans, sess)) == i + 1
+        delete = children(spans, sess)[-1]
+        assert parent_of(spans, delete) is sess
+        assert ancestors(spans, delete) == [sess]
+        assert delete.parent_uid == sess.uid
+        assert delete.parent_id == sess.span_id  # the OpenTelemetry fields are kept as they are
+    assert format_tree(spans).splitlines() == [
+        "Agent.Session [UNSET]  i=0",
+        "└── MCP.DeleteSession [UNSET]",
+        "Agent.Session [UNSET]  i=1",
+        "├── Agent.Call [UNSET]",
+        "└── MCP.DeleteSession [UNSET]",
+        "Agent.Session [UNSET]  i=2",
+        "├── Agent.Call [UNSET]",
+        "├── Agent.Call [UNSET]",
+        "└── MCP.DeleteSession [UNSET]",
+    ]
+    recorder.assert_invariants()  # one cleanup per session: no false cleanup_at_most
+
+
+def test_a_propagated_parent_resolves_to_the_latest_open_span_with_its_ids(
+    recorder: SpanRecorder, same_ids: Tracer
+) -> None:
+    with same_ids.start_as_current_span("Old"):
+        pass
+    outer = same_ids.start_span("Outer")
+    inner = same_ids.start_span("Inner", context=trace.set_span_in_context(outer))
+    # Only the ids travel (as across a process boundary): the parent is the latest open span with them.
+    remote = trace.set_span_in_context(trace.NonRecordingSpan(inner.get_span_context()))
+    with same_ids.start_as_current_span("Remote", context=remote):
+        pass
+    inner.end()
+    outer.end()
+    with same_ids.start_as_current_span("Late", context=remote):  # none open: the latest with those ids
+        pass
+    spans = recorder.spans()
+    by_name = {s.name: s for s in spans}
+    assert parent_of(spans, by_name["Remote"]) is by_name["Inner"]
+    assert parent_of(spans, by_name["Inner"]) is by_name["Outer"]
+    assert parent_of(spans, by_name["Late"]) is by_name["Remote"]  # every span here has the same ids
+    assert parent_of(spans, by_name["Old"]) is None
+
+
+def test_an_unrecorded_parent_with_a_recorded_spans_ids_is_not_that_span(
+    recorder: SpanRecorder, same_ids: Tracer
+) -> None:
+    earlier = same_ids.start_span("Earlier")  # started before the clear: not recorded
+    recorder.clear()
+    with same_ids.start_as_current_span("Agent.Session"):
+        pass
+    with same_ids.start_as_current_span("Child", context=trace.set_span_in_context(earlier)):
+        pass
+    earlier.end()
+    spans = recorder.spans()
+    assert [s.name for s in roots(spans)] == ["Agent.Session", "Child"]
+    assert parent_of(spans, spans[1]) is None
+    assert "Child [UNSET]  (parent 0000000000001111 not recorded)" in format_tree(spans)
+
+
+def test_ancestors_status_at_start_and_event_timestamps(recorder: SpanRecorder, tracer: Tracer) -> None:
+    with (
+        tracer.start_as_current_span("Agent.Session") as session,
+        tracer.start_as_current_span("Agent.Run") as run,
+    ):
+        with tracer.start_as_current_span("Before"):
+            pass
+        session.set_status(Status(StatusCode.ERROR, "x"))
+        run.add_event("tick")
+        with tracer.start_as_current_span("After"):
+            pass
+    sess, run_snap = recorder.one("Agent.Session"), recorder.one("Agent.Run")
+    before, after = recorder.one("Before"), recorder.one("After")
+    assert before.ancestors_at_start == ((run_snap.uid, "UNSET"), (sess.uid, "UNSET"))
+    assert after.ancestors_at_start == ((run_snap.uid, "UNSET"), (sess.uid, "ERROR"))
+    assert before.status_of_ancestor_at_start(sess) == "UNSET"
+    assert after.status_of_ancestor_at_start(sess) == "ERROR"
+    assert after.status_of_ancestor_at_start(before) is None  # not an ancestor
+    [tick] = run_snap.events
+    assert tick.timestamp is not None
+    assert before.end_time is not None and after.start_time is not None
+    assert before.end_time <= tick.timestamp <= after.start_time
+    assert tick == ("tick", {})  # still the (name, attributes) pair
+
+
+def test_hand_made_snapshots_relate_by_ids() -> None:
+    def snap(name: str, span_id: int, parent_id: int | None) -> RecordedSpan:
+        return RecordedSpan(name, 1, span_id, parent_id, "UNSET", None, {}, (), 1, 2)
+
+    sess, run = snap("Agent.Session", 10, None), snap("Agent.Run", 11, 10)
+    spans = [sess, run]
+    assert (sess.uid, sess.parent_uid, sess.ancestors_at_start) == (None, None, ())
+    assert parent_of(spans, run) is sess
+    assert children(spans, sess) == [run]
+    assert roots(spans) == [sess]
 
 
 def test_matches_and_find_reject_blank_patterns() -> None:

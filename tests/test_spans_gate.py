@@ -295,6 +295,165 @@ def test_gate_fails_a_violating_test_and_passes_a_clean_one(harness: pytest.Pyte
     }
 
 
+HYPOTHESIS_TESTS = """
+from hypothesis import given, settings, strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+
+tracer = TracerProvider().get_tracer("harness")   # at import, as the issue's reproduction has it
+
+@settings(max_examples=10, database=None, derandomize=True)
+@given(steps=st.integers(0, 3))
+def test_one_cleanup_per_session(steps):
+    with tracer.start_as_current_span("Agent.Session"):
+        for _ in range(steps):
+            with tracer.start_as_current_span("Agent.Call"):
+                pass
+        with tracer.start_as_current_span("MCP.DeleteSession"):
+            pass
+
+@settings(max_examples=10, database=None, derandomize=True)
+@given(steps=st.integers(0, 3))
+def test_deletes_twice_when_it_took_three_steps(steps):
+    with tracer.start_as_current_span("Agent.Session", attributes={"steps": steps}):
+        for _ in range(steps):
+            with tracer.start_as_current_span("Agent.Call"):
+                pass
+        with tracer.start_as_current_span("MCP.DeleteSession", attributes={"attempt": 1}):
+            pass
+        if steps == 3:
+            with tracer.start_as_current_span("MCP.DeleteSession", attributes={"attempt": 2}):
+                pass
+"""
+
+
+def test_gate_under_hypothesis_sees_each_example_as_its_own_session(harness: pytest.Pytester) -> None:
+    """Hypothesis reseeds ``random`` for every example and the SDK draws span ids from it: the same ids
+    repeat across examples. The gate must neither merge the examples' trees (a false cleanup_at_most)
+    nor miss a real double delete in one of them."""
+    harness.makepyfile(test_app=HYPOTHESIS_TESTS)
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans", "-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_deletes_twice_when_it_took_three_steps _*",
+            "mcpfaults span gate (--mcpfaults-check-spans): 1 span invariant violation:",
+            "- [[]cleanup_at_most[]] Agent.Session ran cleanup 2 times, at most 1 allowed: "
+            "MCP.DeleteSession [[]UNSET[]]; MCP.DeleteSession [[]UNSET[]]",
+            "Span tree:",
+            "Agent.Session [[]UNSET[]]  steps=3",
+            "├── Agent.Call [[]UNSET[]]",
+            "├── Agent.Call [[]UNSET[]]",
+            "├── Agent.Call [[]UNSET[]]",
+            "├── MCP.DeleteSession [[]UNSET[]]  attempt=1",
+            "└── MCP.DeleteSession [[]UNSET[]]  attempt=2",
+            "PASSED test_app.py::test_one_cleanup_per_session",
+            "FAILED test_app.py::test_deletes_twice_when_it_took_three_steps*",
+        ]
+    )
+    assert "ran cleanup 3 times" not in result.stdout.str()  # no two examples merged
+    assert _results(harness)["test_one_cleanup_per_session"] == ALL_OK
+
+
+COUNTED_TESTS = """
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Status, StatusCode
+
+
+def flip(t, message="no longer alive"):
+    with t.start_as_current_span("Agent.Session") as s:
+        try:
+            with t.start_as_current_span("MCP.DeleteSession"):
+                raise RuntimeError(message)
+        except RuntimeError as e:
+            s.set_status(Status(StatusCode.ERROR, str(e)))
+
+
+def test_one_flip_checked_twice(mcp_spans):
+    flip(TracerProvider().get_tracer("h"))
+    assert len(mcp_spans.check()) == 1
+    mcp_spans.assert_invariants()
+
+
+def test_two_flips(mcp_spans):
+    t = TracerProvider().get_tracer("h")
+    flip(t, "first")
+    flip(t, "second")
+    try:
+        mcp_spans.assert_cleanup_never_flips()
+    except AssertionError:
+        pass
+    mcp_spans.assert_cleanup_never_flips()
+"""
+
+
+def test_gate_and_assert_invariants_count_each_violation_once(harness: pytest.Pytester) -> None:
+    """The issue's double count: with the gate on, a test that also calls assert_invariants() reported
+    one flip as "2 violations" and its 3 checks as "6 invariant checks"."""
+    harness.makepyfile(test_app=COUNTED_TESTS)
+    result = harness.runpytest_subprocess(
+        "-p", "mcpfaults", "--mcpfaults-check-spans", "--mcpfaults-report=report.json"
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "2 tests used the plugin (0 sidecars, 6 invariant checks, 2 failed)",
+            "violations (3):",
+            "  test_app.py::test_one_flip_checked_twice: invariant cleanup_never_flips: *'no longer alive'*",
+            "  test_app.py::test_two_flips: invariant cleanup_never_flips: *'first'*",
+            "  test_app.py::test_two_flips: invariant cleanup_never_flips: *'second'*",
+            "mcpfaults: 0 kinds, 0 fired, 3 violations",
+        ]
+    )
+    out = result.stdout.str()
+    # The gate does not repeat what the test's own assertion already raised.
+    assert "mcpfaults span gate (--mcpfaults-check-spans)" not in out
+    assert out.count("- [cleanup_never_flips] Agent.Session is ERROR with description 'no longer alive'") == 1
+    report = json.loads((harness.path / "report.json").read_text())
+    assert report["totals"]["invariants_checked"] == 6
+    assert report["totals"]["invariant_violations"] == 3
+    [one, two] = report["tests"]
+    assert [(i["name"], i["ok"], len(i["violations"])) for i in one["invariants"]] == [
+        ("cleanup_never_flips", False, 1),
+        ("cleanup_at_most", True, 0),
+        ("all_spans_ended", True, 0),
+    ]
+    assert [(i["name"], i["ok"], len(i["violations"])) for i in two["invariants"]] == [
+        ("cleanup_never_flips", False, 2),
+        ("cleanup_at_most", True, 0),
+        ("all_spans_ended", True, 0),
+    ]
+
+
+def test_gate_adds_a_note_only_for_violations_the_test_did_not_raise(harness: pytest.Pytester) -> None:
+    harness.makepyfile(
+        test_app="""
+        from opentelemetry.sdk.trace import TracerProvider
+
+        def test_leaks_and_doubles(mcp_spans):
+            t = TracerProvider().get_tracer("h")
+            with t.start_as_current_span("Agent.Session"):
+                with t.start_as_current_span("MCP.DeleteSession"):
+                    pass
+                with t.start_as_current_span("MCP.DeleteSession"):
+                    pass
+            t.start_span("Leaked")
+            mcp_spans.assert_cleanup_at_most(1)
+        """
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert out.count("ran cleanup 2 times") == 2  # once raised, once in the summary; no repeat in a note
+    result.stdout.fnmatch_lines(
+        [
+            "E *mcpfaults span gate (--mcpfaults-check-spans): 1 span invariant violation:",
+            "E *- [[]all_spans_ended[]] span Leaked (span id *) started but never ended",
+            "1 test used the plugin (0 sidecars, 3 invariant checks, 1 failed)",
+            "mcpfaults: 0 kinds, 0 fired, 2 violations",
+        ]
+    )
+
+
 def test_gate_off_changes_nothing(harness: pytest.Pytester) -> None:
     harness.makepyfile(
         test_app=GATE_TESTS
@@ -339,21 +498,28 @@ def test_gate_from_ini_with_custom_names(harness: pytest.Pytester) -> None:
                 except OSError as exc:
                     ep.set_status(Status(StatusCode.ERROR, str(exc)))
 
-        def test_names_that_match_nothing():
+        def test_session_names_that_match_nothing():
             t = TracerProvider().get_tracer("app")
-            with t.start_as_current_span("Agent.Session"):
+            with t.start_as_current_span("Agent.Session"), t.start_as_current_span("mcp.close"):
+                pass
+
+        def test_no_session_and_no_cleanup():   # say, a readiness check that failed before any session
+            t = TracerProvider().get_tracer("app")
+            with t.start_as_current_span("Sidecar.WaitReady"):
                 pass
         """
     )
     result = harness.runpytest_subprocess("-p", "mcpfaults")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=2, passed=1)
     result.stdout.fnmatch_lines(
         [
             "*Harness.Episode is ERROR with description 'sidecar gone'*cause: mcp.close*",
             "*no session span was recorded (no span name matches 'Harness.*');"
-            " span names seen: 'Agent.Session'",
+            " span names seen: 'Agent.Session', 'mcp.close'",
         ]
     )
+    # Spans, but neither a session nor a cleanup span: only all_spans_ended applies.
+    assert _results(harness)["test_no_session_and_no_cleanup"] == [["all_spans_ended", True]]
 
 
 def test_gate_reports_open_spans_of_the_call_phase_only(harness: pytest.Pytester) -> None:

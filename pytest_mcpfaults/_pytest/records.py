@@ -8,12 +8,16 @@ them.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-__all__ = ["MATRIX_FIXTURE", "InvariantResult", "TestRecord", "matrix_fault", "record_for"]
+if TYPE_CHECKING:
+    from pytest_mcpfaults.invariants import Violation
+
+__all__ = ["MATRIX_FIXTURE", "InvariantResult", "TestRecord", "matrix_fault", "record_for", "violation_key"]
 
 #: The fixture carrying a fault-matrix cell's fault (its parameter).
 MATRIX_FIXTURE = "mcpfaults_fault"
@@ -21,11 +25,20 @@ MATRIX_FIXTURE = "mcpfaults_fault"
 
 @dataclass
 class InvariantResult:
-    """One invariant checked for a test: its name, whether it held, and the message when it did not."""
+    """One invariant checked for a test: its name, whether it held, the message when it did not, and
+    ``violations``, one message per distinct violation (per span at fault)."""
 
     name: str
     ok: bool
     message: str = ""
+    violations: list[str] = field(default_factory=list)
+
+
+def violation_key(violation: Violation) -> Hashable:
+    """What makes two violations the same one: the invariant and the span at fault (its identity: the
+    recorder's ``uid``, or its ids for a snapshot built by hand; ``None`` when no span is at fault)."""
+    span = violation.span
+    return (violation.invariant, None if span is None else (span.uid, span.trace_id, span.span_id))
 
 
 @dataclass
@@ -41,6 +54,29 @@ class TestRecord:
     invariants: list[InvariantResult] = field(default_factory=list)
     patience_violations: list[dict[str, Any]] = field(default_factory=list)
     expected_hang: bool = False
+
+    def __post_init__(self) -> None:
+        self._seen: set[Hashable] = set()  # violation_key of every violation recorded (not serialized)
+
+    def add_invariants(self, names: Sequence[str], violations: Sequence[Violation]) -> None:
+        """Record that the invariants ``names`` were checked and what they found.
+
+        One result per invariant per test, however often it is checked (by the test's ``assert_*``
+        calls and by the span gate): each violation counts once per test, invariant and span, and an
+        invariant that failed once stays failed."""
+        for name in names:
+            result = next((r for r in self.invariants if r.name == name), None)
+            if result is None:
+                result = InvariantResult(name, True)
+                self.invariants.append(result)
+            for v in violations:
+                key = violation_key(v)
+                if v.invariant != name or key in self._seen:
+                    continue
+                self._seen.add(key)
+                result.violations.append(v.message)
+            result.ok = not result.violations
+            result.message = "\n".join(dict.fromkeys(result.violations))
 
     def add_fired(self, kind: str, count: int = 1) -> None:
         self.fired[kind] = self.fired.get(kind, 0) + count

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.spans import SpanRecorder
+    from pytest_mcpfaults.invariants import Violation
+    from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
 
 SESSION_INI = "mcpfaults_session_spans"
 CLEANUP_INI = "mcpfaults_cleanup_spans"
@@ -154,22 +155,44 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     return (yield)
 
 
-def _gate_failure(item: pytest.Item, recorder: SpanRecorder, mark: int, settings: SpanSettings) -> str | None:
-    """Run the invariants over the test's spans, record the results, return the failure text if any."""
+def _gate_violations(
+    recorder: SpanRecorder, mark: int, settings: SpanSettings
+) -> tuple[tuple[str, ...], list[Violation], list[RecordedSpan]]:
+    """The invariants the gate checks for this test's spans, the violations found, and the spans."""
     from pytest_mcpfaults import invariants
-    from pytest_mcpfaults._pytest.records import InvariantResult, record_for
+    from pytest_mcpfaults.spans import find_spans
 
     spans = recorder.spans()
     if not spans:
-        return None
+        return (), [], spans
     # Spans started by fixtures during setup may legitimately stay open until teardown: only spans
     # started during the call phase must have ended by its end.
-    found = invariants.check_all(
-        spans, settings.session, settings.cleanup, 1, must_end=recorder.spans(since=mark)
-    )
-    rec = record_for(item)
-    for name, ok, message in invariants.results_by_invariant(invariants.ALL_INVARIANTS, found):
-        rec.invariants.append(InvariantResult(name, ok, message))
+    must_end = recorder.spans(since=mark)
+    if not find_spans(spans, settings.session) and not find_spans(spans, settings.cleanup):
+        # Neither a session nor a cleanup span (say, a readiness check that failed before any session):
+        # nothing can flip or clean up twice here. Only open spans are checked.
+        return ("all_spans_ended",), invariants.all_spans_ended(must_end), spans
+    found = invariants.check_all(spans, settings.session, settings.cleanup, 1, must_end=must_end)
+    return invariants.ALL_INVARIANTS, found, spans
+
+
+def _gate_failure(
+    item: pytest.Item, recorder: SpanRecorder, mark: int, settings: SpanSettings, raised: BaseException | None
+) -> str | None:
+    """Run the invariants over the test's spans, record the results, return the failure text if any.
+
+    A violation the test's own ``assert_*`` call already raised (``raised``) is recorded once and not
+    repeated in the text."""
+    from pytest_mcpfaults import invariants
+    from pytest_mcpfaults._pytest.records import record_for, violation_key
+
+    names, found, spans = _gate_violations(recorder, mark, settings)
+    if not names:
+        return None
+    record_for(item).add_invariants(names, found)
+    if isinstance(raised, invariants.SpanInvariantError):
+        shown = {violation_key(v) for v in raised.violations}
+        found = [v for v in found if violation_key(v) not in shown]
     if not found:
         return None
     return f"mcpfaults span gate ({CHECK_OPTION}): " + invariants.format_violations(found, spans)
@@ -186,12 +209,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         result = yield
     except Exception as exc:
         # The test failed on its own: keep its error, record the invariants, add them as a note.
-        text = _gate_failure(item, recorder, mark, settings)
+        text = _gate_failure(item, recorder, mark, settings, exc)
         if text is not None:  # PEP 678 notes; set by hand before Python 3.11 (pytest shows them)
             notes: list[str] = getattr(exc, "__notes__", [])
             setattr(exc, "__notes__", [*notes, text])  # noqa: B010  (typeshed has it only from 3.11)
         raise
-    text = _gate_failure(item, recorder, mark, settings)
+    text = _gate_failure(item, recorder, mark, settings, None)
     if text is not None:
         pytest.fail(text, pytrace=False)
     return result
@@ -211,22 +234,17 @@ def mcp_spans(request: pytest.FixtureRequest) -> Generator[SpanRecorder, None, N
     ``assert_all_spans_ended()`` or ``assert_invariants()``. Span names default to the
     ``mcpfaults_session_spans`` / ``mcpfaults_cleanup_spans`` ini keys.
     """
-    from pytest_mcpfaults._pytest.records import InvariantResult, record_for
+    from pytest_mcpfaults._pytest.records import record_for
 
     item = request.node
     settings = settings_for(request.config)
     recorder = _start_test(item, settings)
-    rec = record_for(item)
-
-    def sink(name: str, ok: bool, message: str) -> None:
-        rec.invariants.append(InvariantResult(name, ok, message))
-
-    recorder.report_to(sink)
+    recorder.report_violations_to(record_for(item).add_invariants)
     try:
         with recorder.watch_providers():
             yield recorder
     finally:
-        recorder.report_to(None)
+        recorder.report_violations_to(None)
         if not settings.check:
             # Without the gate nothing reads spans between tests: stop keeping them.
             recorder.recording = False
