@@ -16,17 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_mcpfaults.span_queries import _as_patterns, _seen_names
-from pytest_mcpfaults.span_records import _child_index, _key
-from pytest_mcpfaults.spans import (
+from pytest_mcpfaults.span_queries import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
     Patterns,
-    RecordedSpan,
-    describe_span,
-    format_tree,
+    as_patterns,
     matches,
+    seen_names,
 )
+from pytest_mcpfaults.span_records import RecordedSpan, child_index, span_key
+from pytest_mcpfaults.span_tree import describe_span, format_tree
 
 __all__ = [
     "ALL_INVARIANTS",
@@ -93,7 +92,7 @@ def _no_session(invariant: str, patterns: tuple[str, ...], spans: Sequence[Recor
     return Violation(
         invariant,
         None,
-        f"no session span was recorded (no span name matches {pats}); span names seen: {_seen_names(spans)}",
+        f"no session span was recorded (no span name matches {pats}); span names seen: {seen_names(spans)}",
     )
 
 
@@ -102,10 +101,10 @@ def _cleanup_subtrees(
 ) -> tuple[list[tuple[RecordedSpan, list[RecordedSpan]]], list[RecordedSpan]]:
     """Split what lies beneath ``session``: the outermost cleanup spans, each with its subtree
     (itself included), and every other descendant."""
-    index = _child_index(spans)
+    index = child_index(spans)
     subtrees: list[tuple[RecordedSpan, list[RecordedSpan]]] = []
     others: list[RecordedSpan] = []
-    stack = list(reversed(index.get(_key(session), [])))
+    stack = list(reversed(index.get(span_key(session), [])))
     while stack:
         s = stack.pop()
         if matches(s.name, cleanup):
@@ -114,11 +113,11 @@ def _cleanup_subtrees(
             while inner:
                 m = inner.pop()
                 members.append(m)
-                inner.extend(reversed(index.get(_key(m), [])))
+                inner.extend(reversed(index.get(span_key(m), [])))
             subtrees.append((s, members))
         else:
             others.append(s)
-            stack.extend(reversed(index.get(_key(s), [])))
+            stack.extend(reversed(index.get(span_key(s), [])))
     return subtrees, others
 
 
@@ -300,7 +299,7 @@ def cleanup_never_flips(
     them. No session span at all is a violation, never a vacuous pass.
     """
     name = "cleanup_never_flips"
-    sp, cp = _as_patterns(session), _as_patterns(cleanup)
+    sp, cp = as_patterns(session), as_patterns(cleanup)
     sessions = [s for s in spans if matches(s.name, sp)]
     if not sessions:
         return [_no_session(name, sp, spans)]
@@ -338,7 +337,7 @@ def cleanup_at_most(
     if n < 0:
         raise ValueError(f"cleanup_at_most needs n >= 0, got {n}")
     name = "cleanup_at_most"
-    sp, cp = _as_patterns(session), _as_patterns(cleanup)
+    sp, cp = as_patterns(session), as_patterns(cleanup)
     sessions = [s for s in spans if matches(s.name, sp)]
     if not sessions:
         return [_no_session(name, sp, spans)]

@@ -11,7 +11,20 @@ from typing import TypeAlias
 from pytest_mcpfaults.span_records import RecordedSpan
 from pytest_mcpfaults.span_tree import format_tree
 
-__all__ = ["Patterns", "SpanLookupError", "find_spans", "matches", "one_span"]
+__all__ = [
+    "DEFAULT_CLEANUP",
+    "DEFAULT_SESSION",
+    "Patterns",
+    "SpanLookupError",
+    "find_spans",
+    "matches",
+    "one_span",
+]
+
+DEFAULT_SESSION: tuple[str, ...] = ("Agent.Session",)
+"""Default span-name globs of a harness's session spans (the ``mcpfaults_session_spans`` ini default)."""
+DEFAULT_CLEANUP: tuple[str, ...] = ("MCP.DeleteSession",)
+"""Default span-name globs of its cleanup spans (the ``mcpfaults_cleanup_spans`` ini default)."""
 
 Patterns: TypeAlias = str | Sequence[str]
 """One glob or a sequence of globs, matched against span names with :func:`fnmatch.fnmatchcase`."""
@@ -21,7 +34,7 @@ class SpanLookupError(AssertionError):
     """A query that needs exactly one span found none or several."""
 
 
-def _as_patterns(patterns: Patterns) -> tuple[str, ...]:
+def as_patterns(patterns: Patterns) -> tuple[str, ...]:
     if isinstance(patterns, str):
         patterns = (patterns,)
     result = tuple(patterns)
@@ -35,7 +48,7 @@ def _as_patterns(patterns: Patterns) -> tuple[str, ...]:
 
 def matches(name: str, patterns: Patterns) -> bool:
     """Whether ``name`` matches one of ``patterns`` (case-sensitive globs; a plain name matches itself)."""
-    return any(fnmatch.fnmatchcase(name, p) for p in _as_patterns(patterns))
+    return any(fnmatch.fnmatchcase(name, p) for p in as_patterns(patterns))
 
 
 def find_spans(
@@ -45,14 +58,14 @@ def find_spans(
 
     ``status`` ("UNSET", "OK" or "ERROR") keeps only spans with that status. Order is start order.
     """
-    pats = _as_patterns(pattern)
+    pats = as_patterns(pattern)
     found = [s for s in spans if (s.name in pats if exact else matches(s.name, pats))]
     if status is not None:
         found = [s for s in found if s.status_code == status.upper()]
     return found
 
 
-def _seen_names(spans: Iterable[RecordedSpan]) -> str:
+def seen_names(spans: Iterable[RecordedSpan]) -> str:
     names = list(dict.fromkeys(s.name for s in spans))
     return ", ".join(repr(n) for n in names) if names else "none"
 
@@ -64,7 +77,7 @@ def one_span(spans: Sequence[RecordedSpan], pattern: Patterns, *, exact: bool = 
         return found[0]
     what = f"{pattern!r}" if isinstance(pattern, str) else f"any of {list(pattern)!r}"
     if not found:
-        raise SpanLookupError(f"no span named {what} was recorded; span names seen: {_seen_names(spans)}")
+        raise SpanLookupError(f"no span named {what} was recorded; span names seen: {seen_names(spans)}")
     raise SpanLookupError(
         f"{len(found)} spans named {what} were recorded, expected exactly one:\n{format_tree(spans)}"
     )

@@ -130,7 +130,7 @@ class RecordedSpan:
         return next((code for uid, code in self.ancestors_at_start if uid == ancestor.uid), None)
 
 
-def _snapshot(
+def take_snapshot(
     span: ReadableSpan,
     uid: int | None = None,
     parent_uid: int | None = None,
@@ -173,7 +173,7 @@ def _snapshot(
 _Key = tuple[str, int, int]
 
 
-def _key(span: RecordedSpan) -> _Key:
+def span_key(span: RecordedSpan) -> _Key:
     """A span's identity within a sequence: its ``uid`` if the recorder gave it one, else its ids."""
     if span.uid is not None:
         return ("uid", span.uid, 0)
@@ -181,7 +181,7 @@ def _key(span: RecordedSpan) -> _Key:
 
 
 def _parent_key(span: RecordedSpan) -> _Key | None:
-    """The identity of the span's parent, as :func:`_key` gives it (``None``: no recorded parent)."""
+    """The identity of the span's parent, as :func:`span_key` gives it (``None``: no recorded parent)."""
     if span.uid is not None:
         return None if span.parent_uid is None else ("uid", span.parent_uid, 0)
     return None if span.parent_id is None else ("ids", span.trace_id, span.parent_id)
@@ -192,28 +192,28 @@ def parent_of(spans: Sequence[RecordedSpan], span: RecordedSpan) -> RecordedSpan
     want = _parent_key(span)
     if want is None:
         return None
-    return next((s for s in spans if _key(s) == want), None)
+    return next((s for s in spans if span_key(s) == want), None)
 
 
 def children(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Direct children of ``span`` among ``spans``, in start order."""
-    key = _key(span)
+    key = span_key(span)
     return [s for s in spans if _parent_key(s) == key]
 
 
 def descendants(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Every span beneath ``span`` (children, their children, ...), depth first, in start order."""
-    index = _child_index(spans)
+    index = child_index(spans)
     out: list[RecordedSpan] = []
-    seen = {_key(span)}
-    stack = list(reversed(index.get(_key(span), [])))
+    seen = {span_key(span)}
+    stack = list(reversed(index.get(span_key(span), [])))
     while stack:
         s = stack.pop()
-        if _key(s) in seen:  # defensive: hand-made snapshots may repeat ids; never loop
+        if span_key(s) in seen:  # defensive: hand-made snapshots may repeat ids; never loop
             continue
-        seen.add(_key(s))
+        seen.add(span_key(s))
         out.append(s)
-        stack.extend(reversed(index.get(_key(s), [])))
+        stack.extend(reversed(index.get(span_key(s), [])))
     return out
 
 
@@ -221,9 +221,9 @@ def ancestors(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[Recorde
     """Recorded ancestors of ``span``, nearest first."""
     by_key: dict[_Key, RecordedSpan] = {}
     for s in spans:
-        by_key.setdefault(_key(s), s)
+        by_key.setdefault(span_key(s), s)
     out: list[RecordedSpan] = []
-    seen = {_key(span)}
+    seen = {span_key(span)}
     want = _parent_key(span)
     while want is not None and want in by_key and want not in seen:
         seen.add(want)
@@ -235,11 +235,11 @@ def ancestors(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[Recorde
 
 def roots(spans: Sequence[RecordedSpan]) -> list[RecordedSpan]:
     """Spans without a recorded parent (true roots, and spans whose parent was not recorded)."""
-    keys = {_key(s) for s in spans}
+    keys = {span_key(s) for s in spans}
     return [s for s in spans if (p := _parent_key(s)) is None or p not in keys]
 
 
-def _child_index(spans: Sequence[RecordedSpan]) -> dict[_Key, list[RecordedSpan]]:
+def child_index(spans: Sequence[RecordedSpan]) -> dict[_Key, list[RecordedSpan]]:
     index: dict[_Key, list[RecordedSpan]] = {}
     for s in spans:
         p = _parent_key(s)

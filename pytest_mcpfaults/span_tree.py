@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_mcpfaults.span_records import RecordedSpan, _child_index, _key, roots
+from pytest_mcpfaults.span_records import RecordedSpan, child_index, roots, span_key
 
 __all__ = ["describe_span", "format_tree"]
 
@@ -52,7 +52,7 @@ def format_tree(spans: Sequence[RecordedSpan]) -> str:
     ``⟨NOT ENDED⟩`` on spans that never ended. Children appear under their parent in start order."""
     if not spans:
         return "(no spans recorded)"
-    index = _child_index(spans)
+    index = child_index(spans)
     lines: list[str] = []
 
     def walk(span: RecordedSpan, prefix: str, last: bool, top: bool) -> None:
@@ -61,7 +61,7 @@ def format_tree(spans: Sequence[RecordedSpan]) -> str:
         branch = "" if top else ("└── " if last else "├── ")
         lines.append(prefix + branch + head)
         child_prefix = prefix if top else prefix + ("    " if last else "│   ")
-        kids = index.get(_key(span), [])
+        kids = index.get(span_key(span), [])
         for text in extra:
             lines.append(child_prefix + ("│   " if kids else "    ") + text)
         for i, kid in enumerate(kids):

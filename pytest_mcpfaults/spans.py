@@ -27,10 +27,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pytest_mcpfaults import invariants
 from pytest_mcpfaults.span_queries import (
+    DEFAULT_CLEANUP,
+    DEFAULT_SESSION,
     Patterns,
     SpanLookupError,
-    _as_patterns,
+    as_patterns,
     find_spans,
     matches,
     one_span,
@@ -38,12 +41,12 @@ from pytest_mcpfaults.span_queries import (
 from pytest_mcpfaults.span_records import (
     RecordedEvent,
     RecordedSpan,
-    _snapshot,
     ancestors,
     children,
     descendants,
     parent_of,
     roots,
+    take_snapshot,
 )
 from pytest_mcpfaults.span_tree import describe_span, format_tree
 
@@ -51,8 +54,6 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
     from opentelemetry.trace import TracerProvider as ApiTracerProvider
-
-    from pytest_mcpfaults.invariants import Violation
 
     _ProcessorBase = SpanProcessor
 else:
@@ -81,14 +82,9 @@ __all__ = [
     "roots",
 ]
 
-DEFAULT_SESSION: tuple[str, ...] = ("Agent.Session",)
-"""Default span-name globs of a harness's session spans (the ``mcpfaults_session_spans`` ini default)."""
-DEFAULT_CLEANUP: tuple[str, ...] = ("MCP.DeleteSession",)
-"""Default span-name globs of its cleanup spans (the ``mcpfaults_cleanup_spans`` ini default)."""
-
 _P = TypeVar("_P", bound="TracerProvider")
 ResultSink = Callable[[str, bool, str], None]
-ViolationSink = Callable[[Sequence[str], Sequence["Violation"]], None]
+ViolationSink = Callable[[Sequence[str], Sequence[invariants.Violation]], None]
 
 
 class SpanWiringWarning(UserWarning):
@@ -152,7 +148,7 @@ class _Entry:
     def freeze(self, span: ReadableSpan) -> RecordedSpan:
         """A snapshot of ``span`` (this entry's span or the SDK's read-only copy of it)."""
         parent_uid = self.parent.uid if self.parent is not None else None
-        return _snapshot(span, self.uid, parent_uid, self.ancestors_at_start)
+        return take_snapshot(span, self.uid, parent_uid, self.ancestors_at_start)
 
 
 class SpanRecorder(_ProcessorBase):
@@ -192,8 +188,8 @@ class SpanRecorder(_ProcessorBase):
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
         self._sink: ResultSink | None = None
         self._violation_sink: ViolationSink | None = None
-        self.session_patterns: tuple[str, ...] = _as_patterns(session)
-        self.cleanup_patterns: tuple[str, ...] = _as_patterns(cleanup)
+        self.session_patterns: tuple[str, ...] = as_patterns(session)
+        self.cleanup_patterns: tuple[str, ...] = as_patterns(cleanup)
 
     # -- SpanProcessor interface -------------------------------------------------------------------
 
@@ -374,10 +370,8 @@ class SpanRecorder(_ProcessorBase):
 
     def check(
         self, *, session: Patterns | None = None, cleanup: Patterns | None = None, max_cleanups: int = 1
-    ) -> list[Violation]:
+    ) -> list[invariants.Violation]:
         """All violations of the recorded spans (``invariants.check_all``), without raising."""
-        from pytest_mcpfaults import invariants
-
         return invariants.check_all(
             self.spans(),
             session=self.session_patterns if session is None else session,
@@ -390,8 +384,6 @@ class SpanRecorder(_ProcessorBase):
     ) -> None:
         """Assert every invariant (``check_all``); raises ``SpanInvariantError`` with the span tree."""
         __tracebackhide__ = True
-        from pytest_mcpfaults import invariants
-
         spans = self.spans()
         found = invariants.check_all(
             spans,
@@ -406,8 +398,6 @@ class SpanRecorder(_ProcessorBase):
     ) -> None:
         """Assert ``invariants.cleanup_never_flips`` over the recorded spans."""
         __tracebackhide__ = True
-        from pytest_mcpfaults import invariants
-
         spans = self.spans()
         found = invariants.cleanup_never_flips(
             spans,
@@ -421,8 +411,6 @@ class SpanRecorder(_ProcessorBase):
     ) -> None:
         """Assert ``invariants.cleanup_at_most`` (cleanup ran at most ``n`` times per session span)."""
         __tracebackhide__ = True
-        from pytest_mcpfaults import invariants
-
         spans = self.spans()
         found = invariants.cleanup_at_most(
             spans,
@@ -435,17 +423,13 @@ class SpanRecorder(_ProcessorBase):
     def assert_all_spans_ended(self) -> None:
         """Assert ``invariants.all_spans_ended``: every recorded span has ended."""
         __tracebackhide__ = True
-        from pytest_mcpfaults import invariants
-
         spans = self.spans()
         self._conclude(("all_spans_ended",), invariants.all_spans_ended(spans), spans)
 
     def _conclude(
-        self, names: Sequence[str], found: Sequence[Violation], spans: Sequence[RecordedSpan]
+        self, names: Sequence[str], found: Sequence[invariants.Violation], spans: Sequence[RecordedSpan]
     ) -> None:
         __tracebackhide__ = True
-        from pytest_mcpfaults import invariants
-
         sink = self._sink
         if sink is not None:
             for name, ok, message in invariants.results_by_invariant(names, found):
