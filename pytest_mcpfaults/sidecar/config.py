@@ -7,14 +7,17 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Sequence
 
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 
-__all__ = ["DEFAULT_PATIENCE", "check_endpoints"]
+__all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_PATIENCE", "DEFAULT_TOOL_TIMEOUT", "check_endpoints"]
 
 DEFAULT_PATIENCE = 5.0
+DEFAULT_TOOL_TIMEOUT = 10.0
+DEFAULT_IDLE_TIMEOUT = 60.0
 _REPLY_MODES = ("json", "sse")
 _LOOPBACK_NAMES = ("localhost",)
 
@@ -22,6 +25,7 @@ _LOOPBACK_NAMES = ("localhost",)
 def _check_kwargs(
     host: str, port: int, mcp_path: str, health_path: str | None, era: str, reply: str,
     tool_sets: Sequence[str], patience: float | None, allow_remote: bool, max_body_bytes: int,
+    tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
 ) -> None:  # fmt: skip
     if not isinstance(host, str) or not host:
         raise ValueError(f"Sidecar: host must be a host name or IP address, got {host!r}")
@@ -43,6 +47,14 @@ def _check_kwargs(
         raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
+    for name, value in (("tool_timeout", tool_timeout), ("idle_timeout", idle_timeout)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
+        ):
+            raise ValueError(
+                f"Sidecar: {name} must be a positive, finite number of seconds or None (unbounded), "
+                f"got {value!r}"
+            )
 
 
 def check_endpoints(
