@@ -13,8 +13,9 @@ the 2025-11-25 spec and the mcp SDK's ``MCPServer`` do, SEP-1303) and never call
 from __future__ import annotations
 
 import math
+import operator
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["argument_problem", "non_finite"]
@@ -41,7 +42,7 @@ def _is_type(value: Any, name: str) -> bool:
         return name == "boolean"
     if not isinstance(value, types):
         return False
-    return name != "integer" or isinstance(value, int) or float(value).is_integer()
+    return name != "integer" or isinstance(value, int) or (isinstance(value, float) and value.is_integer())
 
 
 def non_finite(value: Any, path: str = "") -> str | None:
@@ -59,16 +60,18 @@ def non_finite(value: Any, path: str = "") -> str | None:
     return None
 
 
+_BOUNDS: tuple[tuple[str, str, Callable[[float, float], bool]], ...] = (
+    ("minimum", ">=", operator.ge),
+    ("maximum", "<=", operator.le),
+    ("exclusiveMinimum", ">", operator.gt),
+    ("exclusiveMaximum", "<", operator.lt),
+)
+
+
 def _bounds(key: str, value: float, spec: Mapping[str, Any]) -> str | None:
-    checks = (
-        ("minimum", lambda b: value >= b, ">="),
-        ("maximum", lambda b: value <= b, "<="),
-        ("exclusiveMinimum", lambda b: value > b, ">"),
-        ("exclusiveMaximum", lambda b: value < b, "<"),
-    )
-    for word, ok, op in checks:
+    for word, op, ok in _BOUNDS:
         bound = spec.get(word)
-        if isinstance(bound, (int, float)) and not isinstance(bound, bool) and not ok(bound):
+        if isinstance(bound, (int, float)) and not isinstance(bound, bool) and not ok(value, bound):
             return f"argument {key!r} must be {op} {bound}, got {_short.repr(value)}"
     return None
 

@@ -170,7 +170,7 @@ class Sidecar(SidecarWaits):
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._holds: set[_Hold] = set()
         self._streams: set[asyncio.Future[str]] = set()
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._web: _WebServer | None = None
         self._state = "new"  # new, running, frozen, dead, stopped
         self._freeze_fault: F.Fault = F.Freeze()
@@ -200,7 +200,7 @@ class Sidecar(SidecarWaits):
             self._server = await self._listen_name(loop)
         self._port = self._server.sockets[0].getsockname()[1]
 
-    async def _listen_name(self, loop: asyncio.AbstractEventLoop) -> asyncio.AbstractServer:
+    async def _listen_name(self, loop: asyncio.AbstractEventLoop) -> asyncio.Server:
         """``localhost``: listen on each loopback address it resolves to (``127.0.0.1``, and ``::1`` on
         dual-stack hosts) on ONE port, the one ``url`` names (asyncio alone would pick a free port
         per address). With port 0 a free port of the first address is tried on the others; taken
@@ -499,7 +499,8 @@ class Sidecar(SidecarWaits):
                 return web.Response(status=500)
             return await self._handle_recorded(request, conn)
         finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            if task is not None:
+                self._tasks.discard(task)
             if conn is not None:
                 conn.busy -= 1
                 if not conn.lost.done():
