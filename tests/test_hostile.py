@@ -520,3 +520,21 @@ def test_slow_headers_are_bounded_by_idle_timeout_and_journaled() -> None:
         (0, "sidecar", True),
         (1, "sidecar", True),
     ]
+
+
+def test_a_slow_body_is_bounded_by_idle_timeout_and_is_the_clients() -> None:
+    with Sidecar(idle_timeout=0.5) as sc:
+        slow = _send(
+            sc.port,
+            b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+            b'{"jsonrpc"',
+        )
+        try:
+            answered = _read_until_closed(slow)
+        finally:
+            slow.close()
+        record = only_record(sc)
+        assert sc.errors == []
+    assert answered.startswith(b"HTTP/1.1 408 Request Timeout")
+    assert answered.endswith(b"request body not complete within idle_timeout=0.5 s")
+    assert (record.status, record.error_by) == (408, "client")

@@ -543,7 +543,17 @@ class Sidecar(SidecarWaits):
     async def _answer(
         self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
     ) -> web.StreamResponse:
-        body = await self._read_body(request)
+        try:
+            if self.idle_timeout is None or request.content.is_eof():  # the whole body is here already
+                body = await self._read_body(request)
+            else:  # a body still coming in must be complete within idle_timeout, as headers must
+                body = await asyncio.wait_for(self._read_body(request), self.idle_timeout)
+        except asyncio.TimeoutError:
+            text = f"request body not complete within idle_timeout={self.idle_timeout:g} s"
+            self.journal.update_request(rid, error=text, error_by="client")
+            out.status = 408
+            conn.closed_by_us = True
+            return web.Response(status=408, text=text, headers={"Connection": "close"})
         if body is None:
             out.status = 413
             conn.closed_by_us = True  # Connection: close; aiohttp closes it after a short drain
