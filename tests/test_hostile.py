@@ -178,6 +178,7 @@ def test_arguments_a_schema_refuses_are_a_tool_error_and_the_handler_is_not_call
     for name, (_, problem) in bad.items():
         assert answers[name]["result"]["isError"] is True
         assert answers[name]["result"]["content"][0]["text"] == f"Error executing tool count: {problem}"
+    assert not_an_object.status_code == 400  # -32602 in the stateless era: 400, as the mcp SDK answers
     assert not_an_object.json()["error"] == {
         "code": -32602,
         "message": "Invalid params: arguments of tool count must be an object, got list",

@@ -283,14 +283,15 @@ class McpEndpoint:
 
     async def call_tool(self, req: McpRequest) -> Reply:
         """Check the call against the tool's input schema, then run the handler: a client's mistake
-        is answered without calling it (an unknown tool: -32602; arguments that are not an object:
-        -32602; arguments that do not fit the schema: a tool execution error, as the mcp SDK's
-        ``MCPServer`` and the 2025-11-25 spec do); only the handler's own failures are the tool's."""
+        is answered without calling it (an unknown tool, or arguments that are not an object: -32602,
+        HTTP 400 in the stateless era and 200 in the session era, as the mcp SDK answers; arguments
+        that do not fit the schema: a tool execution error, as the mcp SDK's ``MCPServer`` and the
+        2025-11-25 spec do); only the handler's own failures are the tool's."""
         params = req.message.get("params") or {}
+        status = 400 if req.era == "stateless" else 200  # the mcp SDK's status for -32602, per era
         tool = self.tools.get(req.tool or "")
         if tool is None:
-            reply = client_error(INVALID_PARAMS, f"Unknown tool: {params.get('name')}", req.id, status=200)
-            return reply
+            return client_error(INVALID_PARAMS, f"Unknown tool: {params.get('name')}", req.id, status)
         arguments = params.get("arguments", {})
         if arguments is None:
             arguments = {}
@@ -300,7 +301,7 @@ class McpEndpoint:
                 f"Invalid params: arguments of tool {tool.name} must be an object, got "
                 f"{type(arguments).__name__}",
                 req.id,
-                status=200,
+                status,
             )
         problem = tool.check_arguments(arguments)
         if problem is not None:
