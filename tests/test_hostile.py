@@ -85,6 +85,15 @@ def test_params_that_are_not_an_object_get_invalid_params_not_500(name: str) -> 
     assert record.error == f"Invalid params: params must be an object, got {kind}"
 
 
+def test_params_null_counts_as_absent_as_the_sdk_reads_it() -> None:
+    with Sidecar() as sc:
+        reply = post(sc, '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":null}')
+        record = only_record(sc)
+        sc.check_errors()
+    assert reply.status_code == 200 and reply.json()["result"]["resultType"] == "complete"
+    assert record.error_by is None
+
+
 def test_json_nested_100000_deep_is_a_parse_error_400_not_500() -> None:
     body = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":' + "[" * 100000 + "]" * 100000 + "}"
     with Sidecar() as sc:

@@ -108,7 +108,7 @@ def envelope_problem(message: Mapping[str, Any]) -> Reply | None:
     ``method`` not a string, an ``id`` that is null/bool/NaN/Infinity/an object, and a message with
     neither a ``method`` nor a ``result``/``error`` are invalid requests (HTTP 400, ``id: null``, as
     JSON-RPC says when the id cannot be trusted); ``params`` that is not an object is invalid params
-    (HTTP 400, with the request's id)."""
+    (HTTP 400, with the request's id); ``params: null`` counts as absent."""
     if "id" in message and not _valid_id(message["id"]):
         return client_error(
             INVALID_REQUEST,
@@ -121,7 +121,7 @@ def envelope_problem(message: Mapping[str, Any]) -> Reply | None:
     elif "result" not in message and "error" not in message:
         return client_error(INVALID_REQUEST, "Invalid Request: neither a request nor a response")
     params = message.get("params")
-    if "params" in message and not isinstance(params, dict):
+    if params is not None and not isinstance(params, dict):  # null: absent, as the mcp SDK reads it
         return client_error(
             INVALID_PARAMS,
             f"Invalid params: params must be an object, got {type(params).__name__}",
