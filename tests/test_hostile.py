@@ -548,3 +548,32 @@ def test_a_slow_body_is_bounded_by_idle_timeout_and_is_the_clients() -> None:
     assert answered.startswith(b"HTTP/1.1 408 Request Timeout")
     assert answered.endswith(b"request body not complete within idle_timeout=0.5 s")
     assert (record.status, record.error_by) == (408, "client")
+
+
+def test_more_concurrent_sync_calls_than_workers_all_answer_and_no_worker_outlives_stop() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def workers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "mcpfaults-tool-handler"]
+
+    before = set(workers())  # another test's abandoned call may still be ending
+    with Sidecar() as sc, httpx.Client(timeout=20, limits=httpx.Limits(max_connections=48)) as client:
+        sc.add_tool(
+            "nap",
+            lambda: (threading.Event().wait(0.01), "ok")[1],
+            input_schema={"type": "object", "properties": {}},
+        )
+        with ThreadPoolExecutor(48) as ex:
+            answers = list(
+                ex.map(
+                    lambda _: client.post(sc.mcp_url, content=call_body("nap", {}), headers=MODERN).json(),
+                    range(100),
+                )
+            )
+        ours = set(workers()) - before
+        sc.check_errors()
+    assert [a["result"]["content"][0]["text"] for a in answers] == ["ok"] * 100
+    assert 1 <= len(ours) <= 16  # bounded pool
+    for t in ours:
+        t.join(5)  # told to exit at stop(); idle ones leave at once
+    assert [t for t in ours if t.is_alive()] == []
