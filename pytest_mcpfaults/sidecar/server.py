@@ -204,7 +204,8 @@ class Sidecar(SidecarWaits):
         """``localhost``: listen on each loopback address it resolves to (``127.0.0.1``, and ``::1`` on
         dual-stack hosts) on ONE port, the one ``url`` names (asyncio alone would pick a free port
         per address). With port 0 a free port of the first address is tried on the others; taken
-        there, another is drawn (5 tries). An explicit port must be free on every address."""
+        there, another is drawn (5 tries). An explicit port must be free on every address. An IPv6
+        address that cannot be bound (IPv6 disabled) is left out."""
         assert self._web is not None
         infos = await loop.getaddrinfo(self.host, None, type=socket.SOCK_STREAM)
         addrs = sorted(
@@ -222,6 +223,10 @@ class Sidecar(SidecarWaits):
             try:
                 return await loop.create_server(self._web, addrs, port, reuse_address=True)
             except OSError as exc:
+                v4 = [a for a in addrs if ":" not in a]
+                if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) and v4 and v4 != addrs:
+                    addrs = v4  # ::1 listed (/etc/hosts) but IPv6 disabled: the address clients can reach
+                    continue
                 if exc.errno != errno.EADDRINUSE or self._port != 0 or attempt == 4:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
