@@ -43,8 +43,11 @@ class ToolResultError(Exception):
 class Tool:
     """A tool: a plain sync or async callable, called with the call's arguments as keywords.
 
-    ``input_schema`` is required (a JSON Schema object with ``"type": "object"``). A handler returns
-    a ``str`` (sent as text) or any JSON value (sent as JSON text in ``content[0].text``).
+    ``input_schema`` is required (a JSON Schema object with ``"type": "object"``); a call's arguments
+    are checked against it before the handler runs (:mod:`pytest_mcpfaults.sidecar.schema`). A handler
+    returns a ``str`` (sent as text) or any JSON value (sent as JSON text in ``content[0].text``). On
+    the socket sidecar a sync handler runs on a worker thread, off the shared loop; an async one runs
+    on the loop and must not block it; both are bounded by the sidecar's ``tool_timeout``.
     """
 
     name: str
