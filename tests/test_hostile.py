@@ -469,6 +469,18 @@ def test_duplicate_security_relevant_headers_are_refused_not_first_wins(
     assert record.error_by == "client"
 
 
+def test_a_malformed_origin_is_forbidden_not_a_500() -> None:
+    with Sidecar() as sc:
+        reply = httpx.post(
+            sc.mcp_url, content=call_body("echo", {"text": "hi"}), headers={**MODERN, "Origin": "http://[::1"}
+        )
+        record = only_record(sc)
+        assert sc.errors == []
+    assert reply.status_code == 403
+    assert reply.json()["error"]["message"] == "Forbidden: Origin 'http://[::1' is not allowed"
+    assert record.error_by == "client"
+
+
 def test_localhost_on_a_dual_stack_host_listens_on_one_port(monkeypatch: pytest.MonkeyPatch) -> None:
     """`localhost` resolving to ::1 and 127.0.0.1 (Debian, macOS): both listen on the port `url`
     names (they listened on two different ports)."""

@@ -683,8 +683,8 @@ class Sidecar(SidecarWaits):
     def _origin_ok(self, origin: str) -> bool:
         if origin in self.allowed_origins:
             return True
-        host = urlsplit(origin).hostname or ""
-        try:
+        try:  # a malformed Origin (``http://[::1``) is the client's: not allowed, never a 500
+            host = urlsplit(origin).hostname or ""
             return host in _LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
         except ValueError:
             return False
