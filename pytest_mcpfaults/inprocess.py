@@ -28,6 +28,12 @@ What needs real sockets, and is refused with :class:`UnsupportedInProcess` (neve
 connection records, which only exist with connections; GET event streams; and **all MCP traffic of
 mcp 2.x**, which uses ``httpx2``, invisible to respx. Use the socket ``Sidecar`` for those.
 
+Client mistakes (malformed JSON-RPC, arguments that do not fit a tool's input schema) get the same
+answers and the same ``error`` / ``error_by`` journal fields as over a socket. Tool handlers run in
+the calling thread (sync) or on the sidecar loop (async): there is no shared loop to protect, so
+``tool_timeout`` is not taken (an async call is bounded at 60 s), nor is ``idle_timeout`` (no
+connections).
+
 respx is an optional dependency (``pip install 'pytest-mcpfaults[inprocess]'``); only this module
 imports it.
 """
@@ -358,6 +364,8 @@ class InProcessSidecar(SidecarViews):
                     self._die()
                 raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
             reply = forced_reply(fault, info, self._mcp, self.service_url) or self._normal(request, info)
+            if reply.error_by is not None:
+                j.update_request(rid, error=reply.error, error_by=reply.error_by)
             sse = bool(reply.sse if reply.sse is not None else self.reply == "sse")
             body, ctype = encode(reply.payload, sse) if reply.payload is not None else (b"", "")
             if isinstance(fault, F.MalformedJson):

@@ -55,12 +55,24 @@ def test_a_marker_tool_without_a_schema_fails_at_collection(pytester: pytest.Pyt
 
 
 def test_arguments_are_checked_against_the_schema() -> None:
+    """Input validation errors are tool execution errors (2025-11-25 spec, SEP-1303; the mcp SDK's
+    MCPServer answers them so), journaled as the client's, never a sidecar error."""
     with Sidecar() as sc:
         missing = call(sc, "echo")
         wrong = call(sc, "echo", text=3)
-    assert missing["error"]["code"] == -32602
-    assert "missing required argument 'text'" in missing["error"]["message"]
-    assert "argument 'text' must be of type string, got 3" in wrong["error"]["message"]
+        assert [(r.error_by, r.error) for r in sc.requests] == [
+            ("client", "invalid arguments for tool echo: missing required argument 'text'"),
+            ("client", "invalid arguments for tool echo: argument 'text' must be of type string, got 3"),
+        ]
+    for answer in (missing, wrong):
+        assert answer["result"]["isError"] is True
+    assert missing["result"]["content"][0]["text"] == (
+        "Error executing tool echo: missing required argument 'text'"
+    )
+    assert wrong["result"]["content"][0]["text"] == (
+        "Error executing tool echo: argument 'text' must be of type string, got 3"
+    )
+    assert sc.errors == []
 
 
 def test_benchmark_tools_answer_the_exgentic_payload_shapes() -> None:

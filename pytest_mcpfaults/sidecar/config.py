@@ -1,6 +1,6 @@
 """The socket sidecar's constructor arguments: defaults and the checks that reject bad ones early.
 
-:func:`_check_kwargs` raises ``ValueError`` naming the argument, the value and what would be valid,
+:func:`check_kwargs` raises ``ValueError`` naming the argument, the value and what would be valid,
 before :class:`~pytest_mcpfaults.sidecar.server.Sidecar` builds anything. Every argument is
 type-checked here, so ``Sidecar(...)``, ``@pytest.mark.mcp_sidecar(...)`` (validated at collection by
 constructing a ``Sidecar``) and ``mcp_sidecar_factory(...)`` accept and refuse exactly the same values:
@@ -18,11 +18,21 @@ from collections.abc import Iterable, Iterator, Sequence
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 
-__all__ = ["DEFAULT_PATIENCE", "check_endpoints", "check_path"]
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_PATIENCE",
+    "DEFAULT_TOOL_TIMEOUT",
+    "LOOPBACK_NAMES",
+    "check_endpoints",
+    "check_kwargs",
+    "check_path",
+]
 
 DEFAULT_PATIENCE = 5.0
+DEFAULT_TOOL_TIMEOUT = 10.0
+DEFAULT_IDLE_TIMEOUT = 60.0
 _REPLY_MODES = ("json", "sse")
-_LOOPBACK_NAMES = ("localhost",)
+LOOPBACK_NAMES = ("localhost",)
 # An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).
 _PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
 
@@ -42,9 +52,10 @@ def _check_strings(who: str, name: str, value: object, what: str) -> None:
         raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
 
 
-def _check_kwargs(
+def check_kwargs(
     host: str, port: int, mcp_path: str, health_path: str | None, era: str, reply: str,
     tool_sets: Sequence[str], patience: float | None, allow_remote: bool, max_body_bytes: int,
+    tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     *, get_stream: object = False, tools: object = (), faults: object = (), expect_hang: object = False,
     allowed_origins: object = (), service_url: object = None,
 ) -> None:  # fmt: skip
@@ -52,7 +63,7 @@ def _check_kwargs(
         raise ValueError(f"Sidecar: host must be a host name or IP address, got {host!r}")
     _check_bool("Sidecar", "allow_remote", allow_remote)
     try:
-        loopback = host in _LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
+        loopback = host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
     if not loopback and allow_remote is not True:
@@ -84,6 +95,14 @@ def _check_kwargs(
             f"Sidecar: faults must be a list of faults (or fault specs), got {faults!r}; "
             f"for one, write [{faults!r}]"
         )
+    for name, value in (("tool_timeout", tool_timeout), ("idle_timeout", idle_timeout)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
+        ):
+            raise ValueError(
+                f"Sidecar: {name} must be a positive, finite number of seconds or None (unbounded), "
+                f"got {value!r}"
+            )
 
 
 def check_path(value: object) -> str | None:

@@ -25,6 +25,11 @@ class RequestRecord:
     ``hold`` says how a held request ended: ``'released'`` (``release()``), ``'client_closed'`` (the
     client gave up), ``'patience'`` (the budget ran out and the sidecar aborted the connection),
     ``'teardown'`` (the sidecar stopped), or ``None`` when it was never held.
+
+    ``error`` says what went wrong and ``error_by`` whose it was: ``'client'`` (a mistake in the
+    request, answered with the protocol's own error; never a sidecar error), ``'tool'`` (the tool's
+    handler raised or ran past ``tool_timeout``: re-raised in the test) or ``'sidecar'`` (a bug of
+    the sidecar: 500, re-raised in the test); both ``None`` when nothing went wrong.
     """
 
     id: int
@@ -47,6 +52,7 @@ class RequestRecord:
     started_at: float = 0.0
     ended_at: float | None = None
     error: str | None = None
+    error_by: str | None = None
 
     @property
     def label(self) -> str:
@@ -63,7 +69,9 @@ class RequestRecord:
 
 @dataclass(frozen=True)
 class ConnectionRecord:
-    """One TCP connection. ``closed_by`` is ``'client'`` or ``'sidecar'``, ``None`` while open."""
+    """One TCP connection. ``closed_by`` is ``'client'`` or ``'sidecar'``, ``None`` while open;
+    ``timed_out``: the sidecar closed it because no complete request came within ``idle_timeout``
+    (an idle keep-alive connection, or one sending its headers too slowly)."""
 
     id: int
     peer: str
@@ -71,6 +79,7 @@ class ConnectionRecord:
     closed_at: float | None = None
     closed_by: str | None = None
     requests: int = 0
+    timed_out: bool = False
 
     @property
     def open(self) -> bool:

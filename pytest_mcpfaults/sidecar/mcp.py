@@ -11,15 +11,27 @@ This module decides *what* to answer (a :class:`Reply`); ``inject`` and ``server
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mcpfaults.sidecar.tools import Tool, ToolResultError
+from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolResultError
 
-__all__ = ["ERAS", "HANDSHAKE_VERSIONS", "MODERN_VERSIONS", "McpEndpoint", "McpRequest", "Reply"]
+__all__ = [
+    "ERAS",
+    "HANDSHAKE_VERSIONS",
+    "MODERN_VERSIONS",
+    "McpEndpoint",
+    "McpRequest",
+    "Reply",
+    "ToolTimeoutError",
+    "client_error",
+    "envelope_problem",
+]
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = ("2026-07-28",)
@@ -39,6 +51,8 @@ class Reply:
     payload: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     sse: bool | None = None
+    error: str | None = None  # what went wrong, for the journal
+    error_by: str | None = None  # whose mistake: "client" or "tool" (see RequestRecord.error_by)
 
 
 @dataclass
@@ -75,6 +89,47 @@ def rpc_error(code: int, message: str, id: Any = None, status: int = 200, data: 
     return Reply(status, {"jsonrpc": "2.0", "id": id, "error": err}, sse=False if status != 200 else None)
 
 
+def client_error(code: int, message: str, id: Any = None, status: int = 400) -> Reply:
+    """A JSON-RPC error answering a client's mistake: journaled as the client's, never a sidecar error."""
+    reply = rpc_error(code, message, id, status)
+    reply.error, reply.error_by = message, "client"
+    return reply
+
+
+def _valid_id(rid: Any) -> bool:
+    """A JSON-RPC id the MCP schema allows (a string or a number), that JSON can carry back."""
+    if isinstance(rid, bool):
+        return False
+    return isinstance(rid, (str, int)) or (isinstance(rid, float) and math.isfinite(rid))
+
+
+def envelope_problem(message: Mapping[str, Any]) -> Reply | None:
+    """The error for a JSON-RPC 2.0 object whose members have the wrong types, or ``None``.
+    ``method`` not a string, an ``id`` that is null/bool/NaN/Infinity/an object, and a message with
+    neither a ``method`` nor a ``result``/``error`` are invalid requests (HTTP 400, ``id: null``, as
+    JSON-RPC says when the id cannot be trusted); ``params`` that is not an object is invalid params
+    (HTTP 400, with the request's id); ``params: null`` counts as absent."""
+    if "id" in message and not _valid_id(message["id"]):
+        return client_error(
+            INVALID_REQUEST,
+            "Invalid Request: id must be a string or a finite number (not null, a boolean, NaN, "
+            "Infinity, an object or an array)",
+        )
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return client_error(INVALID_REQUEST, "Invalid Request: method must be a string")
+    elif "result" not in message and "error" not in message:
+        return client_error(INVALID_REQUEST, "Invalid Request: neither a request nor a response")
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):  # null: absent, as the mcp SDK reads it
+        return client_error(
+            INVALID_PARAMS,
+            f"Invalid params: params must be an object, got {type(params).__name__}",
+            message.get("id"),
+        )
+    return None
+
+
 def tool_result(payload: Any, *, is_error: bool = False) -> dict[str, Any]:
     """A ``CallToolResult`` whose ``content[0].text`` is ``payload`` (JSON text unless a ``str``)."""
     text = payload if isinstance(payload, str) else json.dumps(payload)
@@ -88,8 +143,15 @@ def _modern_version(headers: Mapping[str, str], message: Mapping[str, Any]) -> b
     return isinstance(meta, dict) and meta.get("io.modelcontextprotocol/protocolVersion") in MODERN_VERSIONS
 
 
+class ToolTimeoutError(TimeoutError):
+    """A tool handler ran past the sidecar's ``tool_timeout`` (re-raised in the test, naming the tool)."""
+
+
 class McpEndpoint:
-    """The MCP side of one sidecar: its era, tools and live transport sessions. Loop thread only."""
+    """The MCP side of one sidecar: its era, tools and live transport sessions. Loop thread only.
+
+    ``run_sync``: how to run a user's sync tool handler off the loop (``None``: inline);
+    ``tool_timeout``: the bound on one handler call (``None``: unbounded)."""
 
     def __init__(
         self,
@@ -98,9 +160,13 @@ class McpEndpoint:
         tools: Mapping[str, Tool],
         get_stream: bool,
         on_error: Callable[[str, BaseException], None],
+        tool_timeout: float | None = None,
+        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
     ) -> None:
         self.era = era
         self.on_error = on_error
+        self.tool_timeout = tool_timeout
+        self.run_sync = run_sync
         self.tools = tools
         self.get_stream = get_stream
         self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
@@ -112,13 +178,17 @@ class McpEndpoint:
         try:
             message = json.loads(body)
         except (ValueError, UnicodeDecodeError):
-            return rpc_error(PARSE_ERROR, "Parse error: body is not JSON", status=400)
+            return client_error(PARSE_ERROR, "Parse error: body is not JSON")
+        except RecursionError:
+            return client_error(PARSE_ERROR, "Parse error: JSON nested too deeply")
         if isinstance(message, list):
-            return rpc_error(INVALID_REQUEST, "Invalid Request: batches are not supported", status=400)
+            return client_error(INVALID_REQUEST, "Invalid Request: batches are not supported")
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return rpc_error(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message", status=400)
+            return client_error(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+        problem = envelope_problem(message)
+        if problem is not None:
+            return problem
         method = message.get("method")
-        method = method if isinstance(method, str) else None
         era = "stateless" if method == "server/discover" or _modern_version(headers, message) else "session"
         return McpRequest(message, method, message.get("id"), headers.get("Mcp-Session-Id"), era)
 
@@ -132,14 +202,11 @@ class McpEndpoint:
 
     async def _stateless(self, req: McpRequest, headers: Mapping[str, str]) -> Reply:
         if self.era == "session":
-            return rpc_error(INVALID_REQUEST, "Bad Request: Missing session ID", status=400)
+            return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
         header_method = headers.get("Mcp-Method")
         if header_method is not None and header_method != req.method:
-            return rpc_error(
-                INVALID_REQUEST,
-                f"Mcp-Method header {header_method!r} does not match {req.method!r}",
-                req.id,
-                400,
+            return client_error(
+                INVALID_REQUEST, f"Mcp-Method header {header_method!r} does not match {req.method!r}", req.id
             )
         if req.is_notification:
             return Reply(202)
@@ -200,11 +267,9 @@ class McpEndpoint:
     def check_session(self, session_id: str | None) -> Reply | None:
         """The 400/404 reply for a missing or unknown transport session, or ``None`` when it is live."""
         if self.era == "stateless":
-            return rpc_error(
-                INVALID_REQUEST, "Bad Request: this server is stateless (no sessions)", status=400
-            )
+            return client_error(INVALID_REQUEST, "Bad Request: this server is stateless (no sessions)")
         if not session_id:
-            return rpc_error(INVALID_REQUEST, "Bad Request: Missing session ID", status=400)
+            return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
         if session_id not in self.sessions:
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         return None
@@ -217,20 +282,72 @@ class McpEndpoint:
         return rpc_error(METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
 
     async def call_tool(self, req: McpRequest) -> Reply:
+        """Check the call against the tool's input schema, then run the handler: a client's mistake
+        is answered without calling it (an unknown tool, or arguments that are not an object: -32602,
+        HTTP 400 in the stateless era and 200 in the session era, as the mcp SDK answers; arguments
+        that do not fit the schema: a tool execution error, as the mcp SDK's ``MCPServer`` and the
+        2025-11-25 spec do); only the handler's own failures are the tool's."""
+        params = req.message.get("params") or {}
+        status = 400 if req.era == "stateless" else 200  # the mcp SDK's status for -32602, per era
         tool = self.tools.get(req.tool or "")
         if tool is None:
-            return rpc_error(INVALID_PARAMS, f"Unknown tool: {req.tool}", req.id)
-        problem = tool.check_arguments(req.arguments)
+            return client_error(INVALID_PARAMS, f"Unknown tool: {params.get('name')}", req.id, status)
+        arguments = params.get("arguments", {})
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return client_error(
+                INVALID_PARAMS,
+                f"Invalid params: arguments of tool {tool.name} must be an object, got "
+                f"{type(arguments).__name__}",
+                req.id,
+                status,
+            )
+        problem = tool.check_arguments(arguments)
         if problem is not None:
-            return rpc_error(INVALID_PARAMS, f"Invalid arguments for tool {tool.name}: {problem}", req.id)
+            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {problem}", is_error=True))
+            reply.error, reply.error_by = f"invalid arguments for tool {tool.name}: {problem}", "client"
+            return reply
+        kwargs, ignored = tool.keywords(arguments)
         try:
-            value = await tool.call(req.arguments)
+            value = await self._run_handler(tool, kwargs)
         except ToolResultError as exc:
             return self._ok(req, tool_result(str(exc), is_error=True))
+        except asyncio.TimeoutError:
+            paced = isinstance(tool, BuiltinTool) and tool.client_paced
+            text = f"tool {tool.name!r} did not finish within tool_timeout={self.tool_timeout:g} s"
+            if not paced:  # a handler that blocks or hangs: name it in the test
+                self.on_error(f"tool {tool.name}", ToolTimeoutError(f"{text}; raise Sidecar(tool_timeout=)"))
+            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
+            reply.error, reply.error_by = text, "client" if paced else "tool"
+            return reply
         except Exception as exc:  # a bug in the tool handler: answer like a real server, re-raise in the test
-            self.on_error(tool.name, exc)
-            return self._ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
-        return self._ok(req, tool_result(value))
+            self.on_error(f"tool {tool.name}", exc)
+            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
+            reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
+            return reply
+        reply = self._ok(req, tool_result(value))
+        if ignored:
+            names = ", ".join(map(repr, ignored))
+            reply.error = f"ignored argument(s) {names}: not in the input schema of tool {tool.name}"
+            reply.error_by = "client"
+        return reply
+
+    async def _run_handler(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
+        """Built-in sync handlers inline; other sync handlers on ``run_sync`` (off the loop) when
+        given; async handlers on the loop; all bounded by ``tool_timeout`` when set."""
+        if not tool.is_async and (self.run_sync is None or isinstance(tool, BuiltinTool)):
+            return tool.handler(**kwargs)
+        pending: Awaitable[Any]
+        if tool.is_async:
+            pending = tool.handler(**kwargs)
+        else:
+            handler = tool.handler
+            assert self.run_sync is not None
+            pending = self.run_sync(lambda: handler(**kwargs))
+        if self.tool_timeout is None:
+            return await pending
+        return await asyncio.wait_for(pending, self.tool_timeout)
 
     def delete(self, session_id: str | None) -> Reply:
         problem = self.check_session(session_id)

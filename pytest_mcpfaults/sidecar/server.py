@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -21,10 +23,16 @@ from aiohttp import web, web_protocol, web_server
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
-from pytest_mcpfaults.sidecar.config import _LOOPBACK_NAMES, DEFAULT_PATIENCE, _check_kwargs
+from pytest_mcpfaults.sidecar.config import (
+    LOOPBACK_NAMES,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PATIENCE,
+    DEFAULT_TOOL_TIMEOUT,
+    check_kwargs,
+)
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation
-from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply, rpc_error
+from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply, client_error
 from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.sidecar.views import SidecarError
@@ -40,6 +48,8 @@ class _Conn:
     lost: asyncio.Future[None]
     closed_by_us: bool = False
     current: int | None = None
+    busy: int = 0  # requests being handled (mounted ones too)
+    idle_timer: asyncio.TimerHandle | None = None
 
 
 @dataclass(eq=False)
@@ -48,6 +58,10 @@ class _Hold:
     fault: F.Fault
     release: asyncio.Future[str]
     started: float = field(default_factory=time.monotonic)
+
+
+# Headers that decide who may ask or what is asked: sent twice, the request is refused (400).
+_SINGLE_HEADERS = ("Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host")
 
 
 class _WebServer(web_server.Server):
@@ -90,6 +104,12 @@ class Sidecar(SidecarWaits):
         allowed_origins: ``Origin`` values accepted besides loopback ones (DNS-rebinding check).
         max_body_bytes: request bodies above this are refused with 413.
         service_url: the backend URL named in :class:`~pytest_mcpfaults.faults.BackendGone` payloads.
+        tool_timeout: seconds one tool handler call may take (10); past it the client gets a tool
+            error naming the tool, and so does the test (a :class:`SidecarError`), except for the
+            built-in ``sleep``, whose length is the client's. ``None``: unbounded.
+        idle_timeout: seconds a connection may go without a complete request, from its opening or
+            its last answer (60): then the sidecar closes it (``ConnectionRecord.timed_out``). Bounds
+            idle keep-alive connections and clients sending their headers slowly. ``None``: never.
     """
 
     def __init__(
@@ -111,12 +131,16 @@ class Sidecar(SidecarWaits):
         allowed_origins: Sequence[str] = (),
         max_body_bytes: int = 1 << 20,
         service_url: str | None = None,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
-        _check_kwargs(
+        check_kwargs(
             host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes,
+            tool_timeout, idle_timeout,
             get_stream=get_stream, tools=tools, faults=faults, expect_hang=expect_hang,
             allowed_origins=allowed_origins, service_url=service_url,
         )  # fmt: skip
+        self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
         self.host, self.mcp_path, self.health_path = host, mcp_path, health_path
         self.era, self.reply, self.patience, self.expect_hang = era, reply, patience, expect_hang
         self.allowed_origins = tuple(allowed_origins)
@@ -131,15 +155,24 @@ class Sidecar(SidecarWaits):
         for f in F.as_plan(faults):
             self._plan.append((f, F.TriggerState(f.trigger)))
         self.journal = Journal()
+        # Sync tool handlers of the user's run here, off the shared loop (one blocking handler must not
+        # stall every sidecar of the process); threads start on first use.
+        self._pool = _loop.WorkerPool("mcpfaults-tool-handler")
         self._mcp = McpEndpoint(
-            era=era, tools=self._tools, get_stream=get_stream, on_error=self._record_error
+            era=era,
+            tools=self._tools,
+            get_stream=get_stream,
+            on_error=self._record_error,
+            tool_timeout=tool_timeout,
+            run_sync=self._pool.submit,
         )
+        self._tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
         self._errors: list[tuple[str, BaseException]] = []
         self._errors_lock = threading.Lock()
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._holds: set[_Hold] = set()
         self._streams: set[asyncio.Future[str]] = set()
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._web: _WebServer | None = None
         self._state = "new"  # new, running, frozen, dead, stopped
         self._freeze_fault: F.Fault = F.Freeze()
@@ -163,11 +196,48 @@ class Sidecar(SidecarWaits):
     async def _listen(self) -> None:
         assert self._web is not None
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._web, self.host, self._port, reuse_address=True)
+        if self.host not in LOOPBACK_NAMES:
+            self._server = await loop.create_server(self._web, self.host, self._port, reuse_address=True)
+        else:
+            self._server = await self._listen_name(loop)
         self._port = self._server.sockets[0].getsockname()[1]
 
+    async def _listen_name(self, loop: asyncio.AbstractEventLoop) -> asyncio.Server:
+        """``localhost``: listen on each loopback address it resolves to (``127.0.0.1``, and ``::1`` on
+        dual-stack hosts) on ONE port, the one ``url`` names (asyncio alone would pick a free port
+        per address). With port 0 a free port of the first address is tried on the others; taken
+        there, another is drawn (5 tries). An explicit port must be free on every address. An IPv6
+        address that cannot be bound (IPv6 disabled) is left out."""
+        assert self._web is not None
+        infos = await loop.getaddrinfo(self.host, None, type=socket.SOCK_STREAM)
+        addrs = sorted(
+            {str(i[4][0]) for i in infos if ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback},
+            key=lambda a: (":" in a, a),  # 127.0.0.1 first
+        )
+        if not addrs:
+            raise OSError(f"Sidecar: host {self.host!r} resolves to no loopback address")
+        for attempt in range(5):
+            port = self._port
+            if port == 0 and len(addrs) > 1:  # a port free on the first address, then bind them all on it
+                probe = await loop.create_server(self._web, addrs[0], 0, reuse_address=True)
+                port = probe.sockets[0].getsockname()[1]
+                probe.close()
+            try:
+                return await loop.create_server(self._web, addrs, port, reuse_address=True)
+            except OSError as exc:
+                v4 = [a for a in addrs if ":" not in a]
+                if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) and v4 and v4 != addrs:
+                    addrs = v4  # ::1 listed (/etc/hosts) but IPv6 disabled: the address clients can reach
+                    continue
+                if exc.errno != errno.EADDRINUSE or self._port != 0 or attempt == 4:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def stop(self) -> None:
-        """Release every held request, abort every connection, close. Bounded; idempotent."""
+        """Release every held request, abort every connection, cancel every request handler still
+        running (a ``delay``, the ``sleep`` tool, an async tool handler) and wait for them, close.
+        A sync tool handler cannot be interrupted: its call is abandoned (it runs to its end on its
+        worker thread; the sidecar keeps no reference to it). Bounded; idempotent."""
         if self._state in ("new", "stopped"):
             self._state = "stopped"
             return
@@ -187,9 +257,21 @@ class Sidecar(SidecarWaits):
         lost = [c.lost for c in self._conns.values() if not c.lost.done()]
         if lost:
             await asyncio.wait(lost, timeout=0.5)
+        await self._cancel_handlers()
+        self._pool.close()
         if self._web is not None:
             await self._web.shutdown(0.05)
         self._server = None
+
+    async def _cancel_handlers(self) -> None:
+        """Cancel the request handlers still running and wait for them (bounded: 1 s)."""
+        me = asyncio.current_task()
+        tasks = [t for t in self._tasks if t is not me and not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        self._tasks.clear()
 
     async def _close_listener(self) -> None:
         """Close the listening socket without stranding connections the loop has just accepted.
@@ -365,6 +447,7 @@ class Sidecar(SidecarWaits):
         peer = transport.get_extra_info("peername")
         cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
         conn = self._conns[handler] = _Conn(cid, transport, asyncio.get_running_loop().create_future())
+        self._arm_idle(conn)
         if self._state in ("stopped", "dead"):  # accepted just before the listener closed
             conn.closed_by_us = True
             # Reset after aiohttp's start() task took its first step (it is created right after this
@@ -376,6 +459,9 @@ class Sidecar(SidecarWaits):
         conn = self._conns.pop(handler, None)
         if conn is None:
             return
+        if conn.idle_timer is not None:
+            conn.idle_timer.cancel()
+            conn.idle_timer = None
         now = self.journal.now()
         self.journal.update_connection(
             conn.id, closed_at=now, closed_by="sidecar" if conn.closed_by_us else "client"
@@ -387,13 +473,47 @@ class Sidecar(SidecarWaits):
         if not conn.lost.done():
             conn.lost.set_result(None)
 
+    def _arm_idle(self, conn: _Conn) -> None:
+        """(Re)start the connection's idle bound: a complete request must come within idle_timeout."""
+        if conn.idle_timer is not None:
+            conn.idle_timer.cancel()
+            conn.idle_timer = None
+        if self.idle_timeout is not None and not conn.busy:
+            loop = asyncio.get_running_loop()
+            conn.idle_timer = loop.call_later(self.idle_timeout, self._idle_expired, conn)
+
+    def _idle_expired(self, conn: _Conn) -> None:
+        conn.idle_timer = None
+        if conn.busy or conn.lost.done() or conn.transport.is_closing():
+            return
+        conn.closed_by_us = True
+        self.journal.update_connection(conn.id, timed_out=True)
+        conn.transport.close()  # FIN, as servers end idle keep-alive / slow-header connections
+
     # -- request handling ------------------------------------------------------------------------
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        if self._mounted is not None and (request.path + "/").startswith(self._mounted[0] + "/"):
-            return await self._mounted[1](request)
         conn = self._conns.get(request.protocol)
-        if conn is None:  # connection already gone
-            return web.Response(status=500)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        if conn is not None:
+            conn.busy += 1
+            self._arm_idle(conn)  # disarms while busy
+        try:
+            if self._mounted is not None and (request.path + "/").startswith(self._mounted[0] + "/"):
+                return await self._mounted[1](request)
+            if conn is None:  # connection already gone
+                return web.Response(status=500)
+            return await self._handle_recorded(request, conn)
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+            if conn is not None:
+                conn.busy -= 1
+                if not conn.lost.done():
+                    self._arm_idle(conn)
+
+    async def _handle_recorded(self, request: web.BaseRequest, conn: _Conn) -> web.StreamResponse:
         rid = self.journal.add_request(conn_id=conn.id, method=request.method, path=request.path)
         self.journal.count_request_on(conn.id)
         conn.current = rid
@@ -406,6 +526,7 @@ class Sidecar(SidecarWaits):
             return web.Response(status=500)  # the transport is gone; aiohttp drops this
         except Exception as exc:  # a bug of ours: answer 500 and surface it in the test
             self._record_error(f"{request.method} {request.path}", exc)
+            self.journal.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
             out.status = 500
             return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
         finally:
@@ -429,7 +550,17 @@ class Sidecar(SidecarWaits):
     async def _answer(
         self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
     ) -> web.StreamResponse:
-        body = await self._read_body(request)
+        try:
+            if self.idle_timeout is None or request.content.is_eof():  # the whole body is here already
+                body = await self._read_body(request)
+            else:  # a body still coming in must be complete within idle_timeout, as headers must
+                body = await asyncio.wait_for(self._read_body(request), self.idle_timeout)
+        except asyncio.TimeoutError:
+            text = f"request body not complete within idle_timeout={self.idle_timeout:g} s"
+            self.journal.update_request(rid, error=text, error_by="client")
+            out.status = 408
+            conn.closed_by_us = True
+            return web.Response(status=408, text=text, headers={"Connection": "close"})
         if body is None:
             out.status = 413
             conn.closed_by_us = True  # Connection: close; aiohttp closes it after a short drain
@@ -464,6 +595,8 @@ class Sidecar(SidecarWaits):
             reply = await self._normal(request, info, out, rid)
             if isinstance(reply, web.StreamResponse):
                 return reply
+        if reply.error_by is not None:
+            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         if reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (Terminating)
         return await deliver(
@@ -516,9 +649,12 @@ class Sidecar(SidecarWaits):
             return Reply(200, {"status": "ok"}, sse=False)
         if info.kind == "other":
             return Reply(404, {"error": "Not Found"}, sse=False)
+        twice = [h for h in _SINGLE_HEADERS if len(request.headers.getall(h, ())) > 1]
+        if twice:  # first-wins and last-wins readers would disagree: refuse, as the mcp SDK does
+            return client_error(-32600, f"Bad Request: the {twice[0]} header appears more than once")
         origin = request.headers.get("Origin")
         if origin and not self._origin_ok(origin):
-            return rpc_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
+            return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
         if request.method == "POST":
             if info.mcp is None:
                 assert info.bad_body is not None
@@ -549,9 +685,9 @@ class Sidecar(SidecarWaits):
     def _origin_ok(self, origin: str) -> bool:
         if origin in self.allowed_origins:
             return True
-        host = urlsplit(origin).hostname or ""
-        try:
-            return host in _LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
+        try:  # a malformed Origin (``http://[::1``) is the client's: not allowed, never a 500
+            host = urlsplit(origin).hostname or ""
+            return host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
         except ValueError:
             return False
 

@@ -16,18 +16,19 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TOOL_SETS", "BenchmarkSession", "BenchmarkSessions", "Tool", "ToolResultError", "builtin_tools"]
+from pytest_mcpfaults.sidecar.schema import argument_problem
+
+__all__ = [
+    "TOOL_SETS",
+    "BenchmarkSession",
+    "BenchmarkSessions",
+    "BuiltinTool",
+    "Tool",
+    "ToolResultError",
+    "builtin_tools",
+]
 
 ToolHandler = Callable[..., Any] | Callable[..., Awaitable[Any]]
-_JSON_TYPES = {
-    "string": (str,),
-    "number": (int, float),
-    "integer": (int,),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
 
 
 class ToolResultError(Exception):
@@ -42,8 +43,11 @@ class ToolResultError(Exception):
 class Tool:
     """A tool: a plain sync or async callable, called with the call's arguments as keywords.
 
-    ``input_schema`` is required (a JSON Schema object with ``"type": "object"``). A handler returns
-    a ``str`` (sent as text) or any JSON value (sent as JSON text in ``content[0].text``).
+    ``input_schema`` is required (a JSON Schema object with ``"type": "object"``); a call's arguments
+    are checked against it before the handler runs (:mod:`pytest_mcpfaults.sidecar.schema`). A handler
+    returns a ``str`` (sent as text) or any JSON value (sent as JSON text in ``content[0].text``). On
+    the socket sidecar a sync handler runs on a worker thread, off the shared loop; an async one runs
+    on the loop and must not block it; both are bounded by the sidecar's ``tool_timeout``.
     """
 
     name: str
@@ -72,23 +76,53 @@ class Tool:
         return {"name": self.name, "description": self.description, "inputSchema": dict(self.input_schema)}
 
     def check_arguments(self, arguments: Mapping[str, Any]) -> str | None:
-        """A message naming the first bad argument, or ``None`` (required keys and top-level types)."""
-        for key in self.input_schema.get("required", ()):
-            if key not in arguments:
-                return f"missing required argument {key!r}"
-        props = self.input_schema.get("properties", {})
+        """A message naming the first argument that does not fit the input schema, or ``None``
+        (see :mod:`pytest_mcpfaults.sidecar.schema` for the subset of JSON Schema checked)."""
+        return argument_problem(self.input_schema, arguments)
+
+    @functools.cached_property
+    def _accepts(self) -> tuple[frozenset[str], bool] | None:
+        """The keyword names the handler takes and whether it takes ``**kwargs`` (``None``: unknown)."""
+        try:
+            params = inspect.signature(self.handler).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        names = frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        return names, any(p.kind is p.VAR_KEYWORD for p in params)
+
+    def keywords(self, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The keywords to call the handler with, and the names left out: arguments the input schema
+        does not declare and the handler does not take (the mcp SDK's ``MCPServer`` ignores those
+        too). A declared argument the handler does not take is passed: that mismatch is the tool's
+        bug, and its ``TypeError`` is re-raised in the test."""
+        accepts = self._accepts
+        props = self.input_schema.get("properties")
+        declared = props if isinstance(props, Mapping) else {}
+        if accepts is None or accepts[1]:
+            return dict(arguments), []
+        kwargs, ignored = {}, []
         for key, value in arguments.items():
-            want = props.get(key, {}).get("type")
-            types = _JSON_TYPES.get(want) if isinstance(want, str) else None
-            if types and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
-                return f"argument {key!r} must be of type {want}, got {value!r}"
-        return None
+            if key in declared or key in accepts[0]:
+                kwargs[key] = value
+            else:
+                ignored.append(key)
+        return kwargs, ignored
 
     async def call(self, arguments: Mapping[str, Any]) -> Any:
+        """Call the handler inline with ``arguments`` (awaiting it if async); unchecked."""
         result = self.handler(**arguments)
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+@dataclass(frozen=True)
+class BuiltinTool(Tool):
+    """A tool of the sidecar's own sets. Its sync handlers never block, so they run on the loop;
+    ``client_paced``: its duration is what the client asked for (``sleep``), so running past the
+    sidecar's ``tool_timeout`` is not a bug of the tool."""
+
+    client_paced: bool = False
 
 
 # -- basic tools -----------------------------------------------------------------------------------
@@ -103,19 +137,24 @@ async def _sleep(seconds: float) -> str:
     return f"slept {seconds}"
 
 
-def basic_tools() -> list[Tool]:
+def basic_tools() -> list[BuiltinTool]:
     return [
-        Tool(
+        BuiltinTool(
             "echo",
             _echo,
             {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
             "Return the text unchanged.",
         ),
-        Tool(
+        BuiltinTool(
             "sleep",
             _sleep,
-            {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+            {
+                "type": "object",
+                "properties": {"seconds": {"type": "number", "minimum": 0}},
+                "required": ["seconds"],
+            },
             "Sleep for the given number of seconds, then answer.",
+            client_paced=True,
         ),
     ]
 
@@ -190,23 +229,23 @@ class BenchmarkSessions:
             s.deleted = True
         return {"status": "success"}
 
-    def tools(self) -> list[Tool]:
+    def tools(self) -> list[BuiltinTool]:
         sid = {"type": "object", "properties": {"session_id": {"type": "string"}}, "required": ["session_id"]}
         return [
-            Tool(
+            BuiltinTool(
                 "list_tasks",
                 self.list_tasks,
                 {"type": "object", "properties": {}},
                 "List the benchmark's tasks.",
             ),
-            Tool(
+            BuiltinTool(
                 "create_session",
                 self.create_session,
                 {"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"]},
                 "Create a benchmark session for a task.",
             ),
-            Tool("evaluate_session", self.evaluate_session, sid, "Evaluate a benchmark session."),
-            Tool("delete_session", self.delete_session, sid, "Delete a benchmark session."),
+            BuiltinTool("evaluate_session", self.evaluate_session, sid, "Evaluate a benchmark session."),
+            BuiltinTool("delete_session", self.delete_session, sid, "Delete a benchmark session."),
         ]
 
 
@@ -214,7 +253,7 @@ TOOL_SETS = ("basic", "benchmark")
 
 
 def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> dict[str, Tool]:
-    tools: list[Tool] = []
+    tools: list[BuiltinTool] = []
     if "basic" in tool_sets:
         tools += basic_tools()
     if "benchmark" in tool_sets:

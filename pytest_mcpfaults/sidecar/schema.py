@@ -1,0 +1,108 @@
+"""Checking a ``tools/call``'s arguments against the tool's input schema, as real MCP servers do.
+
+A subset of JSON Schema, applied to the top-level arguments object: ``required``, ``properties``
+(``type``, a name or a list of names; ``enum``; ``minimum`` / ``maximum`` / ``exclusiveMinimum`` /
+``exclusiveMaximum``) and ``additionalProperties: false``. Anywhere in the arguments, ``NaN`` and
+``Infinity`` (which Python's ``json`` reads, but which are not JSON numbers) are refused. Keywords
+outside this subset are not checked.
+
+A problem is the client's: the sidecar answers it as a tool execution error (``isError: true``, as
+the 2025-11-25 spec and the mcp SDK's ``MCPServer`` do, SEP-1303) and never calls the handler.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import reprlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["argument_problem", "non_finite"]
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int, float),  # JSON Schema: a number with a zero fractional part (1.0 is an integer)
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 60
+_short.maxlevel = 3
+
+
+def _is_type(value: Any, name: str) -> bool:
+    types = _JSON_TYPES.get(name)
+    if types is None:  # an unknown type name is not ours to judge
+        return True
+    if isinstance(value, bool):
+        return name == "boolean"
+    if not isinstance(value, types):
+        return False
+    return name != "integer" or isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def non_finite(value: Any, path: str = "") -> str | None:
+    """The path of the first ``NaN`` / ``Infinity`` in a decoded JSON value, or ``None``.
+    Iterative: the value may be as deep as the JSON decoder allowed."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return where or "(the value)"
+        if isinstance(v, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
+    return None
+
+
+_BOUNDS: tuple[tuple[str, str, Callable[[float, float], bool]], ...] = (
+    ("minimum", ">=", operator.ge),
+    ("maximum", "<=", operator.le),
+    ("exclusiveMinimum", ">", operator.gt),
+    ("exclusiveMaximum", "<", operator.lt),
+)
+
+
+def _bounds(key: str, value: float, spec: Mapping[str, Any]) -> str | None:
+    for word, op, ok in _BOUNDS:
+        bound = spec.get(word)
+        if isinstance(bound, (int, float)) and not isinstance(bound, bool) and not ok(value, bound):
+            return f"argument {key!r} must be {op} {bound}, got {_short.repr(value)}"
+    return None
+
+
+def argument_problem(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+    """A message naming the first argument that does not fit ``schema``, or ``None``."""
+    bad = non_finite(arguments)
+    if bad is not None:
+        return f"argument {bad!r} is NaN or Infinity, which is not a JSON number"
+    for key in schema.get("required", ()):
+        if key not in arguments:
+            return f"missing required argument {key!r}"
+    props = schema.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    if schema.get("additionalProperties") is False:
+        extra = sorted(k for k in arguments if k not in props)
+        if extra:
+            return f"unexpected argument(s) {', '.join(map(repr, extra))} (the schema allows {sorted(props)})"
+    for key, value in arguments.items():
+        spec = props.get(key)
+        if not isinstance(spec, Mapping):
+            continue
+        want = spec.get("type")
+        names = [want] if isinstance(want, str) else want if isinstance(want, list) else []
+        if names and not any(_is_type(value, n) for n in names if isinstance(n, str)):
+            return f"argument {key!r} must be of type {'/'.join(map(str, names))}, got {_short.repr(value)}"
+        enum = spec.get("enum")
+        if isinstance(enum, list) and value not in enum:
+            return f"argument {key!r} must be one of {_short.repr(enum)}, got {_short.repr(value)}"
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            problem = _bounds(key, value, spec)
+            if problem:
+                return problem
+    return None
