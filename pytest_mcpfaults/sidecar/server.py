@@ -24,10 +24,10 @@ from aiohttp import web, web_protocol, web_server
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import (
-    LOOPBACK_NAMES,
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
+    LOOPBACK_NAMES,
     check_kwargs,
 )
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
