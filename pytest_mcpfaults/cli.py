@@ -20,10 +20,15 @@ from types import FrameType
 from typing import TextIO
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.config import check_path
+from pytest_mcpfaults.sidecar.config import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PATIENCE,
+    DEFAULT_TOOL_TIMEOUT,
+    check_path,
+)
 from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.sidecar.mcp import ERAS
-from pytest_mcpfaults.sidecar.server import DEFAULT_PATIENCE, Sidecar
+from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 
 __all__ = ["build_parser", "main"]
@@ -146,6 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds a held request waits before the sidecar aborts it (default {DEFAULT_PATIENCE}; "
         "'none': hold until released)",
     )
+    for flag, default, what in (
+        ("--tool-timeout", DEFAULT_TOOL_TIMEOUT, "a tool call may run before it is answered as an error"),
+        ("--idle-timeout", DEFAULT_IDLE_TIMEOUT, "a connection may stay without a complete request"),
+    ):
+        serve.add_argument(
+            flag,
+            type=_patience,
+            default=default,
+            metavar="SECONDS|none",
+            help=f"seconds {what} (default {default:g}; 'none': unbounded)",
+        )
     serve.add_argument(
         "--journal-limit",
         type=_journal_limit,
@@ -211,6 +227,8 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         faults=args.fault,
         patience=args.patience,
         allow_remote=args.allow_remote,
+        tool_timeout=args.tool_timeout,
+        idle_timeout=args.idle_timeout,
     )
     sc.journal.set_limit(args.journal_limit)
     token = secrets.token_urlsafe(32)

@@ -433,6 +433,11 @@ def test_exits_0_on_signal_releasing_held_requests(sig: int) -> None:
         (["--host", "10.1.2.3"], "argument --host: '10.1.2.3' is not a loopback address"),
         (["--host", "0.0.0.0"], "argument --host: '0.0.0.0' is not a loopback address"),
         (["--patience", "0"], "argument --patience: must be a positive number of seconds or 'none', got '0'"),
+        (
+            ["--tool-timeout", "inf"],
+            "argument --tool-timeout: must be a positive number of seconds or 'none'",
+        ),
+        (["--idle-timeout", "-1"], "argument --idle-timeout: must be a positive number of seconds or 'none'"),
         (["--tool-sets", "basic,extra"], "argument --tool-sets: unknown tool set 'extra'"),
         (["--mcp-path", "mcp"], "argument --mcp-path: must be a path starting with '/', got 'mcp'"),
         (
@@ -527,3 +532,23 @@ def test_docs_fault_examples_parse_and_the_kinds_table_is_complete() -> None:
         assert str(parse_fault(spec)) == str(parse_fault(str(parse_fault(spec))))
     rows = dict(re.findall(r"^\| `([a-z_]+)` \| `([^`]+)` \|", text, flags=re.M))
     assert rows == {kind: cls.default_target for kind, cls in fault_kinds().items()}
+
+
+def test_idle_timeout_closes_a_connection_that_sends_nothing() -> None:
+    """``--idle-timeout`` reaches the sidecar: a client that connects and sends nothing is cut off,
+    and the journal says the connection timed out (it was the sidecar that closed it)."""
+    with serve("--idle-timeout", "0.3") as s:
+        host, port = s.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            assert sock.recv(1) == b""  # closed by the sidecar, long before the 10 s socket timeout
+        j = s.wait_journal(lambda j: any(c["timed_out"] for c in j["connections"]), "a timed-out connection")
+        [conn] = [c for c in j["connections"] if c["timed_out"]]
+        assert conn["closed_by"] == "sidecar" and conn["requests"] == 0
+
+
+def test_timeouts_accept_none_and_default_to_the_sidecars() -> None:
+    from pytest_mcpfaults.cli import build_parser
+
+    parsed = build_parser().parse_args(["serve", "--tool-timeout", "none", "--idle-timeout", "none"])
+    assert (parsed.tool_timeout, parsed.idle_timeout) == (None, None)
+    assert build_parser().parse_args(["serve"]).tool_timeout == 10.0
