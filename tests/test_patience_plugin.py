@@ -71,11 +71,14 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
         [
             "*_ test_patient_client_waits_out_a_frozen_delete _*",
             "PatienceError: 1 held request outlived the patience budget at http://127.0.0.1:*:",
-            "1. the client waited 1.0 s on a frozen `DELETE /mcp` (session era) without giving up; "
-            "without this budget it would have waited for its own read timeout",
+            "1. a frozen `DELETE /mcp` (session era) was never answered (no status line was sent); the "
+            "client waited the whole 1 s budget and never closed the connection; without the budget it "
+            "would have waited as long as its own read timeout allows (if it has one, it is longer than 1 s)",
             "   held by `freeze`; when the 1 s budget (the sidecar's patience) ran out the sidecar aborted "
             "connection #* (RST); the client never closed it",
-            "   hint: mcp 2.x sends this DELETE when the client closes*",
+            "   client seen: User-Agent python-httpx2/*, MCP-Protocol-Version *",
+            "   hint: if this is the mcp 2.x SDK (it sends this User-Agent): it sends this DELETE when the "
+            "client closes*",
             "   journal of connection #* (127.0.0.1:*):",
             "*POST tools/call echo*status=200*",
             "*DELETE /mcp*status=None*hold=patience waited=1.0*s",
@@ -138,11 +141,16 @@ def test_stalled_tool_call_fails_patient_client_and_passes_bounded(pytester: pyt
         [
             "*_ test_patient _*",
             "PatienceError: 1 held request outlived the patience budget*",
-            "1. the client waited 1.0 s on the stalled response to `POST /mcp` (tools/call echo) "
-            "(session era) (10 bytes of body, then nothing) without giving up; "
-            "without this budget it would have waited for its own read timeout",
+            "1. the response to `POST /mcp` (tools/call echo) (session era) stalled after the status line "
+            "(200) and 10 bytes of body; the client kept waiting for the rest for the whole 1 s budget and "
+            "never released the connection; without the budget it would have waited as long as its own "
+            "read timeout allows (if it has one, it is longer than 1 s)",
             "   held by `stall(after_bytes=10)@tools/call`; when the 1 s budget*",
-            "   hint: mcp 2.x waits for this reply up to its httpx2 read timeout (300 s by default)*",
+            "   client seen: User-Agent python-httpx2/*",
+            "   hint: if this is the mcp 2.x SDK (it sends this User-Agent): it waits for this reply until "
+            "Client(read_timeout_seconds=...) or call_tool(..., read_timeout_seconds=...) runs out, else its "
+            "httpx2 read timeout (300 s by default); it did not give up within 1 s, so any such timeout is "
+            "longer than that: set one below the budget",
             "*POST tools/call echo*fault=stall(after_bytes=10)@tools/call*hold=patience*",
             # the client's own failure after the RST is kept, below the verdict
             "The call phase also failed (often the client reacting to the abort):",
@@ -179,8 +187,11 @@ def test_hung_health_fails_httpx_without_timeout_and_passes_with_one(pytester: p
     result.stdout.fnmatch_lines(
         [
             "*_ test_no_timeout _*",
-            "1. the client waited 0.5 s on a hung `GET /health` without giving up*",
-            "   hint: httpx: timeout=None waits forever (its default is 5 s); give the request a timeout",
+            "1. a hung `GET /health` was never answered (no status line was sent); the client waited the "
+            "whole 0.5 s budget*",
+            "   hint: the client did not give up within 0.5 s: if it has a read timeout, it is longer than "
+            "that; give this request a timeout below the budget (httpx's default timeout, 5 s, is longer "
+            "than this budget)",
             "*GET /health*fault=hang@health*hold=patience*",
             "FAILED test_hung_health_fails_httpx_without_timeout_and_passes_with_one.py::test_no_timeout*",
         ]
@@ -402,7 +413,7 @@ def test_hang_in_fixture_teardown_gets_the_verdict_at_teardown(pytester: pytest.
         [
             "*ERROR at teardown of test_it*",
             "PatienceError: 1 held request outlived the patience budget*",
-            "1. the client waited 0.5 s on a hung `GET /health` without giving up*",
+            "1. a hung `GET /health` was never answered (no status line was sent)*",
             "*#1 *GET /health*fault=hang@health*hold=patience*",
         ]
     )

@@ -18,13 +18,18 @@ import pytest
 from pytest_mcpfaults._pytest.records import record_for
 
 if TYPE_CHECKING:
+    from pytest_mcpfaults._pytest.interrupt import Watch
     from pytest_mcpfaults.sidecar import Sidecar
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
+_WATCH = pytest.StashKey["Watch"]()  # the call phase's watcher of a test that can be interrupted
+_GRACE = pytest.StashKey["float | None"]()  # mcpfaults_interrupt: seconds, or None when off
 _CURRENT: list[pytest.Item] = []  # the item whose setup/call/teardown is running
 _PATIENCE_INI = "mcpfaults_patience"
+_INTERRUPT_INI = "mcpfaults_interrupt"
+_NO_INTERRUPT = "mcp_no_interrupt"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -33,6 +38,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "Seconds a request held by a hang/stall/freeze fault may wait before the sidecar aborts it and "
         "the test fails with a patience verdict ('none': hold until release or teardown). Default 5.",
         default="5",
+    )
+    parser.addini(
+        _INTERRUPT_INI,
+        "Seconds after an unexpected patience violation before a test still blocked in its body is "
+        "interrupted with the verdict ('off': never interrupt; the verdict then waits for the body). "
+        "Default 1.",
+        default="1",
     )
 
 
@@ -47,7 +59,36 @@ def pytest_configure(config: pytest.Config) -> None:
         "mcp_expect_hang: this test expects clients to wait out held requests; patience violations "
         "of every sidecar it uses are reported but do not fail it.",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{_NO_INTERRUPT}: never interrupt this test when it is still blocked after a patience verdict "
+        "(the verdict is given when the body returns).",
+    )
     _ini_patience(config)  # validate early: a bad ini value is a usage error before collection
+    config.stash[_GRACE] = _ini_grace(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_GRACE, None) is not None:
+        from pytest_mcpfaults._pytest.interrupt import uninstall
+
+        uninstall()
+
+
+def _ini_grace(config: pytest.Config) -> float | None:
+    raw = str(config.getini(_INTERRUPT_INI)).strip()
+    if raw.lower() == "off":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise pytest.UsageError(
+            f"ini option {_INTERRUPT_INI} must be a positive number of seconds (the grace after a "
+            f"patience verdict before a still-blocked test is interrupted) or 'off', got {raw!r}"
+        )
+    return value
 
 
 def _ini_patience(config: pytest.Config) -> float | None:
@@ -109,11 +150,40 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         problem = _marker_problem(metafunc.definition)
         if problem is not None:
             raise pytest.Collector.CollectError(problem)
+    marker = metafunc.definition.get_closest_marker(_NO_INTERRUPT)
+    if marker is not None and (marker.args or marker.kwargs):
+        raise pytest.Collector.CollectError(
+            f"{metafunc.definition.nodeid}: @pytest.mark.{_NO_INTERRUPT} takes no arguments, got "
+            f"{marker.args!r} {marker.kwargs!r}"
+        )
 
 
 def _attach(item: pytest.Item | None, sidecar: Sidecar) -> None:
     if item is not None:
         item.stash.setdefault(_SIDECARS, []).append(sidecar)
+        watch = item.stash.get(_WATCH, None)
+        if watch is not None:  # a sidecar made during the call phase (the factory)
+            _start_watch(watch)
+
+
+def _start_watch(watch: Watch) -> None:
+    from pytest_mcpfaults._pytest.interrupt import install
+
+    if install():  # main thread only, and only if SIGUSR2 is free
+        watch.start()
+
+
+def _make_watch(item: pytest.Item) -> Watch | None:
+    grace = item.config.stash.get(_GRACE, None)
+    if grace is None or _expects_hang(item) or item.get_closest_marker(_NO_INTERRUPT) is not None:
+        return None
+    from pytest_mcpfaults._pytest.interrupt import Watch
+
+    def violated() -> bool:
+        sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
+        return any(not v.expected for sc in sidecars for v in sc.patience_violations)
+
+    return Watch(grace, violated)
 
 
 def _expects_hang(item: pytest.Item) -> bool:
@@ -157,31 +227,112 @@ def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
     raise PatienceError(text) from cause
 
 
+def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
+    """Where in the test's own file the interrupted test was, from the interrupt's traceback."""
+    path = str(getattr(item, "path", ""))
+    tb, where = exc.__traceback__ if exc is not None else None, ""
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            where = f" at {item.path.name}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return where
+
+
+def _interrupted(item: pytest.Item, watch: Watch, exc: BaseException | None) -> None:
+    """The test was interrupted by the watcher: raise the verdict, saying so. The interrupt itself
+    (the cancellation or :class:`PatienceInterrupt`) is not kept as the cause; any other failure is."""
+    import asyncio
+
+    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt
+    from pytest_mcpfaults.sidecar.patience import PatienceError
+
+    text = _verdict(item, item.stash.get(_SIDECARS, [])) or "a patience violation was recorded"
+    note = (
+        f"\n\nThe test was still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}: "
+        f"mcpfaults {watch.how} (ini {_INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} turns this off)."
+    )
+    ours = isinstance(exc, (PatienceInterrupt, asyncio.CancelledError)) or exc is None
+    raise PatienceError(text + note) from (None if ours else exc)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    watch = _make_watch(item)
+    if watch is not None:
+        item.stash[_WATCH] = watch
+        if item.stash.get(_SIDECARS, []):
+            _start_watch(watch)
     try:
         result = yield
     except BaseException as exc:
+        if watch is not None:
+            watch.stop()
+            if watch.fired and not isinstance(exc, KeyboardInterrupt):
+                _interrupted(item, watch, exc)
         _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), exc)
         raise
+    finally:
+        if watch is not None:
+            watch.stop()
+            del item.stash[_WATCH]
+    if watch is not None and watch.fired:
+        _interrupted(item, watch, None)
     _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), None)
     return result
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """A verdict is raised by plugin code, not the test: show its text (and the test's own failure
-    it caused, if any), not a traceback through the plugin's hooks."""
-    report = yield
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Marks the test function's own run: only then may the watcher interrupt it."""
+    watch = pyfuncitem.stash.get(_WATCH, None)
+    if watch is None:
+        return (yield)
+    watch.in_body = True
+    try:
+        return (yield)
+    finally:
+        watch.in_body = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
+    """A verdict is raised by plugin code, not the test: its report shows the verdict's text (and the
+    test's own failure it caused, if any), not a traceback through the plugin's hooks.
+
+    The report is built here, without pytest's traceback rendering, which parses the source of every
+    frame with ``ast``: on CPython 3.11 a garbage collection during that parse whose finalizers parse
+    again (3.11's ``traceback`` module calls ``ast.parse`` for its carets, e.g. when an unclosed
+    client's task logs its exception) corrupts the parser's shared recursion-depth state and pytest
+    stops with ``INTERNALERROR SystemError: AST constructor recursion depth mismatch``
+    (https://github.com/python/cpython/issues/106905 and the state reset of gh-95185). A verdict test
+    typically leaves such clients behind (their connections were cut), so they are also collected
+    here, at a point where no parse is running, rather than inside a later test's rendering."""
     excinfo = call.excinfo
-    if report.failed and excinfo is not None and type(excinfo.value).__name__ == "PatienceError":
-        text = f"PatienceError: {excinfo.value}"
-        cause = excinfo.value.__cause__
-        if cause is not None:
-            own = "".join(traceback.format_exception_only(type(cause), cause)).rstrip()
-            text += f"\n\nThe {call.when} phase also failed (often the client reacting to the abort):\n{own}"
-        report.longrepr = text
-    return report
+    if excinfo is None or type(excinfo.value).__name__ != "PatienceError":
+        return None
+    import gc
+
+    gc.collect()
+    text = f"PatienceError: {excinfo.value}"
+    cause = excinfo.value.__cause__
+    if cause is not None:
+        own = "".join(traceback.format_exception_only(type(cause), cause)).rstrip()
+        text += f"\n\nThe {call.when} phase also failed (often the client reacting to the abort):\n{own}"
+    # the sections pytest's own TestReport.from_item_and_call attaches (captured output and logs)
+    sections = [(f"Captured {key} {rwhen}", content) for rwhen, key, content in item._report_sections]
+    return pytest.TestReport(
+        item.nodeid,
+        item.location,
+        dict.fromkeys(item.keywords, 1),
+        "failed",
+        text,
+        call.when,  # type: ignore[arg-type]  # never "collect" for a test item
+        sections,
+        call.duration,
+        call.start,
+        call.stop,
+        user_properties=item.user_properties,
+    )
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)

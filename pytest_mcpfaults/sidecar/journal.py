@@ -22,7 +22,10 @@ class RequestRecord:
 
     ``hold`` says how a held request ended: ``'released'`` (``release()``), ``'client_closed'`` (the
     client gave up), ``'patience'`` (the budget ran out and the sidecar aborted the connection),
-    ``'teardown'`` (the sidecar stopped), or ``None`` when it was never held.
+    ``'teardown'`` (the sidecar stopped), or ``None`` when it was never held. ``held_at`` is when the
+    hold began; ``user_agent`` and ``protocol_version`` are the request's ``User-Agent`` and
+    ``MCP-Protocol-Version`` headers (``None`` when absent): what the sidecar knows of the client;
+    ``body_bytes`` the announced ``Content-Length`` of a response held while its body was streamed.
     """
 
     id: int
@@ -35,9 +38,11 @@ class RequestRecord:
     era: str | None = None
     status: int | None = None
     bytes_sent: int = 0
+    body_bytes: int | None = None
     fault: str | None = None
     fault_kind: str | None = None
     held: bool = False
+    held_at: float | None = None
     hold: str | None = None
     waited: float | None = None
     client_closed: bool = False
@@ -45,6 +50,8 @@ class RequestRecord:
     started_at: float = 0.0
     ended_at: float | None = None
     error: str | None = None
+    user_agent: str | None = None
+    protocol_version: str | None = None
 
     @property
     def label(self) -> str:
@@ -102,6 +109,18 @@ class PatienceViolation:
         """Whether the client closed the held request itself before the abort (for a violation: no)."""
         return self.request.client_closed
 
+    @property
+    def answered(self) -> str:
+        """What the client had received when the budget ran out: ``'none'`` (no status line: a hung or
+        frozen request), ``'partial'`` (status, headers and part of the body: a stalled response) or
+        ``'complete'`` (the whole announced body, and the connection kept open)."""
+        r = self.request
+        if r.status is None:
+            return "none"
+        if r.body_bytes is not None and r.bytes_sent >= r.body_bytes:
+            return "complete"
+        return "partial"
+
     def what(self) -> str:
         """The held request as a harness author names it, e.g. ``a frozen `DELETE /mcp` (session era)``."""
         r = self.request
@@ -111,22 +130,47 @@ class PatienceViolation:
         if r.era:
             req += f" ({r.era} era)"
         kind = self.fault.split("(", 1)[0].split("@", 1)[0]
-        if kind == "stall":
-            return f"the stalled response to {req} ({r.bytes_sent} bytes of body, then nothing)"
         if kind == "endless_sse":
             return f"the never-ending SSE stream answering {req}"
-        return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
+        if self.answered == "none":
+            return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
+        return f"the response to {req}"
 
     def describe(self, era: str | None = None) -> str:
-        """The headline: what the client waited on, for the whole budget, and what it would have done
-        without it (the measured wait, a little longer on a loaded machine, is in the journal excerpt).
-        ``era`` overrides the era shown (the request's own otherwise)."""
+        """The headline, from what the sidecar observed: what the client had received when the budget
+        ran out (nothing: a request held and never answered; the status and part of the body: a
+        stalled response; all of it: a connection kept open), and that it never closed the connection
+        itself. ``era`` overrides the era shown (the request's own otherwise)."""
         v = self
         if era is not None:
             v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
+        r, b = v.request, f"{self.budget:g} s"
+        answered = self.answered
+        if v.fault.startswith("endless_sse"):
+            head = (
+                f"{v.what()} ({r.bytes_sent} bytes sent) was kept open by the client for the whole {b} "
+                "budget; it never closed the connection"
+            )
+        elif answered == "none":
+            head = (
+                f"{v.what()} was never answered (no status line was sent); the client waited the whole "
+                f"{b} budget and never closed the connection"
+            )
+        elif answered == "complete":
+            return (
+                f"{v.what()} was sent in full (status {r.status}, all {r.bytes_sent} bytes of its "
+                f"Content-Length), then the connection was held; the client kept it open for the whole "
+                f"{b} budget and never released it (a connection leak, if it was done with it)"
+            )
+        else:
+            head = (
+                f"{v.what()} stalled after the status line ({r.status}) and {r.bytes_sent} bytes of "
+                f"body; the client kept waiting for the rest for the whole {b} budget and never "
+                "released the connection"
+            )
         return (
-            f"the client waited {self.budget:.1f} s on {v.what()} without giving up; "
-            "without this budget it would have waited for its own read timeout"
+            f"{head}; without the budget it would have waited as long as its own read timeout allows "
+            f"(if it has one, it is longer than {b})"
         )
 
     def details(self) -> str:
