@@ -96,9 +96,9 @@ def test_patient_probe_is_aborted_at_the_budget_and_recorded() -> None:
         )
         assert v.answered == "none"
         assert v.describe() == (
-            "a hung `GET /health` was never answered (no status line was sent); the client waited the "
-            "whole 0.5 s budget and never closed the connection; without the budget it would have waited "
-            "as long as its own read timeout allows (if it has one, it is longer than 0.5 s)"
+            "the client waited 0.5 s (the whole budget) on a hung `GET /health`, never answered (no status "
+            "line was sent), and never closed the connection; without the budget it would have waited as "
+            "long as its own read timeout allows (if it has one, it is longer than 0.5 s)"
         )
         assert "held by `hang@health`" in v.details()
         assert "aborted connection #0 (RST)" in v.details()
@@ -221,7 +221,8 @@ async def test_mcp2_default_client_waits_out_a_frozen_delete_until_the_budget(
         assert v.request.era == "session"
         assert v.fault == "freeze"
         assert v.describe().startswith(
-            "a frozen `DELETE /mcp` (session era) was never answered (no status line was sent)"
+            "the client waited 1 s (the whole budget) on a frozen `DELETE /mcp` (session era), never "
+            "answered (no status line was sent)"
         )
         assert v.request.user_agent is not None
         assert v.request.user_agent.startswith("python-httpx2/")  # measured: what mcp 2.x sends
@@ -267,8 +268,9 @@ async def test_mcp2_default_client_waits_out_a_stalled_tool_call_until_the_budge
         assert v.request.bytes_sent == 10
         assert v.answered == "partial"
         assert v.describe().startswith(
-            "the response to `POST /mcp` (tools/call echo) (session era) stalled after the status line "
-            "(200) and 10 bytes of body; the client kept waiting for the rest for the whole 1 s budget"
+            "the client waited 1 s (the whole budget) on the response to `POST /mcp` (tools/call echo) "
+            "(session era), which stalled after the status line (200) and 10 bytes of body, and never "
+            "released the connection"
         )
         text = patience_verdict(sc, [v])
         assert "Client(read_timeout_seconds=...) or call_tool(..., read_timeout_seconds=...)" in text

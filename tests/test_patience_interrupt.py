@@ -148,7 +148,7 @@ def test_blocked_tests_are_interrupted_with_the_verdict(pytester: pytest.Pyteste
     for name, action in how.items():
         text = _failure(result, name)
         assert "PatienceError: 1 held request outlived the patience budget" in text, text
-        assert "a hung `GET /health` was never answered" in text, text
+        assert "on a hung `GET /health`, never answered" in text, text
         assert f"The test was still blocked {GRACE:g} s after the verdict at " in text, text
         assert f"mcpfaults {action}" in text, text
         assert "also failed" not in text, text  # the interrupt itself is not the test's own failure

@@ -43,7 +43,7 @@ def test_a_client_with_a_5s_timeout_is_not_told_timeout_none_waits_forever() -> 
     assert "waits forever" not in text
     assert "hint: the client did not give up within 0.2 s: if it has a read timeout, it is longer" in text
     assert "(httpx's default timeout, 5 s, is longer than this budget)" in text
-    assert "a hung `GET /health` was never answered (no status line was sent)" in text
+    assert "on a hung `GET /health`, never answered (no status line was sent)" in text
 
 
 def test_a_stalled_body_kept_open_is_not_called_a_hung_request() -> None:
@@ -58,8 +58,8 @@ def test_a_stalled_body_kept_open_is_not_called_a_hung_request() -> None:
     assert v.answered == "partial"
     assert "never answered" not in text
     assert (
-        "1. the response to `GET /health` stalled after the status line (200) and 4 bytes of body; the "
-        "client kept waiting for the rest for the whole 0.3 s budget and never released the connection"
+        "1. the client waited 0.3 s (the whole budget) on the response to `GET /health`, which stalled "
+        "after the status line (200) and 4 bytes of body, and never released the connection"
     ) in text
     assert "hint: if the client needs only the status (a readiness probe), close the response" in text
     assert "httpx: client.stream(...) and leave the block, or response.close()" in text
@@ -75,8 +75,11 @@ def test_a_fully_sent_response_on_a_connection_kept_open_is_a_leak_not_a_wait() 
     (v,) = sc.patience_violations
     assert v.answered == "complete"
     assert v.request.body_bytes == v.request.bytes_sent == len(resp.content)
-    assert f"was sent in full (status 200, all {len(resp.content)} bytes of its Content-Length)" in text
-    assert "never released it (a connection leak, if it was done with it)" in text
+    assert (
+        "1. the client kept the connection open for 0.3 s (the whole budget) after the response to "
+        f"`GET /health` was sent in full (status 200, all {len(resp.content)} bytes of its Content-Length), "
+        "and never released it (a connection leak, if it was done with it)"
+    ) in text
     assert "read timeout" not in v.describe()  # no read was waiting
     assert "hint: the whole response was sent; if the client has finished with it" in text
 
@@ -92,8 +95,8 @@ def test_an_endless_sse_stream_kept_open() -> None:
             assert resp.status_code == 200
             sc.journal.wait_for(lambda: bool(sc.patience_violations), 5, "the violation")
         text = _verdict(sc)
-    assert "1. the never-ending SSE stream answering `POST /mcp` (tools/list)" in text
-    assert "was kept open by the client for the whole 0.3 s budget" in text
+    assert "1. the client waited 0.3 s (the whole budget) on the never-ending SSE stream answering" in text
+    assert "`POST /mcp` (tools/list)" in text
     assert "client seen: User-Agent python-httpx/" in text
     assert "MCP-Protocol-Version 2026-07-28" in text
 
@@ -172,11 +175,11 @@ def test_fifty_identical_violations_are_one_bounded_entry() -> None:
         text = _verdict(sc)
     assert len(sc.patience_violations) == 51
     assert text.startswith(f"51 held requests outlived the patience budget at {sc.url} (2 distinct):")
-    assert "\n1. 50 times: a hung `GET /health` was never answered" in text
+    assert "\n1. 50 times: the client waited 0.5 s (the whole budget) on a hung `GET /health`, never" in text
     assert "aborted each of the 50 connections (RST): #" in text
     assert " and 40 more" in text  # ten connections named
     assert text.count("journal of connection #") == 2
-    assert "\n2. a hung `DELETE /mcp`" in text
+    assert "\n2. the client waited 0.5 s (the whole budget) on a hung `DELETE /mcp`" in text
     assert len(text) < 4000  # one entry per distinct violation, not 51
 
 

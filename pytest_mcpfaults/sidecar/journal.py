@@ -146,31 +146,24 @@ class PatienceViolation:
             v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
         r, b = v.request, f"{self.budget:g} s"
         answered = self.answered
-        if v.fault.startswith("endless_sse"):
-            head = (
-                f"{v.what()} ({r.bytes_sent} bytes sent) was kept open by the client for the whole {b} "
-                "budget; it never closed the connection"
-            )
-        elif answered == "none":
-            head = (
-                f"{v.what()} was never answered (no status line was sent); the client waited the whole "
-                f"{b} budget and never closed the connection"
-            )
-        elif answered == "complete":
+        if answered == "complete":
             return (
-                f"{v.what()} was sent in full (status {r.status}, all {r.bytes_sent} bytes of its "
-                f"Content-Length), then the connection was held; the client kept it open for the whole "
-                f"{b} budget and never released it (a connection leak, if it was done with it)"
+                f"the client kept the connection open for {b} (the whole budget) after {v.what()} was sent "
+                f"in full (status {r.status}, all {r.bytes_sent} bytes of its Content-Length), and never "
+                "released it (a connection leak, if it was done with it)"
             )
+        if v.fault.startswith("endless_sse"):
+            head = f"{v.what()} ({r.bytes_sent} bytes sent) and never closed the connection"
+        elif answered == "none":
+            head = f"{v.what()}, never answered (no status line was sent), and never closed the connection"
         else:
             head = (
-                f"{v.what()} stalled after the status line ({r.status}) and {r.bytes_sent} bytes of "
-                f"body; the client kept waiting for the rest for the whole {b} budget and never "
-                "released the connection"
+                f"{v.what()}, which stalled after the status line ({r.status}) and {r.bytes_sent} bytes of "
+                "body, and never released the connection"
             )
         return (
-            f"{head}; without the budget it would have waited as long as its own read timeout allows "
-            f"(if it has one, it is longer than {b})"
+            f"the client waited {b} (the whole budget) on {head}; without the budget it would have waited "
+            f"as long as its own read timeout allows (if it has one, it is longer than {b})"
         )
 
     def details(self) -> str:
