@@ -9,6 +9,7 @@ observed goes into the test's record for the CI report.
 from __future__ import annotations
 
 import inspect
+import sys
 import traceback
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
-_WATCH = pytest.StashKey["Watch"]()  # the call phase's watcher of a test that can be interrupted
+_CALL = pytest.StashKey["_Call"]()  # the call phase of a test that may be interrupted
 _GRACE = pytest.StashKey["float | None"]()  # mcpfaults_interrupt: seconds, or None when off
 _CURRENT: list[pytest.Item] = []  # the item whose setup/call/teardown is running
 _PATIENCE_INI = "mcpfaults_patience"
@@ -69,10 +70,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if config.stash.get(_GRACE, None) is not None:
-        from pytest_mcpfaults._pytest.interrupt import uninstall
-
-        uninstall()
+    interrupt = sys.modules.get("pytest_mcpfaults._pytest.interrupt")  # imported only once a test was watched
+    if interrupt is not None:
+        interrupt.uninstall()
 
 
 def _ini_grace(config: pytest.Config) -> float | None:
@@ -161,29 +161,54 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _attach(item: pytest.Item | None, sidecar: Sidecar) -> None:
     if item is not None:
         item.stash.setdefault(_SIDECARS, []).append(sidecar)
-        watch = item.stash.get(_WATCH, None)
-        if watch is not None:  # a sidecar made during the call phase (the factory)
-            _start_watch(watch)
+        call = item.stash.get(_CALL, None)
+        if call is not None:  # a sidecar made during the call phase (the factory)
+            call.watch_for(item)
 
 
-def _start_watch(watch: Watch) -> None:
-    from pytest_mcpfaults._pytest.interrupt import install
+class _Call:
+    """The call phase of a test that may be interrupted: the watcher (see ``interrupt``) is made
+    only once the test uses a sidecar, so a test that uses none never imports it."""
 
-    if install():  # main thread only, and only if SIGUSR2 is free
-        watch.start()
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.in_body = False
+        self.watch: Watch | None = None
+
+    def watch_for(self, item: pytest.Item) -> None:
+        if self.watch is not None:
+            return
+        from pytest_mcpfaults._pytest.interrupt import Watch, install
+
+        if not install():  # main thread only, and only if SIGUSR2 is free
+            return
+
+        def violated() -> bool:
+            sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
+            return any(not v.expected for sc in sidecars for v in sc.patience_violations)
+
+        self.watch = Watch(self.grace, violated)
+        self.watch.in_body = self.in_body
+        self.watch.start()
+
+    def set_in_body(self, value: bool) -> None:
+        self.in_body = value
+        if self.watch is not None:
+            self.watch.in_body = value
+
+    def stop(self) -> Watch | None:
+        """Stop watching; the watch if it interrupted the test."""
+        if self.watch is None:
+            return None
+        self.watch.stop()
+        return self.watch if self.watch.fired else None
 
 
-def _make_watch(item: pytest.Item) -> Watch | None:
+def _make_call(item: pytest.Item) -> _Call | None:
     grace = item.config.stash.get(_GRACE, None)
     if grace is None or _expects_hang(item) or item.get_closest_marker(_NO_INTERRUPT) is not None:
         return None
-    from pytest_mcpfaults._pytest.interrupt import Watch
-
-    def violated() -> bool:
-        sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
-        return any(not v.expected for sc in sidecars for v in sc.patience_violations)
-
-    return Watch(grace, violated)
+    return _Call(grace)
 
 
 def _expects_hang(item: pytest.Item) -> bool:
@@ -257,26 +282,25 @@ def _interrupted(item: pytest.Item, watch: Watch, exc: BaseException | None) -> 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    watch = _make_watch(item)
-    if watch is not None:
-        item.stash[_WATCH] = watch
+    call = _make_call(item)
+    if call is not None:
+        item.stash[_CALL] = call
         if item.stash.get(_SIDECARS, []):
-            _start_watch(watch)
+            call.watch_for(item)
     try:
         result = yield
     except BaseException as exc:
-        if watch is not None:
-            watch.stop()
-            if watch.fired and not isinstance(exc, KeyboardInterrupt):
-                _interrupted(item, watch, exc)
+        fired = call.stop() if call is not None else None
+        if fired is not None and not isinstance(exc, KeyboardInterrupt):
+            _interrupted(item, fired, exc)
         _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), exc)
         raise
     finally:
-        if watch is not None:
-            watch.stop()
-            del item.stash[_WATCH]
-    if watch is not None and watch.fired:
-        _interrupted(item, watch, None)
+        if call is not None:
+            del item.stash[_CALL]
+    fired = call.stop() if call is not None else None
+    if fired is not None:
+        _interrupted(item, fired, None)
     _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), None)
     return result
 
@@ -284,14 +308,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     """Marks the test function's own run: only then may the watcher interrupt it."""
-    watch = pyfuncitem.stash.get(_WATCH, None)
-    if watch is None:
+    call = pyfuncitem.stash.get(_CALL, None)
+    if call is None:
         return (yield)
-    watch.in_body = True
+    call.set_in_body(True)
     try:
         return (yield)
     finally:
-        watch.in_body = False
+        call.set_in_body(False)
 
 
 @pytest.hookimpl(tryfirst=True)
