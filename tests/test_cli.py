@@ -351,7 +351,7 @@ def test_patience_violation_is_reported_in_the_journal() -> None:
         assert v["budget"] == 0.2
         assert v["expected"] is False
         assert v["request"]["hold"] == "patience"
-        assert "without giving up" in v["text"]
+        assert "on a hung `GET /health`, never answered (no status line was sent)" in v["text"]
 
 
 def test_freeze_holds_traffic_but_not_control_and_revive_answers() -> None:

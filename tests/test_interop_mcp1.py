@@ -61,3 +61,92 @@ async def test_mcp1_tool_error_fault_is_seen_as_is_error() -> None:
         assert result.isError
         assert result.content[0].text == "boom"
         assert sc.fired == {"tool_error": 1}
+
+
+# -- a stalled tools/call that mcp 1.x never abandons: the verdict interrupts it ------------------------
+
+DURATIONS_CONFTEST = """
+import json
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call":
+        print("DURATION " + json.dumps({"name": item.name, "duration": call.duration}))
+    return report
+"""
+
+NEVER_RETURNS = """
+from datetime import timedelta
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamablehttp_client
+from mcp.shared.exceptions import McpError
+
+from pytest_mcpfaults import Stall
+
+STALL = [Stall(after_bytes=20, when="tools/call")]
+
+@pytest.mark.mcp_sidecar(patience=1.0, faults=STALL)
+def test_langchain_style_call_never_returns(mcp_sidecar):
+    async def go():
+        async with streamablehttp_client(mcp_sidecar.mcp_url) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await session.call_tool("echo", {"text": "hi"})  # logs a JSON parse error, never returns
+
+    anyio.run(go)
+
+@pytest.mark.mcp_sidecar(patience=3.0, faults=STALL)
+def test_the_hint_bounds_it(mcp_sidecar):
+    async def go():
+        async with streamablehttp_client(mcp_sidecar.mcp_url) as (read, write, _):
+            async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=0.5)) as session:
+                await session.initialize()
+                with pytest.raises(McpError, match="Timed out"):
+                    await session.call_tool("echo", {"text": "hi"})
+
+    anyio.run(go)
+    mcp_sidecar.assert_client_gave_up(within=1.5, target="tools/call")
+"""
+
+
+def test_mcp1_call_that_never_returns_fails_in_about_the_budget_without_an_outside_timeout(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 13: mcp 1.x (langchain-mcp-adapters' client) on a stalled ``tools/call``: the sidecar cuts the
+    connection at the budget, mcp 1.x only logs "Error parsing JSON response" and ``call_tool()`` never
+    returns. With no pytest-timeout the test fails with the verdict at about budget + grace (1 s + 1 s);
+    the subprocess timeout only bounds this test if that regresses."""
+    import json
+
+    pytester.makeconftest(DURATIONS_CONFTEST)
+    pytester.makepyfile(test_never_returns=NEVER_RETURNS)
+    result = pytester.runpytest_subprocess(
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:timeout", "-s", timeout=120
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_langchain_style_call_never_returns _*",
+            "PatienceError: 1 held request outlived the patience budget*",
+            "1. the client waited 1 s (the whole budget) on the response to `POST /mcp` (tools/call echo) "
+            "(session era), which stalled after the status line (200) and 20 bytes of body*",
+            "   client seen: User-Agent python-httpx/*, MCP-Protocol-Version *",
+            "   hint: if this is the mcp 1.x SDK*'Error parsing JSON response'*"
+            "ClientSession(read, write, read_timeout_seconds=timedelta(seconds=...))*",
+            "The test was still blocked 1 s after the verdict at test_never_returns.py:* in go: mcpfaults "
+            "cancelled every task of its event loop*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*Client(read_timeout_seconds*")  # no such API in mcp 1.x
+    result.stdout.fnmatch_lines(["*Error parsing JSON response*"])  # what mcp 1.x did instead of returning
+    durations = {}
+    for line in result.outlines:
+        if "DURATION {" in line:
+            data = json.loads(line[line.index("DURATION {") + len("DURATION ") :])
+            durations[data["name"]] = data["duration"]
+    assert 2.0 - 0.1 <= durations["test_langchain_style_call_never_returns"] < 6.0, durations

@@ -103,9 +103,11 @@ def test_patient_probe_is_aborted_at_the_budget_and_recorded() -> None:
             False,
             False,
         )
+        assert v.answered == "none"
         assert v.describe() == (
-            f"the client waited {v.waited:.1f} s on a hung `GET /health` without giving up; "
-            "without this budget it would have waited for its own read timeout"
+            "the client waited 0.5 s (the whole budget) on a hung `GET /health`, never answered (no status "
+            "line was sent), and never closed the connection; without the budget it would have waited as "
+            "long as its own read timeout allows (if it has one, it is longer than 0.5 s)"
         )
         assert "held by `hang@health`" in v.details()
         assert "aborted connection #0 (RST)" in v.details()
@@ -114,7 +116,13 @@ def test_patient_probe_is_aborted_at_the_budget_and_recorded() -> None:
         text = str(err.value)
         assert text == patience_verdict(sc, [v])
         assert text.startswith(f"1 held request outlived the patience budget at {sc.url}:")
-        assert "httpx: timeout=None waits forever" in text
+        assert "timeout=None" not in text  # the client had no timeout, but the sidecar cannot know that
+        assert (
+            "   hint: the client did not give up within 0.5 s: if it has a read timeout, it is longer than "
+            "that; give this request a timeout below the budget (httpx's default timeout, 5 s, is longer "
+            "than this budget)"
+        ) in text
+        assert f"   client seen: User-Agent python-httpx/{httpx.__version__}" in text
         assert f"journal of connection #0 ({conn.peer}):" in text
         assert "hold=patience" in text
         with pytest.raises(
@@ -222,9 +230,14 @@ async def test_mcp2_default_client_waits_out_a_frozen_delete_until_the_budget(
         assert v.request.era == "session"
         assert v.fault == "freeze"
         assert v.describe().startswith(
-            f"the client waited {v.waited:.1f} s on a frozen `DELETE /mcp` (session era)"
+            "the client waited 1 s (the whole budget) on a frozen `DELETE /mcp` (session era), never "
+            "answered (no status line was sent)"
         )
+        assert v.request.user_agent is not None
+        assert v.request.user_agent.startswith("python-httpx2/")  # measured: what mcp 2.x sends
+        assert v.request.protocol_version is not None
         text = patience_verdict(sc, [v])
+        assert "hint: if this is the mcp 2.x SDK (it sends this User-Agent): it sends this DELETE" in text
         assert "Client(read_timeout_seconds=...) does not bound it" in text
         assert "POST tools/call echo" in text  # the journal of the DELETE's (keep-alive) connection
 
@@ -262,14 +275,15 @@ async def test_mcp2_default_client_waits_out_a_stalled_tool_call_until_the_budge
         (v,) = sc.patience_violations
         assert v.request.label == "POST tools/call echo"
         assert v.request.bytes_sent == 10
+        assert v.answered == "partial"
         assert v.describe().startswith(
-            f"the client waited {v.waited:.1f} s on the stalled response to `POST /mcp` (tools/call echo) "
-            "(session era) (10 bytes of body, then nothing) without giving up"
+            "the client waited 1 s (the whole budget) on the response to `POST /mcp` (tools/call echo) "
+            "(session era), which stalled after the status line (200) and 10 bytes of body, and never "
+            "released the connection"
         )
-        assert (
-            "Client(read_timeout_seconds=...) or call_tool(..., read_timeout_seconds=...)"
-            in patience_verdict(sc, [v])
-        )
+        text = patience_verdict(sc, [v])
+        assert "Client(read_timeout_seconds=...) or call_tool(..., read_timeout_seconds=...)" in text
+        assert "it did not give up within 1 s, so any such timeout is longer than that" in text
 
 
 async def test_mcp2_client_with_a_read_timeout_gives_up_on_a_stalled_tool_call() -> None:

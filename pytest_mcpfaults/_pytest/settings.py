@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 PATIENCE_INI = "mcpfaults_patience"
+INTERRUPT_INI = "mcpfaults_interrupt"
 #: ini key -> the ``Sidecar`` keyword it defaults (patience is parsed on its own: it takes 'none').
 DEFAULT_INIS: dict[str, str] = {
     "mcpfaults_era": "era",
@@ -32,6 +33,13 @@ def addini(parser: pytest.Parser) -> None:
         "Seconds a request held by a hang/stall/freeze fault may wait before the sidecar aborts it and "
         "the test fails with a patience verdict ('none': hold until release or teardown). Default 5.",
         default="5",
+    )
+    parser.addini(
+        INTERRUPT_INI,
+        "Seconds after an unexpected patience violation before a test still blocked in its body is "
+        "interrupted with the verdict ('off': never interrupt; the verdict then waits for the body). "
+        "Default 1.",
+        default="1",
     )
     parser.addini(
         "mcpfaults_era",
@@ -63,6 +71,23 @@ def ini_patience(config: pytest.Config) -> float | None:
     if not 0 < value < math.inf:  # also refuses nan and inf ('none' is how to hold until released)
         raise pytest.UsageError(
             f"ini option {PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
+        )
+    return value
+
+
+def ini_grace(config: pytest.Config) -> float | None:
+    """The ``mcpfaults_interrupt`` grace in seconds, ``None`` when off; a usage error otherwise."""
+    raw = str(config.getini(INTERRUPT_INI)).strip()
+    if raw.lower() == "off":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < math.inf:
+        raise pytest.UsageError(
+            f"ini option {INTERRUPT_INI} must be a positive number of seconds (the grace after a "
+            f"patience verdict before a still-blocked test is interrupted) or 'off', got {raw!r}"
         )
     return value
 

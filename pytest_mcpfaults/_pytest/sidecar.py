@@ -8,6 +8,7 @@ observed goes into the test's record for the CI report.
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -18,12 +19,16 @@ from pytest_mcpfaults._pytest import settings
 from pytest_mcpfaults._pytest.records import record_for
 
 if TYPE_CHECKING:
+    from pytest_mcpfaults._pytest.interrupt import Watch
     from pytest_mcpfaults.sidecar import Sidecar
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
+_CALL = pytest.StashKey["_Call"]()  # the call phase of a test that may be interrupted
+_GRACE = pytest.StashKey["float | None"]()  # mcpfaults_interrupt: seconds, or None when off
 _CURRENT: list[pytest.Item] = []  # the item whose setup/call/teardown is running
+_NO_INTERRUPT = "mcp_no_interrupt"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,7 +46,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "mcp_expect_hang: this test expects clients to wait out held requests; patience violations "
         "of every sidecar it uses are reported but do not fail it.",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{_NO_INTERRUPT}: never interrupt this test when it is still blocked after a patience verdict "
+        "(the verdict is given when the body returns).",
+    )
     settings.check_ini(config)  # validate early: a bad ini value is a usage error before collection
+    config.stash[_GRACE] = settings.ini_grace(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    interrupt = sys.modules.get("pytest_mcpfaults._pytest.interrupt")  # imported only once a test was watched
+    if interrupt is not None:
+        interrupt.uninstall()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -52,11 +69,65 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         problem = settings.marker_problem(metafunc.definition)
         if problem is not None:
             raise pytest.Collector.CollectError(problem)
+    marker = metafunc.definition.get_closest_marker(_NO_INTERRUPT)
+    if marker is not None and (marker.args or marker.kwargs):
+        raise pytest.Collector.CollectError(
+            f"{metafunc.definition.nodeid}: @pytest.mark.{_NO_INTERRUPT} takes no arguments, got "
+            f"{marker.args!r} {marker.kwargs!r}"
+        )
 
 
 def _attach(item: pytest.Item | None, sidecar: Sidecar) -> None:
     if item is not None:
         item.stash.setdefault(_SIDECARS, []).append(sidecar)
+        call = item.stash.get(_CALL, None)
+        if call is not None:  # a sidecar made during the call phase (the factory)
+            call.watch_for(item)
+
+
+class _Call:
+    """The call phase of a test that may be interrupted: the watcher (see ``interrupt``) is made
+    only once the test uses a sidecar, so a test that uses none never imports it."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.in_body = False
+        self.watch: Watch | None = None
+
+    def watch_for(self, item: pytest.Item) -> None:
+        if self.watch is not None:
+            return
+        from pytest_mcpfaults._pytest.interrupt import Watch, install
+
+        if not install():  # main thread only, and only if SIGUSR2 is free
+            return
+
+        def violated() -> bool:
+            sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
+            return any(not v.expected for sc in sidecars for v in sc.patience_violations)
+
+        self.watch = Watch(self.grace, violated)
+        self.watch.in_body = self.in_body
+        self.watch.start()
+
+    def set_in_body(self, value: bool) -> None:
+        self.in_body = value
+        if self.watch is not None:
+            self.watch.in_body = value
+
+    def stop(self) -> Watch | None:
+        """Stop watching; the watch if it interrupted the test."""
+        if self.watch is None:
+            return None
+        self.watch.stop()
+        return self.watch if self.watch.fired else None
+
+
+def _make_call(item: pytest.Item) -> _Call | None:
+    grace = item.config.stash.get(_GRACE, None)
+    if grace is None or _expects_hang(item) or item.get_closest_marker(_NO_INTERRUPT) is not None:
+        return None
+    return _Call(grace)
 
 
 def _expects_hang(item: pytest.Item) -> bool:
@@ -100,31 +171,112 @@ def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
     raise PatienceError(text) from cause
 
 
+def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
+    """Where in the test's own file the interrupted test was, from the interrupt's traceback."""
+    path = str(getattr(item, "path", ""))
+    tb, where = exc.__traceback__ if exc is not None else None, ""
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            where = f" at {item.path.name}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return where
+
+
+def _interrupted(item: pytest.Item, watch: Watch, exc: BaseException | None) -> None:
+    """The test was interrupted by the watcher: raise the verdict, saying so. The interrupt itself
+    (the cancellation or :class:`PatienceInterrupt`) is not kept as the cause; any other failure is."""
+    import asyncio
+
+    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt
+    from pytest_mcpfaults.sidecar.patience import PatienceError
+
+    text = _verdict(item, item.stash.get(_SIDECARS, [])) or "a patience violation was recorded"
+    note = (
+        f"\n\nThe test was still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}: "
+        f"mcpfaults {watch.how} (ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} "
+        "turns this off)."
+    )
+    ours = isinstance(exc, (PatienceInterrupt, asyncio.CancelledError)) or exc is None
+    raise PatienceError(text + note) from (None if ours else exc)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    call = _make_call(item)
+    if call is not None:
+        item.stash[_CALL] = call
+        if item.stash.get(_SIDECARS, []):
+            call.watch_for(item)
     try:
         result = yield
     except BaseException as exc:
+        fired = call.stop() if call is not None else None
+        if fired is not None and not isinstance(exc, KeyboardInterrupt):
+            _interrupted(item, fired, exc)
         _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), exc)
         raise
+    finally:
+        if call is not None:
+            del item.stash[_CALL]
+    fired = call.stop() if call is not None else None
+    if fired is not None:
+        _interrupted(item, fired, None)
     _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), None)
     return result
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """A verdict is raised by plugin code, not the test: show its text (and the test's own failure
-    it caused, if any), not a traceback through the plugin's hooks."""
-    report = yield
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Marks the test function's own run: only then may the watcher interrupt it."""
+    call = pyfuncitem.stash.get(_CALL, None)
+    if call is None:
+        return (yield)
+    call.set_in_body(True)
+    try:
+        return (yield)
+    finally:
+        call.set_in_body(False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
+    """A verdict is raised by plugin code, not the test: its report shows the verdict's text (and the
+    test's own failure it caused, if any), not a traceback through the plugin's hooks.
+
+    The report is built here, without pytest's traceback rendering, which parses the source of every
+    frame with ``ast``: on CPython 3.11 a garbage collection during that parse whose finalizers parse
+    again (3.11's ``traceback`` module calls ``ast.parse`` for its carets, e.g. when an unclosed
+    client's task logs its exception) corrupts the parser's shared recursion-depth state and pytest
+    stops with ``INTERNALERROR SystemError: AST constructor recursion depth mismatch``
+    (https://github.com/python/cpython/issues/106905 and the state reset of gh-95185). A verdict test
+    typically leaves such clients behind (their connections were cut), so they are also collected
+    here, at a point where no parse is running, rather than inside a later test's rendering."""
     excinfo = call.excinfo
-    if report.failed and excinfo is not None and type(excinfo.value).__name__ == "PatienceError":
-        text = f"PatienceError: {excinfo.value}"
-        cause = excinfo.value.__cause__
-        if cause is not None:
-            own = "".join(traceback.format_exception_only(type(cause), cause)).rstrip()
-            text += f"\n\nThe {call.when} phase also failed (often the client reacting to the abort):\n{own}"
-        report.longrepr = text
-    return report
+    if excinfo is None or type(excinfo.value).__name__ != "PatienceError":
+        return None
+    import gc
+
+    gc.collect()
+    text = f"PatienceError: {excinfo.value}"
+    cause = excinfo.value.__cause__
+    if cause is not None:
+        own = "".join(traceback.format_exception_only(type(cause), cause)).rstrip()
+        text += f"\n\nThe {call.when} phase also failed (often the client reacting to the abort):\n{own}"
+    # the sections pytest's own TestReport.from_item_and_call attaches (captured output and logs)
+    sections = [(f"Captured {key} {rwhen}", content) for rwhen, key, content in item._report_sections]
+    return pytest.TestReport(
+        item.nodeid,
+        item.location,
+        dict.fromkeys(item.keywords, 1),
+        "failed",
+        text,
+        call.when,  # type: ignore[arg-type]  # never "collect" for a test item
+        sections,
+        call.duration,
+        call.start,
+        call.stop,
+        user_properties=item.user_properties,
+    )
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)

@@ -31,6 +31,7 @@ class Delivery:
 
     status: int | None = None
     bytes_sent: int = 0
+    body_bytes: int | None = None  # the announced Content-Length of a streamed body (None: SSE)
 
 
 def reset_transport(transport: asyncio.BaseTransport | None) -> None:
@@ -86,7 +87,7 @@ async def deliver(
     if sse:
         resp.headers["Cache-Control"] = "no-cache"
     else:
-        resp.content_length = len(body)
+        resp.content_length = out.body_bytes = len(body)
     await resp.prepare(request)
     first = len(body) if isinstance(fault, F.EndlessSse) else getattr(fault, "after_bytes", len(body))
     if isinstance(fault, F.Drip):

@@ -24,7 +24,10 @@ class RequestRecord:
 
     ``hold`` says how a held request ended: ``'released'`` (``release()``), ``'client_closed'`` (the
     client gave up), ``'patience'`` (the budget ran out and the sidecar aborted the connection),
-    ``'teardown'`` (the sidecar stopped), or ``None`` when it was never held.
+    ``'teardown'`` (the sidecar stopped), or ``None`` when it was never held. ``held_at`` is when the
+    hold began; ``user_agent`` and ``protocol_version`` are the request's ``User-Agent`` and
+    ``MCP-Protocol-Version`` headers (``None`` when absent): what the sidecar knows of the client;
+    ``body_bytes`` the announced ``Content-Length`` of a response held while its body was streamed.
 
     ``error`` says what went wrong and ``error_by`` whose it was: ``'client'`` (a mistake in the
     request, answered with the protocol's own error; never a sidecar error), ``'tool'`` (the tool's
@@ -42,9 +45,11 @@ class RequestRecord:
     era: str | None = None
     status: int | None = None
     bytes_sent: int = 0
+    body_bytes: int | None = None
     fault: str | None = None
     fault_kind: str | None = None
     held: bool = False
+    held_at: float | None = None
     hold: str | None = None
     waited: float | None = None
     client_closed: bool = False
@@ -53,6 +58,8 @@ class RequestRecord:
     ended_at: float | None = None
     error: str | None = None
     error_by: str | None = None
+    user_agent: str | None = None
+    protocol_version: str | None = None
 
     @property
     def label(self) -> str:
@@ -113,6 +120,18 @@ class PatienceViolation:
         """Whether the client closed the held request itself before the abort (for a violation: no)."""
         return self.request.client_closed
 
+    @property
+    def answered(self) -> str:
+        """What the client had received when the budget ran out: ``'none'`` (no status line: a hung or
+        frozen request), ``'partial'`` (status, headers and part of the body: a stalled response) or
+        ``'complete'`` (the whole announced body, and the connection kept open)."""
+        r = self.request
+        if r.status is None:
+            return "none"
+        if r.body_bytes is not None and r.bytes_sent >= r.body_bytes:
+            return "complete"
+        return "partial"
+
     def what(self) -> str:
         """The held request as a harness author names it, e.g. ``a frozen `DELETE /mcp` (session era)``."""
         r = self.request
@@ -122,22 +141,40 @@ class PatienceViolation:
         if r.era:
             req += f" ({r.era} era)"
         kind = self.fault.split("(", 1)[0].split("@", 1)[0]
-        if kind == "stall":
-            return f"the stalled response to {req} ({r.bytes_sent} bytes of body, then nothing)"
         if kind == "endless_sse":
             return f"the never-ending SSE stream answering {req}"
-        return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
+        if self.answered == "none":
+            return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
+        return f"the response to {req}"
 
     def describe(self, era: str | None = None) -> str:
-        """The headline: what the client waited on, for the whole budget, and what it would have done
-        without it (the measured wait, a little longer on a loaded machine, is in the journal excerpt).
-        ``era`` overrides the era shown (the request's own otherwise)."""
+        """The headline, from what the sidecar observed: what the client had received when the budget
+        ran out (nothing: a request held and never answered; the status and part of the body: a
+        stalled response; all of it: a connection kept open), and that it never closed the connection
+        itself. ``era`` overrides the era shown (the request's own otherwise)."""
         v = self
         if era is not None:
             v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
+        r, b = v.request, f"{self.budget:g} s"
+        answered = self.answered
+        if answered == "complete":
+            return (
+                f"the client kept the connection open for {b} (the whole budget) after {v.what()} was sent "
+                f"in full (status {r.status}, all {r.bytes_sent} bytes of its Content-Length), and never "
+                "released it (a connection leak, if it was done with it)"
+            )
+        if v.fault.startswith("endless_sse"):
+            head = f"{v.what()} ({r.bytes_sent} bytes sent) and never closed the connection"
+        elif answered == "none":
+            head = f"{v.what()}, never answered (no status line was sent), and never closed the connection"
+        else:
+            head = (
+                f"{v.what()}, which stalled after the status line ({r.status}) and {r.bytes_sent} bytes of "
+                "body, and never released the connection"
+            )
         return (
-            f"the client waited {self.budget:.1f} s on {v.what()} without giving up; "
-            "without this budget it would have waited for its own read timeout"
+            f"the client waited {b} (the whole budget) on {head}; without the budget it would have waited "
+            f"as long as its own read timeout allows (if it has one, it is longer than {b})"
         )
 
     def details(self) -> str:

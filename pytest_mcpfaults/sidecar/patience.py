@@ -13,17 +13,19 @@ import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_mcpfaults.sidecar.clients import client_seen, patience_hint
 from pytest_mcpfaults.sidecar.journal import PatienceViolation, RequestRecord
+from pytest_mcpfaults.sidecar.routing import record_matches
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.waits import SidecarWaits
 
 __all__ = ["PatienceError", "check_client_closed", "patience_verdict", "violation_record"]
 
-#: How long past ``within`` the assertions wait for the sidecar to learn of a client's hang-up.
-_SETTLE = 1.0
 #: At most this many requests of one connection are quoted in a verdict.
 _EXCERPT = 12
+#: At most this many connections are named for a group of identical violations.
+_GROUP_CONNS = 10
 _EXPECT_HOW = (
     "@pytest.mark.mcp_expect_hang, @pytest.mark.mcp_sidecar(expect_hang=True), "
     "Sidecar(expect_hang=True) or expect_hang=True on the fault"
@@ -32,22 +34,6 @@ _EXPECT_HOW = (
 
 class PatienceError(AssertionError):
     """A held request outlived its patience budget and the test did not say it expected that."""
-
-
-def _hint(sc: SidecarWaits, r: RequestRecord) -> str:
-    if r.path == sc.mcp_path and r.method == "DELETE":
-        return (
-            "mcp 2.x sends this DELETE when the client closes, through its transport's httpx2 client "
-            "(read timeout 300 s by default; Client(read_timeout_seconds=...) does not bound it): pass "
-            "streamable_http_client(url, http_client=<an httpx2.AsyncClient with a short read timeout>) "
-            "as the Client's server"
-        )
-    if r.path == sc.mcp_path:
-        return (
-            "mcp 2.x waits for this reply up to its httpx2 read timeout (300 s by default): bound it "
-            "with Client(read_timeout_seconds=...) or call_tool(..., read_timeout_seconds=...)"
-        )
-    return "httpx: timeout=None waits forever (its default is 5 s); give the request a timeout"
 
 
 def _excerpt(sc: SidecarWaits, conn_id: int) -> list[str]:
@@ -65,20 +51,54 @@ def _peer(sc: SidecarWaits, conn_id: int) -> str:
     return conns[conn_id].peer if 0 <= conn_id < len(conns) else "?"
 
 
+def _hint(sc: SidecarWaits, v: PatienceViolation) -> str:
+    return patience_hint(v.request, mcp_path=sc.mcp_path, budget=v.budget)
+
+
+def _groups(sc: SidecarWaits, violations: Sequence[PatienceViolation]) -> list[list[PatienceViolation]]:
+    """Violations with the same headline, fault, budget, client and hint, in first-seen order."""
+    groups: dict[tuple[object, ...], list[PatienceViolation]] = {}
+    for v in violations:
+        key = (v.describe(), v.fault, v.budget, v.budget_from, v.expected, v.request.user_agent, _hint(sc, v))
+        groups.setdefault(key, []).append(v)
+    return list(groups.values())
+
+
 def patience_verdict(sc: SidecarWaits, violations: Sequence[PatienceViolation]) -> str:
     """The failure message for patience violations of one sidecar: per violation the headline
-    (:meth:`PatienceViolation.describe`), which fault and budget, a hint for common clients, and the
-    journal excerpt of that connection; then how to fix the client or declare the hang expected."""
+    (:meth:`PatienceViolation.describe`), which fault and budget, what the sidecar saw of the client, a
+    hint derived from that, and the journal excerpt of that connection; then how to fix the client or
+    declare the hang expected. Identical violations (same headline, fault, budget, client and hint)
+    are one entry with a count and the connections (at most ``_GROUP_CONNS`` named)."""
     n = len(violations)
     where = sc.url if sc.state != "new" else "the sidecar"
-    lines = [f"{n} held request{'s' if n != 1 else ''} outlived the patience budget at {where}:"]
-    for i, v in enumerate(violations, 1):
+    groups = _groups(sc, violations)
+    head = f"{n} held request{'s' if n != 1 else ''} outlived the patience budget at {where}"
+    if len(groups) < n:
+        head += f" ({len(groups)} distinct)"
+    lines = [head + ":"]
+    for i, group in enumerate(groups, 1):
+        v = group[0]
         cid = v.request.conn_id
         lines.append("")
-        lines.append(f"{i}. {v.describe()}")
-        lines.append(f"   {v.details()}" + (" (expected by the test)" if v.expected else ""))
-        lines.append(f"   hint: {_hint(sc, v.request)}")
-        lines.append(f"   journal of connection #{cid} ({_peer(sc, cid)}):")
+        expected = " (expected by the test)" if v.expected else ""
+        if len(group) == 1:
+            lines.append(f"{i}. {v.describe()}")
+            lines.append(f"   {v.details()}{expected}")
+        else:
+            lines.append(f"{i}. {len(group)} times: {v.describe()}")
+            source = "its fault's patience=" if v.budget_from == "fault" else "the sidecar's patience"
+            cids = [g.request.conn_id for g in group[:_GROUP_CONNS]]
+            named = ", ".join(f"#{c} ({_peer(sc, c)})" for c in cids)
+            more = f" and {len(group) - _GROUP_CONNS} more" if len(group) > _GROUP_CONNS else ""
+            lines.append(
+                f"   held by `{v.fault}`; when the {v.budget:g} s budget ({source}) ran out the sidecar "
+                f"aborted each of the {len(group)} connections (RST){expected}: {named}{more}"
+            )
+        lines.append(f"   client seen: {client_seen(v.request)}")
+        lines.append(f"   hint: {_hint(sc, v)}")
+        first = " (the first of them)" if len(group) > 1 else ""
+        lines.append(f"   journal of connection #{cid} ({_peer(sc, cid)}){first}:")
         lines.extend("     " + line for line in _excerpt(sc, cid))
     lines.append("")
     lines.append(
@@ -104,6 +124,9 @@ def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str |
         "mcp_method": r.mcp_method,
         "tool": r.tool,
         "era": r.era,
+        "answered": v.answered,
+        "user_agent": r.user_agent,
+        "protocol_version": r.protocol_version,
         "connection": r.conn_id,
         "client_closed": v.client_closed,
         "sidecar": sidecar_url,
@@ -111,12 +134,23 @@ def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str |
     }
 
 
+def _closed_after(r: RequestRecord) -> float | None:
+    """Seconds from the start of the hold to the moment the sidecar's loop saw the client close the
+    connection (``None``: it did not, while the request was held)."""
+    if not r.client_closed or r.client_closed_at is None or r.held_at is None:
+        return None
+    if r.hold not in (None, "client_closed"):
+        return None  # released, aborted at the budget or torn down first
+    return r.client_closed_at - r.held_at
+
+
 def _fate(r: RequestRecord, within: float, now: float) -> str:
+    closed = _closed_after(r)
+    if closed is not None:
+        return f"the client closed it only after {closed:.2f} s, later than {within:g} s"
     if r.hold is None:
-        return f"still held after {now - r.started_at:.2f} s: the client kept it open"
+        return f"still held after {now - (r.held_at or r.started_at):.2f} s: the client kept it open"
     waited = f"{r.waited or 0.0:.2f} s"
-    if r.hold == "client_closed":
-        return f"the client closed it only after {waited}, later than {within:g} s"
     if r.hold == "patience":
         return (
             f"the client never closed it; the sidecar aborted it after {waited}, when the patience "
@@ -127,40 +161,61 @@ def _fate(r: RequestRecord, within: float, now: float) -> str:
     return f"the sidecar stopped or died after {waited} while it was held; the client never closed it"
 
 
+def _judged_at(r: RequestRecord, within: float) -> float:
+    """Journal time at which request ``r`` can be judged: ``within`` past the start of its hold (or of
+    the request, while it is not held yet)."""
+    return (r.held_at if r.held_at is not None else r.started_at) + within
+
+
+def _settled(r: RequestRecord, within: float, now: float) -> bool:
+    if r.client_closed or r.hold is not None or (r.done and not r.held):
+        return True  # the outcome is known
+    return now >= _judged_at(r, within)
+
+
 def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who: str) -> None:
     """The check behind ``assert_client_gave_up`` and ``assert_client_released`` (``who``): every
-    held request matching ``target`` ended with the client closing its connection at most
-    ``within`` seconds after the hold began. Raises ``AssertionError`` naming each one that did not."""
+    held request matching ``target`` had its connection closed by the client at most ``within``
+    seconds after the hold began. Raises ``AssertionError`` naming each one that did not.
+
+    Exact wait: it returns as soon as every matching request's outcome is known, and waits at most
+    until ``within`` past the start of the latest hold, then judges. The moment of a close is when
+    the sidecar's loop saw the connection drop (its ``connection_lost``), so no settling time is
+    added: a close the loop sees later than ``within`` after the hold began is "later than within".
+    """
     if isinstance(within, bool) or not isinstance(within, (int, float)) or not within > 0:
         raise ValueError(f"Sidecar.{who}: within must be a positive number of seconds, got {within!r}")
     sc._held(target)  # validates target before waiting
+    journal = sc.journal
 
-    from pytest_mcpfaults.sidecar.routing import record_matches
-
-    def settled() -> bool:  # every matching request has ended, or been held longer than `within`
-        now = sc.journal.now()
-        return all(
-            r.done or r.hold is not None or now - r.started_at > within + _SETTLE
-            for r in sc.journal.requests
+    def matching() -> list[RequestRecord]:
+        return [
+            r
+            for r in journal.requests
             if target is None or record_matches(r, target, mcp_path=sc.mcp_path, health_path=sc.health_path)
-        )
+        ]
 
-    # the loop thread learns of a hang-up a moment after the client's call returned; still held
-    # after that: reported below
-    with contextlib.suppress(AssertionError):
-        sc.journal.wait_for(settled, within + 2 * _SETTLE, "held requests to end")
+    def settled() -> bool:
+        now = journal.now()
+        return all(_settled(r, within, now) for r in matching())
+
+    pending = [r for r in matching() if not _settled(r, within, journal.now())]
+    if pending:
+        deadline = max(_judged_at(r, within) for r in pending)
+        with contextlib.suppress(AssertionError):  # still held at the deadline: judged below
+            journal.wait_for(settled, max(0.0, deadline - journal.now()), "held requests to end")
     held = sc._held(target)
-    matching = f" matching {target!r}" if target is not None else ""
+    matching_text = f" matching {target!r}" if target is not None else ""
     if not held:
-        seen = ", ".join(sc.journal.sequence()) or "none"
+        seen = ", ".join(journal.sequence()) or "none"
         raise AssertionError(
-            f"Sidecar.{who}: no held request{matching} was recorded (only freeze, hang, stall and "
+            f"Sidecar.{who}: no held request{matching_text} was recorded (only freeze, hang, stall and "
             f"endless_sse faults hold requests); requests seen: {seen}"
         )
-    bad = [r for r in held if not (r.hold == "client_closed" and r.waited is not None and r.waited <= within)]
+    bad = [r for r in held if (c := _closed_after(r)) is None or c > within]
     if not bad:
         return
-    now = sc.journal.now()
+    now = journal.now()
     conns = sorted({r.conn_id for r in bad})
     names = ", ".join(f"connection #{c} ({_peer(sc, c)})" for c in conns)
     if who == "assert_client_released":
@@ -168,7 +223,7 @@ def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who
     else:
         head = (
             f"the client did not give up within {within:g} s on {len(bad)} of {len(held)} "
-            f"held request(s){matching}:"
+            f"held request(s){matching_text}:"
         )
     lines = [head]
     for r in bad:

@@ -514,7 +514,13 @@ class Sidecar(SidecarWaits):
                     self._arm_idle(conn)
 
     async def _handle_recorded(self, request: web.BaseRequest, conn: _Conn) -> web.StreamResponse:
-        rid = self.journal.add_request(conn_id=conn.id, method=request.method, path=request.path)
+        rid = self.journal.add_request(
+            conn_id=conn.id,
+            method=request.method,
+            path=request.path,
+            user_agent=request.headers.get("User-Agent"),
+            protocol_version=request.headers.get("MCP-Protocol-Version"),
+        )
         self.journal.count_request_on(conn.id)
         conn.current = rid
         out = Delivery()
@@ -579,7 +585,9 @@ class Sidecar(SidecarWaits):
             self.journal.update_request(rid, session_id=request.headers["Mcp-Session-Id"], era="session")
 
         async def hold(fault: F.Fault) -> None:
-            self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)  # sent so far
+            self.journal.update_request(  # sent so far
+                rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes
+            )
             await self._hold(rid, conn, fault)
 
         if self._state == "frozen":
@@ -698,7 +706,7 @@ class Sidecar(SidecarWaits):
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         hold = _Hold(rid, fault, fut)
         self._holds.add(hold)
-        self.journal.update_request(rid, held=True)
+        self.journal.update_request(rid, held=True, held_at=self.journal.now())
         own = getattr(fault, "patience", None)
         budget = own or self.patience
         try:

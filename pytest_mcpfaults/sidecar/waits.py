@@ -63,15 +63,17 @@ class SidecarWaits(SidecarViews):
 
     def assert_client_gave_up(self, within: float, target: str | None = None) -> None:
         """Every held request (matching ``target``, e.g. ``'DELETE /mcp'``) ended because the client
-        closed it, at most ``within`` seconds after the hold began. Waits (bounded by ``within``) for
-        holds still in progress; the failure names each request, its connection and how it ended."""
+        closed it, at most ``within`` seconds after the hold began. Returns as soon as every outcome is
+        known, else waits until ``within`` past the latest hold's start (no longer), then judges; the
+        failure names each request, its connection and how it ended."""
         check_client_closed(self, within, target, "assert_client_gave_up")
 
     def assert_client_released(self, within: float, target: str | None = None) -> None:
         """Every stalled/held response (matching ``target``, e.g. ``'health'``) had its connection
         closed by the client at most ``within`` seconds after the hold began (a probe that reads the
         status and aborts the body passes; one that keeps the response open fails, naming the
-        connection). Waits (bounded by ``within``) for holds still in progress."""
+        connection). Waits like :meth:`assert_client_gave_up`: at most until ``within`` past the latest
+        hold's start."""
         check_client_closed(self, within, target, "assert_client_released")
 
     def assert_no_patience_violations(self) -> None:

@@ -1,0 +1,160 @@
+"""Interrupting a test that is still blocked after a patience verdict.
+
+When a held request outlives its budget the sidecar resets the connection, and most clients return
+at once. Some do not (the mcp 1.x ``ClientSession.call_tool`` only logs the failed reply and waits on;
+code that swallows the error and blocks elsewhere), and the verdict, raised after the test body, would
+wait for an outside timeout. So during the call phase of a test that uses a sidecar, a watcher thread
+looks for unexpected patience violations; ``grace`` seconds after the first one, if the test body has
+not returned, it interrupts the main thread with a signal (``SIGUSR2``, delivered with
+``signal.pthread_kill``: a blocking socket read, lock wait, ``sleep`` or selector wakes with ``EINTR``
+and runs the handler), in this order, one step per ``grace``:
+
+1. the main thread is running an asyncio loop and waiting in its selector (an async test, or
+   ``asyncio.run``/``anyio.run`` in a sync test): every task of that loop is cancelled, so the test
+   unwinds through its ``async with`` blocks;
+2. otherwise, or if it is still blocked one ``grace`` later: :class:`PatienceInterrupt` is raised where
+   the main thread is (a ``BaseException``, so ``except Exception`` does not swallow it);
+3. once more, one ``grace`` later; then the watcher gives up (an outside timeout is still needed).
+
+The handler acts only while the test function itself runs (``in_body``), and the signal handler is
+installed once, from the main thread, only if ``SIGUSR2`` has no handler yet; it stays installed (a
+no-op between tests) until the session ends, so a late signal never hits the default action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+__all__ = ["PatienceInterrupt", "Watch", "install", "interrupt_available", "uninstall"]
+
+_SIGNAL: int | None = getattr(signal, "SIGUSR2", None)
+_STEPS = 3
+_POLL = 0.05
+_CANCEL_MSG = "mcpfaults: a patience verdict interrupted the blocked test"
+
+
+class PatienceInterrupt(BaseException):
+    """Raised in a test still blocked ``grace`` seconds after a patience verdict (see the module)."""
+
+
+_state: dict[str, Any] = {"installed": False, "previous": None, "active": None}
+
+
+def interrupt_available() -> bool:
+    """Whether a blocked test can be interrupted here: POSIX ``pthread_kill`` and ``SIGUSR2``, called
+    from the main thread, with ``SIGUSR2`` free (no handler of its own) or already ours."""
+    if _state["installed"]:
+        return True
+    if _SIGNAL is None or not hasattr(signal, "pthread_kill"):
+        return False
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.getsignal(_SIGNAL) == signal.SIG_DFL
+
+
+def install() -> bool:
+    """Install the handler (main thread only); ``False`` when interrupting is unavailable."""
+    if _state["installed"]:
+        return True
+    if not interrupt_available():
+        return False
+    assert _SIGNAL is not None
+    _state["previous"] = signal.signal(_SIGNAL, _on_signal)
+    _state["installed"] = True
+    return True
+
+
+def uninstall() -> None:
+    """Restore the previous handler (at the end of the session, main thread)."""
+    if _state["installed"] and threading.current_thread() is threading.main_thread():
+        assert _SIGNAL is not None
+        signal.signal(_SIGNAL, _state["previous"])
+        _state["installed"] = False
+
+
+def _cancel_all(watch: Watch, loop: asyncio.AbstractEventLoop) -> None:
+    if watch.in_body:
+        for task in asyncio.all_tasks(loop):
+            task.cancel(_CANCEL_MSG)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    watch: Watch | None = _state["active"]
+    if watch is None or not watch.in_body or not watch.pending:
+        return
+    watch.pending = False
+    watch.steps_taken += 1
+    if watch.steps_taken == 1:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None and asyncio.current_task(loop) is None:  # waiting in the loop's selector
+            watch.how = "cancelled every task of its event loop"
+            loop.call_soon_threadsafe(_cancel_all, watch, loop)
+            return
+    watch.how = "raised PatienceInterrupt where it was blocked"
+    raise PatienceInterrupt(
+        f"mcpfaults: the test was still blocked {watch.grace:g} s after a patience verdict"
+    )
+
+
+class Watch:
+    """The watcher of one test's call phase (see the module). ``violated()`` says whether an
+    unexpected patience violation was recorded; ``fired`` whether the test was interrupted."""
+
+    def __init__(self, grace: float, violated: Callable[[], bool]) -> None:
+        self.grace = grace
+        self._violated = violated
+        self._main = threading.main_thread().ident
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.in_body = False
+        self.pending = False  # a signal was sent and not handled yet
+        self.steps_sent = 0
+        self.steps_taken = 0
+        self.how = ""
+        self.found_at: float | None = None
+
+    @property
+    def fired(self) -> bool:
+        return self.steps_taken > 0
+
+    def start(self) -> None:
+        """Start watching (idempotent); makes this the active watch of the signal handler."""
+        if self._thread is not None:
+            return
+        _state["active"] = self
+        self._thread = threading.Thread(target=self._run, name="mcpfaults-patience-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (bounded: the thread wakes within ``_POLL``)."""
+        self.in_body = False
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(1.0)
+        if _state["active"] is self:
+            _state["active"] = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(_POLL):
+            now = time.monotonic()
+            if self.found_at is None:
+                if self._violated():
+                    self.found_at = now
+                continue
+            if self.steps_sent >= _STEPS:
+                return  # gave up: only an outside timeout ends this test
+            if now - self.found_at >= self.grace * (self.steps_sent + 1) and self.in_body:
+                self.steps_sent += 1
+                self.pending = True
+                assert _SIGNAL is not None
+                assert self._main is not None
+                signal.pthread_kill(self._main, _SIGNAL)

@@ -1,0 +1,136 @@
+"""What the sidecar can tell about a client from its requests, and the patience hint for it.
+
+The sidecar sees a request's ``User-Agent`` and ``MCP-Protocol-Version`` headers, its path, method
+and era, and what it sent back before a hold (the status line, how many body bytes, whether the body
+was complete). It does not see the client's timeouts. So a hint states what was observed and says
+"if" where it guesses; the client families below are recognised from the User-Agent each sends
+(measured: the mcp 2.x SDK sends ``python-httpx2/<version>``, the mcp 1.x SDK and plain httpx
+``python-httpx/<version>``).
+"""
+
+from __future__ import annotations
+
+from pytest_mcpfaults.sidecar.journal import RequestRecord
+
+__all__ = ["client_family", "client_seen", "patience_hint"]
+
+
+def client_family(user_agent: str | None) -> str:
+    """``'httpx2'``, ``'httpx'``, ``'aiohttp'``, ``'requests'``, ``'curl'`` or ``'unknown'``."""
+    ua = (user_agent or "").lower()
+    if ua.startswith("python-httpx2/"):
+        return "httpx2"
+    if ua.startswith("python-httpx/"):
+        return "httpx"
+    if "aiohttp/" in ua:
+        return "aiohttp"
+    if ua.startswith("python-requests/"):
+        return "requests"
+    if ua.startswith("curl/"):
+        return "curl"
+    return "unknown"
+
+
+def client_seen(r: RequestRecord) -> str:
+    """What the sidecar saw of the client, e.g. ``User-Agent python-httpx/0.28.1, MCP-Protocol-Version
+    2025-11-25``."""
+    bits = [f"User-Agent {r.user_agent}" if r.user_agent else "no User-Agent"]
+    if r.protocol_version:
+        bits.append(f"MCP-Protocol-Version {r.protocol_version}")
+    return ", ".join(bits)
+
+
+def _answered(r: RequestRecord) -> str:
+    """``'none'`` (no status line sent), ``'partial'`` (status and part of the body), ``'complete'``
+    (the whole announced body was sent, the response was held before it ended)."""
+    if r.status is None:
+        return "none"
+    if r.body_bytes is not None and r.bytes_sent >= r.body_bytes:
+        return "complete"
+    return "partial"
+
+
+def _mcp_hint(r: RequestRecord, family: str, budget: str) -> str | None:
+    if family == "httpx2":  # the mcp 2.x SDK (streamable_http_client's httpx2.AsyncClient)
+        if r.method == "DELETE":
+            return (
+                "if this is the mcp 2.x SDK (it sends this User-Agent): it sends this DELETE when the "
+                "client closes, through its transport's httpx2 client (read timeout 300 s by default; "
+                "Client(read_timeout_seconds=...) does not bound it): pass streamable_http_client(url, "
+                "http_client=<an httpx2.AsyncClient with a short read timeout>) as the Client's server"
+            )
+        if r.method == "POST" and r.mcp_method and not r.mcp_method.startswith("notifications/"):
+            return (
+                "if this is the mcp 2.x SDK (it sends this User-Agent): it waits for this reply until "
+                "Client(read_timeout_seconds=...) or call_tool(..., read_timeout_seconds=...) runs out, "
+                "else its httpx2 read timeout (300 s by default); it did not give up within "
+                f"{budget}, so any such timeout is longer than that: set one below the budget"
+            )
+        return None
+    if family == "httpx":  # plain httpx, or the mcp 1.x SDK (streamablehttp_client)
+        if r.method == "POST" and r.mcp_method and not r.mcp_method.startswith("notifications/"):
+            return (
+                "if this is the mcp 1.x SDK (streamablehttp_client + ClientSession send this "
+                "User-Agent): when this reply fails it only logs 'Error parsing JSON response' and the "
+                "awaiting call does not return by itself; bound the call with "
+                "ClientSession(read, write, read_timeout_seconds=timedelta(seconds=...)) or "
+                "session.call_tool(..., read_timeout_seconds=timedelta(seconds=...)) below the budget"
+            )
+        if r.method == "DELETE":
+            return (
+                "if this is the mcp 1.x SDK: it sends this DELETE when streamablehttp_client exits, "
+                "through its httpx client (timeout= of streamablehttp_client, 30 s by default; "
+                "terminate_on_close=False skips it): give it a timeout below the budget"
+            )
+    return None
+
+
+def _generic_hint(r: RequestRecord, family: str, budget: str, seconds: float) -> str:
+    answered = _answered(r)
+    if answered == "complete":
+        return (
+            "the whole response was sent; if the client has finished with it, it kept the connection "
+            "open (an unclosed response, or a connection pool that is never closed): close the "
+            "response or the client once done"
+        )
+    if answered == "partial":
+        what = {
+            "httpx": "httpx: client.stream(...) and leave the block, or response.close()",
+            "httpx2": "httpx2: client.stream(...) and leave the block, or response.aclose()",
+            "aiohttp": "aiohttp: response.release() / leave the `async with`",
+            "requests": "requests: stream=True and response.close()",
+        }.get(family, "close the response")
+        return (
+            f"if the client needs only the status (a readiness probe), close the response without "
+            f"reading the body ({what}); if it needs the body, it waited {budget} for the rest: give "
+            f"the read a timeout below the budget"
+        )
+    return (
+        f"the client did not give up within {budget}: if it has a read timeout, it is longer than "
+        f"that; give this request a timeout below the budget{_default_timeout(family, seconds)}"
+    )
+
+
+def _default_timeout(family: str, seconds: float) -> str:
+    """What the client's own default says about a wait of ``seconds`` it did not give up on."""
+    if family == "httpx":
+        if seconds >= 5:
+            return " (httpx gives up after 5 s by default, so this one has a longer timeout or timeout=None)"
+        return " (httpx's default timeout, 5 s, is longer than this budget)"
+    return {
+        "aiohttp": " (aiohttp: ClientTimeout(total=300) by default; set sock_read= or total=)",
+        "requests": " (requests: no timeout unless timeout= is passed)",
+        "curl": " (curl: --max-time)",
+    }.get(family, "")
+
+
+def patience_hint(r: RequestRecord, *, mcp_path: str, budget: float) -> str:
+    """The hint for a held request: from what the sidecar observed of the request and the client
+    (its User-Agent), conditional where it guesses."""
+    family = client_family(r.user_agent)
+    b = f"{budget:g} s"
+    if r.path == mcp_path:
+        hint = _mcp_hint(r, family, b)
+        if hint is not None:
+            return hint
+    return _generic_hint(r, family, b, budget)
