@@ -34,12 +34,25 @@ def run_plugin(pytester: pytest.Pytester):  # type: ignore[no-untyped-def]
             "mcpfaults",
             "-p",
             "no:cacheprovider",
+            # In-process runs share sys.modules: a plugin module a test imported directly (say
+            # _pytest.records) cannot be assertion-rewritten again, which only this harness causes.
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
             "-o",
             "asyncio_default_fixture_loop_scope=function",
             *args,
         )
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _pytester_runs_as_off_ci(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs print the same wherever the suite runs: with ``CI`` or ``BUILD_NUMBER`` set
+    pytest stops truncating its short summary, which repeats each failure's message once more."""
+    if "pytester" in request.fixturenames:
+        for var in ("CI", "BUILD_NUMBER"):
+            monkeypatch.delenv(var, raising=False)
 
 
 #: What a pytester subprocess run loads besides what it names with ``-p``: the plugins the project's
@@ -54,7 +67,7 @@ def _pytester_subprocesses_load_only_the_plugins_they_need(request: pytest.Fixtu
     """``pytester.runpytest_subprocess`` runs start with plugin autoload off (as
     ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` does), loading :data:`PYTESTER_PLUGINS`; ``-p NAME`` loads an
     installed plugin by its entry-point name then (pytest >= 8.4; older pytest keeps autoload).
-    In-process runs are left as they are: the plugins they load are imported already."""
+    In-process runs keep their plugins (they are imported already)."""
     if "pytester" not in request.fixturenames or tuple(map(int, pytest.__version__.split(".")[:2])) < (8, 4):
         return
     pytester: pytest.Pytester = request.getfixturevalue("pytester")
