@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -372,7 +373,8 @@ def summary_line(report: Report) -> str:
 
 
 def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
-    """The coverage table, the violations (first line of each message) and :func:`summary_line`.
+    """The coverage table, the violations (first line of each message; identical lines once, with
+    their count) and :func:`summary_line`.
     Empty when the plugin was not used. ``verbose`` lists every test with what fired in it."""
     if not report.used:
         return []
@@ -407,7 +409,9 @@ def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
     violations = report.violations()
     if violations:
         lines.append(f"violations ({len(violations)}):")
-        lines += [f"  {v.describe()}" for v in violations]
+        # identical lines (the same test, kind, name and headline) are listed once, with their count
+        counts = Counter(v.describe() for v in violations)
+        lines += [f"  {text}" + (f" ({n} times)" if n > 1 else "") for text, n in counts.items()]
     lines.append(summary_line(report))
     return lines
 

@@ -195,6 +195,23 @@ def test_summary_text() -> None:
     assert lines[-1] == summary_line(report)
 
 
+def test_summary_lists_identical_violations_once_with_their_count() -> None:
+    held = {
+        "fault": "hang@health",
+        "message": "the client waited 1.0 s on a hung `GET /health`",
+        "expected": False,
+    }
+    other = {**held, "message": "the client waited 1.0 s on a hung `DELETE /mcp`"}
+    report = Report([_entry("t.py::test_a", fired={"hang": 201}, patience_violations=[held] * 200 + [other])])
+    lines = summary_lines(report)
+    start = lines.index("violations (201):")
+    assert lines[start + 1 : -1] == [
+        "  t.py::test_a: patience hang@health: the client waited 1.0 s on a hung `GET /health` (200 times)",
+        "  t.py::test_a: patience hang@health: the client waited 1.0 s on a hung `DELETE /mcp`",
+    ]
+    assert summary_line(report).endswith("201 violations")
+
+
 def test_summary_is_empty_when_the_plugin_was_not_used() -> None:
     assert summary_lines(Report([])) == []
     assert summary_line(Report([_entry("a", fired={"die": 1})])) == "mcpfaults: 1 kind, 1 fired, 0 violations"
