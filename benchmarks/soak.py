@@ -2,7 +2,7 @@
 descriptors (``/proc/self/fd``), threads and RSS (``/proc/self/status`` VmRSS) sampled.
 
 Targets: zero growth in file descriptors and threads; under 20 MB RSS growth.
-Run: ``/work/venv/bin/python benchmarks/soak.py [cycles]``
+Run: ``.venv/bin/python benchmarks/soak.py [cycles]``
 """
 
 from __future__ import annotations
