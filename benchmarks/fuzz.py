@@ -23,7 +23,7 @@ The contenders alternate within each round; medians of the rounds, per wall-cloc
 CPU second of this process (the sidecar loop thread included: steadier on a shared box).
 
 Targets: >= 100 examples/s with sockets; in-process >= 10x that.
-Run: ``/work/venv/bin/python benchmarks/fuzz.py``
+Run: ``.venv/bin/python benchmarks/fuzz.py``
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ per sidecar) would add to start+stop.
 
 Targets: the RTT during the blocking tool within 2x of idle; start+stop within 2x of bare aiohttp
 (``startstop.py`` measures it fully; repeated here for the comparison of the two designs).
-Run: ``/work/venv/bin/python benchmarks/isolation.py``
+Run: ``.venv/bin/python benchmarks/isolation.py``
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ a ``/health`` round trip idle and while the journal is being read (median of 5 r
 
 Targets: RSS growth under 20 MiB with the default limit; ``/health`` while the journal is read within
 50 ms of idle (it used to stall about 2 s at 50,000 requests).
-Run: ``/work/venv/bin/python benchmarks/journal.py [requests]``
+Run: ``.venv/bin/python benchmarks/journal.py [requests]``
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 suite that does not use the plugin (subprocess runs, interleaved, repeated; medians).
 
 Target: under 50 ms of added wall time per run.
-Run: ``/work/venv/bin/python benchmarks/overhead.py``
+Run: ``.venv/bin/python benchmarks/overhead.py``
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ call, clients never closing), counting the sidecar loop's tasks and the live ``S
 
 Targets: zero growth in file descriptors and threads; under 20 MB RSS growth; after the in-flight
 stops, no task on the sidecar loop beyond those before and no ``Sidecar`` alive (``gc``).
-Run: ``/work/venv/bin/python benchmarks/soak.py [cycles] [stops]``
+Run: ``.venv/bin/python benchmarks/soak.py [cycles] [stops]``
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Start+stop of a ``Sidecar`` vs a bare aiohttp site on a loop thread vs pytest-httpserver.
 
 Targets: within 2x of the bare aiohttp site; at least 100x faster than pytest-httpserver.
-Run: ``/work/venv/bin/python benchmarks/startstop.py``
+Run: ``.venv/bin/python benchmarks/startstop.py``
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ blocking fault (Hang, Stall, freeze) keeps open, and never close them themselves
 Side by side: a bare aiohttp ``AppRunner.cleanup()`` with 100 requests held by hung handlers
 (``shutdown_timeout=0.05``, the best a plain aiohttp server can do without aborting transports).
 Target: ``stop()`` under 100 ms.
-Run: ``/work/venv/bin/python benchmarks/teardown.py``
+Run: ``.venv/bin/python benchmarks/teardown.py``
 """
 
 from __future__ import annotations

@@ -21,7 +21,12 @@ DOCS = ROOT / "docs"
 EXAMPLES = sorted((DOCS / "examples").glob("*.py"))
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 _SNIPPET = re.compile(r'^--8<-- "([^"]+?)(?::([A-Za-z0-9_-]+))?"\s*$')
-_SOURCES = [*EXAMPLES, *sorted((ROOT / "examples").rglob("*.py"))]
+# The framework recipes (docs/examples/frameworks/) run in their own tox envs, not here; docs quote them.
+_SOURCES = [
+    *EXAMPLES,
+    *sorted((DOCS / "examples" / "frameworks").glob("*.py")),
+    *sorted((ROOT / "examples").rglob("*.py")),
+]
 
 
 def _pages() -> list[Path]:
