@@ -469,7 +469,12 @@ class Sidecar(SidecarWaits):
         if not conn.closed_by_us and conn.current is not None:
             rec = self.journal.request(conn.current)
             if not rec.done:
-                self.journal.update_request(conn.current, client_closed=True, client_closed_at=now)
+                fields: dict[str, Any] = {"client_closed": True, "client_closed_at": now}
+                if rec.held and rec.hold is None and rec.held_at is not None:
+                    # a held request ends with the close: record its outcome in the same write, so a
+                    # reader woken by client_closed never sees a held request without its outcome
+                    fields.update(hold="client_closed", waited=now - rec.held_at)
+                self.journal.update_request(conn.current, **fields)
         if not conn.lost.done():
             conn.lost.set_result(None)
 
@@ -720,7 +725,9 @@ class Sidecar(SidecarWaits):
             outcome = "client_closed"
         else:
             outcome = "patience"
-        rec = self.journal.update_request(rid, hold=outcome, waited=waited)
+        rec = self.journal.request(rid)
+        if not (outcome == "client_closed" and rec.hold == "client_closed"):  # else _conn_lost wrote it
+            rec = self.journal.update_request(rid, hold=outcome, waited=waited)
         if outcome == "patience":
             assert budget is not None
             expected = bool(self.expect_hang or getattr(fault, "expect_hang", False))
