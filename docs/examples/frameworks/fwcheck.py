@@ -240,7 +240,12 @@ def verdict(
     text = result.stdout.str()
     case_el = ET.parse(pytester.path / "junit.xml").find(".//testcase")
     seconds = float(case_el.get("time", "nan")) if case_el is not None else float("nan")
-    headlines = re.findall(r"(?m)^\d+\. (the client .*)$", text)
+    # one headline per held request: identical ones are grouped as "N. <count> times: the client ..."
+    headlines = [
+        h
+        for count, h in re.findall(r"(?m)^\d+\. (?:(\d+) times: )?(the client .*)$", text)
+        for _ in range(int(count or 1))
+    ]
     return {
         "ret": int(result.ret),
         "s": round(seconds, 2),
