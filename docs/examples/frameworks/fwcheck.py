@@ -353,3 +353,29 @@ class Framework:
         if c.held:
             sidecar.assert_client_gave_up(within=2.5)
         sidecar.assert_no_patience_violations()
+
+
+def standard_tests(fw: Framework) -> tuple[Callable[..., None], ...]:
+    """The four tests of a framework with one client, for its module to bind at top level: the interop
+    check in each era, each fault on its own, the patience verdict for each hang, and the recipe bounded.
+    ``test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes =
+    fwcheck.standard_tests(FW)``."""
+    import pytest
+
+    @pytest.mark.parametrize("era", fw.paths)
+    def test_interop(era: str, mcp_sidecar_factory: Any) -> None:
+        fw.check_interop(era, mcp_sidecar_factory)
+
+    @pytest.mark.parametrize("name", fw.raw)
+    def test_on_its_own(name: str, mcp_sidecar_factory: Any) -> None:
+        fw.check_on_its_own(name, mcp_sidecar_factory)
+
+    @pytest.mark.parametrize("name", fw.hangs)
+    def test_patience_turns_the_hang_into_a_verdict(name: str, pytester: Any, monkeypatch: Any) -> None:
+        fw.check_verdict(name, pytester, monkeypatch)
+
+    @pytest.mark.parametrize("name", fw.raw)
+    def test_bounded_passes(name: str, mcp_sidecar_factory: Any) -> None:
+        fw.check_bounded(name, mcp_sidecar_factory)
+
+    return test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes

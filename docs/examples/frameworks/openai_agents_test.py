@@ -91,21 +91,6 @@ FW = fwcheck.Framework(
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("era", FW.paths)
-def test_interop(era, mcp_sidecar_factory):
-    FW.check_interop(era, mcp_sidecar_factory)
-
-
-@pytest.mark.parametrize("name", FW.raw)
-def test_on_its_own(name, mcp_sidecar_factory):
-    FW.check_on_its_own(name, mcp_sidecar_factory)
-
-
-@pytest.mark.parametrize("name", FW.hangs)
-def test_patience_turns_the_hang_into_a_verdict(name, pytester, monkeypatch):
-    FW.check_verdict(name, pytester, monkeypatch)
-
-
-@pytest.mark.parametrize("name", FW.raw)
-def test_bounded_passes(name, mcp_sidecar_factory):
-    FW.check_bounded(name, mcp_sidecar_factory)
+test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes = (
+    fwcheck.standard_tests(FW)
+)
