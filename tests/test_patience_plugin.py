@@ -101,12 +101,29 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
     assert expected["expected"] is True
     assert expected["budget"] == 0.5
     assert records["test_probe_releases_a_stalled_health_body"] == []
+    _assert_docs_quote_is_the_real_output(result)  # the same run: the docs example runs once here
 
 
-def test_docs_example_passes_as_a_whole(pytester: pytest.Pytester) -> None:
-    path = pytester.path / "test_hangs.py"
-    path.write_text(HANGS.read_text())
-    _run(pytester, str(path)).assert_outcomes(passed=3, xfailed=1)
+def _assert_docs_quote_is_the_real_output(result: pytest.RunResult) -> None:
+    """docs/hangs.md quotes the verdict of the docs example; it must match what runs (ports, times
+    and connection numbers aside)."""
+    out = result.stdout.lines
+    start = next(i for i, line in enumerate(out) if line.startswith("PatienceError:"))
+    end = next(i for i in range(start, len(out)) if out[i].startswith("Bound the client"))
+    actual = "\n".join(out[start : end + 1])
+    page = (ROOT / "docs" / "hangs.md").read_text()
+    quoted = re.search(r"```text\n(PatienceError:.*?Bound the client[^\n]*)\n```", page, re.S)
+    assert quoted is not None, "docs/hangs.md must quote the verdict in a ```text block"
+
+    def norm(text: str) -> str:
+        text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
+        text = re.sub(r"\d+\.\d{3}s", "N.NNNs", text)
+        text = re.sub(r"#\d+", "#N", text)
+        text = re.sub(r"python-httpx2/[\w.]+", "python-httpx2/V", text)
+        text = re.sub(r"MCP-Protocol-Version [\w-]+", "MCP-Protocol-Version V", text)
+        return re.sub(r"[ ]+", " ", text)
+
+    assert norm(quoted.group(1)) == norm(actual)
 
 
 # -- mcp 2.x, a stalled tools/call body ----------------------------------------------------------------
@@ -420,31 +437,6 @@ def test_hang_in_fixture_teardown_gets_the_verdict_at_teardown(pytester: pytest.
     (v,) = _records(result)["test_it"]
     assert v["request"] == "GET /health"
     assert v["expected"] is False
-
-
-def test_verdict_text_in_docs_is_the_real_output(pytester: pytest.Pytester) -> None:
-    """docs/hangs.md quotes the verdict of the docs example; it must match what runs (ports, times
-    and connection numbers aside)."""
-    path = pytester.path / "test_hangs.py"
-    path.write_text(HANGS.read_text())
-    result = _run(pytester, "--runxfail", "-k", "patient", str(path))
-    out = result.stdout.lines
-    start = next(i for i, line in enumerate(out) if line.startswith("PatienceError:"))
-    end = next(i for i in range(start, len(out)) if out[i].startswith("Bound the client"))
-    actual = "\n".join(out[start : end + 1])
-    page = (ROOT / "docs" / "hangs.md").read_text()
-    quoted = re.search(r"```text\n(PatienceError:.*?Bound the client[^\n]*)\n```", page, re.S)
-    assert quoted is not None, "docs/hangs.md must quote the verdict in a ```text block"
-
-    def norm(text: str) -> str:
-        text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
-        text = re.sub(r"\d+\.\d{3}s", "N.NNNs", text)
-        text = re.sub(r"#\d+", "#N", text)
-        text = re.sub(r"python-httpx2/[\w.]+", "python-httpx2/V", text)
-        text = re.sub(r"MCP-Protocol-Version [\w-]+", "MCP-Protocol-Version V", text)
-        return re.sub(r"[ ]+", " ", text)
-
-    assert norm(quoted.group(1)) == norm(actual)
 
 
 # -- every verdict renders -------------------------------------------------------------------------------
