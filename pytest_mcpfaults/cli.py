@@ -24,6 +24,7 @@ from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
+    REPLY_MODES,
     check_path,
 )
 from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
@@ -124,9 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--era", choices=ERAS, default="auto", help="MCP protocol era(s) served (default auto)"
     )
-    serve.add_argument(
-        "--reply", choices=("json", "sse"), default="json", help="reply framing (default json)"
-    )
+    serve.add_argument("--reply", choices=REPLY_MODES, default="json", help="reply framing (default json)")
     serve.add_argument(
         "--tool-sets",
         type=_tool_sets,
