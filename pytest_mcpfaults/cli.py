@@ -31,6 +31,7 @@ from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
+from pytest_mcpfaults.validation import is_count, is_positive_seconds
 
 __all__ = ["build_parser", "main"]
 
@@ -44,7 +45,7 @@ def _port(text: str) -> int:
         port = int(text)
     except ValueError:
         port = -1
-    if not 0 <= port <= 65535:
+    if not (is_count(port) and port <= 65535):
         raise argparse.ArgumentTypeError(f"must be an integer in 0..65535 (0: any free port), got {text!r}")
     return port
 
@@ -79,7 +80,7 @@ def _journal_limit(text: str) -> int:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
+    if not is_count(value, minimum=1):
         raise argparse.ArgumentTypeError(f"must be a positive integer (requests kept), got {text!r}")
     return value
 
@@ -91,7 +92,7 @@ def _patience(text: str) -> float | None:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value > 0 or value == float("inf"):
+    if not is_positive_seconds(value):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds or 'none', got {text!r}")
     return value
 

@@ -11,13 +11,13 @@ number.
 from __future__ import annotations
 
 import ipaddress
-import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal, get_args
 
 from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
+from pytest_mcpfaults.validation import is_count, is_positive_seconds
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -77,17 +77,12 @@ def check_kwargs(
             f"Sidecar: host {host!r} is not a loopback address; the sidecar binds to loopback only "
             "(use '127.0.0.1'), or pass allow_remote=True to bind it on purpose"
         )
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+    if not (is_count(port) and port <= 65535):
         raise ValueError(f"Sidecar: port must be an integer in 0..65535 (0: any free port), got {port!r}")
     modes = check_endpoints("Sidecar", mcp_path, health_path, era, reply, tool_sets)
-    if patience is not None and (
-        isinstance(patience, bool)
-        or not isinstance(patience, (int, float))
-        or not patience > 0
-        or not math.isfinite(patience)
-    ):
+    if patience is not None and not is_positive_seconds(patience):
         raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
-    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+    if not is_count(max_body_bytes, minimum=1):
         raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
     _check_bool("Sidecar", "get_stream", get_stream)
     _check_bool("Sidecar", "expect_hang", expect_hang)
@@ -102,9 +97,7 @@ def check_kwargs(
             f"for one, write [{faults!r}]"
         )
     for name, value in (("tool_timeout", tool_timeout), ("idle_timeout", idle_timeout)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
-        ):
+        if value is not None and not is_positive_seconds(value):
             raise ValueError(
                 f"Sidecar: {name} must be a positive, finite number of seconds or None (unbounded), "
                 f"got {value!r}"

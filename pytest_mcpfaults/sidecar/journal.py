@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from pytest_mcpfaults import events
 from pytest_mcpfaults.sidecar.mcp import ErrorBy, RequestEra
+from pytest_mcpfaults.validation import is_count
 
 __all__ = [
     "Answered",
@@ -283,7 +284,7 @@ class Journal:
 
     def set_limit(self, limit: int | None) -> None:
         """Keep at most ``limit`` requests and connections (``None``: keep everything)."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        if limit is not None and not is_count(limit, minimum=1):
             raise ValueError(f"Journal: limit must be a positive integer or None, got {limit!r}")
         with self._cond:
             self.limit = limit
