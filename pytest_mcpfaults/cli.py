@@ -9,7 +9,6 @@ which it releases held requests, closes every connection and exits 0.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import secrets
 import signal
@@ -31,7 +30,7 @@ from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
-from pytest_mcpfaults.validation import is_count, is_positive_seconds
+from pytest_mcpfaults.validation import is_count, is_loopback_host, is_positive_seconds
 
 __all__ = ["build_parser", "main"]
 
@@ -177,11 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) -> None:
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not allow_remote:
+    if not is_loopback_host(host) and not allow_remote:
         parser.error(
             f"argument --host: {host!r} is not a loopback address; the sidecar binds to loopback only "
             "unless you pass --allow-remote"

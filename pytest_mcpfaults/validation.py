@@ -11,15 +11,18 @@ value, and says what would be valid. Standard library only (no pytest, Hypothesi
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from typing import TypeGuard
 
 __all__ = [
+    "LOOPBACK_NAMES",
     "check_count",
     "check_seconds",
     "is_count",
     "is_finite_number",
     "is_integer",
+    "is_loopback_host",
     "is_positive_seconds",
     "is_probability",
 ]
@@ -33,6 +36,19 @@ def is_finite_number(value: object) -> TypeGuard[float]:
     try:
         return math.isfinite(value)
     except OverflowError:
+        return False
+
+
+#: Host names that are loopback by definition (RFC 6761), besides the loopback IP addresses.
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``); a name
+    that is not an IP address (``example.test``, ``''``) is not."""
+    try:
+        return host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
+    except ValueError:
         return False
 
 

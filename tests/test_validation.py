@@ -11,6 +11,7 @@ from pytest_mcpfaults.validation import (
     is_count,
     is_finite_number,
     is_integer,
+    is_loopback_host,
     is_positive_seconds,
     is_probability,
 )
@@ -55,6 +56,26 @@ def test_not_probabilities(value: object) -> None:
     assert not is_probability(value)
 
 
+@pytest.mark.parametrize(
+    ("host", "ok"),
+    [
+        ("localhost", True),
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("0.0.0.0", False),
+        ("192.168.1.5", False),
+        ("::", False),
+        ("example.test", False),
+        ("", False),
+        ("LOCALHOST.", False),
+    ],
+)
+def test_loopback_hosts(host: str, ok: bool) -> None:
+    """The one rule Sidecar(host=), `serve --host` and the Origin check share."""
+    assert is_loopback_host(host) is ok
+
+
 def test_the_module_needs_no_test_framework() -> None:
     """It is imported by Sidecar and the CLI as well as by the pytest and Hypothesis layers."""
     import ast
@@ -65,4 +86,4 @@ def test_the_module_needs_no_test_framework() -> None:
     tree = ast.parse(pathlib.Path(v.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"__future__", "math", "typing"}
+    assert imported <= {"__future__", "ipaddress", "math", "typing"}

@@ -10,14 +10,13 @@ number.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal, get_args
 
 from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
-from pytest_mcpfaults.validation import is_count, is_positive_seconds
+from pytest_mcpfaults.validation import LOOPBACK_NAMES, is_count, is_loopback_host, is_positive_seconds
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -37,7 +36,6 @@ DEFAULT_IDLE_TIMEOUT = 60.0
 ReplyMode = Literal["json", "sse"]
 """How a sidecar frames its replies by default: one JSON body, or an SSE stream."""
 REPLY_MODES: tuple[ReplyMode, ...] = get_args(ReplyMode)
-LOOPBACK_NAMES = ("localhost",)
 # An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).
 _PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
 
@@ -68,11 +66,7 @@ def check_kwargs(
     if not isinstance(host, str) or not host:
         raise ValueError(f"Sidecar: host must be a host name or IP address, got {host!r}")
     _check_bool("Sidecar", "allow_remote", allow_remote)
-    try:
-        loopback = host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and allow_remote is not True:
+    if not is_loopback_host(host) and allow_remote is not True:
         raise ValueError(
             f"Sidecar: host {host!r} is not a loopback address; the sidecar binds to loopback only "
             "(use '127.0.0.1'), or pass allow_remote=True to bind it on purpose"

@@ -37,6 +37,7 @@ from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.sidecar.views import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
+from pytest_mcpfaults.validation import is_loopback_host
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
 
@@ -700,9 +701,9 @@ class Sidecar(SidecarWaits):
             return True
         try:  # a malformed Origin (``http://[::1``) is the client's: not allowed, never a 500
             host = urlsplit(origin).hostname or ""
-            return host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
         except ValueError:
             return False
+        return is_loopback_host(host)
 
     # -- holding ---------------------------------------------------------------------------------
     async def _hold(self, rid: int, conn: _Conn, fault: F.Fault) -> None:
