@@ -9,7 +9,6 @@ which it releases held requests, closes every connection and exits 0.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import secrets
 import signal
@@ -24,12 +23,14 @@ from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
+    REPLY_MODES,
     check_path,
 )
 from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
+from pytest_mcpfaults.validation import is_count, is_loopback_host, is_positive_seconds
 
 __all__ = ["build_parser", "main"]
 
@@ -43,7 +44,7 @@ def _port(text: str) -> int:
         port = int(text)
     except ValueError:
         port = -1
-    if not 0 <= port <= 65535:
+    if not (is_count(port) and port <= 65535):
         raise argparse.ArgumentTypeError(f"must be an integer in 0..65535 (0: any free port), got {text!r}")
     return port
 
@@ -78,7 +79,7 @@ def _journal_limit(text: str) -> int:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
+    if not is_count(value, minimum=1):
         raise argparse.ArgumentTypeError(f"must be a positive integer (requests kept), got {text!r}")
     return value
 
@@ -90,7 +91,7 @@ def _patience(text: str) -> float | None:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value > 0 or value == float("inf"):
+    if not is_positive_seconds(value):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds or 'none', got {text!r}")
     return value
 
@@ -124,9 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--era", choices=ERAS, default="auto", help="MCP protocol era(s) served (default auto)"
     )
-    serve.add_argument(
-        "--reply", choices=("json", "sse"), default="json", help="reply framing (default json)"
-    )
+    serve.add_argument("--reply", choices=REPLY_MODES, default="json", help="reply framing (default json)")
     serve.add_argument(
         "--tool-sets",
         type=_tool_sets,
@@ -177,11 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) -> None:
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not allow_remote:
+    if not is_loopback_host(host) and not allow_remote:
         parser.error(
             f"argument --host: {host!r} is not a loopback address; the sidecar binds to loopback only "
             "unless you pass --allow-remote"

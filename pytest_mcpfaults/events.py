@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Literal
 
-__all__ = ["Listener", "notify", "on_event"]
+__all__ = ["Event", "Listener", "notify", "on_event"]
 
+#: What happened: a journal was made (``'sidecar'``) or a fault fired (``'fired'``).
+Event = Literal["sidecar", "fired"]
 #: ``listener(event, value)``: ``('sidecar', None)`` or ``('fired', '<kind>')``.
-Listener = Callable[[str, "str | None"], None]
+Listener = Callable[[Event, "str | None"], None]
 
 _LOCK = threading.Lock()
 _LISTENERS: list[Listener] = []
@@ -36,7 +39,7 @@ def on_event(listener: Listener) -> Callable[[], None]:
     return remove
 
 
-def notify(event: str, value: str | None = None) -> None:
+def notify(event: Event, value: str | None = None) -> None:
     """Tell every listener (called by the journals)."""
     with _LOCK:
         listeners = list(_LISTENERS)

@@ -250,9 +250,9 @@ class InProcessSidecar(SidecarViews):
                 f"mock_sidecar: base_url must be an http(s) origin without a path, e.g. "
                 f"'http://sidecar.test', got {base_url!r}"
             )
-        check_endpoints("mock_sidecar", mcp_path, health_path, era, reply, tool_sets)
+        era_, reply_ = check_endpoints("mock_sidecar", mcp_path, health_path, era, reply, tool_sets)
         self._url = base_url.rstrip("/")
-        self.mcp_path, self.health_path, self.era, self.reply = mcp_path, health_path, era, reply
+        self.mcp_path, self.health_path, self.era, self.reply = mcp_path, health_path, era_, reply_
         self._origin = _origin(self.url)
         self._service_url = service_url
         self.benchmark = BenchmarkSessions()
@@ -265,7 +265,7 @@ class InProcessSidecar(SidecarViews):
         self.journal = Journal()
         self._errors: list[tuple[str, BaseException]] = []
         self._errors_lock = threading.Lock()
-        self._mcp = McpEndpoint(era=era, tools=self._tools, get_stream=False, on_error=self._record_error)
+        self._mcp = McpEndpoint(era=era_, tools=self._tools, get_stream=False, on_error=self._record_error)
         self._lock = threading.RLock()
         self._state = "new"
 

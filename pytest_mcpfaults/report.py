@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pytest_mcpfaults.faults import fault_kinds
 
@@ -25,10 +25,12 @@ __all__ = [
     "SCHEMA",
     "VERSION",
     "KindCoverage",
+    "Outcome",
     "Report",
     "ReportError",
     "TestEntry",
     "Violation",
+    "ViolationKind",
     "load_report",
     "merge",
     "missing_required",
@@ -43,11 +45,14 @@ __all__ = [
 SCHEMA = "pytest-mcpfaults/report"
 #: The schema version this module writes and reads. Bumped on any incompatible change.
 VERSION = 1
+#: Every outcome a test entry can have. ``interrupted``: the run was interrupted (SIGINT) in this test.
+Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "interrupted"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 #: Test outcomes that count as failures in the coverage table and totals. ``crashed``: the process
 #: running the test died in it (a pytest-xdist worker crash); its entry has the faults fired up to then.
-FAILED_OUTCOMES = frozenset({"failed", "error", "crashed"})
-#: Every outcome a test entry can have. ``interrupted``: the run was interrupted (SIGINT) in this test.
-OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "interrupted")
+FAILED_OUTCOMES: frozenset[Outcome] = frozenset({"failed", "error", "crashed"})
+#: What a :class:`Violation` is of: a failed invariant, or a patience violation the test did not expect.
+ViolationKind = Literal["invariant", "patience"]
 _OUTCOMES = OUTCOMES
 
 
@@ -61,7 +66,7 @@ class Violation:
     the test did not expect (``kind='patience'``, ``name`` = the fault that held the request)."""
 
     nodeid: str
-    kind: str
+    kind: ViolationKind
     name: str
     message: str = ""
 
@@ -91,7 +96,7 @@ class TestEntry:
     __test__ = False  # not a test class, despite the name
 
     nodeid: str
-    outcome: str = "passed"
+    outcome: Outcome = "passed"
     duration: float = 0.0
     matrix: str | None = None
     sidecars: list[dict[str, Any]] = field(default_factory=list)

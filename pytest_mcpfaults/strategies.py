@@ -25,7 +25,6 @@ Use inside ``@given`` with a per-example sidecar::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.validation import is_integer, is_positive_seconds
 
 __all__ = [
     "BLOCKING_KINDS",
@@ -80,7 +80,7 @@ DEFAULT_TARGETS: tuple[str, ...] = (
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_integer(value):
         raise InvalidArgument(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise InvalidArgument(f"{name} must be >= {minimum}, got {value!r}")
@@ -90,7 +90,7 @@ def _check_int(name: str, value: object, minimum: int) -> int:
 def _check_seconds(name: str, value: object, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+    if not is_positive_seconds(value):
         raise InvalidArgument(
             f"{name} must be a finite positive number of seconds{' or None' if optional else ''}, "
             f"got {value!r}"

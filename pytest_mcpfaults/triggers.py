@@ -10,7 +10,7 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
-from pytest_mcpfaults.validation import check_count
+from pytest_mcpfaults.validation import check_count, is_probability
 
 __all__ = ["MCP_METHODS", "Trigger", "TriggerState", "check_target"]
 
@@ -83,7 +83,7 @@ class Trigger:
         check_count("Trigger", "after", self.after)
         check_count("Trigger", "times", self.times, optional=True)
         p = self.probability
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        if not is_probability(p):
             raise ValueError(f"Trigger: probability must be a number in [0, 1], got {p!r}")
         check_count("Trigger", "seed", self.seed)
 

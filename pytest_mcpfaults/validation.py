@@ -1,16 +1,34 @@
-"""Argument checks shared by the fault and trigger types (Hypothesis' ``internal/validation.py`` is
-the model): each refuses a bad value with a ``ValueError`` that names the owner, the argument and the
-value, and says what would be valid.
+"""Argument checks shared across the package (Hypothesis' ``internal/validation.py`` is the model).
+
+Two layers. The predicates (``is_*``) say whether a value is acceptable and nothing else: every place
+that checks "a positive number of seconds" or "a count" asks them, so the rule is written once, and
+each caller raises its own exception type with its own message (``ValueError`` for ``Sidecar`` and
+the faults, ``argparse.ArgumentTypeError`` in the CLI, ``pytest.UsageError`` for ini options,
+Hypothesis' ``InvalidArgument`` in the strategies). The checks (``check_*``) are the fault and trigger
+types' own: they refuse a bad value with a ``ValueError`` that names the owner, the argument and the
+value, and says what would be valid. Standard library only (no pytest, Hypothesis or argparse).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
+from typing import TypeGuard
 
-__all__ = ["check_count", "check_seconds", "is_finite_number"]
+__all__ = [
+    "LOOPBACK_NAMES",
+    "check_count",
+    "check_seconds",
+    "is_count",
+    "is_finite_number",
+    "is_integer",
+    "is_loopback_host",
+    "is_positive_seconds",
+    "is_probability",
+]
 
 
-def is_finite_number(value: object) -> bool:
+def is_finite_number(value: object) -> TypeGuard[float]:
     """Whether ``value`` is an ``int`` or ``float`` (not a bool) that is finite: NaN, infinity and an
     int too large for a float (``10**400``: no timer can take it) are not."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -21,11 +39,45 @@ def is_finite_number(value: object) -> bool:
         return False
 
 
+#: Host names that are loopback by definition (RFC 6761), besides the loopback IP addresses.
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``); a name
+    that is not an IP address (``example.test``, ``''``) is not."""
+    try:
+        return host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_positive_seconds(value: object) -> TypeGuard[float]:
+    """Whether ``value`` is a duration a timer can take: a finite number (:func:`is_finite_number`)
+    ``> 0``. Zero, negatives, NaN, infinity, bools and strings are not."""
+    return is_finite_number(value) and value > 0
+
+
+def is_integer(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is an ``int`` and not a bool (``True`` is not a count of 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_count(value: object, minimum: int = 0) -> TypeGuard[int]:
+    """Whether ``value`` is an ``int`` (not a bool) ``>= minimum``."""
+    return is_integer(value) and value >= minimum
+
+
+def is_probability(value: object) -> TypeGuard[float]:
+    """Whether ``value`` is a number (not a bool) in ``[0, 1]``."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+
+
 def check_count(owner: str, name: str, value: object, *, minimum: int = 0, optional: bool = False) -> None:
     """Refuse anything but an ``int`` ``>= minimum`` (``None`` too, with ``optional``)."""
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_count(value, minimum):
         want = "a positive integer" if minimum == 1 else "a non-negative integer"
         if optional:
             want += " or None"
@@ -39,7 +91,7 @@ def check_seconds(
     bool, a string, NaN and infinity included. The message names ``owner``, ``name`` and the value."""
     if value is None and optional:
         return
-    if is_finite_number(value) and (value > 0 if positive else value >= 0):  # type: ignore[operator]
+    if is_positive_seconds(value) if positive else (is_finite_number(value) and value >= 0):
         return
     want = "a finite positive number of seconds" if positive else "a finite non-negative number of seconds"
     raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")

@@ -362,7 +362,7 @@ def test_the_builtin_sleep_past_tool_timeout_is_the_clients_not_an_error() -> No
 
 
 @pytest.mark.parametrize("name", ["tool_timeout", "idle_timeout"])
-@pytest.mark.parametrize("value", [0, -1, math.nan, math.inf, "5", True])
+@pytest.mark.parametrize("value", [0, -1, math.nan, math.inf, "5", True, 10**400])
 def test_timeouts_are_validated_naming_the_argument(name: str, value: Any) -> None:
     with pytest.raises(
         ValueError, match=rf"Sidecar: {name} must be a positive, finite number of seconds or None"

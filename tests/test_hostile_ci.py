@@ -371,6 +371,7 @@ def test_a_deeply_nested_control_body_gets_400_not_409(controlled: Sidecar) -> N
         ({"patience": math.inf}, "Sidecar: patience must be a positive number of seconds or None, got inf"),
         ({"patience": math.nan}, "Sidecar: patience must be a positive number of seconds or None, got nan"),
         ({"patience": "5"}, "Sidecar: patience must be a positive number of seconds or None, got '5'"),
+        ({"patience": 10**400}, "Sidecar: patience must be a positive number of seconds or None, got 1000"),
         (
             {"faults": "hang@health"},
             "Sidecar: faults must be a list of faults (or fault specs), got 'hang@health'",

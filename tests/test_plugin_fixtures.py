@@ -166,4 +166,6 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
         # the running tally that keeps crashed/interrupted tests in the report (standard library only)
         "pytest_mcpfaults._pytest.progress",
         "pytest_mcpfaults.events",
+        # the shared argument predicates the ini options are checked with (standard library only)
+        "pytest_mcpfaults.validation",
     }

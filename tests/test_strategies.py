@@ -64,6 +64,10 @@ def minimal(strategy: st.SearchStrategy, condition=lambda _: True):  # type: ign
             lambda: fault_plans(patience=float("nan")),
             "patience must be a finite positive number of seconds or None, got nan",
         ),
+        (
+            lambda: fault_plans(patience=10**400),  # too large for a float: refused, not an OverflowError
+            f"patience must be a finite positive number of seconds or None, got {10**400!r}",
+        ),
         (lambda: faults(expect_hang="yes"), "expect_hang must be True or False, got 'yes'"),
         (lambda: faults(kinds="die"), "kinds must be a list of fault kind names or Fault classes, got 'die'"),
         (lambda: faults(kinds=[]), "kinds must name at least one fault kind, got []"),

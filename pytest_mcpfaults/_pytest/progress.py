@@ -88,7 +88,7 @@ class Progress:
             self.current = Running(nodeid, matrix)
             self._write({"start": nodeid, "matrix": matrix, "t": self.current.started})
 
-    def event(self, event: str, value: str | None = None) -> None:
+    def event(self, event: events.Event, value: str | None = None) -> None:
         """A sidecar made (``'sidecar'``) or a fault fired (``'fired'``, the kind) by the running test;
         ignored between tests. Called on the sidecar's loop thread."""
         with self._lock:

@@ -36,7 +36,7 @@ from pytest_mcpfaults._pytest.records import MATRIX_FIXTURE, matrix_fault, recor
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.faults import Fault
-    from pytest_mcpfaults.report import Report, TestEntry, Violation
+    from pytest_mcpfaults.report import Outcome, Report, TestEntry, Violation
 
 MATRIX_MARKER = "mcpfaults_matrix"
 FAULT_FIXTURE = MATRIX_FIXTURE
@@ -59,7 +59,7 @@ class GateSettings:
 class _RunState:
     """What the controller (or a plain run) gathers from the reports, and what it concluded."""
 
-    outcomes: dict[str, str] = dataclasses.field(default_factory=dict)
+    outcomes: dict[str, Outcome] = dataclasses.field(default_factory=dict)
     durations: dict[str, float] = dataclasses.field(default_factory=dict)
     entries: dict[str, TestEntry] = dataclasses.field(default_factory=dict)
     report: Report | None = None
@@ -297,7 +297,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _phase_outcome(report: pytest.TestReport, current: str | None) -> str | None:
+def _phase_outcome(report: pytest.TestReport, current: Outcome | None) -> Outcome | None:
     xfail = hasattr(report, "wasxfail")
     if report.when == "call":
         if report.failed:

@@ -11,11 +11,12 @@ one fires). Ini keys set the run's defaults beneath every marker.
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from typing import Any
 
 import pytest
+
+from pytest_mcpfaults.validation import is_positive_seconds
 
 PATIENCE_INI = "mcpfaults_patience"
 INTERRUPT_INI = "mcpfaults_interrupt"
@@ -68,7 +69,7 @@ def ini_patience(config: pytest.Config) -> float | None:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not 0 < value < math.inf:  # also refuses nan and inf ('none' is how to hold until released)
+    if not is_positive_seconds(value):  # also refuses nan and inf ('none' is how to hold until released)
         raise pytest.UsageError(
             f"ini option {PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
         )
@@ -84,7 +85,7 @@ def ini_grace(config: pytest.Config) -> float | None:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not 0 < value < math.inf:
+    if not is_positive_seconds(value):
         raise pytest.UsageError(
             f"ini option {INTERRUPT_INI} must be a positive number of seconds (the grace after a "
             f"patience verdict before a still-blocked test is interrupted) or 'off', got {raw!r}"

@@ -10,12 +10,17 @@ was complete). It does not see the client's timeouts. So a hint states what was 
 
 from __future__ import annotations
 
-from pytest_mcpfaults.sidecar.journal import RequestRecord
+from typing import Literal
 
-__all__ = ["client_family", "client_seen", "patience_hint"]
+from pytest_mcpfaults.sidecar.journal import RequestRecord, answered
+
+__all__ = ["ClientFamily", "client_family", "client_seen", "patience_hint"]
+
+ClientFamily = Literal["httpx2", "httpx", "aiohttp", "requests", "curl", "unknown"]
+"""A client library, as recognised from the ``User-Agent`` it sends (:func:`client_family`)."""
 
 
-def client_family(user_agent: str | None) -> str:
+def client_family(user_agent: str | None) -> ClientFamily:
     """``'httpx2'``, ``'httpx'``, ``'aiohttp'``, ``'requests'``, ``'curl'`` or ``'unknown'``."""
     ua = (user_agent or "").lower()
     if ua.startswith("python-httpx2/"):
@@ -40,17 +45,7 @@ def client_seen(r: RequestRecord) -> str:
     return ", ".join(bits)
 
 
-def _answered(r: RequestRecord) -> str:
-    """``'none'`` (no status line sent), ``'partial'`` (status and part of the body), ``'complete'``
-    (the whole announced body was sent, the response was held before it ended)."""
-    if r.status is None:
-        return "none"
-    if r.body_bytes is not None and r.bytes_sent >= r.body_bytes:
-        return "complete"
-    return "partial"
-
-
-def _mcp_hint(r: RequestRecord, family: str, budget: str) -> str | None:
+def _mcp_hint(r: RequestRecord, family: ClientFamily, budget: str) -> str | None:
     if family == "httpx2":  # the mcp 2.x SDK (streamable_http_client's httpx2.AsyncClient)
         if r.method == "DELETE":
             return (
@@ -85,15 +80,15 @@ def _mcp_hint(r: RequestRecord, family: str, budget: str) -> str | None:
     return None
 
 
-def _generic_hint(r: RequestRecord, family: str, budget: str, seconds: float) -> str:
-    answered = _answered(r)
-    if answered == "complete":
+def _generic_hint(r: RequestRecord, family: ClientFamily, budget: str, seconds: float) -> str:
+    seen = answered(r)
+    if seen == "complete":
         return (
             "the whole response was sent; if the client has finished with it, it kept the connection "
             "open (an unclosed response, or a connection pool that is never closed): close the "
             "response or the client once done"
         )
-    if answered == "partial":
+    if seen == "partial":
         what = {
             "httpx": "httpx: client.stream(...) and leave the block, or response.close()",
             "httpx2": "httpx2: client.stream(...) and leave the block, or response.aclose()",
@@ -111,7 +106,7 @@ def _generic_hint(r: RequestRecord, family: str, budget: str, seconds: float) ->
     )
 
 
-def _default_timeout(family: str, seconds: float) -> str:
+def _default_timeout(family: ClientFamily, seconds: float) -> str:
     """What the client's own default says about a wait of ``seconds`` it did not give up on."""
     if family == "httpx":
         if seconds >= 5:

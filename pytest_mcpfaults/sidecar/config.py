@@ -10,19 +10,21 @@ number.
 
 from __future__ import annotations
 
-import ipaddress
-import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal, get_args
 
-from pytest_mcpfaults.sidecar.mcp import ERAS
+from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
+from pytest_mcpfaults.validation import LOOPBACK_NAMES, is_count, is_loopback_host, is_positive_seconds
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_PATIENCE",
     "DEFAULT_TOOL_TIMEOUT",
     "LOOPBACK_NAMES",
+    "REPLY_MODES",
+    "ReplyMode",
     "check_endpoints",
     "check_kwargs",
     "check_path",
@@ -31,8 +33,9 @@ __all__ = [
 DEFAULT_PATIENCE = 5.0
 DEFAULT_TOOL_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 60.0
-_REPLY_MODES = ("json", "sse")
-LOOPBACK_NAMES = ("localhost",)
+ReplyMode = Literal["json", "sse"]
+"""How a sidecar frames its replies by default: one JSON body, or an SSE stream."""
+REPLY_MODES: tuple[ReplyMode, ...] = get_args(ReplyMode)
 # An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).
 _PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
 
@@ -58,30 +61,22 @@ def check_kwargs(
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     *, get_stream: object = False, tools: object = (), faults: object = (), expect_hang: object = False,
     allowed_origins: object = (), service_url: object = None,
-) -> None:  # fmt: skip
+) -> tuple[Era, ReplyMode]:  # fmt: skip
+    """Refuse a bad argument (``ValueError``); return ``era`` and ``reply``, narrowed."""
     if not isinstance(host, str) or not host:
         raise ValueError(f"Sidecar: host must be a host name or IP address, got {host!r}")
     _check_bool("Sidecar", "allow_remote", allow_remote)
-    try:
-        loopback = host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and allow_remote is not True:
+    if not is_loopback_host(host) and allow_remote is not True:
         raise ValueError(
             f"Sidecar: host {host!r} is not a loopback address; the sidecar binds to loopback only "
             "(use '127.0.0.1'), or pass allow_remote=True to bind it on purpose"
         )
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+    if not (is_count(port) and port <= 65535):
         raise ValueError(f"Sidecar: port must be an integer in 0..65535 (0: any free port), got {port!r}")
-    check_endpoints("Sidecar", mcp_path, health_path, era, reply, tool_sets)
-    if patience is not None and (
-        isinstance(patience, bool)
-        or not isinstance(patience, (int, float))
-        or not patience > 0
-        or not math.isfinite(patience)
-    ):
+    modes = check_endpoints("Sidecar", mcp_path, health_path, era, reply, tool_sets)
+    if patience is not None and not is_positive_seconds(patience):
         raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
-    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+    if not is_count(max_body_bytes, minimum=1):
         raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
     _check_bool("Sidecar", "get_stream", get_stream)
     _check_bool("Sidecar", "expect_hang", expect_hang)
@@ -96,13 +91,12 @@ def check_kwargs(
             f"for one, write [{faults!r}]"
         )
     for name, value in (("tool_timeout", tool_timeout), ("idle_timeout", idle_timeout)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
-        ):
+        if value is not None and not is_positive_seconds(value):
             raise ValueError(
                 f"Sidecar: {name} must be a positive, finite number of seconds or None (unbounded), "
                 f"got {value!r}"
             )
+    return modes
 
 
 def check_path(value: object) -> str | None:
@@ -117,9 +111,10 @@ def check_path(value: object) -> str | None:
 
 def check_endpoints(
     who: str, mcp_path: str, health_path: str | None, era: str, reply: str, tool_sets: Sequence[str]
-) -> None:
+) -> tuple[Era, ReplyMode]:
     """The arguments both backends take (the socket ``Sidecar`` and ``mock_sidecar``): ``ValueError``
-    naming the argument and the value, prefixed with ``who``."""
+    naming the argument and the value, prefixed with ``who``. Returns ``era`` and ``reply``, narrowed
+    to their ``Literal`` types once checked."""
     for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
         if path is None and name == "health_path":
             continue
@@ -130,7 +125,7 @@ def check_endpoints(
         raise ValueError(f"{who}: health_path and mcp_path must differ, both are {mcp_path!r}")
     if era not in ERAS:
         raise ValueError(f"{who}: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
-    if reply not in _REPLY_MODES:
+    if reply not in REPLY_MODES:
         raise ValueError(f"{who}: reply must be 'json' or 'sse', got {reply!r}")
     if (
         isinstance(tool_sets, str)
@@ -138,3 +133,4 @@ def check_endpoints(
         or any(s not in TOOL_SETS for s in tool_sets)
     ):
         raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
+    return era, reply  # narrowed by the two `in` checks above

@@ -35,6 +35,7 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.journal import ConnectionRecord, Journal, RequestRecord
 from pytest_mcpfaults.sidecar.server import Sidecar
+from pytest_mcpfaults.validation import is_count
 
 __all__ = ["CONTROL_PREFIX", "Control", "journal_json"]
 
@@ -111,7 +112,7 @@ def _query_int(request: web.BaseRequest, name: str, minimum: int) -> int | None:
         value = int(raw)
     except ValueError:
         value = minimum - 1
-    if value < minimum:
+    if not is_count(value, minimum):
         raise _BadRequest(f"query parameter {name} must be an integer >= {minimum}, got {raw!r}")
     return value
 

@@ -11,11 +11,32 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pytest_mcpfaults import events
+from pytest_mcpfaults.sidecar.mcp import ErrorBy, RequestEra
+from pytest_mcpfaults.validation import is_count
 
-__all__ = ["ConnectionRecord", "Journal", "PatienceViolation", "RequestRecord"]
+__all__ = [
+    "Answered",
+    "BudgetSource",
+    "ClosedBy",
+    "ConnectionRecord",
+    "HoldOutcome",
+    "Journal",
+    "PatienceViolation",
+    "RequestRecord",
+    "answered",
+]
+
+HoldOutcome = Literal["released", "client_closed", "patience", "teardown"]
+"""How a held request ended (:attr:`RequestRecord.hold`)."""
+ClosedBy = Literal["client", "sidecar"]
+"""Who closed a connection (:attr:`ConnectionRecord.closed_by`)."""
+BudgetSource = Literal["fault", "sidecar"]
+"""Where a patience budget came from (:attr:`PatienceViolation.budget_from`)."""
+Answered = Literal["none", "partial", "complete"]
+"""What the client had received of a held request (:func:`answered`)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +63,7 @@ class RequestRecord:
     mcp_method: str | None = None
     tool: str | None = None
     session_id: str | None = None
-    era: str | None = None
+    era: RequestEra | None = None
     status: int | None = None
     bytes_sent: int = 0
     body_bytes: int | None = None
@@ -50,14 +71,14 @@ class RequestRecord:
     fault_kind: str | None = None
     held: bool = False
     held_at: float | None = None
-    hold: str | None = None
+    hold: HoldOutcome | None = None
     waited: float | None = None
     client_closed: bool = False
     client_closed_at: float | None = None
     started_at: float = 0.0
     ended_at: float | None = None
     error: str | None = None
-    error_by: str | None = None
+    error_by: ErrorBy | None = None
     user_agent: str | None = None
     protocol_version: str | None = None
 
@@ -84,7 +105,7 @@ class ConnectionRecord:
     peer: str
     opened_at: float
     closed_at: float | None = None
-    closed_by: str | None = None
+    closed_by: ClosedBy | None = None
     requests: int = 0
     timed_out: bool = False
 
@@ -108,7 +129,7 @@ class PatienceViolation:
     fault: str
     budget: float
     expected: bool
-    budget_from: str = "sidecar"
+    budget_from: BudgetSource = "sidecar"
 
     @property
     def waited(self) -> float:
@@ -121,16 +142,11 @@ class PatienceViolation:
         return self.request.client_closed
 
     @property
-    def answered(self) -> str:
+    def answered(self) -> Answered:
         """What the client had received when the budget ran out: ``'none'`` (no status line: a hung or
         frozen request), ``'partial'`` (status, headers and part of the body: a stalled response) or
         ``'complete'`` (the whole announced body, and the connection kept open)."""
-        r = self.request
-        if r.status is None:
-            return "none"
-        if r.body_bytes is not None and r.bytes_sent >= r.body_bytes:
-            return "complete"
-        return "partial"
+        return answered(self.request)
 
     def what(self) -> str:
         """The held request as a harness author names it, e.g. ``a frozen `DELETE /mcp` (session era)``."""
@@ -147,7 +163,7 @@ class PatienceViolation:
             return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
         return f"the response to {req}"
 
-    def describe(self, era: str | None = None) -> str:
+    def describe(self, era: RequestEra | None = None) -> str:
         """The headline, from what the sidecar observed: what the client had received when the budget
         ran out (nothing: a request held and never answered; the status and part of the body: a
         stalled response; all of it: a connection kept open), and that it never closed the connection
@@ -185,6 +201,16 @@ class PatienceViolation:
             f"aborted connection #{self.request.conn_id} (RST)"
             + ("; the client had closed it itself" if self.client_closed else "; the client never closed it")
         )
+
+
+def answered(r: RequestRecord) -> Answered:
+    """What the client has received of ``r``: ``'none'`` (no status line sent), ``'partial'`` (status
+    and part of the body), ``'complete'`` (the whole announced ``Content-Length`` body)."""
+    if r.status is None:
+        return "none"
+    if r.body_bytes is not None and r.bytes_sent >= r.body_bytes:
+        return "complete"
+    return "partial"
 
 
 _R = TypeVar("_R", RequestRecord, ConnectionRecord)
@@ -258,7 +284,7 @@ class Journal:
 
     def set_limit(self, limit: int | None) -> None:
         """Keep at most ``limit`` requests and connections (``None``: keep everything)."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        if limit is not None and not is_count(limit, minimum=1):
             raise ValueError(f"Journal: limit must be a positive integer or None, got {limit!r}")
         with self._cond:
             self.limit = limit

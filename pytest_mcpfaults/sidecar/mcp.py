@@ -17,7 +17,7 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolResultError
 
@@ -25,9 +25,12 @@ __all__ = [
     "ERAS",
     "HANDSHAKE_VERSIONS",
     "MODERN_VERSIONS",
+    "Era",
+    "ErrorBy",
     "McpEndpoint",
     "McpRequest",
     "Reply",
+    "RequestEra",
     "ToolTimeoutError",
     "client_error",
     "envelope_problem",
@@ -35,7 +38,14 @@ __all__ = [
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = ("2026-07-28",)
-ERAS = ("auto", "stateless", "session")
+Era = Literal["auto", "stateless", "session"]
+"""The protocol era(s) a sidecar serves: ``'auto'`` is both."""
+ERAS: tuple[Era, ...] = get_args(Era)
+RequestEra = Literal["stateless", "session"]
+"""The era of one request (:attr:`McpRequest.era`, ``RequestRecord.era``)."""
+ErrorBy = Literal["client", "tool", "sidecar"]
+"""Whose mistake an error was (``RequestRecord.error_by``): a :class:`Reply` carries ``'client'`` or
+``'tool'``; the server writes ``'sidecar'`` for its own bugs."""
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 UNSUPPORTED_PROTOCOL_VERSION = -32022
@@ -52,7 +62,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     sse: bool | None = None
     error: str | None = None  # what went wrong, for the journal
-    error_by: str | None = None  # whose mistake: "client" or "tool" (see RequestRecord.error_by)
+    error_by: ErrorBy | None = None  # whose mistake: "client" or "tool" (see RequestRecord.error_by)
 
 
 @dataclass
@@ -63,7 +73,7 @@ class McpRequest:
     method: str | None
     id: Any
     session_id: str | None
-    era: str  # "stateless" or "session"
+    era: RequestEra
 
     @property
     def is_notification(self) -> bool:
@@ -156,7 +166,7 @@ class McpEndpoint:
     def __init__(
         self,
         *,
-        era: str,
+        era: Era,
         tools: Mapping[str, Tool],
         get_stream: bool,
         on_error: Callable[[str, BaseException], None],
@@ -189,7 +199,8 @@ class McpEndpoint:
         if problem is not None:
             return problem
         method = message.get("method")
-        era = "stateless" if method == "server/discover" or _modern_version(headers, message) else "session"
+        modern = method == "server/discover" or _modern_version(headers, message)
+        era: RequestEra = "stateless" if modern else "session"
         return McpRequest(message, method, message.get("id"), headers.get("Mcp-Session-Id"), era)
 
     # -- dispatch --------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_mcpfaults.sidecar.clients import client_seen, patience_hint
 from pytest_mcpfaults.sidecar.journal import PatienceViolation, RequestRecord
 from pytest_mcpfaults.sidecar.routing import record_matches
+from pytest_mcpfaults.validation import is_positive_seconds
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.waits import SidecarWaits
@@ -183,7 +184,7 @@ def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who
     the sidecar's loop saw the connection drop (its ``connection_lost``), so no settling time is
     added: a close the loop sees later than ``within`` after the hold began is "later than within".
     """
-    if isinstance(within, bool) or not isinstance(within, (int, float)) or not within > 0:
+    if not is_positive_seconds(within):
         raise ValueError(f"Sidecar.{who}: within must be a positive number of seconds, got {within!r}")
     sc._held(target)  # validates target before waiting
     journal = sc.journal

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.journal import RequestRecord
@@ -18,6 +19,7 @@ from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, rpc_err
 __all__ = [
     "PlanEntry",
     "RequestInfo",
+    "RouteKind",
     "applies",
     "classify",
     "forced_reply",
@@ -27,6 +29,8 @@ __all__ = [
 ]
 
 PlanEntry = tuple[F.Fault, F.TriggerState]
+RouteKind = Literal["health", "mcp", "other"]
+"""Which endpoint a request went to (:attr:`RequestInfo.kind`)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,7 @@ class RequestInfo:
 
     method: str
     path: str
-    kind: str  # "health", "mcp" or "other"
+    kind: RouteKind
     mcp: McpRequest | None
     bad_body: Reply | None = None  # the error reply for a POST body that is not one JSON-RPC message
 
@@ -60,8 +64,11 @@ class RequestInfo:
 
 def record_matches(record: RequestRecord, target: str, *, mcp_path: str, health_path: str | None) -> bool:
     """Whether a journal record names a request that ``target`` matches (for assertions by target)."""
-    kind = "mcp" if record.path == mcp_path else "health" if record.path == health_path else "other"
-    mcp = McpRequest({"params": {"name": record.tool}, "id": 0}, record.mcp_method, 0, record.session_id, "")
+    kind: RouteKind = "other"
+    if record.path in (mcp_path, health_path):
+        kind = "mcp" if record.path == mcp_path else "health"
+    era = record.era or "session"  # not matched on: any era will do
+    mcp = McpRequest({"params": {"name": record.tool}, "id": 0}, record.mcp_method, 0, record.session_id, era)
     return RequestInfo(record.method, record.path, kind, mcp if record.mcp_method else None).matches(target)
 
 
@@ -83,7 +90,7 @@ def classify(
         if isinstance(parsed, Reply):
             return RequestInfo(method, path, "mcp", None, parsed)
         return RequestInfo(method, path, "mcp", parsed)
-    kind = "health" if health_path is not None and path == health_path else "other"
+    kind: RouteKind = "health" if health_path is not None and path == health_path else "other"
     return RequestInfo(method, path, kind, None)
 
 

@@ -31,12 +31,13 @@ from pytest_mcpfaults.sidecar.config import (
     check_kwargs,
 )
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
-from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation
+from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, Journal, PatienceViolation
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply, client_error
 from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
-from pytest_mcpfaults.sidecar.views import SidecarError
+from pytest_mcpfaults.sidecar.views import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
+from pytest_mcpfaults.validation import is_loopback_host
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
 
@@ -56,7 +57,7 @@ class _Conn:
 class _Hold:
     rid: int
     fault: F.Fault
-    release: asyncio.Future[str]
+    release: asyncio.Future[HoldOutcome]
     started: float = field(default_factory=time.monotonic)
 
 
@@ -134,7 +135,7 @@ class Sidecar(SidecarWaits):
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
-        check_kwargs(
+        era_, reply_ = check_kwargs(
             host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes,
             tool_timeout, idle_timeout,
             get_stream=get_stream, tools=tools, faults=faults, expect_hang=expect_hang,
@@ -142,7 +143,7 @@ class Sidecar(SidecarWaits):
         )  # fmt: skip
         self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
         self.host, self.mcp_path, self.health_path = host, mcp_path, health_path
-        self.era, self.reply, self.patience, self.expect_hang = era, reply, patience, expect_hang
+        self.era, self.reply, self.patience, self.expect_hang = era_, reply_, patience, expect_hang
         self.allowed_origins = tuple(allowed_origins)
         self.max_body_bytes = max_body_bytes
         self._port = port
@@ -159,7 +160,7 @@ class Sidecar(SidecarWaits):
         # stall every sidecar of the process); threads start on first use.
         self._pool = _loop.WorkerPool("mcpfaults-tool-handler")
         self._mcp = McpEndpoint(
-            era=era,
+            era=era_,
             tools=self._tools,
             get_stream=get_stream,
             on_error=self._record_error,
@@ -174,7 +175,7 @@ class Sidecar(SidecarWaits):
         self._streams: set[asyncio.Future[str]] = set()
         self._server: asyncio.Server | None = None
         self._web: _WebServer | None = None
-        self._state = "new"  # new, running, frozen, dead, stopped
+        self._state: SidecarState = "new"
         self._freeze_fault: F.Fault = F.Freeze()
         self._mounted: tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] | None = None
 
@@ -432,7 +433,7 @@ class Sidecar(SidecarWaits):
         self._mcp.forget_all()
         self.benchmark.forget()
 
-    def _end_holds(self, outcome: str) -> None:
+    def _end_holds(self, outcome: HoldOutcome) -> None:
         for hold in list(self._holds):
             if not hold.release.done():
                 hold.release.set_result(outcome)
@@ -700,15 +701,15 @@ class Sidecar(SidecarWaits):
             return True
         try:  # a malformed Origin (``http://[::1``) is the client's: not allowed, never a 500
             host = urlsplit(origin).hostname or ""
-            return host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
         except ValueError:
             return False
+        return is_loopback_host(host)
 
     # -- holding ---------------------------------------------------------------------------------
     async def _hold(self, rid: int, conn: _Conn, fault: F.Fault) -> None:
         """Hold a request until release, client hang-up, teardown or patience. Raises ``Dropped``
         unless it ends in a release."""
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[HoldOutcome] = asyncio.get_running_loop().create_future()
         hold = _Hold(rid, fault, fut)
         self._holds.add(hold)
         self.journal.update_request(rid, held=True, held_at=self.journal.now())
@@ -719,6 +720,7 @@ class Sidecar(SidecarWaits):
         finally:
             self._holds.discard(hold)
         waited = time.monotonic() - hold.started
+        outcome: HoldOutcome
         if fut.done():
             outcome = fut.result()
         elif conn.lost.done():
@@ -733,7 +735,7 @@ class Sidecar(SidecarWaits):
             expected = bool(self.expect_hang or getattr(fault, "expect_hang", False))
             conn.closed_by_us = True
             reset_transport(conn.transport)
-            source = "fault" if own is not None else "sidecar"
+            source: BudgetSource = "fault" if own is not None else "sidecar"
             self.journal.add_violation(PatienceViolation(rec, str(fault), budget, expected, source))
         if outcome != "released":
             raise Dropped

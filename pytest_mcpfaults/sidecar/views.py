@@ -11,13 +11,16 @@ import threading
 import traceback
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint
 
-__all__ = ["SidecarError", "SidecarViews"]
+__all__ = ["SidecarError", "SidecarState", "SidecarViews"]
+
+SidecarState = Literal["new", "running", "frozen", "dead", "stopped"]
+"""A sidecar's lifecycle state (:attr:`SidecarViews.state`); only the socket sidecar is ever ``'frozen'``."""
 
 _S = TypeVar("_S", bound="SidecarViews")
 
@@ -52,7 +55,7 @@ class SidecarViews:
     _service_url: str | None
     _errors: list[tuple[str, BaseException]]
     _errors_lock: threading.Lock
-    _state: str
+    _state: SidecarState
 
     @property
     def url(self) -> str:  # pragma: no cover - every backend defines it
@@ -76,7 +79,7 @@ class SidecarViews:
             self.check_errors()
 
     @property
-    def state(self) -> str:
+    def state(self) -> SidecarState:
         """``'new'``, ``'running'``, ``'dead'`` or ``'stopped'`` (the socket sidecar also ``'frozen'``)."""
         return self._state
 
