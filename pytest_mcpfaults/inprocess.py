@@ -28,8 +28,10 @@ What needs real sockets, and is refused with :class:`UnsupportedInProcess` (neve
 connection records, which only exist with connections; GET event streams; and **all MCP traffic of
 mcp 2.x**, which uses ``httpx2``, invisible to respx. Use the socket ``Sidecar`` for those.
 
-Client mistakes (malformed JSON-RPC, arguments that do not fit a tool's input schema) get the same
-answers and the same ``error`` / ``error_by`` journal fields as over a socket. Tool handlers run in
+Client mistakes (malformed JSON-RPC, arguments that do not fit a tool's input schema, a duplicated
+routing header, an ``Origin`` not allowed: the checks live in :mod:`pytest_mcpfaults.sidecar.core`, shared
+with the socket sidecar) get the same answers and the same ``error`` / ``error_by`` journal fields as over
+a socket; the sidecar's own ``base_url`` origin is allowed, as loopback origins are over a socket. Tool handlers run in
 the calling thread (sync) or on the sidecar loop (async): there is no shared loop to protect, so
 ``tool_timeout`` is not taken (an async call is bounded at 60 s), nor is ``idle_timeout`` (no
 connections).
@@ -53,11 +55,12 @@ import respx
 from respx.models import PassThrough
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
-from pytest_mcpfaults.sidecar.config import check_endpoints
+from pytest_mcpfaults.sidecar.config import check_endpoints, check_strings
 from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, encode
-from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick
+from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.sidecar.views import SidecarViews
 
@@ -238,6 +241,7 @@ class InProcessSidecar(SidecarViews):
         tool_sets: Sequence[str] = TOOL_SETS,
         faults: Sequence[F.Fault | str] = (),
         service_url: str | None = None,
+        allowed_origins: Sequence[str] = (),
     ) -> None:
         parts = urlsplit(base_url) if isinstance(base_url, str) else None
         if (
@@ -251,7 +255,11 @@ class InProcessSidecar(SidecarViews):
                 f"'http://sidecar.test', got {base_url!r}"
             )
         era_, reply_ = check_endpoints("mock_sidecar", mcp_path, health_path, era, reply, tool_sets)
+        check_strings(
+            "mock_sidecar", "allowed_origins", allowed_origins, "Origin values such as 'http://a.example'"
+        )
         self._url = base_url.rstrip("/")
+        self.allowed_origins = (*allowed_origins, self._url)  # its own origin, as loopback is over a socket
         self.mcp_path, self.health_path, self.era, self.reply = mcp_path, health_path, era_, reply_
         self._origin = _origin(self.url)
         self._service_url = service_url
@@ -347,15 +355,8 @@ class InProcessSidecar(SidecarViews):
         sent = 0
         try:
             info = self._classify(request, path)
-            if info.mcp is not None:
-                m = info.mcp
-                j.update_request(rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era)
-            elif info.kind == "mcp" and request.headers.get("Mcp-Session-Id"):
-                j.update_request(rid, session_id=request.headers["Mcp-Session-Id"], era="session")
-            fault, state = pick(self._plan, info)
-            if fault is not None:
-                j.update_request(rid, fault=str(fault), fault_kind=fault.kind)
-                j.add_fired(fault.kind)
+            core.journal_classified(j, rid, info, request.headers.get("Mcp-Session-Id"))
+            fault, state = core.choose_fault(self._plan, info, j, rid)
             if isinstance(fault, F.Die):
                 if fault.restart:
                     self._mcp.forget_all()
@@ -398,10 +399,11 @@ class InProcessSidecar(SidecarViews):
         )
 
     def _normal(self, request: httpx.Request, info: RequestInfo) -> Reply:
-        if info.kind == "health":
-            return Reply(200, {"status": "ok"}, sse=False)
-        if info.kind == "other":
-            return Reply(404, {"error": "Not Found"}, sse=False)
+        plain = core.plain_reply(info) or core.security_problem(
+            request.headers.multi_items(), self.allowed_origins
+        )
+        if plain is not None:
+            return plain
         if request.method == "POST":
             if info.mcp is None:
                 assert info.bad_body is not None
@@ -409,7 +411,7 @@ class InProcessSidecar(SidecarViews):
             return self._run(self._mcp.post(info.mcp, request.headers), info.mcp)
         if request.method == "DELETE":
             return self._mcp.delete(request.headers.get("Mcp-Session-Id"))
-        return Reply(405, None, {"Allow": "POST, DELETE" if self._mcp.era != "stateless" else "POST"})
+        return core.method_not_allowed(self._mcp.era == "stateless")
 
     def _run(self, coro: Coroutine[Any, Any, Reply], req: McpRequest) -> Reply:
         """Run the dispatch coroutine: inline when nothing in it awaits (every built-in tool but
@@ -438,7 +440,7 @@ def mock_sidecar(
             assert httpx.get(side.health_url).status_code == 503
 
     Other keyword arguments: ``mcp_path``, ``health_path``, ``era``, ``reply``, ``tools``,
-    ``tool_sets``, ``service_url`` (see :class:`InProcessSidecar`). Raises
+    ``tool_sets``, ``service_url``, ``allowed_origins`` (see :class:`InProcessSidecar`). Raises
     :class:`UnsupportedInProcess` for faults that need sockets.
     """
     return InProcessSidecar(base_url=base_url, faults=faults, **kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -402,3 +403,57 @@ def test_requests_and_answers_do_not_pile_up_while_the_interception_is_held() ->
                 assert r.status_code == 200 and "tasks" in r.json()["result"]["content"][0]["text"]
         del r
         assert live() - before <= 2, "requests or responses are kept alive across examples"
+
+
+@pytest.mark.parametrize(
+    ("extra", "status", "message"),
+    [
+        (
+            [("Origin", "http://localhost"), ("Origin", "http://evil.example")],
+            400,
+            "Bad Request: the Origin header appears more than once",
+        ),
+        (
+            [("Mcp-Session-Id", "a"), ("Mcp-Session-Id", "b")],
+            400,
+            "Bad Request: the Mcp-Session-Id header appears more than once",
+        ),
+        ([("Origin", "http://evil.example")], 403, "Forbidden: Origin 'http://evil.example' is not allowed"),
+        ([("Origin", "http://[::1")], 403, "Forbidden: Origin 'http://[::1' is not allowed"),
+        ([("Origin", "http://a.example")], 200, None),  # in allowed_origins
+    ],
+)
+def test_both_backends_apply_the_same_security_checks(
+    extra: list[tuple[str, str]], status: int, message: str | None
+) -> None:
+    """The Origin check and the refusal of duplicated routing headers live in the shared core
+    (sidecar/core.py), so the in-process backend answers exactly as the socket one."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    base = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/list")]  # fmt: skip
+    answers = []
+    with Sidecar(allowed_origins=["http://a.example"]) as sc:
+        answers.append(httpx.post(sc.mcp_url, content=body, headers=[*base, *extra]))
+        socket_record = sc.requests[-1]
+        assert sc.errors == []
+    with mock_sidecar(allowed_origins=["http://a.example"]) as side:
+        answers.append(httpx.post(side.mcp_url, content=body, headers=[*base, *extra]))
+        inprocess_record = side.requests[-1]
+        assert side.errors == []
+    assert [a.status_code for a in answers] == [status, status]
+    if message is None:
+        assert all("tools" in a.json()["result"] for a in answers)
+    else:
+        assert [a.json()["error"]["message"] for a in answers] == [message, message]
+        assert socket_record.error_by == inprocess_record.error_by == "client"
+
+
+def test_the_in_process_sidecar_accepts_its_own_origin_and_checks_allowed_origins() -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
+               "Mcp-Method": "tools/list"}  # fmt: skip
+    with mock_sidecar(base_url="http://sidecar.test") as side:
+        own = httpx.post(side.mcp_url, content=body, headers={**headers, "Origin": "http://sidecar.test"})
+    assert own.status_code == 200
+    with pytest.raises(ValueError, match=r"mock_sidecar: allowed_origins must be a list of Origin values"):
+        mock_sidecar(allowed_origins="http://a.example")  # type: ignore[arg-type]

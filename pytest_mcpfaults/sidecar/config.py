@@ -28,6 +28,7 @@ __all__ = [
     "check_endpoints",
     "check_kwargs",
     "check_path",
+    "check_strings",
 ]
 
 DEFAULT_PATIENCE = 5.0
@@ -45,7 +46,7 @@ def _check_bool(who: str, name: str, value: object) -> None:
         raise ValueError(f"{who}: {name} must be True or False, got {value!r}")
 
 
-def _check_strings(who: str, name: str, value: object, what: str) -> None:
+def check_strings(who: str, name: str, value: object, what: str) -> None:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValueError(f"{who}: {name} must be a list of {what}, got {value!r}; for one, write [{value!r}]")
     if isinstance(value, Iterator):
@@ -80,7 +81,7 @@ def check_kwargs(
         raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
     _check_bool("Sidecar", "get_stream", get_stream)
     _check_bool("Sidecar", "expect_hang", expect_hang)
-    _check_strings("Sidecar", "allowed_origins", allowed_origins, "Origin values such as 'http://a.example'")
+    check_strings("Sidecar", "allowed_origins", allowed_origins, "Origin values such as 'http://a.example'")
     if service_url is not None and (not isinstance(service_url, str) or not service_url):
         raise ValueError(f"Sidecar: service_url must be a URL string or None, got {service_url!r}")
     if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):

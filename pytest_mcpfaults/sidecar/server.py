@@ -17,11 +17,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web, web_protocol, web_server
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
@@ -32,12 +32,11 @@ from pytest_mcpfaults.sidecar.config import (
 )
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, Journal, PatienceViolation
-from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply, client_error
-from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter, pick
+from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply
+from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.sidecar.views import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
-from pytest_mcpfaults.validation import is_loopback_host
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
 
@@ -59,10 +58,6 @@ class _Hold:
     fault: F.Fault
     release: asyncio.Future[HoldOutcome]
     started: float = field(default_factory=time.monotonic)
-
-
-# Headers that decide who may ask or what is asked: sent twice, the request is refused (400).
-_SINGLE_HEADERS = ("Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host")
 
 
 class _WebServer(web_server.Server):
@@ -582,13 +577,7 @@ class Sidecar(SidecarWaits):
                 headers={"Connection": "close"},
             )
         info = self._classify(request, body)
-        if info.mcp is not None:
-            m = info.mcp
-            self.journal.update_request(
-                rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era
-            )
-        elif info.kind == "mcp" and request.headers.get("Mcp-Session-Id"):
-            self.journal.update_request(rid, session_id=request.headers["Mcp-Session-Id"], era="session")
+        core.journal_classified(self.journal, rid, info, request.headers.get("Mcp-Session-Id"))
 
         async def hold(fault: F.Fault) -> None:
             self.journal.update_request(  # sent so far
@@ -598,10 +587,7 @@ class Sidecar(SidecarWaits):
 
         if self._state == "frozen":
             await hold(self._freeze_fault)
-        fault, state = pick(self._plan, info)
-        if fault is not None:
-            self.journal.update_request(rid, fault=str(fault), fault_kind=fault.kind)
-            self.journal.add_fired(fault.kind)
+        fault, state = core.choose_fault(self._plan, info, self.journal, rid)
         reply: Reply | web.StreamResponse | None = await self._apply(fault, state, info, hold)
         if isinstance(reply, web.StreamResponse):
             return reply
@@ -659,16 +645,9 @@ class Sidecar(SidecarWaits):
     async def _normal(
         self, request: web.BaseRequest, info: RequestInfo, out: Delivery, rid: int
     ) -> Reply | web.StreamResponse:
-        if info.kind == "health":
-            return Reply(200, {"status": "ok"}, sse=False)
-        if info.kind == "other":
-            return Reply(404, {"error": "Not Found"}, sse=False)
-        twice = [h for h in _SINGLE_HEADERS if len(request.headers.getall(h, ())) > 1]
-        if twice:  # first-wins and last-wins readers would disagree: refuse, as the mcp SDK does
-            return client_error(-32600, f"Bad Request: the {twice[0]} header appears more than once")
-        origin = request.headers.get("Origin")
-        if origin and not self._origin_ok(origin):
-            return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
+        plain = core.plain_reply(info) or core.security_problem(request.headers.items(), self.allowed_origins)
+        if plain is not None:
+            return plain
         if request.method == "POST":
             if info.mcp is None:
                 assert info.bad_body is not None
@@ -679,7 +658,7 @@ class Sidecar(SidecarWaits):
         if request.method == "GET" and self._mcp.get_stream and self._mcp.era != "stateless":
             problem = self._mcp.check_session(request.headers.get("Mcp-Session-Id"))
             return problem or await self._get_stream(request, out)
-        return Reply(405, None, {"Allow": "POST, DELETE" if self._mcp.era != "stateless" else "POST"})
+        return core.method_not_allowed(self._mcp.era == "stateless")
 
     async def _get_stream(self, request: web.BaseRequest, out: Delivery) -> web.StreamResponse:
         resp = web.StreamResponse(
@@ -695,15 +674,6 @@ class Sidecar(SidecarWaits):
         finally:
             self._streams.discard(done)
         return resp
-
-    def _origin_ok(self, origin: str) -> bool:
-        if origin in self.allowed_origins:
-            return True
-        try:  # a malformed Origin (``http://[::1``) is the client's: not allowed, never a 500
-            host = urlsplit(origin).hostname or ""
-        except ValueError:
-            return False
-        return is_loopback_host(host)
 
     # -- holding ---------------------------------------------------------------------------------
     async def _hold(self, rid: int, conn: _Conn, fault: F.Fault) -> None:
