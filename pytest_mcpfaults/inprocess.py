@@ -33,9 +33,8 @@ routing header, an ``Origin`` not allowed: the checks live in :mod:`pytest_mcpfa
 with the socket sidecar) get the same answers and the same ``error`` / ``error_by`` journal fields as over
 a socket; the sidecar's own ``base_url`` origin is allowed, as loopback origins are over a socket.
 Tool handlers run in the calling thread (sync) or on the sidecar loop (async): there is no shared loop
-to protect, so
-``tool_timeout`` is not taken (an async call is bounded at 60 s), nor is ``idle_timeout`` (no
-connections).
+to protect, so ``tool_timeout`` is not taken (an async call is bounded at 60 s), nor is
+``idle_timeout`` (no connections).
 
 respx is an optional dependency (``pip install 'pytest-mcpfaults[inprocess]'``); only this module
 imports it.
