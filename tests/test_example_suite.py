@@ -66,14 +66,30 @@ HARMLESS = {
 }
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    """``pytest -p mcpfaults examples/ ARGS`` in a subprocess from the repository root, as the README
-    runs it (bounded; no cache written)."""
+def _start(*args: str) -> subprocess.Popen[str]:
+    """Start ``pytest -p mcpfaults examples/ ARGS`` in a subprocess from the repository root, as the
+    README runs it (no cache written)."""
     cmd = [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "examples/", *args]
     # The width the page's pasted output was captured at; without CI/BUILD_NUMBER, which make pytest
     # print short-summary lines untruncated (as CI itself runs this test).
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")} | {"COLUMNS": "80"}
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    """Wait for a run started by :func:`_start` (bounded at 300 s)."""
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the example run did not end within 300 s:\n{out}\n{err}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``pytest -p mcpfaults examples/ ARGS``, bounded."""
+    return _finish(_start(*args))
 
 
 GATE = "--mcpfaults-check-spans"
@@ -81,14 +97,22 @@ GATE = "--mcpfaults-check-spans"
 PROPERTY = "examples/test_example_property.py::test_latency_never_changes_a_session"
 
 
+#: The runs the tests below read: each runner variant, with and without the span gate.
+RUNS: tuple[tuple[str, ...], ...] = (("hardened",), ("unhardened",), ("hardened", GATE), ("unhardened", GATE))
+
+
 @pytest.fixture(scope="module")
 def example_run() -> Callable[..., subprocess.CompletedProcess[str]]:
     """``example_run(variant, *extra)``: the example suite's run against that runner, with the extra
-    options (``GATE``: the span gate on); each combination runs once."""
+    options (``GATE``: the span gate on). The four runs of :data:`RUNS` start together on first use
+    (they mostly wait on the sidecar's faults, so they overlap well) and each runs once."""
     runs: dict[tuple[str, ...], subprocess.CompletedProcess[str]] = {}
 
     def get(variant: str, *extra: str) -> subprocess.CompletedProcess[str]:
         key = (variant, *extra)
+        if not runs:
+            started = {k: _start(f"--runner-variant={k[0]}", "-rA", *k[1:]) for k in RUNS}
+            runs.update({k: _finish(p) for k, p in started.items()})
         if key not in runs:
             runs[key] = _run(f"--runner-variant={variant}", "-rA", *extra)
         return runs[key]
