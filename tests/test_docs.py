@@ -70,6 +70,10 @@ def test_doc_examples_pass(pytester: pytest.Pytester) -> None:
         "mcpfaults",
         "-p",
         "no:cacheprovider",
+        "-p",
+        "xdist",
+        "-n",
+        "2",  # the examples mostly wait on the sidecar's faults: two workers overlap them
         "-o",
         "asyncio_mode=auto",
         "-o",
