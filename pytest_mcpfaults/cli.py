@@ -30,7 +30,7 @@ from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
-from pytest_mcpfaults.validation import is_count, is_loopback_host, is_positive_seconds
+from pytest_mcpfaults.validation import is_count, is_loopback_host, parse_seconds
 
 __all__ = ["build_parser", "main"]
 
@@ -85,15 +85,12 @@ def _journal_limit(text: str) -> int:
 
 
 def _patience(text: str) -> float | None:
-    if text.lower() == "none":
-        return None
     try:
-        value = float(text)
+        return parse_seconds(text)
     except ValueError:
-        value = -1.0
-    if not is_positive_seconds(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds or 'none', got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of seconds or 'none', got {text!r}"
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

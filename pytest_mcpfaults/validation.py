@@ -25,6 +25,7 @@ __all__ = [
     "is_loopback_host",
     "is_positive_seconds",
     "is_probability",
+    "parse_seconds",
 ]
 
 
@@ -95,3 +96,19 @@ def check_seconds(
         return
     want = "a finite positive number of seconds" if positive else "a finite non-negative number of seconds"
     raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
+
+
+def parse_seconds(text: str, *, off: str = "none") -> float | None:
+    """A duration written as text (an option or ini value): a positive finite number of seconds, or
+    ``None`` for the word ``off`` (any case). Raises ``ValueError`` otherwise; callers turn it into
+    their own error, naming their option."""
+    raw = text.strip()
+    if raw.lower() == off:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"not a number of seconds: {raw!r}") from None
+    if not is_positive_seconds(value):  # zero, negatives, nan and inf
+        raise ValueError(f"not a positive finite number of seconds: {raw!r}")
+    return value

@@ -87,3 +87,27 @@ def test_the_module_needs_no_test_framework() -> None:
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported <= {"__future__", "ipaddress", "math", "typing"}
+
+
+@pytest.mark.parametrize(
+    ("text", "off", "expected"),
+    [
+        ("2.5", "none", 2.5),
+        (" 1 ", "none", 1.0),
+        ("none", "none", None),
+        ("NONE", "none", None),
+        ("off", "off", None),
+    ],
+)
+def test_parse_seconds_reads_a_duration_or_the_off_word(text: str, off: str, expected: float | None) -> None:
+    from pytest_mcpfaults.validation import parse_seconds
+
+    assert parse_seconds(text, off=off) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "inf", "nan", "abc", "", "off", "1e999"])
+def test_parse_seconds_refuses_anything_else(text: str) -> None:
+    from pytest_mcpfaults.validation import parse_seconds
+
+    with pytest.raises(ValueError, match="number of seconds"):
+        parse_seconds(text)

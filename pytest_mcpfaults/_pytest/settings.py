@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults.validation import is_positive_seconds
+from pytest_mcpfaults.validation import parse_seconds
 
 PATIENCE_INI = "mcpfaults_patience"
 INTERRUPT_INI = "mcpfaults_interrupt"
@@ -63,34 +63,24 @@ def addini(parser: pytest.Parser) -> None:
 
 def ini_patience(config: pytest.Config) -> float | None:
     raw = str(config.getini(PATIENCE_INI)).strip()
-    if raw.lower() == "none":
-        return None
     try:
-        value = float(raw)
+        return parse_seconds(raw)  # 'none' is how to hold until released
     except ValueError:
-        value = -1.0
-    if not is_positive_seconds(value):  # also refuses nan and inf ('none' is how to hold until released)
         raise pytest.UsageError(
             f"ini option {PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
-        )
-    return value
+        ) from None
 
 
 def ini_grace(config: pytest.Config) -> float | None:
     """The ``mcpfaults_interrupt`` grace in seconds, ``None`` when off; a usage error otherwise."""
     raw = str(config.getini(INTERRUPT_INI)).strip()
-    if raw.lower() == "off":
-        return None
     try:
-        value = float(raw)
+        return parse_seconds(raw, off="off")
     except ValueError:
-        value = -1.0
-    if not is_positive_seconds(value):
         raise pytest.UsageError(
             f"ini option {INTERRUPT_INI} must be a positive number of seconds (the grace after a "
             f"patience verdict before a still-blocked test is interrupted) or 'off', got {raw!r}"
-        )
-    return value
+        ) from None
 
 
 def _ini_value(config: pytest.Config, key: str) -> Any:
