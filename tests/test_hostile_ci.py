@@ -125,7 +125,13 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
     """Ctrl-C as a terminal sends it: to the whole process group (the xdist controller and workers)."""
     pytester.makepyfile(test_held=HELD_SUITE)
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    cmd = [sys.executable, "-m", "pytest", *(["-p", "xdist", "-n", "2"] if xdist else [])]
+    # pytest as `python -m pytest`, with Python's own SIGINT handler installed first: a process started
+    # from a shell's background job inherits SIGINT ignored, and Python then leaves it ignored.
+    start = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'pytest'; runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
+    )
+    cmd = [sys.executable, "-c", start, *(["-p", "xdist", "-n", "2"] if xdist else [])]
     cmd += ["-p", "mcpfaults", "-p", "no:cacheprovider", "--mcpfaults-report=rep.json"]
     proc = subprocess.Popen(
         cmd,
@@ -142,7 +148,12 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
             assert time.monotonic() < deadline, "the test never held its request"
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say what the run was doing, not only that it hung
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate(timeout=10)
+            raise AssertionError("no exit within 60 s of SIGINT:\n" + out.decode()) from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
