@@ -42,11 +42,14 @@ def is_finite_number(value: object) -> TypeGuard[float]:
 
 #: Host names that are loopback by definition (RFC 6761), besides the loopback IP addresses.
 LOOPBACK_NAMES = ("localhost",)
+_USUAL_LOOPBACK = frozenset(("127.0.0.1", "::1", "localhost"))
 
 
 def is_loopback_host(host: str) -> bool:
     """Whether ``host`` is ``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``); a name
     that is not an IP address (``example.test``, ``''``) is not."""
+    if host in _USUAL_LOOPBACK:
+        return True  # the common spellings, without parsing an address each time
     try:
         return host in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -40,6 +40,9 @@ from pytest_mcpfaults.sidecar.waits import SidecarWaits
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
 
+#: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).
+_FREEZE = F.Freeze()
+
 
 @dataclass(eq=False)
 class _Conn:
@@ -171,7 +174,7 @@ class Sidecar(SidecarWaits):
         self._server: asyncio.Server | None = None
         self._web: _WebServer | None = None
         self._state: SidecarState = "new"
-        self._freeze_fault: F.Fault = F.Freeze()
+        self._freeze_fault: F.Fault = _FREEZE
         self._mounted: tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -358,7 +361,7 @@ class Sidecar(SidecarWaits):
         Counted as a ``freeze`` in :attr:`fired`, like a planned :class:`~pytest_mcpfaults.faults.Freeze`."""
         self._require_running("freeze")
         self.journal.add_fired("freeze")
-        _loop.run(self._set_frozen(F.Freeze()))
+        _loop.run(self._set_frozen(_FREEZE))
 
     def revive(self) -> None:
         """Come back: a dead sidecar listens again on the same port (sessions lost with the
