@@ -148,6 +148,11 @@ class PatienceViolation:
         ``'complete'`` (the whole announced body, and the connection kept open)."""
         return answered(self.request)
 
+    @property
+    def kind(self) -> str:
+        """The kind of the fault that held the request (``'freeze'`` for ``Sidecar.freeze()``)."""
+        return self.request.fault_kind or self.fault.split("(", 1)[0].split("@", 1)[0]
+
     def what(self) -> str:
         """The held request as a harness author names it, e.g. ``a frozen `DELETE /mcp` (session era)``."""
         r = self.request
@@ -156,7 +161,7 @@ class PatienceViolation:
             req += f" ({r.mcp_method}{' ' + r.tool if r.tool else ''})"
         if r.era:
             req += f" ({r.era} era)"
-        kind = self.fault.split("(", 1)[0].split("@", 1)[0]
+        kind = self.kind
         if kind == "endless_sse":
             return f"the never-ending SSE stream answering {req}"
         if self.answered == "none":
@@ -179,7 +184,7 @@ class PatienceViolation:
                 f"in full (status {r.status}, all {r.bytes_sent} bytes of its Content-Length), and never "
                 "released it (a connection leak, if it was done with it)"
             )
-        if v.fault.startswith("endless_sse"):
+        if v.kind == "endless_sse":
             head = f"{v.what()} ({r.bytes_sent} bytes sent) and never closed the connection"
         elif answered == "none":
             head = f"{v.what()}, never answered (no status line was sent), and never closed the connection"
