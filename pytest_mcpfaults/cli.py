@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.config import (
@@ -169,7 +169,56 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument("--json", action="store_true", help="print the start-up info as one JSON line")
     serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
+    add_stdio_parser(sub)
     return parser
+
+
+def add_stdio_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``stdio`` subcommand: an MCP server on stdin/stdout (see ``docs/stdio.md``)."""
+    stdio: argparse.ArgumentParser = sub.add_parser(
+        "stdio",
+        help="run a fault-injecting MCP server on stdin/stdout (spawned by the harness)",
+        description=(
+            "An MCP server on stdin/stdout: newline-delimited JSON-RPC, the session era, the same tools "
+            "as serve. Spawned by a test's mcp_stdio_server fixture (which sets the faults: options are "
+            "refused then), or standalone for a harness in any language."
+        ),
+    )
+    stdio.add_argument(
+        "--fault",
+        type=_fault,
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a fault in text form, e.g. 'ignore_eof', 'hang@tools/call', 'die@tool:delete_session' "
+        "(repeatable; first match wins; the kinds that apply to stdio, see docs/faults.md)",
+    )
+    stdio.add_argument(
+        "--era", choices=ERAS, default="session", help="MCP protocol era(s) served (default session)"
+    )
+    stdio.add_argument(
+        "--tool-sets",
+        type=_tool_sets,
+        default=TOOL_SETS,
+        metavar="SETS",
+        help=f"comma-separated built-in tool sets (default {','.join(TOOL_SETS)})",
+    )
+    stdio.add_argument(
+        "--patience",
+        type=_patience,
+        default=None,
+        metavar="SECONDS|none",
+        help="seconds a held request may wait before the server exits (default: none, standalone)",
+    )
+    stdio.add_argument(
+        "--tool-timeout",
+        type=_patience,
+        default=DEFAULT_TOOL_TIMEOUT,
+        metavar="SECONDS|none",
+        help="seconds a tool call may run before it is answered as an error "
+        f"(default {DEFAULT_TOOL_TIMEOUT:g})",
+    )
+    return stdio
 
 
 def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) -> None:

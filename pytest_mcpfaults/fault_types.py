@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,15 +30,20 @@ __all__ = [
     "Flap",
     "Freeze",
     "Hang",
+    "IgnoreEof",
+    "IgnoreSigterm",
     "JsonRpcError",
     "MalformedJson",
     "Reset",
     "SessionExpired",
     "Stall",
     "Status",
+    "StderrFlood",
+    "StdoutNoise",
     "Terminating",
     "ToolError",
     "Truncate",
+    "check_transport",
     "fault_kinds",
     "unregister_fault_kind",
 ]
@@ -84,6 +89,10 @@ class Fault:
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {}
     #: Why the kind is not in the standard catalogue (when :attr:`catalogue_params` is ``None``).
     not_in_catalogue: ClassVar[str] = ""
+    #: The transports the kind applies to: ``'http'`` (the socket sidecar; the in-process backend too
+    #: unless :attr:`needs_sockets`) and ``'stdio'`` (a stdio child, :class:`~pytest_mcpfaults.StdioServer`).
+    #: A backend refuses a kind that does not name its transport, saying which transports it has.
+    transports: ClassVar[tuple[str, ...]] = ("http",)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -173,6 +182,7 @@ class Die(Fault):
     the same port with every transport and benchmark session forgotten (a crash-looping pod)."""
 
     kind: ClassVar[str] = "die"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 110
     draws: ClassVar[Mapping[str, Draw]] = {"restart": (False, True)}
     restart: bool = False
@@ -184,6 +194,7 @@ class Freeze(_Blocking):
     this request and all later ones are held until ``release()``, teardown or the patience budget."""
 
     kind: ClassVar[str] = "freeze"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 160
     needs_sockets: ClassVar[str | None] = "it holds every request on an open connection until released"
 
@@ -196,6 +207,7 @@ class Hang(_Blocking):
     """Hold the request without answering (no status line, no bytes)."""
 
     kind: ClassVar[str] = "hang"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 140
     needs_sockets: ClassVar[str | None] = "it holds a request on an open connection that never answers"
 
@@ -205,6 +217,7 @@ class Delay(Fault):
     """Answer after ``seconds`` plus a uniform jitter in ``[0, jitter]`` drawn from ``seed``."""
 
     kind: ClassVar[str] = "delay"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 100
     draws: ClassVar[Mapping[str, Draw]] = {"seconds": (0.0, 0.001, 0.005, 0.02, 0.05)}
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {"seconds": 0.2}
@@ -286,6 +299,7 @@ class Stall(_Blocking):
     as the sidecar replies), then hold: the client has a response whose body never ends."""
 
     kind: ClassVar[str] = "stall"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 190
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it keeps a connection checked out with a body that never ends"
@@ -346,6 +360,7 @@ class MalformedJson(Fault):
     """Answer 200 with a body that is not valid JSON (the reply cut in half, length announced right)."""
 
     kind: ClassVar[str] = "malformed_json"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 60
 
 
@@ -369,6 +384,7 @@ class JsonRpcError(Fault):
     """Answer a JSON-RPC error with ``code`` and ``message`` (HTTP 200) instead of the result."""
 
     kind: ClassVar[str] = "jsonrpc_error"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 80
     draws: ClassVar[Mapping[str, Draw]] = {"code": (-32603, -32000, -32601)}
     default_target: ClassVar[str] = "mcp"
@@ -395,6 +411,7 @@ class ToolError(Fault):
     """Answer a ``tools/call`` with a tool result carrying ``isError: true`` and ``text``."""
 
     kind: ClassVar[str] = "tool_error"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 20
     default_target: ClassVar[str] = "tools/call"
     text: str = "tool failed"
@@ -420,6 +437,7 @@ class BackendGone(Fault):
     ``{"error": "Service at <url> is no longer alive"}``. ``service_url`` defaults to the sidecar's."""
 
     kind: ClassVar[str] = "backend_gone"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 10
     default_target: ClassVar[str] = "tool:delete_session"
     service_url: str | None = None
@@ -480,6 +498,7 @@ class ErrorPayload(Fault):
     """
 
     kind: ClassVar[str] = "error_payload"
+    transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 70
     #: none is "already gone", so a harness that treats "already gone" as a clean no-op still fails
     draws: ClassVar[Mapping[str, Draw]] = {
@@ -520,6 +539,105 @@ class ErrorPayload(Fault):
         values = _KeepMissing({str(k): str(v) for k, v in arguments.items()})
         values.update(reason=self.reason, tool=tool or "")
         return template.format_map(values)
+
+
+# -- stdio only: the child process and its pipes ----------------------------------------------------
+
+_STDIO_ONLY = "a stdio-only kind (it acts on a stdio child process or its pipes, not on HTTP)"
+
+
+def _check_any_target(fault: _ProcessFault) -> None:
+    if fault.trigger.target != "*":
+        raise ValueError(
+            f"{type(fault).__name__}: counts {fault.event} events, not requests, so when= takes no target "
+            f"(only '*', with nth/after/times/probability), got {fault.trigger.target!r}"
+        )
+
+
+@dataclass(frozen=True)
+class _ProcessFault(Fault):
+    """A stdio fault that answers no request: it decides what the child does when an event arrives
+    (stdin closing, a signal). Its trigger counts those events (``nth=2``: the second one)."""
+
+    transports: ClassVar[tuple[str, ...]] = ("stdio",)
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _STDIO_ONLY
+    needs_sockets: ClassVar[str | None] = _STDIO_ONLY
+    #: The event the kind reacts to (``'eof'``: stdin closed; a signal name).
+    event: ClassVar[str] = ""
+
+    def _validate(self) -> None:
+        _check_any_target(self)
+
+
+@dataclass(frozen=True)
+class IgnoreEof(_ProcessFault):
+    """The stdio child keeps running after its stdin closes (a server that never reads EOF as "exit"):
+    a client that closes stdin and waits for the exit waits until it signals the child, or forever."""
+
+    kind: ClassVar[str] = "ignore_eof"
+    shrink_rank: ClassVar[int] = 300
+    event: ClassVar[str] = "eof"
+
+
+@dataclass(frozen=True)
+class IgnoreSigterm(_ProcessFault):
+    """The stdio child ignores SIGTERM (and SIGINT, SIGHUP): only SIGKILL ends it. The trigger counts
+    the signals: ``IgnoreSigterm(when=Trigger(times=1))`` ignores the first and dies of the next."""
+
+    kind: ClassVar[str] = "ignore_sigterm"
+    shrink_rank: ClassVar[int] = 310
+    event: ClassVar[str] = "SIGTERM"
+
+
+@dataclass(frozen=True)
+class StderrFlood(Fault):
+    """Before answering the matching request the stdio child writes ``bytes`` of log lines to stderr.
+    A client that never reads the child's stderr pipe (64 KiB on Linux) leaves the child blocked in
+    that write: the answer, and every later one, never comes."""
+
+    kind: ClassVar[str] = "stderr_flood"
+    shrink_rank: ClassVar[int] = 320
+    transports: ClassVar[tuple[str, ...]] = ("stdio",)
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _STDIO_ONLY
+    needs_sockets: ClassVar[str | None] = _STDIO_ONLY
+    bytes: int = 1 << 20
+
+    def _validate(self) -> None:
+        check_count("StderrFlood", "bytes", self.bytes, minimum=1)
+
+
+@dataclass(frozen=True)
+class StdoutNoise(Fault):
+    """Before answering the matching request the stdio child writes ``lines`` lines of ``text`` on
+    stdout: not JSON-RPC (a stray ``print``, a banner, a library's log line on the wrong stream)."""
+
+    kind: ClassVar[str] = "stdout_noise"
+    shrink_rank: ClassVar[int] = 330
+    transports: ClassVar[tuple[str, ...]] = ("stdio",)
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _STDIO_ONLY
+    needs_sockets: ClassVar[str | None] = _STDIO_ONLY
+    text: str = "mcpfaults: this line is not JSON-RPC"
+    lines: int = 1
+
+    def _validate(self) -> None:
+        if not isinstance(self.text, str) or "\n" in self.text or "\r" in self.text:
+            raise ValueError(f"StdoutNoise: text must be a string without line breaks, got {self.text!r}")
+        check_count("StdoutNoise", "lines", self.lines, minimum=1)
+
+
+def check_transport(plan: Sequence[Fault], transport: str, who: str) -> None:
+    """Refuse a fault whose kind does not apply to ``transport`` (``'http'`` or ``'stdio'``), naming it,
+    the transports it has, and the kinds that do apply."""
+    for fault in plan:
+        if transport not in fault.transports:
+            valid = [k for k, cls in _REGISTRY.items() if transport in cls.transports]
+            raise ValueError(
+                f"{who}: fault {str(fault)!r} is {'/'.join(fault.transports)}-only: {fault.kind!r} does not "
+                f"apply to {transport}; the {transport} kinds: {', '.join(valid)}"
+            )
 
 
 def fault_kinds() -> dict[str, type[Fault]]:

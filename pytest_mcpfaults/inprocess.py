@@ -95,6 +95,10 @@ class UnsupportedInProcess(ValueError):
 def check_plan(faults: Sequence[F.Fault | str] | None, *, argname: str = "faults") -> tuple[F.Fault, ...]:
     """Normalise a plan and refuse any fault that needs real sockets, naming it and why."""
     plan = F.as_plan(faults, argname=argname)
+    try:
+        F.check_transport(plan, "http", f"mock_sidecar {argname}=")
+    except ValueError as exc:
+        raise UnsupportedInProcess(str(exc)) from None
     for fault in plan:
         reason = type(fault).needs_sockets
         if reason is not None:

@@ -100,8 +100,9 @@ def _check_seconds(name: str, value: object, *, optional: bool = False) -> float
 
 def _check_kinds(kinds: object) -> tuple[str, ...]:
     order = kind_order()
-    if kinds is None:
-        return order
+    if kinds is None:  # the HTTP kinds: stdio-only ones (ignore_eof, ...) only when asked for by name
+        registry = F.fault_kinds()
+        return tuple(k for k in order if "http" in registry[k].transports)
     if isinstance(kinds, (str, type)) or not isinstance(kinds, Sequence):
         raise InvalidArgument(f"kinds must be a list of fault kind names or Fault classes, got {kinds!r}")
     names: list[str] = []
@@ -201,7 +202,8 @@ def faults(
     patience: float | None = 0.1,
     expect_hang: bool = False,
 ) -> st.SearchStrategy[F.Fault]:
-    """Single faults of the given ``kinds`` (names or classes; default all, see :data:`KIND_ORDER`)
+    """Single faults of the given ``kinds`` (names or classes; default every kind that applies to HTTP,
+    see :data:`KIND_ORDER`; stdio-only kinds such as ``ignore_eof`` are drawn only when named)
     on the given ``targets`` (default :data:`DEFAULT_TARGETS`).
 
     A kind is drawn only with targets it accepts (``tool_error``, ``backend_gone`` and

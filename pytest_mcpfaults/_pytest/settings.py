@@ -119,17 +119,22 @@ def check_ini(config: pytest.Config) -> None:
             raise pytest.UsageError(f"ini option {key} = {config.getini(key)!r}: {exc}") from None
 
 
-def marker_kwargs(node: pytest.Item) -> dict[str, Any]:
-    """The merged keywords of every ``mcp_sidecar`` marker on ``node`` (see the module docstring).
+#: The stdio server's marker (``@pytest.mark.mcp_stdio(**StdioServer kwargs)``).
+STDIO_MARKER = "mcp_stdio"
+
+
+def marker_kwargs(node: pytest.Item, name: str = "mcp_sidecar") -> dict[str, Any]:
+    """The merged keywords of every ``name`` marker on ``node`` (see the module docstring).
     Raises ``ValueError`` for a marker with positional arguments."""
     merged: dict[str, Any] = {}
     faults: list[Any] = []
     odd_faults: list[Any] = []  # not a list: left for Sidecar to refuse, naming faults
-    for marker in node.iter_markers("mcp_sidecar"):  # closest first
+    cls = "StdioServer" if name == STDIO_MARKER else "Sidecar"
+    for marker in node.iter_markers(name):  # closest first
         if marker.args:
             raise ValueError(
-                f"{node.nodeid}: @pytest.mark.mcp_sidecar takes keyword arguments only "
-                f"(those of Sidecar), got positional {marker.args!r}"
+                f"{node.nodeid}: @pytest.mark.{name} takes keyword arguments only "
+                f"(those of {cls}), got positional {marker.args!r}"
             )
         for key, value in marker.kwargs.items():
             if key != "faults":
@@ -140,30 +145,34 @@ def marker_kwargs(node: pytest.Item) -> dict[str, Any]:
                 odd_faults.append(value)
     if odd_faults:
         merged["faults"] = odd_faults[0]
-    elif faults or any("faults" in m.kwargs for m in node.iter_markers("mcp_sidecar")):
+    elif faults or any("faults" in m.kwargs for m in node.iter_markers(name)):
         merged["faults"] = faults
     return merged
 
 
-def marker_problem(node: pytest.Function) -> str | None:
-    """What is wrong with a test's ``mcp_sidecar`` markers (naming the argument), or ``None``."""
-    from pytest_mcpfaults.sidecar import Sidecar
+def marker_problem(node: pytest.Function, name: str = "mcp_sidecar") -> str | None:
+    """What is wrong with a test's ``name`` markers (``mcp_sidecar`` or ``mcp_stdio``; naming the
+    argument), or ``None``."""
+    if name == STDIO_MARKER:
+        from pytest_mcpfaults.stdio.server import StdioServer as cls
+    else:
+        from pytest_mcpfaults.sidecar import Sidecar as cls  # type: ignore[assignment]
 
     try:
-        kwargs = marker_kwargs(node)
+        kwargs = marker_kwargs(node, name)
     except ValueError as exc:
         return str(exc)
     if not kwargs:
         return None
-    valid = list(inspect.signature(Sidecar).parameters)
+    valid = list(inspect.signature(cls).parameters)
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
         return (
-            f"{node.nodeid}: @pytest.mark.mcp_sidecar got an unknown argument {unknown[0]!r}; "
-            f"valid arguments (those of Sidecar): {', '.join(valid)}"
+            f"{node.nodeid}: @pytest.mark.{name} got an unknown argument {unknown[0]!r}; "
+            f"valid arguments (those of {cls.__name__}): {', '.join(valid)}"
         )
     try:
-        Sidecar(**kwargs)  # validation only: nothing binds until start()
+        cls(**kwargs)  # validation only: nothing binds until start()
     except (TypeError, ValueError) as exc:
-        return f"{node.nodeid}: @pytest.mark.mcp_sidecar: {exc}"
+        return f"{node.nodeid}: @pytest.mark.{name}: {exc}"
     return None

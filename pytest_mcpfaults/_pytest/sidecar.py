@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults._pytest.interrupt import Watch
     from pytest_mcpfaults.sidecar import Sidecar
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
+    from pytest_mcpfaults.stdio.server import StdioServer
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
@@ -40,6 +41,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "mcp_sidecar(**kwargs): configure the mcp_sidecar fixture; the keyword arguments are exactly "
         "those of pytest_mcpfaults.Sidecar (faults=, era=, reply=, patience=, expect_hang=, ...).",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{settings.STDIO_MARKER}(**kwargs): configure the mcp_stdio_server fixture; the keyword arguments "
+        "are exactly those of pytest_mcpfaults.StdioServer (faults=, era=, patience=, expect_hang=, ...).",
     )
     config.addinivalue_line(
         "markers",
@@ -65,10 +71,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A bad marker fails its module's collection, naming the argument: an error raised while
     collecting reaches the xdist controller like any collection error (a usage error raised on a
     worker would crash it)."""
-    if metafunc.definition.get_closest_marker("mcp_sidecar") is not None:
-        problem = settings.marker_problem(metafunc.definition)
-        if problem is not None:
-            raise pytest.Collector.CollectError(problem)
+    for name in ("mcp_sidecar", settings.STDIO_MARKER):
+        if metafunc.definition.get_closest_marker(name) is not None:
+            problem = settings.marker_problem(metafunc.definition, name)
+            if problem is not None:
+                raise pytest.Collector.CollectError(problem)
     marker = metafunc.definition.get_closest_marker(_NO_INTERRUPT)
     if marker is not None and (marker.args or marker.kwargs):
         raise pytest.Collector.CollectError(
@@ -147,16 +154,24 @@ def _verdict(item: pytest.Item, sidecars: list[Sidecar]) -> str | None:
     """The verdict for unexpected patience violations not reported yet (each is reported once)."""
     if not sidecars or _expects_hang(item):
         return None  # a test that used no sidecar never imports the sidecar package
-    from pytest_mcpfaults.sidecar.patience import patience_verdict
-
     reported = item.stash.setdefault(_REPORTED, set())
     texts = []
     for sc in sidecars:
         new = [v for v in sc.patience_violations if not v.expected and id(v) not in reported]
         reported.update(id(v) for v in new)
         if new:
-            texts.append(patience_verdict(sc, new))
+            texts.append(_verdict_text(sc, new))
     return "\n\n".join(texts) or None
+
+
+def _verdict_text(sc: Any, violations: Any) -> str:
+    """The verdict of one server: its own wording when it has one (a stdio server), else the HTTP one."""
+    own = getattr(sc, "patience_verdict", None)
+    if own is not None:
+        return str(own(violations))
+    from pytest_mcpfaults.sidecar.patience import patience_verdict
+
+    return patience_verdict(sc, violations)
 
 
 def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
@@ -306,7 +321,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
-    from pytest_mcpfaults.sidecar.patience import patience_verdict, violation_record
+    from pytest_mcpfaults.sidecar.patience import violation_record
 
     rec = record_for(item)
     rec.expected_hang = _expects_hang(item)
@@ -320,12 +335,16 @@ def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
             rec.add_fired(kind, n)
         violations = sc.patience_violations
         for v in violations:
+            expect = v.expected or rec.expected_hang
+            own = getattr(v, "record", None)  # a stdio violation words its own record
             rec.patience_violations.append(
-                violation_record(v, expected=v.expected or rec.expected_hang, sidecar_url=url)
+                own(expected=expect, where=url)
+                if own is not None
+                else violation_record(v, expected=expect, sidecar_url=url)
             )
         expected = [v for v in violations if v.expected or rec.expected_hang]
         if expected:
-            expected_text.append(patience_verdict(sc, expected))
+            expected_text.append(_verdict_text(sc, expected))
     if expected_text:  # reported, not failing: shown with -rP and in the report
         item.add_report_section("teardown", "mcpfaults patience (expected)", "\n\n".join(expected_text))
 
@@ -354,6 +373,31 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     _attach(item, sidecar)
     yield sidecar
     sidecar.stop()  # the teardown hook records it and re-raises its errors
+
+
+@pytest.fixture
+def mcp_stdio_server(request: pytest.FixtureRequest) -> Iterator[StdioServer]:
+    """A started stdio MCP server (a ``pytest_mcpfaults.StdioServer``) for the harness to spawn:
+    give it ``mcp_stdio_server.command``, ``.args`` and ``.env``. Its plan, journal and runtime control
+    (``kill()``, ``freeze()``, ``revive()``, ``inject()``, ``release()``) stay in the test process.
+
+    Configure it with ``@pytest.mark.mcp_stdio(**kwargs)``, exactly the keyword arguments of
+    ``StdioServer`` (``faults=[...]``, ``era=``, ``patience=``, ``expect_hang=`` …); the ini keys
+    ``mcpfaults_patience`` and ``mcpfaults_tool_sets`` set its defaults. At teardown every child still
+    alive is killed (SIGKILL), whatever the harness did; a client that waited on a child past the
+    patience budget fails the test with a verdict naming what it waited on.
+    """
+    from pytest_mcpfaults.stdio.server import StdioServer
+
+    item = request.node
+    defaults = _defaults(request.config, item)
+    kwargs = {k: v for k, v in defaults.items() if k in ("patience", "tool_sets", "expect_hang")}
+    kwargs.update(settings.marker_kwargs(item, settings.STDIO_MARKER))
+    server = StdioServer(**kwargs)
+    server.start()
+    _attach(item, server)  # type: ignore[arg-type]  # read through the same views as a Sidecar
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,176 @@
+"""What the test process observed of its stdio children: one :class:`ChildRecord` per spawned child, and
+the :class:`StdioViolation` a patience budget records when a client waited on a child too long.
+
+Times are seconds since the server started (the journal's clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pytest_mcpfaults.sidecar.journal import RequestRecord
+
+__all__ = ["ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
+
+ViolationKind = Literal["close", "hold", "frozen"]
+"""What the client waited on: a child kept alive past its stdin closing or a signal (``'close'``), a
+request held by a fault (``'hold'``), a child stopped by ``freeze()`` with input waiting (``'frozen'``)."""
+
+
+@dataclass(frozen=True)
+class SignalRecord:
+    """A signal that reached the child, or that the test sent it.
+
+    ``action``: ``'ignored'`` (an ``ignore_sigterm`` fault), ``'died'`` (the child died of it),
+    ``'sent'`` (the test sent it: ``freeze()``/``revive()``/``kill()``, or the patience kill)."""
+
+    name: str
+    at: float
+    action: Literal["ignored", "died", "sent"]
+
+
+@dataclass(frozen=True)
+class ChildRecord:
+    """One stdio child, from its first contact to its exit.
+
+    ``stdin_closed_at``: when the child read end of file on stdin (``None``: it never did);
+    ``ignored_eof``: an ``ignore_eof`` fault kept it running then. ``exit_how`` says how it ended:
+    ``'stdin closed'`` (a clean exit on EOF), ``'signal SIGTERM'`` (it died of a signal it received),
+    ``'die fault'`` (a ``die`` fault made it exit with ``exit_code``), ``'killed'`` (it vanished
+    without a word: SIGKILL from the client, or any end it could not report), ``'patience'`` (the
+    test process killed it when a budget ran out), ``'kill()'`` (the test's ``kill()``), ``'teardown'``
+    (still running when the test ended: the test process killed it), or ``'stdout closed by the
+    client'``. ``exit_code`` follows ``subprocess`` (negative: the signal that ended it), when known.
+    """
+
+    id: int
+    pid: int
+    started_at: float
+    stdin_closed_at: float | None = None
+    ignored_eof: bool = False
+    signals: tuple[SignalRecord, ...] = ()
+    stopped: bool = False
+    exited_at: float | None = None
+    exit_how: str | None = None
+    exit_code: int | None = None
+    session_id: str | None = field(default=None, repr=False)
+
+    @property
+    def alive(self) -> bool:
+        return self.exited_at is None
+
+    def received(self, name: str) -> tuple[SignalRecord, ...]:
+        """The signals named ``name`` the child received (not those the test sent)."""
+        return tuple(s for s in self.signals if s.name == name and s.action != "sent")
+
+    def waits(self, since: float) -> str:
+        """What the client did to end the child after ``since``: the signals it sent and when."""
+        got = [s for s in self.signals if s.action != "sent" and s.at >= since - 1e-9]
+        if not got:
+            return "it never sent SIGTERM"
+        parts = []
+        for s in got:
+            how = ", which the child ignores" if s.action == "ignored" else ""
+            parts.append(f"sent {s.name} after {s.at - since:.2f} s{how}")
+        tail = "" if any(s.action == "died" for s in got) else " and never SIGKILL"
+        return "it " + ", then ".join(parts) + tail
+
+
+@dataclass(frozen=True)
+class StdioViolation:
+    """A client waited on a stdio child past its patience budget; the test process then killed the
+    child (SIGKILL: the client sees its stdout close at once, as if the server had crashed).
+
+    ``kind`` says what the client waited on (:data:`ViolationKind`); ``child`` is the child as it was
+    when the budget ran out, ``request`` the held request (``kind='hold'``), ``fault`` the text form of
+    the fault responsible, ``waited_from`` when the wait began; ``expected`` as for HTTP."""
+
+    kind: ViolationKind
+    child: ChildRecord
+    fault: str
+    budget: float
+    expected: bool
+    waited_from: float
+    request: RequestRecord | None = None
+    budget_from: Literal["fault", "sidecar"] = "sidecar"
+    pending_bytes: int = 0
+
+    @property
+    def waited(self) -> float:
+        return self.budget
+
+    def describe(self) -> str:
+        """The headline: what the client waited on, for how long, and what it did meanwhile."""
+        b = f"{self.budget:g} s"
+        c = self.child
+        if self.kind == "close":
+            if (
+                c.stdin_closed_at is not None
+                and c.ignored_eof
+                and c.stdin_closed_at <= self.waited_from + 1e-9
+            ):
+                start, what = "closed stdin", "a child that ignores EOF"
+            else:
+                start, what = f"sent {self._first_signal()}", "a child that ignores it (ignore_sigterm)"
+            return (
+                f"the client {start} and waited {b} (the whole budget) for {what}; "
+                f"{c.waits(self.waited_from)}"
+            )
+        if self.kind == "frozen":
+            closed = " and closed stdin" if c.stdin_closed_at is not None or self.pending_bytes < 0 else ""
+            sent = f"sent {self.pending_bytes} bytes to" if self.pending_bytes > 0 else "waited on"
+            return (
+                f"the client {sent} a frozen child (SIGSTOP, never revived){closed} and waited {b} "
+                f"(the whole budget); {c.waits(self.waited_from)}"
+            )
+        r = self.request
+        assert r is not None
+        req = f"`{r.mcp_method or '?'}{' ' + r.tool if r.tool else ''}`"
+        if r.fault_kind == "freeze":
+            held = f"{req}, held by a child that stopped itself (SIGSTOP) on it"
+        elif r.bytes_sent:
+            held = f"the reply to {req}, which stopped after {r.bytes_sent} bytes of its line"
+        else:
+            held = f"a hung {req} (no byte of its reply was written)"
+        return (
+            f"the client waited {b} (the whole budget) on {held}, and neither closed stdin nor ended the "
+            f"child; {c.waits(self.waited_from)}"
+        )
+
+    def _first_signal(self) -> str:
+        got = [s for s in self.child.signals if s.action == "ignored"]
+        return got[0].name if got else "a signal"
+
+    def details(self) -> str:
+        source = "its fault's patience=" if self.budget_from == "fault" else "the server's patience"
+        return (
+            f"`{self.fault}` kept the child (pid {self.child.pid}) alive; when the {self.budget:g} s budget "
+            f"({source}) ran out the test process killed it (SIGKILL)"
+        )
+
+    def record(self, *, expected: bool, where: str) -> dict[str, Any]:
+        """A JSON-ready dict for the per-test record and the CI report."""
+        r = self.request
+        return {
+            "message": self.describe(),
+            "details": self.details(),
+            "fault": self.fault,
+            "budget": self.budget,
+            "budget_from": self.budget_from,
+            "waited": round(self.waited, 3),
+            "request": r.label if r is not None else f"stdio child {self.kind}",
+            "method": r.method if r is not None else None,
+            "path": r.path if r is not None else None,
+            "mcp_method": r.mcp_method if r is not None else None,
+            "tool": r.tool if r is not None else None,
+            "era": r.era if r is not None else None,
+            "answered": "partial" if r is not None and r.bytes_sent else "none",
+            "user_agent": None,
+            "protocol_version": r.protocol_version if r is not None else None,
+            "connection": self.child.id,
+            "client_closed": False,
+            "sidecar": where,
+            "expected": expected,
+            "transport": "stdio",
+        }
