@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pytest_mcpfaults import events
+from pytest_mcpfaults.fault_types import fault_kinds
 from pytest_mcpfaults.sidecar.mcp import ErrorBy, RequestEra
 from pytest_mcpfaults.validation import is_count
 
@@ -161,12 +162,10 @@ class PatienceViolation:
             req += f" ({r.mcp_method}{' ' + r.tool if r.tool else ''})"
         if r.era:
             req += f" ({r.era} era)"
-        kind = self.kind
-        if kind == "endless_sse":
-            return f"the never-ending SSE stream answering {req}"
-        if self.answered == "none":
-            return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
-        return f"the response to {req}"
+        cls = fault_kinds().get(self.kind)
+        if cls is not None and cls.held_wording is not None:
+            return cls.held_wording.format(request=req)
+        return f"a held {req}" if self.answered == "none" else f"the response to {req}"
 
     def describe(self, era: RequestEra | None = None) -> str:
         """The headline, from what the sidecar observed: what the client had received when the budget
@@ -184,8 +183,9 @@ class PatienceViolation:
                 f"in full (status {r.status}, all {r.bytes_sent} bytes of its Content-Length), and never "
                 "released it (a connection leak, if it was done with it)"
             )
-        if v.kind == "endless_sse":
-            head = f"{v.what()} ({r.bytes_sent} bytes sent) and never closed the connection"
+        cls = fault_kinds().get(v.kind)
+        if cls is not None and cls.held_headline is not None:
+            head = cls.held_headline.format(what=v.what(), bytes_sent=r.bytes_sent)
         elif answered == "none":
             head = f"{v.what()}, never answered (no status line was sent), and never closed the connection"
         else:
