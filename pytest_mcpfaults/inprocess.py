@@ -445,7 +445,7 @@ def mock_sidecar(
             assert httpx.get(side.health_url).status_code == 503
 
     Other keyword arguments: ``mcp_path``, ``health_path``, ``era``, ``reply``, ``tools``,
-    ``tool_sets``, ``service_url``, ``allowed_origins``, ``max_body_bytes`` (see :class:`InProcessSidecar`). Raises
-    :class:`UnsupportedInProcess` for faults that need sockets.
+    ``tool_sets``, ``service_url``, ``allowed_origins``, ``max_body_bytes`` (see
+    :class:`InProcessSidecar`). Raises :class:`UnsupportedInProcess` for faults that need sockets.
     """
     return InProcessSidecar(base_url=base_url, faults=faults, **kwargs)

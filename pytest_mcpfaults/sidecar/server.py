@@ -31,7 +31,7 @@ from pytest_mcpfaults.sidecar.config import (
 )
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
-from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation
+from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
 
@@ -490,11 +490,11 @@ class Sidecar(SidecarWaits):
         if not conn.closed_by_us and conn.current is not None:
             rec = self.journal.request(conn.current)
             if not rec.done:
-                fields: dict[str, Any] = {"client_closed": True, "client_closed_at": now}
+                fields: RequestFields = {"client_closed": True, "client_closed_at": now}
                 if rec.held and rec.hold is None and rec.held_at is not None:
                     # a held request ends with the close: record its outcome in the same write, so a
                     # reader woken by client_closed never sees a held request without its outcome
-                    fields.update(hold="client_closed", waited=now - rec.held_at)
+                    fields["hold"], fields["waited"] = "client_closed", now - rec.held_at
                 self.journal.update_request(conn.current, **fields)
         if not conn.lost.done():
             conn.lost.set_result(None)
