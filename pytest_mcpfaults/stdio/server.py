@@ -31,13 +31,12 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.fault_types import IgnoreEof, IgnoreSigterm
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, DEFAULT_TOOL_TIMEOUT, check_endpoints
-from pytest_mcpfaults.sidecar.inject import Dropped
-from pytest_mcpfaults.sidecar.journal import HoldOutcome, Journal
-from pytest_mcpfaults.sidecar.mcp import McpEndpoint
-from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
+from pytest_mcpfaults.sidecar.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
+from pytest_mcpfaults.sidecar.journal import ClosedBy, HoldOutcome
+from pytest_mcpfaults.sidecar.mcp import Reply
+from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.stdio import guardian
-from pytest_mcpfaults.stdio.answer import Answer, decide, reply_line
 from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state
 from pytest_mcpfaults.stdio.records import ChildRecord, SignalRecord, StdioViolation, ViolationKind
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
@@ -49,6 +48,8 @@ _MCP_PATH = "/mcp"
 _HELLO_TIMEOUT = 5.0
 _FROZEN_POLL = 0.05
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_MAX_LINE = 1 << 20
+_EVENT_KINDS = (IgnoreEof, IgnoreSigterm)
 
 
 @dataclasses.dataclass(eq=False)
@@ -145,32 +146,28 @@ class StdioServer(SidecarViews):
                 f"StdioServer: faults must be a list of faults (or fault specs), got {faults!r}; "
                 f"for one, write [{faults!r}]"
             )
+        if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+            raise ValueError(f"StdioServer: tools must be a list of pytest_mcpfaults.Tool, got {tools!r}")
         self.era, self.patience, self.expect_hang = era_, patience, expect_hang
-        self.mcp_path, self.health_path = _MCP_PATH, None
-        self._service_url = service_url
-        self.benchmark = BenchmarkSessions()
-        self._tools = builtin_tools(tuple(tool_sets), self.benchmark)
-        for t in tools:
-            if not isinstance(t, Tool):
-                raise ValueError(f"StdioServer: tools must be pytest_mcpfaults.Tool objects, got {t!r}")
-            if t.name in self._tools:
-                raise ValueError(f"StdioServer: tool {t.name!r} is defined twice")
-            self._tools[t.name] = t
-        self._plan: list[tuple[F.Fault, F.TriggerState]] = []
-        self._add_faults(faults, "faults=")
-        self.journal = Journal()
         self._pool = _loop.WorkerPool("mcpfaults-stdio-tool-handler")
-        self._mcp = McpEndpoint(
+        self.core = SidecarCore(
+            mcp_path=_MCP_PATH,
+            health_path=None,
             era=era_,
-            tools=self._tools,
+            reply="json",
+            tools=tools,
+            tool_sets=tool_sets,
+            faults=(),
             get_stream=False,
-            on_error=self._record_error,
+            allowed_origins=(),
+            max_body_bytes=_MAX_LINE,
+            service_url=lambda: service_url or self.url,
             tool_timeout=tool_timeout,
             run_sync=self._pool.submit,
         )
-        self._errors: list[tuple[str, BaseException]] = []
-        self._errors_lock = threading.Lock()
-        self._state = "new"
+        self._faults: list[F.Fault] = []  # the whole plan, in order (the core answers requests)
+        self._events: list[tuple[F.Fault, F.TriggerState]] = []  # ignore_eof / ignore_sigterm
+        self._add_faults(faults, "faults=")
         self._token = secrets.token_urlsafe(24)
         self._listener: asyncio.Server | None = None
         self._address = ""
@@ -190,11 +187,14 @@ class StdioServer(SidecarViews):
                     f"StdioServer {argname}: {str(f)!r}: a stdio child cannot restart itself (the harness "
                     "spawns it); use die without restart= (the child exits with status 1)"
                 )
-        self._plan.extend((f, F.TriggerState(f.trigger)) for f in plan)
+        self._faults.extend(plan)
+        self._events.extend((f, F.TriggerState(f.trigger)) for f in plan if isinstance(f, _EVENT_KINDS))
+        self.core.inject([f for f in plan if not isinstance(f, _EVENT_KINDS)])
 
-    def _request_plan(self) -> list[tuple[F.Fault, F.TriggerState]]:
-        """The faults that answer requests (``ignore_eof``/``ignore_sigterm`` act on events instead)."""
-        return [(f, s) for f, s in self._plan if not isinstance(f, (IgnoreEof, IgnoreSigterm))]
+    @property
+    def plan(self) -> tuple[F.Fault, ...]:
+        """Every fault planned so far (constructor and ``inject()``), in order."""
+        return tuple(self._faults)
 
     def inject(self, *faults: F.Fault | str) -> None:
         """Add faults to the plan at runtime (after those already planned)."""
@@ -203,7 +203,12 @@ class StdioServer(SidecarViews):
 
     def clear_faults(self) -> None:
         """Forget every planned fault (held requests stay held: see :meth:`release`)."""
-        _loop.run(self._run(self._plan.clear))
+        _loop.run(self._run(self._clear))
+
+    def _clear(self) -> None:
+        self._faults.clear()
+        self._events.clear()
+        self.core.clear_faults()
 
     @staticmethod
     async def _run(fn: Callable[[], None]) -> None:
@@ -215,12 +220,12 @@ class StdioServer(SidecarViews):
 
     def start(self) -> StdioServer:
         """Listen for children on ``127.0.0.1`` (an ephemeral port); returns ``self``."""
-        if self._state != "new":
-            raise RuntimeError(f"StdioServer.start(): already {self._state}; a server starts once")
+        if self.core.state != "new":
+            raise RuntimeError(f"StdioServer.start(): already {self.core.state}; a server starts once")
         if self.guarded:
             guardian.ensure()
         _loop.run(self._start())
-        self._state = "running"
+        self.core.state = "running"
         return self
 
     async def _start(self) -> None:
@@ -231,10 +236,10 @@ class StdioServer(SidecarViews):
     def stop(self) -> None:
         """Kill every child still alive (SIGKILL; a stopped one too), wait for each to go (bounded),
         end every hold and stop listening. Idempotent."""
-        if self._state in ("new", "stopped"):
-            self._state = "stopped"
+        if self.core.state in ("new", "stopped"):
+            self.core.state = "stopped"
             return
-        self._state = "stopped"
+        self.core.state = "stopped"
         _loop.run(self._stop(), timeout=10.0)
         self._pool.close()
 
@@ -258,7 +263,7 @@ class StdioServer(SidecarViews):
 
     @property
     def running(self) -> bool:
-        return self._state in ("running", "frozen", "dead")
+        return self.core.state in ("running", "frozen", "dead")
 
     # -- what the harness is given -------------------------------------------------------------------
     @property
@@ -275,7 +280,7 @@ class StdioServer(SidecarViews):
     def env(self) -> dict[str, str]:
         """The environment the child needs (merge it over the harness's own): the control address and
         token, and ``PYTHONPATH`` naming this package's directory."""
-        if self._state == "new":
+        if self.core.state == "new":
             raise RuntimeError("StdioServer.env: the server is not started yet (call start() first)")
         path = os.environ.get("PYTHONPATH")
         return {
@@ -373,13 +378,12 @@ class StdioServer(SidecarViews):
             if child.record.stopped:
                 self._signal(child, signal.SIGCONT, "SIGCONT")
                 self._update(child, stopped=False)
-        if self._state == "frozen":
-            self._state = "running"
+        self.core.thaw()
 
     def _stop_child(self, child: _Child) -> None:
         self._signal(child, signal.SIGSTOP, "SIGSTOP")
         self._update(child, stopped=True)
-        self._state = "frozen"
+        self.core.freeze(FREEZE)
         if self.patience is not None:
             self._spawn(self._watch_frozen(child, self.patience))
 
@@ -414,9 +418,11 @@ class StdioServer(SidecarViews):
         except (asyncio.TimeoutError, ValueError, KeyError, TypeError, AttributeError):
             writer.close()
             return
-        if self._state == "stopped":
+        if self.core.state == "stopped":
             writer.close()
             return
+        if self.core.state == "dead":
+            self.core.state = "running"  # the harness spawned a new child after a die
         loop = asyncio.get_running_loop()
         cid = self.journal.add_connection(f"stdio child pid {pid}")
         record = ChildRecord(id=cid, pid=pid, started_at=self.journal.now())
@@ -461,7 +467,7 @@ class StdioServer(SidecarViews):
 
     def _event_fault(self, cls: type[F.Fault]) -> F.Fault | None:
         """The first fault of ``cls`` in the plan whose trigger fires on this event (counted)."""
-        for fault, state in self._plan:
+        for fault, state in self._events:
             if isinstance(fault, cls) and state.consider():
                 self.journal.add_fired(fault.kind)
                 return fault
@@ -573,7 +579,7 @@ class StdioServer(SidecarViews):
         self._spawn(self._record_exit(child, how or "killed", code))
         if self.guarded:
             guardian.forget(child.pid)
-        closed_by = "sidecar" if child.ended_by_us is not None else "client"
+        closed_by: ClosedBy = "sidecar" if child.ended_by_us is not None else "client"
         self.journal.update_connection(child.cid, closed_at=self.journal.now(), closed_by=closed_by)
 
     async def _record_exit(self, child: _Child, how: str, code: int | None) -> None:
@@ -599,13 +605,15 @@ class StdioServer(SidecarViews):
         sent = 0
         status: int | None = None
         try:
-            answer = await decide(self, rid, child.headers, body, _ChildTransport(self, child, rid))
+            incoming = Incoming("POST", _MCP_PATH, child.headers, list(child.headers.items()), body)
+            answer = await self.core.decide(rid, incoming, _ChildTransport(self, child, rid))
+            assert answer is not None  # None only for a GET event stream
             status = answer.reply.status
             sent = await self._deliver(child, rid, answer)
         except Dropped:
             pass
         except Exception as exc:  # a bug of ours: surface it in the test
-            self._record_error(f"stdio message {body[:80]!r}", exc)
+            self.core.record_error(f"stdio message {body[:80]!r}", exc)
             j.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
         finally:
             j.update_request(rid, status=status, bytes_sent=sent, ended_at=j.now())
@@ -620,8 +628,6 @@ class StdioServer(SidecarViews):
             if isinstance(version, str):
                 child.headers["MCP-Protocol-Version"] = version
             self._update(child, session_id=sid)
-        if reply.error_by is not None:
-            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         line = reply_line(reply)
         if isinstance(fault, F.StdoutNoise):
             self._send(child, t="out", d="".join(fault.text + "\n" for _ in range(fault.lines)))
@@ -651,7 +657,7 @@ class StdioServer(SidecarViews):
         j = self.journal
         started = j.now()
         j.update_request(rid, held=True, held_at=started)
-        if isinstance(fault, F.Freeze):
+        if isinstance(fault, F.Freeze) and not child.record.stopped:
             self._signal(child, signal.SIGSTOP, "SIGSTOP")
             self._update(child, stopped=True)
         own = getattr(fault, "patience", None)
@@ -718,6 +724,13 @@ class StdioServer(SidecarViews):
         v = self.patience_violations
         if v:
             raise PatienceError(self.patience_verdict(v))
+
+
+def reply_line(reply: Reply) -> str | None:
+    """The JSON-RPC line answering ``reply`` (``None``: nothing to write, e.g. for a notification)."""
+    if not isinstance(reply.payload, dict) or "jsonrpc" not in reply.payload:
+        return None
+    return json.dumps(reply.payload, separators=(",", ":"))
 
 
 def describe_child(c: ChildRecord) -> str:
