@@ -44,6 +44,12 @@ if TYPE_CHECKING:
         Hang as Hang,
     )
     from pytest_mcpfaults.faults import (
+        IgnoreEof as IgnoreEof,
+    )
+    from pytest_mcpfaults.faults import (
+        IgnoreSigterm as IgnoreSigterm,
+    )
+    from pytest_mcpfaults.faults import (
         JsonRpcError as JsonRpcError,
     )
     from pytest_mcpfaults.faults import (
@@ -60,6 +66,12 @@ if TYPE_CHECKING:
     )
     from pytest_mcpfaults.faults import (
         Status as Status,
+    )
+    from pytest_mcpfaults.faults import (
+        StderrFlood as StderrFlood,
+    )
+    from pytest_mcpfaults.faults import (
+        StdoutNoise as StdoutNoise,
     )
     from pytest_mcpfaults.faults import (
         Terminating as Terminating,
@@ -172,6 +184,18 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.spans import (
         one_span as one_span,
     )
+    from pytest_mcpfaults.stdio.records import (
+        ChildRecord as ChildRecord,
+    )
+    from pytest_mcpfaults.stdio.records import (
+        SignalRecord as SignalRecord,
+    )
+    from pytest_mcpfaults.stdio.records import (
+        StdioViolation as StdioViolation,
+    )
+    from pytest_mcpfaults.stdio.server import (
+        StdioServer as StdioServer,
+    )
 
 __version__ = "0.1.0"
 
@@ -180,6 +204,7 @@ __all__ = [
     "BackendGone",
     "BenchmarkSession",
     "BenchmarkSessions",
+    "ChildRecord",
     "ConnectionRecord",
     "Delay",
     "Die",
@@ -190,6 +215,8 @@ __all__ = [
     "Flap",
     "Freeze",
     "Hang",
+    "IgnoreEof",
+    "IgnoreSigterm",
     "Journal",
     "JsonRpcError",
     "MalformedJson",
@@ -202,12 +229,17 @@ __all__ = [
     "Sidecar",
     "SidecarError",
     "SidecarFactory",
+    "SignalRecord",
     "SpanInvariantError",
     "SpanLookupError",
     "SpanRecorder",
     "SpanWiringWarning",
     "Stall",
     "Status",
+    "StderrFlood",
+    "StdioServer",
+    "StdioViolation",
+    "StdoutNoise",
     "Terminating",
     "Tool",
     "ToolError",
@@ -244,12 +276,16 @@ _EXPORTS: dict[str, str] = {
     "Flap": "pytest_mcpfaults.faults",
     "Freeze": "pytest_mcpfaults.faults",
     "Hang": "pytest_mcpfaults.faults",
+    "IgnoreEof": "pytest_mcpfaults.faults",
+    "IgnoreSigterm": "pytest_mcpfaults.faults",
     "JsonRpcError": "pytest_mcpfaults.faults",
     "MalformedJson": "pytest_mcpfaults.faults",
     "Reset": "pytest_mcpfaults.faults",
     "SessionExpired": "pytest_mcpfaults.faults",
     "Stall": "pytest_mcpfaults.faults",
     "Status": "pytest_mcpfaults.faults",
+    "StderrFlood": "pytest_mcpfaults.faults",
+    "StdoutNoise": "pytest_mcpfaults.faults",
     "Terminating": "pytest_mcpfaults.faults",
     "ToolError": "pytest_mcpfaults.faults",
     "Trigger": "pytest_mcpfaults.faults",
@@ -277,6 +313,10 @@ _EXPORTS: dict[str, str] = {
     "Tool": "pytest_mcpfaults.sidecar",
     "ToolResultError": "pytest_mcpfaults.sidecar",
     "SidecarFactory": "pytest_mcpfaults.sidecar.factory",
+    "StdioServer": "pytest_mcpfaults.stdio.server",
+    "ChildRecord": "pytest_mcpfaults.stdio.records",
+    "SignalRecord": "pytest_mcpfaults.stdio.records",
+    "StdioViolation": "pytest_mcpfaults.stdio.records",
     "RecordedEvent": "pytest_mcpfaults.spans",
     "RecordedSpan": "pytest_mcpfaults.spans",
     "SpanLookupError": "pytest_mcpfaults.spans",

@@ -65,6 +65,7 @@ from pytest_mcpfaults.validation import check_count
 
 __all__ = [
     "NEEDS_SOCKETS",
+    "STDIO_ONLY",
     "SUPPORTED_KINDS",
     "InProcessSidecar",
     "UnsupportedInProcess",
@@ -77,10 +78,15 @@ __all__ = [
 #: kind without a ``needs_sockets`` reason.
 SUPPORTED_KINDS: tuple[str, ...] = tuple(k for k, cls in F.fault_kinds().items() if cls.needs_sockets is None)
 
+#: The built-in kinds that apply to stdio only (``ignore_eof`` …): refused as not HTTP.
+STDIO_ONLY: tuple[str, ...] = tuple(k for k, cls in F.fault_kinds().items() if "http" not in cls.transports)
+
 #: The built-in fault kinds that need the socket sidecar, with the reason given in the error (each
 #: kind's ``needs_sockets``).
 NEEDS_SOCKETS: dict[str, str] = {
-    k: cls.needs_sockets for k, cls in F.fault_kinds().items() if cls.needs_sockets is not None
+    k: cls.needs_sockets
+    for k, cls in F.fault_kinds().items()
+    if cls.needs_sockets is not None and "http" in cls.transports
 }
 
 T = TypeVar("T")

@@ -27,10 +27,14 @@ from pytest_mcpfaults.faults import (
     Flap,
     Freeze,
     Hang,
+    IgnoreEof,
+    IgnoreSigterm,
     JsonRpcError,
     Reset,
     Stall,
     Status,
+    StderrFlood,
+    StdoutNoise,
     ToolError,
     Trigger,
     Truncate,
@@ -351,6 +355,9 @@ EXAMPLES: list[Fault] = [
     ErrorPayload(), ErrorPayload(reason="backend timed out", when=Trigger("tool:delete_session", times=1)),
     ErrorPayload(reason="it's 'down'; (really) @x=1", when="tools/call"), ErrorPayload(reason=""),
     ErrorPayload(reason="gone", message="Unknown task_id {task_id}: {reason} {{literal}}", when="mcp"),
+    IgnoreEof(), IgnoreSigterm(), IgnoreSigterm(when=Trigger(times=1)),
+    StderrFlood(), StderrFlood(bytes=100, when="tools/call"),
+    StdoutNoise(), StdoutNoise(text="Listening on stdio (v1.0) [debug]", lines=3, when="initialize"),
 ]  # fmt: skip
 
 

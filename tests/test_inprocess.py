@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from pytest_mcpfaults import Die, Fault, Sidecar, Trigger, fault_kinds, parse_plan
 from pytest_mcpfaults.inprocess import (
     NEEDS_SOCKETS,
+    STDIO_ONLY,
     SUPPORTED_KINDS,
     InProcessSidecar,
     UnsupportedInProcess,
@@ -232,8 +233,15 @@ def test_freeze_at_runtime_is_refused() -> None:
 
 
 def test_every_kind_is_either_supported_or_refused() -> None:
-    assert set(SUPPORTED_KINDS) | set(NEEDS_SOCKETS) == set(fault_kinds())
+    assert set(SUPPORTED_KINDS) | set(NEEDS_SOCKETS) | set(STDIO_ONLY) == set(fault_kinds())
     assert not set(SUPPORTED_KINDS) & set(NEEDS_SOCKETS)
+    assert not (set(SUPPORTED_KINDS) | set(NEEDS_SOCKETS)) & set(STDIO_ONLY)
+
+
+@pytest.mark.parametrize("kind", STDIO_ONLY)
+def test_stdio_only_kinds_are_refused_as_not_http(kind: str) -> None:
+    with pytest.raises(UnsupportedInProcess, match=f"^mock_sidecar faults=: fault '{kind}' is stdio-only"):
+        mock_sidecar(faults=[kind])
 
 
 @pytest.mark.parametrize(

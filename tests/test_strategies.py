@@ -11,7 +11,7 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
+from hypothesis.errors import InvalidArgument, NoSuchExample
 
 from pytest_mcpfaults import (
     BackendGone,
@@ -19,6 +19,7 @@ from pytest_mcpfaults import (
     ErrorPayload,
     Fault,
     Hang,
+    IgnoreEof,
     Status,
     Trigger,
     fault_kinds,
@@ -179,9 +180,23 @@ def test_simplest_kind_first_whatever_order_the_kinds_are_given_in() -> None:
     assert minimal(faults(kinds=["hang", "die"], targets=["health"])) == Die(when="health")
 
 
-@pytest.mark.parametrize(("simpler", "harder"), list(itertools.pairwise(KIND_ORDER)))
+_HTTP_KINDS = [k for k in KIND_ORDER if "http" in fault_kinds()[k].transports]
+_STDIO_ONLY = [k for k in KIND_ORDER if "http" not in fault_kinds()[k].transports]
+
+
+@pytest.mark.parametrize(
+    ("simpler", "harder"), [*itertools.pairwise(_HTTP_KINDS), *itertools.pairwise(_STDIO_ONLY)]
+)
 def test_kind_order_is_the_shrink_order(simpler: str, harder: str) -> None:
-    assert minimal(faults(kinds=[harder, simpler], targets=["tools/call"])).kind == simpler
+    # the stdio event kinds (ignore_eof, ignore_sigterm) take only the '*' target
+    targets = ["tools/call"] if simpler in _HTTP_KINDS else ["*"]
+    assert minimal(faults(kinds=[harder, simpler], targets=targets)).kind == simpler
+
+
+def test_stdio_only_kinds_are_drawn_only_when_named() -> None:
+    with pytest.raises(NoSuchExample):
+        minimal(faults(), lambda f: "http" not in f.transports)
+    assert minimal(faults(kinds=["ignore_eof"])) == IgnoreEof()
 
 
 def test_a_plan_that_must_hit_the_delete_step_shrinks_to_one_plain_fault_there() -> None:
