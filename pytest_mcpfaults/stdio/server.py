@@ -609,7 +609,7 @@ class StdioServer(SidecarViews):
             answer = await self.core.decide(rid, incoming, _ChildTransport(self, child, rid))
             assert answer is not None  # None only for a GET event stream
             status = answer.reply.status
-            sent = await self._deliver(child, rid, answer)
+            sent = await self._deliver(child, rid, answer, body)
         except Dropped:
             pass
         except Exception as exc:  # a bug of ours: surface it in the test
@@ -618,7 +618,7 @@ class StdioServer(SidecarViews):
         finally:
             j.update_request(rid, status=status, bytes_sent=sent, ended_at=j.now())
 
-    async def _deliver(self, child: _Child, rid: int, answer: Answer) -> int:
+    async def _deliver(self, child: _Child, rid: int, answer: Answer, body: bytes) -> int:
         reply, fault = answer.reply, answer.fault
         sid = reply.headers.get("Mcp-Session-Id")
         if sid and "Mcp-Session-Id" not in child.headers:
@@ -628,7 +628,7 @@ class StdioServer(SidecarViews):
             if isinstance(version, str):
                 child.headers["MCP-Protocol-Version"] = version
             self._update(child, session_id=sid)
-        line = reply_line(reply)
+        line = reply_line(reply, _request_id(body))
         if isinstance(fault, F.StdoutNoise):
             self._send(child, t="out", d="".join(fault.text + "\n" for _ in range(fault.lines)))
         elif isinstance(fault, F.StderrFlood):
@@ -726,11 +726,27 @@ class StdioServer(SidecarViews):
             raise PatienceError(self.patience_verdict(v))
 
 
-def reply_line(reply: Reply) -> str | None:
-    """The JSON-RPC line answering ``reply`` (``None``: nothing to write, e.g. for a notification)."""
-    if not isinstance(reply.payload, dict) or "jsonrpc" not in reply.payload:
+def _request_id(body: bytes) -> Any:
+    """The ``id`` of a message (``None`` when it has none or is not JSON)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
         return None
-    return json.dumps(reply.payload, separators=(",", ":"))
+    return message.get("id") if isinstance(message, dict) else None
+
+
+def reply_line(reply: Reply, request_id: Any = None) -> str | None:
+    """The JSON-RPC line answering ``reply`` (``None``: nothing to write, e.g. for a notification).
+
+    An error the HTTP sidecar answers with ``id: null`` (its HTTP status tells the client which POST
+    failed, e.g. ``server/discover`` refused in the session era) carries the request's id over
+    stdio, where replies are matched to requests by id alone."""
+    payload = reply.payload
+    if not isinstance(payload, dict) or "jsonrpc" not in payload:
+        return None
+    if "error" in payload and payload.get("id") is None and request_id is not None:
+        payload = {**payload, "id": request_id}
+    return json.dumps(payload, separators=(",", ":"))
 
 
 def describe_child(c: ChildRecord) -> str:
