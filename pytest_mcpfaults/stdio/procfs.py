@@ -14,8 +14,9 @@ import fcntl
 import os
 import select
 import termios
+import time
 
-__all__ = ["exit_status", "stdin_state"]
+__all__ = ["exit_status", "stdin_state", "wait_stopped"]
 
 
 def _zombie_status(pid: int) -> tuple[bool, int | None]:
@@ -60,3 +61,19 @@ def stdin_state(pid: int) -> tuple[int, bool]:
         return int(buf[0]), closed
     finally:
         os.close(fd)
+
+
+def wait_stopped(pid: int, timeout: float = 1.0) -> bool:
+    """Wait until ``pid`` is actually stopped (``kill`` only queues SIGSTOP: a child blocked reading
+    stdin may still take the next line before it stops); ``False`` if it did not within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            return False
+        if state in (b"T", b"t"):
+            return True
+        time.sleep(0.001)
+    return False

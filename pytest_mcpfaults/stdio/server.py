@@ -37,7 +37,7 @@ from pytest_mcpfaults.sidecar.mcp import Reply
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.stdio import guardian
-from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state
+from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_stopped
 from pytest_mcpfaults.stdio.records import ChildRecord, SignalRecord, StdioViolation, ViolationKind
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
 from pytest_mcpfaults.validation import is_positive_seconds
@@ -353,6 +353,7 @@ class StdioServer(SidecarViews):
         past the patience budget gets a violation (the child is then killed)."""
         child = self._live_child("freeze")
         _loop.run(self._run(lambda: self._stop_child(child)))
+        wait_stopped(child.pid)  # stopped for real before the test goes on (a line could slip in otherwise)
         self.journal.add_fired("freeze")
 
     def revive(self) -> None:
@@ -576,17 +577,20 @@ class StdioServer(SidecarViews):
             how, code = child.bye
         if how == "die fault":
             code = 1
-        self._spawn(self._record_exit(child, how or "killed", code))
+        self._update(
+            child, exited_at=self.journal.now(), exit_how=how or "killed", exit_code=code, stopped=False
+        )
+        if code is None:
+            self._spawn(self._record_exit_code(child))
         if self.guarded:
             guardian.forget(child.pid)
         closed_by: ClosedBy = "sidecar" if child.ended_by_us is not None else "client"
         self.journal.update_connection(child.cid, closed_at=self.journal.now(), closed_by=closed_by)
 
-    async def _record_exit(self, child: _Child, how: str, code: int | None) -> None:
-        now = self.journal.now()
-        if code is None:
-            code = await exit_status(child.pid)
-        self._update(child, exited_at=now, exit_how=how, exit_code=code, stopped=False)
+    async def _record_exit_code(self, child: _Child) -> None:
+        code = await exit_status(child.pid)
+        if code is not None:
+            self._update(child, exit_code=code)
 
     def _update(self, child: _Child, **fields: Any) -> None:
         child.record = dataclasses.replace(child.record, **fields)

@@ -1,0 +1,383 @@
+"""The stdio server against the official mcp 2.x client: ``StdioServerParameters`` from the server's
+``command``/``args``/``env``, the SDK spawning the child. What the client raised, and what the test
+process observed of the child (journal, child record, violations), for each fault that applies to a
+pipe; and that no child is left alive after any of them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from pytest_mcpfaults import Sidecar, StdioServer
+from pytest_mcpfaults.stdio.server import describe_child
+
+SESSION = ["POST initialize", "POST notifications/initialized"]
+
+
+def params(server: StdioServer) -> StdioServerParameters:
+    return StdioServerParameters(command=server.command, args=server.args, env=server.env)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not: it runs nothing and holds no pipe)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture
+def make() -> Iterator[Any]:
+    servers: list[StdioServer] = []
+
+    def make(**kwargs: Any) -> StdioServer:
+        server = StdioServer(**kwargs).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+        for child in server.children:  # the test process owns every child: none outlives stop()
+            assert not alive(child.pid), describe_child(child)
+
+
+async def session(server: StdioServer, *calls: tuple[str, dict[str, Any]], timeout: float = 5.0) -> list[Any]:
+    """One mcp 2.x session (legacy: initialize): each call's text result, or the exception it raised."""
+    out: list[Any] = []
+    async with Client(params(server), mode="legacy", read_timeout_seconds=timeout) as client:
+        for name, args in calls:
+            try:
+                result = await client.call_tool(name, args)
+                out.append((result.content[0].text, result.is_error))  # type: ignore[union-attr]
+            except MCPError as exc:
+                out.append(exc)
+    return out
+
+
+def run(coro: Any, bound: float = 30.0) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, bound))
+
+
+# -- answers ----------------------------------------------------------------------------------------
+
+
+def test_tools_over_stdio_and_a_clean_exit_on_eof(make: Any) -> None:
+    server = make()
+    created, echoed = run(
+        session(server, ("create_session", {"task_id": "task-1"}), ("echo", {"text": "hi"}))
+    )
+    sid = json.loads(created[0])["session_id"]
+    assert echoed == ("hi", False)
+    assert [s.session_id for s in server.benchmark.live] == [sid]
+    assert server.journal.sequence() == [
+        *SESSION,
+        "POST tools/call create_session",
+        "POST tools/list",
+        "POST tools/call echo",
+    ]  # fmt: skip  (the client lists the tools after its first call, for their output schemas)
+    child = server.wait_exit()
+    assert (child.exit_how, child.exit_code, child.signals) == ("stdin closed", 0, ())
+    assert child.stdin_closed_at is not None and child.exited_at is not None
+    assert child.stdin_closed_at <= child.exited_at < child.stdin_closed_at + 1.0
+    assert child.session_id in server.ended_sessions or child.session_id in server.sessions
+    assert {r.session_id for r in server.journal.requests[1:]} == {child.session_id}
+    assert server.patience_violations == ()
+
+
+def test_die_exits_the_child_with_status_1_mid_session(make: Any) -> None:
+    server = make(faults=["die@tool:delete_session"])
+    created, deleted = run(session(server, ("create_session", {"task_id": "t"}), ("delete_session", {})))
+    assert isinstance(deleted, MCPError) and str(deleted) == "Connection closed"
+    child = server.wait_exit()
+    assert (child.exit_how, child.exit_code) == ("die fault", 1)
+    assert server.fired == {"die": 1}
+    last = server.journal.requests[-1]
+    assert (last.tool, last.fault, last.status) == ("delete_session", "die@tool:delete_session", None)
+    assert server.benchmark.live == []  # lost with the process
+
+
+@pytest.mark.parametrize(
+    ("fault", "seen"),
+    [
+        ('jsonrpc_error(code=-32001,message="backend exploded")@tools/call', "backend exploded"),
+        ('tool_error(text="disk full")@tool:echo', ("disk full", True)),
+        ("stdout_noise(lines=3)@tools/call", ("hi", False)),  # the SDK logs each line and goes on
+        ("delay(seconds=0.3)@tools/call", ("hi", False)),
+    ],
+)
+def test_answer_faults(make: Any, fault: str, seen: Any) -> None:
+    server = make(faults=[fault])
+    started = time.monotonic()
+    [got] = run(session(server, ("echo", {"text": "hi"})))
+    if isinstance(seen, str):
+        assert isinstance(got, MCPError) and got.error.message == seen and got.error.code == -32001
+    else:
+        assert got == seen
+    if fault.startswith("delay"):
+        assert time.monotonic() - started >= 0.3
+    assert list(server.fired) == [fault.split("(")[0].split("@")[0]]
+
+
+def test_backend_gone_at_the_delete(make: Any) -> None:
+    server = make(faults=["backend_gone"])
+    created, deleted = run(
+        session(server, ("create_session", {"task_id": "t"}), ("delete_session", {"session_id": "s-1"}))
+    )
+    assert deleted == (
+        f'{{"error": "Error closing session s-1: Service at {server.url} is no longer alive"}}',
+        False,
+    )
+
+
+def test_malformed_json_is_a_half_line_the_client_cannot_parse(make: Any) -> None:
+    server = make(faults=["malformed_json@tools/call"])
+    [got] = run(session(server, ("echo", {"text": "hi"}), timeout=1.0))
+    assert isinstance(got, MCPError) and "timed out" in str(got)  # the reply never parsed: it waited it out
+    [rec] = [r for r in server.journal.requests if r.fault_kind]
+    assert rec.fault_kind == "malformed_json" and 0 < rec.bytes_sent < 60
+    assert server.journal.sequence()[-1] == "POST notifications/cancelled"  # it gave up on the call
+
+
+# -- holds and patience -----------------------------------------------------------------------------
+
+
+def test_a_hang_released_by_the_test_is_answered(make: Any) -> None:
+    server = make(faults=["hang@tool:echo"])
+
+    async def go() -> list[Any]:
+        task = asyncio.ensure_future(session(server, ("echo", {"text": "late"})))
+        while not any(r.held for r in server.journal.requests):
+            await asyncio.sleep(0.01)
+        server.release()
+        return await task
+
+    assert run(go()) == [("late", False)]
+    [held] = [r for r in server.journal.requests if r.held]
+    assert (held.tool, held.hold) == ("echo", "released")
+    assert server.patience_violations == ()
+
+
+def test_a_stall_past_the_budget_is_a_violation_and_the_child_is_killed(make: Any) -> None:
+    server = make(faults=["stall(after_bytes=5)@tools/call"], patience=0.5)
+    [got] = run(session(server, ("echo", {"text": "hi"}), timeout=10.0))
+    assert isinstance(got, MCPError) and str(got) == "Connection closed"  # the kill closed its stdout
+    [v] = server.patience_violations
+    assert v.kind == "hold" and v.budget == 0.5
+    assert v.describe() == (
+        "the client waited 0.5 s (the whole budget) on the reply to `tools/call echo`, which stopped after 5 "
+        "bytes of its line, and neither closed stdin nor ended the child; it never sent SIGTERM"
+    )
+    assert server.wait_exit().exit_how == "patience"
+    assert server.journal.requests[-1].hold == "patience"
+
+
+def test_a_freeze_fault_stops_the_child_on_the_request(make: Any) -> None:
+    server = make(faults=["freeze@tools/call"], patience=0.5)
+    [got] = run(session(server, ("echo", {"text": "hi"}), timeout=10.0))
+    assert isinstance(got, MCPError)
+    [v] = server.patience_violations
+    assert "held by a child that stopped itself (SIGSTOP) on it" in v.describe()
+    assert [s.name for s in server.wait_exit().signals] == ["SIGSTOP", "SIGKILL"]
+
+
+def test_freeze_and_revive_at_runtime_are_sigstop_and_sigcont(make: Any) -> None:
+    server = make(patience=None)
+
+    async def go() -> Any:
+        async with Client(params(server), mode="legacy", read_timeout_seconds=5) as client:
+            server.freeze()
+            task = asyncio.ensure_future(client.call_tool("echo", {"text": "after"}))
+            await asyncio.sleep(0.3)
+            assert not task.done()  # the child is stopped: the request waits in the pipe
+            assert server.state == "frozen"
+            server.revive()
+            return await task
+
+    assert run(go()).content[0].text == "after"
+    assert [(s.name, s.action) for s in server.child.signals] == [("SIGSTOP", "sent"), ("SIGCONT", "sent")]
+
+
+def test_a_frozen_child_with_input_waiting_past_the_budget_is_a_violation(make: Any) -> None:
+    server = make(patience=0.5)
+
+    async def go() -> Any:
+        async with Client(params(server), mode="legacy", read_timeout_seconds=10) as client:
+            server.freeze()
+            with pytest.raises(MCPError, match="Connection closed"):
+                await client.call_tool("echo", {"text": "never"})
+
+    run(go())
+    [v] = server.patience_violations
+    assert v.kind == "frozen" and v.pending_bytes > 0
+    assert v.describe().startswith(
+        f"the client sent {v.pending_bytes} bytes to a frozen child (SIGSTOP, never"
+    )
+
+
+def test_kill_is_a_crash(make: Any) -> None:
+    server = make()
+
+    async def go() -> None:
+        async with Client(params(server), mode="legacy", read_timeout_seconds=5) as client:
+            server.kill()
+            with pytest.raises(MCPError, match="Connection closed"):
+                await client.call_tool("echo", {"text": "x"})
+
+    run(go())
+    assert server.wait_exit().exit_how == "kill()"
+    assert server.fired == {"die": 1}
+
+
+# -- the close: stdin EOF, SIGTERM, SIGKILL -----------------------------------------------------------
+
+
+def test_ignore_eof_and_sigterm_the_sdk_close_is_cut_at_the_patience_budget(make: Any) -> None:
+    server = make(faults=["ignore_eof", "ignore_sigterm"], patience=1.0)
+    started = time.monotonic()
+    run(session(server, ("echo", {"text": "x"})))
+    took = time.monotonic() - started
+    assert took < 2.0  # the SDK's own escalation would take 4 s (2 s to SIGTERM, 2 s more to SIGKILL)
+    [v] = server.patience_violations
+    assert v.describe() == (
+        "the client closed stdin and waited 1 s (the whole budget) for a child that ignores EOF; "
+        "it never sent SIGTERM"
+    )
+    child = server.wait_exit()
+    assert child.ignored_eof and child.exit_how == "patience"
+
+
+def test_a_harness_that_bounds_its_close_passes(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp.client.stdio as sdk
+
+    monkeypatch.setattr(sdk, "PROCESS_TERMINATION_TIMEOUT", 0.2)  # the harness's own, shorter waits
+    monkeypatch.setattr(sdk, "FORCE_KILL_TIMEOUT", 0.2)
+    server = make(faults=["ignore_eof", "ignore_sigterm"], patience=1.0)
+    run(session(server, ("echo", {"text": "x"})))
+    child = server.wait_exit()
+    assert server.patience_violations == ()
+    assert [(s.name, s.action) for s in child.signals] == [("SIGTERM", "ignored")]
+    assert child.exit_how == "killed"  # SIGKILL from the client: the child could not say
+    assert child.stdin_closed_at is not None and child.exited_at is not None
+    assert 0.3 < child.exited_at - child.stdin_closed_at < 1.0
+
+
+def test_ignore_eof_alone_the_sdk_sigterms_after_its_grace(make: Any) -> None:
+    server = make(faults=["ignore_eof"], patience=None)
+    run(session(server, ("echo", {"text": "x"})))
+    child = server.wait_exit()
+    assert [(s.name, s.action) for s in child.signals] == [("SIGTERM", "died")]
+    assert child.exit_how == "signal SIGTERM"
+    assert child.exited_at is not None and child.stdin_closed_at is not None
+    assert 1.9 < child.exited_at - child.stdin_closed_at < 3.0  # PROCESS_TERMINATION_TIMEOUT = 2.0
+
+
+def test_a_stderr_flood_nobody_reads_blocks_the_reply(make: Any) -> None:
+    server = make(faults=["stderr_flood(bytes=1000000)@tools/call"])
+    read_end, write_end = os.pipe()
+
+    async def go() -> Any:
+        with os.fdopen(write_end, "w") as errlog:  # a pipe the harness never drains
+            async with stdio_client(params(server), errlog=errlog) as (r, w):
+                from mcp.client.session import ClientSession
+
+                async with ClientSession(r, w, read_timeout_seconds=1.0) as s:  # type: ignore[call-arg]
+                    await s.initialize()
+                    with pytest.raises(MCPError, match="timed out"):
+                        await s.call_tool("echo", {"text": "x"})
+
+    try:
+        run(go())
+    finally:
+        os.close(read_end)
+    assert server.fired == {"stderr_flood": 1}
+
+
+# -- refused plans ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"faults": ["status(code=503)"]}, "fault 'status' is http-only: 'status' does not apply to stdio"),
+        ({"faults": ["die(restart=True)"]}, "a stdio child cannot restart itself"),
+        ({"faults": ["ignore_eof@tools/call"]}, "IgnoreEof: counts eof events, not requests"),
+        ({"era": "modern"}, "era must be one of"),
+        ({"patience": 0}, "patience must be a positive number of seconds or None"),
+        ({"faults": "hang"}, "faults must be a list of faults"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_them(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        StdioServer(**kwargs)
+
+
+@pytest.mark.parametrize("kind", ["ignore_eof", "ignore_sigterm", "stderr_flood", "stdout_noise"])
+def test_the_socket_sidecar_refuses_stdio_only_kinds(kind: str) -> None:
+    with pytest.raises(ValueError, match=f"Sidecar faults=: fault '{kind}' is stdio-only"):
+        Sidecar(faults=[kind])
+    with (
+        Sidecar() as sc,
+        pytest.raises(ValueError, match=f"Sidecar inject\\(\\): fault '{kind}' is stdio-only"),
+    ):
+        sc.inject(kind)
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_standalone_answers_a_pipeline() -> None:
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+         "capabilities": {}, "clientInfo": {"name": "sh", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}},
+    ]  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_mcpfaults", "stdio", "--fault", "tool_error(text=nope)@tool:echo"],
+        input="".join(json.dumps(m) + "\n" for m in lines),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    replies = {r["id"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert replies[1]["result"]["protocolVersion"] == "2025-11-25"
+    assert replies[2]["result"] == {"content": [{"type": "text", "text": "nope"}], "isError": True}
+
+
+def test_a_child_of_a_test_refuses_command_line_options(make: Any) -> None:
+    server = make()
+    proc = subprocess.run(
+        [server.command, *server.args, "--fault", "hang"],
+        env={**os.environ, **server.env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert "belongs to a test (MCPFAULTS_STDIO_CONTROL is set)" in proc.stderr
+
+
+def test_a_child_whose_owner_is_gone_exits() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_mcpfaults", "stdio"],
+        env={**os.environ, "MCPFAULTS_STDIO_CONTROL": "127.0.0.1:1", "MCPFAULTS_STDIO_TOKEN": "x"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 3
+    assert "cannot reach the test process at '127.0.0.1:1'" in proc.stderr
