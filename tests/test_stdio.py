@@ -99,7 +99,7 @@ def test_tools_over_stdio_and_a_clean_exit_on_eof(make: Any) -> None:
 
 def test_die_exits_the_child_with_status_1_mid_session(make: Any) -> None:
     server = make(faults=["die@tool:delete_session"])
-    created, deleted = run(session(server, ("create_session", {"task_id": "t"}), ("delete_session", {})))
+    _, deleted = run(session(server, ("create_session", {"task_id": "t"}), ("delete_session", {})))
     assert isinstance(deleted, MCPError) and str(deleted) == "Connection closed"
     child = server.wait_exit()
     assert (child.exit_how, child.exit_code) == ("die fault", 1)
@@ -133,7 +133,7 @@ def test_answer_faults(make: Any, fault: str, seen: Any) -> None:
 
 def test_backend_gone_at_the_delete(make: Any) -> None:
     server = make(faults=["backend_gone"])
-    created, deleted = run(
+    _, deleted = run(
         session(server, ("create_session", {"task_id": "t"}), ("delete_session", {"session_id": "s-1"}))
     )
     assert deleted == (
@@ -343,7 +343,8 @@ def test_standalone_answers_a_pipeline() -> None:
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
          "capabilities": {}, "clientInfo": {"name": "sh", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "echo", "arguments": {"text": "x"}}},
     ]  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_mcpfaults", "stdio", "--fault", "tool_error(text=nope)@tool:echo"],
