@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import Sidecar, StdioServer
+from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.server import describe_child
 
 SESSION = ["POST initialize", "POST notifications/initialized"]
@@ -38,8 +39,23 @@ def alive(pid: int) -> bool:
         return False
 
 
+def pipes() -> set[str]:
+    """The pipes this process holds open (``/proc/self/fd``)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:"):
+            out.add(f"{fd}:{target}")
+    return out
+
+
 @pytest.fixture
 def make() -> Iterator[Any]:
+    guardian.ensure()  # its one pipe lives as long as the process
+    before = pipes()
     servers: list[StdioServer] = []
 
     def make(**kwargs: Any) -> StdioServer:
@@ -52,6 +68,7 @@ def make() -> Iterator[Any]:
         server.stop()
         for child in server.children:  # the test process owns every child: none outlives stop()
             assert not alive(child.pid), describe_child(child)
+    assert pipes() <= before  # and no pipe of theirs is left open here
 
 
 async def session(server: StdioServer, *calls: tuple[str, dict[str, Any]], timeout: float = 5.0) -> list[Any]:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 
-__all__ = ["ensure", "forget", "watch"]
+__all__ = ["close", "ensure", "forget", "watch"]
 
 #: Run by ``python -c``: read ``+pid`` / ``-pid`` lines; at EOF kill every pid still watched.
 _CODE = r"""
@@ -105,3 +105,13 @@ def watch(pid: int) -> None:
 def forget(pid: int) -> None:
     """``pid`` exited (or was killed by us): stop watching it."""
     _tell("-", pid)
+
+
+def close() -> None:
+    """End the guardian now, as if this process had exited: it kills every child still watched. The
+    next :func:`watch` starts a new one."""
+    global _proc
+    with _lock:
+        proc, _proc = _proc, None
+    if proc is not None:
+        _close(proc)
