@@ -6,7 +6,6 @@ whole test process (``os._exit``) while the child was stopped."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -70,8 +69,8 @@ def test_close(mcp_stdio_server):
     took = float(result.stdout.str().split("TOOK ", 1)[1].split()[0])
     out = result.stdout.str()
     assert (
-        "PatienceError: 1 wait on a stdio child outlived the patience budget (stdio:python -m pytest_mcpfaults "
-        "stdio):" in out
+        "PatienceError: 1 wait on a stdio child outlived the patience budget "
+        "(stdio:python -m pytest_mcpfaults stdio):" in out
     )
     assert (
         "1. the client closed stdin and waited 1 s (the whole budget) for a child that ignores EOF; it never "
@@ -100,10 +99,12 @@ def test_close(mcp_stdio_server):
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
-        ("mcp_stdio(fautls=[])", "@pytest.mark.mcp_stdio got an unknown argument 'fautls'; valid arguments (those"
-         " of StdioServer): faults, era"),
+        ("mcp_stdio(fautls=[])",
+         "@pytest.mark.mcp_stdio got an unknown argument 'fautls'; valid arguments (those of StdioServer): "
+         "faults, era"),
         ('mcp_stdio(faults=["status"])', "fault 'status' is http-only: 'status' does not apply to stdio"),
-        ('mcp_sidecar(faults=["ignore_eof"])', "fault 'ignore_eof' is stdio-only: 'ignore_eof' does not apply"),
+        ('mcp_sidecar(faults=["ignore_eof"])',
+         "fault 'ignore_eof' is stdio-only: 'ignore_eof' does not apply"),
         ('mcp_stdio("hang")', "@pytest.mark.mcp_stdio takes keyword arguments only (those of StdioServer)"),
     ],
 )  # fmt: skip
