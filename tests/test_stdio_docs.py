@@ -1,0 +1,27 @@
+"""docs/faults.md's transports table is the registry's: each kind's row says yes exactly where its
+class says it applies (``transports``, and ``needs_sockets`` for the in-process backend)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pytest_mcpfaults import fault_kinds
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_the_transports_table_matches_the_registry() -> None:
+    text = (DOCS / "faults.md").read_text()
+    section = text.split("## Which transports a kind applies to", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \| (yes|no) \| (yes|no) \| (yes|no)", section, flags=re.M)
+    table = {kind: (http, inproc, stdio) for kind, http, inproc, stdio in rows}
+    expected = {
+        kind: (
+            "yes" if "http" in cls.transports else "no",
+            "yes" if "http" in cls.transports and cls.needs_sockets is None else "no",
+            "yes" if "stdio" in cls.transports else "no",
+        )
+        for kind, cls in fault_kinds().items()
+    }
+    assert table == expected
