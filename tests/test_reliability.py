@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.faults import Fault, format_plan
+from pytest_mcpfaults.faults import Fault, fault_kinds, format_plan
 from pytest_mcpfaults.strategies import fault_plans
 
 TOOLS_CALL = (
@@ -299,3 +299,64 @@ def test_chunked_oversized_body_is_refused_413_early_and_the_connection_closed()
         assert rec.status == 413
         assert rec.mcp_method is None  # refused before any parsing
         assert sc.journal.connections[0].closed_by == "sidecar"
+
+
+# -- stdio: no child process or pipe left, whatever the fault ---------------------------------------------
+
+
+def _pipes() -> set[str]:
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("pipe:"):
+                out.add(f"{fd}:{target}")
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie runs nothing, holds no pipe
+    except FileNotFoundError:
+        return False
+
+
+_STDIO_KINDS = [k for k, cls in fault_kinds().items() if "stdio" in cls.transports]
+
+
+@pytest.mark.parametrize("kind", _STDIO_KINDS)
+def test_no_stdio_child_or_pipe_is_left_after_any_fault(kind: str) -> None:
+    """Every kind that applies to stdio, at its default target (event kinds: at close), through the
+    mcp 2.x client with short timeouts and a short budget; then no child of the server is alive and the
+    test process holds no pipe it did not hold before."""
+    import asyncio
+
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from pytest_mcpfaults import StdioServer
+    from pytest_mcpfaults.stdio import guardian
+
+    guardian.ensure()
+    before = _pipes()
+    fault = fault_kinds()[kind]()
+    server = StdioServer(faults=[fault], patience=0.5, expect_hang=True).start()
+
+    async def harness() -> None:
+        params = StdioServerParameters(command=server.command, args=server.args, env=server.env)
+        with contextlib.suppress(Exception):  # whatever the fault makes the client raise
+            async with Client(params, mode="legacy", read_timeout_seconds=1.0) as client:
+                for _ in range(2):
+                    with contextlib.suppress(Exception):
+                        await client.call_tool("delete_session", {"session_id": "s"})
+
+    started = time.monotonic()
+    asyncio.run(asyncio.wait_for(harness(), 30))
+    server.stop()
+    assert time.monotonic() - started < 15
+    assert server.fired.get(kind, 0) >= 1 or kind == "ignore_sigterm", server.fired
+    assert server.children, "the client never reached the child"
+    for child in server.children:
+        assert not _alive(child.pid), child
+    assert _pipes() <= before
