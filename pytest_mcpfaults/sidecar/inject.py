@@ -42,13 +42,6 @@ def reset_transport(transport: asyncio.BaseTransport | None) -> None:
     transport.abort()  # type: ignore[attr-defined]
 
 
-def _flush_headers(resp: web.StreamResponse) -> None:
-    writer = resp._payload_writer  # aiohttp buffers headers until the first body write
-    send = getattr(writer, "send_headers", None)
-    if send is not None:
-        send()
-
-
 async def deliver(
     request: web.BaseRequest,
     answer: Answer,
@@ -97,7 +90,7 @@ async def deliver(
         await resp.write(head)
         out.bytes_sent = len(head)
     else:
-        _flush_headers(resp)
+        await resp.write(b"")  # aiohttp buffers the headers until the first body write: send them now
     if isinstance(fault, F.Truncate):
         transport = request.transport
         if transport is not None:
