@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import Sidecar, StdioServer
 from pytest_mcpfaults.stdio import guardian
-from pytest_mcpfaults.stdio.server import describe_child
+from pytest_mcpfaults.stdio.verdict import describe_child
 
 SESSION = ["POST initialize", "POST notifications/initialized"]
 

@@ -30,17 +30,18 @@ from typing import Any, Literal
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.fault_types import IgnoreEof, IgnoreSigterm
 from pytest_mcpfaults.sidecar import loop as _loop
-from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, DEFAULT_TOOL_TIMEOUT, check_endpoints
+from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, DEFAULT_TOOL_TIMEOUT
 from pytest_mcpfaults.sidecar.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.sidecar.journal import ClosedBy, HoldOutcome
-from pytest_mcpfaults.sidecar.mcp import Reply
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.stdio import guardian
+from pytest_mcpfaults.stdio.config import check_kwargs
 from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_stopped
 from pytest_mcpfaults.stdio.records import ChildRecord, SignalRecord, StdioViolation, ViolationKind
+from pytest_mcpfaults.stdio.replies import reply_line, request_id
+from pytest_mcpfaults.stdio.verdict import verdict_text
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
-from pytest_mcpfaults.validation import is_positive_seconds
 
 __all__ = ["StdioServer"]
 
@@ -127,27 +128,17 @@ class StdioServer(SidecarViews):
         service_url: str | None = None,
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
     ) -> None:
-        era_, _ = check_endpoints("StdioServer", _MCP_PATH, None, era, "json", tool_sets)
-        if patience is not None and not is_positive_seconds(patience):
-            raise ValueError(
-                f"StdioServer: patience must be a positive number of seconds or None, got {patience!r}"
-            )
-        if not isinstance(expect_hang, bool):
-            raise ValueError(f"StdioServer: expect_hang must be True or False, got {expect_hang!r}")
-        if tool_timeout is not None and not is_positive_seconds(tool_timeout):
-            raise ValueError(
-                "StdioServer: tool_timeout must be a positive number of seconds or None, "
-                f"got {tool_timeout!r}"
-            )
-        if service_url is not None and (not isinstance(service_url, str) or not service_url):
-            raise ValueError(f"StdioServer: service_url must be a URL string or None, got {service_url!r}")
-        if isinstance(faults, (str, bytes)):
-            raise ValueError(
-                f"StdioServer: faults must be a list of faults (or fault specs), got {faults!r}; "
-                f"for one, write [{faults!r}]"
-            )
-        if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
-            raise ValueError(f"StdioServer: tools must be a list of pytest_mcpfaults.Tool, got {tools!r}")
+        era_ = check_kwargs(
+            faults,
+            era,
+            tools,
+            tool_sets,
+            patience,
+            expect_hang,
+            service_url,
+            tool_timeout,
+            mcp_path=_MCP_PATH,
+        )
         self.era, self.patience, self.expect_hang = era_, patience, expect_hang
         self._pool = _loop.WorkerPool("mcpfaults-stdio-tool-handler")
         self.core = SidecarCore(
@@ -632,7 +623,7 @@ class StdioServer(SidecarViews):
             if isinstance(version, str):
                 child.headers["MCP-Protocol-Version"] = version
             self._update(child, session_id=sid)
-        line = reply_line(reply, _request_id(body))
+        line = reply_line(reply, request_id(body))
         if isinstance(fault, F.StdoutNoise):
             self._send(child, t="out", d="".join(fault.text + "\n" for _ in range(fault.lines)))
         elif isinstance(fault, F.StderrFlood):
@@ -702,25 +693,7 @@ class StdioServer(SidecarViews):
     # -- verdicts -------------------------------------------------------------------------------------
     def patience_verdict(self, violations: Sequence[StdioViolation]) -> str:
         """The failure message for patience violations of this server (see ``docs/stdio.md``)."""
-        n = len(violations)
-        lines = [
-            f"{n} wait{'s' if n != 1 else ''} on a stdio child outlived the patience budget ({self.url}):"
-        ]
-        for i, v in enumerate(violations, 1):
-            expected = " (expected by the test)" if v.expected else ""
-            lines += ["", f"{i}. {v.describe()}", f"   {v.details()}{expected}"]
-            lines.append(f"   child: {describe_child(v.child)}")
-            lines.append(f"   journal of the child (pid {v.child.pid}):")
-            related = [r for r in self.journal.requests if r.conn_id == v.child.id][-12:]
-            lines.extend("     " + line for line in self.journal.format(related).splitlines())
-        lines += [
-            "",
-            "Bound the client: end the child yourself when it does not exit (close stdin, then SIGTERM, then "
-            "SIGKILL, each after a short wait), put a timeout on the request; or, if the test expects the "
-            "wait, say so: @pytest.mark.mcp_expect_hang, @pytest.mark.mcp_stdio(expect_hang=True) or "
-            "StdioServer(expect_hang=True).",
-        ]
-        return "\n".join(lines)
+        return verdict_text(self.url, self.journal, violations)
 
     def assert_no_patience_violations(self) -> None:
         from pytest_mcpfaults.sidecar.patience import PatienceError
@@ -728,41 +701,3 @@ class StdioServer(SidecarViews):
         v = self.patience_violations
         if v:
             raise PatienceError(self.patience_verdict(v))
-
-
-def _request_id(body: bytes) -> Any:
-    """The ``id`` of a message (``None`` when it has none or is not JSON)."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return message.get("id") if isinstance(message, dict) else None
-
-
-def reply_line(reply: Reply, request_id: Any = None) -> str | None:
-    """The JSON-RPC line answering ``reply`` (``None``: nothing to write, e.g. for a notification).
-
-    An error the HTTP sidecar answers with ``id: null`` (its HTTP status tells the client which POST
-    failed, e.g. ``server/discover`` refused in the session era) carries the request's id over
-    stdio, where replies are matched to requests by id alone."""
-    payload = reply.payload
-    if not isinstance(payload, dict) or "jsonrpc" not in payload:
-        return None
-    if "error" in payload and payload.get("id") is None and request_id is not None:
-        payload = {**payload, "id": request_id}
-    return json.dumps(payload, separators=(",", ":"))
-
-
-def describe_child(c: ChildRecord) -> str:
-    """One line: pid, when stdin closed, the signals, how and when it exited."""
-    bits = [f"pid {c.pid}, started at {c.started_at:.3f} s"]
-    if c.stdin_closed_at is not None:
-        bits.append(f"stdin closed at {c.stdin_closed_at:.3f} s" + (" (ignored)" if c.ignored_eof else ""))
-    for s in c.signals:
-        bits.append(f"{s.name} {'sent by the test' if s.action == 'sent' else s.action} at {s.at:.3f} s")
-    if c.exited_at is not None:
-        code = f", status {c.exit_code}" if c.exit_code is not None else ""
-        bits.append(f"exited at {c.exited_at:.3f} s ({c.exit_how}{code})")
-    else:
-        bits.append("still running")
-    return "; ".join(bits)
