@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 __all__ = ["GONE_MARKERS", "UNHARDENED_GONE_MARKERS", "McpCallError", "McpTools", "SessionDeletionError"]
 
@@ -69,7 +70,7 @@ class McpTools:
 
     def __init__(
         self,
-        mcp_url: str,
+        mcp_url: str | StdioServerParameters,
         *,
         mode: str = "legacy",
         read_timeout: float = 5.0,

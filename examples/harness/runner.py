@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.client.stdio import StdioServerParameters
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode, Tracer
 
@@ -52,9 +53,11 @@ def _positive(name: str, value: object) -> None:
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    """Where the sidecar is and how patient the runner is (defaults are small; real ones are larger)."""
+    """Where the sidecar is and how patient the runner is (defaults are small; real ones are larger).
+    ``mcp_url`` may also be ``StdioServerParameters``: the runner then spawns that stdio server for each
+    MCP operation, as it opens one HTTP connection per operation otherwise."""
 
-    mcp_url: str
+    mcp_url: str | StdioServerParameters  # or a stdio server to spawn (one child per MCP operation)
     health_url: str | None = None  # None: no readiness wait
     health_probes: int = 10
     health_interval: float = 0.2
@@ -68,6 +71,8 @@ class RunnerConfig:
         for url_name in ("mcp_url", "health_url"):
             url = getattr(self, url_name)
             if url is None and url_name == "health_url":
+                continue
+            if url_name == "mcp_url" and isinstance(url, StdioServerParameters):
                 continue
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise ValueError(f"RunnerConfig: {url_name} must be an http(s) URL, got {url!r}")
