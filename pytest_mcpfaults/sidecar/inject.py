@@ -18,7 +18,7 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.mcp import Reply, encode
 
-__all__ = ["Delivery", "Dropped", "deliver", "reset_transport"]
+__all__ = ["Delivery", "Dropped", "deliver", "flush_headers", "reset_transport"]
 
 
 class Dropped(Exception):
@@ -45,7 +45,8 @@ def reset_transport(transport: asyncio.BaseTransport | None) -> None:
     transport.abort()  # type: ignore[attr-defined]
 
 
-def _flush_headers(resp: web.StreamResponse) -> None:
+def flush_headers(resp: web.StreamResponse) -> None:
+    """Send the status line and headers now (aiohttp holds them until the first body write)."""
     writer = resp._payload_writer  # aiohttp buffers headers until the first body write
     send = getattr(writer, "send_headers", None)
     if send is not None:
@@ -104,7 +105,7 @@ async def deliver(
         await resp.write(head)
         out.bytes_sent = len(head)
     else:
-        _flush_headers(resp)
+        flush_headers(resp)
     if isinstance(fault, F.Truncate):
         transport = request.transport
         if transport is not None:

@@ -1,0 +1,186 @@
+"""Relaying an upstream's answer to the client, shaped by the body fault that fired, on the real bytes.
+
+The proxy's counterpart of :func:`pytest_mcpfaults.sidecar.inject.deliver`: where ``deliver`` writes a
+reply the sidecar made, :func:`relay` writes what the upstream (:mod:`.upstream`) is sending, chunk by
+chunk as it arrives, so ``stall(after_bytes=N)`` stalls after the upstream's first N bytes, ``drip``
+paces them, ``truncate`` and ``reset`` cut them. The faults that rewrite an answer (``malformed_json``,
+``tool_error``, ``backend_gone``) and ``endless_sse`` on a JSON answer read the whole answer first;
+:func:`rewrite` makes the new bytes, in the upstream's framing (JSON or SSE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, flush_headers, reset_transport
+from pytest_mcpfaults.sidecar.mcp import Reply, encode
+from pytest_mcpfaults.sidecar.upstream import UpstreamError, UpstreamResponse
+
+__all__ = ["REWRITES", "relay", "rewrite"]
+
+#: Faults that rewrite the upstream's answer (the upstream still answers the request first).
+REWRITES = (F.ToolError, F.BackendGone, F.MalformedJson)
+_STREAMED = (F.Stall, F.Drip, F.Truncate, F.Reset)
+
+
+def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
+    """``body`` (an SSE stream) with the event carrying the JSON-RPC response to ``mid`` replaced by
+    ``payload``; the other events (notifications, progress) and the event's ``id:`` stay."""
+    text = body.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    events = text.split("\n\n")
+    for i, event in enumerate(events):
+        lines = event.split("\n")
+        data = "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
+        try:
+            message = json.loads(data) if data else None
+        except ValueError:
+            continue
+        if not isinstance(message, dict) or not ("result" in message or "error" in message):
+            continue
+        if message.get("id") == mid:
+            kept = [line for line in lines if line.startswith(("id:", "event:", "retry:"))]
+            kept = kept or ["event: message"]
+            new = json.dumps(payload, separators=(",", ":"))
+            events[i] = "\n".join([*kept, f"data: {new}"])
+            return "\n\n".join(events).encode()
+    return encode(payload, True)[0]  # no response event found: the answer is the forced one alone
+
+
+def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: Any) -> bytes:
+    """The bytes the client gets instead of the upstream's ``body``: cut in half for
+    ``malformed_json``; for ``tool_error`` / ``backend_gone``, the upstream's framing with its response
+    replaced by ``reply`` (what :func:`~pytest_mcpfaults.sidecar.routing.forced_reply` made)."""
+    if isinstance(fault, F.MalformedJson):
+        return body[: max(1, len(body) // 2)]
+    if reply is None:
+        return body
+    if sse:
+        return _replace_sse(body, reply.payload, mid)
+    return encode(reply.payload, False)[0]
+
+
+async def relay(
+    request: web.BaseRequest,
+    resp: UpstreamResponse,
+    *,
+    fault: F.Fault | None,
+    forced: Reply | None,
+    mid: Any,
+    hold: Callable[[], Awaitable[None]],
+    out: Delivery,
+) -> web.StreamResponse:
+    """Write the upstream's answer ``resp`` to the client, shaped by the body ``fault`` (stall, drip,
+    truncate, reset, malformed JSON, endless SSE) or rewritten (``forced``: a tool fault's reply, for
+    the response to ``mid``). Raises :class:`Dropped` when the connection was cut on purpose, or when
+    the upstream failed after the status line was sent (the client's connection is then reset, as a
+    server that fails mid-answer looks); an :class:`UpstreamError` before that propagates."""
+    headers = list(resp.headers)
+    body: bytes | None = None
+    sse = resp.sse
+    if isinstance(fault, (*REWRITES, F.EndlessSse)) and (fault_rewrites(fault, resp) or not sse):
+        body = await resp.read()  # UpstreamError before anything was sent: the caller answers 502/504
+        if fault_rewrites(fault, resp):
+            body = rewrite(fault, forced, body, sse, mid)
+        if isinstance(fault, F.EndlessSse) and not sse:  # a JSON answer, framed as one SSE event
+            headers = [(n, v) for n, v in headers if n.lower() != "content-type"]
+            body = b"event: message\ndata: " + body + b"\n\n"
+            sse = True
+    if isinstance(fault, F.Reset) and fault.after_bytes == 0:
+        reset_transport(request.transport)
+        raise Dropped
+    out.status = resp.status
+    if body is not None and not isinstance(fault, F.EndlessSse):  # rewritten: one plain answer
+        plain = web.Response(status=resp.status, body=body, headers=headers)
+        out.bytes_sent = len(body)
+        return plain
+    web_resp = web.StreamResponse(status=resp.status, headers=headers)
+    if sse:
+        web_resp.content_type = "text/event-stream"
+    if body is None and resp.content_length is not None:  # (endless_sse never announces a length)
+        web_resp.content_length = out.body_bytes = resp.content_length
+    await web_resp.prepare(request)
+    if body is not None:  # endless_sse
+        await web_resp.write(body)
+        out.bytes_sent = len(body)
+        await hold()
+        await web_resp.write_eof()
+        return web_resp
+    try:
+        await _stream(request, web_resp, resp, fault, hold, out)
+    except UpstreamError:  # the upstream failed mid-answer: the status line is out, so cut the client
+        reset_transport(request.transport)
+        raise Dropped from None
+    if isinstance(fault, F.EndlessSse):
+        await hold()
+    await web_resp.write_eof()
+    return web_resp
+
+
+def fault_rewrites(fault: F.Fault, resp: UpstreamResponse) -> bool:
+    """Whether ``fault`` rewrites this answer: ``malformed_json`` any, the tool faults a 2xx one (an
+    error status from the upstream is relayed as it is)."""
+    if isinstance(fault, F.MalformedJson):
+        return True
+    return isinstance(fault, (F.ToolError, F.BackendGone)) and 200 <= resp.status < 300
+
+
+async def _stream(
+    request: web.BaseRequest,
+    web_resp: web.StreamResponse,
+    resp: UpstreamResponse,
+    fault: F.Fault | None,
+    hold: Callable[[], Awaitable[None]],
+    out: Delivery,
+) -> None:
+    """Copy the upstream's body chunk by chunk, applying a streamed body fault at its byte offset."""
+    cut = fault.after_bytes if isinstance(fault, (F.Stall, F.Truncate, F.Reset)) else None
+    stalled = False
+    if cut == 0 and isinstance(fault, F.Stall):  # stall before the first body byte
+        flush_headers(web_resp)
+        stalled = True
+        await hold()
+    async for chunk in resp.chunks():
+        if isinstance(fault, F.Drip):
+            for i in range(0, len(chunk), fault.chunk_bytes):
+                if out.bytes_sent:
+                    await asyncio.sleep(fault.interval)
+                piece = chunk[i : i + fault.chunk_bytes]
+                await web_resp.write(piece)
+                out.bytes_sent += len(piece)
+            continue
+        if cut is not None and not stalled and out.bytes_sent + len(chunk) >= cut:
+            head, rest = chunk[: cut - out.bytes_sent], chunk[cut - out.bytes_sent :]
+            if head:
+                await web_resp.write(head)
+                out.bytes_sent += len(head)
+            else:
+                flush_headers(web_resp)
+            if isinstance(fault, F.Truncate):
+                if request.transport is not None:
+                    request.transport.close()  # FIN in the middle of the body
+                raise Dropped
+            if isinstance(fault, F.Reset):
+                reset_transport(request.transport)
+                raise Dropped
+            stalled = True
+            await hold()  # the stall: the rest comes once released
+            chunk = rest
+            if not chunk:
+                continue
+        await web_resp.write(chunk)
+        out.bytes_sent += len(chunk)
+    if cut is not None and not stalled:  # the body was shorter than after_bytes: cut at its end
+        if isinstance(fault, F.Truncate):
+            if request.transport is not None:
+                request.transport.close()
+            raise Dropped
+        if isinstance(fault, F.Reset):
+            reset_transport(request.transport)
+            raise Dropped
+        await hold()
