@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from sdk_upstream import SdkUpstream, serve
 
-from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, check_upstream_url, end_to_end
+from pytest_mcpfaults.sidecar.config import check_upstream_url
+from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, end_to_end
 
 INIT = {
     "jsonrpc": "2.0",

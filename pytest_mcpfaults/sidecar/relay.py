@@ -74,12 +74,15 @@ async def relay(
     mid: Any,
     hold: Callable[[], Awaitable[None]],
     out: Delivery,
+    complete: Callable[[], None] = lambda: None,
 ) -> web.StreamResponse:
     """Write the upstream's answer ``resp`` to the client, shaped by the body ``fault`` (stall, drip,
     truncate, reset, malformed JSON, endless SSE) or rewritten (``forced``: a tool fault's reply, for
     the response to ``mid``). Raises :class:`Dropped` when the connection was cut on purpose, or when
     the upstream failed after the status line was sent (the client's connection is then reset, as a
-    server that fails mid-answer looks); an :class:`UpstreamError` before that propagates."""
+    server that fails mid-answer looks); an :class:`UpstreamError` before that propagates.
+    ``complete`` is called once the whole streamed body is written, just before its end is sent (a
+    client that closes its connection on the last byte then finds the request's record finished)."""
     headers = list(resp.headers)
     body: bytes | None = None
     sse = resp.sse
@@ -109,15 +112,17 @@ async def relay(
         await web_resp.write(body)
         out.bytes_sent = len(body)
         await hold()
+        complete()
         await web_resp.write_eof()
         return web_resp
     try:
-        await _stream(request, web_resp, resp, fault, hold, out)
+        await _stream(request, web_resp, resp, fault, hold, out, complete)
     except UpstreamError:  # the upstream failed mid-answer: the status line is out, so cut the client
         reset_transport(request.transport)
         raise Dropped from None
     if isinstance(fault, F.EndlessSse):
         await hold()
+    complete()
     await web_resp.write_eof()
     return web_resp
 
@@ -137,6 +142,7 @@ async def _stream(
     fault: F.Fault | None,
     hold: Callable[[], Awaitable[None]],
     out: Delivery,
+    complete: Callable[[], None],
 ) -> None:
     """Copy the upstream's body chunk by chunk, applying a streamed body fault at its byte offset."""
     cut = fault.after_bytes if isinstance(fault, (F.Stall, F.Truncate, F.Reset)) else None
@@ -175,6 +181,8 @@ async def _stream(
                 continue
         await web_resp.write(chunk)
         out.bytes_sent += len(chunk)
+        if resp.at_eof and fault is None:  # that was the last chunk: the record is finished now
+            complete()
     if cut is not None and not stalled:  # the body was shorter than after_bytes: cut at its end
         if isinstance(fault, F.Truncate):
             if request.transport is not None:

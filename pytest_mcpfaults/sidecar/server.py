@@ -27,14 +27,17 @@ from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
+    DEFAULT_UPSTREAM_TIMEOUT,
     LOOPBACK_NAMES,
     check_kwargs,
 )
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, Journal, PatienceViolation
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply
+from pytest_mcpfaults.sidecar.proxy import DEFERRED, Proxy
 from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
+from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.views import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
 
@@ -109,6 +112,15 @@ class Sidecar(SidecarWaits):
         idle_timeout: seconds a connection may go without a complete request, from its opening or
             its last answer (60): then the sidecar closes it (``ConnectionRecord.timed_out``). Bounds
             idle keep-alive connections and clients sending their headers slowly. ``None``: never.
+        upstream: proxy mode: the URL of a real MCP server (``'http://127.0.0.1:9000/mcp'``) that
+            answers every request the plan does not answer, instead of the fake's endpoint and tools
+            (see docs/proxy.md). Loopback only unless ``allow_remote_upstream=True``.
+        upstream_health: proxy mode: the upstream's own health path (``'/health'``) to forward the
+            sidecar's health requests to; ``None`` (the default): the sidecar answers them itself.
+        upstream_timeout: proxy mode: seconds the upstream may take to connect and send its status
+            line and headers, and then between two chunks of a POST's body (30); past it the client
+            gets 504 (or a reset, once the status line was relayed). ``None``: unbounded.
+        allow_remote_upstream: allow an ``upstream`` whose host is not loopback.
     """
 
     def __init__(
@@ -132,13 +144,24 @@ class Sidecar(SidecarWaits):
         service_url: str | None = None,
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        upstream: str | None = None,
+        upstream_health: str | None = None,
+        upstream_timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
+        allow_remote_upstream: bool = False,
     ) -> None:
         era_, reply_ = check_kwargs(
             host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes,
             tool_timeout, idle_timeout,
             get_stream=get_stream, tools=tools, faults=faults, expect_hang=expect_hang,
-            allowed_origins=allowed_origins, service_url=service_url,
+            allowed_origins=allowed_origins, service_url=service_url, upstream=upstream,
+            upstream_health=upstream_health, upstream_timeout=upstream_timeout,
+            allow_remote_upstream=allow_remote_upstream,
         )  # fmt: skip
+        self.upstream, self.upstream_health, self.upstream_timeout = (
+            upstream,
+            upstream_health,
+            upstream_timeout,
+        )
         self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
         self.host, self.mcp_path, self.health_path = host, mcp_path, health_path
         self.era, self.reply, self.patience, self.expect_hang = era_, reply_, patience, expect_hang
@@ -176,6 +199,17 @@ class Sidecar(SidecarWaits):
         self._state: SidecarState = "new"
         self._freeze_fault: F.Fault = _FREEZE
         self._mounted: tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] | None = None
+        self._proxy: Proxy | None = None
+        if upstream is not None:
+            self._proxy = Proxy(
+                Upstream(upstream, timeout=upstream_timeout),
+                era=era_,
+                upstream_health=upstream_health,
+                journal=self.journal,
+                endpoint=self._mcp,
+            )
+            if self._service_url is None:  # backend_gone names the upstream's address
+                self._service_url = self._proxy.upstream.origin
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> Sidecar:
@@ -257,6 +291,8 @@ class Sidecar(SidecarWaits):
         if lost:
             await asyncio.wait(lost, timeout=0.5)
         await self._cancel_handlers()
+        if self._proxy is not None:
+            await self._proxy.close()
         self._pool.close()
         if self._web is not None:
             await self._web.shutdown(0.05)
@@ -324,6 +360,11 @@ class Sidecar(SidecarWaits):
         description: str = "",
     ) -> Tool:
         """Serve a new tool (sync or async ``handler``, called with the arguments as keywords)."""
+        if self.upstream is not None:
+            raise ValueError(
+                f"Sidecar.add_tool({name!r}): this sidecar proxies {self.upstream}, whose tools are its "
+                "own; add the tool to the upstream server"
+            )
         tool = Tool(name, handler, input_schema, description)
         self._add_tool(tool)
         return tool
@@ -430,6 +471,8 @@ class Sidecar(SidecarWaits):
         self._abort_all()
         self._mcp.forget_all()
         self.benchmark.forget()
+        if self._proxy is not None:
+            self._proxy.forget_all()
 
     def _end_holds(self, outcome: HoldOutcome) -> None:
         for hold in list(self._holds):
@@ -540,9 +583,12 @@ class Sidecar(SidecarWaits):
             out.status = 500
             return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
         finally:
-            self.journal.update_request(
-                rid, status=out.status, bytes_sent=out.bytes_sent, ended_at=self.journal.now()
-            )
+            if self.journal.request(rid).done:  # a relayed body's end was recorded as it was sent
+                self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
+            else:
+                self.journal.update_request(
+                    rid, status=out.status, bytes_sent=out.bytes_sent, ended_at=self.journal.now()
+                )
             if conn.current == rid:
                 conn.current = None
 
@@ -594,7 +640,15 @@ class Sidecar(SidecarWaits):
         reply: Reply | web.StreamResponse | None = await self._apply(fault, state, info, hold)
         if isinstance(reply, web.StreamResponse):
             return reply
-        if reply is None:
+        if self._proxy is not None:
+            if isinstance(fault, F.SessionExpired) and info.mcp is not None:
+                self._proxy.end_session(info.mcp.session_id, request.headers)
+            if reply is None or isinstance(fault, DEFERRED):
+                reply = await self._proxied(request, conn, body, info, rid, fault, reply, hold, out)
+                if isinstance(reply, web.StreamResponse):
+                    return reply
+                fault = None  # a gateway error or the sidecar's own answer: no body fault acts on it
+        elif reply is None:
             reply = await self._normal(request, info, out, rid)
             if isinstance(reply, web.StreamResponse):
                 return reply
@@ -610,6 +664,43 @@ class Sidecar(SidecarWaits):
             hold=lambda: hold(fault),  # type: ignore[arg-type]  # only body faults hold here
             out=out,
         )
+
+    async def _proxied(
+        self,
+        request: web.BaseRequest,
+        conn: _Conn,
+        body: bytes,
+        info: RequestInfo,
+        rid: int,
+        fault: F.Fault | None,
+        forced: Reply | None,
+        hold: Callable[[F.Fault], Awaitable[None]],
+        out: Delivery,
+    ) -> Reply | web.StreamResponse:
+        """Proxy mode: the sidecar's own answer (health, era gate, ended session), or the upstream's,
+        relayed; the forwarding is abandoned (and the upstream connection closed) if the client
+        goes away first."""
+        assert self._proxy is not None
+        local = await self._proxy.local(info, request.headers)
+        if local is not None:
+            return local
+
+        async def body_hold() -> None:  # only body faults hold while relaying
+            assert fault is not None
+            await hold(fault)
+
+        forwarding = asyncio.ensure_future(
+            self._proxy.forward(
+                request, body, info, rid=rid, fault=fault, forced=forced, hold=body_hold, out=out
+            )
+        )
+        await asyncio.wait((forwarding, conn.lost), return_when=asyncio.FIRST_COMPLETED)
+        if not forwarding.done():
+            forwarding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await forwarding
+            raise Dropped
+        return forwarding.result()
 
     def _classify(self, request: web.BaseRequest, body: bytes) -> RequestInfo:
         return classify(

@@ -29,23 +29,17 @@ from urllib.parse import urlsplit
 import aiohttp
 from multidict import CIMultiDict
 
+from pytest_mcpfaults.sidecar.config import DEFAULT_UPSTREAM_TIMEOUT
 from pytest_mcpfaults.sidecar.journal import UpstreamFailure
-from pytest_mcpfaults.validation import is_loopback_host
 
 __all__ = [
-    "DEFAULT_UPSTREAM_TIMEOUT",
     "HOP_BY_HOP",
     "Upstream",
     "UpstreamError",
     "UpstreamFailure",
     "UpstreamResponse",
-    "check_upstream_url",
     "end_to_end",
 ]
-
-#: Seconds the upstream may take to connect and send its status line and headers, and then between
-#: two chunks of a POST's body (``Sidecar(upstream_timeout=)``).
-DEFAULT_UPSTREAM_TIMEOUT = 30.0
 
 #: Headers that concern one connection only (RFC 9110 7.6.1, plus the de-facto ``Proxy-Connection``).
 HOP_BY_HOP = frozenset(
@@ -77,33 +71,6 @@ class UpstreamError(Exception):
     def __init__(self, failure: UpstreamFailure, message: str) -> None:
         super().__init__(message)
         self.failure: UpstreamFailure = failure
-
-
-def check_upstream_url(url: object, allow_remote: object) -> str | None:
-    """Why ``url`` cannot be an upstream (``None`` when it can): an ``http://`` or ``https://`` URL with
-    a host, no user name or password, query or fragment, whose host is loopback unless
-    ``allow_remote`` is ``True``."""
-    if not isinstance(url, str) or not url:
-        return "must be an http:// URL string such as 'http://127.0.0.1:9000/mcp'"
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        return f"is not a valid URL ({exc})"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "must be an http:// or https:// URL with a host, such as 'http://127.0.0.1:9000/mcp'"
-    if parts.username is not None or parts.password is not None:
-        return "must not carry a user name or password (send Authorization headers from the client)"
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        return "must not carry a query or a fragment"
-    if port == 0:
-        return "must name the upstream's port (not 0)"
-    if not is_loopback_host(parts.hostname) and allow_remote is not True:
-        return (
-            f"names host {parts.hostname!r}, which is not a loopback address; the sidecar forwards to "
-            "loopback only, or pass allow_remote_upstream=True to forward elsewhere on purpose"
-        )
-    return None
 
 
 def end_to_end(pairs: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
@@ -153,6 +120,11 @@ class UpstreamResponse:
     received: int = 0  # body bytes read so far
     ended_at: float | None = None  # when the body ended (or failed)
     failure: UpstreamError | None = None
+
+    @property
+    def at_eof(self) -> bool:
+        """Whether the whole body has come (and been read)."""
+        return self._raw.content.is_eof()
 
     @property
     def sse(self) -> bool:
