@@ -84,6 +84,13 @@ class Fault:
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {}
     #: Why the kind is not in the standard catalogue (when :attr:`catalogue_params` is ``None``).
     not_in_catalogue: ClassVar[str] = ""
+    #: How a patience verdict names a request this kind held, ``{request}`` standing for the request
+    #: (e.g. ``a hung {request}``); ``None``: named by what the client had received when the budget ran
+    #: out (``a held {request}`` when nothing, ``the response to {request}`` otherwise).
+    held_wording: ClassVar[str | None] = None
+    #: The verdict's headline for a request this kind held, from ``{what}`` (the request, worded as
+    #: above) and ``{bytes_sent}``; ``None``: from what the client had received.
+    held_headline: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -185,6 +192,7 @@ class Freeze(_Blocking):
 
     kind: ClassVar[str] = "freeze"
     shrink_rank: ClassVar[int] = 160
+    held_wording: ClassVar[str | None] = "a frozen {request}"
     needs_sockets: ClassVar[str | None] = "it holds every request on an open connection until released"
 
 
@@ -197,6 +205,7 @@ class Hang(_Blocking):
 
     kind: ClassVar[str] = "hang"
     shrink_rank: ClassVar[int] = 140
+    held_wording: ClassVar[str | None] = "a hung {request}"
     needs_sockets: ClassVar[str | None] = "it holds a request on an open connection that never answers"
 
 
@@ -356,6 +365,8 @@ class EndlessSse(_Blocking):
 
     kind: ClassVar[str] = "endless_sse"
     shrink_rank: ClassVar[int] = 150
+    held_wording: ClassVar[str | None] = "the never-ending SSE stream answering {request}"
+    held_headline: ClassVar[str | None] = "{what} ({bytes_sent} bytes sent) and never closed the connection"
     needs_sockets: ClassVar[str | None] = (
         "it keeps a connection checked out with an event stream that never ends"
     )
