@@ -11,6 +11,7 @@ paces them, ``truncate`` and ``reset`` cut them. The faults that rewrite an answ
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,40 +30,85 @@ REWRITES = (F.ToolError, F.BackendGone, F.MalformedJson)
 _STREAMED = (F.Stall, F.Drip, F.Truncate, F.Reset)
 
 
+def _events(body: bytes) -> list[str]:
+    return body.decode("utf-8", errors="replace").replace("\r\n", "\n").split("\n\n")
+
+
+def _event_message(event: str, mid: Any) -> dict[str, Any] | None:
+    """The JSON-RPC response to ``mid`` an SSE event carries, or ``None``."""
+    data = "\n".join(line[5:].lstrip(" ") for line in event.split("\n") if line.startswith("data:"))
+    try:
+        message = json.loads(data) if data else None
+    except ValueError:
+        return None
+    if isinstance(message, dict) and ("result" in message or "error" in message) and message.get("id") == mid:
+        return message
+    return None
+
+
+def _response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
+    """The upstream's JSON-RPC response to ``mid`` in ``body`` (JSON, or one of the SSE events)."""
+    if not sse:
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return None
+        return message if isinstance(message, dict) else None
+    for event in _events(body):
+        message = _event_message(event, mid)
+        if message is not None:
+            return message
+    return None
+
+
+def _fit(result: dict[str, Any], real: dict[str, Any]) -> None:
+    """Give a forced successful tool result the shape of the upstream's real one: a tool with an output
+    schema returns ``structuredContent`` (clients check that it is there); the forced text goes in it
+    as the SDK wraps a plain value (``{"result": text}``), or as the object it is."""
+    structured = real.get("structuredContent")
+    if structured is None or result.get("isError"):
+        return
+    text = (result.get("content") or [{}])[0].get("text", "")
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        result["structuredContent"] = {"result": text}
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    result["structuredContent"] = value if isinstance(value, dict) else {"result": text}
+
+
 def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
     """``body`` (an SSE stream) with the event carrying the JSON-RPC response to ``mid`` replaced by
     ``payload``; the other events (notifications, progress) and the event's ``id:`` stay."""
-    text = body.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    events = text.split("\n\n")
+    events = _events(body)
     for i, event in enumerate(events):
+        if _event_message(event, mid) is None:
+            continue
         lines = event.split("\n")
-        data = "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
-        try:
-            message = json.loads(data) if data else None
-        except ValueError:
-            continue
-        if not isinstance(message, dict) or not ("result" in message or "error" in message):
-            continue
-        if message.get("id") == mid:
-            kept = [line for line in lines if line.startswith(("id:", "event:", "retry:"))]
-            kept = kept or ["event: message"]
-            new = json.dumps(payload, separators=(",", ":"))
-            events[i] = "\n".join([*kept, f"data: {new}"])
-            return "\n\n".join(events).encode()
+        kept = [line for line in lines if line.startswith(("id:", "event:", "retry:"))] or ["event: message"]
+        events[i] = "\n".join([*kept, f"data: {json.dumps(payload, separators=(',', ':'))}"])
+        return "\n\n".join(events).encode()
     return encode(payload, True)[0]  # no response event found: the answer is the forced one alone
 
 
 def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: Any) -> bytes:
     """The bytes the client gets instead of the upstream's ``body``: cut in half for
     ``malformed_json``; for ``tool_error`` / ``backend_gone``, the upstream's framing with its response
-    replaced by ``reply`` (what :func:`~pytest_mcpfaults.sidecar.routing.forced_reply` made)."""
+    replaced by ``reply`` (what :func:`~pytest_mcpfaults.sidecar.routing.forced_reply` made), a
+    successful result shaped like the upstream's real one (its ``structuredContent``)."""
     if isinstance(fault, F.MalformedJson):
         return body[: max(1, len(body) // 2)]
     if reply is None:
         return body
+    payload = copy.deepcopy(reply.payload)
+    real = _response(body, sse, mid)
+    if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
+        _fit(payload["result"], real["result"])
     if sse:
-        return _replace_sse(body, reply.payload, mid)
-    return encode(reply.payload, False)[0]
+        return _replace_sse(body, payload, mid)
+    return encode(payload, False)[0]
 
 
 async def relay(
