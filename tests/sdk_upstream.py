@@ -104,7 +104,9 @@ def serve(*, json_response: bool = False) -> Iterator[SdkUpstream]:
     """Serve the SDK server on ``127.0.0.1`` (a free port) until the block ends (stop bounded: 5 s)."""
     mcp, sessions, calls = sdk_server()
     app = mcp.streamable_http_app(json_response=json_response)
-    sock = socket.socket()
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted connections only then; without it every answer
+    # uvicorn writes in two parts waits out the client's delayed ACK, about 40 ms (benchmarks/rtt.py)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)

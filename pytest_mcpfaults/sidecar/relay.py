@@ -27,7 +27,9 @@ __all__ = ["REWRITES", "relay", "rewrite"]
 
 #: Faults that rewrite the upstream's answer (the upstream still answers the request first).
 REWRITES = (F.ToolError, F.BackendGone, F.MalformedJson)
-_STREAMED = (F.Stall, F.Drip, F.Truncate, F.Reset)
+#: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
+#: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
+_ONE_WRITE = 1 << 16
 
 
 def _events(body: bytes) -> list[str]:
@@ -132,6 +134,10 @@ async def relay(
     headers = list(resp.headers)
     body: bytes | None = None
     sse = resp.sse
+    if fault is None and not sse and resp.content_length is not None and resp.content_length <= _ONE_WRITE:
+        body = await resp.read()  # a small JSON answer, no fault to shape it: one write, as a server's
+        out.status, out.bytes_sent = resp.status, len(body)
+        return web.Response(status=resp.status, body=body, headers=headers)
     if isinstance(fault, (*REWRITES, F.EndlessSse)) and (fault_rewrites(fault, resp) or not sse):
         body = await resp.read()  # UpstreamError before anything was sent: the caller answers 502/504
         if fault_rewrites(fault, resp):

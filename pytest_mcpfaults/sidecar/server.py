@@ -658,9 +658,13 @@ class Sidecar(SidecarWaits):
         exchange: _Exchange,
         out: Delivery,
     ) -> web.StreamResponse:
-        """Proxy mode: relay the upstream's answer; abandoned (the upstream connection closed) when
-        the client goes away first."""
+        """Proxy mode: relay the upstream's answer. A GET's (the upstream's event stream, which may stay
+        silent for ever) is abandoned, its upstream connection closed, when the client goes away."""
         assert self._proxy is not None
+        if request.method != "GET":  # bounded by upstream_timeout; a client gone fails the next write
+            return await self._proxy.deliver(
+                request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out
+            )
         relaying = asyncio.ensure_future(
             self._proxy.deliver(request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out)
         )

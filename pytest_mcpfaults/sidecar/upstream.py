@@ -115,7 +115,6 @@ class UpstreamResponse:
     content_length: int | None  # of the body as relayed (None: unknown, or content-encoded upstream)
     sent_at: float  # time.monotonic() when the request was sent
     headers_at: float  # ... when the status line and headers came
-    timeout: float | None  # between two chunks of the body (None: unbounded)
     _raw: aiohttp.ClientResponse
     received: int = 0  # body bytes read so far
     ended_at: float | None = None  # when the body ended (or failed)
@@ -135,10 +134,7 @@ class UpstreamResponse:
         content = self._raw.content
         try:
             while True:
-                if self.timeout is None:
-                    chunk = await content.readany()
-                else:
-                    chunk = await asyncio.wait_for(content.readany(), self.timeout)
+                chunk = await content.readany()  # bounded by the request's sock_read timeout, if any
                 if not chunk:
                     break
                 self.received += len(chunk)
@@ -211,10 +207,15 @@ class Upstream:
         out["Accept-Encoding"] = "identity"
         sent = time.monotonic()
         try:
-            request = self._client().request(
-                method, url, headers=out, data=body or None, allow_redirects=False, auto_decompress=True
+            # aiohttp's sock_read bounds the wait for the headers and each read of the body after them
+            # (ServerTimeoutError); a GET's body is not bounded, so its headers are bounded apart.
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=self.timeout, sock_read=self.timeout if bound_body else None
             )
-            if self.timeout is None:
+            request = self._client().request(
+                method, url, headers=out, data=body or None, allow_redirects=False, timeout=timeout
+            )
+            if bound_body or self.timeout is None:
                 raw = await request
             else:
                 raw = await asyncio.wait_for(request, self.timeout)
@@ -228,7 +229,6 @@ class Upstream:
             content_length=None if encoded else raw.content_length,
             sent_at=sent,
             headers_at=time.monotonic(),
-            timeout=self.timeout if bound_body else None,
             _raw=raw,
         )
         self._open.add(resp)
