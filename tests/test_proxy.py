@@ -398,6 +398,16 @@ class _RawUpstream:
         self.seen += 1
         try:
             await reader.readuntil(b"\r\n\r\n")
+            if self.mode == "stalls-json":  # a status line, 10 bytes of a 100-byte body, then nothing
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
+                writer.write(head + b'\r\n{"jsonrpc"')
+            if self.mode == "stalls-sse":  # a status line, a 10-byte chunk of an event stream, then nothing
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                writer.write(head + b"\r\na\r\nevent: mes\r\n")
+            if self.mode.startswith("stalls"):
+                await writer.drain()
+                await reader.read()
+                return
             if self.mode == "half":
                 head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                 writer.write(head + b"\r\n")
@@ -451,6 +461,36 @@ def test_an_upstream_reset_mid_answer_resets_the_client() -> None:
             (rec,) = sc.requests
             assert rec.status == 200 and rec.upstream_status == 200
             assert rec.upstream_failure == "reset" and rec.error_by == "upstream"
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("mode", ["stalls-json", "stalls-sse"])
+def test_an_upstream_silent_mid_answer_past_upstream_timeout(mode: str) -> None:
+    """Nothing relayed yet (a small JSON answer is relayed whole): 504. Part of an event stream relayed
+    already: the client's connection is reset."""
+    raw = _RawUpstream(mode)
+    try:
+        url = f"http://127.0.0.1:{raw.port}/mcp"
+        with Sidecar(upstream=url, upstream_timeout=0.3) as sc:
+            with httpx.Client(timeout=5) as c:
+                t0 = time.monotonic()
+                if mode == "stalls-json":
+                    r = c.post(sc.mcp_url, json=add(1, 2), headers=ACCEPT)
+                    assert r.status_code == 504 and r.json()["error"]["message"].startswith("Gateway Timeout")
+                else:
+                    with c.stream("POST", sc.mcp_url, json=add(1, 2), headers=ACCEPT) as resp:
+                        assert resp.status_code == 200
+                        with pytest.raises(CUT):
+                            resp.read()
+                assert time.monotonic() - t0 < 3
+            sc.wait_idle(3)
+            (rec,) = sc.requests
+            assert rec.upstream_status == 200 and rec.upstream_bytes == 10
+            assert rec.upstream_failure == "timed_out" and rec.error_by == "upstream"
+            assert rec.status == (504 if mode == "stalls-json" else 200)
+            if mode == "stalls-sse":
+                assert rec.bytes_sent == 10  # what was relayed before the upstream fell silent
     finally:
         raw.close()
 
