@@ -71,7 +71,7 @@ def loop_cpu() -> float:
 
 async def pair(direct: str, proxied: str, n: int) -> tuple[list[float], list[float], float]:
     """Seconds per ``tools/call echo``, direct and through the proxy, interleaved call by call; and
-    the sidecar loop's CPU seconds per proxied call."""
+    the sidecar loop's CPU seconds per proxied call (median)."""
     async with AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(Client(url, mode="auto")) for url in (direct, proxied)]
         for client in clients:
@@ -79,7 +79,7 @@ async def pair(direct: str, proxied: str, n: int) -> tuple[list[float], list[flo
                 await client.call_tool("echo", {"text": "hi"})
         out: tuple[list[float], list[float]] = ([], [])
         loop = asyncio.get_running_loop()
-        cpu = 0.0
+        cpu: list[float] = []
         for _ in range(n):
             for client, times in zip(clients, out, strict=True):
                 c0 = loop_cpu() if times is out[1] else 0.0
@@ -87,9 +87,22 @@ async def pair(direct: str, proxied: str, n: int) -> tuple[list[float], list[flo
                 result = await client.call_tool("echo", {"text": "hi"})
                 times.append(loop.time() - t0)
                 if times is out[1]:
-                    cpu += loop_cpu() - c0
+                    cpu.append(loop_cpu() - c0)
                 assert result.content[0].text == "hi"  # type: ignore[union-attr]
-    return out[0], out[1], cpu / n
+    return out[0], out[1], _bench.median(cpu)
+
+
+async def fake_cpu_per_call(url: str, n: int) -> tuple[None, float]:
+    """The sidecar loop's CPU seconds per ``tools/call echo`` the fake answers itself (median)."""
+    async with Client(url, mode="auto") as client:
+        for _ in range(30):
+            await client.call_tool("echo", {"text": "hi"})
+        cpu = []
+        for _ in range(n):
+            c0 = loop_cpu()
+            await client.call_tool("echo", {"text": "hi"})
+            cpu.append(loop_cpu() - c0)
+    return None, _bench.median(cpu)
 
 
 def main() -> None:
@@ -118,12 +131,18 @@ def main() -> None:
                 f"= {_bench.fmt_s(budget)}",
             )
         )
+    with Sidecar(patience=None) as fake:  # the anchor of the CPU column: the fake answering the call itself
+        _, fake_cpu = asyncio.run(fake_cpu_per_call(fake.mcp_url, CALLS))
     _bench.table(
         f"MCP tools/call echo to the mcp SDK's MCPServer (uvicorn, own process), mcp 2.x "
         f"Client(mode='auto'), median of {CALLS} each, direct and through Sidecar(upstream=...) "
         "interleaved call by call",
         rows,
         ["upstream", "direct", "through the proxy", "ratio", "added", "sidecar loop CPU per proxied call"],
+    )
+    print(
+        f"\nanchor: the fake sidecar (no upstream) answering the same tools/call itself: sidecar loop CPU "
+        f"{_bench.fmt_s(fake_cpu)} per call (median of {CALLS})"
     )
     print()
     for line in verdicts:

@@ -614,6 +614,57 @@ async def test_health_is_local_unless_upstream_health_and_other_paths_go_upstrea
             assert not sc.requests[0].forwarded
 
 
+async def test_a_client_hanging_up_on_a_relayed_get_stream_closes_the_upstream_connection() -> None:
+    """The upstream's GET event stream says nothing for ever; when the client goes, so does the
+    sidecar's connection to the upstream (no wait for teardown)."""
+    gone = asyncio.Event()
+    opened = asyncio.Event()
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b": open\n\n")
+        opened.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            gone.set()  # cancelled when the sidecar closed its connection
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/mcp", stream)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        with Sidecar(upstream=f"http://127.0.0.1:{port}/mcp") as sc:
+            async with httpx.AsyncClient(timeout=5) as c, c.stream("GET", sc.mcp_url, headers=ACCEPT) as resp:
+                assert resp.status_code == 200
+                assert await resp.aiter_raw().__anext__() == b": open\n\n"
+                await asyncio.wait_for(opened.wait(), 2)
+            await asyncio.wait_for(gone.wait(), 2)  # the client closed: the upstream's stream ended too
+            await asyncio.to_thread(sc.wait_idle, 3)
+            (rec,) = sc.requests
+            assert rec.client_closed and rec.upstream_status == 200 and rec.upstream_bytes == 8
+    finally:
+        await runner.cleanup()
+
+
+async def test_era_stateless_refuses_initialize_as_a_stateless_server_would(up: SdkUpstream) -> None:
+    with Sidecar(upstream=up.url, era="stateless") as sc:
+        async with httpx.AsyncClient(timeout=5) as c:
+            init = rpc(
+                "initialize", protocolVersion=SESSION_VERSION, capabilities={}, clientInfo={"name": "t"}
+            )
+            r = await c.post(sc.mcp_url, json=init, headers=ACCEPT)
+        assert r.json()["error"]["code"] == -32022  # unsupported protocol version, as the fake answers
+        assert not sc.requests[0].forwarded
+        async with Client(sc.mcp_url, mode="auto", read_timeout_seconds=5) as client:
+            assert (await client.call_tool("add", {"a": 1, "b": 2})).content[0].text == "3"
+
+
 # -- arguments ----------------------------------------------------------------------------------------
 
 
