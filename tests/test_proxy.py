@@ -225,6 +225,19 @@ def test_stall_after_bytes_holds_the_upstreams_real_sse_answer(up: SdkUpstream) 
         assert call.upstream_failure is None
 
 
+def test_stall_at_zero_bytes_sends_the_upstreams_status_line_then_holds(up: SdkUpstream) -> None:
+    with Sidecar(upstream=up.url, faults=[Stall(after_bytes=0, when="tools/call")]) as sc:
+        with httpx.Client(timeout=httpx.Timeout(5.0, read=0.3)) as c:
+            headers = initialize(c, sc.mcp_url)
+            with c.stream("POST", sc.mcp_url, json=add(1, 2), headers=headers) as resp:
+                assert resp.status_code == 200  # the status line and headers came
+                with pytest.raises(httpx.ReadTimeout):
+                    next(resp.iter_raw())
+        sc.wait_idle(3)
+        call = next(r for r in sc.requests if r.mcp_method == "tools/call")
+        assert call.status == 200 and call.bytes_sent == 0 and call.hold == "client_closed"
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_stall_times_the_mcp2_client_out_and_released_it_completes(up: SdkUpstream, mode: str) -> None:
     with Sidecar(upstream=up.url, faults=[Stall(after_bytes=5, when="tools/call")], patience=2.0) as sc:

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, flush_headers, reset_transport
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport
 from pytest_mcpfaults.sidecar.mcp import Reply, encode
 from pytest_mcpfaults.sidecar.upstream import UpstreamError, UpstreamResponse
 
@@ -200,7 +200,7 @@ async def _stream(
     cut = fault.after_bytes if isinstance(fault, (F.Stall, F.Truncate, F.Reset)) else None
     stalled = False
     if cut == 0 and isinstance(fault, F.Stall):  # stall before the first body byte
-        flush_headers(web_resp)
+        await web_resp.write(b"")  # send the buffered status line and headers now
         stalled = True
         await hold()
     async for chunk in resp.chunks():
@@ -218,7 +218,7 @@ async def _stream(
                 await web_resp.write(head)
                 out.bytes_sent += len(head)
             else:
-                flush_headers(web_resp)
+                await web_resp.write(b"")  # send the buffered status line and headers now
             if isinstance(fault, F.Truncate):
                 if request.transport is not None:
                     request.transport.close()  # FIN in the middle of the body
