@@ -28,6 +28,7 @@ from sdk_upstream import SdkUpstream, serve
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.faults import (
     BackendGone,
+    Delay,
     Die,
     Drip,
     Hang,
@@ -200,6 +201,20 @@ def test_status_and_jsonrpc_error_answer_without_forwarding(up: SdkUpstream) -> 
         calls = [r for r in sc.requests if r.mcp_method == "tools/call"]
         assert [r.forwarded for r in calls] == [False, False, True]
     assert up.calls[ran:] == ["add"]
+
+
+def test_delay_acts_before_forwarding(up: SdkUpstream) -> None:
+    with Sidecar(upstream=up.url, faults=[Delay(seconds=0.3, when="tools/call")]) as sc:
+        with httpx.Client(timeout=5) as c:
+            headers = initialize(c, sc.mcp_url)
+            r = c.post(sc.mcp_url, json=add(1, 2), headers=headers)
+        assert sse_message(r.content)["result"]["content"][0]["text"] == "3"
+        sc.wait_idle(3)
+        call = next(x for x in sc.requests if x.mcp_method == "tools/call")
+        assert call.upstream_sent_at is not None and call.upstream_ended_at is not None
+        assert call.ended_at is not None
+        assert call.upstream_sent_at - call.started_at >= 0.3  # the upstream saw the request late
+        assert call.ended_at - call.upstream_ended_at < 0.3  # and its answer was not held back
 
 
 # -- faults on the upstream's answer ----------------------------------------------------------------
