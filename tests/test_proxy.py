@@ -598,6 +598,7 @@ async def test_mcp_headers_pass_through_and_hop_by_hop_ones_do_not(echo_upstream
         "Keep-Alive": "timeout=5",
         "Proxy-Authorization": "Basic xyz",
         "Accept-Encoding": "gzip",
+        "Expect": "100-continue",
     }
     with Sidecar(upstream=echo_upstream + "/mcp") as sc:
         async with httpx.AsyncClient(timeout=5) as c:
@@ -612,7 +613,7 @@ async def test_mcp_headers_pass_through_and_hop_by_hop_ones_do_not(echo_upstream
         "x-custom",
     ):
         assert got[name] == sent[next(k for k in sent if k.lower() == name)], name
-    for name in ("x-hop", "keep-alive", "proxy-authorization"):
+    for name in ("x-hop", "keep-alive", "proxy-authorization", "expect"):
         assert name not in got, name
     assert got["host"] == echo_upstream.removeprefix("http://")  # the upstream's own
     assert got["accept-encoding"] == "identity"  # so the faults cut the bytes it sends

@@ -11,9 +11,10 @@ Headers: every end-to-end header the client sent is passed on (``Mcp-Session-Id`
 ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``, ``Authorization``, ``Accept``,
 ``Content-Type``, ``User-Agent``, ``Origin``, ...); hop-by-hop headers (RFC 9110 7.6.1: ``Connection``
 and the names it lists, ``Keep-Alive``, ``Transfer-Encoding``, ``TE``, ``Trailer``, ``Upgrade``,
-``Proxy-*``) are dropped, and so are ``Host`` (the upstream's own is sent) and ``Content-Length``
-(recomputed). ``Accept-Encoding: identity`` is sent instead of the client's, so the answer's bytes are
-the ones the faults cut. The answer's end-to-end headers come back the same way.
+``Proxy-*``) are dropped, and so are ``Host`` (the upstream's own is sent), ``Content-Length``
+(recomputed) and ``Expect`` (the body is read already). ``Accept-Encoding: identity`` is sent
+instead of the client's, so the answer's bytes are the ones the faults cut. The answer's end-to-end
+headers come back the same way.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-_NOT_SENT = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
+# Expect: the sidecar has read the whole body already (its own server answered any 100-continue)
+_NOT_SENT = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
 _NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding"}
 #: How long an idle pooled connection to the upstream is kept (below uvicorn's 5 s keep-alive, so the
 #: upstream rarely closes a connection the pool is about to reuse).
