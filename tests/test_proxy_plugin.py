@@ -107,6 +107,7 @@ def _outcomes(stdout: str) -> dict[str, str]:
     return {fault: outcome for outcome, fault in re.findall(pattern, stdout, re.M)}
 
 
+@pytest.mark.timeout(400)  # two example runs of about 30 s each alone; more on a loaded machine
 def test_the_example_matrix_against_the_proxied_sdk_server_gives_the_fakes_verdicts() -> None:
     runs = {variant: _matrix(variant) for variant in ("hardened", "unhardened")}  # they overlap well
     out: dict[str, str] = {}
