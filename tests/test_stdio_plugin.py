@@ -152,7 +152,7 @@ def test_no_child_is_left_when_pytest_timeout_ends_the_test(pytester: pytest.Pyt
     pytester.makepyfile(
         CLIENT
         + f"""
-@pytest.mark.timeout(2, method={method!r})
+@pytest.mark.timeout(8, method={method!r})  # room for a slow spawn on a loaded machine
 def test_stuck(mcp_stdio_server):
     proc = spawn(mcp_stdio_server)
     child = mcp_stdio_server.wait_child()
@@ -163,6 +163,9 @@ def test_stuck(mcp_stdio_server):
     )
     result = pytester.runpytest_subprocess("-p", "mcpfaults", "-q", timeout=60)
     assert "Timeout" in result.stdout.str() + result.stderr.str()
+    assert pidfile.exists(), (
+        "the inner test timed out before its child was up:\n" + result.stdout.str()[-2000:]
+    )
     pid = int(pidfile.read_text())
     assert wait_dead(pid), f"child {pid} still alive after the test process ended"
 
