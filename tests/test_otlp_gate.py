@@ -106,3 +106,32 @@ def test_without_spans_the_sidecar_keeps_its_own(mcp_sidecar):
     )
     result = run_plugin("-p", "no:randomly", "test_remote.py", "-k", "mcp_spans or own")
     result.assert_outcomes(passed=2)
+
+
+def test_the_marker_takes_otlp_path_and_refuses_a_bad_one_at_collection(
+    pytester: pytest.Pytester,
+    run_plugin,  # type: ignore[no-untyped-def]
+) -> None:
+    pytester.makepyfile(
+        test_good="""
+import httpx, pytest
+
+@pytest.mark.mcp_sidecar(otlp_path="/otel/v1/traces")
+def test_moved(mcp_sidecar):
+    assert mcp_sidecar.otel_env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"].endswith("/otel/v1/traces")
+
+@pytest.mark.mcp_sidecar(otlp_path=None)
+def test_off(mcp_sidecar):
+    assert httpx.post(mcp_sidecar.url + "/v1/traces", content=b"").status_code == 404
+""",
+        test_bad="""
+import pytest
+
+@pytest.mark.mcp_sidecar(otlp_path="v1/traces")
+def test_never_runs(mcp_sidecar):
+    pass
+""",
+    )
+    result = run_plugin("-p", "no:randomly", "--continue-on-collection-errors", "test_good.py", "test_bad.py")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*otlp_path must be a path starting with '/'*got 'v1/traces'*"])
