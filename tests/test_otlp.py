@@ -269,7 +269,7 @@ def test_protobuf_answer_and_partial_success_for_rejected_spans() -> None:
         (JSON, b"{not json", "body is not JSON"),
         (JSON, json.dumps(json_export([{**JSON_SESSION, "traceId": "W46/95gDgQPSabYzgT/GDA=="}])).encode(),
          "traceId must be 32 hex digits (the OTLP JSON mapping writes ids as hex, not base64)"),
-        (JSON, json.dumps({"resourceSpans": "nope"}).encode(), "not an OTLP JSON trace export"),
+        (JSON, json.dumps({"resourceSpans": "nope"}).encode(), "resourceSpans must be a JSON array, got"),
         ({**PROTOBUF, "Content-Encoding": "gzip"}, b"not gzip", "body does not decode (gzip encoding)"),
     ],
     ids=["protobuf", "json", "base64-id", "json-shape", "gzip"],
@@ -401,3 +401,44 @@ def test_stopping_the_sidecar_ends_a_wait_for_spans_at_once() -> None:
     assert len(outcome) == 1
     assert "no span named 'Agent.Session' ended (0 ended, 0 open)" in str(outcome[0])
     assert "; the wait was cancelled before its timeout; the sidecar's OTLP receiver" in str(outcome[0])
+
+
+def test_json_protobuf_field_names_every_value_kind_and_partial_success() -> None:
+    span = {
+        "trace_id": TRACE,  # the protobuf names are read too
+        "span_id": ROOT,
+        "name": "Snake.Case",
+        "start_time_unix_nano": "5",
+        "end_time_unix_nano": "6",
+        "status": {"code": "STATUS_CODE_OK"},
+        "attributes": [
+            {"key": "b", "value": {"bytesValue": "aGk="}},
+            {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "x", "value": {"intValue": 1}}]}}},
+            {"key": "nan", "value": {"doubleValue": "NaN"}},
+            {"key": "empty", "value": {}},
+        ],
+    }
+    bad_status = {
+        **JSON_SESSION,
+        "spanId": CHILD_ID,
+        "name": "Bad.Status",
+        "status": {"code": "STATUS_CODE_MAYBE"},
+    }
+    zero = {**JSON_SESSION, "traceId": "0" * 32, "name": "Zero.Trace"}
+    with Sidecar() as sc:
+        r = httpx.post(
+            sc.otlp_url, json={"resource_spans": [{"scope_spans": [{"spans": [span, bad_status, zero]}]}]}
+        )
+        assert r.status_code == 200
+        part = r.json()["partialSuccess"]
+        assert part["rejectedSpans"] == "2"  # an int64, as a string
+        assert "'Bad.Status': unknown status code \"STATUS_CODE_MAYBE\"" in part["errorMessage"]
+        assert "'Zero.Trace': trace_id must be 16 bytes, not all zero" in part["errorMessage"]
+        [got] = sc.span_recorder.spans()
+        assert (got.name, got.status_code, got.start_time, got.end_time) == ("Snake.Case", "OK", 5, 6)
+        attrs = dict(got.attributes)
+        assert attrs["b"] == b"hi" and dict(attrs["kv"]) == {"x": 1} and attrs["empty"] is None
+        assert attrs["nan"] != attrs["nan"]  # NaN
+        bad = httpx.post(sc.otlp_url, json=json_export([{**JSON_SESSION, "startTimeUnixNano": "soon"}]))
+        assert bad.status_code == 400
+        assert "spans[0].startTimeUnixNano must be an integer" in bad.json()["message"]

@@ -2,11 +2,8 @@
 spans, and the answers the OTLP specification asks for.
 
 Protobuf bodies are decoded with the official ``opentelemetry-proto`` messages
-(``ExportTraceServiceRequest``). JSON bodies follow the OTLP JSON mapping: trace and span ids as hex
-strings (not base64), enums by name or number, 64-bit integers as strings or numbers, lowerCamelCase
-keys (the protobuf field names are accepted too) and unknown fields ignored; they are parsed into the
-same message (``google.protobuf.json_format``) once the ids are turned into bytes, so both encodings go
-through one conversion.
+(``ExportTraceServiceRequest``); JSON bodies (the OTLP JSON mapping) by
+:mod:`pytest_mcpfaults.otlp.decode_json`, into the same spans.
 
 A span whose ids are not valid (a trace id that is not 16 bytes or all zero, a span id that is not 8
 bytes or zero, a parent span id neither empty nor 8 bytes) or whose status code is unknown is rejected
@@ -17,13 +14,21 @@ and counted in the answer's ``partial_success``; the other spans of the request 
 
 from __future__ import annotations
 
-import base64
 import json
-from collections.abc import Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from pytest_mcpfaults.otlp.decode_json import decode_json
+from pytest_mcpfaults.otlp.export import (
+    EMPTY,
+    STATUS_CODES,
+    Batch,
+    Decoded,
+    OtlpDecodeError,
+    source_key,
+    span_id_problem,
+)
 from pytest_mcpfaults.span_records import UIDS, RecordedEvent, RecordedSpan
 
 __all__ = [
@@ -43,45 +48,8 @@ __all__ = [
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-_STATUS = ("UNSET", "OK", "ERROR")
+_STATUS = STATUS_CODES
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
-
-
-class OtlpDecodeError(ValueError):
-    """The body is not an OTLP trace export in the encoding its content type names."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    """The spans of one resource of an export: where they came from and what they are."""
-
-    source: Hashable
-    resource: Mapping[str, Any]
-    spans: list[RecordedSpan]
-
-
-@dataclass
-class Decoded:
-    """One decoded export: its batches (one per resource), and the spans rejected, with why."""
-
-    batches: list[Batch] = field(default_factory=list)
-    rejected: int = 0
-    reasons: list[str] = field(default_factory=list)
-
-    @property
-    def accepted(self) -> int:
-        return sum(len(b.spans) for b in self.batches)
-
-    def reject(self, count: int, reason: str) -> None:
-        self.rejected += count
-        if len(self.reasons) < 5:  # enough to say what went wrong; the count says how often
-            self.reasons.append(reason)
-
-
-def source_key(resource: Mapping[str, Any]) -> Hashable:
-    """The identity of an exporting resource: its attributes, in order (``repr`` for values that do not
-    hash, such as key-value lists)."""
-    return tuple(sorted((k, repr(v)) for k, v in resource.items()))
 
 
 # -- the request -------------------------------------------------------------------------------------
@@ -93,83 +61,14 @@ def decode_export(body: bytes, media_type: str) -> Decoded:
     from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+    if media_type != PROTOBUF:
+        return decode_json(body)
     request = ExportTraceServiceRequest()
-    if media_type == PROTOBUF:
-        try:
-            request.ParseFromString(body)
-        except DecodeError as exc:
-            raise OtlpDecodeError(f"not an OTLP ExportTraceServiceRequest in protobuf: {exc}") from None
-    else:
-        _parse_json(body, request)
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise OtlpDecodeError(f"not an OTLP ExportTraceServiceRequest in protobuf: {exc}") from None
     return _convert(request)
-
-
-def _parse_json(body: bytes, request: Any) -> None:
-    from google.protobuf import json_format
-
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise OtlpDecodeError(f"body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise OtlpDecodeError(
-            f"an OTLP JSON export is an object with resourceSpans, got {type(data).__name__}"
-        )
-    _hex_ids_to_base64(data)
-    try:
-        json_format.ParseDict(data, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
-        raise OtlpDecodeError(f"not an OTLP JSON trace export: {exc}") from None
-
-
-def _items(obj: Any, *keys: str) -> list[Any]:
-    for key in keys:
-        value = obj.get(key) if isinstance(obj, dict) else None
-        if isinstance(value, list):
-            return value
-    return []
-
-
-def _hex_ids_to_base64(data: dict[str, Any]) -> None:
-    """The OTLP JSON mapping writes ids as hex; ``json_format`` reads ``bytes`` fields as base64."""
-    for i, rs in enumerate(_items(data, "resourceSpans", "resource_spans")):
-        for j, ss in enumerate(_items(rs, "scopeSpans", "scope_spans")):
-            for k, span in enumerate(_items(ss, "spans")):
-                where = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
-                _fix_ids(span, where)
-                for n, link in enumerate(_items(span, "links")):
-                    _fix_ids(link, f"{where}.links[{n}]")
-
-
-_ID_KEYS = (
-    ("traceId", "trace_id", 16),
-    ("spanId", "span_id", 8),
-    ("parentSpanId", "parent_span_id", 8),
-)
-
-
-def _fix_ids(obj: Any, where: str) -> None:
-    if not isinstance(obj, dict):
-        return
-    for camel, snake, size in _ID_KEYS:
-        for key in (camel, snake):
-            value = obj.get(key)
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                raise OtlpDecodeError(f"{where}.{camel} must be a hex string, got {value!r}")
-            if value == "" and camel == "parentSpanId":
-                continue
-            try:
-                raw = bytes.fromhex(value)
-            except ValueError:
-                raw = b""
-            if len(raw) != size:
-                raise OtlpDecodeError(
-                    f"{where}.{camel} must be {2 * size} hex digits (the OTLP JSON mapping writes ids "
-                    f"as hex, not base64), got {value!r}"
-                )
-            obj[key] = base64.b64encode(raw).decode("ascii")
 
 
 # -- the message to spans ----------------------------------------------------------------------------
@@ -235,14 +134,8 @@ class LazyAttributes(Mapping[str, Any]):
 
 def _span_problem(sp: Any) -> str:
     """Why a span that failed the quick checks of :func:`_convert` is rejected."""
-    if len(sp.trace_id) != 16 or sp.trace_id == _ZERO_TRACE:
-        return f"span {sp.name!r}: trace_id must be 16 bytes, not all zero, got {bytes(sp.trace_id).hex()!r}"
-    if len(sp.span_id) != 8 or sp.span_id == _ZERO_SPAN:
-        return f"span {sp.name!r}: span_id must be 8 bytes, not all zero, got {bytes(sp.span_id).hex()!r}"
-    if len(sp.parent_span_id) not in (0, 8):
-        got = bytes(sp.parent_span_id).hex()
-        return f"span {sp.name!r}: parent_span_id must be empty or 8 bytes, got {got!r}"
-    return f"span {sp.name!r}: unknown status code {sp.status.code}"
+    ids = span_id_problem(sp.name, bytes(sp.trace_id), bytes(sp.span_id), bytes(sp.parent_span_id))
+    return ids or f"span {sp.name!r}: unknown status code {sp.status.code}"
 
 
 def _events(events: Sequence[Any]) -> tuple[RecordedEvent, ...]:
@@ -302,7 +195,7 @@ def _convert(request: Any) -> Decoded:
     return out
 
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_EMPTY = EMPTY
 
 
 # -- the answers -------------------------------------------------------------------------------------
