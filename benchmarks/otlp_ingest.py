@@ -9,7 +9,7 @@ Rows, each the median of REPEAT rounds, interleaved round by round:
 
 * the receiver: ``POST /v1/traces`` on a kept-alive httpx connection, until the 200 answer (HTTP,
   protobuf decode, conversion to recorder spans, recording);
-* the same as OTLP JSON (``json_format``, ids in hex);
+* the same export as OTLP JSON (built with ``json_format``, ids turned to hex);
 * the receiver's decode and conversion alone (``decode_export``), no HTTP;
 * opentelemetry-proto alone: ``ExportTraceServiceRequest.FromString`` of the same bytes;
 * a bare aiohttp handler that reads the same body and answers 200 (the HTTP part alone);
