@@ -1,0 +1,263 @@
+"""The TypeScript recipe (docs/examples/ts/): a harness on the official TypeScript MCP SDK client,
+exporting its spans over OTLP/HTTP, driven against the real ``serve`` command.
+
+Its npm dependencies are installed once per lock file (``npm ci``, bounded) into the pytest cache, in a
+directory named by the lock file's hash, so a warm run pays nothing. The harness runs as ``node`` with
+the environment ``serve`` prints; the tests assert what the TypeScript client saw (its JSON line), what
+the sidecar observed (the journal) and the span verdict (``GET /_mcpfaults/check``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from test_cli import Served, labels, serve
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPE = ROOT / "docs" / "examples" / "ts"
+#: ``npm ci`` downloads 113 packages (about 13 s here with a cold npm cache); this bounds a slow registry.
+NPM_CI_TIMEOUT = 180.0
+#: One harness run takes under a second; every wait inside it is bounded by MCPFAULTS_TS_WAIT_MS.
+HARNESS_TIMEOUT = 30.0
+WAIT_MS = 2000
+MIN_NODE = (20, 6)  # the recipe's "engines" floor (AbortSignal.any, the OpenTelemetry 2.x SDK)
+#: The protocol version the TypeScript SDK 1.32.2 negotiates (it speaks only the session era).
+SESSION_ERA_VERSION = "2025-11-25"
+#: The faults at delete the recipe is run under: ``die`` restarts at once, so that the harness's
+#: spans (exported when it exits) and ``GET /_mcpfaults/check`` still reach the sidecar.
+DELETE_FAULTS = {
+    "backend_gone": "backend_gone",
+    "die": "die(restart=true)@tool:delete_session",
+}
+#: What the harness's ``delete_session`` step reports under each fault.
+DELETE_ERRORS = {
+    "backend_gone": r"^Error: delete_session failed: Error closing session [0-9a-f-]+: Service at "
+    r"http://127\.0\.0\.1:\d+ is no longer alive$",
+    "die": r"^TypeError: fetch failed \(ECONNRESET\)$",
+}
+
+
+def _lock_key() -> str:
+    digest = hashlib.sha256()
+    for name in ("package.json", "package-lock.json"):
+        digest.update((RECIPE / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _install(npm: str, base: Path, key: str) -> Path:
+    """``npm ci`` into ``base/key`` unless a finished install is there; safe under xdist (each worker
+    installs into a directory of its own and renames it into place, the first rename wins)."""
+    target = base / key
+    if (target / "installed").exists():
+        return target
+    tmp = Path(tempfile.mkdtemp(dir=base, prefix=f"{key}.tmp-"))
+    try:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(RECIPE / name, tmp / name)
+        cmd = [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--prefer-offline"]
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=NPM_CI_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"`npm ci` for {RECIPE} did not finish within {NPM_CI_TIMEOUT:g} s: {exc.stderr!r}")
+        assert proc.returncode == 0, f"`npm ci` for {RECIPE} failed:\n{proc.stdout}\n{proc.stderr}"
+        (tmp / "installed").write_text(proc.stdout)
+        try:
+            tmp.rename(target)
+        except OSError:  # another worker finished first
+            if not (target / "installed").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for old in base.iterdir():  # installs of older lock files
+        if old.name != key and re.fullmatch(r"[0-9a-f]{16}", old.name):
+            shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+@pytest.fixture(scope="module")
+def recipe(request: pytest.FixtureRequest) -> tuple[str, Path]:
+    """``node`` and the installed recipe directory, holding a fresh copy of ``harness.mjs``."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip(f"the TypeScript recipe needs node and npm on PATH (node: {node}, npm: {npm})")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
+    found = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+    if found < MIN_NODE:
+        pytest.skip(f"the TypeScript recipe needs node >= {'.'.join(map(str, MIN_NODE))}, found {version}")
+    base = Path(request.config.cache.mkdir("mcpfaults-ts-recipe"))
+    target = _install(npm, base, _lock_key())
+    fresh = target / f"harness.mjs.{os.getpid()}"
+    shutil.copy(RECIPE / "harness.mjs", fresh)
+    fresh.replace(target / "harness.mjs")  # atomic: a concurrent worker never runs half a file
+    return node, target
+
+
+def run_harness(recipe: tuple[str, Path], served: Served, mode: str, wait_ms: int = WAIT_MS) -> Any:
+    """Run the harness in ``mode`` with the environment ``serve`` printed; its JSON line."""
+    node, folder = recipe
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MCPFAULTS_"))}
+    env.update({k: v for k, v in served.info.items() if k.startswith(("OTEL_", "MCPFAULTS_"))})
+    env["MCPFAULTS_TS_WAIT_MS"] = str(wait_ms)
+    proc = subprocess.run(
+        [node, str(folder / "harness.mjs"), mode],
+        capture_output=True,
+        text=True,
+        timeout=HARNESS_TIMEOUT,
+        env=env,
+        cwd=folder,
+    )
+    assert proc.returncode == 0, f"harness exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def steps(out: Any) -> dict[str, Any]:
+    return {s["step"]: s for s in out["steps"]}
+
+
+def verdict_of(served: Served, out: Any, r: httpx.Response) -> Any:
+    """The JSON of a ``GET /_mcpfaults/check`` answer, once the harness's export was accepted."""
+    # WAITING: remove this once branch `otlp` (the receiver, the OTEL_* lines, /check) is merged.
+    if "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" not in served.info or r.status_code == 404:
+        pytest.xfail("WAITING for the OTLP receiver (branch otlp): serve prints no OTEL_* lines yet")
+    assert served.info["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"].startswith(served.url + "/"), served.info
+    assert out["export"]["ok"], out["export"]
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# -- interop: the TypeScript SDK client in each era -----------------------------------------------
+
+
+@pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
+@pytest.mark.parametrize("era", ["auto", "session"])
+def test_the_ts_sdk_client_speaks_the_session_era(recipe: tuple[str, Path], era: str) -> None:
+    with serve("--era", era) as served:
+        out = run_harness(recipe, served, "interop")
+        journal = served.journal()
+    assert "error" not in out, out
+    assert [s["step"] for s in out["steps"] if s["ok"]] == ["connect", "tools/list", "echo", "terminateSession"]
+    assert out["protocol_version"] == SESSION_ERA_VERSION and out["echo"] == "hi"
+    assert {"echo", "create_session", "delete_session"} <= set(out["tools"])
+    # It never probes server/discover: it initializes straight away, in either era setting.
+    seen = labels(journal)
+    assert seen[:2] == ["POST initialize", "POST notifications/initialized"], seen
+    assert "POST server/discover" not in seen and seen[-1] == "DELETE /mcp", seen
+    assert {"POST tools/list", "POST tools/call echo"} <= set(seen), seen
+    mcp = [r for r in journal["requests"] if r["mcp_method"] or r["method"] == "DELETE"]
+    assert {r["era"] for r in mcp} == {"session"}, mcp
+    assert {r["session_id"] for r in mcp[1:]} == {out["session_id"]}, mcp
+    assert journal["sessions"] == [] and journal["ended_sessions"] == [out["session_id"]]
+
+
+@pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
+def test_the_ts_sdk_client_against_a_stateless_only_sidecar_fails_with_32022(
+    recipe: tuple[str, Path],
+) -> None:
+    with serve("--era", "stateless") as served:
+        out = run_harness(recipe, served, "interop")
+        journal = served.journal()
+    assert out["error_code"] == -32022, out
+    assert out["error"] == (
+        "McpError: MCP error -32022: Unsupported protocol version: this server speaks only the stateless era"
+    )
+    assert [s["step"] for s in out["steps"]] == ["connect"]
+    assert labels(journal) == ["POST initialize"]
+    assert journal["sessions"] == [] and journal["ended_sessions"] == []
+
+
+# -- the recipe: unhardened caught, hardened passes -----------------------------------------------
+
+
+@pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
+@pytest.mark.parametrize("fault", DELETE_FAULTS)
+def test_the_unhardened_ts_harness_is_caught_flipping_its_session(
+    recipe: tuple[str, Path], fault: str
+) -> None:
+    with serve("--fault", DELETE_FAULTS[fault]) as served:
+        out = run_harness(recipe, served, "unhardened")
+        journal = served.journal()
+        checked = served.control("GET", "/check")
+    # What the client saw: the delete failed, the error escaped, so terminateSession never ran.
+    assert "error" not in out, out
+    done = steps(out)
+    assert not done["delete_session"]["ok"] and "terminateSession" not in done, out
+    assert re.match(DELETE_ERRORS[fault], done["delete_session"]["error"]), done["delete_session"]
+    assert journal["fired"] == {fault: 1}, journal["fired"]
+    verdict = verdict_of(served, out, checked)
+    # The verdict: one flip, on the harness's session span, blamed on its MCP.DeleteSession.
+    assert verdict["ok"] is False, verdict
+    flips = [v for v in verdict["violations"] if v["invariant"] == "cleanup_never_flips"]
+    assert len(flips) == 1, verdict
+    assert flips[0]["span"]["name"] == "Agent.Session", flips[0]
+    assert flips[0]["span"]["span_id"] == out["session_span"]["span_id"], (flips[0], out["session_span"])
+    assert flips[0]["span"]["trace_id"] == out["session_span"]["trace_id"], (flips[0], out["session_span"])
+    message = flips[0]["message"]
+    assert message.startswith("Agent.Session is ERROR with description "), message
+    assert "comes from a cleanup failure (cause: MCP.DeleteSession" in message, message
+    assert message in verdict["text"] and "Span tree:" in verdict["text"], verdict["text"]
+
+
+@pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
+@pytest.mark.parametrize("fault", DELETE_FAULTS)
+def test_the_hardened_ts_harness_passes(recipe: tuple[str, Path], fault: str) -> None:
+    with serve("--fault", DELETE_FAULTS[fault]) as served:
+        out = run_harness(recipe, served, "hardened")
+        journal = served.journal()
+        checked = served.control("GET", "/check")
+        tree = served.control("GET", "/spans")
+    assert "error" not in out, out
+    done = steps(out)
+    assert re.match(DELETE_ERRORS[fault], done["delete_session"]["error"]), done["delete_session"]
+    # Cleanup goes on after the failed delete: the transport session is closed too. After the
+    # restart the sidecar has forgotten it, so the DELETE is answered 404.
+    terminate = done["terminateSession"]
+    if fault == "die":
+        assert terminate["code"] == 404, terminate
+        assert terminate["error"] == "Error: Streamable HTTP error: Failed to terminate session: Not Found"
+    else:
+        assert terminate["ok"], terminate
+    assert labels(journal)[-1] == "DELETE /mcp", labels(journal)
+    assert journal["fired"] == {fault: 1}, journal["fired"]
+    verdict = verdict_of(served, out, checked)
+    assert verdict == {"ok": True, "violations": [], "text": verdict["text"]}, verdict
+    # The spans did arrive (a pass is not a vacuous one): the cleanup span carries the failure.
+    assert tree.status_code == 200, tree.text
+    assert re.search(r"MCP\.DeleteSession.*ERROR", tree.json()["text"]), tree.json()["text"]
+
+
+@pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
+def test_the_hardened_ts_harness_gives_up_on_a_hung_delete_by_itself(recipe: tuple[str, Path]) -> None:
+    """``terminateSession()`` has no timeout of its own; the recipe's bounded fetch gives it one."""
+    with serve("--fault", "hang@DELETE /mcp", "--patience", "none") as served:
+        out = run_harness(recipe, served, "hardened", wait_ms=1000)
+        journal = served.wait_journal(
+            lambda j: j["requests"][-1]["hold"] is not None, "the hung DELETE to be given up"
+        )
+        checked = served.control("GET", "/check")
+    terminate = steps(out)["terminateSession"]
+    assert terminate["error"] == "TimeoutError: The operation was aborted due to timeout", terminate
+    assert 1000 <= terminate["ms"] < 1000 + HARNESS_TIMEOUT * 1000, terminate
+    delete = journal["requests"][-1]
+    assert (delete["method"], delete["held"], delete["hold"]) == ("DELETE", True, "client_closed"), delete
+    assert journal["patience_violations"] == []
+    assert verdict_of(served, out, checked)["ok"] is True, checked.text
+
+
+def test_the_recipe_pins_its_dependencies_and_ignores_node_modules() -> None:
+    package = json.loads((RECIPE / "package.json").read_text())
+    lock = json.loads((RECIPE / "package-lock.json").read_text())
+    for name, version in package["dependencies"].items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), (name, version)  # exact pins, no ranges
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version, name
+    assert package["dependencies"]["@modelcontextprotocol/sdk"].startswith("1.32.")
+    assert "node_modules/" in (ROOT / ".gitignore").read_text().splitlines()
