@@ -145,7 +145,8 @@ def test_the_ts_sdk_client_speaks_the_session_era(recipe: tuple[str, Path], era:
         out = run_harness(recipe, served, "interop")
         journal = served.journal()
     assert "error" not in out, out
-    assert [s["step"] for s in out["steps"] if s["ok"]] == ["connect", "tools/list", "echo", "terminateSession"]
+    ok = [s["step"] for s in out["steps"] if s["ok"]]
+    assert ok == ["connect", "tools/list", "echo", "terminateSession"], out
     assert out["protocol_version"] == SESSION_ERA_VERSION and out["echo"] == "hi"
     assert {"echo", "create_session", "delete_session"} <= set(out["tools"])
     # It never probes server/discover: it initializes straight away, in either era setting.
