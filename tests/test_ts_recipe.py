@@ -30,9 +30,15 @@ NPM_CI_TIMEOUT = 180.0
 #: One harness run takes under a second; every wait inside it is bounded by MCPFAULTS_TS_WAIT_MS.
 HARNESS_TIMEOUT = 30.0
 WAIT_MS = 2000
+#: ``GET /_mcpfaults/check`` waits (bounded) until the harness's session span has arrived.
+BARRIER = {"wait_for": "Agent.Session", "timeout": "5"}
 MIN_NODE = (20, 6)  # the recipe's "engines" floor (AbortSignal.any, the OpenTelemetry 2.x SDK)
 #: The protocol version the TypeScript SDK 1.32.2 negotiates (it speaks only the session era).
 SESSION_ERA_VERSION = "2025-11-25"
+#: What its connect raises against a stateless-only sidecar (``--era stateless``).
+STATELESS_ERROR = (
+    "McpError: MCP error -32022: Unsupported protocol version: this server speaks only the stateless era"
+)
 #: The faults at delete the recipe is run under: ``die`` restarts at once, so that the harness's
 #: spans (exported when it exits) and ``GET /_mcpfaults/check`` still reach the sidecar.
 DELETE_FAULTS = {
@@ -168,9 +174,7 @@ def test_the_ts_sdk_client_against_a_stateless_only_sidecar_fails_with_32022(
         out = run_harness(recipe, served, "interop")
         journal = served.journal()
     assert out["error_code"] == -32022, out
-    assert out["error"] == (
-        "McpError: MCP error -32022: Unsupported protocol version: this server speaks only the stateless era"
-    )
+    assert out["error"] == STATELESS_ERROR
     assert [s["step"] for s in out["steps"]] == ["connect"]
     assert labels(journal) == ["POST initialize"]
     assert journal["sessions"] == [] and journal["ended_sessions"] == []
@@ -187,7 +191,7 @@ def test_the_unhardened_ts_harness_is_caught_flipping_its_session(
     with serve("--fault", DELETE_FAULTS[fault]) as served:
         out = run_harness(recipe, served, "unhardened")
         journal = served.journal()
-        checked = served.control("GET", "/check")
+        checked = served.control("GET", "/check", params=BARRIER)
     # What the client saw: the delete failed, the error escaped, so terminateSession never ran.
     assert "error" not in out, out
     done = steps(out)
@@ -214,8 +218,8 @@ def test_the_hardened_ts_harness_passes(recipe: tuple[str, Path], fault: str) ->
     with serve("--fault", DELETE_FAULTS[fault]) as served:
         out = run_harness(recipe, served, "hardened")
         journal = served.journal()
-        checked = served.control("GET", "/check")
-        tree = served.control("GET", "/spans")
+        checked = served.control("GET", "/check", params=BARRIER)
+        tree = served.control("GET", "/spans", params={"format": "json"})
     assert "error" not in out, out
     done = steps(out)
     assert re.match(DELETE_ERRORS[fault], done["delete_session"]["error"]), done["delete_session"]
@@ -230,10 +234,18 @@ def test_the_hardened_ts_harness_passes(recipe: tuple[str, Path], fault: str) ->
     assert labels(journal)[-1] == "DELETE /mcp", labels(journal)
     assert journal["fired"] == {fault: 1}, journal["fired"]
     verdict = verdict_of(served, out, checked)
-    assert verdict == {"ok": True, "violations": [], "text": verdict["text"]}, verdict
-    # The spans did arrive (a pass is not a vacuous one): the cleanup span carries the failure.
+    assert verdict["ok"] is True and verdict["violations"] == [], verdict
+    # The spans did arrive (a pass is not a vacuous one): the cleanup span carries the failure, the
+    # session span does not, and both keep the harness's resource.
     assert tree.status_code == 200, tree.text
-    assert re.search(r"MCP\.DeleteSession.*ERROR", tree.json()["text"]), tree.json()["text"]
+    spans = {s["name"]: s for s in tree.json()["spans"]}
+    assert set(spans) == {"Agent.Session", "MCP.CreateSession", "Evaluator.Evaluate", "MCP.DeleteSession"}
+    assert spans["Agent.Session"]["status_code"] == "UNSET", spans["Agent.Session"]
+    cleanup = spans["MCP.DeleteSession"]
+    assert cleanup["status_code"] == "ERROR", cleanup
+    assert re.match(DELETE_ERRORS[fault], cleanup["status_description"]), cleanup
+    assert cleanup["parent_id"] == spans["Agent.Session"]["span_id"] == out["session_span"]["span_id"]
+    assert {s["resource"].get("service.name") for s in spans.values()} == {"mcpfaults-ts-recipe"}
 
 
 @pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
@@ -244,7 +256,7 @@ def test_the_hardened_ts_harness_gives_up_on_a_hung_delete_by_itself(recipe: tup
         journal = served.wait_journal(
             lambda j: j["requests"][-1]["hold"] is not None, "the hung DELETE to be given up"
         )
-        checked = served.control("GET", "/check")
+        checked = served.control("GET", "/check", params=BARRIER)
     terminate = steps(out)["terminateSession"]
     assert terminate["error"] == "TimeoutError: The operation was aborted due to timeout", terminate
     assert 1000 <= terminate["ms"] < 1000 + HARNESS_TIMEOUT * 1000, terminate
@@ -262,3 +274,13 @@ def test_the_recipe_pins_its_dependencies_and_ignores_node_modules() -> None:
         assert lock["packages"][f"node_modules/{name}"]["version"] == version, name
     assert package["dependencies"]["@modelcontextprotocol/sdk"].startswith("1.32.")
     assert "node_modules/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_interop_table_shows_what_these_tests_pin() -> None:
+    sdk = json.loads((RECIPE / "package.json").read_text())["dependencies"]["@modelcontextprotocol/sdk"]
+    passes = f"passes (session era, {SESSION_ERA_VERSION})"
+    row = (
+        f"| TypeScript SDK: `@modelcontextprotocol/sdk` {sdk}, Node 20 | {passes} | {passes} "
+        f"| connect raises `{STATELESS_ERROR}` |"
+    )
+    assert row in (ROOT / "docs" / "frameworks.md").read_text().splitlines()

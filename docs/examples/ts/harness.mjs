@@ -138,6 +138,7 @@ async function sessionHardened(client, transport) {
       span.setStatus({ code: SpanStatusCode.ERROR, message: describe(err) });
     }
     await inSpan("MCP.DeleteSession", async (cleanup) => {
+      let failed = false;
       for (const [name, body] of [
         ["delete_session", () => sessionId && tool(client, "delete_session", { session_id: sessionId })],
         ["terminateSession", () => transport.terminateSession()],
@@ -146,7 +147,8 @@ async function sessionHardened(client, transport) {
           await step(name, body);
         } catch (err) {
           cleanup.recordException(err);
-          cleanup.setStatus({ code: SpanStatusCode.ERROR, message: describe(err) });
+          if (!failed) cleanup.setStatus({ code: SpanStatusCode.ERROR, message: describe(err) });
+          failed = true; // the first failure describes the span; later ones are its events
         }
       }
     });
