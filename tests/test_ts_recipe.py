@@ -114,12 +114,15 @@ def recipe(request: pytest.FixtureRequest) -> tuple[str, Path]:
     return node, target
 
 
-def run_harness(recipe: tuple[str, Path], served: Served, mode: str, wait_ms: int = WAIT_MS) -> Any:
+def run_harness(
+    recipe: tuple[str, Path], served: Served, mode: str, wait_ms: int = WAIT_MS, **env_overrides: str
+) -> Any:
     """Run the harness in ``mode`` with the environment ``serve`` printed; its JSON line."""
     node, folder = recipe
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MCPFAULTS_"))}
     env.update({k: v for k, v in served.info.items() if k.startswith(("OTEL_", "MCPFAULTS_"))})
     env["MCPFAULTS_TS_WAIT_MS"] = str(wait_ms)
+    env.update(env_overrides)
     proc = subprocess.run(
         [node, str(folder / "harness.mjs"), mode],
         capture_output=True,
@@ -196,12 +199,18 @@ def test_the_ts_sdk_client_against_a_stateless_only_sidecar_fails_with_32022(
 
 
 @pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
-@pytest.mark.parametrize("fault", DELETE_FAULTS)
+@pytest.mark.parametrize(
+    ("fault", "protocol"),
+    [("backend_gone", None), ("die", None), ("backend_gone", "http/json")],
+    ids=["backend_gone", "die", "backend_gone-json"],
+)
 def test_the_unhardened_ts_harness_is_caught_flipping_its_session(
-    recipe: tuple[str, Path], fault: str
+    recipe: tuple[str, Path], fault: str, protocol: str | None
 ) -> None:
+    """``protocol``: ``None`` exports as serve says (protobuf); ``http/json`` uses the JSON exporter."""
     with serve("--fault", DELETE_FAULTS[fault]) as served:
-        out = run_harness(recipe, served, "unhardened")
+        overrides = {} if protocol is None else {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": protocol}
+        out = run_harness(recipe, served, "unhardened", **overrides)
         journal = served.journal()
         checked = served.control("GET", "/check", params=BARRIER)
     # What the client saw: the delete failed, the error escaped, so terminateSession never ran.
@@ -296,3 +305,18 @@ def test_the_interop_table_shows_what_these_tests_pin() -> None:
         f"| connect raises `{STATELESS_ERROR}` |"
     )
     assert row in (ROOT / "docs" / "frameworks.md").read_text().splitlines()
+
+
+def test_without_node_the_recipe_is_skipped_saying_why(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This module under another name (test_cli, which it imports, is already loaded in this process).
+    pytester.makepyfile(test_copy=Path(__file__).read_text())
+    monkeypatch.setenv("PATH", str(pytester.path / "no-bin"))  # neither node nor npm
+    result = pytester.runpytest(
+        "-p", "no:mcpfaults", "-o", "asyncio_default_fixture_loop_scope=function", "-rs", "-k", "stateless"
+    )
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        ["*SKIPPED*the TypeScript recipe needs node and npm on PATH (node: None, npm: None)*"]
+    )
