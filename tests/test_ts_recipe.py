@@ -40,11 +40,11 @@ SESSION_ERA_VERSION = "2025-11-25"
 STATELESS_ERROR = (
     "McpError: MCP error -32022: Unsupported protocol version: this server speaks only the stateless era"
 )
-#: The faults at delete the recipe is run under: ``die`` restarts at once, so that the harness's
-#: spans (exported when it exits) and ``GET /_mcpfaults/check`` still reach the sidecar.
+#: The faults at delete the recipe is run under. After ``die`` the sidecar's port refuses everything,
+#: but its OTLP port still takes the harness's spans and answers the control endpoint.
 DELETE_FAULTS = {
     "backend_gone": "backend_gone",
-    "die": "die(restart=true)@tool:delete_session",
+    "die": "die@tool:delete_session",
 }
 #: What the harness's ``delete_session`` step reports under each fault.
 DELETE_ERRORS = {
@@ -135,6 +135,12 @@ def run_harness(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def otlp_control(served: Served, method: str, sub: str, **kw: Any) -> httpx.Response:
+    """A control request through the OTLP port, which outlives a ``die`` of the sidecar's own port."""
+    side = served.info["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"].removesuffix("/v1/traces") + "/_mcpfaults"
+    return httpx.request(method, side + sub, headers=served.auth, timeout=10, **kw)
+
+
 def mcp_only(journal: dict[str, Any]) -> dict[str, Any]:
     """The journal with only the MCP endpoint's requests (the harness's OTLP exports are journaled too)."""
     return {**journal, "requests": [r for r in journal["requests"] if r["path"] == "/mcp"]}
@@ -146,9 +152,6 @@ def steps(out: Any) -> dict[str, Any]:
 
 def verdict_of(served: Served, out: Any, r: httpx.Response) -> Any:
     """The JSON of a ``GET /_mcpfaults/check`` answer, once the harness's export was accepted."""
-    # WAITING: remove this once branch `otlp` (the receiver, the OTEL_* lines, /check) is merged.
-    if "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" not in served.info or r.status_code == 404:
-        pytest.xfail("WAITING for the OTLP receiver (branch otlp): serve prints no OTEL_* lines yet")
     endpoint = served.info["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1/traces", endpoint), served.info
     assert out["export"]["ok"], out["export"]
@@ -211,8 +214,8 @@ def test_the_unhardened_ts_harness_is_caught_flipping_its_session(
     with serve("--fault", DELETE_FAULTS[fault]) as served:
         overrides = {} if protocol is None else {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": protocol}
         out = run_harness(recipe, served, "unhardened", **overrides)
-        journal = served.journal()
-        checked = served.control("GET", "/check", params=BARRIER)
+        journal = otlp_control(served, "GET", "/journal").json()
+        checked = otlp_control(served, "GET", "/check", params=BARRIER)
     # What the client saw: the delete failed, the error escaped, so terminateSession never ran.
     assert "error" not in out, out
     done = steps(out)
@@ -238,21 +241,20 @@ def test_the_unhardened_ts_harness_is_caught_flipping_its_session(
 def test_the_hardened_ts_harness_passes(recipe: tuple[str, Path], fault: str) -> None:
     with serve("--fault", DELETE_FAULTS[fault]) as served:
         out = run_harness(recipe, served, "hardened")
-        journal = served.journal()
-        checked = served.control("GET", "/check", params=BARRIER)
-        tree = served.control("GET", "/spans", params={"format": "json"})
+        journal = otlp_control(served, "GET", "/journal").json()
+        checked = otlp_control(served, "GET", "/check", params=BARRIER)
+        tree = otlp_control(served, "GET", "/spans", params={"format": "json"})
     assert "error" not in out, out
     done = steps(out)
     assert re.match(DELETE_ERRORS[fault], done["delete_session"]["error"]), done["delete_session"]
-    # Cleanup goes on after the failed delete: the transport session is closed too. After the
-    # restart the sidecar has forgotten it, so the DELETE is answered 404.
-    terminate = done["terminateSession"]
+    # Cleanup goes on after the failed delete: terminateSession() runs too (refused by a dead sidecar).
+    terminate, seen = done["terminateSession"], labels(mcp_only(journal))
     if fault == "die":
-        assert terminate["code"] == 404, terminate
-        assert terminate["error"] == "Error: Streamable HTTP error: Failed to terminate session: Not Found"
+        assert terminate["error"] == "TypeError: fetch failed (ECONNREFUSED)", terminate
+        assert seen[-1] == "POST tools/call delete_session" and journal["state"] == "dead", seen
     else:
         assert terminate["ok"], terminate
-    assert labels(mcp_only(journal))[-1] == "DELETE /mcp", labels(journal)
+        assert seen[-1] == "DELETE /mcp", seen
     assert journal["fired"] == {fault: 1}, journal["fired"]
     verdict = verdict_of(served, out, checked)
     assert verdict["ok"] is True and verdict["violations"] == [], verdict
