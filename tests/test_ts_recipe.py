@@ -275,14 +275,14 @@ def test_the_hardened_ts_harness_passes(recipe: tuple[str, Path], fault: str) ->
 def test_the_hardened_ts_harness_gives_up_on_a_hung_delete_by_itself(recipe: tuple[str, Path]) -> None:
     """``terminateSession()`` has no timeout of its own; the recipe's bounded fetch gives it one."""
     with serve("--fault", "hang@DELETE /mcp", "--patience", "none") as served:
-        out = run_harness(recipe, served, "hardened", wait_ms=1000)
+        out = run_harness(recipe, served, "hardened", wait_ms=500)
         journal = served.wait_journal(
             lambda j: mcp_only(j)["requests"][-1]["hold"] is not None, "the hung DELETE to be given up"
         )
         checked = served.control("GET", "/check", params=BARRIER)
     terminate = steps(out)["terminateSession"]
     assert terminate["error"] == "TimeoutError: The operation was aborted due to timeout", terminate
-    assert 1000 <= terminate["ms"] < 1000 + HARNESS_TIMEOUT * 1000, terminate
+    assert terminate["ms"] >= 500, terminate  # its own deadline ended it (the sidecar never would)
     delete = mcp_only(journal)["requests"][-1]
     assert (delete["method"], delete["held"], delete["hold"]) == ("DELETE", True, "client_closed"), delete
     assert journal["patience_violations"] == []
