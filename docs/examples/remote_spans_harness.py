@@ -17,6 +17,7 @@ import json
 import sys
 
 from mcp.client import Client
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -48,6 +49,7 @@ async def run_session(tracer, mcp_url, hardened):
 def main(argv):
     provider = TracerProvider(resource=Resource.create({"service.name": "subprocess-harness"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # endpoint from the environment
+    trace.set_tracer_provider(provider)  # the mcp SDK's own spans (MCP send ...) are exported too
     try:
         asyncio.run(run_session(provider.get_tracer("harness"), argv[1], "--hardened" in argv))
     except RuntimeError as exc:

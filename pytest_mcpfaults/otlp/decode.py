@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -33,6 +33,7 @@ __all__ = [
     "UNIMPLEMENTED",
     "Batch",
     "Decoded",
+    "LazyAttributes",
     "OtlpDecodeError",
     "decode_export",
     "encode_response",
@@ -174,30 +175,66 @@ def _fix_ids(obj: Any, where: str) -> None:
 # -- the message to spans ----------------------------------------------------------------------------
 
 
+_SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value"})
+
+
 def _value(v: Any) -> Any:
     kind = v.WhichOneof("value")
-    if kind == "string_value":
-        return v.string_value
-    if kind == "int_value":
-        return v.int_value
-    if kind == "bool_value":
-        return v.bool_value
-    if kind == "double_value":
-        return v.double_value
+    if kind in _SCALARS:
+        return getattr(v, kind)
     if kind == "array_value":
         return tuple(_value(x) for x in v.array_value.values)
     if kind == "kvlist_value":
-        return MappingProxyType({kv.key: _value(kv.value) for kv in v.kvlist_value.values})
+        return MappingProxyType(_attributes(v.kvlist_value.values))
     if kind == "bytes_value":
         return bytes(v.bytes_value)
     return None
 
 
 def _attributes(kvs: Sequence[Any]) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in kvs}
+    out: dict[str, Any] = {}
+    scalars = _SCALARS
+    for kv in kvs:  # the hot loop: scalar values inline
+        v = kv.value
+        kind = v.WhichOneof("value")
+        out[kv.key] = getattr(v, kind) if kind in scalars else _value(v)
+    return out
 
 
-def _span_problem(sp: Any) -> str | None:
+class LazyAttributes(Mapping[str, Any]):
+    """A span's (or event's) attributes, read-only, converted from their protobuf form on first use:
+    the receiver records an export without converting every value on the sidecar's loop thread; the
+    first query (on the test's thread) pays for it, once."""
+
+    __slots__ = ("_dict", "_kvs")
+
+    def __init__(self, kvs: Sequence[Any]) -> None:
+        self._kvs: Sequence[Any] | None = kvs
+        self._dict: dict[str, Any] | None = None
+
+    def _get(self) -> dict[str, Any]:
+        d = self._dict
+        if d is None:
+            kvs = self._kvs
+            d = self._dict = _attributes(kvs if kvs is not None else ())
+            self._kvs = None
+        return d
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+
+def _span_problem(sp: Any) -> str:
+    """Why a span that failed the quick checks of :func:`_convert` is rejected."""
     if len(sp.trace_id) != 16 or sp.trace_id == _ZERO_TRACE:
         return f"span {sp.name!r}: trace_id must be 16 bytes, not all zero, got {bytes(sp.trace_id).hex()!r}"
     if len(sp.span_id) != 8 or sp.span_id == _ZERO_SPAN:
@@ -205,45 +242,59 @@ def _span_problem(sp: Any) -> str | None:
     if len(sp.parent_span_id) not in (0, 8):
         got = bytes(sp.parent_span_id).hex()
         return f"span {sp.name!r}: parent_span_id must be empty or 8 bytes, got {got!r}"
-    if not 0 <= sp.status.code < len(_STATUS):
-        return f"span {sp.name!r}: unknown status code {sp.status.code}"
-    return None
+    return f"span {sp.name!r}: unknown status code {sp.status.code}"
+
+
+def _events(events: Sequence[Any]) -> tuple[RecordedEvent, ...]:
+    return tuple(
+        RecordedEvent(
+            e.name,
+            LazyAttributes(e.attributes) if len(e.attributes) else _EMPTY,
+            e.time_unix_nano or None,
+        )
+        for e in events
+    )
 
 
 def _convert(request: Any) -> Decoded:
     out = Decoded()
-    frombytes = int.from_bytes
+    frombytes, uids, statuses = int.from_bytes, UIDS, _STATUS
+    zero_trace, zero_span = _ZERO_TRACE, _ZERO_SPAN
     for rs in request.resource_spans:
         resource = MappingProxyType(_attributes(rs.resource.attributes))
         spans: list[RecordedSpan] = []
+        append = spans.append
         for ss in rs.scope_spans:
             for sp in ss.spans:
-                problem = _span_problem(sp)
-                if problem is not None:
-                    out.reject(1, problem)
+                tid, sid, pid, status = sp.trace_id, sp.span_id, sp.parent_span_id, sp.status
+                code = status.code
+                if (
+                    len(tid) != 16
+                    or len(sid) != 8
+                    or len(pid) not in (0, 8)
+                    or not 0 <= code <= 2
+                    or tid == zero_trace
+                    or sid == zero_span
+                ):
+                    out.reject(1, _span_problem(sp))
                     continue
-                parent = sp.parent_span_id
-                spans.append(
+                attrs, events = sp.attributes, sp.events
+                append(
                     RecordedSpan(
-                        name=sp.name,
-                        trace_id=frombytes(sp.trace_id, "big"),
-                        span_id=frombytes(sp.span_id, "big"),
-                        parent_id=frombytes(parent, "big") if parent else None,
-                        status_code=_STATUS[sp.status.code],
-                        status_description=sp.status.message or None,
-                        attributes=MappingProxyType(_attributes(sp.attributes)) if sp.attributes else _EMPTY,
-                        events=tuple(
-                            RecordedEvent(
-                                e.name,
-                                MappingProxyType(_attributes(e.attributes)) if e.attributes else _EMPTY,
-                                e.time_unix_nano or None,
-                            )
-                            for e in sp.events
-                        ),
-                        start_time=sp.start_time_unix_nano or None,
-                        end_time=sp.end_time_unix_nano or None,
-                        uid=next(UIDS),
-                        resource=resource,
+                        sp.name,
+                        frombytes(tid, "big"),
+                        frombytes(sid, "big"),
+                        frombytes(pid, "big") if pid else None,
+                        statuses[code],
+                        status.message or None,
+                        LazyAttributes(attrs) if len(attrs) else _EMPTY,
+                        _events(events) if len(events) else (),
+                        sp.start_time_unix_nano or None,
+                        sp.end_time_unix_nano or None,
+                        next(uids),
+                        None,
+                        (),
+                        resource,
                     )
                 )
         if spans:
