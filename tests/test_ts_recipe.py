@@ -3,9 +3,9 @@ exporting its spans over OTLP/HTTP, driven against the real ``serve`` command.
 
 Its npm dependencies are installed once per lock file (``npm ci``, bounded) into the pytest cache (or,
 without the cache provider, the temporary directory), in a directory named by the lock file's hash, so a
-warm run pays nothing. The harness runs as ``node`` with
-the environment ``serve`` prints; the tests assert what the TypeScript client saw (its JSON line), what
-the sidecar observed (the journal) and the span verdict (``GET /_mcpfaults/check``).
+warm run pays nothing. The harness runs as ``node`` with the environment ``serve`` prints; the tests
+assert what the TypeScript client saw (its JSON line), what the sidecar observed (the journal) and the
+span verdict (``GET /_mcpfaults/check``).
 """
 
 from __future__ import annotations
@@ -61,9 +61,10 @@ def _lock_key() -> str:
     return digest.hexdigest()[:16]
 
 
-def _install(npm: str, base: Path, key: str) -> Path:
+def _install(npm: str, base: Path, key: str, prune: bool) -> Path:
     """``npm ci`` into ``base/key`` unless a finished install is there; safe under xdist (each worker
-    installs into a directory of its own and renames it into place, the first rename wins)."""
+    installs into a directory of its own and renames it into place, the first rename wins). ``prune``:
+    remove the installs of other lock files (only in this checkout's own cache)."""
     target = base / key
     if (target / "installed").exists():
         return target
@@ -85,7 +86,7 @@ def _install(npm: str, base: Path, key: str) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for old in base.iterdir():  # installs of older lock files
+    for old in base.iterdir() if prune else ():
         if old.name != key and re.fullmatch(r"[0-9a-f]{16}", old.name):
             shutil.rmtree(old, ignore_errors=True)
     return target
@@ -107,7 +108,7 @@ def recipe(request: pytest.FixtureRequest) -> tuple[str, Path]:
     else:
         base = Path(tempfile.gettempdir()) / f"mcpfaults-ts-recipe-{os.getuid()}"
         base.mkdir(exist_ok=True)
-    target = _install(npm, base, _lock_key())
+    target = _install(npm, base, _lock_key(), prune=cache is not None)
     fresh = target / f"harness.mjs.{os.getpid()}"
     shutil.copy(RECIPE / "harness.mjs", fresh)
     fresh.replace(target / "harness.mjs")  # atomic: a concurrent worker never runs half a file
