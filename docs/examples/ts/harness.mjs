@@ -45,20 +45,23 @@ function inSpan(name, body) {
     }
   });
 }
-// --8<-- [end:tracing]
 
+// "TypeError: fetch failed (ECONNRESET)": the error, and the network error beneath it if any.
 function describe(err) {
   const cause = err?.cause?.code ?? err?.cause?.message;
   return `${err?.name ?? "Error"}: ${err?.message ?? String(err)}${cause ? ` (${cause})` : ""}`;
 }
+// --8<-- [end:tracing]
 
 // --8<-- [start:client]
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-// Every HTTP request of the transport, the DELETE of terminateSession() included, gives up after
-// WAIT_MS: terminateSession() has no timeout of its own (under a hung DELETE it never returns).
+// Every POST and DELETE of the transport gives up after WAIT_MS: terminateSession() has no timeout of
+// its own (under a hung DELETE it never returns). The GET is the server's event stream, open for as
+// long as the session by design; client.close() aborts it.
 function boundedFetch(url, init = {}) {
+  if ((init.method ?? "GET") === "GET") return fetch(url, init);
   const signals = [AbortSignal.timeout(WAIT_MS), ...(init.signal ? [init.signal] : [])];
   return fetch(url, { ...init, signal: AbortSignal.any(signals) });
 }
@@ -66,8 +69,6 @@ function boundedFetch(url, init = {}) {
 async function connect() {
   const transport = new StreamableHTTPClientTransport(new URL(process.env.MCPFAULTS_MCP_URL), {
     fetch: boundedFetch,
-    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000,
-      reconnectionDelayGrowFactor: 1 },
   });
   const client = new Client({ name: "mcpfaults-ts-recipe", version: "1.0.0" });
   await client.connect(transport, { timeout: WAIT_MS }); // initialize: 60 s by default
