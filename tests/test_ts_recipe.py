@@ -273,21 +273,40 @@ def test_the_hardened_ts_harness_passes(recipe: tuple[str, Path], fault: str) ->
 
 
 @pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
-def test_the_hardened_ts_harness_gives_up_on_a_hung_delete_by_itself(recipe: tuple[str, Path]) -> None:
-    """``terminateSession()`` has no timeout of its own; the recipe's bounded fetch gives it one."""
-    with serve("--fault", "hang@DELETE /mcp", "--patience", "none") as served:
+def test_the_hardened_ts_harness_gives_up_on_a_stalled_call_and_a_hung_delete_by_itself(
+    recipe: tuple[str, Path],
+) -> None:
+    """On its own the TypeScript client waits 60 s for a stalled call and for ever on a hung DELETE
+    (``terminateSession()`` has no timeout); the recipe's deadlines end both, and the sidecar, which
+    holds them for ever (patience none), sees the client close each one."""
+    faults = ("--fault", "stall@tool:evaluate_session", "--fault", "hang@DELETE /mcp")
+    with serve(*faults, "--patience", "none") as served:
         out = run_harness(recipe, served, "hardened", wait_ms=500)
         journal = served.wait_journal(
-            lambda j: mcp_only(j)["requests"][-1]["hold"] is not None, "the hung DELETE to be given up"
+            lambda j: all(r["hold"] for r in mcp_only(j)["requests"] if r["held"]), "the held requests to end"
         )
         checked = served.control("GET", "/check", params=BARRIER)
-    terminate = steps(out)["terminateSession"]
-    assert terminate["error"] == "TimeoutError: The operation was aborted due to timeout", terminate
-    assert terminate["ms"] >= 500, terminate  # its own deadline ended it (the sidecar never would)
-    delete = mcp_only(journal)["requests"][-1]
-    assert (delete["method"], delete["held"], delete["hold"]) == ("DELETE", True, "client_closed"), delete
+        tree = served.control("GET", "/spans", params={"format": "json"})
+    done = steps(out)
+    assert done["evaluate_session"]["error"] == "McpError: MCP error -32001: Request timed out", done
+    assert done["delete_session"]["ok"], done
+    assert done["terminateSession"]["error"] == "TimeoutError: The operation was aborted due to timeout", done
+    for name in ("evaluate_session", "terminateSession"):
+        assert done[name]["ms"] >= 500, done[name]  # the client's own deadline ended it
+    held = [(r["method"], r["tool"], r["hold"]) for r in mcp_only(journal)["requests"] if r["held"]]
+    assert held == [("POST", "evaluate_session", "client_closed"), ("DELETE", None, "client_closed")], held
     assert journal["patience_violations"] == []
+    # The session failed on its own (the stalled call), not because of its failed cleanup: no flip.
     assert verdict_of(served, out, checked)["ok"] is True, checked.text
+    spans = {s["name"]: s for s in tree.json()["spans"]}
+    session = spans["Agent.Session"]
+    assert (session["status_code"], session["status_description"]) == (
+        "ERROR",
+        "McpError: MCP error -32001: Request timed out",
+    ), session
+    assert spans["MCP.DeleteSession"]["status_description"] == (
+        "TimeoutError: The operation was aborted due to timeout"
+    ), spans["MCP.DeleteSession"]
 
 
 def test_the_recipe_pins_its_dependencies_and_ignores_node_modules() -> None:
