@@ -400,12 +400,19 @@ class SpanRecorder(_ProcessorBase):
         return len(spans)
 
     def wait_for_span(
-        self, pattern: Patterns, *, timeout: float = 10.0, count: int = 1, exact: bool = False
+        self,
+        pattern: Patterns,
+        *,
+        timeout: float = 10.0,
+        count: int = 1,
+        exact: bool = False,
+        cancel: threading.Event | None = None,
     ) -> list[RecordedSpan]:
         """Wait until at least ``count`` spans whose name matches ``pattern`` have ended (in this
         process or received from another), at most ``timeout`` seconds; returns them (ended ones, in
         start order). A flush barrier for exporters that batch. On timeout raises
-        :class:`SpanLookupError` naming what was recorded instead."""
+        :class:`SpanLookupError` naming what was recorded instead; so it does as soon as ``cancel``
+        (if given) is set."""
         as_patterns(pattern)
         if count < 1:
             raise ValueError(f"wait_for_span: count must be >= 1, got {count!r}")
@@ -418,16 +425,20 @@ class SpanRecorder(_ProcessorBase):
                 if len(found) >= count:
                     return found
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (cancel is not None and cancel.is_set()):
                     break
                 with self._lock:
                     # re-checked under the lock: a span that ended since the query above woke nobody
                     if self._unchanged_since(len(found), pattern, exact):
-                        self._changed.wait(min(left, 0.5))
+                        self._changed.wait(min(left, 0.1 if cancel is not None else 0.5))
         finally:
             with self._lock:
                 self._waiting -= 1
-        raise SpanLookupError(_wait_failure(pattern, count, timeout, self.spans()))
+        text = _wait_failure(pattern, count, timeout, self.spans())
+        if cancel is not None and cancel.is_set():
+            text = text.replace(f" within {timeout:g} s", "", 1)
+            text += "; the wait was cancelled before its timeout"
+        raise SpanLookupError(text)
 
     def _unchanged_since(self, ended: int, pattern: Patterns, exact: bool) -> bool:
         """Whether as many matching spans have ended as ``ended`` (lock held; snapshots only of the

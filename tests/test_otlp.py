@@ -374,3 +374,30 @@ def test_spans_go_to_the_recorder_given_and_not_while_it_does_not_record() -> No
         recorder.recording = True
         httpx.post(sc.otlp_url, content=request_with_spans().SerializeToString(), headers=PROTOBUF)
         assert recorder.names() == ["Hand.Made"]
+
+
+def test_stopping_the_sidecar_ends_a_wait_for_spans_at_once() -> None:
+    """A control request waiting for spans (``wait_for=``) must not keep ``serve`` from exiting."""
+    import threading
+    import time
+
+    sc = Sidecar().start()
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            sc.wait_for_span("Agent.Session", timeout=30)
+        except SpanLookupError as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)  # let it wait (not a timing assertion: only so the wait has begun)
+    t0 = time.monotonic()
+    sc.stop()
+    waiter.join(timeout=5)
+    assert not waiter.is_alive()
+    assert time.monotonic() - t0 < 5
+    assert len(outcome) == 1
+    assert "no span named 'Agent.Session' ended (0 ended, 0 open)" in str(outcome[0])
+    assert "; the wait was cancelled before its timeout; the sidecar's OTLP receiver" in str(outcome[0])

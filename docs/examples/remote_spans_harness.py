@@ -58,6 +58,8 @@ def main(argv):
     finally:
         provider.shutdown()  # exports the spans still in the batch, and waits for the answer
     return 0
+
+
 # --8<-- [end:harness]
 
 

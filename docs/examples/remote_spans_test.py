@@ -35,4 +35,6 @@ def test_unhardened_harness_flips_its_session(mcp_sidecar, mcp_spans):
     [violation] = mcp_spans.check()
     assert violation.invariant == "cleanup_never_flips"
     assert "comes from a cleanup failure" in violation.message
+
+
 # --8<-- [end:subprocess]

@@ -262,6 +262,7 @@ class OtlpService:
             on_error=on_error,
         )  # fmt: skip
         self.listener: OtlpListener | None = None
+        self.closed = threading.Event()  # set by close(): waits for spans give up
 
     def recorder_now(self) -> SpanRecorder:
         """The recorder received spans go to (made on first use when none was given)."""
@@ -289,6 +290,7 @@ class OtlpService:
         return self.listener
 
     async def close(self) -> None:
+        self.closed.set()
         listener, self.listener = self.listener, None
         if listener is not None:
             await listener.close()
@@ -298,7 +300,9 @@ class OtlpService:
         from pytest_mcpfaults.spans import SpanLookupError
 
         try:
-            return self.recorder_now().wait_for_span(pattern, timeout=timeout, count=count)
+            return self.recorder_now().wait_for_span(
+                pattern, timeout=timeout, count=count, cancel=self.closed
+            )
         except SpanLookupError as exc:
             got = self.receiver.stats.describe()
             raise SpanLookupError(f"{exc}; the sidecar's OTLP receiver: {got}") from None
