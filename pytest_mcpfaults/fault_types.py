@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -39,6 +39,7 @@ __all__ = [
     "Terminating",
     "ToolError",
     "Truncate",
+    "check_kind_names",
     "fault_kinds",
     "unregister_fault_kind",
 ]
@@ -84,6 +85,13 @@ class Fault:
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {}
     #: Why the kind is not in the standard catalogue (when :attr:`catalogue_params` is ``None``).
     not_in_catalogue: ClassVar[str] = ""
+    #: How a patience verdict names a request this kind held, ``{request}`` standing for the request
+    #: (e.g. ``a hung {request}``); ``None``: named by what the client had received when the budget ran
+    #: out (``a held {request}`` when nothing, ``the response to {request}`` otherwise).
+    held_wording: ClassVar[str | None] = None
+    #: The verdict's headline for a request this kind held, from ``{what}`` (the request, worded as
+    #: above) and ``{bytes_sent}``; ``None``: from what the client had received.
+    held_headline: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -185,6 +193,7 @@ class Freeze(_Blocking):
 
     kind: ClassVar[str] = "freeze"
     shrink_rank: ClassVar[int] = 160
+    held_wording: ClassVar[str | None] = "a frozen {request}"
     needs_sockets: ClassVar[str | None] = "it holds every request on an open connection until released"
 
 
@@ -197,6 +206,7 @@ class Hang(_Blocking):
 
     kind: ClassVar[str] = "hang"
     shrink_rank: ClassVar[int] = 140
+    held_wording: ClassVar[str | None] = "a hung {request}"
     needs_sockets: ClassVar[str | None] = "it holds a request on an open connection that never answers"
 
 
@@ -356,6 +366,8 @@ class EndlessSse(_Blocking):
 
     kind: ClassVar[str] = "endless_sse"
     shrink_rank: ClassVar[int] = 150
+    held_wording: ClassVar[str | None] = "the never-ending SSE stream answering {request}"
+    held_headline: ClassVar[str | None] = "{what} ({bytes_sent} bytes sent) and never closed the connection"
     needs_sockets: ClassVar[str | None] = (
         "it keeps a connection checked out with an event stream that never ends"
     )
@@ -525,6 +537,32 @@ class ErrorPayload(Fault):
 def fault_kinds() -> dict[str, type[Fault]]:
     """Every fault kind by name, in catalogue order (the built-in kinds, then kinds defined later)."""
     return dict(_REGISTRY)
+
+
+def check_kind_names(
+    argname: str, kinds: object, valid: Sequence[str], *, left_out: Mapping[str, str] | None = None
+) -> list[str]:
+    """The fault kind names ``kinds`` gives (names or :class:`Fault` classes, in its order), each one
+    of ``valid``; a ``ValueError`` naming ``argname``, the bad value and the valid kinds otherwise. A
+    kind in ``left_out`` (name -> why) is refused with its reason (the matrix catalogue's exclusions)."""
+    listed = ", ".join(valid)
+    if isinstance(kinds, (str, bytes, type)) or not isinstance(kinds, Iterable):
+        raise ValueError(
+            f"{argname} must be a list of fault kind names or Fault classes, got {kinds!r}; "
+            f"valid kinds: {listed}"
+        )
+    names: list[str] = []
+    for k in kinds:
+        name = k.kind if isinstance(k, type) and issubclass(k, Fault) else k
+        if left_out and isinstance(name, str) and name in left_out:
+            raise ValueError(
+                f"{argname}: fault kind {name!r} is not in the standard catalogue ({left_out[name]});"
+                f" give it as faults=[...] instead; catalogue kinds: {listed}"
+            )
+        if not isinstance(name, str) or name not in valid:
+            raise ValueError(f"{argname}: unknown fault kind {k!r}; valid kinds: {listed}")
+        names.append(name)
+    return names
 
 
 def unregister_fault_kind(kind: str) -> None:

@@ -37,6 +37,7 @@ from pytest_mcpfaults.fault_types import (
     Terminating,
     ToolError,
     Truncate,
+    check_kind_names,
     fault_kinds,
     unregister_fault_kind,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "TriggerState",
     "Truncate",
     "as_plan",
+    "check_kind_names",
     "check_target",
     "fault_from_dict",
     "fault_kinds",

@@ -46,8 +46,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -58,11 +58,10 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import check_endpoints, check_strings
-from pytest_mcpfaults.sidecar.journal import Journal
-from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, encode
-from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter
-from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
+from pytest_mcpfaults.sidecar.mcp import reply_body
+from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
+from pytest_mcpfaults.validation import check_count
 
 __all__ = [
     "NEEDS_SOCKETS",
@@ -83,6 +82,8 @@ SUPPORTED_KINDS: tuple[str, ...] = tuple(k for k, cls in F.fault_kinds().items()
 NEEDS_SOCKETS: dict[str, str] = {
     k: cls.needs_sockets for k, cls in F.fault_kinds().items() if cls.needs_sockets is not None
 }
+
+T = TypeVar("T")
 
 #: The connection id recorded for in-process requests (there is no connection).
 NO_CONNECTION = -1
@@ -161,7 +162,7 @@ class _Router(respx.MockRouter):
         sidecar = self.sidecars.get(_request_origin(request))
         if sidecar is None:  # not an in-process sidecar's origin: to the network
             raise PassThrough(f"not an in-process sidecar: {request!r}", request=request, origin=None)  # type: ignore[arg-type]
-        return sidecar._dispatch(request)
+        return sidecar.dispatch(request)
 
     async def async_handler(self, request: httpx.Request) -> httpx.Response:
         return self.handler(request)
@@ -242,6 +243,7 @@ class InProcessSidecar(SidecarViews):
         faults: Sequence[F.Fault | str] = (),
         service_url: str | None = None,
         allowed_origins: Sequence[str] = (),
+        max_body_bytes: int = 1 << 20,
     ) -> None:
         parts = urlsplit(base_url) if isinstance(base_url, str) else None
         if (
@@ -258,46 +260,47 @@ class InProcessSidecar(SidecarViews):
         check_strings(
             "mock_sidecar", "allowed_origins", allowed_origins, "Origin values such as 'http://a.example'"
         )
+        check_count("mock_sidecar", "max_body_bytes", max_body_bytes, minimum=1)
         self._url = base_url.rstrip("/")
-        self.allowed_origins = (*allowed_origins, self._url)  # its own origin, as loopback is over a socket
-        self.mcp_path, self.health_path, self.era, self.reply = mcp_path, health_path, era_, reply_
-        self._origin = _origin(self.url)
-        self._service_url = service_url
-        self.benchmark = BenchmarkSessions()
-        self._tools = builtin_tools(tuple(tool_sets), self.benchmark)
-        for t in tools:
-            if not isinstance(t, Tool):
-                raise ValueError(f"mock_sidecar: tools must be Tool instances, got {t!r}")
-            self._tools[t.name] = t
-        self._plan = [(f, F.TriggerState(f.trigger)) for f in check_plan(faults)]
-        self.journal = Journal()
-        self._errors: list[tuple[str, BaseException]] = []
-        self._errors_lock = threading.Lock()
-        self._mcp = McpEndpoint(era=era_, tools=self._tools, get_stream=False, on_error=self._record_error)
+        self._origin = _origin(self._url)
+        self.era, self.reply = era_, reply_
+        self.core = core.SidecarCore(
+            mcp_path=mcp_path,
+            health_path=health_path,
+            era=era_,
+            reply=reply_,
+            tools=tools,
+            tool_sets=tool_sets,
+            faults=check_plan(faults),
+            get_stream=False,
+            allowed_origins=(*allowed_origins, self._url),  # its own origin, as loopback is over a socket
+            max_body_bytes=max_body_bytes,
+            service_url=lambda: service_url or self._url,
+            run_async=_on_sidecar_loop,
+        )
         self._lock = threading.RLock()
-        self._state = "new"
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> InProcessSidecar:
         """Start intercepting httpx requests to ``url``; returns ``self``."""
-        if self._state != "new":
-            raise RuntimeError(f"InProcessSidecar.start(): already {self._state}; it starts once")
+        if self.core.state != "new":
+            raise RuntimeError(f"InProcessSidecar.start(): already {self.core.state}; it starts once")
         with _INTERCEPTION.lock:
             if self._origin in _INTERCEPTION.sidecars:
                 raise ValueError(f"mock_sidecar: another in-process sidecar already answers {self.url}")
             _INTERCEPTION.sidecars[self._origin] = self
         _INTERCEPTION.acquire()
-        self._state = "running"
+        self.core.state = "running"
         return self
 
     def stop(self) -> None:
         """Stop intercepting. Idempotent."""
-        if self._state in ("running", "dead"):
+        if self.core.state in ("running", "dead"):
             with _INTERCEPTION.lock:
                 if _INTERCEPTION.sidecars.get(self._origin) is self:
                     del _INTERCEPTION.sidecars[self._origin]
             _INTERCEPTION.release()
-        self._state = "stopped"
+        self.core.state = "stopped"
 
     # -- addresses and state ---------------------------------------------------------------------
     @property
@@ -316,8 +319,8 @@ class InProcessSidecar(SidecarViews):
     def revive(self) -> None:
         """Come back after :meth:`kill` or a ``die`` fault (sessions were lost with the process)."""
         with self._lock:
-            if self._state == "dead":
-                self._state = "running"
+            if self.core.state == "dead":
+                self.core.state = "running"
 
     def freeze(self) -> None:
         """Not available in-process: a freeze holds connections open."""
@@ -329,46 +332,46 @@ class InProcessSidecar(SidecarViews):
         """Append faults to the plan (refusing those that need sockets)."""
         plan = check_plan(list(faults))
         with self._lock:
-            self._plan.extend((f, F.TriggerState(f.trigger)) for f in plan)
+            self.core.inject(plan)
 
     def clear_faults(self) -> None:
         with self._lock:
-            self._plan.clear()
+            self.core.clear_faults()
 
     def _die(self) -> None:
-        self._state = "dead"
-        self._mcp.forget_all()
-        self.benchmark.forget()
+        self.core.lose_process(restart=False)
 
     # -- request handling ------------------------------------------------------------------------
-    def _dispatch(self, request: httpx.Request) -> httpx.Response:
+    def dispatch(self, request: httpx.Request) -> httpx.Response:
+        """Answer one intercepted httpx request (the respx router calls this)."""
         with self._lock:
             return self._answer(request)
 
     def _answer(self, request: httpx.Request) -> httpx.Response:
-        if self._state == "dead":
+        if self.core.state == "dead":
             raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
         j = self.journal
         path = request.url.path
-        rid = j.add_request(conn_id=NO_CONNECTION, method=request.method, path=path)
+        rid = j.add_request(
+            conn_id=NO_CONNECTION,
+            method=request.method,
+            path=path,
+            user_agent=request.headers.get("User-Agent"),
+            protocol_version=request.headers.get("MCP-Protocol-Version"),
+        )
         status: int | None = None
         sent = 0
+        transport = _Exchange()
+        headers_in = request.headers
+        incoming = core.Incoming(request.method, path, headers_in, headers_in.multi_items(), request.content)
         try:
-            info = self._classify(request, path)
-            core.journal_classified(j, rid, info, request.headers.get("Mcp-Session-Id"))
-            fault, state = core.choose_fault(self._plan, info, j, rid)
-            if isinstance(fault, F.Die):
-                if fault.restart:
-                    self._mcp.forget_all()
-                    self.benchmark.forget()
-                else:
-                    self._die()
-                raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
-            reply = forced_reply(fault, info, self._mcp, self.service_url) or self._normal(request, info)
-            if reply.error_by is not None:
-                j.update_request(rid, error=reply.error, error_by=reply.error_by)
-            sse = bool(reply.sse if reply.sse is not None else self.reply == "sse")
-            body, ctype = encode(reply.payload, sse) if reply.payload is not None else (b"", "")
+            try:
+                answer = _run_inline(self.core.decide(rid, incoming, transport))
+            except core.Dropped:  # a die: the socket sidecar resets the connection
+                raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request) from None
+            assert answer is not None  # no event streams in-process (get_stream=False)
+            reply, fault = answer.reply, answer.fault
+            body, ctype = reply_body(reply, answer.sse)
             if isinstance(fault, F.MalformedJson):
                 body = body[: max(1, len(body) // 2)]
             headers = list(reply.headers.items())
@@ -377,54 +380,56 @@ class InProcessSidecar(SidecarViews):
             headers.append(("Content-Length", str(len(body))))
             status, sent = reply.status, len(body)
             stream: httpx.SyncByteStream | httpx.AsyncByteStream
-            if isinstance(fault, F.Delay):
+            if transport.delay is not None:
                 timeout = request.extensions.get("timeout", {}).get("read")
-                fired = state.fired if state is not None else 0
-                stream = _DelayedBody(body, fault.seconds + jitter(fault, fired), timeout, request)
+                stream = _DelayedBody(body, transport.delay, timeout, request)
             else:  # the client reads it (httpx builds a response from a stream far faster than from content=)
                 stream = httpx.ByteStream(body)
             return httpx.Response(reply.status, headers=headers, stream=stream)
         finally:
             j.update_request(rid, status=status, bytes_sent=sent, ended_at=j.now())
 
-    def _classify(self, request: httpx.Request, path: str) -> RequestInfo:
-        return classify(
-            request.method,
-            path,
-            request.headers,
-            request.content,
-            mcp_path=self.mcp_path,
-            health_path=self.health_path,
-            endpoint=self._mcp,
-        )
 
-    def _normal(self, request: httpx.Request, info: RequestInfo) -> Reply:
-        plain = core.plain_reply(info) or core.security_problem(
-            request.headers.multi_items(), self.allowed_origins
-        )
-        if plain is not None:
-            return plain
-        if request.method == "POST":
-            if info.mcp is None:
-                assert info.bad_body is not None
-                return info.bad_body
-            return self._run(self._mcp.post(info.mcp, request.headers), info.mcp)
-        if request.method == "DELETE":
-            return self._mcp.delete(request.headers.get("Mcp-Session-Id"))
-        return core.method_not_allowed(self._mcp.era == "stateless")
+class _Exchange:
+    """One in-process request's :class:`~pytest_mcpfaults.sidecar.core.Transport`: a ``delay`` is kept
+    for the body (the headers come at once, as over a socket); holds never reach it (refused by
+    :func:`check_plan`)."""
 
-    def _run(self, coro: Coroutine[Any, Any, Reply], req: McpRequest) -> Reply:
-        """Run the dispatch coroutine: inline when nothing in it awaits (every built-in tool but
-        ``sleep``), else on the sidecar loop thread."""
-        tool = self._tools.get(req.tool or "") if req.method == "tools/call" else None
-        if tool is not None and tool.is_async:
-            return _loop.run(coro, timeout=60.0)
-        try:
-            coro.send(None)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        coro.close()
-        raise RuntimeError(f"in-process dispatch of {req.method} awaited unexpectedly")  # pragma: no cover
+    def __init__(self) -> None:
+        self.delay: float | None = None
+
+    async def hold(self, fault: F.Fault) -> None:  # pragma: no cover - refused at plan time
+        raise UnsupportedInProcess(f"{fault.kind!r} needs real sockets")
+
+    async def die(self, restart: bool) -> None:
+        """Nothing to close: the core forgot the sessions; the request raises ``httpx.ReadError``."""
+
+    async def pause(self, seconds: float) -> None:
+        self.delay = seconds
+
+    async def event_stream(self) -> None:  # pragma: no cover - get_stream is off in-process
+        raise UnsupportedInProcess("GET event streams need real sockets")
+
+
+async def _on_sidecar_loop(pending: Awaitable[Any]) -> Any:
+    """Await an async tool handler on the sidecar loop thread (bounded at 60 s): the in-process
+    dispatch runs on the caller's thread, outside any event loop."""
+
+    async def wait() -> Any:
+        return await pending
+
+    return _loop.run(wait(), timeout=60.0)
+
+
+def _run_inline(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (the in-process decide: its transport never blocks, and
+    async tool handlers go to the sidecar loop) to its result on the calling thread."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("in-process dispatch suspended unexpectedly")  # pragma: no cover
 
 
 def mock_sidecar(
@@ -440,7 +445,7 @@ def mock_sidecar(
             assert httpx.get(side.health_url).status_code == 503
 
     Other keyword arguments: ``mcp_path``, ``health_path``, ``era``, ``reply``, ``tools``,
-    ``tool_sets``, ``service_url``, ``allowed_origins`` (see :class:`InProcessSidecar`). Raises
-    :class:`UnsupportedInProcess` for faults that need sockets.
+    ``tool_sets``, ``service_url``, ``allowed_origins``, ``max_body_bytes`` (see
+    :class:`InProcessSidecar`). Raises :class:`UnsupportedInProcess` for faults that need sockets.
     """
     return InProcessSidecar(base_url=base_url, faults=faults, **kwargs)

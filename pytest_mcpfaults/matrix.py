@@ -17,7 +17,7 @@ deletes it meets each fault exactly where real sidecars fail it, at teardown. Th
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from pytest_mcpfaults import faults as F
 
@@ -81,22 +81,7 @@ def catalogue_kinds() -> tuple[str, ...]:
 
 
 def _check_kinds(argname: str, kinds: object) -> list[str]:
-    valid = catalogue_kinds()
-    if isinstance(kinds, str) or not isinstance(kinds, Iterable):
-        raise ValueError(
-            f"{argname} must be a list of fault kinds, got {kinds!r}; valid kinds: {', '.join(valid)}"
-        )
-    out = list(kinds)
-    left_out = not_in_catalogue()
-    for kind in out:
-        if kind in left_out:
-            raise ValueError(
-                f"{argname}: fault kind {kind!r} is not in the standard catalogue ({left_out[kind]});"
-                f" give it as faults=[...] instead; catalogue kinds: {', '.join(valid)}"
-            )
-        if kind not in valid:
-            raise ValueError(f"{argname}: unknown fault kind {kind!r}; valid kinds: {', '.join(valid)}")
-    return out
+    return F.check_kind_names(argname, kinds, catalogue_kinds(), left_out=not_in_catalogue())
 
 
 def _retarget(fault: F.Fault, target: str) -> F.Fault:

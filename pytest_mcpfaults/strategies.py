@@ -102,14 +102,10 @@ def _check_kinds(kinds: object) -> tuple[str, ...]:
     order = kind_order()
     if kinds is None:
         return order
-    if isinstance(kinds, (str, type)) or not isinstance(kinds, Sequence):
-        raise InvalidArgument(f"kinds must be a list of fault kind names or Fault classes, got {kinds!r}")
-    names: list[str] = []
-    for k in kinds:
-        name = k.kind if isinstance(k, type) and issubclass(k, F.Fault) else k
-        if not isinstance(name, str) or name not in order:
-            raise InvalidArgument(f"kinds: unknown fault kind {k!r}; valid kinds: {', '.join(order)}")
-        names.append(name)
+    try:
+        names = F.check_kind_names("kinds", kinds, order)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
     if not names:
         raise InvalidArgument("kinds must name at least one fault kind, got []")
     wanted = set(names)

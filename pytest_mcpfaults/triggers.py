@@ -7,12 +7,14 @@ sidecar, :func:`check_target` the target grammar. Re-exported by :mod:`pytest_mc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from dataclasses import dataclass
+from typing import Literal
 
 from pytest_mcpfaults.validation import check_count, is_probability
 
-__all__ = ["MCP_METHODS", "Trigger", "TriggerState", "check_target"]
+__all__ = ["MCP_METHODS", "Target", "TargetKind", "Trigger", "TriggerState", "check_target", "parse_target"]
 
 MCP_METHODS: tuple[str, ...] = (
     "initialize",
@@ -40,21 +42,48 @@ _TARGET_HELP = (
 )
 
 
-def check_target(target: object) -> str:
-    """Validate a trigger target and return it; raise ``ValueError`` naming the bad value otherwise."""
+TargetKind = Literal["any", "endpoint", "path", "request", "tool", "method"]
+"""What a trigger target names (:attr:`Target.kind`)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A trigger target, parsed once: ``kind`` says what ``value`` is (the endpoint ``'health'`` or
+    ``'mcp'``, a path, a tool name, an MCP method; with ``verb`` for ``'<HTTP method> <path>'``)."""
+
+    kind: TargetKind
+    value: str = ""
+    verb: str | None = None
+
+
+@functools.lru_cache(maxsize=512)
+def parse_target(target: str) -> Target:
+    """Parse a trigger target (the grammar in :class:`Trigger`); ``ValueError`` naming it otherwise."""
     if not isinstance(target, str) or not target.strip():
         raise ValueError(f"Trigger: target must be a non-empty string ({_TARGET_HELP}), got {target!r}")
-    if target in ("*", "health", "mcp") or target in MCP_METHODS:
-        return target
+    if target == "*":
+        return Target("any")
+    if target in ("health", "mcp"):
+        return Target("endpoint", target)
+    if target in MCP_METHODS:
+        return Target("method", target)
     if target.startswith("/"):
-        return target
+        return Target("path", target)
     prefix, _, rest = target.partition(":")
     if prefix in ("tool", "method") and rest.strip():
-        return target
+        return Target("tool" if prefix == "tool" else "method", rest)
     verb, _, path = target.partition(" ")
     if verb in _HTTP_METHODS and path.startswith("/"):
-        return target
+        return Target("request", path, verb)
     raise ValueError(f"Trigger: target {target!r} is unknown; valid targets: {_TARGET_HELP}")
+
+
+def check_target(target: object) -> str:
+    """Validate a trigger target and return it; raise ``ValueError`` naming the bad value otherwise."""
+    if not isinstance(target, str):
+        raise ValueError(f"Trigger: target must be a non-empty string ({_TARGET_HELP}), got {target!r}")
+    parse_target(target)
+    return target
 
 
 @dataclass(frozen=True)
@@ -86,6 +115,11 @@ class Trigger:
         if not is_probability(p):
             raise ValueError(f"Trigger: probability must be a number in [0, 1], got {p!r}")
         check_count("Trigger", "seed", self.seed)
+
+    @functools.cached_property
+    def selector(self) -> Target:
+        """The target, parsed (what the sidecar matches requests against)."""
+        return parse_target(self.target)
 
     def describe(self) -> str:
         """The trigger in the text form's bracket syntax (without the target), '' when all default."""

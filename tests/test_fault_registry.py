@@ -12,7 +12,7 @@ import httpx
 import pytest
 from hypothesis import find
 
-from pytest_mcpfaults import Sidecar, Status, fault_kinds, parse_fault
+from pytest_mcpfaults import Hang, Sidecar, Status, fault_kinds, parse_fault
 from pytest_mcpfaults.faults import Draw, Fault, Trigger, fault_from_dict, unregister_fault_kind
 from pytest_mcpfaults.inprocess import check_plan, mock_sidecar
 from pytest_mcpfaults.matrix import catalogue, catalogue_kinds, not_in_catalogue, standard_catalogue
@@ -105,3 +105,36 @@ def test_kind_names_are_unique_and_built_ins_stay() -> None:
         @dataclass(frozen=True)
         class Bad(Fault):
             kind: ClassVar[str] = "Bad Name"
+
+
+def test_a_new_blocking_kind_brings_its_own_verdict_wording() -> None:
+    """The patience verdict names a held request with the kind's ``held_wording`` (from its class)."""
+
+    @dataclass(frozen=True)
+    class Dozing(Hang):
+        kind: ClassVar[str] = "dozing"
+        held_wording: ClassVar[str | None] = "a dozing {request}"
+
+    try:
+        with Sidecar(faults=["dozing(patience=0.2)@health"], expect_hang=True) as sidecar:
+            with pytest.raises(httpx.HTTPError):
+                httpx.get(sidecar.health_url, timeout=5)
+            sidecar.wait_idle()
+            (violation,) = sidecar.patience_violations
+        assert violation.kind == "dozing"
+        assert violation.what() == "a dozing `GET /health`"
+        assert violation.describe().startswith(
+            "the client waited 0.2 s (the whole budget) on a dozing `GET /health`"
+        )
+    finally:
+        unregister_fault_kind("dozing")
+
+
+def test_every_built_in_kind_is_exported_from_the_package() -> None:
+    """``pytest_mcpfaults`` lists its exports lazily (binding the kinds at import would cost every run
+    that loads the plugin about 60 ms); this keeps the list in step with the registry."""
+    import pytest_mcpfaults
+
+    for cls in fault_kinds().values():
+        assert cls.__name__ in pytest_mcpfaults.__all__
+        assert getattr(pytest_mcpfaults, cls.__name__) is cls

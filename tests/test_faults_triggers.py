@@ -40,6 +40,7 @@ from pytest_mcpfaults.faults import (
     parse_fault,
     parse_plan,
 )
+from pytest_mcpfaults.triggers import Target, parse_target
 
 
 def rpc(method: str, **params: Any) -> dict[str, Any]:
@@ -379,3 +380,24 @@ def test_known_text_forms() -> None:
     assert str(Die(when=Trigger("tools/call", nth=2))) == "die@tools/call[nth=2]"
     assert str(Hang(when=Trigger("health", probability=0.5, seed=1))) == "hang@health[p=0.5,seed=1]"
     assert parse_fault("status(code=502)@health[times=3]") == Status(502, when=Trigger("health", times=3))
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("*", Target("any")),
+        ("health", Target("endpoint", "health")),
+        ("tools/call", Target("method", "tools/call")),
+        ("method:x/y", Target("method", "x/y")),
+        ("tool:delete_session", Target("tool", "delete_session")),
+        ("DELETE /mcp", Target("request", "/mcp", "DELETE")),
+        ("/any/path", Target("path", "/any/path")),
+    ],
+)
+def test_a_target_is_parsed_once_into_what_it_names(text: str, parsed: Target) -> None:
+    """One grammar (triggers.parse_target): the trigger validates with it and the sidecar matches with
+    its result (Trigger.selector), so the two can never disagree about what a target means."""
+    assert parse_target(text) == parsed
+    assert Trigger(text).selector == parsed
+    with pytest.raises(ValueError, match=r"target 'FETCH /mcp' is unknown"):
+        parse_target("FETCH /mcp")

@@ -457,3 +457,25 @@ def test_the_in_process_sidecar_accepts_its_own_origin_and_checks_allowed_origin
     assert own.status_code == 200
     with pytest.raises(ValueError, match=r"mock_sidecar: allowed_origins must be a list of Origin values"):
         mock_sidecar(allowed_origins="http://a.example")  # type: ignore[arg-type]
+
+
+def test_both_backends_refuse_a_body_over_max_body_bytes_with_the_same_413() -> None:
+    """The size limit is the core's: the socket sidecar stops reading at it, the in-process backend
+    (whose body is already in memory) answers the same 413; one byte under the limit is served."""
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x" * 200}})
+    small = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}  # fmt: skip
+    limit = len(small) + 1
+    answers = []
+    with Sidecar(max_body_bytes=limit) as sc:
+        answers.append(httpx.post(sc.mcp_url, content=big, headers=headers))
+        served_socket = httpx.post(sc.mcp_url, content=small, headers=headers)
+    with mock_sidecar(max_body_bytes=limit) as side:
+        answers.append(httpx.post(side.mcp_url, content=big, headers=headers))
+        served_inprocess = httpx.post(side.mcp_url, content=small, headers=headers)
+        assert [r.status for r in side.requests] == [413, 200]
+    assert [(a.status_code, a.text) for a in answers] == [(413, f"request body over {limit} bytes")] * 2
+    assert served_socket.status_code == served_inprocess.status_code == 200
+    with pytest.raises(ValueError, match=r"mock_sidecar: max_body_bytes must be a positive integer, got 0"):
+        mock_sidecar(max_body_bytes=0)

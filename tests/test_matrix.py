@@ -68,7 +68,7 @@ def test_subset_exclude_and_retarget() -> None:
             "kinds: unknown fault kind 'explode'; valid kinds: die, freeze, hang",
         ),
         ({"exclude": ["nope"]}, "exclude: unknown fault kind 'nope'; valid kinds: die, freeze"),
-        ({"kinds": "die"}, "kinds must be a list of fault kinds, got 'die'"),
+        ({"kinds": "die"}, "kinds must be a list of fault kind names or Fault classes, got 'die'"),
         ({"kinds": ["die"], "exclude": ["die"]}, "the fault matrix is empty"),
         ({"kinds": ["backend_gone"], "target": "health"}, "target='health': BackendGone: answers tools/call"),
         ({"target": "nowhere"}, "target 'nowhere' is unknown"),

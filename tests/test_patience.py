@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from pytest_mcpfaults import Hang, Sidecar, Stall, parse_fault
+from pytest_mcpfaults import Hang, Sidecar, Stall, Trigger, parse_fault
 from pytest_mcpfaults.sidecar.patience import PatienceError, patience_verdict, violation_record
 
 NOT_300_S = 60.0  # far above any budget used here, far below the clients' own 300 s
@@ -210,6 +210,24 @@ def test_no_budget_holds_until_release() -> None:
         assert sc.patience_violations == ()
         with pytest.raises(AssertionError, match="the test released it"):
             sc.assert_client_gave_up(1.0)
+
+
+def test_held_requests_lists_what_blocking_faults_held_matching_a_target() -> None:
+    with (
+        Sidecar(patience=None, faults=[Hang(when=Trigger("health", times=1))]) as sc,
+        httpx.Client(timeout=10.0) as c,
+    ):
+        t = threading.Thread(target=lambda: c.get(sc.health_url))
+        t.start()
+        sc.wait_held(1)
+        assert httpx.post(sc.mcp_url, content=b"{").status_code == 400  # not held
+        sc.release()
+        t.join(10)
+        assert [r.label for r in sc.held_requests()] == ["GET /health"]
+        assert [r.hold for r in sc.held_requests("health")] == ["released"]
+        assert sc.held_requests("POST /mcp") == []
+        with pytest.raises(ValueError, match="target"):
+            sc.held_requests("nonsense target!")
 
 
 # -- the mcp 2.x client (session era): a sidecar frozen before the client closes ----------------------

@@ -32,6 +32,7 @@ from pytest_mcpfaults.strategies import (
     KIND_ORDER,
     fault_plans,
     faults,
+    kind_order,
     triggers,
 )
 
@@ -69,7 +70,11 @@ def minimal(strategy: st.SearchStrategy, condition=lambda _: True):  # type: ign
             f"patience must be a finite positive number of seconds or None, got {10**400!r}",
         ),
         (lambda: faults(expect_hang="yes"), "expect_hang must be True or False, got 'yes'"),
-        (lambda: faults(kinds="die"), "kinds must be a list of fault kind names or Fault classes, got 'die'"),
+        (
+            lambda: faults(kinds="die"),
+            "kinds must be a list of fault kind names or Fault classes, got 'die'; valid kinds: "
+            + ", ".join(kind_order()),
+        ),
         (lambda: faults(kinds=[]), "kinds must name at least one fault kind, got []"),
         (lambda: faults(targets="health"), "targets must be a list of trigger targets, got 'health'"),
         (lambda: triggers(targets=[]), "targets must name at least one trigger target, got []"),

@@ -121,19 +121,16 @@ def _parse_required(config: pytest.Config) -> tuple[str, ...]:
     names = [n for chunk in raw for n in chunk.replace(",", " ").split()]
     if not names:
         return ()  # nothing required: a run that does not use the plugin imports nothing more
-    from pytest_mcpfaults.faults import fault_kinds
+    from pytest_mcpfaults.faults import check_kind_names, fault_kinds  # only when asked: see above
 
     valid = list(fault_kinds())
     out: list[str] = []
     for name in names:
-        if name == "all":
-            out += [k for k in valid if k not in out]
-        elif name not in valid:
-            raise pytest.UsageError(
-                f"{source}: unknown fault kind {name!r}; valid kinds: {', '.join(valid)} (or 'all')"
-            )
-        elif name not in out:
-            out.append(name)
+        try:
+            picked = valid if name == "all" else check_kind_names(source, [name], valid)
+        except ValueError as exc:
+            raise pytest.UsageError(f"{exc} (or 'all')") from None
+        out += [k for k in picked if k not in out]
     return tuple(out)
 
 

@@ -34,7 +34,7 @@ from pytest_mcpfaults.otlp.decode import (
 )
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.journal import Journal
+    from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
 
 __all__ = ["DEFAULT_OTLP_PATH", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
@@ -213,7 +213,7 @@ class OtlpListener:
     def conn_lost(self, handler: web_protocol.RequestHandler) -> None:
         entry = self._conns.pop(handler, None)
         if entry is not None:
-            by = "sidecar" if self._server is None else "client"
+            by: ClosedBy = "sidecar" if self._server is None else "client"
             self.journal.update_connection(entry[0], closed_at=self.journal.now(), closed_by=by)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:

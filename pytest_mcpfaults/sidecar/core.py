@@ -1,31 +1,40 @@
-"""The transport-free steps of answering one request, shared by every backend (the socket sidecar,
-the in-process one): what the journal records of a classified request, which fault fires, the
-security checks every MCP request passes, and the answers that need no MCP dispatch.
+"""The transport-free sidecar core: one :class:`SidecarCore` per sidecar, held by composition by every
+backend (the socket :class:`~pytest_mcpfaults.Sidecar`, the in-process backend, and the transports to
+come), and one :meth:`SidecarCore.decide` that answers every request.
 
-A backend turns its bytes into a :class:`~pytest_mcpfaults.sidecar.routing.RequestInfo` and the
-header pairs it received, calls these in order, and turns the :class:`~pytest_mcpfaults.sidecar.mcp.Reply`
-into bytes. What needs a live connection (holds, GET event streams, body faults) stays in the socket
-backend.
+A backend turns the bytes it received into an :class:`Incoming`, creates the journal record, calls
+``decide`` with the few things only it can do (a :class:`Transport`: hold a request, die, pause, keep an
+event stream open), and turns the :class:`Answer` into bytes, shaped by the answer's body fault. The
+core holds the plan and its trigger states, the MCP endpoint and its tools, the benchmark sessions,
+the journal, the errors raised inside the sidecar and the lifecycle state; it writes what classifying,
+choosing a fault and answering found to the journal. Nothing here touches a socket.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
-from pytest_mcpfaults.sidecar.mcp import Reply, client_error
-from pytest_mcpfaults.sidecar.routing import PlanEntry, RequestInfo, pick
+from pytest_mcpfaults.sidecar.mcp import Era, McpEndpoint, Reply, client_error
+from pytest_mcpfaults.sidecar.routing import PlanEntry, RequestInfo, classify, forced_reply, jitter, pick
+from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.validation import is_loopback_host
 
 __all__ = [
     "SINGLE_HEADERS",
-    "choose_fault",
-    "journal_classified",
-    "method_not_allowed",
+    "Answer",
+    "Dropped",
+    "Incoming",
+    "SidecarCore",
+    "Transport",
+    "Upstream",
     "origin_allowed",
-    "plain_reply",
     "security_problem",
 ]
 
@@ -33,35 +42,263 @@ __all__ = [
 SINGLE_HEADERS = ("Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host")
 
 
-def journal_classified(journal: Journal, rid: int, info: RequestInfo, session_header: str | None) -> None:
-    """Record what classifying request ``rid`` found: its MCP method, tool, session and era."""
-    if info.mcp is not None:
-        m = info.mcp
-        journal.update_request(rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era)
-    elif info.kind == "mcp" and session_header:
-        journal.update_request(rid, session_id=session_header, era="session")
+class Dropped(Exception):
+    """The request's connection was reset or closed on purpose (a ``die``, a hold that did not end in a
+    release, a cut body): nothing more is written for it."""
 
 
-def choose_fault(
-    plan: Sequence[PlanEntry], info: RequestInfo, journal: Journal, rid: int
-) -> tuple[F.Fault | None, F.TriggerState | None]:
-    """The fault that fires on request ``rid`` (:func:`~pytest_mcpfaults.sidecar.routing.pick`),
-    recorded on the request and counted in ``fired``."""
-    fault, state = pick(plan, info)
-    if fault is not None:
-        journal.update_request(rid, fault=str(fault), fault_kind=fault.kind)
-        journal.add_fired(fault.kind)
-    return fault, state
+@dataclass(frozen=True)
+class Incoming:
+    """One request as a transport received it. ``headers`` answers case-insensitive ``get()``;
+    ``header_pairs`` is every (name, value) pair received, repeats included (the security checks
+    need the repeats). A stdio message is a ``POST`` to the MCP path."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    header_pairs: Iterable[tuple[str, str]]
+    body: bytes
 
 
-def plain_reply(info: RequestInfo) -> Reply | None:
-    """The answer to a request outside the MCP endpoint: ``/health`` 200, anything else 404; ``None``
-    for the MCP endpoint."""
-    if info.kind == "health":
-        return Reply(200, {"status": "ok"}, sse=False)
-    if info.kind == "other":
-        return Reply(404, {"error": "Not Found"}, sse=False)
-    return None
+class Transport(Protocol):
+    """What only a transport can do; :meth:`SidecarCore.decide` calls these."""
+
+    async def hold(self, fault: F.Fault) -> None:
+        """Hold the request until release, client hang-up, teardown or patience; raise
+        :class:`Dropped` unless it ends in a release."""
+
+    async def die(self, restart: bool) -> None:
+        """The transport's part of dying (the listener, the connections, the process): the core has
+        already forgotten its sessions and set its state."""
+
+    async def pause(self, seconds: float) -> None:
+        """A ``delay`` of ``seconds`` before the answer (or its body)."""
+
+    async def event_stream(self) -> None:
+        """Serve a ``GET`` event stream on the MCP endpoint, open until teardown."""
+
+
+class Upstream(Protocol):
+    """A source of the normal answer other than the fake MCP endpoint (proxy mode)."""
+
+    async def answer(self, incoming: Incoming, info: RequestInfo) -> Reply | None:
+        """The upstream's answer, or ``None`` for the core to answer itself."""
+
+
+@dataclass
+class Answer:
+    """What to send: the reply, the fault that fired (body faults act when the transport delivers the
+    bytes), and whether the payload is framed as one SSE event."""
+
+    reply: Reply
+    fault: F.Fault | None
+    sse: bool
+
+
+class SidecarCore:
+    """The state and the request handling of one sidecar, whatever its transport.
+
+    Args (as the sidecars take them): ``mcp_path``, ``health_path``, ``era``, ``reply`` (the default
+    framing), ``tools`` (extra tools, beside ``tool_sets``), ``faults`` (the normalised plan),
+    ``get_stream``, ``allowed_origins``, ``max_body_bytes``, ``service_url`` (a callable: the URL is
+    known once the transport is bound), ``tool_timeout``, ``run_sync`` / ``run_async`` (how the MCP
+    endpoint runs user tool handlers) and ``upstream`` (proxy mode).
+    """
+
+    def __init__(
+        self,
+        *,
+        mcp_path: str,
+        health_path: str | None,
+        era: Era,
+        reply: str,
+        tools: Iterable[Tool],
+        tool_sets: Sequence[str],
+        faults: Sequence[F.Fault],
+        get_stream: bool,
+        allowed_origins: Sequence[str],
+        max_body_bytes: int,
+        service_url: Callable[[], str],
+        tool_timeout: float | None = None,
+        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+        upstream: Upstream | None = None,
+    ) -> None:
+        self.mcp_path, self.health_path = mcp_path, health_path
+        self.reply_sse = reply == "sse"
+        self.allowed_origins = tuple(allowed_origins)
+        self.max_body_bytes = max_body_bytes
+        self.service_url = service_url
+        self.upstream = upstream
+        self.benchmark = BenchmarkSessions()
+        self.tools = builtin_tools(tuple(tool_sets), self.benchmark)
+        for tool in tools:
+            self.add_tool(tool)
+        self.plan_entries: list[PlanEntry] = [(f, F.TriggerState(f.trigger)) for f in faults]
+        self.journal = Journal()
+        self.mcp = McpEndpoint(
+            era=era,
+            tools=self.tools,
+            get_stream=get_stream,
+            on_error=self.record_error,
+            tool_timeout=tool_timeout,
+            run_sync=run_sync,
+            run_async=run_async,
+        )
+        self.state: SidecarState = "new"
+        self.freeze_fault: F.Fault = FREEZE
+        self._errors: list[tuple[str, BaseException]] = []
+        self._errors_lock = threading.Lock()
+
+    # -- tools, plan, state ------------------------------------------------------------------------
+    def add_tool(self, tool: Tool) -> None:
+        if not isinstance(tool, Tool):
+            raise ValueError(f"Sidecar: tools must be Tool instances, got {tool!r}")
+        self.tools[tool.name] = tool
+
+    @property
+    def plan(self) -> tuple[F.Fault, ...]:
+        return tuple(f for f, _ in self.plan_entries)
+
+    def inject(self, plan: Sequence[F.Fault]) -> None:
+        self.plan_entries.extend((f, F.TriggerState(f.trigger)) for f in plan)
+
+    def clear_faults(self) -> None:
+        self.plan_entries.clear()
+
+    def freeze(self, fault: F.Fault) -> None:
+        """Hold every later request (a running sidecar only)."""
+        if self.state == "running":
+            self.state = "frozen"
+            self.freeze_fault = fault
+
+    def thaw(self) -> None:
+        if self.state == "frozen":
+            self.state = "running"
+
+    def lose_process(self, *, restart: bool) -> None:
+        """What dying does to the sidecar itself: every session is lost with the process; dead until
+        revived unless ``restart``."""
+        self.state = "running" if restart else "dead"
+        self.mcp.forget_all()
+        self.benchmark.forget()
+
+    # -- errors ------------------------------------------------------------------------------------
+    def record_error(self, where: str, exc: BaseException) -> None:
+        with self._errors_lock:
+            self._errors.append((where, exc))
+
+    @property
+    def errors(self) -> list[BaseException]:
+        with self._errors_lock:
+            return [e for _, e in self._errors]
+
+    def check_errors(self) -> None:
+        with self._errors_lock:
+            errors = list(self._errors)
+        if errors:
+            raise SidecarError(errors) from errors[0][1]
+
+    # -- answering ---------------------------------------------------------------------------------
+    def too_large(self) -> Reply:
+        """413 for a body over ``max_body_bytes`` (the connection is closed after it)."""
+        text = f"request body over {self.max_body_bytes} bytes"
+        return Reply(413, None, {"Connection": "close"}, sse=False, text=text)
+
+    def classify(self, incoming: Incoming) -> RequestInfo:
+        return classify(
+            incoming.method,
+            incoming.path,
+            incoming.headers,
+            incoming.body,
+            mcp_path=self.mcp_path,
+            health_path=self.health_path,
+            endpoint=self.mcp,
+        )
+
+    async def decide(self, rid: int, incoming: Incoming, transport: Transport) -> Answer | None:
+        """Answer request ``rid``: classify it, hold it while frozen, pick the fault that fires, apply
+        the answer-level part of that fault (die, freeze, hang, delay, a forced reply), else answer
+        normally (health, 404, the security checks, MCP dispatch or the upstream). ``None``: the
+        transport served it itself (an event stream). Raises :class:`Dropped` when the request dies."""
+        if len(incoming.body) > self.max_body_bytes:
+            return Answer(self.too_large(), None, False)
+        info = self.classify(incoming)
+        self._journal_classified(rid, info, incoming.headers.get("Mcp-Session-Id"))
+        if self.state == "frozen":
+            await transport.hold(self.freeze_fault)
+        fault, state = self._choose_fault(info, rid)
+        reply: Reply | None = None
+        if fault is not None:
+            if isinstance(fault, F.Die):
+                self.lose_process(restart=fault.restart)
+                await transport.die(fault.restart)
+                raise Dropped
+            if isinstance(fault, F.Freeze):
+                self.freeze(fault)
+                await transport.hold(fault)
+            elif isinstance(fault, F.Hang):
+                await transport.hold(fault)
+            elif isinstance(fault, F.Delay):
+                fired = state.fired if state is not None else 0  # the nth firing draws the nth jitter
+                await transport.pause(fault.seconds + jitter(fault, fired))
+            reply = forced_reply(fault, info, self.mcp, self.service_url())
+        if reply is None:
+            reply = await self._normal(incoming, info, transport)
+            if reply is None:
+                return None
+        if reply.error_by is not None:
+            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
+        sse = reply.sse if reply.sse is not None else self.reply_sse
+        return Answer(reply, fault, sse or isinstance(fault, F.EndlessSse))
+
+    def _journal_classified(self, rid: int, info: RequestInfo, session_header: str | None) -> None:
+        if info.mcp is not None:
+            m = info.mcp
+            self.journal.update_request(
+                rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era
+            )
+        elif info.kind == "mcp" and session_header:
+            self.journal.update_request(rid, session_id=session_header, era="session")
+
+    def _choose_fault(self, info: RequestInfo, rid: int) -> tuple[F.Fault | None, F.TriggerState | None]:
+        fault, state = pick(self.plan_entries, info)
+        if fault is not None:
+            self.journal.update_request(rid, fault=str(fault), fault_kind=fault.kind)
+            self.journal.add_fired(fault.kind)
+        return fault, state
+
+    async def _normal(self, incoming: Incoming, info: RequestInfo, transport: Transport) -> Reply | None:
+        if info.kind == "health":
+            return Reply(200, {"status": "ok"}, sse=False)
+        if info.kind == "other":
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        problem = security_problem(incoming.header_pairs, self.allowed_origins)
+        if problem is not None:
+            return problem
+        if self.upstream is not None:
+            forwarded = await self.upstream.answer(incoming, info)
+            if forwarded is not None:
+                return forwarded
+        method, headers = incoming.method, incoming.headers
+        if method == "POST":
+            if info.mcp is None:
+                assert info.bad_body is not None
+                return info.bad_body
+            return await self.mcp.post(info.mcp, headers)
+        if method == "DELETE":
+            return self.mcp.delete(headers.get("Mcp-Session-Id"))
+        if method == "GET" and self.mcp.get_stream and self.mcp.era != "stateless":
+            problem = self.mcp.check_session(headers.get("Mcp-Session-Id"))
+            if problem is not None:
+                return problem
+            await transport.event_stream()
+            return None
+        return Reply(405, None, {"Allow": "POST" if self.mcp.era == "stateless" else "POST, DELETE"})
+
+
+#: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).
+FREEZE = F.Freeze()
 
 
 def origin_allowed(origin: str, allowed_origins: Iterable[str]) -> bool:
@@ -91,8 +328,3 @@ def security_problem(headers: Iterable[tuple[str, str]], allowed_origins: Iterab
     if origin and not origin_allowed(origin, allowed_origins):
         return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
     return None
-
-
-def method_not_allowed(stateless: bool) -> Reply:
-    """405 for an HTTP method the MCP endpoint does not serve, with the ``Allow`` of the era."""
-    return Reply(405, None, {"Allow": "POST" if stateless else "POST, DELETE"})

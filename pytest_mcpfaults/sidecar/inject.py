@@ -16,13 +16,10 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.mcp import Reply, encode
+from pytest_mcpfaults.sidecar.core import Answer, Dropped
+from pytest_mcpfaults.sidecar.mcp import reply_body
 
 __all__ = ["Delivery", "Dropped", "deliver", "reset_transport"]
-
-
-class Dropped(Exception):
-    """The connection was reset or closed on purpose: nothing more is written for this request."""
 
 
 @dataclass
@@ -45,29 +42,18 @@ def reset_transport(transport: asyncio.BaseTransport | None) -> None:
     transport.abort()  # type: ignore[attr-defined]
 
 
-def _flush_headers(resp: web.StreamResponse) -> None:
-    writer = resp._payload_writer  # aiohttp buffers headers until the first body write
-    send = getattr(writer, "send_headers", None)
-    if send is not None:
-        send()
-
-
 async def deliver(
     request: web.BaseRequest,
-    reply: Reply,
+    answer: Answer,
     *,
-    sse_default: bool,
-    fault: F.Fault | None,
-    hold: Callable[[], Awaitable[None]],
+    hold: Callable[[F.Fault], Awaitable[None]],
     out: Delivery,
 ) -> web.StreamResponse:
-    """Write ``reply`` to the client, shaped by the body ``fault`` (stall, drip, truncate, reset,
+    """Write the answer's reply to the client, shaped by its body fault (stall, drip, truncate, reset,
     malformed JSON, endless SSE) when there is one. Raises :class:`Dropped` when the connection was
     deliberately cut; ``hold`` raises it too when a held request does not end in a release."""
-    sse = bool(reply.sse if reply.sse is not None else sse_default)
-    if isinstance(fault, F.EndlessSse):
-        sse = True
-    body, ctype = encode(reply.payload, sse) if reply.payload is not None else (b"", "application/json")
+    reply, fault, sse = answer.reply, answer.fault, answer.sse
+    body, ctype = reply_body(reply, sse)
     if isinstance(fault, F.MalformedJson):
         body = body[: max(1, len(body) // 2)]
     headers = dict(reply.headers)
@@ -104,7 +90,7 @@ async def deliver(
         await resp.write(head)
         out.bytes_sent = len(head)
     else:
-        _flush_headers(resp)
+        await resp.write(b"")  # aiohttp buffers the headers until the first body write: send them now
     if isinstance(fault, F.Truncate):
         transport = request.transport
         if transport is not None:
@@ -113,7 +99,7 @@ async def deliver(
     if isinstance(fault, F.Reset):
         reset_transport(request.transport)
         raise Dropped
-    await hold()  # Stall and EndlessSse: the body never ends until released
+    await hold(fault)  # Stall and EndlessSse: the body never ends until released
     rest = body[first:]
     if rest:
         await resp.write(rest)

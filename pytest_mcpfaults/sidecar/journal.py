@@ -9,22 +9,28 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 from pytest_mcpfaults import events
+from pytest_mcpfaults.fault_types import fault_kinds
 from pytest_mcpfaults.sidecar.mcp import ErrorBy, RequestEra
 from pytest_mcpfaults.validation import is_count
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "Answered",
     "BudgetSource",
     "ClosedBy",
+    "ConnectionFields",
     "ConnectionRecord",
     "HoldOutcome",
     "Journal",
     "PatienceViolation",
+    "RequestFields",
     "RequestRecord",
     "answered",
 ]
@@ -161,12 +167,10 @@ class PatienceViolation:
             req += f" ({r.mcp_method}{' ' + r.tool if r.tool else ''})"
         if r.era:
             req += f" ({r.era} era)"
-        kind = self.kind
-        if kind == "endless_sse":
-            return f"the never-ending SSE stream answering {req}"
-        if self.answered == "none":
-            return f"a {'frozen' if kind == 'freeze' else 'hung' if kind == 'hang' else 'held'} {req}"
-        return f"the response to {req}"
+        cls = fault_kinds().get(self.kind)
+        if cls is not None and cls.held_wording is not None:
+            return cls.held_wording.format(request=req)
+        return f"a held {req}" if self.answered == "none" else f"the response to {req}"
 
     def describe(self, era: RequestEra | None = None) -> str:
         """The headline, from what the sidecar observed: what the client had received when the budget
@@ -184,8 +188,9 @@ class PatienceViolation:
                 f"in full (status {r.status}, all {r.bytes_sent} bytes of its Content-Length), and never "
                 "released it (a connection leak, if it was done with it)"
             )
-        if v.kind == "endless_sse":
-            head = f"{v.what()} ({r.bytes_sent} bytes sent) and never closed the connection"
+        cls = fault_kinds().get(v.kind)
+        if cls is not None and cls.held_headline is not None:
+            head = cls.held_headline.format(what=v.what(), bytes_sent=r.bytes_sent)
         elif answered == "none":
             head = f"{v.what()}, never answered (no status line was sent), and never closed the connection"
         else:
@@ -249,7 +254,7 @@ def _drop_oldest(store: dict[int, _R], limit: int, done: Callable[[_R], bool]) -
     return len(drop)
 
 
-def _replace(record: _R, fields: dict[str, Any]) -> _R:
+def _replace(record: _R, fields: Mapping[str, Any]) -> _R:
     """``dataclasses.replace`` for the journal's records, without re-running ``__init__`` (a journal
     write happens several times per request, on the sidecar's hot path). Unknown fields still raise."""
     unknown = fields.keys() - _FIELDS[type(record)]
@@ -259,6 +264,38 @@ def _replace(record: _R, fields: dict[str, Any]) -> _R:
     new.__dict__.update(record.__dict__)
     new.__dict__.update(fields)
     return new
+
+
+class RequestFields(TypedDict, total=False):
+    """The fields of a :class:`RequestRecord` a sidecar writes after creating it (typed keywords of
+    :meth:`Journal.update_request`)."""
+
+    mcp_method: str | None
+    tool: str | None
+    session_id: str | None
+    era: RequestEra | None
+    status: int | None
+    bytes_sent: int
+    body_bytes: int | None
+    fault: str | None
+    fault_kind: str | None
+    held: bool
+    held_at: float | None
+    hold: HoldOutcome | None
+    waited: float | None
+    client_closed: bool
+    client_closed_at: float | None
+    ended_at: float | None
+    error: str | None
+    error_by: ErrorBy | None
+
+
+class ConnectionFields(TypedDict, total=False):
+    """The fields of a :class:`ConnectionRecord` a sidecar writes after creating it."""
+
+    closed_at: float | None
+    closed_by: ClosedBy | None
+    timed_out: bool
 
 
 class Journal:
@@ -315,7 +352,7 @@ class Journal:
             self._cond.notify_all()
             return rid
 
-    def update_request(self, rid: int, **fields: Any) -> RequestRecord:
+    def update_request(self, rid: int, **fields: Unpack[RequestFields]) -> RequestRecord:
         with self._cond:
             rec = _replace(self._requests[rid], fields)
             self._requests[rid] = rec
@@ -335,7 +372,7 @@ class Journal:
             self._cond.notify_all()
             return cid
 
-    def update_connection(self, cid: int, **fields: Any) -> None:
+    def update_connection(self, cid: int, **fields: Unpack[ConnectionFields]) -> None:
         with self._cond:
             self._conns[cid] = _replace(self._conns[cid], fields)
             self._cond.notify_all()

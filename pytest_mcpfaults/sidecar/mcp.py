@@ -33,7 +33,9 @@ __all__ = [
     "RequestEra",
     "ToolTimeoutError",
     "client_error",
+    "encode",
     "envelope_problem",
+    "reply_body",
 ]
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -63,6 +65,7 @@ class Reply:
     sse: bool | None = None
     error: str | None = None  # what went wrong, for the journal
     error_by: ErrorBy | None = None  # whose mistake: "client" or "tool" (see RequestRecord.error_by)
+    text: str | None = None  # a plain-text body instead of a JSON payload (HTTP-level refusals)
 
 
 @dataclass
@@ -161,6 +164,7 @@ class McpEndpoint:
     """The MCP side of one sidecar: its era, tools and live transport sessions. Loop thread only.
 
     ``run_sync``: how to run a user's sync tool handler off the loop (``None``: inline);
+    ``run_async``: how to await an async one (``None``: on the loop running the dispatch);
     ``tool_timeout``: the bound on one handler call (``None``: unbounded)."""
 
     def __init__(
@@ -172,11 +176,13 @@ class McpEndpoint:
         on_error: Callable[[str, BaseException], None],
         tool_timeout: float | None = None,
         run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
     ) -> None:
         self.era = era
         self.on_error = on_error
         self.tool_timeout = tool_timeout
         self.run_sync = run_sync
+        self.run_async = run_async
         self.tools = tools
         self.get_stream = get_stream
         self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
@@ -352,6 +358,8 @@ class McpEndpoint:
         pending: Awaitable[Any]
         if tool.is_async:
             pending = tool.handler(**kwargs)
+            if self.run_async is not None:
+                pending = self.run_async(pending)
         else:
             handler = tool.handler
             assert self.run_sync is not None
@@ -381,6 +389,15 @@ class McpEndpoint:
     @staticmethod
     def _ok(req: McpRequest, result: dict[str, Any]) -> Reply:
         return Reply(200, {"jsonrpc": "2.0", "id": req.id, "result": result})
+
+
+def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:
+    """The body bytes and content type of ``reply`` (empty for a reply without a body)."""
+    if reply.text is not None:
+        return reply.text.encode(), "text/plain"
+    if reply.payload is None:
+        return b"", "application/json"
+    return encode(reply.payload, sse)
 
 
 def encode(payload: Any, sse: bool) -> tuple[bytes, str]:

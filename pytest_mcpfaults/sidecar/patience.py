@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_mcpfaults.fault_types import fault_kinds
 from pytest_mcpfaults.sidecar.clients import client_seen, patience_hint
 from pytest_mcpfaults.sidecar.journal import PatienceViolation, RequestRecord
 from pytest_mcpfaults.sidecar.routing import record_matches
@@ -174,6 +175,11 @@ def _settled(r: RequestRecord, within: float, now: float) -> bool:
     return now >= _judged_at(r, within)
 
 
+def _blocking_kinds() -> str:
+    kinds = [k for k, cls in fault_kinds().items() if cls.blocking]
+    return ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
+
+
 def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who: str) -> None:
     """The check behind ``assert_client_gave_up`` and ``assert_client_released`` (``who``): every
     held request matching ``target`` had its connection closed by the client at most ``within``
@@ -186,7 +192,7 @@ def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who
     """
     if not is_positive_seconds(within):
         raise ValueError(f"Sidecar.{who}: within must be a positive number of seconds, got {within!r}")
-    sc._held(target)  # validates target before waiting
+    sc.held_requests(target)  # validates target before waiting
     journal = sc.journal
 
     def matching() -> list[RequestRecord]:
@@ -205,13 +211,13 @@ def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who
         deadline = max(_judged_at(r, within) for r in pending)
         with contextlib.suppress(AssertionError):  # still held at the deadline: judged below
             journal.wait_for(settled, max(0.0, deadline - journal.now()), "held requests to end")
-    held = sc._held(target)
+    held = sc.held_requests(target)
     matching_text = f" matching {target!r}" if target is not None else ""
     if not held:
         seen = ", ".join(journal.sequence()) or "none"
         raise AssertionError(
-            f"Sidecar.{who}: no held request{matching_text} was recorded (only freeze, hang, stall and "
-            f"endless_sse faults hold requests); requests seen: {seen}"
+            f"Sidecar.{who}: no held request{matching_text} was recorded (only {_blocking_kinds()} "
+            f"faults hold requests); requests seen: {seen}"
         )
     bad = [r for r in held if (c := _closed_after(r)) is None or c > within]
     if not bad:

@@ -15,6 +15,7 @@ from typing import Literal
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.journal import RequestRecord
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, rpc_error, tool_result
+from pytest_mcpfaults.triggers import Target, parse_target
 
 __all__ = [
     "PlanEntry",
@@ -43,23 +44,23 @@ class RequestInfo:
     mcp: McpRequest | None
     bad_body: Reply | None = None  # the error reply for a POST body that is not one JSON-RPC message
 
-    def matches(self, target: str) -> bool:
+    def matches(self, target: str | Target) -> bool:
         """Whether a trigger target (see :class:`~pytest_mcpfaults.faults.Trigger`) names this request."""
-        if target == "*":
+        t = parse_target(target) if isinstance(target, str) else target
+        kind = t.kind
+        if kind == "any":
             return True
-        if target in ("health", "mcp"):
-            return self.kind == target
-        if target.startswith("/"):
-            return self.path == target
-        verb, sep, path = target.partition(" ")
-        if sep and path.startswith("/"):
-            return self.method == verb and self.path == path
-        mcp_method = self.mcp.method if self.mcp else None
-        if target.startswith("tool:"):
-            return self.mcp is not None and mcp_method == "tools/call" and self.mcp.tool == target[5:]
-        if target.startswith("method:"):
-            return mcp_method == target[7:]
-        return mcp_method == target
+        if kind == "endpoint":
+            return self.kind == t.value
+        if kind == "path":
+            return self.path == t.value
+        if kind == "request":
+            return self.method == t.verb and self.path == t.value
+        if self.mcp is None:
+            return False
+        if kind == "tool":
+            return self.mcp.method == "tools/call" and self.mcp.tool == t.value
+        return self.mcp.method == t.value
 
 
 def record_matches(record: RequestRecord, target: str, *, mcp_path: str, health_path: str | None) -> bool:
@@ -109,7 +110,7 @@ def pick(plan: Sequence[PlanEntry], info: RequestInfo) -> tuple[F.Fault | None, 
     ``times`` budget."""
     chosen: tuple[F.Fault | None, F.TriggerState | None] = (None, None)
     for fault, state in plan:
-        if not info.matches(fault.trigger.target) or not applies(fault, info):
+        if not info.matches(fault.trigger.selector) or not applies(fault, info):
             continue
         fires = state.consider()
         if fires and isinstance(fault, F.Flap) and ((state.seen - 1) // fault.every) % 2 == 0:

@@ -12,7 +12,6 @@ import contextlib
 import errno
 import ipaddress
 import socket
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,21 +31,16 @@ from pytest_mcpfaults.sidecar.config import (
     check_kwargs,
     check_otlp,
 )
+from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
-from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, Journal, PatienceViolation
-from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply
-from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, jitter
-from pytest_mcpfaults.sidecar.tools import TOOL_SETS, BenchmarkSessions, Tool, builtin_tools
-from pytest_mcpfaults.sidecar.views import SidecarError, SidecarState
+from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
+from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
-
-#: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).
-_FREEZE = F.Freeze()
 
 
 @dataclass(eq=False)
@@ -82,6 +76,38 @@ class _WebServer(web_server.Server):
     def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
         super().connection_lost(handler, exc)
         self._sidecar._conn_lost(handler)
+
+
+class _Exchange:
+    """One request's :class:`~pytest_mcpfaults.sidecar.core.Transport`: what the core asks of the
+    socket while deciding (hold it, die, pause, keep an event stream open)."""
+
+    def __init__(self, sidecar: Sidecar, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery):
+        self.sidecar, self.request, self.conn, self.rid, self.out = sidecar, request, conn, rid, out
+        self.stream: web.StreamResponse | None = None
+
+    async def hold(self, fault: F.Fault) -> None:
+        out = self.out  # what was sent so far, recorded before the hold
+        self.sidecar.journal.update_request(
+            self.rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes
+        )
+        await self.sidecar._hold(self.rid, self.conn, fault)
+
+    async def die(self, restart: bool) -> None:
+        await self.sidecar._die_transport(restart=restart)
+
+    async def pause(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def event_stream(self) -> None:
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(self.request)
+        await resp.write(b": stream open\n\n")
+        self.out.status, self.out.bytes_sent = 200, 15
+        self.stream = resp
+        await self.sidecar._stream_until_teardown()
 
 
 class Sidecar(SidecarWaits):
@@ -153,52 +179,45 @@ class Sidecar(SidecarWaits):
         check_otlp(otlp_path, mcp_path, health_path, span_recorder)
         self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
         self.otlp_path = otlp_path
-        self.host, self.mcp_path, self.health_path = host, mcp_path, health_path
+        self.host = host
         self.era, self.reply, self.patience, self.expect_hang = era_, reply_, patience, expect_hang
-        self.allowed_origins = tuple(allowed_origins)
         self.max_body_bytes = max_body_bytes
         self._port = port
-        self._service_url = service_url
-        self.benchmark = BenchmarkSessions()
-        self._tools = builtin_tools(tuple(tool_sets), self.benchmark)
-        for t in tools:
-            self._add_tool(t)
-        self._plan: list[tuple[F.Fault, F.TriggerState]] = []
-        for f in F.as_plan(faults):
-            self._plan.append((f, F.TriggerState(f.trigger)))
-        self.journal = Journal()
         # Sync tool handlers of the user's run here, off the shared loop (one blocking handler must not
         # stall every sidecar of the process); threads start on first use.
         self._pool = _loop.WorkerPool("mcpfaults-tool-handler")
-        self._mcp = McpEndpoint(
+        self.core = core.SidecarCore(
+            mcp_path=mcp_path,
+            health_path=health_path,
             era=era_,
-            tools=self._tools,
+            reply=reply_,
+            tools=tools,
+            tool_sets=tool_sets,
+            faults=F.as_plan(faults),
             get_stream=get_stream,
-            on_error=self._record_error,
+            allowed_origins=allowed_origins,
+            max_body_bytes=max_body_bytes,
+            service_url=lambda: service_url or self.url,
             tool_timeout=tool_timeout,
             run_sync=self._pool.submit,
         )
         self._tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
-        self._errors: list[tuple[str, BaseException]] = []
-        self._errors_lock = threading.Lock()
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._holds: set[_Hold] = set()
         self._streams: set[asyncio.Future[str]] = set()
         self._server: asyncio.Server | None = None
         self._web: _WebServer | None = None
-        self._state: SidecarState = "new"
-        self._freeze_fault: F.Fault = _FREEZE
         self._mounted: tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] | None = None
         self._otlp = OtlpService(
             otlp_path, self.journal, span_recorder, max_body_bytes=max_body_bytes,
-            body_timeout=idle_timeout, on_error=self._record_error, mounted=self._mounted_for,
+            body_timeout=idle_timeout, on_error=self.core.record_error, mounted=self._mounted_for,
         )  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> Sidecar:
         """Bind and start serving; returns ``self``. The port is known afterwards."""
-        if self._state != "new":
-            raise RuntimeError(f"Sidecar.start(): already {self._state}; a sidecar starts once")
+        if self.core.state != "new":
+            raise RuntimeError(f"Sidecar.start(): already {self.core.state}; a sidecar starts once")
         _loop.run(self._start())
         return self
 
@@ -207,7 +226,7 @@ class Sidecar(SidecarWaits):
         # (aiohttp's default: 10 s), then close: a client that keeps sending cannot keep it busy.
         self._web = _WebServer(self, access_log=None, handler_cancellation=False, lingering_time=1.0)
         await self._listen()
-        self._state = "running"
+        self.core.state = "running"
 
     async def _listen(self) -> None:
         assert self._web is not None
@@ -254,13 +273,13 @@ class Sidecar(SidecarWaits):
         running (a ``delay``, the ``sleep`` tool, an async tool handler) and wait for them, close.
         A sync tool handler cannot be interrupted: its call is abandoned (it runs to its end on its
         worker thread; the sidecar keeps no reference to it). Bounded; idempotent."""
-        if self._state in ("new", "stopped"):
-            self._state = "stopped"
+        if self.core.state in ("new", "stopped"):
+            self.core.state = "stopped"
             return
         _loop.run(self._stop(), timeout=10.0)
 
     async def _stop(self) -> None:
-        self._state = "stopped"
+        self.core.state = "stopped"
         await self._close_listener()
         self._end_holds("teardown")
         for fut in self._streams:
@@ -312,12 +331,12 @@ class Sidecar(SidecarWaits):
     @property
     def running(self) -> bool:
         """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
-        return self._state in ("running", "frozen", "dead")
+        return self.core.state in ("running", "frozen", "dead")
 
     # -- addresses -------------------------------------------------------------------------------
     @property
     def port(self) -> int:
-        if self._state == "new":
+        if self.core.state == "new":
             raise RuntimeError("Sidecar.port: the sidecar is not started yet (call start() first)")
         return self._port
 
@@ -369,11 +388,6 @@ class Sidecar(SidecarWaits):
         return None
 
     # -- tools -----------------------------------------------------------------------------------
-    def _add_tool(self, tool: Tool) -> None:
-        if not isinstance(tool, Tool):
-            raise ValueError(f"Sidecar: tools must be Tool instances, got {tool!r}")
-        self._tools[tool.name] = tool
-
     def add_tool(
         self,
         name: str,
@@ -384,7 +398,7 @@ class Sidecar(SidecarWaits):
     ) -> Tool:
         """Serve a new tool (sync or async ``handler``, called with the arguments as keywords)."""
         tool = Tool(name, handler, input_schema, description)
-        self._add_tool(tool)
+        self.core.add_tool(tool)
         return tool
 
     def tool(
@@ -405,7 +419,7 @@ class Sidecar(SidecarWaits):
 
     @property
     def tools(self) -> dict[str, Tool]:
-        return dict(self._tools)
+        return dict(self.core.tools)
 
     # -- runtime faults --------------------------------------------------------------------------
     def kill(self) -> None:
@@ -420,7 +434,7 @@ class Sidecar(SidecarWaits):
         Counted as a ``freeze`` in :attr:`fired`, like a planned :class:`~pytest_mcpfaults.faults.Freeze`."""
         self._require_running("freeze")
         self.journal.add_fired("freeze")
-        _loop.run(self._set_frozen(_FREEZE))
+        _loop.run(self._set_frozen(core.FREEZE))
 
     def revive(self) -> None:
         """Come back: a dead sidecar listens again on the same port (sessions lost with the
@@ -457,39 +471,47 @@ class Sidecar(SidecarWaits):
 
     def _require_running(self, what: str) -> None:
         if not self.running:
-            raise RuntimeError(f"Sidecar.{what}(): the sidecar is {self._state}, not running")
+            raise RuntimeError(f"Sidecar.{what}(): the sidecar is {self.core.state}, not running")
 
     async def _inject(self, plan: Sequence[F.Fault] | None) -> None:
         if plan is None:
-            self._plan.clear()
+            self.core.clear_faults()
         else:
-            self._plan.extend((f, F.TriggerState(f.trigger)) for f in plan)
+            self.core.inject(plan)
 
     async def _set_frozen(self, fault: F.Fault) -> None:
-        if self._state == "running":
-            self._state = "frozen"
-            self._freeze_fault = fault
+        self.core.freeze(fault)
 
     async def _release(self) -> None:
-        if self._state == "frozen":
-            self._state = "running"
+        self.core.thaw()
         self._end_holds("released")
 
     async def _revive(self) -> None:
-        if self._state == "dead":
+        if self.core.state == "dead":
             await self._listen()
-            self._state = "running"
-        elif self._state == "frozen":
+            self.core.state = "running"
+        elif self.core.state == "frozen":
             await self._release()
 
     async def _die(self, *, restart: bool) -> None:
+        self.core.lose_process(restart=restart)
+        await self._die_transport(restart=restart)
+
+    async def _die_transport(self, *, restart: bool) -> None:
+        """The socket's part of dying: the listener closes (unless restarting), every held request
+        ends, every connection is reset."""
         if not restart:
             await self._close_listener()
-        self._state = "running" if restart else "dead"
         self._end_holds("teardown")
         self._abort_all()
-        self._mcp.forget_all()
-        self.benchmark.forget()
+
+    async def _stream_until_teardown(self) -> None:
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._streams.add(done)
+        try:
+            await done
+        finally:
+            self._streams.discard(done)
 
     def _end_holds(self, outcome: HoldOutcome) -> None:
         for hold in list(self._holds):
@@ -507,7 +529,7 @@ class Sidecar(SidecarWaits):
         cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
         conn = self._conns[handler] = _Conn(cid, transport, asyncio.get_running_loop().create_future())
         self._arm_idle(conn)
-        if self._state in ("stopped", "dead"):  # accepted just before the listener closed
+        if self.core.state in ("stopped", "dead"):  # accepted just before the listener closed
             conn.closed_by_us = True
             # Reset after aiohttp's start() task took its first step (it is created right after this
             # hook and asserts that the connection is still there): two call_soon hops.
@@ -528,11 +550,11 @@ class Sidecar(SidecarWaits):
         if not conn.closed_by_us and conn.current is not None:
             rec = self.journal.request(conn.current)
             if not rec.done:
-                fields: dict[str, Any] = {"client_closed": True, "client_closed_at": now}
+                fields: RequestFields = {"client_closed": True, "client_closed_at": now}
                 if rec.held and rec.hold is None and rec.held_at is not None:
                     # a held request ends with the close: record its outcome in the same write, so a
                     # reader woken by client_closed never sees a held request without its outcome
-                    fields.update(hold="client_closed", waited=now - rec.held_at)
+                    fields["hold"], fields["waited"] = "client_closed", now - rec.held_at
                 self.journal.update_request(conn.current, **fields)
         if not conn.lost.done():
             conn.lost.set_result(None)
@@ -597,7 +619,7 @@ class Sidecar(SidecarWaits):
                 conn.closed_by_us = True
             return web.Response(status=500)  # the transport is gone; aiohttp drops this
         except Exception as exc:  # a bug of ours: answer 500 and surface it in the test
-            self._record_error(f"{request.method} {request.path}", exc)
+            self.core.record_error(f"{request.method} {request.path}", exc)
             self.journal.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
             out.status = 500
             return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
@@ -622,6 +644,7 @@ class Sidecar(SidecarWaits):
     async def _answer(
         self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
     ) -> web.StreamResponse:
+        """Read the body (bounded in size and time), let the core decide, write its answer."""
         try:
             if self.idle_timeout is None or request.content.is_eof():  # the whole body is here already
                 body = await self._read_body(request)
@@ -633,112 +656,20 @@ class Sidecar(SidecarWaits):
             out.status = 408
             conn.closed_by_us = True
             return web.Response(status=408, text=text, headers={"Connection": "close"})
-        if body is None:
-            out.status = 413
-            conn.closed_by_us = True  # Connection: close; aiohttp closes it after a short drain
-            return web.Response(
-                status=413,
-                text=f"request body over {self.max_body_bytes} bytes",
-                headers={"Connection": "close"},
+        exchange = _Exchange(self, request, conn, rid, out)
+        if body is None:  # refused while reading: never buffered
+            answer: core.Answer | None = core.Answer(self.core.too_large(), None, False)
+        else:
+            incoming = core.Incoming(
+                request.method, request.path, request.headers, request.headers.items(), body
             )
-        info = self._classify(request, body)
-        core.journal_classified(self.journal, rid, info, request.headers.get("Mcp-Session-Id"))
-
-        async def hold(fault: F.Fault) -> None:
-            self.journal.update_request(  # sent so far
-                rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes
-            )
-            await self._hold(rid, conn, fault)
-
-        if self._state == "frozen":
-            await hold(self._freeze_fault)
-        fault, state = core.choose_fault(self._plan, info, self.journal, rid)
-        reply: Reply | web.StreamResponse | None = await self._apply(fault, state, info, hold)
-        if isinstance(reply, web.StreamResponse):
-            return reply
-        if reply is None:
-            reply = await self._normal(request, info, out, rid)
-            if isinstance(reply, web.StreamResponse):
-                return reply
-        if reply.error_by is not None:
-            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
-        if reply.headers.get("Connection", "").lower() == "close":
-            conn.closed_by_us = True  # aiohttp closes the connection after this answer (Terminating)
-        return await deliver(
-            request,
-            reply,
-            sse_default=self.reply == "sse",
-            fault=fault,
-            hold=lambda: hold(fault),  # type: ignore[arg-type]  # only body faults hold here
-            out=out,
-        )
-
-    def _classify(self, request: web.BaseRequest, body: bytes) -> RequestInfo:
-        return classify(
-            request.method,
-            request.path,
-            request.headers,
-            body,
-            mcp_path=self.mcp_path,
-            health_path=self.health_path,
-            endpoint=self._mcp,
-        )
-
-    async def _apply(
-        self,
-        fault: F.Fault | None,
-        state: F.TriggerState | None,
-        info: RequestInfo,
-        hold: Callable[[F.Fault], Any],
-    ) -> Reply | None:
-        """Answer-level faults: return the reply they force, or ``None`` to answer normally."""
-        if fault is None:
-            return None
-        if isinstance(fault, F.Die):
-            await self._die(restart=fault.restart)
-            raise Dropped
-        if isinstance(fault, F.Freeze):
-            await self._set_frozen(fault)
-            await hold(fault)
-        elif isinstance(fault, F.Hang):
-            await hold(fault)
-        elif isinstance(fault, F.Delay):
-            fired = state.fired if state is not None else 0  # the nth firing draws the nth jitter
-            await asyncio.sleep(fault.seconds + jitter(fault, fired))
-        return forced_reply(fault, info, self._mcp, self.service_url)
-
-    async def _normal(
-        self, request: web.BaseRequest, info: RequestInfo, out: Delivery, rid: int
-    ) -> Reply | web.StreamResponse:
-        plain = core.plain_reply(info) or core.security_problem(request.headers.items(), self.allowed_origins)
-        if plain is not None:
-            return plain
-        if request.method == "POST":
-            if info.mcp is None:
-                assert info.bad_body is not None
-                return info.bad_body
-            return await self._mcp.post(info.mcp, request.headers)
-        if request.method == "DELETE":
-            return self._mcp.delete(request.headers.get("Mcp-Session-Id"))
-        if request.method == "GET" and self._mcp.get_stream and self._mcp.era != "stateless":
-            problem = self._mcp.check_session(request.headers.get("Mcp-Session-Id"))
-            return problem or await self._get_stream(request, out)
-        return core.method_not_allowed(self._mcp.era == "stateless")
-
-    async def _get_stream(self, request: web.BaseRequest, out: Delivery) -> web.StreamResponse:
-        resp = web.StreamResponse(
-            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await resp.prepare(request)
-        await resp.write(b": stream open\n\n")
-        out.status, out.bytes_sent = 200, 15
-        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._streams.add(done)
-        try:
-            await done
-        finally:
-            self._streams.discard(done)
-        return resp
+            answer = await self.core.decide(rid, incoming, exchange)
+        if answer is None:
+            assert exchange.stream is not None
+            return exchange.stream
+        if answer.reply.headers.get("Connection", "").lower() == "close":
+            conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
+        return await deliver(request, answer, hold=exchange.hold, out=out)
 
     # -- holding ---------------------------------------------------------------------------------
     async def _hold(self, rid: int, conn: _Conn, fault: F.Fault) -> None:

@@ -50,7 +50,9 @@ class SidecarWaits(SidecarViews):
         self.journal.wait_for(lambda: predicate(self.journal.requests), timeout, f"{predicate!r}")
 
     # -- patience assertions -----------------------------------------------------------------------
-    def _held(self, target: str | None) -> list[RequestRecord]:
+    def held_requests(self, target: str | None = None) -> list[RequestRecord]:
+        """Every request a blocking fault held so far (matching ``target``, e.g. ``'DELETE /mcp'``),
+        whatever its outcome; a bad ``target`` raises ``ValueError`` naming it."""
         out = [r for r in self.journal.requests if r.held]
         if target is not None:
             F.check_target(target)

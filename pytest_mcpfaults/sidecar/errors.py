@@ -1,0 +1,27 @@
+"""What a sidecar reports of itself: its lifecycle state, and the errors raised inside it."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Sequence
+from typing import Literal
+
+__all__ = ["SidecarError", "SidecarState"]
+
+SidecarState = Literal["new", "running", "frozen", "dead", "stopped"]
+"""A sidecar's lifecycle state (``sidecar.state``); only the socket sidecar is ever ``'frozen'``."""
+
+
+class SidecarError(Exception):
+    """An exception raised inside the sidecar thread (e.g. by a tool handler), re-raised in the test.
+
+    ``errors`` holds every one of them, in order; the first is also the ``__cause__``.
+    """
+
+    def __init__(self, errors: Sequence[tuple[str, BaseException]]) -> None:
+        self.errors = [e for _, e in errors]
+        lines = [f"{len(errors)} error(s) raised inside the MCP sidecar:"]
+        for where, exc in errors:
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+            lines.append(f"--- in {where} ---\n{tb}")
+        super().__init__("\n".join(lines))

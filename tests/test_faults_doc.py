@@ -1,0 +1,49 @@
+"""docs/faults.md's catalogue table is pinned to the fault registry: one row per built-in kind, in
+catalogue order, each with the class's parameter defaults and default target. Adding a kind without its
+row, or changing a default without the docs, fails here."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from pytest_mcpfaults.faults import fault_kinds
+from pytest_mcpfaults.text_values import format_value
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "faults.md"
+
+
+def catalogue_rows() -> list[list[str]]:
+    text = PAGE.read_text()
+    table = text.split("## The catalogue", 1)[1].split("\n\n| kind |", 1)[1].split("\n\n", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    return [r for r in rows if re.fullmatch(r"`[A-Za-z]+`", r[0])]  # one row per class; variants skipped
+
+
+def test_every_built_in_kind_has_one_row_in_catalogue_order() -> None:
+    built_in = [
+        cls.__name__ for cls in fault_kinds().values() if cls.__module__.startswith("pytest_mcpfaults")
+    ]
+    assert [r[0].strip("`") for r in catalogue_rows()] == built_in
+
+
+def test_each_row_states_the_class_defaults_and_default_target() -> None:
+    kinds = {cls.__name__: cls for cls in fault_kinds().values()}
+    for row in catalogue_rows():
+        cls = kinds[row[0].strip("`")]
+        cell = row[1]
+        target = re.search(r"\(`([^`]+)`\)\s*$", cell)
+        assert target is not None, f"{cls.__name__}: no (default target) in {cell!r}"
+        assert target.group(1) == cls.default_target, cls.__name__
+        shown = dict(re.findall(r"`(\w+)=([^`]*)`", cell))
+        for f in dataclasses.fields(cls):
+            if f.name in shown:
+                default = f.default if f.default is not dataclasses.MISSING else None
+                assert shown[f.name] == repr(default) or shown[f.name] == format_value(default), (
+                    f"{cls.__name__}.{f.name}: docs say {shown[f.name]}, the class {default!r}"
+                )
+        blocking_params = {"patience", "expect_hang"}
+        own = {f.name for f in dataclasses.fields(cls)} - {"when"} - blocking_params
+        missing = own - set(shown)
+        assert not missing, f"{cls.__name__}: parameters {sorted(missing)} not in the docs' row"
