@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH
 from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
@@ -168,6 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"keep the last N requests (and N connections) in the journal, counting the dropped ones "
         f"(default {DEFAULT_JOURNAL_LIMIT}); requests still in flight are never dropped",
     )
+    otlp = serve.add_mutually_exclusive_group()
+    otlp.add_argument(
+        "--otlp-path",
+        type=_path,
+        default=DEFAULT_OTLP_PATH,
+        help=f"path of the OTLP/HTTP trace receiver (default {DEFAULT_OTLP_PATH}); spans a harness exports "
+        f"there are checked by {CONTROL_PREFIX}/check",
+    )
+    otlp.add_argument("--no-otlp", action="store_true", help="no OTLP trace receiver")
     serve.add_argument(
         "--upstream",
         metavar="URL",
@@ -277,16 +287,20 @@ def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
         "health_url": sc.health_url if sc.health_path is not None else None,
         "control_url": sc.url + CONTROL_PREFIX,
         "control_token": token,
+        "otlp_url": sc.otlp_url if sc.otlp_path is not None else None,
         "faults": [str(f) for f in sc.plan],
     }
+    env = sc.otel_env if sc.otlp_path is not None else {}
     if sc.upstream is not None:
         info["upstream"] = sc.upstream
     if as_json:
-        out.write(json.dumps(info) + "\n")
+        out.write(json.dumps({**info, "otel_env": env}) + "\n")
     else:
         for key, value in info.items():  # values never need shell quoting: `. <(grep ^MCPFAULTS_ out)`
             if key != "faults":
                 out.write(f"MCPFAULTS_{key.upper()}={value or ''}\n")
+        for key, value in env.items():  # the child harness's environment, as is: `grep ^OTEL_ out`
+            out.write(f"{key}={value}\n")
         out.write("MCPFAULTS_READY=1\n")
     out.flush()
 
@@ -313,6 +327,7 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         allow_remote=args.allow_remote,
         tool_timeout=args.tool_timeout,
         idle_timeout=args.idle_timeout,
+        otlp_path=None if args.no_otlp else args.otlp_path,
         upstream=args.upstream,
         upstream_health=args.upstream_health,
         upstream_timeout=args.upstream_timeout,
@@ -339,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parser = args.subparser
     _check_host(parser, args.host, args.allow_remote)
-    for name in ("mcp_path", "health_path"):
+    for name in ("mcp_path", "health_path", "otlp_path"):
         path = getattr(args, name)
         if (path + "/").startswith(CONTROL_PREFIX + "/"):
             parser.error(
@@ -348,6 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_upstream(parser, args)
     if not args.no_health and args.health_path == args.mcp_path:
         parser.error(f"argument --health-path: must differ from --mcp-path, both are {args.mcp_path!r}")
+    if not args.no_otlp and args.otlp_path in (args.mcp_path, None if args.no_health else args.health_path):
+        parser.error(
+            f"argument --otlp-path: must differ from --mcp-path and --health-path, got {args.otlp_path!r}"
+        )
     try:
         return serve(args)
     except OSError as exc:  # e.g. the port is taken

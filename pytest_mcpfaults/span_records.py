@@ -8,8 +8,9 @@ snapshots forms (:func:`parent_of`, :func:`children`, :func:`descendants`, :func
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = [
+    "UIDS",
     "RecordedEvent",
     "RecordedSpan",
     "ancestors",
@@ -25,6 +27,11 @@ __all__ = [
     "parent_of",
     "roots",
 ]
+
+
+UIDS = itertools.count(1)
+"""Source of every ``RecordedSpan.uid`` the recorder gives (in-process and received spans alike):
+unique in the process (``next`` on an ``itertools.count`` is atomic under the GIL)."""
 
 
 class _EventFields(NamedTuple):
@@ -53,6 +60,9 @@ class RecordedEvent(_EventFields):
         return (self.name, self.attributes, self.timestamp)
 
 
+_NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
+
+
 @dataclass(frozen=True, eq=True)
 class RecordedSpan:
     """Immutable snapshot of one span, taken when it ended (or when queried, if it is still open).
@@ -68,6 +78,9 @@ class RecordedSpan:
     ``(uid, status_code)`` of each recorded ancestor, nearest first, as they were when this span
     started. The relation functions (:func:`parent_of`, :func:`children`, ...) follow ``parent_uid``
     for recorded spans and the ids only for snapshots built by hand (``uid`` ``None``).
+
+    ``resource`` is a read-only mapping of the attributes of the resource that produced the span
+    (``service.name``, ``process.pid``, ... : the process it came from); empty when unknown.
 
     Equality compares every field; the hash uses ``uid`` and the ids.
     """
@@ -85,6 +98,7 @@ class RecordedSpan:
     uid: int | None = None
     parent_uid: int | None = None
     ancestors_at_start: tuple[tuple[int, str], ...] = ()
+    resource: Mapping[str, Any] = field(default_factory=lambda: _NO_RESOURCE)
 
     def __hash__(self) -> int:
         return hash((self.uid, self.trace_id, self.span_id))
@@ -162,7 +176,15 @@ def take_snapshot(
         uid=uid,
         parent_uid=parent_uid,
         ancestors_at_start=ancestors_at_start,
+        resource=_resource_of(span),
     )
+
+
+def _resource_of(span: ReadableSpan) -> Mapping[str, Any]:
+    resource = getattr(span, "resource", None)
+    attrs = getattr(resource, "attributes", None)
+    # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
+    return MappingProxyType(attrs) if attrs else _NO_RESOURCE
 
 
 # --------------------------------------------------------------------------------------------------

@@ -19,15 +19,17 @@ without inheriting from it at runtime (the SDK calls processors by method, it ne
 
 from __future__ import annotations
 
-import itertools
+import heapq
 import threading
+import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_mcpfaults import invariants
+from pytest_mcpfaults.span_links import Received, link_received
 from pytest_mcpfaults.span_queries import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
@@ -39,6 +41,7 @@ from pytest_mcpfaults.span_queries import (
     one_span,
 )
 from pytest_mcpfaults.span_records import (
+    UIDS,
     RecordedEvent,
     RecordedSpan,
     ancestors,
@@ -96,7 +99,7 @@ class SpanWiringWarning(UserWarning):
 # --------------------------------------------------------------------------------------------------
 
 
-_UIDS = itertools.count(1)
+_UIDS = UIDS
 """Source of ``RecordedSpan.uid``: unique in the process, increasing in start order (``next`` on an
 ``itertools.count`` is atomic under the GIL)."""
 
@@ -151,6 +154,15 @@ class _Entry:
         return take_snapshot(span, self.uid, parent_uid, self.ancestors_at_start)
 
 
+class _ReceivedEntry:
+    """One span received ended from another process: its snapshot (parent not linked yet)."""
+
+    __slots__ = ("received",)
+
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+
 class SpanRecorder(_ProcessorBase):
     """A span processor that records the spans of every provider it is added to.
 
@@ -167,6 +179,10 @@ class SpanRecorder(_ProcessorBase):
     Spans are recorded from the moment the recorder sees them start. After :meth:`clear`, a span that
     started before the clear is ignored even when it ends later, so each test sees only its own spans.
 
+    Spans of other processes join through :meth:`add_received` (the sidecar's OTLP receiver calls it):
+    they arrive ended, and their parents are resolved from the received spans of the same source (see
+    :mod:`pytest_mcpfaults.span_links`). :meth:`wait_for_span` waits until a span has ended.
+
     ``session`` and ``cleanup`` are the default span-name globs of the invariant methods. While
     ``recording`` is false, spans that start are ignored (the recorder stays attached but costs nothing
     and keeps nothing).
@@ -181,7 +197,11 @@ class SpanRecorder(_ProcessorBase):
     ) -> None:
         self._lock = threading.Lock()
         self.recording = recording
-        self._entries: list[_Entry] = []  # start order
+        self._entries: list[_Entry | _ReceivedEntry] = []  # start order (received ones: arrival order)
+        self._changed = threading.Condition(self._lock)  # notified when a span ends or is received
+        self._waiting = 0  # threads in wait_for_span
+        self._received = 0  # received entries among _entries
+        self._linked: dict[int, RecordedSpan] | None = None  # received uid -> linked snapshot (a cache)
         self._by_object: dict[int, _Entry] = {}  # id(span object) -> entry
         self._by_context: dict[int, _Entry] = {}  # id(span's SpanContext object) -> entry
         self._by_ids: dict[tuple[int, int], list[_Entry]] = {}  # (trace_id, span_id) -> entries, in order
@@ -213,6 +233,8 @@ class SpanRecorder(_ProcessorBase):
                 anc = anc.parent
             entry.ancestors_at_start = tuple(chain)
             self._entries.append(entry)
+            if self._received:
+                self._linked = None  # a received span's parent may be this one (a propagated context)
             self._by_object[id(span)] = entry
             self._by_context[id(span.get_span_context())] = entry
             self._by_ids.setdefault(entry.ids, []).append(entry)
@@ -252,6 +274,8 @@ class SpanRecorder(_ProcessorBase):
         snap = entry.freeze(span)
         with self._lock:
             entry.snapshot = snap
+            if self._waiting:
+                self._changed.notify_all()
 
     def shutdown(self) -> None:
         """Called when a provider shuts down. The recorder keeps its spans (other providers may use it)."""
@@ -266,6 +290,8 @@ class SpanRecorder(_ProcessorBase):
         """Forget every recorded span. Spans already started are ignored even if they end later."""
         with self._lock:
             self._entries.clear()
+            self._received = 0
+            self._linked = None
             self._by_object.clear()
             self._by_context.clear()
             self._by_ids.clear()
@@ -323,10 +349,107 @@ class SpanRecorder(_ProcessorBase):
     # -- queries -------------------------------------------------------------------------------------
 
     def spans(self, *, since: int = 0) -> list[RecordedSpan]:
-        """Snapshots of the recorded spans in start order (open spans are snapshotted now)."""
+        """Snapshots of the recorded spans in start order (open spans are snapshotted now).
+
+        Received spans (:meth:`add_received`) are merged in by start time; ``since`` counts them in
+        arrival order (a mark taken before they arrived includes them)."""
         with self._lock:
             entries = self._entries[since:]
-        return [e.take() for e in entries]
+            linked = self._link() if self._received else None
+        if linked is None:
+            return [e.take() for e in entries]  # type: ignore[union-attr]  # no received entry
+        local: list[RecordedSpan] = []
+        received: list[RecordedSpan] = []
+        for e in entries:
+            if isinstance(e, _ReceivedEntry):
+                uid = e.received.span.uid
+                assert uid is not None
+                received.append(linked[uid])
+            else:
+                local.append(e.take())
+        if not received:
+            return local
+        received.sort(key=lambda s: (s.start_time or 0, s.uid or 0))
+        return list(heapq.merge(local, received, key=lambda s: s.start_time or 0))
+
+    def _link(self) -> dict[int, RecordedSpan]:
+        """The received spans with their parents resolved (called with the lock held; cached until the
+        next span starts or arrives)."""
+        if self._linked is None:
+            rec = [e.received for e in self._entries if isinstance(e, _ReceivedEntry)]
+            local = {e.ids: e.uid for e in self._entries if isinstance(e, _Entry)}
+            self._linked = link_received(rec, local)
+        return self._linked
+
+    # -- spans from other processes ------------------------------------------------------------------
+
+    def add_received(self, spans: Sequence[RecordedSpan], source: Hashable) -> int:
+        """Record spans that another process exported (ended; each with its own ``uid``, no
+        ``parent_uid``), all from ``source`` (their resource: spans resolve parents only among spans of
+        the same source, or in-process spans with the parent's ids). Returns how many were recorded:
+        none while ``recording`` is false. Wakes :meth:`wait_for_span`."""
+        if not self.recording or not spans:
+            return 0
+        with self._lock:
+            first = len(self._entries)
+            self._entries.extend(_ReceivedEntry(Received(s, source, first + i)) for i, s in enumerate(spans))
+            self._received += len(spans)
+            self._linked = None
+            if self._waiting:
+                self._changed.notify_all()
+        return len(spans)
+
+    def wait_for_span(
+        self,
+        pattern: Patterns,
+        *,
+        timeout: float = 10.0,
+        count: int = 1,
+        exact: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> list[RecordedSpan]:
+        """Wait until at least ``count`` spans whose name matches ``pattern`` have ended (in this
+        process or received from another), at most ``timeout`` seconds; returns them (ended ones, in
+        start order). A flush barrier for exporters that batch. On timeout raises
+        :class:`SpanLookupError` naming what was recorded instead; so it does as soon as ``cancel``
+        (if given) is set."""
+        as_patterns(pattern)
+        if count < 1:
+            raise ValueError(f"wait_for_span: count must be >= 1, got {count!r}")
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._waiting += 1
+        try:
+            while True:
+                found = [s for s in find_spans(self.spans(), pattern, exact=exact) if s.ended]
+                if len(found) >= count:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0 or (cancel is not None and cancel.is_set()):
+                    break
+                with self._lock:
+                    # re-checked under the lock: a span that ended since the query above woke nobody
+                    if self._unchanged_since(len(found), pattern, exact):
+                        self._changed.wait(min(left, 0.1 if cancel is not None else 0.5))
+        finally:
+            with self._lock:
+                self._waiting -= 1
+        text = _wait_failure(pattern, count, timeout, self.spans())
+        if cancel is not None and cancel.is_set():
+            text = text.replace(f" within {timeout:g} s", "", 1)
+            text += "; the wait was cancelled before its timeout"
+        raise SpanLookupError(text)
+
+    def _unchanged_since(self, ended: int, pattern: Patterns, exact: bool) -> bool:
+        """Whether as many matching spans have ended as ``ended`` (lock held; snapshots only of the
+        matching entries)."""
+        pats = as_patterns(pattern)
+        n = 0
+        for e in self._entries:
+            snap = e.received.span if isinstance(e, _ReceivedEntry) else e.snapshot
+            if snap is not None and (snap.name in pats if exact else matches(snap.name, pats)):
+                n += 1
+        return n <= ended
 
     def names(self) -> list[str]:
         """Names of the recorded spans in start order (with repeats)."""
@@ -438,6 +561,24 @@ class SpanRecorder(_ProcessorBase):
             self._violation_sink(names, found)
         if found:
             raise invariants.SpanInvariantError(found, spans)
+
+
+def _wait_failure(pattern: Patterns, count: int, timeout: float, spans: Sequence[RecordedSpan]) -> str:
+    what = f"{pattern!r}" if isinstance(pattern, str) else f"any of {list(pattern)!r}"
+    want = "no span" if count == 1 else f"fewer than {count} spans"
+    found = find_spans(spans, pattern)
+    ended = sum(1 for s in found if s.ended)
+    parts: dict[str, list[int]] = {}
+    for s in spans:
+        parts.setdefault(s.name, [0, 0])[0 if s.ended else 1] += 1
+    seen = ", ".join(
+        f"{name!r} ({ended_n} ended" + (f", {open_n} open)" if open_n else ")")
+        for name, (ended_n, open_n) in parts.items()
+    )
+    services = sorted({str(s.resource.get("service.name")) for s in spans if s.resource.get("service.name")})
+    head = f"{want} named {what} ended within {timeout:g} s ({ended} ended, {len(found) - ended} open)"
+    tail = f"; from services: {', '.join(services)}" if services else ""
+    return f"{head}; spans recorded: {seen or 'none'}{tail}"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -141,6 +141,9 @@ def test_announces_urls_and_token_then_serves_health() -> None:
             "MCPFAULTS_HEALTH_URL",
             "MCPFAULTS_CONTROL_URL",
             "MCPFAULTS_CONTROL_TOKEN",
+            "MCPFAULTS_OTLP_URL",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
             "MCPFAULTS_READY",
         ]
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", s.url)
@@ -159,7 +162,13 @@ def test_json_mode_and_no_health() -> None:
     ) as s:
         info: dict[str, Any] = s.info
         assert info["faults"] == ["hang@DELETE /rpc"]
-        assert set(info) == {"url", "mcp_url", "health_url", "control_url", "control_token", "faults"}
+        assert set(info) == {
+            "url", "mcp_url", "health_url", "control_url", "control_token", "otlp_url", "otel_env", "faults",
+        }  # fmt: skip
+        assert info["otel_env"] == {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": info["otlp_url"],
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        }
         assert info["health_url"] is None
         assert info["mcp_url"] == info["url"] + "/rpc"
         r = httpx.get(info["url"] + "/health", timeout=10)

@@ -350,7 +350,13 @@ def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
 
 
 def _defaults(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
-    return {**settings.ini_defaults(config), "expect_hang": _expects_hang(item)}
+    out = {**settings.ini_defaults(config), "expect_hang": _expects_hang(item)}
+    from pytest_mcpfaults._pytest.spans import recorder_for_test
+
+    recorder = recorder_for_test(item)
+    if recorder is not None:  # spans other processes export to the sidecar join the test's own
+        out["span_recorder"] = recorder
+    return out
 
 
 @pytest.fixture

@@ -126,6 +126,16 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     )
 
 
+def recorder_for_test(item: pytest.Item) -> SpanRecorder | None:
+    """The recorder of ``item``'s spans when the test records spans (the gate is on, or it requests
+    ``mcp_spans``), else ``None``: what a sidecar made for the test sends received spans to."""
+    if not settings_for(item.config).check and "mcp_spans" not in getattr(item, "fixturenames", ()):
+        return None
+    from pytest_mcpfaults.spans import global_recorder
+
+    return global_recorder()
+
+
 def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
     """Wire and configure the recorder; clear it the first time per test."""
     from pytest_mcpfaults.spans import install_recorder
@@ -159,21 +169,14 @@ def _gate_violations(
     recorder: SpanRecorder, mark: int, settings: SpanSettings
 ) -> tuple[tuple[str, ...], list[Violation], list[RecordedSpan]]:
     """The invariants the gate checks for this test's spans, the violations found, and the spans."""
-    from pytest_mcpfaults import invariants
-    from pytest_mcpfaults.spans import find_spans
+    from pytest_mcpfaults.span_gate import gate_violations
 
     spans = recorder.spans()
-    if not spans:
-        return (), [], spans
     # Spans started by fixtures during setup may legitimately stay open until teardown: only spans
     # started during the call phase must have ended by its end.
-    must_end = recorder.spans(since=mark)
-    if not find_spans(spans, settings.session) and not find_spans(spans, settings.cleanup):
-        # Neither a session nor a cleanup span (say, a readiness check that failed before any session):
-        # nothing can flip or clean up twice here. Only open spans are checked.
-        return ("all_spans_ended",), invariants.all_spans_ended(must_end), spans
-    found = invariants.check_all(spans, settings.session, settings.cleanup, 1, must_end=must_end)
-    return invariants.ALL_INVARIANTS, found, spans
+    must_end = recorder.spans(since=mark) if spans else []
+    names, found = gate_violations(spans, settings.session, settings.cleanup, must_end)
+    return names, found, spans
 
 
 def _gate_failure(

@@ -29,6 +29,7 @@ __all__ = [
     "ReplyMode",
     "check_endpoints",
     "check_kwargs",
+    "check_otlp",
     "check_path",
     "check_strings",
     "check_upstream",
@@ -225,3 +226,24 @@ def check_endpoints(
     ):
         raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
     return era, reply  # narrowed by the two `in` checks above
+
+
+def check_otlp(otlp_path: object, mcp_path: object, health_path: object, span_recorder: object) -> None:
+    """Refuse a bad ``otlp_path`` (a route path other than the MCP and health paths, or ``None``) or a
+    ``span_recorder`` that is not a :class:`~pytest_mcpfaults.spans.SpanRecorder` (``ValueError``)."""
+    if otlp_path is not None:
+        why = check_path(otlp_path)
+        if why is not None:
+            raise ValueError(f"Sidecar: otlp_path {why} (or None: no OTLP receiver), got {otlp_path!r}")
+        if otlp_path in (mcp_path, health_path):
+            raise ValueError(
+                f"Sidecar: otlp_path must differ from mcp_path and health_path, got {otlp_path!r} for both"
+            )
+    if span_recorder is not None:
+        from pytest_mcpfaults.spans import SpanRecorder
+
+        if not isinstance(span_recorder, SpanRecorder):
+            raise ValueError(
+                "Sidecar: span_recorder must be a pytest_mcpfaults.SpanRecorder or None, "
+                f"got {span_recorder!r}"
+            )

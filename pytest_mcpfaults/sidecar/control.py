@@ -14,7 +14,12 @@ subject to faults, freezes or patience, and are not written to the journal as re
 ``POST   /revive``         answer again (a frozen sidecar releases what it held)
 ``GET    /journal``        requests, connections, fired counts, patience violations, state;
                            ``?since=ID`` (requests with id >= ID) and ``&limit=N`` (at most N) page
+``GET    /spans``          the recorded spans (tree as text; JSON with ``?format=json``)
+``DELETE /spans``          forget the recorded spans
+``GET    /check``          the span invariants' verdict as JSON
 =========================  =====================================================================
+
+The span routes are described in :mod:`pytest_mcpfaults.otlp.control_routes`.
 
 The journal answer is written in pieces, yielding to the loop between them, so a large journal never
 stalls the sidecar's own traffic while it is sent (``serve`` keeps a bounded journal: see
@@ -33,6 +38,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.otlp.control_routes import span_routes
 from pytest_mcpfaults.sidecar.journal import ConnectionRecord, Journal, RequestRecord
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.validation import is_count
@@ -160,6 +166,7 @@ class Control:
             ("POST", "/freeze"): self._call(sidecar.freeze),
             ("POST", "/revive"): self._call(sidecar.revive),
             ("GET", "/journal"): self._journal,
+            **span_routes(sidecar),
         }
 
     def mount(self) -> Control:

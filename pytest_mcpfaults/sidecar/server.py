@@ -15,11 +15,12 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web, web_protocol, web_server
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH, OtlpService
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import (
@@ -29,6 +30,7 @@ from pytest_mcpfaults.sidecar.config import (
     DEFAULT_UPSTREAM_TIMEOUT,
     LOOPBACK_NAMES,
     check_kwargs,
+    check_otlp,
 )
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
@@ -37,6 +39,9 @@ from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
 
@@ -145,6 +150,10 @@ class Sidecar(SidecarWaits):
         idle_timeout: seconds a connection may go without a complete request, from its opening or
             its last answer (60): then the sidecar closes it (``ConnectionRecord.timed_out``). Bounds
             idle keep-alive connections and clients sending their headers slowly. ``None``: never.
+        otlp_path: the OTLP/HTTP trace receiver (``POST``, protobuf or JSON): spans other processes
+            export join :attr:`span_recorder`. No fault applies to it. ``None``: off (404).
+        span_recorder: the recorder received spans join; ``None``: the sidecar's own (the pytest
+            fixtures pass the test's recorder when the test records spans).
         upstream: proxy mode: the URL of a real MCP server (``'http://127.0.0.1:9000/mcp'``) that
             answers every request the plan does not answer, in place of the fake's endpoint and
             tools (docs/proxy.md). Loopback only unless ``allow_remote_upstream=True``.
@@ -177,6 +186,8 @@ class Sidecar(SidecarWaits):
         service_url: str | None = None,
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        otlp_path: str | None = DEFAULT_OTLP_PATH,
+        span_recorder: SpanRecorder | None = None,
         upstream: str | None = None,
         upstream_health: str | None = None,
         upstream_timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
@@ -190,9 +201,11 @@ class Sidecar(SidecarWaits):
             upstream_health=upstream_health, upstream_timeout=upstream_timeout,
             allow_remote_upstream=allow_remote_upstream,
         )  # fmt: skip
+        check_otlp(otlp_path, mcp_path, health_path, span_recorder)
         self.upstream, self.upstream_health = upstream, upstream_health
         self.upstream_timeout = upstream_timeout
         self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
+        self.otlp_path = otlp_path
         self.host = host
         self.era, self.reply, self.patience, self.expect_hang = era_, reply_, patience, expect_hang
         self.max_body_bytes = max_body_bytes
@@ -230,6 +243,10 @@ class Sidecar(SidecarWaits):
         self._server: asyncio.Server | None = None
         self._web: _WebServer | None = None
         self._mounted: tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] | None = None
+        self._otlp = OtlpService(
+            otlp_path, self.journal, span_recorder, max_body_bytes=max_body_bytes,
+            body_timeout=idle_timeout, on_error=self.core.record_error, mounted=self._mounted_for,
+        )  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> Sidecar:
@@ -310,6 +327,7 @@ class Sidecar(SidecarWaits):
         lost = [c.lost for c in self._conns.values() if not c.lost.done()]
         if lost:
             await asyncio.wait(lost, timeout=0.5)
+        await self._otlp.close()
         await self._cancel_handlers()
         if self._proxy is not None:
             await self._proxy.close()
@@ -364,6 +382,47 @@ class Sidecar(SidecarWaits):
         """``http://127.0.0.1:<port>``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    # -- spans from other processes (OTLP) ------------------------------------------------------------
+    @property
+    def span_recorder(self) -> SpanRecorder:
+        """The recorder spans received on :attr:`otlp_path` join (``span_recorder=``, else its own)."""
+        return self._otlp.recorder_now()
+
+    @property
+    def otlp_url(self) -> str:
+        """The full URL of the OTLP trace receiver (``http://127.0.0.1:<port>/v1/traces``) on the
+        receiver's own port, which no fault reaches: it answers while the sidecar is dead or frozen.
+        Started on first use (the sidecar must be running); the main port answers the path too."""
+        if self.otlp_path is None:
+            raise RuntimeError("Sidecar.otlp_url: the OTLP receiver is off (otlp_path=None)")
+        self._require_running("otlp_url")
+        host = "127.0.0.1" if self.host == "localhost" else self.host
+        listener = _loop.run(self._otlp.start_listener(host))
+        shown = f"[{listener.host}]" if ":" in listener.host else listener.host
+        return f"http://{shown}:{listener.port}{self.otlp_path}"
+
+    @property
+    def otel_env(self) -> dict[str, str]:
+        """The environment a child process needs to export its spans here with the standard OTLP
+        exporters: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (:attr:`otlp_url`) and
+        ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` (``http/protobuf``)."""
+        return {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": self.otlp_url,
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        }
+
+    def wait_for_span(self, pattern: str, timeout: float = 10.0, count: int = 1) -> list[RecordedSpan]:
+        """Wait until ``count`` spans named like ``pattern`` have ended in :attr:`span_recorder` (a flush
+        barrier for exporters that batch); returns them. On timeout raises
+        :class:`~pytest_mcpfaults.spans.SpanLookupError` naming the spans recorded instead and what the
+        receiver took in."""
+        return self._otlp.wait_for_span(pattern, timeout, count)
+
+    def _mounted_for(self, path: str) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None:
+        if self._mounted is not None and (path + "/").startswith(self._mounted[0] + "/"):
+            return self._mounted[1]
+        return None
 
     # -- tools -----------------------------------------------------------------------------------
     def add_tool(
@@ -438,11 +497,12 @@ class Sidecar(SidecarWaits):
         """Answer ``prefix`` and every path under it with ``handler`` (a coroutine run on the loop thread)
         instead of the sidecar: no fault, freeze or patience applies, and no request record is written
         (the TCP connection is still recorded). The command line's control endpoint uses this."""
-        shadowed = [p for p in (self.mcp_path, self.health_path) if p and (p + "/").startswith(prefix + "/")]
+        own = (self.mcp_path, self.health_path, self.otlp_path)
+        shadowed = [p for p in own if p and (p + "/").startswith(prefix + "/")]
         if not prefix.startswith("/") or prefix.endswith("/") or shadowed:
             raise ValueError(
-                f"Sidecar.mount(): prefix must be a path like '/_control' that does not cover the MCP or "
-                f"health path, got {prefix!r}"
+                f"Sidecar.mount(): prefix must be a path like '/_control' that does not cover the MCP, "
+                f"health or OTLP path, got {prefix!r}"
             )
         self._mounted = (prefix, handler)
 
@@ -568,6 +628,8 @@ class Sidecar(SidecarWaits):
             conn.busy += 1
             self._arm_idle(conn)  # disarms while busy
         try:
+            if conn is not None and self._otlp.serves(request.path):  # no fault, freeze or patience
+                return await self._otlp.receiver.handle(request, conn.id)
             if self._mounted is not None and (request.path + "/").startswith(self._mounted[0] + "/"):
                 return await self._mounted[1](request)
             if conn is None:  # connection already gone

@@ -1,0 +1,308 @@
+"""The sidecar's OTLP/HTTP trace receiver: ``POST /v1/traces`` answered as the OTLP specification says,
+the spans recorded in the sidecar's :class:`~pytest_mcpfaults.spans.SpanRecorder`.
+
+:class:`OtlpReceiver` answers one request (any listener may call it). :class:`OtlpService` is what a
+:class:`~pytest_mcpfaults.Sidecar` holds: the receiver, the recorder spans go to, and the receiver's own
+listener (:class:`OtlpListener`, started on first use of ``Sidecar.otel_env``), which no fault reaches:
+it keeps answering while the sidecar is dead (``die``, ``kill()``) or frozen, so the spans a harness
+exports after its sidecar died still arrive. That listener also answers the sidecar's mounted handler
+(the ``serve`` control endpoint), so ``/_mcpfaults/check`` can be read after a ``die``.
+
+Every OTLP request is written to the sidecar's journal (method, path, status, bytes sent); a body that
+does not decode is answered 400 and journaled as the client's error (``error_by='client'``). Faults,
+freezes and patience never apply to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web, web_protocol, web_server
+
+from pytest_mcpfaults.otlp.decode import (
+    INVALID_ARGUMENT,
+    JSON,
+    PROTOBUF,
+    UNIMPLEMENTED,
+    OtlpDecodeError,
+    decode_export,
+    encode_response,
+    encode_status,
+)
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
+    from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
+
+__all__ = ["DEFAULT_OTLP_PATH", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
+
+DEFAULT_OTLP_PATH = "/v1/traces"
+#: Content-Encoding values accepted (aiohttp decodes gzip and deflate bodies before they are read).
+_ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+
+
+class OtlpStats:
+    """What the receiver took in: exports answered 200, spans recorded and rejected, bad requests."""
+
+    def __init__(self) -> None:
+        self.exports = 0
+        self.spans = 0
+        self.rejected = 0
+        self.refused = 0  # requests answered 4xx
+        self.last_refusal: str | None = None
+
+    def describe(self) -> str:
+        text = f"{self.exports} OTLP export(s) received, {self.spans} span(s) recorded"
+        if self.rejected:
+            text += f", {self.rejected} rejected"
+        if self.refused:
+            text += f"; {self.refused} request(s) refused, the last: {self.last_refusal}"
+        return text
+
+
+class OtlpReceiver:
+    """Answers OTLP/HTTP trace export requests; ``recorder()`` gives the recorder spans go to."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        recorder: Callable[[], SpanRecorder],
+        *,
+        max_body_bytes: int,
+        body_timeout: float | None,
+        on_error: Callable[[str, BaseException], None],
+    ) -> None:
+        self.journal = journal
+        self._recorder = recorder
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
+        self._on_error = on_error
+        self.stats = OtlpStats()
+
+    async def handle(self, request: web.BaseRequest, conn_id: int) -> web.StreamResponse:
+        """Answer one request on connection ``conn_id`` (a journal connection id) and journal it."""
+        journal = self.journal
+        rid = journal.add_request(
+            conn_id=conn_id,
+            method=request.method,
+            path=request.path,
+            user_agent=request.headers.get("User-Agent"),
+        )
+        journal.count_request_on(conn_id)
+        resp: web.Response | None = None
+        try:
+            resp = await self._answer(request, rid)
+            return resp
+        except Exception as exc:  # a bug of ours: answer 500 and surface it in the test
+            self._on_error(f"{request.method} {request.path}", exc)
+            journal.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
+            resp = web.Response(status=500, text=f"mcpfaults OTLP receiver error: {exc!r}")
+            return resp
+        finally:
+            status = resp.status if resp is not None else 500
+            sent = len(resp.body) if resp is not None and isinstance(resp.body, bytes) else 0
+            journal.update_request(rid, status=status, bytes_sent=sent, ended_at=journal.now())
+
+    def _refuse(self, rid: int, status: int, media: str, message: str, **headers: str) -> web.Response:
+        self.journal.update_request(rid, error=message, error_by="client")
+        self.stats.refused += 1
+        self.stats.last_refusal = f"{status} {message}"
+        code = INVALID_ARGUMENT if status == 400 else UNIMPLEMENTED
+        body = encode_status(media, code, message)
+        return web.Response(status=status, body=body, content_type=media, headers=headers or None)
+
+    async def _answer(self, request: web.BaseRequest, rid: int) -> web.Response:
+        if request.method != "POST":
+            return self._refuse(
+                rid, 405, JSON, f"the OTLP receiver answers POST only, got {request.method}", Allow="POST"
+            )
+        media = request.content_type  # lower-cased, without parameters
+        if media not in (PROTOBUF, JSON):
+            return self._refuse(
+                rid,
+                415,
+                JSON,
+                f"OTLP/HTTP traces are sent as {PROTOBUF} or {JSON}, got Content-Type "
+                f"{request.headers.get('Content-Type', '(none)')!r}",
+            )
+        encoding = request.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in _ENCODINGS:
+            return self._refuse(
+                rid, 415, media, f"Content-Encoding {encoding!r} is not supported (gzip, deflate or none)"
+            )
+        try:
+            read = self._read_body(request)
+            body = await (read if self.body_timeout is None else asyncio.wait_for(read, self.body_timeout))
+        except asyncio.TimeoutError:
+            return self._refuse(rid, 408, media, f"request body not complete within {self.body_timeout:g} s")
+        except web_protocol.RequestPayloadError as exc:  # e.g. a gzip body that does not inflate
+            return self._refuse(rid, 400, media, f"body does not decode ({encoding or 'no'} encoding): {exc}")
+        if body is None:
+            return self._refuse(rid, 413, media, f"request body over {self.max_body_bytes} bytes")
+        try:
+            decoded = decode_export(body, media)
+        except OtlpDecodeError as exc:
+            return self._refuse(rid, 400, media, str(exc))
+        recorder = self._recorder()
+        rejected, reasons = decoded.rejected, list(decoded.reasons)
+        for batch in decoded.batches:
+            if recorder.add_received(batch.spans, batch.source) < len(batch.spans):
+                rejected += len(batch.spans)
+                reasons.append("the span recorder is not recording (no test asked for spans)")
+        self.stats.exports += 1
+        self.stats.spans += decoded.accepted - (rejected - decoded.rejected)
+        self.stats.rejected += rejected
+        message = "; ".join(dict.fromkeys(reasons))
+        return web.Response(status=200, body=encode_response(media, rejected, message), content_type=media)
+
+    async def _read_body(self, request: web.BaseRequest) -> bytes | None:
+        """The (decompressed) body, or ``None`` when it is over ``max_body_bytes``."""
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            return None
+        chunks, size = [], 0
+        while chunk := await request.content.read(65536):
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+class _ListenerServer(web_server.Server):
+    def __init__(self, owner: OtlpListener, **kwargs: Any) -> None:
+        super().__init__(owner.handle, **kwargs)
+        self._owner = owner
+
+    def connection_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        self._owner.conn_made(handler, transport)
+
+    def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
+        super().connection_lost(handler, exc)
+        self._owner.conn_lost(handler)
+
+
+class OtlpListener:
+    """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
+    path (``None``: 404). Its connections are journaled like the sidecar's; :meth:`close` aborts them."""
+
+    def __init__(self, journal: Journal, route: Callable[[web.BaseRequest, int], Handler | None]) -> None:
+        self.journal = journal
+        self._route = route
+        self._conns: dict[web_protocol.RequestHandler, tuple[int, asyncio.Transport]] = {}
+        self._server: asyncio.Server | None = None
+        self._web: _ListenerServer | None = None
+        self.host = ""
+        self.port = 0
+
+    async def start(self, host: str) -> None:
+        self._web = _ListenerServer(self, access_log=None, handler_cancellation=True)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
+        self.host, self.port = host, self._server.sockets[0].getsockname()[1]
+
+    def conn_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
+        peer = transport.get_extra_info("peername")
+        cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
+        self._conns[handler] = (cid, transport)
+
+    def conn_lost(self, handler: web_protocol.RequestHandler) -> None:
+        entry = self._conns.pop(handler, None)
+        if entry is not None:
+            by: ClosedBy = "sidecar" if self._server is None else "client"
+            self.journal.update_connection(entry[0], closed_at=self.journal.now(), closed_by=by)
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        entry = self._conns.get(request.protocol)
+        if entry is None:  # connection already gone
+            return web.Response(status=500)
+        handler = self._route(request, entry[0])
+        if handler is None:
+            return web.json_response({"error": f"no route {request.path!r} on the OTLP port"}, status=404)
+        return await handler(request)
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        for _, transport in list(self._conns.values()):
+            transport.abort()
+        for _ in range(3):  # let connection_lost run for the aborted transports
+            await asyncio.sleep(0)
+        if self._web is not None:
+            await self._web.shutdown(0.05)
+
+
+class OtlpService:
+    """What a sidecar holds for spans from other processes: the recorder they go to (the one given, or
+    its own, made on first use), the :class:`OtlpReceiver` on ``path`` (``None``: off) and its own
+    :class:`OtlpListener`, started by :meth:`start_listener`."""
+
+    def __init__(
+        self,
+        path: str | None,
+        journal: Journal,
+        recorder: SpanRecorder | None,
+        *,
+        max_body_bytes: int,
+        body_timeout: float | None,
+        on_error: Callable[[str, BaseException], None],
+        mounted: Callable[[str], Handler | None],
+    ) -> None:
+        self.path = path
+        self._recorder = recorder
+        self._lock = threading.Lock()
+        self._mounted = mounted
+        self.receiver = OtlpReceiver(
+            journal, self.recorder_now, max_body_bytes=max_body_bytes, body_timeout=body_timeout,
+            on_error=on_error,
+        )  # fmt: skip
+        self.listener: OtlpListener | None = None
+        self.closed = threading.Event()  # set by close(): waits for spans give up
+
+    def recorder_now(self) -> SpanRecorder:
+        """The recorder received spans go to (made on first use when none was given)."""
+        with self._lock:
+            if self._recorder is None:
+                from pytest_mcpfaults.spans import SpanRecorder
+
+                self._recorder = SpanRecorder()
+            return self._recorder
+
+    def serves(self, path: str) -> bool:
+        return self.path is not None and path == self.path
+
+    def _side_route(self, request: web.BaseRequest, conn_id: int) -> Handler | None:
+        if self.serves(request.path):
+            return lambda req: self.receiver.handle(req, conn_id)
+        return self._mounted(request.path)
+
+    async def start_listener(self, host: str) -> OtlpListener:
+        """Start the receiver's own listener (once) on ``host``; returns it."""
+        if self.listener is None:
+            listener = OtlpListener(self.receiver.journal, self._side_route)
+            await listener.start(host)
+            self.listener = listener
+        return self.listener
+
+    async def close(self) -> None:
+        self.closed.set()
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            await listener.close()
+
+    def wait_for_span(self, pattern: str, timeout: float, count: int) -> list[RecordedSpan]:
+        """``SpanRecorder.wait_for_span`` on the recorder; its failure also says what the receiver got."""
+        from pytest_mcpfaults.spans import SpanLookupError
+
+        try:
+            return self.recorder_now().wait_for_span(
+                pattern, timeout=timeout, count=count, cancel=self.closed
+            )
+        except SpanLookupError as exc:
+            got = self.receiver.stats.describe()
+            raise SpanLookupError(f"{exc}; the sidecar's OTLP receiver: {got}") from None
