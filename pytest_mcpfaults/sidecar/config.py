@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal, get_args
 
+from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS, TransportName
 from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 from pytest_mcpfaults.validation import LOOPBACK_NAMES, is_count, is_loopback_host, is_positive_seconds
@@ -29,6 +30,7 @@ __all__ = [
     "check_kwargs",
     "check_path",
     "check_strings",
+    "check_transport",
 ]
 
 DEFAULT_PATIENCE = 5.0
@@ -135,3 +137,46 @@ def check_endpoints(
     ):
         raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
     return era, reply  # narrowed by the two `in` checks above
+
+
+def check_transport(
+    transport: object,
+    sse_path: object,
+    messages_path: object,
+    mcp_path: str,
+    health_path: str | None,
+    era: Era,
+    reply: ReplyMode,
+    get_stream: bool,
+) -> TransportName:
+    """Refuse a bad ``transport`` / ``sse_path`` / ``messages_path`` (``ValueError`` naming the
+    argument and what would be valid), and the arguments the chosen transport would ignore or cannot
+    serve; return ``transport``, narrowed."""
+    if transport not in TRANSPORTS:
+        raise ValueError(
+            f"Sidecar: transport must be one of {', '.join(map(repr, TRANSPORTS))}, got {transport!r}"
+        )
+    taken: dict[str, object] = {"mcp_path": mcp_path, "health_path": health_path}
+    for name, path in (("sse_path", sse_path), ("messages_path", messages_path)):
+        why = check_path(path)
+        if why is not None:
+            raise ValueError(f"Sidecar: {name} {why}, got {path!r}")
+        other = next((n for n, p in taken.items() if p == path), None)
+        if other is not None:
+            raise ValueError(f"Sidecar: {name} and {other} must differ, both are {path!r}")
+        taken[name] = path
+    narrowed: TransportName = transport
+    if narrowed != "streamable_http" and era == "stateless":
+        raise ValueError(
+            f"Sidecar: transport={narrowed!r} serves the legacy HTTP+SSE transport, whose clients open a "
+            "session with initialize; era='stateless' refuses it (use era='auto' or 'session')"
+        )
+    if narrowed == "sse":
+        given = (("reply", reply, "json"), ("get_stream", get_stream, False))
+        ignored = [f"{n}={v!r}" for n, v, default in given if v != default]
+        if ignored:
+            raise ValueError(
+                f"Sidecar: {ignored[0]} shapes Streamable HTTP answers, which transport='sse' does not "
+                "serve; use transport='both' to serve both, or leave it out"
+            )
+    return narrowed

@@ -19,7 +19,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import Answer, Dropped
 from pytest_mcpfaults.sidecar.mcp import reply_body
 
-__all__ = ["Delivery", "Dropped", "deliver", "reset_transport"]
+__all__ = ["Delivery", "Dropped", "deliver", "flush_headers", "reset_transport"]
 
 
 @dataclass
@@ -42,7 +42,7 @@ def reset_transport(transport: asyncio.BaseTransport | None) -> None:
     transport.abort()  # type: ignore[attr-defined]
 
 
-def _flush_headers(resp: web.StreamResponse) -> None:
+def flush_headers(resp: web.StreamResponse) -> None:
     writer = resp._payload_writer  # aiohttp buffers headers until the first body write
     send = getattr(writer, "send_headers", None)
     if send is not None:
@@ -97,7 +97,7 @@ async def deliver(
         await resp.write(head)
         out.bytes_sent = len(head)
     else:
-        _flush_headers(resp)
+        flush_headers(resp)
     if isinstance(fault, F.Truncate):
         transport = request.transport
         if transport is not None:
