@@ -290,7 +290,10 @@ class SidecarCore:
                 await transport.pause(fault.seconds + jitter(fault, fired))
             reply = forced_reply(fault, info, self.mcp, self.service_url())
         if legacy is not None:
-            return await self._legacy(rid, incoming, info, fault, reply, session)
+            answer = await self._legacy(rid, incoming, info, fault, reply, session)
+            if answer.reply.error_by is not None:
+                self.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
+            return answer
         if reply is None:
             reply = await self._normal(incoming, info, transport)
             if reply is None:
@@ -343,7 +346,7 @@ class SidecarCore:
             created = reply.headers.get("Mcp-Session-Id")
             if info.mcp.method == "initialize" and created:
                 session.mcp_session = created
-        if reply.error_by is not None:
+        if reply.error_by is not None:  # the POST's own answer is a plain 202: the journal keeps the reply's
             self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         body_fault = fault if isinstance(fault, BODY_FAULTS) else None
         if reply.payload is not None:

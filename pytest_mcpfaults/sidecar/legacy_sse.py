@@ -152,14 +152,17 @@ class LegacySse:
         body: bytes,
         endpoint: McpEndpoint,
     ) -> RequestInfo:
-        """Both paths are MCP requests; a message POST's body is parsed as JSON-RPC (session era),
-        carrying the MCP session id its stream's ``initialize`` created."""
+        """Both paths are MCP requests. A message POST to a live session has its body parsed as
+        JSON-RPC (session era), carrying the MCP session id its stream's ``initialize`` created; one
+        naming no live session is refused before its body is read, as the SDK's server does (so no
+        fault aimed at an MCP method or tool fires on it)."""
         if path != self.messages_path or method != "POST":
             return RequestInfo(method, path, "mcp", None)
+        session = self.lookup(query)
+        if isinstance(session, Reply):
+            return RequestInfo(method, path, "mcp", None, session)
         parsed = endpoint.parse(headers, body)
         if isinstance(parsed, Reply):
             return RequestInfo(method, path, "mcp", None, _refused(400, "Could not parse message"))
-        session = self.lookup(query)
-        mcp_session = session.mcp_session if isinstance(session, LegacySession) else None
-        message = McpRequest(parsed.message, parsed.method, parsed.id, mcp_session, "session")
+        message = McpRequest(parsed.message, parsed.method, parsed.id, session.mcp_session, "session")
         return RequestInfo(method, path, "mcp", message)

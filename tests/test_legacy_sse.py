@@ -1,0 +1,508 @@
+"""The legacy 2024-11-05 HTTP+SSE transport (``Sidecar(transport='sse' | 'both')``): the core's routing
+without sockets, then the socket sidecar with real clients (plain httpx for the bytes, the mcp 2.x
+``sse_client`` for what a harness sees), and the journal each time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.sse import sse_client
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar import Sidecar
+from pytest_mcpfaults.sidecar.core import Dropped, Incoming, SidecarCore
+from pytest_mcpfaults.sidecar.legacy_sse import LegacySession
+
+JSON = {"Content-Type": "application/json"}
+CLIENT = {"name": "t", "version": "0"}
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": CLIENT}}  # fmt: skip
+
+
+def rpc(method: str, id: int | None = 1, **params: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+    if id is not None:
+        msg["id"] = id
+    return msg
+
+
+# -- the core, without sockets -----------------------------------------------------------------------
+class Recording:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    async def hold(self, fault: F.Fault) -> None:
+        self.calls.append(("hold", fault))
+
+    async def die(self, restart: bool) -> None:
+        self.calls.append(("die", restart))
+
+    async def pause(self, seconds: float) -> None:
+        self.calls.append(("pause", seconds))
+
+    async def event_stream(self) -> None:  # pragma: no cover - not used by the legacy transport
+        self.calls.append(("event_stream", None))
+
+
+def make_core(faults: list[F.Fault] | None = None, transport: str = "sse") -> SidecarCore:
+    core = SidecarCore(
+        mcp_path="/mcp", health_path="/health", era="auto", reply="json", tools=(),
+        tool_sets=("basic", "benchmark"), faults=faults or [], get_stream=False, allowed_origins=(),
+        max_body_bytes=1 << 20, service_url=lambda: "http://svc.test", transport=transport,  # type: ignore[arg-type]
+    )  # fmt: skip
+    core.state = "running"
+    return core
+
+
+async def ask(
+    core: SidecarCore, t: Recording, method: str, path: str, body: Any = None, query: str = ""
+) -> Any:
+    data = json.dumps(body).encode() if body is not None else b""
+    rid = core.journal.add_request(conn_id=1, method=method, path=path)
+    return await core.decide(rid, Incoming(method, path, JSON, list(JSON.items()), data, query), t)
+
+
+async def drain(session: LegacySession) -> list[bytes]:
+    events = []
+    while not session._outbox.empty():
+        ev = await session.next()
+        assert ev is not None
+        events.append(ev.data)
+    return events
+
+
+async def test_core_a_message_reply_goes_on_its_session_stream_and_the_post_gets_202() -> None:
+    core, t = make_core(), Recording()
+    stream = await ask(core, t, "GET", "/sse")
+    session = stream.stream
+    assert (stream.reply.status, stream.reply.headers["Content-Type"], stream.sse) == (
+        200,
+        "text/event-stream",
+        True,
+    )
+    assert (
+        session.endpoint_event().data
+        == f"event: endpoint\ndata: /messages?session_id={session.id}\n\n".encode()
+    )
+    q = f"session_id={session.id}"
+    posted = await ask(core, t, "POST", "/messages", INIT, q)
+    assert (posted.reply.status, posted.reply.text, posted.stream) == (202, "Accepted", None)
+    [event] = await drain(session)
+    assert event.startswith(b"event: message\ndata: ") and event.endswith(b"\n\n")
+    assert json.loads(event.split(b"data: ", 1)[1])["result"]["serverInfo"]["name"] == "mcpfaults-sidecar"
+    assert session.mcp_session in core.mcp.sessions  # initialize created an MCP session for the stream
+    note = await ask(core, t, "POST", "/messages", rpc("notifications/initialized", id=None), q)
+    echo = await ask(
+        core, t, "POST", "/messages", rpc("tools/call", name="echo", arguments={"text": "hi"}), q
+    )
+    assert note.reply.status == echo.reply.status == 202
+    [reply] = await drain(session)  # the notification has no reply
+    assert json.loads(reply.split(b"data: ", 1)[1])["result"]["content"][0]["text"] == "hi"
+    rec = core.journal.requests[-1]
+    assert (rec.mcp_method, rec.tool, rec.session_id, rec.era) == (
+        "tools/call",
+        "echo",
+        session.mcp_session,
+        "session",
+    )
+    assert t.calls == []
+
+
+async def test_core_a_die_on_a_message_answers_202_and_dies_only_once_that_is_sent() -> None:
+    core, t = make_core([F.Die(when="tool:echo")]), Recording()
+    session = (await ask(core, t, "GET", "/sse")).stream
+    q = f"session_id={session.id}"
+    await ask(core, t, "POST", "/messages", INIT, q)
+    answer = await ask(
+        core, t, "POST", "/messages", rpc("tools/call", name="echo", arguments={"text": "x"}), q
+    )
+    assert (answer.reply.status, answer.fault, core.state, t.calls) == (
+        202,
+        F.Die(when="tool:echo"),
+        "running",
+        [],
+    )
+    assert answer.after is not None
+    await answer.after()
+    assert (core.state, t.calls, core.mcp.sessions, core.legacy.sessions) == (
+        "dead",
+        [("die", False)],
+        {},
+        {},
+    )
+    died = make_core([F.Die(when="GET /sse")])  # on the stream itself: it dies like any request
+    with pytest.raises(Dropped):
+        await ask(died, t, "GET", "/sse")
+
+
+async def test_core_forced_json_rpc_answers_go_on_the_stream_http_level_ones_on_the_post() -> None:
+    plan = [
+        F.JsonRpcError(when="tool:echo"),
+        F.Status(503, when="tool:sleep"),
+        F.Terminating(when="tools/list"),
+    ]
+    core, t = make_core(plan), Recording()
+    session = (await ask(core, t, "GET", "/sse")).stream
+    q = f"session_id={session.id}"
+    await ask(core, t, "POST", "/messages", INIT, q)
+    await drain(session)
+    forced = await ask(
+        core, t, "POST", "/messages", rpc("tools/call", 5, name="echo", arguments={"text": "x"}), q
+    )
+    assert forced.reply.status == 202
+    [event] = await drain(session)
+    assert json.loads(event.split(b"data: ", 1)[1]) == {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    status = await ask(
+        core, t, "POST", "/messages", rpc("tools/call", 6, name="sleep", arguments={"seconds": 0}), q
+    )
+    terminating = await ask(core, t, "POST", "/messages", rpc("tools/list", 7), q)
+    assert (status.reply.status, terminating.reply.status) == (503, 503)
+    assert await drain(session) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "text"),
+    [
+        ("", 400, "session_id is required"),
+        ("session_id=nothex", 400, "Invalid session ID"),
+        ("session_id=" + "0" * 32, 404, "Could not find session"),
+    ],
+)
+async def test_core_a_message_post_naming_no_live_session_is_refused_as_the_sdk_server_does(
+    query: str, status: int, text: str
+) -> None:
+    core, t = make_core(), Recording()
+    answer = await ask(core, t, "POST", "/messages", INIT, query)
+    assert (answer.reply.status, answer.reply.text) == (status, text)
+    assert core.journal.requests[-1].error_by == "client"
+
+
+# -- the socket sidecar, with real clients -----------------------------------------------------------
+class Events:
+    """Reads an SSE stream's raw bytes (a reader task: waiting on it with a timeout cannot cancel the
+    stream) and splits its events. An error of the stream is raised by the read that reaches it."""
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self.buf = b""
+        self.queue: asyncio.Queue[bytes | BaseException] = asyncio.Queue()
+        self.task = asyncio.ensure_future(self._read(chunks))
+
+    async def _read(self, chunks: AsyncIterator[bytes]) -> None:
+        try:
+            async for chunk in chunks:
+                self.queue.put_nowait(chunk)
+            self.queue.put_nowait(EOFError("the stream ended"))
+        except Exception as exc:
+            self.queue.put_nowait(exc)
+
+    async def _more(self) -> None:
+        got = await self.queue.get()
+        if isinstance(got, BaseException):
+            self.queue.put_nowait(got)
+            raise got
+        self.buf += got
+
+    async def raw(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            await self._more()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    async def event(self) -> bytes:
+        while b"\n\n" not in self.buf:
+            await self._more()
+        out, self.buf = self.buf.split(b"\n\n", 1)
+        return out + b"\n\n"
+
+
+def data(event: bytes) -> Any:
+    return json.loads(event.split(b"data: ", 1)[1])
+
+
+async def open_stream(client: httpx.AsyncClient, sc: Sidecar) -> tuple[httpx.Response, Events, str]:
+    resp = await client.send(client.build_request("GET", sc.sse_url), stream=True)
+    events = Events(resp.aiter_raw())
+    endpoint = await asyncio.wait_for(events.event(), 5)
+    m = re.fullmatch(rb"event: endpoint\ndata: (/messages\?session_id=[0-9a-f]{32})\n\n", endpoint)
+    assert m is not None, endpoint
+    return resp, events, sc.url + m.group(1).decode()
+
+
+async def test_the_stream_announces_the_message_url_and_replies_arrive_on_it_after_a_202() -> None:
+    with Sidecar(transport="sse") as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            resp, events, messages = await open_stream(client, sc)
+            assert (resp.status_code, resp.headers["content-type"]) == (200, "text/event-stream")
+            posted = await client.post(messages, json=INIT)
+            assert (posted.status_code, posted.text) == (202, "Accepted")
+            assert (
+                data(await asyncio.wait_for(events.event(), 5))["result"]["protocolVersion"] == "2024-11-05"
+            )
+            assert (await client.post(messages, content=b"{not json", headers=JSON)).status_code == 400
+            assert (await client.get(messages)).status_code == 405
+            assert (await client.post(sc.sse_url, json=INIT)).status_code == 405
+            assert (await client.post(sc.mcp_url, json=INIT)).status_code == 404  # not served with "sse"
+            await resp.aclose()
+        sc.wait_idle(5)
+        labels = [(r.label, r.status) for r in sc.requests]
+        assert labels == [("GET /sse", 200), ("POST initialize", 202), ("POST /messages", 400),
+                          ("GET /messages", 405), ("POST /sse", 405), ("POST /mcp", 404)]  # fmt: skip
+        assert sc.requests[0].client_closed  # the client closed the stream
+
+
+async def test_a_die_on_a_message_sends_its_202_then_resets_the_stream_before_the_reply() -> None:
+    with Sidecar(transport="sse", faults=[F.Die(when="tool:echo")]) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            resp, events, messages = await open_stream(client, sc)
+            await client.post(messages, json=INIT)
+            await events.event()
+            posted = await client.post(messages, json=rpc("tools/call", name="echo", arguments={"text": "x"}))
+            assert (posted.status_code, posted.text) == (202, "Accepted")  # the POST was taken...
+            with pytest.raises(httpx.ReadError):  # ...and the stream is reset before its reply
+                await asyncio.wait_for(events.event(), 5)
+            await resp.aclose()
+            with pytest.raises(httpx.ConnectError):  # the process is gone: nothing listens
+                await client.get(sc.sse_url)
+        assert sc.state == "dead" and sc.fired == {"die": 1}
+        _, _, echo = sc.requests
+        assert (echo.label, echo.status, echo.fault_kind) == ("POST tools/call echo", 202, "die")
+        assert sc.journal.connections[0].closed_by == "sidecar"  # the stream's connection was reset
+
+
+async def test_the_sdk_client_sees_connection_closed_when_the_sidecar_dies_between_202_and_reply() -> None:
+    with Sidecar(transport="sse", faults=[F.Die(when="tool:echo")]) as sc:
+        with pytest.raises(BaseException) as caught:  # noqa: PT011, PT012 - an ExceptionGroup from anyio
+            async with sse_client(sc.sse_url, timeout=5) as (read, write):  # noqa: SIM117
+                async with ClientSession(read, write, read_timeout_seconds=5) as session:
+                    await session.initialize()
+                    await asyncio.wait_for(session.call_tool("echo", {"text": "x"}), 10)
+        assert "Connection closed" in repr(caught.value)
+        assert sc.journal.sequence()[-1] == "POST tools/call echo"
+        assert sc.requests[-1].status == 202 and sc.state == "dead"
+
+
+async def test_no_endpoint_event_leaves_sse_client_waiting_and_the_patience_verdict_names_the_stream() -> (
+    None
+):
+    with Sidecar(
+        transport="sse", faults=["stall(after_bytes=0)@GET /sse"], patience=1.0, expect_hang=True
+    ) as sc:
+
+        async def connect() -> None:
+            async with sse_client(sc.sse_url, timeout=5, sse_read_timeout=0.5):
+                pass  # pragma: no cover - never connected
+
+        with pytest.raises(asyncio.TimeoutError):  # the harness's own bound: sse_client alone never returns
+            await asyncio.wait_for(connect(), 3)
+        [stream] = sc.requests
+        assert (stream.label, stream.status, stream.bytes_sent, stream.held) == ("GET /sse", 200, 0, True)
+        assert stream.fault == "stall@GET /sse"
+    with Sidecar(
+        transport="sse", faults=["stall(after_bytes=0)@GET /sse"], patience=1.0, expect_hang=True
+    ) as sc:
+        async with httpx.AsyncClient(timeout=5) as client, client.stream("GET", sc.sse_url) as resp:
+            assert resp.status_code == 200  # status and headers, then nothing at all
+            with pytest.raises(httpx.ReadError):  # reset when the sidecar's patience ran out
+                await resp.aread()
+        [v] = sc.patience_violations
+        assert v.request.label == "GET /sse" and v.kind == "stall" and v.answered == "partial"
+        assert (
+            "the response to `GET /sse`, which stalled after the status line (200) and 0 bytes"
+            in v.describe()
+        )
+        assert "held by `stall@GET /sse`" in v.details()
+
+
+async def test_a_stalled_reply_holds_the_stream_journaled_on_its_get_and_release_lets_it_finish() -> None:
+    with Sidecar(transport="sse", faults=["stall(after_bytes=10)@tool:echo"], patience=None) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            resp, events, messages = await open_stream(client, sc)
+            await client.post(messages, json=INIT)
+            await events.event()
+            posted = await client.post(
+                messages, json=rpc("tools/call", 9, name="echo", arguments={"text": "x"})
+            )
+            assert posted.status_code == 202
+            assert await asyncio.wait_for(events.raw(10), 5) == b"event: mes"
+            sc.wait_for(lambda reqs: reqs[0].held, 5)
+            with pytest.raises(asyncio.TimeoutError):  # nothing more comes while it is held
+                await asyncio.wait_for(events.raw(1), 0.3)
+            stream = sc.requests[0]
+            assert (stream.fault, stream.fault_kind, stream.hold) == (
+                "stall(after_bytes=10)@tool:echo",
+                "stall",
+                None,
+            )
+            await asyncio.to_thread(sc.release)
+            rest = await asyncio.wait_for(events.event(), 5)
+            assert data(b"event: mes" + rest) == {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "result": {"content": [{"type": "text", "text": "x"}], "isError": False},
+            }
+            await resp.aclose()
+        assert sc.requests[0].hold == "released"
+        assert sc.fired == {"stall": 1}
+
+
+async def test_malformed_json_and_jsonrpc_error_act_on_the_reply_event_session_expired_ends_the_stream() -> (
+    None
+):
+    plan = ["malformed_json@tool:echo", "jsonrpc_error(code=-32001)@tools/list", "session_expired@tool:sleep"]
+    with Sidecar(transport="both", faults=plan) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            _, events, messages = await open_stream(client, sc)
+            await client.post(messages, json=INIT)
+            await events.event()
+            await client.post(messages, json=rpc("tools/call", 2, name="echo", arguments={"text": "x"}))
+            broken = await asyncio.wait_for(events.event(), 5)
+            assert broken.startswith(b"event: message\ndata: {")
+            with pytest.raises(ValueError):  # noqa: PT011
+                data(broken)
+            await client.post(messages, json=rpc("tools/list", 3))
+            assert data(await asyncio.wait_for(events.event(), 5))["error"]["code"] == -32001
+            gone = await client.post(
+                messages, json=rpc("tools/call", 4, name="sleep", arguments={"seconds": 0})
+            )
+            assert (gone.status_code, gone.text) == (404, "Could not find session")
+            with pytest.raises(EOFError):  # the stream ends cleanly, after the events sent before
+                await asyncio.wait_for(events.event(), 5)
+            assert events.buf == b""
+            again = await client.post(messages, json=rpc("tools/list", 5))
+            assert (again.status_code, again.text) == (404, "Could not find session")
+        assert sc.fired == {"malformed_json": 1, "jsonrpc_error": 1, "session_expired": 1}
+        assert [r.status for r in sc.requests[2:]] == [202, 202, 404, 404]
+
+
+async def test_status_on_the_stream_fails_the_sdk_connect_with_that_status() -> None:
+    with Sidecar(transport="sse", faults=["status(code=503)@GET /sse"]) as sc:
+        with pytest.raises(Exception) as caught:  # noqa: PT011 - the SDK's httpx (httpx2 in mcp 2.x)
+            async with sse_client(sc.sse_url, timeout=5):
+                pass  # pragma: no cover
+        assert type(caught.value).__name__ == "HTTPStatusError"
+        assert "Server error '503 Service Unavailable'" in str(caught.value)
+        assert [(r.label, r.status) for r in sc.requests] == [("GET /sse", 503)]
+
+
+def test_stop_releases_a_held_stream_and_ends_every_stream() -> None:
+    async def hold_open(sc: Sidecar) -> None:
+        async with httpx.AsyncClient(timeout=10) as client:
+            held = await client.send(client.build_request("GET", sc.sse_url), stream=True)
+            idle = await client.send(client.build_request("GET", sc.sse_url), stream=True)
+            streams = Events(held.aiter_raw()), Events(idle.aiter_raw())
+            await asyncio.wait_for(streams[1].event(), 5)
+            await asyncio.to_thread(sc.wait_for, lambda reqs: reqs[0].held, 5)
+            await asyncio.to_thread(sc.stop)
+            for events in streams:
+                with pytest.raises(httpx.ReadError):  # reset by the teardown
+                    await asyncio.wait_for(events.event(), 5)
+
+    sc = Sidecar(transport="sse", faults=[F.Stall(when=F.Trigger("GET /sse", times=1))], patience=None)
+    sc.start()
+    asyncio.run(hold_open(sc))
+    held, idle = sc.requests
+    assert (held.hold, held.done, idle.done) == ("teardown", True, True)
+    assert all(not c.open for c in sc.journal.connections)
+
+
+async def test_streamable_http_and_legacy_sse_are_served_side_by_side_with_both() -> None:
+    from mcp.client import Client
+
+    with Sidecar(transport="both", era="session") as sc:
+        async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=5) as client:
+            assert (await client.call_tool("echo", {"text": "http"})).content[0].text == "http"  # type: ignore[union-attr]
+        async with sse_client(sc.sse_url, timeout=5) as (read, write):  # noqa: SIM117
+            async with ClientSession(read, write, read_timeout_seconds=5) as session:
+                await session.initialize()
+                assert (await session.call_tool("echo", {"text": "sse"})).content[0].text == "sse"  # type: ignore[union-attr]
+        paths = {r.path for r in sc.requests}
+        assert paths == {"/mcp", "/sse", "/messages"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"transport": "http"}, "transport must be one of 'streamable_http', 'sse', 'both', got 'http'"),
+        ({"transport": "sse", "sse_path": "sse"}, "sse_path must be a path starting with '/', got 'sse'"),
+        (
+            {"transport": "both", "messages_path": "/mcp"},
+            "messages_path and mcp_path must differ, both are '/mcp'",
+        ),
+        (
+            {"transport": "sse", "messages_path": "/sse"},
+            "messages_path and sse_path must differ, both are '/sse'",
+        ),
+        (
+            {"transport": "sse", "era": "stateless"},
+            "era='stateless' refuses it (use era='auto' or 'session')",
+        ),
+        (
+            {"transport": "sse", "reply": "sse"},
+            "reply='sse' shapes Streamable HTTP answers, which transport='sse'",
+        ),
+        ({"transport": "sse", "get_stream": True}, "get_stream=True shapes Streamable HTTP answers"),
+    ],
+)
+def test_bad_transport_arguments_are_refused_naming_the_argument(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Sidecar(**kwargs)
+
+
+def test_sse_url_names_the_transport_when_it_is_not_served() -> None:
+    with (
+        Sidecar() as sc,
+        pytest.raises(RuntimeError, match="serves transport='streamable_http'; pass transport='sse'"),
+    ):
+        sc.sse_url  # noqa: B018
+
+
+def test_the_marker_takes_the_transport_and_a_held_stream_gets_a_verdict_naming_it(
+    pytester: pytest.Pytester, run_plugin: Any
+) -> None:
+    pytester.makepyfile(
+        test_served="""
+        import httpx, pytest
+
+        @pytest.mark.mcp_sidecar(transport="sse", sse_path="/events", messages_path="/msg")
+        def test_served(mcp_sidecar):
+            with httpx.stream("GET", mcp_sidecar.url + "/events", timeout=5) as r:
+                first = next(r.iter_raw())
+            assert first.startswith(b"event: endpoint\\ndata: /msg?session_id=")
+
+        @pytest.mark.mcp_sidecar(transport="sse", patience=0.5, faults=["stall@GET /sse"])
+        def test_no_endpoint_event(mcp_sidecar):
+            with httpx.stream("GET", mcp_sidecar.sse_url, timeout=10) as r:
+                try:
+                    r.read()
+                except httpx.ReadError:
+                    pass
+        """,
+        test_refused="""
+        import pytest
+
+        @pytest.mark.mcp_sidecar(transport="stdio")
+        def test_refused(mcp_sidecar):
+            pass
+        """,
+    )
+    result = run_plugin("test_served.py")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*the response to `GET /sse`, which stalled after the status line (200) and 0 bytes*"]
+    )
+    refused = run_plugin("test_refused.py")
+    refused.stdout.fnmatch_lines(["*transport must be one of 'streamable_http', 'sse', 'both', got 'stdio'*"])
+    assert refused.ret != 0
