@@ -214,6 +214,15 @@ class SidecarCore:
         if self.legacy is not None:
             self.legacy.forget_all()
 
+    def close_stream(self, session: LegacySession) -> None:
+        """A legacy SSE stream is gone (the client closed it, teardown, a cut): its session ends,
+        and with it the MCP session its ``initialize`` created (a legacy session lives as long as
+        its stream, as in the mcp SDK's SSE server)."""
+        if self.legacy is not None:
+            self.legacy.close(session)
+        if session.mcp_session is not None and session.mcp_session in self.mcp.sessions:
+            self.mcp.end_session(session.mcp_session)
+
     # -- errors ------------------------------------------------------------------------------------
     def record_error(self, where: str, exc: BaseException) -> None:
         with self._errors_lock:

@@ -680,7 +680,7 @@ class Sidecar(SidecarWaits):
                 await writer.event(event)
         finally:
             self._streams.discard(done)
-            self.core.legacy.close(session)
+            self.core.close_stream(session)
 
     async def _answer_then(
         self, exchange: _Exchange, answer: core.Answer, then: Callable[[], Awaitable[None]]
