@@ -120,3 +120,19 @@ async def test_sse_client_waits_past_its_own_read_timeout_for_an_endpoint_event_
         sc.wait_for(lambda reqs: reqs[0].hold == "client_closed", 5)  # its read timeout closed the stream
         [stream] = sc.requests
         assert (stream.status, stream.bytes_sent, stream.client_closed) == (200, 0, True)
+
+
+async def test_the_patience_verdict_names_the_stream_while_sse_client_is_still_waiting() -> None:
+    with Sidecar(transport="sse", faults=["stall@GET /sse"], patience=0.5, expect_hang=True) as sc:
+
+        async def connect() -> None:
+            async with sse_client(sc.sse_url, timeout=5):
+                pass  # pragma: no cover - never connected
+
+        with pytest.raises(asyncio.TimeoutError):  # reset at 0.5 s, and sse_client still waits
+            await asyncio.wait_for(connect(), 2.0)
+        [v] = sc.patience_violations
+        assert (v.request.label, v.request.hold, v.kind, v.budget) == ("GET /sse", "patience", "stall", 0.5)
+        assert "on the response to `GET /sse`, which stalled after the status line (200) and 0 bytes" in (
+            v.describe()
+        )

@@ -506,3 +506,92 @@ def test_the_marker_takes_the_transport_and_a_held_stream_gets_a_verdict_naming_
     refused = run_plugin("test_refused.py")
     refused.stdout.fnmatch_lines(["*transport must be one of 'streamable_http', 'sse', 'both', got 'stdio'*"])
     assert refused.ret != 0
+
+
+async def started(client: httpx.AsyncClient, sc: Sidecar) -> tuple[httpx.Response, Events, str]:
+    """A stream whose session is initialized: the stream, its events, the message URL."""
+    resp, events, messages = await open_stream(client, sc)
+    await client.post(messages, json=INIT)
+    await asyncio.wait_for(events.event(), 5)
+    return resp, events, messages
+
+
+ECHO = rpc("tools/call", 3, name="echo", arguments={"text": "x"})
+ECHOED = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "x"}], "isError": False}}
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("truncate(after_bytes=5)@tool:echo", httpx.RemoteProtocolError),  # FIN mid-event
+        ("reset(after_bytes=5)@tool:echo", httpx.ReadError),  # RST mid-event
+    ],
+)
+async def test_truncate_and_reset_cut_the_stream_inside_the_reply_event(fault: str, error: type) -> None:
+    with Sidecar(transport="sse", faults=[fault]) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            _, events, messages = await started(client, sc)
+            assert (await client.post(messages, json=ECHO)).status_code == 202
+            assert await asyncio.wait_for(events.raw(5), 5) == b"event"
+            with pytest.raises(error):
+                await asyncio.wait_for(events.event(), 5)
+        assert sc.journal.connections[0].closed_by == "sidecar"
+        assert sc.fired == {fault.split("(")[0]: 1}
+
+
+async def test_drip_sends_the_reply_event_whole_and_endless_sse_then_holds_the_stream() -> None:
+    plan = ["drip(chunk_bytes=4, interval=0.001)@tool:echo", "endless_sse@tool:sleep"]
+    with Sidecar(transport="sse", faults=plan, patience=None) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            _, events, messages = await started(client, sc)
+            await client.post(messages, json=ECHO)
+            assert data(await asyncio.wait_for(events.event(), 5)) == ECHOED
+            await client.post(messages, json=rpc("tools/call", 4, name="sleep", arguments={"seconds": 0}))
+            assert data(await asyncio.wait_for(events.event(), 5))["id"] == 4  # the whole event...
+            sc.wait_for(lambda reqs: reqs[0].held, 5)  # ...then the stream is held
+            await client.post(messages, json={**ECHO, "id": 5})
+            with pytest.raises(asyncio.TimeoutError):  # a later reply waits behind the hold
+                await asyncio.wait_for(events.event(), 0.3)
+            await asyncio.to_thread(sc.release)
+            assert data(await asyncio.wait_for(events.event(), 5))["id"] == 5
+        assert sc.requests[0].fault_kind == "endless_sse" and sc.requests[0].hold == "released"
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "sent"),
+    [
+        ("truncate(after_bytes=20)@GET /sse", httpx.RemoteProtocolError, 20),  # mid endpoint event, FIN
+        ("reset(after_bytes=20)@GET /sse", httpx.ReadError, 20),
+    ],
+)
+async def test_body_faults_aimed_at_the_stream_act_on_its_bytes_from_its_start(
+    fault: str, error: type, sent: int
+) -> None:
+    with Sidecar(transport="sse", faults=[fault]) as sc:
+        async with httpx.AsyncClient(timeout=5) as client, client.stream("GET", sc.sse_url) as resp:
+            assert resp.status_code == 200
+            events = Events(resp.aiter_raw())
+            assert await asyncio.wait_for(events.raw(sent), 5) == b"event: endpoint\ndata"
+            with pytest.raises(error):
+                await asyncio.wait_for(events.event(), 5)
+        assert sc.requests[0].bytes_sent == sent
+
+
+async def test_reset_at_zero_on_the_stream_resets_before_the_status_line() -> None:
+    with Sidecar(transport="sse", faults=["reset@GET /sse"]) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            with pytest.raises(httpx.ReadError):  # RST before the status line
+                await client.get(sc.sse_url)
+        assert (sc.requests[0].status, sc.requests[0].bytes_sent) == (None, 0)
+        assert sc.core.legacy is not None and sc.core.legacy.sessions == {}
+
+
+async def test_hang_on_a_message_holds_the_post_itself_and_patience_names_it() -> None:
+    with Sidecar(transport="sse", faults=["hang@tool:echo"], patience=0.5, expect_hang=True) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            _, _, messages = await started(client, sc)
+            with pytest.raises(httpx.ReadError):  # no 202: the POST is held, then reset at patience
+                await client.post(messages, json=ECHO)
+        [v] = sc.patience_violations
+        assert v.request.label == "POST tools/call echo" and v.answered == "none"
+        assert "`POST /messages` (tools/call echo) (session era)" in v.describe()

@@ -658,6 +658,10 @@ class Sidecar(SidecarWaits):
         session, request, conn, out = answer.stream, exchange.request, exchange.conn, exchange.out
         assert session is not None
         assert self.core.legacy is not None
+        if isinstance(answer.fault, F.Reset) and answer.fault.after_bytes == 0:  # RST before the status line
+            self.core.close_stream(session)
+            reset_transport(request.transport)
+            raise Dropped
         resp = web.StreamResponse(status=answer.reply.status, headers=answer.reply.headers)
         await resp.prepare(request)
         out.status = answer.reply.status
