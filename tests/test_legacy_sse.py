@@ -517,7 +517,17 @@ async def started(client: httpx.AsyncClient, sc: Sidecar) -> tuple[httpx.Respons
 
 
 ECHO = rpc("tools/call", 3, name="echo", arguments={"text": "x"})
-ECHOED = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "x"}], "isError": False}}
+
+
+def result(text: str, *, is_error: bool = False) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"content": [{"type": "text", "text": text}], "isError": is_error},
+    }
+
+
+ECHOED = result("x")
 
 
 @pytest.mark.parametrize(
@@ -595,3 +605,61 @@ async def test_hang_on_a_message_holds_the_post_itself_and_patience_names_it() -
         [v] = sc.patience_violations
         assert v.request.label == "POST tools/call echo" and v.answered == "none"
         assert "`POST /messages` (tools/call echo) (session era)" in v.describe()
+
+
+def test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind() -> None:
+    from pathlib import Path
+
+    from pytest_mcpfaults.faults import fault_kinds
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "faults.md").read_text()
+    table = page.split("## Faults by transport", 1)[1].split("\n\n| kind |", 1)[1].split("\n\n", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    built_in = [k for k, cls in fault_kinds().items() if cls.__module__.startswith("pytest_mcpfaults")]
+    sse = {r[0].strip("`"): r[2] for r in rows if len(r) > 2}
+    assert [k for k in built_in if not sse.get(k)] == []
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "on_stream"),
+    [
+        ("delay(seconds=0.2)@tool:echo", 202, ECHOED),
+        ("tool_error(text='disk full')@tool:echo", 202, result("disk full", is_error=True)),
+        ("error_payload@tool:echo", 202, result('{"error": "backend timed out"}')),
+        ("absent@tool:echo", 404, None),
+        ("terminating@tool:echo", 503, None),
+        ("flap(every=1, code=502)@POST /messages", 502, None),  # healthy first: initialize passed
+    ],
+)  # fmt: skip
+async def test_answer_level_faults_answer_the_post_and_json_rpc_ones_go_on_the_stream(
+    fault: str, status: int, on_stream: Any
+) -> None:
+    with Sidecar(transport="sse", faults=[fault]) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            _, events, messages = await started(client, sc)
+            posted = await client.post(messages, json=ECHO)
+            assert posted.status_code == status
+            if on_stream is not None:
+                assert posted.text == "Accepted"
+                assert data(await asyncio.wait_for(events.event(), 5)) == on_stream
+            else:
+                with pytest.raises(asyncio.TimeoutError):  # nothing goes on the stream
+                    await asyncio.wait_for(events.event(), 0.3)
+        assert sc.fired == {fault.split("(")[0].split("@")[0]: 1}
+
+
+async def test_freeze_on_a_message_holds_its_post_and_every_later_request_new_streams_included() -> None:
+    with Sidecar(transport="sse", faults=["freeze@tool:echo"], patience=None) as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            _, events, messages = await started(client, sc)
+            post = asyncio.ensure_future(client.post(messages, json=ECHO))
+            await asyncio.to_thread(sc.wait_for, lambda reqs: reqs[-1].held, 5)
+            stream = asyncio.ensure_future(client.get(sc.sse_url, timeout=0.5))
+            with pytest.raises(httpx.ReadTimeout):  # a new stream gets no status line while frozen
+                await stream
+            assert not post.done()
+            await asyncio.to_thread(sc.release)
+            assert (await asyncio.wait_for(post, 5)).status_code == 202
+            assert data(await asyncio.wait_for(events.event(), 5)) == ECHOED
+        held = [r.label for r in sc.requests if r.held]
+        assert held == ["POST tools/call echo", "GET /sse"]
