@@ -354,6 +354,7 @@ async def test_a_stalled_reply_holds_the_stream_journaled_on_its_get_and_release
             await resp.aclose()
         assert sc.requests[0].hold == "released"
         assert sc.fired == {"stall": 1}
+        assert [r.label for r in sc.held_requests("mcp")] == ["GET /sse"]  # the legacy paths are MCP ones
 
 
 async def test_malformed_json_and_jsonrpc_error_act_on_the_reply_event_session_expired_ends_the_stream() -> (
