@@ -71,7 +71,7 @@ async def ask(
 
 async def drain(session: LegacySession) -> list[bytes]:
     events = []
-    while not session._outbox.empty():
+    while session.queued:
         ev = await session.next()
         assert ev is not None
         events.append(ev.data)
@@ -664,3 +664,47 @@ async def test_freeze_on_a_message_holds_its_post_and_every_later_request_new_st
             assert data(await asyncio.wait_for(events.event(), 5)) == ECHOED
         held = [r.label for r in sc.requests if r.held]
         assert held == ["POST tools/call echo", "GET /sse"]
+
+
+async def test_a_foreign_origin_is_refused_on_the_stream_and_on_the_messages() -> None:
+    evil = {"Origin": "http://evil.example"}
+    with Sidecar(transport="sse") as sc:
+        async with httpx.AsyncClient(timeout=5) as client:
+            assert (await client.get(sc.sse_url, headers=evil)).status_code == 403
+            _, events, messages = await started(client, sc)
+            assert (await client.post(messages, json=ECHO, headers=evil)).status_code == 403
+            with pytest.raises(asyncio.TimeoutError):  # nothing goes on the stream for it
+                await asyncio.wait_for(events.event(), 0.3)
+        assert [r.error_by for r in sc.requests if r.status == 403] == ["client", "client"]
+
+
+async def test_serve_takes_the_transport_flags_and_announces_the_sse_url() -> None:
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pytest_mcpfaults", "serve", "--json", "--transport", "both",
+        "--sse-path", "/events", "--messages-path", "/msg", "--fault", "tool_error(text='no')@tool:echo",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        info = json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
+        assert info["sse_url"] == info["url"] + "/events"
+        async with sse_client(info["sse_url"], timeout=5) as (read, write):  # noqa: SIM117
+            async with ClientSession(read, write, read_timeout_seconds=5) as session:
+                await session.initialize()
+                result = await session.call_tool("echo", {"text": "x"})
+        assert result.is_error and result.content[0].text == "no"  # type: ignore[union-attr]
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)
+    bad = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pytest_mcpfaults", "serve", "--transport", "sse", "--messages-path", "/sse",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(bad.communicate(), 30)
+    assert bad.returncode == 2
+    assert (
+        "error: argument --messages-path: --messages-path and --sse-path must differ, both are '/sse'"
+        in err.decode()
+    )

@@ -84,6 +84,11 @@ class LegacySession:
     def endpoint_event(self) -> StreamEvent:
         return StreamEvent(b"event: endpoint\ndata: " + self.endpoint_url.encode() + b"\n\n")
 
+    @property
+    def queued(self) -> int:
+        """Events waiting in the outbox (the end of the stream counts as one)."""
+        return self._outbox.qsize()
+
     def put(self, event: StreamEvent) -> None:
         self._outbox.put_nowait(event)
 
