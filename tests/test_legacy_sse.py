@@ -708,3 +708,20 @@ async def test_serve_takes_the_transport_flags_and_announces_the_sse_url() -> No
         "error: argument --messages-path: --messages-path and --sse-path must differ, both are '/sse'"
         in err.decode()
     )
+
+
+async def test_malformed_json_and_drip_aimed_at_the_stream_act_on_every_message_event() -> None:
+    for fault in ("malformed_json@GET /sse", "drip(chunk_bytes=7, interval=0.001)@GET /sse"):
+        with Sidecar(transport="sse", faults=[fault]) as sc:
+            async with httpx.AsyncClient(timeout=5) as client:
+                _, events, messages = await open_stream(client, sc)  # the endpoint event is intact
+                for rid in (1, 2):
+                    await client.post(messages, json={**INIT, "id": rid})
+                    event = await asyncio.wait_for(events.event(), 5)
+                    assert event.startswith(b"event: message\ndata: {")
+                    if fault.startswith("malformed_json"):
+                        with pytest.raises(ValueError):  # noqa: PT011
+                            data(event)
+                    else:
+                        assert data(event)["id"] == rid
+            assert sc.fired == {fault.split("(")[0].split("@")[0]: 1}  # fired once: on the stream
