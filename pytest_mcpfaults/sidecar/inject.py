@@ -19,7 +19,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import Answer, Dropped
 from pytest_mcpfaults.sidecar.mcp import reply_body
 
-__all__ = ["Delivery", "Dropped", "deliver", "flush_headers", "reset_transport"]
+__all__ = ["Delivery", "Dropped", "deliver", "reset_transport"]
 
 
 @dataclass
@@ -40,13 +40,6 @@ def reset_transport(transport: asyncio.BaseTransport | None) -> None:
         with contextlib.suppress(OSError):  # already closed by the peer: abort() still closes it
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()  # type: ignore[attr-defined]
-
-
-def flush_headers(resp: web.StreamResponse) -> None:
-    writer = resp._payload_writer  # aiohttp buffers headers until the first body write
-    send = getattr(writer, "send_headers", None)
-    if send is not None:
-        send()
 
 
 async def deliver(
@@ -97,7 +90,7 @@ async def deliver(
         await resp.write(head)
         out.bytes_sent = len(head)
     else:
-        flush_headers(resp)
+        await resp.write(b"")  # aiohttp buffers the headers until the first body write: send them now
     if isinstance(fault, F.Truncate):
         transport = request.transport
         if transport is not None:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, flush_headers, reset_transport
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport
 from pytest_mcpfaults.sidecar.legacy_sse import StreamEvent
 
 __all__ = ["StreamWriter", "malformed"]
@@ -52,7 +52,7 @@ class StreamWriter:
 
     async def start(self) -> None:
         """Send the status line and headers now (before any event)."""
-        flush_headers(self.resp)
+        await self.resp.write(b"")  # aiohttp buffers the headers until the first body write
 
     async def event(self, ev: StreamEvent) -> None:
         data = ev.data
