@@ -5,20 +5,27 @@ without sockets, then the socket sidecar with real clients (plain httpx for the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import ClientSession
 from mcp.client.sse import sse_client
+from test_reliability import process_tcp_sockets
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.faults import format_plan
 from pytest_mcpfaults.sidecar import Sidecar
 from pytest_mcpfaults.sidecar.core import Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.sidecar.legacy_sse import LegacySession
+from pytest_mcpfaults.strategies import fault_plans
 
 JSON = {"Content-Type": "application/json"}
 CLIENT = {"name": "t", "version": "0"}
@@ -725,3 +732,51 @@ async def test_malformed_json_and_drip_aimed_at_the_stream_act_on_every_message_
                     else:
                         assert data(event)["id"] == rid
             assert sc.fired == {fault.split("(")[0].split("@")[0]: 1}  # fired once: on the stream
+
+
+SSE_TARGETS = ["GET /sse", "POST /messages", "initialize", "tool:echo", "tools/call", "*"]
+
+
+@settings(
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    plan=fault_plans(max_faults=2, targets=SSE_TARGETS, patience=0.2),
+    read_reply=st.booleans(),
+    close_stream=st.booleans(),
+)
+def test_any_plan_over_legacy_sse_stop_is_bounded_and_leaves_nothing_open(
+    plan: list[F.Fault], read_reply: bool, close_stream: bool
+) -> None:
+    sc = Sidecar(transport="sse", faults=plan, patience=0.2).start()
+    port = sc.port
+    with httpx.Client(timeout=httpx.Timeout(2.0, read=0.5)) as client:
+        stream: httpx.Response | None = None
+        first = b""
+        with contextlib.suppress(httpx.HTTPError):
+            stream = client.send(client.build_request("GET", sc.sse_url), stream=True)
+            chunks = stream.iter_raw()
+            first = next(chunks, b"")
+        m = re.search(rb"data: (/messages\?session_id=[0-9a-f]{32})\n\n", first)
+        if m is not None and stream is not None:
+            for body in (INIT, ECHO):
+                with contextlib.suppress(httpx.HTTPError):
+                    client.post(sc.url + m.group(1).decode(), json=body)
+            if read_reply:
+                with contextlib.suppress(httpx.HTTPError):
+                    next(chunks, b"")
+        if stream is not None and close_stream:
+            stream.close()
+        t0 = time.monotonic()
+        sc.stop()
+        took = time.monotonic() - t0
+        assert took < 1.0, f"stop() took {took:.3f} s with plan {format_plan(plan)}"
+        assert process_tcp_sockets(port)["local"] == [], sc.journal.format()
+        assert sc.journal.open_connections() == ()
+        assert all(r.done for r in sc.requests), sc.journal.format()
+        assert all(r.hold is not None for r in sc.requests if r.held), sc.journal.format()
+        assert sc.core.legacy is not None and sc.core.legacy.sessions == {}
+    sc.check_errors()
