@@ -136,3 +136,17 @@ async def test_the_patience_verdict_names_the_stream_while_sse_client_is_still_w
         assert "on the response to `GET /sse`, which stalled after the status line (200) and 0 bytes" in (
             v.describe()
         )
+
+
+async def test_a_malformed_reply_event_is_dropped_by_sse_client_and_the_call_waits_on() -> None:
+    """Measured in mcp 1.30 and 2.x: an ``event: message`` whose data is not JSON is logged and
+    dropped; the call it answered is never resolved, so only the caller's own timeout ends it."""
+    with Sidecar(transport="sse", faults=["malformed_json@tool:echo[times=1]"]) as sc:
+        async with sse_client(sc.sse_url, timeout=5) as (read, write):  # noqa: SIM117
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(session.call_tool("echo", {"text": "x"}), 1.5)
+                again = await asyncio.wait_for(session.call_tool("echo", {"text": "y"}), 10)  # it goes on
+        assert again.content[0].text == "y"
+        assert sc.fired == {"malformed_json": 1}
