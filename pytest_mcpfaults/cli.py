@@ -24,9 +24,11 @@ from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
+    DEFAULT_UPSTREAM_TIMEOUT,
     REPLY_MODES,
     check_path,
     check_transport,
+    check_upstream_url,
 )
 from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS
@@ -180,6 +182,31 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"keep the last N requests (and N connections) in the journal, counting the dropped ones "
         f"(default {DEFAULT_JOURNAL_LIMIT}); requests still in flight are never dropped",
     )
+    serve.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="proxy mode: forward every request the faults do not answer to this real MCP server "
+        "(e.g. http://127.0.0.1:9000/mcp) instead of serving the fake's tools; loopback only unless "
+        "--allow-remote-upstream",
+    )
+    serve.add_argument(
+        "--upstream-health",
+        type=_path,
+        metavar="PATH",
+        help="proxy mode: forward the health path to this path of the upstream (default: the sidecar "
+        "answers it itself)",
+    )
+    serve.add_argument(
+        "--upstream-timeout",
+        type=_patience,
+        default=DEFAULT_UPSTREAM_TIMEOUT,
+        metavar="SECONDS|none",
+        help=f"proxy mode: seconds the upstream may take to send its headers, and then between two "
+        f"chunks of a POST's body (default {DEFAULT_UPSTREAM_TIMEOUT:g}; 'none': unbounded); past it: 504",
+    )
+    serve.add_argument(
+        "--allow-remote-upstream", action="store_true", help="allow an --upstream that is not loopback"
+    )
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument("--json", action="store_true", help="print the start-up info as one JSON line")
     serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
@@ -191,11 +218,20 @@ def _transport_problem(args: argparse.Namespace) -> str | None:
     try:
         check_transport(
             args.transport, args.sse_path, args.messages_path, args.mcp_path,
-            None if args.no_health else args.health_path, args.era, args.reply, False,
+            None if args.no_health else args.health_path, args.era, args.reply, False, args.upstream,
         )  # fmt: skip
     except ValueError as exc:
         text = str(exc).removeprefix("Sidecar: ")
-        for name in ("transport", "sse_path", "messages_path", "mcp_path", "health_path", "era", "reply"):
+        for name in (
+            "transport",
+            "sse_path",
+            "messages_path",
+            "mcp_path",
+            "health_path",
+            "era",
+            "reply",
+            "upstream",
+        ):
             text = re.sub(rf"\b{name}(?==| and | must)", "--" + name.replace("_", "-"), text)
         first = re.search(r"--[a-z-]+", text)
         return f"argument {first.group(0) if first else '--transport'}: {text}"
@@ -210,6 +246,20 @@ def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) 
         )
 
 
+def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.upstream is None:
+        for flag in ("upstream_health", "allow_remote_upstream"):
+            if getattr(args, flag):
+                parser.error(f"argument --{flag.replace('_', '-')}: needs --upstream URL")
+        return
+    why = check_upstream_url(args.upstream, args.allow_remote_upstream)
+    if why is not None:
+        why = why.replace("allow_remote_upstream=True", "--allow-remote-upstream")
+        parser.error(f"argument --upstream: {why}, got {args.upstream!r}")
+    if args.upstream_health is not None and args.no_health:
+        parser.error("argument --upstream-health: not with --no-health (there is no health path to forward)")
+
+
 def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
     info = {
         "url": sc.url,
@@ -221,6 +271,8 @@ def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
     }
     if sc.transport != "streamable_http":
         info["sse_url"] = sc.sse_url
+    if sc.upstream is not None:
+        info["upstream"] = sc.upstream
     if as_json:
         out.write(json.dumps(info) + "\n")
     else:
@@ -256,6 +308,10 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         transport=args.transport,
         sse_path=args.sse_path,
         messages_path=args.messages_path,
+        upstream=args.upstream,
+        upstream_health=args.upstream_health,
+        upstream_timeout=args.upstream_timeout,
+        allow_remote_upstream=args.allow_remote_upstream,
     )
     sc.journal.set_limit(args.journal_limit)
     token = secrets.token_urlsafe(32)
@@ -284,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(
                 f"argument --{name.replace('_', '-')}: {path!r} is reserved for the control endpoint"
             )
+    _check_upstream(parser, args)
     if not args.no_health and args.health_path == args.mcp_path:
         parser.error(f"argument --health-path: must differ from --mcp-path, both are {args.mcp_path!r}")
     problem = _transport_problem(args)

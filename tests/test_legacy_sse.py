@@ -460,6 +460,10 @@ async def test_streamable_http_and_legacy_sse_are_served_side_by_side_with_both(
             "reply='sse' shapes Streamable HTTP answers, which transport='sse'",
         ),
         ({"transport": "sse", "get_stream": True}, "get_stream=True shapes Streamable HTTP answers"),
+        (
+            {"transport": "both", "upstream": "http://127.0.0.1:1/mcp"},
+            "which proxy mode (upstream=) does not relay",
+        ),
     ],
 )
 def test_bad_transport_arguments_are_refused_naming_the_argument(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal, get_args
+from urllib.parse import urlsplit
 
 from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS, TransportName
 from pytest_mcpfaults.sidecar.mcp import ERAS, Era
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_PATIENCE",
     "DEFAULT_TOOL_TIMEOUT",
+    "DEFAULT_UPSTREAM_TIMEOUT",
     "LOOPBACK_NAMES",
     "REPLY_MODES",
     "ReplyMode",
@@ -31,11 +33,16 @@ __all__ = [
     "check_path",
     "check_strings",
     "check_transport",
+    "check_upstream",
+    "check_upstream_url",
 ]
 
 DEFAULT_PATIENCE = 5.0
 DEFAULT_TOOL_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 60.0
+#: Seconds an upstream may take to connect and send its status line and headers, and then between two
+#: chunks of a POST's body (``Sidecar(upstream_timeout=)``).
+DEFAULT_UPSTREAM_TIMEOUT = 30.0
 ReplyMode = Literal["json", "sse"]
 """How a sidecar frames its replies by default: one JSON body, or an SSE stream."""
 REPLY_MODES: tuple[ReplyMode, ...] = get_args(ReplyMode)
@@ -63,7 +70,9 @@ def check_kwargs(
     tool_sets: Sequence[str], patience: float | None, allow_remote: bool, max_body_bytes: int,
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     *, get_stream: object = False, tools: object = (), faults: object = (), expect_hang: object = False,
-    allowed_origins: object = (), service_url: object = None,
+    allowed_origins: object = (), service_url: object = None, upstream: object = None,
+    upstream_health: object = None, upstream_timeout: object = DEFAULT_UPSTREAM_TIMEOUT,
+    allow_remote_upstream: object = False,
 ) -> tuple[Era, ReplyMode]:  # fmt: skip
     """Refuse a bad argument (``ValueError``); return ``era`` and ``reply``, narrowed."""
     if not isinstance(host, str) or not host:
@@ -93,6 +102,9 @@ def check_kwargs(
             f"Sidecar: faults must be a list of faults (or fault specs), got {faults!r}; "
             f"for one, write [{faults!r}]"
         )
+    check_upstream(
+        upstream, upstream_health, upstream_timeout, allow_remote_upstream, health_path, get_stream, tools
+    )
     for name, value in (("tool_timeout", tool_timeout), ("idle_timeout", idle_timeout)):
         if value is not None and not is_positive_seconds(value):
             raise ValueError(
@@ -100,6 +112,84 @@ def check_kwargs(
                 f"got {value!r}"
             )
     return modes
+
+
+def check_upstream_url(url: object, allow_remote: object) -> str | None:
+    """Why ``url`` cannot be an upstream (``None`` when it can): an ``http://`` or ``https://`` URL with
+    a host, no user name or password, query or fragment, whose host is loopback unless
+    ``allow_remote`` is ``True``."""
+    if not isinstance(url, str) or not url:
+        return "must be an http:// URL string such as 'http://127.0.0.1:9000/mcp'"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an http:// or https:// URL with a host, such as 'http://127.0.0.1:9000/mcp'"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry a user name or password (send Authorization headers from the client)"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "must not carry a query or a fragment"
+    if port == 0:
+        return "must name the upstream's port (not 0)"
+    if not is_loopback_host(parts.hostname) and allow_remote is not True:
+        return (
+            f"names host {parts.hostname!r}, which is not a loopback address; the sidecar forwards to "
+            "loopback only, or pass allow_remote_upstream=True to forward elsewhere on purpose"
+        )
+    return None
+
+
+def check_upstream(
+    upstream: object,
+    upstream_health: object,
+    upstream_timeout: object,
+    allow_remote_upstream: object,
+    health_path: str | None,
+    get_stream: object,
+    tools: object,
+) -> None:
+    """The proxy-mode arguments (``upstream=`` and its companions), and the fake-only ones that make no
+    sense with an upstream (its tools and its GET stream are the upstream's own)."""
+    _check_bool("Sidecar", "allow_remote_upstream", allow_remote_upstream)
+    if upstream_timeout is not None and not is_positive_seconds(upstream_timeout):
+        raise ValueError(
+            f"Sidecar: upstream_timeout must be a positive, finite number of seconds or None (unbounded), "
+            f"got {upstream_timeout!r}"
+        )
+    if upstream is None:
+        if upstream_health is not None:
+            raise ValueError(
+                f"Sidecar: upstream_health={upstream_health!r} needs an upstream (upstream='http://...'); "
+                "without one the sidecar serves /health itself"
+            )
+        if allow_remote_upstream:
+            raise ValueError("Sidecar: allow_remote_upstream=True needs an upstream (upstream='http://...')")
+        return
+    why = check_upstream_url(upstream, allow_remote_upstream)
+    if why is not None:
+        raise ValueError(f"Sidecar: upstream {why}, got {upstream!r}")
+    if upstream_health is not None:
+        why = check_path(upstream_health)
+        if why is not None:
+            raise ValueError(f"Sidecar: upstream_health {why} (the upstream's health path) or None, got "
+                             f"{upstream_health!r}")  # fmt: skip
+        if health_path is None:
+            raise ValueError(
+                f"Sidecar: upstream_health={upstream_health!r} forwards the sidecar's health path, but "
+                "health_path is None (absent); give health_path too, or leave upstream_health out"
+            )
+    if get_stream is True:
+        raise ValueError(
+            "Sidecar: get_stream=True is the fake's own GET stream; with an upstream, GET on the MCP "
+            "endpoint is forwarded and answered by the upstream"
+        )
+    if not isinstance(tools, (str, bytes)) and isinstance(tools, Sequence) and tools:
+        raise ValueError(
+            "Sidecar: tools= are served by the fake; with an upstream the tools are the upstream's own "
+            f"(got {len(tools)} tool(s) and upstream={upstream!r})"
+        )
 
 
 def check_path(value: object) -> str | None:
@@ -148,6 +238,7 @@ def check_transport(
     era: Era,
     reply: ReplyMode,
     get_stream: bool,
+    upstream: object = None,
 ) -> TransportName:
     """Refuse a bad ``transport`` / ``sse_path`` / ``messages_path`` (``ValueError`` naming the
     argument and what would be valid), and the arguments the chosen transport would ignore or cannot
@@ -170,6 +261,12 @@ def check_transport(
         raise ValueError(
             f"Sidecar: transport={narrowed!r} serves the legacy HTTP+SSE transport, whose clients open a "
             "session with initialize; era='stateless' refuses it (use era='auto' or 'session')"
+        )
+    if narrowed != "streamable_http" and upstream is not None:
+        raise ValueError(
+            f"Sidecar: transport={narrowed!r} serves the legacy HTTP+SSE transport from the sidecar's own "
+            "tools, which proxy mode (upstream=) does not relay; use transport='streamable_http' with "
+            "upstream="
         )
     if narrowed == "sse":
         given = (("reply", reply, "json"), ("get_stream", get_stream, False))

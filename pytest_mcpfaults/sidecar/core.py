@@ -93,8 +93,15 @@ class Transport(Protocol):
 class Upstream(Protocol):
     """A source of the normal answer other than the fake MCP endpoint (proxy mode)."""
 
-    async def answer(self, incoming: Incoming, info: RequestInfo) -> Reply | None:
-        """The upstream's answer, or ``None`` for the core to answer itself."""
+    def defers(self, fault: F.Fault) -> bool:
+        """Whether ``fault``'s forced reply is made from the upstream's answer: the request is still
+        forwarded (``answer`` gets the forced reply), as ``tool_error`` rewrites the real result."""
+
+    async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
+        """The upstream's answer (``forced``: a deferred fault's reply, for the transport to put in
+        place of the upstream's result), or ``None`` for the core to answer itself. Asked first for
+        requests outside the MCP endpoint (health, other paths), after the security checks for MCP
+        requests."""
 
 
 @dataclass
@@ -277,6 +284,7 @@ class SidecarCore:
         legacy = self.legacy if self.legacy is not None and info.path in self.legacy.paths else None
         session = legacy.lookup(incoming.query) if legacy and info.path == legacy.messages_path else None
         reply: Reply | None = None
+        forced: Reply | None = None
         if fault is not None:
             if isinstance(fault, F.Die):
                 die = fault
@@ -298,13 +306,15 @@ class SidecarCore:
                 fired = state.fired if state is not None else 0  # the nth firing draws the nth jitter
                 await transport.pause(fault.seconds + jitter(fault, fired))
             reply = forced_reply(fault, info, self.mcp, self.service_url())
-        if legacy is not None:
+            if reply is not None and self.upstream is not None and self.upstream.defers(fault):
+                forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
+        if legacy is not None:  # never with an upstream (the Sidecar refuses the pair)
             answer = await self._legacy(rid, incoming, info, fault, reply, session)
             if answer.reply.error_by is not None:
                 self.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
             return answer
         if reply is None:
-            reply = await self._normal(incoming, info, transport)
+            reply = await self._normal(incoming, info, transport, forced)
             if reply is None:
                 return None
         if reply.error_by is not None:
@@ -379,7 +389,13 @@ class SidecarCore:
             self.journal.add_fired(fault.kind)
         return fault, state
 
-    async def _normal(self, incoming: Incoming, info: RequestInfo, transport: Transport) -> Reply | None:
+    async def _normal(
+        self, incoming: Incoming, info: RequestInfo, transport: Transport, forced: Reply | None = None
+    ) -> Reply | None:
+        if self.upstream is not None and info.kind != "mcp":
+            forwarded = await self.upstream.answer(incoming, info, None)
+            if forwarded is not None:
+                return forwarded
         if info.kind == "health":
             return Reply(200, {"status": "ok"}, sse=False)
         if info.kind == "other":
@@ -388,9 +404,11 @@ class SidecarCore:
         if problem is not None:
             return problem
         if self.upstream is not None:
-            forwarded = await self.upstream.answer(incoming, info)
+            forwarded = await self.upstream.answer(incoming, info, forced)
             if forwarded is not None:
                 return forwarded
+            if forced is not None:
+                return forced
         method, headers = incoming.method, incoming.headers
         if method == "POST":
             if info.mcp is None:

@@ -32,6 +32,7 @@ __all__ = [
     "PatienceViolation",
     "RequestFields",
     "RequestRecord",
+    "UpstreamFailure",
     "answered",
 ]
 
@@ -43,6 +44,11 @@ BudgetSource = Literal["fault", "sidecar"]
 """Where a patience budget came from (:attr:`PatienceViolation.budget_from`)."""
 Answered = Literal["none", "partial", "complete"]
 """What the client had received of a held request (:func:`answered`)."""
+UpstreamFailure = Literal["refused", "timed_out", "reset", "error"]
+"""Why a proxying sidecar's upstream gave no (complete) answer (:attr:`RequestRecord.upstream_failure`):
+``'refused'`` (no connection: nothing listens there, or the name does not resolve), ``'timed_out'`` (no
+answer within ``upstream_timeout``), ``'reset'`` (the connection was reset or closed before the answer
+was complete) or ``'error'`` (anything else, e.g. an answer that is not HTTP)."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +64,17 @@ class RequestRecord:
 
     ``error`` says what went wrong and ``error_by`` whose it was: ``'client'`` (a mistake in the
     request, answered with the protocol's own error; never a sidecar error), ``'tool'`` (the tool's
-    handler raised or ran past ``tool_timeout``: re-raised in the test) or ``'sidecar'`` (a bug of
-    the sidecar: 500, re-raised in the test); both ``None`` when nothing went wrong.
+    handler raised or ran past ``tool_timeout``: re-raised in the test), ``'upstream'`` (a proxying
+    sidecar's upstream was refused, timed out or reset: see ``upstream_failure``; not re-raised, the
+    client got what a gateway answers) or ``'sidecar'`` (a bug of the sidecar: 500, re-raised in the
+    test); both ``None`` when nothing went wrong.
+
+    The upstream leg (proxy mode, ``Sidecar(upstream=...)``; all ``None``/0 for a request the sidecar
+    answered itself): ``upstream_sent_at`` when the request was forwarded, ``upstream_answered_at`` when
+    the upstream's status line and headers came, ``upstream_ended_at`` when its body ended (or it
+    failed); ``upstream_status`` its HTTP status, ``upstream_bytes`` the body bytes it sent (what the
+    client got is ``status`` and ``bytes_sent``), and ``upstream_failure`` why it gave no complete
+    answer (``'refused'``, ``'timed_out'``, ``'reset'``, ``'error'``).
     """
 
     id: int
@@ -87,6 +102,25 @@ class RequestRecord:
     error_by: ErrorBy | None = None
     user_agent: str | None = None
     protocol_version: str | None = None
+    upstream_sent_at: float | None = None
+    upstream_answered_at: float | None = None
+    upstream_ended_at: float | None = None
+    upstream_status: int | None = None
+    upstream_bytes: int = 0
+    upstream_failure: UpstreamFailure | None = None
+
+    @property
+    def forwarded(self) -> bool:
+        """Whether the request was forwarded to the upstream (proxy mode)."""
+        return self.upstream_sent_at is not None
+
+    @property
+    def upstream_time(self) -> float | None:
+        """Seconds from forwarding the request to the end of the upstream's answer (or its failure);
+        ``None`` when not forwarded or not ended yet."""
+        if self.upstream_sent_at is None or self.upstream_ended_at is None:
+            return None
+        return self.upstream_ended_at - self.upstream_sent_at
 
     @property
     def label(self) -> str:
@@ -288,6 +322,12 @@ class RequestFields(TypedDict, total=False):
     ended_at: float | None
     error: str | None
     error_by: ErrorBy | None
+    upstream_sent_at: float | None
+    upstream_answered_at: float | None
+    upstream_ended_at: float | None
+    upstream_status: int | None
+    upstream_bytes: int
+    upstream_failure: UpstreamFailure | None
 
 
 class ConnectionFields(TypedDict, total=False):
@@ -470,6 +510,13 @@ class Journal:
                 f"status={r.status}",
                 f"bytes={r.bytes_sent}",
             ]
+            if r.forwarded:
+                leg = f"upstream={r.upstream_status}/{r.upstream_bytes}B"
+                if r.upstream_time is not None:
+                    leg += f"/{r.upstream_time * 1000:.1f}ms"
+                if r.upstream_failure:
+                    leg += f" upstream_failure={r.upstream_failure}"
+                bits.append(leg)
             if r.fault:
                 bits.append(f"fault={r.fault}")
             if r.held:

@@ -45,9 +45,10 @@ Era = Literal["auto", "stateless", "session"]
 ERAS: tuple[Era, ...] = get_args(Era)
 RequestEra = Literal["stateless", "session"]
 """The era of one request (:attr:`McpRequest.era`, ``RequestRecord.era``)."""
-ErrorBy = Literal["client", "tool", "sidecar"]
+ErrorBy = Literal["client", "tool", "sidecar", "upstream"]
 """Whose mistake an error was (``RequestRecord.error_by``): a :class:`Reply` carries ``'client'`` or
-``'tool'``; the server writes ``'sidecar'`` for its own bugs."""
+``'tool'``; the server writes ``'sidecar'`` for its own bugs and ``'upstream'`` for a proxied request
+whose upstream failed."""
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 UNSUPPORTED_PROTOCOL_VERSION = -32022

@@ -26,6 +26,7 @@ from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
+    DEFAULT_UPSTREAM_TIMEOUT,
     LOOPBACK_NAMES,
     check_kwargs,
     check_transport,
@@ -34,8 +35,10 @@ from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.mcp import reply_body
+from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
+from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
 
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
@@ -148,6 +151,15 @@ class Sidecar(SidecarWaits):
         idle_timeout: seconds a connection may go without a complete request, from its opening or
             its last answer (60): then the sidecar closes it (``ConnectionRecord.timed_out``). Bounds
             idle keep-alive connections and clients sending their headers slowly. ``None``: never.
+        upstream: proxy mode: the URL of a real MCP server (``'http://127.0.0.1:9000/mcp'``) that
+            answers every request the plan does not answer, in place of the fake's endpoint and
+            tools (docs/proxy.md). Loopback only unless ``allow_remote_upstream=True``.
+        upstream_health: proxy mode: the upstream's own health path (``'/health'``) to forward the
+            sidecar's health requests to; ``None`` (the default): the sidecar answers them itself.
+        upstream_timeout: proxy mode: seconds the upstream may take to connect and send its status
+            line and headers, and then between two chunks of a POST's body (30); past it the client
+            gets 504 (or a reset, once the status line was relayed). ``None``: unbounded.
+        allow_remote_upstream: allow an ``upstream`` whose host is not loopback.
     """
 
     def __init__(
@@ -174,15 +186,23 @@ class Sidecar(SidecarWaits):
         transport: str = "streamable_http",
         sse_path: str = "/sse",
         messages_path: str = "/messages",
+        upstream: str | None = None,
+        upstream_health: str | None = None,
+        upstream_timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
+        allow_remote_upstream: bool = False,
     ) -> None:
         era_, reply_ = check_kwargs(
             host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes,
             tool_timeout, idle_timeout,
             get_stream=get_stream, tools=tools, faults=faults, expect_hang=expect_hang,
-            allowed_origins=allowed_origins, service_url=service_url,
+            allowed_origins=allowed_origins, service_url=service_url, upstream=upstream,
+            upstream_health=upstream_health, upstream_timeout=upstream_timeout,
+            allow_remote_upstream=allow_remote_upstream,
         )  # fmt: skip
         transport_ = check_transport(transport, sse_path, messages_path, mcp_path, health_path, era_, reply_,
-                                     get_stream)  # fmt: skip
+                                     get_stream, upstream)  # fmt: skip
+        self.upstream, self.upstream_health = upstream, upstream_health
+        self.upstream_timeout = upstream_timeout
         self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
         self.host = host
         self.era, self.reply, self.patience, self.expect_hang = era_, reply_, patience, expect_hang
@@ -191,6 +211,7 @@ class Sidecar(SidecarWaits):
         # Sync tool handlers of the user's run here, off the shared loop (one blocking handler must not
         # stall every sidecar of the process); threads start on first use.
         self._pool = _loop.WorkerPool("mcpfaults-tool-handler")
+        upstream_client = Upstream(upstream, timeout=upstream_timeout) if upstream is not None else None
         self.core = core.SidecarCore(
             mcp_path=mcp_path,
             health_path=health_path,
@@ -202,13 +223,20 @@ class Sidecar(SidecarWaits):
             get_stream=get_stream,
             allowed_origins=allowed_origins,
             max_body_bytes=max_body_bytes,
-            service_url=lambda: service_url or self.url,
+            # backend_gone names the upstream's address in proxy mode, the sidecar's own otherwise
+            service_url=lambda: service_url or (upstream_client.origin if upstream_client else self.url),
             tool_timeout=tool_timeout,
             run_sync=self._pool.submit,
             transport=transport_,
             sse_path=sse_path,
             messages_path=messages_path,
         )
+        self._proxy: Proxy | None = None
+        if upstream_client is not None:
+            self._proxy = Proxy(
+                upstream_client, era=era_, upstream_health=upstream_health, endpoint=self.core.mcp
+            )
+            self.core.upstream = self._proxy
         self._tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._holds: set[_Hold] = set()
@@ -297,6 +325,8 @@ class Sidecar(SidecarWaits):
         if lost:
             await asyncio.wait(lost, timeout=0.5)
         await self._cancel_handlers()
+        if self._proxy is not None:
+            await self._proxy.close()
         self._pool.close()
         if self._web is not None:
             await self._web.shutdown(0.05)
@@ -375,6 +405,11 @@ class Sidecar(SidecarWaits):
         description: str = "",
     ) -> Tool:
         """Serve a new tool (sync or async ``handler``, called with the arguments as keywords)."""
+        if self.upstream is not None:
+            raise ValueError(
+                f"Sidecar.add_tool({name!r}): this sidecar proxies {self.upstream}, whose tools are its "
+                "own; add the tool to the upstream server"
+            )
         tool = Tool(name, handler, input_schema, description)
         self.core.add_tool(tool)
         return tool
@@ -599,9 +634,12 @@ class Sidecar(SidecarWaits):
             out.status = 500
             return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
         finally:
-            self.journal.update_request(
-                rid, status=out.status, bytes_sent=out.bytes_sent, ended_at=self.journal.now()
-            )
+            if self.journal.request(rid).done:  # a relayed body's end was recorded as it was sent
+                self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
+            else:
+                self.journal.update_request(
+                    rid, status=out.status, bytes_sent=out.bytes_sent, ended_at=self.journal.now()
+                )
             if conn.current == rid:
                 conn.current = None
 
@@ -649,6 +687,8 @@ class Sidecar(SidecarWaits):
             await self._answer_then(exchange, answer, answer.after)
         if answer.reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
+        if isinstance(answer.reply, Relayed):
+            return await self._relay(request, conn, rid, answer, exchange, out)
         return await deliver(request, answer, hold=exchange.hold, out=out)
 
     async def _legacy_stream(self, exchange: _Exchange, answer: core.Answer) -> web.StreamResponse:
@@ -703,6 +743,33 @@ class Sidecar(SidecarWaits):
             transport.close()
         await then()
         raise Dropped
+
+    async def _relay(
+        self,
+        request: web.BaseRequest,
+        conn: _Conn,
+        rid: int,
+        answer: core.Answer,
+        exchange: _Exchange,
+        out: Delivery,
+    ) -> web.StreamResponse:
+        """Proxy mode: relay the upstream's answer. A GET's (the upstream's event stream, which may stay
+        silent for ever) is abandoned, its upstream connection closed, when the client goes away."""
+        assert self._proxy is not None
+        if request.method != "GET":  # bounded by upstream_timeout; a client gone fails the next write
+            return await self._proxy.deliver(
+                request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out
+            )
+        relaying = asyncio.ensure_future(
+            self._proxy.deliver(request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out)
+        )
+        await asyncio.wait((relaying, conn.lost), return_when=asyncio.FIRST_COMPLETED)
+        if not relaying.done():
+            relaying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relaying
+            raise Dropped
+        return relaying.result()
 
     # -- holding ---------------------------------------------------------------------------------
     async def _hold(self, rid: int, conn: _Conn, fault: F.Fault) -> None:

@@ -1,0 +1,224 @@
+"""Proxy mode: the user's real MCP server as the source of the normal answer (``Sidecar(upstream=URL)``).
+
+:class:`Proxy` is the core's :class:`~pytest_mcpfaults.sidecar.core.Upstream`: every request the plan
+does not answer is forwarded to the upstream (:mod:`.upstream`); the answer comes back to the core as a
+:class:`Relayed` reply holding the upstream's response, whose body the socket transport then relays
+chunk by chunk (:meth:`Proxy.deliver`, :mod:`.relay`), so body faults cut and stall the real bytes and
+``tool_error`` / ``backend_gone`` rewrite the real result (the upstream still runs the tool).
+
+What the sidecar still answers itself, without forwarding:
+
+* the faults that act before forwarding (die, freeze, hang, status, jsonrpc_error, session_expired,
+  terminating, error_payload, flap, absent); ``delay`` waits, then forwards;
+* ``/health``, unless ``upstream_health`` names the upstream's own health path;
+* MCP requests failing the sidecar's own checks (a repeated ``Mcp-Session-Id``, a foreign ``Origin``);
+* requests of an era the sidecar's ``era`` leaves out, as the fake answers them (``era='session'``:
+  ``server/discover`` gets the 400 of a session-only server, so clients fall back to sessions;
+  ``era='stateless'``: ``initialize`` gets the unsupported-version error);
+* requests on a transport session the sidecar ended: by ``session_expired``, by ``die`` (every
+  session the upstream assigned before it, as a restarted server has lost them), or by a ``DELETE``:
+  404 "Session not found", as the fake answers (the upstream's own session is left to expire).
+
+An upstream that gives no answer is surfaced as a gateway does: 502 Bad Gateway (refused, reset, not
+HTTP) or 504 Gateway Timeout (nothing within ``upstream_timeout``), with a JSON-RPC error body naming
+the upstream, journaled with ``error_by='upstream'`` and ``upstream_failure``. Once the status line has
+been relayed, a failing upstream resets the client's connection (the status cannot be taken back).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.core import Answer, Incoming
+from pytest_mcpfaults.sidecar.inject import Delivery, deliver
+from pytest_mcpfaults.sidecar.journal import Journal, RequestFields
+from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, rpc_error
+from pytest_mcpfaults.sidecar.relay import relay
+from pytest_mcpfaults.sidecar.routing import RequestInfo
+from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, UpstreamResponse
+
+__all__ = ["DEFERRED", "GATEWAY_ERROR", "Proxy", "Relayed"]
+
+#: Faults whose reply is made after forwarding, from the upstream's answer (the tool still runs).
+DEFERRED = (F.ToolError, F.BackendGone)
+#: JSON-RPC code of a gateway's error (the implementation-defined server error range).
+GATEWAY_ERROR = -32000
+
+
+@dataclass
+class Relayed(Reply):
+    """The upstream's answer, its body still to come (``response``), or the gateway error for an
+    upstream that gave none (``failure``). ``forced``: a deferred fault's reply, put in place of the
+    upstream's result for the request ``mid``; ``sent_at``: when it was forwarded (monotonic)."""
+
+    response: UpstreamResponse | None = None
+    failure: UpstreamError | None = None
+    forced: Reply | None = None
+    mid: Any = None
+    sent_at: float = 0.0
+
+
+class Proxy:
+    """The proxy-mode half of one sidecar: which requests go upstream, forwarding them, relaying the
+    answers. Loop thread only."""
+
+    def __init__(
+        self, upstream: Upstream, *, era: Era, upstream_health: str | None, endpoint: McpEndpoint
+    ) -> None:
+        self.upstream = upstream
+        self.era = era
+        self.upstream_health = upstream_health
+        # The core's MCP endpoint keeps the transport sessions (those the upstream assigned, so that
+        # Sidecar.sessions / ended_sessions read as on the fake; die and session_expired end them
+        # there) and gives the era gate's refusals.
+        self.endpoint = endpoint
+
+    # -- the core's Upstream -----------------------------------------------------------------
+    def defers(self, fault: F.Fault) -> bool:
+        return isinstance(fault, DEFERRED)
+
+    async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
+        if info.kind == "health" and self.upstream_health is None:
+            return None  # the core answers it
+        if info.kind == "mcp":
+            local = await self._local(incoming.headers, info)
+            if local is not None:
+                return local
+        return await self._forward(incoming, info, forced)
+
+    async def _local(self, headers: Mapping[str, str], info: RequestInfo) -> Reply | None:
+        sid = headers.get("Mcp-Session-Id")
+        if sid and sid in self.endpoint.ended:
+            return rpc_error(INVALID_REQUEST, "Session not found", status=404)
+        m = info.mcp
+        if m is not None and (
+            (self.era == "session" and m.era == "stateless")
+            or (self.era == "stateless" and m.method == "initialize")
+        ):
+            return await self.endpoint.post(m, headers)  # the fake's refusal, as a one-era server's
+        return None
+
+    def target(self, incoming: Incoming, info: RequestInfo) -> str:
+        """The upstream URL a request goes to: the upstream's MCP URL for the MCP endpoint, its health
+        path for ``/health``, the same path on the upstream's origin for any other path."""
+        if info.kind == "mcp":
+            return self.upstream.url
+        if info.kind == "health":
+            assert self.upstream_health is not None
+            return self.upstream.url_for(self.upstream_health)
+        return self.upstream.url_for(incoming.path)
+
+    async def _forward(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Relayed:
+        mid = info.mcp.id if info.mcp is not None else None
+        sent = time.monotonic()
+        try:
+            resp = await self.upstream.send(
+                incoming.method,
+                self.target(incoming, info),
+                list(incoming.header_pairs),
+                incoming.body,
+                bound_body=incoming.method != "GET",
+            )
+        except UpstreamError as exc:
+            return self._gateway_error(exc, mid, sent)
+        self._track(incoming, resp)
+        return Relayed(resp.status, sse=resp.sse, response=resp, forced=forced, mid=mid, sent_at=sent)
+
+    def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
+        """Keep the endpoint's sessions as the upstream assigns and ends them."""
+        for name, value in resp.headers:
+            if name.lower() == "mcp-session-id" and value not in self.endpoint.ended:
+                version = incoming.headers.get("MCP-Protocol-Version") or ""
+                self.endpoint.sessions.setdefault(value, version)
+        sid = incoming.headers.get("Mcp-Session-Id")
+        if incoming.method == "DELETE" and sid and 200 <= resp.status < 300:
+            self.endpoint.end_session(sid)
+
+    def _gateway_error(self, exc: UpstreamError, mid: Any, sent: float) -> Relayed:
+        timed_out = exc.failure == "timed_out"
+        what = "Gateway Timeout" if timed_out else "Bad Gateway"
+        made = rpc_error(GATEWAY_ERROR, f"{what}: upstream {self.upstream.url}: {exc}", mid)
+        return Relayed(
+            504 if timed_out else 502,
+            made.payload,
+            sse=False,
+            error=str(exc),
+            error_by="upstream",
+            failure=exc,
+            mid=mid,
+            sent_at=sent,
+        )
+
+    # -- the transport's part --------------------------------------------------------------------
+    async def deliver(
+        self,
+        request: web.BaseRequest,
+        answer: Answer,
+        *,
+        journal: Journal,
+        rid: int,
+        hold: Callable[[F.Fault], Awaitable[None]],
+        out: Delivery,
+    ) -> web.StreamResponse:
+        """Write a :class:`Relayed` answer to the client and journal the upstream leg: the upstream's
+        body relayed as it comes, shaped by the answer's fault, or the gateway error."""
+        reply = answer.reply
+        assert isinstance(reply, Relayed)
+        t0 = journal.t0
+        if reply.response is None:  # the upstream gave no answer: the gateway error, no body fault
+            assert reply.failure is not None
+            journal.update_request(
+                rid, upstream_sent_at=reply.sent_at - t0, upstream_ended_at=journal.now(),
+                upstream_failure=reply.failure.failure,
+            )  # fmt: skip
+            return await deliver(request, Answer(reply, None, False), hold=hold, out=out)
+        resp = reply.response
+        journal.update_request(
+            rid,
+            upstream_sent_at=reply.sent_at - t0,
+            upstream_answered_at=resp.headers_at - t0,
+            upstream_status=resp.status,
+        )
+        fault = answer.fault
+        completed: list[bool] = []
+
+        def complete() -> None:  # the body is out: the record is finished before the client can close
+            if not completed:
+                completed.append(True)
+                journal.update_request(
+                    rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes,
+                    upstream_bytes=resp.received, upstream_ended_at=journal.now(), ended_at=journal.now(),
+                )  # fmt: skip
+
+        async def body_hold() -> None:  # only body faults hold while relaying
+            assert fault is not None
+            await hold(fault)
+
+        try:
+            return await relay(
+                request, resp, fault=fault, forced=reply.forced, mid=reply.mid, hold=body_hold, out=out,
+                complete=complete,
+            )  # fmt: skip
+        except UpstreamError as exc:  # failed while reading a body to rewrite, before anything was sent
+            failed = self._gateway_error(exc, reply.mid, reply.sent_at)
+            journal.update_request(rid, error=failed.error, error_by="upstream")
+            return await deliver(request, Answer(failed, None, False), hold=hold, out=out)
+        finally:
+            self.upstream.done(resp)
+            ended = resp.ended_at - t0 if resp.ended_at is not None else journal.now()
+            fields: RequestFields = {"upstream_bytes": resp.received, "upstream_ended_at": ended}
+            if resp.failure is not None:
+                fields["upstream_failure"] = resp.failure.failure
+                if journal.request(rid).error_by is None:
+                    fields["error"], fields["error_by"] = str(resp.failure), "upstream"
+            journal.update_request(rid, **fields)
+
+    async def close(self) -> None:
+        """Close the upstream client: every upstream connection (bounded)."""
+        await self.upstream.close()

@@ -1,0 +1,246 @@
+"""Relaying an upstream's answer to the client, shaped by the body fault that fired, on the real bytes.
+
+The proxy's counterpart of :func:`pytest_mcpfaults.sidecar.inject.deliver`: where ``deliver`` writes a
+reply the sidecar made, :func:`relay` writes what the upstream (:mod:`.upstream`) is sending, chunk by
+chunk as it arrives, so ``stall(after_bytes=N)`` stalls after the upstream's first N bytes, ``drip``
+paces them, ``truncate`` and ``reset`` cut them. The faults that rewrite an answer (``malformed_json``,
+``tool_error``, ``backend_gone``) and ``endless_sse`` on a JSON answer read the whole answer first;
+:func:`rewrite` makes the new bytes, in the upstream's framing (JSON or SSE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport
+from pytest_mcpfaults.sidecar.mcp import Reply, encode
+from pytest_mcpfaults.sidecar.upstream import UpstreamError, UpstreamResponse
+
+__all__ = ["REWRITES", "relay", "rewrite"]
+
+#: Faults that rewrite the upstream's answer (the upstream still answers the request first).
+REWRITES = (F.ToolError, F.BackendGone, F.MalformedJson)
+#: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
+#: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
+_ONE_WRITE = 1 << 16
+
+
+def _events(body: bytes) -> list[str]:
+    return body.decode("utf-8", errors="replace").replace("\r\n", "\n").split("\n\n")
+
+
+def _event_message(event: str, mid: Any) -> dict[str, Any] | None:
+    """The JSON-RPC response to ``mid`` an SSE event carries, or ``None``."""
+    data = "\n".join(line[5:].lstrip(" ") for line in event.split("\n") if line.startswith("data:"))
+    try:
+        message = json.loads(data) if data else None
+    except ValueError:
+        return None
+    if isinstance(message, dict) and ("result" in message or "error" in message) and message.get("id") == mid:
+        return message
+    return None
+
+
+def _response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
+    """The upstream's JSON-RPC response to ``mid`` in ``body`` (JSON, or one of the SSE events)."""
+    if not sse:
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return None
+        return message if isinstance(message, dict) else None
+    for event in _events(body):
+        message = _event_message(event, mid)
+        if message is not None:
+            return message
+    return None
+
+
+def _fit(result: dict[str, Any], real: dict[str, Any]) -> None:
+    """Give a forced successful tool result the shape of the upstream's real one: a tool with an output
+    schema returns ``structuredContent`` (clients check that it is there); the forced text goes in it
+    as the SDK wraps a plain value (``{"result": text}``), or as the object it is."""
+    structured = real.get("structuredContent")
+    if structured is None or result.get("isError"):
+        return
+    text = (result.get("content") or [{}])[0].get("text", "")
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        result["structuredContent"] = {"result": text}
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    result["structuredContent"] = value if isinstance(value, dict) else {"result": text}
+
+
+def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
+    """``body`` (an SSE stream) with the event carrying the JSON-RPC response to ``mid`` replaced by
+    ``payload``; the other events (notifications, progress) and the event's ``id:`` stay."""
+    events = _events(body)
+    for i, event in enumerate(events):
+        if _event_message(event, mid) is None:
+            continue
+        lines = event.split("\n")
+        kept = [line for line in lines if line.startswith(("id:", "event:", "retry:"))] or ["event: message"]
+        events[i] = "\n".join([*kept, f"data: {json.dumps(payload, separators=(',', ':'))}"])
+        return "\n\n".join(events).encode()
+    return encode(payload, True)[0]  # no response event found: the answer is the forced one alone
+
+
+def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: Any) -> bytes:
+    """The bytes the client gets instead of the upstream's ``body``: cut in half for
+    ``malformed_json``; for ``tool_error`` / ``backend_gone``, the upstream's framing with its response
+    replaced by ``reply`` (what :func:`~pytest_mcpfaults.sidecar.routing.forced_reply` made), a
+    successful result shaped like the upstream's real one (its ``structuredContent``)."""
+    if isinstance(fault, F.MalformedJson):
+        return body[: max(1, len(body) // 2)]
+    if reply is None:
+        return body
+    payload = copy.deepcopy(reply.payload)
+    real = _response(body, sse, mid)
+    if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
+        _fit(payload["result"], real["result"])
+    if sse:
+        return _replace_sse(body, payload, mid)
+    return encode(payload, False)[0]
+
+
+async def relay(
+    request: web.BaseRequest,
+    resp: UpstreamResponse,
+    *,
+    fault: F.Fault | None,
+    forced: Reply | None,
+    mid: Any,
+    hold: Callable[[], Awaitable[None]],
+    out: Delivery,
+    complete: Callable[[], None] = lambda: None,
+) -> web.StreamResponse:
+    """Write the upstream's answer ``resp`` to the client, shaped by the body ``fault`` (stall, drip,
+    truncate, reset, malformed JSON, endless SSE) or rewritten (``forced``: a tool fault's reply, for
+    the response to ``mid``). Raises :class:`Dropped` when the connection was cut on purpose, or when
+    the upstream failed after the status line was sent (the client's connection is then reset, as a
+    server that fails mid-answer looks); an :class:`UpstreamError` before that propagates.
+    ``complete`` is called once the whole streamed body is written, just before its end is sent (a
+    client that closes its connection on the last byte then finds the request's record finished)."""
+    headers = list(resp.headers)
+    body: bytes | None = None
+    sse = resp.sse
+    if fault is None and not sse and resp.content_length is not None and resp.content_length <= _ONE_WRITE:
+        body = await resp.read()  # a small JSON answer, no fault to shape it: one write, as a server's
+        out.status, out.bytes_sent = resp.status, len(body)
+        return web.Response(status=resp.status, body=body, headers=headers)
+    if isinstance(fault, (*REWRITES, F.EndlessSse)) and (fault_rewrites(fault, resp) or not sse):
+        body = await resp.read()  # UpstreamError before anything was sent: the caller answers 502/504
+        if fault_rewrites(fault, resp):
+            body = rewrite(fault, forced, body, sse, mid)
+        if isinstance(fault, F.EndlessSse) and not sse:  # a JSON answer, framed as one SSE event
+            headers = [(n, v) for n, v in headers if n.lower() != "content-type"]
+            body = b"event: message\ndata: " + body + b"\n\n"
+            sse = True
+    if isinstance(fault, F.Reset) and fault.after_bytes == 0:
+        reset_transport(request.transport)
+        raise Dropped
+    out.status = resp.status
+    if body is not None and not isinstance(fault, F.EndlessSse):  # rewritten: one plain answer
+        plain = web.Response(status=resp.status, body=body, headers=headers)
+        out.bytes_sent = len(body)
+        return plain
+    web_resp = web.StreamResponse(status=resp.status, headers=headers)
+    if sse:
+        web_resp.content_type = "text/event-stream"
+    if body is None and resp.content_length is not None:  # (endless_sse never announces a length)
+        web_resp.content_length = out.body_bytes = resp.content_length
+    await web_resp.prepare(request)
+    if body is not None:  # endless_sse
+        await web_resp.write(body)
+        out.bytes_sent = len(body)
+        await hold()
+        complete()
+        await web_resp.write_eof()
+        return web_resp
+    try:
+        await _stream(request, web_resp, resp, fault, hold, out, complete)
+    except UpstreamError:  # the upstream failed mid-answer: the status line is out, so cut the client
+        reset_transport(request.transport)
+        raise Dropped from None
+    if isinstance(fault, F.EndlessSse):
+        await hold()
+    complete()
+    await web_resp.write_eof()
+    return web_resp
+
+
+def fault_rewrites(fault: F.Fault, resp: UpstreamResponse) -> bool:
+    """Whether ``fault`` rewrites this answer: ``malformed_json`` any, the tool faults a 2xx one (an
+    error status from the upstream is relayed as it is)."""
+    if isinstance(fault, F.MalformedJson):
+        return True
+    return isinstance(fault, (F.ToolError, F.BackendGone)) and 200 <= resp.status < 300
+
+
+async def _stream(
+    request: web.BaseRequest,
+    web_resp: web.StreamResponse,
+    resp: UpstreamResponse,
+    fault: F.Fault | None,
+    hold: Callable[[], Awaitable[None]],
+    out: Delivery,
+    complete: Callable[[], None],
+) -> None:
+    """Copy the upstream's body chunk by chunk, applying a streamed body fault at its byte offset."""
+    cut = fault.after_bytes if isinstance(fault, (F.Stall, F.Truncate, F.Reset)) else None
+    stalled = False
+    if cut == 0 and isinstance(fault, F.Stall):  # stall before the first body byte
+        await web_resp.write(b"")  # send the buffered status line and headers now
+        stalled = True
+        await hold()
+    async for chunk in resp.chunks():
+        if isinstance(fault, F.Drip):
+            for i in range(0, len(chunk), fault.chunk_bytes):
+                if out.bytes_sent:
+                    await asyncio.sleep(fault.interval)
+                piece = chunk[i : i + fault.chunk_bytes]
+                await web_resp.write(piece)
+                out.bytes_sent += len(piece)
+            continue
+        if cut is not None and not stalled and out.bytes_sent + len(chunk) >= cut:
+            head, rest = chunk[: cut - out.bytes_sent], chunk[cut - out.bytes_sent :]
+            if head:
+                await web_resp.write(head)
+                out.bytes_sent += len(head)
+            else:
+                await web_resp.write(b"")  # send the buffered status line and headers now
+            if isinstance(fault, F.Truncate):
+                if request.transport is not None:
+                    request.transport.close()  # FIN in the middle of the body
+                raise Dropped
+            if isinstance(fault, F.Reset):
+                reset_transport(request.transport)
+                raise Dropped
+            stalled = True
+            await hold()  # the stall: the rest comes once released
+            chunk = rest
+            if not chunk:
+                continue
+        await web_resp.write(chunk)
+        out.bytes_sent += len(chunk)
+        if resp.at_eof and fault is None:  # that was the last chunk: the record is finished now
+            complete()
+    if cut is not None and not stalled:  # the body was shorter than after_bytes: cut at its end
+        if isinstance(fault, F.Truncate):
+            if request.transport is not None:
+                request.transport.close()
+            raise Dropped
+        if isinstance(fault, F.Reset):
+            reset_transport(request.transport)
+            raise Dropped
+        await hold()

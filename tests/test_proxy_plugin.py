@@ -1,0 +1,134 @@
+"""Proxy mode through the plugin: the ``upstream`` key of the marker and the factory, the patience
+verdict for a ``DELETE`` held in front of the mcp SDK's own server, and the example harness's teardown
+matrix run against the proxied SDK server with the same verdicts as against the fake."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_example_suite import HARMLESS, MATRIX
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "-p",
+        "mcpfaults",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+        *args,
+        timeout=240,
+    )
+
+
+HANG_AT_CLOSE = """
+from mcp.client import Client
+from sdk_upstream import serve
+
+
+async def test_the_real_servers_delete_hangs(mcp_sidecar_factory):
+    with serve() as up:
+        sc = mcp_sidecar_factory(upstream=up.url, faults=["hang@DELETE /mcp"], patience=0.5)
+        async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=5) as client:
+            assert (await client.call_tool("add", {"a": 1, "b": 2})).content[0].text == "3"
+        assert up.calls == ["add"]
+"""
+
+
+def test_hang_at_delete_in_front_of_the_sdk_server_fails_with_the_patience_verdict(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "sdk_upstream.py").write_text((TESTS / "sdk_upstream.py").read_text())
+    pytester.makepyfile(test_hang=HANG_AT_CLOSE)
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "PatienceError: 1 held request outlived the patience budget at http://127.0.0.1:*:",
+            "1. the client waited 0.5 s (the whole budget) on a hung `DELETE /mcp` (session era), never "
+            "answered (no status line was sent), and never closed the connection*",
+            "   held by `hang@DELETE /mcp`; when the 0.5 s budget (the sidecar's patience) ran out the "
+            "sidecar aborted connection #* (RST); the client never closed it",
+            "   client seen: User-Agent python-httpx2/*",
+            "*DELETE /mcp*status=None*fault=hang@DELETE /mcp*hold=patience*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*phase also failed*")  # the test body's own checks passed
+
+
+def test_a_bad_upstream_in_the_marker_fails_collection_naming_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_bad="""
+        import pytest
+
+        @pytest.mark.mcp_sidecar(upstream="http://10.1.2.3:9000/mcp")
+        def test_x(mcp_sidecar):
+            pass
+        """
+    )
+    result = _run(pytester)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.mcp_sidecar: Sidecar: upstream names host '10.1.2.3', which is not a loopback "
+            "address*allow_remote_upstream=True*",
+        ]
+    )
+    assert result.ret != 0
+
+
+# -- the example harness's teardown matrix against the proxied SDK server ----------------------------
+
+
+def _matrix(variant: str) -> subprocess.Popen[str]:
+    """``pytest -p mcpfaults -p proxied_upstream examples/test_example_matrix.py`` from the repository
+    root: the README's command, every sidecar proxying the SDK server (``tests/proxied_upstream.py``)."""
+    cmd = [
+        sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "proxied_upstream",
+        "examples/test_example_matrix.py", f"--runner-variant={variant}", "-rA",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _outcomes(stdout: str) -> dict[str, str]:
+    pattern = r"^(PASSED|FAILED) examples/test_example_matrix\.py::test_cleanup_under_every_fault\[([^\]]+)\]"
+    return {fault: outcome for outcome, fault in re.findall(pattern, stdout, re.M)}
+
+
+@pytest.mark.timeout(400)  # two example runs of about 30 s each alone; more on a loaded machine
+def test_the_example_matrix_against_the_proxied_sdk_server_gives_the_fakes_verdicts() -> None:
+    runs = {variant: _matrix(variant) for variant in ("hardened", "unhardened")}  # they overlap well
+    out: dict[str, str] = {}
+    for variant, proc in runs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            raise AssertionError(
+                f"the {variant} matrix did not end within 300 s:\n{stdout}\n{stderr}"
+            ) from None
+        out[variant] = stdout
+        assert "proxied upstream: the mcp SDK's MCPServer at http://127.0.0.1:" in stdout, stdout + stderr
+        # the upstream really served every cell's session: 16 cells, one create_session each
+        assert re.search(r"^proxied upstream served: create_session x16, ", stdout, re.M), stdout
+    hardened, unhardened = out["hardened"], out["unhardened"]
+    assert _outcomes(hardened) == dict.fromkeys(MATRIX, "PASSED"), hardened
+    assert re.search(r"^=+ 16 passed in ", hardened, re.M), hardened
+    assert _outcomes(unhardened) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}, unhardened
+    assert re.search(r"^=+ 13 failed, 3 passed in ", unhardened, re.M), unhardened
+    for fault in set(MATRIX) - HARMLESS:  # each failure is the flip, as against the fake
+        entry = f"examples/test_example_matrix.py::test_cleanup_under_every_fault[{fault}]"
+        assert f"{entry}: invariant cleanup_never_flips: Agent.Session is ERROR" in unhardened, unhardened
