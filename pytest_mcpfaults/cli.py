@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
 import signal
 import sys
@@ -27,9 +28,11 @@ from pytest_mcpfaults.sidecar.config import (
     DEFAULT_UPSTREAM_TIMEOUT,
     REPLY_MODES,
     check_path,
+    check_transport,
     check_upstream_url,
 )
 from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
+from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
@@ -126,6 +129,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--era", choices=ERAS, default="auto", help="MCP protocol era(s) served (default auto)"
     )
     serve.add_argument("--reply", choices=REPLY_MODES, default="json", help="reply framing (default json)")
+    serve.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default="streamable_http",
+        help="MCP transports served: Streamable HTTP on --mcp-path (default), the legacy 2024-11-05 "
+        "HTTP+SSE transport on --sse-path/--messages-path (sse), or both",
+    )
+    serve.add_argument("--sse-path", type=_path, default="/sse", help="legacy SSE stream path (default /sse)")
+    serve.add_argument(
+        "--messages-path", type=_path, default="/messages", help="legacy SSE message path (default /messages)"
+    )
     serve.add_argument(
         "--tool-sets",
         type=_tool_sets,
@@ -258,6 +272,31 @@ def add_stdio_parser(sub: Any) -> argparse.ArgumentParser:
     return stdio
 
 
+def _transport_problem(args: argparse.Namespace) -> str | None:
+    """What the Sidecar would refuse in the transport flags, worded with the flags' names."""
+    try:
+        check_transport(
+            args.transport, args.sse_path, args.messages_path, args.mcp_path,
+            None if args.no_health else args.health_path, args.era, args.reply, False, args.upstream,
+        )  # fmt: skip
+    except ValueError as exc:
+        text = str(exc).removeprefix("Sidecar: ")
+        for name in (
+            "transport",
+            "sse_path",
+            "messages_path",
+            "mcp_path",
+            "health_path",
+            "era",
+            "reply",
+            "upstream",
+        ):
+            text = re.sub(rf"\b{name}(?==| and | must)", "--" + name.replace("_", "-"), text)
+        first = re.search(r"--[a-z-]+", text)
+        return f"argument {first.group(0) if first else '--transport'}: {text}"
+    return None
+
+
 def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) -> None:
     if not is_loopback_host(host) and not allow_remote:
         parser.error(
@@ -291,6 +330,8 @@ def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
         "faults": [str(f) for f in sc.plan],
     }
     env = sc.otel_env if sc.otlp_path is not None else {}
+    if sc.transport != "streamable_http":
+        info["sse_url"] = sc.sse_url
     if sc.upstream is not None:
         info["upstream"] = sc.upstream
     if as_json:
@@ -328,6 +369,9 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         tool_timeout=args.tool_timeout,
         idle_timeout=args.idle_timeout,
         otlp_path=None if args.no_otlp else args.otlp_path,
+        transport=args.transport,
+        sse_path=args.sse_path,
+        messages_path=args.messages_path,
         upstream=args.upstream,
         upstream_health=args.upstream_health,
         upstream_timeout=args.upstream_timeout,
@@ -354,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parser = args.subparser
     _check_host(parser, args.host, args.allow_remote)
-    for name in ("mcp_path", "health_path", "otlp_path"):
+    for name in ("mcp_path", "health_path", "otlp_path", "sse_path", "messages_path"):
         path = getattr(args, name)
         if (path + "/").startswith(CONTROL_PREFIX + "/"):
             parser.error(
@@ -367,6 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(
             f"argument --otlp-path: must differ from --mcp-path and --health-path, got {args.otlp_path!r}"
         )
+    problem = _transport_problem(args)
+    if problem is not None:
+        parser.error(problem)
     try:
         return serve(args)
     except OSError as exc:  # e.g. the port is taken

@@ -99,6 +99,7 @@ async def test_your_servers_answer_stalls_after_its_first_bytes(mcp_sidecar_fact
     async with Client(sidecar.mcp_url, mode="legacy", read_timeout_seconds=0.5) as client:
         with pytest.raises(MCPError, match="timed out"):
             await client.call_tool("open_ticket", {"title": "y"})
+    sidecar.wait_idle(5)  # the held call's record is final once its connection is gone
     (call,) = [r for r in sidecar.requests if r.mcp_method == "tools/call"]
     assert call.bytes_sent == 20 < call.upstream_bytes  # 20 of the bytes your server sent, then nothing
     assert call.hold == "client_closed"  # the client gave up on its own: no patience verdict

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS, TransportName
 from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 from pytest_mcpfaults.validation import LOOPBACK_NAMES, is_count, is_loopback_host, is_positive_seconds
@@ -32,6 +33,7 @@ __all__ = [
     "check_otlp",
     "check_path",
     "check_strings",
+    "check_transport",
     "check_upstream",
     "check_upstream_url",
 ]
@@ -247,3 +249,53 @@ def check_otlp(otlp_path: object, mcp_path: object, health_path: object, span_re
                 "Sidecar: span_recorder must be a pytest_mcpfaults.SpanRecorder or None, "
                 f"got {span_recorder!r}"
             )
+
+
+def check_transport(
+    transport: object,
+    sse_path: object,
+    messages_path: object,
+    mcp_path: str,
+    health_path: str | None,
+    era: Era,
+    reply: ReplyMode,
+    get_stream: bool,
+    upstream: object = None,
+) -> TransportName:
+    """Refuse a bad ``transport`` / ``sse_path`` / ``messages_path`` (``ValueError`` naming the
+    argument and what would be valid), and the arguments the chosen transport would ignore or cannot
+    serve; return ``transport``, narrowed."""
+    if transport not in TRANSPORTS:
+        raise ValueError(
+            f"Sidecar: transport must be one of {', '.join(map(repr, TRANSPORTS))}, got {transport!r}"
+        )
+    taken: dict[str, object] = {"mcp_path": mcp_path, "health_path": health_path}
+    for name, path in (("sse_path", sse_path), ("messages_path", messages_path)):
+        why = check_path(path)
+        if why is not None:
+            raise ValueError(f"Sidecar: {name} {why}, got {path!r}")
+        other = next((n for n, p in taken.items() if p == path), None)
+        if other is not None:
+            raise ValueError(f"Sidecar: {name} and {other} must differ, both are {path!r}")
+        taken[name] = path
+    narrowed: TransportName = transport
+    if narrowed != "streamable_http" and era == "stateless":
+        raise ValueError(
+            f"Sidecar: transport={narrowed!r} serves the legacy HTTP+SSE transport, whose clients open a "
+            "session with initialize; era='stateless' refuses it (use era='auto' or 'session')"
+        )
+    if narrowed != "streamable_http" and upstream is not None:
+        raise ValueError(
+            f"Sidecar: transport={narrowed!r} serves the legacy HTTP+SSE transport from the sidecar's own "
+            "tools, which proxy mode (upstream=) does not relay; use transport='streamable_http' with "
+            "upstream="
+        )
+    if narrowed == "sse":
+        given = (("reply", reply, "json"), ("get_stream", get_stream, False))
+        ignored = [f"{n}={v!r}" for n, v, default in given if v != default]
+        if ignored:
+            raise ValueError(
+                f"Sidecar: {ignored[0]} shapes Streamable HTTP answers, which transport='sse' does not "
+                "serve; use transport='both' to serve both, or leave it out"
+            )
+    return narrowed

@@ -21,7 +21,17 @@ from urllib.parse import urlsplit
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
-from pytest_mcpfaults.sidecar.mcp import Era, McpEndpoint, Reply, client_error
+from pytest_mcpfaults.sidecar.legacy_sse import (
+    BODY_FAULTS,
+    LegacySession,
+    LegacySse,
+    StreamEvent,
+    TransportName,
+    accepted,
+    serves_legacy,
+    serves_streamable,
+)
+from pytest_mcpfaults.sidecar.mcp import Era, McpEndpoint, Reply, client_error, encode
 from pytest_mcpfaults.sidecar.routing import PlanEntry, RequestInfo, classify, forced_reply, jitter, pick
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.validation import is_loopback_host
@@ -51,13 +61,15 @@ class Dropped(Exception):
 class Incoming:
     """One request as a transport received it. ``headers`` answers case-insensitive ``get()``;
     ``header_pairs`` is every (name, value) pair received, repeats included (the security checks
-    need the repeats). A stdio message is a ``POST`` to the MCP path."""
+    need the repeats). A stdio message is a ``POST`` to the MCP path. ``query``: the URL's query
+    string, without the ``?`` (a legacy SSE message POST names its session there)."""
 
     method: str
     path: str
     headers: Mapping[str, str]
     header_pairs: Iterable[tuple[str, str]]
     body: bytes
+    query: str = ""
 
 
 class Transport(Protocol):
@@ -95,11 +107,18 @@ class Upstream(Protocol):
 @dataclass
 class Answer:
     """What to send: the reply, the fault that fired (body faults act when the transport delivers the
-    bytes), and whether the payload is framed as one SSE event."""
+    bytes), and whether the payload is framed as one SSE event.
+
+    ``stream``: a legacy SSE stream to serve after the reply's status and headers (its endpoint event,
+    then its outbox until teardown; ``fault`` then acts on the stream's bytes). ``after``: what the
+    transport awaits once the reply is sent in full (a ``die`` between a message POST's 202 and its
+    reply on the stream)."""
 
     reply: Reply
     fault: F.Fault | None
     sse: bool
+    stream: LegacySession | None = None
+    after: Callable[[], Awaitable[None]] | None = None
 
 
 class SidecarCore:
@@ -109,7 +128,9 @@ class SidecarCore:
     framing), ``tools`` (extra tools, beside ``tool_sets``), ``faults`` (the normalised plan),
     ``get_stream``, ``allowed_origins``, ``max_body_bytes``, ``service_url`` (a callable: the URL is
     known once the transport is bound), ``tool_timeout``, ``run_sync`` / ``run_async`` (how the MCP
-    endpoint runs user tool handlers) and ``upstream`` (proxy mode).
+    endpoint runs user tool handlers), ``upstream`` (proxy mode), and ``transport`` with ``sse_path`` /
+    ``messages_path`` (which MCP transports are served: Streamable HTTP on ``mcp_path``, the legacy
+    HTTP+SSE transport on its two paths, or both).
     """
 
     def __init__(
@@ -130,8 +151,16 @@ class SidecarCore:
         run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
         run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
         upstream: Upstream | None = None,
+        transport: TransportName = "streamable_http",
+        sse_path: str = "/sse",
+        messages_path: str = "/messages",
     ) -> None:
         self.mcp_path, self.health_path = mcp_path, health_path
+        self.transport = transport
+        self.streamable = serves_streamable(transport)
+        self.legacy = (
+            LegacySse(sse_path=sse_path, messages_path=messages_path) if serves_legacy(transport) else None
+        )
         self.reply_sse = reply == "sse"
         self.allowed_origins = tuple(allowed_origins)
         self.max_body_bytes = max_body_bytes
@@ -189,6 +218,17 @@ class SidecarCore:
         self.state = "running" if restart else "dead"
         self.mcp.forget_all()
         self.benchmark.forget()
+        if self.legacy is not None:
+            self.legacy.forget_all()
+
+    def close_stream(self, session: LegacySession) -> None:
+        """A legacy SSE stream is gone (the client closed it, teardown, a cut): its session ends,
+        and with it the MCP session its ``initialize`` created (a legacy session lives as long as
+        its stream, as in the mcp SDK's SSE server)."""
+        if self.legacy is not None:
+            self.legacy.close(session)
+        if session.mcp_session is not None and session.mcp_session in self.mcp.sessions:
+            self.mcp.end_session(session.mcp_session)
 
     # -- errors ------------------------------------------------------------------------------------
     def record_error(self, where: str, exc: BaseException) -> None:
@@ -213,6 +253,12 @@ class SidecarCore:
         return Reply(413, None, {"Connection": "close"}, sse=False, text=text)
 
     def classify(self, incoming: Incoming) -> RequestInfo:
+        legacy = self.legacy
+        if legacy is not None and incoming.path in legacy.paths:
+            i = incoming
+            return legacy.classify(i.method, i.path, i.query, i.headers, i.body, self.mcp)
+        if not self.streamable and incoming.path == self.mcp_path:
+            return RequestInfo(incoming.method, incoming.path, "other", None)  # not served: 404
         return classify(
             incoming.method,
             incoming.path,
@@ -235,12 +281,21 @@ class SidecarCore:
         if self.state == "frozen":
             await transport.hold(self.freeze_fault)
         fault, state = self._choose_fault(info, rid)
+        legacy = self.legacy if self.legacy is not None and info.path in self.legacy.paths else None
+        session = legacy.lookup(incoming.query) if legacy and info.path == legacy.messages_path else None
         reply: Reply | None = None
         forced: Reply | None = None
         if fault is not None:
             if isinstance(fault, F.Die):
-                self.lose_process(restart=fault.restart)
-                await transport.die(fault.restart)
+                die = fault
+
+                async def dying() -> None:
+                    self.lose_process(restart=die.restart)
+                    await transport.die(die.restart)
+
+                if isinstance(session, LegacySession) and incoming.method == "POST":
+                    return Answer(accepted(), fault, False, after=dying)  # 202, then the process dies
+                await dying()
                 raise Dropped
             if isinstance(fault, F.Freeze):
                 self.freeze(fault)
@@ -253,6 +308,11 @@ class SidecarCore:
             reply = forced_reply(fault, info, self.mcp, self.service_url())
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
+        if legacy is not None:  # never with an upstream (the Sidecar refuses the pair)
+            answer = await self._legacy(rid, incoming, info, fault, reply, session)
+            if answer.reply.error_by is not None:
+                self.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
+            return answer
         if reply is None:
             reply = await self._normal(incoming, info, transport, forced)
             if reply is None:
@@ -261,6 +321,57 @@ class SidecarCore:
             self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         sse = reply.sse if reply.sse is not None else self.reply_sse
         return Answer(reply, fault, sse or isinstance(fault, F.EndlessSse))
+
+    async def _legacy(
+        self,
+        rid: int,
+        incoming: Incoming,
+        info: RequestInfo,
+        fault: F.Fault | None,
+        forced: Reply | None,
+        session: LegacySession | Reply | None,
+    ) -> Answer:
+        """A legacy SSE request, after its answer-level fault acted: the stream (``GET sse_path``) or a
+        message (``POST messages_path``), whose JSON-RPC reply (normal or forced) goes on its session's
+        stream, carrying the body fault, while the POST gets ``202 Accepted``."""
+        assert self.legacy is not None
+        if forced is None:
+            forced = security_problem(incoming.header_pairs, self.allowed_origins)
+        if info.path == self.legacy.sse_path:
+            if forced is not None:
+                return Answer(forced, fault, False)
+            if incoming.method != "GET":
+                return Answer(Reply(405, None, {"Allow": "GET"}), fault, False)
+            stream = self.legacy.open(rid)
+            headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            return Answer(Reply(200, None, headers), fault, True, stream=stream)
+        if incoming.method != "POST":
+            return Answer(Reply(405, None, {"Allow": "POST"}), fault, False)
+        expired = isinstance(fault, F.SessionExpired)
+        if forced is not None and not _json_rpc(forced) and not expired:  # HTTP-level: the POST's own
+            return Answer(forced, fault, False)
+        if not isinstance(session, LegacySession):
+            assert session is not None
+            return Answer(session, fault, False)
+        if expired:  # the server forgot the session: 404, and its stream closes
+            self.legacy.end(session)
+            return Answer(Reply(404, text="Could not find session"), None, False)
+        reply = forced
+        if reply is None:
+            if info.mcp is None:
+                assert info.bad_body is not None
+                return Answer(info.bad_body, fault, False)
+            reply = await self.mcp.post(info.mcp, incoming.headers)
+            created = reply.headers.get("Mcp-Session-Id")
+            if info.mcp.method == "initialize" and created:
+                session.mcp_session = created
+        if reply.error_by is not None:  # the POST's own answer is a plain 202: the journal keeps the reply's
+            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
+        body_fault = fault if isinstance(fault, BODY_FAULTS) else None
+        if reply.payload is not None:
+            data, _ = encode(reply.payload, True)
+            session.put(StreamEvent(data, body_fault, rid))
+        return Answer(accepted(), None, False)
 
     def _journal_classified(self, rid: int, info: RequestInfo, session_header: str | None) -> None:
         if info.mcp is not None:
@@ -317,6 +428,12 @@ class SidecarCore:
 
 #: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).
 FREEZE = F.Freeze()
+
+
+def _json_rpc(reply: Reply) -> bool:
+    """Whether a forced reply is a JSON-RPC answer (the legacy transport sends it on the stream)
+    rather than an HTTP-level one (status, terminating: the POST's own answer)."""
+    return reply.status == 200 and isinstance(reply.payload, dict) and "jsonrpc" in reply.payload
 
 
 def origin_allowed(origin: str, allowed_origins: Iterable[str]) -> bool:

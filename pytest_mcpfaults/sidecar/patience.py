@@ -199,7 +199,10 @@ def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who
         return [
             r
             for r in journal.requests
-            if target is None or record_matches(r, target, mcp_path=sc.mcp_path, health_path=sc.health_path)
+            if target is None
+            or record_matches(
+                r, target, mcp_path=sc.mcp_path, health_path=sc.health_path, legacy_paths=sc.legacy_paths
+            )
         ]
 
     def settled() -> bool:

@@ -63,11 +63,19 @@ class RequestInfo:
         return self.mcp.method == t.value
 
 
-def record_matches(record: RequestRecord, target: str, *, mcp_path: str, health_path: str | None) -> bool:
-    """Whether a journal record names a request that ``target`` matches (for assertions by target)."""
+def record_matches(
+    record: RequestRecord,
+    target: str,
+    *,
+    mcp_path: str,
+    health_path: str | None,
+    legacy_paths: Sequence[str] = (),
+) -> bool:
+    """Whether a journal record names a request that ``target`` matches (for assertions by target);
+    ``legacy_paths``: the legacy SSE transport's paths, MCP requests too."""
     kind: RouteKind = "other"
-    if record.path in (mcp_path, health_path):
-        kind = "mcp" if record.path == mcp_path else "health"
+    if record.path in (mcp_path, health_path, *legacy_paths):
+        kind = "health" if record.path == health_path else "mcp"
     era = record.era or "session"  # not matched on: any era will do
     mcp = McpRequest({"params": {"name": record.tool}, "id": 0}, record.mcp_method, 0, record.session_id, era)
     return RequestInfo(record.method, record.path, kind, mcp if record.mcp_method else None).matches(target)

@@ -31,11 +31,14 @@ from pytest_mcpfaults.sidecar.config import (
     LOOPBACK_NAMES,
     check_kwargs,
     check_otlp,
+    check_transport,
 )
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
+from pytest_mcpfaults.sidecar.mcp import reply_body
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
+from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
@@ -96,6 +99,11 @@ class _Exchange:
         )
         await self.sidecar._hold(self.rid, self.conn, fault)
 
+    async def hold_stream(self, fault: F.Fault) -> None:
+        """Hold a legacy SSE stream: journaled on its ``GET`` record, with the fault that holds it."""
+        self.sidecar.journal.update_request(self.rid, fault=str(fault), fault_kind=fault.kind)
+        await self.hold(fault)
+
     async def die(self, restart: bool) -> None:
         await self.sidecar._die_transport(restart=restart)
 
@@ -127,6 +135,11 @@ class Sidecar(SidecarWaits):
         host: bind address; loopback only unless ``allow_remote=True``.
         port: TCP port, 0 for any free port (the default).
         mcp_path: the MCP Streamable HTTP endpoint (POST, GET, DELETE).
+        transport: which MCP transports to serve: ``'streamable_http'`` (on ``mcp_path``, the default),
+            ``'sse'`` (the legacy 2024-11-05 HTTP+SSE transport on ``sse_path`` and ``messages_path``;
+            ``mcp_path`` then answers 404) or ``'both'``.
+        sse_path: the legacy transport's event stream (``GET``): its first event names the message URL.
+        messages_path: the legacy transport's message endpoint (``POST ...?session_id=<hex>``).
         health_path: the health endpoint answering ``{"status": "ok"}``; ``None``: absent (404).
         era: ``'auto'`` (both eras, as real dual servers), ``'stateless'`` (2026-07-28 only) or
             ``'session'`` (initialize / ``Mcp-Session-Id`` only; ``server/discover`` gets 400).
@@ -188,6 +201,9 @@ class Sidecar(SidecarWaits):
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         otlp_path: str | None = DEFAULT_OTLP_PATH,
         span_recorder: SpanRecorder | None = None,
+        transport: str = "streamable_http",
+        sse_path: str = "/sse",
+        messages_path: str = "/messages",
         upstream: str | None = None,
         upstream_health: str | None = None,
         upstream_timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
@@ -202,6 +218,8 @@ class Sidecar(SidecarWaits):
             allow_remote_upstream=allow_remote_upstream,
         )  # fmt: skip
         check_otlp(otlp_path, mcp_path, health_path, span_recorder)
+        transport_ = check_transport(transport, sse_path, messages_path, mcp_path, health_path, era_, reply_,
+                                     get_stream, upstream)  # fmt: skip
         self.upstream, self.upstream_health = upstream, upstream_health
         self.upstream_timeout = upstream_timeout
         self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
@@ -229,6 +247,9 @@ class Sidecar(SidecarWaits):
             service_url=lambda: service_url or (upstream_client.origin if upstream_client else self.url),
             tool_timeout=tool_timeout,
             run_sync=self._pool.submit,
+            transport=transport_,
+            sse_path=sse_path,
+            messages_path=messages_path,
         )
         self._proxy: Proxy | None = None
         if upstream_client is not None:
@@ -423,6 +444,22 @@ class Sidecar(SidecarWaits):
         if self._mounted is not None and (path + "/").startswith(self._mounted[0] + "/"):
             return self._mounted[1]
         return None
+
+    @property
+    def sse_url(self) -> str:
+        """The legacy HTTP+SSE transport's stream, :attr:`url` + ``sse_path`` (what ``sse_client`` is
+        given); an error unless ``transport`` is ``'sse'`` or ``'both'``."""
+        if self.core.legacy is None:
+            raise RuntimeError(
+                f"Sidecar.sse_url: this sidecar serves transport={self.core.transport!r}; pass "
+                "transport='sse' or 'both' to serve the legacy HTTP+SSE transport"
+            )
+        return self.url + self.core.legacy.sse_path
+
+    @property
+    def transport(self) -> str:
+        """Which MCP transports it serves: ``'streamable_http'``, ``'sse'`` or ``'both'``."""
+        return self.core.transport
 
     # -- tools -----------------------------------------------------------------------------------
     def add_tool(
@@ -706,17 +743,75 @@ class Sidecar(SidecarWaits):
             answer: core.Answer | None = core.Answer(self.core.too_large(), None, False)
         else:
             incoming = core.Incoming(
-                request.method, request.path, request.headers, request.headers.items(), body
-            )
+                request.method, request.path, request.headers, request.headers.items(), body,
+                request.query_string,
+            )  # fmt: skip
             answer = await self.core.decide(rid, incoming, exchange)
         if answer is None:
             assert exchange.stream is not None
             return exchange.stream
+        if answer.stream is not None:
+            return await self._legacy_stream(exchange, answer)
+        if answer.after is not None:
+            await self._answer_then(exchange, answer, answer.after)
         if answer.reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
         if isinstance(answer.reply, Relayed):
             return await self._relay(request, conn, rid, answer, exchange, out)
         return await deliver(request, answer, hold=exchange.hold, out=out)
+
+    async def _legacy_stream(self, exchange: _Exchange, answer: core.Answer) -> web.StreamResponse:
+        """Serve a legacy SSE stream: the status and headers, the endpoint event, then each event its
+        session's outbox gets, until teardown, the client closes it, or the server ends the session
+        (a clean end of the stream)."""
+        session, request, conn, out = answer.stream, exchange.request, exchange.conn, exchange.out
+        assert session is not None
+        assert self.core.legacy is not None
+        if isinstance(answer.fault, F.Reset) and answer.fault.after_bytes == 0:  # RST before the status line
+            self.core.close_stream(session)
+            reset_transport(request.transport)
+            raise Dropped
+        resp = web.StreamResponse(status=answer.reply.status, headers=answer.reply.headers)
+        await resp.prepare(request)
+        out.status = answer.reply.status
+        writer = StreamWriter(request, resp, out, exchange.hold_stream, answer.fault)
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._streams.add(done)
+        try:
+            await writer.start()
+            await writer.event(session.endpoint_event())
+            while True:
+                nxt = asyncio.ensure_future(session.next())
+                await asyncio.wait((nxt, done, conn.lost), return_when=asyncio.FIRST_COMPLETED)
+                if not nxt.done():  # teardown, or the client closed the stream
+                    nxt.cancel()
+                    raise Dropped
+                event = nxt.result()
+                if event is None:  # the server ended the session
+                    await resp.write_eof()
+                    return resp
+                await writer.event(event)
+        finally:
+            self._streams.discard(done)
+            self.core.close_stream(session)
+
+    async def _answer_then(
+        self, exchange: _Exchange, answer: core.Answer, then: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Send the answer in full and close its connection (FIN), then run ``then`` (a legacy
+        message POST's ``die``: the 202 reaches the client, then the process dies). Raises Dropped."""
+        body, ctype = reply_body(answer.reply, False)
+        resp = web.Response(status=answer.reply.status, body=body, headers=answer.reply.headers)
+        resp.content_type = ctype
+        await resp.prepare(exchange.request)
+        await resp.write_eof()
+        exchange.out.status, exchange.out.bytes_sent = answer.reply.status, len(body)
+        exchange.conn.closed_by_us = True
+        transport = exchange.request.transport
+        if transport is not None:
+            transport.close()
+        await then()
+        raise Dropped
 
     async def _relay(
         self,

@@ -71,6 +71,12 @@ class SidecarViews:
         return self.core.health_path
 
     @property
+    def legacy_paths(self) -> tuple[str, ...]:
+        """The legacy HTTP+SSE transport's stream and message paths, when it is served (else empty)."""
+        legacy = self.core.legacy
+        return legacy.paths if legacy is not None else ()
+
+    @property
     def allowed_origins(self) -> tuple[str, ...]:
         """``Origin`` values accepted besides loopback ones."""
         return self.core.allowed_origins

@@ -59,7 +59,13 @@ class SidecarWaits(SidecarViews):
             out = [
                 r
                 for r in out
-                if record_matches(r, target, mcp_path=self.mcp_path, health_path=self.health_path)
+                if record_matches(
+                    r,
+                    target,
+                    mcp_path=self.mcp_path,
+                    health_path=self.health_path,
+                    legacy_paths=self.legacy_paths,
+                )
             ]
         return out
 
