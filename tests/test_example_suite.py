@@ -24,6 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DOC = ROOT / "docs" / "catching-the-flip.md"
 
+#: Under pytest-xdist (the whole suite: tests/conftest.py) this module's tests stay on one worker, so
+#: the four example runs of the module fixture ``example_run`` are made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("example_runs")
+
 SUITE = [
     "test_clean_run",
     "test_sidecar_dies_after_session_creation",
