@@ -23,8 +23,10 @@ SUITE_WORKERS = 2
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own (tryfirst too; a conftest registers later)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """The whole suite runs on :data:`SUITE_WORKERS` xdist workers (``-n 2 --dist loadgroup``: a module
-    whose tests share an expensive module fixture keeps them on one worker with ``xdist_group``).
+    """The whole suite runs on :data:`SUITE_WORKERS` xdist workers, ``-n 2 --dist loadscope``: a module's
+    tests (a class's, for tests in a class) run on one worker, so a module fixture (the example
+    suite's four example runs, above all) is made once. (``--dist loadgroup`` would be finer, but with
+    pytest 9.2 pytest-xdist 3.8 cannot rename a test to its group: ``xdist_group`` is silently ignored.)
 
     Only when pytest runs the ``testpaths`` (no file or test named): a file or test named on the
     command line runs in one process as before, ``-n``/``--dist``/``--pdb`` choose for themselves, and
@@ -42,7 +44,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     ):
         return
     config.option.numprocesses = SUITE_WORKERS
-    config.option.dist = "loadgroup"
+    config.option.dist = "loadscope"
 
 
 @pytest.fixture

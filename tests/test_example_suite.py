@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DOC = ROOT / "docs" / "catching-the-flip.md"
 
-#: Under pytest-xdist (the whole suite: tests/conftest.py) this module's tests stay on one worker, so
-#: the four example runs of the module fixture ``example_run`` are made once, not once per worker.
-pytestmark = pytest.mark.xdist_group("example_runs")
+#: The module fixture's four example runs are bounded at 300 s each (they run together): the first test
+#: that uses them may wait that long, beyond the suite's default 120 s per test.
+pytestmark = pytest.mark.timeout(600)
 
 SUITE = [
     "test_clean_run",
@@ -116,7 +116,13 @@ def example_run() -> Callable[..., subprocess.CompletedProcess[str]]:
         key = (variant, *extra)
         if not runs:
             started = {k: _start(f"--runner-variant={k[0]}", "-rA", *k[1:]) for k in RUNS}
-            runs.update({k: _finish(p) for k, p in started.items()})
+            try:
+                runs.update({k: _finish(p) for k, p in started.items()})
+            finally:  # interrupted (a timeout, Ctrl-C) or one of them failed: leave none running
+                for proc in started.values():
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.communicate()
         if key not in runs:
             runs[key] = _run(f"--runner-variant={variant}", "-rA", *extra)
         return runs[key]
