@@ -45,6 +45,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     config.option.numprocesses = SUITE_WORKERS
     config.option.dist = "loadscope"
+    # In collection order, not largest module first (xdist's default): the example suite (12 tests,
+    # its module fixture the longest single wait of the suite) would otherwise start last, alone.
+    config.option.loadscopereorder = False
 
 
 @pytest.fixture
