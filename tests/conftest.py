@@ -16,6 +16,39 @@ import pytest
 
 from pytest_mcpfaults import Sidecar
 
+#: The pytest-xdist workers the whole suite runs on (the README's test command, ``pytest`` with no
+#: arguments): the machine it is timed on has two cores, and most tests wait on sockets or subprocesses.
+SUITE_WORKERS = 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own (tryfirst too; a conftest registers later)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The whole suite runs on :data:`SUITE_WORKERS` xdist workers, ``-n 2 --dist loadscope``: a module's
+    tests (a class's, for tests in a class) run on one worker, so a module fixture (the example
+    suite's four example runs, above all) is made once. (``--dist loadgroup`` would be finer, but with
+    pytest 9.2 pytest-xdist 3.8 cannot rename a test to its group: ``xdist_group`` is silently ignored.)
+
+    Only when pytest runs the ``testpaths`` (no file or test named): a file or test named on the
+    command line runs in one process as before, ``-n``/``--dist``/``--pdb`` choose for themselves, and
+    the README's main job (``pytest -p mcpfaults examples/``, which reads the same ``addopts``) is not
+    distributed, so its output stays what docs/catching-the-flip.md pastes. (Not in ``addopts`` for
+    that reason.)
+    """
+    if (
+        config.args_source is not pytest.Config.ArgsSource.TESTPATHS
+        or hasattr(config, "workerinput")  # an xdist worker: it runs what the controller sends it
+        or not config.pluginmanager.hasplugin("xdist")
+        or config.option.numprocesses is not None
+        or config.option.dist != "no"
+        or config.getoption("usepdb", False)
+    ):
+        return
+    config.option.numprocesses = SUITE_WORKERS
+    config.option.dist = "loadscope"
+    # In collection order, not largest module first (xdist's default): the example suite (12 tests,
+    # its module fixture the longest single wait of the suite) would otherwise start last, alone.
+    config.option.loadscopereorder = False
+
 
 @pytest.fixture
 def sidecar() -> Iterator[Sidecar]:
