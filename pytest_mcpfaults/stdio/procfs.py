@@ -16,7 +16,7 @@ import select
 import termios
 import time
 
-__all__ = ["exit_status", "stdin_state", "wait_stopped"]
+__all__ = ["exit_status", "stdin_state", "wait_exited", "wait_stopped"]
 
 
 def _zombie_status(pid: int) -> tuple[bool, int | None]:
@@ -42,6 +42,27 @@ async def exit_status(pid: int, tries: int = 10) -> int | None:
             return status
         await asyncio.sleep(0.005)  # exiting: the zombie state comes a moment after the pipes close
     return None
+
+
+async def wait_exited(pids: list[int], timeout: float = 1.0) -> None:
+    """Wait (bounded) until each of ``pids`` has exited: a zombie, or gone. A killed child closes its
+    pipes and sockets a moment before it becomes a zombie, so "its control channel closed" is not yet
+    "it is dead"."""
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while time.monotonic() < deadline:
+            if _exited(pid):
+                break
+            await asyncio.sleep(0.002)
+
+
+def _exited(pid: int) -> bool:
+    """``pid`` is a zombie (or being reaped), or gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except OSError:
+        return True
 
 
 def stdin_state(pid: int) -> tuple[int, bool]:

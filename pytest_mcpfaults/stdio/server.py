@@ -37,7 +37,7 @@ from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.config import check_kwargs
-from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_stopped
+from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_exited, wait_stopped
 from pytest_mcpfaults.stdio.records import ChildRecord, SignalRecord, StdioViolation, ViolationKind
 from pytest_mcpfaults.stdio.replies import reply_line, request_id
 from pytest_mcpfaults.stdio.verdict import verdict_text
@@ -237,12 +237,15 @@ class StdioServer(SidecarViews):
     async def _stop(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        killed = []
         for child in list(self._live.values()):
             self._end_holds(child, "teardown")
             self._kill(child, "teardown")
+            killed.append(child.pid)
         gone = [c.gone for c in self._live.values() if not c.gone.done()]
         if gone:
             await asyncio.wait(gone, timeout=3.0)
+        await wait_exited(killed, timeout=2.0)  # when stop() returns, no child of the test runs
         for child in list(self._live.values()):  # not seen to go: record it as ended anyway
             child.writer.close()
             self._gone(child)
