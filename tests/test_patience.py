@@ -307,7 +307,8 @@ async def test_mcp2_default_client_waits_out_a_stalled_tool_call_until_the_budge
 
 async def test_mcp2_client_with_a_read_timeout_gives_up_on_a_stalled_tool_call() -> None:
     with Sidecar(patience=5.0, faults=[Stall(after_bytes=10, when="tools/call")]) as sc:
-        async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=1.0) as client:  # initialize too: room for a loaded machine
+        # the read timeout bounds initialize too: 1 s leaves room for a loaded machine
+        async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=1.0) as client:
             with pytest.raises(MCPError, match="timed out"):
                 await client.call_tool("echo", {"text": "hi"})
         sc.assert_client_gave_up(within=2.0, target="tools/call")
