@@ -39,7 +39,7 @@ def pid() -> int:
 
 
 @server.tool()
-def exit() -> str:  # noqa: A001 - the tool's name
+def exit() -> str:
     """Exit the process at once (code 3), without answering."""
     os._exit(3)
 

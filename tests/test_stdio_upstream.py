@@ -1,0 +1,235 @@
+"""Proxy mode with a stdio upstream (``Sidecar(upstream_command=[...])``): the mcp SDK's own ``MCPServer``
+run over stdio (tests/stdio_child.py) as a child the sidecar spawns and owns, driven by the mcp 2.x
+client through the sidecar over Streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp.client import Client
+from mcp.shared.exceptions import MCPError
+
+from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.faults import Die, Reset, ToolError, Trigger, Truncate
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+CHILD = [sys.executable, str(Path(__file__).with_name("stdio_child.py"))]
+MODES = ["auto", "legacy"]
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+VERSION = "2025-11-25"
+CUT = (httpx.ReadError, httpx.RemoteProtocolError)  # what httpx raises when a server cuts the connection
+
+
+def leaves(exc: BaseException) -> list[str]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [name for e in exc.exceptions for name in leaves(e)]
+    return [type(exc).__name__]
+
+
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts: it was not reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def settled(sc: Sidecar) -> None:
+    """Wait until every request has ended (the client's connection may stay open)."""
+    sc.journal.wait_for(lambda: all(r.done for r in sc.journal.requests), 3, "every request to end")
+
+
+def rpc(method: str, rid: int | None = 1, **params: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+    if rid is not None:
+        msg["id"] = rid
+    return msg
+
+
+INIT = rpc("initialize", protocolVersion=VERSION, capabilities={}, clientInfo={"name": "t", "version": "1"})
+
+
+def initialize(c: httpx.Client, url: str) -> dict[str, str]:
+    init = rpc(
+        "initialize", protocolVersion=VERSION, capabilities={}, clientInfo={"name": "t", "version": "1"}
+    )
+    r = c.post(url, json=init, headers=ACCEPT)
+    assert r.status_code == 200, r.text
+    headers = {**ACCEPT, "Mcp-Session-Id": r.headers["Mcp-Session-Id"], "MCP-Protocol-Version": VERSION}
+    assert c.post(url, json=rpc("notifications/initialized", None), headers=headers).status_code == 202
+    return headers
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_mcp2_client_lists_and_calls_a_stdio_servers_tools(mode: str) -> None:
+    with Sidecar(upstream_command=CHILD) as sc:
+        async with Client(sc.mcp_url, mode=mode, read_timeout_seconds=10) as client:
+            tools = await client.list_tools()
+            assert {t.name for t in tools.tools} == {"add", "echo", "calls", "pid", "exit"}
+            result = await client.call_tool("add", {"a": 2, "b": 3})
+            assert result.content[0].text == "5"
+            child = await client.call_tool("pid", {})
+        assert int(child.content[0].text) == sc.upstream_pid  # the child the sidecar spawned answered
+        await asyncio.to_thread(sc.wait_idle, 3)
+        (call,) = [r for r in sc.requests if r.tool == "add"]
+        assert call.forwarded and call.status == 200
+        assert call.upstream_bytes > 0 and call.upstream_failure is None
+        assert call.upstream_time is not None and call.upstream_time >= 0
+        init = next(r for r in sc.requests if r.mcp_method == "initialize")
+        assert init.forwarded and init.session_id is None  # the sidecar assigned the session id
+        assert len(sc.ended_sessions) == 1 and not sc.sessions  # the client's DELETE ended it locally
+
+
+async def test_die_at_the_second_tool_call_is_as_on_the_fake() -> None:
+    with Sidecar(upstream_command=CHILD, faults=[Die(when=Trigger("tools/call", nth=2))]) as sc:
+        first = None
+        with pytest.raises(BaseExceptionGroup) as exc_info:  # noqa: PT012
+            async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=2.0) as client:
+                first = await client.call_tool("add", {"a": 1, "b": 1})
+                await client.call_tool("echo", {"text": "never"})
+        assert first is not None and first.content[0].text == "2"
+        assert leaves(exc_info.value) == ["ReadError"]  # reset under the call, as on the fake
+        await asyncio.to_thread(sc.wait_idle, 3)
+        (died,) = [r for r in sc.requests if r.fault_kind == "die"]
+        assert died.label == "POST tools/call echo"
+        assert died.status is None and died.bytes_sent == 0
+        assert not died.forwarded  # the child never saw it
+        assert sc.state == "dead" and sc.fired == {"die": 1}
+        pid = sc.upstream_pid
+        assert pid is not None and alive(pid)  # the sidecar died, its upstream did not
+    assert not alive(pid)
+
+
+def test_the_child_never_ran_the_call_the_die_took() -> None:
+    with (
+        Sidecar(upstream_command=CHILD, faults=[Die(restart=True, when="tool:echo")]) as sc,
+        httpx.Client(timeout=10) as c,
+    ):
+        headers = initialize(c, sc.mcp_url)
+        with pytest.raises(CUT):
+            c.post(
+                sc.mcp_url, json=rpc("tools/call", 2, name="echo", arguments={"text": "x"}), headers=headers
+            )
+        headers = initialize(c, sc.mcp_url)  # the restarted sidecar: a new session on the same child
+        r = c.post(sc.mcp_url, json=rpc("tools/call", 3, name="calls", arguments={}), headers=headers)
+        assert r.status_code == 200
+        assert r.json()["result"]["content"][0]["text"] == "0"  # echo never ran
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tool_error_rewrites_a_result_the_child_really_produced(mode: str) -> None:
+    with Sidecar(upstream_command=CHILD, faults=[ToolError(text="disk full", when="tool:add")]) as sc:
+        async with Client(sc.mcp_url, mode=mode, read_timeout_seconds=10) as client:
+            result = await client.call_tool("add", {"a": 1, "b": 2})
+            assert result.is_error and result.content[0].text == "disk full"
+            ran = await client.call_tool("calls", {})
+            assert ran.content[0].text == "1"  # the child ran add all the same
+        await asyncio.to_thread(sc.wait_idle, 3)
+        (call,) = [r for r in sc.requests if r.tool == "add"]
+        assert call.fault_kind == "tool_error" and call.forwarded and call.upstream_bytes > 0
+
+
+@pytest.mark.parametrize(
+    "fault", [Truncate(after_bytes=10, when="tool:echo"), Reset(after_bytes=5, when="tool:echo")]
+)
+def test_body_faults_cut_the_childs_answer(fault: Truncate | Reset) -> None:
+    with Sidecar(upstream_command=CHILD, faults=[fault]) as sc, httpx.Client(timeout=10) as c:
+        headers = initialize(c, sc.mcp_url)
+        got = b""
+        call = rpc("tools/call", 2, name="echo", arguments={"text": "hello"})
+        with pytest.raises(CUT), c.stream("POST", sc.mcp_url, json=call, headers=headers) as resp:  # noqa: PT012
+            for chunk in resp.iter_raw():
+                got += chunk
+        assert got == b'{"jsonrpc":"2.0"'[: fault.after_bytes]  # the child's answer, cut
+        settled(sc)
+        (rec,) = [r for r in sc.requests if r.tool == "echo"]
+        assert rec.forwarded and rec.bytes_sent == fault.after_bytes
+        assert rec.upstream_bytes > 100  # the child answered in full
+
+
+async def test_a_child_that_exits_mid_session_is_a_bad_gateway_recorded_as_the_upstreams() -> None:
+    with Sidecar(upstream_command=CHILD) as sc:
+        with pytest.raises(BaseExceptionGroup) as exc_info:  # noqa: PT012
+            async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=10) as client:
+                assert (await client.call_tool("add", {"a": 1, "b": 1})).content[0].text == "2"
+                await client.call_tool("exit", {})
+        (failure,) = exc_info.value.exceptions
+        while isinstance(failure, BaseExceptionGroup):
+            (failure,) = failure.exceptions
+        assert isinstance(failure, MCPError) and "Bad Gateway" in str(failure)
+        await asyncio.to_thread(sc.wait_idle, 3)
+        (gone,) = [r for r in sc.requests if r.tool == "exit"]
+        assert gone.status == 502 and gone.error_by == "upstream" and gone.upstream_failure == "reset"
+        assert "exited (code 3)" in (gone.error or "")
+        pid = sc.upstream_pid
+        assert pid is not None and not alive(pid)  # exited and reaped
+        with httpx.Client(timeout=5) as c:  # later requests: 502 at once, no wait for a dead child
+            r = c.post(sc.mcp_url, json=INIT, headers=ACCEPT)
+            assert r.status_code == 502 and "Bad Gateway" in r.json()["error"]["message"]
+
+
+def test_a_child_that_stops_answering_is_a_504_within_upstream_timeout(tmp_path: Path) -> None:
+    script = tmp_path / "silent.py"
+    script.write_text("import sys\nfor line in sys.stdin:\n    pass\n")
+    with (
+        Sidecar(upstream_command=[sys.executable, str(script)], upstream_timeout=0.3) as sc,
+        httpx.Client(timeout=5) as c,
+    ):
+        r = c.post(sc.mcp_url, json=INIT, headers=ACCEPT)
+        assert r.status_code == 504 and "Gateway Timeout" in r.json()["error"]["message"]
+        settled(sc)
+        (rec,) = sc.requests
+        assert rec.error_by == "upstream" and rec.upstream_failure == "timed_out"
+        assert rec.upstream_time is not None and 0.3 <= rec.upstream_time < 2.0
+
+
+def test_stop_kills_the_child_and_a_child_ignoring_sigterm_too(tmp_path: Path) -> None:
+    script = tmp_path / "stubborn.py"
+    script.write_text(
+        "import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "sys.stdout.write('ready\\n'); sys.stdout.flush()\nwhile True:\n    time.sleep(1)\n"
+    )
+    pids = []
+    for command in (CHILD, [sys.executable, str(script)]):
+        sc = Sidecar(upstream_command=command).start()
+        pid = sc.upstream_pid
+        assert pid is not None and alive(pid)
+        sc.stop()
+        assert not alive(pid)
+        pids.append(pid)
+    assert len(set(pids)) == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"upstream_command": "python server.py"}, "upstream_command must be a list of strings"),
+        ({"upstream_command": []}, "non-empty list of non-empty strings"),
+        ({"upstream_command": ["python", ""]}, "non-empty list of non-empty strings"),
+        (
+            {"upstream_command": CHILD, "upstream": "http://127.0.0.1:9/mcp"},
+            "upstream=.* and upstream_command=",
+        ),
+        ({"upstream_command": CHILD, "upstream_health": "/health"}, "has no health path"),
+        ({"upstream_command": CHILD, "era": "stateless"}, "era='stateless' with upstream_command="),
+    ],
+)
+def test_bad_upstream_command_arguments_are_refused_naming_them(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Sidecar(**kwargs)
+
+
+def test_a_command_that_cannot_run_fails_start_naming_it() -> None:
+    sc = Sidecar(upstream_command=["/nonexistent/mcp-server"])
+    with pytest.raises(OSError, match=r"upstream_command .*/nonexistent/mcp-server.* cannot be run"):
+        sc.start()
+    sc.stop()
