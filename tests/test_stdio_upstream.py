@@ -233,3 +233,60 @@ def test_a_command_that_cannot_run_fails_start_naming_it() -> None:
     with pytest.raises(OSError, match=r"upstream_command .*/nonexistent/mcp-server.* cannot be run"):
         sc.start()
     sc.stop()
+
+
+# -- through the plugin: the marker and the factory take the same key ------------------------------
+
+PLUGIN_TESTS = """
+import os
+import sys
+
+import pytest
+from mcp.client import Client
+
+CHILD = [sys.executable, "stdio_child.py"]
+
+
+@pytest.mark.mcp_sidecar(upstream_command=CHILD, faults=["tool_error@tool:add"])
+async def test_marker(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url, mode="legacy", read_timeout_seconds=10) as client:
+        result = await client.call_tool("add", {"a": 1, "b": 2})
+        assert result.is_error
+        assert (await client.call_tool("calls", {})).content[0].text == "1"
+    assert mcp_sidecar.upstream_pid is not None
+
+
+async def test_factory(mcp_sidecar_factory):
+    sc = mcp_sidecar_factory(upstream_command=CHILD)
+    async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=10) as client:
+        assert (await client.call_tool("add", {"a": 1, "b": 2})).content[0].text == "3"
+    with open("pids.txt", "a") as f:
+        f.write(f"{sc.upstream_pid}\\n")
+"""
+
+
+def test_the_marker_and_the_factory_take_upstream_command(pytester: pytest.Pytester) -> None:
+    (pytester.path / "stdio_child.py").write_text(Path(CHILD[1]).read_text())
+    pytester.makepyfile(test_stdio_up=PLUGIN_TESTS)
+    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", "-o",
+                                           "asyncio_mode=auto", "-p", "no:randomly", timeout=240)  # fmt: skip
+    result.assert_outcomes(passed=2)
+    (pid,) = (pytester.path / "pids.txt").read_text().split()
+    assert not alive(int(pid))  # the factory's teardown stopped the sidecar, and the child with it
+
+
+def test_a_bad_upstream_command_in_the_marker_fails_collection_naming_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_bad="""
+        import pytest
+
+        @pytest.mark.mcp_sidecar(upstream_command="python server.py")
+        def test_x(mcp_sidecar):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=240)
+    result.stdout.fnmatch_lines(
+        ["*@pytest.mark.mcp_sidecar: Sidecar: upstream_command must be a list of strings*"]
+    )
+    assert result.ret != 0
