@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,10 @@ import httpx
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
+from test_cli import serve
 
 from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.cli import main
 from pytest_mcpfaults.faults import Die, Reset, ToolError, Trigger, Truncate
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -239,6 +242,7 @@ def test_a_command_that_cannot_run_fails_start_naming_it() -> None:
 
 PLUGIN_TESTS = """
 import os
+import shlex
 import sys
 
 import pytest
@@ -290,3 +294,39 @@ def test_a_bad_upstream_command_in_the_marker_fails_collection_naming_it(pyteste
         ["*@pytest.mark.mcp_sidecar: Sidecar: upstream_command must be a list of strings*"]
     )
     assert result.ret != 0
+
+
+# -- serve --upstream-command ----------------------------------------------------------------------
+
+
+async def test_serve_upstream_command_proxies_a_stdio_server_and_kills_it_at_exit() -> None:
+    with serve("--upstream-command", shlex.join(CHILD), "--fault", "tool_error(text=nope)@tool:add") as s:
+        pid = int(s.info["MCPFAULTS_UPSTREAM_PID"])
+        assert alive(pid)
+        async with Client(s.info["MCPFAULTS_MCP_URL"], mode="auto", read_timeout_seconds=10) as client:
+            failed = await client.call_tool("add", {"a": 1, "b": 2})
+            echoed = await client.call_tool("echo", {"text": "through"})
+        assert failed.is_error and failed.content[0].text == "nope"
+        assert echoed.content[0].text == "through"
+        assert s.terminate() == 0
+    assert not alive(pid)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--upstream-command", "python s.py", "--upstream", "http://127.0.0.1:9/mcp"], "not allowed with"),
+        (["--upstream-command", ""], "argument --upstream-command: must name a program"),
+        (["--upstream-command", "python 's.py"], "argument --upstream-command: cannot split"),
+        (["--upstream-command", "python s.py", "--upstream-health", "/h"], "argument --upstream-health"),
+        (["--upstream-command", "python s.py", "--era", "stateless"], "argument --era"),
+    ],
+)
+def test_bad_upstream_command_flags_are_usage_errors_naming_the_flag(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", *args])
+    assert exc.value.code == 2
+    _, err = capsys.readouterr()
+    assert message in err

@@ -225,7 +225,7 @@ class Sidecar(SidecarWaits):
         )  # fmt: skip
         check_otlp(otlp_path, mcp_path, health_path, span_recorder)
         transport_ = check_transport(transport, sse_path, messages_path, mcp_path, health_path, era_, reply_,
-                                     get_stream, upstream)  # fmt: skip
+                                     get_stream, upstream if upstream is not None else command)  # fmt: skip
         self.upstream, self.upstream_health = upstream, upstream_health
         self.upstream_command = command
         self.upstream_timeout = upstream_timeout
