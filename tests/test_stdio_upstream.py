@@ -5,6 +5,7 @@ client through the sidecar over Streamable HTTP."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import sys
@@ -19,7 +20,7 @@ from test_cli import serve
 
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.cli import main
-from pytest_mcpfaults.faults import Die, Reset, ToolError, Trigger, Truncate
+from pytest_mcpfaults.faults import Die, MalformedJson, Reset, Stall, ToolError, Trigger, Truncate
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -96,7 +97,7 @@ async def test_die_at_the_second_tool_call_is_as_on_the_fake() -> None:
     with Sidecar(upstream_command=CHILD, faults=[Die(when=Trigger("tools/call", nth=2))]) as sc:
         first = None
         with pytest.raises(BaseExceptionGroup) as exc_info:  # noqa: PT012
-            async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=2.0) as client:
+            async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=10) as client:
                 first = await client.call_tool("add", {"a": 1, "b": 1})
                 await client.call_tool("echo", {"text": "never"})
         assert first is not None and first.content[0].text == "2"
@@ -157,6 +158,45 @@ def test_body_faults_cut_the_childs_answer(fault: Truncate | Reset) -> None:
         (rec,) = [r for r in sc.requests if r.tool == "echo"]
         assert rec.forwarded and rec.bytes_sent == fault.after_bytes
         assert rec.upstream_bytes > 100  # the child answered in full
+
+
+def test_stall_after_bytes_holds_the_childs_answer_as_sse() -> None:
+    with Sidecar(upstream_command=CHILD, reply="sse", faults=[Stall(after_bytes=12, when="tool:echo")]) as sc:
+        with httpx.Client(timeout=10) as c:
+            headers = initialize(c, sc.mcp_url)  # the child's start-up is not bounded by the read below
+            call = rpc("tools/call", 2, name="echo", arguments={"text": "hello"})
+            short = httpx.Timeout(10.0, read=0.3)
+            with c.stream("POST", sc.mcp_url, json=call, headers=headers, timeout=short) as resp:
+                assert resp.status_code == 200
+                assert resp.headers["Content-Type"].startswith("text/event-stream")  # reply="sse"
+                chunks = resp.iter_raw()
+                got = next(chunks)
+                with pytest.raises(httpx.ReadTimeout):
+                    next(chunks)
+        assert got == b"event: messa"
+        sc.wait_idle(3)
+        (rec,) = [r for r in sc.requests if r.tool == "echo"]
+        assert rec.fault_kind == "stall" and rec.bytes_sent == 12 and rec.hold == "client_closed"
+        assert rec.upstream_bytes > 12 and rec.upstream_failure is None  # the child answered in full
+
+
+def test_malformed_json_cuts_the_childs_answer() -> None:
+    with (
+        Sidecar(upstream_command=CHILD, faults=[MalformedJson(when="tool:echo")]) as sc,
+        httpx.Client(timeout=10) as c,
+    ):
+        headers = initialize(c, sc.mcp_url)
+        r = c.post(
+            sc.mcp_url, json=rpc("tools/call", 2, name="echo", arguments={"text": "hi"}), headers=headers
+        )
+        assert r.status_code == 200 and r.content.startswith(b'{"jsonrpc"')
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(r.content)
+        settled(sc)
+        (rec,) = [x for x in sc.requests if x.tool == "echo"]
+        assert (
+            rec.fault_kind == "malformed_json" and rec.forwarded and rec.upstream_bytes > rec.bytes_sent > 0
+        )
 
 
 async def test_a_child_that_exits_mid_session_is_a_bad_gateway_recorded_as_the_upstreams() -> None:
