@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,38 @@ def test_stop_kills_the_child_and_a_child_ignoring_sigterm_too(tmp_path: Path) -
         assert not alive(pid)
         pids.append(pid)
     assert len(set(pids)) == 2
+
+
+def test_stop_kills_what_the_child_started_too(tmp_path: Path) -> None:
+    script = tmp_path / "parent.py"
+    pidfile = tmp_path / "grandchild.pid"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "for line in sys.stdin:\n    pass\n"
+    )
+    sc = Sidecar(upstream_command=[sys.executable, str(script)]).start()
+    try:
+        deadline = time.monotonic() + 10
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline, "the child never started its own child"
+            time.sleep(0.02)
+        grandchild = int(pidfile.read_text())
+        assert alive(grandchild)
+    finally:
+        sc.stop()
+    deadline = time.monotonic() + 5  # killed by the group SIGTERM; reaped by init, not by us
+    while alive(grandchild) and _zombie(grandchild) is False and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(grandchild) or _zombie(grandchild)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return False
 
 
 @pytest.mark.parametrize(

@@ -250,10 +250,13 @@ class StdioUpstream:
                     os.killpg(proc.pid, sig)
                 if await self._wait(_TERM_BOUND) is not None:
                     break
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
+            os.killpg(proc.pid, signal.SIGKILL)
         self.returncode = proc.returncode
         for task in self._tasks:
             task.cancel()
         await asyncio.wait(self._tasks, timeout=_TERM_BOUND)
+        self._proc = None  # closed: a second close() signals nothing (its pid may be reused)
 
     # -- the core's Upstream ---------------------------------------------------------------------
     def defers(self, fault: F.Fault) -> bool:
