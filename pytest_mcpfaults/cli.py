@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 import secrets
+import shlex
 import signal
 import sys
 import threading
@@ -192,12 +193,20 @@ def build_parser() -> argparse.ArgumentParser:
         f"there are checked by {CONTROL_PREFIX}/check",
     )
     otlp.add_argument("--no-otlp", action="store_true", help="no OTLP trace receiver")
-    serve.add_argument(
+    upstream = serve.add_mutually_exclusive_group()
+    upstream.add_argument(
         "--upstream",
         metavar="URL",
         help="proxy mode: forward every request the faults do not answer to this real MCP server "
         "(e.g. http://127.0.0.1:9000/mcp) instead of serving the fake's tools; loopback only unless "
         "--allow-remote-upstream",
+    )
+    upstream.add_argument(
+        "--upstream-command",
+        type=_command,
+        metavar="'CMD ARGS'",
+        help="proxy mode with a stdio MCP server: spawn this command (split as a shell would, e.g. "
+        "'python server.py --flag'), forward to it over its stdin/stdout, kill it at exit",
     )
     serve.add_argument(
         "--upstream-health",
@@ -305,7 +314,29 @@ def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) 
         )
 
 
+def _command(text: str) -> list[str]:
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"cannot split {text!r} into a command: {exc}") from exc
+    if not words:
+        raise argparse.ArgumentTypeError("must name a program, e.g. 'python server.py'")
+    return words
+
+
 def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.upstream_command is not None:
+        if args.upstream_health is not None:
+            parser.error(
+                "argument --upstream-health: a stdio upstream (--upstream-command) has no health path"
+            )
+        if args.era == "stateless":
+            parser.error("argument --era: 'stateless' with --upstream-command (served in the session era)")
+        if args.transport != "streamable_http":
+            parser.error("argument --transport: --upstream-command proxies Streamable HTTP only")
+        if args.allow_remote_upstream:
+            parser.error("argument --allow-remote-upstream: needs --upstream URL")
+        return
     if args.upstream is None:
         for flag in ("upstream_health", "allow_remote_upstream"):
             if getattr(args, flag):
@@ -334,6 +365,8 @@ def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
         info["sse_url"] = sc.sse_url
     if sc.upstream is not None:
         info["upstream"] = sc.upstream
+    if sc.upstream_command is not None:
+        info["upstream_pid"] = str(sc.upstream_pid)  # the command itself may need shell quoting
     if as_json:
         out.write(json.dumps({**info, "otel_env": env}) + "\n")
     else:
@@ -376,6 +409,7 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         upstream_health=args.upstream_health,
         upstream_timeout=args.upstream_timeout,
         allow_remote_upstream=args.allow_remote_upstream,
+        upstream_command=args.upstream_command,
     )
     sc.journal.set_limit(args.journal_limit)
     token = secrets.token_urlsafe(32)

@@ -39,6 +39,7 @@ from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, Patience
 from pytest_mcpfaults.sidecar.mcp import reply_body
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
+from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream, check_upstream_command
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
@@ -176,6 +177,9 @@ class Sidecar(SidecarWaits):
             line and headers, and then between two chunks of a POST's body (30); past it the client
             gets 504 (or a reset, once the status line was relayed). ``None``: unbounded.
         allow_remote_upstream: allow an ``upstream`` whose host is not loopback.
+        upstream_command: proxy mode with a stdio MCP server as the upstream: the program and its
+            arguments (``['python', 'server.py']``), spawned at start and killed at stop by the sidecar,
+            which keeps the HTTP sessions itself (docs/proxy.md). Not with ``upstream``.
     """
 
     def __init__(
@@ -208,7 +212,9 @@ class Sidecar(SidecarWaits):
         upstream_health: str | None = None,
         upstream_timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
         allow_remote_upstream: bool = False,
+        upstream_command: Sequence[str] | None = None,
     ) -> None:
+        command = check_upstream_command(upstream_command, upstream, upstream_health, era, get_stream, tools)
         era_, reply_ = check_kwargs(
             host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes,
             tool_timeout, idle_timeout,
@@ -219,8 +225,9 @@ class Sidecar(SidecarWaits):
         )  # fmt: skip
         check_otlp(otlp_path, mcp_path, health_path, span_recorder)
         transport_ = check_transport(transport, sse_path, messages_path, mcp_path, health_path, era_, reply_,
-                                     get_stream, upstream)  # fmt: skip
+                                     get_stream, upstream if upstream is not None else command)  # fmt: skip
         self.upstream, self.upstream_health = upstream, upstream_health
+        self.upstream_command = command
         self.upstream_timeout = upstream_timeout
         self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
         self.otlp_path = otlp_path
@@ -257,6 +264,11 @@ class Sidecar(SidecarWaits):
                 upstream_client, era=era_, upstream_health=upstream_health, endpoint=self.core.mcp
             )
             self.core.upstream = self._proxy
+        self._stdio: StdioUpstream | None = None
+        if command is not None:
+            self._stdio = StdioUpstream(command, timeout=upstream_timeout, endpoint=self.core.mcp,
+                                        journal=self.core.journal)  # fmt: skip
+            self.core.upstream = self._stdio
         self._tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._holds: set[_Hold] = set()
@@ -281,7 +293,14 @@ class Sidecar(SidecarWaits):
         # lingering_time: after answering without reading a body (413), drain it for at most 1 s
         # (aiohttp's default: 10 s), then close: a client that keeps sending cannot keep it busy.
         self._web = _WebServer(self, access_log=None, handler_cancellation=False, lingering_time=1.0)
-        await self._listen()
+        if self._stdio is not None:
+            await self._stdio.start()
+        try:
+            await self._listen()
+        except BaseException:
+            if self._stdio is not None:
+                await self._stdio.close()
+            raise
         self.core.state = "running"
 
     async def _listen(self) -> None:
@@ -352,6 +371,8 @@ class Sidecar(SidecarWaits):
         await self._cancel_handlers()
         if self._proxy is not None:
             await self._proxy.close()
+        if self._stdio is not None:
+            await self._stdio.close()
         self._pool.close()
         if self._web is not None:
             await self._web.shutdown(0.05)
@@ -461,6 +482,11 @@ class Sidecar(SidecarWaits):
         """Which MCP transports it serves: ``'streamable_http'``, ``'sse'`` or ``'both'``."""
         return self.core.transport
 
+    @property
+    def upstream_pid(self) -> int | None:
+        """The process id of the stdio upstream (``upstream_command``) once started, else ``None``."""
+        return self._stdio.pid if self._stdio is not None else None
+
     # -- tools -----------------------------------------------------------------------------------
     def add_tool(
         self,
@@ -471,9 +497,10 @@ class Sidecar(SidecarWaits):
         description: str = "",
     ) -> Tool:
         """Serve a new tool (sync or async ``handler``, called with the arguments as keywords)."""
-        if self.upstream is not None:
+        if self.upstream is not None or self.upstream_command is not None:
+            proxied = self.upstream or self.upstream_command
             raise ValueError(
-                f"Sidecar.add_tool({name!r}): this sidecar proxies {self.upstream}, whose tools are its "
+                f"Sidecar.add_tool({name!r}): this sidecar proxies {proxied}, whose tools are its "
                 "own; add the tool to the upstream server"
             )
         tool = Tool(name, handler, input_schema, description)
@@ -758,6 +785,8 @@ class Sidecar(SidecarWaits):
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
         if isinstance(answer.reply, Relayed):
             return await self._relay(request, conn, rid, answer, exchange, out)
+        if isinstance(answer.reply, Piped):  # the stdio upstream's leg, complete before the client's
+            self.journal.update_request(rid, **answer.reply.leg)
         return await deliver(request, answer, hold=exchange.hold, out=out)
 
     async def _legacy_stream(self, exchange: _Exchange, answer: core.Answer) -> web.StreamResponse:

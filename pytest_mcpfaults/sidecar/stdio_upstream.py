@@ -1,0 +1,334 @@
+"""A stdio MCP server as a proxying sidecar's upstream (``Sidecar(upstream_command=[...])``).
+
+The sidecar spawns the command at start (its own process group; stdin and stdout are pipes, stderr
+is drained into a bounded tail so the child can never block on it) and kills it at stop (``SIGTERM``
+to its process group, then ``SIGKILL``; bounded, always). The child speaks MCP over one pipe: one
+JSON-RPC message per line, one MCP session. The HTTP side stays the sidecar's:
+
+* the transport sessions are the sidecar's own (its :class:`~.mcp.McpEndpoint`): an ``initialize`` is
+  forwarded to the child and its answer gets a fresh ``Mcp-Session-Id`` assigned by the sidecar (a
+  second ``initialize`` is forwarded too, and opens a second HTTP session on the same child); a
+  request on an unknown session gets the sidecar's 404, a ``DELETE`` ends the session locally;
+* the session era only: stateless (2026-07-28) requests get a session-only server's 400, so dual
+  clients fall back to ``initialize``; ``GET`` on the MCP endpoint answers 405 (a pipe has no second
+  stream);
+* each forwarded request goes down the pipe with an id of the sidecar's (clients on different HTTP
+  sessions may reuse ids); the child's answer with that id comes back with the client's id, as the
+  :class:`Piped` reply's payload, which the sidecar then delivers as its own replies, so every body
+  fault (stall, drip, truncate, reset, malformed_json) acts on those bytes; notifications and
+  responses are written and answered 202;
+* ``tool_error`` and ``backend_gone`` wait for the child's real answer (the tool runs), then replace
+  its result;
+* a child that has exited, or gives no answer within ``upstream_timeout``, is answered as a gateway
+  answers a dead server: 502 (or 504 when it timed out) with a JSON-RPC error naming the command,
+  journaled with ``error_by='upstream'`` and ``upstream_failure`` (``'reset'``: it exited or closed
+  its stdout; ``'timed_out'``). Requests the child sends (sampling, roots) are refused with
+  ``Method not found``: there is no client to ask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.core import Incoming
+from pytest_mcpfaults.sidecar.journal import Journal, RequestFields, UpstreamFailure
+from pytest_mcpfaults.sidecar.mcp import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    McpEndpoint,
+    McpRequest,
+    Reply,
+    client_error,
+    rpc_error,
+)
+from pytest_mcpfaults.sidecar.routing import RequestInfo
+
+__all__ = ["DEFERRED", "Piped", "StdioUpstream", "check_upstream_command"]
+
+#: Faults whose reply is made from the child's answer (the tool still runs).
+DEFERRED = (F.ToolError, F.BackendGone)
+#: JSON-RPC code of a gateway's error (as the HTTP proxy's).
+_GATEWAY_ERROR = -32000
+#: How long the child gets after SIGTERM, and then after SIGKILL.
+_TERM_BOUND = 1.0
+#: The longest line read from the child's stdout.
+_LINE_LIMIT = 64 << 20
+#: How much of the child's stderr is kept (its tail), for error messages.
+_STDERR_TAIL = 8192
+
+
+def check_upstream_command(
+    command: object, upstream: object, upstream_health: object, era: object, get_stream: object, tools: object
+) -> list[str] | None:
+    """Refuse a bad ``upstream_command`` (``ValueError`` naming it and what would be valid), and the
+    arguments it makes meaningless; return it as a list."""
+    if command is None:
+        return None
+    if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
+        raise ValueError(
+            f"Sidecar: upstream_command must be a list of strings, the program and its arguments "
+            f"(['python', 'server.py']), got {command!r}"
+        )
+    bad = [c for c in command if not isinstance(c, str) or not c]
+    if not command or bad:
+        raise ValueError(
+            "Sidecar: upstream_command must be a non-empty list of non-empty strings (the program and its "
+            f"arguments), got {command!r}"
+        )
+    if upstream is not None:
+        raise ValueError(
+            f"Sidecar: upstream={upstream!r} and upstream_command={list(command)!r} both name the upstream; "
+            "give one: upstream= for an HTTP server, upstream_command= for a stdio server the sidecar spawns"
+        )
+    if upstream_health is not None:
+        raise ValueError(
+            f"Sidecar: upstream_health={upstream_health!r} forwards health requests to an HTTP upstream; a "
+            "stdio upstream (upstream_command=) has no health path: leave upstream_health out"
+        )
+    if era == "stateless":
+        raise ValueError(
+            "Sidecar: era='stateless' with upstream_command=: a stdio upstream is served in the session era "
+            "(initialize, Mcp-Session-Id); use era='auto' or 'session'"
+        )
+    if get_stream:
+        raise ValueError("Sidecar: get_stream=True is the fake's own GET stream; a stdio upstream has none")
+    if isinstance(tools, Sequence) and tools:
+        raise ValueError(
+            f"Sidecar: tools= are served by the fake; with upstream_command= the tools are the child's own "
+            f"(got {len(tools)} tool(s))"
+        )
+    return list(command)
+
+
+@dataclass
+class Piped(Reply):
+    """The child's answer (or the gateway error for none), with the upstream leg to journal."""
+
+    leg: RequestFields = field(default_factory=lambda: RequestFields())
+
+
+class _Gone(Exception):
+    def __init__(self, failure: UpstreamFailure, message: str) -> None:
+        super().__init__(message)
+        self.failure: UpstreamFailure = failure
+
+
+class StdioUpstream:
+    """The child process of one sidecar and the core's :class:`~.core.Upstream` over it. Loop
+    thread only."""
+
+    def __init__(
+        self, command: Sequence[str], *, timeout: float | None, endpoint: McpEndpoint, journal: Journal
+    ) -> None:
+        self.command = list(command)
+        self.timeout = timeout
+        self.endpoint = endpoint
+        self.journal = journal
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stderr = bytearray()
+        self._gone: _Gone | None = None
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.command)
+
+    # -- the process -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Spawn the child. Raises ``OSError`` (the program cannot be run) with the command named."""
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group: stop() kills the tree it started
+                limit=_LINE_LIMIT,
+            )
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"Sidecar: upstream_command {self.command!r} cannot be run: {exc}"
+            ) from exc
+        self.pid = self._proc.pid
+        self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain())]
+
+    async def _read(self) -> None:
+        assert self._proc is not None
+        assert self._proc.stdout is not None
+        stdout = self._proc.stdout
+        try:
+            while True:
+                line = await stdout.readline()
+                if not line:
+                    break
+                self._dispatch(line)
+        except (OSError, ValueError) as exc:  # ValueError: a line over the limit
+            self._fail(_Gone("reset", f"reading its stdout failed: {exc}"))
+            return
+        code = await self._wait(_TERM_BOUND)
+        self.returncode = code
+        tail = bytes(self._stderr[-400:]).decode("utf-8", "replace").strip()
+        why = f"exited (code {code})" if code is not None else "closed its stdout"
+        self._fail(
+            _Gone("reset", f"the upstream process {why}" + (f"; its stderr ends: {tail}" if tail else ""))
+        )
+
+    async def _drain(self) -> None:
+        assert self._proc is not None
+        assert self._proc.stderr is not None
+        with contextlib.suppress(OSError):
+            while chunk := await self._proc.stderr.read(4096):
+                self._stderr += chunk
+                del self._stderr[:-_STDERR_TAIL]
+
+    async def _wait(self, bound: float) -> int | None:
+        assert self._proc is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            return await asyncio.wait_for(self._proc.wait(), bound)
+        return None
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return  # not JSON-RPC (a stray print): nothing to match it to
+        if not isinstance(message, dict):
+            return
+        if "method" in message:  # the child asks (sampling, roots) or notifies: no client to ask
+            if "id" in message:
+                error = {"code": METHOD_NOT_FOUND, "message": "Method not found (via a sidecar)"}
+                with contextlib.suppress(_Gone, OSError):
+                    self._write({"jsonrpc": "2.0", "id": message["id"], "error": error})
+            return
+        mid = message.get("id")
+        fut = self._pending.pop(mid, None) if isinstance(mid, int) else None
+        if fut is not None and not fut.done():
+            fut.set_result(message)
+
+    def _fail(self, gone: _Gone) -> None:
+        self._gone = gone
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(gone)
+
+    def _write(self, message: Mapping[str, Any]) -> None:
+        if self._gone is not None:
+            raise self._gone
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdin.is_closing():
+            raise _Gone("refused", "the upstream process is not running")
+        proc.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def close(self) -> None:
+        """Kill the child: close its stdin, SIGTERM to its process group, SIGKILL after
+        ``_TERM_BOUND``; bounded, idempotent."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._fail(_Gone("refused", "the sidecar has stopped"))
+        if proc.returncode is None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, sig)
+                if await self._wait(_TERM_BOUND) is not None:
+                    break
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
+            os.killpg(proc.pid, signal.SIGKILL)
+        self.returncode = proc.returncode
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.wait(self._tasks, timeout=_TERM_BOUND)
+        self._proc = None  # closed: a second close() signals nothing (its pid may be reused)
+
+    # -- the core's Upstream ---------------------------------------------------------------------
+    def defers(self, fault: F.Fault) -> bool:
+        return isinstance(fault, DEFERRED)
+
+    async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
+        if info.kind != "mcp":
+            return None  # health and other paths: the sidecar's own
+        sid = incoming.headers.get("Mcp-Session-Id")
+        if sid and sid in self.endpoint.ended:
+            return rpc_error(INVALID_REQUEST, "Session not found", status=404)
+        if incoming.method == "DELETE":
+            return self.endpoint.delete(sid)
+        if incoming.method != "POST":
+            return Reply(405, None, {"Allow": "POST, DELETE"})
+        m = info.mcp
+        if m is None:
+            assert info.bad_body is not None
+            return info.bad_body
+        if m.era == "stateless":
+            return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
+        if m.method != "initialize":
+            problem = self.endpoint.check_session(m.session_id)
+            if problem is not None:
+                return problem
+        return await self._forward(m, forced)
+
+    async def _forward(self, m: McpRequest, forced: Reply | None) -> Reply:
+        headers = {"Mcp-Session-Id": m.session_id} if m.session_id else {}
+        sent = time.monotonic()
+        leg: RequestFields = {"upstream_sent_at": sent - self.journal.t0}
+        out_bytes = 0
+        try:
+            if m.method is None or m.is_notification:  # a response or a notification: written, 202
+                self._write(m.message)
+                return Piped(202, headers=headers, leg={**leg, "upstream_ended_at": self.journal.now()})
+            pipe_id = next(self._ids)
+            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending[pipe_id] = fut
+            try:
+                self._write({**m.message, "id": pipe_id})
+                answer = await asyncio.wait_for(fut, self.timeout)
+            except asyncio.TimeoutError:
+                raise _Gone("timed_out", f"no answer within upstream_timeout={self.timeout} s") from None
+            finally:
+                self._pending.pop(pipe_id, None)
+        except _Gone as gone:
+            return self._gateway_error(gone, m.id, {**leg, "upstream_ended_at": self.journal.now(),
+                                                    "upstream_failure": gone.failure})  # fmt: skip
+        except OSError as exc:  # a broken pipe: the child is gone
+            broken = _Gone("reset", f"writing to its stdin failed: {exc}")
+            return self._gateway_error(broken, m.id, {**leg, "upstream_ended_at": self.journal.now(),
+                                                    "upstream_failure": "reset"})  # fmt: skip
+        out_bytes = len(json.dumps(answer, separators=(",", ":")).encode()) + 1
+        now = self.journal.now()
+        leg["upstream_answered_at"] = leg["upstream_ended_at"] = now
+        leg["upstream_bytes"] = out_bytes
+        answer["id"] = m.id
+        if m.method == "initialize" and "result" in answer:
+            new = uuid.uuid4().hex
+            result = answer["result"]
+            version = result.get("protocolVersion") if isinstance(result, dict) else None
+            self.endpoint.sessions[new] = str(version or "")
+            headers = {"Mcp-Session-Id": new}
+        if forced is not None and "result" in answer:
+            forced.headers.update(headers)
+            return Piped(forced.status, forced.payload, forced.headers, sse=forced.sse, leg=leg)
+        return Piped(200, answer, headers, leg=leg)
+
+    def _gateway_error(self, gone: _Gone, mid: Any, leg: RequestFields) -> Piped:
+        timed_out = gone.failure == "timed_out"
+        what = "Gateway Timeout" if timed_out else "Bad Gateway"
+        made = rpc_error(_GATEWAY_ERROR, f"{what}: upstream command {self.name!r}: {gone}", mid)
+        return Piped(504 if timed_out else 502, made.payload, sse=False, error=str(gone), error_by="upstream",
+                     leg=leg)  # fmt: skip
