@@ -80,7 +80,7 @@ def test_fuzzing_the_unhardened_runner_finds_the_flip_and_shrinks_it_to_backend_
 
 
 @pytest.mark.timeout(600)
-@settings(SETTINGS, max_examples=200)
+@settings(SETTINGS, max_examples=100)  # derandomized: the same 100 plans each run (200 took 14 s)
 @given(plan=PLANS)
 def test_the_hardened_runner_never_flips_under_fuzzed_plans(plan: list[Fault]) -> None:
     note(f"plan: {format_plan(plan) or '(no fault)'}")

@@ -172,7 +172,7 @@ def held_open() -> Iterator[list[object]]:
 
 
 @settings(
-    max_examples=40,
+    max_examples=25,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
