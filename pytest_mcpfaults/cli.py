@@ -30,6 +30,7 @@ from pytest_mcpfaults.sidecar.config import (
     REPLY_MODES,
     check_path,
     check_transport,
+    check_upstream_headers,
     check_upstream_url,
 )
 from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
@@ -39,7 +40,7 @@ from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 from pytest_mcpfaults.validation import is_count, is_loopback_host, parse_seconds
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "parse_upstream_headers"]
 
 _PROG = "python -m pytest_mcpfaults"
 #: How many requests (and connections) ``serve`` keeps in its journal by default (``--journal-limit``).
@@ -226,6 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--allow-remote-upstream", action="store_true", help="allow an --upstream that is not loopback"
     )
+    serve.add_argument(
+        "--upstream-header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'|NAME",
+        help="proxy mode: send this header to the upstream in place of the client's ('NAME: VALUE'), "
+        "or do not forward it (NAME alone); repeatable",
+    )
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument("--json", action="store_true", help="print the start-up info as one JSON line")
     serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
@@ -338,7 +347,7 @@ def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             parser.error("argument --allow-remote-upstream: needs --upstream URL")
         return
     if args.upstream is None:
-        for flag in ("upstream_health", "allow_remote_upstream"):
+        for flag in ("upstream_health", "allow_remote_upstream", "upstream_header"):
             if getattr(args, flag):
                 parser.error(f"argument --{flag.replace('_', '-')}: needs --upstream URL")
         return
@@ -348,6 +357,19 @@ def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"argument --upstream: {why}, got {args.upstream!r}")
     if args.upstream_health is not None and args.no_health:
         parser.error("argument --upstream-health: not with --no-health (there is no health path to forward)")
+    try:
+        check_upstream_headers(parse_upstream_headers(args.upstream_header), args.upstream)
+    except ValueError as exc:
+        parser.error(f"argument --upstream-header: {str(exc).removeprefix('Sidecar: ')}")
+
+
+def parse_upstream_headers(specs: Sequence[str]) -> dict[str, str | None]:
+    """``--upstream-header`` values: ``'NAME: VALUE'`` sets, ``NAME`` alone drops."""
+    out: dict[str, str | None] = {}
+    for spec in specs:
+        name, sep, value = spec.partition(":")
+        out[name.strip()] = value.strip() if sep else None
+    return out
 
 
 def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
@@ -410,6 +432,7 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         upstream_timeout=args.upstream_timeout,
         allow_remote_upstream=args.allow_remote_upstream,
         upstream_command=args.upstream_command,
+        upstream_headers=parse_upstream_headers(args.upstream_header) or None,
     )
     sc.journal.set_limit(args.journal_limit)
     token = secrets.token_urlsafe(32)

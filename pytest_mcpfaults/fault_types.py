@@ -224,7 +224,11 @@ class Hang(_Blocking):
 
 @dataclass(frozen=True)
 class Delay(Fault):
-    """Answer after ``seconds`` plus a uniform jitter in ``[0, jitter]`` drawn from ``seed``."""
+    """Answer after ``seconds`` plus a uniform jitter in ``[0, jitter]`` drawn from ``seed``.
+
+    ``after=False`` (the default) waits before the request is handled: a proxy forwards it late, a tool
+    runs late. ``after=True`` waits once the answer is made, before it is sent: the tool has run, a
+    proxied upstream has answered (its status and headers are in), and the client hears of it late."""
 
     kind: ClassVar[str] = "delay"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
@@ -234,11 +238,14 @@ class Delay(Fault):
     seconds: float = 0.1
     jitter: float = 0.0
     seed: int = 0
+    after: bool = False
 
     def _validate(self) -> None:
         check_seconds("Delay", "seconds", self.seconds)
         check_seconds("Delay", "jitter", self.jitter)
         check_count("Delay", "seed", self.seed)
+        if not isinstance(self.after, bool):
+            raise ValueError(f"Delay: after must be True or False, got {self.after!r}")
 
 
 # -- answers with the wrong status ---------------------------------------------------------------

@@ -67,6 +67,15 @@ async def test_serve_upstream_proxies_the_sdk_server_with_the_command_line_fault
             "argument --upstream-health: not with --no-health",
         ),
         (["--upstream-timeout", "0"], "argument --upstream-timeout: must be a positive number of seconds"),
+        (["--upstream-header", "X-A: b"], "argument --upstream-header: needs --upstream URL"),
+        (
+            ["--upstream", "http://127.0.0.1:9/mcp", "--upstream-header", "Bad Name: x"],
+            "argument --upstream-header: upstream_headers: 'Bad Name' is not a header name",
+        ),
+        (
+            ["--upstream", "http://127.0.0.1:9/mcp", "--upstream-header", "Host: x"],
+            "argument --upstream-header: upstream_headers: 'Host' is a hop-by-hop or framing header",
+        ),
     ],
 )
 def test_bad_proxy_flags_are_usage_errors_naming_the_flag(
@@ -78,3 +87,13 @@ def test_bad_proxy_flags_are_usage_errors_naming_the_flag(
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("usage: python -m pytest_mcpfaults serve")
     assert message in err
+
+
+def test_upstream_header_specs_set_or_drop() -> None:
+    from pytest_mcpfaults.cli import build_parser, parse_upstream_headers
+
+    args = build_parser().parse_args(
+        ["serve", "--upstream", "http://127.0.0.1:9/mcp", "--upstream-header", "X-Tenant: t 1",
+         "--upstream-header", "Authorization"]
+    )  # fmt: skip
+    assert parse_upstream_headers(args.upstream_header) == {"X-Tenant": "t 1", "Authorization": None}

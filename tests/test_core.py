@@ -13,6 +13,7 @@ import pytest
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import Answer, Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.sidecar.routing import jitter
+from pytest_mcpfaults.sidecar.tools import Tool
 
 MODERN = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
           "MCP-Protocol-Version": "2026-07-28"}  # fmt: skip
@@ -158,3 +159,23 @@ def test_a_client_mistake_is_journaled_as_the_clients() -> None:
     answer = decide(core, Incoming("POST", "/mcp", MODERN, list(MODERN.items()), b"{not json"), t)
     assert answer is not None and answer.reply.status == 400
     assert core.journal.requests[0].error_by == "client"
+
+
+def test_delay_after_pauses_once_the_answer_is_made() -> None:
+    """``Delay(after=True)``: the tool runs first, then the pause; by default the pause comes first."""
+    for after, expected in ((True, ["ran", "pause"]), (False, ["pause", "ran"])):
+        t = Recording()
+
+        def mark(seen: Recording = t) -> str:
+            seen.calls.append(("ran", None))
+            return "ok"
+
+        core = make([F.Delay(0.5, after=after, when="tool:mark")])
+        core.add_tool(Tool("mark", mark, {"type": "object"}))
+        answer = decide(core, call("mark"), t)
+        assert answer is not None and answer.reply.status == 200
+        assert [c[0] for c in t.calls] == expected
+        assert ("pause", 0.5) in t.calls
+    assert str(F.Delay(0.2, after=True)) == "delay(seconds=0.2,after=true)"
+    with pytest.raises(ValueError, match=r"Delay: after must be True or False, got 'yes'"):
+        F.Delay(after="yes")  # type: ignore[arg-type]

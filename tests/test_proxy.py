@@ -217,6 +217,23 @@ def test_delay_acts_before_forwarding(up: SdkUpstream) -> None:
         assert call.ended_at - call.upstream_ended_at < 0.3  # and its answer was not held back
 
 
+def test_delay_after_acts_once_the_upstream_has_answered(up: SdkUpstream) -> None:
+    """``delay(after=True)``: forwarded at once; the upstream's answer reaches the client late."""
+    ran = len(up.calls)
+    with Sidecar(upstream=up.url, faults=[Delay(seconds=0.3, after=True, when="tools/call")]) as sc:
+        with httpx.Client(timeout=5) as c:
+            headers = initialize(c, sc.mcp_url)
+            r = c.post(sc.mcp_url, json=add(1, 2), headers=headers)
+        assert sse_message(r.content)["result"]["content"][0]["text"] == "3"
+        sc.wait_idle(3)
+        call = next(x for x in sc.requests if x.mcp_method == "tools/call")
+        assert call.upstream_sent_at is not None and call.upstream_answered_at is not None
+        assert call.ended_at is not None
+        assert call.upstream_sent_at - call.started_at < 0.3  # forwarded at once
+        assert call.ended_at - call.upstream_answered_at >= 0.3  # the answer was held back
+    assert up.calls[ran:] == ["add"]  # the upstream did the work
+
+
 # -- faults on the upstream's answer ----------------------------------------------------------------
 
 
@@ -618,6 +635,26 @@ async def test_mcp_headers_pass_through_and_hop_by_hop_ones_do_not(echo_upstream
     assert got["host"] == echo_upstream.removeprefix("http://")  # the upstream's own
     assert got["accept-encoding"] == "identity"  # so the faults cut the bytes it sends
     assert r.headers["X-Upstream"] == "yes" and r.headers["Mcp-Session-Id"] == "s-1"  # answer headers relayed
+
+
+async def test_upstream_headers_set_or_drop_what_is_forwarded(echo_upstream: str) -> None:
+    """``upstream_headers=``: a value replaces the client's header, ``None`` keeps it from the upstream."""
+    sent = {**ACCEPT, "Content-Type": "application/json", "Authorization": "Bearer client", "X-Keep": "1"}
+    rewrites = {"Authorization": None, "X-Tenant": "t-42"}
+    with Sidecar(upstream=echo_upstream + "/mcp", upstream_headers=rewrites) as sc:
+        async with httpx.AsyncClient(timeout=5) as c:
+            r = await c.post(sc.mcp_url, json=add(1, 2), headers=sent)
+    got = {k.lower(): v for k, v in r.json()["headers"].items()}
+    assert "authorization" not in got
+    assert got["x-tenant"] == "t-42" and got["x-keep"] == "1"
+    with pytest.raises(ValueError, match=r"upstream_headers needs an upstream"):
+        Sidecar(upstream_headers={"A": "b"})
+    with pytest.raises(ValueError, match=r"upstream_headers: 'Content-Length' is a hop-by-hop or framing"):
+        Sidecar(upstream=echo_upstream + "/mcp", upstream_headers={"Content-Length": "1"})
+    with pytest.raises(ValueError, match=r"upstream_headers\['X'\] must be a string without CR/LF/NUL"):
+        Sidecar(upstream=echo_upstream + "/mcp", upstream_headers={"X": "a\r\nb"})
+    with pytest.raises(ValueError, match=r"upstream_headers must be a dict of header names"):
+        Sidecar(upstream=echo_upstream + "/mcp", upstream_headers=["Authorization"])  # type: ignore[arg-type]
     assert "X-Secret" not in r.headers  # named by the upstream's Connection header: hop-by-hop
 
 

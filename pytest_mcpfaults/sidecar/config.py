@@ -11,7 +11,7 @@ number.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
@@ -35,6 +35,7 @@ __all__ = [
     "check_strings",
     "check_transport",
     "check_upstream",
+    "check_upstream_headers",
     "check_upstream_url",
 ]
 
@@ -140,6 +141,43 @@ def check_upstream_url(url: object, allow_remote: object) -> str | None:
             "loopback only, or pass allow_remote_upstream=True to forward elsewhere on purpose"
         )
     return None
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def check_upstream_headers(headers: object, upstream: object) -> None:
+    """``upstream_headers``: a mapping of header names to a value (sent instead of the client's) or
+    ``None`` (not forwarded); only with an upstream. Hop-by-hop headers cannot be set."""
+    if headers is None:
+        return
+    if not isinstance(headers, Mapping):
+        raise ValueError(
+            "Sidecar: upstream_headers must be a dict of header names to a value or None (dropped), "
+            f"e.g. {{'Authorization': None}}, got {headers!r}"
+        )
+    if upstream is None:
+        raise ValueError("Sidecar: upstream_headers needs an upstream (upstream='http://...')")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"Sidecar: upstream_headers: {name!r} is not a header name")
+        if name.lower() in _NOT_REWRITTEN:
+            raise ValueError(
+                f"Sidecar: upstream_headers: {name!r} is a hop-by-hop or framing header the sidecar "
+                "sets itself; it cannot be rewritten"
+            )
+        if value is not None and (not isinstance(value, str) or any(c in value for c in "\r\n\0")):
+            raise ValueError(
+                f"Sidecar: upstream_headers[{name!r}] must be a string without CR/LF/NUL, or None, "
+                f"got {value!r}"
+            )
+
+
+#: Headers ``upstream_headers`` cannot set (hop-by-hop, and those the sidecar frames itself).
+_NOT_REWRITTEN = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+     "host", "content-length", "accept-encoding", "expect"}
+)  # fmt: skip
 
 
 def check_upstream(

@@ -285,6 +285,7 @@ class SidecarCore:
         session = legacy.lookup(incoming.query) if legacy and info.path == legacy.messages_path else None
         reply: Reply | None = None
         forced: Reply | None = None
+        pause_after = 0.0
         if fault is not None:
             if isinstance(fault, F.Die):
                 die = fault
@@ -304,11 +305,17 @@ class SidecarCore:
                 await transport.hold(fault)
             elif isinstance(fault, F.Delay):
                 fired = state.fired if state is not None else 0  # the nth firing draws the nth jitter
-                await transport.pause(fault.seconds + jitter(fault, fired))
+                late = fault.seconds + jitter(fault, fired)
+                if fault.after:
+                    pause_after = late
+                else:
+                    await transport.pause(late)
             reply = forced_reply(fault, info, self.mcp, self.service_url())
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
         if legacy is not None:  # never with an upstream (the Sidecar refuses the pair)
+            if pause_after:  # the POST's 202 and its reply event alike (see docs/faults.md)
+                await transport.pause(pause_after)
             answer = await self._legacy(rid, incoming, info, fault, reply, session)
             if answer.reply.error_by is not None:
                 self.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
@@ -317,6 +324,8 @@ class SidecarCore:
             reply = await self._normal(incoming, info, transport, forced)
             if reply is None:
                 return None
+        if pause_after:  # Delay(after=True): the answer is made (the tool ran, the upstream answered)
+            await transport.pause(pause_after)
         if reply.error_by is not None:
             self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         sse = reply.sse if reply.sse is not None else self.reply_sse

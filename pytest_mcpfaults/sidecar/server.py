@@ -32,6 +32,7 @@ from pytest_mcpfaults.sidecar.config import (
     check_kwargs,
     check_otlp,
     check_transport,
+    check_upstream_headers,
 )
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
@@ -180,6 +181,9 @@ class Sidecar(SidecarWaits):
         upstream_command: proxy mode with a stdio MCP server as the upstream: the program and its
             arguments (``['python', 'server.py']``), spawned at start and killed at stop by the sidecar,
             which keeps the HTTP sessions itself (docs/proxy.md). Not with ``upstream``.
+        upstream_headers: proxy mode (``upstream=``): headers rewritten on every forwarded request,
+            a value sent in place of the client's, ``None`` not forwarded (``{'Authorization': None}``).
+            By default every end-to-end header is passed through as the client sent it.
     """
 
     def __init__(
@@ -213,6 +217,7 @@ class Sidecar(SidecarWaits):
         upstream_timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
         allow_remote_upstream: bool = False,
         upstream_command: Sequence[str] | None = None,
+        upstream_headers: Mapping[str, str | None] | None = None,
     ) -> None:
         command = check_upstream_command(upstream_command, upstream, upstream_health, era, get_stream, tools)
         era_, reply_ = check_kwargs(
@@ -229,6 +234,8 @@ class Sidecar(SidecarWaits):
         self.upstream, self.upstream_health = upstream, upstream_health
         self.upstream_command = command
         self.upstream_timeout = upstream_timeout
+        check_upstream_headers(upstream_headers, upstream)
+        self.upstream_headers = dict(upstream_headers or {})
         self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
         self.otlp_path = otlp_path
         self.host = host
@@ -238,7 +245,11 @@ class Sidecar(SidecarWaits):
         # Sync tool handlers of the user's run here, off the shared loop (one blocking handler must not
         # stall every sidecar of the process); threads start on first use.
         self._pool = _loop.WorkerPool("mcpfaults-tool-handler")
-        upstream_client = Upstream(upstream, timeout=upstream_timeout) if upstream is not None else None
+        upstream_client = (
+            Upstream(upstream, timeout=upstream_timeout, headers=self.upstream_headers)
+            if upstream is not None
+            else None
+        )
         self.core = core.SidecarCore(
             mcp_path=mcp_path,
             health_path=health_path,

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import errno
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -167,9 +167,17 @@ class Upstream:
     chunks of a POST's body; a ``GET`` body (the server's event stream, silent for as long as it has
     nothing to say) is not bounded. ``None``: nothing is bounded. Loop thread only."""
 
-    def __init__(self, url: str, *, timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
+        headers: Mapping[str, str | None] | None = None,
+    ) -> None:
         parts = urlsplit(url)
         self.url = url
+        #: Header rewrites on every forwarded request: a value replaces the client's, ``None`` drops it.
+        self.rewrites = dict(headers or {})
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.mcp_path = parts.path or "/"
         self.timeout = timeout
@@ -206,6 +214,10 @@ class Upstream:
         """Send one request; the answer once its status line and headers are in. ``bound_body``:
         bound the gaps between body chunks by the timeout too. Raises :class:`UpstreamError`."""
         out = CIMultiDict(end_to_end(headers, _NOT_SENT))
+        for name, value in self.rewrites.items():  # upstream_headers=: set or drop, whatever was sent
+            out.popall(name, None)
+            if value is not None:
+                out[name] = value
         out["Accept-Encoding"] = "identity"
         sent = time.monotonic()
         try:
