@@ -13,6 +13,7 @@ import json
 import math
 import socket
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -542,6 +543,22 @@ def test_slow_headers_are_bounded_by_idle_timeout_and_journaled() -> None:
         (0, "sidecar", True),
         (1, "sidecar", True),
     ]
+
+
+def test_the_idle_bound_restarts_with_each_request_on_a_kept_alive_connection() -> None:
+    """The idle timer is lazy (one timer per connection, re-armed when it fires early): requests
+    0.4 s apart keep a connection with idle_timeout=1 open well past 1 s, and once it goes quiet the
+    sidecar closes it no sooner than 1 s after its last answer."""
+    with Sidecar(idle_timeout=1.0) as sc, httpx.Client() as client:
+        for _ in range(4):  # 1.6 s in all on one connection
+            assert client.get(sc.health_url).status_code == 200
+            time.sleep(0.4)
+        sc.journal.wait_for(lambda: sc.journal.connections[0].closed_at is not None, 5.0, "the idle close")
+        (conn,) = sc.journal.connections
+        last = sc.journal.requests[-1]
+    assert (conn.requests, conn.closed_by, conn.timed_out) == (4, "sidecar", True)
+    assert last.ended_at is not None and conn.closed_at is not None
+    assert conn.closed_at - last.ended_at >= 1.0
 
 
 def test_a_slow_body_is_bounded_by_idle_timeout_and_is_the_clients() -> None:

@@ -92,7 +92,6 @@ class OtlpReceiver:
             path=request.path,
             user_agent=request.headers.get("User-Agent"),
         )
-        journal.count_request_on(conn_id)
         resp: web.Response | None = None
         try:
             resp = await self._answer(request, rid)
@@ -257,12 +256,23 @@ class OtlpService:
         self._recorder = recorder
         self._lock = threading.Lock()
         self._mounted = mounted
-        self.receiver = OtlpReceiver(
-            journal, self.recorder_now, max_body_bytes=max_body_bytes, body_timeout=body_timeout,
-            on_error=on_error,
-        )  # fmt: skip
+        self._journal, self._on_error = journal, on_error
+        self._max_body_bytes, self._body_timeout = max_body_bytes, body_timeout
+        self._receiver: OtlpReceiver | None = None
         self.listener: OtlpListener | None = None
         self.closed = threading.Event()  # set by close(): waits for spans give up
+
+    @property
+    def receiver(self) -> OtlpReceiver:
+        """The receiver, made on first use (most sidecars never receive a span: a sidecar's start
+        and stop should not pay for it)."""
+        with self._lock:
+            if self._receiver is None:
+                self._receiver = OtlpReceiver(
+                    self._journal, self.recorder_now, max_body_bytes=self._max_body_bytes,
+                    body_timeout=self._body_timeout, on_error=self._on_error,
+                )  # fmt: skip
+            return self._receiver
 
     def recorder_now(self) -> SpanRecorder:
         """The recorder received spans go to (made on first use when none was given)."""
@@ -284,7 +294,7 @@ class OtlpService:
     async def start_listener(self, host: str) -> OtlpListener:
         """Start the receiver's own listener (once) on ``host``; returns it."""
         if self.listener is None:
-            listener = OtlpListener(self.receiver.journal, self._side_route)
+            listener = OtlpListener(self._journal, self._side_route)
             await listener.start(host)
             self.listener = listener
         return self.listener

@@ -50,6 +50,7 @@ __all__ = [
 
 #: Headers a request may carry once: first-wins and last-wins readers would disagree about a repeat.
 SINGLE_HEADERS = ("Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host")
+_SINGLE_LOWER = frozenset(h.lower() for h in SINGLE_HEADERS)
 
 
 class Dropped(Exception):
@@ -462,13 +463,20 @@ def security_problem(headers: Iterable[tuple[str, str]], allowed_origins: Iterab
     """The client-error answer for an MCP request whose headers must not be trusted: a
     :data:`SINGLE_HEADERS` header sent twice (400), or an ``Origin`` that is not allowed (403);
     ``None`` when they pass. ``headers`` are every (name, value) pair received, repeats included."""
-    seen: dict[str, list[str]] = {}
-    for name, value in headers:
-        seen.setdefault(name.lower(), []).append(value)
-    twice = [h for h in SINGLE_HEADERS if len(seen.get(h.lower(), ())) > 1]
-    if twice:
-        return client_error(-32600, f"Bad Request: the {twice[0]} header appears more than once")
-    origin = (seen.get("origin") or [""])[0]
+    seen: set[str] = set()
+    twice: set[str] = set()
+    origin = ""
+    for name, value in headers:  # one pass, no per-header list: this runs on every MCP request
+        low = name.lower()
+        if low in seen:
+            twice.add(low)
+        else:
+            seen.add(low)
+            if low == "origin":
+                origin = value
+    if twice & _SINGLE_LOWER:
+        first = next(h for h in SINGLE_HEADERS if h.lower() in twice)
+        return client_error(-32600, f"Bad Request: the {first} header appears more than once")
     if origin and not origin_allowed(origin, allowed_origins):
         return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
     return None

@@ -384,10 +384,14 @@ class Journal:
 
     # -- writers (loop thread) ---------------------------------------------------------------
     def add_request(self, **fields: Any) -> int:
+        """A new request; counted on its connection (``conn_id``) when that is in the journal."""
         with self._cond:
             rid = self._next_request
             self._next_request += 1
             self._requests[rid] = RequestRecord(id=rid, started_at=self.now(), **fields)
+            conn = self._conns.get(fields.get("conn_id", -1))
+            if conn is not None:
+                self._conns[conn.id] = _replace(conn, {"requests": conn.requests + 1})
             self._trim()
             self._cond.notify_all()
             return rid
@@ -396,6 +400,17 @@ class Journal:
         with self._cond:
             rec = _replace(self._requests[rid], fields)
             self._requests[rid] = rec
+            self._cond.notify_all()
+            return rec
+
+    def end_request(self, rid: int, **fields: Unpack[RequestFields]) -> RequestRecord:
+        """Record the request's last fields and, unless its end was already recorded (a relayed body's
+        end is recorded as it is sent), that it ended now: one write, one wake-up of the readers."""
+        with self._cond:
+            rec = self._requests[rid]
+            if rec.ended_at is None:
+                fields["ended_at"] = self.now()
+            rec = self._requests[rid] = _replace(rec, fields)
             self._cond.notify_all()
             return rec
 
@@ -416,11 +431,6 @@ class Journal:
         with self._cond:
             self._conns[cid] = _replace(self._conns[cid], fields)
             self._cond.notify_all()
-
-    def count_request_on(self, cid: int) -> None:
-        with self._cond:
-            c = self._conns[cid]
-            self._conns[cid] = _replace(c, {"requests": c.requests + 1})
 
     def add_violation(self, v: PatienceViolation) -> None:
         with self._cond:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from pytest_mcpfaults.sidecar.loop import within
 from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolResultError
 
 __all__ = [
@@ -367,7 +368,7 @@ class McpEndpoint:
             pending = self.run_sync(lambda: handler(**kwargs))
         if self.tool_timeout is None:
             return await pending
-        return await asyncio.wait_for(pending, self.tool_timeout)
+        return await within(pending, self.tool_timeout)
 
     def delete(self, session_id: str | None) -> Reply:
         problem = self.check_session(session_id)

@@ -45,9 +45,29 @@ def _is_type(value: Any, name: str) -> bool:
     return name != "integer" or isinstance(value, int) or (isinstance(value, float) and value.is_integer())
 
 
+def _any_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is float:
+            if not math.isfinite(v):
+                return True
+        elif kind is dict:
+            stack.extend(v.values())
+        elif kind is list:
+            stack.extend(v)
+        elif isinstance(v, (float, dict, list)):  # a subclass: the slow pass judges it
+            return True
+    return False
+
+
 def non_finite(value: Any, path: str = "") -> str | None:
     """The path of the first ``NaN`` / ``Infinity`` in a decoded JSON value, or ``None``.
-    Iterative: the value may be as deep as the JSON decoder allowed."""
+    Iterative: the value may be as deep as the JSON decoder allowed. (A first pass builds no paths:
+    this runs on every ``tools/call``, and almost every value is finite.)"""
+    if not _any_non_finite(value):
+        return None
     stack: list[tuple[str, Any]] = [(path, value)]
     while stack:
         where, v = stack.pop()

@@ -60,6 +60,7 @@ class _Conn:
     current: int | None = None
     busy: int = 0  # requests being handled (mounted ones too)
     idle_timer: asyncio.TimerHandle | None = None
+    idle_since: float = 0.0  # loop time the connection last became idle
 
 
 @dataclass(eq=False)
@@ -677,17 +678,27 @@ class Sidecar(SidecarWaits):
             conn.lost.set_result(None)
 
     def _arm_idle(self, conn: _Conn) -> None:
-        """(Re)start the connection's idle bound: a complete request must come within idle_timeout."""
-        if conn.idle_timer is not None:
-            conn.idle_timer.cancel()
-            conn.idle_timer = None
-        if self.idle_timeout is not None and not conn.busy:
-            loop = asyncio.get_running_loop()
-            conn.idle_timer = loop.call_later(self.idle_timeout, self._idle_expired, conn)
+        """(Re)start the connection's idle bound: a complete request must come within idle_timeout.
+
+        Lazy, as aiohttp's keep-alive timer is: each request only moves ``idle_since``; the one timer
+        re-arms itself for the new deadline when it fires early, and does nothing while a request is
+        being handled (its end calls this again)."""
+        if self.idle_timeout is None or conn.busy:
+            return
+        loop = asyncio.get_running_loop()
+        conn.idle_since = loop.time()
+        if conn.idle_timer is None:
+            conn.idle_timer = loop.call_at(conn.idle_since + self.idle_timeout, self._idle_expired, conn)
 
     def _idle_expired(self, conn: _Conn) -> None:
         conn.idle_timer = None
         if conn.busy or conn.lost.done() or conn.transport.is_closing():
+            return
+        assert self.idle_timeout is not None
+        loop = asyncio.get_running_loop()
+        deadline = conn.idle_since + self.idle_timeout
+        if loop.time() < deadline:  # a request came and went since the timer was set
+            conn.idle_timer = loop.call_at(deadline, self._idle_expired, conn)
             return
         conn.closed_by_us = True
         self.journal.update_connection(conn.id, timed_out=True)
@@ -700,8 +711,7 @@ class Sidecar(SidecarWaits):
         if task is not None:
             self._tasks.add(task)
         if conn is not None:
-            conn.busy += 1
-            self._arm_idle(conn)  # disarms while busy
+            conn.busy += 1  # the idle timer, if it fires now, waits for the end of the request
         try:
             if conn is not None and self._otlp.serves(request.path):  # no fault, freeze or patience
                 return await self._otlp.receiver.handle(request, conn.id)
@@ -726,7 +736,6 @@ class Sidecar(SidecarWaits):
             user_agent=request.headers.get("User-Agent"),
             protocol_version=request.headers.get("MCP-Protocol-Version"),
         )
-        self.journal.count_request_on(conn.id)
         conn.current = rid
         out = Delivery()
         try:
@@ -741,12 +750,7 @@ class Sidecar(SidecarWaits):
             out.status = 500
             return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
         finally:
-            if self.journal.request(rid).done:  # a relayed body's end was recorded as it was sent
-                self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
-            else:
-                self.journal.update_request(
-                    rid, status=out.status, bytes_sent=out.bytes_sent, ended_at=self.journal.now()
-                )
+            self.journal.end_request(rid, status=out.status, bytes_sent=out.bytes_sent)
             if conn.current == rid:
                 conn.current = None
 
@@ -769,7 +773,7 @@ class Sidecar(SidecarWaits):
             if self.idle_timeout is None or request.content.is_eof():  # the whole body is here already
                 body = await self._read_body(request)
             else:  # a body still coming in must be complete within idle_timeout, as headers must
-                body = await asyncio.wait_for(self._read_body(request), self.idle_timeout)
+                body = await _loop.within(self._read_body(request), self.idle_timeout)
         except asyncio.TimeoutError:
             text = f"request body not complete within idle_timeout={self.idle_timeout:g} s"
             self.journal.update_request(rid, error=text, error_by="client")

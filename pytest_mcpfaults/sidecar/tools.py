@@ -124,6 +124,9 @@ class BuiltinTool(Tool):
 
     client_paced: bool = False
 
+    def __post_init__(self) -> None:  # the sidecar's own, written valid: not checked per sidecar
+        pass
+
 
 # -- basic tools -----------------------------------------------------------------------------------
 
@@ -252,10 +255,14 @@ class BenchmarkSessions:
 TOOL_SETS = ("basic", "benchmark")
 
 
+#: The basic set is stateless: one copy serves every sidecar (its handlers' facts cached once).
+_BASIC_TOOLS = tuple(basic_tools())
+
+
 def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> dict[str, Tool]:
     tools: list[BuiltinTool] = []
     if "basic" in tool_sets:
-        tools += basic_tools()
+        tools += _BASIC_TOOLS
     if "benchmark" in tool_sets:
         tools += benchmark.tools()
     return {t.name: t for t in tools}

@@ -599,7 +599,6 @@ class StdioServer(SidecarViews):
             conn_id=child.cid, method="POST", path=self.mcp_path,
             protocol_version=child.headers.get("MCP-Protocol-Version"),
         )  # fmt: skip
-        j.count_request_on(child.cid)
         sent = 0
         status: int | None = None
         try:
