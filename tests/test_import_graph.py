@@ -46,6 +46,13 @@ def import_graph(root: Path, pkg: str) -> tuple[dict[str, set[str]], list[str]]:
                 if not t or t == mod:
                     continue
                 edges[mod].add(t)
+                # Importing a.b.c runs a/__init__ and a/b/__init__ first: an edge to each such package
+                # that is not already being imported as one of this module's own packages.
+                parts = t.split(".")
+                for i in range(1, len(parts)):
+                    package = ".".join(parts[:i])
+                    if package in mods and not (mod + ".").startswith(package + "."):
+                        edges[mod].add(package)
                 for name in names:
                     if f"{target}.{name}" in mods:
                         edges[mod].add(f"{target}.{name}")
@@ -97,6 +104,24 @@ def test_the_checker_finds_a_cycle_and_a_private_import(tmp_path: Path) -> None:
     edges, private = import_graph(tmp_path, "made_up")
     assert cycles(edges) == [["made_up.a", "made_up.b"]]  # the function-level import counts too
     assert private == ["made_up.c <- made_up.a._secret"]
+
+
+def test_the_checker_finds_a_cycle_through_a_package_init(tmp_path: Path) -> None:
+    """Importing ``made_up.sub.leaf`` runs ``made_up/sub/__init__``, which imports ``made_up.sub.heavy``,
+    which imports ``made_up.other``, which imported ``made_up.sub.leaf``: a cycle Python meets at import
+    time although no module imports another that imports it back directly."""
+    pkg = tmp_path / "made_up"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from made_up.sub.heavy import Heavy\n")
+    (pkg / "sub" / "heavy.py").write_text("from made_up.other import thing\nclass Heavy: pass\n")
+    (pkg / "sub" / "leaf.py").write_text("leaf = 1\n")
+    (pkg / "other.py").write_text("from made_up.sub.leaf import leaf\nthing = leaf\n")
+    edges, _ = import_graph(tmp_path, "made_up")
+    assert cycles(edges) == [["made_up.other", "made_up.sub", "made_up.sub.heavy"]]
+    (pkg / "sub" / "__init__.py").write_text("")  # a lazy package __init__: no cycle
+    edges, _ = import_graph(tmp_path, "made_up")
+    assert cycles(edges) == []
 
 
 def test_the_package_has_no_import_cycle_and_imports_no_private_name_across_modules() -> None:

@@ -1,8 +1,26 @@
-"""The fake MCP sidecar: a real aiohttp server on loopback, hosted on one process-wide loop thread."""
+"""The fake MCP sidecar: a real aiohttp server on loopback, hosted on one process-wide loop thread.
 
-from pytest_mcpfaults.sidecar.journal import ConnectionRecord, Journal, PatienceViolation, RequestRecord
-from pytest_mcpfaults.sidecar.server import Sidecar, SidecarError
-from pytest_mcpfaults.sidecar.tools import BenchmarkSession, BenchmarkSessions, Tool, ToolResultError
+The names below are loaded on first use (as the top-level package's are): importing one of this
+package's modules (``sidecar.journal``, say) must not import the server, which imports the OTLP
+receiver, which imports ``sidecar.journal``: an import cycle through this ``__init__``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.sidecar.errors import SidecarError as SidecarError
+    from pytest_mcpfaults.sidecar.journal import ConnectionRecord as ConnectionRecord
+    from pytest_mcpfaults.sidecar.journal import Journal as Journal
+    from pytest_mcpfaults.sidecar.journal import PatienceViolation as PatienceViolation
+    from pytest_mcpfaults.sidecar.journal import RequestRecord as RequestRecord
+    from pytest_mcpfaults.sidecar.server import Sidecar as Sidecar
+    from pytest_mcpfaults.sidecar.tools import BenchmarkSession as BenchmarkSession
+    from pytest_mcpfaults.sidecar.tools import BenchmarkSessions as BenchmarkSessions
+    from pytest_mcpfaults.sidecar.tools import Tool as Tool
+    from pytest_mcpfaults.sidecar.tools import ToolResultError as ToolResultError
 
 __all__ = [
     "BenchmarkSession",
@@ -16,3 +34,29 @@ __all__ = [
     "Tool",
     "ToolResultError",
 ]
+
+_EXPORTS: dict[str, str] = {
+    "BenchmarkSession": "pytest_mcpfaults.sidecar.tools",
+    "BenchmarkSessions": "pytest_mcpfaults.sidecar.tools",
+    "ConnectionRecord": "pytest_mcpfaults.sidecar.journal",
+    "Journal": "pytest_mcpfaults.sidecar.journal",
+    "PatienceViolation": "pytest_mcpfaults.sidecar.journal",
+    "RequestRecord": "pytest_mcpfaults.sidecar.journal",
+    "Sidecar": "pytest_mcpfaults.sidecar.server",
+    "SidecarError": "pytest_mcpfaults.sidecar.errors",
+    "Tool": "pytest_mcpfaults.sidecar.tools",
+    "ToolResultError": "pytest_mcpfaults.sidecar.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_mcpfaults.sidecar' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
