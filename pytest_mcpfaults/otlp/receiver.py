@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from aiohttp import web, web_protocol, web_server
+from aiohttp import web, web_protocol
 
 from pytest_mcpfaults.otlp.decode import (
     INVALID_ARGUMENT,
@@ -32,6 +32,7 @@ from pytest_mcpfaults.otlp.decode import (
     encode_response,
     encode_status,
 )
+from pytest_mcpfaults.sidecar.inject import ConnectionReportingServer
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
@@ -171,20 +172,6 @@ class OtlpReceiver:
         return b"".join(chunks)
 
 
-class _ListenerServer(web_server.Server):
-    def __init__(self, owner: OtlpListener, **kwargs: Any) -> None:
-        super().__init__(owner.handle, **kwargs)
-        self._owner = owner
-
-    def connection_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
-        super().connection_made(handler, transport)
-        self._owner.conn_made(handler, transport)
-
-    def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
-        super().connection_lost(handler, exc)
-        self._owner.conn_lost(handler)
-
-
 class OtlpListener:
     """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
     path (``None``: 404). Its connections are journaled like the sidecar's; :meth:`close` aborts them."""
@@ -194,12 +181,14 @@ class OtlpListener:
         self._route = route
         self._conns: dict[web_protocol.RequestHandler, tuple[int, asyncio.Transport]] = {}
         self._server: asyncio.Server | None = None
-        self._web: _ListenerServer | None = None
+        self._web: ConnectionReportingServer | None = None
         self.host = ""
         self.port = 0
 
     async def start(self, host: str) -> None:
-        self._web = _ListenerServer(self, access_log=None, handler_cancellation=True)
+        self._web = ConnectionReportingServer(
+            self.handle, self.conn_made, self.conn_lost, access_log=None, handler_cancellation=True
+        )
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
         self.host, self.port = host, self._server.sockets[0].getsockname()[1]

@@ -12,14 +12,15 @@ import socket
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
-from aiohttp import web
+from aiohttp import web, web_protocol, web_server
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import Answer, Dropped
 from pytest_mcpfaults.sidecar.mcp import reply_body
 
-__all__ = ["Delivery", "Dropped", "deliver", "reset_transport"]
+__all__ = ["ConnectionReportingServer", "Delivery", "Dropped", "deliver", "reset_transport"]
 
 
 @dataclass
@@ -29,6 +30,29 @@ class Delivery:
     status: int | None = None
     bytes_sent: int = 0
     body_bytes: int | None = None  # the announced Content-Length of a streamed body (None: SSE)
+
+
+class ConnectionReportingServer(web_server.Server):
+    """aiohttp's low-level server, with each connection's opening and loss reported to its owner
+    (the sidecar's listener and the OTLP receiver's own both journal their connections)."""
+
+    def __init__(
+        self,
+        handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+        made: Callable[[web_protocol.RequestHandler, asyncio.Transport], None],
+        lost: Callable[[web_protocol.RequestHandler], None],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(handler, **kwargs)
+        self._made, self._lost = made, lost
+
+    def connection_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        self._made(handler, transport)
+
+    def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
+        super().connection_lost(handler, exc)
+        self._lost(handler)
 
 
 def reset_transport(transport: asyncio.BaseTransport | None) -> None:

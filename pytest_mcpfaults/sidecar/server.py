@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web, web_protocol, web_server
+from aiohttp import web, web_protocol
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH, OtlpService
@@ -35,7 +35,13 @@ from pytest_mcpfaults.sidecar.config import (
     check_upstream_headers,
 )
 from pytest_mcpfaults.sidecar.errors import SidecarError
-from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
+from pytest_mcpfaults.sidecar.inject import (
+    ConnectionReportingServer,
+    Delivery,
+    Dropped,
+    deliver,
+    reset_transport,
+)
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.mcp import reply_body
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
@@ -69,22 +75,6 @@ class _Hold:
     fault: F.Fault
     release: asyncio.Future[HoldOutcome]
     started: float = field(default_factory=time.monotonic)
-
-
-class _WebServer(web_server.Server):
-    """aiohttp's low-level server, with connection events reported to the sidecar."""
-
-    def __init__(self, sidecar: Sidecar, **kwargs: Any) -> None:
-        super().__init__(sidecar._handle, **kwargs)
-        self._sidecar = sidecar
-
-    def connection_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
-        super().connection_made(handler, transport)
-        self._sidecar._conn_made(handler, transport)
-
-    def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
-        super().connection_lost(handler, exc)
-        self._sidecar._conn_lost(handler)
 
 
 class _Exchange:
@@ -286,7 +276,7 @@ class Sidecar(SidecarWaits):
         self._holds: set[_Hold] = set()
         self._streams: set[asyncio.Future[str]] = set()
         self._server: asyncio.Server | None = None
-        self._web: _WebServer | None = None
+        self._web: ConnectionReportingServer | None = None
         self._mounted: tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] | None = None
         self._otlp = OtlpService(
             otlp_path, self.journal, span_recorder, max_body_bytes=max_body_bytes,
@@ -304,7 +294,10 @@ class Sidecar(SidecarWaits):
     async def _start(self) -> None:
         # lingering_time: after answering without reading a body (413), drain it for at most 1 s
         # (aiohttp's default: 10 s), then close: a client that keeps sending cannot keep it busy.
-        self._web = _WebServer(self, access_log=None, handler_cancellation=False, lingering_time=1.0)
+        self._web = ConnectionReportingServer(
+            self._handle, self._conn_made, self._conn_lost,
+            access_log=None, handler_cancellation=False, lingering_time=1.0,
+        )  # fmt: skip
         if self._stdio is not None:
             await self._stdio.start()
         try:
