@@ -32,7 +32,8 @@ from pytest_mcpfaults.otlp.decode import (
     encode_response,
     encode_status,
 )
-from pytest_mcpfaults.sidecar.inject import ConnectionReportingServer
+from pytest_mcpfaults.sidecar.inject import ConnectionReportingServer, read_body
+from pytest_mcpfaults.sidecar.loop import within
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
@@ -135,8 +136,8 @@ class OtlpReceiver:
                 rid, 415, media, f"Content-Encoding {encoding!r} is not supported (gzip, deflate or none)"
             )
         try:
-            read = self._read_body(request)
-            body = await (read if self.body_timeout is None else asyncio.wait_for(read, self.body_timeout))
+            read = read_body(request, self.max_body_bytes)  # the decompressed body, bounded
+            body = await (read if self.body_timeout is None else within(read, self.body_timeout))
         except asyncio.TimeoutError:
             return self._refuse(rid, 408, media, f"request body not complete within {self.body_timeout:g} s")
         except web_protocol.RequestPayloadError as exc:  # e.g. a gzip body that does not inflate
@@ -158,18 +159,6 @@ class OtlpReceiver:
         self.stats.rejected += rejected
         message = "; ".join(dict.fromkeys(reasons))
         return web.Response(status=200, body=encode_response(media, rejected, message), content_type=media)
-
-    async def _read_body(self, request: web.BaseRequest) -> bytes | None:
-        """The (decompressed) body, or ``None`` when it is over ``max_body_bytes``."""
-        if request.content_length is not None and request.content_length > self.max_body_bytes:
-            return None
-        chunks, size = [], 0
-        while chunk := await request.content.read(65536):
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
 
 
 class OtlpListener:

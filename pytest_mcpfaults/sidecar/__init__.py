@@ -7,8 +7,9 @@ receiver, which imports ``sidecar.journal``: an import cycle through this ``__in
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.errors import SidecarError as SidecarError
@@ -49,14 +50,4 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pytest_mcpfaults.sidecar' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

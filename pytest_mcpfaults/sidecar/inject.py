@@ -20,7 +20,21 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import Answer, Dropped
 from pytest_mcpfaults.sidecar.mcp import reply_body
 
-__all__ = ["ConnectionReportingServer", "Delivery", "Dropped", "deliver", "reset_transport"]
+__all__ = ["ConnectionReportingServer", "Delivery", "Dropped", "deliver", "read_body", "reset_transport"]
+
+
+async def read_body(request: web.BaseRequest, max_bytes: int) -> bytes | None:
+    """The request's whole body, or ``None`` once it is over ``max_bytes`` (announced or received:
+    never buffered beyond that)."""
+    if request.content_length is not None and request.content_length > max_bytes:
+        return None
+    chunks, size = [], 0
+    while chunk := await request.content.read(65536):
+        size += len(chunk)
+        if size > max_bytes:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @dataclass

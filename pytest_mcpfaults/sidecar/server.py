@@ -40,6 +40,7 @@ from pytest_mcpfaults.sidecar.inject import (
     Delivery,
     Dropped,
     deliver,
+    read_body,
     reset_transport,
 )
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
@@ -747,26 +748,15 @@ class Sidecar(SidecarWaits):
             if conn.current == rid:
                 conn.current = None
 
-    async def _read_body(self, request: web.BaseRequest) -> bytes | None:
-        if request.content_length is not None and request.content_length > self.max_body_bytes:
-            return None
-        chunks, size = [], 0
-        while chunk := await request.content.read(65536):
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     async def _answer(
         self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
     ) -> web.StreamResponse:
         """Read the body (bounded in size and time), let the core decide, write its answer."""
         try:
             if self.idle_timeout is None or request.content.is_eof():  # the whole body is here already
-                body = await self._read_body(request)
+                body = await read_body(request, self.max_body_bytes)
             else:  # a body still coming in must be complete within idle_timeout, as headers must
-                body = await _loop.within(self._read_body(request), self.idle_timeout)
+                body = await _loop.within(read_body(request, self.max_body_bytes), self.idle_timeout)
         except asyncio.TimeoutError:
             text = f"request body not complete within idle_timeout={self.idle_timeout:g} s"
             self.journal.update_request(rid, error=text, error_by="client")
