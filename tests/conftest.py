@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
 import pytest
 
 from pytest_mcpfaults import Sidecar
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+    from pytest_mcpfaults.spans import SpanRecorder
 
 #: The pytest-xdist workers the whole suite runs on (the README's test command, ``pytest`` with no
 #: arguments): the machine it is timed on has two cores, and most tests wait on sockets, subprocesses or
@@ -57,6 +62,24 @@ def sidecar() -> Iterator[Sidecar]:
     """A default sidecar, used as a library (not through the plugin's fixture)."""
     with Sidecar() as sc:
         yield sc
+
+
+@pytest.fixture
+def recorder() -> SpanRecorder:
+    """A fresh span recorder (not the process-wide one)."""
+    from pytest_mcpfaults.spans import SpanRecorder
+
+    return SpanRecorder()
+
+
+@pytest.fixture
+def tracer(recorder: SpanRecorder) -> Iterator[Tracer]:
+    """A tracer whose spans go to ``recorder`` (its provider shut down after the test)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = recorder.attach(TracerProvider(shutdown_on_exit=False))
+    yield provider.get_tracer("tests")
+    provider.shutdown()
 
 
 @pytest.fixture

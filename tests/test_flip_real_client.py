@@ -11,59 +11,14 @@ that copies whatever escaped its cleanup onto ``Agent.Session`` flips the sessio
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterator
 
 import pytest
-from mcp.client import Client
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Status, StatusCode, Tracer
+from flip_session import one_session
+from opentelemetry.trace import Tracer
 
 from pytest_mcpfaults import Die, Sidecar
 from pytest_mcpfaults.invariants import cleanup_never_flips
 from pytest_mcpfaults.spans import SpanRecorder
-
-
-@pytest.fixture
-def recorder() -> SpanRecorder:
-    return SpanRecorder()
-
-
-@pytest.fixture
-def tracer(recorder: SpanRecorder) -> Iterator[Tracer]:
-    provider = recorder.attach(TracerProvider(shutdown_on_exit=False))
-    yield provider.get_tracer("runner")
-    provider.shutdown()
-
-
-async def one_session(tracer: Tracer, url: str, *, copy_cleanup_error: bool) -> list[str]:
-    """One benchmark session over one mcp 2.x connection; returns what escaped, by type name."""
-    escaped: list[str] = []
-    with tracer.start_as_current_span("Agent.Session") as session:
-        try:
-            async with Client(url, mode="legacy", read_timeout_seconds=5) as client:
-                created = await client.call_tool("create_session", {"task_id": "task-1"})
-                sid = json.loads(created.content[0].text)["session_id"]  # type: ignore[union-attr]
-                with tracer.start_as_current_span("Agent.Call"):
-                    await client.call_tool("echo", {"text": "answer"})
-                try:
-                    with tracer.start_as_current_span("MCP.DeleteSession") as delete:
-                        try:
-                            await client.call_tool("delete_session", {"session_id": sid})
-                        except BaseException as exc:
-                            if not copy_cleanup_error:  # hardened: the failure stays on the cleanup span
-                                delete.record_exception(exc)
-                                delete.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-                            raise
-                except BaseException as exc:
-                    escaped.append(type(exc).__name__)
-                    if copy_cleanup_error:  # the unhardened runner's handler
-                        session.record_exception(exc)
-                        session.set_status(Status(StatusCode.ERROR, f"Session failed: {exc}"))
-                    raise
-        except BaseException as exc:  # leaving the client after the sidecar died: an ExceptionGroup
-            escaped.append(type(exc).__name__)
-    return escaped
 
 
 def run_against_dying_sidecar(tracer: Tracer, *, copy_cleanup_error: bool) -> tuple[list[str], Sidecar]:

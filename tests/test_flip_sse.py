@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from example_modules import load
 from mcp import ClientSession
 from mcp.client.sse import sse_client
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
 from pytest_mcpfaults import BackendGone, Sidecar, Trigger
@@ -41,18 +39,6 @@ class SseTools(harness.McpTools):  # type: ignore[misc, name-defined]
             return json.loads(text)
         except ValueError:
             return text
-
-
-@pytest.fixture
-def recorder() -> SpanRecorder:
-    return SpanRecorder()
-
-
-@pytest.fixture
-def tracer(recorder: SpanRecorder) -> Iterator[Tracer]:
-    provider = recorder.attach(TracerProvider(shutdown_on_exit=False))
-    yield provider.get_tracer("runner")
-    provider.shutdown()
 
 
 def run_session(tracer: Tracer, transport: str, *, hardened: bool) -> tuple[Any, Sidecar]:

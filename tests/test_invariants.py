@@ -8,7 +8,7 @@ deletes again; the fixed one catches the cleanup failure inside the ``MCP.Delete
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -102,18 +102,6 @@ def run_timeout(tracer: Tracer, client: SidecarClient, *, cleanup_wins: bool) ->
             except RuntimeError as exc:
                 if cleanup_wins:
                     session.set_status(Status(StatusCode.ERROR, f"cleanup failed: {exc}"))
-
-
-@pytest.fixture
-def recorder() -> SpanRecorder:
-    return SpanRecorder()
-
-
-@pytest.fixture
-def tracer(recorder: SpanRecorder) -> Iterator[Tracer]:
-    provider = recorder.attach(TracerProvider(shutdown_on_exit=False))
-    yield provider.get_tracer("harness")
-    provider.shutdown()
 
 
 # --- the buggy and the fixed harness -----------------------------------------------------------------

@@ -6,16 +6,14 @@ here, and the example harness's (``examples/harness``)."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from example_modules import load
-from mcp.client import Client
+from flip_session import one_session
 from mcp.client.stdio import StdioServerParameters
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Status, StatusCode, Tracer
+from opentelemetry.trace import Tracer
 
 from pytest_mcpfaults import Die, Sidecar, StdioServer, Trigger
 from pytest_mcpfaults.invariants import cleanup_never_flips
@@ -23,46 +21,6 @@ from pytest_mcpfaults.spans import SpanRecorder
 
 #: What each transport's client raises out of ``call_tool`` when the server dies under it.
 RAISED = {"http": "CancelledError", "stdio": "MCPError"}
-
-
-@pytest.fixture
-def recorder() -> SpanRecorder:
-    return SpanRecorder()
-
-
-@pytest.fixture
-def tracer(recorder: SpanRecorder) -> Iterator[Tracer]:
-    provider = recorder.attach(TracerProvider(shutdown_on_exit=False))
-    yield provider.get_tracer("runner")
-    provider.shutdown()
-
-
-async def one_session(tracer: Tracer, target: Any, *, copy_cleanup_error: bool) -> list[str]:
-    """One benchmark session over one mcp 2.x client (a URL or stdio parameters); what escaped."""
-    escaped: list[str] = []
-    with tracer.start_as_current_span("Agent.Session") as session:
-        try:
-            async with Client(target, mode="legacy", read_timeout_seconds=5) as client:
-                created = await client.call_tool("create_session", {"task_id": "task-1"})
-                sid = json.loads(created.content[0].text)["session_id"]  # type: ignore[union-attr]
-                try:
-                    with tracer.start_as_current_span("MCP.DeleteSession") as delete:
-                        try:
-                            await client.call_tool("delete_session", {"session_id": sid})
-                        except BaseException as exc:
-                            if not copy_cleanup_error:  # hardened: the failure stays on the cleanup span
-                                delete.record_exception(exc)
-                                delete.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-                            raise
-                except BaseException as exc:
-                    escaped.append(type(exc).__name__)
-                    if copy_cleanup_error:  # the unhardened runner's handler
-                        session.record_exception(exc)
-                        session.set_status(Status(StatusCode.ERROR, f"Session failed: {exc}"))
-                    raise
-        except BaseException as exc:
-            escaped.append(type(exc).__name__)
-    return escaped
 
 
 def run_against_a_dying_server(transport: str, tracer: Tracer, *, copy: bool) -> tuple[list[str], Any]:
@@ -74,7 +32,9 @@ def run_against_a_dying_server(transport: str, tracer: Tracer, *, copy: bool) ->
             if transport == "http"
             else StdioServerParameters(command=server.command, args=server.args, env=server.env)
         )
-        escaped = asyncio.run(asyncio.wait_for(one_session(tracer, target, copy_cleanup_error=copy), 30))
+        escaped = asyncio.run(
+            asyncio.wait_for(one_session(tracer, target, copy_cleanup_error=copy, agent_call=False), 30)
+        )
     return escaped, server
 
 
