@@ -24,7 +24,7 @@ import _bench
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "84148ec"
-ROUNDS = 9
+ROUNDS = 15
 STARTSTOP = 200  # start+stop cycles per round
 CALLS = 400  # tools/call round trips per round
 SLACK = 1.10  # "no slower": within 10 % (the run-to-run noise of this shared machine)

@@ -402,9 +402,13 @@ def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:
     return encode(reply.payload, sse)
 
 
+#: ``json.dumps(..., separators=(",", ":"))`` makes an encoder per call; every answer is encoded.
+_compact = json.JSONEncoder(separators=(",", ":"))
+
+
 def encode(payload: Any, sse: bool) -> tuple[bytes, str]:
     """The body bytes and content type of a JSON payload, as JSON or as one SSE ``message`` event."""
-    data = json.dumps(payload, separators=(",", ":")).encode()
+    data = _compact.encode(payload).encode()
     if sse:
         return b"event: message\ndata: " + data + b"\n\n", "text/event-stream"
     return data, "application/json"
