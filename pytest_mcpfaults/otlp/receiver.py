@@ -238,7 +238,8 @@ class OtlpService:
         self._max_body_bytes, self._body_timeout = max_body_bytes, body_timeout
         self._receiver: OtlpReceiver | None = None
         self.listener: OtlpListener | None = None
-        self.closed = threading.Event()  # set by close(): waits for spans give up
+        self._closed = False
+        self._closed_event: threading.Event | None = None  # made by the first wait for spans
 
     @property
     def receiver(self) -> OtlpReceiver:
@@ -277,8 +278,21 @@ class OtlpService:
             self.listener = listener
         return self.listener
 
+    @property
+    def closed(self) -> threading.Event:
+        """Set by :meth:`close`: waits for spans give up. Made on first use (few sidecars wait)."""
+        with self._lock:
+            if self._closed_event is None:
+                self._closed_event = threading.Event()
+                if self._closed:
+                    self._closed_event.set()
+            return self._closed_event
+
     async def close(self) -> None:
-        self.closed.set()
+        with self._lock:
+            self._closed = True
+            if self._closed_event is not None:
+                self._closed_event.set()
         listener, self.listener = self.listener, None
         if listener is not None:
             await listener.close()
