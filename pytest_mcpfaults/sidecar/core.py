@@ -50,6 +50,7 @@ __all__ = [
 
 #: Headers a request may carry once: first-wins and last-wins readers would disagree about a repeat.
 SINGLE_HEADERS = ("Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host")
+_SINGLE = frozenset(h.lower() for h in SINGLE_HEADERS)
 
 
 class Dropped(Exception):
@@ -462,13 +463,21 @@ def security_problem(headers: Iterable[tuple[str, str]], allowed_origins: Iterab
     """The client-error answer for an MCP request whose headers must not be trusted: a
     :data:`SINGLE_HEADERS` header sent twice (400), or an ``Origin`` that is not allowed (403);
     ``None`` when they pass. ``headers`` are every (name, value) pair received, repeats included."""
-    seen: dict[str, list[str]] = {}
-    for name, value in headers:
-        seen.setdefault(name.lower(), []).append(value)
-    twice = [h for h in SINGLE_HEADERS if len(seen.get(h.lower(), ())) > 1]
-    if twice:
-        return client_error(-32600, f"Bad Request: the {twice[0]} header appears more than once")
-    origin = (seen.get("origin") or [""])[0]
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    origin = ""
+    for name, value in headers:  # every MCP request: one pass, only the single headers kept
+        lower = name.lower()
+        if lower in _SINGLE:
+            if lower in seen:
+                repeated.add(lower)
+            else:
+                seen.add(lower)
+                if lower == "origin":
+                    origin = value
+    if repeated:
+        first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
+        return client_error(-32600, f"Bad Request: the {first} header appears more than once")
     if origin and not origin_allowed(origin, allowed_origins):
         return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
     return None
