@@ -321,7 +321,7 @@ class Upstream:
         if tls and self._tls is None:
             self._tls = ssl.create_default_context()
         connecting = loop.create_connection(
-            lambda: ResponseHandler(loop), host, port, ssl=self._tls if tls else None
+            lambda: ResponseHandler(loop=loop), host, port, ssl=self._tls if tls else None
         )
         try:
             if self.timeout is None:
