@@ -1,11 +1,14 @@
 """Proxy mode's cost: ``tools/call`` through ``Sidecar(upstream=...)`` vs straight to the same upstream.
 
 The upstream is the mcp SDK's own ``MCPServer`` with an ``echo`` tool under uvicorn in a process of its
-own (as it is deployed), served twice: stateless with JSON replies (the lightest answer it gives) and
-its defaults (SSE replies, the body relayed chunk by chunk). For each, one connected mcp 2.x
-``Client(mode='auto')`` talks to the upstream directly and another through a proxying sidecar in this
-process (the fixtures' arrangement), interleaved call by call so the noise of a shared machine hits
-both alike.
+own (as it is deployed), served twice: stateless with JSON replies (the lightest answer it gives), to
+an mcp 2.x ``Client(mode='auto')``; and with its defaults, to a ``Client(mode='legacy')``, whose
+session-era requests the SDK answers with SSE (the body relayed chunk by chunk; to a stateless-era
+client the defaults answer JSON too, which the first version of this script measured twice without
+saying so). For each, one connected client talks to the upstream directly and another through a
+proxying sidecar in this process (the fixtures' arrangement), interleaved call by call so the noise of
+a shared machine hits both alike. Before timing, one ``initialize`` through the proxy checks the
+framing each row names (the stateless JSON upstream answers every request in JSON).
 
 Target: through the proxy within 1.3x the direct call plus 0.5 ms (``proxy <= 1.3 * direct + 0.5 ms``).
 Run (from the repository root, in the dev venv): ``.venv/bin/python benchmarks/proxy.py``
@@ -22,6 +25,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import _bench
+import httpx
 from mcp.client import Client
 from rtt import process
 
@@ -29,7 +33,22 @@ from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.sidecar import loop as sidecar_loop
 
 CALLS = 600
-MODES = {"json": "stateless, JSON replies", "sse": "defaults: SSE replies"}
+#: upstream mode: (row label, the client's connect mode, the answer's Content-Type through the proxy)
+MODES = {
+    "json": ("stateless, JSON replies", "auto", "application/json"),
+    "sse": ("defaults, session era: SSE replies", "legacy", "text/event-stream"),
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+}
 
 
 def sdk_app(mode: str) -> object:
@@ -69,11 +88,11 @@ def loop_cpu() -> float:
     return sidecar_loop.run(read())
 
 
-async def pair(direct: str, proxied: str, n: int) -> tuple[list[float], list[float], float]:
+async def pair(direct: str, proxied: str, n: int, mode: str) -> tuple[list[float], list[float], float]:
     """Seconds per ``tools/call echo``, direct and through the proxy, interleaved call by call; and
-    the sidecar loop's CPU seconds per proxied call (median)."""
+    the sidecar loop's CPU seconds per proxied call (median). ``mode``: the clients' connect mode."""
     async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(Client(url, mode="auto")) for url in (direct, proxied)]
+        clients = [await stack.enter_async_context(Client(url, mode=mode)) for url in (direct, proxied)]
         for client in clients:
             for _ in range(30):
                 await client.call_tool("echo", {"text": "hi"})
@@ -109,12 +128,16 @@ def main() -> None:
     logging.getLogger("mcp").setLevel(logging.WARNING)
     here = str(Path(__file__).resolve())
     rows, verdicts = [], []
-    for mode, what in MODES.items():
+    for mode, (what, connect, framing) in MODES.items():
         with (
             process([sys.executable, here, "--serve-sdk", mode], "line") as url,
             Sidecar(upstream=url, patience=None) as sc,
         ):
-            direct, proxied, cpu = asyncio.run(pair(url, sc.mcp_url, CALLS))
+            probe = httpx.post(sc.mcp_url, json=INITIALIZE, headers=ACCEPT, timeout=10)  # session era
+            got = probe.headers.get("content-type", "")
+            assert probe.status_code == 200, probe.status_code
+            assert got.startswith(framing), f"{what}: the upstream answered {got!r} through the proxy"
+            direct, proxied, cpu = asyncio.run(pair(url, sc.mcp_url, CALLS, connect))
             sc.check_errors()
             calls = [r for r in sc.requests if r.mcp_method == "tools/call"]
             assert calls
@@ -135,7 +158,7 @@ def main() -> None:
         _, fake_cpu = asyncio.run(fake_cpu_per_call(fake.mcp_url, CALLS))
     _bench.table(
         f"MCP tools/call echo to the mcp SDK's MCPServer (uvicorn, own process), mcp 2.x "
-        f"Client(mode='auto'), median of {CALLS} each, direct and through Sidecar(upstream=...) "
+        f"Client (mode='auto' / 'legacy'), median of {CALLS} each, direct and through Sidecar(upstream=...) "
         "interleaved call by call",
         rows,
         ["upstream", "direct", "through the proxy", "ratio", "added", "sidecar loop CPU per proxied call"],

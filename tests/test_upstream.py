@@ -186,3 +186,132 @@ def test_the_upstream_url_check(url: object, allow: bool, problem: str | None) -
         assert found is None
     else:
         assert found is not None and problem in found
+
+
+async def test_an_answer_that_is_not_http_is_an_error() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+        await writer.drain()
+        await reader.read()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    up = Upstream(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp", timeout=2.0)
+    try:
+        with pytest.raises(UpstreamError) as info:
+            await up.send("POST", up.url, [], b"{}")
+        assert info.value.failure == "error"
+    finally:
+        await up.close()
+        server.close()
+
+
+class _KeepAlive:
+    """A loopback HTTP/1.1 server that keeps connections alive and records every request head it reads,
+    with the connection it came on. ``drop_second``: the second request on a connection is read and the
+    connection closed without an answer (an upstream that closed an idle keep-alive connection just as
+    the request was sent on it); ``close_after_answer``: each connection is closed after its first
+    answer (an upstream's keep-alive timeout), ``closed`` set once it is."""
+
+    def __init__(self, drop_second: bool = False, close_after_answer: bool = False) -> None:
+        self.drop_second, self.close_after_answer = drop_second, close_after_answer
+        self.closed = asyncio.Event()
+        self.heads: list[tuple[int, bytes]] = []
+        self.connections = 0
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/mcp"
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        conn, served = self.connections, 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                await reader.readexactly(length)
+                self.heads.append((conn, head))
+                served += 1
+                if self.drop_second and served == 2:
+                    writer.close()
+                    return
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+                )
+                await writer.drain()
+                if self.close_after_answer:
+                    writer.close()
+                    await writer.wait_closed()
+                    self.closed.set()
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+
+
+async def test_keep_alive_connections_are_reused_and_repeated_headers_passed_on() -> None:
+    server = _KeepAlive()
+    async with server as url:
+        up = Upstream(url, timeout=2.0)
+        try:
+            for _ in range(3):
+                resp = await up.send("POST", url, [("X-Tag", "a"), ("x-tag", "b")], b"{}")
+                assert await resp.read() == b"{}" and resp.status == 200 and resp.content_length == 2
+                up.done(resp)
+        finally:
+            await up.close()
+    assert [conn for conn, _ in server.heads] == [1, 1, 1]  # one connection, kept alive
+    assert b"X-Tag: a\r\nx-tag: b\r\n" in server.heads[0][1]  # both values, in the order sent
+
+
+@pytest.mark.parametrize(("method", "outcome"), [("DELETE", "sent again"), ("POST", "reset")])
+async def test_a_kept_alive_connection_the_upstream_closed_under_a_request(method: str, outcome: str) -> None:
+    """An idempotent request is sent again, once, on a new connection; a POST is not (it may have run)."""
+    server = _KeepAlive(drop_second=True)
+    async with server as url:
+        up = Upstream(url, timeout=2.0)
+        try:
+            first = await up.send("POST", url, [], b"{}")
+            await first.read()
+            up.done(first)
+            if outcome == "reset":
+                with pytest.raises(UpstreamError) as info:
+                    await up.send(method, url, [], b"")
+                assert info.value.failure == "reset"
+                assert [conn for conn, _ in server.heads] == [1, 1]
+            else:
+                again = await up.send(method, url, [], b"")
+                assert again.status == 200 and await again.read() == b"{}"
+                up.done(again)
+                assert [conn for conn, _ in server.heads] == [1, 1, 2]  # dropped on 1, answered on 2
+        finally:
+            await up.close()
+
+
+async def test_a_connection_the_upstream_closed_while_idle_is_not_reused() -> None:
+    server = _KeepAlive(close_after_answer=True)
+    async with server as url:
+        up = Upstream(url, timeout=2.0)
+        try:
+            first = await up.send("POST", url, [], b"{}")
+            await first.read()
+            up.done(first)
+            await asyncio.wait_for(server.closed.wait(), 2)
+            # the FIN is in the idle connection's socket now (loopback); one turn of the loop reads it
+            await asyncio.sleep(0.01)
+            second = await up.send("POST", url, [], b"{}")  # a POST is never sent twice: a new connection
+            assert second.status == 200 and await second.read() == b"{}"
+            up.done(second)
+            assert [conn for conn, _ in server.heads] == [1, 2]
+        finally:
+            await up.close()

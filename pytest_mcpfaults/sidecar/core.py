@@ -50,7 +50,7 @@ __all__ = [
 
 #: Headers a request may carry once: first-wins and last-wins readers would disagree about a repeat.
 SINGLE_HEADERS = ("Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host")
-_SINGLE_LOWER = frozenset(h.lower() for h in SINGLE_HEADERS)
+_SINGLE = frozenset(h.lower() for h in SINGLE_HEADERS)
 
 
 class Dropped(Exception):
@@ -464,18 +464,19 @@ def security_problem(headers: Iterable[tuple[str, str]], allowed_origins: Iterab
     :data:`SINGLE_HEADERS` header sent twice (400), or an ``Origin`` that is not allowed (403);
     ``None`` when they pass. ``headers`` are every (name, value) pair received, repeats included."""
     seen: set[str] = set()
-    twice: set[str] = set()
+    repeated: set[str] = set()
     origin = ""
-    for name, value in headers:  # one pass, no per-header list: this runs on every MCP request
-        low = name.lower()
-        if low in seen:
-            twice.add(low)
-        else:
-            seen.add(low)
-            if low == "origin":
-                origin = value
-    if twice & _SINGLE_LOWER:
-        first = next(h for h in SINGLE_HEADERS if h.lower() in twice)
+    for name, value in headers:  # every MCP request: one pass, only the single headers kept
+        lower = name.lower()
+        if lower in _SINGLE:
+            if lower in seen:
+                repeated.add(lower)
+            else:
+                seen.add(lower)
+                if lower == "origin":
+                    origin = value
+    if repeated:
+        first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
         return client_error(-32600, f"Bad Request: the {first} header appears more than once")
     if origin and not origin_allowed(origin, allowed_origins):
         return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)

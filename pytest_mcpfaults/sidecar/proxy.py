@@ -121,7 +121,7 @@ class Proxy:
             resp = await self.upstream.send(
                 incoming.method,
                 self.target(incoming, info),
-                list(incoming.header_pairs),
+                incoming.header_pairs,
                 incoming.body,
                 bound_body=incoming.method != "GET",
             )
