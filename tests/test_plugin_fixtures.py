@@ -156,6 +156,7 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
     loaded = set(line[len("LOADED:") :].split(","))
     assert loaded == {
         "pytest_mcpfaults",
+        "pytest_mcpfaults.lazy",  # the package's lazy __getattr__ (standard library only)
         "pytest_mcpfaults.plugin",
         "pytest_mcpfaults._pytest",
         "pytest_mcpfaults._pytest.records",

@@ -78,6 +78,17 @@ class _Hold:
     started: float = field(default_factory=time.monotonic)
 
 
+def _numeric_family(host: str) -> int | None:
+    """``AF_INET`` / ``AF_INET6`` for a numeric address (``127.0.0.1``, ``::1``), else ``None``."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return family
+    return None
+
+
 class _Exchange:
     """One request's :class:`~pytest_mcpfaults.sidecar.core.Transport`: what the core asks of the
     socket while deciding (hold it, die, pause, keep an event stream open)."""
@@ -312,7 +323,19 @@ class Sidecar(SidecarWaits):
     async def _listen(self) -> None:
         assert self._web is not None
         loop = asyncio.get_running_loop()
-        if self.host not in LOOPBACK_NAMES:
+        family = _numeric_family(self.host)
+        if family is not None:  # bound here: create_server(host=...) resolves it again every start
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP: asyncio sets NODELAY
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((self.host, self._port))
+                self._server = await loop.create_server(self._web, sock=sock)
+            except BaseException:
+                sock.close()
+                raise
+        elif self.host not in LOOPBACK_NAMES:
             self._server = await loop.create_server(self._web, self.host, self._port, reuse_address=True)
         else:
             self._server = await self._listen_name(loop)
