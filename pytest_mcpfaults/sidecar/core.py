@@ -393,6 +393,8 @@ class SidecarCore:
             self.journal.update_request(rid, session_id=session_header, era="session")
 
     def _choose_fault(self, info: RequestInfo, rid: int) -> tuple[F.Fault | None, F.TriggerState | None]:
+        if not self.plan_entries:  # no plan (most requests of most tests): nothing to match
+            return None, None
         fault, state = pick(self.plan_entries, info)
         if fault is not None:
             self.journal.update_request(rid, fault=str(fault), fault_kind=fault.kind)

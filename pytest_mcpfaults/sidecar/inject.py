@@ -26,9 +26,18 @@ __all__ = ["ConnectionReportingServer", "Delivery", "Dropped", "deliver", "read_
 async def read_body(request: web.BaseRequest, max_bytes: int) -> bytes | None:
     """The request's whole body, or ``None`` once it is over ``max_bytes`` (announced or received:
     never buffered beyond that)."""
-    if request.content_length is not None and request.content_length > max_bytes:
+    announced = request.content_length
+    if announced is not None and announced > max_bytes:
         return None
-    chunks, size = [], 0
+    if announced is not None and "Content-Encoding" not in request.headers:
+        # The body is exactly the announced bytes (a compressed body inflates to more): usually one
+        # read, with no second read for its end.
+        first = await request.content.read(announced)
+        if len(first) == announced or not first:
+            return first
+        chunks, size = [first], len(first)
+    else:
+        chunks, size = [], 0
     while chunk := await request.content.read(65536):
         size += len(chunk)
         if size > max_bytes:
