@@ -18,7 +18,7 @@ import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["argument_problem", "non_finite"]
+__all__ = ["ArgumentCheck", "argument_checker", "argument_problem", "non_finite"]
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -88,41 +88,64 @@ _BOUNDS: tuple[tuple[str, str, Callable[[float, float], bool]], ...] = (
 )
 
 
-def _bounds(key: str, value: float, spec: Mapping[str, Any]) -> str | None:
-    for word, op, ok in _BOUNDS:
-        bound = spec.get(word)
-        if isinstance(bound, (int, float)) and not isinstance(bound, bool) and not ok(value, bound):
-            return f"argument {key!r} must be {op} {bound}, got {_short.repr(value)}"
-    return None
+ArgumentCheck = Callable[[Mapping[str, Any]], "str | None"]
+"""Checks a call's arguments: a message naming the first that does not fit, or ``None``."""
+
+
+def argument_checker(schema: Mapping[str, Any]) -> ArgumentCheck:
+    """The check of ``schema``, read once (a tool checks every call against the same schema)."""
+    required = tuple(schema.get("required", ()))
+    props = schema.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    closed = schema.get("additionalProperties") is False
+    specs: dict[str, tuple[list[Any], list[str], list[Any] | None, list[tuple[str, Any, Any]]]] = {}
+    for key, spec in props.items():
+        if not isinstance(spec, Mapping):
+            continue
+        want = spec.get("type")
+        names = [want] if isinstance(want, str) else list(want) if isinstance(want, list) else []
+        enum = spec.get("enum")
+        bounds = [
+            (op, ok, bound)
+            for word, op, ok in _BOUNDS
+            if isinstance(bound := spec.get(word), (int, float)) and not isinstance(bound, bool)
+        ]
+        specs[key] = (
+            names, [n for n in names if isinstance(n, str)], enum if isinstance(enum, list) else None, bounds
+        )  # fmt: skip
+
+    def check(arguments: Mapping[str, Any]) -> str | None:
+        bad = non_finite(arguments)
+        if bad is not None:
+            return f"argument {bad!r} is NaN or Infinity, which is not a JSON number"
+        for key in required:
+            if key not in arguments:
+                return f"missing required argument {key!r}"
+        if closed:
+            extra = sorted(k for k in arguments if k not in props)
+            if extra:
+                listed = ", ".join(map(repr, extra))
+                return f"unexpected argument(s) {listed} (the schema allows {sorted(props)})"
+        for key, value in arguments.items():
+            spec = specs.get(key)
+            if spec is None:
+                continue
+            names, typed, enum, bounds = spec
+            if names and not any(_is_type(value, n) for n in typed):
+                return (
+                    f"argument {key!r} must be of type {'/'.join(map(str, names))}, got {_short.repr(value)}"
+                )
+            if enum is not None and value not in enum:
+                return f"argument {key!r} must be one of {_short.repr(enum)}, got {_short.repr(value)}"
+            if bounds and isinstance(value, (int, float)) and not isinstance(value, bool):
+                for op, ok, bound in bounds:
+                    if not ok(value, bound):
+                        return f"argument {key!r} must be {op} {bound}, got {_short.repr(value)}"
+        return None
+
+    return check
 
 
 def argument_problem(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
     """A message naming the first argument that does not fit ``schema``, or ``None``."""
-    bad = non_finite(arguments)
-    if bad is not None:
-        return f"argument {bad!r} is NaN or Infinity, which is not a JSON number"
-    for key in schema.get("required", ()):
-        if key not in arguments:
-            return f"missing required argument {key!r}"
-    props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    if schema.get("additionalProperties") is False:
-        extra = sorted(k for k in arguments if k not in props)
-        if extra:
-            return f"unexpected argument(s) {', '.join(map(repr, extra))} (the schema allows {sorted(props)})"
-    for key, value in arguments.items():
-        spec = props.get(key)
-        if not isinstance(spec, Mapping):
-            continue
-        want = spec.get("type")
-        names = [want] if isinstance(want, str) else want if isinstance(want, list) else []
-        if names and not any(_is_type(value, n) for n in names if isinstance(n, str)):
-            return f"argument {key!r} must be of type {'/'.join(map(str, names))}, got {_short.repr(value)}"
-        enum = spec.get("enum")
-        if isinstance(enum, list) and value not in enum:
-            return f"argument {key!r} must be one of {_short.repr(enum)}, got {_short.repr(value)}"
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            problem = _bounds(key, value, spec)
-            if problem:
-                return problem
-    return None
+    return argument_checker(schema)(arguments)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mcpfaults.sidecar.schema import argument_problem
+from pytest_mcpfaults.sidecar.schema import ArgumentCheck, argument_checker
 
 __all__ = [
     "TOOL_SETS",
@@ -78,7 +78,13 @@ class Tool:
     def check_arguments(self, arguments: Mapping[str, Any]) -> str | None:
         """A message naming the first argument that does not fit the input schema, or ``None``
         (see :mod:`pytest_mcpfaults.sidecar.schema` for the subset of JSON Schema checked)."""
-        return argument_problem(self.input_schema, arguments)
+        return self._check(arguments)
+
+    @functools.cached_property
+    def _check(self) -> ArgumentCheck:
+        """The input schema read once, when the first call is checked (the schema is the tool's: a
+        change to it after that is not seen)."""
+        return argument_checker(self.input_schema)
 
     @functools.cached_property
     def _accepts(self) -> tuple[frozenset[str], bool] | None:
