@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from no_ca import REGISTRY_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "quickstart.md"
@@ -60,19 +61,19 @@ def test_quick_start_runs_as_written_in_a_fresh_venv(tmp_path: Path) -> None:
     requirements, command = _commands()
     started = time.monotonic()
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, env=REGISTRY_ENV)
     (tmp_path / "src").mkdir()
     src = _checkout_copy(tmp_path / "src")
     args = [str(src) if r == "pytest-mcpfaults" else r for r in requirements]
     pip_install = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     pip = subprocess.run(
-        [*pip_install, "--no-compile", *args], capture_output=True, text=True, timeout=480
+        [*pip_install, "--no-compile", *args], capture_output=True, text=True, timeout=480, env=REGISTRY_ENV
     )  # fmt: skip
     assert pip.returncode == 0, pip.stdout[-2000:] + pip.stderr[-4000:]
     harness = tmp_path / "harness"
     harness.mkdir()
     shutil.copy(EXAMPLE, harness / EXAMPLE.name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
+    env = {k: v for k, v in REGISTRY_ENV.items() if not k.startswith(("PYTEST_", "PYTHON"))}
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
     run = subprocess.run(command, cwd=harness, env=env, capture_output=True, text=True, timeout=120)
     elapsed = time.monotonic() - started

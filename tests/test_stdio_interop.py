@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from no_ca import REGISTRY_ENV
 
 from pytest_mcpfaults import StdioServer
 
@@ -124,7 +125,7 @@ def node() -> str:
             pytest.skip("npm is not installed: cannot install @modelcontextprotocol/sdk")
         proc = subprocess.run(
             [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=TS_DIR, capture_output=True, text=True, timeout=300,
+            cwd=TS_DIR, capture_output=True, text=True, timeout=300, env=REGISTRY_ENV,
         )  # fmt: skip
         if proc.returncode != 0:
             pytest.skip(f"npm install of docs/examples/ts_stdio failed (offline?): {proc.stderr[-300:]}")

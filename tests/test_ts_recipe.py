@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from no_ca import REGISTRY_ENV
 from test_cli import Served, labels, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +75,9 @@ def _install(npm: str, base: Path, key: str, prune: bool) -> Path:
             shutil.copy(RECIPE / name, tmp / name)
         cmd = [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--prefer-offline"]
         try:
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=NPM_CI_TIMEOUT)
+            proc = subprocess.run(
+                cmd, cwd=tmp, capture_output=True, text=True, timeout=NPM_CI_TIMEOUT, env=REGISTRY_ENV
+            )
         except subprocess.TimeoutExpired as exc:
             pytest.fail(f"`npm ci` for {RECIPE} did not finish within {NPM_CI_TIMEOUT:g} s: {exc.stderr!r}")
         assert proc.returncode == 0, f"`npm ci` for {RECIPE} failed:\n{proc.stdout}\n{proc.stderr}"
