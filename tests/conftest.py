@@ -14,6 +14,7 @@ from typing import Any
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
 import pytest
 from no_ca import without_ca_bundle
+from shared_pycache import shared_pycache
 
 from pytest_mcpfaults import Sidecar
 
@@ -57,6 +58,14 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def _clients_load_no_ca_bundle() -> Iterator[None]:
     """Loopback HTTP only: no client here loads a CA bundle (tests/no_ca.py says why and what not)."""
     yield from without_ca_bundle()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _children_share_a_bytecode_cache(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Under PYTHONDONTWRITEBYTECODE, child Pythons share one pyc cache (tests/shared_pycache.py)."""
+    yield from shared_pycache(pytestconfig, tmp_path_factory)
 
 
 @pytest.fixture
