@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
 import pytest
+from no_ca import without_ca_bundle
+from shared_pycache import shared_pycache
 
 from pytest_mcpfaults import Sidecar
 
@@ -55,6 +57,20 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     # In collection order, not largest module first (xdist's default): the example suite (12 tests,
     # its module fixture the longest single wait of the suite) would otherwise start last, alone.
     config.option.loadscopereorder = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clients_load_no_ca_bundle() -> Iterator[None]:
+    """Loopback HTTP only: no client here loads a CA bundle (tests/no_ca.py says why and what not)."""
+    yield from without_ca_bundle()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _children_share_a_bytecode_cache(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Under PYTHONDONTWRITEBYTECODE, child Pythons share one pyc cache (tests/shared_pycache.py)."""
+    yield from shared_pycache(pytestconfig, tmp_path_factory)
 
 
 @pytest.fixture

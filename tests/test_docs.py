@@ -65,15 +65,13 @@ def test_python_blocks_come_from_files_that_run(page: Path) -> None:
 
 @pytest.mark.timeout(600)
 def test_doc_examples_pass(pytester: pytest.Pytester) -> None:
+    # One process, not `-n 2`: the suite's own workers fill its waits, and two inner workers cost 10 s
+    # more CPU (each starts, imports and collects every example) for 12 s less wall of this test alone.
     result = pytester.runpytest_subprocess(
         "-p",
         "mcpfaults",
         "-p",
         "no:cacheprovider",
-        "-p",
-        "xdist",
-        "-n",
-        "2",  # the examples mostly wait on the sidecar's faults: two workers overlap them
         "-o",
         "asyncio_mode=auto",
         "-o",

@@ -5,9 +5,8 @@
 * A :class:`~pytest_mcpfaults.stateful.SessionLifecycleMachine` over the same runner (paused before
   each of its MCP calls, so faults land between steps) finds the flip in the unhardened runner.
 
-The runner opens one mcp 2.x ``Client`` per operation. Each client builds a TLS context, loading the
-system CA bundle (~150 ms on this machine) although every request here is plain HTTP on loopback;
-the ``cheap_tls`` fixture points the CA lookup at an empty directory for these tests only.
+The runner opens one mcp 2.x ``Client`` per operation; like every client of the suite, they load no CA
+bundle (tests/no_ca.py).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +42,6 @@ SETTINGS = settings(
 
 recorder = SpanRecorder()
 tracer = recorder.attach(TracerProvider()).get_tracer("examples.harness")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cheap_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("SSL_CERT_FILE", raising=False)
-        mp.setenv("SSL_CERT_DIR", str(tmp_path_factory.mktemp("no-ca")))
-        yield
 
 
 def flips(plan: list[Fault], *, hardened: bool) -> list[Violation]:

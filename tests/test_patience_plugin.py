@@ -325,7 +325,7 @@ def test_budget_precedence_fault_over_marker_over_ini(pytester: pytest.Pytester)
     }
 
 
-def test_ini_none_means_no_budget(pytester: pytest.Pytester) -> None:
+def test_ini_none_means_no_budget(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
     pytester.makeini("[pytest]\nmcpfaults_patience = none\n")
     pytester.makepyfile(
         """
@@ -333,17 +333,17 @@ def test_ini_none_means_no_budget(pytester: pytest.Pytester) -> None:
             assert mcp_sidecar.patience is None
         """
     )
-    _run(pytester).assert_outcomes(passed=1)
+    run_plugin().assert_outcomes(passed=1)
 
 
 # -- budgets are validated at the earliest moment -----------------------------------------------------
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "soon", "nan"])
-def test_bad_ini_budget_is_a_usage_error(pytester: pytest.Pytester, raw: str) -> None:
+def test_bad_ini_budget_is_a_usage_error(pytester: pytest.Pytester, run_plugin, raw: str) -> None:  # type: ignore[no-untyped-def]
     pytester.makeini(f"[pytest]\nmcpfaults_patience = {raw}\n")
     pytester.makepyfile("def test_x(): pass")
-    result = _run(pytester)
+    result = run_plugin()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [f"*ini option mcpfaults_patience must be a positive number of seconds or 'none', got {raw!r}*"]
@@ -367,7 +367,9 @@ def test_bad_ini_budget_is_a_usage_error(pytester: pytest.Pytester, raw: str) ->
         ),
     ],
 )
-def test_bad_marker_budget_fails_at_collection(pytester: pytest.Pytester, marker: str, message: str) -> None:
+def test_bad_marker_budget_fails_at_collection(
+    pytester: pytest.Pytester, run_plugin, marker: str, message: str
+) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         f"""
         import pytest
@@ -377,12 +379,12 @@ def test_bad_marker_budget_fails_at_collection(pytester: pytest.Pytester, marker
             raise AssertionError("must not run")
         """
     )
-    result = _run(pytester)
+    result = run_plugin()
     assert result.ret == pytest.ExitCode.INTERRUPTED  # the module's collection failed
     result.stdout.fnmatch_lines(["*ERROR collecting*", "*test_it: @pytest.mark.mcp_sidecar: " + message])
 
 
-def test_bad_fault_budget_fails_the_module_at_collection(pytester: pytest.Pytester) -> None:
+def test_bad_fault_budget_fails_the_module_at_collection(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         """
         import pytest
@@ -393,7 +395,7 @@ def test_bad_fault_budget_fails_the_module_at_collection(pytester: pytest.Pytest
             raise AssertionError("must not run")
         """
     )
-    result = _run(pytester)
+    result = run_plugin()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
         ["*ValueError: Hang: patience must be a finite positive number of seconds or None, got -1"]

@@ -67,7 +67,9 @@ def test_hang_at_delete_in_front_of_the_sdk_server_fails_with_the_patience_verdi
     result.stdout.no_fnmatch_line("*phase also failed*")  # the test body's own checks passed
 
 
-def test_a_bad_upstream_in_the_marker_fails_collection_naming_it(pytester: pytest.Pytester) -> None:
+def test_a_bad_upstream_in_the_marker_fails_collection_naming_it(
+    pytester: pytest.Pytester, run_plugin
+) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         test_bad="""
         import pytest
@@ -77,7 +79,7 @@ def test_a_bad_upstream_in_the_marker_fails_collection_naming_it(pytester: pytes
             pass
         """
     )
-    result = _run(pytester)
+    result = run_plugin()
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.mcp_sidecar: Sidecar: upstream names host '10.1.2.3', which is not a loopback "

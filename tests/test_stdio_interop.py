@@ -1,9 +1,10 @@
 """Other stdio clients against ``python -m pytest_mcpfaults stdio``: the mcp SDK's low-level
 ``stdio_client`` + ``ClientSession`` (the API mcp 1.x and 2.x share; ``tox -e mcp1`` runs this module
 under mcp 1.x), fastmcp's ``StdioTransport``, and the TypeScript SDK's ``StdioClientTransport`` (where
-node is installed; ``npm install`` of ``docs/examples/ts_stdio`` on first use). Each: a tool call, a
-die mid-call, and the close escalation against a child that ignores EOF and SIGTERM (measured: the
-SDKs wait 2 s after closing stdin, then SIGTERM, 2 s more, then SIGKILL; docs/stdio.md)."""
+node is installed: ``docs/examples/ts/stdio_client.mjs``, run from the TypeScript recipe's install).
+Each: a tool call, a die mid-call, and the close escalation against a child that ignores EOF and
+SIGTERM (measured: the SDKs wait 2 s after closing stdin, then SIGTERM, 2 s more, then SIGKILL;
+docs/stdio.md)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from npm_recipe import NPM_CI_TIMEOUT, installed
 
 from pytest_mcpfaults import StdioServer
 
-TS_DIR = Path(__file__).resolve().parents[1] / "docs" / "examples" / "ts_stdio"
 MCP_MAJOR = int(metadata.version("mcp").split(".")[0])
 
 
@@ -114,45 +115,40 @@ def test_fastmcp_stdio_transport() -> None:
 
 
 @pytest.fixture(scope="module")
-def node() -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed: the TypeScript SDK's StdioClientTransport is not tested")
-    if not (TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed: cannot install @modelcontextprotocol/sdk")
-        proc = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=TS_DIR, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            pytest.skip(f"npm install of docs/examples/ts_stdio failed (offline?): {proc.stderr[-300:]}")
-    return node
+def ts_recipe(request: pytest.FixtureRequest) -> tuple[str, Path]:
+    """``node`` and the TypeScript recipe's install (tests/npm_recipe.py), holding ``stdio_client.mjs``."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip(
+            f"the TypeScript SDK's StdioClientTransport needs node and npm (node: {node}, npm: {npm})"
+        )
+    return node, installed(request.config, npm, "stdio_client.mjs")
 
 
-def ts_client(node: str, server: StdioServer) -> dict[str, Any]:
+def ts_client(ts_recipe: tuple[str, Path], server: StdioServer) -> dict[str, Any]:
+    node, folder = ts_recipe
     arg = json.dumps({"command": server.command, "args": server.args, "env": server.env})
     proc = subprocess.run(
-        [node, str(TS_DIR / "client.mjs"), arg], capture_output=True, text=True, timeout=60, cwd=TS_DIR
+        [node, str(folder / "stdio_client.mjs"), arg], capture_output=True, text=True, timeout=60, cwd=folder
     )
     assert proc.returncode == 0, proc.stderr
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-def test_the_typescript_sdk_stdio_client_transport(node: str) -> None:
+@pytest.mark.timeout(NPM_CI_TIMEOUT + 60)  # the first test that uses the recipe may install it
+def test_the_typescript_sdk_stdio_client_transport(ts_recipe: tuple[str, Path]) -> None:
     with StdioServer() as server:
-        out = ts_client(node, server)
+        out = ts_client(ts_recipe, server)
         child = server.wait_exit()
     assert out["text"] == "from node" and out["close_ms"] < 1000
     assert (child.exit_how, child.exit_code) == ("stdin closed", 0)
 
     with StdioServer(faults=["die@tools/call"]) as server:
-        out = ts_client(node, server)
+        out = ts_client(ts_recipe, server)
     assert out["error"] == "McpError: MCP error -32000: Connection closed"
 
     with StdioServer(faults=["ignore_eof", "ignore_sigterm"], patience=None) as server:
-        out = ts_client(node, server)
+        out = ts_client(ts_recipe, server)
         child = server.wait_exit()
     assert 3800 < out["close_ms"] < 5500  # stdin end, 2 s, SIGTERM, 2 s, SIGKILL
     [term] = child.received("SIGTERM")

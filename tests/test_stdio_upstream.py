@@ -352,7 +352,9 @@ def test_the_marker_and_the_factory_take_upstream_command(pytester: pytest.Pytes
     assert not alive(int(pid))  # the factory's teardown stopped the sidecar, and the child with it
 
 
-def test_a_bad_upstream_command_in_the_marker_fails_collection_naming_it(pytester: pytest.Pytester) -> None:
+def test_a_bad_upstream_command_in_the_marker_fails_collection_naming_it(
+    pytester: pytest.Pytester, run_plugin
+) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(
         test_bad="""
         import pytest
@@ -362,7 +364,7 @@ def test_a_bad_upstream_command_in_the_marker_fails_collection_naming_it(pyteste
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=240)
+    result = run_plugin()
     result.stdout.fnmatch_lines(
         ["*@pytest.mark.mcp_sidecar: Sidecar: upstream_command must be a list of strings*"]
     )

@@ -1,33 +1,27 @@
 """The TypeScript recipe (docs/examples/ts/): a harness on the official TypeScript MCP SDK client,
 exporting its spans over OTLP/HTTP, driven against the real ``serve`` command.
 
-Its npm dependencies are installed once per lock file (``npm ci``, bounded) into the pytest cache (or,
-without the cache provider, the temporary directory), in a directory named by the lock file's hash, so a
-warm run pays nothing. The harness runs as ``node`` with the environment ``serve`` prints; the tests
-assert what the TypeScript client saw (its JSON line), what the sidecar observed (the journal) and the
-span verdict (``GET /_mcpfaults/check``).
+Its npm dependencies are installed once per lock file (tests/npm_recipe.py). The harness runs as
+``node`` with the environment ``serve`` prints; the tests assert what the TypeScript client saw (its
+JSON line), what the sidecar observed (the journal) and the span verdict (``GET /_mcpfaults/check``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from npm_recipe import NPM_CI_TIMEOUT, RECIPE, installed
 from test_cli import Served, labels, serve
 
 ROOT = Path(__file__).resolve().parent.parent
-RECIPE = ROOT / "docs" / "examples" / "ts"
-#: ``npm ci`` downloads 113 packages (about 13 s here with a cold npm cache); this bounds a slow registry.
-NPM_CI_TIMEOUT = 180.0
 #: One harness run takes under a second; every wait inside it is bounded by MCPFAULTS_TS_WAIT_MS.
 HARNESS_TIMEOUT = 30.0
 WAIT_MS = 2000
@@ -54,44 +48,6 @@ DELETE_ERRORS = {
 }
 
 
-def _lock_key() -> str:
-    digest = hashlib.sha256()
-    for name in ("package.json", "package-lock.json"):
-        digest.update((RECIPE / name).read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _install(npm: str, base: Path, key: str, prune: bool) -> Path:
-    """``npm ci`` into ``base/key`` unless a finished install is there; safe under xdist (each worker
-    installs into a directory of its own and renames it into place, the first rename wins). ``prune``:
-    remove the installs of other lock files (only in this checkout's own cache)."""
-    target = base / key
-    if (target / "installed").exists():
-        return target
-    tmp = Path(tempfile.mkdtemp(dir=base, prefix=f"{key}.tmp-"))
-    try:
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(RECIPE / name, tmp / name)
-        cmd = [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--prefer-offline"]
-        try:
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=NPM_CI_TIMEOUT)
-        except subprocess.TimeoutExpired as exc:
-            pytest.fail(f"`npm ci` for {RECIPE} did not finish within {NPM_CI_TIMEOUT:g} s: {exc.stderr!r}")
-        assert proc.returncode == 0, f"`npm ci` for {RECIPE} failed:\n{proc.stdout}\n{proc.stderr}"
-        (tmp / "installed").write_text(proc.stdout)
-        try:
-            tmp.rename(target)
-        except OSError:  # another worker finished first
-            if not (target / "installed").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    for old in base.iterdir() if prune else ():
-        if old.name != key and re.fullmatch(r"[0-9a-f]{16}", old.name):
-            shutil.rmtree(old, ignore_errors=True)
-    return target
-
-
 @pytest.fixture(scope="module")
 def recipe(request: pytest.FixtureRequest) -> tuple[str, Path]:
     """``node`` and the installed recipe directory, holding a fresh copy of ``harness.mjs``."""
@@ -102,17 +58,7 @@ def recipe(request: pytest.FixtureRequest) -> tuple[str, Path]:
     found = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
     if found < MIN_NODE:
         pytest.skip(f"the TypeScript recipe needs node >= {'.'.join(map(str, MIN_NODE))}, found {version}")
-    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
-    if cache is not None:
-        base = Path(cache.mkdir("mcpfaults-ts-recipe"))
-    else:
-        base = Path(tempfile.gettempdir()) / f"mcpfaults-ts-recipe-{os.getuid()}"
-        base.mkdir(exist_ok=True)
-    target = _install(npm, base, _lock_key(), prune=cache is not None)
-    fresh = target / f"harness.mjs.{os.getpid()}"
-    shutil.copy(RECIPE / "harness.mjs", fresh)
-    fresh.replace(target / "harness.mjs")  # atomic: a concurrent worker never runs half a file
-    return node, target
+    return node, installed(request.config, npm, "harness.mjs")
 
 
 def run_harness(

@@ -1,5 +1,5 @@
 // The TypeScript MCP SDK's StdioClientTransport against a pytest-mcpfaults stdio server.
-// Usage: node client.mjs '<json: {"command", "args", "env"}>'  (tests/test_stdio_interop.py runs it)
+// Usage: node stdio_client.mjs '<json: {"command", "args", "env"}>'  (tests/test_stdio_interop.py runs it)
 // Prints one JSON line: what the tool call returned (or the error) and how long close() took.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
