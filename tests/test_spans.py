@@ -37,11 +37,6 @@ from pytest_mcpfaults.spans import (
 
 
 @pytest.fixture
-def recorder() -> SpanRecorder:
-    return SpanRecorder()
-
-
-@pytest.fixture
 def provider(recorder: SpanRecorder) -> Iterator[TracerProvider]:
     p = recorder.attach(TracerProvider(shutdown_on_exit=False))
     yield p

@@ -111,6 +111,17 @@ async def _raw_server(on_connect: str) -> tuple[asyncio.Server, int]:
     return server, server.sockets[0].getsockname()[1]
 
 
+async def _failure_of(url: str) -> str:
+    """How one POST to ``url`` fails (:attr:`UpstreamError.failure`); it must fail."""
+    up = Upstream(url, timeout=2.0)
+    try:
+        with pytest.raises(UpstreamError) as info:
+            await up.send("POST", up.url, [], b"{}")
+        return info.value.failure
+    finally:
+        await up.close()
+
+
 async def test_an_upstream_that_never_answers_times_out_within_the_bound() -> None:
     server, port = await _raw_server("silent")
     up = Upstream(f"http://127.0.0.1:{port}/mcp", timeout=0.3)
@@ -127,13 +138,9 @@ async def test_an_upstream_that_never_answers_times_out_within_the_bound() -> No
 
 async def test_an_upstream_that_resets_before_answering_is_a_reset() -> None:
     server, port = await _raw_server("reset")
-    up = Upstream(f"http://127.0.0.1:{port}/mcp", timeout=2.0)
     try:
-        with pytest.raises(UpstreamError) as info:
-            await up.send("POST", up.url, [], b"{}")
-        assert info.value.failure == "reset"
+        assert await _failure_of(f"http://127.0.0.1:{port}/mcp") == "reset"
     finally:
-        await up.close()
         server.close()
 
 
@@ -196,13 +203,9 @@ async def test_an_answer_that_is_not_http_is_an_error() -> None:
         await reader.read()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    up = Upstream(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp", timeout=2.0)
     try:
-        with pytest.raises(UpstreamError) as info:
-            await up.send("POST", up.url, [], b"{}")
-        assert info.value.failure == "error"
+        assert await _failure_of(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp") == "error"
     finally:
-        await up.close()
         server.close()
 
 
