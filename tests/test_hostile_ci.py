@@ -111,11 +111,11 @@ HELD_SUITE = textwrap.dedent(
         mcp_sidecar.wait_held(1, timeout=30)
         Path("held.flag").write_text("held")
         probe.join(120)   # SIGINT arrives here
-
-    def test_never_reached(mcp_sidecar):
-        pass
     """
 )
+#: In a file of its own: under ``--dist loadfile`` it runs on the other worker (serially, after the held
+#: test: never reached).
+OTHER_SUITE = "def test_never_reached(mcp_sidecar):\n    pass\n"
 
 
 @pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
@@ -123,7 +123,23 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
     pytester: pytest.Pytester, xdist: bool
 ) -> None:
     """Ctrl-C as a terminal sends it: to the whole process group (the xdist controller and workers)."""
-    pytester.makepyfile(test_held=HELD_SUITE)
+    pytester.makepyfile(test_held=HELD_SUITE, test_other=OTHER_SUITE)
+    # Under xdist the other worker runs test_never_reached meanwhile: Ctrl-C comes once the controller
+    # has its report too (its own logreport hook says so), not on a race with it.
+    pytester.makeconftest(
+        """
+        from pathlib import Path
+
+        def pytest_configure(config):
+            global CONTROLLER
+            CONTROLLER = not hasattr(config, "workerinput")  # not a worker (whatever the environment)
+
+        def pytest_runtest_logreport(report):
+            if report.when == "teardown" and CONTROLLER:
+                Path("reported." + report.nodeid.rsplit("::", 1)[-1]).write_text("")
+        """
+    )
+    flags = ["held.flag", *(["reported.test_never_reached"] if xdist else [])]
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     # pytest as `python -m pytest`, with Python's own SIGINT handler installed first: a process started
     # from a shell's background job inherits SIGINT ignored, and Python then leaves it ignored.
@@ -131,7 +147,7 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
         "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
         "sys.argv[0] = 'pytest'; runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
     )
-    cmd = [sys.executable, "-c", start, *(["-p", "xdist", "-n", "2"] if xdist else [])]
+    cmd = [sys.executable, "-c", start, *(["-p", "xdist", "-n", "2", "--dist", "loadfile"] if xdist else [])]
     cmd += ["-p", "mcpfaults", "-p", "no:cacheprovider", "--mcpfaults-report=rep.json"]
     proc = subprocess.Popen(
         cmd,
@@ -143,9 +159,9 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
     )
     try:
         deadline = time.monotonic() + 60
-        while not (pytester.path / "held.flag").exists():
+        while not all((pytester.path / flag).exists() for flag in flags):
             assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            assert time.monotonic() < deadline, "the test never held its request"
+            assert time.monotonic() < deadline, f"not all of {flags} appeared"
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -164,7 +180,7 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
     report = json.loads((pytester.path / "rep.json").read_text())
     tests = {t["nodeid"]: (t["outcome"], t["fired"]) for t in report["tests"]}
     assert tests.pop("test_held.py::test_held") == ("interrupted", {"hang": 1})
-    assert tests == ({"test_held.py::test_never_reached": ("passed", {})} if xdist else {})
+    assert tests == ({"test_other.py::test_never_reached": ("passed", {})} if xdist else {})
     assert report["totals"]["outcomes"]["interrupted"] == 1
     assert report["totals"]["failed"] == 0
     assert report["gates"]["failed"] is False  # gates are not evaluated on an interrupted run

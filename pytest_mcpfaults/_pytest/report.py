@@ -36,7 +36,7 @@ from pytest_mcpfaults._pytest.records import MATRIX_FIXTURE, matrix_fault, recor
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.faults import Fault
-    from pytest_mcpfaults.report import Outcome, Report, TestEntry, Violation
+    from pytest_mcpfaults.report import Outcome, Report, Violation
 
 MATRIX_MARKER = "mcpfaults_matrix"
 FAULT_FIXTURE = MATRIX_FIXTURE
@@ -61,7 +61,9 @@ class _RunState:
 
     outcomes: dict[str, Outcome] = dataclasses.field(default_factory=dict)
     durations: dict[str, float] = dataclasses.field(default_factory=dict)
-    entries: dict[str, TestEntry] = dataclasses.field(default_factory=dict)
+    # Each used test's record as a dict (TestEntry.from_dict's input), made into entries at the end:
+    # the hook that takes a teardown report imports nothing, so a Ctrl-C cannot land in an import there.
+    entries: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     report: Report | None = None
     missing: list[str] = dataclasses.field(default_factory=list)
     regressions: list[Violation] = dataclasses.field(default_factory=list)
@@ -366,11 +368,8 @@ class _Collector:
             return
         data = getattr(report, REPORT_ATTR, None)
         if isinstance(data, dict):
-            from pytest_mcpfaults.report import TestEntry
-
-            entry = TestEntry.from_dict({**data, "outcome": state.outcomes.get(nodeid, "passed")})
-            entry.duration = state.durations.get(nodeid, 0.0)
-            state.entries[nodeid] = entry
+            outcome, duration = state.outcomes.get(nodeid, "passed"), state.durations.get(nodeid, 0.0)
+            state.entries[nodeid] = {**data, "outcome": outcome, "duration": duration}
         state.outcomes.pop(nodeid, None)
         state.durations.pop(nodeid, None)
 
@@ -415,17 +414,19 @@ def _finish(session: pytest.Session, *, evaluate: bool) -> None:
     ):
         return  # the plugin was not used and no gate or report was asked for: nothing to build
     from pytest_mcpfaults import __version__
-    from pytest_mcpfaults.report import Report, missing_required, new_violations, write_report
+    from pytest_mcpfaults.report import Report, TestEntry, missing_required, new_violations, write_report
 
     if not evaluate:  # interrupted (or the loop failed): the tests that were running are reported too
-        from pytest_mcpfaults.report import TestEntry
-
         for nodeid, running in session.config.stash[_PROGRESS_KEY].unfinished().items():
             if nodeid not in state.entries and running.used:
-                entry = TestEntry.from_dict({**_running_dict(running), "outcome": "interrupted"})
-                entry.duration = max(0.0, time.time() - running.started)
-                state.entries[nodeid] = entry
-    report = state.report = Report(list(state.entries.values()), plugin_version=__version__)
+                duration = max(0.0, time.time() - running.started)
+                state.entries[nodeid] = {
+                    **_running_dict(running),
+                    "outcome": "interrupted",
+                    "duration": duration,
+                }
+    entries = [TestEntry.from_dict(data) for data in state.entries.values()]
+    report = state.report = Report(entries, plugin_version=__version__)
     if evaluate:
         state.evaluated = True
         state.missing = missing_required(report, settings.required)
