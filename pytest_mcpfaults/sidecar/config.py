@@ -50,7 +50,6 @@ ReplyMode = Literal["json", "sse"]
 REPLY_MODES: tuple[ReplyMode, ...] = get_args(ReplyMode)
 # An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).
 _PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
-_GOOD_PATHS: set[str] = set()  # paths check_path accepted (a few; bounded)
 
 
 def _check_bool(who: str, name: str, value: object) -> None:
@@ -235,14 +234,10 @@ def check_upstream(
 def check_path(value: object) -> str | None:
     """Why ``value`` is not a route path (``'/mcp'``, ``'/v1/health'``), or ``None`` when it is one. A
     query (``?``), a fragment (``#``), spaces and other characters a path cannot hold are refused."""
-    if type(value) is str and value in _GOOD_PATHS:  # every sidecar checks the same few paths
-        return None
     if not isinstance(value, str) or not value.startswith("/"):
         return "must be a path starting with '/'"
     if _PATH_RE.fullmatch(value) is None:
         return "must be a plain path: no query ('?'), fragment ('#'), spaces or control characters"
-    if len(_GOOD_PATHS) < 64:
-        _GOOD_PATHS.add(value)
     return None
 
 

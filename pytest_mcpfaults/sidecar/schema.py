@@ -18,7 +18,7 @@ import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["ArgumentCheck", "argument_checker", "argument_problem", "non_finite"]
+__all__ = ["ArgumentCheck", "argument_checker", "non_finite"]
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -144,8 +144,3 @@ def argument_checker(schema: Mapping[str, Any]) -> ArgumentCheck:
         return None
 
     return check
-
-
-def argument_problem(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
-    """A message naming the first argument that does not fit ``schema``, or ``None``."""
-    return argument_checker(schema)(arguments)
