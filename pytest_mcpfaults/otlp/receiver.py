@@ -32,7 +32,7 @@ from pytest_mcpfaults.otlp.decode import (
     encode_response,
     encode_status,
 )
-from pytest_mcpfaults.sidecar.inject import ConnectionReportingServer, read_body
+from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, read_body
 from pytest_mcpfaults.sidecar.loop import within
 
 if TYPE_CHECKING:

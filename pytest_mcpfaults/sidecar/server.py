@@ -35,14 +35,8 @@ from pytest_mcpfaults.sidecar.config import (
     check_upstream_headers,
 )
 from pytest_mcpfaults.sidecar.errors import SidecarError
-from pytest_mcpfaults.sidecar.inject import (
-    ConnectionReportingServer,
-    Delivery,
-    Dropped,
-    deliver,
-    read_body,
-    reset_transport,
-)
+from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, read_body
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.mcp import reply_body
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
