@@ -397,7 +397,7 @@ class InProcessSidecar(SidecarViews):
                 stream = httpx.ByteStream(body)
             return httpx.Response(reply.status, headers=headers, stream=stream)
         finally:
-            j.update_request(rid, status=status, bytes_sent=sent, ended_at=j.now())
+            j.end_request(rid, status=status, bytes_sent=sent)
 
 
 class _Exchange:

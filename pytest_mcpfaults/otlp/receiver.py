@@ -106,7 +106,7 @@ class OtlpReceiver:
         finally:
             status = resp.status if resp is not None else 500
             sent = len(resp.body) if resp is not None and isinstance(resp.body, bytes) else 0
-            journal.update_request(rid, status=status, bytes_sent=sent, ended_at=journal.now())
+            journal.end_request(rid, status=status, bytes_sent=sent)
 
     def _refuse(self, rid: int, status: int, media: str, message: str, **headers: str) -> web.Response:
         self.journal.update_request(rid, error=message, error_by="client")

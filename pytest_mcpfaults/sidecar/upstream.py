@@ -44,6 +44,7 @@ from yarl import URL
 
 from pytest_mcpfaults.sidecar.config import DEFAULT_UPSTREAM_TIMEOUT
 from pytest_mcpfaults.sidecar.journal import UpstreamFailure
+from pytest_mcpfaults.sidecar.loop import within
 
 __all__ = [
     "HOP_BY_HOP",
@@ -327,7 +328,7 @@ class Upstream:
             if self.timeout is None:
                 _, proto = await connecting
             else:
-                _, proto = await asyncio.wait_for(connecting, self.timeout)
+                _, proto = await within(connecting, self.timeout)
         except asyncio.TimeoutError:  # an OSError too (Python 3.11+): timed out, not refused
             raise
         except OSError as exc:

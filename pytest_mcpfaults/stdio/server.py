@@ -613,7 +613,7 @@ class StdioServer(SidecarViews):
             self.core.record_error(f"stdio message {body[:80]!r}", exc)
             j.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
         finally:
-            j.update_request(rid, status=status, bytes_sent=sent, ended_at=j.now())
+            j.end_request(rid, status=status, bytes_sent=sent)
 
     async def _deliver(self, child: _Child, rid: int, answer: Answer, body: bytes) -> int:
         reply, fault = answer.reply, answer.fault
