@@ -323,7 +323,7 @@ class InProcessSidecar(SidecarViews):
         """Die now: every later request raises ``httpx.ConnectError`` until :meth:`revive`. Counted as a
         ``die`` in :attr:`fired`, as on the socket sidecar."""
         with self._lock:
-            self.journal.add_fired("die")
+            self.journal.add_fired("die", what="kill()")
             self._die()
 
     def revive(self) -> None:

@@ -1,19 +1,24 @@
-"""Interrupting a test that is still blocked after a patience verdict.
+"""Interrupting a test that is still blocked after a verdict.
 
-When a held request outlives its budget the sidecar resets the connection, and most clients return
-at once. Some do not (the mcp 1.x ``ClientSession.call_tool`` only logs the failed reply and waits on;
-code that swallows the error and blocks elsewhere), and the verdict, raised after the test body, would
-wait for an outside timeout. So during the call phase of a test that uses a sidecar, a watcher thread
-looks for unexpected patience violations; ``grace`` seconds after the first one, if the test body has
-not returned, it interrupts the main thread with a signal (``SIGUSR2``, delivered with
-``signal.pthread_kill``: a blocking socket read, lock wait, ``sleep`` or selector wakes with ``EINTR``
-and runs the handler), in this order, one step per ``grace``:
+Two findings start the watcher's steps. A *patience violation*: when a held request outlives its
+budget the sidecar resets the connection, and most clients return at once; some do not (the mcp 1.x
+``ClientSession.call_tool`` only logs the failed reply and waits on; code that swallows the error and
+blocks elsewhere), and the verdict, raised after the test body, would wait for an outside timeout.
+A *stall*: a fault fired, the sidecar holds nothing, and nothing has reached it for the patience
+budget since (``sidecar.stalls``): the client wedged itself on what it saw. So during the call phase
+of a test that uses a sidecar, a watcher thread polls ``check()``; ``grace`` seconds after a patience
+violation (at once for a stall: the budget was its grace), if the test body has not returned, it
+records where the main thread is (``blocked.blocked_at``) and interrupts it with a signal (``SIGUSR2``,
+delivered with ``signal.pthread_kill``: a blocking socket read, lock wait, ``sleep`` or selector wakes
+with ``EINTR`` and runs the handler), in this order, one step per ``grace``:
 
-1. the main thread is running an asyncio loop and waiting in its selector (an async test, or
-   ``asyncio.run``/``anyio.run`` in a sync test): every task of that loop is cancelled, so the test
-   unwinds through its ``async with`` blocks;
+1. the main thread is waiting in an asyncio loop's selector (an async test, ``asyncio.run``/``anyio.run``
+   or a private loop's ``run_until_complete`` in a sync test): every task of that loop is cancelled, so
+   the test unwinds through its ``async with`` blocks;
 2. otherwise, or if it is still blocked one ``grace`` later: :class:`PatienceInterrupt` is raised where
-   the main thread is (a ``BaseException``, so ``except Exception`` does not swallow it);
+   the main thread is. It is a ``KeyboardInterrupt``: ``except Exception`` does not swallow it, and
+   asyncio re-raises it out of ``run_until_complete`` from whatever task or callback it lands in (a
+   client busy-spinning its loop is interrupted inside one of the loop's own tasks);
 3. once more, one ``grace`` later; then the watcher gives up (an outside timeout is still needed).
 
 The handler acts only while the test function itself runs (``in_body``), and the signal handler is
@@ -29,18 +34,29 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["PatienceInterrupt", "Watch", "install", "interrupt_available", "uninstall"]
+from pytest_mcpfaults._pytest.blocked import blocked_at
+
+__all__ = ["Finding", "PatienceInterrupt", "Watch", "install", "interrupt_available", "uninstall"]
 
 _SIGNAL: int | None = getattr(signal, "SIGUSR2", None)
 _STEPS = 3
 _POLL = 0.05
-_CANCEL_MSG = "mcpfaults: a patience verdict interrupted the blocked test"
+_CANCEL_MSG = "mcpfaults: a verdict interrupted the blocked test"
 
 
-class PatienceInterrupt(BaseException):
-    """Raised in a test still blocked ``grace`` seconds after a patience verdict (see the module)."""
+class PatienceInterrupt(KeyboardInterrupt):
+    """Raised in a test still blocked after a verdict (see the module). A ``KeyboardInterrupt``, so
+    asyncio lets it out of an event loop wherever it lands; the plugin turns it into the verdict."""
+
+
+class Finding(Protocol):
+    """What the watcher's ``check()`` found: ``immediate`` findings (a stall) start the steps at once,
+    the others (a patience violation) one ``grace`` later."""
+
+    @property
+    def immediate(self) -> bool: ...
 
 
 _state: dict[str, Any] = {"installed": False, "previous": None, "active": None}
@@ -100,18 +116,17 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
             loop.call_soon_threadsafe(_cancel_all, watch, loop)
             return
     watch.how = "raised PatienceInterrupt where it was blocked"
-    raise PatienceInterrupt(
-        f"mcpfaults: the test was still blocked {watch.grace:g} s after a patience verdict"
-    )
+    raise PatienceInterrupt("mcpfaults: the test was still blocked after a verdict")
 
 
 class Watch:
-    """The watcher of one test's call phase (see the module). ``violated()`` says whether an
-    unexpected patience violation was recorded; ``fired`` whether the test was interrupted."""
+    """The watcher of one test's call phase (see the module). ``check()`` returns a :class:`Finding`
+    (an unexpected patience violation, a stall) or ``None``; ``finding`` is the first one, ``blocked``
+    where the main thread was when the first step was sent, ``fired`` whether the test was interrupted."""
 
-    def __init__(self, grace: float, violated: Callable[[], bool]) -> None:
+    def __init__(self, grace: float, check: Callable[[], Finding | None]) -> None:
         self.grace = grace
-        self._violated = violated
+        self._check = check
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -121,6 +136,8 @@ class Watch:
         self.steps_taken = 0
         self.how = ""
         self.found_at: float | None = None
+        self.finding: Finding | None = None
+        self.blocked = ""
 
     @property
     def fired(self) -> bool:
@@ -143,16 +160,31 @@ class Watch:
         if _state["active"] is self:
             _state["active"] = None
 
+    def _look(self, now: float) -> bool:
+        """Whether there is a finding to act on. Looked at until the first step: a patience violation
+        found stays found (it happened), a stall ends when the test makes progress again, and a
+        patience violation found after a stall takes its place."""
+        finding = self._check()
+        if finding is None:
+            if self.finding is not None and self.finding.immediate:
+                self.finding, self.found_at = None, None
+            return self.finding is not None
+        if self.finding is None or (self.finding.immediate and not finding.immediate):
+            self.finding = finding
+            self.found_at = now - (self.grace if finding.immediate else 0.0)
+        return True
+
     def _run(self) -> None:
         while not self._stop.wait(_POLL):
             now = time.monotonic()
-            if self.found_at is None:
-                if self._violated():
-                    self.found_at = now
+            if self.steps_sent == 0 and not self._look(now):
                 continue
             if self.steps_sent >= _STEPS:
                 return  # gave up: only an outside timeout ends this test
+            assert self.found_at is not None
             if now - self.found_at >= self.grace * (self.steps_sent + 1) and self.in_body:
+                if self.steps_sent == 0:
+                    self.blocked = blocked_at(self._main)
                 self.steps_sent += 1
                 self.pending = True
                 assert _SIGNAL is not None

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults._pytest.interrupt import Watch
     from pytest_mcpfaults.sidecar import Sidecar
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
+    from pytest_mcpfaults.sidecar.stalls import Stall
     from pytest_mcpfaults.stdio.server import StdioServer
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
@@ -92,6 +93,18 @@ def _attach(item: pytest.Item | None, sidecar: Sidecar) -> None:
             call.watch_for(item)
 
 
+class _Found:
+    """What the watcher found: an unexpected patience violation (``stall`` ``None``), or a stall of
+    ``server`` (``sidecar.stalls``), acted on at once."""
+
+    def __init__(self, server: Any, stall: Stall | None) -> None:
+        self.server, self.stall = server, stall
+
+    @property
+    def immediate(self) -> bool:
+        return self.stall is not None
+
+
 class _Call:
     """The call phase of a test that may be interrupted: the watcher (see ``interrupt``) is made
     only once the test uses a sidecar, so a test that uses none never imports it."""
@@ -109,11 +122,19 @@ class _Call:
         if not install():  # main thread only, and only if SIGUSR2 is free
             return
 
-        def violated() -> bool:
-            sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
-            return any(not v.expected for sc in sidecars for v in sc.patience_violations)
+        from pytest_mcpfaults.sidecar.stalls import find_stall
 
-        self.watch = Watch(self.grace, violated)
+        def check() -> _Found | None:
+            sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
+            if any(not v.expected for sc in sidecars for v in sc.patience_violations):
+                return _Found(None, None)
+            for sc in sidecars:
+                stall = None if sc.expect_hang else find_stall(sc)
+                if stall is not None:
+                    return _Found(sc, stall)
+            return None
+
+        self.watch = Watch(self.grace, check)
         self.watch.in_body = self.in_body
         self.watch.start()
 
@@ -198,21 +219,46 @@ def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
 
 
 def _interrupted(item: pytest.Item, watch: Watch, exc: BaseException | None) -> None:
-    """The test was interrupted by the watcher: raise the verdict, saying so. The interrupt itself
-    (the cancellation or :class:`PatienceInterrupt`) is not kept as the cause; any other failure is."""
+    """The test was interrupted by the watcher: raise the verdict (a patience violation's, or the
+    stall's, recorded for the report), with where the test was blocked and what the plugin did. The
+    interrupt itself (the cancellation or :class:`PatienceInterrupt`) is not kept as the cause; any
+    other failure is."""
+    from pytest_mcpfaults.sidecar.patience import PatienceError
+
+    found = watch.finding
+    if isinstance(found, _Found) and found.stall is not None:
+        from pytest_mcpfaults.sidecar.stalls import stall_record, stall_verdict
+
+        sc = found.server
+        text = stall_verdict(sc, found.stall, watch.blocked, stdio=hasattr(sc, "patience_verdict"))
+        record_for(item).patience_violations.append(stall_record(found.stall, text, sc.url))
+        note = (
+            f"\n\nThe test was interrupted: mcpfaults {watch.how}. If the test expects this wait, say so "
+            f"(@pytest.mark.mcp_expect_hang, or a larger patience); ini {settings.INTERRUPT_INI} = off or "
+            f"@pytest.mark.{_NO_INTERRUPT} turns this off."
+        )
+    else:
+        text = _verdict(item, item.stash.get(_SIDECARS, [])) or "a patience violation was recorded"
+        text += f"\n\n{watch.blocked}" if watch.blocked else ""
+        note = (
+            f"\n\nThe test was still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}: "
+            f"mcpfaults {watch.how} (ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} "
+            "turns this off)."
+        )
+    raise PatienceError(text + note) from (None if _ours(exc) else exc)
+
+
+def _ours(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the interrupt itself (or only made of it): the cancellation of the loop's
+    tasks, :class:`PatienceInterrupt`, or a group of them (anyio, ``asyncio.TaskGroup``)."""
     import asyncio
 
     from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt
-    from pytest_mcpfaults.sidecar.patience import PatienceError
 
-    text = _verdict(item, item.stash.get(_SIDECARS, [])) or "a patience violation was recorded"
-    note = (
-        f"\n\nThe test was still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}: "
-        f"mcpfaults {watch.how} (ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} "
-        "turns this off)."
-    )
-    ours = isinstance(exc, (PatienceInterrupt, asyncio.CancelledError)) or exc is None
-    raise PatienceError(text + note) from (None if ours else exc)
+    if exc is None or isinstance(exc, (PatienceInterrupt, asyncio.CancelledError)):
+        return True
+    group = getattr(exc, "exceptions", None)  # an exception group (BaseExceptionGroup from 3.11)
+    return isinstance(group, tuple) and bool(group) and all(_ours(e) for e in group)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -226,7 +272,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         result = yield
     except BaseException as exc:
         fired = call.stop() if call is not None else None
-        if fired is not None and not isinstance(exc, KeyboardInterrupt):
+        if fired is not None and (type(exc) is not KeyboardInterrupt):  # a real Ctrl-C stays one
             _interrupted(item, fired, exc)
         _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), exc)
         raise

@@ -397,8 +397,9 @@ class SidecarCore:
             return None, None
         fault, state = pick(self.plan_entries, info)
         if fault is not None:
-            self.journal.update_request(rid, fault=str(fault), fault_kind=fault.kind)
-            self.journal.add_fired(fault.kind)
+            text = str(fault)
+            self.journal.update_request(rid, fault=text, fault_kind=fault.kind)
+            self.journal.add_fired(fault.kind, rid, text)
         return fault, state
 
     async def _normal(

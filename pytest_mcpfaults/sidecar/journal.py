@@ -27,6 +27,7 @@ __all__ = [
     "ClosedBy",
     "ConnectionFields",
     "ConnectionRecord",
+    "FiredRecord",
     "HoldOutcome",
     "Journal",
     "PatienceViolation",
@@ -152,6 +153,20 @@ class ConnectionRecord:
     @property
     def open(self) -> bool:
         return self.closed_at is None
+
+
+@dataclass(frozen=True)
+class FiredRecord:
+    """A fault that fired: its kind, when (seconds since the sidecar started), the request it fired on
+    (``None`` for one the test called, such as ``kill()``), ``what`` fired it in words (the fault's
+    text, or the runtime call: ``'kill()'``), and ``next_request``, the id the next request to arrive
+    after it would get (the requests since are those with ids from there on, the fired one aside)."""
+
+    at: float
+    kind: str
+    request_id: int | None = None
+    what: str | None = None
+    next_request: int = 0
 
 
 @dataclass(frozen=True)
@@ -357,6 +372,8 @@ class Journal:
         self._next_conn = 0
         self._violations: list[PatienceViolation] = []
         self._fired: dict[str, int] = {}
+        self._last_fired: FiredRecord | None = None
+        self._last_request_at: float | None = None
         self.limit: int | None = None
         self.dropped_requests = 0
         self.dropped_connections = 0
@@ -388,7 +405,8 @@ class Journal:
         with self._cond:
             rid = self._next_request
             self._next_request += 1
-            self._requests[rid] = RequestRecord(id=rid, started_at=self.now(), **fields)
+            started = self._last_request_at = self.now()
+            self._requests[rid] = RequestRecord(id=rid, started_at=started, **fields)
             conn = self._conns.get(fields.get("conn_id", -1))
             if conn is not None:
                 self._conns[conn.id] = _replace(conn, {"requests": conn.requests + 1})
@@ -437,9 +455,12 @@ class Journal:
             self._violations.append(v)
             self._cond.notify_all()
 
-    def add_fired(self, kind: str) -> None:
+    def add_fired(self, kind: str, request_id: int | None = None, what: str | None = None) -> None:
+        """Count a fault of ``kind`` that fired (on request ``request_id``, or by the test's runtime
+        call ``what``); the latest is kept as :attr:`last_fired`."""
         with self._cond:
             self._fired[kind] = self._fired.get(kind, 0) + 1
+            self._last_fired = FiredRecord(self.now(), kind, request_id, what, self._next_request)
         events.notify("fired", kind)
 
     # -- readers (any thread) ----------------------------------------------------------------
@@ -485,6 +506,18 @@ class Journal:
         """How often each fault kind fired, by kind name."""
         with self._cond:
             return dict(self._fired)
+
+    @property
+    def last_fired(self) -> FiredRecord | None:
+        """The latest fault that fired (``None`` before any)."""
+        with self._cond:
+            return self._last_fired
+
+    @property
+    def last_request_at(self) -> float | None:
+        """When the latest request arrived, in seconds since the sidecar started (``None`` before any)."""
+        with self._cond:
+            return self._last_request_at
 
     def sequence(self) -> list[str]:
         """The requests as labels, e.g. ``['POST initialize', 'POST notifications/initialized', ...]``."""

@@ -555,14 +555,14 @@ class Sidecar(SidecarWaits):
         """Die now: close the listener (connection refused) and reset every open connection.
         Counted as a ``die`` in :attr:`fired`, like a planned :class:`~pytest_mcpfaults.faults.Die`."""
         self._require_running("kill")
-        self.journal.add_fired("die")
+        self.journal.add_fired("die", what="kill()")
         _loop.run(self._die(restart=False))
 
     def freeze(self) -> None:
         """Stop answering (like SIGSTOP): accept connections, hold every request until released.
         Counted as a ``freeze`` in :attr:`fired`, like a planned :class:`~pytest_mcpfaults.faults.Freeze`."""
         self._require_running("freeze")
-        self.journal.add_fired("freeze")
+        self.journal.add_fired("freeze", what="freeze()")
         _loop.run(self._set_frozen(core.FREEZE))
 
     def revive(self) -> None:

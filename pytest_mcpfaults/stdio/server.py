@@ -339,7 +339,7 @@ class StdioServer(SidecarViews):
         name = signal.Signals(sig).name
         _loop.run(self._run(lambda: self._signal(child, sig, name)))
         if sig == signal.SIGKILL:
-            self.journal.add_fired("die")
+            self.journal.add_fired("die", what="kill()")
 
     def freeze(self) -> None:
         """Stop the latest live child (SIGSTOP): nothing is read or written until :meth:`revive` or
@@ -348,7 +348,7 @@ class StdioServer(SidecarViews):
         child = self._live_child("freeze")
         _loop.run(self._run(lambda: self._stop_child(child)))
         wait_stopped(child.pid)  # stopped for real before the test goes on (a line could slip in otherwise)
-        self.journal.add_fired("freeze")
+        self.journal.add_fired("freeze", what="freeze()")
 
     def revive(self) -> None:
         """Continue a stopped child (SIGCONT), releasing what it held."""
@@ -464,7 +464,7 @@ class StdioServer(SidecarViews):
         """The first fault of ``cls`` in the plan whose trigger fires on this event (counted)."""
         for fault, state in self._events:
             if isinstance(fault, cls) and state.consider():
-                self.journal.add_fired(fault.kind)
+                self.journal.add_fired(fault.kind, what=str(fault))
                 return fault
         return None
 

@@ -1,0 +1,35 @@
+"""The mcp 1.x client for a child Python of the suite, beside the suite's own mcp 2.x.
+
+Real harnesses pin mcp 1.x; the suite's environment has mcp 2.x (the two cannot be installed
+together). :func:`mcp1_overlay` installs ``mcp>=1.26,<2`` with its dependencies into a directory of
+its own (``pip install --target``, about 5 s from pip's cache) that a child process puts first on its
+``PYTHONPATH``: there ``import mcp`` is mcp 1.x, and the plugin and everything else come from the
+suite's environment as usual. pip gets the environment as the suite found it (``REGISTRY_ENV``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from no_ca import REGISTRY_ENV
+
+MCP1 = "mcp>=1.26,<2"
+
+
+def install_mcp1(target: Path) -> Path:
+    """Install :data:`MCP1` into ``target`` and return it; fails (never skips) when pip cannot."""
+    done = target / ".installed"
+    if not done.exists():
+        cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
+        proc = subprocess.run(
+            [*cmd, "--target", str(target), MCP1],
+            env=REGISTRY_ENV,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, f"pip could not install {MCP1}:\n{proc.stdout}\n{proc.stderr}"
+        done.write_text(MCP1)
+    return target

@@ -1,0 +1,236 @@
+"""A test that hangs after a fault while the sidecar holds nothing gets a verdict (issue 24): the
+runner's shape (tests/wedge_runner.py: one MCP session kept across ``run_until_complete`` calls of a
+private loop, no read timeout) wedges for ever under mcp 1.x after ``die`` at the delete, ``kill()``
+during another call, and ``truncate`` or ``reset`` on the delete's body. Each inner run is a child
+pytest with ``-p mcpfaults -p no:timeout`` (no outside timeout could end it), in one process and on
+two xdist workers; mcp 1.x comes from ``mcp1_overlay``. The durations bound the verdict (budget +
+2 s), far below a hang, and are not speed targets: the wedged runs' whole-test durations come from the
+plugin's JSON report (which the xdist controller merges), the others' call phases from their reports.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from mcp1_overlay import install_mcp1
+
+HERE = Path(__file__).parent
+BUDGET = 1.0
+
+DURATIONS_CONFTEST = """
+import json
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call":
+        print("DURATION " + json.dumps({"name": item.name, "duration": call.duration}))
+    return report
+"""
+
+RUNNER_TESTS = f"""
+import os, threading
+import pytest
+from wedge_runner import Runner
+
+RT = float(os.environ["WEDGE_READ_TIMEOUT"]) if os.environ.get("WEDGE_READ_TIMEOUT") else None
+
+@pytest.mark.parametrize("kind", ["die", "truncate", "reset"])
+def test_fault_at_delete(mcp_sidecar_factory, kind):
+    sc = mcp_sidecar_factory(faults=[kind + "@tool:delete_session"], patience={BUDGET})
+    runner = Runner(sc.mcp_url, read_timeout=RT)
+    assert runner.run_task("task-1").startswith("cleanup failed")
+
+@pytest.mark.mcp_sidecar(patience={BUDGET})
+def test_kill_during_another_call(mcp_sidecar):
+    runner = Runner(mcp_sidecar.mcp_url, read_timeout=RT)
+    def kill_once_called():
+        mcp_sidecar.journal.wait_for(
+            lambda: any(r.tool == "sleep" for r in mcp_sidecar.requests), 10, "the sleep call")
+        mcp_sidecar.kill()
+    threading.Thread(target=kill_once_called, daemon=True).start()
+    with pytest.raises(Exception):
+        runner.call("sleep", {{"seconds": 30}})
+"""
+
+NAMES = [
+    "test_fault_at_delete[die]",
+    "test_fault_at_delete[truncate]",
+    "test_fault_at_delete[reset]",
+    "test_kill_during_another_call",
+]
+
+
+@pytest.fixture(scope="module")
+def mcp1_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(install_mcp1(tmp_path_factory.mktemp("mcp1")))
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        *("-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:timeout", "-s", "-W", "ignore"),
+        *args,
+        timeout=180,
+    )
+
+
+def _durations(result: pytest.RunResult) -> dict[str, float]:
+    out = {}
+    for line in result.outlines:
+        if "DURATION {" in line:
+            data = json.loads(line[line.index("DURATION {") + len("DURATION ") :])
+            out[data["name"]] = data["duration"]
+    return out
+
+
+def _failure(result: pytest.RunResult, name: str) -> str:
+    """The failure text of one inner test (from its ``___ name ___`` header to the next)."""
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if line.startswith("_") and f" {name} " in line)
+    ends = (i for i in range(start + 1, len(lines)) if lines[i].startswith(("_____", "=====")))
+    end = next(ends, len(lines))
+    return "\n".join(lines[start:end])
+
+
+def _runner_dir(pytester: pytest.Pytester) -> None:
+    shutil.copy(HERE / "wedge_runner.py", pytester.path / "wedge_runner.py")
+    pytester.makeconftest(DURATIONS_CONFTEST)
+    pytester.makepyfile(test_runner=RUNNER_TESTS)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_wedged_mcp1_runner_gets_a_verdict_naming_the_blocked_call(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mcp1_path: str, workers: str
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", mcp1_path)
+    _runner_dir(pytester)
+    result = _run(pytester, "-p", "xdist", "-n", workers, "--mcpfaults-report=report.json")
+    result.assert_outcomes(failed=4)
+    report = json.loads((pytester.path / "report.json").read_text())
+    durations = {t["nodeid"].split("::")[-1]: t["duration"] for t in report["tests"]}  # the whole test
+    on_delete = "@tool:delete_session` on `POST tools/call delete_session`"
+    fired = {
+        "test_fault_at_delete[die]": f"`die{on_delete}",
+        "test_fault_at_delete[truncate]": f"`truncate{on_delete}",
+        "test_fault_at_delete[reset]": f"`reset{on_delete}",
+        "test_kill_during_another_call": "`kill()` (the test's call)",
+    }
+    for name in NAMES:
+        text = _failure(result, name)
+        assert f"PatienceError: the test made no progress for {BUDGET:.1f} s" in text, text
+        assert f"fired: {fired[name]}" in text, text
+        assert "since then: no request reached the sidecar" in text, text
+        assert "hint: if this is the mcp 1.x SDK" in text and "read_timeout_seconds=timedelta" in text, text
+        # the stack line of the blocked call, in the harness's own file
+        assert 'wedge_runner.py", line' in text, text
+        assert "self.loop.run_until_complete(self.session.call_tool(tool, args))" in text, text
+        assert "The test was interrupted: mcpfaults cancelled every task of its event loop" in text, text
+        assert "site-packages" not in text.split("the test's thread is blocked at")[1], text
+        assert durations[name] < BUDGET + 2.0, (name, durations[name])
+    assert "since then: no request reached the sidecar; connection #" in _failure(result, NAMES[0])
+    assert "it has been down since" in _failure(result, NAMES[0])
+    assert "it is up and would answer" in _failure(result, NAMES[1])
+    stalls = [p for t in report["tests"] for p in t["patience_violations"] if p.get("kind") == "no_progress"]
+    assert sorted(p["fault"] for p in stalls) == sorted(
+        ["die@tool:delete_session", "truncate@tool:delete_session", "reset@tool:delete_session", "kill()"]
+    )
+    assert report["totals"]["patience_violations"] == 4
+
+
+def test_the_mcp1_runner_with_read_timeouts_passes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mcp1_path: str
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", mcp1_path)
+    monkeypatch.setenv("WEDGE_READ_TIMEOUT", "0.5")
+    _runner_dir(pytester)
+    result = _run(pytester)
+    result.assert_outcomes(passed=4)
+    assert "made no progress" not in result.stdout.str()
+
+
+def test_the_mcp2_runner_is_not_wedged_and_gets_no_verdict(pytester: pytest.Pytester) -> None:
+    """Measured: mcp 2.x's ClientSession raises ``MCPError`` at once in all four cases, read timeout or
+    not, so the hardened runner's cleanup keeps going and nothing is interrupted."""
+    _runner_dir(pytester)
+    result = _run(pytester)
+    result.assert_outcomes(passed=4)
+    assert "made no progress" not in result.stdout.str()
+
+
+PROGRESS_TESTS = """
+import asyncio, time
+import httpx, pytest
+from pytest_mcpfaults import Status, Trigger
+
+BUDGET = 0.5
+
+def die_at_health(sc):
+    with pytest.raises(httpx.TransportError):
+        httpx.get(sc.health_url, timeout=5)
+
+@pytest.mark.mcp_sidecar(patience=BUDGET, faults=["die@health"])
+def test_a_sleep_after_die(mcp_sidecar):
+    die_at_health(mcp_sidecar)
+    time.sleep(20)
+
+@pytest.mark.mcp_sidecar(patience=BUDGET, faults=["die@health"])
+def test_a_busy_spinning_private_loop(mcp_sidecar):
+    die_at_health(mcp_sidecar)
+    async def spin():
+        while True:
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                pass  # a client that shrugs off cancellation and spins on
+    async def main():
+        background = asyncio.ensure_future(spin())
+        await spin()
+    asyncio.new_event_loop().run_until_complete(main())
+
+@pytest.mark.mcp_sidecar(patience=BUDGET, faults=[Status(503, when=Trigger("health", times=1))])
+def test_requests_after_the_fault_are_progress(mcp_sidecar):
+    for _ in range(8):
+        httpx.get(mcp_sidecar.health_url, timeout=5)
+        time.sleep(0.2)
+
+@pytest.mark.mcp_sidecar(patience=BUDGET, faults=["delay(seconds=1.5)@health"])
+def test_a_request_in_flight_is_the_sidecars_to_answer(mcp_sidecar):
+    assert httpx.get(mcp_sidecar.health_url, timeout=5).status_code == 200
+
+@pytest.mark.mcp_no_interrupt
+@pytest.mark.mcp_sidecar(patience=BUDGET, faults=["die@health"])
+def test_interrupting_off(mcp_sidecar):
+    die_at_health(mcp_sidecar)
+    time.sleep(1.2)
+
+@pytest.mark.mcp_expect_hang
+@pytest.mark.mcp_sidecar(patience=BUDGET, faults=["die@health"])
+def test_an_expected_hang(mcp_sidecar):
+    die_at_health(mcp_sidecar)
+    time.sleep(1.2)
+"""
+
+
+def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(DURATIONS_CONFTEST)
+    pytester.makepyfile(test_progress=PROGRESS_TESTS)
+    result = _run(pytester)
+    result.assert_outcomes(failed=2, passed=4)
+    durations = _durations(result)
+    sleep = _failure(result, "test_a_sleep_after_die")
+    assert "the test made no progress for 0.5 s (the 0.5 s patience budget) after `die@health`" in sleep
+    assert "fired: `die@health` on `GET /health`" in sleep
+    assert "time.sleep(20)" in sleep  # where it was blocked
+    assert "mcpfaults raised PatienceInterrupt where it was blocked" in sleep
+    spin = _failure(result, "test_a_busy_spinning_private_loop")
+    assert "the test made no progress" in spin
+    assert "await spin()" in spin or "await asyncio.sleep(0)" in spin, spin
+    for name in ("test_a_sleep_after_die", "test_a_busy_spinning_private_loop"):
+        assert durations[name] < 0.5 + 2.0, (name, durations[name])
+    assert durations["test_requests_after_the_fault_are_progress"] >= 1.6
+    assert durations["test_a_request_in_flight_is_the_sidecars_to_answer"] >= 1.5
+    assert durations["test_interrupting_off"] >= 1.2
