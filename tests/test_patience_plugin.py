@@ -66,7 +66,7 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
     path = pytester.path / "test_hangs.py"
     path.write_text(HANGS.read_text())
     result = _run(pytester, "--runxfail", str(path))
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=3, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*_ test_patient_client_waits_out_a_frozen_delete _*",
@@ -101,23 +101,32 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
     assert expected["expected"] is True
     assert expected["budget"] == 0.5
     assert records["test_probe_releases_a_stalled_health_body"] == []
-    _assert_docs_quote_is_the_real_output(result)  # the same run: the docs example runs once here
+    (wedged,) = records["test_wedged_client_after_die"]
+    assert wedged["kind"] == "no_progress"
+    assert wedged["fault"] == "die@tool:delete_session"
+    assert wedged["request"] == "POST tools/call delete_session"
+    # the same run: the docs example runs once here
+    _assert_docs_quote_is_the_real_output(result, "PatienceError: 1 held", "Bound the client")
+    _assert_docs_quote_is_the_real_output(
+        result, "PatienceError: the test made no", "The test was interrupted"
+    )
 
 
-def _assert_docs_quote_is_the_real_output(result: pytest.RunResult) -> None:
-    """docs/hangs.md quotes the verdict of the docs example; it must match what runs (ports, times
-    and connection numbers aside)."""
+def _assert_docs_quote_is_the_real_output(result: pytest.RunResult, first: str, last: str) -> None:
+    """docs/hangs.md quotes the verdicts of the docs examples (from ``first`` to the line starting
+    ``last``); each must match what runs (ports, times, paths and connection numbers aside)."""
     out = result.stdout.lines
-    start = next(i for i, line in enumerate(out) if line.startswith("PatienceError:"))
-    end = next(i for i in range(start, len(out)) if out[i].startswith("Bound the client"))
+    start = next(i for i, line in enumerate(out) if line.startswith(first))
+    end = next(i for i in range(start, len(out)) if out[i].startswith(last))
     actual = "\n".join(out[start : end + 1])
     page = (ROOT / "docs" / "hangs.md").read_text()
-    quoted = re.search(r"```text\n(PatienceError:.*?Bound the client[^\n]*)\n```", page, re.S)
-    assert quoted is not None, "docs/hangs.md must quote the verdict in a ```text block"
+    quoted = re.search(rf"```text\n({re.escape(first)}.*?\n{re.escape(last)}[^\n]*)\n```", page, re.S)
+    assert quoted is not None, f"docs/hangs.md must quote the verdict {first!r} in a ```text block"
 
     def norm(text: str) -> str:
         text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
-        text = re.sub(r"\d+\.\d{3}s", "N.NNNs", text)
+        text = re.sub(r'File "[^"]*", line \d+', 'File "F", line N', text)
+        text = re.sub(r"\d+\.\d{3} ?s\b", "N.NNNs", text)
         text = re.sub(r"#\d+", "#N", text)
         text = re.sub(r"python-httpx2/[\w.]+", "python-httpx2/V", text)
         text = re.sub(r"MCP-Protocol-Version [\w-]+", "MCP-Protocol-Version V", text)

@@ -1,12 +1,15 @@
 """Hangs at teardown: a frozen sidecar at client close, the patience verdict, and the bounded client.
 
-``test_patient_client_waits_out_a_frozen_delete`` fails with the patience verdict on purpose; it is
+``test_patient_client_waits_out_a_frozen_delete`` fails with the patience verdict on purpose, and
+``test_wedged_client_after_die`` with the no-progress verdict; they are
 marked ``xfail(raises=PatienceError, strict=True)`` so this file passes as a whole, and
 ``tests/test_patience_plugin.py`` runs it with ``--runxfail`` to capture the verdict that
 ``docs/hangs.md`` quotes.
 """
 
 from __future__ import annotations
+
+import threading
 
 import httpx
 import httpx2
@@ -30,6 +33,28 @@ async def test_patient_client_waits_out_a_frozen_delete(mcp_sidecar):
 
 
 # --8<-- [end:patient]
+
+
+@pytest.mark.xfail(raises=PatienceError, strict=True, reason="shows the no-progress verdict")
+# --8<-- [start:wedged]
+@pytest.mark.mcp_sidecar(patience=1.0, faults=["die@tool:delete_session"])
+def test_wedged_client_after_die(mcp_sidecar):
+    answered = threading.Event()  # what the caller waits on; the client's reader sets it
+
+    def reader():  # the client's reader: it dies with the connection and never tells the caller
+        call = {"name": "delete_session", "arguments": {"session_id": "s-1"}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        try:
+            httpx.post(mcp_sidecar.mcp_url, json=body, headers={"Accept": "application/json"})
+            answered.set()
+        except httpx.TransportError:
+            pass
+
+    threading.Thread(target=reader, daemon=True).start()
+    answered.wait()  # no timeout, as an mcp 1.x ClientSession.call_tool without read_timeout_seconds
+
+
+# --8<-- [end:wedged]
 
 
 # --8<-- [start:bounded]

@@ -1,7 +1,8 @@
 """Where a blocked test's thread is, read from another thread, as faulthandler would show it.
 
 The stack is trimmed to the harness's own frames: library code (the standard library, anything
-installed with a ``.dist-info`` beside it: site-packages, a ``pip --target`` directory), pytest and
+installed with a ``.dist-info`` beside it: site-packages, a ``pip --target`` directory; the
+environment's scripts, such as ``bin/pytest``), pytest and
 this plugin are left out, so what remains is the test and the harness it drives. When the thread is
 running an asyncio event loop (an async test, ``asyncio.run``, or a private loop's
 ``run_until_complete``), the loop's tasks are where the harness really waits: each task's coroutine
@@ -28,7 +29,8 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the pytes
 
 @lru_cache(maxsize=1)
 def _library_roots() -> tuple[str, ...]:
-    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")}
     for entry in sys.path:
         try:
             if entry and any(name.endswith(".dist-info") for name in os.listdir(entry)):

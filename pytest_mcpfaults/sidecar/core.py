@@ -399,7 +399,7 @@ class SidecarCore:
         if fault is not None:
             text = str(fault)
             self.journal.update_request(rid, fault=text, fault_kind=fault.kind)
-            self.journal.add_fired(fault.kind, rid, text)
+            self.journal.add_fired(fault.kind, rid, text, getattr(fault, "expect_hang", False))
         return fault, state
 
     async def _normal(

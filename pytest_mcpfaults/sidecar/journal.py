@@ -159,14 +159,16 @@ class ConnectionRecord:
 class FiredRecord:
     """A fault that fired: its kind, when (seconds since the sidecar started), the request it fired on
     (``None`` for one the test called, such as ``kill()``), ``what`` fired it in words (the fault's
-    text, or the runtime call: ``'kill()'``), and ``next_request``, the id the next request to arrive
-    after it would get (the requests since are those with ids from there on, the fired one aside)."""
+    text, or the runtime call: ``'kill()'``), ``next_request``, the id the next request to arrive
+    after it would get (the requests since are those with ids from there on, the fired one aside), and
+    ``expect_hang``, the fault's own ``expect_hang`` (the test expects its client to wait)."""
 
     at: float
     kind: str
     request_id: int | None = None
     what: str | None = None
     next_request: int = 0
+    expect_hang: bool = False
 
 
 @dataclass(frozen=True)
@@ -455,12 +457,15 @@ class Journal:
             self._violations.append(v)
             self._cond.notify_all()
 
-    def add_fired(self, kind: str, request_id: int | None = None, what: str | None = None) -> None:
+    def add_fired(
+        self, kind: str, request_id: int | None = None, what: str | None = None, expect_hang: bool = False
+    ) -> None:
         """Count a fault of ``kind`` that fired (on request ``request_id``, or by the test's runtime
         call ``what``); the latest is kept as :attr:`last_fired`."""
         with self._cond:
             self._fired[kind] = self._fired.get(kind, 0) + 1
-            self._last_fired = FiredRecord(self.now(), kind, request_id, what, self._next_request)
+            fired = FiredRecord(self.now(), kind, request_id, what, self._next_request, expect_hang)
+            self._last_fired = fired
         events.notify("fired", kind)
 
     # -- readers (any thread) ----------------------------------------------------------------

@@ -64,11 +64,12 @@ def find_stall(server: StalledServer) -> Stall | None:
     """The stall of ``server``, or ``None``: a fault has fired, no request has arrived since but the
     client's own event stream (a ``GET`` on the MCP endpoint, which MCP clients reopen by themselves),
     none is in flight, and at least the patience budget has passed since the fault. A server with no
-    budget (``patience=None``), or not running, frozen or dead, never stalls."""
+    budget (``patience=None``), not started or stopped, never stalls; nor does one whose last fault
+    says ``expect_hang=True``."""
     budget = server.patience
     journal = server.journal
     fired = journal.last_fired
-    if budget is None or fired is None:
+    if budget is None or fired is None or fired.expect_hang:
         return None
     idle = journal.now() - fired.at
     if idle < budget:
@@ -83,22 +84,20 @@ def find_stall(server: StalledServer) -> Stall | None:
     if state not in ("running", "dead", "frozen"):
         return None
     requests = journal.requests
-    if state != "dead" and any(r.ended_at is None and not _conn_closed(journal, r) for r in requests):
-        return None  # a request still in flight is the sidecar's to answer (patience covers holds)
+    connections = journal.connections
+    if state != "dead":
+        open_ids = {c.id for c in connections if c.open}
+        if any(r.ended_at is None and r.conn_id in open_ids for r in requests):
+            return None  # a request still in flight is the sidecar's to answer (patience covers holds)
     fired_on = next((r for r in requests if r.id == fired.request_id), None)
     client = next((r for r in reversed(requests) if r.user_agent), None)
-    since = tuple(c for c in journal.connections if c.opened_at > fired.at or (c.closed_at or 0) > fired.at)
+    since = tuple(c for c in connections if c.opened_at > fired.at or (c.closed_at or 0) > fired.at)
     return Stall(fired, fired_on, budget, idle, state, since, later, client)
 
 
 def _background(server: StalledServer, r: RequestRecord) -> bool:
     """A request the client makes by itself, not a step of the test: its event stream."""
     return r.method == "GET" and r.path == server.mcp_path
-
-
-def _conn_closed(journal: Journal, r: RequestRecord) -> bool:
-    conn = next((c for c in journal.connections if c.id == r.conn_id), None)
-    return conn is not None and not conn.open
 
 
 def _since(stall: Stall) -> str:
@@ -156,7 +155,7 @@ def stall_verdict(server: StalledServer, stall: Stall, blocked: str, *, stdio: b
         f"the test made no progress for {stall.idle:.1f} s (the {stall.budget:g} s patience budget) after "
         f"`{stall.what}` fired at {server.url}:",
         "",
-        f"   fired: `{stall.what}`{on} at {stall.fired.at:.3f} s",
+        f"   fired: `{stall.what}`{on}, {stall.fired.at:.3f} s after the sidecar started",
         f"   since then: {_since(stall)}",
     ]
     if stall.client is not None and not stdio:
