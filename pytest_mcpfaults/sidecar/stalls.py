@@ -136,8 +136,8 @@ def _hint(stall: Stall, stdio: bool) -> str:
         ),
         "stdio": (
             "bound every call on the stdio session (mcp: ClientSession(read, write, "
-            "read_timeout_seconds=...)), and after the server died start a new one instead of reusing the "
-            "session that lost its process"
+            "read_timeout_seconds=...)), and after a failure (a server that died or stopped answering) "
+            "start a new one instead of waiting on the session that failed"
         ),
     }.get(family)
     return bound or (
