@@ -11,6 +11,7 @@ plugin's JSON report (which the xdist controller merges), the others' call phase
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -121,7 +122,9 @@ def test_a_wedged_mcp1_runner_gets_a_verdict_naming_the_blocked_call(
     }
     for name in NAMES:
         text = _failure(result, name)
-        assert f"PatienceError: the test made no progress for {BUDGET:.1f} s" in text, text
+        # the idle time is when the watcher (polling every 50 ms) saw it: the budget, or a little more
+        headline = rf"PatienceError: the test made no progress for \d\.\d s \(the {BUDGET:g} s patience"
+        assert re.search(headline, text), text
         assert f"fired: {fired[name]}" in text, text
         assert "since then: no request reached the sidecar" in text, text
         assert "hint: if this is the mcp 1.x SDK" in text and "read_timeout_seconds=timedelta" in text, text
@@ -222,7 +225,8 @@ def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(failed=2, passed=4)
     durations = _durations(result)
     sleep = _failure(result, "test_a_sleep_after_die")
-    assert "the test made no progress for 0.5 s (the 0.5 s patience budget) after `die@health`" in sleep
+    headline = r"the test made no progress for \d\.\d s \(the 0.5 s patience budget\) after `die@health`"
+    assert re.search(headline, sleep), sleep
     assert "fired: `die@health` on `GET /health`" in sleep
     assert "time.sleep(20)" in sleep  # where it was blocked
     assert "mcpfaults raised PatienceInterrupt where it was blocked" in sleep
