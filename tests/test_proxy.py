@@ -429,6 +429,7 @@ class _RawUpstream:
         self.mode = mode
         self.open = 0
         self.seen = 0
+        self.sent = 0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -453,6 +454,15 @@ class _RawUpstream:
                 await writer.drain()
                 await reader.read()
                 return
+            if self.mode == "endless":  # an event stream of comments that never ends (no answer ever)
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                writer.write(head + b"\r\n")
+                ping = b": " + b"p" * 4000 + b"\n\n"
+                while True:
+                    writer.write(b"%x\r\n" % len(ping) + ping + b"\r\n")
+                    await writer.drain()
+                    self.sent += len(ping)
+                    await asyncio.sleep(0.005)
             if self.mode == "half":
                 head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                 writer.write(head + b"\r\n")
@@ -538,6 +548,75 @@ def test_an_upstream_silent_mid_answer_past_upstream_timeout(mode: str) -> None:
                 assert rec.bytes_sent == 10  # what was relayed before the upstream fell silent
     finally:
         raw.close()
+
+
+@pytest.fixture
+def endless() -> Iterator[_RawUpstream]:
+    raw = _RawUpstream("endless")
+    yield raw
+    raw.close()
+
+
+def _tool_error_on(raw: _RawUpstream, timeout: float | None) -> Sidecar:
+    return Sidecar(
+        upstream=f"http://127.0.0.1:{raw.port}/mcp", faults=[ToolError()], upstream_timeout=timeout
+    )
+
+
+def test_an_answer_to_rewrite_must_be_complete_within_upstream_timeout(endless: _RawUpstream) -> None:
+    """``tool_error`` reads the whole answer to rewrite it: an endless event stream used to be buffered
+    for as long as it went on (each chunk came within the gap timeout); now the whole answer has
+    ``upstream_timeout``."""
+    with _tool_error_on(endless, 0.5) as sc, httpx.Client(timeout=10) as c:
+        t0 = time.monotonic()
+        r = c.post(sc.mcp_url, json=add(1, 2), headers=ACCEPT)
+        assert time.monotonic() - t0 < 3
+        assert r.status_code == 504
+        assert "its answer was not complete within upstream_timeout=0.5 s" in r.json()["error"]["message"]
+        settled(sc)
+        (rec,) = sc.requests
+        assert (rec.upstream_failure, rec.error_by) == ("timed_out", "upstream")
+
+
+def test_an_answer_to_rewrite_is_bounded_in_size(
+    endless: _RawUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_mcpfaults.sidecar import relay
+
+    monkeypatch.setattr(relay, "REWRITE_MAX_BYTES", 100_000)
+    with _tool_error_on(endless, None) as sc, httpx.Client(timeout=10) as c:
+        r = c.post(sc.mcp_url, json=add(1, 2), headers=ACCEPT)
+        assert r.status_code == 502
+        message = r.json()["error"]["message"]
+        assert (
+            "over the rewrite_max_bytes limit of 100000 bytes that a fault rewriting it may buffer" in message
+        )
+        settled(sc)
+        (rec,) = sc.requests
+        assert (rec.upstream_failure, rec.error_by) == ("error", "upstream")
+        assert rec.upstream_bytes is not None and 100_000 < rec.upstream_bytes < 200_000
+        _wait_closed(endless)  # the upstream connection was dropped, not kept reading
+
+
+def _wait_closed(raw: _RawUpstream) -> None:
+    """Wait (bounded) until ``raw`` sees its connection closed (at its next write)."""
+    deadline = time.monotonic() + 3
+    while raw.open and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert raw.open == 0
+
+
+def test_reading_an_answer_to_rewrite_stops_when_the_client_left(endless: _RawUpstream) -> None:
+    with _tool_error_on(endless, None) as sc:
+        with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=0.3) as c:
+            c.post(sc.mcp_url, json=add(1, 2), headers=ACCEPT)
+        _wait_closed(endless)  # the sidecar closed the upstream connection once the client left
+        sent = endless.sent
+        time.sleep(0.2)
+        assert endless.sent == sent
+        settled(sc)
+        (rec,) = sc.requests
+        assert rec.error_by is None  # nobody's failure: the client left
 
 
 def test_stop_is_bounded_with_a_stuck_upstream_and_closes_its_connections(silent: _RawUpstream) -> None:
