@@ -848,3 +848,42 @@ def test_a_remote_upstream_needs_the_opt_in_and_tools_stay_the_upstreams() -> No
     sc = Sidecar(upstream="http://127.0.0.1:9/mcp")
     with pytest.raises(ValueError, match="add the tool to the upstream server"):
         sc.add_tool("x", lambda: None, input_schema={"type": "object"})
+
+
+# -- the upstream's DNS-rebinding check ---------------------------------------------------------------
+
+INIT = rpc(
+    "initialize", protocolVersion=SESSION_VERSION, capabilities={}, clientInfo={"name": "t", "version": "1"}
+)
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "10.0.0.7", "[2001:db8::1]:8080"])
+def test_a_foreign_host_is_refused_as_the_upstream_would_refuse_it(up: SdkUpstream, host: str) -> None:
+    """The SDK server refuses a request whose ``Host`` is not loopback (its DNS-rebinding protection);
+    through the proxy it saw the sidecar's own ``Host`` and answered 200. The sidecar now refuses it
+    in the upstream's place, 403, without forwarding, as it refuses a foreign ``Origin``."""
+    calls = len(up.calls)
+    with httpx.Client(timeout=10) as c:
+        direct = c.post(up.url, json=INIT, headers={**ACCEPT, "Host": host})
+        assert direct.status_code in (403, 421)  # the upstream's own check
+        with Sidecar(upstream=up.url) as sc:
+            r = c.post(sc.mcp_url, json=INIT, headers={**ACCEPT, "Host": host})
+            assert r.status_code == 403
+            assert r.json()["error"]["message"].startswith(f"Forbidden: Host {host!r} is not allowed")
+            other = c.get(sc.url + "/.well-known/oauth-protected-resource", headers={"Host": host})
+            assert other.status_code == 403  # not forwarded to the upstream's other paths either
+            ok = c.post(sc.mcp_url, json=INIT, headers={**ACCEPT, "Host": f"localhost:{sc.port}"})
+            assert ok.status_code == 200
+            settled(sc)
+            first = sc.requests[0]
+            assert (first.status, first.error_by, first.upstream_sent_at) == (403, "client", None)
+    assert len(up.calls) == calls
+
+
+def test_a_host_named_in_allowed_origins_is_let_through(up: SdkUpstream) -> None:
+    with (
+        Sidecar(upstream=up.url, allowed_origins=["http://app.test:3000"]) as sc,
+        httpx.Client(timeout=10) as c,
+    ):
+        r = c.post(sc.mcp_url, json=INIT, headers={**ACCEPT, "Host": f"app.test:{sc.port}"})
+        assert r.status_code == 200

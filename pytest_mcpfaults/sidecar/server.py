@@ -46,6 +46,7 @@ from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
 from pytest_mcpfaults.stdio import guardian
+from pytest_mcpfaults.validation import is_loopback_host
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
@@ -280,6 +281,8 @@ class Sidecar(SidecarWaits):
                 on_error=self.core.record_error,
             )  # fmt: skip
             self.core.upstream = self._stdio
+        if self.core.upstream is not None and is_loopback_host(host):
+            self.core.refuse_foreign_hosts()  # the upstream's DNS-rebinding check, which it cannot do
         self._tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._holds: set[_Hold] = set()
