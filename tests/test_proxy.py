@@ -737,6 +737,22 @@ async def test_upstream_headers_set_or_drop_what_is_forwarded(echo_upstream: str
     assert "X-Secret" not in r.headers  # named by the upstream's Connection header: hop-by-hop
 
 
+@pytest.mark.parametrize("name", ["Proxy-Authorization", "proxy-authenticate", "Trailers", "Expect"])
+def test_upstream_headers_refuse_every_header_the_sidecar_never_forwards(name: str) -> None:
+    """``Proxy-Authorization`` (hop-by-hop: dropped from the client's request) could be set through
+    ``upstream_headers`` and went out; the refused names are the ones never forwarded, derived."""
+    with pytest.raises(ValueError, match=f"upstream_headers: {name!r} is a hop-by-hop or framing header"):
+        Sidecar(upstream="http://127.0.0.1:9/mcp", upstream_headers={name: "x"})
+
+
+@pytest.mark.parametrize("value", ["a\x1bb", "a\x7f", "a\x00", "\x0b", "a\rb"])
+def test_upstream_headers_refuse_control_characters(value: str) -> None:
+    message = r"upstream_headers\['X'\] must be a string without CR/LF/NUL or other control characters"
+    with pytest.raises(ValueError, match=message):
+        Sidecar(upstream="http://127.0.0.1:9/mcp", upstream_headers={"X": value})
+    assert Sidecar(upstream="http://127.0.0.1:9/mcp", upstream_headers={"X": "a\tb é"}).upstream_headers
+
+
 async def test_health_is_local_unless_upstream_health_and_other_paths_go_upstream(
     up: SdkUpstream, echo_upstream: str
 ) -> None:

@@ -42,7 +42,7 @@ from aiohttp.streams import StreamReader
 from multidict import CIMultiDict
 from yarl import URL
 
-from pytest_mcpfaults.sidecar.config import DEFAULT_UPSTREAM_TIMEOUT
+from pytest_mcpfaults.sidecar.config import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
 from pytest_mcpfaults.sidecar.journal import UpstreamFailure
 from pytest_mcpfaults.sidecar.loop import within
 
@@ -56,23 +56,7 @@ __all__ = [
     "end_to_end",
 ]
 
-#: Headers that concern one connection only (RFC 9110 7.6.1, plus the de-facto ``Proxy-Connection``).
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-# Expect: the sidecar has read the whole body already (its own server answered any 100-continue)
-_NOT_SENT = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
+_NOT_SENT = NOT_FORWARDED
 _NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding"}
 #: How long an idle pooled connection to the upstream is kept (below uvicorn's 5 s keep-alive, so the
 #: upstream rarely closes a connection the pool is about to reuse).
