@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -14,13 +15,14 @@ from pytest_mcpfaults.fault_types import Fault, fault_kinds
 from pytest_mcpfaults.text_values import parse_value
 from pytest_mcpfaults.triggers import Trigger
 
-__all__ = ["as_plan", "fault_from_dict", "format_plan", "parse_fault", "parse_plan"]
+__all__ = ["MAX_SPEC_CHARS", "as_plan", "fault_from_dict", "format_plan", "parse_fault", "parse_plan"]
 
 # -- text form and dicts -------------------------------------------------------------------------
 
-_QUOTED = r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'"
+# Unrolled loops (``[^q\\]*(?:\\.[^q\\]*)*``): one way to match each string, so time linear in its length.
+_QUOTED = r"\"[^\"\\]*(?:\\.[^\"\\]*)*\"|'[^'\\]*(?:\\.[^'\\]*)*'"
 _SPEC = re.compile(
-    rf"^\s*(?P<kind>[a-z_]+)\s*(?:\((?P<params>(?:[^)\"']|{_QUOTED})*)\))?\s*"
+    rf"^\s*(?P<kind>[a-z_]+)\s*(?:\((?P<params>[^)\"']*(?:(?:{_QUOTED})[^)\"']*)*)\))?\s*"
     r"(?:@(?P<target>[^\[]+))?(?:\[(?P<trig>[^\]]*)\])?\s*$"
 )
 _TRIGGER_KEYS = {
@@ -34,23 +36,23 @@ _TRIGGER_KEYS = {
 
 
 def _split_outside_quotes(text: str, sep: str) -> list[str]:
-    """Split ``text`` on ``sep`` where it is not inside a quoted string (backslash escapes honoured)."""
-    parts, start, quote, i = [], 0, "", 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = ""
-        elif c in "'\"":
-            quote = c
-        elif c == sep:
-            parts.append(text[start:i])
-            start = i + 1
-        i += 1
+    """Split ``text`` on ``sep`` where it is not inside a quoted string (backslash escapes honoured; an
+    unterminated quote runs to the end). One regular expression: no Python loop per character."""
+    parts, start = [], 0
+    for m in _separators(sep).finditer(text):
+        if m.group() == sep:
+            parts.append(text[start : m.start()])
+            start = m.end()
     parts.append(text[start:])
     return parts
+
+
+@functools.cache
+def _separators(sep: str) -> re.Pattern[str]:
+    """Quoted strings (closed or running to the end) and ``sep``: what :func:`_split_outside_quotes`
+    steps through."""
+    quoted = [rf"{q}[^{q}\\]*(?:\\(?:.|\Z)[^{q}\\]*)*(?:{q}|\Z)" for q in "\"'"]
+    return re.compile("|".join([*quoted, re.escape(sep)]), re.S)
 
 
 def _split_pairs(text: str, where: str, spec: str) -> dict[str, object]:
@@ -63,13 +65,30 @@ def _split_pairs(text: str, where: str, spec: str) -> dict[str, object]:
     return pairs
 
 
+#: The longest fault spec :func:`parse_fault` reads (characters). Parsing is linear in the length
+#: (about 10 ms per MB); the bound keeps one spec from occupying a loop for long.
+MAX_SPEC_CHARS = 1 << 16
+#: How much of a spec an error message quotes.
+_SHOWN_CHARS = 200
+
+
+def _cut(spec: str) -> str:
+    return spec if len(spec) <= _SHOWN_CHARS else f"{spec[:_SHOWN_CHARS]}…"
+
+
 def parse_fault(spec: str) -> Fault:
     """Read the text form: ``KIND[(name=value,...)][@TARGET][[nth=N,after=N,times=N,p=P,seed=S]]``.
 
     Examples: ``hang@health``, ``status(code=503)@health[times=3]``, ``stall(after_bytes=10)@tools/call``,
     ``die@tools/call[nth=2]``, ``backend_gone``, ``delay(seconds=0.5,jitter=0.1,seed=7)``.
     """
+    if isinstance(spec, str) and len(spec) > MAX_SPEC_CHARS:
+        raise ValueError(
+            f"fault spec {_cut(spec)!r} is {len(spec)} characters long, over the limit of "
+            f"{MAX_SPEC_CHARS} (max_spec_chars)"
+        )
     match = _SPEC.match(spec) if isinstance(spec, str) else None
+    spec = _cut(spec) if isinstance(spec, str) else spec  # as error messages show it
     if match is None:
         raise ValueError(
             f"fault spec {spec!r} is not KIND[(name=value,...)][@TARGET][[nth=,after=,times=,p=,seed=]]"

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from pytest_mcpfaults.text_values import format_value
 from pytest_mcpfaults.triggers import Trigger
-from pytest_mcpfaults.validation import check_count, check_seconds
+from pytest_mcpfaults.validation import check_bool, check_count, check_seconds
 
 __all__ = [
     "Absent",
@@ -138,6 +138,9 @@ class Fault:
                 f"{type(self).__name__}: when must be a Trigger or a target string, got {when!r}"
             )
         object.__setattr__(self, "when", when)
+        for f in dataclasses.fields(self):  # every bool parameter, whatever the kind
+            if f.type in ("bool", bool):
+                check_bool(type(self).__name__, f.name, getattr(self, f.name))
         self._validate()
 
     def _validate(self) -> None:
@@ -174,10 +177,6 @@ class _Blocking(Fault):
 
     def _validate(self) -> None:
         check_seconds(type(self).__name__, "patience", self.patience, optional=True, positive=True)
-        if not isinstance(self.expect_hang, bool):
-            raise ValueError(
-                f"{type(self).__name__}: expect_hang must be True or False, got {self.expect_hang!r}"
-            )
 
 
 # -- process level -------------------------------------------------------------------------------
@@ -244,8 +243,6 @@ class Delay(Fault):
         check_seconds("Delay", "seconds", self.seconds)
         check_seconds("Delay", "jitter", self.jitter)
         check_count("Delay", "seed", self.seed)
-        if not isinstance(self.after, bool):
-            raise ValueError(f"Delay: after must be True or False, got {self.after!r}")
 
 
 # -- answers with the wrong status ---------------------------------------------------------------

@@ -17,6 +17,8 @@ from typing import TypeGuard
 
 __all__ = [
     "LOOPBACK_NAMES",
+    "MAX_FAULT_SECONDS",
+    "check_bool",
     "check_count",
     "check_seconds",
     "is_count",
@@ -88,17 +90,40 @@ def check_count(owner: str, name: str, value: object, *, minimum: int = 0, optio
         raise ValueError(f"{owner}: {name} must be {want}, got {value!r}")
 
 
+#: The longest a fault may make a client wait in one go (a delay, a drip's interval, a blocking
+#: fault's own patience): one hour. Past it the client has no verdict in any test's lifetime; a wait
+#: with no end is what ``hang`` (with ``expect_hang``) is for.
+MAX_FAULT_SECONDS = 3600.0
+
+
+def check_bool(owner: str, name: str, value: object) -> None:
+    """Refuse anything but ``True`` or ``False`` (``'false'``, ``0``, ``None`` included)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{owner}: {name} must be True or False, got {value!r}")
+
+
 def check_seconds(
-    owner: str, name: str, value: object, *, optional: bool = False, positive: bool = False
+    owner: str,
+    name: str,
+    value: object,
+    *,
+    optional: bool = False,
+    positive: bool = False,
+    maximum: float = MAX_FAULT_SECONDS,
 ) -> None:
-    """Refuse anything but a finite number of seconds (``>= 0``, or ``> 0`` with ``positive``): a
-    bool, a string, NaN and infinity included. The message names ``owner``, ``name`` and the value."""
+    """Refuse anything but a finite number of seconds (``>= 0``, or ``> 0`` with ``positive``) up to
+    ``maximum``: a bool, a string, NaN and infinity included. The message names ``owner``, ``name``,
+    what is valid and the value."""
     if value is None and optional:
         return
-    if is_positive_seconds(value) if positive else (is_finite_number(value) and value >= 0):
-        return
     want = "a finite positive number of seconds" if positive else "a finite non-negative number of seconds"
-    raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
+    if not is_finite_number(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
+    if value > maximum:
+        raise ValueError(
+            f"{owner}: {name} must be at most {maximum:g} seconds (max_fault_seconds; valid: {want} "
+            f"up to {maximum:g}{', or None' if optional else ''}), got {value!r}"
+        )
 
 
 def parse_seconds(text: str, *, off: str = "none") -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ import pytest
 from mcp.client import Client
 
 from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS
 from pytest_mcpfaults.faults import (
     BackendGone,
     Delay,
@@ -44,6 +46,7 @@ from pytest_mcpfaults.faults import (
     parse_fault,
     parse_plan,
 )
+from pytest_mcpfaults.text_values import parse_value
 from pytest_mcpfaults.triggers import Target, parse_target
 
 
@@ -286,6 +289,59 @@ def test_non_finite_numbers_are_refused_in_the_text_and_dict_forms(spec: str, me
         name, _, value = rest.split(")")[0].partition("=")
         with pytest.raises(ValueError, match=re.escape(message)):
             fault_from_dict({"kind": kind, name: float(value)})
+
+
+@pytest.mark.parametrize(
+    ("spec", "make"),
+    [
+        ("delay(seconds=1e308)", lambda: Delay(1e308)),
+        ("delay(seconds=3600.5)", lambda: Delay(3600.5)),
+        ("delay(jitter=86400)", lambda: Delay(jitter=86400)),
+        ("drip(interval=1e9)", lambda: Drip(interval=1e9)),
+        ("hang(patience=1e308)@health", lambda: Hang(patience=1e308)),
+        ("stall(patience=7200)", lambda: Stall(patience=7200)),
+    ],
+)
+def test_a_wait_over_an_hour_is_refused_naming_the_range(spec: str, make: Any) -> None:
+    """A client with no timeout of its own would wait for ever with no verdict: every seconds parameter
+    of a fault is bounded by ``MAX_FAULT_SECONDS`` (one hour)."""
+    owner, name = spec.split("(")[0].capitalize(), spec.split("(")[1].split("=")[0]
+    message = f"{owner}: {name} must be at most 3600 seconds (max_fault_seconds; valid: a finite"
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        parse_fault(spec)
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        make()
+    assert parse_fault(spec.replace(spec.split("=")[1].split(")")[0], "3600")).params()[name] == 3600
+
+
+@pytest.mark.parametrize("value", ['"false"', "'true'", "0", "1", "none", "yes"])
+@pytest.mark.parametrize(("kind", "name"), [("die", "restart"), ("delay", "after"), ("hang", "expect_hang")])
+def test_every_bool_parameter_refuses_anything_but_a_bool(kind: str, name: str, value: str) -> None:
+    """``die(restart="false")`` used to mean restart: a quoted bool is a string, refused like any other
+    non-bool, in the text form, the dict form and the constructor."""
+    cls = type(parse_fault(kind))
+    given = parse_value(value)
+    message = f"{cls.__name__}: {name} must be True or False, got {given!r}"
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        parse_fault(f"{kind}({name}={value})")
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        fault_from_dict({"kind": kind, name: given})
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        cls(**{name: given})
+
+
+def test_a_fault_spec_over_the_length_limit_is_refused_quickly() -> None:
+    long = "status(body='" + "b" * MAX_SPEC_CHARS + "')@tool:none"
+    started = time.perf_counter()
+    with pytest.raises(
+        ValueError, match=f"is {len(long)} characters long, over the limit of 65536 \\(max_spec_chars\\)"
+    ):
+        parse_fault(long)
+    assert time.perf_counter() - started < 0.05
+    at_limit = "status(body='" + "b\\'," * ((MAX_SPEC_CHARS - 40) // 4) + "')@tool:none"
+    started = time.perf_counter()
+    assert len(parse_fault(at_limit).params()["body"]) == 3 * ((MAX_SPEC_CHARS - 40) // 4)
+    assert time.perf_counter() - started < 0.05  # linear: no Python loop per character
 
 
 def test_bad_fault_spec_strings() -> None:

@@ -429,6 +429,7 @@ class _RawUpstream:
         self.mode = mode
         self.open = 0
         self.seen = 0
+        self.sent = 0
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -453,6 +454,15 @@ class _RawUpstream:
                 await writer.drain()
                 await reader.read()
                 return
+            if self.mode == "endless":  # an event stream of comments that never ends (no answer ever)
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                writer.write(head + b"\r\n")
+                ping = b": " + b"p" * 4000 + b"\n\n"
+                while True:
+                    writer.write(b"%x\r\n" % len(ping) + ping + b"\r\n")
+                    await writer.drain()
+                    self.sent += len(ping)
+                    await asyncio.sleep(0.005)
             if self.mode == "half":
                 head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                 writer.write(head + b"\r\n")
@@ -538,6 +548,75 @@ def test_an_upstream_silent_mid_answer_past_upstream_timeout(mode: str) -> None:
                 assert rec.bytes_sent == 10  # what was relayed before the upstream fell silent
     finally:
         raw.close()
+
+
+@pytest.fixture
+def endless() -> Iterator[_RawUpstream]:
+    raw = _RawUpstream("endless")
+    yield raw
+    raw.close()
+
+
+def _tool_error_on(raw: _RawUpstream, timeout: float | None) -> Sidecar:
+    return Sidecar(
+        upstream=f"http://127.0.0.1:{raw.port}/mcp", faults=[ToolError()], upstream_timeout=timeout
+    )
+
+
+def test_an_answer_to_rewrite_must_be_complete_within_upstream_timeout(endless: _RawUpstream) -> None:
+    """``tool_error`` reads the whole answer to rewrite it: an endless event stream used to be buffered
+    for as long as it went on (each chunk came within the gap timeout); now the whole answer has
+    ``upstream_timeout``."""
+    with _tool_error_on(endless, 0.5) as sc, httpx.Client(timeout=10) as c:
+        t0 = time.monotonic()
+        r = c.post(sc.mcp_url, json=add(1, 2), headers=ACCEPT)
+        assert time.monotonic() - t0 < 3
+        assert r.status_code == 504
+        assert "its answer was not complete within upstream_timeout=0.5 s" in r.json()["error"]["message"]
+        settled(sc)
+        (rec,) = sc.requests
+        assert (rec.upstream_failure, rec.error_by) == ("timed_out", "upstream")
+
+
+def test_an_answer_to_rewrite_is_bounded_in_size(
+    endless: _RawUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_mcpfaults.sidecar import relay
+
+    monkeypatch.setattr(relay, "REWRITE_MAX_BYTES", 100_000)
+    with _tool_error_on(endless, None) as sc, httpx.Client(timeout=10) as c:
+        r = c.post(sc.mcp_url, json=add(1, 2), headers=ACCEPT)
+        assert r.status_code == 502
+        message = r.json()["error"]["message"]
+        assert (
+            "over the rewrite_max_bytes limit of 100000 bytes that a fault rewriting it may buffer" in message
+        )
+        settled(sc)
+        (rec,) = sc.requests
+        assert (rec.upstream_failure, rec.error_by) == ("error", "upstream")
+        assert rec.upstream_bytes is not None and 100_000 < rec.upstream_bytes < 200_000
+        _wait_closed(endless)  # the upstream connection was dropped, not kept reading
+
+
+def _wait_closed(raw: _RawUpstream) -> None:
+    """Wait (bounded) until ``raw`` sees its connection closed (at its next write)."""
+    deadline = time.monotonic() + 3
+    while raw.open and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert raw.open == 0
+
+
+def test_reading_an_answer_to_rewrite_stops_when_the_client_left(endless: _RawUpstream) -> None:
+    with _tool_error_on(endless, None) as sc:
+        with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=0.3) as c:
+            c.post(sc.mcp_url, json=add(1, 2), headers=ACCEPT)
+        _wait_closed(endless)  # the sidecar closed the upstream connection once the client left
+        sent = endless.sent
+        time.sleep(0.2)
+        assert endless.sent == sent
+        settled(sc)
+        (rec,) = sc.requests
+        assert rec.error_by is None  # nobody's failure: the client left
 
 
 def test_stop_is_bounded_with_a_stuck_upstream_and_closes_its_connections(silent: _RawUpstream) -> None:
@@ -658,6 +737,22 @@ async def test_upstream_headers_set_or_drop_what_is_forwarded(echo_upstream: str
     assert "X-Secret" not in r.headers  # named by the upstream's Connection header: hop-by-hop
 
 
+@pytest.mark.parametrize("name", ["Proxy-Authorization", "proxy-authenticate", "Trailers", "Expect"])
+def test_upstream_headers_refuse_every_header_the_sidecar_never_forwards(name: str) -> None:
+    """``Proxy-Authorization`` (hop-by-hop: dropped from the client's request) could be set through
+    ``upstream_headers`` and went out; the refused names are the ones never forwarded, derived."""
+    with pytest.raises(ValueError, match=f"upstream_headers: {name!r} is a hop-by-hop or framing header"):
+        Sidecar(upstream="http://127.0.0.1:9/mcp", upstream_headers={name: "x"})
+
+
+@pytest.mark.parametrize("value", ["a\x1bb", "a\x7f", "a\x00", "\x0b", "a\rb"])
+def test_upstream_headers_refuse_control_characters(value: str) -> None:
+    message = r"upstream_headers\['X'\] must be a string without CR/LF/NUL or other control characters"
+    with pytest.raises(ValueError, match=message):
+        Sidecar(upstream="http://127.0.0.1:9/mcp", upstream_headers={"X": value})
+    assert Sidecar(upstream="http://127.0.0.1:9/mcp", upstream_headers={"X": "a\tb é"}).upstream_headers
+
+
 async def test_health_is_local_unless_upstream_health_and_other_paths_go_upstream(
     up: SdkUpstream, echo_upstream: str
 ) -> None:
@@ -769,3 +864,42 @@ def test_a_remote_upstream_needs_the_opt_in_and_tools_stay_the_upstreams() -> No
     sc = Sidecar(upstream="http://127.0.0.1:9/mcp")
     with pytest.raises(ValueError, match="add the tool to the upstream server"):
         sc.add_tool("x", lambda: None, input_schema={"type": "object"})
+
+
+# -- the upstream's DNS-rebinding check ---------------------------------------------------------------
+
+INIT = rpc(
+    "initialize", protocolVersion=SESSION_VERSION, capabilities={}, clientInfo={"name": "t", "version": "1"}
+)
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "10.0.0.7", "[2001:db8::1]:8080"])
+def test_a_foreign_host_is_refused_as_the_upstream_would_refuse_it(up: SdkUpstream, host: str) -> None:
+    """The SDK server refuses a request whose ``Host`` is not loopback (its DNS-rebinding protection);
+    through the proxy it saw the sidecar's own ``Host`` and answered 200. The sidecar now refuses it
+    in the upstream's place, 403, without forwarding, as it refuses a foreign ``Origin``."""
+    calls = len(up.calls)
+    with httpx.Client(timeout=10) as c:
+        direct = c.post(up.url, json=INIT, headers={**ACCEPT, "Host": host})
+        assert direct.status_code in (403, 421)  # the upstream's own check
+        with Sidecar(upstream=up.url) as sc:
+            r = c.post(sc.mcp_url, json=INIT, headers={**ACCEPT, "Host": host})
+            assert r.status_code == 403
+            assert r.json()["error"]["message"].startswith(f"Forbidden: Host {host!r} is not allowed")
+            other = c.get(sc.url + "/.well-known/oauth-protected-resource", headers={"Host": host})
+            assert other.status_code == 403  # not forwarded to the upstream's other paths either
+            ok = c.post(sc.mcp_url, json=INIT, headers={**ACCEPT, "Host": f"localhost:{sc.port}"})
+            assert ok.status_code == 200
+            settled(sc)
+            first = sc.requests[0]
+            assert (first.status, first.error_by, first.upstream_sent_at) == (403, "client", None)
+    assert len(up.calls) == calls
+
+
+def test_a_host_named_in_allowed_origins_is_let_through(up: SdkUpstream) -> None:
+    with (
+        Sidecar(upstream=up.url, allowed_origins=["http://app.test:3000"]) as sc,
+        httpx.Client(timeout=10) as c,
+    ):
+        r = c.post(sc.mcp_url, json=INIT, headers={**ACCEPT, "Host": f"app.test:{sc.port}"})
+        assert r.status_code == 200

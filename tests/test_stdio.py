@@ -6,8 +6,11 @@ pipe; and that no child is left alive after any of them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import select
+import socket
 import subprocess
 import sys
 import time
@@ -399,3 +402,135 @@ def test_a_child_whose_owner_is_gone_exits() -> None:
     )
     assert proc.returncode == 3
     assert "cannot reach the test process at '127.0.0.1:1'" in proc.stderr
+
+
+# -- long lines and the control channel -------------------------------------------------------------
+
+
+def raw_child(server: StdioServer) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [server.command, *server.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **server.env},
+        bufsize=0,  # replies are read with os.read after select: nothing may wait in a buffer
+    )
+
+
+def exchange(proc: subprocess.Popen[bytes], *messages: dict[str, Any] | bytes) -> None:
+    assert proc.stdin is not None
+    for m in messages:
+        proc.stdin.write(m if isinstance(m, bytes) else json.dumps(m).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def reply(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> Any:
+    """The next line the child wrote, as JSON (a bounded wait: ``None`` when none came)."""
+    assert proc.stdout is not None
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while not buf.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+            return None
+        byte = os.read(proc.stdout.fileno(), 1 << 20)
+        if not byte:
+            return None
+        buf += byte
+    return json.loads(buf)
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}  # fmt: skip
+
+
+def echo_call(rid: int, text: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": text}},
+    }
+
+
+def test_the_sdk_echoes_a_line_over_64_kib(make: Any) -> None:
+    server = make()
+    big = "x" * 100_000  # asyncio's default StreamReader limit is 64 KiB; the line limit is 1 MiB
+    assert run(session(server, ("echo", {"text": big}), ("echo", {"text": "after"}))) == [
+        (big, False),
+        ("after", False),
+    ]
+    assert server.errors == []
+
+
+@pytest.mark.parametrize("size", [900_000, (1 << 20) + 1, 8 << 20])
+def test_a_long_stdin_line_is_answered_and_the_child_lives_on(make: Any, size: int) -> None:
+    server = make()
+    proc = raw_child(server)
+    try:
+        exchange(proc, INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert reply(proc)["id"] == 1
+        exchange(proc, echo_call(7, "x" * size))
+        got = reply(proc)
+        if size <= (1 << 20) - 100:
+            assert got["id"] == 7 and got["result"]["content"][0]["text"] == "x" * size
+        else:  # over the limit: an error the client can read, the line dropped unread
+            assert got["id"] is None and got["error"]["code"] == -32600
+            assert "over the stdio line limit of 1048576 bytes (stdio_max_line)" in got["error"]["message"]
+            last = server.journal.requests[-1]
+            assert (last.status, last.error_by) == (413, "client")
+            assert last.error is not None and "over the stdio line limit" in last.error
+        exchange(proc, echo_call(8, "next"))
+        assert reply(proc)["id"] == 8
+        assert server.child.alive and server.errors == []  # the client's fault, not the server's
+    finally:
+        server.stop()
+        proc.wait(10)
+    assert server.child.exit_how == "teardown"
+
+
+def test_a_control_channel_that_fails_kills_the_child_and_says_so(make: Any) -> None:
+    """Whatever breaks the control channel, the child it belonged to does not run on: it is killed,
+    its record says so, and the failure is in ``errors``."""
+    server = make()
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        env = server.env
+        host, port = env["MCPFAULTS_STDIO_CONTROL"].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            hello = {
+                "t": "hello",
+                "token": env["MCPFAULTS_STDIO_TOKEN"],
+                "pid": victim.pid,
+                "ppid": os.getpid(),
+            }
+            sock.sendall(json.dumps(hello).encode() + b"\n")
+            server.wait_child()
+            sock.sendall(b"this is not a control message\n")
+            child = server.wait_exit()
+        assert victim.wait(5) == -9
+        assert (child.exit_how, child.alive) == ("control channel lost", False)
+        assert [type(e) for e in server.errors] == [json.JSONDecodeError]
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def sockets() -> int:
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return n
+
+
+def test_the_socket_of_an_ended_child_is_closed_when_it_is_reaped(make: Any) -> None:
+    server = make()
+    before = sockets()
+    run(session(server, ("echo", {"text": "hi"})))
+    server.wait_exit()
+    deadline = time.monotonic() + 5
+    while sockets() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sockets() == before

@@ -5,6 +5,7 @@ client through the sidecar over Streamable HTTP."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shlex
@@ -405,3 +406,122 @@ def test_bad_upstream_command_flags_are_usage_errors_naming_the_flag(
     assert exc.value.code == 2
     _, err = capsys.readouterr()
     assert message in err
+
+
+# -- a hostile stdio upstream -----------------------------------------------------------------------
+
+#: A stdio MCP server in a few lines, for the hostile ones below: ``MODE`` says what it does wrong.
+HOSTILE = """
+import json, os, signal, sys, time
+mode = sys.argv[1]
+if mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def send(obj):
+    sys.stdout.buffer.write(json.dumps(obj).encode() + b"\\n"); sys.stdout.buffer.flush()
+for line in sys.stdin.buffer:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": m["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "h", "version": "1"}}})
+        if mode == "noread":
+            time.sleep(60)
+        continue
+    if mode == "deep":
+        sys.stdout.buffer.write(b"[" * 200000 + b"\\n")
+    send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "pong"}]}})
+while mode == "stubborn":
+    time.sleep(1)
+"""
+
+
+def hostile(tmp_path: Path, mode: str) -> list[str]:
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE)
+    return [sys.executable, str(script), mode]
+
+
+def echo(rid: int, text: str = "hi") -> dict[str, Any]:
+    return rpc("tools/call", rid, name="echo", arguments={"text": text})
+
+
+def test_an_over_deep_json_line_is_skipped_and_the_reader_lives_on(tmp_path: Path) -> None:
+    """A line nested too deep for ``json.loads`` (a RecursionError, not a ValueError) killed the reader:
+    every later call waited for upstream_timeout. Now it is skipped like any line that is not JSON-RPC."""
+    with (
+        Sidecar(upstream_command=hostile(tmp_path, "deep"), upstream_timeout=3) as sc,
+        httpx.Client(timeout=10) as c,
+    ):
+        headers = initialize(c, sc.mcp_url)
+        for rid in (2, 3, 4):
+            started = time.monotonic()
+            r = c.post(sc.mcp_url, json=echo(rid), headers=headers)
+            assert r.status_code == 200 and r.json()["result"]["content"][0]["text"] == "pong"
+            assert time.monotonic() - started < 2
+        settled(sc)
+        assert sc.errors == []  # the upstream's garbage, not the sidecar's fault
+        assert sc._stdio is not None and sc._stdio.skipped == 3
+
+
+def test_a_child_that_stops_reading_its_stdin_gets_504s_with_bounded_memory(tmp_path: Path) -> None:
+    """Requests to a child that no longer reads its stdin used to pile up in the pipe's write buffer
+    without bound; past ``upstream_write_buffer`` each waits for room, then gets a 504."""
+    from pytest_mcpfaults.sidecar.stdio_upstream import WRITE_BUFFER
+
+    with (
+        Sidecar(upstream_command=hostile(tmp_path, "noread"), upstream_timeout=0.3) as sc,
+        httpx.Client(timeout=10) as c,
+    ):
+        headers = initialize(c, sc.mcp_url)
+        for rid in range(2, 22):
+            started = time.monotonic()
+            r = c.post(sc.mcp_url, json=echo(rid, "z" * 400_000), headers=headers)
+            assert r.status_code == 504, r.text
+            assert time.monotonic() - started < 1.5  # within upstream_timeout, whichever wait bit
+        assert sc._stdio is not None and sc._stdio._proc is not None
+        stdin = sc._stdio._proc.stdin
+        assert stdin is not None
+        assert stdin.transport.get_write_buffer_size() <= WRITE_BUFFER + 500_000  # not 20 x 400 KB
+        settled(sc)
+        last = sc.requests[-1]
+        assert (last.error_by, last.upstream_failure) == ("upstream", "timed_out")
+        assert last.error is not None and "not reading its stdin" in last.error
+        assert f"upstream_write_buffer of {WRITE_BUFFER} bytes" in last.error
+
+
+OWNER = """
+import os, sys
+from pytest_mcpfaults import Sidecar
+sc = Sidecar(upstream_command={command!r}).start()
+print(sc.upstream_pid, flush=True)
+sys.stdin.readline()
+os._exit(1)
+"""
+
+
+def test_a_child_ignoring_eof_and_sigterm_dies_with_its_owner_however_it_dies(tmp_path: Path) -> None:
+    """The owner exits without stopping the sidecar (``os._exit``, as pytest-timeout's thread method
+    does): the guardian kills the upstream child (and its process group), which would run on."""
+    import subprocess
+
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER.format(command=hostile(tmp_path, "stubborn"))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert owner.stdout is not None and owner.stdin is not None
+    pid = int(owner.stdout.readline())
+    try:
+        assert alive(pid) and not _zombie(pid)
+        owner.stdin.write("\n")
+        owner.stdin.flush()
+        assert owner.wait(10) == 1
+        deadline = time.monotonic() + 5
+        while alive(pid) and not _zombie(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not alive(pid) or _zombie(pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, 9)

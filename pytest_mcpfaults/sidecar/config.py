@@ -25,7 +25,9 @@ __all__ = [
     "DEFAULT_PATIENCE",
     "DEFAULT_TOOL_TIMEOUT",
     "DEFAULT_UPSTREAM_TIMEOUT",
+    "HOP_BY_HOP",
     "LOOPBACK_NAMES",
+    "NOT_FORWARDED",
     "REPLY_MODES",
     "ReplyMode",
     "check_endpoints",
@@ -161,23 +163,39 @@ def check_upstream_headers(headers: object, upstream: object) -> None:
     for name, value in headers.items():
         if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
             raise ValueError(f"Sidecar: upstream_headers: {name!r} is not a header name")
-        if name.lower() in _NOT_REWRITTEN:
+        if name.lower() in NOT_FORWARDED:
             raise ValueError(
-                f"Sidecar: upstream_headers: {name!r} is a hop-by-hop or framing header the sidecar "
-                "sets itself; it cannot be rewritten"
+                f"Sidecar: upstream_headers: {name!r} is a hop-by-hop or framing header (one the sidecar "
+                "never forwards, or sets itself); it cannot be rewritten"
             )
-        if value is not None and (not isinstance(value, str) or any(c in value for c in "\r\n\0")):
+        if value is not None and (not isinstance(value, str) or _CONTROL.search(value)):
             raise ValueError(
-                f"Sidecar: upstream_headers[{name!r}] must be a string without CR/LF/NUL, or None, "
-                f"got {value!r}"
+                f"Sidecar: upstream_headers[{name!r}] must be a string without CR/LF/NUL or other control "
+                f"characters (tab is allowed), or None, got {value!r}"
             )
 
 
-#: Headers ``upstream_headers`` cannot set (hop-by-hop, and those the sidecar frames itself).
-_NOT_REWRITTEN = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-     "host", "content-length", "accept-encoding", "expect"}
-)  # fmt: skip
+#: Headers that concern one connection only (RFC 9110 7.6.1, plus the de-facto ``Proxy-Connection``).
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+#: Headers of the client's request never sent to an upstream: hop-by-hop, and those the sidecar frames
+#: itself (``Expect``: the sidecar has read the whole body already, its own server answered any
+#: 100-continue). ``upstream_headers`` cannot set them either.
+NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
+#: Characters a header value cannot carry (RFC 9110 5.5: controls other than HTAB, and DEL).
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def check_upstream(

@@ -12,6 +12,7 @@ choosing a fault and answering found to the journal. Nothing here touches a sock
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -164,6 +165,9 @@ class SidecarCore:
         )
         self.reply_sse = reply == "sse"
         self.allowed_origins = tuple(allowed_origins)
+        #: The ``Host`` names an MCP request may carry besides loopback ones (those of
+        #: ``allowed_origins``), or ``None``: any (see :meth:`refuse_foreign_hosts`).
+        self.allowed_hosts: frozenset[str] | None = None
         self.max_body_bytes = max_body_bytes
         self.service_url = service_url
         self.upstream = upstream
@@ -186,6 +190,16 @@ class SidecarCore:
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []
         self._errors_lock = threading.Lock()
+
+    def refuse_foreign_hosts(self) -> None:
+        """Refuse (403) an MCP request whose ``Host`` is not loopback nor a host of
+        ``allowed_origins``: a loopback server's own DNS-rebinding check, which a proxying sidecar does
+        in the upstream's place (the upstream sees the sidecar's ``Host``, not the client's)."""
+        hosts = set()
+        for origin in self.allowed_origins:
+            with contextlib.suppress(ValueError):
+                hosts.add((urlsplit(origin).hostname or "").lower())
+        self.allowed_hosts = frozenset(hosts - {""})
 
     # -- tools, plan, state ------------------------------------------------------------------------
     def add_tool(self, tool: Tool) -> None:
@@ -346,7 +360,7 @@ class SidecarCore:
         stream, carrying the body fault, while the POST gets ``202 Accepted``."""
         assert self.legacy is not None
         if forced is None:
-            forced = security_problem(incoming.header_pairs, self.allowed_origins)
+            forced = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
         if info.path == self.legacy.sse_path:
             if forced is not None:
                 return Answer(forced, fault, False)
@@ -406,6 +420,9 @@ class SidecarCore:
         self, incoming: Incoming, info: RequestInfo, transport: Transport, forced: Reply | None = None
     ) -> Reply | None:
         if self.upstream is not None and info.kind != "mcp":
+            problem = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
+            if problem is not None and problem.status == 403:  # a foreign Host or Origin: not forwarded
+                return problem
             forwarded = await self.upstream.answer(incoming, info, None)
             if forwarded is not None:
                 return forwarded
@@ -413,7 +430,7 @@ class SidecarCore:
             return Reply(200, {"status": "ok"}, sse=False)
         if info.kind == "other":
             return Reply(404, {"error": "Not Found"}, sse=False)
-        problem = security_problem(incoming.header_pairs, self.allowed_origins)
+        problem = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
         if problem is not None:
             return problem
         if self.upstream is not None:
@@ -462,13 +479,28 @@ def origin_allowed(origin: str, allowed_origins: Iterable[str]) -> bool:
     return is_loopback_host(host)
 
 
-def security_problem(headers: Iterable[tuple[str, str]], allowed_origins: Iterable[str]) -> Reply | None:
+def host_allowed(host: str, allowed_hosts: Iterable[str]) -> bool:
+    """Whether a ``Host`` header (``name[:port]``, ``[v6]:port``) names a loopback host or one of
+    ``allowed_hosts``. A malformed value is not allowed."""
+    try:
+        name = (urlsplit("//" + host).hostname or "").lower()
+    except ValueError:
+        return False
+    return bool(name) and (is_loopback_host(name) or name in allowed_hosts)
+
+
+def security_problem(
+    headers: Iterable[tuple[str, str]],
+    allowed_origins: Iterable[str],
+    allowed_hosts: frozenset[str] | None = None,
+) -> Reply | None:
     """The client-error answer for an MCP request whose headers must not be trusted: a
-    :data:`SINGLE_HEADERS` header sent twice (400), or an ``Origin`` that is not allowed (403);
+    :data:`SINGLE_HEADERS` header sent twice (400), an ``Origin`` that is not allowed (403), or, with
+    ``allowed_hosts`` (not ``None``), a ``Host`` that is neither loopback nor one of them (403);
     ``None`` when they pass. ``headers`` are every (name, value) pair received, repeats included."""
     seen: set[str] = set()
     repeated: set[str] = set()
-    origin = ""
+    origin = host = ""
     for name, value in headers:  # every MCP request: one pass, only the single headers kept
         lower = name.lower()
         if lower in _SINGLE:
@@ -478,9 +510,18 @@ def security_problem(headers: Iterable[tuple[str, str]], allowed_origins: Iterab
                 seen.add(lower)
                 if lower == "origin":
                     origin = value
+                elif lower == "host":
+                    host = value
     if repeated:
         first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
         return client_error(-32600, f"Bad Request: the {first} header appears more than once")
     if origin and not origin_allowed(origin, allowed_origins):
         return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
+    if allowed_hosts is not None and host and not host_allowed(host, allowed_hosts):
+        return client_error(
+            -32600,
+            f"Forbidden: Host {host!r} is not allowed (not loopback: a DNS-rebinding request; a proxying "
+            "sidecar refuses it for its upstream, which would only see the sidecar's own Host)",
+            status=403,
+        )
     return None

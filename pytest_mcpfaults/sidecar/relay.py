@@ -21,15 +21,19 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport
 from pytest_mcpfaults.sidecar.mcp import Reply, encode
-from pytest_mcpfaults.sidecar.upstream import UpstreamError, UpstreamResponse
+from pytest_mcpfaults.sidecar.upstream import Abandoned, UpstreamError, UpstreamResponse
 
-__all__ = ["REWRITES", "relay", "rewrite"]
+__all__ = ["REWRITES", "REWRITE_MAX_BYTES", "relay", "rewrite"]
 
 #: Faults that rewrite the upstream's answer (the upstream still answers the request first).
 REWRITES = (F.ToolError, F.BackendGone, F.MalformedJson)
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
 #: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
 _ONE_WRITE = 1 << 16
+#: ``rewrite_max_bytes``: the most of an upstream's answer a fault that needs all of it (``tool_error``,
+#: ``backend_gone``, ``malformed_json``, ``endless_sse`` on JSON) buffers; a longer answer is a 502. It
+#: must also be complete within ``upstream_timeout`` (else 504), and reading stops when the client left.
+REWRITE_MAX_BYTES = 16 << 20
 
 
 def _events(body: bytes) -> list[str]:
@@ -139,7 +143,12 @@ async def relay(
         out.status, out.bytes_sent = resp.status, len(body)
         return web.Response(status=resp.status, body=body, headers=headers)
     if isinstance(fault, (*REWRITES, F.EndlessSse)) and (fault_rewrites(fault, resp) or not sse):
-        body = await resp.read()  # UpstreamError before anything was sent: the caller answers 502/504
+        try:  # bounded; an UpstreamError before anything was sent: the caller answers 502/504
+            body = await resp.read(
+                max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request)
+            )
+        except Abandoned:
+            raise Dropped from None
         if fault_rewrites(fault, resp):
             body = rewrite(fault, forced, body, sse, mid)
         if isinstance(fault, F.EndlessSse) and not sse:  # a JSON answer, framed as one SSE event
@@ -177,6 +186,12 @@ async def relay(
     complete()
     await web_resp.write_eof()
     return web_resp
+
+
+def _gone(request: web.BaseRequest) -> bool:
+    """Whether the client's connection is closed (nobody is waiting for the answer)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def fault_rewrites(fault: F.Fault, resp: UpstreamResponse) -> bool:

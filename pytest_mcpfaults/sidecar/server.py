@@ -45,6 +45,8 @@ from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream, check_
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
+from pytest_mcpfaults.stdio import guardian
+from pytest_mcpfaults.validation import is_loopback_host
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
@@ -274,9 +276,13 @@ class Sidecar(SidecarWaits):
             self.core.upstream = self._proxy
         self._stdio: StdioUpstream | None = None
         if command is not None:
-            self._stdio = StdioUpstream(command, timeout=upstream_timeout, endpoint=self.core.mcp,
-                                        journal=self.core.journal)  # fmt: skip
+            self._stdio = StdioUpstream(
+                command, timeout=upstream_timeout, endpoint=self.core.mcp, journal=self.core.journal,
+                on_error=self.core.record_error,
+            )  # fmt: skip
             self.core.upstream = self._stdio
+        if self.core.upstream is not None and is_loopback_host(host):
+            self.core.refuse_foreign_hosts()  # the upstream's DNS-rebinding check, which it cannot do
         self._tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._holds: set[_Hold] = set()
@@ -294,6 +300,8 @@ class Sidecar(SidecarWaits):
         """Bind and start serving; returns ``self``. The port is known afterwards."""
         if self.core.state != "new":
             raise RuntimeError(f"Sidecar.start(): already {self.core.state}; a sidecar starts once")
+        if self._stdio is not None and self._stdio.guarded:
+            guardian.ensure()  # from the test's thread: the upstream child is watched from its spawn
         _loop.run(self._start())
         return self
 

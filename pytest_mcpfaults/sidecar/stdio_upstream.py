@@ -36,7 +36,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,7 @@ from pytest_mcpfaults.sidecar.mcp import (
     rpc_error,
 )
 from pytest_mcpfaults.sidecar.routing import RequestInfo
+from pytest_mcpfaults.stdio import guardian
 
 __all__ = ["DEFERRED", "Piped", "StdioUpstream", "check_upstream_command"]
 
@@ -66,6 +67,9 @@ _TERM_BOUND = 1.0
 _LINE_LIMIT = 64 << 20
 #: How much of the child's stderr is kept (its tail), for error messages.
 _STDERR_TAIL = 8192
+#: ``upstream_write_buffer``: how many bytes may wait for the child to read its stdin before a request
+#: waits for room (within ``upstream_timeout``; then 504). One message is written whole on top of it.
+WRITE_BUFFER = 1 << 20
 
 
 def check_upstream_command(
@@ -129,7 +133,14 @@ class StdioUpstream:
     thread only."""
 
     def __init__(
-        self, command: Sequence[str], *, timeout: float | None, endpoint: McpEndpoint, journal: Journal
+        self,
+        command: Sequence[str],
+        *,
+        timeout: float | None,
+        endpoint: McpEndpoint,
+        journal: Journal,
+        on_error: Callable[[str, BaseException], None] | None = None,
+        guarded: bool = True,
     ) -> None:
         self.command = list(command)
         self.timeout = timeout
@@ -143,6 +154,11 @@ class StdioUpstream:
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr = bytearray()
         self._gone: _Gone | None = None
+        self._on_error = on_error
+        self.guarded = guarded
+        #: Lines of its stdout that were not JSON-RPC objects (skipped), and the last one's reason.
+        self.skipped = 0
+        self._skipped_why = ""
 
     @property
     def name(self) -> str:
@@ -165,6 +181,8 @@ class StdioUpstream:
                 exc.errno, f"Sidecar: upstream_command {self.command!r} cannot be run: {exc}"
             ) from exc
         self.pid = self._proc.pid
+        if self.guarded:  # killed, with its process group, should this process die abruptly
+            guardian.watch(self.pid, group=True)
         self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain())]
 
     async def _read(self) -> None:
@@ -179,6 +197,11 @@ class StdioUpstream:
                 self._dispatch(line)
         except (OSError, ValueError) as exc:  # ValueError: a line over the limit
             self._fail(_Gone("reset", f"reading its stdout failed: {exc}"))
+            return
+        except Exception as exc:  # a bug of ours: surfaced, and no request waits for a dead reader
+            if self._on_error is not None:
+                self._on_error(f"reading the stdout of upstream command {self.name!r}", exc)
+            self._fail(_Gone("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
             return
         code = await self._wait(_TERM_BOUND)
         self.returncode = code
@@ -205,9 +228,14 @@ class StdioUpstream:
     def _dispatch(self, line: bytes) -> None:
         try:
             message = json.loads(line)
-        except ValueError:
-            return  # not JSON-RPC (a stray print): nothing to match it to
+        except ValueError:  # not JSON (a stray print): nothing to match it to
+            self._skip(f"a line of {len(line)} bytes that is not JSON")
+            return
+        except RecursionError:
+            self._skip(f"a line of {len(line)} bytes of JSON nested too deep to parse")
+            return
         if not isinstance(message, dict):
+            self._skip(f"a line of {len(line)} bytes that is JSON but not an object")
             return
         if "method" in message:  # the child asks (sampling, roots) or notifies: no client to ask
             if "id" in message:
@@ -219,6 +247,17 @@ class StdioUpstream:
         fut = self._pending.pop(mid, None) if isinstance(mid, int) else None
         if fut is not None and not fut.done():
             fut.set_result(message)
+
+    def _skip(self, why: str) -> None:
+        self.skipped += 1
+        self._skipped_why = why
+
+    def skipped_note(self) -> str:
+        """For error messages: what of its stdout was skipped (empty when nothing was)."""
+        if not self.skipped:
+            return ""
+        last = self._skipped_why
+        return f"; it wrote {self.skipped} line(s) that were not JSON-RPC, skipped (the last: {last})"
 
     def _fail(self, gone: _Gone) -> None:
         self._gone = gone
@@ -234,6 +273,26 @@ class StdioUpstream:
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
             raise _Gone("refused", "the upstream process is not running")
         proc.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def _send(self, message: Mapping[str, Any], timeout: float | None) -> None:
+        """Write ``message`` once fewer than :data:`WRITE_BUFFER` bytes wait for the child to read
+        them; wait for that at most ``timeout`` (a child that stopped reading its stdin costs each
+        request its ``upstream_timeout``, and the sidecar's memory stays bounded)."""
+        proc = self._proc
+        stdin = proc.stdin if proc is not None else None
+        if stdin is not None and not stdin.is_closing():
+            waiting = stdin.transport.get_write_buffer_size()
+            if waiting > WRITE_BUFFER:
+                with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+                    await asyncio.wait_for(stdin.drain(), timeout)
+                waiting = stdin.transport.get_write_buffer_size()
+                if waiting > WRITE_BUFFER:
+                    raise _Gone(
+                        "timed_out",
+                        f"it is not reading its stdin: {waiting} bytes wait in the pipe, over the "
+                        f"upstream_write_buffer of {WRITE_BUFFER} bytes, for upstream_timeout={timeout} s",
+                    )
+        self._write(message)
 
     async def close(self) -> None:
         """Kill the child: close its stdin, SIGTERM to its process group, SIGKILL after
@@ -253,6 +312,8 @@ class StdioUpstream:
         with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
             os.killpg(proc.pid, signal.SIGKILL)
         self.returncode = proc.returncode
+        if self.guarded:
+            guardian.forget(proc.pid)
         for task in self._tasks:
             task.cancel()
         await asyncio.wait(self._tasks, timeout=_TERM_BOUND)
@@ -291,16 +352,20 @@ class StdioUpstream:
         out_bytes = 0
         try:
             if m.method is None or m.is_notification:  # a response or a notification: written, 202
-                self._write(m.message)
+                await self._send(m.message, self.timeout)
                 return Piped(202, headers=headers, leg={**leg, "upstream_ended_at": self.journal.now()})
             pipe_id = next(self._ids)
             fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
             self._pending[pipe_id] = fut
             try:
-                self._write({**m.message, "id": pipe_id})
-                answer = await asyncio.wait_for(fut, self.timeout)
+                deadline = time.monotonic() + self.timeout if self.timeout is not None else None
+                await self._send({**m.message, "id": pipe_id}, self.timeout)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                answer = await asyncio.wait_for(fut, left)
             except asyncio.TimeoutError:
-                raise _Gone("timed_out", f"no answer within upstream_timeout={self.timeout} s") from None
+                raise _Gone(
+                    "timed_out", f"no answer within upstream_timeout={self.timeout} s{self.skipped_note()}"
+                ) from None
             finally:
                 self._pending.pop(pipe_id, None)
         except _Gone as gone:

@@ -31,7 +31,7 @@ import errno
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -42,12 +42,13 @@ from aiohttp.streams import StreamReader
 from multidict import CIMultiDict
 from yarl import URL
 
-from pytest_mcpfaults.sidecar.config import DEFAULT_UPSTREAM_TIMEOUT
+from pytest_mcpfaults.sidecar.config import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
 from pytest_mcpfaults.sidecar.journal import UpstreamFailure
 from pytest_mcpfaults.sidecar.loop import within
 
 __all__ = [
     "HOP_BY_HOP",
+    "Abandoned",
     "Upstream",
     "UpstreamError",
     "UpstreamFailure",
@@ -55,23 +56,7 @@ __all__ = [
     "end_to_end",
 ]
 
-#: Headers that concern one connection only (RFC 9110 7.6.1, plus the de-facto ``Proxy-Connection``).
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-# Expect: the sidecar has read the whole body already (its own server answered any 100-continue)
-_NOT_SENT = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
+_NOT_SENT = NOT_FORWARDED
 _NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding"}
 #: How long an idle pooled connection to the upstream is kept (below uvicorn's 5 s keep-alive, so the
 #: upstream rarely closes a connection the pool is about to reuse).
@@ -91,6 +76,14 @@ class UpstreamError(Exception):
     def __init__(self, failure: UpstreamFailure, message: str) -> None:
         super().__init__(message)
         self.failure: UpstreamFailure = failure
+
+
+class Abandoned(Exception):
+    """Nobody waits for the rest of an answer being read (the client has gone)."""
+
+
+def _over(limit: int) -> str:
+    return f"over the rewrite_max_bytes limit of {limit} bytes that a fault rewriting it may buffer"
 
 
 def end_to_end(pairs: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
@@ -203,6 +196,11 @@ class UpstreamResponse:
     def sse(self) -> bool:
         return self.content_type == "text/event-stream"
 
+    @property
+    def timeout(self) -> float | None:
+        """The upstream's ``upstream_timeout``."""
+        return self._upstream.timeout
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as the upstream sends it; raises :class:`UpstreamError` when it stops short."""
         payload = self._payload
@@ -214,13 +212,46 @@ class UpstreamResponse:
             raise self._failed(exc) from exc
         self._ended()
 
-    async def read(self) -> bytes:
-        """The whole body (read as :meth:`chunks` reads it, without an async generator)."""
+    async def read(
+        self,
+        *,
+        max_bytes: int | None = None,
+        within: float | None = None,
+        abandoned: Callable[[], bool] = lambda: False,
+    ) -> bytes:
+        """The whole body (read as :meth:`chunks` reads it, without an async generator). Bounded, when
+        asked: at most ``max_bytes`` (else :class:`UpstreamError` ``'error'``), all of it within
+        ``within`` seconds (else ``'timed_out'``); reading stops (:class:`Abandoned`) as soon as
+        ``abandoned()`` says nobody waits for it any more."""
         payload, parts = self._payload, []
+        deadline = time.monotonic() + within if within is not None else None
         try:
-            while chunk := await payload.readany():
+            if max_bytes is not None and self.content_length is not None and self.content_length > max_bytes:
+                raise UpstreamError(
+                    "error", f"its answer announces {self.content_length} bytes, {_over(max_bytes)}"
+                )
+            while True:
+                if deadline is None:
+                    chunk = await payload.readany()
+                else:
+                    left = deadline - time.monotonic()
+                    try:
+                        chunk = await asyncio.wait_for(payload.readany(), max(left, 0.0))
+                    except asyncio.TimeoutError:
+                        raise UpstreamError(
+                            "timed_out", f"its answer was not complete within upstream_timeout={within:g} s"
+                        ) from None
+                if not chunk:
+                    break
                 self.received += len(chunk)
                 parts.append(chunk)
+                if max_bytes is not None and self.received > max_bytes:
+                    raise UpstreamError("error", f"its answer is {_over(max_bytes)}")
+                if abandoned():
+                    raise Abandoned(f"the client left after {self.received} bytes of the answer")
+        except (UpstreamError, Abandoned) as exc:
+            self._failed(exc)
+            raise
         except _READ_ERRORS as exc:
             raise self._failed(exc) from exc
         self._ended()
@@ -231,6 +262,9 @@ class UpstreamResponse:
         self._upstream.release(self._conn)
 
     def _failed(self, exc: BaseException) -> UpstreamError:
+        if isinstance(exc, Abandoned):  # not the upstream's failure: the connection is dropped
+            self.close()
+            return UpstreamError("reset", str(exc))
         self.failure = _failure(exc)
         self.ended_at = time.monotonic()
         self.close()

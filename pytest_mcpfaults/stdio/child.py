@@ -23,7 +23,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from pytest_mcpfaults.stdio.wire import Channel
+from pytest_mcpfaults.stdio.wire import MAX_LINE, TEXT_LINE, Channel
 
 __all__ = ["relay"]
 
@@ -122,21 +122,38 @@ class _Relay:
     def read_stdin(self) -> None:
         stdin = sys.stdin.buffer
         while True:
-            line = stdin.readline()
+            line = stdin.readline(MAX_LINE + 2)  # the line, its \r\n, or one byte too many
             if not line:
                 break
             body = line.rstrip(b"\r\n")
+            if len(body) > MAX_LINE:
+                self.send(t="in", over=len(body) + _skip_line(stdin, line))
+                continue
             if not body.strip():
                 continue
-            try:
-                self.send(t="in", line=body.decode())
-            except UnicodeDecodeError:
-                self.send(t="in", b64=base64.b64encode(body).decode())
+            if len(body) <= TEXT_LINE:
+                try:
+                    self.send(t="in", line=body.decode())
+                    continue
+                except UnicodeDecodeError:
+                    pass
+            self.send(t="in", b64=base64.b64encode(body).decode())
         if not self.ask(t="eof"):
             self.flush()
             self.bye("stdin closed", 0)
             _exit(0)
         threading.Event().wait()  # ignore_eof: keep running until killed or the owner goes
+
+
+def _skip_line(stdin: Any, head: bytes) -> int:
+    """Read and drop the rest of an over-long line (bounded reads); how many bytes were dropped."""
+    skipped = 0
+    while not head.endswith(b"\n"):
+        head = stdin.readline(MAX_LINE)
+        if not head:
+            break
+        skipped += len(head.rstrip(b"\r\n"))
+    return skipped
 
 
 def _exit(code: int) -> None:

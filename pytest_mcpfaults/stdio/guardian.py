@@ -1,5 +1,5 @@
-"""The guardian: one small process per test process that kills stdio children the test process can no
-longer kill itself.
+"""The guardian: one small process per test process that kills the children the test process can no
+longer kill itself: stdio children (``StdioServer``) and stdio upstreams (``upstream_command=``).
 
 A child that can run exits as soon as its control channel closes. A child stopped by SIGSTOP (a
 ``freeze``) cannot notice, so when the test process dies abruptly (``os._exit``, pytest-timeout's
@@ -20,11 +20,13 @@ import threading
 
 __all__ = ["close", "ensure", "forget", "watch"]
 
-#: Run by ``python -c``: read ``+pid`` / ``-pid`` lines; at EOF kill every pid still watched.
+#: Run by ``python -c``: read ``+pid`` / ``*pid`` (the process and its process group) / ``-pid`` lines;
+#: at EOF kill every pid still watched (the group of a ``*pid`` first, while its leader is alive: a
+#: living leader's group id cannot have been reused).
 _CODE = r"""
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-fds, buf = {}, b""
+fds, groups, buf = {}, set(), b""
 while True:
     try:
         chunk = os.read(0, 4096)
@@ -36,14 +38,23 @@ while True:
     while b"\n" in buf:
         line, buf = buf.split(b"\n", 1)
         op, pid = line[:1], int(line[1:])
-        if op == b"+" and pid not in fds:
+        if op in (b"+", b"*") and pid not in fds:
             try:
                 fds[pid] = os.pidfd_open(pid)
             except OSError:
-                pass
+                continue
+            if op == b"*":
+                groups.add(pid)
         elif op == b"-" and pid in fds:
             os.close(fds.pop(pid))
+            groups.discard(pid)
 for pid, fd in fds.items():
+    try:
+        if pid in groups:
+            signal.pidfd_send_signal(fd, 0)  # raises once the leader is gone
+            os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
     try:
         signal.pidfd_send_signal(fd, signal.SIGKILL)
     except OSError:
@@ -97,9 +108,10 @@ def ensure() -> None:
         _guardian()
 
 
-def watch(pid: int) -> None:
-    """Kill ``pid`` if this process exits while it is still alive."""
-    _tell("+", pid)
+def watch(pid: int, *, group: bool = False) -> None:
+    """Kill ``pid`` if this process exits while it is still alive; with ``group``, its process group
+    too (``pid`` leads it: an ``upstream_command`` child, started in a session of its own)."""
+    _tell("*" if group else "+", pid)
 
 
 def forget(pid: int) -> None:

@@ -44,16 +44,17 @@ async def exit_status(pid: int, tries: int = 10) -> int | None:
     return None
 
 
-async def wait_exited(pids: list[int], timeout: float = 1.0) -> None:
-    """Wait (bounded) until each of ``pids`` has exited: a zombie, or gone. A killed child closes its
-    pipes and sockets a moment before it becomes a zombie, so "its control channel closed" is not yet
-    "it is dead"."""
+async def wait_exited(pids: list[int], timeout: float = 1.0) -> bool:
+    """Wait (bounded) until each of ``pids`` has exited: a zombie, or gone; whether they all did. A
+    killed child closes its pipes and sockets a moment before it becomes a zombie, so "its control
+    channel closed" is not yet "it is dead"."""
     deadline = time.monotonic() + timeout
     for pid in pids:
-        while time.monotonic() < deadline:
-            if _exited(pid):
-                break
+        while not _exited(pid):
+            if time.monotonic() >= deadline:
+                return False
             await asyncio.sleep(0.002)
+    return True
 
 
 def _exited(pid: int) -> bool:

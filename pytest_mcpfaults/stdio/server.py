@@ -41,7 +41,7 @@ from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_exited,
 from pytest_mcpfaults.stdio.records import ChildRecord, SignalRecord, StdioViolation, ViolationKind
 from pytest_mcpfaults.stdio.replies import reply_line, request_id
 from pytest_mcpfaults.stdio.verdict import verdict_text
-from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
+from pytest_mcpfaults.stdio.wire import CONTROL_ENV, MAX_LINE, MAX_MESSAGE, TOKEN_ENV
 
 __all__ = ["StdioServer"]
 
@@ -49,7 +49,9 @@ _MCP_PATH = "/mcp"
 _HELLO_TIMEOUT = 5.0
 _FROZEN_POLL = 0.05
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-_MAX_LINE = 1 << 20
+_MAX_LINE = MAX_LINE
+#: How long a child whose control channel closed may take to exit before it is killed.
+_EXIT_GRACE = 1.0
 _EVENT_KINDS = (IgnoreEof, IgnoreSigterm)
 
 
@@ -220,7 +222,7 @@ class StdioServer(SidecarViews):
         return self
 
     async def _start(self) -> None:
-        self._listener = await asyncio.start_server(self._on_connection, "127.0.0.1", 0)
+        self._listener = await asyncio.start_server(self._on_connection, "127.0.0.1", 0, limit=MAX_MESSAGE)
         host, port = self._listener.sockets[0].getsockname()[:2]
         self._address = f"{host}:{port}"
 
@@ -435,16 +437,31 @@ class StdioServer(SidecarViews):
                 if not raw:
                     break
                 self._on_message(child, json.loads(raw))
-        except (ConnectionError, ValueError):
+        except ConnectionError:
             pass
+        except Exception as exc:  # a message we cannot read: a bug of ours, surfaced in the test
+            self.core.record_error(f"stdio control channel of child pid {pid}", exc)
+            self._kill(child, "control channel lost")
         finally:
-            self._gone(child)
+            await self._reap(child)
+
+    async def _reap(self, child: _Child) -> None:
+        """The control channel closed: once the child has exited (or, past a short grace, been
+        killed: a child the test process cannot talk to does not run on), record it as gone."""
+        if not await wait_exited([child.pid], timeout=_EXIT_GRACE) and child.cid in self._live:
+            self._kill(child, "control channel lost")
+            await wait_exited([child.pid], timeout=_EXIT_GRACE)
+        self._gone(child)
 
     def _on_message(self, child: _Child, message: dict[str, Any]) -> None:
         t = message.get("t")
         if t == "in":
-            body = base64.b64decode(message["b64"]) if "b64" in message else str(message["line"]).encode()
-            task = asyncio.get_running_loop().create_task(self._on_line(child, body))
+            if "over" in message:
+                coro = self._on_over(child, int(message["over"]))
+            else:
+                body = base64.b64decode(message["b64"]) if "b64" in message else str(message["line"]).encode()
+                coro = self._on_line(child, body)
+            task = asyncio.get_running_loop().create_task(coro)
             self._tasks.add(task)
             child.requests.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -560,6 +577,7 @@ class StdioServer(SidecarViews):
     def _gone(self, child: _Child) -> None:
         if self._live.pop(child.cid, None) is None:
             return
+        child.writer.close()  # its socket is released now, not when this server is collected
         if child.close_timer is not None:
             child.close_timer.cancel()
         for fut in (child.gone, child.stdin_closed):
@@ -614,6 +632,21 @@ class StdioServer(SidecarViews):
             j.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
         finally:
             j.end_request(rid, status=status, bytes_sent=sent)
+
+    async def _on_over(self, child: _Child, size: int) -> None:
+        """A stdin line over ``MAX_LINE`` bytes (the child dropped it unread): the client's error,
+        journaled, and answered with a JSON-RPC error (``id: null``: the line was never parsed)."""
+        j = self.journal
+        text = (
+            f"stdin line of {size} bytes is over the stdio line limit of {MAX_LINE} bytes "
+            "(stdio_max_line); it was dropped unread"
+        )
+        rid = j.add_request(conn_id=child.cid, method="POST", path=self.mcp_path)
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
+        line = json.dumps(error, separators=(",", ":")) + "\n"
+        self._send(child, t="out", d=line)
+        j.update_request(rid, error=text, error_by="client")
+        j.end_request(rid, status=413, bytes_sent=len(line))
 
     async def _deliver(self, child: _Child, rid: int, answer: Answer, body: bytes) -> int:
         reply, fault = answer.reply, answer.fault

@@ -6,7 +6,8 @@ Standard library only: the child imports this and nothing heavier, so it starts 
 child → test process
 
 * ``hello``: ``token``, ``pid``, ``ppid`` (first message; a wrong token closes the channel)
-* ``in``: one stdin line (``line``: text, or ``b64``: base64 when it is not UTF-8)
+* ``in``: one stdin line (``line``: text, or ``b64``: base64 when it is not UTF-8 or is long), or,
+  for a line over :data:`MAX_LINE` bytes, ``over``: its length (the line itself is read and dropped)
 * ``eof``: stdin reached end of file; the child waits for an ``ans`` (exit or keep running)
 * ``sig``: a signal arrived (``name``); the child waits for an ``ans`` (ignore it or die of it)
 * ``bye``: the child is about to exit on its own (``how``, ``code``)
@@ -31,7 +32,16 @@ from typing import Any
 CONTROL_ENV = "MCPFAULTS_STDIO_CONTROL"  # host:port of the control listener
 TOKEN_ENV = "MCPFAULTS_STDIO_TOKEN"  # proves the child was started for this server
 
-__all__ = ["CONTROL_ENV", "TOKEN_ENV", "Channel"]
+#: The longest stdin line (bytes, without its newline) a child relays; a longer one is answered with
+#: a JSON-RPC error (``stdio_max_line`` in docs/stdio.md).
+MAX_LINE = 1 << 20
+#: Lines longer than this travel base64-encoded (at most 4/3 of their size, whatever they contain).
+TEXT_LINE = 1 << 16
+#: The longest control message the test process reads from a child (a ``MAX_LINE`` line in base64
+#: and its envelope fit with room to spare).
+MAX_MESSAGE = 2 * MAX_LINE
+
+__all__ = ["CONTROL_ENV", "MAX_LINE", "MAX_MESSAGE", "TEXT_LINE", "TOKEN_ENV", "Channel"]
 
 
 class Channel:
