@@ -6,9 +6,11 @@ violations it found, an empty list when the invariant holds. ``session`` and ``c
 globs (one string or a sequence of them).
 
 A "cleanup subtree" is a span beneath the session whose name matches ``cleanup`` together with all of
-its descendants. A span is a *cleanup failure* when it lies in a cleanup subtree and its status is
+its descendants; ``R1`` is the first cleanup span to start. The session's *teardown* is its cleanup
+subtrees and every other span beneath it that started once ``R1`` had started (a client-close span
+after the delete, say). A span is a *cleanup failure* when it lies in the teardown and its status is
 ERROR. A span is a *primary failure* when it lies beneath the session, outside every cleanup subtree,
-and its status is ERROR.
+started before ``R1`` did, and its status is ERROR.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "cleanup_never_flips",
     "format_violations",
     "results_by_invariant",
+    "teardowns",
 ]
 
 #: Names of the invariants :func:`check_all` runs, in the order it runs them.
@@ -100,7 +103,7 @@ def _cleanup_subtrees(
     spans: Sequence[RecordedSpan], session: RecordedSpan, cleanup: tuple[str, ...]
 ) -> tuple[list[tuple[RecordedSpan, list[RecordedSpan]]], list[RecordedSpan]]:
     """Split what lies beneath ``session``: the outermost cleanup spans, each with its subtree
-    (itself included), and every other descendant."""
+    (itself included), in the order of ``spans`` (start order), and every other descendant."""
     index = child_index(spans)
     subtrees: list[tuple[RecordedSpan, list[RecordedSpan]]] = []
     others: list[RecordedSpan] = []
@@ -118,7 +121,17 @@ def _cleanup_subtrees(
         else:
             others.append(s)
             stack.extend(reversed(index.get(span_key(s), [])))
+    order = {span_key(s): i for i, s in enumerate(spans)}
+    subtrees.sort(key=lambda t: order.get(span_key(t[0]), 0))
     return subtrees, others
+
+
+def _started_before(span: RecordedSpan, first: RecordedSpan) -> bool:
+    """Whether ``span`` started before ``first`` did; true when either start time is unknown (a
+    snapshot built by hand), so that such a span keeps counting as the session's own work."""
+    if span.start_time is None or first.start_time is None:
+        return True
+    return span.start_time < first.start_time
 
 
 def _failure_messages(members: Sequence[RecordedSpan]) -> list[str]:
@@ -135,12 +148,29 @@ def _failure_messages(members: Sequence[RecordedSpan]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _derived(text: str, messages: Sequence[str]) -> str | None:
-    """The cleanup message ``text`` equals or contains, if any."""
+def _own_texts(sess: RecordedSpan, first: RecordedSpan, primary: Sequence[RecordedSpan]) -> list[str]:
+    """Texts of the failures from before cleanup: the primary failures' messages (as
+    :func:`_failure_messages` gives them) and the exceptions the session recorded before ``first``
+    started."""
+    own = _failure_messages(primary)
+    for ev in sess.events:
+        if ev.name != "exception" or ev.timestamp is None or first.start_time is None:
+            continue
+        if ev.timestamp < first.start_time:
+            emsg = str(ev.attributes.get("exception.message", ""))
+            if emsg:
+                own.append(emsg)
+    return own
+
+
+def _derived(text: str, messages: Sequence[str], own: Sequence[str] = ()) -> str | None:
+    """The cleanup message ``text`` equals or contains that no failure from before cleanup explains
+    (a message equal to or contained in one of ``own`` tells nothing of where ``text`` came from),
+    the longest if several; ``None`` if none."""
     if not text:
         return None
     for msg in sorted(messages, key=len, reverse=True):
-        if msg == text or msg in text:
+        if (msg == text or msg in text) and not any(msg == o or msg in o for o in own):
             return msg
     return None
 
@@ -168,15 +198,22 @@ def _cause(root: RecordedSpan, failing: RecordedSpan) -> str:
     return describe_span(failing) + ("" if failing is root else f" inside {root.name}")
 
 
+_Subtrees = Sequence[tuple[RecordedSpan, list[RecordedSpan]]]
+
+
 def _copied_description(
-    sess: RecordedSpan,
-    subtrees: Sequence[tuple[RecordedSpan, list[RecordedSpan]]],
-    primary: Sequence[RecordedSpan],
+    sess: RecordedSpan, teardown: _Subtrees, primary: Sequence[RecordedSpan], own: Sequence[str]
 ) -> str | None:
-    """Rule 1: the session's description equals or contains a cleanup message."""
+    """Rule 1: the session's description comes from a teardown failure. Time decides first: a
+    description the session already had when its first cleanup started (the recorder saw it then)
+    comes from before cleanup. Otherwise text decides: the description equals or contains a message
+    of a failure in the teardown that no failure from before cleanup (``own``) also carries."""
     desc = sess.status_description or ""
-    for root, members in subtrees:
-        msg = _derived(desc, _failure_messages(members))
+    first = teardown[0][0]
+    if first.ancestor_at_start(sess) == ("ERROR", sess.status_description):
+        return None
+    for root, members in teardown:
+        msg = _derived(desc, _failure_messages(members), own)
         if msg is None:
             continue
         source = next((m for m in members if msg in _failure_messages([m])), root)
@@ -191,16 +228,15 @@ def _copied_description(
     return None
 
 
-def _failed_before_cleanup(
-    sess: RecordedSpan, first: RecordedSpan, subtrees: Sequence[tuple[RecordedSpan, list[RecordedSpan]]]
-) -> bool | None:
+def _failed_before_cleanup(sess: RecordedSpan, first: RecordedSpan, teardown: _Subtrees) -> bool | None:
     """Whether the session shows a failure of its own from before its first cleanup started: ERROR
     when that cleanup started, an exception event older than its start, or a user's interrupt
-    (``KeyboardInterrupt``, ``SystemExit``) recorded on the session or in its cleanup. ``None`` when
-    the recorder did not see the session's status at that moment (snapshots built by hand)."""
+    (``KeyboardInterrupt``, ``SystemExit``) recorded on the session or in its teardown. ``None`` when
+    the recorder did not see the session's status at that moment (received spans, snapshots built
+    by hand)."""
     interrupts = [
         etype
-        for span in [sess, *(m for _, members in subtrees for m in members)]
+        for span in [sess, *(m for _, members in teardown for m in members)]
         for etype, _ in span.exceptions
         if _short_type(etype) in _INTERRUPTS
     ]
@@ -216,18 +252,36 @@ def _failed_before_cleanup(
     return status == "ERROR"
 
 
-def _turned_error_in_cleanup(
-    sess: RecordedSpan, subtrees: Sequence[tuple[RecordedSpan, list[RecordedSpan]]]
-) -> str:
-    """Rule 2's message: the session turned ERROR once cleanup had started, with nothing before."""
-    first = subtrees[0][0]
+def _late_exceptions(sess: RecordedSpan, first: RecordedSpan) -> list[tuple[str, str, int]]:
+    """The session's exception events from ``first``'s start on: ``(type, message, timestamp)``."""
     start = first.start_time or 0
-    late = [  # the session's exception events from cleanup's start on: (type, message, timestamp)
+    return [
         (str(ev.attributes.get("exception.type", "")), str(ev.attributes.get("exception.message", "")), ts)
         for ev in sess.events
         if ev.name == "exception" and (ts := ev.timestamp) is not None and ts >= start
     ]
+
+
+def _turned_error_in_cleanup(
+    sess: RecordedSpan, subtrees: _Subtrees, late_spans: _Subtrees, *, by_events: bool
+) -> str:
+    """Rule 2's message: the session turned ERROR once cleanup had started, with nothing before.
+    ``by_events``: the session's status at cleanup's start is unknown (received spans) and the times
+    of its exception events decided."""
+    first = subtrees[0][0]
+    late = _late_exceptions(sess, first)
     failing = next(((root, m) for root, members in subtrees for m in members if m.failed), None)
+    if failing is None:
+        # A failed span after cleanup (a client close) is the cause only if what the session
+        # recorded is that span's failure, or the session recorded nothing.
+        failing = next(
+            (
+                (root, root)
+                for root, _ in late_spans
+                if root.failed and (not late or any(m in _failure_messages([root]) for _, m, _ in late))
+            ),
+            None,
+        )
     if failing is not None:
         cause = _cause(*failing)
     else:
@@ -243,23 +297,28 @@ def _turned_error_in_cleanup(
         f"{_short_type(etype)}: {_clip(emsg)}" if emsg else _short_type(etype) for etype, emsg, _ in late
     )
     what = f"; the session recorded {recorded}" if recorded else ""
+    if by_events:
+        when_text = (
+            f"its first exception event is from after {first.name} started (its status then was not "
+            "exported) and nothing failed before that"
+        )
+    else:
+        when_text = f"it was not ERROR when {first.name} started and nothing failed before that"
     return (
-        f"{sess.name} is ERROR although nothing but cleanup failed beneath it: it was not ERROR when "
-        f"{first.name} started and nothing failed before that (cause: {cause}{what}); a cleanup failure "
-        "must not flip the session"
+        f"{sess.name} is ERROR although nothing but cleanup failed beneath it: {when_text} "
+        f"(cause: {cause}{what}); a cleanup failure must not flip the session"
     )
 
 
-def _legacy_flip(
-    sess: RecordedSpan, subtrees: Sequence[tuple[RecordedSpan, list[RecordedSpan]]]
-) -> str | None:
-    """Rule 2 for snapshots without the recorder's timing (built by hand): an ERROR session with
-    neither a description nor an exception of its own, when a cleanup span failed."""
-    failed_cleanups = [(root, m) for root, members in subtrees for m in members if m.failed]
+def _legacy_flip(sess: RecordedSpan, teardown: _Subtrees) -> str | None:
+    """Rule 2 for snapshots without the session's status at cleanup's start nor a timed exception
+    event on it: an ERROR session with neither a description nor an exception of its own, when a
+    cleanup span failed."""
+    failed_cleanups = [(root, m) for root, members in teardown for m in members if m.failed]
     if not failed_cleanups:
         return None
-    all_msgs = [msg for _, members in subtrees for msg in _failure_messages(members)]
-    cleanup_types = {etype for _, members in subtrees for m in members for etype, _ in m.exceptions}
+    all_msgs = [msg for _, members in teardown for msg in _failure_messages(members)]
+    cleanup_types = {etype for _, members in teardown for m in members for etype, _ in m.exceptions}
     own = [
         (etype, emsg)
         for etype, emsg in sess.exceptions
@@ -273,27 +332,57 @@ def _legacy_flip(
     )
 
 
+def _flip_message(spans: Sequence[RecordedSpan], sess: RecordedSpan, cp: tuple[str, ...]) -> str | None:
+    """Why ``sess`` (ERROR) was flipped by its cleanup, or ``None``."""
+    subtrees, others = _cleanup_subtrees(spans, sess, cp)
+    if not subtrees:
+        return None
+    first = subtrees[0][0]
+    primary = [s for s in others if s.failed and _started_before(s, first)]
+    late_spans = [(s, [s]) for s in others if not _started_before(s, first)]
+    teardown = [*subtrees, *late_spans]
+    message = _copied_description(sess, teardown, primary, _own_texts(sess, first, primary))
+    if message is not None or primary:
+        return message
+    before = _failed_before_cleanup(sess, first, teardown)
+    if before is None:
+        if _late_exceptions(sess, first) and first.start_time is not None:
+            return _turned_error_in_cleanup(sess, subtrees, late_spans, by_events=True)
+        return _legacy_flip(sess, teardown)
+    if not before:
+        return _turned_error_in_cleanup(sess, subtrees, late_spans, by_events=False)
+    return None
+
+
 def cleanup_never_flips(
     spans: Sequence[RecordedSpan], session: Patterns = DEFAULT_SESSION, cleanup: Patterns = DEFAULT_CLEANUP
 ) -> list[Violation]:
     """A cleanup failure must never decide a session span's status.
 
     For every span named like ``session`` whose status is ERROR, with at least one cleanup span
-    beneath it (``R1`` is the first to start):
+    beneath it (``R1`` is the first to start; the *teardown* is every cleanup subtree and every other
+    span beneath the session that started once ``R1`` had started; a *primary failure* is an ERROR span
+    beneath the session, outside cleanup, that started before ``R1``):
 
-    1. its status description must not come from a cleanup failure: it must not equal or contain the
-       ERROR description or an exception message of any span in a cleanup subtree beneath it;
-    2. if nothing but cleanup failed beneath it (no primary failure), it must have failed on its own
-       before ``R1`` started: it was ERROR when ``R1`` started, or it has an exception event older
-       than ``R1``'s start, or a ``KeyboardInterrupt``/``SystemExit`` is recorded on it or in its
-       cleanup. Otherwise it turned ERROR at or after cleanup started: a flip, whether or not any
-       cleanup span recorded an error (a ``BaseException`` such as ``asyncio.CancelledError`` escapes
-       ``start_as_current_span`` unrecorded).
+    1. its status description must not come from the teardown. By time: a description the session
+       already had when ``R1`` started (the recorder notes it) passes. Otherwise by text: it must not
+       equal or contain the ERROR description or an exception message of a span in the teardown,
+       unless a failure from before cleanup carries that same text too (a primary failure's
+       description or exception message, or an exception the session recorded before ``R1``
+       started): then the text says nothing of where the description came from;
+    2. if there is no primary failure, it must have failed on its own before ``R1`` started: it was
+       ERROR when ``R1`` started, or it has an exception event older than ``R1``'s start, or a
+       ``KeyboardInterrupt``/``SystemExit`` is recorded on it or in its teardown. Otherwise it turned
+       ERROR at or after cleanup started: a flip, whether or not any cleanup span recorded an error
+       (a ``BaseException`` such as ``asyncio.CancelledError`` escapes ``start_as_current_span``
+       unrecorded).
 
     Rule 2 needs the session's status when ``R1`` started, which the recorder notes on every span it
-    records (``RecordedSpan.ancestors_at_start``). For snapshots without it (built by hand) rule 2 is
-    the older, weaker one: a failed cleanup span and a session with neither a description nor an
-    exception of its own.
+    records (``RecordedSpan.ancestors_at_start``). Where it is unknown (spans received over OTLP,
+    snapshots built by hand) the times of the session's exception events decide: exception events
+    that all come at or after ``R1``'s start are a flip. A session with no exception event at all
+    falls back to the older, weaker rule: a failed teardown span and a session with neither a
+    description nor an exception of its own.
 
     Sessions with status UNSET or OK always pass, and so do sessions without a cleanup span beneath
     them. No session span at all is a violation, never a vacuous pass.
@@ -307,20 +396,30 @@ def cleanup_never_flips(
     for sess in sessions:
         if not sess.failed:
             continue
-        subtrees, others = _cleanup_subtrees(spans, sess, cp)
-        if not subtrees:
-            continue
-        primary = [s for s in others if s.failed]
-        message = _copied_description(sess, subtrees, primary)
-        if message is None and not primary:
-            before = _failed_before_cleanup(sess, subtrees[0][0], subtrees)
-            if before is None:
-                message = _legacy_flip(sess, subtrees)
-            elif not before:
-                message = _turned_error_in_cleanup(sess, subtrees)
+        message = _flip_message(spans, sess, cp)
         if message is not None:
             found.append(Violation(name, sess, message))
     return found
+
+
+def teardowns(
+    spans: Sequence[RecordedSpan], session: RecordedSpan, cleanup: Patterns = DEFAULT_CLEANUP
+) -> list[list[RecordedSpan]]:
+    """The cleanup runs beneath ``session``, each as its outermost cleanup spans in start order.
+
+    A cleanup span nested in another is part of its run. Outermost cleanup spans that follow one
+    another form one run as long as no span name repeats in it: a close after a delete (``cleanup``
+    matching both) is one teardown; a second span with a name the run already has (a second delete)
+    starts the next run."""
+    runs: list[list[RecordedSpan]] = []
+    names: set[str] = set()
+    for root, _ in _cleanup_subtrees(spans, session, as_patterns(cleanup))[0]:
+        if not runs or root.name in names:
+            runs.append([])
+            names = set()
+        runs[-1].append(root)
+        names.add(root.name)
+    return runs
 
 
 def cleanup_at_most(
@@ -331,11 +430,12 @@ def cleanup_at_most(
 ) -> list[Violation]:
     """Cleanup ran at most ``n`` times beneath each session span.
 
-    Counts the outermost cleanup spans beneath the session (a cleanup span nested in another cleanup
-    span is part of the same run). No session span at all is a violation.
+    Counts the cleanup runs :func:`teardowns` finds: a cleanup span nested in another cleanup span,
+    or following one under another name (a close after the delete), is part of the same run. No
+    session span at all is a violation.
     """
-    if n < 0:
-        raise ValueError(f"cleanup_at_most needs n >= 0, got {n}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"cleanup_at_most needs an int n >= 0, got {n!r}")
     name = "cleanup_at_most"
     sp, cp = as_patterns(session), as_patterns(cleanup)
     sessions = [s for s in spans if matches(s.name, sp)]
@@ -343,9 +443,9 @@ def cleanup_at_most(
         return [_no_session(name, sp, spans)]
     found: list[Violation] = []
     for sess in sessions:
-        runs = [root for root, _ in _cleanup_subtrees(spans, sess, cp)[0]]
+        runs = teardowns(spans, sess, cp)
         if len(runs) > n:
-            listed = "; ".join(describe_span(r) for r in runs)
+            listed = "; ".join(" then ".join(describe_span(r) for r in run) for run in runs)
             found.append(
                 Violation(
                     name,
@@ -372,11 +472,15 @@ def check_all(
     max_cleanups: int = 1,
     *,
     must_end: Sequence[RecordedSpan] | None = None,
+    flip_cleanup: Patterns | None = None,
+    count_cleanup: Patterns | None = None,
 ) -> list[Violation]:
     """Every invariant: :func:`cleanup_never_flips`, :func:`cleanup_at_most` (``max_cleanups``) and
-    :func:`all_spans_ended`. ``must_end`` limits the last check to those spans (default: all)."""
+    :func:`all_spans_ended`. ``must_end`` limits the last check to those spans (default: all).
+    ``flip_cleanup`` and ``count_cleanup`` are the cleanup span names of the first two invariants
+    (default: ``cleanup`` for both)."""
     return [
-        *cleanup_never_flips(spans, session, cleanup),
-        *cleanup_at_most(spans, max_cleanups, session, cleanup),
+        *cleanup_never_flips(spans, session, cleanup if flip_cleanup is None else flip_cleanup),
+        *cleanup_at_most(spans, max_cleanups, session, cleanup if count_cleanup is None else count_cleanup),
         *all_spans_ended(spans if must_end is None else must_end),
     ]

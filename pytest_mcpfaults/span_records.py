@@ -76,7 +76,8 @@ class RecordedSpan:
     process and increasing in start order, and ``parent_uid``, the ``uid`` of the recorded span it was
     started under (``None`` for a root or a parent that was not recorded). ``ancestors_at_start`` is
     ``(uid, status_code)`` of each recorded ancestor, nearest first, as they were when this span
-    started. The relation functions (:func:`parent_of`, :func:`children`, ...) follow ``parent_uid``
+    started, and ``ancestor_descriptions_at_start`` their ``(uid, status_description)`` at that moment.
+    The relation functions (:func:`parent_of`, :func:`children`, ...) follow ``parent_uid``
     for recorded spans and the ids only for snapshots built by hand (``uid`` ``None``).
 
     ``resource`` is a read-only mapping of the attributes of the resource that produced the span
@@ -99,6 +100,7 @@ class RecordedSpan:
     parent_uid: int | None = None
     ancestors_at_start: tuple[tuple[int, str], ...] = ()
     resource: Mapping[str, Any] = field(default_factory=lambda: _NO_RESOURCE)
+    ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = ()
 
     def __hash__(self) -> int:
         return hash((self.uid, self.trace_id, self.span_id))
@@ -143,12 +145,23 @@ class RecordedSpan:
             return None
         return next((code for uid, code in self.ancestors_at_start if uid == ancestor.uid), None)
 
+    def ancestor_at_start(self, ancestor: RecordedSpan) -> tuple[str, str | None] | None:
+        """``(status_code, status_description)`` of ``ancestor`` when this span started, or ``None``
+        if the recorder did not see it (not a recorded ancestor, a received span, a snapshot built by
+        hand)."""
+        code = self.status_of_ancestor_at_start(ancestor)
+        if code is None:
+            return None
+        desc = next((d for uid, d in self.ancestor_descriptions_at_start if uid == ancestor.uid), None)
+        return code, desc
+
 
 def take_snapshot(
     span: ReadableSpan,
     uid: int | None = None,
     parent_uid: int | None = None,
     ancestors_at_start: tuple[tuple[int, str], ...] = (),
+    ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = (),
 ) -> RecordedSpan:
     ctx = span.get_span_context()
     parent = span.parent
@@ -177,6 +190,7 @@ def take_snapshot(
         parent_uid=parent_uid,
         ancestors_at_start=ancestors_at_start,
         resource=_resource_of(span),
+        ancestor_descriptions_at_start=ancestor_descriptions_at_start,
     )
 
 

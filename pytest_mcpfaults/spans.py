@@ -122,7 +122,15 @@ def _sdk() -> tuple[Callable[..., Any], type]:
 class _Entry:
     """One recorded span: the SDK span object itself (its identity), and what was resolved at start."""
 
-    __slots__ = ("ancestors_at_start", "ids", "parent", "snapshot", "span", "uid")
+    __slots__ = (
+        "ancestor_descriptions_at_start",
+        "ancestors_at_start",
+        "ids",
+        "parent",
+        "snapshot",
+        "span",
+        "uid",
+    )
 
     def __init__(self, span: Any, uid: int, parent: _Entry | None) -> None:
         self.span = span  # kept until clear(): ``id(span)`` cannot be reused while the entry lives
@@ -132,12 +140,20 @@ class _Entry:
         self.ids: tuple[int, int] = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
         self.snapshot: RecordedSpan | None = None  # set when the span ends
         self.ancestors_at_start: tuple[tuple[int, str], ...] = ()
+        self.ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = ()
 
     @property
     def status_code(self) -> str:
         if self.snapshot is not None:
             return self.snapshot.status_code
         return str(self.span.status.status_code.name)
+
+    @property
+    def status_description(self) -> str | None:
+        if self.snapshot is not None:
+            return self.snapshot.status_description
+        desc: str | None = self.span.status.description
+        return desc
 
     def take(self) -> RecordedSpan:
         """The frozen snapshot of an ended span, or a snapshot of the open span as it is now."""
@@ -151,7 +167,9 @@ class _Entry:
     def freeze(self, span: ReadableSpan) -> RecordedSpan:
         """A snapshot of ``span`` (this entry's span or the SDK's read-only copy of it)."""
         parent_uid = self.parent.uid if self.parent is not None else None
-        return take_snapshot(span, self.uid, parent_uid, self.ancestors_at_start)
+        return take_snapshot(
+            span, self.uid, parent_uid, self.ancestors_at_start, self.ancestor_descriptions_at_start
+        )
 
 
 class _ReceivedEntry:
@@ -227,11 +245,14 @@ class SpanRecorder(_ProcessorBase):
             parent = self._resolve_parent(parent_obj, parent_ids, sdk_span)
             entry = _Entry(span, uid, parent)
             chain: list[tuple[int, str]] = []
+            descriptions: list[tuple[int, str | None]] = []
             anc = parent
             while anc is not None:
                 chain.append((anc.uid, anc.status_code))
+                descriptions.append((anc.uid, anc.status_description))
                 anc = anc.parent
             entry.ancestors_at_start = tuple(chain)
+            entry.ancestor_descriptions_at_start = tuple(descriptions)
             self._entries.append(entry)
             if self._received:
                 self._linked = None  # a received span's parent may be this one (a propagated context)

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 
 import anyio
+import gate_shapes
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -610,3 +611,141 @@ def test_an_error_after_cleanup_with_no_cleanup_span_beneath_passes(
             pass
         session.set_status(Status(StatusCode.ERROR, "no answer"))
     assert cleanup_never_flips(recorder.spans()) == []
+
+
+# --- issue 24: decided by structure and time ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent_call", [True, False], ids=["with-a-failed-call", "session-only"])
+def test_a_hardened_session_keeping_the_same_text_as_its_cleanup_is_no_flip(
+    recorder: SpanRecorder, tracer: Tracer, agent_call: bool
+) -> None:
+    """The SDK's generic text ("Request 'tools/call' timed out") on both the agent's failure and the
+    cleanup's: the session had its description before cleanup started, so it is its own."""
+    gate_shapes.same_text(tracer, agent_call=agent_call)
+    session = recorder.one("Agent.Session")
+    assert gate_shapes.TIMED_OUT in (session.status_description or "")
+    assert recorder.one("MCP.DeleteSession").failed
+    assert check_all(recorder.spans()) == []
+
+
+def test_the_same_text_copied_after_cleanup_is_still_a_flip(recorder: SpanRecorder, tracer: Tracer) -> None:
+    """Time cannot clear a description set after cleanup started: then text decides, and a cleanup
+    message no earlier failure carries is a copy."""
+    with tracer.start_as_current_span("Agent.Session") as session:
+        with tracer.start_as_current_span("Agent.Call"):
+            pass
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                raise RuntimeError(gate_shapes.TIMED_OUT)
+        except RuntimeError as exc:
+            session.set_status(Status(StatusCode.ERROR, f"agent failed: {exc}"))
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert "which comes from a cleanup failure (cause: MCP.DeleteSession [ERROR: RuntimeError: Request" in (
+        violation.message
+    )
+
+
+def test_text_a_failure_from_before_cleanup_also_carries_decides_nothing(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    """The session is given its status after cleanup (it was UNSET when cleanup started), with the text
+    both its failed call and the failed delete carry: the text tells the primary story either way."""
+    with tracer.start_as_current_span("Agent.Session") as session:
+        with tracer.start_as_current_span("Agent.Call") as call:
+            call.set_status(Status(StatusCode.ERROR, f"MCPError: {gate_shapes.TIMED_OUT}"))
+        with tracer.start_as_current_span("MCP.DeleteSession") as delete:
+            delete.set_status(Status(StatusCode.ERROR, f"MCPError: {gate_shapes.TIMED_OUT}"))
+        session.set_status(Status(StatusCode.ERROR, f"MCPError: {gate_shapes.TIMED_OUT}"))
+    assert check_all(recorder.spans()) == []
+
+
+def test_an_error_span_after_cleanup_outside_it_does_not_excuse_the_flip(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    gate_shapes.masked_by_close(tracer)
+    assert recorder.one("MCP.Close").failed
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert violation.message == (
+        "Agent.Session is ERROR although nothing but cleanup failed beneath it: it was not ERROR when "
+        "MCP.DeleteSession started and nothing failed before that (cause: MCP.DeleteSession [UNSET], which "
+        "did not record the failure; the session recorded CancelledError: Cancelled via cancel scope "
+        "7f00deadbeef); a cleanup failure must not flip the session"
+    )
+
+
+def test_a_failed_close_after_cleanup_copied_onto_the_session_is_a_flip(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    """A span after cleanup is part of the teardown: its failure copied onto the session is one too."""
+    with tracer.start_as_current_span("Agent.Session") as session:
+        with tracer.start_as_current_span("MCP.DeleteSession"):
+            pass
+        with tracer.start_as_current_span("MCP.Close") as close:
+            close.set_status(Status(StatusCode.ERROR, "ReadError: connection reset"))
+        session.set_status(Status(StatusCode.ERROR, "ReadError: connection reset"))
+    [violation] = cleanup_never_flips(recorder.spans())
+    assert "(cause: MCP.Close [ERROR: ReadError: connection reset])" in violation.message
+
+
+def test_an_error_span_before_cleanup_still_excuses_an_error_session(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    with tracer.start_as_current_span("Agent.Session") as session:
+        with tracer.start_as_current_span("Agent.Call") as call:
+            call.set_status(Status(StatusCode.ERROR, "agent failed"))
+        with tracer.start_as_current_span("MCP.DeleteSession"):
+            pass
+        session.set_status(Status(StatusCode.ERROR))
+    assert cleanup_never_flips(recorder.spans()) == []
+
+
+BOTH = ["MCP.DeleteSession", "MCP.Close"]
+
+
+def test_a_close_following_or_nested_in_a_delete_is_one_teardown(
+    recorder: SpanRecorder, tracer: Tracer
+) -> None:
+    gate_shapes.delete_then_close(tracer)
+    with (
+        tracer.start_as_current_span("Agent.Session"),
+        tracer.start_as_current_span("MCP.DeleteSession"),
+        tracer.start_as_current_span("MCP.Close"),  # nested in the delete
+    ):
+        pass
+    assert cleanup_at_most(recorder.spans(), 1, cleanup=BOTH) == []
+    assert check_all(recorder.spans(), cleanup=BOTH) == []
+
+
+def test_a_repeated_name_starts_the_next_teardown(recorder: SpanRecorder, tracer: Tracer) -> None:
+    with tracer.start_as_current_span("Agent.Session"):
+        for name in ["MCP.DeleteSession", "MCP.Close", "MCP.DeleteSession", "MCP.Close"]:
+            with tracer.start_as_current_span(name):
+                pass
+    [violation] = cleanup_at_most(recorder.spans(), 1, cleanup=BOTH)
+    assert violation.message == (
+        "Agent.Session ran cleanup 2 times, at most 1 allowed: MCP.DeleteSession [UNSET] then MCP.Close "
+        "[UNSET]; MCP.DeleteSession [UNSET] then MCP.Close [UNSET]"
+    )
+    assert cleanup_at_most(recorder.spans(), 2, cleanup=BOTH) == []
+    [twice] = cleanup_at_most(recorder.spans(), 1)  # the deletes alone: two runs as well
+    assert "ran cleanup 2 times" in twice.message
+
+
+def test_each_invariant_takes_its_own_cleanup_names(recorder: SpanRecorder, tracer: Tracer) -> None:
+    """The close counts as cleanup for flips (its failure copied is one) but not for the count."""
+    with tracer.start_as_current_span("Agent.Session") as session:
+        with tracer.start_as_current_span("MCP.DeleteSession"):
+            pass
+        with tracer.start_as_current_span("Agent.Retry"):
+            pass
+        with tracer.start_as_current_span("MCP.Close") as close:
+            close.set_status(Status(StatusCode.ERROR, "closed twice"))
+        with tracer.start_as_current_span("MCP.Close"):
+            pass
+        session.set_status(Status(StatusCode.ERROR, "closed twice"))
+    spans = recorder.spans()
+    found = check_all(spans, flip_cleanup=BOTH, count_cleanup="MCP.DeleteSession")
+    assert [v.invariant for v in found] == ["cleanup_never_flips"]
+    assert [v.invariant for v in check_all(spans, cleanup=BOTH)] == ["cleanup_never_flips", "cleanup_at_most"]
+    assert check_all(spans, cleanup=BOTH, max_cleanups=2)[1:] == []

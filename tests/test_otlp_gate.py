@@ -135,3 +135,49 @@ def test_never_runs(mcp_sidecar):
     result = run_plugin("-p", "no:randomly", "--continue-on-collection-errors", "test_good.py", "test_bad.py")
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*otlp_path must be a path starting with '/'*got 'v1/traces'*"])
+
+
+SHAPES = Path(__file__).resolve().parent / "gate_shapes.py"
+
+
+@pytest.mark.parametrize(
+    ("shape", "cleanup", "expected"),
+    [
+        ("cancelled_flip", "MCP.DeleteSession", ["cleanup_never_flips"]),
+        ("masked_by_close", "MCP.DeleteSession", ["cleanup_never_flips"]),
+        ("same_text", "MCP.DeleteSession", []),
+        ("delete_then_close", ["MCP.DeleteSession", "MCP.Close"], []),
+    ],
+)
+def test_spans_from_another_process_get_the_in_process_verdict(
+    shape: str, cleanup: str | list[str], expected: list[str]
+) -> None:
+    """The same shapes, exported over OTLP by a child process (no status-at-start travels with them:
+    the times of the session's exception events decide), and traced in this process."""
+    import os
+    import subprocess
+    import sys
+
+    import gate_shapes
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from pytest_mcpfaults import Sidecar, SpanRecorder
+    from pytest_mcpfaults.invariants import check_all
+
+    with Sidecar() as sc:
+        env = {**os.environ, **sc.otel_env}
+        subprocess.run([sys.executable, str(SHAPES), shape], env=env, check=True, timeout=60)
+        sc.wait_for_span("Agent.Session", timeout=10)
+        remote = check_all(sc.span_recorder.spans(), cleanup=cleanup)
+    local_rec = SpanRecorder()
+    gate_shapes.SHAPES[shape](local_rec.attach(TracerProvider()).get_tracer("shapes"))
+    local = check_all(local_rec.spans(), cleanup=cleanup)
+    assert [v.invariant for v in remote] == [v.invariant for v in local] == expected
+    if shape == "cancelled_flip":
+        assert remote[0].message == (
+            "Agent.Session is ERROR although nothing but cleanup failed beneath it: its first exception "
+            "event is from after MCP.DeleteSession started (its status then was not exported) and nothing "
+            "failed before that (cause: MCP.DeleteSession [UNSET], which did not record the failure; the "
+            "session recorded CancelledError: Cancelled via cancel scope 7f00deadbeef); a cleanup failure "
+            "must not flip the session"
+        )

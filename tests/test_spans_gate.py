@@ -245,6 +245,8 @@ def test_fixture_uses_the_ini_span_names(harness: pytest.Pytester) -> None:
                     pass
                 with t.start_as_current_span("mcp.delete"):
                     pass
+                with t.start_as_current_span("mcp.delete"):  # a name repeats: a second cleanup run
+                    pass
             assert mcp_spans.session_patterns == ("Harness.*",)
             mcp_spans.assert_cleanup_at_most(1)
         """
