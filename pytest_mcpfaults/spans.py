@@ -201,7 +201,11 @@ class SpanRecorder(_ProcessorBase):
     they arrive ended, and their parents are resolved from the received spans of the same source (see
     :mod:`pytest_mcpfaults.span_links`). :meth:`wait_for_span` waits until a span has ended.
 
-    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods. While
+    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods (the
+    attributes ``session_patterns`` and ``cleanup_patterns``); ``flip_cleanup_patterns`` and
+    ``count_cleanup_patterns``, when set, replace ``cleanup_patterns`` for ``cleanup_never_flips`` and
+    ``cleanup_at_most`` alone, and ``max_cleanups`` (default 1) is the runs ``cleanup_at_most``
+    allows unless told otherwise. While
     ``recording`` is false, spans that start are ignored (the recorder stays attached but costs nothing
     and keeps nothing).
     """
@@ -228,6 +232,11 @@ class SpanRecorder(_ProcessorBase):
         self._violation_sink: ViolationSink | None = None
         self.session_patterns: tuple[str, ...] = as_patterns(session)
         self.cleanup_patterns: tuple[str, ...] = as_patterns(cleanup)
+        # Cleanup names of cleanup_never_flips / cleanup_at_most alone (None: cleanup_patterns).
+        self.flip_cleanup_patterns: tuple[str, ...] | None = None
+        self.count_cleanup_patterns: tuple[str, ...] | None = None
+        # The cleanup runs a session may have, unless a check is told otherwise.
+        self.max_cleanups = 1
 
     # -- SpanProcessor interface -------------------------------------------------------------------
 
@@ -512,29 +521,54 @@ class SpanRecorder(_ProcessorBase):
 
     # -- invariants ------------------------------------------------------------------------------------
 
-    def check(
-        self, *, session: Patterns | None = None, cleanup: Patterns | None = None, max_cleanups: int = 1
+    def _flip_cleanup(self, cleanup: Patterns | None) -> Patterns:
+        if cleanup is not None:
+            return cleanup
+        return self.cleanup_patterns if self.flip_cleanup_patterns is None else self.flip_cleanup_patterns
+
+    def _count_cleanup(self, cleanup: Patterns | None) -> Patterns:
+        if cleanup is not None:
+            return cleanup
+        return self.cleanup_patterns if self.count_cleanup_patterns is None else self.count_cleanup_patterns
+
+    def _check_all(
+        self,
+        spans: Sequence[RecordedSpan],
+        session: Patterns | None,
+        cleanup: Patterns | None,
+        max_cleanups: int | None,
     ) -> list[invariants.Violation]:
-        """All violations of the recorded spans (``invariants.check_all``), without raising."""
         return invariants.check_all(
-            self.spans(),
+            spans,
             session=self.session_patterns if session is None else session,
             cleanup=self.cleanup_patterns if cleanup is None else cleanup,
-            max_cleanups=max_cleanups,
+            max_cleanups=self.max_cleanups if max_cleanups is None else max_cleanups,
+            flip_cleanup=self._flip_cleanup(cleanup),
+            count_cleanup=self._count_cleanup(cleanup),
         )
 
+    def check(
+        self,
+        *,
+        session: Patterns | None = None,
+        cleanup: Patterns | None = None,
+        max_cleanups: int | None = None,
+    ) -> list[invariants.Violation]:
+        """All violations of the recorded spans (``invariants.check_all``), without raising. Defaults:
+        the recorder's patterns and ``max_cleanups``; ``cleanup`` given applies to both invariants."""
+        return self._check_all(self.spans(), session, cleanup, max_cleanups)
+
     def assert_invariants(
-        self, *, session: Patterns | None = None, cleanup: Patterns | None = None, max_cleanups: int = 1
+        self,
+        *,
+        session: Patterns | None = None,
+        cleanup: Patterns | None = None,
+        max_cleanups: int | None = None,
     ) -> None:
         """Assert every invariant (``check_all``); raises ``SpanInvariantError`` with the span tree."""
         __tracebackhide__ = True
         spans = self.spans()
-        found = invariants.check_all(
-            spans,
-            session=self.session_patterns if session is None else session,
-            cleanup=self.cleanup_patterns if cleanup is None else cleanup,
-            max_cleanups=max_cleanups,
-        )
+        found = self._check_all(spans, session, cleanup, max_cleanups)
         self._conclude(invariants.ALL_INVARIANTS, found, spans)
 
     def assert_cleanup_never_flips(
@@ -546,21 +580,22 @@ class SpanRecorder(_ProcessorBase):
         found = invariants.cleanup_never_flips(
             spans,
             session=self.session_patterns if session is None else session,
-            cleanup=self.cleanup_patterns if cleanup is None else cleanup,
+            cleanup=self._flip_cleanup(cleanup),
         )
         self._conclude(("cleanup_never_flips",), found, spans)
 
     def assert_cleanup_at_most(
-        self, n: int = 1, *, session: Patterns | None = None, cleanup: Patterns | None = None
+        self, n: int | None = None, *, session: Patterns | None = None, cleanup: Patterns | None = None
     ) -> None:
-        """Assert ``invariants.cleanup_at_most`` (cleanup ran at most ``n`` times per session span)."""
+        """Assert ``invariants.cleanup_at_most`` (at most ``n`` cleanup runs per session span; default:
+        the recorder's ``max_cleanups``)."""
         __tracebackhide__ = True
         spans = self.spans()
         found = invariants.cleanup_at_most(
             spans,
-            n,
+            self.max_cleanups if n is None else n,
             session=self.session_patterns if session is None else session,
-            cleanup=self.cleanup_patterns if cleanup is None else cleanup,
+            cleanup=self._count_cleanup(cleanup),
         )
         self._conclude(("cleanup_at_most",), found, spans)
 

@@ -644,6 +644,14 @@ def test_gate_and_fixture_together_record_setup_spans(harness: pytest.Pytester) 
             "ERROR: mcpfaults_cleanup_spans: needs at least one span-name glob, got []",
         ),
         ("mcpfaults_check_spans = maybe", "ERROR: mcpfaults_check_spans: expected a boolean*'maybe'*"),
+        (
+            "mcpfaults_max_cleanups = -1",
+            "ERROR: mcpfaults_max_cleanups: expected a whole number >= 0 (cleanup runs *), got '-1'",
+        ),
+        (
+            "mcpfaults_max_cleanups = two",
+            "ERROR: mcpfaults_max_cleanups: expected a whole number >= 0 (cleanup runs *), got 'two'",
+        ),
     ],
 )
 def test_bad_ini_is_a_usage_error(pytester: pytest.Pytester, ini: str, message: str) -> None:
@@ -665,6 +673,118 @@ def test_blank_pattern_in_a_toml_list_is_a_usage_error(pytester: pytest.Pytester
     result.stderr.fnmatch_lines(
         ["ERROR: mcpfaults_session_spans: blank span-name glob ' ' in ['Agent.Session', ' ']"]
     )
+
+
+TEARDOWN_TESTS = """
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Status, StatusCode
+
+
+def teardown(t, *names, fail=None):
+    with t.start_as_current_span("Agent.Session") as session:
+        for name in names:
+            with t.start_as_current_span(name) as span:
+                if name == fail:
+                    span.set_status(Status(StatusCode.ERROR, "closed twice"))
+        if fail:
+            session.set_status(Status(StatusCode.ERROR, "closed twice"))
+
+
+def test_delete_then_close():
+    teardown(TracerProvider().get_tracer("app"), "MCP.DeleteSession", "MCP.Close")
+
+
+def test_two_teardowns():
+    teardown(TracerProvider().get_tracer("app"), "MCP.DeleteSession", "MCP.Close", "MCP.DeleteSession")
+
+
+@pytest.mark.mcpfaults_spans(max_cleanups=2)
+def test_two_teardowns_allowed():
+    teardown(TracerProvider().get_tracer("app"), "MCP.DeleteSession", "MCP.DeleteSession")
+
+
+@pytest.mark.mcpfaults_spans(count_cleanup="MCP.DeleteSession")
+def test_closes_not_counted(mcp_spans):
+    teardown(TracerProvider().get_tracer("app"), "MCP.DeleteSession", "MCP.Close", "MCP.Close")
+    assert mcp_spans.count_cleanup_patterns == ("MCP.DeleteSession",)
+    mcp_spans.assert_cleanup_at_most()
+
+
+def test_a_failed_close_copied_is_a_flip():
+    teardown(TracerProvider().get_tracer("app"), "MCP.DeleteSession", "MCP.Close", fail="MCP.Close")
+"""
+
+
+def test_max_cleanups_and_each_invariants_cleanup_names_from_ini_and_marker(harness: pytest.Pytester) -> None:
+    harness.makeini(
+        """
+        [pytest]
+        mcpfaults_check_spans = true
+        mcpfaults_cleanup_spans =
+            MCP.DeleteSession
+            MCP.Close
+        mcpfaults_count_cleanup_spans = MCP.*
+        """
+    )
+    harness.makepyfile(test_app=TEARDOWN_TESTS)
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "-p", "no:randomly")
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines(["test_app.py .F..F *"])  # test_two_teardowns, test_a_failed_close_...
+    out = result.stdout.str()
+    assert (
+        "Agent.Session ran cleanup 2 times, at most 1 allowed: MCP.DeleteSession [UNSET] then MCP.Close"
+        " [UNSET]; MCP.DeleteSession [UNSET]"
+    ) in out
+    assert (
+        "Agent.Session is ERROR with description 'closed twice', which comes from a cleanup failure "
+        "(cause: MCP.Close [ERROR: closed twice])"
+    ) in out
+    # With the ini's max_cleanups = 2 the second teardown is allowed; with the flips' own names
+    # limited to the delete, the failed close is no cleanup failure of it (but a failure after
+    # cleanup started: never a primary one).
+    harness.makeini(
+        """
+        [pytest]
+        mcpfaults_check_spans = true
+        mcpfaults_max_cleanups = 2
+        mcpfaults_flip_cleanup_spans = MCP.DeleteSession
+        """
+    )
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "-p", "no:randomly")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(["test_app.py ....F *", "*_ test_a_failed_close_copied_is_a_flip _*"])
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("max_cleanups=-1", "*mcpfaults_spans(max_cleanups=): expected a whole number >= 0*got -1"),
+        ("max_cleanups=True", "*mcpfaults_spans(max_cleanups=): expected a whole number >= 0*got True"),
+        ("flip_cleanup=[]", "*mcpfaults_spans(flip_cleanup=): needs at least one span-name glob, got []"),
+        (
+            "cleanups='MCP.*'",
+            "*mcpfaults_spans got an unknown argument 'cleanups'; valid arguments: session, "
+            "cleanup, flip_cleanup, count_cleanup, max_cleanups",
+        ),
+        ("'MCP.*'", "*mcpfaults_spans takes keyword arguments only*got ('MCP.*',)"),
+    ],
+)
+def test_a_bad_spans_marker_fails_collection_naming_the_argument(
+    pytester: pytest.Pytester, marker: str, message: str
+) -> None:
+    pytester.makepyfile(
+        test_bad=f"""
+        import pytest
+
+        @pytest.mark.mcpfaults_spans({marker})
+        def test_never_runs():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "mcpfaults")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ERROR collecting test_bad.py*", message])
 
 
 def test_fixture_stops_recording_after_the_test_without_the_gate(harness: pytest.Pytester) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,18 +20,31 @@ if TYPE_CHECKING:
 
 SESSION_INI = "mcpfaults_session_spans"
 CLEANUP_INI = "mcpfaults_cleanup_spans"
+FLIP_CLEANUP_INI = "mcpfaults_flip_cleanup_spans"
+COUNT_CLEANUP_INI = "mcpfaults_count_cleanup_spans"
+MAX_CLEANUPS_INI = "mcpfaults_max_cleanups"
 CHECK_INI = "mcpfaults_check_spans"
 CHECK_OPTION = "--mcpfaults-check-spans"
+SPANS_MARKER = "mcpfaults_spans"
 
 
 @dataclass(frozen=True)
 class SpanSettings:
-    """The validated span settings of a run."""
+    """The validated span settings of a run, or of one test (its ``mcpfaults_spans`` marker applied).
+
+    ``flip_cleanup`` and ``count_cleanup`` are the cleanup span names of ``cleanup_never_flips`` and
+    ``cleanup_at_most``; ``None``: ``cleanup``'s."""
 
     check: bool
     session: tuple[str, ...]
     cleanup: tuple[str, ...]
+    flip_cleanup: tuple[str, ...] | None = None
+    count_cleanup: tuple[str, ...] | None = None
+    max_cleanups: int = 1
 
+
+#: The ``mcpfaults_spans`` marker's keywords: every setting but the gate switch.
+MARKER_KWARGS: tuple[str, ...] = tuple(f.name for f in fields(SpanSettings) if f.name != "check")
 
 _SETTINGS_KEY = pytest.StashKey[SpanSettings]()
 _WATCH_KEY = pytest.StashKey[ExitStack]()
@@ -63,16 +76,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=["MCP.DeleteSession"],
         help="Span-name globs of cleanup spans, one per line (default: MCP.DeleteSession).",
     )
+    parser.addini(
+        FLIP_CLEANUP_INI,
+        type="linelist",
+        default=[],
+        help=f"Cleanup span-name globs for cleanup_never_flips only (default: {CLEANUP_INI}'s).",
+    )
+    parser.addini(
+        COUNT_CLEANUP_INI,
+        type="linelist",
+        default=[],
+        help=f"Cleanup span-name globs for cleanup_at_most only (default: {CLEANUP_INI}'s).",
+    )
+    parser.addini(
+        MAX_CLEANUPS_INI,
+        default="1",
+        help="How many cleanup runs (teardowns) each session span may have: cleanup_at_most's n (default 1).",
+    )
+
+
+def _check_patterns(where: str, value: Any) -> tuple[str, ...]:
+    """``value`` as span-name globs; a ``ValueError`` naming ``where`` otherwise."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(f"{where}: needs at least one span-name glob, got {value!r}")
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ValueError(f"{where}: blank span-name glob {item!r} in {value!r}")
+    return tuple(item.strip() for item in items)
+
+
+def _check_count(where: str, value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}: expected a whole number >= 0 (cleanup runs per session), got {value!r}")
+    return value
 
 
 def _patterns(config: pytest.Config, key: str) -> tuple[str, ...]:
-    value: Any = config.getini(key)
-    if not value:
-        raise pytest.UsageError(f"{key}: needs at least one span-name glob, got {value!r}")
-    for item in value:
-        if not isinstance(item, str) or not item.strip():
-            raise pytest.UsageError(f"{key}: blank span-name glob {item!r} in {value!r}")
-    return tuple(item.strip() for item in value)
+    try:
+        return _check_patterns(key, config.getini(key))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _optional_patterns(config: pytest.Config, key: str) -> tuple[str, ...] | None:
+    """An ini key's globs; ``None`` when the key is not set (empty)."""
+    return _patterns(config, key) if config.getini(key) else None
 
 
 def _read_settings(config: pytest.Config) -> SpanSettings:
@@ -84,9 +135,58 @@ def _read_settings(config: pytest.Config) -> SpanSettings:
             check = bool(config.getini(CHECK_INI))
         except (ValueError, TypeError, pytest.UsageError) as exc:
             raise pytest.UsageError(f"{CHECK_INI}: expected a boolean (true/false), {exc}") from None
+    try:
+        max_cleanups = _check_count(MAX_CLEANUPS_INI, config.getini(MAX_CLEANUPS_INI))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     return SpanSettings(
-        check=check, session=_patterns(config, SESSION_INI), cleanup=_patterns(config, CLEANUP_INI)
+        check=check,
+        session=_patterns(config, SESSION_INI),
+        cleanup=_patterns(config, CLEANUP_INI),
+        flip_cleanup=_optional_patterns(config, FLIP_CLEANUP_INI),
+        count_cleanup=_optional_patterns(config, COUNT_CLEANUP_INI),
+        max_cleanups=max_cleanups,
     )
+
+
+def _marker_overrides(node: pytest.Item) -> dict[str, Any]:
+    """The validated keywords of ``node``'s ``mcpfaults_spans`` markers, the closest winning per
+    keyword; a ``ValueError`` naming the test and the argument otherwise."""
+    merged: dict[str, Any] = {}
+    for marker in node.iter_markers(SPANS_MARKER):  # closest first
+        where = f"{node.nodeid}: @pytest.mark.{SPANS_MARKER}"
+        if marker.args:
+            raise ValueError(
+                f"{where} takes keyword arguments only ({', '.join(MARKER_KWARGS)}), got {marker.args!r}"
+            )
+        for key, value in marker.kwargs.items():
+            if key not in MARKER_KWARGS:
+                raise ValueError(
+                    f"{where} got an unknown argument {key!r}; valid arguments: {', '.join(MARKER_KWARGS)}"
+                )
+            if key in merged:
+                continue
+            if key == "max_cleanups":
+                merged[key] = _check_count(f"{where}(max_cleanups=)", value)
+            else:
+                merged[key] = _check_patterns(f"{where}({key}=)", value)
+    return merged
+
+
+def marker_problem(node: pytest.Item) -> str | None:
+    """What is wrong with ``node``'s ``mcpfaults_spans`` markers, or ``None``."""
+    try:
+        _marker_overrides(node)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def item_settings(item: pytest.Item) -> SpanSettings:
+    """The span settings of one test: the run's, with its ``mcpfaults_spans`` markers applied."""
+    settings = settings_for(item.config)
+    overrides = _marker_overrides(item)
+    return replace(settings, **overrides) if overrides else settings
 
 
 def settings_for(config: pytest.Config) -> SpanSettings:
@@ -98,6 +198,11 @@ def settings_for(config: pytest.Config) -> SpanSettings:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{SPANS_MARKER}(**kwargs): this test's span settings for the gate and mcp_spans "
+        f"({', '.join(MARKER_KWARGS)}); the ini keys' values otherwise.",
+    )
     settings = settings_for(config)
     if settings.check:
         # Watch provider creation for the whole run, so a harness that builds its TracerProvider at
@@ -126,6 +231,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     )
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A bad ``mcpfaults_spans`` marker fails its module's collection, naming the argument."""
+    if metafunc.definition.get_closest_marker(SPANS_MARKER) is not None:
+        problem = marker_problem(metafunc.definition)
+        if problem is not None:
+            raise pytest.Collector.CollectError(problem)
+
+
 def recorder_for_test(item: pytest.Item) -> SpanRecorder | None:
     """The recorder of ``item``'s spans when the test records spans (the gate is on, or it requests
     ``mcp_spans``), else ``None``: what a sidecar made for the test sends received spans to."""
@@ -143,6 +256,9 @@ def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
     recorder = install_recorder()
     recorder.session_patterns = settings.session
     recorder.cleanup_patterns = settings.cleanup
+    recorder.flip_cleanup_patterns = settings.flip_cleanup
+    recorder.count_cleanup_patterns = settings.count_cleanup
+    recorder.max_cleanups = settings.max_cleanups
     if not item.stash.get(_STARTED_KEY, False):
         recorder.clear()
         item.stash[_STARTED_KEY] = True
@@ -161,7 +277,7 @@ def pytest_runtest_protocol(
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     settings = settings_for(item.config)
     if settings.check:
-        _start_test(item, settings)
+        _start_test(item, item_settings(item))
     return (yield)
 
 
@@ -175,7 +291,15 @@ def _gate_violations(
     # Spans started by fixtures during setup may legitimately stay open until teardown: only spans
     # started during the call phase must have ended by its end.
     must_end = recorder.spans(since=mark) if spans else []
-    names, found = gate_violations(spans, settings.session, settings.cleanup, must_end)
+    names, found = gate_violations(
+        spans,
+        settings.session,
+        settings.cleanup,
+        must_end,
+        flip_cleanup=settings.flip_cleanup,
+        count_cleanup=settings.count_cleanup,
+        max_cleanups=settings.max_cleanups,
+    )
     return names, found, spans
 
 
@@ -203,9 +327,9 @@ def _gate_failure(
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    settings = settings_for(item.config)
-    if not settings.check:
+    if not settings_for(item.config).check:
         return (yield)
+    settings = item_settings(item)
     recorder = _start_test(item, settings)
     mark = recorder.mark()
     try:
@@ -240,7 +364,7 @@ def mcp_spans(request: pytest.FixtureRequest) -> Generator[SpanRecorder, None, N
     from pytest_mcpfaults._pytest.records import record_for
 
     item = request.node
-    settings = settings_for(request.config)
+    settings = item_settings(item)
     recorder = _start_test(item, settings)
     recorder.report_violations_to(record_for(item).add_invariants)
     try:
