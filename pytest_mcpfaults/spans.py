@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_mcpfaults import invariants
+from pytest_mcpfaults import invariants, span_results
 from pytest_mcpfaults.span_links import Received, link_received
 from pytest_mcpfaults.span_queries import (
     DEFAULT_CLEANUP,
@@ -615,6 +615,9 @@ class SpanRecorder(_ProcessorBase):
                 sink(name, ok, message)
         if self._violation_sink is not None:
             self._violation_sink(names, found)
+        running = span_results.running_sink()
+        if running is not None:
+            running(names, found)
         if found:
             raise invariants.SpanInvariantError(found, spans)
 

@@ -163,6 +163,8 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
         "pytest_mcpfaults._pytest.sidecar",
         "pytest_mcpfaults._pytest.settings",  # the ini defaults and marker merging (pytest only)
         "pytest_mcpfaults._pytest.spans",
+        # where each test's invariant checks go, set for every test (imports nothing)
+        "pytest_mcpfaults.span_results",
         "pytest_mcpfaults._pytest.report",
         # the running tally that keeps crashed/interrupted tests in the report (standard library only)
         "pytest_mcpfaults._pytest.progress",

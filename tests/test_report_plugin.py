@@ -249,3 +249,64 @@ def test_baseline_gate(suite: pytest.Pytester, run_plugin) -> None:  # type: ign
     known = run_plugin("--mcpfaults-baseline=full.json")
     assert known.ret == 0
     known.stdout.fnmatch_lines(["mcpfaults baseline *full.json: no new violations (1 in the baseline)"])
+
+
+RUNNER = """
+import os
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Status, StatusCode
+
+from pytest_mcpfaults.spans import install_recorder
+
+PROVIDER = TracerProvider()  # the runner's own, built at import: no watch catches it
+
+
+def test_runner_checks_its_own_spans():
+    recorder = install_recorder()
+    recorder.attach(PROVIDER)
+    tracer = PROVIDER.get_tracer("runner")
+    with tracer.start_as_current_span("Agent.Session") as session:
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                raise RuntimeError("Service is no longer alive")
+        except RuntimeError as exc:
+            if os.environ.get("FLIP") == "1":
+                session.set_status(Status(StatusCode.ERROR, str(exc)))
+    recorder.assert_invariants()
+"""
+
+
+def test_install_recorder_checks_reach_the_report_and_the_baseline_with_the_gate_off(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --mcpfaults-check-spans and without mcp_spans, a runner's own
+    ``install_recorder().assert_invariants()`` is a check like any other: in the record, the JSON
+    report, the summary and the baseline gate."""
+    pytester.makepyfile(test_runner=RUNNER)
+    clean = pytester.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-report=clean.json")
+    clean.assert_outcomes(passed=1)
+    [entry] = _json(pytester.path / "clean.json")["tests"]
+    assert [(i["name"], i["ok"]) for i in entry["invariants"]] == [
+        ("cleanup_never_flips", True),
+        ("cleanup_at_most", True),
+        ("all_spans_ended", True),
+    ]
+    clean.stdout.fnmatch_lines(["1 test used the plugin (0 sidecars, 3 invariant checks, 0 failed)"])
+
+    monkeypatch.setenv("FLIP", "1")
+    flip = pytester.runpytest_subprocess(
+        "-p", "mcpfaults", "--mcpfaults-baseline=clean.json", "--mcpfaults-report=flip.json"
+    )
+    flip.assert_outcomes(failed=1)
+    [entry] = _json(pytester.path / "flip.json")["tests"]
+    [failed] = [i for i in entry["invariants"] if not i["ok"]]
+    assert failed["name"] == "cleanup_never_flips"
+    assert "Agent.Session is ERROR with description 'Service is no longer alive'" in failed["message"]
+    flip.stdout.fnmatch_lines(
+        [
+            "mcpfaults gate FAILED: 1 new violation not in baseline *clean.json:",
+            "  regressed: test_runner.py::test_runner_checks_its_own_spans: invariant cleanup_never_flips:"
+            " Agent.Session is ERROR*",
+        ]
+    )

@@ -269,8 +269,17 @@ def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
+    from pytest_mcpfaults import span_results  # imports nothing: the span code stays unloaded
+    from pytest_mcpfaults._pytest.records import record_for
+
     item.stash[_STARTED_KEY] = False  # a rerun of the same item starts empty again
-    return (yield)
+    # Every invariant check made while this test runs (gate, mcp_spans, install_recorder().assert_*,
+    # a recorder of its own) goes into its record.
+    span_results.set_running_sink(record_for(item).add_invariants)
+    try:
+        return (yield)
+    finally:
+        span_results.set_running_sink(None)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -361,17 +370,13 @@ def mcp_spans(request: pytest.FixtureRequest) -> Generator[SpanRecorder, None, N
     ``assert_all_spans_ended()`` or ``assert_invariants()``. Span names default to the
     ``mcpfaults_session_spans`` / ``mcpfaults_cleanup_spans`` ini keys.
     """
-    from pytest_mcpfaults._pytest.records import record_for
-
     item = request.node
     settings = item_settings(item)
     recorder = _start_test(item, settings)
-    recorder.report_violations_to(record_for(item).add_invariants)
     try:
         with recorder.watch_providers():
             yield recorder
     finally:
-        recorder.report_violations_to(None)
         if not settings.check:
             # Without the gate nothing reads spans between tests: stop keeping them.
             recorder.recording = False
