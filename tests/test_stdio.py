@@ -204,6 +204,48 @@ def test_a_stall_past_the_budget_is_a_violation_and_the_child_is_killed(make: An
     assert server.journal.requests[-1].hold == "patience"
 
 
+def test_the_stalls_bytes_in_the_verdict_are_the_journals(make: Any) -> None:
+    """The verdict's "stopped after N bytes" and the journal's bytes= are one recorded fact: what the
+    stall wrote before its hold, kept when the hold ends at the budget (not reset to 0)."""
+    server = make(faults=["stall(after_bytes=10)@tools/call"], patience=0.5)
+    [got] = run(session(server, ("echo", {"text": "hi"}), timeout=10.0))
+    assert isinstance(got, MCPError)
+    [v] = server.patience_violations
+    [held] = [r for r in server.journal.requests if r.held]
+    assert (held.bytes_sent, held.hold) == (10, "patience")
+    assert "which stopped after 10 bytes of its line" in v.describe()
+    text = server.patience_verdict([v])
+    assert "POST tools/call echo" in text and "bytes=10  fault=stall(after_bytes=10)@tools/call" in text
+
+
+def test_a_client_that_timed_out_the_call_and_went_on_is_not_said_to_have_waited(make: Any) -> None:
+    """The client bounds the call at 1 s (mcp 2.x cancels it with notifications/cancelled) and sends its
+    delete; the child still holds the stalled reply when the 2 s budget runs out. The verdict says what
+    the records show: held the whole budget, cancelled after 1 s, one more request sent, stdin open."""
+    server = make(faults=["stall(after_bytes=10)@tool:echo"], patience=2.0)
+    echo, _delete = run(
+        session(server, ("echo", {"text": "hi"}), ("delete_session", {"session_id": "s"}), timeout=1.0)
+    )
+    assert isinstance(echo, MCPError) and "timed out" in str(echo)
+    [v] = server.patience_violations
+    [cancel] = v.child.cancels
+    [held] = [r for r in server.journal.requests if r.held]
+    assert cancel.request == held.id and 0.9 <= cancel.at - v.waited_from < 1.9
+    assert [(r.mcp_method, r.tool) for r in v.later] == [("tools/call", "delete_session")]
+    text = v.describe()
+    assert text.startswith(
+        "the reply to `tools/call echo` was held 2 s (the whole budget) with 10 bytes of its line written; "
+        f"meanwhile the client cancelled it after {cancel.at - v.waited_from:.2f} s (notifications/cancelled"
+    )
+    after = v.later[0].started_at - v.waited_from
+    assert f"sent 1 more request on this child (`tools/call delete_session` after {after:.2f} s)" in text
+    assert text.endswith("but neither closed stdin nor ended the child; it never sent SIGTERM")
+    assert "the client waited" not in text
+    verdict = server.patience_verdict([v])
+    assert "The client gave up on the request but kept using the child, which still held it" in verdict
+    assert "put a timeout on the request" not in verdict
+
+
 def test_a_freeze_fault_stops_the_child_on_the_request(make: Any) -> None:
     server = make(faults=["freeze@tools/call"], patience=0.5)
     [got] = run(session(server, ("echo", {"text": "hi"}), timeout=10.0))

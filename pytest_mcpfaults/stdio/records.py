@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pytest_mcpfaults.sidecar.journal import RequestRecord
 
-__all__ = ["ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
+__all__ = ["CancelRecord", "ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
 
 ViolationKind = Literal["close", "hold", "frozen"]
 """What the client waited on: a child kept alive past its stdin closing or a signal (``'close'``), a
@@ -31,6 +31,16 @@ class SignalRecord:
 
 
 @dataclass(frozen=True)
+class CancelRecord:
+    """A ``notifications/cancelled`` the client sent the child: the journal id of the request it named
+    (``request``), when it arrived, and its ``reason`` (``None`` when it gave none)."""
+
+    request: int
+    at: float
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class ChildRecord:
     """One stdio child, from its first contact to its exit.
 
@@ -42,6 +52,7 @@ class ChildRecord:
     test process killed it when a budget ran out), ``'kill()'`` (the test's ``kill()``), ``'teardown'``
     (still running when the test ended: the test process killed it), or ``'stdout closed by the
     client'``. ``exit_code`` follows ``subprocess`` (negative: the signal that ended it), when known.
+    ``cancels``: the requests the client cancelled (``notifications/cancelled``), in order.
     """
 
     id: int
@@ -55,6 +66,7 @@ class ChildRecord:
     exit_how: str | None = None
     exit_code: int | None = None
     session_id: str | None = field(default=None, repr=False)
+    cancels: tuple[CancelRecord, ...] = ()
 
     @property
     def alive(self) -> bool:
@@ -84,7 +96,9 @@ class StdioViolation:
 
     ``kind`` says what the client waited on (:data:`ViolationKind`); ``child`` is the child as it was
     when the budget ran out, ``request`` the held request (``kind='hold'``), ``fault`` the text form of
-    the fault responsible, ``waited_from`` when the wait began; ``expected`` as for HTTP."""
+    the fault responsible, ``waited_from`` when the wait began; ``expected`` as for HTTP. ``later``:
+    the requests the client sent the child after the wait began (the journal's records when the budget
+    ran out; cancellations are in ``child.cancels``)."""
 
     kind: ViolationKind
     child: ChildRecord
@@ -95,6 +109,7 @@ class StdioViolation:
     request: RequestRecord | None = None
     budget_from: Literal["fault", "sidecar"] = "sidecar"
     pending_bytes: int = 0
+    later: tuple[RequestRecord, ...] = ()
 
     @property
     def waited(self) -> float:
@@ -127,16 +142,59 @@ class StdioViolation:
         r = self.request
         assert r is not None
         req = f"`{r.mcp_method or '?'}{' ' + r.tool if r.tool else ''}`"
+        cancel = self.cancel
+        if cancel is None and not self.later:
+            # Nothing on record but the wait: the client sent this child nothing more.
+            if r.fault_kind == "freeze":
+                held = f"{req}, held by a child that stopped itself (SIGSTOP) on it"
+            elif r.bytes_sent:
+                held = f"the reply to {req}, which stopped after {r.bytes_sent} bytes of its line"
+            else:
+                held = f"a hung {req} (no byte of its reply was written)"
+            return (
+                f"the client waited {b} (the whole budget) on {held}, and neither closed stdin nor ended "
+                f"the child; {c.waits(self.waited_from)}"
+            )
         if r.fault_kind == "freeze":
-            held = f"{req}, held by a child that stopped itself (SIGSTOP) on it"
+            held = f"{req} was held {b} (the whole budget) by a child that stopped itself (SIGSTOP) on it"
         elif r.bytes_sent:
-            held = f"the reply to {req}, which stopped after {r.bytes_sent} bytes of its line"
+            written = f"with {r.bytes_sent} bytes of its line written"
+            held = f"the reply to {req} was held {b} (the whole budget) {written}"
         else:
-            held = f"a hung {req} (no byte of its reply was written)"
+            held = f"{req} was held {b} (the whole budget) before any byte of its reply"
+        did: list[str] = []
+        if cancel is not None:
+            why = f": {cancel.reason!r}" if cancel.reason else ""
+            did.append(
+                f"cancelled it after {cancel.at - self.waited_from:.2f} s (notifications/cancelled{why})"
+            )
+        if self.later:
+            n = len(self.later)
+            listed = ", ".join(
+                f"`{x.mcp_method or x.method}{' ' + x.tool if x.tool else ''}` after "
+                f"{x.started_at - self.waited_from:.2f} s"
+                for x in self.later[:3]
+            )
+            more = f", and {n - 3} more" if n > 3 else ""
+            did.append(f"sent {n} more request{'s' if n != 1 else ''} on this child ({listed}{more})")
         return (
-            f"the client waited {b} (the whole budget) on {held}, and neither closed stdin nor ended the "
+            f"{held}; meanwhile the client {' and '.join(did)}, but neither closed stdin nor ended the "
             f"child; {c.waits(self.waited_from)}"
         )
+
+    @property
+    def cancel(self) -> CancelRecord | None:
+        """The client's cancellation of the held request, if it sent one before the budget ran out."""
+        r = self.request
+        if r is None:
+            return None
+        return next((x for x in self.child.cancels if x.request == r.id), None)
+
+    @property
+    def moved_on(self) -> bool:
+        """Whether the client, by the record, gave up on the held request or went on using the child
+        (it cancelled the request, or sent the child more requests) rather than wait for it."""
+        return self.cancel is not None or bool(self.later)
 
     def _first_signal(self) -> str:
         got = [s for s in self.child.signals if s.action == "ignored"]

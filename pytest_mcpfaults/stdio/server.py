@@ -38,7 +38,13 @@ from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.config import check_kwargs
 from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_exited, wait_stopped
-from pytest_mcpfaults.stdio.records import ChildRecord, SignalRecord, StdioViolation, ViolationKind
+from pytest_mcpfaults.stdio.records import (
+    CancelRecord,
+    ChildRecord,
+    SignalRecord,
+    StdioViolation,
+    ViolationKind,
+)
 from pytest_mcpfaults.stdio.replies import reply_line, request_id
 from pytest_mcpfaults.stdio.verdict import verdict_text
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, MAX_LINE, MAX_MESSAGE, TOKEN_ENV
@@ -75,6 +81,7 @@ class _Child:
     close_timer: asyncio.TimerHandle | None = None
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     requests: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
+    rpc_ids: dict[Any, int] = dataclasses.field(default_factory=dict)  # JSON-RPC id -> journal id
 
 
 class _ChildTransport:
@@ -540,6 +547,14 @@ class StdioServer(SidecarViews):
         expected: bool = False,
         pending: int = 0,
     ) -> None:
+        later = tuple(
+            r
+            for r in self.journal.requests
+            if r.conn_id == child.cid
+            and r.id != rid
+            and r.started_at >= since
+            and r.mcp_method != "notifications/cancelled"
+        )
         v = StdioViolation(
             kind,
             child.record,
@@ -550,6 +565,7 @@ class StdioServer(SidecarViews):
             request=self.journal.request(rid) if rid is not None else None,
             budget_from="fault" if own else "sidecar",
             pending_bytes=pending,
+            later=later if kind == "hold" else (),
         )
         with self._cond:
             self._violations.append(v)
@@ -619,6 +635,7 @@ class StdioServer(SidecarViews):
         )  # fmt: skip
         sent = 0
         status: int | None = None
+        self._note_ids(child, rid, body)
         try:
             incoming = Incoming("POST", _MCP_PATH, child.headers, list(child.headers.items()), body)
             answer = await self.core.decide(rid, incoming, _ChildTransport(self, child, rid))
@@ -626,7 +643,7 @@ class StdioServer(SidecarViews):
             status = answer.reply.status
             sent = await self._deliver(child, rid, answer, body)
         except Dropped:
-            pass
+            sent = j.request(rid).bytes_sent  # what a stall wrote before its hold ended stays written
         except Exception as exc:  # a bug of ours: surface it in the test
             self.core.record_error(f"stdio message {body[:80]!r}", exc)
             j.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
@@ -647,6 +664,31 @@ class StdioServer(SidecarViews):
         self._send(child, t="out", d=line)
         j.update_request(rid, error=text, error_by="client")
         j.end_request(rid, status=413, bytes_sent=len(line))
+
+    def _note_ids(self, child: _Child, rid: int, body: bytes) -> None:
+        """Remember which journal request each JSON-RPC id is, and record a ``notifications/cancelled``
+        naming one of them on the child's record (what the client gave up on, and when)."""
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return
+        if not isinstance(message, dict):
+            return
+        rpc_id = message.get("id")
+        if rpc_id is not None and isinstance(message.get("method"), str):
+            with contextlib.suppress(TypeError):  # an unhashable id: the core answers it as invalid
+                child.rpc_ids[rpc_id] = rid
+        params = message.get("params")
+        if message.get("method") != "notifications/cancelled" or not isinstance(params, dict):
+            return
+        try:
+            target = child.rpc_ids.get(params.get("requestId"))
+        except TypeError:
+            return
+        if target is not None:
+            reason = params.get("reason")
+            cancel = CancelRecord(target, self.journal.now(), reason if isinstance(reason, str) else None)
+            self._update(child, cancels=(*child.record.cancels, cancel))
 
     async def _deliver(self, child: _Child, rid: int, answer: Answer, body: bytes) -> int:
         reply, fault = answer.reply, answer.fault

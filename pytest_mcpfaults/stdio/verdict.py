@@ -22,12 +22,21 @@ def verdict_text(url: str, journal: Journal, violations: Sequence[StdioViolation
         lines.append(f"   journal of the child (pid {v.child.pid}):")
         related = [r for r in journal.requests if r.conn_id == v.child.id][-12:]
         lines.extend("     " + line for line in journal.format(related).splitlines())
+    if all(v.moved_on for v in violations):
+        fix = (
+            "The client gave up on the request but kept using the child, which still held it: after a "
+            "timed-out call on a stdio server, end the child (close stdin, then SIGTERM, then SIGKILL, each "
+            "after a short wait) and start a new one"
+        )
+    else:
+        fix = (
+            "Bound the client: end the child yourself when it does not exit (close stdin, then SIGTERM, "
+            "then SIGKILL, each after a short wait), put a timeout on the request"
+        )
     lines += [
         "",
-        "Bound the client: end the child yourself when it does not exit (close stdin, then SIGTERM, then "
-        "SIGKILL, each after a short wait), put a timeout on the request; or, if the test expects the "
-        "wait, say so: @pytest.mark.mcp_expect_hang, @pytest.mark.mcp_stdio(expect_hang=True) or "
-        "StdioServer(expect_hang=True).",
+        f"{fix}; or, if the test expects the wait, say so: @pytest.mark.mcp_expect_hang, "
+        "@pytest.mark.mcp_stdio(expect_hang=True) or StdioServer(expect_hang=True).",
     ]
     return "\n".join(lines)
 
