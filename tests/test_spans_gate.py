@@ -828,7 +828,7 @@ def test_span_examples_pass(pytester: pytest.Pytester) -> None:
     names = _copy_examples(pytester)
     assert names == ["spans_attach_test.py", "spans_fixture_test.py", "spans_gate_test.py"]
     result = pytester.runpytest_subprocess("-p", "mcpfaults", *names)
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
 
 
 def test_span_gate_example_fails_the_buggy_test_under_the_gate(pytester: pytest.Pytester) -> None:
@@ -836,5 +836,5 @@ def test_span_gate_example_fails_the_buggy_test_under_the_gate(pytester: pytest.
     result = pytester.runpytest_subprocess(
         "-p", "mcpfaults", "--mcpfaults-check-spans", "-rx", "spans_gate_test.py"
     )
-    result.assert_outcomes(passed=1, xfailed=1)
+    result.assert_outcomes(passed=2, xfailed=1)
     result.stdout.fnmatch_lines(["XFAIL spans_gate_test.py::test_dead_sidecar - the span gate fails it"])

@@ -35,3 +35,18 @@ def test_dead_sidecar():
 
 
 # --8<-- [end:gate]
+
+
+# --8<-- [start:marker]
+@pytest.mark.mcpfaults_spans(max_cleanups=2)  # this harness retries its delete once, by design
+def test_retrying_cleanup(mcp_spans):
+    tracer = TracerProvider().get_tracer("harness")
+    with tracer.start_as_current_span("Agent.Session"):
+        for _attempt in range(2):
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                pass
+    assert mcp_spans.max_cleanups == 2
+    mcp_spans.assert_cleanup_at_most()  # n: the marker's max_cleanups (the gate uses it too)
+
+
+# --8<-- [end:marker]
