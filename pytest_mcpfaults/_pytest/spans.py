@@ -275,11 +275,12 @@ def pytest_runtest_protocol(
     item.stash[_STARTED_KEY] = False  # a rerun of the same item starts empty again
     # Every invariant check made while this test runs (gate, mcp_spans, install_recorder().assert_*,
     # a recorder of its own) goes into its record.
+    outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
     span_results.set_running_sink(record_for(item).add_invariants)
     try:
         return (yield)
     finally:
-        span_results.set_running_sink(None)
+        span_results.set_running_sink(outer)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
