@@ -450,7 +450,8 @@ def cleanup_at_most(
                 Violation(
                     name,
                     sess,
-                    f"{sess.name} ran cleanup {len(runs)} times, at most {n} allowed: {listed}",
+                    f"{sess.name} ran cleanup {'once' if len(runs) == 1 else f'{len(runs)} times'}, "
+                    f"at most {n} allowed: {listed}",
                 )
             )
     return found

@@ -178,3 +178,28 @@ def test_serve_no_otlp_and_a_bad_otlp_path() -> None:
             timeout=60,
         )
         assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+
+
+def test_check_takes_each_invariants_cleanup_names_and_max_cleanups_as_the_gate_does() -> None:
+    shapes = ROOT / "tests" / "gate_shapes.py"
+    with serve() as s:
+        env = {**os.environ, **{k: v for k, v in s.info.items() if k.startswith("OTEL_")}}
+        subprocess.run([sys.executable, str(shapes), "delete_then_close"], env=env, check=True, timeout=60)
+        both = {"cleanup": ["MCP.DeleteSession", "MCP.Close"], "wait_for": "Agent.Session"}
+        assert check(s, **both).json()["ok"] is True  # the close after the delete: one teardown
+        counted = check(s, **both, count_cleanup="MCP.*", max_cleanups="0").json()
+        assert [v["invariant"] for v in counted["violations"]] == ["cleanup_at_most"]
+        assert (
+            "ran cleanup once, at most 0 allowed: MCP.DeleteSession [UNSET] then MCP.Close"
+            in (counted["text"])
+        )
+        assert check(s, flip_cleanup="MCP.Close", max_cleanups="0").json()["checked"] == list(ALL_INVARIANTS)
+        for bad in (
+            {"max_cleanups": "-1"},
+            {"max_cleanups": "1.5"},
+            {"max_cleanups": "x"},
+            {"flip_cleanup": " "},
+        ):
+            r = check(s, **bad)
+            assert r.status_code == 400, bad
+            assert next(iter(bad)) in r.json()["error"]

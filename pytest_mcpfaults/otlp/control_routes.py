@@ -13,7 +13,9 @@ HTTP, so a harness in any language can assert the span invariants in its own tes
 Both ``GET`` routes take ``wait_for=NAME`` (a span-name glob; with ``count=N``, default 1, and
 ``timeout=SECONDS``, default 10, at most 60): first wait until that many such spans have ended (a flush
 barrier), answering 408 with what was recorded instead when they do not. ``/check`` takes
-``session=GLOB`` and ``cleanup=GLOB`` (repeatable) for the span names, defaulting to the recorder's.
+``session=GLOB`` and ``cleanup=GLOB`` (repeatable) for the span names, defaulting to the recorder's,
+``flip_cleanup=GLOB`` / ``count_cleanup=GLOB`` (repeatable) for one invariant's cleanup names alone,
+and ``max_cleanups=N`` (a whole number, default 1), as the pytest gate's settings.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
@@ -38,6 +40,7 @@ __all__ = ["MAX_WAIT", "span_json", "span_routes"]
 #: The longest ``timeout=`` a control request may wait for spans, in seconds.
 MAX_WAIT = 60.0
 Route = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+_D = TypeVar("_D", tuple[str, ...], None)
 
 
 class _Refused(Exception):
@@ -81,7 +84,7 @@ def span_json(span: RecordedSpan) -> dict[str, Any]:
     }
 
 
-def _patterns(request: web.BaseRequest, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+def _patterns(request: web.BaseRequest, name: str, default: _D) -> tuple[str, ...] | _D:
     given = request.query.getall(name, [])
     if not given:
         return default
@@ -155,9 +158,21 @@ def span_routes(sidecar: Sidecar) -> dict[tuple[str, str], Route]:
         recorder = sidecar.span_recorder
         session = _patterns(request, "session", recorder.session_patterns)
         cleanup = _patterns(request, "cleanup", recorder.cleanup_patterns)
+        flip_cleanup = _patterns(request, "flip_cleanup", None)
+        count_cleanup = _patterns(request, "count_cleanup", None)
+        max_cleanups = _number(request, "max_cleanups", 1, 0, 1_000_000)
+        if max_cleanups != int(max_cleanups):
+            raise _Refused(400, f"query parameter max_cleanups must be a whole number, got {max_cleanups:g}")
         await _wait(sidecar, request)
         spans = recorder.spans()
-        names, found = gate_violations(spans, session, cleanup)
+        names, found = gate_violations(
+            spans,
+            session,
+            cleanup,
+            flip_cleanup=flip_cleanup,
+            count_cleanup=count_cleanup,
+            max_cleanups=int(max_cleanups),
+        )
         return _json(
             200,
             {
