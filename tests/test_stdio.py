@@ -246,6 +246,30 @@ def test_a_client_that_timed_out_the_call_and_went_on_is_not_said_to_have_waited
     assert "put a timeout on the request" not in verdict
 
 
+def test_a_client_that_sent_more_without_cancelling_is_not_said_to_have_waited() -> None:
+    """A client that never cancels (no notifications/cancelled on record) but sends the child more
+    requests while one is held: the verdict names them, from the journal's records, and does not say
+    the client waited; a hold with nothing after it keeps the waiting wording."""
+    from pytest_mcpfaults.sidecar.journal import RequestRecord
+    from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
+
+    held = RequestRecord(
+        3, 0, "POST", "/mcp", "tools/call", "echo", fault_kind="hang", held=True, held_at=1.0
+    )
+    later = RequestRecord(5, 0, "POST", "/mcp", "tools/call", "delete_session", started_at=2.25)
+    child = ChildRecord(id=0, pid=4242, started_at=0.1)
+    v = StdioViolation("hold", child, "hang@tool:echo", 2.0, False, 1.0, request=held, later=(later,))
+    assert v.cancel is None and v.moved_on
+    assert v.describe() == (
+        "`tools/call echo` was held 2 s (the whole budget) before any byte of its reply; meanwhile the "
+        "client sent 1 more request on this child (`tools/call delete_session` after 1.25 s), but neither "
+        "closed stdin nor ended the child; it never sent SIGTERM"
+    )
+    alone = StdioViolation("hold", child, "hang@tool:echo", 2.0, False, 1.0, request=held)
+    assert alone.describe().startswith("the client waited 2 s (the whole budget) on a hung `tools/call echo`")
+    assert not alone.moved_on
+
+
 def test_a_freeze_fault_stops_the_child_on_the_request(make: Any) -> None:
     server = make(faults=["freeze@tools/call"], patience=0.5)
     [got] = run(session(server, ("echo", {"text": "hi"}), timeout=10.0))
