@@ -90,8 +90,10 @@ def test_doc_examples_pass(pytester: pytest.Pytester) -> None:
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="the docs toolchain is installed on Python 3.11+ only")
 def test_docs_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     site = tmp_path / "site"
+    # No -q: mkdocs 1.6 counts for --strict only the warnings it logs, and -q logs none of them (with -q
+    # this test passed while the build aborted on two griffe warnings).
     proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -99,6 +101,7 @@ def test_docs_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "WARNING" not in proc.stderr, proc.stderr
     assert (site / "faults" / "index.html").exists()
     assert "Catching the cleanup flip" in (site / "catching-the-flip" / "index.html").read_text()
 
@@ -116,3 +119,17 @@ def test_the_api_page_lists_every_public_name_of_faults() -> None:
     names = [n.strip() for n in listed.group(1).split(",")]
     assert sorted(names) == sorted(faults.__all__)
     assert set(faults.fault_kinds().values()) <= {getattr(faults, n) for n in names}
+
+
+def test_ci_builds_the_docs_site_strictly_after_the_lint_lines() -> None:
+    """`.ci/run` builds the site with ``--strict`` (so a griffe warning cannot break it unseen), after
+    ruff and mypy, into a temporary directory (no ``site/`` left in the tree)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    after_lint = ci.split('run ".venv/bin/mypy"', 1)[1]
+    build = re.search(r'^run "(?:\w+=\S+ )*\.venv/bin/mkdocs build --strict (.*)"$', after_lint, re.M)
+    assert build is not None, "CI does not run `.venv/bin/mkdocs build --strict` after mypy"
+    target = re.search(r"-d (\S+)", build[1])
+    assert target is not None and target[1] == "$site_dir", build[0]
+    quiet = re.search(r"(^| )(-q|--quiet)( |$)", build[1])
+    assert not quiet, f"-q hides the warnings --strict counts: {build[0]}"
+    assert re.search(r"^site_dir=\$\(mktemp -d\)$", ci, re.M), "the site is not built in a temporary dir"

@@ -117,12 +117,19 @@ class StdioServer(SidecarViews):
             ``docs/faults.md``): first match wins, as for the HTTP sidecar.
         era: ``'session'`` (the default: ``initialize``, then requests; ``server/discover`` gets an
             error), ``'auto'`` (both) or ``'stateless'``.
-        tools, tool_sets, service_url, tool_timeout: as for :class:`~pytest_mcpfaults.Sidecar`.
+        tools: extra tools (:class:`~pytest_mcpfaults.Tool`) served beside the built-in sets, as for
+            :class:`~pytest_mcpfaults.Sidecar`.
+        tool_sets: built-in tool sets (``'basic'``, ``'benchmark'``), as for
+            :class:`~pytest_mcpfaults.Sidecar`.
         patience: seconds a client may wait on the child (a held request, a child kept alive after
             stdin closed or a signal, a frozen child with input waiting) before the test process kills
             the child and records a :class:`~pytest_mcpfaults.stdio.records.StdioViolation`; ``None``:
             no budget.
         expect_hang: violations are reported but do not fail the test.
+        service_url: the backend URL named in :class:`~pytest_mcpfaults.faults.BackendGone` payloads
+            (default: this server's own :attr:`url`), as for :class:`~pytest_mcpfaults.Sidecar`.
+        tool_timeout: seconds one tool handler call may take; ``None``: unbounded. As for
+            :class:`~pytest_mcpfaults.Sidecar`.
     """
 
     def __init__(
