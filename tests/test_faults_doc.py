@@ -47,3 +47,39 @@ def test_each_row_states_the_class_defaults_and_default_target() -> None:
         own = {f.name for f in dataclasses.fields(cls)} - {"when"} - blocking_params
         missing = own - set(shown)
         assert not missing, f"{cls.__name__}: parameters {sorted(missing)} not in the docs' row"
+
+
+MCP1_TESTS = PAGE.parent.parent / "tests" / "test_faults_mcp1.py"
+MCP1_COLUMN = "what the mcp 1.x `ClientSession` sees"
+
+
+def catalogue_header() -> list[str]:
+    text = PAGE.read_text()
+    line = "| kind |" + text.split("## The catalogue", 1)[1].split("\n\n| kind |", 1)[1].split("\n", 1)[0]
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_the_mcp1_column_is_measured_by_a_test_per_kind_run_in_tox_mcp1() -> None:
+    """Every row's mcp 1.x cell is backed by ``test_mcp1_<kind>`` in tests/test_faults_mcp1.py (named in
+    the row's "proved in"), and tox's ``mcp1`` env runs that file (it skips under mcp 2.x)."""
+    import ast
+
+    header = catalogue_header()
+    assert MCP1_COLUMN in header, header
+    col = header.index(MCP1_COLUMN)
+    tests = {
+        node.name
+        for node in ast.walk(ast.parse(MCP1_TESTS.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    names = {cls.__name__: kind for kind, cls in fault_kinds().items()}
+    for row in catalogue_rows():
+        kind = names[row[0].strip("`")]
+        assert row[col], f"{kind}: no mcp 1.x cell"
+        assert "`test_faults_mcp1.py`" in row[-1], f"{kind}: the row does not name test_faults_mcp1.py"
+        assert any(t == f"test_mcp1_{kind}" or t.startswith(f"test_mcp1_{kind}_") for t in tests) or (
+            row[col] == "—" and any(kind in t for t in tests)
+        ), f"{kind}: no test_mcp1_{kind} in {MCP1_TESTS.name}"
+    tox = (PAGE.parent.parent / "tox.ini").read_text()
+    mcp1 = tox.split("[testenv:mcp1]", 1)[1].split("\n[", 1)[0]
+    assert "tests/test_faults_mcp1.py" in mcp1.split("commands =", 1)[1]
