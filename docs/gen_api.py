@@ -284,7 +284,21 @@ def document(qualname: str, obj: Any, documented: set[type]) -> list[str]:
             docstring(obj),
             "",
         ]
-    return [f"### `{qualname}`", "", "```python", f"{name} = {_default(obj)}", "```", ""]
+    return [f"### `{qualname}`", "", "```python", f"{name} = {_constant(obj)}", "```", ""]
+
+
+def _constant(value: Any) -> str:
+    """A module constant's value; a long tuple, list or set one element a line."""
+    text = _stable_repr(value)
+    if len(text) <= 90 or not isinstance(value, (tuple, list, set, frozenset)):
+        return text if " at 0x" not in text else "…"
+    items = [_stable_repr(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items.sort()
+    opener, closer = {tuple: ("(", ")"), list: ("[", "]")}.get(type(value), ("frozenset({", "})"))
+    if type(value) is set:
+        opener, closer = "{", "}"
+    return opener + "\n" + "".join(f"    {item},\n" for item in items) + closer
 
 
 # -- fixtures, from the plugin's source ------------------------------------------------------------------
