@@ -99,6 +99,19 @@ def text(result: Any) -> str:
     return str(result.content[0].text)
 
 
+def request(sc: Sidecar, label: str) -> Any:
+    """The one request the journal recorded as ``label`` (the order of the client's own ``GET /mcp``
+    among the others varies from run to run, so no test counts positions)."""
+    [found] = [r for r in sc.journal.requests if r.label == label]
+    return found
+
+
+def deleted(sc: Sidecar, status: int = 200) -> bool:
+    """The client's exit sent its ``DELETE /mcp`` and got ``status``."""
+    sc.wait_idle(5)
+    return request(sc, "DELETE /mcp").status == status
+
+
 async def test_mcp1_without_a_fault_the_same_call_returns() -> None:
     """The control for every "never returns" below: with no fault the same call returns at once."""
     with anyio.fail_after(LIMIT), Sidecar() as sc:
@@ -145,7 +158,7 @@ async def test_mcp1_freeze() -> None:
         cancelled, exited = await call_cancelled(sc, *ECHO)
         assert cancelled and leaves(exited) == ["ReadError"]
         assert 0.9 < time.monotonic() - started < 3.0
-        assert sc.journal.requests[-1].hold == "patience"
+        assert request(sc, "POST tools/call echo").hold == "patience"
     with anyio.fail_after(LIMIT), Sidecar(faults=["freeze@tools/call"], patience=1.0) as sc:
         with pytest.raises(BaseExceptionGroup) as exited_rt:  # noqa: PT012
             async with session(sc, read_timeout=0.3) as s:
@@ -153,7 +166,7 @@ async def test_mcp1_freeze() -> None:
                     await s.call_tool(*ECHO)
         # the POST stays open until patience aborts it; the DELETE is frozen too
         assert leaves(exited_rt.value) == ["ReadError"]
-        call = next(r for r in sc.requests if r.label == "POST tools/call echo")
+        call = request(sc, "POST tools/call echo")
         assert call.hold == "patience"
         assert "DELETE /mcp" in sc.journal.sequence()
 
@@ -166,8 +179,7 @@ async def test_mcp1_hang() -> None:
         async with session(sc, read_timeout=0.3) as s:
             with pytest.raises(McpError, match=TIMED_OUT):
                 await s.call_tool(*ECHO)
-        sc.wait_idle(5)
-        assert sc.journal.sequence()[-1] == "DELETE /mcp"  # a clean exit
+        assert deleted(sc)  # a clean exit
         sc.assert_client_gave_up(within=1.0, target="tools/call")  # the client closed the POST
 
 
@@ -231,15 +243,14 @@ async def test_mcp1_stall(caplog: pytest.LogCaptureFixture) -> None:
             async with session(sc) as s:
                 # patience cuts the response at 0.5 s; mcp 1.x logs a parse error and never returns
                 assert await never_returns(s, *ECHO)
-        assert sc.journal.requests[3].hold == "patience"
+        assert request(sc, "POST tools/call echo").hold == "patience"
         assert "ERROR Error parsing JSON response" in log
     with anyio.fail_after(LIMIT), Sidecar(faults=["stall(after_bytes=10)@tools/call"], patience=5.0) as sc:
         async with session(sc, read_timeout=0.3) as s:
             with pytest.raises(McpError, match=TIMED_OUT):
                 await s.call_tool(*ECHO)
         sc.assert_client_released(within=1.0)  # the POST is closed; the exit's DELETE follows
-        sc.wait_idle(5)
-        assert sc.journal.sequence()[-1] == "DELETE /mcp"
+        assert deleted(sc)
 
 
 async def test_mcp1_drip() -> None:
@@ -257,7 +268,7 @@ async def test_mcp1_truncate(fault: str, caplog: pytest.LogCaptureFixture) -> No
         with logged(caplog) as log:
             async with session(sc) as s:
                 assert await never_returns(s, *ECHO)
-        call = sc.journal.requests[3]
+        call = request(sc, "POST tools/call echo")
         assert (call.label, call.status, call.bytes_sent) == ("POST tools/call echo", 200, 10)
         assert "ERROR Error parsing JSON response" in log
         async with session(sc, read_timeout=0.3) as s:
@@ -269,7 +280,7 @@ async def test_mcp1_reset() -> None:
     with anyio.fail_after(LIMIT), Sidecar(faults=["reset@tools/call"]) as sc:
         cancelled, exited = await call_cancelled(sc, *ECHO)  # RST before the status line
         assert cancelled and leaves(exited) == ["ReadError"]
-        call = sc.journal.requests[3]
+        call = request(sc, "POST tools/call echo")
         assert (call.label, call.status, call.bytes_sent) == ("POST tools/call echo", None, 0)
         assert any(c.closed_by == "sidecar" for c in sc.journal.connections)
 
@@ -290,7 +301,7 @@ async def test_mcp1_endless_sse() -> None:
         async with session(sc) as s:
             assert text(await s.call_tool(*ECHO)) == "hi"  # harmless: the event is taken ...
         sc.assert_client_released(within=1.0)  # ... and the endless stream closed
-        assert sc.journal.requests[3].hold == "client_closed"
+        assert request(sc, "POST tools/call echo").hold == "client_closed"
 
 
 async def test_mcp1_jsonrpc_error() -> None:
@@ -300,8 +311,7 @@ async def test_mcp1_jsonrpc_error() -> None:
             with pytest.raises(McpError, match="backend exploded") as raised:
                 await s.call_tool(*ECHO)
         assert raised.value.error.code == -32001
-        sc.wait_idle(5)
-        assert sc.journal.sequence()[-1] == "DELETE /mcp"
+        assert deleted(sc)
 
 
 async def test_mcp1_tool_error() -> None:
@@ -320,7 +330,7 @@ async def test_mcp1_session_expired(caplog: pytest.LogCaptureFixture) -> None:
                     await s.call_tool(*ECHO)
         sc.wait_idle(5)
         assert sc.journal.sequence().count("POST initialize") == 1  # no re-initialise
-        assert sc.journal.requests[-1].label == "DELETE /mcp" and sc.journal.requests[-1].status == 404
+        assert deleted(sc, status=404)
         assert "WARNING Session termination failed: 404" in log  # logged and swallowed
 
 
@@ -497,7 +507,7 @@ def test_mcp1_kept_session_hangs_without_a_read_timeout(fault: str) -> None:
             k.call(*ECHO, within=HANG)
         assert time.monotonic() - started >= HANG - 0.05
         assert sum(sc.fired.values()) == 1  # the fault fired at once; the call waited on regardless
-        call = next(r for r in sc.requests if r.label == "POST tools/call echo")
+        call = request(sc, "POST tools/call echo")
         assert call.ended_at is not None and call.ended_at - call.started_at < 0.5
 
 
