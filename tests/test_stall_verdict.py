@@ -16,7 +16,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from mcp1_overlay import install_mcp1
 
 HERE = Path(__file__).parent
 BUDGET = 1.0
@@ -64,11 +63,6 @@ NAMES = [
     "test_fault_at_delete[reset]",
     "test_kill_during_another_call",
 ]
-
-
-@pytest.fixture(scope="module")
-def mcp1_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(install_mcp1(tmp_path_factory.mktemp("mcp1")))
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
