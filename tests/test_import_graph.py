@@ -1,6 +1,7 @@
-"""The package's import graph: no import cycle (module- or function-level; ``TYPE_CHECKING`` imports
-aside) and no private name imported from another of its modules. The checker is tried on a made-up
-package first, so it is known to find both."""
+"""The package's import graph: no import cycle — module-level, inside a function, or under
+``TYPE_CHECKING`` (a cycle only the type checker follows is still two modules that cannot be read,
+typed or moved apart) — and no private name imported from another of its modules. The checker is
+tried on made-up packages first, so it is known to find each."""
 
 from __future__ import annotations
 
@@ -14,49 +15,79 @@ def _in_type_checking(parents: list[ast.AST]) -> bool:
     return any(isinstance(p, ast.If) and "TYPE_CHECKING" in ast.unparse(p.test) for p in parents)
 
 
+def _walk(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import of ``tree`` and whether it is under ``if TYPE_CHECKING``."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+    stack: list[tuple[ast.AST, list[ast.AST]]] = [(tree, [])]
+    while stack:
+        node, parents = stack.pop()
+        stack.extend((child, [*parents, node]) for child in ast.iter_child_nodes(node))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append((node, _in_type_checking(parents)))
+    return found
+
+
+def _targets(mod: str, is_init: bool, node: ast.Import | ast.ImportFrom) -> list[tuple[str, list[str]]]:
+    if isinstance(node, ast.Import):
+        return [(a.name, []) for a in node.names]
+    if node.level:
+        base = mod.split(".") if is_init else mod.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        return [(".".join(base + ([node.module] if node.module else [])), [a.name for a in node.names])]
+    return [(node.module or "", [a.name for a in node.names])]
+
+
 def import_graph(root: Path, pkg: str) -> tuple[dict[str, set[str]], list[str]]:
-    """(module -> the package modules it imports, private names imported across modules)."""
-    mods = {
+    """(module -> the package modules it imports, private names imported across modules).
+
+    A package ``__init__`` that loads its names on first use (``lazy.py``) declares them under
+    ``TYPE_CHECKING``: those declarations are its face, not edges of their own; a module importing
+    such a name from the package has an edge to the module the face names. An import run at import
+    time (not under ``TYPE_CHECKING``) also runs the ``__init__`` of each package on the way."""
+    paths = {
         ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
         for p in sorted((root / pkg).rglob("*.py"))
     }
-    edges: dict[str, set[str]] = {m: set() for m in mods}
+    trees = {m: ast.parse(p.read_text()) for m, p in paths.items()}
+    face: dict[str, dict[str, str]] = {}  # package -> name -> the module it is declared from
+    for mod, path in paths.items():
+        if path.name == "__init__.py":
+            for node, typing_only in _walk(trees[mod]):
+                if typing_only and isinstance(node, ast.ImportFrom):
+                    for target, names in _targets(mod, True, node):
+                        face.setdefault(mod, {}).update(dict.fromkeys(names, target))
+
+    def through_face(target: str, name: str) -> str:
+        seen: set[str] = set()
+        while target in face and name in face[target] and target not in seen:
+            seen.add(target)
+            target = face[target][name]
+        return target
+
+    edges: dict[str, set[str]] = {m: set() for m in paths}
     private: list[str] = []
-    for mod, path in mods.items():
-        stack: list[tuple[ast.AST, list[ast.AST]]] = [(ast.parse(path.read_text()), [])]
-        while stack:
-            node, parents = stack.pop()
-            stack.extend((child, [*parents, node]) for child in ast.iter_child_nodes(node))
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or _in_type_checking(parents):
-                continue
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-                    base = base[: len(base) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                targets = [(target, [a.name for a in node.names])]
-            else:
-                targets = [(a.name, []) for a in node.names]
-            for target, names in targets:
-                t = target
-                while t and t not in mods:
-                    t = t.rsplit(".", 1)[0] if "." in t else ""
-                if not t or t == mod:
-                    continue
-                edges[mod].add(t)
-                # Importing a.b.c runs a/__init__ and a/b/__init__ first: an edge to each such package
-                # that is not already being imported as one of this module's own packages.
-                parts = t.split(".")
-                for i in range(1, len(parts)):
-                    package = ".".join(parts[:i])
-                    if package in mods and not (mod + ".").startswith(package + "."):
-                        edges[mod].add(package)
-                for name in names:
-                    if f"{target}.{name}" in mods:
-                        edges[mod].add(f"{target}.{name}")
-                    elif name.startswith("_") and not name.startswith("__"):
+    for mod, path in paths.items():
+        is_init = path.name == "__init__.py"
+        for node, typing_only in _walk(trees[mod]):
+            if is_init and typing_only:
+                continue  # the package's lazy face
+            for target, names in _targets(mod, is_init, node):
+                for name in names or [""]:
+                    t = f"{target}.{name}" if f"{target}.{name}" in paths else through_face(target, name)
+                    while t and t not in paths:
+                        t = t.rsplit(".", 1)[0] if "." in t else ""
+                    if not t or t == mod:
+                        continue
+                    edges[mod].add(t)
+                    if not typing_only:
+                        # Importing a.b.c runs a/__init__ and a/b/__init__ first: an edge to each such
+                        # package that is not already being imported as one of this module's own.
+                        parts = t.split(".")
+                        for i in range(1, len(parts)):
+                            package = ".".join(parts[:i])
+                            if package in paths and not (mod + ".").startswith(package + "."):
+                                edges[mod].add(package)
+                    if name.startswith("_") and not name.startswith("__") and f"{target}.{name}" not in paths:
                         private.append(f"{mod} <- {t}.{name}")
     return edges, private
 
@@ -106,6 +137,25 @@ def test_the_checker_finds_a_cycle_and_a_private_import(tmp_path: Path) -> None:
     assert private == ["made_up.c <- made_up.a._secret"]
 
 
+def test_the_checker_finds_a_cycle_under_type_checking(tmp_path: Path) -> None:
+    """``b`` imports ``a`` only for the type checker: still a cycle. And a name imported from a lazy
+    package face is an edge to the module that defines it."""
+    pkg = tmp_path / "made_up"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from made_up.b import thing\nclass A: pass\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from made_up.a import A\nthing = 1\n"
+    )
+    (pkg / "sub" / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from made_up.sub.deep import Deep as Deep\n"
+    )
+    (pkg / "sub" / "deep.py").write_text("from made_up.c import see\nclass Deep: pass\n")
+    (pkg / "c.py").write_text("def see():\n    from made_up.sub import Deep\n")
+    edges, _ = import_graph(tmp_path, "made_up")
+    assert cycles(edges) == [["made_up.a", "made_up.b"], ["made_up.c", "made_up.sub.deep"]]
+
+
 def test_the_checker_finds_a_cycle_through_a_package_init(tmp_path: Path) -> None:
     """Importing ``made_up.sub.leaf`` runs ``made_up/sub/__init__``, which imports ``made_up.sub.heavy``,
     which imports ``made_up.other``, which imported ``made_up.sub.leaf``: a cycle Python meets at import
@@ -129,3 +179,33 @@ def test_the_package_has_no_import_cycle_and_imports_no_private_name_across_modu
     assert len(edges) > 40
     assert cycles(edges) == []
     assert private == []
+
+
+#: The transport-free core (docs/architecture.md "The parts": Core, MCP, Journal) and the modules of
+#: the transports it must never import, even for the type checker.
+CORE = (
+    "sidecar.core",
+    "sidecar.routing",
+    "sidecar.mcp",
+    "sidecar.tools",
+    "sidecar.schema",
+    "sidecar.journal",
+)
+TRANSPORTS = ("sidecar.loop", "sidecar.server", "sidecar.inject", "sidecar.http_io", "sidecar.sse_stream")
+
+
+def _reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in edges[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_the_core_imports_no_transport() -> None:
+    edges, _ = import_graph(ROOT, "pytest_mcpfaults")
+    for core in CORE:
+        reached = _reachable(edges, f"pytest_mcpfaults.{core}")
+        assert not {f"pytest_mcpfaults.{t}" for t in TRANSPORTS} & reached, core

@@ -33,7 +33,7 @@ from pytest_mcpfaults.otlp.decode import (
     encode_status,
 )
 from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, read_body
-from pytest_mcpfaults.sidecar.loop import within
+from pytest_mcpfaults.sidecar.timeouts import within
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal

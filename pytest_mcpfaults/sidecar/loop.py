@@ -11,28 +11,12 @@ import asyncio
 import contextlib
 import os
 import queue
-import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-
-
-if sys.version_info >= (3, 11):
-
-    async def within(awaitable: Awaitable[T], seconds: float) -> T:
-        """``await asyncio.wait_for(awaitable, seconds)`` without the task ``wait_for`` makes for a
-        coroutine (before 3.12) and its extra loop steps: one timer on the current task. Raises
-        ``asyncio.TimeoutError`` (``TimeoutError``) as ``wait_for`` does."""
-        async with asyncio.timeout(seconds):
-            return await awaitable
-
-else:  # pragma: no cover - 3.10: asyncio.timeout is new in 3.11
-
-    async def within(awaitable: Awaitable[T], seconds: float) -> T:
-        return await asyncio.wait_for(awaitable, seconds)
 
 
 _lock = threading.Lock()

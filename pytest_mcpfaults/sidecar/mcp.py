@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from pytest_mcpfaults.sidecar.loop import within
+from pytest_mcpfaults.sidecar.timeouts import within
 from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolResultError
 
 __all__ = [

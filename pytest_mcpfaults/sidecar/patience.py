@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pytest_mcpfaults.fault_types import fault_kinds
 from pytest_mcpfaults.sidecar.clients import client_seen, patience_hint
-from pytest_mcpfaults.sidecar.journal import PatienceViolation, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation, RequestRecord
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.validation import is_positive_seconds
 
-if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.waits import SidecarWaits
-
-__all__ = ["PatienceError", "check_client_closed", "patience_verdict", "violation_record"]
+__all__ = ["PatienceError", "Watched", "check_client_closed", "patience_verdict", "violation_record"]
 
 #: At most this many requests of one connection are quoted in a verdict.
 _EXCERPT = 12
@@ -38,7 +35,27 @@ class PatienceError(AssertionError):
     """A held request outlived its patience budget and the test did not say it expected that."""
 
 
-def _excerpt(sc: SidecarWaits, conn_id: int) -> list[str]:
+class Watched(Protocol):
+    """What the verdicts read of a sidecar (the socket ``Sidecar`` is one): its address and state,
+    its journal, its paths and its held requests. A protocol, so this module imports no sidecar
+    class (``sidecar/waits.py`` imports this one)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def mcp_path(self) -> str: ...
+    @property
+    def health_path(self) -> str | None: ...
+    @property
+    def legacy_paths(self) -> tuple[str, ...]: ...
+    def held_requests(self, target: str | None = None) -> list[RequestRecord]: ...
+
+
+def _excerpt(sc: Watched, conn_id: int) -> list[str]:
     related = [r for r in sc.journal.requests if r.conn_id == conn_id]
     lines = []
     if len(related) > _EXCERPT:
@@ -48,16 +65,16 @@ def _excerpt(sc: SidecarWaits, conn_id: int) -> list[str]:
     return lines
 
 
-def _peer(sc: SidecarWaits, conn_id: int) -> str:
+def _peer(sc: Watched, conn_id: int) -> str:
     conns = sc.journal.connections
     return conns[conn_id].peer if 0 <= conn_id < len(conns) else "?"
 
 
-def _hint(sc: SidecarWaits, v: PatienceViolation) -> str:
+def _hint(sc: Watched, v: PatienceViolation) -> str:
     return patience_hint(v.request, mcp_path=sc.mcp_path, budget=v.budget)
 
 
-def _groups(sc: SidecarWaits, violations: Sequence[PatienceViolation]) -> list[list[PatienceViolation]]:
+def _groups(sc: Watched, violations: Sequence[PatienceViolation]) -> list[list[PatienceViolation]]:
     """Violations with the same headline, fault, budget, client and hint, in first-seen order."""
     groups: dict[tuple[object, ...], list[PatienceViolation]] = {}
     for v in violations:
@@ -66,7 +83,7 @@ def _groups(sc: SidecarWaits, violations: Sequence[PatienceViolation]) -> list[l
     return list(groups.values())
 
 
-def patience_verdict(sc: SidecarWaits, violations: Sequence[PatienceViolation]) -> str:
+def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> str:
     """The failure message for patience violations of one sidecar: per violation the headline
     (:meth:`PatienceViolation.describe`), which fault and budget, what the sidecar saw of the client, a
     hint derived from that, and the journal excerpt of that connection; then how to fix the client or
@@ -180,7 +197,7 @@ def _blocking_kinds() -> str:
     return ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
 
 
-def check_client_closed(sc: SidecarWaits, within: float, target: str | None, who: str) -> None:
+def check_client_closed(sc: Watched, within: float, target: str | None, who: str) -> None:
     """The check behind ``assert_client_gave_up`` and ``assert_client_released`` (``who``): every
     held request matching ``target`` had its connection closed by the client at most ``within``
     seconds after the hold began. Raises ``AssertionError`` naming each one that did not.

@@ -42,6 +42,7 @@ from pytest_mcpfaults.sidecar.mcp import reply_body
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream, check_upstream_command
+from pytest_mcpfaults.sidecar.timeouts import within
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
@@ -781,7 +782,7 @@ class Sidecar(SidecarWaits):
             if self.idle_timeout is None or request.content.is_eof():  # the whole body is here already
                 body = await read_body(request, self.max_body_bytes)
             else:  # a body still coming in must be complete within idle_timeout, as headers must
-                body = await _loop.within(read_body(request, self.max_body_bytes), self.idle_timeout)
+                body = await within(read_body(request, self.max_body_bytes), self.idle_timeout)
         except asyncio.TimeoutError:
             text = f"request body not complete within idle_timeout={self.idle_timeout:g} s"
             self.journal.update_request(rid, error=text, error_by="client")

@@ -44,7 +44,7 @@ from yarl import URL
 
 from pytest_mcpfaults.sidecar.config import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
 from pytest_mcpfaults.sidecar.journal import UpstreamFailure
-from pytest_mcpfaults.sidecar.loop import within
+from pytest_mcpfaults.sidecar.timeouts import within
 
 __all__ = [
     "HOP_BY_HOP",
