@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
 import pytest
+from areas import area_of, is_slow
 from no_ca import without_ca_bundle
 from shared_pycache import shared_pycache
 
@@ -57,6 +59,22 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     # In collection order, not largest module first (xdist's default): the example suite (12 tests,
     # its module fixture the longest single wait of the suite) would otherwise start last, alone.
     config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test of this directory gets its module's area marker and, if slow, ``slow`` (tests/areas.py
+    maps modules to areas; CONTRIBUTING.md shows ``-m``). A module with no area is a usage error."""
+    here = Path(__file__).parent
+    for item in items:
+        path = Path(item.path)
+        if path.parent != here:
+            continue  # a pytester run's own files
+        area = area_of(path.stem)
+        if area is None:
+            raise pytest.UsageError(f"{path.name} has no area: add it to AREAS in tests/areas.py")
+        item.add_marker(area)
+        if is_slow(path.stem, getattr(item, "originalname", item.name)):
+            item.add_marker("slow")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,0 +1,94 @@
+"""Which area of the package each test module covers, and which modules are slow: the one place
+``conftest.py`` reads to mark every collected test (``pytest -m stdio``, ``pytest -m 'not slow'``;
+CONTRIBUTING.md). Each area is a marker registered in pyproject.toml's ``markers`` (``--strict-markers``
+refuses any other); a test module in none of the areas below is a collection error, so a new module is
+given its area here when it is added."""
+
+from __future__ import annotations
+
+#: area marker -> the test modules (file stems) that cover it. One area per module.
+AREAS: dict[str, tuple[str, ...]] = {
+    "faults": (
+        "test_core",
+        "test_fault_registry",
+        "test_faults_answers",
+        "test_faults_bodies",
+        "test_faults_health",
+        "test_faults_process",
+        "test_faults_triggers",
+        "test_incidents",
+        "test_tools",
+        "test_validation",
+    ),
+    "hypothesis": ("test_fuzz_example", "test_matrix", "test_stateful", "test_strategies"),
+    "mcp": (
+        "test_compat",
+        "test_flip_real_client",
+        "test_flip_sse",
+        "test_interop",
+        "test_interop_mcp1",
+        "test_interop_sse",
+        "test_legacy_sse",
+    ),
+    "inprocess": ("test_inprocess",),
+    "proxy": ("test_cli_proxy", "test_proxy", "test_proxy_plugin", "test_stdio_upstream", "test_upstream"),
+    "stdio": ("test_stdio", "test_stdio_flip", "test_stdio_interop", "test_stdio_plugin"),
+    "patience": (
+        "test_hostile",
+        "test_patience",
+        "test_patience_interrupt",
+        "test_patience_plugin",
+        "test_patience_verdict",
+        "test_reliability",
+        "test_teardown",
+    ),
+    "spans": (
+        "test_invariants",
+        "test_otlp",
+        "test_otlp_control",
+        "test_otlp_gate",
+        "test_span_links",
+        "test_spans",
+        "test_spans_gate",
+    ),
+    "report": ("test_hostile_ci", "test_report", "test_report_plugin", "test_xdist"),
+    "plugin": ("test_markers", "test_plugin_fixtures"),
+    "cli": ("test_cli",),
+    "docs": (
+        "test_docs",
+        "test_example_suite",
+        "test_faults_doc",
+        "test_frameworks_doc",
+        "test_performance_doc",
+        "test_quickstart_venv",
+        "test_readme",
+        "test_stdio_docs",
+        "test_ts_recipe",
+    ),
+    "shape": ("test_areas", "test_import_graph", "test_quality"),
+}
+
+#: The slow tests, as a module stem (all its tests) or ``stem::test_name``: those that build a virtual
+#: environment, run Node, run the example suite end to end, start pytest-xdist workers, type-check with
+#: mypy or build the docs site. Each costs seconds to minutes of CPU.
+SLOW: frozenset[str] = frozenset(
+    {
+        "test_example_suite",
+        "test_quickstart_venv",
+        "test_ts_recipe",
+        "test_xdist",
+        "test_quality::test_typed_user_code_passes_mypy_strict",
+        "test_docs::test_docs_site_builds_with_warnings_as_errors",
+        "test_docs::test_doc_examples_pass",
+    }
+)
+
+
+def area_of(module: str) -> str | None:
+    """The area of the test module named ``module`` (its file stem), or None."""
+    return next((area for area, modules in AREAS.items() if module in modules), None)
+
+
+def is_slow(module: str, test: str) -> bool:
+    """Whether the test function ``test`` (its name without parameters) of ``module`` is slow."""
+    return module in SLOW or f"{module}::{test}" in SLOW

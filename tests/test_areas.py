@@ -1,0 +1,66 @@
+"""The suite's area markers (tests/areas.py, applied by tests/conftest.py): every test module has
+exactly one area, every area and ``slow`` is registered in pyproject.toml, and ``-m AREA`` selects
+exactly that area's modules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from areas import AREAS, SLOW
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+def test_every_test_module_has_exactly_one_area() -> None:
+    modules = sorted(p.stem for p in TESTS.glob("test_*.py"))
+    mapped = [m for group in AREAS.values() for m in group]
+    assert sorted(mapped) == modules  # none missing, none twice, none stale
+
+
+def test_the_areas_and_slow_are_the_registered_markers() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert {line.split(":", 1)[0] for line in ini["markers"]} == {*AREAS, "slow"}
+
+
+def test_the_slow_entries_name_real_modules_and_tests() -> None:
+    for entry in SLOW:
+        module, _, test = entry.partition("::")
+        source = (TESTS / f"{module}.py").read_text()
+        assert not test or f"def {test}(" in source, entry
+
+
+def test_minus_m_selects_an_area_and_not_slow() -> None:
+    def collected(*args: str) -> set[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", *args, str(TESTS)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        return {line.split("::", 1)[0] for line in out.stdout.splitlines() if "::" in line}
+
+    assert collected("-m", "stdio") == {f"tests/{m}.py" for m in AREAS["stdio"]}
+    not_slow = collected("-m", "docs and not slow")
+    assert "tests/test_quickstart_venv.py" not in not_slow
+    assert "tests/test_docs.py" in not_slow  # its quick tests stay
+
+
+def test_contributing_lists_every_marker_as_registered() -> None:
+    """CONTRIBUTING.md's marker table is pyproject.toml's ``markers``, row for row."""
+    tomllib = pytest.importorskip("tomllib")
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    registered = [tuple(part.strip() for part in line.split(":", 1)) for line in ini["markers"]]
+    rows = [
+        line.split("|")[1:3]
+        for line in (ROOT / "CONTRIBUTING.md").read_text().splitlines()
+        if line.startswith("| `")
+    ]
+    table = [(name.strip().strip("`"), what.strip().replace("`", "")) for name, what in rows]
+    assert table == registered
