@@ -121,17 +121,20 @@ async def _wait(sidecar: Sidecar, request: web.BaseRequest) -> None:
         raise _Refused(408, str(exc)) from None
 
 
+def _guarded(route: Route) -> Route:
+    """``route``, answering its :class:`_Refused` as a JSON error with that status."""
+
+    async def run(request: web.BaseRequest) -> web.StreamResponse:
+        try:
+            return await route(request)
+        except _Refused as exc:
+            return _json(exc.status, {"error": str(exc)})
+
+    return run
+
+
 def span_routes(sidecar: Sidecar) -> dict[tuple[str, str], Route]:
     """``(method, sub-path) -> handler`` of the span routes, for the control endpoint's routing."""
-
-    def guarded(route: Route) -> Route:
-        async def run(request: web.BaseRequest) -> web.StreamResponse:
-            try:
-                return await route(request)
-            except _Refused as exc:
-                return _json(exc.status, {"error": str(exc)})
-
-        return run
 
     async def get_spans(request: web.BaseRequest) -> web.StreamResponse:
         fmt = request.query.get("format")
@@ -192,7 +195,7 @@ def span_routes(sidecar: Sidecar) -> dict[tuple[str, str], Route]:
         )
 
     return {
-        ("GET", "/spans"): guarded(get_spans),
-        ("DELETE", "/spans"): guarded(delete_spans),
-        ("GET", "/check"): guarded(check),
+        ("GET", "/spans"): _guarded(get_spans),
+        ("DELETE", "/spans"): _guarded(delete_spans),
+        ("GET", "/check"): _guarded(check),
     }

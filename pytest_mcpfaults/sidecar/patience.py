@@ -240,16 +240,23 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
             f"faults hold requests); requests seen: {seen}"
         )
     bad = [r for r in held if (c := _closed_after(r)) is None or c > within]
-    if not bad:
-        return
-    now = journal.now()
+    if bad:
+        raise AssertionError(_not_closed(sc, bad, len(held), within, matching_text, who))
+
+
+def _not_closed(
+    sc: Watched, bad: list[RequestRecord], held: int, within: float, matching_text: str, who: str
+) -> str:
+    """The failure text of :func:`check_client_closed`: the ``bad`` requests (of ``held``) and the
+    journal of their connections."""
+    now = sc.journal.now()
     conns = sorted({r.conn_id for r in bad})
     names = ", ".join(f"connection #{c} ({_peer(sc, c)})" for c in conns)
     if who == "assert_client_released":
         head = f"the client did not release {names} within {within:g} s of the response being held:"
     else:
         head = (
-            f"the client did not give up within {within:g} s on {len(bad)} of {len(held)} "
+            f"the client did not give up within {within:g} s on {len(bad)} of {held} "
             f"held request(s){matching_text}:"
         )
     lines = [head]
@@ -259,4 +266,4 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
     lines.append("journal of " + ("that connection:" if len(conns) == 1 else "those connections:"))
     for c in conns:
         lines.extend("  " + line for line in _excerpt(sc, c))
-    raise AssertionError("\n".join(lines))
+    return "\n".join(lines)

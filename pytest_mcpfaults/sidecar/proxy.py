@@ -211,14 +211,20 @@ class Proxy:
             return await deliver(request, Answer(failed, None, False), hold=hold, out=out)
         finally:
             self.upstream.done(resp)
-            ended = resp.ended_at - t0 if resp.ended_at is not None else journal.now()
-            fields: RequestFields = {"upstream_bytes": resp.received, "upstream_ended_at": ended}
-            if resp.failure is not None:
-                fields["upstream_failure"] = resp.failure.failure
-                if journal.request(rid).error_by is None:
-                    fields["error"], fields["error_by"] = str(resp.failure), "upstream"
-            journal.update_request(rid, **fields)
+            _journal_upstream_end(journal, rid, resp)
 
     async def close(self) -> None:
         """Close the upstream client: every upstream connection (bounded)."""
         await self.upstream.close()
+
+
+def _journal_upstream_end(journal: Journal, rid: int, resp: UpstreamResponse) -> None:
+    """Journal the end of the upstream leg of request ``rid``: its bytes, when it ended, and its
+    failure (the request's error too, unless something else already named one)."""
+    ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
+    fields: RequestFields = {"upstream_bytes": resp.received, "upstream_ended_at": ended}
+    if resp.failure is not None:
+        fields["upstream_failure"] = resp.failure.failure
+        if journal.request(rid).error_by is None:
+            fields["error"], fields["error_by"] = str(resp.failure), "upstream"
+    journal.update_request(rid, **fields)
