@@ -12,7 +12,6 @@ import argparse
 import json
 import re
 import secrets
-import shlex
 import signal
 import sys
 import threading
@@ -20,66 +19,28 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any, TextIO
 
-from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH
 from pytest_mcpfaults.sidecar.config import (
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
-    DEFAULT_UPSTREAM_TIMEOUT,
-    REPLY_MODES,
-    check_path,
     check_transport,
     check_upstream_headers,
     check_upstream_url,
 )
 from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
-from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS
 from pytest_mcpfaults.sidecar.mcp import ERAS
+from pytest_mcpfaults.sidecar.option_text import fault_text as _fault
+from pytest_mcpfaults.sidecar.option_text import seconds_text as _patience
+from pytest_mcpfaults.sidecar.option_text import tool_sets_text as _tool_sets
+from pytest_mcpfaults.sidecar.option_text import upstream_headers_text
+from pytest_mcpfaults.sidecar.options import add_serve_flags, options_from_args
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
-from pytest_mcpfaults.validation import is_count, is_loopback_host, parse_seconds
+from pytest_mcpfaults.validation import is_count, is_loopback_host
 
 __all__ = ["build_parser", "main", "parse_upstream_headers"]
 
 _PROG = "python -m pytest_mcpfaults"
 #: How many requests (and connections) ``serve`` keeps in its journal by default (``--journal-limit``).
 DEFAULT_JOURNAL_LIMIT = 10_000
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not (is_count(port) and port <= 65535):
-        raise argparse.ArgumentTypeError(f"must be an integer in 0..65535 (0: any free port), got {text!r}")
-    return port
-
-
-def _path(text: str) -> str:
-    why = check_path(text)
-    if why is not None:
-        raise argparse.ArgumentTypeError(f"{why}, got {text!r}")
-    return text
-
-
-def _fault(text: str) -> F.Fault:
-    try:
-        return F.parse_fault(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _tool_sets(text: str) -> tuple[str, ...]:
-    sets = tuple(s.strip() for s in text.split(","))
-    bad = [s for s in sets if s not in TOOL_SETS]
-    if bad:
-        what = f"unknown tool set {bad[0]!r}" if bad[0] else "an empty tool set name"
-        raise argparse.ArgumentTypeError(
-            f"{what} in {text!r}; valid: {', '.join(TOOL_SETS)} (one or more, comma-separated)"
-        )
-    return sets
 
 
 def _journal_limit(text: str) -> int:
@@ -90,15 +51,6 @@ def _journal_limit(text: str) -> int:
     if not is_count(value, minimum=1):
         raise argparse.ArgumentTypeError(f"must be a positive integer (requests kept), got {text!r}")
     return value
-
-
-def _patience(text: str) -> float | None:
-    try:
-        return parse_seconds(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive number of seconds or 'none', got {text!r}"
-        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,68 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
             "(Authorization: Bearer <token>)."
         ),
     )
-    serve.add_argument(
-        "--host", default="127.0.0.1", help="bind address; loopback only unless --allow-remote"
-    )
-    serve.add_argument("--port", type=_port, default=0, help="TCP port; 0 (default): any free port")
-    serve.add_argument("--mcp-path", type=_path, default="/mcp", help="MCP endpoint path (default /mcp)")
-    health = serve.add_mutually_exclusive_group()
-    health.add_argument("--health-path", type=_path, default="/health", help="health path (default /health)")
-    health.add_argument(
-        "--no-health",
-        action="store_true",
-        help="no health endpoint: it answers 404, like real exgentic sidecars",
-    )
-    serve.add_argument(
-        "--era", choices=ERAS, default="auto", help="MCP protocol era(s) served (default auto)"
-    )
-    serve.add_argument("--reply", choices=REPLY_MODES, default="json", help="reply framing (default json)")
-    serve.add_argument(
-        "--transport",
-        choices=TRANSPORTS,
-        default="streamable_http",
-        help="MCP transports served: Streamable HTTP on --mcp-path (default), the legacy 2024-11-05 "
-        "HTTP+SSE transport on --sse-path/--messages-path (sse), or both",
-    )
-    serve.add_argument("--sse-path", type=_path, default="/sse", help="legacy SSE stream path (default /sse)")
-    serve.add_argument(
-        "--messages-path", type=_path, default="/messages", help="legacy SSE message path (default /messages)"
-    )
-    serve.add_argument(
-        "--tool-sets",
-        type=_tool_sets,
-        default=TOOL_SETS,
-        metavar="SETS",
-        help=f"comma-separated built-in tool sets (default {','.join(TOOL_SETS)})",
-    )
-    serve.add_argument(
-        "--fault",
-        type=_fault,
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="a fault in text form, e.g. 'status(code=503)@health[times=3]' or 'hang@DELETE /mcp' "
-        "(repeatable; first match wins)",
-    )
-    serve.add_argument(
-        "--patience",
-        type=_patience,
-        default=DEFAULT_PATIENCE,
-        metavar="SECONDS|none",
-        help=f"seconds a held request waits before the sidecar aborts it (default {DEFAULT_PATIENCE}; "
-        "'none': hold until released)",
-    )
-    for flag, default, what in (
-        ("--tool-timeout", DEFAULT_TOOL_TIMEOUT, "a tool call may run before it is answered as an error"),
-        ("--idle-timeout", DEFAULT_IDLE_TIMEOUT, "a connection may stay without a complete request"),
-    ):
-        serve.add_argument(
-            flag,
-            type=_patience,
-            default=default,
-            metavar="SECONDS|none",
-            help=f"seconds {what} (default {default:g}; 'none': unbounded)",
-        )
+    add_serve_flags(serve)  # one per option that has a flag (sidecar/options.py)
     serve.add_argument(
         "--journal-limit",
         type=_journal_limit,
@@ -185,57 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"keep the last N requests (and N connections) in the journal, counting the dropped ones "
         f"(default {DEFAULT_JOURNAL_LIMIT}); requests still in flight are never dropped",
     )
-    otlp = serve.add_mutually_exclusive_group()
-    otlp.add_argument(
-        "--otlp-path",
-        type=_path,
-        default=DEFAULT_OTLP_PATH,
-        help=f"path of the OTLP/HTTP trace receiver (default {DEFAULT_OTLP_PATH}); spans a harness exports "
-        f"there are checked by {CONTROL_PREFIX}/check",
-    )
-    otlp.add_argument("--no-otlp", action="store_true", help="no OTLP trace receiver")
-    upstream = serve.add_mutually_exclusive_group()
-    upstream.add_argument(
-        "--upstream",
-        metavar="URL",
-        help="proxy mode: forward every request the faults do not answer to this real MCP server "
-        "(e.g. http://127.0.0.1:9000/mcp) instead of serving the fake's tools; loopback only unless "
-        "--allow-remote-upstream",
-    )
-    upstream.add_argument(
-        "--upstream-command",
-        type=_command,
-        metavar="'CMD ARGS'",
-        help="proxy mode with a stdio MCP server: spawn this command (split as a shell would, e.g. "
-        "'python server.py --flag'), forward to it over its stdin/stdout, kill it at exit",
-    )
-    serve.add_argument(
-        "--upstream-health",
-        type=_path,
-        metavar="PATH",
-        help="proxy mode: forward the health path to this path of the upstream (default: the sidecar "
-        "answers it itself)",
-    )
-    serve.add_argument(
-        "--upstream-timeout",
-        type=_patience,
-        default=DEFAULT_UPSTREAM_TIMEOUT,
-        metavar="SECONDS|none",
-        help=f"proxy mode: seconds the upstream may take to send its headers, and then between two "
-        f"chunks of a POST's body (default {DEFAULT_UPSTREAM_TIMEOUT:g}; 'none': unbounded); past it: 504",
-    )
-    serve.add_argument(
-        "--allow-remote-upstream", action="store_true", help="allow an --upstream that is not loopback"
-    )
-    serve.add_argument(
-        "--upstream-header",
-        action="append",
-        default=[],
-        metavar="'NAME: VALUE'|NAME",
-        help="proxy mode: send this header to the upstream in place of the client's ('NAME: VALUE'), "
-        "or do not forward it (NAME alone); repeatable",
-    )
-    serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument("--json", action="store_true", help="print the start-up info as one JSON line")
     serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
     add_stdio_parser(sub)
@@ -323,16 +163,6 @@ def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) 
         )
 
 
-def _command(text: str) -> list[str]:
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"cannot split {text!r} into a command: {exc}") from exc
-    if not words:
-        raise argparse.ArgumentTypeError("must name a program, e.g. 'python server.py'")
-    return words
-
-
 def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.upstream_command is not None:
         if args.upstream_health is not None:
@@ -365,11 +195,7 @@ def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 def parse_upstream_headers(specs: Sequence[str]) -> dict[str, str | None]:
     """``--upstream-header`` values: ``'NAME: VALUE'`` sets, ``NAME`` alone drops."""
-    out: dict[str, str | None] = {}
-    for spec in specs:
-        name, sep, value = spec.partition(":")
-        out[name.strip()] = value.strip() if sep else None
-    return out
+    return upstream_headers_text(list(specs)) or {}
 
 
 def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
@@ -410,30 +236,7 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
-    sc = Sidecar(
-        host=args.host,
-        port=args.port,
-        mcp_path=args.mcp_path,
-        health_path=None if args.no_health else args.health_path,
-        era=args.era,
-        reply=args.reply,
-        tool_sets=args.tool_sets,
-        faults=args.fault,
-        patience=args.patience,
-        allow_remote=args.allow_remote,
-        tool_timeout=args.tool_timeout,
-        idle_timeout=args.idle_timeout,
-        otlp_path=None if args.no_otlp else args.otlp_path,
-        transport=args.transport,
-        sse_path=args.sse_path,
-        messages_path=args.messages_path,
-        upstream=args.upstream,
-        upstream_health=args.upstream_health,
-        upstream_timeout=args.upstream_timeout,
-        allow_remote_upstream=args.allow_remote_upstream,
-        upstream_command=args.upstream_command,
-        upstream_headers=parse_upstream_headers(args.upstream_header) or None,
-    )
+    sc = Sidecar(**options_from_args(args))
     sc.journal.set_limit(args.journal_limit)
     token = secrets.token_urlsafe(32)
     Control(sc, token).mount()

@@ -52,7 +52,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_spans_gate",
     ),
     "report": ("test_hostile_ci", "test_report", "test_report_plugin", "test_xdist"),
-    "plugin": ("test_markers", "test_plugin_fixtures"),
+    "plugin": ("test_markers", "test_options", "test_plugin_fixtures"),
     "cli": ("test_cli",),
     "docs": (
         "test_docs",

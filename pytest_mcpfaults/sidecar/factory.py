@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from pytest_mcpfaults.sidecar.options import SidecarOptions, takes_options
 from pytest_mcpfaults.sidecar.server import Sidecar
 
 __all__ = ["SidecarFactory"]
@@ -33,7 +34,9 @@ class SidecarFactory:
         self._lock = threading.Lock()
         self._sidecars: list[Sidecar] = []
 
+    @takes_options(SidecarOptions)
     def __call__(self, **kwargs: Any) -> Sidecar:
+        """A started :class:`Sidecar` with the factory's defaults and these options."""
         sidecar = Sidecar(**{**self._defaults, **kwargs})
         sidecar.start()
         with self._lock:

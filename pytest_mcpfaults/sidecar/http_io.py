@@ -1,5 +1,6 @@
 """aiohttp plumbing that the sidecar's listener and the OTLP receiver's own listener share: a low-level
-server that reports each connection's opening and loss, and a bounded read of a request body."""
+server that reports each connection's opening and loss and stamps every response it sends, and a
+bounded read of a request body."""
 
 from __future__ import annotations
 
@@ -9,7 +10,24 @@ from typing import Any
 
 from aiohttp import web, web_protocol, web_server
 
-__all__ = ["ConnectionReportingServer", "read_body"]
+__all__ = ["ConnectionReportingServer", "Stamp", "read_body"]
+
+#: What every response of a server is given just before its status line and headers go out.
+Stamp = Callable[[web.StreamResponse], None]
+
+
+class _StampedRequest(web.BaseRequest):
+    """A request whose every response — the handler's, an event stream's, the adapter's own error
+    answers, aiohttp's own (400 for a malformed request) — passes its server's stamp when prepared:
+    ``StreamResponse.prepare`` awaits the request's ``_prepare_hook`` (aiohttp's hook for
+    ``on_response_prepare``, a no-op on ``BaseRequest``) before it writes the headers."""
+
+    ATTRS = web.BaseRequest.ATTRS | frozenset(["_stamp"])
+    _stamp: Stamp | None = None
+
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        if self._stamp is not None:
+            self._stamp(response)
 
 
 class ConnectionReportingServer(web_server.Server):
@@ -21,8 +39,20 @@ class ConnectionReportingServer(web_server.Server):
         handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
         made: Callable[[web_protocol.RequestHandler, asyncio.Transport], None],
         lost: Callable[[web_protocol.RequestHandler], None],
+        stamp: Stamp | None = None,
         **kwargs: Any,
     ) -> None:
+        if stamp is not None:
+
+            def stamped(
+                message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+            ) -> web.BaseRequest:  # aiohttp's request_factory: the Server's own, with our class
+                loop = asyncio.get_running_loop()
+                request = _StampedRequest(message, payload, protocol, writer, task, loop)
+                request._stamp = stamp
+                return request
+
+            kwargs["request_factory"] = stamped
         super().__init__(handler, **kwargs)
         self._made, self._lost = made, lost
 

@@ -13,37 +13,29 @@ import errno
 import ipaddress
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web, web_protocol
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH, OtlpService
+from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
-from pytest_mcpfaults.sidecar.config import (
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_PATIENCE,
-    DEFAULT_TOOL_TIMEOUT,
-    DEFAULT_UPSTREAM_TIMEOUT,
-    LOOPBACK_NAMES,
-    check_kwargs,
-    check_otlp,
-    check_transport,
-    check_upstream_headers,
-)
+from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, LOOPBACK_NAMES, ReplyMode
 from pytest_mcpfaults.sidecar.errors import SidecarError
-from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, read_body
+from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, Stamp, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
-from pytest_mcpfaults.sidecar.mcp import reply_body
+from pytest_mcpfaults.sidecar.legacy_sse import TransportName
+from pytest_mcpfaults.sidecar.mcp import Era, reply_body
+from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, response_headers, takes_options
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
-from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream, check_upstream_command
+from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.sidecar.timeouts import within
-from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
+from pytest_mcpfaults.sidecar.tools import Tool
 from pytest_mcpfaults.sidecar.upstream import Upstream
 from pytest_mcpfaults.sidecar.waits import SidecarWaits
 from pytest_mcpfaults.stdio import guardian
@@ -133,157 +125,31 @@ def _http_plan(faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ..
 class Sidecar(SidecarWaits):
     """A fake MCP sidecar on loopback. Use as a context manager, or ``start()`` / ``stop()``.
 
-    Args:
-        host: bind address; loopback only unless ``allow_remote=True``.
-        port: TCP port, 0 for any free port (the default).
-        mcp_path: the MCP Streamable HTTP endpoint (POST, GET, DELETE).
-        transport: which MCP transports to serve: ``'streamable_http'`` (on ``mcp_path``, the default),
-            ``'sse'`` (the legacy 2024-11-05 HTTP+SSE transport on ``sse_path`` and ``messages_path``;
-            ``mcp_path`` then answers 404) or ``'both'``.
-        sse_path: the legacy transport's event stream (``GET``): its first event names the message URL.
-        messages_path: the legacy transport's message endpoint (``POST ...?session_id=<hex>``).
-        health_path: the health endpoint answering ``{"status": "ok"}``; ``None``: absent (404).
-        era: ``'auto'`` (both eras, as real dual servers), ``'stateless'`` (2026-07-28 only) or
-            ``'session'`` (initialize / ``Mcp-Session-Id`` only; ``server/discover`` gets 400).
-        reply: ``'json'`` or ``'sse'``: how replies to requests are framed.
-        get_stream: answer ``GET`` on the MCP endpoint with an open SSE stream instead of 405.
-        tools: extra tools (:class:`Tool`) served beside the built-in sets.
-        tool_sets: built-in tool sets: ``'basic'`` (echo, sleep), ``'benchmark'``
-            (list_tasks, create_session, evaluate_session, delete_session).
-        faults: the fault plan: faults (or their text forms) applied in order, first match wins.
-        patience: seconds a held request may wait before the sidecar aborts its connection and
-            records a patience violation; ``None``: hold until release or teardown.
-        expect_hang: the test expects clients to wait out held requests: violations are reported
-            but do not fail the test.
-        allow_remote: allow a non-loopback ``host``.
-        allowed_origins: ``Origin`` values accepted besides loopback ones (DNS-rebinding check).
-        max_body_bytes: request bodies above this are refused with 413.
-        service_url: the backend URL named in :class:`~pytest_mcpfaults.faults.BackendGone` payloads.
-        tool_timeout: seconds one tool handler call may take (10); past it the client gets a tool
-            error naming the tool, and so does the test (a :class:`SidecarError`), except for the
-            built-in ``sleep``, whose length is the client's. ``None``: unbounded.
-        idle_timeout: seconds a connection may go without a complete request, from its opening or
-            its last answer (60): then the sidecar closes it (``ConnectionRecord.timed_out``). Bounds
-            idle keep-alive connections and clients sending their headers slowly. ``None``: never.
-        otlp_path: the OTLP/HTTP trace receiver (``POST``, protobuf or JSON): spans other processes
-            export join :attr:`span_recorder`. No fault applies to it. ``None``: off (404).
-        span_recorder: the recorder received spans join; ``None``: the sidecar's own (the pytest
-            fixtures pass the test's recorder when the test records spans).
-        upstream: proxy mode: the URL of a real MCP server (``'http://127.0.0.1:9000/mcp'``) that
-            answers every request the plan does not answer, in place of the fake's endpoint and
-            tools (docs/proxy.md). Loopback only unless ``allow_remote_upstream=True``.
-        upstream_health: proxy mode: the upstream's own health path (``'/health'``) to forward the
-            sidecar's health requests to; ``None`` (the default): the sidecar answers them itself.
-        upstream_timeout: proxy mode: seconds the upstream may take to connect and send its status
-            line and headers, and then between two chunks of a POST's body (30); past it the client
-            gets 504 (or a reset, once the status line was relayed). ``None``: unbounded.
-        allow_remote_upstream: allow an ``upstream`` whose host is not loopback.
-        upstream_command: proxy mode with a stdio MCP server as the upstream: the program and its
-            arguments (``['python', 'server.py']``), spawned at start and killed at stop by the sidecar,
-            which keeps the HTTP sessions itself (docs/proxy.md). Not with ``upstream``.
-        upstream_headers: proxy mode (``upstream=``): headers rewritten on every forwarded request,
-            a value sent in place of the client's, ``None`` not forwarded (``{'Authorization': None}``).
-            By default every end-to-end header is passed through as the client sent it.
+    Its keyword arguments are the fields of
+    :class:`~pytest_mcpfaults.sidecar.options.SidecarOptions` (each one's default, ``serve`` flag and
+    meaning: the options table of docs/sidecar.md), checked once when it is built; ``options`` holds
+    them.
     """
 
-    def __init__(
-        self,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        mcp_path: str = "/mcp",
-        health_path: str | None = "/health",
-        era: str = "auto",
-        reply: str = "json",
-        get_stream: bool = False,
-        tools: Iterable[Tool] = (),
-        tool_sets: Sequence[str] = TOOL_SETS,
-        faults: Sequence[F.Fault | str] = (),
-        patience: float | None = DEFAULT_PATIENCE,
-        expect_hang: bool = False,
-        allow_remote: bool = False,
-        allowed_origins: Sequence[str] = (),
-        max_body_bytes: int = 1 << 20,
-        service_url: str | None = None,
-        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-        otlp_path: str | None = DEFAULT_OTLP_PATH,
-        span_recorder: SpanRecorder | None = None,
-        transport: str = "streamable_http",
-        sse_path: str = "/sse",
-        messages_path: str = "/messages",
-        upstream: str | None = None,
-        upstream_health: str | None = None,
-        upstream_timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
-        allow_remote_upstream: bool = False,
-        upstream_command: Sequence[str] | None = None,
-        upstream_headers: Mapping[str, str | None] | None = None,
-    ) -> None:
-        command = check_upstream_command(upstream_command, upstream, upstream_health, era, get_stream, tools)
-        era_, reply_ = check_kwargs(
-            host, port, mcp_path, health_path, era, reply, tool_sets, patience, allow_remote, max_body_bytes,
-            tool_timeout, idle_timeout,
-            get_stream=get_stream, tools=tools, faults=faults, expect_hang=expect_hang,
-            allowed_origins=allowed_origins, service_url=service_url, upstream=upstream,
-            upstream_health=upstream_health, upstream_timeout=upstream_timeout,
-            allow_remote_upstream=allow_remote_upstream,
-        )  # fmt: skip
-        check_otlp(otlp_path, mcp_path, health_path, span_recorder)
-        transport_ = check_transport(transport, sse_path, messages_path, mcp_path, health_path, era_, reply_,
-                                     get_stream, upstream if upstream is not None else command)  # fmt: skip
-        self.upstream, self.upstream_health = upstream, upstream_health
-        self.upstream_command = command
-        self.upstream_timeout = upstream_timeout
-        check_upstream_headers(upstream_headers, upstream)
-        self.upstream_headers = dict(upstream_headers or {})
-        self.tool_timeout, self.idle_timeout = tool_timeout, idle_timeout
-        self.otlp_path = otlp_path
-        self.host = host
-        self.era, self.reply, self.patience, self.expect_hang = era_, reply_, patience, expect_hang
-        self.max_body_bytes = max_body_bytes
-        self._port = port
+    @takes_options(SidecarOptions)
+    def __init__(self, **options: Any) -> None:
+        """A sidecar with these options (nothing binds until :meth:`start`)."""
+        opts = self.options = build_options("Sidecar", options)
+        self.upstream, self.upstream_health = opts.upstream, opts.upstream_health
+        self.upstream_command = cast("list[str] | None", opts.upstream_command)  # copied by SidecarOptions
+        self.upstream_timeout = opts.upstream_timeout
+        self.upstream_headers = cast("dict[str, str | None]", opts.upstream_headers)
+        self.tool_timeout, self.idle_timeout = opts.tool_timeout, opts.idle_timeout
+        self.otlp_path = opts.otlp_path
+        self.host = opts.host
+        self.era, self.reply = cast(Era, opts.era), cast(ReplyMode, opts.reply)
+        self.patience, self.expect_hang = opts.patience, opts.expect_hang
+        self.max_body_bytes = opts.max_body_bytes
+        self._port = opts.port
         # Sync tool handlers of the user's run here, off the shared loop (one blocking handler must not
         # stall every sidecar of the process); threads start on first use.
         self._pool = _loop.WorkerPool("mcpfaults-tool-handler")
-        upstream_client = (
-            Upstream(upstream, timeout=upstream_timeout, headers=self.upstream_headers)
-            if upstream is not None
-            else None
-        )
-        self.core = core.SidecarCore(
-            mcp_path=mcp_path,
-            health_path=health_path,
-            era=era_,
-            reply=reply_,
-            tools=tools,
-            tool_sets=tool_sets,
-            faults=_http_plan(faults, "faults="),
-            get_stream=get_stream,
-            allowed_origins=allowed_origins,
-            max_body_bytes=max_body_bytes,
-            # backend_gone names the upstream's address in proxy mode, the sidecar's own otherwise
-            service_url=lambda: service_url or (upstream_client.origin if upstream_client else self.url),
-            tool_timeout=tool_timeout,
-            run_sync=self._pool.submit,
-            transport=transport_,
-            sse_path=sse_path,
-            messages_path=messages_path,
-        )
-        self._proxy: Proxy | None = None
-        if upstream_client is not None:
-            self._proxy = Proxy(
-                upstream_client, era=era_, upstream_health=upstream_health, endpoint=self.core.mcp
-            )
-            self.core.upstream = self._proxy
-        self._stdio: StdioUpstream | None = None
-        if command is not None:
-            self._stdio = StdioUpstream(
-                command, timeout=upstream_timeout, endpoint=self.core.mcp, journal=self.core.journal,
-                on_error=self.core.record_error,
-            )  # fmt: skip
-            self.core.upstream = self._stdio
-        if self.core.upstream is not None and is_loopback_host(host):
-            self.core.refuse_foreign_hosts()  # the upstream's DNS-rebinding check, which it cannot do
+        self.core = self._build_core(opts)
         self._tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
         self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._holds: set[_Hold] = set()
@@ -292,9 +158,53 @@ class Sidecar(SidecarWaits):
         self._web: ConnectionReportingServer | None = None
         self._mounted: tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] | None = None
         self._otlp = OtlpService(
-            otlp_path, self.journal, span_recorder, max_body_bytes=max_body_bytes,
-            body_timeout=idle_timeout, on_error=self.core.record_error, mounted=self._mounted_for,
+            opts.otlp_path, self.journal, opts.span_recorder, max_body_bytes=opts.max_body_bytes,
+            body_timeout=opts.idle_timeout, on_error=self.core.record_error, mounted=self._mounted_for,
         )  # fmt: skip
+
+    def _build_core(self, opts: SidecarOptions) -> core.SidecarCore:
+        """The core these options describe, and its upstream in proxy mode."""
+        upstream_client = (
+            Upstream(opts.upstream, timeout=opts.upstream_timeout, headers=self.upstream_headers)
+            if opts.upstream is not None
+            else None
+        )
+        service_url = opts.service_url
+        sidecar_core = core.SidecarCore(
+            mcp_path=opts.mcp_path,
+            health_path=opts.health_path,
+            era=self.era,
+            reply=self.reply,
+            tools=opts.tools,
+            tool_sets=opts.tool_sets,
+            faults=cast("tuple[F.Fault, ...]", opts.faults),  # parsed by SidecarOptions
+            get_stream=opts.get_stream,
+            allowed_origins=opts.allowed_origins,
+            max_body_bytes=opts.max_body_bytes,
+            # backend_gone names the upstream's address in proxy mode, the sidecar's own otherwise
+            service_url=lambda: service_url or (upstream_client.origin if upstream_client else self.url),
+            tool_timeout=opts.tool_timeout,
+            run_sync=self._pool.submit,
+            transport=cast(TransportName, opts.transport),
+            sse_path=opts.sse_path,
+            messages_path=opts.messages_path,
+        )
+        self._proxy: Proxy | None = None
+        if upstream_client is not None:
+            self._proxy = Proxy(
+                upstream_client, era=self.era, upstream_health=opts.upstream_health, endpoint=sidecar_core.mcp
+            )
+            sidecar_core.upstream = self._proxy
+        self._stdio: StdioUpstream | None = None
+        if self.upstream_command is not None:
+            self._stdio = StdioUpstream(
+                self.upstream_command, timeout=opts.upstream_timeout, endpoint=sidecar_core.mcp,
+                journal=sidecar_core.journal, on_error=sidecar_core.record_error,
+            )  # fmt: skip
+            sidecar_core.upstream = self._stdio
+        if sidecar_core.upstream is not None and is_loopback_host(opts.host):
+            sidecar_core.refuse_foreign_hosts()  # the upstream's DNS-rebinding check, which it cannot do
+        return sidecar_core
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> Sidecar:
@@ -306,11 +216,24 @@ class Sidecar(SidecarWaits):
         _loop.run(self._start())
         return self
 
+    def _stamp(self) -> Stamp | None:
+        """The one place every answer on this sidecar's listener is stamped, whoever makes it (the
+        core's reply, a relayed upstream answer, an event stream, the adapter's own 408/413/500,
+        aiohttp's 400): the headers of the options that name one (``SidecarOptions``, ``header=``)."""
+        headers = response_headers(self.options)
+        if not headers:
+            return None  # nothing to stamp: aiohttp's own request class, no hook
+
+        def stamp(response: web.StreamResponse) -> None:
+            response.headers.update(headers)
+
+        return stamp
+
     async def _start(self) -> None:
         # lingering_time: after answering without reading a body (413), drain it for at most 1 s
         # (aiohttp's default: 10 s), then close: a client that keeps sending cannot keep it busy.
         self._web = ConnectionReportingServer(
-            self._handle, self._conn_made, self._conn_lost,
+            self._handle, self._conn_made, self._conn_lost, self._stamp(),
             access_log=None, handler_cancellation=False, lingering_time=1.0,
         )  # fmt: skip
         if self._stdio is not None:

@@ -1,0 +1,465 @@
+"""The socket sidecar's options: :class:`SidecarOptions`, one frozen dataclass validated once.
+
+Each field carries what everything else derives from it (its :class:`Option`): its help text, its
+``serve`` flag and the parser of that flag's text, and which backends take it. Read from here:
+
+* the ``Sidecar`` constructor's keywords, signature, types (for mypy, :func:`takes_options`) and the
+  ``Args`` of its docstring;
+* the ``mcp_sidecar`` marker (its valid arguments, checked at collection) and ``mcp_sidecar_factory``;
+* ``serve``'s flags (:func:`add_serve_flags`) and how its parsed arguments become options
+  (:func:`options_from_args`);
+* the options table of docs/sidecar.md (:func:`options_table`; ``python -m
+  pytest_mcpfaults.sidecar.options docs/sidecar.md`` rewrites it, a test fails when it is stale).
+
+Adding an option is its field here (with its check in :meth:`SidecarOptions.__post_init__` when the
+type alone does not say what is valid), its use, and its test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH
+from pytest_mcpfaults.sidecar.config import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_PATIENCE,
+    DEFAULT_TOOL_TIMEOUT,
+    DEFAULT_UPSTREAM_TIMEOUT,
+    REPLY_MODES,
+    check_kwargs,
+    check_otlp,
+    check_transport,
+    check_upstream_headers,
+)
+from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS
+from pytest_mcpfaults.sidecar.mcp import ERAS
+from pytest_mcpfaults.sidecar.option_text import (
+    command_text,
+    fault_text,
+    path_text,
+    port_text,
+    seconds_text,
+    tool_sets_text,
+    upstream_headers_text,
+)
+from pytest_mcpfaults.sidecar.stdio_upstream import check_upstream_command
+from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.spans import SpanRecorder
+
+__all__ = [
+    "BACKENDS",
+    "Option",
+    "SidecarOptions",
+    "add_serve_flags",
+    "build_options",
+    "option",
+    "option_fields",
+    "options_from_args",
+    "options_table",
+    "response_headers",
+    "takes_options",
+]
+
+#: The backends an option can apply to: the socket ``Sidecar`` and the in-process ``mock_sidecar``.
+BACKENDS = ("socket", "in-process")
+
+
+@dataclass(frozen=True)
+class Option:
+    """What one field of :class:`SidecarOptions` says about itself."""
+
+    #: One or two sentences for the docstring and the docs table (Markdown backticks allowed).
+    help: str
+    #: ``serve``'s flag (``'--mcp-path'``), or ``None``: not on the command line.
+    flag: str | None = None
+    #: ``serve --help``'s text (defaults to :attr:`help`).
+    cli_help: str | None = None
+    #: argparse ``type=``: the flag's text to the value.
+    parse: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    choices: Sequence[str] | None = None
+    #: A repeatable flag whose values (a list) ``collect`` turns into the option's value.
+    repeat: bool = False
+    collect: Callable[[list[Any]], Any] | None = None
+    #: A flag of its own that sets the option to ``None`` (``'--no-health'``) and its help.
+    none_flag: tuple[str, str] | None = None
+    #: Flags of options sharing this name are mutually exclusive on the command line.
+    exclusive: str | None = None
+    #: The backends taking it (:data:`BACKENDS`).
+    backends: tuple[str, ...] = ("socket",)
+    #: A response header the option's value (when not ``None``) is sent as, on every answer of the
+    #: socket sidecar (the one stamp, :func:`response_headers`).
+    header: str | None = None
+
+    @property
+    def switch(self) -> bool:
+        """A flag without a value (``--allow-remote``): ``store_true``."""
+        return self.parse is None and self.choices is None and not self.repeat and self.metavar is None
+
+
+def option(default: Any = dataclasses.MISSING, **meta: Any) -> Any:
+    """A field of :class:`SidecarOptions` with its :class:`Option` (``help=``, ``flag=``, ...)."""
+    return field(default=default, metadata={"option": Option(**meta)})
+
+
+_BOTH = ("socket", "in-process")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SidecarOptions:
+    """The socket sidecar's options, checked once when built: a bad value raises ``ValueError``
+    naming the argument, the value and what would be valid (docs/sidecar.md, "Argument checks")."""
+
+    host: str = option(
+        "127.0.0.1", help="bind address; loopback only unless `allow_remote=True`.", flag="--host",
+        cli_help="bind address; loopback only unless --allow-remote", metavar="HOST",
+    )  # fmt: skip
+    port: int = option(
+        0, help="TCP port, 0 for any free port.", flag="--port", parse=port_text, metavar="PORT",
+        cli_help="TCP port; 0 (default): any free port",
+    )  # fmt: skip
+    mcp_path: str = option(
+        "/mcp", help="the MCP Streamable HTTP endpoint (POST, GET, DELETE).", flag="--mcp-path",
+        parse=path_text, metavar="PATH", cli_help="MCP endpoint path (default /mcp)", backends=_BOTH,
+    )  # fmt: skip
+    health_path: str | None = option(
+        "/health", help='the health endpoint answering `{"status": "ok"}`; `None`: absent (404).',
+        flag="--health-path", parse=path_text, metavar="PATH", cli_help="health path (default /health)",
+        none_flag=("--no-health", "no health endpoint: it answers 404, like real exgentic sidecars"),
+        backends=_BOTH,
+    )  # fmt: skip
+    era: str = option(
+        "auto", help="`'auto'` (both eras, as real dual servers), `'stateless'` (2026-07-28 only) or "
+        "`'session'` (initialize / `Mcp-Session-Id` only; `server/discover` gets 400).",
+        flag="--era", choices=ERAS, cli_help="MCP protocol era(s) served (default auto)", backends=_BOTH,
+    )  # fmt: skip
+    reply: str = option(
+        "json", help="`'json'` or `'sse'`: how replies to requests are framed.", flag="--reply",
+        choices=REPLY_MODES, cli_help="reply framing (default json)", backends=_BOTH,
+    )  # fmt: skip
+    get_stream: bool = option(
+        False, help="answer `GET` on the MCP endpoint with an open SSE stream instead of 405."
+    )
+    tools: Iterable[Tool] = option(
+        (), help="extra tools (`Tool`) served beside the built-in sets.", backends=_BOTH
+    )
+    tool_sets: Sequence[str] = option(
+        TOOL_SETS, help="built-in tool sets: `'basic'` (echo, sleep), `'benchmark'` (list_tasks, "
+        "create_session, evaluate_session, delete_session).", flag="--tool-sets", parse=tool_sets_text,
+        metavar="SETS", cli_help=f"comma-separated built-in tool sets (default {','.join(TOOL_SETS)})",
+        backends=_BOTH,
+    )  # fmt: skip
+    faults: Sequence[F.Fault | str] = option(
+        (), help="the fault plan: faults (or their text forms) applied in order, first match wins.",
+        flag="--fault", parse=fault_text, metavar="SPEC", repeat=True, collect=list, backends=_BOTH,
+        cli_help="a fault in text form, e.g. 'status(code=503)@health[times=3]' or 'hang@DELETE /mcp' "
+        "(repeatable; first match wins)",
+    )  # fmt: skip
+    patience: float | None = option(
+        DEFAULT_PATIENCE, help="seconds a held request may wait before the sidecar aborts its connection "
+        "and records a patience violation; `None`: hold until release or teardown.", flag="--patience",
+        parse=seconds_text, metavar="SECONDS|none",
+        cli_help=f"seconds a held request waits before the sidecar aborts it (default {DEFAULT_PATIENCE}; "
+        "'none': hold until released)",
+    )  # fmt: skip
+    expect_hang: bool = option(
+        False, help="the test expects clients to wait out held requests: violations are reported but "
+        "do not fail the test."
+    )  # fmt: skip
+    allow_remote: bool = option(
+        False, help="allow a non-loopback `host`.", flag="--allow-remote",
+        cli_help="allow a non-loopback --host",
+    )  # fmt: skip
+    allowed_origins: Sequence[str] = option(
+        (), help="`Origin` values accepted besides loopback ones (DNS-rebinding check).", backends=_BOTH
+    )
+    max_body_bytes: int = option(
+        1 << 20, help="request bodies above this are refused with 413.", backends=_BOTH
+    )
+    service_url: str | None = option(
+        None, help="the backend URL named in `BackendGone` payloads.", backends=_BOTH
+    )
+    tool_timeout: float | None = option(
+        DEFAULT_TOOL_TIMEOUT, help="seconds one tool handler call may take; past it the client gets a "
+        "tool error naming the tool, and so does the test (a `SidecarError`), except for the built-in "
+        "`sleep`, whose length is the client's. `None`: unbounded.", flag="--tool-timeout",
+        parse=seconds_text, metavar="SECONDS|none",
+        cli_help=f"seconds a tool call may run before it is answered as an error (default "
+        f"{DEFAULT_TOOL_TIMEOUT:g}; 'none': unbounded)",
+    )  # fmt: skip
+    idle_timeout: float | None = option(
+        DEFAULT_IDLE_TIMEOUT, help="seconds a connection may go without a complete request, from its "
+        "opening or its last answer: then the sidecar closes it (`ConnectionRecord.timed_out`). Bounds "
+        "idle keep-alive connections and clients sending their headers slowly. `None`: never.",
+        flag="--idle-timeout", parse=seconds_text, metavar="SECONDS|none",
+        cli_help=f"seconds a connection may stay without a complete request (default "
+        f"{DEFAULT_IDLE_TIMEOUT:g}; 'none': unbounded)",
+    )  # fmt: skip
+    otlp_path: str | None = option(
+        DEFAULT_OTLP_PATH, help="the OTLP/HTTP trace receiver (`POST`, protobuf or JSON): spans other "
+        "processes export join `span_recorder`. No fault applies to it. `None`: off (404).",
+        flag="--otlp-path", parse=path_text, metavar="PATH",
+        cli_help=f"path of the OTLP/HTTP trace receiver (default {DEFAULT_OTLP_PATH}); spans a harness "
+        "exports there are checked by /_mcpfaults/check",
+        none_flag=("--no-otlp", "no OTLP trace receiver"),
+    )  # fmt: skip
+    span_recorder: SpanRecorder | None = option(  # noqa: RUF009 (ruff cannot see the annotation's type)
+        None, help="the recorder received spans join; `None`: the sidecar's own (the pytest fixtures "
+        "pass the test's recorder when the test records spans)."
+    )  # fmt: skip
+    transport: str = option(
+        "streamable_http", help="which MCP transports to serve: `'streamable_http'` (on `mcp_path`), "
+        "`'sse'` (the legacy 2024-11-05 HTTP+SSE transport on `sse_path` and `messages_path`; "
+        "`mcp_path` then answers 404) or `'both'`.", flag="--transport", choices=TRANSPORTS,
+        cli_help="MCP transports served: Streamable HTTP on --mcp-path (default), the legacy 2024-11-05 "
+        "HTTP+SSE transport on --sse-path/--messages-path (sse), or both",
+    )  # fmt: skip
+    sse_path: str = option(
+        "/sse", help="the legacy transport's event stream (`GET`): its first event names the message URL.",
+        flag="--sse-path", parse=path_text, metavar="PATH", cli_help="legacy SSE stream path (default /sse)",
+    )  # fmt: skip
+    messages_path: str = option(
+        "/messages", help="the legacy transport's message endpoint (`POST ...?session_id=<hex>`).",
+        flag="--messages-path", parse=path_text, metavar="PATH",
+        cli_help="legacy SSE message path (default /messages)",
+    )  # fmt: skip
+    upstream: str | None = option(
+        None, help="proxy mode: the URL of a real MCP server (`'http://127.0.0.1:9000/mcp'`) that answers "
+        "every request the plan does not answer, in place of the fake's endpoint and tools. Loopback "
+        "only unless `allow_remote_upstream=True`.", flag="--upstream", metavar="URL", exclusive="upstream",
+        cli_help="proxy mode: forward every request the faults do not answer to this real MCP server "
+        "(e.g. http://127.0.0.1:9000/mcp) instead of serving the fake's tools; loopback only unless "
+        "--allow-remote-upstream",
+    )  # fmt: skip
+    upstream_health: str | None = option(
+        None, help="proxy mode: the upstream's own health path (`'/health'`) to forward the sidecar's "
+        "health requests to; `None`: the sidecar answers them itself.", flag="--upstream-health",
+        parse=path_text, metavar="PATH",
+        cli_help="proxy mode: forward the health path to this path of the upstream (default: the sidecar "
+        "answers it itself)",
+    )  # fmt: skip
+    upstream_timeout: float | None = option(
+        DEFAULT_UPSTREAM_TIMEOUT, help="proxy mode: seconds the upstream may take to connect and send its "
+        "status line and headers, and then between two chunks of a POST's body; past it the client gets "
+        "504 (or a reset, once the status line was relayed). `None`: unbounded.",
+        flag="--upstream-timeout", parse=seconds_text, metavar="SECONDS|none",
+        cli_help=f"proxy mode: seconds the upstream may take to send its headers, and then between two "
+        f"chunks of a POST's body (default {DEFAULT_UPSTREAM_TIMEOUT:g}; 'none': unbounded); past it: 504",
+    )  # fmt: skip
+    allow_remote_upstream: bool = option(
+        False, help="allow an `upstream` whose host is not loopback.", flag="--allow-remote-upstream",
+        cli_help="allow an --upstream that is not loopback",
+    )  # fmt: skip
+    upstream_command: Sequence[str] | None = option(
+        None, help="proxy mode with a stdio MCP server as the upstream: the program and its arguments "
+        "(`['python', 'server.py']`), spawned at start and killed at stop by the sidecar, which keeps the "
+        "HTTP sessions itself. Not with `upstream`.", flag="--upstream-command", parse=command_text,
+        metavar="'CMD ARGS'", exclusive="upstream",
+        cli_help="proxy mode with a stdio MCP server: spawn this command (split as a shell would, e.g. "
+        "'python server.py --flag'), forward to it over its stdin/stdout, kill it at exit",
+    )  # fmt: skip
+    upstream_headers: Mapping[str, str | None] | None = option(
+        None, help="proxy mode (`upstream=`): headers rewritten on every forwarded request, a value sent "
+        "in place of the client's, `None` not forwarded (`{'Authorization': None}`). By default every "
+        "end-to-end header is passed through as the client sent it.", flag="--upstream-header",
+        metavar="'NAME: VALUE'|NAME", repeat=True, collect=upstream_headers_text,
+        cli_help="proxy mode: send this header to the upstream in place of the client's ('NAME: VALUE'), "
+        "or do not forward it (NAME alone); repeatable",
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        """Every check, in the order the arguments depend on each other; then the values narrowed
+        (``era``, ``reply``, ``transport``), the plan parsed, the command and headers copied."""
+        command = check_upstream_command(
+            self.upstream_command, self.upstream, self.upstream_health, self.era, self.get_stream, self.tools
+        )
+        era, reply = check_kwargs(
+            self.host, self.port, self.mcp_path, self.health_path, self.era, self.reply, self.tool_sets,
+            self.patience, self.allow_remote, self.max_body_bytes, self.tool_timeout, self.idle_timeout,
+            get_stream=self.get_stream, tools=self.tools, faults=self.faults, expect_hang=self.expect_hang,
+            allowed_origins=self.allowed_origins, service_url=self.service_url, upstream=self.upstream,
+            upstream_health=self.upstream_health, upstream_timeout=self.upstream_timeout,
+            allow_remote_upstream=self.allow_remote_upstream,
+        )  # fmt: skip
+        check_otlp(self.otlp_path, self.mcp_path, self.health_path, self.span_recorder)
+        transport = check_transport(
+            self.transport, self.sse_path, self.messages_path, self.mcp_path, self.health_path, era, reply,
+            self.get_stream, self.upstream if self.upstream is not None else command,
+        )  # fmt: skip
+        check_upstream_headers(self.upstream_headers, self.upstream)
+        plan = F.as_plan(self.faults)
+        F.check_transport(plan, "http", "Sidecar faults=")
+        for name, value in (
+            ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
+            ("faults", plan), ("upstream_headers", dict(self.upstream_headers or {})),
+        ):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+
+def build_options(who: str, given: Mapping[str, Any]) -> SidecarOptions:
+    """:class:`SidecarOptions` from keyword arguments; an unknown one is a ``TypeError`` naming it and
+    the valid ones, prefixed with ``who``."""
+    names = [f.name for f, _ in option_fields()]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise TypeError(f"{who}: unknown argument {unknown[0]!r}; valid arguments: {', '.join(names)}")
+    return SidecarOptions(**given)
+
+
+def response_headers(opts: SidecarOptions) -> dict[str, str]:
+    """The headers every answer of the socket sidecar is stamped with (options with a ``header``)."""
+    return {
+        opt.header: str(value)
+        for f, opt in option_fields(type(opts))
+        if opt.header is not None and (value := getattr(opts, f.name)) is not None
+    }
+
+
+def option_fields(cls: type[SidecarOptions] | None = None) -> list[tuple[dataclasses.Field[Any], Option]]:
+    """Every field of ``cls`` (default: :class:`SidecarOptions`) with its :class:`Option`, in order."""
+    fields = dataclasses.fields(cls or SidecarOptions)
+    return [(f, f.metadata["option"]) for f in fields if "option" in f.metadata]
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _args_doc(cls: type[SidecarOptions]) -> str:
+    lines = ["", "    Args:"]
+    for f, opt in option_fields(cls):
+        text = opt.help.replace("`", "``")
+        lines.append(f"        {f.name}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def takes_options(
+    cls: Callable[P, SidecarOptions],
+) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, P], R]]:
+    """Give a method taking ``**options`` the keywords of ``cls`` (an options class): its signature
+    (``inspect.signature``: the marker's valid arguments), the types mypy checks a call against, and
+    an ``Args`` section in its docstring."""
+
+    def wrap(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
+        assert isinstance(cls, type)
+        params = list(inspect.signature(method).parameters.values())[:1]  # self
+        params += inspect.signature(cls).parameters.values()
+        method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        method.__doc__ = (method.__doc__ or "") + _args_doc(cls)
+        return method
+
+    return wrap
+
+
+def add_serve_flags(parser: argparse.ArgumentParser, cls: type[SidecarOptions] | None = None) -> None:
+    """``serve``'s flag of every option that has one, in the options' order; each flag's ``dest`` is
+    argparse's own (``--upstream-header`` -> ``upstream_header``)."""
+    groups: dict[str, Any] = {}
+    for f, opt in option_fields(cls):
+        if opt.flag is None:
+            continue
+        target: Any = parser
+        if opt.none_flag is not None:
+            target = parser.add_mutually_exclusive_group()
+        elif opt.exclusive is not None:
+            if opt.exclusive not in groups:
+                groups[opt.exclusive] = parser.add_mutually_exclusive_group()
+            target = groups[opt.exclusive]
+        text = opt.cli_help or opt.help
+        if opt.switch:
+            target.add_argument(opt.flag, action="store_true", help=text)
+            continue
+        kwargs: dict[str, Any] = {"help": text, "metavar": opt.metavar}
+        if opt.choices is not None:
+            kwargs = {"help": text, "choices": opt.choices}
+        if opt.parse is not None:
+            kwargs["type"] = opt.parse
+        if opt.repeat:
+            kwargs.update(action="append", default=[])
+        else:
+            kwargs["default"] = f.default
+        target.add_argument(opt.flag, **kwargs)
+        if opt.none_flag is not None:
+            target.add_argument(opt.none_flag[0], action="store_true", help=opt.none_flag[1])
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def options_from_args(args: argparse.Namespace, cls: type[SidecarOptions] | None = None) -> dict[str, Any]:
+    """The ``Sidecar`` keywords ``serve``'s parsed flags give (options without a flag keep their
+    defaults)."""
+    out: dict[str, Any] = {}
+    for f, opt in option_fields(cls):
+        if opt.flag is None:
+            continue
+        value = getattr(args, _dest(opt.flag))
+        if opt.none_flag is not None and getattr(args, _dest(opt.none_flag[0])):
+            value = None
+        if opt.repeat and opt.collect is not None:
+            value = opt.collect(value)
+        out[f.name] = value
+    return out
+
+
+def _default_text(f: dataclasses.Field[Any]) -> str:
+    value = f.default
+    if value == () or value is None:
+        return "`None`" if value is None else "none"
+    if isinstance(value, tuple):
+        return "`" + repr(list(value)) + "`"
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and value >= 1 << 10
+        and value & (value - 1) == 0
+    ):
+        return f"`{value}` (`1 << {value.bit_length() - 1}`)"
+    return f"`{value!r}`"
+
+
+def options_table(cls: type[SidecarOptions] | None = None) -> str:
+    """The options table of docs/sidecar.md: one row per option, generated from the fields."""
+    rows = [
+        "| option | default | `serve` flag | in-process | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for f, opt in option_fields(cls):
+        flag = f"`{opt.flag}`" if opt.flag else ""
+        if opt.none_flag is not None:
+            flag += f", `{opt.none_flag[0]}`"
+        inproc = "yes" if "in-process" in opt.backends else ""
+        rows.append(f"| `{f.name}` | {_default_text(f)} | {flag} | {inproc} | {opt.help} |")
+    return "\n".join(rows) + "\n"
+
+
+_BEGIN = "<!-- options table: generated by `python -m pytest_mcpfaults.sidecar.options docs/sidecar.md` -->\n"
+_END = "<!-- end of the options table -->\n"
+
+
+def with_options_table(page: str, cls: type[SidecarOptions] | None = None) -> str:
+    """``page`` with its generated options table replaced by the current one."""
+    head, sep, rest = page.partition(_BEGIN)
+    if not sep:
+        raise ValueError("the page has no generated options table")
+    _, sep, tail = rest.partition(_END)
+    if not sep:
+        raise ValueError("the page's options table has no end marker")
+    return head + _BEGIN + "\n" + options_table(cls) + "\n" + _END + tail
+
+
+if __name__ == "__main__":  # pragma: no cover - the docs table's generator
+    for name in sys.argv[1:]:
+        path = Path(name)
+        path.write_text(with_options_table(path.read_text()))
