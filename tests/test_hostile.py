@@ -494,7 +494,7 @@ def test_localhost_on_a_dual_stack_host_listens_on_one_port(monkeypatch: pytest.
 
     monkeypatch.setattr(socket, "getaddrinfo", dual)
     with Sidecar(host="localhost") as sc:
-        listening = sorted(s.getsockname()[:2] for s in sc._server.sockets)  # type: ignore[union-attr]
+        listening = sorted(s.getsockname()[:2] for s in sc._listener.server.sockets)  # type: ignore[union-attr]
         v4 = httpx.get(f"http://127.0.0.1:{sc.port}/health", timeout=5)
         v6 = httpx.get(f"http://[::1]:{sc.port}/health", timeout=5)
     assert sc.url == f"http://localhost:{sc.port}"

@@ -1,0 +1,604 @@
+"""The socket transport of one :class:`~pytest_mcpfaults.sidecar.server.Sidecar`: its listener and
+connections, each request from bytes to the core's :class:`~pytest_mcpfaults.sidecar.core.Answer` and
+back, and the holds. ``Sidecar`` composes one :class:`SocketListener` (its public face: lifecycle,
+addresses, runtime faults, tools) and calls it on the loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import ipaddress
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web, web_protocol
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.otlp.receiver import OtlpService
+from pytest_mcpfaults.sidecar import core
+from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
+from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, Stamp, read_body
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
+from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
+from pytest_mcpfaults.sidecar.loop import WorkerPool
+from pytest_mcpfaults.sidecar.mcp import reply_body
+from pytest_mcpfaults.sidecar.options import SidecarOptions, response_headers
+from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
+from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
+from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream
+from pytest_mcpfaults.sidecar.timeouts import within
+
+__all__ = ["Handler", "SocketListener", "bind", "call", "response_stamp"]
+
+#: A mounted handler (``Sidecar.mount``): a coroutine answering a request on the loop thread.
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+
+
+@dataclass(eq=False)
+class _Conn:
+    id: int
+    transport: asyncio.Transport
+    lost: asyncio.Future[None]
+    closed_by_us: bool = False
+    current: int | None = None
+    busy: int = 0  # requests being handled (mounted ones too)
+    idle_timer: asyncio.TimerHandle | None = None
+    idle_since: float = 0.0  # loop time the connection last became idle
+
+
+@dataclass(eq=False)
+class _Hold:
+    rid: int
+    fault: F.Fault
+    release: asyncio.Future[HoldOutcome]
+    started: float = field(default_factory=time.monotonic)
+
+
+def _numeric_family(host: str) -> int | None:
+    """``AF_INET`` / ``AF_INET6`` for a numeric address (``127.0.0.1``, ``::1``), else ``None``."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return family
+    return None
+
+
+class _Exchange:
+    """One request's :class:`~pytest_mcpfaults.sidecar.core.Transport`: what the core asks of the
+    socket while deciding (hold it, die, pause, keep an event stream open)."""
+
+    def __init__(
+        self, listener: SocketListener, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
+    ):
+        self.listener, self.request, self.conn, self.rid, self.out = listener, request, conn, rid, out
+        self.stream: web.StreamResponse | None = None
+
+    async def hold(self, fault: F.Fault) -> None:
+        out = self.out  # what was sent so far, recorded before the hold
+        self.listener.journal.update_request(
+            self.rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes
+        )
+        await self.listener.hold(self.rid, self.conn, fault)
+
+    async def hold_stream(self, fault: F.Fault) -> None:
+        """Hold a legacy SSE stream: journaled on its ``GET`` record, with the fault that holds it."""
+        self.listener.journal.update_request(self.rid, fault=str(fault), fault_kind=fault.kind)
+        await self.hold(fault)
+
+    async def die(self, restart: bool) -> None:
+        await self.listener.die_transport(restart=restart)
+
+    async def pause(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def event_stream(self) -> None:
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(self.request)
+        await resp.write(b": stream open\n\n")
+        self.out.status, self.out.bytes_sent = 200, 15
+        self.stream = resp
+        await self.listener.stream_until_teardown()
+
+
+class SocketListener:
+    """The socket side of one sidecar: listen (and listen again after a ``die``), track connections
+    and their idle bounds, read each request, ask the core, write its answer, hold what a fault holds.
+    Every method runs on the loop thread."""
+
+    def __init__(
+        self,
+        sidecar_core: core.SidecarCore,
+        options: SidecarOptions,
+        pool: WorkerPool,
+        proxy: Proxy | None,
+        stdio: StdioUpstream | None,
+    ) -> None:
+        self.core, self.journal, self.options = sidecar_core, sidecar_core.journal, options
+        self.pool, self.proxy, self.stdio = pool, proxy, stdio
+        self.otlp: OtlpService  # set by the sidecar, which builds it with mounted_for
+        self.port = options.port
+        self.tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
+        self.conns: dict[web_protocol.RequestHandler, _Conn] = {}
+        self.holds: set[_Hold] = set()
+        self.streams: set[asyncio.Future[str]] = set()
+        self.server: asyncio.Server | None = None
+        self.web: ConnectionReportingServer | None = None
+        self.mounted: tuple[str, Handler] | None = None
+
+    async def start(self) -> None:
+        # lingering_time: after answering without reading a body (413), drain it for at most 1 s
+        # (aiohttp's default: 10 s), then close: a client that keeps sending cannot keep it busy.
+        self.web = ConnectionReportingServer(
+            self.handle, self.conn_made, self.conn_lost, response_stamp(self.options),
+            access_log=None, handler_cancellation=False, lingering_time=1.0,
+        )  # fmt: skip
+        if self.stdio is not None:
+            await self.stdio.start()
+        try:
+            await self.listen()
+        except BaseException:
+            if self.stdio is not None:
+                await self.stdio.close()
+            raise
+        self.core.state = "running"
+
+    async def listen(self) -> None:
+        assert self.web is not None
+        self.server = await bind(self.web, self.options.host, self.port)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        self.core.state = "stopped"
+        await self.close_listener()
+        self.end_holds("teardown")
+        for fut in self.streams:
+            if not fut.done():
+                fut.set_result("teardown")
+        self.abort_all()
+        # abort() closes each socket in a later loop callback: wait for those, so that when stop()
+        # returns no socket of this sidecar is left open (an idle keep-alive connection otherwise
+        # outlived stop(), and shutdown() below does not always yield to the loop).
+        lost = [c.lost for c in self.conns.values() if not c.lost.done()]
+        if lost:
+            await asyncio.wait(lost, timeout=0.5)
+        await self.otlp.close()
+        await self.cancel_handlers()
+        if self.proxy is not None:
+            await self.proxy.close()
+        if self.stdio is not None:
+            await self.stdio.close()
+        self.pool.close()
+        if self.web is not None:
+            await self.web.shutdown(0.05)
+        self.server = None
+
+    async def cancel_handlers(self) -> None:
+        """Cancel the request handlers still running and wait for them (bounded: 1 s)."""
+        me = asyncio.current_task()
+        tasks = [t for t in self.tasks if t is not me and not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        self.tasks.clear()
+
+    async def close_listener(self) -> None:
+        """Close the listening socket without stranding connections the loop has just accepted.
+
+        asyncio builds the transport of an accepted socket a loop step later and, before Python 3.12,
+        fails to (``Server._attach`` asserts) once the server is closed, leaking the socket. So: stop
+        accepting, let those transports reach ``connection_made`` (they are then aborted like every
+        other connection), and only then close.
+        """
+        server, self.server = self.server, None
+        if server is None:
+            return
+        loop = asyncio.get_running_loop()
+        for sock in getattr(server, "sockets", None) or ():  # asyncio.Server has them
+            with contextlib.suppress(NotImplementedError, ValueError, OSError):  # other loops: best effort
+                loop.remove_reader(sock.fileno())
+        for _ in range(3):  # accept task step, then connection_made: two loop steps, plus one spare
+            await asyncio.sleep(0)
+        server.close()
+
+    def mounted_for(self, path: str) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None:
+        if self.mounted is not None and (path + "/").startswith(self.mounted[0] + "/"):
+            return self.mounted[1]
+        return None
+
+    async def release(self) -> None:
+        self.core.thaw()
+        self.end_holds("released")
+
+    async def revive(self) -> None:
+        if self.core.state == "dead":
+            await self.listen()
+            self.core.state = "running"
+        elif self.core.state == "frozen":
+            await self.release()
+
+    async def die(self, *, restart: bool) -> None:
+        self.core.lose_process(restart=restart)
+        await self.die_transport(restart=restart)
+
+    async def die_transport(self, *, restart: bool) -> None:
+        """The socket's part of dying: the listener closes (unless restarting), every held request
+        ends, every connection is reset."""
+        if not restart:
+            await self.close_listener()
+        self.end_holds("teardown")
+        self.abort_all()
+
+    async def stream_until_teardown(self) -> None:
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.streams.add(done)
+        try:
+            await done
+        finally:
+            self.streams.discard(done)
+
+    def end_holds(self, outcome: HoldOutcome) -> None:
+        for hold in list(self.holds):
+            if not hold.release.done():
+                hold.release.set_result(outcome)
+
+    def abort_all(self) -> None:
+        for conn in list(self.conns.values()):
+            conn.closed_by_us = True
+            reset_transport(conn.transport)
+
+    # -- connections -----------------------------------------------------------------------------
+    def conn_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
+        peer = transport.get_extra_info("peername")
+        cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
+        conn = self.conns[handler] = _Conn(cid, transport, asyncio.get_running_loop().create_future())
+        self.arm_idle(conn)
+        if self.core.state in ("stopped", "dead"):  # accepted just before the listener closed
+            conn.closed_by_us = True
+            # Reset after aiohttp's start() task took its first step (it is created right after this
+            # hook and asserts that the connection is still there): two call_soon hops.
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, reset_transport, transport)
+
+    def conn_lost(self, handler: web_protocol.RequestHandler) -> None:
+        conn = self.conns.pop(handler, None)
+        if conn is None:
+            return
+        if conn.idle_timer is not None:
+            conn.idle_timer.cancel()
+            conn.idle_timer = None
+        now = self.journal.now()
+        self.journal.update_connection(
+            conn.id, closed_at=now, closed_by="sidecar" if conn.closed_by_us else "client"
+        )
+        if not conn.closed_by_us and conn.current is not None:
+            rec = self.journal.request(conn.current)
+            if not rec.done:
+                fields: RequestFields = {"client_closed": True, "client_closed_at": now}
+                if rec.held and rec.hold is None and rec.held_at is not None:
+                    # a held request ends with the close: record its outcome in the same write, so a
+                    # reader woken by client_closed never sees a held request without its outcome
+                    fields["hold"], fields["waited"] = "client_closed", now - rec.held_at
+                self.journal.update_request(conn.current, **fields)
+        if not conn.lost.done():
+            conn.lost.set_result(None)
+
+    def arm_idle(self, conn: _Conn) -> None:
+        """(Re)start the connection's idle bound: a complete request must come within idle_timeout.
+
+        Lazy, as aiohttp's keep-alive timer is: each request only moves ``idle_since``; the one timer
+        re-arms itself for the new deadline when it fires early, and does nothing while a request is
+        being handled (its end calls this again)."""
+        if self.options.idle_timeout is None or conn.busy:
+            return
+        loop = asyncio.get_running_loop()
+        conn.idle_since = loop.time()
+        if conn.idle_timer is None:
+            conn.idle_timer = loop.call_at(
+                conn.idle_since + self.options.idle_timeout, self.idle_expired, conn
+            )
+
+    def idle_expired(self, conn: _Conn) -> None:
+        conn.idle_timer = None
+        if conn.busy or conn.lost.done() or conn.transport.is_closing():
+            return
+        assert self.options.idle_timeout is not None
+        loop = asyncio.get_running_loop()
+        deadline = conn.idle_since + self.options.idle_timeout
+        if loop.time() < deadline:  # a request came and went since the timer was set
+            conn.idle_timer = loop.call_at(deadline, self.idle_expired, conn)
+            return
+        conn.closed_by_us = True
+        self.journal.update_connection(conn.id, timed_out=True)
+        conn.transport.close()  # FIN, as servers end idle keep-alive / slow-header connections
+
+    # -- request handling ------------------------------------------------------------------------
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        conn = self.conns.get(request.protocol)
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks.add(task)
+        if conn is not None:
+            conn.busy += 1  # the idle timer, if it fires now, waits for the end of the request
+        try:
+            if conn is not None and self.otlp.serves(request.path):  # no fault, freeze or patience
+                return await self.otlp.receiver.handle(request, conn.id)
+            if self.mounted is not None and (request.path + "/").startswith(self.mounted[0] + "/"):
+                return await self.mounted[1](request)
+            if conn is None:  # connection already gone
+                return web.Response(status=500)
+            return await self.handle_recorded(request, conn)
+        finally:
+            if task is not None:
+                self.tasks.discard(task)
+            if conn is not None:
+                conn.busy -= 1
+                if not conn.lost.done():
+                    self.arm_idle(conn)
+
+    async def handle_recorded(self, request: web.BaseRequest, conn: _Conn) -> web.StreamResponse:
+        rid = self.journal.add_request(
+            conn_id=conn.id,
+            method=request.method,
+            path=request.path,
+            user_agent=request.headers.get("User-Agent"),
+            protocol_version=request.headers.get("MCP-Protocol-Version"),
+        )
+        conn.current = rid
+        out = Delivery()
+        try:
+            return await self.respond(request, conn, rid, out)
+        except (Dropped, ConnectionResetError):  # also: a body write found the transport closing
+            if not conn.lost.done():  # reset/truncate/die cut it: the sidecar closed it, not the client
+                conn.closed_by_us = True
+            return web.Response(status=500)  # the transport is gone; aiohttp drops this
+        except Exception as exc:  # a bug of ours: answer 500 and surface it in the test
+            self.core.record_error(f"{request.method} {request.path}", exc)
+            self.journal.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
+            out.status = 500
+            return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
+        finally:
+            self.journal.end_request(rid, status=out.status, bytes_sent=out.bytes_sent)
+            if conn.current == rid:
+                conn.current = None
+
+    async def respond(
+        self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
+    ) -> web.StreamResponse:
+        """Read the body (bounded in size and time), let the core decide, write its answer."""
+        try:
+            if (
+                self.options.idle_timeout is None or request.content.is_eof()
+            ):  # the whole body is here already
+                body = await read_body(request, self.options.max_body_bytes)
+            else:  # a body still coming in must be complete within idle_timeout, as headers must
+                body = await within(
+                    read_body(request, self.options.max_body_bytes), self.options.idle_timeout
+                )
+        except asyncio.TimeoutError:
+            text = f"request body not complete within idle_timeout={self.options.idle_timeout:g} s"
+            self.journal.update_request(rid, error=text, error_by="client")
+            out.status = 408
+            conn.closed_by_us = True
+            return web.Response(status=408, text=text, headers={"Connection": "close"})
+        exchange = _Exchange(self, request, conn, rid, out)
+        if body is None:  # refused while reading: never buffered
+            answer: core.Answer | None = core.Answer(self.core.too_large(), None, False)
+        else:
+            incoming = core.Incoming(
+                request.method, request.path, request.headers, request.headers.items(), body,
+                request.query_string,
+            )  # fmt: skip
+            answer = await self.core.decide(rid, incoming, exchange)
+        if answer is None:
+            assert exchange.stream is not None
+            return exchange.stream
+        if answer.stream is not None:
+            return await self.legacy_stream(exchange, answer)
+        if answer.after is not None:
+            await self.answer_then(exchange, answer, answer.after)
+        if answer.reply.headers.get("Connection", "").lower() == "close":
+            conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
+        if isinstance(answer.reply, Relayed):
+            return await self.relay(request, conn, rid, answer, exchange, out)
+        if isinstance(answer.reply, Piped):  # the stdio upstream's leg, complete before the client's
+            self.journal.update_request(rid, **answer.reply.leg)
+        return await deliver(request, answer, hold=exchange.hold, out=out)
+
+    async def legacy_stream(self, exchange: _Exchange, answer: core.Answer) -> web.StreamResponse:
+        """Serve a legacy SSE stream: the status and headers, the endpoint event, then each event its
+        session's outbox gets, until teardown, the client closes it, or the server ends the session
+        (a clean end of the stream)."""
+        session, request, conn, out = answer.stream, exchange.request, exchange.conn, exchange.out
+        assert session is not None
+        assert self.core.legacy is not None
+        if isinstance(answer.fault, F.Reset) and answer.fault.after_bytes == 0:  # RST before the status line
+            self.core.close_stream(session)
+            reset_transport(request.transport)
+            raise Dropped
+        resp = web.StreamResponse(status=answer.reply.status, headers=answer.reply.headers)
+        await resp.prepare(request)
+        out.status = answer.reply.status
+        writer = StreamWriter(request, resp, out, exchange.hold_stream, answer.fault)
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.streams.add(done)
+        try:
+            await writer.start()
+            await writer.event(session.endpoint_event())
+            while True:
+                nxt = asyncio.ensure_future(session.next())
+                await asyncio.wait((nxt, done, conn.lost), return_when=asyncio.FIRST_COMPLETED)
+                if not nxt.done():  # teardown, or the client closed the stream
+                    nxt.cancel()
+                    raise Dropped
+                event = nxt.result()
+                if event is None:  # the server ended the session
+                    await resp.write_eof()
+                    return resp
+                await writer.event(event)
+        finally:
+            self.streams.discard(done)
+            self.core.close_stream(session)
+
+    async def answer_then(
+        self, exchange: _Exchange, answer: core.Answer, then: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Send the answer in full and close its connection (FIN), then run ``then`` (a legacy
+        message POST's ``die``: the 202 reaches the client, then the process dies). Raises Dropped."""
+        body, ctype = reply_body(answer.reply, False)
+        resp = web.Response(status=answer.reply.status, body=body, headers=answer.reply.headers)
+        resp.content_type = ctype
+        await resp.prepare(exchange.request)
+        await resp.write_eof()
+        exchange.out.status, exchange.out.bytes_sent = answer.reply.status, len(body)
+        exchange.conn.closed_by_us = True
+        transport = exchange.request.transport
+        if transport is not None:
+            transport.close()
+        await then()
+        raise Dropped
+
+    async def relay(
+        self,
+        request: web.BaseRequest,
+        conn: _Conn,
+        rid: int,
+        answer: core.Answer,
+        exchange: _Exchange,
+        out: Delivery,
+    ) -> web.StreamResponse:
+        """Proxy mode: relay the upstream's answer. A GET's (the upstream's event stream, which may stay
+        silent for ever) is abandoned, its upstream connection closed, when the client goes away."""
+        assert self.proxy is not None
+        if request.method != "GET":  # bounded by upstream_timeout; a client gone fails the next write
+            return await self.proxy.deliver(
+                request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out
+            )
+        relaying = asyncio.ensure_future(
+            self.proxy.deliver(request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out)
+        )
+        await asyncio.wait((relaying, conn.lost), return_when=asyncio.FIRST_COMPLETED)
+        if not relaying.done():
+            relaying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relaying
+            raise Dropped
+        return relaying.result()
+
+    # -- holding ---------------------------------------------------------------------------------
+    async def hold(self, rid: int, conn: _Conn, fault: F.Fault) -> None:
+        """Hold a request until release, client hang-up, teardown or patience. Raises ``Dropped``
+        unless it ends in a release."""
+        fut: asyncio.Future[HoldOutcome] = asyncio.get_running_loop().create_future()
+        hold = _Hold(rid, fault, fut)
+        self.holds.add(hold)
+        self.journal.update_request(rid, held=True, held_at=self.journal.now())
+        own = getattr(fault, "patience", None)
+        budget = own or self.options.patience
+        try:
+            await asyncio.wait((fut, conn.lost), timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.holds.discard(hold)
+        waited = time.monotonic() - hold.started
+        outcome: HoldOutcome
+        if fut.done():
+            outcome = fut.result()
+        elif conn.lost.done():
+            outcome = "client_closed"
+        else:
+            outcome = "patience"
+        rec = self.journal.request(rid)
+        if not (outcome == "client_closed" and rec.hold == "client_closed"):  # else _conn_lost wrote it
+            rec = self.journal.update_request(rid, hold=outcome, waited=waited)
+        if outcome == "patience":
+            assert budget is not None
+            expected = bool(self.options.expect_hang or getattr(fault, "expect_hang", False))
+            conn.closed_by_us = True
+            reset_transport(conn.transport)
+            source: BudgetSource = "fault" if own is not None else "sidecar"
+            self.journal.add_violation(PatienceViolation(rec, str(fault), budget, expected, source))
+        if outcome != "released":
+            raise Dropped
+
+
+async def bind(web_server: ConnectionReportingServer, host: str, port: int) -> asyncio.Server:
+    """Listen for ``web_server`` on ``host`` (a numeric address, a name, or a loopback name:
+    :func:`_bind_name`) and ``port`` (0: any free one)."""
+    loop = asyncio.get_running_loop()
+    family = _numeric_family(host)
+    if family is not None:  # bound here: create_server(host=...) resolves it again every start
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP: asyncio sets NODELAY
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind((host, port))
+            return await loop.create_server(web_server, sock=sock)
+        except BaseException:
+            sock.close()
+            raise
+    if host not in LOOPBACK_NAMES:
+        return await loop.create_server(web_server, host, port, reuse_address=True)
+    return await _bind_name(loop, web_server, host, port)
+
+
+async def _bind_name(
+    loop: asyncio.AbstractEventLoop, web_server: ConnectionReportingServer, host: str, wanted: int
+) -> asyncio.Server:
+    """``localhost``: listen on each loopback address it resolves to (``127.0.0.1``, and ``::1`` on
+    dual-stack hosts) on ONE port, the one ``url`` names (asyncio alone would pick a free port
+    per address). With port 0 a free port of the first address is tried on the others; taken
+    there, another is drawn (5 tries). An explicit port must be free on every address. An IPv6
+    address that cannot be bound (IPv6 disabled) is left out."""
+    infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    addrs = sorted(
+        {str(i[4][0]) for i in infos if ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback},
+        key=lambda a: (":" in a, a),  # 127.0.0.1 first
+    )
+    if not addrs:
+        raise OSError(f"Sidecar: host {host!r} resolves to no loopback address")
+    for attempt in range(5):
+        port = wanted
+        if port == 0 and len(addrs) > 1:  # a port free on the first address, then bind them all on it
+            probe = await loop.create_server(web_server, addrs[0], 0, reuse_address=True)
+            port = probe.sockets[0].getsockname()[1]
+            probe.close()
+        try:
+            return await loop.create_server(web_server, addrs, port, reuse_address=True)
+        except OSError as exc:
+            v4 = [a for a in addrs if ":" not in a]
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) and v4 and v4 != addrs:
+                addrs = v4  # ::1 listed (/etc/hosts) but IPv6 disabled: the address clients can reach
+                continue
+            if exc.errno != errno.EADDRINUSE or wanted != 0 or attempt == 4:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def response_stamp(options: SidecarOptions) -> Stamp | None:
+    """The one place every answer on a sidecar's listener is stamped, whoever makes it (the core's
+    reply, a relayed upstream answer, an event stream, the adapter's own 408/413/500, aiohttp's 400):
+    the headers of the options that name one (``SidecarOptions``, ``header=``)."""
+    headers = response_headers(options)
+    if not headers:
+        return None  # nothing to stamp: aiohttp's own request class, no hook
+
+    def stamp(response: web.StreamResponse) -> None:
+        response.headers.update(headers)
+
+    return stamp
+
+
+async def call(fn: Callable[[], object]) -> None:
+    """Run ``fn`` on the loop thread (``loop.run(call(...))``): a change of the core's state that
+    request handlers read there."""
+    fn()
