@@ -309,26 +309,57 @@ class SidecarOptions:
 def build_options(who: str, given: Mapping[str, Any]) -> SidecarOptions:
     """:class:`SidecarOptions` from keyword arguments; an unknown one is a ``TypeError`` naming it and
     the valid ones, prefixed with ``who``."""
-    names = [f.name for f, _ in option_fields()]
-    unknown = sorted(set(given) - set(names))
-    if unknown:
+    cls = SidecarOptions
+    if not _names(cls).issuperset(given):
+        names = [f.name for f, _ in option_fields(cls)]
+        unknown = sorted(set(given) - set(names))
         raise TypeError(f"{who}: unknown argument {unknown[0]!r}; valid arguments: {', '.join(names)}")
-    return SidecarOptions(**given)
+    return cls(**given)
 
 
 def response_headers(opts: SidecarOptions) -> dict[str, str]:
     """The headers every answer of the socket sidecar is stamped with (options with a ``header``)."""
     return {
-        opt.header: str(value)
-        for f, opt in option_fields(type(opts))
-        if opt.header is not None and (value := getattr(opts, f.name)) is not None
+        header: str(value)
+        for name, header in _headers(type(opts))
+        if (value := getattr(opts, name)) is not None
     }
 
 
 def option_fields(cls: type[SidecarOptions] | None = None) -> list[tuple[dataclasses.Field[Any], Option]]:
     """Every field of ``cls`` (default: :class:`SidecarOptions`) with its :class:`Option`, in order."""
-    fields = dataclasses.fields(cls or SidecarOptions)
-    return [(f, f.metadata["option"]) for f in fields if "option" in f.metadata]
+    return list(_fields(cls or SidecarOptions))
+
+
+#: Per options class: its fields with their Option, their names, the (name, header) of those stamping.
+_DERIVED: dict[
+    type,
+    tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str], tuple[tuple[str, str], ...]],
+] = {}
+
+
+def _derived(
+    cls: type[SidecarOptions],
+) -> tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str], tuple[tuple[str, str], ...]]:
+    found = _DERIVED.get(cls)
+    if found is None:
+        fields = tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
+        names = frozenset(f.name for f, _ in fields)
+        headers = tuple((f.name, opt.header) for f, opt in fields if opt.header is not None)
+        found = _DERIVED[cls] = (fields, names, headers)
+    return found
+
+
+def _fields(cls: type[SidecarOptions]) -> tuple[tuple[dataclasses.Field[Any], Option], ...]:
+    return _derived(cls)[0]
+
+
+def _names(cls: type[SidecarOptions]) -> frozenset[str]:
+    return _derived(cls)[1]
+
+
+def _headers(cls: type[SidecarOptions]) -> tuple[tuple[str, str], ...]:
+    return _derived(cls)[2]
 
 
 P = ParamSpec("P")
