@@ -39,6 +39,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_patience_interrupt",
         "test_patience_plugin",
         "test_patience_verdict",
+        "test_stall_verdict",
         "test_reliability",
         "test_teardown",
     ),
