@@ -33,7 +33,7 @@ from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.sidecar.timeouts import within
 
-__all__ = ["Handler", "SocketListener", "bind", "call", "response_stamp"]
+__all__ = ["Handler", "SocketListener", "bind", "response_stamp"]
 
 #: A mounted handler (``Sidecar.mount``): a coroutine answering a request on the loop thread.
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
@@ -596,9 +596,3 @@ def response_stamp(options: SidecarOptions) -> Stamp | None:
         response.headers.update(headers)
 
     return stamp
-
-
-async def call(fn: Callable[[], object]) -> None:
-    """Run ``fn`` on the loop thread (``loop.run(call(...))``): a change of the core's state that
-    request handlers read there."""
-    fn()

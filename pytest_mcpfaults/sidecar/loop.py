@@ -54,6 +54,12 @@ def in_loop_thread() -> bool:
         return False
 
 
+async def call(fn: Callable[[], object]) -> None:
+    """Run ``fn`` on the loop thread (``run(call(fn))``): a change of state that request handlers read
+    there."""
+    fn()
+
+
 def run(coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
     """Run ``coro`` on the sidecar loop from any other thread and wait for its result."""
     if in_loop_thread():

@@ -19,7 +19,7 @@ from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, ReplyMode
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.legacy_sse import TransportName
-from pytest_mcpfaults.sidecar.listener import SocketListener, call
+from pytest_mcpfaults.sidecar.listener import SocketListener
 from pytest_mcpfaults.sidecar.mcp import Era
 from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, takes_options
 from pytest_mcpfaults.sidecar.proxy import Proxy
@@ -269,7 +269,7 @@ class Sidecar(SidecarWaits):
         Counted as a ``freeze`` in :attr:`fired`, like a planned :class:`~pytest_mcpfaults.faults.Freeze`."""
         self._require_running("freeze")
         self.journal.add_fired("freeze", what="freeze()")
-        _loop.run(call(lambda: self.core.freeze(core.FREEZE)))
+        _loop.run(_loop.call(lambda: self.core.freeze(core.FREEZE)))
 
     def revive(self) -> None:
         """Come back: a dead sidecar listens again on the same port (sessions lost with the
@@ -280,11 +280,11 @@ class Sidecar(SidecarWaits):
     def inject(self, *faults: F.Fault | str) -> None:
         """Append faults to the plan, effective for the next request."""
         plan = _http_plan(list(faults), "inject()")
-        _loop.run(call(lambda: self.core.inject(plan)))
+        _loop.run(_loop.call(lambda: self.core.inject(plan)))
 
     def clear_faults(self) -> None:
         """Remove every planned fault (held requests stay held: see :meth:`release`)."""
-        _loop.run(call(self.core.clear_faults))
+        _loop.run(_loop.call(self.core.clear_faults))
 
     def mount(self, prefix: str, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]) -> None:
         """Answer ``prefix`` and every path under it with ``handler`` (a coroutine run on the loop thread)
