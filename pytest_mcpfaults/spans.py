@@ -28,7 +28,6 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_mcpfaults import invariants, span_results
 from pytest_mcpfaults.span_links import Received, link_received
 from pytest_mcpfaults.span_queries import (
     DEFAULT_CLEANUP,
@@ -52,6 +51,7 @@ from pytest_mcpfaults.span_records import (
     take_snapshot,
 )
 from pytest_mcpfaults.span_tree import describe_span, format_tree
+from pytest_mcpfaults.span_views import ResultSink, SpanQueries, ViolationSink
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -86,8 +86,6 @@ __all__ = [
 ]
 
 _P = TypeVar("_P", bound="TracerProvider")
-ResultSink = Callable[[str, bool, str], None]
-ViolationSink = Callable[[Sequence[str], Sequence[invariants.Violation]], None]
 
 
 class SpanWiringWarning(UserWarning):
@@ -181,7 +179,7 @@ class _ReceivedEntry:
         self.received = received
 
 
-class SpanRecorder(_ProcessorBase):
+class SpanRecorder(SpanQueries, _ProcessorBase):
     """A span processor that records the spans of every provider it is added to.
 
     It implements the SDK ``SpanProcessor`` interface (``on_start``, ``on_end``, ``shutdown``,
@@ -480,146 +478,6 @@ class SpanRecorder(_ProcessorBase):
             if snap is not None and (snap.name in pats if exact else matches(snap.name, pats)):
                 n += 1
         return n <= ended
-
-    def names(self) -> list[str]:
-        """Names of the recorded spans in start order (with repeats)."""
-        return [s.name for s in self.spans()]
-
-    def find(
-        self, pattern: Patterns, *, exact: bool = False, status: str | None = None
-    ) -> list[RecordedSpan]:
-        """Recorded spans whose name matches ``pattern``; see :func:`find_spans`."""
-        return find_spans(self.spans(), pattern, exact=exact, status=status)
-
-    def one(self, pattern: Patterns, *, exact: bool = False) -> RecordedSpan:
-        """The single recorded span matching ``pattern``; :class:`SpanLookupError` on none or several."""
-        return one_span(self.spans(), pattern, exact=exact)
-
-    def parent(self, span: RecordedSpan) -> RecordedSpan | None:
-        """The recorded parent of ``span`` (``None`` for a root or an unrecorded parent)."""
-        return parent_of(self.spans(), span)
-
-    def children(self, span: RecordedSpan) -> list[RecordedSpan]:
-        """Direct children of ``span``."""
-        return children(self.spans(), span)
-
-    def descendants(self, span: RecordedSpan) -> list[RecordedSpan]:
-        """Every span beneath ``span``."""
-        return descendants(self.spans(), span)
-
-    def roots(self) -> list[RecordedSpan]:
-        """Spans without a recorded parent."""
-        return roots(self.spans())
-
-    def open_spans(self) -> list[RecordedSpan]:
-        """Spans that started and have not ended."""
-        return [s for s in self.spans() if not s.ended]
-
-    def tree(self) -> str:
-        """The recorded spans as text; see :func:`format_tree`."""
-        return format_tree(self.spans())
-
-    # -- invariants ------------------------------------------------------------------------------------
-
-    def _flip_cleanup(self, cleanup: Patterns | None) -> Patterns:
-        if cleanup is not None:
-            return cleanup
-        return self.cleanup_patterns if self.flip_cleanup_patterns is None else self.flip_cleanup_patterns
-
-    def _count_cleanup(self, cleanup: Patterns | None) -> Patterns:
-        if cleanup is not None:
-            return cleanup
-        return self.cleanup_patterns if self.count_cleanup_patterns is None else self.count_cleanup_patterns
-
-    def _check_all(
-        self,
-        spans: Sequence[RecordedSpan],
-        session: Patterns | None,
-        cleanup: Patterns | None,
-        max_cleanups: int | None,
-    ) -> list[invariants.Violation]:
-        return invariants.check_all(
-            spans,
-            session=self.session_patterns if session is None else session,
-            cleanup=self.cleanup_patterns if cleanup is None else cleanup,
-            max_cleanups=self.max_cleanups if max_cleanups is None else max_cleanups,
-            flip_cleanup=self._flip_cleanup(cleanup),
-            count_cleanup=self._count_cleanup(cleanup),
-        )
-
-    def check(
-        self,
-        *,
-        session: Patterns | None = None,
-        cleanup: Patterns | None = None,
-        max_cleanups: int | None = None,
-    ) -> list[invariants.Violation]:
-        """All violations of the recorded spans (``invariants.check_all``), without raising. Defaults:
-        the recorder's patterns and ``max_cleanups``; ``cleanup`` given applies to both invariants."""
-        return self._check_all(self.spans(), session, cleanup, max_cleanups)
-
-    def assert_invariants(
-        self,
-        *,
-        session: Patterns | None = None,
-        cleanup: Patterns | None = None,
-        max_cleanups: int | None = None,
-    ) -> None:
-        """Assert every invariant (``check_all``); raises ``SpanInvariantError`` with the span tree."""
-        __tracebackhide__ = True
-        spans = self.spans()
-        found = self._check_all(spans, session, cleanup, max_cleanups)
-        self._conclude(invariants.ALL_INVARIANTS, found, spans)
-
-    def assert_cleanup_never_flips(
-        self, *, session: Patterns | None = None, cleanup: Patterns | None = None
-    ) -> None:
-        """Assert ``invariants.cleanup_never_flips`` over the recorded spans."""
-        __tracebackhide__ = True
-        spans = self.spans()
-        found = invariants.cleanup_never_flips(
-            spans,
-            session=self.session_patterns if session is None else session,
-            cleanup=self._flip_cleanup(cleanup),
-        )
-        self._conclude(("cleanup_never_flips",), found, spans)
-
-    def assert_cleanup_at_most(
-        self, n: int | None = None, *, session: Patterns | None = None, cleanup: Patterns | None = None
-    ) -> None:
-        """Assert ``invariants.cleanup_at_most`` (at most ``n`` cleanup runs per session span; default:
-        the recorder's ``max_cleanups``)."""
-        __tracebackhide__ = True
-        spans = self.spans()
-        found = invariants.cleanup_at_most(
-            spans,
-            self.max_cleanups if n is None else n,
-            session=self.session_patterns if session is None else session,
-            cleanup=self._count_cleanup(cleanup),
-        )
-        self._conclude(("cleanup_at_most",), found, spans)
-
-    def assert_all_spans_ended(self) -> None:
-        """Assert ``invariants.all_spans_ended``: every recorded span has ended."""
-        __tracebackhide__ = True
-        spans = self.spans()
-        self._conclude(("all_spans_ended",), invariants.all_spans_ended(spans), spans)
-
-    def _conclude(
-        self, names: Sequence[str], found: Sequence[invariants.Violation], spans: Sequence[RecordedSpan]
-    ) -> None:
-        __tracebackhide__ = True
-        sink = self._sink
-        if sink is not None:
-            for name, ok, message in invariants.results_by_invariant(names, found):
-                sink(name, ok, message)
-        if self._violation_sink is not None:
-            self._violation_sink(names, found)
-        running = span_results.running_sink()
-        if running is not None:
-            running(names, found)
-        if found:
-            raise invariants.SpanInvariantError(found, spans)
 
 
 def _wait_failure(pattern: Patterns, count: int, timeout: float, spans: Sequence[RecordedSpan]) -> str:
