@@ -60,6 +60,7 @@ MADE_UP = textwrap.dedent(
             head = raw.recv(4096).decode("latin-1")
         stamped_400 = "\\r\\nServer: made-up/1\\r\\n" in head
         servers["400 (aiohttp's own)"] = "made-up/1" if stamped_400 else head[:200]
+        servers["OTLP port"] = httpx.get(sc.otlp_url).headers.get("server")
     seen["stamped"] = servers
 
     (test := __import__("pathlib").Path(sys.argv[1]) / "test_marker.py").write_text(
@@ -91,7 +92,7 @@ def test_a_made_up_option_appears_everywhere_from_its_field_alone(tmp_path: Path
     assert seen == dict.fromkeys(
         ("constructor", "factory", "serve --help", "serve", "docs table", "marker"), True
     ), out.stdout[-3000:]
-    assert stamped == dict.fromkeys(stamped, "made-up/1") and len(stamped) == 5, stamped
+    assert stamped == dict.fromkeys(stamped, "made-up/1") and len(stamped) == 6, stamped
 
 
 def test_the_docs_options_table_is_the_generated_one() -> None:

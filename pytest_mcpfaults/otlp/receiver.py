@@ -32,7 +32,7 @@ from pytest_mcpfaults.otlp.decode import (
     encode_response,
     encode_status,
 )
-from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, read_body
+from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, Stamp, read_body
 from pytest_mcpfaults.sidecar.timeouts import within
 
 if TYPE_CHECKING:
@@ -165,9 +165,14 @@ class OtlpListener:
     """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
     path (``None``: 404). Its connections are journaled like the sidecar's; :meth:`close` aborts them."""
 
-    def __init__(self, journal: Journal, route: Callable[[web.BaseRequest, int], Handler | None]) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        route: Callable[[web.BaseRequest, int], Handler | None],
+        stamp: Stamp | None = None,
+    ) -> None:
         self.journal = journal
-        self._route = route
+        self._route, self._stamp = route, stamp
         self._conns: dict[web_protocol.RequestHandler, tuple[int, asyncio.Transport]] = {}
         self._server: asyncio.Server | None = None
         self._web: ConnectionReportingServer | None = None
@@ -176,7 +181,12 @@ class OtlpListener:
 
     async def start(self, host: str) -> None:
         self._web = ConnectionReportingServer(
-            self.handle, self.conn_made, self.conn_lost, access_log=None, handler_cancellation=True
+            self.handle,
+            self.conn_made,
+            self.conn_lost,
+            self._stamp,
+            access_log=None,
+            handler_cancellation=True,
         )
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
@@ -229,8 +239,10 @@ class OtlpService:
         body_timeout: float | None,
         on_error: Callable[[str, BaseException], None],
         mounted: Callable[[str], Handler | None],
+        stamp: Stamp | None = None,
     ) -> None:
         self.path = path
+        self._stamp = stamp  # every answer of its own listener too (the sidecar's response stamp)
         self._recorder = recorder
         self._lock = threading.Lock()
         self._mounted = mounted
@@ -273,7 +285,7 @@ class OtlpService:
     async def start_listener(self, host: str) -> OtlpListener:
         """Start the receiver's own listener (once) on ``host``; returns it."""
         if self.listener is None:
-            listener = OtlpListener(self._journal, self._side_route)
+            listener = OtlpListener(self._journal, self._side_route, self._stamp)
             await listener.start(host)
             self.listener = listener
         return self.listener
