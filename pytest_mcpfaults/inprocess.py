@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Iterator, Sequence
@@ -456,6 +457,19 @@ def mock_sidecar(
 
     Other keyword arguments: ``mcp_path``, ``health_path``, ``era``, ``reply``, ``tools``,
     ``tool_sets``, ``service_url``, ``allowed_origins``, ``max_body_bytes`` (see
-    :class:`InProcessSidecar`). Raises :class:`UnsupportedInProcess` for faults that need sockets.
+    :class:`InProcessSidecar`). Raises :class:`UnsupportedInProcess` for faults that need sockets, and
+    ``TypeError`` naming an option of the socket sidecar it does not take (the options table of
+    docs/sidecar.md, its in-process column).
     """
+    socket_only = sorted(set(kwargs) - set(inspect.signature(InProcessSidecar).parameters))
+    if socket_only:
+        from pytest_mcpfaults.sidecar.options import option_fields
+
+        options = {f.name for f, _ in option_fields()}
+        name = socket_only[0]
+        what = "an option of the socket Sidecar only" if name in options else "not an option"
+        raise TypeError(
+            f"mock_sidecar: {name!r} is {what}; the in-process backend takes "
+            f"{', '.join(p for p in inspect.signature(InProcessSidecar).parameters)}"
+        )
     return InProcessSidecar(base_url=base_url, faults=faults, **kwargs)

@@ -137,3 +137,16 @@ def test_an_unknown_option_is_named_with_the_valid_ones() -> None:
         TypeError, match=r"Sidecar: unknown argument 'patiense'; valid arguments: host, port, "
     ):
         Sidecar(patiense=1.0)  # type: ignore[call-arg]
+
+
+def test_mock_sidecar_names_an_option_it_does_not_take() -> None:
+    import pytest
+
+    from pytest_mcpfaults.inprocess import mock_sidecar
+
+    with pytest.raises(TypeError, match=r"mock_sidecar: 'patience' is an option of the socket Sidecar only"):
+        mock_sidecar(patience=1.0)
+    with pytest.raises(
+        TypeError, match=r"mock_sidecar: 'patiense' is not an option; the in-process backend "
+    ):
+        mock_sidecar(patiense=1.0)
