@@ -70,12 +70,18 @@ AREAS: dict[str, tuple[str, ...]] = {
 }
 
 #: The slow tests, as a module stem (all its tests) or ``stem::test_name``: those that build a virtual
-#: environment, run Node, run the example suite end to end, start pytest-xdist workers, type-check with
-#: mypy or build the docs site. Each costs seconds to minutes of CPU.
+#: environment, run Node, run the example suite end to end or fuzz the example, start pytest-xdist
+#: workers, type-check with mypy or build the docs site. Each costs seconds to minutes of CPU (the
+#: slowest of a whole-suite run's ``--durations``: the doc examples 190 s, the example suite 155 s, the
+#: docs site 22 s, fuzzing the example 4-18 s each).
 SLOW: frozenset[str] = frozenset(
     {
         "test_example_suite",
         "test_quickstart_venv",
+        "test_fuzz_example::test_fuzzing_the_unhardened_runner_finds_the_flip_and_shrinks_it_to_backend_gone_at_delete",
+        "test_fuzz_example::test_the_hardened_runner_never_flips_under_fuzzed_plans",
+        "test_fuzz_example::test_the_state_machine_finds_the_flip_in_the_unhardened_example_runner",
+        "test_fuzz_example::test_the_state_machine_passes_the_hardened_example_runner",
         "test_ts_recipe",
         "test_xdist",
         "test_quality::test_typed_user_code_passes_mypy_strict",
