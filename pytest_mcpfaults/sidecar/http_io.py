@@ -22,7 +22,7 @@ class _StampedRequest(web.BaseRequest):
     ``StreamResponse.prepare`` awaits the request's ``_prepare_hook`` (aiohttp's hook for
     ``on_response_prepare``, a no-op on ``BaseRequest``) before it writes the headers."""
 
-    ATTRS = web.BaseRequest.ATTRS | frozenset(["_stamp"])
+    ATTRS = getattr(web.BaseRequest, "ATTRS", frozenset()) | frozenset(["_stamp"])  # aiohttp DEBUG checks it
     _stamp: Stamp | None = None
 
     async def _prepare_hook(self, response: web.StreamResponse) -> None:
