@@ -23,6 +23,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "hypothesis": ("test_fuzz_example", "test_matrix", "test_stateful", "test_strategies"),
     "mcp": (
         "test_compat",
+        "test_faults_mcp1",
         "test_flip_real_client",
         "test_flip_sse",
         "test_interop",
@@ -57,6 +58,10 @@ AREAS: dict[str, tuple[str, ...]] = {
     "cli": ("test_cli",),
     "docs": (
         "test_docs",
+        "test_docs_api",
+        "test_docs_fuzzing",
+        "test_docs_install",
+        "test_docs_outside_timeout",
         "test_example_suite",
         "test_faults_doc",
         "test_frameworks_doc",

@@ -39,7 +39,7 @@ MADE_UP = textwrap.dedent(
 
     seen = {
         "constructor": "server_header" in inspect.signature(Sidecar).parameters
-        and "server_header: the ``Server`` header" in (Sidecar.__init__.__doc__ or ""),
+        and "server_header: the ``Server`` header" in (Sidecar.__doc__ or ""),
         "factory": "server_header" in inspect.signature(SidecarFactory.__call__).parameters,
         "serve --help": "--server-header TEXT" in build_parser()._subparsers._group_actions[0]
         .choices["serve"].format_help(),

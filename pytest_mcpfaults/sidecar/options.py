@@ -62,6 +62,7 @@ __all__ = [
     "SidecarOptions",
     "add_serve_flags",
     "build_options",
+    "documents_options",
     "option",
     "option_fields",
     "options_from_args",
@@ -364,6 +365,7 @@ def _headers(cls: type[SidecarOptions]) -> tuple[tuple[str, str], ...]:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def _args_doc(cls: type[SidecarOptions]) -> str:
@@ -383,13 +385,20 @@ def takes_options(
 
     def wrap(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
         assert isinstance(cls, type)
-        params = list(inspect.signature(method).parameters.values())[:1]  # self
-        params += inspect.signature(cls).parameters.values()
-        method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        own = inspect.signature(method)
+        params = [*list(own.parameters.values())[:1], *inspect.signature(cls).parameters.values()]
+        method.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
         method.__doc__ = (method.__doc__ or "") + _args_doc(cls)
         return method
 
     return wrap
+
+
+def documents_options(cls: type[T]) -> type[T]:
+    """Class decorator: append the ``Args`` of :class:`SidecarOptions` (as it is when the class is
+    made) to the class docstring, where ``help()`` and docs/gen_api.py read a constructor's arguments."""
+    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + _args_doc(SidecarOptions)
+    return cls
 
 
 def add_serve_flags(parser: argparse.ArgumentParser, cls: type[SidecarOptions] | None = None) -> None:

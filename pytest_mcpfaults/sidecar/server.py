@@ -21,7 +21,7 @@ from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.legacy_sse import TransportName
 from pytest_mcpfaults.sidecar.listener import SocketListener, response_stamp
 from pytest_mcpfaults.sidecar.mcp import Era
-from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, takes_options
+from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, documents_options, takes_options
 from pytest_mcpfaults.sidecar.proxy import Proxy
 from pytest_mcpfaults.sidecar.stdio_upstream import StdioUpstream
 from pytest_mcpfaults.sidecar.tools import Tool
@@ -43,6 +43,7 @@ def _http_plan(faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ..
     return plan
 
 
+@documents_options
 class Sidecar(SidecarWaits):
     """A fake MCP sidecar on loopback. Use as a context manager, or ``start()`` / ``stop()``.
 
