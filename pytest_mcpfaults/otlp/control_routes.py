@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -33,6 +33,7 @@ from pytest_mcpfaults.span_records import RecordedSpan
 from pytest_mcpfaults.span_tree import format_tree
 
 if TYPE_CHECKING:
+    from pytest_mcpfaults.invariants import Violation
     from pytest_mcpfaults.sidecar.server import Sidecar
 
 __all__ = ["MAX_WAIT", "span_json", "span_routes"]
@@ -133,6 +134,28 @@ def _guarded(route: Route) -> Route:
     return run
 
 
+def _check_answer(
+    names: Sequence[str], found: Sequence[Violation], spans: Sequence[RecordedSpan]
+) -> dict[str, Any]:
+    """The body of ``GET /check``: the verdict, each violation with its span, the text, what was checked."""
+    from pytest_mcpfaults.invariants import format_violations
+
+    return {
+        "ok": not found,
+        "violations": [
+            {
+                "invariant": v.invariant,
+                "message": v.message,
+                "span": None if v.span is None else span_json(v.span),
+            }
+            for v in found
+        ],
+        "text": format_violations(found, spans) if found else "",
+        "checked": list(names),
+        "span_count": len(spans),
+    }
+
+
 def span_routes(sidecar: Sidecar) -> dict[tuple[str, str], Route]:
     """``(method, sub-path) -> handler`` of the span routes, for the control endpoint's routing."""
 
@@ -156,8 +179,6 @@ def span_routes(sidecar: Sidecar) -> dict[tuple[str, str], Route]:
         return _json(200, {"cleared": forgot})
 
     async def check(request: web.BaseRequest) -> web.StreamResponse:
-        from pytest_mcpfaults.invariants import format_violations
-
         recorder = sidecar.span_recorder
         session = _patterns(request, "session", recorder.session_patterns)
         cleanup = _patterns(request, "cleanup", recorder.cleanup_patterns)
@@ -176,23 +197,7 @@ def span_routes(sidecar: Sidecar) -> dict[tuple[str, str], Route]:
             count_cleanup=count_cleanup,
             max_cleanups=int(max_cleanups),
         )
-        return _json(
-            200,
-            {
-                "ok": not found,
-                "violations": [
-                    {
-                        "invariant": v.invariant,
-                        "message": v.message,
-                        "span": None if v.span is None else span_json(v.span),
-                    }
-                    for v in found
-                ],
-                "text": format_violations(found, spans) if found else "",
-                "checked": list(names),
-                "span_count": len(spans),
-            },
-        )
+        return _json(200, _check_answer(names, found, spans))
 
     return {
         ("GET", "/spans"): _guarded(get_spans),
