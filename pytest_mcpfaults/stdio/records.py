@@ -162,6 +162,13 @@ class StdioViolation:
             held = f"the reply to {req} was held {b} (the whole budget) {written}"
         else:
             held = f"{req} was held {b} (the whole budget) before any byte of its reply"
+        return (
+            f"{held}; meanwhile the client {' and '.join(self._meanwhile(cancel))}, but neither closed "
+            f"stdin nor ended the child; {c.waits(self.waited_from)}"
+        )
+
+    def _meanwhile(self, cancel: CancelRecord | None) -> list[str]:
+        """What the client did while the request was held: cancelled it, sent more requests."""
         did: list[str] = []
         if cancel is not None:
             why = f": {cancel.reason!r}" if cancel.reason else ""
@@ -177,10 +184,7 @@ class StdioViolation:
             )
             more = f", and {n - 3} more" if n > 3 else ""
             did.append(f"sent {n} more request{'s' if n != 1 else ''} on this child ({listed}{more})")
-        return (
-            f"{held}; meanwhile the client {' and '.join(did)}, but neither closed stdin nor ended the "
-            f"child; {c.waits(self.waited_from)}"
-        )
+        return did
 
     @property
     def cancel(self) -> CancelRecord | None:
