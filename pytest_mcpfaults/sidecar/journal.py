@@ -461,7 +461,7 @@ class Journal:
         self, kind: str, request_id: int | None = None, what: str | None = None, expect_hang: bool = False
     ) -> None:
         """Count a fault of ``kind`` that fired (on request ``request_id``, or by the test's runtime
-        call ``what``); the latest is kept as :attr:`last_fired`."""
+        call ``what``); the latest is kept (:attr:`last_activity`)."""
         with self._cond:
             self._fired[kind] = self._fired.get(kind, 0) + 1
             fired = FiredRecord(self.now(), kind, request_id, what, self._next_request, expect_hang)
@@ -513,16 +513,11 @@ class Journal:
             return dict(self._fired)
 
     @property
-    def last_fired(self) -> FiredRecord | None:
-        """The latest fault that fired (``None`` before any)."""
+    def last_activity(self) -> tuple[FiredRecord | None, float | None]:
+        """The latest fault that fired and when the latest request arrived (seconds since the sidecar
+        started), read together; each ``None`` before the first."""
         with self._cond:
-            return self._last_fired
-
-    @property
-    def last_request_at(self) -> float | None:
-        """When the latest request arrived, in seconds since the sidecar started (``None`` before any)."""
-        with self._cond:
-            return self._last_request_at
+            return self._last_fired, self._last_request_at
 
     def sequence(self) -> list[str]:
         """The requests as labels, e.g. ``['POST initialize', 'POST notifications/initialized', ...]``."""

@@ -68,14 +68,13 @@ def find_stall(server: StalledServer) -> Stall | None:
     says ``expect_hang=True``."""
     budget = server.patience
     journal = server.journal
-    fired = journal.last_fired
+    fired, last = journal.last_activity
     if budget is None or fired is None or fired.expect_hang:
         return None
     idle = journal.now() - fired.at
     if idle < budget:
         return None
     later: tuple[RequestRecord, ...] = ()
-    last = journal.last_request_at
     if last is not None and last > fired.at:
         later = tuple(r for r in journal.requests_since(fired.next_request) if r.id != fired.request_id)
         if any(not _background(server, r) for r in later):
