@@ -125,7 +125,13 @@ def test_a_wedged_mcp1_runner_gets_a_verdict_naming_the_blocked_call(
         # the stack line of the blocked call, in the harness's own file
         assert 'wedge_runner.py", line' in text, text
         assert "self.loop.run_until_complete(self.session.call_tool(tool, args))" in text, text
-        assert "The test was interrupted: mcpfaults cancelled every task of its event loop" in text, text
+        # step 1 cancels the loop's tasks when the signal finds it in its selector; when it lands in one
+        # of the loop's own callbacks (the client's stream work), step 1 raises there instead
+        assert re.search(
+            r"The test was interrupted: mcpfaults (cancelled every task of its event loop|raised "
+            r"PatienceInterrupt where it was blocked)",
+            text,
+        ), text
         assert "site-packages" not in text.split("the test's thread is blocked at")[1], text
         assert durations[name] < BUDGET + 2.0, (name, durations[name])
     assert "since then: no request reached the sidecar; connection #" in _failure(result, NAMES[0])

@@ -553,6 +553,9 @@ def test_a_long_stdin_line_is_answered_and_the_child_lives_on(make: Any, size: i
     finally:
         server.stop()
         proc.wait(10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:  # closed here, not when a failure's traceback lets go of proc
+                pipe.close()
     assert server.child.exit_how == "teardown"
 
 

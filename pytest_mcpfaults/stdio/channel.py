@@ -477,9 +477,9 @@ async def _on_over(channel: StdioChannel, child: _Child, size: int) -> None:
     rid = j.add_request(conn_id=child.cid, method="POST", path=channel.core.mcp_path)
     error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
     line = json.dumps(error, separators=(",", ":")) + "\n"
+    # journaled before it is sent: a client that has the answer finds it in the journal
+    j.end_request(rid, status=413, bytes_sent=len(line), error=text, error_by="client")
     channel.send(child, t="out", d=line)
-    j.update_request(rid, error=text, error_by="client")
-    j.end_request(rid, status=413, bytes_sent=len(line))
 
 
 def _note_ids(channel: StdioChannel, child: _Child, rid: int, body: bytes) -> None:
