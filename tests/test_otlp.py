@@ -293,6 +293,62 @@ def test_a_body_that_does_not_decode_is_400_and_the_clients_error(
         assert sc.span_recorder.spans() == []
 
 
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"startTimeUnixNano": "1" * 5000}, "startTimeUnixNano must be an integer in 0..18446744073709551615"),
+        ({"events": [{"name": "e", "timeUnixNano": "2" * 5000}]}, "events[0].timeUnixNano must be an integer"),
+        ({"attributes": [{"key": "k", "value": {"intValue": "9" * 5000}}]},
+         "value.intValue must be an integer in -9223372036854775808..9223372036854775807"),
+        ({"status": {"code": "1" * 5000}}, "status.code must be an integer in -2147483648..2147483647"),
+        ({"startTimeUnixNano": str(2**64)}, "startTimeUnixNano must be an integer in 0..18446744073709551615"),
+        ({"attributes": [{"key": "k", "value": {"intValue": str(2**63)}}]}, "intValue must be an integer in"),
+        ({"startTimeUnixNano": "-5", "endTimeUnixNano": -10}, "startTimeUnixNano must be an integer in 0.."),
+        ({"endTimeUnixNano": -10}, "endTimeUnixNano must be an integer in 0.."),
+    ],
+    ids=["start-5000-digits", "event-time-5000-digits", "int-5000-digits", "status-5000-digits",
+         "start-2**64", "int-2**63", "negative-start", "negative-end"],
+)  # fmt: skip
+def test_integers_out_of_their_range_are_400_and_the_clients_error(change: dict[str, Any], field: str) -> None:
+    """Python's int() refuses strings over 4,300 digits with a ValueError: such an integer (and any
+    outside its OTLP type, or a negative time) is the client's bad export, never a sidecar error."""
+    body = json.dumps(json_export([{**JSON_SESSION, **change}])).encode()
+    with Sidecar() as sc:
+        r = httpx.post(sc.otlp_url, content=body, headers=JSON, timeout=10)
+        assert r.status_code == 400, r.text
+        assert field in r.json()["message"]
+        [req] = sc.journal.requests
+        assert (req.status, req.error_by) == (400, "client")
+        assert sc.errors == []
+        assert sc.span_recorder.spans() == []
+        # the largest values of each type still decode
+        edge = {"startTimeUnixNano": str(2**64 - 1), "endTimeUnixNano": 2**64 - 1,
+                "attributes": [{"key": "k", "value": {"intValue": str(-(2**63))}}]}  # fmt: skip
+        body = json.dumps(json_export([{**JSON_SESSION, **edge}])).encode()
+        assert httpx.post(sc.otlp_url, content=body, headers=JSON, timeout=10).status_code == 200
+        [span] = sc.span_recorder.spans()
+        assert (span.start_time, span.attributes["k"]) == (2**64 - 1, -(2**63))
+
+
+@pytest.mark.parametrize("encoding", ["json", "protobuf"])
+def test_a_received_span_with_end_time_zero_has_ended(encoding: str) -> None:
+    """docs/spans.md: every received span has ended (it was exported), so all_spans_ended never fires
+    on one, whatever its end time says."""
+    if encoding == "json":
+        body = json.dumps(json_export([{**JSON_SESSION, "endTimeUnixNano": "0"}])).encode()
+        headers = JSON
+    else:
+        req = request_with_spans()
+        req.resource_spans[0].scope_spans[0].spans[0].end_time_unix_nano = 0
+        body, headers = req.SerializeToString(), PROTOBUF
+    with Sidecar() as sc:
+        assert httpx.post(sc.otlp_url, content=body, headers=headers, timeout=10).status_code == 200
+        [span] = sc.span_recorder.spans()
+        assert span.ended and span.end_time == 0
+        sc.span_recorder.assert_all_spans_ended()
+        assert sc.span_recorder.open_spans() == []
+
+
 def test_another_content_type_is_415_and_other_methods_405() -> None:
     with Sidecar() as sc:
         r = httpx.post(sc.otlp_url, content=b"hello", headers={"Content-Type": "text/plain"}, timeout=10)

@@ -183,7 +183,7 @@ def _convert(request: Any) -> Decoded:
                         LazyAttributes(attrs) if len(attrs) else _EMPTY,
                         _events(events) if len(events) else (),
                         sp.start_time_unix_nano or None,
-                        sp.end_time_unix_nano or None,
+                        sp.end_time_unix_nano,  # ended, whatever the time says (0 too)
                         next(uids),
                         None,
                         (),

@@ -33,6 +33,14 @@ __all__ = ["decode_json"]
 
 _STATUS_NAMES = {f"STATUS_CODE_{name}": i for i, name in enumerate(STATUS_CODES)}
 _INT = re.compile(r"-?\d+")
+#: Digits read at most: a 64-bit integer has 20 (longer strings are refused before ``int()``, whose own
+#: limit, 4,300 digits, raises ``ValueError``).
+_MAX_DIGITS = 20
+#: The ranges of the mapping's integer kinds: times are ``fixed64`` (unsigned), ``intValue`` ``int64``,
+#: a status code an ``int32`` enum.
+UINT64 = (0, 2**64 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+INT32 = (-(2**31), 2**31 - 1)
 _FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
@@ -62,14 +70,22 @@ def _what(value: Any) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-def _int(value: Any, where: str) -> int:
+def _int(value: Any, where: str, bounds: tuple[int, int]) -> int:
+    """An integer of the mapping (a JSON number or a string of digits) within ``bounds``."""
     if isinstance(value, bool) or not (
         isinstance(value, int) or (isinstance(value, str) and _INT.fullmatch(value))
     ):
         raise OtlpDecodeError(
             f"{where} must be an integer (a number or a string of digits), got {_what(value)}"
         )
-    return int(value)
+    if isinstance(value, str) and len(value.lstrip("-").lstrip("0")) > _MAX_DIGITS:
+        number = None  # far out of range: not converted at all
+    else:
+        number = int(value)
+    low, high = bounds
+    if number is None or not low <= number <= high:
+        raise OtlpDecodeError(f"{where} must be an integer in {low}..{high}, got {_what(value)}")
+    return number
 
 
 def _str(value: Any, where: str) -> str:
@@ -101,7 +117,7 @@ def _value(v: Any, where: str) -> Any:
     if "stringValue" in v or "string_value" in v:
         return _str(_field(v, "stringValue", "string_value", ""), where + ".stringValue")
     if "intValue" in v or "int_value" in v:
-        return _int(_field(v, "intValue", "int_value", 0), where + ".intValue")
+        return _int(_field(v, "intValue", "int_value", 0), where + ".intValue", INT64)
     if "boolValue" in v or "bool_value" in v:
         b = _field(v, "boolValue", "bool_value", False)
         if not isinstance(b, bool):
@@ -145,7 +161,7 @@ def _attrs_view(kvs: Any, where: str) -> Mapping[str, Any]:
 
 
 def _time(obj: Mapping[str, Any], camel: str, snake: str, where: str) -> int | None:
-    return _int(_field(obj, camel, snake, 0), f"{where}.{camel}") or None
+    return _int(_field(obj, camel, snake, 0), f"{where}.{camel}", UINT64) or None
 
 
 def _status(span: Mapping[str, Any], where: str) -> tuple[int | None, str | None]:
@@ -154,7 +170,7 @@ def _status(span: Mapping[str, Any], where: str) -> tuple[int | None, str | None
     if isinstance(code, str) and not _INT.fullmatch(code):
         number = _STATUS_NAMES.get(code)
     else:
-        number = _int(code, where + ".status.code")
+        number = _int(code, where + ".status.code", INT32)
         number = number if 0 <= number < len(STATUS_CODES) else None
     message = _str(status.get("message", ""), where + ".status.message")
     return number, message or None
@@ -226,7 +242,8 @@ def _convert_span(
         _attrs_view(sp.get("attributes"), at + ".attributes"),
         events,
         _time(sp, "startTimeUnixNano", "start_time_unix_nano", at),
-        _time(sp, "endTimeUnixNano", "end_time_unix_nano", at),
+        # a received span has ended, whatever its end time says (0 included): it was exported
+        _int(_field(sp, "endTimeUnixNano", "end_time_unix_nano", 0), at + ".endTimeUnixNano", UINT64),
         next(UIDS),
         None,
         (),
