@@ -15,7 +15,7 @@ import secrets
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, TextIO
 
@@ -41,16 +41,21 @@ __all__ = ["build_parser", "main", "parse_upstream_headers"]
 _PROG = "python -m pytest_mcpfaults"
 #: How many requests (and connections) ``serve`` keeps in its journal by default (``--journal-limit``).
 DEFAULT_JOURNAL_LIMIT = 10_000
+#: How many received spans ``serve`` keeps by default (``--span-limit``; about 1.3 KB each).
+DEFAULT_SPAN_LIMIT = 50_000
 
 
-def _journal_limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not is_count(value, minimum=1):
-        raise argparse.ArgumentTypeError(f"must be a positive integer (requests kept), got {text!r}")
-    return value
+def _limit(what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if not is_count(value, minimum=1):
+            raise argparse.ArgumentTypeError(f"must be a positive integer ({what} kept), got {text!r}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,11 +75,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_flags(serve)  # one per option that has a flag (sidecar/options.py)
     serve.add_argument(
         "--journal-limit",
-        type=_journal_limit,
+        type=_limit("requests"),
         default=DEFAULT_JOURNAL_LIMIT,
         metavar="N",
         help=f"keep the last N requests (and N connections) in the journal, counting the dropped ones "
         f"(default {DEFAULT_JOURNAL_LIMIT}); requests still in flight are never dropped",
+    )
+    serve.add_argument(
+        "--span-limit",
+        type=_limit("spans"),
+        default=DEFAULT_SPAN_LIMIT,
+        metavar="N",
+        help=f"keep the last N spans received over OTLP, counting the dropped ones (default "
+        f"{DEFAULT_SPAN_LIMIT}); {CONTROL_PREFIX}/check and /spans report how many were dropped",
     )
     serve.add_argument("--json", action="store_true", help="print the start-up info as one JSON line")
     serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
@@ -238,6 +251,7 @@ def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         signal.signal(sig, on_signal)
     sc = Sidecar(**options_from_args(args))
     sc.journal.set_limit(args.journal_limit)
+    sc.span_recorder.set_received_limit(args.span_limit)
     token = secrets.token_urlsafe(32)
     Control(sc, token).mount()
     sc.start()

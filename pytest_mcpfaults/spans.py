@@ -19,7 +19,9 @@ without inheriting from it at runtime (the SDK calls processors by method, it ne
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import operator
 import threading
 import time
 import warnings
@@ -52,6 +54,7 @@ from pytest_mcpfaults.span_records import (
 )
 from pytest_mcpfaults.span_tree import describe_span, format_tree
 from pytest_mcpfaults.span_views import ResultSink, SpanQueries, ViolationSink
+from pytest_mcpfaults.validation import is_count
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -125,14 +128,16 @@ class _Entry:
         "ancestors_at_start",
         "ids",
         "parent",
+        "seq",
         "snapshot",
         "span",
         "uid",
     )
 
-    def __init__(self, span: Any, uid: int, parent: _Entry | None) -> None:
+    def __init__(self, span: Any, uid: int, parent: _Entry | None, seq: int) -> None:
         self.span = span  # kept until clear(): ``id(span)`` cannot be reused while the entry lives
         self.uid = uid
+        self.seq = seq  # its position in the recording (what mark() counts)
         self.parent = parent
         ctx = span.get_span_context()
         self.ids: tuple[int, int] = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
@@ -178,6 +183,13 @@ class _ReceivedEntry:
     def __init__(self, received: Received) -> None:
         self.received = received
 
+    @property
+    def seq(self) -> int:
+        return self.received.seq
+
+
+_SEQ = operator.attrgetter("seq")
+
 
 class SpanRecorder(SpanQueries, _ProcessorBase):
     """A span processor that records the spans of every provider it is added to.
@@ -206,6 +218,10 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
     allows unless told otherwise. While
     ``recording`` is false, spans that start are ignored (the recorder stays attached but costs nothing
     and keeps nothing).
+
+    ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`; ``serve
+    --span-limit``): past it the oldest received spans are dropped and counted in
+    :attr:`dropped_received`. In-process spans are never dropped. ``None`` (the default): no bound.
     """
 
     def __init__(
@@ -214,9 +230,13 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         session: Patterns = DEFAULT_SESSION,
         cleanup: Patterns = DEFAULT_CLEANUP,
         recording: bool = True,
+        received_limit: int | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self.recording = recording
+        self.received_limit: int | None = None
+        self.dropped_received = 0  # received spans dropped by the limit since the recorder was made
+        self._appended = 0  # entries recorded since the last clear (dropped ones included): mark()
         self._entries: list[_Entry | _ReceivedEntry] = []  # start order (received ones: arrival order)
         self._changed = threading.Condition(self._lock)  # notified when a span ends or is received
         self._waiting = 0  # threads in wait_for_span
@@ -235,6 +255,17 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         self.count_cleanup_patterns: tuple[str, ...] | None = None
         # The cleanup runs a session may have, unless a check is told otherwise.
         self.max_cleanups = 1
+        self.set_received_limit(received_limit)
+
+    def set_received_limit(self, limit: int | None) -> None:
+        """Keep at most ``limit`` received spans, dropping the oldest (``None``: keep every one)."""
+        if limit is not None and not is_count(limit, minimum=1):
+            raise ValueError(
+                f"SpanRecorder: received_limit must be a positive integer or None, got {limit!r}"
+            )
+        with self._lock:
+            self.received_limit = limit
+            self._enforce_limit()
 
     # -- SpanProcessor interface -------------------------------------------------------------------
 
@@ -250,7 +281,8 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         uid = next(_UIDS)
         with self._lock:
             parent = self._resolve_parent(parent_obj, parent_ids, sdk_span)
-            entry = _Entry(span, uid, parent)
+            entry = _Entry(span, uid, parent, self._appended)
+            self._appended += 1
             chain: list[tuple[int, str]] = []
             descriptions: list[tuple[int, str | None]] = []
             anc = parent
@@ -318,6 +350,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         """Forget every recorded span. Spans already started are ignored even if they end later."""
         with self._lock:
             self._entries.clear()
+            self._appended = 0
             self._received = 0
             self._linked = None
             self._by_object.clear()
@@ -326,6 +359,12 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
 
     def mark(self) -> int:
         """A position in the recording: pass it to ``spans(since=...)`` to get only later spans."""
+        with self._lock:
+            return self._appended
+
+    @property
+    def count(self) -> int:
+        """How many spans are recorded now (open ones included; spans dropped by the limit not)."""
         with self._lock:
             return len(self._entries)
 
@@ -382,7 +421,12 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         Received spans (:meth:`add_received`) are merged in by start time; ``since`` counts them in
         arrival order (a mark taken before they arrived includes them)."""
         with self._lock:
-            entries = self._entries[since:]
+            if since <= 0:
+                entries = self._entries[:]
+            elif len(self._entries) == self._appended:  # nothing dropped: positions are marks
+                entries = self._entries[since:]
+            else:
+                entries = self._entries[bisect.bisect_left(self._entries, since, key=_SEQ) :]
             linked = self._link() if self._received else None
         if linked is None:
             return [e.take() for e in entries]  # type: ignore[union-attr]  # no received entry
@@ -419,13 +463,35 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         if not self.recording or not spans:
             return 0
         with self._lock:
-            first = len(self._entries)
+            first = self._appended
             self._entries.extend(_ReceivedEntry(Received(s, source, first + i)) for i, s in enumerate(spans))
+            self._appended += len(spans)
             self._received += len(spans)
             self._linked = None
+            self._enforce_limit()
             if self._waiting:
                 self._changed.notify_all()
         return len(spans)
+
+    def _enforce_limit(self) -> None:
+        """Drop the oldest received spans beyond ``received_limit`` (lock held)."""
+        limit = self.received_limit
+        if limit is None or self._received <= limit:
+            return
+        excess = self._received - limit
+        if self._received == len(self._entries):  # only received spans (serve): the oldest come first
+            del self._entries[:excess]
+        else:
+            left, kept = excess, []
+            for e in self._entries:
+                if left and isinstance(e, _ReceivedEntry):
+                    left -= 1
+                else:
+                    kept.append(e)
+            self._entries = kept
+        self._received -= excess
+        self.dropped_received += excess
+        self._linked = None
 
     def wait_for_span(
         self,

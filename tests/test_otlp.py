@@ -293,15 +293,18 @@ def test_a_body_that_does_not_decode_is_400_and_the_clients_error(
         assert sc.span_recorder.spans() == []
 
 
+U64 = "must be an integer in 0..18446744073709551615"
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"startTimeUnixNano": "1" * 5000}, "startTimeUnixNano must be an integer in 0..18446744073709551615"),
-        ({"events": [{"name": "e", "timeUnixNano": "2" * 5000}]}, "events[0].timeUnixNano must be an integer"),
+        ({"startTimeUnixNano": "1" * 5000}, "startTimeUnixNano " + U64),
+        ({"events": [{"name": "e", "timeUnixNano": "2" * 5000}]}, "events[0].timeUnixNano " + U64),
         ({"attributes": [{"key": "k", "value": {"intValue": "9" * 5000}}]},
          "value.intValue must be an integer in -9223372036854775808..9223372036854775807"),
         ({"status": {"code": "1" * 5000}}, "status.code must be an integer in -2147483648..2147483647"),
-        ({"startTimeUnixNano": str(2**64)}, "startTimeUnixNano must be an integer in 0..18446744073709551615"),
+        ({"startTimeUnixNano": str(2**64)}, "startTimeUnixNano " + U64),
         ({"attributes": [{"key": "k", "value": {"intValue": str(2**63)}}]}, "intValue must be an integer in"),
         ({"startTimeUnixNano": "-5", "endTimeUnixNano": -10}, "startTimeUnixNano must be an integer in 0.."),
         ({"endTimeUnixNano": -10}, "endTimeUnixNano must be an integer in 0.."),
@@ -309,7 +312,9 @@ def test_a_body_that_does_not_decode_is_400_and_the_clients_error(
     ids=["start-5000-digits", "event-time-5000-digits", "int-5000-digits", "status-5000-digits",
          "start-2**64", "int-2**63", "negative-start", "negative-end"],
 )  # fmt: skip
-def test_integers_out_of_their_range_are_400_and_the_clients_error(change: dict[str, Any], field: str) -> None:
+def test_integers_out_of_their_range_are_400_and_the_clients_error(
+    change: dict[str, Any], field: str
+) -> None:
     """Python's int() refuses strings over 4,300 digits with a ValueError: such an integer (and any
     outside its OTLP type, or a negative time) is the client's bad export, never a sidecar error."""
     body = json.dumps(json_export([{**JSON_SESSION, **change}])).encode()

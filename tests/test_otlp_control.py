@@ -6,24 +6,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_cli import Served, serve
 
-from pytest_mcpfaults import Sidecar, format_violations, install_recorder
+from pytest_mcpfaults import (
+    RecordedSpan,
+    Sidecar,
+    SpanLookupError,
+    SpanRecorder,
+    format_violations,
+    install_recorder,
+)
 from pytest_mcpfaults.invariants import ALL_INVARIANTS
+from pytest_mcpfaults.sidecar.control import Control
 from pytest_mcpfaults.span_gate import gate_violations
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "docs" / "examples" / "remote_spans_harness.py"
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 
 def run_harness(s: Served, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -203,3 +215,233 @@ def test_check_takes_each_invariants_cleanup_names_and_max_cleanups_as_the_gate_
             r = check(s, **bad)
             assert r.status_code == 400, bad
             assert next(iter(bad)) in r.json()["error"]
+
+
+# -- hostile input: bounds, and nothing on the sidecar's loop -------------------------------------------
+
+TOKEN = "t" * 32
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _export(names: list[str], service: str = "flood", **attrs: Any) -> bytes:
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    kv = rs.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", service
+    spans = rs.scope_spans.add().spans
+    for i, name in enumerate(names):
+        sp = spans.add()
+        sp.trace_id, sp.span_id, sp.name = b"\x01" * 16, (i + 1).to_bytes(8, "big"), name
+        sp.start_time_unix_nano, sp.end_time_unix_nano = i + 1, i + 2
+        for key, value in attrs.items():
+            a = sp.attributes.add()
+            a.key, a.value.double_value = key, value
+    return req.SerializeToString()
+
+
+def _controlled(recorder: SpanRecorder | None = None, **kwargs: Any) -> tuple[Sidecar, Control]:
+    sc = Sidecar(span_recorder=recorder)
+    return sc, Control(sc, TOKEN, **kwargs).mount()
+
+
+def test_the_span_limit_drops_the_oldest_received_spans_and_says_so() -> None:
+    sc, _ = _controlled()
+    with sc:
+        sc.span_recorder.set_received_limit(100)
+        mark = sc.span_recorder.mark()
+        for batch in range(3):
+            r = httpx.post(sc.otlp_url, content=_export([f"Work.{batch}"] * 50), headers=PROTOBUF, timeout=10)
+            assert r.status_code == 200
+        rec = sc.span_recorder
+        assert (rec.count, rec.dropped_received) == (100, 50)
+        assert sorted({s.name for s in rec.spans()}) == ["Work.1", "Work.2"]  # Work.0, the oldest, went
+        assert len(rec.spans(since=mark)) == 100 and len(rec.spans(since=rec.mark() - 10)) == 10
+        spans = httpx.get(sc.url + "/_mcpfaults/spans?format=json", headers=AUTH, timeout=10).json()
+        assert (len(spans["spans"]), spans["dropped_spans"], spans["span_limit"]) == (100, 50, 100)
+        text = httpx.get(sc.url + "/_mcpfaults/spans", headers=AUTH, timeout=10).text
+        assert text.endswith("(50 oldest received span(s) dropped by the span limit, 100)\n")
+        check = httpx.get(sc.url + "/_mcpfaults/check", headers=AUTH, timeout=10).json()
+        assert (check["span_count"], check["dropped_spans"]) == (100, 50)
+        journal = httpx.get(sc.url + "/_mcpfaults/journal", headers=AUTH, timeout=10).json()
+        assert (journal["span_limit"], journal["dropped_spans"]) == (100, 50)
+        with pytest.raises(SpanLookupError, match=r"50 oldest received span\(s\) dropped by the span limit"):
+            sc.wait_for_span("Work.0", timeout=0.1)
+    with pytest.raises(ValueError, match="received_limit must be a positive integer or None, got 0"):
+        SpanRecorder(received_limit=0)
+
+
+def test_serve_span_limit_option_default_and_validation(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_mcpfaults.cli import DEFAULT_SPAN_LIMIT, main
+
+    assert DEFAULT_SPAN_LIMIT == 50_000
+    for bad in ("0", "-5", "1e3", "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["serve", "--span-limit", bad])
+        assert exc.value.code == 2
+        assert f"argument --span-limit: must be a positive integer (spans kept), got {bad!r}" in (
+            capsys.readouterr().err
+        )
+    with serve("--span-limit", "3") as s:
+        body = _export(["A", "B", "C", "D", "E"])
+        httpx.post(s.info["MCPFAULTS_OTLP_URL"], content=body, headers=PROTOBUF, timeout=10)
+        got = s.control("GET", "/spans", params={"format": "json"}).json()
+        assert ([x["name"] for x in got["spans"]], got["dropped_spans"]) == (["C", "D", "E"], 2)
+
+
+class _BlockingRecorder(SpanRecorder):
+    """A recorder whose ``spans()`` blocks until ``go`` is set, once ``blocked`` is (the work of a
+    /check over a huge recording, made as long as the test wants)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocked, self.go, self.armed = threading.Event(), threading.Event(), False
+
+    def spans(self, *, since: int = 0) -> list[RecordedSpan]:
+        if self.armed:
+            self.blocked.set()
+            assert self.go.wait(30)
+        return super().spans(since=since)
+
+
+@pytest.mark.parametrize("route", ["/check", "/spans?format=json", "/spans"])
+def test_check_and_spans_are_computed_off_the_sidecars_loop(route: str) -> None:
+    recorder = _BlockingRecorder()
+    sc, _ = _controlled(recorder)
+    with sc, httpx.Client(timeout=5) as client:
+        recorder.armed = True
+        answer: list[httpx.Response] = []
+        t = threading.Thread(
+            target=lambda: answer.append(httpx.get(sc.url + "/_mcpfaults" + route, headers=AUTH, timeout=30))
+        )
+        t.start()
+        try:
+            assert recorder.blocked.wait(10)
+            # while the answer is being computed, the sidecar (same loop) and its receiver still answer
+            assert client.get(sc.health_url).status_code == 200
+            assert client.post(sc.otlp_url, content=_export(["X"]), headers=PROTOBUF).status_code == 200
+            assert client.get(sc.url + "/_mcpfaults/faults", headers=AUTH).status_code == 200
+        finally:
+            recorder.go.set()
+            t.join(30)
+        assert answer[0].status_code == 200
+
+
+class _CountingRecorder(SpanRecorder):
+    """Sets ``all_in`` once ``expected`` threads are waiting in :meth:`wait_for_span`."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__()
+        self.expected, self.all_in, self._n, self._guard = expected, threading.Event(), 0, threading.Lock()
+
+    def wait_for_span(self, *args: Any, **kwargs: Any) -> list[RecordedSpan]:
+        with self._guard:
+            self._n += 1
+            if self._n >= self.expected:
+                self.all_in.set()
+        return super().wait_for_span(*args, **kwargs)
+
+
+def _waiter(url: str) -> threading.Thread:
+    """A client waiting 30 s for a span that never comes (stop() ends its wait: the error is expected)."""
+
+    def wait() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.get(url, params={"wait_for": "Never.*", "timeout": "30"}, headers=AUTH, timeout=40)
+
+    return threading.Thread(target=wait)
+
+
+def test_pending_span_waits_never_delay_a_control_action() -> None:
+    """asyncio's default pool has min(32, cpus + 4) threads: that many pending ``wait_for`` waits
+    used to queue every /release, /freeze, /revive and fault change behind them until they timed out."""
+    pool = min(32, (os.cpu_count() or 1) + 4)
+    recorder = _CountingRecorder(pool)
+    sc, _ = _controlled(recorder)
+    with sc, httpx.Client(timeout=5) as client:
+        waits = [_waiter(sc.url + "/_mcpfaults/check") for _ in range(pool)]
+        for w in waits:
+            w.start()
+        assert recorder.all_in.wait(10), "the waits did not all start"
+        cu = sc.url + "/_mcpfaults"
+        for method, path, body in [
+            ("POST", "/faults", {"faults": ["status@health"]}),
+            ("DELETE", "/faults", None),
+            ("POST", "/freeze", None),
+            ("POST", "/release", None),
+            ("POST", "/revive", None),
+            ("GET", "/check", None),
+            ("GET", "/spans", None),
+        ]:
+            r = client.request(method, cu + path, json=body, headers=AUTH)  # 5 s: never the waits' 30
+            assert r.status_code == 200, (path, r.text)
+    for w in waits:  # stop() cancels the waits
+        w.join(10)
+        assert not w.is_alive()
+
+
+def test_span_waits_beyond_the_bound_get_503() -> None:
+    recorder = _CountingRecorder(2)
+    sc, _ = _controlled(recorder, max_waits=2)
+    with sc:
+        params = {"wait_for": "Never.*", "timeout": "30"}
+        waits = [_waiter(sc.url + "/_mcpfaults/check") for _ in range(2)]
+        for w in waits:
+            w.start()
+        assert recorder.all_in.wait(10)
+        r = httpx.get(sc.url + "/_mcpfaults/spans", params=params, headers=AUTH, timeout=5)
+        assert r.status_code == 503
+        assert "2 span waits (wait_for=) are pending already" in r.json()["error"]
+        assert httpx.get(sc.url + "/_mcpfaults/check", headers=AUTH, timeout=5).status_code == 200
+    for w in waits:
+        w.join(10)
+
+
+def test_nan_and_infinity_attributes_come_back_as_json_strings() -> None:
+    def double(key: str, value: str | float) -> dict[str, Any]:
+        return {"key": key, "value": {"doubleValue": value}}
+
+    flip = {"code": 2, "message": "RuntimeError: boom"}
+    session = {
+        "traceId": "01" * 16,
+        "spanId": "00000000000000a1",
+        "name": "Agent.Session",
+        "status": flip,
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "9",
+        "attributes": [
+            double("ratio", "NaN"),
+            double("high", "Infinity"),
+            double("low", "-Infinity"),
+            double("x", 0.5),
+        ],
+    }
+    delete = {
+        "traceId": "01" * 16, "spanId": "00000000000000a2", "parentSpanId": "00000000000000a1",
+        "name": "MCP.DeleteSession", "status": flip, "startTimeUnixNano": "2", "endTimeUnixNano": "5",
+        "attributes": [
+            {"key": "arr", "value": {"arrayValue": {"values": [{"doubleValue": "NaN"}]}}},
+            {"key": "kv", "value": {"kvlistValue": {"values": [double("inner", "-Infinity")]}}},
+        ],
+    }  # fmt: skip
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [session, delete]}]}]}
+    sc, _ = _controlled()
+    with sc:
+        assert httpx.post(sc.otlp_url, json=export, timeout=10).status_code == 200
+
+        def strict(text: str) -> Any:
+            def refuse(token: str) -> Any:
+                raise ValueError(f"not JSON: {token}")
+
+            return json.loads(text, parse_constant=refuse)
+
+        spans = strict(httpx.get(sc.url + "/_mcpfaults/spans?format=json", headers=AUTH, timeout=10).text)
+        got = {x["name"]: x["attributes"] for x in spans["spans"]}
+        assert got == {
+            "Agent.Session": {"ratio": "NaN", "high": "Infinity", "low": "-Infinity", "x": 0.5},
+            "MCP.DeleteSession": {"arr": ["NaN"], "kv": {"inner": "-Infinity"}},
+        }
+        check = strict(httpx.get(sc.url + "/_mcpfaults/check", headers=AUTH, timeout=10).text)
+        assert check["ok"] is False
+        assert {"ratio": "NaN", "high": "Infinity", "low": "-Infinity", "x": 0.5} in [
+            v["span"]["attributes"] for v in check["violations"] if v["span"]
+        ]

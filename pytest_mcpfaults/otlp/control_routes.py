@@ -16,17 +16,26 @@ barrier), answering 408 with what was recorded instead when they do not. ``/chec
 ``session=GLOB`` and ``cleanup=GLOB`` (repeatable) for the span names, defaulting to the recorder's,
 ``flip_cleanup=GLOB`` / ``count_cleanup=GLOB`` (repeatable) for one invariant's cleanup names alone,
 and ``max_cleanups=N`` (a whole number, default 1), as the pytest gate's settings.
+
+Nothing here runs on the sidecar's loop but the routing: the answers (the tree, the JSON of every span,
+the verdict) are computed on worker threads of their own (:class:`SpanWork`), and the waits on threads
+of their own, at most :data:`MAX_WAITS` at once (one more is answered 503): a wait never delays a
+control action, an answer, or the sidecar's own traffic. Attribute values JSON has no form for are
+written as the OTLP JSON mapping writes them: NaN and the infinities as the strings ``"NaN"``,
+``"Infinity"``, ``"-Infinity"``, bytes as hex.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import math
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
+from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.span_gate import gate_violations
 from pytest_mcpfaults.span_queries import SpanLookupError, as_patterns
 from pytest_mcpfaults.span_records import RecordedSpan
@@ -35,13 +44,54 @@ from pytest_mcpfaults.span_tree import format_tree
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation
     from pytest_mcpfaults.sidecar.server import Sidecar
+    from pytest_mcpfaults.spans import SpanRecorder
 
-__all__ = ["MAX_WAIT", "span_json", "span_routes"]
+__all__ = ["MAX_WAIT", "MAX_WAITS", "SpanWork", "span_json", "span_routes"]
 
 #: The longest ``timeout=`` a control request may wait for spans, in seconds.
 MAX_WAIT = 60.0
+#: How many ``wait_for=`` waits may be pending at once; one more is answered 503.
+MAX_WAITS = 32
 Route = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 _D = TypeVar("_D", tuple[str, ...], None)
+T = TypeVar("T")
+
+
+class SpanWork:
+    """The threads the span routes run on, none of them the loop's or asyncio's default pool: the
+    answers' (the tree, the verdict and the JSON over every span: seconds with 100k spans) and the
+    waits' (one thread each while it waits, at most ``max_waits``)."""
+
+    def __init__(self, max_waits: int = MAX_WAITS) -> None:
+        self.max_waits = max_waits
+        self._answers = WorkerPool("mcpfaults-span-answers", max_workers=2)
+        self._waits = WorkerPool("mcpfaults-span-waits", max_workers=max_waits)
+        self._lock = threading.Lock()
+        self.pending_waits = 0
+
+    def answer(self, fn: Callable[[], T]) -> Awaitable[T]:
+        """Run ``fn()`` on an answer thread (call on the loop)."""
+        return self._answers.submit(fn)
+
+    def wait(self, fn: Callable[[], T]) -> Awaitable[T]:
+        """Run the wait ``fn()`` on a wait thread of its own; refused (503) when ``max_waits`` are
+        pending (a wait abandoned by its client still counts until its timeout ends it)."""
+        with self._lock:
+            if self.pending_waits >= self.max_waits:
+                raise _Refused(
+                    503, f"{self.max_waits} span waits (wait_for=) are pending already: retry when "
+                    "one ends (each ends by its timeout at the latest)",
+                )  # fmt: skip
+            self.pending_waits += 1
+
+        def run() -> T:
+            try:
+                return fn()
+            finally:
+                with self._lock:
+                    self.pending_waits -= 1
+
+        return self._waits.submit(run)
 
 
 class _Refused(Exception):
@@ -50,17 +100,43 @@ class _Refused(Exception):
         self.status = status
 
 
+def _dumps(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, default=_plain, allow_nan=False) + "\n"
+
+
 def _json(status: int, data: Mapping[str, Any]) -> web.Response:
-    text = json.dumps(data, default=_plain) + "\n"
-    return web.Response(text=text, status=status, content_type="application/json")
+    return _body_json(status, _dumps(data).encode())
+
+
+def _body_json(status: int, body: bytes) -> web.Response:
+    """A JSON answer of bytes encoded on an answer thread (tens of MB over many spans)."""
+    return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")
+
+
+#: Floats JSON has no number for, written as the OTLP JSON mapping writes them.
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _value(value: Any) -> Any:
+    """An attribute value as JSON: non-finite floats as strings (``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"``), arrays as lists, key-value lists as objects, bytes as hex."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else _NON_FINITE[value]
+    if isinstance(value, (tuple, list)):
+        return [_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return _attrs(value)
+    return value
+
+
+def _attrs(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _value(v) for k, v in attributes.items()}
 
 
 def _plain(value: object) -> object:
-    """JSON for attribute values JSON has no form for: bytes as hex, key-value lists as objects."""
+    """JSON for values JSON has no form for (``_value`` handles attributes): bytes as hex."""
     if isinstance(value, bytes):
         return value.hex()
-    if isinstance(value, Mapping):
-        return dict(value)
     return repr(value)
 
 
@@ -75,13 +151,14 @@ def span_json(span: RecordedSpan) -> dict[str, Any]:
         "parent_uid": span.parent_uid,
         "status_code": span.status_code,
         "status_description": span.status_description,
-        "attributes": dict(span.attributes),
+        "attributes": _attrs(span.attributes),
         "events": [
-            {"name": e.name, "attributes": dict(e.attributes), "timestamp": e.timestamp} for e in span.events
+            {"name": e.name, "attributes": _attrs(e.attributes), "timestamp": e.timestamp}
+            for e in span.events
         ],
         "start_time": span.start_time,
         "end_time": span.end_time,
-        "resource": dict(span.resource),
+        "resource": _attrs(span.resource),
     }
 
 
@@ -108,7 +185,7 @@ def _number(request: web.BaseRequest, name: str, default: float, low: float, hig
     return value
 
 
-async def _wait(sidecar: Sidecar, request: web.BaseRequest) -> None:
+async def _wait(sidecar: Sidecar, request: web.BaseRequest, work: SpanWork) -> None:
     name = request.query.get("wait_for")
     if name is None:
         return
@@ -117,21 +194,29 @@ async def _wait(sidecar: Sidecar, request: web.BaseRequest) -> None:
     timeout = _number(request, "timeout", 10.0, 0.0, MAX_WAIT)
     count = int(_number(request, "count", 1, 1, 1_000_000))
     try:
-        await asyncio.to_thread(sidecar.wait_for_span, name, timeout, count)
+        await work.wait(lambda: sidecar.wait_for_span(name, timeout, count))
     except SpanLookupError as exc:
         raise _Refused(408, str(exc)) from None
 
 
-def _guarded(route: Route) -> Route:
-    """``route``, answering its :class:`_Refused` as a JSON error with that status."""
+def _dropped(recorder: SpanRecorder) -> dict[str, Any]:
+    return {"dropped_spans": recorder.dropped_received, "span_limit": recorder.received_limit}
 
-    async def run(request: web.BaseRequest) -> web.StreamResponse:
-        try:
-            return await route(request)
-        except _Refused as exc:
-            return _json(exc.status, {"error": str(exc)})
 
-    return run
+def _spans_json(recorder: SpanRecorder) -> str:
+    spans = recorder.spans()
+    data = {"spans": [span_json(s) for s in spans], "tree": format_tree(spans), **_dropped(recorder)}
+    return _dumps(data)
+
+
+def _spans_text(recorder: SpanRecorder) -> str:
+    text = format_tree(recorder.spans()) + "\n"
+    if recorder.dropped_received:
+        text += (
+            f"({recorder.dropped_received} oldest received span(s) dropped by the span limit, "
+            f"{recorder.received_limit})\n"
+        )
+    return text
 
 
 def _check_answer(
@@ -156,25 +241,54 @@ def _check_answer(
     }
 
 
-def span_routes(sidecar: Sidecar) -> dict[tuple[str, str], Route]:
-    """``(method, sub-path) -> handler`` of the span routes, for the control endpoint's routing."""
+def _check_json(
+    recorder: SpanRecorder, session: tuple[str, ...], cleanup: tuple[str, ...], gate: Mapping[str, Any]
+) -> str:
+    """The verdict's JSON (:func:`_check_answer`, and what the span limit dropped); ``gate``:
+    ``gate_violations``' keyword arguments (the gate's settings)."""
+    spans = recorder.spans()
+    names, found = gate_violations(spans, session, cleanup, **gate)
+    return _dumps({**_check_answer(names, found, spans), **_dropped(recorder)})
+
+
+def _guarded(route: Route) -> Route:
+    """``route``, answering its :class:`_Refused` as a JSON error with that status (503: with
+    ``Retry-After``)."""
+
+    async def run(request: web.BaseRequest) -> web.StreamResponse:
+        try:
+            return await route(request)
+        except _Refused as exc:
+            resp = _json(exc.status, {"error": str(exc)})
+            if exc.status == 503:
+                resp.headers["Retry-After"] = "1"
+            return resp
+
+    return run
+
+
+def span_routes(sidecar: Sidecar, work: SpanWork | None = None) -> dict[tuple[str, str], Route]:
+    """``(method, sub-path) -> handler`` of the span routes, for the control endpoint's routing;
+    ``work``: the threads they run on (their own by default)."""
+    work = work or SpanWork()
 
     async def get_spans(request: web.BaseRequest) -> web.StreamResponse:
         fmt = request.query.get("format")
         if fmt not in (None, "json", "text"):
             raise _Refused(400, f"query parameter format must be 'json' or 'text', got {fmt!r}")
-        await _wait(sidecar, request)
-        spans = sidecar.span_recorder.spans()
+        await _wait(sidecar, request, work)
+        recorder = sidecar.span_recorder
         wants_json = fmt == "json" or (
             fmt is None and "application/json" in request.headers.get("Accept", "")
         )
         if wants_json:
-            return _json(200, {"spans": [span_json(s) for s in spans], "tree": format_tree(spans)})
-        return web.Response(text=format_tree(spans) + "\n", content_type="text/plain")
+            return _body_json(200, await work.answer(lambda: _spans_json(recorder).encode()))
+        text = await work.answer(lambda: _spans_text(recorder).encode())
+        return web.Response(body=text, content_type="text/plain", charset="utf-8")
 
     async def delete_spans(request: web.BaseRequest) -> web.StreamResponse:
         recorder = sidecar.span_recorder
-        forgot = len(recorder.spans())
+        forgot = recorder.count
         recorder.clear()
         return _json(200, {"cleared": forgot})
 
@@ -187,17 +301,14 @@ def span_routes(sidecar: Sidecar) -> dict[tuple[str, str], Route]:
         max_cleanups = _number(request, "max_cleanups", 1, 0, 1_000_000)
         if max_cleanups != int(max_cleanups):
             raise _Refused(400, f"query parameter max_cleanups must be a whole number, got {max_cleanups:g}")
-        await _wait(sidecar, request)
-        spans = recorder.spans()
-        names, found = gate_violations(
-            spans,
-            session,
-            cleanup,
-            flip_cleanup=flip_cleanup,
-            count_cleanup=count_cleanup,
-            max_cleanups=int(max_cleanups),
-        )
-        return _json(200, _check_answer(names, found, spans))
+        await _wait(sidecar, request, work)
+        gate = {
+            "flip_cleanup": flip_cleanup,
+            "count_cleanup": count_cleanup,
+            "max_cleanups": int(max_cleanups),
+        }
+        verdict = await work.answer(lambda: _check_json(recorder, session, cleanup, gate).encode())
+        return _body_json(200, verdict)
 
     return {
         ("GET", "/spans"): _guarded(get_spans),

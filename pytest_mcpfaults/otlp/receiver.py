@@ -319,4 +319,10 @@ class OtlpService:
             )
         except SpanLookupError as exc:
             got = self.receiver.stats.describe()
+            recorder = self.recorder_now()
+            if recorder.dropped_received:
+                got += (
+                    f"; {recorder.dropped_received} oldest received span(s) dropped by the span limit "
+                    f"({recorder.received_limit})"
+                )
             raise SpanLookupError(f"{exc}; the sidecar's OTLP receiver: {got}") from None

@@ -38,8 +38,9 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.otlp.control_routes import span_routes
+from pytest_mcpfaults.otlp.control_routes import MAX_WAITS, SpanWork, span_routes
 from pytest_mcpfaults.sidecar.journal import ConnectionRecord, Journal, RequestRecord
+from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.validation import is_count
 
@@ -82,6 +83,8 @@ def _journal_head(sidecar: Sidecar) -> dict[str, Any]:
         "total_requests": journal.total_requests,
         "dropped_requests": journal.dropped_requests,
         "dropped_connections": journal.dropped_connections,
+        "span_limit": sidecar.span_recorder.received_limit,
+        "dropped_spans": sidecar.span_recorder.dropped_received,
     }
 
 
@@ -150,14 +153,18 @@ def _reply(status: int, data: dict[str, Any]) -> web.Response:
 class Control:
     """The control endpoint for one sidecar; :meth:`mount` puts it on the sidecar under ``prefix``.
 
-    Actions call the sidecar's public (blocking) methods in a worker thread, so they behave exactly as
-    the Python API does.
+    Actions call the sidecar's public (blocking) methods on a worker thread of the endpoint's own
+    (never asyncio's default pool, never one a span wait holds), so they behave exactly as the Python
+    API does and no wait delays them.
     """
 
-    def __init__(self, sidecar: Sidecar, token: str, prefix: str = CONTROL_PREFIX) -> None:
+    def __init__(
+        self, sidecar: Sidecar, token: str, prefix: str = CONTROL_PREFIX, *, max_waits: int = MAX_WAITS
+    ) -> None:
         if not isinstance(token, str) or len(token) < 16:
             raise ValueError("Control: token must be a string of at least 16 characters")
         self.sidecar, self.prefix, self._token = sidecar, prefix, token
+        self._actions = WorkerPool("mcpfaults-control", max_workers=2)
         self._routes: dict[tuple[str, str], Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
             ("GET", "/faults"): self._get_faults,
             ("POST", "/faults"): self._post_faults,
@@ -166,7 +173,7 @@ class Control:
             ("POST", "/freeze"): self._call(sidecar.freeze),
             ("POST", "/revive"): self._call(sidecar.revive),
             ("GET", "/journal"): self._journal,
-            **span_routes(sidecar),
+            **span_routes(sidecar, SpanWork(max_waits)),
         }
 
     def mount(self) -> Control:
@@ -221,12 +228,12 @@ class Control:
             plan = [F.parse_fault(s) for s in specs]
         except ValueError as exc:
             return _reply(400, {"error": str(exc)})
-        await asyncio.to_thread(self.sidecar.inject, *plan)
+        await self._actions.submit(lambda: self.sidecar.inject(*plan))
         return _reply(200, {"added": [str(f) for f in plan], "faults": [str(f) for f in self.sidecar.plan]})
 
     def _call(self, action: Callable[[], None]) -> Callable[[web.BaseRequest], Awaitable[web.Response]]:
         async def run(request: web.BaseRequest) -> web.Response:
-            await asyncio.to_thread(action)
+            await self._actions.submit(action)
             return _reply(200, {"state": self.sidecar.state})
 
         return run
