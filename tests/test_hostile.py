@@ -452,6 +452,7 @@ def test_an_abandoned_sync_handler_does_not_keep_its_sidecar_alive() -> None:
         ("Origin", ("http://localhost", "http://evil.example")),
         ("Mcp-Session-Id", ("a", "b")),
         ("Mcp-Method", ("tools/call", "tools/list")),
+        ("Accept", ("application/json, text/event-stream", "text/html")),
     ],
 )
 def test_duplicate_security_relevant_headers_are_refused_not_first_wins(
@@ -468,6 +469,65 @@ def test_duplicate_security_relevant_headers_are_refused_not_first_wins(
         "message": f"Bad Request: the {header} header appears more than once",
     }
     assert record.error_by == "client"
+
+
+@pytest.mark.parametrize("header", ["Content-Type", "Host", "Content-Length"])
+def test_headers_aiohttp_refuses_repeated_are_400_and_the_log_never_quotes_a_header(
+    header: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiohttp's parser refuses a repeated Content-Type, Host or Content-Length itself (400, the
+    connection closed, before any handler runs: the journal has the connection, not a request). It
+    logged the parse error with a traceback quoting the offending line: a bearer token included."""
+    values = {"Content-Type": ("application/json", "text/plain"), "Host": ("127.0.0.1", "evil.example"),
+              "Content-Length": ("2", "3")}[header]  # fmt: skip
+    secret = "SECRET-" + "s" * 32
+    with Sidecar() as sc:
+        answers = []
+        for head in (
+            f"POST /mcp HTTP/1.1\r\nHost: x\r\n{header}: {values[0]}\r\n{header}: {values[1]}\r\n"
+            f"Authorization: Bearer {secret}\r\n\r\n{{}}",
+            f"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {secret}\x01\r\n\r\n",
+        ):
+            s = _send(sc.port, head.encode())
+            try:
+                answers.append(_read_until_closed(s))
+            finally:
+                s.close()
+        sc.wait_idle()
+        assert sc.requests == () and len(sc.journal.connections) == 2
+        assert sc.errors == []
+    assert all(a.startswith(b"HTTP/1.0 400 Bad Request") for a in answers), answers
+    logged = [r for r in caplog.records if r.name.startswith(("aiohttp", "pytest_mcpfaults"))]
+    assert logged and all(secret not in r.getMessage() and not r.exc_info for r in logged)
+    assert all(r.levelname == "WARNING" and "refused with 400" in r.getMessage() for r in logged)
+
+
+def test_mcp_bodies_are_inflated_by_the_sidecar_bounded_and_other_encodings_are_415() -> None:
+    """aiohttp's own decompression is off on the sidecar's port: gzip and deflate bodies are inflated
+    by the sidecar, at most max_body_bytes (a bomb is 413, never inflated further); another encoding
+    is 415 and the client's, not aiohttp's unjournaled 400."""
+    import gzip
+    import zlib
+
+    body = call_body("echo", {"text": "hi"}).encode()
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bomb = b"".join(c.compress(bytes(1 << 20)) for _ in range(64)) + c.flush()
+    with Sidecar() as sc:
+        ok = httpx.post(
+            sc.mcp_url, content=gzip.compress(body), headers={**MODERN, "Content-Encoding": "gzip"}
+        )
+        br = httpx.post(sc.mcp_url, content=body, headers={**MODERN, "Content-Encoding": "br"})
+        junk = httpx.post(sc.mcp_url, content=b"not gzip", headers={**MODERN, "Content-Encoding": "gzip"})
+        big = httpx.post(sc.mcp_url, content=bomb, headers={**MODERN, "Content-Encoding": "gzip"})
+        records = [(r.status, r.error_by) for r in sc.journal.requests]
+        assert sc.errors == []
+    assert ok.status_code == 200 and ok.json()["result"]["content"][0]["text"] == "hi"
+    assert (
+        br.status_code == 415 and br.text == "Content-Encoding 'br' is not supported (gzip, deflate or none)"
+    )
+    assert junk.status_code == 400 and junk.text.startswith("body does not decode (gzip encoding): ")
+    assert big.status_code == 413
+    assert records == [(200, None), (415, "client"), (400, "client"), (413, None)]
 
 
 def test_a_malformed_origin_is_forbidden_not_a_500() -> None:

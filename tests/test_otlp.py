@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +353,67 @@ def test_a_received_span_with_end_time_zero_has_ended(encoding: str) -> None:
         assert span.ended and span.end_time == 0
         sc.span_recorder.assert_all_spans_ended()
         assert sc.span_recorder.open_spans() == []
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd", "gzip, gzip", "compress"])
+def test_an_encoding_aiohttp_would_decode_or_refuse_itself_is_415_journaled(
+    encoding: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiohttp answered br and zstd with its own 400 text/plain before the receiver saw the request
+    (unjournaled, a traceback in the log); docs/spans.md says 415."""
+    body = request_with_spans().SerializeToString()
+    with Sidecar() as sc:
+        r = httpx.post(
+            sc.otlp_url, content=body, headers={**PROTOBUF, "Content-Encoding": encoding}, timeout=10
+        )
+        assert r.status_code == 415, r.text
+        status = status_pb2.Status.FromString(r.content)
+        assert status.code == 12 and f"Content-Encoding {encoding!r} is not supported" in status.message
+        [req] = sc.journal.requests
+        assert (req.status, req.error_by) == (415, "client")
+        assert sc.errors == [] and sc.span_recorder.spans() == []
+    assert not [rec for rec in caplog.records if rec.name.startswith("aiohttp")]
+
+
+def _bomb(mib: int, wbits: int) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    zero = bytes(1 << 20)
+    return b"".join(c.compress(zero) for _ in range(mib)) + c.flush()
+
+
+@pytest.mark.parametrize(("encoding", "wbits"), [("gzip", 31), ("deflate", 15), ("deflate", -15)])
+def test_a_compression_bomb_is_413_and_never_inflated_past_the_limit(encoding: str, wbits: int) -> None:
+    """512 MiB of zeros in about 0.5 MB: aiohttp inflated all of it on the loop after the 413 (a second
+    of every sidecar's loop per bomb); now the receiver stops at the limit and closes the connection."""
+    import socket
+    import time
+
+    bomb = _bomb(512, wbits)
+    with Sidecar() as sc:
+        port = int(sc.otlp_url.rsplit(":", 1)[1].split("/")[0])
+        head = (
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Content-Encoding: {encoding}\r\nContent-Length: {len(bomb)}\r\n\r\n"
+        ).encode()
+        cpu = time.process_time()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(head + bomb)
+            got = b""
+            while chunk := s.recv(65536):  # EOF: the sidecar closed the connection after its answer
+                got += chunk
+        cpu = time.process_time() - cpu
+        assert got.startswith(b"HTTP/1.1 413 "), got[:200]
+        assert b"request body over 1048576 bytes" in got
+        assert cpu < 0.3, f"inflating went on past the limit: {cpu:.2f} s of CPU"  # all of it: ~1 s
+        [req] = sc.journal.requests
+        assert (req.status, req.error_by) == (413, "client") and sc.errors == []
+        # an export compressed the same way still decodes (raw deflate too, as aiohttp took it)
+        c = zlib.compressobj(6, zlib.DEFLATED, wbits)
+        body = c.compress(request_with_spans().SerializeToString()) + c.flush()
+        ok = httpx.post(
+            sc.otlp_url, content=body, headers={**PROTOBUF, "Content-Encoding": encoding}, timeout=10
+        )
+        assert ok.status_code == 200 and sc.span_recorder.names() == ["Hand.Made"]
 
 
 def test_another_content_type_is_415_and_other_methods_405() -> None:

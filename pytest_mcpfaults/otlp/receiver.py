@@ -8,6 +8,9 @@ it keeps answering while the sidecar is dead (``die``, ``kill()``) or frozen, so
 exports after its sidecar died still arrive. That listener also answers the sidecar's mounted handler
 (the ``serve`` control endpoint), so ``/_mcpfaults/check`` can be read after a ``die``.
 
+An export over :data:`DECODE_OFF_LOOP` bytes is decoded on a worker thread of the receiver's own, not
+on the loop every sidecar of the process shares (a 2,000-span export takes some 10 ms to decode).
+
 Every OTLP request is written to the sidecar's journal (method, path, status, bytes sent); a body that
 does not decode is answered 400 and journaled as the client's error (``error_by='client'``). Faults,
 freezes and patience never apply to it.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web, web_protocol
@@ -32,18 +36,20 @@ from pytest_mcpfaults.otlp.decode import (
     encode_response,
     encode_status,
 )
-from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, Stamp, read_body
+from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
+from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.timeouts import within
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
 
-__all__ = ["DEFAULT_OTLP_PATH", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
+__all__ = ["DECODE_OFF_LOOP", "DEFAULT_OTLP_PATH", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
 
 DEFAULT_OTLP_PATH = "/v1/traces"
-#: Content-Encoding values accepted (aiohttp decodes gzip and deflate bodies before they are read).
-_ENCODINGS = frozenset({"", "identity", "gzip", "x-gzip", "deflate"})
+#: Bodies larger than this (bytes, decompressed) are decoded off the loop; smaller ones cost less
+#: than the hop to a thread.
+DECODE_OFF_LOOP = 32 * 1024
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
@@ -84,6 +90,10 @@ class OtlpReceiver:
         self.body_timeout = body_timeout
         self._on_error = on_error
         self.stats = OtlpStats()
+        self._decoder = WorkerPool("mcpfaults-otlp-decode", max_workers=1)
+
+    def close(self) -> None:
+        self._decoder.close()
 
     async def handle(self, request: web.BaseRequest, conn_id: int) -> web.StreamResponse:
         """Answer one request on connection ``conn_id`` (a journal connection id) and journal it."""
@@ -114,7 +124,10 @@ class OtlpReceiver:
         self.stats.last_refusal = f"{status} {message}"
         code = INVALID_ARGUMENT if status == 400 else UNIMPLEMENTED
         body = encode_status(media, code, message)
-        return web.Response(status=status, body=body, content_type=media, headers=headers or None)
+        resp = web.Response(status=status, body=body, content_type=media, headers=headers or None)
+        if headers.get("Connection") == "close":
+            resp.force_close()  # the header alone does not make aiohttp close it
+        return resp
 
     async def _answer(self, request: web.BaseRequest, rid: int) -> web.Response:
         if request.method != "POST":
@@ -130,22 +143,24 @@ class OtlpReceiver:
                 f"OTLP/HTTP traces are sent as {PROTOBUF} or {JSON}, got Content-Type "
                 f"{request.headers.get('Content-Type', '(none)')!r}",
             )
-        encoding = request.headers.get("Content-Encoding", "").strip().lower()
-        if encoding not in _ENCODINGS:
-            return self._refuse(
-                rid, 415, media, f"Content-Encoding {encoding!r} is not supported (gzip, deflate or none)"
-            )
         try:
             read = read_body(request, self.max_body_bytes)  # the decompressed body, bounded
             body = await (read if self.body_timeout is None else within(read, self.body_timeout))
         except asyncio.TimeoutError:
-            return self._refuse(rid, 408, media, f"request body not complete within {self.body_timeout:g} s")
-        except web_protocol.RequestPayloadError as exc:  # e.g. a gzip body that does not inflate
-            return self._refuse(rid, 400, media, f"body does not decode ({encoding or 'no'} encoding): {exc}")
+            why = f"request body not complete within {self.body_timeout:g} s"
+            return self._refuse(rid, 408, media, why, Connection="close")
+        except BodyError as exc:  # another encoding (415), a gzip body that does not inflate (400)
+            return self._refuse(rid, exc.status, media, exc.message)
         if body is None:
-            return self._refuse(rid, 413, media, f"request body over {self.max_body_bytes} bytes")
+            # the rest is never inflated; closing the connection stops reading it too
+            return self._refuse(
+                rid, 413, media, f"request body over {self.max_body_bytes} bytes", Connection="close"
+            )
         try:
-            decoded = decode_export(body, media)
+            if len(body) > DECODE_OFF_LOOP:
+                decoded = await self._decoder.submit(lambda: decode_export(body, media))
+            else:
+                decoded = decode_export(body, media)
         except OtlpDecodeError as exc:
             return self._refuse(rid, 400, media, str(exc))
         recorder = self._recorder()
@@ -161,19 +176,33 @@ class OtlpReceiver:
         return web.Response(status=200, body=encode_response(media, rejected, message), content_type=media)
 
 
+@dataclass(eq=False)
+class _Conn:
+    id: int
+    transport: asyncio.Transport
+    busy: int = 0  # requests being handled
+    timer: asyncio.TimerHandle | None = None
+    idle_since: float = 0.0
+    closed_by_us: bool = False
+
+
 class OtlpListener:
     """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
-    path (``None``: 404). Its connections are journaled like the sidecar's; :meth:`close` aborts them."""
+    path (``None``: 404). Its connections are journaled like the sidecar's; :meth:`close` aborts them.
+    As on the sidecar's port, a connection must bring a complete request within ``idle_timeout`` of
+    opening or of its last answer, or it is closed (``ConnectionRecord.timed_out``)."""
 
     def __init__(
         self,
         journal: Journal,
         route: Callable[[web.BaseRequest, int], Handler | None],
+        idle_timeout: float | None = None,
         stamp: Stamp | None = None,
     ) -> None:
         self.journal = journal
         self._route, self._stamp = route, stamp
-        self._conns: dict[web_protocol.RequestHandler, tuple[int, asyncio.Transport]] = {}
+        self.idle_timeout = idle_timeout
+        self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self._server: asyncio.Server | None = None
         self._web: ConnectionReportingServer | None = None
         self.host = ""
@@ -181,13 +210,9 @@ class OtlpListener:
 
     async def start(self, host: str) -> None:
         self._web = ConnectionReportingServer(
-            self.handle,
-            self.conn_made,
-            self.conn_lost,
-            self._stamp,
-            access_log=None,
-            handler_cancellation=True,
-        )
+            self.handle, self.conn_made, self.conn_lost, self._stamp,
+            access_log=None, handler_cancellation=True,
+        )  # fmt: skip
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
         self.host, self.port = host, self._server.sockets[0].getsockname()[1]
@@ -195,29 +220,63 @@ class OtlpListener:
     def conn_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
         peer = transport.get_extra_info("peername")
         cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
-        self._conns[handler] = (cid, transport)
+        conn = self._conns[handler] = _Conn(cid, transport)
+        self._arm(conn)
 
     def conn_lost(self, handler: web_protocol.RequestHandler) -> None:
-        entry = self._conns.pop(handler, None)
-        if entry is not None:
-            by: ClosedBy = "sidecar" if self._server is None else "client"
-            self.journal.update_connection(entry[0], closed_at=self.journal.now(), closed_by=by)
+        conn = self._conns.pop(handler, None)
+        if conn is not None:
+            if conn.timer is not None:
+                conn.timer.cancel()
+                conn.timer = None
+            by: ClosedBy = "sidecar" if self._server is None or conn.closed_by_us else "client"
+            self.journal.update_connection(conn.id, closed_at=self.journal.now(), closed_by=by)
+
+    def _arm(self, conn: _Conn) -> None:
+        """(Re)start the idle bound, lazily, as the sidecar's port does (one timer, re-armed when it
+        fires early; nothing while a request is handled)."""
+        if self.idle_timeout is None or conn.busy:
+            return
+        loop = asyncio.get_running_loop()
+        conn.idle_since = loop.time()
+        if conn.timer is None:
+            conn.timer = loop.call_at(conn.idle_since + self.idle_timeout, self._expired, conn)
+
+    def _expired(self, conn: _Conn) -> None:
+        conn.timer = None
+        if conn.busy or conn.transport.is_closing():
+            return
+        assert self.idle_timeout is not None
+        loop = asyncio.get_running_loop()
+        deadline = conn.idle_since + self.idle_timeout
+        if loop.time() < deadline:
+            conn.timer = loop.call_at(deadline, self._expired, conn)
+            return
+        conn.closed_by_us = True
+        self.journal.update_connection(conn.id, timed_out=True)
+        conn.transport.close()
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        entry = self._conns.get(request.protocol)
-        if entry is None:  # connection already gone
+        conn = self._conns.get(request.protocol)
+        if conn is None:  # connection already gone
             return web.Response(status=500)
-        handler = self._route(request, entry[0])
+        handler = self._route(request, conn.id)
         if handler is None:
             return web.json_response({"error": f"no route {request.path!r} on the OTLP port"}, status=404)
-        return await handler(request)
+        conn.busy += 1
+        try:
+            return await handler(request)
+        finally:
+            conn.busy -= 1
+            if request.protocol in self._conns:
+                self._arm(conn)
 
     async def close(self) -> None:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        for _, transport in list(self._conns.values()):
-            transport.abort()
+        for conn in list(self._conns.values()):
+            conn.transport.abort()
         for _ in range(3):  # let connection_lost run for the aborted transports
             await asyncio.sleep(0)
         if self._web is not None:
@@ -285,7 +344,7 @@ class OtlpService:
     async def start_listener(self, host: str) -> OtlpListener:
         """Start the receiver's own listener (once) on ``host``; returns it."""
         if self.listener is None:
-            listener = OtlpListener(self._journal, self._side_route, self._stamp)
+            listener = OtlpListener(self._journal, self._side_route, self._body_timeout, self._stamp)
             await listener.start(host)
             self.listener = listener
         return self.listener
@@ -308,6 +367,10 @@ class OtlpService:
         listener, self.listener = self.listener, None
         if listener is not None:
             await listener.close()
+        with self._lock:
+            receiver = self._receiver
+        if receiver is not None:
+            receiver.close()
 
     def wait_for_span(self, pattern: str, timeout: float, count: int) -> list[RecordedSpan]:
         """``SpanRecorder.wait_for_span`` on the recorder; its failure also says what the receiver got."""

@@ -50,7 +50,12 @@ __all__ = [
 ]
 
 #: Headers a request may carry once: first-wins and last-wins readers would disagree about a repeat.
-SINGLE_HEADERS = ("Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host")
+#: Headers an MCP request may carry once: a repeat is 400 (which copy a server, or a proxy in front of
+#: it, would read is anyone's guess).
+SINGLE_HEADERS = (
+    "Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host", "Accept",
+    "Content-Type",
+)  # fmt: skip
 _SINGLE = frozenset(h.lower() for h in SINGLE_HEADERS)
 
 

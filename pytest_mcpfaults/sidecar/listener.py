@@ -22,7 +22,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
-from pytest_mcpfaults.sidecar.http_io import ConnectionReportingServer, Stamp, read_body
+from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.loop import WorkerPool
@@ -135,11 +135,9 @@ class SocketListener:
         self.mounted: tuple[str, Handler] | None = None
 
     async def start(self) -> None:
-        # lingering_time: after answering without reading a body (413), drain it for at most 1 s
-        # (aiohttp's default: 10 s), then close: a client that keeps sending cannot keep it busy.
         self.web = ConnectionReportingServer(
             self.handle, self.conn_made, self.conn_lost, response_stamp(self.options),
-            access_log=None, handler_cancellation=False, lingering_time=1.0,
+            access_log=None, handler_cancellation=False,
         )  # fmt: skip
         if self.stdio is not None:
             await self.stdio.start()
@@ -357,7 +355,7 @@ class SocketListener:
         out = Delivery()
         try:
             return await self.respond(request, conn, rid, out)
-        except (Dropped, ConnectionResetError):  # also: a body write found the transport closing
+        except (Dropped, ConnectionError):  # also: a write found the transport closing or gone (drain)
             if not conn.lost.done():  # reset/truncate/die cut it: the sidecar closed it, not the client
                 conn.closed_by_us = True
             return web.Response(status=500)  # the transport is gone; aiohttp drops this
@@ -390,6 +388,11 @@ class SocketListener:
             out.status = 408
             conn.closed_by_us = True
             return web.Response(status=408, text=text, headers={"Connection": "close"})
+        except BodyError as exc:  # another Content-Encoding (415), a body that does not inflate (400)
+            self.journal.update_request(rid, error=exc.message, error_by="client")
+            out.status = exc.status
+            conn.closed_by_us = True
+            return web.Response(status=exc.status, text=exc.message, headers={"Connection": "close"})
         exchange = _Exchange(self, request, conn, rid, out)
         if body is None:  # refused while reading: never buffered
             answer: core.Answer | None = core.Answer(self.core.too_large(), None, False)
