@@ -3,12 +3,15 @@ bodies built by hand (protobuf and the OTLP JSON mapping), answered as the OTLP 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -565,3 +568,61 @@ def test_json_protobuf_field_names_every_value_kind_and_partial_success() -> Non
         bad = httpx.post(sc.otlp_url, json=json_export([{**JSON_SESSION, "startTimeUnixNano": "soon"}]))
         assert bad.status_code == 400
         assert "spans[0].startTimeUnixNano must be an integer" in bad.json()["message"]
+
+
+def _until_closed(s: socket.socket, trickle: bytes = b"", limit: float = 5.0) -> bytes:
+    """Read (trickling a byte every 0.1 s) until the server closes; ``TimeoutError`` past ``limit``."""
+    s.settimeout(0.1)
+    out, deadline = b"", time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            chunk = s.recv(4096)
+        except TimeoutError:
+            if trickle:
+                with contextlib.suppress(OSError):
+                    s.sendall(trickle)
+            continue
+        except ConnectionResetError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+    raise TimeoutError(f"still open after {limit} s")
+
+
+def test_the_receivers_own_port_is_bounded_by_idle_timeout() -> None:
+    """The OTLP port ignored idle_timeout: idle, slow-header and body-less connections stayed open."""
+    with Sidecar(idle_timeout=0.5) as sc:
+        port = int(sc.otlp_url.rsplit(":", 1)[1].split("/")[0])
+        idle = socket.create_connection(("127.0.0.1", port))
+        slow = socket.create_connection(("127.0.0.1", port))
+        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nX-a: ")
+        bodiless = socket.create_connection(("127.0.0.1", port))
+        bodiless.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{"
+        )
+        kept = httpx.Client()
+        try:
+            assert kept.post(sc.otlp_url, content=b"{}", headers=JSON).status_code == 200
+            assert _until_closed(idle) == b""
+            assert _until_closed(slow, trickle=b"a") == b""
+            answered = _until_closed(bodiless)
+        finally:
+            for s in (idle, slow, bodiless):
+                s.close()
+        sc.journal.wait_for(
+            lambda: all(c.closed_at is not None for c in sc.journal.connections), 5.0, "every close"
+        )
+        kept.close()
+        conns = sc.journal.connections
+        assert sc.errors == []
+    assert answered.startswith(b"HTTP/1.1 408 ") and b"request body not complete within 0.5 s" in answered
+    assert sorted((c.requests, c.closed_by) for c in conns) == [
+        (0, "sidecar"),  # idle, slow headers: timed out
+        (0, "sidecar"),
+        (1, "sidecar"),  # the 408 (closed after it, or by the idle bound while aiohttp lingers)
+        (1, "sidecar"),  # the kept-alive client, once idle
+    ]
+    assert [c.timed_out for c in conns if c.requests == 0] == [True, True]
+    assert sum(c.timed_out for c in conns) >= 3
