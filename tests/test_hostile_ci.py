@@ -10,6 +10,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -364,6 +365,50 @@ def test_a_non_ascii_authorization_header_gets_401_not_500(controlled: Sidecar) 
         assert r.status_code == 401, (raw, r.status_code, r.text)
         assert "control token" in r.json()["error"]
     assert controlled.errors == []
+
+
+def _raw(port: int, data: bytes, linger: float = 5.0) -> bytes:
+    """Send ``data``, read until the server closes (EOF or reset), at most ``linger`` seconds."""
+    with socket.create_connection(("127.0.0.1", port), timeout=linger) as s:
+        s.sendall(data)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except ConnectionResetError:
+            pass
+        return out
+
+
+def test_control_body_reads_are_bounded_like_the_sidecars_own(caplog: pytest.LogCaptureFixture) -> None:
+    """A control body was read with no bound in time (an announced 10 GB body, 1 KB sent, waited for
+    ever, idle_timeout or not) and a hang-up mid-body logged an unhandled ConnectionResetError."""
+    sc = Sidecar(idle_timeout=0.5, max_body_bytes=1000)
+    Control(sc, TOKEN).mount()
+    head = f"POST /_mcpfaults/faults HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+    with sc:
+        huge = _raw(sc.port, (head + "Content-Length: 10000000000\r\n\r\n{").encode())
+        chunked = _raw(
+            sc.port,
+            (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + b"800\r\n" + b"a" * 2048 + b"\r\n",
+        )
+        t = time.monotonic()
+        slow = _raw(sc.port, (head + "Content-Length: 100\r\n\r\n{").encode())
+        slow_took = time.monotonic() - t
+        with socket.create_connection(("127.0.0.1", sc.port)) as s:  # hangs up mid-body
+            s.sendall((head + "Content-Length: 100\r\n\r\n{").encode())
+        bomb = _raw(sc.port, (head + "Content-Encoding: br\r\nContent-Length: 2\r\n\r\n{}").encode())
+        ok = httpx.post(sc.url + "/_mcpfaults/faults", json={"faults": ["status@health"]},
+                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)  # fmt: skip
+        sc.wait_idle()
+        assert sc.errors == []
+    assert huge.startswith(b"HTTP/1.1 413 ") and b"request body over 1000 bytes" in huge
+    assert chunked.startswith(b"HTTP/1.1 413 ")
+    assert slow.startswith(b"HTTP/1.1 408 ") and b"not complete within idle_timeout=0.5 s" in slow
+    assert 0.4 < slow_took < 3
+    assert bomb.startswith(b"HTTP/1.1 415 ") and b"Content-Encoding 'br' is not supported" in bomb
+    assert ok.status_code == 200
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]
 
 
 def test_a_deeply_nested_control_body_gets_400_not_409(controlled: Sidecar) -> None:

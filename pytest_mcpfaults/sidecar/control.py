@@ -39,8 +39,9 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.control_routes import MAX_WAITS, SpanWork, span_routes
+from pytest_mcpfaults.sidecar.http_io import BodyError, read_body
 from pytest_mcpfaults.sidecar.journal import ConnectionRecord, Journal, RequestRecord
-from pytest_mcpfaults.sidecar.loop import WorkerPool
+from pytest_mcpfaults.sidecar.loop import WorkerPool, within
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.validation import is_count
 
@@ -144,6 +145,13 @@ def _depth_ok(data: bytes) -> bool:
     return True
 
 
+def _closing(status: int, error: str) -> web.Response:
+    """A refusal after which the connection is closed (a body left unread, or still coming)."""
+    resp = _reply(status, {"error": error})
+    resp.force_close()
+    return resp
+
+
 def _reply(status: int, data: dict[str, Any]) -> web.Response:
     headers = {"WWW-Authenticate": 'Bearer realm="mcpfaults"'} if status == 401 else None
     text = json.dumps(data) + "\n"  # a final newline: friendly to curl and line readers
@@ -203,6 +211,8 @@ class Control:
             return _reply(404, {"error": f"no control route {request.path!r}; routes: {', '.join(paths)}"})
         try:
             return await route(request)
+        except ConnectionResetError:  # the client hung up mid-request: nobody reads an answer
+            return web.Response(status=499)
         except _BadRequest as exc:
             return _reply(400, {"error": str(exc)})
         except (RuntimeError, ValueError) as exc:  # e.g. freeze on a stopped sidecar
@@ -211,8 +221,25 @@ class Control:
     async def _get_faults(self, request: web.BaseRequest) -> web.Response:
         return _reply(200, {"faults": [str(f) for f in self.sidecar.plan]})
 
+    async def _read(self, request: web.BaseRequest) -> bytes | web.Response:
+        """The body, bounded as the sidecar bounds its own: ``max_body_bytes`` (413) and
+        ``idle_timeout`` for a body still arriving (408); else the refusal to send."""
+        sidecar = self.sidecar
+        try:
+            read = read_body(request, sidecar.max_body_bytes)
+            body = await (read if sidecar.idle_timeout is None else within(read, sidecar.idle_timeout))
+        except asyncio.TimeoutError:
+            return _closing(408, f"request body not complete within idle_timeout={sidecar.idle_timeout:g} s")
+        except BodyError as exc:
+            return _closing(exc.status, exc.message)
+        if body is None:
+            return _closing(413, f"request body over {sidecar.max_body_bytes} bytes")
+        return body
+
     async def _post_faults(self, request: web.BaseRequest) -> web.Response:
-        raw = await request.read()
+        raw = await self._read(request)
+        if isinstance(raw, web.Response):
+            return raw
         if not _depth_ok(raw):
             return _reply(
                 400, {"error": f"body nests deeper than {_MAX_BODY_DEPTH} levels: not a fault list"}
