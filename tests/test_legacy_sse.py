@@ -784,3 +784,50 @@ def test_any_plan_over_legacy_sse_stop_is_bounded_and_leaves_nothing_open(
         assert all(r.hold is not None for r in sc.requests if r.held), sc.journal.format()
         assert sc.core.legacy is not None and sc.core.legacy.sessions == {}
     sc.check_errors()
+
+
+def test_a_stream_its_client_does_not_read_bounds_its_outbox_and_posts_get_503_until_it_reads() -> None:
+    """Replies owed to a client that never reads its stream were queued without bound (+61 MB for
+    60 MB owed); past OUTBOX_BYTES unread, a message POST is refused with 503 before it is processed,
+    and once the client reads, POSTs are taken again."""
+    import socket
+
+    from pytest_mcpfaults.sidecar.legacy_sse import OUTBOX_BYTES
+
+    text = "e" * 100_000
+    with Sidecar(transport="sse") as sc, httpx.Client(timeout=10) as client:
+        stream = socket.create_connection(("127.0.0.1", sc.port))
+        try:
+            stream.sendall(b"GET /sse HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+            stream.settimeout(5)
+            head = b""
+            while b"session_id=" not in head or b"\n\n" not in head.split(b"session_id=", 1)[1]:
+                head += stream.recv(4096)
+            sid = head.split(b"session_id=", 1)[1].split(b"\n", 1)[0].strip().decode()
+            url = f"{sc.url}/messages?session_id={sid}"
+            assert client.post(url, json=INIT, headers=JSON).status_code == 202
+            codes: list[int] = []
+            for i in range(1, 500):  # 50 MB owed at most; the bound is 4 MiB
+                r = client.post(url, json=rpc("tools/call", i, name="echo", arguments={"text": text}))
+                codes.append(r.status_code)
+                if r.status_code != 202:
+                    break
+            assert codes[-1] == 503, codes
+            assert 20 < len(codes) < 400  # OUTBOX_BYTES / 100 KB, and what the socket buffers hold
+            assert r.text.startswith(f"Service Unavailable: the event stream of session {sid} has ")
+            assert f"(the bound is {OUTBOX_BYTES}); read the stream, then post again" in r.text
+            refused = sc.journal.requests[-1]
+            assert (refused.status, refused.error_by, refused.tool) == (503, "client", "echo")
+            # the client reads its stream: every reply taken arrives, then a POST is taken again
+            owed = len(codes)  # the initialize's reply and every echo taken (the 503's is not)
+            stream.settimeout(10)
+            seen, tail = 0, b""
+            while seen < owed:
+                chunk = tail + stream.recv(1 << 16)
+                seen += chunk.count(b"event: message")
+                tail = chunk[-13:]  # shorter than the marker: never counted twice
+            r = client.post(url, json=rpc("tools/call", 999, name="echo", arguments={"text": "again"}))
+            assert r.status_code == 202
+            assert sc.errors == []
+        finally:
+            stream.close()

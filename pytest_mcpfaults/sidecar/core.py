@@ -385,6 +385,9 @@ class SidecarCore:
         if expired:  # the server forgot the session: 404, and its stream closes
             self.legacy.end(session)
             return Answer(Reply(404, text="Could not find session"), None, False)
+        overflow = session.overflow()
+        if overflow is not None:  # the client does not read its stream: not processed, not queued
+            return Answer(overflow, None, False)
         reply = forced
         if reply is None:
             if info.mcp is None:

@@ -7,6 +7,11 @@ holds what the core needs for that and nothing about sockets: one :class:`Legacy
 stream (the MCP session its ``initialize`` created, and an outbox of :class:`StreamEvent` the socket
 adapter writes to the stream), the answers the mcp SDK's SSE server gives for a missing, malformed or
 unknown ``session_id``, and the classification of the two paths.
+
+An outbox is bounded: once its stream holds more than :data:`OUTBOX_BYTES` its client has not read
+(events queued behind a socket the client does not drain), a message POST to the session is refused
+with 503 before it is processed (:meth:`LegacySession.overflow`), until the client reads; the stream
+stays open. So a client that never reads its stream costs at most the bound and one reply.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pytest_mcpfaults.sidecar.routing import RequestInfo
 
 __all__ = [
     "BODY_FAULTS",
+    "OUTBOX_BYTES",
     "TRANSPORTS",
     "LegacySession",
     "LegacySse",
@@ -37,6 +43,9 @@ __all__ = [
 TransportName = Literal["streamable_http", "sse", "both"]
 """Which MCP transports a socket sidecar serves (``Sidecar(transport=)``)."""
 TRANSPORTS: tuple[TransportName, ...] = get_args(TransportName)
+
+#: Bytes a legacy stream's outbox may hold unread before message POSTs to its session get 503.
+OUTBOX_BYTES = 4 << 20
 
 #: Faults that act on the bytes of a reply: on the legacy transport, on the bytes of the stream.
 BODY_FAULTS = (F.Stall, F.Drip, F.Truncate, F.Reset, F.MalformedJson, F.EndlessSse)
@@ -80,6 +89,8 @@ class LegacySession:
         self.mcp_session: str | None = None
         self.ended = False  # the server ended it (session_expired): its stream closes once drained
         self._outbox: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
+        self.unread_bytes = 0  # bytes of the events in the outbox (taken out by next())
+        self.refused = 0  # message POSTs refused while the outbox was over OUTBOX_BYTES
 
     def endpoint_event(self) -> StreamEvent:
         return StreamEvent(b"event: endpoint\ndata: " + self.endpoint_url.encode() + b"\n\n")
@@ -90,7 +101,20 @@ class LegacySession:
         return self._outbox.qsize()
 
     def put(self, event: StreamEvent) -> None:
+        self.unread_bytes += len(event.data)
         self._outbox.put_nowait(event)
+
+    def overflow(self, limit: int = OUTBOX_BYTES) -> Reply | None:
+        """The 503 for a message POST while the outbox holds more than ``limit`` unread bytes (the
+        client's: it does not read its stream), else ``None``."""
+        if self.unread_bytes <= limit:
+            return None
+        self.refused += 1
+        return _refused(
+            503,
+            f"Service Unavailable: the event stream of session {self.id} has {self.unread_bytes} bytes "
+            f"of replies its client has not read (the bound is {limit}); read the stream, then post again",
+        )
 
     def end(self) -> None:
         """End the stream after the events already queued (a clean close)."""
@@ -99,7 +123,10 @@ class LegacySession:
 
     async def next(self) -> StreamEvent | None:
         """The next event to write; ``None`` once the server ended the session."""
-        return await self._outbox.get()
+        event = await self._outbox.get()
+        if event is not None:
+            self.unread_bytes -= len(event.data)
+        return event
 
 
 class LegacySse:
