@@ -45,12 +45,12 @@ from pytest_mcpfaults.sidecar.loop import WorkerPool, within
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.validation import is_count
 
-__all__ = ["CONTROL_PREFIX", "Control", "journal_json"]
+__all__ = ["CONTROL_PREFIX", "MAX_BODY_DEPTH", "Control", "journal_json"]
 
 #: Where the control endpoint is mounted on the sidecar.
 CONTROL_PREFIX = "/_mcpfaults"
 #: Nesting depth refused in a control body (deeper is not a fault list, and would exhaust the stack).
-_MAX_BODY_DEPTH = 32
+MAX_BODY_DEPTH = 32
 _CHUNK = 256  # records serialised between two yields to the loop
 _REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
 _CONN_FIELDS = tuple(f.name for f in dataclasses.fields(ConnectionRecord))
@@ -132,13 +132,13 @@ class _BadRequest(Exception):
 
 
 def _depth_ok(data: bytes) -> bool:
-    """Whether a JSON text nests at most ``_MAX_BODY_DEPTH`` deep (brackets inside strings are
+    """Whether a JSON text nests at most ``MAX_BODY_DEPTH`` deep (brackets inside strings are
     counted too: a real fault list is nowhere near the limit)."""
     depth = 0
     for byte in data:
         if byte in b"[{":
             depth += 1
-            if depth > _MAX_BODY_DEPTH:
+            if depth > MAX_BODY_DEPTH:
                 return False
         elif byte in b"]}":
             depth -= 1
@@ -241,9 +241,7 @@ class Control:
         if isinstance(raw, web.Response):
             return raw
         if not _depth_ok(raw):
-            return _reply(
-                400, {"error": f"body nests deeper than {_MAX_BODY_DEPTH} levels: not a fault list"}
-            )
+            return _reply(400, {"error": f"body nests deeper than {MAX_BODY_DEPTH} levels: not a fault list"})
         try:
             body = json.loads(raw or b"null")
         except (ValueError, RecursionError) as exc:
