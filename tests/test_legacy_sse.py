@@ -831,3 +831,31 @@ def test_a_stream_its_client_does_not_read_bounds_its_outbox_and_posts_get_503_u
             assert sc.errors == []
         finally:
             stream.close()
+
+
+def test_a_client_that_closes_a_stream_blocked_on_its_unread_bytes_is_no_sidecar_error() -> None:
+    """The stream's writer waits for the socket to drain; the client then closes it. aiohttp's drain
+    raises a plain ConnectionError('Connection lost'), which was taken for a bug of the sidecar's (a
+    SidecarError at teardown)."""
+    import socket
+
+    with Sidecar(transport="sse") as sc, httpx.Client(timeout=10) as client:
+        stream = socket.create_connection(("127.0.0.1", sc.port))
+        stream.sendall(b"GET /sse HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        stream.settimeout(5)
+        head = b""
+        while b"session_id=" not in head or b"\n\n" not in head.split(b"session_id=", 1)[1]:
+            head += stream.recv(4096)
+        sid = head.split(b"session_id=", 1)[1].split(b"\n", 1)[0].strip().decode()
+        url = f"{sc.url}/messages?session_id={sid}"
+        assert client.post(url, json=INIT, headers=JSON).status_code == 202
+        for i in range(1, 500):  # until the outbox is over its bound: the writer waits on the socket
+            r = client.post(url, json=rpc("tools/call", i, name="echo", arguments={"text": "e" * 100_000}))
+            if r.status_code == 503:
+                break
+        assert r.status_code == 503
+        stream.close()
+        sc.journal.wait_for(lambda: sc.journal.requests[0].done, 5.0, "the stream's end")
+        get = sc.journal.requests[0]
+        assert (get.path, get.status, get.client_closed) == ("/sse", 200, True)
+        assert sc.errors == []
