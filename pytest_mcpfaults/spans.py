@@ -240,6 +240,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         self._entries: list[_Entry | _ReceivedEntry] = []  # start order (received ones: arrival order)
         self._changed = threading.Condition(self._lock)  # notified when a span ends or is received
         self._waiting = 0  # threads in wait_for_span
+        self._version = 0  # moves whenever a span ends, arrives or is forgotten: what waits re-check
         self._received = 0  # received entries among _entries
         self._linked: dict[int, RecordedSpan] | None = None  # received uid -> linked snapshot (a cache)
         self._by_object: dict[int, _Entry] = {}  # id(span object) -> entry
@@ -334,6 +335,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         snap = entry.freeze(span)
         with self._lock:
             entry.snapshot = snap
+            self._version += 1
             if self._waiting:
                 self._changed.notify_all()
 
@@ -350,6 +352,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         """Forget every recorded span. Spans already started are ignored even if they end later."""
         with self._lock:
             self._entries.clear()
+            self._version += 1
             self._appended = 0
             self._received = 0
             self._linked = None
@@ -469,6 +472,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
             self._received += len(spans)
             self._linked = None
             self._enforce_limit()
+            self._version += 1
             if self._waiting:
                 self._changed.notify_all()
         return len(spans)
@@ -513,17 +517,22 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         deadline = time.monotonic() + timeout
         with self._lock:
             self._waiting += 1
+        seen = -1
         try:
             while True:
-                found = [s for s in find_spans(self.spans(), pattern, exact=exact) if s.ended]
-                if len(found) >= count:
-                    return found
+                with self._lock:
+                    version = self._version
+                if version != seen:  # looked for again only when something changed (50k spans: ms)
+                    seen = version
+                    found = [s for s in find_spans(self.spans(), pattern, exact=exact) if s.ended]
+                    if len(found) >= count:
+                        return found
                 left = deadline - time.monotonic()
                 if left <= 0 or (cancel is not None and cancel.is_set()):
                     break
                 with self._lock:
                     # re-checked under the lock: a span that ended since the query above woke nobody
-                    if self._unchanged_since(len(found), pattern, exact):
+                    if self._version == seen:
                         self._changed.wait(min(left, 0.1 if cancel is not None else 0.5))
         finally:
             with self._lock:
@@ -533,17 +542,6 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
             text = text.replace(f" within {timeout:g} s", "", 1)
             text += "; the wait was cancelled before its timeout"
         raise SpanLookupError(text)
-
-    def _unchanged_since(self, ended: int, pattern: Patterns, exact: bool) -> bool:
-        """Whether as many matching spans have ended as ``ended`` (lock held; snapshots only of the
-        matching entries)."""
-        pats = as_patterns(pattern)
-        n = 0
-        for e in self._entries:
-            snap = e.received.span if isinstance(e, _ReceivedEntry) else e.snapshot
-            if snap is not None and (snap.name in pats if exact else matches(snap.name, pats)):
-                n += 1
-        return n <= ended
 
 
 def _wait_failure(pattern: Patterns, count: int, timeout: float, spans: Sequence[RecordedSpan]) -> str:

@@ -813,6 +813,7 @@ def test_a_stream_its_client_does_not_read_bounds_its_outbox_and_posts_get_503_u
                 if r.status_code != 202:
                     break
             assert codes[-1] == 503, codes
+            assert r.headers["Retry-After"] == "1"
             assert 20 < len(codes) < 400  # OUTBOX_BYTES / 100 KB, and what the socket buffers hold
             assert r.text.startswith(f"Service Unavailable: the event stream of session {sid} has ")
             assert f"(the bound is {OUTBOX_BYTES}); read the stream, then post again" in r.text

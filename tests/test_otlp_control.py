@@ -389,7 +389,7 @@ def test_span_waits_beyond_the_bound_get_503() -> None:
             w.start()
         assert recorder.all_in.wait(10)
         r = httpx.get(sc.url + "/_mcpfaults/spans", params=params, headers=AUTH, timeout=5)
-        assert r.status_code == 503
+        assert (r.status_code, r.headers["Retry-After"]) == (503, "1")
         assert "2 span waits (wait_for=) are pending already" in r.json()["error"]
         assert httpx.get(sc.url + "/_mcpfaults/check", headers=AUTH, timeout=5).status_code == 200
     for w in waits:

@@ -110,11 +110,13 @@ class LegacySession:
         if self.unread_bytes <= limit:
             return None
         self.refused += 1
-        return _refused(
+        refusal = _refused(
             503,
             f"Service Unavailable: the event stream of session {self.id} has {self.unread_bytes} bytes "
             f"of replies its client has not read (the bound is {limit}); read the stream, then post again",
         )
+        refusal.headers["Retry-After"] = "1"
+        return refusal
 
     def end(self) -> None:
         """End the stream after the events already queued (a clean close)."""
