@@ -17,6 +17,7 @@ from aiohttp import web_protocol
 
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.cli import DEFAULT_JOURNAL_LIMIT, DEFAULT_SPAN_LIMIT
+from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS
 from pytest_mcpfaults.otlp.control_routes import MAX_WAIT, MAX_WAITS
 from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
@@ -28,6 +29,10 @@ from pytest_mcpfaults.sidecar.control import MAX_BODY_DEPTH
 from pytest_mcpfaults.sidecar.http_io import LINGERING_TIME
 from pytest_mcpfaults.sidecar.legacy_sse import OUTBOX_BYTES
 from pytest_mcpfaults.sidecar.loop import WorkerPool
+from pytest_mcpfaults.sidecar.relay import REWRITE_MAX_BYTES
+from pytest_mcpfaults.sidecar.stdio_upstream import WRITE_BUFFER
+from pytest_mcpfaults.stdio.wire import MAX_LINE as STDIO_MAX_LINE
+from pytest_mcpfaults.validation import MAX_FAULT_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUNDS = ROOT / "docs" / "bounds.md"
@@ -65,6 +70,11 @@ CODE_DEFAULTS: dict[str, str] = {
     "`MAX_WAIT`": f"at most {_seconds(MAX_WAIT)}",
     "`OUTBOX_BYTES`": f"{OUTBOX_BYTES} bytes",
     "control body depth": f"{MAX_BODY_DEPTH} levels",
+    "`stdio_max_line`": f"{STDIO_MAX_LINE} bytes",
+    "`upstream_write_buffer`": f"{WRITE_BUFFER} bytes",
+    "`rewrite_max_bytes`": f"{REWRITE_MAX_BYTES} bytes",
+    "`max_fault_seconds`": _seconds(MAX_FAULT_SECONDS),
+    "`max_spec_chars`": f"{MAX_SPEC_CHARS} characters",
 }
 
 
