@@ -36,6 +36,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "proxy": ("test_cli_proxy", "test_proxy", "test_proxy_plugin", "test_stdio_upstream", "test_upstream"),
     "stdio": ("test_stdio", "test_stdio_flip", "test_stdio_interop", "test_stdio_plugin"),
     "patience": (
+        "test_bounds",
         "test_hostile",
         "test_patience",
         "test_patience_interrupt",

@@ -41,8 +41,9 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.control_routes import MAX_WAITS, SpanWork, span_routes
 from pytest_mcpfaults.sidecar.http_io import BodyError, read_body
 from pytest_mcpfaults.sidecar.journal import ConnectionRecord, Journal, RequestRecord
-from pytest_mcpfaults.sidecar.loop import WorkerPool, within
+from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.server import Sidecar
+from pytest_mcpfaults.sidecar.timeouts import within
 from pytest_mcpfaults.validation import is_count
 
 __all__ = ["CONTROL_PREFIX", "MAX_BODY_DEPTH", "Control", "journal_json"]
