@@ -238,3 +238,34 @@ def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
     assert durations["test_requests_after_the_fault_are_progress"] >= 1.6
     assert durations["test_a_request_in_flight_is_the_sidecars_to_answer"] >= 1.5
     assert durations["test_interrupting_off"] >= 1.2
+
+
+def test_a_hold_is_patiences_and_a_released_one_counts_from_its_release() -> None:
+    """find_stall on its own: a hold patience ended is that verdict's (never a stall, even in the moment
+    between the abort and the violation's record); a hold the client gave up on counts from the
+    release, not from the fault."""
+    import time
+
+    import httpx
+
+    from pytest_mcpfaults import Sidecar
+    from pytest_mcpfaults.sidecar.stalls import find_stall
+
+    with Sidecar(patience=0.3, faults=["stall@health"], expect_hang=True) as sc:
+        with pytest.raises(httpx.TransportError), httpx.stream("GET", sc.health_url, timeout=5) as r:
+            r.read()
+        sc.journal.wait_for(lambda: sc.requests[0].hold == "patience", 5, "the patience abort")
+        time.sleep(0.4)  # past the budget since the fault, and nothing since
+        assert find_stall(sc) is None
+    with Sidecar(patience=0.4, faults=["hang@health"]) as sc:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.get(sc.health_url, timeout=0.1)
+        sc.journal.wait_for(lambda: sc.requests[0].hold == "client_closed", 5, "the client's close")
+        stall, deadline = None, time.monotonic() + 5
+        while stall is None and time.monotonic() < deadline:
+            stall = find_stall(sc)
+            time.sleep(0.02)
+        assert stall is not None and stall.request is not None
+        released = stall.request.ended_at
+        assert released is not None and stall.fired.at < released
+        assert stall.idle >= 0.4 and sc.journal.now() - released >= 0.4

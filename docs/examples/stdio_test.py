@@ -72,7 +72,7 @@ def test_a_server_that_will_not_exit(mcp_stdio_server):
         "the client closed stdin and waited 1 s (the whole budget) for a child that ignores EOF; "
         "it never sent SIGTERM"
     )
-    assert server.child.exit_how == "patience"  # the test process killed it (SIGKILL)
+    assert server.wait_exit(5).exit_how == "patience"  # the test process killed it (SIGKILL)
 
 
 # --8<-- [end:close]
