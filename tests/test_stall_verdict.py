@@ -240,10 +240,10 @@ def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
     assert durations["test_interrupting_off"] >= 1.2
 
 
-def test_a_hold_is_patiences_and_a_released_one_counts_from_its_release() -> None:
+def test_a_hold_is_patiences_and_the_clock_starts_at_the_last_answer() -> None:
     """find_stall on its own: a hold patience ended is that verdict's (never a stall, even in the moment
-    between the abort and the violation's record); a hold the client gave up on counts from the
-    release, not from the fault."""
+    between the abort and the violation's record); a hold the client gave up on, and a delayed answer,
+    count from their end, not from the fault."""
     import time
 
     import httpx
@@ -269,3 +269,7 @@ def test_a_hold_is_patiences_and_a_released_one_counts_from_its_release() -> Non
         released = stall.request.ended_at
         assert released is not None and stall.fired.at < released
         assert stall.idle >= 0.4 and sc.journal.now() - released >= 0.4
+    with Sidecar(patience=0.3, faults=["delay(seconds=0.6)@health"]) as sc:
+        assert httpx.get(sc.health_url, timeout=5).status_code == 200
+        assert sc.journal.now() - sc.requests[0].started_at >= 0.6  # past the budget since the fault
+        assert find_stall(sc) is None  # but the answer just ended: the clock starts there

@@ -63,8 +63,8 @@ class Stall:
 def find_stall(server: StalledServer) -> Stall | None:
     """The stall of ``server``, or ``None``: a fault has fired, no request has arrived since but the
     client's own event stream (a ``GET`` on the MCP endpoint, which MCP clients reopen by themselves),
-    none is in flight, and at least the patience budget has passed since the fault (since the client
-    let go of the request, for a fault that held it; a hold that patience ended is its verdict's). A
+    none is in flight, and at least the patience budget has passed since the fault and since the last
+    answer ended (a delayed one, a hold the client let go of; a hold patience ended is its verdict's). A
     server with no budget (``patience=None``), not started or stopped, never stalls; nor does one
     whose last fault says ``expect_hang=True``."""
     budget = server.patience
@@ -76,12 +76,8 @@ def find_stall(server: StalledServer) -> Stall | None:
     if idle < budget:
         return None
     fired_on = _request(journal, fired.request_id)
-    if fired_on is not None and fired_on.held:
-        if fired_on.hold in (None, "patience"):
-            return None  # a hold is patience's to judge: still held, or its violation is on the way
-        idle = journal.now() - (fired_on.ended_at or fired.at)  # the client let go of it: from then on
-        if idle < budget:
-            return None
+    if fired_on is not None and fired_on.held and fired_on.hold in (None, "patience"):
+        return None  # a hold is patience's to judge: still held, or its violation is on the way
     later: tuple[RequestRecord, ...] = ()
     if last is not None and last > fired.at:
         later = tuple(r for r in journal.requests_since(fired.next_request) if r.id != fired.request_id)
@@ -96,6 +92,10 @@ def find_stall(server: StalledServer) -> Stall | None:
         open_ids = {c.id for c in connections if c.open}
         if any(r.ended_at is None and r.conn_id in open_ids for r in requests):
             return None  # a request still in flight is the sidecar's to answer (patience covers holds)
+    # the clock starts when the last answer ended (a delayed one, a hold the client let go of), if later
+    idle = journal.now() - max([fired.at, *(r.ended_at for r in requests if r.ended_at is not None)])
+    if idle < budget:
+        return None
     client = next((r for r in reversed(requests) if r.user_agent), None)
     since = tuple(c for c in connections if c.opened_at > fired.at or (c.closed_at or 0) > fired.at)
     return Stall(fired, fired_on, budget, idle, state, since, later, client)
