@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_mcpfaults.fault_types import Fault, fault_kinds
+from pytest_mcpfaults.fault_types import KIND_NAME, Fault, fault_kinds
 from pytest_mcpfaults.text_values import parse_value
 from pytest_mcpfaults.triggers import Trigger
 
@@ -22,7 +22,7 @@ __all__ = ["MAX_SPEC_CHARS", "as_plan", "fault_from_dict", "format_plan", "parse
 # Unrolled loops (``[^q\\]*(?:\\.[^q\\]*)*``): one way to match each string, so time linear in its length.
 _QUOTED = r"\"[^\"\\]*(?:\\.[^\"\\]*)*\"|'[^'\\]*(?:\\.[^'\\]*)*'"
 _SPEC = re.compile(
-    rf"^\s*(?P<kind>[a-z_]+)\s*(?:\((?P<params>[^)\"']*(?:(?:{_QUOTED})[^)\"']*)*)\))?\s*"
+    rf"^\s*(?P<kind>{KIND_NAME})\s*(?:\((?P<params>[^)\"']*(?:(?:{_QUOTED})[^)\"']*)*)\))?\s*"
     r"(?:@(?P<target>[^\[]+))?(?:\[(?P<trig>[^\]]*)\])?\s*$"
 )
 _TRIGGER_KEYS = {

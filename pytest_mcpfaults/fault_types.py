@@ -8,6 +8,7 @@ Each kind has a ``kind`` name, its parameters (checked at construction) and a ``
 from __future__ import annotations
 
 import dataclasses
+import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pytest_mcpfaults.triggers import Trigger
 from pytest_mcpfaults.validation import check_bool, check_count, check_seconds
 
 __all__ = [
+    "KIND_NAME",
     "Absent",
     "BackendGone",
     "Delay",
@@ -53,6 +55,11 @@ __all__ = [
 #: How the strategies draw one parameter: a ``range`` of integers or a tuple of values; either way
 #: the first value is the one it shrinks toward.
 Draw = range | tuple[Any, ...]
+
+#: The grammar of a fault kind's name (a regular expression): lower-case ASCII letters, digits and
+#: underscores, starting with a letter (``slow_5xx``). The class registry accepts exactly these names,
+#: and the text form (:func:`~pytest_mcpfaults.faults.parse_fault`) and the CI report read a kind with it.
+KIND_NAME = r"[a-z][a-z0-9_]*"
 
 #: Every fault kind by name, in the order the classes were defined (the catalogue order).
 _REGISTRY: dict[str, type[Fault]] = {}
@@ -107,8 +114,11 @@ class Fault:
         kind = cls.__dict__.get("kind")
         if not kind:
             return  # an abstract base (no kind of its own)
-        if not isinstance(kind, str) or not kind.isidentifier() or kind.lower() != kind:
-            raise TypeError(f"{cls.__qualname__}: kind must be a lower_case name, got {kind!r}")
+        if not isinstance(kind, str) or re.fullmatch(KIND_NAME, kind) is None:
+            raise TypeError(
+                f"{cls.__qualname__}: kind must be a name of lower-case ASCII letters, digits and "
+                f"underscores starting with a letter ({KIND_NAME}), got {kind!r}"
+            )
         known = _REGISTRY.get(kind)
         if known is not None and known.__qualname__ != cls.__qualname__:
             raise TypeError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pytest_mcpfaults.fault_text import as_plan, fault_from_dict, format_plan, parse_fault, parse_plan
 from pytest_mcpfaults.fault_types import (
+    KIND_NAME,
     Absent,
     BackendGone,
     Delay,
@@ -49,6 +50,7 @@ from pytest_mcpfaults.fault_types import (
 from pytest_mcpfaults.triggers import MCP_METHODS, Trigger, TriggerState, check_target
 
 __all__ = [
+    "KIND_NAME",
     "MCP_METHODS",
     "Absent",
     "BackendGone",

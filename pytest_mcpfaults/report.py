@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pytest_mcpfaults.faults import fault_kinds
+from pytest_mcpfaults.faults import KIND_NAME, fault_kinds
 
 __all__ = [
     "FAILED_OUTCOMES",
@@ -85,7 +85,7 @@ class Violation:
 
 def plan_kind(spec: str) -> str:
     """The fault kind of a fault's text form (``'stall(after_bytes=3)@tools/call'`` → ``'stall'``)."""
-    match = re.match(r"\s*([a-z_]+)", spec)
+    match = re.match(rf"\s*({KIND_NAME})", spec)
     return match.group(1) if match else spec
 
 

@@ -531,7 +531,7 @@ def test_docs_health_polling_recipe_runs_under_node() -> None:
 
 
 def test_docs_fault_examples_parse_and_the_kinds_table_is_complete() -> None:
-    from pytest_mcpfaults.faults import fault_kinds, parse_fault
+    from pytest_mcpfaults.faults import KIND_NAME, fault_kinds, parse_fault
 
     text = (DOCS_EXAMPLES.parent / "cli.md").read_text()
     examples = text.split("\nExamples:\n", 1)[1].split("\n\n[Faults]", 1)[0]
@@ -539,7 +539,7 @@ def test_docs_fault_examples_parse_and_the_kinds_table_is_complete() -> None:
     assert len(specs) >= 7
     for spec in specs:
         assert str(parse_fault(spec)) == str(parse_fault(str(parse_fault(spec))))
-    rows = dict(re.findall(r"^\| `([a-z_]+)` \| `([^`]+)` \|", text, flags=re.M))
+    rows = dict(re.findall(rf"^\| `({KIND_NAME})` \| `([^`]+)` \|", text, flags=re.M))
     assert rows == {kind: cls.default_target for kind, cls in fault_kinds().items()}
 
 

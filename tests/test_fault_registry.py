@@ -4,6 +4,7 @@ list edited anywhere."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -13,9 +14,19 @@ import pytest
 from hypothesis import find
 
 from pytest_mcpfaults import Hang, Sidecar, Status, fault_kinds, parse_fault
-from pytest_mcpfaults.faults import Draw, Fault, Trigger, fault_from_dict, unregister_fault_kind
+from pytest_mcpfaults.faults import (
+    KIND_NAME,
+    Draw,
+    Fault,
+    Trigger,
+    fault_from_dict,
+    format_plan,
+    parse_plan,
+    unregister_fault_kind,
+)
 from pytest_mcpfaults.inprocess import check_plan, mock_sidecar
 from pytest_mcpfaults.matrix import catalogue, catalogue_kinds, not_in_catalogue, standard_catalogue
+from pytest_mcpfaults.report import Report, TestEntry, plan_kind, summary_lines
 from pytest_mcpfaults.strategies import faults, kind_order
 
 
@@ -100,11 +111,37 @@ def test_kind_names_are_unique_and_built_ins_stay() -> None:
         unregister_fault_kind("hang")
     with pytest.raises(ValueError, match=r"unknown fault kind 'nope'"):
         unregister_fault_kind("nope")
-    with pytest.raises(TypeError, match=r"kind must be a lower_case name, got 'Bad Name'"):
+    for bad in ("Bad Name", "Slow", "_slow", "5xx", "slow-5xx", "sl\u00f6w"):
+        with pytest.raises(TypeError, match=rf"kind must be a name of lower-case .*, got {bad!r}"):
 
-        @dataclass(frozen=True)
-        class Bad(Fault):
-            kind: ClassVar[str] = "Bad Name"
+            @dataclass(frozen=True)
+            class Bad(Fault):
+                kind: ClassVar[str] = bad
+
+
+def test_a_kind_name_with_a_digit_round_trips_and_the_report_names_it() -> None:
+    """One grammar (``faults.KIND_NAME``) for the registry, the text form and the report: a kind the
+    registry accepts, digits and all, is read back from its text form and named whole in the report
+    (it once printed ``slow_ ... never fired``)."""
+
+    @dataclass(frozen=True)
+    class Slow5xx(Status):
+        kind: ClassVar[str] = "slow_5xx"
+        code: int = 502
+
+    try:
+        assert re.fullmatch(KIND_NAME, "slow_5xx")
+        fault = parse_fault("slow_5xx(code=504)@health[times=1]")
+        assert fault == Slow5xx(504, when=Trigger("health", times=1))
+        assert str(fault) == "slow_5xx(code=504)@health[times=1]"
+        assert parse_plan(format_plan([fault, Slow5xx()])) == (fault, Slow5xx())
+        assert plan_kind(str(fault)) == "slow_5xx"
+        entry = TestEntry("t.py::test_it", plans=[[str(fault)]])
+        lines = summary_lines(Report([entry]))
+        assert any(line.startswith("slow_5xx ") and line.endswith("never fired") for line in lines), lines
+        assert lines[-1].endswith("missing: slow_5xx"), lines
+    finally:
+        unregister_fault_kind("slow_5xx")
 
 
 def test_a_new_blocking_kind_brings_its_own_verdict_wording() -> None:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from pytest_mcpfaults import fault_kinds
+from pytest_mcpfaults.faults import KIND_NAME
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -14,7 +15,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 def test_the_transports_table_matches_the_registry() -> None:
     text = (DOCS / "faults.md").read_text()
     section = text.split("## Which transports a kind applies to", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `([a-z_]+)` \| (yes|no) \| (yes|no) \| (yes|no)", section, flags=re.M)
+    rows = re.findall(rf"^\| `({KIND_NAME})` \| (yes|no) \| (yes|no) \| (yes|no)", section, flags=re.M)
     table = {kind: (http, inproc, stdio) for kind, http, inproc, stdio in rows}
     expected = {
         kind: (
