@@ -84,8 +84,9 @@ class Fault:
     #: A blocking fault holds a request until release, teardown, or its patience budget runs out.
     blocking: ClassVar[bool] = False
     default_target: ClassVar[str] = "*"
-    #: Where the kind stands in the order the strategies shrink toward (lower: simpler; ties keep
-    #: definition order). See ``strategies.kind_order()``.
+    #: Where the kind stands among the kinds that draw as many parameters, in the order the strategies
+    #: shrink toward (lower: simpler; ties keep definition order): ``strategies.kind_order()`` puts
+    #: kinds drawing fewer parameters first whatever their rank, as Hypothesis shrinks.
     shrink_rank: ClassVar[int] = 1000
     #: How the strategies draw the kind's own parameters (name -> :data:`Draw`); parameters not
     #: named keep their defaults. Blocking kinds' ``patience``/``expect_hang`` are drawn for every one.

@@ -38,6 +38,7 @@ __all__ = [
     "BLOCKING_KINDS",
     "DEFAULT_TARGETS",
     "KIND_ORDER",
+    "drawn_parameters",
     "fault_plans",
     "faults",
     "kind_order",
@@ -45,18 +46,32 @@ __all__ = [
 ]
 
 
+def drawn_parameters(cls: type[F.Fault]) -> int:
+    """How many of a kind's parameters :func:`faults` draws (with its default ``patience``): one per
+    ``draws`` entry with more than one value, plus a blocking kind's ``patience``. A single-valued
+    entry is no choice for Hypothesis."""
+    return sum(1 for values in cls.draws.values() if len(values) > 1) + (1 if cls.blocking else 0)
+
+
 def kind_order() -> tuple[str, ...]:
-    """Every registered fault kind, simplest first (by each kind's ``shrink_rank``): exactly the order
-    faults shrink in. A kind defined after this module was imported is included."""
+    """Every registered fault kind, simplest first: exactly the order faults shrink in. A kind defined
+    after this module was imported is included.
+
+    Hypothesis shrinks toward fewer choices first, then earlier ones, so the order is derived: kinds
+    that draw fewer parameters (:func:`drawn_parameters`) come first, and each kind's ``shrink_rank``
+    orders kinds that draw as many (ties keep definition order). A ``shrink_rank`` cannot put a kind
+    that draws two parameters before one that draws none: Hypothesis would not shrink that way.
+    """
     kinds = F.fault_kinds()
-    return tuple(sorted(kinds, key=lambda name: kinds[name].shrink_rank))
+    return tuple(sorted(kinds, key=lambda name: (drawn_parameters(kinds[name]), kinds[name].shrink_rank)))
 
 
 #: The built-in fault kinds, simplest first: exactly the order faults shrink in (:func:`kind_order`
-#: also lists kinds defined later). Hypothesis prefers fewer choices, then earlier ones, so kinds are
-#: grouped by how many parameters they draw: none (one wrong answer: led by the incident's own
+#: also lists kinds defined later): none drawn (one wrong answer, led by the incident's own
 #: ``backend_gone``), one (a failed call's reason, an error code, a latency, a dying or cut
-#: connection, then the blocking faults, whose one parameter is how long they hold), two.
+#: connection, then the blocking faults, whose one parameter is how long they hold), two. With fewer
+#: targets or ``patience=None`` a kind that draws fewer choices there (one fitting target, no hold
+#: time) shrinks sooner than this order says.
 KIND_ORDER: tuple[str, ...] = kind_order()
 
 #: The built-in kinds that hold a request (they get the strategies' small ``patience``).

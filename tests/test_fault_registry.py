@@ -57,8 +57,12 @@ def test_a_new_kind_is_in_the_text_and_dict_forms(overloaded: type[Status]) -> N
     assert list(fault_kinds())[-1] == "overloaded"
 
 
-def test_a_new_kind_is_drawn_first_and_shrinks_to_its_first_draw(overloaded: type[Status]) -> None:
-    assert kind_order()[0] == "overloaded"
+def test_a_new_kind_is_drawn_first_of_its_group_and_shrinks_to_its_first_draw(
+    overloaded: type[Status],
+) -> None:
+    # rank 1, but it draws one parameter: first of the kinds that draw one, after those drawing none
+    assert kind_order().index("overloaded") == kind_order().index("error_payload") - 1
+    assert find(faults(kinds=["overloaded", "error_payload", "status"]), lambda f: True).kind == "overloaded"
     drawn = find(faults(), lambda f: f.kind == "overloaded")
     assert drawn == overloaded(retry_after=1, when="tool:create_session")
     big = find(faults(kinds=["overloaded"]), lambda f: f.retry_after == 5)  # type: ignore[attr-defined]

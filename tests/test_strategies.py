@@ -7,6 +7,9 @@ import itertools
 import re
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -27,10 +30,12 @@ from pytest_mcpfaults import (
     parse_fault,
     parse_plan,
 )
+from pytest_mcpfaults.faults import Draw, unregister_fault_kind
 from pytest_mcpfaults.strategies import (
     BLOCKING_KINDS,
     DEFAULT_TARGETS,
     KIND_ORDER,
+    drawn_parameters,
     fault_plans,
     faults,
     kind_order,
@@ -196,6 +201,56 @@ def test_kind_order_is_the_shrink_order(simpler: str, harder: str) -> None:
     # the stdio event kinds (ignore_eof, ignore_sigterm) take only the '*' target
     targets = ["tools/call"] if simpler in _HTTP_KINDS else ["*"]
     assert minimal(faults(kinds=[harder, simpler], targets=targets)).kind == simpler
+
+
+def _shrink_order(kinds: Sequence[str], targets: Sequence[str] | None) -> list[str]:
+    """The kinds in the order Hypothesis really shrinks to: the minimal fault of all of them, then
+    the minimal of the rest, and so on."""
+    remaining, order = list(kinds), []
+    while remaining:
+        order.append(minimal(faults(kinds=remaining, targets=targets)).kind)
+        remaining.remove(order[-1])
+    return order
+
+
+def test_kind_order_is_the_order_hypothesis_shrinks_to() -> None:
+    """``kind_order()`` is checked against Hypothesis itself, over every kind at once: with the
+    default targets (the HTTP kinds) and with one target every kind accepts (stdio-only ones too)."""
+    assert _shrink_order(_HTTP_KINDS, None) == _HTTP_KINDS
+    assert _shrink_order(kind_order(), ["*"]) == list(kind_order())
+
+
+@pytest.fixture
+def ranked_against_their_draws() -> Iterator[tuple[str, str]]:
+    """Two made-up kinds whose ``shrink_rank`` alone would misplace them: one ranked first that draws
+    two parameters, one ranked last that draws none."""
+
+    @dataclass(frozen=True)
+    class Eager(Status):
+        kind: ClassVar[str] = "eager_two_draws"
+        shrink_rank: ClassVar[int] = 1
+        draws: ClassVar[Mapping[str, Draw]] = {"code": (502, 503), "retry_after": (1, 2)}
+
+    @dataclass(frozen=True)
+    class Plain(Status):
+        kind: ClassVar[str] = "plain_ranked_last"
+        shrink_rank: ClassVar[int] = 5000
+        draws: ClassVar[Mapping[str, Draw]] = {"code": (502,)}  # one value: no choice to draw
+
+    yield Eager.kind, Plain.kind
+    unregister_fault_kind(Eager.kind)
+    unregister_fault_kind(Plain.kind)
+
+
+def test_kind_order_puts_a_kind_where_its_draws_make_hypothesis_shrink(
+    ranked_against_their_draws: tuple[str, str],
+) -> None:
+    eager, plain = ranked_against_their_draws
+    assert drawn_parameters(fault_kinds()[eager]) == 2 and drawn_parameters(fault_kinds()[plain]) == 0
+    http = [k for k in kind_order() if "http" in fault_kinds()[k].transports]
+    assert http.index(eager) + 1 == http.index("flap")  # first of the two-parameter kinds, despite rank 1
+    assert http.index(plain) == http.index("malformed_json") + 1  # last of the kinds drawing none
+    assert _shrink_order(http, None) == http
 
 
 def test_stdio_only_kinds_are_drawn_only_when_named() -> None:
