@@ -12,7 +12,7 @@ import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 from pytest_mcpfaults.text_values import format_value
 from pytest_mcpfaults.triggers import Trigger
@@ -20,6 +20,7 @@ from pytest_mcpfaults.validation import check_bool, check_count, check_seconds
 
 __all__ = [
     "KIND_NAME",
+    "PHASES",
     "Absent",
     "BackendGone",
     "Delay",
@@ -36,6 +37,7 @@ __all__ = [
     "IgnoreSigterm",
     "JsonRpcError",
     "MalformedJson",
+    "Phase",
     "Reset",
     "SessionExpired",
     "Stall",
@@ -61,6 +63,11 @@ Draw = range | tuple[Any, ...]
 #: and the text form (:func:`~pytest_mcpfaults.faults.parse_fault`) and the CI report read a kind with it.
 KIND_NAME = r"[a-z][a-z0-9_]*"
 
+#: Where a fault kind acts (:attr:`Fault.phase`).
+Phase = Literal["connection", "answer", "body", "child"]
+#: Every :data:`Phase`, in the order a request meets them.
+PHASES: tuple[Phase, ...] = get_args(Phase)
+
 #: Every fault kind by name, in the order the classes were defined (the catalogue order).
 _REGISTRY: dict[str, type[Fault]] = {}
 
@@ -81,6 +88,14 @@ class Fault:
     """
 
     kind: ClassVar[str] = ""
+    #: Where the kind acts (one of :data:`PHASES`): ``'connection'`` (holds, delays or kills the request
+    #: or the process before its answer), ``'answer'`` (forces the reply), ``'body'`` (shapes the reply's
+    #: bytes) or ``'child'`` (acts on a stdio child or its pipes). Each phase's behaviour lives in one
+    #: module that dispatches on the class; a kind that subclasses a built-in one inherits both.
+    phase: ClassVar[Phase] = "answer"
+    #: The child event the kind reacts to instead of a request (``'eof'``: stdin closed; a signal
+    #: name); ``''``: it acts on requests.
+    event: ClassVar[str] = ""
     #: A blocking fault holds a request until release, teardown, or its patience budget runs out.
     blocking: ClassVar[bool] = False
     default_target: ClassVar[str] = "*"
@@ -113,6 +128,10 @@ class Fault:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         kind = cls.__dict__.get("kind")
+        if cls.phase not in PHASES:
+            raise TypeError(
+                f"{cls.__qualname__}: phase must be one of {', '.join(PHASES)}, got {cls.phase!r}"
+            )
         if not kind:
             return  # an abstract base (no kind of its own)
         if not isinstance(kind, str) or re.fullmatch(KIND_NAME, kind) is None:
@@ -199,6 +218,7 @@ class Die(Fault):
     and every open connection, this one included, is reset. ``restart=True`` comes back at once on
     the same port with every transport and benchmark session forgotten (a crash-looping pod)."""
 
+    phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "die"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 110
@@ -211,6 +231,7 @@ class Freeze(_Blocking):
     """The process stops answering (like SIGSTOP): connections are accepted, nothing is answered,
     this request and all later ones are held until ``release()``, teardown or the patience budget."""
 
+    phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "freeze"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 160
@@ -225,6 +246,7 @@ class Freeze(_Blocking):
 class Hang(_Blocking):
     """Hold the request without answering (no status line, no bytes)."""
 
+    phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "hang"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 140
@@ -240,6 +262,7 @@ class Delay(Fault):
     runs late. ``after=True`` waits once the answer is made, before it is sent: the tool has run, a
     proxied upstream has answered (its status and headers are in), and the client hears of it late."""
 
+    phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "delay"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 100
@@ -323,6 +346,7 @@ class Stall(_Blocking):
     """Send the status line, headers and the first ``after_bytes`` bytes of the body (JSON or SSE,
     as the sidecar replies), then hold: the client has a response whose body never ends."""
 
+    phase: ClassVar[Phase] = "body"
     kind: ClassVar[str] = "stall"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 190
@@ -339,6 +363,7 @@ class Stall(_Blocking):
 class Drip(Fault):
     """Send the body ``chunk_bytes`` at a time with ``interval`` seconds between chunks."""
 
+    phase: ClassVar[Phase] = "body"
     kind: ClassVar[str] = "drip"
     shrink_rank: ClassVar[int] = 180
     draws: ClassVar[Mapping[str, Draw]] = {"chunk_bytes": (64, 16, 4), "interval": (0.0, 0.001)}
@@ -356,6 +381,7 @@ class Drip(Fault):
 class Truncate(Fault):
     """Announce the full body, send ``after_bytes`` of it, then close the connection cleanly (FIN)."""
 
+    phase: ClassVar[Phase] = "body"
     kind: ClassVar[str] = "truncate"
     shrink_rank: ClassVar[int] = 120
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
@@ -370,6 +396,7 @@ class Truncate(Fault):
 class Reset(Fault):
     """Send ``after_bytes`` bytes of the response (0: nothing at all), then reset the connection (RST)."""
 
+    phase: ClassVar[Phase] = "body"
     kind: ClassVar[str] = "reset"
     shrink_rank: ClassVar[int] = 130
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
@@ -384,6 +411,7 @@ class Reset(Fault):
 class MalformedJson(Fault):
     """Answer 200 with a body that is not valid JSON (the reply cut in half, length announced right)."""
 
+    phase: ClassVar[Phase] = "body"
     kind: ClassVar[str] = "malformed_json"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 60
@@ -394,6 +422,7 @@ class EndlessSse(_Blocking):
     """Answer as ``text/event-stream``: send the reply's event, then keep the stream open and never
     end it. A client that waits for the end of the stream waits until release or its own timeout."""
 
+    phase: ClassVar[Phase] = "body"
     kind: ClassVar[str] = "endless_sse"
     shrink_rank: ClassVar[int] = 150
     held_wording: ClassVar[str | None] = "the never-ending SSE stream answering {request}"
@@ -586,12 +615,11 @@ class _ProcessFault(Fault):
     """A stdio fault that answers no request: it decides what the child does when an event arrives
     (stdin closing, a signal). Its trigger counts those events (``nth=2``: the second one)."""
 
+    phase: ClassVar[Phase] = "child"
     transports: ClassVar[tuple[str, ...]] = ("stdio",)
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _STDIO_ONLY
     needs_sockets: ClassVar[str | None] = _STDIO_ONLY
-    #: The event the kind reacts to (``'eof'``: stdin closed; a signal name).
-    event: ClassVar[str] = ""
 
     def _validate(self) -> None:
         _check_any_target(self)
@@ -623,6 +651,7 @@ class StderrFlood(Fault):
     A client that never reads the child's stderr pipe (64 KiB on Linux) leaves the child blocked in
     that write: the answer, and every later one, never comes."""
 
+    phase: ClassVar[Phase] = "child"
     kind: ClassVar[str] = "stderr_flood"
     shrink_rank: ClassVar[int] = 320
     transports: ClassVar[tuple[str, ...]] = ("stdio",)
@@ -640,6 +669,7 @@ class StdoutNoise(Fault):
     """Before answering the matching request the stdio child writes ``lines`` lines of ``text`` on
     stdout: not JSON-RPC (a stray ``print``, a banner, a library's log line on the wrong stream)."""
 
+    phase: ClassVar[Phase] = "child"
     kind: ClassVar[str] = "stdout_noise"
     shrink_rank: ClassVar[int] = 330
     transports: ClassVar[tuple[str, ...]] = ("stdio",)

@@ -179,3 +179,16 @@ def test_every_built_in_kind_is_exported_from_the_package() -> None:
     for cls in fault_kinds().values():
         assert cls.__name__ in pytest_mcpfaults.__all__
         assert getattr(pytest_mcpfaults, cls.__name__) is cls
+
+
+def test_every_kind_declares_a_phase_and_a_bad_one_is_refused() -> None:
+    from pytest_mcpfaults.fault_types import PHASES
+
+    assert {cls.phase for cls in fault_kinds().values()} == set(PHASES)
+    assert [k for k, cls in fault_kinds().items() if cls.event] == ["ignore_eof", "ignore_sigterm"]
+    with pytest.raises(TypeError, match=r"phase must be one of connection, answer, body, child, got 'later'"):
+
+        @dataclass(frozen=True)
+        class Later(Fault):
+            kind: ClassVar[str] = "later_made_up"
+            phase: ClassVar[str] = "later"  # type: ignore[assignment]

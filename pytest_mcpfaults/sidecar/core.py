@@ -23,7 +23,6 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.legacy_sse import (
-    BODY_FAULTS,
     LegacySession,
     LegacySse,
     StreamEvent,
@@ -399,7 +398,7 @@ class SidecarCore:
                 session.mcp_session = created
         if reply.error_by is not None:  # the POST's own answer is a plain 202: the journal keeps the reply's
             self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
-        body_fault = fault if isinstance(fault, BODY_FAULTS) else None
+        body_fault = fault if fault is not None and fault.phase == "body" else None
         if reply.payload is not None:
             data, _ = encode(reply.payload, True)
             session.put(StreamEvent(data, body_fault, rid))

@@ -28,7 +28,6 @@ from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply
 from pytest_mcpfaults.sidecar.routing import RequestInfo
 
 __all__ = [
-    "BODY_FAULTS",
     "OUTBOX_BYTES",
     "TRANSPORTS",
     "LegacySession",
@@ -46,9 +45,6 @@ TRANSPORTS: tuple[TransportName, ...] = get_args(TransportName)
 
 #: Bytes a legacy stream's outbox may hold unread before message POSTs to its session get 503.
 OUTBOX_BYTES = 4 << 20
-
-#: Faults that act on the bytes of a reply: on the legacy transport, on the bytes of the stream.
-BODY_FAULTS = (F.Stall, F.Drip, F.Truncate, F.Reset, F.MalformedJson, F.EndlessSse)
 
 
 def serves_legacy(transport: TransportName) -> bool:

@@ -251,17 +251,17 @@ class StdioChannel:
         if not child.writer.is_closing():
             child.writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
 
-    def event_fault(self, cls: type[F.Fault]) -> F.Fault | None:
-        """The first fault of ``cls`` in the plan whose trigger fires on this event (counted)."""
+    def event_fault(self, event: str) -> F.Fault | None:
+        """The first fault reacting to ``event`` in the plan whose trigger fires on it (counted)."""
         for fault, state in self.events:
-            if isinstance(fault, cls) and state.consider():
+            if fault.event == event and state.consider():
                 self.journal.add_fired(fault.kind, what=str(fault))
                 return fault
         return None
 
     def on_eof(self, child: _Child, n: int) -> None:
         now = self.journal.now()
-        fault = self.event_fault(IgnoreEof)
+        fault = self.event_fault(IgnoreEof.event)
         self.update(child, stdin_closed_at=now, ignored_eof=fault is not None)
         if not child.stdin_closed.done():
             child.stdin_closed.set_result(None)  # held requests end: the client gave up on them
@@ -273,7 +273,7 @@ class StdioChannel:
 
     def on_sig(self, child: _Child, n: int, name: str) -> None:
         now = self.journal.now()
-        fault = self.event_fault(IgnoreSigterm)
+        fault = self.event_fault(IgnoreSigterm.event)
         action: Literal["ignored", "died"] = "ignored" if fault is not None else "died"
         self.update(child, signals=(*child.record.signals, SignalRecord(name, now, action)))
         self.send(child, t="ans", n=n, keep=fault is not None)

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.fault_types import IgnoreEof, IgnoreSigterm
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, DEFAULT_TOOL_TIMEOUT
 from pytest_mcpfaults.sidecar.core import SidecarCore
@@ -38,7 +37,6 @@ __all__ = ["StdioServer"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _MAX_LINE = MAX_LINE
-_EVENT_KINDS = (IgnoreEof, IgnoreSigterm)
 
 
 class StdioServer(SidecarViews):
@@ -127,8 +125,8 @@ class StdioServer(SidecarViews):
                     "spawns it); use die without restart= (the child exits with status 1)"
                 )
         self._faults.extend(plan)
-        self._events.extend((f, F.TriggerState(f.trigger)) for f in plan if isinstance(f, _EVENT_KINDS))
-        self.core.inject([f for f in plan if not isinstance(f, _EVENT_KINDS)])
+        self._events.extend((f, F.TriggerState(f.trigger)) for f in plan if f.event)  # child events
+        self.core.inject([f for f in plan if not f.event])
 
     @property
     def plan(self) -> tuple[F.Fault, ...]:
