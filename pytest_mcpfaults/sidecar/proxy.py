@@ -40,13 +40,11 @@ from pytest_mcpfaults.sidecar.inject import Delivery, deliver
 from pytest_mcpfaults.sidecar.journal import Journal, RequestFields
 from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, rpc_error
 from pytest_mcpfaults.sidecar.relay import relay
-from pytest_mcpfaults.sidecar.routing import RequestInfo
+from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
 from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, UpstreamResponse
 
-__all__ = ["DEFERRED", "GATEWAY_ERROR", "Proxy", "Relayed"]
+__all__ = ["GATEWAY_ERROR", "Proxy", "Relayed"]
 
-#: Faults whose reply is made after forwarding, from the upstream's answer (the tool still runs).
-DEFERRED = (F.ToolError, F.BackendGone)
 #: JSON-RPC code of a gateway's error (the implementation-defined server error range).
 GATEWAY_ERROR = -32000
 
@@ -81,7 +79,7 @@ class Proxy:
 
     # -- the core's Upstream -----------------------------------------------------------------
     def defers(self, fault: F.Fault) -> bool:
-        return isinstance(fault, DEFERRED)
+        return rewrites_upstream(fault)
 
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind == "health" and self.upstream_health is None:

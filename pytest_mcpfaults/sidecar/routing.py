@@ -3,6 +3,11 @@
 Shared by the socket sidecar (:mod:`pytest_mcpfaults.sidecar.server`) and the in-process backend
 (:mod:`pytest_mcpfaults.inprocess`), so both pick the same fault for the same request sequence and
 answer it with the same bytes.
+
+The behaviour of the answer phase (``Fault.phase == 'answer'``) lives here, one function per kind,
+chosen by :func:`functools.singledispatch` on the fault's class (a subclass answers as its base):
+:func:`forced_reply` (the reply), :func:`applies` (which requests it can answer), :func:`resting`
+(a flap's healthy turns) and :func:`rewrites_upstream` (with an upstream: rewrite its answer).
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import singledispatch
+from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.journal import RequestRecord
@@ -27,6 +33,8 @@ __all__ = [
     "jitter",
     "pick",
     "record_matches",
+    "resting",
+    "rewrites_upstream",
 ]
 
 PlanEntry = tuple[F.Fault, F.TriggerState]
@@ -103,12 +111,47 @@ def classify(
     return RequestInfo(method, path, kind, None)
 
 
+@singledispatch
 def applies(fault: F.Fault, info: RequestInfo) -> bool:
     """Whether a fault kind can answer this request at all (tool faults answer ``tools/call`` only)."""
-    if isinstance(fault, (F.ToolError, F.BackendGone, F.ErrorPayload)):
-        return info.mcp is not None and info.mcp.method == "tools/call"
-    if isinstance(fault, (F.SessionExpired, F.JsonRpcError)):
-        return info.mcp is not None and not info.mcp.is_notification
+    return True
+
+
+@applies.register(F.ToolError)
+@applies.register(F.BackendGone)
+@applies.register(F.ErrorPayload)
+def _applies_to_tool_calls(fault: F.Fault, info: RequestInfo) -> bool:
+    return info.mcp is not None and info.mcp.method == "tools/call"
+
+
+@applies.register(F.SessionExpired)
+@applies.register(F.JsonRpcError)
+def _applies_to_requests(fault: F.Fault, info: RequestInfo) -> bool:
+    return info.mcp is not None and not info.mcp.is_notification
+
+
+@singledispatch
+def resting(fault: F.Fault, state: F.TriggerState) -> bool:
+    """Whether a fault whose trigger fired on this request lets it through all the same (a flap's
+    healthy turn)."""
+    return False
+
+
+@resting.register
+def _flap_resting(fault: F.Flap, state: F.TriggerState) -> bool:
+    return ((state.seen - 1) // fault.every) % 2 == 0
+
+
+@singledispatch
+def rewrites_upstream(fault: F.Fault) -> bool:
+    """Whether, with an upstream, the fault's forced reply rewrites the upstream's answer (the request
+    is forwarded all the same) rather than answering in its place."""
+    return False
+
+
+@rewrites_upstream.register(F.ToolError)
+@rewrites_upstream.register(F.BackendGone)
+def _rewrites(fault: F.Fault) -> bool:
     return True
 
 
@@ -121,7 +164,7 @@ def pick(plan: Sequence[PlanEntry], info: RequestInfo) -> tuple[F.Fault | None, 
         if not info.matches(fault.trigger.selector) or not applies(fault, info):
             continue
         fires = state.consider()
-        if fires and isinstance(fault, F.Flap) and ((state.seen - 1) // fault.every) % 2 == 0:
+        if fires and resting(fault, state):
             state.fired -= 1  # healthy phase of the flap
             fires = False
         if fires and chosen[0] is None:
@@ -143,38 +186,99 @@ def forced_reply(
 ) -> Reply | None:
     """The reply an answer-level fault forces, or ``None`` to answer normally. ``SessionExpired``
     also ends the transport session on ``endpoint``."""
-    mid = info.mcp.id if info.mcp else None
-    if isinstance(fault, F.Status):
-        headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
-        return Reply(fault.code, {"error": fault.body or f"injected HTTP {fault.code}"}, headers, sse=False)
-    if isinstance(fault, F.Flap):
-        return Reply(fault.code, {"error": f"injected HTTP {fault.code} (flapping)"}, sse=False)
-    if isinstance(fault, F.Absent):
-        return Reply(404, {"error": "Not Found"}, sse=False)
-    if isinstance(fault, F.Terminating):
-        r = rpc_error(-32000, "Service Unavailable: the server is terminating", mid, status=503)
-        r.headers["Connection"] = "close"
-        return r
-    if isinstance(fault, F.JsonRpcError):
-        return rpc_error(fault.code, fault.message, mid)
-    if isinstance(fault, F.SessionExpired):
-        sid = info.mcp.session_id if info.mcp else None
-        if sid:
-            endpoint.end_session(sid)
-        return rpc_error(-32600, "Session not found", status=404)
-    if isinstance(fault, (F.ToolError, F.BackendGone, F.ErrorPayload)) and info.mcp is not None:
-        if isinstance(fault, F.ToolError):
-            result = tool_result(fault.text, is_error=True)
-        elif isinstance(fault, F.ErrorPayload):  # a successful result whose JSON says what failed
-            result = tool_result({"error": fault.error_message(info.mcp.tool, info.mcp.arguments)})
-        else:
-            url = fault.service_url or service_url
-            sid = info.mcp.arguments.get("session_id")
-            msg = f"Service at {url} is no longer alive"
-            if info.mcp.tool == "delete_session" and sid is not None:
-                msg = f"Error closing session {sid}: {msg}"
-            result = tool_result({"error": msg})
-        if info.mcp.era == "stateless":
-            result["resultType"] = "complete"
-        return Reply(200, {"jsonrpc": "2.0", "id": mid, "result": result})
-    return None
+    if fault is None:
+        return None
+    return _forced(fault, info, endpoint, service_url)
+
+
+@singledispatch
+def _forced(fault: F.Fault, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    return None  # a kind of another phase: answered normally (and shaped or held elsewhere)
+
+
+@_forced.register
+def _status(fault: F.Status, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+    return Reply(fault.code, {"error": fault.body or f"injected HTTP {fault.code}"}, headers, sse=False)
+
+
+@_forced.register
+def _flap(fault: F.Flap, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    return Reply(fault.code, {"error": f"injected HTTP {fault.code} (flapping)"}, sse=False)
+
+
+@_forced.register
+def _absent(fault: F.Absent, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    return Reply(404, {"error": "Not Found"}, sse=False)
+
+
+@_forced.register
+def _terminating(
+    fault: F.Terminating, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    r = rpc_error(
+        -32000,
+        "Service Unavailable: the server is terminating",
+        info.mcp.id if info.mcp else None,
+        status=503,
+    )
+    r.headers["Connection"] = "close"
+    return r
+
+
+@_forced.register
+def _jsonrpc_error(
+    fault: F.JsonRpcError, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    return rpc_error(fault.code, fault.message, info.mcp.id if info.mcp else None)
+
+
+@_forced.register
+def _session_expired(
+    fault: F.SessionExpired, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    sid = info.mcp.session_id if info.mcp else None
+    if sid:
+        endpoint.end_session(sid)
+    return rpc_error(-32600, "Session not found", status=404)
+
+
+@_forced.register
+def _tool_error(
+    fault: F.ToolError, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    return _tool_reply(info, tool_result(fault.text, is_error=True))
+
+
+@_forced.register
+def _error_payload(
+    fault: F.ErrorPayload, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    if info.mcp is None:
+        return None
+    # a successful result whose JSON says what failed
+    return _tool_reply(info, tool_result({"error": fault.error_message(info.mcp.tool, info.mcp.arguments)}))
+
+
+@_forced.register
+def _backend_gone(
+    fault: F.BackendGone, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    if info.mcp is None:
+        return None
+    url = fault.service_url or service_url
+    sid = info.mcp.arguments.get("session_id")
+    msg = f"Service at {url} is no longer alive"
+    if info.mcp.tool == "delete_session" and sid is not None:
+        msg = f"Error closing session {sid}: {msg}"
+    return _tool_reply(info, tool_result({"error": msg}))
+
+
+def _tool_reply(info: RequestInfo, result: dict[str, Any]) -> Reply | None:
+    """A tool fault's answer to the ``tools/call`` in ``info``: a JSON-RPC result (``None`` when the
+    request is not an MCP one)."""
+    if info.mcp is None:
+        return None
+    if info.mcp.era == "stateless":
+        result["resultType"] = "complete"
+    return Reply(200, {"jsonrpc": "2.0", "id": info.mcp.id, "result": result})

@@ -52,13 +52,11 @@ from pytest_mcpfaults.sidecar.mcp import (
     client_error,
     rpc_error,
 )
-from pytest_mcpfaults.sidecar.routing import RequestInfo
+from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
 from pytest_mcpfaults.stdio import guardian
 
-__all__ = ["DEFERRED", "Piped", "StdioUpstream", "check_upstream_command"]
+__all__ = ["Piped", "StdioUpstream", "check_upstream_command"]
 
-#: Faults whose reply is made from the child's answer (the tool still runs).
-DEFERRED = (F.ToolError, F.BackendGone)
 #: JSON-RPC code of a gateway's error (as the HTTP proxy's).
 _GATEWAY_ERROR = -32000
 #: How long the child gets after SIGTERM, and then after SIGKILL.
@@ -321,7 +319,7 @@ class StdioUpstream:
 
     # -- the core's Upstream ---------------------------------------------------------------------
     def defers(self, fault: F.Fault) -> bool:
-        return isinstance(fault, DEFERRED)
+        return rewrites_upstream(fault)
 
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind != "mcp":
