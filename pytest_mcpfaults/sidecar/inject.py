@@ -10,16 +10,17 @@ import asyncio
 import contextlib
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.body import BodyShaper, Cut, Hold, Sleep, Step, Write, halve, shape_of
 from pytest_mcpfaults.sidecar.core import Answer, Dropped
 from pytest_mcpfaults.sidecar.mcp import reply_body
 
-__all__ = ["Delivery", "Dropped", "deliver", "reset_transport"]
+__all__ = ["Delivery", "Dropped", "deliver", "reset_transport", "write_steps"]
 
 
 @dataclass
@@ -50,18 +51,20 @@ async def deliver(
     out: Delivery,
 ) -> web.StreamResponse:
     """Write the answer's reply to the client, shaped by its body fault (stall, drip, truncate, reset,
-    malformed JSON, endless SSE) when there is one. Raises :class:`Dropped` when the connection was
-    deliberately cut; ``hold`` raises it too when a held request does not end in a release."""
+    malformed JSON, endless SSE: :mod:`~pytest_mcpfaults.sidecar.body`) when there is one. Raises
+    :class:`Dropped` when the connection was deliberately cut; ``hold`` raises it too when a held
+    request does not end in a release."""
     reply, fault, sse = answer.reply, answer.fault, answer.sse
+    shape = shape_of(fault)
     body, ctype = reply_body(reply, sse)
-    if isinstance(fault, F.MalformedJson):
-        body = body[: max(1, len(body) // 2)]
+    if shape.halves:
+        body = halve(body)
     headers = dict(reply.headers)
-    if isinstance(fault, F.Reset) and fault.after_bytes == 0:
+    if shape.resets_at_once:
         reset_transport(request.transport)
         raise Dropped
     out.status = reply.status
-    if not isinstance(fault, (F.Stall, F.Drip, F.Truncate, F.Reset, F.EndlessSse)):
+    if not shape.streams:
         if body:
             headers["Content-Type"] = ctype  # what the content_type setter writes, without its parsing
         out.bytes_sent = len(body)
@@ -74,34 +77,39 @@ async def deliver(
     else:
         resp.content_length = out.body_bytes = len(body)
     await resp.prepare(request)
-    first = len(body) if isinstance(fault, F.EndlessSse) else getattr(fault, "after_bytes", len(body))
-    if isinstance(fault, F.Drip):
-        for i in range(0, len(body), fault.chunk_bytes):
-            chunk = body[i : i + fault.chunk_bytes]
-            await resp.write(chunk)
-            out.bytes_sent += len(chunk)
-            if i + fault.chunk_bytes < len(body):
-                await asyncio.sleep(fault.interval)
-        await resp.write_eof()
-        return resp
-    head = body[:first]
-    if head:
-        await resp.write(head)
-        out.bytes_sent = len(head)
-    else:
-        await resp.write(b"")  # aiohttp buffers the headers until the first body write: send them now
-    if isinstance(fault, F.Truncate):
-        transport = request.transport
-        if transport is not None:
-            transport.close()  # FIN after a short body: the client sees an incomplete response
-        raise Dropped
-    if isinstance(fault, F.Reset):
-        reset_transport(request.transport)
-        raise Dropped
-    await hold(fault)  # Stall and EndlessSse: the body never ends until released
-    rest = body[first:]
-    if rest:
-        await resp.write(rest)
-        out.bytes_sent += len(rest)
+    assert fault is not None  # a shape that streams is a body fault's
+
+    async def held() -> None:
+        await hold(fault)  # stall and endless_sse: the body never ends until released
+
+    shaper = BodyShaper(shape)
+    await write_steps(request, resp, [*shaper.start(), *shaper.feed(body), *shaper.end()], held, out)
     await resp.write_eof()
     return resp
+
+
+async def write_steps(
+    request: web.BaseRequest,
+    resp: web.StreamResponse,
+    steps: Iterable[Step],
+    hold: Callable[[], Awaitable[None]],
+    out: Delivery,
+) -> None:
+    """Run a :class:`~pytest_mcpfaults.sidecar.body.BodyShaper`'s steps on an aiohttp response:
+    write (counting ``out.bytes_sent``), sleep, hold, or cut the connection (then raise
+    :class:`Dropped`)."""
+    for step in steps:
+        match step:
+            case Write(data=data):
+                await resp.write(data)  # b"": aiohttp sends the headers it buffered until now
+                out.bytes_sent += len(data)
+            case Sleep(seconds=seconds):
+                await asyncio.sleep(seconds)
+            case Hold():
+                await hold()
+            case Cut(how=how):
+                if how == "rst":
+                    reset_transport(request.transport)
+                elif request.transport is not None:
+                    request.transport.close()  # FIN: the client sees an incomplete response
+                raise Dropped
