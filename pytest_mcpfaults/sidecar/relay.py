@@ -10,7 +10,6 @@ paces them, ``truncate`` and ``reset`` cut them. The faults that rewrite an answ
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import Awaitable, Callable
@@ -19,14 +18,13 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport
+from pytest_mcpfaults.sidecar.body import BodyShaper, Shape, halve, shape_of
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport, write_steps
 from pytest_mcpfaults.sidecar.mcp import Reply, encode
+from pytest_mcpfaults.sidecar.routing import rewrites_upstream
 from pytest_mcpfaults.sidecar.upstream import Abandoned, UpstreamError, UpstreamResponse
 
-__all__ = ["REWRITES", "REWRITE_MAX_BYTES", "relay", "rewrite"]
-
-#: Faults that rewrite the upstream's answer (the upstream still answers the request first).
-REWRITES = (F.ToolError, F.BackendGone, F.MalformedJson)
+__all__ = ["REWRITE_MAX_BYTES", "fault_rewrites", "relay", "rewrite"]
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
 #: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
 _ONE_WRITE = 1 << 16
@@ -104,8 +102,8 @@ def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: An
     ``malformed_json``; for ``tool_error`` / ``backend_gone``, the upstream's framing with its response
     replaced by ``reply`` (what :func:`~pytest_mcpfaults.sidecar.routing.forced_reply` made), a
     successful result shaped like the upstream's real one (its ``structuredContent``)."""
-    if isinstance(fault, F.MalformedJson):
-        return body[: max(1, len(body) // 2)]
+    if shape_of(fault).halves:
+        return halve(body)
     if reply is None:
         return body
     payload = copy.deepcopy(reply.payload)
@@ -142,7 +140,10 @@ async def relay(
         body = await resp.read()  # a small JSON answer, no fault to shape it: one write, as a server's
         out.status, out.bytes_sent = resp.status, len(body)
         return web.Response(status=resp.status, body=body, headers=headers)
-    if isinstance(fault, (*REWRITES, F.EndlessSse)) and (fault_rewrites(fault, resp) or not sse):
+    shape = shape_of(fault)
+    rewriter = shape.halves or (fault is not None and rewrites_upstream(fault))
+    if (rewriter or shape.open_stream) and (fault_rewrites(fault, resp) or not sse):
+        assert fault is not None  # only a fault has a shape or rewrites
         try:  # bounded; an UpstreamError before anything was sent: the caller answers 502/504
             body = await resp.read(
                 max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request)
@@ -151,15 +152,15 @@ async def relay(
             raise Dropped from None
         if fault_rewrites(fault, resp):
             body = rewrite(fault, forced, body, sse, mid)
-        if isinstance(fault, F.EndlessSse) and not sse:  # a JSON answer, framed as one SSE event
+        if shape.open_stream and not sse:  # a JSON answer, framed as one SSE event
             headers = [(n, v) for n, v in headers if n.lower() != "content-type"]
             body = b"event: message\ndata: " + body + b"\n\n"
             sse = True
-    if isinstance(fault, F.Reset) and fault.after_bytes == 0:
+    if shape.resets_at_once:
         reset_transport(request.transport)
         raise Dropped
     out.status = resp.status
-    if body is not None and not isinstance(fault, F.EndlessSse):  # rewritten: one plain answer
+    if body is not None and not shape.open_stream:  # rewritten: one plain answer
         plain = web.Response(status=resp.status, body=body, headers=headers)
         out.bytes_sent = len(body)
         return plain
@@ -169,20 +170,17 @@ async def relay(
     if body is None and resp.content_length is not None:  # (endless_sse never announces a length)
         web_resp.content_length = out.body_bytes = resp.content_length
     await web_resp.prepare(request)
-    if body is not None:  # endless_sse
-        await web_resp.write(body)
-        out.bytes_sent = len(body)
-        await hold()
+    if body is not None:  # endless_sse: the whole answer, then the stream stays open
+        shaper = BodyShaper(shape)
+        await write_steps(request, web_resp, [*shaper.feed(body), *shaper.end()], hold, out)
         complete()
         await web_resp.write_eof()
         return web_resp
     try:
-        await _stream(request, web_resp, resp, fault, hold, out, complete)
+        await _stream(request, web_resp, resp, shape, hold, out, complete if fault is None else None)
     except UpstreamError:  # the upstream failed mid-answer: the status line is out, so cut the client
         reset_transport(request.transport)
         raise Dropped from None
-    if isinstance(fault, F.EndlessSse):
-        await hold()
     complete()
     await web_resp.write_eof()
     return web_resp
@@ -194,68 +192,30 @@ def _gone(request: web.BaseRequest) -> bool:
     return transport is None or transport.is_closing()
 
 
-def fault_rewrites(fault: F.Fault, resp: UpstreamResponse) -> bool:
+def fault_rewrites(fault: F.Fault | None, resp: UpstreamResponse) -> bool:
     """Whether ``fault`` rewrites this answer: ``malformed_json`` any, the tool faults a 2xx one (an
     error status from the upstream is relayed as it is)."""
-    if isinstance(fault, F.MalformedJson):
+    if shape_of(fault).halves:
         return True
-    return isinstance(fault, (F.ToolError, F.BackendGone)) and 200 <= resp.status < 300
+    return fault is not None and rewrites_upstream(fault) and 200 <= resp.status < 300
 
 
 async def _stream(
     request: web.BaseRequest,
     web_resp: web.StreamResponse,
     resp: UpstreamResponse,
-    fault: F.Fault | None,
+    shape: Shape,
     hold: Callable[[], Awaitable[None]],
     out: Delivery,
-    complete: Callable[[], None],
+    complete: Callable[[], None] | None,
 ) -> None:
-    """Copy the upstream's body chunk by chunk, applying a streamed body fault at its byte offset."""
-    cut = fault.after_bytes if isinstance(fault, (F.Stall, F.Truncate, F.Reset)) else None
-    stalled = False
-    if cut == 0 and isinstance(fault, F.Stall):  # stall before the first body byte
-        await web_resp.write(b"")  # send the buffered status line and headers now
-        stalled = True
-        await hold()
+    """Copy the upstream's body chunk by chunk through a :class:`~pytest_mcpfaults.sidecar.body.BodyShaper`
+    (a streamed body fault acts at its byte offset, or at the end of the body). ``complete``, when
+    given, is called as soon as the last chunk is written."""
+    shaper = BodyShaper(shape)
+    await write_steps(request, web_resp, shaper.start(), hold, out)  # stall before the first body byte
     async for chunk in resp.chunks():
-        if isinstance(fault, F.Drip):
-            for i in range(0, len(chunk), fault.chunk_bytes):
-                if out.bytes_sent:
-                    await asyncio.sleep(fault.interval)
-                piece = chunk[i : i + fault.chunk_bytes]
-                await web_resp.write(piece)
-                out.bytes_sent += len(piece)
-            continue
-        if cut is not None and not stalled and out.bytes_sent + len(chunk) >= cut:
-            head, rest = chunk[: cut - out.bytes_sent], chunk[cut - out.bytes_sent :]
-            if head:
-                await web_resp.write(head)
-                out.bytes_sent += len(head)
-            else:
-                await web_resp.write(b"")  # send the buffered status line and headers now
-            if isinstance(fault, F.Truncate):
-                if request.transport is not None:
-                    request.transport.close()  # FIN in the middle of the body
-                raise Dropped
-            if isinstance(fault, F.Reset):
-                reset_transport(request.transport)
-                raise Dropped
-            stalled = True
-            await hold()  # the stall: the rest comes once released
-            chunk = rest
-            if not chunk:
-                continue
-        await web_resp.write(chunk)
-        out.bytes_sent += len(chunk)
-        if resp.at_eof and fault is None:  # that was the last chunk: the record is finished now
+        await write_steps(request, web_resp, shaper.feed(chunk), hold, out)
+        if resp.at_eof and complete is not None:  # that was the last chunk: the record is finished now
             complete()
-    if cut is not None and not stalled:  # the body was shorter than after_bytes: cut at its end
-        if isinstance(fault, F.Truncate):
-            if request.transport is not None:
-                request.transport.close()
-            raise Dropped
-        if isinstance(fault, F.Reset):
-            reset_transport(request.transport)
-            raise Dropped
-        await hold()
+    await write_steps(request, web_resp, shaper.end(), hold, out)  # a cut past the body's end, or its hold
