@@ -58,6 +58,7 @@ from respx.models import PassThrough
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
+from pytest_mcpfaults.sidecar.body import halve, shape_of
 from pytest_mcpfaults.sidecar.config import check_endpoints, check_strings
 from pytest_mcpfaults.sidecar.mcp import reply_body
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
@@ -383,8 +384,8 @@ class InProcessSidecar(SidecarViews):
             assert answer is not None  # no event streams in-process (get_stream=False)
             reply, fault = answer.reply, answer.fault
             body, ctype = reply_body(reply, answer.sse)
-            if isinstance(fault, F.MalformedJson):
-                body = body[: max(1, len(body) // 2)]
+            if shape_of(fault).halves:
+                body = halve(body)
             headers = list(reply.headers.items())
             if body:
                 headers.append(("Content-Type", ctype))

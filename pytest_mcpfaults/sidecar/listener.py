@@ -21,6 +21,7 @@ from aiohttp import web, web_protocol
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
+from pytest_mcpfaults.sidecar.body import shape_of
 from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
 from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
@@ -424,7 +425,7 @@ class SocketListener:
         session, request, conn, out = answer.stream, exchange.request, exchange.conn, exchange.out
         assert session is not None
         assert self.core.legacy is not None
-        if isinstance(answer.fault, F.Reset) and answer.fault.after_bytes == 0:  # RST before the status line
+        if shape_of(answer.fault).resets_at_once:  # RST before the status line
             self.core.close_stream(session)
             reset_transport(request.transport)
             raise Dropped

@@ -17,20 +17,11 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.body import Cut, Hold, halve_event, shape_of
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport
 from pytest_mcpfaults.sidecar.legacy_sse import StreamEvent
 
-__all__ = ["StreamWriter", "malformed"]
-
-_CUTS = (F.Stall, F.Truncate, F.Reset, F.EndlessSse)
-
-
-def malformed(event: bytes) -> bytes:
-    """A message event whose JSON is cut in half (the SSE framing kept, so the client reads an event
-    whose data is not JSON)."""
-    head, sep, data = event.partition(b"data: ")
-    data = data.rstrip(b"\n")
-    return head + sep + data[: max(1, len(data) // 2)] + b"\n\n"
+__all__ = ["StreamWriter"]
 
 
 class StreamWriter:
@@ -46,9 +37,10 @@ class StreamWriter:
         fault: F.Fault | None,
     ) -> None:
         self.request, self.resp, self.out, self.hold = request, resp, out, hold
-        self.fault = fault
-        self.pending = fault if isinstance(fault, _CUTS) else None  # acts once, at stream offset `at`
-        self.at: int | None = getattr(fault, "after_bytes", None)
+        self.fault, self.shape = fault, shape_of(fault)
+        # a stream fault that ends or holds acts once, at stream offset `at` (None: after the first event)
+        self.pending = fault if self.shape.ending is not None else None
+        self.at: int | None = self.shape.cut
 
     async def start(self) -> None:
         """Send the status line and headers now (before any event)."""
@@ -57,14 +49,13 @@ class StreamWriter:
     async def event(self, ev: StreamEvent) -> None:
         data = ev.data
         message = ev.rid is not None
-        if message and (isinstance(ev.fault, F.MalformedJson) or isinstance(self.fault, F.MalformedJson)):
-            data = malformed(data)
-        drip = next((f for f in (ev.fault, self.fault) if isinstance(f, F.Drip)), None)
+        shape = shape_of(ev.fault)
+        if message and (shape.halves or self.shape.halves):
+            data = halve_event(data)
+        drip = shape.drip or self.shape.drip
         cuts: list[tuple[int, F.Fault]] = []
-        if isinstance(ev.fault, (F.Stall, F.Truncate, F.Reset)):
-            cuts.append((min(ev.fault.after_bytes, len(data)), ev.fault))
-        elif isinstance(ev.fault, F.EndlessSse):
-            cuts.append((len(data), ev.fault))
+        if shape.ending is not None and ev.fault is not None:  # at its offset in the event, or its end
+            cuts.append((len(data) if shape.cut is None else min(shape.cut, len(data)), ev.fault))
         if self.pending is not None:
             if self.at is None:  # endless_sse: once the first event (the endpoint) is sent
                 self.at = self.out.bytes_sent + len(data)
@@ -80,23 +71,24 @@ class StreamWriter:
             await self._act(fault)
         await self._write(data[pos:], drip)
 
-    async def _write(self, data: bytes, drip: F.Drip | None) -> None:
+    async def _write(self, data: bytes, drip: tuple[int, float] | None) -> None:
         if not data:
             return
-        step = drip.chunk_bytes if drip is not None else len(data)
+        step = drip[0] if drip is not None else len(data)
         for i in range(0, len(data), step):
             if i and drip is not None:
-                await asyncio.sleep(drip.interval)
+                await asyncio.sleep(drip[1])
             chunk = data[i : i + step]
             await self.resp.write(chunk)
             self.out.bytes_sent += len(chunk)
 
     async def _act(self, fault: F.Fault) -> None:
-        if isinstance(fault, (F.Stall, F.EndlessSse)):
+        ending = shape_of(fault).ending
+        if isinstance(ending, Hold):
             await self.hold(fault)  # the stream goes quiet until released
             return
         transport = self.request.transport
-        if isinstance(fault, F.Truncate):
+        if isinstance(ending, Cut) and ending.how == "fin":
             if transport is not None:
                 transport.close()  # FIN: the stream ends mid-event
         else:
