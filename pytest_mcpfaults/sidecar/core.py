@@ -20,6 +20,8 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.body import shape_of
+from pytest_mcpfaults.sidecar.connection import Dying, Holding, Pausing, effect_of
 from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.legacy_sse import (
@@ -32,7 +34,14 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
     serves_streamable,
 )
 from pytest_mcpfaults.sidecar.mcp import Era, McpEndpoint, Reply, client_error, encode
-from pytest_mcpfaults.sidecar.routing import PlanEntry, RequestInfo, classify, forced_reply, jitter, pick
+from pytest_mcpfaults.sidecar.routing import (
+    PlanEntry,
+    RequestInfo,
+    classify,
+    expires_session,
+    forced_reply,
+    pick,
+)
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.validation import is_loopback_host
 
@@ -306,28 +315,24 @@ class SidecarCore:
         forced: Reply | None = None
         pause_after = 0.0
         if fault is not None:
-            if isinstance(fault, F.Die):
-                die = fault
+            match effect_of(fault, state.fired if state is not None else 0):
+                case Dying(restart=restart):
 
-                async def dying() -> None:
-                    self.lose_process(restart=die.restart)
-                    await transport.die(die.restart)
+                    async def dying() -> None:
+                        self.lose_process(restart=restart)
+                        await transport.die(restart)
 
-                if isinstance(session, LegacySession) and incoming.method == "POST":
-                    return Answer(accepted(), fault, False, after=dying)  # 202, then the process dies
-                await dying()
-                raise Dropped
-            if isinstance(fault, F.Freeze):
-                self.freeze(fault)
-                await transport.hold(fault)
-            elif isinstance(fault, F.Hang):
-                await transport.hold(fault)
-            elif isinstance(fault, F.Delay):
-                fired = state.fired if state is not None else 0  # the nth firing draws the nth jitter
-                late = fault.seconds + jitter(fault, fired)
-                if fault.after:
+                    if isinstance(session, LegacySession) and incoming.method == "POST":
+                        return Answer(accepted(), fault, False, after=dying)  # 202, then the process dies
+                    await dying()
+                    raise Dropped
+                case Holding(freezes=freezes):
+                    if freezes:
+                        self.freeze(fault)
+                    await transport.hold(fault)
+                case Pausing(seconds=late, after=True):
                     pause_after = late
-                else:
+                case Pausing(seconds=late):
                     await transport.pause(late)
             reply = forced_reply(fault, info, self.mcp, self.service_url())
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
@@ -348,7 +353,7 @@ class SidecarCore:
         if reply.error_by is not None:
             self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         sse = reply.sse if reply.sse is not None else self.reply_sse
-        return Answer(reply, fault, sse or isinstance(fault, F.EndlessSse))
+        return Answer(reply, fault, sse or shape_of(fault).open_stream)
 
     async def _legacy(
         self,
@@ -375,7 +380,7 @@ class SidecarCore:
             return Answer(Reply(200, None, headers), fault, True, stream=stream)
         if incoming.method != "POST":
             return Answer(Reply(405, None, {"Allow": "POST"}), fault, False)
-        expired = isinstance(fault, F.SessionExpired)
+        expired = fault is not None and expires_session(fault)
         if forced is not None and not _json_rpc(forced) and not expired:  # HTTP-level: the POST's own
             return Answer(forced, fault, False)
         if not isinstance(session, LegacySession):

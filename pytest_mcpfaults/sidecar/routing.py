@@ -7,7 +7,8 @@ answer it with the same bytes.
 The behaviour of the answer phase (``Fault.phase == 'answer'``) lives here, one function per kind,
 chosen by :func:`functools.singledispatch` on the fault's class (a subclass answers as its base):
 :func:`forced_reply` (the reply), :func:`applies` (which requests it can answer), :func:`resting`
-(a flap's healthy turns) and :func:`rewrites_upstream` (with an upstream: rewrite its answer).
+(a flap's healthy turns), :func:`expires_session` and :func:`rewrites_upstream` (with an upstream:
+rewrite its answer).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "RouteKind",
     "applies",
     "classify",
+    "expires_session",
     "forced_reply",
     "jitter",
     "pick",
@@ -140,6 +142,17 @@ def resting(fault: F.Fault, state: F.TriggerState) -> bool:
 @resting.register
 def _flap_resting(fault: F.Flap, state: F.TriggerState) -> bool:
     return ((state.seen - 1) // fault.every) % 2 == 0
+
+
+@singledispatch
+def expires_session(fault: F.Fault) -> bool:
+    """Whether the fault ends the request's transport session (on the legacy transport, its stream)."""
+    return False
+
+
+@expires_session.register
+def _expires(fault: F.SessionExpired) -> bool:
+    return True
 
 
 @singledispatch

@@ -1,0 +1,76 @@
+"""The connection phase: what a fault of ``Fault.phase == 'connection'`` does to a request before its
+answer, as data. Pure: no I/O.
+
+:func:`effect_of` (dispatched on the fault's class, so a subclass acts as its base) says it once: the
+process dies (:class:`Dying`), the request is held, the whole process frozen with it or not
+(:class:`Holding`), or the answer comes late (:class:`Pausing`). The core
+(:meth:`~pytest_mcpfaults.sidecar.core.SidecarCore.decide`) and the stdio server run the effect with
+their own transport.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import singledispatch
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.routing import jitter
+
+__all__ = ["Dying", "Effect", "Holding", "Pausing", "effect_of"]
+
+
+@dataclass(frozen=True)
+class Dying:
+    """The process dies on this request; ``restart``: it comes back at once on the same port."""
+
+    restart: bool
+
+
+@dataclass(frozen=True)
+class Holding:
+    """The request is held until release, teardown or patience; ``freezes``: every later one too."""
+
+    freezes: bool = False
+
+
+@dataclass(frozen=True)
+class Pausing:
+    """The answer comes ``seconds`` late: before the request is handled, or ``after`` it was made."""
+
+    seconds: float
+    after: bool = False
+
+
+Effect = Dying | Holding | Pausing
+"""A connection-phase effect: :class:`Dying`, :class:`Holding` or :class:`Pausing`."""
+
+
+def effect_of(fault: F.Fault, fired: int = 0) -> Effect | None:
+    """What ``fault``, on its ``fired``-th firing, does before the request is answered (``None``: a
+    fault of another phase)."""
+    return _effect(fault, fired)
+
+
+@singledispatch
+def _effect(fault: F.Fault, fired: int) -> Effect | None:
+    return None
+
+
+@_effect.register
+def _die(fault: F.Die, fired: int) -> Effect | None:
+    return Dying(fault.restart)
+
+
+@_effect.register
+def _freeze(fault: F.Freeze, fired: int) -> Effect | None:
+    return Holding(freezes=True)
+
+
+@_effect.register
+def _hang(fault: F.Hang, fired: int) -> Effect | None:
+    return Holding()
+
+
+@_effect.register
+def _delay(fault: F.Delay, fired: int) -> Effect | None:
+    return Pausing(fault.seconds + jitter(fault, fired), fault.after)  # the nth firing, the nth jitter
