@@ -20,9 +20,12 @@ from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.fault_types import IgnoreEof, IgnoreSigterm
+from pytest_mcpfaults.sidecar.body import BodyShaper, Hold, Write, halve, shape_of
+from pytest_mcpfaults.sidecar.connection import Holding, effect_of
 from pytest_mcpfaults.sidecar.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.sidecar.journal import ClosedBy, HoldOutcome
 from pytest_mcpfaults.stdio import guardian
+from pytest_mcpfaults.stdio.child_faults import pipe_writes
 from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_exited
 from pytest_mcpfaults.stdio.records import (
     CancelRecord,
@@ -413,7 +416,7 @@ class StdioChannel:
         j = self.journal
         started = j.now()
         j.update_request(rid, held=True, held_at=started)
-        if isinstance(fault, F.Freeze) and not child.record.stopped:
+        if effect_of(fault) == Holding(freezes=True) and not child.record.stopped:
             self.signal(child, signal.SIGSTOP, "SIGSTOP")
             self.update(child, stopped=True)
         own = getattr(fault, "patience", None)
@@ -519,21 +522,42 @@ async def _deliver(channel: StdioChannel, child: _Child, rid: int, answer: Answe
             child.headers["MCP-Protocol-Version"] = version
         channel.update(child, session_id=sid)
     line = reply_line(reply, request_id(body))
-    if isinstance(fault, F.StdoutNoise):
-        channel.send(child, t="out", d="".join(fault.text + "\n" for _ in range(fault.lines)))
-    elif isinstance(fault, F.StderrFlood):
-        channel.send(child, t="err", n=fault.bytes)
+    for message in pipe_writes(fault):  # stdout_noise, stderr_flood
+        channel.send(child, **message)
     if line is None:
         return 0
-    if isinstance(fault, F.MalformedJson):
-        line = line[: max(1, len(line) // 2)]
-    if isinstance(fault, F.Stall):
-        head = line[: fault.after_bytes]
-        if head:
-            channel.send(child, t="out", d=head)
-        channel.journal.update_request(rid, status=reply.status, bytes_sent=len(head.encode()))
-        await channel.hold(child, rid, fault)
-        channel.send(child, t="out", d=line[fault.after_bytes :] + "\n")
+    shape = shape_of(fault)
+    if shape.halves:
+        line = halve(line)
+    if shape.streams and fault is not None:  # a stall: part of the line (ASCII JSON), then held
+        await _shaped(channel, child, rid, reply.status, fault, BodyShaper(shape), line.encode())
         return len(line.encode()) + 1
     channel.send(child, t="out", d=line + "\n")
     return len(line.encode()) + 1
+
+
+async def _shaped(
+    channel: StdioChannel,
+    child: _Child,
+    rid: int,
+    status: int,
+    fault: F.Fault,
+    shaper: BodyShaper,
+    line: bytes,
+) -> None:
+    """Write ``line`` and its newline as the body shaper's steps say: the bytes before a hold in one
+    write, the rest with the newline in another (the stdio kinds shape by holding only)."""
+    pending, sent = b"", 0
+    for step in [*shaper.start(), *shaper.feed(line), *shaper.end()]:
+        match step:
+            case Write(data=data):
+                pending += data
+            case Hold():
+                if pending:
+                    channel.send(child, t="out", d=pending.decode())
+                pending, sent = b"", sent + len(pending)
+                channel.journal.update_request(rid, status=status, bytes_sent=sent)
+                await channel.hold(child, rid, fault)
+            case _:  # pragma: no cover - drip, truncate and reset do not apply to stdio
+                raise AssertionError(f"{step} on a stdio pipe")
+    channel.send(child, t="out", d=pending.decode() + "\n")

@@ -22,6 +22,7 @@ from pathlib import Path
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, DEFAULT_TOOL_TIMEOUT
+from pytest_mcpfaults.sidecar.connection import Dying, effect_of
 from pytest_mcpfaults.sidecar.core import SidecarCore
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
@@ -119,7 +120,7 @@ class StdioServer(SidecarViews):
         plan = F.as_plan(faults, argname=argname.rstrip("="))
         F.check_transport(plan, "stdio", f"StdioServer {argname}")
         for f in plan:
-            if isinstance(f, F.Die) and f.restart:
+            if effect_of(f) == Dying(restart=True):
                 raise ValueError(
                     f"StdioServer {argname}: {str(f)!r}: a stdio child cannot restart itself (the harness "
                     "spawns it); use die without restart= (the child exits with status 1)"
