@@ -1,6 +1,6 @@
 """The body phase: how a body fault (``Fault.phase == 'body'``) shapes the bytes of a reply. Sans-IO.
 
-Each body kind says once, in :func:`shape_of` (dispatched on its class, so a subclass shapes as its
+Each body kind says once, in :func:`body_shape` (dispatched on its class, so a subclass shapes as its
 base), what it does to a body: cut it at a byte offset and then hold, close (FIN) or reset (RST) the
 connection; pace it in chunks; cut a JSON body in half; keep an event stream open at its end. A
 :class:`BodyShaper` turns that into steps for one body fed to it chunk by chunk; every adapter runs
@@ -26,6 +26,7 @@ __all__ = [
     "Sleep",
     "Step",
     "Write",
+    "body_shape",
     "halve",
     "halve_event",
     "shape_of",
@@ -97,40 +98,42 @@ _HOLD, _FIN, _RST = Hold(), Cut("fin"), Cut("rst")
 def shape_of(fault: F.Fault | None) -> Shape:
     """What ``fault`` does to the body of the reply it answers (:data:`PLAIN` for no fault, or one of
     another phase)."""
-    return PLAIN if fault is None else _shape(fault)
+    return PLAIN if fault is None else body_shape(fault)
 
 
 @singledispatch
-def _shape(fault: F.Fault) -> Shape:
+def body_shape(fault: F.Fault) -> Shape:
+    """What ``fault`` does to a body: one function per body kind, registered with
+    ``@body_shape.register`` (:func:`shape_of` takes ``None`` too)."""
     return PLAIN
 
 
-@_shape.register
+@body_shape.register
 def _stall(fault: F.Stall) -> Shape:
     return Shape(cut=fault.after_bytes, ending=_HOLD)
 
 
-@_shape.register
+@body_shape.register
 def _truncate(fault: F.Truncate) -> Shape:
     return Shape(cut=fault.after_bytes, ending=_FIN)
 
 
-@_shape.register
+@body_shape.register
 def _reset(fault: F.Reset) -> Shape:
     return Shape(cut=fault.after_bytes, ending=_RST)
 
 
-@_shape.register
+@body_shape.register
 def _drip(fault: F.Drip) -> Shape:
     return Shape(drip=(fault.chunk_bytes, fault.interval))
 
 
-@_shape.register
+@body_shape.register
 def _malformed(fault: F.MalformedJson) -> Shape:
     return Shape(halves=True)
 
 
-@_shape.register
+@body_shape.register
 def _endless(fault: F.EndlessSse) -> Shape:
     return Shape(ending=_HOLD, open_stream=True)
 

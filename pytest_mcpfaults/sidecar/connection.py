@@ -45,32 +45,29 @@ Effect = Dying | Holding | Pausing
 """A connection-phase effect: :class:`Dying`, :class:`Holding` or :class:`Pausing`."""
 
 
+@singledispatch
 def effect_of(fault: F.Fault, fired: int = 0) -> Effect | None:
     """What ``fault``, on its ``fired``-th firing, does before the request is answered (``None``: a
-    fault of another phase)."""
-    return _effect(fault, fired)
-
-
-@singledispatch
-def _effect(fault: F.Fault, fired: int) -> Effect | None:
+    fault of another phase). One function per connection kind, registered with
+    ``@effect_of.register`` and taking ``(fault, fired=0)``."""
     return None
 
 
-@_effect.register
-def _die(fault: F.Die, fired: int) -> Effect | None:
+@effect_of.register
+def _die(fault: F.Die, fired: int = 0) -> Effect | None:
     return Dying(fault.restart)
 
 
-@_effect.register
-def _freeze(fault: F.Freeze, fired: int) -> Effect | None:
+@effect_of.register
+def _freeze(fault: F.Freeze, fired: int = 0) -> Effect | None:
     return Holding(freezes=True)
 
 
-@_effect.register
-def _hang(fault: F.Hang, fired: int) -> Effect | None:
+@effect_of.register
+def _hang(fault: F.Hang, fired: int = 0) -> Effect | None:
     return Holding()
 
 
-@_effect.register
-def _delay(fault: F.Delay, fired: int) -> Effect | None:
+@effect_of.register
+def _delay(fault: F.Delay, fired: int = 0) -> Effect | None:
     return Pausing(fault.seconds + jitter(fault, fired), fault.after)  # the nth firing, the nth jitter

@@ -6,9 +6,10 @@ answer it with the same bytes.
 
 The behaviour of the answer phase (``Fault.phase == 'answer'``) lives here, one function per kind,
 chosen by :func:`functools.singledispatch` on the fault's class (a subclass answers as its base):
-:func:`forced_reply` (the reply), :func:`applies` (which requests it can answer), :func:`resting`
-(a flap's healthy turns), :func:`expires_session` and :func:`rewrites_upstream` (with an upstream:
-rewrite its answer).
+:func:`answer_reply` (the reply; :func:`forced_reply` takes ``None`` too), :func:`applies` (which
+requests it can answer), :func:`resting` (a flap's healthy turns), :func:`expires_session` and
+:func:`rewrites_upstream` (with an upstream: rewrite its answer). Register a new kind's function with
+``@answer_reply.register`` (and so on).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "PlanEntry",
     "RequestInfo",
     "RouteKind",
+    "answer_reply",
     "applies",
     "classify",
     "expires_session",
@@ -201,31 +203,34 @@ def forced_reply(
     also ends the transport session on ``endpoint``."""
     if fault is None:
         return None
-    return _forced(fault, info, endpoint, service_url)
+    return answer_reply(fault, info, endpoint, service_url)
 
 
 @singledispatch
-def _forced(fault: F.Fault, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
-    return None  # a kind of another phase: answered normally (and shaped or held elsewhere)
+def answer_reply(fault: F.Fault, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    """The reply ``fault`` forces on the request ``info`` (``None``: answered normally). One function
+    per answer kind, registered with ``@answer_reply.register``; a kind of another phase (or a
+    subclass of one) is answered normally, and shaped or held elsewhere."""
+    return None
 
 
-@_forced.register
+@answer_reply.register
 def _status(fault: F.Status, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
     headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
     return Reply(fault.code, {"error": fault.body or f"injected HTTP {fault.code}"}, headers, sse=False)
 
 
-@_forced.register
+@answer_reply.register
 def _flap(fault: F.Flap, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
     return Reply(fault.code, {"error": f"injected HTTP {fault.code} (flapping)"}, sse=False)
 
 
-@_forced.register
+@answer_reply.register
 def _absent(fault: F.Absent, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
     return Reply(404, {"error": "Not Found"}, sse=False)
 
 
-@_forced.register
+@answer_reply.register
 def _terminating(
     fault: F.Terminating, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:
@@ -239,14 +244,14 @@ def _terminating(
     return r
 
 
-@_forced.register
+@answer_reply.register
 def _jsonrpc_error(
     fault: F.JsonRpcError, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:
     return rpc_error(fault.code, fault.message, info.mcp.id if info.mcp else None)
 
 
-@_forced.register
+@answer_reply.register
 def _session_expired(
     fault: F.SessionExpired, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:
@@ -256,14 +261,14 @@ def _session_expired(
     return rpc_error(-32600, "Session not found", status=404)
 
 
-@_forced.register
+@answer_reply.register
 def _tool_error(
     fault: F.ToolError, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:
     return _tool_reply(info, tool_result(fault.text, is_error=True))
 
 
-@_forced.register
+@answer_reply.register
 def _error_payload(
     fault: F.ErrorPayload, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:
@@ -273,7 +278,7 @@ def _error_payload(
     return _tool_reply(info, tool_result({"error": fault.error_message(info.mcp.tool, info.mcp.arguments)}))
 
 
-@_forced.register
+@answer_reply.register
 def _backend_gone(
     fault: F.BackendGone, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:

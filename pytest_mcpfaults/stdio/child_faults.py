@@ -1,7 +1,7 @@
 """The child phase: what a fault of ``Fault.phase == 'child'`` has the stdio child write on its pipes
 before it answers, as the control messages the stdio server sends the child. Pure: no I/O.
 
-:func:`pipe_writes` is dispatched on the fault's class (a subclass writes as its base). The child
+:func:`child_writes` is dispatched on the fault's class (a subclass writes as its base). The child
 events (``Fault.event``: stdin closing, a signal) are counted by the stdio server itself.
 """
 
@@ -12,25 +12,27 @@ from typing import Any
 
 from pytest_mcpfaults import faults as F
 
-__all__ = ["pipe_writes"]
+__all__ = ["child_writes", "pipe_writes"]
 
 
 def pipe_writes(fault: F.Fault | None) -> tuple[dict[str, Any], ...]:
     """The control messages (``t='out'``: write ``d`` on stdout; ``t='err'``: ``n`` bytes of log
     lines on stderr) the child gets before the answer to the request ``fault`` fired on."""
-    return () if fault is None else _writes(fault)
+    return () if fault is None else child_writes(fault)
 
 
 @singledispatch
-def _writes(fault: F.Fault) -> tuple[dict[str, Any], ...]:
+def child_writes(fault: F.Fault) -> tuple[dict[str, Any], ...]:
+    """The control messages ``fault`` sends the child before the answer: one function per child
+    kind, registered with ``@child_writes.register``."""
     return ()
 
 
-@_writes.register
+@child_writes.register
 def _stdout_noise(fault: F.StdoutNoise) -> tuple[dict[str, Any], ...]:
     return ({"t": "out", "d": "".join(fault.text + "\n" for _ in range(fault.lines))},)
 
 
-@_writes.register
+@child_writes.register
 def _stderr_flood(fault: F.StderrFlood) -> tuple[dict[str, Any], ...]:
     return ({"t": "err", "n": fault.bytes},)
