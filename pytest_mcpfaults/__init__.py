@@ -11,86 +11,13 @@ from typing import TYPE_CHECKING
 from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.faults import (
-        Absent as Absent,
-    )
-    from pytest_mcpfaults.faults import (
-        BackendGone as BackendGone,
-    )
-    from pytest_mcpfaults.faults import (
-        Delay as Delay,
-    )
-    from pytest_mcpfaults.faults import (
-        Die as Die,
-    )
-    from pytest_mcpfaults.faults import (
-        Drip as Drip,
-    )
-    from pytest_mcpfaults.faults import (
-        EndlessSse as EndlessSse,
-    )
-    from pytest_mcpfaults.faults import (
-        ErrorPayload as ErrorPayload,
-    )
-    from pytest_mcpfaults.faults import (
-        Fault as Fault,
-    )
-    from pytest_mcpfaults.faults import (
-        Flap as Flap,
-    )
-    from pytest_mcpfaults.faults import (
-        Freeze as Freeze,
-    )
-    from pytest_mcpfaults.faults import (
-        Hang as Hang,
-    )
-    from pytest_mcpfaults.faults import (
-        IgnoreEof as IgnoreEof,
-    )
-    from pytest_mcpfaults.faults import (
-        IgnoreSigterm as IgnoreSigterm,
-    )
-    from pytest_mcpfaults.faults import (
-        JsonRpcError as JsonRpcError,
-    )
-    from pytest_mcpfaults.faults import (
-        MalformedJson as MalformedJson,
-    )
-    from pytest_mcpfaults.faults import (
-        Reset as Reset,
-    )
-    from pytest_mcpfaults.faults import (
-        SessionExpired as SessionExpired,
-    )
-    from pytest_mcpfaults.faults import (
-        Stall as Stall,
-    )
-    from pytest_mcpfaults.faults import (
-        Status as Status,
-    )
-    from pytest_mcpfaults.faults import (
-        StderrFlood as StderrFlood,
-    )
-    from pytest_mcpfaults.faults import (
-        StdoutNoise as StdoutNoise,
-    )
-    from pytest_mcpfaults.faults import (
-        Terminating as Terminating,
-    )
-    from pytest_mcpfaults.faults import (
-        ToolError as ToolError,
-    )
+    from pytest_mcpfaults import fault_types as _fault_types
+    from pytest_mcpfaults.fault_types import *  # noqa: F403  (the kinds, Fault, fault_kinds)
     from pytest_mcpfaults.faults import (
         Trigger as Trigger,
     )
     from pytest_mcpfaults.faults import (
-        Truncate as Truncate,
-    )
-    from pytest_mcpfaults.faults import (
         fault_from_dict as fault_from_dict,
-    )
-    from pytest_mcpfaults.faults import (
-        fault_kinds as fault_kinds,
     )
     from pytest_mcpfaults.faults import (
         format_plan as format_plan,
@@ -200,33 +127,19 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+#: The public names, then the fault kinds (``fault_types.__all__``): those are added on first use of
+#: ``__all__`` or of a kind, so that a new kind is exported without being listed here, and importing
+#: the package stays cheap.
 __all__ = [
-    "Absent",
-    "BackendGone",
     "BenchmarkSession",
     "BenchmarkSessions",
     "ChildRecord",
     "ConnectionRecord",
-    "Delay",
-    "Die",
-    "Drip",
-    "EndlessSse",
-    "ErrorPayload",
-    "Fault",
-    "Flap",
-    "Freeze",
-    "Hang",
-    "IgnoreEof",
-    "IgnoreSigterm",
     "Journal",
-    "JsonRpcError",
-    "MalformedJson",
     "PatienceViolation",
     "RecordedEvent",
     "RecordedSpan",
     "RequestRecord",
-    "Reset",
-    "SessionExpired",
     "Sidecar",
     "SidecarError",
     "SidecarFactory",
@@ -235,25 +148,17 @@ __all__ = [
     "SpanLookupError",
     "SpanRecorder",
     "SpanWiringWarning",
-    "Stall",
-    "Status",
-    "StderrFlood",
     "StdioServer",
     "StdioViolation",
-    "StdoutNoise",
-    "Terminating",
     "Tool",
-    "ToolError",
     "ToolResultError",
     "Trigger",
-    "Truncate",
     "Violation",
     "all_spans_ended",
     "check_all",
     "cleanup_at_most",
     "cleanup_never_flips",
     "fault_from_dict",
-    "fault_kinds",
     "find_spans",
     "format_plan",
     "format_tree",
@@ -266,31 +171,7 @@ __all__ = [
 ]
 
 _EXPORTS: dict[str, str] = {
-    "Absent": "pytest_mcpfaults.faults",
-    "BackendGone": "pytest_mcpfaults.faults",
-    "Delay": "pytest_mcpfaults.faults",
-    "Die": "pytest_mcpfaults.faults",
-    "Drip": "pytest_mcpfaults.faults",
-    "EndlessSse": "pytest_mcpfaults.faults",
-    "ErrorPayload": "pytest_mcpfaults.faults",
-    "Fault": "pytest_mcpfaults.faults",
-    "Flap": "pytest_mcpfaults.faults",
-    "Freeze": "pytest_mcpfaults.faults",
-    "Hang": "pytest_mcpfaults.faults",
-    "IgnoreEof": "pytest_mcpfaults.faults",
-    "IgnoreSigterm": "pytest_mcpfaults.faults",
-    "JsonRpcError": "pytest_mcpfaults.faults",
-    "MalformedJson": "pytest_mcpfaults.faults",
-    "Reset": "pytest_mcpfaults.faults",
-    "SessionExpired": "pytest_mcpfaults.faults",
-    "Stall": "pytest_mcpfaults.faults",
-    "Status": "pytest_mcpfaults.faults",
-    "StderrFlood": "pytest_mcpfaults.faults",
-    "StdoutNoise": "pytest_mcpfaults.faults",
-    "Terminating": "pytest_mcpfaults.faults",
-    "ToolError": "pytest_mcpfaults.faults",
     "Trigger": "pytest_mcpfaults.faults",
-    "Truncate": "pytest_mcpfaults.faults",
     "fault_from_dict": "pytest_mcpfaults.faults",
     "fault_kinds": "pytest_mcpfaults.faults",
     "format_plan": "pytest_mcpfaults.faults",
@@ -331,4 +212,10 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+_PUBLIC = list(__all__)
+if TYPE_CHECKING:
+    __all__ += _fault_types.__all__
+else:
+    del __all__  # made on first use, with the kinds (see lazy_exports)
+
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, public=_PUBLIC, more="pytest_mcpfaults.fault_types")

@@ -18,14 +18,15 @@ from pytest_mcpfaults.text_values import format_value
 from pytest_mcpfaults.triggers import Trigger
 from pytest_mcpfaults.validation import check_bool, check_count, check_seconds
 
+#: What ``from pytest_mcpfaults.fault_types import *`` gives, and so what ``pytest_mcpfaults`` and
+#: :mod:`pytest_mcpfaults.faults` export from here: the fault kinds, their base and the registry (a
+#: new kind's class name goes here, next to the class; nothing else lists the kinds). The module's
+#: other public names (``Draw``, ``KIND_NAME``, ``check_transport`` ...) are exported by ``faults``.
 __all__ = [
-    "KIND_NAME",
-    "PHASES",
     "Absent",
     "BackendGone",
     "Delay",
     "Die",
-    "Draw",
     "Drip",
     "EndlessSse",
     "ErrorPayload",
@@ -37,7 +38,6 @@ __all__ = [
     "IgnoreSigterm",
     "JsonRpcError",
     "MalformedJson",
-    "Phase",
     "Reset",
     "SessionExpired",
     "Stall",
@@ -47,10 +47,7 @@ __all__ = [
     "Terminating",
     "ToolError",
     "Truncate",
-    "check_kind_names",
-    "check_transport",
     "fault_kinds",
-    "unregister_fault_kind",
 ]
 
 
