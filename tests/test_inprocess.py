@@ -124,6 +124,16 @@ CASES: list[tuple[str, Scenario]] = [
 ]
 
 
+def any_request(c: httpx.Client, s: Side) -> list[Any]:
+    """A health check, a tool call and a cleanup call: what a kind with its default target meets."""
+    return [*health()(c, s), *calls(tool("echo", text="hi"), tool("delete_session", session_id="s-1"))(c, s)]
+
+
+# every supported kind the cases above leave out, with its defaults (a kind added later gets one)
+_HAND = {f.kind for plan, _ in CASES for f in parse_plan(plan)}
+CASES += [(str(fault_kinds()[k]()), any_request) for k in SUPPORTED_KINDS if k not in _HAND]
+
+
 def _client() -> httpx.Client:
     return httpx.Client(timeout=2.0)
 

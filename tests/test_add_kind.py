@@ -1,0 +1,187 @@
+"""Adding a fault kind, as a contributor would, touches 4 files: its class (``fault_types.py``), its
+behaviour (``sidecar/connection.py``), its test, and one docs page (``docs/faults.md``).
+
+The kind is made up: ``slow_502``, a gateway that waits, then answers 502. It is written into a copy of
+the repository in ``tmp_path`` (a git repository of its own, so the files it touches are counted by
+``git status``), and the suite's tests of everything that lists kinds run there with it: the registry
+and exports, the text form, the behaviour modules, the strategies' shrink order (checked against
+Hypothesis), the matrix, the in-process parity cases, the report, the docs tables and the docs build,
+and the kind's own test through real clients on both backends. docs/architecture.md states the count.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CLASS = '''
+
+@dataclass(frozen=True)
+class SlowGateway(Fault):
+    """A gateway whose upstream does not answer in time: wait ``seconds``, then answer 502."""
+
+    kind: ClassVar[str] = "slow_502"
+    phase: ClassVar[Phase] = "connection"
+    shrink_rank: ClassVar[int] = 105
+    draws: ClassVar[Mapping[str, Draw]] = {"seconds": (0.0, 0.01)}
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = {"seconds": 0.05}
+    seconds: float = 0.05
+
+    def _validate(self) -> None:
+        check_seconds("SlowGateway", "seconds", self.seconds)
+'''
+
+BEHAVIOUR = """
+
+@effect_of.register
+def _slow_gateway(fault: F.SlowGateway, fired: int = 0) -> Effect | None:
+    return Pausing(fault.seconds)
+
+
+@answer_reply.register
+def _slow_gateway_reply(
+    fault: F.SlowGateway, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    return Reply(502, {"error": "Bad Gateway: the upstream did not answer in time"}, sse=False)
+"""
+
+TEST = '''"""slow_502 through real clients: the socket sidecar and the in-process backend."""
+
+import time
+
+import httpx
+
+from pytest_mcpfaults import Sidecar, SlowGateway, parse_fault
+from pytest_mcpfaults.inprocess import mock_sidecar
+
+
+def test_a_slow_gateway_answers_502_after_its_delay() -> None:
+    assert str(parse_fault("slow_502(seconds=0.2)@health")) == "slow_502(seconds=0.2)@health"
+    with Sidecar(faults=[SlowGateway(0.2, when="health")]) as sidecar:
+        started = time.monotonic()
+        response = httpx.get(sidecar.health_url, timeout=5)
+        assert response.status_code == 502 and time.monotonic() - started >= 0.2
+        assert sidecar.fired == {"slow_502": 1}
+        assert httpx.get(sidecar.health_url, timeout=5).status_code == 502  # every matching request
+    with mock_sidecar(faults=["slow_502(seconds=0.01)@health[times=1]"]) as fake:
+        assert [httpx.get(fake.health_url).status_code for _ in range(2)] == [502, 200]
+'''
+
+DOCS = {
+    "| `StdoutNoise` |": '| `SlowGateway` | `seconds=0.05` (`*`) | `SlowGateway(0.5, when="tools/call")` | '
+    "502, late | `MCPError` with the 502 | `test_slow_gateway.py` |",
+    "| `stdout_noise` | no | no | yes |": "| `slow_502` | yes | yes | no |",
+    "| `stdout_noise` | no | no (stdio only) |": "| `slow_502` | yes | the matched request: late, a 502 |",
+}
+
+#: The suite's tests of what lists or counts kinds, run in the copy with the kind added.
+CHECKS = [
+    "tests/test_slow_gateway.py",
+    "tests/test_fault_registry.py",
+    "tests/test_behaviour.py",
+    "tests/test_faults_triggers.py",
+    "tests/test_matrix.py",
+    "tests/test_inprocess.py",
+    "tests/test_report.py",
+    "tests/test_faults_doc.py",
+    "tests/test_stdio_docs.py",
+    "tests/test_cli.py::test_docs_fault_examples_parse_and_the_kinds_table_is_complete",
+    "tests/test_legacy_sse.py::test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind",
+    "tests/test_docs.py::test_the_api_page_lists_every_public_name_of_faults",
+    "tests/test_strategies.py::test_kind_order_is_the_order_hypothesis_shrinks_to",
+    "tests/test_strategies.py::test_kind_order_covers_every_kind_once",
+]
+
+#: What the derived lists say about the kind, printed from the copy.
+SHOW = """
+import pytest_mcpfaults, pytest_mcpfaults.faults as F
+from pytest_mcpfaults.inprocess import SUPPORTED_KINDS
+from pytest_mcpfaults.matrix import catalogue
+from pytest_mcpfaults.strategies import kind_order
+assert pytest_mcpfaults.__file__.startswith({copy!r}), pytest_mcpfaults.__file__
+print("exported:", "SlowGateway" in pytest_mcpfaults.__all__, "SlowGateway" in F.__all__)
+print("text form:", F.parse_fault("slow_502(seconds=0.01)@tools/call[nth=2]"))
+print("shrinks after:", kind_order()[kind_order().index("slow_502") - 1])
+print("matrix cell:", *map(str, catalogue(kinds=["slow_502"])))
+print("in-process:", "slow_502" in SUPPORTED_KINDS)
+"""
+
+
+def _git(copy: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=copy, check=True, capture_output=True, text=True, timeout=60
+    ).stdout
+
+
+def _insert_after(path: Path, marker: str, text: str) -> None:
+    source = path.read_text()
+    at = source.index(marker)
+    end = source.index("\n", at) + 1
+    path.write_text(source[:end] + text + source[end:])
+
+
+@pytest.mark.timeout(420)
+def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    tracked = _git(ROOT, "ls-files", "-z").split("\0")
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    _git(copy, "init", "-q")
+    _git(copy, "add", "-A")
+    _git(copy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "before")
+
+    # 1. the class, and its name in the module's __all__ (next to it)
+    fault_types = copy / "pytest_mcpfaults" / "fault_types.py"
+    fault_types.write_text(fault_types.read_text() + CLASS)
+    _insert_after(fault_types, '    "Fault",', '    "SlowGateway",\n')
+    # 2. the behaviour: a pause, then the reply
+    connection = copy / "pytest_mcpfaults" / "sidecar" / "connection.py"
+    source = connection.read_text().replace(
+        "from pytest_mcpfaults.sidecar.routing import jitter",
+        "from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply\n"
+        "from pytest_mcpfaults.sidecar.routing import RequestInfo, answer_reply, jitter",
+    )
+    connection.write_text(source + BEHAVIOUR)
+    # 3. its test, 4. its rows on the one docs page
+    (copy / "tests" / "test_slow_gateway.py").write_text(TEST)
+    page = copy / "docs" / "faults.md"
+    for marker, row in DOCS.items():
+        _insert_after(page, marker, row + "\n")
+
+    touched = sorted(line[3:] for line in _git(copy, "status", "--porcelain", "-uall").splitlines())
+    assert touched == [
+        "docs/faults.md",
+        "pytest_mcpfaults/fault_types.py",
+        "pytest_mcpfaults/sidecar/connection.py",
+        "tests/test_slow_gateway.py",
+    ]
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env["PYTHONPATH"] = str(copy)  # the copy's package, not this checkout's
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    shown = subprocess.run(
+        [sys.executable, "-c", SHOW.format(copy=str(copy))],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.splitlines() == [
+        "exported: True True",
+        "text form: slow_502(seconds=0.01)@tools/call[nth=2]",
+        "shrinks after: delay",
+        "matrix cell: slow_502@tool:delete_session",
+        "in-process: True",
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *CHECKS],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
