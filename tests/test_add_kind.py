@@ -77,7 +77,6 @@ def test_a_slow_gateway_answers_502_after_its_delay() -> None:
 DOCS = {
     "| `StdoutNoise` |": '| `SlowGateway` | `seconds=0.05` (`*`) | `SlowGateway(0.5, when="tools/call")` | '
     "502, late | `MCPError` with the 502 | `test_slow_gateway.py` |",
-    "| `stdout_noise` | no | no | yes |": "| `slow_502` | yes | yes | no |",
     "| `stdout_noise` | no | no (stdio only) |": "| `slow_502` | yes | the matched request: late, a 502 |",
 }
 
@@ -91,10 +90,12 @@ CHECKS = [
     "tests/test_inprocess.py",
     "tests/test_report.py",
     "tests/test_faults_doc.py",
+    "tests/test_kind_tables.py",
     "tests/test_stdio_docs.py",
-    "tests/test_cli.py::test_docs_fault_examples_parse_and_the_kinds_table_is_complete",
+    "tests/test_cli.py::test_docs_fault_examples_parse_and_the_kinds_table_is_the_generated_one",
     "tests/test_legacy_sse.py::test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind",
     "tests/test_docs.py::test_the_api_page_lists_every_public_name_of_faults",
+    "tests/test_docs.py::test_docs_site_builds_with_warnings_as_errors",
     "tests/test_strategies.py::test_kind_order_is_the_order_hypothesis_shrinks_to",
     "tests/test_strategies.py::test_kind_order_covers_every_kind_once",
 ]
@@ -130,7 +131,7 @@ def _insert_after(path: Path, marker: str, text: str) -> None:
 @pytest.mark.timeout(420)
 def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path) -> None:
     copy = tmp_path / "repo"
-    tracked = _git(ROOT, "ls-files", "-z").split("\0")
+    tracked = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for name in filter(None, tracked):
         if (ROOT / name).is_file():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
@@ -151,11 +152,23 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
         "from pytest_mcpfaults.sidecar.routing import RequestInfo, answer_reply, jitter",
     )
     connection.write_text(source + BEHAVIOUR)
-    # 3. its test, 4. its rows on the one docs page
+    # 3. its test, 4. its rows on the one docs page (the catalogue and the legacy SSE table by hand,
+    # the generated tables by python -m pytest_mcpfaults.kind_tables)
     (copy / "tests" / "test_slow_gateway.py").write_text(TEST)
     page = copy / "docs" / "faults.md"
     for marker, row in DOCS.items():
         _insert_after(page, marker, row + "\n")
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env["PYTHONPATH"] = str(copy)  # the copy's package, not this checkout's
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    made = subprocess.run(
+        [sys.executable, "-m", "pytest_mcpfaults.kind_tables"],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr  # the page's generated tables, made afresh
+    assert "| `slow_502` | `*` | `seconds=0.05` | A gateway whose upstream" in page.read_text()
+    assert "| `slow_502` | yes | yes | no |" in page.read_text()
 
     touched = sorted(line[3:] for line in _git(copy, "status", "--porcelain", "-uall").splitlines())
     assert touched == [
@@ -165,9 +178,6 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
         "tests/test_slow_gateway.py",
     ]
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
-    env["PYTHONPATH"] = str(copy)  # the copy's package, not this checkout's
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     shown = subprocess.run(
         [sys.executable, "-c", SHOW.format(copy=str(copy))],
         cwd=copy, env=env, capture_output=True, text=True, timeout=120,
