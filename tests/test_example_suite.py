@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mcpfaults.matrix import catalogue, fault_id
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DOC = ROOT / "docs" / "catching-the-flip.md"
@@ -43,31 +45,21 @@ FLIPPED = {
     "test_backend_gone_at_delete",
     "test_agent_timeout_with_reaped_backend",
 }
-#: The teardown matrix (examples/test_example_matrix.py): every catalogue fault but the two /health ones.
-MATRIX = [
-    "die@tool:delete_session",
-    "freeze@tool:delete_session",
-    "hang@tool:delete_session",
-    "delay(seconds=0.2)@tool:delete_session",
-    "status@tool:delete_session",
-    "terminating@tool:delete_session",
-    "stall@tool:delete_session",
-    "drip(chunk_bytes=16)@tool:delete_session",
-    "truncate@tool:delete_session",
-    "reset@tool:delete_session",
-    "malformed_json@tool:delete_session",
-    "endless_sse@tool:delete_session",
-    "jsonrpc_error@tool:delete_session",
-    "tool_error@tool:delete_session",
-    "session_expired@tool:delete_session",
-    "backend_gone",
-]
+#: The teardown matrix (examples/test_example_matrix.py): every catalogue fault but the two /health ones,
+#: by its test id.
+MATRIX = [fault_id(f) for f in catalogue(exclude=["flap", "absent"])]
 #: Faults that slow cleanup down without breaking it: the unhardened runner survives only these.
 HARMLESS = {
     "delay(seconds=0.2)@tool:delete_session",
     "drip(chunk_bytes=16)@tool:delete_session",
     "endless_sse@tool:delete_session",
 }
+#: What the runs end with: every test passes on the hardened runner; on the unhardened one the flipped
+#: scenarios and the matrix entries that are not harmless fail. Every planned kind fires.
+PASSED_ALL = len(SUITE) + len(MATRIX) + 1  # and the Hypothesis property
+FAILED_UNHARDENED = len(FLIPPED) + len(set(MATRIX) - HARMLESS)
+PASSED_UNHARDENED = PASSED_ALL - FAILED_UNHARDENED
+COVERAGE = r"^mcpfaults: (\d+) kinds, \1 fired, 0 violations$"
 
 
 def _start(*args: str) -> subprocess.Popen[str]:
@@ -161,8 +153,8 @@ def test_the_main_command_passes_on_the_hardened_runner(
     assert _outcomes(run.stdout) == dict.fromkeys(SUITE, "PASSED")
     assert _matrix_outcomes(run.stdout) == dict.fromkeys(MATRIX, "PASSED")
     assert f"PASSED {PROPERTY}" in run.stdout
-    assert re.search(r"^=+ 25 passed in [\d.]+s", run.stdout, re.M), run.stdout
-    assert "mcpfaults: 16 kinds, 16 fired, 0 violations" in run.stdout  # the readable closing summary
+    assert re.search(rf"^=+ {PASSED_ALL} passed in [\d.]+s", run.stdout, re.M), run.stdout
+    assert re.search(COVERAGE, run.stdout, re.M), run.stdout  # the readable closing summary
 
 
 def test_the_unhardened_runner_fails_exactly_the_cleanup_tests(
@@ -174,7 +166,8 @@ def test_the_unhardened_runner_fails_exactly_the_cleanup_tests(
     assert _outcomes(run.stdout) == {name: "FAILED" if name in FLIPPED else "PASSED" for name in SUITE}
     assert _matrix_outcomes(run.stdout) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}
     assert f"PASSED {PROPERTY}" in run.stdout  # latency alone does not flip even this runner
-    assert re.search(r"^=+ 16 failed, 9 passed in [\d.]+s", run.stdout, re.M), run.stdout
+    failed, passed = FAILED_UNHARDENED, PASSED_UNHARDENED
+    assert re.search(rf"^=+ {failed} failed, {passed} passed in [\d.]+s", run.stdout, re.M), run.stdout
     for fault in set(MATRIX) - HARMLESS:  # each matrix failure is the flip, as the coverage summary says
         entry = f"examples/test_example_matrix.py::test_cleanup_under_every_fault[{fault}]"
         assert f"{entry}: invariant cleanup_never_flips: Agent.Session is ERROR" in run.stdout, run.stdout
@@ -205,23 +198,24 @@ def test_the_span_gate_finds_no_false_alarm_in_the_suite_and_its_property(
     assert _outcomes(run.stdout) == dict.fromkeys(SUITE, "PASSED")
     assert _matrix_outcomes(run.stdout) == dict.fromkeys(MATRIX, "PASSED")
     assert f"PASSED {PROPERTY}" in run.stdout
-    assert re.search(r"^=+ 25 passed in [\d.]+s", run.stdout, re.M), run.stdout
-    assert "mcpfaults: 16 kinds, 16 fired, 0 violations" in run.stdout
+    assert re.search(rf"^=+ {PASSED_ALL} passed in [\d.]+s", run.stdout, re.M), run.stdout
+    assert re.search(COVERAGE, run.stdout, re.M), run.stdout
 
 
 def test_the_span_gate_counts_the_unhardened_runners_violations_once(
     example_run: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
-    """The same 16 failures with the gate on, and the same number of violations as without it: a
+    """The same failures with the gate on, and the same number of violations as without it: a
     violation the test's own assert_invariants() raised is not counted again by the gate."""
     plain, gated = example_run("unhardened"), example_run("unhardened", GATE)
     assert gated.returncode == 1, gated.stdout + gated.stderr
     assert _outcomes(gated.stdout) == _outcomes(plain.stdout)
     assert _matrix_outcomes(gated.stdout) == _matrix_outcomes(plain.stdout)
-    assert re.search(r"^=+ 16 failed, 9 passed in [\d.]+s", gated.stdout, re.M), gated.stdout
+    failed, passed = FAILED_UNHARDENED, PASSED_UNHARDENED
+    assert re.search(rf"^=+ {failed} failed, {passed} passed in [\d.]+s", gated.stdout, re.M), gated.stdout
 
     def violations(stdout: str) -> list[str]:
-        return re.findall(r"^mcpfaults: 16 kinds, 16 fired, (\d+) violations$", stdout, re.M)
+        return re.findall(r"^mcpfaults: (?:\d+) kinds, (?:\d+) fired, (\d+) violations$", stdout, re.M)
 
     assert violations(gated.stdout) == violations(plain.stdout) != []
     assert "mcpfaults span gate (--mcpfaults-check-spans)" not in gated.stdout  # nothing new to add
