@@ -22,7 +22,7 @@ def lazy_exports(
 
     ``more``: a module whose ``__all__`` the package exports too without listing it (the fault
     kinds: classes), imported on first access of a capitalised name not in ``exports`` or of
-    ``__all__``, which is then ``public`` and the module's ``__all__``."""
+    ``__all__``, which is then ``public`` and the module's ``__all__``, sorted."""
     package = namespace["__name__"]
 
     def _more() -> list[str]:
@@ -30,7 +30,7 @@ def lazy_exports(
 
     def __getattr__(name: str) -> Any:
         if name == "__all__" and public is not None:
-            value = [*public, *(n for n in _more() if n not in public)]
+            value = sorted({*public, *_more()})
             namespace["__all__"] = value
             return value
         module = exports.get(name)
