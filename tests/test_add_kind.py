@@ -1,5 +1,7 @@
-"""Adding a fault kind, as a contributor would, touches 4 files: its class (``fault_types.py``), its
-behaviour (``sidecar/connection.py``), its test, and one docs page (``docs/faults.md``).
+"""Adding a fault kind, as a contributor would: five files by hand (its class in ``fault_types.py``, its
+behaviour in ``sidecar/connection.py``, its test, its mcp 1.x test in ``test_faults_mcp1.py``, where the
+catalogue's mcp 1.x column is measured, and two rows of ``docs/faults.md``) and two commands that remake
+the generated docs (``python -m pytest_mcpfaults.kind_tables``, ``python docs/gen_api.py``).
 
 The kind is made up: ``slow_502``, a gateway that waits, then answers 502. It is written into a copy of
 the repository in ``tmp_path`` (a git repository of its own, so the files it touches are counted by
@@ -7,6 +9,7 @@ the repository in ``tmp_path`` (a git repository of its own, so the files it tou
 and exports, the text form, the behaviour modules, the strategies' shrink order (checked against
 Hypothesis), the matrix, the in-process parity cases, the report, the docs tables and the docs build,
 and the kind's own test through real clients on both backends. docs/architecture.md states the count.
+(Under mcp 2.x, test_faults_mcp1.py skips: its new test is there for the catalogue's pin, unrun.)
 """
 
 from __future__ import annotations
@@ -74,9 +77,19 @@ def test_a_slow_gateway_answers_502_after_its_delay() -> None:
         assert [httpx.get(fake.health_url).status_code for _ in range(2)] == [502, 200]
 '''
 
+MCP1_TEST = """
+
+async def test_mcp1_slow_502() -> None:
+    with anyio.fail_after(LIMIT), Sidecar(faults=["slow_502(seconds=0.2)@tools/call"]) as sc:
+        cancelled, exited = await call_cancelled(sc, *ECHO)
+        assert cancelled and leaves(exited) == ["HTTPStatusError"]
+"""
+
 DOCS = {
     "| `StdoutNoise` |": '| `SlowGateway` | `seconds=0.05` (`*`) | `SlowGateway(0.5, when="tools/call")` | '
-    "502, late | `MCPError` with the 502 | `test_slow_gateway.py` |",
+    '502, late | `MCPError("Server returned an error response")`, late | no `McpError`: the call is '
+    "cancelled, exit raises `ExceptionGroup[httpx.HTTPStatusError]` | `test_slow_gateway.py`, "
+    "`test_faults_mcp1.py` |",
     "| `stdout_noise` | no | no (stdio only) |": "| `slow_502` | yes | the matched request: late, a 502 |",
 }
 
@@ -91,10 +104,10 @@ CHECKS = [
     "tests/test_report.py",
     "tests/test_faults_doc.py",
     "tests/test_kind_tables.py",
+    "tests/test_docs_api.py",
     "tests/test_stdio_docs.py",
     "tests/test_cli.py::test_docs_fault_examples_parse_and_the_kinds_table_is_the_generated_one",
     "tests/test_legacy_sse.py::test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind",
-    "tests/test_docs.py::test_the_api_page_lists_every_public_name_of_faults",
     "tests/test_docs.py::test_docs_site_builds_with_warnings_as_errors",
     "tests/test_strategies.py::test_kind_order_is_the_order_hypothesis_shrinks_to",
     "tests/test_strategies.py::test_kind_order_covers_every_kind_once",
@@ -129,7 +142,7 @@ def _insert_after(path: Path, marker: str, text: str) -> None:
 
 
 @pytest.mark.timeout(420)
-def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path) -> None:
+def test_a_new_kind_touches_five_files_and_every_list_picks_it_up(tmp_path: Path) -> None:
     copy = tmp_path / "repo"
     tracked = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for name in filter(None, tracked):
@@ -155,6 +168,8 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
     # 3. its test, 4. its rows on the one docs page (the catalogue and the legacy SSE table by hand,
     # the generated tables by python -m pytest_mcpfaults.kind_tables)
     (copy / "tests" / "test_slow_gateway.py").write_text(TEST)
+    mcp1 = copy / "tests" / "test_faults_mcp1.py"  # the catalogue's mcp 1.x column is measured there
+    mcp1.write_text(mcp1.read_text() + MCP1_TEST)
     page = copy / "docs" / "faults.md"
     for marker, row in DOCS.items():
         _insert_after(page, marker, row + "\n")
@@ -167,14 +182,21 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
         cwd=copy, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert made.returncode == 0, made.stdout + made.stderr  # the page's generated tables, made afresh
+    api = subprocess.run(
+        [sys.executable, "docs/gen_api.py"], cwd=copy, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert api.returncode == 0, api.stdout + api.stderr  # the generated API page, made afresh
+    assert "\n### `SlowGateway`\n" in (copy / "docs" / "api.md").read_text()
     assert "| `slow_502` | `*` | `seconds=0.05` | A gateway whose upstream" in page.read_text()
     assert "| `slow_502` | yes | yes | no |" in page.read_text()
 
     touched = sorted(line[3:] for line in _git(copy, "status", "--porcelain", "-uall").splitlines())
     assert touched == [
-        "docs/faults.md",
+        "docs/api.md",  # regenerated (docs/gen_api.py)
+        "docs/faults.md",  # by hand: two rows; its generated tables: python -m pytest_mcpfaults.kind_tables
         "pytest_mcpfaults/fault_types.py",
         "pytest_mcpfaults/sidecar/connection.py",
+        "tests/test_faults_mcp1.py",
         "tests/test_slow_gateway.py",
     ]
 
