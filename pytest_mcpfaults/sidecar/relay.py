@@ -144,18 +144,7 @@ async def relay(
     rewriter = shape.halves or (fault is not None and rewrites_upstream(fault))
     if (rewriter or shape.open_stream) and (fault_rewrites(fault, resp) or not sse):
         assert fault is not None  # only a fault has a shape or rewrites
-        try:  # bounded; an UpstreamError before anything was sent: the caller answers 502/504
-            body = await resp.read(
-                max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request)
-            )
-        except Abandoned:
-            raise Dropped from None
-        if fault_rewrites(fault, resp):
-            body = rewrite(fault, forced, body, sse, mid)
-        if shape.open_stream and not sse:  # a JSON answer, framed as one SSE event
-            headers = [(n, v) for n, v in headers if n.lower() != "content-type"]
-            body = b"event: message\ndata: " + body + b"\n\n"
-            sse = True
+        body, headers, sse = await _read_whole(request, resp, fault, forced, mid, headers)
     if shape.resets_at_once:
         reset_transport(request.transport)
         raise Dropped
@@ -184,6 +173,33 @@ async def relay(
     complete()
     await web_resp.write_eof()
     return web_resp
+
+
+async def _read_whole(
+    request: web.BaseRequest,
+    resp: UpstreamResponse,
+    fault: F.Fault,
+    forced: Reply | None,
+    mid: Any,
+    headers: list[tuple[str, str]],
+) -> tuple[bytes, list[tuple[str, str]], bool]:
+    """The whole answer, read (bounded) for a fault that needs all of it: rewritten when the fault
+    rewrites it, framed as one SSE event for ``endless_sse`` on JSON. Its bytes, headers and whether
+    it is SSE. An :class:`UpstreamError` before anything was sent: the caller answers 502/504."""
+    sse = resp.sse
+    try:
+        body = await resp.read(
+            max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request)
+        )
+    except Abandoned:
+        raise Dropped from None
+    if fault_rewrites(fault, resp):
+        body = rewrite(fault, forced, body, sse, mid)
+    if shape_of(fault).open_stream and not sse:  # a JSON answer, framed as one SSE event
+        headers = [(n, v) for n, v in headers if n.lower() != "content-type"]
+        body = b"event: message\ndata: " + body + b"\n\n"
+        sse = True
+    return body, headers, sse
 
 
 def _gone(request: web.BaseRequest) -> bool:
