@@ -8,13 +8,15 @@ the repository in ``tmp_path`` (a git repository of its own, so the files it tou
 ``git status``), and the suite's tests of everything that lists kinds run there with it: the registry
 and exports, the text form, the behaviour modules, the strategies' shrink order (checked against
 Hypothesis), the matrix, the in-process parity cases, the report, the docs tables and the docs build,
-and the kind's own test through real clients on both backends. docs/architecture.md states the count.
+the kind's own test through real clients on both backends, and the README's main command (the worked
+example, whose teardown matrix gets a slow_502 cell). docs/architecture.md states the count.
 (Under mcp 2.x, test_faults_mcp1.py skips: its new test is there for the catalogue's pin, unrun.)
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,7 +143,7 @@ def _insert_after(path: Path, marker: str, text: str) -> None:
     path.write_text(source[:end] + text + source[end:])
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(720)
 def test_a_new_kind_touches_five_files_and_every_list_picks_it_up(tmp_path: Path) -> None:
     copy = tmp_path / "repo"
     tracked = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
@@ -217,3 +219,12 @@ def test_a_new_kind_touches_five_files_and_every_list_picks_it_up(tmp_path: Path
         cwd=copy, env=env, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    # the README's main command: the worked example, whose teardown matrix now has a slow_502 cell
+    main = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "examples/", "-q"],
+        cwd=copy, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert main.returncode == 0, main.stdout[-4000:] + main.stderr[-2000:]
+    assert "test_cleanup_under_every_fault[slow_502@tool:delete_session]" in main.stdout or re.search(
+        r"^slow_502 +1 +1 +1 +0$", main.stdout, re.M
+    ), main.stdout[-4000:]
