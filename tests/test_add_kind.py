@@ -10,7 +10,7 @@ and exports, the text form, the behaviour modules, the strategies' shrink order 
 Hypothesis), the matrix, the in-process parity cases, the report, the docs tables and the docs build,
 the kind's own test through real clients on both backends, and the README's main command (the worked
 example, whose teardown matrix gets a slow_502 cell). docs/architecture.md states the count.
-(Under mcp 2.x, test_faults_mcp1.py skips: its new test is there for the catalogue's pin, unrun.)
+Its mcp 1.x test runs with the mcp 1.x client from the suite's overlay (``mcp1_path``).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def _insert_after(path: Path, marker: str, text: str) -> None:
 
 
 @pytest.mark.timeout(720)
-def test_a_new_kind_touches_five_files_and_every_list_picks_it_up(tmp_path: Path) -> None:
+def test_a_new_kind_touches_five_files_and_every_list_picks_it_up(tmp_path: Path, mcp1_path: str) -> None:
     copy = tmp_path / "repo"
     tracked = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for name in filter(None, tracked):
@@ -219,6 +219,18 @@ def test_a_new_kind_touches_five_files_and_every_list_picks_it_up(tmp_path: Path
         cwd=copy, env=env, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    # its mcp 1.x test, with the mcp 1.x client (as tests/test_mcp1_env.py runs the tox mcp1 files)
+    mcp1_env = {
+        **env,
+        "PYTHONPATH": os.pathsep.join([mcp1_path, str(copy)]),
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
+    measured = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "asyncio", "-p", "timeout", "-q",
+         "-p", "no:cacheprovider", "tests/test_faults_mcp1.py::test_mcp1_slow_502"],
+        cwd=copy, env=mcp1_env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert measured.returncode == 0 and "1 passed" in measured.stdout, measured.stdout + measured.stderr
     # the README's main command: the worked example, whose teardown matrix now has a slow_502 cell
     main = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "examples/", "-q"],
