@@ -9,6 +9,8 @@ from __future__ import annotations
 #: area marker -> the test modules (file stems) that cover it. One area per module.
 AREAS: dict[str, tuple[str, ...]] = {
     "faults": (
+        "test_add_kind",
+        "test_behaviour",
         "test_core",
         "test_fault_registry",
         "test_faults_answers",
@@ -67,6 +69,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_example_suite",
         "test_faults_doc",
         "test_frameworks_doc",
+        "test_kind_tables",
         "test_performance_doc",
         "test_quickstart_venv",
         "test_readme",
@@ -83,6 +86,7 @@ AREAS: dict[str, tuple[str, ...]] = {
 #: docs site 22 s, fuzzing the example 4-18 s each).
 SLOW: frozenset[str] = frozenset(
     {
+        "test_add_kind",
         "test_example_suite",
         "test_quickstart_venv",
         "test_fuzz_example::test_fuzzing_the_unhardened_runner_finds_the_flip_and_shrinks_it_to_backend_gone_at_delete",
