@@ -1,7 +1,8 @@
 """Adding a fault kind, as a contributor would: five files by hand (its class in ``fault_types.py``, its
-behaviour in ``sidecar/connection.py``, its test, its mcp 1.x test in ``test_faults_mcp1.py``, where the
-catalogue's mcp 1.x column is measured, and two rows of ``docs/faults.md``) and two commands that remake
-the generated docs (``python -m pytest_mcpfaults.kind_tables``, ``python docs/gen_api.py``).
+behaviour in ``sidecar/connection.py``, its test in ``test_faults_answers.py``, its mcp 1.x test in
+``test_faults_mcp1.py``, where the catalogue's mcp 1.x column is measured, and two rows of
+``docs/faults.md``) and two commands that remake the generated docs (``python -m
+pytest_mcpfaults.kind_tables``, ``python docs/gen_api.py``).
 
 The kind is made up: ``slow_502``, a gateway that waits, then answers 502. It is written into a copy of
 the repository in ``tmp_path`` (a git repository of its own, so the files it touches are counted by
@@ -57,17 +58,15 @@ def _slow_gateway_reply(
     return Reply(502, {"error": "Bad Gateway: the upstream did not answer in time"}, sse=False)
 """
 
-TEST = '''"""slow_502 through real clients: the socket sidecar and the in-process backend."""
-
-import time
-
-import httpx
-
-from pytest_mcpfaults import Sidecar, SlowGateway, parse_fault
-from pytest_mcpfaults.inprocess import mock_sidecar
-
+TEST = '''
 
 def test_a_slow_gateway_answers_502_after_its_delay() -> None:
+    """slow_502 through real clients: the socket sidecar and the in-process backend."""
+    import time
+
+    from pytest_mcpfaults import SlowGateway, parse_fault
+    from pytest_mcpfaults.inprocess import mock_sidecar
+
     assert str(parse_fault("slow_502(seconds=0.2)@health")) == "slow_502(seconds=0.2)@health"
     with Sidecar(faults=[SlowGateway(0.2, when="health")]) as sidecar:
         started = time.monotonic()
@@ -90,14 +89,14 @@ async def test_mcp1_slow_502() -> None:
 DOCS = {
     "| `StdoutNoise` |": '| `SlowGateway` | `seconds=0.05` (`*`) | `SlowGateway(0.5, when="tools/call")` | '
     '502, late | `MCPError("Server returned an error response")`, late | no `McpError`: the call is '
-    "cancelled, exit raises `ExceptionGroup[httpx.HTTPStatusError]` | `test_slow_gateway.py`, "
+    "cancelled, exit raises `ExceptionGroup[httpx.HTTPStatusError]` | `test_faults_answers.py`, "
     "`test_faults_mcp1.py` |",
     "| `stdout_noise` | no | no (stdio only) |": "| `slow_502` | yes | the matched request: late, a 502 |",
 }
 
 #: The suite's tests of what lists or counts kinds, run in the copy with the kind added.
 CHECKS = [
-    "tests/test_slow_gateway.py",
+    "tests/test_faults_answers.py::test_a_slow_gateway_answers_502_after_its_delay",
     "tests/test_fault_registry.py",
     "tests/test_behaviour.py",
     "tests/test_faults_triggers.py",
@@ -169,7 +168,8 @@ def test_a_new_kind_touches_five_files_and_every_list_picks_it_up(tmp_path: Path
     connection.write_text(source + BEHAVIOUR)
     # 3. its test, 4. its rows on the one docs page (the catalogue and the legacy SSE table by hand,
     # the generated tables by python -m pytest_mcpfaults.kind_tables)
-    (copy / "tests" / "test_slow_gateway.py").write_text(TEST)
+    answers = copy / "tests" / "test_faults_answers.py"  # the answer kinds' tests, through real clients
+    answers.write_text(answers.read_text() + TEST)
     mcp1 = copy / "tests" / "test_faults_mcp1.py"  # the catalogue's mcp 1.x column is measured there
     mcp1.write_text(mcp1.read_text() + MCP1_TEST)
     page = copy / "docs" / "faults.md"
@@ -198,8 +198,8 @@ def test_a_new_kind_touches_five_files_and_every_list_picks_it_up(tmp_path: Path
         "docs/faults.md",  # by hand: two rows; its generated tables: python -m pytest_mcpfaults.kind_tables
         "pytest_mcpfaults/fault_types.py",
         "pytest_mcpfaults/sidecar/connection.py",
+        "tests/test_faults_answers.py",
         "tests/test_faults_mcp1.py",
-        "tests/test_slow_gateway.py",
     ]
 
     shown = subprocess.run(
