@@ -124,13 +124,14 @@ def test_the_example_matrix_against_the_proxied_sdk_server_gives_the_fakes_verdi
             ) from None
         out[variant] = stdout
         assert "proxied upstream: the mcp SDK's MCPServer at http://127.0.0.1:" in stdout, stdout + stderr
-        # the upstream really served every cell's session: 16 cells, one create_session each
-        assert re.search(r"^proxied upstream served: create_session x16, ", stdout, re.M), stdout
+        # the upstream really served every cell's session: one create_session each
+        assert re.search(rf"^proxied upstream served: create_session x{len(MATRIX)}, ", stdout, re.M), stdout
     hardened, unhardened = out["hardened"], out["unhardened"]
     assert _outcomes(hardened) == dict.fromkeys(MATRIX, "PASSED"), hardened
-    assert re.search(r"^=+ 16 passed in ", hardened, re.M), hardened
+    assert re.search(rf"^=+ {len(MATRIX)} passed in ", hardened, re.M), hardened
     assert _outcomes(unhardened) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}, unhardened
-    assert re.search(r"^=+ 13 failed, 3 passed in ", unhardened, re.M), unhardened
+    failed, passed = len(set(MATRIX) - HARMLESS), len(HARMLESS)
+    assert re.search(rf"^=+ {failed} failed, {passed} passed in ", unhardened, re.M), unhardened
     for fault in set(MATRIX) - HARMLESS:  # each failure is the flip, as against the fake
         entry = f"examples/test_example_matrix.py::test_cleanup_under_every_fault[{fault}]"
         assert f"{entry}: invariant cleanup_never_flips: Agent.Session is ERROR" in unhardened, unhardened
