@@ -10,4 +10,5 @@ pytest_plugins = [
     "pytest_mcpfaults._pytest.sidecar",
     "pytest_mcpfaults._pytest.spans",
     "pytest_mcpfaults._pytest.report",
+    "pytest_mcpfaults._pytest.explore",
 ]

@@ -274,8 +274,11 @@ class Report:
             "violations": len(violations),
         }
 
-    def to_dict(self, gates: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The JSON document (schema ``pytest-mcpfaults/report`` version 1)."""
+    def to_dict(
+        self, gates: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The JSON document (schema ``pytest-mcpfaults/report`` version 1); ``extra``: further
+        top-level sections (``explore``, when the run explored), after the others."""
         return {
             "schema": SCHEMA,
             "version": VERSION,
@@ -283,6 +286,7 @@ class Report:
             "tests": [t.to_dict() for t in self.tests],
             "totals": self.totals(),
             "gates": dict(gates) if gates is not None else {},
+            **(extra or {}),
         }
 
     @classmethod
@@ -338,11 +342,17 @@ def load_report(path: str | Path) -> Report:
     return Report.from_dict(data, source=f"report {str(p)!r}")
 
 
-def write_report(report: Report, path: str | Path, gates: Mapping[str, Any] | None = None) -> None:
-    """Write ``report`` as JSON (parent directories created)."""
+def write_report(
+    report: Report,
+    path: str | Path,
+    gates: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+    """Write ``report`` as JSON (parent directories created); ``extra``: see :meth:`Report.to_dict`."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(report.to_dict(gates), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    text = json.dumps(report.to_dict(gates, extra), indent=2, sort_keys=False)
+    p.write_text(text + "\n", encoding="utf-8")
 
 
 def missing_required(report: Report, required: Iterable[str]) -> list[str]:

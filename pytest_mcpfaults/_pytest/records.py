@@ -17,10 +17,32 @@ import pytest
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation
 
-__all__ = ["MATRIX_FIXTURE", "InvariantResult", "TestRecord", "matrix_fault", "record_for", "violation_key"]
+__all__ = [
+    "EXPLORE_PARAM",
+    "LEFT_OPEN",
+    "MATRIX_FIXTURE",
+    "REPORT_SECTIONS",
+    "SERVERS",
+    "InvariantResult",
+    "TestRecord",
+    "explore_run",
+    "matrix_fault",
+    "record_for",
+    "violation_key",
+]
 
 #: The fixture carrying a fault-matrix cell's fault (its parameter).
 MATRIX_FIXTURE = "mcpfaults_fault"
+#: The parameter carrying an explore run (:class:`pytest_mcpfaults.explore.Run`) of a campaign item.
+EXPLORE_PARAM = "mcpfaults_explore"
+#: Extra sections of the JSON report (name -> a function giving its content, ``None``: left out),
+#: kept in the config's stash by the parts of the plugin that have one (explore).
+REPORT_SECTIONS = pytest.StashKey[dict[str, Any]]()
+#: Every server (sidecar, stdio server) a test used, in order; kept after teardown stops them.
+SERVERS = pytest.StashKey[list[Any]]()
+#: The connections an explore run's sidecars still had open when the test's fixtures were done
+#: (one description each).
+LEFT_OPEN = pytest.StashKey[list[str]]()
 
 
 @dataclass
@@ -104,3 +126,9 @@ def matrix_fault(item: pytest.Item) -> str | None:
     callspec = getattr(item, "callspec", None)
     fault = callspec.params.get(MATRIX_FIXTURE) if callspec is not None else None
     return str(fault) if fault is not None else None
+
+
+def explore_run(item: pytest.Item) -> Any:
+    """``item``'s explore run (a :class:`pytest_mcpfaults.explore.Run`), ``None`` outside a campaign."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get(EXPLORE_PARAM) if callspec is not None else None

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mcpfaults._pytest.progress import ProgressPlugin, Running
-from pytest_mcpfaults._pytest.records import MATRIX_FIXTURE, matrix_fault, record_for
+from pytest_mcpfaults._pytest.records import MATRIX_FIXTURE, REPORT_SECTIONS, matrix_fault, record_for
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.faults import Fault
@@ -436,7 +436,9 @@ def _finish(session: pytest.Session, *, evaluate: bool) -> None:
             session.testsfailed += 1  # exit code 1, as a failed test
     if settings.report_path is not None:
         try:
-            write_report(report, settings.report_path, _gates(settings, state))
+            extra = {k: f() for k, f in session.config.stash.get(REPORT_SECTIONS, {}).items()}
+            extra = {k: v for k, v in extra.items() if v is not None}
+            write_report(report, settings.report_path, _gates(settings, state), extra=extra)
         except OSError as exc:  # checked at configure time; the disk can still fill up or go away
             state.write_error = f"{exc.strerror or exc} ({exc.filename or settings.report_path})"
             session.testsfailed += 1

@@ -8,6 +8,7 @@ observed goes into the test's record for the CI report.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from collections.abc import Generator, Iterator
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mcpfaults._pytest import settings
-from pytest_mcpfaults._pytest.records import record_for
+from pytest_mcpfaults._pytest.records import LEFT_OPEN, SERVERS, explore_run, record_for
 
 if TYPE_CHECKING:
     from pytest_mcpfaults._pytest.interrupt import Watch
@@ -88,6 +89,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _attach(item: pytest.Item | None, sidecar: Sidecar) -> None:
     if item is not None:
         item.stash.setdefault(_SIDECARS, []).append(sidecar)
+        item.stash.setdefault(SERVERS, []).append(sidecar)
         call = item.stash.get(_CALL, None)
         if call is not None:  # a sidecar made during the call phase (the factory)
             call.watch_for(item)
@@ -420,11 +422,32 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     kwargs = {**_defaults(request.config, item), **settings.marker_kwargs(item)}
     if mcpfaults_fault is not None:  # this test's cell of @pytest.mark.mcpfaults_matrix: first in the plan
         kwargs["faults"] = [mcpfaults_fault, *kwargs.get("faults", ())]
+    run = explore_run(item)
+    if run is not None:  # a run of an explore campaign: its faults first
+        kwargs["faults"] = [*run.faults, *kwargs.get("faults", ())]
     sidecar = Sidecar(**kwargs)
     sidecar.start()
     _attach(item, sidecar)
     yield sidecar
+    if run is not None:  # what the harness left open once its fixtures were done (an explore oracle)
+        item.stash.setdefault(LEFT_OPEN, []).extend(_left_open(sidecar))
     sidecar.stop()  # the teardown hook records it and re-raises its errors
+
+
+#: Seconds an explore run's sidecar waits, after the test's fixtures are done, for the harness's
+#: connections to close before it calls the ones still open left behind.
+LEFT_OPEN_GRACE = 1.0
+
+
+def _left_open(sidecar: Sidecar) -> list[str]:
+    journal = sidecar.journal
+    with contextlib.suppress(AssertionError):  # the ones still open are the finding
+        journal.wait_for(lambda: not journal.open_connections(), LEFT_OPEN_GRACE, "connections to close")
+    out = []
+    for conn in journal.open_connections():
+        labels = [r.label for r in journal.requests if r.conn_id == conn.id]
+        out.append(f"connection {conn.id} from {conn.peer} ({', '.join(labels) or 'no request'})")
+    return out
 
 
 @pytest.fixture

@@ -382,3 +382,26 @@ def mcp_spans(request: pytest.FixtureRequest) -> Generator[SpanRecorder, None, N
             # Without the gate nothing reads spans between tests: stop keeping them.
             recorder.recording = False
             recorder.clear()
+
+
+def span_mark(item: pytest.Item) -> int | None:
+    """Where ``item``'s call phase starts in its span recording, ``None`` when it records no spans."""
+    if recorder_for_test(item) is None:
+        return None
+    from pytest_mcpfaults.spans import global_recorder
+
+    return global_recorder().mark()
+
+
+def record_invariants(item: pytest.Item, mark: int) -> None:
+    """Check the span gate's invariants over ``item``'s spans and record the results in its record,
+    without failing it (explore's span oracle; the gate, when on, already does this)."""
+    settings = settings_for(item.config)
+    if settings.check:
+        return
+    from pytest_mcpfaults._pytest.records import record_for
+    from pytest_mcpfaults.spans import global_recorder
+
+    names, found, _ = _gate_violations(global_recorder(), mark, settings)
+    if names:
+        record_for(item).add_invariants(names, found)

@@ -1,0 +1,417 @@
+"""pytest glue for explore (``--mcpfaults-explore``, ``@pytest.mark.mcp_explore``, ini
+``mcpfaults_explore``): campaign items, their oracles, the footprint cache. The planning is
+:mod:`pytest_mcpfaults.explore` (pure); the report is :mod:`pytest_mcpfaults._pytest.explore_report`.
+
+Collection. An explored test is parametrized over ``explore:clean`` plus the campaign planned from its
+footprint cached in ``.pytest_cache`` by an earlier run (``mcpfaults/explore/…``), so a second run
+collects the whole campaign up front (``-k``, ``--lf``, JUnit and xdist see every item). A test with no
+cached footprint collects its clean run only; in a run without xdist, once the clean run passed, its
+campaign items are made and inserted right after it (filtered by ``-k``/``-m`` as collected items are),
+and so are the depth-2 pairs after each first fault's run. Under xdist nothing is added during the
+run (every worker must collect the same items): the first run records the footprints, the next one
+explores them.
+
+Oracles. A campaign run fails only when a generic check fails: a span invariant (the gate's, checked
+for every run that records spans), a patience or no-progress verdict, a connection the harness left
+open once its fixtures were done, an error of the sidecar, or an exception that escaped the test other
+than its own ``AssertionError``. The test's own failed asserts under a fault are *behaviour under
+fault*: reported as xfailed (``wasxfail`` says what failed), unless ``own_asserts="must_hold"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.explore_report import ExploreReport, cache_key
+from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, LEFT_OPEN, SERVERS, explore_run, record_for
+from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.explore import Options, Run, Step
+
+MARKER = "mcp_explore"
+INI = "mcpfaults_explore"
+OPTION = "--mcpfaults-explore"
+#: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
+REPORT_ATTR = "mcpfaults_explore"
+
+_SIDECAR_FIXTURES = ("mcp_sidecar",)
+
+
+@dataclasses.dataclass
+class _Settings:
+    enabled: bool
+    options: Options
+
+
+@dataclasses.dataclass
+class _Test:
+    """One explored test in this process: its options and what was collected (or added) for it."""
+
+    options: Options
+    clean: pytest.Function | None = None
+    collected: set[str] = dataclasses.field(default_factory=set)
+    clean_failed: str | None = None
+    footprint: tuple[Step, ...] | None = None
+    first_outcomes: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+
+
+_SETTINGS = pytest.StashKey[_Settings]()
+_TESTS = pytest.StashKey[dict[str, _Test]]()
+_MARK = pytest.StashKey["int | None"]()
+_ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
+_VERDICT = pytest.StashKey[dict[str, Any]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mcpfaults")
+    group.addoption(
+        OPTION,
+        action="store_true",
+        default=False,
+        dest="mcpfaults_explore",
+        help="Explore: run every selected clean mcp_sidecar test once, record its footprint, and run it "
+        "again under each catalogue fault at each step (see docs/explore.md).",
+    )
+    parser.addini(
+        INI,
+        "Explore's run-wide options, space-separated key=value (kinds=die,hang exclude=... steps=... "
+        "depth=1|2 max_runs=N reduce=true|false own_asserts=behaviour|must_hold); a non-empty value "
+        f"(or 'true') turns explore on as {OPTION} does.",
+        default="",
+    )
+
+
+def _parse_ini(raw: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in raw.split():
+        if part.lower() == "true":
+            continue
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise ValueError(f"expected key=value items (or 'true'), got {part!r}")
+        out[key] = value
+    return out
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(**options): explore this test (see {OPTION}); options: kinds, exclude, steps, depth, "
+        "max_runs, reduce, own_asserts.",
+    )
+    raw = str(config.getini(INI)).strip()
+    enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
+    from pytest_mcpfaults.explore import Options, parse_options
+
+    options = Options()
+    if raw:
+        try:
+            options = parse_options(_parse_ini(raw))
+        except ValueError as exc:
+            raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
+    config.stash[_SETTINGS] = _Settings(enabled, options)
+    config.stash[_TESTS] = {}
+    config.pluginmanager.register(ExploreReport(config), "mcpfaults-explore-report")
+
+
+# -- collection ------------------------------------------------------------------------------------
+
+
+def _cached(config: pytest.Config, nodeid: str) -> dict[str, Any] | None:
+    cache = getattr(config, "cache", None)
+    data = cache.get(cache_key(nodeid), None) if cache is not None else None
+    return data if isinstance(data, dict) and data.get("nodeid") == nodeid else None
+
+
+def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
+    """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
+    from pytest_mcpfaults._pytest.settings import marker_kwargs
+    from pytest_mcpfaults.explore import parse_options
+
+    node = metafunc.definition
+    marker = node.get_closest_marker(MARKER)
+    where = f"{node.nodeid}: @pytest.mark.{MARKER}"
+    uses = [f for f in _SIDECAR_FIXTURES if f in metafunc.fixturenames]
+    if marker is None:
+        if not settings.enabled or not uses or node.get_closest_marker("mcpfaults_matrix") is not None:
+            return None
+        if node.get_closest_marker("parametrize") is not None:
+            return None  # v1 explores unparametrized tests only (see docs/explore.md)
+        try:
+            planned = marker_kwargs(node).get("faults")
+        except ValueError:
+            return None  # the sidecar glue reports the bad marker
+        return settings.options if not planned else None  # a written fault scenario is not explored
+    if marker.args:
+        raise pytest.Collector.CollectError(f"{where} takes keyword options only, got {marker.args!r}")
+    if not uses:
+        raise pytest.Collector.CollectError(
+            f"{where}: the test uses no sidecar fixture ({', '.join(_SIDECAR_FIXTURES)}), so there is "
+            "no footprint to explore"
+        )
+    for other in ("mcpfaults_matrix", "parametrize"):
+        if node.get_closest_marker(other) is not None:
+            raise pytest.Collector.CollectError(f"{where}: cannot be combined with @pytest.mark.{other}")
+    try:
+        return parse_options(marker.kwargs, settings.options)
+    except ValueError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+
+
+def planned_runs(options: Options, steps: tuple[Step, ...], cached: dict[str, Any] | None) -> list[Run]:
+    """The campaign's runs from a footprint (and, at depth 2, the pairs from the cached observations
+    of its first runs)."""
+    from pytest_mcpfaults.explore import Step, plan_campaign, plan_pairs, same_outcome
+
+    camp = plan_campaign(steps, options)
+    runs = list(camp.runs)
+    if options.depth < 2 or not cached:
+        return runs
+    seen: list[dict[str, Any]] = []
+    observed: dict[str, Any] = cached.get("observed", {})
+    for run in camp.runs:
+        obs = observed.get(run.id)
+        if not obs:
+            continue
+        if options.reduce and any(same_outcome(obs, s) for s in seen):
+            continue
+        seen.append(obs)
+        after = tuple(Step.from_dict(s) for s in obs.get("footprint", ()))
+        runs += plan_pairs(run, steps, after, options)
+    return runs[: options.max_runs]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    config = metafunc.config
+    options = _options_for(metafunc, config.stash[_SETTINGS])
+    if options is None:
+        return
+    from pytest_mcpfaults.explore import CLEAN, Step
+
+    nodeid = metafunc.definition.nodeid
+    runs = [CLEAN]
+    cached = _cached(config, nodeid)
+    if cached is not None:
+        steps = tuple(Step.from_dict(s) for s in cached.get("footprint", ()))
+        runs += planned_runs(options, steps, cached)
+    config.stash[_TESTS][nodeid] = _Test(options, collected={r.id for r in runs})
+    if EXPLORE_PARAM not in metafunc.fixturenames:
+        metafunc.fixturenames.append(EXPLORE_PARAM)
+    metafunc.parametrize(EXPLORE_PARAM, runs, ids=[r.id for r in runs])
+
+
+def base_nodeid(item: pytest.Item) -> str:
+    """The test's node id without its explore parameter."""
+    return item.nodeid.rsplit("[", 1)[0]
+
+
+def _test(item: pytest.Item) -> _Test | None:
+    return item.config.stash[_TESTS].get(base_nodeid(item))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        run = explore_run(item)
+        t = _test(item) if run is not None else None
+        if t is not None and not run.plan and isinstance(item, pytest.Function):
+            t.clean = item
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    run = explore_run(item)
+    t = _test(item) if run is not None else None
+    if t is not None and run.plan and t.clean_failed is not None:
+        pytest.skip(f"explore: not explored, the clean run failed ({t.clean_failed})")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    if explore_run(item) is None:
+        return (yield)
+    mark = span_mark(item)
+    try:
+        return (yield)
+    except BaseException as exc:
+        item.stash[_ERROR] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise
+    finally:
+        if mark is not None:
+            record_invariants(item, mark)
+
+
+def _classify(item: pytest.Item, call: pytest.CallInfo[None], options: Options) -> dict[str, Any]:
+    """The verdict of a run's call phase: what failed (``found``), by which oracle."""
+    rec = record_for(item)
+    found = [f"invariant:{i.name}" for i in rec.invariants if not i.ok]
+    exc = call.excinfo.value if call.excinfo is not None else None
+    note = ""
+    if exc is not None and isinstance(exc, (pytest.skip.Exception, pytest.xfail.Exception)):
+        return {"verdict": "not explored", "found": [], "note": str(exc)}
+    name = type(exc).__name__ if exc is not None else ""
+    if name == "PatienceError":
+        found.append("patience")
+    elif name == "SpanInvariantError" or (found and isinstance(exc, AssertionError)):
+        pass  # its invariants are recorded above
+    elif isinstance(exc, AssertionError):
+        if options.own_asserts == "must_hold":
+            found.append("own_assert")
+        note = item.stash.get(_ERROR, name)
+    elif exc is not None:
+        found.append(f"exception:{name}")
+    verdict = "violation" if found else ("behaviour" if note else "ok")
+    return {"verdict": verdict, "found": found, "note": note}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report: pytest.TestReport = yield
+    run = explore_run(item)
+    t = _test(item) if run is not None else None
+    if t is None or run is None:
+        return report
+    if call.when == "call":
+        verdict = _classify(item, call, t.options)
+        item.stash[_VERDICT] = verdict
+        if not run.plan:  # the clean run: any failure means its campaign is not explored
+            if report.failed or verdict["verdict"] != "ok":
+                t.clean_failed = verdict["note"] or ", ".join(verdict["found"]) or "failed"
+                if not report.failed:
+                    report.outcome = "failed"
+                    report.longrepr = f"explore: the clean run violated {', '.join(verdict['found'])}"
+        elif verdict["verdict"] == "behaviour":
+            report.outcome = "skipped"
+            report.wasxfail = f"behaviour under fault: {verdict['note']}"
+        elif verdict["verdict"] == "violation" and not report.failed:
+            report.outcome = "failed"
+            report.longrepr = f"explore: {', '.join(verdict['found'])}"
+        if verdict["verdict"] == "violation":
+            from pytest_mcpfaults.explore import regression_line
+
+            report.sections.append(("mcpfaults explore", f"minimal plan:\n{regression_line(run)}"))
+    elif call.when == "teardown":
+        _teardown(item, report, run, t)
+    return report
+
+
+def _observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
+    """The footprint of the item's sidecars, their journals' labels, and how often planned faults fired."""
+    from pytest_mcpfaults.explore import footprint
+
+    steps: list[Step] = []
+    labels: list[str] = []
+    fired = 0
+    for server in item.stash.get(SERVERS, []):
+        journal = getattr(server, "journal", None)
+        if journal is None:
+            continue
+        requests = journal.requests
+        steps += footprint(requests, mcp_path=getattr(server, "mcp_path", "/mcp"))
+        labels += [r.label for r in requests]
+        fired += sum(getattr(server, "fired", {}).values())
+    return steps, labels, fired
+
+
+def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
+    verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
+    left = item.stash.get(LEFT_OPEN, [])
+    if left and verdict["verdict"] != "not explored":
+        verdict["found"] = [*verdict["found"], "left_open"]
+        verdict["verdict"] = "violation"
+        if not report.failed:
+            report.outcome = "failed"
+            report.longrepr = "explore: the harness left connections open:\n" + "\n".join(left)
+    elif report.failed and verdict["verdict"] not in ("not explored",):
+        verdict["found"] = [*verdict["found"], "teardown"]
+        verdict["verdict"] = "violation"
+    steps, labels, fired = _observed(item)
+    if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
+        verdict["verdict"] = "unreached"
+        verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
+    data: dict[str, Any] = {
+        "test": base_nodeid(item),
+        "run": run.to_dict(),
+        **verdict,
+        "labels": labels,
+        "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
+    }
+    if run.depth <= 1 and verdict["verdict"] != "not explored":
+        data["footprint"] = [s.to_dict() for s in steps]
+    if not run.plan:
+        data["options"] = dataclasses.asdict(t.options)
+    setattr(report, REPORT_ATTR, data)
+    if verdict["verdict"] == "not explored":
+        return
+    if not run.plan:
+        t.footprint = tuple(steps)
+        if t.clean_failed is None:
+            _expand(item, t, _campaign_runs(t))
+    elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:
+        _expand(item, t, _pairs(t, run, data))
+
+
+def _campaign_runs(t: _Test) -> list[Run]:
+    assert t.footprint is not None
+    return planned_runs(t.options, t.footprint, None)
+
+
+def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
+    from pytest_mcpfaults.explore import Step, plan_pairs, same_outcome
+
+    assert t.footprint is not None
+    if t.options.reduce and any(same_outcome(data, seen) for _, seen in t.first_outcomes):
+        return []
+    t.first_outcomes.append((run.id, data))
+    after = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
+    return plan_pairs(run, t.footprint, after, t.options)
+
+
+def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
+    """Insert items for ``runs`` not collected yet right after ``item`` (not on an xdist worker)."""
+    if hasattr(item.config, "workerinput") or t.clean is None:
+        return
+    new = [r for r in runs if r.id not in t.collected]
+    left = t.options.max_runs - (len(t.collected) - 1)
+    new = new[: max(0, left)]
+    if not new:
+        return
+    items: list[pytest.Item] = [_make_item(t.clean, r) for r in new]
+    t.collected.update(r.id for r in new)
+    session = item.session
+    config = item.config
+    config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
+    at = session.items.index(item) + 1 if item in session.items else len(session.items)
+    session.items[at:at] = items
+    session.testscollected += len(items)
+
+
+def _make_item(clean: pytest.Function, run: Run) -> pytest.Function:
+    callspec = clean.callspec
+    params = {**callspec.params, EXPLORE_PARAM: run}
+    spec = dataclasses.replace(callspec, params=params, _idlist=[run.id])
+    cls = type(clean)  # an async plugin's own item class (pytest-asyncio's), as collected
+    item = cls.from_parent(
+        clean.parent,
+        name=f"{clean.originalname}[{run.id}]",
+        callspec=spec,
+        fixtureinfo=clean._fixtureinfo,
+        originalname=clean.originalname,
+    )
+    own = {m.name for m in item.own_markers}
+    # markers plugins added to the collected item (pytest-asyncio's auto mode adds 'asyncio')
+    item.own_markers.extend(m for m in clean.own_markers if m.name not in own)
+    return item
+
+
+@pytest.fixture
+def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
+    """This item's explore run (its faults reach the ``mcp_sidecar`` fixture), ``None`` outside a campaign."""
+    return getattr(request, "param", None)

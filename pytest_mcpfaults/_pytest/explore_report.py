@@ -1,0 +1,205 @@
+"""Explore's results: gathered from every explore item's teardown report (on the xdist controller too),
+written to the footprint cache, the terminal summary and the JSON report's ``explore`` section.
+
+Per explored test: ``N steps × K kinds = M runs`` (M: the (step, kind) pairs where the kind applies),
+how many were pruned by reduction and left over the budget, how many ran and their verdicts, a step ×
+fault matrix, and each violation with its minimal plan as a line to paste above a regression test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.records import REPORT_SECTIONS
+
+#: The matrix's cell for each verdict (and for a pruned run, or a kind that does not apply).
+CELLS: dict[str, str] = {
+    "ok": ".",
+    "violation": "V",
+    "behaviour": "b",
+    "unreached": "u",
+    "not explored": "s",
+    "pruned": "p",
+    "n/a": "-",
+}
+#: The verdicts of a run (see docs/explore.md).
+VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored")
+_EXPLORE_ATTR = "mcpfaults_explore"
+_CACHE_PREFIX = "mcpfaults/explore/"
+
+
+def cache_key(nodeid: str) -> str:
+    """The ``.pytest_cache`` key of a test's footprint."""
+    return _CACHE_PREFIX + hashlib.sha1(nodeid.encode()).hexdigest()[:16]
+
+
+def _kind_of(run: Mapping[str, Any]) -> str:
+    """The kind of a run's first fault, from its text form (``delay(seconds=0.2)@...``: ``delay``)."""
+    return str(run["plan"][0]["fault"]).split("(")[0].split("@")[0]
+
+
+def _step_of(run: Mapping[str, Any]) -> str:
+    return str(run["plan"][0]["step"]) if run.get("plan") else ""
+
+
+class ExploreReport:
+    """Registered at configure time (every process); only a controller or plain run summarizes."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: dict[str, dict[str, dict[str, Any]]] = {}  # test -> run id -> data
+        config.stash.setdefault(REPORT_SECTIONS, {})["explore"] = self.section
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, _EXPLORE_ATTR, None)
+        if report.when == "teardown" and isinstance(data, dict):
+            self.results.setdefault(str(data["test"]), {})[str(data["run"]["id"])] = data
+
+    # -- the campaign of each test, recomputed from its footprint (pure) --------------------------
+
+    def _campaign(self, runs: Mapping[str, dict[str, Any]]) -> Any:
+        from pytest_mcpfaults.explore import Options, Step, parse_options, plan_campaign
+
+        clean = runs.get("explore:clean")
+        if clean is None or "footprint" not in clean:
+            return None
+        steps = tuple(Step.from_dict(s) for s in clean["footprint"])
+        raw = dict(clean.get("options", {}))
+        opts = parse_options({k: v for k, v in raw.items() if v is not None}, Options())
+        return plan_campaign(steps, opts)
+
+    def tests(self) -> list[dict[str, Any]]:
+        """One summary per explored test (the JSON report's ``explore`` section)."""
+        out = []
+        for test, runs in sorted(self.results.items()):
+            camp = self._campaign(runs)
+            ran = {rid: d for rid, d in runs.items() if d["run"]["plan"]}
+            counts = {v: sum(1 for d in ran.values() if d["verdict"] == v) for v in VERDICTS}
+            clean = runs.get("explore:clean", {})
+            entry: dict[str, Any] = {
+                "nodeid": test,
+                "clean": clean.get("verdict"),
+                "clean_failure": clean.get("note") or ", ".join(clean.get("found", [])) or None,
+                "steps": len(camp.steps) if camp else None,
+                "kinds": list(camp.kinds) if camp else None,
+                "planned": len(camp.runs) + len(camp.pruned) + len(camp.over_budget) if camp else None,
+                "pruned": [{"run": p.run.id, "why": p.why} for p in camp.pruned] if camp else [],
+                "over_budget": len(camp.over_budget) if camp else 0,
+                "ran": len(ran),
+                "verdicts": counts,
+                "runs": [
+                    {
+                        "id": rid,
+                        "verdict": d["verdict"],
+                        "found": d["found"],
+                        "note": d.get("note", ""),
+                        "plan": d["run"]["plan"],
+                    }
+                    for rid, d in sorted(ran.items())
+                ],
+                "violations": self._violations(ran),
+            }
+            out.append(entry)
+        return out
+
+    def _violations(self, ran: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each violating run with its minimal plan: a pair whose first fault alone already gave the
+        same violation is not a finding of its own (shrunk to that one fault)."""
+        from pytest_mcpfaults.explore import Run, regression_line
+
+        out = []
+        for rid, d in sorted(ran.items()):
+            if d["verdict"] != "violation":
+                continue
+            run = Run.from_dict(d["run"])
+            if run.depth > 1:
+                first = ran.get(Run(run.plan[:1]).id) or {}
+                if first.get("verdict") == "violation" and set(d["found"]) <= set(first["found"]):
+                    continue  # the first fault alone gives it: reported under that run
+            out.append({"id": rid, "found": d["found"], "plan": regression_line(run)})
+        return out
+
+    def section(self) -> list[dict[str, Any]] | None:
+        return self.tests() if self.results else None
+
+    # -- cache, summary ---------------------------------------------------------------------------
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        cache = getattr(self.config, "cache", None)
+        if cache is None or hasattr(self.config, "workerinput"):
+            return
+        for test, runs in self.results.items():
+            key = cache_key(test)
+            old = cache.get(key, None)
+            mine = isinstance(old, dict) and old.get("nodeid") == test
+            data: dict[str, Any] = old if mine else {"nodeid": test}
+            clean = runs.get("explore:clean")
+            if clean is not None:
+                if clean["verdict"] != "ok":
+                    data = {"nodeid": test}  # a failing clean run is not explored, next time either
+                elif clean.get("footprint") != data.get("footprint"):
+                    data = {"nodeid": test, "footprint": clean["footprint"]}
+            observed = data.setdefault("observed", {})
+            for rid, d in runs.items():
+                if d["run"]["plan"] and len(d["run"]["plan"]) == 1 and "footprint" in d:
+                    observed[rid] = {k: d[k] for k in ("footprint", "labels", "error")}
+            cache.set(key, data)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.results:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "mcpfaults: explore", bold=True)
+        for entry in self.tests():
+            for line in summary_lines(entry):
+                tr.write_line(line, red=line.lstrip().startswith(("V ", "violation")))
+
+
+def summary_lines(entry: Mapping[str, Any]) -> list[str]:
+    """The terminal summary of one explored test."""
+    lines = [str(entry["nodeid"])]
+    if entry["clean"] != "ok":
+        lines.append(f"  the clean run did not pass ({entry['clean_failure']}): not explored")
+        return lines
+    v = entry["verdicts"]
+    if entry["steps"] is not None:
+        lines.append(
+            f"  {entry['steps']} steps × {len(entry['kinds'])} kinds = {entry['planned']} runs, "
+            f"{len(entry['pruned'])} pruned, {entry['over_budget']} over budget; {entry['ran']} ran: "
+            f"{v['violation']} violations, {v['behaviour']} behaviour under fault, {v['ok']} ok, "
+            f"{v['unreached']} unreached"
+        )
+    else:
+        lines.append(f"  {entry['ran']} ran (footprint from the cache): {v['violation']} violations")
+    lines += ["  " + row for row in matrix_lines(entry["runs"])]
+    if entry["violations"]:
+        lines.append("  violations (paste the plan above a regression test):")
+        for viol in entry["violations"]:
+            lines.append(f"    {viol['id']}: {', '.join(viol['found'])}")
+            lines.append(f"      {viol['plan']}")
+    return lines
+
+
+def matrix_lines(runs: list[Mapping[str, Any]]) -> list[str]:
+    """The step × fault matrix of the depth-1 runs that ran (``.`` ok, ``V`` violation, ``b``
+    behaviour under fault, ``u`` unreached, ``s`` not explored; blank: not run); pairs counted below."""
+    single = [r for r in runs if len(r["plan"]) == 1]
+    if not single:
+        return []
+    kinds = list(dict.fromkeys(_kind_of(r) for r in single))
+    steps = list(dict.fromkeys(_step_of(r) for r in single))
+    cell = {(_step_of(r), _kind_of(r)): CELLS[r["verdict"]] for r in single}
+    width = max(len(s) for s in steps)
+    out = [" " * width + "  " + " ".join(f"{i:>2}" for i in range(1, len(kinds) + 1))]
+    for s in steps:
+        out.append(f"{s:<{width}}  " + " ".join(f"{cell.get((s, k), ' '):>2}" for k in kinds))
+    out.append("kinds: " + ", ".join(f"{i}={k}" for i, k in enumerate(kinds, 1)))
+    pairs = [r for r in runs if len(r["plan"]) > 1]
+    if pairs:
+        bad = sum(1 for r in pairs if r["verdict"] == "violation")
+        out.append(f"depth 2: {len(pairs)} pairs ran, {bad} violations")
+    return out

@@ -1,0 +1,443 @@
+"""Explore: plan a fault campaign from a clean run's footprint. Pure: no I/O, no pytest.
+
+A test that passes against a clean sidecar is run once; its sidecar's journal gives its
+:func:`footprint`, the ordered :class:`Step` s the harness took (``initialize``, ``tools/list``, each
+``tools/call`` by tool and occurrence, notifications, the ``GET`` stream, ``DELETE``, ``/health``
+probes). :func:`plan_campaign` then plans one :class:`Run` per (step, applicable catalogue fault):
+the fault is the kind's standard-catalogue cell (:mod:`pytest_mcpfaults.matrix`) aimed at exactly that
+step (``Trigger(target, nth=occurrence)``). Which kinds apply to a step comes from the kinds' own class
+attributes (:func:`applies_to`), never from a list here.
+
+Reduction (:func:`plan_campaign` with ``reduce=True``): a step is a *repeat* of an earlier one when it
+has the same label at the same position of an MCP session of the same shape (the labels of every
+request of that session, in order): the harness doing the same operation again, for the next task.
+Faults at a repeat are pruned (counted, with the step they repeat); the first occurrence is explored.
+
+Depth 2 (:func:`plan_pairs`): a first fault's run is observed again; the steps its footprint has that
+the clean footprint has not (aligned by label and session shape: a retry, a fallback, a failure-path
+delete) each get a second fault. Pairs after a first run whose outcome matched an earlier first run's
+(:func:`same_outcome`: same exception at the same step and the same journal) are pruned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import fnmatch
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.triggers import MCP_METHODS, parse_target
+
+__all__ = [
+    "CLEAN",
+    "OPTIONS",
+    "Campaign",
+    "Options",
+    "Pruned",
+    "RequestLike",
+    "Run",
+    "Step",
+    "applies_to",
+    "explore_kinds",
+    "fault_at",
+    "footprint",
+    "new_steps",
+    "parse_options",
+    "plan_campaign",
+    "plan_pairs",
+    "regression_line",
+    "same_outcome",
+]
+
+Endpoint = Literal["health", "mcp", "other"]
+
+
+class RequestLike(Protocol):
+    """What a footprint reads of a journal record (a sidecar's ``RequestRecord``)."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def mcp_method(self) -> str | None: ...
+    @property
+    def tool(self) -> str | None: ...
+    @property
+    def session_id(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request of a footprint, as a trigger can aim at it: ``target`` and its ``nth`` occurrence
+    among the requests ``target`` matches. ``label`` is the journal label (``POST tools/call echo``);
+    ``shape`` the labels of its MCP session's requests and ``position`` its index there (for
+    reduction); ``endpoint`` where it went; ``answered`` whether it expects a JSON-RPC answer."""
+
+    target: str
+    nth: int
+    label: str
+    endpoint: Endpoint
+    mcp_method: str | None = None
+    answered: bool = False
+    shape: tuple[str, ...] = ()
+    position: int = 0
+
+    @property
+    def id(self) -> str:
+        """The step in test IDs and plans: ``tool:delete_session#1``, ``health#2``, ``DELETE /mcp#3``."""
+        return f"{self.target}#{self.nth}"
+
+    @property
+    def klass(self) -> tuple[str, tuple[str, ...], int]:
+        """What makes two steps repeats of each other (see the module docstring)."""
+        return (self.label, self.shape, self.position)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "shape": list(self.shape)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Step:
+        return cls(**{**data, "shape": tuple(data.get("shape", ()))})
+
+
+def _target(r: RequestLike, mcp_path: str, health_path: str | None) -> tuple[str, Endpoint]:
+    if health_path is not None and r.path == health_path:
+        return "health", "health"
+    if r.path == mcp_path and r.mcp_method:
+        if r.mcp_method == "tools/call" and r.tool:
+            return f"tool:{r.tool}", "mcp"
+        return (r.mcp_method if r.mcp_method in MCP_METHODS else f"method:{r.mcp_method}"), "mcp"
+    return f"{r.method} {r.path}", ("mcp" if r.path == mcp_path else "other")
+
+
+def _label(r: RequestLike) -> str:
+    parts = [r.method, r.mcp_method or r.path]
+    return " ".join([*parts, r.tool] if r.tool else parts)
+
+
+def footprint(
+    requests: Sequence[RequestLike], *, mcp_path: str = "/mcp", health_path: str | None = "/health"
+) -> tuple[Step, ...]:
+    """The steps of a run, in journal order. A request whose method the trigger grammar cannot name
+    (a ``POST`` that was not one JSON-RPC message) is left out: no fault can aim at it alone."""
+    counts: dict[str, int] = {}
+    sessions: dict[str | None, list[int]] = {}
+    out: list[Step] = []
+    for r in requests:
+        if r.path == mcp_path and r.method == "POST" and not r.mcp_method:
+            continue
+        target, endpoint = _target(r, mcp_path, health_path)
+        counts[target] = counts.get(target, 0) + 1
+        answered = bool(r.mcp_method) and not str(r.mcp_method).startswith("notifications/")
+        out.append(Step(target, counts[target], _label(r), endpoint, r.mcp_method, answered))
+        if endpoint == "mcp":
+            # an initialize carries no session id yet: it opens the session of the next request
+            sessions.setdefault(r.session_id, []).append(len(out) - 1)
+    pending: list[int] = sessions.pop(None, [])
+    for idx in sessions.values():
+        members = sorted(idx + [i for i in pending if i < idx[0] and out[i].mcp_method == "initialize"][-1:])
+        pending = [i for i in pending if i not in members]
+        shape = tuple(out[i].label for i in members)
+        for pos, i in enumerate(members):
+            out[i] = dataclasses.replace(out[i], shape=shape, position=pos)
+    return tuple(out)
+
+
+def _endpoint_of(target: str) -> Endpoint | None:
+    """The endpoint a kind's default target lies in (``None``: any)."""
+    t = parse_target(target)
+    if t.kind == "any":
+        return None
+    if t.kind == "endpoint":
+        return "health" if t.value == "health" else "mcp"
+    if t.kind in ("tool", "method"):
+        return "mcp"
+    return "other"
+
+
+def applies_to(cls: type[F.Fault], step: Step, transport: str = "http") -> bool:
+    """Whether explore aims kind ``cls`` at ``step``, from the kind's own class attributes: it names
+    ``transport`` (``transports``), it has a standard-catalogue cell (``catalogue_params``), the step
+    lies in the endpoint of its ``default_target`` (``/health`` kinds at ``/health`` only, MCP kinds
+    on the MCP endpoint), it can answer that request (``answers``: ``tool_calls``, ``requests``
+    (not notifications) or ``any``), and its own validation accepts the step as a target."""
+    if transport not in cls.transports or cls.catalogue_params is None:
+        return False
+    where = _endpoint_of(cls.default_target)
+    if where is not None and step.endpoint != where:
+        return False
+    if cls.answers == "tool_calls" and step.mcp_method != "tools/call":
+        return False
+    if cls.answers == "requests" and not step.answered:
+        return False
+    return fault_at(cls, step) is not None
+
+
+def fault_at(cls: type[F.Fault], step: Step, patience: float | None = None) -> F.Fault | None:
+    """Kind ``cls``'s catalogue cell aimed at exactly ``step``; ``None`` when the kind refuses it. A
+    blocking kind (``cls.blocking``) holds for ``patience`` seconds when given (else the sidecar's)."""
+    params = dict(cls.catalogue_params or {})
+    if cls.blocking and patience is not None:
+        params["patience"] = patience
+    try:
+        return cls(**params, when=F.Trigger(step.target, nth=step.nth))
+    except ValueError:
+        return None
+
+
+def explore_kinds(kinds: Sequence[str] | None = None, exclude: Sequence[str] = ()) -> tuple[str, ...]:
+    """The kinds a campaign uses: the standard catalogue's (or ``kinds``), minus ``exclude``."""
+    from pytest_mcpfaults.matrix import catalogue_kinds, not_in_catalogue
+
+    valid = catalogue_kinds()
+    chosen = (
+        F.check_kind_names("kinds", kinds, valid, left_out=not_in_catalogue()) if kinds is not None else valid
+    )
+    dropped = set(F.check_kind_names("exclude", exclude, valid, left_out=not_in_catalogue()))
+    return tuple(k for k in chosen if k not in dropped)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a campaign: the faults (each with the step it aims at), in plan order. The clean
+    run has none."""
+
+    plan: tuple[tuple[str, F.Fault], ...] = ()
+
+    @property
+    def faults(self) -> tuple[F.Fault, ...]:
+        return tuple(f for _, f in self.plan)
+
+    @property
+    def depth(self) -> int:
+        return len(self.plan)
+
+    @property
+    def id(self) -> str:
+        """The run's test-ID part: ``explore:clean``, ``explore:die@tool:delete_session#1``, a pair
+        ``explore:die@tool:create_session#1+hang@DELETE /mcp#2``."""
+        if not self.plan:
+            return "explore:clean"
+        return "explore:" + "+".join(f"{f.kind}@{step}" for step, f in self.plan)
+
+    def __str__(self) -> str:
+        return self.id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "plan": [{"step": s, "fault": str(f)} for s, f in self.plan]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Run:
+        from pytest_mcpfaults.fault_text import parse_fault
+
+        return cls(tuple((str(p["step"]), parse_fault(str(p["fault"]))) for p in data["plan"]))
+
+
+CLEAN = Run()
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A run reduction skipped: ``why``, and the run (or step) it would repeat."""
+
+    run: Run
+    why: str
+    same_as: str
+
+
+@dataclass
+class Campaign:
+    """The planned runs, those pruned by reduction, and those left over the ``max_runs`` budget.
+    ``steps`` and ``kinds``: the footprint's steps and the kinds considered, for the report."""
+
+    runs: list[Run] = field(default_factory=list)
+    pruned: list[Pruned] = field(default_factory=list)
+    over_budget: list[Run] = field(default_factory=list)
+    steps: tuple[Step, ...] = ()
+    kinds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Options:
+    """A campaign's options (``@pytest.mark.mcp_explore(**options)``, the ini ``mcpfaults_explore``)."""
+
+    kinds: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()
+    depth: int = 1
+    max_runs: int = 1000
+    reduce: bool = True
+    own_asserts: Literal["behaviour", "must_hold"] = "behaviour"
+    patience: float | None = None
+
+
+#: Each option and what it takes (its error text names these).
+OPTIONS: dict[str, str] = {
+    "kinds": "fault kind names of the standard catalogue (default: all of them)",
+    "exclude": "fault kind names to leave out",
+    "steps": "step-id globs to explore, e.g. 'tool:delete_session#*' (default: every step)",
+    "depth": "1 (one fault per run) or 2 (also a second fault at each step a first fault newly reached)",
+    "max_runs": "a positive number of runs, the campaign's budget per test",
+    "reduce": "true or false: prune repeated steps and pairs after identical outcomes",
+    "own_asserts": "'behaviour' (the test's own failed asserts under a fault are reported, not failed) "
+    "or 'must_hold'",
+    "patience": "a positive number of seconds a blocking fault holds its request (default: the "
+    "sidecar's patience)",
+}
+
+
+def _names(key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v for v in value.replace(",", " ").split() if v)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, type)) for v in value):
+        return tuple(v.kind if isinstance(v, type) and issubclass(v, F.Fault) else str(v) for v in value)
+    raise ValueError(f"{key} must be a list of names ({OPTIONS[key]}), got {value!r}")
+
+
+def _bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        return value.lower() in ("true", "1", "yes", "on")
+    raise ValueError(f"{key} must be true or false, got {value!r}")
+
+
+def _int(key: str, value: object, valid: Sequence[int] | None = None) -> int:
+    try:
+        n = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        n = None
+    if n is None or n < 1 or (valid is not None and n not in valid):
+        raise ValueError(f"{key} must be {OPTIONS[key]}, got {value!r}")
+    return n
+
+
+def _seconds(key: str, value: object) -> float | None:
+    if value is None:
+        return None
+    try:
+        n = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else 0.0
+    except ValueError:
+        n = 0.0
+    if not n > 0 or n != n or n == float("inf"):
+        raise ValueError(f"{key} must be {OPTIONS[key]}, got {value!r}")
+    return n
+
+
+def parse_options(given: Mapping[str, object], base: Options | None = None) -> Options:
+    """``base`` (default: the defaults) updated with ``given``; a ``ValueError`` naming the option,
+    its bad value and what is valid otherwise."""
+    out = base or Options()
+    for key, value in given.items():
+        if key not in OPTIONS:
+            raise ValueError(f"unknown option {key!r}; valid options: {', '.join(OPTIONS)}")
+        if key in ("kinds", "exclude"):
+            names = _names(key, value)
+            if key == "kinds":
+                explore_kinds(kinds=names)  # refuses an unknown kind, naming the valid ones
+                out = dataclasses.replace(out, kinds=names)
+            else:
+                explore_kinds(exclude=names)
+                out = dataclasses.replace(out, exclude=names)
+        elif key == "steps":
+            out = dataclasses.replace(out, steps=_names(key, value))
+        elif key == "depth":
+            out = dataclasses.replace(out, depth=_int(key, value, (1, 2)))
+        elif key == "max_runs":
+            out = dataclasses.replace(out, max_runs=_int(key, value))
+        elif key == "reduce":
+            out = dataclasses.replace(out, reduce=_bool(key, value))
+        elif key == "patience":
+            out = dataclasses.replace(out, patience=_seconds(key, value))
+        elif value not in ("behaviour", "must_hold"):
+            raise ValueError(f"own_asserts must be {OPTIONS[key]}, got {value!r}")
+        else:
+            out = dataclasses.replace(out, own_asserts="must_hold" if value == "must_hold" else "behaviour")
+    if not explore_kinds(out.kinds, out.exclude):  # a selection that leaves nothing is refused at once
+        raise ValueError(
+            f"kinds={list(out.kinds or ())!r} minus exclude={list(out.exclude)!r} leaves no kind"
+        )
+    return out
+
+
+def _selected(step: Step, globs: Sequence[str]) -> bool:
+    return not globs or any(fnmatch.fnmatchcase(step.id, g) for g in globs)
+
+
+def plan_campaign(steps: Sequence[Step], options: Options = Options(), transport: str = "http") -> Campaign:
+    """One run per (selected step, applicable kind), in footprint then catalogue order; repeats
+    pruned when ``options.reduce``; runs past ``options.max_runs`` left over the budget."""
+    kinds = explore_kinds(options.kinds, options.exclude)
+    classes = [F.fault_kinds()[k] for k in kinds]
+    camp = Campaign(steps=tuple(steps), kinds=kinds)
+    first: dict[tuple[str, tuple[str, ...], int], Step] = {}
+    for step in steps:
+        if not _selected(step, options.steps):
+            continue
+        seen = first.setdefault(step.klass, step) if step.shape else step
+        for cls in classes:
+            if not applies_to(cls, step, transport):
+                continue
+            fault = fault_at(cls, step, options.patience)
+            assert fault is not None  # applies_to checked it
+            run = Run(((step.id, fault),))
+            if options.reduce and seen is not step:
+                why = f"repeats {seen.id} (the same request of a same-shaped session)"
+                camp.pruned.append(Pruned(run, why, seen.id))
+            elif len(camp.runs) >= options.max_runs:
+                camp.over_budget.append(run)
+            else:
+                camp.runs.append(run)
+    return camp
+
+
+def new_steps(clean: Sequence[Step], observed: Sequence[Step]) -> list[Step]:
+    """The steps of ``observed`` that ``clean`` has not, aligned by label and session shape."""
+    a = [(s.label, s.shape, s.position) for s in clean]
+    b = [(s.label, s.shape, s.position) for s in observed]
+    out: list[Step] = []
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("insert", "replace"):
+            out.extend(observed[j1:j2])
+    return out
+
+
+def same_outcome(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two observed runs look the same to the client: the same exception (type and step) and
+    the same journal (labels in order). ``a`` and ``b`` as the glue records them."""
+    return a.get("error") == b.get("error") and a.get("labels") == b.get("labels")
+
+
+def plan_pairs(
+    first: Run,
+    clean: Sequence[Step],
+    observed: Sequence[Step],
+    options: Options = Options(),
+    transport: str = "http",
+) -> list[Run]:
+    """Depth 2: ``first``'s fault plus a second fault at each step its run newly reached."""
+    kinds = explore_kinds(options.kinds, options.exclude)
+    out: list[Run] = []
+    for step in new_steps(clean, observed):
+        if not _selected(step, options.steps) or any(s == step.id for s, _ in first.plan):
+            continue
+        for k in kinds:
+            cls = F.fault_kinds()[k]
+            if applies_to(cls, step, transport):
+                fault = fault_at(cls, step, options.patience)
+                assert fault is not None
+                out.append(Run((*first.plan, (step.id, fault))))
+    return out
+
+
+def _literal(fault: F.Fault) -> str:
+    return repr(str(fault)).replace("'", '"') if '"' not in str(fault) else repr(str(fault))
+
+
+def regression_line(run: Run) -> str:
+    """The run's plan as a line to paste above a regression test."""
+    return f"@pytest.mark.mcp_sidecar(faults=[{', '.join(_literal(f) for f in run.faults)}])"
