@@ -198,7 +198,7 @@ def explore_kinds(kinds: Sequence[str] | None = None, exclude: Sequence[str] = (
         F.check_kind_names("kinds", kinds, valid, left_out=not_in_catalogue()) if kinds is not None else valid
     )
     dropped = set(F.check_kind_names("exclude", exclude, valid, left_out=not_in_catalogue()))
-    return tuple(k for k in chosen if k not in dropped)
+    return tuple(k for k in valid if k in chosen and k not in dropped)  # catalogue order
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ class ExploreReport:
                         "note": d.get("note", ""),
                         "plan": d["run"]["plan"],
                     }
-                    for rid, d in sorted(ran.items())
+                    for rid, d in ran.items()  # in the order they ran: the footprint's
                 ],
                 "violations": self._violations(ran),
             }
@@ -162,11 +162,17 @@ class ExploreReport:
 def summary_lines(entry: Mapping[str, Any]) -> list[str]:
     """The terminal summary of one explored test."""
     lines = [str(entry["nodeid"])]
-    if entry["clean"] != "ok":
+    if entry["clean"] is None:
+        lines.append(
+            f"  {entry['ran']} ran (the clean run was not selected: its footprint is the cached one)"
+        )
+    elif entry["clean"] != "ok":
         lines.append(f"  the clean run did not pass ({entry['clean_failure']}): not explored")
         return lines
     v = entry["verdicts"]
-    if entry["steps"] is not None:
+    if entry["clean"] is None:
+        pass
+    elif entry["steps"] is not None:
         lines.append(
             f"  {entry['steps']} steps × {len(entry['kinds'])} kinds = {entry['planned']} runs, "
             f"{len(entry['pruned'])} pruned, {entry['over_budget']} over budget; {entry['ran']} ran: "

@@ -1,0 +1,259 @@
+"""Explore through pytest (pytester, in process, with the cache on): the clean run and its footprint,
+the campaign items and their ids, the oracles, the cache's second run, depth 2, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+HARNESS = """
+import httpx
+
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+
+
+def call(sidecar, tool, arguments, timeout=0.5):
+    # One stateless-era tools/call; an HTTP error or a JSON-RPC error raises.
+    reply = httpx.post(
+        sidecar.mcp_url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+              "params": {"name": tool, "arguments": arguments}},
+        headers={**HEADERS, "Mcp-Method": "tools/call", "Mcp-Name": tool},
+        timeout=timeout,
+    )
+    reply.raise_for_status()
+    body = reply.json()
+    if "error" in body:
+        raise RuntimeError(body["error"]["message"])
+    return body["result"]
+"""
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "-p",
+        "mcpfaults",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+        *args,
+    )
+
+
+def _ids(result: pytest.RunResult) -> list[str]:
+    return [line.split("::", 1)[1] for line in result.outlines if "::" in line and "[" in line]
+
+
+SIMPLE = """
+import pytest
+from harness import call
+
+@pytest.mark.mcp_sidecar(era="stateless", patience=2.0)
+def test_flow(mcp_sidecar):
+    out = call(mcp_sidecar, "echo", {"text": "hi"})
+    try:
+        assert out["content"][0]["text"] == "hi"
+    finally:
+        try:
+            call(mcp_sidecar, "delete_session", {"session_id": "s-1"})
+        except Exception:
+            pass  # cleanup failures are logged, not raised
+
+def test_no_sidecar():
+    pass
+"""
+
+
+def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    first = _run(pytester, "--mcpfaults-explore", "--collect-only", "-q")
+    assert _ids(first) == ["test_flow[explore:clean]"]  # nothing cached yet: the clean run only
+
+    ran = _run(
+        pytester, "--mcpfaults-explore", "-q", "-rx", "-o", "mcpfaults_explore=kinds=status,tool_error,die"
+    )
+    # the clean run, then per step (echo#1, delete_session#1) each kind that applies (3 each)
+    # the clean run, then per step (echo#1, delete_session#1) each kind that applies (3 each): a failed
+    # echo escapes the test (a violation), but a tool error is an answer its own assert sees
+    ran.assert_outcomes(passed=5, failed=2, xfailed=1)  # test_no_sidecar too
+    out = ran.stdout.str()
+    assert "2 steps × 3 kinds = 6 runs, 0 pruned, 0 over budget; 6 ran: 2 violations, 1 behaviour" in out
+    assert "XFAIL test_flow.py::test_flow[explore:tool_error@tool:echo#1] - behaviour under fault" in out
+    assert "exception:ReadError" in out and "exception:HTTPStatusError" in out
+
+    again = _run(
+        pytester, "--mcpfaults-explore", "--collect-only", "-q", "-o", "mcpfaults_explore=kinds=status,die"
+    )
+    assert _ids(again) == [
+        "test_flow[explore:clean]",
+        "test_flow[explore:die@tool:echo#1]",
+        "test_flow[explore:status@tool:echo#1]",
+        "test_flow[explore:die@tool:delete_session#1]",
+        "test_flow[explore:status@tool:delete_session#1]",
+    ]
+    # -k selects campaign items like any others
+    picked = _run(
+        pytester,
+        "--mcpfaults-explore",
+        "-q",
+        "-k",
+        "status and delete_session",
+        "-o",
+        "mcpfaults_explore=kinds=status,die",
+    )
+    picked.assert_outcomes(passed=1, deselected=5)
+    # without the option, nothing changes
+    plain = _run(pytester, "--collect-only", "-q")
+    assert _ids(plain) == [] and "2 tests collected" in plain.stdout.str()
+
+
+def test_kinds_apply_by_their_own_attributes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    _run(pytester, "--mcpfaults-explore", "-q", "-k", "explore:clean")
+    ids = _ids(_run(pytester, "--mcpfaults-explore", "--collect-only", "-q"))
+    kinds = {i.split(":", 1)[1].split("@")[0] for i in ids if "clean" not in i}
+    # health kinds (default target /health) never aim at a tool call; tool kinds and every http kind do
+    assert "flap" not in kinds and "absent" not in kinds
+    assert {"tool_error", "backend_gone", "die", "hang", "jsonrpc_error", "session_expired"} <= kinds
+    assert len(ids) == 1 + 2 * 16
+
+
+def test_the_oracles(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(harness=HARNESS)
+    pytester.makepyfile(
+        test_oracles="""
+        import httpx, pytest
+        from harness import call
+
+        @pytest.mark.mcp_explore(kinds=["status"])
+        @pytest.mark.mcp_sidecar(era="stateless")
+        def test_escapes(mcp_sidecar):
+            call(mcp_sidecar, "echo", {"text": "hi"})  # an HTTP error escapes: a violation
+
+        @pytest.mark.mcp_explore(kinds=["tool_error"], own_asserts="must_hold")
+        @pytest.mark.mcp_sidecar(era="stateless")
+        def test_must_hold(mcp_sidecar):
+            out = call(mcp_sidecar, "echo", {"text": "hi"})
+            assert not out.get("isError")
+
+        KEEP = []
+
+        @pytest.mark.mcp_explore(kinds=["tool_error"])
+        @pytest.mark.mcp_sidecar(era="stateless")
+        def test_leaks(mcp_sidecar):
+            client = httpx.Client()  # kept open on the failure path: a connection left behind
+            out = client.post(mcp_sidecar.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "x"}}},
+                headers={"Accept": "application/json, text/event-stream",
+                         "MCP-Protocol-Version": "2026-07-28"}).json()
+            if out["result"].get("isError"):
+                KEEP.append(client)
+            else:
+                client.close()
+
+        @pytest.mark.mcp_explore(kinds=["status"])
+        @pytest.mark.mcp_sidecar(era="stateless")
+        def test_clean_fails(mcp_sidecar):
+            assert False, "broken already"
+        """
+    )
+    result = _run(pytester, "-q", "-rfEsx")
+    out = result.stdout.str()
+    assert "FAILED test_oracles.py::test_escapes[explore:status@tool:echo#1]" in out
+    assert "exception:HTTPStatusError" in out
+    assert "FAILED test_oracles.py::test_must_hold[explore:tool_error@tool:echo#1]" in out
+    assert "own_assert" in out
+    assert "ERROR test_oracles.py::test_leaks[explore:tool_error@tool:echo#1]" in out
+    assert "the harness left connections open" in out
+    assert "the clean run did not pass (AssertionError: broken already" in out
+    assert "test_clean_fails[explore:status" not in out  # not explored
+    assert '@pytest.mark.mcp_sidecar(faults=["status@tool:echo[nth=1]"])' in out
+
+
+BAD = {
+    "test_depth": (
+        "depth=3",
+        "test_depth: @pytest.mark.mcp_explore: depth must be 1 (one fault per run) or 2",
+    ),
+    "test_kind": ('kinds=["explode"]', "kinds: unknown fault kind 'explode'; valid kinds: die, freeze"),
+    "test_unknown": ("budget=3", "unknown option 'budget'; valid options: kinds, exclude, steps, depth"),
+    "test_own": ('own_asserts="maybe"', "own_asserts must be 'behaviour' (the test's own failed asserts"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_options_are_collection_errors_naming_them(pytester: pytest.Pytester, name: str) -> None:
+    option, message = BAD[name]
+    pytester.makepyfile(
+        **{
+            name: f"""
+            import pytest
+
+            @pytest.mark.mcp_explore({option})
+            def {name}(mcp_sidecar):
+                pass
+            """
+        }
+    )
+    out = _run(pytester, "-q").stdout.str()
+    assert message in out
+
+
+def test_a_marker_on_a_test_without_a_sidecar_and_a_bad_ini_are_refused(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_nothing="""
+        import pytest
+
+        @pytest.mark.mcp_explore()
+        def test_nothing():
+            pass
+        """
+    )
+    out = _run(pytester, "-q").stdout.str()
+    assert "test_nothing: @pytest.mark.mcp_explore: the test uses no sidecar fixture" in out
+    bad_ini = _run(pytester, "-q", "-o", "mcpfaults_explore=max_runs=0")
+    assert bad_ini.ret == pytest.ExitCode.USAGE_ERROR
+    err = bad_ini.stderr.str()
+    assert "ini option mcpfaults_explore = 'max_runs=0': max_runs must be a positive number" in err
+
+
+RETRY = """
+import httpx, pytest
+from harness import call
+
+@pytest.mark.mcp_explore(kinds=["status", "hang"], depth=2)
+@pytest.mark.mcp_sidecar(era="stateless", patience=1.5)
+def test_retry(mcp_sidecar):
+    try:
+        call(mcp_sidecar, "echo", {"text": "hi"}, timeout=0.3)
+    except (httpx.HTTPError, RuntimeError):
+        try:
+            call(mcp_sidecar, "echo", {"text": "hi"}, timeout=None)  # the retry forgot its timeout
+        except (httpx.HTTPError, RuntimeError):
+            pass
+"""
+
+
+def test_depth_two_finds_a_bug_on_the_path_a_first_fault_opened(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(harness=HARNESS, test_retry=RETRY)
+    result = _run(pytester, "-q", "-rfE", "--mcpfaults-report", "report.json")
+    out = result.stdout.str()
+    # one fault anywhere is survived; a hang at the retry (echo#2, reached only after a first fault)
+    # is waited out past the patience budget
+    result.assert_outcomes(passed=4, failed=1)
+    assert "FAILED test_retry.py::test_retry[explore:hang@tool:echo#1+hang@tool:echo#2]" in out
+    # status@echo#1 looked to the client like hang@echo#1 (no exception, the same journal): its pairs
+    # are pruned; the first fault alone is survived
+    assert "status@tool:echo#1+" not in out
+    line = '@pytest.mark.mcp_sidecar(faults=["hang@tool:echo[nth=1]", "hang@tool:echo[nth=2]"])'
+    assert line in out
+    data = json.loads(Path(pytester.path, "report.json").read_text())
+    [entry] = data["explore"]
+    assert entry["nodeid"] == "test_retry.py::test_retry"
+    assert [v["plan"] for v in entry["violations"]] == [line]
+    assert entry["verdicts"]["violation"] == 1
