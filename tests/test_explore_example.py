@@ -61,7 +61,9 @@ def _start(where: Path, variant: str) -> subprocess.Popen[str]:
         "no:randomly",
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")} | {"COLUMNS": "200"}
-    return subprocess.Popen(cmd, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cmd, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _copy(tmp: Path, name: str) -> Path:
@@ -91,17 +93,27 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _failed_kinds(text: str) -> set[str]:
-    return set(re.findall(r"^FAILED test_example_faults\.py::test_clean_run\[explore:(\w+)@tool:delete_session#1\]", text, re.M))
+    return set(
+        re.findall(
+            r"^FAILED test_example_faults\.py::test_clean_run\[explore:(\w+)@tool:delete_session#1\]",
+            text,
+            re.M,
+        )
+    )
 
 
 def test_unhardened_runner_explore_finds_every_matrix_defect(runs: dict[str, str]) -> None:
     text = runs["unhardened"]
     assert _failed_kinds(text) == MATRIX_DEFECTS, text[-4000:]
     for kind in MATRIX_DEFECTS:  # each with its minimal plan, one fault at the first cleanup
-        assert re.search(rf'mcp_sidecar\(faults=\["{kind}(\([^)]*\))?@tool:delete_session\[nth=1\]"\]\)', text), kind
+        assert re.search(
+            rf'mcp_sidecar\(faults=\["{kind}(\([^)]*\))?@tool:delete_session\[nth=1\]"\]\)', text
+        ), kind
     assert "invariant:cleanup_never_flips" in text
     # the whole campaign (every step, not only the selected one) and what reduction prunes
-    assert re.search(r"79 steps × 18 kinds = \d+ runs, \d+ pruned", text), text[-3000:]
+    assert re.search(r"79 steps × 18 kinds → 1053 runs \(where the kind applies\), 640 pruned", text), text[
+        -3000:
+    ]
     assert "16 ran: 13 violations, 0 behaviour under fault, 3 ok" in text
 
 
@@ -110,4 +122,7 @@ def test_hardened_runner_has_no_violation(runs: dict[str, str]) -> None:
     assert _failed_kinds(text) == set(), text[-4000:]
     assert "16 ran: 0 violations" in text, text[-3000:]
     # the test's own asserts (three completed sessions) do not hold under most faults: behaviour
-    assert "XFAIL test_example_faults.py::test_clean_run[explore:die@tool:delete_session#1] - behaviour under fault" in text
+    assert (
+        "XFAIL test_example_faults.py::test_clean_run[explore:die@tool:delete_session#1] - "
+        "behaviour under fault" in text
+    )

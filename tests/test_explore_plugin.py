@@ -82,7 +82,10 @@ def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
     # echo escapes the test (a violation), but a tool error is an answer its own assert sees
     ran.assert_outcomes(passed=5, failed=2, xfailed=1)  # test_no_sidecar too
     out = ran.stdout.str()
-    assert "2 steps × 3 kinds = 6 runs, 0 pruned, 0 over budget; 6 ran: 2 violations, 1 behaviour" in out
+    assert (
+        "2 steps × 3 kinds → 6 runs (where the kind applies), 0 pruned, 0 over budget; "
+        "6 ran: 2 violations, 1 behaviour" in out
+    )
     assert "XFAIL test_flow.py::test_flow[explore:tool_error@tool:echo#1] - behaviour under fault" in out
     assert "exception:ReadError" in out and "exception:HTTPStatusError" in out
 

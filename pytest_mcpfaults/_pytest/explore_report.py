@@ -112,7 +112,7 @@ class ExploreReport:
         from pytest_mcpfaults.explore import Run, regression_line
 
         out = []
-        for rid, d in sorted(ran.items()):
+        for rid, d in ran.items():  # in the order they ran
             if d["verdict"] != "violation":
                 continue
             run = Run.from_dict(d["run"])
@@ -174,7 +174,8 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
         pass
     elif entry["steps"] is not None:
         lines.append(
-            f"  {entry['steps']} steps × {len(entry['kinds'])} kinds = {entry['planned']} runs, "
+            f"  {entry['steps']} steps × {len(entry['kinds'])} kinds → {entry['planned']} runs (where the "
+            f"kind applies), "
             f"{len(entry['pruned'])} pruned, {entry['over_budget']} over budget; {entry['ran']} ran: "
             f"{v['violation']} violations, {v['behaviour']} behaviour under fault, {v['ok']} ok, "
             f"{v['unreached']} unreached"
