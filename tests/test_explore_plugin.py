@@ -260,3 +260,30 @@ def test_depth_two_finds_a_bug_on_the_path_a_first_fault_opened(pytester: pytest
     assert entry["nodeid"] == "test_retry.py::test_retry"
     assert [v["plan"] for v in entry["violations"]] == [line]
     assert entry["verdicts"]["violation"] == 1
+
+
+def test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    args = (
+        "--mcpfaults-explore",
+        "-q",
+        "-p",
+        "mcpfaults",
+        "-o",
+        "mcpfaults_explore=kinds=status,die,tool_error",
+    )
+    first = pytester.runpytest_subprocess(*args, "-rfx", timeout=120)
+    spread = pytester.runpytest_subprocess(*args, "-rfx", "-p", "xdist", "-n", "2", timeout=120)
+
+    def found(result: pytest.RunResult) -> list[str]:
+        return sorted(
+            line.split(" - ")[0] for line in result.outlines if line.startswith(("FAILED", "XFAIL"))
+        )
+
+    assert found(first) == found(spread) and len(found(first)) == 3
+    spread.assert_outcomes(failed=2, passed=5, xfailed=1)  # the whole campaign, collected up front
+    assert "6 ran: 2 violations, 1 behaviour under fault" in spread.stdout.str()  # the controller's summary
+    # --lf reruns exactly the violations, from the cache
+    last = pytester.runpytest_subprocess(*args, "--lf", timeout=120)
+    last.assert_outcomes(failed=2)
+    assert "explore:status@tool:echo#1" in last.stdout.str()

@@ -352,6 +352,8 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         return
     if not run.plan:
         t.footprint = tuple(steps)
+        if verdict["verdict"] != "ok" and t.clean_failed is None:  # it failed at teardown
+            t.clean_failed = ", ".join(verdict["found"]) or "failed"
         if t.clean_failed is None:
             _expand(item, t, _campaign_runs(t))
     elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:
