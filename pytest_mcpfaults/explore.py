@@ -33,6 +33,7 @@ from pytest_mcpfaults.triggers import MCP_METHODS, parse_target
 
 __all__ = [
     "CLEAN",
+    "MARKERS",
     "OPTIONS",
     "Campaign",
     "Options",
@@ -438,6 +439,10 @@ def _literal(fault: F.Fault) -> str:
     return repr(str(fault)).replace("'", '"') if '"' not in str(fault) else repr(str(fault))
 
 
-def regression_line(run: Run) -> str:
-    """The run's plan as a line to paste above a regression test."""
-    return f"@pytest.mark.mcp_sidecar(faults=[{', '.join(_literal(f) for f in run.faults)}])"
+#: The marker that plans a server's faults, by transport.
+MARKERS = {"http": "mcp_sidecar", "stdio": "mcp_stdio"}
+
+
+def regression_line(run: Run, transport: str = "http") -> str:
+    """The run's plan as a line to paste above a regression test (``mcp_stdio`` for a stdio server)."""
+    return f"@pytest.mark.{MARKERS[transport]}(faults=[{', '.join(_literal(f) for f in run.faults)}])"

@@ -287,3 +287,43 @@ def test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings(pytest
     last = pytester.runpytest_subprocess(*args, "--lf", timeout=120)
     last.assert_outcomes(failed=2)
     assert "explore:status@tool:echo#1" in last.stdout.str()
+
+
+STDIO = """
+import asyncio
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+
+async def run_harness(server):
+    params = StdioServerParameters(command=server.command, args=server.args, env=server.env)
+    async with Client(params, mode="legacy", read_timeout_seconds=2) as client:
+        try:
+            result = await client.call_tool("echo", {"text": "hello"})
+        except MCPError as exc:
+            return f"failed: {exc}"
+        return result.content[0].text
+
+
+@pytest.mark.mcp_explore(kinds=["jsonrpc_error", "tool_error", "die"])
+@pytest.mark.mcp_stdio(patience=3.0)
+def test_stdio(mcp_stdio_server):
+    assert asyncio.run(run_harness(mcp_stdio_server)) == "hello"
+"""
+
+
+def test_the_same_campaign_over_stdio(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_stdio=STDIO)
+    result = _run(pytester, "-q", "-rfEx", "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    # the stdio child's footprint: initialize, the initialized notification, the tool call (the SDK
+    # sends no tools/list first over stdio); http-only kinds do not apply, stdio kinds do
+    assert "test_stdio[explore:jsonrpc_error@initialize#1]" in out
+    assert "XFAIL test_stdio.py::test_stdio[explore:tool_error@tool:echo#1] - behaviour under fault" in out
+    assert "XFAIL test_stdio.py::test_stdio[explore:jsonrpc_error@tool:echo#1] - behaviour under fault" in out
+    assert "notifications/initialized#1" in out
+    # a failed initialize escapes the harness (the SDK raises before the call it guards)
+    assert "FAILED test_stdio.py::test_stdio[explore:die@initialize#1]" in out
+    assert '@pytest.mark.mcp_stdio(faults=["die@initialize[nth=1]"])' in out

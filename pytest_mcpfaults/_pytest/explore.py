@@ -39,7 +39,8 @@ OPTION = "--mcpfaults-explore"
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
 REPORT_ATTR = "mcpfaults_explore"
 
-_SIDECAR_FIXTURES = ("mcp_sidecar",)
+#: The fixtures explore can drive, and the transport of each (which kinds apply).
+_SIDECAR_FIXTURES = {"mcp_sidecar": "http", "mcp_stdio_server": "stdio"}
 
 
 @dataclasses.dataclass
@@ -53,6 +54,7 @@ class _Test:
     """One explored test in this process: its options and what was collected (or added) for it."""
 
     options: Options
+    transport: str = "http"
     clean: pytest.Function | None = None
     collected: set[str] = dataclasses.field(default_factory=set)
     clean_failed: str | None = None
@@ -130,7 +132,7 @@ def _cached(config: pytest.Config, nodeid: str) -> dict[str, Any] | None:
 
 def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
     """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
-    from pytest_mcpfaults._pytest.settings import marker_kwargs
+    from pytest_mcpfaults._pytest.settings import STDIO_MARKER, marker_kwargs
     from pytest_mcpfaults.explore import parse_options
 
     node = metafunc.definition
@@ -143,7 +145,8 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
         if node.get_closest_marker("parametrize") is not None:
             return None  # v1 explores unparametrized tests only (see docs/explore.md)
         try:
-            planned = marker_kwargs(node).get("faults")
+            marker_name = "mcp_sidecar" if uses[0] == "mcp_sidecar" else STDIO_MARKER
+            planned = marker_kwargs(node, marker_name).get("faults")
         except ValueError:
             return None  # the sidecar glue reports the bad marker
         return settings.options if not planned else None  # a written fault scenario is not explored
@@ -163,12 +166,14 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
 
 
-def planned_runs(options: Options, steps: tuple[Step, ...], cached: dict[str, Any] | None) -> list[Run]:
+def planned_runs(
+    options: Options, steps: tuple[Step, ...], cached: dict[str, Any] | None, transport: str = "http"
+) -> list[Run]:
     """The campaign's runs from a footprint (and, at depth 2, the pairs from the cached observations
     of its first runs)."""
     from pytest_mcpfaults.explore import Step, plan_campaign, plan_pairs, same_outcome
 
-    camp = plan_campaign(steps, options)
+    camp = plan_campaign(steps, options, transport)
     runs = list(camp.runs)
     if options.depth < 2 or not cached:
         return runs
@@ -182,7 +187,7 @@ def planned_runs(options: Options, steps: tuple[Step, ...], cached: dict[str, An
             continue
         seen.append(obs)
         after = tuple(Step.from_dict(s) for s in obs.get("footprint", ()))
-        runs += plan_pairs(run, steps, after, options)
+        runs += plan_pairs(run, steps, after, options, transport)
     return runs[: options.max_runs]
 
 
@@ -194,15 +199,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_mcpfaults.explore import CLEAN, Step
 
     nodeid = metafunc.definition.nodeid
+    transport = _transport(metafunc.fixturenames)
     runs = [CLEAN]
     cached = _cached(config, nodeid)
     if cached is not None:
         steps = tuple(Step.from_dict(s) for s in cached.get("footprint", ()))
-        runs += planned_runs(options, steps, cached)
-    config.stash[_TESTS][nodeid] = _Test(options, collected={r.id for r in runs})
+        runs += planned_runs(options, steps, cached, transport)
+    config.stash[_TESTS][nodeid] = _Test(options, transport, collected={r.id for r in runs})
     if EXPLORE_PARAM not in metafunc.fixturenames:
         metafunc.fixturenames.append(EXPLORE_PARAM)
     metafunc.parametrize(EXPLORE_PARAM, runs, ids=[r.id for r in runs])
+
+
+def _transport(fixturenames: list[str]) -> str:
+    """The transport of the server the test uses (the first of :data:`_SIDECAR_FIXTURES` it uses)."""
+    return next(t for f, t in _SIDECAR_FIXTURES.items() if f in fixturenames)
 
 
 def base_nodeid(item: pytest.Item) -> str:
@@ -296,7 +307,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if verdict["verdict"] == "violation":
             from pytest_mcpfaults.explore import regression_line
 
-            report.sections.append(("mcpfaults explore", f"minimal plan:\n{regression_line(run)}"))
+            line = regression_line(run, t.transport)
+            report.sections.append(("mcpfaults explore", f"minimal plan:\n{line}"))
     elif call.when == "teardown":
         _teardown(item, report, run, t)
     return report
@@ -314,7 +326,8 @@ def _observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
         if journal is None:
             continue
         requests = journal.requests
-        steps += footprint(requests, mcp_path=getattr(server, "mcp_path", "/mcp"))
+        health = getattr(server, "health_path", None)
+        steps += footprint(requests, mcp_path=getattr(server, "mcp_path", "/mcp"), health_path=health)
         labels += [r.label for r in requests]
         fired += sum(getattr(server, "fired", {}).values())
     return steps, labels, fired
@@ -338,6 +351,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
     data: dict[str, Any] = {
         "test": base_nodeid(item),
+        "transport": t.transport,
         "run": run.to_dict(),
         **verdict,
         "labels": labels,
@@ -362,7 +376,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
 
 def _campaign_runs(t: _Test) -> list[Run]:
     assert t.footprint is not None
-    return planned_runs(t.options, t.footprint, None)
+    return planned_runs(t.options, t.footprint, None, t.transport)
 
 
 def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
@@ -373,7 +387,7 @@ def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
         return []
     t.first_outcomes.append((run.id, data))
     after = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
-    return plan_pairs(run, t.footprint, after, t.options)
+    return plan_pairs(run, t.footprint, after, t.options, t.transport)
 
 
 def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:

@@ -70,7 +70,7 @@ class ExploreReport:
         steps = tuple(Step.from_dict(s) for s in clean["footprint"])
         raw = dict(clean.get("options", {}))
         opts = parse_options({k: v for k, v in raw.items() if v is not None}, Options())
-        return plan_campaign(steps, opts)
+        return plan_campaign(steps, opts, str(clean.get("transport", "http")))
 
     def tests(self) -> list[dict[str, Any]]:
         """One summary per explored test (the JSON report's ``explore`` section)."""
@@ -120,7 +120,8 @@ class ExploreReport:
                 first = ran.get(Run(run.plan[:1]).id) or {}
                 if first.get("verdict") == "violation" and set(d["found"]) <= set(first["found"]):
                     continue  # the first fault alone gives it: reported under that run
-            out.append({"id": rid, "found": d["found"], "plan": regression_line(run)})
+            line = regression_line(run, str(d.get("transport", "http")))
+            out.append({"id": rid, "found": d["found"], "plan": line})
         return out
 
     def section(self) -> list[dict[str, Any]] | None:

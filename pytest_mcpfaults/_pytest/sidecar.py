@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import traceback
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -468,11 +469,23 @@ def mcp_stdio_server(request: pytest.FixtureRequest) -> Iterator[StdioServer]:
     defaults = _defaults(request.config, item)
     kwargs = {k: v for k, v in defaults.items() if k in ("patience", "tool_sets", "expect_hang")}
     kwargs.update(settings.marker_kwargs(item, settings.STDIO_MARKER))
+    run = explore_run(item)
+    if run is not None:  # a run of an explore campaign: its faults first
+        kwargs["faults"] = [*run.faults, *kwargs.get("faults", ())]
     server = StdioServer(**kwargs)
     server.start()
     _attach(item, server)  # type: ignore[arg-type]  # read through the same views as a Sidecar
     yield server
+    if run is not None:  # children the harness left running once its fixtures were done
+        item.stash.setdefault(LEFT_OPEN, []).extend(_children_left(server))
     server.stop()
+
+
+def _children_left(server: StdioServer) -> list[str]:
+    deadline = time.monotonic() + LEFT_OPEN_GRACE
+    while any(c.alive for c in server.children) and time.monotonic() < deadline:
+        time.sleep(0.02)  # bounded: polls the server's own records of its children
+    return [f"stdio child pid {c.pid} still running" for c in server.children if c.alive]
 
 
 @pytest.fixture(scope="session")
