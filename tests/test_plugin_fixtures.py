@@ -166,6 +166,9 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
         # where each test's invariant checks go, set for every test (imports nothing)
         "pytest_mcpfaults.span_results",
         "pytest_mcpfaults._pytest.report",
+        # explore's glue and its report (pytest and the standard library only until a test is explored)
+        "pytest_mcpfaults._pytest.explore",
+        "pytest_mcpfaults._pytest.explore_report",
         # the running tally that keeps crashed/interrupted tests in the report (standard library only)
         "pytest_mcpfaults._pytest.progress",
         "pytest_mcpfaults.events",

@@ -46,7 +46,12 @@ _SIDECAR_FIXTURES = {"mcp_sidecar": "http", "mcp_stdio_server": "stdio"}
 @dataclasses.dataclass
 class _Settings:
     enabled: bool
-    options: Options
+    given: dict[str, str]  # the ini key's options, checked at configure time when there are any
+
+    def options(self) -> Options:
+        from pytest_mcpfaults.explore import parse_options
+
+        return parse_options(self.given)
 
 
 @dataclasses.dataclass
@@ -108,15 +113,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     raw = str(config.getini(INI)).strip()
     enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
-    from pytest_mcpfaults.explore import Options, parse_options
-
-    options = Options()
-    if raw:
+    settings = _Settings(enabled, {})
+    if raw:  # the planning module is imported only when explore is configured
         try:
-            options = parse_options(_parse_ini(raw))
+            settings.given = _parse_ini(raw)
+            settings.options()
         except ValueError as exc:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
-    config.stash[_SETTINGS] = _Settings(enabled, options)
+    config.stash[_SETTINGS] = settings
     config.stash[_TESTS] = {}
     config.pluginmanager.register(ExploreReport(config), "mcpfaults-explore-report")
 
@@ -133,7 +137,6 @@ def _cached(config: pytest.Config, nodeid: str) -> dict[str, Any] | None:
 def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
     """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
     from pytest_mcpfaults._pytest.settings import STDIO_MARKER, marker_kwargs
-    from pytest_mcpfaults.explore import parse_options
 
     node = metafunc.definition
     marker = node.get_closest_marker(MARKER)
@@ -149,7 +152,7 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
             planned = marker_kwargs(node, marker_name).get("faults")
         except ValueError:
             return None  # the sidecar glue reports the bad marker
-        return settings.options if not planned else None  # a written fault scenario is not explored
+        return settings.options() if not planned else None  # a written fault scenario is not explored
     if marker.args:
         raise pytest.Collector.CollectError(f"{where} takes keyword options only, got {marker.args!r}")
     if not uses:
@@ -160,8 +163,10 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
     for other in ("mcpfaults_matrix", "parametrize"):
         if node.get_closest_marker(other) is not None:
             raise pytest.Collector.CollectError(f"{where}: cannot be combined with @pytest.mark.{other}")
+    from pytest_mcpfaults.explore import parse_options
+
     try:
-        return parse_options(marker.kwargs, settings.options)
+        return parse_options(marker.kwargs, settings.options())
     except ValueError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
 
