@@ -327,3 +327,49 @@ def test_the_same_campaign_over_stdio(pytester: pytest.Pytester) -> None:
     # a failed initialize escapes the harness (the SDK raises before the call it guards)
     assert "FAILED test_stdio.py::test_stdio[explore:die@initialize#1]" in out
     assert '@pytest.mark.mcp_stdio(faults=["die@initialize[nth=1]"])' in out
+
+
+PROXIED = """
+import pytest
+from mcp.client import Client
+from mcp.shared.exceptions import MCPError
+
+
+@pytest.mark.mcp_explore(kinds=["die", "tool_error", "status"], steps=["tool:*"])
+async def test_add(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url, mode="legacy", read_timeout_seconds=2) as client:
+        try:
+            result = (await client.call_tool("add", {"a": 1, "b": 2})).content[0].text
+        except MCPError:
+            result = None
+    assert result == "3"
+"""
+
+
+def test_the_same_campaign_in_proxy_mode_in_front_of_the_sdk_server(pytester: pytest.Pytester) -> None:
+    tests = Path(__file__).resolve().parent
+    for name in ("sdk_upstream.py", "proxied_upstream.py"):
+        (pytester.path / name).write_text((tests / name).read_text())
+    pytester.makepyfile(test_proxied=PROXIED)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "mcpfaults",
+        "-p",
+        "proxied_upstream",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+        "-q",
+        "-rfx",
+        timeout=180,
+    )
+    out = result.stdout.str()
+    # every run really went through the SDK server (its add ran for the clean run and each survived fault)
+    assert "proxied upstream served: add x" in out
+    for kind in ("tool_error", "status"):
+        assert f"test_proxied.py::test_add[explore:{kind}@tool:add#1] - behaviour under fault" in out
+    # the sidecar dying at the call: the SDK client's exit (its DELETE) raises out of the test
+    assert "FAILED test_proxied.py::test_add[explore:die@tool:add#1]" in out
+    assert "explore:die@tool:add#1: exception:ExceptionGroup" in out
+    assert "6 steps × 3 kinds → 3 runs (where the kind applies)" in out  # steps=["tool:*"] selects one

@@ -426,9 +426,10 @@ def _make_item(clean: pytest.Function, run: Run) -> pytest.Function:
         fixtureinfo=clean._fixtureinfo,
         originalname=clean.originalname,
     )
-    own = {m.name for m in item.own_markers}
-    # markers plugins added to the collected item (pytest-asyncio's auto mode adds 'asyncio')
-    item.own_markers.extend(m for m in clean.own_markers if m.name not in own)
+    clean.config.hook.pytest_itemcollected(item=item)
+    # markers plugins added to the collected item (pytest-asyncio's auto mode adds 'asyncio'; a
+    # conftest's pytest_itemcollected may add an mcp_sidecar marker)
+    item.own_markers.extend([m for m in clean.own_markers if m not in item.own_markers])
     return item
 
 
