@@ -255,11 +255,26 @@ def test_depth_two_finds_a_bug_on_the_path_a_first_fault_opened(pytester: pytest
     assert "status@tool:echo#1+" not in out
     line = '@pytest.mark.mcp_sidecar(faults=["hang@tool:echo[nth=1]", "hang@tool:echo[nth=2]"])'
     assert line in out
+    assert "1 steps × 2 kinds → 6 runs (where the kind applies), 2 pruned, 0 over budget; 4 ran" in out
     data = json.loads(Path(pytester.path, "report.json").read_text())
     [entry] = data["explore"]
     assert entry["nodeid"] == "test_retry.py::test_retry"
     assert [v["plan"] for v in entry["violations"]] == [line]
     assert entry["verdicts"]["violation"] == 1
+    assert [p["run"] for p in entry["pruned"]] == [
+        "explore:status@tool:echo#1+hang@tool:echo#2",
+        "explore:status@tool:echo#1+status@tool:echo#2",
+    ]
+    assert (
+        "whose outcome (exception and journal) was that of explore:hang@tool:echo#1"
+        in entry["pruned"][0]["why"]
+    )
+
+
+def test_depth_one_alone_misses_that_bug(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(harness=HARNESS, test_retry=RETRY.replace("depth=2", "depth=1"))
+    result = _run(pytester, "-q")
+    result.assert_outcomes(passed=3)  # the clean run and one fault at each step: all survived
 
 
 def test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings(pytester: pytest.Pytester) -> None:

@@ -385,14 +385,20 @@ def _campaign_runs(t: _Test) -> list[Run]:
 
 
 def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
+    """The pairs after ``run``; none when its outcome matched an earlier first run's (reduction),
+    those pruned then listed in ``data`` (``pruned_pairs``) for the report."""
     from pytest_mcpfaults.explore import Step, plan_pairs, same_outcome
 
     assert t.footprint is not None
-    if t.options.reduce and any(same_outcome(data, seen) for _, seen in t.first_outcomes):
+    after = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
+    pairs = plan_pairs(run, t.footprint, after, t.options, t.transport)
+    same = next((rid for rid, seen in t.first_outcomes if same_outcome(data, seen)), None)
+    if t.options.reduce and same is not None:
+        why = f"after {run.id}, whose outcome (exception and journal) was that of {same}"
+        data["pruned_pairs"] = [{"run": p.id, "why": why} for p in pairs]
         return []
     t.first_outcomes.append((run.id, data))
-    after = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
-    return plan_pairs(run, t.footprint, after, t.options, t.transport)
+    return pairs
 
 
 def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:

@@ -80,14 +80,19 @@ class ExploreReport:
             ran = {rid: d for rid, d in runs.items() if d["run"]["plan"]}
             counts = {v: sum(1 for d in ran.values() if d["verdict"] == v) for v in VERDICTS}
             clean = runs.get("explore:clean", {})
+            pruned = [{"run": p.run.id, "why": p.why} for p in camp.pruned] if camp else []
+            pruned += [p for d in runs.values() for p in d.get("pruned_pairs", ())]
+            pairs = sum(1 for d in ran.values() if len(d["run"]["plan"]) > 1)
+            planned = len(camp.runs) + len(camp.pruned) + len(camp.over_budget) if camp else None
             entry: dict[str, Any] = {
                 "nodeid": test,
                 "clean": clean.get("verdict"),
                 "clean_failure": clean.get("note") or ", ".join(clean.get("found", [])) or None,
                 "steps": len(camp.steps) if camp else None,
                 "kinds": list(camp.kinds) if camp else None,
-                "planned": len(camp.runs) + len(camp.pruned) + len(camp.over_budget) if camp else None,
-                "pruned": [{"run": p.run.id, "why": p.why} for p in camp.pruned] if camp else [],
+                # depth 1's (step, kind) pairs where the kind applies, plus the pairs planned at depth 2
+                "planned": None if planned is None else planned + pairs + (len(pruned) - len(camp.pruned)),
+                "pruned": pruned,
                 "over_budget": len(camp.over_budget) if camp else 0,
                 "ran": len(ran),
                 "verdicts": counts,
