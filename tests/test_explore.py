@@ -176,3 +176,19 @@ def test_the_docs_table_lists_every_option() -> None:
     page = (ROOT / "docs" / "explore.md").read_text()
     documented = re.findall(r"^\| `(\w+)` \|", page.split("Options (")[1].split("\n\n")[1], re.M)
     assert documented == list(OPTIONS)
+
+
+def test_the_docs_name_the_stdio_campaign_kinds() -> None:
+    page = (ROOT / "docs" / "explore.md").read_text()
+    named = page.split("whose campaign kinds are")[1].split(");")[0]
+    stdio = [k for k in catalogue_kinds() if "stdio" in fault_kinds()[k].transports]
+    assert re.findall(r"`(\w+)`", named) == stdio
+
+
+def test_the_docs_name_the_kinds_each_endpoint_rule_narrows() -> None:
+    page = (ROOT / "docs" / "explore.md").read_text()
+    health = re.findall(r"`(\w+)`", page.split("`/health` kinds (")[1].split(")")[0])
+    mcp = re.findall(r"`(\w+)`", page.split("MCP kinds (")[1].split(")")[0])
+    kinds = {k: fault_kinds()[k] for k in catalogue_kinds()}
+    assert health == [k for k, c in kinds.items() if c.default_target == "health"]
+    assert mcp == [k for k, c in kinds.items() if c.default_target not in ("health", "*")]
