@@ -388,3 +388,26 @@ def test_the_same_campaign_in_proxy_mode_in_front_of_the_sdk_server(pytester: py
     assert "FAILED test_proxied.py::test_add[explore:die@tool:add#1]" in out
     assert "explore:die@tool:add#1: exception:ExceptionGroup" in out
     assert "6 steps × 3 kinds → 3 runs (where the kind applies)" in out  # steps=["tool:*"] selects one
+
+
+def test_a_written_fault_scenario_is_not_explored_unless_marked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_written="""
+        import pytest
+
+        @pytest.mark.mcp_sidecar(faults=["die@tool:echo"])
+        def test_written(mcp_sidecar):
+            pass
+
+        @pytest.mark.mcpfaults_matrix(kinds=["die"])
+        def test_matrix(mcp_sidecar):
+            pass
+
+        @pytest.mark.mcp_explore(kinds=["status"])
+        @pytest.mark.mcp_sidecar(faults=["delay(seconds=0)"])
+        def test_marked(mcp_sidecar):
+            assert [str(f) for f in mcp_sidecar.plan][-1] == "delay(seconds=0)"  # kept after explore's
+        """
+    )
+    ids = _ids(_run(pytester, "--mcpfaults-explore", "--collect-only", "-q"))
+    assert ids == ["test_matrix[die@tool:delete_session]", "test_marked[explore:clean]"]

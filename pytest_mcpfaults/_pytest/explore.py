@@ -275,8 +275,8 @@ def _classify(item: pytest.Item, call: pytest.CallInfo[None], options: Options) 
     name = type(exc).__name__ if exc is not None else ""
     if name == "PatienceError":
         found.append("patience")
-    elif name == "SpanInvariantError" or (found and isinstance(exc, AssertionError)):
-        pass  # its invariants are recorded above
+    elif name == "SpanInvariantError" or (found and isinstance(exc, (AssertionError, pytest.fail.Exception))):
+        pass  # its invariants are recorded above (raised by the test's assert_* or the span gate)
     elif isinstance(exc, AssertionError):
         if options.own_asserts == "must_hold":
             found.append("own_assert")
