@@ -164,10 +164,11 @@ def main() -> None:
             ],
             ["run", "median wall", "runs/s"],
         )
-        same = sorted(proc.stdout.splitlines()[-1:]) == sorted(par.stdout.splitlines()[-1:])
+        outcome = proc.stdout.splitlines()[-1].split(" in ")[0]
+        spread = par.stdout.splitlines()[-1].split(" in ")[0]
         print(
-            f"\n-n 2 vs -n 0: {p / e:.2f}x the wall time; same outcome line: {same} "
-            f"({proc.stdout.splitlines()[-1]!r} / {par.stdout.splitlines()[-1]!r})"
+            f"\n-n 2 vs -n 0: {p / e:.2f}x the wall time; the same outcomes: {outcome == spread} "
+            f"({outcome!r} / {spread!r})"
         )
         print(
             _bench.verdict(
