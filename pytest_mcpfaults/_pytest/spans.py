@@ -396,9 +396,9 @@ def span_mark(item: pytest.Item) -> int | None:
 def record_invariants(item: pytest.Item, mark: int) -> None:
     """Check the span gate's invariants over ``item``'s spans and record the results in its record,
     without failing it (explore's span oracle; the gate, when on, already does this)."""
-    settings = settings_for(item.config)
-    if settings.check:
+    if settings_for(item.config).check:
         return
+    settings = item_settings(item)  # the test's own mcpfaults_spans markers apply, as for the gate
     from pytest_mcpfaults._pytest.records import record_for
     from pytest_mcpfaults.spans import global_recorder
 
