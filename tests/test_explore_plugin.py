@@ -411,3 +411,63 @@ def test_a_written_fault_scenario_is_not_explored_unless_marked(pytester: pytest
     )
     ids = _ids(_run(pytester, "--mcpfaults-explore", "--collect-only", "-q"))
     assert ids == ["test_matrix[die@tool:delete_session]", "test_marked[explore:clean]"]
+
+
+FLIP = """
+import pytest
+from opentelemetry import trace
+from harness import call
+
+tracer = trace.get_tracer("harness")
+
+
+@pytest.mark.mcp_explore(kinds=["status", "delay"], steps=["tool:delete_session#*"])
+@pytest.mark.mcp_sidecar(era="stateless")
+def test_flip(mcp_sidecar, mcp_spans):
+    with tracer.start_as_current_span("Agent.Session") as session:
+        call(mcp_sidecar, "echo", {"text": "x"})
+        try:
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                call(mcp_sidecar, "delete_session", {"session_id": "s-1"})
+        except Exception as exc:  # the incident's bug: the cleanup's failure flips the session
+            session.set_status(trace.Status(trace.StatusCode.ERROR, f"cleanup failed: {exc}"))
+"""
+
+
+def test_the_html_page_shows_the_grid_and_each_violations_timeline(pytester: pytest.Pytester) -> None:
+    from html.parser import HTMLParser
+
+    pytester.makepyfile(harness=HARNESS, test_flip=FLIP)
+    result = _run(pytester, "-q", "--mcpfaults-html", "out/explore.html")
+    result.assert_outcomes(passed=2, failed=1)
+    assert "mcpfaults explore page: " in result.stdout.str()
+    page = (pytester.path / "out" / "explore.html").read_text()
+
+    class Seen(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[tuple[str, dict[str, str | None]]] = []
+            self.text: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append((tag, dict(attrs)))
+
+        def handle_data(self, data: str) -> None:
+            self.text.append(data)
+
+    seen = Seen()
+    seen.feed(page)
+    cells = [a for t, a in seen.tags if t == "td" and "cell" in (a.get("class") or "")]
+    by_run = {str(a["title"]).split(":")[0] + ":" + str(a["title"]).split(":")[1]: a for a in cells}
+    assert "violation" in (by_run["explore:status@tool"]["class"] or "")
+    assert "ok" in (by_run["explore:delay@tool"]["class"] or "")
+    bars = [a for t, a in seen.tags if t == "div" and "bar" in (a.get("class") or "").split()]
+    assert {"ERROR"} <= {c for a in bars for c in (a.get("class") or "").split()}
+    text = " ".join(seen.text)
+    assert "Agent.Session" in text and "MCP.DeleteSession" in text
+    assert [a for t, a in seen.tags if t == "div" and a.get("class") == "fault"]  # the fault's moment
+    assert "status@tool:delete_session[nth=1]" in text
+    assert [a for t, a in seen.tags if t == "tr" and a.get("class") == "faulted"]  # its journal row
+    assert "POST tools/call delete_session" in text
+    # self-contained: nothing to fetch
+    assert not [a for t, a in seen.tags if t in ("script", "link", "img") or "src" in a]

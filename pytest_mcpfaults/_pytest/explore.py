@@ -21,6 +21,7 @@ fault*: reported as xfailed (``wasxfail`` says what failed), unless ``own_assert
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 MARKER = "mcp_explore"
 INI = "mcpfaults_explore"
 OPTION = "--mcpfaults-explore"
+HTML_OPTION = "--mcpfaults-html"
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
 REPORT_ATTR = "mcpfaults_explore"
 
@@ -72,6 +74,7 @@ _TESTS = pytest.StashKey[dict[str, _Test]]()
 _MARK = pytest.StashKey["int | None"]()
 _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
 _VERDICT = pytest.StashKey[dict[str, Any]]()
+_SPANS = pytest.StashKey[list[dict[str, Any]]]()  # the run's spans at the end of its call phase
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,6 +86,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="mcpfaults_explore",
         help="Explore: run every selected clean mcp_sidecar test once, record its footprint, and run it "
         "again under each catalogue fault at each step (see docs/explore.md).",
+    )
+    group.addoption(
+        HTML_OPTION,
+        metavar="PATH",
+        dest="mcpfaults_html",
+        default=None,
+        help="Write explore's page to PATH: one self-contained HTML file with each explored test's step × "
+        "fault grid and, for each violation, its span timeline and journal.",
     )
     parser.addini(
         INI,
@@ -121,6 +132,11 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
     config.stash[_SETTINGS] = settings
+    html = config.getoption("mcpfaults_html", default=None)
+    if html and not hasattr(config, "workerinput"):
+        from pytest_mcpfaults._pytest.report import check_output_path
+
+        check_output_path(HTML_OPTION, config.invocation_params.dir / html)
     config.stash[_TESTS] = {}
     config.pluginmanager.register(ExploreReport(config), "mcpfaults-explore-report")
 
@@ -262,6 +278,53 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if mark is not None:
             record_invariants(item, mark)
+            item.stash[_SPANS] = _span_dicts()
+
+
+def _span_dicts() -> list[dict[str, Any]]:
+    """The recorded spans, as the HTML page draws them (times in seconds since the epoch)."""
+    from pytest_mcpfaults.spans import global_recorder
+
+    def sec(ns: int | None) -> float | None:
+        return None if ns is None else ns / 1e9
+
+    return [
+        {
+            "id": s.uid if s.uid is not None else s.span_id,
+            "parent": s.parent_uid if s.parent_uid is not None else s.parent_id,
+            "name": s.name,
+            "status": s.status_code,
+            "description": s.status_description,
+            "start": sec(s.start_time),
+            "end": sec(s.end_time),
+        }
+        for s in global_recorder().spans()
+    ]
+
+
+def _journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
+    """The sidecars' journals, as the HTML page lists them (times on the spans' clock)."""
+    out: list[dict[str, Any]] = []
+    for server in item.stash.get(SERVERS, []):
+        journal = getattr(server, "journal", None)
+        t0 = getattr(journal, "t0", None)
+        if journal is None or t0 is None:
+            continue
+        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
+        for r in journal.requests:
+            out.append(
+                {
+                    "id": r.id,
+                    "conn": r.conn_id,
+                    "label": r.label,
+                    "status": r.status,
+                    "fault": r.fault,
+                    "error": r.error,
+                    "start": epoch + r.started_at,
+                    "end": None if r.ended_at is None else epoch + r.ended_at,
+                }
+            )
+    return out
 
 
 def _classify(item: pytest.Item, call: pytest.CallInfo[None], options: Options) -> dict[str, Any]:
@@ -366,6 +429,8 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         data["footprint"] = [s.to_dict() for s in steps]
     if not run.plan:
         data["options"] = dataclasses.asdict(t.options)
+    if verdict["verdict"] == "violation":  # what the HTML page shows of it
+        data["detail"] = {"spans": item.stash.get(_SPANS, []), "journal": _journal_dicts(item)}
     setattr(report, REPORT_ATTR, data)
     if verdict["verdict"] == "not explored":
         return

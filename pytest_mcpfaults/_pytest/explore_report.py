@@ -52,6 +52,7 @@ class ExploreReport:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.results: dict[str, dict[str, dict[str, Any]]] = {}  # test -> run id -> data
+        self.html_written: str | None = None
         config.stash.setdefault(REPORT_SECTIONS, {})["explore"] = self.section
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -134,7 +135,25 @@ class ExploreReport:
 
     # -- cache, summary ---------------------------------------------------------------------------
 
+    def _write_html(self) -> None:
+        html = self.config.getoption("mcpfaults_html", default=None)
+        if not html or hasattr(self.config, "workerinput"):
+            return
+        from pytest_mcpfaults.explore_html import render
+
+        details = {
+            f"{test}::{rid}": d["detail"]
+            for test, runs in self.results.items()
+            for rid, d in runs.items()
+            if "detail" in d
+        }
+        path = self.config.invocation_params.dir / html
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(self.tests(), details), encoding="utf-8")
+        self.html_written = str(path)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._write_html()
         cache = getattr(self.config, "cache", None)
         if cache is None or hasattr(self.config, "workerinput"):
             return
@@ -163,6 +182,8 @@ class ExploreReport:
         for entry in self.tests():
             for line in summary_lines(entry):
                 tr.write_line(line, red=line.lstrip().startswith(("V ", "violation")))
+        if self.html_written is not None:
+            tr.write_line(f"mcpfaults explore page: {self.html_written}")
 
 
 def summary_lines(entry: Mapping[str, Any]) -> list[str]:
