@@ -21,6 +21,7 @@ COLOURS: dict[str, str] = {
     "behaviour": "#f3dc8a",
     "unreached": "#d8d8d8",
     "not explored": "#b0b0b0",
+    "known": "#e8b0b0",
 }
 
 _CSS = """

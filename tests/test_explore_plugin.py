@@ -471,3 +471,28 @@ def test_the_html_page_shows_the_grid_and_each_violations_timeline(pytester: pyt
     assert "POST tools/call delete_session" in text
     # self-contained: nothing to fetch
     assert not [a for t, a in seen.tags if t in ("script", "link", "img") or "src" in a]
+
+
+def test_a_baseline_of_known_findings_gates_from_day_one_and_reports_stale_ones(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    opts = ("--mcpfaults-explore", "-q", "-rfx", "-o", "mcpfaults_explore=kinds=status,die,tool_error")
+    first = _run(pytester, *opts, "--mcpfaults-report", "base.json")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED  # two violations: a failed echo escapes the test
+    known = _run(pytester, *opts, "--mcpfaults-baseline", "base.json")
+    assert known.ret == pytest.ExitCode.OK, known.stdout.str()[-3000:]
+    out = known.stdout.str()
+    assert "XFAIL test_flow.py::test_flow[explore:die@tool:echo#1] - known finding (in the baseline)" in out
+    assert "2 known (in the baseline)" in out
+    # the harness is fixed: those two findings are gone, and the baseline says so
+    pytester.makepyfile(
+        test_flow=SIMPLE.replace(
+            'out = call(mcp_sidecar, "echo", {"text": "hi"})', 'out = {"content": [{"text": "hi"}]}'
+        )
+    )
+    fixed = _run(pytester, *opts, "--mcpfaults-baseline", "base.json")
+    assert (
+        "stale baseline entries (no longer found): explore:die@tool:echo#1, explore:status@tool:echo#1"
+        in fixed.stdout.str()
+    )

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.explore_report import ExploreReport, cache_key
+from pytest_mcpfaults._pytest.explore_report import ExploreReport, baseline_findings, cache_key
 from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, LEFT_OPEN, SERVERS, explore_run, record_for
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 
@@ -74,7 +74,8 @@ _TESTS = pytest.StashKey[dict[str, _Test]]()
 _MARK = pytest.StashKey["int | None"]()
 _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
 _VERDICT = pytest.StashKey[dict[str, Any]]()
-_SPANS = pytest.StashKey[list[dict[str, Any]]]()  # the run's spans at the end of its call phase
+_SPANS = pytest.StashKey[list[dict[str, Any]]]()
+_BASELINE = pytest.StashKey[dict[str, set[str]]]()  # the run's spans at the end of its call phase
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -369,6 +370,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         elif verdict["verdict"] == "behaviour":
             report.outcome = "skipped"
             report.wasxfail = f"behaviour under fault: {verdict['note']}"
+        elif verdict["verdict"] == "violation" and _known(item, run, verdict):
+            verdict["verdict"] = "known"
+            report.outcome = "skipped"
+            report.wasxfail = f"known finding (in the baseline): {', '.join(verdict['found'])}"
         elif verdict["verdict"] == "violation" and not report.failed:
             report.outcome = "failed"
             report.longrepr = f"explore: {', '.join(verdict['found'])}"
@@ -380,6 +385,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     elif call.when == "teardown":
         _teardown(item, report, run, t)
     return report
+
+
+def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
+    """Whether the baseline already has this run's findings (every one of them)."""
+    found = baseline_findings(item.config).get(f"{base_nodeid(item)}::{run.id}")
+    return found is not None and set(verdict["found"]) <= found
 
 
 def _observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
@@ -404,7 +415,13 @@ def _observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
 def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
     verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
     left = item.stash.get(LEFT_OPEN, [])
-    if left and verdict["verdict"] != "not explored":
+    if (
+        left
+        and verdict["verdict"] == "known"
+        and _known(item, run, {"found": [*verdict["found"], "left_open"]})
+    ):
+        verdict["found"] = [*verdict["found"], "left_open"]
+    elif left and verdict["verdict"] != "not explored":
         verdict["found"] = [*verdict["found"], "left_open"]
         verdict["verdict"] = "violation"
         if not report.failed:

@@ -23,18 +23,40 @@ CELLS: dict[str, str] = {
     "behaviour": "b",
     "unreached": "u",
     "not explored": "s",
+    "known": "k",
     "pruned": "p",
     "n/a": "-",
 }
 #: The verdicts of a run (see docs/explore.md).
-VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored")
+VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
 _EXPLORE_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
+_BASELINE = pytest.StashKey[dict[str, set[str]]]()
 
 
 def cache_key(nodeid: str) -> str:
     """The ``.pytest_cache`` key of a test's footprint."""
     return _CACHE_PREFIX + hashlib.sha1(nodeid.encode()).hexdigest()[:16]
+
+
+def baseline_findings(config: pytest.Config) -> dict[str, set[str]]:
+    """The explore findings of ``--mcpfaults-baseline``'s report: ``"<test>::<run id>"`` -> found."""
+    known = config.stash.get(_BASELINE, None)
+    if known is None:
+        known = {}
+        path = config.getoption("mcpfaults_baseline", default=None)
+        if path:
+            import json
+
+            try:  # the report glue refused an unreadable baseline at configure time already
+                data = json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                data = {}
+            for entry in data.get("explore", []) if isinstance(data, dict) else []:
+                for v in entry.get("violations", []):
+                    known[f"{entry['nodeid']}::{v['id']}"] = set(v.get("found", []))
+        config.stash[_BASELINE] = known
+    return known
 
 
 def _kind_of(run: Mapping[str, Any]) -> str:
@@ -108,6 +130,7 @@ class ExploreReport:
                     for rid, d in ran.items()  # in the order they ran: the footprint's
                 ],
                 "violations": self._violations(ran),
+                "stale": self._stale(test, ran),
             }
             out.append(entry)
         return out
@@ -128,6 +151,15 @@ class ExploreReport:
                     continue  # the first fault alone gives it: reported under that run
             line = regression_line(run, str(d.get("transport", "http")))
             out.append({"id": rid, "found": d["found"], "plan": line})
+        return out
+
+    def _stale(self, test: str, ran: Mapping[str, dict[str, Any]]) -> list[str]:
+        """Baseline findings of this test whose run ran in this session and found nothing of them."""
+        out = []
+        for key in baseline_findings(self.config):
+            name, _, rid = key.partition("::explore:")
+            if name == test and f"explore:{rid}" in ran and ran[f"explore:{rid}"]["verdict"] != "known":
+                out.append(f"explore:{rid}")
         return out
 
     def section(self) -> list[dict[str, Any]] | None:
@@ -205,11 +237,13 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
             f"kind applies), "
             f"{len(entry['pruned'])} pruned, {entry['over_budget']} over budget; {entry['ran']} ran: "
             f"{v['violation']} violations, {v['behaviour']} behaviour under fault, {v['ok']} ok, "
-            f"{v['unreached']} unreached"
+            f"{v['unreached']} unreached" + (f", {v['known']} known (in the baseline)" if v["known"] else "")
         )
     else:
         lines.append(f"  {entry['ran']} ran (footprint from the cache): {v['violation']} violations")
     lines += ["  " + row for row in matrix_lines(entry["runs"])]
+    if entry.get("stale"):
+        lines.append("  stale baseline entries (no longer found): " + ", ".join(entry["stale"]))
     if entry["violations"]:
         lines.append("  violations (paste the plan above a regression test):")
         for viol in entry["violations"]:
