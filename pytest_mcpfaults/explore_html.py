@@ -34,15 +34,15 @@ table.grid td.cell a { color: #fff; font-weight: bold; text-decoration: none; di
 .legend span { display: inline-block; padding: 2px 8px; margin-right: 6px; border: 1px solid #999; }
 .violation { display: flex; gap: 24px; align-items: flex-start; border-top: 1px solid #ccc;
   padding-top: 8px; }
-.timeline { position: relative; width: 640px; border-left: 1px solid #888; }
+.timeline { position: relative; flex: 0 0 560px; border-left: 1px solid #888; }
 .timeline .bar { position: absolute; height: 16px; font-size: 11px; white-space: nowrap;
   overflow: visible; border-radius: 3px; padding-left: 3px; color: #111; }
-.timeline .bar.ERROR { background: #e05050; color: #fff; }
+.timeline .bar.ERROR { background: #b02828; color: #fff; }
 .timeline .bar.UNSET, .timeline .bar.OK { background: #9cc3e6; }
 .timeline .fault { position: absolute; top: 0; bottom: 0; width: 2px; background: #d000d0; }
 .timeline .fault span { position: absolute; top: -16px; left: 4px; font-size: 11px; color: #d000d0;
   white-space: nowrap; }
-table.journal { border-collapse: collapse; font: 11px monospace; }
+table.journal { border-collapse: collapse; font: 11px monospace; white-space: nowrap; }
 table.journal td { padding: 1px 6px; border-bottom: 1px solid #eee; }
 table.journal tr.faulted td { background: #f6d0f6; }
 code.plan { display: block; background: #f4f4f4; padding: 4px 8px; margin: 4px 0; }

@@ -1,0 +1,169 @@
+"""Explore's HTML page in a real headless browser (Debian's Chromium): a screenshot shows the grid's
+cells in their verdicts' colours and a violation's timeline (an ERROR span bar and the fault's line).
+Skipped where no ``chromium`` is installed (the page's structure is checked by test_explore_plugin)."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from pytest_mcpfaults.explore_html import COLOURS, render
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+TESTS = [
+    {
+        "nodeid": "test_x.py::test_x",
+        "steps": 2,
+        "kinds": ["die", "status"],
+        "planned": 4,
+        "pruned": [],
+        "ran": 4,
+        "verdicts": {"violation": 1, "behaviour": 1, "ok": 2},
+        "runs": [
+            {
+                "id": f"explore:{k}@{s}",
+                "verdict": v,
+                "found": [],
+                "note": "",
+                "plan": [{"step": s, "fault": f"{k}@x"}],
+            }
+            for s, k, v in [
+                ("tool:echo#1", "die", "behaviour"),
+                ("tool:echo#1", "status", "ok"),
+                ("tool:delete_session#1", "die", "ok"),
+                ("tool:delete_session#1", "status", "violation"),
+            ]
+        ],
+        "violations": [
+            {
+                "id": "explore:status@tool:delete_session#1",
+                "found": ["invariant:cleanup_never_flips"],
+                "plan": '@pytest.mark.mcp_sidecar(faults=["status@tool:delete_session[nth=1]"])',
+            }
+        ],
+    }
+]
+DETAILS = {
+    "test_x.py::test_x::explore:status@tool:delete_session#1": {
+        "spans": [
+            {
+                "id": 1,
+                "parent": None,
+                "name": "Agent.Session",
+                "status": "ERROR",
+                "description": "cleanup",
+                "start": 10.0,
+                "end": 11.0,
+            },
+            {
+                "id": 2,
+                "parent": 1,
+                "name": "MCP.DeleteSession",
+                "status": "ERROR",
+                "description": None,
+                "start": 10.5,
+                "end": 10.9,
+            },
+        ],
+        "journal": [
+            {
+                "id": 0,
+                "conn": 0,
+                "label": "POST tools/call echo",
+                "status": 200,
+                "fault": None,
+                "error": None,
+                "start": 10.1,
+                "end": 10.2,
+            },
+            {
+                "id": 1,
+                "conn": 1,
+                "label": "POST tools/call delete_session",
+                "status": 503,
+                "fault": "status@tool:delete_session[nth=1]",
+                "error": None,
+                "start": 10.6,
+                "end": 10.7,
+            },
+        ],
+    }
+}
+
+
+def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
+    """Width, height and RGB rows of an 8-bit RGB/RGBA PNG (what Chromium writes)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height, channels = 8, b"", 0, 0, 3
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", data[:10])
+            assert depth == 8 and colour in (2, 6)
+            channels = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += data
+        pos += 12 + length
+    raw, stride, rows, prev = zlib.decompress(idat), width * channels, [], bytes(width * channels)
+    for y in range(height):
+        ftype, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b, c = prev[i], prev[i - channels] if i >= channels else 0
+            if ftype == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif ftype == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif ftype == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif ftype == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        prev = bytes(line)
+        rows.append(b"".join(prev[x * channels : x * channels + 3] for x in range(width)))
+    return width, height, rows
+
+
+def _count(rows: list[bytes], hex_colour: str) -> int:
+    rgb = bytes.fromhex(hex_colour.lstrip("#"))
+    return sum(row[i : i + 3] == rgb for row in rows for i in range(0, len(row), 3))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (Debian: apt-get install chromium)")
+@pytest.mark.timeout(180)
+def test_a_screenshot_shows_the_grid_and_a_timeline(tmp_path: Path) -> None:
+    page = tmp_path / "explore.html"
+    page.write_text(render(TESTS, DETAILS), encoding="utf-8")
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--screenshot={shot}",
+            "--window-size=1000,700",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shot.exists(), proc.stdout + proc.stderr
+    width, height, rows = _pixels(shot.read_bytes())
+    assert (width, height) == (1000, 700)
+    # the grid: a violation cell, an ok cell and a behaviour cell, each ~26x20 px in its colour
+    for verdict in ("violation", "ok", "behaviour"):
+        assert _count(rows, COLOURS[verdict]) > 300, verdict
+    # the timeline: two ERROR span bars (one wide) and the fault's line
+    assert _count(rows, "#b02828") > 2000
+    assert _count(rows, "#d000d0") > 20
