@@ -21,14 +21,14 @@ fault*: reported as xfailed (``wasxfail`` says what failed), unless ``own_assert
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_mcpfaults._pytest.explore_observe import journal_dicts, make_item, observed, span_dicts
 from pytest_mcpfaults._pytest.explore_report import ExploreReport, baseline_findings, cache_key
-from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, LEFT_OPEN, SERVERS, explore_run, record_for
+from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, LEFT_OPEN, explore_run, record_for
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 
 if TYPE_CHECKING:
@@ -279,53 +279,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if mark is not None:
             record_invariants(item, mark)
-            item.stash[_SPANS] = _span_dicts()
-
-
-def _span_dicts() -> list[dict[str, Any]]:
-    """The recorded spans, as the HTML page draws them (times in seconds since the epoch)."""
-    from pytest_mcpfaults.spans import global_recorder
-
-    def sec(ns: int | None) -> float | None:
-        return None if ns is None else ns / 1e9
-
-    return [
-        {
-            "id": s.uid if s.uid is not None else s.span_id,
-            "parent": s.parent_uid if s.parent_uid is not None else s.parent_id,
-            "name": s.name,
-            "status": s.status_code,
-            "description": s.status_description,
-            "start": sec(s.start_time),
-            "end": sec(s.end_time),
-        }
-        for s in global_recorder().spans()
-    ]
-
-
-def _journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
-    """The sidecars' journals, as the HTML page lists them (times on the spans' clock)."""
-    out: list[dict[str, Any]] = []
-    for server in item.stash.get(SERVERS, []):
-        journal = getattr(server, "journal", None)
-        t0 = getattr(journal, "t0", None)
-        if journal is None or t0 is None:
-            continue
-        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
-        for r in journal.requests:
-            out.append(
-                {
-                    "id": r.id,
-                    "conn": r.conn_id,
-                    "label": r.label,
-                    "status": r.status,
-                    "fault": r.fault,
-                    "error": r.error,
-                    "start": epoch + r.started_at,
-                    "end": None if r.ended_at is None else epoch + r.ended_at,
-                }
-            )
-    return out
+            item.stash[_SPANS] = span_dicts()
 
 
 def _classify(item: pytest.Item, call: pytest.CallInfo[None], options: Options) -> dict[str, Any]:
@@ -393,25 +347,6 @@ def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
     return found is not None and set(verdict["found"]) <= found
 
 
-def _observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
-    """The footprint of the item's sidecars, their journals' labels, and how often planned faults fired."""
-    from pytest_mcpfaults.explore import footprint
-
-    steps: list[Step] = []
-    labels: list[str] = []
-    fired = 0
-    for server in item.stash.get(SERVERS, []):
-        journal = getattr(server, "journal", None)
-        if journal is None:
-            continue
-        requests = journal.requests
-        health = getattr(server, "health_path", None)
-        steps += footprint(requests, mcp_path=getattr(server, "mcp_path", "/mcp"), health_path=health)
-        labels += [r.label for r in requests]
-        fired += sum(getattr(server, "fired", {}).values())
-    return steps, labels, fired
-
-
 def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
     verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
     left = item.stash.get(LEFT_OPEN, [])
@@ -430,7 +365,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     elif report.failed and verdict["verdict"] not in ("not explored",):
         verdict["found"] = [*verdict["found"], "teardown"]
         verdict["verdict"] = "violation"
-    steps, labels, fired = _observed(item)
+    steps, labels, fired = observed(item)
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
         verdict["verdict"] = "unreached"
         verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
@@ -447,7 +382,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if not run.plan:
         data["options"] = dataclasses.asdict(t.options)
     if verdict["verdict"] == "violation":  # what the HTML page shows of it
-        data["detail"] = {"spans": item.stash.get(_SPANS, []), "journal": _journal_dicts(item)}
+        data["detail"] = {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(item)}
     setattr(report, REPORT_ATTR, data)
     if verdict["verdict"] == "not explored":
         return
@@ -492,7 +427,7 @@ def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
     new = new[: max(0, left)]
     if not new:
         return
-    items: list[pytest.Item] = [_make_item(t.clean, r) for r in new]
+    items: list[pytest.Item] = [make_item(t.clean, r) for r in new]
     t.collected.update(r.id for r in new)
     session = item.session
     config = item.config
@@ -500,25 +435,6 @@ def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
     at = session.items.index(item) + 1 if item in session.items else len(session.items)
     session.items[at:at] = items
     session.testscollected += len(items)
-
-
-def _make_item(clean: pytest.Function, run: Run) -> pytest.Function:
-    callspec = clean.callspec
-    params = {**callspec.params, EXPLORE_PARAM: run}
-    spec = dataclasses.replace(callspec, params=params, _idlist=[run.id])
-    cls = type(clean)  # an async plugin's own item class (pytest-asyncio's), as collected
-    item = cls.from_parent(
-        clean.parent,
-        name=f"{clean.originalname}[{run.id}]",
-        callspec=spec,
-        fixtureinfo=clean._fixtureinfo,
-        originalname=clean.originalname,
-    )
-    clean.config.hook.pytest_itemcollected(item=item)
-    # markers plugins added to the collected item (pytest-asyncio's auto mode adds 'asyncio'; a
-    # conftest's pytest_itemcollected may add an mcp_sidecar marker)
-    item.own_markers.extend([m for m in clean.own_markers if m not in item.own_markers])
-    return item
 
 
 @pytest.fixture

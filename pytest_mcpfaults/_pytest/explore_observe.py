@@ -1,0 +1,105 @@
+"""What explore observes of one run once it is over, and the items it makes during a run.
+
+The spans and the sidecars' journals as the HTML page draws them (one clock: seconds since the epoch),
+the footprint a run's servers saw, and a campaign item made from its test's clean item (so an item
+inserted during the run is collected like the clean one was).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, SERVERS
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.explore import Run, Step
+
+__all__ = ["journal_dicts", "make_item", "observed", "span_dicts"]
+
+
+def span_dicts() -> list[dict[str, Any]]:
+    """The recorded spans, as the HTML page draws them (times in seconds since the epoch)."""
+    from pytest_mcpfaults.spans import global_recorder
+
+    def sec(ns: int | None) -> float | None:
+        return None if ns is None else ns / 1e9
+
+    return [
+        {
+            "id": s.uid if s.uid is not None else s.span_id,
+            "parent": s.parent_uid if s.parent_uid is not None else s.parent_id,
+            "name": s.name,
+            "status": s.status_code,
+            "description": s.status_description,
+            "start": sec(s.start_time),
+            "end": sec(s.end_time),
+        }
+        for s in global_recorder().spans()
+    ]
+
+
+def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
+    """The sidecars' journals, as the HTML page lists them (times on the spans' clock)."""
+    out: list[dict[str, Any]] = []
+    for server in item.stash.get(SERVERS, []):
+        journal = getattr(server, "journal", None)
+        t0 = getattr(journal, "t0", None)
+        if journal is None or t0 is None:
+            continue
+        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
+        for r in journal.requests:
+            out.append(
+                {
+                    "id": r.id,
+                    "conn": r.conn_id,
+                    "label": r.label,
+                    "status": r.status,
+                    "fault": r.fault,
+                    "error": r.error,
+                    "start": epoch + r.started_at,
+                    "end": None if r.ended_at is None else epoch + r.ended_at,
+                }
+            )
+    return out
+
+
+def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
+    """The footprint of the item's sidecars, their journals' labels, and how often planned faults fired."""
+    from pytest_mcpfaults.explore import footprint
+
+    steps: list[Step] = []
+    labels: list[str] = []
+    fired = 0
+    for server in item.stash.get(SERVERS, []):
+        journal = getattr(server, "journal", None)
+        if journal is None:
+            continue
+        requests = journal.requests
+        health = getattr(server, "health_path", None)
+        steps += footprint(requests, mcp_path=getattr(server, "mcp_path", "/mcp"), health_path=health)
+        labels += [r.label for r in requests]
+        fired += sum(getattr(server, "fired", {}).values())
+    return steps, labels, fired
+
+
+def make_item(clean: pytest.Function, run: Run) -> pytest.Function:
+    callspec = clean.callspec
+    params = {**callspec.params, EXPLORE_PARAM: run}
+    spec = dataclasses.replace(callspec, params=params, _idlist=[run.id])
+    cls = type(clean)  # an async plugin's own item class (pytest-asyncio's), as collected
+    item = cls.from_parent(
+        clean.parent,
+        name=f"{clean.originalname}[{run.id}]",
+        callspec=spec,
+        fixtureinfo=clean._fixtureinfo,
+        originalname=clean.originalname,
+    )
+    clean.config.hook.pytest_itemcollected(item=item)
+    # markers plugins added to the collected item (pytest-asyncio's auto mode adds 'asyncio'; a
+    # conftest's pytest_itemcollected may add an mcp_sidecar marker)
+    item.own_markers.extend([m for m in clean.own_markers if m not in item.own_markers])
+    return item
