@@ -274,6 +274,7 @@ class Options:
     reduce: bool = True
     own_asserts: Literal["behaviour", "must_hold"] = "behaviour"
     patience: float | None = None
+    raises: tuple[str, ...] = ()
 
 
 #: Each option and what it takes (its error text names these).
@@ -288,6 +289,8 @@ OPTIONS: dict[str, str] = {
     "or 'must_hold'",
     "patience": "a positive number of seconds a blocking fault holds its request (default: the "
     "sidecar's patience)",
+    "raises": "exception class names the harness may raise under a fault (its own failure modes, e.g. "
+    "'SidecarNotReady'): such an escape is behaviour under fault, not a violation",
 }
 
 
@@ -297,6 +300,18 @@ def _names(key: str, value: object) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)) and all(isinstance(v, (str, type)) for v in value):
         return tuple(v.kind if isinstance(v, type) and issubclass(v, F.Fault) else str(v) for v in value)
     raise ValueError(f"{key} must be a list of names ({OPTIONS[key]}), got {value!r}")
+
+
+def _exception_names(value: object) -> tuple[str, ...]:
+    if isinstance(value, type) and issubclass(value, BaseException):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        value = [v.__name__ if isinstance(v, type) and issubclass(v, BaseException) else v for v in value]
+    names = _names("raises", value)
+    bad = [n for n in names if not n.isidentifier()]
+    if bad:
+        raise ValueError(f"raises must be {OPTIONS['raises']}, got {bad[0]!r}")
+    return names
 
 
 def _bool(key: str, value: object) -> bool:
@@ -346,6 +361,8 @@ def parse_options(given: Mapping[str, object], base: Options | None = None) -> O
                 out = dataclasses.replace(out, exclude=names)
         elif key == "steps":
             out = dataclasses.replace(out, steps=_names(key, value))
+        elif key == "raises":
+            out = dataclasses.replace(out, raises=_exception_names(value))
         elif key == "depth":
             out = dataclasses.replace(out, depth=_int(key, value, (1, 2)))
         elif key == "max_runs":

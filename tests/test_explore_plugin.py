@@ -496,3 +496,19 @@ def test_a_baseline_of_known_findings_gates_from_day_one_and_reports_stale_ones(
         "stale baseline entries (no longer found): explore:die@tool:echo#1, explore:status@tool:echo#1"
         in fixed.stdout.str()
     )
+
+
+def test_raises_names_the_harness_own_failure_modes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    opts = ("--mcpfaults-explore", "-q", "-rfx", "-k", "explore:clean or echo")
+    result = _run(pytester, *opts, "-o", "mcpfaults_explore=kinds=status,die raises=HTTPStatusError")
+    out = result.stdout.str()
+    # the 503 raises httpx.HTTPStatusError, named: behaviour; the reset raises httpx.ReadError, not named
+    assert (
+        "XFAIL test_flow.py::test_flow[explore:status@tool:echo#1] - behaviour under fault: HTTPStatusError"
+        in out
+    )
+    assert "FAILED test_flow.py::test_flow[explore:die@tool:echo#1]" in out
+    # matched along the class hierarchy: httpx.HTTPError covers both
+    both = _run(pytester, *opts, "-o", "mcpfaults_explore=kinds=status,die raises=HTTPError")
+    both.assert_outcomes(passed=1, xfailed=2, deselected=3)  # test_no_sidecar and the delete runs

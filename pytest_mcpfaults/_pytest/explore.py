@@ -299,6 +299,8 @@ def _classify(item: pytest.Item, call: pytest.CallInfo[None], options: Options) 
         if options.own_asserts == "must_hold":
             found.append("own_assert")
         note = item.stash.get(_ERROR, name)
+    elif exc is not None and any(c.__name__ in options.raises for c in type(exc).__mro__):
+        note = item.stash.get(_ERROR, name)  # one of the harness's own failure modes (raises=)
     elif exc is not None:
         found.append(f"exception:{name}")
     verdict = "violation" if found else ("behaviour" if note else "ok")
