@@ -37,6 +37,7 @@ MODULES = [
     ("pytest_mcpfaults.inprocess", "The in-process backend (needs `respx`; imported only when you do)."),
     ("pytest_mcpfaults.report", "The CI report (`--mcpfaults-report`) and its baseline."),
     ("pytest_mcpfaults.matrix", "The fault matrix (`@pytest.mark.mcpfaults_matrix`) and its catalogue."),
+    ("pytest_mcpfaults.explore", "Explore's campaign planning (`--mcpfaults-explore`; see explore.md)."),
 ]
 PLUGIN_DIR = ROOT / "pytest_mcpfaults" / "_pytest"
 
