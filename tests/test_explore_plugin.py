@@ -330,17 +330,23 @@ def test_stdio(mcp_stdio_server):
 
 
 def test_the_same_campaign_over_stdio(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_stdio=STDIO)
+    pytester.makepyfile(test_explore_over_stdio=STDIO)
     result = _run(pytester, "-q", "-rfEx", "-p", "no:cacheprovider")
     out = result.stdout.str()
     # the stdio child's footprint: initialize, the initialized notification, the tool call (the SDK
     # sends no tools/list first over stdio); http-only kinds do not apply, stdio kinds do
     assert "test_stdio[explore:jsonrpc_error@initialize#1]" in out
-    assert "XFAIL test_stdio.py::test_stdio[explore:tool_error@tool:echo#1] - behaviour under fault" in out
-    assert "XFAIL test_stdio.py::test_stdio[explore:jsonrpc_error@tool:echo#1] - behaviour under fault" in out
+    assert (
+        "XFAIL test_explore_over_stdio.py::test_stdio[explore:tool_error@tool:echo#1] - behaviour under fault"
+        in out
+    )
+    assert (
+        "XFAIL test_explore_over_stdio.py::test_stdio[explore:jsonrpc_error@tool:echo#1] - behaviour under fault"
+        in out
+    )
     assert "notifications/initialized#1" in out
     # a failed initialize escapes the harness (the SDK raises before the call it guards)
-    assert "FAILED test_stdio.py::test_stdio[explore:die@initialize#1]" in out
+    assert "FAILED test_explore_over_stdio.py::test_stdio[explore:die@initialize#1]" in out
     assert '@pytest.mark.mcp_stdio(faults=["die@initialize[nth=1]"])' in out
 
 
