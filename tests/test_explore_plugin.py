@@ -337,12 +337,12 @@ def test_the_same_campaign_over_stdio(pytester: pytest.Pytester) -> None:
     # sends no tools/list first over stdio); http-only kinds do not apply, stdio kinds do
     assert "test_stdio[explore:jsonrpc_error@initialize#1]" in out
     assert (
-        "XFAIL test_explore_over_stdio.py::test_stdio[explore:tool_error@tool:echo#1] - behaviour under fault"
-        in out
+        "XFAIL test_explore_over_stdio.py::test_stdio[explore:tool_error@tool:echo#1] - "
+        "behaviour under fault" in out
     )
     assert (
-        "XFAIL test_explore_over_stdio.py::test_stdio[explore:jsonrpc_error@tool:echo#1] - behaviour under fault"
-        in out
+        "XFAIL test_explore_over_stdio.py::test_stdio[explore:jsonrpc_error@tool:echo#1] - "
+        "behaviour under fault" in out
     )
     assert "notifications/initialized#1" in out
     # a failed initialize escapes the harness (the SDK raises before the call it guards)
