@@ -58,6 +58,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_spans_gate",
     ),
     "report": ("test_hostile_ci", "test_report", "test_report_plugin", "test_xdist"),
+    "explore": ("test_explore", "test_explore_example", "test_explore_html", "test_explore_plugin"),
     "plugin": ("test_markers", "test_options", "test_plugin_fixtures"),
     "cli": ("test_cli",),
     "docs": (
@@ -88,6 +89,8 @@ SLOW: frozenset[str] = frozenset(
     {
         "test_add_kind",
         "test_example_suite",
+        "test_explore_example",
+        "test_explore_plugin::test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings",
         "test_quickstart_venv",
         "test_fuzz_example::test_fuzzing_the_unhardened_runner_finds_the_flip_and_shrinks_it_to_backend_gone_at_delete",
         "test_fuzz_example::test_the_hardened_runner_never_flips_under_fuzzed_plans",
