@@ -287,6 +287,11 @@ def test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings(pytest
         "-o",
         "mcpfaults_explore=kinds=status,die,tool_error",
     )
+    recording = pytester.runpytest_subprocess(*args, "-p", "xdist", "-n", "2", timeout=120)
+    recording.assert_outcomes(passed=2)  # under xdist a first run records the footprint only
+    assert "the campaign did not run in this session (under xdist a first run only records" in (
+        recording.stdout.str()
+    )
     first = pytester.runpytest_subprocess(*args, "-rfx", timeout=120)
     spread = pytester.runpytest_subprocess(*args, "-rfx", "-p", "xdist", "-n", "2", timeout=120)
 

@@ -241,6 +241,11 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
         )
     else:
         lines.append(f"  {entry['ran']} ran (footprint from the cache): {v['violation']} violations")
+    if not entry["ran"] and entry["planned"]:
+        lines.append(
+            "  the campaign did not run in this session (under xdist a first run only records the "
+            "footprint, or -k left it out): run again to explore it"
+        )
     lines += ["  " + row for row in matrix_lines(entry["runs"])]
     if entry.get("stale"):
         lines.append("  stale baseline entries (no longer found): " + ", ".join(entry["stale"]))
