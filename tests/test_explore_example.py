@@ -126,3 +126,11 @@ def test_hardened_runner_has_no_violation(runs: dict[str, str]) -> None:
         "XFAIL test_example_faults.py::test_clean_run[explore:die@tool:delete_session#1] - "
         "behaviour under fault" in text
     )
+
+
+def test_the_page_quotes_what_the_unhardened_run_prints(runs: dict[str, str]) -> None:
+    page = (ROOT / "docs" / "explore.md").read_text()
+    quoted = page.split("flips the completed session to ERROR and cleans up twice:\n\n```text\n")[1]
+    lines = [line.rstrip() for line in runs["unhardened"].splitlines()]
+    for line in quoted.split("```")[0].splitlines():
+        assert line in lines, line

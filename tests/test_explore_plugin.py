@@ -523,3 +523,18 @@ def test_raises_names_the_harness_own_failure_modes(pytester: pytest.Pytester) -
     # matched along the class hierarchy: httpx.HTTPError covers both
     both = _run(pytester, *opts, "-o", "mcpfaults_explore=kinds=status,die raises=HTTPError")
     both.assert_outcomes(passed=1, xfailed=2, deselected=3)  # test_no_sidecar and the delete runs
+
+
+def test_the_pages_quoted_report_is_what_its_example_prints(pytester: pytest.Pytester) -> None:
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "explore.md").read_text()
+    quoted = page.split("Its report:\n\n```text\n")[1].split("```")[0].splitlines()
+    example = root / "docs" / "examples" / "explore_test.py"
+    (pytester.path / "explore_test.py").write_text(example.read_text())
+    result = pytester.runpytest_subprocess(
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "explore_test.py", "-q", timeout=180
+    )
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    lines = [line.rstrip() for line in result.stdout.lines]
+    for line in quoted:
+        assert line.replace("docs/examples/", "") in lines, line
