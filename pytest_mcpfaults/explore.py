@@ -160,22 +160,39 @@ def _endpoint_of(target: str) -> Endpoint | None:
     return "other"
 
 
+def _request(step: Step) -> Any:
+    """The request ``step`` stands for, as the sidecar's router sees it (``routing.RequestInfo``)."""
+    from pytest_mcpfaults.sidecar.mcp import McpRequest
+    from pytest_mcpfaults.sidecar.routing import RequestInfo
+
+    verb, _, rest = step.label.partition(" ")
+    path = "/health" if step.endpoint == "health" else ("/mcp" if step.endpoint == "mcp" else rest)
+    mcp = None
+    if step.mcp_method:
+        tool = step.target[len("tool:") :] if step.target.startswith("tool:") else None
+        message: dict[str, Any] = {"params": {"name": tool}}
+        if step.answered:
+            message["id"] = 0  # a notification has none
+        mcp = McpRequest(message, step.mcp_method, message.get("id"), None, "session")
+    return RequestInfo(verb, path, step.endpoint, mcp)
+
+
 def applies_to(cls: type[F.Fault], step: Step, transport: str = "http") -> bool:
-    """Whether explore aims kind ``cls`` at ``step``, from the kind's own class attributes: it names
-    ``transport`` (``transports``), it has a standard-catalogue cell (``catalogue_params``), the step
-    lies in the endpoint of its ``default_target`` (``/health`` kinds at ``/health`` only, MCP kinds
-    on the MCP endpoint), it can answer that request (``answers``: ``tool_calls``, ``requests``
-    (not notifications) or ``any``), and its own validation accepts the step as a target."""
+    """Whether explore aims kind ``cls`` at ``step``, from the kind itself: it names ``transport``
+    (``transports``), it has a standard-catalogue cell (``catalogue_params``), the step lies in the
+    endpoint of its ``default_target`` (``/health`` kinds at ``/health`` only, MCP kinds on the MCP
+    endpoint), its own validation accepts the step as a target, and the sidecar's router says it can
+    answer that request (``routing.applies``, registered per kind: tool kinds answer ``tools/call``
+    only, ``session_expired`` and ``jsonrpc_error`` no notification)."""
+    from pytest_mcpfaults.sidecar.routing import applies
+
     if transport not in cls.transports or cls.catalogue_params is None:
         return False
     where = _endpoint_of(cls.default_target)
     if where is not None and step.endpoint != where:
         return False
-    if cls.answers == "tool_calls" and step.mcp_method != "tools/call":
-        return False
-    if cls.answers == "requests" and not step.answered:
-        return False
-    return fault_at(cls, step) is not None
+    fault = fault_at(cls, step)
+    return fault is not None and bool(applies(fault, _request(step)))
 
 
 def fault_at(cls: type[F.Fault], step: Step, patience: float | None = None) -> F.Fault | None:

@@ -114,10 +114,6 @@ class Fault:
     #: unless :attr:`needs_sockets`) and ``'stdio'`` (a stdio child, :class:`~pytest_mcpfaults.StdioServer`).
     #: A backend refuses a kind that does not name its transport, saying which transports it has.
     transports: ClassVar[tuple[str, ...]] = ("http",)
-    #: Which requests the kind can answer: ``'any'``, ``'requests'`` (MCP requests that expect a
-    #: JSON-RPC answer, not notifications) or ``'tool_calls'`` (``tools/call`` only). The sidecar's
-    #: router and explore read it.
-    answers: ClassVar[str] = "any"
     #: How a patience verdict names a request this kind held, ``{request}`` standing for the request
     #: (e.g. ``a hung {request}``); ``None``: named by what the client had received when the budget ran
     #: out (``a held {request}`` when nothing, ``the response to {request}`` otherwise).
@@ -441,7 +437,6 @@ class JsonRpcError(Fault):
     """Answer a JSON-RPC error with ``code`` and ``message`` (HTTP 200) instead of the result."""
 
     kind: ClassVar[str] = "jsonrpc_error"
-    answers: ClassVar[str] = "requests"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 80
     draws: ClassVar[Mapping[str, Draw]] = {"code": (-32603, -32000, -32601)}
@@ -469,7 +464,6 @@ class ToolError(Fault):
     """Answer a ``tools/call`` with a tool result carrying ``isError: true`` and ``text``."""
 
     kind: ClassVar[str] = "tool_error"
-    answers: ClassVar[str] = "tool_calls"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 20
     default_target: ClassVar[str] = "tools/call"
@@ -485,7 +479,6 @@ class SessionExpired(Fault):
     (and so does every later request that carries it)."""
 
     kind: ClassVar[str] = "session_expired"
-    answers: ClassVar[str] = "requests"
     shrink_rank: ClassVar[int] = 30
     default_target: ClassVar[str] = "mcp"
 
@@ -497,7 +490,6 @@ class BackendGone(Fault):
     ``{"error": "Service at <url> is no longer alive"}``. ``service_url`` defaults to the sidecar's."""
 
     kind: ClassVar[str] = "backend_gone"
-    answers: ClassVar[str] = "tool_calls"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 10
     default_target: ClassVar[str] = "tool:delete_session"
@@ -559,7 +551,6 @@ class ErrorPayload(Fault):
     """
 
     kind: ClassVar[str] = "error_payload"
-    answers: ClassVar[str] = "tool_calls"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 70
     #: none is "already gone", so a harness that treats "already gone" as a clean no-op still fails

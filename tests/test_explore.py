@@ -100,11 +100,16 @@ def test_kinds_apply_where_their_attributes_say() -> None:
 
 
 def test_a_kind_defined_later_joins_the_campaign() -> None:
+    from pytest_mcpfaults.sidecar.routing import applies
+
     @dataclass(frozen=True)
     class Gremlin(F.Fault):
         kind: ClassVar[str] = "gremlin_explore"
-        answers: ClassVar[str] = "tool_calls"
         catalogue_params: ClassVar[Any] = {}
+
+    @applies.register(Gremlin)  # the router's dispatcher: it answers tools/call only
+    def _tool_calls(fault: F.Fault, info: Any) -> bool:
+        return info.mcp is not None and info.mcp.method == "tools/call"
 
     try:
         assert "gremlin_explore" in catalogue_kinds()
