@@ -9,21 +9,9 @@ the 20 s), not speed targets. Every inner run is bounded by pytester's subproces
 
 from __future__ import annotations
 
-import json
-
+import inner_reports
 import pytest
-
-DURATIONS_CONFTEST = """
-import json
-import pytest
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    report = yield
-    if call.when == "call":
-        print("DURATION " + json.dumps({"name": item.name, "duration": call.duration}))
-    return report
-"""
+from inner_reports import DURATIONS_CONFTEST, failure
 
 BLOCKED = 20.0  # how long each inner test blocks on its own
 BUDGET, GRACE = 0.5, 0.5
@@ -109,33 +97,13 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
-def _durations(result: pytest.RunResult) -> dict[str, float]:
-    out = {}
-    for line in result.outlines:
-        if "DURATION {" in line:
-            data = json.loads(line[line.index("DURATION {") + len("DURATION ") :])
-            out[data["name"]] = data["duration"]
-    return out
-
-
-def _failure(result: pytest.RunResult, name: str) -> str:
-    """The failure text of one inner test (from its ``___ name ___`` header to the next)."""
-    lines = result.outlines
-    start = next(i for i, line in enumerate(lines) if line.startswith("_") and f" {name} " in line)
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i].startswith(("_____", "=====", "-----"))),
-        len(lines),
-    )
-    return "\n".join(lines[start:end])
-
-
 def test_blocked_tests_are_interrupted_with_the_verdict(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(DURATIONS_CONFTEST)
     pytester.makeini(f"[pytest]\nmcpfaults_interrupt = {GRACE}\n")
     pytester.makepyfile(TESTS)
     result = _run(pytester, "-s")
     result.assert_outcomes(failed=7, passed=1)
-    durations = _durations(result)
+    durations = inner_reports.durations(result)
     how = {
         "test_sync_event_wait": "raised PatienceInterrupt where it was blocked",
         "test_sync_socket_read": "raised PatienceInterrupt where it was blocked",
@@ -146,14 +114,14 @@ def test_blocked_tests_are_interrupted_with_the_verdict(pytester: pytest.Pyteste
         "test_factory_sidecar_made_in_the_body": "raised PatienceInterrupt where it was blocked",
     }
     for name, action in how.items():
-        text = _failure(result, name)
+        text = failure(result, name)
         assert "PatienceError: 1 held request outlived the patience budget" in text, text
         assert "on a hung `GET /health`, never answered" in text, text
         assert f"The test was still blocked {GRACE:g} s after the verdict at " in text, text
         assert f"mcpfaults {action}" in text, text
         assert "also failed" not in text, text  # the interrupt itself is not the test's own failure
         assert BUDGET + GRACE - 0.05 <= durations[name] < ABOUT, (name, durations[name])
-    assert "at test_blocked_tests_are_interrupted_with_the_verdict.py:" in _failure(
+    assert "at test_blocked_tests_are_interrupted_with_the_verdict.py:" in failure(
         result, "test_sync_event_wait"
     )
     # an expected hang is never interrupted: it blocked its full 1.5 s and passed
@@ -192,15 +160,15 @@ def test_interrupting_can_be_turned_off(pytester: pytest.Pytester, ini: str) -> 
     pytester.makepyfile(OFF)
     result = _run(pytester, "-s")
     result.assert_outcomes(failed=2)
-    durations = _durations(result)
+    durations = inner_reports.durations(result)
     off = ["test_marker_off"] + (["test_default"] if ini else [])
     for name in off:  # the verdict after the body returned by itself, without the note
-        text = _failure(result, name)
+        text = failure(result, name)
         assert "PatienceError: 1 held request outlived the patience budget" in text, text
         assert "still blocked" not in text, text
         assert durations[name] >= 2.5, (name, durations[name])
     if not ini:  # the default grace is 1 s
-        assert "The test was still blocked 1 s after the verdict" in _failure(result, "test_default")
+        assert "The test was still blocked 1 s after the verdict" in failure(result, "test_default")
         assert durations["test_default"] < 2.5
 
 

@@ -15,22 +15,12 @@ import re
 import shutil
 from pathlib import Path
 
+import inner_reports
 import pytest
+from inner_reports import DURATIONS_CONFTEST, failure
 
 HERE = Path(__file__).parent
 BUDGET = 1.0
-
-DURATIONS_CONFTEST = """
-import json
-import pytest
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    report = yield
-    if call.when == "call":
-        print("DURATION " + json.dumps({"name": item.name, "duration": call.duration}))
-    return report
-"""
 
 RUNNER_TESTS = f"""
 import os, threading
@@ -73,24 +63,6 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
-def _durations(result: pytest.RunResult) -> dict[str, float]:
-    out = {}
-    for line in result.outlines:
-        if "DURATION {" in line:
-            data = json.loads(line[line.index("DURATION {") + len("DURATION ") :])
-            out[data["name"]] = data["duration"]
-    return out
-
-
-def _failure(result: pytest.RunResult, name: str) -> str:
-    """The failure text of one inner test (from its ``___ name ___`` header to the next)."""
-    lines = result.outlines
-    start = next(i for i, line in enumerate(lines) if line.startswith("_") and f" {name} " in line)
-    ends = (i for i in range(start + 1, len(lines)) if lines[i].startswith(("_____", "=====")))
-    end = next(ends, len(lines))
-    return "\n".join(lines[start:end])
-
-
 def _runner_dir(pytester: pytest.Pytester) -> None:
     shutil.copy(HERE / "wedge_runner.py", pytester.path / "wedge_runner.py")
     pytester.makeconftest(DURATIONS_CONFTEST)
@@ -115,7 +87,7 @@ def test_a_wedged_mcp1_runner_gets_a_verdict_naming_the_blocked_call(
         "test_kill_during_another_call": "`kill()` (the test's call)",
     }
     for name in NAMES:
-        text = _failure(result, name)
+        text = failure(result, name)
         # the idle time is when the watcher (polling every 50 ms) saw it: the budget, or a little more
         headline = rf"PatienceError: the test made no progress for \d\.\d s \(the {BUDGET:g} s patience"
         assert re.search(headline, text), text
@@ -134,9 +106,9 @@ def test_a_wedged_mcp1_runner_gets_a_verdict_naming_the_blocked_call(
         ), text
         assert "site-packages" not in text.split("the test's thread is blocked at")[1], text
         assert durations[name] < BUDGET + 2.0, (name, durations[name])
-    assert "since then: no request reached the sidecar; connection #" in _failure(result, NAMES[0])
-    assert "it has been down since" in _failure(result, NAMES[0])
-    assert "it is up and would answer" in _failure(result, NAMES[1])
+    assert "since then: no request reached the sidecar; connection #" in failure(result, NAMES[0])
+    assert "it has been down since" in failure(result, NAMES[0])
+    assert "it is up and would answer" in failure(result, NAMES[1])
     stalls = [p for t in report["tests"] for p in t["patience_violations"] if p.get("kind") == "no_progress"]
     assert sorted(p["fault"] for p in stalls) == sorted(
         ["die@tool:delete_session", "truncate@tool:delete_session", "reset@tool:delete_session", "kill()"]
@@ -223,14 +195,14 @@ def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_progress=PROGRESS_TESTS)
     result = _run(pytester)
     result.assert_outcomes(failed=2, passed=4)
-    durations = _durations(result)
-    sleep = _failure(result, "test_a_sleep_after_die")
+    durations = inner_reports.durations(result)
+    sleep = failure(result, "test_a_sleep_after_die")
     headline = r"the test made no progress for \d\.\d s \(the 0.5 s patience budget\) after `die@health`"
     assert re.search(headline, sleep), sleep
     assert "fired: `die@health` on `GET /health`" in sleep
     assert "time.sleep(20)" in sleep  # where it was blocked
     assert "mcpfaults raised PatienceInterrupt where it was blocked" in sleep
-    spin = _failure(result, "test_a_busy_spinning_private_loop")
+    spin = failure(result, "test_a_busy_spinning_private_loop")
     assert "the test made no progress" in spin
     assert "await spin()" in spin or "await asyncio.sleep(0)" in spin, spin
     for name in ("test_a_sleep_after_die", "test_a_busy_spinning_private_loop"):
