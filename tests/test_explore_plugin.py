@@ -49,7 +49,7 @@ def _ids(result: pytest.RunResult) -> list[str]:
 
 SIMPLE = """
 import pytest
-from harness import call
+from explore_harness import call
 
 @pytest.mark.mcp_sidecar(era="stateless", patience=2.0)
 def test_flow(mcp_sidecar):
@@ -70,7 +70,7 @@ def test_no_sidecar():
 def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     first = _run(pytester, "--mcpfaults-explore", "--collect-only", "-q")
     assert _ids(first) == ["test_flow[explore:clean]"]  # nothing cached yet: the clean run only
 
@@ -116,7 +116,7 @@ def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
 
 
 def test_kinds_apply_by_their_own_attributes(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     _run(pytester, "--mcpfaults-explore", "-q", "-k", "explore:clean")
     ids = _ids(_run(pytester, "--mcpfaults-explore", "--collect-only", "-q"))
     kinds = {i.split(":", 1)[1].split("@")[0] for i in ids if "clean" not in i}
@@ -127,11 +127,11 @@ def test_kinds_apply_by_their_own_attributes(pytester: pytest.Pytester) -> None:
 
 
 def test_the_oracles(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(harness=HARNESS)
+    pytester.makepyfile(explore_harness=HARNESS)
     pytester.makepyfile(
         test_oracles="""
         import httpx, pytest
-        from harness import call
+        from explore_harness import call
 
         @pytest.mark.mcp_explore(kinds=["status"])
         @pytest.mark.mcp_sidecar(era="stateless")
@@ -227,7 +227,7 @@ def test_a_marker_on_a_test_without_a_sidecar_and_a_bad_ini_are_refused(pytester
 
 RETRY = """
 import httpx, pytest
-from harness import call
+from explore_harness import call
 
 @pytest.mark.mcp_explore(kinds=["status", "hang"], depth=2)
 @pytest.mark.mcp_sidecar(era="stateless", patience=1.5)
@@ -243,7 +243,7 @@ def test_retry(mcp_sidecar):
 
 
 def test_depth_two_finds_a_bug_on_the_path_a_first_fault_opened(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(harness=HARNESS, test_retry=RETRY)
+    pytester.makepyfile(explore_harness=HARNESS, test_retry=RETRY)
     result = _run(pytester, "-q", "-rfE", "--mcpfaults-report", "report.json")
     out = result.stdout.str()
     # one fault anywhere is survived; a hang at the retry (echo#2, reached only after a first fault)
@@ -272,13 +272,13 @@ def test_depth_two_finds_a_bug_on_the_path_a_first_fault_opened(pytester: pytest
 
 
 def test_depth_one_alone_misses_that_bug(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(harness=HARNESS, test_retry=RETRY.replace("depth=2", "depth=1"))
+    pytester.makepyfile(explore_harness=HARNESS, test_retry=RETRY.replace("depth=2", "depth=1"))
     result = _run(pytester, "-q")
     result.assert_outcomes(passed=3)  # the clean run and one fault at each step: all survived
 
 
 def test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     args = (
         "--mcpfaults-explore",
         "-q",
@@ -427,7 +427,7 @@ def test_a_written_fault_scenario_is_not_explored_unless_marked(pytester: pytest
 FLIP = """
 import pytest
 from opentelemetry import trace
-from harness import call
+from explore_harness import call
 
 tracer = trace.get_tracer("harness")
 
@@ -448,7 +448,7 @@ def test_flip(mcp_sidecar, mcp_spans):
 def test_the_html_page_shows_the_grid_and_each_violations_timeline(pytester: pytest.Pytester) -> None:
     from html.parser import HTMLParser
 
-    pytester.makepyfile(harness=HARNESS, test_flip=FLIP)
+    pytester.makepyfile(explore_harness=HARNESS, test_flip=FLIP)
     result = _run(pytester, "-q", "--mcpfaults-html", "out/explore.html")
     result.assert_outcomes(passed=2, failed=1)
     assert "mcpfaults explore page: " in result.stdout.str()
@@ -487,7 +487,7 @@ def test_the_html_page_shows_the_grid_and_each_violations_timeline(pytester: pyt
 def test_a_baseline_of_known_findings_gates_from_day_one_and_reports_stale_ones(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     opts = ("--mcpfaults-explore", "-q", "-rfx", "-o", "mcpfaults_explore=kinds=status,die,tool_error")
     first = _run(pytester, *opts, "--mcpfaults-report", "base.json")
     assert first.ret == pytest.ExitCode.TESTS_FAILED  # two violations: a failed echo escapes the test
@@ -510,7 +510,7 @@ def test_a_baseline_of_known_findings_gates_from_day_one_and_reports_stale_ones(
 
 
 def test_raises_names_the_harness_own_failure_modes(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(harness=HARNESS, test_flow=SIMPLE)
+    pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     opts = ("--mcpfaults-explore", "-q", "-rfx", "-k", "explore:clean or echo")
     result = _run(pytester, *opts, "-o", "mcpfaults_explore=kinds=status,die raises=HTTPStatusError")
     out = result.stdout.str()
