@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import re
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -786,25 +787,30 @@ def test_any_plan_over_legacy_sse_stop_is_bounded_and_leaves_nothing_open(
     sc.check_errors()
 
 
+def _raw_stream(sc: Sidecar) -> tuple[socket.socket, str, str]:
+    """A legacy event stream opened on a raw socket (whose reading the test controls), read up to its
+    endpoint event: the socket, the session id and the message URL."""
+    stream = socket.create_connection(("127.0.0.1", sc.port))
+    stream.sendall(b"GET /sse HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+    stream.settimeout(5)
+    head = b""
+    while b"session_id=" not in head or b"\n\n" not in head.split(b"session_id=", 1)[1]:
+        head += stream.recv(4096)
+    sid = head.split(b"session_id=", 1)[1].split(b"\n", 1)[0].strip().decode()
+    return stream, sid, f"{sc.url}/messages?session_id={sid}"
+
+
 def test_a_stream_its_client_does_not_read_bounds_its_outbox_and_posts_get_503_until_it_reads() -> None:
     """Replies owed to a client that never reads its stream were queued without bound (+61 MB for
     60 MB owed); past OUTBOX_BYTES unread, a message POST is refused with 503 before it is processed,
     and once the client reads, POSTs are taken again."""
-    import socket
 
     from pytest_mcpfaults.sidecar.legacy_sse import OUTBOX_BYTES
 
     text = "e" * 100_000
     with Sidecar(transport="sse") as sc, httpx.Client(timeout=10) as client:
-        stream = socket.create_connection(("127.0.0.1", sc.port))
+        stream, sid, url = _raw_stream(sc)
         try:
-            stream.sendall(b"GET /sse HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
-            stream.settimeout(5)
-            head = b""
-            while b"session_id=" not in head or b"\n\n" not in head.split(b"session_id=", 1)[1]:
-                head += stream.recv(4096)
-            sid = head.split(b"session_id=", 1)[1].split(b"\n", 1)[0].strip().decode()
-            url = f"{sc.url}/messages?session_id={sid}"
             assert client.post(url, json=INIT, headers=JSON).status_code == 202
             codes: list[int] = []
             for i in range(1, 500):  # 50 MB owed at most; the bound is 4 MiB
@@ -838,17 +844,9 @@ def test_a_client_that_closes_a_stream_blocked_on_its_unread_bytes_is_no_sidecar
     """The stream's writer waits for the socket to drain; the client then closes it. aiohttp's drain
     raises a plain ConnectionError('Connection lost'), which was taken for a bug of the sidecar's (a
     SidecarError at teardown)."""
-    import socket
 
     with Sidecar(transport="sse") as sc, httpx.Client(timeout=10) as client:
-        stream = socket.create_connection(("127.0.0.1", sc.port))
-        stream.sendall(b"GET /sse HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
-        stream.settimeout(5)
-        head = b""
-        while b"session_id=" not in head or b"\n\n" not in head.split(b"session_id=", 1)[1]:
-            head += stream.recv(4096)
-        sid = head.split(b"session_id=", 1)[1].split(b"\n", 1)[0].strip().decode()
-        url = f"{sc.url}/messages?session_id={sid}"
+        stream, _, url = _raw_stream(sc)
         assert client.post(url, json=INIT, headers=JSON).status_code == 202
         for i in range(1, 500):  # until the outbox is over its bound: the writer waits on the socket
             r = client.post(url, json=rpc("tools/call", i, name="echo", arguments={"text": "e" * 100_000}))
