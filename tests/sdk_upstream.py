@@ -3,13 +3,14 @@
 
 Its streamable HTTP app serves both protocol eras (the 2026-07-28 stateless one for ``server/discover``
 and the session era for ``initialize``), and answers requests as SSE unless ``json_response=True``.
-Its tools: ``add``, ``echo``, ``big`` (a long text) and the benchmark-session tools of an exgentic-style
-sidecar (``list_tasks``, ``create_session``, ``evaluate_session``, ``delete_session``), so the example
-harness can run against it.
+Its tools: ``add``, ``echo``, ``big`` (a long text), ``pause`` (a slow one) and the benchmark-session
+tools of an exgentic-style sidecar (``list_tasks``, ``create_session``, ``evaluate_session``,
+``delete_session``), so the example harness can run against it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -63,6 +64,13 @@ def sdk_server() -> tuple[MCPServer, dict[str, str], list[str]]:
         """A text of ``size`` characters."""
         calls.append("big")
         return "x" * size
+
+    @mcp.tool()
+    async def pause(seconds: float) -> str:
+        """Wait ``seconds``, then log the call (it is in ``calls`` only once it has finished)."""
+        await asyncio.sleep(seconds)
+        calls.append("pause")
+        return "paused"
 
     @mcp.tool()
     def list_tasks() -> str:

@@ -306,6 +306,22 @@ def test_truncate_and_reset_cut_the_upstreams_bytes(up: SdkUpstream, fault: Trun
         assert call.bytes_sent == 10 and call.upstream_status == 200
 
 
+def test_a_reset_before_any_byte_lets_the_upstream_finish_the_request_first(up: SdkUpstream) -> None:
+    """The SDK server sends an SSE answer's status line before its tool runs; ``reset`` at 0 bytes
+    still resets only once the upstream's answer has ended (the proxy table: the upstream ran it)."""
+    ran = len(up.calls)
+    pause = rpc("tools/call", name="pause", arguments={"seconds": 0.3})
+    with Sidecar(upstream=up.url, faults=[Reset(when="tools/call")]) as sc, httpx.Client(timeout=5) as c:
+        headers = initialize(c, sc.mcp_url)
+        with pytest.raises(CUT):
+            c.post(sc.mcp_url, json=pause, headers=headers)
+        assert up.calls[ran:] == ["pause"]  # finished before the client saw the reset
+        settled(sc)
+        call = next(r for r in sc.requests if r.mcp_method == "tools/call")
+        assert call.status is None and call.bytes_sent == 0 and call.fault_kind == "reset"
+        assert call.upstream_status == 200 and call.upstream_bytes > 0  # the whole answer came, unrelayed
+
+
 def test_drip_paces_the_upstreams_bytes_and_the_answer_is_whole(up: SdkUpstream) -> None:
     with Sidecar(upstream=up.url, faults=[Drip(chunk_bytes=16, interval=0.005, when="tools/call")]) as sc:
         with httpx.Client(timeout=5) as c:

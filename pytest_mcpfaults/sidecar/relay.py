@@ -10,6 +10,7 @@ paces them, ``truncate`` and ``reset`` cut them. The faults that rewrite an answ
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Awaitable, Callable
@@ -146,6 +147,8 @@ async def relay(
         assert fault is not None  # only a fault has a shape or rewrites
         body, headers, sse = await _read_whole(request, resp, fault, forced, mid, headers)
     if shape.resets_at_once:
+        if body is None and request.method == "POST":
+            await _finish(request, resp)  # the upstream ran the request: its answer ended, unread
         reset_transport(request.transport)
         raise Dropped
     out.status = resp.status
@@ -200,6 +203,15 @@ async def _read_whole(
         body = b"event: message\ndata: " + body + b"\n\n"
         sse = True
     return body, headers, sse
+
+
+async def _finish(request: web.BaseRequest, resp: UpstreamResponse) -> None:
+    """Let the upstream finish its answer to a POST before a ``reset`` that sends none of it: an SSE
+    answer's status line comes before the tool has run, and the proxy table promises the upstream ran
+    the request. Bounded as a rewrite's read is (``upstream_timeout``, ``REWRITE_MAX_BYTES``, the client
+    leaving); an answer that fails or is too long is reset all the same."""
+    with contextlib.suppress(UpstreamError, Abandoned):
+        await resp.read(max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request))
 
 
 def _gone(request: web.BaseRequest) -> bool:
