@@ -30,6 +30,11 @@ def mcp1_files() -> list[str]:
 def test_tox_mcp1_files_exist_and_include_the_catalogue_column() -> None:
     files = mcp1_files()
     assert "tests/test_faults_mcp1.py" in files, files
+    only_mcp1 = sorted(f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*_mcp1.py"))
+    assert len(only_mcp1) >= 2 and set(only_mcp1) <= set(files), (
+        only_mcp1,
+        files,
+    )  # conftest leaves them out
     assert all((ROOT / f).is_file() for f in files), files
 
 
