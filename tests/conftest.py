@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
 import pytest
 from areas import area_of, is_slow
+from mcp1_client import Mcp1Client
 from no_ca import without_ca_bundle
 from shared_pycache import shared_pycache
 
@@ -206,3 +207,10 @@ def mcp1_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     from mcp1_overlay import install_mcp1
 
     return str(install_mcp1(tmp_path_factory.mktemp("mcp1")))
+
+
+@pytest.fixture
+def mcp1_client(mcp1_path: str) -> Mcp1Client:
+    """Calls made with the mcp 1.x client, in a child Python (``mcp1_client.Mcp1Client``): a kind's own
+    test measures docs/faults.md's mcp 1.x column with it (``tests/test_faults_doc.py`` accepts it)."""
+    return Mcp1Client(mcp1_path)

@@ -4,6 +4,7 @@ row, or changing a default without the docs, fails here."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from pathlib import Path
@@ -59,27 +60,58 @@ def catalogue_header() -> list[str]:
     return [c.strip() for c in line.strip("|").split("|")]
 
 
-def test_the_mcp1_column_is_measured_by_a_test_per_kind_run_in_tox_mcp1() -> None:
-    """Every row's mcp 1.x cell is backed by ``test_mcp1_<kind>`` in tests/test_faults_mcp1.py (named in
-    the row's "proved in"), and tox's ``mcp1`` env runs that file (it skips under mcp 2.x)."""
-    import ast
+def _tests_of(module: Path) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    tree = ast.parse(module.read_text())
+    return {
+        node.name: node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")
+    }
 
+
+def measured_with_the_mcp1_client(module: Path, kind: str, cls: str) -> list[str]:
+    """The tests of ``module`` that take the ``mcp1_client`` fixture and name the kind (its text-form name
+    or its class) in their body: a kind's own test measuring the mcp 1.x column (tests/mcp1_client.py)."""
+    source = module.read_text()
+    return [
+        name
+        for name, node in _tests_of(module).items()
+        if "mcp1_client" in {a.arg for a in node.args.args + node.args.kwonlyargs}
+        and re.search(rf"\b({kind}|{cls})\b", ast.get_source_segment(source, node) or "")
+    ]
+
+
+def test_the_mcp1_column_is_measured_by_a_test_per_kind() -> None:
+    """Every row's mcp 1.x cell is backed by a test of a module the row names in "proved in": either
+    ``test_mcp1_<kind>`` in tests/test_faults_mcp1.py (tox's ``mcp1`` env runs that file; it skips under
+    mcp 2.x), or a test of the kind's own module that calls it with the mcp 1.x client through the
+    ``mcp1_client`` fixture (a child Python with the mcp 1.x overlay), so a new kind's one test carries
+    both clients."""
     header = catalogue_header()
     assert MCP1_COLUMN in header, header
     col = header.index(MCP1_COLUMN)
-    tests = {
-        node.name
-        for node in ast.walk(ast.parse(MCP1_TESTS.read_text()))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
+    tests = set(_tests_of(MCP1_TESTS))
     names = {cls.__name__: kind for kind, cls in fault_kinds().items()}
     for row in catalogue_rows():
-        kind = names[row[0].strip("`")]
+        cls = row[0].strip("`")
+        kind = names[cls]
         assert row[col], f"{kind}: no mcp 1.x cell"
-        assert "`test_faults_mcp1.py`" in row[-1], f"{kind}: the row does not name test_faults_mcp1.py"
-        assert any(t == f"test_mcp1_{kind}" or t.startswith(f"test_mcp1_{kind}_") for t in tests) or (
-            row[col] == "—" and any(kind in t for t in tests)
-        ), f"{kind}: no test_mcp1_{kind} in {MCP1_TESTS.name}"
+        named = re.findall(r"`(test_\w+\.py)`", row[-1])
+        in_mcp1_file = "test_faults_mcp1.py" in named and (
+            any(t == f"test_mcp1_{kind}" or t.startswith(f"test_mcp1_{kind}_") for t in tests)
+            or (row[col] == "—" and any(kind in t for t in tests))
+        )
+        own = [
+            t
+            for module in named
+            if module != MCP1_TESTS.name and (MCP1_TESTS.parent / module).is_file()
+            for t in measured_with_the_mcp1_client(MCP1_TESTS.parent / module, kind, cls)
+        ]
+        assert in_mcp1_file or own, (
+            f"{kind}: its mcp 1.x cell is measured by no test: give it test_mcp1_{kind} in "
+            f"{MCP1_TESTS.name}, or a test taking the mcp1_client fixture in a module its row names "
+            f"(it names {named})"
+        )
     tox = (PAGE.parent.parent / "tox.ini").read_text()
     mcp1 = tox.split("[testenv:mcp1]", 1)[1].split("\n[", 1)[0]
     assert "tests/test_faults_mcp1.py" in mcp1.split("commands =", 1)[1]

@@ -1,6 +1,7 @@
 """What the mcp 1.x client sees for each fault kind: docs/faults.md's catalogue column "what the mcp 1.x
-``ClientSession`` sees" is measured here, one test per kind (``test_mcp1_<kind>``; tests/test_faults_doc.py
-checks every row that makes a claim has one).
+``ClientSession`` sees" is measured here for the built-in kinds, one test per kind (``test_mcp1_<kind>``); a
+kind added since may measure it in its own test instead, with the ``mcp1_client`` fixture
+(tests/mcp1_client.py). tests/test_faults_doc.py checks every row's cell is measured one way or the other.
 
 The client is mcp 1.x's ``streamablehttp_client`` + ``ClientSession`` (session era, the only one it
 speaks), in one ``async with``, as a harness written from the SDK's README uses it; the socket sidecar is

@@ -1,7 +1,8 @@
 """The tox env ``mcp1``'s files, run by the README's test command too: the mcp 1.x client (what real
 harnesses pin) from ``mcp1_overlay`` in a child pytest. The file list is read from tox.ini's ``mcp1``
-command, so the two cannot drift; the catalogue's mcp 1.x column (docs/faults.md, pinned to
-``tests/test_faults_mcp1.py`` by test_faults_doc) is measured on every run this way.
+command, so the two cannot drift; the catalogue's mcp 1.x column (docs/faults.md, pinned by test_faults_doc
+to ``tests/test_faults_mcp1.py`` or to a kind's own test using the ``mcp1_client`` fixture) is measured on
+every run this way.
 
 The one test deselected is fastmcp's stdio transport: fastmcp needs mcp 2.x (tox's ``mcp1`` env does not
 install it, and it skips there); the main suite runs it.
