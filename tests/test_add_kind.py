@@ -16,16 +16,11 @@ teardown matrix gets a slow_502 cell). docs/architecture.md and CONTRIBUTING.md 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from scratch_copy import ROOT, copy_repository, insert_after, run_in, touched
 
 CLASS = '''
 
@@ -134,35 +129,14 @@ print("in-process:", "slow_502" in SUPPORTED_KINDS)
 """
 
 
-def _git(copy: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=copy, check=True, capture_output=True, text=True, timeout=60
-    ).stdout
-
-
-def _insert_after(path: Path, marker: str, text: str) -> None:
-    source = path.read_text()
-    at = source.index(marker)
-    end = source.index("\n", at) + 1
-    path.write_text(source[:end] + text + source[end:])
-
-
 @pytest.mark.timeout(720)
 def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path) -> None:
-    copy = tmp_path / "repo"
-    tracked = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
-    for name in filter(None, tracked):
-        if (ROOT / name).is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, copy / name)
-    _git(copy, "init", "-q")
-    _git(copy, "add", "-A")
-    _git(copy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "before")
+    copy = copy_repository(tmp_path)
 
     # 1. the class, and its name in the module's __all__ (next to it)
     fault_types = copy / "pytest_mcpfaults" / "fault_types.py"
     fault_types.write_text(fault_types.read_text() + CLASS)
-    _insert_after(fault_types, '    "Fault",', '    "SlowGateway",\n')
+    insert_after(fault_types, '    "Fault",', '    "SlowGateway",\n')
     # 2. the behaviour: a pause, then the reply
     connection = copy / "pytest_mcpfaults" / "sidecar" / "connection.py"
     source = connection.read_text().replace(
@@ -182,42 +156,30 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
     answers.write_text(source + TEST)
     page = copy / "docs" / "faults.md"
     for marker, row in DOCS.items():
-        _insert_after(page, marker, row + "\n")
+        insert_after(page, marker, row + "\n")
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
-    env["PYTHONPATH"] = str(copy)  # the copy's package, not this checkout's
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    made = subprocess.run(
-        [sys.executable, "-m", "pytest_mcpfaults.kind_tables"],
-        cwd=copy, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    made = run_in(copy, "-m", "pytest_mcpfaults.kind_tables")
     assert made.returncode == 0, made.stdout + made.stderr  # the page's generated tables, made afresh
-    api = subprocess.run(
-        [sys.executable, "docs/gen_api.py"], cwd=copy, env=env, capture_output=True, text=True, timeout=120
-    )
+    api = run_in(copy, "docs/gen_api.py")
     assert api.returncode == 0, api.stdout + api.stderr  # the generated API page, made afresh
     assert "\n### `SlowGateway`\n" in (copy / "docs" / "api.md").read_text()
     assert "| `slow_502` | `*` | `seconds=0.05` | A gateway whose upstream" in page.read_text()
     assert "| `slow_502` | yes | yes | no |" in page.read_text()
 
-    touched = sorted(line[3:] for line in _git(copy, "status", "--porcelain", "-uall").splitlines())
-    assert touched == [
+    assert touched(copy) == [
         "docs/api.md",  # regenerated (docs/gen_api.py)
         "docs/faults.md",  # by hand: two rows; its generated tables: python -m pytest_mcpfaults.kind_tables
         "pytest_mcpfaults/fault_types.py",
         "pytest_mcpfaults/sidecar/connection.py",
         "tests/test_faults_answers.py",
     ]
-    by_hand = [name for name in touched if name != "docs/api.md"]
+    by_hand = [name for name in touched(copy) if name != "docs/api.md"]
     assert len(by_hand) <= 4  # issue 26: its class, its behaviour, its test, one docs page
     count = ["no", "one", "two", "three", "four", "five", "six"][len(by_hand)]
     assert f"**{count.capitalize()} files by hand**" in (ROOT / "docs" / "architecture.md").read_text()
     assert f"**{count} by hand**" in (ROOT / "CONTRIBUTING.md").read_text()
 
-    shown = subprocess.run(
-        [sys.executable, "-c", SHOW.format(copy=str(copy))],
-        cwd=copy, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    shown = run_in(copy, "-c", SHOW.format(copy=str(copy)))
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert shown.stdout.splitlines() == [
         "exported: True True",
@@ -226,16 +188,12 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
         "matrix cell: slow_502@tool:delete_session",
         "in-process: True",
     ]
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *CHECKS],
-        cwd=copy, env=env, capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
+    run = run_in(copy, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *CHECKS, timeout=400)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     # the README's main command: the worked example, whose teardown matrix now has a slow_502 cell
-    main = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "examples/", "-q"],
-        cwd=copy, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    main = run_in(
+        copy, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "examples/", "-q", timeout=300
+    )
     assert main.returncode == 0, main.stdout[-4000:] + main.stderr[-2000:]
     assert "test_cleanup_under_every_fault[slow_502@tool:delete_session]" in main.stdout or re.search(
         r"^slow_502 +1 +1 +1 +0$", main.stdout, re.M
