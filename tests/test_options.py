@@ -2,7 +2,8 @@
 the marker, the factory, ``serve``'s flags and the docs options table are read from its fields. Shown
 with a made-up option added the way a contributor adds one — its field (here a subclass patched in
 before the package is imported, as if written in ``SidecarOptions``), its use (``header=``: the one
-stamp every socket answer passes) and this test — and nothing else: it appears everywhere."""
+stamp every socket answer passes) and this test — and nothing else: it appears everywhere, the
+generated docs tables included (docs/sidecar.md's options, docs/cli.md's ``serve`` flags)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+from scratch_copy import copy_repository, run_in, touched
+
 from pytest_mcpfaults.inprocess import InProcessSidecar
-from pytest_mcpfaults.sidecar.options import option_fields, with_options_table
+from pytest_mcpfaults.sidecar.options import option_fields, with_flags_table, with_options_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,6 +50,8 @@ MADE_UP = textwrap.dedent(
         "serve": o.options_from_args(build_parser().parse_args(["serve", "--server-header", "cli/1"]))
         ["server_header"] == "cli/1",
         "docs table": "| `server_header` | `None` | `--server-header` |" in o.options_table(),
+        "cli page": "\\n| `--server-header TEXT` | none | The `Server` header of every answer. |\\n"
+        in o.with_flags_table(open(sys.argv[2]).read()),
     }
     with Sidecar(server_header="made-up/1", max_body_bytes=10, get_stream=True) as sc:
         servers = {
@@ -79,7 +85,7 @@ def test_a_made_up_option_appears_everywhere_from_its_field_alone(tmp_path: Path
     script = tmp_path / "made_up_option.py"
     script.write_text(MADE_UP)
     out = subprocess.run(
-        [sys.executable, str(script), str(tmp_path)],
+        [sys.executable, str(script), str(tmp_path), str(ROOT / "docs" / "cli.md")],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -90,7 +96,7 @@ def test_a_made_up_option_appears_everywhere_from_its_field_alone(tmp_path: Path
     seen = json.loads(lines[-1].removeprefix("SEEN "))
     stamped = seen.pop("stamped")
     assert seen == dict.fromkeys(
-        ("constructor", "factory", "serve --help", "serve", "docs table", "marker"), True
+        ("constructor", "factory", "serve --help", "serve", "docs table", "cli page", "marker"), True
     ), out.stdout[-3000:]
     assert stamped == dict.fromkeys(stamped, "made-up/1") and len(stamped) == 6, stamped
 
@@ -106,6 +112,13 @@ def test_the_docs_options_table_is_the_generated_one() -> None:
 def test_the_in_process_column_is_what_mock_sidecar_takes() -> None:
     takes = set(inspect.signature(InProcessSidecar).parameters) - {"base_url"}
     assert takes == {f.name for f, opt in option_fields() if "in-process" in opt.backends}
+
+
+def test_the_cli_pages_flags_table_is_the_generated_one() -> None:
+    page = (ROOT / "docs" / "cli.md").read_text()
+    assert with_flags_table(page) == page, (
+        "docs/cli.md's serve flags table is stale: run `.venv/bin/python -m pytest_mcpfaults.sidecar.options`"
+    )
 
 
 def test_every_serve_flag_has_its_row_in_the_cli_page() -> None:
@@ -150,3 +163,89 @@ def test_mock_sidecar_names_an_option_it_does_not_take() -> None:
         TypeError, match=r"mock_sidecar: 'patiense' is not an option; the in-process backend "
     ):
         mock_sidecar(patiense=1.0)
+
+
+FIELD = """    server_header: str | None = option(
+        None, help="the `Server` header of every answer.", flag="--server-header", parse=str,
+        metavar="TEXT", header="Server",  # its use: the one stamp every socket answer passes
+    )  # fmt: skip
+"""
+
+OPTION_TEST = '''
+
+def test_server_header(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    from pytest_mcpfaults import Sidecar
+
+    with Sidecar(server_header="made-up/1") as sc:
+        assert httpx.post(sc.mcp_url, content=b"{").headers["server"] == "made-up/1"
+    pytester.makepyfile(
+        """
+        import httpx, pytest
+
+        @pytest.mark.mcp_sidecar(server_header="marker/1")
+        def test_marker_and_factory(mcp_sidecar, mcp_sidecar_factory):
+            assert httpx.get(mcp_sidecar.health_url).headers["server"] == "marker/1"
+            made = mcp_sidecar_factory(server_header="factory/1")
+            assert httpx.get(made.health_url).headers["server"] == "factory/1"
+        """
+    )
+    run_plugin().assert_outcomes(passed=1)
+'''
+
+#: What the derived surfaces say about the option, printed from the copy.
+OPTION_SHOWN = """
+import inspect
+import pytest_mcpfaults
+from pytest_mcpfaults import Sidecar, SidecarFactory
+from pytest_mcpfaults.cli import build_parser
+assert pytest_mcpfaults.__file__.startswith({copy!r}), pytest_mcpfaults.__file__
+serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+print("constructor:", "server_header" in inspect.signature(Sidecar).parameters)
+print("factory:", "server_header" in inspect.signature(SidecarFactory.__call__).parameters)
+print("serve --help:", "--server-header TEXT" in serve.format_help())
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_made_up_option_in_a_copy_of_the_repository_is_three_places(tmp_path: Path) -> None:
+    """The made-up option of the test above, written into a copy of the repository as a contributor
+    would: its field and its use (``header=``) in sidecar/options.py, its test in this module; then the
+    commands that remake the generated docs. ``git status`` counts the files, and this module's tests
+    (the docs tables' freshness, every flag's row in docs/cli.md), the CLI's, the markers' and the docs
+    build pass there."""
+    copy = copy_repository(tmp_path)
+    options = copy / "pytest_mcpfaults" / "sidecar" / "options.py"
+    source = options.read_text()
+    at = source.index("    def __post_init__(self) -> None:")  # SidecarOptions' last field comes before
+    options.write_text(source[:at] + FIELD + "\n" + source[at:])
+    tests = copy / "tests" / "test_options.py"
+    tests.write_text(tests.read_text() + OPTION_TEST)
+    made = run_in(copy, "-m", "pytest_mcpfaults.sidecar.options")  # docs/sidecar.md and docs/cli.md
+    assert made.returncode == 0, made.stdout + made.stderr
+    api = run_in(copy, "docs/gen_api.py")  # the API page shows Sidecar's arguments
+    assert api.returncode == 0, api.stdout + api.stderr
+    assert touched(copy) == [
+        "docs/api.md",  # generated
+        "docs/cli.md",  # generated: the serve flags table
+        "docs/sidecar.md",  # generated: the options table
+        "pytest_mcpfaults/sidecar/options.py",  # by hand: the field and its use
+        "tests/test_options.py",  # by hand: its test
+    ]
+    assert (
+        "| `--server-header TEXT` | none | The `Server` header of every answer. |"
+        in (copy / "docs" / "cli.md").read_text()
+    )
+    assert "| `server_header` | `None` | `--server-header` |" in (copy / "docs" / "sidecar.md").read_text()
+    shown = run_in(copy, "-c", OPTION_SHOWN.format(copy=str(copy)))
+    assert shown.stdout.splitlines() == ["constructor: True", "factory: True", "serve --help: True"], (
+        shown.stdout + shown.stderr
+    )
+    checks = ["tests/test_options.py", "tests/test_cli.py", "tests/test_docs_api.py", "tests/test_markers.py"]
+    checks.append("tests/test_docs.py::test_docs_site_builds_with_warnings_as_errors")
+    this = "tests/test_options.py::test_a_made_up_option_in_a_copy_of_the_repository_is_three_places"
+    args = ["-q", "-rA", "-x", "-p", "no:cacheprovider", "--deselect", this, *checks]
+    run = run_in(copy, "-m", "pytest", *args, timeout=240)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    assert "PASSED tests/test_options.py::test_server_header" in run.stdout, run.stdout[-3000:]
