@@ -310,11 +310,7 @@ class SidecarCore:
         transport served it itself (an event stream). Raises :class:`Dropped` when the request dies."""
         if len(incoming.body) > self.max_body_bytes:
             return Answer(self.too_large(), None, False)
-        info = self.classify(incoming)
-        self._journal_classified(rid, info, incoming.headers.get("Mcp-Session-Id"))
-        if self.auth is not None and info.kind == "mcp":
-            info = dataclasses.replace(info, auth=self.auth.observe(incoming.headers))
-            self.journal.update_request(rid, token=info.auth.label if info.auth else None)
+        info = self._classified(rid, incoming)
         if self.state == "frozen":
             await transport.hold(self.freeze_fault)
         fault, state = self._choose_fault(info, rid)
@@ -343,10 +339,7 @@ class SidecarCore:
                     pause_after = late
                 case Pausing(seconds=late):
                     await transport.pause(late)
-            reply = forced_reply(fault, info, self.mcp, self.service_url())
-            if info.auth is not None and info.auth.token is not None and revokes_token(fault):
-                assert self.auth is not None
-                self.auth.revoke(info.auth.token)
+            reply = self._forced_reply(fault, info)
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
         if legacy is not None:  # never with an upstream (the Sidecar refuses the pair)
@@ -362,10 +355,7 @@ class SidecarCore:
                 return None
         if pause_after:  # Delay(after=True): the answer is made (the tool ran, the upstream answered)
             await transport.pause(pause_after)
-        if reply.error_by is not None:
-            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
-        if self.auth is not None and (auth_error := challenge_error(reply)) is not None:
-            self.journal.update_request(rid, auth_error=auth_error)
+        self._journal_answer(rid, reply)
         sse = reply.sse if reply.sse is not None else self.reply_sse
         return Answer(reply, fault, sse or shape_of(fault).open_stream)
 
@@ -423,6 +413,30 @@ class SidecarCore:
             session.put(StreamEvent(data, body_fault, rid))
         return Answer(accepted(), None, False)
 
+    def _classified(self, rid: int, incoming: Incoming) -> RequestInfo:
+        """The request classified, with what it carried for ``auth=`` (counted as a call of its token),
+        and journaled."""
+        info = self.classify(incoming)
+        if self.auth is not None and info.kind == "mcp":
+            info = dataclasses.replace(info, auth=self.auth.observe(incoming.headers))
+        self._journal_classified(rid, info, incoming.headers.get("Mcp-Session-Id"))
+        return info
+
+    def _forced_reply(self, fault: F.Fault, info: RequestInfo) -> Reply | None:
+        """The reply ``fault`` forces; with ``auth=``, the request's token revoked if the fault says so."""
+        reply = forced_reply(fault, info, self.mcp, self.service_url())
+        token = info.auth.token if info.auth is not None else None
+        if self.auth is not None and token is not None and revokes_token(fault):
+            self.auth.revoke(token)
+        return reply
+
+    def _journal_answer(self, rid: int, reply: Reply) -> None:
+        """What went wrong (``error``/``error_by``) and, with ``auth=``, the challenge's error."""
+        if reply.error_by is not None:
+            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
+        if self.auth is not None and (auth_error := challenge_error(reply)) is not None:
+            self.journal.update_request(rid, auth_error=auth_error)
+
     def _authorization_server(self, rid: int, incoming: Incoming) -> Reply:
         """A request outside the MCP endpoint with ``auth=``: the authorization server's paths (the
         metadata, the token endpoint), 404 for any other; a token request's grant and the token it
@@ -444,6 +458,8 @@ class SidecarCore:
             )
         elif info.kind == "mcp" and session_header:
             self.journal.update_request(rid, session_id=session_header, era="session")
+        if info.auth is not None:
+            self.journal.update_request(rid, token=info.auth.label)
 
     def _choose_fault(self, info: RequestInfo, rid: int) -> tuple[F.Fault | None, F.TriggerState | None]:
         if not self.plan_entries:  # no plan (most requests of most tests): nothing to match
