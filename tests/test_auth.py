@@ -22,6 +22,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 
 from pytest_mcpfaults import InsufficientScope, Sidecar, TokenExpired, Trigger, Unauthorized
+from pytest_mcpfaults.sidecar import auth
 from pytest_mcpfaults.sidecar.auth import ASM_PATH, PRM_PATH, TOKEN_PATH
 from pytest_mcpfaults.sidecar.options import add_serve_flags, options_from_args
 
@@ -94,6 +95,18 @@ def test_static_tokens_are_accepted_and_no_token_is_issued() -> None:
         prm = httpx.get(f"{sc.url}{PRM_PATH}/mcp", timeout=5).json()
         assert prm["authorization_servers"] == []
     assert [r.token for r in sc.journal if r.path == "/mcp"] == ["static2", "unknown"]
+
+
+def test_the_issued_tokens_are_bounded_the_oldest_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth, "MAX_TOKENS", 3)
+    with Sidecar(era="session", auth="oauth") as sc:
+        issued = [_grant(sc, grant_type="client_credentials").json() for _ in range(4)]
+        oldest = _init(sc, issued[0]["access_token"])
+        assert oldest.status_code == 401
+        assert 'error_description="the access token is not known"' in oldest.headers["WWW-Authenticate"]
+        refresh = _grant(sc, grant_type="refresh_token", refresh_token=issued[0]["refresh_token"])
+        assert refresh.json()["error"] == "invalid_grant"
+        assert [_init(sc, t["access_token"]).status_code for t in issued[1:]] == [200, 200, 200]
 
 
 def test_the_auth_kinds_answer_with_their_challenges() -> None:

@@ -18,7 +18,9 @@ to answer the authorization server's paths (:meth:`AuthServer.answer`).
 from __future__ import annotations
 
 import base64
+import re
 import secrets
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
@@ -29,6 +31,7 @@ __all__ = [
     "ASM_PATH",
     "AUTH_GRANTS",
     "DEFAULT_SCOPE",
+    "MAX_TOKENS",
     "PRM_PATH",
     "TOKEN_LIFETIME",
     "TOKEN_PATH",
@@ -57,6 +60,11 @@ AUTH_GRANTS = ("client_credentials", "refresh_token")
 DEFAULT_SCOPE = "mcp"
 #: The ``expires_in`` of an issued token, seconds (long: the auth fault kinds expire tokens by count).
 TOKEN_LIFETIME = 3600
+#: How many issued tokens a sidecar keeps: past it the oldest is forgotten (it, and its refresh token,
+#: are then refused as unknown), so a client asking for tokens in a loop costs bounded memory.
+MAX_TOKENS = 10_000
+
+_CHALLENGE_ERROR = re.compile(r'^Bearer (?:.*, )?error="([^"]*)"')
 
 
 @dataclass(frozen=True)
@@ -124,8 +132,8 @@ def challenge_error(reply: Reply) -> str | None:
     value = reply.headers.get("WWW-Authenticate")
     if reply.status not in (401, 403) or value is None or not value.startswith("Bearer"):
         return None
-    head, sep, rest = value.partition('error="')
-    return rest.split('"', 1)[0] if sep and not head.endswith("_") else "missing"
+    found = _CHALLENGE_ERROR.match(value)
+    return found[1] if found else "missing"
 
 
 def refusal(status: int, www_authenticate: str, error: str, description: str) -> Reply:
@@ -153,6 +161,7 @@ class AuthServer:
         self._revoked: set[str] = set()
         self._calls: dict[str, int] = {}
         self._issued = 0
+        self._issued_tokens: deque[str] = deque()  # oldest first, for MAX_TOKENS
         paths = [PRM_PATH, PRM_PATH + mcp_path]
         if self.issues:
             paths += [ASM_PATH, TOKEN_PATH, AUTHORIZE_PATH]
@@ -180,7 +189,8 @@ class AuthServer:
             return AuthInfo(None, None, False, 0, frozenset(), self.metadata_url)
         grant = self._grants.get(bearer)
         calls = self._calls.get(bearer, 0)
-        self._calls[bearer] = calls + 1
+        if grant is not None:  # only tokens it knows: a client sending made-up ones costs nothing
+            self._calls[bearer] = calls + 1
         accepted = grant is not None and bearer not in self._revoked
         label = grant.label if grant is not None else "unknown"
         scopes = grant.scopes if grant is not None else frozenset()
@@ -200,7 +210,15 @@ class AuthServer:
 
     def revoke(self, token: str) -> None:
         """The token is refused from now on."""
-        self._revoked.add(token)
+        if token in self._grants:
+            self._revoked.add(token)
+
+    def _forget(self, token: str) -> None:
+        grant = self._grants.pop(token)
+        if grant.refresh is not None:
+            self._refresh.pop(grant.refresh, None)
+        self._calls.pop(token, None)
+        self._revoked.discard(token)
 
     # -- the authorization server ------------------------------------------------------------------
     def answer(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> AuthAnswer | None:
@@ -272,6 +290,9 @@ class AuthServer:
         token, refresh = "mcpf_at_" + secrets.token_urlsafe(18), "mcpf_rt_" + secrets.token_urlsafe(18)
         self._grants[token] = _Grant(label, scopes, refresh)
         self._refresh[refresh] = token
+        self._issued_tokens.append(token)
+        if len(self._issued_tokens) > MAX_TOKENS:  # the oldest issued token is forgotten
+            self._forget(self._issued_tokens.popleft())
         payload = {
             "access_token": token, "token_type": "Bearer", "expires_in": TOKEN_LIFETIME,
             "refresh_token": refresh, "scope": " ".join(sorted(scopes)),
