@@ -36,6 +36,7 @@ __all__ = [
     "Hang",
     "IgnoreEof",
     "IgnoreSigterm",
+    "InsufficientScope",
     "JsonRpcError",
     "MalformedJson",
     "Reset",
@@ -45,8 +46,10 @@ __all__ = [
     "StderrFlood",
     "StdoutNoise",
     "Terminating",
+    "TokenExpired",
     "ToolError",
     "Truncate",
+    "Unauthorized",
     "fault_kinds",
 ]
 
@@ -121,6 +124,9 @@ class Fault:
     #: The verdict's headline for a request this kind held, from ``{what}`` (the request, worded as
     #: above) and ``{bytes_sent}``; ``None``: from what the client had received.
     held_headline: ClassVar[str | None] = None
+    #: The kind acts on the bearer tokens of a sidecar that is an OAuth-protected resource (its
+    #: ``auth=`` option, docs/auth.md): a sidecar without ``auth`` refuses it, naming the option.
+    needs_auth: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -592,6 +598,72 @@ class ErrorPayload(Fault):
         values = _KeepMissing({str(k): str(v) for k, v in arguments.items()})
         values.update(reason=self.reason, tool=tool or "")
         return template.format_map(values)
+
+
+# -- authorization (a sidecar with auth=, docs/auth.md) ------------------------------------------
+
+_NEEDS_AUTH = "it answers a bearer token, which only a sidecar with auth= (an authorization server) checks"
+
+
+@dataclass(frozen=True)
+class Unauthorized(Fault):
+    """401 mid-session: the sidecar answers ``401`` with ``WWW-Authenticate: Bearer
+    error="invalid_token", resource_metadata="<its protected resource metadata>"`` and, with
+    ``revoke=True``, revokes the token the request carried, so a retry with the same token is refused
+    too and only a new token (refreshed or granted again) gets through."""
+
+    kind: ClassVar[str] = "unauthorized"
+    shrink_rank: ClassVar[int] = 200
+    default_target: ClassVar[str] = "mcp"
+    needs_auth: ClassVar[bool] = True
+    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
+    revoke: bool = True
+
+
+@dataclass(frozen=True)
+class TokenExpired(Fault):
+    """A token stops working after ``calls`` MCP requests: each later request carrying it is answered
+    ``401`` with ``WWW-Authenticate: Bearer error="invalid_token", error_description="The access
+    token expired", resource_metadata="..."``. Counted per token, so a refreshed token gets ``calls``
+    requests of its own."""
+
+    kind: ClassVar[str] = "token_expired"
+    shrink_rank: ClassVar[int] = 210
+    draws: ClassVar[Mapping[str, Draw]] = {"calls": range(0, 4)}
+    default_target: ClassVar[str] = "mcp"
+    needs_auth: ClassVar[bool] = True
+    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
+    calls: int = 1
+
+    def _validate(self) -> None:
+        check_count("TokenExpired", "calls", self.calls)
+
+
+@dataclass(frozen=True)
+class InsufficientScope(Fault):
+    """A step-up: a request whose token lacks ``scope`` is answered ``403`` with ``WWW-Authenticate:
+    Bearer error="insufficient_scope", scope="<scope>", resource_metadata="..."``; once the client
+    holds a token granted ``scope`` (it asked the token endpoint for it) the request goes through."""
+
+    kind: ClassVar[str] = "insufficient_scope"
+    shrink_rank: ClassVar[int] = 220
+    default_target: ClassVar[str] = "tools/call"
+    needs_auth: ClassVar[bool] = True
+    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
+    scope: str = "mcp:write"
+
+    def _validate(self) -> None:
+        if not isinstance(self.scope, str) or not re.fullmatch(r"[!#-\[\]-~]+( [!#-\[\]-~]+)*", self.scope):
+            raise ValueError(
+                "InsufficientScope: scope must be space-separated OAuth scope tokens (printable ASCII "
+                f"without quotes or backslashes, RFC 6749 3.3), got {self.scope!r}"
+            )
 
 
 # -- stdio only: the child process and its pipes ----------------------------------------------------

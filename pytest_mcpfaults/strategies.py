@@ -115,9 +115,9 @@ def _check_seconds(name: str, value: object, *, optional: bool = False) -> float
 
 def _check_kinds(kinds: object) -> tuple[str, ...]:
     order = kind_order()
-    if kinds is None:  # the HTTP kinds: stdio-only ones (ignore_eof, ...) only when asked for by name
-        registry = F.fault_kinds()
-        return tuple(k for k in order if "http" in registry[k].transports)
+    if kinds is None:  # the HTTP kinds: stdio-only ones (ignore_eof, ...) and those needing a sidecar
+        registry = F.fault_kinds()  # with auth= (unauthorized, ...) only when asked for by name
+        return tuple(k for k in order if "http" in registry[k].transports and not registry[k].needs_auth)
     try:
         names = F.check_kind_names("kinds", kinds, order)
     except ValueError as exc:
@@ -214,7 +214,8 @@ def faults(
     expect_hang: bool = False,
 ) -> st.SearchStrategy[F.Fault]:
     """Single faults of the given ``kinds`` (names or classes; default every kind that applies to HTTP,
-    see :data:`KIND_ORDER`; stdio-only kinds such as ``ignore_eof`` are drawn only when named)
+    see :data:`KIND_ORDER`; stdio-only kinds such as ``ignore_eof``, and the kinds that need a sidecar
+    with ``auth=`` such as ``unauthorized``, are drawn only when named)
     on the given ``targets`` (default :data:`DEFAULT_TARGETS`).
 
     A kind is drawn only with targets it accepts (``tool_error``, ``backend_gone`` and

@@ -10,6 +10,7 @@ from __future__ import annotations
 AREAS: dict[str, tuple[str, ...]] = {
     "faults": (
         "test_add_kind",
+        "test_auth",
         "test_behaviour",
         "test_core",
         "test_fault_registry",

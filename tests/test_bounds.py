@@ -19,6 +19,7 @@ from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.cli import DEFAULT_JOURNAL_LIMIT, DEFAULT_SPAN_LIMIT
 from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS
 from pytest_mcpfaults.otlp.control_routes import MAX_WAIT, MAX_WAITS
+from pytest_mcpfaults.sidecar.auth import MAX_TOKENS
 from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
@@ -75,6 +76,7 @@ CODE_DEFAULTS: dict[str, str] = {
     "`rewrite_max_bytes`": f"{REWRITE_MAX_BYTES} bytes",
     "`max_fault_seconds`": _seconds(MAX_FAULT_SECONDS),
     "`max_spec_chars`": f"{MAX_SPEC_CHARS} characters",
+    "`MAX_TOKENS`": str(MAX_TOKENS),
 }
 
 

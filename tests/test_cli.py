@@ -262,6 +262,47 @@ async def test_a_failed_delete_from_the_command_line() -> None:
         assert j["fired"] == {"error_payload": 1}
 
 
+async def test_serve_with_auth_issues_tokens_and_its_control_api_keeps_its_own() -> None:
+    """``--auth oauth``: the mcp 2.x client with the SDK's client_credentials provider gets a token from
+    serve's own authorization server, and a new one after the 401 mid-session; the control API is not
+    behind it (its own bearer token), and its journal carries the auth fields."""
+    import httpx2
+    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+    from mcp.client.streamable_http import streamable_http_client
+
+    class Tokens:
+        tokens: Any = None
+        client: Any = None
+
+        async def get_tokens(self) -> Any:
+            return self.tokens
+
+        async def set_tokens(self, tokens: Any) -> None:
+            self.tokens = tokens
+
+        async def get_client_info(self) -> Any:
+            return self.client
+
+        async def set_client_info(self, info: Any) -> None:
+            self.client = info
+
+    with serve("--era", "session", "--auth", "oauth", "--fault", "unauthorized@tool:echo[times=1]") as s:
+        url = s.info["MCPFAULTS_MCP_URL"]
+        provider = ClientCredentialsOAuthProvider(url, Tokens(), "cli-harness", "secret", issuer=s.url)
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=10) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        ):
+            result = await client.call_tool("echo", {"text": "behind auth"})
+        assert result.content[0].text == "behind auth"  # type: ignore[union-attr]
+        assert httpx.post(url, json={}, timeout=10).status_code == 401  # no token: refused
+        j = s.wait_journal(lambda j: all(r["ended_at"] for r in j["requests"]), "every request answered")
+        echo = [(r["status"], r["token"], r["auth_error"]) for r in j["requests"] if r["tool"] == "echo"]
+        assert echo == [(401, "t1", "invalid_token"), (200, "t2", None)]
+        assert [r["grant"] for r in j["requests"] if r["grant"]] == ["client_credentials"] * 2
+        assert j["fired"] == {"unauthorized": 1}
+
+
 def test_control_injects_a_fault_that_then_affects_traffic() -> None:
     with serve() as s:
         health = s.info["MCPFAULTS_HEALTH_URL"]

@@ -357,6 +357,73 @@ async def test_mcp1_error_payload() -> None:
         assert json.loads(text(failed)) == {"error": f"Error closing session {sid}: backend timed out"}
 
 
+# -- auth (a sidecar with auth=): mcp 1.x's own OAuth provider, and a harness with one static token ----------
+
+
+class _MemoryTokens:
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client: Any = None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client
+
+    async def set_client_info(self, info: Any) -> None:
+        self.client = info
+
+
+async def echo_twice_with_auth(sc: Sidecar, *, oauth: bool) -> list[str]:
+    """Two echo calls in one ``async with``: with mcp 1.x's ``ClientCredentialsOAuthProvider`` as the
+    transport's ``auth=`` (``oauth``), else with the static token ``s3cret`` in ``headers=``."""
+    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
+    storage = _MemoryTokens()
+    auth = ClientCredentialsOAuthProvider(sc.mcp_url, storage, "h", "s", issuer=sc.url) if oauth else None
+    headers = None if oauth else {"Authorization": "Bearer s3cret"}
+    out: list[str] = []
+    async with streamablehttp_client(sc.mcp_url, headers=headers, auth=auth) as (read, write, _):  # noqa: SIM117
+        async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=5)) as s:
+            await s.initialize()
+            for said in ("one", "two"):
+                out.append(text(await s.call_tool("echo", {"text": said})))
+    return out
+
+
+async def _mcp1_auth_kind(fault: str, refused: int) -> None:
+    """The OAuth provider gets a new token and the calls return; the static token's call is cancelled,
+    exit raises ``ExceptionGroup[httpx.HTTPStatusError]`` and no DELETE comes (the client gave up)."""
+    with anyio.fail_after(LIMIT), Sidecar(era="session", auth="oauth", faults=[fault]) as sc:
+        assert await echo_twice_with_auth(sc, oauth=True) == ["one", "two"]
+        sc.wait_idle(5)
+        sc.assert_client_reauthorized()
+    with anyio.fail_after(LIMIT), Sidecar(era="session", auth=["s3cret"], faults=[fault]) as sc:
+        with pytest.raises(BaseExceptionGroup) as exited:
+            await echo_twice_with_auth(sc, oauth=False)
+        assert leaves(exited.value) == ["HTTPStatusError"]
+        assert f"{refused} " in str(exited.value.exceptions[0])
+        sc.wait_idle(5)
+        assert [f.outcome for f in sc.auth_follow_ups] == ["gave_up"]
+        assert "DELETE /mcp" not in sc.journal.sequence()
+
+
+async def test_mcp1_unauthorized() -> None:
+    await _mcp1_auth_kind("unauthorized@tool:echo[times=1]", 401)
+
+
+async def test_mcp1_token_expired() -> None:
+    await _mcp1_auth_kind("token_expired(calls=3)", 401)
+
+
+async def test_mcp1_insufficient_scope() -> None:
+    await _mcp1_auth_kind('insufficient_scope(scope="tasks:write")', 403)
+
+
 # -- the stdio-only kinds, with mcp 1.x's stdio_client ---------------------------------------------------
 
 

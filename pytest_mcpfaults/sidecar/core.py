@@ -13,6 +13,7 @@ choosing a fault and answering found to the journal. Nothing here touches a sock
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.auth import AuthServer, challenge_error
 from pytest_mcpfaults.sidecar.body import shape_of
 from pytest_mcpfaults.sidecar.connection import Dying, Holding, Pausing, effect_of
 from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
@@ -41,6 +43,7 @@ from pytest_mcpfaults.sidecar.routing import (
     expires_session,
     forced_reply,
     pick,
+    revokes_token,
 )
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.validation import is_loopback_host
@@ -145,7 +148,8 @@ class SidecarCore:
     known once the transport is bound), ``tool_timeout``, ``run_sync`` / ``run_async`` (how the MCP
     endpoint runs user tool handlers), ``upstream`` (proxy mode), and ``transport`` with ``sse_path`` /
     ``messages_path`` (which MCP transports are served: Streamable HTTP on ``mcp_path``, the legacy
-    HTTP+SSE transport on its two paths, or both).
+    HTTP+SSE transport on its two paths, or both), ``auth`` (the sidecar as an OAuth-protected
+    resource: its :class:`~pytest_mcpfaults.sidecar.auth.AuthServer`, or ``None``).
     """
 
     def __init__(
@@ -169,6 +173,7 @@ class SidecarCore:
         transport: TransportName = "streamable_http",
         sse_path: str = "/sse",
         messages_path: str = "/messages",
+        auth: AuthServer | None = None,
     ) -> None:
         self.mcp_path, self.health_path = mcp_path, health_path
         self.transport = transport
@@ -184,6 +189,7 @@ class SidecarCore:
         self.max_body_bytes = max_body_bytes
         self.service_url = service_url
         self.upstream = upstream
+        self.auth = auth
         self.benchmark = BenchmarkSessions()
         self.tools = builtin_tools(tuple(tool_sets), self.benchmark)
         for tool in tools:
@@ -304,8 +310,7 @@ class SidecarCore:
         transport served it itself (an event stream). Raises :class:`Dropped` when the request dies."""
         if len(incoming.body) > self.max_body_bytes:
             return Answer(self.too_large(), None, False)
-        info = self.classify(incoming)
-        self._journal_classified(rid, info, incoming.headers.get("Mcp-Session-Id"))
+        info = self._classified(rid, incoming)
         if self.state == "frozen":
             await transport.hold(self.freeze_fault)
         fault, state = self._choose_fault(info, rid)
@@ -334,7 +339,7 @@ class SidecarCore:
                     pause_after = late
                 case Pausing(seconds=late):
                     await transport.pause(late)
-            reply = forced_reply(fault, info, self.mcp, self.service_url())
+            reply = self._forced_reply(fault, info)
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
         if legacy is not None:  # never with an upstream (the Sidecar refuses the pair)
@@ -345,13 +350,12 @@ class SidecarCore:
                 self.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
             return answer
         if reply is None:
-            reply = await self._normal(incoming, info, transport, forced)
+            reply = await self._normal(rid, incoming, info, transport, forced)
             if reply is None:
                 return None
         if pause_after:  # Delay(after=True): the answer is made (the tool ran, the upstream answered)
             await transport.pause(pause_after)
-        if reply.error_by is not None:
-            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
+        self._journal_answer(rid, reply)
         sse = reply.sse if reply.sse is not None else self.reply_sse
         return Answer(reply, fault, sse or shape_of(fault).open_stream)
 
@@ -409,6 +413,43 @@ class SidecarCore:
             session.put(StreamEvent(data, body_fault, rid))
         return Answer(accepted(), None, False)
 
+    def _classified(self, rid: int, incoming: Incoming) -> RequestInfo:
+        """The request classified, with what it carried for ``auth=`` (counted as a call of its token),
+        and journaled."""
+        info = self.classify(incoming)
+        if self.auth is not None and info.kind == "mcp":
+            info = dataclasses.replace(info, auth=self.auth.observe(incoming.headers))
+        self._journal_classified(rid, info, incoming.headers.get("Mcp-Session-Id"))
+        return info
+
+    def _forced_reply(self, fault: F.Fault, info: RequestInfo) -> Reply | None:
+        """The reply ``fault`` forces; with ``auth=``, the request's token revoked if the fault says so."""
+        reply = forced_reply(fault, info, self.mcp, self.service_url())
+        token = info.auth.token if info.auth is not None else None
+        if self.auth is not None and token is not None and revokes_token(fault):
+            self.auth.revoke(token)
+        return reply
+
+    def _journal_answer(self, rid: int, reply: Reply) -> None:
+        """What went wrong (``error``/``error_by``) and, with ``auth=``, the challenge's error."""
+        if reply.error_by is not None:
+            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
+        if self.auth is not None and (auth_error := challenge_error(reply)) is not None:
+            self.journal.update_request(rid, auth_error=auth_error)
+
+    def _authorization_server(self, rid: int, incoming: Incoming) -> Reply:
+        """A request outside the MCP endpoint with ``auth=``: the authorization server's paths (the
+        metadata, the token endpoint), 404 for any other; a token request's grant and the token it
+        issued go to the journal."""
+        assert self.auth is not None
+        i = incoming
+        answer = self.auth.answer(i.method, i.path, i.headers, i.body)
+        if answer is None:
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        if answer.grant is not None or answer.issued is not None:
+            self.journal.update_request(rid, grant=answer.grant, issued=answer.issued)
+        return answer.reply
+
     def _journal_classified(self, rid: int, info: RequestInfo, session_header: str | None) -> None:
         if info.mcp is not None:
             m = info.mcp
@@ -417,6 +458,8 @@ class SidecarCore:
             )
         elif info.kind == "mcp" and session_header:
             self.journal.update_request(rid, session_id=session_header, era="session")
+        if info.auth is not None:
+            self.journal.update_request(rid, token=info.auth.label)
 
     def _choose_fault(self, info: RequestInfo, rid: int) -> tuple[F.Fault | None, F.TriggerState | None]:
         if not self.plan_entries:  # no plan (most requests of most tests): nothing to match
@@ -429,7 +472,12 @@ class SidecarCore:
         return fault, state
 
     async def _normal(
-        self, incoming: Incoming, info: RequestInfo, transport: Transport, forced: Reply | None = None
+        self,
+        rid: int,
+        incoming: Incoming,
+        info: RequestInfo,
+        transport: Transport,
+        forced: Reply | None = None,
     ) -> Reply | None:
         if self.upstream is not None and info.kind != "mcp":
             problem = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
@@ -441,10 +489,16 @@ class SidecarCore:
         if info.kind == "health":
             return Reply(200, {"status": "ok"}, sse=False)
         if info.kind == "other":
+            if self.auth is not None:
+                return self._authorization_server(rid, incoming)
             return Reply(404, {"error": "Not Found"}, sse=False)
         problem = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
         if problem is not None:
             return problem
+        if self.auth is not None and info.auth is not None:
+            refused = self.auth.refusal(info.auth)
+            if refused is not None:
+                return refused
         if self.upstream is not None:
             forwarded = await self.upstream.answer(incoming, info, forced)
             if forwarded is not None:

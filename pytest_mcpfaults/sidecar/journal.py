@@ -76,6 +76,12 @@ class RequestRecord:
     failed); ``upstream_status`` its HTTP status, ``upstream_bytes`` the body bytes it sent (what the
     client got is ``status`` and ``bytes_sent``), and ``upstream_failure`` why it gave no complete
     answer (``'refused'``, ``'timed_out'``, ``'reset'``, ``'error'``).
+
+    With ``auth=`` (docs/auth.md): ``token`` names the bearer token an MCP request carried (``'t1'``,
+    ``'t2'`` ... as the sidecar issued them, ``'static1'`` ... as ``auth=`` lists them, ``'unknown'``;
+    ``None``: no token), ``auth_error`` the ``error`` of the challenge it was refused with
+    (``'invalid_token'``, ``'insufficient_scope'``; ``'missing'``: no token was sent); a token request
+    records its ``grant`` (``grant_type``) and the token it ``issued``.
     """
 
     id: int
@@ -109,6 +115,10 @@ class RequestRecord:
     upstream_status: int | None = None
     upstream_bytes: int = 0
     upstream_failure: UpstreamFailure | None = None
+    token: str | None = None
+    auth_error: str | None = None
+    grant: str | None = None
+    issued: str | None = None
 
     @property
     def forwarded(self) -> bool:
@@ -345,6 +355,10 @@ class RequestFields(TypedDict, total=False):
     upstream_status: int | None
     upstream_bytes: int
     upstream_failure: UpstreamFailure | None
+    token: str | None
+    auth_error: str | None
+    grant: str | None
+    issued: str | None
 
 
 class ConnectionFields(TypedDict, total=False):
@@ -560,6 +574,13 @@ class Journal:
                 if r.upstream_failure:
                     leg += f" upstream_failure={r.upstream_failure}"
                 bits.append(leg)
+            if r.token or r.auth_error or r.grant:
+                bits.append(" ".join(
+                    f"{name}={value}" for name, value in (
+                        ("token", r.token), ("auth_error", r.auth_error), ("grant", r.grant),
+                        ("issued", r.issued),
+                    ) if value
+                ))  # fmt: skip
             if r.fault:
                 bits.append(f"fault={r.fault}")
             if r.held:

@@ -13,6 +13,7 @@ from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 from pytest_mcpfaults.validation import is_count, parse_seconds
 
 __all__ = [
+    "auth_text",
     "command_text",
     "fault_text",
     "path_text",
@@ -21,6 +22,19 @@ __all__ = [
     "tool_sets_text",
     "upstream_headers_text",
 ]
+
+
+def auth_text(text: str) -> str | list[str]:
+    """``oauth`` (the sidecar issues tokens) or a comma-separated list of accepted bearer tokens."""
+    if text == "oauth":
+        return text
+    tokens = text.split(",")
+    if not text or any(not t or any(c.isspace() for c in t) for t in tokens):
+        raise argparse.ArgumentTypeError(
+            f"must be 'oauth' (the sidecar issues tokens) or comma-separated bearer tokens without spaces, "
+            f"got {text!r}"
+        )
+    return tokens
 
 
 def port_text(text: str) -> int:

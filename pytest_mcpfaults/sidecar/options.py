@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH
+from pytest_mcpfaults.sidecar.auth import check_auth, check_auth_plan
 from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
@@ -44,6 +45,7 @@ from pytest_mcpfaults.sidecar.config import (
 from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS
 from pytest_mcpfaults.sidecar.mcp import ERAS
 from pytest_mcpfaults.sidecar.option_text import (
+    auth_text,
     command_text,
     fault_text,
     path_text,
@@ -283,6 +285,16 @@ class SidecarOptions:
         "or do not forward it (NAME alone); repeatable",
     )  # fmt: skip
 
+    auth: str | Sequence[str] | None = option(
+        None, help="the sidecar as an OAuth-protected resource (docs/auth.md): `'oauth'` (the MCP endpoint "
+        "asks for bearer tokens the sidecar issues itself, at its token endpoint, described by its "
+        "`/.well-known/` metadata) or a list of the bearer tokens it accepts; a request without one is "
+        "answered 401 with `WWW-Authenticate: Bearer resource_metadata=...`. The auth fault kinds need it. "
+        "`None`: no authorization.", flag="--auth", parse=auth_text, metavar="oauth|TOKEN,...",
+        cli_help="require bearer tokens on the MCP endpoint: 'oauth' (the sidecar issues them: "
+        "client_credentials and refresh_token grants) or comma-separated accepted tokens",
+    )  # fmt: skip
+
     def __post_init__(self) -> None:
         """Every check, in the order the arguments depend on each other; then the values narrowed
         (``era``, ``reply``, ``transport``), the plan parsed, the command and headers copied."""
@@ -303,11 +315,20 @@ class SidecarOptions:
             self.get_stream, self.upstream if self.upstream is not None else command,
         )  # fmt: skip
         check_upstream_headers(self.upstream_headers, self.upstream)
+        auth = check_auth(self.auth)
+        if auth is not None and (
+            self.upstream is not None or command is not None or transport != "streamable_http"
+        ):
+            raise ValueError(
+                f"Sidecar: auth={self.auth!r} is for the fake's own Streamable HTTP endpoint: not with "
+                "upstream= / upstream_command= (proxy mode) nor with transport='sse' or 'both'"
+            )
         plan = F.as_plan(self.faults)
         F.check_transport(plan, "http", "Sidecar faults=")
+        check_auth_plan(plan, auth, "Sidecar faults=")
         for name, value in (
             ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
-            ("faults", plan), ("upstream_headers", dict(self.upstream_headers or {})),
+            ("faults", plan), ("upstream_headers", dict(self.upstream_headers or {})), ("auth", auth),
         ):  # fmt: skip
             object.__setattr__(self, name, value)
 

@@ -8,7 +8,8 @@ The behaviour of the answer phase (``Fault.phase == 'answer'``) lives here, one 
 chosen by :func:`functools.singledispatch` on the fault's class (a subclass answers as its base):
 :func:`answer_reply` (the reply; :func:`forced_reply` takes ``None`` too), :func:`applies` (which
 requests it can answer), :func:`resting` (a flap's healthy turns), :func:`expires_session` and
-:func:`rewrites_upstream` (with an upstream: rewrite its answer). Register a new kind's function with
+:func:`rewrites_upstream` (with an upstream: rewrite its answer), :func:`revokes_token` (with
+``auth=``: the request's token is refused from then on). Register a new kind's function with
 ``@answer_reply.register`` (and so on).
 """
 
@@ -21,6 +22,7 @@ from functools import singledispatch
 from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.auth import AuthInfo, challenge, refusal
 from pytest_mcpfaults.sidecar.journal import RequestRecord
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, rpc_error, tool_result
 from pytest_mcpfaults.triggers import Target, parse_target
@@ -38,6 +40,7 @@ __all__ = [
     "pick",
     "record_matches",
     "resting",
+    "revokes_token",
     "rewrites_upstream",
 ]
 
@@ -55,6 +58,8 @@ class RequestInfo:
     kind: RouteKind
     mcp: McpRequest | None
     bad_body: Reply | None = None  # the error reply for a POST body that is not one JSON-RPC message
+    #: With ``auth=``: the bearer token an MCP request carried (what the auth kinds answer).
+    auth: AuthInfo | None = None
 
     def matches(self, target: str | Target) -> bool:
         """Whether a trigger target (see :class:`~pytest_mcpfaults.faults.Trigger`) names this request."""
@@ -134,6 +139,29 @@ def _applies_to_requests(fault: F.Fault, info: RequestInfo) -> bool:
     return info.mcp is not None and not info.mcp.is_notification
 
 
+@applies.register(F.Unauthorized)
+def _applies_to_mcp(fault: F.Fault, info: RequestInfo) -> bool:
+    return info.kind == "mcp"
+
+
+@applies.register
+def _applies_past_expiry(fault: F.TokenExpired, info: RequestInfo) -> bool:
+    """A token past its ``calls`` (a request without a token is refused by the sidecar itself)."""
+    return (
+        info.kind == "mcp"
+        and info.auth is not None
+        and info.auth.token is not None
+        and (info.auth.calls >= fault.calls)
+    )
+
+
+@applies.register
+def _applies_without_scope(fault: F.InsufficientScope, info: RequestInfo) -> bool:
+    """A request whose token was not granted every scope of ``fault.scope``."""
+    held = info.auth.scopes if info.auth is not None else frozenset()
+    return info.kind == "mcp" and not set(fault.scope.split()) <= held
+
+
 @singledispatch
 def resting(fault: F.Fault, state: F.TriggerState) -> bool:
     """Whether a fault whose trigger fired on this request lets it through all the same (a flap's
@@ -155,6 +183,17 @@ def expires_session(fault: F.Fault) -> bool:
 @expires_session.register
 def _expires(fault: F.SessionExpired) -> bool:
     return True
+
+
+@singledispatch
+def revokes_token(fault: F.Fault) -> bool:
+    """Whether the fault revokes the token of the request it answers (with ``auth=``)."""
+    return False
+
+
+@revokes_token.register
+def _revokes(fault: F.Unauthorized) -> bool:
+    return fault.revoke
 
 
 @singledispatch
@@ -290,6 +329,35 @@ def _backend_gone(
     if info.mcp.tool == "delete_session" and sid is not None:
         msg = f"Error closing session {sid}: {msg}"
     return _tool_reply(info, tool_result({"error": msg}))
+
+
+def _metadata_url(info: RequestInfo) -> str | None:
+    return info.auth.metadata_url if info.auth is not None else None
+
+
+@answer_reply.register
+def _unauthorized(
+    fault: F.Unauthorized, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    why = "the access token is no longer valid (injected: unauthorized)"
+    return refusal(401, challenge(_metadata_url(info), "invalid_token", why), "invalid_token", why)
+
+
+@answer_reply.register
+def _token_expired(
+    fault: F.TokenExpired, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    why = "The access token expired"
+    return refusal(401, challenge(_metadata_url(info), "invalid_token", why), "invalid_token", why)
+
+
+@answer_reply.register
+def _insufficient_scope(
+    fault: F.InsufficientScope, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    why = f"this request needs the scope {fault.scope!r}"
+    www = challenge(_metadata_url(info), "insufficient_scope", why, scope=fault.scope)
+    return refusal(403, www, "insufficient_scope", why)
 
 
 def _tool_reply(info: RequestInfo, result: dict[str, Any]) -> Reply | None:

@@ -16,6 +16,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
+from pytest_mcpfaults.sidecar.auth import AuthServer, check_auth_plan
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, ReplyMode
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.legacy_sse import TransportName
@@ -104,6 +105,11 @@ class Sidecar(SidecarWaits):
             transport=cast(TransportName, opts.transport),
             sse_path=opts.sse_path,
             messages_path=opts.messages_path,
+            auth=(
+                AuthServer(opts.auth, mcp_path=opts.mcp_path, base_url=lambda: self.url)
+                if opts.auth is not None
+                else None
+            ),
         )
         self._proxy: Proxy | None = None
         if upstream_client is not None:
@@ -281,6 +287,7 @@ class Sidecar(SidecarWaits):
     def inject(self, *faults: F.Fault | str) -> None:
         """Append faults to the plan, effective for the next request."""
         plan = _http_plan(list(faults), "inject()")
+        check_auth_plan(plan, self.options.auth, "Sidecar inject()")
         _loop.run(_loop.call(lambda: self.core.inject(plan)))
 
     def clear_faults(self) -> None:

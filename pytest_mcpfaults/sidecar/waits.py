@@ -5,9 +5,11 @@ The verdict text of a failed patience assertion comes from :mod:`pytest_mcpfault
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.auth_next import AuthFollowUp, auth_follow_ups, reauthorization_problems
 from pytest_mcpfaults.sidecar.journal import PatienceViolation, RequestRecord
 from pytest_mcpfaults.sidecar.patience import PatienceError, check_client_closed, patience_verdict
 from pytest_mcpfaults.sidecar.routing import record_matches
@@ -83,6 +85,41 @@ class SidecarWaits(SidecarViews):
         connection). Waits like :meth:`assert_client_gave_up`: at most until ``within`` past the latest
         hold's start."""
         check_client_closed(self, within, target, "assert_client_released")
+
+    # -- authorization (auth=) ---------------------------------------------------------------------
+    @property
+    def auth_follow_ups(self) -> tuple[AuthFollowUp, ...]:
+        """Every request the sidecar refused for its token (``auth=``) and what the client did next
+        (:class:`~pytest_mcpfaults.sidecar.auth_next.AuthFollowUp`: refreshed, retried with the same
+        token, went to DELETE, gave up), from the journal so far."""
+        return auth_follow_ups(self.journal.requests, self.mcp_path)
+
+    def assert_client_reauthorized(self, within: float = 5.0) -> None:
+        """Every auth failure so far (a 401 or a 403 ``insufficient_scope`` from the MCP endpoint) was
+        followed by a request carrying a new token. Waits at most ``within`` seconds for the client's
+        next request after each failure, then judges; the failure names each refused request and what
+        the client did instead (and fails when the journal has no auth failure at all: nothing was
+        tested)."""
+        if not isinstance(within, (int, float)) or isinstance(within, bool) or not within >= 0:
+            raise ValueError(f"assert_client_reauthorized: within must be seconds >= 0, got {within!r}")
+
+        def answered() -> bool:
+            return all(f.next is not None for f in self.auth_follow_ups)
+
+        with contextlib.suppress(AssertionError):  # judged below: the text says which was not followed
+            self.journal.wait_for(answered, within, "the client's request after each auth failure")
+        follow_ups = self.auth_follow_ups
+        if not follow_ups:
+            raise AssertionError(
+                "assert_client_reauthorized: the sidecar refused no token (no 401 / 403 insufficient_scope "
+                f"from {self.mcp_path}): nothing to reauthorize after; journal:\n{self.journal.format()}"
+            )
+        problems = reauthorization_problems(follow_ups)
+        if problems:
+            raise AssertionError(
+                f"the client did not come back with a new token after {len(problems)} of {len(follow_ups)} "
+                "auth failure(s):\n- " + "\n- ".join(problems) + f"\njournal:\n{self.journal.format()}"
+            )
 
     def assert_no_patience_violations(self) -> None:
         """No held request outlived its patience budget so far (expected or not); raises

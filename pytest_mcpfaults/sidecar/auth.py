@@ -1,0 +1,343 @@
+"""The sidecar as an OAuth-protected resource (``Sidecar(auth=...)``, docs/auth.md). Pure: no I/O.
+
+With ``auth='oauth'`` the MCP endpoint asks for a bearer token that the sidecar issues itself, through
+a minimal authorization server on the same port: its protected resource metadata (RFC 9728) at
+:data:`PRM_PATH` (and the path-suffixed form, ``/.well-known/oauth-protected-resource/mcp``), its
+authorization server metadata (RFC 8414) at :data:`ASM_PATH`, and a token endpoint at
+:data:`TOKEN_PATH` with the ``client_credentials`` and ``refresh_token`` grants (any client id and
+secret are accepted: the fake checks tokens, not clients). With a list of tokens (``auth=['t0k3n']``)
+exactly those are accepted and none is issued. Either way a request to the MCP endpoint without an
+accepted token is answered ``401`` with ``WWW-Authenticate: Bearer resource_metadata="..."``, as the
+MCP 2025-11-25 authorization spec asks.
+
+:class:`AuthServer` holds the tokens; the core asks it what a request carried (:meth:`AuthServer.observe`,
+an :class:`AuthInfo` the auth fault kinds read), whether to refuse it (:meth:`AuthServer.refusal`), and
+to answer the authorization server's paths (:meth:`AuthServer.answer`).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from pytest_mcpfaults.sidecar.mcp import Reply
+
+__all__ = [
+    "ASM_PATH",
+    "AUTH_GRANTS",
+    "DEFAULT_SCOPE",
+    "MAX_TOKENS",
+    "PRM_PATH",
+    "TOKEN_LIFETIME",
+    "TOKEN_PATH",
+    "AuthAnswer",
+    "AuthInfo",
+    "AuthServer",
+    "challenge",
+    "challenge_error",
+    "check_auth",
+    "check_auth_plan",
+    "refusal",
+]
+
+#: Where the protected resource metadata is served (and under it, the MCP path: RFC 9728's form).
+PRM_PATH = "/.well-known/oauth-protected-resource"
+#: Where the authorization server metadata is served.
+ASM_PATH = "/.well-known/oauth-authorization-server"
+#: The token endpoint (``POST``, form-encoded).
+TOKEN_PATH = "/oauth/token"
+#: The authorization endpoint named in the metadata (RFC 8414 requires one): it answers 400, the
+#: fake grants no authorization codes.
+AUTHORIZE_PATH = "/oauth/authorize"
+#: The grants the token endpoint takes.
+AUTH_GRANTS = ("client_credentials", "refresh_token")
+#: The scope a token is granted when its request names none (and every static token's scope).
+DEFAULT_SCOPE = "mcp"
+#: The ``expires_in`` of an issued token, seconds (long: the auth fault kinds expire tokens by count).
+TOKEN_LIFETIME = 3600
+#: How many issued tokens a sidecar keeps: past it the oldest is forgotten (it, and its refresh token,
+#: are then refused as unknown), so a client asking for tokens in a loop costs bounded memory.
+MAX_TOKENS = 10_000
+
+_CHALLENGE_ERROR = re.compile(r'^Bearer (?:.*, )?error="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class AuthInfo:
+    """What a request to the MCP endpoint carried, as the authorization layer sees it.
+
+    ``token``: the bearer token (``None``: no ``Authorization: Bearer`` header); ``label`` its name in
+    the journal (``'t1'``, ``'t2'`` ... in the order the sidecar issued them, ``'static1'`` ... in the
+    order ``auth=`` lists them, ``'unknown'`` for one the sidecar never issued nor accepts); ``accepted``
+    whether it is good (known and not revoked); ``calls`` how many earlier requests carried it;
+    ``scopes`` what it was granted; ``metadata_url`` the protected resource metadata URL the
+    challenges name."""
+
+    token: str | None
+    label: str | None
+    accepted: bool
+    calls: int
+    scopes: frozenset[str]
+    metadata_url: str
+
+
+@dataclass(frozen=True)
+class AuthAnswer:
+    """The authorization server's answer to a request on one of its paths: the reply, and for the
+    journal the token request's ``grant`` (``grant_type``) and the label of the token it ``issued``."""
+
+    reply: Reply
+    grant: str | None = None
+    issued: str | None = None
+
+
+@dataclass
+class _Grant:
+    label: str
+    scopes: frozenset[str]
+    refresh: str | None
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def challenge(
+    metadata_url: str | None,
+    error: str | None = None,
+    description: str | None = None,
+    scope: str | None = None,
+) -> str:
+    """A ``WWW-Authenticate`` value: ``Bearer error="...", scope="...", resource_metadata="...",
+    error_description="..."`` (the parameters given)."""
+    params = [
+        f"{name}={_quoted(value)}"
+        for name, value in (
+            ("error", error), ("scope", scope), ("resource_metadata", metadata_url),
+            ("error_description", description),
+        )
+        if value is not None
+    ]  # fmt: skip
+    return "Bearer " + ", ".join(params) if params else "Bearer"
+
+
+def challenge_error(reply: Reply) -> str | None:
+    """The ``error`` of a reply's bearer challenge (``'invalid_token'``, ``'insufficient_scope'``),
+    ``'missing'`` for a challenge without one (no token was sent), ``None`` when it has none."""
+    value = reply.headers.get("WWW-Authenticate")
+    if reply.status not in (401, 403) or value is None or not value.startswith("Bearer"):
+        return None
+    found = _CHALLENGE_ERROR.match(value)
+    return found[1] if found else "missing"
+
+
+def refusal(status: int, www_authenticate: str, error: str, description: str) -> Reply:
+    """A ``401``/``403`` with its challenge and an OAuth error body."""
+    body = {"error": error, "error_description": description}
+    return Reply(status, body, {"WWW-Authenticate": www_authenticate}, sse=False)
+
+
+class AuthServer:
+    """The tokens of one sidecar and its authorization server's answers (on the core's thread).
+
+    ``auth``: ``'oauth'`` (issue tokens) or the static tokens accepted; ``mcp_path``; ``base_url``:
+    the sidecar's ``http://127.0.0.1:<port>`` (known once it is bound)."""
+
+    def __init__(self, auth: str | Sequence[str], *, mcp_path: str, base_url: Callable[[], str]) -> None:
+        self.issues = auth == "oauth"
+        self.mcp_path = mcp_path
+        self.base_url = base_url
+        statics = () if isinstance(auth, str) else tuple(auth)
+        self._grants: dict[str, _Grant] = {
+            token: _Grant(f"static{i}", frozenset({DEFAULT_SCOPE}), None)
+            for i, token in enumerate(statics, 1)
+        }
+        self._refresh: dict[str, str] = {}  # refresh token -> access token
+        self._revoked: set[str] = set()
+        self._calls: dict[str, int] = {}
+        self._issued = 0
+        self._issued_tokens: deque[str] = deque()  # oldest first, for MAX_TOKENS
+        paths = [PRM_PATH, PRM_PATH + mcp_path]
+        if self.issues:
+            paths += [ASM_PATH, TOKEN_PATH, AUTHORIZE_PATH]
+        #: The paths the authorization layer answers itself.
+        self.paths = frozenset(paths)
+
+    # -- addresses ---------------------------------------------------------------------------------
+    @property
+    def issuer(self) -> str:
+        """The authorization server's issuer identifier: the sidecar's base URL."""
+        return self.base_url()
+
+    @property
+    def metadata_url(self) -> str:
+        """The protected resource metadata URL the challenges name (RFC 9728's path-suffixed form)."""
+        return self.base_url() + PRM_PATH + self.mcp_path
+
+    # -- the resource ------------------------------------------------------------------------------
+    def observe(self, headers: Mapping[str, str]) -> AuthInfo:
+        """What this MCP request carried; counts it as a call of its token."""
+        value = headers.get("Authorization") or ""
+        scheme, _, token = value.partition(" ")
+        bearer = token.strip() if scheme.lower() == "bearer" and token.strip() else None
+        if bearer is None:
+            return AuthInfo(None, None, False, 0, frozenset(), self.metadata_url)
+        grant = self._grants.get(bearer)
+        calls = self._calls.get(bearer, 0)
+        if grant is not None:  # only tokens it knows: a client sending made-up ones costs nothing
+            self._calls[bearer] = calls + 1
+        accepted = grant is not None and bearer not in self._revoked
+        label = grant.label if grant is not None else "unknown"
+        scopes = grant.scopes if grant is not None else frozenset()
+        return AuthInfo(bearer, label, accepted, calls, scopes, self.metadata_url)
+
+    def refusal(self, info: AuthInfo) -> Reply | None:
+        """``401`` for a request without an accepted token, ``None`` to let it through."""
+        if info.accepted:
+            return None
+        if info.token is None:
+            return refusal(
+                401, challenge(info.metadata_url), "invalid_request",
+                "this MCP server requires a bearer token (Authorization: Bearer <token>)",
+            )  # fmt: skip
+        why = "the access token was revoked" if info.label != "unknown" else "the access token is not known"
+        return refusal(401, challenge(info.metadata_url, "invalid_token", why), "invalid_token", why)
+
+    def revoke(self, token: str) -> None:
+        """The token is refused from now on."""
+        if token in self._grants:
+            self._revoked.add(token)
+
+    def _forget(self, token: str) -> None:
+        grant = self._grants.pop(token)
+        if grant.refresh is not None:
+            self._refresh.pop(grant.refresh, None)
+        self._calls.pop(token, None)
+        self._revoked.discard(token)
+
+    # -- the authorization server ------------------------------------------------------------------
+    def answer(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> AuthAnswer | None:
+        """The answer on one of :attr:`paths`, ``None`` for any other path."""
+        if path not in self.paths:
+            return None
+        if path == TOKEN_PATH:
+            if method != "POST":
+                return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": "POST"}, sse=False))
+            return self._token(headers, body)
+        if method != "GET":
+            return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": "GET"}, sse=False))
+        if path == AUTHORIZE_PATH:
+            grants = " or ".join(AUTH_GRANTS)
+            why = f"this server grants no codes: use the {grants} grant at {TOKEN_PATH}"
+            return AuthAnswer(_oauth_error("unsupported_response_type", why))
+        if path == ASM_PATH:
+            return AuthAnswer(Reply(200, self._server_metadata(), sse=False))
+        servers = [self.issuer] if self.issues else []
+        prm = {
+            "resource": self.base_url() + self.mcp_path,
+            "authorization_servers": servers,
+            "scopes_supported": [DEFAULT_SCOPE],
+            "bearer_methods_supported": ["header"],
+        }
+        return AuthAnswer(Reply(200, prm, sse=False))
+
+    def _server_metadata(self) -> dict[str, object]:
+        base = self.base_url()
+        return {
+            "issuer": self.issuer,
+            "authorization_endpoint": base + AUTHORIZE_PATH,
+            "token_endpoint": base + TOKEN_PATH,
+            "grant_types_supported": list(AUTH_GRANTS),
+            "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
+            "response_types_supported": ["code"],
+            "scopes_supported": [DEFAULT_SCOPE],
+        }
+
+    def _token(self, headers: Mapping[str, str], body: bytes) -> AuthAnswer:
+        try:
+            form = dict(parse_qsl(body.decode(), keep_blank_values=True))
+        except UnicodeDecodeError:
+            return AuthAnswer(_oauth_error("invalid_request", "the token request is not form-encoded text"))
+        grant = form.get("grant_type")
+        if grant not in AUTH_GRANTS:
+            return AuthAnswer(
+                _oauth_error("unsupported_grant_type", f"grant_type must be one of {', '.join(AUTH_GRANTS)}, "
+                             f"got {grant!r}"), grant,
+            )  # fmt: skip
+        if not (form.get("client_id") or _basic_client(headers)):
+            return AuthAnswer(
+                _oauth_error("invalid_client", "no client_id (in the form or HTTP Basic)", 401), grant
+            )
+        requested = frozenset(form.get("scope", "").split())
+        if grant == "refresh_token":
+            access = self._refresh.get(form.get("refresh_token", ""))
+            if access is None:
+                return AuthAnswer(_oauth_error("invalid_grant", "the refresh token is not known"), grant)
+            old = self._grants[access]
+            if not requested <= old.scopes:  # RFC 6749 6: no scope beyond the original grant
+                return AuthAnswer(_oauth_error("invalid_scope", "a refresh cannot widen the scope"), grant)
+            requested = requested or old.scopes
+        return self._issue(requested or frozenset({DEFAULT_SCOPE}), grant)
+
+    def _issue(self, scopes: frozenset[str], grant: str) -> AuthAnswer:
+        self._issued += 1
+        label = f"t{self._issued}"
+        token, refresh = "mcpf_at_" + secrets.token_urlsafe(18), "mcpf_rt_" + secrets.token_urlsafe(18)
+        self._grants[token] = _Grant(label, scopes, refresh)
+        self._refresh[refresh] = token
+        self._issued_tokens.append(token)
+        if len(self._issued_tokens) > MAX_TOKENS:  # the oldest issued token is forgotten
+            self._forget(self._issued_tokens.popleft())
+        payload = {
+            "access_token": token, "token_type": "Bearer", "expires_in": TOKEN_LIFETIME,
+            "refresh_token": refresh, "scope": " ".join(sorted(scopes)),
+        }  # fmt: skip
+        return AuthAnswer(Reply(200, payload, {"Cache-Control": "no-store"}, sse=False), grant, label)
+
+
+def _basic_client(headers: Mapping[str, str]) -> str | None:
+    scheme, _, value = (headers.get("Authorization") or "").partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        return base64.b64decode(value.strip(), validate=True).decode().partition(":")[0] or None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _oauth_error(error: str, description: str, status: int = 400) -> Reply:
+    return Reply(status, {"error": error, "error_description": description}, sse=False)
+
+
+def check_auth(auth: object, who: str = "Sidecar") -> str | tuple[str, ...] | None:
+    """``auth=`` as the sidecar keeps it: ``None``, ``'oauth'`` or a tuple of static tokens; a
+    ``ValueError`` naming the argument and what is valid otherwise."""
+    valid = "None, 'oauth' (the sidecar issues tokens) or a list of accepted bearer tokens"
+    if auth is None or auth == "oauth":
+        return auth
+    if isinstance(auth, (str, bytes)) or not isinstance(auth, Sequence) or not auth:
+        raise ValueError(f"{who}: auth must be {valid}, got {auth!r}")
+    for token in auth:
+        if not isinstance(token, str) or not token or any(c.isspace() or not c.isprintable() for c in token):
+            raise ValueError(
+                f"{who}: auth tokens must be non-empty strings without spaces or control characters, "
+                f"got {token!r} in {auth!r}"
+            )
+    return tuple(auth)
+
+
+def check_auth_plan(plan: Sequence[object], auth: object, who: str) -> None:
+    """Refuse a fault whose kind needs ``auth=`` on a sidecar without it, naming the fault and the option."""
+    if auth is not None:
+        return
+    for fault in plan:
+        if getattr(fault, "needs_auth", False):
+            raise ValueError(
+                f"{who}: fault {str(fault)!r} needs a sidecar with auth= (it answers a bearer token): "
+                "pass auth='oauth' (the sidecar issues tokens) or auth=[<accepted tokens>]"
+            )
