@@ -1,9 +1,12 @@
 """Explore's HTML page in a real headless browser (Debian's Chromium): a screenshot shows the grid's
 cells in their verdicts' colours and a violation's timeline (an ERROR span bar and the fault's line).
-Skipped where no ``chromium`` is installed (the page's structure is checked by test_explore_plugin)."""
+Skipped where no ``chromium`` is installed, except in CI (the ``CI`` environment variable set): there
+it fails, since ``.ci/run`` installs Debian's ``chromium`` when ``/usr/bin/chromium`` is missing (the
+page's structure is checked by test_explore_plugin either way)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -14,7 +17,33 @@ import pytest
 
 from pytest_mcpfaults.explore_html import COLOURS, render
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: The flags the test machines' Chromium needs headless (a fresh --user-data-dir is added per run).
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
+
+
+def chromium() -> str:
+    """The chromium to run; without one, a skip, or in CI (``CI`` set) a failure: CI must run this test."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is not None:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(
+            "no chromium installed, and CI is set: the page's browser test must run in CI "
+            "(.ci/run installs it: apt-get install -y --no-install-recommends chromium)",
+            pytrace=False,
+        )
+    pytest.skip("no chromium installed (Debian: apt-get install chromium)")
+
 
 TESTS = [
     {
@@ -137,19 +166,27 @@ def _count(rows: list[bytes], hex_colour: str) -> int:
     return sum(row[i : i + 3] == rgb for row in rows for i in range(0, len(row), 3))
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (Debian: apt-get install chromium)")
+def test_without_chromium_it_skips_but_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no chromium installed"):
+        chromium()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI is set: the page's browser test must run in CI"):
+        chromium()
+
+
 @pytest.mark.timeout(180)
 def test_a_screenshot_shows_the_grid_and_a_timeline(tmp_path: Path) -> None:
+    browser = chromium()
     page = tmp_path / "explore.html"
     page.write_text(render(TESTS, DETAILS), encoding="utf-8")
     shot = tmp_path / "shot.png"
     proc = subprocess.run(
         [
-            str(CHROMIUM),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
+            browser,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
             f"--screenshot={shot}",
             "--window-size=1000,700",
             page.as_uri(),
