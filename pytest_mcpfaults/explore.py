@@ -12,6 +12,8 @@ Reduction (:func:`plan_campaign` with ``reduce=True``): a step is a *repeat* of 
 has the same label at the same position of an MCP session of the same shape (the labels of every
 request of that session, in order): the harness doing the same operation again, for the next task.
 Faults at a repeat are pruned (counted, with the step they repeat); the first occurrence is explored.
+When the test used several servers, each step names its server (:attr:`Step.server`, ``sidecar2/``
+in its id) and a step on one server is never a repeat of one on another.
 
 Depth 2 (:func:`plan_pairs`): a first fault's run is observed again; the steps its footprint has that
 the clean footprint has not (aligned by label and session shape: a retry, a fallback, a failure-path
@@ -51,6 +53,7 @@ __all__ = [
     "plan_pairs",
     "regression_line",
     "same_outcome",
+    "server_of",
 ]
 
 Endpoint = Literal["health", "mcp", "other"]
@@ -76,7 +79,9 @@ class Step:
     """One request of a footprint, as a trigger can aim at it: ``target`` and its ``nth`` occurrence
     among the requests ``target`` matches. ``label`` is the journal label (``POST tools/call echo``);
     ``shape`` the labels of its MCP session's requests and ``position`` its index there (for
-    reduction); ``endpoint`` where it went; ``answered`` whether it expects a JSON-RPC answer."""
+    reduction); ``endpoint`` where it went; ``answered`` whether it expects a JSON-RPC answer;
+    ``server`` which server of the test it went to when the test used several (``1``: the first it
+    made, in order; ``0``: the test's only server)."""
 
     target: str
     nth: int
@@ -86,16 +91,22 @@ class Step:
     answered: bool = False
     shape: tuple[str, ...] = ()
     position: int = 0
+    server: int = 0
 
     @property
     def id(self) -> str:
-        """The step in test IDs and plans: ``tool:delete_session#1``, ``health#2``, ``DELETE /mcp#3``."""
-        return f"{self.target}#{self.nth}"
+        """The step in test IDs and plans: ``tool:delete_session#1``, ``health#2``, ``DELETE /mcp#3``;
+        on the second of several servers ``sidecar2/tool:echo#1`` (see :func:`server_of`)."""
+        return (
+            f"{SERVER_PREFIX}{self.server}/{self.target}#{self.nth}"
+            if self.server
+            else f"{self.target}#{self.nth}"
+        )
 
     @property
-    def klass(self) -> tuple[str, tuple[str, ...], int]:
+    def klass(self) -> tuple[int, str, tuple[str, ...], int]:
         """What makes two steps repeats of each other (see the module docstring)."""
-        return (self.label, self.shape, self.position)
+        return (self.server, self.label, self.shape, self.position)
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "shape": list(self.shape)}
@@ -103,6 +114,20 @@ class Step:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Step:
         return cls(**{**data, "shape": tuple(data.get("shape", ()))})
+
+
+#: A step id's prefix naming its server when the test used several (``sidecar2/``).
+SERVER_PREFIX = "sidecar"
+
+
+def server_of(step_id: str) -> int:
+    """The server a step id names (``sidecar2/tool:echo#1``: 2), ``0`` when it names none (the test's
+    only server)."""
+    head, slash, _ = step_id.partition("/")
+    number = head[len(SERVER_PREFIX) :]
+    if slash and head.startswith(SERVER_PREFIX) and number.isdigit() and " " not in head:
+        return int(number)
+    return 0
 
 
 def _target(r: RequestLike, mcp_path: str, health_path: str | None) -> tuple[str, Endpoint]:
@@ -121,10 +146,15 @@ def _label(r: RequestLike) -> str:
 
 
 def footprint(
-    requests: Sequence[RequestLike], *, mcp_path: str = "/mcp", health_path: str | None = "/health"
+    requests: Sequence[RequestLike],
+    *,
+    mcp_path: str = "/mcp",
+    health_path: str | None = "/health",
+    server: int = 0,
 ) -> tuple[Step, ...]:
-    """The steps of a run, in journal order. A request whose method the trigger grammar cannot name
-    (a ``POST`` that was not one JSON-RPC message) is left out: no fault can aim at it alone."""
+    """The steps of a run on one server (``server``: its number when the test used several), in
+    journal order. A request whose method the trigger grammar cannot name (a ``POST`` that was not
+    one JSON-RPC message) is left out: no fault can aim at it alone."""
     counts: dict[str, int] = {}
     sessions: dict[str | None, list[int]] = {}
     out: list[Step] = []
@@ -134,7 +164,7 @@ def footprint(
         target, endpoint = _target(r, mcp_path, health_path)
         counts[target] = counts.get(target, 0) + 1
         answered = bool(r.mcp_method) and not str(r.mcp_method).startswith("notifications/")
-        out.append(Step(target, counts[target], _label(r), endpoint, r.mcp_method, answered))
+        out.append(Step(target, counts[target], _label(r), endpoint, r.mcp_method, answered, server=server))
         if endpoint == "mcp":
             # an initialize carries no session id yet: it opens the session of the next request
             sessions.setdefault(r.session_id, []).append(len(out) - 1)
@@ -229,6 +259,13 @@ class Run:
     @property
     def faults(self) -> tuple[F.Fault, ...]:
         return tuple(f for _, f in self.plan)
+
+    def faults_on(self, server: int) -> tuple[F.Fault, ...]:
+        """The faults for the ``server``-th server the test makes (from 1): those whose step names it,
+        and, for the first, those whose step names none (the test used one server)."""
+        return tuple(
+            f for step, f in self.plan if server_of(step) == server or (server == 1 and not server_of(step))
+        )
 
     @property
     def depth(self) -> int:
@@ -409,7 +446,7 @@ def plan_campaign(steps: Sequence[Step], options: Options = Options(), transport
     kinds = explore_kinds(options.kinds, options.exclude)
     classes = [F.fault_kinds()[k] for k in kinds]
     camp = Campaign(steps=tuple(steps), kinds=kinds)
-    first: dict[tuple[str, tuple[str, ...], int], Step] = {}
+    first: dict[tuple[int, str, tuple[str, ...], int], Step] = {}
     for step in steps:
         if not _selected(step, options.steps):
             continue
@@ -432,8 +469,8 @@ def plan_campaign(steps: Sequence[Step], options: Options = Options(), transport
 
 def new_steps(clean: Sequence[Step], observed: Sequence[Step]) -> list[Step]:
     """The steps of ``observed`` that ``clean`` has not, aligned by label and session shape."""
-    a = [(s.label, s.shape, s.position) for s in clean]
-    b = [(s.label, s.shape, s.position) for s in observed]
+    a = [s.klass for s in clean]
+    b = [s.klass for s in observed]
     out: list[Step] = []
     for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag in ("insert", "replace"):
@@ -477,6 +514,22 @@ def _literal(fault: F.Fault) -> str:
 MARKERS = {"http": "mcp_sidecar", "stdio": "mcp_stdio"}
 
 
-def regression_line(run: Run, transport: str = "http") -> str:
-    """The run's plan as a line to paste above a regression test (``mcp_stdio`` for a stdio server)."""
-    return f"@pytest.mark.{MARKERS[transport]}(faults=[{', '.join(_literal(f) for f in run.faults)}])"
+#: The fixture that makes sidecars in the test's body (a plan goes to its call, not to a marker).
+FACTORY = "mcp_sidecar_factory"
+
+
+def regression_line(run: Run, transport: str = "http", makers: Sequence[str] = ()) -> str:
+    """The run's plan as a line to paste above a regression test (``mcp_stdio`` for a stdio server).
+    ``makers``: the fixture that made each server of the test, in order; a sidecar made by
+    :data:`FACTORY` takes its faults in its call (``mcp_sidecar_factory(faults=[...])``). When the
+    test used several servers, each server's part is named (``sidecar 2: ...``), ``;``-separated."""
+    groups: dict[int, list[F.Fault]] = {}
+    for step, fault in run.plan:
+        groups.setdefault(server_of(step), []).append(fault)
+    parts = []
+    for server, faults in groups.items():
+        plan = f"faults=[{', '.join(_literal(f) for f in faults)}]"
+        maker = makers[max(server, 1) - 1] if len(makers) >= max(server, 1) else ""
+        text = f"{FACTORY}({plan})" if maker == FACTORY else f"@pytest.mark.{MARKERS[transport]}({plan})"
+        parts.append(f"sidecar {server}: {text}" if server else text)
+    return "; ".join(parts)

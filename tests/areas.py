@@ -59,7 +59,13 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_spans_gate",
     ),
     "report": ("test_hostile_ci", "test_report", "test_report_plugin", "test_xdist"),
-    "explore": ("test_explore", "test_explore_example", "test_explore_html", "test_explore_plugin"),
+    "explore": (
+        "test_explore",
+        "test_explore_example",
+        "test_explore_fixtures",
+        "test_explore_html",
+        "test_explore_plugin",
+    ),
     "plugin": ("test_markers", "test_options", "test_plugin_fixtures"),
     "cli": ("test_cli",),
     "docs": (

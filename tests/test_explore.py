@@ -16,6 +16,7 @@ from pytest_mcpfaults.explore import (
     OPTIONS,
     Options,
     Run,
+    Step,
     applies_to,
     footprint,
     new_steps,
@@ -23,6 +24,7 @@ from pytest_mcpfaults.explore import (
     plan_campaign,
     plan_pairs,
     regression_line,
+    server_of,
 )
 from pytest_mcpfaults.fault_text import parse_fault
 from pytest_mcpfaults.matrix import catalogue_kinds
@@ -152,6 +154,37 @@ def test_pairs_aim_at_the_steps_a_first_fault_newly_reached() -> None:
         '"hang@tool:delete_session[nth=2]"])'
     )
     assert Run.from_dict(pairs[3].to_dict()) == pairs[3]
+
+
+def test_with_several_servers_each_step_names_its_server_and_each_fault_goes_to_it() -> None:
+    one = footprint(JOURNAL[:6], server=1)
+    two = footprint(JOURNAL[:6], server=2)
+    assert [s.id for s in two][:2] == ["sidecar2/health#1", "sidecar2/initialize#1"]
+    assert [server_of(s.id) for s in (*one, *two)] == [1] * 6 + [2] * 6
+    assert server_of("DELETE /mcp#1") == server_of("tool:sidecar2/x#1") == 0
+    # the same request on another server is not a repeat of it (reduction is per server)
+    camp = plan_campaign((*one, *two), Options(kinds=("die",)))
+    assert [r.id for r in camp.runs if "delete_session" in r.id] == [
+        "explore:die@sidecar1/tool:delete_session#1",
+        "explore:die@sidecar2/tool:delete_session#1",
+    ]
+    assert Step.from_dict(two[0].to_dict()) == two[0]
+    pair = Run(
+        (
+            ("sidecar1/tool:delete_session#1", parse_fault("die@tool:delete_session[nth=1]")),
+            ("sidecar2/health#1", parse_fault("status@health[nth=1]")),
+        )
+    )
+    assert [str(f) for f in pair.faults_on(1)] == ["die@tool:delete_session[nth=1]"]
+    assert [str(f) for f in pair.faults_on(2)] == ["status@health[nth=1]"]
+    assert pair.faults_on(3) == ()
+    assert regression_line(pair, makers=["mcp_sidecar", "mcp_sidecar_factory"]) == (
+        'sidecar 1: @pytest.mark.mcp_sidecar(faults=["die@tool:delete_session[nth=1]"]); '
+        'sidecar 2: mcp_sidecar_factory(faults=["status@health[nth=1]"])'
+    )
+    # one server: no step names it, its faults go to the first (only) server the test makes
+    only = Run((("health#1", parse_fault("status@health[nth=1]")),))
+    assert len(only.faults_on(1)) == 1 and only.faults_on(2) == ()
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ import pytest
 
 from pytest_mcpfaults._pytest.explore_observe import journal_dicts, make_item, observed, span_dicts
 from pytest_mcpfaults._pytest.explore_report import ExploreReport, baseline_findings, cache_key
-from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, LEFT_OPEN, explore_run, record_for
+from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, LEFT_OPEN, MAKERS, explore_run, record_for
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ HTML_OPTION = "--mcpfaults-html"
 REPORT_ATTR = "mcpfaults_explore"
 
 #: The fixtures explore can drive, and the transport of each (which kinds apply).
-_SIDECAR_FIXTURES = {"mcp_sidecar": "http", "mcp_stdio_server": "stdio"}
+_SIDECAR_FIXTURES = {"mcp_sidecar": "http", "mcp_stdio_server": "stdio", "mcp_sidecar_factory": "http"}
 
 
 @dataclasses.dataclass
@@ -159,9 +159,12 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
     marker = node.get_closest_marker(MARKER)
     where = f"{node.nodeid}: @pytest.mark.{MARKER}"
     uses = [f for f in _SIDECAR_FIXTURES if f in metafunc.fixturenames]
+    given = getattr(metafunc.function, "is_hypothesis_test", False)  # Hypothesis's @given
     if marker is None:
         if not settings.enabled or not uses or node.get_closest_marker("mcpfaults_matrix") is not None:
             return None
+        if given:
+            return None  # each example makes servers of its own: no one footprint to explore
         if node.get_closest_marker("parametrize") is not None:
             return None  # v1 explores unparametrized tests only (see docs/explore.md)
         try:
@@ -180,6 +183,11 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
     for other in ("mcpfaults_matrix", "parametrize"):
         if node.get_closest_marker(other) is not None:
             raise pytest.Collector.CollectError(f"{where}: cannot be combined with @pytest.mark.{other}")
+    if given:
+        raise pytest.Collector.CollectError(
+            f"{where}: cannot be combined with Hypothesis's @given (each example makes its own requests, "
+            "so there is no one footprint to explore)"
+        )
     from pytest_mcpfaults.explore import parse_options
 
     try:
@@ -336,7 +344,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if verdict["verdict"] == "violation":
             from pytest_mcpfaults.explore import regression_line
 
-            line = regression_line(run, t.transport)
+            line = regression_line(run, t.transport, _makers(item))
             report.sections.append(("mcpfaults explore", f"minimal plan:\n{line}"))
     elif call.when == "teardown":
         _teardown(item, report, run, t)
@@ -377,6 +385,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         "run": run.to_dict(),
         **verdict,
         "labels": labels,
+        "makers": _makers(item),
         "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
     }
     if run.depth <= 1 and verdict["verdict"] != "not explored":
@@ -443,3 +452,9 @@ def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
 def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
     """This item's explore run (its faults reach the ``mcp_sidecar`` fixture), ``None`` outside a campaign."""
     return getattr(request, "param", None)
+
+
+def _makers(item: pytest.Item) -> list[str]:
+    """The fixture that made each server of the run, in order (for its regression line)."""
+    makers: list[str] = item.stash.get(MAKERS, [])
+    return list(makers)

@@ -68,19 +68,25 @@ def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
 
 
 def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
-    """The footprint of the item's sidecars, their journals' labels, and how often planned faults fired."""
+    """The footprint of the item's servers (each step naming its server when there are several), their
+    journals' labels, and how often planned faults fired."""
     from pytest_mcpfaults.explore import footprint
 
     steps: list[Step] = []
     labels: list[str] = []
     fired = 0
-    for server in item.stash.get(SERVERS, []):
+    servers = item.stash.get(SERVERS, [])
+    for number, server in enumerate(servers, 1):
         journal = getattr(server, "journal", None)
         if journal is None:
             continue
         requests = journal.requests
         health = getattr(server, "health_path", None)
-        steps += footprint(requests, mcp_path=getattr(server, "mcp_path", "/mcp"), health_path=health)
+        mcp_path = getattr(server, "mcp_path", "/mcp")
+        # with several servers, each step names its own (numbered in the order the test made them)
+        steps += footprint(
+            requests, mcp_path=mcp_path, health_path=health, server=number if len(servers) > 1 else 0
+        )
         labels += [r.label for r in requests]
         fired += sum(getattr(server, "fired", {}).values())
     return steps, labels, fired

@@ -149,7 +149,7 @@ class ExploreReport:
                 first = ran.get(Run(run.plan[:1]).id) or {}
                 if first.get("verdict") == "violation" and set(d["found"]) <= set(first["found"]):
                     continue  # the first fault alone gives it: reported under that run
-            line = regression_line(run, str(d.get("transport", "http")))
+            line = regression_line(run, str(d.get("transport", "http")), d.get("makers", ()))
             out.append({"id": rid, "found": d["found"], "plan": line})
         return out
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXPLORE_PARAM",
     "LEFT_OPEN",
+    "MAKERS",
     "MATRIX_FIXTURE",
     "REPORT_SECTIONS",
     "SERVERS",
@@ -40,6 +41,9 @@ EXPLORE_PARAM = "mcpfaults_explore"
 REPORT_SECTIONS = pytest.StashKey[dict[str, Any]]()
 #: Every server (sidecar, stdio server) a test used, in order; kept after teardown stops them.
 SERVERS = pytest.StashKey[list[Any]]()
+#: The fixture that made each of :data:`SERVERS` (``mcp_sidecar``, ``mcp_sidecar_factory``,
+#: ``mcp_stdio_server``), in the same order.
+MAKERS = pytest.StashKey[list[str]]()
 #: The connections an explore run's sidecars still had open when the test's fixtures were done
 #: (one description each).
 LEFT_OPEN = pytest.StashKey[list[str]]()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mcpfaults._pytest import settings
-from pytest_mcpfaults._pytest.records import LEFT_OPEN, SERVERS, explore_run, record_for
+from pytest_mcpfaults._pytest.records import LEFT_OPEN, MAKERS, SERVERS, explore_run, record_for
 
 if TYPE_CHECKING:
     from pytest_mcpfaults._pytest.interrupt import Watch
@@ -87,10 +87,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
-def _attach(item: pytest.Item | None, sidecar: Sidecar) -> None:
+def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
     if item is not None:
         item.stash.setdefault(_SIDECARS, []).append(sidecar)
         item.stash.setdefault(SERVERS, []).append(sidecar)
+        item.stash.setdefault(MAKERS, []).append(maker)
         call = item.stash.get(_CALL, None)
         if call is not None:  # a sidecar made during the call phase (the factory)
             call.watch_for(item)
@@ -355,6 +356,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         failure = exc
     sidecars = item.stash.get(_SIDECARS, [])
     item.stash[_SIDECARS] = []
+    if sidecars and explore_run(item) is not None:  # an explore oracle, for the factory's sidecars too
+        _factory_left_open(item)
     if sidecars:
         _record(item, sidecars)
         verdict = _verdict(item, sidecars)
@@ -367,6 +370,17 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         _raise_verdict(verdict, failure)
     if failure is not None:
         raise failure
+
+
+def _factory_left_open(item: pytest.Item) -> None:
+    """What the harness left open on the sidecars the factory made that are still running once the
+    test's fixtures are done (one the test stopped itself, its ``with`` block, closed them)."""
+    servers: list[Any] = item.stash.get(SERVERS, [])
+    makers: list[str] = item.stash.get(MAKERS, [])
+    for sc in [
+        sc for sc, m in zip(servers, makers, strict=True) if m == "mcp_sidecar_factory" and sc.running
+    ]:
+        item.stash.setdefault(LEFT_OPEN, []).extend(_left_open(sc))
 
 
 def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
@@ -424,15 +438,21 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     if mcpfaults_fault is not None:  # this test's cell of @pytest.mark.mcpfaults_matrix: first in the plan
         kwargs["faults"] = [mcpfaults_fault, *kwargs.get("faults", ())]
     run = explore_run(item)
-    if run is not None:  # a run of an explore campaign: its faults first
-        kwargs["faults"] = [*run.faults, *kwargs.get("faults", ())]
+    if run is not None:  # a run of an explore campaign: its faults (for this server) first
+        kwargs["faults"] = [*run.faults_on(_next_server(item)), *kwargs.get("faults", ())]
     sidecar = Sidecar(**kwargs)
     sidecar.start()
-    _attach(item, sidecar)
+    _attach(item, sidecar, "mcp_sidecar")
     yield sidecar
     if run is not None:  # what the harness left open once its fixtures were done (an explore oracle)
         item.stash.setdefault(LEFT_OPEN, []).extend(_left_open(sidecar))
     sidecar.stop()  # the teardown hook records it and re-raises its errors
+
+
+def _next_server(item: pytest.Item) -> int:
+    """The number (from 1, in order) the next server the test makes will have (explore aims a fault
+    at the server its step was on)."""
+    return len(item.stash.get(SERVERS, [])) + 1
 
 
 #: Seconds an explore run's sidecar waits, after the test's fixtures are done, for the harness's
@@ -470,11 +490,11 @@ def mcp_stdio_server(request: pytest.FixtureRequest) -> Iterator[StdioServer]:
     kwargs = {k: v for k, v in defaults.items() if k in ("patience", "tool_sets", "expect_hang")}
     kwargs.update(settings.marker_kwargs(item, settings.STDIO_MARKER))
     run = explore_run(item)
-    if run is not None:  # a run of an explore campaign: its faults first
-        kwargs["faults"] = [*run.faults, *kwargs.get("faults", ())]
+    if run is not None:  # a run of an explore campaign: its faults (for this server) first
+        kwargs["faults"] = [*run.faults_on(_next_server(item)), *kwargs.get("faults", ())]
     server = StdioServer(**kwargs)
     server.start()
-    _attach(item, server)  # type: ignore[arg-type]  # read through the same views as a Sidecar
+    _attach(item, server, "mcp_stdio_server")  # type: ignore[arg-type]  # read through a Sidecar's views
     yield server
     if run is not None:  # children the harness left running once its fixtures were done
         item.stash.setdefault(LEFT_OPEN, []).extend(_children_left(server))
@@ -498,16 +518,22 @@ def mcp_sidecar_factory(pytestconfig: pytest.Config) -> Iterator[SidecarFactory]
         def test_teardown(mcp_sidecar_factory, plan):
             with mcp_sidecar_factory(faults=plan) as sidecar:
                 ...
+
+    Under explore (docs/explore.md), a run's fault goes to the sidecar its step was on: the nth the
+    test makes (its own ``faults=`` stay after explore's).
     """
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
 
     def on_start(sidecar: Sidecar) -> None:
-        _attach(_CURRENT[-1] if _CURRENT else None, sidecar)
+        _attach(_CURRENT[-1] if _CURRENT else None, sidecar, "mcp_sidecar_factory")
 
     class _Factory(SidecarFactory):
         def __call__(self, **kwargs: Any) -> Sidecar:
             item = _CURRENT[-1] if _CURRENT else None
             defaults = _defaults(pytestconfig, item) if item is not None else {}
+            run = explore_run(item) if item is not None else None
+            if item is not None and run is not None:  # an explore run: the faults aimed at this sidecar first
+                kwargs["faults"] = [*run.faults_on(_next_server(item)), *kwargs.get("faults", ())]
             return super().__call__(**{**defaults, **kwargs})
 
     factory = _Factory(on_start=on_start)

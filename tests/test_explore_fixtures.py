@@ -1,0 +1,152 @@
+"""Explore beyond one ``mcp_sidecar`` (pytester, in process): sidecars made with
+``mcp_sidecar_factory`` (each step names its sidecar when there are several; a fault goes to the
+sidecar its step was on), parametrized tests (each parametrization explored as its own test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+HARNESS = """
+import httpx
+
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+
+
+def call(sidecar, tool, arguments, timeout=2.0):
+    # One stateless-era tools/call; an HTTP error or a JSON-RPC error raises.
+    reply = httpx.post(
+        sidecar.mcp_url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+              "params": {"name": tool, "arguments": arguments}},
+        headers={**HEADERS, "Mcp-Method": "tools/call", "Mcp-Name": tool},
+        timeout=timeout,
+    )
+    reply.raise_for_status()
+    body = reply.json()
+    if "error" in body:
+        raise RuntimeError(body["error"]["message"])
+    return body["result"]
+"""
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "-p",
+        "mcpfaults",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+        *args,
+    )
+
+
+def _ids(result: pytest.RunResult) -> list[str]:
+    return [line.split("::", 1)[1] for line in result.outlines if "::" in line and "[" in line]
+
+
+def _runs(pytester: pytest.Pytester) -> dict[str, dict[str, str]]:
+    """Each explored test's runs and their verdicts, from the JSON report."""
+    data = json.loads(Path(pytester.path, "report.json").read_text())
+    return {e["nodeid"]: {r["id"]: r["verdict"] for r in e["runs"]} for e in data["explore"]}
+
+
+FACTORY = """
+import httpx, pytest
+from hypothesis import given, settings, strategies as st
+from explore_harness import call
+
+KEEP = []
+
+
+@pytest.mark.mcp_explore(kinds=["status"])
+def test_two(mcp_sidecar_factory):
+    primary = mcp_sidecar_factory(era="stateless")
+    with mcp_sidecar_factory(era="stateless") as mirror:
+        call(primary, "echo", {"text": "hi"})  # the primary's failure escapes: a violation
+        try:
+            call(mirror, "echo", {"text": "hi"})
+        except httpx.HTTPError:
+            pass  # the mirror's is survived
+        assert [str(f) for f in mirror.plan] == [str(f) for f in mirror.plan if "echo" in str(f)]
+
+
+def test_leaks(mcp_sidecar_factory):
+    sidecar = mcp_sidecar_factory(era="stateless")
+    client = httpx.Client()  # kept open on the failure path: a connection left behind
+    reply = client.post(sidecar.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "x"}}},
+        headers={"Accept": "application/json, text/event-stream",
+                 "MCP-Protocol-Version": "2026-07-28"})
+    if reply.status_code != 200 or reply.json()["result"].get("isError"):
+        KEEP.append(client)
+    else:
+        client.close()
+
+
+@settings(max_examples=2, database=None)
+@given(st.integers())
+def test_given(mcp_sidecar_factory, n):
+    with mcp_sidecar_factory(era="stateless") as sidecar:
+        call(sidecar, "echo", {"text": str(n)})
+"""
+
+
+def test_the_factorys_sidecars_are_explored_each_fault_on_the_sidecar_its_step_was_on(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(explore_harness=HARNESS, test_factory=FACTORY)
+    result = _run(
+        pytester,
+        "--mcpfaults-explore",
+        "-o",
+        "mcpfaults_explore=kinds=status,tool_error",
+        "-q",
+        "-rfEx",
+        "--mcpfaults-report",
+        "report.json",
+    )
+    out = result.stdout.str()
+    runs = _runs(pytester)
+    # two sidecars: every step names its sidecar, in the order the test made them
+    assert runs["test_factory.py::test_two"] == {
+        "explore:status@sidecar1/tool:echo#1": "violation",
+        "explore:status@sidecar2/tool:echo#1": "ok",  # fired (else: unreached) and survived
+    }
+    assert "FAILED test_factory.py::test_two[explore:status@sidecar1/tool:echo#1]" in out
+    assert "exception:HTTPStatusError" in out
+    # the plan to paste goes to the factory's call for that sidecar
+    assert 'sidecar 1: mcp_sidecar_factory(faults=["status@tool:echo[nth=1]"])' in out
+    # one sidecar: its steps name none; the left-open oracle sees the factory's sidecars too
+    assert runs["test_factory.py::test_leaks"] == {
+        "explore:status@tool:echo#1": "violation",
+        "explore:tool_error@tool:echo#1": "violation",
+    }
+    assert "ERROR test_factory.py::test_leaks[explore:tool_error@tool:echo#1]" in out
+    assert "the harness left connections open" in out
+    assert 'explore:tool_error@tool:echo#1: left_open\n      mcp_sidecar_factory(faults=["tool_error' in out
+    # a Hypothesis test's examples each make their own sidecars: not explored under the flag
+    assert "test_factory.py::test_given" not in runs
+    assert "test_given[" not in out
+    result.assert_outcomes(passed=6, failed=1, errors=2)  # the leaks error at teardown
+
+
+def test_the_marker_on_a_hypothesis_test_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_given="""
+        import pytest
+        from hypothesis import given, strategies as st
+
+        @pytest.mark.mcp_explore()
+        @given(st.integers())
+        def test_given(mcp_sidecar_factory, n):
+            pass
+        """
+    )
+    result = _run(pytester, "-q")
+    result.stdout.fnmatch_lines(
+        ["*test_given: @pytest.mark.mcp_explore: cannot be combined with Hypothesis*"]
+    )
