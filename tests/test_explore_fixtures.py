@@ -150,3 +150,57 @@ def test_the_marker_on_a_hypothesis_test_is_refused(pytester: pytest.Pytester) -
     result.stdout.fnmatch_lines(
         ["*test_given: @pytest.mark.mcp_explore: cannot be combined with Hypothesis*"]
     )
+
+
+PARAMS = """
+import httpx, pytest
+from explore_harness import call
+
+
+@pytest.mark.parametrize("times", [1, 2], ids=["one", "two"])
+@pytest.mark.mcp_explore(kinds=["status"])
+@pytest.mark.mcp_sidecar(era="stateless")
+def test_p(mcp_sidecar, times):
+    try:
+        call(mcp_sidecar, "echo", {"text": "first"})
+    except httpx.HTTPError:
+        pass  # the first call's failure is survived
+    if times == 2:
+        call(mcp_sidecar, "echo", {"text": "second"})  # the second's escapes: a violation
+"""
+
+
+def test_each_parametrization_is_explored_as_its_own_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(explore_harness=HARNESS, test_p=PARAMS)
+    assert _ids(_run(pytester, "--collect-only", "-q")) == [
+        "test_p[one-explore:clean]",
+        "test_p[two-explore:clean]",
+    ]
+    first = _run(pytester, "-q", "-rf", "--mcpfaults-report", "report.json")
+    first.assert_outcomes(passed=4, failed=1)
+    # each parametrization's own footprint: "one" made one call, "two" two
+    assert _runs(pytester) == {
+        "test_p.py::test_p[one]": {"explore:status@tool:echo#1": "ok"},
+        "test_p.py::test_p[two]": {
+            "explore:status@tool:echo#1": "ok",
+            "explore:status@tool:echo#2": "violation",
+        },
+    }
+    out = first.stdout.str()
+    assert "FAILED test_p.py::test_p[two-explore:status@tool:echo#2]" in out
+    assert "test_p.py::test_p[two]\n  2 steps × 1 kinds → 2 runs" in out
+    # the second run collects each parametrization's campaign up front, and only its own
+    again = _run(pytester, "--collect-only", "-q")
+    assert _ids(again) == [
+        "test_p[one-explore:clean]",
+        "test_p[one-explore:status@tool:echo#1]",
+        "test_p[two-explore:clean]",
+        "test_p[two-explore:status@tool:echo#1]",
+        "test_p[two-explore:status@tool:echo#2]",
+    ]
+    # the explore parameter's values are the union of the parametrizations' runs: the one planned
+    # for "two" only is deselected for "one"
+    assert "5/6 tests collected (1 deselected)" in again.stdout.str()
+    # -k selects by parametrization and run, as for any parametrized test
+    picked = _run(pytester, "-q", "-k", "two-explore and echo")
+    picked.assert_outcomes(passed=1, failed=1, deselected=4)

@@ -3,7 +3,8 @@
 :mod:`pytest_mcpfaults.explore` (pure); the report is :mod:`pytest_mcpfaults._pytest.explore_report`.
 
 Collection. An explored test is parametrized over ``explore:clean`` plus the campaign planned from its
-footprint cached in ``.pytest_cache`` by an earlier run (``mcpfaults/explore/…``), so a second run
+footprint cached in ``.pytest_cache`` by an earlier run (``mcpfaults/explore/…``); each parametrization
+of a parametrized test is an explored test of its own (:func:`explored_test`), so a second run
 collects the whole campaign up front (``-k``, ``--lf``, JUnit and xdist see every item). A test with no
 cached footprint collects its clean run only; in a run without xdist, once the clean run passed, its
 campaign items are made and inserted right after it (filtered by ``-k``/``-m`` as collected items are),
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mcpfaults._pytest.explore_observe import journal_dicts, make_item, observed, span_dicts
-from pytest_mcpfaults._pytest.explore_report import ExploreReport, baseline_findings, cache_key
+from pytest_mcpfaults._pytest.explore_report import ExploreReport, baseline_findings, cache_key, index_key
 from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, LEFT_OPEN, MAKERS, explore_run, record_for
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 
@@ -69,7 +70,19 @@ class _Test:
     first_outcomes: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass
+class _Function:
+    """One explored test function, as collection planned it: its options, the transport of its
+    server, and per explored test (its parametrization, see :func:`explored_test`) the run ids planned from
+    its cached footprint."""
+
+    options: Options
+    transport: str
+    planned: dict[str, set[str]]
+
+
 _SETTINGS = pytest.StashKey[_Settings]()
+_FUNCTIONS = pytest.StashKey[dict[str, _Function]]()
 _TESTS = pytest.StashKey[dict[str, _Test]]()
 _MARK = pytest.StashKey["int | None"]()
 _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
@@ -139,6 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         check_output_path(HTML_OPTION, config.invocation_params.dir / html)
     config.stash[_TESTS] = {}
+    config.stash[_FUNCTIONS] = {}
     config.pluginmanager.register(ExploreReport(config), "mcpfaults-explore-report")
 
 
@@ -165,8 +179,6 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
             return None
         if given:
             return None  # each example makes servers of its own: no one footprint to explore
-        if node.get_closest_marker("parametrize") is not None:
-            return None  # v1 explores unparametrized tests only (see docs/explore.md)
         try:
             marker_name = "mcp_sidecar" if uses[0] == "mcp_sidecar" else STDIO_MARKER
             planned = marker_kwargs(node, marker_name).get("faults")
@@ -180,9 +192,8 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
             f"{where}: the test uses no sidecar fixture ({', '.join(_SIDECAR_FIXTURES)}), so there is "
             "no footprint to explore"
         )
-    for other in ("mcpfaults_matrix", "parametrize"):
-        if node.get_closest_marker(other) is not None:
-            raise pytest.Collector.CollectError(f"{where}: cannot be combined with @pytest.mark.{other}")
+    if node.get_closest_marker("mcpfaults_matrix") is not None:
+        raise pytest.Collector.CollectError(f"{where}: cannot be combined with @pytest.mark.mcpfaults_matrix")
     if given:
         raise pytest.Collector.CollectError(
             f"{where}: cannot be combined with Hypothesis's @given (each example makes its own requests, "
@@ -221,6 +232,7 @@ def planned_runs(
     return runs[: options.max_runs]
 
 
+@pytest.hookimpl(trylast=True)  # after the test's own parametrizations: ids `test_x[a-explore:clean]`
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config = metafunc.config
     options = _options_for(metafunc, config.stash[_SETTINGS])
@@ -228,17 +240,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     from pytest_mcpfaults.explore import CLEAN, Step
 
-    nodeid = metafunc.definition.nodeid
+    function = metafunc.definition.nodeid
     transport = _transport(metafunc.fixturenames)
-    runs = [CLEAN]
-    cached = _cached(config, nodeid)
-    if cached is not None:
+    # each parametrization is explored as its own test, with its own cached footprint; the explore
+    # parameter takes the union of their runs, and collection keeps each test's own (see
+    # pytest_collection_modifyitems)
+    keys = [function, *_cached_keys(config, function)]
+    runs: dict[str, Run] = {CLEAN.id: CLEAN}
+    planned: dict[str, set[str]] = {}
+    for key in keys:
+        cached = _cached(config, key)
+        if cached is None:
+            continue
         steps = tuple(Step.from_dict(s) for s in cached.get("footprint", ()))
-        runs += planned_runs(options, steps, cached, transport)
-    config.stash[_TESTS][nodeid] = _Test(options, transport, collected={r.id for r in runs})
+        mine = planned_runs(options, steps, cached, transport)
+        planned[key] = {r.id for r in mine}
+        runs.update((r.id, r) for r in mine if r.id not in runs)
+    config.stash[_FUNCTIONS][function] = _Function(options, transport, planned)
     if EXPLORE_PARAM not in metafunc.fixturenames:
         metafunc.fixturenames.append(EXPLORE_PARAM)
-    metafunc.parametrize(EXPLORE_PARAM, runs, ids=[r.id for r in runs])
+    metafunc.parametrize(EXPLORE_PARAM, list(runs.values()), ids=list(runs))
+
+
+def _cached_keys(config: pytest.Config, function: str) -> list[str]:
+    """The explored tests (parametrizations) of ``function`` with a cached footprint."""
+    cache = getattr(config, "cache", None)
+    data = cache.get(index_key(function), None) if cache is not None else None
+    if not isinstance(data, dict) or data.get("function") != function:
+        return []
+    return [str(k) for k in data.get("tests", [])]
 
 
 def _transport(fixturenames: list[str]) -> str:
@@ -246,21 +276,64 @@ def _transport(fixturenames: list[str]) -> str:
     return next(t for f, t in _SIDECAR_FIXTURES.items() if f in fixturenames)
 
 
-def base_nodeid(item: pytest.Item) -> str:
-    """The test's node id without its explore parameter."""
-    return item.nodeid.rsplit("[", 1)[0]
+def function_id(item: pytest.Item) -> str:
+    """The node id of the item's test function (without any parametrization)."""
+    name = getattr(item, "originalname", item.name)
+    return item.nodeid[: len(item.nodeid) - len(item.name)] + name
+
+
+def explored_test(item: pytest.Item) -> str:
+    """The explored test an explore item belongs to: its function's node id with the item's other
+    parameters, without explore's (``test_x.py::test_x[a]`` for ``test_x[a-explore:die@tool:x#1]``,
+    ``test_x.py::test_x`` for an unparametrized test)."""
+    run = explore_run(item)
+    function = function_id(item)
+    params = item.name[len(getattr(item, "originalname", item.name)) + 1 : -1]
+    rid = run.id if run is not None else ""
+    if params == rid:
+        rest = ""
+    elif params.endswith(f"-{rid}"):
+        rest = params[: -len(rid) - 1]
+    elif params.startswith(f"{rid}-"):
+        rest = params[len(rid) + 1 :]
+    else:
+        rest = params.replace(f"-{rid}-", "-", 1)
+    return f"{function}[{rest}]" if rest else function
 
 
 def _test(item: pytest.Item) -> _Test | None:
-    return item.config.stash[_TESTS].get(base_nodeid(item))
+    return item.config.stash[_TESTS].get(explored_test(item))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselect: the items of other parametrizations go first
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each explored test gets its own runs: the explore parameter took the union of its function's
+    parametrizations' runs, and an item whose run was planned for another parametrization (another
+    footprint) is deselected here (pytest counts it so: ``5/6 tests collected (1 deselected)``)."""
+    functions, tests = config.stash[_FUNCTIONS], config.stash[_TESTS]
+    keep: list[pytest.Item] = []
+    other: list[pytest.Item] = []
     for item in items:
         run = explore_run(item)
-        t = _test(item) if run is not None else None
-        if t is not None and not run.plan and isinstance(item, pytest.Function):
+        fn = functions.get(function_id(item)) if run is not None else None
+        if fn is None:
+            keep.append(item)
+            continue
+        key = explored_test(item)
+        t = tests.get(key)
+        if t is None:
+            t = tests[key] = _Test(
+                fn.options, fn.transport, collected={"explore:clean", *fn.planned.get(key, ())}
+            )
+        if run.id not in t.collected:
+            other.append(item)  # planned for another parametrization of the function
+            continue
+        if not run.plan and isinstance(item, pytest.Function):
             t.clean = item
+        keep.append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = keep
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -353,7 +426,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
     """Whether the baseline already has this run's findings (every one of them)."""
-    found = baseline_findings(item.config).get(f"{base_nodeid(item)}::{run.id}")
+    found = baseline_findings(item.config).get(f"{explored_test(item)}::{run.id}")
     return found is not None and set(verdict["found"]) <= found
 
 
@@ -380,7 +453,8 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         verdict["verdict"] = "unreached"
         verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
     data: dict[str, Any] = {
-        "test": base_nodeid(item),
+        "test": explored_test(item),
+        "function": function_id(item),
         "transport": t.transport,
         "run": run.to_dict(),
         **verdict,

@@ -93,13 +93,23 @@ def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
 
 
 def make_item(clean: pytest.Function, run: Run) -> pytest.Function:
+    """A campaign item made from its test's clean item (its other parameters kept), during the run.
+
+    pytest has no public way to add an item once collection is over, so this builds one as
+    collection did: the clean item's call spec with explore's parameter and id replaced (pytest
+    builds the node id from the call spec's private id list) and the clean item's fixture closure
+    (``_fixtureinfo``, which holds the pseudo-fixtures of the test's direct parametrizations: a
+    fixture info computed afresh would not know them). See docs/architecture.md."""
+    from pytest_mcpfaults.explore import CLEAN
+
     callspec = clean.callspec
     params = {**callspec.params, EXPLORE_PARAM: run}
-    spec = dataclasses.replace(callspec, params=params, _idlist=[run.id])
+    idlist = [run.id if i == CLEAN.id else i for i in callspec._idlist]
+    spec = dataclasses.replace(callspec, params=params, _idlist=idlist)
     cls = type(clean)  # an async plugin's own item class (pytest-asyncio's), as collected
     item = cls.from_parent(
         clean.parent,
-        name=f"{clean.originalname}[{run.id}]",
+        name=f"{clean.originalname}[{'-'.join(idlist)}]",
         callspec=spec,
         fixtureinfo=clean._fixtureinfo,
         originalname=clean.originalname,

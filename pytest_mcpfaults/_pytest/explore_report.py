@@ -39,6 +39,12 @@ def cache_key(nodeid: str) -> str:
     return _CACHE_PREFIX + hashlib.sha1(nodeid.encode()).hexdigest()[:16]
 
 
+def index_key(function: str) -> str:
+    """The ``.pytest_cache`` key listing a parametrized test function's explored tests (one per
+    parametrization, each with its own footprint under :func:`cache_key`)."""
+    return _CACHE_PREFIX + "tests-" + hashlib.sha1(function.encode()).hexdigest()[:16]
+
+
 def baseline_findings(config: pytest.Config) -> dict[str, set[str]]:
     """The explore findings of ``--mcpfaults-baseline``'s report: ``"<test>::<run id>"`` -> found."""
     known = config.stash.get(_BASELINE, None)
@@ -189,6 +195,7 @@ class ExploreReport:
         cache = getattr(self.config, "cache", None)
         if cache is None or hasattr(self.config, "workerinput"):
             return
+        self._write_index(cache)
         for test, runs in self.results.items():
             key = cache_key(test)
             old = cache.get(key, None)
@@ -205,6 +212,18 @@ class ExploreReport:
                 if d["run"]["plan"] and len(d["run"]["plan"]) == 1 and "footprint" in d:
                     observed[rid] = {k: d[k] for k in ("footprint", "labels", "error")}
             cache.set(key, data)
+
+    def _write_index(self, cache: Any) -> None:
+        """Per parametrized function, the explored tests seen (added to those cached before)."""
+        functions: dict[str, list[str]] = {}
+        for test, runs in self.results.items():
+            function = next((str(d["function"]) for d in runs.values() if "function" in d), test)
+            if function != test:
+                functions.setdefault(function, []).append(test)
+        for function, tests in functions.items():
+            old = cache.get(index_key(function), None)
+            known = old.get("tests", []) if isinstance(old, dict) and old.get("function") == function else []
+            cache.set(index_key(function), {"function": function, "tests": sorted({*known, *tests})})
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
