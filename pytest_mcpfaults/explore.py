@@ -216,13 +216,22 @@ def applies_to(cls: type[F.Fault], step: Step, transport: str = "http") -> bool:
     only, ``session_expired`` and ``jsonrpc_error`` no notification)."""
     from pytest_mcpfaults.sidecar.routing import applies
 
-    if transport not in cls.transports or cls.catalogue_params is None:
+    if not _transport_takes(cls, transport) or cls.catalogue_params is None:
         return False
     where = _endpoint_of(cls.default_target)
     if where is not None and step.endpoint != where:
         return False
     fault = fault_at(cls, step)
     return fault is not None and bool(applies(fault, _request(step)))
+
+
+def _transport_takes(cls: type[F.Fault], transport: str) -> bool:
+    """Whether the kind applies on ``transport``: named in its ``transports``; ``inprocess`` (the
+    in-process ``mock_sidecar``) takes the ``http`` kinds that do not need real sockets
+    (``needs_sockets``)."""
+    if transport == INPROCESS:
+        return "http" in cls.transports and cls.needs_sockets is None
+    return transport in cls.transports
 
 
 def fault_at(cls: type[F.Fault], step: Step, patience: float | None = None) -> F.Fault | None:
@@ -512,16 +521,20 @@ def _literal(fault: F.Fault) -> str:
 
 #: The marker that plans a server's faults, by transport.
 MARKERS = {"http": "mcp_sidecar", "stdio": "mcp_stdio"}
+#: The in-process backend's "transport" (HTTP answered inside the process: no socket kinds).
+INPROCESS = "inprocess"
 
 
 #: The fixture that makes sidecars in the test's body (a plan goes to its call, not to a marker).
 FACTORY = "mcp_sidecar_factory"
+#: What makes a server whose plan is given in a call, not a marker: the factory, the in-process backend.
+CALLS = (FACTORY, "mock_sidecar")
 
 
 def regression_line(run: Run, transport: str = "http", makers: Sequence[str] = ()) -> str:
     """The run's plan as a line to paste above a regression test (``mcp_stdio`` for a stdio server).
-    ``makers``: the fixture that made each server of the test, in order; a sidecar made by
-    :data:`FACTORY` takes its faults in its call (``mcp_sidecar_factory(faults=[...])``). When the
+    ``makers``: what made each server of the test, in order; a sidecar made by one of :data:`CALLS`
+    takes its faults in its call (``mcp_sidecar_factory(faults=[...])``, ``mock_sidecar(...)``). When the
     test used several servers, each server's part is named (``sidecar 2: ...``), ``;``-separated."""
     groups: dict[int, list[F.Fault]] = {}
     for step, fault in run.plan:
@@ -530,6 +543,7 @@ def regression_line(run: Run, transport: str = "http", makers: Sequence[str] = (
     for server, faults in groups.items():
         plan = f"faults=[{', '.join(_literal(f) for f in faults)}]"
         maker = makers[max(server, 1) - 1] if len(makers) >= max(server, 1) else ""
-        text = f"{FACTORY}({plan})" if maker == FACTORY else f"@pytest.mark.{MARKERS[transport]}({plan})"
+        maker = maker or ("mock_sidecar" if transport == INPROCESS else "")
+        text = f"{maker}({plan})" if maker in CALLS else f"@pytest.mark.{MARKERS[transport]}({plan})"
         parts.append(f"sidecar {server}: {text}" if server else text)
     return "; ".join(parts)

@@ -56,6 +56,7 @@ import respx
 from respx.models import PassThrough
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.ambient import current
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.body import halve, shape_of
@@ -461,7 +462,13 @@ def mock_sidecar(
     :class:`InProcessSidecar`). Raises :class:`UnsupportedInProcess` for faults that need sockets, and
     ``TypeError`` naming an option of the socket sidecar it does not take (the options table of
     docs/sidecar.md, its in-process column).
+
+    In an explore run (a test that asks for the ``mcpfaults_explore`` fixture, docs/explore.md), the
+    run's faults aimed at this sidecar come first in its plan, before ``faults``.
     """
+    hand = current()
+    if hand is not None:  # an explore run (docs/explore.md): the faults aimed at this sidecar first
+        faults = [*hand.faults_for_next(), *faults]
     socket_only = sorted(set(kwargs) - set(inspect.signature(InProcessSidecar).parameters))
     if socket_only:
         from pytest_mcpfaults.sidecar.options import option_fields
@@ -473,4 +480,7 @@ def mock_sidecar(
             f"mock_sidecar: {name!r} is {what}; the in-process backend takes "
             f"{', '.join(p for p in inspect.signature(InProcessSidecar).parameters)}"
         )
-    return InProcessSidecar(base_url=base_url, faults=faults, **kwargs)
+    sidecar = InProcessSidecar(base_url=base_url, faults=faults, **kwargs)
+    if hand is not None:
+        hand.made(sidecar, "mock_sidecar")
+    return sidecar

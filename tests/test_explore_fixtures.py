@@ -204,3 +204,71 @@ def test_each_parametrization_is_explored_as_its_own_test(pytester: pytest.Pytes
     # -k selects by parametrization and run, as for any parametrized test
     picked = _run(pytester, "-q", "-k", "two-explore and echo")
     picked.assert_outcomes(passed=1, failed=1, deselected=4)
+
+
+INPROCESS = """
+import httpx, pytest
+from pytest_mcpfaults.inprocess import mock_sidecar
+
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+
+
+def call(side, tool):
+    reply = httpx.post(side.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": {"text": "hi"}}}, headers=HEADERS, timeout=2.0)
+    reply.raise_for_status()
+    return reply.json()
+
+
+def test_inproc(mcpfaults_explore):  # asking for explore's fixture: its mock_sidecar is explored
+    with mock_sidecar(era="stateless") as side:
+        call(side, "echo")  # a failure escapes: a violation
+        try:
+            call(side, "delete_session")
+        except httpx.HTTPError:
+            pass
+        assert "error" not in call(side, "echo")  # an error answer: behaviour under fault
+
+
+@pytest.mark.asyncio
+@pytest.mark.mcp_explore(kinds=["status"])
+async def test_async(mcpfaults_explore):
+    with mock_sidecar(base_url="http://two.test", era="stateless", faults=["delay(seconds=0)"]) as side:
+        assert [str(f) for f in side.plan][-1] == "delay(seconds=0)"  # its own faults stay after explore's
+        async with httpx.AsyncClient() as client:
+            reply = await client.post(side.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hi"}}}, headers=HEADERS)
+        reply.raise_for_status()  # escapes: a violation
+
+
+def test_plain():  # no explore fixture: mock_sidecar is not explored
+    with mock_sidecar(base_url="http://three.test", era="stateless") as side:
+        assert call(side, "echo")["result"]
+"""
+
+
+def test_a_mock_sidecar_the_test_opens_takes_the_runs_plan_from_explores_fixture(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_mcpfaults.inprocess import NEEDS_SOCKETS
+    from pytest_mcpfaults.matrix import catalogue_kinds
+
+    pytester.makepyfile(test_inproc=INPROCESS)
+    result = _run(pytester, "--mcpfaults-explore", "-q", "-rfx", "--mcpfaults-report", "report.json")
+    out = result.stdout.str()
+    runs = _runs(pytester)
+    assert "test_inproc.py::test_plain" not in runs
+    inproc = runs["test_inproc.py::test_inproc"]
+    # the kinds that apply: the catalogue's HTTP kinds the in-process backend can answer (no
+    # needs_sockets), at the three calls; the /health kinds aim at no tool call
+    kinds = {rid.split(":", 1)[1].split("@")[0] for rid in inproc}
+    assert kinds == set(catalogue_kinds()) - set(NEEDS_SOCKETS) - {"flap", "absent"}
+    assert {rid.split("@", 1)[1] for rid in inproc} == {"tool:echo#1", "tool:delete_session#1", "tool:echo#2"}
+    assert inproc["explore:status@tool:echo#1"] == "violation"  # the fault reached the in-process sidecar
+    assert inproc["explore:status@tool:delete_session#1"] == "ok"  # fired (else: unreached), survived
+    assert inproc["explore:tool_error@tool:echo#2"] == "ok"  # a tool error is a result, not an error
+    assert inproc["explore:jsonrpc_error@tool:echo#2"] == "behaviour"
+    assert "FAILED test_inproc.py::test_inproc[explore:status@tool:echo#1]" in out
+    assert 'mock_sidecar(faults=["status@tool:echo[nth=1]"])' in out
+    # an async test's tasks see the run's plan too (its clean run passed: its campaign ran)
+    assert runs["test_inproc.py::test_async"] == {"explore:status@tool:echo#1": "violation"}

@@ -29,8 +29,18 @@ import pytest
 
 from pytest_mcpfaults._pytest.explore_observe import journal_dicts, make_item, observed, span_dicts
 from pytest_mcpfaults._pytest.explore_report import ExploreReport, baseline_findings, cache_key, index_key
-from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, LEFT_OPEN, MAKERS, explore_run, record_for
+from pytest_mcpfaults._pytest.records import (
+    EXPLORE_PARAM,
+    LEFT_OPEN,
+    MAKERS,
+    SERVERS,
+    explore_run,
+    record_for,
+)
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
+
+# the hand a run's own servers read (stdlib only; imported once, with the plugin)
+from pytest_mcpfaults.ambient import HAND
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.explore import Options, Run, Step
@@ -42,8 +52,15 @@ HTML_OPTION = "--mcpfaults-html"
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
 REPORT_ATTR = "mcpfaults_explore"
 
-#: The fixtures explore can drive, and the transport of each (which kinds apply).
-_SIDECAR_FIXTURES = {"mcp_sidecar": "http", "mcp_stdio_server": "stdio", "mcp_sidecar_factory": "http"}
+#: The fixtures explore can drive, and the transport of each (which kinds apply). A test that asks for
+#: explore's own fixture (and none of the others) opens an in-process ``mock_sidecar`` itself, which
+#: takes the run's plan from :mod:`pytest_mcpfaults.ambient`.
+_SIDECAR_FIXTURES = {
+    "mcp_sidecar": "http",
+    "mcp_stdio_server": "stdio",
+    "mcp_sidecar_factory": "http",
+    EXPLORE_PARAM: "inprocess",
+}
 
 
 @dataclasses.dataclass
@@ -180,8 +197,8 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
         if given:
             return None  # each example makes servers of its own: no one footprint to explore
         try:
-            marker_name = "mcp_sidecar" if uses[0] == "mcp_sidecar" else STDIO_MARKER
-            planned = marker_kwargs(node, marker_name).get("faults")
+            marker_name = {"mcp_sidecar": "mcp_sidecar", "mcp_stdio_server": STDIO_MARKER}.get(uses[0])
+            planned = marker_kwargs(node, marker_name).get("faults") if marker_name else None
         except ValueError:
             return None  # the sidecar glue reports the bad marker
         return settings.options() if not planned else None  # a written fault scenario is not explored
@@ -189,8 +206,8 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
         raise pytest.Collector.CollectError(f"{where} takes keyword options only, got {marker.args!r}")
     if not uses:
         raise pytest.Collector.CollectError(
-            f"{where}: the test uses no sidecar fixture ({', '.join(_SIDECAR_FIXTURES)}), so there is "
-            "no footprint to explore"
+            f"{where}: the test uses no sidecar fixture ({', '.join(list(_SIDECAR_FIXTURES)[:-1])}; or "
+            f"{EXPLORE_PARAM} for a mock_sidecar it opens itself), so there is no footprint to explore"
         )
     if node.get_closest_marker("mcpfaults_matrix") is not None:
         raise pytest.Collector.CollectError(f"{where}: cannot be combined with @pytest.mark.mcpfaults_matrix")
@@ -337,6 +354,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # -- running ---------------------------------------------------------------------------------------
+
+
+class _Hand:
+    """What a server the test makes itself (``mock_sidecar``) takes from its explore run
+    (:mod:`pytest_mcpfaults.ambient`): the faults aimed at it, and its journal into the footprint."""
+
+    def __init__(self, item: pytest.Item, run: Run) -> None:
+        self.item, self.run = item, run
+
+    def faults_for_next(self) -> tuple[Any, ...]:
+        return self.run.faults_on(len(self.item.stash.get(SERVERS, [])) + 1)
+
+    def made(self, server: Any, maker: str) -> None:
+        self.item.stash.setdefault(SERVERS, []).append(server)
+        self.item.stash.setdefault(MAKERS, []).append(maker)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """An explore run's hand is held for its setup, call and teardown."""
+    run = explore_run(item)
+    if run is None:
+        return (yield)
+    token = HAND.set(_Hand(item, run))
+    try:
+        return (yield)
+    finally:
+        HAND.reset(token)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -524,7 +569,8 @@ def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
 
 @pytest.fixture
 def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
-    """This item's explore run (its faults reach the ``mcp_sidecar`` fixture), ``None`` outside a campaign."""
+    """This item's explore run (its faults reach the ``mcp_sidecar`` fixture, the factory's sidecars and,
+    for a test that asks for this fixture, each ``mock_sidecar`` it opens), ``None`` outside a campaign."""
     return getattr(request, "param", None)
 
 
