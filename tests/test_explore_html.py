@@ -176,6 +176,17 @@ def test_without_chromium_it_skips_but_fails_in_ci(monkeypatch: pytest.MonkeyPat
         chromium()
 
 
+def test_ci_installs_chromium_before_the_suite_when_it_is_missing() -> None:
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
+    body = ci.split("ensure_chromium() {", 1)[1].split("\n}\n", 1)[0]
+    assert '[ -x "$bin" ] && return 0' in body and "/usr/bin/chromium" in body
+    assert "apt-get install -y -qq --no-install-recommends chromium" in body
+    assert "timeout " in body and "exit 1" in body  # bounded; a failed install fails CI
+    calls = [i for i, line in enumerate(ci.splitlines()) if line == "ensure_chromium"]
+    suite = next(i for i, line in enumerate(ci.splitlines()) if line == 'run "$test_cmd"')
+    assert calls and calls[0] < suite
+
+
 @pytest.mark.timeout(180)
 def test_a_screenshot_shows_the_grid_and_a_timeline(tmp_path: Path) -> None:
     browser = chromium()
