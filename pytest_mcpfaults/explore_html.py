@@ -135,13 +135,18 @@ def _timeline(detail: Mapping[str, Any]) -> str:
     return f'<div class="timeline" style="height:{height}px">{"".join(rows)}</div>'
 
 
+def _server(row: Mapping[str, Any]) -> str:
+    """A journal row's server when the run had several (``sidecar2/``, as its steps name it)."""
+    return f"sidecar{row['server']}/" if row.get("server") else ""
+
+
 def _journal(detail: Mapping[str, Any]) -> str:
     out = ['<table class="journal">']
     for r in detail.get("journal", ()):
         cls = ' class="faulted"' if r.get("fault") else ""
         status = r.get("status") if r.get("status") is not None else "-"
         out.append(
-            f"<tr{cls}><td>#{_e(r['id'])}</td><td>conn#{_e(r.get('conn'))}</td><td>{_e(r['label'])}</td>"
+            f"<tr{cls}><td>{_e(_server(r))}#{_e(r['id'])}</td><td>conn#{_e(r.get('conn'))}</td><td>{_e(r['label'])}</td>"
             f"<td>{_e(status)}</td><td>{_e(r.get('fault') or r.get('error') or '')}</td></tr>"
         )
     out.append("</table>")

@@ -108,9 +108,15 @@ def test_the_factorys_sidecars_are_explored_each_fault_on_the_sidecar_its_step_w
         "-rfEx",
         "--mcpfaults-report",
         "report.json",
+        "--mcpfaults-html",
+        "page.html",
     )
     out = result.stdout.str()
     runs = _runs(pytester)
+    # the page's journal of a violation names each request's sidecar when there are several, as the
+    # steps do (test_two's primary failed first: its mirror saw nothing); test_leaks's has one
+    page = Path(pytester.path, "page.html").read_text()
+    assert page.count("<td>sidecar1/#0</td>") == 1 and "<td>#0</td>" in page
     # two sidecars: every step names its sidecar, in the order the test made them
     assert runs["test_factory.py::test_two"] == {
         "explore:status@sidecar1/tool:echo#1": "violation",

@@ -45,7 +45,8 @@ def span_dicts() -> list[dict[str, Any]]:
 def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
     """The sidecars' journals, as the HTML page lists them (times on the spans' clock)."""
     out: list[dict[str, Any]] = []
-    for server in item.stash.get(SERVERS, []):
+    servers = item.stash.get(SERVERS, [])
+    for number, server in enumerate(servers, 1):
         journal = getattr(server, "journal", None)
         t0 = getattr(journal, "t0", None)
         if journal is None or t0 is None:
@@ -56,6 +57,7 @@ def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
                 {
                     "id": r.id,
                     "conn": r.conn_id,
+                    "server": number if len(servers) > 1 else 0,  # as the footprint's steps name it
                     "label": r.label,
                     "status": r.status,
                     "fault": r.fault,
