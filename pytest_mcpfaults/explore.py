@@ -81,7 +81,8 @@ class Step:
     ``shape`` the labels of its MCP session's requests and ``position`` its index there (for
     reduction); ``endpoint`` where it went; ``answered`` whether it expects a JSON-RPC answer;
     ``server`` which server of the test it went to when the test used several (``1``: the first it
-    made, in order; ``0``: the test's only server)."""
+    made, in order; ``0``: the test's only server); ``transport`` that server's (``http``, ``stdio``,
+    ``inprocess``; empty: the test's), which decides the kinds that apply to the step."""
 
     target: str
     nth: int
@@ -92,6 +93,7 @@ class Step:
     shape: tuple[str, ...] = ()
     position: int = 0
     server: int = 0
+    transport: str = ""
 
     @property
     def id(self) -> str:
@@ -151,10 +153,12 @@ def footprint(
     mcp_path: str = "/mcp",
     health_path: str | None = "/health",
     server: int = 0,
+    transport: str = "",
 ) -> tuple[Step, ...]:
-    """The steps of a run on one server (``server``: its number when the test used several), in
-    journal order. A request whose method the trigger grammar cannot name (a ``POST`` that was not
-    one JSON-RPC message) is left out: no fault can aim at it alone."""
+    """The steps of a run on one server (``server``: its number when the test used several;
+    ``transport``: its transport, when known), in journal order. A request whose method the trigger
+    grammar cannot name (a ``POST`` that was not one JSON-RPC message) is left out: no fault can aim
+    at it alone."""
     counts: dict[str, int] = {}
     sessions: dict[str | None, list[int]] = {}
     out: list[Step] = []
@@ -164,7 +168,18 @@ def footprint(
         target, endpoint = _target(r, mcp_path, health_path)
         counts[target] = counts.get(target, 0) + 1
         answered = bool(r.mcp_method) and not str(r.mcp_method).startswith("notifications/")
-        out.append(Step(target, counts[target], _label(r), endpoint, r.mcp_method, answered, server=server))
+        out.append(
+            Step(
+                target,
+                counts[target],
+                _label(r),
+                endpoint,
+                r.mcp_method,
+                answered,
+                server=server,
+                transport=transport,
+            )
+        )
         if endpoint == "mcp":
             # an initialize carries no session id yet: it opens the session of the next request
             sessions.setdefault(r.session_id, []).append(len(out) - 1)
@@ -216,6 +231,7 @@ def applies_to(cls: type[F.Fault], step: Step, transport: str = "http") -> bool:
     only, ``session_expired`` and ``jsonrpc_error`` no notification)."""
     from pytest_mcpfaults.sidecar.routing import applies
 
+    transport = step.transport or transport  # the step's own server's, in a test that mixes them
     if not _transport_takes(cls, transport) or cls.catalogue_params is None:
         return False
     where = _endpoint_of(cls.default_target)
@@ -529,6 +545,10 @@ INPROCESS = "inprocess"
 FACTORY = "mcp_sidecar_factory"
 #: What makes a server whose plan is given in a call, not a marker: the factory, the in-process backend.
 CALLS = (FACTORY, "mock_sidecar")
+#: The marker planning the faults of the server each fixture makes.
+FIXTURE_MARKERS = {"mcp_sidecar": "mcp_sidecar", "mcp_stdio_server": "mcp_stdio"}
+#: The transport of the servers each maker makes (the others: ``http``).
+MAKER_TRANSPORTS = {"mcp_stdio_server": "stdio", "mock_sidecar": INPROCESS}
 
 
 def regression_line(run: Run, transport: str = "http", makers: Sequence[str] = ()) -> str:
@@ -544,6 +564,9 @@ def regression_line(run: Run, transport: str = "http", makers: Sequence[str] = (
         plan = f"faults=[{', '.join(_literal(f) for f in faults)}]"
         maker = makers[max(server, 1) - 1] if len(makers) >= max(server, 1) else ""
         maker = maker or ("mock_sidecar" if transport == INPROCESS else "")
-        text = f"{maker}({plan})" if maker in CALLS else f"@pytest.mark.{MARKERS[transport]}({plan})"
+        if maker in CALLS:
+            text = f"{maker}({plan})"
+        else:
+            text = f"@pytest.mark.{FIXTURE_MARKERS.get(maker) or MARKERS[transport]}({plan})"
         parts.append(f"sidecar {server}: {text}" if server else text)
     return "; ".join(parts)

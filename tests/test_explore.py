@@ -223,6 +223,12 @@ def test_the_docs_name_the_stdio_campaign_kinds() -> None:
     assert re.findall(r"`(\w+)`", named) == stdio
 
 
+def test_the_docs_name_the_kinds_the_in_process_backend_leaves_out() -> None:
+    page = (ROOT / "docs" / "explore.md").read_text()
+    named = page.split("`needs_sockets` is `None`: not ")[1].split(")")[0]
+    assert re.findall(r"`(\w+)`", named) == [k for k in catalogue_kinds() if fault_kinds()[k].needs_sockets]
+
+
 def test_the_docs_name_the_kinds_each_endpoint_rule_narrows() -> None:
     page = (ROOT / "docs" / "explore.md").read_text()
     health = re.findall(r"`(\w+)`", page.split("`/health` kinds (")[1].split(")")[0])

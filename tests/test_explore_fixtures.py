@@ -278,3 +278,35 @@ def test_a_mock_sidecar_the_test_opens_takes_the_runs_plan_from_explores_fixture
     assert 'mock_sidecar(faults=["status@tool:echo[nth=1]"])' in out
     # an async test's tasks see the run's plan too (its clean run passed: its campaign ran)
     assert runs["test_inproc.py::test_async"] == {"explore:status@tool:echo#1": "violation"}
+
+
+MIXED = """
+import httpx, pytest
+from pytest_mcpfaults.inprocess import mock_sidecar
+
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+
+
+@pytest.mark.mcp_explore(kinds=["status", "reset"])
+@pytest.mark.mcp_sidecar(era="stateless")
+def test_mixed(mcp_sidecar):
+    with mock_sidecar(era="stateless") as side:
+        for url in (mcp_sidecar.mcp_url, side.mcp_url):
+            httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hi"}}}, headers=HEADERS,
+                timeout=2.0).raise_for_status()
+"""
+
+
+def test_a_test_that_mixes_backends_gets_each_servers_kinds(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mixed=MIXED)
+    result = _run(pytester, "-q", "-rf", "--mcpfaults-report", "report.json")
+    # reset needs real sockets: the socket sidecar's step gets it, the in-process one's does not
+    assert _runs(pytester)["test_mixed.py::test_mixed"] == {
+        "explore:status@sidecar1/tool:echo#1": "violation",
+        "explore:reset@sidecar1/tool:echo#1": "violation",
+        "explore:status@sidecar2/tool:echo#1": "violation",
+    }
+    out = result.stdout.str()
+    assert 'sidecar 1: @pytest.mark.mcp_sidecar(faults=["status@tool:echo[nth=1]"])' in out
+    assert 'sidecar 2: mock_sidecar(faults=["status@tool:echo[nth=1]"])' in out

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, SERVERS
+from pytest_mcpfaults._pytest.records import EXPLORE_PARAM, MAKERS, SERVERS
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.explore import Run, Step
@@ -72,22 +72,28 @@ def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
 def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
     """The footprint of the item's servers (each step naming its server when there are several), their
     journals' labels, and how often planned faults fired."""
-    from pytest_mcpfaults.explore import footprint
+    from pytest_mcpfaults.explore import MAKER_TRANSPORTS, footprint
 
     steps: list[Step] = []
     labels: list[str] = []
     fired = 0
     servers = item.stash.get(SERVERS, [])
-    for number, server in enumerate(servers, 1):
+    makers: list[str] = item.stash.get(MAKERS, [])
+    for number, (server, maker) in enumerate(zip(servers, makers, strict=True), 1):
         journal = getattr(server, "journal", None)
         if journal is None:
             continue
         requests = journal.requests
         health = getattr(server, "health_path", None)
         mcp_path = getattr(server, "mcp_path", "/mcp")
-        # with several servers, each step names its own (numbered in the order the test made them)
+        # with several servers, each step names its own (numbered in the order the test made them),
+        # and its transport, which decides the kinds that apply to it
         steps += footprint(
-            requests, mcp_path=mcp_path, health_path=health, server=number if len(servers) > 1 else 0
+            requests,
+            mcp_path=mcp_path,
+            health_path=health,
+            server=number if len(servers) > 1 else 0,
+            transport=MAKER_TRANSPORTS.get(maker, "http"),
         )
         labels += [r.label for r in requests]
         fired += sum(getattr(server, "fired", {}).values())
