@@ -310,3 +310,17 @@ def test_a_test_that_mixes_backends_gets_each_servers_kinds(pytester: pytest.Pyt
     out = result.stdout.str()
     assert 'sidecar 1: @pytest.mark.mcp_sidecar(faults=["status@tool:echo[nth=1]"])' in out
     assert 'sidecar 2: mock_sidecar(faults=["status@tool:echo[nth=1]"])' in out
+
+
+def test_the_docs_in_process_example_explores_with_no_violation(pytester: pytest.Pytester) -> None:
+    root = Path(__file__).resolve().parent.parent
+    example = root / "docs" / "examples" / "explore_inprocess_test.py"
+    (pytester.path / "explore_inprocess_test.py").write_text(example.read_text())
+    result = _run(pytester, "-p", "no:cacheprovider", "explore_inprocess_test.py", "-q")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    # what docs/explore.md says of it
+    assert "2 steps × 3 kinds, has no\nviolation" in (root / "docs" / "explore.md").read_text()
+    assert (
+        "2 steps × 3 kinds → 6 runs (where the kind applies), 0 pruned, 0 over budget; 6 ran: 0 violations"
+        in (result.stdout.str())
+    )
