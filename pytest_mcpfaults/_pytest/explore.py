@@ -39,9 +39,6 @@ from pytest_mcpfaults._pytest.records import (
 )
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 
-# the hand a run's own servers read (stdlib only; imported once, with the plugin)
-from pytest_mcpfaults.ambient import HAND
-
 if TYPE_CHECKING:
     from pytest_mcpfaults.explore import Options, Run, Step
 
@@ -377,6 +374,8 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
     run = explore_run(item)
     if run is None:
         return (yield)
+    from pytest_mcpfaults.ambient import HAND  # by its full name (sys.modules), as inprocess reads it
+
     token = HAND.set(_Hand(item, run))
     try:
         return (yield)
