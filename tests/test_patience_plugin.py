@@ -81,7 +81,7 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
             "client closes*",
             "   journal of connection #* (127.0.0.1:*):",
             "*POST tools/call echo*status=200*",
-            "*DELETE /mcp*status=None*hold=patience waited=1.0*s",
+            "*DELETE /mcp*status=None*hold=patience waited=1.*s",
             "Bound the client*say so: @pytest.mark.mcp_expect_hang*",
             "FAILED test_hangs.py::test_patient_client_waits_out_a_frozen_delete*",
         ]
