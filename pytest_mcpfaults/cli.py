@@ -33,7 +33,7 @@ from pytest_mcpfaults.sidecar.option_text import tool_sets_text as _tool_sets
 from pytest_mcpfaults.sidecar.option_text import upstream_headers_text
 from pytest_mcpfaults.sidecar.options import add_serve_flags, options_from_args
 from pytest_mcpfaults.sidecar.server import Sidecar
-from pytest_mcpfaults.sidecar.tools import TOOL_SETS
+from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS
 from pytest_mcpfaults.validation import is_count, is_loopback_host
 
 __all__ = ["build_parser", "main", "parse_upstream_headers"]
@@ -121,9 +121,9 @@ def add_stdio_parser(sub: Any) -> argparse.ArgumentParser:
     stdio.add_argument(
         "--tool-sets",
         type=_tool_sets,
-        default=TOOL_SETS,
+        default=DEFAULT_TOOL_SETS,
         metavar="SETS",
-        help=f"comma-separated built-in tool sets (default {','.join(TOOL_SETS)})",
+        help=f"comma-separated built-in tool sets (default {','.join(DEFAULT_TOOL_SETS)})",
     )
     stdio.add_argument(
         "--patience",

@@ -47,7 +47,7 @@ import contextlib
 import inspect
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -62,7 +62,7 @@ from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.body import halve, shape_of
 from pytest_mcpfaults.sidecar.config import check_endpoints, check_strings
 from pytest_mcpfaults.sidecar.mcp import reply_body
-from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
+from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.validation import check_count
 
@@ -252,7 +252,7 @@ class InProcessSidecar(SidecarViews):
         era: str = "auto",
         reply: str = "json",
         tools: Iterable[Tool] = (),
-        tool_sets: Sequence[str] = TOOL_SETS,
+        tool_sets: Sequence[str] = DEFAULT_TOOL_SETS,
         faults: Sequence[F.Fault | str] = (),
         service_url: str | None = None,
         allowed_origins: Sequence[str] = (),
@@ -422,6 +422,17 @@ class _Exchange:
 
     async def event_stream(self) -> None:  # pragma: no cover - get_stream is off in-process
         raise UnsupportedInProcess("GET event streams need real sockets")
+
+    async def send_message(self, message: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+        raise UnsupportedInProcess(
+            f"a tool's own {message.get('method')!r} (ctx) needs the socket sidecar: the in-process "
+            "backend answers each request in one piece, with no answer stream to send it on"
+        )
+
+    async def await_answer(
+        self, answer: asyncio.Future[dict[str, Any]], what: str
+    ) -> None:  # pragma: no cover
+        raise UnsupportedInProcess("a tool's own requests need the socket sidecar")
 
 
 async def _on_sidecar_loop(pending: Awaitable[Any]) -> Any:

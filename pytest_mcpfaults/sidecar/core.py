@@ -24,7 +24,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth import AuthServer, challenge_error
 from pytest_mcpfaults.sidecar.body import shape_of
 from pytest_mcpfaults.sidecar.connection import Dying, Holding, Pausing, effect_of
-from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
+from pytest_mcpfaults.sidecar.errors import Dropped, SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.legacy_sse import (
     LegacySession,
@@ -36,6 +36,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
     serves_streamable,
 )
 from pytest_mcpfaults.sidecar.mcp import Era, McpEndpoint, Reply, client_error, encode
+from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages
 from pytest_mcpfaults.sidecar.routing import (
     PlanEntry,
     RequestInfo,
@@ -70,11 +71,6 @@ SINGLE_HEADERS = (
 _SINGLE = frozenset(h.lower() for h in SINGLE_HEADERS)
 
 
-class Dropped(Exception):
-    """The request's connection was reset or closed on purpose (a ``die``, a hold that did not end in a
-    release, a cut body): nothing more is written for it."""
-
-
 @dataclass(frozen=True)
 class Incoming:
     """One request as a transport received it. ``headers`` answers case-insensitive ``get()``;
@@ -90,8 +86,9 @@ class Incoming:
     query: str = ""
 
 
-class Transport(Protocol):
-    """What only a transport can do; :meth:`SidecarCore.decide` calls these."""
+class Transport(Link, Protocol):
+    """What only a transport can do; :meth:`SidecarCore.decide` calls these (and a tool's ``ctx`` the
+    :class:`~pytest_mcpfaults.sidecar.outbound.Link` methods, for the messages it sends on its own)."""
 
     async def hold(self, fault: F.Fault) -> None:
         """Hold the request until release, client hang-up, teardown or patience; raise
@@ -196,6 +193,7 @@ class SidecarCore:
             self.add_tool(tool)
         self.plan_entries: list[PlanEntry] = [(f, F.TriggerState(f.trigger)) for f in faults]
         self.journal = Journal()
+        self.server_messages = ServerMessages(self.journal.server_messages)
         self.mcp = McpEndpoint(
             era=era,
             tools=self.tools,
@@ -204,6 +202,7 @@ class SidecarCore:
             tool_timeout=tool_timeout,
             run_sync=run_sync,
             run_async=run_async,
+            messages=self.server_messages,
         )
         self.state: SidecarState = "new"
         self.freeze_fault: F.Fault = FREEZE
@@ -510,7 +509,7 @@ class SidecarCore:
             if info.mcp is None:
                 assert info.bad_body is not None
                 return info.bad_body
-            return await self.mcp.post(info.mcp, headers)
+            return await self.mcp.post(info.mcp, headers, transport, rid)
         if method == "DELETE":
             return self.mcp.delete(headers.get("Mcp-Session-Id"))
         if method == "GET" and self.mcp.get_stream and self.mcp.era != "stateless":

@@ -6,10 +6,16 @@ import traceback
 from collections.abc import Sequence
 from typing import Literal
 
-__all__ = ["SidecarError", "SidecarState"]
+__all__ = ["Dropped", "SidecarError", "SidecarState"]
 
 SidecarState = Literal["new", "running", "frozen", "dead", "stopped"]
 """A sidecar's lifecycle state (``sidecar.state``); only the socket sidecar is ever ``'frozen'``."""
+
+
+class Dropped(Exception):
+    """The request's connection was reset or closed on purpose (a ``die``, a hold that did not end in a
+    release, a cut body, a tool's wait for the client's answer that ran out of patience) or the client
+    went away: nothing more is written for it."""
 
 
 class SidecarError(Exception):

@@ -33,6 +33,9 @@ __all__ = [
     "PatienceViolation",
     "RequestFields",
     "RequestRecord",
+    "ServerMessageLog",
+    "ServerMessageOutcome",
+    "ServerMessageRecord",
     "UpstreamFailure",
     "answered",
 ]
@@ -50,6 +53,9 @@ UpstreamFailure = Literal["refused", "timed_out", "reset", "error"]
 ``'refused'`` (no connection: nothing listens there, or the name does not resolve), ``'timed_out'`` (no
 answer within ``upstream_timeout``), ``'reset'`` (the connection was reset or closed before the answer
 was complete) or ``'error'`` (anything else, e.g. an answer that is not HTTP)."""
+
+ServerMessageOutcome = Literal["sent", "answered", "error", "unanswered"]
+"""What became of a message the sidecar sent on its own (:attr:`ServerMessageRecord.outcome`)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,43 @@ class RequestRecord:
 
 
 @dataclass(frozen=True)
+class ServerMessageRecord:
+    """A message the sidecar sent the client on its own, on the answer stream of request
+    ``request_id`` (a ``tools/call``, whose tool is ``tool``): a server-to-client request
+    (``sampling/createMessage``, ``elicitation/create``, ``roots/list``, ``ping``; ``id`` is its
+    JSON-RPC id) or a notification (``notifications/progress``, ``notifications/message``; ``id`` is
+    ``None``). Times are seconds since the sidecar started.
+
+    ``outcome``: ``'sent'`` (a notification), ``None`` (a request still awaiting its answer),
+    ``'answered'`` (the client POSTed a result: ``result``), ``'error'`` (it POSTed a JSON-RPC error:
+    ``error``, e.g. ``Elicitation not supported`` from a client without that callback) or
+    ``'unanswered'`` (the tool call ended first: the patience budget ran out, the client closed the
+    stream, or the sidecar stopped). ``answered_at`` is when the answer came."""
+
+    seq: int
+    method: str
+    request_id: int
+    sent_at: float
+    tool: str | None = None
+    params: Any = None
+    id: str | None = None
+    outcome: ServerMessageOutcome | None = None
+    answered_at: float | None = None
+    result: Any = None
+    error: Any = None
+
+    @property
+    def is_request(self) -> bool:
+        """Whether this is a request (it awaits an answer), not a notification."""
+        return self.id is not None
+
+    @property
+    def label(self) -> str:
+        """e.g. ``elicitation/create during tools/call ask_user``."""
+        return f"{self.method} during tools/call {self.tool}" if self.tool else self.method
+
+
+@dataclass(frozen=True)
 class ConnectionRecord:
     """One TCP connection. ``closed_by`` is ``'client'`` or ``'sidecar'``, ``None`` while open;
     ``timed_out``: the sidecar closed it because no complete request came within ``idle_timeout``
@@ -190,6 +233,10 @@ class PatienceViolation:
     ``budget_from`` where it came from (``'fault'``: the fault's ``patience=``; ``'sidecar'``: the
     sidecar's, set by ``Sidecar(patience=)``, the marker or the ini option); ``expected`` whether the
     test said it expects the hang (then it is reported but does not fail the test).
+
+    ``awaiting``: no fault held it, the tool did: it awaited the client's answer to a request of its own
+    (the server's ``elicitation/create`` ...), worded for the headline, e.g. ``the server's
+    `elicitation/create` (sent at 0.2 s during tools/call ask_user)``; ``fault`` is then that method.
     """
 
     request: RequestRecord
@@ -197,6 +244,7 @@ class PatienceViolation:
     budget: float
     expected: bool
     budget_from: BudgetSource = "sidecar"
+    awaiting: str | None = None
 
     @property
     def waited(self) -> float:
@@ -242,6 +290,12 @@ class PatienceViolation:
         if era is not None:
             v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
         r, b = v.request, f"{self.budget:g} s"
+        if self.awaiting is not None:
+            return (
+                f"the client never answered {self.awaiting}: it waited {b} (the whole budget) with the "
+                f"tool call's answer stream open ({r.bytes_sent} bytes sent) and never closed it; without "
+                "the budget the tool call would have waited for ever"
+            )
         answered = self.answered
         if answered == "complete":
             return (
@@ -267,6 +321,17 @@ class PatienceViolation:
     def details(self) -> str:
         """Which fault held it, which budget ran out, and what happened to the connection."""
         source = "its fault's patience=" if self.budget_from == "fault" else "the sidecar's patience"
+        if self.awaiting is not None:
+            return (
+                f"no fault: the tool awaited the client's answer to its `{self.fault}`; when the "
+                f"{self.budget:g} s budget ({source}) ran out the sidecar aborted connection "
+                f"#{self.request.conn_id} (RST)"
+                + (
+                    "; the client had closed it itself"
+                    if self.client_closed
+                    else "; the client never closed it"
+                )
+            )
         return (
             f"held by `{self.fault}`; when the {self.budget:g} s budget ({source}) ran out the sidecar "
             f"aborted connection #{self.request.conn_id} (RST)"
@@ -285,8 +350,10 @@ def answered(r: RequestRecord) -> Answered:
 
 
 _R = TypeVar("_R", RequestRecord, ConnectionRecord)
+_Record = TypeVar("_Record", RequestRecord, ConnectionRecord, ServerMessageRecord)
 _FIELDS: dict[type, frozenset[str]] = {
-    cls: frozenset(f.name for f in dataclasses.fields(cls)) for cls in (RequestRecord, ConnectionRecord)
+    cls: frozenset(f.name for f in dataclasses.fields(cls))
+    for cls in (RequestRecord, ConnectionRecord, ServerMessageRecord)
 }
 
 
@@ -315,7 +382,7 @@ def _drop_oldest(store: dict[int, _R], limit: int, done: Callable[[_R], bool]) -
     return len(drop)
 
 
-def _replace(record: _R, fields: Mapping[str, Any]) -> _R:
+def _replace(record: _Record, fields: Mapping[str, Any]) -> _Record:
     """``dataclasses.replace`` for the journal's records, without re-running ``__init__`` (a journal
     write happens several times per request, on the sidecar's hot path). Unknown fields still raise."""
     unknown = fields.keys() - _FIELDS[type(record)]
@@ -325,6 +392,47 @@ def _replace(record: _R, fields: Mapping[str, Any]) -> _R:
     new.__dict__.update(record.__dict__)
     new.__dict__.update(fields)
     return new
+
+
+class ServerMessageLog:
+    """The :class:`ServerMessageRecord` records of one journal (``journal.server_messages``), in the order
+    they were sent: iterate it, or read :attr:`records` / :meth:`requests`. Shares the journal's lock,
+    so the journal's waits wake on its writes. Never trimmed (a bounded journal's limit counts
+    requests and connections)."""
+
+    def __init__(self, cond: threading.Condition, now: Callable[[], float]) -> None:
+        self._cond, self.now = cond, now
+        self._records: list[ServerMessageRecord] = []
+
+    def add_server_message(self, **fields: Any) -> int:
+        """A message sent now (the fields of a :class:`ServerMessageRecord`); its ``seq``."""
+        with self._cond:
+            seq = len(self._records)
+            self._records.append(ServerMessageRecord(seq=seq, sent_at=self.now(), **fields))
+            self._cond.notify_all()
+            return seq
+
+    def update_server_message(self, seq: int, **fields: Any) -> ServerMessageRecord:
+        with self._cond:
+            rec = self._records[seq] = _replace(self._records[seq], fields)
+            self._cond.notify_all()
+            return rec
+
+    @property
+    def records(self) -> tuple[ServerMessageRecord, ...]:
+        with self._cond:
+            return tuple(self._records)
+
+    def requests(self, method: str | None = None) -> tuple[ServerMessageRecord, ...]:
+        """The server-to-client requests sent (of ``method``, if given), not the notifications."""
+        return tuple(r for r in self.records if r.is_request and method in (None, r.method))
+
+    def __iter__(self) -> Iterator[ServerMessageRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._records)
 
 
 class RequestFields(TypedDict, total=False):
@@ -387,6 +495,8 @@ class Journal:
         self._next_request = 0
         self._next_conn = 0
         self._violations: list[PatienceViolation] = []
+        #: What the sidecar sent clients on its own (server requests and notifications).
+        self.server_messages = ServerMessageLog(self._cond, self.now)
         self._fired: dict[str, int] = {}
         self._last_fired: FiredRecord | None = None
         self._last_request_at: float | None = None

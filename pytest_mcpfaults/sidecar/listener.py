@@ -12,7 +12,7 @@ import errno
 import ipaddress
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,13 +21,13 @@ from aiohttp import web, web_protocol
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
-from pytest_mcpfaults.sidecar.body import shape_of
+from pytest_mcpfaults.sidecar.body import BodyShaper, halve_event, shape_of
 from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
 from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
-from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport
+from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.loop import WorkerPool
-from pytest_mcpfaults.sidecar.mcp import reply_body
+from pytest_mcpfaults.sidecar.mcp import encode, reply_body
 from pytest_mcpfaults.sidecar.options import SidecarOptions, response_headers
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
@@ -80,6 +80,68 @@ class _Exchange:
     ):
         self.listener, self.request, self.conn, self.rid, self.out = listener, request, conn, rid, out
         self.stream: web.StreamResponse | None = None
+        #: The request's answer, opened as an SSE stream by a tool's first message of its own.
+        self.answer_stream: web.StreamResponse | None = None
+
+    async def send_message(self, message: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+        if self.answer_stream is None:
+            resp = web.StreamResponse(
+                status=200,
+                headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+            )
+            await resp.prepare(self.request)
+            self.answer_stream, self.out.status = resp, 200
+        data, _ = encode(message, True)
+        await self.answer_stream.write(data)
+        self.out.bytes_sent += len(data)
+
+    async def await_answer(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+        """A tool awaits the client's answer to its request (``what``): until it comes, the client
+        goes away (raises ``Dropped``) or the patience budget runs out (a violation naming ``what``;
+        the connection is reset, as a held request's; raises ``Dropped``)."""
+        journal, conn, options = self.listener.journal, self.conn, self.listener.options
+        journal.update_request(self.rid, status=self.out.status, bytes_sent=self.out.bytes_sent)
+        started, held_at = time.monotonic(), journal.now()
+        budget = options.patience
+        await asyncio.wait((answer, conn.lost), timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+        if answer.done():
+            return
+        if conn.lost.done():
+            raise Dropped
+        assert budget is not None
+        rec = journal.update_request(
+            self.rid, held=True, held_at=held_at, hold="patience", waited=time.monotonic() - started
+        )
+        conn.closed_by_us = True
+        reset_transport(conn.transport)
+        method = what.split("`")[1] if what.count("`") >= 2 else what
+        expected = bool(options.expect_hang)
+        journal.add_violation(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
+        raise Dropped
+
+    async def finish_stream(self, answer: core.Answer) -> web.StreamResponse:
+        """Send the reply as the last event of the answer stream a tool's own messages opened, shaped
+        by the answer's body fault (from the event's first byte), and end the stream."""
+        resp = self.answer_stream
+        assert resp is not None
+        data, _ = reply_body(answer.reply, True)
+        shape = shape_of(answer.fault)
+        if shape.halves:
+            data = halve_event(data)
+        if shape.resets_at_once:
+            reset_transport(self.request.transport)
+            raise Dropped
+        fault = answer.fault
+
+        async def held() -> None:
+            assert fault is not None
+            await self.hold(fault)
+
+        shaper = BodyShaper(shape)
+        steps = [*shaper.start(), *shaper.feed(data), *shaper.end()]
+        await write_steps(self.request, resp, steps, held, self.out)
+        await resp.write_eof()
+        return resp
 
     async def hold(self, fault: F.Fault) -> None:
         out = self.out  # what was sent so far, recorded before the hold
@@ -406,6 +468,8 @@ class SocketListener:
         if answer is None:
             assert exchange.stream is not None
             return exchange.stream
+        if exchange.answer_stream is not None:  # a tool's messages went first: the reply is the last event
+            return await exchange.finish_stream(answer)
         if answer.stream is not None:
             return await self.legacy_stream(exchange, answer)
         if answer.after is not None:

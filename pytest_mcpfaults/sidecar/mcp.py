@@ -19,6 +19,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from pytest_mcpfaults.sidecar.errors import Dropped
+from pytest_mcpfaults.sidecar.outbound import (
+    ClientRequestError,
+    Link,
+    ServerMessages,
+    ToolContext,
+    level_problem,
+)
 from pytest_mcpfaults.sidecar.timeouts import within
 from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolResultError
 
@@ -54,6 +62,10 @@ whose upstream failed."""
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
+#: What the sidecar's ``initialize`` and ``server/discover`` say it can do.
+CAPABILITIES = {"tools": {"listChanged": False}, "logging": {}}
+#: The ``_meta`` key a stateless-era request names its logging level with.
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
 
 
 @dataclass
@@ -90,6 +102,12 @@ class McpRequest:
             return None
         name = (self.message.get("params") or {}).get("name")
         return name if isinstance(name, str) else None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The request's ``params._meta`` (empty when absent or not an object)."""
+        meta = (self.message.get("params") or {}).get("_meta")
+        return meta if isinstance(meta, dict) else {}
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -179,8 +197,10 @@ class McpEndpoint:
         tool_timeout: float | None = None,
         run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
         run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+        messages: ServerMessages | None = None,
     ) -> None:
         self.era = era
+        self.messages = messages
         self.on_error = on_error
         self.tool_timeout = tool_timeout
         self.run_sync = run_sync
@@ -188,6 +208,7 @@ class McpEndpoint:
         self.tools = tools
         self.get_stream = get_stream
         self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
+        self.log_levels: dict[str, str] = {}  # session id -> the level its logging/setLevel asked for
         self.ended: set[str] = set()
 
     # -- parsing ---------------------------------------------------------------------------
@@ -212,14 +233,26 @@ class McpEndpoint:
         return McpRequest(message, method, message.get("id"), headers.get("Mcp-Session-Id"), era)
 
     # -- dispatch --------------------------------------------------------------------------
-    async def post(self, req: McpRequest, headers: Mapping[str, str]) -> Reply:
-        if req.method is None:  # a response from the client (e.g. to a sampling request): accept
-            return Reply(202)
+    async def post(
+        self, req: McpRequest, headers: Mapping[str, str], link: Link | None = None, rid: int = -1
+    ) -> Reply:
+        """Answer one POSTed message. ``link`` and ``rid``: the transport's part of the request
+        (journal id ``rid``) for the messages a tool sends on its own (``None``: a tool taking ``ctx``
+        cannot be served here)."""
+        if req.method is None:  # a response from the client (to a tool's request): hand it over
+            reply = Reply(202)
+            if self.messages is not None:
+                problem = self.messages.answer(req.message)
+                if problem is not None:
+                    reply.error, reply.error_by = problem, "client"
+            return reply
         if req.era == "stateless":
-            return await self._stateless(req, headers)
-        return await self._session(req, headers)
+            return await self._stateless(req, headers, link, rid)
+        return await self._session(req, headers, link, rid)
 
-    async def _stateless(self, req: McpRequest, headers: Mapping[str, str]) -> Reply:
+    async def _stateless(
+        self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
+    ) -> Reply:
         if self.era == "session":
             return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
         header_method = headers.get("Mcp-Method")
@@ -232,7 +265,7 @@ class McpEndpoint:
         if req.method == "server/discover":
             result: dict[str, Any] = {
                 "supportedVersions": list(MODERN_VERSIONS),
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": CAPABILITIES,
                 "cacheScope": "private",
                 "ttlMs": 0,
                 "resultType": "complete",
@@ -241,14 +274,16 @@ class McpEndpoint:
             return self._ok(req, result)
         if req.method == "ping":
             return rpc_error(METHOD_NOT_FOUND, "Method not found: ping (removed in 2026-07-28)", req.id)
-        reply = await self._common(req)
+        reply = await self._common(req, link, rid)
         if isinstance(reply.payload, dict) and isinstance(reply.payload.get("result"), dict):
             reply.payload["result"]["resultType"] = "complete"
             if req.method == "tools/list":
                 reply.payload["result"].update(cacheScope="private", ttlMs=0)
         return reply
 
-    async def _session(self, req: McpRequest, headers: Mapping[str, str]) -> Reply:
+    async def _session(
+        self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
+    ) -> Reply:
         if req.method == "initialize":
             if self.era == "stateless":
                 return rpc_error(
@@ -263,7 +298,7 @@ class McpEndpoint:
             self.sessions[sid] = version
             result = {
                 "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": CAPABILITIES,
                 "serverInfo": SERVER_INFO,
             }
             reply = self._ok(req, result)
@@ -278,10 +313,21 @@ class McpEndpoint:
             return Reply(202, headers=reply_headers)
         if req.method == "ping":
             reply = self._ok(req, {})
+        elif req.method == "logging/setLevel":
+            reply = self._set_level(req, req.session_id)
         else:
-            reply = await self._common(req)
+            reply = await self._common(req, link, rid)
         reply.headers.update(reply_headers)
         return reply
+
+    def _set_level(self, req: McpRequest, session_id: str) -> Reply:
+        """``logging/setLevel``: the session's tools log at that level and above from now on."""
+        level = (req.message.get("params") or {}).get("level")
+        problem = level_problem(level)
+        if problem is not None or not isinstance(level, str):
+            return client_error(INVALID_PARAMS, f"Invalid params: {problem}", req.id, 200)
+        self.log_levels[session_id] = level
+        return self._ok(req, {})
 
     def check_session(self, session_id: str | None) -> Reply | None:
         """The 400/404 reply for a missing or unknown transport session, or ``None`` when it is live."""
@@ -293,14 +339,14 @@ class McpEndpoint:
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         return None
 
-    async def _common(self, req: McpRequest) -> Reply:
+    async def _common(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
         if req.method == "tools/list":
             return self._ok(req, {"tools": [t.describe() for t in self.tools.values()]})
         if req.method == "tools/call":
-            return await self.call_tool(req)
+            return await self.call_tool(req, link, rid)
         return rpc_error(METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
 
-    async def call_tool(self, req: McpRequest) -> Reply:
+    async def call_tool(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
         """Check the call against the tool's input schema, then run the handler: a client's mistake
         is answered without calling it (an unknown tool, or arguments that are not an object: -32602,
         HTTP 400 in the stateless era and 200 in the session era, as the mcp SDK answers; arguments
@@ -328,18 +374,23 @@ class McpEndpoint:
             reply.error, reply.error_by = f"invalid arguments for tool {tool.name}: {problem}", "client"
             return reply
         kwargs, ignored = tool.keywords(arguments)
+        ctx: ToolContext | None = None
+        if tool.wants_context:
+            made = self._context(req, tool, link, rid)
+            if isinstance(made, Reply):
+                return made
+            ctx = kwargs["ctx"] = made
         try:
             value = await self._run_handler(tool, kwargs)
-        except ToolResultError as exc:
-            return self._ok(req, tool_result(str(exc), is_error=True))
-        except asyncio.TimeoutError:
-            paced = isinstance(tool, BuiltinTool) and tool.client_paced
-            text = f"tool {tool.name!r} did not finish within tool_timeout={self.tool_timeout:g} s"
-            if not paced:  # a handler that blocks or hangs: name it in the test
-                self.on_error(f"tool {tool.name}", ToolTimeoutError(f"{text}; raise Sidecar(tool_timeout=)"))
-            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
-            reply.error, reply.error_by = text, "client" if paced else "tool"
+        except (ToolResultError, ClientRequestError) as exc:
+            reply = self._ok(req, tool_result(str(exc), is_error=True))
+            if isinstance(exc, ClientRequestError):  # the client refused the tool's request
+                reply.error, reply.error_by = str(exc), "client"
             return reply
+        except Dropped:
+            raise
+        except asyncio.TimeoutError:
+            return self._timed_out(req, tool, ctx.awaiting if ctx is not None else None)
         except Exception as exc:  # a bug in the tool handler: answer like a real server, re-raise in the test
             self.on_error(f"tool {tool.name}", exc)
             reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
@@ -351,6 +402,47 @@ class McpEndpoint:
             reply.error = f"ignored argument(s) {names}: not in the input schema of tool {tool.name}"
             reply.error_by = "client"
         return reply
+
+    def _timed_out(self, req: McpRequest, tool: Tool, awaiting: str | None) -> Reply:
+        """A handler ran past ``tool_timeout``: the tool's bug, unless its duration is the client's
+        (``sleep``, or a handler awaiting the client's answer to ``awaiting``)."""
+        paced = (isinstance(tool, BuiltinTool) and tool.client_paced) or awaiting is not None
+        text = f"tool {tool.name!r} did not finish within tool_timeout={self.tool_timeout:g} s"
+        if awaiting is not None:
+            text += f" (it was awaiting the client's answer to `{awaiting}`)"
+        if not paced:  # a handler that blocks or hangs: name it in the test
+            self.on_error(f"tool {tool.name}", ToolTimeoutError(f"{text}; raise Sidecar(tool_timeout=)"))
+        reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
+        reply.error, reply.error_by = text, "client" if paced else "tool"
+        return reply
+
+    def _context(self, req: McpRequest, tool: Tool, link: Link | None, rid: int) -> ToolContext | Reply:
+        """The ``ctx`` of one call (its progress token, the logging level its client asked for), or
+        the error answer where there is no answer stream to send a tool's own messages on."""
+        if link is None or self.messages is None:
+            text = (
+                f"tool {tool.name} takes ctx (it sends the client messages of its own), which needs "
+                "the Streamable HTTP transport of the socket sidecar"
+            )
+            self.on_error(f"tool {tool.name}", ValueError(text))  # the test's set-up: name it in the test
+            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
+            reply.error, reply.error_by = text, "tool"
+            return reply
+        if req.era == "stateless":
+            level = req.meta.get(LOG_LEVEL_META)
+            headers: dict[str, str] = {}
+        else:
+            level = self.log_levels.get(req.session_id or "")
+            headers = {"Mcp-Session-Id": req.session_id} if req.session_id else {}
+        return ToolContext(
+            self.messages,
+            link,
+            rid=rid,
+            tool=tool.name,
+            headers=headers,
+            progress_token=req.meta.get("progressToken"),
+            log_level=level if level_problem(level) is None else None,
+        )
 
     async def _run_handler(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
         """Built-in sync handlers inline; other sync handlers on ``run_sync`` (off the loop) when
@@ -382,11 +474,13 @@ class McpEndpoint:
 
     def end_session(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
+        self.log_levels.pop(session_id, None)
         self.ended.add(session_id)
 
     def forget_all(self) -> None:
         self.ended.update(self.sessions)
         self.sessions.clear()
+        self.log_levels.clear()
 
     @staticmethod
     def _ok(req: McpRequest, result: dict[str, Any]) -> Reply:

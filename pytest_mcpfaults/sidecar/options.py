@@ -55,7 +55,7 @@ from pytest_mcpfaults.sidecar.option_text import (
     upstream_headers_text,
 )
 from pytest_mcpfaults.sidecar.stdio_upstream import check_upstream_command
-from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
+from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans import SpanRecorder
@@ -162,9 +162,12 @@ class SidecarOptions:
         (), help="extra tools (`Tool`) served beside the built-in sets.", backends=_BOTH
     )
     tool_sets: Sequence[str] = option(
-        TOOL_SETS, help="built-in tool sets: `'basic'` (echo, sleep), `'benchmark'` (list_tasks, "
-        "create_session, evaluate_session, delete_session).", flag="--tool-sets", parse=tool_sets_text,
-        metavar="SETS", cli_help=f"comma-separated built-in tool sets (default {','.join(TOOL_SETS)})",
+        DEFAULT_TOOL_SETS, help="built-in tool sets: `'basic'` (echo, sleep), `'benchmark'` (list_tasks, "
+        "create_session, evaluate_session, delete_session); `'client'` (ask_user, ask_model, list_roots, "
+        "ping_client, progress, log: tools that send the client requests and notifications, "
+        "[server requests](server-requests.md)) only when named.", flag="--tool-sets", parse=tool_sets_text,
+        metavar="SETS",
+        cli_help=f"comma-separated built-in tool sets (default {','.join(DEFAULT_TOOL_SETS)})",
         backends=_BOTH,
     )  # fmt: skip
     faults: Sequence[F.Fault | str] = option(

@@ -1,4 +1,6 @@
-"""Tools the sidecar serves: a registry, the ``basic`` set (echo, sleep) and the ``benchmark`` set.
+"""Tools the sidecar serves: a registry, the ``basic`` set (echo, sleep), the ``benchmark`` set and
+the ``client`` set (tools that send the client requests and notifications of their own:
+:mod:`pytest_mcpfaults.sidecar.client_tools`).
 
 The benchmark set is modelled on real exgentic MCP sidecars: benchmark sessions are created and
 deleted through tools, independently of the MCP transport session, and answer JSON text in
@@ -16,9 +18,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mcpfaults.sidecar.client_tools import CLIENT_TOOLS
 from pytest_mcpfaults.sidecar.schema import ArgumentCheck, argument_checker
 
 __all__ = [
+    "DEFAULT_TOOL_SETS",
     "TOOL_SETS",
     "BenchmarkSession",
     "BenchmarkSessions",
@@ -29,6 +33,8 @@ __all__ = [
 ]
 
 ToolHandler = Callable[..., Any] | Callable[..., Awaitable[Any]]
+#: The name of the handler parameter that gets the call's ``ToolContext``.
+CONTEXT = "ctx"
 
 
 class ToolResultError(Exception):
@@ -48,6 +54,12 @@ class Tool:
     returns a ``str`` (sent as text) or any JSON value (sent as JSON text in ``content[0].text``). On
     the socket sidecar a sync handler runs on a worker thread, off the shared loop; an async one runs
     on the loop and must not block it; both are bounded by the sidecar's ``tool_timeout``.
+
+    A handler with a parameter named ``ctx`` gets the call's
+    :class:`~pytest_mcpfaults.sidecar.outbound.ToolContext` there, to send the client requests
+    (``await ctx.elicit(...)``, ``ctx.sample``, ``ctx.list_roots``, ``ctx.ping``) and notifications
+    (``ctx.progress``, ``ctx.log``) on the call's own answer stream; such a handler must be
+    ``async def``, and its input schema cannot declare a ``ctx`` argument.
     """
 
     name: str
@@ -66,6 +78,24 @@ class Tool:
                 f'Tool {self.name!r}: input_schema must be a JSON Schema object with "type": "object" '
                 f"(e.g. {{'type': 'object', 'properties': {{}}}}), got {schema!r}"
             )
+        if self.wants_context:
+            if not self.is_async:
+                raise ValueError(
+                    f"Tool {self.name!r}: a handler taking ctx (the client messages of its call) must be "
+                    f"an async def: its ctx methods are awaited, got {self.handler!r}"
+                )
+            props = schema.get("properties")
+            if isinstance(props, Mapping) and CONTEXT in props:
+                raise ValueError(
+                    f"Tool {self.name!r}: input_schema declares an argument {CONTEXT!r}, the name of the "
+                    "handler's context parameter: rename the argument"
+                )
+
+    @functools.cached_property
+    def wants_context(self) -> bool:
+        """Whether the handler takes ``ctx`` (the call's ``ToolContext``)."""
+        accepts = self._accepts
+        return accepts is not None and CONTEXT in accepts[0]
 
     @functools.cached_property
     def is_async(self) -> bool:
@@ -108,7 +138,9 @@ class Tool:
             return dict(arguments), []
         kwargs, ignored = {}, []
         for key, value in arguments.items():
-            if key in declared or key in accepts[0]:
+            if key == CONTEXT and self.wants_context:  # the sidecar's, never the client's
+                ignored.append(key)
+            elif key in declared or key in accepts[0]:
                 kwargs[key] = value
             else:
                 ignored.append(key)
@@ -258,11 +290,17 @@ class BenchmarkSessions:
         ]
 
 
-TOOL_SETS = ("basic", "benchmark")
+#: Every built-in tool set; the sets served unless ``tool_sets=`` says otherwise.
+TOOL_SETS = ("basic", "benchmark", "client")
+DEFAULT_TOOL_SETS = ("basic", "benchmark")
 
 
-#: The basic set is stateless: one copy serves every sidecar (its handlers' facts cached once).
+#: The basic and client sets are stateless: one copy serves every sidecar (handlers' facts cached once).
 _BASIC_TOOLS = tuple(basic_tools())
+_CLIENT_TOOLS = tuple(
+    BuiltinTool(name, handler, schema, text, client_paced=paced)
+    for name, handler, schema, text, paced in CLIENT_TOOLS
+)
 
 
 def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> dict[str, Tool]:
@@ -271,4 +309,6 @@ def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> d
         tools += _BASIC_TOOLS
     if "benchmark" in tool_sets:
         tools += benchmark.tools()
+    if "client" in tool_sets:
+        tools += _CLIENT_TOOLS
     return {t.name: t for t in tools}

@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import threading
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
@@ -88,6 +89,17 @@ class _ChildTransport:
         await asyncio.sleep(seconds)
 
     async def event_stream(self) -> None:  # pragma: no cover - no GET stream over stdio
+        raise Dropped
+
+    async def send_message(self, message: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+        raise ValueError(
+            f"a tool's own {message.get('method')!r} (ctx) is not sent over stdio yet: use the socket "
+            "sidecar's Streamable HTTP transport"
+        )
+
+    async def await_answer(
+        self, answer: asyncio.Future[dict[str, Any]], what: str
+    ) -> None:  # pragma: no cover
         raise Dropped
 
 

@@ -24,7 +24,7 @@ from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, DEFAULT_TOOL_TIMEOUT
 from pytest_mcpfaults.sidecar.connection import Dying, effect_of
 from pytest_mcpfaults.sidecar.core import SidecarCore
-from pytest_mcpfaults.sidecar.tools import TOOL_SETS, Tool
+from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.channel import MCP_PATH, StdioChannel
@@ -73,7 +73,7 @@ class StdioServer(SidecarViews):
         faults: Sequence[F.Fault | str] = (),
         era: str = "session",
         tools: Iterable[Tool] = (),
-        tool_sets: Sequence[str] = TOOL_SETS,
+        tool_sets: Sequence[str] = DEFAULT_TOOL_SETS,
         patience: float | None = DEFAULT_PATIENCE,
         expect_hang: bool = False,
         service_url: str | None = None,

@@ -1,0 +1,267 @@
+"""What a tool sends the client on its own during its call: server-to-client requests
+(``sampling/createMessage``, ``elicitation/create``, ``roots/list``, ``ping``), whose answers it
+awaits, and notifications (``notifications/progress``, ``notifications/message``). Transport-free.
+
+A tool handler that takes a ``ctx`` parameter gets a :class:`ToolContext` for its call. As the
+2025-11-25 spec's Streamable HTTP transport says for messages related to a request, each message goes
+on the tool call's own answer: the call's ``POST`` is answered with an SSE stream (its status line
+and headers go out with the first message), the messages are events on it, and the result is its
+last event. The client POSTs its answer to a server request (``202 Accepted``), which
+:meth:`ServerMessages.answer` hands to the awaiting tool. Every message is journaled
+(:class:`~pytest_mcpfaults.sidecar.journal.ServerMessageRecord`): what was sent, when, the answer or
+none. The transport does the I/O (:class:`Link`): writing an event, and awaiting an answer bounded by
+the patience budget (a client that never answers is the patience verdict's "the client never answered
+the server's `elicitation/create`").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pytest_mcpfaults.sidecar.errors import Dropped
+
+__all__ = [
+    "LOG_LEVELS",
+    "SERVER_REQUESTS",
+    "ClientRequestError",
+    "Link",
+    "MessageLog",
+    "ServerMessages",
+    "ToolContext",
+    "level_problem",
+]
+
+#: The MCP logging levels, least severe first (RFC 5424's, as ``logging/setLevel`` takes them).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+#: The requests a tool can send the client (:meth:`ToolContext.request`).
+SERVER_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list", "ping")
+
+
+class ClientRequestError(Exception):
+    """The client answered a tool's request with a JSON-RPC error (``code``, ``message``). Left
+    uncaught in a tool handler it answers the call ``isError: true`` with its text, as
+    :class:`~pytest_mcpfaults.ToolResultError` does: the client's refusal is not the tool's bug."""
+
+    def __init__(self, method: str, code: Any, message: Any) -> None:
+        self.method, self.code, self.message = method, code, message
+        super().__init__(f"the client answered `{method}` with error {code}: {message}")
+
+
+class Link(Protocol):
+    """What only the transport can do for a tool call's own messages."""
+
+    async def send_message(self, message: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+        """Write ``message`` as one event on the call's answer stream, opening the stream (status 200,
+        ``text/event-stream``, ``headers``) with the first one."""
+
+    async def await_answer(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+        """Wait for ``answer``, bounded by the patience budget; raise
+        :class:`~pytest_mcpfaults.sidecar.errors.Dropped` when the budget runs out (a patience
+        violation naming ``what``) or the client goes away."""
+
+
+class MessageLog(Protocol):
+    """Where the messages are journaled (the sidecar's
+    :class:`~pytest_mcpfaults.sidecar.journal.Journal`; a protocol, as the journal's module imports
+    the MCP module, which imports this one)."""
+
+    def now(self) -> float: ...
+    def add_server_message(self, **fields: Any) -> int: ...
+    def update_server_message(self, seq: int, **fields: Any) -> object: ...
+
+
+def level_problem(level: Any) -> str | None:
+    """Why ``level`` is not an MCP logging level, or ``None``."""
+    if isinstance(level, str) and level in LOG_LEVELS:
+        return None
+    return f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}"
+
+
+class ServerMessages:
+    """One sidecar's requests to its clients that await an answer, by JSON-RPC id; journals every
+    message sent and every answer. Loop thread only."""
+
+    def __init__(self, journal: MessageLog) -> None:
+        self.journal = journal
+        self._pending: dict[str, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
+        self._next = 0
+
+    def new_request(
+        self, method: str, params: Any, rid: int, tool: str | None
+    ) -> tuple[str, int, asyncio.Future[dict[str, Any]]]:
+        """Journal a request about to be sent: its JSON-RPC id, journal ``seq`` and answer future."""
+        self._next += 1
+        mid = f"mcpfaults-{self._next}"
+        seq = self.journal.add_server_message(method=method, request_id=rid, tool=tool, params=params, id=mid)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[mid] = (seq, fut)
+        return mid, seq, fut
+
+    def notified(self, method: str, params: Any, rid: int, tool: str | None) -> None:
+        self.journal.add_server_message(
+            method=method, request_id=rid, tool=tool, params=params, outcome="sent"
+        )
+
+    def answer(self, message: Mapping[str, Any]) -> str | None:
+        """A client's JSON-RPC response, POSTed: hand it to the tool awaiting it and journal it.
+        Returns why it answers nothing (an unknown id, or one already answered or given up on), for
+        the journal (the client's), or ``None``."""
+        mid = message.get("id")
+        pending = self._pending.pop(mid, None) if isinstance(mid, str) else None
+        if pending is None:
+            return f"a response to no request the sidecar is awaiting (id {mid!r})"
+        seq, fut = pending
+        error = message.get("error")
+        outcome = "error" if "error" in message else "answered"
+        self.journal.update_server_message(
+            seq, outcome=outcome, answered_at=self.journal.now(), result=message.get("result"), error=error
+        )
+        if not fut.done():
+            fut.set_result(dict(message))
+        return None
+
+    def give_up(self, mid: str) -> None:
+        """The call ended without an answer to ``mid``: journal it unanswered."""
+        pending = self._pending.pop(mid, None)
+        if pending is not None:
+            self.journal.update_server_message(pending[0], outcome="unanswered")
+
+
+class ToolContext:
+    """What a tool handler that takes a ``ctx`` parameter gets for its call: send the client requests
+    and await their answers (:meth:`elicit`, :meth:`sample`, :meth:`list_roots`, :meth:`ping`,
+    :meth:`request`), and notifications (:meth:`progress`, :meth:`log`). Each goes on the call's own
+    answer stream and is journaled (``sidecar.journal.server_messages``). Its methods are coroutines:
+    a handler taking ``ctx`` is ``async def``.
+
+    ``progress_token``: the call's ``_meta.progressToken`` (``None``: the client asked for no
+    progress); ``log_level``: the least severe level the client asked for (``logging/setLevel`` in the
+    session era, ``_meta["io.modelcontextprotocol/logLevel"]`` in the stateless one; ``None``: no log
+    is sent)."""
+
+    def __init__(
+        self,
+        messages: ServerMessages,
+        link: Link,
+        *,
+        rid: int,
+        tool: str,
+        headers: Mapping[str, str],
+        progress_token: Any = None,
+        log_level: str | None = None,
+    ) -> None:
+        self._messages, self._link, self._rid, self.tool = messages, link, rid, tool
+        self._headers = dict(headers)
+        self.progress_token = progress_token
+        self.log_level = log_level
+        #: The method of the request whose answer the call awaits now (``None``: none).
+        self.awaiting: str | None = None
+
+    # -- requests ---------------------------------------------------------------------------------
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Send the client request ``method`` (one of :data:`SERVER_REQUESTS`) and return its result.
+        Raises :class:`ClientRequestError` if the client answers an error."""
+        if method not in SERVER_REQUESTS:
+            raise ValueError(
+                f"ToolContext.request: method must be one of {', '.join(SERVER_REQUESTS)}, got {method!r}"
+            )
+        if params is not None and not isinstance(params, Mapping):
+            raise ValueError(f"ToolContext.request: params must be a mapping or None, got {params!r}")
+        sent_at = self._messages.journal.now()
+        mid, _, fut = self._messages.new_request(method, params, self._rid, self.tool)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": mid, "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        what = f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool})"
+        self.awaiting = method
+        try:
+            await self._send(message)
+            await self._link.await_answer(fut, what)
+        finally:
+            self.awaiting = None
+            self._messages.give_up(mid)
+        answer = fut.result()
+        if "error" in answer:
+            err = answer["error"] if isinstance(answer["error"], Mapping) else {}
+            raise ClientRequestError(method, err.get("code"), err.get("message"))
+        return answer.get("result")
+
+    async def elicit(self, message: str, requested_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``elicitation/create`` (form mode): ask the user ``message``; the result
+        (``{"action": "accept", "content": {...}}``, or ``decline`` / ``cancel``)."""
+        schema = (
+            dict(requested_schema) if requested_schema is not None else {"type": "object", "properties": {}}
+        )
+        result = await self.request("elicitation/create", {"message": message, "requestedSchema": schema})
+        return result if isinstance(result, dict) else {}
+
+    async def sample(
+        self, prompt: str | Sequence[Mapping[str, Any]], *, max_tokens: int = 100, **params: Any
+    ) -> dict[str, Any]:
+        """``sampling/createMessage``: ask the client's model. ``prompt``: a user message's text, or the
+        ``messages`` list itself; ``params``: more of the request's params (``systemPrompt`` ...)."""
+        if isinstance(prompt, str):
+            messages: list[Any] = [{"role": "user", "content": {"type": "text", "text": prompt}}]
+        else:
+            messages = [dict(m) for m in prompt]
+        result = await self.request(
+            "sampling/createMessage", {"messages": messages, "maxTokens": max_tokens, **params}
+        )
+        return result if isinstance(result, dict) else {}
+
+    async def list_roots(self) -> list[dict[str, Any]]:
+        """``roots/list``: the client's roots (``[{"uri": "file:///...", "name": ...}]``)."""
+        result = await self.request("roots/list")
+        roots = result.get("roots") if isinstance(result, dict) else None
+        return list(roots) if isinstance(roots, list) else []
+
+    async def ping(self) -> None:
+        """``ping``: the client answers an empty result."""
+        await self.request("ping")
+
+    # -- notifications ----------------------------------------------------------------------------
+    async def notify(self, method: str, params: Mapping[str, Any]) -> None:
+        """Send the notification ``method`` as is (no check of whether the client asked for it)."""
+        self._messages.notified(method, dict(params), self._rid, self.tool)
+        await self._send({"jsonrpc": "2.0", "method": method, "params": dict(params)})
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
+        """``notifications/progress`` for the call, if the client asked for progress (a
+        ``progressToken``); whether it was sent."""
+        for name, value in (("progress", progress), ("total", total)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            ):
+                raise ValueError(f"ToolContext.progress: {name} must be a finite number, got {value!r}")
+        if self.progress_token is None:
+            return False
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+        return True
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> bool:
+        """``notifications/message`` at ``level`` (one of :data:`LOG_LEVELS`), if the client asked for
+        logs at that level or a less severe one; whether it was sent."""
+        problem = level_problem(level)
+        if problem is not None:
+            raise ValueError(f"ToolContext.log: {problem}")
+        if self.log_level is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
+            return False
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self.notify("notifications/message", params)
+        return True
+
+    async def _send(self, message: Mapping[str, Any]) -> None:
+        try:
+            await self._link.send_message(message, self._headers)
+        except ConnectionError as exc:  # the client went away: the call ends, not a bug of the tool
+            raise Dropped from exc
