@@ -34,6 +34,8 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_interop_sse",
         "test_legacy_sse",
         "test_mcp1_env",
+        "test_progress",
+        "test_server_requests",
     ),
     "inprocess": ("test_inprocess",),
     "proxy": ("test_cli_proxy", "test_proxy", "test_proxy_plugin", "test_stdio_upstream", "test_upstream"),
