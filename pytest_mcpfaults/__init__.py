@@ -56,6 +56,9 @@ if TYPE_CHECKING:
         BenchmarkSessions as BenchmarkSessions,
     )
     from pytest_mcpfaults.sidecar import (
+        ClientRequestError as ClientRequestError,
+    )
+    from pytest_mcpfaults.sidecar import (
         ConnectionRecord as ConnectionRecord,
     )
     from pytest_mcpfaults.sidecar import (
@@ -68,6 +71,9 @@ if TYPE_CHECKING:
         RequestRecord as RequestRecord,
     )
     from pytest_mcpfaults.sidecar import (
+        ServerMessageRecord as ServerMessageRecord,
+    )
+    from pytest_mcpfaults.sidecar import (
         Sidecar as Sidecar,
     )
     from pytest_mcpfaults.sidecar import (
@@ -75,6 +81,9 @@ if TYPE_CHECKING:
     )
     from pytest_mcpfaults.sidecar import (
         Tool as Tool,
+    )
+    from pytest_mcpfaults.sidecar import (
+        ToolContext as ToolContext,
     )
     from pytest_mcpfaults.sidecar import (
         ToolResultError as ToolResultError,
@@ -134,12 +143,14 @@ __all__ = [
     "BenchmarkSession",
     "BenchmarkSessions",
     "ChildRecord",
+    "ClientRequestError",
     "ConnectionRecord",
     "Journal",
     "PatienceViolation",
     "RecordedEvent",
     "RecordedSpan",
     "RequestRecord",
+    "ServerMessageRecord",
     "Sidecar",
     "SidecarError",
     "SidecarFactory",
@@ -151,6 +162,7 @@ __all__ = [
     "StdioServer",
     "StdioViolation",
     "Tool",
+    "ToolContext",
     "ToolResultError",
     "Trigger",
     "Violation",
@@ -186,13 +198,16 @@ _EXPORTS: dict[str, str] = {
     "format_violations": "pytest_mcpfaults.invariants",
     "BenchmarkSession": "pytest_mcpfaults.sidecar",
     "BenchmarkSessions": "pytest_mcpfaults.sidecar",
+    "ClientRequestError": "pytest_mcpfaults.sidecar",
     "ConnectionRecord": "pytest_mcpfaults.sidecar",
     "Journal": "pytest_mcpfaults.sidecar",
     "PatienceViolation": "pytest_mcpfaults.sidecar",
     "RequestRecord": "pytest_mcpfaults.sidecar",
+    "ServerMessageRecord": "pytest_mcpfaults.sidecar",
     "Sidecar": "pytest_mcpfaults.sidecar",
     "SidecarError": "pytest_mcpfaults.sidecar",
     "Tool": "pytest_mcpfaults.sidecar",
+    "ToolContext": "pytest_mcpfaults.sidecar",
     "ToolResultError": "pytest_mcpfaults.sidecar",
     "SidecarFactory": "pytest_mcpfaults.sidecar.factory",
     "StdioServer": "pytest_mcpfaults.stdio.server",

@@ -39,6 +39,8 @@ __all__ = [
     "InsufficientScope",
     "JsonRpcError",
     "MalformedJson",
+    "NotificationFlood",
+    "ProgressThenStall",
     "Reset",
     "SessionExpired",
     "Stall",
@@ -433,6 +435,64 @@ class EndlessSse(_Blocking):
     needs_sockets: ClassVar[str | None] = (
         "it keeps a connection checked out with an event stream that never ends"
     )
+
+
+# -- messages of the sidecar's own, before the answer ------------------------------------------------
+
+_NOT_CLEANUP = (
+    "it sends notifications on a request's answer stream: aimed at a tools/call (with a progressToken), "
+    "not at the session's cleanup call, where it is a hang or a plain answer"
+)
+
+
+@dataclass(frozen=True)
+class ProgressThenStall(_Blocking):
+    """Answer a request as an SSE stream, report progress ``count`` times (``notifications/progress``
+    with the request's ``progressToken``, ``interval`` seconds apart; none when it carries no token),
+    then hold: the work seems to be going on, and the answer never comes. A client that resets its
+    timeout on progress still gives up (or waits for ever); patience bounds it."""
+
+    phase: ClassVar[Phase] = "connection"
+    kind: ClassVar[str] = "progress_then_stall"
+    default_target: ClassVar[str] = "tools/call"
+    shrink_rank: ClassVar[int] = 195
+    draws: ClassVar[Mapping[str, Draw]] = {"count": range(4), "interval": (0.0, 0.01)}
+    needs_sockets: ClassVar[str | None] = "it keeps an answer stream open after its progress notifications"
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _NOT_CLEANUP
+    held_wording: ClassVar[str | None] = "the answer to {request}"
+    held_headline: ClassVar[str | None] = (
+        "{what}, which reported progress and then went quiet ({bytes_sent} bytes sent: the status line "
+        "and the progress notifications, never the result), and never closed the connection"
+    )
+    count: int = 3
+    interval: float = 0.0
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_count("ProgressThenStall", "count", self.count)
+        check_seconds("ProgressThenStall", "interval", self.interval)
+
+
+@dataclass(frozen=True)
+class NotificationFlood(Fault):
+    """Answer a request as an SSE stream whose ``count`` notifications come first, as fast as the
+    connection takes them (``notifications/progress`` when the request carries a ``progressToken``,
+    else ``notifications/message`` at ``info``, whatever level the client asked for), then the normal
+    answer: a client that handles each on its read path, or logs each, falls behind."""
+
+    phase: ClassVar[Phase] = "connection"
+    kind: ClassVar[str] = "notification_flood"
+    default_target: ClassVar[str] = "tools/call"
+    shrink_rank: ClassVar[int] = 185
+    draws: ClassVar[Mapping[str, Draw]] = {"count": (1, 10, 100)}
+    needs_sockets: ClassVar[str | None] = "it streams notifications on a live answer stream"
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _NOT_CLEANUP
+    count: int = 1000
+
+    def _validate(self) -> None:
+        check_count("NotificationFlood", "count", self.count, minimum=1)
 
 
 # -- protocol-level answers ----------------------------------------------------------------------

@@ -17,6 +17,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_faults_answers",
         "test_faults_bodies",
         "test_faults_health",
+        "test_faults_notifications",
         "test_faults_process",
         "test_faults_triggers",
         "test_incidents",

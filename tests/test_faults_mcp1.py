@@ -305,6 +305,47 @@ async def test_mcp1_endless_sse() -> None:
         assert request(sc, "POST tools/call echo").hold == "client_closed"
 
 
+async def test_mcp1_progress_then_stall() -> None:
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    fault = "progress_then_stall(count=3,interval=0.05)@tool:echo"
+    with anyio.fail_after(LIMIT), Sidecar(faults=[fault], patience=0.5) as sc:
+        async with session(sc) as s:
+            with anyio.move_on_after(0.5 + HANG) as scope:  # patience cuts the stream at 0.5 s ...
+                await s.call_tool(*ECHO, progress_callback=on_progress)
+            assert scope.cancelled_caught  # ... and the call never returns
+        assert seen == [1, 2, 3]
+        assert request(sc, "POST tools/call echo").hold == "patience"
+    seen.clear()
+    with (
+        anyio.fail_after(LIMIT),
+        Sidecar(faults=["progress_then_stall(count=20,interval=0.05)@tool:echo"]) as sc,
+    ):
+        async with session(sc, read_timeout=0.3) as s:
+            with pytest.raises(McpError, match=TIMED_OUT):  # progress every 0.05 s does not reset it
+                await s.call_tool(*ECHO, progress_callback=on_progress)
+        assert 1 <= len(seen) < 20
+        assert deleted(sc)
+
+
+async def test_mcp1_notification_flood() -> None:
+    logs: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+
+    with anyio.fail_after(LIMIT), Sidecar(faults=["notification_flood(count=300)@tool:echo"]) as sc:
+        async with streamablehttp_client(sc.mcp_url) as (read, write, _):  # noqa: SIM117
+            async with ClientSession(read, write, logging_callback=on_log) as s:
+                await s.initialize()
+                assert text(await s.call_tool(*ECHO)) == "hi"  # the answer, after the flood
+        assert len(logs) == 300 and logs[-1].data == "notification 300 of 300"
+        assert len(sc.journal.server_messages) == 300
+
+
 async def test_mcp1_jsonrpc_error() -> None:
     fault = 'jsonrpc_error(code=-32001,message="backend exploded")@tools/call'
     with anyio.fail_after(LIMIT), Sidecar(faults=[fault]) as sc:

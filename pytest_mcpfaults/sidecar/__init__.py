@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.journal import Journal as Journal
     from pytest_mcpfaults.sidecar.journal import PatienceViolation as PatienceViolation
     from pytest_mcpfaults.sidecar.journal import RequestRecord as RequestRecord
+    from pytest_mcpfaults.sidecar.journal import ServerMessageRecord as ServerMessageRecord
+    from pytest_mcpfaults.sidecar.outbound import ClientRequestError as ClientRequestError
+    from pytest_mcpfaults.sidecar.outbound import ToolContext as ToolContext
     from pytest_mcpfaults.sidecar.server import Sidecar as Sidecar
     from pytest_mcpfaults.sidecar.tools import BenchmarkSession as BenchmarkSession
     from pytest_mcpfaults.sidecar.tools import BenchmarkSessions as BenchmarkSessions
@@ -26,26 +29,32 @@ if TYPE_CHECKING:
 __all__ = [
     "BenchmarkSession",
     "BenchmarkSessions",
+    "ClientRequestError",
     "ConnectionRecord",
     "Journal",
     "PatienceViolation",
     "RequestRecord",
+    "ServerMessageRecord",
     "Sidecar",
     "SidecarError",
     "Tool",
+    "ToolContext",
     "ToolResultError",
 ]
 
 _EXPORTS: dict[str, str] = {
     "BenchmarkSession": "pytest_mcpfaults.sidecar.tools",
     "BenchmarkSessions": "pytest_mcpfaults.sidecar.tools",
+    "ClientRequestError": "pytest_mcpfaults.sidecar.outbound",
     "ConnectionRecord": "pytest_mcpfaults.sidecar.journal",
     "Journal": "pytest_mcpfaults.sidecar.journal",
     "PatienceViolation": "pytest_mcpfaults.sidecar.journal",
     "RequestRecord": "pytest_mcpfaults.sidecar.journal",
+    "ServerMessageRecord": "pytest_mcpfaults.sidecar.journal",
     "Sidecar": "pytest_mcpfaults.sidecar.server",
     "SidecarError": "pytest_mcpfaults.sidecar.errors",
     "Tool": "pytest_mcpfaults.sidecar.tools",
+    "ToolContext": "pytest_mcpfaults.sidecar.outbound",
     "ToolResultError": "pytest_mcpfaults.sidecar.tools",
 }
 

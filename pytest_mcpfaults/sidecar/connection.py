@@ -16,7 +16,7 @@ from functools import singledispatch
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.routing import jitter
 
-__all__ = ["Dying", "Effect", "Holding", "Pausing", "effect_of"]
+__all__ = ["Dying", "Effect", "Holding", "Notifying", "Pausing", "effect_of"]
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,19 @@ class Pausing:
     after: bool = False
 
 
-Effect = Dying | Holding | Pausing
-"""A connection-phase effect: :class:`Dying`, :class:`Holding` or :class:`Pausing`."""
+@dataclass(frozen=True)
+class Notifying:
+    """Before the answer, ``count`` notifications on the request's answer stream (progress when the
+    request carries a token, else log messages), ``interval`` seconds apart; then, if ``holds``, the
+    request is held (until release, teardown or patience)."""
+
+    count: int
+    interval: float = 0.0
+    holds: bool = False
+
+
+Effect = Dying | Holding | Pausing | Notifying
+"""A connection-phase effect: :class:`Dying`, :class:`Holding`, :class:`Pausing` or :class:`Notifying`."""
 
 
 @singledispatch
@@ -71,3 +82,13 @@ def _hang(fault: F.Hang, fired: int = 0) -> Effect | None:
 @effect_of.register
 def _delay(fault: F.Delay, fired: int = 0) -> Effect | None:
     return Pausing(fault.seconds + jitter(fault, fired), fault.after)  # the nth firing, the nth jitter
+
+
+@effect_of.register
+def _progress_then_stall(fault: F.ProgressThenStall, fired: int = 0) -> Effect | None:
+    return Notifying(fault.count, fault.interval, holds=True)
+
+
+@effect_of.register
+def _flood(fault: F.NotificationFlood, fired: int = 0) -> Effect | None:
+    return Notifying(fault.count)

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth import AuthServer, challenge_error
 from pytest_mcpfaults.sidecar.body import shape_of
-from pytest_mcpfaults.sidecar.connection import Dying, Holding, Pausing, effect_of
+from pytest_mcpfaults.sidecar.connection import Dying, Holding, Notifying, Pausing, effect_of
 from pytest_mcpfaults.sidecar.errors import Dropped, SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.legacy_sse import (
@@ -36,7 +36,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
     serves_streamable,
 )
 from pytest_mcpfaults.sidecar.mcp import Era, McpEndpoint, Reply, client_error, encode
-from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages
+from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.sidecar.routing import (
     PlanEntry,
     RequestInfo,
@@ -338,6 +338,8 @@ class SidecarCore:
                     pause_after = late
                 case Pausing(seconds=late):
                     await transport.pause(late)
+                case Notifying() as notifying:
+                    await self._notify(rid, info, transport, notifying, fault, legacy is not None)
             reply = self._forced_reply(fault, info)
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
@@ -448,6 +450,29 @@ class SidecarCore:
         if answer.grant is not None or answer.issued is not None:
             self.journal.update_request(rid, grant=answer.grant, issued=answer.issued)
         return answer.reply
+
+    async def _notify(
+        self,
+        rid: int,
+        info: RequestInfo,
+        transport: Transport,
+        effect: Notifying,
+        fault: F.Fault,
+        legacy: bool,
+    ) -> None:
+        """A fault's notifications before the answer, on the request's answer stream, then its hold.
+        None on a legacy POST (answered 202; its reply goes on the session's stream) nor in proxy mode
+        (the upstream's answer is relayed as it comes): there the fault only holds."""
+        m = info.mcp
+        if m is not None and not legacy and self.upstream is None:
+            headers = {"Mcp-Session-Id": m.session_id} if m.era == "session" and m.session_id else {}
+            await notify_before(
+                self.server_messages, transport, rid=rid, tool=m.tool, headers=headers,
+                token=m.meta.get("progressToken"), count=effect.count, interval=effect.interval,
+                logs=not effect.holds,
+            )  # fmt: skip
+        if effect.holds:
+            await transport.hold(fault)
 
     def _journal_classified(self, rid: int, info: RequestInfo, session_header: str | None) -> None:
         if info.mcp is not None:

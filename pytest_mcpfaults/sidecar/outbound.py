@@ -32,6 +32,7 @@ __all__ = [
     "ServerMessages",
     "ToolContext",
     "level_problem",
+    "notify_before",
 ]
 
 #: The MCP logging levels, least severe first (RFC 5424's, as ``logging/setLevel`` takes them).
@@ -265,3 +266,33 @@ class ToolContext:
             await self._link.send_message(message, self._headers)
         except ConnectionError as exc:  # the client went away: the call ends, not a bug of the tool
             raise Dropped from exc
+
+
+async def notify_before(
+    messages: ServerMessages,
+    link: Link,
+    *,
+    rid: int,
+    tool: str | None,
+    headers: Mapping[str, str],
+    token: Any,
+    count: int,
+    interval: float = 0.0,
+    logs: bool = False,
+) -> None:
+    """A fault's notifications before a request's answer (``progress_then_stall``,
+    ``notification_flood``): ``count`` of them, ``interval`` seconds apart, on its answer stream:
+    ``notifications/progress`` with ``token``, or without a token ``notifications/message`` at
+    ``info`` when ``logs`` (else none). Journaled as the tools' own are."""
+    if token is None and not logs:
+        return
+    for i in range(1, count + 1):
+        if i > 1 and interval:
+            await asyncio.sleep(interval)
+        if token is not None:
+            method, params = "notifications/progress", {"progressToken": token, "progress": i}
+        else:
+            data = f"notification {i} of {count}"
+            method, params = "notifications/message", {"level": "info", "data": data, "logger": "mcpfaults"}
+        messages.notified(method, params, rid, tool)
+        await link.send_message({"jsonrpc": "2.0", "method": method, "params": params}, headers)

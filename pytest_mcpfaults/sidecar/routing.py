@@ -135,6 +135,8 @@ def _applies_to_tool_calls(fault: F.Fault, info: RequestInfo) -> bool:
 
 @applies.register(F.SessionExpired)
 @applies.register(F.JsonRpcError)
+@applies.register(F.ProgressThenStall)
+@applies.register(F.NotificationFlood)
 def _applies_to_requests(fault: F.Fault, info: RequestInfo) -> bool:
     return info.mcp is not None and not info.mcp.is_notification
 
