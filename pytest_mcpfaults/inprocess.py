@@ -434,6 +434,12 @@ class _Exchange:
     ) -> None:  # pragma: no cover
         raise UnsupportedInProcess("a tool's own requests need the socket sidecar")
 
+    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+        raise UnsupportedInProcess(
+            "a tool's own requests (input rounds of the stateless era) need the socket sidecar: the "
+            "in-process backend keeps no handler suspended between requests"
+        )
+
 
 async def _on_sidecar_loop(pending: Awaitable[Any]) -> Any:
     """Await an async tool handler on the sidecar loop thread (bounded at 60 s): the in-process

@@ -1,8 +1,9 @@
-"""Server-to-client requests from tools, with the mcp 2.x client in the session era: the ``client``
-tool set and a user tool's ``ctx`` send ``elicitation/create``, ``sampling/createMessage``,
-``roots/list`` and ``ping`` on the tool call's own SSE answer stream, await the answer the client
-POSTs, and journal both; a client without the callback answers an error the tool gets; a client that
-never answers is a patience violation whose headline names the server's request, within the budget.
+"""Server-to-client requests from tools, with the mcp 2.x client in both eras: the ``client`` tool set
+and a user tool's ``ctx`` send ``elicitation/create``, ``sampling/createMessage``, ``roots/list`` and
+``ping`` on the tool call's own SSE answer stream (session era) or as the input requests of an
+``input_required`` result the client retries (stateless era, SEP-2322), await the answer, and journal
+both; a client without the callback answers an error the tool gets (session era); a client that never
+answers is a patience violation whose headline names the server's request, within the budget.
 """
 
 from __future__ import annotations
@@ -242,3 +243,102 @@ def test_the_in_process_backend_names_why_a_ctx_tool_cannot_run_there() -> None:
     with pytest.raises(SidecarError, match="needs the socket sidecar"):
         run()
     assert answers[0]["result"]["isError"] is True
+
+
+# -- the stateless era: input rounds (SEP-2322) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("tool", "arguments", "method", "answer"), CALLS[:3], ids=[c[0] for c in CALLS[:3]])
+async def test_stateless_each_request_is_an_input_round_the_client_retries(
+    tool: str, arguments: dict[str, Any], method: str, answer: dict[str, Any]
+) -> None:
+    with Sidecar(tool_sets=CLIENT_SETS) as sc:
+        async with Client(
+            sc.mcp_url, elicitation_callback=_elicit, sampling_callback=_sample, list_roots_callback=_roots
+        ) as client:
+            result = await client.call_tool(tool, arguments)
+        sc.wait_idle(5)
+    assert not result.is_error, _text(result)
+    assert json.loads(_text(result)) == answer
+    first, retry = [r for r in sc.requests if r.tool == tool]
+    assert first.era == retry.era == "stateless" and first.status == retry.status == 200
+    (sent,) = sc.journal.server_messages
+    assert (sent.method, sent.request_id, sent.outcome, sent.result) == (method, first.id, "answered", answer)
+    assert first.ended_at is not None and first.ended_at <= (sent.answered_at or 0) <= (retry.ended_at or 0)
+    assert sc.errors == []
+
+
+async def test_stateless_rounds_carry_on_where_the_handler_left_off() -> None:
+    progress: list[float] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append(p)
+
+    async def two(ctx: ToolContext) -> str:
+        await ctx.progress(1, 3)
+        first = await ctx.elicit("one?")
+        await ctx.progress(2, 3)  # on the retry's answer stream
+        second = await ctx.elicit("two?")
+        await ctx.progress(3, 3)
+        return f"{first['content']['answer']} / {second['content']['answer']}"
+
+    with Sidecar(tools=[Tool("two", two, {"type": "object"})]) as sc:
+        async with Client(sc.mcp_url, elicitation_callback=_elicit) as client:
+            result = await client.call_tool("two", {}, progress_callback=on_progress)
+        sc.wait_idle(5)
+    assert _text(result) == "yes to one? / yes to two?"
+    assert progress == [1, 2, 3]
+    calls = [r.id for r in sc.requests if r.tool == "two"]
+    assert len(calls) == 3  # the call, then one retry per round
+    sent = [(m.method, m.request_id) for m in sc.journal.server_messages]
+    assert sent == [
+        ("notifications/progress", calls[0]),
+        ("elicitation/create", calls[0]),
+        ("notifications/progress", calls[1]),
+        ("elicitation/create", calls[1]),
+        ("notifications/progress", calls[2]),
+    ]
+
+
+async def test_stateless_ping_does_not_exist_and_the_tool_says_so() -> None:
+    with Sidecar(tool_sets=CLIENT_SETS) as sc:
+        async with Client(sc.mcp_url) as client:
+            result = await client.call_tool("ping_client", {})
+    assert result.is_error
+    assert _text(result).startswith("`ping` does not exist in the stateless era (2026-07-28)")
+    assert sc.journal.server_messages.records == () and sc.errors == []
+
+
+async def test_stateless_a_client_that_never_answers_gets_the_verdict_within_the_budget() -> None:
+    budget = 0.5
+    with Sidecar(tool_sets=CLIENT_SETS, patience=budget) as sc:
+        async with Client(sc.mcp_url, elicitation_callback=_never) as client:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(client.call_tool("ask_user", {"message": "proceed?"}), budget + 1.0)
+            (v,) = sc.patience_violations  # recorded at the budget, while the harness still waited
+        sc.wait_idle(5)
+    (sent,) = sc.journal.server_messages
+    assert v.describe() == (
+        f"the client never answered the server's `elicitation/create` (sent at {sent.sent_at:.1f} s during "
+        "tools/call ask_user, as an input request of its input_required result): it did not retry the call "
+        "with the answer within 0.5 s (the whole budget), and the tool is still waiting for it"
+    )
+    assert "nothing held (the client's retry never came), so nothing was aborted" in v.details()
+    assert v.request.hold is None and v.request.status == 200
+    assert sent.outcome == "unanswered"
+
+
+def test_stateless_a_retry_naming_no_round_is_invalid_params() -> None:
+    with Sidecar(tool_sets=CLIENT_SETS) as sc:
+        params = {"name": "ask_user", "arguments": {"message": "q"}, "requestState": "nope"}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+                   "Mcp-Method": "tools/call", "Mcp-Name": "ask_user"}  # fmt: skip
+        resp = httpx.post(sc.mcp_url, json=call, headers=headers)
+    assert resp.status_code == 400
+    assert resp.json()["error"] == {
+        "code": -32602,
+        "message": "Invalid params: requestState 'nope' names no input round of this server (unknown, or "
+        "answered already)",
+    }
+    assert sc.requests[-1].error_by == "client"

@@ -290,6 +290,11 @@ class PatienceViolation:
         if era is not None:
             v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
         r, b = v.request, f"{self.budget:g} s"
+        if self.awaiting is not None and r.hold != "patience":  # a stateless-era input round
+            return (
+                f"the client never answered {self.awaiting}: it did not retry the call with the answer "
+                f"within {b} (the whole budget), and the tool is still waiting for it"
+            )
         if self.awaiting is not None:
             return (
                 f"the client never answered {self.awaiting}: it waited {b} (the whole budget) with the "
@@ -321,6 +326,12 @@ class PatienceViolation:
     def details(self) -> str:
         """Which fault held it, which budget ran out, and what happened to the connection."""
         source = "its fault's patience=" if self.budget_from == "fault" else "the sidecar's patience"
+        if self.awaiting is not None and self.request.hold != "patience":
+            return (
+                f"no fault: the tool awaited the client's answer to its `{self.fault}`, which the call's "
+                f"input_required result asked for; the {self.budget:g} s budget ({source}) ran out with "
+                "nothing held (the client's retry never came), so nothing was aborted"
+            )
         if self.awaiting is not None:
             return (
                 f"no fault: the tool awaited the client's answer to its `{self.fault}`; when the "

@@ -119,6 +119,23 @@ class _Exchange:
         journal.add_violation(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
         raise Dropped
 
+    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+        budget = self.listener.options.patience
+        if budget is None:
+            return
+        task = asyncio.ensure_future(self._watch_round(answer, what, budget))
+        self.listener.tasks.add(task)  # cancelled at stop()
+        task.add_done_callback(self.listener.tasks.discard)
+
+    async def _watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str, budget: float) -> None:
+        await asyncio.wait((answer,), timeout=budget)
+        if answer.done():
+            return
+        journal, method = self.listener.journal, what.split("`")[1]
+        expected = bool(self.listener.options.expect_hang)
+        rec = journal.request(self.rid)
+        journal.add_violation(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
+
     async def finish_stream(self, answer: core.Answer) -> web.StreamResponse:
         """Send the reply as the last event of the answer stream a tool's own messages opened, shaped
         by the answer's body fault (from the event's first byte), and end the stream."""
@@ -219,6 +236,7 @@ class SocketListener:
 
     async def stop(self) -> None:
         self.core.state = "stopped"
+        self.core.mcp.rounds.forget()
         await self.close_listener()
         self.end_holds("teardown")
         for fut in self.streams:

@@ -23,10 +23,12 @@ from pytest_mcpfaults.sidecar.errors import Dropped
 from pytest_mcpfaults.sidecar.outbound import (
     ClientRequestError,
     Link,
+    NotInThisEra,
     ServerMessages,
     ToolContext,
     level_problem,
 )
+from pytest_mcpfaults.sidecar.rounds import InputRounds
 from pytest_mcpfaults.sidecar.timeouts import within
 from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolResultError
 
@@ -209,6 +211,7 @@ class McpEndpoint:
         self.get_stream = get_stream
         self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
         self.log_levels: dict[str, str] = {}  # session id -> the level its logging/setLevel asked for
+        self.rounds = InputRounds()  # stateless-era tool calls awaiting the client's retry
         self.ended: set[str] = set()
 
     # -- parsing ---------------------------------------------------------------------------
@@ -276,7 +279,7 @@ class McpEndpoint:
             return rpc_error(METHOD_NOT_FOUND, "Method not found: ping (removed in 2026-07-28)", req.id)
         reply = await self._common(req, link, rid)
         if isinstance(reply.payload, dict) and isinstance(reply.payload.get("result"), dict):
-            reply.payload["result"]["resultType"] = "complete"
+            reply.payload["result"].setdefault("resultType", "complete")
             if req.method == "tools/list":
                 reply.payload["result"].update(cacheScope="private", ttlMs=0)
         return reply
@@ -357,6 +360,8 @@ class McpEndpoint:
         tool = self.tools.get(req.tool or "")
         if tool is None:
             return client_error(INVALID_PARAMS, f"Unknown tool: {params.get('name')}", req.id, status)
+        if req.era == "stateless" and params.get("requestState") is not None:
+            return await self._resume(req, tool, params, link, rid)
         arguments = params.get("arguments", {})
         if arguments is None:
             arguments = {}
@@ -380,9 +385,62 @@ class McpEndpoint:
             if isinstance(made, Reply):
                 return made
             ctx = kwargs["ctx"] = made
+        if ctx is not None and ctx.stateless:
+            assert link is not None
+            reply = await self._round(
+                req, tool, ctx, asyncio.ensure_future(self._run_handler(tool, kwargs)), link
+            )
+        else:
+            reply = await self._outcome(req, tool, ctx, self._run_handler(tool, kwargs))
+        if ignored and reply.error_by is None:
+            names = ", ".join(map(repr, ignored))
+            reply.error = f"ignored argument(s) {names}: not in the input schema of tool {tool.name}"
+            reply.error_by = "client"
+        return reply
+
+    async def _round(
+        self, req: McpRequest, tool: Tool, ctx: ToolContext, task: asyncio.Future[Any], link: Link
+    ) -> Reply:
+        """A stateless-era call with ``ctx``: its outcome, or the input round it asks the client for."""
         try:
-            value = await self._run_handler(tool, kwargs)
-        except (ToolResultError, ClientRequestError) as exc:
+            asked = await self.rounds.next(task, ctx, link)
+        except Exception as exc:  # the transport cannot keep a round (in-process)
+            task.cancel()
+            self.on_error(f"tool {tool.name}", exc)
+            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
+            reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
+            return reply
+        if asked is not None:
+            return self._ok(req, asked)
+        return await self._outcome(req, tool, ctx, task)
+
+    async def _resume(
+        self, req: McpRequest, tool: Tool, params: Mapping[str, Any], link: Link | None, rid: int
+    ) -> Reply:
+        """A stateless-era retry carrying ``requestState``: the suspended call goes on with its
+        ``inputResponses``, to its outcome or its next round."""
+        if link is None or self.messages is None:
+            return client_error(
+                INVALID_PARAMS, "Invalid params: requestState names no input round", req.id, 400
+            )
+        retry = self._context(req, tool, link, rid)
+        assert isinstance(retry, ToolContext)  # link and messages are there
+        resumed = self.rounds.resume(
+            params.get("requestState"), tool.name, params.get("inputResponses"), self.messages, retry
+        )
+        if isinstance(resumed, str):
+            return client_error(INVALID_PARAMS, f"Invalid params: {resumed}", req.id, 400)
+        task, ctx = resumed
+        return await self._round(req, tool, ctx, task, link)
+
+    async def _outcome(
+        self, req: McpRequest, tool: Tool, ctx: ToolContext | None, run: Awaitable[Any]
+    ) -> Reply:
+        """The handler's outcome as the call's answer: its value, ``isError`` for a
+        :class:`ToolResultError` or the client's refusal, a time-out, or a bug re-raised in the test."""
+        try:
+            value = await run
+        except (ToolResultError, ClientRequestError, NotInThisEra) as exc:
             reply = self._ok(req, tool_result(str(exc), is_error=True))
             if isinstance(exc, ClientRequestError):  # the client refused the tool's request
                 reply.error, reply.error_by = str(exc), "client"
@@ -396,12 +454,7 @@ class McpEndpoint:
             reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
             reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
             return reply
-        reply = self._ok(req, tool_result(value))
-        if ignored:
-            names = ", ".join(map(repr, ignored))
-            reply.error = f"ignored argument(s) {names}: not in the input schema of tool {tool.name}"
-            reply.error_by = "client"
-        return reply
+        return self._ok(req, tool_result(value))
 
     def _timed_out(self, req: McpRequest, tool: Tool, awaiting: str | None) -> Reply:
         """A handler ran past ``tool_timeout``: the tool's bug, unless its duration is the client's
@@ -442,6 +495,7 @@ class McpEndpoint:
             headers=headers,
             progress_token=req.meta.get("progressToken"),
             log_level=level if level_problem(level) is None else None,
+            stateless=req.era == "stateless",
         )
 
     async def _run_handler(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
@@ -481,6 +535,7 @@ class McpEndpoint:
         self.ended.update(self.sessions)
         self.sessions.clear()
         self.log_levels.clear()
+        self.rounds.forget()
 
     @staticmethod
     def _ok(req: McpRequest, result: dict[str, Any]) -> Reply:

@@ -29,6 +29,7 @@ __all__ = [
     "ClientRequestError",
     "Link",
     "MessageLog",
+    "NotInThisEra",
     "ServerMessages",
     "ToolContext",
     "level_problem",
@@ -39,6 +40,8 @@ __all__ = [
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 #: The requests a tool can send the client (:meth:`ToolContext.request`).
 SERVER_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list", "ping")
+#: Those the stateless era (2026-07-28) has, as input requests of an ``InputRequiredResult``.
+INPUT_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list")
 
 
 class ClientRequestError(Exception):
@@ -49,6 +52,11 @@ class ClientRequestError(Exception):
     def __init__(self, method: str, code: Any, message: Any) -> None:
         self.method, self.code, self.message = method, code, message
         super().__init__(f"the client answered `{method}` with error {code}: {message}")
+
+
+class NotInThisEra(Exception):
+    """A tool asked for what the call's protocol era does not have (``ping`` in the stateless era).
+    Left uncaught it answers the call ``isError: true`` with its text."""
 
 
 class Link(Protocol):
@@ -62,6 +70,11 @@ class Link(Protocol):
         """Wait for ``answer``, bounded by the patience budget; raise
         :class:`~pytest_mcpfaults.sidecar.errors.Dropped` when the budget runs out (a patience
         violation naming ``what``) or the client goes away."""
+
+    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+        """A stateless-era input round was answered ``input_required``: unless ``answer`` (the client's
+        retry) comes within the patience budget, record a patience violation naming ``what`` (nothing
+        is held, so nothing is cut)."""
 
 
 class MessageLog(Protocol):
@@ -153,13 +166,30 @@ class ToolContext:
         headers: Mapping[str, str],
         progress_token: Any = None,
         log_level: str | None = None,
+        stateless: bool = False,
     ) -> None:
         self._messages, self._link, self._rid, self.tool = messages, link, rid, tool
         self._headers = dict(headers)
         self.progress_token = progress_token
         self.log_level = log_level
+        #: The stateless era: requests are input rounds (:mod:`~pytest_mcpfaults.sidecar.rounds`).
+        self.stateless = stateless
         #: The method of the request whose answer the call awaits now (``None``: none).
         self.awaiting: str | None = None
+        self._inputs: asyncio.Queue[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]] = (
+            asyncio.Queue()
+        )
+
+    async def next_input(self) -> tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]:
+        """The next input request of a stateless-era call: its key, the request, the future its answer
+        goes to, and the request worded for a verdict."""
+        return await self._inputs.get()
+
+    def rebind(self, retry: ToolContext) -> None:
+        """A stateless-era call resumed by a retry, whose own context is ``retry``: later messages go
+        on the retry's stream, with its ``progressToken`` and logging level."""
+        self._link, self._rid = retry._link, retry._rid
+        self.progress_token, self.log_level = retry.progress_token, retry.log_level
 
     # -- requests ---------------------------------------------------------------------------------
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
@@ -172,15 +202,28 @@ class ToolContext:
         if params is not None and not isinstance(params, Mapping):
             raise ValueError(f"ToolContext.request: params must be a mapping or None, got {params!r}")
         sent_at = self._messages.journal.now()
+        if self.stateless and method not in INPUT_REQUESTS:
+            raise NotInThisEra(
+                f"`{method}` does not exist in the stateless era (2026-07-28): a tool there can ask the "
+                f"client only for {', '.join(INPUT_REQUESTS)} (as input requests)"
+            )
         mid, _, fut = self._messages.new_request(method, params, self._rid, self.tool)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": mid, "method": method}
-        if params is not None:
-            message["params"] = dict(params)
-        what = f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool})"
         self.awaiting = method
         try:
-            await self._send(message)
-            await self._link.await_answer(fut, what)
+            if self.stateless:  # an input round: answered input_required, resumed by the client's retry
+                what = (
+                    f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool}, as an "
+                    "input request of its input_required result)"
+                )
+                self._inputs.put_nowait((mid, {"method": method, "params": dict(params or {})}, fut, what))
+                await fut
+            else:
+                message: dict[str, Any] = {"jsonrpc": "2.0", "id": mid, "method": method}
+                if params is not None:
+                    message["params"] = dict(params)
+                await self._send(message)
+                what = f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool})"
+                await self._link.await_answer(fut, what)
         finally:
             self.awaiting = None
             self._messages.give_up(mid)

@@ -72,12 +72,16 @@ def _peer(sc: Watched, conn_id: int) -> str:
 
 def _hint(sc: Watched, v: PatienceViolation) -> str:
     if v.awaiting is not None:  # the harness's own part: it never answered the tool's request
+        without = (
+            "a client without the callback raises at once and never retries, so the tool never hears"
+            if v.request.era == "stateless"
+            else "a client without the callback answers an error at once, which the tool gets"
+        )
         return (
             f"the harness received the server's `{v.fault}` and never answered it: answer every request a "
             "server sends, within a bound of your own (mcp 2.x: a Client(elicitation_callback=..., "
-            "sampling_callback=..., list_roots_callback=...) that returns, or declines, in time; a client "
-            "without the callback answers an error at once, which the tool gets), and bound the call "
-            "itself (call_tool(..., read_timeout_seconds=...))"
+            f"sampling_callback=..., list_roots_callback=...) that returns, or declines, in time; "
+            f"{without}), and bound the call itself (call_tool(..., read_timeout_seconds=...))"
         )
     return patience_hint(v.request, mcp_path=sc.mcp_path, budget=v.budget)
 

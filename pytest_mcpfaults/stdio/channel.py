@@ -102,6 +102,9 @@ class _ChildTransport:
     ) -> None:  # pragma: no cover
         raise Dropped
 
+    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+        raise ValueError("a tool's own requests are not sent over stdio yet: use the socket sidecar")
+
 
 class StdioChannel:
     """The test-process side of every child of one stdio server (see the module docstring)."""
