@@ -150,3 +150,94 @@ def test_mcp1_call_that_never_returns_fails_in_about_the_budget_without_an_outsi
             data = json.loads(line[line.index("DURATION {") + len("DURATION ") :])
             durations[data["name"]] = data["duration"]
     assert 2.0 - 0.1 <= durations["test_langchain_style_call_never_returns"] < 6.0, durations
+
+
+# -- the tool's own requests and notifications (docs/server-requests.md, docs/progress.md) ------------
+
+
+async def test_mcp1_answers_each_server_request_and_gets_progress_and_logs() -> None:
+    from mcp import types
+
+    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"answer": "ok"})
+
+    async def sample(context: object, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        text = types.TextContent(type="text", text="m")
+        return types.CreateMessageResult(role="assistant", content=text, model="stub")
+
+    async def roots(context: object) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///w", name="w")])  # type: ignore[arg-type]
+
+    progress: list[float] = []
+    levels: list[str] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append(p)
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        levels.append(params.level)
+
+    with Sidecar(tool_sets=("basic", "client")) as sc:
+        async with streamablehttp_client(sc.mcp_url) as (read, write, _):  # noqa: SIM117
+            async with ClientSession(
+                read, write, elicitation_callback=elicit, sampling_callback=sample, list_roots_callback=roots,
+                logging_callback=on_log,
+            ) as session:  # fmt: skip
+                await session.initialize()
+                texts = [
+                    (await session.call_tool(name, args)).content[0].text  # type: ignore[union-attr]
+                    for name, args in [
+                        ("ask_user", {"message": "q"}),
+                        ("ask_model", {"prompt": "p"}),
+                        ("list_roots", {}),
+                        ("ping_client", {}),
+                    ]
+                ]
+                await session.set_logging_level("warning")
+                await session.call_tool("log", {"level": "info", "message": "quiet"})
+                await session.call_tool("log", {"level": "error", "message": "loud"})
+                await session.call_tool("progress", {"steps": 2}, progress_callback=on_progress)
+        sc.wait_idle(5)
+    assert texts == [
+        '{"action": "accept", "content": {"answer": "ok"}}',
+        '{"role": "assistant", "content": {"type": "text", "text": "m"}, "model": "stub"}',
+        '{"roots": [{"uri": "file:///w", "name": "w"}]}',
+        "pong",
+    ]
+    assert levels == ["error"] and progress == [1, 2]
+    requests = sc.journal.server_messages.requests()
+    assert [(m.method, m.outcome) for m in requests] == [
+        ("elicitation/create", "answered"),
+        ("sampling/createMessage", "answered"),
+        ("roots/list", "answered"),
+        ("ping", "answered"),
+    ]
+
+
+async def test_mcp1_without_the_callback_refuses_and_one_that_never_answers_is_cut_by_patience() -> None:
+    import asyncio
+
+    import anyio
+    from mcp import types
+
+    with Sidecar(tool_sets=("basic", "client")) as sc:
+        async with streamablehttp_client(sc.mcp_url) as (read, write, _):  # noqa: SIM117
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("ask_user", {"message": "q"})
+    assert result.isError
+    assert result.content[0].text.endswith("Elicitation not supported")  # type: ignore[union-attr]
+
+    async def never(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    with Sidecar(tool_sets=("basic", "client"), patience=0.5) as sc:
+        async with streamablehttp_client(sc.mcp_url) as (read, write, _):  # noqa: SIM117
+            async with ClientSession(read, write, elicitation_callback=never) as session:
+                await session.initialize()
+                with anyio.move_on_after(2.0) as scope:  # patience cuts the stream at 0.5 s ...
+                    await session.call_tool("ask_user", {"message": "q"})
+                assert scope.cancelled_caught  # ... and mcp 1.x's call never returns
+        (v,) = sc.patience_violations
+    assert v.describe().startswith("the client never answered the server's `elicitation/create`")

@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HANGS = ROOT / "docs" / "examples" / "hangs_test.py"
+SERVER_REQUESTS = ROOT / "docs" / "examples" / "server_requests_test.py"
 
 # Prints each test's record so the outer test can read what the CI report reads.
 RECORD_CONFTEST = """
@@ -112,27 +113,79 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
     )
 
 
-def _assert_docs_quote_is_the_real_output(result: pytest.RunResult, first: str, last: str) -> None:
-    """docs/hangs.md quotes the verdicts of the docs examples (from ``first`` to the line starting
-    ``last``); each must match what runs (ports, times, paths and connection numbers aside)."""
+def _assert_docs_quote_is_the_real_output(
+    result: pytest.RunResult, first: str, last: str, page_name: str = "hangs.md"
+) -> None:
+    """docs/hangs.md (or ``page_name``) quotes the verdicts of the docs examples (from ``first`` to the
+    line starting ``last``); each must match what runs (ports, times, paths and connection numbers
+    aside)."""
     out = result.stdout.lines
     start = next(i for i, line in enumerate(out) if line.startswith(first))
     end = next(i for i in range(start, len(out)) if out[i].startswith(last))
     actual = "\n".join(out[start : end + 1])
-    page = (ROOT / "docs" / "hangs.md").read_text()
+    page = (ROOT / "docs" / page_name).read_text()
     quoted = re.search(rf"```text\n({re.escape(first)}.*?\n{re.escape(last)}[^\n]*)\n```", page, re.S)
-    assert quoted is not None, f"docs/hangs.md must quote the verdict {first!r} in a ```text block"
+    assert quoted is not None, f"docs/{page_name} must quote the verdict {first!r} in a ```text block"
 
     def norm(text: str) -> str:
         text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
         text = re.sub(r'File "[^"]*", line \d+', 'File "F", line N', text)
         text = re.sub(r"\d+\.\d{3} ?s\b", "N.NNNs", text)
         text = re.sub(r"#\d+", "#N", text)
+        text = re.sub(r"sent at \d+\.\d s", "sent at N.N s", text)
+        text = re.sub(r"bytes=\d+|\(\d+ bytes sent\)", "BYTES", text)
         text = re.sub(r"python-httpx2/[\w.]+", "python-httpx2/V", text)
         text = re.sub(r"MCP-Protocol-Version [\w-]+", "MCP-Protocol-Version V", text)
         return re.sub(r"[ ]+", " ", text)
 
     assert norm(quoted.group(1)) == norm(actual)
+
+
+# -- mcp 2.x, a harness that never answers the tool's elicitation/create ------------------------------
+
+
+def test_docs_example_a_harness_that_never_answers_fails_in_the_budget_with_the_headline(
+    pytester: pytest.Pytester,
+) -> None:
+    """The harness with an elicitation callback that never returns fails in about the budget (1 s) plus
+    the interrupt's grace, with the headline naming the server's request; the ones that answer (or
+    refuse at once) pass."""
+    pytester.makeconftest(RECORD_CONFTEST)
+    path = pytester.path / "test_server_requests_doc.py"
+    path.write_text(SERVER_REQUESTS.read_text())
+    result = _run(pytester, "--runxfail", "--durations=0", "--durations-min=0", str(path))
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_harness_that_never_answers _*",
+            "PatienceError: 1 held request outlived the patience budget at http://127.0.0.1:*:",
+            "1. the client never answered the server's `elicitation/create` (sent at *.* s during tools/call "
+            "ask_user): it waited 1 s (the whole budget) with the tool call's answer stream open (* bytes "
+            "sent) and never closed it*",
+            "   no fault: the tool awaited the client's answer to its `elicitation/create`; when the 1 s "
+            "budget (the sidecar's patience) ran out the sidecar aborted connection #* (RST)*",
+            "   hint: the harness received the server's `elicitation/create` and never answered it*",
+            "FAILED test_server_requests_doc.py::test_harness_that_never_answers*",
+        ]
+    )
+    (took,) = [
+        float(line.split("s", 1)[0])
+        for line in result.outlines
+        if re.match(r"[\d.]+s call .*::test_harness_that_never_answers$", line)
+    ]
+    assert took < 1.0 + 1.0 + 1.5  # the budget, the interrupt's grace, a margin: not the client's 300 s
+    records = _records(result)
+    (never,) = records["test_harness_that_never_answers"]
+    assert (never["request"], never["fault"], never["budget"]) == (
+        "POST tools/call ask_user",
+        "elicitation/create",
+        1.0,
+    )
+    assert str(never["message"]).startswith("the client never answered the server's `elicitation/create`")
+    assert all(records[name] == [] for name in records if name != "test_harness_that_never_answers")
+    _assert_docs_quote_is_the_real_output(
+        result, "PatienceError: 1 held", "Bound the client", "server-requests.md"
+    )
 
 
 # -- mcp 2.x, a stalled tools/call body ----------------------------------------------------------------
