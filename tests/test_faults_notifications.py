@@ -140,6 +140,16 @@ async def test_notification_flood_with_a_progress_token_floods_progress() -> Non
     assert progress.seen == list(range(1, 101))
 
 
+async def test_a_bounded_journal_keeps_its_limit_of_server_messages_too() -> None:
+    with Sidecar(faults=["notification_flood(count=300)@tool:echo"]) as sc:
+        sc.journal.set_limit(50)
+        async with Client(sc.mcp_url) as client:
+            await client.call_tool("echo", {"text": "x"})
+    kept = sc.journal.server_messages.records
+    assert len(kept) == 50 and sc.journal.server_messages.dropped == 250
+    assert [m.seq for m in kept] == list(range(250, 300))  # the newest, their seq never reused
+
+
 def test_the_kinds_refuse_bad_parameters_naming_them() -> None:
     with pytest.raises(ValueError, match="ProgressThenStall: count must be a non-negative integer"):
         ProgressThenStall(count=-1)

@@ -360,8 +360,7 @@ def answered(r: RequestRecord) -> Answered:
     return "partial"
 
 
-_R = TypeVar("_R", RequestRecord, ConnectionRecord)
-_Record = TypeVar("_Record", RequestRecord, ConnectionRecord, ServerMessageRecord)
+_R = TypeVar("_R", RequestRecord, ConnectionRecord, ServerMessageRecord)
 _FIELDS: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in dataclasses.fields(cls))
     for cls in (RequestRecord, ConnectionRecord, ServerMessageRecord)
@@ -374,6 +373,10 @@ def _request_done(rec: RequestRecord) -> bool:
 
 def _connection_closed(rec: ConnectionRecord) -> bool:
     return rec.closed_at is not None
+
+
+def _settled_message(rec: ServerMessageRecord) -> bool:
+    return rec.outcome is not None
 
 
 def _drop_oldest(store: dict[int, _R], limit: int, done: Callable[[_R], bool]) -> int:
@@ -393,7 +396,7 @@ def _drop_oldest(store: dict[int, _R], limit: int, done: Callable[[_R], bool]) -
     return len(drop)
 
 
-def _replace(record: _Record, fields: Mapping[str, Any]) -> _Record:
+def _replace(record: _R, fields: Mapping[str, Any]) -> _R:
     """``dataclasses.replace`` for the journal's records, without re-running ``__init__`` (a journal
     write happens several times per request, on the sidecar's hot path). Unknown fields still raise."""
     unknown = fields.keys() - _FIELDS[type(record)]
@@ -408,31 +411,46 @@ def _replace(record: _Record, fields: Mapping[str, Any]) -> _Record:
 class ServerMessageLog:
     """The :class:`ServerMessageRecord` records of one journal (``journal.server_messages``), in the order
     they were sent: iterate it, or read :attr:`records` / :meth:`requests`. Shares the journal's lock,
-    so the journal's waits wake on its writes. Never trimmed (a bounded journal's limit counts
-    requests and connections)."""
+    so the journal's waits wake on its writes. A bounded journal (:meth:`Journal.set_limit`) keeps at
+    most its limit of them too, dropping the oldest settled ones (a request still awaiting its answer
+    is kept) and counting them in :attr:`dropped`; a ``seq`` is never reused."""
 
     def __init__(self, cond: threading.Condition, now: Callable[[], float]) -> None:
         self._cond, self.now = cond, now
-        self._records: list[ServerMessageRecord] = []
+        self._records: dict[int, ServerMessageRecord] = {}
+        self._next = 0
+        self.limit: int | None = None
+        self.dropped = 0
 
     def add_server_message(self, **fields: Any) -> int:
         """A message sent now (the fields of a :class:`ServerMessageRecord`); its ``seq``."""
         with self._cond:
-            seq = len(self._records)
-            self._records.append(ServerMessageRecord(seq=seq, sent_at=self.now(), **fields))
+            seq = self._next
+            self._next += 1
+            self._records[seq] = ServerMessageRecord(seq=seq, sent_at=self.now(), **fields)
+            self.trim()
             self._cond.notify_all()
             return seq
 
-    def update_server_message(self, seq: int, **fields: Any) -> ServerMessageRecord:
+    def trim(self) -> None:
+        """Drop the oldest settled records beyond :attr:`limit`."""
+        if self.limit is not None:
+            self.dropped += _drop_oldest(self._records, self.limit, _settled_message)
+
+    def update_server_message(self, seq: int, **fields: Any) -> ServerMessageRecord | None:
+        """Update record ``seq`` (``None``: it was dropped from a bounded journal)."""
         with self._cond:
-            rec = self._records[seq] = _replace(self._records[seq], fields)
+            old = self._records.get(seq)
+            if old is None:
+                return None
+            rec = self._records[seq] = _replace(old, fields)
             self._cond.notify_all()
             return rec
 
     @property
     def records(self) -> tuple[ServerMessageRecord, ...]:
         with self._cond:
-            return tuple(self._records)
+            return tuple(self._records.values())
 
     def requests(self, method: str | None = None) -> tuple[ServerMessageRecord, ...]:
         """The server-to-client requests sent (of ``method``, if given), not the notifications."""
@@ -519,11 +537,11 @@ class Journal:
         events.notify("sidecar")
 
     def set_limit(self, limit: int | None) -> None:
-        """Keep at most ``limit`` requests and connections (``None``: keep everything)."""
+        """Keep at most ``limit`` requests, connections and server messages (``None``: keep everything)."""
         if limit is not None and not is_count(limit, minimum=1):
             raise ValueError(f"Journal: limit must be a positive integer or None, got {limit!r}")
         with self._cond:
-            self.limit = limit
+            self.limit = self.server_messages.limit = limit
             self._trim()
 
     def now(self) -> float:
@@ -535,6 +553,7 @@ class Journal:
             return
         self.dropped_requests += _drop_oldest(self._requests, self.limit, _request_done)
         self.dropped_connections += _drop_oldest(self._conns, self.limit, _connection_closed)
+        self.server_messages.trim()
 
     # -- writers (loop thread) ---------------------------------------------------------------
     def add_request(self, **fields: Any) -> int:
