@@ -342,3 +342,20 @@ def test_stateless_a_retry_naming_no_round_is_invalid_params() -> None:
         "answered already)",
     }
     assert sc.requests[-1].error_by == "client"
+
+
+async def test_the_legacy_sse_transport_names_why_a_ctx_tool_cannot_run_there() -> None:
+    from mcp.client.session import ClientSession
+    from mcp.client.sse import sse_client
+
+    results: list[types.CallToolResult] = []
+
+    async def run() -> None:
+        with Sidecar(transport="sse", tool_sets=CLIENT_SETS) as sc:
+            async with sse_client(sc.sse_url) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                results.append(await session.call_tool("ping_client", {}))
+
+    with pytest.raises(SidecarError, match="needs the Streamable HTTP transport of the socket sidecar"):
+        await run()
+    assert results[0].is_error
