@@ -35,7 +35,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
     serves_legacy,
     serves_streamable,
 )
-from pytest_mcpfaults.sidecar.mcp import Era, McpEndpoint, Reply, client_error, encode
+from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error, encode
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.sidecar.routing import (
     PlanEntry,
@@ -146,7 +146,8 @@ class SidecarCore:
     endpoint runs user tool handlers), ``upstream`` (proxy mode), and ``transport`` with ``sse_path`` /
     ``messages_path`` (which MCP transports are served: Streamable HTTP on ``mcp_path``, the legacy
     HTTP+SSE transport on its two paths, or both), ``auth`` (the sidecar as an OAuth-protected
-    resource: its :class:`~pytest_mcpfaults.sidecar.auth.AuthServer`, or ``None``).
+    resource: its :class:`~pytest_mcpfaults.sidecar.auth.AuthServer`, or ``None``), ``source`` (replay:
+    a cassette's answers).
     """
 
     def __init__(
@@ -171,6 +172,7 @@ class SidecarCore:
         sse_path: str = "/sse",
         messages_path: str = "/messages",
         auth: AuthServer | None = None,
+        source: AnswerSource | None = None,
     ) -> None:
         self.mcp_path, self.health_path = mcp_path, health_path
         self.transport = transport
@@ -203,6 +205,7 @@ class SidecarCore:
             run_sync=run_sync,
             run_async=run_async,
             messages=self.server_messages,
+            source=source,
         )
         self.state: SidecarState = "new"
         self.freeze_fault: F.Fault = FREEZE

@@ -17,7 +17,7 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from pytest_mcpfaults.sidecar.errors import Dropped
 from pytest_mcpfaults.sidecar.outbound import (
@@ -36,6 +36,7 @@ __all__ = [
     "ERAS",
     "HANDSHAKE_VERSIONS",
     "MODERN_VERSIONS",
+    "AnswerSource",
     "Era",
     "ErrorBy",
     "McpEndpoint",
@@ -178,6 +179,24 @@ def _modern_version(headers: Mapping[str, str], message: Mapping[str, Any]) -> b
     return isinstance(meta, dict) and meta.get("io.modelcontextprotocol/protocolVersion") in MODERN_VERSIONS
 
 
+class AnswerSource(Protocol):
+    """Where a replaying sidecar's answers come from (a cassette: :mod:`pytest_mcpfaults.cassette.replay`):
+    the server it describes in ``initialize`` / ``server/discover``, and the recorded response to a
+    request other than the endpoint's own (``initialize``, ``ping``, ``tools/list``, notifications)."""
+
+    server_info: Mapping[str, Any]
+    capabilities: Mapping[str, Any]
+    instructions: str | None
+
+    def answer(self, req: McpRequest) -> dict[str, Any]:
+        """The recorded JSON-RPC response to ``req`` (its ``result`` or ``error`` is used); a
+        ``ValueError`` whose message says why when there is none."""
+
+
+#: JSON-RPC code of a replaying sidecar's answer to a request its cassette has no answer for.
+NOT_RECORDED = -32603
+
+
 class ToolTimeoutError(TimeoutError):
     """A tool handler ran past the sidecar's ``tool_timeout`` (re-raised in the test, naming the tool)."""
 
@@ -200,9 +219,11 @@ class McpEndpoint:
         run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
         run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
         messages: ServerMessages | None = None,
+        source: AnswerSource | None = None,
     ) -> None:
         self.era = era
         self.messages = messages
+        self.source = source
         self.on_error = on_error
         self.tool_timeout = tool_timeout
         self.run_sync = run_sync
@@ -268,12 +289,14 @@ class McpEndpoint:
         if req.method == "server/discover":
             result: dict[str, Any] = {
                 "supportedVersions": list(MODERN_VERSIONS),
-                "capabilities": CAPABILITIES,
+                "capabilities": self._capabilities(),
                 "cacheScope": "private",
                 "ttlMs": 0,
                 "resultType": "complete",
-                "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO},
+                "_meta": {"io.modelcontextprotocol/serverInfo": self._server_info()},
             }
+            if self.source is not None and self.source.instructions is not None:
+                result["instructions"] = self.source.instructions
             return self._ok(req, result)
         if req.method == "ping":
             return rpc_error(METHOD_NOT_FOUND, "Method not found: ping (removed in 2026-07-28)", req.id)
@@ -301,9 +324,11 @@ class McpEndpoint:
             self.sessions[sid] = version
             result = {
                 "protocolVersion": version,
-                "capabilities": CAPABILITIES,
-                "serverInfo": SERVER_INFO,
+                "capabilities": self._capabilities(),
+                "serverInfo": self._server_info(),
             }
+            if self.source is not None and self.source.instructions is not None:
+                result["instructions"] = self.source.instructions
             reply = self._ok(req, result)
             reply.headers["Mcp-Session-Id"] = sid
             return reply
@@ -347,7 +372,38 @@ class McpEndpoint:
             return self._ok(req, {"tools": [t.describe() for t in self.tools.values()]})
         if req.method == "tools/call":
             return await self.call_tool(req, link, rid)
+        if self.source is not None:
+            return self.recorded(req)
         return rpc_error(METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+
+    def _capabilities(self) -> dict[str, Any]:
+        if self.source is not None:
+            return dict(self.source.capabilities)
+        return dict(CAPABILITIES)
+
+    def _server_info(self) -> Mapping[str, Any]:
+        return self.source.server_info if self.source is not None else SERVER_INFO
+
+    def recorded(self, req: McpRequest) -> Reply:
+        """A replaying sidecar's answer: the recorded response to ``req`` with the client's id, or, for
+        a request the cassette has no answer for, a JSON-RPC error saying why, also re-raised in the
+        test (the test fails with that message at teardown)."""
+        assert self.source is not None
+        try:
+            message = self.source.answer(req)
+        except ValueError as exc:
+            self.on_error("cassette", exc)
+            reply = rpc_error(NOT_RECORDED, str(exc), req.id)
+            reply.error, reply.error_by = str(exc), "client"
+            return reply
+        if "error" in message:
+            return Reply(200, {"jsonrpc": "2.0", "id": req.id, "error": message["error"]})
+        result = message.get("result")
+        result = result if isinstance(result, dict) else {}
+        if req.era == "session":  # recorded in the stateless era: framed for the session era
+            for key in ("resultType", "cacheScope", "ttlMs"):
+                result.pop(key, None)
+        return self._ok(req, result)
 
     async def call_tool(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
         """Check the call against the tool's input schema, then run the handler: a client's mistake
@@ -378,6 +434,8 @@ class McpEndpoint:
             reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {problem}", is_error=True))
             reply.error, reply.error_by = f"invalid arguments for tool {tool.name}: {problem}", "client"
             return reply
+        if self.source is not None:  # replay: the recorded server's answer, no handler runs
+            return self.recorded(req)
         kwargs, ignored = tool.keywords(arguments)
         ctx: ToolContext | None = None
         if tool.wants_context:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.cassette.checks import RECORD_MODES, check_cassette_options
 from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH
 from pytest_mcpfaults.sidecar.auth import check_auth, check_auth_plan
 from pytest_mcpfaults.sidecar.config import (
@@ -58,6 +59,7 @@ from pytest_mcpfaults.sidecar.stdio_upstream import check_upstream_command
 from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 
 if TYPE_CHECKING:
+    from pytest_mcpfaults.cassette.redact import Redactor
     from pytest_mcpfaults.spans import SpanRecorder
 
 __all__ = [
@@ -297,6 +299,43 @@ class SidecarOptions:
         cli_help="require bearer tokens on the MCP endpoint: 'oauth' (the sidecar issues them: "
         "client_credentials and refresh_token grants) or comma-separated accepted tokens",
     )  # fmt: skip
+    record: str | None = option(
+        None, help="proxy mode (`upstream=`): record every exchange with the upstream into this cassette "
+        "file, written when the sidecar stops (docs/cassettes.md). Secrets are redacted.", flag="--record",
+        metavar="PATH", cli_help="proxy mode: record the upstream's answers into this cassette file "
+        "(written at exit); replay it later with --cassette",
+    )  # fmt: skip
+    record_mode: str = option(
+        "all", help="how `record=` writes: `'all'` (this run's exchanges, in place of the file's) or "
+        "`'new_episodes'` (the file's, then this run's that match none of them).", flag="--record-mode",
+        choices=RECORD_MODES, cli_help="with --record: all (overwrite, default) or new_episodes (add the "
+        "new exchanges to the cassette)",
+    )  # fmt: skip
+    record_redact: Redactor | None = option(  # noqa: RUF009 (ruff cannot see the annotation's type)
+        None, help="with `record=`: called with each exchange (its JSON object, already redacted of "
+        "secrets) before it is written; returns it changed, or `None` to leave it out."
+    )  # fmt: skip
+    cassette: str | None = option(
+        None, help="replay this cassette file offline: its recorded tools are the sidecar's, its recorded "
+        "answers answer matching requests, with every fault on top (docs/cassettes.md). Not with "
+        "`upstream`.", flag="--cassette", metavar="PATH",
+        cli_help="replay this cassette (recorded with --record) instead of the fake's tools, offline",
+    )  # fmt: skip
+    cassette_ignore: Sequence[str] = option(
+        (), help="with `cassette=`: argument (or param) names not compared when matching a request to a "
+        "recorded one.", flag="--cassette-ignore", metavar="NAME", repeat=True, collect=tuple,
+        cli_help="with --cassette: an argument name not compared when matching (repeatable)",
+    )  # fmt: skip
+    cassette_order: bool = option(
+        False, help="with `cassette=`: answer in recorded order: a request must match the first recorded "
+        "exchange of its method and tool not yet played.", flag="--cassette-order",
+        cli_help="with --cassette: match requests in recorded order",
+    )  # fmt: skip
+    cassette_once: bool = option(
+        False, help="with `cassette=`: give each recorded answer once (by default, once every match was "
+        "played, the last one answers again).", flag="--cassette-once",
+        cli_help="with --cassette: each recorded answer is given once; a repeat is unmatched",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         """Every check, in the order the arguments depend on each other; then the values narrowed
@@ -326,12 +365,19 @@ class SidecarOptions:
                 f"Sidecar: auth={self.auth!r} is for the fake's own Streamable HTTP endpoint: not with "
                 "upstream= / upstream_command= (proxy mode) nor with transport='sse' or 'both'"
             )
+        cassettes = check_cassette_options(
+            cassette=self.cassette, record=self.record, record_mode=self.record_mode,
+            record_redact=self.record_redact, cassette_ignore=self.cassette_ignore,
+            cassette_order=self.cassette_order, cassette_once=self.cassette_once, upstream=self.upstream,
+            upstream_command=command, tools=self.tools, transport=transport,
+        )  # fmt: skip
         plan = F.as_plan(self.faults)
         F.check_transport(plan, "http", "Sidecar faults=")
         check_auth_plan(plan, auth, "Sidecar faults=")
         for name, value in (
             ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
             ("faults", plan), ("upstream_headers", dict(self.upstream_headers or {})), ("auth", auth),
+            *cassettes.items(),
         ):  # fmt: skip
             object.__setattr__(self, name, value)
 

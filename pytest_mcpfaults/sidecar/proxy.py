@@ -35,6 +35,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.cassette.recorder import Pending, Recorder
 from pytest_mcpfaults.sidecar.core import Answer, Incoming
 from pytest_mcpfaults.sidecar.inject import Delivery, deliver
 from pytest_mcpfaults.sidecar.journal import Journal, RequestFields
@@ -60,6 +61,7 @@ class Relayed(Reply):
     forced: Reply | None = None
     mid: Any = None
     sent_at: float = 0.0
+    recording: Pending | None = None
 
 
 class Proxy:
@@ -67,9 +69,17 @@ class Proxy:
     answers. Loop thread only."""
 
     def __init__(
-        self, upstream: Upstream, *, era: Era, upstream_health: str | None, endpoint: McpEndpoint
+        self,
+        upstream: Upstream,
+        *,
+        era: Era,
+        upstream_health: str | None,
+        endpoint: McpEndpoint,
+        recorder: Recorder | None = None,
     ) -> None:
         self.upstream = upstream
+        #: ``record=``: the cassette every exchange with the upstream on the MCP endpoint is recorded into.
+        self.recorder = recorder
         self.era = era
         self.upstream_health = upstream_health
         # The core's MCP endpoint keeps the transport sessions (those the upstream assigned, so that
@@ -126,7 +136,22 @@ class Proxy:
         except UpstreamError as exc:
             return self._gateway_error(exc, mid, sent)
         self._track(incoming, resp)
-        return Relayed(resp.status, sse=resp.sse, response=resp, forced=forced, mid=mid, sent_at=sent)
+        relayed = Relayed(resp.status, sse=resp.sse, response=resp, forced=forced, mid=mid, sent_at=sent)
+        if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
+            relayed.recording = self._record(incoming, info, resp)
+        return relayed
+
+    def _record(self, incoming: Incoming, info: RequestInfo, resp: UpstreamResponse) -> Pending:
+        """Start recording this exchange: the recorder is fed the upstream's body as it is read."""
+        assert self.recorder is not None
+        m = info.mcp
+        pending = self.recorder.start(
+            incoming.method, incoming.headers, m.message if m is not None else None,
+            m.era if m is not None else "session", status=resp.status, response_headers=resp.headers,
+            content_type=resp.content_type, sent_at=resp.sent_at, headers_at=resp.headers_at,
+        )  # fmt: skip
+        resp.tap = pending.feed
+        return pending
 
     def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
         """Keep the endpoint's sessions as the upstream assigns and ends them."""
@@ -210,6 +235,9 @@ class Proxy:
         finally:
             self.upstream.done(resp)
             _journal_upstream_end(journal, rid, resp)
+            if reply.recording is not None and self.recorder is not None:
+                whole = resp.failure is None and resp.at_eof
+                self.recorder.finish(reply.recording, complete=whole)
 
     async def close(self) -> None:
         """Close the upstream client: every upstream connection (bounded)."""

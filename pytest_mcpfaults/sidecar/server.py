@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING, Any, cast
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.cassette.fileformat import read_cassette
+from pytest_mcpfaults.cassette.matching import Rules
+from pytest_mcpfaults.cassette.recorder import Recorder
+from pytest_mcpfaults.cassette.replay import Replay
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
@@ -87,13 +91,19 @@ class Sidecar(SidecarWaits):
             else None
         )
         service_url = opts.service_url
+        replay: Replay | None = None
+        if opts.cassette is not None:
+            rules = Rules(frozenset(opts.cassette_ignore), opts.cassette_order, not opts.cassette_once)
+            replay = Replay(read_cassette(opts.cassette), rules)
+        self.replay = replay
         sidecar_core = core.SidecarCore(
             mcp_path=opts.mcp_path,
             health_path=opts.health_path,
             era=self.era,
             reply=self.reply,
-            tools=opts.tools,
-            tool_sets=opts.tool_sets,
+            tools=opts.tools if replay is None else replay.tools.values(),
+            tool_sets=opts.tool_sets if replay is None else (),
+            source=replay,
             faults=cast("tuple[F.Fault, ...]", opts.faults),  # parsed by SidecarOptions
             get_stream=opts.get_stream,
             allowed_origins=opts.allowed_origins,
@@ -112,9 +122,19 @@ class Sidecar(SidecarWaits):
             ),
         )
         self._proxy: Proxy | None = None
+        self.recorder: Recorder | None = None
         if upstream_client is not None:
+            if opts.record is not None:
+                self.recorder = Recorder(
+                    opts.record, upstream=upstream_client.url, redact=opts.record_redact,
+                    merge=opts.record_mode == "new_episodes",
+                )  # fmt: skip
             self._proxy = Proxy(
-                upstream_client, era=self.era, upstream_health=opts.upstream_health, endpoint=sidecar_core.mcp
+                upstream_client,
+                era=self.era,
+                upstream_health=opts.upstream_health,
+                endpoint=sidecar_core.mcp,
+                recorder=self.recorder,
             )
             sidecar_core.upstream = self._proxy
         self._stdio: StdioUpstream | None = None
@@ -142,11 +162,14 @@ class Sidecar(SidecarWaits):
         """Release every held request, abort every connection, cancel every request handler still
         running (a ``delay``, the ``sleep`` tool, an async tool handler) and wait for them, close.
         A sync tool handler cannot be interrupted: its call is abandoned (it runs to its end on its
-        worker thread; the sidecar keeps no reference to it). Bounded; idempotent."""
+        worker thread; the sidecar keeps no reference to it). Bounded; idempotent. With ``record=``,
+        the cassette is written then."""
         if self.core.state in ("new", "stopped"):
             self.core.state = "stopped"
             return
         _loop.run(self._listener.stop(), timeout=10.0)
+        if self.recorder is not None:
+            self.recorder.save()
 
     @property
     def running(self) -> bool:
@@ -238,6 +261,11 @@ class Sidecar(SidecarWaits):
             raise ValueError(
                 f"Sidecar.add_tool({name!r}): this sidecar proxies {proxied}, whose tools are its "
                 "own; add the tool to the upstream server"
+            )
+        if self.replay is not None:
+            raise ValueError(
+                f"Sidecar.add_tool({name!r}): this sidecar replays {self.options.cassette}, whose tools "
+                "are the recorded server's; record the server with the tool"
             )
         tool = Tool(name, handler, input_schema, description)
         self.core.add_tool(tool)

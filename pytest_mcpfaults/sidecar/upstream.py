@@ -184,6 +184,8 @@ class UpstreamResponse:
     _conn: _Conn
     _upstream: Upstream = field(repr=False)
     received: int = 0  # body bytes read so far
+    #: Called with each body chunk as it is read (a cassette's recorder), or ``None``.
+    tap: Callable[[bytes], None] | None = None
     ended_at: float | None = None  # when the body ended (or failed)
     failure: UpstreamError | None = None
 
@@ -207,6 +209,8 @@ class UpstreamResponse:
         try:
             while chunk := await payload.readany():  # bounded by the sock_read timeout, if any
                 self.received += len(chunk)
+                if self.tap is not None:
+                    self.tap(chunk)
                 yield chunk
         except _READ_ERRORS as exc:
             raise self._failed(exc) from exc
@@ -244,6 +248,8 @@ class UpstreamResponse:
                 if not chunk:
                     break
                 self.received += len(chunk)
+                if self.tap is not None:
+                    self.tap(chunk)
                 parts.append(chunk)
                 if max_bytes is not None and self.received > max_bytes:
                     raise UpstreamError("error", f"its answer is {_over(max_bytes)}")

@@ -1,0 +1,219 @@
+"""The cassette file: one recorded MCP conversation, one JSON object per line (JSON Lines).
+
+Line 1 is the header, ``{"cassette": "pytest-mcpfaults", "format": 1, ...}``; every later line is one
+exchange as MCP sees it (:class:`Exchange`): the HTTP method, the JSON-RPC request (method, tool,
+params), the answer (the JSON-RPC message, and for an SSE answer each event with when it came), the
+session it was on (a label, ``session-1``: the real ``Mcp-Session-Id`` is not written), the protocol
+era and version, the status and the headers (redacted). Keys are sorted and each exchange is one line,
+so a re-recorded cassette diffs exchange by exchange.
+
+Reading refuses, naming the file and the line: a file that is not a cassette, a cassette of a newer
+format than :data:`FORMAT` (naming both versions), a line that is not JSON or not an exchange.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FORMAT", "MAGIC", "Cassette", "CassetteError", "Exchange", "read_cassette", "write_cassette"]
+
+#: The cassette format this version of pytest-mcpfaults writes and reads (and every older one).
+FORMAT = 1
+#: The header's ``cassette`` value.
+MAGIC = "pytest-mcpfaults"
+
+
+class CassetteError(ValueError):
+    """A cassette that cannot be read (its path and line named), or a request it has no answer for."""
+
+
+@dataclass
+class Exchange:
+    """One request the client made and the answer the upstream gave, as recorded.
+
+    ``http``: ``POST`` or ``DELETE``; ``method``: the JSON-RPC method (``None`` for a ``DELETE`` or a
+    client's response); ``tool``: the tool of a ``tools/call``; ``params``: the request's params
+    (arguments included); ``id``: the request's JSON-RPC id as the client sent it (``None`` for a
+    notification); ``era``: ``session`` or ``stateless``; ``version``: the ``MCP-Protocol-Version``
+    header; ``session``: the label of its transport session; ``status`` and ``content_type`` of the
+    answer; ``response``: the JSON-RPC response to the request (``None``: none came, a 202 or a
+    ``DELETE``); ``events``: an SSE answer's events in order, each ``{"at": seconds since the request
+    was sent, "data": the JSON message (or the raw text), "event": its name, "id": its id}``;
+    ``headers_at`` / ``took``: seconds from sending to the upstream's headers / to its answer's end;
+    ``request_headers`` / ``response_headers``: the end-to-end headers, redacted; ``line``: where it
+    was read from (0: not read from a file)."""
+
+    http: str
+    method: str | None
+    status: int
+    tool: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    id: Any = None
+    era: str = "session"
+    version: str | None = None
+    session: str | None = None
+    content_type: str | None = None
+    response: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    headers_at: float = 0.0
+    took: float = 0.0
+    request_headers: dict[str, str] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)
+    line: int = 0
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        args = self.params.get("arguments")
+        return args if isinstance(args, dict) else {}
+
+    @property
+    def is_request(self) -> bool:
+        """A JSON-RPC request (it has an id and a method): what replay answers from."""
+        return self.http == "POST" and self.method is not None and self.id is not None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"http": self.http, "method": self.method, "status": self.status}
+        for name in ("tool", "id", "version", "session", "content_type", "response"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        out["era"] = self.era
+        if self.params:
+            out["params"] = self.params
+        if self.events:
+            out["events"] = self.events
+        out["headers_at"], out["took"] = round(self.headers_at, 6), round(self.took, 6)
+        if self.request_headers:
+            out["request_headers"] = self.request_headers
+        if self.response_headers:
+            out["response_headers"] = self.response_headers
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str, line: int = 0) -> Exchange:
+        """An exchange from its line's object; :class:`CassetteError` naming ``where`` if it is not one."""
+        http, method, status = data.get("http"), data.get("method"), data.get("status")
+        if http not in ("POST", "DELETE") or not (method is None or isinstance(method, str)):
+            raise CassetteError(
+                f"{where}: not an exchange: 'http' must be POST or DELETE and 'method' a "
+                f"string or null, got http={http!r} method={method!r}"
+            )
+        if not isinstance(status, int) or isinstance(status, bool):
+            raise CassetteError(f"{where}: not an exchange: 'status' must be an integer, got {status!r}")
+        kinds: dict[str, type | tuple[type, ...]] = {
+            "params": dict,
+            "response": dict,
+            "events": list,
+            "request_headers": dict,
+            "response_headers": dict,
+            "headers_at": (int, float),
+            "took": (int, float),
+            "tool": str,
+            "era": str,
+            "version": str,
+            "session": str,
+            "content_type": str,
+        }
+        for name, kind in kinds.items():
+            if name in data and data[name] is not None and not isinstance(data[name], kind):
+                raise CassetteError(f"{where}: {name!r} has the wrong type: {data[name]!r}")
+        known = {"id", *kinds}
+        given = {k: v for k, v in data.items() if k in known and v is not None}
+        return cls(http=http, method=method, status=status, line=line, **given)
+
+
+@dataclass
+class Cassette:
+    """A cassette: its header's facts (``upstream``, the URL or command it was recorded from) and its
+    exchanges in the order they were made. ``path``: where it was read from."""
+
+    exchanges: list[Exchange] = field(default_factory=list)
+    upstream: str | None = None
+    path: str = ""
+    format: int = FORMAT
+
+    def header(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"cassette": MAGIC, "format": FORMAT}
+        if self.upstream is not None:
+            out["upstream"] = self.upstream
+        return out
+
+
+def _line(obj: Mapping[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+
+
+def write_cassette(path: str | os.PathLike[str], cassette: Cassette) -> None:
+    """Write ``cassette`` to ``path`` atomically (a reader never sees half a file)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lines: Iterable[str] = [_line(cassette.header()), *(_line(e.to_json()) for e in cassette.exchanges)]
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write("\n".join(lines) + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_cassette(path: str | os.PathLike[str]) -> Cassette:
+    """The cassette at ``path``. Raises :class:`CassetteError` naming the path (and the line) for a file
+    that is missing, not a cassette, of a newer format, or corrupt."""
+    name = os.fspath(path)
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CassetteError(
+            f"cassette {name}: no such file (record it first: Sidecar(upstream=..., record={name!r}), "
+            "or --mcpfaults-record=once with an upstream)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CassetteError(f"cassette {name}: cannot be read: {exc}") from exc
+    lines = text.splitlines()
+    cassette = Cassette(path=name)
+    for number, raw in enumerate(lines, 1):
+        where = f"cassette {name}, line {number}"
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise CassetteError(f"{where}: not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise CassetteError(f"{where}: not a JSON object: {raw[:80]!r}")
+        if number == 1:
+            _check_header(data, where)
+            upstream = data.get("upstream")
+            cassette.upstream = upstream if isinstance(upstream, str) else None
+            cassette.format = data["format"]
+            continue
+        cassette.exchanges.append(Exchange.from_json(data, where, number))
+    if not lines:
+        raise CassetteError(f"cassette {name}: empty file (not a cassette: its first line is the header)")
+    return cassette
+
+
+def _check_header(data: Mapping[str, Any], where: str) -> None:
+    if data.get("cassette") != MAGIC or "format" not in data:
+        raise CassetteError(
+            f'{where}: not a pytest-mcpfaults cassette (its first line must be {{"cassette": "{MAGIC}", '
+            f'"format": {FORMAT}, ...}})'
+        )
+    version = data["format"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CassetteError(f"{where}: 'format' must be a positive integer, got {version!r}")
+    if version > FORMAT:
+        raise CassetteError(
+            f"{where}: cassette format {version} is newer than this pytest-mcpfaults reads (format "
+            f"{FORMAT}); upgrade pytest-mcpfaults, or record the cassette again"
+        )

@@ -1,0 +1,195 @@
+"""Recording a cassette in proxy mode: each exchange the proxy forwards, as MCP saw it.
+
+The proxy hands the :class:`Recorder` each forwarded request (:meth:`Recorder.start`) with the
+upstream's answer, whose body chunks the recorder is then given as they come (the relay's reads); when
+the answer has ended (:meth:`Recorder.finish`) the exchange is kept, with its SSE events and their
+timing. An answer that did not come whole (the upstream failed, a body fault or the client cut it) is
+not kept: a cassette holds only what the upstream really said. ``GET`` event streams are not recorded.
+
+:meth:`Recorder.save` writes the cassette (at the sidecar's stop), redacted (:mod:`.redact`); with
+``merge`` (``new_episodes``) the exchanges of the cassette already there come first and only the new
+ones that match none of them are added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mcpfaults.cassette.fileformat import Cassette, Exchange, read_cassette, write_cassette
+from pytest_mcpfaults.cassette.matching import Rules, same_request
+from pytest_mcpfaults.cassette.redact import Redactor, redact_exchange
+
+__all__ = ["Pending", "Recorder", "sse_events"]
+
+#: Request and answer headers not worth a cassette's line: the connection's, not MCP's.
+_NOT_KEPT = frozenset(
+    {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "date",
+        "accept-encoding",
+        "user-agent",
+        "server",
+    }
+)
+
+
+def sse_events(buffer: bytes) -> tuple[list[dict[str, Any]], bytes]:
+    """The complete SSE events in ``buffer`` (``{"data": ..., "event": ..., "id": ...}``, ``data``
+    parsed as JSON when it is) and what is left of it."""
+    text = buffer.replace(b"\r\n", b"\n")
+    *complete, rest = text.split(b"\n\n")
+    events = []
+    for raw in complete:
+        data: list[str] = []
+        event: dict[str, Any] = {}
+        for line in raw.decode("utf-8", errors="replace").split("\n"):
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data.append(value)
+            elif name in ("event", "id", "retry"):
+                event[name] = value
+        if not data and not event:
+            continue
+        joined = "\n".join(data)
+        try:
+            event["data"] = json.loads(joined) if joined else None
+        except ValueError:
+            event["data"] = joined
+        events.append(event)
+    return events, rest
+
+
+@dataclass
+class Pending:
+    """An exchange whose answer is still coming: its body so far (``feed``)."""
+
+    exchange: Exchange
+    sent_at: float
+    sse: bool
+    mid: Any
+    body: bytearray = field(default_factory=bytearray)
+    buffer: bytes = b""
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.sse:
+            self.body += chunk
+            return
+        events, self.buffer = sse_events(self.buffer + chunk)
+        at = round(time.monotonic() - self.sent_at, 6)
+        for event in events:
+            self.exchange.events.append({"at": at, **event})
+
+
+class Recorder:
+    """The exchanges of one sidecar's run, to be written to ``path`` (see the module docstring)."""
+
+    def __init__(
+        self, path: str, *, upstream: str, redact: Redactor | None = None, merge: bool = False
+    ) -> None:
+        self.path, self.upstream, self.redact, self.merge = path, upstream, redact, merge
+        self.exchanges: list[Exchange] = []
+        self._labels: dict[str, str] = {}  # real Mcp-Session-Id -> "session-N"
+
+    def _label(self, sid: str | None) -> str | None:
+        if not sid:
+            return None
+        return self._labels.setdefault(sid, f"session-{len(self._labels) + 1}")
+
+    def start(
+        self,
+        http: str,
+        headers: Mapping[str, str],
+        message: Mapping[str, Any] | None,
+        era: str,
+        *,
+        status: int,
+        response_headers: Iterable[tuple[str, str]],
+        content_type: str,
+        sent_at: float,
+        headers_at: float,
+    ) -> Pending:
+        """A forwarded request (``message``: its parsed JSON-RPC body, ``None`` for a ``DELETE``) whose
+        answer's status line and headers came: its pending exchange, to be fed the body."""
+        answer_headers = dict(response_headers)
+        created = next((v for k, v in answer_headers.items() if k.lower() == "mcp-session-id"), None)
+        sid = headers.get("Mcp-Session-Id") or created
+        params = message.get("params") if message is not None else None
+        method = message.get("method") if message is not None else None
+        exchange = Exchange(
+            http=http,
+            method=method if isinstance(method, str) else None,
+            status=status,
+            tool=(params or {}).get("name") if method == "tools/call" and isinstance(params, dict) else None,
+            params=params if isinstance(params, dict) else {},
+            id=message.get("id") if message is not None else None,
+            era=era,
+            version=headers.get("MCP-Protocol-Version"),
+            session=self._label(sid),
+            content_type=content_type,
+            headers_at=round(headers_at - sent_at, 6),
+            request_headers=self._kept(headers.items()),
+            response_headers=self._kept(answer_headers.items()),
+        )
+        mid = message.get("id") if message is not None else None
+        return Pending(exchange, sent_at, content_type == "text/event-stream", mid)
+
+    def _kept(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+        out = {}
+        for name, value in headers:
+            lower = name.lower()
+            if lower in _NOT_KEPT:
+                continue
+            out[name] = (self._label(value) or "") if lower == "mcp-session-id" else value
+        return out
+
+    def finish(self, pending: Pending, *, complete: bool) -> None:
+        """The answer ended: keep the exchange if it came whole (``complete``)."""
+        if not complete:
+            return
+        exchange = pending.exchange
+        exchange.took = round(time.monotonic() - pending.sent_at, 6)
+        if pending.sse:
+            if pending.buffer.strip():  # a last event without its blank line
+                pending.feed(b"\n\n")
+            exchange.response = next(
+                (e["data"] for e in exchange.events if _answers(e.get("data"), pending.mid)), None
+            )
+        elif pending.body:
+            try:
+                message = json.loads(bytes(pending.body))
+            except ValueError:
+                message = None
+            exchange.response = message if isinstance(message, dict) else None
+        self.exchanges.append(exchange)
+
+    def cassette(self) -> Cassette:
+        """What :meth:`save` writes: the exchanges redacted (and merged)."""
+        kept = []
+        for exchange in self.exchanges:
+            data = redact_exchange(exchange.to_json(), self.redact)
+            if data is not None:
+                kept.append(Exchange.from_json(data, "record_redact's exchange"))
+        if self.merge and os.path.exists(self.path):
+            old = read_cassette(self.path).exchanges
+            rules = Rules()
+            kept = [*old, *(e for e in kept if not any(same_request(o, e, rules) for o in old))]
+        return Cassette(kept, upstream=self.upstream)
+
+    def save(self) -> None:
+        write_cassette(self.path, self.cassette())
+
+
+def _answers(message: Any, mid: Any) -> bool:
+    if not isinstance(message, dict) or message.get("id") != mid:
+        return False
+    return "result" in message or "error" in message

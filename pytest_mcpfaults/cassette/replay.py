@@ -1,0 +1,98 @@
+"""Replaying a cassette: the recorded server as a source of answers for the sidecar's own MCP endpoint.
+
+A replaying sidecar is the fake sidecar whose tools and answers come from the cassette
+(:class:`Replay`, the endpoint's :class:`~pytest_mcpfaults.sidecar.mcp.AnswerSource`): the recorded
+``tools/list`` is its tool set (names, schemas, annotations as the real server listed them, so argument
+checks and ``tool:NAME`` triggers work on the real server's tools), the recorded ``initialize`` gives
+its ``serverInfo``, ``capabilities`` and ``instructions``, and every other request (``tools/call``,
+``resources/*``, ``prompts/*``, ``completion/complete`` ...) is answered with the recorded result of
+the exchange it matches (:mod:`.matching`). The endpoint keeps the sessions and ids as for any sidecar,
+so JSON-RPC ids and ``Mcp-Session-Id`` are the client's own, and every fault of the catalogue acts on
+these answers exactly as on the fake's.
+
+The era is the client's: a recording made in the session era answers a stateless (2026-07-28) client,
+and the other way round, because what is recorded (tools, results) is the same in both eras; the
+endpoint frames it for the era the client speaks (``resultType`` added or left out). Notifications the
+server sent during a recorded answer (progress, logs) are in the cassette but not replayed.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mcpfaults.cassette.fileformat import Cassette, CassetteError
+from pytest_mcpfaults.cassette.matching import Matcher, Rules
+from pytest_mcpfaults.sidecar.mcp import McpRequest
+from pytest_mcpfaults.sidecar.tools import Tool
+
+__all__ = ["RecordedTool", "Replay"]
+
+_SERVER_INFO = {"name": "mcpfaults-cassette", "version": "0.1.0"}
+
+
+def _never(**_: Any) -> Any:  # a recorded tool's answer comes from the cassette, never from a handler
+    raise RuntimeError("a recorded tool is answered from its cassette")
+
+
+@dataclass(frozen=True)
+class RecordedTool(Tool):
+    """A tool as the recorded server listed it (``listed``: its ``tools/list`` entry, kept whole)."""
+
+    listed: Mapping[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.listed))
+
+
+class Replay:
+    """The answers of one cassette (see the module docstring). Loop thread only."""
+
+    def __init__(self, cassette: Cassette, rules: Rules | None = None) -> None:
+        self.cassette = cassette
+        where = f"cassette {cassette.path}" if cassette.path else "the cassette"
+        self.matcher = Matcher(cassette.exchanges, rules or Rules(), where)
+        self.server_info: Mapping[str, Any] = _SERVER_INFO
+        self.capabilities: Mapping[str, Any] = {"tools": {"listChanged": False}}
+        self.instructions: str | None = None
+        self.tools: dict[str, RecordedTool] = {}
+        for e in cassette.exchanges:
+            result = (e.response or {}).get("result")
+            if not isinstance(result, dict):
+                continue
+            if e.method in ("initialize", "server/discover") and self.server_info is _SERVER_INFO:
+                self._server(e.method, result)
+            elif e.method == "tools/list":
+                for listed in result.get("tools") or []:
+                    self._tool(listed, f"{where}, line {e.line}")
+
+    def _server(self, method: str, result: Mapping[str, Any]) -> None:
+        info = result.get("serverInfo")
+        if method == "server/discover":
+            info = (result.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo")
+        if isinstance(info, dict):
+            self.server_info = info
+        if isinstance(result.get("capabilities"), dict):
+            self.capabilities = result["capabilities"]
+        if isinstance(result.get("instructions"), str):
+            self.instructions = result["instructions"]
+
+    def _tool(self, listed: Any, where: str) -> None:
+        name = listed.get("name") if isinstance(listed, dict) else None
+        if not isinstance(name, str) or name in self.tools:
+            return
+        try:
+            self.tools[name] = RecordedTool(
+                name, _never, listed.get("inputSchema") or {}, listed.get("description") or "", listed=listed
+            )
+        except ValueError as exc:
+            raise CassetteError(f"{where}: recorded tool {name!r} cannot be served: {exc}") from None
+
+    def answer(self, req: McpRequest) -> dict[str, Any]:
+        """The recorded JSON-RPC response (a copy) for ``req``; :class:`CassetteError` when none matches."""
+        params = req.message.get("params") or {}
+        exchange = self.matcher.match(req.method, params if isinstance(params, dict) else {})
+        assert exchange.response is not None
+        return copy.deepcopy(exchange.response)
