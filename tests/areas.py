@@ -39,7 +39,14 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_server_requests",
     ),
     "inprocess": ("test_inprocess",),
-    "proxy": ("test_cli_proxy", "test_proxy", "test_proxy_plugin", "test_stdio_upstream", "test_upstream"),
+    "proxy": (
+        "test_cassettes",
+        "test_cli_proxy",
+        "test_proxy",
+        "test_proxy_plugin",
+        "test_stdio_upstream",
+        "test_upstream",
+    ),
     "stdio": ("test_stdio", "test_stdio_flip", "test_stdio_interop", "test_stdio_plugin"),
     "patience": (
         "test_bounds",

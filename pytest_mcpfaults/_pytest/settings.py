@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_mcpfaults._pytest import cassettes
 from pytest_mcpfaults.validation import parse_seconds
 
 PATIENCE_INI = "mcpfaults_patience"
@@ -160,6 +161,8 @@ def marker_problem(node: pytest.Function, name: str = "mcp_sidecar") -> str | No
 
     try:
         kwargs = marker_kwargs(node, name)
+        if name != STDIO_MARKER:
+            kwargs = cassettes.resolve(kwargs, cassettes.record_mode(node.config))
     except ValueError as exc:
         return str(exc)
     if not kwargs:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest import settings
+from pytest_mcpfaults._pytest import cassettes, settings
 from pytest_mcpfaults._pytest.records import LEFT_OPEN, MAKERS, SERVERS, explore_run, record_for
 
 if TYPE_CHECKING:
@@ -435,6 +435,7 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
 
     item = request.node
     kwargs = {**_defaults(request.config, item), **settings.marker_kwargs(item)}
+    kwargs = cassettes.resolve(kwargs, cassettes.record_mode(request.config))
     if mcpfaults_fault is not None:  # this test's cell of @pytest.mark.mcpfaults_matrix: first in the plan
         kwargs["faults"] = [mcpfaults_fault, *kwargs.get("faults", ())]
     run = explore_run(item)
@@ -534,7 +535,8 @@ def mcp_sidecar_factory(pytestconfig: pytest.Config) -> Iterator[SidecarFactory]
             run = explore_run(item) if item is not None else None
             if item is not None and run is not None:  # an explore run: the faults aimed at this sidecar first
                 kwargs["faults"] = [*run.faults_on(_next_server(item)), *kwargs.get("faults", ())]
-            return super().__call__(**{**defaults, **kwargs})
+            mode = cassettes.record_mode(pytestconfig)
+            return super().__call__(**cassettes.resolve({**defaults, **kwargs}, mode))
 
     factory = _Factory(on_start=on_start)
     yield factory

@@ -141,7 +141,8 @@ class Matcher:
                 f"{head}: line {e.line} recorded it, already played {self.played[matching[-1]]} time(s), "
                 "and repeats are off (cassette_repeats=False)"
             )
-        pool = same or range(len(self.exchanges))
+        by_method = [i for i, e in enumerate(self.exchanges) if e.method == method]
+        pool: Sequence[int] = same or by_method or range(len(self.exchanges))
         if not pool:
             return f"{head}: the cassette records no request at all"
         if self.rules.order and same:

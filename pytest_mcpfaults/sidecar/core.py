@@ -45,6 +45,7 @@ from pytest_mcpfaults.sidecar.routing import (
     forced_reply,
     pick,
     revokes_token,
+    rewrites_upstream,
 )
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool, builtin_tools
 from pytest_mcpfaults.validation import is_loopback_host
@@ -427,8 +428,17 @@ class SidecarCore:
         return info
 
     def _forced_reply(self, fault: F.Fault, info: RequestInfo) -> Reply | None:
-        """The reply ``fault`` forces; with ``auth=``, the request's token revoked if the fault says so."""
+        """The reply ``fault`` forces; with ``auth=``, the request's token revoked if the fault says so; a
+        replaying sidecar shapes a rewritten tool result as the proxy does (the recorded tool's
+        ``structuredContent``)."""
         reply = forced_reply(fault, info, self.mcp, self.service_url())
+        if (
+            reply is not None
+            and self.mcp.source is not None
+            and info.mcp is not None
+            and rewrites_upstream(fault)
+        ):
+            self.mcp.fit_forced(reply, info.mcp)
         token = info.auth.token if info.auth is not None else None
         if self.auth is not None and token is not None and revokes_token(fault):
             self.auth.revoke(token)

@@ -47,6 +47,7 @@ __all__ = [
     "client_error",
     "encode",
     "envelope_problem",
+    "fit_structured",
     "reply_body",
 ]
 
@@ -177,6 +178,24 @@ def _modern_version(headers: Mapping[str, str], message: Mapping[str, Any]) -> b
         return True
     meta = (message.get("params") or {}).get("_meta") if isinstance(message.get("params"), dict) else None
     return isinstance(meta, dict) and meta.get("io.modelcontextprotocol/protocolVersion") in MODERN_VERSIONS
+
+
+def fit_structured(result: dict[str, Any], real: dict[str, Any]) -> None:
+    """Give a forced successful tool result the shape of the upstream's real one: a tool with an output
+    schema returns ``structuredContent`` (clients check that it is there); the forced text goes in it
+    as the SDK wraps a plain value (``{"result": text}``), or as the object it is."""
+    structured = real.get("structuredContent")
+    if structured is None or result.get("isError"):
+        return
+    text = (result.get("content") or [{}])[0].get("text", "")
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        result["structuredContent"] = {"result": text}
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    result["structuredContent"] = value if isinstance(value, dict) else {"result": text}
 
 
 class AnswerSource(Protocol):
@@ -375,6 +394,22 @@ class McpEndpoint:
         if self.source is not None:
             return self.recorded(req)
         return rpc_error(METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+
+    def fit_forced(self, reply: Reply, req: McpRequest) -> None:
+        """Give a fault's forced successful result for a tool declaring an ``outputSchema`` (a recorded
+        server's) the ``structuredContent`` such a tool returns, as the proxy fits the upstream's real
+        one: the mcp 2.x client refuses a result without it."""
+        payload = reply.payload
+        result = payload.get("result") if isinstance(payload, dict) else None
+        tool = self.tools.get(req.tool or "") if req.method == "tools/call" else None
+        if tool is None or not isinstance(result, dict) or "structuredContent" in result:
+            return
+        schema = tool.describe().get("outputSchema")
+        if not isinstance(schema, Mapping):
+            return
+        props = schema.get("properties")
+        wraps = isinstance(props, Mapping) and set(props) == {"result"}
+        fit_structured(result, {"structuredContent": {"result": None} if wraps else {}})
 
     def _capabilities(self) -> dict[str, Any]:
         if self.source is not None:

@@ -21,7 +21,7 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.body import BodyShaper, Shape, halve, shape_of
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport, write_steps
-from pytest_mcpfaults.sidecar.mcp import Reply, encode
+from pytest_mcpfaults.sidecar.mcp import Reply, encode, fit_structured
 from pytest_mcpfaults.sidecar.routing import rewrites_upstream
 from pytest_mcpfaults.sidecar.upstream import Abandoned, UpstreamError, UpstreamResponse
 
@@ -66,24 +66,6 @@ def _response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
     return None
 
 
-def _fit(result: dict[str, Any], real: dict[str, Any]) -> None:
-    """Give a forced successful tool result the shape of the upstream's real one: a tool with an output
-    schema returns ``structuredContent`` (clients check that it is there); the forced text goes in it
-    as the SDK wraps a plain value (``{"result": text}``), or as the object it is."""
-    structured = real.get("structuredContent")
-    if structured is None or result.get("isError"):
-        return
-    text = (result.get("content") or [{}])[0].get("text", "")
-    if isinstance(structured, dict) and set(structured) == {"result"}:
-        result["structuredContent"] = {"result": text}
-        return
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    result["structuredContent"] = value if isinstance(value, dict) else {"result": text}
-
-
 def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
     """``body`` (an SSE stream) with the event carrying the JSON-RPC response to ``mid`` replaced by
     ``payload``; the other events (notifications, progress) and the event's ``id:`` stay."""
@@ -110,7 +92,7 @@ def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: An
     payload = copy.deepcopy(reply.payload)
     real = _response(body, sse, mid)
     if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
-        _fit(payload["result"], real["result"])
+        fit_structured(payload["result"], real["result"])
     if sse:
         return _replace_sse(body, payload, mid)
     return encode(payload, False)[0]

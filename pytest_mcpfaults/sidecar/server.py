@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -96,6 +97,10 @@ class Sidecar(SidecarWaits):
             rules = Rules(frozenset(opts.cassette_ignore), opts.cassette_order, not opts.cassette_once)
             replay = Replay(read_cassette(opts.cassette), rules)
         self.replay = replay
+        origin = upstream_client.origin if upstream_client is not None else None
+        if replay is not None and replay.cassette.upstream is not None:
+            parts = urlsplit(replay.cassette.upstream)
+            origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else None
         sidecar_core = core.SidecarCore(
             mcp_path=opts.mcp_path,
             health_path=opts.health_path,
@@ -108,8 +113,9 @@ class Sidecar(SidecarWaits):
             get_stream=opts.get_stream,
             allowed_origins=opts.allowed_origins,
             max_body_bytes=opts.max_body_bytes,
-            # backend_gone names the upstream's address in proxy mode, the sidecar's own otherwise
-            service_url=lambda: service_url or (upstream_client.origin if upstream_client else self.url),
+            # backend_gone names the upstream's address in proxy mode (and the recorded one's in replay),
+            # the sidecar's own otherwise
+            service_url=lambda: service_url or origin or self.url,
             tool_timeout=opts.tool_timeout,
             run_sync=self._pool.submit,
             transport=cast(TransportName, opts.transport),
