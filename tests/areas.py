@@ -41,6 +41,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "inprocess": ("test_inprocess",),
     "proxy": (
         "test_cassettes",
+        "test_cassettes_plugin",
         "test_cli_proxy",
         "test_proxy",
         "test_proxy_plugin",
@@ -109,6 +110,7 @@ SLOW: frozenset[str] = frozenset(
         "test_explore_example",
         "test_explore_plugin::test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings",
         "test_quickstart_venv",
+        "test_cassettes_plugin::test_the_example_matrix_replayed_from_a_cassette_gives_the_live_servers_verdicts",
         "test_fuzz_example::test_fuzzing_the_unhardened_runner_finds_the_flip_and_shrinks_it_to_backend_gone_at_delete",
         "test_fuzz_example::test_the_hardened_runner_never_flips_under_fuzzed_plans",
         "test_fuzz_example::test_the_state_machine_finds_the_flip_in_the_unhardened_example_runner",
