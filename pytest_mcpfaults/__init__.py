@@ -12,6 +12,18 @@ from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pytest_mcpfaults import fault_types as _fault_types
+    from pytest_mcpfaults.cassette import (
+        Cassette as Cassette,
+    )
+    from pytest_mcpfaults.cassette import (
+        CassetteError as CassetteError,
+    )
+    from pytest_mcpfaults.cassette import (
+        Exchange as Exchange,
+    )
+    from pytest_mcpfaults.cassette import (
+        read_cassette as read_cassette,
+    )
     from pytest_mcpfaults.fault_types import *  # noqa: F403  (the kinds, Fault, fault_kinds)
     from pytest_mcpfaults.faults import (
         Trigger as Trigger,
@@ -142,9 +154,12 @@ __version__ = "0.1.0"
 __all__ = [
     "BenchmarkSession",
     "BenchmarkSessions",
+    "Cassette",
+    "CassetteError",
     "ChildRecord",
     "ClientRequestError",
     "ConnectionRecord",
+    "Exchange",
     "Journal",
     "PatienceViolation",
     "RecordedEvent",
@@ -180,9 +195,14 @@ __all__ = [
     "one_span",
     "parse_fault",
     "parse_plan",
+    "read_cassette",
 ]
 
 _EXPORTS: dict[str, str] = {
+    "Cassette": "pytest_mcpfaults.cassette",
+    "CassetteError": "pytest_mcpfaults.cassette",
+    "Exchange": "pytest_mcpfaults.cassette",
+    "read_cassette": "pytest_mcpfaults.cassette",
     "Trigger": "pytest_mcpfaults.faults",
     "fault_from_dict": "pytest_mcpfaults.faults",
     "fault_kinds": "pytest_mcpfaults.faults",

@@ -7,8 +7,8 @@ uses the plugin pays only for option parsing.
 
 pytest_plugins = [
     "pytest_mcpfaults._pytest.records",
-    "pytest_mcpfaults._pytest.sidecar",
     "pytest_mcpfaults._pytest.cassettes",
+    "pytest_mcpfaults._pytest.sidecar",
     "pytest_mcpfaults._pytest.spans",
     "pytest_mcpfaults._pytest.report",
     "pytest_mcpfaults._pytest.explore",

@@ -3,7 +3,9 @@ subprocess, in front of the mcp SDK's own server; and its proxy flags' usage err
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -45,6 +47,26 @@ async def test_serve_upstream_proxies_the_sdk_server_with_the_command_line_fault
         assert health["upstream_sent_at"] is None  # answered by the sidecar
         assert s.terminate() == 0
     assert "add" in up.calls and "echo" in up.calls
+
+
+async def test_serve_records_with_record_and_replays_offline_with_cassette_and_faults(
+    up: SdkUpstream, tmp_path: Path
+) -> None:
+    path = tmp_path / "sdk.jsonl"
+    with serve("--upstream", up.url, "--record", str(path)) as s:
+        async with Client(s.info["MCPFAULTS_MCP_URL"], mode="legacy", read_timeout_seconds=5) as client:
+            assert (await client.call_tool("add", {"a": 1, "b": 2})).content[0].text == "3"
+        assert s.terminate() == 0  # the cassette is written at exit
+    assert [json.loads(line).get("tool") for line in path.read_text().splitlines()[1:]].count("add") == 1
+    ran = len(up.calls)
+    with serve("--cassette", str(path), "--fault", "tool_error(text=nope)@tool:add[times=1]") as s:
+        async with Client(s.info["MCPFAULTS_MCP_URL"], mode="auto", read_timeout_seconds=5) as client:
+            failed = await client.call_tool("add", {"a": 1, "b": 2})
+            replayed = await client.call_tool("add", {"a": 1, "b": 2})
+        assert failed.is_error and failed.content[0].text == "nope"
+        assert replayed.content[0].text == "3" and replayed.structured_content == {"result": 3}
+        assert s.terminate() == 0
+    assert len(up.calls) == ran  # offline: the server was not asked
 
 
 @pytest.mark.parametrize(

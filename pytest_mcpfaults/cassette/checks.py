@@ -42,6 +42,16 @@ def check_cassette_options(
 ) -> dict[str, Any]:
     """Refuse bad cassette options; the values normalised (paths as ``str``, ``cassette_ignore`` a
     tuple)."""
+    out = _check_record(record, record_mode, record_redact, upstream, upstream_command)
+    out["cassette_ignore"] = _check_rules(cassette, cassette_ignore, cassette_order, cassette_once)
+    if cassette is not None:
+        out["cassette"] = _check_replay(cassette, upstream, upstream_command, record, tools, transport)
+    return out
+
+
+def _check_record(
+    record: object, record_mode: object, record_redact: object, upstream: object, upstream_command: object
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if record is not None:
         out["record"] = path = _path("record", record)
@@ -62,13 +72,19 @@ def check_cassette_options(
     if record_redact is not None:
         if not callable(record_redact):
             raise ValueError(
-                f"Sidecar: record_redact must be a callable (exchange dict -> dict | None), got "
+                "Sidecar: record_redact must be a callable (exchange dict -> dict | None), got "
                 f"{record_redact!r}"
             )
         if record is None:
             raise ValueError("Sidecar: record_redact= redacts what record= writes; give record=PATH too")
     if record_mode != "all" and record is None:
         raise ValueError(f"Sidecar: record_mode={record_mode!r} is how record= writes; give record=PATH too")
+    return out
+
+
+def _check_rules(
+    cassette: object, cassette_ignore: object, cassette_order: object, cassette_once: object
+) -> tuple[str, ...]:
     if (
         isinstance(cassette_ignore, (str, bytes))
         or not isinstance(cassette_ignore, Sequence)
@@ -78,24 +94,29 @@ def check_cassette_options(
             "Sidecar: cassette_ignore must be a list of argument names (['timestamp']), got "
             f"{cassette_ignore!r}"
         )
-    out["cassette_ignore"] = tuple(cassette_ignore)
-    for name, value in (("cassette_order", cassette_order), ("cassette_once", cassette_once)):
+    rules = (
+        ("cassette_ignore", cassette_ignore),
+        ("cassette_order", cassette_order),
+        ("cassette_once", cassette_once),
+    )
+    for name, value in rules[1:]:
         if not isinstance(value, bool):
             raise ValueError(f"Sidecar: {name} must be True or False, got {value!r}")
-    if cassette is None:
-        given = [
-            n
-            for n, v in (
-                ("cassette_ignore", cassette_ignore),
-                ("cassette_order", cassette_order),
-                ("cassette_once", cassette_once),
-            )
-            if v
-        ]
-        if given:
-            raise ValueError(f"Sidecar: {given[0]}= is a matching rule of replay; give cassette=PATH too")
-        return out
-    out["cassette"] = path = _path("cassette", cassette)
+    given = [name for name, value in rules if value]
+    if cassette is None and given:
+        raise ValueError(f"Sidecar: {given[0]}= is a matching rule of replay; give cassette=PATH too")
+    return tuple(cassette_ignore)
+
+
+def _check_replay(
+    cassette: object,
+    upstream: object,
+    upstream_command: object,
+    record: object,
+    tools: object,
+    transport: object,
+) -> str:
+    path = _path("cassette", cassette)
     for name, value in (("upstream", upstream), ("upstream_command", upstream_command), ("record", record)):
         if value is not None:
             raise ValueError(
@@ -113,4 +134,4 @@ def check_cassette_options(
             "is not supported with it"
         )
     read_cassette(path)  # refused now, naming the file and its line, not at the first request
-    return out
+    return path

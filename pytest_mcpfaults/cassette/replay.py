@@ -3,7 +3,8 @@
 A replaying sidecar is the fake sidecar whose tools and answers come from the cassette
 (:class:`Replay`, the endpoint's :class:`~pytest_mcpfaults.sidecar.mcp.AnswerSource`): the recorded
 ``tools/list`` is its tool set (names, schemas, annotations as the real server listed them, so argument
-checks and ``tool:NAME`` triggers work on the real server's tools), the recorded ``initialize`` gives
+checks and ``tool:NAME`` triggers work on the real server's tools; a tool called but never listed is
+served with an input schema taking any object), the recorded ``initialize`` gives
 its ``serverInfo``, ``capabilities`` and ``instructions``, and every other request (``tools/call``,
 ``resources/*``, ``prompts/*``, ``completion/complete`` ...) is answered with the recorded result of
 the exchange it matches (:mod:`.matching`). The endpoint keeps the sessions and ids as for any sidecar,
@@ -67,6 +68,9 @@ class Replay:
             elif e.method == "tools/list":
                 for listed in result.get("tools") or []:
                     self._tool(listed, f"{where}, line {e.line}")
+        for e in cassette.exchanges:  # called but never listed: served with a schema taking any object
+            if e.tool is not None and e.tool not in self.tools:
+                self._tool({"name": e.tool, "inputSchema": {"type": "object"}}, f"{where}, line {e.line}")
 
     def _server(self, method: str, result: Mapping[str, Any]) -> None:
         info = result.get("serverInfo")

@@ -49,6 +49,30 @@ def _http_plan(faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ..
     return plan
 
 
+def _replay(opts: SidecarOptions) -> Replay | None:
+    """``cassette=``: the recorded server the sidecar answers from, with the matching rules."""
+    if opts.cassette is None:
+        return None
+    rules = Rules(frozenset(opts.cassette_ignore), opts.cassette_order, not opts.cassette_once)
+    return Replay(read_cassette(opts.cassette), rules)
+
+
+def _recorded_origin(replay: Replay | None) -> str | None:
+    """The origin of the server a cassette was recorded from (what ``backend_gone`` names)."""
+    if replay is None or replay.cassette.upstream is None:
+        return None
+    parts = urlsplit(replay.cassette.upstream)
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else None
+
+
+def _recorder(opts: SidecarOptions, upstream: str) -> Recorder | None:
+    """``record=``: what records the exchanges with the upstream ``upstream``."""
+    if opts.record is None:
+        return None
+    merge = opts.record_mode == "new_episodes"
+    return Recorder(opts.record, upstream=upstream, redact=opts.record_redact, merge=merge)
+
+
 @documents_options
 class Sidecar(SidecarWaits):
     """A fake MCP sidecar on loopback. Use as a context manager, or ``start()`` / ``stop()``.
@@ -92,15 +116,8 @@ class Sidecar(SidecarWaits):
             else None
         )
         service_url = opts.service_url
-        replay: Replay | None = None
-        if opts.cassette is not None:
-            rules = Rules(frozenset(opts.cassette_ignore), opts.cassette_order, not opts.cassette_once)
-            replay = Replay(read_cassette(opts.cassette), rules)
-        self.replay = replay
-        origin = upstream_client.origin if upstream_client is not None else None
-        if replay is not None and replay.cassette.upstream is not None:
-            parts = urlsplit(replay.cassette.upstream)
-            origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else None
+        self.replay = replay = _replay(opts)
+        origin = upstream_client.origin if upstream_client is not None else _recorded_origin(replay)
         sidecar_core = core.SidecarCore(
             mcp_path=opts.mcp_path,
             health_path=opts.health_path,
@@ -130,11 +147,7 @@ class Sidecar(SidecarWaits):
         self._proxy: Proxy | None = None
         self.recorder: Recorder | None = None
         if upstream_client is not None:
-            if opts.record is not None:
-                self.recorder = Recorder(
-                    opts.record, upstream=upstream_client.url, redact=opts.record_redact,
-                    merge=opts.record_mode == "new_episodes",
-                )  # fmt: skip
+            self.recorder = _recorder(opts, upstream_client.url)
             self._proxy = Proxy(
                 upstream_client,
                 era=self.era,
