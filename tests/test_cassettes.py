@@ -21,7 +21,7 @@ from sdk_upstream import serve
 from pytest_mcpfaults import Sidecar, SidecarError
 from pytest_mcpfaults.cassette import FORMAT, REDACTED, CassetteError, read_cassette
 from pytest_mcpfaults.cassette.matching import Matcher, Rules
-from pytest_mcpfaults.faults import BackendGone, Die, ErrorPayload, Stall
+from pytest_mcpfaults.faults import BackendGone, Die, ErrorPayload, Stall, Trigger
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -264,6 +264,43 @@ async def test_faults_at_the_recorded_delete_give_what_the_live_proxied_server_g
     assert replayed == live
     if kind == "backend_gone":  # named as the recorded server's address, as in front of it
         assert f"Service at {origin} is no longer alive" in replayed[1][1]
+
+
+# -- a stdio upstream ---------------------------------------------------------------------------------
+
+STDIO_SERVER = Path(__file__).resolve().parent.parent / "docs" / "examples" / "proxy_stdio_server.py"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_stdio_server_recorded_through_upstream_command_replays_in_both_eras(
+    tmp_path: Path, mode: str
+) -> None:
+    path = tmp_path / "stdio.jsonl"
+    with Sidecar(upstream_command=[sys.executable, str(STDIO_SERVER)], record=str(path)) as sc:
+        async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=10) as c:
+            live = [
+                json.loads((await c.call_tool("open_ticket", {"title": "disk full"})).content[0].text),
+                (await c.call_tool("count_tickets", {})).structured_content,
+            ]
+    cassette = read_cassette(path)
+    assert cassette.upstream == f"stdio: {sys.executable} {STDIO_SERVER}"
+    assert [(e.http, e.method, e.tool) for e in cassette.exchanges if e.method != "tools/list"] == [
+        ("POST", "initialize", None),
+        ("POST", "notifications/initialized", None),
+        ("POST", "tools/call", "open_ticket"),
+        ("POST", "tools/call", "count_tickets"),
+        ("DELETE", None, None),
+    ]
+    assert {e.session for e in cassette.exchanges} == {"session-1"}
+    assert cassette.exchanges[0].response_headers == {"Mcp-Session-Id": "session-1"}
+    with Sidecar(cassette=str(path), faults=[BackendGone(when=Trigger("tool:open_ticket", nth=1))]) as sc:
+        async with Client(sc.mcp_url, mode=mode, read_timeout_seconds=5) as c:
+            gone = await c.call_tool("open_ticket", {"title": "disk full"})
+            opened = json.loads((await c.call_tool("open_ticket", {"title": "disk full"})).content[0].text)
+            counted = (await c.call_tool("count_tickets", {})).structured_content
+        assert f"Service at {sc.url} is no longer alive" in gone.content[0].text  # a stdio server has no URL
+        assert [opened, counted] == live == [{"id": 1, "title": "disk full"}, {"result": 1}]
+        assert sc.fired == {"backend_gone": 1}
 
 
 # -- matching -------------------------------------------------------------------------------------------

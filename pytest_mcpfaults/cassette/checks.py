@@ -55,15 +55,11 @@ def _check_record(
     out: dict[str, Any] = {}
     if record is not None:
         out["record"] = path = _path("record", record)
-        if upstream_command is not None:
-            raise ValueError(
-                f"Sidecar: record={path!r} records an HTTP upstream (upstream=URL); recording a stdio "
-                "upstream (upstream_command=) is not supported yet"
-            )
-        if upstream is None:
+        if upstream is None and upstream_command is None:
             raise ValueError(
                 f"Sidecar: record={path!r} records the answers of a real server: give its URL "
-                "(upstream='http://127.0.0.1:9000/mcp'), or replay a cassette with cassette="
+                "(upstream='http://127.0.0.1:9000/mcp') or its command (upstream_command=['python', "
+                "'server.py']), or replay a cassette with cassette="
             )
     if record_mode not in RECORD_MODES:
         raise ValueError(

@@ -95,7 +95,8 @@ class Replay:
             raise CassetteError(f"{where}: recorded tool {name!r} cannot be served: {exc}") from None
 
     def answer(self, req: McpRequest) -> dict[str, Any]:
-        """The recorded JSON-RPC response (its top level and its result's copied) for ``req``; :class:`CassetteError` when none matches."""
+        """The recorded JSON-RPC response for ``req`` (its top level and its result's copied: the
+        endpoint sets the id and frames the result); :class:`CassetteError` when none matches."""
         params = req.message.get("params") or {}
         exchange = self.matcher.match(req.method, params if isinstance(params, dict) else {})
         assert exchange.response is not None

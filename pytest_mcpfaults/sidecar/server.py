@@ -158,9 +158,10 @@ class Sidecar(SidecarWaits):
             sidecar_core.upstream = self._proxy
         self._stdio: StdioUpstream | None = None
         if self.upstream_command is not None:
+            self.recorder = _recorder(opts, "stdio: " + " ".join(self.upstream_command))
             self._stdio = StdioUpstream(
                 self.upstream_command, timeout=opts.upstream_timeout, endpoint=sidecar_core.mcp,
-                journal=sidecar_core.journal, on_error=sidecar_core.record_error,
+                journal=sidecar_core.journal, on_error=sidecar_core.record_error, recorder=self.recorder,
             )  # fmt: skip
             sidecar_core.upstream = self._stdio
         if sidecar_core.upstream is not None and is_loopback_host(opts.host):

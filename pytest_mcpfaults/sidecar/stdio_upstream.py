@@ -19,6 +19,8 @@ JSON-RPC message per line, one MCP session. The HTTP side stays the sidecar's:
   responses are written and answered 202;
 * ``tool_error`` and ``backend_gone`` wait for the child's real answer (the tool runs), then replace
   its result;
+* ``record=``: each whole answer of the child (and each ``DELETE``, answered by the sidecar) is
+  recorded into the cassette as a JSON answer, with the sidecar's session ids labelled;
 * a child that has exited, or gives no answer within ``upstream_timeout``, is answered as a gateway
   answers a dead server: 502 (or 504 when it timed out) with a JSON-RPC error naming the command,
   journaled with ``error_by='upstream'`` and ``upstream_failure`` (``'reset'``: it exited or closed
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.cassette.recorder import Recorder
 from pytest_mcpfaults.sidecar.core import Incoming
 from pytest_mcpfaults.sidecar.journal import Journal, RequestFields, UpstreamFailure
 from pytest_mcpfaults.sidecar.mcp import (
@@ -139,8 +142,11 @@ class StdioUpstream:
         journal: Journal,
         on_error: Callable[[str, BaseException], None] | None = None,
         guarded: bool = True,
+        recorder: Recorder | None = None,
     ) -> None:
         self.command = list(command)
+        #: ``record=``: the cassette each whole answer of the child is recorded into.
+        self.recorder = recorder
         self.timeout = timeout
         self.endpoint = endpoint
         self.journal = journal
@@ -328,7 +334,10 @@ class StdioUpstream:
         if sid and sid in self.endpoint.ended:
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         if incoming.method == "DELETE":
-            return self.endpoint.delete(sid)
+            sent = time.monotonic()
+            deleted = self.endpoint.delete(sid)
+            self._record(incoming, None, deleted, sent)
+            return deleted
         if incoming.method != "POST":
             return Reply(405, None, {"Allow": "POST, DELETE"})
         m = info.mcp
@@ -341,7 +350,22 @@ class StdioUpstream:
             problem = self.endpoint.check_session(m.session_id)
             if problem is not None:
                 return problem
-        return await self._forward(m, forced)
+        sent = time.monotonic()
+        reply = await self._forward(m, forced)
+        if forced is None:  # a rewritten answer is not what the child said
+            self._record(incoming, m, reply, sent)
+        return reply
+
+    def _record(self, incoming: Incoming, m: McpRequest | None, reply: Reply, sent: float) -> None:
+        """Record a whole answer of the child (``record=``); a gateway error is not the child's."""
+        if self.recorder is None or reply.error_by is not None:
+            return
+        body = json.dumps(reply.payload).encode() if reply.payload is not None else b""
+        self.recorder.add(
+            incoming.method, incoming.headers, m.message if m is not None else None, "session",
+            status=reply.status, response_headers=reply.headers.items(), content_type="application/json",
+            sent_at=sent, body=body,
+        )  # fmt: skip
 
     async def _forward(self, m: McpRequest, forced: Reply | None) -> Reply:
         headers = {"Mcp-Session-Id": m.session_id} if m.session_id else {}
