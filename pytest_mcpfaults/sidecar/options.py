@@ -303,8 +303,8 @@ class SidecarOptions:
         None, help="proxy mode (`upstream=` or `upstream_command=`): record every exchange with the upstream "
         "into this cassette file, written when the sidecar stops (docs/cassettes.md). Secrets are redacted.",
         flag="--record", metavar="PATH",
-        cli_help="proxy mode: record the upstream's answers into this cassette file (written at exit); replay "
-        "it later with --cassette",
+        cli_help="proxy mode: record the upstream's answers into this cassette file (written at exit); "
+        "replay it later with --cassette",
     )  # fmt: skip
     record_mode: str = option(
         "all", help="how `record=` writes: `'all'` (this run's exchanges, in place of the file's) or "
