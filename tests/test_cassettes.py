@@ -5,15 +5,22 @@ both eras, with faults on top; matching, misses, redaction and the file format's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from sdk_upstream import serve
@@ -264,6 +271,94 @@ async def test_faults_at_the_recorded_delete_give_what_the_live_proxied_server_g
     assert replayed == live
     if kind == "backend_gone":  # named as the recorded server's address, as in front of it
         assert f"Service at {origin} is no longer alive" in replayed[1][1]
+
+
+# -- notifications, resources, prompts ------------------------------------------------------------------
+
+
+def _server_with_notifications() -> MCPServer:
+    server = MCPServer("notifying")
+
+    @server.tool()
+    async def work(steps: int, ctx: Context) -> str:
+        """Report progress and log each step."""
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step}")
+            await ctx.info(f"did step {step}")
+        return f"{steps} steps"
+
+    @server.resource("notes://today")
+    def today() -> str:
+        """Today's note."""
+        return "buy milk"
+
+    @server.prompt()
+    def greet(name: str) -> str:
+        """Greet someone."""
+        return f"Hello, {name}!"
+
+    return server
+
+
+@contextlib.contextmanager
+def _serve_app(app: Any) -> Iterator[str]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start within 10 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()
+
+
+async def _notified(url: str, mode: str) -> list[Any]:
+    progress: list[Any] = []
+    logs: list[Any] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async def on_log(params: Any) -> None:
+        logs.append(params.data)
+
+    async with Client(url, mode=mode, read_timeout_seconds=5, logging_callback=on_log, log_level="info") as c:
+        done = await c.call_tool("work", {"steps": 2}, progress_callback=on_progress)
+        note = await c.read_resource("notes://today")
+        prompt = await c.get_prompt("greet", {"name": "Ada"})
+    return [
+        done.content[0].text,  # type: ignore[union-attr]
+        progress,
+        logs,
+        note.contents[0].text,  # type: ignore[union-attr]
+        prompt.messages[0].content.text,  # type: ignore[union-attr]
+    ]
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # still what servers send
+@pytest.mark.parametrize("mode", MODES)
+async def test_progress_and_logs_replay_before_the_answer_and_resources_and_prompts_answer(
+    tmp_path: Path, mode: str
+) -> None:
+    path = tmp_path / "notifying.jsonl"
+    with (
+        _serve_app(_server_with_notifications().streamable_http_app()) as url,
+        Sidecar(upstream=url, record=str(path)) as sc,
+    ):
+        live = await _notified(sc.mcp_url, mode)
+    assert live[1] == [(1, 2, "step 1"), (2, 2, "step 2")]
+    assert live[2] == ["did step 1", "did step 2"]
+    assert live[3:] == ["buy milk", "Hello, Ada!"]
+    with Sidecar(cassette=str(path)) as sc:
+        replayed = await _notified(sc.mcp_url, mode)  # the client's progress token is its own again
+    assert replayed == live
 
 
 # -- a stdio upstream ---------------------------------------------------------------------------------

@@ -14,7 +14,9 @@ these answers exactly as on the fake's.
 The era is the client's: a recording made in the session era answers a stateless (2026-07-28) client,
 and the other way round, because what is recorded (tools, results) is the same in both eras; the
 endpoint frames it for the era the client speaks (``resultType`` added or left out). Notifications the
-server sent during a recorded answer (progress, logs) are in the cassette but not replayed.
+server sent during a recorded answer (progress, logs) are replayed before it, on an SSE answer, a
+progress notification with the progress token of the client's request. Requests the server sent the
+client during an answer (sampling, elicitation) are not replayed.
 """
 
 from __future__ import annotations
@@ -94,13 +96,32 @@ class Replay:
         except ValueError as exc:
             raise CassetteError(f"{where}: recorded tool {name!r} cannot be served: {exc}") from None
 
-    def answer(self, req: McpRequest) -> dict[str, Any]:
+    def answer(self, req: McpRequest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The recorded JSON-RPC response for ``req`` (its top level and its result's copied: the
-        endpoint sets the id and frames the result); :class:`CassetteError` when none matches."""
+        endpoint sets the id and frames the result) and the notifications the server sent before it
+        (a progress notification with the client's own progress token, or left out when the client
+        asked for none); :class:`CassetteError` when none matches."""
         params = req.message.get("params") or {}
         exchange = self.matcher.match(req.method, params if isinstance(params, dict) else {})
         assert exchange.response is not None
-        message = dict(exchange.response)  # the endpoint sets the id and frames the result's top level
+        message = dict(exchange.response)
         if isinstance(message.get("result"), dict):
             message["result"] = dict(message["result"])
-        return message
+        return message, _notifications(exchange.events, params if isinstance(params, dict) else {})
+
+
+def _notifications(events: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The notifications among a recorded answer's events, as this request's client may get them."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    out = []
+    for event in events:
+        data = event.get("data")
+        if not isinstance(data, dict) or "id" in data or not isinstance(data.get("method"), str):
+            continue
+        if data["method"] == "notifications/progress":
+            if token is None:
+                continue
+            data = {**data, "params": {**(data.get("params") or {}), "progressToken": token}}
+        out.append(data)
+    return out

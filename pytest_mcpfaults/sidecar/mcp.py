@@ -84,6 +84,9 @@ class Reply:
     error: str | None = None  # what went wrong, for the journal
     error_by: ErrorBy | None = None  # whose mistake: "client" or "tool" (see RequestRecord.error_by)
     text: str | None = None  # a plain-text body instead of a JSON payload (HTTP-level refusals)
+    #: JSON-RPC notifications sent as SSE events before the payload's (a replayed answer's progress and
+    #: logs); not sent when the reply is framed as JSON.
+    notifications: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -207,9 +210,10 @@ class AnswerSource(Protocol):
     capabilities: Mapping[str, Any]
     instructions: str | None
 
-    def answer(self, req: McpRequest) -> dict[str, Any]:
-        """The recorded JSON-RPC response to ``req`` (its ``result`` or ``error`` is used); a
-        ``ValueError`` whose message says why when there is none."""
+    def answer(self, req: McpRequest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The recorded JSON-RPC response to ``req`` (its ``result`` or ``error`` is used) and the
+        notifications the server sent before it (progress, logs: replayed as SSE events, the progress
+        token the client's own); a ``ValueError`` whose message says why when there is none."""
 
 
 #: JSON-RPC code of a replaying sidecar's answer to a request its cassette has no answer for.
@@ -425,20 +429,24 @@ class McpEndpoint:
         test (the test fails with that message at teardown)."""
         assert self.source is not None
         try:
-            message = self.source.answer(req)
+            message, notifications = self.source.answer(req)
         except ValueError as exc:
             self.on_error("cassette", exc)
             reply = rpc_error(NOT_RECORDED, str(exc), req.id)
             reply.error, reply.error_by = str(exc), "client"
             return reply
         if "error" in message:
-            return Reply(200, {"jsonrpc": "2.0", "id": req.id, "error": message["error"]})
-        result = message.get("result")
-        result = result if isinstance(result, dict) else {}
-        if req.era == "session":  # recorded in the stateless era: framed for the session era
-            for key in ("resultType", "cacheScope", "ttlMs"):
-                result.pop(key, None)
-        return self._ok(req, result)
+            reply = Reply(200, {"jsonrpc": "2.0", "id": req.id, "error": message["error"]})
+        else:
+            result = message.get("result")
+            result = result if isinstance(result, dict) else {}
+            if req.era == "session":  # recorded in the stateless era: framed for the session era
+                for key in ("resultType", "cacheScope", "ttlMs"):
+                    result.pop(key, None)
+            reply = self._ok(req, result)
+        if notifications:  # sent as the recorded server sent them: on an SSE answer
+            reply.notifications, reply.sse = notifications, True
+        return reply
 
     async def call_tool(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
         """Check the call against the tool's input schema, then run the handler: a client's mistake
@@ -641,6 +649,10 @@ def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:
         return reply.text.encode(), "text/plain"
     if reply.payload is None:
         return b"", "application/json"
+    if sse and reply.notifications:
+        before = b"".join(encode(n, True)[0] for n in reply.notifications)
+        data, ctype = encode(reply.payload, True)
+        return before + data, ctype
     return encode(reply.payload, sse)
 
 
