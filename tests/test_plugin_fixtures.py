@@ -160,6 +160,7 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
         "pytest_mcpfaults.plugin",
         "pytest_mcpfaults._pytest",
         "pytest_mcpfaults._pytest.records",
+        "pytest_mcpfaults._pytest.cassettes",  # --mcpfaults-record and its record modes (pytest and os only)
         "pytest_mcpfaults._pytest.sidecar",
         "pytest_mcpfaults._pytest.settings",  # the ini defaults and marker merging (pytest only)
         "pytest_mcpfaults._pytest.spans",
