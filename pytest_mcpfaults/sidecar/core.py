@@ -188,8 +188,7 @@ class SidecarCore:
         self.allowed_hosts: frozenset[str] | None = None
         self.max_body_bytes = max_body_bytes
         self.service_url = service_url
-        self.upstream = upstream
-        self.auth = auth
+        self.upstream, self.auth = upstream, auth
         self.benchmark = BenchmarkSessions()
         self.tools = builtin_tools(tuple(tool_sets), self.benchmark)
         for tool in tools:
