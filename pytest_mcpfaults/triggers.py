@@ -25,6 +25,8 @@ MCP_METHODS: tuple[str, ...] = (
     "resources/list",
     "resources/read",
     "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
     "prompts/list",
     "prompts/get",
     "completion/complete",
@@ -37,19 +39,23 @@ MCP_METHODS: tuple[str, ...] = (
 """MCP methods a trigger may name directly. Any other method: ``method:<name>``."""
 _HTTP_METHODS = ("GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS")
 _TARGET_HELP = (
-    "'*', 'health', 'mcp', an MCP method (e.g. 'tools/call'), 'tool:<name>', "
+    "'*', 'health', 'mcp', an MCP method (e.g. 'tools/call'), 'tool:<name>', 'prompt:<name>', "
+    "'resource:<uri>', "
     "'<HTTP method> <path>' (e.g. 'DELETE /mcp'), '/<path>', or 'method:<any MCP method>'"
 )
 
 
-TargetKind = Literal["any", "endpoint", "path", "request", "tool", "method"]
+TargetKind = Literal["any", "endpoint", "path", "request", "tool", "prompt", "resource", "method"]
 """What a trigger target names (:attr:`Target.kind`)."""
+#: The ``prefix:`` targets and the kind each names (the rest of the target is its value).
+_NAMED: dict[str, TargetKind] = {k: k for k in ("tool", "prompt", "resource", "method")}
 
 
 @dataclass(frozen=True)
 class Target:
     """A trigger target, parsed once: ``kind`` says what ``value`` is (the endpoint ``'health'`` or
-    ``'mcp'``, a path, a tool name, an MCP method; with ``verb`` for ``'<HTTP method> <path>'``)."""
+    ``'mcp'``, a path, a tool name, a prompt name, a resource URI, an MCP method; with ``verb`` for
+    ``'<HTTP method> <path>'``)."""
 
     kind: TargetKind
     value: str = ""
@@ -70,8 +76,8 @@ def parse_target(target: str) -> Target:
     if target.startswith("/"):
         return Target("path", target)
     prefix, _, rest = target.partition(":")
-    if prefix in ("tool", "method") and rest.strip():
-        return Target("tool" if prefix == "tool" else "method", rest)
+    if prefix in _NAMED and rest.strip():
+        return Target(_NAMED[prefix], rest)
     verb, _, path = target.partition(" ")
     if verb in _HTTP_METHODS and path.startswith("/"):
         return Target("request", path, verb)
@@ -91,7 +97,9 @@ class Trigger:
     """Which requests a fault applies to. All counts are over requests matching ``target``.
 
     * ``target``: ``'*'`` (any request), ``'health'``, ``'mcp'`` (the MCP endpoint), an MCP method
-      (``'tools/call'``), ``'tool:delete_session'``, ``'DELETE /mcp'``, ``'/any/path'``, ``'method:x/y'``.
+      (``'tools/call'``), ``'tool:delete_session'``, ``'prompt:NAME'`` (a ``prompts/get`` of that
+      prompt), ``'resource:URI'`` (a ``resources/read``, ``resources/subscribe`` or
+      ``resources/unsubscribe`` of that URI), ``'DELETE /mcp'``, ``'/any/path'``, ``'method:x/y'``.
     * ``nth``: fire only on the nth matching request (1-based).
     * ``after``: let the first ``after`` matching requests through untouched.
     * ``times``: fire at most this many times (``None``: every eligible request).

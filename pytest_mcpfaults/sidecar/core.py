@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth import AuthServer, challenge_error
 from pytest_mcpfaults.sidecar.body import shape_of
+from pytest_mcpfaults.sidecar.builtin import builtin_surface, builtin_tools
 from pytest_mcpfaults.sidecar.connection import Dying, Holding, Notifying, Pausing, effect_of
 from pytest_mcpfaults.sidecar.errors import Dropped, SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
@@ -47,7 +48,7 @@ from pytest_mcpfaults.sidecar.routing import (
     revokes_token,
     rewrites_upstream,
 )
-from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool, builtin_tools
+from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.validation import is_loopback_host
 
 __all__ = [
@@ -206,6 +207,7 @@ class SidecarCore:
             run_async=run_async,
             messages=self.server_messages,
             source=source,
+            surface=builtin_surface(tuple(tool_sets)),
         )
         self.state: SidecarState = "new"
         self.freeze_fault: F.Fault = FREEZE
@@ -490,7 +492,13 @@ class SidecarCore:
         if info.mcp is not None:
             m = info.mcp
             self.journal.update_request(
-                rid, mcp_method=m.method, tool=m.tool, session_id=m.session_id, era=m.era
+                rid,
+                mcp_method=m.method,
+                tool=m.tool,
+                prompt=m.prompt,
+                resource=m.resource,
+                session_id=m.session_id,
+                era=m.era,
             )
         elif info.kind == "mcp" and session_header:
             self.journal.update_request(rid, session_id=session_header, era="session")

@@ -68,6 +68,8 @@ class RequestRecord:
     hold began; ``user_agent`` and ``protocol_version`` are the request's ``User-Agent`` and
     ``MCP-Protocol-Version`` headers (``None`` when absent): what the sidecar knows of the client;
     ``body_bytes`` the announced ``Content-Length`` of a response held while its body was streamed.
+    ``tool``, ``prompt`` and ``resource`` are what a ``tools/call``, a ``prompts/get`` and a
+    ``resources/read`` / ``subscribe`` / ``unsubscribe`` named (the tool's and prompt's names, the URI).
 
     ``error`` says what went wrong and ``error_by`` whose it was: ``'client'`` (a mistake in the
     request, answered with the protocol's own error; never a sidecar error), ``'tool'`` (the tool's
@@ -96,6 +98,8 @@ class RequestRecord:
     path: str
     mcp_method: str | None = None
     tool: str | None = None
+    prompt: str | None = None
+    resource: str | None = None
     session_id: str | None = None
     era: RequestEra | None = None
     status: int | None = None
@@ -143,8 +147,9 @@ class RequestRecord:
     def label(self) -> str:
         """``'POST tools/call delete_session'``-style label used in sequences and messages."""
         parts = [self.method, self.mcp_method or self.path]
-        if self.tool:
-            parts.append(self.tool)
+        named = self.tool or self.prompt or self.resource
+        if named:
+            parts.append(named)
         return " ".join(parts)
 
     @property
@@ -470,6 +475,8 @@ class RequestFields(TypedDict, total=False):
 
     mcp_method: str | None
     tool: str | None
+    prompt: str | None
+    resource: str | None
     session_id: str | None
     era: RequestEra | None
     status: int | None

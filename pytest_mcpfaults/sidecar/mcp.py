@@ -29,8 +29,9 @@ from pytest_mcpfaults.sidecar.outbound import (
     level_problem,
 )
 from pytest_mcpfaults.sidecar.rounds import InputRounds
+from pytest_mcpfaults.sidecar.surface import SURFACE_METHODS, Surface, SurfaceError
 from pytest_mcpfaults.sidecar.timeouts import within
-from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolResultError
+from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolContent, ToolResultError
 
 __all__ = [
     "ERAS",
@@ -64,6 +65,7 @@ ErrorBy = Literal["client", "tool", "sidecar", "upstream"]
 whose upstream failed."""
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+INTERNAL_ERROR = -32603
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
 #: What the sidecar's ``initialize`` and ``server/discover`` say it can do.
@@ -117,9 +119,27 @@ class McpRequest:
         return meta if isinstance(meta, dict) else {}
 
     @property
+    def prompt(self) -> str | None:
+        """The prompt a ``prompts/get`` names."""
+        return self._param("name") if self.method == "prompts/get" else None
+
+    @property
+    def resource(self) -> str | None:
+        """The URI a ``resources/read``, ``resources/subscribe`` or ``resources/unsubscribe`` names."""
+        return self._param("uri") if self.method in _RESOURCE_METHODS else None
+
+    def _param(self, name: str) -> str | None:
+        params = self.message.get("params")
+        value = params.get(name) if isinstance(params, dict) else None
+        return value if isinstance(value, str) else None
+
+    @property
     def arguments(self) -> dict[str, Any]:
         args = (self.message.get("params") or {}).get("arguments") or {}
         return args if isinstance(args, dict) else {}
+
+
+_RESOURCE_METHODS = ("resources/read", "resources/subscribe", "resources/unsubscribe")
 
 
 def rpc_error(code: int, message: str, id: Any = None, status: int = 200, data: Any = None) -> Reply:
@@ -171,7 +191,10 @@ def envelope_problem(message: Mapping[str, Any]) -> Reply | None:
 
 
 def tool_result(payload: Any, *, is_error: bool = False) -> dict[str, Any]:
-    """A ``CallToolResult`` whose ``content[0].text`` is ``payload`` (JSON text unless a ``str``)."""
+    """A ``CallToolResult`` whose ``content[0].text`` is ``payload`` (JSON text unless a ``str``), or
+    whose content is a :class:`ToolContent`'s items."""
+    if isinstance(payload, ToolContent):
+        return {"content": [dict(item) for item in payload.items], "isError": is_error}
     text = payload if isinstance(payload, str) else json.dumps(payload)
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
@@ -225,7 +248,9 @@ class ToolTimeoutError(TimeoutError):
 
 
 class McpEndpoint:
-    """The MCP side of one sidecar: its era, tools and live transport sessions. Loop thread only.
+    """The MCP side of one sidecar: its era, tools, surface (resources, prompts, completion, logging
+    level: :class:`~pytest_mcpfaults.sidecar.surface.Surface`) and live transport sessions. Loop thread
+    only.
 
     ``run_sync``: how to run a user's sync tool handler off the loop (``None``: inline);
     ``run_async``: how to await an async one (``None``: on the loop running the dispatch);
@@ -243,10 +268,12 @@ class McpEndpoint:
         run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
         messages: ServerMessages | None = None,
         source: AnswerSource | None = None,
+        surface: Surface | None = None,
     ) -> None:
         self.era = era
         self.messages = messages
         self.source = source
+        self.surface = surface if surface is not None else Surface()
         self.on_error = on_error
         self.tool_timeout = tool_timeout
         self.run_sync = run_sync
@@ -254,7 +281,8 @@ class McpEndpoint:
         self.tools = tools
         self.get_stream = get_stream
         self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
-        self.log_levels: dict[str, str] = {}  # session id -> the level its logging/setLevel asked for
+        #: session id -> the level its logging/setLevel asked for (the surface's view of it too)
+        self.log_levels = self.surface.log_levels
         self.rounds = InputRounds()  # stateless-era tool calls awaiting the client's retry
         self.ended: set[str] = set()
 
@@ -397,6 +425,8 @@ class McpEndpoint:
             return await self.call_tool(req, link, rid)
         if self.source is not None:
             return self.recorded(req)
+        if req.method in SURFACE_METHODS:
+            return self.answer_surface(req)
         return rpc_error(METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
 
     def fit_forced(self, reply: Reply, req: McpRequest) -> None:
@@ -416,9 +446,11 @@ class McpEndpoint:
         fit_structured(result, {"structuredContent": {"result": None} if wraps else {}})
 
     def _capabilities(self) -> dict[str, Any]:
+        """The server capabilities: a replayed server's as recorded; the fake's tools, logging and
+        what its surface serves."""
         if self.source is not None:
             return dict(self.source.capabilities)
-        return dict(CAPABILITIES)
+        return {**CAPABILITIES, **self.surface.capabilities()}
 
     def _server_info(self) -> Mapping[str, Any]:
         return self.source.server_info if self.source is not None else SERVER_INFO
@@ -599,6 +631,25 @@ class McpEndpoint:
             stateless=req.era == "stateless",
         )
 
+    def answer_surface(self, req: McpRequest) -> Reply:
+        """A resources, prompts, completion or logging request: a client's mistake is its JSON-RPC
+        error (HTTP 200, as the mcp SDK answers); a template's or prompt's function that raises is
+        the tool's bug (-32603, re-raised in the test)."""
+        assert req.method is not None
+        params = req.message.get("params") or {}
+        try:
+            return self._ok(req, self.surface.answer(req.method, params, req.session_id))
+        except SurfaceError as exc:
+            reply = rpc_error(exc.code, str(exc), req.id)
+            reply.error, reply.error_by = str(exc), "client"
+            return reply
+        except Exception as exc:  # a bug in a user's template or prompt function
+            what = f"{req.method} {req.prompt or req.resource or ''}".strip()
+            self.on_error(what, exc)
+            reply = rpc_error(INTERNAL_ERROR, f"Internal error in {what}: {exc}", req.id)
+            reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
+            return reply
+
     async def _run_handler(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
         """Built-in sync handlers inline; other sync handlers on ``run_sync`` (off the loop) when
         given; async handlers on the loop; all bounded by ``tool_timeout`` when set."""
@@ -630,12 +681,14 @@ class McpEndpoint:
     def end_session(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
         self.log_levels.pop(session_id, None)
+        self.surface.subscriptions.pop(session_id, None)
         self.ended.add(session_id)
 
     def forget_all(self) -> None:
         self.ended.update(self.sessions)
         self.sessions.clear()
         self.log_levels.clear()
+        self.surface.subscriptions.clear()
         self.rounds.forget()
 
     @staticmethod

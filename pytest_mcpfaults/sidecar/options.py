@@ -32,6 +32,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.cassette.checks import RECORD_MODES, check_cassette_options
 from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH
 from pytest_mcpfaults.sidecar.auth import check_auth, check_auth_plan
+from pytest_mcpfaults.sidecar.builtin import tool_sets_help
 from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
@@ -164,13 +165,10 @@ class SidecarOptions:
         (), help="extra tools (`Tool`) served beside the built-in sets.", backends=_BOTH
     )
     tool_sets: Sequence[str] = option(
-        DEFAULT_TOOL_SETS, help="built-in tool sets: `'basic'` (echo, sleep), `'benchmark'` (list_tasks, "
-        "create_session, evaluate_session, delete_session); `'client'` (ask_user, ask_model, list_roots, "
-        "ping_client, progress, log: tools that send the client requests and notifications, "
-        "[server requests](server-requests.md)) only when named.", flag="--tool-sets", parse=tool_sets_text,
-        metavar="SETS",
-        cli_help=f"comma-separated built-in tool sets (default {','.join(DEFAULT_TOOL_SETS)})",
-        backends=_BOTH,
+        DEFAULT_TOOL_SETS, help=f"built-in tool sets: {tool_sets_help()}.", flag="--tool-sets",
+        parse=tool_sets_text, metavar="SETS", backends=_BOTH,
+        cli_help=f"comma-separated built-in tool sets (default {','.join(DEFAULT_TOOL_SETS)}; "
+        "'conformance': the MCP conformance suite's fixtures)",
     )  # fmt: skip
     faults: Sequence[F.Fault | str] = option(
         (), help="the fault plan: faults (or their text forms) applied in order, first match wins.",

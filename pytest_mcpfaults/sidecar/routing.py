@@ -77,6 +77,10 @@ class RequestInfo:
             return False
         if kind == "tool":
             return self.mcp.method == "tools/call" and self.mcp.tool == t.value
+        if kind == "prompt":
+            return self.mcp.prompt == t.value
+        if kind == "resource":
+            return self.mcp.resource == t.value
         return self.mcp.method == t.value
 
 
@@ -94,7 +98,8 @@ def record_matches(
     if record.path in (mcp_path, health_path, *legacy_paths):
         kind = "health" if record.path == health_path else "mcp"
     era = record.era or "session"  # not matched on: any era will do
-    mcp = McpRequest({"params": {"name": record.tool}, "id": 0}, record.mcp_method, 0, record.session_id, era)
+    params = {"name": record.tool or record.prompt, "uri": record.resource}
+    mcp = McpRequest({"params": params, "id": 0}, record.mcp_method, 0, record.session_id, era)
     return RequestInfo(record.method, record.path, kind, mcp if record.mcp_method else None).matches(target)
 
 

@@ -1,6 +1,7 @@
 """Tools the sidecar serves: a registry, the ``basic`` set (echo, sleep), the ``benchmark`` set and
 the ``client`` set (tools that send the client requests and notifications of their own:
-:mod:`pytest_mcpfaults.sidecar.client_tools`).
+:mod:`pytest_mcpfaults.sidecar.client_tools`); the ``conformance`` set is
+:mod:`pytest_mcpfaults.sidecar.conformance`'s (:mod:`pytest_mcpfaults.sidecar.builtin` adds it).
 
 The benchmark set is modelled on real exgentic MCP sidecars: benchmark sessions are created and
 deleted through tools, independently of the MCP transport session, and answer JSON text in
@@ -28,6 +29,7 @@ __all__ = [
     "BenchmarkSessions",
     "BuiltinTool",
     "Tool",
+    "ToolContent",
     "ToolResultError",
     "builtin_tools",
 ]
@@ -46,12 +48,30 @@ class ToolResultError(Exception):
 
 
 @dataclass(frozen=True)
+class ToolContent:
+    """Return from a tool handler to answer these content items as they are (``text``, ``image``,
+    ``audio``, ``resource_link``, ``resource`` blocks: e.g. ``{"type": "image", "data": "<base64>",
+    "mimeType": "image/png"}``) rather than one text block."""
+
+    items: tuple[Mapping[str, Any], ...]
+
+    def __post_init__(self) -> None:
+        items = self.items
+        if not isinstance(items, tuple) or not all(isinstance(i, Mapping) and "type" in i for i in items):
+            raise ValueError(
+                f"ToolContent: items must be a tuple of content blocks (mappings with a 'type', e.g. "
+                f"{{'type': 'text', 'text': 'hi'}}), got {items!r}"
+            )
+
+
+@dataclass(frozen=True)
 class Tool:
     """A tool: a plain sync or async callable, called with the call's arguments as keywords.
 
     ``input_schema`` is required (a JSON Schema object with ``"type": "object"``); a call's arguments
     are checked against it before the handler runs (:mod:`pytest_mcpfaults.sidecar.schema`). A handler
-    returns a ``str`` (sent as text) or any JSON value (sent as JSON text in ``content[0].text``). On
+    returns a ``str`` (sent as text), a :class:`ToolContent` (its content blocks as they are) or any
+    JSON value (sent as JSON text in ``content[0].text``). On
     the socket sidecar a sync handler runs on a worker thread, off the shared loop; an async one runs
     on the loop and must not block it; both are bounded by the sidecar's ``tool_timeout``.
 
@@ -290,8 +310,9 @@ class BenchmarkSessions:
         ]
 
 
-#: Every built-in tool set; the sets served unless ``tool_sets=`` says otherwise.
-TOOL_SETS = ("basic", "benchmark", "client")
+#: Every built-in tool set (``conformance``: the MCP conformance suite's fixture tools, resources and
+#: prompts, :mod:`pytest_mcpfaults.sidecar.conformance`); the sets served unless told otherwise.
+TOOL_SETS = ("basic", "benchmark", "client", "conformance")
 DEFAULT_TOOL_SETS = ("basic", "benchmark")
 
 
