@@ -27,6 +27,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "hypothesis": ("test_fuzz_example", "test_matrix", "test_stateful", "test_strategies"),
     "mcp": (
         "test_compat",
+        "test_conformance",
         "test_faults_mcp1",
         "test_flip_real_client",
         "test_flip_sse",
@@ -116,6 +117,7 @@ SLOW: frozenset[str] = frozenset(
         "test_fuzz_example::test_the_state_machine_finds_the_flip_in_the_unhardened_example_runner",
         "test_fuzz_example::test_the_state_machine_passes_the_hardened_example_runner",
         "test_ts_recipe",
+        "test_conformance",
         "test_xdist",
         "test_mcp1_env::test_the_mcp1_files_pass_with_the_mcp1_client",
         "test_options::test_a_made_up_option_in_a_copy_of_the_repository_is_three_places",

@@ -1,0 +1,281 @@
+"""The official MCP conformance suite's server scenarios against ``serve`` and against the suite's own
+reference server, scenario by scenario.
+
+``python tests/conformance_run.py`` (or ``tox -e conformance``) installs, once per lock file, the
+suite (``@modelcontextprotocol/conformance``, pinned in tests/conformance/package.json) with a Node 22
+from the npm registry (the system's may be older), and the reference server
+(tests/conformance/reference/: the suite's ``everything-server.ts`` at the same version, run with
+``tsx``), then runs the active server scenarios against
+``python -m pytest_mcpfaults serve --tool-sets basic,benchmark,conformance`` and against the reference
+server, and prints one row per scenario. It exits 1 when a scenario passes against the reference
+server but not against ``serve``, unless :data:`NEEDS` names what it waits for. tests/test_conformance.py
+runs the same and asserts the same. Every step is bounded (``NPM_TIMEOUT``, ``RUN_TIMEOUT``, ``UP_TIMEOUT``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = Path(__file__).resolve().parent / "conformance"
+REFERENCE = SUITE / "reference"
+#: ``npm ci`` of the suite (124 packages, Node's binary among them) or of the reference server (100).
+NPM_TIMEOUT = 300.0
+#: One run of every active server scenario (about 2 s here).
+RUN_TIMEOUT = 180.0
+#: A server's start, until it says where it listens.
+UP_TIMEOUT = 60.0
+#: The tool sets ``serve`` runs with: the default ones and the conformance fixtures.
+SERVE_TOOL_SETS = "basic,benchmark,conformance"
+#: The scenarios ``serve`` cannot pass yet, and what each waits for (issue 29's items).
+NEEDS: dict[str, str] = {
+    "tools-call-with-logging": "item 3: logging notifications from a tool",
+    "tools-call-with-progress": "item 3: progress notifications from a tool",
+    "tools-call-sampling": "item 2: sampling/createMessage from a tool",
+    "tools-call-elicitation": "item 2: elicitation/create from a tool",
+    "elicitation-sep1034-defaults": "item 2: elicitation/create from a tool",
+    "elicitation-sep1330-enums": "item 2: elicitation/create from a tool",
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario's checks: how many passed, how many did not, and the first failure's message."""
+
+    name: str
+    passed: int
+    failed: int
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.passed > 0
+
+
+def _lock_key(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for name in ("package.json", "package-lock.json"):
+        digest.update((folder / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def npm_install(folder: Path, cache: Path, env: dict[str, str] | None = None) -> Path:
+    """``npm ci`` of ``folder``'s package files into ``cache/<name>-<lock hash>`` unless a finished
+    install is there (installed in a directory of its own, then renamed into place)."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("the conformance run needs npm on PATH")
+    target = cache / f"{folder.name}-{_lock_key(folder)}"
+    if (target / "installed").exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache, prefix=f"{target.name}.tmp-"))
+    try:
+        for path in folder.iterdir():
+            if path.is_file():
+                shutil.copy(path, tmp / path.name)
+        cmd = [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"]
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=NPM_TIMEOUT, env=env)
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"`npm ci` in {folder} did not finish within {NPM_TIMEOUT:g} s") from exc
+        if proc.returncode != 0:
+            raise RuntimeError(f"`npm ci` in {folder} failed:\n{proc.stdout}\n{proc.stderr}")
+        (tmp / "installed").write_text(proc.stdout)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process installed it meanwhile
+            if not (target / "installed").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _first_line(proc: subprocess.Popen[str], pattern: str) -> re.Match[str]:
+    """The first line of ``proc``'s stdout matching ``pattern`` (bounded by ``UP_TIMEOUT``); the
+    rest of its output is read and dropped, so it never blocks on a full pipe."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline, seen = time.monotonic() + UP_TIMEOUT, []
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        found = re.search(pattern, line.strip())
+        if found:
+            return found
+    raise RuntimeError(f"the server did not print a line matching {pattern!r} in {UP_TIMEOUT:g} s: {seen!r}")
+
+
+@contextmanager
+def _running(cmd: Sequence[str], pattern: str, cwd: Path, env: dict[str, str]) -> Iterator[re.Match[str]]:
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        yield _first_line(proc, pattern)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextmanager
+def serving(python: str = sys.executable) -> Iterator[str]:
+    """``python -m pytest_mcpfaults serve`` with the conformance tool set; its MCP URL."""
+    cmd = [python, "-m", "pytest_mcpfaults", "serve", "--tool-sets", SERVE_TOOL_SETS, "--json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with _running(cmd, r"^\{.*\}$", ROOT, env) as found:
+        yield json.loads(found.group(0))["mcp_url"]
+
+
+@contextmanager
+def reference_server(suite: Path, reference: Path) -> Iterator[str]:
+    """The suite's reference server (``everything-server.ts`` under ``tsx``, on the suite's Node)."""
+    port = _free_port()
+    cmd = [
+        str(node_of(suite)),
+        str(reference / "node_modules" / "tsx" / "dist" / "cli.mjs"),
+        "everything-server.ts",
+    ]
+    with _running(cmd, r"running on", reference, {**os.environ, "PORT": str(port)}):
+        yield f"http://localhost:{port}/mcp"
+
+
+def node_of(suite: Path) -> Path:
+    return suite / "node_modules" / "node" / "bin" / "node"
+
+
+def run_suite(suite: Path, url: str) -> dict[str, Scenario]:
+    """Every active server scenario against ``url``: each scenario's checks, by name."""
+    out = Path(tempfile.mkdtemp(prefix="mcpfaults-conformance-"))
+    try:
+        cli = suite / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+        cmd = [str(node_of(suite)), str(cli), "server", "--url", url, "-o", str(out)]
+        try:
+            subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"the conformance suite did not finish within {RUN_TIMEOUT:g} s") from exc
+        return {s.name: s for s in map(_scenario, sorted(out.iterdir()))}
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _scenario(folder: Path) -> Scenario:
+    name = re.sub(r"^server-|-\d{4}-\d\d-\d\dT[\d-]+Z$", "", folder.name)
+    checks = json.loads((folder / "checks.json").read_text())
+    passed = sum(c.get("status") == "SUCCESS" for c in checks)
+    failures = [c for c in checks if c.get("status") == "FAILURE"]
+    return Scenario(name, passed, len(failures), failures[0].get("errorMessage", "") if failures else "")
+
+
+def compare(serve: dict[str, Scenario], reference: dict[str, Scenario]) -> list[str]:
+    """The scenarios that pass against the reference server and not against ``serve``, unless
+    :data:`NEEDS` names what they wait for; and the ones missing from either run."""
+    problems = [f"{name}: not run against {who}" for who, run, other in
+                (("serve", serve, reference), ("the reference server", reference, serve))
+                for name in other if name not in run]  # fmt: skip
+    for name, ref in reference.items():
+        ours = serve.get(name)
+        if ref.ok and ours is not None and not ours.ok and name not in NEEDS:
+            problems.append(f"{name}: passes against the reference server, not against serve: {ours.error}")
+    return problems
+
+
+def table(serve: dict[str, Scenario], reference: dict[str, Scenario]) -> str:
+    """A Markdown table: each scenario's checks passed against ``serve`` and the reference server."""
+    rows = ["| scenario | serve | reference | serve waits for |", "|---|---|---|---|"]
+    for name in sorted(reference.keys() | serve.keys(), key=list({**reference, **serve}).index):
+        cells = []
+        for run in (serve, reference):
+            s = run.get(name)
+            cells.append(
+                "-" if s is None else f"{'pass' if s.ok else 'FAIL'} {s.passed}/{s.passed + s.failed}"
+            )
+        waits = NEEDS.get(name, "") if not (serve.get(name) and serve[name].ok) else ""
+        rows.append(f"| {name} | {cells[0]} | {cells[1]} | {waits} |")
+    scenarios = [f"{sum(s.ok for s in run.values())}/{len(run)}" for run in (serve, reference)]
+    checks = [f"{sum(s.passed for s in run.values())}/{sum(s.passed + s.failed for s in run.values())}"
+              for run in (serve, reference)]  # fmt: skip
+    rows.append(f"| **scenarios passed** | {scenarios[0]} | {scenarios[1]} | |")
+    rows.append(f"| **checks passed** | {checks[0]} | {checks[1]} | |")
+    return "\n".join(rows)
+
+
+def measure(
+    cache: Path, *, with_reference: bool = True, env: dict[str, str] | None = None
+) -> tuple[dict[str, Scenario], dict[str, Scenario]]:
+    """Install what is missing into ``cache``, run the suite against ``serve`` and (unless not
+    ``with_reference``) the reference server."""
+    suite = npm_install(SUITE, cache, env)
+    with serving() as url:
+        serve = run_suite(suite, url)
+    reference: dict[str, Scenario] = {}
+    if with_reference:
+        ref = npm_install(REFERENCE, cache, env)
+        for name in ("everything-server.ts",):
+            shutil.copy(REFERENCE / name, ref / name)
+        with reference_server(suite, ref) as url:
+            reference = run_suite(suite, url)
+    return serve, reference
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-mcpfaults" / "conformance"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, default=default_cache(), help="where the npm installs go")
+    args = parser.parse_args(argv)
+    serve, reference = measure(args.cache)
+    print(table(serve, reference))
+    problems = compare(serve, reference)
+    for problem in problems:
+        print(f"NOT MET {problem}")
+    met = "MET: serve passes every scenario the reference server passes, but those NEEDS names"
+    print(met if not problems else f"NOT MET: {len(problems)} scenario(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
