@@ -80,7 +80,19 @@ if TYPE_CHECKING:
         PatienceViolation as PatienceViolation,
     )
     from pytest_mcpfaults.sidecar import (
+        Prompt as Prompt,
+    )
+    from pytest_mcpfaults.sidecar import (
+        PromptArgument as PromptArgument,
+    )
+    from pytest_mcpfaults.sidecar import (
         RequestRecord as RequestRecord,
+    )
+    from pytest_mcpfaults.sidecar import (
+        Resource as Resource,
+    )
+    from pytest_mcpfaults.sidecar import (
+        ResourceTemplate as ResourceTemplate,
     )
     from pytest_mcpfaults.sidecar import (
         ServerMessageRecord as ServerMessageRecord,
@@ -93,6 +105,9 @@ if TYPE_CHECKING:
     )
     from pytest_mcpfaults.sidecar import (
         Tool as Tool,
+    )
+    from pytest_mcpfaults.sidecar import (
+        ToolContent as ToolContent,
     )
     from pytest_mcpfaults.sidecar import (
         ToolContext as ToolContext,
@@ -162,9 +177,13 @@ __all__ = [
     "Exchange",
     "Journal",
     "PatienceViolation",
+    "Prompt",
+    "PromptArgument",
     "RecordedEvent",
     "RecordedSpan",
     "RequestRecord",
+    "Resource",
+    "ResourceTemplate",
     "ServerMessageRecord",
     "Sidecar",
     "SidecarError",
@@ -177,6 +196,7 @@ __all__ = [
     "StdioServer",
     "StdioViolation",
     "Tool",
+    "ToolContent",
     "ToolContext",
     "ToolResultError",
     "Trigger",
@@ -229,6 +249,11 @@ _EXPORTS: dict[str, str] = {
     "Tool": "pytest_mcpfaults.sidecar",
     "ToolContext": "pytest_mcpfaults.sidecar",
     "ToolResultError": "pytest_mcpfaults.sidecar",
+    "ToolContent": "pytest_mcpfaults.sidecar",
+    "Prompt": "pytest_mcpfaults.sidecar",
+    "PromptArgument": "pytest_mcpfaults.sidecar",
+    "Resource": "pytest_mcpfaults.sidecar",
+    "ResourceTemplate": "pytest_mcpfaults.sidecar",
     "SidecarFactory": "pytest_mcpfaults.sidecar.factory",
     "StdioServer": "pytest_mcpfaults.stdio.server",
     "ChildRecord": "pytest_mcpfaults.stdio.records",

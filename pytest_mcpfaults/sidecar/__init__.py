@@ -21,9 +21,14 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.outbound import ClientRequestError as ClientRequestError
     from pytest_mcpfaults.sidecar.outbound import ToolContext as ToolContext
     from pytest_mcpfaults.sidecar.server import Sidecar as Sidecar
+    from pytest_mcpfaults.sidecar.surface import Prompt as Prompt
+    from pytest_mcpfaults.sidecar.surface import PromptArgument as PromptArgument
+    from pytest_mcpfaults.sidecar.surface import Resource as Resource
+    from pytest_mcpfaults.sidecar.surface import ResourceTemplate as ResourceTemplate
     from pytest_mcpfaults.sidecar.tools import BenchmarkSession as BenchmarkSession
     from pytest_mcpfaults.sidecar.tools import BenchmarkSessions as BenchmarkSessions
     from pytest_mcpfaults.sidecar.tools import Tool as Tool
+    from pytest_mcpfaults.sidecar.tools import ToolContent as ToolContent
     from pytest_mcpfaults.sidecar.tools import ToolResultError as ToolResultError
 
 __all__ = [
@@ -33,11 +38,16 @@ __all__ = [
     "ConnectionRecord",
     "Journal",
     "PatienceViolation",
+    "Prompt",
+    "PromptArgument",
     "RequestRecord",
+    "Resource",
+    "ResourceTemplate",
     "ServerMessageRecord",
     "Sidecar",
     "SidecarError",
     "Tool",
+    "ToolContent",
     "ToolContext",
     "ToolResultError",
 ]
@@ -56,6 +66,11 @@ _EXPORTS: dict[str, str] = {
     "Tool": "pytest_mcpfaults.sidecar.tools",
     "ToolContext": "pytest_mcpfaults.sidecar.outbound",
     "ToolResultError": "pytest_mcpfaults.sidecar.tools",
+    "ToolContent": "pytest_mcpfaults.sidecar.tools",
+    "Prompt": "pytest_mcpfaults.sidecar.surface",
+    "PromptArgument": "pytest_mcpfaults.sidecar.surface",
+    "Resource": "pytest_mcpfaults.sidecar.surface",
+    "ResourceTemplate": "pytest_mcpfaults.sidecar.surface",
 }
 
 

@@ -30,7 +30,7 @@ def builtin_surface(tool_sets: tuple[str, ...]) -> Surface:
     if "conformance" not in tool_sets:
         return Surface()
     resources, templates = conformance_resources()
-    return Surface(resources, templates, conformance_prompts())
+    return Surface([*resources, *templates], conformance_prompts())
 
 
 def tool_sets_help() -> str:

@@ -48,6 +48,7 @@ from pytest_mcpfaults.sidecar.routing import (
     revokes_token,
     rewrites_upstream,
 )
+from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.validation import is_loopback_host
 
@@ -161,6 +162,8 @@ class SidecarCore:
         reply: str,
         tools: Iterable[Tool],
         tool_sets: Sequence[str],
+        resources: Iterable[Resource | ResourceTemplate] = (),
+        prompts: Iterable[Prompt] = (),
         faults: Sequence[F.Fault],
         get_stream: bool,
         allowed_origins: Sequence[str],
@@ -209,6 +212,7 @@ class SidecarCore:
             source=source,
             surface=builtin_surface(tuple(tool_sets)),
         )
+        self.mcp.surface.add(resources, prompts)
         self.state: SidecarState = "new"
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []

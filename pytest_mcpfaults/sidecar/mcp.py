@@ -66,6 +66,10 @@ whose upstream failed."""
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 INTERNAL_ERROR = -32603
+#: The session-era methods 2026-07-28 removed (answered -32601 in the stateless era).
+STATELESS_REMOVED = ("ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
+#: The methods whose 2026-07-28 results carry the caching hints (``cacheScope``, ``ttlMs``).
+CACHEABLE = ("tools/list", "resources/list", "resources/read", "resources/templates/list", "prompts/list")
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
 #: What the sidecar's ``initialize`` and ``server/discover`` say it can do.
@@ -340,7 +344,7 @@ class McpEndpoint:
         if req.method == "server/discover":
             result: dict[str, Any] = {
                 "supportedVersions": list(MODERN_VERSIONS),
-                "capabilities": self._capabilities(),
+                "capabilities": self._capabilities("stateless"),
                 "cacheScope": "private",
                 "ttlMs": 0,
                 "resultType": "complete",
@@ -349,12 +353,14 @@ class McpEndpoint:
             if self.source is not None and self.source.instructions is not None:
                 result["instructions"] = self.source.instructions
             return self._ok(req, result)
-        if req.method == "ping":
-            return rpc_error(METHOD_NOT_FOUND, "Method not found: ping (removed in 2026-07-28)", req.id)
+        if req.method in STATELESS_REMOVED:
+            return rpc_error(
+                METHOD_NOT_FOUND, f"Method not found: {req.method} (removed in 2026-07-28)", req.id
+            )
         reply = await self._common(req, link, rid)
         if isinstance(reply.payload, dict) and isinstance(reply.payload.get("result"), dict):
             reply.payload["result"].setdefault("resultType", "complete")
-            if req.method == "tools/list":
+            if req.method in CACHEABLE:
                 reply.payload["result"].update(cacheScope="private", ttlMs=0)
         return reply
 
@@ -375,7 +381,7 @@ class McpEndpoint:
             self.sessions[sid] = version
             result = {
                 "protocolVersion": version,
-                "capabilities": self._capabilities(),
+                "capabilities": self._capabilities("session"),
                 "serverInfo": self._server_info(),
             }
             if self.source is not None and self.source.instructions is not None:
@@ -445,12 +451,12 @@ class McpEndpoint:
         wraps = isinstance(props, Mapping) and set(props) == {"result"}
         fit_structured(result, {"structuredContent": {"result": None} if wraps else {}})
 
-    def _capabilities(self) -> dict[str, Any]:
-        """The server capabilities: a replayed server's as recorded; the fake's tools, logging and
-        what its surface serves."""
+    def _capabilities(self, era: RequestEra) -> dict[str, Any]:
+        """The server capabilities in ``era``: a replayed server's as recorded; the fake's tools,
+        logging and what its surface serves."""
         if self.source is not None:
             return dict(self.source.capabilities)
-        return {**CAPABILITIES, **self.surface.capabilities()}
+        return {**CAPABILITIES, **self.surface.capabilities(stateless=era == "stateless")}
 
     def _server_info(self) -> Mapping[str, Any]:
         return self.source.server_info if self.source is not None else SERVER_INFO

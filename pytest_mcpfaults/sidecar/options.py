@@ -57,6 +57,7 @@ from pytest_mcpfaults.sidecar.option_text import (
     upstream_headers_text,
 )
 from pytest_mcpfaults.sidecar.stdio_upstream import check_upstream_command
+from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, check_surface
 from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 
 if TYPE_CHECKING:
@@ -169,6 +170,13 @@ class SidecarOptions:
         parse=tool_sets_text, metavar="SETS", backends=_BOTH,
         cli_help=f"comma-separated built-in tool sets (default {','.join(DEFAULT_TOOL_SETS)}; "
         "'conformance': the MCP conformance suite's fixtures)",
+    )  # fmt: skip
+    resources: Iterable[Resource | ResourceTemplate] = option(
+        (), help="resources (`Resource`) and resource templates (`ResourceTemplate`) served beside "
+        "the built-in sets' (docs/surface.md)."
+    )  # fmt: skip
+    prompts: Iterable[Prompt] = option(
+        (), help="prompts (`Prompt`) served beside the built-in sets' (docs/surface.md)."
     )  # fmt: skip
     faults: Sequence[F.Fault | str] = option(
         (), help="the fault plan: faults (or their text forms) applied in order, first match wins.",
@@ -370,6 +378,12 @@ class SidecarOptions:
             cassette_order=self.cassette_order, cassette_once=self.cassette_once, upstream=self.upstream,
             upstream_command=command, tools=self.tools, transport=transport,
         )  # fmt: skip
+        resources, prompts = check_surface("Sidecar", self.resources, self.prompts)
+        if (resources or prompts) and (self.upstream is not None or command):
+            raise ValueError(
+                "Sidecar: resources= and prompts= are served by the fake; with an upstream they are the "
+                f"upstream's own (got {len(resources)} resource(s), {len(prompts)} prompt(s) and an upstream)"
+            )
         plan = F.as_plan(self.faults)
         F.check_transport(plan, "http", "Sidecar faults=")
         check_auth_plan(plan, auth, "Sidecar faults=")
@@ -377,6 +391,7 @@ class SidecarOptions:
             ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
             ("faults", plan), ("upstream_headers", dict(self.upstream_headers or {})), ("auth", auth),
             *cassettes.items(),
+            ("resources", tuple(resources)), ("prompts", tuple(prompts)),
         ):  # fmt: skip
             object.__setattr__(self, name, value)
 

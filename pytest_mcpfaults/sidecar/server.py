@@ -126,6 +126,8 @@ class Sidecar(SidecarWaits):
             tools=opts.tools if replay is None else replay.tools.values(),
             tool_sets=opts.tool_sets if replay is None else (),
             source=replay,
+            resources=opts.resources if replay is None else (),
+            prompts=opts.prompts if replay is None else (),
             faults=cast("tuple[F.Fault, ...]", opts.faults),  # parsed by SidecarOptions
             get_stream=opts.get_stream,
             allowed_origins=opts.allowed_origins,

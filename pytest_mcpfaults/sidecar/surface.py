@@ -22,6 +22,7 @@ __all__ = [
     "ResourceTemplate",
     "Surface",
     "SurfaceError",
+    "check_surface",
 ]
 
 INVALID_PARAMS, RESOURCE_NOT_FOUND = -32602, -32002
@@ -158,6 +159,29 @@ class Prompt:
         return head
 
 
+def check_surface(
+    who: str, resources: object, prompts: object
+) -> tuple[list[Resource | ResourceTemplate], list[Prompt]]:
+    """``resources`` (each a :class:`Resource` or :class:`ResourceTemplate`) and ``prompts`` (each a
+    :class:`Prompt`) as lists, or ``ValueError`` naming the argument, prefixed with ``who``."""
+    checked: list[list[Any]] = []
+    for name, value, kinds, what in (
+        ("resources", resources, (Resource, ResourceTemplate), "Resource or ResourceTemplate"),
+        ("prompts", prompts, (Prompt,), "Prompt"),
+    ):
+        items = (
+            list(value)
+            if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))
+            else None
+        )
+        bad = [i for i in items or () if not isinstance(i, kinds)]
+        if items is None or bad:
+            got = bad[0] if bad else value
+            raise ValueError(f"{who}: {name} must be a list of pytest_mcpfaults {what} values, got {got!r}")
+        checked.append(items)
+    return checked[0], checked[1]
+
+
 def _described(head: dict[str, Any], title: str | None, mime_type: str) -> dict[str, Any]:
     if title is not None:
         head["title"] = title
@@ -178,23 +202,33 @@ class Surface:
     transport session id (``None``: a stateless-era request)."""
 
     def __init__(
-        self,
-        resources: Iterable[Resource] = (),
-        templates: Iterable[ResourceTemplate] = (),
-        prompts: Iterable[Prompt] = (),
+        self, resources: Iterable[Resource | ResourceTemplate] = (), prompts: Iterable[Prompt] = ()
     ) -> None:
-        self.resources = {r.uri: r for r in resources}
-        self.templates = list(templates)
-        self.prompts = {p.name: p for p in prompts}
+        self.resources: dict[str, Resource] = {}
+        self.templates: list[ResourceTemplate] = []
+        self.prompts: dict[str, Prompt] = {}
         self.log_levels: dict[str, str] = {}  # filled by the endpoint's logging/setLevel
         self.subscriptions: dict[str | None, set[str]] = {}
+        self.add(resources, prompts)
 
-    def capabilities(self) -> dict[str, Any]:
+    def add(self, resources: Iterable[Resource | ResourceTemplate], prompts: Iterable[Prompt]) -> None:
+        """Serve these too (a resource, template or prompt of the same URI, template or name replaces
+        the one served)."""
+        for r in resources:
+            if isinstance(r, Resource):
+                self.resources[r.uri] = r
+            else:
+                self.templates = [t for t in self.templates if t.uri_template != r.uri_template] + [r]
+        self.prompts.update((p.name, p) for p in prompts)
+
+    def capabilities(self, *, stateless: bool = False) -> dict[str, Any]:
         """The server capabilities this surface adds to ``tools`` and ``logging``: those it has
-        something to list for."""
+        something to list for (``subscribe`` in the session era: 2026-07-28 removed it)."""
         caps: dict[str, Any] = {}
         if self.resources or self.templates:
-            caps["resources"] = {"subscribe": True, "listChanged": False}
+            caps["resources"] = (
+                {"listChanged": False} if stateless else {"subscribe": True, "listChanged": False}
+            )
         if self.prompts:
             caps["prompts"] = {"listChanged": False}
         if self.prompts or self.templates:

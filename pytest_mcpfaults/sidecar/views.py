@@ -15,6 +15,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import SidecarCore
 from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
+from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions
 
 __all__ = ["SidecarError", "SidecarState", "SidecarViews"]
@@ -61,6 +62,13 @@ class SidecarViews:
     def benchmark(self) -> BenchmarkSessions:
         """The benchmark sessions the ``benchmark`` tool set holds."""
         return self.core.benchmark
+
+    @property
+    def surface(self) -> Surface:
+        """The resources, resource templates and prompts served, and what each client session set:
+        ``surface.log_levels`` (``logging/setLevel``) and ``surface.subscriptions``
+        (``resources/subscribe``), keyed by the transport session id (``None``: stateless era)."""
+        return self.core.mcp.surface
 
     @property
     def mcp_path(self) -> str:
