@@ -38,6 +38,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_mcp1_env",
         "test_progress",
         "test_server_requests",
+        "test_surface",
     ),
     "inprocess": ("test_inprocess",),
     "proxy": (
