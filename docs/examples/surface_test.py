@@ -1,0 +1,83 @@
+"""The server surface beside tools: resources, templates, prompts, completion, the logging level;
+a test's own, the conformance set's, and faults aimed at them (docs/surface.md)."""
+
+import json
+
+import pytest
+from mcp import types
+from mcp.client import Client
+from mcp.shared.exceptions import MCPError
+
+from pytest_mcpfaults import JsonRpcError, Prompt, PromptArgument, Resource, ResourceTemplate, Status, Trigger
+
+
+# --8<-- [start:own]
+def order(id: str) -> str:  # called with the template's variables
+    return json.dumps({"order": id, "status": "shipped"})
+
+
+def summary(topic: str, tone: str = "plain") -> list[dict]:  # called with the client's arguments
+    return [{"role": "user", "content": {"type": "text", "text": f"Summarise {topic}, {tone}."}}]
+
+
+RESOURCES = [
+    Resource("file:///notes.txt", "notes", text="remember the milk"),
+    ResourceTemplate(
+        "orders://{id}", "order", order, mime_type="application/json", completions={"id": ["a1", "a2"]}
+    ),
+]
+PROMPTS = [Prompt("summary", summary, (PromptArgument("topic", required=True), PromptArgument("tone")))]
+
+
+@pytest.mark.mcp_sidecar(resources=RESOURCES, prompts=PROMPTS)
+async def test_a_harness_reads_resources_and_prompts(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url) as client:
+        notes = await client.read_resource("file:///notes.txt")
+        shipped = await client.read_resource("orders://a2")
+        prompt = await client.get_prompt("summary", {"topic": "the incident"})
+        ref = types.ResourceTemplateReference(type="ref/resource", uri="orders://{id}")
+        offered = await client.complete(ref, {"name": "id", "value": "a"})
+    assert notes.contents[0].text == "remember the milk"
+    assert json.loads(shipped.contents[0].text)["order"] == "a2"
+    assert prompt.messages[0].content.text == "Summarise the incident, plain."
+    assert offered.completion.values == ["a1", "a2"]
+    assert "POST resources/read orders://a2" in mcp_sidecar.journal.sequence()
+
+
+# --8<-- [end:own]
+
+
+# --8<-- [start:faults]
+FAULTS = [
+    JsonRpcError(-32001, "prompt store down", when="prompt:summary"),
+    Status(503, when=Trigger("resource:file:///notes.txt", nth=2)),
+]
+
+
+@pytest.mark.mcp_sidecar(resources=RESOURCES, prompts=PROMPTS, faults=FAULTS)
+async def test_faults_aimed_at_a_prompt_and_a_resource(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url) as client:
+        with pytest.raises(MCPError, match="prompt store down"):
+            await client.get_prompt("summary", {"topic": "x"})
+        await client.read_resource("file:///notes.txt")  # the first read answers
+        await client.read_resource("orders://a1")  # another resource: not counted
+        with pytest.raises(MCPError):
+            await client.read_resource("file:///notes.txt")  # the second: 503
+    assert mcp_sidecar.fired == {"jsonrpc_error": 1, "status": 1}
+
+
+# --8<-- [end:faults]
+
+
+# --8<-- [start:session]
+@pytest.mark.mcp_sidecar(tool_sets=["conformance"], era="session")
+async def test_what_a_session_set(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url) as client:
+        await client.set_logging_level("warning")
+        await client.subscribe_resource("test://watched-resource")
+    (session,) = mcp_sidecar.ended_sessions
+    assert mcp_sidecar.surface.log_levels == {session: "warning"}
+    assert mcp_sidecar.surface.subscriptions == {session: {"test://watched-resource"}}
+
+
+# --8<-- [end:session]
