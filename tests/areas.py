@@ -39,6 +39,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_progress",
         "test_server_requests",
         "test_surface",
+        "test_surface_mcp1",
     ),
     "inprocess": ("test_inprocess",),
     "proxy": (
