@@ -199,7 +199,7 @@ async def test_faults_aimed_at_one_prompt_and_one_resource(mode: str) -> None:
 async def test_a_hang_on_resources_read_is_caught_by_patience_and_a_delay_by_the_clients_timeout() -> None:
     hang = Hang(when="resources/read")
     with Sidecar(tool_sets=["conformance"], patience=0.5, expect_hang=True, faults=[hang]) as sc:
-        read = {
+        body = {
             "jsonrpc": "2.0",
             "id": 1,
             "method": "resources/read",
@@ -286,3 +286,72 @@ def test_tool_content_answers_its_blocks_as_they_are() -> None:
 def test_bad_surface_arguments_are_refused_by_name(build: Any, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         build()
+
+
+async def test_changes_at_run_time_are_told_on_the_sessions_get_stream() -> None:
+    """With ``get_stream=True`` the capabilities say ``listChanged`` and a change made while the
+    client is connected reaches its open ``GET`` stream: a new tool, a new resource, new prompts;
+    ``resources/updated`` only for a URI the session subscribed to."""
+    told: list[str] = []
+    updated: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(message.params.uri)
+        method = getattr(message, "method", None)
+        if isinstance(method, str) and method.startswith("notifications/"):
+            told.append(method)
+
+    def stream_open(reqs: tuple[Any, ...]) -> bool:
+        return any(r.method == "GET" and r.status == 200 for r in reqs)
+
+    with Sidecar(tool_sets=["conformance"], get_stream=True, era="session") as sc:
+        async with Client(sc.mcp_url, mode="legacy", message_handler=on_message) as client:
+            caps = client.server_capabilities
+            await client.subscribe_resource("test://watched-resource")
+            await asyncio.to_thread(sc.wait_for, stream_open)
+            sc.add_tool("late", lambda: "x", input_schema={"type": "object"})
+            sc.surface.add(
+                [
+                    Resource("test://watched-resource", "watched-resource", text="v2"),  # subscribed: updated
+                    Resource("test://static-text", "static-text", text="v2"),  # not subscribed: nothing
+                    Resource("test://new", "new", text="n"),
+                ],
+                [Prompt("late_prompt", lambda: _user_prompt("hi"))],
+            )
+            for _ in range(100):  # bounded: 5 s
+                if len(told) >= 4:
+                    break
+                await asyncio.sleep(0.05)
+            read = await client.read_resource("test://watched-resource")
+    assert caps is not None and caps.tools is not None and caps.tools.list_changed is True
+    assert caps.resources is not None and caps.resources.list_changed is True
+    assert told == [
+        "notifications/tools/list_changed",
+        "notifications/resources/updated",
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+    ]
+    assert updated == ["test://watched-resource"]
+    assert read.contents[0].text == "v2"  # type: ignore[union-attr]
+    (get,) = [r for r in sc.requests if r.method == "GET"]
+    assert get.bytes_sent > len(b": stream open\n\n") and get.status == 200
+
+
+async def test_without_a_get_stream_nothing_says_list_changed() -> None:
+    with Sidecar(tool_sets=["conformance"]) as sc:
+        async with Client(sc.mcp_url, mode="legacy") as client:
+            caps = client.server_capabilities
+            sc.add_tool("late", lambda: "x", input_schema={"type": "object"})
+            assert "late" in {t.name for t in (await client.list_tools()).tools}
+    assert (
+        caps is not None
+        and caps.tools is not None
+        and caps.resources is not None
+        and caps.prompts is not None
+    )
+    assert (caps.tools.list_changed, caps.resources.list_changed, caps.prompts.list_changed) == (
+        False,
+        False,
+        False,
+    )

@@ -1,6 +1,7 @@
 """The server surface beside tools: resources, templates, prompts, completion, the logging level;
 a test's own, the conformance set's, and faults aimed at them (docs/surface.md)."""
 
+import asyncio
 import json
 
 import pytest
@@ -81,3 +82,30 @@ async def test_what_a_session_set(mcp_sidecar):
 
 
 # --8<-- [end:session]
+
+
+# --8<-- [start:changes]
+@pytest.mark.mcp_sidecar(resources=RESOURCES, get_stream=True, era="session")
+async def test_a_harness_is_told_the_resources_changed(mcp_sidecar):
+    told = []
+
+    async def on_message(message):
+        told.append(getattr(message, "method", None))
+
+    def stream_open(requests):
+        return any(r.method == "GET" and r.status == 200 for r in requests)
+
+    async with Client(mcp_sidecar.mcp_url, message_handler=on_message) as client:
+        await client.subscribe_resource("file:///notes.txt")
+        await asyncio.to_thread(mcp_sidecar.wait_for, stream_open)  # the client's GET stream is open
+        mcp_sidecar.surface.add([Resource("file:///notes.txt", "notes", text="buy bread")])
+        for _ in range(100):  # bounded: 5 s
+            if told:
+                break
+            await asyncio.sleep(0.05)
+        notes = await client.read_resource("file:///notes.txt")
+    assert told == ["notifications/resources/updated"]
+    assert notes.contents[0].text == "buy bread"
+
+
+# --8<-- [end:changes]

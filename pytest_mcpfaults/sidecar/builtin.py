@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pytest_mcpfaults.sidecar.conformance import conformance_prompts, conformance_resources, conformance_tools
-from pytest_mcpfaults.sidecar.surface import Surface
+from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, Surface
 from pytest_mcpfaults.sidecar.tools import (
     DEFAULT_TOOL_SETS,
     TOOL_SETS,
@@ -24,13 +26,19 @@ def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> d
     return tools
 
 
-def builtin_surface(tool_sets: tuple[str, ...]) -> Surface:
+def builtin_surface(
+    tool_sets: tuple[str, ...],
+    resources: Iterable[Resource | ResourceTemplate] = (),
+    prompts: Iterable[Prompt] = (),
+) -> Surface:
     """A new surface holding the resources, templates and prompts of ``tool_sets`` (only the
-    ``conformance`` set has any)."""
-    if "conformance" not in tool_sets:
-        return Surface()
-    resources, templates = conformance_resources()
-    return Surface([*resources, *templates], conformance_prompts())
+    ``conformance`` set has any), then ``resources`` and ``prompts`` (a test's own)."""
+    surface = Surface()
+    if "conformance" in tool_sets:
+        fixtures, templates = conformance_resources()
+        surface.add([*fixtures, *templates], conformance_prompts())
+    surface.add(resources, prompts)
+    return surface
 
 
 def tool_sets_help() -> str:

@@ -179,8 +179,7 @@ class SidecarCore:
         auth: AuthServer | None = None,
         source: AnswerSource | None = None,
     ) -> None:
-        self.mcp_path, self.health_path = mcp_path, health_path
-        self.transport = transport
+        self.mcp_path, self.health_path, self.transport = mcp_path, health_path, transport
         self.streamable = serves_streamable(transport)
         self.legacy = (
             LegacySse(sse_path=sse_path, messages_path=messages_path) if serves_legacy(transport) else None
@@ -193,6 +192,8 @@ class SidecarCore:
         self.max_body_bytes = max_body_bytes
         self.service_url = service_url
         self.upstream, self.auth = upstream, auth
+        self.state: SidecarState = "new"
+        self.notify: Callable[[str, Mapping[str, Any] | None], None] = _no_notice
         self.benchmark = BenchmarkSessions()
         self.tools = builtin_tools(tuple(tool_sets), self.benchmark)
         for tool in tools:
@@ -210,10 +211,9 @@ class SidecarCore:
             run_async=run_async,
             messages=self.server_messages,
             source=source,
-            surface=builtin_surface(tuple(tool_sets)),
+            surface=builtin_surface(tuple(tool_sets), resources, prompts),
         )
-        self.mcp.surface.add(resources, prompts)
-        self.state: SidecarState = "new"
+        self.mcp.surface.on_change = lambda method, params: self.notify(method, params)
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []
         self._errors_lock = threading.Lock()
@@ -233,6 +233,8 @@ class SidecarCore:
         if not isinstance(tool, Tool):
             raise ValueError(f"Sidecar: tools must be Tool instances, got {tool!r}")
         self.tools[tool.name] = tool
+        if self.state != "new":
+            self.notify("notifications/tools/list_changed", None)
 
     @property
     def plan(self) -> tuple[F.Fault, ...]:
@@ -568,6 +570,10 @@ class SidecarCore:
             await transport.event_stream()
             return None
         return Reply(405, None, {"Allow": "POST" if self.mcp.era == "stateless" else "POST, DELETE"})
+
+
+def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:
+    """A transport without server-to-client streams tells nobody."""
 
 
 #: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).

@@ -28,6 +28,7 @@ from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_tr
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.mcp import encode, reply_body
+from pytest_mcpfaults.sidecar.notices import StreamNotices
 from pytest_mcpfaults.sidecar.options import SidecarOptions, response_headers
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
@@ -186,7 +187,12 @@ class _Exchange:
         await resp.write(b": stream open\n\n")
         self.out.status, self.out.bytes_sent = 200, 15
         self.stream = resp
-        await self.listener.stream_until_teardown()
+        notices = self.listener.notices
+        notices.open(resp, self.request.headers.get("Mcp-Session-Id"), self.rid, self.out)
+        try:
+            await self.listener.stream_until_teardown()
+        finally:
+            notices.close(resp)
 
 
 class SocketListener:
@@ -210,6 +216,9 @@ class SocketListener:
         self.conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self.holds: set[_Hold] = set()
         self.streams: set[asyncio.Future[str]] = set()
+        #: The MCP endpoint's open GET streams and the notifications the core posts to them.
+        self.notices = StreamNotices(self.journal, sidecar_core.mcp.surface.is_subscribed)
+        sidecar_core.notify = self.notices.post
         self.server: asyncio.Server | None = None
         self.web: ConnectionReportingServer | None = None
         self.mounted: tuple[str, Handler] | None = None

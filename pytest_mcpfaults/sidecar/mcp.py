@@ -456,7 +456,9 @@ class McpEndpoint:
         logging and what its surface serves."""
         if self.source is not None:
             return dict(self.source.capabilities)
-        return {**CAPABILITIES, **self.surface.capabilities(stateless=era == "stateless")}
+        told = self.get_stream and era == "session"  # listChanged: a session's GET stream can tell
+        surface = self.surface.capabilities(stateless=era == "stateless", list_changed=told)
+        return {**CAPABILITIES, "tools": {"listChanged": told}, **surface}
 
     def _server_info(self) -> Mapping[str, Any]:
         return self.source.server_info if self.source is not None else SERVER_INFO

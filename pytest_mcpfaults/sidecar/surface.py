@@ -209,28 +209,51 @@ class Surface:
         self.prompts: dict[str, Prompt] = {}
         self.log_levels: dict[str, str] = {}  # filled by the endpoint's logging/setLevel
         self.subscriptions: dict[str | None, set[str]] = {}
+        #: Told each notification a change makes (method, params): the sidecar sends it on its streams.
+        self.on_change: Callable[[str, Mapping[str, Any] | None], None] = lambda method, params: None
         self.add(resources, prompts)
 
-    def add(self, resources: Iterable[Resource | ResourceTemplate], prompts: Iterable[Prompt]) -> None:
-        """Serve these too (a resource, template or prompt of the same URI, template or name replaces
-        the one served)."""
+    def is_subscribed(self, session: str | None, uri: str) -> bool:
+        """Whether ``session`` subscribed to ``uri`` (``resources/subscribe``) and has not unsubscribed."""
+        return uri in self.subscriptions.get(session, ())
+
+    def add(
+        self, resources: Iterable[Resource | ResourceTemplate] = (), prompts: Iterable[Prompt] = ()
+    ) -> None:
+        """Serve these too; a resource, template or prompt of the same URI, template or name replaces
+        the one served. While the sidecar runs, a client's open ``GET`` stream (``get_stream=True``)
+        is told: ``notifications/resources/updated`` for a replaced resource (to the sessions
+        subscribed to it), ``notifications/resources/list_changed`` for a new one or a template,
+        ``notifications/prompts/list_changed`` for prompts."""
+        changed: list[tuple[str, str | None]] = []
         for r in resources:
             if isinstance(r, Resource):
+                changed.append(
+                    ("notifications/resources/updated", r.uri)
+                    if r.uri in self.resources
+                    else ("notifications/resources/list_changed", None)
+                )
                 self.resources[r.uri] = r
             else:
                 self.templates = [t for t in self.templates if t.uri_template != r.uri_template] + [r]
+                changed.append(("notifications/resources/list_changed", None))
+        prompts = list(prompts)
         self.prompts.update((p.name, p) for p in prompts)
+        if prompts:
+            changed.append(("notifications/prompts/list_changed", None))
+        for method, uri in dict.fromkeys(changed):
+            self.on_change(method, {"uri": uri} if uri is not None else None)
 
-    def capabilities(self, *, stateless: bool = False) -> dict[str, Any]:
+    def capabilities(self, *, stateless: bool = False, list_changed: bool = False) -> dict[str, Any]:
         """The server capabilities this surface adds to ``tools`` and ``logging``: those it has
-        something to list for (``subscribe`` in the session era: 2026-07-28 removed it)."""
+        something to list for (``subscribe`` in the session era: 2026-07-28 removed it);
+        ``list_changed``: whether the sidecar can tell a client (an open ``GET`` stream)."""
         caps: dict[str, Any] = {}
         if self.resources or self.templates:
-            caps["resources"] = (
-                {"listChanged": False} if stateless else {"subscribe": True, "listChanged": False}
-            )
+            resources: dict[str, Any] = {} if stateless else {"subscribe": True}
+            caps["resources"] = {**resources, "listChanged": list_changed}
         if self.prompts:
-            caps["prompts"] = {"listChanged": False}
+            caps["prompts"] = {"listChanged": list_changed}
         if self.prompts or self.templates:
             caps["completions"] = {}
         return caps
