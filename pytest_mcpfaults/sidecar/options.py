@@ -160,8 +160,10 @@ class SidecarOptions:
         choices=REPLY_MODES, cli_help="reply framing (default json)", backends=_BOTH,
     )  # fmt: skip
     get_stream: bool = option(
-        False, help="answer `GET` on the MCP endpoint with an open SSE stream instead of 405."
-    )
+        False, help="answer `GET` on the MCP endpoint with an open SSE stream instead of 405 (where "
+        "`list_changed` and `resources/updated` notifications go).", flag="--get-stream",
+        cli_help="answer GET on the MCP endpoint with an open SSE stream (list_changed notifications)",
+    )  # fmt: skip
     tools: Iterable[Tool] = option(
         (), help="extra tools (`Tool`) served beside the built-in sets.", backends=_BOTH
     )
