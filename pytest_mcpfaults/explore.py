@@ -200,7 +200,7 @@ def _endpoint_of(target: str) -> Endpoint | None:
         return None
     if t.kind == "endpoint":
         return "health" if t.value == "health" else "mcp"
-    if t.kind in ("tool", "method"):
+    if t.kind in ("tool", "prompt", "resource", "method"):
         return "mcp"
     return "other"
 
