@@ -1,15 +1,16 @@
 """The server surface through the mcp 1.x client (``streamablehttp_client`` + ``ClientSession``,
 session era only): the conformance set's resources, templates, prompts, completion, logging level and
-subscriptions, and a fault aimed at one prompt. Runs in the tox env ``mcp1`` and under
-tests/test_mcp1_env.py; skipped where the installed mcp is 2.x."""
+subscriptions, a fault aimed at one prompt, and change notifications on the session's GET stream.
+Runs in the tox env ``mcp1`` and under tests/test_mcp1_env.py; skipped where the installed mcp is 2.x."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
-from pytest_mcpfaults import JsonRpcError, Sidecar
+from pytest_mcpfaults import JsonRpcError, Resource, Sidecar
 
 streamable_http = pytest.importorskip(
     "mcp.client.streamable_http",
@@ -68,3 +69,32 @@ async def test_mcp1_sees_a_fault_aimed_at_one_prompt_as_its_json_rpc_error() -> 
     assert (down.value.error.code, down.value.error.message) == (-32001, "prompt store down")
     assert [m.content.type for m in image.messages] == ["image", "text"]
     assert sc.fired == {"jsonrpc_error": 1}
+
+
+async def test_mcp1_hears_a_change_on_its_get_stream() -> None:
+    """mcp 1.x opens the session's GET stream after ``initialize``; with ``get_stream=True`` a tool
+    added and a subscribed resource replaced reach its message handler."""
+    told: list[str] = []
+
+    async def on_message(message: object) -> None:
+        root = getattr(message, "root", None)
+        method = getattr(root, "method", None)
+        if isinstance(method, str):
+            told.append(method)
+
+    def stream_open(reqs: tuple[object, ...]) -> bool:
+        return any(getattr(r, "method", None) == "GET" and getattr(r, "status", None) == 200 for r in reqs)
+
+    with Sidecar(tool_sets=["conformance"], get_stream=True) as sc:
+        async with streamablehttp_client(sc.mcp_url) as (read, write, _):  # noqa: SIM117
+            async with ClientSession(read, write, message_handler=on_message) as session:
+                await session.initialize()
+                await session.subscribe_resource(AnyUrl("test://watched-resource"))
+                await asyncio.to_thread(sc.wait_for, stream_open)
+                sc.add_tool("late", lambda: "x", input_schema={"type": "object"})
+                sc.surface.add([Resource("test://watched-resource", "watched-resource", text="v2")])
+                for _ in range(100):  # bounded: 5 s
+                    if len(told) >= 2:
+                        break
+                    await asyncio.sleep(0.05)
+    assert told == ["notifications/tools/list_changed", "notifications/resources/updated"]
