@@ -62,6 +62,7 @@ from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.body import halve, shape_of
 from pytest_mcpfaults.sidecar.config import check_endpoints, check_strings
 from pytest_mcpfaults.sidecar.mcp import reply_body
+from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, check_surface
 from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.validation import check_count
@@ -253,6 +254,8 @@ class InProcessSidecar(SidecarViews):
         reply: str = "json",
         tools: Iterable[Tool] = (),
         tool_sets: Sequence[str] = DEFAULT_TOOL_SETS,
+        resources: Iterable[Resource | ResourceTemplate] = (),
+        prompts: Iterable[Prompt] = (),
         faults: Sequence[F.Fault | str] = (),
         service_url: str | None = None,
         allowed_origins: Sequence[str] = (),
@@ -274,6 +277,7 @@ class InProcessSidecar(SidecarViews):
             "mock_sidecar", "allowed_origins", allowed_origins, "Origin values such as 'http://a.example'"
         )
         check_count("mock_sidecar", "max_body_bytes", max_body_bytes, minimum=1)
+        resources, prompts = check_surface("mock_sidecar", resources, prompts)
         self._url = base_url.rstrip("/")
         self._origin = _origin(self._url)
         self.era, self.reply = era_, reply_
@@ -284,6 +288,8 @@ class InProcessSidecar(SidecarViews):
             reply=reply_,
             tools=tools,
             tool_sets=tool_sets,
+            resources=resources,
+            prompts=prompts,
             faults=check_plan(faults),
             get_stream=False,
             allowed_origins=(*allowed_origins, self._url),  # its own origin, as loopback is over a socket
@@ -475,7 +481,7 @@ def mock_sidecar(
             assert httpx.get(side.health_url).status_code == 503
 
     Other keyword arguments: ``mcp_path``, ``health_path``, ``era``, ``reply``, ``tools``,
-    ``tool_sets``, ``service_url``, ``allowed_origins``, ``max_body_bytes`` (see
+    ``tool_sets``, ``resources``, ``prompts``, ``service_url``, ``allowed_origins``, ``max_body_bytes`` (see
     :class:`InProcessSidecar`). Raises :class:`UnsupportedInProcess` for faults that need sockets, and
     ``TypeError`` naming an option of the socket sidecar it does not take (the options table of
     docs/sidecar.md, its in-process column).

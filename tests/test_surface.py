@@ -355,3 +355,17 @@ async def test_without_a_get_stream_nothing_says_list_changed() -> None:
         False,
         False,
     )
+
+
+def test_the_in_process_backend_serves_a_tests_own_resources_and_prompts_and_checks_them() -> None:
+    from pytest_mcpfaults.inprocess import mock_sidecar
+
+    prompt = Prompt("hello", lambda: _user_prompt("hi"))
+    with mock_sidecar(resources=[Resource("file:///a", "a", text="A")], prompts=[prompt]) as side:
+        for method, params in (("resources/read", {"uri": "file:///a"}), ("prompts/get", {"name": "hello"})):
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            answered = httpx.post(side.mcp_url, json=body, headers=STATELESS).json()["result"]
+            assert answered.get("contents", answered.get("messages"))
+        assert [r.resource or r.prompt for r in side.requests] == ["file:///a", "hello"]
+    with pytest.raises(ValueError, match="mock_sidecar: prompts must be a list of pytest_mcpfaults Prompt"):
+        mock_sidecar(prompts=["hello"])

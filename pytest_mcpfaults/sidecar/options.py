@@ -175,10 +175,10 @@ class SidecarOptions:
     )  # fmt: skip
     resources: Iterable[Resource | ResourceTemplate] = option(
         (), help="resources (`Resource`) and resource templates (`ResourceTemplate`) served beside "
-        "the built-in sets' (docs/surface.md)."
+        "the built-in sets' (docs/surface.md).", backends=_BOTH,
     )  # fmt: skip
     prompts: Iterable[Prompt] = option(
-        (), help="prompts (`Prompt`) served beside the built-in sets' (docs/surface.md)."
+        (), help="prompts (`Prompt`) served beside the built-in sets' (docs/surface.md).", backends=_BOTH,
     )  # fmt: skip
     faults: Sequence[F.Fault | str] = option(
         (), help="the fault plan: faults (or their text forms) applied in order, first match wins.",
