@@ -27,7 +27,7 @@ def cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     return Path(config_cache.mkdir("mcpfaults-conformance"))
 
 
-def test_serve_passes_every_scenario_the_reference_server_passes_but_those_waiting_for_other_items(
+def test_serve_passes_every_scenario_the_reference_server_passes(
     cache: Path,
 ) -> None:
     serve, reference = measure(cache, env=REGISTRY_ENV)

@@ -90,7 +90,7 @@ async def test_the_conformance_set_answers_resources_prompts_and_completion(mode
     assert [r.error for r in sc.requests if r.error is not None] == []
 
 
-async def test_the_session_era_keeps_each_sessions_log_level_and_subscriptions() -> None:
+async def test_the_session_era_keeps_each_sessions_log_level_and_subscriptions_while_it_lives() -> None:
     with Sidecar(tool_sets=["conformance"], era="session") as sc:
         async with Client(sc.mcp_url, mode="legacy") as client:
             await client.set_logging_level("warning")
@@ -100,9 +100,11 @@ async def test_the_session_era_keeps_each_sessions_log_level_and_subscriptions()
             assert client.server_capabilities is not None
             assert client.server_capabilities.resources is not None
             assert client.server_capabilities.resources.subscribe is True
-        (sid,) = sc.ended_sessions
-        assert sc.surface.log_levels == {sid: "warning"}
-        assert sc.surface.subscriptions == {sid: {"test://watched-resource"}}
+            (sid,) = sc.sessions
+            assert sc.surface.log_levels == {sid: "warning"}
+            assert sc.surface.subscriptions == {sid: {"test://watched-resource"}}
+        assert sc.ended_sessions == (sid,)
+        assert sc.surface.log_levels == {} and sc.surface.subscriptions == {}  # gone with the session
         subscribes = [r for r in sc.requests if r.mcp_method and r.mcp_method.startswith("resources/")]
         assert [(r.mcp_method, r.resource) for r in subscribes] == [
             ("resources/subscribe", "test://watched-resource"),
@@ -369,3 +371,40 @@ def test_the_in_process_backend_serves_a_tests_own_resources_and_prompts_and_che
         assert [r.resource or r.prompt for r in side.requests] == ["file:///a", "hello"]
     with pytest.raises(ValueError, match="mock_sidecar: prompts must be a list of pytest_mcpfaults Prompt"):
         mock_sidecar(prompts=["hello"])
+
+
+async def _elicit_defaults(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"response": f"seen: {params.message}"})
+
+
+async def _sample_reply(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="forty-two"), model="fake"
+    )
+
+
+async def test_the_conformance_tools_that_talk_back_reach_the_mcp2_clients_callbacks() -> None:
+    told: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        method = getattr(message, "method", None)
+        if isinstance(method, str) and method.startswith("notifications/"):
+            told.append(method)
+
+    with Sidecar(tool_sets=["conformance"], era="session") as sc:
+        async with Client(
+            sc.mcp_url,
+            mode="legacy",
+            elicitation_callback=_elicit_defaults,
+            sampling_callback=_sample_reply,
+            message_handler=on_message,
+        ) as client:
+            asked = await client.call_tool("test_elicitation", {"message": "ok?"})
+            sampled = await client.call_tool("test_sampling", {"prompt": "meaning?"})
+            logged = await client.call_tool("test_tool_with_logging", {})
+    assert asked.content[0].text == 'User response: action=accept, content={"response": "seen: ok?"}'  # type: ignore[union-attr]
+    assert sampled.content[0].text == "LLM response: forty-two"  # type: ignore[union-attr]
+    assert logged.content[0].text == "Tool with logging executed successfully"  # type: ignore[union-attr]
+    assert told.count("notifications/message") == 3
+    sent = [m.method for m in sc.journal.server_messages]
+    assert sent.count("elicitation/create") == 1 and sent.count("sampling/createMessage") == 1

@@ -42,6 +42,7 @@ async def test_mcp1_reads_resources_prompts_and_completion_and_sets_its_session_
                 await session.set_logging_level("error")
                 await session.subscribe_resource(AnyUrl("test://watched-resource"))
                 sid = get_session_id()
+                levels, subscriptions = dict(sc.surface.log_levels), dict(sc.surface.subscriptions)
     caps = init.capabilities
     assert (
         caps.resources is not None and caps.resources.subscribe and caps.prompts and caps.logging is not None
@@ -52,8 +53,8 @@ async def test_mcp1_reads_resources_prompts_and_completion_and_sets_its_session_
     assert json.loads(templated.contents[0].text)["id"] == "7"  # type: ignore[union-attr]
     assert prompt.messages[0].content.text == "Prompt with arguments: arg1='x', arg2='y'"  # type: ignore[union-attr]
     assert completed.completion.values == ["paris", "park"]
-    assert sc.surface.log_levels == {sid: "error"}
-    assert sc.surface.subscriptions == {sid: {"test://watched-resource"}}
+    assert levels == {sid: "error"}
+    assert subscriptions == {sid: {"test://watched-resource"}}
     assert "POST resources/read test://template/7/data" in sc.journal.sequence()
 
 

@@ -76,9 +76,10 @@ async def test_what_a_session_set(mcp_sidecar):
     async with Client(mcp_sidecar.mcp_url) as client:
         await client.set_logging_level("warning")
         await client.subscribe_resource("test://watched-resource")
-    (session,) = mcp_sidecar.ended_sessions
-    assert mcp_sidecar.surface.log_levels == {session: "warning"}
-    assert mcp_sidecar.surface.subscriptions == {session: {"test://watched-resource"}}
+        (session,) = mcp_sidecar.sessions
+        assert mcp_sidecar.surface.log_levels == {session: "warning"}
+        assert mcp_sidecar.surface.subscriptions == {session: {"test://watched-resource"}}
+    assert mcp_sidecar.surface.subscriptions == {}  # gone with the session (its DELETE)
 
 
 # --8<-- [end:session]

@@ -4,8 +4,8 @@ serves them: tools answering each kind of content and a tool error, the text, bi
 watched resources, and the prompts. Opt-in (``tool_sets=[..., 'conformance']``, ``serve --tool-sets
 basic,benchmark,conformance``); ``benchmarks/conformance.py`` runs the suite against ``serve``.
 
-Its tools that need the client's side of a call (progress, logging, sampling, elicitation) are not
-here: the scenarios calling them fail with ``Unknown tool``.
+Its tools that talk back to the client during the call (logging, progress, sampling, elicitation)
+are :mod:`pytest_mcpfaults.sidecar.conformance_ctx`'s.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pytest_mcpfaults.sidecar.conformance_ctx import CONFORMANCE_CTX_TOOLS
 from pytest_mcpfaults.sidecar.surface import Prompt, PromptArgument, Resource, ResourceTemplate
 from pytest_mcpfaults.sidecar.tools import BuiltinTool, ToolContent, ToolResultError
 
@@ -103,6 +104,7 @@ def conformance_tools() -> list[BuiltinTool]:
             JSON_SCHEMA_2020_12,
             "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
         ),
+        *(BuiltinTool(n, h, s, d, client_paced=True) for n, h, s, d in CONFORMANCE_CTX_TOOLS),
     ]
 
 

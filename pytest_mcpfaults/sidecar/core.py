@@ -213,7 +213,6 @@ class SidecarCore:
             source=source,
             surface=builtin_surface(tuple(tool_sets), resources, prompts),
         )
-        self.mcp.surface.on_change = lambda method, params: self.notify(method, params)
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []
         self._errors_lock = threading.Lock()
@@ -573,7 +572,9 @@ class SidecarCore:
 
 
 def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:
-    """A transport without server-to-client streams tells nobody."""
+    """``SidecarCore.notify`` (a server notification for the clients' open streams, from any thread)
+    until a transport that has such streams sets its own (the socket sidecar's ``GET`` streams, which
+    also sets the surface's ``on_change``); without one nobody is told."""
 
 
 #: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).

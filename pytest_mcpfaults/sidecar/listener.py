@@ -218,7 +218,7 @@ class SocketListener:
         self.streams: set[asyncio.Future[str]] = set()
         #: The MCP endpoint's open GET streams and the notifications the core posts to them.
         self.notices = StreamNotices(self.journal, sidecar_core.mcp.surface.is_subscribed)
-        sidecar_core.notify = self.notices.post
+        sidecar_core.notify = sidecar_core.mcp.surface.on_change = self.notices.post
         self.server: asyncio.Server | None = None
         self.web: ConnectionReportingServer | None = None
         self.mounted: tuple[str, Handler] | None = None
