@@ -60,6 +60,7 @@ from pytest_mcpfaults.ambient import current
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.body import halve, shape_of
+from pytest_mcpfaults.sidecar.builtin import builtin_surface
 from pytest_mcpfaults.sidecar.config import check_endpoints, check_strings
 from pytest_mcpfaults.sidecar.mcp import reply_body
 from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, check_surface
@@ -288,8 +289,7 @@ class InProcessSidecar(SidecarViews):
             reply=reply_,
             tools=tools,
             tool_sets=tool_sets,
-            resources=resources,
-            prompts=prompts,
+            surface=builtin_surface(tuple(tool_sets), resources, prompts),
             faults=check_plan(faults),
             get_stream=False,
             allowed_origins=(*allowed_origins, self._url),  # its own origin, as loopback is over a socket

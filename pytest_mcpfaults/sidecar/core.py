@@ -48,7 +48,7 @@ from pytest_mcpfaults.sidecar.routing import (
     revokes_token,
     rewrites_upstream,
 )
-from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate
+from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.validation import is_loopback_host
 
@@ -162,8 +162,7 @@ class SidecarCore:
         reply: str,
         tools: Iterable[Tool],
         tool_sets: Sequence[str],
-        resources: Iterable[Resource | ResourceTemplate] = (),
-        prompts: Iterable[Prompt] = (),
+        surface: Surface | None = None,
         faults: Sequence[F.Fault],
         get_stream: bool,
         allowed_origins: Sequence[str],
@@ -186,11 +185,9 @@ class SidecarCore:
         )
         self.reply_sse = reply == "sse"
         self.allowed_origins = tuple(allowed_origins)
-        #: The ``Host`` names an MCP request may carry besides loopback ones (those of
-        #: ``allowed_origins``), or ``None``: any (see :meth:`refuse_foreign_hosts`).
-        self.allowed_hosts: frozenset[str] | None = None
-        self.max_body_bytes = max_body_bytes
-        self.service_url = service_url
+        #: The ``Host`` names an MCP request may carry besides loopback ones, or ``None``: any.
+        self.allowed_hosts: frozenset[str] | None = None  # (see :meth:`refuse_foreign_hosts`)
+        self.max_body_bytes, self.service_url = max_body_bytes, service_url
         self.upstream, self.auth = upstream, auth
         self.state: SidecarState = "new"
         self.notify: Callable[[str, Mapping[str, Any] | None], None] = _no_notice
@@ -211,7 +208,7 @@ class SidecarCore:
             run_async=run_async,
             messages=self.server_messages,
             source=source,
-            surface=builtin_surface(tuple(tool_sets), resources, prompts),
+            surface=surface if surface is not None else builtin_surface(tuple(tool_sets)),
         )
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []

@@ -22,6 +22,7 @@ from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.auth import AuthServer, check_auth_plan
+from pytest_mcpfaults.sidecar.builtin import builtin_surface
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, ReplyMode
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.legacy_sse import TransportName
@@ -126,8 +127,7 @@ class Sidecar(SidecarWaits):
             tools=opts.tools if replay is None else replay.tools.values(),
             tool_sets=opts.tool_sets if replay is None else (),
             source=replay,
-            resources=opts.resources if replay is None else (),
-            prompts=opts.prompts if replay is None else (),
+            surface=None if replay else builtin_surface(tuple(opts.tool_sets), opts.resources, opts.prompts),
             faults=cast("tuple[F.Fault, ...]", opts.faults),  # parsed by SidecarOptions
             get_stream=opts.get_stream,
             allowed_origins=opts.allowed_origins,
