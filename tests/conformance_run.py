@@ -155,9 +155,9 @@ def _running(cmd: Sequence[str], pattern: str, cwd: Path, env: dict[str, str]) -
 
 
 @contextmanager
-def serving(python: str = sys.executable) -> Iterator[str]:
-    """``python -m pytest_mcpfaults serve`` with the conformance tool set; its MCP URL."""
-    cmd = [python, "-m", "pytest_mcpfaults", "serve", *SERVE_ARGS, "--json"]
+def serving(python: str = sys.executable, args: Sequence[str] = SERVE_ARGS) -> Iterator[str]:
+    """``python -m pytest_mcpfaults serve`` with ``args`` (the conformance tool set); its MCP URL."""
+    cmd = [python, "-m", "pytest_mcpfaults", "serve", *args, "--json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with _running(cmd, r"^\{.*\}$", ROOT, env) as found:
         yield json.loads(found.group(0))["mcp_url"]
@@ -252,6 +252,37 @@ def measure(
         with reference_server(suite, ref) as url:
             reference = run_suite(suite, url)
     return serve, reference
+
+
+#: The reference server's scenarios a replay of its cassette cannot pass, and why (docs/cassettes.md).
+REPLAY_CANNOT = {
+    name: "the server asks the client during the call (sampling, elicitation); a replay does not"
+    for name in (
+        "tools-call-sampling",
+        "tools-call-elicitation",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
+    )
+}
+
+
+def measure_cassette(
+    cache: Path, cassette: Path, *, env: dict[str, str] | None = None
+) -> tuple[dict[str, Scenario], dict[str, Scenario]]:
+    """Record the reference server through ``serve --upstream URL --record cassette`` while the suite
+    runs against the proxy, stop the server, then run the suite against ``serve --cassette``: the
+    scenarios through the recording proxy and replayed."""
+    suite = npm_install(SUITE, cache, env)
+    ref = npm_install(REFERENCE, cache, env)
+    shutil.copy(REFERENCE / "everything-server.ts", ref / "everything-server.ts")
+    with (
+        reference_server(suite, ref) as upstream,
+        serving(args=("--upstream", upstream, "--record", str(cassette))) as url,
+    ):
+        recorded = run_suite(suite, url)
+    with serving(args=("--cassette", str(cassette))) as url:
+        replayed = run_suite(suite, url)
+    return recorded, replayed
 
 
 def default_cache() -> Path:

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conformance_run import NEEDS, compare, measure, table
+from conformance_run import NEEDS, REPLAY_CANNOT, compare, measure, measure_cassette, table
 from no_ca import REGISTRY_ENV
 
 
@@ -43,3 +43,27 @@ def test_serve_passes_every_scenario_the_reference_server_passes(
     assert stale == [], (
         f"NEEDS in tests/conformance_run.py names scenarios that pass or do not exist: {stale}"
     )
+
+
+#: Seen failing through the recording proxy (not against the reference server directly): 1 run in 2 on a
+#: loaded machine the client's sampling answer never led to the tool's result ("MCP error -32001:
+#: Request timed out"). An open proxy defect (the closing note of 2026-12-02 names it), tolerated here
+#: only for this scenario, and only while recording: what was not recorded whole is not replayed.
+PROXY_FLAKE = {"tools-call-sampling"}
+
+
+def test_a_cassette_of_the_reference_server_replays_its_scenarios_offline(
+    cache: Path, tmp_path: Path
+) -> None:
+    """Issue 28: the reference server recorded through proxy mode, then replayed with it stopped: every
+    scenario that passed while recording passes replayed, but those a replay cannot pass
+    (``REPLAY_CANNOT``, each with its reason), which fail."""
+    cassette = tmp_path / "conformance.jsonl"
+    recorded, replayed = measure_cassette(cache, cassette, env=REGISTRY_ENV)
+    shown = table(replayed, recorded)  # the replay in the "serve" column, the recording beside it
+    print(shown)
+    assert len(recorded) >= 30 and set(replayed) == set(recorded), shown
+    assert {n for n, s in recorded.items() if not s.ok} <= PROXY_FLAKE, shown
+    failing = {n for n, s in replayed.items() if not s.ok}
+    assert failing == set(REPLAY_CANNOT) | {n for n in PROXY_FLAKE if not recorded[n].ok}, shown
+    assert cassette.read_text().count("\n") > 30  # one exchange per line, the header first
