@@ -20,6 +20,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
+from memory_tokens import MemoryTokens
 
 from pytest_mcpfaults import InsufficientScope, Sidecar, TokenExpired, Trigger, Unauthorized
 from pytest_mcpfaults.sidecar import auth
@@ -254,26 +255,6 @@ def test_a_harness_with_a_static_token_gives_up_the_session() -> None:
         sc.wait_idle()
     # its second call, with the revoked token; then DELETE (refused too), then nothing
     assert [f.outcome for f in sc.auth_follow_ups] == ["retried_same_token", "deleted_session", "gave_up"]
-
-
-class MemoryTokens:
-    """The mcp SDK's ``TokenStorage``, in memory."""
-
-    def __init__(self) -> None:
-        self.tokens: Any = None
-        self.client: Any = None
-
-    async def get_tokens(self) -> Any:
-        return self.tokens
-
-    async def set_tokens(self, tokens: Any) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> Any:
-        return self.client
-
-    async def set_client_info(self, info: Any) -> None:
-        self.client = info
 
 
 KINDS = [

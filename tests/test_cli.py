@@ -269,22 +269,7 @@ async def test_serve_with_auth_issues_tokens_and_its_control_api_keeps_its_own()
     import httpx2
     from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
     from mcp.client.streamable_http import streamable_http_client
-
-    class Tokens:
-        tokens: Any = None
-        client: Any = None
-
-        async def get_tokens(self) -> Any:
-            return self.tokens
-
-        async def set_tokens(self, tokens: Any) -> None:
-            self.tokens = tokens
-
-        async def get_client_info(self) -> Any:
-            return self.client
-
-        async def set_client_info(self, info: Any) -> None:
-            self.client = info
+    from memory_tokens import MemoryTokens as Tokens
 
     with serve("--era", "session", "--auth", "oauth", "--fault", "unauthorized@tool:echo[times=1]") as s:
         url = s.info["MCPFAULTS_MCP_URL"]

@@ -8,44 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from test_explore_plugin import HARNESS as _PLUGIN_HARNESS
+from test_explore_plugin import _ids, _run
 
-HARNESS = """
-import httpx
-
-HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
-
-
-def call(sidecar, tool, arguments, timeout=2.0):
-    # One stateless-era tools/call; an HTTP error or a JSON-RPC error raises.
-    reply = httpx.post(
-        sidecar.mcp_url,
-        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-              "params": {"name": tool, "arguments": arguments}},
-        headers={**HEADERS, "Mcp-Method": "tools/call", "Mcp-Name": tool},
-        timeout=timeout,
-    )
-    reply.raise_for_status()
-    body = reply.json()
-    if "error" in body:
-        raise RuntimeError(body["error"]["message"])
-    return body["result"]
-"""
-
-
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(
-        "-p",
-        "mcpfaults",
-        "-W",
-        "ignore::pytest.PytestAssertRewriteWarning",
-        "-o",
-        "asyncio_default_fixture_loop_scope=function",
-        *args,
-    )
-
-
-def _ids(result: pytest.RunResult) -> list[str]:
-    return [line.split("::", 1)[1] for line in result.outlines if "::" in line and "[" in line]
+HARNESS = _PLUGIN_HARNESS.replace("timeout=0.5", "timeout=2.0")  # the same harness, a roomier call timeout
+assert HARNESS != _PLUGIN_HARNESS
 
 
 def _runs(pytester: pytest.Pytester) -> dict[str, dict[str, str]]:

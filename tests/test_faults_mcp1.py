@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from memory_tokens import MemoryTokens as _MemoryTokens
 
 from pytest_mcpfaults import Sidecar, StdioServer
 
@@ -399,24 +400,6 @@ async def test_mcp1_error_payload() -> None:
 
 
 # -- auth (a sidecar with auth=): mcp 1.x's own OAuth provider, and a harness with one static token ----------
-
-
-class _MemoryTokens:
-    def __init__(self) -> None:
-        self.tokens: Any = None
-        self.client: Any = None
-
-    async def get_tokens(self) -> Any:
-        return self.tokens
-
-    async def set_tokens(self, tokens: Any) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> Any:
-        return self.client
-
-    async def set_client_info(self, info: Any) -> None:
-        self.client = info
 
 
 async def echo_twice_with_auth(sc: Sidecar, *, oauth: bool) -> list[str]:
