@@ -68,6 +68,9 @@ if TYPE_CHECKING:
         BenchmarkSessions as BenchmarkSessions,
     )
     from pytest_mcpfaults.sidecar import (
+        CancellationRecord as CancellationRecord,
+    )
+    from pytest_mcpfaults.sidecar import (
         ClientRequestError as ClientRequestError,
     )
     from pytest_mcpfaults.sidecar import (
@@ -169,6 +172,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BenchmarkSession",
     "BenchmarkSessions",
+    "CancellationRecord",
     "Cassette",
     "CassetteError",
     "ChildRecord",
@@ -238,6 +242,7 @@ _EXPORTS: dict[str, str] = {
     "format_violations": "pytest_mcpfaults.invariants",
     "BenchmarkSession": "pytest_mcpfaults.sidecar",
     "BenchmarkSessions": "pytest_mcpfaults.sidecar",
+    "CancellationRecord": "pytest_mcpfaults.sidecar",
     "ClientRequestError": "pytest_mcpfaults.sidecar",
     "ConnectionRecord": "pytest_mcpfaults.sidecar",
     "Journal": "pytest_mcpfaults.sidecar",

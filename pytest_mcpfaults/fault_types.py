@@ -24,6 +24,7 @@ from pytest_mcpfaults.validation import check_bool, check_count, check_seconds
 #: other public names (``Draw``, ``KIND_NAME``, ``check_transport`` ...) are exported by ``faults``.
 __all__ = [
     "Absent",
+    "AnswerAfterCancel",
     "BackendGone",
     "Delay",
     "Die",
@@ -34,6 +35,7 @@ __all__ = [
     "Flap",
     "Freeze",
     "Hang",
+    "IgnoreCancel",
     "IgnoreEof",
     "IgnoreSigterm",
     "InsufficientScope",
@@ -66,7 +68,7 @@ Draw = range | tuple[Any, ...]
 KIND_NAME = r"[a-z][a-z0-9_]*"
 
 #: Where a fault kind acts (:attr:`Fault.phase`).
-Phase = Literal["connection", "answer", "body", "child"]
+Phase = Literal["connection", "answer", "body", "cancel", "child"]
 #: Every :data:`Phase`, in the order a request meets them.
 PHASES: tuple[Phase, ...] = get_args(Phase)
 
@@ -92,7 +94,8 @@ class Fault:
     kind: ClassVar[str] = ""
     #: Where the kind acts (one of :data:`PHASES`): ``'connection'`` (holds, delays or kills the request
     #: or the process before its answer), ``'answer'`` (forces the reply), ``'body'`` (shapes the reply's
-    #: bytes) or ``'child'`` (acts on a stdio child or its pipes). Each phase's behaviour lives in one
+    #: bytes), ``'cancel'`` (decides what a client's cancellation of the request does) or ``'child'``
+    #: (acts on a stdio child or its pipes). Each phase's behaviour lives in one
     #: module that dispatches on the class; a kind that subclasses a built-in one inherits both.
     phase: ClassVar[Phase] = "answer"
     #: The child event the kind reacts to instead of a request (``'eof'``: stdin closed; a signal
@@ -724,6 +727,60 @@ class InsufficientScope(Fault):
                 "InsufficientScope: scope must be space-separated OAuth scope tokens (printable ASCII "
                 f"without quotes or backslashes, RFC 6749 3.3), got {self.scope!r}"
             )
+
+
+# -- cancellation: what a client's notifications/cancelled does ------------------------------------
+
+_NOT_AT_CLEANUP = "it acts only when the client cancels the call it fires on (see docs/cancellation.md)"
+
+
+def _check_request_target(fault: Fault) -> None:
+    target = fault.trigger.target
+    if target in ("health", "initialize") or target.startswith(("notifications/", "GET ", "DELETE ")):
+        raise ValueError(
+            f"{type(fault).__name__}: acts on a request the client can cancel (a JSON-RPC request with "
+            f"an id, not initialize), so when= must name one, e.g. 'tools/call', 'tool:<name>', 'mcp' or "
+            f"'*', got {target!r}"
+        )
+
+
+@dataclass(frozen=True)
+class IgnoreCancel(Fault):
+    """A server that does not implement cancellation: a ``notifications/cancelled`` naming the request
+    this fault fired on changes nothing. Its tool runs to the end and its result is sent as if the
+    client had never cancelled (without the fault the sidecar stops the tool and sends no response: an
+    event stream that ends without an event)."""
+
+    phase: ClassVar[Phase] = "cancel"
+    kind: ClassVar[str] = "ignore_cancel"
+    shrink_rank: ClassVar[int] = 200
+    default_target: ClassVar[str] = "tools/call"
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
+
+    def _validate(self) -> None:
+        _check_request_target(self)
+
+
+@dataclass(frozen=True)
+class AnswerAfterCancel(_Blocking):
+    """Hold the request (nothing is sent) until the client cancels it, then answer it in full anyway:
+    the result of a call the client has given up on arrives after its ``notifications/cancelled``
+    (the race the spec says a client must tolerate: it ignores the late response). A client that
+    never cancels waits until release, teardown or the patience budget."""
+
+    phase: ClassVar[Phase] = "connection"
+    kind: ClassVar[str] = "answer_after_cancel"
+    shrink_rank: ClassVar[int] = 210
+    default_target: ClassVar[str] = "tools/call"
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
+    held_wording: ClassVar[str | None] = "{request}, held until the client cancels it"
+    needs_sockets: ClassVar[str | None] = "it holds a request on an open connection until it is cancelled"
+
+    def _validate(self) -> None:
+        super()._validate()
+        _check_request_target(self)
 
 
 # -- stdio only: the child process and its pipes ----------------------------------------------------

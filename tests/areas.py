@@ -12,6 +12,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_add_kind",
         "test_auth",
         "test_behaviour",
+        "test_cancellation",
         "test_core",
         "test_fault_registry",
         "test_faults_answers",

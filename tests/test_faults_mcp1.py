@@ -448,6 +448,47 @@ async def test_mcp1_insufficient_scope() -> None:
     await _mcp1_auth_kind('insufficient_scope(scope="tasks:write")', 403)
 
 
+# -- cancellation ---------------------------------------------------------------------------------------
+
+
+async def test_mcp1_does_not_cancel_its_call_at_its_read_timeout() -> None:
+    """mcp 1.x's read timeout raises ``McpError`` and sends no ``notifications/cancelled``: the call is
+    left in flight when the session ends, and ``assert_client_cancelled`` says so."""
+    with anyio.fail_after(LIMIT), Sidecar() as sc:
+        async with session(sc, read_timeout=0.3) as s:
+            with pytest.raises(McpError, match=TIMED_OUT):
+                await s.call_tool("sleep", {"seconds": 1.5})
+        assert deleted(sc)
+        assert sc.cancellations == () and "POST notifications/cancelled" not in sc.journal.sequence()
+        missed = (
+            r"the client sent DELETE /mcp at .* without cancelling tools/call sleep \(id 1\), still in flight"
+        )
+        with pytest.raises(AssertionError, match=missed):
+            sc.assert_client_cancelled("tool:sleep", within=1.0)
+
+
+async def test_mcp1_ignore_cancel() -> None:
+    """mcp 1.x never cancels, so the fault never acts: as without it, ``McpError("Timed out …")``."""
+    with anyio.fail_after(LIMIT), Sidecar(faults=["ignore_cancel"]) as sc:
+        async with session(sc, read_timeout=0.3) as s:
+            with pytest.raises(McpError, match=TIMED_OUT):
+                await s.call_tool("sleep", {"seconds": 0.6})
+        assert deleted(sc)
+        call = request(sc, "POST tools/call sleep")
+        assert call.fault == "ignore_cancel" and call.cancelled_at is None and call.status == 200
+
+
+async def test_mcp1_answer_after_cancel() -> None:
+    """Never cancelled, so held as a hang: ``McpError("Timed out …")`` at the read timeout, the POST is
+    closed (the hold ends ``client_closed``), a clean exit."""
+    with anyio.fail_after(LIMIT), Sidecar(faults=["answer_after_cancel"], patience=5.0) as sc:
+        async with session(sc, read_timeout=0.3) as s:
+            with pytest.raises(McpError, match=TIMED_OUT):
+                await s.call_tool(*ECHO)
+        assert deleted(sc)
+        assert request(sc, "POST tools/call echo").hold == "client_closed" and sc.cancellations == ()
+
+
 # -- the stdio-only kinds, with mcp 1.x's stdio_client ---------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.errors import SidecarError as SidecarError
+    from pytest_mcpfaults.sidecar.journal import CancellationRecord as CancellationRecord
     from pytest_mcpfaults.sidecar.journal import ConnectionRecord as ConnectionRecord
     from pytest_mcpfaults.sidecar.journal import Journal as Journal
     from pytest_mcpfaults.sidecar.journal import PatienceViolation as PatienceViolation
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BenchmarkSession",
     "BenchmarkSessions",
+    "CancellationRecord",
     "ClientRequestError",
     "ConnectionRecord",
     "Journal",
@@ -55,6 +57,7 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     "BenchmarkSession": "pytest_mcpfaults.sidecar.tools",
     "BenchmarkSessions": "pytest_mcpfaults.sidecar.tools",
+    "CancellationRecord": "pytest_mcpfaults.sidecar.journal",
     "ClientRequestError": "pytest_mcpfaults.sidecar.outbound",
     "ConnectionRecord": "pytest_mcpfaults.sidecar.journal",
     "Journal": "pytest_mcpfaults.sidecar.journal",

@@ -28,9 +28,11 @@ class Dying:
 
 @dataclass(frozen=True)
 class Holding:
-    """The request is held until release, teardown or patience; ``freezes``: every later one too."""
+    """The request is held until release, teardown or patience; ``freezes``: every later one too;
+    ``after``: once its answer is made, before it is sent (``answer_after_cancel``)."""
 
     freezes: bool = False
+    after: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,3 +94,8 @@ def _progress_then_stall(fault: F.ProgressThenStall, fired: int = 0) -> Effect |
 @effect_of.register
 def _flood(fault: F.NotificationFlood, fired: int = 0) -> Effect | None:
     return Notifying(fault.count)
+
+
+@effect_of.register
+def _answer_after_cancel(fault: F.AnswerAfterCancel, fired: int = 0) -> Effect | None:
+    return Holding(after=True)  # the answer made, held until the client cancels (sidecar/cancellation.py)

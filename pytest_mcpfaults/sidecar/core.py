@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth import AuthServer, challenge_error
 from pytest_mcpfaults.sidecar.body import shape_of
 from pytest_mcpfaults.sidecar.builtin import builtin_surface, builtin_tools
+from pytest_mcpfaults.sidecar.cancellation import Cancellations
 from pytest_mcpfaults.sidecar.connection import Dying, Holding, Notifying, Pausing, effect_of
 from pytest_mcpfaults.sidecar.errors import Dropped, SidecarError, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
@@ -185,8 +187,7 @@ class SidecarCore:
         )
         self.reply_sse = reply == "sse"
         self.allowed_origins = tuple(allowed_origins)
-        #: The ``Host`` names an MCP request may carry besides loopback ones, or ``None``: any.
-        self.allowed_hosts: frozenset[str] | None = None  # (see :meth:`refuse_foreign_hosts`)
+        self.allowed_hosts: frozenset[str] | None = None  # Host names beside loopback: refuse_foreign_hosts
         self.max_body_bytes, self.service_url = max_body_bytes, service_url
         self.upstream, self.auth = upstream, auth
         self.state: SidecarState = "new"
@@ -198,6 +199,7 @@ class SidecarCore:
         self.plan_entries: list[PlanEntry] = [(f, F.TriggerState(f.trigger)) for f in faults]
         self.journal = Journal()
         self.server_messages = ServerMessages(self.journal.server_messages)
+        self.cancels = Cancellations(self.journal)
         self.mcp = McpEndpoint(
             era=era,
             tools=self.tools,
@@ -324,7 +326,7 @@ class SidecarCore:
         session = legacy.lookup(incoming.query) if legacy and info.path == legacy.messages_path else None
         reply: Reply | None = None
         forced: Reply | None = None
-        pause_after = 0.0
+        later: Callable[[], Awaitable[None]] | None = None  # once the answer is made, before it is sent
         if fault is not None:
             match effect_of(fault, state.fired if state is not None else 0):
                 case Dying(restart=restart):
@@ -337,12 +339,14 @@ class SidecarCore:
                         return Answer(accepted(), fault, False, after=dying)  # 202, then the process dies
                     await dying()
                     raise Dropped
+                case Holding(after=True):
+                    later = functools.partial(transport.hold, fault)
                 case Holding(freezes=freezes):
                     if freezes:
                         self.freeze(fault)
                     await transport.hold(fault)
                 case Pausing(seconds=late, after=True):
-                    pause_after = late
+                    later = functools.partial(transport.pause, late)
                 case Pausing(seconds=late):
                     await transport.pause(late)
                 case Notifying() as notifying:
@@ -351,18 +355,18 @@ class SidecarCore:
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
         if legacy is not None:  # never with an upstream (the Sidecar refuses the pair)
-            if pause_after:  # the POST's 202 and its reply event alike (see docs/faults.md)
-                await transport.pause(pause_after)
+            if later is not None:  # the POST's 202 and its reply event alike (see docs/faults.md)
+                await later()
             answer = await self._legacy(rid, incoming, info, fault, reply, session)
             if answer.reply.error_by is not None:
                 self.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
             return answer
         if reply is None:
-            reply = await self._normal(rid, incoming, info, transport, forced)
+            reply = await _answer(self, rid, incoming, info, transport, fault, forced)
             if reply is None:
                 return None
-        if pause_after:  # Delay(after=True): the answer is made (the tool ran, the upstream answered)
-            await transport.pause(pause_after)
+        if later is not None:  # Delay(after=True), answer_after_cancel: the answer is made (the tool ran)
+            await later()
         self._journal_answer(rid, reply)
         sse = reply.sse if reply.sse is not None else self.reply_sse
         return Answer(reply, fault, sse or shape_of(fault).open_stream)
@@ -501,7 +505,10 @@ class SidecarCore:
                 resource=m.resource,
                 session_id=m.session_id,
                 era=m.era,
+                rpc_id=None if m.is_notification else m.id,
             )
+            if m.method == "notifications/cancelled":  # linked to the request it names, on arrival
+                self.cancels.link(rid, m)
         elif info.kind == "mcp" and session_header:
             self.journal.update_request(rid, session_id=session_header, era="session")
         if info.auth is not None:
@@ -566,6 +573,28 @@ class SidecarCore:
             await transport.event_stream()
             return None
         return Reply(405, None, {"Allow": "POST" if self.mcp.era == "stateless" else "POST, DELETE"})
+
+
+async def _answer(
+    core: SidecarCore,
+    rid: int,
+    incoming: Incoming,
+    info: RequestInfo,
+    transport: Transport,
+    fault: F.Fault | None,
+    forced: Reply | None,
+) -> Reply | None:
+    """``core``'s normal answer (a function: ``SidecarCore`` has methods enough). An MCP request's is
+    made unless the client cancels it first (:meth:`Cancellations.run`), and a
+    ``notifications/cancelled`` the sidecar accepts cancels the request it names. A proxied request's
+    answer is the upstream's: not raced."""
+    pending = core._normal(rid, incoming, info, transport, forced)
+    if info.mcp is None or core.upstream is not None:
+        return await pending
+    reply = await core.cancels.run(rid, info.mcp, fault, pending)
+    if info.mcp.method == "notifications/cancelled" and reply is not None and reply.status == 202:
+        core.cancels.heard(rid)
+    return reply
 
 
 def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 __all__ = [
     "Answered",
     "BudgetSource",
+    "CancelHow",
+    "CancelOutcome",
+    "CancellationLog",
+    "CancellationRecord",
     "ClosedBy",
     "ConnectionFields",
     "ConnectionRecord",
@@ -40,8 +44,14 @@ __all__ = [
     "answered",
 ]
 
-HoldOutcome = Literal["released", "client_closed", "patience", "teardown"]
+HoldOutcome = Literal["released", "client_closed", "patience", "teardown", "cancelled"]
 """How a held request ended (:attr:`RequestRecord.hold`)."""
+CancelOutcome = Literal["stopped", "ignored", "answered"]
+"""What the sidecar did with a request the client cancelled while it was in flight
+(:attr:`RequestRecord.cancel_outcome`)."""
+CancelHow = Literal["notification", "closed"]
+"""How the client cancelled (:attr:`CancellationRecord.how`): a ``notifications/cancelled``, or (the
+2026-07-28 era's cancellation) closing the request's response stream."""
 ClosedBy = Literal["client", "sidecar"]
 """Who closed a connection (:attr:`ConnectionRecord.closed_by`)."""
 BudgetSource = Literal["fault", "sidecar"]
@@ -70,6 +80,13 @@ class RequestRecord:
     ``body_bytes`` the announced ``Content-Length`` of a response held while its body was streamed.
     ``tool``, ``prompt`` and ``resource`` are what a ``tools/call``, a ``prompts/get`` and a
     ``resources/read`` / ``subscribe`` / ``unsubscribe`` named (the tool's and prompt's names, the URI).
+
+    ``rpc_id`` is the JSON-RPC id of an MCP request (``None`` for a notification or a non-MCP request);
+    ``cancelled_at`` when a cancellation naming it arrived while it was in flight (see
+    :class:`CancellationRecord`) and ``cancel_outcome`` what the sidecar did then: ``'stopped'`` (its
+    tool stopped, no JSON-RPC response sent), ``'ignored'`` (``ignore_cancel``: it ran on
+    and was answered in full), ``'answered'`` (``answer_after_cancel``: released and answered in full);
+    ``None`` when the cancel came too late to change the answer (it was being sent).
 
     ``error`` says what went wrong and ``error_by`` whose it was: ``'client'`` (a mistake in the
     request, answered with the protocol's own error; never a sidecar error), ``'tool'`` (the tool's
@@ -129,6 +146,9 @@ class RequestRecord:
     auth_error: str | None = None
     grant: str | None = None
     issued: str | None = None
+    rpc_id: str | int | float | None = None
+    cancelled_at: float | None = None
+    cancel_outcome: CancelOutcome | None = None
 
     @property
     def forwarded(self) -> bool:
@@ -227,6 +247,31 @@ class FiredRecord:
     what: str | None = None
     next_request: int = 0
     expect_hang: bool = False
+
+
+@dataclass(frozen=True)
+class CancellationRecord:
+    """The client cancelled a request: a ``notifications/cancelled`` (``how='notification'``; its own
+    record is ``notification``), or, in the 2026-07-28 era, closing an in-flight request's response
+    stream (``how='closed'``, ``notification`` is ``None``). Times are seconds since the sidecar started.
+
+    ``names`` is the JSON-RPC id it names (``params.requestId`` as sent; ``None`` when missing) and
+    ``reason`` its ``params.reason``; ``cancels`` the journal id of the request it names (the latest
+    request with that id in the same transport session and era; ``None``: no such request was seen),
+    ``since_sent`` the seconds from that request's arrival to the cancellation, ``in_flight`` whether
+    that request was still in flight then (not yet answered in full).
+    """
+
+    at: float
+    how: CancelHow
+    names: str | int | float | None
+    session_id: str | None = None
+    era: RequestEra | None = None
+    notification: int | None = None
+    reason: str | None = None
+    cancels: int | None = None
+    since_sent: float | None = None
+    in_flight: bool = False
 
 
 @dataclass(frozen=True)
@@ -503,6 +548,9 @@ class RequestFields(TypedDict, total=False):
     auth_error: str | None
     grant: str | None
     issued: str | None
+    rpc_id: str | int | float | None
+    cancelled_at: float | None
+    cancel_outcome: CancelOutcome | None
 
 
 class ConnectionFields(TypedDict, total=False):
@@ -511,6 +559,33 @@ class ConnectionFields(TypedDict, total=False):
     closed_at: float | None
     closed_by: ClosedBy | None
     timed_out: bool
+
+
+class CancellationLog:
+    """The journal's :class:`CancellationRecord` s, oldest first: ``add`` (loop thread), ``records``
+    and iteration (any thread; a snapshot). Shares the journal's lock, so an added record wakes its
+    waits."""
+
+    def __init__(self, cond: threading.Condition) -> None:
+        self._cond = cond
+        self._records: list[CancellationRecord] = []
+
+    def add(self, c: CancellationRecord) -> None:
+        with self._cond:
+            self._records.append(c)
+            self._cond.notify_all()
+
+    @property
+    def records(self) -> tuple[CancellationRecord, ...]:
+        with self._cond:
+            return tuple(self._records)
+
+    def __iter__(self) -> Iterator[CancellationRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._records)
 
 
 class Journal:
@@ -533,6 +608,8 @@ class Journal:
         self._violations: list[PatienceViolation] = []
         #: What the sidecar sent clients on its own (server requests and notifications).
         self.server_messages = ServerMessageLog(self._cond, self.now)
+        #: Every cancellation the client sent (:class:`CancellationLog`), under the journal's lock.
+        self.cancellations = CancellationLog(self._cond)
         self._fired: dict[str, int] = {}
         self._last_fired: FiredRecord | None = None
         self._last_request_at: float | None = None
@@ -734,6 +811,8 @@ class Journal:
                 bits.append(
                     f"hold={r.hold} waited={r.waited:.3f}s" if r.waited is not None else "hold=active"
                 )
+            if r.cancelled_at is not None:
+                bits.append(f"cancelled at {r.cancelled_at:.3f}s ({r.cancel_outcome or 'too late to stop'})")
             if r.client_closed:
                 bits.append(f"client closed at {r.client_closed_at:.3f}s")
             lines.append("  ".join(bits))

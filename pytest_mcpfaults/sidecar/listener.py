@@ -377,6 +377,7 @@ class SocketListener:
                     # reader woken by client_closed never sees a held request without its outcome
                     fields["hold"], fields["waited"] = "client_closed", now - rec.held_at
                 self.journal.update_request(conn.current, **fields)
+                self.core.cancels.stream_closed(conn.current)  # the 2026-07-28 era's cancellation
         if not conn.lost.done():
             conn.lost.set_result(None)
 
@@ -599,14 +600,19 @@ class SocketListener:
         self.journal.update_request(rid, held=True, held_at=self.journal.now())
         own = getattr(fault, "patience", None)
         budget = own or self.options.patience
+        cancelled = self.core.cancels.held_until_cancelled(rid, fault)  # answer_after_cancel
+        ends = (fut, conn.lost) if cancelled is None else (fut, conn.lost, cancelled)
         try:
-            await asyncio.wait((fut, conn.lost), timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(ends, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.holds.discard(hold)
+            self.core.cancels.landed(rid)
         waited = time.monotonic() - hold.started
         outcome: HoldOutcome
         if fut.done():
             outcome = fut.result()
+        elif cancelled is not None and cancelled.done():
+            outcome = "cancelled"
         elif conn.lost.done():
             outcome = "client_closed"
         else:
@@ -621,7 +627,7 @@ class SocketListener:
             reset_transport(conn.transport)
             source: BudgetSource = "fault" if own is not None else "sidecar"
             self.journal.add_violation(PatienceViolation(rec, str(fault), budget, expected, source))
-        if outcome != "released":
+        if outcome not in ("released", "cancelled"):
             raise Dropped
 
 

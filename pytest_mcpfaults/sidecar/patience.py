@@ -187,6 +187,8 @@ def _fate(r: RequestRecord, within: float, now: float) -> str:
             f"the client never closed it; the sidecar aborted it after {waited}, when the patience "
             "budget ran out"
         )
+    if r.hold == "cancelled":
+        return f"the client cancelled it after {waited} (and was answered then); it never closed it"
     if r.hold == "released":
         return f"the test released it after {waited} (release()/revive()); the client never closed it"
     return f"the sidecar stopped or died after {waited} while it was held; the client never closed it"

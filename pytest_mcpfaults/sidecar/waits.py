@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth_next import AuthFollowUp, auth_follow_ups, reauthorization_problems
-from pytest_mcpfaults.sidecar.journal import PatienceViolation, RequestRecord
+from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
+from pytest_mcpfaults.sidecar.journal import CancellationRecord, PatienceViolation, RequestRecord
 from pytest_mcpfaults.sidecar.patience import PatienceError, check_client_closed, patience_verdict
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.sidecar.views import SidecarViews
@@ -120,6 +121,24 @@ class SidecarWaits(SidecarViews):
                 f"the client did not come back with a new token after {len(problems)} of {len(follow_ups)} "
                 "auth failure(s):\n- " + "\n- ".join(problems) + f"\njournal:\n{self.journal.format()}"
             )
+
+    @property
+    def cancellations(self) -> tuple[CancellationRecord, ...]:
+        """Every cancellation the client sent, linked to the request it names (see
+        :class:`~pytest_mcpfaults.sidecar.journal.CancellationRecord`)."""
+        return self.journal.cancellations.records
+
+    def assert_client_cancelled(self, target: str | None = None, *, within: float) -> None:
+        """Every MCP request matching ``target`` (e.g. ``'tool:sleep'``, ``'tools/call'``; every request
+        with a JSON-RPC id when ``None``) still in flight ``within`` seconds after it was sent had been
+        cancelled by the client by then: a ``notifications/cancelled`` naming it in its session (in the
+        2026-07-28 era: its response stream closed). A request answered before that needs no cancel;
+        if none was left in flight, it fails too (nothing was cancelled). Returns as soon as every
+        matching request is cancelled or answered, else waits until ``within`` past the latest one's
+        arrival (no longer). The failure says what was in flight and what the client did instead,
+        e.g. ``the client sent DELETE /mcp at 2.10 s (2.00 s after the call) without cancelling
+        tools/call sleep (id 3), still in flight``."""
+        check_client_cancelled(self, target, within)
 
     def assert_no_patience_violations(self) -> None:
         """No held request outlived its patience budget so far (expected or not); raises

@@ -1,0 +1,226 @@
+"""Cancellation: a client's cancellation linked to the request it names, and what it does to that
+request (the cancel phase). Loop thread only; no I/O.
+
+A ``notifications/cancelled`` names a JSON-RPC id; :meth:`Cancellations.link` finds the request it
+names (the latest with that id in the same transport session and era) and journals a
+:class:`~pytest_mcpfaults.sidecar.journal.CancellationRecord`: when, how long after that request was
+sent, and whether it was still in flight. In the 2026-07-28 era a client cancels by closing the
+request's response stream (the transport tells :meth:`Cancellations.stream_closed`); in the session
+era a closed connection is not a cancellation (the spec says so), only the notification is.
+
+What a cancellation the sidecar accepted does to the request is the cancel phase: :func:`cancel_effect`
+(dispatched on the class of the fault that fired on the request, so a subclass acts as its base)
+says ``'stop'`` (no fault, and every kind but the two below: the answer being made is abandoned, its
+tool handler cancelled, and the request gets no JSON-RPC response, as the spec says of a cancelled
+request: its response is an event stream that ends without an event), ``'ignore'``
+(``ignore_cancel``: it runs on and is answered in full) or ``'answer'`` (``answer_after_cancel``: its
+hold ends and it is answered in full). The mcp SDK's server answers ``-32800 Request cancelled`` in
+the session era instead; the sidecar does not, so that a late answer is the fault's alone. A request held
+by any other blocking fault stays held: a stuck server does not read its cancellations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from functools import singledispatch
+from typing import Any, Literal
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.sidecar.journal import (
+    CancelHow,
+    CancellationRecord,
+    CancelOutcome,
+    Journal,
+    RequestRecord,
+)
+from pytest_mcpfaults.sidecar.mcp import McpRequest, Reply
+
+__all__ = [
+    "CancelEffect",
+    "Cancellations",
+    "cancel_effect",
+    "effect_on_cancel",
+    "releases_hold",
+    "unanswered",
+]
+
+CancelEffect = Literal["stop", "ignore", "answer"]
+"""What a cancellation does to the request a fault fired on (:func:`cancel_effect`)."""
+
+_OUTCOME: dict[CancelEffect, CancelOutcome] = {"stop": "stopped", "ignore": "ignored", "answer": "answered"}
+
+
+@singledispatch
+def cancel_effect(fault: F.Fault) -> CancelEffect:
+    """What a cancellation does to a request ``fault`` fired on: one function per cancel kind,
+    registered with ``@cancel_effect.register``; every other kind's request is stopped."""
+    return "stop"
+
+
+@cancel_effect.register
+def _ignore(fault: F.IgnoreCancel) -> CancelEffect:
+    return "ignore"
+
+
+@cancel_effect.register
+def _answer(fault: F.AnswerAfterCancel) -> CancelEffect:
+    return "answer"
+
+
+def effect_on_cancel(fault: F.Fault | None) -> CancelEffect:
+    """:func:`cancel_effect`, ``'stop'`` for a request no fault fired on."""
+    return "stop" if fault is None else cancel_effect(fault)
+
+
+def releases_hold(fault: F.Fault) -> bool:
+    """Whether a cancellation ends the hold of a request ``fault`` holds (``answer_after_cancel``)."""
+    return cancel_effect(fault) == "answer"
+
+
+def unanswered() -> Reply:
+    """The answer of a request stopped by its cancellation: no JSON-RPC response (the spec: a receiver
+    of a cancellation does not answer the cancelled request), an event stream that ends at once."""
+    return Reply(200, None, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}, sse=True)
+
+
+def _same_id(a: object, b: object) -> bool:
+    """JSON-RPC ids are equal when their values and types are (``"1"`` is not ``1``)."""
+    return a == b and type(a) is type(b)
+
+
+@dataclass(eq=False)
+class _Flight:
+    """A request whose answer is being made (or which is held): the future a cancellation sets."""
+
+    fault: F.Fault | None
+    cancelled: asyncio.Future[None] = field(default_factory=lambda: _future())
+
+
+class Cancellations:
+    """The requests a cancellation can still change, and the journal records of every cancellation."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self._flights: dict[int, _Flight] = {}
+
+    # -- what the client did ---------------------------------------------------------------------
+    def link(self, rid: int, note: McpRequest) -> CancellationRecord:
+        """Journal the ``notifications/cancelled`` of request ``rid``, linked to the request it names."""
+        params = note.message.get("params") or {}
+        names = params.get("requestId")
+        reason = params.get("reason")
+        named = self._named(rid, names, note.session_id, note.era)
+        return self._record(
+            "notification", names, note.session_id, note.era, named,
+            notification=rid, reason=reason if isinstance(reason, str) else None,
+        )  # fmt: skip
+
+    def stream_closed(self, rid: int) -> None:
+        """The client closed the response stream of request ``rid`` before its answer was sent: in the
+        2026-07-28 era that is how it cancels (a session-era request's close is not)."""
+        rec = self.journal.request(rid)
+        if rec.era != "stateless" or rec.rpc_id is None or rec.done:
+            return
+        self._record("closed", rec.rpc_id, rec.session_id, rec.era, rec)
+        self.heard(rid, named=rid)
+
+    def _named(self, rid: int, names: object, session_id: str | None, era: str) -> RequestRecord | None:
+        if names is None:
+            return None
+        for r in reversed(self.journal.requests):
+            same_session = r.session_id == session_id and r.era == era
+            if r.id != rid and same_session and r.rpc_id is not None and _same_id(r.rpc_id, names):
+                return r
+        return None
+
+    def _record(
+        self,
+        how: CancelHow,
+        names: Any,
+        session_id: str | None,
+        era: Any,
+        named: RequestRecord | None,
+        *,
+        notification: int | None = None,
+        reason: str | None = None,
+    ) -> CancellationRecord:
+        now = self.journal.now()
+        in_flight = named is not None and not named.done
+        c = CancellationRecord(
+            now, how, names if isinstance(names, (str, int, float)) else None, session_id, era,
+            notification, reason, named.id if named else None,
+            now - named.started_at if named else None, in_flight,
+        )  # fmt: skip
+        self.journal.cancellations.add(c)
+        if named is not None and in_flight and named.cancelled_at is None:
+            self.journal.update_request(named.id, cancelled_at=now)
+        return c
+
+    # -- what the sidecar does -------------------------------------------------------------------
+    def heard(self, rid: int, *, named: int | None = None) -> None:
+        """The sidecar accepted the cancellation of request ``rid`` (a notification it answered 202,
+        or a closed stream: ``named`` is then the request itself): the request it names, if its
+        answer is still being made or it is held, gets its effect."""
+        if named is None:
+            cancels = [c for c in self.journal.cancellations if c.notification == rid]
+            named = cancels[-1].cancels if cancels else None
+        if named is None:
+            return
+        flight = self._flights.get(named)
+        if flight is not None and not flight.cancelled.done():
+            self.journal.update_request(named, cancel_outcome=_OUTCOME[effect_on_cancel(flight.fault)])
+            flight.cancelled.set_result(None)
+
+    def held_until_cancelled(self, rid: int, fault: F.Fault) -> asyncio.Future[None] | None:
+        """The future a hold of request ``rid`` by ``fault`` also ends on (``None``: a cancellation
+        does not end it). Call :meth:`landed` once the hold ended."""
+        if not releases_hold(fault):
+            return None
+        flight = self._flights[rid] = _Flight(fault)
+        if self.journal.request(rid).cancel_outcome is not None:  # cancelled while its answer was made
+            flight.cancelled.set_result(None)
+        return flight.cancelled
+
+    def landed(self, rid: int) -> None:
+        """Request ``rid``'s hold ended: a cancellation no longer changes it (until :meth:`run`)."""
+        self._flights.pop(rid, None)
+
+    async def run(
+        self, rid: int, info: McpRequest, fault: F.Fault | None, work: Coroutine[Any, Any, Reply | None]
+    ) -> Reply | None:
+        """Make the answer of request ``rid`` (``work``), unless the client cancels it first: then it
+        is stopped (``work`` cancelled, the answer :func:`unanswered`) or, for
+        ``ignore_cancel`` and ``answer_after_cancel``, made all the same."""
+        if info.is_notification or _inline():
+            return await work
+        flight = self._flights[rid] = _Flight(fault)
+        task = asyncio.ensure_future(work)
+        try:
+            await asyncio.wait((task, flight.cancelled), return_when=asyncio.FIRST_COMPLETED)
+            if task.done() or effect_on_cancel(fault) != "stop":
+                return await task
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return unanswered()
+        finally:
+            self._flights.pop(rid, None)
+            if not task.done():  # the request's own handling was cancelled (teardown)
+                task.cancel()
+
+
+def _future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
+
+
+def _inline() -> bool:
+    """Whether no event loop runs this answer (the in-process backend runs ``decide`` inline, one
+    request at a time: no cancellation can arrive while it is made)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
