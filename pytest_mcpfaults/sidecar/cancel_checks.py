@@ -133,8 +133,8 @@ def _headline(sc: Watched, r: RequestRecord, c: CancellationRecord | None, withi
 
 def _fate(sc: Watched, r: RequestRecord) -> str:
     if r.ended_at is None:
-        return f"still in flight {sc.journal.now() - r.started_at:.2f} s after it was sent"
-    return f"the sidecar answered it {r.ended_at - r.started_at:.2f} s after it was sent"
+        return f"unanswered {sc.journal.now() - r.started_at:.2f} s after it was sent"
+    return f"the sidecar's answer ended {r.ended_at - r.started_at:.2f} s after it was sent"
 
 
 def _verdict(
