@@ -107,6 +107,9 @@ if TYPE_CHECKING:
         SidecarError as SidecarError,
     )
     from pytest_mcpfaults.sidecar import (
+        StreamRecord as StreamRecord,
+    )
+    from pytest_mcpfaults.sidecar import (
         Tool as Tool,
     )
     from pytest_mcpfaults.sidecar import (
@@ -199,6 +202,7 @@ __all__ = [
     "SpanWiringWarning",
     "StdioServer",
     "StdioViolation",
+    "StreamRecord",
     "Tool",
     "ToolContent",
     "ToolContext",
@@ -251,6 +255,7 @@ _EXPORTS: dict[str, str] = {
     "ServerMessageRecord": "pytest_mcpfaults.sidecar",
     "Sidecar": "pytest_mcpfaults.sidecar",
     "SidecarError": "pytest_mcpfaults.sidecar",
+    "StreamRecord": "pytest_mcpfaults.sidecar",
     "Tool": "pytest_mcpfaults.sidecar",
     "ToolContext": "pytest_mcpfaults.sidecar",
     "ToolResultError": "pytest_mcpfaults.sidecar",

@@ -26,6 +26,7 @@ __all__ = [
     "Absent",
     "AnswerAfterCancel",
     "BackendGone",
+    "CloseStream",
     "Delay",
     "Die",
     "Drip",
@@ -738,9 +739,8 @@ def _check_request_target(fault: Fault) -> None:
     target = fault.trigger.target
     if target in ("health", "initialize") or target.startswith(("notifications/", "GET ", "DELETE ")):
         raise ValueError(
-            f"{type(fault).__name__}: acts on a request the client can cancel (a JSON-RPC request with "
-            f"an id, not initialize), so when= must name one, e.g. 'tools/call', 'tool:<name>', 'mcp' or "
-            f"'*', got {target!r}"
+            f"{type(fault).__name__}: acts on a JSON-RPC request with an id (not initialize), so when= "
+            f"must name one, e.g. 'tools/call', 'tool:<name>', 'mcp' or '*', got {target!r}"
         )
 
 
@@ -780,6 +780,34 @@ class AnswerAfterCancel(_Blocking):
 
     def _validate(self) -> None:
         super()._validate()
+        _check_request_target(self)
+
+
+# -- resumption: an event stream closed gracefully, resumed with Last-Event-ID ---------------------
+
+
+@dataclass(frozen=True)
+class CloseStream(Fault):
+    """Answer as an event stream whose events carry ids (a priming event, empty, then the reply), and
+    close it gracefully after ``after_events`` of them with a ``retry: <retry_ms>`` field (SEP-1699,
+    2025-11-25): the rest is replayed to a ``GET`` of the MCP endpoint whose ``Last-Event-ID`` names
+    an event of this stream (in its session). A client that does not come back, or comes back without
+    ``Last-Event-ID``, never gets the reply. Session era only (resumption needs a session)."""
+
+    phase: ClassVar[Phase] = "body"
+    kind: ClassVar[str] = "close_stream"
+    shrink_rank: ClassVar[int] = 220
+    default_target: ClassVar[str] = "tools/call"
+    draws: ClassVar[Mapping[str, Draw]] = {"after_events": (1, 0)}
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = "it asks the client to resume a stream (see docs/resumption.md)"
+    needs_sockets: ClassVar[str | None] = "the client resumes its stream with a GET on a live connection"
+    after_events: int = 1
+    retry_ms: int = 200
+
+    def _validate(self) -> None:
+        check_count("CloseStream", "after_events", self.after_events)
+        check_count("CloseStream", "retry_ms", self.retry_ms)
         _check_request_target(self)
 
 

@@ -22,6 +22,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_faults_process",
         "test_faults_triggers",
         "test_incidents",
+        "test_resumption",
         "test_tools",
         "test_validation",
     ),

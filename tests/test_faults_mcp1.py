@@ -489,6 +489,21 @@ async def test_mcp1_answer_after_cancel() -> None:
         assert request(sc, "POST tools/call echo").hold == "client_closed" and sc.cancellations == ()
 
 
+# -- resumption -----------------------------------------------------------------------------------------
+
+
+async def test_mcp1_close_stream() -> None:
+    """mcp 1.x resumes a stream closed after its priming event: after the retry, a GET with
+    Last-Event-ID, and the call returns its result."""
+    with anyio.fail_after(LIMIT), Sidecar(faults=["close_stream(retry_ms=100)"]) as sc:
+        async with session(sc, read_timeout=5.0) as s:
+            assert text(await s.call_tool(*ECHO)) == "hi"
+        assert deleted(sc)
+        [stream] = sc.closed_streams
+        assert stream.resumed_with == stream.last_event_id and stream.replayed == 1
+        sc.assert_client_resumed("tools/call", within=2.0)
+
+
 # -- the stdio-only kinds, with mcp 1.x's stdio_client ---------------------------------------------------
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.journal import PatienceViolation as PatienceViolation
     from pytest_mcpfaults.sidecar.journal import RequestRecord as RequestRecord
     from pytest_mcpfaults.sidecar.journal import ServerMessageRecord as ServerMessageRecord
+    from pytest_mcpfaults.sidecar.journal import StreamRecord as StreamRecord
     from pytest_mcpfaults.sidecar.outbound import ClientRequestError as ClientRequestError
     from pytest_mcpfaults.sidecar.outbound import ToolContext as ToolContext
     from pytest_mcpfaults.sidecar.server import Sidecar as Sidecar
@@ -48,6 +49,7 @@ __all__ = [
     "ServerMessageRecord",
     "Sidecar",
     "SidecarError",
+    "StreamRecord",
     "Tool",
     "ToolContent",
     "ToolContext",
@@ -66,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "ServerMessageRecord": "pytest_mcpfaults.sidecar.journal",
     "Sidecar": "pytest_mcpfaults.sidecar.server",
     "SidecarError": "pytest_mcpfaults.sidecar.errors",
+    "StreamRecord": "pytest_mcpfaults.sidecar.journal",
     "Tool": "pytest_mcpfaults.sidecar.tools",
     "ToolContext": "pytest_mcpfaults.sidecar.outbound",
     "ToolResultError": "pytest_mcpfaults.sidecar.tools",

@@ -70,7 +70,10 @@ class Shape:
 
     ``ending`` acts once ``cut`` bytes are sent (``cut=None``: at the end of the body); ``drip`` is
     ``(chunk_bytes, interval)``; ``halves``: the body is cut in half (its length announced right);
-    ``open_stream``: the answer is an event stream that stays open at its end.
+    ``open_stream``: the answer is an event stream that stays open at its end; ``resumable``:
+    ``(after_events, retry_ms)``, the answer is an event stream with event ids that ends gracefully after
+    ``after_events`` events and a ``retry`` field, the rest kept for a ``GET`` with ``Last-Event-ID``
+    (:mod:`pytest_mcpfaults.sidecar.resumption`).
     """
 
     cut: int | None = None
@@ -78,6 +81,7 @@ class Shape:
     drip: tuple[int, float] | None = None
     halves: bool = False
     open_stream: bool = False
+    resumable: tuple[int, int] | None = None
 
     @property
     def streams(self) -> bool:
@@ -136,6 +140,11 @@ def _malformed(fault: F.MalformedJson) -> Shape:
 @body_shape.register
 def _endless(fault: F.EndlessSse) -> Shape:
     return Shape(ending=_HOLD, open_stream=True)
+
+
+@body_shape.register
+def _close_stream(fault: F.CloseStream) -> Shape:
+    return Shape(resumable=(fault.after_events, fault.retry_ms))
 
 
 def halve(body: AnyStr) -> AnyStr:

@@ -40,6 +40,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
 )
 from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error, encode
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
+from pytest_mcpfaults.sidecar.resumption import Resumption
 from pytest_mcpfaults.sidecar.routing import (
     PlanEntry,
     RequestInfo,
@@ -199,7 +200,7 @@ class SidecarCore:
         self.plan_entries: list[PlanEntry] = [(f, F.TriggerState(f.trigger)) for f in faults]
         self.journal = Journal()
         self.server_messages = ServerMessages(self.journal.server_messages)
-        self.cancels = Cancellations(self.journal)
+        self.cancels, self.resumption = Cancellations(self.journal), Resumption(self.journal)
         self.mcp = McpEndpoint(
             era=era,
             tools=self.tools,
@@ -566,6 +567,10 @@ class SidecarCore:
             return await self.mcp.post(info.mcp, headers, transport, rid)
         if method == "DELETE":
             return self.mcp.delete(headers.get("Mcp-Session-Id"))
+        last = headers.get("Last-Event-ID")  # a GET resuming a stream close_stream closed
+        if method == "GET" and last is not None and self.mcp.era != "stateless":
+            sid = headers.get("Mcp-Session-Id")
+            return self.mcp.check_session(sid) or self.resumption.replay(rid, sid, last)
         if method == "GET" and self.mcp.get_stream and self.mcp.era != "stateless":
             problem = self.mcp.check_session(headers.get("Mcp-Session-Id"))
             if problem is not None:
@@ -586,14 +591,18 @@ async def _answer(
 ) -> Reply | None:
     """``core``'s normal answer (a function: ``SidecarCore`` has methods enough). An MCP request's is
     made unless the client cancels it first (:meth:`Cancellations.run`), and a
-    ``notifications/cancelled`` the sidecar accepts cancels the request it names. A proxied request's
-    answer is the upstream's: not raced."""
+    ``notifications/cancelled`` the sidecar accepts cancels the request it names; ``close_stream``
+    frames it as a stream to resume (:meth:`SidecarCore._normal` answers the ``GET`` with
+    ``Last-Event-ID`` that resumes it). A proxied request's answer is the upstream's: not raced."""
     pending = core._normal(rid, incoming, info, transport, forced)
     if info.mcp is None or core.upstream is not None:
         return await pending
     reply = await core.cancels.run(rid, info.mcp, fault, pending)
     if info.mcp.method == "notifications/cancelled" and reply is not None and reply.status == 202:
         core.cancels.heard(rid)
+    resumable = shape_of(fault).resumable  # close_stream: a stream to resume (Resumption)
+    if resumable is not None and reply is not None and reply.status == 200 and not info.mcp.is_notification:
+        reply = core.resumption.close(rid, info.mcp.session_id, reply, *resumable)
     return reply
 
 

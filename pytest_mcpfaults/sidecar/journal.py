@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar
 
 from pytest_mcpfaults import events
 from pytest_mcpfaults.fault_types import fault_kinds
@@ -26,7 +26,6 @@ __all__ = [
     "BudgetSource",
     "CancelHow",
     "CancelOutcome",
-    "CancellationLog",
     "CancellationRecord",
     "ClosedBy",
     "ConnectionFields",
@@ -35,11 +34,13 @@ __all__ = [
     "HoldOutcome",
     "Journal",
     "PatienceViolation",
+    "RecordLog",
     "RequestFields",
     "RequestRecord",
     "ServerMessageLog",
     "ServerMessageOutcome",
     "ServerMessageRecord",
+    "StreamRecord",
     "UpstreamFailure",
     "answered",
 ]
@@ -87,6 +88,8 @@ class RequestRecord:
     tool stopped, no JSON-RPC response sent), ``'ignored'`` (``ignore_cancel``: it ran on
     and was answered in full), ``'answered'`` (``answer_after_cancel``: released and answered in full);
     ``None`` when the cancel came too late to change the answer (it was being sent).
+    ``last_event_id`` is the request's ``Last-Event-ID`` header (a client resuming a stream:
+    :class:`StreamRecord`).
 
     ``error`` says what went wrong and ``error_by`` whose it was: ``'client'`` (a mistake in the
     request, answered with the protocol's own error; never a sidecar error), ``'tool'`` (the tool's
@@ -149,6 +152,7 @@ class RequestRecord:
     rpc_id: str | int | float | None = None
     cancelled_at: float | None = None
     cancel_outcome: CancelOutcome | None = None
+    last_event_id: str | None = None
 
     @property
     def forwarded(self) -> bool:
@@ -272,6 +276,32 @@ class CancellationRecord:
     cancels: int | None = None
     since_sent: float | None = None
     in_flight: bool = False
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    """An event stream the sidecar closed gracefully (``close_stream``) before the reply was sent,
+    and whether the client resumed it. Times are seconds since the sidecar started.
+
+    ``request_id`` is the journal id of the request the stream answers, ``session_id`` its session;
+    ``closed_at`` when it ended, after ``events_sent`` events, the last with the id ``last_event_id``
+    (``None`` when none was sent: the client has no id to resume with), and a ``retry: retry_ms``
+    field; ``kept`` events were kept back. ``resumed_by`` is the journal id of the first ``GET``
+    whose ``Last-Event-ID`` named an event of this stream, ``resumed_at`` when it came and
+    ``resumed_with`` the id it sent; ``replayed`` the events it got (all ``None``/0 until then).
+    """
+
+    request_id: int
+    session_id: str | None
+    closed_at: float
+    events_sent: int
+    last_event_id: str | None
+    retry_ms: int
+    kept: int
+    resumed_at: float | None = None
+    resumed_by: int | None = None
+    resumed_with: str | None = None
+    replayed: int = 0
 
 
 @dataclass(frozen=True)
@@ -411,6 +441,7 @@ def answered(r: RequestRecord) -> Answered:
 
 
 _R = TypeVar("_R", RequestRecord, ConnectionRecord, ServerMessageRecord)
+_T = TypeVar("_T")
 _FIELDS: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in dataclasses.fields(cls))
     for cls in (RequestRecord, ConnectionRecord, ServerMessageRecord)
@@ -561,26 +592,33 @@ class ConnectionFields(TypedDict, total=False):
     timed_out: bool
 
 
-class CancellationLog:
-    """The journal's :class:`CancellationRecord` s, oldest first: ``add`` (loop thread), ``records``
-    and iteration (any thread; a snapshot). Shares the journal's lock, so an added record wakes its
-    waits."""
+class RecordLog(Generic[_T]):
+    """A list of the journal's records of one kind, oldest first: ``add`` and ``replace`` (loop
+    thread), ``records`` and iteration (any thread; a snapshot). Shares the journal's lock, so a
+    change wakes its waits."""
 
     def __init__(self, cond: threading.Condition) -> None:
         self._cond = cond
-        self._records: list[CancellationRecord] = []
+        self._records: list[_T] = []
 
-    def add(self, c: CancellationRecord) -> None:
+    def add(self, record: _T) -> int:
+        """Append ``record``; its index."""
         with self._cond:
-            self._records.append(c)
+            self._records.append(record)
+            self._cond.notify_all()
+            return len(self._records) - 1
+
+    def replace(self, index: int, record: _T) -> None:
+        with self._cond:
+            self._records[index] = record
             self._cond.notify_all()
 
     @property
-    def records(self) -> tuple[CancellationRecord, ...]:
+    def records(self) -> tuple[_T, ...]:
         with self._cond:
             return tuple(self._records)
 
-    def __iter__(self) -> Iterator[CancellationRecord]:
+    def __iter__(self) -> Iterator[_T]:
         return iter(self.records)
 
     def __len__(self) -> int:
@@ -608,8 +646,10 @@ class Journal:
         self._violations: list[PatienceViolation] = []
         #: What the sidecar sent clients on its own (server requests and notifications).
         self.server_messages = ServerMessageLog(self._cond, self.now)
-        #: Every cancellation the client sent (:class:`CancellationLog`), under the journal's lock.
-        self.cancellations = CancellationLog(self._cond)
+        #: Every cancellation the client sent (:class:`CancellationRecord`).
+        self.cancellations: RecordLog[CancellationRecord] = RecordLog(self._cond)
+        #: Every event stream the sidecar closed gracefully for the client to resume (:class:`StreamRecord`).
+        self.streams: RecordLog[StreamRecord] = RecordLog(self._cond)
         self._fired: dict[str, int] = {}
         self._last_fired: FiredRecord | None = None
         self._last_request_at: float | None = None

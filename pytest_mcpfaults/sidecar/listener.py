@@ -441,6 +441,7 @@ class SocketListener:
             path=request.path,
             user_agent=request.headers.get("User-Agent"),
             protocol_version=request.headers.get("MCP-Protocol-Version"),
+            last_event_id=request.headers.get("Last-Event-ID"),
         )
         conn.current = rid
         out = Delivery()

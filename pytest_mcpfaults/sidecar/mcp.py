@@ -93,6 +93,7 @@ class Reply:
     #: JSON-RPC notifications sent as SSE events before the payload's (a replayed answer's progress and
     #: logs); not sent when the reply is framed as JSON.
     notifications: list[dict[str, Any]] = field(default_factory=list)
+    events: bytes | None = None  # an event stream's bytes, framed already (a resumable stream)
 
 
 @dataclass
@@ -708,6 +709,8 @@ def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:
     """The body bytes and content type of ``reply`` (empty for a reply without a body)."""
     if reply.text is not None:
         return reply.text.encode(), "text/plain"
+    if reply.events is not None:
+        return reply.events, "text/event-stream"
     if reply.payload is None:
         return b"", "application/json"
     if sse and reply.notifications:

@@ -11,8 +11,14 @@ from collections.abc import Callable
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth_next import AuthFollowUp, auth_follow_ups, reauthorization_problems
 from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
-from pytest_mcpfaults.sidecar.journal import CancellationRecord, PatienceViolation, RequestRecord
+from pytest_mcpfaults.sidecar.journal import (
+    CancellationRecord,
+    PatienceViolation,
+    RequestRecord,
+    StreamRecord,
+)
 from pytest_mcpfaults.sidecar.patience import PatienceError, check_client_closed, patience_verdict
+from pytest_mcpfaults.sidecar.resume_checks import check_client_resumed
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.sidecar.views import SidecarViews
 
@@ -139,6 +145,21 @@ class SidecarWaits(SidecarViews):
         e.g. ``the client sent DELETE /mcp at 2.10 s (2.00 s after the call) without cancelling
         tools/call sleep (id 3), still in flight``."""
         check_client_cancelled(self, target, within)
+
+    @property
+    def closed_streams(self) -> tuple[StreamRecord, ...]:
+        """Every event stream the sidecar closed gracefully for the client to resume, and whether and
+        when it did (see :class:`~pytest_mcpfaults.sidecar.journal.StreamRecord`)."""
+        return self.journal.streams.records
+
+    def assert_client_resumed(self, target: str | None = None, *, within: float) -> None:
+        """Every event stream the sidecar closed gracefully (``close_stream``) for a request matching
+        ``target`` (all when ``None``) was resumed by the client: a ``GET`` of the MCP endpoint whose
+        ``Last-Event-ID`` names an event of that stream, no sooner than the stream's ``retry`` and at
+        most ``within`` seconds after the close. Fails also when no stream was closed. Returns once
+        every stream is resumed, else waits until ``within`` past the latest close (no longer). The
+        failure says what the client did instead, e.g. that it came back without ``Last-Event-ID``."""
+        check_client_resumed(self, target, within)
 
     def assert_no_patience_violations(self) -> None:
         """No held request outlived its patience budget so far (expected or not); raises
