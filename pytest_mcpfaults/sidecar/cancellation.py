@@ -22,7 +22,6 @@ by any other blocking fault stays held: a stuck server does not read its cancell
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from functools import singledispatch
@@ -93,9 +92,12 @@ def _same_id(a: object, b: object) -> bool:
 
 @dataclass(eq=False)
 class _Flight:
-    """A request whose answer is being made (or which is held): the future a cancellation sets."""
+    """A request whose answer is being made (or which is held): the future a cancellation sets, and
+    the task making the answer (cancelled to stop it; ``stopping`` says the cancel was ours)."""
 
     fault: F.Fault | None
+    task: asyncio.Task[Any] | None = None
+    stopping: bool = False
     cancelled: asyncio.Future[None] = field(default_factory=lambda: _future())
 
 
@@ -171,8 +173,12 @@ class Cancellations:
             return
         flight = self._flights.get(named)
         if flight is not None and not flight.cancelled.done():
-            self.journal.update_request(named, cancel_outcome=_OUTCOME[effect_on_cancel(flight.fault)])
+            effect = effect_on_cancel(flight.fault)
+            self.journal.update_request(named, cancel_outcome=_OUTCOME[effect])
             flight.cancelled.set_result(None)
+            if flight.task is not None and effect == "stop":  # the answer is being made: stop it
+                flight.stopping = True
+                flight.task.cancel()
 
     def held_until_cancelled(self, rid: int, fault: F.Fault) -> asyncio.Future[None] | None:
         """The future a hold of request ``rid`` by ``fault`` also ends on (``None``: a cancellation
@@ -196,20 +202,18 @@ class Cancellations:
         ``ignore_cancel`` and ``answer_after_cancel``, made all the same."""
         if info.is_notification or _inline():
             return await work
-        flight = self._flights[rid] = _Flight(fault)
-        task = asyncio.ensure_future(work)
-        try:
-            await asyncio.wait((task, flight.cancelled), return_when=asyncio.FIRST_COMPLETED)
-            if task.done() or effect_on_cancel(fault) != "stop":
-                return await task
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        task = asyncio.current_task()
+        flight = self._flights[rid] = _Flight(fault, task)
+        try:  # awaited in this task, not another: an answer made without suspending is made at once
+            return await work
+        except asyncio.CancelledError:
+            if not flight.stopping:  # teardown, not the client's cancel
+                raise
+            if task is not None and hasattr(task, "uncancel"):  # 3.11+: the cancel was ours, handled
+                task.uncancel()
             return unanswered()
         finally:
             self._flights.pop(rid, None)
-            if not task.done():  # the request's own handling was cancelled (teardown)
-                task.cancel()
 
 
 def _future() -> asyncio.Future[None]:
