@@ -112,6 +112,10 @@ class Fault:
     #: How the strategies draw the kind's own parameters (name -> :data:`Draw`); parameters not
     #: named keep their defaults. Blocking kinds' ``patience``/``expect_hang`` are drawn for every one.
     draws: ClassVar[Mapping[str, Draw]] = {}
+    #: Whether the strategies draw the kind when no ``kinds=`` is given (``False``: only when named:
+    #: the cancel and resumption kinds, which act only on a client that cancels or resumes, and
+    #: otherwise do nothing or hold as ``hang`` does).
+    drawn_by_default: ClassVar[bool] = True
     #: Why the in-process backend cannot apply this kind honestly (``None``: it can).
     needs_sockets: ClassVar[str | None] = None
     #: The parameters of this kind's entry in the standard matrix catalogue, which aims it at the
@@ -753,6 +757,7 @@ class IgnoreCancel(Fault):
 
     phase: ClassVar[Phase] = "cancel"
     kind: ClassVar[str] = "ignore_cancel"
+    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "tools/call"
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
@@ -771,6 +776,7 @@ class AnswerAfterCancel(_Blocking):
 
     phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "answer_after_cancel"
+    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 210
     default_target: ClassVar[str] = "tools/call"
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
@@ -796,6 +802,7 @@ class CloseStream(Fault):
 
     phase: ClassVar[Phase] = "body"
     kind: ClassVar[str] = "close_stream"
+    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 220
     default_target: ClassVar[str] = "tools/call"
     draws: ClassVar[Mapping[str, Draw]] = {"after_events": (1, 0)}

@@ -115,9 +115,15 @@ def _check_seconds(name: str, value: object, *, optional: bool = False) -> float
 
 def _check_kinds(kinds: object) -> tuple[str, ...]:
     order = kind_order()
-    if kinds is None:  # the HTTP kinds: stdio-only ones (ignore_eof, ...) and those needing a sidecar
-        registry = F.fault_kinds()  # with auth= (unauthorized, ...) only when asked for by name
-        return tuple(k for k in order if "http" in registry[k].transports and not registry[k].needs_auth)
+    if kinds is None:  # the HTTP kinds: stdio-only ones (ignore_eof, ...), those needing a sidecar with
+        registry = F.fault_kinds()  # auth= (unauthorized, ...) and those not drawn_by_default only by name
+        return tuple(
+            k
+            for k in order
+            if "http" in registry[k].transports
+            and not registry[k].needs_auth
+            and registry[k].drawn_by_default
+        )
     try:
         names = F.check_kind_names("kinds", kinds, order)
     except ValueError as exc:
@@ -215,7 +221,8 @@ def faults(
 ) -> st.SearchStrategy[F.Fault]:
     """Single faults of the given ``kinds`` (names or classes; default every kind that applies to HTTP,
     see :data:`KIND_ORDER`; stdio-only kinds such as ``ignore_eof``, and the kinds that need a sidecar
-    with ``auth=`` such as ``unauthorized``, are drawn only when named)
+    with ``auth=`` such as ``unauthorized``, and those whose ``drawn_by_default`` is false
+    (``ignore_cancel``, ``answer_after_cancel``, ``close_stream``), are drawn only when named)
     on the given ``targets`` (default :data:`DEFAULT_TARGETS`).
 
     A kind is drawn only with targets it accepts (``tool_error``, ``backend_gone`` and
