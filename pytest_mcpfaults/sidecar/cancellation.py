@@ -200,7 +200,7 @@ class Cancellations:
         """Make the answer of request ``rid`` (``work``), unless the client cancels it first: then it
         is stopped (``work`` cancelled, the answer :func:`unanswered`) or, for
         ``ignore_cancel`` and ``answer_after_cancel``, made all the same."""
-        if info.is_notification or _inline():
+        if info.is_notification or info.method is None or _inline():  # a notification, a response
             return await work
         task = asyncio.current_task()
         flight = self._flights[rid] = _Flight(fault, task)

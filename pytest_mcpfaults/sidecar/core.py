@@ -506,7 +506,7 @@ class SidecarCore:
                 resource=m.resource,
                 session_id=m.session_id,
                 era=m.era,
-                rpc_id=None if m.is_notification else m.id,
+                rpc_id=None if m.is_notification or m.method is None else m.id,  # requests only
             )
             if m.method == "notifications/cancelled":  # linked to the request it names, on arrival
                 self.cancels.link(rid, m)
