@@ -8,7 +8,6 @@ thread); this module writes it, on the loop thread. Each notification sent is co
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
@@ -32,7 +31,7 @@ class StreamNotices:
         self.subscribed = subscribed  # (session, uri) -> whether that session subscribed to uri
         #: each open stream -> its session, its GET's journal record, what was sent on it so far
         self.streams: dict[web.StreamResponse, _Stream] = {}
-        self.sent: collections.Counter[str] = collections.Counter()
+        self.sent: dict[str, int] = {}  # method -> how many sent (a dict: a Counter costs each sidecar 5 µs)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
 
@@ -63,7 +62,7 @@ class StreamNotices:
             if uri is not None and not self.subscribed(open_.session, uri):
                 continue
             with self._lock:
-                self.sent[method] += 1
+                self.sent[method] = self.sent.get(method, 0) + 1
             open_.out.bytes_sent += len(data)
             self.journal.update_request(open_.rid, bytes_sent=open_.out.bytes_sent)
             task = asyncio.ensure_future(stream.write(data))

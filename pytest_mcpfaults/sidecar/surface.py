@@ -164,6 +164,8 @@ def check_surface(
 ) -> tuple[list[Resource | ResourceTemplate], list[Prompt]]:
     """``resources`` (each a :class:`Resource` or :class:`ResourceTemplate`) and ``prompts`` (each a
     :class:`Prompt`) as lists, or ``ValueError`` naming the argument, prefixed with ``who``."""
+    if resources == () and prompts == ():
+        return [], []  # the defaults: nothing to check
     checked: list[list[Any]] = []
     for name, value, kinds, what in (
         ("resources", resources, (Resource, ResourceTemplate), "Resource or ResourceTemplate"),
