@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -89,7 +90,18 @@ def check_target(target: object) -> str:
     if not isinstance(target, str):
         raise ValueError(f"Trigger: target must be a non-empty string ({_TARGET_HELP}), got {target!r}")
     parse_target(target)
+    options = _TEXT_OPTIONS.search(target)
+    if options is not None:  # "tool:x[times=1]": the text form's trigger options, not a tool named so
+        raise ValueError(
+            f"Trigger: target {target!r} ends in {options.group(0)!r}, the text form's trigger options: "
+            f"write Trigger({target[: options.start()]!r}, {options.group(1)}=...) or the whole fault as "
+            f"text (parse_fault('kind@{target}'), a marker's faults=['kind@{target}'])"
+        )
     return target
+
+
+#: The text form's ``[nth=1, times=2]`` at the end of a target (``kind@target[...]``).
+_TEXT_OPTIONS = re.compile(r"\[\s*(nth|after|times|probability|seed)\s*=[^\]]*\]$")
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,8 @@ def test_doc_examples_pass(pytester: pytest.Pytester) -> None:
         timeout=300,
     )
     outcomes = result.parseoutcomes()
-    assert result.ret == 0, result.stdout.str()[-4000:]
+    failed = [line for line in result.outlines if line.startswith(("FAILED ", "ERROR "))]
+    assert result.ret == 0, "\n".join([*failed, "", result.stdout.str()[-4000:]])  # which ones, first
     assert outcomes.get("passed", 0) >= 10
     # The only skip allowed is the mcp 1.x recipe, which runs in the tox env `mcp1`.
     assert outcomes.get("skipped", 0) <= 1

@@ -467,3 +467,19 @@ def test_a_target_is_parsed_once_into_what_it_names(text: str, parsed: Target) -
     assert Trigger(text).selector == parsed
     with pytest.raises(ValueError, match=r"target 'FETCH /mcp' is unknown"):
         parse_target("FETCH /mcp")
+
+
+def test_the_text_forms_trigger_options_in_a_when_string_are_refused_naming_both_ways() -> None:
+    """``when="tool:x[times=1]"`` once made a trigger on a tool literally named ``x[times=1]`` (it never
+    fired): the text form's options belong to the text form, so the target is refused, naming it and
+    the two right ways to write it; the text form itself still parses them."""
+    from pytest_mcpfaults import BackendGone, Trigger, parse_fault
+
+    with pytest.raises(ValueError, match=re.escape("target 'tool:x[times=1]' ends in '[times=1]'")) as info:
+        BackendGone(when="tool:x[times=1]")
+    assert "Trigger('tool:x', times=...)" in str(info.value) and "parse_fault(" in str(info.value)
+    with pytest.raises(ValueError, match="ends in '\\[nth = 2\\]'"):
+        Trigger("DELETE /mcp[nth = 2]")
+    parsed = parse_fault("backend_gone@tool:x[times=1]")
+    assert parsed.trigger == Trigger("tool:x", times=1)
+    assert Trigger("resource:file:///a[1].txt").target == "resource:file:///a[1].txt"  # not trigger options
