@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from example_matrix_runs import outcomes, run_matrices
 from mcp.client import Client
 from sdk_upstream import serve
 from test_example_suite import HARMLESS, MATRIX
@@ -118,43 +116,17 @@ def test_an_unmatched_request_fails_the_test_fast_naming_the_nearest_exchange(
 # -- the example harness's teardown matrix, replayed offline -------------------------------------------
 
 
-def _matrix(variant: str) -> subprocess.Popen[str]:
-    """The README's matrix command with every sidecar a replay of a cassette recorded from the SDK
-    server (``tests/replayed_upstream.py``), which is stopped before the tests run."""
-    cmd = [
-        sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider",
-        "-p", "replayed_upstream", "examples/test_example_matrix.py", f"--runner-variant={variant}", "-rA",
-    ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _outcomes(stdout: str) -> dict[str, str]:
-    pattern = r"^(PASSED|FAILED) examples/test_example_matrix\.py::test_cleanup_under_every_fault\[([^\]]+)\]"
-    return {fault: outcome for outcome, fault in re.findall(pattern, stdout, re.M)}
-
-
 @pytest.mark.timeout(400)
 def test_the_example_matrix_replayed_from_a_cassette_gives_the_live_servers_verdicts() -> None:
-    runs = {variant: _matrix(variant) for variant in ("hardened", "unhardened")}
     out: dict[str, str] = {}
-    for variant, proc in runs.items():
-        try:
-            stdout, stderr = proc.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            stdout, stderr = proc.communicate()
-            raise AssertionError(
-                f"the {variant} matrix did not end within 300 s:\n{stdout}\n{stderr}"
-            ) from None
+    for variant, (stdout, stderr) in run_matrices("replayed_upstream").items():
         out[variant] = stdout
         assert "replayed cassette: " in stdout and "(stopped), tools/call create_session, echo" in stdout, (
             stdout + stderr
         )
     hardened, unhardened = out["hardened"], out["unhardened"]
-    assert _outcomes(hardened) == dict.fromkeys(MATRIX, "PASSED"), hardened
-    assert _outcomes(unhardened) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}, unhardened
+    assert outcomes(hardened) == dict.fromkeys(MATRIX, "PASSED"), hardened
+    assert outcomes(unhardened) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}, unhardened
     for fault in set(MATRIX) - HARMLESS:  # each failure is the flip, as against the live server
         entry = f"examples/test_example_matrix.py::test_cleanup_under_every_fault[{fault}]"
         assert f"{entry}: invariant cleanup_never_flips: Agent.Session is ERROR" in unhardened, unhardened

@@ -4,13 +4,11 @@ matrix run against the proxied SDK server with the same verdicts as against the 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from example_matrix_runs import outcomes, run_matrices
 from test_example_suite import HARMLESS, MATRIX
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,44 +90,18 @@ def test_a_bad_upstream_in_the_marker_fails_collection_naming_it(
 # -- the example harness's teardown matrix against the proxied SDK server ----------------------------
 
 
-def _matrix(variant: str) -> subprocess.Popen[str]:
-    """``pytest -p mcpfaults -p proxied_upstream examples/test_example_matrix.py`` from the repository
-    root: the README's command, every sidecar proxying the SDK server (``tests/proxied_upstream.py``)."""
-    cmd = [
-        sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "proxied_upstream",
-        "examples/test_example_matrix.py", f"--runner-variant={variant}", "-rA",
-    ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _outcomes(stdout: str) -> dict[str, str]:
-    pattern = r"^(PASSED|FAILED) examples/test_example_matrix\.py::test_cleanup_under_every_fault\[([^\]]+)\]"
-    return {fault: outcome for outcome, fault in re.findall(pattern, stdout, re.M)}
-
-
 @pytest.mark.timeout(400)  # two example runs of about 30 s each alone; more on a loaded machine
 def test_the_example_matrix_against_the_proxied_sdk_server_gives_the_fakes_verdicts() -> None:
-    runs = {variant: _matrix(variant) for variant in ("hardened", "unhardened")}  # they overlap well
     out: dict[str, str] = {}
-    for variant, proc in runs.items():
-        try:
-            stdout, stderr = proc.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            stdout, stderr = proc.communicate()
-            raise AssertionError(
-                f"the {variant} matrix did not end within 300 s:\n{stdout}\n{stderr}"
-            ) from None
+    for variant, (stdout, stderr) in run_matrices("proxied_upstream").items():
         out[variant] = stdout
         assert "proxied upstream: the mcp SDK's MCPServer at http://127.0.0.1:" in stdout, stdout + stderr
         # the upstream really served every cell's session: one create_session each
         assert re.search(rf"^proxied upstream served: create_session x{len(MATRIX)}, ", stdout, re.M), stdout
     hardened, unhardened = out["hardened"], out["unhardened"]
-    assert _outcomes(hardened) == dict.fromkeys(MATRIX, "PASSED"), hardened
+    assert outcomes(hardened) == dict.fromkeys(MATRIX, "PASSED"), hardened
     assert re.search(rf"^=+ {len(MATRIX)} passed in ", hardened, re.M), hardened
-    assert _outcomes(unhardened) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}, unhardened
+    assert outcomes(unhardened) == {f: "PASSED" if f in HARMLESS else "FAILED" for f in MATRIX}, unhardened
     failed, passed = len(set(MATRIX) - HARMLESS), len(HARMLESS)
     assert re.search(rf"^=+ {failed} failed, {passed} passed in ", unhardened, re.M), unhardened
     for fault in set(MATRIX) - HARMLESS:  # each failure is the flip, as against the fake
