@@ -11,20 +11,10 @@ from typing import Any
 import httpx
 import pytest
 from mcp.client import Client
+from test_cancellation import HEADERS, INIT  # the same session-era handshake
 
 from pytest_mcpfaults import CloseStream, Sidecar
 
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "h", "version": "1"},
-    },
-}
 ECHO = {
     "jsonrpc": "2.0",
     "id": 2,
