@@ -236,6 +236,13 @@ def table(serve: dict[str, Scenario], reference: dict[str, Scenario]) -> str:
     return "\n".join(rows)
 
 
+def _reference(cache: Path, env: dict[str, str] | None) -> Path:
+    """The reference server's install in ``cache`` (made when missing), with its server file."""
+    ref = npm_install(REFERENCE, cache, env)
+    shutil.copy(REFERENCE / "everything-server.ts", ref / "everything-server.ts")
+    return ref
+
+
 def measure(
     cache: Path, *, with_reference: bool = True, env: dict[str, str] | None = None
 ) -> tuple[dict[str, Scenario], dict[str, Scenario]]:
@@ -246,10 +253,7 @@ def measure(
         serve = run_suite(suite, url)
     reference: dict[str, Scenario] = {}
     if with_reference:
-        ref = npm_install(REFERENCE, cache, env)
-        for name in ("everything-server.ts",):
-            shutil.copy(REFERENCE / name, ref / name)
-        with reference_server(suite, ref) as url:
+        with reference_server(suite, _reference(cache, env)) as url:
             reference = run_suite(suite, url)
     return serve, reference
 
@@ -273,10 +277,8 @@ def measure_cassette(
     runs against the proxy, stop the server, then run the suite against ``serve --cassette``: the
     scenarios through the recording proxy and replayed."""
     suite = npm_install(SUITE, cache, env)
-    ref = npm_install(REFERENCE, cache, env)
-    shutil.copy(REFERENCE / "everything-server.ts", ref / "everything-server.ts")
     with (
-        reference_server(suite, ref) as upstream,
+        reference_server(suite, _reference(cache, env)) as upstream,
         serving(args=("--upstream", upstream, "--record", str(cassette))) as url,
     ):
         recorded = run_suite(suite, url)
