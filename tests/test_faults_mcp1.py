@@ -11,7 +11,8 @@ the same call bounded by ``read_timeout_seconds``. The last section measures the
 session opened in one ``run_until_complete`` and used in later ones, where every fault that breaks the
 transport hangs the call. The stdio-only kinds are measured with mcp 1.x's ``stdio_client``.
 
-Runs in the tox env ``mcp1``; skipped where the installed mcp is 2.x (no ``streamablehttp_client``)."""
+Runs in the tox env ``mcp1`` and in ``test_mcp1_env``; where the installed mcp is 2.x (no
+``streamablehttp_client``) the suite does not collect it (conftest); named on the command line, it skips."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The mcp 1.x client (session era only, ``streamablehttp_client`` + ``ClientSession``) against the
-sidecar: initialize, list tools, call a tool, exit with ``DELETE``. Runs in the tox env ``mcp1``;
-skipped where the installed mcp is 2.x (which has no ``streamablehttp_client``)."""
+sidecar: initialize, list tools, call a tool, exit with ``DELETE``. Runs in the tox env ``mcp1``
+and in ``test_mcp1_env``; where the installed mcp is 2.x (no ``streamablehttp_client``) the suite does not
+collect it (conftest), and named on the command line it skips."""
 
 from __future__ import annotations
 
