@@ -180,12 +180,14 @@ def node_of(suite: Path) -> Path:
     return suite / "node_modules" / "node" / "bin" / "node"
 
 
-def run_suite(suite: Path, url: str) -> dict[str, Scenario]:
-    """Every active server scenario against ``url``: each scenario's checks, by name."""
+def run_suite(suite: Path, url: str, scenario: str | None = None) -> dict[str, Scenario]:
+    """Every active server scenario (or only ``scenario``) against ``url``: each scenario's checks, by
+    name."""
     out = Path(tempfile.mkdtemp(prefix="mcpfaults-conformance-"))
     try:
         cli = suite / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
         cmd = [str(node_of(suite)), str(cli), "server", "--url", url, "-o", str(out)]
+        cmd += ["--scenario", scenario] if scenario is not None else []
         try:
             subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
         except subprocess.TimeoutExpired as exc:
@@ -270,18 +272,38 @@ REPLAY_CANNOT = {
 }
 
 
+#: The reference server's scenarios whose server request races the client's GET stream, and why: its
+#: tools send ``sampling/createMessage`` and ``elicitation/create`` with ``server.request`` (no related
+#: request), so the TypeScript SDK puts them on the standalone GET stream, and drops them when that
+#: stream is not open yet. The suite's client opens its GET concurrently with the ``tools/call``; direct,
+#: the GET wins (8 of 8 runs here); through a proxy the two requests' order at the upstream is down to
+#: scheduling, and about one full run in two lost it ("MCP error -32001: Request timed out"). ``serve``
+#: sends them on the call's own stream, as the 2025-11-25 spec says a request related to a call should
+#: be, so it has no race.
+STANDALONE_RACE = tuple(REPLAY_CANNOT)
+#: How many more times a racing scenario that failed through the recording proxy is run, alone.
+RACE_RETRIES = 3
+
+
 def measure_cassette(
     cache: Path, cassette: Path, *, env: dict[str, str] | None = None
 ) -> tuple[dict[str, Scenario], dict[str, Scenario]]:
     """Record the reference server through ``serve --upstream URL --record cassette`` while the suite
     runs against the proxy, stop the server, then run the suite against ``serve --cassette``: the
-    scenarios through the recording proxy and replayed."""
+    scenarios through the recording proxy and replayed. A :data:`STANDALONE_RACE` scenario that lost
+    its race while recording is run again alone (at most :data:`RACE_RETRIES` times), and its last
+    run is the one kept: a failure that is not that race stays a failure."""
     suite = npm_install(SUITE, cache, env)
     with (
         reference_server(suite, _reference(cache, env)) as upstream,
         serving(args=("--upstream", upstream, "--record", str(cassette))) as url,
     ):
         recorded = run_suite(suite, url)
+        for name in STANDALONE_RACE:
+            for _ in range(RACE_RETRIES):
+                if name not in recorded or recorded[name].ok:
+                    break
+                recorded.update(run_suite(suite, url, name))
     with serving(args=("--cassette", str(cassette))) as url:
         replayed = run_suite(suite, url)
     return recorded, replayed
