@@ -63,7 +63,7 @@ def test_without_a_token_the_mcp_endpoint_answers_401_naming_its_resource_metada
         assert httpx.get(sc.url + PRM_PATH, timeout=5).json() == prm  # the root form too
         asm = httpx.get(sc.url + ASM_PATH, timeout=5).json()
         assert (asm["issuer"], asm["token_endpoint"]) == (sc.url, sc.url + TOKEN_PATH)
-        assert asm["grant_types_supported"] == ["client_credentials", "refresh_token"]
+        assert asm["grant_types_supported"] == ["authorization_code", "client_credentials", "refresh_token"]
         issued = _grant(sc, grant_type="client_credentials", scope="mcp tasks:write").json()
         got = (issued["token_type"], issued["scope"], issued["expires_in"])
         assert got == ("Bearer", "mcp tasks:write", 3600)

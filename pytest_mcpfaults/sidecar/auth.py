@@ -4,8 +4,10 @@ With ``auth='oauth'`` the MCP endpoint asks for a bearer token that the sidecar 
 a minimal authorization server on the same port: its protected resource metadata (RFC 9728) at
 :data:`PRM_PATH` (and the path-suffixed form, ``/.well-known/oauth-protected-resource/mcp``), its
 authorization server metadata (RFC 8414) at :data:`ASM_PATH`, and a token endpoint at
-:data:`TOKEN_PATH` with the ``client_credentials`` and ``refresh_token`` grants (any client id and
-secret are accepted: the fake checks tokens, not clients). With a list of tokens (``auth=['t0k3n']``)
+:data:`TOKEN_PATH` with the grants of :data:`AUTH_GRANTS`: ``authorization_code`` with PKCE, for a
+client registered at the registration endpoint and approved at once by the authorization endpoint
+(``auth_code.py``), ``client_credentials`` (any client id and secret are accepted unless the id is a
+registered client's) and ``refresh_token``. With a list of tokens (``auth=['t0k3n']``)
 exactly those are accepted and none is issued. Either way a request to the MCP endpoint without an
 accepted token is answered ``401`` with ``WWW-Authenticate: Bearer resource_metadata="..."``, as the
 MCP 2025-11-25 authorization spec asks.
@@ -17,7 +19,6 @@ to answer the authorization server's paths (:meth:`AuthServer.answer`).
 
 from __future__ import annotations
 
-import base64
 import re
 import secrets
 from collections import deque
@@ -25,6 +26,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from pytest_mcpfaults.sidecar.auth_code import (
+    AUTHORIZE_PATH,
+    CHALLENGE_METHODS,
+    CLIENT_AUTH_METHODS,
+    GRANTS,
+    REGISTER_PATH,
+    Clients,
+    Redeemed,
+    oauth_error,
+)
 from pytest_mcpfaults.sidecar.mcp import Reply
 
 __all__ = [
@@ -51,11 +62,8 @@ PRM_PATH = "/.well-known/oauth-protected-resource"
 ASM_PATH = "/.well-known/oauth-authorization-server"
 #: The token endpoint (``POST``, form-encoded).
 TOKEN_PATH = "/oauth/token"
-#: The authorization endpoint named in the metadata (RFC 8414 requires one): it answers 400, the
-#: fake grants no authorization codes.
-AUTHORIZE_PATH = "/oauth/authorize"
-#: The grants the token endpoint takes.
-AUTH_GRANTS = ("client_credentials", "refresh_token")
+#: The grants the token endpoint takes (and the metadata advertises).
+AUTH_GRANTS = GRANTS
 #: The scope a token is granted when its request names none (and every static token's scope).
 DEFAULT_SCOPE = "mcp"
 #: The ``expires_in`` of an issued token, seconds (long: the auth fault kinds expire tokens by count).
@@ -89,11 +97,13 @@ class AuthInfo:
 @dataclass(frozen=True)
 class AuthAnswer:
     """The authorization server's answer to a request on one of its paths: the reply, and for the
-    journal the token request's ``grant`` (``grant_type``) and the label of the token it ``issued``."""
+    journal the token request's ``grant`` (``grant_type``), the label of the token it ``issued`` and
+    the registered ``client`` the request registered or named (``'c1'`` ...)."""
 
     reply: Reply
     grant: str | None = None
     issued: str | None = None
+    client: str | None = None
 
 
 @dataclass
@@ -162,9 +172,11 @@ class AuthServer:
         self._calls: dict[str, int] = {}
         self._issued = 0
         self._issued_tokens: deque[str] = deque()  # oldest first, for MAX_TOKENS
+        #: The registered clients and their authorization codes (``auth='oauth'``).
+        self.clients = Clients(lambda: self.issuer)
         paths = [PRM_PATH, PRM_PATH + mcp_path]
         if self.issues:
-            paths += [ASM_PATH, TOKEN_PATH, AUTHORIZE_PATH]
+            paths += [ASM_PATH, TOKEN_PATH, AUTHORIZE_PATH, REGISTER_PATH]
         #: The paths the authorization layer answers itself.
         self.paths = frozenset(paths)
 
@@ -221,20 +233,25 @@ class AuthServer:
         self._revoked.discard(token)
 
     # -- the authorization server ------------------------------------------------------------------
-    def answer(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> AuthAnswer | None:
-        """The answer on one of :attr:`paths`, ``None`` for any other path."""
+    def answer(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes, query: str = ""
+    ) -> AuthAnswer | None:
+        """The answer on one of :attr:`paths` (``query``: the URL's, without the ``?``), ``None`` for
+        any other path."""
         if path not in self.paths:
             return None
-        if path == TOKEN_PATH:
+        if path in (TOKEN_PATH, REGISTER_PATH):
             if method != "POST":
                 return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": "POST"}, sse=False))
+            if path == REGISTER_PATH:
+                reply, client = self.clients.register(body)
+                return AuthAnswer(reply, client=client)
             return self._token(headers, body)
         if method != "GET":
             return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": "GET"}, sse=False))
         if path == AUTHORIZE_PATH:
-            grants = " or ".join(AUTH_GRANTS)
-            why = f"this server grants no codes: use the {grants} grant at {TOKEN_PATH}"
-            return AuthAnswer(_oauth_error("unsupported_response_type", why))
+            reply, client = self.clients.authorize(query)
+            return AuthAnswer(reply, client=client)
         if path == ASM_PATH:
             return AuthAnswer(Reply(200, self._server_metadata(), sse=False))
         servers = [self.issuer] if self.issues else []
@@ -252,9 +269,12 @@ class AuthServer:
             "issuer": self.issuer,
             "authorization_endpoint": base + AUTHORIZE_PATH,
             "token_endpoint": base + TOKEN_PATH,
+            "registration_endpoint": base + REGISTER_PATH,
             "grant_types_supported": list(AUTH_GRANTS),
-            "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "none"],
+            "token_endpoint_auth_methods_supported": list(CLIENT_AUTH_METHODS),
             "response_types_supported": ["code"],
+            "code_challenge_methods_supported": list(CHALLENGE_METHODS),
+            "authorization_response_iss_parameter_supported": True,
             "scopes_supported": [DEFAULT_SCOPE],
         }
 
@@ -262,29 +282,43 @@ class AuthServer:
         try:
             form = dict(parse_qsl(body.decode(), keep_blank_values=True))
         except UnicodeDecodeError:
-            return AuthAnswer(_oauth_error("invalid_request", "the token request is not form-encoded text"))
+            return AuthAnswer(oauth_error("invalid_request", "the token request is not form-encoded text"))
         grant = form.get("grant_type")
         if grant not in AUTH_GRANTS:
             return AuthAnswer(
-                _oauth_error("unsupported_grant_type", f"grant_type must be one of {', '.join(AUTH_GRANTS)}, "
-                             f"got {grant!r}"), grant,
+                oauth_error("unsupported_grant_type", f"grant_type must be one of {', '.join(AUTH_GRANTS)}, "
+                            f"got {grant!r}"), grant,
             )  # fmt: skip
-        if not (form.get("client_id") or _basic_client(headers)):
-            return AuthAnswer(
-                _oauth_error("invalid_client", "no client_id (in the form or HTTP Basic)", 401), grant
-            )
+        client_id, refused = self.clients.authenticate(form, headers)
+        client = self.clients.label(client_id)
+        if refused is not None:
+            return AuthAnswer(refused, grant, client=client)
+        if client_id is None:
+            why = "no client_id (in the form or HTTP Basic)"
+            return AuthAnswer(oauth_error("invalid_client", why, 401), grant)
         requested = frozenset(form.get("scope", "").split())
+        if grant == "authorization_code":
+            if (reused := self.clients.reused(form)) is not None:
+                self.revoke(reused)  # a code used twice: what it became is revoked (RFC 6749 4.1.2)
+            redeemed = self.clients.redeem(form, client_id)
+            if not isinstance(redeemed, Redeemed):
+                return AuthAnswer(redeemed, grant, client=client)
+            answer, token = self._issue(redeemed.scopes or frozenset({DEFAULT_SCOPE}), grant, client)
+            self.clients.issued(redeemed.code, token)
+            return answer
         if grant == "refresh_token":
             access = self._refresh.get(form.get("refresh_token", ""))
             if access is None:
-                return AuthAnswer(_oauth_error("invalid_grant", "the refresh token is not known"), grant)
+                why = "the refresh token is not known"
+                return AuthAnswer(oauth_error("invalid_grant", why), grant, client=client)
             old = self._grants[access]
             if not requested <= old.scopes:  # RFC 6749 6: no scope beyond the original grant
-                return AuthAnswer(_oauth_error("invalid_scope", "a refresh cannot widen the scope"), grant)
+                why = "a refresh cannot widen the scope"
+                return AuthAnswer(oauth_error("invalid_scope", why), grant, client=client)
             requested = requested or old.scopes
-        return self._issue(requested or frozenset({DEFAULT_SCOPE}), grant)
+        return self._issue(requested or frozenset({DEFAULT_SCOPE}), grant, client)[0]
 
-    def _issue(self, scopes: frozenset[str], grant: str) -> AuthAnswer:
+    def _issue(self, scopes: frozenset[str], grant: str, client: str | None) -> tuple[AuthAnswer, str]:
         self._issued += 1
         label = f"t{self._issued}"
         token, refresh = "mcpf_at_" + secrets.token_urlsafe(18), "mcpf_rt_" + secrets.token_urlsafe(18)
@@ -297,21 +331,8 @@ class AuthServer:
             "access_token": token, "token_type": "Bearer", "expires_in": TOKEN_LIFETIME,
             "refresh_token": refresh, "scope": " ".join(sorted(scopes)),
         }  # fmt: skip
-        return AuthAnswer(Reply(200, payload, {"Cache-Control": "no-store"}, sse=False), grant, label)
-
-
-def _basic_client(headers: Mapping[str, str]) -> str | None:
-    scheme, _, value = (headers.get("Authorization") or "").partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        return base64.b64decode(value.strip(), validate=True).decode().partition(":")[0] or None
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
-def _oauth_error(error: str, description: str, status: int = 400) -> Reply:
-    return Reply(status, {"error": error, "error_description": description}, sse=False)
+        reply = Reply(200, payload, {"Cache-Control": "no-store"}, sse=False)
+        return AuthAnswer(reply, grant, label, client), token
 
 
 def check_auth(auth: object, who: str = "Sidecar") -> str | tuple[str, ...] | None:

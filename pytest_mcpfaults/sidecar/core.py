@@ -461,15 +461,16 @@ class SidecarCore:
 
     def _authorization_server(self, rid: int, incoming: Incoming) -> Reply:
         """A request outside the MCP endpoint with ``auth=``: the authorization server's paths (the
-        metadata, the token endpoint), 404 for any other; a token request's grant and the token it
-        issued go to the journal."""
+        metadata, registration, authorization, the token endpoint), 404 for any other; a token
+        request's grant and the token it issued, and the registered client a request named, go to the
+        journal."""
         assert self.auth is not None
         i = incoming
-        answer = self.auth.answer(i.method, i.path, i.headers, i.body)
+        answer = self.auth.answer(i.method, i.path, i.headers, i.body, i.query)
         if answer is None:
             return Reply(404, {"error": "Not Found"}, sse=False)
-        if answer.grant is not None or answer.issued is not None:
-            self.journal.update_request(rid, grant=answer.grant, issued=answer.issued)
+        if answer.grant is not None or answer.issued is not None or answer.client is not None:
+            self.journal.update_request(rid, grant=answer.grant, issued=answer.issued, client=answer.client)
         return answer.reply
 
     async def _notify(

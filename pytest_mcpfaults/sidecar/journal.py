@@ -109,7 +109,10 @@ class RequestRecord:
     ``'t2'`` ... as the sidecar issued them, ``'static1'`` ... as ``auth=`` lists them, ``'unknown'``;
     ``None``: no token), ``auth_error`` the ``error`` of the challenge it was refused with
     (``'invalid_token'``, ``'insufficient_scope'``; ``'missing'``: no token was sent); a token request
-    records its ``grant`` (``grant_type``) and the token it ``issued``.
+    records its ``grant`` (``grant_type``: ``'authorization_code'``, ``'client_credentials'``,
+    ``'refresh_token'``) and the token it ``issued``; a request to the authorization server by a client
+    registered at its registration endpoint names it in ``client`` (``'c1'``, ``'c2'`` ... in the order
+    they registered: the registration itself, its authorization requests, its token requests).
     """
 
     id: int
@@ -149,6 +152,7 @@ class RequestRecord:
     auth_error: str | None = None
     grant: str | None = None
     issued: str | None = None
+    client: str | None = None
     rpc_id: str | int | float | None = None
     cancelled_at: float | None = None
     cancel_outcome: CancelOutcome | None = None
@@ -579,6 +583,7 @@ class RequestFields(TypedDict, total=False):
     auth_error: str | None
     grant: str | None
     issued: str | None
+    client: str | None
     rpc_id: str | int | float | None
     cancelled_at: float | None
     cancel_outcome: CancelOutcome | None
@@ -838,11 +843,11 @@ class Journal:
                 if r.upstream_failure:
                     leg += f" upstream_failure={r.upstream_failure}"
                 bits.append(leg)
-            if r.token or r.auth_error or r.grant:
+            if r.token or r.auth_error or r.grant or r.client:
                 bits.append(" ".join(
                     f"{name}={value}" for name, value in (
-                        ("token", r.token), ("auth_error", r.auth_error), ("grant", r.grant),
-                        ("issued", r.issued),
+                        ("token", r.token), ("auth_error", r.auth_error), ("client", r.client),
+                        ("grant", r.grant), ("issued", r.issued),
                     ) if value
                 ))  # fmt: skip
             if r.fault:
