@@ -11,6 +11,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "faults": (
         "test_add_kind",
         "test_auth",
+        "test_auth_code",
         "test_behaviour",
         "test_cancellation",
         "test_core",

@@ -5,7 +5,9 @@ A kind's own test measures what mcp 1.x sees (docs/faults.md's catalogue column 
 another module: :func:`call_with_mcp1` runs this file as a child Python whose ``PYTHONPATH`` starts
 with the mcp 1.x overlay (``mcp1_overlay``), against the test's own sidecar. The child does what a
 harness written from the SDK's README does — ``streamablehttp_client`` + ``ClientSession`` in one
-``async with``, ``initialize``, one ``call_tool`` — and prints what it saw as one JSON line:
+``async with``, ``initialize``, one ``call_tool``; with ``oauth=True`` through the SDK's default
+``OAuthClientProvider`` (registration, the authorization code grant with PKCE, a headless redirect:
+``memory_tokens.HeadlessRedirect``) — and prints what it saw as one JSON line:
 :class:`Mcp1Call`. The test asserts that and the sidecar's journal, as ``tests/test_faults_mcp1.py``
 does in process.
 """
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 SEEN = "MCP1-SEEN "
+#: The redirect URI the child's OAuth client registers (nothing listens there: the redirect is headless).
+REDIRECT_URI = "http://localhost:3030/callback"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,12 +62,15 @@ def call_with_mcp1(
     *,
     read_timeout: float | None = None,
     within: float = 10.0,
+    oauth: bool = False,
 ) -> Mcp1Call:
-    """Call ``tool`` on the MCP endpoint ``url`` with the mcp 1.x client in ``overlay``."""
+    """Call ``tool`` on the MCP endpoint ``url`` with the mcp 1.x client in ``overlay`` (``oauth``: with
+    the SDK's ``OAuthClientProvider``, for a sidecar with ``auth='oauth'``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     env["PYTHONPATH"] = overlay
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     asked = {"url": url, "tool": tool, "args": args, "read_timeout": read_timeout, "within": within}
+    asked["oauth"] = oauth
     request = json.dumps(asked)
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), request],
@@ -93,9 +100,12 @@ class Mcp1Client:
         *,
         read_timeout: float | None = None,
         within: float = 10.0,
+        oauth: bool = False,
     ) -> Mcp1Call:
         """See :func:`call_with_mcp1`; ``url``: the sidecar's ``mcp_url``."""
-        return call_with_mcp1(self.overlay, url, tool, args, read_timeout=read_timeout, within=within)
+        return call_with_mcp1(
+            self.overlay, url, tool, args, read_timeout=read_timeout, within=within, oauth=oauth
+        )
 
 
 def _leaves(exc: BaseException) -> list[str]:
@@ -105,8 +115,19 @@ def _leaves(exc: BaseException) -> list[str]:
     return [type(exc).__name__]
 
 
+def _oauth_provider(url: str) -> Any:
+    """The child's side: mcp 1.x's default ``OAuthClientProvider``, its redirect headless."""
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import OAuthClientMetadata
+    from memory_tokens import HeadlessRedirect, MemoryTokens
+
+    browser = HeadlessRedirect()
+    meta = OAuthClientMetadata(redirect_uris=[REDIRECT_URI], client_name="mcp1-harness")
+    return OAuthClientProvider(url, meta, MemoryTokens(), browser.redirect, browser.code_and_state)
+
+
 async def _measure(
-    url: str, tool: str, args: dict[str, Any], read_timeout: float | None, within: float
+    url: str, tool: str, args: dict[str, Any], read_timeout: float | None, within: float, oauth: bool
 ) -> dict[str, Any]:
     """The child's side: runs with mcp 1.x importable (``call_with_mcp1`` set its path)."""
     from datetime import timedelta
@@ -122,7 +143,8 @@ async def _measure(
     kw = {} if read_timeout is None else {"read_timeout_seconds": timedelta(seconds=read_timeout)}
     started = time.monotonic()
     try:
-        async with streamablehttp_client(url) as (read, write, _):  # noqa: SIM117
+        auth = _oauth_provider(url) if oauth else None
+        async with streamablehttp_client(url, auth=auth) as (read, write, _):  # noqa: SIM117
             async with ClientSession(read, write, **kw) as session:
                 await session.initialize()
                 started = time.monotonic()
