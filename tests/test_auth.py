@@ -302,12 +302,12 @@ def test_the_gate_catches_the_harness_whose_401_flips_its_session(
     args = ["-p", "mcpfaults", "-o", "asyncio_mode=auto", "-rx", EXAMPLE.name]
     result = pytester.runpytest_subprocess(*args, *(["--mcpfaults-check-spans"] if gate else []), timeout=120)
     if gate:
-        result.assert_outcomes(passed=4, xfailed=1)
+        result.assert_outcomes(passed=5, xfailed=1)
         result.stdout.fnmatch_lines(
             [f"XFAIL {EXAMPLE.name}::test_a_harness_whose_401_flips_the_session - the span gate fails it"]
         )
     else:
-        result.assert_outcomes(passed=5)
+        result.assert_outcomes(passed=6)
 
 
 # -- bad input ------------------------------------------------------------------------------------------

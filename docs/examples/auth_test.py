@@ -5,12 +5,15 @@ the 401 of its cleanup onto the session span fails (it is marked xfail only then
 """
 
 import json
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx2
 import pytest
 from mcp.client import Client
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
@@ -126,3 +129,41 @@ async def test_a_step_up_to_a_wider_scope(mcp_sidecar):
 
 
 # --8<-- [end:kinds]
+
+
+# --8<-- [start:code]
+REDIRECT_URI = "http://localhost:3030/callback"  # nothing listens there: the redirect is headless
+
+
+def code_client(sidecar):
+    """An httpx2 client with the mcp SDK's default OAuthClientProvider: it registers itself, signs in
+    with the authorization code grant and PKCE, and on a 401 signs in again. No browser: the redirect
+    handler GETs the authorization URL, the sidecar approves at once (a 302 to the redirect URI), and
+    the callback handler hands back that redirect's code, state and iss."""
+    redirected = {}
+
+    async def redirect_handler(authorization_url):
+        async with httpx2.AsyncClient(timeout=5) as http:  # it does not follow the 302
+            answer = await http.get(authorization_url)
+        redirected.update(parse_qsl(urlsplit(answer.headers["Location"]).query))
+
+    async def callback_handler():
+        return AuthorizationCodeResult(**redirected)
+
+    metadata = OAuthClientMetadata(redirect_uris=[REDIRECT_URI], client_name="my-harness")
+    provider = OAuthClientProvider(
+        sidecar.mcp_url, metadata, MemoryTokens(), redirect_handler, callback_handler
+    )
+    return httpx2.AsyncClient(auth=provider, timeout=5)
+
+
+@pytest.mark.mcp_sidecar(era="session", auth="oauth", faults=[TokenExpired(calls=3)])
+async def test_a_harness_that_signs_in_with_a_code_and_again_when_its_token_expires(mcp_sidecar):
+    assert await run_session(mcp_sidecar.mcp_url, code_client(mcp_sidecar), copy_cleanup_error=True) == "ok"
+    mcp_sidecar.assert_client_reauthorized()  # and the span gate finds the session span unflipped
+    journal = mcp_sidecar.journal
+    assert [r.client for r in journal if r.path == "/oauth/register"] == ["c1"]  # it registered once
+    assert {r.grant for r in journal if r.issued} == {"authorization_code"}  # each token from a code
+
+
+# --8<-- [end:code]

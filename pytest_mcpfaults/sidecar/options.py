@@ -301,11 +301,13 @@ class SidecarOptions:
     auth: str | Sequence[str] | None = option(
         None, help="the sidecar as an OAuth-protected resource (docs/auth.md): `'oauth'` (the MCP endpoint "
         "asks for bearer tokens the sidecar issues itself, at its token endpoint, described by its "
-        "`/.well-known/` metadata) or a list of the bearer tokens it accepts; a request without one is "
+        "`/.well-known/` metadata; clients may register and sign in with the authorization code grant "
+        "and PKCE, approved at once) or a list of the bearer tokens it accepts; a request without one is "
         "answered 401 with `WWW-Authenticate: Bearer resource_metadata=...`. The auth fault kinds need it. "
         "`None`: no authorization.", flag="--auth", parse=auth_text, metavar="oauth|TOKEN,...",
         cli_help="require bearer tokens on the MCP endpoint: 'oauth' (the sidecar issues them: "
-        "client_credentials and refresh_token grants) or comma-separated accepted tokens",
+        "authorization_code with PKCE, client_credentials and refresh_token grants) or comma-separated "
+        "accepted tokens",
     )  # fmt: skip
     record: str | None = option(
         None, help="proxy mode (`upstream=` or `upstream_command=`): record every exchange with the upstream "
