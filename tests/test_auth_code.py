@@ -134,6 +134,8 @@ def test_a_client_registers_signs_in_with_a_code_and_its_verifier_and_the_journa
         ({"redirect_uris": ["cb"]}, "invalid_redirect_uri", "'cb' must be an absolute URI"),
         ({"redirect_uris": []}, "invalid_redirect_uri", "the authorization_code grant needs redirect_uris"),
         ({"grant_types": ["password"]}, "invalid_client_metadata", "grant_types must be a list of"),
+        ({"grant_types": [{}]}, "invalid_client_metadata", "grant_types must be a list of"),
+        ({"response_types": [["code"]]}, "invalid_client_metadata", "response_types must be ['code']"),
         ({"response_types": ["token"]}, "invalid_client_metadata", "response_types must be ['code']"),
         ({"token_endpoint_auth_method": "private_key_jwt"}, "invalid_client_metadata",
          "token_endpoint_auth_method must be one of client_secret_basic, client_secret_post, none"),
@@ -225,6 +227,18 @@ def test_a_wrong_verifier_is_invalid_grant_and_a_code_works_once() -> None:
     token_requests = [r for r in sc.journal if r.path == TOKEN_PATH]
     assert {r.grant for r in token_requests} == {"authorization_code"}
     assert [r.issued for r in token_requests if r.issued] == ["t1"]  # one of nine was good
+
+
+def test_the_clients_and_codes_kept_are_bounded_the_oldest_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth_code, "MAX_CLIENTS", 2)
+    monkeypatch.setattr(auth_code, "MAX_CODES", 2)
+    with Sidecar(era="session", auth="oauth") as sc:
+        clients = [_register(sc).json() for _ in range(3)]
+        assert _authorize(sc, clients[0]["client_id"]).status_code == 400  # forgotten: not registered
+        codes = [_redirected(_authorize(sc, clients[2]["client_id"]))[1]["code"] for _ in range(3)]
+        forgotten = _exchange(sc, clients[2], codes[0])
+        assert forgotten.json()["error_description"] == "the authorization code is not known"
+        assert _exchange(sc, clients[2], codes[2]).status_code == 200
 
 
 def test_a_code_expires(monkeypatch: pytest.MonkeyPatch) -> None:

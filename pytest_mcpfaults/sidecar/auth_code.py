@@ -125,12 +125,12 @@ def _metadata_problem(meta: Mapping[str, object]) -> tuple[str, str] | None:
         if (why := _redirect_problem(uri)) is not None:
             return "invalid_redirect_uri", why
     grants = meta.get("grant_types", ["authorization_code"])
-    if not isinstance(grants, list) or not grants or not set(grants) <= set(GRANTS):
+    if not isinstance(grants, list) or not grants or not all(g in GRANTS for g in grants):
         return "invalid_client_metadata", f"grant_types must be a list of {list(GRANTS)}, got {grants!r}"
     if "authorization_code" in grants and not uris:
         return "invalid_redirect_uri", "the authorization_code grant needs redirect_uris (at least one)"
     kinds = meta.get("response_types", ["code"])
-    if not isinstance(kinds, list) or not set(kinds) <= {"code"}:
+    if not isinstance(kinds, list) or not all(k == "code" for k in kinds):
         return "invalid_client_metadata", f"response_types must be ['code'] (or empty), got {kinds!r}"
     if ("code" in kinds) != ("authorization_code" in grants):  # RFC 7591 2.1: consistent
         return "invalid_client_metadata", f"response_types {kinds!r} do not match grant_types {grants!r}"
