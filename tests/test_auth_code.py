@@ -298,6 +298,25 @@ def test_the_mcp2_oauth_client_provider_registers_signs_in_and_signs_in_again_wh
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("fault", "grants"),
+    [
+        ("unauthorized@tool:echo[times=1]", ["authorization_code", "authorization_code"]),
+        ('insufficient_scope(scope="tasks:write")', ["authorization_code", "authorization_code"]),
+    ],
+)
+def test_the_mcp2_oauth_client_provider_signs_in_again_after_each_auth_kind(
+    fault: str, grants: list[str]
+) -> None:
+    with Sidecar(era="session", auth="oauth", faults=[fault]) as sc:
+        assert asyncio.run(asyncio.wait_for(_echo(sc, ["one", "two"]), 30)) == ["one", "two"]
+        sc.wait_idle()
+        sc.assert_client_reauthorized()
+    assert [f.grant for f in sc.auth_follow_ups] == grants  # the first 401 (no token), then the fault's
+    # a 403 passes once the token holds the scope: the call returned, so the step-up's code was granted it
+    assert {r.status for r in sc.journal if r.fault} == {403 if "scope" in fault else 401}
+
+
 def test_the_mcp1_oauth_client_provider_does_the_same(mcp1_client: Mcp1Client) -> None:
     with Sidecar(era="session", auth="oauth", faults=[TokenExpired(calls=3)]) as sc:
         seen = mcp1_client.call(sc.mcp_url, "echo", {"text": "hi"}, oauth=True)
