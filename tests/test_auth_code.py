@@ -326,3 +326,58 @@ def test_the_mcp1_oauth_client_provider_does_the_same(mcp1_client: Mcp1Client) -
     assert [r.client for r in sc.journal if r.path == REGISTER_PATH] == ["c1"]
     assert [(f.outcome, f.grant) for f in sc.auth_follow_ups] == [("refreshed", "authorization_code")] * 2
     assert {r.grant for r in sc.journal if r.path == TOKEN_PATH} == {"authorization_code"}
+
+
+# -- the authorization server failing: the existing kinds, aimed at its paths -------------------------------
+
+AS_DOWN = [
+    (["status(code=503)@POST /oauth/register"], "OAuthRegistrationError", "POST /oauth/register"),
+    (["token_expired(calls=3)", "status(code=503)@POST /oauth/token[nth=2]"], "OAuthTokenError",
+     "POST /oauth/token"),
+    (["token_expired(calls=3)", "reset@POST /oauth/token[nth=2]"], "ReadError", "POST /oauth/token"),
+]  # fmt: skip
+
+
+async def _exit_of(sc: Sidecar) -> list[str]:
+    """What leaving the mcp 2.x client raised when its session was signing in (an exception group's
+    leaves), ``[]`` when the calls returned."""
+    try:
+        await _echo(sc, ["one", "two"])
+    except BaseException as exc:  # the client's task group: an exception group, or the error itself
+        group: Any = exc
+        return [type(e).__name__ for e in getattr(group, "exceptions", [exc])]
+    return []
+
+
+@pytest.mark.parametrize(
+    ("faults", "raised", "failed"), AS_DOWN, ids=["register 503", "token 503", "token reset"]
+)
+def test_an_authorization_server_that_fails_ends_the_mcp2_session(
+    faults: list[str], raised: str, failed: str
+) -> None:
+    """Registration refused, or the token endpoint down while the client signs in again mid-session:
+    mcp 2.x's provider raises, its call is cancelled, leaving ``async with`` raises that error, and no
+    DELETE is sent (the journal says the client gave up)."""
+    with Sidecar(era="session", auth="oauth", faults=faults) as sc:
+        assert asyncio.run(asyncio.wait_for(_exit_of(sc), 30)) == [raised]
+        sc.wait_idle()
+        with pytest.raises(AssertionError, match="the client then sent nothing more to the MCP endpoint"):
+            sc.assert_client_reauthorized(within=0.5)
+    last = sc.journal.requests[-1]
+    kind = faults[-1].split("@")[0].split("(")[0]
+    assert (last.label, last.fault_kind) == (failed, kind)  # the last thing the client did
+    assert not [r for r in sc.journal if r.method == "DELETE"]
+    assert sc.auth_follow_ups[-1].outcome == "gave_up"
+
+
+def test_an_authorization_server_that_fails_mid_session_ends_the_mcp1_session(
+    mcp1_client: Mcp1Client,
+) -> None:
+    faults = ["token_expired(calls=3)", "status(code=503)@POST /oauth/token[nth=2]"]
+    with Sidecar(era="session", auth="oauth", faults=faults) as sc:
+        seen = mcp1_client.call(sc.mcp_url, "echo", {"text": "hi"}, oauth=True)
+        sc.wait_idle()
+    assert (seen.texts, seen.cancelled, seen.exited) == (None, True, ["OAuthTokenError"])
+    assert "Token exchange failed (503)" in seen.log
+    assert not [r for r in sc.journal if r.method == "DELETE"]
+    assert sc.auth_follow_ups[-1].outcome == "gave_up"
