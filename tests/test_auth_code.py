@@ -91,10 +91,10 @@ def test_the_metadata_advertises_registration_the_code_grant_and_s256_only() -> 
 
 def test_a_client_registers_signs_in_with_a_code_and_its_verifier_and_the_journal_says_so() -> None:
     with Sidecar(era="session", auth="oauth") as sc:
-        registered = _register(sc, client_name="harness", application_type="native")
+        registered = _register(sc, client_name="harness", application_type="native", client_id="mine")
         assert registered.status_code == 201
         client = registered.json()
-        assert client["client_id"].startswith("mcpf_client_") and client["client_secret"]
+        assert client["client_id"].startswith("mcpf_client_") and client["client_secret"]  # not "mine"
         assert client["token_endpoint_auth_method"] == "client_secret_basic"  # RFC 7591's default
         assert (client["client_secret_expires_at"], client["redirect_uris"]) == (0, [REDIRECT_URI])
         assert (client["client_name"], client["application_type"]) == ("harness", "native")  # echoed
@@ -108,7 +108,7 @@ def test_a_client_registers_signs_in_with_a_code_and_its_verifier_and_the_journa
         basic = (client["client_id"], client["client_secret"])
         refreshed = httpx.post(sc.url + TOKEN_PATH, data=refresh, auth=basic, timeout=5)
         assert _init(sc, refreshed.json()["access_token"]) == 200
-        public = _register(sc, token_endpoint_auth_method="none").json()
+        public = _register(sc, token_endpoint_auth_method="none", client_secret="made-up").json()
         assert "client_secret" not in public  # a public client: PKCE is its only proof
     seen = [(r.label, r.status, r.client, r.grant, r.issued, r.token) for r in sc.journal]
     assert seen == [
@@ -148,10 +148,11 @@ def test_bad_client_metadata_is_refused_with_the_rfcs_error(
     with Sidecar(era="session", auth="oauth") as sc:
         refused = _register(sc, **meta)
         not_json = httpx.post(sc.url + REGISTER_PATH, content=b"[1, 2", timeout=5)
+        too_deep = httpx.post(sc.url + REGISTER_PATH, content=b"[" * 100_000, timeout=5)  # RecursionError
         assert httpx.get(sc.url + REGISTER_PATH, timeout=5).status_code == 405
     assert (refused.status_code, refused.json()["error"]) == (400, error)
     assert says in refused.json()["error_description"]
-    assert not_json.json()["error"] == "invalid_client_metadata"
+    assert not_json.json()["error"] == too_deep.json()["error"] == "invalid_client_metadata"
     record = sc.journal.requests[0]
     assert (record.client, record.error_by) == (None, "client")  # nothing registered; the client's mistake
     assert record.error is not None and record.error.startswith(f"{error}: ")

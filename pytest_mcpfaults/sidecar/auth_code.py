@@ -60,6 +60,8 @@ CODE_LIFETIME = 60.0
 MAX_CLIENTS = 1_000
 MAX_CODES = 1_000
 
+#: What the server says of a client, never taken from its registration request.
+_SERVER_FIELDS = frozenset({"client_id", "client_secret", "client_id_issued_at", "client_secret_expires_at"})
 _SCOPE_TOKEN = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 3.3's scope-token
 _VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")  # RFC 7636 4.1
 _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # base64url of a SHA-256, unpadded
@@ -184,7 +186,7 @@ class Clients:
         """``201`` with the client's id (and secret), or the RFC's error; the new client's label."""
         try:
             meta = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             meta = None
         if not isinstance(meta, dict):
             return oauth_error("invalid_client_metadata", "the registration body must be a JSON object"), None
@@ -202,8 +204,9 @@ class Clients:
         )
         if len(self._clients) > MAX_CLIENTS:
             self._clients.popitem(last=False)
+        asked = {k: v for k, v in meta.items() if k not in _SERVER_FIELDS}
         info: dict[str, object] = {
-            **meta, "client_id": client_id, "client_id_issued_at": int(time.time()),
+            **asked, "client_id": client_id, "client_id_issued_at": int(time.time()),
             "token_endpoint_auth_method": method, "grant_types": grants,
             "response_types": meta.get("response_types", ["code"]),
         }  # fmt: skip
