@@ -43,6 +43,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_server_requests",
         "test_surface",
         "test_surface_mcp1",
+        "test_ts_parts",
     ),
     "inprocess": ("test_inprocess",),
     "proxy": (
@@ -122,6 +123,7 @@ SLOW: frozenset[str] = frozenset(
         "test_fuzz_example::test_the_state_machine_finds_the_flip_in_the_unhardened_example_runner",
         "test_fuzz_example::test_the_state_machine_passes_the_hardened_example_runner",
         "test_ts_recipe",
+        "test_ts_parts",
         "test_conformance",
         "test_xdist",
         "test_mcp1_env::test_the_mcp1_files_pass_with_the_mcp1_client",

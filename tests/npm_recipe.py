@@ -3,14 +3,16 @@
 ``npm ci`` (bounded) installs them into the pytest cache (or, without the cache provider, the temporary
 directory), in a directory named by the lock file's hash, so a warm run pays nothing. Its scripts run
 from that directory, each copied in (atomically) before it runs: tests/test_ts_recipe.py's
-``harness.mjs`` and tests/test_stdio_interop.py's ``stdio_client.mjs`` share the one install (about 8 s
-of CPU and wall each, on this machine with a warm npm cache).
+``harness.mjs``, tests/test_ts_parts.py's ``parts.mjs`` and tests/test_stdio_interop.py's
+``stdio_client.mjs`` share the one install (about 8 s of CPU and wall each, on this machine with a warm
+npm cache).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -25,6 +27,12 @@ from no_ca import REGISTRY_ENV
 RECIPE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "ts"
 #: ``npm ci`` downloads 113 packages (about 13 s here with a cold npm cache); this bounds a slow registry.
 NPM_CI_TIMEOUT = 180.0
+
+
+def min_node() -> tuple[int, ...]:
+    """The recipe's Node floor, from its package.json ``engines`` (``">=20.6"``: ``(20, 6)``)."""
+    engines = json.loads((RECIPE / "package.json").read_text())["engines"]["node"]
+    return tuple(int(p) for p in re.findall(r"\d+", engines))
 
 
 def lock_key() -> str:
@@ -92,3 +100,16 @@ def installed(config: pytest.Config, npm: str, *scripts: str) -> Path:
         shutil.copy(RECIPE / script, fresh)
         fresh.replace(target / script)  # atomic: a concurrent worker never runs half a file
     return target
+
+
+def node_recipe(config: pytest.Config, *scripts: str) -> tuple[str, Path]:
+    """``node`` and the recipe's install directory holding ``scripts``; the test is skipped, saying why,
+    without node and npm on PATH or with a node older than the recipe's floor."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip(f"the TypeScript recipe needs node and npm on PATH (node: {node}, npm: {npm})")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
+    found, floor = tuple(int(p) for p in re.findall(r"\d+", version)[:2]), min_node()
+    if found < floor:
+        pytest.skip(f"the TypeScript recipe needs node >= {'.'.join(map(str, floor))}, found {version}")
+    return node, installed(config, npm, *scripts)

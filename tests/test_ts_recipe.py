@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from npm_recipe import NPM_CI_TIMEOUT, RECIPE, installed
+from npm_recipe import NPM_CI_TIMEOUT, RECIPE, node_recipe
 from test_cli import Served, labels, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +26,6 @@ HARNESS_TIMEOUT = 30.0
 WAIT_MS = 2000
 #: ``GET /_mcpfaults/check`` waits (bounded) until the harness's session span has arrived.
 BARRIER = {"wait_for": "Agent.Session", "timeout": "5"}
-MIN_NODE = (20, 6)  # the recipe's "engines" floor (AbortSignal.any, the OpenTelemetry 2.x SDK)
 #: The protocol version the TypeScript SDK 1.32.2 negotiates (it speaks only the session era).
 SESSION_ERA_VERSION = "2025-11-25"
 #: What its connect raises against a stateless-only sidecar (``--era stateless``).
@@ -51,14 +49,7 @@ DELETE_ERRORS = {
 @pytest.fixture(scope="module")
 def recipe(request: pytest.FixtureRequest) -> tuple[str, Path]:
     """``node`` and the installed recipe directory, holding a fresh copy of ``harness.mjs``."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip(f"the TypeScript recipe needs node and npm on PATH (node: {node}, npm: {npm})")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
-    found = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
-    if found < MIN_NODE:
-        pytest.skip(f"the TypeScript recipe needs node >= {'.'.join(map(str, MIN_NODE))}, found {version}")
-    return node, installed(request.config, npm, "harness.mjs")
+    return node_recipe(request.config, "harness.mjs")
 
 
 def run_harness(
