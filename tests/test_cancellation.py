@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import sys
 from typing import Any
 
@@ -151,6 +152,34 @@ async def test_a_harness_that_cancels_its_call_at_its_timeout_passes() -> None:
         sc.assert_client_cancelled("tool:sleep", within=1.0)
         [c] = sc.cancellations
         assert c.names == 3 and c.reason == "harness timeout" and c.in_flight
+
+
+async def test_a_harness_that_cancels_only_after_deleting_the_session_is_caught() -> None:
+    """The TypeScript SDK's order at its timeout (tests/test_ts_parts.py): its cancel, sent without being
+    awaited, reaches the sidecar after the harness's DELETE, finds no session and stops nothing."""
+    with Sidecar() as sc:
+        async with httpx.AsyncClient() as client:
+            headers = await initialize(client, sc.mcp_url)
+            with pytest.raises(httpx.ReadTimeout):
+                await client.post(
+                    sc.mcp_url, json=call(3, "sleep", {"seconds": 5}), headers=headers, timeout=0.3
+                )
+            await client.delete(sc.mcp_url, headers=headers)
+            late = await client.post(sc.mcp_url, json=cancel(3), headers=headers)
+        assert late.status_code == 404
+        [c] = sc.cancellations  # journaled and linked all the same: it names a call still in flight
+        assert (c.cancels, c.in_flight) == (the(sc, "POST tools/call sleep").id, True)
+        with pytest.raises(AssertionError) as failed:
+            sc.assert_client_cancelled("tool:sleep", within=1.0)
+    text = str(failed.value)
+    assert "1 of 1 request(s) matching 'tool:sleep' left in flight were not cancelled within 1 s" in text
+    assert re.search(
+        r"the client sent DELETE /mcp at \d+\.\d\d s \(0\.\d\d s after the call\) before cancelling "
+        r"tools/call sleep \(id 3\), still in flight: its notifications/cancelled came 0\.\d\d s after "
+        r"the DELETE, when the session was gone \(answered 404\); cancel before deleting the session",
+        text,
+    ), text
+    assert "then the client sent: DELETE /mcp, POST notifications/cancelled" in text
 
 
 async def test_a_cancel_later_than_within_fails_naming_how_late() -> None:

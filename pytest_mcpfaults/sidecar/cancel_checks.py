@@ -31,6 +31,25 @@ def _cancellation(sc: Watched, r: RequestRecord) -> CancellationRecord | None:
     return next((c for c in sc.journal.cancellations if c.cancels == r.id and c.in_flight), None)
 
 
+def _deleted_first(sc: Watched, r: RequestRecord, c: CancellationRecord) -> RequestRecord | None:
+    """The ``DELETE`` that ended ``r``'s session before the notification ``c`` arrived, if one did: a
+    cancel sent after the session is gone finds no session (404) and stops nothing, however soon."""
+    if c.notification is None:  # 2026-07-28: a closed stream, no session to delete
+        return None
+    return next(
+        (
+            x
+            for x in sc.journal.requests
+            if x.method == "DELETE"
+            and r.id < x.id < c.notification
+            and x.session_id == r.session_id
+            and x.status is not None
+            and 200 <= x.status < 300
+        ),
+        None,
+    )
+
+
 def _deadline(r: RequestRecord, within: float) -> float:
     return r.started_at + within
 
@@ -47,11 +66,12 @@ def _settled(sc: Watched, r: RequestRecord, within: float, now: float) -> bool:
 def check_client_cancelled(sc: Watched, target: str | None, within: float) -> None:
     """Every MCP request matching ``target`` (with a JSON-RPC id; all of them when ``None``) still in
     flight ``within`` seconds after it was sent was cancelled by the client by then (a
-    ``notifications/cancelled`` naming it in its session; in the 2026-07-28 era, its response stream
-    closed). A request answered before that needed no cancel. Returns as soon as every matching
-    request is cancelled or answered, else waits until ``within`` past the latest one's arrival (no
-    longer), then judges; raises ``AssertionError`` naming each request left in flight and what the
-    client did instead, or when no matching request was left in flight at all (nothing was cancelled)."""
+    ``notifications/cancelled`` naming it in its session, before the session's ``DELETE``; in the
+    2026-07-28 era, its response stream closed). A request answered before that needed no cancel.
+    Returns as soon as every matching request is cancelled or answered, else waits until ``within``
+    past the latest one's arrival (no longer), then judges; raises ``AssertionError`` naming each
+    request left in flight and what the client did instead, or when no matching request was left in
+    flight at all (nothing was cancelled)."""
     if not is_positive_seconds(within):
         raise ValueError(f"{_WHO}: within must be a positive number of seconds, got {within!r}")
     if target is not None:
@@ -89,7 +109,13 @@ def check_client_cancelled(sc: Watched, target: str | None, within: float) -> No
             f"{_WHO}: no request{matching_text} was left in flight for {within:g} s, so nothing was "
             f"cancelled (every one was answered before that); requests seen: {seen}"
         )
-    bad = [(r, c) for r in judged if (c := _cancellation(sc, r)) is None or (c.since_sent or 0.0) > within]
+    bad = [
+        (r, c)
+        for r in judged
+        if (c := _cancellation(sc, r)) is None
+        or (c.since_sent or 0.0) > within
+        or _deleted_first(sc, r, c) is not None
+    ]
     if bad:
         raise AssertionError(_verdict(sc, bad, len(judged), within, matching_text))
 
@@ -108,6 +134,16 @@ def _instead(sc: Watched, r: RequestRecord, until: float) -> list[RequestRecord]
 
 def _headline(sc: Watched, r: RequestRecord, c: CancellationRecord | None, within: float) -> str:
     what = named(r)
+    first = None if c is None else _deleted_first(sc, r, c)
+    if c is not None and first is not None:
+        answered = sc.journal.request(c.notification) if c.notification is not None else None
+        status = f" (answered {answered.status})" if answered is not None and answered.status else ""
+        return (
+            f"the client sent DELETE {first.path} at {first.started_at:.2f} s "
+            f"({first.started_at - r.started_at:.2f} s after the call) before cancelling {what}, still in "
+            f"flight: its notifications/cancelled came {c.at - first.started_at:.2f} s after the DELETE, "
+            f"when the session was gone{status}; cancel before deleting the session"
+        )
     if c is not None:
         return (
             f"the client cancelled {what} only {c.since_sent or 0.0:.2f} s after sending it, later than "

@@ -137,8 +137,9 @@ class SidecarWaits(SidecarViews):
     def assert_client_cancelled(self, target: str | None = None, *, within: float) -> None:
         """Every MCP request matching ``target`` (e.g. ``'tool:sleep'``, ``'tools/call'``; every request
         with a JSON-RPC id when ``None``) still in flight ``within`` seconds after it was sent had been
-        cancelled by the client by then: a ``notifications/cancelled`` naming it in its session (in the
-        2026-07-28 era: its response stream closed). A request answered before that needs no cancel;
+        cancelled by the client by then: a ``notifications/cancelled`` naming it in its session, before
+        the session's ``DELETE`` (in the 2026-07-28 era: its response stream closed). A request answered
+        before that needs no cancel;
         if none was left in flight, it fails too (nothing was cancelled). Returns as soon as every
         matching request is cancelled or answered, else waits until ``within`` past the latest one's
         arrival (no longer). The failure says what was in flight and what the client did instead,
