@@ -72,31 +72,61 @@ def the(sc: Sidecar, label: str) -> Any:
 
 
 @pytest.mark.parametrize("how", ["timeout", "abort"])
-def test_the_ts_sdk_cancels_at_its_request_timeout_and_at_its_abort_signal(
+def test_the_ts_sdk_cancels_at_its_timeout_but_a_harness_deleting_at_once_is_caught_cancelling_late(
     parts: tuple[str, Path], how: str
 ) -> None:
+    """The SDK sends ``notifications/cancelled`` at its request ``timeout`` and at an ``AbortSignal``,
+    without awaiting it; the harness's ``terminateSession()`` right after overtakes it (measured: in
+    every run the DELETE arrives first, and the notification finds no session, 404)."""
     with Sidecar() as sc:
         out = run(parts, sc, "cancel", how=how, timeout_ms=300)
         sc.wait_idle(5)
-        sc.assert_client_cancelled("tool:sleep", within=2.0)
+        call, delete = the(sc, "POST tools/call sleep"), the(sc, "DELETE /mcp")
+        [c] = sc.cancellations
+        notification = sc.journal.request(c.notification)  # type: ignore[arg-type]
+        if notification.id > delete.id:
+            with pytest.raises(
+                AssertionError, match=r"before cancelling tools/call sleep \(id 1\), still in"
+            ):
+                sc.assert_client_cancelled("tool:sleep", within=2.0)
+            assert notification.status == 404 and call.cancel_outcome is None
+        else:  # not seen here: the notification won the race
+            sc.assert_client_cancelled("tool:sleep", within=2.0)
     gave_up = out["steps"]["tools/call sleep"]
     assert (gave_up["error"], gave_up["code"]) == (f"McpError: MCP error -32001: {REASONS[how]}", -32001)
     assert 300 <= gave_up["ms"] < 2000, gave_up
-    call, delete = the(sc, "POST tools/call sleep"), the(sc, "DELETE /mcp")
-    [c] = sc.cancellations
-    assert (c.how, c.names, c.cancels, c.era, c.in_flight) == (
-        "notification",
-        call.rpc_id,
-        call.id,
-        "session",
-        True,
-    )
+    assert (c.how, c.names, c.cancels, c.era, c.in_flight) == ("notification", 1, call.id, "session", True)
+    assert call.rpc_id == 1
     assert c.reason == (TIMED_OUT if how == "timeout" else REASONS[how])  # String() of what it rejected with
     assert c.since_sent is not None and 0.25 < c.since_sent < 2.0
-    # The SDK sends the notification without awaiting it, and the harness's terminateSession() right
-    # after races it: measured, the DELETE arrives first (the notification then finds no session: 404).
-    notification = sc.journal.request(c.notification)  # type: ignore[arg-type]
-    assert notification.status == (404 if notification.id > delete.id else 202), sc.journal.format()
+
+
+def test_a_ts_harness_that_lets_its_cancel_go_out_before_deleting_passes(parts: tuple[str, Path]) -> None:
+    """One ``setTimeout(0)`` between the call's rejection and ``terminateSession()``: the cancel arrives
+    first, is accepted and stops the call."""
+    with Sidecar() as sc:
+        out = run(parts, sc, "cancel", how="timeout", timeout_ms=300, settle_ms=0)
+        sc.wait_idle(5)
+        sc.assert_client_cancelled("tool:sleep", within=2.0)
+    assert out["steps"]["tools/call sleep"]["error"] == TIMED_OUT and out["steps"]["terminateSession"]["ok"]
+    [c] = sc.cancellations
+    call, notification = the(sc, "POST tools/call sleep"), sc.journal.request(c.notification)  # type: ignore[arg-type]
+    assert (notification.status, call.cancel_outcome) == (202, "stopped")
+    assert notification.id < the(sc, "DELETE /mcp").id
+
+
+def test_a_ts_harness_that_closes_the_client_at_once_never_sends_its_cancel(parts: tuple[str, Path]) -> None:
+    """``client.close()`` right after the timeout aborts the SDK's own pending cancel with every other
+    request of the transport: nothing reaches the sidecar but the closed connection."""
+    with Sidecar() as sc:
+        out = run(parts, sc, "cancel", how="timeout", timeout_ms=300, end="close")
+        sc.wait_idle(5)
+        with pytest.raises(
+            AssertionError, match=r"the client closed the connection of tools/call sleep \(id 1\)"
+        ):
+            sc.assert_client_cancelled("tool:sleep", within=2.0)
+    assert out["steps"]["tools/call sleep"]["error"] == TIMED_OUT and "terminateSession" not in out["steps"]
+    assert sc.cancellations == () and "DELETE /mcp" not in sc.journal.sequence()
 
 
 # -- server requests (docs/server-requests.md) ------------------------------------------------------------
@@ -323,7 +353,9 @@ def test_progress_then_stall_costs_the_ts_sdk_its_timeout_after_the_last_progres
 ) -> None:
     stall = "progress_then_stall(count=3, interval=0.1)"
     with Sidecar(tool_sets=CLIENT_SETS, faults=[stall], patience=5) as sc:
-        out = run(parts, sc, "progress", arguments={"steps": 8, "interval": 0.1}, timeout_ms=350, reset=reset)
+        # settle_ms=0: its cancel goes out before the DELETE (test_a_ts_harness_that_lets_its_cancel_...)
+        args = {"steps": 8, "interval": 0.1}
+        out = run(parts, sc, "progress", arguments=args, timeout_ms=350, reset=reset, settle_ms=0)
         sc.wait_idle(5)
         sc.assert_client_cancelled("tool:progress", within=2.0)
     call = out["steps"]["tools/call progress"]

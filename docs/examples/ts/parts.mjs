@@ -120,7 +120,10 @@ async function main(mode, opts) {
   out.protocol_version = transport.protocolVersion ?? null;
   if (connected) {
     await run(mode, opts, client);
-    await step("terminateSession", () => transport.terminateSession());
+    // settle_ms: let the event loop run that long first (a cancel the SDK sent without awaiting it
+    // goes out meanwhile); end "close": close the client without terminating the session.
+    if (opts.settle_ms !== undefined) await new Promise((resolve) => setTimeout(resolve, opts.settle_ms));
+    if (opts.end !== "close") await step("terminateSession", () => transport.terminateSession());
   }
   await client.close().catch(() => {});
   out.ms = since();
