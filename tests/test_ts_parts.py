@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ WAIT_MS = 5000
 #: One run takes under 3 s; this bounds a wedged node.
 RUN_TIMEOUT = 60.0
 CLIENT_SETS = ("basic", "client")
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+#: The page of each part, each with a "The TypeScript SDK" section quoting the tests of this module.
+PAGES = ("cancellation.md", "server-requests.md", "resumption.md", "auth.md", "progress.md")
 #: What the SDK's request timeout rejects with (its McpError, code -32001).
 TIMED_OUT = "McpError: MCP error -32001: Request timed out"
 #: How the SDK's transport reports a refused POST (the answer's body follows).
@@ -368,3 +372,40 @@ def test_progress_then_stall_costs_the_ts_sdk_its_timeout_after_the_last_progres
         assert 350 <= call["ms"] < last + 350 - 50, (call, last)
     stalled = the(sc, "POST tools/call progress")
     assert stalled.fault == "progress_then_stall(interval=0.1)" and sc.patience_violations == ()
+
+
+def test_the_ts_sdk_s_max_total_timeout_gives_up_on_endless_progress_without_cancelling(
+    parts: tuple[str, Path],
+) -> None:
+    """``maxTotalTimeout`` is checked when progress arrives; past it the SDK rejects the call, but not
+    through its cancel: no ``notifications/cancelled`` is sent, and the call runs on until the DELETE."""
+    with Sidecar(tool_sets=CLIENT_SETS) as sc:
+        args = {"steps": 30, "interval": 0.1}
+        out = run(
+            parts, sc, "progress", arguments=args, timeout_ms=350, reset=True, max_total_ms=600, settle_ms=0
+        )
+        sc.wait_idle(5)
+        with pytest.raises(
+            AssertionError, match=r"the client sent DELETE /mcp at .* without cancelling tools/call progress"
+        ):
+            sc.assert_client_cancelled("tool:progress", within=0.5)
+    call = out["steps"]["tools/call progress"]
+    assert call["error"] == "McpError: MCP error -32001: Maximum total timeout exceeded", call
+    assert 600 <= call["ms"] < 1500 and len(out["progress"]) < 15, (call, out["progress"])
+    assert sc.cancellations == ()
+
+
+def test_each_part_s_page_says_what_the_ts_sdk_did_quoting_tests_that_exist() -> None:
+    """Each page's "The TypeScript SDK" section names this module and only tests it defines, and every
+    test here that runs node is quoted by one of them."""
+    defined = {name for name in globals() if name.startswith("test_")}
+    quoted: set[str] = set()
+    for page in PAGES:
+        text = (DOCS / page).read_text()
+        section = re.search(r"^#+ The TypeScript SDK\n(.*?)(?=^#+ |\Z)", text, re.S | re.M)
+        assert section is not None, f"docs/{page} has no 'The TypeScript SDK' section"
+        assert "tests/test_ts_parts.py" in section[1], page
+        names = set(re.findall(r"`(test_\w+)`", section[1]))
+        assert names and names <= defined, (page, names - defined)
+        quoted |= names
+    assert quoted == defined - {"test_each_part_s_page_says_what_the_ts_sdk_did_quoting_tests_that_exist"}

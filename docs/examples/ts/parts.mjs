@@ -7,14 +7,18 @@
 //
 //   cancel   {how: "timeout"|"abort", timeout_ms}: sleep 5 s, given up at the SDK's request timeout
 //            (`timeout`) or by an AbortSignal (`signal`) after timeout_ms
+//
+// Every mode then ends the session with terminateSession() (bounded), and closes the client. Options
+// of every mode: settle_ms (let the event loop run that long before terminateSession()) and
+// end: "close" (close the client without terminating the session).
 //   elicit   {handler: "answer"|"never"|"none", timeout_ms}: ask_user, with an elicitation handler that
 //            answers, one that never resolves, or no elicitation capability at all
 //   resume   {timeout_ms}: echo, answered through a stream the server may close (close_stream)
 //   auth     {provider: "client_credentials"|"static", issuer, scope, token, timeout_ms}: echo twice,
 //            with the SDK's ClientCredentialsProvider (for `issuer`, configured with `scope` if given) or
 //            a fixed bearer `token`
-//   progress {arguments, timeout_ms, reset}: the `progress` tool with an onprogress callback, with or
-//            without `resetTimeoutOnProgress`
+//   progress {arguments, timeout_ms, reset, max_total_ms}: the `progress` tool with an onprogress
+//            callback, with or without `resetTimeoutOnProgress` (and its `maxTotalTimeout`)
 //
 // Environment: MCPFAULTS_MCP_URL; MCPFAULTS_TS_WAIT_MS bounds every other wait (connect, DELETE;
 // default 2000). Prints one JSON line on stdout: what each step did, the progress and resumption tokens
@@ -107,7 +111,7 @@ async function run(mode, opts, client) {
   } else if (mode === "progress") {
     const onprogress = (p) => out.progress.push({ at: since(), progress: p.progress, total: p.total ?? null });
     await step("tools/call progress", () => call("progress", opts.arguments,
-      { onprogress, resetTimeoutOnProgress: Boolean(opts.reset) }));
+      { onprogress, resetTimeoutOnProgress: Boolean(opts.reset), maxTotalTimeout: opts.max_total_ms }));
   }
 }
 
