@@ -247,6 +247,58 @@ def test_the_hardened_ts_harness_gives_up_on_a_stalled_call_and_a_hung_delete_by
     ), spans["MCP.DeleteSession"]
 
 
+#: A 401 on the session's cleanup call (docs/auth.md): the token the harness holds is refused and revoked.
+AUTH_DELETE_FAULT = "unauthorized@tool:delete_session[times=1]"
+
+
+@pytest.mark.timeout(NPM_CI_TIMEOUT + 60)
+@pytest.mark.parametrize(
+    ("mode", "auth"),
+    [("unhardened", "bearer:s3cret"), ("hardened", "bearer:s3cret"), ("unhardened", "client_credentials")],
+    ids=["unhardened-static-token", "hardened-static-token", "unhardened-client-credentials"],
+)
+def test_a_401_on_the_ts_harness_s_cleanup_flips_only_the_unhardened_one_with_a_fixed_token(
+    recipe: tuple[str, Path], mode: str, auth: str
+) -> None:
+    """``serve --auth``: with one fixed token the 401 fails ``delete_session`` (the unhardened harness
+    copies it onto its session span: caught by the gate; the hardened one keeps it on its cleanup
+    span); with the SDK's ``ClientCredentialsProvider`` the harness gets a new token and the retried
+    call is answered."""
+    static = auth.startswith("bearer:")
+    with serve(
+        "--auth", auth.removeprefix("bearer:") if static else "oauth", "--fault", AUTH_DELETE_FAULT
+    ) as served:
+        out = run_harness(recipe, served, mode, MCPFAULTS_TS_AUTH=auth)
+        journal = otlp_control(served, "GET", "/journal").json()
+        checked = otlp_control(served, "GET", "/check", params=BARRIER)
+    assert "error" not in out, out
+    done, verdict = steps(out), verdict_of(served, out, checked)
+    deletes = [
+        (r["token"], r["status"]) for r in mcp_only(journal)["requests"] if r["tool"] == "delete_session"
+    ]
+    if not static:
+        assert done["delete_session"]["ok"] and done["terminateSession"]["ok"], done
+        assert deletes == [("t1", 401), ("t2", 200)], deletes  # a new token, and the call retried with it
+        assert verdict["ok"] is True and verdict["violations"] == [], verdict
+        return
+    refused = done["delete_session"]
+    assert refused["code"] == 401 and refused["error"].startswith(
+        "Error: Streamable HTTP error: Error POSTing to endpoint: "
+    ), refused
+    assert deletes == [("static1", 401)], deletes
+    flips = [v for v in verdict["violations"] if v["invariant"] == "cleanup_never_flips"]
+    if mode == "unhardened":
+        assert verdict["ok"] is False and len(flips) == 1, verdict
+        assert flips[0]["span"]["span_id"] == out["session_span"]["span_id"], flips[0]
+        assert "comes from a cleanup failure (cause: MCP.DeleteSession" in flips[0]["message"], flips[0]
+    else:
+        assert verdict["ok"] is True and flips == [], verdict
+        # its terminateSession() ran too, refused with the revoked token
+        assert done["terminateSession"]["error"] == (
+            "Error: Streamable HTTP error: Failed to terminate session: Unauthorized"
+        ), done
+
+
 def test_the_recipe_pins_its_dependencies_and_ignores_node_modules() -> None:
     package = json.loads((RECIPE / "package.json").read_text())
     lock = json.loads((RECIPE / "package-lock.json").read_text())

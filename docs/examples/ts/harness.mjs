@@ -6,7 +6,9 @@
 //
 // Environment: MCPFAULTS_MCP_URL (where the MCP endpoint is), OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and
 // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL (`http/protobuf` or `http/json`), all three printed by `serve`;
-// MCPFAULTS_TS_WAIT_MS bounds every wait of the client (default 2000).
+// MCPFAULTS_TS_WAIT_MS bounds every wait of the client (default 2000); MCPFAULTS_TS_AUTH, against a
+// `serve --auth` sidecar: `client_credentials` (the SDK's ClientCredentialsProvider, for the issuer
+// MCPFAULTS_URL) or `bearer:<token>` (one fixed token).
 // Prints one JSON line on stdout: what each step did, and the ids of the session span.
 
 // --8<-- [start:tracing]
@@ -56,6 +58,7 @@ function describe(err) {
 // --8<-- [start:client]
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth-extensions.js";
 
 // Every POST and DELETE of the transport gives up after WAIT_MS: terminateSession() has no timeout of
 // its own (under a hung DELETE it never returns). The GET is the server's event stream, open for as
@@ -69,10 +72,20 @@ function boundedFetch(url, init = {}) {
 async function connect() {
   const transport = new StreamableHTTPClientTransport(new URL(process.env.MCPFAULTS_MCP_URL), {
     fetch: boundedFetch,
+    ...authOptions(process.env.MCPFAULTS_TS_AUTH),
   });
   const client = new Client({ name: "mcpfaults-ts-recipe", version: "1.0.0" });
   await client.connect(transport, { timeout: WAIT_MS }); // initialize: 60 s by default
   return { client, transport };
+}
+
+// An OAuth provider that gets (and after a 401 gets again) its token, or one fixed token, or no auth.
+function authOptions(auth) {
+  if (auth === "client_credentials") {
+    return { authProvider: new ClientCredentialsProvider({
+      clientId: "mcpfaults-ts-recipe", clientSecret: "s", expectedIssuer: process.env.MCPFAULTS_URL }) };
+  }
+  return auth?.startsWith("bearer:") ? { requestInit: { headers: { Authorization: `Bearer ${auth.slice(7)}` } } } : {};
 }
 
 // A benchmark tool's answer is JSON text; an {"error": ...} answer is a failure of that step.
