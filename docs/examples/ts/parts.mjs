@@ -7,10 +7,6 @@
 //
 //   cancel   {how: "timeout"|"abort", timeout_ms}: sleep 5 s, given up at the SDK's request timeout
 //            (`timeout`) or by an AbortSignal (`signal`) after timeout_ms
-//
-// Every mode then ends the session with terminateSession() (bounded), and closes the client. Options
-// of every mode: settle_ms (let the event loop run that long before terminateSession()) and
-// end: "close" (close the client without terminating the session).
 //   elicit   {handler: "answer"|"never"|"none", timeout_ms}: ask_user, with an elicitation handler that
 //            answers, one that never resolves, or no elicitation capability at all
 //   resume   {timeout_ms}: echo, answered through a stream the server may close (close_stream)
@@ -19,6 +15,10 @@
 //            a fixed bearer `token`
 //   progress {arguments, timeout_ms, reset, max_total_ms}: the `progress` tool with an onprogress
 //            callback, with or without `resetTimeoutOnProgress` (and its `maxTotalTimeout`)
+//
+// Every mode then ends the session with terminateSession() (bounded), and closes the client. Options
+// of every mode: settle_ms (let the event loop run that long before terminateSession()) and
+// end: "close" (close the client without terminating the session).
 //
 // Environment: MCPFAULTS_MCP_URL; MCPFAULTS_TS_WAIT_MS bounds every other wait (connect, DELETE;
 // default 2000). Prints one JSON line on stdout: what each step did, the progress and resumption tokens
@@ -29,7 +29,15 @@ import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const WAIT_MS = Number(process.env.MCPFAULTS_TS_WAIT_MS ?? 2000);
-const MODES = ["cancel", "elicit", "resume", "auth", "progress"];
+// Each mode's options (and those of every mode: settle_ms, end).
+const OPTIONS = {
+  cancel: ["how", "timeout_ms"],
+  elicit: ["handler", "timeout_ms"],
+  resume: ["timeout_ms"],
+  auth: ["provider", "issuer", "scope", "token", "timeout_ms"],
+  progress: ["arguments", "timeout_ms", "reset", "max_total_ms"],
+};
+const MODES = Object.keys(OPTIONS);
 
 // terminateSession() has no timeout of its own: the DELETE is bounded here. POSTs are not: their
 // answer streams must live as long as the request's own timeout, which is what is measured.
@@ -143,5 +151,12 @@ if (!process.env.MCPFAULTS_MCP_URL) {
   process.stderr.write("parts.mjs: MCPFAULTS_MCP_URL is not set\n");
   process.exit(2);
 }
-await main(mode, JSON.parse(raw));
+const opts = JSON.parse(raw);
+const unknown = Object.keys(opts).filter((k) => ![...OPTIONS[mode], "settle_ms", "end"].includes(k));
+if (unknown.length) {
+  process.stderr.write(`parts.mjs ${mode}: unknown option(s) ${unknown.join(", ")}; valid: ` +
+    `${[...OPTIONS[mode], "settle_ms", "end"].join(", ")}\n`);
+  process.exit(2);
+}
+await main(mode, opts);
 process.exit(0); // a handler that never resolves must not keep the process alive
