@@ -139,12 +139,11 @@ class SidecarWaits(SidecarViews):
         with a JSON-RPC id when ``None``) still in flight ``within`` seconds after it was sent had been
         cancelled by the client by then: a ``notifications/cancelled`` naming it in its session, before
         the session's ``DELETE`` (in the 2026-07-28 era: its response stream closed). A request answered
-        before that needs no cancel;
-        if none was left in flight, it fails too (nothing was cancelled). Returns as soon as every
-        matching request is cancelled or answered, else waits until ``within`` past the latest one's
-        arrival (no longer). The failure says what was in flight and what the client did instead,
-        e.g. ``the client sent DELETE /mcp at 2.10 s (2.00 s after the call) without cancelling
-        tools/call sleep (id 3), still in flight``."""
+        before that needs no cancel; if none was left in flight, it fails too (nothing was cancelled).
+        Returns as soon as every matching request is cancelled or answered, else waits until ``within``
+        past the latest one's arrival (no longer). The failure says what was in flight and what the
+        client did instead, e.g. ``the client sent DELETE /mcp at 2.10 s (2.00 s after the call)
+        without cancelling tools/call sleep (id 3), still in flight``."""
         check_client_cancelled(self, target, within)
 
     @property
