@@ -146,6 +146,19 @@ def _applies_to_requests(fault: F.Fault, info: RequestInfo) -> bool:
     return info.mcp is not None and not info.mcp.is_notification
 
 
+@applies.register(F.DropClientAnswer)
+def _applies_to_calls(fault: F.Fault, info: RequestInfo) -> bool:
+    """A ``tools/call`` (its tool's requests to the client are what the fault acts on)."""
+    return info.mcp is not None and info.mcp.method == "tools/call"
+
+
+@applies.register(F.MalformedServerRequest)
+@applies.register(F.DuplicateServerRequest)
+def _applies_to_session_calls(fault: F.Fault, info: RequestInfo) -> bool:
+    """A session-era ``tools/call``: the stateless era has no server requests on a stream."""
+    return info.mcp is not None and info.mcp.method == "tools/call" and info.mcp.era == "session"
+
+
 @applies.register(F.Unauthorized)
 def _applies_to_mcp(fault: F.Fault, info: RequestInfo) -> bool:
     return info.kind == "mcp"
