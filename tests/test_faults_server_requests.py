@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -129,32 +130,27 @@ async def test_mcp2_fails_the_call_on_a_malformed_request_it_cannot_parse_and_sk
 ) -> None:
     with Sidecar(era="session", tool_sets=SETS, faults=[MalformedServerRequest(form)]) as sc:
         seen: list[str] = []
-        exited: list[str] = []
-        try:
-            async with Client(sc.mcp_url, elicitation_callback=_elicit) as client:
-                try:
-                    result = await client.call_tool("ask_user", ASK)
-                    seen.append(result.content[0].text)  # type: ignore[union-attr]
-                except MCPError as exc:
-                    seen.append(f"MCPError {exc.error.code}: {exc.error.message.splitlines()[0]}")
-                    raise
-        except BaseExceptionGroup as group:  # the call's MCPError, out of async with
-            exited = [type(e).__name__ for e in group.exceptions[0].exceptions]  # type: ignore[attr-defined]
+        async with Client(sc.mcp_url, elicitation_callback=_elicit) as client:
+            try:
+                result = await client.call_tool("ask_user", ASK)
+                seen.append(result.content[0].text)  # type: ignore[union-attr]
+            except MCPError as exc:
+                seen.append(f"MCPError {exc.error.code}: {exc.error.message.splitlines()[0]}")
+            after = await client.call_tool("echo", {"text": "still here"})  # the session goes on
         sc.wait_idle(5)
+    assert after.content[0].text == "still here"  # type: ignore[union-attr]
     original = sc.journal.server_messages.records[0]
-    assert exited == ([] if form == "no_id" else ["MCPError"])
     if form == "no_id":  # a notification of an unknown method: ignored; the request is answered
         assert seen == [json.dumps(ACCEPTED)] and original.outcome == "answered"
     else:  # mcp 2.3 does not skip what it cannot parse: the call fails, the request is never answered
+        errors = "1 validation error" if form == "bad_json" else "4 validation errors"
         assert seen == [
-            "MCPError -32700: Failed to parse SSE message: 1 validation error for union[JSONRPCRequest,"
-            "JSONRPCNotification,JSONRPCResponse,JSONRPCError]"
-            if form == "bad_json"
-            else "MCPError -32700: Failed to parse SSE message: 4 validation errors for union[JSONRPCRequest,"
+            f"MCPError -32700: Failed to parse SSE message: {errors} for union[JSONRPCRequest,"
             "JSONRPCNotification,JSONRPCResponse,JSONRPCError]"
         ]
         assert original.outcome == "unanswered"
     assert [m.outcome for m in sc.journal.server_messages][1:] == ["malformed"]
+    assert sc.errors == []
 
 
 @pytest.mark.parametrize("form", MALFORMED_FORMS)
@@ -334,3 +330,35 @@ async def test_only_the_first_requests_answer_of_the_call_is_dropped() -> None:
 def test_bad_parameters_are_refused_naming_them_and_what_is_valid(make: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         make()
+
+
+# -- the docs page's examples and its quoted verdict ---------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "server_request_faults_test.py"
+
+
+def test_the_docs_examples_pass_and_the_unbounded_one_fails_with_the_quoted_headline(
+    pytester: pytest.Pytester,
+) -> None:
+    path = pytester.path / "test_server_request_faults_doc.py"
+    path.write_text(EXAMPLE.read_text())
+    opts = ["-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto"]
+    opts += ["-o", "asyncio_default_fixture_loop_scope=function", "--runxfail", str(path)]
+    result = pytester.runpytest_subprocess(*opts, timeout=120)
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_an_unbounded_harness_waits_for_a_lost_answer _*",
+            "1. the sidecar dropped the client's answer to the server's `elicitation/create` (sent at *.* s "
+            "during tools/call ask_user): it came at *.* s and `drop_client_answer@tool:ask_user` answered "
+            "its POST 202 and never handed it to the tool; the tool call waited 1 s (the whole budget) with "
+            "its answer stream open (* bytes sent); without the budget it would have waited for ever",
+            "   `drop_client_answer@tool:ask_user` lost the client's answer to the tool's "
+            "`elicitation/create`; when the 1 s budget (the sidecar's patience) ran out the sidecar aborted "
+            "connection #* (RST)",
+            "   hint: the harness answered the server's `elicitation/create`, and the answer was lost on its "
+            "way (a lossy proxy)*",
+            "FAILED *::test_an_unbounded_harness_waits_for_a_lost_answer*",
+        ]
+    )
+    assert "never answered" not in result.stdout.str()
