@@ -526,7 +526,10 @@ class MalformedServerRequest(Fault):
     notification of an unknown method) or ``'no_method'`` (an ``id`` of its own and no ``method``:
     neither a request nor a response). The request itself follows, well formed: a client that skips
     what it cannot read answers it and the call ends normally; one that fails on it, or closes the
-    stream, loses the call. Session era only (the stateless era has no requests on a stream)."""
+    stream, loses the call. In the stateless era the ``input_required`` result's ``inputRequests``
+    carries the malformed copy first, under ``<key>-malformed`` (``bad_json``: a string, half the
+    request's JSON text, where an object belongs; ``no_id`` does not fire there: the keys are the
+    ids)."""
 
     phase: ClassVar[Phase] = "server_request"
     kind: ClassVar[str] = "malformed_server_request"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from mcp import types
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp1_client import Mcp1Client
+from pydantic import ValidationError
 
 from pytest_mcpfaults import DropClientAnswer, DuplicateServerRequest, MalformedServerRequest, Sidecar, Tool
 from pytest_mcpfaults.fault_types import MALFORMED_FORMS
@@ -124,6 +126,20 @@ def test_a_malformed_copy_goes_ahead_of_the_request_on_the_call_stream_in_each_f
         assert sc.fired == {"malformed_server_request": 1} and sc.errors == []
 
 
+def test_a_client_that_answers_neither_gets_a_verdict_naming_the_malformed_copy() -> None:
+    fault = MalformedServerRequest("no_id")
+    with Sidecar(era="session", tool_sets=SETS, faults=[fault], patience=0.5) as sc:
+        with pytest.raises(httpx.HTTPError):  # patience resets the call's stream
+            _ask_raw(sc, answers=0)
+        sc.wait_idle(5)
+        (v,) = sc.patience_violations
+    sent = sc.journal.server_messages.records[0]
+    assert v.describe().startswith(
+        f"the client never answered the server's `elicitation/create` (sent at {sent.sent_at:.1f} s during "
+        f"tools/call ask_user, after a malformed copy from `{fault}`): it waited 0.5 s (the whole budget)"
+    ), v.describe()
+
+
 @pytest.mark.parametrize("form", MALFORMED_FORMS)
 async def test_mcp2_fails_the_call_on_a_malformed_request_it_cannot_parse_and_skips_one_without_an_id(
     form: str,
@@ -167,6 +183,71 @@ def test_mcp1_skips_a_malformed_server_request_and_answers_the_request(
     assert (original.outcome, copy.outcome) == ("answered", "malformed")
 
 
+STATELESS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+             "Mcp-Method": "tools/call", "Mcp-Name": "ask_user"}  # fmt: skip
+
+
+def _rpc(body: str) -> Any:
+    """The JSON-RPC message of an answer, framed as JSON or as one SSE event."""
+    return json.loads(_events(body)[-1] if "data: " in body else body)
+
+
+@pytest.mark.parametrize("form", ["bad_json", "no_method"])
+def test_stateless_a_malformed_entry_goes_ahead_of_the_input_request_and_its_answer_is_journaled(
+    form: str,
+) -> None:
+    with Sidecar(era="stateless", tool_sets=SETS, faults=[MalformedServerRequest(form)]) as sc:
+        params: dict[str, Any] = {"name": "ask_user", "arguments": ASK}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        first = _rpc(httpx.post(sc.mcp_url, json=call, headers=STATELESS, timeout=5).text)["result"]
+        assert first["resultType"] == "input_required"
+        (bad, key), requests = list(first["inputRequests"]), first["inputRequests"]
+        assert bad == f"{key}-malformed"  # first, beside the well-formed request
+        real = requests[key]
+        assert real["method"] == "elicitation/create"
+        if form == "no_method":
+            assert requests[bad] == {"params": real["params"]}
+        else:  # a string where an object belongs: half the request's JSON text
+            whole = json.dumps(real, separators=(",", ":"))
+            assert requests[bad] == whole[: len(whole) // 2]
+        retry = {**params, "requestState": first["requestState"], "inputResponses": {key: ACCEPTED, bad: {}}}
+        done = httpx.post(sc.mcp_url, json={**call, "id": 2, "params": retry}, headers=STATELESS, timeout=5)
+        sc.wait_idle(5)
+    assert _rpc(done.text)["result"]["content"][0]["text"] == json.dumps(ACCEPTED)
+    original, copy = sc.journal.server_messages
+    assert (original.outcome, original.result) == ("answered", ACCEPTED)
+    assert (copy.id, copy.outcome, copy.result, copy.fault) == (
+        bad,
+        "malformed",
+        {},
+        str(MalformedServerRequest(form)),
+    )
+    assert copy.answered_at is not None and sc.errors == []
+
+
+async def test_stateless_mcp2_fails_the_call_on_a_malformed_entry_and_the_verdict_names_it() -> None:
+    budget = 0.5
+    with Sidecar(era="stateless", tool_sets=SETS, faults=[MalformedServerRequest()], patience=budget) as sc:
+        async with Client(sc.mcp_url, elicitation_callback=_elicit) as client:
+            with pytest.raises(
+                ValidationError,
+                match=re.escape("validation errors for union[CallToolResult,InputRequiredResult]"),
+            ):
+                await client.call_tool("ask_user", ASK)  # pydantic's own error, not an MCPError
+            after = await client.call_tool("echo", {"text": "still here"})  # the session-less client goes on
+            wait = sc.journal.wait_for
+            await asyncio.to_thread(wait, lambda: len(sc.patience_violations) == 1, budget + 5, "the verdict")
+            (v,) = sc.patience_violations  # at the budget: the client never retried
+    assert after.content[0].text == "still here"  # type: ignore[union-attr]
+    sent = sc.journal.server_messages.records[0]
+    assert v.describe() == (
+        f"the client never answered the server's `elicitation/create` (sent at {sent.sent_at:.1f} s during "
+        "tools/call ask_user, as an input request of its input_required result, beside a malformed entry "
+        "from `malformed_server_request`): it did not retry the call with the answer within 0.5 s (the whole "
+        "budget), and the tool is still waiting for it"
+    )
+
+
 # -- duplicate_server_request ------------------------------------------------------------------------
 
 
@@ -208,7 +289,7 @@ def test_mcp1_answers_each_copy_of_a_duplicated_request(mcp1_client: Mcp1Client)
 
 
 async def test_stateless_calls_are_not_faulted_by_the_session_era_only_kinds() -> None:
-    faults = [DuplicateServerRequest(), MalformedServerRequest()]
+    faults = [DuplicateServerRequest(), MalformedServerRequest("no_id")]  # its keys are the ids
     with Sidecar(era="stateless", tool_sets=SETS, faults=faults) as sc:
         async with Client(sc.mcp_url, elicitation_callback=_elicit) as client:
             result = await client.call_tool("ask_user", ASK)

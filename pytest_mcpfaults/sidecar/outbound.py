@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pytest_mcpfaults.sidecar.errors import Dropped
-from pytest_mcpfaults.sidecar.outbound_faults import Outbound, malformed_event
+from pytest_mcpfaults.sidecar.outbound_faults import Outbound, malformed_event, malformed_input
 
 __all__ = [
     "LOG_LEVELS",
@@ -295,7 +295,7 @@ class ToolContext:
             if self.stateless:  # an input round: answered input_required, resumed by the client's retry
                 what = (
                     f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool}, as an "
-                    "input request of its input_required result)"
+                    f"input request of its input_required result{self._malformed_note()})"
                 )
                 self._inputs.put_nowait((mid, {"method": method, "params": dict(params or {})}, fut, what))
                 await fut
@@ -307,7 +307,8 @@ class ToolContext:
                     await self._send_faulted(message)
                 else:
                     await self._send(message)
-                what = f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool})"
+                during = f"during tools/call {self.tool}{self._malformed_note()}"
+                what = f"the server's `{method}` (sent at {sent_at:.1f} s {during})"
                 await self._link.await_answer(fut, what, functools.partial(self._messages.dropped, mid))
         finally:
             self.awaiting = None
@@ -388,6 +389,33 @@ class ToolContext:
             params["logger"] = logger
         await self.notify("notifications/message", params)
         return True
+
+    def _malformed_note(self) -> str:
+        """How a verdict says the request came with a malformed copy (``malformed_server_request``)."""
+        effect = self.effect
+        if effect is None or effect.malformed is None or (self.stateless and effect.malformed == "no_id"):
+            return ""
+        where = "beside a malformed entry" if self.stateless else "after a malformed copy"
+        return f", {where} from `{effect.fault}`"
+
+    def faulted_round(self, key: str, request: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """A stateless-era round's ``inputRequests`` (``request`` under ``key``) as the call's
+        server-request fault says: with a malformed entry first (``malformed_server_request``, under
+        ``<key>-malformed``; ``no_id`` has no analogue, the keys being the ids); and the text of the
+        fault that loses the round's answer (``drop_client_answer``, the first round only), or
+        ``None``."""
+        effect, requests = self.effect, {key: dict(request)}
+        if effect is None:
+            return requests, None
+        if effect.malformed is not None and effect.malformed != "no_id":
+            bad = f"{key}-malformed"
+            requests = {bad: malformed_input(request, effect.malformed), **requests}
+            about = {"method": request["method"], "request_id": self._rid, "tool": self.tool}
+            self._messages.copy_sent(bad, "malformed", effect, params=request.get("params"), **about)
+        if effect.drop_status is None:
+            return requests, None
+        self.effect = dataclasses.replace(effect, drop_status=None)
+        return requests, effect.fault
 
     async def _send_faulted(self, message: Mapping[str, Any]) -> None:
         """A request sent as the call's server-request fault says: a malformed copy first, several

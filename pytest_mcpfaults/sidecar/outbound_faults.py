@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_mcpfaults import faults as F
 
-__all__ = ["Outbound", "malformed_event", "outbound_effect"]
+__all__ = ["Outbound", "malformed_event", "malformed_input", "outbound_effect"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,16 @@ def malformed_event(message: Mapping[str, Any], form: str, malformed_id: str) ->
         return _event(_json(copy)), malformed_id
     text = _json({**message, "id": malformed_id})
     return _event(text[: len(text) // 2]), None  # bad_json: cut in half
+
+
+def malformed_input(request: Mapping[str, Any], form: str) -> Any:
+    """A malformed copy of the input request ``request`` (``{"method", "params"}``) for a stateless-era
+    ``inputRequests`` entry: ``no_method`` its params alone, ``bad_json`` (where an object belongs)
+    the request's JSON text cut in half."""
+    if form == "no_method":
+        return {k: v for k, v in request.items() if k != "method"}
+    text = _json(request)
+    return text[: len(text) // 2]
 
 
 def _json(message: Mapping[str, Any]) -> str:

@@ -15,7 +15,6 @@ answered the server's `elicitation/create`".
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +34,8 @@ class _Round:
     answer: asyncio.Future[dict[str, Any]]
     #: the text of the fault (``drop_client_answer``) that loses this round's answer, if any
     lost_by: str | None = None
+    #: the keys of the malformed entries a fault added (``malformed_server_request``)
+    copies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,14 +63,12 @@ class InputRounds:
             return None
         key, input_request, answer, what = wanted.result()
         token = uuid.uuid4().hex
-        effect = ctx.effect
-        lost_by = effect.fault if effect is not None and effect.drop_status is not None else None
-        if lost_by is not None:  # the first round only, as in the session era
-            ctx.effect = dataclasses.replace(effect, drop_status=None) if effect is not None else None
-        self._open[token] = _Round(task, ctx.tool, ctx, key, answer, lost_by)
+        requests, lost_by = ctx.faulted_round(key, input_request)  # as the call's fault says, if any
+        copies = tuple(k for k in requests if k != key)
+        self._open[token] = _Round(task, ctx.tool, ctx, key, answer, lost_by, copies)
         task.add_done_callback(_retrieve)  # a round never retried: its outcome is nobody's
         link.watch_round(answer, what)
-        return {"resultType": "input_required", "inputRequests": {key: input_request}, "requestState": token}
+        return {"resultType": "input_required", "inputRequests": requests, "requestState": token}
 
     def resume(
         self, token: Any, tool: str | None, responses: Any, messages: ServerMessages, retry: ToolContext
@@ -87,6 +86,9 @@ class InputRounds:
             return f"requestState {token!r} is a round of tool {rnd.tool}, not {tool}"
         del self._open[token]
         response = responses.get(rnd.key) if isinstance(responses, Mapping) else None
+        for copy in rnd.copies:  # a client that answered a malformed entry too: journaled on its copy
+            if isinstance(responses, Mapping) and copy in responses:
+                messages.answer({"id": copy, "result": responses[copy]})
         if rnd.lost_by is not None:
             messages.lose(rnd.key, response, rnd.lost_by)
             rnd.task.cancel()
