@@ -443,3 +443,14 @@ def test_the_docs_examples_pass_and_the_unbounded_one_fails_with_the_quoted_head
         ]
     )
     assert "never answered" not in result.stdout.str()
+
+
+def test_a_proxying_sidecar_refuses_them_at_construction_and_at_inject() -> None:
+    with pytest.raises(ValueError, match=r"Sidecar faults=: fault 'drop_client_answer' acts on the requests"):
+        Sidecar(upstream="http://127.0.0.1:9/mcp", faults=[DropClientAnswer()])
+    with Sidecar(tool_sets=SETS) as upstream, Sidecar(upstream=upstream.mcp_url) as proxy:
+        with pytest.raises(
+            ValueError, match=r"Sidecar inject\(\): fault 'duplicate_server_request' .* upstream"
+        ):
+            proxy.inject(DuplicateServerRequest())
+        proxy.inject("hang@health")  # other kinds still go in

@@ -13,14 +13,14 @@ malformed copy's bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import singledispatch
 from typing import Any
 
 from pytest_mcpfaults import faults as F
 
-__all__ = ["Outbound", "malformed_event", "malformed_input", "outbound_effect"]
+__all__ = ["Outbound", "check_outbound_plan", "malformed_event", "malformed_input", "outbound_effect"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,20 @@ def _duplicate(fault: F.DuplicateServerRequest) -> Outbound | None:
 @outbound_effect.register
 def _drop(fault: F.DropClientAnswer) -> Outbound | None:
     return Outbound(str(fault), drop_status=fault.status)
+
+
+def check_outbound_plan(plan: Sequence[F.Fault], proxied: bool, who: str) -> None:
+    """Refuse a server-request fault on a proxying sidecar, naming it: the upstream's tools send their
+    own requests to the client, relayed as they come, so the fault would never act."""
+    if not proxied:
+        return
+    for fault in plan:
+        if outbound_effect(fault) is not None:
+            raise ValueError(
+                f"{who}: fault {str(fault)!r} acts on the requests the fake's own tools send the client; "
+                "with an upstream (upstream= / upstream_command=) the tools are the upstream's and their "
+                "requests are relayed as they come, so it would never act: use it without an upstream"
+            )
 
 
 def malformed_event(message: Mapping[str, Any], form: str, malformed_id: str) -> tuple[bytes, Any]:
