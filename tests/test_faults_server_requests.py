@@ -26,7 +26,9 @@ from pydantic import ValidationError
 
 from pytest_mcpfaults import DropClientAnswer, DuplicateServerRequest, MalformedServerRequest, Sidecar, Tool
 from pytest_mcpfaults.fault_types import MALFORMED_FORMS
-from pytest_mcpfaults.sidecar.outbound import ToolContext
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.outbound import ServerMessages, ToolContext
+from pytest_mcpfaults.sidecar.outbound_faults import Outbound
 from pytest_mcpfaults.sidecar.patience import PatienceError
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -454,3 +456,17 @@ def test_a_proxying_sidecar_refuses_them_at_construction_and_at_inject() -> None
         ):
             proxy.inject(DuplicateServerRequest())
         proxy.inject("hang@health")  # other kinds still go in
+
+
+def test_the_copies_awaiting_an_answer_are_bounded() -> None:
+    """A long-running sidecar (serve) keeps at most 256 unanswered copies, per id and in all: the
+    malformed copies no client could answer share the id ``None``."""
+    journal = Journal()
+    messages = ServerMessages(journal.server_messages)
+    effect = Outbound("malformed_server_request", malformed="bad_json")
+    for _ in range(300):
+        messages.copy_sent(None, "malformed", effect, method="ping", request_id=1, tool="t")
+    for _ in range(300):  # a client answering id null each time
+        assert messages.answer_status({"jsonrpc": "2.0", "id": None, "error": {"code": -32700}})[0] == 202
+    answered = [m for m in journal.server_messages if m.answered_at is not None]
+    assert len(answered) == 256 and answered[0].seq == 300 - 256  # the newest kept, oldest first

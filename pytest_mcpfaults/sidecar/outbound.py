@@ -137,8 +137,10 @@ class ServerMessages:
         """Journal a copy a fault sent (``outcome``: ``duplicate`` or ``malformed``), awaiting any answer
         carrying ``mid``."""
         seq = self.journal.add_server_message(outcome=outcome, fault=effect.fault, id=mid, **fields)
-        self._copies.setdefault(mid, []).append(seq)
-        while len(self._copies) > _COPIES_KEPT:  # a bounded memory of them (serve runs for long)
+        kept = self._copies.setdefault(mid, [])
+        kept.append(seq)
+        del kept[:-_COPIES_KEPT]  # a bounded memory of them (serve runs for long; id None is shared)
+        while len(self._copies) > _COPIES_KEPT:
             del self._copies[next(iter(self._copies))]
 
     def drop_answer(self, mid: str, effect: Outbound) -> None:
