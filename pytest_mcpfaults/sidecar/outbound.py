@@ -12,6 +12,11 @@ last event. The client POSTs its answer to a server request (``202 Accepted``), 
 none. The transport does the I/O (:class:`Link`): writing an event, and awaiting an answer bounded by
 the patience budget (a client that never answers is the patience verdict's "the client never answered
 the server's `elicitation/create`").
+
+A server-request fault that fired on the call (:mod:`~pytest_mcpfaults.sidecar.outbound_faults`:
+``malformed_server_request``, ``duplicate_server_request``, ``drop_client_answer``) is armed for it
+(:meth:`ServerMessages.arm`); the call's :class:`ToolContext` sends its requests as the fault says and
+:class:`ServerMessages` journals the copies and loses the answer.
 """
 
 from __future__ import annotations
