@@ -30,6 +30,8 @@ __all__ = [
     "Delay",
     "Die",
     "Drip",
+    "DropClientAnswer",
+    "DuplicateServerRequest",
     "EndlessSse",
     "ErrorPayload",
     "Fault",
@@ -42,6 +44,7 @@ __all__ = [
     "InsufficientScope",
     "JsonRpcError",
     "MalformedJson",
+    "MalformedServerRequest",
     "NotificationFlood",
     "ProgressThenStall",
     "Reset",
@@ -69,7 +72,7 @@ Draw = range | tuple[Any, ...]
 KIND_NAME = r"[a-z][a-z0-9_]*"
 
 #: Where a fault kind acts (:attr:`Fault.phase`).
-Phase = Literal["connection", "answer", "body", "cancel", "child"]
+Phase = Literal["connection", "answer", "server_request", "body", "cancel", "child"]
 #: Every :data:`Phase`, in the order a request meets them.
 PHASES: tuple[Phase, ...] = get_args(Phase)
 
@@ -94,7 +97,8 @@ class Fault:
 
     kind: ClassVar[str] = ""
     #: Where the kind acts (one of :data:`PHASES`): ``'connection'`` (holds, delays or kills the request
-    #: or the process before its answer), ``'answer'`` (forces the reply), ``'body'`` (shapes the reply's
+    #: or the process before its answer), ``'answer'`` (forces the reply), ``'server_request'`` (acts on
+    #: the requests the call's tool sends the client, and their answers), ``'body'`` (shapes the reply's
     #: bytes), ``'cancel'`` (decides what a client's cancellation of the request does) or ``'child'``
     #: (acts on a stdio child or its pipes). Each phase's behaviour lives in one
     #: module that dispatches on the class; a kind that subclasses a built-in one inherits both.
@@ -501,6 +505,101 @@ class NotificationFlood(Fault):
 
     def _validate(self) -> None:
         check_count("NotificationFlood", "count", self.count, minimum=1)
+
+
+# -- the server's own requests to the client, sent by the call's tool (docs/server-requests.md) ------
+
+_NOT_A_CTX_CALL = (
+    "it acts on the requests a tool sends the client during its call (ctx.elicit, ctx.sample ...: "
+    "docs/server-requests.md), not on the session's cleanup call"
+)
+_NEEDS_CTX = "it acts on a tool's requests to the client, which only the socket sidecar sends"
+#: How :class:`MalformedServerRequest` breaks its message.
+MALFORMED_FORMS = ("bad_json", "no_id", "no_method")
+
+
+@dataclass(frozen=True)
+class MalformedServerRequest(Fault):
+    """A buggy server (or a proxy mangling its stream): each request the call's tool sends the client
+    is preceded, on the call's answer stream, by a malformed copy of it: ``form='bad_json'`` (the
+    event's data is the message cut in half, not JSON), ``'no_id'`` (no ``id``: to JSON-RPC a
+    notification of an unknown method) or ``'no_method'`` (an ``id`` of its own and no ``method``:
+    neither a request nor a response). The request itself follows, well formed: a client that skips
+    what it cannot read answers it and the call ends normally; one that fails on it, or closes the
+    stream, loses the call. In the stateless era the ``input_required`` result's ``inputRequests``
+    carries the malformed copy first, under ``<key>-malformed`` (``bad_json``: a string, half the
+    request's JSON text, where an object belongs; ``no_id`` does not fire there: the keys are the
+    ids)."""
+
+    phase: ClassVar[Phase] = "server_request"
+    kind: ClassVar[str] = "malformed_server_request"
+    default_target: ClassVar[str] = "tools/call"
+    drawn_by_default: ClassVar[bool] = False
+    shrink_rank: ClassVar[int] = 230
+    draws: ClassVar[Mapping[str, Draw]] = {"form": MALFORMED_FORMS}
+    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
+    form: str = "bad_json"
+
+    def _validate(self) -> None:
+        if self.form not in MALFORMED_FORMS:
+            raise ValueError(
+                f"MalformedServerRequest: form must be one of {', '.join(MALFORMED_FORMS)}, got {self.form!r}"
+            )
+        _check_tool_target(self)
+
+
+@dataclass(frozen=True)
+class DuplicateServerRequest(Fault):
+    """Each request the call's tool sends the client goes out ``copies`` times on the call's answer
+    stream, with the same JSON-RPC id (a server that retries, a proxy that replays an event). The
+    first answer goes to the tool; the journal keeps each copy and the answers to the others. Session
+    era only."""
+
+    phase: ClassVar[Phase] = "server_request"
+    kind: ClassVar[str] = "duplicate_server_request"
+    default_target: ClassVar[str] = "tools/call"
+    drawn_by_default: ClassVar[bool] = False
+    shrink_rank: ClassVar[int] = 240
+    draws: ClassVar[Mapping[str, Draw]] = {"copies": (2, 3)}
+    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
+    copies: int = 2
+
+    def _validate(self) -> None:
+        check_count("DuplicateServerRequest", "copies", self.copies, minimum=2)
+        _check_tool_target(self)
+
+
+@dataclass(frozen=True)
+class DropClientAnswer(Fault):
+    """A lossy proxy: the client's answer to the first request the call's tool sends it is lost. In the
+    session era its ``POST`` is answered ``status`` (``202``: accepted, as usual; an error status: the
+    proxy failed) and never handed to the tool, which waits until the patience budget ends the call
+    (the verdict's headline says the sidecar dropped the client's answer). In the stateless era the
+    retry carrying the answer is answered ``-32602`` (HTTP 400) as by a server that lost the round's
+    ``requestState``, and the tool's handler is cancelled."""
+
+    phase: ClassVar[Phase] = "server_request"
+    kind: ClassVar[str] = "drop_client_answer"
+    default_target: ClassVar[str] = "tools/call"
+    drawn_by_default: ClassVar[bool] = False
+    shrink_rank: ClassVar[int] = 250
+    draws: ClassVar[Mapping[str, Draw]] = {"status": (202, 500)}
+    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
+    status: int = 202
+
+    def _validate(self) -> None:
+        code = self.status
+        if isinstance(code, bool) or not isinstance(code, int) or not (code == 202 or 400 <= code <= 599):
+            raise ValueError(
+                f"DropClientAnswer: status must be 202 or an HTTP error status in 400..599, got {code!r}"
+            )
+        _check_tool_target(self)
 
 
 # -- protocol-level answers ----------------------------------------------------------------------

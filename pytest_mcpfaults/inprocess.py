@@ -429,14 +429,15 @@ class _Exchange:
     async def event_stream(self) -> None:  # pragma: no cover - get_stream is off in-process
         raise UnsupportedInProcess("GET event streams need real sockets")
 
-    async def send_message(self, message: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
+        method = message.get("method") if isinstance(message, Mapping) else "message"
         raise UnsupportedInProcess(
-            f"a tool's own {message.get('method')!r} (ctx) needs the socket sidecar: the in-process "
+            f"a tool's own {method!r} (ctx) needs the socket sidecar: the in-process "
             "backend answers each request in one piece, with no answer stream to send it on"
         )
 
     async def await_answer(
-        self, answer: asyncio.Future[dict[str, Any]], what: str
+        self, answer: asyncio.Future[dict[str, Any]], what: str, dropped: object = None
     ) -> None:  # pragma: no cover
         raise UnsupportedInProcess("a tool's own requests need the socket sidecar")
 

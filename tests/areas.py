@@ -21,6 +21,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_faults_health",
         "test_faults_notifications",
         "test_faults_process",
+        "test_faults_server_requests",
         "test_faults_triggers",
         "test_incidents",
         "test_resumption",

@@ -63,14 +63,17 @@ def call_with_mcp1(
     read_timeout: float | None = None,
     within: float = 10.0,
     oauth: bool = False,
+    elicit: str | None = None,
 ) -> Mcp1Call:
     """Call ``tool`` on the MCP endpoint ``url`` with the mcp 1.x client in ``overlay`` (``oauth``: with
-    the SDK's ``OAuthClientProvider``, for a sidecar with ``auth='oauth'``)."""
+    the SDK's ``OAuthClientProvider``, for a sidecar with ``auth='oauth'``; ``elicit``: the session
+    answers ``elicitation/create`` accepting with ``{"answer": elicit}``; ``None``: it has no
+    elicitation callback, so it answers an error)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     env["PYTHONPATH"] = overlay
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     asked = {"url": url, "tool": tool, "args": args, "read_timeout": read_timeout, "within": within}
-    asked["oauth"] = oauth
+    asked["oauth"], asked["elicit"] = oauth, elicit
     request = json.dumps(asked)
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), request],
@@ -101,10 +104,18 @@ class Mcp1Client:
         read_timeout: float | None = None,
         within: float = 10.0,
         oauth: bool = False,
+        elicit: str | None = None,
     ) -> Mcp1Call:
         """See :func:`call_with_mcp1`; ``url``: the sidecar's ``mcp_url``."""
         return call_with_mcp1(
-            self.overlay, url, tool, args, read_timeout=read_timeout, within=within, oauth=oauth
+            self.overlay,
+            url,
+            tool,
+            args,
+            read_timeout=read_timeout,
+            within=within,
+            oauth=oauth,
+            elicit=elicit,
         )
 
 
@@ -127,20 +138,34 @@ def _oauth_provider(url: str) -> Any:
 
 
 async def _measure(
-    url: str, tool: str, args: dict[str, Any], read_timeout: float | None, within: float, oauth: bool
+    url: str,
+    tool: str,
+    args: dict[str, Any],
+    read_timeout: float | None,
+    within: float,
+    oauth: bool,
+    elicit: str | None,
 ) -> dict[str, Any]:
     """The child's side: runs with mcp 1.x importable (``call_with_mcp1`` set its path)."""
     from datetime import timedelta
     from importlib.metadata import version
 
     import anyio
-    from mcp import ClientSession
+    from mcp import ClientSession, types
     from mcp.client.streamable_http import streamablehttp_client
     from mcp.shared.exceptions import McpError
 
     seen: dict[str, Any] = {"version": version("mcp"), "texts": None, "is_error": None, "error": None}
     seen.update(cancelled=False, hung=False, exited=[], seconds=0.0)
-    kw = {} if read_timeout is None else {"read_timeout_seconds": timedelta(seconds=read_timeout)}
+    kw: dict[str, Any] = (
+        {} if read_timeout is None else {"read_timeout_seconds": timedelta(seconds=read_timeout)}
+    )
+    if elicit is not None:
+
+        async def answer(context: object, params: Any) -> Any:
+            return types.ElicitResult(action="accept", content={"answer": elicit})
+
+        kw["elicitation_callback"] = answer
     started = time.monotonic()
     try:
         auth = _oauth_provider(url) if oauth else None

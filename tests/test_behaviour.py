@@ -16,6 +16,7 @@ from pytest_mcpfaults.sidecar.body import PLAIN, BodyShaper, Cut, Hold, Sleep, S
 from pytest_mcpfaults.sidecar.cancellation import effect_on_cancel
 from pytest_mcpfaults.sidecar.connection import Dying, Holding, Pausing, effect_of
 from pytest_mcpfaults.sidecar.mcp import McpRequest
+from pytest_mcpfaults.sidecar.outbound_faults import Outbound, outbound_effect
 from pytest_mcpfaults.sidecar.routing import RequestInfo, forced_reply
 from pytest_mcpfaults.stdio.child_faults import pipe_writes
 
@@ -67,6 +68,19 @@ def test_the_connection_effects() -> None:
     assert effect_of(F.Status()) is None
 
 
+def test_the_server_request_effects() -> None:
+    assert outbound_effect(F.MalformedServerRequest("no_id")) == Outbound(
+        "malformed_server_request(form=no_id)", malformed="no_id"
+    )
+    assert outbound_effect(F.DuplicateServerRequest(copies=3)) == Outbound(
+        "duplicate_server_request(copies=3)", copies=3
+    )
+    assert outbound_effect(F.DropClientAnswer(500)) == Outbound(
+        "drop_client_answer(status=500)", drop_status=500
+    )
+    assert outbound_effect(F.Hang()) is None
+
+
 def test_the_child_pipe_writes() -> None:
     assert pipe_writes(F.StdoutNoise(text="hi", lines=2)) == ({"t": "out", "d": "hi\nhi\n"},)
     assert pipe_writes(F.StderrFlood(bytes=10)) == ({"t": "err", "n": 10},)
@@ -86,6 +100,7 @@ def test_every_kind_has_the_behaviour_of_its_phase(kind: str) -> None:
     has = {
         "answer": forced_reply(fault, _TOOL_CALL, None, "http://127.0.0.1:1") is not None,  # type: ignore[arg-type]
         "connection": effect_of(fault) is not None,
+        "server_request": outbound_effect(fault) is not None,
         "body": shape_of(fault) != PLAIN,
         "cancel": effect_on_cancel(fault) != "stop",
         "child": bool(pipe_writes(fault)) or bool(fault.event),

@@ -186,7 +186,8 @@ def test_every_kind_declares_a_phase_and_a_bad_one_is_refused() -> None:
 
     assert {cls.phase for cls in fault_kinds().values()} == set(PHASES)
     assert [k for k, cls in fault_kinds().items() if cls.event] == ["ignore_eof", "ignore_sigterm"]
-    assert PHASES == ("connection", "answer", "body", "cancel", "child")  # the order a request meets them
+    # the order a request meets them (the server-request phase while its answer is made)
+    assert PHASES == ("connection", "answer", "server_request", "body", "cancel", "child")
     with pytest.raises(TypeError, match=rf"phase must be one of {', '.join(PHASES)}, got 'later'"):
 
         @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
 )
 from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error, encode
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
+from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
 from pytest_mcpfaults.sidecar.resumption import Resumption
 from pytest_mcpfaults.sidecar.routing import (
     PlanEntry,
@@ -598,7 +599,13 @@ async def _answer(
     pending = core._normal(rid, incoming, info, transport, forced)
     if info.mcp is None or core.upstream is not None:
         return await pending
-    reply = await core.cancels.run(rid, info.mcp, fault, pending)
+    effect = outbound_effect(fault) if fault is not None else None
+    if effect is not None:  # the requests the call's tool sends the client carry it
+        core.server_messages.arm(rid, effect)
+    try:
+        reply = await core.cancels.run(rid, info.mcp, fault, pending)
+    finally:
+        core.server_messages.disarm(rid)
     if info.mcp.method == "notifications/cancelled" and reply is not None and reply.status == 202:
         core.cancels.heard(rid)
     resumable = shape_of(fault).resumable  # close_stream: a stream to resume (Resumption)

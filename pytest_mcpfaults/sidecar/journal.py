@@ -65,7 +65,7 @@ UpstreamFailure = Literal["refused", "timed_out", "reset", "error"]
 answer within ``upstream_timeout``), ``'reset'`` (the connection was reset or closed before the answer
 was complete) or ``'error'`` (anything else, e.g. an answer that is not HTTP)."""
 
-ServerMessageOutcome = Literal["sent", "answered", "error", "unanswered"]
+ServerMessageOutcome = Literal["sent", "answered", "error", "unanswered", "dropped", "duplicate", "malformed"]
 """What became of a message the sidecar sent on its own (:attr:`ServerMessageRecord.outcome`)."""
 
 
@@ -197,7 +197,14 @@ class ServerMessageRecord:
     ``'answered'`` (the client POSTed a result: ``result``), ``'error'`` (it POSTed a JSON-RPC error:
     ``error``, e.g. ``Elicitation not supported`` from a client without that callback) or
     ``'unanswered'`` (the tool call ended first: the patience budget ran out, the client closed the
-    stream, or the sidecar stopped). ``answered_at`` is when the answer came."""
+    stream, or the sidecar stopped). ``answered_at`` is when the answer came.
+
+    Written by a server-request fault (``fault`` is its text): ``'dropped'`` (``drop_client_answer``:
+    the client answered, ``answered_at`` and ``result`` / ``error`` say when and what, and the answer
+    never reached the tool), ``'duplicate'`` (a copy ``duplicate_server_request`` sent again with the
+    same ``id``) and ``'malformed'`` (the malformed copy ``malformed_server_request`` sent first, its
+    ``id`` the one it carried, ``None`` when a client could read none). A duplicate or malformed copy
+    the client answered has ``answered_at`` and its ``result`` / ``error`` too."""
 
     seq: int
     method: str
@@ -210,6 +217,7 @@ class ServerMessageRecord:
     answered_at: float | None = None
     result: Any = None
     error: Any = None
+    fault: str | None = None
 
     @property
     def is_request(self) -> bool:
@@ -329,6 +337,10 @@ class PatienceViolation:
     expected: bool
     budget_from: BudgetSource = "sidecar"
     awaiting: str | None = None
+    #: How a fault (``drop_client_answer``) lost the client's answer to ``awaiting`` (``None``: no answer
+    #: came), e.g. ``it came at 0.3 s and `drop_client_answer` answered its POST 202 and never handed
+    #: it to the tool``.
+    dropped: str | None = None
 
     @property
     def waited(self) -> float:
@@ -379,6 +391,12 @@ class PatienceViolation:
                 f"the client never answered {self.awaiting}: it did not retry the call with the answer "
                 f"within {b} (the whole budget), and the tool is still waiting for it"
             )
+        if self.awaiting is not None and self.dropped is not None:
+            return (
+                f"the sidecar dropped the client's answer to {self.awaiting}: {self.dropped}; the tool "
+                f"call waited {b} (the whole budget) with its answer stream open ({r.bytes_sent} bytes "
+                "sent); without the budget it would have waited for ever"
+            )
         if self.awaiting is not None:
             return (
                 f"the client never answered {self.awaiting}: it waited {b} (the whole budget) with the "
@@ -415,6 +433,12 @@ class PatienceViolation:
                 f"no fault: the tool awaited the client's answer to its `{self.fault}`, which the call's "
                 f"input_required result asked for; the {self.budget:g} s budget ({source}) ran out with "
                 "nothing held (the client's retry never came), so nothing was aborted"
+            )
+        if self.awaiting is not None and self.dropped is not None:
+            return (
+                f"`{self.request.fault}` lost the client's answer to the tool's `{self.fault}`; when the "
+                f"{self.budget:g} s budget ({source}) ran out the sidecar aborted connection "
+                f"#{self.request.conn_id} (RST)"
             )
         if self.awaiting is not None:
             return (

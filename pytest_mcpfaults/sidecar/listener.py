@@ -84,7 +84,7 @@ class _Exchange:
         #: The request's answer, opened as an SSE stream by a tool's first message of its own.
         self.answer_stream: web.StreamResponse | None = None
 
-    async def send_message(self, message: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
         if self.answer_stream is None:
             resp = web.StreamResponse(
                 status=200,
@@ -92,14 +92,20 @@ class _Exchange:
             )
             await resp.prepare(self.request)
             self.answer_stream, self.out.status = resp, 200
-        data, _ = encode(message, True)
+        data = message if isinstance(message, bytes) else encode(message, True)[0]
         await self.answer_stream.write(data)
         self.out.bytes_sent += len(data)
 
-    async def await_answer(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+    async def await_answer(
+        self,
+        answer: asyncio.Future[dict[str, Any]],
+        what: str,
+        dropped: Callable[[], str | None] | None = None,
+    ) -> None:
         """A tool awaits the client's answer to its request (``what``): until it comes, the client
-        goes away (raises ``Dropped``) or the patience budget runs out (a violation naming ``what``;
-        the connection is reset, as a held request's; raises ``Dropped``)."""
+        goes away (raises ``Dropped``) or the patience budget runs out (a violation naming ``what``,
+        and how a fault dropped the client's answer if ``dropped()`` says so; the connection is reset,
+        as a held request's; raises ``Dropped``)."""
         journal, conn, options = self.listener.journal, self.conn, self.listener.options
         journal.update_request(self.rid, status=self.out.status, bytes_sent=self.out.bytes_sent)
         started, held_at = time.monotonic(), journal.now()
@@ -117,7 +123,9 @@ class _Exchange:
         reset_transport(conn.transport)
         method = what.split("`")[1] if what.count("`") >= 2 else what
         expected = bool(options.expect_hang)
-        journal.add_violation(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
+        lost = dropped() if dropped is not None else None
+        v = PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what, dropped=lost)
+        journal.add_violation(v)
         raise Dropped
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:

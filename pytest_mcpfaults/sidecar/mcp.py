@@ -28,7 +28,7 @@ from pytest_mcpfaults.sidecar.outbound import (
     ToolContext,
     level_problem,
 )
-from pytest_mcpfaults.sidecar.rounds import InputRounds
+from pytest_mcpfaults.sidecar.rounds import InputRounds, LostRound
 from pytest_mcpfaults.sidecar.surface import SURFACE_METHODS, Surface, SurfaceError
 from pytest_mcpfaults.sidecar.timeouts import within
 from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolContent, ToolResultError
@@ -322,7 +322,7 @@ class McpEndpoint:
         if req.method is None:  # a response from the client (to a tool's request): hand it over
             reply = Reply(202)
             if self.messages is not None:
-                problem = self.messages.answer(req.message)
+                reply.status, problem = self.messages.answer_status(req.message)
                 if problem is not None:
                     reply.error, reply.error_by = problem, "client"
             return reply
@@ -570,6 +570,8 @@ class McpEndpoint:
         resumed = self.rounds.resume(
             params.get("requestState"), tool.name, params.get("inputResponses"), self.messages, retry
         )
+        if isinstance(resumed, LostRound):  # a server that lost the round's state (a fault's)
+            return rpc_error(INVALID_PARAMS, f"Invalid params: {resumed.why}", req.id, 400)
         if isinstance(resumed, str):
             return client_error(INVALID_PARAMS, f"Invalid params: {resumed}", req.id, 400)
         task, ctx = resumed

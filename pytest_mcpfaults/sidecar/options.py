@@ -56,6 +56,7 @@ from pytest_mcpfaults.sidecar.option_text import (
     tool_sets_text,
     upstream_headers_text,
 )
+from pytest_mcpfaults.sidecar.outbound_faults import check_outbound_plan
 from pytest_mcpfaults.sidecar.stdio_upstream import check_upstream_command
 from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, check_surface
 from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
@@ -391,6 +392,7 @@ class SidecarOptions:
         plan = F.as_plan(self.faults)
         F.check_transport(plan, "http", "Sidecar faults=")
         check_auth_plan(plan, auth, "Sidecar faults=")
+        check_outbound_plan(plan, self.upstream is not None or bool(command), "Sidecar faults=")
         for name, value in (
             ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
             ("faults", plan), ("upstream_headers", dict(self.upstream_headers or {})), ("auth", auth),

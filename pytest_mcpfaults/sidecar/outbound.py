@@ -12,16 +12,24 @@ last event. The client POSTs its answer to a server request (``202 Accepted``), 
 none. The transport does the I/O (:class:`Link`): writing an event, and awaiting an answer bounded by
 the patience budget (a client that never answers is the patience verdict's "the client never answered
 the server's `elicitation/create`").
+
+A server-request fault that fired on the call (:mod:`~pytest_mcpfaults.sidecar.outbound_faults`:
+``malformed_server_request``, ``duplicate_server_request``, ``drop_client_answer``) is armed for it
+(:meth:`ServerMessages.arm`); the call's :class:`ToolContext` sends its requests as the fault says and
+:class:`ServerMessages` journals the copies and loses the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pytest_mcpfaults.sidecar.errors import Dropped
+from pytest_mcpfaults.sidecar.outbound_faults import Outbound, malformed_event, malformed_input
 
 __all__ = [
     "LOG_LEVELS",
@@ -40,6 +48,8 @@ __all__ = [
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 #: The requests a tool can send the client (:meth:`ToolContext.request`).
 SERVER_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list", "ping")
+#: How many duplicate or malformed copies (:meth:`ServerMessages.copy_sent`) await an answer at most.
+_COPIES_KEPT = 256
 #: Those the stateless era (2026-07-28) has, as input requests of an ``InputRequiredResult``.
 INPUT_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list")
 
@@ -62,14 +72,20 @@ class NotInThisEra(Exception):
 class Link(Protocol):
     """What only the transport can do for a tool call's own messages."""
 
-    async def send_message(self, message: Mapping[str, Any], headers: Mapping[str, str]) -> None:
-        """Write ``message`` as one event on the call's answer stream, opening the stream (status 200,
-        ``text/event-stream``, ``headers``) with the first one."""
+    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
+        """Write ``message`` as one event on the call's answer stream (bytes: the event, framed already),
+        opening the stream (status 200, ``text/event-stream``, ``headers``) with the first one."""
 
-    async def await_answer(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+    async def await_answer(
+        self,
+        answer: asyncio.Future[dict[str, Any]],
+        what: str,
+        dropped: Callable[[], str | None] | None = None,
+    ) -> None:
         """Wait for ``answer``, bounded by the patience budget; raise
         :class:`~pytest_mcpfaults.sidecar.errors.Dropped` when the budget runs out (a patience
-        violation naming ``what``) or the client goes away."""
+        violation naming ``what``; ``dropped()``, if given, says how a fault lost the client's answer,
+        or ``None`` when it never came) or the client goes away."""
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
         """A stateless-era input round was answered ``input_required``: unless ``answer`` (the client's
@@ -102,6 +118,51 @@ class ServerMessages:
         self.journal = journal
         self._pending: dict[str, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
         self._next = 0
+        #: the server-request fault of each call being answered, by its journal id (:meth:`arm`)
+        self._armed: dict[int, Outbound] = {}
+        #: the requests whose answer a fault drops: id -> (the POST's status, the fault's text)
+        self._dropping: dict[str, tuple[int, str]] = {}
+        #: the copies a fault sent (duplicate, malformed) awaiting an answer, by the id they carry
+        self._copies: dict[Any, list[int]] = {}
+        #: the answers a fault dropped, while their call waits: id -> (when, the POST's status, the fault)
+        self._dropped_records: dict[str, tuple[float, int, str]] = {}
+
+    def arm(self, rid: int, effect: Outbound) -> None:
+        """A server-request fault fired on call ``rid``: its tool's requests carry ``effect``."""
+        self._armed[rid] = effect
+
+    def disarm(self, rid: int) -> None:
+        self._armed.pop(rid, None)
+
+    def armed(self, rid: int) -> Outbound | None:
+        """The server-request fault acting on the requests of call ``rid``, if any."""
+        return self._armed.get(rid)
+
+    def copy_sent(self, mid: Any, outcome: str, effect: Outbound, **fields: Any) -> None:
+        """Journal a copy a fault sent (``outcome``: ``duplicate`` or ``malformed``), awaiting any answer
+        carrying ``mid``."""
+        seq = self.journal.add_server_message(outcome=outcome, fault=effect.fault, id=mid, **fields)
+        kept = self._copies.setdefault(mid, [])
+        kept.append(seq)
+        del kept[:-_COPIES_KEPT]  # a bounded memory of them (serve runs for long; id None is shared)
+        while len(self._copies) > _COPIES_KEPT:
+            del self._copies[next(iter(self._copies))]
+
+    def drop_answer(self, mid: str, effect: Outbound) -> None:
+        """The client's answer to ``mid`` is to be lost (``drop_client_answer``)."""
+        assert effect.drop_status is not None
+        self._dropping[mid] = (effect.drop_status, effect.fault)
+
+    def dropped(self, mid: str) -> str | None:
+        """How a fault lost the client's answer to ``mid``, worded for a verdict, or ``None`` (no answer
+        came, or none was dropped)."""
+        rec = self._dropped_records.get(mid)
+        if rec is None:
+            return None
+        at, status, fault = rec
+        return (
+            f"it came at {at:.1f} s and `{fault}` answered its POST {status} and never handed it to the tool"
+        )
 
     def new_request(
         self, method: str, params: Any, rid: int, tool: str | None
@@ -123,23 +184,49 @@ class ServerMessages:
         """A client's JSON-RPC response, POSTed: hand it to the tool awaiting it and journal it.
         Returns why it answers nothing (an unknown id, or one already answered or given up on), for
         the journal (the client's), or ``None``."""
+        return self.answer_status(message)[1]
+
+    def answer_status(self, message: Mapping[str, Any]) -> tuple[int, str | None]:
+        """:meth:`answer`, with the HTTP status its ``POST`` gets (``202``, or what a fault dropping it
+        answers)."""
         mid = message.get("id")
         pending = self._pending.pop(mid, None) if isinstance(mid, str) else None
+        now, result, error = self.journal.now(), message.get("result"), message.get("error")
         if pending is None:
-            return f"a response to no request the sidecar is awaiting (id {mid!r})"
+            copies = self._copies.get(mid) if isinstance(mid, (str, int, type(None))) else None
+            if copies:  # an answer to a duplicate or malformed copy: the client's, not a mistake
+                self.journal.update_server_message(copies.pop(0), answered_at=now, result=result, error=error)
+                return 202, None
+            return 202, f"a response to no request the sidecar is awaiting (id {mid!r})"
         seq, fut = pending
-        error = message.get("error")
+        drop = self._dropping.pop(mid, None) if isinstance(mid, str) else None
+        if drop is not None and isinstance(mid, str):  # lost on its way: the tool never hears
+            self.journal.update_server_message(
+                seq, outcome="dropped", answered_at=now, result=result, error=error, fault=drop[1]
+            )
+            self._dropped_records[mid] = (now, drop[0], drop[1])
+            return drop[0], None
         outcome = "error" if "error" in message else "answered"
-        self.journal.update_server_message(
-            seq, outcome=outcome, answered_at=self.journal.now(), result=message.get("result"), error=error
-        )
+        self.journal.update_server_message(seq, outcome=outcome, answered_at=now, result=result, error=error)
         if not fut.done():
             fut.set_result(dict(message))
-        return None
+        return 202, None
+
+    def lose(self, mid: str, result: Any, fault: str) -> None:
+        """A stateless-era round's answer (``result``, the retry's input response) that ``fault`` lost:
+        journaled ``dropped``; the awaiting tool is cancelled by the caller."""
+        pending = self._pending.pop(mid, None)
+        if pending is not None:
+            now = self.journal.now()
+            self.journal.update_server_message(
+                pending[0], outcome="dropped", answered_at=now, result=result, fault=fault
+            )
 
     def give_up(self, mid: str) -> None:
         """The call ended without an answer to ``mid``: journal it unanswered."""
         pending = self._pending.pop(mid, None)
+        self._dropping.pop(mid, None)
+        self._dropped_records.pop(mid, None)
         if pending is not None:
             self.journal.update_server_message(pending[0], outcome="unanswered")
 
@@ -179,6 +266,8 @@ class ToolContext:
         self._inputs: asyncio.Queue[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]] = (
             asyncio.Queue()
         )
+        #: The server-request fault that fired on the call, acting on its requests (``None``: none).
+        self.effect = messages.armed(rid)
 
     async def next_input(self) -> tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]:
         """The next input request of a stateless-era call: its key, the request, the future its answer
@@ -188,7 +277,7 @@ class ToolContext:
     def rebind(self, retry: ToolContext) -> None:
         """A stateless-era call resumed by a retry, whose own context is ``retry``: later messages go
         on the retry's stream, with its ``progressToken`` and logging level."""
-        self._link, self._rid = retry._link, retry._rid
+        self._link, self._rid, self.effect = retry._link, retry._rid, retry.effect
         self.progress_token, self.log_level = retry.progress_token, retry.log_level
 
     # -- requests ---------------------------------------------------------------------------------
@@ -213,7 +302,7 @@ class ToolContext:
             if self.stateless:  # an input round: answered input_required, resumed by the client's retry
                 what = (
                     f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool}, as an "
-                    "input request of its input_required result)"
+                    f"input request of its input_required result{self._malformed_note()})"
                 )
                 self._inputs.put_nowait((mid, {"method": method, "params": dict(params or {})}, fut, what))
                 await fut
@@ -221,9 +310,13 @@ class ToolContext:
                 message: dict[str, Any] = {"jsonrpc": "2.0", "id": mid, "method": method}
                 if params is not None:
                     message["params"] = dict(params)
-                await self._send(message)
-                what = f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool})"
-                await self._link.await_answer(fut, what)
+                if self.effect is not None:
+                    await self._send_faulted(message)
+                else:
+                    await self._send(message)
+                during = f"during tools/call {self.tool}{self._malformed_note()}"
+                what = f"the server's `{method}` (sent at {sent_at:.1f} s {during})"
+                await self._link.await_answer(fut, what, functools.partial(self._messages.dropped, mid))
         finally:
             self.awaiting = None
             self._messages.give_up(mid)
@@ -304,7 +397,52 @@ class ToolContext:
         await self.notify("notifications/message", params)
         return True
 
-    async def _send(self, message: Mapping[str, Any]) -> None:
+    def _malformed_note(self) -> str:
+        """How a verdict says the request came with a malformed copy (``malformed_server_request``)."""
+        effect = self.effect
+        if effect is None or effect.malformed is None or (self.stateless and effect.malformed == "no_id"):
+            return ""
+        where = "beside a malformed entry" if self.stateless else "after a malformed copy"
+        return f", {where} from `{effect.fault}`"
+
+    def faulted_round(self, key: str, request: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """A stateless-era round's ``inputRequests`` (``request`` under ``key``) as the call's
+        server-request fault says: with a malformed entry first (``malformed_server_request``, under
+        ``<key>-malformed``; ``no_id`` has no analogue, the keys being the ids); and the text of the
+        fault that loses the round's answer (``drop_client_answer``, the first round only), or
+        ``None``."""
+        effect, requests = self.effect, {key: dict(request)}
+        if effect is None:
+            return requests, None
+        if effect.malformed is not None and effect.malformed != "no_id":
+            bad = f"{key}-malformed"
+            requests = {bad: malformed_input(request, effect.malformed), **requests}
+            about = {"method": request["method"], "request_id": self._rid, "tool": self.tool}
+            self._messages.copy_sent(bad, "malformed", effect, params=request.get("params"), **about)
+        if effect.drop_status is None:
+            return requests, None
+        self.effect = dataclasses.replace(effect, drop_status=None)
+        return requests, effect.fault
+
+    async def _send_faulted(self, message: Mapping[str, Any]) -> None:
+        """A request sent as the call's server-request fault says: a malformed copy first, several
+        copies, or its answer to be lost (once: only the first request's answer is dropped)."""
+        effect, messages, mid = self.effect, self._messages, str(message["id"])
+        assert effect is not None
+        about = {"method": message["method"], "request_id": self._rid, "tool": self.tool}
+        if effect.drop_status is not None:  # before it is sent: its answer may come at once
+            messages.drop_answer(mid, effect)
+            self.effect = dataclasses.replace(effect, drop_status=None)
+        if effect.malformed is not None:
+            data, answerable = malformed_event(message, effect.malformed, f"{mid}-malformed")
+            messages.copy_sent(answerable, "malformed", effect, params=message.get("params"), **about)
+            await self._send(data)
+        await self._send(message)
+        for _ in range(effect.copies - 1):
+            messages.copy_sent(mid, "duplicate", effect, params=message.get("params"), **about)
+            await self._send(message)
+
+    async def _send(self, message: Mapping[str, Any] | bytes) -> None:
         try:
             await self._link.send_message(message, self._headers)
         except ConnectionError as exc:  # the client went away: the call ends, not a bug of the tool

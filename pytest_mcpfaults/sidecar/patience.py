@@ -71,6 +71,12 @@ def _peer(sc: Watched, conn_id: int) -> str:
 
 
 def _hint(sc: Watched, v: PatienceViolation) -> str:
+    if v.awaiting is not None and v.dropped is not None:  # a fault lost the harness's answer
+        return (
+            f"the harness answered the server's `{v.fault}`, and the answer was lost on its way (a lossy "
+            "proxy): a harness cannot tell, so bound the call itself (call_tool(..., "
+            "read_timeout_seconds=...)) and fail it cleanly when the bound runs out"
+        )
     if v.awaiting is not None:  # the harness's own part: it never answered the tool's request
         without = (
             "a client without the callback raises at once and never retries, so the tool never hears"

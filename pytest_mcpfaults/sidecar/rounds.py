@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, ToolContext
 
-__all__ = ["InputRounds"]
+__all__ = ["InputRounds", "LostRound"]
 
 
 @dataclass(eq=False)
@@ -31,6 +31,20 @@ class _Round:
     tool: str
     ctx: ToolContext
     key: str
+    answer: asyncio.Future[dict[str, Any]]
+    #: the text of the fault (``drop_client_answer``) that loses this round's answer, if any
+    lost_by: str | None = None
+    #: the keys of the malformed entries a fault added (``malformed_server_request``)
+    copies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LostRound:
+    """A retry whose round a fault lost: answered as a server that lost its state answers (``why``);
+    ``fault``: the fault's text (the journal's ``dropped`` server message names it)."""
+
+    why: str
+    fault: str
 
 
 class InputRounds:
@@ -49,27 +63,37 @@ class InputRounds:
             return None
         key, input_request, answer, what = wanted.result()
         token = uuid.uuid4().hex
-        self._open[token] = _Round(task, ctx.tool, ctx, key)
+        requests, lost_by = ctx.faulted_round(key, input_request)  # as the call's fault says, if any
+        copies = tuple(k for k in requests if k != key)
+        self._open[token] = _Round(task, ctx.tool, ctx, key, answer, lost_by, copies)
         task.add_done_callback(_retrieve)  # a round never retried: its outcome is nobody's
         link.watch_round(answer, what)
-        return {"resultType": "input_required", "inputRequests": {key: input_request}, "requestState": token}
+        return {"resultType": "input_required", "inputRequests": requests, "requestState": token}
 
     def resume(
         self, token: Any, tool: str | None, responses: Any, messages: ServerMessages, retry: ToolContext
-    ) -> tuple[asyncio.Future[Any], ToolContext] | str:
+    ) -> tuple[asyncio.Future[Any], ToolContext] | str | LostRound:
         """A retry carrying ``requestState`` ``token``: hand its ``inputResponses`` to the suspended
         handler (journaled as the answer to its request) and return the handler and its ``ctx``, now
         sending on this retry's stream (``retry``: the context the retry would have had); or why the
-        retry answers no round (the client's mistake)."""
+        retry answers no round (the client's mistake); or, for a round a fault loses, the
+        :class:`LostRound` (the answer journaled ``dropped``, the handler cancelled)."""
         rnd = self._open.get(token) if isinstance(token, str) else None
+        unknown = f"requestState {token!r} names no input round of this server (unknown, or answered already)"
         if rnd is None:
-            return (
-                f"requestState {token!r} names no input round of this server (unknown, or answered already)"
-            )
+            return unknown
         if rnd.tool != tool:
             return f"requestState {token!r} is a round of tool {rnd.tool}, not {tool}"
         del self._open[token]
         response = responses.get(rnd.key) if isinstance(responses, Mapping) else None
+        for copy in rnd.copies:  # a client that answered a malformed entry too: journaled on its copy
+            if isinstance(responses, Mapping) and copy in responses:
+                messages.answer({"id": copy, "result": responses[copy]})
+        if rnd.lost_by is not None:
+            messages.lose(rnd.key, response, rnd.lost_by)
+            rnd.task.cancel()
+            rnd.answer.cancel()  # its patience watch ends: the retry was answered
+            return LostRound(unknown, rnd.lost_by)
         if response is None:
             error = {"code": -32602, "message": f"the retry carried no inputResponses[{rnd.key!r}]"}
             messages.answer({"id": rnd.key, "error": error})

@@ -146,6 +146,25 @@ def _applies_to_requests(fault: F.Fault, info: RequestInfo) -> bool:
     return info.mcp is not None and not info.mcp.is_notification
 
 
+@applies.register(F.DropClientAnswer)
+def _applies_to_calls(fault: F.Fault, info: RequestInfo) -> bool:
+    """A ``tools/call`` (its tool's requests to the client are what the fault acts on)."""
+    return info.mcp is not None and info.mcp.method == "tools/call"
+
+
+@applies.register
+def _applies_malformed(fault: F.MalformedServerRequest, info: RequestInfo) -> bool:
+    """A ``tools/call``; in the stateless era not ``no_id`` (an input request's key is its id)."""
+    era_ok = info.mcp is not None and (info.mcp.era == "session" or fault.form != "no_id")
+    return era_ok and _applies_to_calls(fault, info)
+
+
+@applies.register(F.DuplicateServerRequest)
+def _applies_to_session_calls(fault: F.Fault, info: RequestInfo) -> bool:
+    """A session-era ``tools/call``: the stateless era has no server requests on a stream to repeat."""
+    return info.mcp is not None and info.mcp.method == "tools/call" and info.mcp.era == "session"
+
+
 @applies.register(F.Unauthorized)
 def _applies_to_mcp(fault: F.Fault, info: RequestInfo) -> bool:
     return info.kind == "mcp"

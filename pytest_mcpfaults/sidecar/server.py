@@ -29,6 +29,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import TransportName
 from pytest_mcpfaults.sidecar.listener import SocketListener, response_stamp
 from pytest_mcpfaults.sidecar.mcp import Era
 from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, documents_options, takes_options
+from pytest_mcpfaults.sidecar.outbound_faults import check_outbound_plan
 from pytest_mcpfaults.sidecar.proxy import Proxy
 from pytest_mcpfaults.sidecar.stdio_upstream import StdioUpstream
 from pytest_mcpfaults.sidecar.tools import Tool
@@ -338,6 +339,8 @@ class Sidecar(SidecarWaits):
         """Append faults to the plan, effective for the next request."""
         plan = _http_plan(list(faults), "inject()")
         check_auth_plan(plan, self.options.auth, "Sidecar inject()")
+        proxied = self.options.upstream is not None or bool(self.options.upstream_command)
+        check_outbound_plan(plan, proxied, "Sidecar inject()")
         _loop.run(_loop.call(lambda: self.core.inject(plan)))
 
     def clear_faults(self) -> None:

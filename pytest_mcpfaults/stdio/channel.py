@@ -91,14 +91,15 @@ class _ChildTransport:
     async def event_stream(self) -> None:  # pragma: no cover - no GET stream over stdio
         raise Dropped
 
-    async def send_message(self, message: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
+        method = message.get("method") if isinstance(message, Mapping) else "message"
         raise ValueError(
-            f"a tool's own {message.get('method')!r} (ctx) is not sent over stdio yet: use the socket "
+            f"a tool's own {method!r} (ctx) is not sent over stdio yet: use the socket "
             "sidecar's Streamable HTTP transport"
         )
 
     async def await_answer(
-        self, answer: asyncio.Future[dict[str, Any]], what: str
+        self, answer: asyncio.Future[dict[str, Any]], what: str, dropped: object = None
     ) -> None:  # pragma: no cover
         raise Dropped
 
