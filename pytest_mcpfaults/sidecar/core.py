@@ -609,7 +609,9 @@ async def _answer(
     if info.mcp.method == "notifications/cancelled" and reply is not None and reply.status == 202:
         core.cancels.heard(rid)
     resumable = shape_of(fault).resumable  # close_stream: a stream to resume (Resumption)
-    if resumable is not None and reply is not None and reply.status == 200 and not info.mcp.is_notification:
+    if resumable is None or reply is None or reply.status != 200 or info.mcp.is_notification:
+        return reply
+    if reply.listen is None:  # a listen stream ends after its events instead (2026-07-28: no resumption)
         reply = core.resumption.close(rid, info.mcp.session_id, reply, *resumable)
     return reply
 

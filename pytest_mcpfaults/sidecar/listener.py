@@ -26,6 +26,7 @@ from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
 from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
+from pytest_mcpfaults.sidecar.listen_stream import serve_listen
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.mcp import encode, reply_body
 from pytest_mcpfaults.sidecar.notices import StreamNotices
@@ -169,12 +170,12 @@ class _Exchange:
         await resp.write_eof()
         return resp
 
-    async def hold(self, fault: F.Fault) -> None:
+    async def hold(self, fault: F.Fault, patience: bool = True) -> None:
         out = self.out  # what was sent so far, recorded before the hold
         self.listener.journal.update_request(
             self.rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes
         )
-        await self.listener.hold(self.rid, self.conn, fault)
+        await self.listener.hold(self.rid, self.conn, fault, patience=patience)
 
     async def hold_stream(self, fault: F.Fault) -> None:
         """Hold a legacy SSE stream: journaled on its ``GET`` record, with the fault that holds it."""
@@ -259,6 +260,7 @@ class SocketListener:
         for fut in self.streams:
             if not fut.done():
                 fut.set_result("teardown")
+        await self.notices.end_listens(timeout=0.5)  # each listen stream's result, then its end
         self.abort_all()
         # abort() closes each socket in a later loop callback: wait for those, so that when stop()
         # returns no socket of this sidecar is left open (an idle keep-alive connection otherwise
@@ -505,6 +507,8 @@ class SocketListener:
         if answer is None:
             assert exchange.stream is not None
             return exchange.stream
+        if answer.reply.listen is not None:
+            return await self.listen_stream(exchange, answer)
         if exchange.answer_stream is not None:  # a tool's messages went first: the reply is the last event
             return await exchange.finish_stream(answer)
         if answer.stream is not None:
@@ -554,6 +558,29 @@ class SocketListener:
             self.streams.discard(done)
             self.core.close_stream(session)
 
+    async def listen_stream(self, exchange: _Exchange, answer: core.Answer) -> web.StreamResponse:
+        """Serve a ``subscriptions/listen`` answer: open, told the changes its filter asks for, until
+        the client closes it or the sidecar stops (:mod:`~pytest_mcpfaults.sidecar.listen_stream`)."""
+        assert answer.reply.listen is not None
+        conn, fault = exchange.conn, answer.fault
+
+        def cut() -> None:
+            conn.closed_by_us = True
+            reset_transport(conn.transport)
+
+        async def hold(bounded: bool) -> None:
+            assert fault is not None  # only a body fault holds
+            await exchange.hold(fault, patience=bounded)
+
+        listening = self.notices.listen(answer.reply.listen, cut)
+        try:
+            return await serve_listen(
+                exchange.request, answer, listening, lost=conn.lost, hold=hold, out=exchange.out,
+                journal=self.journal, rid=exchange.rid,
+            )  # fmt: skip
+        finally:
+            self.notices.unlisten(listening)
+
     async def answer_then(
         self, exchange: _Exchange, answer: core.Answer, then: Callable[[], Awaitable[None]]
     ) -> None:
@@ -600,15 +627,16 @@ class SocketListener:
         return relaying.result()
 
     # -- holding ---------------------------------------------------------------------------------
-    async def hold(self, rid: int, conn: _Conn, fault: F.Fault) -> None:
-        """Hold a request until release, client hang-up, teardown or patience. Raises ``Dropped``
-        unless it ends in a release."""
+    async def hold(self, rid: int, conn: _Conn, fault: F.Fault, *, patience: bool = True) -> None:
+        """Hold a request until release, client hang-up, teardown or patience (``patience=False``: not
+        bounded by it, a listen stream its client listens to). Raises ``Dropped`` unless it ends in a
+        release."""
         fut: asyncio.Future[HoldOutcome] = asyncio.get_running_loop().create_future()
         hold = _Hold(rid, fault, fut)
         self.holds.add(hold)
         self.journal.update_request(rid, held=True, held_at=self.journal.now())
         own = getattr(fault, "patience", None)
-        budget = own or self.options.patience
+        budget = (own or self.options.patience) if patience else None
         cancelled = self.core.cancels.held_until_cancelled(rid, fault)  # answer_after_cancel
         ends = (fut, conn.lost) if cancelled is None else (fut, conn.lost, cancelled)
         try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
 from pytest_mcpfaults.sidecar.errors import Dropped
+from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD, Listen, listen_request
 from pytest_mcpfaults.sidecar.outbound import (
     ClientRequestError,
     Link,
@@ -94,6 +95,9 @@ class Reply:
     #: logs); not sent when the reply is framed as JSON.
     notifications: list[dict[str, Any]] = field(default_factory=list)
     events: bytes | None = None  # an event stream's bytes, framed already (a resumable stream)
+    #: A ``subscriptions/listen`` answer: a transport that keeps streams open serves it until the
+    #: sidecar stops; any other sends ``notifications`` (the ack) and the payload (the graceful end).
+    listen: Listen | None = None
 
 
 @dataclass
@@ -354,6 +358,8 @@ class McpEndpoint:
             if self.source is not None and self.source.instructions is not None:
                 result["instructions"] = self.source.instructions
             return self._ok(req, result)
+        if req.method == LISTEN_METHOD:
+            return self._listen(req)
         if req.method in STATELESS_REMOVED:
             return rpc_error(
                 METHOD_NOT_FOUND, f"Method not found: {req.method} (removed in 2026-07-28)", req.id
@@ -364,6 +370,14 @@ class McpEndpoint:
             if req.method in CACHEABLE:
                 reply.payload["result"].update(cacheScope="private", ttlMs=0)
         return reply
+
+    def _listen(self, req: McpRequest) -> Reply:
+        """``subscriptions/listen``: its stream (the ack, the notices its filter selects, its result
+        when the sidecar ends it), or -32602 for a filter that is not one (HTTP 400, as the mcp SDK)."""
+        made = listen_request(req.id, req.message.get("params") or {})
+        if isinstance(made, str):
+            return client_error(INVALID_PARAMS, f"Invalid params: {made}", req.id, 400)
+        return Reply(200, made.closing(), notifications=[made.ack()], sse=True, listen=made)
 
     async def _session(
         self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
@@ -457,8 +471,9 @@ class McpEndpoint:
         logging and what its surface serves."""
         if self.source is not None:
             return dict(self.source.capabilities)
-        told = self.get_stream and era == "session"  # listChanged: a session's GET stream can tell
-        surface = self.surface.capabilities(stateless=era == "stateless", list_changed=told)
+        # listChanged: a session's GET stream can tell, and a stateless client's subscriptions/listen
+        told = era == "stateless" or self.get_stream
+        surface = self.surface.capabilities(list_changed=told)
         return {**CAPABILITIES, "tools": {"listChanged": told}, **surface}
 
     def _server_info(self) -> Mapping[str, Any]:

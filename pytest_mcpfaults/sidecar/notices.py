@@ -1,9 +1,12 @@
-"""Server notifications on the MCP endpoint's ``GET`` event streams (the session era's standalone
-SSE streams, ``get_stream=True``): ``notifications/tools/list_changed``, ``resources/list_changed``,
-``prompts/list_changed`` to every open stream, and ``notifications/resources/updated`` to the streams
-of the sessions subscribed to that URI. The core says what changed (its ``notify`` hook, from any
-thread); this module writes it, on the loop thread. Each notification sent is counted by method
-(:attr:`StreamNotices.sent`) and in its stream's journal record (``bytes_sent`` of the ``GET``)."""
+"""Server notifications on the MCP endpoint's open streams: the session era's ``GET`` event streams
+(``get_stream=True``) and the stateless era's ``subscriptions/listen`` answers.
+``notifications/tools/list_changed``, ``resources/list_changed``, ``prompts/list_changed`` go to every
+open ``GET`` stream and to each listen stream whose filter asks for them; ``notifications/resources/updated``
+to the ``GET`` streams of the sessions subscribed to that URI and to the listen streams naming it. The
+core says what changed (its ``notify`` hook, from any thread); this module writes it, on the loop
+thread (a listen stream's notices are queued for its writer, :mod:`~pytest_mcpfaults.sidecar.listen_stream`,
+which shapes them by the stream's body fault). Each notification sent is counted by method
+(:attr:`StreamNotices.sent`) and in its stream's journal record (``bytes_sent``)."""
 
 from __future__ import annotations
 
@@ -11,16 +14,21 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from pytest_mcpfaults.sidecar.inject import Delivery
 from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.listen import Listen
 from pytest_mcpfaults.sidecar.mcp import encode
 
-__all__ = ["StreamNotices"]
+__all__ = ["LISTEN_BACKLOG", "Listening", "StreamNotices"]
+
+#: The notices a listen stream may have waiting to be written; one more and the stream is cut (a
+#: client that does not read its stream re-listens, as the spec says, rather than growing the queue).
+LISTEN_BACKLOG = 1024
 
 
 class StreamNotices:
@@ -31,6 +39,7 @@ class StreamNotices:
         self.subscribed = subscribed  # (session, uri) -> whether that session subscribed to uri
         #: each open stream -> its session, its GET's journal record, what was sent on it so far
         self.streams: dict[web.StreamResponse, _Stream] = {}
+        self.listens: set[Listening] = set()  # the open subscriptions/listen streams
         self.sent: dict[str, int] = {}  # method -> how many sent (a dict: a Counter costs each sidecar 5 µs)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
@@ -43,6 +52,29 @@ class StreamNotices:
 
     def close(self, stream: web.StreamResponse) -> None:
         self.streams.pop(stream, None)
+
+    def listen(self, listen: Listen, cut: Callable[[], None]) -> Listening:
+        """A listen stream opens: the notices its filter selects are queued for it from now on (so
+        none made once the client has the ack is lost); ``cut`` resets its connection."""
+        self.loop = loop = asyncio.get_running_loop()
+        listening = Listening(listen, asyncio.Queue(LISTEN_BACKLOG), loop.create_future(), cut)
+        self.listens.add(listening)
+        return listening
+
+    def unlisten(self, listening: Listening) -> None:
+        self.listens.discard(listening)
+        if not listening.ended.done():
+            listening.ended.set_result(None)
+
+    async def end_listens(self, timeout: float) -> None:
+        """The sidecar stops: each listen stream ends gracefully (its writer sends the listen
+        request's result), within ``timeout`` seconds whatever its client does."""
+        ending = list(self.listens)
+        for listening in ending:
+            if not listening.closing.done():
+                listening.closing.set_result(None)
+        if ending:
+            await asyncio.wait([listening.ended for listening in ending], timeout=timeout)
 
     def post(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send ``method`` to the streams it is for, from any thread (nothing when none is open)."""
@@ -67,6 +99,30 @@ class StreamNotices:
             self.journal.update_request(open_.rid, bytes_sent=open_.out.bytes_sent)
             task = asyncio.ensure_future(stream.write(data))
             task.add_done_callback(_quiet)
+        for listening in list(self.listens):
+            if listening.listen.wants(method, params):
+                self._queue(listening, method, params)
+
+    def _queue(self, listening: Listening, method: str, params: dict[str, Any]) -> None:
+        with self._lock:
+            self.sent[method] = self.sent.get(method, 0) + 1
+        try:
+            listening.queue.put_nowait(encode(listening.listen.stamped(method, params), True)[0])
+        except asyncio.QueueFull:  # its client does not read: cut, as the mcp SDK's server ends it
+            self.listens.discard(listening)
+            listening.cut()
+
+
+@dataclass(eq=False)
+class Listening:
+    """One open listen stream: its request, the notices waiting for its writer, ``closing`` (set when
+    the sidecar stops: end it gracefully), ``ended`` (set once its writer is done) and ``cut``."""
+
+    listen: Listen
+    queue: asyncio.Queue[bytes]
+    closing: asyncio.Future[None]
+    cut: Callable[[], None]
+    ended: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 @dataclass

@@ -246,14 +246,14 @@ class Surface:
         for method, uri in dict.fromkeys(changed):
             self.on_change(method, {"uri": uri} if uri is not None else None)
 
-    def capabilities(self, *, stateless: bool = False, list_changed: bool = False) -> dict[str, Any]:
+    def capabilities(self, *, list_changed: bool = False) -> dict[str, Any]:
         """The server capabilities this surface adds to ``tools`` and ``logging``: those it has
-        something to list for (``subscribe`` in the session era: 2026-07-28 removed it);
-        ``list_changed``: whether the sidecar can tell a client (an open ``GET`` stream)."""
+        something to list for (``subscribe``: ``resources/subscribe`` in the session era, a listen
+        filter's ``resourceSubscriptions`` in the stateless one); ``list_changed``: whether the
+        sidecar can tell a client (an open ``GET`` stream, ``subscriptions/listen``)."""
         caps: dict[str, Any] = {}
         if self.resources or self.templates:
-            resources: dict[str, Any] = {} if stateless else {"subscribe": True}
-            caps["resources"] = {**resources, "listChanged": list_changed}
+            caps["resources"] = {"subscribe": True, "listChanged": list_changed}
         if self.prompts:
             caps["prompts"] = {"listChanged": list_changed}
         if self.prompts or self.templates:
