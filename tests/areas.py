@@ -39,6 +39,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_interop_mcp1",
         "test_interop_sse",
         "test_legacy_sse",
+        "test_listen",
         "test_mcp1_env",
         "test_progress",
         "test_server_requests",
