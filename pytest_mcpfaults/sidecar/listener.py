@@ -170,6 +170,29 @@ class _Exchange:
         await resp.write_eof()
         return resp
 
+    async def listen_stream(self, answer: core.Answer) -> web.StreamResponse:
+        """Serve a ``subscriptions/listen`` answer: open, told the changes its filter asks for, until
+        the client closes it or the sidecar stops (:mod:`~pytest_mcpfaults.sidecar.listen_stream`)."""
+        assert answer.reply.listen is not None
+        conn, fault, notices = self.conn, answer.fault, self.listener.notices
+
+        def cut() -> None:
+            conn.closed_by_us = True
+            reset_transport(conn.transport)
+
+        async def hold(bounded: bool) -> None:
+            assert fault is not None  # only a body fault holds
+            await self.hold(fault, patience=bounded)
+
+        listening = notices.listen(answer.reply.listen, cut)
+        try:
+            return await serve_listen(
+                self.request, answer, listening, lost=conn.lost, hold=hold, out=self.out,
+                journal=self.listener.journal, rid=self.rid,
+            )  # fmt: skip
+        finally:
+            notices.unlisten(listening)
+
     async def hold(self, fault: F.Fault, patience: bool = True) -> None:
         out = self.out  # what was sent so far, recorded before the hold
         self.listener.journal.update_request(
@@ -508,7 +531,7 @@ class SocketListener:
             assert exchange.stream is not None
             return exchange.stream
         if answer.reply.listen is not None:
-            return await self.listen_stream(exchange, answer)
+            return await exchange.listen_stream(answer)
         if exchange.answer_stream is not None:  # a tool's messages went first: the reply is the last event
             return await exchange.finish_stream(answer)
         if answer.stream is not None:
@@ -557,29 +580,6 @@ class SocketListener:
         finally:
             self.streams.discard(done)
             self.core.close_stream(session)
-
-    async def listen_stream(self, exchange: _Exchange, answer: core.Answer) -> web.StreamResponse:
-        """Serve a ``subscriptions/listen`` answer: open, told the changes its filter asks for, until
-        the client closes it or the sidecar stops (:mod:`~pytest_mcpfaults.sidecar.listen_stream`)."""
-        assert answer.reply.listen is not None
-        conn, fault = exchange.conn, answer.fault
-
-        def cut() -> None:
-            conn.closed_by_us = True
-            reset_transport(conn.transport)
-
-        async def hold(bounded: bool) -> None:
-            assert fault is not None  # only a body fault holds
-            await exchange.hold(fault, patience=bounded)
-
-        listening = self.notices.listen(answer.reply.listen, cut)
-        try:
-            return await serve_listen(
-                exchange.request, answer, listening, lost=conn.lost, hold=hold, out=exchange.out,
-                journal=self.journal, rid=exchange.rid,
-            )  # fmt: skip
-        finally:
-            self.notices.unlisten(listening)
 
     async def answer_then(
         self, exchange: _Exchange, answer: core.Answer, then: Callable[[], Awaitable[None]]

@@ -224,9 +224,10 @@ class Surface:
     ) -> None:
         """Serve these too; a resource, template or prompt of the same URI, template or name replaces
         the one served. While the sidecar runs, a client's open ``GET`` stream (``get_stream=True``)
-        is told: ``notifications/resources/updated`` for a replaced resource (to the sessions
-        subscribed to it), ``notifications/resources/list_changed`` for a new one or a template,
-        ``notifications/prompts/list_changed`` for prompts."""
+        and a stateless client's ``subscriptions/listen`` stream (as its filter asks) are told:
+        ``notifications/resources/updated`` for a replaced resource (to the sessions subscribed to
+        it, the listens naming it), ``notifications/resources/list_changed`` for a new one or a
+        template, ``notifications/prompts/list_changed`` for prompts."""
         changed: list[tuple[str, str | None]] = []
         for r in resources:
             if isinstance(r, Resource):
