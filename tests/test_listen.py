@@ -291,3 +291,20 @@ def test_the_listen_stream_ends_at_stop_in_bounded_time_when_its_client_never_re
     assert stopped < 3
     assert listen.ended_at is not None and listen.error is None
     assert listen.bytes_sent < 500 * len(uri)  # it was stuck: not everything was written
+
+
+def test_the_in_process_backend_answers_a_listen_with_its_ack_and_its_graceful_end_at_once() -> None:
+    """No stream stays open in process: the ack, then the result (a stream the server ended)."""
+    from pytest_mcpfaults.inprocess import mock_sidecar
+
+    with mock_sidecar() as sc:
+        answer = httpx.post(sc.mcp_url, json=_listen_body(3, {"toolsListChanged": True}), headers=STATELESS)
+    events = [
+        json.loads(line[len("data: ") :]) for line in answer.text.splitlines() if line.startswith("data: ")
+    ]
+    assert answer.headers["content-type"] == "text/event-stream"
+    assert [e.get("method", "result" if "result" in e else None) for e in events] == [
+        "notifications/subscriptions/acknowledged",
+        "result",
+    ]
+    assert events[1]["result"]["_meta"] == {SUBSCRIPTION_ID: 3}
