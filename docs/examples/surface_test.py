@@ -7,6 +7,7 @@ import json
 import pytest
 from mcp import types
 from mcp.client import Client
+from mcp.client.subscriptions import ResourceUpdated, SubscriptionLost, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import JsonRpcError, Prompt, PromptArgument, Resource, ResourceTemplate, Status, Trigger
@@ -110,3 +111,44 @@ async def test_a_harness_is_told_the_resources_changed(mcp_sidecar):
 
 
 # --8<-- [end:changes]
+
+
+# --8<-- [start:listen]
+@pytest.mark.mcp_sidecar(resources=RESOURCES, era="stateless")
+async def test_a_stateless_harness_listens_for_changes(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url) as client:  # 2026-07-28: no session, no GET stream
+        async with client.listen(
+            tools_list_changed=True, resource_subscriptions=["file:///notes.txt"]
+        ) as changes:
+            mcp_sidecar.add_tool("late", lambda: "x", input_schema={"type": "object"})
+            mcp_sidecar.surface.add([Resource("file:///notes.txt", "notes", text="buy bread")])
+            told = [await asyncio.wait_for(anext(aiter(changes)), 5) for _ in range(2)]  # bounded
+        notes = await client.read_resource("file:///notes.txt")
+    assert told == [ToolsListChanged(), ResourceUpdated(uri="file:///notes.txt")]
+    assert notes.contents[0].text == "buy bread"
+    (listen,) = [r for r in mcp_sidecar.requests if r.mcp_method == "subscriptions/listen"]
+    assert listen.status == 200 and listen.era == "stateless"
+
+
+# --8<-- [end:listen]
+
+
+# --8<-- [start:listen_faults]
+async def told_of(client, sidecar, name):
+    async with client.listen(tools_list_changed=True) as changes:
+        sidecar.add_tool(name, lambda: "x", input_schema={"type": "object"})
+        return await asyncio.wait_for(anext(aiter(changes)), 5)
+
+
+@pytest.mark.mcp_sidecar(era="stateless", faults=["close_stream@method:subscriptions/listen[times=1]"])
+async def test_a_harness_re_listens_when_its_stream_drops(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url) as client:
+        with pytest.raises(SubscriptionLost):  # the stream ended without the server's graceful close
+            await told_of(client, mcp_sidecar, "late")
+        event = await told_of(client, mcp_sidecar, "later")  # the client does not; the harness must
+    assert event == ToolsListChanged()
+    first, second = [r for r in mcp_sidecar.requests if r.mcp_method == "subscriptions/listen"]
+    assert first.fault_kind == "close_stream" and second.fault_kind is None
+
+
+# --8<-- [end:listen_faults]
