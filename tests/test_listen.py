@@ -206,6 +206,19 @@ async def test_a_dropped_listen_stream_and_what_the_mcp2_client_did_next(fault: 
     assert sc.fired == {first.fault_kind: 1}
 
 
+async def test_a_listen_stream_closed_before_its_ack_fails_the_listen_itself() -> None:
+    """``close_stream(after_events=0)``: the stream ends cleanly with nothing on it; mcp 2.x's ``listen``
+    raises as it enters (the stream ended without a response), and does not try again."""
+    with Sidecar(
+        tool_sets=["basic"], faults=["close_stream(after_events=0)@method:subscriptions/listen"]
+    ) as sc:
+        async with Client(sc.mcp_url, mode="auto") as client:
+            with pytest.raises(MCPError, match="SSE stream ended without a response"):
+                await _told_of_a_new_tool(client, sc, "late")
+    (listen,) = _listens(sc)
+    assert listen.status == 200 and listen.bytes_sent == 0 and listen.fault_kind == "close_stream"
+
+
 async def test_a_stall_after_the_ack_holds_the_notices_without_patience_and_one_before_it_is_a_hang() -> None:
     """After the ack the client is listening, as it should: the held stream is not a patience
     violation, and released, its notices flow. Before the ack the mcp 2.x client's ``listen`` waits

@@ -71,8 +71,10 @@ async def serve_listen(
         await write_steps(request, resp, steps, held, out)
         journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
 
-    await send([*shaper.start(), *shaper.feed(ack)])
-    sent = 1
+    sent = 0
+    if events_left != 0:  # close_stream(after_events=0): not even the ack
+        await send([*shaper.start(), *shaper.feed(ack)])
+        sent = 1
     while events_left is None or sent < events_left:
         nxt = asyncio.ensure_future(listening.queue.get())
         await asyncio.wait((nxt, listening.closing, lost), return_when=asyncio.FIRST_COMPLETED)
