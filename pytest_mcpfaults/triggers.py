@@ -32,6 +32,7 @@ MCP_METHODS: tuple[str, ...] = (
     "prompts/get",
     "completion/complete",
     "logging/setLevel",
+    "subscriptions/listen",
     "notifications/initialized",
     "notifications/cancelled",
     "notifications/progress",

@@ -209,6 +209,28 @@ async def test_a_dropped_listen_stream_and_what_the_mcp2_client_did_next(fault: 
     assert sc.fired == {first.fault_kind: 1}
 
 
+@pytest.mark.parametrize(
+    ("fault", "raised", "status"),
+    [
+        ("status(code=503)@subscriptions/listen", "Server returned an error response", 503),
+        ("jsonrpc_error(code=-32001,message=no listeners)@method:subscriptions/listen", "no listeners", 200),
+    ],
+)
+async def test_a_fault_answered_before_the_stream_opens_fails_the_listen(
+    fault: str, raised: str, status: int
+) -> None:
+    """``subscriptions/listen`` is a trigger target (bare or as ``method:``); a fault that answers in the
+    stream's place makes mcp 2.x's ``listen`` raise as it enters; the client goes on."""
+    with Sidecar(tool_sets=["basic"], faults=[fault]) as sc:
+        async with Client(sc.mcp_url, mode="auto") as client:
+            with pytest.raises(MCPError, match=raised):
+                await _told_of_a_new_tool(client, sc, "late")
+            tools = await client.list_tools()
+    (listen,) = _listens(sc)
+    assert listen.status == status and listen.fault_kind == fault.split("(")[0]
+    assert "echo" in {t.name for t in tools.tools}  # the listen never entered: nothing was added
+
+
 async def test_a_listen_stream_closed_before_its_ack_fails_the_listen_itself() -> None:
     """``close_stream(after_events=0)``: the stream ends cleanly with nothing on it; mcp 2.x's ``listen``
     raises as it enters (the stream ended without a response), and does not try again."""

@@ -140,7 +140,7 @@ async def told_of(client, sidecar, name):
         return await asyncio.wait_for(anext(aiter(changes)), 5)
 
 
-@pytest.mark.mcp_sidecar(era="stateless", faults=["close_stream@method:subscriptions/listen[times=1]"])
+@pytest.mark.mcp_sidecar(era="stateless", faults=["close_stream@subscriptions/listen[times=1]"])
 async def test_a_harness_re_listens_when_its_stream_drops(mcp_sidecar):
     async with Client(mcp_sidecar.mcp_url) as client:
         with pytest.raises(SubscriptionLost):  # the stream ended without the server's graceful close

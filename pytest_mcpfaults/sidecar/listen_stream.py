@@ -2,7 +2,7 @@
 request, open until the client closes it or the sidecar stops. Its bytes are its ack, the change
 notices queued for it (:class:`~pytest_mcpfaults.sidecar.notices.Listening`) and, when the sidecar
 stops, the listen request's result (the graceful end the spec gives a server). The body fault aimed at
-it (``method:subscriptions/listen``) shapes those bytes as they go, as it shapes any answer's
+it (the target ``subscriptions/listen``) shapes those bytes as they go, as it shapes any answer's
 (:class:`~pytest_mcpfaults.sidecar.body.BodyShaper`): ``reset`` / ``truncate`` cut the stream after
 ``after_bytes`` bytes, ``stall`` holds it there (bounded by patience only while the ack is not out: a
 client awaiting its ack waits for an answer, one with its ack is listening, as it should), ``drip``
