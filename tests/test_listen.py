@@ -294,24 +294,51 @@ async def test_the_listen_stream_ends_gracefully_at_stop() -> None:
     assert not listen.client_closed and listen.ended_at is not None
 
 
+BIG = "test://big/" + "x" * 50_000  # a URI whose notices fill a socket's buffers fast
+
+
+def _raw_listen(sc: Sidecar) -> socket.socket:
+    """A client that sends a listen for ``BIG`` on a raw socket (and never reads), once its stream is open."""
+    host, port = sc.url.split("//")[1].split(":")[0], sc.port
+    raw = socket.create_connection((host, port), timeout=5)
+    body = json.dumps(_listen_body("raw", {"resourceSubscriptions": [BIG]})).encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in {**STATELESS, "Content-Type": "application/json"}.items())
+    raw.sendall(
+        f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    sc.wait_for(lambda rs: any(r.mcp_method == "subscriptions/listen" and r.status == 200 for r in rs))
+    return raw
+
+
+def test_a_listen_stream_whose_backlog_overflows_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that does not read: once its stream's backlog is full (8 here, 1024 by default) the
+    sidecar resets its connection at once, while it runs, rather than queue for ever."""
+    from pytest_mcpfaults.sidecar import notices
+
+    monkeypatch.setattr(notices, "LISTEN_BACKLOG", 8)
+    with Sidecar(tool_sets=["basic"]) as sc:
+        raw = _raw_listen(sc)
+        try:
+            for n in range(400):  # ~20 MB: past the socket buffers, then past the backlog
+                sc.surface.add([Resource(BIG, "big", text=str(n))])
+            sc.wait_for(lambda rs: _listens(sc)[0].ended_at is not None)
+            (conn,) = [c for c in sc.journal.connections if c.id == _listens(sc)[0].conn_id]
+        finally:
+            raw.close()
+    assert conn.closed_by == "sidecar"
+    assert _listens(sc)[0].bytes_sent < 400 * len(BIG)
+
+
 def test_the_listen_stream_ends_at_stop_in_bounded_time_when_its_client_never_reads() -> None:
     """A client that sends a listen and never reads its stream, with ~25 MB of notices (fewer than its
     backlog) stuck behind it: ``stop()`` still returns at once (the graceful end is bounded, then the
     connection is reset) and the client's socket is closed."""
-    uri = "test://big/" + "x" * 50_000
     sc = Sidecar(tool_sets=["basic"]).start()
     try:
-        host, port = sc.url.split("//")[1].split(":")[0], sc.port
-        raw = socket.create_connection((host, port), timeout=5)
-        body = json.dumps(_listen_body("raw", {"resourceSubscriptions": [uri]})).encode()
-        head = "".join(f"{k}: {v}\r\n" for k, v in {**STATELESS, "Content-Type": "application/json"}.items())
-        raw.sendall(
-            f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
-        sc.wait_for(lambda rs: any(r.mcp_method == "subscriptions/listen" and r.status == 200 for r in rs))
+        raw = _raw_listen(sc)
         for n in range(500):  # the first adds it, each later one is a resources/updated for it
-            sc.surface.add([Resource(uri, "big", text=str(n))])
+            sc.surface.add([Resource(BIG, "big", text=str(n))])
         sc.wait_for(lambda rs: _listens(sc)[0].bytes_sent > 1_000_000)  # writing, and blocked behind
         started = time.monotonic()
     finally:
@@ -328,7 +355,7 @@ def test_the_listen_stream_ends_at_stop_in_bounded_time_when_its_client_never_re
     (listen,) = _listens(sc)
     assert stopped < 3
     assert listen.ended_at is not None and listen.error is None
-    assert listen.bytes_sent < 500 * len(uri)  # it was stuck: not everything was written
+    assert listen.bytes_sent < 500 * len(BIG)  # it was stuck: not everything was written
 
 
 def test_the_in_process_backend_answers_a_listen_with_its_ack_and_its_graceful_end_at_once() -> None:
