@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 import time
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from mcp import types
 from mcp.client import Client
@@ -27,6 +29,9 @@ from mcp.client.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import Prompt, Resource, Sidecar
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 STATELESS = {
     "MCP-Protocol-Version": "2026-07-28",
@@ -212,6 +217,7 @@ async def test_a_dropped_listen_stream_and_what_the_mcp2_client_did_next(fault: 
 @pytest.mark.parametrize(
     ("fault", "raised", "status"),
     [
+        ("malformed_json@subscriptions/listen", "Failed to parse SSE message", 200),  # the ack's JSON halved
         ("status(code=503)@subscriptions/listen", "Server returned an error response", 503),
         ("jsonrpc_error(code=-32001,message=no listeners)@method:subscriptions/listen", "no listeners", 200),
     ],
@@ -227,8 +233,30 @@ async def test_a_fault_answered_before_the_stream_opens_fails_the_listen(
                 await _told_of_a_new_tool(client, sc, "late")
             tools = await client.list_tools()
     (listen,) = _listens(sc)
-    assert listen.status == status and listen.fault_kind == fault.split("(")[0]
+    assert listen.status == status and listen.fault_kind == fault.split("(")[0].split("@")[0]
     assert "echo" in {t.name for t in tools.tools}  # the listen never entered: nothing was added
+
+
+async def test_a_dripped_listen_stream_still_tells_its_client() -> None:
+    with Sidecar(
+        tool_sets=["basic"], faults=["drip(chunk_bytes=16,interval=0.001)@subscriptions/listen"]
+    ) as sc:
+        async with Client(sc.mcp_url, mode="auto") as client:
+            event = await _told_of_a_new_tool(client, sc, "late")
+    assert event == ToolsListChanged() and _listens(sc)[0].fault_kind == "drip"
+
+
+async def test_a_reset_before_the_status_line_fails_the_whole_mcp2_client() -> None:
+    """As for any request mcp 2.x sends: the connection reset before an answer takes the client down."""
+    with (
+        Sidecar(tool_sets=["basic"], faults=["reset@subscriptions/listen"]) as sc,
+        pytest.raises(BaseExceptionGroup) as caught,
+    ):
+        async with Client(sc.mcp_url, mode="auto") as client:
+            await _told_of_a_new_tool(client, sc, "late")
+    assert caught.group_contains(httpx2.ReadError, depth=None)
+    (listen,) = _listens(sc)
+    assert listen.status is None and listen.bytes_sent == 0
 
 
 async def test_a_listen_stream_closed_before_its_ack_fails_the_listen_itself() -> None:
