@@ -259,6 +259,21 @@ async def test_a_reset_before_the_status_line_fails_the_whole_mcp2_client() -> N
     assert listen.status is None and listen.bytes_sent == 0
 
 
+async def test_a_hung_listen_is_a_patience_verdict_and_its_reset_takes_the_mcp2_client_down() -> None:
+    """``hang`` holds the listen before any answer: mcp 2.x's ``listen`` awaits its ack without a bound
+    of its own, the patience budget resets the connection, and that takes the client down, as a
+    reset before the status line does."""
+    with (
+        Sidecar(tool_sets=["basic"], faults=["hang@subscriptions/listen"], patience=0.5) as sc,
+        pytest.raises(BaseExceptionGroup) as caught,
+    ):
+        async with Client(sc.mcp_url, mode="auto") as client:
+            await _told_of_a_new_tool(client, sc, "late")
+    assert caught.group_contains(httpx2.ReadError, depth=None)
+    (violation,) = sc.patience_violations
+    assert violation.request.mcp_method == "subscriptions/listen" and violation.request.hold == "patience"
+
+
 async def test_a_listen_stream_closed_before_its_ack_fails_the_listen_itself() -> None:
     """``close_stream(after_events=0)``: the stream ends cleanly with nothing on it; mcp 2.x's ``listen``
     raises as it enters (the stream ended without a response), and does not try again."""
