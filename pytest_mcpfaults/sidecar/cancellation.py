@@ -202,6 +202,13 @@ class Cancellations:
         ``ignore_cancel`` and ``answer_after_cancel``, made all the same."""
         if info.is_notification or info.method is None or _inline():  # a notification, a response
             return await work
+        effect = effect_on_cancel(fault)
+        rec = self.journal.request(rid)
+        if rec.cancelled_at is not None and rec.cancel_outcome is None:  # cancelled before it began
+            self.journal.update_request(rid, cancel_outcome=_OUTCOME[effect])  # (a legacy message's)
+            if effect == "stop":
+                work.close()
+                return unanswered()
         task = asyncio.current_task()
         flight = self._flights[rid] = _Flight(fault, task)
         try:  # awaited in this task, not another: an answer made without suspending is made at once

@@ -224,6 +224,7 @@ class SocketListener:
         self.conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self.holds: set[_Hold] = set()
         self.streams: set[asyncio.Future[str]] = set()
+        self.replying: set[int] = set()  # legacy messages whose reply is being made: their record ends then
         #: The MCP endpoint's open GET streams and the notifications the core posts to them.
         self.notices = StreamNotices(self.journal, sidecar_core.mcp.surface.is_subscribed)
         sidecar_core.notify = sidecar_core.mcp.surface.on_change = self.notices.post
@@ -465,7 +466,10 @@ class SocketListener:
             out.status = 500
             return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
         finally:
-            self.journal.end_request(rid, status=out.status, bytes_sent=out.bytes_sent)
+            if rid in self.replying:  # a legacy message's 202 is sent: its record ends with its reply
+                self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
+            else:
+                self.journal.end_request(rid, status=out.status, bytes_sent=out.bytes_sent)
             if conn.current == rid:
                 conn.current = None
 
@@ -511,6 +515,8 @@ class SocketListener:
             return await self.legacy_stream(exchange, answer)
         if answer.after is not None:
             await self.answer_then(exchange, answer, answer.after)
+        if answer.replying is not None:
+            self.reply_later(exchange, answer.replying)
         if answer.reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
         if isinstance(answer.reply, Relayed):
@@ -553,6 +559,32 @@ class SocketListener:
         finally:
             self.streams.discard(done)
             self.core.close_stream(session)
+
+    def reply_later(self, exchange: _Exchange, later: core.LegacyReply) -> None:
+        """Make a legacy message's reply after its 202, in a task of its own (cancelled at stop(); a
+        ``notifications/cancelled`` can stop it meanwhile), on the connection of its session's stream: a
+        hold of the reply ends when the stream closes, and patience resets the stream. The message's
+        record ends when its reply is on the stream, or it was stopped."""
+        cid = self.journal.request(later.session.rid).conn_id
+        conn = next((c for c in self.conns.values() if c.id == cid), exchange.conn)
+        on_stream = _Exchange(self, exchange.request, conn, exchange.rid, exchange.out)
+        self.replying.add(exchange.rid)
+        task = asyncio.ensure_future(self.make_reply(on_stream, later))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def make_reply(self, exchange: _Exchange, later: core.LegacyReply) -> None:
+        rid = exchange.rid
+        try:
+            await later.make(exchange)
+        except (Dropped, ConnectionError):  # its hold ended without a release (patience, the stream gone)
+            pass
+        except Exception as exc:  # a bug of ours: surface it in the test
+            self.core.record_error(f"the reply of {self.journal.request(rid).label}", exc)
+            self.journal.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
+        finally:
+            self.replying.discard(rid)
+            self.journal.end_request(rid)
 
     async def answer_then(
         self, exchange: _Exchange, answer: core.Answer, then: Callable[[], Awaitable[None]]
