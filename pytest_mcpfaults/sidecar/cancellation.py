@@ -180,6 +180,14 @@ class Cancellations:
                 flight.stopping = True
                 flight.task.cancel()
 
+    def ran_on(self, rid: int, ended: bool) -> None:
+        """Request ``rid`` was stopped while its sync tool handler ran on its worker thread
+        (``ended=False``: ``ran_on``), or that handler has now ended (``ran_until``)."""
+        if ended:
+            self.journal.update_request(rid, ran_until=self.journal.now())
+        else:
+            self.journal.update_request(rid, ran_on=True)
+
     def held_until_cancelled(self, rid: int, fault: F.Fault) -> asyncio.Future[None] | None:
         """The future a hold of request ``rid`` by ``fault`` also ends on (``None``: a cancellation
         does not end it). Call :meth:`landed` once the hold ended."""

@@ -32,13 +32,12 @@ from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.legacy_sse import (
     LegacySession,
     LegacySse,
-    StreamEvent,
     TransportName,
     accepted,
     serves_legacy,
     serves_streamable,
 )
-from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error, encode
+from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
 from pytest_mcpfaults.sidecar.resumption import Resumption
@@ -227,17 +226,13 @@ class SidecarCore:
         self.server_messages = ServerMessages(self.journal.server_messages)
         self.cancels, self.resumption = Cancellations(self.journal), Resumption(self.journal)
         self.mcp = McpEndpoint(
-            era=era,
-            tools=self.tools,
-            get_stream=get_stream,
-            on_error=self.record_error,
-            tool_timeout=tool_timeout,
-            run_sync=run_sync,
-            run_async=run_async,
+            era=era, tools=self.tools, get_stream=get_stream, on_error=self.record_error,
+            tool_timeout=tool_timeout, run_sync=run_sync, run_async=run_async,
             messages=self.server_messages,
             source=source,
             surface=surface if surface is not None else builtin_surface(tuple(tool_sets)),
-        )
+            on_ran_on=self.cancels.ran_on,
+        )  # fmt: skip
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []
         self._errors_lock = threading.Lock()
@@ -444,50 +439,16 @@ class SidecarCore:
                 assert info.bad_body is not None
                 return Answer(info.bad_body, fault, False)
             if m.method is not None and not m.is_notification:  # a request: answered after its 202
-                make = functools.partial(self._legacy_reply, rid, incoming, info, fault, session, later)
+                make = functools.partial(_legacy_reply, self, rid, incoming, info, fault, session, later)
                 return Answer(accepted(), None, False, replying=LegacyReply(session, make))
             reply = await self.mcp.post(m, incoming.headers)
             if m.method == "notifications/cancelled" and reply.status == 202:
                 self.cancels.heard(rid)
         if later is not None:
             await later(transport)
-        self._put_reply(rid, session, reply, fault)
+        self._journal_answer(rid, reply)  # the POST's answer is a plain 202: the journal keeps the reply's
+        session.reply(rid, reply, fault)
         return Answer(accepted(), None, False)
-
-    async def _legacy_reply(
-        self,
-        rid: int,
-        incoming: Incoming,
-        info: RequestInfo,
-        fault: F.Fault | None,
-        session: LegacySession,
-        later: Step | None,
-        transport: Transport,
-    ) -> None:
-        """Make the reply of legacy message ``rid`` (its POST answered 202) and put it on its session's
-        stream, unless the client cancels it first (:meth:`Cancellations.run`: a stopped request's
-        reply is no event at all); ``transport`` is the one its hold, if any, is on."""
-        m = info.mcp
-        assert m is not None
-        reply = await self.cancels.run(rid, m, fault, self.mcp.post(m, incoming.headers))
-        if reply is None or reply.payload is None:  # stopped by its cancellation: nothing to send
-            return
-        created = reply.headers.get("Mcp-Session-Id")
-        if m.method == "initialize" and created:
-            session.mcp_session = created
-        if later is not None:
-            await later(transport)
-        self._put_reply(rid, session, reply, fault)
-
-    def _put_reply(self, rid: int, session: LegacySession, reply: Reply, fault: F.Fault | None) -> None:
-        """A legacy message's JSON-RPC reply, as an event on its session's stream (carrying the body
-        fault); the journal keeps the reply's error (the POST's own answer was a plain 202)."""
-        if reply.error_by is not None:
-            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
-        body_fault = fault if fault is not None and fault.phase == "body" else None
-        if reply.payload is not None:
-            data, _ = encode(reply.payload, True)
-            session.put(StreamEvent(data, body_fault, rid))
 
     def _classified(self, rid: int, incoming: Incoming) -> RequestInfo:
         """The request classified, with what it carried for ``auth=`` (counted as a call of its token),
@@ -674,6 +635,33 @@ async def _answer(
     if resumable is not None and reply is not None and reply.status == 200 and not info.mcp.is_notification:
         reply = core.resumption.close(rid, info.mcp.session_id, reply, *resumable)
     return reply
+
+
+async def _legacy_reply(
+    core: SidecarCore,
+    rid: int,
+    incoming: Incoming,
+    info: RequestInfo,
+    fault: F.Fault | None,
+    session: LegacySession,
+    later: Step | None,
+    transport: Transport,
+) -> None:
+    """Make the reply of legacy message ``rid`` (its POST answered 202) and put it on its session's
+    stream, unless the client cancels it first (:meth:`Cancellations.run`: a stopped request's reply
+    is no event at all); ``transport`` is the one its hold, if any, is on."""
+    m = info.mcp
+    assert m is not None
+    reply = await core.cancels.run(rid, m, fault, core.mcp.post(m, incoming.headers, rid=rid))
+    if reply is None or reply.payload is None:  # stopped by its cancellation: nothing to send
+        return
+    created = reply.headers.get("Mcp-Session-Id")
+    if m.method == "initialize" and created:
+        session.mcp_session = created
+    if later is not None:
+        await later(transport)
+    core._journal_answer(rid, reply)  # the POST's own answer is a plain 202: the journal keeps the reply's
+    session.reply(rid, reply, fault)
 
 
 def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:

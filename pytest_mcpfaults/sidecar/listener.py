@@ -169,6 +169,33 @@ class _Exchange:
         await resp.write_eof()
         return resp
 
+    def reply_later(self, later: core.LegacyReply) -> None:
+        """Make this legacy message's reply after its 202, in a task of its own (cancelled at stop(); a
+        ``notifications/cancelled`` can stop it meanwhile), on the connection of its session's stream: a
+        hold of the reply ends when the stream closes, and patience resets the stream. The message's
+        record ends when its reply is on the stream, or it was stopped."""
+        listener = self.listener
+        cid = listener.journal.request(later.session.rid).conn_id
+        conn = next((c for c in listener.conns.values() if c.id == cid), self.conn)
+        on_stream = _Exchange(listener, self.request, conn, self.rid, self.out)
+        listener.replying.add(self.rid)
+        task = asyncio.ensure_future(on_stream.make_reply(later))
+        listener.tasks.add(task)
+        task.add_done_callback(listener.tasks.discard)
+
+    async def make_reply(self, later: core.LegacyReply) -> None:
+        journal = self.listener.journal
+        try:
+            await later.make(self)
+        except (Dropped, ConnectionError):  # its hold ended without a release (patience, the stream gone)
+            pass
+        except Exception as exc:  # a bug of ours: surface it in the test
+            self.listener.core.record_error(f"the reply of {journal.request(self.rid).label}", exc)
+            journal.update_request(self.rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
+        finally:
+            self.listener.replying.discard(self.rid)
+            journal.end_request(self.rid)
+
     async def hold(self, fault: F.Fault) -> None:
         out = self.out  # what was sent so far, recorded before the hold
         self.listener.journal.update_request(
@@ -516,7 +543,7 @@ class SocketListener:
         if answer.after is not None:
             await self.answer_then(exchange, answer, answer.after)
         if answer.replying is not None:
-            self.reply_later(exchange, answer.replying)
+            exchange.reply_later(answer.replying)
         if answer.reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
         if isinstance(answer.reply, Relayed):
@@ -559,32 +586,6 @@ class SocketListener:
         finally:
             self.streams.discard(done)
             self.core.close_stream(session)
-
-    def reply_later(self, exchange: _Exchange, later: core.LegacyReply) -> None:
-        """Make a legacy message's reply after its 202, in a task of its own (cancelled at stop(); a
-        ``notifications/cancelled`` can stop it meanwhile), on the connection of its session's stream: a
-        hold of the reply ends when the stream closes, and patience resets the stream. The message's
-        record ends when its reply is on the stream, or it was stopped."""
-        cid = self.journal.request(later.session.rid).conn_id
-        conn = next((c for c in self.conns.values() if c.id == cid), exchange.conn)
-        on_stream = _Exchange(self, exchange.request, conn, exchange.rid, exchange.out)
-        self.replying.add(exchange.rid)
-        task = asyncio.ensure_future(self.make_reply(on_stream, later))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def make_reply(self, exchange: _Exchange, later: core.LegacyReply) -> None:
-        rid = exchange.rid
-        try:
-            await later.make(exchange)
-        except (Dropped, ConnectionError):  # its hold ended without a release (patience, the stream gone)
-            pass
-        except Exception as exc:  # a bug of ours: surface it in the test
-            self.core.record_error(f"the reply of {self.journal.request(rid).label}", exc)
-            self.journal.update_request(rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
-        finally:
-            self.replying.discard(rid)
-            self.journal.end_request(rid)
 
     async def answer_then(
         self, exchange: _Exchange, answer: core.Answer, then: Callable[[], Awaitable[None]]
