@@ -20,9 +20,11 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp1_client import Mcp1Client
 from test_cancellation import call, cancel, the
+from test_legacy_sse import JSON, Recording, ask, drain, make_core
 
 from pytest_mcpfaults import AnswerAfterCancel, IgnoreCancel, Sidecar, StdioServer, Trigger
 from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
+from pytest_mcpfaults.sidecar.core import Incoming
 
 CLIENT = {"name": "h", "version": "1"}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -224,3 +226,28 @@ async def test_stdio_mcp2_client_cancel_stops_the_call() -> None:
         [child_cancel] = server.child.cancels
         assert child_cancel.request == rec.id
         check_client_cancelled(server, "tool:sleep", 2.0)
+
+
+# -- legacy SSE, in the core: a cancel that comes before the reply began ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "events", "outcome"),
+    [(None, 0, "stopped"), (IgnoreCancel(), 1, "ignored")],
+)
+async def test_core_a_cancel_before_the_legacy_reply_began_still_acts(
+    fault: IgnoreCancel | None, events: int, outcome: str
+) -> None:
+    core, t = make_core([fault] if fault else []), Recording()
+    session = (await ask(core, t, "GET", "/sse")).stream
+    q = f"session_id={session.id}"
+    await ask(core, t, "POST", "/messages", INIT, q)
+    await drain(session)
+    rid = core.journal.add_request(conn_id=1, method="POST", path="/messages")
+    body = json.dumps(call(3, "echo", {"text": "x"})).encode()
+    posted = await core.decide(rid, Incoming("POST", "/messages", JSON, list(JSON.items()), body, q), t)
+    assert posted is not None and posted.replying is not None  # 202 now, the reply not begun yet
+    await ask(core, t, "POST", "/messages", cancel(3), q)  # the cancel overtakes it
+    await posted.replying.make(t)  # type: ignore[arg-type]
+    assert len(await drain(session)) == events
+    assert core.journal.request(rid).cancel_outcome == outcome

@@ -180,6 +180,17 @@ class Cancellations:
                 flight.stopping = True
                 flight.task.cancel()
 
+    def stopped_before(self, rid: int, fault: F.Fault | None) -> bool:
+        """Whether request ``rid``, whose answer is made only now (a legacy message's reply, after
+        its 202), was already cancelled and is stopped; a cancel kind's outcome is recorded then too
+        (``answer_after_cancel``'s hold then ends at once)."""
+        rec = self.journal.request(rid)
+        if rec.cancelled_at is None or rec.cancel_outcome is not None:
+            return False
+        effect = effect_on_cancel(fault)
+        self.journal.update_request(rid, cancel_outcome=_OUTCOME[effect])
+        return effect == "stop"
+
     def ran_on(self, rid: int, ended: bool) -> None:
         """Request ``rid`` was stopped while its sync tool handler ran on its worker thread
         (``ended=False``: ``ran_on``), or that handler has now ended (``ran_until``)."""
@@ -210,13 +221,6 @@ class Cancellations:
         ``ignore_cancel`` and ``answer_after_cancel``, made all the same."""
         if info.is_notification or info.method is None or _inline():  # a notification, a response
             return await work
-        effect = effect_on_cancel(fault)
-        rec = self.journal.request(rid)
-        if rec.cancelled_at is not None and rec.cancel_outcome is None:  # cancelled before it began
-            self.journal.update_request(rid, cancel_outcome=_OUTCOME[effect])  # (a legacy message's)
-            if effect == "stop":
-                work.close()
-                return unanswered()
         task = asyncio.current_task()
         flight = self._flights[rid] = _Flight(fault, task)
         try:  # awaited in this task, not another: an answer made without suspending is made at once

@@ -652,6 +652,8 @@ async def _legacy_reply(
     is no event at all); ``transport`` is the one its hold, if any, is on."""
     m = info.mcp
     assert m is not None
+    if core.cancels.stopped_before(rid, fault):  # its cancel came before this began
+        return
     reply = await core.cancels.run(rid, m, fault, core.mcp.post(m, incoming.headers, rid=rid))
     if reply is None or reply.payload is None:  # stopped by its cancellation: nothing to send
         return
