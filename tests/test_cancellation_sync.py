@@ -11,13 +11,14 @@ import threading
 
 import httpx
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, StdioServerParameters
 from mcp.client import Client
 from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from test_cancellation import call, cancel, initialize, messages, the
 
-from pytest_mcpfaults import IgnoreCancel, Sidecar, SidecarError, SyncToolContext, Tool
+from pytest_mcpfaults import IgnoreCancel, Sidecar, SidecarError, StdioServer, SyncToolContext, Tool
 
 SECONDS = {"type": "object", "properties": {"seconds": {"type": "number"}}}
 
@@ -154,3 +155,24 @@ async def test_a_sync_tool_past_tool_timeout_is_recorded_as_running_on() -> None
 def test_a_sync_handler_may_take_ctx() -> None:
     tool = Tool("polite", Polite(), SECONDS)
     assert tool.wants_context and not tool.is_async
+
+
+async def test_stdio_mcp2_client_cancel_sets_ctx_cancelled_of_a_sync_tool() -> None:
+    handler = Polite()
+    with StdioServer(tools=[Tool("polite", handler, SECONDS)]) as server:
+        params = StdioServerParameters(command=server.command, args=server.args, env=server.env)
+        async with stdio_client(params) as (read, write):  # noqa: SIM117
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                with pytest.raises(MCPError, match="timed out"):
+                    await session.call_tool("polite", {"seconds": 5}, read_timeout_seconds=0.3)
+                again = await session.call_tool("echo", {"text": "on"})
+        assert again.content[0].text == "on"
+        await asyncio.to_thread(
+            server.journal.wait_for,
+            lambda: the(server, "POST tools/call polite").ran_until is not None,
+            5,
+            "the sync handler's end",
+        )
+        rec = the(server, "POST tools/call polite")
+        assert (rec.cancel_outcome, rec.ran_on, handler.saw, rec.bytes_sent) == ("stopped", True, [True], 0)
