@@ -66,11 +66,14 @@ async def test_a_blocking_sync_tool_runs_on_after_the_cancel_its_record_says_so_
             rec = the(sc, "POST tools/call blocking")
             assert (rec.cancel_outcome, rec.ran_on, rec.ran_until) == ("stopped", True, None)
             assert not handler.returned.is_set()
-            assert "its sync handler ran on still running (result not sent)" in sc.journal.format()
+            assert "its sync handler still runs (its result is not sent)" in sc.journal.format()
             handler.gate.set()
             await asyncio.to_thread(_ran_until, sc, "POST tools/call blocking")
         rec = the(sc, "POST tools/call blocking")
         assert rec.ran_until is not None and rec.ended_at is not None and rec.ran_until > rec.ended_at
+        assert f"its sync handler ran on until {rec.ran_until:.3f}s (its result is not sent)" in (
+            sc.journal.format()
+        )
         assert rec.bytes_sent == len(answer.content)  # what was sent is what the client got: no result
         assert "late result" not in answer.text and sc.errors == []
 

@@ -890,8 +890,8 @@ class Journal:
             if r.cancelled_at is not None:
                 bits.append(f"cancelled at {r.cancelled_at:.3f}s ({r.cancel_outcome or 'too late to stop'})")
             if r.ran_on:
-                until = f"until {r.ran_until:.3f}s" if r.ran_until is not None else "still running"
-                bits.append(f"its sync handler ran on {until} (result not sent)")
+                ran = f"ran on until {r.ran_until:.3f}s" if r.ran_until is not None else "still runs"
+                bits.append(f"its sync handler {ran} (its result is not sent)")
             if r.client_closed:
                 bits.append(f"client closed at {r.client_closed_at:.3f}s")
             lines.append("  ".join(bits))
