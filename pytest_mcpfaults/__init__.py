@@ -110,6 +110,9 @@ if TYPE_CHECKING:
         StreamRecord as StreamRecord,
     )
     from pytest_mcpfaults.sidecar import (
+        SyncToolContext as SyncToolContext,
+    )
+    from pytest_mcpfaults.sidecar import (
         Tool as Tool,
     )
     from pytest_mcpfaults.sidecar import (
@@ -203,6 +206,7 @@ __all__ = [
     "StdioServer",
     "StdioViolation",
     "StreamRecord",
+    "SyncToolContext",
     "Tool",
     "ToolContent",
     "ToolContext",
@@ -260,6 +264,7 @@ _EXPORTS: dict[str, str] = {
     "ToolContext": "pytest_mcpfaults.sidecar",
     "ToolResultError": "pytest_mcpfaults.sidecar",
     "ToolContent": "pytest_mcpfaults.sidecar",
+    "SyncToolContext": "pytest_mcpfaults.sidecar",
     "Prompt": "pytest_mcpfaults.sidecar",
     "PromptArgument": "pytest_mcpfaults.sidecar",
     "Resource": "pytest_mcpfaults.sidecar",

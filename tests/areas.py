@@ -14,6 +14,8 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_auth_code",
         "test_behaviour",
         "test_cancellation",
+        "test_cancellation_sync",
+        "test_cancellation_transports",
         "test_core",
         "test_fault_registry",
         "test_faults_answers",

@@ -64,16 +64,18 @@ def call_with_mcp1(
     within: float = 10.0,
     oauth: bool = False,
     elicit: str | None = None,
+    sse: bool = False,
 ) -> Mcp1Call:
     """Call ``tool`` on the MCP endpoint ``url`` with the mcp 1.x client in ``overlay`` (``oauth``: with
     the SDK's ``OAuthClientProvider``, for a sidecar with ``auth='oauth'``; ``elicit``: the session
     answers ``elicitation/create`` accepting with ``{"answer": elicit}``; ``None``: it has no
-    elicitation callback, so it answers an error)."""
+    elicitation callback, so it answers an error; ``sse``: over the legacy HTTP+SSE transport, ``url``
+    the sidecar's ``sse_url``, with ``sse_client``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     env["PYTHONPATH"] = overlay
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     asked = {"url": url, "tool": tool, "args": args, "read_timeout": read_timeout, "within": within}
-    asked["oauth"], asked["elicit"] = oauth, elicit
+    asked["oauth"], asked["elicit"], asked["sse"] = oauth, elicit, sse
     request = json.dumps(asked)
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), request],
@@ -105,8 +107,9 @@ class Mcp1Client:
         within: float = 10.0,
         oauth: bool = False,
         elicit: str | None = None,
+        sse: bool = False,
     ) -> Mcp1Call:
-        """See :func:`call_with_mcp1`; ``url``: the sidecar's ``mcp_url``."""
+        """See :func:`call_with_mcp1`; ``url``: the sidecar's ``mcp_url`` (``sse_url`` with ``sse``)."""
         return call_with_mcp1(
             self.overlay,
             url,
@@ -116,6 +119,7 @@ class Mcp1Client:
             within=within,
             oauth=oauth,
             elicit=elicit,
+            sse=sse,
         )
 
 
@@ -145,6 +149,7 @@ async def _measure(
     within: float,
     oauth: bool,
     elicit: str | None,
+    sse: bool = False,
 ) -> dict[str, Any]:
     """The child's side: runs with mcp 1.x importable (``call_with_mcp1`` set its path)."""
     from datetime import timedelta
@@ -152,6 +157,7 @@ async def _measure(
 
     import anyio
     from mcp import ClientSession, types
+    from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamablehttp_client
     from mcp.shared.exceptions import McpError
 
@@ -169,7 +175,8 @@ async def _measure(
     started = time.monotonic()
     try:
         auth = _oauth_provider(url) if oauth else None
-        async with streamablehttp_client(url, auth=auth) as (read, write, _):  # noqa: SIM117
+        connect = sse_client(url, auth=auth) if sse else streamablehttp_client(url, auth=auth)
+        async with connect as (read, write, *_):  # noqa: SIM117
             async with ClientSession(read, write, **kw) as session:
                 await session.initialize()
                 started = time.monotonic()

@@ -74,7 +74,10 @@ async def ask(
 ) -> Any:
     data = json.dumps(body).encode() if body is not None else b""
     rid = core.journal.add_request(conn_id=1, method=method, path=path)
-    return await core.decide(rid, Incoming(method, path, JSON, list(JSON.items()), data, query), t)
+    answer = await core.decide(rid, Incoming(method, path, JSON, list(JSON.items()), data, query), t)
+    if answer is not None and answer.replying is not None:  # what the transport does after the 202
+        await answer.replying.make(t)  # type: ignore[arg-type]
+    return answer
 
 
 async def drain(session: LegacySession) -> list[bytes]:

@@ -19,7 +19,7 @@ import pytest
 from mcp import types
 from mcp.client import Client
 
-from pytest_mcpfaults import Sidecar, Tool
+from pytest_mcpfaults import Sidecar, SyncToolContext, Tool
 from pytest_mcpfaults.inprocess import mock_sidecar
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.outbound import ToolContext
@@ -191,17 +191,17 @@ def test_a_response_to_no_pending_request_is_the_clients_mistake() -> None:
     assert sc.errors == []
 
 
-def test_a_handler_taking_ctx_must_be_async_and_its_schema_cannot_declare_ctx() -> None:
-    def sync(ctx: ToolContext) -> str:
+def test_a_handler_taking_ctx_cannot_have_its_schema_declare_ctx() -> None:
+    def sync(ctx: SyncToolContext) -> str:  # a sync handler may take ctx: its cancelled event
         return "x"
 
     async def declared(ctx: ToolContext) -> str:
         return "x"
 
-    with pytest.raises(ValueError, match=r"Tool 'sync': a handler taking ctx .* must be an async def"):
-        Tool("sync", sync, {"type": "object"})
-    with pytest.raises(ValueError, match="Tool 'd': input_schema declares an argument 'ctx'"):
-        Tool("d", declared, {"type": "object", "properties": {"ctx": {"type": "string"}}})
+    assert Tool("sync", sync, {"type": "object"}).wants_context
+    for name, handler in (("d", declared), ("s", sync)):
+        with pytest.raises(ValueError, match=f"Tool '{name}': input_schema declares an argument 'ctx'"):
+            Tool(name, handler, {"type": "object", "properties": {"ctx": {"type": "string"}}})
 
 
 async def test_ctx_refuses_a_method_it_cannot_send_naming_the_valid_ones() -> None:

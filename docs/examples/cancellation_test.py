@@ -1,15 +1,18 @@
 """Cancellation (docs/cancellation.md): a harness that cancels its call at its own timeout passes
 ``assert_client_cancelled``, one that only deletes the session is caught; the journal's records of a
-cancellation; the two cancel kinds."""
+cancellation; the two cancel kinds; a cancel on the legacy HTTP+SSE transport; a sync tool that
+stops on ``ctx.cancelled``."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
+from mcp import ClientSession
 from mcp.client import Client
+from mcp.client.sse import sse_client
 from mcp.shared.exceptions import MCPError
 
-from pytest_mcpfaults import IgnoreCancel
+from pytest_mcpfaults import IgnoreCancel, SyncToolContext, Tool
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 INIT = {
@@ -76,3 +79,46 @@ async def test_a_server_that_ignores_the_cancel(mcp_sidecar):
 
 
 # --8<-- [end:ignore]
+
+
+# --8<-- [start:legacy]
+@pytest.mark.mcp_sidecar(transport="sse")
+async def test_a_cancel_on_the_legacy_sse_transport(mcp_sidecar):
+    async with sse_client(mcp_sidecar.sse_url, timeout=5) as (read, write):  # noqa: SIM117
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            with pytest.raises(MCPError, match="timed out"):
+                await session.call_tool("sleep", {"seconds": 3}, read_timeout_seconds=0.5)
+    mcp_sidecar.assert_client_cancelled("tool:sleep", within=1.0)
+    [call] = [r for r in mcp_sidecar.requests if r.label == "POST tools/call sleep"]
+    assert call.status == 202  # the POST was taken at once; its reply was owed on the stream ...
+    assert call.cancel_outcome == "stopped"  # ... and never sent: the cancel stopped the call
+
+
+# --8<-- [end:legacy]
+
+
+# --8<-- [start:sync]
+def lookup(query: str, ctx: SyncToolContext) -> str:
+    """A sync tool: it runs on a worker thread, which a cancel cannot kill, so it waits on
+    ctx.cancelled where it would sleep, and gives up once the call is stopped."""
+    if ctx.cancelled.wait(3):  # True: the call was stopped
+        return "gave up"
+    return f"found {query}"
+
+
+SYNC = Tool("lookup", lookup, {"type": "object", "properties": {"query": {"type": "string"}}})
+
+
+@pytest.mark.mcp_sidecar(era="session", tools=[SYNC])
+async def test_a_sync_tool_stops_on_ctx_cancelled(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
+        with pytest.raises(MCPError, match="timed out"):
+            await client.call_tool("lookup", {"query": "x"}, read_timeout_seconds=0.5)
+    mcp_sidecar.wait_for(lambda reqs: any(r.ran_until is not None for r in reqs))
+    [call] = [r for r in mcp_sidecar.requests if r.label == "POST tools/call lookup"]
+    assert call.cancel_outcome == "stopped" and call.ran_on  # it ran on after the cancel ...
+    assert call.ran_until - call.cancelled_at < 1.0  # ... briefly: it saw ctx.cancelled; nothing sent
+
+
+# --8<-- [end:sync]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.tools import Tool as Tool
     from pytest_mcpfaults.sidecar.tools import ToolContent as ToolContent
     from pytest_mcpfaults.sidecar.tools import ToolResultError as ToolResultError
+    from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext as SyncToolContext
 
 __all__ = [
     "BenchmarkSession",
@@ -50,6 +51,7 @@ __all__ = [
     "Sidecar",
     "SidecarError",
     "StreamRecord",
+    "SyncToolContext",
     "Tool",
     "ToolContent",
     "ToolContext",
@@ -73,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "ToolContext": "pytest_mcpfaults.sidecar.outbound",
     "ToolResultError": "pytest_mcpfaults.sidecar.tools",
     "ToolContent": "pytest_mcpfaults.sidecar.tools",
+    "SyncToolContext": "pytest_mcpfaults.sidecar.worker_calls",
     "Prompt": "pytest_mcpfaults.sidecar.surface",
     "PromptArgument": "pytest_mcpfaults.sidecar.surface",
     "Resource": "pytest_mcpfaults.sidecar.surface",

@@ -180,6 +180,25 @@ class Cancellations:
                 flight.stopping = True
                 flight.task.cancel()
 
+    def stopped_before(self, rid: int, fault: F.Fault | None) -> bool:
+        """Whether request ``rid``, whose answer is made only now (a legacy message's reply, after
+        its 202), was already cancelled and is stopped; a cancel kind's outcome is recorded then too
+        (``answer_after_cancel``'s hold then ends at once)."""
+        rec = self.journal.request(rid)
+        if rec.cancelled_at is None or rec.cancel_outcome is not None:
+            return False
+        effect = effect_on_cancel(fault)
+        self.journal.update_request(rid, cancel_outcome=_OUTCOME[effect])
+        return effect == "stop"
+
+    def ran_on(self, rid: int, ended: bool) -> None:
+        """Request ``rid`` was stopped while its sync tool handler ran on its worker thread
+        (``ended=False``: ``ran_on``), or that handler has now ended (``ran_until``)."""
+        if ended:
+            self.journal.update_request(rid, ran_until=self.journal.now())
+        else:
+            self.journal.update_request(rid, ran_on=True)
+
     def held_until_cancelled(self, rid: int, fault: F.Fault) -> asyncio.Future[None] | None:
         """The future a hold of request ``rid`` by ``fault`` also ends on (``None``: a cancellation
         does not end it). Call :meth:`landed` once the hold ended."""

@@ -32,13 +32,12 @@ from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.legacy_sse import (
     LegacySession,
     LegacySse,
-    StreamEvent,
     TransportName,
     accepted,
     serves_legacy,
     serves_streamable,
 )
-from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error, encode
+from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
 from pytest_mcpfaults.sidecar.resumption import Resumption
@@ -126,6 +125,28 @@ class Upstream(Protocol):
         requests."""
 
 
+Step = Callable[[Transport], Awaitable[None]]
+"""What acts once an answer is made, before it is sent, on the transport it is sent by (a
+``delay(after=True)``'s pause, ``answer_after_cancel``'s hold)."""
+
+
+@dataclass(frozen=True)
+class LegacyReply:
+    """A legacy message's reply still to make, after its POST's 202: ``make(transport)`` makes it and
+    puts it on ``session``'s stream (``transport``: the one a hold of the reply is on, the stream's)."""
+
+    session: LegacySession
+    make: Step
+
+
+async def _hold_on(transport: Transport, *, fault: F.Fault) -> None:
+    await transport.hold(fault)
+
+
+async def _pause_on(transport: Transport, *, seconds: float) -> None:
+    await transport.pause(seconds)
+
+
 @dataclass
 class Answer:
     """What to send: the reply, the fault that fired (body faults act when the transport delivers the
@@ -134,13 +155,15 @@ class Answer:
     ``stream``: a legacy SSE stream to serve after the reply's status and headers (its endpoint event,
     then its outbox until teardown; ``fault`` then acts on the stream's bytes). ``after``: what the
     transport awaits once the reply is sent in full (a ``die`` between a message POST's 202 and its
-    reply on the stream)."""
+    reply on the stream). ``replying``: a legacy message's reply, which the transport makes once it
+    has sent the 202, in a task of its own, and the request's record ends when that ends."""
 
     reply: Reply
     fault: F.Fault | None
     sse: bool
     stream: LegacySession | None = None
     after: Callable[[], Awaitable[None]] | None = None
+    replying: LegacyReply | None = None
 
 
 class SidecarCore:
@@ -203,17 +226,13 @@ class SidecarCore:
         self.server_messages = ServerMessages(self.journal.server_messages)
         self.cancels, self.resumption = Cancellations(self.journal), Resumption(self.journal)
         self.mcp = McpEndpoint(
-            era=era,
-            tools=self.tools,
-            get_stream=get_stream,
-            on_error=self.record_error,
-            tool_timeout=tool_timeout,
-            run_sync=run_sync,
-            run_async=run_async,
+            era=era, tools=self.tools, get_stream=get_stream, on_error=self.record_error,
+            tool_timeout=tool_timeout, run_sync=run_sync, run_async=run_async,
             messages=self.server_messages,
             source=source,
             surface=surface if surface is not None else builtin_surface(tuple(tool_sets)),
-        )
+            on_ran_on=self.cancels.ran_on,
+        )  # fmt: skip
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []
         self._errors_lock = threading.Lock()
@@ -328,7 +347,7 @@ class SidecarCore:
         session = legacy.lookup(incoming.query) if legacy and info.path == legacy.messages_path else None
         reply: Reply | None = None
         forced: Reply | None = None
-        later: Callable[[], Awaitable[None]] | None = None  # once the answer is made, before it is sent
+        later: Step | None = None  # once the answer is made, before it is sent
         if fault is not None:
             match effect_of(fault, state.fired if state is not None else 0):
                 case Dying(restart=restart):
@@ -342,13 +361,13 @@ class SidecarCore:
                     await dying()
                     raise Dropped
                 case Holding(after=True):
-                    later = functools.partial(transport.hold, fault)
+                    later = functools.partial(_hold_on, fault=fault)
                 case Holding(freezes=freezes):
                     if freezes:
                         self.freeze(fault)
                     await transport.hold(fault)
                 case Pausing(seconds=late, after=True):
-                    later = functools.partial(transport.pause, late)
+                    later = functools.partial(_pause_on, seconds=late)
                 case Pausing(seconds=late):
                     await transport.pause(late)
                 case Notifying() as notifying:
@@ -357,9 +376,7 @@ class SidecarCore:
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
         if legacy is not None:  # never with an upstream (the Sidecar refuses the pair)
-            if later is not None:  # the POST's 202 and its reply event alike (see docs/faults.md)
-                await later()
-            answer = await self._legacy(rid, incoming, info, fault, reply, session)
+            answer = await self._legacy(rid, incoming, info, fault, reply, session, later, transport)
             if answer.reply.error_by is not None:
                 self.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
             return answer
@@ -368,7 +385,7 @@ class SidecarCore:
             if reply is None:
                 return None
         if later is not None:  # Delay(after=True), answer_after_cancel: the answer is made (the tool ran)
-            await later()
+            await later(transport)
         self._journal_answer(rid, reply)
         sse = reply.sse if reply.sse is not None else self.reply_sse
         return Answer(reply, fault, sse or shape_of(fault).open_stream)
@@ -381,10 +398,15 @@ class SidecarCore:
         fault: F.Fault | None,
         forced: Reply | None,
         session: LegacySession | Reply | None,
+        later: Step | None,
+        transport: Transport,
     ) -> Answer:
         """A legacy SSE request, after its answer-level fault acted: the stream (``GET sse_path``) or a
         message (``POST messages_path``), whose JSON-RPC reply (normal or forced) goes on its session's
-        stream, carrying the body fault, while the POST gets ``202 Accepted``."""
+        stream, carrying the body fault, while the POST gets ``202 Accepted``. A request the MCP
+        endpoint answers is answered after its 202 (:class:`LegacyReply`, as the mcp SDK's SSE server
+        does), so the client can post its ``notifications/cancelled`` meanwhile; ``later`` (a
+        ``delay(after=True)``, ``answer_after_cancel``'s hold) acts once its reply is made."""
         assert self.legacy is not None
         if forced is None:
             forced = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
@@ -412,19 +434,20 @@ class SidecarCore:
             return Answer(overflow, None, False)
         reply = forced
         if reply is None:
-            if info.mcp is None:
+            m = info.mcp
+            if m is None:
                 assert info.bad_body is not None
                 return Answer(info.bad_body, fault, False)
-            reply = await self.mcp.post(info.mcp, incoming.headers)
-            created = reply.headers.get("Mcp-Session-Id")
-            if info.mcp.method == "initialize" and created:
-                session.mcp_session = created
-        if reply.error_by is not None:  # the POST's own answer is a plain 202: the journal keeps the reply's
-            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
-        body_fault = fault if fault is not None and fault.phase == "body" else None
-        if reply.payload is not None:
-            data, _ = encode(reply.payload, True)
-            session.put(StreamEvent(data, body_fault, rid))
+            if m.method is not None and not m.is_notification:  # a request: answered after its 202
+                make = functools.partial(_legacy_reply, self, rid, incoming, info, fault, session, later)
+                return Answer(accepted(), None, False, replying=LegacyReply(session, make))
+            reply = await self.mcp.post(m, incoming.headers)
+            if m.method == "notifications/cancelled" and reply.status == 202:
+                self.cancels.heard(rid)
+        if later is not None:
+            await later(transport)
+        self._journal_answer(rid, reply)  # the POST's answer is a plain 202: the journal keeps the reply's
+        session.reply(rid, reply, fault)
         return Answer(accepted(), None, False)
 
     def _classified(self, rid: int, incoming: Incoming) -> RequestInfo:
@@ -614,6 +637,35 @@ async def _answer(
     if reply.listen is None:  # a listen stream ends after its events instead (2026-07-28: no resumption)
         reply = core.resumption.close(rid, info.mcp.session_id, reply, *resumable)
     return reply
+
+
+async def _legacy_reply(
+    core: SidecarCore,
+    rid: int,
+    incoming: Incoming,
+    info: RequestInfo,
+    fault: F.Fault | None,
+    session: LegacySession,
+    later: Step | None,
+    transport: Transport,
+) -> None:
+    """Make the reply of legacy message ``rid`` (its POST answered 202) and put it on its session's
+    stream, unless the client cancels it first (:meth:`Cancellations.run`: a stopped request's reply
+    is no event at all); ``transport`` is the one its hold, if any, is on."""
+    m = info.mcp
+    assert m is not None
+    if core.cancels.stopped_before(rid, fault):  # its cancel came before this began
+        return
+    reply = await core.cancels.run(rid, m, fault, core.mcp.post(m, incoming.headers, rid=rid))
+    if reply is None or reply.payload is None:  # stopped by its cancellation: nothing to send
+        return
+    created = reply.headers.get("Mcp-Session-Id")
+    if m.method == "initialize" and created:
+        session.mcp_session = created
+    if later is not None:
+        await later(transport)
+    core._journal_answer(rid, reply)  # the POST's own answer is a plain 202: the journal keeps the reply's
+    session.reply(rid, reply, fault)
 
 
 def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:

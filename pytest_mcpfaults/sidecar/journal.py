@@ -87,7 +87,10 @@ class RequestRecord:
     :class:`CancellationRecord`) and ``cancel_outcome`` what the sidecar did then: ``'stopped'`` (its
     tool stopped, no JSON-RPC response sent), ``'ignored'`` (``ignore_cancel``: it ran on
     and was answered in full), ``'answered'`` (``answer_after_cancel``: released and answered in full);
-    ``None`` when the cancel came too late to change the answer (it was being sent).
+    ``None`` when the cancel came too late to change the answer (it was being sent). ``ran_on``: the
+    call was stopped (cancelled, past ``tool_timeout``, at teardown) while its sync tool handler ran on
+    a worker thread, which the sidecar cannot stop: the handler ran on, and what it returned was not
+    sent; ``ran_until`` is when it ended (``None`` while it still runs).
     ``last_event_id`` is the request's ``Last-Event-ID`` header (a client resuming a stream:
     :class:`StreamRecord`).
 
@@ -157,6 +160,8 @@ class RequestRecord:
     cancelled_at: float | None = None
     cancel_outcome: CancelOutcome | None = None
     last_event_id: str | None = None
+    ran_on: bool = False
+    ran_until: float | None = None
 
     @property
     def forwarded(self) -> bool:
@@ -611,6 +616,8 @@ class RequestFields(TypedDict, total=False):
     rpc_id: str | int | float | None
     cancelled_at: float | None
     cancel_outcome: CancelOutcome | None
+    ran_on: bool
+    ran_until: float | None
 
 
 class ConnectionFields(TypedDict, total=False):
@@ -882,6 +889,9 @@ class Journal:
                 )
             if r.cancelled_at is not None:
                 bits.append(f"cancelled at {r.cancelled_at:.3f}s ({r.cancel_outcome or 'too late to stop'})")
+            if r.ran_on:
+                ran = f"ran on until {r.ran_until:.3f}s" if r.ran_until is not None else "still runs"
+                bits.append(f"its sync handler {ran} (its result is not sent)")
             if r.client_closed:
                 bits.append(f"client closed at {r.client_closed_at:.3f}s")
             lines.append("  ".join(bits))

@@ -24,7 +24,7 @@ from typing import Literal, get_args
 from urllib.parse import parse_qs
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply
+from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, encode
 from pytest_mcpfaults.sidecar.routing import RequestInfo
 
 __all__ = [
@@ -99,6 +99,13 @@ class LegacySession:
     def put(self, event: StreamEvent) -> None:
         self.unread_bytes += len(event.data)
         self._outbox.put_nowait(event)
+
+    def reply(self, rid: int, reply: Reply, fault: F.Fault | None) -> None:
+        """Queue message ``rid``'s JSON-RPC reply as an event, carrying ``fault`` if it is a body fault
+        (a reply without a payload, a notification's, is no event)."""
+        if reply.payload is not None:
+            data, _ = encode(reply.payload, True)
+            self.put(StreamEvent(data, fault if fault is not None and fault.phase == "body" else None, rid))
 
     def overflow(self, limit: int = OUTBOX_BYTES) -> Reply | None:
         """The 503 for a message POST while the outbox holds more than ``limit`` unread bytes (the

@@ -193,6 +193,33 @@ class _Exchange:
         finally:
             notices.unlisten(listening)
 
+    def reply_later(self, later: core.LegacyReply) -> None:
+        """Make this legacy message's reply after its 202, in a task of its own (cancelled at stop(); a
+        ``notifications/cancelled`` can stop it meanwhile), on the connection of its session's stream: a
+        hold of the reply ends when the stream closes, and patience resets the stream. The message's
+        record ends when its reply is on the stream, or it was stopped."""
+        listener = self.listener
+        cid = listener.journal.request(later.session.rid).conn_id
+        conn = next((c for c in listener.conns.values() if c.id == cid), self.conn)
+        on_stream = _Exchange(listener, self.request, conn, self.rid, self.out)
+        listener.replying.add(self.rid)
+        task = asyncio.ensure_future(on_stream.make_reply(later))
+        listener.tasks.add(task)
+        task.add_done_callback(listener.tasks.discard)
+
+    async def make_reply(self, later: core.LegacyReply) -> None:
+        journal = self.listener.journal
+        try:
+            await later.make(self)
+        except (Dropped, ConnectionError):  # its hold ended without a release (patience, the stream gone)
+            pass
+        except Exception as exc:  # a bug of ours: surface it in the test
+            self.listener.core.record_error(f"the reply of {journal.request(self.rid).label}", exc)
+            journal.update_request(self.rid, error=f"{type(exc).__name__}: {exc}", error_by="sidecar")
+        finally:
+            self.listener.replying.discard(self.rid)
+            journal.end_request(self.rid)
+
     async def hold(self, fault: F.Fault, patience: bool = True) -> None:
         out = self.out  # what was sent so far, recorded before the hold
         self.listener.journal.update_request(
@@ -248,6 +275,7 @@ class SocketListener:
         self.conns: dict[web_protocol.RequestHandler, _Conn] = {}
         self.holds: set[_Hold] = set()
         self.streams: set[asyncio.Future[str]] = set()
+        self.replying: set[int] = set()  # legacy messages whose reply is being made: their record ends then
         #: The MCP endpoint's open GET streams and the notifications the core posts to them.
         self.notices = StreamNotices(self.journal, sidecar_core.mcp.surface.is_subscribed)
         sidecar_core.notify = sidecar_core.mcp.surface.on_change = self.notices.post
@@ -490,7 +518,10 @@ class SocketListener:
             out.status = 500
             return web.Response(status=500, text=f"mcpfaults sidecar error: {exc!r}")
         finally:
-            self.journal.end_request(rid, status=out.status, bytes_sent=out.bytes_sent)
+            if rid in self.replying:  # a legacy message's 202 is sent: its record ends with its reply
+                self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
+            else:
+                self.journal.end_request(rid, status=out.status, bytes_sent=out.bytes_sent)
             if conn.current == rid:
                 conn.current = None
 
@@ -538,6 +569,8 @@ class SocketListener:
             return await self.legacy_stream(exchange, answer)
         if answer.after is not None:
             await self.answer_then(exchange, answer, answer.after)
+        if answer.replying is not None:
+            exchange.reply_later(answer.replying)
         if answer.reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
         if isinstance(answer.reply, Relayed):

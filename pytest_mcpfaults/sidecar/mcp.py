@@ -32,7 +32,8 @@ from pytest_mcpfaults.sidecar.outbound import (
 from pytest_mcpfaults.sidecar.rounds import InputRounds, LostRound
 from pytest_mcpfaults.sidecar.surface import SURFACE_METHODS, Surface, SurfaceError
 from pytest_mcpfaults.sidecar.timeouts import within
-from pytest_mcpfaults.sidecar.tools import BuiltinTool, Tool, ToolContent, ToolResultError
+from pytest_mcpfaults.sidecar.tools import CONTEXT, BuiltinTool, Tool, ToolContent, ToolResultError
+from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext, on_worker
 
 __all__ = [
     "ERAS",
@@ -263,7 +264,9 @@ class McpEndpoint:
 
     ``run_sync``: how to run a user's sync tool handler off the loop (``None``: inline);
     ``run_async``: how to await an async one (``None``: on the loop running the dispatch);
-    ``tool_timeout``: the bound on one handler call (``None``: unbounded)."""
+    ``tool_timeout``: the bound on one handler call (``None``: unbounded); ``on_ran_on(rid, ended)``:
+    told when the call of journal request ``rid`` is stopped while its sync handler runs on its worker
+    thread (``ended=False``), then when that handler ends (``True``)."""
 
     def __init__(
         self,
@@ -278,8 +281,10 @@ class McpEndpoint:
         messages: ServerMessages | None = None,
         source: AnswerSource | None = None,
         surface: Surface | None = None,
+        on_ran_on: Callable[[int, bool], None] | None = None,
     ) -> None:
         self.era = era
+        self.on_ran_on = on_ran_on
         self.messages = messages
         self.source = source
         self.surface = surface if surface is not None else Surface()
@@ -537,18 +542,20 @@ class McpEndpoint:
             return self.recorded(req)
         kwargs, ignored = tool.keywords(arguments)
         ctx: ToolContext | None = None
-        if tool.wants_context:
+        if tool.wants_context and not tool.is_async:  # a sync handler: its call's cancelled event
+            kwargs[CONTEXT] = SyncToolContext(tool.name)
+        elif tool.wants_context:
             made = self._context(req, tool, link, rid)
             if isinstance(made, Reply):
                 return made
-            ctx = kwargs["ctx"] = made
+            ctx = kwargs[CONTEXT] = made
         if ctx is not None and ctx.stateless:
             assert link is not None
             reply = await self._round(
-                req, tool, ctx, asyncio.ensure_future(self._run_handler(tool, kwargs)), link
+                req, tool, ctx, asyncio.ensure_future(self._run_handler(tool, kwargs, rid)), link
             )
         else:
-            reply = await self._outcome(req, tool, ctx, self._run_handler(tool, kwargs))
+            reply = await self._outcome(req, tool, ctx, self._run_handler(tool, kwargs, rid))
         if ignored and reply.error_by is None:
             names = ", ".join(map(repr, ignored))
             reply.error = f"ignored argument(s) {names}: not in the input schema of tool {tool.name}"
@@ -676,9 +683,10 @@ class McpEndpoint:
             reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
             return reply
 
-    async def _run_handler(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
+    async def _run_handler(self, tool: Tool, kwargs: dict[str, Any], rid: int = -1) -> Any:
         """Built-in sync handlers inline; other sync handlers on ``run_sync`` (off the loop) when
-        given; async handlers on the loop; all bounded by ``tool_timeout`` when set."""
+        given (:func:`~pytest_mcpfaults.sidecar.worker_calls.on_worker`: stopped, they run on, and
+        ``on_ran_on`` is told); async handlers on the loop; all bounded by ``tool_timeout`` when set."""
         if not tool.is_async and (self.run_sync is None or isinstance(tool, BuiltinTool)):
             return tool.handler(**kwargs)
         pending: Awaitable[Any]
@@ -689,7 +697,14 @@ class McpEndpoint:
         else:
             handler = tool.handler
             assert self.run_sync is not None
-            pending = self.run_sync(lambda: handler(**kwargs))
+            ctx = kwargs.get(CONTEXT) if tool.wants_context else None
+            told = self.on_ran_on
+            pending = on_worker(
+                self.run_sync,
+                lambda: handler(**kwargs),
+                cancelled=ctx.cancelled if isinstance(ctx, SyncToolContext) else None,
+                ran_on=(lambda ended: told(rid, ended)) if told is not None and rid >= 0 else None,
+            )
         if self.tool_timeout is None:
             return await pending
         return await within(pending, self.tool_timeout)

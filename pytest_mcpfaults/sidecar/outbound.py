@@ -236,7 +236,8 @@ class ToolContext:
     and await their answers (:meth:`elicit`, :meth:`sample`, :meth:`list_roots`, :meth:`ping`,
     :meth:`request`), and notifications (:meth:`progress`, :meth:`log`). Each goes on the call's own
     answer stream and is journaled (``sidecar.journal.server_messages``). Its methods are coroutines:
-    a handler taking ``ctx`` is ``async def``.
+    it is what an ``async def`` handler taking ``ctx`` gets (a sync one gets a
+    :class:`~pytest_mcpfaults.sidecar.worker_calls.SyncToolContext`).
 
     ``progress_token``: the call's ``_meta.progressToken`` (``None``: the client asked for no
     progress); ``log_level``: the least severe level the client asked for (``logging/setLevel`` in the

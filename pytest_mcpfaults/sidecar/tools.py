@@ -75,11 +75,13 @@ class Tool:
     the socket sidecar a sync handler runs on a worker thread, off the shared loop; an async one runs
     on the loop and must not block it; both are bounded by the sidecar's ``tool_timeout``.
 
-    A handler with a parameter named ``ctx`` gets the call's
+    An ``async def`` handler with a parameter named ``ctx`` gets the call's
     :class:`~pytest_mcpfaults.sidecar.outbound.ToolContext` there, to send the client requests
     (``await ctx.elicit(...)``, ``ctx.sample``, ``ctx.list_roots``, ``ctx.ping``) and notifications
-    (``ctx.progress``, ``ctx.log``) on the call's own answer stream; such a handler must be
-    ``async def``, and its input schema cannot declare a ``ctx`` argument.
+    (``ctx.progress``, ``ctx.log``) on the call's own answer stream. A sync handler taking ``ctx`` gets
+    a :class:`~pytest_mcpfaults.sidecar.worker_calls.SyncToolContext`, whose ``ctx.cancelled`` (a
+    ``threading.Event``) is set when its call is stopped: a thread cannot be killed, so a long sync
+    handler polls it, or waits on it, and returns. The input schema cannot declare a ``ctx`` argument.
     """
 
     name: str
@@ -99,11 +101,6 @@ class Tool:
                 f"(e.g. {{'type': 'object', 'properties': {{}}}}), got {schema!r}"
             )
         if self.wants_context:
-            if not self.is_async:
-                raise ValueError(
-                    f"Tool {self.name!r}: a handler taking ctx (the client messages of its call) must be "
-                    f"an async def: its ctx methods are awaited, got {self.handler!r}"
-                )
             props = schema.get("properties")
             if isinstance(props, Mapping) and CONTEXT in props:
                 raise ValueError(
