@@ -324,6 +324,164 @@ def test_a_ts_harness_with_a_static_token_gives_up(parts: tuple[str, Path], faul
         assert [f.outcome for f in sc.auth_follow_ups] == ["retried_same_token", "deleted_session"]
 
 
+#: What the authorization code provider's first sign-in sends, in order: discovery, registration, the
+#: redirect, discovery again (``finishAuth``) and the code's exchange.
+SIGN_IN = [
+    "POST initialize",
+    "GET /.well-known/oauth-protected-resource/mcp",
+    "GET /.well-known/oauth-authorization-server",
+    "POST /oauth/register",
+    "GET /oauth/authorize",
+    "GET /.well-known/oauth-protected-resource/mcp",
+    "GET /.well-known/oauth-authorization-server",
+    "POST /oauth/token",
+    "POST initialize",
+]
+
+
+def _oauth_requests(sc: Sidecar) -> list[tuple[str, str | None, str | None, str | None]]:
+    """Each request to the authorization server's registration, authorization and token endpoints:
+    (label, client, grant, issued)."""
+    return [
+        (r.label, r.client, r.grant, r.issued)
+        for r in sc.journal.requests
+        if r.label.startswith(("POST /oauth/", "GET /oauth/"))
+    ]
+
+
+def _signed_in_once(out: Any, sc: Sidecar) -> None:
+    """The provider's first sign-in: ``connect`` refused (UnauthorizedError, the SDK's "redirect the
+    user"), one headless redirect with an S256 challenge, ``finishAuth``, and a new connection."""
+    steps = out["steps"]
+    assert steps["connect"]["unauthorized"] and steps["connect"]["error"] == "Error: Unauthorized", steps
+    assert steps["finishAuth connect"]["ok"] and steps["connect again"]["ok"], steps
+    first = out["redirects"][0]
+    assert (first["status"], first["method"], first["scope"], first["code"]) == (302, "S256", "mcp", True)
+    assert sc.journal.sequence()[: len(SIGN_IN)] == SIGN_IN
+    assert _oauth_requests(sc)[:3] == [
+        ("POST /oauth/register", "c1", None, None),
+        ("GET /oauth/authorize", "c1", None, None),
+        ("POST /oauth/token", "c1", "authorization_code", "t1"),
+    ]
+
+
+@pytest.mark.parametrize("fault", ["unauthorized@tool:echo[times=1]", "token_expired(calls=3)"])
+def test_the_ts_code_provider_signs_in_with_s256_then_refreshes_after_a_401(
+    parts: tuple[str, Path], fault: str
+) -> None:
+    """Registered once, signed in once by the redirect; the mid-session 401 is answered with the
+    ``refresh_token`` grant (no second redirect) and the call retried inside ``callTool``."""
+    with Sidecar(era="session", auth="oauth", faults=[fault]) as sc:
+        out = run(parts, sc, "code")
+        sc.wait_idle(5)
+        sc.assert_client_reauthorized(within=1.0)
+    _signed_in_once(out, sc)
+    assert [out["steps"][f"tools/call echo {n}"]["value"] for n in ("one", "two")] == ["one", "two"], out
+    assert len(out["redirects"]) == 1 and out["steps"]["terminateSession"]["ok"], out
+    first, mid = sc.auth_follow_ups
+    assert (first.failure.label, first.failure.auth_error, first.outcome, first.grant) == (
+        "POST initialize",
+        "missing",
+        "refreshed",
+        "authorization_code",
+    )
+    assert (mid.failure.label, mid.failure.token, mid.failure.status, mid.outcome, mid.grant) == (
+        "POST tools/call echo",
+        "t1",
+        401,
+        "refreshed",
+        "refresh_token",
+    )
+    assert mid.next is not None and (mid.next.label, mid.next.token, mid.next.status) == (
+        "POST tools/call echo",
+        "t2",
+        200,
+    )
+    assert _oauth_requests(sc)[3:] == [("POST /oauth/token", "c1", "refresh_token", "t2")]
+
+
+def test_a_ts_code_provider_without_a_refresh_token_signs_in_again_after_a_401(
+    parts: tuple[str, Path],
+) -> None:
+    """A provider that keeps no refresh token: the 401 rejects ``callTool`` with UnauthorizedError after
+    a second redirect; the harness's ``finishAuth`` and its own retry of the call are what recover."""
+    with Sidecar(era="session", auth="oauth", faults=["token_expired(calls=3)"]) as sc:
+        out = run(parts, sc, "code", refresh=False)
+        sc.wait_idle(5)
+        sc.assert_client_reauthorized(within=1.0)
+    _signed_in_once(out, sc)
+    steps = out["steps"]
+    assert steps["tools/call echo one"]["unauthorized"] and steps["finishAuth tools/call echo one"]["ok"]
+    assert [steps[s]["value"] for s in ("tools/call echo one again", "tools/call echo two")] == ["one", "two"]
+    assert [(r["method"], r["scope"]) for r in out["redirects"]] == [("S256", "mcp"), ("S256", "mcp")]
+    assert [(f.outcome, f.grant) for f in sc.auth_follow_ups] == [
+        ("refreshed", "authorization_code"),
+        ("refreshed", "authorization_code"),
+    ]
+    assert _oauth_requests(sc)[3:] == [
+        ("GET /oauth/authorize", "c1", None, None),
+        ("POST /oauth/token", "c1", "authorization_code", "t2"),
+    ]
+
+
+def test_the_ts_code_provider_steps_up_on_insufficient_scope_only_without_a_refresh_token(
+    parts: tuple[str, Path],
+) -> None:
+    """On a 403 ``insufficient_scope`` the SDK runs its auth again with the challenge's scope, but a
+    provider holding a refresh token refreshes, and the ``refresh_token`` grant carries no scope: the
+    new token has the old one's, is refused too, and both calls fail. The client metadata's ``scope``
+    does not help (the resource's ``scopes_supported`` wins). Without a refresh token it redirects
+    asking for the challenge's scope alone, and the harness's retry passes."""
+    fault = 'insufficient_scope(scope="tasks:write")'
+    for scope in (None, "mcp tasks:write"):
+        with Sidecar(era="session", auth="oauth", faults=[fault]) as sc:
+            out = run(parts, sc, "code", **({"scope": scope} if scope else {}))
+            sc.wait_idle(5)
+            refused = "the client did not come back with a new token after 2 of 4"
+            with pytest.raises(AssertionError, match=refused):
+                sc.assert_client_reauthorized(within=0.5)
+        _signed_in_once(out, sc)
+        for n in ("one", "two"):
+            refused = out["steps"][f"tools/call echo {n}"]
+            assert (refused["error"], refused["code"]) == (
+                "Error: Streamable HTTP error: Server returned 403 after trying upscoping",
+                403,
+            ), refused
+        assert len(out["redirects"]) == 1, out["redirects"]
+        assert [(f.outcome, f.grant) for f in sc.auth_follow_ups] == [
+            ("refreshed", "authorization_code"),
+            ("refreshed", "refresh_token"),  # t2, with t1's scope
+            ("retried_same_token", None),
+            ("deleted_session", None),
+        ]
+        assert [(r.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
+            ("t1", 403),
+            ("t2", 403),
+            ("t2", 403),
+        ]
+
+    with Sidecar(era="session", auth="oauth", faults=[fault]) as sc:
+        out = run(parts, sc, "code", refresh=False)
+        sc.wait_idle(5)
+        sc.assert_client_reauthorized(within=1.0)
+    _signed_in_once(out, sc)
+    steps = out["steps"]
+    assert steps["tools/call echo one"]["unauthorized"], steps
+    assert [steps[s]["value"] for s in ("tools/call echo one again", "tools/call echo two")] == ["one", "two"]
+    assert [r["scope"] for r in out["redirects"]] == ["mcp", "tasks:write"]
+    [_, step_up] = sc.auth_follow_ups
+    assert (step_up.failure.auth_error, step_up.outcome, step_up.grant) == (
+        "insufficient_scope",
+        "refreshed",
+        "authorization_code",
+    )
+    assert [(r.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
+        ("t1", 403),
+        ("t2", 200),
+        ("t2", 200),
+    ]
+
+
 # -- progress (docs/progress.md) ---------------------------------------------------------------------------
 
 
