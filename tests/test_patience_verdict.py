@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall
-from pytest_mcpfaults.sidecar.clients import client_family, patience_hint
+from pytest_mcpfaults.sidecar.clients import client_family, patience_hint, server_request_hint
 from pytest_mcpfaults.sidecar.journal import RequestRecord
 from pytest_mcpfaults.sidecar.patience import PatienceError
 
@@ -114,6 +114,7 @@ def _rec(**fields: object) -> RequestRecord:
     [
         ("python-httpx2/2.16.2", "httpx2"),  # measured: the mcp 2.x SDK
         ("python-httpx/0.28.1", "httpx"),  # measured: the mcp 1.x SDK and plain httpx
+        ("node", "node"),  # measured: the TypeScript SDK on Node's fetch (tests/test_ts_parts.py)
         ("Python/3.11 aiohttp/3.10.5", "aiohttp"),
         ("python-requests/2.32.3", "requests"),
         ("curl/8.5.0", "curl"),
@@ -123,6 +124,58 @@ def _rec(**fields: object) -> RequestRecord:
 )
 def test_client_family_from_the_user_agent(ua: str | None, family: str) -> None:
     assert client_family(ua) == family
+
+
+#: Per User-Agent, what the hint for an unanswered server request must name: the library's API that
+#: answers each method, and how it bounds the call; and what it must not name (another library's).
+SERVER_REQUEST_APIS = {
+    "python-httpx2/2.16.2": (
+        {
+            "elicitation/create": "Client(elicitation_callback=...)",
+            "sampling/createMessage": "Client(sampling_callback=...)",
+            "roots/list": "Client(list_roots_callback=...)",
+        },
+        "call_tool(..., read_timeout_seconds=...)",
+        "setRequestHandler",
+    ),
+    "python-httpx/0.28.1": (
+        {
+            "elicitation/create": "ClientSession(read, write, elicitation_callback=...)",
+            "sampling/createMessage": "ClientSession(read, write, sampling_callback=...)",
+            "roots/list": "ClientSession(read, write, list_roots_callback=...)",
+        },
+        "read_timeout_seconds=timedelta(seconds=...)",
+        "setRequestHandler",
+    ),
+    "node": (
+        {
+            "elicitation/create": "setRequestHandler(ElicitRequestSchema, ...) (with the `elicitation`",
+            "sampling/createMessage": "setRequestHandler(CreateMessageRequestSchema, ...) (with the",
+            "roots/list": "setRequestHandler(ListRootsRequestSchema, ...) (with the `roots` capability)",
+        },
+        "client.callTool(params, undefined, { timeout })",
+        "_callback",
+    ),
+}
+
+
+@pytest.mark.parametrize("ua", sorted(SERVER_REQUEST_APIS))
+@pytest.mark.parametrize("method", ["elicitation/create", "sampling/createMessage", "roots/list"])
+def test_the_unanswered_server_request_hint_names_the_client_s_own_api(ua: str, method: str) -> None:
+    apis, bound, foreign = SERVER_REQUEST_APIS[ua]
+    hint = server_request_hint(_rec(user_agent=ua, mcp_method="tools/call", era="session"), method)
+    assert hint.startswith(f"the harness received the server's `{method}` and never answered it: "), hint
+    assert apis[method] in hint and bound in hint, hint
+    others = [api for m, api in apis.items() if m != method]
+    assert foreign not in hint and not any(api in hint for api in others), hint
+
+
+def test_an_unknown_client_is_told_the_mcp_2x_api_and_a_stateless_one_that_it_never_retried() -> None:
+    unknown = server_request_hint(_rec(user_agent="my-harness/1.0"), "elicitation/create")
+    assert unknown == server_request_hint(_rec(user_agent="python-httpx2/2.16.2"), "elicitation/create")
+    stateless = server_request_hint(_rec(user_agent="node", era="stateless"), "elicitation/create")
+    assert "a client without the callback raises at once and never retries" in stateless
+    assert "Method not found" not in stateless
 
 
 def test_an_mcp1_client_is_never_told_about_client_read_timeout_seconds() -> None:

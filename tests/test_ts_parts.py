@@ -183,6 +183,18 @@ def test_a_ts_handler_that_never_resolves_fails_in_the_patience_budget_with_the_
         "tools/call ask_user): it waited 1 s (the whole budget)"
     ), v.describe()
     assert "client seen: User-Agent node, MCP-Protocol-Version 2025-11-25" in str(err.value)
+    verdict = str(err.value)
+    [hint] = [line.strip() for line in verdict.splitlines() if line.strip().startswith("hint: ")]
+    assert hint.startswith(
+        "hint: the harness received the server's `elicitation/create` and never answered it: answer every "
+        "request a server sends, within a bound of your own (if this is the TypeScript SDK (its fetch sends "
+        "this User-Agent): a Client whose setRequestHandler(ElicitRequestSchema, ...) (with the "
+        "`elicitation` capability in its ClientOptions) returns, or declines, in time;"
+    ), hint
+    assert hint.endswith(
+        "and bound the call itself (client.callTool(params, undefined, { timeout }); 60 s by default)"
+    )
+    assert "_callback" not in hint, hint
     # The TS client saw its stream cut at the budget, but its call waited on to its own timeout.
     [cut, *_] = out["errors"]
     assert cut["error"] == "Error: SSE stream disconnected: TypeError: terminated", out["errors"]

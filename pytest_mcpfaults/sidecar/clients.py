@@ -5,28 +5,32 @@ and era, and what it sent back before a hold (the status line, how many body byt
 was complete). It does not see the client's timeouts. So a hint states what was observed and says
 "if" where it guesses; the client families below are recognised from the User-Agent each sends
 (measured: the mcp 2.x SDK sends ``python-httpx2/<version>``, the mcp 1.x SDK and plain httpx
-``python-httpx/<version>``).
+``python-httpx/<version>``, the TypeScript SDK on Node's ``fetch`` ``node``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 from pytest_mcpfaults.sidecar.journal import RequestRecord, answered
 
-__all__ = ["ClientFamily", "client_family", "client_seen", "patience_hint"]
+__all__ = ["ClientFamily", "client_family", "client_seen", "patience_hint", "server_request_hint"]
 
-ClientFamily = Literal["httpx2", "httpx", "aiohttp", "requests", "curl", "unknown"]
+ClientFamily = Literal["httpx2", "httpx", "node", "aiohttp", "requests", "curl", "unknown"]
 """A client library, as recognised from the ``User-Agent`` it sends (:func:`client_family`)."""
 
 
 def client_family(user_agent: str | None) -> ClientFamily:
-    """``'httpx2'``, ``'httpx'``, ``'aiohttp'``, ``'requests'``, ``'curl'`` or ``'unknown'``."""
+    """``'httpx2'``, ``'httpx'``, ``'node'``, ``'aiohttp'``, ``'requests'``, ``'curl'`` or ``'unknown'``."""
     ua = (user_agent or "").lower()
     if ua.startswith("python-httpx2/"):
         return "httpx2"
     if ua.startswith("python-httpx/"):
         return "httpx"
+    if ua == "node":  # Node's own fetch (undici), which the TypeScript SDK uses
+        return "node"
     if "aiohttp/" in ua:
         return "aiohttp"
     if ua.startswith("python-requests/"):
@@ -117,6 +121,72 @@ def _default_timeout(family: ClientFamily, seconds: float) -> str:
         "requests": " (requests: no timeout unless timeout= is passed)",
         "curl": " (curl: --max-time)",
     }.get(family, "")
+
+
+@dataclass(frozen=True)
+class _Answering:
+    """How one client library answers the server's requests: ``handlers`` (per method, the API that
+    answers it), how they are given (``setup``, formatted with the handlers), what a client without
+    them does in the session era (``without``), and how to bound the tool call itself (``bound``)."""
+
+    setup: str
+    handlers: Mapping[str, str]
+    without: str
+    bound: str
+
+
+#: The mcp SDK's (1.x and 2.x) callback for each server-to-client request.
+_PYTHON_CALLBACKS: Mapping[str, str] = {
+    "elicitation/create": "elicitation_callback=...",
+    "sampling/createMessage": "sampling_callback=...",
+    "roots/list": "list_roots_callback=...",
+}
+#: Per client family (the mcp 2.x SDK's for any it does not recognise), how it answers the
+#: server-to-client requests a tool sends; ``ping`` is answered by every SDK on its own.
+_ANSWERING: Mapping[ClientFamily, _Answering] = {
+    "httpx2": _Answering(
+        "mcp 2.x: a Client({handlers}) that returns, or declines, in time",
+        _PYTHON_CALLBACKS,
+        "a client without the callback answers an error at once, which the tool gets",
+        "call_tool(..., read_timeout_seconds=...)",
+    ),
+    "httpx": _Answering(
+        "if this is the mcp 1.x SDK (it sends this User-Agent): a ClientSession(read, write, {handlers}) "
+        "that returns, or declines, in time",
+        _PYTHON_CALLBACKS,
+        "a session without the callback answers an error at once, which the tool gets",
+        "session.call_tool(..., read_timeout_seconds=timedelta(seconds=...))",
+    ),
+    "node": _Answering(
+        "if this is the TypeScript SDK (its fetch sends this User-Agent): a Client whose {handlers} "
+        "returns, or declines, in time",
+        {
+            "elicitation/create": "setRequestHandler(ElicitRequestSchema, ...) (with the `elicitation` "
+            "capability in its ClientOptions)",
+            "sampling/createMessage": "setRequestHandler(CreateMessageRequestSchema, ...) (with the "
+            "`sampling` capability)",
+            "roots/list": "setRequestHandler(ListRootsRequestSchema, ...) (with the `roots` capability)",
+        },
+        "a client without the capability answers -32601 Method not found at once, which the tool gets",
+        "client.callTool(params, undefined, { timeout }); 60 s by default",
+    ),
+}
+_STATELESS_WITHOUT = "a client without the callback raises at once and never retries, so the tool never hears"
+
+
+def server_request_hint(r: RequestRecord, method: str) -> str:
+    """The hint for a tool call whose tool waited out the budget for the client's answer to its
+    ``method`` (``elicitation/create`` ...): the API of the client's library (from its User-Agent) that
+    answers it, and how to bound the call, from :data:`_ANSWERING`."""
+    answering = _ANSWERING.get(client_family(r.user_agent), _ANSWERING["httpx2"])
+    handlers = answering.handlers
+    named = handlers[method] if method in handlers else ", ".join(handlers.values())
+    without = _STATELESS_WITHOUT if r.era == "stateless" else answering.without
+    return (
+        f"the harness received the server's `{method}` and never answered it: answer every request a "
+        f"server sends, within a bound of your own ({answering.setup.format(handlers=named)}; {without}), "
+        f"and bound the call itself ({answering.bound})"
+    )
 
 
 def patience_hint(r: RequestRecord, *, mcp_path: str, budget: float) -> str:

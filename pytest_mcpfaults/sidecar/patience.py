@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pytest_mcpfaults.fault_types import fault_kinds
-from pytest_mcpfaults.sidecar.clients import client_seen, patience_hint
+from pytest_mcpfaults.sidecar.clients import client_seen, patience_hint, server_request_hint
 from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation, RequestRecord
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.validation import is_positive_seconds
@@ -78,17 +78,7 @@ def _hint(sc: Watched, v: PatienceViolation) -> str:
             "read_timeout_seconds=...)) and fail it cleanly when the bound runs out"
         )
     if v.awaiting is not None:  # the harness's own part: it never answered the tool's request
-        without = (
-            "a client without the callback raises at once and never retries, so the tool never hears"
-            if v.request.era == "stateless"
-            else "a client without the callback answers an error at once, which the tool gets"
-        )
-        return (
-            f"the harness received the server's `{v.fault}` and never answered it: answer every request a "
-            "server sends, within a bound of your own (mcp 2.x: a Client(elicitation_callback=..., "
-            f"sampling_callback=..., list_roots_callback=...) that returns, or declines, in time; "
-            f"{without}), and bound the call itself (call_tool(..., read_timeout_seconds=...))"
-        )
+        return server_request_hint(v.request, v.fault)
     return patience_hint(v.request, mcp_path=sc.mcp_path, budget=v.budget)
 
 
