@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.sidecar.patience import patience_verdict
 
 streamable_http = pytest.importorskip(
     "mcp.client.streamable_http",
@@ -242,3 +243,8 @@ async def test_mcp1_without_the_callback_refuses_and_one_that_never_answers_is_c
                 assert scope.cancelled_caught  # ... and mcp 1.x's call never returns
         (v,) = sc.patience_violations
     assert v.describe().startswith("the client never answered the server's `elicitation/create`")
+    # the hint names mcp 1.x's own API (its User-Agent is python-httpx), not mcp 2.x's or the TS SDK's
+    [hint] = [line for line in patience_verdict(sc, [v]).splitlines() if line.strip().startswith("hint: ")]
+    assert "a ClientSession(read, write, elicitation_callback=...) that returns" in hint, hint
+    assert "session.call_tool(..., read_timeout_seconds=timedelta(seconds=...))" in hint, hint
+    assert "mcp 2.x" not in hint and "setRequestHandler" not in hint, hint
