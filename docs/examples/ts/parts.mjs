@@ -28,7 +28,8 @@
 //
 // Environment: MCPFAULTS_MCP_URL; MCPFAULTS_TS_WAIT_MS bounds every other wait (connect, DELETE;
 // default 2000). Prints one JSON line on stdout: what each step did, the progress and resumption tokens
-// it saw, its session, and (mode code) each authorization redirect it followed.
+// it saw, its session, and (mode code) each authorization redirect it followed; a step rejected with
+// UnauthorizedError says `unauthorized: true`.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth-extensions.js";
