@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall
-from pytest_mcpfaults.sidecar.clients import client_family, patience_hint, server_request_hint
+from pytest_mcpfaults.sidecar.clients import call_bound, client_family, patience_hint, server_request_hint
 from pytest_mcpfaults.sidecar.journal import RequestRecord
 from pytest_mcpfaults.sidecar.patience import PatienceError
 
@@ -168,6 +168,13 @@ def test_the_unanswered_server_request_hint_names_the_client_s_own_api(ua: str, 
     assert apis[method] in hint and bound in hint, hint
     others = [api for m, api in apis.items() if m != method]
     assert foreign not in hint and not any(api in hint for api in others), hint
+
+
+@pytest.mark.parametrize("ua", sorted(SERVER_REQUEST_APIS))
+def test_the_call_bound_of_a_lost_answer_s_hint_is_the_client_s_own(ua: str) -> None:
+    """The hint for an answer a fault lost (drop_client_answer) bounds the call with this."""
+    _, bound, _ = SERVER_REQUEST_APIS[ua]
+    assert bound in call_bound(_rec(user_agent=ua)), call_bound(_rec(user_agent=ua))
 
 
 def test_an_unknown_client_is_told_the_mcp_2x_api_and_a_stateless_one_that_it_never_retried() -> None:

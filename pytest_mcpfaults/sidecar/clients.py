@@ -16,7 +16,14 @@ from typing import Literal
 
 from pytest_mcpfaults.sidecar.journal import RequestRecord, answered
 
-__all__ = ["ClientFamily", "client_family", "client_seen", "patience_hint", "server_request_hint"]
+__all__ = [
+    "ClientFamily",
+    "call_bound",
+    "client_family",
+    "client_seen",
+    "patience_hint",
+    "server_request_hint",
+]
 
 ClientFamily = Literal["httpx2", "httpx", "node", "aiohttp", "requests", "curl", "unknown"]
 """A client library, as recognised from the ``User-Agent`` it sends (:func:`client_family`)."""
@@ -174,11 +181,21 @@ _ANSWERING: Mapping[ClientFamily, _Answering] = {
 _STATELESS_WITHOUT = "a client without the callback raises at once and never retries, so the tool never hears"
 
 
+def _answering(r: RequestRecord) -> _Answering:
+    return _ANSWERING.get(client_family(r.user_agent), _ANSWERING["httpx2"])
+
+
+def call_bound(r: RequestRecord) -> str:
+    """How the client of ``r`` (from its User-Agent) bounds a tool call: ``call_tool(...,
+    read_timeout_seconds=...)`` (mcp 2.x, and any client not recognised) ..."""
+    return _answering(r).bound
+
+
 def server_request_hint(r: RequestRecord, method: str) -> str:
     """The hint for a tool call whose tool waited out the budget for the client's answer to its
     ``method`` (``elicitation/create`` ...): the API of the client's library (from its User-Agent) that
     answers it, and how to bound the call, from :data:`_ANSWERING`."""
-    answering = _ANSWERING.get(client_family(r.user_agent), _ANSWERING["httpx2"])
+    answering = _answering(r)
     handlers = answering.handlers
     named = handlers[method] if method in handlers else ", ".join(handlers.values())
     without = _STATELESS_WITHOUT if r.era == "stateless" else answering.without

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pytest_mcpfaults.fault_types import fault_kinds
-from pytest_mcpfaults.sidecar.clients import client_seen, patience_hint, server_request_hint
+from pytest_mcpfaults.sidecar.clients import call_bound, client_seen, patience_hint, server_request_hint
 from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation, RequestRecord
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.validation import is_positive_seconds
@@ -74,8 +74,8 @@ def _hint(sc: Watched, v: PatienceViolation) -> str:
     if v.awaiting is not None and v.dropped is not None:  # a fault lost the harness's answer
         return (
             f"the harness answered the server's `{v.fault}`, and the answer was lost on its way (a lossy "
-            "proxy): a harness cannot tell, so bound the call itself (call_tool(..., "
-            "read_timeout_seconds=...)) and fail it cleanly when the bound runs out"
+            f"proxy): a harness cannot tell, so bound the call itself ({call_bound(v.request)}) and fail it "
+            "cleanly when the bound runs out"
         )
     if v.awaiting is not None:  # the harness's own part: it never answered the tool's request
         return server_request_hint(v.request, v.fault)
