@@ -63,6 +63,7 @@ from pytest_mcpfaults.sidecar.body import halve, shape_of
 from pytest_mcpfaults.sidecar.builtin import builtin_surface
 from pytest_mcpfaults.sidecar.config import check_endpoints, check_strings
 from pytest_mcpfaults.sidecar.mcp import reply_body
+from pytest_mcpfaults.sidecar.resumption import Resumed
 from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, check_surface
 from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
@@ -426,7 +427,9 @@ class _Exchange:
     async def pause(self, seconds: float) -> None:
         self.delay = seconds
 
-    async def event_stream(self) -> None:  # pragma: no cover - get_stream is off in-process
+    async def event_stream(
+        self, resumed: Resumed | None = None
+    ) -> None:  # pragma: no cover - get_stream is off in-process
         raise UnsupportedInProcess("GET event streams need real sockets")
 
     async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:

@@ -27,6 +27,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_faults_triggers",
         "test_incidents",
         "test_resumption",
+        "test_resumption_streams",
         "test_tools",
         "test_validation",
     ),

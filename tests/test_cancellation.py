@@ -61,8 +61,10 @@ async def initialize(client: httpx.AsyncClient, url: str) -> dict[str, str]:
 
 
 def messages(body: str) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of an SSE body."""
-    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
+    """The JSON-RPC messages of an SSE body (a priming event's empty data is no message)."""
+    return [
+        json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:") and line[5:].strip()
+    ]
 
 
 def the(sc: Sidecar, label: str) -> Any:

@@ -40,7 +40,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
 from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
-from pytest_mcpfaults.sidecar.resumption import Resumption
+from pytest_mcpfaults.sidecar.resumption import Resumed, Resumption, primes
 from pytest_mcpfaults.sidecar.routing import (
     PlanEntry,
     RequestInfo,
@@ -107,8 +107,9 @@ class Transport(Link, Protocol):
     async def pause(self, seconds: float) -> None:
         """A ``delay`` of ``seconds`` before the answer (or its body)."""
 
-    async def event_stream(self) -> None:
-        """Serve a ``GET`` event stream on the MCP endpoint, open until teardown."""
+    async def event_stream(self, resumed: Resumed | None = None) -> None:
+        """Serve a ``GET`` event stream on the MCP endpoint, open until teardown (``resumed``: a
+        client resuming one with ``Last-Event-ID``: the events to replay first, and its stream)."""
 
 
 class Upstream(Protocol):
@@ -387,8 +388,8 @@ class SidecarCore:
         if later is not None:  # Delay(after=True), answer_after_cancel: the answer is made (the tool ran)
             await later(transport)
         self._journal_answer(rid, reply)
-        sse = reply.sse if reply.sse is not None else self.reply_sse
-        return Answer(reply, fault, sse or shape_of(fault).open_stream)
+        sse = (reply.sse if reply.sse is not None else self.reply_sse) or shape_of(fault).open_stream
+        return Answer(_with_ids(self, rid, incoming, info, reply, fault) if sse else reply, fault, sse)
 
     async def _legacy(
         self,
@@ -592,10 +593,17 @@ class SidecarCore:
             return await self.mcp.post(info.mcp, headers, transport, rid)
         if method == "DELETE":
             return self.mcp.delete(headers.get("Mcp-Session-Id"))
-        last = headers.get("Last-Event-ID")  # a GET resuming a stream close_stream closed
+        last = headers.get("Last-Event-ID")  # a GET resuming one of the session's event streams
         if method == "GET" and last is not None and self.mcp.era != "stateless":
             sid = headers.get("Mcp-Session-Id")
-            return self.mcp.check_session(sid) or self.resumption.replay(rid, sid, last)
+            problem = self.mcp.check_session(sid)
+            if problem is not None:
+                return problem
+            found = self.resumption.replay(rid, sid, last)
+            if isinstance(found, Reply):
+                return found
+            await transport.event_stream(found)  # a GET stream: replayed, then live again
+            return None
         if method == "GET" and self.mcp.get_stream and self.mcp.era != "stateless":
             problem = self.mcp.check_session(headers.get("Mcp-Session-Id"))
             if problem is not None:
@@ -666,6 +674,22 @@ async def _legacy_reply(
         await later(transport)
     core._journal_answer(rid, reply)  # the POST's own answer is a plain 202: the journal keeps the reply's
     session.reply(rid, reply, fault)
+
+
+def _with_ids(
+    core: SidecarCore, rid: int, incoming: Incoming, info: RequestInfo, reply: Reply, fault: F.Fault | None
+) -> Reply:
+    """An event-stream answer in a session of the fake: its events carry ids, kept for a client that
+    resumes it (:class:`~pytest_mcpfaults.sidecar.resumption.Resumption`); ``close_stream``'s are framed
+    already, a proxied answer is the upstream's, and ``malformed_json``'s half event is the fault (a
+    replay would undo it)."""
+    req = info.mcp
+    if req is None or req.session_id is None or req.is_notification or core.upstream is not None:
+        return reply
+    if reply.events is not None or reply.status != 200 or reply.payload is None or shape_of(fault).halves:
+        return reply
+    priming = primes(incoming.headers.get("MCP-Protocol-Version"))
+    return core.resumption.frame(rid, req.session_id, reply, priming=priming)
 
 
 def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:

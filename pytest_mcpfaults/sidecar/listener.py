@@ -32,6 +32,7 @@ from pytest_mcpfaults.sidecar.mcp import encode, reply_body
 from pytest_mcpfaults.sidecar.notices import StreamNotices
 from pytest_mcpfaults.sidecar.options import SidecarOptions, response_headers
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
+from pytest_mcpfaults.sidecar.resumption import Resumed, primes
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.sidecar.timeouts import within
@@ -238,20 +239,33 @@ class _Exchange:
     async def pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    async def event_stream(self) -> None:
+    async def event_stream(self, resumed: Resumed | None = None) -> None:
+        """A ``GET`` stream: its priming event (protocol 2025-11-25 on; else a comment), or, resuming
+        one (``resumed``), the events the client missed; then its notifications until teardown."""
         resp = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await resp.prepare(self.request)
-        await resp.write(b": stream open\n\n")
-        self.out.status, self.out.bytes_sent = 200, 15
-        self.stream = resp
-        notices = self.listener.notices
-        notices.open(resp, self.request.headers.get("Mcp-Session-Id"), self.rid, self.out)
+        session, resumption = self.request.headers.get("Mcp-Session-Id"), self.listener.core.resumption
+        if resumed is None:
+            key = self.rid
+            priming = primes(self.request.headers.get("MCP-Protocol-Version"))
+            first = resumption.open(key, session, priming=priming, get=True) or b": stream open\n\n"
+        else:
+            key, first = resumed.stream, resumed.events
         try:
-            await self.listener.stream_until_teardown()
+            if first:
+                await resp.write(first)
+            self.out.status, self.out.bytes_sent = 200, len(first)
+            self.stream = resp
+            notices = self.listener.notices
+            notices.open(resp, session, self.rid, self.out, key)
+            try:
+                await self.listener.stream_until_teardown(self.conn.lost)
+            finally:
+                notices.close(resp)
         finally:
-            notices.close(resp)
+            resumption.left(key)
 
 
 class SocketListener:
@@ -277,7 +291,9 @@ class SocketListener:
         self.streams: set[asyncio.Future[str]] = set()
         self.replying: set[int] = set()  # legacy messages whose reply is being made: their record ends then
         #: The MCP endpoint's open GET streams and the notifications the core posts to them.
-        self.notices = StreamNotices(self.journal, sidecar_core.mcp.surface.is_subscribed)
+        self.notices = StreamNotices(
+            self.journal, sidecar_core.mcp.surface.is_subscribed, sidecar_core.resumption.event
+        )
         sidecar_core.notify = sidecar_core.mcp.surface.on_change = self.notices.post
         self.server: asyncio.Server | None = None
         self.web: ConnectionReportingServer | None = None
@@ -387,11 +403,12 @@ class SocketListener:
         self.end_holds("teardown")
         self.abort_all()
 
-    async def stream_until_teardown(self) -> None:
+    async def stream_until_teardown(self, lost: asyncio.Future[None]) -> None:
+        """Until teardown, or until the client goes away (``lost``: its connection's)."""
         done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.streams.add(done)
         try:
-            await done
+            await asyncio.wait((done, lost), return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.streams.discard(done)
 

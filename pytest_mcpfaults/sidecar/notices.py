@@ -6,7 +6,12 @@ to the ``GET`` streams of the sessions subscribed to that URI and to the listen 
 core says what changed (its ``notify`` hook, from any thread); this module writes it, on the loop
 thread (a listen stream's notices are queued for its writer, :mod:`~pytest_mcpfaults.sidecar.listen_stream`,
 which shapes them by the stream's body fault). Each notification sent is counted by method
-(:attr:`StreamNotices.sent`) and in its stream's journal record (``bytes_sent``)."""
+(:attr:`StreamNotices.sent`) and in its stream's journal record (``bytes_sent``).
+
+Each event on a ``GET`` stream carries its stream's next id
+(:class:`~pytest_mcpfaults.sidecar.resumption.Resumption`). A ``GET`` stream whose client went away is
+*dormant*: what would have been sent on it is kept with its ids (not written), so the client resuming
+it with ``Last-Event-ID`` gets it; one per session, forgotten when the session opens a fresh stream."""
 
 from __future__ import annotations
 
@@ -34,24 +39,43 @@ LISTEN_BACKLOG = 1024
 class StreamNotices:
     """The open ``GET`` streams of one sidecar, by session id, and what was sent on them."""
 
-    def __init__(self, journal: Journal, subscribed: Callable[[str | None, str], bool]) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        subscribed: Callable[[str | None, str], bool],
+        with_id: Callable[[int, bytes], bytes],
+    ) -> None:
         self.journal = journal
         self.subscribed = subscribed  # (session, uri) -> whether that session subscribed to uri
+        self.with_id = with_id  # (stream, event) -> the event as the stream's next, with its id (kept)
         #: each open stream -> its session, its GET's journal record, what was sent on it so far
         self.streams: dict[web.StreamResponse, _Stream] = {}
         self.listens: set[Listening] = set()  # the open subscriptions/listen streams
         self.sent: dict[str, int] = {}  # method -> how many sent (a dict: a Counter costs each sidecar 5 µs)
+        #: each session's GET stream whose client went away, by its key: what would have been sent on it
+        #: is kept (with its ids) for the client to resume it; the session's next plain GET forgets it
+        self.dormant: dict[str, int] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
 
-    def open(self, stream: web.StreamResponse, session: str | None, rid: int, out: Delivery) -> None:
-        """A ``GET`` stream is open (``out``: what was sent on it, counted on); its record says so."""
+    def open(
+        self, stream: web.StreamResponse, session: str | None, rid: int, out: Delivery, key: int
+    ) -> None:
+        """A ``GET`` stream is open (``out``: what was sent on it, counted on; ``key``: the stream its
+        event ids name, the ``GET`` that opened it or the one it resumes); its record says so."""
         self.loop = asyncio.get_running_loop()
-        self.streams[stream] = _Stream(session, rid, out)
+        self.streams[stream] = _Stream(session, rid, out, key)
+        if session is not None:  # resumed, or a fresh stream: the session's old one is gone either way
+            self.dormant.pop(session, None)
         self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
 
     def close(self, stream: web.StreamResponse) -> None:
-        self.streams.pop(stream, None)
+        """The client went away from ``stream``: it goes dormant, unless another response writes it."""
+        gone = self.streams.pop(stream, None)
+        if gone is None or gone.session is None:
+            return
+        if all(o.key != gone.key for o in self.streams.values()):
+            self.dormant[gone.session] = gone.key
 
     def listen(self, listen: Listen, cut: Callable[[], None]) -> Listening:
         """A listen stream opens: the notices its filter selects are queued for it from now on (so
@@ -90,15 +114,22 @@ class StreamNotices:
             message["params"] = params
         data, _ = encode(message, True)
         uri = params.get("uri") if method == "notifications/resources/updated" else None
+        framed: dict[int, bytes] = {}  # one event per stream, however many responses write it
         for stream, open_ in list(self.streams.items()):
             if uri is not None and not self.subscribed(open_.session, uri):
                 continue
             with self._lock:
                 self.sent[method] = self.sent.get(method, 0) + 1
-            open_.out.bytes_sent += len(data)
+            if open_.key not in framed:
+                framed[open_.key] = self.with_id(open_.key, data)
+            event = framed[open_.key]
+            open_.out.bytes_sent += len(event)
             self.journal.update_request(open_.rid, bytes_sent=open_.out.bytes_sent)
-            task = asyncio.ensure_future(stream.write(data))
+            task = asyncio.ensure_future(stream.write(event))
             task.add_done_callback(_quiet)
+        for session, key in self.dormant.items():  # kept for the client to resume, not sent
+            if key not in framed and (uri is None or self.subscribed(session, uri)):
+                self.with_id(key, data)
         for listening in list(self.listens):
             if listening.listen.wants(method, params):
                 self._queue(listening, method, params)
@@ -130,6 +161,7 @@ class _Stream:
     session: str | None
     rid: int
     out: Delivery
+    key: int  # the stream its event ids name
 
 
 def _quiet(task: asyncio.Future[Any]) -> None:

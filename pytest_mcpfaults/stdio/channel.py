@@ -25,6 +25,7 @@ from pytest_mcpfaults.sidecar.body import BodyShaper, Hold, Write, halve, shape_
 from pytest_mcpfaults.sidecar.connection import Holding, effect_of
 from pytest_mcpfaults.sidecar.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.sidecar.journal import ClosedBy, HoldOutcome
+from pytest_mcpfaults.sidecar.resumption import Resumed
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.child_faults import pipe_writes
 from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_exited
@@ -88,7 +89,9 @@ class _ChildTransport:
     async def pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    async def event_stream(self) -> None:  # pragma: no cover - no GET stream over stdio
+    async def event_stream(
+        self, resumed: Resumed | None = None
+    ) -> None:  # pragma: no cover - no GET stream over stdio
         raise Dropped
 
     async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
