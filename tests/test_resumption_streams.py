@@ -165,3 +165,13 @@ def test_the_events_kept_are_bounded_and_a_forgotten_one_is_404_saying_so(
         last = events(client.post(sc.mcp_url, json=call(9, "kept"), headers=headers).text)
         kept = client.get(sc.mcp_url, headers={**headers, "Last-Event-ID": last[0]["id"]})
         assert kept.status_code == 200 and text_of(events(kept.text)[0]) == "kept"
+    with Sidecar(get_stream=True, era="session") as sc, httpx.Client(timeout=5) as client:
+        headers = session(client, sc.mcp_url)
+        with client.stream("GET", sc.mcp_url, headers=headers) as get:
+            lines = get.iter_lines()
+            priming = next_event(lines)
+            for name in "abcde":  # a live stream: its oldest events go, the stream stays
+                sc.add_tool(name, lambda: "x", input_schema={"type": "object"})
+                next_event(lines)
+            late = client.get(sc.mcp_url, headers={**headers, "Last-Event-ID": priming["id"]})
+        assert late.status_code == 404 and "the events after it are no longer kept" in late.text, late.text

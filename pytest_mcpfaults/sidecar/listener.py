@@ -253,18 +253,16 @@ class _Exchange:
             first = resumption.open(key, session, priming=priming, get=True) or b": stream open\n\n"
         else:
             key, first = resumed.stream, resumed.events
+        self.out.status, self.out.bytes_sent = 200, len(first)
+        self.stream, notices = resp, self.listener.notices
+        # Open for notices before the first write: one posted meanwhile is written after these bytes (a
+        # write's bytes reach the transport before it first yields), never kept for a dormant stream.
+        notices.open(resp, session, self.rid, self.out, key)
         try:
-            if first:
-                await resp.write(first)
-            self.out.status, self.out.bytes_sent = 200, len(first)
-            self.stream = resp
-            notices = self.listener.notices
-            notices.open(resp, session, self.rid, self.out, key)
-            try:
-                await self.listener.stream_until_teardown(self.conn.lost)
-            finally:
-                notices.close(resp)
+            await resp.write(first)
+            await self.listener.stream_until_teardown(self.conn.lost)
         finally:
+            notices.close(resp)
             resumption.left(key)
 
 
