@@ -31,6 +31,7 @@ from pytest_mcpfaults.sidecar.http_io import LINGERING_TIME
 from pytest_mcpfaults.sidecar.legacy_sse import OUTBOX_BYTES
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.relay import REWRITE_MAX_BYTES
+from pytest_mcpfaults.sidecar.resumption import RETAINED_BYTES, RETAINED_EVENTS
 from pytest_mcpfaults.sidecar.stdio_upstream import WRITE_BUFFER
 from pytest_mcpfaults.stdio.wire import MAX_LINE as STDIO_MAX_LINE
 from pytest_mcpfaults.validation import MAX_FAULT_SECONDS
@@ -77,6 +78,7 @@ CODE_DEFAULTS: dict[str, str] = {
     "`max_fault_seconds`": _seconds(MAX_FAULT_SECONDS),
     "`max_spec_chars`": f"{MAX_SPEC_CHARS} characters",
     "`MAX_TOKENS`": str(MAX_TOKENS),
+    "`RETAINED_EVENTS`, `RETAINED_BYTES`": f"{RETAINED_EVENTS} events and {RETAINED_BYTES} bytes",
 }
 
 
