@@ -91,7 +91,7 @@ class Resumption:
         """``message`` (one SSE event, ``encode(..., True)``) as the next event of stream ``key``, with
         its id; kept for replay."""
         stream = self._streams.get(key)
-        if stream is None:  # forgotten while live cannot be: a live stream is never dropped
+        if stream is None:  # a dormant GET stream forgotten with its last event: nothing to keep it for
             return message
         n = stream.next
         stream.next += 1
@@ -155,7 +155,7 @@ class Resumption:
                 retry_ms=retry_ms,
                 kept=len(events) - len(sent),
             )
-            self._streams[rid].record = self.journal.streams.add(record)
+            self._streams[rid].record = self.journal.streams.add(record)  # there: its newest event is kept
         return dataclasses.replace(reply, headers={**reply.headers, **_HEADERS}, sse=True, events=body)
 
     # -- replay ----------------------------------------------------------------------------------
