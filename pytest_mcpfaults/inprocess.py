@@ -428,7 +428,7 @@ class _Exchange:
         self.delay = seconds
 
     async def event_stream(
-        self, resumed: Resumed | None = None
+        self, resumed: Resumed | None = None, fault: F.Fault | None = None
     ) -> None:  # pragma: no cover - get_stream is off in-process
         raise UnsupportedInProcess("GET event streams need real sockets")
 

@@ -37,7 +37,7 @@ class Recording:
     async def pause(self, seconds: float) -> None:
         self.calls.append(("pause", seconds))
 
-    async def event_stream(self) -> None:
+    async def event_stream(self, resumed: object = None, fault: object = None) -> None:
         self.calls.append(("event_stream", None))
 
 

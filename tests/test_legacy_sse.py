@@ -55,7 +55,9 @@ class Recording:
     async def pause(self, seconds: float) -> None:
         self.calls.append(("pause", seconds))
 
-    async def event_stream(self) -> None:  # pragma: no cover - not used by the legacy transport
+    async def event_stream(  # pragma: no cover - not used by the legacy transport
+        self, resumed: object = None, fault: object = None
+    ) -> None:
         self.calls.append(("event_stream", None))
 
 

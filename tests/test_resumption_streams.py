@@ -5,6 +5,7 @@ breaks (a ``reset``, a ``stall`` or ``drip`` it gives up on, a dropped ``GET`` s
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -13,8 +14,9 @@ import pytest
 from mcp.client import Client
 from test_cancellation import HEADERS, INIT  # the same session-era handshake
 
-from pytest_mcpfaults import Drip, Reset, Sidecar, Stall
+from pytest_mcpfaults import Drip, Reset, Sidecar, Stall, Trigger, Truncate
 from pytest_mcpfaults.sidecar import resumption
+from pytest_mcpfaults.sidecar.journal import RequestRecord
 
 Event = dict[str, str]
 
@@ -138,6 +140,50 @@ def test_a_dropped_get_stream_is_resumed_with_what_it_missed_and_goes_on_live() 
         assert json.loads(missed["data"])["method"] == "notifications/tools/list_changed"
         [resume] = [r for r in sc.journal.requests if r.last_event_id is not None]
         assert (resume.method, resume.last_event_id, resume.status) == ("GET", first["id"], 200)
+
+
+@pytest.mark.parametrize("cut", [Reset, Truncate])
+async def test_mcp2_resumes_its_get_stream_cut_by_a_fault_and_misses_no_notification(
+    cut: type[Reset | Truncate],
+) -> None:
+    """``reset`` / ``truncate`` aimed at ``GET /mcp`` cut the stream once ``after_bytes`` of it are sent
+    (here in the first notification): the mcp 2.x client comes back with the priming event's id, gets
+    that notification replayed, and the next one live (mcp 1.30 does the same, measured by hand)."""
+    told: list[str] = []
+
+    async def on_message(message: object) -> None:
+        method = getattr(message, "method", None)
+        if isinstance(method, str):
+            told.append(method)
+
+    async def until(n: int) -> None:
+        for _ in range(100):  # bounded: 5 s
+            if len(told) >= n:
+                return
+            await asyncio.sleep(0.05)
+
+    def opened(reqs: tuple[RequestRecord, ...]) -> bool:
+        return any(r.method == "GET" and r.status == 200 for r in reqs)
+
+    def resumed(reqs: tuple[RequestRecord, ...]) -> bool:
+        return any(r.method == "GET" and r.last_event_id is not None for r in reqs)
+
+    fault = cut(after_bytes=20, when=Trigger("GET /mcp", times=1))
+    with Sidecar(get_stream=True, era="session", faults=[fault]) as sc:
+        async with Client(sc.mcp_url, mode="legacy", message_handler=on_message):
+            await asyncio.to_thread(
+                sc.wait_for, lambda reqs: any(r.method == "GET" and r.status == 200 for r in reqs)
+            )
+            sc.add_tool("one", lambda: "1", input_schema={"type": "object"})  # cut in its event
+            await asyncio.to_thread(sc.wait_for, resumed, 5)
+            await until(1)
+            sc.add_tool("two", lambda: "2", input_schema={"type": "object"})
+            await until(2)
+        gets = [r for r in sc.journal.requests if r.method == "GET" and r.status == 200]
+    assert told == ["notifications/tools/list_changed"] * 2
+    first, again = gets[0], next(r for r in gets if r.last_event_id is not None)
+    assert first.fault == str(fault) and first.bytes_sent == 20
+    assert again.last_event_id == f"{first.id}-0" and again.fault is None
 
 
 def test_events_are_replayed_on_their_own_stream_and_session_only() -> None:

@@ -107,9 +107,10 @@ class Transport(Link, Protocol):
     async def pause(self, seconds: float) -> None:
         """A ``delay`` of ``seconds`` before the answer (or its body)."""
 
-    async def event_stream(self, resumed: Resumed | None = None) -> None:
+    async def event_stream(self, resumed: Resumed | None = None, fault: F.Fault | None = None) -> None:
         """Serve a ``GET`` event stream on the MCP endpoint, open until teardown (``resumed``: a
-        client resuming one with ``Last-Event-ID``: the events to replay first, and its stream)."""
+        client resuming one with ``Last-Event-ID``: the events to replay first, and its stream;
+        ``fault``: the body fault aimed at the ``GET``, which may cut the stream)."""
 
 
 class Upstream(Protocol):
@@ -558,6 +559,7 @@ class SidecarCore:
         info: RequestInfo,
         transport: Transport,
         forced: Reply | None = None,
+        fault: F.Fault | None = None,
     ) -> Reply | None:
         if self.upstream is not None and info.kind != "mcp":
             problem = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
@@ -602,13 +604,13 @@ class SidecarCore:
             found = self.resumption.replay(rid, sid, last)
             if isinstance(found, Reply):
                 return found
-            await transport.event_stream(found)  # a GET stream: replayed, then live again
+            await transport.event_stream(found, fault)  # a GET stream: replayed, then live again
             return None
         if method == "GET" and self.mcp.get_stream and self.mcp.era != "stateless":
             problem = self.mcp.check_session(headers.get("Mcp-Session-Id"))
             if problem is not None:
                 return problem
-            await transport.event_stream()
+            await transport.event_stream(None, fault)
             return None
         return Reply(405, None, {"Allow": "POST" if self.mcp.era == "stateless" else "POST, DELETE"})
 
@@ -627,7 +629,7 @@ async def _answer(
     ``notifications/cancelled`` the sidecar accepts cancels the request it names; ``close_stream``
     frames it as a stream to resume (:meth:`SidecarCore._normal` answers the ``GET`` with
     ``Last-Event-ID`` that resumes it). A proxied request's answer is the upstream's: not raced."""
-    pending = core._normal(rid, incoming, info, transport, forced)
+    pending = core._normal(rid, incoming, info, transport, forced, fault)
     if info.mcp is None or core.upstream is not None:
         return await pending
     effect = outbound_effect(fault) if fault is not None else None

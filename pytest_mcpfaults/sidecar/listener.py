@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import ipaddress
 import socket
 import time
@@ -21,7 +22,7 @@ from aiohttp import web, web_protocol
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
-from pytest_mcpfaults.sidecar.body import BodyShaper, halve_event, shape_of
+from pytest_mcpfaults.sidecar.body import BodyShaper, Cut, halve_event, shape_of
 from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
 from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
@@ -239,9 +240,15 @@ class _Exchange:
     async def pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    async def event_stream(self, resumed: Resumed | None = None) -> None:
+    async def event_stream(self, resumed: Resumed | None = None, fault: F.Fault | None = None) -> None:
         """A ``GET`` stream: its priming event (protocol 2025-11-25 on; else a comment), or, resuming
-        one (``resumed``), the events the client missed; then its notifications until teardown."""
+        one (``resumed``), the events the client missed; then its notifications until teardown or the
+        client goes away. A ``reset`` / ``truncate`` aimed at the ``GET`` cuts it once ``after_bytes``
+        bytes of it are sent (0: before the status line)."""
+        shape = shape_of(fault)
+        if shape.resets_at_once:
+            reset_transport(self.request.transport)
+            raise Dropped
         resp = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
@@ -253,17 +260,32 @@ class _Exchange:
             first = resumption.open(key, session, priming=priming, get=True) or b": stream open\n\n"
         else:
             key, first = resumed.stream, resumed.events
-        self.out.status, self.out.bytes_sent = 200, len(first)
-        self.stream, notices = resp, self.listener.notices
+        ending = shape.ending if isinstance(shape.ending, Cut) and shape.cut is not None else None
+        cut_at = shape.cut if ending is not None else None
+        self.out.status, self.stream, notices = 200, resp, self.listener.notices
+        self.out.bytes_sent = len(first) if cut_at is None else min(len(first), cut_at)
         # Open for notices before the first write: one posted meanwhile is written after these bytes (a
         # write's bytes reach the transport before it first yields), never kept for a dormant stream.
-        notices.open(resp, session, self.rid, self.out, key)
+        cut = functools.partial(self.cut, ending) if ending is not None else None
+        notices.open(resp, session, self.rid, self.out, key, cut_at, cut)
         try:
-            await resp.write(first)
+            await resp.write(first[: self.out.bytes_sent])
+            if cut is not None and cut_at is not None and len(first) >= cut_at:
+                cut()
+                raise Dropped
             await self.listener.stream_until_teardown(self.conn.lost)
         finally:
             notices.close(resp)
             resumption.left(key)
+
+    def cut(self, ending: Cut) -> None:
+        """Cut this request's connection as ``ending`` says (FIN or RST): the sidecar closed it."""
+        self.conn.closed_by_us = True
+        if ending.how == "fin":
+            if self.request.transport is not None:
+                self.request.transport.close()
+        else:
+            reset_transport(self.request.transport)
 
 
 class SocketListener:

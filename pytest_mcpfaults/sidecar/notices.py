@@ -59,12 +59,20 @@ class StreamNotices:
         self._lock = threading.Lock()
 
     def open(
-        self, stream: web.StreamResponse, session: str | None, rid: int, out: Delivery, key: int
+        self,
+        stream: web.StreamResponse,
+        session: str | None,
+        rid: int,
+        out: Delivery,
+        key: int,
+        cut_at: int | None = None,
+        cut: Callable[[], None] | None = None,
     ) -> None:
         """A ``GET`` stream is open (``out``: what was sent on it, counted on; ``key``: the stream its
-        event ids name, the ``GET`` that opened it or the one it resumes); its record says so."""
+        event ids name, the ``GET`` that opened it or the one it resumes; ``cut``: what cuts its
+        connection once ``cut_at`` bytes of it are sent, a fault aimed at it); its record says so."""
         self.loop = asyncio.get_running_loop()
-        self.streams[stream] = _Stream(session, rid, out, key)
+        self.streams[stream] = _Stream(session, rid, out, key, cut_at, cut)
         if session is not None:  # resumed, or a fresh stream: the session's old one is gone either way
             self.dormant.pop(session, None)
         self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
@@ -122,10 +130,13 @@ class StreamNotices:
                 self.sent[method] = self.sent.get(method, 0) + 1
             if open_.key not in framed:
                 framed[open_.key] = self.with_id(open_.key, data)
-            event = framed[open_.key]
+            event, then = framed[open_.key], None
+            if open_.cut_at is not None and open_.out.bytes_sent + len(event) >= open_.cut_at:
+                event, then = event[: open_.cut_at - open_.out.bytes_sent], open_.cut
+                open_.cut_at = None  # it cuts once
             open_.out.bytes_sent += len(event)
             self.journal.update_request(open_.rid, bytes_sent=open_.out.bytes_sent)
-            task = asyncio.ensure_future(stream.write(event))
+            task = asyncio.ensure_future(_write(stream, event, then))
             task.add_done_callback(_quiet)
         for session, key in self.dormant.items():  # kept for the client to resume, not sent
             if key not in framed and (uri is None or self.subscribed(session, uri)):
@@ -162,6 +173,17 @@ class _Stream:
     rid: int
     out: Delivery
     key: int  # the stream its event ids name
+    cut_at: int | None = None  # a fault aimed at the GET cuts it once this many bytes are sent
+    cut: Callable[[], None] | None = None
+
+
+async def _write(stream: web.StreamResponse, data: bytes, then: Callable[[], None] | None) -> None:
+    """Write ``data`` on ``stream``, then (a fault's cut) ``then``."""
+    try:
+        await stream.write(data)
+    finally:
+        if then is not None:
+            then()
 
 
 def _quiet(task: asyncio.Future[Any]) -> None:

@@ -90,7 +90,7 @@ class _ChildTransport:
         await asyncio.sleep(seconds)
 
     async def event_stream(
-        self, resumed: Resumed | None = None
+        self, resumed: Resumed | None = None, fault: F.Fault | None = None
     ) -> None:  # pragma: no cover - no GET stream over stdio
         raise Dropped
 
