@@ -595,24 +595,28 @@ class SidecarCore:
             return await self.mcp.post(info.mcp, headers, transport, rid)
         if method == "DELETE":
             return self.mcp.delete(headers.get("Mcp-Session-Id"))
-        last = headers.get("Last-Event-ID")  # a GET resuming one of the session's event streams
-        if method == "GET" and last is not None and self.mcp.era != "stateless":
-            sid = headers.get("Mcp-Session-Id")
-            problem = self.mcp.check_session(sid)
-            if problem is not None:
-                return problem
-            found = self.resumption.replay(rid, sid, last)
-            if isinstance(found, Reply):
-                return found
-            await transport.event_stream(found, fault)  # a GET stream: replayed, then live again
-            return None
-        if method == "GET" and self.mcp.get_stream and self.mcp.era != "stateless":
-            problem = self.mcp.check_session(headers.get("Mcp-Session-Id"))
-            if problem is not None:
-                return problem
-            await transport.event_stream(None, fault)
-            return None
+        if method == "GET" and self.mcp.era != "stateless":
+            return await _get(self, rid, headers, transport, fault)
         return Reply(405, None, {"Allow": "POST" if self.mcp.era == "stateless" else "POST, DELETE"})
+
+
+async def _get(
+    core: SidecarCore, rid: int, headers: Mapping[str, str], transport: Transport, fault: F.Fault | None
+) -> Reply | None:
+    """A session-era ``GET`` of the MCP endpoint: one resuming a stream with ``Last-Event-ID`` (its
+    replay; a ``GET`` stream goes on live), a ``GET`` stream (``get_stream=True``), else 405.
+    ``None``: the transport served the stream."""
+    sid, last = headers.get("Mcp-Session-Id"), headers.get("Last-Event-ID")
+    if last is None and not core.mcp.get_stream:
+        return Reply(405, None, {"Allow": "POST, DELETE"})
+    problem = core.mcp.check_session(sid)
+    if problem is not None:
+        return problem
+    found = core.resumption.replay(rid, sid, last) if last is not None else None
+    if isinstance(found, Reply):
+        return found
+    await transport.event_stream(found, fault)  # a fresh GET stream, or one resumed: replayed, then live
+    return None
 
 
 async def _answer(
