@@ -30,6 +30,7 @@ from pytest_mcpfaults.sidecar.control import MAX_BODY_DEPTH
 from pytest_mcpfaults.sidecar.http_io import LINGERING_TIME
 from pytest_mcpfaults.sidecar.legacy_sse import OUTBOX_BYTES
 from pytest_mcpfaults.sidecar.loop import WorkerPool
+from pytest_mcpfaults.sidecar.notices import DORMANT_STREAMS
 from pytest_mcpfaults.sidecar.relay import REWRITE_MAX_BYTES
 from pytest_mcpfaults.sidecar.resumption import RETAINED_BYTES, RETAINED_EVENTS
 from pytest_mcpfaults.sidecar.stdio_upstream import WRITE_BUFFER
@@ -79,6 +80,7 @@ CODE_DEFAULTS: dict[str, str] = {
     "`max_spec_chars`": f"{MAX_SPEC_CHARS} characters",
     "`MAX_TOKENS`": str(MAX_TOKENS),
     "`RETAINED_EVENTS`, `RETAINED_BYTES`": f"{RETAINED_EVENTS} events and {RETAINED_BYTES} bytes",
+    "`DORMANT_STREAMS`": f"the last {DORMANT_STREAMS}",
 }
 
 

@@ -6,6 +6,7 @@ breaks (a ``reset``, a ``stall`` or ``drip`` it gives up on, a dropped ``GET`` s
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Iterator
 
@@ -15,7 +16,7 @@ from mcp.client import Client
 from test_cancellation import HEADERS, INIT  # the same session-era handshake
 
 from pytest_mcpfaults import Drip, Reset, Sidecar, Stall, Trigger, Truncate
-from pytest_mcpfaults.sidecar import resumption
+from pytest_mcpfaults.sidecar import notices, resumption
 from pytest_mcpfaults.sidecar.journal import RequestRecord
 
 Event = dict[str, str]
@@ -221,3 +222,29 @@ def test_the_events_kept_are_bounded_and_a_forgotten_one_is_404_saying_so(
                 next_event(lines)
             late = client.get(sc.mcp_url, headers={**headers, "Last-Event-ID": priming["id"]})
         assert late.status_code == 404 and "the events after it are no longer kept" in late.text, late.text
+
+
+def test_the_dormant_get_streams_are_bounded_the_oldest_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one dormant stream kept, the first session's dropped stream is forgotten when the second's
+    drops: what is posted then is kept for the second only; the first, resumed, goes on live."""
+    monkeypatch.setattr(notices, "DORMANT_STREAMS", 1)
+    with Sidecar(get_stream=True, era="session") as sc, httpx.Client(timeout=5) as client:
+        a, b = session(client, sc.mcp_url), session(client, sc.mcp_url)
+        primed = {}
+        for name, headers in (("a", a), ("b", b)):
+            with client.stream("GET", sc.mcp_url, headers=headers) as get:
+                primed[name] = next_event(get.iter_lines())["id"]
+            sc.wait_for(functools.partial(_ended, int(primed[name].split("-")[0])), timeout=5)
+        sc.add_tool("one", lambda: "1", input_schema={"type": "object"})  # a's stream is forgotten: b's only
+        with client.stream("GET", sc.mcp_url, headers={**b, "Last-Event-ID": primed["b"]}) as again:
+            assert next_event(again.iter_lines())["id"] == primed["b"].replace("-0", "-1")  # replayed
+        with client.stream("GET", sc.mcp_url, headers={**a, "Last-Event-ID": primed["a"]}) as again:
+            [resumed] = [r for r in sc.journal.requests if r.last_event_id == primed["a"]]
+            assert resumed.bytes_sent == 0  # nothing replayed: "one" was never kept for it
+            lines = again.iter_lines()
+            sc.add_tool("two", lambda: "2", input_schema={"type": "object"})
+            assert next_event(lines)["id"] == primed["a"].replace("-0", "-1")  # "two", live
+
+
+def _ended(rid: int, reqs: tuple[RequestRecord, ...]) -> bool:
+    return any(r.id == rid and r.done for r in reqs)

@@ -11,7 +11,8 @@ which shapes them by the stream's body fault). Each notification sent is counted
 Each event on a ``GET`` stream carries its stream's next id
 (:class:`~pytest_mcpfaults.sidecar.resumption.Resumption`). A ``GET`` stream whose client went away is
 *dormant*: what would have been sent on it is kept with its ids (not written), so the client resuming
-it with ``Last-Event-ID`` gets it; one per session, forgotten when the session opens a fresh stream."""
+it with ``Last-Event-ID`` gets it; one per session, forgotten when the session opens a fresh stream
+(and beyond :data:`DORMANT_STREAMS`, the oldest)."""
 
 from __future__ import annotations
 
@@ -29,11 +30,13 @@ from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.listen import Listen
 from pytest_mcpfaults.sidecar.mcp import encode
 
-__all__ = ["LISTEN_BACKLOG", "Listening", "StreamNotices"]
+__all__ = ["DORMANT_STREAMS", "LISTEN_BACKLOG", "Listening", "StreamNotices"]
 
 #: The notices a listen stream may have waiting to be written; one more and the stream is cut (a
 #: client that does not read its stream re-listens, as the spec says, rather than growing the queue).
 LISTEN_BACKLOG = 1024
+#: The dormant GET streams a sidecar keeps events for (one per session), the oldest forgotten first.
+DORMANT_STREAMS = 64
 
 
 class StreamNotices:
@@ -84,6 +87,8 @@ class StreamNotices:
             return
         if all(o.key != gone.key for o in self.streams.values()):
             self.dormant[gone.session] = gone.key
+            while len(self.dormant) > DORMANT_STREAMS:  # the oldest first (sessions long gone, mostly)
+                del self.dormant[next(iter(self.dormant))]
 
     def listen(self, listen: Listen, cut: Callable[[], None]) -> Listening:
         """A listen stream opens: the notices its filter selects are queued for it from now on (so
