@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from mcp.client import Client
+from mcp1_client import Mcp1Client
 from test_cancellation import HEADERS, INIT  # the same session-era handshake
 
 from pytest_mcpfaults import Drip, Reset, Sidecar, Stall, Trigger, Truncate
@@ -98,6 +99,18 @@ async def test_mcp2_resumes_an_sse_answer_reset_after_its_priming_event() -> Non
         [get] = [r for r in sc.journal.requests if r.method == "GET" and r.last_event_id is not None]
         assert post.fault == "reset(after_bytes=20)@tool:echo" and post.bytes_sent == 20
         assert (get.last_event_id, get.status) == (f"{post.id}-0", 200)
+
+
+def test_mcp1_resumes_an_sse_answer_reset_after_its_priming_event(mcp1_client: Mcp1Client) -> None:
+    """The same with mcp 1.x's ``ClientSession`` (1.30, the overlay, in a child Python)."""
+    with Sidecar(reply="sse", era="session", faults=[Reset(after_bytes=20, when="tool:echo")]) as sc:
+        seen = mcp1_client.call(sc.mcp_url, "echo", {"text": "back"}, read_timeout=10)
+        sc.wait_idle(5)
+        [post] = [r for r in sc.journal.requests if r.label == "POST tools/call echo"]
+        [get] = [r for r in sc.journal.requests if r.method == "GET" and r.last_event_id is not None]
+    assert seen.version.startswith("1.") and seen.texts == ["back"] and seen.error is None, seen
+    assert post.fault == "reset(after_bytes=20)@tool:echo" and post.bytes_sent == 20
+    assert (get.last_event_id, get.status) == (f"{post.id}-0", 200)
 
 
 @pytest.mark.parametrize(
