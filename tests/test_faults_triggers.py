@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import httpx
@@ -330,18 +329,16 @@ def test_every_bool_parameter_refuses_anything_but_a_bool(kind: str, name: str, 
         cls(**{name: given})
 
 
-def test_a_fault_spec_over_the_length_limit_is_refused_quickly() -> None:
+def test_a_fault_spec_over_the_length_limit_is_refused_and_one_at_it_parses() -> None:
+    """How fast (linear, no Python loop per character) is measured in benchmarks/spec_parse.py: a timed
+    assertion here failed under load (62 ms against 50 ms for a parse whose median is 1.6 ms)."""
     long = "status(body='" + "b" * MAX_SPEC_CHARS + "')@tool:none"
-    started = time.perf_counter()
     with pytest.raises(
         ValueError, match=f"is {len(long)} characters long, over the limit of 65536 \\(max_spec_chars\\)"
     ):
         parse_fault(long)
-    assert time.perf_counter() - started < 0.05
     at_limit = "status(body='" + "b\\'," * ((MAX_SPEC_CHARS - 40) // 4) + "')@tool:none"
-    started = time.perf_counter()
     assert len(parse_fault(at_limit).params()["body"]) == 3 * ((MAX_SPEC_CHARS - 40) // 4)
-    assert time.perf_counter() - started < 0.05  # linear: no Python loop per character
 
 
 def test_bad_fault_spec_strings() -> None:
