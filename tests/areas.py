@@ -72,6 +72,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_stall_verdict",
         "test_reliability",
         "test_teardown",
+        "test_teardown_interrupt",
     ),
     "spans": (
         "test_invariants",

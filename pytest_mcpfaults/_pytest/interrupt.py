@@ -19,9 +19,21 @@ with ``EINTR`` and runs the handler), in this order, one step per ``grace``:
    the main thread is. It is a ``KeyboardInterrupt``: ``except Exception`` does not swallow it, and
    asyncio re-raises it out of ``run_until_complete`` from whatever task or callback it lands in (a
    client busy-spinning its loop is interrupted inside one of the loop's own tasks);
-3. once more, one ``grace`` later; then the watcher gives up (an outside timeout is still needed).
+3. once more, one ``grace`` later; then, if it is still blocked one ``grace`` later, the watcher gives
+   up and says so on the terminal (an outside timeout is still needed).
 
-The handler acts only while the test function itself runs (``in_body``), and the signal handler is
+At teardown (``in_teardown``: the finalizers of the fixtures torn down before the sidecar's own, the
+harness's fixtures that depend on it) the steps are the same but each raises
+:class:`PatienceTeardownInterrupt`, an ``Exception``: pytest's ``SetupState.teardown_exact`` catches
+only ``Exception`` (and its outcomes) per finalizer, so a ``KeyboardInterrupt`` would skip the remaining
+finalizers (the sidecar's own stop among them) and end the session, and so would the cancellation of
+step 1 (pytest-asyncio's ``Runner.run`` lets the ``CancelledError``, a ``BaseException``, out of an async
+fixture's finalizer). An ``Exception`` is recorded for that finalizer, the others run, and the plugin
+turns it into the verdict as a teardown error. Raised in an event loop's selector it leaves
+``run_until_complete`` like any exception from a signal handler.
+
+The handler acts only while the test function itself runs (``in_body``) or at teardown
+(``in_teardown``), and the signal handler is
 installed once, from the main thread, only if ``SIGUSR2`` has no handler yet; it stays installed (a
 no-op between tests) until the session ends, so a late signal never hits the default action.
 """
@@ -38,7 +50,15 @@ from typing import Any, Protocol
 
 from pytest_mcpfaults._pytest.blocked import blocked_at
 
-__all__ = ["Finding", "PatienceInterrupt", "Watch", "install", "interrupt_available", "uninstall"]
+__all__ = [
+    "Finding",
+    "PatienceInterrupt",
+    "PatienceTeardownInterrupt",
+    "Watch",
+    "install",
+    "interrupt_available",
+    "uninstall",
+]
 
 _SIGNAL: int | None = getattr(signal, "SIGUSR2", None)
 _STEPS = 3
@@ -49,6 +69,12 @@ _CANCEL_MSG = "mcpfaults: a verdict interrupted the blocked test"
 class PatienceInterrupt(KeyboardInterrupt):
     """Raised in a test still blocked after a verdict (see the module). A ``KeyboardInterrupt``, so
     asyncio lets it out of an event loop wherever it lands; the plugin turns it into the verdict."""
+
+
+class PatienceTeardownInterrupt(Exception):  # named for what it does, like PatienceInterrupt
+    """Raised in a fixture's teardown still blocked after a verdict (see the module). An ``Exception``,
+    so pytest records it for that finalizer and runs the others (the sidecar's stop among them); the
+    plugin turns it into the verdict as a teardown error."""
 
 
 class Finding(Protocol):
@@ -102,10 +128,15 @@ def _cancel_all(watch: Watch, loop: asyncio.AbstractEventLoop) -> None:
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     watch: Watch | None = _state["active"]
-    if watch is None or not watch.in_body or not watch.pending:
+    if watch is None or not watch.active or not watch.pending:
         return
     watch.pending = False
     watch.steps_taken += 1
+    if watch.in_teardown:
+        watch.how = "raised PatienceTeardownInterrupt where it was blocked"
+        if watch.steps_taken > 1:
+            watch.how += f" ({watch.steps_taken} times: the harness caught it and blocked again)"
+        raise PatienceTeardownInterrupt("mcpfaults: the fixture's teardown was still blocked after a verdict")
     if watch.steps_taken == 1:
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -122,15 +153,21 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 class Watch:
     """The watcher of one test's call phase (see the module). ``check()`` returns a :class:`Finding`
     (an unexpected patience violation, a stall) or ``None``; ``finding`` is the first one, ``blocked``
-    where the main thread was when the first step was sent, ``fired`` whether the test was interrupted."""
+    where the main thread was when the first step was sent, ``fired`` whether the test was interrupted,
+    ``gave_up`` whether it was still blocked one ``grace`` after the last step (then ``say`` was called
+    with where it was)."""
 
-    def __init__(self, grace: float, check: Callable[[], Finding | None]) -> None:
+    def __init__(
+        self, grace: float, check: Callable[[], Finding | None], say: Callable[[str], None] | None = None
+    ) -> None:
         self.grace = grace
         self._check = check
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._say = say
         self.in_body = False
+        self.in_teardown = False
         self.pending = False  # a signal was sent and not handled yet
         self.steps_sent = 0
         self.steps_taken = 0
@@ -138,10 +175,16 @@ class Watch:
         self.found_at: float | None = None
         self.finding: Finding | None = None
         self.blocked = ""
+        self.gave_up = False
 
     @property
     def fired(self) -> bool:
         return self.steps_taken > 0
+
+    @property
+    def active(self) -> bool:
+        """Whether the watcher may act now: the test body or the harness's teardown is running."""
+        return self.in_body or self.in_teardown
 
     def start(self) -> None:
         """Start watching (idempotent); makes this the active watch of the signal handler."""
@@ -153,7 +196,7 @@ class Watch:
 
     def stop(self) -> None:
         """Stop watching (bounded: the thread wakes within ``_POLL``)."""
-        self.in_body = False
+        self.in_body = self.in_teardown = False
         self._stop.set()
         if self._thread is not None:
             self._thread.join(1.0)
@@ -179,10 +222,14 @@ class Watch:
             now = time.monotonic()
             if self.steps_sent == 0 and not self._look(now):
                 continue
-            if self.steps_sent >= _STEPS:
-                return  # gave up: only an outside timeout ends this test
             assert self.found_at is not None
-            if now - self.found_at >= self.grace * (self.steps_sent + 1) and self.in_body:
+            due = now - self.found_at >= self.grace * (self.steps_sent + 1) and self.active
+            if self.steps_sent >= _STEPS:
+                if due:  # still blocked one grace after the last step: only an outside timeout ends it
+                    self._give_up()
+                    return
+                continue
+            if due:
                 if self.steps_sent == 0:
                     self.blocked = blocked_at(self._main)
                 self.steps_sent += 1
@@ -190,3 +237,13 @@ class Watch:
                 assert _SIGNAL is not None
                 assert self._main is not None
                 signal.pthread_kill(self._main, _SIGNAL)
+
+    def _give_up(self) -> None:
+        self.gave_up = True
+        if self._say is not None:
+            phase = "teardown" if self.in_teardown else "test body"
+            self._say(
+                f"mcpfaults: gave up interrupting the blocked {phase} after {_STEPS} attempts (each was "
+                f"caught or did not return); only an outside timeout ends it now. It is blocked at:\n"
+                f"{blocked_at(self._main)}"
+            )

@@ -9,6 +9,7 @@ observed goes into the test's record for the CI report.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 import traceback
@@ -31,6 +32,7 @@ _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
 _CALL = pytest.StashKey["_Call"]()  # the call phase of a test that may be interrupted
 _GRACE = pytest.StashKey["float | None"]()  # mcpfaults_interrupt: seconds, or None when off
+_SAY = pytest.StashKey[int]()  # a copy of stderr taken before capturing: where the watcher says it gave up
 _CURRENT: list[pytest.Item] = []  # the item whose setup/call/teardown is running
 _NO_INTERRUPT = "mcp_no_interrupt"
 
@@ -62,12 +64,19 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     settings.check_ini(config)  # validate early: a bad ini value is a usage error before collection
     config.stash[_GRACE] = settings.ini_grace(config)
+    if config.stash[_GRACE] is not None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # no real stderr: nothing is said
+            config.stash[_SAY] = os.dup(sys.__stderr__.fileno())  # type: ignore[union-attr]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     interrupt = sys.modules.get("pytest_mcpfaults._pytest.interrupt")  # imported only once a test was watched
     if interrupt is not None:
         interrupt.uninstall()
+    fd = config.stash.get(_SAY, None)
+    if fd is not None:
+        del config.stash[_SAY]
+        os.close(fd)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -110,13 +119,15 @@ class _Found:
 
 
 class _Call:
-    """The call phase of a test that may be interrupted: the watcher (see ``interrupt``) is made
-    only once the test uses a sidecar, so a test that uses none never imports it."""
+    """The call phase (or the teardown) of a test that may be interrupted: the watcher (see
+    ``interrupt``) is made only once the test uses a sidecar, so a test that uses none never imports it."""
 
-    def __init__(self, grace: float) -> None:
+    def __init__(self, grace: float, say: int | None) -> None:
         self.grace = grace
         self.in_body = False
+        self.in_teardown = False
         self.watch: Watch | None = None
+        self._say = say
 
     def watch_for(self, item: pytest.Item) -> None:
         if self.watch is not None:
@@ -138,14 +149,26 @@ class _Call:
                     return _Found(sc, stall)
             return None
 
-        self.watch = Watch(self.grace, check)
-        self.watch.in_body = self.in_body
+        fd = self._say
+
+        def say(text: str) -> None:
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(fd, f"\n{text}\n".encode(errors="replace"))
+
+        self.watch = Watch(self.grace, check, say)
+        self.watch.in_body, self.watch.in_teardown = self.in_body, self.in_teardown
         self.watch.start()
 
     def set_in_body(self, value: bool) -> None:
         self.in_body = value
         if self.watch is not None:
             self.watch.in_body = value
+
+    def set_in_teardown(self, value: bool) -> None:
+        self.in_teardown = value
+        if self.watch is not None:
+            self.watch.in_teardown = value
 
     def stop(self) -> Watch | None:
         """Stop watching; the watch if it interrupted the test."""
@@ -159,7 +182,7 @@ def _make_call(item: pytest.Item) -> _Call | None:
     grace = item.config.stash.get(_GRACE, None)
     if grace is None or _expects_hang(item) or item.get_closest_marker(_NO_INTERRUPT) is not None:
         return None
-    return _Call(grace)
+    return _Call(grace, item.config.stash.get(_SAY, None))
 
 
 def _expects_hang(item: pytest.Item) -> bool:
@@ -175,14 +198,15 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         _CURRENT.remove(item)
 
 
-def _verdict(item: pytest.Item, sidecars: list[Sidecar]) -> str | None:
-    """The verdict for unexpected patience violations not reported yet (each is reported once)."""
+def _verdict(item: pytest.Item, sidecars: list[Sidecar], again: bool = False) -> str | None:
+    """The verdict for unexpected patience violations not reported yet (each is reported once; with
+    ``again``, those already reported too)."""
     if not sidecars or _expects_hang(item):
         return None  # a test that used no sidecar never imports the sidecar package
     reported = item.stash.setdefault(_REPORTED, set())
     texts = []
     for sc in sidecars:
-        new = [v for v in sc.patience_violations if not v.expected and id(v) not in reported]
+        new = [v for v in sc.patience_violations if not v.expected and (again or id(v) not in reported)]
         reported.update(id(v) for v in new)
         if new:
             texts.append(_verdict_text(sc, new))
@@ -212,23 +236,50 @@ def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
 
 
 def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
-    """Where in the test's own file the interrupted test was, from the interrupt's traceback."""
+    """Where in the test's own file (or a ``conftest.py``) the interrupted test was, from the
+    interrupt's traceback (the first interrupt in an exception group)."""
     path = str(getattr(item, "path", ""))
+    exc = _first_interrupt(exc)
     tb, where = exc.__traceback__ if exc is not None else None, ""
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == path:
-            where = f" at {item.path.name}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+        name = tb.tb_frame.f_code.co_filename
+        if name == path or os.path.basename(name) == "conftest.py":
+            where = f" at {os.path.basename(name)}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
         tb = tb.tb_next
     return where
 
 
-def _interrupted(item: pytest.Item, watch: Watch, exc: BaseException | None) -> None:
-    """The test was interrupted by the watcher: raise the verdict (a patience violation's, or the
-    stall's, recorded for the report), with where the test was blocked and what the plugin did. The
-    interrupt itself (the cancellation or :class:`PatienceInterrupt`) is not kept as the cause; any
+def _first_interrupt(exc: BaseException | None) -> BaseException | None:
+    """The first of the watcher's interrupts in ``exc`` (itself, or in an exception group), else ``exc``."""
+    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt, PatienceTeardownInterrupt
+
+    if exc is None or isinstance(exc, (PatienceInterrupt, PatienceTeardownInterrupt)):
+        return exc
+    for inner in getattr(exc, "exceptions", None) or ():
+        found = _first_interrupt(inner)
+        if isinstance(found, (PatienceInterrupt, PatienceTeardownInterrupt)):
+            return found
+    return exc
+
+
+def _interrupted(
+    item: pytest.Item,
+    watch: Watch,
+    exc: BaseException | None,
+    sidecars: list[Sidecar] | None = None,
+    when: str = "call",
+) -> None:
+    """The test (its body, or its fixtures' teardown: ``when``) was interrupted by the watcher: raise
+    the verdict (a patience violation's, or the stall's, recorded for the report), with where the test
+    was blocked and what the plugin did. The interrupt itself (the cancellation,
+    :class:`PatienceInterrupt` or :class:`PatienceTeardownInterrupt`) is not kept as the cause; any
     other failure is."""
     from pytest_mcpfaults.sidecar.patience import PatienceError
 
+    if sidecars is None:
+        sidecars = item.stash.get(_SIDECARS, [])
+    what = "test" if when == "call" else "fixture teardown"
+    gave_up = f"; then mcpfaults gave up, and the {what} ended by itself" if watch.gave_up else ""
     found = watch.finding
     if isinstance(found, _Found) and found.stall is not None:
         from pytest_mcpfaults.sidecar.stalls import stall_record, stall_verdict
@@ -237,17 +288,19 @@ def _interrupted(item: pytest.Item, watch: Watch, exc: BaseException | None) -> 
         text = stall_verdict(sc, found.stall, watch.blocked, stdio=hasattr(sc, "patience_verdict"))
         record_for(item).patience_violations.append(stall_record(found.stall, text, sc.url))
         note = (
-            f"\n\nThe test was interrupted: mcpfaults {watch.how}. If the test expects this wait, say so "
+            f"\n\nThe {what} was interrupted: mcpfaults {watch.how}{gave_up}. If the test expects this "
+            "wait, say so "
             f"(@pytest.mark.mcp_expect_hang, or a larger patience); ini {settings.INTERRUPT_INI} = off or "
             f"@pytest.mark.{_NO_INTERRUPT} turns this off."
         )
     else:
-        text = _verdict(item, item.stash.get(_SIDECARS, [])) or "a patience violation was recorded"
+        verdict = _verdict(item, sidecars) or _verdict(item, sidecars, again=True)
+        text = verdict or "a patience violation was recorded"
         text += f"\n\n{watch.blocked}" if watch.blocked else ""
         note = (
-            f"\n\nThe test was still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}: "
-            f"mcpfaults {watch.how} (ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} "
-            "turns this off)."
+            f"\n\nThe {what} was still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}: "
+            f"mcpfaults {watch.how}{gave_up} (ini {settings.INTERRUPT_INI} = off or "
+            f"@pytest.mark.{_NO_INTERRUPT} turns this off)."
         )
     raise PatienceError(text + note) from (None if _ours(exc) else exc)
 
@@ -257,9 +310,9 @@ def _ours(exc: BaseException | None) -> bool:
     tasks, :class:`PatienceInterrupt`, or a group of them (anyio, ``asyncio.TaskGroup``)."""
     import asyncio
 
-    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt
+    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt, PatienceTeardownInterrupt
 
-    if exc is None or isinstance(exc, (PatienceInterrupt, asyncio.CancelledError)):
+    if exc is None or isinstance(exc, (PatienceInterrupt, PatienceTeardownInterrupt, asyncio.CancelledError)):
         return True
     group = getattr(exc, "exceptions", None)  # an exception group (BaseExceptionGroup from 3.11)
     return isinstance(group, tuple) and bool(group) and all(_ours(e) for e in group)
@@ -348,28 +401,50 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     """Around fixture teardown (a client closed in a fixture may wait out a hold there): then stop
     every sidecar, record what it saw, re-raise its errors, and give the verdict for violations
-    that appeared after the call phase."""
+    that appeared after the call phase. While the fixtures torn down before the sidecar's own run
+    (the harness's, which depend on it), the watcher may interrupt them (see ``interrupt``); its
+    verdict is then the teardown error."""
+    call = _make_call(item) if item.stash.get(_SIDECARS, []) else None
+    if call is not None:
+        item.stash[_CALL] = call
+        call.set_in_teardown(True)
+        call.watch_for(item)
     failure: BaseException | None = None
     try:
         yield
     except BaseException as exc:
         failure = exc
+    fired = None
+    if call is not None:
+        if _CALL in item.stash:
+            del item.stash[_CALL]
+        fired = call.stop()
     sidecars = item.stash.get(_SIDECARS, [])
     item.stash[_SIDECARS] = []
     if sidecars and explore_run(item) is not None:  # an explore oracle, for the factory's sidecars too
         _factory_left_open(item)
     if sidecars:
         _record(item, sidecars)
-        verdict = _verdict(item, sidecars)
         for sc in sidecars:
             try:
                 sc.check_errors()
             except Exception as exc:
                 if failure is None:
                     failure = exc
-        _raise_verdict(verdict, failure)
+    if fired is not None and type(failure) is not KeyboardInterrupt:  # a real Ctrl-C stays one
+        _interrupted(item, fired, failure, sidecars, when="teardown")
+    if sidecars:
+        _raise_verdict(_verdict(item, sidecars), failure)
     if failure is not None:
         raise failure
+
+
+def _own_finalizer(item: pytest.Item | None) -> None:
+    """A server fixture's own finalizer has begun: the harness's fixtures that depend on it are done,
+    so the watcher stops interrupting (the server's stop is bounded and must not be interrupted)."""
+    call = item.stash.get(_CALL, None) if item is not None else None
+    if call is not None:
+        call.set_in_teardown(False)
 
 
 def _factory_left_open(item: pytest.Item) -> None:
@@ -445,6 +520,7 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     sidecar.start()
     _attach(item, sidecar, "mcp_sidecar")
     yield sidecar
+    _own_finalizer(item)
     if run is not None:  # what the harness left open once its fixtures were done (an explore oracle)
         item.stash.setdefault(LEFT_OPEN, []).extend(_left_open(sidecar))
     sidecar.stop()  # the teardown hook records it and re-raises its errors
@@ -497,6 +573,7 @@ def mcp_stdio_server(request: pytest.FixtureRequest) -> Iterator[StdioServer]:
     server.start()
     _attach(item, server, "mcp_stdio_server")  # type: ignore[arg-type]  # read through a Sidecar's views
     yield server
+    _own_finalizer(item)
     if run is not None:  # children the harness left running once its fixtures were done
         item.stash.setdefault(LEFT_OPEN, []).extend(_children_left(server))
     server.stop()
@@ -540,4 +617,5 @@ def mcp_sidecar_factory(pytestconfig: pytest.Config) -> Iterator[SidecarFactory]
 
     factory = _Factory(on_start=on_start)
     yield factory
+    _own_finalizer(_CURRENT[-1] if _CURRENT else None)
     factory.stop_all()
