@@ -163,6 +163,7 @@ def test_blocked_fixture_teardowns_end_with_the_verdict_and_the_session_goes_on(
     assert "The fixture teardown was interrupted: mcpfaults raised PatienceTeardownInterrupt" in asyncf, (
         asyncf
     )
+    assert "in async_harness" in asyncf and "await asyncio.wait_for(" in asyncf, asyncf  # its task's stack
     for text in (stall, hung, asyncf):
         assert "The teardown phase also failed" not in text, text  # the interrupt is not the failure
     stubborn = inner_reports.failure(result, "test_cleanup_swallows_the_interrupt")

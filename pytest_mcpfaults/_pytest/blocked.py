@@ -75,12 +75,26 @@ def _coro_frames(task: asyncio.Task[object]) -> list[tuple[FrameType, int]]:
     out: list[tuple[FrameType, int]] = []
     coro: object = task.get_coro()
     while coro is not None:
+        coro = _async_generator(coro)
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        frame = frame or getattr(coro, "ag_frame", None)
         if frame is None:
             break
         out.append((frame, frame.f_lineno))
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        nxt = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        coro = nxt or getattr(coro, "ag_await", None)
     return out
+
+
+def _async_generator(awaitable: object) -> object:
+    """The async generator an ``__anext__()`` / ``asend()`` / ``athrow()`` awaitable drives (an async
+    fixture's teardown awaits one), else ``awaitable``: those awaitables expose no frame of their own,
+    and the generator is their only referent (CPython)."""
+    if type(awaitable).__name__ not in ("async_generator_asend", "async_generator_athrow"):
+        return awaitable
+    import gc
+
+    return next((r for r in gc.get_referents(awaitable) if hasattr(r, "ag_frame")), awaitable)
 
 
 def _running_loop(frames: list[tuple[FrameType, int]]) -> tuple[asyncio.AbstractEventLoop, object] | None:
