@@ -85,6 +85,16 @@ async def async_harness(mcp_sidecar, request):
     yield mcp_sidecar
     await asyncio.wait_for(asyncio.Event().wait(), {BLOCKED})
 
+@pytest.fixture
+def slow_cleanup_harness(mcp_sidecar):
+    yield mcp_sidecar
+    threading.Event().wait(3 * {GRACE})  # a slow cleanup, not blocked: it returns by itself
+
+@STALL
+def test_body_verdict_then_slow_cleanup(slow_cleanup_harness):
+    get_health(slow_cleanup_harness)
+    read_forever()  # interrupted in the body: its verdict is not found again at teardown
+
 @STALL
 def test_stall_then_socket_read(stalled_harness):
     get_health(stalled_harness)
@@ -136,7 +146,10 @@ def test_blocked_fixture_teardowns_end_with_the_verdict_and_the_session_goes_on(
     pytester.makeini(f"[pytest]\nmcpfaults_interrupt = {GRACE}\n")
     pytester.makepyfile(test_harness=TESTS)
     result = _run(pytester)
-    result.assert_outcomes(passed=5, errors=4)
+    result.assert_outcomes(passed=5, errors=4, failed=1)
+    body = inner_reports.failure(result, "test_body_verdict_then_slow_cleanup")
+    assert "The test was interrupted: mcpfaults raised PatienceInterrupt" in body, body
+    assert not [line for line in result.outlines if "at teardown of test_body_verdict_then" in line]
     durations = _teardowns(result)
     for name in (
         "test_stall_then_socket_read",

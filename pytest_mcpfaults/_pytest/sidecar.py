@@ -140,12 +140,17 @@ class _Call:
         from pytest_mcpfaults.sidecar.stalls import find_stall
 
         def check() -> _Found | None:
+            """A finding not given as a verdict yet: at teardown, the body's verdict (a patience
+            violation, or a stall after the same fault) is not found again."""
             sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
-            if any(not v.expected for sc in sidecars for v in sc.patience_violations):
+            reported = item.stash.get(_REPORTED, set())  # made by the main thread
+            if any(
+                not v.expected and id(v) not in reported for sc in sidecars for v in sc.patience_violations
+            ):
                 return _Found(None, None)
             for sc in sidecars:
                 stall = None if sc.expect_hang else find_stall(sc)
-                if stall is not None:
+                if stall is not None and id(stall.fired) not in reported:
                     return _Found(sc, stall)
             return None
 
@@ -287,6 +292,7 @@ def _interrupted(
         sc = found.server
         text = stall_verdict(sc, found.stall, watch.blocked, stdio=hasattr(sc, "patience_verdict"))
         record_for(item).patience_violations.append(stall_record(found.stall, text, sc.url))
+        item.stash.setdefault(_REPORTED, set()).add(id(found.stall.fired))  # found once, in one phase
         note = (
             f"\n\nThe {what} was interrupted: mcpfaults {watch.how}{gave_up}. If the test expects this "
             "wait, say so "
