@@ -199,3 +199,69 @@ def test_blocked_fixture_teardowns_end_with_the_verdict_and_the_session_goes_on(
     assert seen["test_hung_cleanup_then_waits"] == (
         "SEEN test_hung_cleanup_then_waits stopped GET /health fired=hang violations=1"
     ), seen
+
+
+MCP1_BUDGET = 1.0
+MCP1_TESTS = f"""
+import pytest
+from wedge_runner import MCP1, Runner
+
+SEEN = {{}}
+
+@pytest.fixture
+def runner(mcp_sidecar, request):
+    SEEN[request.node.name] = mcp_sidecar
+    r = Runner(mcp_sidecar.mcp_url)  # no read timeout, one session on a private loop
+    yield r
+    r.call("delete_session", {{"session_id": "s-1"}})  # the harness's cleanup: its last call
+
+@pytest.mark.mcp_sidecar(patience={MCP1_BUDGET}, faults=["die@tool:delete_session"])
+def test_cleanup_call_dies(runner):
+    assert MCP1
+    runner.call("create_session", {{"task_id": "t-1"}})
+
+@pytest.mark.mcp_sidecar(patience={MCP1_BUDGET}, faults=["hang@tool:delete_session"])
+def test_cleanup_call_hangs(runner):
+    runner.call("create_session", {{"task_id": "t-1"}})
+
+def test_the_session_goes_on():
+    for name, sc in sorted(SEEN.items()):
+        print("SEEN " + name + " " + sc.state + " " + ",".join(r.label for r in sc.journal.requests
+              if r.label.startswith("POST tools/call")) + " fired=" + ",".join(sorted(sc.fired)))
+"""
+
+
+def test_a_wedged_mcp1_cleanup_in_a_fixture_ends_with_the_verdict(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mcp1_path: str
+) -> None:
+    """The real mcp 1.x ``ClientSession`` in a harness fixture (``tests/wedge_runner.py``): its cleanup call
+    wedges after ``die`` (a stall) and after the patience reset of a hung call (it logs the failed reply
+    and waits on); each teardown ends in about budget (+ grace) with the verdict, the sidecar stopped."""
+    import shutil
+    from pathlib import Path
+
+    monkeypatch.setenv("PYTHONPATH", mcp1_path)
+    shutil.copy(Path(__file__).parent / "wedge_runner.py", pytester.path / "wedge_runner.py")
+    pytester.makeconftest(TEARDOWN_DURATIONS)
+    pytester.makeini(f"[pytest]\nmcpfaults_interrupt = {GRACE}\n")
+    pytester.makepyfile(test_mcp1_harness=MCP1_TESTS)
+    result = _run(pytester)
+    result.assert_outcomes(passed=3, errors=2)
+    durations = _teardowns(result)
+    assert durations["test_cleanup_call_dies"] < MCP1_BUDGET + 2.5, durations
+    assert durations["test_cleanup_call_hangs"] < MCP1_BUDGET + GRACE + 2.5, durations
+    dies = inner_reports.failure(result, "test_cleanup_call_dies")
+    assert "PatienceError: the test made no progress for" in dies, dies
+    assert "after `die@tool:delete_session` fired" in dies, dies
+    assert "hint: if this is the mcp 1.x SDK" in dies, dies
+    assert "The fixture teardown was interrupted: mcpfaults raised PatienceTeardownInterrupt" in dies, dies
+    hangs = inner_reports.failure(result, "test_cleanup_call_hangs")
+    assert "PatienceError: 1 held request outlived the patience budget" in hangs, hangs
+    assert "The fixture teardown was still blocked 0.5 s after the verdict at test_mcp1_harness.py:" in hangs
+    lines = [line[line.index("SEEN ") :] for line in result.outlines if "SEEN test_" in line]
+    assert lines == [
+        "SEEN test_cleanup_call_dies stopped POST tools/call create_session,POST tools/call delete_session"
+        " fired=die",
+        "SEEN test_cleanup_call_hangs stopped POST tools/call create_session,POST tools/call delete_session"
+        " fired=hang",
+    ], lines
