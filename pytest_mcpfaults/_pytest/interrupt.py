@@ -23,7 +23,7 @@ with ``EINTR`` and runs the handler), in this order, one step per ``grace``:
    up and says so on the terminal (an outside timeout is still needed).
 
 At teardown (``in_teardown``: the finalizers of the fixtures torn down before the sidecar's own, the
-harness's fixtures that depend on it) the steps are the same but each raises
+harness's fixtures that depend on it) there are the same three steps, one per ``grace``, but each raises
 :class:`PatienceTeardownInterrupt`, an ``Exception``: pytest's ``SetupState.teardown_exact`` catches
 only ``Exception`` (and its outcomes) per finalizer, so a ``KeyboardInterrupt`` would skip the remaining
 finalizers (the sidecar's own stop among them) and end the session, and so would the cancellation of
@@ -71,7 +71,7 @@ class PatienceInterrupt(KeyboardInterrupt):
     asyncio lets it out of an event loop wherever it lands; the plugin turns it into the verdict."""
 
 
-class PatienceTeardownInterrupt(Exception):  # named for what it does, like PatienceInterrupt
+class PatienceTeardownInterrupt(Exception):
     """Raised in a fixture's teardown still blocked after a verdict (see the module). An ``Exception``,
     so pytest records it for that finalizer and runs the others (the sidecar's stop among them); the
     plugin turns it into the verdict as a teardown error."""
@@ -151,11 +151,11 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 class Watch:
-    """The watcher of one test's call phase (see the module). ``check()`` returns a :class:`Finding`
-    (an unexpected patience violation, a stall) or ``None``; ``finding`` is the first one, ``blocked``
-    where the main thread was when the first step was sent, ``fired`` whether the test was interrupted,
-    ``gave_up`` whether it was still blocked one ``grace`` after the last step (then ``say`` was called
-    with where it was)."""
+    """The watcher of one test's call phase or teardown (see the module). ``check()`` returns a
+    :class:`Finding` (an unexpected patience violation, a stall) or ``None``; ``finding`` is the first
+    one, ``blocked`` where the main thread was when the first step was sent, ``fired`` whether the test
+    was interrupted, ``gave_up`` whether it was still blocked one ``grace`` after the last step (then
+    ``say`` was called with where it was)."""
 
     def __init__(
         self, grace: float, check: Callable[[], Finding | None], say: Callable[[str], None] | None = None
