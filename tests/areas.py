@@ -57,6 +57,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_cassettes_plugin",
         "test_cli_proxy",
         "test_proxy",
+        "test_proxy_surfaces",
         "test_proxy_plugin",
         "test_stdio_upstream",
         "test_upstream",

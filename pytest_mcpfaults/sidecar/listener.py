@@ -678,10 +678,12 @@ class SocketListener:
         exchange: _Exchange,
         out: Delivery,
     ) -> web.StreamResponse:
-        """Proxy mode: relay the upstream's answer. A GET's (the upstream's event stream, which may stay
-        silent for ever) is abandoned, its upstream connection closed, when the client goes away."""
+        """Proxy mode: relay the upstream's answer. A long-lived one's (a GET's or a listen's: the
+        upstream's event stream, which may stay silent for ever) is abandoned, its upstream connection
+        closed, when the client goes away."""
         assert self.proxy is not None
-        if request.method != "GET":  # bounded by upstream_timeout; a client gone fails the next write
+        reply = answer.reply
+        if not (isinstance(reply, Relayed) and reply.long_lived):  # bounded: a client gone fails a write
             return await self.proxy.deliver(
                 request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out
             )

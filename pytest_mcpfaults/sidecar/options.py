@@ -273,7 +273,9 @@ class SidecarOptions:
     upstream_timeout: float | None = option(
         DEFAULT_UPSTREAM_TIMEOUT, help="proxy mode: seconds the upstream may take to connect and send its "
         "status line and headers, and then between two chunks of a POST's body; past it the client gets "
-        "504 (or a reset, once the status line was relayed). `None`: unbounded.",
+        "504 (or a reset, once the status line was relayed). A long-lived event stream's body (a `GET`'s, "
+        "a `subscriptions/listen`'s) is not bounded: it may be silent for as long as the server has "
+        "nothing to say. `None`: unbounded.",
         flag="--upstream-timeout", parse=seconds_text, metavar="SECONDS|none",
         cli_help=f"proxy mode: seconds the upstream may take to send its headers, and then between two "
         f"chunks of a POST's body (default {DEFAULT_UPSTREAM_TIMEOUT:g}; 'none': unbounded); past it: 504",

@@ -39,6 +39,7 @@ from pytest_mcpfaults.cassette.recorder import Pending, Recorder
 from pytest_mcpfaults.sidecar.core import Answer, Incoming
 from pytest_mcpfaults.sidecar.inject import Delivery, deliver
 from pytest_mcpfaults.sidecar.journal import Journal, RequestFields
+from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD
 from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, rpc_error
 from pytest_mcpfaults.sidecar.relay import relay
 from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
@@ -54,7 +55,9 @@ GATEWAY_ERROR = -32000
 class Relayed(Reply):
     """The upstream's answer, its body still to come (``response``), or the gateway error for an
     upstream that gave none (``failure``). ``forced``: a deferred fault's reply, put in place of the
-    upstream's result for the request ``mid``; ``sent_at``: when it was forwarded (monotonic)."""
+    upstream's result for the request ``mid``; ``sent_at``: when it was forwarded (monotonic);
+    ``long_lived``: an event stream that may stay quiet for ever (a ``GET``, a ``subscriptions/listen``),
+    whose body ``upstream_timeout`` does not bound and whose relay ends when its client goes."""
 
     response: UpstreamResponse | None = None
     failure: UpstreamError | None = None
@@ -62,6 +65,7 @@ class Relayed(Reply):
     mid: Any = None
     sent_at: float = 0.0
     recording: Pending | None = None
+    long_lived: bool = False
 
 
 class Proxy:
@@ -125,18 +129,27 @@ class Proxy:
     async def _forward(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Relayed:
         mid = info.mcp.id if info.mcp is not None else None
         sent = time.monotonic()
+        long_lived = _long_lived(incoming, info)
         try:
             resp = await self.upstream.send(
                 incoming.method,
                 self.target(incoming, info),
                 incoming.header_pairs,
                 incoming.body,
-                bound_body=incoming.method != "GET",
+                bound_body=not long_lived,
             )
         except UpstreamError as exc:
             return self._gateway_error(exc, mid, sent)
         self._track(incoming, resp)
-        relayed = Relayed(resp.status, sse=resp.sse, response=resp, forced=forced, mid=mid, sent_at=sent)
+        relayed = Relayed(
+            resp.status,
+            sse=resp.sse,
+            response=resp,
+            forced=forced,
+            mid=mid,
+            sent_at=sent,
+            long_lived=long_lived,
+        )
         if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
             relayed.recording = self._record(incoming, info, resp)
         return relayed
@@ -242,6 +255,13 @@ class Proxy:
     async def close(self) -> None:
         """Close the upstream client: every upstream connection (bounded)."""
         await self.upstream.close()
+
+
+def _long_lived(incoming: Incoming, info: RequestInfo) -> bool:
+    """Whether the answer is an event stream that may stay quiet for as long as the server has nothing
+    to say, so ``upstream_timeout`` does not bound the gaps in its body: a ``GET`` (the session era's
+    stream) or a ``subscriptions/listen`` POST (the stateless era's). Either still ends at ``stop()``."""
+    return incoming.method == "GET" or (info.mcp is not None and info.mcp.method == LISTEN_METHOD)
 
 
 def _journal_upstream_end(journal: Journal, rid: int, resp: UpstreamResponse) -> None:

@@ -1,0 +1,138 @@
+"""Proxy mode and cassette replay on the newest surfaces, with a real upstream (the mcp SDK's own
+``MCPServer``, ``tests/sdk_upstream.py``) and the mcp 2.x ``Client``:
+
+* a stateless-era ``subscriptions/listen`` stream forwarded as a POST is long-lived: ``upstream_timeout``
+  does not cut it while it is quiet (as a session-era ``GET`` stream is not cut), and it ends at
+  ``stop()`` in bounded time;
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from aiohttp import web
+from mcp.client import Client
+from mcp.client.subscriptions import SubscriptionLost, ToolsListChanged
+from mcp.server.mcpserver import Context
+from sdk_upstream import SdkUpstream, serve
+
+from pytest_mcpfaults import Sidecar
+
+#: The bound under test: shorter than the quiet spell each stream is left in.
+GAP = 0.3
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[SdkUpstream]:
+    with serve() as upstream:
+
+        @upstream.server.tool()
+        async def announce(ctx: Context) -> str:
+            """Tell the listening clients the tool list changed."""
+            await ctx.notify_tools_changed()
+            return "told"
+
+        yield upstream
+
+
+async def test_a_quiet_listen_stream_outlives_upstream_timeout_and_ends_at_stop(up: SdkUpstream) -> None:
+    """The listen stays open through a quiet spell three times ``upstream_timeout``, then the notice the
+    upstream publishes reaches the client; ``stop()`` ends the stream in bounded time."""
+    with Sidecar(upstream=up.url, upstream_timeout=GAP) as sc:
+        async with (
+            Client(sc.mcp_url, mode="auto", read_timeout_seconds=5) as client,
+            client.listen(tools_list_changed=True) as sub,
+        ):
+            await asyncio.sleep(3 * GAP)  # the quiet spell under test: no frame on the stream
+            told = await client.call_tool("announce", {})
+            event = await asyncio.wait_for(sub.__anext__(), 5)
+            listen = next(r for r in sc.requests if r.mcp_method == "subscriptions/listen")
+            assert not listen.done, sc.journal.format()  # still open, past the bound
+            started = time.monotonic()
+            await asyncio.to_thread(sc.stop)
+            stopped = time.monotonic() - started
+            with pytest.raises(SubscriptionLost):  # the graceful end is the upstream's to send
+                await asyncio.wait_for(sub.__anext__(), 5)
+    assert told.structured_content == {"result": "told"} and event == ToolsListChanged()
+    assert stopped < 3
+    (ended,) = [r for r in sc.requests if r.mcp_method == "subscriptions/listen"]
+    assert ended.era == "stateless" and ended.upstream_status == 200 and ended.upstream_failure is None
+    assert ended.ended_at is not None and not ended.client_closed  # the sidecar ended it, at stop
+
+
+def test_a_quiet_session_get_stream_outlives_upstream_timeout_and_ends_at_stop(up: SdkUpstream) -> None:
+    """The session era's ``GET`` stream, the same: not cut by the gap bound, ended at ``stop()``."""
+    with Sidecar(upstream=up.url, upstream_timeout=GAP) as sc, httpx.Client(timeout=5) as c:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        r = c.post(sc.mcp_url, json=init, headers=ACCEPT)
+        headers = {
+            **ACCEPT,
+            "Mcp-Session-Id": r.headers["Mcp-Session-Id"],
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        with c.stream("GET", sc.mcp_url, headers=headers) as stream:
+            assert stream.status_code == 200
+            time.sleep(3 * GAP)  # the quiet spell under test
+            get = next(r for r in sc.requests if r.method == "GET")
+            assert not get.done and get.upstream_failure is None, sc.journal.format()
+            started = time.monotonic()
+            sc.stop()
+            stopped = time.monotonic() - started
+    assert stopped < 3 and get.upstream_failure is None, sc.journal.format()
+
+
+async def test_a_client_hanging_up_on_a_relayed_listen_closes_the_upstream_connection() -> None:
+    """An upstream's listen stream that says nothing after its ack: when the client goes, so does the
+    sidecar's connection to the upstream, at once (as for a ``GET`` stream), not at stop."""
+    gone = asyncio.Event()
+
+    async def listen(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b": ack\n\n")
+        try:
+            await asyncio.sleep(60)
+        finally:
+            gone.set()  # cancelled when the sidecar closed its connection
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/mcp", listen)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {"notifications": {}}}
+    headers = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"}
+    try:
+        with Sidecar(upstream=f"http://127.0.0.1:{port}/mcp", upstream_timeout=GAP) as sc:
+            async with (
+                httpx.AsyncClient(timeout=5) as c,
+                c.stream("POST", sc.mcp_url, json=body, headers=headers) as resp,
+            ):
+                assert resp.status_code == 200
+                chunks = resp.aiter_raw()  # kept: a dropped iterator closes the response
+                assert await chunks.__anext__() == b": ack\n\n"
+                await asyncio.sleep(2 * GAP)  # quiet past the gap bound: not cut
+                assert not gone.is_set(), sc.journal.format()
+            await asyncio.wait_for(gone.wait(), 2)  # the client closed: the upstream's stream ended too
+            await asyncio.to_thread(sc.wait_idle, 3)
+            (rec,) = sc.requests
+            assert rec.client_closed and rec.upstream_status == 200 and rec.upstream_failure is None
+    finally:
+        await runner.cleanup()
