@@ -358,7 +358,19 @@ async def test_progress_and_logs_replay_before_the_answer_and_resources_and_prom
     assert live[3:] == ["buy milk", "Hello, Ada!"]
     with Sidecar(cassette=str(path)) as sc:
         replayed = await _notified(sc.mcp_url, mode)  # the client's progress token is its own again
+        await asyncio.to_thread(sc.wait_idle, 3)
+        call = next(r for r in sc.requests if r.tool == "work")
+        notes = list(sc.journal.server_messages)
     assert replayed == live
+    # journaled as the fake journals its tools' own: one record each, sent on the call's answer stream
+    assert [(n.method, n.request_id, n.tool, n.outcome, n.id) for n in notes] == [
+        (method, call.id, "work", "sent", None)
+        for _ in (1, 2)
+        for method in ("notifications/progress", "notifications/message")
+    ]
+    assert [n.params.get("progress") for n in notes[::2]] == [1, 2]
+    assert len({n.params["progressToken"] for n in notes[::2]}) == 1  # the replaying client's token
+    assert [n.params["data"] for n in notes[1::2]] == ["did step 1", "did step 2"]
 
 
 # -- a stdio upstream ---------------------------------------------------------------------------------

@@ -450,7 +450,7 @@ class McpEndpoint:
         if req.method == "tools/call":
             return await self.call_tool(req, link, rid)
         if self.source is not None:
-            return self.recorded(req)
+            return self.recorded(req, rid)
         if req.method in SURFACE_METHODS:
             return self.answer_surface(req)
         return rpc_error(METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
@@ -484,10 +484,11 @@ class McpEndpoint:
     def _server_info(self) -> Mapping[str, Any]:
         return self.source.server_info if self.source is not None else SERVER_INFO
 
-    def recorded(self, req: McpRequest) -> Reply:
+    def recorded(self, req: McpRequest, rid: int = -1) -> Reply:
         """A replaying sidecar's answer: the recorded response to ``req`` with the client's id, or, for
         a request the cassette has no answer for, a JSON-RPC error saying why, also re-raised in the
-        test (the test fails with that message at teardown)."""
+        test (the test fails with that message at teardown). The notifications replayed before it are
+        journaled (``server_messages``, on journal request ``rid``) as a tool's own are."""
         assert self.source is not None
         try:
             message, notifications = self.source.answer(req)
@@ -507,6 +508,9 @@ class McpEndpoint:
             reply = self._ok(req, result)
         if notifications:  # sent as the recorded server sent them: on an SSE answer
             reply.notifications, reply.sse = notifications, True
+            if self.messages is not None and rid >= 0:
+                for note in notifications:
+                    self.messages.notified(note["method"], note.get("params"), rid, req.tool)
         return reply
 
     async def call_tool(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
@@ -539,7 +543,7 @@ class McpEndpoint:
             reply.error, reply.error_by = f"invalid arguments for tool {tool.name}: {problem}", "client"
             return reply
         if self.source is not None:  # replay: the recorded server's answer, no handler runs
-            return self.recorded(req)
+            return self.recorded(req, rid)
         kwargs, ignored = tool.keywords(arguments)
         ctx: ToolContext | None = None
         if tool.wants_context and not tool.is_async:  # a sync handler: its call's cancelled event
