@@ -269,6 +269,11 @@ async def test_faults_at_the_recorded_delete_give_what_the_live_proxied_server_g
         assert sc.fired == live_fired == {kind: 1}
         assert sc.errors == []
     assert replayed == live
+    if kind == "error_payload":  # a successful result, with the structuredContent the tool declares
+        assert replayed == (
+            "answered",
+            (False, '{"error": "Error closing session <sid>: backend timed out"}'),
+        )
     if kind == "backend_gone":  # named as the recorded server's address, as in front of it
         assert f"Service at {origin} is no longer alive" in replayed[1][1]
 

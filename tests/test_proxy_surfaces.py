@@ -4,11 +4,16 @@
 * a stateless-era ``subscriptions/listen`` stream forwarded as a POST is long-lived: ``upstream_timeout``
   does not cut it while it is quiet (as a session-era ``GET`` stream is not cut), and it ends at
   ``stop()`` in bounded time;
+* a fault's forced successful result (``error_payload``) answered in place of a call to a tool with an
+  ``outputSchema`` carries the ``structuredContent`` that tool declares (as ``backend_gone``'s rewrite of
+  the real result does), so the mcp 2.x client, which checks it, gets the payload; an ``isError`` result
+  (``tool_error``) needs none: the client does not check one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 
@@ -21,6 +26,7 @@ from mcp.server.mcpserver import Context
 from sdk_upstream import SdkUpstream, serve
 
 from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.faults import ErrorPayload, ToolError
 
 #: The bound under test: shorter than the quiet spell each stream is left in.
 GAP = 0.3
@@ -136,3 +142,27 @@ async def test_a_client_hanging_up_on_a_relayed_listen_closes_the_upstream_conne
             assert rec.client_closed and rec.upstream_status == 200 and rec.upstream_failure is None
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_error_payload_at_a_tool_with_an_output_schema_carries_its_structured_content(
+    up: SdkUpstream, mode: str
+) -> None:
+    """``delete_session`` returns a string: the SDK declares ``{"result": string}`` and wraps its value.
+    ``error_payload`` answers the delete without forwarding it, shaped as the upstream's ``tools/list``
+    (relayed earlier: the mcp 2.x client lists the tools to check its first result) declared; an
+    ``isError`` result at ``add`` is relayed with none and the client takes it."""
+    faults = [ErrorPayload(reason="backend timed out"), ToolError(text="disk full", when="tool:add")]
+    with Sidecar(upstream=up.url, faults=faults) as sc:
+        async with Client(sc.mcp_url, mode=mode, read_timeout_seconds=5) as client:
+            created = await client.call_tool("create_session", {"task_id": "t"})
+            sid = json.loads(created.content[0].text)["session_id"]  # type: ignore[union-attr]
+            failed = await client.call_tool("delete_session", {"session_id": sid})
+            broken = await client.call_tool("add", {"a": 1, "b": 2})
+        fired = sc.fired
+    text = json.dumps({"error": f"Error closing session {sid}: backend timed out"})
+    assert not failed.is_error and failed.structured_content == {"result": text}
+    assert failed.content[0].text == text  # type: ignore[union-attr]
+    assert broken.is_error and broken.structured_content is None
+    assert sid in up.sessions  # the delete never reached the upstream
+    assert fired == {"error_payload": 1, "tool_error": 1}

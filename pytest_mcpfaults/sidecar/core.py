@@ -49,7 +49,6 @@ from pytest_mcpfaults.sidecar.routing import (
     forced_reply,
     pick,
     revokes_token,
-    rewrites_upstream,
 )
 from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool
@@ -463,15 +462,13 @@ class SidecarCore:
 
     def _forced_reply(self, fault: F.Fault, info: RequestInfo) -> Reply | None:
         """The reply ``fault`` forces; with ``auth=``, the request's token revoked if the fault says so; a
-        replaying sidecar shapes a rewritten tool result as the proxy does (the recorded tool's
-        ``structuredContent``)."""
+        replaying or proxying sidecar shapes a forced successful tool result as the proxy shapes a
+        rewritten one (the tool's ``structuredContent``: the recorded tool's, or as the upstream's
+        listing declared it; a fault the proxy defers is fitted to the real result instead)."""
         reply = forced_reply(fault, info, self.mcp, self.service_url())
-        if (
-            reply is not None
-            and self.mcp.source is not None
-            and info.mcp is not None
-            and rewrites_upstream(fault)
-        ):
+        replaying = self.mcp.source is not None
+        answered_here = self.upstream is not None and not self.upstream.defers(fault)
+        if reply is not None and info.mcp is not None and (replaying or answered_here):
             self.mcp.fit_forced(reply, info.mcp)
         token = info.auth.token if info.auth is not None else None
         if self.auth is not None and token is not None and revokes_token(fault):

@@ -293,6 +293,9 @@ class McpEndpoint:
         self.run_sync = run_sync
         self.run_async = run_async
         self.tools = tools
+        #: Proxy mode: the output schema of each of the upstream's tools, as its ``tools/list`` answers
+        #: relayed so far declared them (:meth:`fit_forced` reads them).
+        self.listed_schemas: dict[str, Mapping[str, Any]] = {}
         self.get_stream = get_stream
         self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
         #: session id -> the level its logging/setLevel asked for (the surface's view of it too)
@@ -457,14 +460,18 @@ class McpEndpoint:
 
     def fit_forced(self, reply: Reply, req: McpRequest) -> None:
         """Give a fault's forced successful result for a tool declaring an ``outputSchema`` (a recorded
-        server's) the ``structuredContent`` such a tool returns, as the proxy fits the upstream's real
-        one: the mcp 2.x client refuses a result without it."""
+        server's, or a proxied one's as its ``tools/list`` declared it) the ``structuredContent`` such a
+        tool returns, as the proxy fits the upstream's real one: the spec says a server MUST provide it
+        (and the mcp 2.x client refuses a result without it). An ``isError`` result is left alone."""
         payload = reply.payload
         result = payload.get("result") if isinstance(payload, dict) else None
-        tool = self.tools.get(req.tool or "") if req.method == "tools/call" else None
-        if tool is None or not isinstance(result, dict) or "structuredContent" in result:
+        if req.method != "tools/call" or not isinstance(result, dict) or "structuredContent" in result:
             return
-        schema = tool.describe().get("outputSchema")
+        name = req.tool or ""
+        schema = self.listed_schemas.get(name)
+        if schema is None:
+            tool = self.tools.get(name)
+            schema = tool.describe().get("outputSchema") if tool is not None else None
         if not isinstance(schema, Mapping):
             return
         props = schema.get("properties")

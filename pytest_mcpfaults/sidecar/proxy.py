@@ -41,7 +41,7 @@ from pytest_mcpfaults.sidecar.inject import Delivery, deliver
 from pytest_mcpfaults.sidecar.journal import Journal, RequestFields
 from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD
 from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, rpc_error
-from pytest_mcpfaults.sidecar.relay import relay
+from pytest_mcpfaults.sidecar.relay import listed_response, relay
 from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
 from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, UpstreamResponse
 
@@ -66,6 +66,8 @@ class Relayed(Reply):
     sent_at: float = 0.0
     recording: Pending | None = None
     long_lived: bool = False
+    #: A ``tools/list`` answer's body as it is relayed (:class:`_Listing`), to learn the tools' schemas.
+    listing: _Listing | None = None
 
 
 class Proxy:
@@ -152,6 +154,9 @@ class Proxy:
         )
         if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
             relayed.recording = self._record(incoming, info, resp)
+        if info.mcp is not None and info.mcp.method == "tools/list" and 200 <= resp.status < 300:
+            relayed.listing = _Listing(resp.tap)
+            resp.tap = relayed.listing.feed
         return relayed
 
     def _record(self, incoming: Incoming, info: RequestInfo, resp: UpstreamResponse) -> Pending:
@@ -246,15 +251,59 @@ class Proxy:
             journal.update_request(rid, error=failed.error, error_by="upstream")
             return await deliver(request, Answer(failed, None, False), hold=hold, out=out)
         finally:
-            self.upstream.done(resp)
-            _journal_upstream_end(journal, rid, resp)
-            if reply.recording is not None and self.recorder is not None:
-                whole = resp.failure is None and resp.at_eof
-                self.recorder.finish(reply.recording, complete=whole)
+            self._relayed(reply, resp, journal, rid)
+
+    def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
+        """The relay of ``resp`` ended: forget it, journal the upstream leg's end, and, if the whole
+        answer came, keep its recording and learn the tools a ``tools/list`` listed."""
+        self.upstream.done(resp)
+        _journal_upstream_end(journal, rid, resp)
+        whole = resp.failure is None and resp.at_eof
+        if reply.recording is not None and self.recorder is not None:
+            self.recorder.finish(reply.recording, complete=whole)
+        if reply.listing is not None and whole:
+            reply.listing.learn(self.endpoint.listed_schemas, resp.sse, reply.mid)
 
     async def close(self) -> None:
         """Close the upstream client: every upstream connection (bounded)."""
         await self.upstream.close()
+
+
+#: The most of a ``tools/list`` answer kept to learn the tools' output schemas from.
+_LISTING_MAX_BYTES = 4 << 20
+
+
+class _Listing:
+    """The body of an upstream's ``tools/list`` answer as it is relayed (chained before any other tap,
+    at most :data:`_LISTING_MAX_BYTES`), then the output schema of each tool it lists: a fault answered
+    in place of a call (``error_payload``) gets the ``structuredContent`` the tool declares."""
+
+    def __init__(self, then: Callable[[bytes], None] | None) -> None:
+        self.then = then
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size <= _LISTING_MAX_BYTES:
+            self.parts.append(chunk)
+        if self.then is not None:
+            self.then(chunk)
+
+    def learn(self, schemas: dict[str, Mapping[str, Any]], sse: bool, mid: Any) -> None:
+        """Put the listed tools' output schemas in ``schemas`` (a tool listed without one: taken out)."""
+        if self.size > _LISTING_MAX_BYTES:
+            return
+        result = (listed_response(b"".join(self.parts), sse, mid) or {}).get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        for tool in tools if isinstance(tools, list) else ():
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if isinstance(name, str):
+                schema = tool.get("outputSchema")
+                if isinstance(schema, Mapping):
+                    schemas[name] = schema
+                else:
+                    schemas.pop(name, None)
 
 
 def _long_lived(incoming: Incoming, info: RequestInfo) -> bool:

@@ -25,7 +25,7 @@ from pytest_mcpfaults.sidecar.mcp import Reply, encode, fit_structured
 from pytest_mcpfaults.sidecar.routing import rewrites_upstream
 from pytest_mcpfaults.sidecar.upstream import Abandoned, UpstreamError, UpstreamResponse
 
-__all__ = ["REWRITE_MAX_BYTES", "fault_rewrites", "relay", "rewrite"]
+__all__ = ["REWRITE_MAX_BYTES", "fault_rewrites", "listed_response", "relay", "rewrite"]
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
 #: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
 _ONE_WRITE = 1 << 16
@@ -64,6 +64,12 @@ def _response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
         if message is not None:
             return message
     return None
+
+
+def listed_response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
+    """The JSON-RPC response to ``mid`` in an upstream's answer ``body`` (JSON, or one of its SSE
+    events), or ``None``."""
+    return _response(body, sse, mid)
 
 
 def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
