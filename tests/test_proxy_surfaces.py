@@ -7,7 +7,9 @@
 * a fault's forced successful result (``error_payload``) answered in place of a call to a tool with an
   ``outputSchema`` carries the ``structuredContent`` that tool declares (as ``backend_gone``'s rewrite of
   the real result does), so the mcp 2.x client, which checks it, gets the payload; an ``isError`` result
-  (``tool_error``) needs none: the client does not check one.
+  (``tool_error``) needs none: the client does not check one;
+* a listen relayed while recording is not recorded (it never ends whole), and a replaying sidecar
+  answers a listen itself, as the fake does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -26,6 +29,7 @@ from mcp.server.mcpserver import Context
 from sdk_upstream import SdkUpstream, serve
 
 from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.cassette import read_cassette
 from pytest_mcpfaults.faults import ErrorPayload, ToolError
 
 #: The bound under test: shorter than the quiet spell each stream is left in.
@@ -166,3 +170,27 @@ async def test_error_payload_at_a_tool_with_an_output_schema_carries_its_structu
     assert broken.is_error and broken.structured_content is None
     assert sid in up.sessions  # the delete never reached the upstream
     assert fired == {"error_payload": 1, "tool_error": 1}
+
+
+async def test_a_listen_is_not_recorded_and_a_replay_answers_it_as_the_fake_does(
+    up: SdkUpstream, tmp_path: Path
+) -> None:
+    path = tmp_path / "listen.jsonl"
+    with Sidecar(upstream=up.url, record=str(path)) as sc:
+        async with (
+            Client(sc.mcp_url, mode="auto", read_timeout_seconds=5) as client,
+            client.listen(tools_list_changed=True),
+        ):
+            await client.call_tool("add", {"a": 1, "b": 2})
+            await asyncio.to_thread(sc.stop)  # the listen is still open: its answer never ends whole
+    methods = [e.method for e in read_cassette(path).exchanges]
+    assert "tools/call" in methods and "subscriptions/listen" not in methods
+    with Sidecar(cassette=str(path)) as sc:
+        async with (
+            Client(sc.mcp_url, mode="auto", read_timeout_seconds=5) as client,
+            client.listen(tools_list_changed=True) as sub,
+        ):
+            await asyncio.to_thread(sc.stop)
+            told = [event async for event in sub]  # the graceful end: no SubscriptionLost
+        assert told == [] and sc.errors == []
+    assert sub.honored is not None and sub.honored.tools_list_changed is True
