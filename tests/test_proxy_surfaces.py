@@ -8,6 +8,8 @@
   ``outputSchema`` carries the ``structuredContent`` that tool declares (as ``backend_gone``'s rewrite of
   the real result does), so the mcp 2.x client, which checks it, gets the payload; an ``isError`` result
   (``tool_error``) needs none: the client does not check one;
+* the same through a stdio upstream (``upstream_command``), where ``backend_gone``'s forced result is
+  shaped like the child's real one too;
 * a listen relayed while recording is not recorded (it never ends whole), and a replaying sidecar
   answers a listen itself, as the fake does.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +33,7 @@ from sdk_upstream import SdkUpstream, serve
 
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.cassette import read_cassette
-from pytest_mcpfaults.faults import ErrorPayload, ToolError
+from pytest_mcpfaults.faults import BackendGone, ErrorPayload, ToolError, Trigger
 
 #: The bound under test: shorter than the quiet spell each stream is left in.
 GAP = 0.3
@@ -194,3 +197,28 @@ async def test_a_listen_is_not_recorded_and_a_replay_answers_it_as_the_fake_does
             told = [event async for event in sub]  # the graceful end: no SubscriptionLost
         assert told == [] and sc.errors == []
     assert sub.honored is not None and sub.honored.tools_list_changed is True
+
+
+STDIO_SERVER = Path(__file__).resolve().parent.parent / "docs" / "examples" / "proxy_stdio_server.py"
+
+
+@pytest.mark.parametrize("kind", ["error_payload", "backend_gone"])
+async def test_a_forced_result_through_a_stdio_upstream_carries_the_tools_structured_content(
+    kind: str,
+) -> None:
+    """``open_ticket`` returns a string (``{"result": string}``); its second call is faulted, once the
+    mcp 2.x client has listed the tools (to check the first)."""
+    when = Trigger("tool:open_ticket", nth=2)
+    fault = (
+        ErrorPayload(reason="backend timed out", when=when)
+        if kind == "error_payload"
+        else BackendGone(when=when)
+    )
+    with Sidecar(upstream_command=[sys.executable, str(STDIO_SERVER)], faults=[fault]) as sc:
+        async with Client(sc.mcp_url, mode="legacy", read_timeout_seconds=10) as client:
+            await client.call_tool("open_ticket", {"title": "a"})
+            faulted = await client.call_tool("open_ticket", {"title": "b"})
+        assert sc.fired == {kind: 1}
+    text = faulted.content[0].text  # type: ignore[union-attr]
+    assert not faulted.is_error and faulted.structured_content == {"result": text}
+    assert "backend timed out" in text if kind == "error_payload" else "is no longer alive" in text

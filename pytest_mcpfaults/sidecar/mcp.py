@@ -51,6 +51,7 @@ __all__ = [
     "encode",
     "envelope_problem",
     "fit_structured",
+    "learn_listing",
     "reply_body",
 ]
 
@@ -232,6 +233,23 @@ def fit_structured(result: dict[str, Any], real: dict[str, Any]) -> None:
     except ValueError:
         value = None
     result["structuredContent"] = value if isinstance(value, dict) else {"result": text}
+
+
+def learn_listing(schemas: dict[str, Mapping[str, Any]], response: Mapping[str, Any] | None) -> None:
+    """Proxy mode: keep in ``schemas`` (an endpoint's ``listed_schemas``) the output schema of each tool
+    an upstream's ``tools/list`` ``response`` lists (a tool listed without one: forgotten), for
+    :meth:`McpEndpoint.fit_forced`."""
+    result = response.get("result") if response is not None else None
+    tools = result.get("tools") if isinstance(result, dict) else None
+    for tool in tools if isinstance(tools, list) else ():
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if not isinstance(name, str):
+            continue
+        schema = tool.get("outputSchema")
+        if isinstance(schema, Mapping):
+            schemas[name] = schema
+        else:
+            schemas.pop(name, None)
 
 
 class AnswerSource(Protocol):

@@ -40,7 +40,7 @@ from pytest_mcpfaults.sidecar.core import Answer, Incoming
 from pytest_mcpfaults.sidecar.inject import Delivery, deliver
 from pytest_mcpfaults.sidecar.journal import Journal, RequestFields
 from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD
-from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, rpc_error
+from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, learn_listing, rpc_error
 from pytest_mcpfaults.sidecar.relay import listed_response, relay
 from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
 from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, UpstreamResponse
@@ -262,7 +262,7 @@ class Proxy:
         if reply.recording is not None and self.recorder is not None:
             self.recorder.finish(reply.recording, complete=whole)
         if reply.listing is not None and whole:
-            reply.listing.learn(self.endpoint.listed_schemas, resp.sse, reply.mid)
+            learn_listing(self.endpoint.listed_schemas, reply.listing.response(resp.sse, reply.mid))
 
     async def close(self) -> None:
         """Close the upstream client: every upstream connection (bounded)."""
@@ -275,8 +275,9 @@ _LISTING_MAX_BYTES = 4 << 20
 
 class _Listing:
     """The body of an upstream's ``tools/list`` answer as it is relayed (chained before any other tap,
-    at most :data:`_LISTING_MAX_BYTES`), then the output schema of each tool it lists: a fault answered
-    in place of a call (``error_payload``) gets the ``structuredContent`` the tool declares."""
+    at most :data:`_LISTING_MAX_BYTES`), for the endpoint to learn the listed tools' output schemas
+    (:func:`~pytest_mcpfaults.sidecar.mcp.learn_listing`): a fault answered in place of a
+    call (``error_payload``) then gets the ``structuredContent`` the tool declares."""
 
     def __init__(self, then: Callable[[bytes], None] | None) -> None:
         self.then = then
@@ -290,20 +291,11 @@ class _Listing:
         if self.then is not None:
             self.then(chunk)
 
-    def learn(self, schemas: dict[str, Mapping[str, Any]], sse: bool, mid: Any) -> None:
-        """Put the listed tools' output schemas in ``schemas`` (a tool listed without one: taken out)."""
+    def response(self, sse: bool, mid: Any) -> dict[str, Any] | None:
+        """The listing's JSON-RPC response, or ``None`` (too long to have been kept, or none in it)."""
         if self.size > _LISTING_MAX_BYTES:
-            return
-        result = (listed_response(b"".join(self.parts), sse, mid) or {}).get("result")
-        tools = result.get("tools") if isinstance(result, dict) else None
-        for tool in tools if isinstance(tools, list) else ():
-            name = tool.get("name") if isinstance(tool, dict) else None
-            if isinstance(name, str):
-                schema = tool.get("outputSchema")
-                if isinstance(schema, Mapping):
-                    schemas[name] = schema
-                else:
-                    schemas.pop(name, None)
+            return None
+        return listed_response(b"".join(self.parts), sse, mid)
 
 
 def _long_lived(incoming: Incoming, info: RequestInfo) -> bool:

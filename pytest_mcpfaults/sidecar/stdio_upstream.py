@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import json
 import os
@@ -53,6 +54,8 @@ from pytest_mcpfaults.sidecar.mcp import (
     McpRequest,
     Reply,
     client_error,
+    fit_structured,
+    learn_listing,
     rpc_error,
 )
 from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
@@ -408,9 +411,14 @@ class StdioUpstream:
             version = result.get("protocolVersion") if isinstance(result, dict) else None
             self.endpoint.sessions[new] = str(version or "")
             headers = {"Mcp-Session-Id": new}
+        if m.method == "tools/list":  # the tools' output schemas, for a fault answering in place
+            learn_listing(self.endpoint.listed_schemas, answer)
         if forced is not None and "result" in answer:
             forced.headers.update(headers)
-            return Piped(forced.status, forced.payload, forced.headers, sse=forced.sse, leg=leg)
+            payload = copy.deepcopy(forced.payload)
+            if isinstance(payload.get("result"), dict) and isinstance(answer["result"], dict):
+                fit_structured(payload["result"], answer["result"])  # shaped like the real result
+            return Piped(forced.status, payload, forced.headers, sse=forced.sse, leg=leg)
         return Piped(200, answer, headers, leg=leg)
 
     def _gateway_error(self, gone: _Gone, mid: Any, leg: RequestFields) -> Piped:
