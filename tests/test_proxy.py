@@ -23,6 +23,7 @@ import pytest
 from aiohttp import web
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
+from quiet_upstream import quiet_stream
 from sdk_upstream import SdkUpstream, serve
 
 from pytest_mcpfaults import Sidecar
@@ -794,39 +795,16 @@ async def test_health_is_local_unless_upstream_health_and_other_paths_go_upstrea
 async def test_a_client_hanging_up_on_a_relayed_get_stream_closes_the_upstream_connection() -> None:
     """The upstream's GET event stream says nothing for ever; when the client goes, so does the
     sidecar's connection to the upstream (no wait for teardown)."""
-    gone = asyncio.Event()
-    opened = asyncio.Event()
-
-    async def stream(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        await resp.write(b": open\n\n")
-        opened.set()
-        try:
-            await asyncio.sleep(60)
-        finally:
-            gone.set()  # cancelled when the sidecar closed its connection
-        return resp
-
-    app = web.Application()
-    app.router.add_get("/mcp", stream)
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        with Sidecar(upstream=f"http://127.0.0.1:{port}/mcp") as sc:
+    async with quiet_stream("GET", b": open\n\n") as up:
+        with Sidecar(upstream=up.url) as sc:
             async with httpx.AsyncClient(timeout=5) as c, c.stream("GET", sc.mcp_url, headers=ACCEPT) as resp:
                 assert resp.status_code == 200
                 assert await resp.aiter_raw().__anext__() == b": open\n\n"
-                await asyncio.wait_for(opened.wait(), 2)
-            await asyncio.wait_for(gone.wait(), 2)  # the client closed: the upstream's stream ended too
+                await asyncio.wait_for(up.opened.wait(), 2)
+            await asyncio.wait_for(up.gone.wait(), 2)  # the client closed: the upstream's stream ended too
             await asyncio.to_thread(sc.wait_idle, 3)
             (rec,) = sc.requests
             assert rec.client_closed and rec.upstream_status == 200 and rec.upstream_bytes == 8
-    finally:
-        await runner.cleanup()
 
 
 async def test_era_stateless_refuses_initialize_as_a_stateless_server_would(up: SdkUpstream) -> None:

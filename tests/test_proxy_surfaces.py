@@ -25,10 +25,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aiohttp import web
 from mcp.client import Client
 from mcp.client.subscriptions import SubscriptionLost, ToolsListChanged
 from mcp.server.mcpserver import Context
+from quiet_upstream import quiet_stream
 from sdk_upstream import SdkUpstream, serve
 
 from pytest_mcpfaults import Sidecar
@@ -111,29 +111,10 @@ def test_a_quiet_session_get_stream_outlives_upstream_timeout_and_ends_at_stop(u
 async def test_a_client_hanging_up_on_a_relayed_listen_closes_the_upstream_connection() -> None:
     """An upstream's listen stream that says nothing after its ack: when the client goes, so does the
     sidecar's connection to the upstream, at once (as for a ``GET`` stream), not at stop."""
-    gone = asyncio.Event()
-
-    async def listen(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        await resp.write(b": ack\n\n")
-        try:
-            await asyncio.sleep(60)
-        finally:
-            gone.set()  # cancelled when the sidecar closed its connection
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/mcp", listen)
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     body = {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {"notifications": {}}}
     headers = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"}
-    try:
-        with Sidecar(upstream=f"http://127.0.0.1:{port}/mcp", upstream_timeout=GAP) as sc:
+    async with quiet_stream("POST", b": ack\n\n") as up:
+        with Sidecar(upstream=up.url, upstream_timeout=GAP) as sc:
             async with (
                 httpx.AsyncClient(timeout=5) as c,
                 c.stream("POST", sc.mcp_url, json=body, headers=headers) as resp,
@@ -142,13 +123,11 @@ async def test_a_client_hanging_up_on_a_relayed_listen_closes_the_upstream_conne
                 chunks = resp.aiter_raw()  # kept: a dropped iterator closes the response
                 assert await chunks.__anext__() == b": ack\n\n"
                 await asyncio.sleep(2 * GAP)  # quiet past the gap bound: not cut
-                assert not gone.is_set(), sc.journal.format()
-            await asyncio.wait_for(gone.wait(), 2)  # the client closed: the upstream's stream ended too
+                assert not up.gone.is_set(), sc.journal.format()
+            await asyncio.wait_for(up.gone.wait(), 2)  # the client closed: the upstream's stream ended too
             await asyncio.to_thread(sc.wait_idle, 3)
             (rec,) = sc.requests
             assert rec.client_closed and rec.upstream_status == 200 and rec.upstream_failure is None
-    finally:
-        await runner.cleanup()
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
