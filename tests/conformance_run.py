@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,6 +198,21 @@ def run_suite(suite: Path, url: str, scenario: str | None = None) -> dict[str, S
         shutil.rmtree(out, ignore_errors=True)
 
 
+def active_scenarios(suite: Path) -> list[str]:
+    """The names of the suite's active server scenarios (its ``list`` also names pending ones): a run
+    against a port nobody listens on, where every scenario fails at once (about 0.5 s)."""
+    return list(run_suite(suite, f"http://127.0.0.1:{_free_port()}/mcp"))
+
+
+def run_each(suite: Path, url: str, names: Sequence[str], parallel: int = 4) -> dict[str, Scenario]:
+    """Each scenario of ``names`` in a suite run of its own against ``url``, ``parallel`` at a time."""
+    found: dict[str, Scenario] = {}
+    with ThreadPoolExecutor(parallel) as pool:
+        for one in pool.map(lambda name: run_suite(suite, url, name), names):
+            found.update(one)
+    return found
+
+
 def _scenario(folder: Path) -> Scenario:
     name = re.sub(r"^server-|-\d{4}-\d\d-\d\dT[\d-]+Z$", "", folder.name)
     checks = json.loads((folder / "checks.json").read_text())
@@ -276,10 +292,10 @@ REPLAY_CANNOT = {
 #: tools send ``sampling/createMessage`` and ``elicitation/create`` with ``server.request`` (no related
 #: request), so the TypeScript SDK puts them on the standalone GET stream, and drops them when that
 #: stream is not open yet. The suite's client opens its GET concurrently with the ``tools/call``; direct,
-#: the GET wins (8 of 8 runs here); through a proxy the two requests' order at the upstream is down to
-#: scheduling, and about one full run in two lost it ("MCP error -32001: Request timed out"). ``serve``
-#: sends them on the call's own stream, as the 2025-11-25 spec says a request related to a call should
-#: be, so it has no race.
+#: the GET wins (8 of 8 full runs here); through the proxy the two requests' order at the upstream is
+#: down to scheduling, and about one full run in two lost it, each loss costing the client's 60 s
+#: request timeout ("MCP error -32001: Request timed out"). ``serve`` sends them on the call's own
+#: stream, as the 2025-11-25 spec says a request related to a call should be, so it has no race.
 STANDALONE_RACE = tuple(REPLAY_CANNOT)
 #: How many more times a racing scenario that failed through the recording proxy is run, alone.
 RACE_RETRIES = 3
@@ -290,15 +306,16 @@ def measure_cassette(
 ) -> tuple[dict[str, Scenario], dict[str, Scenario]]:
     """Record the reference server through ``serve --upstream URL --record cassette`` while the suite
     runs against the proxy, stop the server, then run the suite against ``serve --cassette``: the
-    scenarios through the recording proxy and replayed. A :data:`STANDALONE_RACE` scenario that lost
-    its race while recording is run again alone (at most :data:`RACE_RETRIES` times), and its last
-    run is the one kept: a failure that is not that race stays a failure."""
+    scenarios through the recording proxy and replayed. While recording each scenario runs alone (four
+    at a time): a :data:`STANDALONE_RACE` scenario that lost its race is run again (at most
+    :data:`RACE_RETRIES` times) and its last run is the one kept, so a failure that is not that race
+    stays a failure, and a lost race costs one scenario's timeout, not the whole run's."""
     suite = npm_install(SUITE, cache, env)
     with (
         reference_server(suite, _reference(cache, env)) as upstream,
         serving(args=("--upstream", upstream, "--record", str(cassette))) as url,
     ):
-        recorded = run_suite(suite, url)
+        recorded = run_each(suite, url, active_scenarios(suite))
         for name in STANDALONE_RACE:
             for _ in range(RACE_RETRIES):
                 if name not in recorded or recorded[name].ok:

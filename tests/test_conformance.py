@@ -45,6 +45,9 @@ def test_serve_passes_every_scenario_the_reference_server_passes(
     )
 
 
+#: A racing scenario that loses (conformance_run.STANDALONE_RACE) costs the suite client's 60 s request
+#: timeout before it is run again: two losses in one recording are rare but seen.
+@pytest.mark.timeout(400)
 def test_a_cassette_of_the_reference_server_replays_its_scenarios_offline(
     cache: Path, tmp_path: Path
 ) -> None:
