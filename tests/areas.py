@@ -59,6 +59,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_proxy",
         "test_proxy_surfaces",
         "test_proxy_plugin",
+        "test_sse_notes",
         "test_stdio_upstream",
         "test_upstream",
     ),

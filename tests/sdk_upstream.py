@@ -3,7 +3,8 @@
 
 Its streamable HTTP app serves both protocol eras (the 2026-07-28 stateless one for ``server/discover``
 and the session era for ``initialize``), and answers requests as SSE unless ``json_response=True``.
-Its tools: ``add``, ``echo``, ``big`` (a long text), ``pause`` (a slow one) and the benchmark-session
+Its tools: ``add``, ``echo``, ``big`` (a long text), ``pause`` (a slow one), ``report`` (progress
+and log notifications on its answer) and the benchmark-session
 tools of an exgentic-style sidecar (``list_tasks``, ``create_session``, ``evaluate_session``,
 ``delete_session``), so the example harness can run against it.
 """
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 __all__ = ["SdkUpstream", "sdk_server", "serve"]
 
@@ -71,6 +72,15 @@ def sdk_server() -> tuple[MCPServer, dict[str, str], list[str]]:
         await asyncio.sleep(seconds)
         calls.append("pause")
         return "paused"
+
+    @mcp.tool()
+    async def report(steps: int, ctx: Context) -> str:
+        """Report ``steps`` progress notifications and one log message each, then answer."""
+        for i in range(1, steps + 1):
+            await ctx.report_progress(i, steps)
+            await ctx.info(f"step {i} of {steps}")
+        calls.append("report")
+        return "reported"
 
     @mcp.tool()
     def list_tasks() -> str:

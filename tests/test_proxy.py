@@ -25,6 +25,7 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from quiet_upstream import quiet_stream
 from sdk_upstream import SdkUpstream, serve
+from sse_events import sse_messages, sse_response
 
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.faults import (
@@ -86,14 +87,6 @@ def initialize(c: httpx.Client, url: str) -> dict[str, str]:
     return headers
 
 
-def sse_message(body: bytes) -> dict[str, Any]:
-    """The JSON-RPC message of an SSE body's ``data:`` line."""
-    for line in body.decode().splitlines():
-        if line.startswith("data:"):
-            return dict(json.loads(line[5:]))
-    raise AssertionError(f"no data line in {body!r}")
-
-
 def settled(sc: Sidecar) -> None:
     """Wait until every request has ended (the client's connection may stay open)."""
     sc.journal.wait_for(lambda: all(r.done for r in sc.journal.requests), 3, "every request to end")
@@ -138,6 +131,39 @@ async def test_the_mcp2_client_lists_and_calls_the_upstreams_tools(up: SdkUpstre
             (sid,) = sc.ended_sessions
             assert sc.sessions == ()
             assert sc.requests[-1].session_id == sid
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # still what servers send
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_upstreams_own_notifications_are_journaled_as_sent(up: SdkUpstream, mode: str) -> None:
+    progress: list[tuple[float, float | None]] = []
+    logs: list[Any] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total))
+
+    async def on_log(params: Any) -> None:
+        logs.append(params.data)
+
+    with Sidecar(upstream=up.url) as sc:
+        client = Client(
+            sc.mcp_url, mode=mode, read_timeout_seconds=5, logging_callback=on_log, log_level="info"
+        )
+        async with client:
+            result = await client.call_tool("report", {"steps": 2}, progress_callback=on_progress)
+        await asyncio.to_thread(sc.wait_idle, 3)
+        call = next(r for r in sc.requests if r.tool == "report")
+        notes = list(sc.journal.server_messages)
+    assert result.content[0].text == "reported" and not result.is_error
+    assert progress == [(1, 2), (2, 2)] and logs == ["step 1 of 2", "step 2 of 2"]  # what the client saw
+    # journaled as the fake journals its tools' own: one record each, on the call's answer stream
+    assert [(n.method, n.request_id, n.tool, n.outcome, n.id) for n in notes] == [
+        (method, call.id, "report", "sent", None)
+        for _ in (1, 2)
+        for method in ("notifications/progress", "notifications/message")
+    ], sc.journal.format()
+    assert [n.params["progress"] for n in notes[::2]] == [1, 2]
+    assert [n.params["data"] for n in notes[1::2]] == ["step 1 of 2", "step 2 of 2"]
 
 
 # -- faults before forwarding -----------------------------------------------------------------------
@@ -198,7 +224,7 @@ def test_status_and_jsonrpc_error_answer_without_forwarding(up: SdkUpstream) -> 
         third = c.post(sc.mcp_url, json=add(1, 2), headers=headers)
         assert first.status_code == 503
         assert second.status_code == 200 and second.json()["error"]["code"] == -32603
-        assert third.status_code == 200 and sse_message(third.content)["result"]["content"][0]["text"] == "3"
+        assert third.status_code == 200 and sse_response(third.content)["result"]["content"][0]["text"] == "3"
         calls = [r for r in sc.requests if r.mcp_method == "tools/call"]
         assert [r.forwarded for r in calls] == [False, False, True]
     assert up.calls[ran:] == ["add"]
@@ -209,7 +235,7 @@ def test_delay_acts_before_forwarding(up: SdkUpstream) -> None:
         with httpx.Client(timeout=5) as c:
             headers = initialize(c, sc.mcp_url)
             r = c.post(sc.mcp_url, json=add(1, 2), headers=headers)
-        assert sse_message(r.content)["result"]["content"][0]["text"] == "3"
+        assert sse_response(r.content)["result"]["content"][0]["text"] == "3"
         sc.wait_idle(3)
         call = next(x for x in sc.requests if x.mcp_method == "tools/call")
         assert call.upstream_sent_at is not None and call.upstream_ended_at is not None
@@ -225,7 +251,7 @@ def test_delay_after_acts_once_the_upstream_has_answered(up: SdkUpstream) -> Non
         with httpx.Client(timeout=5) as c:
             headers = initialize(c, sc.mcp_url)
             r = c.post(sc.mcp_url, json=add(1, 2), headers=headers)
-        assert sse_message(r.content)["result"]["content"][0]["text"] == "3"
+        assert sse_response(r.content)["result"]["content"][0]["text"] == "3"
         sc.wait_idle(3)
         call = next(x for x in sc.requests if x.mcp_method == "tools/call")
         assert call.upstream_sent_at is not None and call.upstream_answered_at is not None
@@ -323,6 +349,32 @@ def test_a_reset_before_any_byte_lets_the_upstream_finish_the_request_first(up: 
         assert call.upstream_status == 200 and call.upstream_bytes > 0  # the whole answer came, unrelayed
 
 
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+@pytest.mark.parametrize("reset", [False, True])
+def test_notifications_a_reset_before_any_byte_never_relayed_are_not_journaled(
+    up: SdkUpstream, reset: bool
+) -> None:
+    report = rpc("tools/call", name="report", arguments={"steps": 2}, _meta={"progressToken": "t"})
+    faults = [Reset(when="tools/call")] if reset else []
+    with Sidecar(upstream=up.url, faults=faults) as sc, httpx.Client(timeout=5) as c:
+        headers = initialize(c, sc.mcp_url)
+        if reset:
+            with pytest.raises(CUT):
+                c.post(sc.mcp_url, json=report, headers=headers)
+        else:
+            r = c.post(sc.mcp_url, json=report, headers=headers)
+            assert [
+                m["params"]["progress"]
+                for m in sse_messages(r.content)
+                if m.get("method") == "notifications/progress"
+            ] == [1, 2]
+        settled(sc)
+        call = next(r for r in sc.requests if r.mcp_method == "tools/call")
+        assert call.upstream_status == 200 and call.upstream_bytes > 0  # the upstream sent them
+        progress = [n.params["progress"] for n in sc.journal.server_messages if n.method.endswith("progress")]
+    assert progress == ([] if reset else [1, 2])
+
+
 def test_drip_paces_the_upstreams_bytes_and_the_answer_is_whole(up: SdkUpstream) -> None:
     with Sidecar(upstream=up.url, faults=[Drip(chunk_bytes=16, interval=0.005, when="tools/call")]) as sc:
         with httpx.Client(timeout=5) as c:
@@ -330,7 +382,7 @@ def test_drip_paces_the_upstreams_bytes_and_the_answer_is_whole(up: SdkUpstream)
             with c.stream("POST", sc.mcp_url, json=add(20, 22), headers=headers) as resp:
                 pieces = list(resp.iter_raw())
         body = b"".join(pieces)
-        assert sse_message(body)["result"]["content"][0]["text"] == "42"
+        assert sse_response(body)["result"]["content"][0]["text"] == "42"
         assert len(pieces) > 1  # not one write
         sc.wait_idle(3)
         call = next(r for r in sc.requests if r.mcp_method == "tools/call")
@@ -348,7 +400,7 @@ def test_malformed_json_cuts_the_upstreams_answer_in_half(up: SdkUpstream) -> No
         call = next(x for x in sc.requests if x.mcp_method == "tools/call")
         assert r.status_code == 200 and len(r.content) == call.upstream_bytes // 2 == call.bytes_sent
         with pytest.raises(json.JSONDecodeError):
-            sse_message(r.content)
+            sse_response(r.content)
 
 
 @pytest.mark.parametrize("mode", MODES)

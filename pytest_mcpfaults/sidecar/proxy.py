@@ -36,13 +36,16 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.cassette.recorder import Pending, Recorder
+from pytest_mcpfaults.sidecar.body import shape_of
 from pytest_mcpfaults.sidecar.core import Answer, Incoming
 from pytest_mcpfaults.sidecar.inject import Delivery, deliver
 from pytest_mcpfaults.sidecar.journal import Journal, RequestFields
 from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD
 from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, learn_listing, rpc_error
+from pytest_mcpfaults.sidecar.outbound import ServerMessages
 from pytest_mcpfaults.sidecar.relay import listed_response, relay
 from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
+from pytest_mcpfaults.sidecar.sse_notes import NotificationTap
 from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, UpstreamResponse
 
 __all__ = ["GATEWAY_ERROR", "Proxy", "Relayed"]
@@ -68,6 +71,8 @@ class Relayed(Reply):
     long_lived: bool = False
     #: A ``tools/list`` answer's body as it is relayed (:class:`_Listing`), to learn the tools' schemas.
     listing: _Listing | None = None
+    #: The tool a ``tools/call`` names (for the notifications its answer carries).
+    tool: str | None = None
 
 
 class Proxy:
@@ -82,8 +87,11 @@ class Proxy:
         upstream_health: str | None,
         endpoint: McpEndpoint,
         recorder: Recorder | None = None,
+        messages: ServerMessages | None = None,
     ) -> None:
         self.upstream = upstream
+        #: Where the notifications an upstream's SSE answer to a POST carries are journaled (as sent).
+        self.messages = messages
         #: ``record=``: the cassette every exchange with the upstream on the MCP endpoint is recorded into.
         self.recorder = recorder
         self.era = era
@@ -151,6 +159,7 @@ class Proxy:
             mid=mid,
             sent_at=sent,
             long_lived=long_lived,
+            tool=info.mcp.tool if info.mcp is not None else None,
         )
         if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
             relayed.recording = self._record(incoming, info, resp)
@@ -227,6 +236,8 @@ class Proxy:
             upstream_status=resp.status,
         )
         fault = answer.fault
+        if not shape_of(fault).resets_at_once:  # (a reset before the status line relays none of them)
+            self._tap_notifications(request, reply, resp, rid)
         completed: list[bool] = []
 
         def complete() -> None:  # the body is out: the record is finished before the client can close
@@ -252,6 +263,21 @@ class Proxy:
             return await deliver(request, Answer(failed, None, False), hold=hold, out=out)
         finally:
             self._relayed(reply, resp, journal, rid)
+
+    def _tap_notifications(
+        self, request: web.BaseRequest, reply: Relayed, resp: UpstreamResponse, rid: int
+    ) -> None:
+        """Journal each notification of an SSE answer to a POST as it passes (the upstream's progress
+        and logs, ``outcome='sent'`` as the fake's own), parsed from the chunks as they are read."""
+        messages = self.messages
+        if messages is None or request.method != "POST" or not resp.sse:
+            return
+        tool = reply.tool
+
+        def notified(method: str, params: Any) -> None:
+            messages.notified(method, params, rid, tool)
+
+        resp.tap = NotificationTap(notified, resp.tap).feed
 
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
         """The relay of ``resp`` ended: forget it, journal the upstream leg's end, and, if the whole

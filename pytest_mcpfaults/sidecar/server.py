@@ -157,6 +157,7 @@ class Sidecar(SidecarWaits):
                 upstream_health=opts.upstream_health,
                 endpoint=sidecar_core.mcp,
                 recorder=self.recorder,
+                messages=sidecar_core.server_messages,
             )
             sidecar_core.upstream = self._proxy
         self._stdio: StdioUpstream | None = None
