@@ -5,11 +5,10 @@ Each test asserts the exact request sequence from the sidecar's journal.
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import pytest
 from mcp.client import Client
+from sse_events import sse_response
 
 from pytest_mcpfaults import Sidecar
 
@@ -84,8 +83,9 @@ async def test_fastmcp_client(reply: str) -> None:
         assert all(r.status is not None and r.status < 500 for r in sc.requests)
 
 
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])  # 2025-11-25: a priming event first
 @pytest.mark.parametrize("reply", ["json", "sse"])
-def test_plain_httpx_session_era(reply: str) -> None:
+def test_plain_httpx_session_era(reply: str, version: str) -> None:
     with Sidecar(reply=reply) as sc, httpx.Client(base_url=sc.url) as http:
         hdr = {"Accept": "application/json, text/event-stream"}
         init = {
@@ -93,7 +93,7 @@ def test_plain_httpx_session_era(reply: str) -> None:
             "id": 1,
             "method": "initialize",
             "params": {
-                "protocolVersion": "2025-06-18",
+                "protocolVersion": version,
                 "capabilities": {},
                 "clientInfo": {"name": "t", "version": "0"},
             },
@@ -101,7 +101,7 @@ def test_plain_httpx_session_era(reply: str) -> None:
         r = http.post("/mcp", json=init, headers=hdr)
         assert r.status_code == 200
         sid = r.headers["Mcp-Session-Id"]
-        hdr |= {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
+        hdr |= {"Mcp-Session-Id": sid, "MCP-Protocol-Version": version}
         assert (
             http.post(
                 "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdr
@@ -117,6 +117,8 @@ def test_plain_httpx_session_era(reply: str) -> None:
         r = http.post("/mcp", json=call, headers=hdr)
         body = _decode(r)
         assert body["result"]["content"][0]["text"] == "raw"
+        if reply == "sse":  # the answer stream is primed on 2025-11-25 only: an empty event, skipped
+            assert r.text.split("\n", 1)[0].endswith("-0") == (version == "2025-11-25"), r.text
         assert r.headers["content-type"].startswith(
             "text/event-stream" if reply == "sse" else "application/json"
         )
@@ -136,6 +138,5 @@ def test_plain_httpx_session_era(reply: str) -> None:
 
 def _decode(r: httpx.Response) -> dict:  # type: ignore[type-arg]
     if r.headers["content-type"].startswith("text/event-stream"):
-        data = [line[5:].strip() for line in r.text.splitlines() if line.startswith("data:")]
-        return json.loads(data[0])  # type: ignore[no-any-return]
+        return sse_response(r.text)
     return r.json()  # type: ignore[no-any-return]

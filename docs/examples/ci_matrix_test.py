@@ -30,16 +30,31 @@ def call_tool(client, url, name, arguments):
         headers={**HEADERS, "Mcp-Name": name},
     )
     reply.raise_for_status()
-    text = reply.text
     if reply.headers["content-type"].startswith("text/event-stream"):
-        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
-    message = json.loads(text)
+        message = sse_response(reply.text, 1)
+    else:
+        message = reply.json()
     if "error" in message:
         raise RuntimeError(f"JSON-RPC error {message['error']['code']}")
     result = message["result"]
     if result.get("isError"):
         raise RuntimeError(f"tool error: {result['content'][0]['text']}")
     return json.loads(result["content"][0]["text"])
+
+
+def sse_response(text, request_id):
+    """The JSON-RPC response to ``request_id`` in an SSE answer. Events are split on blank lines and
+    an event's ``data:`` lines joined; an event with empty data is skipped (the priming event a
+    2025-11-25 server opens its streams with), and so are the notifications before the response."""
+    for event in text.replace("\r\n", "\n").split("\n\n"):
+        lines = event.split("\n")
+        data = "\n".join(line[5:].removeprefix(" ") for line in lines if line.startswith("data:"))
+        if not data:
+            continue
+        message = json.loads(data)
+        if message.get("id") == request_id and ("result" in message or "error" in message):
+            return message
+    raise ValueError("no JSON-RPC response in the SSE answer")
 
 
 # --8<-- [start:harness]
