@@ -152,13 +152,9 @@ class Sidecar(SidecarWaits):
         if upstream_client is not None:
             self.recorder = _recorder(opts, upstream_client.url)
             self._proxy = Proxy(
-                upstream_client,
-                era=self.era,
-                upstream_health=opts.upstream_health,
-                endpoint=sidecar_core.mcp,
-                recorder=self.recorder,
-                messages=sidecar_core.server_messages,
-            )
+                upstream_client, era=self.era, upstream_health=opts.upstream_health,
+                endpoint=sidecar_core.mcp, recorder=self.recorder, messages=sidecar_core.server_messages,
+            )  # fmt: skip
             sidecar_core.upstream = self._proxy
         self._stdio: StdioUpstream | None = None
         if self.upstream_command is not None:
