@@ -35,11 +35,13 @@ class NotificationTap:
     def feed(self, chunk: bytes) -> None:
         if self.then is not None:
             self.then(chunk)
+        if self._cut:  # the rest of a line let go (nothing of it is kept): up to its end
+            end = chunk.find(b"\n")
+            if end < 0:
+                return
+            chunk, self._cut = chunk[end + 1 :], False
         *lines, rest = (self._line + chunk).split(b"\n")
         for line in lines:
-            if self._cut:  # the end of a line let go: not an empty line, whatever is left of it
-                self._cut = False
-                continue
             self._on_line(line.removesuffix(b"\r"))
         self._line = rest
         if len(rest) + self._size > EVENT_MAX_BYTES:
