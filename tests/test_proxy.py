@@ -166,6 +166,24 @@ async def test_the_upstreams_own_notifications_are_journaled_as_sent(up: SdkUpst
     assert [n.params["data"] for n in notes[1::2]] == ["step 1 of 2", "step 2 of 2"]
 
 
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_a_bounded_journal_keeps_its_limit_of_the_upstreams_notifications(up: SdkUpstream) -> None:
+    seen: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append(done)
+
+    with Sidecar(upstream=up.url) as sc:
+        sc.journal.set_limit(10)
+        async with Client(sc.mcp_url, read_timeout_seconds=5) as client:
+            await client.call_tool("report", {"steps": 30}, progress_callback=on_progress)
+        await asyncio.to_thread(sc.wait_idle, 3)
+    kept = sc.journal.server_messages.records
+    assert seen == list(range(1, 31))  # the client got all 30 (logs: not asked for)
+    assert len(kept) == 10 and sc.journal.server_messages.dropped == 20
+    assert [m.params["progress"] for m in kept] == list(range(21, 31))  # the newest
+
+
 # -- faults before forwarding -----------------------------------------------------------------------
 
 
