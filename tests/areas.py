@@ -60,6 +60,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_proxy_surfaces",
         "test_proxy_plugin",
         "test_sse_notes",
+        "test_sse_parse",
         "test_stdio_upstream",
         "test_upstream",
     ),

@@ -24,8 +24,9 @@ from typing import Any
 from pytest_mcpfaults.cassette.fileformat import Cassette, Exchange, read_cassette, write_cassette
 from pytest_mcpfaults.cassette.matching import Rules, same_request
 from pytest_mcpfaults.cassette.redact import Redactor, redact_exchange
+from pytest_mcpfaults.sse_parse import SseParser
 
-__all__ = ["Pending", "Recorder", "sse_events"]
+__all__ = ["Pending", "Recorder", "recorded_event"]
 
 #: Request and answer headers not worth a cassette's line: the connection's, not MCP's.
 _NOT_KEPT = frozenset(
@@ -43,31 +44,21 @@ _NOT_KEPT = frozenset(
 )
 
 
-def sse_events(buffer: bytes) -> tuple[list[dict[str, Any]], bytes]:
-    """The complete SSE events in ``buffer`` (``{"data": ..., "event": ..., "id": ...}``, ``data``
-    parsed as JSON when it is) and what is left of it."""
-    text = buffer.replace(b"\r\n", b"\n")
-    *complete, rest = text.split(b"\n\n")
-    events = []
-    for raw in complete:
-        data: list[str] = []
-        event: dict[str, Any] = {}
-        for line in raw.decode("utf-8", errors="replace").split("\n"):
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "data":
-                data.append(value)
-            elif name in ("event", "id", "retry"):
-                event[name] = value
-        if not data and not event:
-            continue
-        joined = "\n".join(data)
-        try:
-            event["data"] = json.loads(joined) if joined else None
-        except ValueError:
-            event["data"] = joined
-        events.append(event)
-    return events, rest
+def recorded_event(event: Mapping[str, bytes | None]) -> dict[str, Any]:
+    """A parsed SSE event (:class:`~pytest_mcpfaults.sse_parse.SseParser`) as a cassette keeps it:
+    ``{"data": ..., "event": ..., "id": ..., "retry": ...}``, ``data`` parsed as JSON when it is (an
+    empty or missing one is ``None``)."""
+    out: dict[str, Any] = {
+        name: value.decode("utf-8", errors="replace")
+        for name, value in event.items()
+        if name != "data" and value is not None
+    }
+    joined = (event.get("data") or b"").decode("utf-8", errors="replace")
+    try:
+        out["data"] = json.loads(joined) if joined else None
+    except ValueError:
+        out["data"] = joined
+    return out
 
 
 @dataclass
@@ -79,16 +70,23 @@ class Pending:
     sse: bool
     mid: Any
     body: bytearray = field(default_factory=bytearray)
-    buffer: bytes = b""
+    parser: SseParser = field(default_factory=SseParser)
 
     def feed(self, chunk: bytes) -> None:
         if not self.sse:
             self.body += chunk
             return
-        events, self.buffer = sse_events(self.buffer + chunk)
+        self._keep(self.parser.feed(chunk))
+
+    def end(self) -> None:
+        """The body ended: its last event, if it came without the blank line after it."""
+        if self.sse:
+            self._keep(self.parser.end())
+
+    def _keep(self, events: list[dict[str, bytes | None]]) -> None:
         at = round(time.monotonic() - self.sent_at, 6)
         for event in events:
-            self.exchange.events.append({"at": at, **event})
+            self.exchange.events.append({"at": at, **recorded_event(event)})
 
 
 class Recorder:
@@ -141,8 +139,7 @@ class Recorder:
             request_headers=self._kept(headers.items()),
             response_headers=self._kept(answer_headers.items()),
         )
-        mid = message.get("id") if message is not None else None
-        return Pending(exchange, sent_at, content_type == "text/event-stream", mid)
+        return Pending(exchange, sent_at, content_type == "text/event-stream", exchange.id)
 
     def add(
         self,
@@ -182,8 +179,7 @@ class Recorder:
         exchange = pending.exchange
         exchange.took = round(time.monotonic() - pending.sent_at, 6)
         if pending.sse:
-            if pending.buffer.strip():  # a last event without its blank line
-                pending.feed(b"\n\n")
+            pending.end()
             exchange.response = next(
                 (e["data"] for e in exchange.events if _answers(e.get("data"), pending.mid)), None
             )
