@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import sys
 from typing import Any
@@ -16,6 +15,7 @@ import httpx
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
+from sse_events import sse_messages
 
 from pytest_mcpfaults import AnswerAfterCancel, IgnoreCancel, Sidecar
 
@@ -58,13 +58,6 @@ async def initialize(client: httpx.AsyncClient, url: str) -> dict[str, str]:
     headers = {**HEADERS, "Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
     await client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
     return headers
-
-
-def messages(body: str) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of an SSE body (a priming event's empty data is no message)."""
-    return [
-        json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:") and line[5:].strip()
-    ]
 
 
 def the(sc: Sidecar, label: str) -> Any:
@@ -256,7 +249,7 @@ async def _cancelled_call(sc: Sidecar, seconds: float) -> tuple[httpx.Response, 
 async def test_without_a_fault_a_cancelled_call_is_stopped_and_not_answered() -> None:
     with Sidecar(reply="sse") as sc:
         answer, took = await _cancelled_call(sc, 1.5)
-        assert answer.status_code == 200 and messages(answer.text) == []  # no JSON-RPC response
+        assert answer.status_code == 200 and sse_messages(answer.text) == []  # no JSON-RPC response
         assert took < 1.2
         assert the(sc, "POST tools/call sleep").cancel_outcome == "stopped"
 
@@ -264,7 +257,7 @@ async def test_without_a_fault_a_cancelled_call_is_stopped_and_not_answered() ->
 async def test_ignore_cancel_runs_the_tool_to_its_end_and_answers() -> None:
     with Sidecar(reply="sse", faults=[IgnoreCancel(when="tool:sleep")]) as sc:
         answer, took = await _cancelled_call(sc, 1.5)
-        [msg] = messages(answer.text)
+        [msg] = sse_messages(answer.text)
         assert msg["id"] == 3 and msg["result"]["content"][0]["text"] == "slept 1.5"
         assert took >= 1.5
         rec = the(sc, "POST tools/call sleep")
@@ -284,7 +277,7 @@ async def test_answer_after_cancel_holds_the_answer_until_the_client_cancels_it(
             assert not pending.done()  # the result is made, and held
             await client.post(sc.mcp_url, json=cancel(3), headers=headers)
             answer = await pending
-        [msg] = messages(answer.text)
+        [msg] = sse_messages(answer.text)
         assert msg["id"] == 3 and msg["result"]["content"][0]["text"] == "late"  # answered all the same
         rec = the(sc, "POST tools/call echo")
         assert (rec.hold, rec.cancel_outcome) == ("cancelled", "answered")

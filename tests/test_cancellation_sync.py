@@ -16,7 +16,8 @@ from mcp.client import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
-from test_cancellation import call, cancel, initialize, messages, the
+from sse_events import sse_messages
+from test_cancellation import call, cancel, initialize, the
 
 from pytest_mcpfaults import IgnoreCancel, Sidecar, SidecarError, StdioServer, SyncToolContext, Tool
 
@@ -62,7 +63,7 @@ async def test_a_blocking_sync_tool_runs_on_after_the_cancel_its_record_says_so_
             await asyncio.to_thread(sc.wait_for, lambda rs: any(r.tool == "blocking" for r in rs))
             await client.post(sc.mcp_url, json=cancel(3), headers=headers)
             answer = await asyncio.wait_for(pending, 5)  # answered (nothing) while the handler still runs
-            assert answer.status_code == 200 and messages(answer.text) == []
+            assert answer.status_code == 200 and sse_messages(answer.text) == []
             rec = the(sc, "POST tools/call blocking")
             assert (rec.cancel_outcome, rec.ran_on, rec.ran_until) == ("stopped", True, None)
             assert not handler.returned.is_set()
@@ -131,7 +132,7 @@ async def test_ignore_cancel_leaves_ctx_cancelled_unset_and_sends_the_sync_resul
             await asyncio.to_thread(sc.wait_for, lambda rs: any(r.tool == "polite" for r in rs))
             await client.post(sc.mcp_url, json=cancel(3), headers=headers)
             answer = await asyncio.wait_for(pending, 5)
-        [msg] = messages(answer.text)
+        [msg] = sse_messages(answer.text)
         assert msg["result"]["content"][0]["text"] == "slept 0.8" and handler.saw == [False]
         rec = the(sc, "POST tools/call polite")
         assert (rec.cancel_outcome, rec.ran_on, rec.ran_until) == ("ignored", False, None)
