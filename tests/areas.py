@@ -106,6 +106,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_faults_doc",
         "test_frameworks_doc",
         "test_kind_tables",
+        "test_lock",
         "test_performance_doc",
         "test_quickstart_venv",
         "test_readme",

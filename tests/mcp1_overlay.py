@@ -4,18 +4,27 @@ Real harnesses pin mcp 1.x; the suite's environment has mcp 2.x (the two cannot 
 together). :func:`mcp1_overlay` installs ``mcp>=1.26,<2`` with its dependencies into a directory of
 its own (``pip install --target``, about 5 s from pip's cache) that a child process puts first on its
 ``PYTHONPATH``: there ``import mcp`` is mcp 1.x, and the plugin and everything else come from the
-suite's environment as usual. pip gets the environment as the suite found it (``REGISTRY_ENV``).
+suite's environment as usual. pip gets the environment as the suite found it (``REGISTRY_ENV``), and the
+lock of the mcp 1.x client (``requirements/mcp1.txt``) unless ``MCPFAULTS_UNLOCKED`` is set (``tox -e
+latest``), so the versions measured are the same on every machine.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from no_ca import REGISTRY_ENV
 
+REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements"
 MCP1 = "mcp>=1.26,<2"
+
+
+def _lock() -> list[str]:
+    """pip's constraint arguments for the mcp 1.x overlay: the committed lock, or none when unlocked."""
+    return [] if os.environ.get("MCPFAULTS_UNLOCKED") else ["-c", str(REQUIREMENTS / "mcp1.txt")]
 
 
 def install_mcp1(target: Path) -> Path:
@@ -24,7 +33,7 @@ def install_mcp1(target: Path) -> Path:
     if not done.exists():
         cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
         proc = subprocess.run(
-            [*cmd, "--target", str(target), MCP1],
+            [*cmd, *_lock(), "--target", str(target), MCP1],
             env=REGISTRY_ENV,
             capture_output=True,
             text=True,
