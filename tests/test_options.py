@@ -232,7 +232,8 @@ CHECKS = [
 for check in CHECKS:
     check()
 print("checked:", len(CHECKS))
-own = ["-q", "-rA", "-p", "no:cacheprovider", "tests/test_options.py::test_server_header"]
+own = ["-q", "-rA", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+own.append("tests/test_options.py::test_server_header")
 print("its test:", pytest.main(own))
 """
 
