@@ -1,6 +1,7 @@
 """A copy of this repository in a test's ``tmp_path``, a git repository of its own: a test adds something
 there as a contributor would (a fault kind, an option), counts the files it touched from ``git status``
-and runs the suite's own tests in the copy (``tests/test_add_kind.py``, ``tests/test_options.py``)."""
+and checks what it added in a child Python that imports the copy's package (``tests/test_add_kind.py``,
+``tests/test_options.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,12 +56,14 @@ def child_env(copy: Path) -> dict[str, str]:
     return env
 
 
-def run_in(copy: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``python *args`` in ``copy`` with :func:`child_env`."""
+def run_in(
+    copy: Path, *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python *args`` in ``copy`` with :func:`child_env` (and ``env`` over it)."""
     return subprocess.run(
         [sys.executable, *args],
         cwd=copy,
-        env=child_env(copy),
+        env={**child_env(copy), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

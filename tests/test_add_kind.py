@@ -6,17 +6,20 @@ that remake the generated docs (``python -m pytest_mcpfaults.kind_tables``, ``py
 
 The kind is made up: ``slow_502``, a gateway that waits, then answers 502. It is written into a copy of
 the repository in ``tmp_path`` (a git repository of its own, so the files it touches are counted by
-``git status``), and the suite's tests of everything that lists kinds run there with it: the registry
-and exports, the text form, the behaviour modules, the strategies' shrink order (checked against
-Hypothesis), the matrix, the in-process parity cases, the report, the docs tables (with the pin that
-every catalogue row's mcp 1.x cell is measured by a test) and the docs build, the kind's own test
-through real clients on both backends, and the README's main command (the worked example, whose
-teardown matrix gets a slow_502 cell). docs/architecture.md and CONTRIBUTING.md state the count.
+``git status``). There, one Python importing the copy's package checks what lists kinds directly: the
+registry and exports, the text form, the report, the behaviour modules (each phase's dispatch), the
+strategies' shrink order (its place checked against Hypothesis beside its neighbours), the matrix
+catalogue, the in-process backend, and the suite's own pins of the docs against the registry (the
+catalogue rows, with every row's mcp 1.x cell measured by a test, the generated tables, the API page,
+the transports tables), called as functions from the copy's ``tests/``. The kind runs through real
+clients: its own test (httpx, the mcp 2.x ``Client``, mcp 1.x's ``ClientSession``, in-process), the
+in-process parity case (a socket sidecar and ``mock_sidecar`` side by side), and the worked example's
+teardown matrix cell it gets (the README's main command, that one cell). The docs site builds.
+docs/architecture.md and CONTRIBUTING.md state the count.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -94,43 +97,70 @@ DOCS = {
     "| `stdout_noise` | no | no (stdio only) |": "| `slow_502` | yes | the matched request: late, a 502 |",
 }
 
-#: The suite's tests of what lists or counts kinds, run in the copy with the kind added.
-CHECKS = [
-    "tests/test_faults_answers.py::test_a_slow_gateway_answers_502_after_its_delay",
-    "tests/test_fault_registry.py",
-    "tests/test_behaviour.py",
-    "tests/test_faults_triggers.py",
-    "tests/test_matrix.py",
-    "tests/test_inprocess.py",
-    "tests/test_report.py",
-    "tests/test_faults_doc.py",
-    "tests/test_kind_tables.py",
-    "tests/test_docs_api.py",
-    "tests/test_stdio_docs.py",
-    "tests/test_cli.py::test_docs_fault_examples_parse_and_the_kinds_table_is_the_generated_one",
-    "tests/test_legacy_sse.py::test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind",
-    "tests/test_docs.py::test_docs_site_builds_with_warnings_as_errors",
-    "tests/test_strategies.py::test_kind_order_is_the_order_hypothesis_shrinks_to",
-    "tests/test_strategies.py::test_kind_order_covers_every_kind_once",
-]
-
-#: What the derived lists say about the kind, printed from the copy.
-SHOW = """
+#: What the copy says about the kind, checked in one Python that imports the copy's package (its
+#: ``tests/`` and ``docs/`` first on ``sys.path``, the mcp 1.x overlay's directory in ``argv[1]``).
+CHECK = """
+import asyncio, sys
+sys.path[:0] = ["tests", "docs"]
 import pytest_mcpfaults, pytest_mcpfaults.faults as F
 from pytest_mcpfaults.inprocess import SUPPORTED_KINDS
 from pytest_mcpfaults.matrix import catalogue
+from pytest_mcpfaults.report import plan_kind
 from pytest_mcpfaults.strategies import kind_order
 assert pytest_mcpfaults.__file__.startswith({copy!r}), pytest_mcpfaults.__file__
+fault, order = F.parse_fault("slow_502(seconds=0.01)@tools/call[nth=2]"), kind_order()
+print("registered:", F.fault_kinds()["slow_502"] is F.SlowGateway is pytest_mcpfaults.SlowGateway)
 print("exported:", "SlowGateway" in pytest_mcpfaults.__all__, "SlowGateway" in F.__all__)
-print("text form:", F.parse_fault("slow_502(seconds=0.01)@tools/call[nth=2]"))
-print("shrinks after:", kind_order()[kind_order().index("slow_502") - 1])
+print("text form:", fault, F.fault_from_dict(fault.to_dict()) == fault)
+print("report:", plan_kind(str(fault)))
+print("shrinks between:", *order[order.index("slow_502") - 1 : order.index("slow_502") + 2])
 print("matrix cell:", *map(str, catalogue(kinds=["slow_502"])))
 print("in-process:", "slow_502" in SUPPORTED_KINDS)
+
+import test_behaviour, test_cli, test_docs_api, test_fault_registry, test_faults_answers, test_faults_doc
+import test_faults_triggers, test_inprocess, test_kind_tables, test_legacy_sse, test_matrix
+import test_stdio_docs, test_strategies
+from mcp1_client import Mcp1Client
+
+(case,) = [c for c in test_inprocess.CASES if [f.kind for f in F.parse_plan(c[0])] == ["slow_502"]]
+CHECKS = [
+    ("test_fault_registry::test_every_built_in_kind_is_exported_from_the_package", ()),
+    ("test_fault_registry::test_every_kind_declares_a_phase_and_a_bad_one_is_refused", ()),
+    ("test_faults_triggers::test_every_kind_has_examples", ()),
+    ("test_faults_triggers::test_text_form_and_dict_round_trip", (F.SlowGateway(),)),
+    ("test_behaviour::test_every_kind_has_the_behaviour_of_its_phase", ("slow_502",)),
+    ("test_strategies::test_kind_order_covers_every_kind_once", ()),
+    ("test_strategies::test_kind_order_is_the_shrink_order", ("delay", "slow_502", ["tools/call"])),
+    ("test_strategies::test_kind_order_is_the_shrink_order", ("slow_502", "die", ["tools/call"])),
+    ("test_matrix::test_catalogue_has_one_fault_per_kind_in_kind_order", ()),
+    ("test_inprocess::test_every_kind_is_either_supported_or_refused", ()),
+    ("test_inprocess::test_the_parity_cases_cover_every_supported_kind", ()),
+    ("test_inprocess::test_both_backends_give_the_client_the_same_outcome", case),
+    ("test_faults_doc::test_every_built_in_kind_has_one_row_in_catalogue_order", ()),
+    ("test_faults_doc::test_each_row_states_the_class_defaults_and_default_target", ()),
+    ("test_faults_doc::test_the_mcp1_column_is_measured_by_a_test_per_kind", ()),
+    ("test_kind_tables::test_the_kind_tables_of_the_faults_page_are_fresh", ()),
+    ("test_stdio_docs::test_the_transports_table_matches_the_registry", ()),
+    ("test_legacy_sse::test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind", ()),
+    ("test_cli::test_docs_fault_examples_parse_and_the_kinds_table_is_the_generated_one", ()),
+    ("test_docs_api::test_the_committed_page_is_what_the_code_generates", ()),
+    ("test_docs_api::test_every_public_name_and_fixture_has_its_heading", ()),
+    ("test_faults_answers::test_a_slow_gateway_answers_502_after_its_delay", (Mcp1Client(sys.argv[1]),)),
+]
+for name, args in CHECKS:
+    module, test = name.split("::")
+    outcome = getattr(sys.modules[module], test)(*args)
+    if asyncio.iscoroutine(outcome):
+        asyncio.run(outcome)
+print("checked:", len(CHECKS))
 """
 
+#: The worked example's teardown matrix cell the kind gets (the README's main command, that cell).
+CELL = "examples/test_example_matrix.py::test_cleanup_under_every_fault[slow_502@tool:delete_session]"
 
-@pytest.mark.timeout(720)
-def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path) -> None:
+
+@pytest.mark.timeout(300)
+def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path, mcp1_path: str) -> None:
     copy = copy_repository(tmp_path)
 
     # 1. the class, and its name in the module's __all__ (next to it)
@@ -179,22 +209,22 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
     assert f"**{count.capitalize()} files by hand**" in (ROOT / "docs" / "architecture.md").read_text()
     assert f"**{count} by hand**" in (ROOT / "CONTRIBUTING.md").read_text()
 
-    shown = run_in(copy, "-c", SHOW.format(copy=str(copy)))
-    assert shown.returncode == 0, shown.stdout + shown.stderr
+    shown = run_in(copy, "-c", CHECK.format(copy=str(copy)), mcp1_path, timeout=180)
+    assert shown.returncode == 0, shown.stdout[-4000:] + shown.stderr[-6000:]
     assert shown.stdout.splitlines() == [
+        "registered: True",
         "exported: True True",
-        "text form: slow_502(seconds=0.01)@tools/call[nth=2]",
-        "shrinks after: delay",
+        "text form: slow_502(seconds=0.01)@tools/call[nth=2] True",
+        "report: slow_502",
+        "shrinks between: delay slow_502 die",
         "matrix cell: slow_502@tool:delete_session",
         "in-process: True",
-    ]
-    run = run_in(copy, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *CHECKS, timeout=400)
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
-    # the README's main command: the worked example, whose teardown matrix now has a slow_502 cell
-    main = run_in(
-        copy, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "examples/", "-q", timeout=300
-    )
-    assert main.returncode == 0, main.stdout[-4000:] + main.stderr[-2000:]
-    assert "test_cleanup_under_every_fault[slow_502@tool:delete_session]" in main.stdout or re.search(
-        r"^slow_502 +1 +1 +1 +0$", main.stdout, re.M
-    ), main.stdout[-4000:]
+        "checked: 22",
+    ], shown.stdout + shown.stderr[-3000:]
+    # the README's main command, the cell it now has: the worked example's cleanup under slow_502
+    args = ["-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "-q", "-rA", CELL]
+    main = run_in(copy, *args, timeout=120)
+    assert main.returncode == 0 and f"PASSED {CELL}" in main.stdout, main.stdout[-4000:] + main.stderr[-2000:]
+    build = ["-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")]
+    site = run_in(copy, *build, timeout=240, env={"NO_MKDOCS_2_WARNING": "1"})
+    assert site.returncode == 0 and "WARNING" not in site.stderr, site.stdout + site.stderr

@@ -18,25 +18,19 @@ from test_example_suite import HARMLESS, MATRIX
 
 from pytest_mcpfaults import Sidecar
 
-ROOT = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
-
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
-        "-o", "asyncio_default_fixture_loop_scope=function", *args, timeout=240,
+    """pytest with the plugin, in this process: the inner runs share the imports (mcp, aiohttp, the
+    plugin), so each costs its tests, not a Python's start."""
+    return pytester.runpytest(
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+        "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function", *args,
     )  # fmt: skip
 
 
 THROUGH_A_CASSETTE = """
-import json
 import pytest
 from mcp.client import Client
-from sdk_upstream import serve
-
-UP = serve()
-URL = UP.__enter__().url  # the server lives as long as this run
 
 
 @pytest.mark.mcp_sidecar(upstream=URL, cassette="cassettes/sdk.jsonl")
@@ -48,29 +42,34 @@ async def test_add(mcp_sidecar):
 
 
 def test_record_modes_record_once_then_replay_and_none_never_records(pytester: pytest.Pytester) -> None:
-    (pytester.path / "sdk_upstream.py").write_text((TESTS / "sdk_upstream.py").read_text())
-    pytester.makepyfile(test_through=THROUGH_A_CASSETTE)
-    cassette = pytester.path / "cassettes" / "sdk.jsonl"
-    result = _run(pytester, "-s", "-p", "no:randomly", "--mcpfaults-record=none")
-    result.assert_outcomes(errors=1)  # none: replay only, and there is nothing to replay
-    result.stdout.fnmatch_lines(["*cassette cassettes/sdk.jsonl: no such file*"])
-    assert not cassette.exists()
-    result = _run(pytester, "-s")  # once (the default): no cassette yet, so it records
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*RECORDED*"])
-    tools = [json.loads(line).get("tool") for line in cassette.read_text().splitlines()[1:]]
-    assert "add" in tools
-    first = cassette.read_text()
-    result = _run(pytester, "-s")  # once, again: the cassette exists, so it replays
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*REPLAYED*"])
-    assert cassette.read_text() == first
-    result = _run(pytester, "-s", "--mcpfaults-record=all")  # all: records again, over it
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*RECORDED*"])
-    result = _run(pytester, "-s", "--mcpfaults-record=new_episodes")  # adds only what is new: nothing
-    result.assert_outcomes(passed=1)
-    assert [json.loads(x).get("tool") for x in cassette.read_text().splitlines()[1:]].count("add") == 1
+    with serve() as up:  # the SDK's server, for every run below
+        pytester.makepyfile(test_through=THROUGH_A_CASSETTE.replace("URL", repr(up.url)))
+        cassette = pytester.path / "cassettes" / "sdk.jsonl"
+        result = _run(pytester, "-s", "--mcpfaults-record=none")
+        result.assert_outcomes(errors=1)  # none: replay only, and there is nothing to replay
+        result.stdout.fnmatch_lines(["*cassette cassettes/sdk.jsonl: no such file*"])
+        assert not cassette.exists()
+        assert up.calls == []
+        result = _run(pytester, "-s")  # once (the default): no cassette yet, so it records
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["*RECORDED*"])
+        tools = [json.loads(line).get("tool") for line in cassette.read_text().splitlines()[1:]]
+        assert "add" in tools
+        assert up.calls == ["add"]
+        first = cassette.read_text()
+        result = _run(pytester, "-s")  # once, again: the cassette exists, so it replays
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["*REPLAYED*"])
+        assert cassette.read_text() == first
+        assert up.calls == ["add"]  # the server was not asked again
+        result = _run(pytester, "-s", "--mcpfaults-record=all")  # all: records again, over it
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["*RECORDED*"])
+        assert up.calls == ["add", "add"]
+        result = _run(pytester, "-s", "--mcpfaults-record=new_episodes")  # adds only what is new: nothing
+        result.assert_outcomes(passed=1)
+        assert [json.loads(x).get("tool") for x in cassette.read_text().splitlines()[1:]].count("add") == 1
+        assert up.calls == ["add", "add", "add"]  # every request goes to the upstream (docs: unlike vcrpy)
 
 
 UNMATCHED = """

@@ -194,17 +194,47 @@ def test_server_header(pytester: pytest.Pytester, run_plugin) -> None:  # type: 
     run_plugin().assert_outcomes(passed=1)
 '''
 
-#: What the derived surfaces say about the option, printed from the copy.
+#: What the derived surfaces say about the option, checked in one Python that imports the copy's
+#: package (its ``tests/`` and ``docs/`` first on ``sys.path``): the surfaces, this module's and the API
+#: page's pins of the docs against the options (fixture-free tests of the copy's ``tests/``, called as
+#: functions) and the option's own test (a real sidecar; the marker and the factory through pytester),
+#: run by ``pytest.main`` there.
 OPTION_SHOWN = """
-import inspect
+import inspect, sys
+sys.path[:0] = ["tests", "docs"]
+import pytest
 import pytest_mcpfaults
 from pytest_mcpfaults import Sidecar, SidecarFactory
 from pytest_mcpfaults.cli import build_parser
+from pytest_mcpfaults.sidecar.options import options_from_args
 assert pytest_mcpfaults.__file__.startswith({copy!r}), pytest_mcpfaults.__file__
 serve = build_parser()._subparsers._group_actions[0].choices["serve"]
 print("constructor:", "server_header" in inspect.signature(Sidecar).parameters)
 print("factory:", "server_header" in inspect.signature(SidecarFactory.__call__).parameters)
 print("serve --help:", "--server-header TEXT" in serve.format_help())
+given = ([], ["--server-header", "x/1"])
+parsed = [options_from_args(build_parser().parse_args(["serve", *args])) for args in given]
+print("serve:", parsed[0].get("server_header"), parsed[1].get("server_header"))
+
+import test_docs_api, test_options
+CHECKS = [
+    test_options.test_the_docs_options_table_is_the_generated_one,
+    test_options.test_the_in_process_column_is_what_mock_sidecar_takes,
+    test_options.test_the_cli_pages_flags_table_is_the_generated_one,
+    test_options.test_every_serve_flag_has_its_row_in_the_cli_page,
+    test_options.test_the_constructor_and_the_factory_take_exactly_the_options,
+    test_options.test_an_unknown_option_is_named_with_the_valid_ones,
+    test_options.test_mock_sidecar_names_an_option_it_does_not_take,
+    test_docs_api.test_the_committed_page_is_what_the_code_generates,
+    test_docs_api.test_every_public_name_and_fixture_has_its_heading,
+    test_docs_api.test_the_fixtures_keyword_arguments_are_every_sidecar_parameter,
+]
+for check in CHECKS:
+    check()
+print("checked:", len(CHECKS))
+own = ["-q", "-rA", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+own.append("tests/test_options.py::test_server_header")
+print("its test:", pytest.main(own))
 """
 
 
@@ -212,9 +242,10 @@ print("serve --help:", "--server-header TEXT" in serve.format_help())
 def test_a_made_up_option_in_a_copy_of_the_repository_is_three_places(tmp_path: Path) -> None:
     """The made-up option of the test above, written into a copy of the repository as a contributor
     would: its field and its use (``header=``) in sidecar/options.py, its test in this module; then the
-    commands that remake the generated docs. ``git status`` counts the files, and this module's tests
-    (the docs tables' freshness, every flag's row in docs/cli.md), the CLI's, the markers' and the docs
-    build pass there."""
+    commands that remake the generated docs. ``git status`` counts the files; in the copy the option is
+    on every surface, this module's and the API page's pins of the docs hold, its own test passes (a
+    real sidecar, the marker, the factory) and the docs site (Sidecar's docstring with the option)
+    builds."""
     copy = copy_repository(tmp_path)
     options = copy / "pytest_mcpfaults" / "sidecar" / "options.py"
     source = options.read_text()
@@ -238,14 +269,17 @@ def test_a_made_up_option_in_a_copy_of_the_repository_is_three_places(tmp_path: 
         in (copy / "docs" / "cli.md").read_text()
     )
     assert "| `server_header` | `None` | `--server-header` |" in (copy / "docs" / "sidecar.md").read_text()
-    shown = run_in(copy, "-c", OPTION_SHOWN.format(copy=str(copy)))
-    assert shown.stdout.splitlines() == ["constructor: True", "factory: True", "serve --help: True"], (
-        shown.stdout + shown.stderr
-    )
-    checks = ["tests/test_options.py", "tests/test_cli.py", "tests/test_docs_api.py", "tests/test_markers.py"]
-    checks.append("tests/test_docs.py::test_docs_site_builds_with_warnings_as_errors")
-    this = "tests/test_options.py::test_a_made_up_option_in_a_copy_of_the_repository_is_three_places"
-    args = ["-q", "-rA", "-x", "-p", "no:cacheprovider", "--deselect", this, *checks]
-    run = run_in(copy, "-m", "pytest", *args, timeout=240)
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
-    assert "PASSED tests/test_options.py::test_server_header" in run.stdout, run.stdout[-3000:]
+    shown = run_in(copy, "-c", OPTION_SHOWN.format(copy=str(copy)), timeout=180)
+    lines = shown.stdout.splitlines()
+    assert lines[:5] == [
+        "constructor: True",
+        "factory: True",
+        "serve --help: True",
+        "serve: None x/1",
+        "checked: 10",
+    ], shown.stdout[-4000:] + shown.stderr[-4000:]
+    assert "PASSED tests/test_options.py::test_server_header" in shown.stdout, shown.stdout[-3000:]
+    assert lines[-1] == "its test: 0", shown.stdout[-3000:] + shown.stderr[-3000:]
+    build = ["-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")]
+    site = run_in(copy, *build, timeout=240, env={"NO_MKDOCS_2_WARNING": "1"})
+    assert site.returncode == 0 and "WARNING" not in site.stderr, site.stdout + site.stderr
