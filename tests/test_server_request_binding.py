@@ -251,3 +251,25 @@ def test_stateless_with_auth_a_round_is_resumed_only_by_its_own_principal() -> N
     sent = _awaited(sc)
     assert (sent.id, sent.outcome, sent.result, sent.refused) == (key, "answered", REAL, 1)
     assert sc.errors == []
+
+
+def test_a_posted_response_gets_each_eras_refusal_where_no_session_is_named() -> None:
+    """The stateless era's own refusal where that era is served; a session-only sidecar answers it as it
+    answers any stateless-era POST, and a stateless-only one any session-era POST."""
+    stray = _forged("mcpfaults-" + "0" * 32)
+    got = {}
+    for era in ("auto", "session", "stateless"):
+        with Sidecar(era=era) as sc:
+            for version in (NEW, OLD):
+                resp = httpx.post(sc.mcp_url, json=stray, headers=_headers(version), timeout=5)
+                got[era, version] = (resp.status_code, resp.json()["error"]["message"].split(":")[0])
+            sc.wait_idle(5)
+        assert all(r.error_by == "client" for r in sc.requests) and sc.errors == []
+    assert got == {
+        ("auto", NEW): (400, "Invalid Request"),
+        ("auto", OLD): (400, "Bad Request"),  # Missing session ID
+        ("session", NEW): (400, "Bad Request"),
+        ("session", OLD): (400, "Bad Request"),
+        ("stateless", NEW): (400, "Invalid Request"),
+        ("stateless", OLD): (400, "Bad Request"),  # this server is stateless (no sessions)
+    }

@@ -212,10 +212,11 @@ class ServerMessageRecord:
     the client answered has ``answered_at`` and its ``result`` / ``error`` too.
 
     ``refused``: how many answers carrying its ``id`` the sidecar refused (the request still awaits
-    its own client's): POSTed from another session, with another principal's token or none, or, for a
-    stateless-era input request, anything but the call's retry carrying the round's ``requestState``
-    (a bare POSTed response, a retry of another principal). The POST's own record says why
-    (``error``, ``error_by="client"``)."""
+    its own client's): POSTed in another session, in none, or in an unknown one or one another
+    principal opened (``auth=``), or, for a stateless-era input request, anything but the call's
+    retry carrying the round's ``requestState`` (a bare POSTed response, a retry of another
+    principal). A POST the ``auth=`` layer refuses (``401``) does not count: it never gets this far.
+    The POST's own record says why (``error``, ``error_by="client"``)."""
 
     seq: int
     method: str

@@ -363,42 +363,10 @@ class McpEndpoint:
         (journal id ``rid``) for the messages a tool sends on its own (``None``: a tool taking ``ctx``
         cannot be served here)."""
         if req.method is None:  # a response from the client (to a tool's request): hand it over
-            return self._client_answer(req)
+            return _client_answer(self, req)
         if req.era == "stateless":
             return await self._stateless(req, headers, link, rid)
         return await self._session(req, headers, link, rid)
-
-    def _client_answer(self, req: McpRequest) -> Reply:
-        """A client's JSON-RPC response, POSTed: handed to the tool awaiting it only from the session
-        (and so the principal) the request went to. The stateless era has no server-to-client requests
-        to answer (a round is answered by the call's retry): ``400`` with ``-32600`` and ``id: null``,
-        as the mcp SDK's 2026-07-28 transport answers a posted response. In the session era a POST
-        without a live session of its principal is answered as any such POST is (``400`` Missing session
-        ID, ``404`` Session not found); one of a live session is accepted (``202``, as the SDK's transport
-        does) and handed over only if its id names a request the sidecar sent that session: any other
-        is journaled as the client's mistake (refused, or answering nothing) and the tool keeps
-        waiting for its own client."""
-        if req.era == "stateless":
-            refused: Reply | None = client_error(
-                INVALID_REQUEST,
-                "Invalid Request: a POSTed JSON-RPC response answers nothing in the stateless era "
-                "(2026-07-28): an input request is answered by retrying the call with its inputResponses "
-                "and requestState",
-            )
-        else:
-            refused = self.check_session(req.session_id, req.principal)
-        if refused is not None:
-            if self.messages is not None:
-                self.messages.refused(req.message)
-            text = refused.error or _error_text(refused)
-            refused.error, refused.error_by = f"refused: a response to a server request: {text}", "client"
-            return refused
-        reply = Reply(202)
-        if self.messages is not None:
-            reply.status, problem = self.messages.answer_status(req.message, req.session_id)
-            if problem is not None:
-                reply.error, reply.error_by = problem, "client"
-        return reply
 
     async def _stateless(
         self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
@@ -816,6 +784,39 @@ class McpEndpoint:
     @staticmethod
     def _ok(req: McpRequest, result: dict[str, Any]) -> Reply:
         return Reply(200, {"jsonrpc": "2.0", "id": req.id, "result": result})
+
+
+def _client_answer(endpoint: McpEndpoint, req: McpRequest) -> Reply:
+    """A client's JSON-RPC response, POSTed to ``endpoint``: handed to the tool awaiting it only from
+    the session (and so the principal) the request went to. The stateless era has no server-to-client
+    requests to answer (a round is answered by the call's retry): ``400`` with ``-32600`` and ``id:
+    null``, as the mcp SDK's 2026-07-28 transport answers a posted response. In the session era a POST
+    without a live session of its principal is answered as any such POST is (``400`` Missing session
+    ID, ``404`` Session not found); one of a live session is accepted (``202``, as the SDK's transport
+    does) and handed over only if its id names a request the sidecar sent that session: any other
+    is journaled as the client's mistake (refused, or answering nothing) and the tool keeps
+    waiting for its own client."""
+    if req.era == "stateless" and endpoint.era != "session":  # a session-only server knows no such era
+        refused: Reply | None = client_error(
+            INVALID_REQUEST,
+            "Invalid Request: a POSTed JSON-RPC response answers nothing in the stateless era "
+            "(2026-07-28): an input request is answered by retrying the call with its inputResponses "
+            "and requestState",
+        )
+    else:
+        refused = endpoint.check_session(req.session_id, req.principal)
+    if refused is not None:
+        if endpoint.messages is not None:
+            endpoint.messages.refused(req.message)
+        text = refused.error or _error_text(refused)
+        refused.error, refused.error_by = f"refused: a response to a server request: {text}", "client"
+        return refused
+    reply = Reply(202)
+    if endpoint.messages is not None:
+        reply.status, problem = endpoint.messages.answer_status(req.message, req.session_id)
+        if problem is not None:
+            reply.error, reply.error_by = problem, "client"
+    return reply
 
 
 def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:
