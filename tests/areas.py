@@ -47,6 +47,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_sse_retry",
         "test_progress",
         "test_server_requests",
+        "test_server_request_binding",
         "test_surface",
         "test_surface_mcp1",
         "test_ts_parts",

@@ -101,10 +101,11 @@ def test_a_malformed_copy_goes_ahead_of_the_request_on_the_call_stream_in_each_f
             sc.wait_idle(5)
         first, request, result = events
         sent = json.loads(request)
-        assert sent["method"] == "elicitation/create" and sent["id"] == "mcpfaults-1", form
+        mid = sent["id"]
+        assert sent["method"] == "elicitation/create" and re.fullmatch(r"mcpfaults-[0-9a-f]{32}", mid), form
         assert json.loads(result)["result"]["content"][0]["text"] == json.dumps(ACCEPTED)
         if form == "bad_json":  # the message with its own id, cut in half: no JSON
-            whole = json.dumps({**sent, "id": "mcpfaults-1-malformed"}, separators=(",", ":"))
+            whole = json.dumps({**sent, "id": f"{mid}-malformed"}, separators=(",", ":"))
             assert first == whole[: len(whole) // 2]
             with pytest.raises(json.JSONDecodeError):
                 json.loads(first)
@@ -113,7 +114,7 @@ def test_a_malformed_copy_goes_ahead_of_the_request_on_the_call_stream_in_each_f
         else:
             assert json.loads(first) == {
                 "jsonrpc": "2.0",
-                "id": "mcpfaults-1-malformed",
+                "id": f"{mid}-malformed",
                 "params": sent["params"],
             }
         original, copy = sc.journal.server_messages
@@ -124,7 +125,7 @@ def test_a_malformed_copy_goes_ahead_of_the_request_on_the_call_stream_in_each_f
             original.request_id,
         )
         assert copy.fault == str(MalformedServerRequest(form)) and copy.answered_at is None
-        assert copy.id == ("mcpfaults-1-malformed" if form == "no_method" else None)
+        assert copy.id == (f"{mid}-malformed" if form == "no_method" else None)
         assert sc.fired == {"malformed_server_request": 1} and sc.errors == []
 
 
@@ -261,9 +262,9 @@ def test_a_duplicated_request_goes_out_copies_times_with_one_id_and_each_answer_
     assert len(copies) == 3 and len({c for c in copies}) == 1  # byte for byte the same, one id
     assert json.loads(result)["result"]["isError"] is False
     first, *dups = sc.journal.server_messages
-    assert first.outcome == "answered" and first.id == "mcpfaults-1"
+    assert first.outcome == "answered" and first.id == json.loads(copies[0])["id"]
     assert [(d.id, d.outcome, d.result, d.fault) for d in dups] == [
-        ("mcpfaults-1", "duplicate", ACCEPTED, "duplicate_server_request(copies=3)")
+        (first.id, "duplicate", ACCEPTED, "duplicate_server_request(copies=3)")
     ] * 2
     answers = [r for r in sc.requests if r.method == "POST" and r.mcp_method is None]
     assert [(r.status, r.error) for r in answers] == [(202, None)] * 3  # no answer is a client mistake

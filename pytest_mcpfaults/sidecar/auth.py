@@ -84,7 +84,9 @@ class AuthInfo:
     order ``auth=`` lists them, ``'unknown'`` for one the sidecar never issued nor accepts); ``accepted``
     whether it is good (known and not revoked); ``calls`` how many earlier requests carried it;
     ``scopes`` what it was granted; ``metadata_url`` the protected resource metadata URL the
-    challenges name."""
+    challenges name; ``principal`` whom the token stands for (a static token: itself, ``'static1'``
+    ...; an issued one: the ``client_id`` it was issued to, ``'client_id <id>'``, kept by a refresh), to
+    which a transport session and a stateless-era round are bound (``None``: no accepted token)."""
 
     token: str | None
     label: str | None
@@ -92,6 +94,7 @@ class AuthInfo:
     calls: int
     scopes: frozenset[str]
     metadata_url: str
+    principal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class _Grant:
     label: str
     scopes: frozenset[str]
     refresh: str | None
+    principal: str = ""
 
 
 def _quoted(value: str) -> str:
@@ -164,7 +168,7 @@ class AuthServer:
         self.base_url = base_url
         statics = () if isinstance(auth, str) else tuple(auth)
         self._grants: dict[str, _Grant] = {
-            token: _Grant(f"static{i}", frozenset({DEFAULT_SCOPE}), None)
+            token: _Grant(f"static{i}", frozenset({DEFAULT_SCOPE}), None, f"static{i}")
             for i, token in enumerate(statics, 1)
         }
         self._refresh: dict[str, str] = {}  # refresh token -> access token
@@ -206,7 +210,8 @@ class AuthServer:
         accepted = grant is not None and bearer not in self._revoked
         label = grant.label if grant is not None else "unknown"
         scopes = grant.scopes if grant is not None else frozenset()
-        return AuthInfo(bearer, label, accepted, calls, scopes, self.metadata_url)
+        principal = grant.principal if grant is not None and accepted else None
+        return AuthInfo(bearer, label, accepted, calls, scopes, self.metadata_url, principal)
 
     def refusal(self, info: AuthInfo) -> Reply | None:
         """``401`` for a request without an accepted token, ``None`` to let it through."""
@@ -303,7 +308,8 @@ class AuthServer:
             redeemed = self.clients.redeem(form, client_id)
             if not isinstance(redeemed, Redeemed):
                 return AuthAnswer(redeemed, grant, client=client)
-            answer, token = self._issue(redeemed.scopes or frozenset({DEFAULT_SCOPE}), grant, client)
+            scopes = redeemed.scopes or frozenset({DEFAULT_SCOPE})
+            answer, token = self._issue(scopes, grant, client, f"client_id {client_id}")
             self.clients.issued(redeemed.code, token)
             return answer
         if grant == "refresh_token":
@@ -316,13 +322,18 @@ class AuthServer:
                 why = "a refresh cannot widen the scope"
                 return AuthAnswer(oauth_error("invalid_scope", why), grant, client=client)
             requested = requested or old.scopes
-        return self._issue(requested or frozenset({DEFAULT_SCOPE}), grant, client)[0]
+            principal = old.principal  # a refresh goes on with the grant it refreshes
+        else:
+            principal = f"client_id {client_id}"
+        return self._issue(requested or frozenset({DEFAULT_SCOPE}), grant, client, principal)[0]
 
-    def _issue(self, scopes: frozenset[str], grant: str, client: str | None) -> tuple[AuthAnswer, str]:
+    def _issue(
+        self, scopes: frozenset[str], grant: str, client: str | None, principal: str
+    ) -> tuple[AuthAnswer, str]:
         self._issued += 1
         label = f"t{self._issued}"
         token, refresh = "mcpf_at_" + secrets.token_urlsafe(18), "mcpf_rt_" + secrets.token_urlsafe(18)
-        self._grants[token] = _Grant(label, scopes, refresh)
+        self._grants[token] = _Grant(label, scopes, refresh, principal)
         self._refresh[refresh] = token
         self._issued_tokens.append(token)
         if len(self._issued_tokens) > MAX_TOKENS:  # the oldest issued token is forgotten

@@ -457,6 +457,8 @@ class SidecarCore:
         info = self.classify(incoming)
         if self.auth is not None and info.kind == "mcp":
             info = dataclasses.replace(info, auth=self.auth.observe(incoming.headers))
+            if info.mcp is not None and info.auth is not None:  # a session is bound to its principal
+                info.mcp.principal = info.auth.principal
         self._journal_classified(rid, info, incoming.headers.get("Mcp-Session-Id"))
         return info
 
@@ -590,15 +592,21 @@ class SidecarCore:
                 assert info.bad_body is not None
                 return info.bad_body
             return await self.mcp.post(info.mcp, headers, transport, rid)
+        principal = info.auth.principal if info.auth is not None else None
         if method == "DELETE":
-            return self.mcp.delete(headers.get("Mcp-Session-Id"))
+            return self.mcp.delete(headers.get("Mcp-Session-Id"), principal)
         if method == "GET" and self.mcp.era != "stateless":
-            return await _get(self, rid, headers, transport, fault)
+            return await _get(self, rid, headers, transport, fault, principal)
         return Reply(405, None, {"Allow": "POST" if self.mcp.era == "stateless" else "POST, DELETE"})
 
 
 async def _get(
-    core: SidecarCore, rid: int, headers: Mapping[str, str], transport: Transport, fault: F.Fault | None
+    core: SidecarCore,
+    rid: int,
+    headers: Mapping[str, str],
+    transport: Transport,
+    fault: F.Fault | None,
+    principal: str | None = None,
 ) -> Reply | None:
     """A session-era ``GET`` of the MCP endpoint: one resuming a stream with ``Last-Event-ID`` (its
     replay; a ``GET`` stream goes on live), a ``GET`` stream (``get_stream=True``), else 405.
@@ -606,7 +614,7 @@ async def _get(
     sid, last = headers.get("Mcp-Session-Id"), headers.get("Last-Event-ID")
     if last is None and not core.mcp.get_stream:
         return Reply(405, None, {"Allow": "POST, DELETE"})
-    problem = core.mcp.check_session(sid)
+    problem = core.mcp.check_session(sid, principal)
     if problem is not None:
         return problem
     found = core.resumption.replay(rid, sid, last) if last is not None else None

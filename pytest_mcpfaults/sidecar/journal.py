@@ -209,7 +209,14 @@ class ServerMessageRecord:
     never reached the tool), ``'duplicate'`` (a copy ``duplicate_server_request`` sent again with the
     same ``id``) and ``'malformed'`` (the malformed copy ``malformed_server_request`` sent first, its
     ``id`` the one it carried, ``None`` when a client could read none). A duplicate or malformed copy
-    the client answered has ``answered_at`` and its ``result`` / ``error`` too."""
+    the client answered has ``answered_at`` and its ``result`` / ``error`` too.
+
+    ``refused``: how many answers carrying its ``id`` the sidecar refused (the request still awaits
+    its own client's): POSTed in another session, in none, or in an unknown one or one another
+    principal opened (``auth=``), or, for a stateless-era input request, anything but the call's
+    retry carrying the round's ``requestState`` (a bare POSTed response, a retry of another
+    principal). A POST the ``auth=`` layer refuses (``401``) does not count: it never gets this far.
+    The POST's own record says why (``error``, ``error_by="client"``)."""
 
     seq: int
     method: str
@@ -223,6 +230,7 @@ class ServerMessageRecord:
     result: Any = None
     error: Any = None
     fault: str | None = None
+    refused: int = 0
 
     @property
     def is_request(self) -> bool:

@@ -111,6 +111,9 @@ class McpRequest:
     id: Any
     session_id: str | None
     era: RequestEra
+    #: Who sent it, with ``auth=``: the principal its bearer token stands for (``None``: no ``auth=``).
+    #: A transport session is bound to the principal that opened it (:meth:`McpEndpoint.check_session`).
+    principal: str | None = None
 
     @property
     def is_notification(self) -> bool:
@@ -165,6 +168,14 @@ def client_error(code: int, message: str, id: Any = None, status: int = 400) -> 
     reply = rpc_error(code, message, id, status)
     reply.error, reply.error_by = message, "client"
     return reply
+
+
+def _error_text(reply: Reply) -> str:
+    """The ``error.message`` of a JSON-RPC error reply (its status line if it has none)."""
+    payload = reply.payload
+    error = payload.get("error") if isinstance(payload, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message) if message is not None else f"HTTP {reply.status}"
 
 
 def _valid_id(rid: Any) -> bool:
@@ -316,6 +327,8 @@ class McpEndpoint:
         self.listed_schemas: dict[str, Mapping[str, Any]] = {}
         self.get_stream = get_stream
         self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
+        #: session id -> the principal whose ``initialize`` opened it (``auth=``; else ``None``)
+        self.owners: dict[str, str | None] = {}
         #: session id -> the level its logging/setLevel asked for (the surface's view of it too)
         self.log_levels = self.surface.log_levels
         self.rounds = InputRounds()  # stateless-era tool calls awaiting the client's retry
@@ -350,12 +363,7 @@ class McpEndpoint:
         (journal id ``rid``) for the messages a tool sends on its own (``None``: a tool taking ``ctx``
         cannot be served here)."""
         if req.method is None:  # a response from the client (to a tool's request): hand it over
-            reply = Reply(202)
-            if self.messages is not None:
-                reply.status, problem = self.messages.answer_status(req.message)
-                if problem is not None:
-                    reply.error, reply.error_by = problem, "client"
-            return reply
+            return _client_answer(self, req)
         if req.era == "stateless":
             return await self._stateless(req, headers, link, rid)
         return await self._session(req, headers, link, rid)
@@ -420,6 +428,7 @@ class McpEndpoint:
             version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
             sid = uuid.uuid4().hex
             self.sessions[sid] = version
+            self.owners[sid] = req.principal
             result = {
                 "protocolVersion": version,
                 "capabilities": self._capabilities("session"),
@@ -430,7 +439,7 @@ class McpEndpoint:
             reply = self._ok(req, result)
             reply.headers["Mcp-Session-Id"] = sid
             return reply
-        problem = self.check_session(req.session_id)
+        problem = self.check_session(req.session_id, req.principal)
         if problem is not None:
             return problem
         assert req.session_id is not None
@@ -455,13 +464,16 @@ class McpEndpoint:
         self.log_levels[session_id] = level
         return self._ok(req, {})
 
-    def check_session(self, session_id: str | None) -> Reply | None:
-        """The 400/404 reply for a missing or unknown transport session, or ``None`` when it is live."""
+    def check_session(self, session_id: str | None, principal: str | None = None) -> Reply | None:
+        """The 400/404 reply for a missing or unknown transport session, or ``None`` when it is live.
+        With ``auth=`` a session is bound to the principal that opened it: a request of another
+        ``principal`` gets the 404 of an unknown session, as the mcp SDK's session manager answers (a
+        session can only be used with the credential that created it)."""
         if self.era == "stateless":
             return client_error(INVALID_REQUEST, "Bad Request: this server is stateless (no sessions)")
         if not session_id:
             return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
-        if session_id not in self.sessions:
+        if session_id not in self.sessions or self.owners.get(session_id) != principal:
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         return None
 
@@ -596,7 +608,7 @@ class McpEndpoint:
     ) -> Reply:
         """A stateless-era call with ``ctx``: its outcome, or the input round it asks the client for."""
         try:
-            asked = await self.rounds.next(task, ctx, link)
+            asked = await self.rounds.next(task, ctx, link, req.principal)
         except Exception as exc:  # the transport cannot keep a round (in-process)
             task.cancel()
             self.on_error(f"tool {tool.name}", exc)
@@ -619,7 +631,12 @@ class McpEndpoint:
         retry = self._context(req, tool, link, rid)
         assert isinstance(retry, ToolContext)  # link and messages are there
         resumed = self.rounds.resume(
-            params.get("requestState"), tool.name, params.get("inputResponses"), self.messages, retry
+            params.get("requestState"),
+            tool.name,
+            params.get("inputResponses"),
+            self.messages,
+            retry,
+            req.principal,
         )
         if isinstance(resumed, LostRound):  # a server that lost the round's state (a fault's)
             return rpc_error(INVALID_PARAMS, f"Invalid params: {resumed.why}", req.id, 400)
@@ -691,6 +708,7 @@ class McpEndpoint:
             progress_token=req.meta.get("progressToken"),
             log_level=level if level_problem(level) is None else None,
             stateless=req.era == "stateless",
+            session=req.session_id if req.era == "session" else None,
         )
 
     def answer_surface(self, req: McpRequest) -> Reply:
@@ -738,8 +756,8 @@ class McpEndpoint:
             return await pending
         return await within(pending, self.tool_timeout)
 
-    def delete(self, session_id: str | None) -> Reply:
-        problem = self.check_session(session_id)
+    def delete(self, session_id: str | None, principal: str | None = None) -> Reply:
+        problem = self.check_session(session_id, principal)
         if problem is not None:
             if self.era == "stateless":
                 return Reply(405, headers={"Allow": "POST"})
@@ -750,6 +768,7 @@ class McpEndpoint:
 
     def end_session(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
+        self.owners.pop(session_id, None)
         self.log_levels.pop(session_id, None)
         self.surface.subscriptions.pop(session_id, None)
         self.ended.add(session_id)
@@ -757,6 +776,7 @@ class McpEndpoint:
     def forget_all(self) -> None:
         self.ended.update(self.sessions)
         self.sessions.clear()
+        self.owners.clear()
         self.log_levels.clear()
         self.surface.subscriptions.clear()
         self.rounds.forget()
@@ -764,6 +784,39 @@ class McpEndpoint:
     @staticmethod
     def _ok(req: McpRequest, result: dict[str, Any]) -> Reply:
         return Reply(200, {"jsonrpc": "2.0", "id": req.id, "result": result})
+
+
+def _client_answer(endpoint: McpEndpoint, req: McpRequest) -> Reply:
+    """A client's JSON-RPC response, POSTed to ``endpoint``: handed to the tool awaiting it only from
+    the session (and so the principal) the request went to. The stateless era has no server-to-client
+    requests to answer (a round is answered by the call's retry): ``400`` with ``-32600`` and ``id:
+    null``, as the mcp SDK's 2026-07-28 transport answers a posted response. In the session era a POST
+    without a live session of its principal is answered as any such POST is (``400`` Missing session
+    ID, ``404`` Session not found); one of a live session is accepted (``202``, as the SDK's transport
+    does) and handed over only if its id names a request the sidecar sent that session: any other
+    is journaled as the client's mistake (refused, or answering nothing) and the tool keeps
+    waiting for its own client."""
+    if req.era == "stateless" and endpoint.era != "session":  # a session-only server knows no such era
+        refused: Reply | None = client_error(
+            INVALID_REQUEST,
+            "Invalid Request: a POSTed JSON-RPC response answers nothing in the stateless era "
+            "(2026-07-28): an input request is answered by retrying the call with its inputResponses "
+            "and requestState",
+        )
+    else:
+        refused = endpoint.check_session(req.session_id, req.principal)
+    if refused is not None:
+        if endpoint.messages is not None:
+            endpoint.messages.refused(req.message)
+        text = refused.error or _error_text(refused)
+        refused.error, refused.error_by = f"refused: a response to a server request: {text}", "client"
+        return refused
+    reply = Reply(202)
+    if endpoint.messages is not None:
+        reply.status, problem = endpoint.messages.answer_status(req.message, req.session_id)
+        if problem is not None:
+            reply.error, reply.error_by = problem, "client"
+    return reply
 
 
 def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:

@@ -7,11 +7,13 @@ A tool handler that takes a ``ctx`` parameter gets a :class:`ToolContext` for it
 on the tool call's own answer: the call's ``POST`` is answered with an SSE stream (its status line
 and headers go out with the first message), the messages are events on it, and the result is its
 last event. The client POSTs its answer to a server request (``202 Accepted``), which
-:meth:`ServerMessages.answer` hands to the awaiting tool. Every message is journaled
-(:class:`~pytest_mcpfaults.sidecar.journal.ServerMessageRecord`): what was sent, when, the answer or
-none. The transport does the I/O (:class:`Link`): writing an event, and awaiting an answer bounded by
-the patience budget (a client that never answers is the patience verdict's "the client never answered
-the server's `elicitation/create`").
+:meth:`ServerMessages.answer_status` hands to the awaiting tool: only an answer from the session the
+request went to (its id, ``mcpfaults-`` and 32 random hex digits, is unguessable); any other is
+refused, journaled on the request's record (``refused``), and the tool keeps waiting. Every message
+is journaled (:class:`~pytest_mcpfaults.sidecar.journal.ServerMessageRecord`): what was sent, when,
+the answer or none. The transport does the I/O (:class:`Link`): writing an event, and awaiting an
+answer bounded by the patience budget (a client that never answers is the patience verdict's "the
+client never answered the server's `elicitation/create`").
 
 A server-request fault that fired on the call (:mod:`~pytest_mcpfaults.sidecar.outbound_faults`:
 ``malformed_server_request``, ``duplicate_server_request``, ``drop_client_answer``) is armed for it
@@ -25,6 +27,7 @@ import asyncio
 import dataclasses
 import functools
 import math
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -110,20 +113,34 @@ def level_problem(level: Any) -> str | None:
     return f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}"
 
 
+@dataclasses.dataclass
+class _Awaited:
+    """A request awaiting the client's answer: its journal ``seq``, the future the answer goes to,
+    and whom it went to: the transport ``session`` (session era), or an input round (``in_round``,
+    stateless era: answered only by the call's retry carrying the round's ``requestState``)."""
+
+    seq: int
+    answer: asyncio.Future[dict[str, Any]]
+    session: str | None
+    in_round: bool
+    #: how many answers to it were refused (the journal's ``refused``)
+    refused: int = 0
+
+
 class ServerMessages:
     """One sidecar's requests to its clients that await an answer, by JSON-RPC id; journals every
     message sent and every answer. Loop thread only."""
 
     def __init__(self, journal: MessageLog) -> None:
         self.journal = journal
-        self._pending: dict[str, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
-        self._next = 0
+        self._pending: dict[str, _Awaited] = {}
         #: the server-request fault of each call being answered, by its journal id (:meth:`arm`)
         self._armed: dict[int, Outbound] = {}
         #: the requests whose answer a fault drops: id -> (the POST's status, the fault's text)
         self._dropping: dict[str, tuple[int, str]] = {}
-        #: the copies a fault sent (duplicate, malformed) awaiting an answer, by the id they carry
-        self._copies: dict[Any, list[int]] = {}
+        #: the copies a fault sent (duplicate, malformed) awaiting an answer, by the id they carry: each
+        #: its journal seq and the session it went to
+        self._copies: dict[Any, list[tuple[int, str | None]]] = {}
         #: the answers a fault dropped, while their call waits: id -> (when, the POST's status, the fault)
         self._dropped_records: dict[str, tuple[float, int, str]] = {}
 
@@ -138,12 +155,14 @@ class ServerMessages:
         """The server-request fault acting on the requests of call ``rid``, if any."""
         return self._armed.get(rid)
 
-    def copy_sent(self, mid: Any, outcome: str, effect: Outbound, **fields: Any) -> None:
-        """Journal a copy a fault sent (``outcome``: ``duplicate`` or ``malformed``), awaiting any answer
-        carrying ``mid``."""
+    def copy_sent(
+        self, mid: Any, outcome: str, effect: Outbound, session: str | None = None, **fields: Any
+    ) -> None:
+        """Journal a copy a fault sent (``outcome``: ``duplicate`` or ``malformed``) to ``session``,
+        awaiting an answer from it carrying ``mid``."""
         seq = self.journal.add_server_message(outcome=outcome, fault=effect.fault, id=mid, **fields)
         kept = self._copies.setdefault(mid, [])
-        kept.append(seq)
+        kept.append((seq, session))
         del kept[:-_COPIES_KEPT]  # a bounded memory of them (serve runs for long; id None is shared)
         while len(self._copies) > _COPIES_KEPT:
             del self._copies[next(iter(self._copies))]
@@ -165,14 +184,22 @@ class ServerMessages:
         )
 
     def new_request(
-        self, method: str, params: Any, rid: int, tool: str | None
+        self,
+        method: str,
+        params: Any,
+        rid: int,
+        tool: str | None,
+        *,
+        session: str | None = None,
+        in_round: bool = False,
     ) -> tuple[str, int, asyncio.Future[dict[str, Any]]]:
-        """Journal a request about to be sent: its JSON-RPC id, journal ``seq`` and answer future."""
-        self._next += 1
-        mid = f"mcpfaults-{self._next}"
+        """Journal a request about to be sent to ``session`` (or, ``in_round``, as a stateless-era
+        input round's): its JSON-RPC id (unguessable: a client learns it only from the request
+        itself), journal ``seq`` and answer future."""
+        mid = f"mcpfaults-{secrets.token_hex(16)}"
         seq = self.journal.add_server_message(method=method, request_id=rid, tool=tool, params=params, id=mid)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[mid] = (seq, fut)
+        self._pending[mid] = _Awaited(seq, fut, session, in_round)
         return mid, seq, fut
 
     def notified(self, method: str, params: Any, rid: int, tool: str | None) -> None:
@@ -181,24 +208,60 @@ class ServerMessages:
         )
 
     def answer(self, message: Mapping[str, Any]) -> str | None:
-        """A client's JSON-RPC response, POSTed: hand it to the tool awaiting it and journal it.
-        Returns why it answers nothing (an unknown id, or one already answered or given up on), for
-        the journal (the client's), or ``None``."""
-        return self.answer_status(message)[1]
+        """A stateless-era round's answer, carried by the call's retry (which proved the round with
+        its ``requestState``): hand it to the tool awaiting it and journal it. Returns why it answers
+        nothing (an unknown id, or one already answered or given up on), or ``None``."""
+        return self._settle(message, None, bound=False)[1]
 
-    def answer_status(self, message: Mapping[str, Any]) -> tuple[int, str | None]:
-        """:meth:`answer`, with the HTTP status its ``POST`` gets (``202``, or what a fault dropping it
-        answers)."""
+    def answer_status(self, message: Mapping[str, Any], session: str | None = None) -> tuple[int, str | None]:
+        """A client's JSON-RPC response, POSTed in transport session ``session``: hand it to the tool
+        awaiting it and journal it. Only the session the request went to answers it: any other
+        answer (another session's, or one naming a stateless-era input round, which only the call's
+        retry answers) is refused, counted on the request's record (``refused``), and the tool keeps
+        waiting. Returns the HTTP status its ``POST`` gets (``202``, as the mcp SDK's transport
+        accepts any response of a live session, or what a fault dropping it answers) and why it
+        answers nothing (an unknown id, one already answered or given up on, or refused), for the
+        journal (the client's), or ``None``."""
+        return self._settle(message, session, bound=True)
+
+    def refused(self, message: Mapping[str, Any]) -> None:
+        """A POSTed response refused before it was looked at (no session, another principal's, the
+        stateless era): if its id names an awaited request, count it on that request's record."""
         mid = message.get("id")
-        pending = self._pending.pop(mid, None) if isinstance(mid, str) else None
+        pending = self._pending.get(mid) if isinstance(mid, str) else None
+        if pending is not None:
+            self._count_refused(pending)
+
+    def _count_refused(self, pending: _Awaited) -> None:
+        pending.refused += 1
+        self.journal.update_server_message(pending.seq, refused=pending.refused)
+
+    def _settle(
+        self, message: Mapping[str, Any], session: str | None, *, bound: bool
+    ) -> tuple[int, str | None]:
+        mid = message.get("id")
+        pending = self._pending.get(mid) if isinstance(mid, str) else None
+        if bound and pending is not None and (pending.in_round or pending.session != session):
+            self._count_refused(pending)
+            whose = (
+                "an input request of a stateless-era round (only the call's retry carrying its "
+                "requestState answers it)"
+                if pending.in_round
+                else "a request the sidecar sent another session"
+            )
+            return 202, f"refused: a response to {whose}, not one of session {session} (id {mid!r})"
+        if isinstance(mid, str):
+            self._pending.pop(mid, None)
         now, result, error = self.journal.now(), message.get("result"), message.get("error")
         if pending is None:
             copies = self._copies.get(mid) if isinstance(mid, (str, int, type(None))) else None
-            if copies:  # an answer to a duplicate or malformed copy: the client's, not a mistake
-                self.journal.update_server_message(copies.pop(0), answered_at=now, result=result, error=error)
+            mine = [i for i, (_, s) in enumerate(copies or ()) if not bound or s == session]
+            if copies and mine:  # an answer to a duplicate or malformed copy: the client's, not a mistake
+                seq = copies.pop(mine[0])[0]
+                self.journal.update_server_message(seq, answered_at=now, result=result, error=error)
                 return 202, None
             return 202, f"a response to no request the sidecar is awaiting (id {mid!r})"
-        seq, fut = pending
+        seq, fut = pending.seq, pending.answer
         drop = self._dropping.pop(mid, None) if isinstance(mid, str) else None
         if drop is not None and isinstance(mid, str):  # lost on its way: the tool never hears
             self.journal.update_server_message(
@@ -219,7 +282,7 @@ class ServerMessages:
         if pending is not None:
             now = self.journal.now()
             self.journal.update_server_message(
-                pending[0], outcome="dropped", answered_at=now, result=result, fault=fault
+                pending.seq, outcome="dropped", answered_at=now, result=result, fault=fault
             )
 
     def give_up(self, mid: str) -> None:
@@ -228,7 +291,7 @@ class ServerMessages:
         self._dropping.pop(mid, None)
         self._dropped_records.pop(mid, None)
         if pending is not None:
-            self.journal.update_server_message(pending[0], outcome="unanswered")
+            self.journal.update_server_message(pending.seq, outcome="unanswered")
 
 
 class ToolContext:
@@ -255,8 +318,11 @@ class ToolContext:
         progress_token: Any = None,
         log_level: str | None = None,
         stateless: bool = False,
+        session: str | None = None,
     ) -> None:
         self._messages, self._link, self._rid, self.tool = messages, link, rid, tool
+        #: The transport session of the call (session era): the only one whose answers its requests take.
+        self.session = session
         self._headers = dict(headers)
         self.progress_token = progress_token
         self.log_level = log_level
@@ -297,7 +363,9 @@ class ToolContext:
                 f"`{method}` does not exist in the stateless era (2026-07-28): a tool there can ask the "
                 f"client only for {', '.join(INPUT_REQUESTS)} (as input requests)"
             )
-        mid, _, fut = self._messages.new_request(method, params, self._rid, self.tool)
+        mid, _, fut = self._messages.new_request(
+            method, params, self._rid, self.tool, session=self.session, in_round=self.stateless
+        )
         self.awaiting = method
         try:
             if self.stateless:  # an input round: answered input_required, resumed by the client's retry
@@ -430,7 +498,12 @@ class ToolContext:
         copies, or its answer to be lost (once: only the first request's answer is dropped)."""
         effect, messages, mid = self.effect, self._messages, str(message["id"])
         assert effect is not None
-        about = {"method": message["method"], "request_id": self._rid, "tool": self.tool}
+        about = {
+            "method": message["method"],
+            "request_id": self._rid,
+            "tool": self.tool,
+            "session": self.session,
+        }
         if effect.drop_status is not None:  # before it is sent: its answer may come at once
             messages.drop_answer(mid, effect)
             self.effect = dataclasses.replace(effect, drop_status=None)

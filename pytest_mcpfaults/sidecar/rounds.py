@@ -36,6 +36,8 @@ class _Round:
     lost_by: str | None = None
     #: the keys of the malformed entries a fault added (``malformed_server_request``)
     copies: tuple[str, ...] = ()
+    #: with ``auth=``, the principal of the call: only its retry resumes the round
+    principal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,12 @@ class InputRounds:
     def __init__(self) -> None:
         self._open: dict[str, _Round] = {}
 
-    async def next(self, task: asyncio.Future[Any], ctx: ToolContext, link: Link) -> dict[str, Any] | None:
+    async def next(
+        self, task: asyncio.Future[Any], ctx: ToolContext, link: Link, principal: str | None = None
+    ) -> dict[str, Any] | None:
         """Run the call's handler (``task``) until it ends (``None``: answer its outcome) or asks the
-        client for input: then the ``InputRequiredResult`` to answer, the round kept until the retry."""
+        client for input: then the ``InputRequiredResult`` to answer, the round kept until the retry
+        (of ``principal``, the call's, with ``auth=``)."""
         wanted = asyncio.ensure_future(ctx.next_input())
         await asyncio.wait((task, wanted), return_when=asyncio.FIRST_COMPLETED)
         if not wanted.done():
@@ -65,22 +70,34 @@ class InputRounds:
         token = uuid.uuid4().hex
         requests, lost_by = ctx.faulted_round(key, input_request)  # as the call's fault says, if any
         copies = tuple(k for k in requests if k != key)
-        self._open[token] = _Round(task, ctx.tool, ctx, key, answer, lost_by, copies)
+        self._open[token] = _Round(task, ctx.tool, ctx, key, answer, lost_by, copies, principal)
         task.add_done_callback(_retrieve)  # a round never retried: its outcome is nobody's
         link.watch_round(answer, what)
         return {"resultType": "input_required", "inputRequests": requests, "requestState": token}
 
     def resume(
-        self, token: Any, tool: str | None, responses: Any, messages: ServerMessages, retry: ToolContext
+        self,
+        token: Any,
+        tool: str | None,
+        responses: Any,
+        messages: ServerMessages,
+        retry: ToolContext,
+        principal: str | None = None,
     ) -> tuple[asyncio.Future[Any], ToolContext] | str | LostRound:
         """A retry carrying ``requestState`` ``token``: hand its ``inputResponses`` to the suspended
         handler (journaled as the answer to its request) and return the handler and its ``ctx``, now
         sending on this retry's stream (``retry``: the context the retry would have had); or why the
         retry answers no round (the client's mistake); or, for a round a fault loses, the
-        :class:`LostRound` (the answer journaled ``dropped``, the handler cancelled)."""
+        :class:`LostRound` (the answer journaled ``dropped``, the handler cancelled). A retry of
+        another ``principal`` than the call's (``auth=``) is answered as an unknown ``requestState``
+        (as the mcp SDK binds it to the principal), counted on the request's record (``refused``), and
+        the round stays open for its own client."""
         rnd = self._open.get(token) if isinstance(token, str) else None
         unknown = f"requestState {token!r} names no input round of this server (unknown, or answered already)"
         if rnd is None:
+            return unknown
+        if rnd.principal != principal:
+            messages.refused({"id": rnd.key})
             return unknown
         if rnd.tool != tool:
             return f"requestState {token!r} is a round of tool {rnd.tool}, not {tool}"
