@@ -12,6 +12,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_add_kind",
         "test_auth",
         "test_auth_code",
+        "test_auth_rules",
         "test_behaviour",
         "test_cancellation",
         "test_cancellation_sync",
@@ -50,6 +51,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_surface",
         "test_surface_mcp1",
         "test_ts_parts",
+        "test_uri_template",
     ),
     "inprocess": ("test_inprocess",),
     "proxy": (
@@ -134,6 +136,7 @@ SLOW: frozenset[str] = frozenset(
         "test_fuzz_example::test_the_state_machine_passes_the_hardened_example_runner",
         "test_ts_recipe",
         "test_ts_parts",
+        "test_uri_template",
         "test_conformance",
         "test_sse_retry",
         "test_xdist",
