@@ -158,8 +158,8 @@ def _metadata_problem(meta: Mapping[str, object]) -> tuple[str, str] | None:
     if not isinstance(uris, list):
         return "invalid_redirect_uri", f"redirect_uris must be a list of URIs, got {uris!r}"
     if len(uris) > MAX_REDIRECT_URIS:
-        why = f"redirect_uris holds {len(uris)} URIs: at most {MAX_REDIRECT_URIS} (MAX_REDIRECT_URIS)"
-        return "invalid_redirect_uri", why
+        many = f"redirect_uris holds {len(uris)} URIs: at most {MAX_REDIRECT_URIS} (MAX_REDIRECT_URIS)"
+        return "invalid_redirect_uri", many
     for uri in uris:
         if (why := _redirect_problem(uri)) is not None:
             return "invalid_redirect_uri", why
