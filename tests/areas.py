@@ -13,6 +13,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_auth",
         "test_auth_code",
         "test_auth_rules",
+        "test_quoted_bools",
         "test_behaviour",
         "test_cancellation",
         "test_cancellation_sync",
