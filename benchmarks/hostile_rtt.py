@@ -13,10 +13,14 @@ work does not compete for this process's GIL), and starts before the measured ph
 * huge control body: ``POST /_mcpfaults/faults`` announcing 10 GB (1 KB sent) and 50 MB bodies;
 * many wait_for: 40 ``GET /_mcpfaults/check?wait_for=Never`` (32 pending, the rest refused), and
   ``POST /release`` meanwhile;
-* legacy SSE unread: 20 KB echo replies posted to a stream that is never read.
+* legacy SSE unread: 20 KB echo replies posted to a stream that is never read;
+* resource template URIs: ``resources/read`` of dotted URIs no ``file:///{dir}/{name}.{ext}`` can match
+  (what made a backtracking regular expression take seconds), at ``MAX_URI_CHARS`` and one character
+  past it (refused unmatched); a 1 MB body of any method costs its JSON decoding, as any body does.
 
 A second anchor row is a child process that only spins on a core: on a shared two-core machine an
-attacker's own client work slows this process's round trips too, whatever the sidecar does.
+attacker's own client work slows this process's round trips too, whatever the sidecar does. A third is
+ordinary traffic: ``resources/read`` of a short URI, back to back, what any request costs the loop.
 
 Target: every row within 2x of idle. Run: ``.venv/bin/python benchmarks/hostile_rtt.py``
 """
@@ -36,9 +40,10 @@ from typing import Any
 import _bench
 import httpx
 
-from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults import ResourceTemplate, Sidecar
 from pytest_mcpfaults.cli import DEFAULT_SPAN_LIMIT
 from pytest_mcpfaults.sidecar.control import Control
+from pytest_mcpfaults.sidecar.uri_template import MAX_URI_CHARS
 
 ROUNDS = 3
 CALLS = 150  # /health round trips per row and round
@@ -185,6 +190,26 @@ def _sse_unread(info: dict[str, Any], stop: Any) -> None:
     s.close()
 
 
+def _reads(info: dict[str, Any], stop: Any, uris: list[str]) -> None:
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
+    with httpx.Client(timeout=30) as c:
+        k = 0
+        while not stop.is_set():
+            body = {"jsonrpc": "2.0", "id": k, "method": "resources/read", "params": {"uri": uris[k % 2]}}
+            c.post(info["url"] + "/mcp", json=body, headers=headers)
+            k += 1
+
+
+def _template_uris(info: dict[str, Any], stop: Any) -> None:
+    head = "file:///d/"
+    at_bound = head + ("a." * MAX_URI_CHARS)[: MAX_URI_CHARS - len(head) - 1] + "/"
+    _reads(info, stop, [at_bound, at_bound + "x"])
+
+
+def _plain_reads(info: dict[str, Any], stop: Any) -> None:
+    _reads(info, stop, ["file:///d/report.txt", "file:///d/notes.md"])
+
+
 def _busy(info: dict[str, Any], stop: Any) -> None:
     """No traffic: a child spinning on a core, as each attacker's own client work does."""
     n = 0
@@ -195,9 +220,12 @@ def _busy(info: dict[str, Any], stop: Any) -> None:
 
 #: A second anchor: what a busy child process alone does to the RTT on this machine (2 cores shared).
 BUSY = "(anchor) a child busy on CPU, no traffic"
+#: A third: ordinary requests back to back (any traffic shares the loop with /health).
+PLAIN = "(anchor) resources/read of short URIs, back to back"
 
 ATTACKS: dict[str, Callable[[dict[str, Any], Any], None]] = {
     BUSY: _busy,
+    PLAIN: _plain_reads,
     "span flood (2,000-span exports)": _span_flood,
     "/check over 50,000 spans": _check_many,
     "gzip bomb (512 MiB in 0.5 MB)": _gzip_bomb,
@@ -205,6 +233,7 @@ ATTACKS: dict[str, Callable[[dict[str, Any], Any], None]] = {
     "huge control body (10 GB announced, 50 MB)": _huge_control_body,
     "many wait_for (40) and /release": _many_waits,
     "legacy SSE stream never read": _sse_unread,
+    "resource template URIs (at MAX_URI_CHARS, one past)": _template_uris,
 }
 
 
@@ -224,7 +253,8 @@ def rtts(client: httpx.Client, url: str, n: int) -> list[float]:
 
 def main() -> None:
     ctx = mp.get_context("spawn")
-    attacked = Sidecar(transport="both", idle_timeout=2.0)
+    files = ResourceTemplate("file:///{dir}/{name}.{ext}", "files", lambda **_: "content")
+    attacked = Sidecar(transport="both", idle_timeout=2.0, resources=[files])
     Control(attacked, TOKEN).mount()
     with attacked, Sidecar() as victim, httpx.Client(timeout=30) as client:
         attacked.span_recorder.set_received_limit(DEFAULT_SPAN_LIMIT)
@@ -263,7 +293,7 @@ def main() -> None:
     for name in ATTACKS:
         m = _bench.median(rows[name])
         out.append([name, _bench.fmt_s(m), f"{m / idle:.2f}x"])
-        if name != BUSY:
+        if name not in (BUSY, PLAIN):
             met.append((name, m / idle))
     _bench.table(
         f"one sidecar's /health RTT while another of the process is fed hostile input "

@@ -12,7 +12,7 @@ import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args, get_type_hints
 
 from pytest_mcpfaults.text_values import format_value
 from pytest_mcpfaults.triggers import Trigger
@@ -81,6 +81,32 @@ _REGISTRY: dict[str, type[Fault]] = {}
 
 #: HTTP error statuses the strategies draw for the status kinds, the most common failure first.
 _STATUS_CODES = (503, 500, 502, 429, 404, 400)
+
+#: Each kind's bool parameters, read once from its annotations: (name, whether ``None`` is valid too).
+_BOOL_PARAMS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _bool_params(cls: type) -> tuple[tuple[str, bool], ...]:
+    """The parameters of ``cls`` annotated ``bool`` (or ``bool | None``, ``Optional[bool]``), whatever
+    the kind: a kind of one's own gets its quoted booleans (``"false"``) refused too."""
+    found = _BOOL_PARAMS.get(cls)
+    if found is None:
+        try:
+            hints = get_type_hints(cls)
+        except Exception:  # an annotation naming something not importable: read as written
+            hints = {}
+        kinds = {f.name: _bool_kind(hints.get(f.name, f.type)) for f in dataclasses.fields(cls)}
+        found = _BOOL_PARAMS[cls] = tuple((n, k) for n, k in kinds.items() if k is not None)
+    return found
+
+
+def _bool_kind(annotation: object) -> bool | None:
+    """``False`` for ``bool``, ``True`` for ``bool`` or ``None``, ``None`` for anything else."""
+    if annotation in (bool, "bool"):
+        return False
+    if annotation in ("bool | None", "None | bool", "Optional[bool]"):
+        return True
+    return True if set(get_args(annotation)) == {bool, type(None)} else None
 
 
 @dataclass(frozen=True)
@@ -185,9 +211,8 @@ class Fault:
                 f"{type(self).__name__}: when must be a Trigger or a target string, got {when!r}"
             )
         object.__setattr__(self, "when", when)
-        for f in dataclasses.fields(self):  # every bool parameter, whatever the kind
-            if f.type in ("bool", bool):
-                check_bool(type(self).__name__, f.name, getattr(self, f.name))
+        for name, optional in _bool_params(type(self)):  # every bool parameter, whatever the kind
+            check_bool(type(self).__name__, name, getattr(self, name), optional=optional)
         self._validate()
 
     def _validate(self) -> None:

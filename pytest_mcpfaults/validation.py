@@ -96,10 +96,14 @@ def check_count(owner: str, name: str, value: object, *, minimum: int = 0, optio
 MAX_FAULT_SECONDS = 3600.0
 
 
-def check_bool(owner: str, name: str, value: object) -> None:
-    """Refuse anything but ``True`` or ``False`` (``'false'``, ``0``, ``None`` included)."""
+def check_bool(owner: str, name: str, value: object, *, optional: bool = False) -> None:
+    """Refuse anything but ``True`` or ``False`` (``'false'``, ``0``, ``None`` included; ``None`` is
+    taken with ``optional``)."""
+    if value is None and optional:
+        return
     if not isinstance(value, bool):
-        raise ValueError(f"{owner}: {name} must be True or False, got {value!r}")
+        valid = "True, False or None" if optional else "True or False"
+        raise ValueError(f"{owner}: {name} must be {valid}, got {value!r}")
 
 
 def check_seconds(

@@ -20,6 +20,7 @@ from pytest_mcpfaults.cli import DEFAULT_JOURNAL_LIMIT, DEFAULT_SPAN_LIMIT
 from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS
 from pytest_mcpfaults.otlp.control_routes import MAX_WAIT, MAX_WAITS
 from pytest_mcpfaults.sidecar.auth import MAX_TOKENS
+from pytest_mcpfaults.sidecar.auth_code import MAX_REDIRECT_URI_CHARS, MAX_REDIRECT_URIS
 from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
@@ -32,8 +33,9 @@ from pytest_mcpfaults.sidecar.legacy_sse import OUTBOX_BYTES
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.notices import DORMANT_STREAMS
 from pytest_mcpfaults.sidecar.relay import REWRITE_MAX_BYTES
-from pytest_mcpfaults.sidecar.resumption import RETAINED_BYTES, RETAINED_EVENTS
+from pytest_mcpfaults.sidecar.resumption import MAX_ID_DIGITS, RETAINED_BYTES, RETAINED_EVENTS
 from pytest_mcpfaults.sidecar.stdio_upstream import WRITE_BUFFER
+from pytest_mcpfaults.sidecar.uri_template import MAX_URI_CHARS
 from pytest_mcpfaults.stdio.wire import MAX_LINE as STDIO_MAX_LINE
 from pytest_mcpfaults.validation import MAX_FAULT_SECONDS
 
@@ -81,6 +83,11 @@ CODE_DEFAULTS: dict[str, str] = {
     "`MAX_TOKENS`": str(MAX_TOKENS),
     "`RETAINED_EVENTS`, `RETAINED_BYTES`": f"{RETAINED_EVENTS} events and {RETAINED_BYTES} bytes",
     "`DORMANT_STREAMS`": f"the last {DORMANT_STREAMS}",
+    "`MAX_URI_CHARS`": f"{MAX_URI_CHARS} characters",
+    "`MAX_ID_DIGITS`": f"{MAX_ID_DIGITS} digits",
+    "`MAX_REDIRECT_URIS`, `MAX_REDIRECT_URI_CHARS`": (
+        f"{MAX_REDIRECT_URIS} URIs, {MAX_REDIRECT_URI_CHARS} characters each"
+    ),
 }
 
 

@@ -14,6 +14,7 @@ from mcp.client import Client
 from test_cancellation import HEADERS, INIT  # the same session-era handshake
 
 from pytest_mcpfaults import CloseStream, Sidecar
+from pytest_mcpfaults.sidecar.resumption import MAX_ID_DIGITS
 
 ECHO = {
     "jsonrpc": "2.0",
@@ -83,9 +84,41 @@ def test_the_closed_stream_and_its_replay_on_the_wire() -> None:
         other = session(client, sc.mcp_url)
         assert client.get(sc.mcp_url, headers={**other, "Last-Event-ID": priming["id"]}).status_code == 404
         assert client.get(sc.mcp_url, headers={**headers, "Last-Event-ID": "99-0"}).status_code == 404
-        assert client.get(sc.mcp_url, headers={**headers, "Last-Event-ID": "nonsense"}).status_code == 404
+        assert client.get(sc.mcp_url, headers={**headers, "Last-Event-ID": "nonsense"}).status_code == 400
         [s] = sc.closed_streams
         assert s.resumed_with == priming["id"] and s.replayed == 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "1" * 5000 + "-0",  # past int()'s 4,300-digit limit: once a ValueError, a 500 and a sidecar error
+        "3-" + "9" * 5000,
+        "1" * 19 + "-0",  # past MAX_ID_DIGITS
+        "\u0663-\u0660",  # Arabic-Indic digits: int() reads them, the ids are never written so
+        "-",
+        "",
+        "3--1",
+        "-".join(["1"] * 2000),
+    ],
+)
+def test_a_last_event_id_that_is_no_event_id_is_the_clients_400(value: str) -> None:
+    with Sidecar(reply="sse", get_stream=True) as sc:
+        with httpx.Client(timeout=5) as client:
+            headers = session(client, sc.mcp_url)
+            client.post(sc.mcp_url, json=ECHO, headers=headers)
+            raw = {k.encode(): v.encode() for k, v in headers.items()}
+            raw[b"Last-Event-ID"] = value.encode()  # UTF-8 bytes, as sent
+            refused = client.get(sc.mcp_url, headers=raw)
+            echoed = client.post(sc.mcp_url, json=ECHO, headers=headers)  # the session goes on
+        sc.wait_idle(5)
+        assert sc.errors == []
+    assert refused.status_code == 400 and echoed.status_code == 200
+    error = refused.json()["error"]
+    assert error["code"] == -32600 and error["message"].startswith("Malformed Last-Event-ID ")
+    assert f"at most {MAX_ID_DIGITS}" in error["message"] and len(error["message"]) < 300
+    [get] = [r for r in sc.requests if r.method == "GET"]
+    assert (get.status, get.error_by) == (400, "client")
 
 
 def test_a_client_that_reconnects_without_last_event_id_is_caught() -> None:

@@ -114,7 +114,10 @@ class _Grant:
     label: str
     scopes: frozenset[str]
     refresh: str | None
-    principal: str = ""
+    principal: str = ""  # whom it stands for (see AuthInfo.principal)
+    client_id: str | None = None  # the client it was issued to (its refresh token is that client's only)
+    registered: bool = False  # whether that client was a registered one (it must still be, to refresh)
+    refreshed: bool = False  # its refresh token was used (rotated: refused from then on)
 
 
 def _quoted(value: str) -> str:
@@ -309,31 +312,38 @@ class AuthServer:
             if not isinstance(redeemed, Redeemed):
                 return AuthAnswer(redeemed, grant, client=client)
             scopes = redeemed.scopes or frozenset({DEFAULT_SCOPE})
-            answer, token = self._issue(scopes, grant, client, f"client_id {client_id}")
+            answer, token = self._issue(scopes, grant, client, client_id)
             self.clients.issued(redeemed.code, token)
             return answer
         if grant == "refresh_token":
-            access = self._refresh.get(form.get("refresh_token", ""))
-            if access is None:
-                why = "the refresh token is not known"
-                return AuthAnswer(oauth_error("invalid_grant", why), grant, client=client)
-            old = self._grants[access]
-            if not requested <= old.scopes:  # RFC 6749 6: no scope beyond the original grant
-                why = "a refresh cannot widen the scope"
-                return AuthAnswer(oauth_error("invalid_scope", why), grant, client=client)
-            requested = requested or old.scopes
-            principal = old.principal  # a refresh goes on with the grant it refreshes
-        else:
-            principal = f"client_id {client_id}"
-        return self._issue(requested or frozenset({DEFAULT_SCOPE}), grant, client, principal)[0]
+            return self._refresh_grant(form.get("refresh_token", ""), requested, client_id, client)
+        return self._issue(requested or frozenset({DEFAULT_SCOPE}), grant, client, client_id)[0]
+
+    def _refresh_grant(
+        self, refresh: str, requested: frozenset[str], client_id: str, client: str | None
+    ) -> AuthAnswer:
+        """The ``refresh_token`` grant (OAuth 2.1 4.3): the token known, unused (each is good once: the
+        answer carries the next one), presented by the client it was issued to (still registered, if it
+        was), for no more scope than it had."""
+        access = self._refresh.get(refresh)
+        old = self._grants[access] if access is not None else None
+        why = _refresh_problem(old, client_id, client)
+        if old is None or why is not None:
+            return AuthAnswer(oauth_error("invalid_grant", str(why)), "refresh_token", client=client)
+        if not requested <= old.scopes:  # RFC 6749 6: no scope beyond the original grant
+            why = "a refresh cannot widen the scope"
+            return AuthAnswer(oauth_error("invalid_scope", why), "refresh_token", client=client)
+        old.refreshed = True
+        return self._issue(requested or old.scopes, "refresh_token", client, client_id)[0]
 
     def _issue(
-        self, scopes: frozenset[str], grant: str, client: str | None, principal: str
+        self, scopes: frozenset[str], grant: str, client: str | None, client_id: str
     ) -> tuple[AuthAnswer, str]:
         self._issued += 1
         label = f"t{self._issued}"
         token, refresh = "mcpf_at_" + secrets.token_urlsafe(18), "mcpf_rt_" + secrets.token_urlsafe(18)
-        self._grants[token] = _Grant(label, scopes, refresh, principal)
+        principal = f"client_id {client_id}"  # a refresh goes on with it: refresh tokens are the client's own
+        self._grants[token] = _Grant(label, scopes, refresh, principal, client_id, client is not None)
         self._refresh[refresh] = token
         self._issued_tokens.append(token)
         if len(self._issued_tokens) > MAX_TOKENS:  # the oldest issued token is forgotten
@@ -344,6 +354,20 @@ class AuthServer:
         }  # fmt: skip
         reply = Reply(200, payload, {"Cache-Control": "no-store"}, sse=False)
         return AuthAnswer(reply, grant, label, client), token
+
+
+def _refresh_problem(old: _Grant | None, client_id: str, client: str | None) -> str | None:
+    """Why the refresh token of ``old`` (``None``: not known) cannot be redeemed by ``client_id``
+    (``client``: its label, ``None`` when it is not registered), ``None`` when it can."""
+    if old is None:
+        return "the refresh token is not known"
+    if old.refreshed:
+        return "the refresh token was used already (it is rotated: use the one its token response carried)"
+    if old.client_id != client_id:
+        return "the refresh token was issued to another client"
+    if old.registered and client is None:
+        return "the refresh token was issued to a client that is no longer registered"
+    return None
 
 
 def check_auth(auth: object, who: str = "Sidecar") -> str | tuple[str, ...] | None:

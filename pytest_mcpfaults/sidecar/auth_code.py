@@ -37,6 +37,8 @@ __all__ = [
     "GRANTS",
     "MAX_CLIENTS",
     "MAX_CODES",
+    "MAX_REDIRECT_URIS",
+    "MAX_REDIRECT_URI_CHARS",
     "REGISTER_PATH",
     "Clients",
     "Redeemed",
@@ -59,12 +61,18 @@ CODE_LIFETIME = 60.0
 #: registering (or authorizing) in a loop costs bounded memory.
 MAX_CLIENTS = 1_000
 MAX_CODES = 1_000
+#: How many redirect URIs a client may register, and how long each may be (characters): a client is kept
+#: with them, and an authorization request naming a longer one would not fit aiohttp's 8190-byte
+#: request line anyway.
+MAX_REDIRECT_URIS = 32
+MAX_REDIRECT_URI_CHARS = 2_048
 
 #: What the server says of a client, never taken from its registration request.
 _SERVER_FIELDS = frozenset({"client_id", "client_secret", "client_id_issued_at", "client_secret_expires_at"})
 _SCOPE_TOKEN = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 3.3's scope-token
 _VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")  # RFC 7636 4.1
 _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # base64url of a SHA-256, unpadded
+_UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # a space or a control character: never in a redirect URI
 
 
 def oauth_error(error: str, description: str, status: int = 400) -> Reply:
@@ -100,21 +108,47 @@ class Redeemed:
     scopes: frozenset[str]
 
 
+def _shown(uri: str) -> str:
+    """``uri`` quoted for an error message, cut at 200 characters."""
+    return repr(uri) if len(uri) <= 200 else repr(uri[:200]) + f" ... ({len(uri)} characters)"
+
+
 def _redirect_problem(uri: object) -> str | None:
-    """Why ``uri`` cannot be a redirect URI, ``None`` when it can (MCP: HTTPS or loopback ``http``, or a
-    native app's private-use scheme; absolute, without a fragment: RFC 6749 3.1.2)."""
+    """Why ``uri`` cannot be a redirect URI, ``None`` when it can: ``https``, ``http`` on loopback, or a
+    native app's private-use scheme named by a reverse domain name (``com.example.app:/cb``, RFC 8252
+    7.1: a scheme with a dot); absolute, without a fragment (RFC 6749 3.1.2), user information, spaces
+    or control characters. ``javascript:``, ``data:``, ``file:`` and any other scheme are refused."""
     if not isinstance(uri, str) or not uri:
         return f"a redirect URI must be a non-empty string, got {uri!r}"
+    if len(uri) > MAX_REDIRECT_URI_CHARS:
+        return (
+            f"{_shown(uri)}: a redirect URI may be at most {MAX_REDIRECT_URI_CHARS} characters "
+            "(MAX_REDIRECT_URI_CHARS)"
+        )
+    if _UNSAFE.search(uri):
+        return f"{_shown(uri)}: a redirect URI must not hold spaces or control characters"
     try:
         parts = urlsplit(uri)
-    except ValueError:
-        return f"{uri!r} is not a URI"
+        parts.port  # noqa: B018 - a port out of range raises here
+    except ValueError as exc:
+        return f"{_shown(uri)} is not a URI ({exc})"
     if not parts.scheme or parts.fragment or "#" in uri:
-        return f"{uri!r} must be an absolute URI without a fragment"
+        return f"{_shown(uri)} must be an absolute URI without a fragment"
+    if parts.scheme not in ("http", "https"):
+        if "." in parts.scheme:
+            return None  # a private-use scheme (RFC 8252 7.1)
+        return (
+            f"{_shown(uri)}: a redirect URI must be https, http on loopback (localhost, 127.0.0.1, [::1]) "
+            f"or a private-use scheme named by a reverse domain name (com.example.app:/callback, RFC 8252 "
+            f"7.1), got the scheme {parts.scheme!r}"
+        )
+    if not parts.hostname:
+        return f"{_shown(uri)} has no host"
+    if "@" in parts.netloc:
+        return f"{_shown(uri)}: a redirect URI must not carry user information (user@host)"
     if parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1", "::1"):
-        return f"{uri!r}: an http redirect URI must be on loopback (localhost, 127.0.0.1, [::1]); use https"
-    if parts.scheme in ("http", "https") and not parts.hostname:
-        return f"{uri!r} has no host"
+        why = "an http redirect URI must be on loopback (localhost, 127.0.0.1, [::1]); use https"
+        return f"{_shown(uri)}: {why}"
     return None
 
 
@@ -123,6 +157,9 @@ def _metadata_problem(meta: Mapping[str, object]) -> tuple[str, str] | None:
     uris = meta.get("redirect_uris", [])
     if not isinstance(uris, list):
         return "invalid_redirect_uri", f"redirect_uris must be a list of URIs, got {uris!r}"
+    if len(uris) > MAX_REDIRECT_URIS:
+        many = f"redirect_uris holds {len(uris)} URIs: at most {MAX_REDIRECT_URIS} (MAX_REDIRECT_URIS)"
+        return "invalid_redirect_uri", many
     for uri in uris:
         if (why := _redirect_problem(uri)) is not None:
             return "invalid_redirect_uri", why
@@ -157,6 +194,12 @@ def _basic(headers: Mapping[str, str]) -> tuple[str, str] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return (unquote(client_id), unquote(secret)) if client_id else None
+
+
+def _same_secret(given: str, expected: str) -> bool:
+    """Whether a client's secret is the one registered, in constant time over their UTF-8 bytes: a
+    ``str`` holding non-ASCII characters makes ``compare_digest`` raise (a 500 for the client's typo)."""
+    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
 
 
 def _s256(verifier: str) -> str:
@@ -283,7 +326,7 @@ class Clients:
         if client is None or client.secret is None:
             return client_id, None
         secret = basic[1] if basic is not None else form.get("client_secret")
-        if secret is None or not secrets.compare_digest(secret, client.secret):
+        if secret is None or not _same_secret(secret, client.secret):
             why = f"client {client.label} registered {client.method}: its client_secret is missing or wrong"
             return client_id, oauth_error("invalid_client", why, 401)
         return client_id, None

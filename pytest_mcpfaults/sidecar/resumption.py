@@ -15,7 +15,9 @@ replay; a ``GET`` stream goes on live from there, under its first id.
 ``close_stream`` closes an answer on purpose: a priming event, the reply's event kept back after
 ``after_events`` events, a ``retry`` field, the end of the response; a
 :class:`~pytest_mcpfaults.sidecar.journal.StreamRecord` journals the close and its resumption. A
-``Last-Event-ID`` that names no kept event of a stream of the same session is answered 404.
+``Last-Event-ID`` that names no kept event of a stream of the same session is answered 404; one that is
+not an id of this form at all (``<stream>-<n>``, ASCII digits, at most :data:`MAX_ID_DIGITS` each) is
+answered 400, the client's mistake, before any number is read from it.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from pytest_mcpfaults.sidecar.journal import Journal, StreamRecord
-from pytest_mcpfaults.sidecar.mcp import Reply, encode, rpc_error
+from pytest_mcpfaults.sidecar.mcp import Reply, client_error, encode, rpc_error
 
-__all__ = ["RETAINED_BYTES", "RETAINED_EVENTS", "Resumed", "Resumption", "primes"]
+__all__ = ["MAX_ID_DIGITS", "RETAINED_BYTES", "RETAINED_EVENTS", "Resumed", "Resumption", "primes"]
 
 #: The events a sidecar keeps for replay, across its streams; the oldest are forgotten first.
 RETAINED_EVENTS = 4096
@@ -37,8 +39,23 @@ RETAINED_BYTES = 4 * 1024 * 1024
 #: The first protocol version whose clients get a priming event (SEP-1699).
 PRIMING_SINCE = "2025-11-25"
 
-_EVENT_ID = re.compile(r"(\d+)-(\d+)")
+#: The most digits each number of a ``Last-Event-ID`` may have (a journal id and an event count fit).
+MAX_ID_DIGITS = 18
+
+_EVENT_ID = re.compile(f"([0-9]{{1,{MAX_ID_DIGITS}}})-([0-9]{{1,{MAX_ID_DIGITS}}})")  # ASCII digits only
 _HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+def _malformed(last_event_id: str) -> Reply:
+    """The client's 400 for a ``Last-Event-ID`` that is no event id (cut at 100 characters)."""
+    shown = repr(last_event_id[:100])
+    if len(last_event_id) > 100:
+        shown += f" ... ({len(last_event_id)} characters)"
+    why = (
+        f"Malformed Last-Event-ID {shown}: this server's event ids are <stream>-<n>, each number ASCII "
+        f"digits (at most {MAX_ID_DIGITS})"
+    )
+    return client_error(-32600, why)
 
 
 def primes(protocol_version: str | None) -> bool:
@@ -161,10 +178,13 @@ class Resumption:
     # -- replay ----------------------------------------------------------------------------------
     def replay(self, rid: int, session_id: str | None, last_event_id: str) -> Reply | Resumed:
         """The answer of the ``GET`` ``rid`` carrying ``Last-Event-ID: last_event_id``: the events after
-        it (a :class:`Resumed` for a ``GET`` stream, which goes on live), or a 404 saying why not."""
+        it (a :class:`Resumed` for a ``GET`` stream, which goes on live), or a 404 saying why not (a 400
+        when it is not an event id at all)."""
         m = _EVENT_ID.fullmatch(last_event_id.strip())
-        stream = self._streams.get(int(m[1])) if m else None
-        if m is None or stream is None or stream.session_id != session_id or int(m[2]) >= stream.next:
+        if m is None:
+            return _malformed(last_event_id)
+        stream = self._streams.get(int(m[1]))
+        if stream is None or stream.session_id != session_id or int(m[2]) >= stream.next:
             return rpc_error(-32600, f"Unknown Last-Event-ID {last_event_id!r}", status=404)
         key, n = int(m[1]), int(m[2])
         if n + 1 < stream.first:

@@ -9,10 +9,11 @@ Pure: no I/O, loop thread only.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from pytest_mcpfaults.sidecar.uri_template import MAX_URI_CHARS, UriTemplate
 
 __all__ = [
     "SURFACE_METHODS",
@@ -81,7 +82,8 @@ class Resource:
 
 @dataclass(frozen=True)
 class ResourceTemplate:
-    """A templated resource (RFC 6570 level 1: ``{name}`` matches one path segment):
+    """A templated resource (RFC 6570 level 1: ``{name}`` matches one or more characters of a path
+    segment, matched in time linear in the URI's length):
     ``resources/templates/list`` lists it, ``resources/read`` of a URI it matches answers the text
     ``read`` returns, called with the template's variables as keywords; ``completions``: the values
     ``completion/complete`` offers for a variable (those starting with what the client typed)."""
@@ -98,19 +100,18 @@ class ResourceTemplate:
         _check_text("ResourceTemplate", "uri_template", self.uri_template)
         who = f"ResourceTemplate {self.uri_template!r}"
         _check_text(who, "name", self.name)
-        if not re.search(r"\{[A-Za-z_][A-Za-z0-9_]*\}", self.uri_template):
-            raise ValueError(f"{who}: uri_template must hold at least one {{variable}}")
+        try:
+            matcher = UriTemplate(self.uri_template)
+        except ValueError as exc:
+            raise ValueError(f"{who}: {exc}") from None
         if not callable(self.read):
             raise ValueError(f"{who}: read must be callable, got {self.read!r}")
+        object.__setattr__(self, "_matcher", matcher)  # parsed once; not a field
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The template's variables in ``uri``, or ``None`` when it does not match."""
-        pattern, last = "", 0
-        for m in re.finditer(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", self.uri_template):
-            pattern += re.escape(self.uri_template[last : m.start()]) + f"(?P<{m.group(1)}>[^/?#]+)"
-            last = m.end()
-        found = re.fullmatch(pattern + re.escape(self.uri_template[last:]), uri)
-        return found.groupdict() if found else None
+        matcher: UriTemplate = self.__dict__["_matcher"]
+        return matcher.match(uri)
 
     def describe(self) -> dict[str, Any]:
         head = {"uriTemplate": self.uri_template, "name": self.name, "description": self.description}
@@ -198,6 +199,18 @@ def _param(params: Mapping[str, Any], name: str, method: str) -> str:
     return value
 
 
+def _uri(params: Mapping[str, Any], method: str) -> str:
+    """The request's ``uri``, at most :data:`MAX_URI_CHARS` long."""
+    uri = _param(params, "uri", method)
+    if len(uri) > MAX_URI_CHARS:
+        raise SurfaceError(
+            INVALID_PARAMS,
+            f"Invalid params: {method} uri of {len(uri)} characters is over the limit of {MAX_URI_CHARS} "
+            f"(MAX_URI_CHARS)",
+        )
+    return uri
+
+
 class Surface:
     """One sidecar's resources, templates and prompts, and what each client session set: its
     logging level (``log_levels``) and the URIs it subscribed to (``subscriptions``); keyed by the
@@ -273,7 +286,7 @@ class Surface:
         return {"resourceTemplates": [t.describe() for t in self.templates]}
 
     def _read(self, params: Mapping[str, Any], session: str | None) -> dict[str, Any]:
-        uri = _param(params, "uri", "resources/read")
+        uri = _uri(params, "resources/read")
         resource = self.resources.get(uri)
         if resource is not None:
             return {"contents": [resource.contents()]}
@@ -285,11 +298,11 @@ class Surface:
         raise SurfaceError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}")
 
     def _subscribe(self, params: Mapping[str, Any], session: str | None) -> dict[str, Any]:
-        self.subscriptions.setdefault(session, set()).add(_param(params, "uri", "resources/subscribe"))
+        self.subscriptions.setdefault(session, set()).add(_uri(params, "resources/subscribe"))
         return {}
 
     def _unsubscribe(self, params: Mapping[str, Any], session: str | None) -> dict[str, Any]:
-        self.subscriptions.get(session, set()).discard(_param(params, "uri", "resources/unsubscribe"))
+        self.subscriptions.get(session, set()).discard(_uri(params, "resources/unsubscribe"))
         return {}
 
     def _list_prompts(self, params: Mapping[str, Any], session: str | None) -> dict[str, Any]:
