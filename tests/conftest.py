@@ -203,10 +203,11 @@ def _pytester_subprocesses_load_only_the_plugins_they_need(request: pytest.Fixtu
 
 @pytest.fixture(scope="session")
 def mcp1_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A directory holding the mcp 1.x client for a child Python's ``PYTHONPATH`` (``mcp1_overlay``)."""
-    from mcp1_overlay import install_mcp1
+    """A directory holding the mcp 1.x client for a child Python's ``PYTHONPATH`` (``mcp1_overlay``),
+    installed once for all xdist workers."""
+    from mcp1_overlay import shared_mcp1
 
-    return str(install_mcp1(tmp_path_factory.mktemp("mcp1")))
+    return str(shared_mcp1(tmp_path_factory))
 
 
 @pytest.fixture

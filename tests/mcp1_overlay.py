@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from no_ca import REGISTRY_ENV
 
 REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements"
@@ -42,3 +43,21 @@ def install_mcp1(target: Path) -> Path:
         assert proc.returncode == 0, f"pip could not install {MCP1}:\n{proc.stdout}\n{proc.stderr}"
         done.write_text(MCP1)
     return target
+
+
+def shared_mcp1(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`install_mcp1` once per test session: under pytest-xdist the workers share one overlay in
+    the session's temporary directory (the parent of each worker's own), the first to take the lock
+    installs it and the others wait for it and use it. Without a file lock (no ``fcntl``) or xdist,
+    each process installs its own, as before."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # pytest-N/, beside the workers' popen-gwK/
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return install_mcp1(tmp_path_factory.mktemp("mcp1"))
+    target = base / "mcp1-overlay"
+    with (base / "mcp1-overlay.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return install_mcp1(target)

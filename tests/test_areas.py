@@ -4,8 +4,6 @@ exactly that area's modules."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -34,20 +32,16 @@ def test_the_slow_entries_name_real_modules_and_tests() -> None:
         assert not test or f"def {test}(" in source, entry
 
 
-def test_minus_m_selects_an_area_and_not_slow() -> None:
+def test_minus_m_selects_an_area_and_not_slow(pytester: pytest.Pytester) -> None:
     def collected(*args: str) -> set[str]:  # a few modules of several areas: collecting all takes long
         modules = [
             str(TESTS / f"{m}.py") for m in ("test_stdio", "test_cli", "test_docs", "test_quickstart_venv")
         ]
-        out = subprocess.run(
-            [sys.executable, "-m", "pytest", "--collect-only", "-q", *args, *modules],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=300,
-        )
-        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-        return {line for line in out.stdout.splitlines() if "::" in line}
+        # In-process: the selection is this conftest's and pyproject.toml's (the rootdir is the
+        # repository's, found from the paths), not a fresh interpreter's, so no child pytest is started.
+        out = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider", *args, *modules)
+        assert out.ret == 0, "\n".join(out.outlines[-40:] + out.errlines[-40:])
+        return {line for line in out.outlines if "::" in line}
 
     # test_stdio: stdio; test_cli: cli; test_docs: docs, two of its tests slow; test_quickstart_venv: slow
     nodes = collected("-m", "stdio or (docs and not slow)")

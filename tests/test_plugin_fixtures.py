@@ -27,9 +27,11 @@ def test_mcp_sidecar_fixture_serves_and_is_configured_by_the_marker(
     result.assert_outcomes(passed=2)
 
 
-def test_fixtures_are_listed_with_their_docs(pytester: pytest.Pytester) -> None:
+def test_fixtures_are_listed_with_their_docs(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+    """In-process, with this process's plugins (autoloaded); the next test runs a child pytest with
+    autoload off, as every pytester child of this suite is (tests/conftest.py)."""
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest_subprocess("-p", "mcpfaults", "--fixtures")
+    result = run_plugin("--fixtures")
     result.stdout.fnmatch_lines(
         [
             "mcp_sidecar*",

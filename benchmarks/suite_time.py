@@ -1,0 +1,130 @@
+"""The test suite's wall and CPU time by area (the area markers of tests/areas.py), so the next slow test
+is seen where it lands.
+
+    .venv/bin/python benchmarks/suite_time.py                 # the README's test command, timed
+    .venv/bin/python benchmarks/suite_time.py -m docs          # any pytest arguments: one area, a file, -k
+    .venv/bin/python benchmarks/suite_time.py --top 20 -- -m 'not slow'
+
+Runs ``.venv/bin/pytest`` (this interpreter's ``pytest``) from the repository root with the
+``suite_timer`` plugin, which records each test's wall and CPU time (its own process's and that of the
+children it waited for) in each xdist worker; then prints the run's wall and CPU (every process it
+started, waited for), a table by area and the files that cost the most CPU. With no pytest arguments
+pytest runs its ``testpaths`` as the README's command does (3 xdist workers: tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ENV = "MCPFAULTS_SUITE_TIME_DIR"  # suite_timer.ENV
+
+
+@dataclass
+class Total:
+    """What a group of tests cost: how many, their summed wall and CPU seconds, the costliest one."""
+
+    tests: int = 0
+    wall: float = 0.0
+    cpu: float = 0.0
+    top: tuple[float, str] = (0.0, "")
+    nodeids: set[str] = field(default_factory=set)
+
+    def add(self, record: dict[str, object]) -> None:
+        cpu, wall, nodeid = float(record["cpu"]), float(record["wall"]), str(record["nodeid"])  # type: ignore[arg-type]
+        self.tests += 1
+        self.wall += wall
+        self.cpu += cpu
+        self.top = max(self.top, (cpu, nodeid))
+
+
+def read_records(where: Path) -> list[dict[str, object]]:
+    """Every record the workers wrote under ``where``."""
+    return [
+        json.loads(line) for path in sorted(where.glob("*.jsonl")) for line in path.read_text().splitlines()
+    ]
+
+
+def group(records: Iterable[dict[str, object]], key: str) -> dict[str, Total]:
+    """The records summed by ``key`` (``"area"``, ``"file"``), costliest CPU first."""
+    totals: dict[str, Total] = defaultdict(Total)
+    for record in records:
+        totals[str(record[key])].add(record)
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1].cpu))
+
+
+def table(totals: dict[str, Total], label: str, limit: int | None = None) -> str:
+    """A Markdown table of ``totals``: tests, summed wall and CPU, CPU share, the costliest test."""
+    cpu_all = sum(t.cpu for t in totals.values()) or 1.0
+    rows = [
+        f"| {label} | tests | wall (s) | CPU (s) | CPU share | costliest test (CPU s) |",
+        "|---|--:|--:|--:|--:|---|",
+    ]
+    for name, t in list(totals.items())[:limit]:
+        test = t.top[1].split("::", 1)[-1]
+        rows.append(
+            f"| {name} | {t.tests} | {t.wall:.1f} | {t.cpu:.1f} | {100 * t.cpu / cpu_all:.0f} % "
+            f"| {test} ({t.top[0]:.1f}) |"
+        )
+    if limit is None:
+        tests, wall, cpu = (sum(getattr(t, a) for t in totals.values()) for a in ("tests", "wall", "cpu"))
+        rows.append(f"| **all tests** | {tests} | {wall:.1f} | {cpu:.1f} | 100 % | |")
+    return "\n".join(rows)
+
+
+def run(pytest_args: Sequence[str], where: Path) -> tuple[int, float, float]:
+    """``pytest -p suite_timer ARGS`` from the repository root: its exit code, wall and CPU seconds."""
+    env = dict(os.environ)
+    env[ENV] = str(where)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    code = subprocess.call(
+        [sys.executable, "-m", "pytest", "-p", "suite_timer", *pytest_args], cwd=ROOT, env=env
+    )
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return code, wall, cpu
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--top", type=int, default=15, help="how many of the costliest files to list (default 15)"
+    )
+    args, pytest_args = parser.parse_known_args(argv)
+    pytest_args = [a for a in pytest_args if a != "--"]
+    with tempfile.TemporaryDirectory(prefix="mcpfaults-suite-time-") as tmp:
+        code, wall, cpu = run(pytest_args, Path(tmp))
+        records = read_records(Path(tmp))
+    if not records:
+        print(f"no test ran (pytest exit code {code})")
+        return code or 1
+    by_area = group(records, "area")
+    in_tests = sum(t.cpu for t in by_area.values())
+    print()
+    print(f"suite: {len(records)} tests, pytest exit code {code}")
+    print(f"wall {wall:.1f} s, CPU {cpu:.1f} s ({cpu / wall:.2f} cores busy); CPU outside tests "
+          f"(start-up, collection, xdist) {max(cpu - in_tests, 0.0):.1f} s")  # fmt: skip
+    print()
+    print(table(by_area, "area"))
+    print()
+    print(table(group(records, "file"), "file", limit=args.top))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
