@@ -242,7 +242,7 @@ class ExploreReport:
         }
         path = self.config.invocation_params.dir / html
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(self.tests(), details), encoding="utf-8")
+        path.write_text(render(self.tests(), details, self.findings()), encoding="utf-8")
         self.html_written = str(path)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
