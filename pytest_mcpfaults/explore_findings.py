@@ -3,9 +3,9 @@
 A run that found something (verdict ``violation``, or ``known``: a violation the baseline has) is
 filed under its *primary* verdict kind, the first of its ``found`` in :data:`ORDER` (span flips first:
 the incident class; then hangs, leaks, escaped exceptions, behaviour), a leak or a failed teardown
-only when the run found nothing while it ran (:data:`AFTERWARDS`: then it is the escape's doing). Runs with the same primary
-kind (``invariant:cleanup_never_flips``, ``patience``, ``left_open``, ``exception:ReadError`` …; the
-oracle and the exception type are in it) at the same harness frame (``where``: the file and function
+only when the run found nothing while it ran (:data:`AFTERWARDS`: then it is the escape's doing).
+Runs with the same primary kind (``invariant:cleanup_never_flips``, ``patience``, ``left_open``,
+``exception:ReadError`` …; the oracle and the exception type are in it) at the same harness frame (``where``: the file and function
 where it blocked, or where the exception left the harness's own code; the line is shown, not
 compared, so an edit above it keeps the finding) are one :class:`Finding`. Without a frame (a span
 invariant, a leak) the explored test stands in for it.
@@ -56,7 +56,8 @@ _INVARIANT_TITLES = {
 _INVARIANT_HINTS = {
     "cleanup_never_flips": "a cleanup's failure must not change the outcome of the work it cleans up after: "
     "record it (a log line, a span event) instead of setting the session span's status to ERROR",
-    "cleanup_at_most": "clean up once: mark the session closed before the cleanup call, not after it succeeds",
+    "cleanup_at_most": "clean up once: mark the session closed before the cleanup call, not after it "
+    "succeeds",
     "all_spans_ended": "end every span on every path (a `with` block, or end it in a `finally`)",
 }
 _HINTS = {
@@ -127,7 +128,7 @@ class Finding:
     @property
     def smallest(self) -> dict[str, Any]:
         """The run to paste: one fault (the fewest), the earliest step (the order they ran)."""
-        return min(self.runs, key=lambda r: r["depth"])
+        return min(self.runs, key=lambda r: (r["depth"], r["at"]))
 
     @property
     def known(self) -> bool:
@@ -232,6 +233,7 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
                     "kind": _kind(run),
                     "step": str(plan[0]["step"]) if plan else "",
                     "depth": len(plan),
+                    "at": int(run.get("at", 0)),
                     "plan": plans.get(rid, run.get("plan_line", "")),
                 }
             )
@@ -296,7 +298,9 @@ def summary_lines(found: Sequence[Mapping[str, Any]], violating_runs: int) -> li
     for i, f in enumerate(found, 1):
         tags = [t for t, on in (("known", f.get("known")), ("unstable", f.get("unstable"))) if on]
         lines.append(f"{i}. {f['title']}" + (f" [{', '.join(tags)}]" if tags else ""))
-        lines.append(f"   oracle: {f['found']}; kinds: {', '.join(f['kinds'])}; steps: {', '.join(f['steps'])}")
+        lines.append(
+            f"   oracle: {f['found']}; kinds: {', '.join(f['kinds'])}; steps: {', '.join(f['steps'])}"
+        )
         if f.get("where"):
             lines.append(f"   where: {f['where']}")
         lines.append(f"   plan: {f['plan']}")

@@ -169,7 +169,7 @@ def _findings(found: Sequence[Mapping[str, Any]], linked: set[str]) -> str:
         out.append(
             f'<li><span class="title">{_e(f["title"])}{_e(tags)}</span>{link}'
             f'<div class="what">oracle {_e(f["found"])}; kinds {_e(", ".join(f.get("kinds", [])))}; '
-            f'steps {_e(", ".join(f.get("steps", [])))}'
+            f"steps {_e(', '.join(f.get('steps', [])))}"
             + (f"; where {_e(f['where'])}" if f.get("where") else "")
             + f'</div><code class="plan">{_e(f["plan"])}</code>'
             + (f'<div class="hint">fix: {_e(f["hint"])}</div>' if f.get("hint") else "")

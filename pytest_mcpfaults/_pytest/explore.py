@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_mcpfaults._pytest import explore_shard
 from pytest_mcpfaults._pytest.explore_observe import journal_dicts, make_item, observed, span_dicts
 from pytest_mcpfaults._pytest.explore_report import (
     ExploreReport,
@@ -131,6 +132,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Write explore's page to PATH: one self-contained HTML file with each explored test's step × "
         "fault grid and, for each violation, its span timeline and journal.",
     )
+    explore_shard.addoption(group)
     parser.addini(
         INI,
         "Explore's run-wide options, space-separated key=value (kinds=die,hang exclude=... steps=... "
@@ -168,6 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
     config.stash[_SETTINGS] = settings
+    explore_shard.configure(config)
     html = config.getoption("mcpfaults_html", default=None)
     if html and not hasattr(config, "workerinput"):
         from pytest_mcpfaults._pytest.report import check_output_path
@@ -529,7 +532,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         "labels": labels,
         "makers": _makers(item),
         "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
-        **item.stash.get(_WHERE, {}),
+        **_where(item),
     }
     if run.depth <= 1 and verdict["verdict"] != "not explored":
         data["footprint"] = [s.to_dict() for s in steps]
@@ -548,6 +551,12 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
             _expand(item, t, _campaign_runs(t))
     elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:
         _expand(item, t, _pairs(t, run, data))
+
+
+def _where(item: pytest.Item) -> dict[str, Any]:
+    """Where the run's failure left the harness (``where``, ``own_exception``), empty when none."""
+    where: dict[str, Any] = item.stash.get(_WHERE, {})
+    return where
 
 
 def _campaign_runs(t: _Test) -> list[Run]:

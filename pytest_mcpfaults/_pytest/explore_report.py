@@ -99,6 +99,31 @@ def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _ordered(runs: list[dict[str, Any]], camp: Any) -> list[dict[str, Any]]:
+    """The runs in the campaign's order (footprint, then catalogue; pairs after their first run), each
+    with ``at``: its first step's index in the footprint (so merged shards sort alike)."""
+    from pytest_mcpfaults.faults import fault_kinds
+
+    if camp is None:  # no footprint here (the clean run was not selected): the order they ran
+        for i, r in enumerate(runs):
+            r["at"] = i
+        return runs
+    steps = {s.id: i for i, s in enumerate(camp.steps)}
+    kinds = list(fault_kinds())
+    for r in runs:
+        r["at"] = steps.get(_step_of(r), len(steps))
+    return sorted(runs, key=lambda r: _order(r, kinds))
+
+
+def _order(run: Mapping[str, Any], kinds: list[str]) -> tuple[int, int, int]:
+    kind = _kind_of(run) if run.get("plan") else ""
+    return (
+        int(run.get("at", 0)),
+        len(run.get("plan") or ()),
+        kinds.index(kind) if kind in kinds else len(kinds),
+    )
+
+
 def _kind_of(run: Mapping[str, Any]) -> str:
     """The kind of a run's first fault, from its text form (``delay(seconds=0.2)@...``: ``delay``)."""
     return str(run["plan"][0]["fault"]).split("(")[0].split("@")[0]
@@ -165,7 +190,7 @@ class ExploreReport:
                 "over_budget": len(camp.over_budget) if camp else 0,
                 "ran": len(ran),
                 "verdicts": counts,
-                "runs": [_run_entry(rid, d) for rid, d in ran.items()],  # in the order they ran
+                "runs": _ordered([_run_entry(rid, d) for rid, d in ran.items()], camp),
                 "violations": self._violations(ran),
                 "stale": self._stale(test, ran),
             }
@@ -306,7 +331,10 @@ def gate_lines(gate: Any, baseline: str) -> list[str]:
     """What the findings gate says (see ``explore_findings.compare``)."""
     counts = f"{len(gate.known)} known, {len(gate.fixed)} fixed, {len(gate.unstable)} unstable"
     if gate.failed:
-        head = f"mcpfaults explore gate FAILED: {len(gate.new)} new finding(s) not in baseline {baseline} ({counts})"
+        head = (
+            f"mcpfaults explore gate FAILED: {len(gate.new)} new finding(s) not in baseline {baseline} "
+            f"({counts})"
+        )
     else:
         head = f"mcpfaults explore baseline {baseline}: no new finding ({counts})"
     lines = [head]

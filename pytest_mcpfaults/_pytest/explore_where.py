@@ -63,7 +63,7 @@ def _own_frame(tb: TracebackType | None, root: str) -> str:
 def harness_frame(exc: BaseException | None, root: str) -> str:
     """Where ``exc`` (or, when it has no harness frame, what it came from) left the harness's code."""
     seen: set[int] = set()
-    todo = [exc] if exc is not None else []
+    todo: list[BaseException | None] = [exc]
     while todo:
         e = todo.pop(0)
         if e is None or id(e) in seen:
