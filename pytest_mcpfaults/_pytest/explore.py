@@ -170,7 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
     config.stash[_SETTINGS] = settings
-    explore_shard.configure(config)
+    explore_shard.configure(config, explored_test)
     html = config.getoption("mcpfaults_html", default=None)
     if html and not hasattr(config, "workerinput"):
         from pytest_mcpfaults._pytest.report import check_output_path

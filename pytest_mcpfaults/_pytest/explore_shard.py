@@ -10,6 +10,7 @@ reports merge into one (``python -m pytest_mcpfaults merge-reports``): see docs/
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 import pytest
 
@@ -53,8 +54,8 @@ def shard_of(name: str, shards: int) -> int:
 class Shard:
     """Deselects the items of the other shards (also those explore makes during the run)."""
 
-    def __init__(self, k: int, n: int) -> None:
-        self.k, self.n = k, n
+    def __init__(self, k: int, n: int, explored_test: Callable[[pytest.Item], str]) -> None:
+        self.k, self.n, self.explored_test = k, n, explored_test
 
     def _mine(self, item: pytest.Item) -> bool:
         run = explore_run(item)
@@ -62,9 +63,7 @@ class Shard:
             return shard_of(item.nodeid, self.n) == self.k
         if not run.plan:
             return True  # the clean run: every shard needs its footprint
-        from pytest_mcpfaults._pytest.explore import explored_test
-
-        return shard_of(f"{explored_test(item)}::{run.id}", self.n) == self.k
+        return shard_of(f"{self.explored_test(item)}::{run.id}", self.n) == self.k
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -74,8 +73,9 @@ class Shard:
             items[:] = [i for i in items if self._mine(i)]
 
 
-def configure(config: pytest.Config) -> None:
-    """Register the shard's deselection when the option is given; a usage error when it is wrong."""
+def configure(config: pytest.Config, explored_test: Callable[[pytest.Item], str]) -> None:
+    """Register the shard's deselection when the option is given; a usage error when it is wrong.
+    ``explored_test``: the explored test a campaign item belongs to (the explore glue's)."""
     raw = config.getoption("mcpfaults_shard", default=None)
     if raw is None:
         return
@@ -83,4 +83,4 @@ def configure(config: pytest.Config) -> None:
         k, n = parse_shard(str(raw))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.pluginmanager.register(Shard(k, n), "mcpfaults-shard")
+    config.pluginmanager.register(Shard(k, n, explored_test), "mcpfaults-shard")
