@@ -129,8 +129,11 @@ class TestEntry:
         if self.explore is not None:
             from pytest_mcpfaults.explore_findings import primary
 
-            found = self.explore
-            return [Violation(self.nodeid, "explore", primary(found), ", ".join(found))] if found else []
+            if not self.explore:
+                return []
+            first = primary(self.explore)
+            also = [f for f in self.explore if f != first]
+            return [Violation(self.nodeid, "explore", first, f"also {', '.join(also)}" if also else "")]
         out = [
             Violation(self.nodeid, "invariant", str(inv["name"]), str(message))
             for inv in self.invariants

@@ -156,76 +156,15 @@ def test_a_bad_shard_names_the_option_and_its_form(bad: str) -> None:
     assert parse_shard("2/4") == (2, 4)
 
 
-HARNESS = '''
-"""A harness with four known bugs."""
-import httpx
-
-HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
-CLIENTS = []  # kept: an unclosed client's connection stays open
-
-
-class HarnessError(Exception):
-    """The harness's own failure mode."""
-
-
-def start():
-    client = httpx.Client()
-    CLIENTS.append(client)
-    return client
-
-
-def post(client, sidecar, tool, timeout):
-    return client.post(
-        sidecar.mcp_url,
-        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-              "params": {"name": tool, "arguments": {"text": "hi", "session_id": "s-1"}}},
-        headers={**HEADERS, "Mcp-Method": "tools/call", "Mcp-Name": tool},
-        timeout=timeout,
-    )
-
-
-def list_items(client, sidecar):
-    try:
-        reply = post(client, sidecar, "echo", 0.5)
-    except httpx.TimeoutException:
-        raise HarnessError("the server did not answer in time") from None
-    if reply.status_code != 200:
-        raise HarnessError(f"the server answered {reply.status_code}")  # bug 1: not named in raises=
-    return reply.json()["result"]  # bug 2: a JSON-RPC error has no result
-
-
-def fetch(client, sidecar):
-    reply = post(client, sidecar, "echo", None)  # bug 3: no timeout
-    return reply.json().get("result") if reply.status_code == 200 else None
-
-
-def finish(client, sidecar):
-    try:
-        post(client, sidecar, "delete_session", 0.5).raise_for_status()
-    except httpx.HTTPError:
-        return  # bug 4: the client is left open when the cleanup call fails
-    client.close()
-'''
-TEST = """
-import pytest
-from bug_harness import fetch, finish, list_items, start
-
-
-@pytest.mark.mcp_explore(kinds=["hang", "status", "jsonrpc_error"])
-@pytest.mark.mcp_sidecar(era="stateless", patience=1.0)
-def test_flow(mcp_sidecar):
-    client = start()
-    list_items(client, mcp_sidecar)
-    fetch(client, mcp_sidecar)
-    finish(client, mcp_sidecar)
-"""
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "docs" / "examples" / "explore_findings"  # the four-bug harness docs/explore.md quotes
 EXPECTED = [
     (
         "patience at bug_harness.py in post",
         "the harness waits without a timeout on a request the server holds: 1 run",
     ),
     (
-        "left_open in test_flow.py::test_flow",
+        "left_open in test_bugs.py::test_flow",
         "the harness leaves its connection to the server open after a failure: 1 run",
     ),
     (
@@ -262,10 +201,15 @@ def _findings(path: Path) -> list[tuple[str, str]]:
 def test_each_known_bug_is_one_finding_stable_across_runs_shards_and_the_page(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(bug_harness=HARNESS, test_flow=TEST)
+    for name in ("bug_harness.py", "test_bugs.py"):
+        (pytester.path / name).write_text((EXAMPLE / name).read_text())
     first = _explore(pytester, "--mcpfaults-report", "first.json", "--mcpfaults-html", "page.html")
     out = first.stdout.str()
     assert _findings(pytester.path / "first.json") == EXPECTED
+    # the docs' explore page quotes this run's findings
+    quoted = (ROOT / "docs" / "explore.md").read_text().split("9 runs, 5 of them violations, 4 findings")[1]
+    quoted = quoted.split("```text\n", 1)[1].split("```", 1)[0]
+    assert quoted.strip() and quoted in "\n".join(first.stdout.lines) + "\n"
     # the summary leads with them, the where and fix hint included; the grid stays below
     assert out.index("4 findings in 5 violating runs:") < out.index("3 steps × 3 kinds → 9 runs")
     assert "   where: bug_harness.py:" in out and 'raises=["HarnessError"]' in out
@@ -309,7 +253,7 @@ def test_a_run_that_flips_on_its_rerun_is_unstable_and_never_fails_the_gate(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(
-        bug_harness=HARNESS,
+        bug_harness=(EXAMPLE / "bug_harness.py").read_text(),
         test_flaky="""
         import itertools
         import pytest
