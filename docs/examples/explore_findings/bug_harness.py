@@ -6,6 +6,7 @@
 3. ``fetch`` calls without a timeout, so it waits out an answer the server holds;
 4. ``finish`` leaves its client open when the cleanup call fails.
 """
+
 import httpx
 
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
@@ -25,8 +26,12 @@ def start():
 def post(client, sidecar, tool, timeout):
     return client.post(
         sidecar.mcp_url,
-        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-              "params": {"name": tool, "arguments": {"text": "hi", "session_id": "s-1"}}},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {"text": "hi", "session_id": "s-1"}},
+        },
         headers={**HEADERS, "Mcp-Method": "tools/call", "Mcp-Name": tool},
         timeout=timeout,
     )
