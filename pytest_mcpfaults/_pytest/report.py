@@ -106,7 +106,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="mcpfaults_baseline",
         default=None,
         help="Compare with an earlier --mcpfaults-report file and fail the run (exit 1) on any invariant "
-        "or patience violation it does not have.",
+        "or patience violation it does not have; explore's runs are compared by finding (a new finding "
+        "fails, a run whose finding is new is re-run once: unstable when it flips).",
     )
     parser.addini(
         REQUIRE_INI,
