@@ -287,3 +287,18 @@ def test_a_run_that_flips_on_its_rerun_is_unstable_and_never_fails_the_gate(
     # without a baseline there is no gate to protect: the run fails as found
     plain = _explore(pytester)
     assert plain.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_reports(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = _explore(pytester, "--mcpfaults-shard=3/2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--mcpfaults-shard=3/2: must be K/N with whole numbers 1 <= K <= N" in result.stderr.str()
+    from pytest_mcpfaults.cli import main
+
+    (pytester.path / "other.json").write_text('{"schema": "something-else"}')
+    assert main(["merge-reports", str(pytester.path / "out.json"), str(pytester.path / "other.json")]) == 2
+    assert "other.json': not a pytest-mcpfaults report" in capsys.readouterr().err
+    assert not (pytester.path / "out.json").exists()
