@@ -2,7 +2,11 @@
 second, explore's own overhead against the same runs written by hand as tests, and ``-n 2`` against
 ``-n 0`` over a cached campaign (the same findings, wall time).
 
-Target: explore's overhead ≤ 10 % of the runs' time.
+Findings: what grouping a campaign's failing runs into findings costs (each failing run's harness
+frame, ``explore_where``, plus ``explore_findings.findings`` three times: summary, JSON report, page),
+against the wall time of a campaign whose every faulted run escapes (the harness re-raises).
+
+Targets: explore's overhead ≤ 10 % of the runs' time; findings < 5 % of a campaign's wall time.
 Run: ``.venv/bin/python benchmarks/explore.py``
 """
 
@@ -67,6 +71,33 @@ from harness import body
 def test_flow(mcp_sidecar):
     body(mcp_sidecar)
 '''
+
+
+#: The same harness letting every failure escape: each faulted run is a violation with a frame.
+FAILING = HARNESS.replace("    except Exception:\n        pass\n    finally:", "    finally:")
+
+
+def findings_cost(where: Path, report: Path, wall: float) -> tuple[float, int, int]:
+    """Seconds the findings of ``report``'s campaign cost (frames + grouping), violating runs, findings."""
+    import httpx
+
+    from pytest_mcpfaults._pytest.explore_where import where_of
+    from pytest_mcpfaults.explore_findings import findings
+
+    entries = json.loads(report.read_text())["explore"]
+    failing = sum(1 for e in entries for r in e["runs"] if r["verdict"] == "violation")
+
+    def harness_call() -> BaseException:  # a real traceback through httpx, as a harness's failure has
+        try:
+            httpx.post("http://127.0.0.1:9/mcp", timeout=0.5)
+        except httpx.HTTPError as exc:
+            return exc
+        raise AssertionError("port 9 answered")
+
+    exc = harness_call()
+    frames = _bench.median(_bench.timed(lambda: where_of(exc, str(where)), repeat=200))
+    grouping = _bench.median(_bench.timed(lambda: [f.to_dict() for f in findings(entries)], repeat=20))
+    return failing * frames + 3 * grouping, failing, len(findings(entries))
 
 
 def pytest_run(
@@ -174,6 +205,27 @@ def main() -> None:
             _bench.verdict(
                 overhead <= 0.10,
                 f"explore's overhead {overhead:+.1%} of the hand-written runs' time (≤ 10 %)",
+            )
+        )
+
+        failing = tmp / "failing"
+        failing.mkdir()
+        (failing / "pytest.ini").write_text(INI)
+        (failing / "harness.py").write_text(FAILING)
+        (failing / "test_flow.py").write_text(EXPLORED)
+        pytest_run(failing, "test_flow.py")  # records the footprint, then explores
+        walls = [
+            pytest_run(failing, "test_flow.py", "--mcpfaults-report", "r.json")[0] for _ in range(REPEAT)
+        ]
+        wall = _bench.median(walls)
+        cost, violating, found = findings_cost(failing, failing / "r.json", wall)
+        print(
+            f"\nfindings: {violating} violating runs → {found} findings; their frames and grouping "
+            f"{cost * 1000:.1f} ms of the campaign's {_bench.fmt_s(wall)}"
+        )
+        print(
+            _bench.verdict(
+                cost / wall < 0.05, f"findings add {cost / wall:.2%} to the campaign's wall time (< 5 %)"
             )
         )
     finally:

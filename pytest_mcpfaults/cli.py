@@ -59,7 +59,7 @@ def _limit(what: str) -> Callable[[str], int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line parser (``serve`` is the one subcommand)."""
+    """The command-line parser (``serve``, ``stdio``, ``merge-reports``)."""
     parser = argparse.ArgumentParser(prog=_PROG, description="pytest-mcpfaults command line.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = sub.add_parser(
@@ -92,7 +92,29 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--json", action="store_true", help="print the start-up info as one JSON line")
     serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
     add_stdio_parser(sub)
+    add_merge_parser(sub)
     return parser
+
+
+def add_merge_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``merge-reports`` subcommand: shards' JSON reports as one (see ``docs/ci.md``)."""
+    merge: argparse.ArgumentParser = sub.add_parser(
+        "merge-reports",
+        help="merge the JSON reports of a run's shards into one findings report and baseline",
+        description=(
+            "Merge --mcpfaults-report files of a run's shards (--mcpfaults-shard=K/N, one CI job each) "
+            "into OUT: one report whose explore findings are computed from every shard's runs, usable "
+            "as the next run's --mcpfaults-baseline. Prints the findings; exits 1 when --baseline is "
+            "given and a finding is new, 2 when an input is not a report."
+        ),
+    )
+    merge.add_argument("out", metavar="OUT", help="the merged report to write")
+    merge.add_argument("inputs", metavar="IN", nargs="+", help="the shards' reports")
+    merge.add_argument(
+        "--baseline", metavar="PATH", default=None, help="compare the merged findings with this report's"
+    )
+    merge.set_defaults(subparser=merge)
+    return merge
 
 
 def add_stdio_parser(sub: Any) -> argparse.ArgumentParser:
@@ -271,6 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     parser = args.subparser
+    if args.command == "merge-reports":
+        from pytest_mcpfaults.report_merge import main as merge_main
+
+        return merge_main(args.out, args.inputs, args.baseline, sys.stdout, sys.stderr)
     _check_host(parser, args.host, args.allow_remote)
     for name in ("mcp_path", "health_path", "otlp_path", "sse_path", "messages_path"):
         path = getattr(args, name)

@@ -1,6 +1,7 @@
 """Explore's HTML page (``--mcpfaults-html=PATH``): one self-contained file, no network, no script.
 
-Per explored test: the step × fault grid coloured by verdict (each cell names its run; a violation's
+First the findings (the failing runs grouped by root cause: ``explore_findings``), then per explored
+test: the step × fault grid coloured by verdict (each cell names its run; a violation's
 cell links to its details), then for each violation its minimal plan, its span tree as a timeline (one
 bar per span, indented by depth, ERROR in red) with the fault's moment marked, and the sidecar's
 journal beside it. Pure: from the dicts the explore glue records to a string.
@@ -32,8 +33,10 @@ table.grid td, table.grid th { border: 1px solid #999; padding: 2px 6px; font-si
 table.grid td.cell { width: 26px; height: 20px; text-align: center; }
 table.grid td.cell a { color: #fff; font-weight: bold; text-decoration: none; display: block; }
 .legend span { display: inline-block; padding: 2px 8px; margin-right: 6px; border: 1px solid #999; }
-.violation { display: flex; gap: 24px; align-items: flex-start; border-top: 1px solid #ccc;
+div.detail { display: flex; gap: 24px; align-items: flex-start; border-top: 1px solid #ccc;
   padding-top: 8px; }
+ol.findings li { margin: 8px 0; } ol.findings .title { font-weight: bold; }
+ol.findings .what { color: #555; font-size: 12px; } ol.findings .hint { font-size: 12px; }
 .timeline { position: relative; flex: 0 0 560px; border-left: 1px solid #888; }
 .timeline .bar { position: absolute; height: 16px; font-size: 11px; white-space: nowrap;
   overflow: visible; border-radius: 3px; padding-left: 3px; color: #111; }
@@ -153,15 +156,45 @@ def _journal(detail: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def render(tests: Sequence[Mapping[str, Any]], details: Mapping[str, Mapping[str, Any]]) -> str:
+def _findings(found: Sequence[Mapping[str, Any]], linked: set[str]) -> str:
+    """The findings, first on the page: title, oracle, kinds × steps, where, plan, fix hint; the
+    smallest run's details linked when the page has them."""
+    if not found:
+        return "<h2>Findings</h2><p>no finding</p>"
+    out = [f"<h2>Findings ({len(found)})</h2>", '<ol class="findings">']
+    for f in found:
+        tags = "".join(f" [{t}]" for t in ("known", "unstable") if f.get(t))
+        test, _, rid = str(f.get("plan_run", "")).rpartition("::")
+        link = f' <a href="#{_anchor(test, rid)}">details</a>' if f.get("plan_run") in linked else ""
+        out.append(
+            f'<li><span class="title">{_e(f["title"])}{_e(tags)}</span>{link}'
+            f'<div class="what">oracle {_e(f["found"])}; kinds {_e(", ".join(f.get("kinds", [])))}; '
+            f"steps {_e(', '.join(f.get('steps', [])))}"
+            + (f"; where {_e(f['where'])}" if f.get("where") else "")
+            + f'</div><code class="plan">{_e(f["plan"])}</code>'
+            + (f'<div class="hint">fix: {_e(f["hint"])}</div>' if f.get("hint") else "")
+            + "</li>"
+        )
+    out.append("</ol>")
+    return "".join(out)
+
+
+def render(
+    tests: Sequence[Mapping[str, Any]],
+    details: Mapping[str, Mapping[str, Any]],
+    findings: Sequence[Mapping[str, Any]] = (),
+) -> str:
     """The page. ``tests``: the explore summaries (the JSON report's ``explore`` section);
-    ``details``: each violating run's spans and journal, by ``"<test>::<run id>"``."""
+    ``details``: each violating run's spans and journal, by ``"<test>::<run id>"``; ``findings``: the
+    JSON report's ``findings``, shown first."""
     out = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mcpfaults explore</title>",
         f"<style>{_CSS}</style></head><body><h1>mcpfaults explore</h1>",
         '<p class="legend">'
         + "".join(f'<span style="background:{c}">{_e(v)}</span>' for v, c in COLOURS.items())
         + "</p>",
+        _findings(findings, {f"{e['nodeid']}::{v['id']}" for e in tests for v in e.get("violations", [])}),
+        "<h2>Runs</h2>",
     ]
     for entry in tests:
         test = str(entry["nodeid"])
@@ -179,6 +212,6 @@ def render(tests: Sequence[Mapping[str, Any]], details: Mapping[str, Mapping[str
             detail = details.get(f"{test}::{rid}", {})
             out.append(f'<h3 id="{_anchor(test, rid)}">{_e(rid)}: {_e(", ".join(viol["found"]))}</h3>')
             out.append(f'<code class="plan">{_e(viol["plan"])}</code>')
-            out.append(f'<div class="violation">{_timeline(detail)}{_journal(detail)}</div>')
+            out.append(f'<div class="detail">{_timeline(detail)}{_journal(detail)}</div>')
     out.append("</body></html>")
     return "\n".join(out)

@@ -22,6 +22,7 @@ from pytest_mcpfaults.faults import KIND_NAME, fault_kinds
 __all__ = [
     "FAILED_OUTCOMES",
     "OUTCOMES",
+    "READS",
     "SCHEMA",
     "VERSION",
     "KindCoverage",
@@ -43,16 +44,19 @@ __all__ = [
 
 #: The ``"schema"`` value of every report file.
 SCHEMA = "pytest-mcpfaults/report"
-#: The schema version this module writes and reads. Bumped on any incompatible change.
-VERSION = 1
+#: The schema version this module writes. Bumped on any incompatible change.
+VERSION = 2
+#: The schema versions this module reads (1: before explore's ``findings``; its tests read the same).
+READS = (1, 2)
 #: Every outcome a test entry can have. ``interrupted``: the run was interrupted (SIGINT) in this test.
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "interrupted"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 #: Test outcomes that count as failures in the coverage table and totals. ``crashed``: the process
 #: running the test died in it (a pytest-xdist worker crash); its entry has the faults fired up to then.
 FAILED_OUTCOMES: frozenset[Outcome] = frozenset({"failed", "error", "crashed"})
-#: What a :class:`Violation` is of: a failed invariant, or a patience violation the test did not expect.
-ViolationKind = Literal["invariant", "patience"]
+#: What a :class:`Violation` is of: a failed invariant, a patience violation the test did not expect,
+#: or an explore run that found something (one each: what it found, as explore counts them).
+ViolationKind = Literal["invariant", "patience", "explore"]
 _OUTCOMES = OUTCOMES
 
 
@@ -105,6 +109,8 @@ class TestEntry:
     invariants: list[dict[str, Any]] = field(default_factory=list)
     patience_violations: list[dict[str, Any]] = field(default_factory=list)
     expected_hang: bool = False
+    #: An explore run's findings (its ``found``: empty when it found nothing); ``None``: not an explore run.
+    explore: list[str] | None = None
 
     @property
     def failed(self) -> bool:
@@ -119,7 +125,15 @@ class TestEntry:
 
     def violations(self) -> list[Violation]:
         """Failed invariants (one per distinct violation: per span at fault) and unexpected patience
-        violations, in the order recorded."""
+        violations, in the order recorded; an explore run's, one for the run (what it found)."""
+        if self.explore is not None:
+            from pytest_mcpfaults.explore_findings import primary
+
+            if not self.explore:
+                return []
+            first = primary(self.explore)
+            also = [f for f in self.explore if f != first]
+            return [Violation(self.nodeid, "explore", first, f"also {', '.join(also)}" if also else "")]
         out = [
             Violation(self.nodeid, "invariant", str(inv["name"]), str(message))
             for inv in self.invariants
@@ -150,6 +164,7 @@ class TestEntry:
             "invariants": [dict(i) for i in self.invariants],
             "patience_violations": [dict(p) for p in self.patience_violations],
             "expected_hang": self.expected_hang,
+            **({"explore": list(self.explore)} if self.explore is not None else {}),
             "violations": [{"kind": v.kind, "name": v.name, "message": v.message} for v in self.violations()],
         }
 
@@ -172,6 +187,7 @@ class TestEntry:
             invariants=[dict(i) for i in data.get("invariants", [])],
             patience_violations=[dict(p) for p in data.get("patience_violations", [])],
             expected_hang=bool(data.get("expected_hang", False)),
+            explore=[str(f) for f in data["explore"]] if data.get("explore") is not None else None,
         )
 
 
@@ -270,6 +286,7 @@ class Report:
             "invariants_checked": sum(len(t.invariants) for t in self.tests),
             "invariant_violations": sum(1 for v in violations if v.kind == "invariant"),
             "patience_violations": sum(1 for v in violations if v.kind == "patience"),
+            "explore_violations": sum(1 for v in violations if v.kind == "explore"),
             "patience_violations_expected": sum(t.expected_patience() for t in self.tests),
             "violations": len(violations),
         }
@@ -277,7 +294,7 @@ class Report:
     def to_dict(
         self, gates: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """The JSON document (schema ``pytest-mcpfaults/report`` version 1); ``extra``: further
+        """The JSON document (schema ``pytest-mcpfaults/report`` version 2); ``extra``: further
         top-level sections (``explore``, when the run explored), after the others."""
         return {
             "schema": SCHEMA,
@@ -297,10 +314,10 @@ class Report:
             raise ReportError(
                 f"{source}: not a pytest-mcpfaults report (schema {got!r}, expected {SCHEMA!r})"
             )
-        if data.get("version") != VERSION:
+        if data.get("version") not in READS:
             raise ReportError(
                 f"{source}: report schema version {data.get('version')!r} is not supported (this "
-                f"pytest-mcpfaults reads version {VERSION})"
+                f"pytest-mcpfaults reads versions {', '.join(map(str, READS))})"
             )
         tests = data.get("tests")
         if not isinstance(tests, list):

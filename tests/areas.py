@@ -94,6 +94,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "explore": (
         "test_explore",
         "test_explore_example",
+        "test_explore_findings",
         "test_explore_fixtures",
         "test_explore_html",
         "test_explore_plugin",

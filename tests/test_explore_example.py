@@ -120,6 +120,16 @@ def test_unhardened_runner_explore_finds_every_matrix_defect(runs: dict[str, str
         -3000:
     ]
     assert "16 ran: 13 violations, 0 behaviour under fault, 3 ok" in text
+    # the 13 are one bug: the incident's, first
+    found = (
+        text.split("finding in ", 1)[0].rsplit("\n", 1)[-1]
+        + "finding in "
+        + text.split("finding in ", 1)[1][:400]
+    )
+    assert found.startswith(
+        "1 finding in 13 violating runs:\n1. a failed cleanup flips a completed session's "
+        "span to ERROR: 13 runs"
+    ), found
 
 
 def test_hardened_runner_has_no_violation(runs: dict[str, str]) -> None:

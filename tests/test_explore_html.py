@@ -6,12 +6,15 @@ page's structure is checked by test_explore_plugin either way)."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import shutil
 import struct
 import subprocess
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -215,3 +218,73 @@ def test_a_screenshot_shows_the_grid_and_a_timeline(tmp_path: Path) -> None:
     # the timeline: two ERROR span bars (one wide) and the fault's line
     assert _count(rows, "#b02828") > 2000
     assert _count(rows, "#d000d0") > 20
+
+
+#: Appended to a copy of the page (the page itself has no script): each grid cell's box and its column
+#: header's, as JSON in a <pre> that --dump-dom prints.
+MEASURE = """<script>
+const out = [];
+for (const table of document.querySelectorAll("table.grid")) {
+  const heads = [...table.rows[0].cells].map(c => c.getBoundingClientRect());
+  for (const row of [...table.rows].slice(1)) {
+    [...row.cells].forEach((cell, i) => {
+      const r = cell.getBoundingClientRect();
+      out.push({row: row.rowIndex, col: i, cls: cell.className, left: r.left, right: r.right,
+                head_left: heads[i] ? heads[i].left : null, head_right: heads[i] ? heads[i].right : null});
+    });
+  }
+}
+const pre = document.createElement("pre");
+pre.id = "geometry";
+pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"""
+
+
+#: A grid whose rows hold violations side by side and between other verdicts (adjacent cells of one
+#: display would be wrapped in one anonymous table cell: the row then shifts left).
+GRID = [
+    {
+        "nodeid": "test_x.py::test_x",
+        "runs": [
+            {"id": f"explore:{k}@{s}", "verdict": v, "found": [], "plan": [{"step": s, "fault": f"{k}@x"}]}
+            for s, verdicts in [
+                ("initialize#1", "VVV.b"),
+                ("tool:echo#1", ".VV.V"),
+                ("tool:delete_session#1", "b.VVV"),
+            ]
+            for k, v in zip(
+                ["die", "status", "reset", "delay", "tool_error"],
+                [{"V": "violation", ".": "ok", "b": "behaviour"}[c] for c in verdicts],
+                strict=True,
+            )
+        ],
+    }
+]
+
+
+def _geometry(browser: str, tmp_path: Path, page: str) -> list[dict[str, Any]]:
+    path = tmp_path / "measured.html"
+    path.write_text(page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    proc = subprocess.run(
+        [browser, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,700", "--dump-dom",
+         path.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert '<pre id="geometry">' in proc.stdout, proc.stderr[-2000:]
+    text = proc.stdout.split('<pre id="geometry">', 1)[1].split("</pre>", 1)[0]
+    return list(json.loads(html.unescape(text)))
+
+
+@pytest.mark.timeout(180)
+def test_each_grid_cell_stays_inside_its_column(tmp_path: Path) -> None:
+    browser = chromium()
+    cells = _geometry(browser, tmp_path, render(GRID, {}))
+    grid = [c for c in cells if "cell" in c["cls"].split()]
+    # the first column is the step's header; every verdict's cell is measured, a violation's included
+    assert {"violation", "ok", "behaviour"} <= {v for c in grid for v in c["cls"].split()}
+    for c in cells:
+        assert c["head_left"] is not None, c  # no row has more cells than the header has columns
+        assert c["head_left"] - 1 <= c["left"] and c["right"] <= c["head_right"] + 1, c

@@ -484,28 +484,49 @@ def test_the_html_page_shows_the_grid_and_each_violations_timeline(pytester: pyt
     assert not [a for t, a in seen.tags if t in ("script", "link", "img") or "src" in a]
 
 
-def test_a_baseline_of_known_findings_gates_from_day_one_and_reports_stale_ones(
-    pytester: pytest.Pytester,
-) -> None:
+def test_the_baseline_gates_findings_not_runs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     opts = ("--mcpfaults-explore", "-q", "-rfx", "-o", "mcpfaults_explore=kinds=status,die,tool_error")
     first = _run(pytester, *opts, "--mcpfaults-report", "base.json")
     assert first.ret == pytest.ExitCode.TESTS_FAILED  # two violations: a failed echo escapes the test
-    known = _run(pytester, *opts, "--mcpfaults-baseline", "base.json")
+    keys = [f["key"] for f in json.loads((pytester.path / "base.json").read_text())["findings"]]
+    assert keys == [
+        "exception:ReadError at explore_harness.py in call",
+        "exception:HTTPStatusError at explore_harness.py in call",
+    ]
+    # a second test reaching the same bug gains the known findings runs: nothing new
+    pytester.makepyfile(test_more=SIMPLE.replace("def test_flow", "def test_more"))
+    known = _run(pytester, *opts, "--mcpfaults-baseline", "base.json", "--mcpfaults-report", "again.json")
     assert known.ret == pytest.ExitCode.OK, known.stdout.str()[-3000:]
     out = known.stdout.str()
-    assert "XFAIL test_flow.py::test_flow[explore:die@tool:echo#1] - known finding (in the baseline)" in out
-    assert "2 known (in the baseline)" in out
-    # the harness is fixed: those two findings are gone, and the baseline says so
+    assert "XFAIL test_more.py::test_more[explore:die@tool:echo#1] - known finding (in the baseline)" in out
+    assert "no new finding (2 known, 0 fixed, 0 unstable)" in out
+    again = json.loads((pytester.path / "again.json").read_text())
+    assert [len(f["runs"]) for f in again["findings"]] == [2, 2]
+    assert again["findings_gate"] == {"new": [], "unstable": [], "known": keys, "fixed": [], "failed": False}
+    # a new bug is a new finding: the gate fails on it
+    pytester.makepyfile(
+        test_more=SIMPLE.replace("def test_flow", "def test_more").replace(
+            'assert out["content"][0]["text"] == "hi"',
+            'if out["content"][0]["text"] != "hi":\n            raise ValueError("tool error read as text")',
+        )
+    )
+    new = _run(pytester, *opts, "--mcpfaults-baseline", "base.json")
+    assert new.ret == pytest.ExitCode.TESTS_FAILED
+    assert "mcpfaults explore gate FAILED: 1 new finding(s)" in new.stdout.str()
+    assert "  new: ValueError escapes the harness from test_more(): 1 run" in new.stdout.str()
+    # the harness is fixed: those findings are gone, and the gate says so
+    pytester.makepyfile(test_more="")
     pytester.makepyfile(
         test_flow=SIMPLE.replace(
             'out = call(mcp_sidecar, "echo", {"text": "hi"})', 'out = {"content": [{"text": "hi"}]}'
         )
     )
     fixed = _run(pytester, *opts, "--mcpfaults-baseline", "base.json")
+    assert "no new finding (0 known, 2 fixed, 0 unstable)" in fixed.stdout.str()
     assert (
-        "stale baseline entries (no longer found): explore:die@tool:echo#1, explore:status@tool:echo#1"
-        in fixed.stdout.str()
+        "  fixed (in the baseline, no longer found): ReadError escapes the harness from call(): 1 run "
+        "(exception:ReadError at explore_harness.py in call)" in fixed.stdout.str()
     )
 
 

@@ -96,7 +96,7 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "r.json"
     write_report(report, path, {"required": ["die"], "failed": False})
     data = json.loads(path.read_text())
-    assert (data["schema"], data["version"]) == (SCHEMA, VERSION) == ("pytest-mcpfaults/report", 1)
+    assert (data["schema"], data["version"]) == (SCHEMA, VERSION) == ("pytest-mcpfaults/report", 2)
     assert [t["nodeid"] for t in data["tests"]] == ["t.py::test_a", "t.py::test_b[die@tool:delete_session]"]
     assert data["tests"][1]["violations"] == [
         {"kind": "invariant", "name": "cleanup_never_flips", "message": FLIP}

@@ -74,7 +74,7 @@ def test_report_summary_and_junit(suite: pytest.Pytester, run_plugin) -> None:  
     assert result.ret == 0
 
     data = _json(suite.path / "out" / "report.json")
-    assert (data["schema"], data["version"]) == ("pytest-mcpfaults/report", 1)
+    assert (data["schema"], data["version"]) == ("pytest-mcpfaults/report", 2)
     tests = {t["nodeid"]: t for t in data["tests"]}
     assert sorted(tests) == [
         "test_suite.py::test_cleanup[backend_gone]",

@@ -27,8 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_mcpfaults._pytest import explore_shard
 from pytest_mcpfaults._pytest.explore_observe import journal_dicts, make_item, observed, span_dicts
-from pytest_mcpfaults._pytest.explore_report import ExploreReport, baseline_findings, cache_key, index_key
+from pytest_mcpfaults._pytest.explore_report import (
+    ExploreReport,
+    baseline_findings,
+    baseline_keys,
+    cache_key,
+    index_key,
+)
+from pytest_mcpfaults._pytest.explore_where import where_of
 from pytest_mcpfaults._pytest.records import (
     EXPLORE_PARAM,
     LEFT_OPEN,
@@ -103,6 +111,7 @@ _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "T
 _VERDICT = pytest.StashKey[dict[str, Any]]()
 _SPANS = pytest.StashKey[list[dict[str, Any]]]()
 _BASELINE = pytest.StashKey[dict[str, set[str]]]()  # the run's spans at the end of its call phase
+_WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -123,6 +132,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Write explore's page to PATH: one self-contained HTML file with each explored test's step × "
         "fault grid and, for each violation, its span timeline and journal.",
     )
+    explore_shard.addoption(group)
     parser.addini(
         INI,
         "Explore's run-wide options, space-separated key=value (kinds=die,hang exclude=... steps=... "
@@ -160,6 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
     config.stash[_SETTINGS] = settings
+    explore_shard.configure(config, explored_test)
     html = config.getoption("mcpfaults_html", default=None)
     if html and not hasattr(config, "workerinput"):
         from pytest_mcpfaults._pytest.report import check_output_path
@@ -168,6 +179,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_TESTS] = {}
     config.stash[_FUNCTIONS] = {}
     config.pluginmanager.register(ExploreReport(config), "mcpfaults-explore-report")
+    if config.getoption("mcpfaults_baseline", default=None):  # even for the marker alone
+        from pytest_mcpfaults._pytest.explore_rerun import Rerun
+
+        config.pluginmanager.register(Rerun(), "mcpfaults-explore-rerun")
 
 
 # -- collection ------------------------------------------------------------------------------------
@@ -400,6 +415,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         return (yield)
     except BaseException as exc:
         item.stash[_ERROR] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        item.stash[_WHERE] = where_of(exc, str(item.config.rootpath))
         raise
     finally:
         if mark is not None:
@@ -469,7 +485,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
-    """Whether the baseline already has this run's findings (every one of them)."""
+    """Whether the baseline already has this run's finding (its root cause: see explore_findings; a
+    version-1 baseline: this run with every one of its findings)."""
+    from pytest_mcpfaults.explore_findings import finding_key, primary
+
+    if not verdict["found"]:
+        return False
+    where = str(item.stash.get(_WHERE, {}).get("where", ""))
+    key = finding_key(primary(verdict["found"]), where, explored_test(item))
+    if any(f["key"] == key for f in baseline_keys(item.config)):
+        return True
     found = baseline_findings(item.config).get(f"{explored_test(item)}::{run.id}")
     return found is not None and set(verdict["found"]) <= found
 
@@ -479,10 +504,12 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     left = item.stash.get(LEFT_OPEN, [])
     if (
         left
-        and verdict["verdict"] == "known"
+        and run.plan
+        and verdict["verdict"] in ("known", "ok", "behaviour")
         and _known(item, run, {"found": [*verdict["found"], "left_open"]})
     ):
         verdict["found"] = [*verdict["found"], "left_open"]
+        verdict["verdict"] = "known"
     elif left and verdict["verdict"] != "not explored":
         verdict["found"] = [*verdict["found"], "left_open"]
         verdict["verdict"] = "violation"
@@ -505,6 +532,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         "labels": labels,
         "makers": _makers(item),
         "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
+        **_where(item),
     }
     if run.depth <= 1 and verdict["verdict"] != "not explored":
         data["footprint"] = [s.to_dict() for s in steps]
@@ -523,6 +551,12 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
             _expand(item, t, _campaign_runs(t))
     elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:
         _expand(item, t, _pairs(t, run, data))
+
+
+def _where(item: pytest.Item) -> dict[str, Any]:
+    """Where the run's failure left the harness (``where``, ``own_exception``), empty when none."""
+    where: dict[str, Any] = item.stash.get(_WHERE, {})
+    return where
 
 
 def _campaign_runs(t: _Test) -> list[Run]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import REPORT_SECTIONS
+from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
 
 #: The matrix's cell for each verdict (and for a pruned run, or a kind that does not apply).
 CELLS: dict[str, str] = {
@@ -32,6 +32,7 @@ VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known"
 _EXPLORE_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
 _BASELINE = pytest.StashKey[dict[str, set[str]]]()
+_BASELINE_FINDINGS = pytest.StashKey[list[dict[str, Any]]]()
 
 
 def cache_key(nodeid: str) -> str:
@@ -45,24 +46,82 @@ def index_key(function: str) -> str:
     return _CACHE_PREFIX + "tests-" + hashlib.sha1(function.encode()).hexdigest()[:16]
 
 
+def _baseline(config: pytest.Config) -> dict[str, Any] | None:
+    path = config.getoption("mcpfaults_baseline", default=None)
+    if not path:
+        return None
+    import json
+
+    try:  # the report glue refused an unreadable baseline at configure time already
+        data = json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def baseline_findings(config: pytest.Config) -> dict[str, set[str]]:
-    """The explore findings of ``--mcpfaults-baseline``'s report: ``"<test>::<run id>"`` -> found."""
+    """The explore violations of ``--mcpfaults-baseline``'s report: ``"<test>::<run id>"`` -> found
+    (a version-1 baseline, which has no ``findings``, is matched by run)."""
     known = config.stash.get(_BASELINE, None)
     if known is None:
         known = {}
-        path = config.getoption("mcpfaults_baseline", default=None)
-        if path:
-            import json
-
-            try:  # the report glue refused an unreadable baseline at configure time already
-                data = json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                data = {}
-            for entry in data.get("explore", []) if isinstance(data, dict) else []:
-                for v in entry.get("violations", []):
-                    known[f"{entry['nodeid']}::{v['id']}"] = set(v.get("found", []))
+        data = _baseline(config) or {}
+        for entry in data.get("explore", []) if "findings" not in data else []:
+            for v in entry.get("violations", []):
+                known[f"{entry['nodeid']}::{v['id']}"] = set(v.get("found", []))
         config.stash[_BASELINE] = known
     return known
+
+
+def baseline_keys(config: pytest.Config) -> list[dict[str, Any]]:
+    """The findings of ``--mcpfaults-baseline``'s report (empty without one, or for version 1)."""
+    found = config.stash.get(_BASELINE_FINDINGS, None)
+    if found is None:
+        data = _baseline(config) or {}
+        found = [f for f in data.get("findings", None) or [] if isinstance(f, dict) and "key" in f]
+        config.stash[_BASELINE_FINDINGS] = found
+    return found
+
+
+def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
+    """One run of the JSON report's ``runs``; a run that found something carries what its finding
+    needs (the harness frame, whether its exception is the harness's own, its plan to paste)."""
+    out = {"id": rid, "verdict": d["verdict"], "found": d["found"], "note": d.get("note", "")}
+    out["plan"] = d["run"]["plan"]
+    if d["verdict"] in ("violation", "known"):
+        from pytest_mcpfaults.explore import Run, regression_line
+
+        out["where"] = d.get("where", "")
+        out["own_exception"] = bool(d.get("own_exception"))
+        out["unstable"] = bool(d.get("unstable"))
+        run = Run.from_dict(d["run"])
+        out["plan_line"] = regression_line(run, str(d.get("transport", "http")), d.get("makers", ()))
+    return out
+
+
+def _ordered(runs: list[dict[str, Any]], camp: Any) -> list[dict[str, Any]]:
+    """The runs in the campaign's order (footprint, then catalogue; pairs after their first run), each
+    with ``at``: its first step's index in the footprint (so merged shards sort alike)."""
+    from pytest_mcpfaults.faults import fault_kinds
+
+    if camp is None:  # no footprint here (the clean run was not selected): the order they ran
+        for i, r in enumerate(runs):
+            r["at"] = i
+        return runs
+    steps = {s.id: i for i, s in enumerate(camp.steps)}
+    kinds = list(fault_kinds())
+    for r in runs:
+        r["at"] = steps.get(_step_of(r), len(steps))
+    return sorted(runs, key=lambda r: _order(r, kinds))
+
+
+def _order(run: Mapping[str, Any], kinds: list[str]) -> tuple[int, int, int]:
+    kind = _kind_of(run) if run.get("plan") else ""
+    return (
+        int(run.get("at", 0)),
+        len(run.get("plan") or ()),
+        kinds.index(kind) if kind in kinds else len(kinds),
+    )
 
 
 def _kind_of(run: Mapping[str, Any]) -> str:
@@ -81,12 +140,18 @@ class ExploreReport:
         self.config = config
         self.results: dict[str, dict[str, dict[str, Any]]] = {}  # test -> run id -> data
         self.html_written: str | None = None
-        config.stash.setdefault(REPORT_SECTIONS, {})["explore"] = self.section
+        sections = config.stash.setdefault(REPORT_SECTIONS, {})
+        sections["findings"] = self.findings_section  # first: the report leads with its findings
+        sections["findings_gate"] = self.gate_section
+        sections["explore"] = self.section
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, _EXPLORE_ATTR, None)
         if report.when == "teardown" and isinstance(data, dict):
             self.results.setdefault(str(data["test"]), {})[str(data["run"]["id"])] = data
+            if data["run"]["plan"]:  # its violations are gated by finding (explore_findings), not node id
+                found = list(data["found"]) if data["verdict"] in ("violation", "known") else []
+                self.config.stash.setdefault(GATED_BY_FINDINGS, {})[report.nodeid] = found
 
     # -- the campaign of each test, recomputed from its footprint (pure) --------------------------
 
@@ -125,21 +190,18 @@ class ExploreReport:
                 "over_budget": len(camp.over_budget) if camp else 0,
                 "ran": len(ran),
                 "verdicts": counts,
-                "runs": [
-                    {
-                        "id": rid,
-                        "verdict": d["verdict"],
-                        "found": d["found"],
-                        "note": d.get("note", ""),
-                        "plan": d["run"]["plan"],
-                    }
-                    for rid, d in ran.items()  # in the order they ran: the footprint's
-                ],
+                "runs": _ordered([_run_entry(rid, d) for rid, d in ran.items()], camp),
                 "violations": self._violations(ran),
                 "stale": self._stale(test, ran),
             }
             out.append(entry)
         return out
+
+    def findings(self) -> list[dict[str, Any]]:
+        """The run's findings (the JSON report's ``findings``), from the per-test entries."""
+        from pytest_mcpfaults.explore_findings import findings
+
+        return [f.to_dict() for f in findings(self.tests())]
 
     def _violations(self, ran: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
         """Each violating run with its minimal plan: a pair whose first fault alone already gave the
@@ -171,6 +233,24 @@ class ExploreReport:
     def section(self) -> list[dict[str, Any]] | None:
         return self.tests() if self.results else None
 
+    def findings_section(self) -> list[dict[str, Any]] | None:
+        return self.findings() if self.results else None
+
+    def gate(self) -> Any:
+        """The findings against ``--mcpfaults-baseline``'s (an ``explore_findings.Gate``), ``None``
+        without a baseline that has findings."""
+        from pytest_mcpfaults.explore_findings import compare
+
+        old = baseline_keys(self.config)
+        if self.config.getoption("mcpfaults_baseline", default=None) is None:
+            return None
+        ran = [test for test, runs in self.results.items() if any(d["run"]["plan"] for d in runs.values())]
+        return compare(old, self.findings(), ran)
+
+    def gate_section(self) -> dict[str, Any] | None:
+        gate = self.gate() if self.results else None
+        return None if gate is None else gate.to_dict()
+
     # -- cache, summary ---------------------------------------------------------------------------
 
     def _write_html(self) -> None:
@@ -187,7 +267,7 @@ class ExploreReport:
         }
         path = self.config.invocation_params.dir / html
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(self.tests(), details), encoding="utf-8")
+        path.write_text(render(self.tests(), details, self.findings()), encoding="utf-8")
         self.html_written = str(path)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -228,13 +308,40 @@ class ExploreReport:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return
+        from pytest_mcpfaults.explore_findings import summary_lines as findings_lines
+
         tr = terminalreporter
         tr.write_sep("=", "mcpfaults: explore", bold=True)
-        for entry in self.tests():
+        tests, found = self.tests(), self.findings()
+        for line in findings_lines(found, sum(len(f["runs"]) for f in found)):
+            tr.write_line(line, red=line[:1].isdigit() and "[known" not in line)
+        gate = self.gate()
+        if gate is not None:
+            for line in gate_lines(gate, self.config.getoption("mcpfaults_baseline")):
+                tr.write_line(line, red=line.startswith("  new") or "FAILED" in line)
+        tr.write_line("")
+        for entry in tests:
             for line in summary_lines(entry):
                 tr.write_line(line, red=line.lstrip().startswith(("V ", "violation")))
         if self.html_written is not None:
             tr.write_line(f"mcpfaults explore page: {self.html_written}")
+
+
+def gate_lines(gate: Any, baseline: str) -> list[str]:
+    """What the findings gate says (see ``explore_findings.compare``)."""
+    counts = f"{len(gate.known)} known, {len(gate.fixed)} fixed, {len(gate.unstable)} unstable"
+    if gate.failed:
+        head = (
+            f"mcpfaults explore gate FAILED: {len(gate.new)} new finding(s) not in baseline {baseline} "
+            f"({counts})"
+        )
+    else:
+        head = f"mcpfaults explore baseline {baseline}: no new finding ({counts})"
+    lines = [head]
+    lines += [f"  new: {f['title']} ({f['key']})" for f in gate.new]
+    lines += [f"  unstable (flipped on a re-run, not failing): {f['title']}" for f in gate.unstable]
+    lines += [f"  fixed (in the baseline, no longer found): {f['title']} ({f['key']})" for f in gate.fixed]
+    return lines
 
 
 def summary_lines(entry: Mapping[str, Any]) -> list[str]:

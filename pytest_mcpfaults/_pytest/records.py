@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXPLORE_PARAM",
+    "GATED_BY_FINDINGS",
     "LEFT_OPEN",
     "MAKERS",
     "MATRIX_FIXTURE",
@@ -39,6 +40,10 @@ EXPLORE_PARAM = "mcpfaults_explore"
 #: Extra sections of the JSON report (name -> a function giving its content, ``None``: left out),
 #: kept in the config's stash by the parts of the plugin that have one (explore).
 REPORT_SECTIONS = pytest.StashKey[dict[str, Any]]()
+#: The explore runs (node id -> what each found, empty when nothing), whose violations explore's
+#: findings gate (by root cause, not by node id): the report's baseline gate leaves them out, and its
+#: summary counts each as one violation, as explore does.
+GATED_BY_FINDINGS = pytest.StashKey[dict[str, list[str]]]()
 #: Every server (sidecar, stdio server) a test used, in order; kept after teardown stops them.
 SERVERS = pytest.StashKey[list[Any]]()
 #: The fixture that made each of :data:`SERVERS` (``mcp_sidecar``, ``mcp_sidecar_factory``,

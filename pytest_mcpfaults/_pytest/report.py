@@ -32,7 +32,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mcpfaults._pytest.progress import ProgressPlugin, Running
-from pytest_mcpfaults._pytest.records import MATRIX_FIXTURE, REPORT_SECTIONS, matrix_fault, record_for
+from pytest_mcpfaults._pytest.records import (
+    GATED_BY_FINDINGS,
+    MATRIX_FIXTURE,
+    REPORT_SECTIONS,
+    matrix_fault,
+    record_for,
+)
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.faults import Fault
@@ -83,7 +89,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         dest="mcpfaults_report",
         default=None,
-        help="Write the mcpfaults JSON report (schema pytest-mcpfaults/report, version 1) to PATH.",
+        help="Write the mcpfaults JSON report (schema pytest-mcpfaults/report, version 2) to PATH.",
     )
     group.addoption(
         "--mcpfaults-require",
@@ -100,7 +106,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="mcpfaults_baseline",
         default=None,
         help="Compare with an earlier --mcpfaults-report file and fail the run (exit 1) on any invariant "
-        "or patience violation it does not have.",
+        "or patience violation it does not have; explore's runs are compared by finding (a new finding "
+        "fails, a run whose finding is new is re-run once: unstable when it flips).",
     )
     parser.addini(
         REQUIRE_INI,
@@ -425,13 +432,19 @@ def _finish(session: pytest.Session, *, evaluate: bool) -> None:
                     "outcome": "interrupted",
                     "duration": duration,
                 }
-    entries = [TestEntry.from_dict(data) for data in state.entries.values()]
+    explored = session.config.stash.get(GATED_BY_FINDINGS, {})  # explore's runs: one violation each
+    entries = [
+        TestEntry.from_dict({**data, "explore": explored[nodeid]} if nodeid in explored else data)
+        for nodeid, data in state.entries.items()
+    ]
     report = state.report = Report(entries, plugin_version=__version__)
     if evaluate:
         state.evaluated = True
         state.missing = missing_required(report, settings.required)
         if settings.baseline is not None:
-            state.regressions = new_violations(settings.baseline, report)
+            state.regressions = [  # explore's runs are gated by finding (explore_findings)
+                v for v in new_violations(settings.baseline, report) if v.nodeid not in explored
+            ]
         if state.missing or state.regressions:
             session.testsfailed += 1  # exit code 1, as a failed test
     if settings.report_path is not None:

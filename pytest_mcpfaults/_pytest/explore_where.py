@@ -1,0 +1,88 @@
+"""Where a failing explore run left the harness's own code: the frame a finding is grouped by.
+
+The harness's own code is what :func:`pytest_mcpfaults._pytest.blocked.own_code` says (not the standard
+library, nothing installed with a ``.dist-info`` beside it, not this plugin), and not a module of the
+packages named in :data:`NOT_HARNESS` wherever they are installed from (the MCP SDK, pytest, pluggy,
+anyio, httpx, aiohttp …). For an escaped exception: the innermost own frame of its traceback (where it
+left the harness). For a verdict the plugin raised (a patience verdict, raised after the test), the
+exception it was raised from (the interrupt raised where the test was blocked, or the failure the
+abort caused) is looked into, through causes, contexts and exception groups.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import TracebackType
+from typing import Any
+
+from pytest_mcpfaults._pytest.blocked import own_code
+
+__all__ = ["NOT_HARNESS", "defined_in_harness", "harness_frame", "where_of"]
+
+#: Top-level packages that are never the harness, wherever they are installed from.
+NOT_HARNESS = frozenset(
+    {
+        "mcp",
+        "pytest",
+        "_pytest",
+        "pluggy",
+        "pytest_mcpfaults",
+        "anyio",
+        "httpx",
+        "httpcore",
+        "aiohttp",
+        "asyncio",
+        "exceptiongroup",
+        "sniffio",
+        "h11",
+        "opentelemetry",
+    }
+)
+
+
+def _harness(filename: str, module: object) -> bool:
+    top = str(module or "").split(".", 1)[0]
+    return top not in NOT_HARNESS and own_code(filename)
+
+
+def _own_frame(tb: TracebackType | None, root: str) -> str:
+    """The innermost harness frame of a traceback, ``file:line in function`` (``file`` relative to
+    ``root`` when under it), or ``""``."""
+    found = ""
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _harness(code.co_filename, tb.tb_frame.f_globals.get("__name__")):
+            path = os.path.abspath(code.co_filename)
+            rel = os.path.relpath(path, root) if path.startswith(os.path.join(root, "")) else path
+            found = f"{rel.replace(os.sep, '/')}:{tb.tb_lineno} in {code.co_name}"
+        tb = tb.tb_next
+    return found
+
+
+def harness_frame(exc: BaseException | None, root: str) -> str:
+    """Where ``exc`` (or, when it has no harness frame, what it came from) left the harness's code."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        where = _own_frame(e.__traceback__, root)
+        if where:
+            return where
+        todo += [e.__cause__, e.__context__, *(getattr(e, "exceptions", None) or ())]
+    return ""
+
+
+def defined_in_harness(exc: BaseException) -> bool:
+    """Whether ``exc``'s class is defined in the harness's own code (a candidate for ``raises=``)."""
+    module = sys.modules.get(type(exc).__module__)
+    filename = getattr(module, "__file__", None)
+    return bool(filename) and _harness(str(filename), type(exc).__module__)
+
+
+def where_of(exc: BaseException, root: str) -> dict[str, Any]:
+    """What a run's record keeps of its failure for its finding: ``where`` and ``own_exception``."""
+    return {"where": harness_frame(exc, root), "own_exception": defined_in_harness(exc)}

@@ -1,0 +1,310 @@
+"""Explore's findings: a campaign's failing runs grouped by root cause. Pure: no I/O, no pytest.
+
+A run that found something (verdict ``violation``, or ``known``: a violation the baseline has) is
+filed under its *primary* verdict kind, the first of its ``found`` in :data:`ORDER` (span flips first:
+the incident class; then hangs, leaks, escaped exceptions, behaviour), a leak or a failed teardown
+only when the run found nothing while it ran (:data:`AFTERWARDS`: then it is the escape's doing).
+Runs with the same primary kind (``invariant:cleanup_never_flips``, ``patience``, ``left_open``,
+``exception:ReadError`` …; the oracle and the exception type are in it) at the same harness frame
+(``where``: the file and function where it blocked, or where the exception left the harness's own
+code; the line is shown, not compared, so an edit above it keeps the finding) are one
+:class:`Finding`. Without a frame (a span
+invariant, a leak) the explored test stands in for it.
+
+A finding's :attr:`Finding.key` is its identity across runs and machines (the baseline compares keys);
+its plan is the smallest of its runs (one fault, the earliest step). Input: the JSON report's
+``explore`` section (one entry per explored test, each with its ``runs``), so merged shards give the
+same findings as one machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CLASSES",
+    "ORDER",
+    "Finding",
+    "Gate",
+    "compare",
+    "finding_key",
+    "findings",
+    "primary",
+    "summary_lines",
+]
+
+#: Each oracle (the part of a ``found`` entry before ``:``) and the class of bug it is, in report order.
+CLASSES: dict[str, str] = {
+    "invariant": "span flip",
+    "patience": "hang",
+    "left_open": "leak",
+    "exception": "escaped exception",
+    "teardown": "escaped exception",
+    "own_assert": "behaviour",
+}
+#: The classes in the order findings are reported (the incident's class first).
+ORDER: tuple[str, ...] = tuple(dict.fromkeys(CLASSES.values()))
+#: The verdicts of a run that count as having found something.
+FOUND_VERDICTS = ("violation", "known")
+
+_INVARIANT_TITLES = {
+    "cleanup_never_flips": "a failed cleanup flips a completed session's span to ERROR",
+    "cleanup_at_most": "the harness cleans up a session more than once",
+    "all_spans_ended": "the harness leaves a span unended",
+}
+_INVARIANT_HINTS = {
+    "cleanup_never_flips": "a cleanup's failure must not change the outcome of the work it cleans up after: "
+    "record it (a log line, a span event) instead of setting the session span's status to ERROR",
+    "cleanup_at_most": "clean up once: mark the session closed before the cleanup call, not after it "
+    "succeeds",
+    "all_spans_ended": "end every span on every path (a `with` block, or end it in a `finally`)",
+}
+_HINTS = {
+    "patience": "give the MCP client a read timeout (the mcp SDK: ClientSession(read_timeout_seconds=...); "
+    "httpx: timeout=...), so a cut or held answer ends the call",
+    "left_open": "close the client on every path (`async with`, or try/finally), a failed initialize "
+    "included",
+}
+
+
+def oracle_of(found: str) -> str:
+    """``exception:ReadError`` → ``exception``."""
+    return found.split(":", 1)[0]
+
+
+def _rank(found: str) -> int:
+    cls = CLASSES.get(oracle_of(found))
+    return ORDER.index(cls) if cls is not None else len(ORDER)
+
+
+#: Oracles checked once the test is over: a run that also found something while it ran is filed under
+#: that (a connection left open after an escaped exception is the escape's doing, not a bug of its own).
+AFTERWARDS = ("left_open", "teardown")
+
+
+def primary(found: Sequence[str]) -> str:
+    """The verdict kind a run is filed under: the first of ``found`` in :data:`ORDER`, those of
+    :data:`AFTERWARDS` only when nothing else was found."""
+    during = [f for f in found if oracle_of(f) not in AFTERWARDS]
+    return min(during or found, key=_rank)
+
+
+def _frame_id(where: str) -> str:
+    """A frame without its line: ``harness.py:12 in call`` → ``harness.py in call``."""
+    head, sep, func = where.partition(" in ")
+    return f"{head.rsplit(':', 1)[0]}{sep}{func}"
+
+
+def finding_key(found: str, where: str, test: str) -> str:
+    """A finding's identity: its verdict kind and the harness frame without the line (else the test)."""
+    return f"{found} at {_frame_id(where)}" if where else f"{found} in {test}"
+
+
+@dataclass
+class Finding:
+    """One root cause: its key, title, oracle, verdict kind, where, the runs it covers, its plan."""
+
+    key: str
+    found: str
+    where: str
+    runs: list[dict[str, Any]] = field(default_factory=list)  # {test, id, verdict, kind, step, plan}
+    own_exception: bool = False
+    blocking_only: bool = False
+    unstable: bool = False
+
+    @property
+    def oracle(self) -> str:
+        return oracle_of(self.found)
+
+    @property
+    def klass(self) -> str:
+        return CLASSES.get(self.oracle, "behaviour")
+
+    @property
+    def tests(self) -> list[str]:
+        return list(dict.fromkeys(str(r["test"]) for r in self.runs))
+
+    @property
+    def smallest(self) -> dict[str, Any]:
+        """The run to paste: one fault (the fewest), the earliest step (the order they ran)."""
+        return min(self.runs, key=lambda r: (r["depth"], r["at"]))
+
+    @property
+    def known(self) -> bool:
+        return all(r["verdict"] == "known" for r in self.runs)
+
+    def what(self) -> str:
+        name = self.found.split(":", 1)[1] if ":" in self.found else ""
+        if self.oracle == "invariant":
+            return _INVARIANT_TITLES.get(name, f"the span invariant {name} breaks")
+        if self.oracle == "patience":
+            if self.blocking_only:
+                return "the harness waits without a timeout on a request the server holds"
+            return "the MCP client never times out a call whose answer is cut"
+        if self.oracle == "left_open":
+            return "the harness leaves its connection to the server open after a failure"
+        if self.oracle == "exception":
+            func = self.where.partition(" in ")[2]
+            return f"{name} escapes the harness" + (f" from {func}()" if func else "")
+        if self.oracle == "teardown":
+            return "the sidecar saw an error at the test's teardown"
+        return "the test's own assertion fails under a fault"
+
+    @property
+    def title(self) -> str:
+        n = len(self.runs)
+        return f"{self.what()}: {n} run{'s' if n != 1 else ''}"
+
+    @property
+    def hint(self) -> str:
+        name = self.found.split(":", 1)[1] if ":" in self.found else ""
+        if self.oracle == "invariant":
+            return _INVARIANT_HINTS.get(name, "")
+        if self.oracle == "exception" and self.own_exception:
+            return (
+                f"{name} is defined in the harness's own code: if it is one of the harness's own failure "
+                f'modes, name it: @pytest.mark.mcp_explore(raises=["{name}"]) (or ini mcpfaults_explore = '
+                f"raises={name})"
+            )
+        return _HINTS.get(self.oracle, "")
+
+    def to_dict(self) -> dict[str, Any]:
+        first = self.smallest
+        return {
+            "key": self.key,
+            "title": self.title,
+            "class": self.klass,
+            "oracle": self.oracle,
+            "found": self.found,
+            "where": self.where,
+            "runs": [f"{r['test']}::{r['id']}" for r in self.runs],
+            "kinds": list(dict.fromkeys(r["kind"] for r in self.runs)),
+            "steps": list(dict.fromkeys(r["step"] for r in self.runs)),
+            "tests": self.tests,
+            "plan": first["plan"],
+            "plan_run": f"{first['test']}::{first['id']}",
+            "hint": self.hint,
+            "known": self.known,
+            "unstable": self.unstable,
+        }
+
+
+def _kind(run: Mapping[str, Any]) -> str:
+    plan = run.get("plan") or []
+    return str(plan[0]["fault"]).split("(")[0].split("@")[0] if plan else ""
+
+
+def _blocking(kind: str) -> bool:
+    from pytest_mcpfaults.faults import fault_kinds
+
+    cls = fault_kinds().get(kind)
+    return bool(cls is not None and cls.blocking)
+
+
+def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
+    """The findings of explore entries (the JSON report's ``explore`` section), in report order: by
+    class (:data:`ORDER`), then by their first run's order. Each entry's ``violations`` give the plans
+    to paste (by run id); a pair whose first fault alone gives the same violation is left out there,
+    and so here."""
+    out: dict[str, Finding] = {}
+    for entry in entries:
+        test = str(entry["nodeid"])
+        plans = {str(v["id"]): str(v["plan"]) for v in entry.get("violations", ())}
+        for run in entry.get("runs", ()):
+            rid = str(run["id"])
+            found = list(run.get("found") or ())
+            if run.get("verdict") not in FOUND_VERDICTS or not found:
+                continue
+            if run.get("verdict") == "violation" and rid not in plans:
+                continue  # reported under its first fault alone
+            kind = primary(found)
+            where = str(run.get("where") or "")
+            key = finding_key(kind, where, test)
+            f = out.get(key)
+            if f is None:
+                f = out[key] = Finding(key, kind, where, blocking_only=True, unstable=True)
+            plan = run.get("plan") or []
+            f.runs.append(
+                {
+                    "test": test,
+                    "id": rid,
+                    "verdict": run["verdict"],
+                    "kind": _kind(run),
+                    "step": str(plan[0]["step"]) if plan else "",
+                    "depth": len(plan),
+                    "at": int(run.get("at", 0)),
+                    "plan": plans.get(rid, run.get("plan_line", "")),
+                }
+            )
+            f.own_exception = f.own_exception or bool(run.get("own_exception"))
+            f.blocking_only = f.blocking_only and all(_blocking(_kind({"plan": [p]})) for p in plan)
+            f.unstable = f.unstable and bool(run.get("unstable"))
+    return sorted(out.values(), key=lambda f: ORDER.index(f.klass) if f.klass in ORDER else len(ORDER))
+
+
+@dataclass
+class Gate:
+    """A run's findings against a baseline's: ``new`` fail the gate (unless every run of one is
+    unstable: ``unstable``), ``known`` do not (gaining runs or not), ``fixed`` are the baseline's
+    findings of tests that ran here and no longer found."""
+
+    new: list[dict[str, Any]] = field(default_factory=list)
+    unstable: list[dict[str, Any]] = field(default_factory=list)
+    known: list[dict[str, Any]] = field(default_factory=list)
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.new)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "new": [f["key"] for f in self.new],
+            "unstable": [f["key"] for f in self.unstable],
+            "known": [f["key"] for f in self.known],
+            "fixed": [f["key"] for f in self.fixed],
+            "failed": self.failed,
+        }
+
+
+def compare(
+    baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]], ran: Iterable[str]
+) -> Gate:
+    """Compare finding dicts (:meth:`Finding.to_dict`) by key. ``ran``: the explored tests whose
+    campaign ran here (a baseline finding of another test is not "fixed": it was not looked for)."""
+    gate = Gate()
+    old = {str(f["key"]): f for f in baseline}
+    here = {str(f["key"]) for f in current}
+    tests = set(ran)
+    for f in current:
+        if f["key"] in old:
+            gate.known.append(dict(f))
+        elif f.get("unstable"):
+            gate.unstable.append(dict(f))
+        else:
+            gate.new.append(dict(f))
+    for key, f in old.items():
+        if key not in here and set(f.get("tests", ())) & tests:
+            gate.fixed.append(dict(f))
+    return gate
+
+
+def summary_lines(found: Sequence[Mapping[str, Any]], violating_runs: int) -> list[str]:
+    """The findings, as the terminal summary leads with them."""
+    n = len(found)
+    lines = [f"{n} finding{'s' if n != 1 else ''} in {violating_runs} violating run"
+             f"{'s' if violating_runs != 1 else ''}:"]  # fmt: skip
+    for i, f in enumerate(found, 1):
+        tags = [t for t, on in (("known", f.get("known")), ("unstable", f.get("unstable"))) if on]
+        lines.append(f"{i}. {f['title']}" + (f" [{', '.join(tags)}]" if tags else ""))
+        lines.append(
+            f"   oracle: {f['found']}; kinds: {', '.join(f['kinds'])}; steps: {', '.join(f['steps'])}"
+        )
+        if f.get("where"):
+            lines.append(f"   where: {f['where']}")
+        lines.append(f"   plan: {f['plan']}")
+        if f.get("hint"):
+            lines.append(f"   fix: {f['hint']}")
+    return lines

@@ -1,0 +1,304 @@
+"""Explore's findings: the grouping (explore_findings, pure) on run records, and end to end on a harness
+with four known bugs, each exactly one finding, the same ones on a second run, across shards merged
+(``--mcpfaults-shard``, ``merge-reports``) and on the page."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.explore_shard import parse_shard, shard_of
+from pytest_mcpfaults.explore_findings import compare, finding_key, findings, primary
+from pytest_mcpfaults.report_merge import merge_explore
+
+
+def _run(kind: str, step: str, found: list[str], where: str = "", at: int = 0, **more: Any) -> dict[str, Any]:
+    return {
+        "id": f"explore:{kind}@{step}",
+        "verdict": more.pop("verdict", "violation"),
+        "found": found,
+        "plan": [{"step": step, "fault": f"{kind}@x"}],
+        "where": where,
+        "at": at,
+        "plan_line": f'@pytest.mark.mcp_sidecar(faults=["{kind}@{step}"])',
+        **more,
+    }
+
+
+def _entry(test: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "nodeid": test,
+        "runs": runs,
+        "violations": [
+            {"id": r["id"], "found": r["found"], "plan": r["plan_line"]}
+            for r in runs
+            if r["verdict"] == "violation"
+        ],
+    }
+
+
+RUNNER = "runner/session.py:88 in process_task"
+CUT = ["die", "status", "truncate", "reset", "malformed_json"]
+
+
+def test_runs_with_one_root_cause_are_one_finding_the_incident_first() -> None:
+    runs = [
+        *(_run(k, f"tool:create#{i}", ["patience"], RUNNER, at=i) for i in (2, 1) for k in CUT),
+        _run(
+            "hang", "initialize#1", ["exception:CancelledError", "left_open"], "runner/session.py:40 in start"
+        ),
+        _run("die", "initialize#1", ["left_open"]),
+        _run(
+            "status",
+            "tool:list#1",
+            ["exception:RuntimeError"],
+            "runner/client.py:12 in call",
+            own_exception=True,
+        ),
+        *(
+            _run(k, "tool:delete#1", ["invariant:cleanup_never_flips"])
+            for k in ("jsonrpc_error", "tool_error")
+        ),
+    ]
+    found = [f.to_dict() for f in findings([_entry("t.py::test_x", runs)])]
+    assert [f["class"] for f in found] == [
+        "span flip",
+        "hang",
+        "leak",
+        "escaped exception",
+        "escaped exception",
+    ]
+    flip, hang, leak, cancelled, runtime = found
+    assert flip["title"] == "a failed cleanup flips a completed session's span to ERROR: 2 runs"
+    assert flip["key"] == "invariant:cleanup_never_flips in t.py::test_x"  # no frame: the test stands in
+    assert hang["title"] == "the MCP client never times out a call whose answer is cut: 10 runs"
+    assert (hang["kinds"], hang["steps"]) == (CUT, ["tool:create#2", "tool:create#1"])
+    assert hang["plan"] == '@pytest.mark.mcp_sidecar(faults=["die@tool:create#1"])'  # the earliest step
+    assert hang["where"] == RUNNER and "read timeout" in hang["hint"]
+    assert hang["key"] == "patience at runner/session.py in process_task"  # the line is not compared
+    # a leak that comes with an escaped exception is that exception's; a leak alone is its own finding
+    assert leak["runs"] == ["t.py::test_x::explore:die@initialize#1"]
+    assert cancelled["found"] == "exception:CancelledError" and cancelled["hint"] == ""
+    assert runtime["hint"].startswith("RuntimeError is defined in the harness's own code")
+    assert 'raises=["RuntimeError"]' in runtime["hint"]
+
+
+def test_the_frame_groups_and_separates() -> None:
+    runs = [
+        _run("die", "tool:a#1", ["exception:ReadError"], "h.py:10 in call"),
+        _run("reset", "tool:a#1", ["exception:ReadError"], "h.py:11 in call"),  # the same function
+        _run("die", "tool:b#1", ["exception:ReadError"], "h.py:30 in other"),
+        _run("status", "tool:b#1", ["exception:HTTPStatusError"], "h.py:30 in other"),
+    ]
+    found = findings([_entry("t.py::t", runs)])
+    assert [len(f.runs) for f in found] == [2, 1, 1]
+    # the same frame in another test is the same bug; without a frame, each test has its own
+    other = findings([_entry("t.py::t", runs[:1]), _entry("t.py::u", runs[1:2])])
+    assert len(other) == 1 and other[0].tests == ["t.py::t", "t.py::u"]
+    leaks = findings(
+        [
+            _entry("t.py::t", [_run("die", "x#1", ["left_open"])]),
+            _entry("t.py::u", [_run("die", "x#1", ["left_open"])]),
+        ]
+    )
+    assert len(leaks) == 2
+
+
+def test_a_pair_its_first_fault_explains_is_not_counted_again_and_known_runs_count() -> None:
+    first = _run("die", "tool:a#1", ["exception:ReadError"], "h.py:1 in f")
+    pair = {
+        **_run("die", "tool:a#1", ["exception:ReadError"], "h.py:1 in f"),
+        "id": "explore:die@tool:a#1+hang@x#1",
+    }
+    pair["plan"] = [*first["plan"], {"step": "x#1", "fault": "hang@x"}]
+    entry = _entry("t.py::t", [first, pair])
+    entry["violations"] = entry["violations"][:1]  # the report leaves the pair out (see explore_report)
+    known = _run("status", "tool:a#1", ["exception:ReadError"], "h.py:1 in f", verdict="known")
+    entry["runs"].append(known)
+    (f,) = findings([entry])
+    assert len(f.runs) == 2 and not f.known and f.to_dict()["plan"] == first["plan_line"]
+
+
+def test_primary_files_a_run_under_what_it_found_while_it_ran() -> None:
+    assert primary(["exception:ReadError", "left_open"]) == "exception:ReadError"
+    assert primary(["left_open"]) == "left_open"
+    assert primary(["exception:X", "patience", "invariant:cleanup_at_most"]) == "invariant:cleanup_at_most"
+    assert finding_key("patience", "a/b.py:3 in f", "t") == "patience at a/b.py in f"
+
+
+def test_the_gate_compares_findings() -> None:
+    base = [{"key": "a", "tests": ["t"]}, {"key": "b", "tests": ["t"]}, {"key": "c", "tests": ["other"]}]
+    now = [{"key": "a", "runs": ["1", "2", "3"]}, {"key": "n"}, {"key": "u", "unstable": True}]
+    gate = compare(base, now, ran=["t"])
+    assert gate.to_dict() == {"new": ["n"], "unstable": ["u"], "known": ["a"], "fixed": ["b"], "failed": True}
+    assert not compare(base, now[:1] + now[2:], ran=["t"]).failed  # an unstable finding alone never fails
+
+
+def test_shards_merge_into_the_findings_of_one_machine() -> None:
+    runs = [
+        _run(k, f"tool:{s}#1", ["exception:E"], f"h.py:1 in {s}", at=i)
+        for i, s in enumerate("ab")
+        for k in CUT
+    ]
+    whole = [f.to_dict() for f in findings([_entry("t.py::t", runs)])]
+    shards = [[_entry("t.py::t", [r for r in runs if shard_of(r["id"], 3) == k])] for k in (3, 1, 2)]
+    assert [f.to_dict() for f in findings(merge_explore(shards))] == whole
+
+
+@pytest.mark.parametrize("bad", ["0/2", "3/2", "1", "a/b", "1/0", "-1/2", ""])
+def test_a_bad_shard_names_the_option_and_its_form(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"--mcpfaults-shard=.*: must be K/N with whole numbers 1 <= K <= N"):
+        parse_shard(bad)
+    assert parse_shard("2/4") == (2, 4)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "docs" / "examples" / "explore_findings"  # the four-bug harness docs/explore.md quotes
+EXPECTED = [
+    (
+        "patience at bug_harness.py in post",
+        "the harness waits without a timeout on a request the server holds: 1 run",
+    ),
+    (
+        "left_open in test_bugs.py::test_flow",
+        "the harness leaves its connection to the server open after a failure: 1 run",
+    ),
+    (
+        "exception:HarnessError at bug_harness.py in list_items",
+        "HarnessError escapes the harness from list_items(): 2 runs",
+    ),
+    (
+        "exception:KeyError at bug_harness.py in list_items",
+        "KeyError escapes the harness from list_items(): 1 run",
+    ),
+]
+
+
+def _explore(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "-p",
+        "mcpfaults",
+        "-p",
+        "no:randomly",
+        "-q",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+        *args,
+    )
+
+
+def _findings(path: Path) -> list[tuple[str, str]]:
+    return [(f["key"], f["title"]) for f in json.loads(path.read_text())["findings"]]
+
+
+@pytest.mark.timeout(300)
+def test_each_known_bug_is_one_finding_stable_across_runs_shards_and_the_page(
+    pytester: pytest.Pytester,
+) -> None:
+    for name in ("bug_harness.py", "test_bugs.py"):
+        (pytester.path / name).write_text((EXAMPLE / name).read_text())
+    first = _explore(pytester, "--mcpfaults-report", "first.json", "--mcpfaults-html", "page.html")
+    out = first.stdout.str()
+    assert _findings(pytester.path / "first.json") == EXPECTED
+    # the docs' explore page quotes this run's findings
+    quoted = (ROOT / "docs" / "explore.md").read_text().split("9 runs, 5 of them violations, 4 findings")[1]
+    quoted = quoted.split("```text\n", 1)[1].split("```", 1)[0]
+    assert quoted.strip() and quoted in "\n".join(first.stdout.lines) + "\n"
+    # the summary leads with them, the where and fix hint included; the grid stays below
+    assert out.index("4 findings in 5 violating runs:") < out.index("3 steps × 3 kinds → 9 runs")
+    assert "   where: bug_harness.py:" in out and 'raises=["HarnessError"]' in out
+    # the coverage section counts the same violating runs as explore
+    assert "violations (5):" in out and "mcpfaults: 3 kinds, 3 fired, 5 violations" in out
+    data = json.loads((pytester.path / "first.json").read_text())
+    assert data["version"] == 2 and list(data)[list(data).index("gates") + 1] == "findings"
+    assert {"title", "oracle", "runs", "plan", "where", "hint", "key"} <= set(data["findings"][0])
+    page = (pytester.path / "page.html").read_text()
+    assert page.index("Findings (4)") < page.index('<table class="grid">')
+    assert all(title in page for _, title in EXPECTED)
+
+    # a second run collects the campaign from the cache: the same findings
+    second = _explore(pytester, "--mcpfaults-report", "second.json")
+    assert _findings(pytester.path / "second.json") == EXPECTED, second.stdout.str()[-3000:]
+
+    # three shards, merged: the same findings, and a baseline the whole run gates on
+    for k in (1, 2, 3):
+        _explore(pytester, f"--mcpfaults-shard={k}/3", "--mcpfaults-report", f"shard{k}.json")
+    from pytest_mcpfaults.cli import main
+
+    said = io.StringIO()
+    import contextlib
+
+    with contextlib.redirect_stdout(said):
+        status = main(
+            [
+                "merge-reports",
+                str(pytester.path / "merged.json"),
+                *(str(pytester.path / f"shard{k}.json") for k in (1, 2, 3)),
+            ]
+        )
+    assert status == 0 and "4 findings in 5 violating runs:" in said.getvalue()
+    assert _findings(pytester.path / "merged.json") == EXPECTED
+    gated = _explore(pytester, "--mcpfaults-baseline", "merged.json")
+    assert gated.ret == pytest.ExitCode.OK, gated.stdout.str()[-3000:]
+    assert "no new finding (4 known, 0 fixed, 0 unstable)" in gated.stdout.str()
+
+
+def test_a_run_that_flips_on_its_rerun_is_unstable_and_never_fails_the_gate(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        bug_harness=(EXAMPLE / "bug_harness.py").read_text(),
+        test_flaky="""
+        import itertools
+        import pytest
+        from bug_harness import post, start
+
+        SEEN = itertools.count()
+
+        @pytest.mark.mcp_explore(kinds=["status"])
+        @pytest.mark.mcp_sidecar(era="stateless")
+        def test_flaky(mcp_sidecar):
+            client = start()
+            reply = post(client, mcp_sidecar, "echo", 2.0)
+            client.close()
+            if reply.status_code != 200 and next(SEEN) % 2 == 0:  # the first time only: timing
+                raise ConnectionError("the first attempt lost a race")
+        """,
+    )
+    (pytester.path / "base.json").write_text(
+        json.dumps({"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "findings": []})
+    )
+    result = _explore(pytester, "-rx", "--mcpfaults-baseline", "base.json", "--mcpfaults-report", "r.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    out = result.stdout.str()
+    assert (
+        "XFAIL test_flaky.py::test_flaky[explore:status@tool:echo#1] - unstable: found "
+        "exception:ConnectionError" in out
+    )
+    assert "no new finding (0 known, 0 fixed, 1 unstable)" in out
+    (finding,) = json.loads((pytester.path / "r.json").read_text())["findings"]
+    assert finding["unstable"] is True
+    # without a baseline there is no gate to protect: the run fails as found
+    plain = _explore(pytester)
+    assert plain.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_reports(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = _explore(pytester, "--mcpfaults-shard=3/2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--mcpfaults-shard=3/2: must be K/N with whole numbers 1 <= K <= N" in result.stderr.str()
+    from pytest_mcpfaults.cli import main
+
+    (pytester.path / "other.json").write_text('{"schema": "something-else"}')
+    assert main(["merge-reports", str(pytester.path / "out.json"), str(pytester.path / "other.json")]) == 2
+    assert "other.json': not a pytest-mcpfaults report" in capsys.readouterr().err
+    assert not (pytester.path / "out.json").exists()
