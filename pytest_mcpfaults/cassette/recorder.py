@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_mcpfaults.cassette.fileformat import Cassette, Exchange, read_cassette, write_cassette
 from pytest_mcpfaults.cassette.matching import Rules, same_request
-from pytest_mcpfaults.cassette.redact import Redactor, redact_exchange
+from pytest_mcpfaults.cassette.redact import Redactor, redact_exchange, redact_text
 from pytest_mcpfaults.sse_parse import SseParser
 
 __all__ = ["Pending", "Recorder", "recorded_event"]
@@ -202,7 +202,7 @@ class Recorder:
             old = read_cassette(self.path).exchanges
             rules = Rules()
             kept = [*old, *(e for e in kept if not any(same_request(o, e, rules) for o in old))]
-        return Cassette(kept, upstream=self.upstream)
+        return Cassette(kept, upstream=redact_text(self.upstream))
 
     def save(self) -> None:
         write_cassette(self.path, self.cassette())
