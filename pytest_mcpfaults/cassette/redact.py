@@ -31,6 +31,7 @@ exchange out.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -91,6 +92,7 @@ _SCHEMA_KEYS = frozenset({"inputSchema", "outputSchema", "requestedSchema"})
 _SCHEMA_NAMES = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
+@functools.lru_cache(maxsize=4096)
 def secret_key(name: str, *, query: bool = False) -> bool:
     """Whether a key (a JSON key, a header, a parameter's name) says it holds a secret. ``query``:
     a ``name=value`` pair, where ``key`` and ``sig`` are secrets too (``?key=...&sig=...``)."""
@@ -115,7 +117,7 @@ _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
         ("bearer", "basic", "token", "digest"),
         re.compile(
             r"(?i:\b(?:bearer|basic|token|digest))[ \t]+"
-            r"(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}+"
+            r"(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-]|[A-Za-z0-9._~+/=-]+[A-Z])[A-Za-z0-9._~+/=-]{8,}+"
         ),
     ),
     (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*+")),
@@ -149,21 +151,28 @@ def _aws_secret(m: re.Match[str]) -> str:
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]++@")
 # ``name=value``, ``name: value``, ``"name": "value"`` inside text: the name starts where no name
-# character comes before it (so each run of name characters is tried once: linear in the text).
+# character comes before it (so each run of name characters is tried once), and only the name and its
+# separator are consumed (the value, looked ahead at, may hold pairs of its own: a JSON text's
+# ``"text": "password=..."``); an unquoted value ends at a separator: linear in the text.
 _PAIR = re.compile(
-    r"(?<![A-Za-z0-9_.$-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)(?P<q>[\"']?+)[ \t]*+(?P<sep>[:=])[ \t]*+(?!//)"
-    r"(?P<value>\"(?:[^\"\\\n]|\\.)*+\"|'[^'\n]*+'|[^\s,;&\"'}\]<>)]++)"
+    r"(?<![A-Za-z0-9_.$-])(?=[A-Za-z0-9_.-]*?(?i:pass|pwd|secret|token|auth|key|cred|cookie|sig|jwt|otp|bearer|code))"
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)[\"']?+[ \t]*+(?P<sep>[:=])[ \t]*+(?!//)"
+    r"(?=(?P<value>\[REDACTED\]|\"(?:[^\"\\\n]|\\.)*+\"|'[^'\n]*+'|[^\s,;&\"'}\]<>)=:]++))"
 )
 
 
-def _pair(m: re.Match[str]) -> str:
-    name, value = m.group("name"), m.group("value")
-    if value in (REDACTED, f'"{REDACTED}"'):
-        return m.group(0)  # done already
-    if not secret_key(name, query=m.group("sep") == "="):
-        return m.group(0)
-    quote = value[0] if value[0] in "\"'" else ""
-    return m.group(0)[: m.start("value") - m.start()] + f"{quote}{REDACTED}{quote}"
+def _pairs(text: str) -> str:
+    """``text`` with the value of each secret-named pair in it replaced by :data:`REDACTED`."""
+    out: list[str] = []
+    done = 0  # text[:done] is in out
+    for m in _PAIR.finditer(text):
+        value = m.group("value")
+        if m.start() < done or value == REDACTED or not secret_key(m.group("name"), query=m.group("sep") == "="):
+            continue
+        quote = value[0] if value[0] in "\"'" else ""
+        out += (text[done : m.end()], f"{quote}{REDACTED}{quote}")
+        done = m.end() + len(value)
+    return "".join(out) + text[done:] if out else text
 
 
 def redact_text(value: str) -> str:
@@ -179,7 +188,7 @@ def redact_text(value: str) -> str:
     if "@" in value and "://" in value:
         value = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
     if "=" in value or ":" in value:
-        value = _PAIR.sub(_pair, value)
+        value = _pairs(value)
     return value
 
 

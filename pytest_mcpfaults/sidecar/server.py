@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.cassette.fileformat import read_cassette
+from pytest_mcpfaults.cassette.fileformat import take_cassette
 from pytest_mcpfaults.cassette.matching import Rules
 from pytest_mcpfaults.cassette.recorder import Recorder
 from pytest_mcpfaults.cassette.redact import redact_command
@@ -57,7 +57,7 @@ def _replay(opts: SidecarOptions) -> Replay | None:
     if opts.cassette is None:
         return None
     rules = Rules(frozenset(opts.cassette_ignore), opts.cassette_order, not opts.cassette_once)
-    return Replay(read_cassette(opts.cassette), rules)
+    return Replay(take_cassette(opts.cassette), rules)
 
 
 def _recorded_origin(replay: Replay | None) -> str | None:
