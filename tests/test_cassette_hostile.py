@@ -17,9 +17,8 @@ import httpx
 import pytest
 
 from pytest_mcpfaults import Sidecar, Tool
-from pytest_mcpfaults.cassette import REDACTED, CassetteError, Exchange, read_cassette
+from pytest_mcpfaults.cassette import REDACTED, CassetteError, Exchange, read_cassette, recorder
 from pytest_mcpfaults.cassette.fileformat import MAX_DEPTH
-from pytest_mcpfaults.cassette import recorder
 from pytest_mcpfaults.cassette.matching import MISS_SCAN, Matcher, Rules, differences
 from pytest_mcpfaults.cassette.recorder import EVENTS_MAX_BYTES
 from pytest_mcpfaults.cassette.redact import KEPT_HEADERS, redact_command, redact_text, redact_value
@@ -61,7 +60,13 @@ HEADER_SECRETS = {
     "Authorization": "bearer S3CREThdrauth0015",
     "X-Whatever": "S3CREThdrmadeup0026",
 }
-COMMAND_SECRETS = ["--api-key", "sk-S3CRETstdioarg0000003", "--password=S3CRETstdio04", "--token", "S3CRETtok05"]
+COMMAND_SECRETS = [
+    "--api-key",
+    "sk-S3CRETstdioarg0000003",
+    "--password=S3CRETstdio04",
+    "--token",
+    "S3CRETtok05",
+]
 
 
 def _planted(value: Any) -> Iterator[str]:
@@ -75,7 +80,9 @@ def _planted(value: Any) -> Iterator[str]:
     elif isinstance(value, int):
         yield str(value)
     else:
-        yield from (w.split("@")[0].split(":")[-1].split("=")[-1] for w in str(value).split() if "S3CRET" in w)
+        yield from (
+            w.split("@")[0].split(":")[-1].split("=")[-1] for w in str(value).split() if "S3CRET" in w
+        )
 
 
 def test_every_planted_secret_stays_off_the_cassette_and_the_protocol_is_kept(tmp_path: Path) -> None:
@@ -89,17 +96,27 @@ def test_every_planted_secret_stays_off_the_cassette_and_the_protocol_is_kept(tm
         "properties": {"password": {"description": "any"}, "token": {"description": "any"}},
         "additionalProperties": True,
     }
-    with Sidecar(tools=[Tool("leak", leak, schema)]) as upstream:
+    with Sidecar(tools=[Tool("leak", leak, schema)]) as upstream:  # noqa: SIM117 (the upstream first)
         with Sidecar(upstream=upstream.mcp_url, record=str(path)) as rec:
             with httpx.Client(headers={**ACCEPT, **HEADER_SECRETS}, timeout=10) as c:
-                init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-                r = c.post(rec.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+                init = {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                }
+                r = c.post(
+                    rec.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+                )
                 sid = r.headers["Mcp-Session-Id"]
                 h = {"Mcp-Session-Id": sid}
                 c.post(rec.mcp_url, headers=h, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
                 c.post(rec.mcp_url, headers=h, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
                 call = {"name": "leak", "arguments": ARG_SECRETS}
-                r = c.post(rec.mcp_url, headers=h, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
+                r = c.post(
+                    rec.mcp_url,
+                    headers=h,
+                    json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call},
+                )
                 assert "S3CRETinline0024" in r.text  # the client got the real answer
     secrets = [*_planted(ARG_SECRETS), *_planted(RESULT_SECRETS), *HEADER_SECRETS.values()]
     assert len(secrets) >= 25
@@ -111,14 +128,23 @@ def test_every_planted_secret_stays_off_the_cassette_and_the_protocol_is_kept(tm
     assert {sent[name] for name in HEADER_SECRETS} == {REDACTED}  # names kept, values redacted
     assert sent["MCP-Protocol-Version"] == "2025-11-25" and sent["Mcp-Session-Id"] == "session-1"
     assert call_ex["response_headers"]["Content-Type"].startswith(("application/json", "text/event-stream"))
-    assert call_ex["params"]["arguments"]["password"] == REDACTED and call_ex["params"]["arguments"]["token"] == REDACTED
+    assert (
+        call_ex["params"]["arguments"]["password"] == REDACTED
+        and call_ex["params"]["arguments"]["token"] == REDACTED
+    )
     listed = next(e for e in exchanges if e["method"] == "tools/list")["response"]["result"]["tools"]
-    assert next(t for t in listed if t["name"] == "leak")["inputSchema"] == schema  # a schema's property names are names, not secrets
+    assert (
+        next(t for t in listed if t["name"] == "leak")["inputSchema"] == schema
+    )  # a schema's property names are names, not secrets
     # the replay still answers the redacted call: a recorded [REDACTED] matches any value
     with Sidecar(cassette=str(path)) as replay, httpx.Client(headers=ACCEPT, timeout=10) as c:
         r = c.post(replay.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
         h = {"Mcp-Session-Id": r.headers["Mcp-Session-Id"]}
-        r = c.post(replay.mcp_url, headers=h, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
+        r = c.post(
+            replay.mcp_url,
+            headers=h,
+            json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call},
+        )
         assert r.status_code == 200 and "[REDACTED]" in r.text and "error" not in r.text
 
 
@@ -129,7 +155,8 @@ def test_the_upstream_command_line_is_redacted_in_the_header(tmp_path: Path) -> 
         httpx.post(
             rec.mcp_url, headers=ACCEPT, timeout=10,
             json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}},
         )  # fmt: skip
     header = json.loads(path.read_text().splitlines()[0])
     assert header["upstream"] == (
@@ -143,14 +170,20 @@ def test_the_upstream_command_line_is_redacted_in_the_header(tmp_path: Path) -> 
     [
         ("Authorization: BEARER abc.def-123456", "Authorization: [REDACTED]"),
         ("basic dXNlcjpwYXNzMTIz", "[REDACTED]"),
-        ("see https://u:p4ss@host/x?a=1&token=t0k&sig=s1g", "see https://[REDACTED]@host/x?a=1&token=[REDACTED]&sig=[REDACTED]"),
+        (
+            "see https://u:p4ss@host/x?a=1&token=t0k&sig=s1g",
+            "see https://[REDACTED]@host/x?a=1&token=[REDACTED]&sig=[REDACTED]",
+        ),
         ('{"client_secret": "abc", "n": 1}', '{"client_secret": "[REDACTED]", "n": 1}'),
         ("API_KEY=abc123 DEBUG=1", "API_KEY=[REDACTED] DEBUG=1"),
         ("-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----", "[REDACTED]"),
         # and what is not a secret stays
         ("the token expired; basic usage", "the token expired; basic usage"),
         ("author: bob, maxTokens=5", "author: bob, maxTokens=5"),
-        ("commit 3b18e512dba7e2f1c7d5a3b9c0e4f6a8b2c1d0e9", "commit 3b18e512dba7e2f1c7d5a3b9c0e4f6a8b2c1d0e9"),
+        (
+            "commit 3b18e512dba7e2f1c7d5a3b9c0e4f6a8b2c1d0e9",
+            "commit 3b18e512dba7e2f1c7d5a3b9c0e4f6a8b2c1d0e9",
+        ),
         ("http://127.0.0.1:8000/mcp", "http://127.0.0.1:8000/mcp"),
     ],
 )
@@ -165,7 +198,13 @@ def test_keys_are_redacted_whatever_their_value_and_the_protocols_own_are_kept()
         "_meta": {"progressToken": "p-1"}, "inputSchema": {"properties": {"secret": {"type": "string"}}},
     }  # fmt: skip
     out = redact_value(value)
-    assert {k for k, v in out.items() if v == REDACTED} == {"PassWord", "X-Api-Key", "accessKey", "private_key", "oauth"}
+    assert {k for k, v in out.items() if v == REDACTED} == {
+        "PassWord",
+        "X-Api-Key",
+        "accessKey",
+        "private_key",
+        "oauth",
+    }
     assert out["_meta"] == {"progressToken": "p-1"} and out["inputSchema"] == value["inputSchema"]
     assert redact_command(["srv", "DB_PASSWORD=x", "-v", "name=y"]) == f"srv DB_PASSWORD={REDACTED} -v name=y"
 
@@ -184,7 +223,9 @@ def test_a_line_nested_too_deep_is_refused_naming_the_line(tmp_path: Path, depth
     inner = depth - 1  # the exchange's object, then the arrays
     line = '{"http": "POST", "method": "ping", "status": 200, "x": ' + "[" * inner + "]" * inner + "}"
     path.write_text(HEADER + line + "\n")
-    with pytest.raises(CassetteError, match=rf"^cassette {path}, line 2: nests deeper than {MAX_DEPTH} levels"):
+    with pytest.raises(
+        CassetteError, match=rf"^cassette {path}, line 2: nests deeper than {MAX_DEPTH} levels"
+    ):
         Sidecar(cassette=str(path))
 
 
@@ -209,7 +250,8 @@ def test_a_recorded_tool_nested_too_deep_is_refused_naming_it_and_its_line(tmp_p
     _listing(path, _deep_schema(MAX_TOOL_DEPTH + 10))  # within MAX_DEPTH: the line reads, the tool is refused
     with pytest.raises(
         CassetteError,
-        match=rf"line 2: recorded tool 'deep' cannot be served: its tools/list entry nests deeper than {MAX_TOOL_DEPTH}",
+        match=rf"line 2: recorded tool 'deep' cannot be served: its tools/list entry nests deeper than "
+        rf"{MAX_TOOL_DEPTH}",
     ):
         Sidecar(cassette=str(path))
     _listing(path, _deep_schema(MAX_TOOL_DEPTH - 2))  # at the bound: served
@@ -223,7 +265,13 @@ def test_a_recorded_tool_nested_too_deep_is_refused_naming_it_and_its_line(tmp_p
 # -- matching: the index keeps the documented semantics ---------------------------------------------
 
 
-def _reference(exchanges: Sequence[Exchange], rules: Rules, played: dict[int, int], method: str, params: Mapping[str, Any]) -> int | None:
+def _reference(
+    exchanges: Sequence[Exchange],
+    rules: Rules,
+    played: dict[int, int],
+    method: str,
+    params: Mapping[str, Any],
+) -> int | None:
     """The matching rules as documented, by scanning every exchange (the matcher before its index)."""
     tool = params.get("name") if method == "tools/call" else None
     same = [i for i, e in enumerate(exchanges) if e.method == method and e.tool == tool]
@@ -253,12 +301,14 @@ def _exchange(n: int, args: dict[str, Any], tool: str = "t") -> Exchange:
 )
 def test_the_indexed_matcher_chooses_as_the_documented_rules_do(rules: Rules) -> None:
     recorded = [
-        {"a": 1}, {"a": 1}, {"a": 1.0}, {"a": True}, {"a": REDACTED}, {"a": 2, "ts": 5}, {"a": [1, {"b": REDACTED}]},
-        {"a": 1}, {"a": -0.0}, {"a": 0.0}, {"a": 2, "ts": 6}, {"a": [1, {"b": 3}]}, {}, {"a": REDACTED, "c": 1},
+        {"a": 1}, {"a": 1}, {"a": 1.0}, {"a": True}, {"a": REDACTED}, {"a": 2, "ts": 5},
+        {"a": [1, {"b": REDACTED}]}, {"a": 1}, {"a": -0.0}, {"a": 0.0}, {"a": 2, "ts": 6},
+        {"a": [1, {"b": 3}]}, {}, {"a": REDACTED, "c": 1}, {"a": f"x-{REDACTED}-y"}, {"a": "x-1-y"},
     ]  # fmt: skip
     exchanges = [_exchange(i, args) for i, args in enumerate(recorded)] + [_exchange(99, {"a": 1}, tool="u")]
     asked = [
-        {"a": 1}, {"a": 1.0}, {"a": True}, {"a": "x"}, {"a": 2, "ts": 7}, {"a": [1, {"b": 9}]}, {"a": 0.0},
+        {"a": 1}, {"a": 1.0}, {"a": True}, {"a": "x"}, {"a": "x-1-y"}, {"a": "x-2-y"}, {"a": "x--y"},
+        {"a": 2, "ts": 7}, {"a": [1, {"b": 9}]}, {"a": 0.0},
         {"a": -0.0}, {}, {"a": 5, "c": 1}, {"a": 1, "c": 2}, {"b": 1},
     ] * 3  # fmt: skip
     matcher = Matcher(exchanges, rules, "cassette x")
@@ -284,7 +334,7 @@ class _Chatty(BaseHTTPRequestHandler):
 
     notes = 0
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if "id" not in body:
             self.send_response(202)
@@ -294,11 +344,19 @@ class _Chatty(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x" * 4000}}
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "data": "x" * 4000},
+        }
         event = f"event: message\ndata: {json.dumps(note)}\n\n".encode()
         for _ in range(self.notes):
             self.wfile.write(event)
-        answer = {"jsonrpc": "2.0", "id": body["id"], "result": {"content": [{"type": "text", "text": "done"}]}}
+        answer = {
+            "jsonrpc": "2.0",
+            "id": body["id"],
+            "result": {"content": [{"type": "text", "text": "done"}]},
+        }
         self.wfile.write(f"event: message\ndata: {json.dumps(answer)}\n\n".encode())
 
     def log_message(self, *args: Any) -> None:
@@ -317,7 +375,8 @@ def test_a_long_recorded_stream_keeps_its_answer_and_says_what_was_cut(tmp_path:
         with Sidecar(upstream=url, record=str(path)) as rec:
             call = {"name": "chat", "arguments": {}}
             r = httpx.post(rec.mcp_url, headers={**ACCEPT, "MCP-Protocol-Version": "2026-07-28"}, timeout=30,
-                           json={"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call})  # fmt: skip
+                           json={"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                 "params": call})  # fmt: skip
             assert r.text.count("notifications/message") == notes and '"done"' in r.text  # the client got all
     finally:
         server.shutdown()
@@ -336,10 +395,11 @@ def test_an_answer_over_the_bound_is_recorded_as_cut_without_it(
 ) -> None:
     monkeypatch.setattr(recorder, "ANSWER_MAX_BYTES", 10_000)  # the bound's logic, at a size a test affords
     path = tmp_path / "long.jsonl"
-    with Sidecar(tools=[Tool("long", lambda: "x" * 20_000, {"type": "object"})]) as upstream:
+    with Sidecar(tools=[Tool("long", lambda: "x" * 20_000, {"type": "object"})]) as upstream:  # noqa: SIM117
         with Sidecar(upstream=upstream.mcp_url, record=str(path)) as rec:
             r = httpx.post(rec.mcp_url, headers={**ACCEPT, "MCP-Protocol-Version": "2026-07-28"}, timeout=10,
-                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "long"}})  # fmt: skip
+                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                 "params": {"name": "long"}})  # fmt: skip
             assert r.status_code == 200 and r.text.count("x") >= 20_000  # the client got it whole
     [exchange] = read_cassette(path).exchanges
     assert exchange.tool == "long" and exchange.response is None
@@ -352,6 +412,11 @@ def test_a_miss_names_the_nearest_among_the_first_exchanges_of_its_tool() -> Non
     for e, line in zip(exchanges, itertools.count(2)):
         e.line = line
     matcher = Matcher(exchanges, Rules(), "cassette x")
-    with pytest.raises(CassetteError, match=r"nearest: line 2, tools/call t .*: argument 'a' differs.*argument 'b' differs"):
+    with pytest.raises(
+        CassetteError, match=r"nearest: line 2, tools/call t .*: argument 'a' differs.*argument 'b' differs"
+    ):
         matcher.match("tools/call", {"name": "t", "arguments": {"a": -1, "b": -1}})
-    assert matcher.match("tools/call", {"name": "t", "arguments": {"a": MISS_SCAN + 50, "b": -1}}) is exchanges[MISS_SCAN + 50]
+    assert (
+        matcher.match("tools/call", {"name": "t", "arguments": {"a": MISS_SCAN + 50, "b": -1}})
+        is exchanges[MISS_SCAN + 50]
+    )

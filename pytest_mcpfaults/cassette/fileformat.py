@@ -22,7 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FORMAT", "MAGIC", "MAX_DEPTH", "check_cassette", "nests_deeper", "take_cassette", "Cassette", "CassetteError", "Exchange", "read_cassette", "write_cassette"]
+__all__ = [
+    "FORMAT",
+    "MAGIC",
+    "MAX_DEPTH",
+    "Cassette",
+    "CassetteError",
+    "Exchange",
+    "check_cassette",
+    "nests_deeper",
+    "read_cassette",
+    "take_cassette",
+    "write_cassette",
+]
 
 #: The cassette format this version of pytest-mcpfaults writes and reads (and every older one).
 FORMAT = 1

@@ -21,7 +21,7 @@ import functools
 import json
 import re
 import reprlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +177,9 @@ class Matcher:
     def _matches(self, i: int, method: str | None, params: Mapping[str, Any]) -> bool:
         return not differences(self.exchanges[i], method, params, self.rules)
 
-    def _lists(self, group: _Group, method: str | None, params: Mapping[str, Any]) -> list[tuple[Any, list[int]]]:
+    def _lists(
+        self, group: _Group, method: str | None, params: Mapping[str, Any]
+    ) -> list[tuple[Any, list[int]]]:
         """The lists of ``group`` that may hold this request's matches: its slots, and the wild ones."""
         compared = _compared(method, params)
         out: list[tuple[Any, list[int]]] = []
@@ -225,7 +227,9 @@ class Matcher:
             return min(firsts)
         return self._last(lists, method, params) if self.rules.repeats else None
 
-    def _last(self, lists: list[tuple[Any, list[int]]], method: str | None, params: Mapping[str, Any]) -> int | None:
+    def _last(
+        self, lists: list[tuple[Any, list[int]]], method: str | None, params: Mapping[str, Any]
+    ) -> int | None:
         """The last recorded exchange matching the request, among ``lists``."""
         lasts = [next((i for i in reversed(ix) if self._matches(i, method, params)), None) for _, ix in lists]
         found = [i for i in lasts if i is not None]
@@ -249,7 +253,9 @@ class Matcher:
             fresh = group.all[group.cursor : group.cursor + 1]
             pool = fresh or same[-1:]
         scanned = pool[:MISS_SCAN]
-        best = min(scanned, key=lambda i: (len(differences(self.exchanges[i], method, params, self.rules)), i))
+        best = min(
+            scanned, key=lambda i: (len(differences(self.exchanges[i], method, params, self.rules)), i)
+        )
         e = self.exchanges[best]
         how = "; ".join(differences(e, method, params, self.rules))
         order = " (cassette_order=True: the next one recorded)" if self.rules.order and same else ""

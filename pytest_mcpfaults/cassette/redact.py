@@ -32,6 +32,7 @@ exchange out.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -103,7 +104,7 @@ def secret_key(name: str, *, query: bool = False) -> bool:
         return True
     if any(_SECRET_WORD.search(w) for w in words):
         return True
-    return any(a in _KEY_PREFIXES and b == "key" for a, b in zip(words, words[1:]))
+    return any(a in _KEY_PREFIXES and b == "key" for a, b in itertools.pairwise(words))
 
 
 # Each credential shape, and the literals (lower case) one of which a text must hold for it to be
@@ -167,7 +168,11 @@ def _pairs(text: str) -> str:
     done = 0  # text[:done] is in out
     for m in _PAIR.finditer(text):
         value = m.group("value")
-        if m.start() < done or value == REDACTED or not secret_key(m.group("name"), query=m.group("sep") == "="):
+        if (
+            m.start() < done
+            or value == REDACTED
+            or not secret_key(m.group("name"), query=m.group("sep") == "=")
+        ):
             continue
         quote = value[0] if value[0] in "\"'" else ""
         out += (text[done : m.end()], f"{quote}{REDACTED}{quote}")
@@ -239,9 +244,7 @@ def _secret_value(key: str, value: object) -> bool:
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
     """Headers with every value but the protocol's own (:data:`KEPT_HEADERS`) replaced by
     :data:`REDACTED`, names kept."""
-    return {
-        name: value if name.lower() in KEPT_HEADERS else REDACTED for name, value in headers.items()
-    }
+    return {name: value if name.lower() in KEPT_HEADERS else REDACTED for name, value in headers.items()}
 
 
 def redact_command(argv: Sequence[str]) -> str:
