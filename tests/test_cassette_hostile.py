@@ -254,6 +254,11 @@ def test_a_recorded_tool_nested_too_deep_is_refused_naming_it_and_its_line(tmp_p
         rf"{MAX_TOOL_DEPTH}",
     ):
         Sidecar(cassette=str(path))
+    _listing(path, _deep_schema(MAX_DEPTH))  # past the line's bound: the tool is named too
+    with pytest.raises(
+        CassetteError, match=rf"line 2: nests deeper than {MAX_DEPTH} levels .*in recorded tool 'deep'"
+    ):
+        Sidecar(cassette=str(path))
     _listing(path, _deep_schema(MAX_TOOL_DEPTH - 2))  # at the bound: served
     with Sidecar(cassette=str(path)) as sc:
         r = httpx.post(sc.mcp_url, headers={**ACCEPT, "MCP-Protocol-Version": "2026-07-28"}, timeout=10,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -250,7 +251,9 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
         except RecursionError:  # the decoder's own bound, far past MAX_DEPTH
             raise CassetteError(f"{where}: nests deeper than {MAX_DEPTH} levels") from None
         if raw.count("[") + raw.count("{") > MAX_DEPTH and (at := nests_deeper(data, MAX_DEPTH)):
-            raise CassetteError(f"{where}: nests deeper than {MAX_DEPTH} levels (at {at})")
+            raise CassetteError(
+                f"{where}: nests deeper than {MAX_DEPTH} levels (at {at}{_tool_at(data, at)})"
+            )
         if not isinstance(data, dict):
             raise CassetteError(f"{where}: not a JSON object: {raw[:80]!r}")
         if number == 1:
@@ -282,6 +285,16 @@ def nests_deeper(value: Any, limit: int) -> str | None:
             return _path(where)
         stack.extend((v, depth + 1, (k, where)) for k, v in pairs if isinstance(v, (dict, list)))
     return None
+
+
+def _tool_at(data: Mapping[str, Any], at: str) -> str:
+    """``, in recorded tool 'NAME'`` when the path ``at`` is inside a ``tools/list`` answer's tool."""
+    found = re.match(r"response\.result\.tools\[(\d+)\]", at)
+    tools = ((data.get("response") or {}).get("result") or {}).get("tools") if found else None
+    if not found or not isinstance(tools, list) or int(found.group(1)) >= len(tools):
+        return ""
+    name = tools[int(found.group(1))].get("name") if isinstance(tools[int(found.group(1))], dict) else None
+    return f", in recorded tool {name[:80]!r}" if isinstance(name, str) else ""
 
 
 def _path(where: Any) -> str:
