@@ -17,22 +17,27 @@ Target: replay no slower than the fake + 10 % (``replay <= 1.1 * fake``), for bo
 Then the cassette's size: two written cassettes of ``tools/call echo`` exchanges with distinct
 arguments, 10 and 100,000 (about 30 MB), each replayed (``cassette_once=False``) to a client calling
 the last exchange's arguments, interleaved call by call: matching is indexed, so the large one answers
-within 1.2x of the small one (the ratio printed). ``--scale`` runs only this part.
+within 1.2x of the small one (the ratio printed). And ``/health`` of another sidecar of the process,
+idle and while a client sends the large replay requests it has no answer for (each a nearest-miss
+search), interleaved: within 2x of idle. ``--scale`` runs only this part.
 Run (from the repository root, in the dev venv): ``.venv/bin/python benchmarks/cassette_rtt.py``
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import sys
 import tempfile
+import threading
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import _bench
+import httpx
 from mcp.client import Client
 from rtt import process
 
@@ -163,6 +168,38 @@ async def last_calls(urls: list[str], texts: list[str], n: int) -> list[list[flo
     return out
 
 
+def health_while_missing(replay: Sidecar) -> tuple[float, float]:
+    """Median ``/health`` RTT of another sidecar idle, and while a thread sends ``replay`` requests it
+    has no answer for (each a nearest-miss search), interleaved round by round."""
+    stop = threading.Event()
+
+    def miss() -> None:
+        headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+        with httpx.Client(headers=headers, timeout=30) as c:
+            for i in itertools.count():
+                if stop.is_set():
+                    return
+                call = {"name": "echo", "arguments": {"text": f"nope-{i}"}}
+                c.post(
+                    replay.mcp_url, json={"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": call}
+                )
+
+    idle: list[float] = []
+    busy: list[float] = []
+    with Sidecar() as victim, httpx.Client(timeout=10) as client:
+        for _ in range(ROUNDS):
+            for times, load in ((idle, False), (busy, True)):
+                thread = threading.Thread(target=miss) if load else None
+                if thread is not None:
+                    stop.clear()
+                    thread.start()
+                times += _bench.timed(lambda: client.get(victim.health_url), CALLS // 3)
+                if thread is not None:
+                    stop.set()
+                    thread.join()
+    return _bench.median(idle), _bench.median(busy)
+
+
 def scale() -> None:
     """Replay RTT against the cassette's size (see the module docstring)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -181,6 +218,7 @@ def scale() -> None:
                     acc.append(_bench.median(times))
             for sc in sidecars:
                 sc.check_errors()
+            health = health_while_missing(sidecars[-1])  # its misses are errors of its own: not checked
         finally:
             for sc in sidecars:
                 sc.stop()
@@ -197,6 +235,12 @@ def scale() -> None:
     )
     ratio = best[-1] / best[0]
     print(f"\n{SIZES[-1]:,} vs {SIZES[0]} exchanges: {ratio:.2f}x")
+    idle, busy = health
+    print(
+        f"/health of another sidecar: {_bench.fmt_s(idle)} idle, {_bench.fmt_s(busy)} while a client misses "
+        f"on the {SIZES[-1]:,}-exchange replay ({busy / idle:.2f}x)"
+    )
+    print(_bench.verdict(busy <= 2 * idle, f"/health while missing {busy / idle:.2f}x idle (<= 2x)"))
     print(
         _bench.verdict(
             ratio <= 1.2, f"replay RTT of {SIZES[-1]:,} exchanges {ratio:.2f}x that of {SIZES[0]} (<= 1.2x)"
