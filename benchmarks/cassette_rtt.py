@@ -13,19 +13,31 @@ fake's, from a cassette, so the difference to the fake is the replay's own cost;
 answers are bigger (``structuredContent``, checked by the client against the tool's output schema).
 
 Target: replay no slower than the fake + 10 % (``replay <= 1.1 * fake``), for both cassettes.
+
+Then the cassette's size: two written cassettes of ``tools/call echo`` exchanges with distinct
+arguments, 10 and 100,000 (about 30 MB), each replayed (``cassette_once=False``) to a client calling
+the last exchange's arguments, interleaved call by call: matching is indexed, so the large one answers
+within 1.2x of the small one (the ratio printed). And ``/health`` of another sidecar of the process,
+idle and while a client sends the large replay requests it has no answer for (each a nearest-miss
+search), interleaved: within 2x of idle. ``--scale`` runs only this part.
 Run (from the repository root, in the dev venv): ``.venv/bin/python benchmarks/cassette_rtt.py``
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import logging
 import sys
 import tempfile
+import threading
+import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import _bench
+import httpx
 from mcp.client import Client
 from rtt import process
 
@@ -33,6 +45,7 @@ from pytest_mcpfaults import Sidecar, read_cassette
 
 CALLS = 600
 ROUNDS = 3
+SIZES = (10, 100_000)
 PROXY = str(Path(__file__).resolve().parent / "proxy.py")
 
 
@@ -123,5 +136,119 @@ def main() -> None:
         )
 
 
+def written(path: Path, n: int) -> Path:
+    """A cassette of ``n`` ``tools/call echo`` exchanges, each with its own arguments."""
+    with path.open("w") as out:
+        out.write('{"cassette": "pytest-mcpfaults", "format": 1}\n')
+        for i in range(n):
+            answer = {"content": [{"type": "text", "text": f"t{i}"}], "isError": False}
+            out.write(
+                json.dumps({
+                    "http": "POST", "method": "tools/call", "status": 200, "id": i, "tool": "echo",
+                    "era": "stateless", "params": {"name": "echo", "arguments": {"text": f"t{i}"}},
+                    "response": {"jsonrpc": "2.0", "id": i, "result": answer},
+                }) + "\n"
+            )  # fmt: skip
+    return path
+
+
+async def last_calls(urls: list[str], texts: list[str], n: int) -> list[list[float]]:
+    """Seconds per ``tools/call echo`` of each cassette's last arguments, interleaved call by call."""
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(Client(url, mode="auto")) for url in urls]
+        out: list[list[float]] = [[] for _ in urls]
+        loop = asyncio.get_running_loop()
+        for i in range(n + 30):
+            for client, text, times in zip(clients, texts, out, strict=True):
+                t0 = loop.time()
+                result = await client.call_tool("echo", {"text": text})
+                if i >= 30:  # after the warm-up
+                    times.append(loop.time() - t0)
+                assert result.content[0].text == text  # type: ignore[union-attr]
+    return out
+
+
+def health_while_missing(replay: Sidecar) -> tuple[float, float]:
+    """Median ``/health`` RTT of another sidecar idle, and while a thread sends ``replay`` requests it
+    has no answer for (each a nearest-miss search), interleaved round by round."""
+    stop = threading.Event()
+
+    def miss() -> None:
+        headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+        with httpx.Client(headers=headers, timeout=30) as c:
+            for i in itertools.count():
+                if stop.is_set():
+                    return
+                call = {"name": "echo", "arguments": {"text": f"nope-{i}"}}
+                c.post(
+                    replay.mcp_url, json={"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": call}
+                )
+
+    idle: list[float] = []
+    busy: list[float] = []
+    with Sidecar() as victim, httpx.Client(timeout=10) as client:
+        for _ in range(ROUNDS):
+            for times, load in ((idle, False), (busy, True)):
+                thread = threading.Thread(target=miss) if load else None
+                if thread is not None:
+                    stop.clear()
+                    thread.start()
+                times += _bench.timed(lambda: client.get(victim.health_url), CALLS // 3)
+                if thread is not None:
+                    stop.set()
+                    thread.join()
+    return _bench.median(idle), _bench.median(busy)
+
+
+def scale() -> None:
+    """Replay RTT against the cassette's size (see the module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [written(Path(tmp) / f"{n}.jsonl", n) for n in SIZES]
+        loads, sidecars = [], []
+        try:
+            for path in paths:
+                t0 = time.perf_counter()
+                sidecars.append(Sidecar(cassette=str(path), patience=None).start())
+                loads.append(time.perf_counter() - t0)
+            texts = [f"t{n - 1}" for n in SIZES]
+            medians: list[list[float]] = [[] for _ in SIZES]
+            for _ in range(ROUNDS):
+                rounds = asyncio.run(last_calls([sc.mcp_url for sc in sidecars], texts, CALLS // 2))
+                for acc, times in zip(medians, rounds, strict=True):
+                    acc.append(_bench.median(times))
+            for sc in sidecars:
+                sc.check_errors()
+            health = health_while_missing(sidecars[-1])  # its misses are errors of its own: not checked
+        finally:
+            for sc in sidecars:
+                sc.stop()
+    best = [min(m) for m in medians]
+    rows = [
+        [f"{n:,} exchanges", _bench.fmt_s(b), f"{load:.1f} s", f"{b / best[0]:.2f}x"]
+        for n, b, load in zip(SIZES, best, loads, strict=True)
+    ]
+    _bench.table(
+        f"replay tools/call echo of the last exchange, mcp 2.x Client, interleaved, median of {CALLS // 2} "
+        f"per round, best of {ROUNDS} rounds",
+        rows,
+        ["cassette", "tools/call RTT", "made in", f"vs {SIZES[0]} exchanges"],
+    )
+    ratio = best[-1] / best[0]
+    print(f"\n{SIZES[-1]:,} vs {SIZES[0]} exchanges: {ratio:.2f}x")
+    idle, busy = health
+    print(
+        f"/health of another sidecar: {_bench.fmt_s(idle)} idle, {_bench.fmt_s(busy)} while a client misses "
+        f"on the {SIZES[-1]:,}-exchange replay ({busy / idle:.2f}x)"
+    )
+    print(_bench.verdict(busy <= 2 * idle, f"/health while missing {busy / idle:.2f}x idle (<= 2x)"))
+    print(
+        _bench.verdict(
+            ratio <= 1.2, f"replay RTT of {SIZES[-1]:,} exchanges {ratio:.2f}x that of {SIZES[0]} (<= 1.2x)"
+        )
+    )
+
+
 if __name__ == "__main__":
-    main()
+    if "--scale" not in sys.argv:
+        main()
+    scale()

@@ -29,6 +29,8 @@ class SseParser:
         self._size = 0  # the event's bytes so far
         self._skipping = False  # the event is too long to keep
         self._cut = False  # the line being received was too long: its bytes so far were let go
+        self.skipped = 0  # events skipped for being longer than max_bytes
+        self.skipped_bytes = 0  # their bytes (lines with their line ends)
 
     def feed(self, chunk: bytes) -> list[dict[str, bytes | None]]:
         """The events ``chunk`` completes."""
@@ -66,7 +68,10 @@ class SseParser:
 
     def _on_line(self, line: bytes, done: list[dict[str, bytes | None]]) -> None:
         if not line:  # the event ends
-            if not self._skipping and (self._data is not None or self._event):
+            if self._skipping:
+                self.skipped += 1
+                self.skipped_bytes += self._size
+            elif self._data is not None or self._event:
                 data = b"\n".join(self._data) if self._data is not None else None
                 done.append({**self._event, "data": data})
             self._event, self._data, self._size, self._skipping = {}, None, 0, False

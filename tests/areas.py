@@ -58,6 +58,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "inprocess": ("test_inprocess",),
     "proxy": (
         "test_cassettes",
+        "test_cassette_hostile",
         "test_cassettes_plugin",
         "test_cli_proxy",
         "test_proxy",

@@ -16,6 +16,10 @@ import pytest
 from aiohttp import web_protocol
 
 from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.cassette.fileformat import MAX_DEPTH as CASSETTE_MAX_DEPTH
+from pytest_mcpfaults.cassette.matching import MISS_SCAN
+from pytest_mcpfaults.cassette.recorder import ANSWER_MAX_BYTES, EVENTS_MAX_BYTES
+from pytest_mcpfaults.cassette.replay import MAX_TOOL_DEPTH
 from pytest_mcpfaults.cli import DEFAULT_JOURNAL_LIMIT, DEFAULT_SPAN_LIMIT
 from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS
 from pytest_mcpfaults.otlp.control_routes import MAX_WAIT, MAX_WAITS
@@ -88,6 +92,11 @@ CODE_DEFAULTS: dict[str, str] = {
     "`MAX_REDIRECT_URIS`, `MAX_REDIRECT_URI_CHARS`": (
         f"{MAX_REDIRECT_URIS} URIs, {MAX_REDIRECT_URI_CHARS} characters each"
     ),
+    "`EVENTS_MAX_BYTES`": f"{EVENTS_MAX_BYTES} bytes",
+    "`ANSWER_MAX_BYTES`": f"{ANSWER_MAX_BYTES} bytes",
+    "cassette line depth": f"{CASSETTE_MAX_DEPTH} levels",
+    "recorded tool depth": f"{MAX_TOOL_DEPTH} levels",
+    "`MISS_SCAN`": str(MISS_SCAN),
 }
 
 

@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_mcpfaults.cassette.fileformat import read_cassette
+from pytest_mcpfaults.cassette.fileformat import check_cassette
 
 __all__ = ["RECORD_MODES", "check_cassette_options"]
 
@@ -133,5 +133,5 @@ def _check_replay(
             f"Sidecar: cassette= is replayed on Streamable HTTP only; transport={transport!r} "
             "is not supported with it"
         )
-    read_cassette(path)  # refused now, naming the file and its line, not at the first request
+    check_cassette(path)  # refused now, naming the file and its line, not at the first request
     return path

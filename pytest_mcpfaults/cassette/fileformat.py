@@ -16,18 +16,34 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FORMAT", "MAGIC", "Cassette", "CassetteError", "Exchange", "read_cassette", "write_cassette"]
+__all__ = [
+    "FORMAT",
+    "MAGIC",
+    "MAX_DEPTH",
+    "Cassette",
+    "CassetteError",
+    "Exchange",
+    "check_cassette",
+    "nests_deeper",
+    "read_cassette",
+    "take_cassette",
+    "write_cassette",
+]
 
 #: The cassette format this version of pytest-mcpfaults writes and reads (and every older one).
 FORMAT = 1
 #: The header's ``cassette`` value.
 MAGIC = "pytest-mcpfaults"
+#: How deep one line's JSON may nest (the exchange's own object is level 1): a deeper line is refused
+#: naming it, before anything walks it.
+MAX_DEPTH = 128
 
 
 class CassetteError(ValueError):
@@ -47,8 +63,9 @@ class Exchange:
     ``DELETE``); ``events``: an SSE answer's events in order, each ``{"at": seconds since the request
     was sent, "data": the JSON message (or the raw text), "event": its name, "id": its id}``;
     ``headers_at`` / ``took``: seconds from sending to the upstream's headers / to its answer's end;
-    ``request_headers`` / ``response_headers``: the end-to-end headers, redacted; ``line``: where it
-    was read from (0: not read from a file)."""
+    ``request_headers`` / ``response_headers``: the end-to-end headers, redacted; ``cut``: what of a
+    long answer was not kept (``{"events": N, "bytes": M}``, :mod:`.recorder`), ``None`` when all was;
+    ``line``: where it was read from (0: not read from a file)."""
 
     http: str
     method: str | None
@@ -66,6 +83,7 @@ class Exchange:
     took: float = 0.0
     request_headers: dict[str, str] = field(default_factory=dict)
     response_headers: dict[str, str] = field(default_factory=dict)
+    cut: dict[str, int] | None = None
     line: int = 0
 
     @property
@@ -80,7 +98,7 @@ class Exchange:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"http": self.http, "method": self.method, "status": self.status}
-        for name in ("tool", "id", "version", "session", "content_type", "response"):
+        for name in ("tool", "id", "version", "session", "content_type", "response", "cut"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -107,26 +125,34 @@ class Exchange:
             )
         if not isinstance(status, int) or isinstance(status, bool):
             raise CassetteError(f"{where}: not an exchange: 'status' must be an integer, got {status!r}")
-        kinds: dict[str, type | tuple[type, ...]] = {
-            "params": dict,
-            "response": dict,
-            "events": list,
-            "request_headers": dict,
-            "response_headers": dict,
-            "headers_at": (int, float),
-            "took": (int, float),
-            "tool": str,
-            "era": str,
-            "version": str,
-            "session": str,
-            "content_type": str,
-        }
-        for name, kind in kinds.items():
-            if name in data and data[name] is not None and not isinstance(data[name], kind):
-                raise CassetteError(f"{where}: {name!r} has the wrong type: {data[name]!r}")
-        known = {"id", *kinds}
-        given = {k: v for k, v in data.items() if k in known and v is not None}
+        given = {}
+        for name, value in data.items():
+            kind = _KINDS.get(name)
+            if kind is None or value is None:
+                continue
+            if kind is not object and not isinstance(value, kind):
+                raise CassetteError(f"{where}: {name!r} has the wrong type: {value!r}")
+            given[name] = value
         return cls(http=http, method=method, status=status, line=line, **given)
+
+
+#: An exchange's keys (besides ``http``, ``method``, ``status``) and their types.
+_KINDS: dict[str, type | tuple[type, ...]] = {
+    "id": object,
+    "params": dict,
+    "response": dict,
+    "events": list,
+    "request_headers": dict,
+    "response_headers": dict,
+    "headers_at": (int, float),
+    "took": (int, float),
+    "tool": str,
+    "era": str,
+    "version": str,
+    "session": str,
+    "content_type": str,
+    "cut": dict,
+}
 
 
 @dataclass
@@ -166,6 +192,39 @@ def write_cassette(path: str | os.PathLike[str], cassette: Cassette) -> None:
         raise
 
 
+_kept: tuple[tuple[int, ...], Cassette] | None = None  # a cassette checked, for the replay to take
+
+
+def _identity(path: str) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def check_cassette(path: str) -> None:
+    """Read the cassette at ``path`` (refused as :func:`read_cassette` refuses it) and keep it for the
+    next :func:`take_cassette` of the same unchanged file: a sidecar's options are checked, then its
+    replay built, and a large cassette is read once, not twice."""
+    global _kept
+    _kept = None
+    cassette = read_cassette(path)
+    identity = _identity(path)
+    if identity is not None:
+        _kept = (identity, cassette)
+
+
+def take_cassette(path: str) -> Cassette:
+    """The cassette :func:`check_cassette` kept for ``path`` if the file is unchanged (handed out
+    once), else the file read again."""
+    global _kept
+    kept, _kept = _kept, None
+    if kept is not None and kept[1].path == path and kept[0] == _identity(path):
+        return kept[1]
+    return read_cassette(path)
+
+
 def read_cassette(path: str | os.PathLike[str]) -> Cassette:
     """The cassette at ``path``. Raises :class:`CassetteError` naming the path (and the line) for a file
     that is missing, not a cassette, of a newer format, or corrupt."""
@@ -189,6 +248,12 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
             data = json.loads(raw)
         except ValueError as exc:
             raise CassetteError(f"{where}: not JSON: {exc}") from None
+        except RecursionError:  # the decoder's own bound, far past MAX_DEPTH
+            raise CassetteError(f"{where}: nests deeper than {MAX_DEPTH} levels") from None
+        if raw.count("[") + raw.count("{") > MAX_DEPTH and (at := nests_deeper(data, MAX_DEPTH)):
+            raise CassetteError(
+                f"{where}: nests deeper than {MAX_DEPTH} levels (at {at}{_tool_at(data, at)})"
+            )
         if not isinstance(data, dict):
             raise CassetteError(f"{where}: not a JSON object: {raw[:80]!r}")
         if number == 1:
@@ -201,6 +266,44 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
     if not lines:
         raise CassetteError(f"cassette {name}: empty file (not a cassette: its first line is the header)")
     return cassette
+
+
+def nests_deeper(value: Any, limit: int) -> str | None:
+    """Where JSON ``value`` nests deeper than ``limit`` levels (a scalar is level 0, an object or array
+    level 1 ...), as a path (``response.result.tools[3].inputSchema...``), or ``None``: found without
+    recursion."""
+    stack: list[tuple[Any, int, Any]] = [(value, 0, None)]  # (value, its depth, (its key, parent's))
+    while stack:
+        item, depth, where = stack.pop()
+        if isinstance(item, dict):
+            pairs: Any = item.items()
+        elif isinstance(item, list):
+            pairs = enumerate(item)
+        else:
+            continue
+        if depth + 1 > limit:
+            return _path(where)
+        stack.extend((v, depth + 1, (k, where)) for k, v in pairs if isinstance(v, (dict, list)))
+    return None
+
+
+def _tool_at(data: Mapping[str, Any], at: str) -> str:
+    """``, in recorded tool 'NAME'`` when the path ``at`` is inside a ``tools/list`` answer's tool."""
+    found = re.match(r"response\.result\.tools\[(\d+)\]", at)
+    tools = ((data.get("response") or {}).get("result") or {}).get("tools") if found else None
+    if not found or not isinstance(tools, list) or int(found.group(1)) >= len(tools):
+        return ""
+    name = tools[int(found.group(1))].get("name") if isinstance(tools[int(found.group(1))], dict) else None
+    return f", in recorded tool {name[:80]!r}" if isinstance(name, str) else ""
+
+
+def _path(where: Any) -> str:
+    keys = []
+    while where is not None:
+        key, where = where
+        keys.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    text = "".join(reversed(keys)).lstrip(".")
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _check_header(data: Mapping[str, Any], where: str) -> None:

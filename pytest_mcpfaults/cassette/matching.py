@@ -17,9 +17,11 @@ request, the nearest recorded exchange (its line) and how they differ.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import reprlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +64,16 @@ def _equal(recorded: Any, given: Any) -> bool:
         return recorded.keys() == given.keys() and all(_equal(recorded[k], given[k]) for k in recorded)
     if isinstance(recorded, list) and isinstance(given, list):
         return len(recorded) == len(given) and all(map(_equal, recorded, given))
+    if isinstance(recorded, str) and isinstance(given, str) and REDACTED in recorded:
+        return _redacted_text(recorded).fullmatch(given) is not None  # a secret redacted inside a text
     return bool(recorded == given and type(recorded) is type(given))
+
+
+@functools.lru_cache(maxsize=1024)
+def _redacted_text(recorded: str) -> re.Pattern[str]:
+    """A recorded text with secrets redacted inside it (``https://x/?token=[REDACTED]``) as a pattern:
+    each :data:`REDACTED` stands for any text, the rest for itself."""
+    return re.compile(".+?".join(re.escape(part) for part in recorded.split(REDACTED)), re.S)
 
 
 def differences(exchange: Exchange, method: str | None, params: Mapping[str, Any], rules: Rules) -> list[str]:
@@ -105,51 +116,165 @@ def describe(method: str | None, params: Mapping[str, Any]) -> str:
     return " ".join(p for p in (method or "(no method)", tool, text if compared else "") if p)
 
 
+#: A miss's nearest recorded exchange is looked for among at most this many of them (of the request's
+#: method and tool, else of its method, else any), so a miss costs the loop no more than a hit does
+#: on a cassette of any size.
+MISS_SCAN = 200
+
+
+def _key(compared: Mapping[str, Any], leave_out: frozenset[str]) -> str | None:
+    """The index key of compared params: their JSON with sorted keys, the names in ``leave_out``
+    (ignored, or recorded as :data:`REDACTED`) left out. Equal params have equal keys; a key's
+    exchanges are still checked with :func:`differences`."""
+    kept = {k: v for k, v in compared.items() if k not in leave_out}
+    try:
+        text = json.dumps(kept, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text.replace("-0.0", "0.0")  # 0.0 == -0.0: one key for both
+
+
+_Slot = tuple[frozenset[str], str]  # (the names recorded as REDACTED, the key of the rest)
+
+
+@dataclass
+class _Group:
+    """The recorded requests of one method and tool: their indices in order, by slot."""
+
+    all: list[int]
+    slots: dict[_Slot, list[int]]
+    shapes: set[frozenset[str]]  # the sets of names recorded as REDACTED, among the slots
+    wild: list[int]  # those with a REDACTED value nested deeper: tried with every request
+    cursor: int = 0  # all[:cursor] are played (cassette_order)
+
+
 class Matcher:
-    """The recorded requests of a cassette and which were played. Loop thread only."""
+    """The recorded requests of a cassette and which were played, indexed by method, tool and a key of
+    their compared params (top-level arguments recorded as :data:`REDACTED` left out of it): a hit
+    costs the same on a cassette of 10 or 100,000 exchanges. Loop thread only."""
 
     def __init__(self, exchanges: Sequence[Exchange], rules: Rules, where: str) -> None:
         self.exchanges = [e for e in exchanges if e.is_request and e.response is not None]
         self.rules, self.where = rules, where
         self.played: dict[int, int] = {}  # index -> times played
+        self._groups: dict[tuple[str | None, str | None], _Group] = {}
+        self._by_method: dict[str | None, list[int]] = {}
+        self._cursors: dict[tuple[int, _Slot], int] = {}  # a slot's first entries are played
+        for i, e in enumerate(self.exchanges):
+            group = self._groups.setdefault((e.method, e.tool), _Group([], {}, set(), []))
+            group.all.append(i)
+            self._by_method.setdefault(e.method, []).append(i)
+            compared = _compared(e.method, e.params)
+            redacted = frozenset(k for k, v in compared.items() if _redacted(v) and k not in rules.ignore)
+            rest = [v for k, v in compared.items() if k not in redacted and k not in rules.ignore]
+            key = None if _holds_redacted(rest) else _key(compared, rules.ignore | redacted)
+            if key is None:
+                group.wild.append(i)
+            else:
+                group.slots.setdefault((redacted, key), []).append(i)
+                group.shapes.add(redacted)
+
+    def _matches(self, i: int, method: str | None, params: Mapping[str, Any]) -> bool:
+        return not differences(self.exchanges[i], method, params, self.rules)
+
+    def _lists(
+        self, group: _Group, method: str | None, params: Mapping[str, Any]
+    ) -> list[tuple[Any, list[int]]]:
+        """The lists of ``group`` that may hold this request's matches: its slots, and the wild ones."""
+        compared = _compared(method, params)
+        out: list[tuple[Any, list[int]]] = []
+        for redacted in group.shapes:
+            if not redacted <= compared.keys():
+                continue
+            key = _key(compared, self.rules.ignore | redacted)
+            if key is not None and (redacted, key) in group.slots:
+                out.append(((redacted, key), group.slots[(redacted, key)]))
+        if group.wild:
+            out.append((None, group.wild))
+        return out
 
     def match(self, method: str | None, params: Mapping[str, Any]) -> Exchange:
         """The exchange answering this request (now played); :class:`CassetteError` when none does."""
         tool = _tool(method, params)
-        same = [i for i, e in enumerate(self.exchanges) if e.method == method and e.tool == tool]
-        candidates: Iterable[int] = same
-        if self.rules.order:
-            fresh = [i for i in same if i not in self.played]
-            candidates = fresh[:1] or ([same[-1]] if same and self.rules.repeats else [])
-        matching = [i for i in candidates if not differences(self.exchanges[i], method, params, self.rules)]
-        chosen = next((i for i in matching if i not in self.played), None)
-        if chosen is None and matching and self.rules.repeats:
-            chosen = matching[-1]
+        group = self._groups.get((method, tool))
+        chosen = None if group is None else self._choose(group, method, params)
         if chosen is None:
-            raise CassetteError(self._miss(method, params, same, matching))
+            raise CassetteError(self._miss(method, params, group))
         self.played[chosen] = self.played.get(chosen, 0) + 1
         return self.exchanges[chosen]
 
-    def _miss(
-        self, method: str | None, params: Mapping[str, Any], same: list[int], matching: list[int]
-    ) -> str:
+    def _choose(self, group: _Group, method: str | None, params: Mapping[str, Any]) -> int | None:
+        """The first matching exchange not yet played, else (repeats on) the last matching one."""
+        if self.rules.order:
+            while group.cursor < len(group.all) and group.all[group.cursor] in self.played:
+                group.cursor += 1
+            fresh = group.all[group.cursor] if group.cursor < len(group.all) else None
+            candidate = fresh if fresh is not None else (group.all[-1] if self.rules.repeats else None)
+            return candidate if candidate is not None and self._matches(candidate, method, params) else None
+        lists = self._lists(group, method, params)
+        firsts = []
+        for slot, indices in lists:
+            start = self._cursors.get((id(group), slot), 0) if slot is not None else 0
+            while start < len(indices) and indices[start] in self.played:
+                start += 1
+            if slot is not None:
+                self._cursors[(id(group), slot)] = start
+            unplayed = (indices[j] for j in range(start, len(indices)) if indices[j] not in self.played)
+            first = next((i for i in unplayed if self._matches(i, method, params)), None)
+            if first is not None:
+                firsts.append(first)
+        if firsts:
+            return min(firsts)
+        return self._last(lists, method, params) if self.rules.repeats else None
+
+    def _last(
+        self, lists: list[tuple[Any, list[int]]], method: str | None, params: Mapping[str, Any]
+    ) -> int | None:
+        """The last recorded exchange matching the request, among ``lists``."""
+        lasts = [next((i for i in reversed(ix) if self._matches(i, method, params)), None) for _, ix in lists]
+        found = [i for i in lasts if i is not None]
+        return max(found) if found else None
+
+    def _miss(self, method: str | None, params: Mapping[str, Any], group: _Group | None) -> str:
         asked = describe(method, params)
         head = f"{self.where} has no recorded answer for {asked}"
-        if matching:  # it matched, but every match was played
-            e = self.exchanges[matching[-1]]
-            return (
-                f"{head}: line {e.line} recorded it, already played {self.played[matching[-1]]} time(s), "
-                "and repeats are off (cassette_repeats=False)"
-            )
-        by_method = [i for i, e in enumerate(self.exchanges) if e.method == method]
-        pool: Sequence[int] = same or by_method or range(len(self.exchanges))
+        same = group.all if group is not None else []
+        if group is not None and not self.rules.order:  # it matched, but every match was played
+            last = self._last(self._lists(group, method, params), method, params)
+            if last is not None:
+                return (
+                    f"{head}: line {self.exchanges[last].line} recorded it, already played "
+                    f"{self.played[last]} time(s), and repeats are off (cassette_repeats=False)"
+                )
+        pool: Sequence[int] = same or self._by_method.get(method) or range(len(self.exchanges))
         if not pool:
             return f"{head}: the cassette records no request at all"
-        if self.rules.order and same:
-            fresh = [i for i in same if i not in self.played]
-            pool = fresh[:1] or same[-1:]
-        best = min(pool, key=lambda i: (len(differences(self.exchanges[i], method, params, self.rules)), i))
+        if self.rules.order and group is not None:
+            fresh = group.all[group.cursor : group.cursor + 1]
+            pool = fresh or same[-1:]
+        scanned = pool[:MISS_SCAN]
+        best = min(
+            scanned, key=lambda i: (len(differences(self.exchanges[i], method, params, self.rules)), i)
+        )
         e = self.exchanges[best]
         how = "; ".join(differences(e, method, params, self.rules))
         order = " (cassette_order=True: the next one recorded)" if self.rules.order and same else ""
         return f"{head}; nearest: line {e.line}{order}, {describe(e.method, e.params)}: {how}"
+
+
+def _redacted(value: Any) -> bool:
+    return isinstance(value, str) and REDACTED in value
+
+
+def _holds_redacted(value: Any) -> bool:
+    """Whether ``value`` holds :data:`REDACTED` anywhere, in a text too (walked without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if _redacted(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False

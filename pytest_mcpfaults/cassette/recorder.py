@@ -6,6 +6,8 @@ upstream's answer, whose body chunks the recorder is then given as they come (th
 the answer has ended (:meth:`Recorder.finish`) the exchange is kept, with its SSE events and their
 timing. An answer that did not come whole (the upstream failed, a body fault or the client cut it) is
 not kept: a cassette holds only what the upstream really said. ``GET`` event streams are not recorded.
+What is kept of one answer is bounded: its notifications up to :data:`EVENTS_MAX_BYTES`, the answer up
+to :data:`ANSWER_MAX_BYTES`; what was let go is counted in the exchange's ``cut``.
 
 :meth:`Recorder.save` writes the cassette (at the sidecar's stop), redacted (:mod:`.redact`); with
 ``merge`` (``new_episodes``) the exchanges of the cassette already there come first and only the new
@@ -23,10 +25,10 @@ from typing import Any
 
 from pytest_mcpfaults.cassette.fileformat import Cassette, Exchange, read_cassette, write_cassette
 from pytest_mcpfaults.cassette.matching import Rules, same_request
-from pytest_mcpfaults.cassette.redact import Redactor, redact_exchange
+from pytest_mcpfaults.cassette.redact import Redactor, redact_exchange, redact_text
 from pytest_mcpfaults.sse_parse import SseParser
 
-__all__ = ["Pending", "Recorder", "recorded_event"]
+__all__ = ["ANSWER_MAX_BYTES", "EVENTS_MAX_BYTES", "Pending", "Recorder", "recorded_event"]
 
 #: Request and answer headers not worth a cassette's line: the connection's, not MCP's.
 _NOT_KEPT = frozenset(
@@ -61,19 +63,36 @@ def recorded_event(event: Mapping[str, bytes | None]) -> dict[str, Any]:
     return out
 
 
+#: The most of one answer's notifications (its SSE events other than the answer) a recording keeps:
+#: the rest are counted in the exchange's ``cut``, as an endless stream's are.
+EVENTS_MAX_BYTES = 4 << 20
+#: The most of one answer a recording keeps: a JSON body, or one SSE event; a longer one is not kept
+#: (counted in ``cut``; the exchange has no answer to replay).
+ANSWER_MAX_BYTES = 16 << 20
+
+
 @dataclass
 class Pending:
-    """An exchange whose answer is still coming: its body so far (``feed``)."""
+    """An exchange whose answer is still coming: its body so far (``feed``), bounded
+    (:data:`EVENTS_MAX_BYTES`, :data:`ANSWER_MAX_BYTES`)."""
 
     exchange: Exchange
     sent_at: float
     sse: bool
     mid: Any
     body: bytearray = field(default_factory=bytearray)
-    parser: SseParser = field(default_factory=SseParser)
+    parser: SseParser = field(default_factory=lambda: SseParser(max_bytes=ANSWER_MAX_BYTES))
+    kept: int = 0  # bytes of notifications kept
+    cut_events: int = 0  # notifications not kept
+    cut_bytes: int = 0  # their bytes, and those of a body too long to keep
+    too_long: bool = False  # the JSON body is over ANSWER_MAX_BYTES: not kept
 
     def feed(self, chunk: bytes) -> None:
         if not self.sse:
+            if self.too_long or len(self.body) + len(chunk) > ANSWER_MAX_BYTES:
+                self.cut_bytes += len(self.body) + len(chunk)
+                self.body, self.too_long = bytearray(), True
+                return
             self.body += chunk
             return
         self._keep(self.parser.feed(chunk))
@@ -83,10 +102,26 @@ class Pending:
         if self.sse:
             self._keep(self.parser.end())
 
+    def cut(self) -> dict[str, int] | None:
+        """What was not kept: ``{"events": N, "bytes": M}`` (``None``: all was)."""
+        events = self.cut_events + self.parser.skipped
+        size = self.cut_bytes + self.parser.skipped_bytes
+        return {"events": events, "bytes": size} if events or size else None
+
     def _keep(self, events: list[dict[str, bytes | None]]) -> None:
         at = round(time.monotonic() - self.sent_at, 6)
         for event in events:
-            self.exchange.events.append({"at": at, **recorded_event(event)})
+            size = len(event.get("data") or b"")
+            if self.kept + size > EVENTS_MAX_BYTES:
+                recorded = recorded_event(event) if b'"id"' in (event.get("data") or b"") else {}
+                if not _answers(recorded.get("data"), self.mid):
+                    self.cut_events += 1
+                    self.cut_bytes += size
+                    continue
+            else:
+                recorded = recorded_event(event)
+                self.kept += size
+            self.exchange.events.append({"at": at, **recorded})
 
 
 class Recorder:
@@ -189,6 +224,7 @@ class Recorder:
             except ValueError:
                 message = None
             exchange.response = message if isinstance(message, dict) else None
+        exchange.cut = pending.cut()
         self.exchanges.append(exchange)
 
     def cassette(self) -> Cassette:
@@ -202,7 +238,7 @@ class Recorder:
             old = read_cassette(self.path).exchanges
             rules = Rules()
             kept = [*old, *(e for e in kept if not any(same_request(o, e, rules) for o in old))]
-        return Cassette(kept, upstream=self.upstream)
+        return Cassette(kept, upstream=redact_text(self.upstream))
 
     def save(self) -> None:
         write_cassette(self.path, self.cassette())

@@ -1,12 +1,28 @@
-"""What a cassette never holds: secrets, by default, and whatever the user's redaction hook removes.
+"""What a cassette never holds: secrets, by default-deny, and whatever the user's redaction hook removes.
 
-By default (:func:`redact_exchange`): the values of the ``Authorization``, ``Proxy-Authorization``,
-``Cookie`` and ``Set-Cookie`` headers and of any header whose name says it holds a secret (``token``,
-``secret``, ``password``, ``api-key``, ``auth``); in the params and the answer, the value of any key
-whose name says so (``token``, ``secret``, ``password``, ``api_key``, ``authorization``, ``cookie``,
-``credential``, ``private_key``) when it is text, and any text that looks like a credential
-(``Bearer ...``, a JWT, ``sk-...``, ``ghp_...``, ``xoxb-...``, ``AKIA...``), wherever it appears,
-inside a tool's text result too. Each is replaced by :data:`REDACTED`, which replay matches with any value.
+Cassettes are committed to repositories, so the default (:func:`redact_exchange`) keeps only what is
+known not to be a secret, and redacts by name and by shape wherever a secret could hide:
+
+* headers: only the values of the protocol's own headers (:data:`KEPT_HEADERS`) are kept; every other
+  header keeps its name and has its value replaced (``Authorization``, cookies, ``Mcp-Auth-Token``,
+  ``X-Session-Key``, any header the client or the server made up);
+* params and answers, by key (:func:`secret_key`): the value of a key whose name says it holds a
+  secret (``password``, ``passwd``, ``pwd``, ``passphrase``, ``secret``, ``token``, ``auth``,
+  ``authorization``, ``api_key``, ``access_key``, ``session_key``, ``private_key``, ``credential``,
+  ``cookie``, ``signature`` ... in any case and spelling: ``apiKey``, ``X-Api-Key``, ``client_secret``),
+  whatever its type (text, number, list, object), nested anywhere; a JSON Schema's property names are
+  names, not values (``inputSchema``, ``outputSchema``, ``requestedSchema`` keep their ``password``
+  property), and ``progressToken`` is the protocol's own;
+* any text, by shape (:func:`redact_text`): ``Bearer``, ``Basic``, ``Token`` credentials in any case,
+  JWTs, API and cloud keys (``sk-...``, ``ghp_...``, ``xox?-...``, ``glpat-...``, ``AIza...``,
+  ``AKIA...`` access key ids, 40-character AWS secret keys), PEM private keys, a URL's user info
+  (``https://user:pass@host``), and ``name=value`` / ``"name": "value"`` pairs inside text whose name
+  is a secret's (``?access_token=...``, ``password=...``, a JSON text's ``"auth": "..."``; in a
+  ``name=value`` pair ``key`` and ``sig`` too), inside a tool's text result too;
+* the cassette header's ``upstream`` (:func:`redact_command`): a command's ``--api-key X``,
+  ``--password=X``, ``TOKEN=X`` and any credential-shaped argument.
+
+Each becomes :data:`REDACTED`, which replay matches with any value.
 
 ``record_redact``: a callable given each exchange as it is about to be written (its JSON object, after
 the default redaction); it returns the object to write (changed as it likes) or ``None`` to leave the
@@ -15,11 +31,23 @@ exchange out.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["REDACTED", "Redactor", "redact_exchange", "redact_headers", "redact_value"]
+__all__ = [
+    "KEPT_HEADERS",
+    "REDACTED",
+    "Redactor",
+    "redact_command",
+    "redact_exchange",
+    "redact_headers",
+    "redact_text",
+    "redact_value",
+    "secret_key",
+]
 
 #: What a secret is replaced with (a recorded value that replay matches with any value).
 REDACTED = "[REDACTED]"
@@ -27,50 +55,219 @@ REDACTED = "[REDACTED]"
 Redactor = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 """``record_redact``: the exchange's JSON object in, the object to write (or ``None``: drop it) out."""
 
-_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
-_SECRET_HEADER_NAME = re.compile(r"token|secret|passw|api-?key|auth", re.I)
-_SECRET_KEY = re.compile(
-    r"token|secret|passw|api[_-]?key|authori[sz]ation|cookie|credential|private[_-]?key", re.I
+#: The headers whose values a cassette keeps (lower case): the MCP transport's own and the HTTP ones
+#: it needs to be read. ``Mcp-Session-Id`` is kept as its label (``session-1``), never the real id.
+KEPT_HEADERS = frozenset(
+    {
+        "accept",
+        "allow",
+        "cache-control",
+        "content-encoding",
+        "content-type",
+        "last-event-id",
+        "mcp-method",
+        "mcp-name",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "origin",
+        "vary",
+    }
 )
-_CREDENTIAL = re.compile(
-    r"\b(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}"
-    r"|\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"
-    r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"
-    r"|\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{16,}"
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|\bAKIA[0-9A-Z]{16}\b"
+
+# A key's words: split on anything not a letter or digit and at camelCase humps, lower-cased.
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# A word that is a secret's name alone, or ends in one (``accesstoken``, ``clientsecret``).
+_SECRET_WORD = re.compile(
+    r"(?:password|passwd|passphrase|secret|token|credentials?|cookie|authorization|apikey|accesskey"
+    r"|sessionkey|privatekey|secretkey|signature)$"
+    r"|^(?:auth|oauth|pwd|pass|passw|bearer|jwt|otp)$"
+)
+# Two words that name a secret together (``api_key``, ``private-key``, ``X-Session-Key``).
+_KEY_PREFIXES = frozenset(
+    {"api", "access", "session", "private", "secret", "signing", "encryption", "master", "client", "auth"}
+)
+#: Keys that look like a secret's name but are the protocol's own (an opaque id the client chose).
+_PROTOCOL_KEYS = frozenset({"progressToken"})
+#: Keys whose value is a JSON Schema: its ``properties`` are names, not values.
+_SCHEMA_KEYS = frozenset({"inputSchema", "outputSchema", "requestedSchema"})
+_SCHEMA_NAMES = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+@functools.lru_cache(maxsize=4096)
+def secret_key(name: str, *, query: bool = False) -> bool:
+    """Whether a key (a JSON key, a header, a parameter's name) says it holds a secret. ``query``:
+    a ``name=value`` pair, where ``key`` and ``sig`` are secrets too (``?key=...&sig=...``)."""
+    if name in _PROTOCOL_KEYS:
+        return False
+    words = [w.lower() for w in _WORDS.findall(name)]
+    if query and any(w in ("key", "sig", "code") for w in words):
+        return True
+    if any(_SECRET_WORD.search(w) for w in words):
+        return True
+    return any(a in _KEY_PREFIXES and b == "key" for a, b in itertools.pairwise(words))
+
+
+# Each credential shape, and the literals (lower case) one of which a text must hold for it to be
+# looked for: a substring test is far cheaper than a regex over a long text that holds none.
+_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
+    (
+        ("private key",),
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
+    ),
+    (
+        ("bearer", "basic", "token", "digest"),
+        re.compile(
+            r"(?i:\b(?:bearer|basic|token|digest))[ \t]+"
+            r"(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-]|[A-Za-z0-9._~+/=-]+[A-Z])[A-Za-z0-9._~+/=-]{8,}+"
+        ),
+    ),
+    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*+")),
+    (
+        ("sk-", "sk_", "pk-", "pk_", "rk-", "rk_"),
+        re.compile(r"\b(?:sk|pk|rk)[-_](?:live_|test_|proj-|ant-)?[A-Za-z0-9_-]{16,}+"),
+    ),
+    (
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "npm_", "xox", "aiza"),
+        re.compile(
+            r"\b(?:(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{16,}+|glpat-[A-Za-z0-9_-]{16,}+"
+            r"|npm_[A-Za-z0-9]{30,}+|xox[abprse]-[A-Za-z0-9-]{10,}+|AIza[0-9A-Za-z_-]{30,}+)"
+        ),
+    ),
+    (
+        ("akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva"),
+        re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\b"),
+    ),
+)
+# An AWS secret access key's shape: a run of exactly 40 characters of base64 (not followed by its
+# padding), mixed case and digits.
+_RUN40 = re.compile(r"[A-Za-z0-9/+]{40,}+(?!=)")
+
+
+def _aws_secret(m: re.Match[str]) -> str:
+    run = m.group(0)
+    if len(run) != 40 or not any(c.isdigit() for c in run) or run.islower() or run.isupper():
+        return run
+    return REDACTED
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]++@")
+# ``name=value``, ``name: value``, ``"name": "value"`` inside text: the name starts where no name
+# character comes before it (so each run of name characters is tried once), and only the name and its
+# separator are consumed (the value, looked ahead at, may hold pairs of its own: a JSON text's
+# ``"text": "password=..."``); an unquoted value ends at a separator: linear in the text.
+_PAIR = re.compile(
+    r"(?<![A-Za-z0-9_.$-])(?=[A-Za-z0-9_.-]*?(?i:pass|pwd|secret|token|auth|key|cred|cookie|sig|jwt|otp|bearer|code))"
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)[\"']?+[ \t]*+(?P<sep>[:=])[ \t]*+(?!//)"
+    r"(?=(?P<value>\[REDACTED\]|\"(?:[^\"\\\n]|\\.)*+\"|'[^'\n]*+'|[^\s,;&\"'}\]<>)=:]++))"
 )
 
 
-def _text(value: str) -> str:
-    return _CREDENTIAL.sub(REDACTED, value) if value else value
+def _pairs(text: str) -> str:
+    """``text`` with the value of each secret-named pair in it replaced by :data:`REDACTED`."""
+    out: list[str] = []
+    done = 0  # text[:done] is in out
+    for m in _PAIR.finditer(text):
+        value = m.group("value")
+        if (
+            m.start() < done
+            or value == REDACTED
+            or not secret_key(m.group("name"), query=m.group("sep") == "=")
+        ):
+            continue
+        quote = value[0] if value[0] in "\"'" else ""
+        out += (text[done : m.end()], f"{quote}{REDACTED}{quote}")
+        done = m.end() + len(value)
+    return "".join(out) + text[done:] if out else text
 
 
-def redact_value(value: Any) -> Any:
-    """``value`` (params, a result, any JSON) with secret-named keys' values and credential-looking
-    text replaced by :data:`REDACTED`."""
-    if isinstance(value, str):
-        return _text(value)
-    if isinstance(value, list):
-        return [redact_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: REDACTED if _secret(k, v) else redact_value(v) for k, v in value.items()}
+def redact_text(value: str) -> str:
+    """``value`` with every credential-shaped part replaced by :data:`REDACTED` (see the module
+    docstring): linear in its length."""
+    if len(value) < 8:
+        return value
+    low = value.lower()
+    for literals, shape in _SHAPES:
+        if any(literal in low for literal in literals):
+            value = shape.sub(REDACTED, value)
+    value = _RUN40.sub(_aws_secret, value)
+    if "@" in value and "://" in value:
+        value = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
+    if "=" in value or ":" in value:
+        value = _pairs(value)
     return value
 
 
-def _secret(key: object, value: object) -> bool:
-    return isinstance(value, str) and bool(value) and isinstance(key, str) and bool(_SECRET_KEY.search(key))
+def redact_value(value: Any) -> Any:
+    """``value`` (params, a result, any JSON) with secret-named keys' values and credential-shaped
+    text replaced by :data:`REDACTED`, at any depth (walked without recursion)."""
+    root: list[Any] = [value]
+    # (its container, its key there, what it is: _PLAIN JSON, a _SCHEMA, or a schema's _NAMES map)
+    stack: list[tuple[Any, Any, int]] = [(root, 0, _PLAIN)]
+    while stack:
+        holder, key, mode = stack.pop()
+        item = holder[key]
+        if isinstance(item, str):
+            holder[key] = redact_text(item)
+        elif isinstance(item, list):
+            items = holder[key] = list(item)
+            stack.extend((items, i, mode) for i in range(len(items)))
+        elif isinstance(item, dict):
+            copied = holder[key] = dict(item)
+            for k, v in item.items():
+                if mode == _PLAIN and isinstance(k, str) and _secret_value(k, v):
+                    copied[k] = REDACTED
+                else:
+                    stack.append((copied, k, _child(mode, k)))
+    return root[0]
+
+
+_PLAIN, _SCHEMA, _NAMES = 0, 1, 2
+
+
+def _child(mode: int, key: object) -> int:
+    """What the value at ``key`` of an object of ``mode`` is."""
+    if mode == _PLAIN:
+        return _SCHEMA if key in _SCHEMA_KEYS else _PLAIN
+    if mode == _SCHEMA:
+        return _NAMES if key in _SCHEMA_NAMES else _SCHEMA
+    return _SCHEMA  # a property's schema
+
+
+def _secret_value(key: str, value: object) -> bool:
+    """A value to redact for its key's name: any value that can carry one (not null, not a boolean,
+    not an empty string)."""
+    if value is None or isinstance(value, bool) or value == "":
+        return False
+    return secret_key(key)
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    """Headers with every secret's value replaced by :data:`REDACTED`."""
-    out = {}
-    for name, value in headers.items():
-        lower = name.lower()
-        named = bool(_SECRET_HEADER_NAME.search(lower)) and not lower.startswith("mcp-")
-        secret = lower in _SECRET_HEADERS or named
-        out[name] = REDACTED if secret else _text(value)
-    return out
+    """Headers with every value but the protocol's own (:data:`KEPT_HEADERS`) replaced by
+    :data:`REDACTED`, names kept."""
+    return {name: value if name.lower() in KEPT_HEADERS else REDACTED for name, value in headers.items()}
+
+
+def redact_command(argv: Sequence[str]) -> str:
+    """A command line as a cassette's header names it: the value of each secret-named option
+    (``--api-key X``, ``--password=X``, ``-token X``) or variable (``API_KEY=X``) and every
+    credential-shaped argument replaced by :data:`REDACTED`."""
+    out: list[str] = []
+    secret_next = False
+    for arg in argv:
+        if secret_next:
+            out.append(REDACTED)
+            secret_next = False
+            continue
+        name, eq, _value = arg.lstrip("-").partition("=")
+        if eq and name and secret_key(name, query=True):
+            out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+            continue
+        if arg.startswith("-") and not eq and name and secret_key(name, query=True):
+            out.append(arg)
+            secret_next = True
+            continue
+        out.append(redact_text(arg))
+    return " ".join(out)
 
 
 def redact_exchange(data: dict[str, Any], hook: Redactor | None = None) -> dict[str, Any] | None:

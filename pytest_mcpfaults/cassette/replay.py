@@ -26,14 +26,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mcpfaults.cassette.fileformat import Cassette, CassetteError
+from pytest_mcpfaults.cassette.fileformat import Cassette, CassetteError, nests_deeper
 from pytest_mcpfaults.cassette.matching import Matcher, Rules
 from pytest_mcpfaults.sidecar.mcp import McpRequest
 from pytest_mcpfaults.sidecar.tools import Tool
 
-__all__ = ["RecordedTool", "Replay"]
+__all__ = ["MAX_TOOL_DEPTH", "RecordedTool", "Replay"]
 
 _SERVER_INFO = {"name": "mcpfaults-cassette", "version": "0.1.0"}
+#: How deep a recorded tool's ``tools/list`` entry (its schemas included) may nest: it is copied and
+#: its schema checks every call's arguments, each a level at a time.
+MAX_TOOL_DEPTH = 64
 
 
 def _never(**_: Any) -> Any:  # a recorded tool's answer comes from the cassette, never from a handler
@@ -89,6 +92,11 @@ class Replay:
         name = listed.get("name") if isinstance(listed, dict) else None
         if not isinstance(name, str) or name in self.tools:
             return
+        if at := nests_deeper(listed, MAX_TOOL_DEPTH):
+            raise CassetteError(
+                f"{where}: recorded tool {name[:80]!r} cannot be served: its tools/list entry nests "
+                f"deeper than {MAX_TOOL_DEPTH} levels (at {at})"
+            )
         try:
             self.tools[name] = RecordedTool(
                 name, _never, listed.get("inputSchema") or {}, listed.get("description") or "", listed=listed

@@ -14,9 +14,10 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.cassette.fileformat import read_cassette
+from pytest_mcpfaults.cassette.fileformat import take_cassette
 from pytest_mcpfaults.cassette.matching import Rules
 from pytest_mcpfaults.cassette.recorder import Recorder
+from pytest_mcpfaults.cassette.redact import redact_command
 from pytest_mcpfaults.cassette.replay import Replay
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
@@ -56,7 +57,7 @@ def _replay(opts: SidecarOptions) -> Replay | None:
     if opts.cassette is None:
         return None
     rules = Rules(frozenset(opts.cassette_ignore), opts.cassette_order, not opts.cassette_once)
-    return Replay(read_cassette(opts.cassette), rules)
+    return Replay(take_cassette(opts.cassette), rules)
 
 
 def _recorded_origin(replay: Replay | None) -> str | None:
@@ -158,7 +159,7 @@ class Sidecar(SidecarWaits):
             sidecar_core.upstream = self._proxy
         self._stdio: StdioUpstream | None = None
         if self.upstream_command is not None:
-            self.recorder = _recorder(opts, "stdio: " + " ".join(self.upstream_command))
+            self.recorder = _recorder(opts, "stdio: " + redact_command(self.upstream_command))
             self._stdio = StdioUpstream(
                 self.upstream_command, timeout=opts.upstream_timeout, endpoint=sidecar_core.mcp,
                 journal=sidecar_core.journal, on_error=sidecar_core.record_error, recorder=self.recorder,
