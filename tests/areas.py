@@ -69,6 +69,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_bounds",
         "test_hostile",
         "test_patience",
+        "test_patience_cancelled",
         "test_patience_interrupt",
         "test_patience_plugin",
         "test_patience_verdict",
