@@ -93,6 +93,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_explore_example",
         "test_explore_fixtures",
         "test_explore_html",
+        "test_explore_oracles",
         "test_explore_plugin",
     ),
     "plugin": ("test_markers", "test_options", "test_plugin_fixtures"),

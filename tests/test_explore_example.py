@@ -95,7 +95,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def _failed_kinds(text: str) -> set[str]:
     return set(
         re.findall(
-            r"^FAILED test_example_faults\.py::test_clean_run\[explore:(\w+)@tool:delete_session#1\]",
+            r"^FAILED test_example_faults\.py::test_clean_run\[explore:(\w+)-at-tool:delete_session\[1\]\]",
             text,
             re.M,
         )
@@ -123,7 +123,7 @@ def test_hardened_runner_has_no_violation(runs: dict[str, str]) -> None:
     assert "16 ran: 0 violations" in text, text[-3000:]
     # the test's own asserts (three completed sessions) do not hold under most faults: behaviour
     assert (
-        "XFAIL test_example_faults.py::test_clean_run[explore:die@tool:delete_session#1] - "
+        "XFAIL test_example_faults.py::test_clean_run[explore:die-at-tool:delete_session[1]] - "
         "behaviour under fault" in text
     )
 

@@ -63,7 +63,8 @@ def test_a_cancelled_error_after_the_verdict_does_not_hide_it(pytester: pytest.P
     assert "PatienceError: 1 held request outlived the patience budget" in text
     assert "on a hung `POST /mcp` (tools/call echo)" in text
     # what the harness raised afterwards is kept below the verdict
-    assert "The call phase also failed (often the client reacting to the abort):\nasyncio.exceptions.CancelledError: Cancelled via cancel scope" in text
+    also = "The call phase also failed (often the client reacting to the abort):\n"
+    assert also + "asyncio.exceptions.CancelledError: Cancelled via cancel scope" in text
     assert "FAILED test_cancel.py::test_echo - PatienceError" in text
 
 
