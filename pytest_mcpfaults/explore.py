@@ -506,7 +506,11 @@ def parse_options(given: Mapping[str, object], base: Options | None = None) -> O
         elif key in ("checks", "exclude_checks"):
             from pytest_mcpfaults.explore_checks import check_names
 
-            out = dataclasses.replace(out, **{key: check_names(key, value)})
+            names = check_names(key, value)
+            if key == "checks":
+                out = dataclasses.replace(out, checks=names)
+            else:
+                out = dataclasses.replace(out, exclude_checks=names)
         elif key == "depth":
             out = dataclasses.replace(out, depth=_int(key, value, (1, 2)))
         elif key == "max_runs":

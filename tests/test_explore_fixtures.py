@@ -224,8 +224,8 @@ def test_plain():  # no explore fixture: mock_sidecar is not explored
 def test_a_mock_sidecar_the_test_opens_takes_the_runs_plan_from_explores_fixture(
     pytester: pytest.Pytester,
 ) -> None:
-    from pytest_mcpfaults.inprocess import NEEDS_SOCKETS
     from pytest_mcpfaults.explore import explore_kinds
+    from pytest_mcpfaults.inprocess import NEEDS_SOCKETS
 
     pytester.makepyfile(test_inproc=INPROCESS)
     result = _run(pytester, "--mcpfaults-explore", "-q", "-rfx", "--mcpfaults-report", "report.json")

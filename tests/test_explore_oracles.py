@@ -210,6 +210,8 @@ def test_a_clean_run_failing_a_check_is_reported_and_its_campaign_goes_on_withou
     text = result.stdout.str()
     entries = {e["nodeid"]: e for e in json.loads(report.read_text())["explore"]}
     leaks = entries["test_leaky.py::test_leaks_always"]
+    # the clean runs pass their call phase; one errors at teardown (its leak), the 503s escape
+    result.assert_outcomes(passed=4, failed=2, errors=1)
     # the clean run's failed check is a finding of its own (a run record naming its oracle) ...
     assert "ERROR test_leaky.py::test_leaks_always[explore:clean]" in text
     assert "its campaign runs with left_open off" in text

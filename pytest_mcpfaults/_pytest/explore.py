@@ -173,7 +173,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(**options): explore this test (see {OPTION}); options: kinds, exclude, steps, depth, "
-        "max_runs, reduce, own_asserts.",
+        "max_runs, reduce, own_asserts, patience, raises, checks, exclude_checks.",
     )
     raw = str(config.getini(INI)).strip()
     enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
@@ -575,6 +575,7 @@ def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
 def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
     verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
     left = item.stash.get(LEFT_OPEN, []) if "left_open" not in _off(item, t) else []
+    before = list(verdict["found"])
     if (
         left
         and verdict["verdict"] == "known"
@@ -590,8 +591,8 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     elif report.failed and verdict["verdict"] not in ("not explored",):
         verdict["found"] = [*verdict["found"], "teardown"]
         verdict["verdict"] = "violation"
-    if not run.plan and verdict["verdict"] == "violation" and t.clean_failed is None:
-        _clean_failed(report, t, verdict)  # it failed at teardown (or again): a check kept off after it?
+    if not run.plan and verdict["found"] != before and t.clean_failed is None:
+        _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
     steps, labels, fired = observed(item)
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
         verdict["verdict"] = "unreached"
