@@ -12,11 +12,15 @@ and so are the depth-2 pairs after each first fault's run. Under xdist nothing i
 run (every worker must collect the same items): the first run records the footprints, the next one
 explores them.
 
-Oracles. A campaign run fails only when a generic check fails: a span invariant (the gate's, checked
-for every run that records spans), a patience or no-progress verdict, a connection the harness left
-open once its fixtures were done, an error of the sidecar, or an exception that escaped the test other
-than its own ``AssertionError``. The test's own failed asserts under a fault are *behaviour under
-fault*: reported as xfailed (``wasxfail`` says what failed), unless ``own_asserts="must_hold"``.
+Oracles. A campaign run fails only when a generic check fails (:mod:`pytest_mcpfaults.explore_checks`):
+a span invariant (the gate's, checked for every run whose harness emits spans the plugin sees, gate on
+or not), a patience or no-progress verdict, a connection the harness left open once its fixtures were
+done, an error of the sidecar, or an exception that escaped the test other than its own
+``AssertionError``. Checks can be kept off (``checks=``/``exclude_checks=``, ini
+``mcpfaults_explore_exclude_checks``); a clean run that fails only checks made once its path was whole
+is a finding of its own, and its campaign runs with them off. The test's own failed asserts under a
+fault are *behaviour under fault*: reported as xfailed (``wasxfail`` says what failed), unless
+``own_asserts="must_hold"``.
 """
 
 from __future__ import annotations
