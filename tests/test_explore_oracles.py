@@ -313,3 +313,40 @@ def test_k_selects_one_explore_run(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     assert "test_sel.py::test_calls[explore:status-at-tool:echo[1]] PASSED" in result.stdout.str()
     assert "12 deselected" in result.stdout.str()
+
+
+TWICE = """
+import httpx
+import pytest
+from opentelemetry import trace
+
+tracer = trace.get_tracer("twice")
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+
+
+@pytest.mark.mcp_explore(kinds=["status"])
+@pytest.mark.mcp_sidecar(era="stateless")
+def test_twice(mcp_sidecar):
+    # cleans up twice on its clean path: cleanup_at_most fails without any fault
+    with tracer.start_as_current_span("Agent.Session"):
+        for _ in range(2):
+            with tracer.start_as_current_span("MCP.DeleteSession"):
+                body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"text": "x"}}}
+                httpx.post(mcp_sidecar.mcp_url, json=body, headers=HEADERS, timeout=2)
+"""
+
+
+def test_a_clean_run_breaking_a_span_invariant_is_one_finding_and_the_campaign_runs_without_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_twice=TWICE)
+    report = pytester.path / "report.json"
+    result = _run(pytester, f"--mcpfaults-report={report}", "-rfE")
+    # the clean run fails once (its call phase, not again at teardown); both status runs pass
+    result.assert_outcomes(passed=2, failed=1)
+    text = result.stdout.str()
+    assert "explore: the clean run failed invariant:cleanup_at_most: a finding of its own" in text
+    (entry,) = json.loads(report.read_text())["explore"]
+    assert entry["clean_checks"][0]["oracles"] == ["cleanup_at_most"]
+    assert [(r["verdict"], r["found"]) for r in entry["runs"]] == [("ok", []), ("ok", [])]
