@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -44,9 +45,13 @@ __all__ = [
     "Run",
     "Step",
     "applies_to",
+    "cell_name",
+    "cells",
     "explore_kinds",
     "fault_at",
+    "faults_at",
     "footprint",
+    "id_part",
     "new_steps",
     "parse_options",
     "plan_campaign",
@@ -120,6 +125,27 @@ class Step:
 
 #: A step id's prefix naming its server when the test used several (``sidecar2/``).
 SERVER_PREFIX = "sidecar"
+
+#: What a character of a step id becomes in a test id: ``pytest -k`` takes only word characters and
+#: ``: + - . [ ] \\ /`` in a name (``/`` and ``\\`` not before pytest 8.1), and ``+``, ``[``, ``]`` mean
+#: something in explore's ids.
+_ID_CHARS = re.compile(r"[^\w:.\-]")
+
+
+def id_part(step_id: str) -> str:
+    """A step id as explore's test ids write it, every character one ``pytest -k`` accepts:
+    ``tool:delete_session#1`` -> ``tool:delete_session[1]``, ``DELETE /mcp#2`` -> ``DELETE:mcp[2]``,
+    ``notifications/initialized#1`` -> ``notifications.initialized[1]``, ``sidecar2/tool:echo#1`` ->
+    ``sidecar2.tool:echo[1]``. The occurrence in brackets ends the id, so ``-k "tool:echo[1]"`` does not
+    select ``tool:echo[12]``."""
+    head, _, nth = step_id.rpartition("#")
+    server = server_of(head + "#")
+    if server:
+        head = f"{SERVER_PREFIX}{server}." + head.partition("/")[2]
+    verb, space, path = head.partition(" ")
+    if space and path.startswith("/"):  # a request named by method and path: ``DELETE /mcp``
+        head = f"{verb}:{path.strip('/')}"
+    return _ID_CHARS.sub("_", head.replace("/", ".")) + f"[{nth}]"
 
 
 def server_of(step_id: str) -> int:
@@ -222,9 +248,28 @@ def _request(step: Step) -> Any:
     return RequestInfo(verb, path, step.endpoint, mcp)
 
 
+def cells(cls: type[F.Fault]) -> dict[str, Mapping[str, Any]]:
+    """The cells explore plans for kind ``cls`` at a step, by name: its ``explore_cells`` (each named
+    ``<kind>.<name>`` in ids), else its standard-catalogue cell alone (named ``""``: the kind), else
+    none (the kind is not explored)."""
+    if cls.explore_cells:
+        return dict(cls.explore_cells)
+    return {} if cls.catalogue_params is None else {"": cls.catalogue_params}
+
+
+def cell_name(fault: F.Fault) -> str:
+    """The fault's name in explore's ids: its kind, with the name of the kind's ``explore_cells`` cell
+    it is (``error_payload.gone``)."""
+    for name, params in type(fault).explore_cells.items():
+        if all(getattr(fault, k, None) == v for k, v in params.items()):
+            return f"{fault.kind}.{name}"
+    return fault.kind
+
+
 def applies_to(cls: type[F.Fault], step: Step, transport: str = "http") -> bool:
     """Whether explore aims kind ``cls`` at ``step``, from the kind itself: it names ``transport``
-    (``transports``), it has a standard-catalogue cell (``catalogue_params``), the step lies in the
+    (``transports``), it has a cell to plan (:func:`cells`: ``explore_cells`` or the standard
+    catalogue's ``catalogue_params``), the step lies in the
     endpoint of its ``default_target`` (``/health`` kinds at ``/health`` only, MCP kinds on the MCP
     endpoint), its own validation accepts the step as a target, and the sidecar's router says it can
     answer that request (``routing.applies``, registered per kind: tool kinds answer ``tools/call``
@@ -232,7 +277,7 @@ def applies_to(cls: type[F.Fault], step: Step, transport: str = "http") -> bool:
     from pytest_mcpfaults.sidecar.routing import applies
 
     transport = step.transport or transport  # the step's own server's, in a test that mixes them
-    if not _transport_takes(cls, transport) or cls.catalogue_params is None:
+    if not _transport_takes(cls, transport) or not cells(cls):
         return False
     where = _endpoint_of(cls.default_target)
     if where is not None and step.endpoint != where:
@@ -250,10 +295,14 @@ def _transport_takes(cls: type[F.Fault], transport: str) -> bool:
     return transport in cls.transports
 
 
-def fault_at(cls: type[F.Fault], step: Step, patience: float | None = None) -> F.Fault | None:
-    """Kind ``cls``'s catalogue cell aimed at exactly ``step``; ``None`` when the kind refuses it. A
-    blocking kind (``cls.blocking``) holds for ``patience`` seconds when given (else the sidecar's)."""
-    params = dict(cls.catalogue_params or {})
+def fault_at(
+    cls: type[F.Fault], step: Step, patience: float | None = None, cell: str | None = None
+) -> F.Fault | None:
+    """Kind ``cls``'s cell ``cell`` (default: its first, see :func:`cells`) aimed at exactly ``step``;
+    ``None`` when the kind refuses it. A blocking kind (``cls.blocking``) holds for ``patience``
+    seconds when given (else the sidecar's)."""
+    named = cells(cls)
+    params = dict(named.get(cell, {}) if cell is not None else next(iter(named.values()), {}))
     if cls.blocking and patience is not None:
         params["patience"] = patience
     try:
@@ -262,16 +311,21 @@ def fault_at(cls: type[F.Fault], step: Step, patience: float | None = None) -> F
         return None
 
 
-def explore_kinds(kinds: Sequence[str] | None = None, exclude: Sequence[str] = ()) -> tuple[str, ...]:
-    """The kinds a campaign uses: the standard catalogue's (or ``kinds``), minus ``exclude``."""
-    from pytest_mcpfaults.matrix import catalogue_kinds, not_in_catalogue
+def faults_at(cls: type[F.Fault], step: Step, patience: float | None = None) -> list[F.Fault]:
+    """Every cell of kind ``cls`` (:func:`cells`) aimed at exactly ``step``, in order."""
+    out = [fault_at(cls, step, patience, name) for name in cells(cls)]
+    return [f for f in out if f is not None]
 
-    valid = catalogue_kinds()
-    chosen = (
-        F.check_kind_names("kinds", kinds, valid, left_out=not_in_catalogue()) if kinds is not None else valid
-    )
-    dropped = set(F.check_kind_names("exclude", exclude, valid, left_out=not_in_catalogue()))
-    return tuple(k for k in valid if k in chosen and k not in dropped)  # catalogue order
+
+def explore_kinds(kinds: Sequence[str] | None = None, exclude: Sequence[str] = ()) -> tuple[str, ...]:
+    """The kinds a campaign uses: every kind with a cell to plan (:func:`cells`: the standard
+    catalogue's, and those with ``explore_cells`` such as ``error_payload``), or ``kinds``, minus
+    ``exclude``."""
+    valid = tuple(k for k, cls in F.fault_kinds().items() if cells(cls))
+    left_out = {k: cls.not_in_catalogue for k, cls in F.fault_kinds().items() if not cells(cls)}
+    chosen = F.check_kind_names("kinds", kinds, valid, left_out=left_out) if kinds is not None else valid
+    dropped = set(F.check_kind_names("exclude", exclude, valid, left_out=left_out))
+    return tuple(k for k in valid if k in chosen and k not in dropped)  # registry order
 
 
 @dataclass(frozen=True)
@@ -298,11 +352,13 @@ class Run:
 
     @property
     def id(self) -> str:
-        """The run's test-ID part: ``explore:clean``, ``explore:die@tool:delete_session#1``, a pair
-        ``explore:die@tool:create_session#1+hang@DELETE /mcp#2``."""
+        """The run's test-ID part, in characters ``pytest -k`` takes (:func:`id_part`):
+        ``explore:clean``, ``explore:die-at-tool:delete_session[1]``, a pair
+        ``explore:die-at-tool:create_session[1]+hang-at-DELETE:mcp[2]``, a kind's named cell
+        ``explore:error_payload.gone-at-tool:echo[1]``."""
         if not self.plan:
             return "explore:clean"
-        return "explore:" + "+".join(f"{f.kind}@{step}" for step, f in self.plan)
+        return "explore:" + "+".join(f"{cell_name(f)}-at-{id_part(step)}" for step, f in self.plan)
 
     def __str__(self) -> str:
         return self.id
@@ -354,6 +410,8 @@ class Options:
     own_asserts: Literal["behaviour", "must_hold"] = "behaviour"
     patience: float | None = None
     raises: tuple[str, ...] = ()
+    checks: tuple[str, ...] | None = None
+    exclude_checks: tuple[str, ...] = ()
 
 
 #: Each option and what it takes (its error text names these).
@@ -370,6 +428,9 @@ OPTIONS: dict[str, str] = {
     "sidecar's patience)",
     "raises": "exception class names the harness may raise under a fault (its own failure modes, e.g. "
     "'SidecarNotReady'): such an escape is behaviour under fault, not a violation",
+    "checks": "the names of the generic checks a run may fail on (default: all of them; see "
+    "pytest_mcpfaults.explore_checks.CHECKS)",
+    "exclude_checks": "the names of generic checks kept off, e.g. 'left_open'",
 }
 
 
@@ -442,6 +503,14 @@ def parse_options(given: Mapping[str, object], base: Options | None = None) -> O
             out = dataclasses.replace(out, steps=_names(key, value))
         elif key == "raises":
             out = dataclasses.replace(out, raises=_exception_names(value))
+        elif key in ("checks", "exclude_checks"):
+            from pytest_mcpfaults.explore_checks import check_names
+
+            names = check_names(key, value)
+            if key == "checks":
+                out = dataclasses.replace(out, checks=names)
+            else:
+                out = dataclasses.replace(out, exclude_checks=names)
         elif key == "depth":
             out = dataclasses.replace(out, depth=_int(key, value, (1, 2)))
         elif key == "max_runs":
@@ -479,16 +548,15 @@ def plan_campaign(steps: Sequence[Step], options: Options = Options(), transport
         for cls in classes:
             if not applies_to(cls, step, transport):
                 continue
-            fault = fault_at(cls, step, options.patience)
-            assert fault is not None  # applies_to checked it
-            run = Run(((step.id, fault),))
-            if options.reduce and seen is not step:
-                why = f"repeats {seen.id} (the same request of a same-shaped session)"
-                camp.pruned.append(Pruned(run, why, seen.id))
-            elif len(camp.runs) >= options.max_runs:
-                camp.over_budget.append(run)
-            else:
-                camp.runs.append(run)
+            for fault in faults_at(cls, step, options.patience):
+                run = Run(((step.id, fault),))
+                if options.reduce and seen is not step:
+                    why = f"repeats {seen.id} (the same request of a same-shaped session)"
+                    camp.pruned.append(Pruned(run, why, seen.id))
+                elif len(camp.runs) >= options.max_runs:
+                    camp.over_budget.append(run)
+                else:
+                    camp.runs.append(run)
     return camp
 
 
@@ -525,9 +593,7 @@ def plan_pairs(
         for k in kinds:
             cls = F.fault_kinds()[k]
             if applies_to(cls, step, transport):
-                fault = fault_at(cls, step, options.patience)
-                assert fault is not None
-                out.append(Run((*first.plan, (step.id, fault))))
+                out.extend(Run((*first.plan, (step.id, f))) for f in faults_at(cls, step, options.patience))
     return out
 
 

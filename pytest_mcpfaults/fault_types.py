@@ -153,6 +153,10 @@ class Fault:
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {}
     #: Why the kind is not in the standard catalogue (when :attr:`catalogue_params` is ``None``).
     not_in_catalogue: ClassVar[str] = ""
+    #: The cells explore plans for this kind at each step it applies to, by name (name -> parameters):
+    #: one run each, named ``<kind>.<name>`` in its id. Empty: the catalogue cell alone
+    #: (:attr:`catalogue_params`), named by the kind.
+    explore_cells: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     #: The transports the kind applies to: ``'http'`` (the socket sidecar; the in-process backend too
     #: unless :attr:`needs_sockets`) and ``'stdio'`` (a stdio child, :class:`~pytest_mcpfaults.StdioServer`).
     #: A backend refuses a kind that does not name its transport, saying which transports it has.
@@ -699,7 +703,10 @@ class BackendGone(Fault):
 
 _DEFAULT_REASON = "backend timed out"
 _DELETE_MESSAGE = "Error closing session {session_id}: {reason}"
-_PLACEHOLDERS = "{reason}, {tool} or a tool argument such as {session_id}"
+_PLACEHOLDERS = "{reason}, {tool}, {service_url} or a tool argument such as {session_id}"
+#: The incident's error text (a benchmark sidecar whose backing service died), as ``backend_gone``
+#: words it, with the sidecar's own URL.
+_GONE = "Service at {service_url} is no longer alive"
 
 
 def _template_names(owner: str, name: str, template: str) -> tuple[str, ...]:
@@ -740,8 +747,9 @@ class ErrorPayload(Fault):
     ``{"error": "Error closing session <id>: backend timed out"}``. The tool itself does not run (a
     benchmark session whose delete failed stays live).
 
-    ``message`` is a template with the placeholders ``{reason}``, ``{tool}`` (the tool's name) and
-    ``{<argument>}`` (an argument of the call, e.g. ``{session_id}``; ``reason`` and ``tool`` win over
+    ``message`` is a template with the placeholders ``{reason}``, ``{tool}`` (the tool's name),
+    ``{service_url}`` (the sidecar's URL, ``http://127.0.0.1:<port>``) and ``{<argument>}`` (an
+    argument of the call, e.g. ``{session_id}``; ``reason``, ``tool`` and ``service_url`` win over
     arguments of those names); ``{{`` and ``}}`` are literal braces, and a placeholder the call has no
     argument for stays as written. ``None`` (the default) is ``"Error closing session {session_id}:
     {reason}"`` for a ``delete_session`` call with a ``session_id`` and ``"{reason}"`` for any other
@@ -759,6 +767,15 @@ class ErrorPayload(Fault):
     not_in_catalogue: ClassVar[str] = (
         "at the delete it is the failed delete backend_gone already stages, with another reason"
     )
+    #: Explore answers each tool call with each of these error texts in turn: a harness that matches
+    #: error text (rather than the call's outcome) is found with no fault written. The incident's text
+    #: with the sidecar's own URL, the same in capitals, a missing session, a generic failure.
+    explore_cells: ClassVar[Mapping[str, Mapping[str, Any]]] = {
+        "gone": {"message": _GONE},
+        "gone_upper": {"message": "SERVICE AT {service_url} IS NO LONGER ALIVE"},
+        "not_found": {"message": "session not found"},
+        "failed": {"message": "{tool} failed: internal error"},
+    }
     default_target: ClassVar[str] = "tool:delete_session"
     reason: str = _DEFAULT_REASON
     message: str | None = None
@@ -781,14 +798,17 @@ class ErrorPayload(Fault):
                 "{reason} placeholder"
             )
 
-    def error_message(self, tool: str | None, arguments: Mapping[str, Any]) -> str:
-        """The ``"error"`` text this fault answers to a call of ``tool`` with ``arguments``."""
+    def error_message(self, tool: str | None, arguments: Mapping[str, Any], service_url: str = "") -> str:
+        """The ``"error"`` text this fault answers to a call of ``tool`` with ``arguments``, on the
+        sidecar at ``service_url`` (``{service_url}`` stays as written without one)."""
         template = self.message
         if template is None:
             deleting = tool == "delete_session" and "session_id" in arguments
             template = _DELETE_MESSAGE if deleting else "{reason}"
         values = _KeepMissing({str(k): str(v) for k, v in arguments.items()})
         values.update(reason=self.reason, tool=tool or "")
+        if service_url:
+            values["service_url"] = service_url
         return template.format_map(values)
 
 

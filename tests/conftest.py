@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
+import opentelemetry.sdk.trace  # noqa: F401  (once, as opentelemetry.trace is: the global provider an explore run sets stays an SDK one for later in-process runs)
 import pytest
 from areas import area_of, is_slow
 from mcp1_client import Mcp1Client

@@ -18,7 +18,9 @@ from pytest_mcpfaults.explore import (
     Run,
     Step,
     applies_to,
+    explore_kinds,
     footprint,
+    id_part,
     new_steps,
     parse_options,
     plan_campaign,
@@ -80,7 +82,7 @@ def test_footprint_names_each_request_as_a_trigger_aims_at_it() -> None:
 def test_each_run_aims_at_exactly_its_request() -> None:
     camp = plan_campaign(footprint(JOURNAL), Options(kinds=("die",), reduce=False))
     by_id = {r.id: r for r in camp.runs}
-    die = by_id["explore:die@tool:delete_session#2"].faults[0]
+    die = by_id["explore:die-at-tool:delete_session[2]"].faults[0]
     assert die.trigger == F.Trigger("tool:delete_session", nth=2)
     assert str(die) == "die@tool:delete_session[nth=2]"
     assert len(camp.runs) == 11  # die applies everywhere
@@ -96,7 +98,8 @@ def test_kinds_apply_where_their_attributes_say() -> None:
     assert applies_to(kinds["tool_error"], call) and not applies_to(kinds["tool_error"], note)
     assert applies_to(kinds["jsonrpc_error"], call) and not applies_to(kinds["jsonrpc_error"], note)
     assert not applies_to(kinds["jsonrpc_error"], get) and not applies_to(kinds["terminating"], health)
-    assert not applies_to(kinds["error_payload"], call)  # not in the catalogue
+    assert not applies_to(kinds["unauthorized"], call)  # neither in the catalogue nor explore_cells
+    assert applies_to(kinds["error_payload"], call) and not applies_to(kinds["error_payload"], note)
     assert not applies_to(kinds["stdout_noise"], call)  # stdio only
     assert applies_to(kinds["die"], call, "stdio") and not applies_to(kinds["status"], call, "stdio")
 
@@ -117,8 +120,8 @@ def test_a_kind_defined_later_joins_the_campaign() -> None:
         assert "gremlin_explore" in catalogue_kinds()
         camp = plan_campaign(footprint(JOURNAL), Options(kinds=("gremlin_explore",), reduce=False))
         assert [r.id for r in camp.runs] == [
-            "explore:gremlin_explore@tool:delete_session#1",
-            "explore:gremlin_explore@tool:delete_session#2",
+            "explore:gremlin_explore-at-tool:delete_session[1]",
+            "explore:gremlin_explore-at-tool:delete_session[2]",
         ]
     finally:
         F.unregister_fault_kind("gremlin_explore")
@@ -126,12 +129,12 @@ def test_a_kind_defined_later_joins_the_campaign() -> None:
 
 def test_reduction_prunes_a_repeated_operation_and_says_which() -> None:
     camp = plan_campaign(footprint(JOURNAL), Options(kinds=("die", "status")))
-    assert [r.id for r in camp.runs][:2] == ["explore:die@health#1", "explore:status@health#1"]
+    assert [r.id for r in camp.runs][:2] == ["explore:die-at-health[1]", "explore:status-at-health[1]"]
     assert len(camp.runs) == 1 * 2 + 5 * 2  # /health, then the first operation's five steps
     assert len(camp.pruned) == 5 * 2
     pruned = {p.run.id: p for p in camp.pruned}
-    assert pruned["explore:die@tool:delete_session#2"].same_as == "tool:delete_session#1"
-    assert "same-shaped session" in pruned["explore:die@tool:delete_session#2"].why
+    assert pruned["explore:die-at-tool:delete_session[2]"].same_as == "tool:delete_session#1"
+    assert "same-shaped session" in pruned["explore:die-at-tool:delete_session[2]"].why
     budget = plan_campaign(footprint(JOURNAL), Options(kinds=("die",), max_runs=4))
     assert (len(budget.runs), len(budget.over_budget)) == (4, 2)
 
@@ -148,7 +151,7 @@ def test_pairs_aim_at_the_steps_a_first_fault_newly_reached() -> None:
     ]
     first = Run((("tool:delete_session#1", parse_fault("status@tool:delete_session[nth=1]")),))
     pairs = plan_pairs(first, clean, retried, Options(kinds=("hang",)))
-    assert pairs[3].id == "explore:status@tool:delete_session#1+hang@tool:delete_session#2"
+    assert pairs[3].id == "explore:status-at-tool:delete_session[1]+hang-at-tool:delete_session[2]"
     assert regression_line(pairs[3]) == (
         '@pytest.mark.mcp_sidecar(faults=["status@tool:delete_session[nth=1]", '
         '"hang@tool:delete_session[nth=2]"])'
@@ -165,8 +168,8 @@ def test_with_several_servers_each_step_names_its_server_and_each_fault_goes_to_
     # the same request on another server is not a repeat of it (reduction is per server)
     camp = plan_campaign((*one, *two), Options(kinds=("die",)))
     assert [r.id for r in camp.runs if "delete_session" in r.id] == [
-        "explore:die@sidecar1/tool:delete_session#1",
-        "explore:die@sidecar2/tool:delete_session#1",
+        "explore:die-at-sidecar1.tool:delete_session[1]",
+        "explore:die-at-sidecar2.tool:delete_session[1]",
     ]
     assert Step.from_dict(two[0].to_dict()) == two[0]
     pair = Run(
@@ -236,3 +239,43 @@ def test_the_docs_name_the_kinds_each_endpoint_rule_narrows() -> None:
     kinds = {k: fault_kinds()[k] for k in catalogue_kinds()}
     assert health == [k for k, c in kinds.items() if c.default_target == "health"]
     assert mcp == [k for k, c in kinds.items() if c.default_target not in ("health", "*")]
+
+
+def test_error_payload_is_planned_with_each_catalogue_text_and_ids_name_the_cell() -> None:
+    """Not in the matrix's catalogue, ``error_payload`` is explored with its ``explore_cells``: the
+    incident's text (the sidecar's own URL), the same in capitals, a missing session, a generic failure."""
+    camp = plan_campaign(footprint(JOURNAL), Options(kinds=("error_payload",), reduce=False))
+    ids = [r.id for r in camp.runs]
+    cells = F.ErrorPayload.explore_cells
+    assert ids[: len(cells)] == [f"explore:error_payload.{n}-at-tool:delete_session[1]" for n in cells]
+    messages = [r.faults[0].message for r in camp.runs[: len(cells)]]
+    assert messages[0] == "Service at {service_url} is no longer alive"
+    assert messages[1] == "SERVICE AT {service_url} IS NO LONGER ALIVE"
+    assert "session not found" in messages
+    fault = camp.runs[0].faults[0]
+    assert fault.error_message("echo", {}, "http://127.0.0.1:4242") == (
+        "Service at http://127.0.0.1:4242 is no longer alive"
+    )
+    assert Run.from_dict(camp.runs[0].to_dict()).id == ids[0]  # the id survives the text form
+    assert "error_payload" in explore_kinds() and "unauthorized" not in explore_kinds()
+
+
+@pytest.mark.parametrize(
+    ("step", "part"),
+    [
+        ("tool:delete_session#1", "tool:delete_session[1]"),
+        ("DELETE /mcp#2", "DELETE:mcp[2]"),
+        ("notifications/initialized#1", "notifications.initialized[1]"),
+        ("sidecar2/tool:echo#12", "sidecar2.tool:echo[12]"),
+        ("sidecar2/GET /mcp#3", "sidecar2.GET:mcp[3]"),
+        ("method:x/y#1", "method:x.y[1]"),
+        ("tool:a b@c#1", "tool:a_b_c[1]"),
+    ],
+)
+def test_ids_hold_only_what_pytest_k_takes(step: str, part: str) -> None:
+    from _pytest.mark.expression import Expression
+
+    assert id_part(step) == part
+    run_id = Run(((step, F.Die(when=None)),)).id
+    assert run_id == f"explore:die-at-{part}"
+    Expression.compile(run_id)  # one -k name: no @, #, space or slash

@@ -36,6 +36,9 @@ MATRIX_DEFECTS = {
     "session_expired",
     "backend_gone",
 }
+#: The error texts explore answers the cleanup call with (error_payload's explore_cells): the unhardened
+#: runner fails its cleanup on each, as on backend_gone's.
+ERROR_TEXTS = {f"error_payload.{cell}" for cell in ("gone", "gone_upper", "not_found", "failed")}
 #: The example runner's longest own bound is its call timeout (15 s): blocking faults hold longer, so
 #: a runner that bounds its waits is never the one waiting out the budget.
 OPTIONS = "patience=20"
@@ -100,7 +103,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def _failed_kinds(text: str) -> set[str]:
     return set(
         re.findall(
-            r"^FAILED test_example_faults\.py::test_clean_run\[explore:(\w+)@tool:delete_session#1\]",
+            r"^FAILED test_example_faults\.py::test_clean_run"
+            r"\[explore:([\w.]+)-at-tool:delete_session\[1\]\]",
             text,
             re.M,
         )
@@ -109,36 +113,36 @@ def _failed_kinds(text: str) -> set[str]:
 
 def test_unhardened_runner_explore_finds_every_matrix_defect(runs: dict[str, str]) -> None:
     text = runs["unhardened"]
-    assert _failed_kinds(text) == MATRIX_DEFECTS, text[-4000:]
+    assert _failed_kinds(text) == MATRIX_DEFECTS | ERROR_TEXTS, text[-4000:]
     for kind in MATRIX_DEFECTS:  # each with its minimal plan, one fault at the first cleanup
         assert re.search(
             rf'mcp_sidecar\(faults=\["{kind}(\([^)]*\))?@tool:delete_session\[nth=1\]"\]\)', text
         ), kind
     assert "invariant:cleanup_never_flips" in text
     # the whole campaign (every step, not only the selected one) and what reduction prunes
-    assert re.search(r"79 steps × 18 kinds → 1053 runs \(where the kind applies\), 640 pruned", text), text[
+    assert re.search(r"79 steps × 19 kinds → 1105 runs \(where the kind applies\), 672 pruned", text), text[
         -3000:
     ]
-    assert "16 ran: 13 violations, 0 behaviour under fault, 3 ok" in text
-    # the 13 are one bug: the incident's, first
+    assert "20 ran: 17 violations, 0 behaviour under fault, 3 ok" in text
+    # the 17 are one bug: the incident's, first
     found = (
         text.split("finding in ", 1)[0].rsplit("\n", 1)[-1]
         + "finding in "
         + text.split("finding in ", 1)[1][:400]
     )
     assert found.startswith(
-        "1 finding in 13 violating runs:\n1. a failed cleanup flips a completed session's "
-        "span to ERROR: 13 runs"
+        "1 finding in 17 violating runs:\n1. a failed cleanup flips a completed session's "
+        "span to ERROR: 17 runs"
     ), found
 
 
 def test_hardened_runner_has_no_violation(runs: dict[str, str]) -> None:
     text = runs["hardened"]
     assert _failed_kinds(text) == set(), text[-4000:]
-    assert "16 ran: 0 violations" in text, text[-3000:]
+    assert "20 ran: 0 violations" in text, text[-3000:]
     # the test's own asserts (three completed sessions) do not hold under most faults: behaviour
     assert (
-        "XFAIL test_example_faults.py::test_clean_run[explore:die@tool:delete_session#1] - "
+        "XFAIL test_example_faults.py::test_clean_run[explore:die-at-tool:delete_session[1]] - "
         "behaviour under fault" in text
     )
 

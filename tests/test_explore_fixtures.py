@@ -86,21 +86,22 @@ def test_the_factorys_sidecars_are_explored_each_fault_on_the_sidecar_its_step_w
     assert page.count("<td>sidecar1/#0</td>") == 1 and "<td>#0</td>" in page
     # two sidecars: every step names its sidecar, in the order the test made them
     assert runs["test_factory.py::test_two"] == {
-        "explore:status@sidecar1/tool:echo#1": "violation",
-        "explore:status@sidecar2/tool:echo#1": "ok",  # fired (else: unreached) and survived
+        "explore:status-at-sidecar1.tool:echo[1]": "violation",
+        "explore:status-at-sidecar2.tool:echo[1]": "ok",  # fired (else: unreached) and survived
     }
-    assert "FAILED test_factory.py::test_two[explore:status@sidecar1/tool:echo#1]" in out
+    assert "FAILED test_factory.py::test_two[explore:status-at-sidecar1.tool:echo[1]]" in out
     assert "exception:HTTPStatusError" in out
     # the plan to paste goes to the factory's call for that sidecar
     assert 'sidecar 1: mcp_sidecar_factory(faults=["status@tool:echo[nth=1]"])' in out
     # one sidecar: its steps name none; the left-open oracle sees the factory's sidecars too
     assert runs["test_factory.py::test_leaks"] == {
-        "explore:status@tool:echo#1": "violation",
-        "explore:tool_error@tool:echo#1": "violation",
+        "explore:status-at-tool:echo[1]": "violation",
+        "explore:tool_error-at-tool:echo[1]": "violation",
     }
-    assert "ERROR test_factory.py::test_leaks[explore:tool_error@tool:echo#1]" in out
+    assert "ERROR test_factory.py::test_leaks[explore:tool_error-at-tool:echo[1]]" in out
     assert "the harness left connections open" in out
-    assert 'explore:tool_error@tool:echo#1: left_open\n      mcp_sidecar_factory(faults=["tool_error' in out
+    plan = 'explore:tool_error-at-tool:echo[1]: left_open\n      mcp_sidecar_factory(faults=["tool_error'
+    assert plan in out
     # a Hypothesis test's examples each make their own sidecars: not explored under the flag
     assert "test_factory.py::test_given" not in runs
     assert "test_given[" not in out
@@ -153,23 +154,23 @@ def test_each_parametrization_is_explored_as_its_own_test(pytester: pytest.Pytes
     first.assert_outcomes(passed=4, failed=1)
     # each parametrization's own footprint: "one" made one call, "two" two
     assert _runs(pytester) == {
-        "test_p.py::test_p[one]": {"explore:status@tool:echo#1": "ok"},
+        "test_p.py::test_p[one]": {"explore:status-at-tool:echo[1]": "ok"},
         "test_p.py::test_p[two]": {
-            "explore:status@tool:echo#1": "ok",
-            "explore:status@tool:echo#2": "violation",
+            "explore:status-at-tool:echo[1]": "ok",
+            "explore:status-at-tool:echo[2]": "violation",
         },
     }
     out = first.stdout.str()
-    assert "FAILED test_p.py::test_p[two-explore:status@tool:echo#2]" in out
+    assert "FAILED test_p.py::test_p[two-explore:status-at-tool:echo[2]]" in out
     assert "test_p.py::test_p[two]\n  2 steps × 1 kinds → 2 runs" in out
     # the second run collects each parametrization's campaign up front, and only its own
     again = _run(pytester, "--collect-only", "-q")
     assert _ids(again) == [
         "test_p[one-explore:clean]",
-        "test_p[one-explore:status@tool:echo#1]",
+        "test_p[one-explore:status-at-tool:echo[1]]",
         "test_p[two-explore:clean]",
-        "test_p[two-explore:status@tool:echo#1]",
-        "test_p[two-explore:status@tool:echo#2]",
+        "test_p[two-explore:status-at-tool:echo[1]]",
+        "test_p[two-explore:status-at-tool:echo[2]]",
     ]
     # the explore parameter's values are the union of the parametrizations' runs: the one planned
     # for "two" only is deselected for "one"
@@ -223,8 +224,8 @@ def test_plain():  # no explore fixture: mock_sidecar is not explored
 def test_a_mock_sidecar_the_test_opens_takes_the_runs_plan_from_explores_fixture(
     pytester: pytest.Pytester,
 ) -> None:
+    from pytest_mcpfaults.explore import explore_kinds
     from pytest_mcpfaults.inprocess import NEEDS_SOCKETS
-    from pytest_mcpfaults.matrix import catalogue_kinds
 
     pytester.makepyfile(test_inproc=INPROCESS)
     result = _run(pytester, "--mcpfaults-explore", "-q", "-rfx", "--mcpfaults-report", "report.json")
@@ -234,17 +235,18 @@ def test_a_mock_sidecar_the_test_opens_takes_the_runs_plan_from_explores_fixture
     inproc = runs["test_inproc.py::test_inproc"]
     # the kinds that apply: the catalogue's HTTP kinds the in-process backend can answer (no
     # needs_sockets), at the three calls; the /health kinds aim at no tool call
-    kinds = {rid.split(":", 1)[1].split("@")[0] for rid in inproc}
-    assert kinds == set(catalogue_kinds()) - set(NEEDS_SOCKETS) - {"flap", "absent"}
-    assert {rid.split("@", 1)[1] for rid in inproc} == {"tool:echo#1", "tool:delete_session#1", "tool:echo#2"}
-    assert inproc["explore:status@tool:echo#1"] == "violation"  # the fault reached the in-process sidecar
-    assert inproc["explore:status@tool:delete_session#1"] == "ok"  # fired (else: unreached), survived
-    assert inproc["explore:tool_error@tool:echo#2"] == "ok"  # a tool error is a result, not an error
-    assert inproc["explore:jsonrpc_error@tool:echo#2"] == "behaviour"
-    assert "FAILED test_inproc.py::test_inproc[explore:status@tool:echo#1]" in out
+    kinds = {rid.split(":", 1)[1].split("-at-")[0].split(".")[0] for rid in inproc}
+    assert kinds == set(explore_kinds()) - set(NEEDS_SOCKETS) - {"flap", "absent"}
+    steps = {rid.split("-at-", 1)[1] for rid in inproc}
+    assert steps == {"tool:echo[1]", "tool:delete_session[1]", "tool:echo[2]"}
+    assert inproc["explore:status-at-tool:echo[1]"] == "violation"  # the fault reached the in-process sidecar
+    assert inproc["explore:status-at-tool:delete_session[1]"] == "ok"  # fired (else: unreached), survived
+    assert inproc["explore:tool_error-at-tool:echo[2]"] == "ok"  # a tool error is a result, not an error
+    assert inproc["explore:jsonrpc_error-at-tool:echo[2]"] == "behaviour"
+    assert "FAILED test_inproc.py::test_inproc[explore:status-at-tool:echo[1]]" in out
     assert 'mock_sidecar(faults=["status@tool:echo[nth=1]"])' in out
     # an async test's tasks see the run's plan too (its clean run passed: its campaign ran)
-    assert runs["test_inproc.py::test_async"] == {"explore:status@tool:echo#1": "violation"}
+    assert runs["test_inproc.py::test_async"] == {"explore:status-at-tool:echo[1]": "violation"}
 
 
 MIXED = """
@@ -270,9 +272,9 @@ def test_a_test_that_mixes_backends_gets_each_servers_kinds(pytester: pytest.Pyt
     result = _run(pytester, "-q", "-rf", "--mcpfaults-report", "report.json")
     # reset needs real sockets: the socket sidecar's step gets it, the in-process one's does not
     assert _runs(pytester)["test_mixed.py::test_mixed"] == {
-        "explore:status@sidecar1/tool:echo#1": "violation",
-        "explore:reset@sidecar1/tool:echo#1": "violation",
-        "explore:status@sidecar2/tool:echo#1": "violation",
+        "explore:status-at-sidecar1.tool:echo[1]": "violation",
+        "explore:reset-at-sidecar1.tool:echo[1]": "violation",
+        "explore:status-at-sidecar2.tool:echo[1]": "violation",
     }
     out = result.stdout.str()
     assert 'sidecar 1: @pytest.mark.mcp_sidecar(faults=["status@tool:echo[nth=1]"])' in out

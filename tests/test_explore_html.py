@@ -74,7 +74,7 @@ TESTS = [
         ],
         "violations": [
             {
-                "id": "explore:status@tool:delete_session#1",
+                "id": "explore:status-at-tool:delete_session[1]",
                 "found": ["invariant:cleanup_never_flips"],
                 "plan": '@pytest.mark.mcp_sidecar(faults=["status@tool:delete_session[nth=1]"])',
             }
@@ -82,7 +82,7 @@ TESTS = [
     }
 ]
 DETAILS = {
-    "test_x.py::test_x::explore:status@tool:delete_session#1": {
+    "test_x.py::test_x::explore:status-at-tool:delete_session[1]": {
         "spans": [
             {
                 "id": 1,

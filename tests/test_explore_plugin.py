@@ -86,7 +86,7 @@ def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
         "2 steps × 3 kinds → 6 runs (where the kind applies), 0 pruned, 0 over budget; "
         "6 ran: 2 violations, 1 behaviour" in out
     )
-    assert "XFAIL test_flow.py::test_flow[explore:tool_error@tool:echo#1] - behaviour under fault" in out
+    assert "XFAIL test_flow.py::test_flow[explore:tool_error-at-tool:echo[1]] - behaviour under fault" in out
     assert "exception:ReadError" in out and "exception:HTTPStatusError" in out
 
     again = _run(
@@ -94,10 +94,10 @@ def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
     )
     assert _ids(again) == [
         "test_flow[explore:clean]",
-        "test_flow[explore:die@tool:echo#1]",
-        "test_flow[explore:status@tool:echo#1]",
-        "test_flow[explore:die@tool:delete_session#1]",
-        "test_flow[explore:status@tool:delete_session#1]",
+        "test_flow[explore:die-at-tool:echo[1]]",
+        "test_flow[explore:status-at-tool:echo[1]]",
+        "test_flow[explore:die-at-tool:delete_session[1]]",
+        "test_flow[explore:status-at-tool:delete_session[1]]",
     ]
     # -k selects campaign items like any others
     picked = _run(
@@ -119,11 +119,18 @@ def test_kinds_apply_by_their_own_attributes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     _run(pytester, "--mcpfaults-explore", "-q", "-k", "explore:clean")
     ids = _ids(_run(pytester, "--mcpfaults-explore", "--collect-only", "-q"))
-    kinds = {i.split(":", 1)[1].split("@")[0] for i in ids if "clean" not in i}
+    kinds = {i.split(":", 1)[1].split("-at-")[0] for i in ids if "clean" not in i}
     # health kinds (default target /health) never aim at a tool call; tool kinds and every http kind do
     assert "flap" not in kinds and "absent" not in kinds
     assert {"tool_error", "backend_gone", "die", "hang", "jsonrpc_error", "session_expired"} <= kinds
-    assert len(ids) == 1 + 2 * 16
+    # error_payload once per error text of its explore_cells
+    assert {k for k in kinds if k.startswith("error_payload.")} == {
+        "error_payload.gone",
+        "error_payload.gone_upper",
+        "error_payload.not_found",
+        "error_payload.failed",
+    }
+    assert len(ids) == 1 + 2 * (16 + 4)
 
 
 def test_the_oracles(pytester: pytest.Pytester) -> None:
@@ -167,11 +174,11 @@ def test_the_oracles(pytester: pytest.Pytester) -> None:
     )
     result = _run(pytester, "-q", "-rfEsx")
     out = result.stdout.str()
-    assert "FAILED test_oracles.py::test_escapes[explore:status@tool:echo#1]" in out
+    assert "FAILED test_oracles.py::test_escapes[explore:status-at-tool:echo[1]]" in out
     assert "exception:HTTPStatusError" in out
-    assert "FAILED test_oracles.py::test_must_hold[explore:tool_error@tool:echo#1]" in out
+    assert "FAILED test_oracles.py::test_must_hold[explore:tool_error-at-tool:echo[1]]" in out
     assert "own_assert" in out
-    assert "ERROR test_oracles.py::test_leaks[explore:tool_error@tool:echo#1]" in out
+    assert "ERROR test_oracles.py::test_leaks[explore:tool_error-at-tool:echo[1]]" in out
     assert "the harness left connections open" in out
     assert "the clean run did not pass (AssertionError: broken already" in out
     assert "test_clean_fails[explore:status" not in out  # not explored
@@ -249,10 +256,10 @@ def test_depth_two_finds_a_bug_on_the_path_a_first_fault_opened(pytester: pytest
     # one fault anywhere is survived; a hang at the retry (echo#2, reached only after a first fault)
     # is waited out past the patience budget
     result.assert_outcomes(passed=4, failed=1)
-    assert "FAILED test_retry.py::test_retry[explore:hang@tool:echo#1+hang@tool:echo#2]" in out
+    assert "FAILED test_retry.py::test_retry[explore:hang-at-tool:echo[1]+hang-at-tool:echo[2]]" in out
     # status@echo#1 looked to the client like hang@echo#1 (no exception, the same journal): its pairs
     # are pruned; the first fault alone is survived
-    assert "status@tool:echo#1+" not in out
+    assert "status-at-tool:echo[1]+" not in out
     line = '@pytest.mark.mcp_sidecar(faults=["hang@tool:echo[nth=1]", "hang@tool:echo[nth=2]"])'
     assert line in out
     assert "1 steps × 2 kinds → 6 runs (where the kind applies), 2 pruned, 0 over budget; 4 ran" in out
@@ -262,11 +269,11 @@ def test_depth_two_finds_a_bug_on_the_path_a_first_fault_opened(pytester: pytest
     assert [v["plan"] for v in entry["violations"]] == [line]
     assert entry["verdicts"]["violation"] == 1
     assert [p["run"] for p in entry["pruned"]] == [
-        "explore:status@tool:echo#1+hang@tool:echo#2",
-        "explore:status@tool:echo#1+status@tool:echo#2",
+        "explore:status-at-tool:echo[1]+hang-at-tool:echo[2]",
+        "explore:status-at-tool:echo[1]+status-at-tool:echo[2]",
     ]
     assert (
-        "whose outcome (exception and journal) was that of explore:hang@tool:echo#1"
+        "whose outcome (exception and journal) was that of explore:hang-at-tool:echo[1]"
         in entry["pruned"][0]["why"]
     )
 
@@ -306,7 +313,7 @@ def test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings(pytest
     # --lf reruns exactly the violations, from the cache
     last = pytester.runpytest_subprocess(*args, "--lf", timeout=120)
     last.assert_outcomes(failed=2)
-    assert "explore:status@tool:echo#1" in last.stdout.str()
+    assert "explore:status-at-tool:echo[1]" in last.stdout.str()
 
 
 STDIO = """
@@ -340,18 +347,18 @@ def test_the_same_campaign_over_stdio(pytester: pytest.Pytester) -> None:
     out = result.stdout.str()
     # the stdio child's footprint: initialize, the initialized notification, the tool call (the SDK
     # sends no tools/list first over stdio); http-only kinds do not apply, stdio kinds do
-    assert "test_stdio[explore:jsonrpc_error@initialize#1]" in out
+    assert "test_stdio[explore:jsonrpc_error-at-initialize[1]]" in out
     assert (
-        "XFAIL test_explore_over_stdio.py::test_stdio[explore:tool_error@tool:echo#1] - "
+        "XFAIL test_explore_over_stdio.py::test_stdio[explore:tool_error-at-tool:echo[1]] - "
         "behaviour under fault" in out
     )
     assert (
-        "XFAIL test_explore_over_stdio.py::test_stdio[explore:jsonrpc_error@tool:echo#1] - "
+        "XFAIL test_explore_over_stdio.py::test_stdio[explore:jsonrpc_error-at-tool:echo[1]] - "
         "behaviour under fault" in out
     )
     assert "notifications/initialized#1" in out
     # a failed initialize escapes the harness (the SDK raises before the call it guards)
-    assert "FAILED test_explore_over_stdio.py::test_stdio[explore:die@initialize#1]" in out
+    assert "FAILED test_explore_over_stdio.py::test_stdio[explore:die-at-initialize[1]]" in out
     assert '@pytest.mark.mcp_stdio(faults=["die@initialize[nth=1]"])' in out
 
 
@@ -394,10 +401,10 @@ def test_the_same_campaign_in_proxy_mode_in_front_of_the_sdk_server(pytester: py
     # every run really went through the SDK server (its add ran for the clean run and each survived fault)
     assert "proxied upstream served: add x" in out
     for kind in ("tool_error", "status"):
-        assert f"test_proxied.py::test_add[explore:{kind}@tool:add#1] - behaviour under fault" in out
+        assert f"test_proxied.py::test_add[explore:{kind}-at-tool:add[1]] - behaviour under fault" in out
     # the sidecar dying at the call: the SDK client's exit (its DELETE) raises out of the test
-    assert "FAILED test_proxied.py::test_add[explore:die@tool:add#1]" in out
-    assert "explore:die@tool:add#1: exception:ExceptionGroup" in out
+    assert "FAILED test_proxied.py::test_add[explore:die-at-tool:add[1]]" in out
+    assert "explore:die-at-tool:add[1]: exception:ExceptionGroup" in out
     assert "6 steps × 3 kinds → 3 runs (where the kind applies)" in out  # steps=["tool:*"] selects one
 
 
@@ -470,8 +477,8 @@ def test_the_html_page_shows_the_grid_and_each_violations_timeline(pytester: pyt
     seen.feed(page)
     cells = [a for t, a in seen.tags if t == "td" and "cell" in (a.get("class") or "")]
     by_run = {str(a["title"]).split(":")[0] + ":" + str(a["title"]).split(":")[1]: a for a in cells}
-    assert "violation" in (by_run["explore:status@tool"]["class"] or "")
-    assert "ok" in (by_run["explore:delay@tool"]["class"] or "")
+    assert "violation" in (by_run["explore:status-at-tool"]["class"] or "")
+    assert "ok" in (by_run["explore:delay-at-tool"]["class"] or "")
     bars = [a for t, a in seen.tags if t == "div" and "bar" in (a.get("class") or "").split()]
     assert {"ERROR"} <= {c for a in bars for c in (a.get("class") or "").split()}
     text = " ".join(seen.text)
@@ -499,7 +506,7 @@ def test_the_baseline_gates_findings_not_runs(pytester: pytest.Pytester) -> None
     known = _run(pytester, *opts, "--mcpfaults-baseline", "base.json", "--mcpfaults-report", "again.json")
     assert known.ret == pytest.ExitCode.OK, known.stdout.str()[-3000:]
     out = known.stdout.str()
-    assert "XFAIL test_more.py::test_more[explore:die@tool:echo#1] - known finding (in the baseline)" in out
+    assert "XFAIL test_more.py::test_more[explore:die-at-tool:echo[1]] - known finding (in the baseline)" in out
     assert "no new finding (2 known, 0 fixed, 0 unstable)" in out
     again = json.loads((pytester.path / "again.json").read_text())
     assert [len(f["runs"]) for f in again["findings"]] == [2, 2]
@@ -537,10 +544,10 @@ def test_raises_names_the_harness_own_failure_modes(pytester: pytest.Pytester) -
     out = result.stdout.str()
     # the 503 raises httpx.HTTPStatusError, named: behaviour; the reset raises httpx.ReadError, not named
     assert (
-        "XFAIL test_flow.py::test_flow[explore:status@tool:echo#1] - behaviour under fault: HTTPStatusError"
-        in out
+        "XFAIL test_flow.py::test_flow[explore:status-at-tool:echo[1]] - "
+        "behaviour under fault: HTTPStatusError" in out
     )
-    assert "FAILED test_flow.py::test_flow[explore:die@tool:echo#1]" in out
+    assert "FAILED test_flow.py::test_flow[explore:die-at-tool:echo[1]]" in out
     # matched along the class hierarchy: httpx.HTTPError covers both
     both = _run(pytester, *opts, "-o", "mcpfaults_explore=kinds=status,die raises=HTTPError")
     both.assert_outcomes(passed=1, xfailed=2, deselected=3)  # test_no_sidecar and the delete runs

@@ -4,7 +4,7 @@ The harness creates a benchmark session, makes one tool call, and deletes the se
 ``finally``: its cleanup never raises, and every call has a timeout. Its test checks only the clean
 path. ``@pytest.mark.mcp_explore`` turns it into a campaign: ``test_session[explore:clean]`` records the
 footprint (three ``tools/call`` steps), then one run per (step, kind) follows, such as
-``test_session[explore:die@tool:echo#1]``. None of them is a violation: no exception escapes, no
+``test_session[explore:die-at-tool:echo[1]]``. None of them is a violation: no exception escapes, no
 connection is left open, no request outlives its patience. Where the test's own assert no longer
 holds (the echo failed) the run is reported as *behaviour under fault* (xfailed), not as a failure.
 """

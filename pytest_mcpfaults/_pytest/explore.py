@@ -12,11 +12,15 @@ and so are the depth-2 pairs after each first fault's run. Under xdist nothing i
 run (every worker must collect the same items): the first run records the footprints, the next one
 explores them.
 
-Oracles. A campaign run fails only when a generic check fails: a span invariant (the gate's, checked
-for every run that records spans), a patience or no-progress verdict, a connection the harness left
-open once its fixtures were done, an error of the sidecar, or an exception that escaped the test other
-than its own ``AssertionError``. The test's own failed asserts under a fault are *behaviour under
-fault*: reported as xfailed (``wasxfail`` says what failed), unless ``own_asserts="must_hold"``.
+Oracles. A campaign run fails only when a generic check fails (:mod:`pytest_mcpfaults.explore_checks`):
+a span invariant (the gate's, checked for every run whose harness emits spans the plugin sees, gate on
+or not), a patience or no-progress verdict, a connection the harness left open once its fixtures were
+done, an error of the sidecar, or an exception that escaped the test other than its own
+``AssertionError``. Checks can be kept off (``checks=``/``exclude_checks=``, ini
+``mcpfaults_explore_exclude_checks``); a clean run that fails only checks made once its path was whole
+is a finding of its own, and its campaign runs with them off. The test's own failed asserts under a
+fault are *behaviour under fault*: reported as xfailed (``wasxfail`` says what failed), unless
+``own_asserts="must_hold"``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ if TYPE_CHECKING:
 
 MARKER = "mcp_explore"
 INI = "mcpfaults_explore"
+#: Generic checks kept off per directory, file or test (node-id prefix), or everywhere.
+CHECKS_INI = "mcpfaults_explore_exclude_checks"
 OPTION = "--mcpfaults-explore"
 HTML_OPTION = "--mcpfaults-html"
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
@@ -88,6 +94,8 @@ class _Test:
     clean: pytest.Function | None = None
     collected: set[str] = dataclasses.field(default_factory=set)
     clean_failed: str | None = None
+    #: checks the clean run failed without cutting its path short: its campaign runs with them off
+    checks_off: set[str] = dataclasses.field(default_factory=set)
     footprint: tuple[Step, ...] | None = None
     first_outcomes: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
 
@@ -101,6 +109,7 @@ class _Function:
     options: Options
     transport: str
     planned: dict[str, set[str]]
+    checks_off: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # cached, per test
 
 
 _SETTINGS = pytest.StashKey[_Settings]()
@@ -112,6 +121,8 @@ _VERDICT = pytest.StashKey[dict[str, Any]]()
 _SPANS = pytest.StashKey[list[dict[str, Any]]]()
 _BASELINE = pytest.StashKey[dict[str, set[str]]]()  # the run's spans at the end of its call phase
 _WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
+_INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
+_GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -140,6 +151,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"(or 'true') turns explore on as {OPTION} does.",
         default="",
     )
+    parser.addini(
+        CHECKS_INI,
+        "Explore's generic checks kept off, one line each: 'left_open, cleanup_at_most' (every explored "
+        "test) or '<node-id prefix> = left_open' (the tests under a directory, in a file, or one test).",
+        type="linelist",
+        default=[],
+    )
+
+
+def _parse_checks_ini(lines: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """The ini key's lines as (node-id prefix, checks); a ``ValueError`` naming a bad check."""
+    from pytest_mcpfaults.explore_checks import check_names
+
+    out = []
+    for line in lines:
+        prefix, _, names = line.rpartition("=") if "=" in line else ("", "", line)
+        out.append((prefix.strip(), check_names(CHECKS_INI, names)))
+    return out
 
 
 def _parse_ini(raw: str) -> dict[str, str]:
@@ -158,7 +187,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(**options): explore this test (see {OPTION}); options: kinds, exclude, steps, depth, "
-        "max_runs, reduce, own_asserts.",
+        "max_runs, reduce, own_asserts, patience, raises, checks, exclude_checks.",
     )
     raw = str(config.getini(INI)).strip()
     enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
@@ -171,6 +200,11 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
     config.stash[_SETTINGS] = settings
     explore_shard.configure(config, explored_test)
+    lines = [str(v) for v in config.getini(CHECKS_INI)]
+    try:
+        config.stash[_INI_CHECKS] = _parse_checks_ini(lines) if lines else []
+    except ValueError as exc:
+        raise pytest.UsageError(f"ini option {exc}") from None
     html = config.getoption("mcpfaults_html", default=None)
     if html and not hasattr(config, "workerinput"):
         from pytest_mcpfaults._pytest.report import check_output_path
@@ -277,6 +311,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     keys = [function, *_cached_keys(config, function)]
     runs: dict[str, Run] = {CLEAN.id: CLEAN}
     planned: dict[str, set[str]] = {}
+    off: dict[str, set[str]] = {}
     for key in keys:
         cached = _cached(config, key)
         if cached is None:
@@ -284,8 +319,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         steps = tuple(Step.from_dict(s) for s in cached.get("footprint", ()))
         mine = planned_runs(options, steps, cached, transport)
         planned[key] = {r.id for r in mine}
+        off[key] = {str(c) for c in cached.get("checks_off", ())}
         runs.update((r.id, r) for r in mine if r.id not in runs)
-    config.stash[_FUNCTIONS][function] = _Function(options, transport, planned)
+    config.stash[_FUNCTIONS][function] = _Function(options, transport, planned, off)
     if EXPLORE_PARAM not in metafunc.fixturenames:
         metafunc.fixturenames.append(EXPLORE_PARAM)
     metafunc.parametrize(EXPLORE_PARAM, list(runs.values()), ids=list(runs))
@@ -313,7 +349,7 @@ def function_id(item: pytest.Item) -> str:
 
 def explored_test(item: pytest.Item) -> str:
     """The explored test an explore item belongs to: its function's node id with the item's other
-    parameters, without explore's (``test_x.py::test_x[a]`` for ``test_x[a-explore:die@tool:x#1]``,
+    parameters, without explore's (``test_x.py::test_x[a]`` for ``test_x[a-explore:die-at-tool:x[1]]``,
     ``test_x.py::test_x`` for an unparametrized test)."""
     run = explore_run(item)
     function = function_id(item)
@@ -352,7 +388,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         t = tests.get(key)
         if t is None:
             t = tests[key] = _Test(
-                fn.options, fn.transport, collected={"explore:clean", *fn.planned.get(key, ())}
+                fn.options,
+                fn.transport,
+                collected={"explore:clean", *fn.planned.get(key, ())},
+                checks_off=set(fn.checks_off.get(key, ())),
             )
         if run.id not in t.collected:
             other.append(item)  # planned for another parametrization of the function
@@ -419,12 +458,40 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         raise
     finally:
         if mark is not None:
-            record_invariants(item, mark)
+            item.stash[_GATE_TEXT] = record_invariants(item, mark) or ""
             item.stash[_SPANS] = span_dicts()
 
 
-def _classify(item: pytest.Item, call: pytest.CallInfo[None], options: Options) -> dict[str, Any]:
-    """The verdict of a run's call phase: what failed (``found``), by which oracle."""
+def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
+    """The generic checks off for this run: its options' ``checks``/``exclude_checks``, the ini key's
+    lines that name its test (or everything), and, for a fault's run, those its clean run failed
+    (``t.checks_off``; the clean run itself is checked by them every time, its finding stays one)."""
+    from pytest_mcpfaults.explore_checks import kept_off
+
+    test = explored_test(item)
+    ini = [
+        c
+        for prefix, names in item.config.stash.get(_INI_CHECKS, [])
+        if test.startswith(prefix)
+        for c in names
+    ]
+    run = explore_run(item)
+    clean = set() if run is None or not run.plan else t.checks_off
+    return kept_off(t.options.checks, (*t.options.exclude_checks, *ini, *clean))
+
+
+def _keep(found: list[str], off: frozenset[str]) -> tuple[list[str], list[str]]:
+    """``found`` split into the checks on and those kept off."""
+    from pytest_mcpfaults.explore_checks import check_of
+
+    return [f for f in found if check_of(f) not in off], [f for f in found if check_of(f) in off]
+
+
+def _classify(
+    item: pytest.Item, call: pytest.CallInfo[None], options: Options, off: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The verdict of a run's call phase: what failed (``found``), by which oracle; a failure of a check
+    kept off (``off``) is behaviour under fault."""
     rec = record_for(item)
     found = [f"invariant:{i.name}" for i in rec.invariants if not i.ok]
     exc = call.excinfo.value if call.excinfo is not None else None
@@ -444,6 +511,9 @@ def _classify(item: pytest.Item, call: pytest.CallInfo[None], options: Options) 
         note = item.stash.get(_ERROR, name)  # one of the harness's own failure modes (raises=)
     elif exc is not None:
         found.append(f"exception:{name}")
+    found, dropped = _keep(found, off)
+    if dropped and exc is not None and not note:
+        note = f"{', '.join(dropped)} (kept off)"
     verdict = "violation" if found else ("behaviour" if note else "ok")
     return {"verdict": verdict, "found": found, "note": note}
 
@@ -456,14 +526,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if t is None or run is None:
         return report
     if call.when == "call":
-        verdict = _classify(item, call, t.options)
+        verdict = _classify(item, call, t.options, _off(item, t))
         item.stash[_VERDICT] = verdict
-        if not run.plan:  # the clean run: any failure means its campaign is not explored
+        if not run.plan:  # the clean run: a failure means its campaign is not explored, but a check's
             if report.failed or verdict["verdict"] != "ok":
-                t.clean_failed = verdict["note"] or ", ".join(verdict["found"]) or "failed"
-                if not report.failed:
-                    report.outcome = "failed"
-                    report.longrepr = f"explore: the clean run violated {', '.join(verdict['found'])}"
+                _clean_failed(report, t, verdict)
         elif verdict["verdict"] == "behaviour":
             report.outcome = "skipped"
             report.wasxfail = f"behaviour under fault: {verdict['note']}"
@@ -473,15 +540,50 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.wasxfail = f"known finding (in the baseline): {', '.join(verdict['found'])}"
         elif verdict["verdict"] == "violation" and not report.failed:
             report.outcome = "failed"
-            report.longrepr = f"explore: {', '.join(verdict['found'])}"
+            report.longrepr = _failure_text(item, run, t, verdict)
         if verdict["verdict"] == "violation":
-            from pytest_mcpfaults.explore import regression_line
-
-            line = regression_line(run, t.transport, _makers(item))
-            report.sections.append(("mcpfaults explore", f"minimal plan:\n{line}"))
+            report.sections.append(("mcpfaults explore", _failure_text(item, run, t, verdict)))
     elif call.when == "teardown":
         _teardown(item, report, run, t)
     return report
+
+
+def _clean_failed(report: pytest.TestReport, t: _Test, verdict: dict[str, Any]) -> None:
+    """The clean run failed: its campaign is not explored, unless all it failed is generic checks
+    made once the test's path was whole (a connection left open, a span invariant): the run is then a
+    finding of its own, and the campaign goes on with those checks off."""
+    from pytest_mcpfaults.explore_checks import check_of, whole_footprint
+
+    if verdict["verdict"] == "violation" and not verdict["note"] and whole_footprint(verdict["found"]):
+        off = sorted({check_of(f) for f in verdict["found"]})
+        t.checks_off.update(off)
+        verdict["kept_off"] = sorted(t.checks_off)
+        text = (
+            f"explore: the clean run failed {', '.join(verdict['found'])}: a finding of its own; its "
+            f"campaign runs with {', '.join(off)} off"
+        )
+        if not report.failed:
+            report.outcome, report.longrepr = "failed", text
+        else:
+            report.sections.append(("mcpfaults explore", text))
+        return
+    t.clean_failed = verdict["note"] or ", ".join(verdict["found"]) or "failed"
+    if not report.failed:
+        report.outcome = "failed"
+        report.longrepr = f"explore: the clean run violated {', '.join(verdict['found'])}"
+
+
+def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]) -> str:
+    """What a violating run's failure says: what was found, the span invariants' messages and the span
+    tree as the span gate prints them, and the plan to paste above a regression test."""
+    from pytest_mcpfaults.explore import regression_line
+
+    text = f"explore: {', '.join(verdict['found'])}"
+    gate = item.stash.get(_GATE_TEXT, "")
+    if gate and any(f.startswith("invariant:") for f in verdict["found"]):
+        text += f"\n\n{gate}"
+    line = regression_line(run, t.transport, _makers(item))
+    return f"{text}\n\nminimal plan (paste it above a regression test):\n{line}"
 
 
 def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
@@ -501,7 +603,8 @@ def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
 
 def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
     verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
-    left = item.stash.get(LEFT_OPEN, [])
+    left = item.stash.get(LEFT_OPEN, []) if "left_open" not in _off(item, t) else []
+    before = list(verdict["found"])
     if (
         left
         and run.plan
@@ -519,6 +622,8 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     elif report.failed and verdict["verdict"] not in ("not explored",):
         verdict["found"] = [*verdict["found"], "teardown"]
         verdict["verdict"] = "violation"
+    if not run.plan and verdict["found"] != before and t.clean_failed is None:
+        _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
     steps, labels, fired = observed(item)
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
         verdict["verdict"] = "unreached"
@@ -545,8 +650,6 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         return
     if not run.plan:
         t.footprint = tuple(steps)
-        if verdict["verdict"] != "ok" and t.clean_failed is None:  # it failed at teardown
-            t.clean_failed = ", ".join(verdict["found"]) or "failed"
         if t.clean_failed is None:
             _expand(item, t, _campaign_runs(t))
     elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:

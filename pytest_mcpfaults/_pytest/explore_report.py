@@ -182,6 +182,8 @@ class ExploreReport:
                 "nodeid": test,
                 "clean": clean.get("verdict"),
                 "clean_failure": clean.get("note") or ", ".join(clean.get("found", [])) or None,
+                # a clean run that failed generic checks only (kept off for its campaign): a finding
+                "clean_checks": _clean_checks(clean),
                 "steps": len(camp.steps) if camp else None,
                 "kinds": list(camp.kinds) if camp else None,
                 # depth 1's (step, kind) pairs where the kind applies, plus the pairs planned at depth 2
@@ -283,10 +285,11 @@ class ExploreReport:
             data: dict[str, Any] = old if mine else {"nodeid": test}
             clean = runs.get("explore:clean")
             if clean is not None:
-                if clean["verdict"] != "ok":
+                if clean["verdict"] != "ok" and not clean.get("kept_off"):
                     data = {"nodeid": test}  # a failing clean run is not explored, next time either
                 elif clean.get("footprint") != data.get("footprint"):
                     data = {"nodeid": test, "footprint": clean["footprint"]}
+                data["checks_off"] = list(clean.get("kept_off", []))
             observed = data.setdefault("observed", {})
             for rid, d in runs.items():
                 if d["run"]["plan"] and len(d["run"]["plan"]) == 1 and "footprint" in d:
@@ -344,6 +347,27 @@ def gate_lines(gate: Any, baseline: str) -> list[str]:
     return lines
 
 
+def _clean_checks(clean: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The clean run as a run record when it failed generic checks only (``kept_off``: its campaign ran
+    with them off), each failed check named as its oracle."""
+    if not clean.get("kept_off"):
+        return []
+    from pytest_mcpfaults.explore_checks import check_of
+
+    return [
+        {
+            "id": "explore:clean",
+            "verdict": clean["verdict"],
+            "found": clean["found"],
+            "oracles": [check_of(f) for f in clean["found"]],
+            "note": "a clean-run check failure: the campaign ran with "
+            + ", ".join(clean["kept_off"])
+            + " off",
+            "plan": [],
+        }
+    ]
+
+
 def summary_lines(entry: Mapping[str, Any]) -> list[str]:
     """The terminal summary of one explored test."""
     lines = [str(entry["nodeid"])]
@@ -351,6 +375,9 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"  {entry['ran']} ran (the clean run was not selected: its footprint is the cached one)"
         )
+    elif entry.get("clean_checks"):
+        for rec in entry["clean_checks"]:
+            lines.append(f"  violation of the clean run itself: {', '.join(rec['found'])} ({rec['note']})")
     elif entry["clean"] != "ok":
         lines.append(f"  the clean run did not pass ({entry['clean_failure']}): not explored")
         return lines

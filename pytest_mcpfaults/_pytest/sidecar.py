@@ -229,11 +229,11 @@ def _verdict_text(sc: Any, violations: Any) -> str:
 
 
 def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
-    """Raise the verdict; a failure the abort caused (or any other) is kept as its ``__cause__``.
-    Skips, xfails and interrupts pass through untouched."""
-    if text is None:
-        return
-    if cause is not None and not isinstance(cause, (Exception, pytest.fail.Exception)):
+    """Raise the verdict; a failure the abort caused (or any other) is kept as its ``__cause__``, a
+    ``BaseException`` too (a ``CancelledError`` an SDK's cancel scope let out of the test, a
+    ``SystemExit``): the verdict is what the user reads. A skip and a real Ctrl-C pass through
+    untouched."""
+    if text is None or isinstance(cause, (KeyboardInterrupt, pytest.skip.Exception)):
         return
     from pytest_mcpfaults.sidecar.patience import PatienceError
 

@@ -204,14 +204,32 @@ def pytest_configure(config: pytest.Config) -> None:
         f"({', '.join(MARKER_KWARGS)}); the ini keys' values otherwise.",
     )
     settings = settings_for(config)
-    if settings.check:
+    if settings.check or _explore_on(config):
         # Watch provider creation for the whole run, so a harness that builds its TracerProvider at
         # import or collection time is caught too. The global provider is wired at each test's start.
+        # Explore checks the span invariants of its runs whether or not the gate is on.
         from pytest_mcpfaults.spans import global_recorder
 
         stack = ExitStack()
         stack.enter_context(global_recorder().watch_providers())
         config.stash[_WATCH_KEY] = stack
+
+
+def _explore_on(config: pytest.Config) -> bool:
+    """Whether explore is on for the whole run (its flag or its ini key; see ``_pytest.explore``)."""
+    if config.getoption("mcpfaults_explore", default=False):
+        return True
+    try:
+        return bool(str(config.getini("mcpfaults_explore")).strip())
+    except ValueError:  # the explore glue is not registered (a plugin of its own left it out)
+        return False
+
+
+def _explored(item: pytest.Item) -> bool:
+    """Whether ``item`` is a run of an explore campaign: its span invariants are explore's oracle."""
+    from pytest_mcpfaults._pytest.records import explore_run
+
+    return explore_run(item) is not None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -242,7 +260,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def recorder_for_test(item: pytest.Item) -> SpanRecorder | None:
     """The recorder of ``item``'s spans when the test records spans (the gate is on, or it requests
     ``mcp_spans``), else ``None``: what a sidecar made for the test sends received spans to."""
-    if not settings_for(item.config).check and "mcp_spans" not in getattr(item, "fixturenames", ()):
+    if (
+        not settings_for(item.config).check
+        and "mcp_spans" not in getattr(item, "fixturenames", ())
+        and not _explored(item)
+    ):
         return None
     from pytest_mcpfaults.spans import global_recorder
 
@@ -277,16 +299,29 @@ def pytest_runtest_protocol(
     # a recorder of its own) goes into its record.
     outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
     span_results.set_running_sink(record_for(item).add_invariants)
+    # an explore run records its spans without the gate: providers made during it are watched too
+    own = not settings_for(item.config).check and _explored(item)
+    stack = ExitStack()
     try:
+        if own:
+            from pytest_mcpfaults.spans import global_recorder
+
+            stack.enter_context(global_recorder().watch_providers())
         return (yield)
     finally:
         span_results.set_running_sink(outer)
+        stack.close()
+        if own:  # as mcp_spans does without the gate: nothing reads spans between tests
+            from pytest_mcpfaults.spans import global_recorder
+
+            global_recorder().recording = False
+            global_recorder().clear()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     settings = settings_for(item.config)
-    if settings.check:
+    if settings.check or _explored(item):
         _start_test(item, item_settings(item))
     return (yield)
 
@@ -393,15 +428,17 @@ def span_mark(item: pytest.Item) -> int | None:
     return global_recorder().mark()
 
 
-def record_invariants(item: pytest.Item, mark: int) -> None:
+def record_invariants(item: pytest.Item, mark: int) -> str | None:
     """Check the span gate's invariants over ``item``'s spans and record the results in its record,
-    without failing it (explore's span oracle; the gate, when on, already does this)."""
-    if settings_for(item.config).check:
-        return
-    settings = item_settings(item)  # the test's own mcpfaults_spans markers apply, as for the gate
+    without failing it (explore's span oracle, whether or not the gate is on; the gate, when on, has
+    recorded them already). The violations as the gate prints them (each invariant's message, then the
+    span tree), ``None`` when none."""
+    from pytest_mcpfaults import invariants
     from pytest_mcpfaults._pytest.records import record_for
     from pytest_mcpfaults.spans import global_recorder
 
-    names, found, _ = _gate_violations(global_recorder(), mark, settings)
-    if names:
+    settings = item_settings(item)  # the test's own mcpfaults_spans markers apply, as for the gate
+    names, found, spans = _gate_violations(global_recorder(), mark, settings)
+    if names and not settings_for(item.config).check:
         record_for(item).add_invariants(names, found)
+    return invariants.format_violations(found, spans) if found else None

@@ -340,7 +340,8 @@ def _error_payload(
     if info.mcp is None:
         return None
     # a successful result whose JSON says what failed
-    return _tool_reply(info, tool_result({"error": fault.error_message(info.mcp.tool, info.mcp.arguments)}))
+    message = fault.error_message(info.mcp.tool, info.mcp.arguments, service_url)
+    return _tool_reply(info, tool_result({"error": message}))
 
 
 @answer_reply.register
