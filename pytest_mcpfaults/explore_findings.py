@@ -212,12 +212,15 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
     for entry in entries:
         test = str(entry["nodeid"])
         plans = {str(v["id"]): str(v["plan"]) for v in entry.get("violations", ())}
-        for run in entry.get("runs", ()):
+        # a clean run that failed generic checks only is a finding of its own (its campaign ran with
+        # those checks off): its record stands beside the runs, with no plan to paste
+        clean = [dict(r, clean=True) for r in entry.get("clean_checks", ())]
+        for run in [*clean, *entry.get("runs", ())]:
             rid = str(run["id"])
             found = list(run.get("found") or ())
             if run.get("verdict") not in FOUND_VERDICTS or not found:
                 continue
-            if run.get("verdict") == "violation" and rid not in plans:
+            if run.get("verdict") == "violation" and rid not in plans and not run.get("clean"):
                 continue  # reported under its first fault alone
             kind = primary(found)
             where = str(run.get("where") or "")

@@ -278,7 +278,7 @@ def test_a_run_that_flips_on_its_rerun_is_unstable_and_never_fails_the_gate(
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
     out = result.stdout.str()
     assert (
-        "XFAIL test_flaky.py::test_flaky[explore:status@tool:echo#1] - unstable: found "
+        "XFAIL test_flaky.py::test_flaky[explore:status-at-tool:echo[1]] - unstable: found "
         "exception:ConnectionError" in out
     )
     assert "no new finding (0 known, 0 fixed, 1 unstable)" in out

@@ -222,6 +222,10 @@ def test_a_clean_run_failing_a_check_is_reported_and_its_campaign_goes_on_withou
         ["left_open"],
     )
     assert "violation of the clean run itself: left_open" in text
+    # ... and leads with a finding of its own in the report, beside the campaign's escaped 503
+    found = json.loads(report.read_text())["findings"]
+    leak = [f for f in found if f["oracle"] == "left_open"]
+    assert [r for f in leak for r in f["runs"]] == ["test_leaky.py::test_leaks_always::explore:clean"], found
     # ... and the campaign ran with that check off, not skipped: tool_error is a result (ok), a 503 escapes
     verdicts = {r["id"]: (r["verdict"], r["found"]) for r in leaks["runs"]}
     assert verdicts == {
