@@ -506,8 +506,8 @@ def test_the_baseline_gates_findings_not_runs(pytester: pytest.Pytester) -> None
     known = _run(pytester, *opts, "--mcpfaults-baseline", "base.json", "--mcpfaults-report", "again.json")
     assert known.ret == pytest.ExitCode.OK, known.stdout.str()[-3000:]
     out = known.stdout.str()
-    known_line = "XFAIL test_more.py::test_more[explore:die-at-tool:echo[1]] - known finding (in the baseline)"
-    assert known_line in out
+    known_line = "test_more.py::test_more[explore:die-at-tool:echo[1]] - known finding (in the baseline)"
+    assert f"XFAIL {known_line}" in out
     assert "no new finding (2 known, 0 fixed, 0 unstable)" in out
     again = json.loads((pytester.path / "again.json").read_text())
     assert [len(f["runs"]) for f in again["findings"]] == [2, 2]
