@@ -160,7 +160,9 @@ def test_docs_example_a_harness_that_never_answers_fails_in_the_budget_with_the_
         for line in result.outlines
         if re.match(r"[\d.]+s call .*::test_harness_that_never_answers$", line)
     ]
-    assert took < 1.0 + 1.0 + 1.5  # the budget, the interrupt's grace, a margin: not the client's 300 s
+    # bounded, not fast: the budget and the interrupt's grace (2 s), not the client's 300 s; the room
+    # between is for a loaded machine (six busy processes beside the suite)
+    assert took < 1.0 + 1.0 + 13.0
     records = _records(result)
     (never,) = records["test_harness_that_never_answers"]
     assert (never["request"], never["fault"], never["budget"]) == (
