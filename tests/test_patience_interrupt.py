@@ -103,8 +103,8 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
-# eight inner tests in one child pytest, about 15 s alone: the suite's 120 s is short of the child's
-# own 200 s bound when six busy processes share the cores with it
+# eight inner tests in one child pytest, about 20 s beside other jobs (load 10): the suite's 120 s
+# is short of the child's own 200 s bound when six busy processes share the cores with it
 @pytest.mark.timeout(240)
 def test_blocked_tests_are_interrupted_with_the_verdict(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(DURATIONS_CONFTEST)
