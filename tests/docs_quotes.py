@@ -28,6 +28,8 @@ MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # times measured in the run (a budget is written "1 s", "1.0 s" or "0.5 s", and stays)
     (re.compile(r"(?<![\w.])(?:\d+\.\d{2,}|<t>)( ?s)\b"), r"<t>\1"),  # 0.334 s, waited=1.003s
     (re.compile(r"\bat (?:\d+\.\d+|<t>) s\b"), "at <t> s"),  # a moment: "sent at 0.3 s"
+    # how long the watcher (polling every 50 ms) saw a test idle: the budget, or more on a loaded machine
+    (re.compile(r"\bno progress for (?:\d+\.\d+|<t>) s\b"), "no progress for <t> s"),
     (re.compile(r"(?<=<t>s) \(\d+:\d\d:\d\d\)"), ""),  # pytest's "in 84.80s (0:01:24)", past a minute
     (re.compile(r"^=+ (.*?) =+$"), r"== \1 =="),  # a centred line: its width follows the duration's
     # how many connections, requests and bytes a client's transport used, which its release decides

@@ -34,6 +34,8 @@ def test_a_new_release_ports_times_and_connection_numbers_change_nothing() -> No
     assert_quote_is_output(QUOTE, RUN, "the quote")
     assert masked("User-Agent python-httpx/0.28.1") == masked("User-Agent python-httpx/0.29.0")
     assert masked("User-Agent python-httpx/<version>") == "User-Agent python-httpx/<version>"
+    idle = "the test made no progress for {} s (the 1 s patience budget)"
+    assert masked(idle.format("1.0")) == masked(idle.format("1.3"))
     assert masked("Python/3.11 aiohttp/3.10.5") == "Python/<version> aiohttp/<version>"
     assert (
         masked("measured with mcp 2.3.0 and httpx 0.28.1")
@@ -46,6 +48,10 @@ def test_a_new_release_ports_times_and_connection_numbers_change_nothing() -> No
     [
         ("it waited 1 s (the whole budget)", "it waited 2 s (the whole budget)"),  # a budget
         ("agent did not finish within 0.5 s", "agent did not finish within 1.5 s"),
+        (
+            "no progress for 1.0 s (the 1 s patience budget)",
+            "no progress for 1.0 s (the 2 s patience budget)",
+        ),
         ("explore:die@tool:delete_session#1", "explore:die@tool:delete_session#2"),  # an occurrence
         ("status=200  bytes=91", "status=500  bytes=91"),
         ("User-Agent python-httpx/0.28.1", "User-Agent python-httpx2/0.28.1"),  # another client family

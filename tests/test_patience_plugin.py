@@ -14,6 +14,9 @@ import pytest
 from docs_quotes import assert_quote_is_output, quoted_block
 
 ROOT = Path(__file__).resolve().parent.parent
+# each child run is bounded at 240 s (_run); about 20 s alone, it outlasts the suite's 120 s when six busy
+# processes share the cores with it
+pytestmark = pytest.mark.timeout(300)
 HANGS = ROOT / "docs" / "examples" / "hangs_test.py"
 SERVER_REQUESTS = ROOT / "docs" / "examples" / "server_requests_test.py"
 

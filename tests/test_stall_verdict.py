@@ -26,6 +26,8 @@ BUDGET = 1.0
 #: alone it would block until the inner run's 180 s timeout. Only "bounded" is claimed, not a speed:
 #: 15 s tells the two apart on a quiet machine and beside six busy processes alike.
 HANG_BOUND = 15.0
+# each child run is bounded at 180 s (_run), not the suite's 120 s: room for six busy processes beside it
+pytestmark = pytest.mark.timeout(240)
 
 RUNNER_TESTS = f"""
 import os, threading
