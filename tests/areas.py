@@ -110,6 +110,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_docs_fuzzing",
         "test_docs_install",
         "test_docs_outside_timeout",
+        "test_docs_quotes",
         "test_example_suite",
         "test_faults_doc",
         "test_frameworks_doc",

@@ -248,9 +248,9 @@ async def _cancelled_call(sc: Sidecar, seconds: float) -> tuple[httpx.Response, 
 
 async def test_without_a_fault_a_cancelled_call_is_stopped_and_not_answered() -> None:
     with Sidecar(reply="sse") as sc:
-        answer, took = await _cancelled_call(sc, 1.5)
+        answer, took = await _cancelled_call(sc, 5.0)
         assert answer.status_code == 200 and sse_messages(answer.text) == []  # no JSON-RPC response
-        assert took < 1.2
+        assert took < 4.0  # stopped at the cancel (0.2 s in), not after the 5 s sleep; room for load
         assert the(sc, "POST tools/call sleep").cancel_outcome == "stopped"
 
 
@@ -299,12 +299,14 @@ async def test_answer_after_cancel_holds_a_client_that_never_cancels_until_patie
 
 async def test_mcp2_with_ignore_cancel_times_out_as_without_it_and_the_tool_runs_on() -> None:
     with Sidecar(faults=[IgnoreCancel()]) as sc:
+        # the tool's answer comes at 3 s, long after the client closed (a late answer landing while the
+        # mcp 2.x client closes raises BrokenResourceError there: 1 s left too little room under load)
         async with Client(sc.mcp_url, mode="legacy") as client:
             with pytest.raises(MCPError, match="timed out"):
-                await client.call_tool("sleep", {"seconds": 1.0}, read_timeout_seconds=0.3)
-        sc.wait_idle(5)
+                await client.call_tool("sleep", {"seconds": 3.0}, read_timeout_seconds=0.3)
+        sc.wait_idle(10)
         rec = the(sc, "POST tools/call sleep")
-        assert rec.cancel_outcome == "ignored" and rec.ended_at - rec.started_at >= 1.0  # ran to its end
+        assert rec.cancel_outcome == "ignored" and rec.ended_at - rec.started_at >= 3.0  # ran to its end
 
 
 async def test_mcp2_with_answer_after_cancel_gets_the_result_after_its_cancel() -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from docs_quotes import assert_quoted_lines_occur
 
 from pytest_mcpfaults.matrix import catalogue, fault_id
 
@@ -267,32 +268,14 @@ def test_every_python_block_of_the_walk_through_is_taken_from_the_examples() -> 
         )
 
 
-_VOLATILE = [
-    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
-    (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
-    (re.compile(r"\b0x[0-9a-f]+\b"), "0x<addr>"),
-    (re.compile(r" in [\d.]+s( \(\d+:\d\d:\d\d\))?"), " in <t>s"),  # "in 84.80s (0:01:24)" past a minute
-    (re.compile(r"^=+ (.*?) =+$"), r"== \1 =="),  # centred lines: their width follows the duration's
-]
-
-
-def _stable(line: str) -> str:
-    for pattern, repl in _VOLATILE:
-        line = pattern.sub(repl, line)
-    return line.rstrip()
-
-
 def test_the_pasted_output_is_real(example_run: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     """Each line of the page's ``text`` output blocks occurs in a real unhardened run (ids, ports and
     durations aside), so the page cannot drift from what the suite prints."""
     blocks = _blocks("text")
     assert blocks, "the walk-through has no pasted output"
-    real = {_stable(line) for line in example_run("unhardened").stdout.splitlines()}
+    real = example_run("unhardened").stdout.splitlines()
     for block in blocks:
-        missing = [ln for ln in block.splitlines() if ln.strip() and _stable(ln) not in real]
-        assert not missing, "lines of the pasted output that the real run does not print:\n" + "\n".join(
-            missing
-        )
+        assert_quoted_lines_occur(block, real, f"docs/{DOC.name}")
 
 
 # -- the runner's own input checks -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from docs_quotes import assert_quoted_lines_occur
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,8 +151,6 @@ def test_hardened_runner_has_no_violation(runs: dict[str, str]) -> None:
 def test_the_page_quotes_what_the_unhardened_run_prints(runs: dict[str, str]) -> None:
     page = (ROOT / "docs" / "explore.md").read_text()
     quoted = page.split("flips the completed session to ERROR and cleans up twice:\n\n```text\n")[1]
-    lines = [line.rstrip() for line in runs["unhardened"].splitlines()]
-    for line in quoted.split("```")[0].splitlines():
-        # the page's run is from the repository's root, the test's from a copy of examples/ alone
-        line = line.replace("examples/test_example_faults.py", "test_example_faults.py")
-        assert line in lines, line
+    # the page's run is from the repository's root, the test's from a copy of examples/ alone
+    quote = quoted.split("```")[0].replace("examples/test_example_faults.py", "test_example_faults.py")
+    assert_quoted_lines_occur(quote, runs["unhardened"].splitlines(), "docs/explore.md")

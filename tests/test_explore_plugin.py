@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from docs_quotes import assert_quoted_lines_occur
 
 HARNESS = """
 import httpx
@@ -564,6 +565,5 @@ def test_the_pages_quoted_report_is_what_its_example_prints(pytester: pytest.Pyt
         "-p", "mcpfaults", "-p", "no:cacheprovider", "explore_test.py", "-q", timeout=180
     )
     assert result.ret == 0, result.stdout.str()[-3000:]
-    lines = [line.rstrip() for line in result.stdout.lines]
-    for line in quoted:
-        assert line.replace("docs/examples/", "") in lines, line
+    quote = "\n".join(line.replace("docs/examples/", "") for line in quoted)
+    assert_quoted_lines_occur(quote, result.stdout.lines, "docs/explore.md")

@@ -11,8 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
+from docs_quotes import assert_quote_is_output, quoted_block
 
 ROOT = Path(__file__).resolve().parent.parent
+# each child run is bounded at 240 s (_run); about 20 s alone, it outlasts the suite's 120 s when six busy
+# processes share the cores with it
+pytestmark = pytest.mark.timeout(300)
 HANGS = ROOT / "docs" / "examples" / "hangs_test.py"
 SERVER_REQUESTS = ROOT / "docs" / "examples" / "server_requests_test.py"
 
@@ -117,28 +121,14 @@ def _assert_docs_quote_is_the_real_output(
     result: pytest.RunResult, first: str, last: str, page_name: str = "hangs.md"
 ) -> None:
     """docs/hangs.md (or ``page_name``) quotes the verdicts of the docs examples (from ``first`` to the
-    line starting ``last``); each must match what runs (ports, times, paths and connection numbers
-    aside)."""
+    line starting ``last``); each must match what runs, but for what no quote can pin (ports, times,
+    connection numbers, the client's release: tests/docs_quotes.py)."""
     out = result.stdout.lines
     start = next(i for i, line in enumerate(out) if line.startswith(first))
     end = next(i for i in range(start, len(out)) if out[i].startswith(last))
-    actual = "\n".join(out[start : end + 1])
-    page = (ROOT / "docs" / page_name).read_text()
-    quoted = re.search(rf"```text\n({re.escape(first)}.*?\n{re.escape(last)}[^\n]*)\n```", page, re.S)
+    quoted = quoted_block((ROOT / "docs" / page_name).read_text(), first, last)
     assert quoted is not None, f"docs/{page_name} must quote the verdict {first!r} in a ```text block"
-
-    def norm(text: str) -> str:
-        text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
-        text = re.sub(r'File "[^"]*", line \d+', 'File "F", line N', text)
-        text = re.sub(r"\d+\.\d{3} ?s\b", "N.NNNs", text)
-        text = re.sub(r"#\d+", "#N", text)
-        text = re.sub(r"sent at \d+\.\d s", "sent at N.N s", text)
-        text = re.sub(r"bytes=\d+|\(\d+ bytes sent\)", "BYTES", text)
-        text = re.sub(r"python-httpx2/[\w.]+", "python-httpx2/V", text)
-        text = re.sub(r"MCP-Protocol-Version [\w-]+", "MCP-Protocol-Version V", text)
-        return re.sub(r"[ ]+", " ", text)
-
-    assert norm(quoted.group(1)) == norm(actual)
+    assert_quote_is_output(quoted, "\n".join(out[start : end + 1]), f"docs/{page_name}")
 
 
 # -- mcp 2.x, a harness that never answers the tool's elicitation/create ------------------------------
@@ -173,7 +163,9 @@ def test_docs_example_a_harness_that_never_answers_fails_in_the_budget_with_the_
         for line in result.outlines
         if re.match(r"[\d.]+s call .*::test_harness_that_never_answers$", line)
     ]
-    assert took < 1.0 + 1.0 + 1.5  # the budget, the interrupt's grace, a margin: not the client's 300 s
+    # bounded, not fast: the budget and the interrupt's grace (2 s), not the client's 300 s; the room
+    # between is for a loaded machine (six busy processes beside the suite)
+    assert took < 1.0 + 1.0 + 13.0
     records = _records(result)
     (never,) = records["test_harness_that_never_answers"]
     assert (never["request"], never["fault"], never["budget"]) == (

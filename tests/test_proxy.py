@@ -317,11 +317,13 @@ def test_stall_at_zero_bytes_sends_the_upstreams_status_line_then_holds(up: SdkU
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_stall_times_the_mcp2_client_out_and_released_it_completes(up: SdkUpstream, mode: str) -> None:
-    with Sidecar(upstream=up.url, faults=[Stall(after_bytes=5, when="tools/call")], patience=2.0) as sc:
-        async with Client(sc.mcp_url, mode=mode, read_timeout_seconds=0.3) as client:
+    # the client's 2 s timeout (its initialize, forwarded to the upstream process, takes it too) far
+    # inside the 10 s budget: the POST closed on the timeout, not at the budget, on a loaded machine too
+    with Sidecar(upstream=up.url, faults=[Stall(after_bytes=5, when="tools/call")], patience=10.0) as sc:
+        async with Client(sc.mcp_url, mode=mode, read_timeout_seconds=2.0) as client:
             with pytest.raises(MCPError, match="timed out"):
                 await client.call_tool("add", {"a": 1, "b": 2})
-        await asyncio.to_thread(sc.wait_idle, 3)
+        await asyncio.to_thread(sc.wait_idle, 5)
         assert sc.patience_violations == ()  # both eras close the stalled POST on the timeout, as on the fake
     with Sidecar(upstream=up.url, faults=[Stall(after_bytes=5, when="tools/call")], patience=None) as sc:
         async with Client(sc.mcp_url, mode=mode, read_timeout_seconds=5.0) as client:

@@ -3,9 +3,10 @@ runner's shape (tests/wedge_runner.py: one MCP session kept across ``run_until_c
 private loop, no read timeout) wedges for ever under mcp 1.x after ``die`` at the delete, ``kill()``
 during another call, and ``truncate`` or ``reset`` on the delete's body. Each inner run is a child
 pytest with ``-p mcpfaults -p no:timeout`` (no outside timeout could end it), in one process and on
-two xdist workers; mcp 1.x comes from ``mcp1_overlay``. The durations bound the verdict (budget +
-2 s), far below a hang, and are not speed targets: the wedged runs' whole-test durations come from the
-plugin's JSON report (which the xdist controller merges), the others' call phases from their reports.
+two xdist workers; mcp 1.x comes from ``mcp1_overlay``. The durations bound the verdict (under
+``HANG_BOUND``), far below a hang, and are not speed targets: the wedged runs' whole-test durations
+come from the plugin's JSON report (which the xdist controller merges), the others' call phases from
+their reports.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from inner_reports import DURATIONS_CONFTEST, failure
 
 HERE = Path(__file__).parent
 BUDGET = 1.0
+#: The verdict ends a wedged test at about the budget (plus the watcher's poll and the interrupt); left
+#: alone it would block until the inner run's 180 s timeout. Only "bounded" is claimed, not a speed:
+#: 15 s tells the two apart on a quiet machine and beside six busy processes alike.
+HANG_BOUND = 15.0
+# each child run is bounded at 180 s (_run), not the suite's 120 s: room for six busy processes beside it
+pytestmark = pytest.mark.timeout(240)
 
 RUNNER_TESTS = f"""
 import os, threading
@@ -105,7 +112,7 @@ def test_a_wedged_mcp1_runner_gets_a_verdict_naming_the_blocked_call(
             text,
         ), text
         assert "site-packages" not in text.split("the test's thread is blocked at")[1], text
-        assert durations[name] < BUDGET + 2.0, (name, durations[name])
+        assert durations[name] < HANG_BOUND, (name, durations[name])
     assert "since then: no request reached the sidecar; connection #" in failure(result, NAMES[0])
     assert "it has been down since" in failure(result, NAMES[0])
     assert "it is up and would answer" in failure(result, NAMES[1])
@@ -166,9 +173,11 @@ def test_a_busy_spinning_private_loop(mcp_sidecar):
         await spin()
     asyncio.new_event_loop().run_until_complete(main())
 
-@pytest.mark.mcp_sidecar(patience=BUDGET, faults=[Status(503, when=Trigger("health", times=1))])
+# a request every 0.2 s for 2.4 s, twice the 1.2 s budget: each gap is a sixth of it, so a loaded
+# machine's late wake-ups do not make one look like a stall
+@pytest.mark.mcp_sidecar(patience=1.2, faults=[Status(503, when=Trigger("health", times=1))])
 def test_requests_after_the_fault_are_progress(mcp_sidecar):
-    for _ in range(8):
+    for _ in range(12):
         httpx.get(mcp_sidecar.health_url, timeout=5)
         time.sleep(0.2)
 
@@ -206,8 +215,8 @@ def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
     assert "the test made no progress" in spin
     assert "await spin()" in spin or "await asyncio.sleep(0)" in spin, spin
     for name in ("test_a_sleep_after_die", "test_a_busy_spinning_private_loop"):
-        assert durations[name] < 0.5 + 2.0, (name, durations[name])
-    assert durations["test_requests_after_the_fault_are_progress"] >= 1.6
+        assert durations[name] < HANG_BOUND, (name, durations[name])  # not the 20 s sleep, not for ever
+    assert durations["test_requests_after_the_fault_are_progress"] >= 2.4  # twice its budget, no verdict
     assert durations["test_a_request_in_flight_is_the_sidecars_to_answer"] >= 1.5
     assert durations["test_interrupting_off"] >= 1.2
 
