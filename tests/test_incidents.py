@@ -44,7 +44,10 @@ async def test_sidecar_dies_after_create_session_and_the_delete_is_refused(
         assert [r.name for r in warnings] == ["mcp.client.streamable_http"]
         assert warnings[0].getMessage().startswith("Session termination failed")
         assert "All connection attempts failed" in warnings[0].getMessage()  # connection refused
-        assert sc.journal.sequence()[-2:] == ["POST tools/call create_session", "POST tools/list"]
+        # the client's GET stream opens beside its calls, in an order only the scheduler decides (under
+        # load it came last): the calls are what the incident is about
+        posts = [step for step in sc.journal.sequence() if step != "GET /mcp"]
+        assert posts[-2:] == ["POST tools/call create_session", "POST tools/list"]
         assert "DELETE /mcp" not in sc.journal.sequence()  # it never reached the dead sidecar
         assert sc.state == "dead"
         assert sc.benchmark.sessions == {}  # the benchmark session died with the process
