@@ -60,6 +60,15 @@ def _kind(run: Mapping[str, Any]) -> str:
     return str(run["plan"][0]["fault"]).split("(")[0].split("@")[0]
 
 
+def grid_column(run: Mapping[str, Any]) -> str:
+    """A single-fault run's column in the step × fault grid: its kind, or the kind's named cell as the
+    run's id names it (``explore:error_payload.gone-at-…``: ``error_payload.gone``), so the cells of
+    one kind are columns of their own and none hides another's verdict."""
+    kind = _kind(run)
+    head = str(run.get("id", "")).removeprefix("explore:").split("-at-", 1)[0]
+    return head if head.startswith(kind + ".") else kind
+
+
 def _anchor(test: str, run_id: str) -> str:
     return "v-" + "".join(c if c.isalnum() else "-" for c in f"{test}-{run_id}")
 
@@ -68,9 +77,9 @@ def _grid(test: str, runs: Sequence[Mapping[str, Any]]) -> str:
     single = [r for r in runs if len(r["plan"]) == 1]
     if not single:
         return "<p>no single-fault run ran</p>"
-    kinds = list(dict.fromkeys(_kind(r) for r in single))
+    kinds = list(dict.fromkeys(grid_column(r) for r in single))
     steps = list(dict.fromkeys(str(r["plan"][0]["step"]) for r in single))
-    cells = {(str(r["plan"][0]["step"]), _kind(r)): r for r in single}
+    cells = {(str(r["plan"][0]["step"]), grid_column(r)): r for r in single}
     out = ['<table class="grid"><tr><th>step \\ fault</th>']
     out += [f"<th>{_e(k)}</th>" for k in kinds]
     out.append("</tr>")

@@ -302,3 +302,33 @@ def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_repor
     assert main(["merge-reports", str(pytester.path / "out.json"), str(pytester.path / "other.json")]) == 2
     assert "other.json': not a pytest-mcpfaults report" in capsys.readouterr().err
     assert not (pytester.path / "out.json").exists()
+
+
+def test_a_kinds_named_cells_are_grid_columns_of_their_own() -> None:
+    """error_payload's four texts at one step are four columns: a violation under one is not hidden by
+    an ok under the next (they once shared the kind's column, the last verdict shown)."""
+    from pytest_mcpfaults._pytest.explore_report import matrix_lines
+    from pytest_mcpfaults.explore_html import render
+
+    def run(cell: str, verdict: str) -> dict[str, Any]:
+        kind = cell.split(".")[0]
+        fault = f"{kind}(message='x')@tool:delete_session[nth=1]"
+        plan = [{"step": "tool:delete_session#1", "fault": fault}]
+        return {
+            "id": f"explore:{cell}-at-tool:delete_session[1]",
+            "verdict": verdict,
+            "found": [],
+            "plan": plan,
+        }
+
+    runs = [
+        run("die", "violation"),
+        run("error_payload.gone", "violation"),
+        run("error_payload.failed", "ok"),
+    ]
+    lines = matrix_lines(runs)
+    assert lines[1].split()[1:] == ["V", "V", "."], lines
+    assert lines[2] == "kinds: 1=die, 2=error_payload.gone, 3=error_payload.failed"
+    entry = {"nodeid": "t.py::test_x", "runs": runs, "violations": [], "clean": "ok", "kinds": []}
+    page = render([entry], {}, [])
+    assert "<th>error_payload.gone</th>" in page and "<th>error_payload.failed</th>" in page

@@ -413,12 +413,14 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
 def matrix_lines(runs: list[Mapping[str, Any]]) -> list[str]:
     """The step × fault matrix of the depth-1 runs that ran (``.`` ok, ``V`` violation, ``b``
     behaviour under fault, ``u`` unreached, ``s`` not explored; blank: not run); pairs counted below."""
+    from pytest_mcpfaults.explore_html import grid_column
+
     single = [r for r in runs if len(r["plan"]) == 1]
     if not single:
         return []
-    kinds = list(dict.fromkeys(_kind_of(r) for r in single))
+    kinds = list(dict.fromkeys(grid_column(r) for r in single))
     steps = list(dict.fromkeys(_step_of(r) for r in single))
-    cell = {(_step_of(r), _kind_of(r)): CELLS[r["verdict"]] for r in single}
+    cell = {(_step_of(r), grid_column(r)): CELLS[r["verdict"]] for r in single}
     width = max(len(s) for s in steps)
     out = [" " * width + "  " + " ".join(f"{i:>2}" for i in range(1, len(kinds) + 1))]
     for s in steps:
