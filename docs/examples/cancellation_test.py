@@ -44,7 +44,9 @@ async def test_the_harness_cancels_its_call_at_its_timeout(mcp_sidecar):
     [cancel] = mcp_sidecar.cancellations
     call = mcp_sidecar.journal.request(cancel.cancels)
     assert call.label == "POST tools/call sleep" and cancel.in_flight
-    assert 0.5 <= cancel.since_sent < 1.0
+    # at the client's 0.5 s timeout, not at once: the sidecar's clock starts when the call arrived, after
+    # the client's own timer had started (seen: 0.4993 s), so the lower bound leaves it that transit
+    assert 0.4 <= cancel.since_sent < 1.0
     assert call.cancel_outcome == "stopped"  # the sidecar stopped the tool, sent no response
 
 
