@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
+import dataclasses
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -60,14 +60,10 @@ from pytest_mcpfaults.ambient import current
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.body import halve, shape_of
-from pytest_mcpfaults.sidecar.builtin import builtin_surface
-from pytest_mcpfaults.sidecar.config import check_endpoints, check_strings
 from pytest_mcpfaults.sidecar.mcp import reply_body
+from pytest_mcpfaults.sidecar.options import build_options, with_options
 from pytest_mcpfaults.sidecar.resumption import Resumed
-from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, check_surface
-from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 from pytest_mcpfaults.sidecar.views import SidecarViews
-from pytest_mcpfaults.validation import check_count
 
 __all__ = [
     "NEEDS_SOCKETS",
@@ -246,23 +242,8 @@ class InProcessSidecar(SidecarViews):
     :func:`intercepting`.
     """
 
-    def __init__(
-        self,
-        *,
-        base_url: str = "http://sidecar.test",
-        mcp_path: str = "/mcp",
-        health_path: str | None = "/health",
-        era: str = "auto",
-        reply: str = "json",
-        tools: Iterable[Tool] = (),
-        tool_sets: Sequence[str] = DEFAULT_TOOL_SETS,
-        resources: Iterable[Resource | ResourceTemplate] = (),
-        prompts: Iterable[Prompt] = (),
-        faults: Sequence[F.Fault | str] = (),
-        service_url: str | None = None,
-        allowed_origins: Sequence[str] = (),
-        max_body_bytes: int = 1 << 20,
-    ) -> None:
+    @with_options("in-process")
+    def __init__(self, *, base_url: str = "http://sidecar.test", **options: Any) -> None:
         parts = urlsplit(base_url) if isinstance(base_url, str) else None
         if (
             parts is None
@@ -274,29 +255,15 @@ class InProcessSidecar(SidecarViews):
                 f"mock_sidecar: base_url must be an http(s) origin without a path, e.g. "
                 f"'http://sidecar.test', got {base_url!r}"
             )
-        era_, reply_ = check_endpoints("mock_sidecar", mcp_path, health_path, era, reply, tool_sets)
-        check_strings(
-            "mock_sidecar", "allowed_origins", allowed_origins, "Origin values such as 'http://a.example'"
-        )
-        check_count("mock_sidecar", "max_body_bytes", max_body_bytes, minimum=1)
-        resources, prompts = check_surface("mock_sidecar", resources, prompts)
+        opts = build_options(options, "in-process")
+        check_plan(opts.faults)
         self._url = base_url.rstrip("/")
         self._origin = _origin(self._url)
-        self.era, self.reply = era_, reply_
+        self.era, self.reply = opts.era, opts.reply
+        # its own origin allowed, as loopback ones are over a socket
+        self.options = dataclasses.replace(opts, allowed_origins=(*opts.allowed_origins, self._url))
         self.core = core.SidecarCore(
-            mcp_path=mcp_path,
-            health_path=health_path,
-            era=era_,
-            reply=reply_,
-            tools=tools,
-            tool_sets=tool_sets,
-            surface=builtin_surface(tuple(tool_sets), resources, prompts),
-            faults=check_plan(faults),
-            get_stream=False,
-            allowed_origins=(*allowed_origins, self._url),  # its own origin, as loopback is over a socket
-            max_body_bytes=max_body_bytes,
-            service_url=lambda: service_url or self._url,
-            run_async=_on_sidecar_loop,
+            self.options, service_url=lambda: opts.service_url or self._url, run_async=_on_sidecar_loop
         )
         self._lock = threading.RLock()
 
@@ -496,17 +463,6 @@ def mock_sidecar(
     hand = current()
     if hand is not None:  # an explore run (docs/explore.md): the faults aimed at this sidecar first
         faults = [*hand.faults_for_next(), *faults]
-    socket_only = sorted(set(kwargs) - set(inspect.signature(InProcessSidecar).parameters))
-    if socket_only:
-        from pytest_mcpfaults.sidecar.options import option_fields
-
-        options = {f.name for f, _ in option_fields()}
-        name = socket_only[0]
-        what = "an option of the socket Sidecar only" if name in options else "not an option"
-        raise TypeError(
-            f"mock_sidecar: {name!r} is {what}; the in-process backend takes "
-            f"{', '.join(p for p in inspect.signature(InProcessSidecar).parameters)}"
-        )
     sidecar = InProcessSidecar(base_url=base_url, faults=faults, **kwargs)
     if hand is not None:
         hand.made(sidecar, "mock_sidecar")

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import Answer, Dropped, Incoming, SidecarCore
+from pytest_mcpfaults.sidecar.options import SidecarOptions
 from pytest_mcpfaults.sidecar.routing import jitter
 from pytest_mcpfaults.sidecar.tools import Tool
 
@@ -42,13 +43,7 @@ class Recording:
 
 
 def make(faults: list[F.Fault] | None = None, **kwargs: Any) -> SidecarCore:
-    opts: dict[str, Any] = dict(
-        mcp_path="/mcp", health_path="/health", era="auto", reply="json", tools=(),
-        tool_sets=("basic", "benchmark"), faults=faults or [], get_stream=False, allowed_origins=(),
-        max_body_bytes=1 << 20, service_url=lambda: "http://svc.test",
-    )  # fmt: skip
-    opts.update(kwargs)
-    core = SidecarCore(**opts)
+    core = SidecarCore(SidecarOptions(faults=faults or [], **kwargs), service_url=lambda: "http://svc.test")
     core.state = "running"
     return core
 

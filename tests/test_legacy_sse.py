@@ -26,6 +26,7 @@ from pytest_mcpfaults.faults import format_plan
 from pytest_mcpfaults.sidecar import Sidecar
 from pytest_mcpfaults.sidecar.core import Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.sidecar.legacy_sse import LegacySession
+from pytest_mcpfaults.sidecar.options import SidecarOptions
 from pytest_mcpfaults.strategies import fault_plans
 
 JSON = {"Content-Type": "application/json"}
@@ -62,11 +63,8 @@ class Recording:
 
 
 def make_core(faults: list[F.Fault] | None = None, transport: str = "sse") -> SidecarCore:
-    core = SidecarCore(
-        mcp_path="/mcp", health_path="/health", era="auto", reply="json", tools=(),
-        tool_sets=("basic", "benchmark"), faults=faults or [], get_stream=False, allowed_origins=(),
-        max_body_bytes=1 << 20, service_url=lambda: "http://svc.test", transport=transport,  # type: ignore[arg-type]
-    )  # fmt: skip
+    options = SidecarOptions(faults=faults or [], transport=transport)
+    core = SidecarCore(options, service_url=lambda: "http://svc.test")
     core.state = "running"
     return core
 

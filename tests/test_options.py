@@ -157,7 +157,13 @@ def test_mock_sidecar_names_an_option_it_does_not_take() -> None:
 
     from pytest_mcpfaults.inprocess import mock_sidecar
 
-    with pytest.raises(TypeError, match=r"mock_sidecar: 'patience' is an option of the socket Sidecar only"):
+    with pytest.raises(
+        TypeError, match=r"mock_sidecar: 'idle_timeout' is an option of the socket Sidecar only"
+    ):
+        mock_sidecar(idle_timeout=1.0)
+    with pytest.raises(
+        TypeError, match=r"mock_sidecar: 'patience' is an option of the socket Sidecar and StdioServer only"
+    ):
         mock_sidecar(patience=1.0)
     with pytest.raises(
         TypeError, match=r"mock_sidecar: 'patiense' is not an option; the in-process backend "

@@ -1,9 +1,10 @@
-"""The socket sidecar's constructor arguments: defaults and the checks that reject bad ones early.
+"""The sidecars' options: defaults and the checks that reject bad ones early.
 
-:func:`check_kwargs` raises ``ValueError`` naming the argument, the value and what would be valid,
-before :class:`~pytest_mcpfaults.sidecar.server.Sidecar` builds anything. Every argument is
-type-checked here, so ``Sidecar(...)``, ``@pytest.mark.mcp_sidecar(...)`` (validated at collection by
-constructing a ``Sidecar``) and ``mcp_sidecar_factory(...)`` accept and refuse exactly the same values:
+:func:`check_options` raises ``ValueError`` naming the argument, the value and what would be valid,
+before a backend builds anything. Every option is type-checked here, so ``Sidecar(...)``,
+``@pytest.mark.mcp_sidecar(...)`` (validated at collection by constructing a ``Sidecar``),
+``mcp_sidecar_factory(...)``, ``mock_sidecar(...)`` and ``StdioServer(...)`` accept and refuse exactly
+the same values:
 no truthy string stands in for a bool, no bare string for a list of strings, no ``inf``/``nan`` for a
 number.
 """
@@ -12,13 +13,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 from urllib.parse import urlsplit
 
 from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS, TransportName
 from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 from pytest_mcpfaults.validation import LOOPBACK_NAMES, is_count, is_loopback_host, is_positive_seconds
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.sidecar.options import SidecarOptions
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -29,9 +33,10 @@ __all__ = [
     "LOOPBACK_NAMES",
     "NOT_FORWARDED",
     "REPLY_MODES",
+    "WHO",
     "ReplyMode",
     "check_endpoints",
-    "check_kwargs",
+    "check_options",
     "check_otlp",
     "check_path",
     "check_strings",
@@ -50,6 +55,8 @@ DEFAULT_UPSTREAM_TIMEOUT = 30.0
 ReplyMode = Literal["json", "sse"]
 """How a sidecar frames its replies by default: one JSON body, or an SSE stream."""
 REPLY_MODES: tuple[ReplyMode, ...] = get_args(ReplyMode)
+#: Who names a backend's options in its refusals (``SidecarOptions.backend``).
+WHO = {"socket": "Sidecar", "in-process": "mock_sidecar", "stdio": "StdioServer"}
 # An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).
 _PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
 
@@ -69,50 +76,47 @@ def check_strings(who: str, name: str, value: object, what: str) -> None:
         raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
 
 
-def check_kwargs(
-    host: str, port: int, mcp_path: str, health_path: str | None, era: str, reply: str,
-    tool_sets: Sequence[str], patience: float | None, allow_remote: bool, max_body_bytes: int,
-    tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-    *, get_stream: object = False, tools: object = (), faults: object = (), expect_hang: object = False,
-    allowed_origins: object = (), service_url: object = None, upstream: object = None,
-    upstream_health: object = None, upstream_timeout: object = DEFAULT_UPSTREAM_TIMEOUT,
-    allow_remote_upstream: object = False,
-) -> tuple[Era, ReplyMode]:  # fmt: skip
-    """Refuse a bad argument (``ValueError``); return ``era`` and ``reply``, narrowed."""
-    if not isinstance(host, str) or not host:
-        raise ValueError(f"Sidecar: host must be a host name or IP address, got {host!r}")
-    _check_bool("Sidecar", "allow_remote", allow_remote)
-    if not is_loopback_host(host) and allow_remote is not True:
+def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
+    """Refuse a bad option (``ValueError`` naming the backend, the option and the value); return ``era``
+    and ``reply``, narrowed."""
+    who = WHO[opts.backend]
+    if not isinstance(opts.host, str) or not opts.host:
+        raise ValueError(f"{who}: host must be a host name or IP address, got {opts.host!r}")
+    _check_bool(who, "allow_remote", opts.allow_remote)
+    if not is_loopback_host(opts.host) and opts.allow_remote is not True:
         raise ValueError(
-            f"Sidecar: host {host!r} is not a loopback address; the sidecar binds to loopback only "
+            f"{who}: host {opts.host!r} is not a loopback address; the sidecar binds to loopback only "
             "(use '127.0.0.1'), or pass allow_remote=True to bind it on purpose"
         )
-    if not (is_count(port) and port <= 65535):
-        raise ValueError(f"Sidecar: port must be an integer in 0..65535 (0: any free port), got {port!r}")
-    modes = check_endpoints("Sidecar", mcp_path, health_path, era, reply, tool_sets)
-    if patience is not None and not is_positive_seconds(patience):
-        raise ValueError(f"Sidecar: patience must be a positive number of seconds or None, got {patience!r}")
-    if not is_count(max_body_bytes, minimum=1):
-        raise ValueError(f"Sidecar: max_body_bytes must be a positive integer, got {max_body_bytes!r}")
-    _check_bool("Sidecar", "get_stream", get_stream)
-    _check_bool("Sidecar", "expect_hang", expect_hang)
-    check_strings("Sidecar", "allowed_origins", allowed_origins, "Origin values such as 'http://a.example'")
-    if service_url is not None and (not isinstance(service_url, str) or not service_url):
-        raise ValueError(f"Sidecar: service_url must be a URL string or None, got {service_url!r}")
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
-        raise ValueError(f"Sidecar: tools must be a list of pytest_mcpfaults.Tool, got {tools!r}")
-    if isinstance(faults, (str, bytes)):
+    if not (is_count(opts.port) and opts.port <= 65535):
+        raise ValueError(f"{who}: port must be an integer in 0..65535 (0: any free port), got {opts.port!r}")
+    modes = check_endpoints(who, opts.mcp_path, opts.health_path, opts.era, opts.reply, opts.tool_sets)
+    if opts.patience is not None and not is_positive_seconds(opts.patience):
         raise ValueError(
-            f"Sidecar: faults must be a list of faults (or fault specs), got {faults!r}; "
-            f"for one, write [{faults!r}]"
+            f"{who}: patience must be a positive number of seconds or None, got {opts.patience!r}"
+        )
+    if not is_count(opts.max_body_bytes, minimum=1):
+        raise ValueError(f"{who}: max_body_bytes must be a positive integer, got {opts.max_body_bytes!r}")
+    _check_bool(who, "get_stream", opts.get_stream)
+    _check_bool(who, "expect_hang", opts.expect_hang)
+    check_strings(who, "allowed_origins", opts.allowed_origins, "Origin values such as 'http://a.example'")
+    if opts.service_url is not None and (not isinstance(opts.service_url, str) or not opts.service_url):
+        raise ValueError(f"{who}: service_url must be a URL string or None, got {opts.service_url!r}")
+    if isinstance(opts.tools, (str, bytes)) or not isinstance(opts.tools, Iterable):
+        raise ValueError(f"{who}: tools must be a list of pytest_mcpfaults.Tool, got {opts.tools!r}")
+    if isinstance(opts.faults, (str, bytes)):
+        raise ValueError(
+            f"{who}: faults must be a list of faults (or fault specs), got {opts.faults!r}; "
+            f"for one, write [{opts.faults!r}]"
         )
     check_upstream(
-        upstream, upstream_health, upstream_timeout, allow_remote_upstream, health_path, get_stream, tools
-    )
-    for name, value in (("tool_timeout", tool_timeout), ("idle_timeout", idle_timeout)):
+        opts.upstream, opts.upstream_health, opts.upstream_timeout, opts.allow_remote_upstream,
+        opts.health_path, opts.get_stream, opts.tools,
+    )  # fmt: skip
+    for name, value in (("tool_timeout", opts.tool_timeout), ("idle_timeout", opts.idle_timeout)):
         if value is not None and not is_positive_seconds(value):
             raise ValueError(
-                f"Sidecar: {name} must be a positive, finite number of seconds or None (unbounded), "
+                f"{who}: {name} must be a positive, finite number of seconds or None (unbounded), "
                 f"got {value!r}"
             )
     return modes

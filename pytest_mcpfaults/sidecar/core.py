@@ -18,7 +18,7 @@ import functools
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from pytest_mcpfaults import faults as F
@@ -37,7 +37,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
     serves_legacy,
     serves_streamable,
 )
-from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error
+from pytest_mcpfaults.sidecar.mcp import AnswerSource, McpEndpoint, Reply, client_error
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
 from pytest_mcpfaults.sidecar.resumption import Resumed, Resumption, primes
@@ -50,9 +50,11 @@ from pytest_mcpfaults.sidecar.routing import (
     pick,
     revokes_token,
 )
-from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.validation import is_loopback_host
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.sidecar.options import SidecarOptions
 
 __all__ = [
     "SINGLE_HEADERS",
@@ -170,69 +172,53 @@ class Answer:
 class SidecarCore:
     """The state and the request handling of one sidecar, whatever its transport.
 
-    Args (as the sidecars take them): ``mcp_path``, ``health_path``, ``era``, ``reply`` (the default
-    framing), ``tools`` (extra tools, beside ``tool_sets``), ``faults`` (the normalised plan),
-    ``get_stream``, ``allowed_origins``, ``max_body_bytes``, ``service_url`` (a callable: the URL is
-    known once the transport is bound), ``tool_timeout``, ``run_sync`` / ``run_async`` (how the MCP
-    endpoint runs user tool handlers), ``upstream`` (proxy mode), and ``transport`` with ``sse_path`` /
-    ``messages_path`` (which MCP transports are served: Streamable HTTP on ``mcp_path``, the legacy
-    HTTP+SSE transport on its two paths, or both), ``auth`` (the sidecar as an OAuth-protected
-    resource: its :class:`~pytest_mcpfaults.sidecar.auth.AuthServer`, or ``None``), ``source`` (replay:
-    a cassette's answers).
+    ``options``: the sidecar's (it reads the ones it uses, where it uses them); the rest are what a
+    backend builds at runtime: ``service_url`` (a callable: the URL is known once the transport is
+    bound), ``run_sync`` / ``run_async`` (how the MCP endpoint runs user tool handlers), ``upstream``
+    (proxy mode), ``auth`` (the sidecar as an OAuth-protected resource: its
+    :class:`~pytest_mcpfaults.sidecar.auth.AuthServer`, or ``None``), ``source`` (replay: a cassette's
+    answers and tools, in place of the options' tools).
     """
 
     def __init__(
         self,
+        options: SidecarOptions,
         *,
-        mcp_path: str,
-        health_path: str | None,
-        era: Era,
-        reply: str,
-        tools: Iterable[Tool],
-        tool_sets: Sequence[str],
-        surface: Surface | None = None,
-        faults: Sequence[F.Fault],
-        get_stream: bool,
-        allowed_origins: Sequence[str],
-        max_body_bytes: int,
         service_url: Callable[[], str],
-        tool_timeout: float | None = None,
         run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
         run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
         upstream: Upstream | None = None,
-        transport: TransportName = "streamable_http",
-        sse_path: str = "/sse",
-        messages_path: str = "/messages",
         auth: AuthServer | None = None,
         source: AnswerSource | None = None,
     ) -> None:
-        self.mcp_path, self.health_path, self.transport = mcp_path, health_path, transport
+        self.options = options
+        transport = cast(TransportName, options.transport)  # narrowed by SidecarOptions
         self.streamable = serves_streamable(transport)
         self.legacy = (
-            LegacySse(sse_path=sse_path, messages_path=messages_path) if serves_legacy(transport) else None
+            LegacySse(sse_path=options.sse_path, messages_path=options.messages_path)
+            if serves_legacy(transport)
+            else None
         )
-        self.reply_sse = reply == "sse"
-        self.allowed_origins = tuple(allowed_origins)
         self.allowed_hosts: frozenset[str] | None = None  # Host names beside loopback: refuse_foreign_hosts
-        self.max_body_bytes, self.service_url = max_body_bytes, service_url
+        self.service_url = service_url
         self.upstream, self.auth = upstream, auth
         self.state: SidecarState = "new"
         self.notify: Callable[[str, Mapping[str, Any] | None], None] = _no_notice
         self.benchmark = BenchmarkSessions()
-        self.tools = builtin_tools(tuple(tool_sets), self.benchmark)
-        for tool in tools:
+        tool_sets = () if source is not None else tuple(options.tool_sets)
+        self.tools = builtin_tools(tool_sets, self.benchmark)
+        for tool in source.tools.values() if source is not None else options.tools:
             self.add_tool(tool)
+        faults = cast("tuple[F.Fault, ...]", options.faults)  # parsed by SidecarOptions
         self.plan_entries: list[PlanEntry] = [(f, F.TriggerState(f.trigger)) for f in faults]
         self.journal = Journal()
         self.server_messages = ServerMessages(self.journal.server_messages)
         self.cancels, self.resumption = Cancellations(self.journal), Resumption(self.journal)
+        own = source is None  # a replay serves the cassette's tools only
+        surface = builtin_surface(tool_sets, options.resources if own else (), options.prompts if own else ())
         self.mcp = McpEndpoint(
-            era=era, tools=self.tools, get_stream=get_stream, on_error=self.record_error,
-            tool_timeout=tool_timeout, run_sync=run_sync, run_async=run_async,
-            messages=self.server_messages,
-            source=source,
-            surface=surface if surface is not None else builtin_surface(tuple(tool_sets)),
-            on_ran_on=self.cancels.ran_on,
+            options, tools=self.tools, on_error=self.record_error, run_sync=run_sync, run_async=run_async,
+            messages=self.server_messages, source=source, surface=surface, on_ran_on=self.cancels.ran_on,
         )  # fmt: skip
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []
@@ -243,7 +229,7 @@ class SidecarCore:
         ``allowed_origins``: a loopback server's own DNS-rebinding check, which a proxying sidecar does
         in the upstream's place (the upstream sees the sidecar's ``Host``, not the client's)."""
         hosts = set()
-        for origin in self.allowed_origins:
+        for origin in self.options.allowed_origins:
             with contextlib.suppress(ValueError):
                 hosts.add((urlsplit(origin).hostname or "").lower())
         self.allowed_hosts = frozenset(hosts - {""})
@@ -313,7 +299,7 @@ class SidecarCore:
     # -- answering ---------------------------------------------------------------------------------
     def too_large(self) -> Reply:
         """413 for a body over ``max_body_bytes`` (the connection is closed after it)."""
-        text = f"request body over {self.max_body_bytes} bytes"
+        text = f"request body over {self.options.max_body_bytes} bytes"
         return Reply(413, None, {"Connection": "close"}, sse=False, text=text)
 
     def classify(self, incoming: Incoming) -> RequestInfo:
@@ -321,15 +307,15 @@ class SidecarCore:
         if legacy is not None and incoming.path in legacy.paths:
             i = incoming
             return legacy.classify(i.method, i.path, i.query, i.headers, i.body, self.mcp)
-        if not self.streamable and incoming.path == self.mcp_path:
+        if not self.streamable and incoming.path == self.options.mcp_path:
             return RequestInfo(incoming.method, incoming.path, "other", None)  # not served: 404
         return classify(
             incoming.method,
             incoming.path,
             incoming.headers,
             incoming.body,
-            mcp_path=self.mcp_path,
-            health_path=self.health_path,
+            mcp_path=self.options.mcp_path,
+            health_path=self.options.health_path,
             endpoint=self.mcp,
         )
 
@@ -338,7 +324,7 @@ class SidecarCore:
         the answer-level part of that fault (die, freeze, hang, delay, a forced reply), else answer
         normally (health, 404, the security checks, MCP dispatch or the upstream). ``None``: the
         transport served it itself (an event stream). Raises :class:`Dropped` when the request dies."""
-        if len(incoming.body) > self.max_body_bytes:
+        if len(incoming.body) > self.options.max_body_bytes:
             return Answer(self.too_large(), None, False)
         info = self._classified(rid, incoming)
         if self.state == "frozen":
@@ -388,7 +374,8 @@ class SidecarCore:
         if later is not None:  # Delay(after=True), answer_after_cancel: the answer is made (the tool ran)
             await later(transport)
         self._journal_answer(rid, reply)
-        sse = (reply.sse if reply.sse is not None else self.reply_sse) or shape_of(fault).open_stream
+        framed = reply.sse if reply.sse is not None else self.options.reply == "sse"
+        sse = framed or shape_of(fault).open_stream
         return Answer(_with_ids(self, rid, incoming, info, reply, fault) if sse else reply, fault, sse)
 
     async def _legacy(
@@ -410,7 +397,7 @@ class SidecarCore:
         ``delay(after=True)``, ``answer_after_cancel``'s hold) acts once its reply is made."""
         assert self.legacy is not None
         if forced is None:
-            forced = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
+            forced = security_problem(incoming.header_pairs, self.options.allowed_origins, self.allowed_hosts)
         if info.path == self.legacy.sse_path:
             if forced is not None:
                 return Answer(forced, fault, False)
@@ -561,7 +548,8 @@ class SidecarCore:
         fault: F.Fault | None = None,
     ) -> Reply | None:
         if self.upstream is not None and info.kind != "mcp":
-            problem = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
+            origins = self.options.allowed_origins
+            problem = security_problem(incoming.header_pairs, origins, self.allowed_hosts)
             if problem is not None and problem.status == 403:  # a foreign Host or Origin: not forwarded
                 return problem
             forwarded = await self.upstream.answer(incoming, info, None)
@@ -573,7 +561,7 @@ class SidecarCore:
             if self.auth is not None:
                 return self._authorization_server(rid, incoming)
             return Reply(404, {"error": "Not Found"}, sse=False)
-        problem = security_problem(incoming.header_pairs, self.allowed_origins, self.allowed_hosts)
+        problem = security_problem(incoming.header_pairs, self.options.allowed_origins, self.allowed_hosts)
         if problem is not None:
             return problem
         if self.auth is not None and info.auth is not None:

@@ -39,7 +39,8 @@ from pytest_mcpfaults.sidecar.config import (
     DEFAULT_TOOL_TIMEOUT,
     DEFAULT_UPSTREAM_TIMEOUT,
     REPLY_MODES,
-    check_kwargs,
+    WHO,
+    check_options,
     check_otlp,
     check_transport,
     check_upstream_headers,
@@ -60,6 +61,7 @@ from pytest_mcpfaults.sidecar.outbound_faults import check_outbound_plan
 from pytest_mcpfaults.sidecar.stdio_upstream import check_upstream_command
 from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, check_surface
 from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
+from pytest_mcpfaults.stdio.wire import MAX_LINE
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.cassette.redact import Redactor
@@ -80,11 +82,18 @@ __all__ = [
     "response_headers",
     "takes_options",
     "with_flags_table",
+    "with_options",
     "with_options_table",
 ]
 
-#: The backends an option can apply to: the socket ``Sidecar`` and the in-process ``mock_sidecar``.
-BACKENDS = ("socket", "in-process")
+#: The backends an option can apply to: the socket ``Sidecar``, the in-process ``mock_sidecar`` and
+#: ``StdioServer``; each builds its :class:`SidecarOptions` with :func:`build_options`.
+BACKENDS = ("socket", "in-process", "stdio")
+#: What a backend serves in place of an option it does not take, or its own default: a stdio child has
+#: one endpoint, no health path, one JSON-RPC message per line, and serves the session era by default.
+BACKEND_DEFAULTS: dict[str, dict[str, Any]] = {
+    "stdio": {"era": "session", "health_path": None, "max_body_bytes": MAX_LINE},
+}
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,7 @@ def option(default: Any = dataclasses.MISSING, **meta: Any) -> Any:
 
 
 _BOTH = ("socket", "in-process")
+_ALL, _STDIO = BACKENDS, ("socket", "stdio")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +143,9 @@ class SidecarOptions:
     """The socket sidecar's options, checked once when built: a bad value raises ``ValueError``
     naming the argument, the value and what would be valid (docs/sidecar.md, "Argument checks")."""
 
+    #: The backend the options are for (:data:`BACKENDS`): who its refusals name, which plan checks
+    #: apply here (the in-process and stdio backends check their plans themselves, ``inject()`` too).
+    backend: str = field(default="socket", repr=False)
     host: str = option(
         "127.0.0.1", help="bind address; loopback only unless `allow_remote=True`.", flag="--host",
         cli_help="bind address; loopback only unless --allow-remote", metavar="HOST",
@@ -154,7 +167,7 @@ class SidecarOptions:
     era: str = option(
         "auto", help="`'auto'` (both eras, as real dual servers), `'stateless'` (2026-07-28 only) or "
         "`'session'` (initialize / `Mcp-Session-Id` only; `server/discover` gets 400).",
-        flag="--era", choices=ERAS, cli_help="MCP protocol era(s) served (default auto)", backends=_BOTH,
+        flag="--era", choices=ERAS, cli_help="MCP protocol era(s) served (default auto)", backends=_ALL,
     )  # fmt: skip
     reply: str = option(
         "json", help="`'json'` or `'sse'`: how replies to requests are framed.", flag="--reply",
@@ -166,11 +179,11 @@ class SidecarOptions:
         cli_help="answer GET on the MCP endpoint with an open SSE stream (list_changed notifications)",
     )  # fmt: skip
     tools: Iterable[Tool] = option(
-        (), help="extra tools (`Tool`) served beside the built-in sets.", backends=_BOTH
+        (), help="extra tools (`Tool`) served beside the built-in sets.", backends=_ALL
     )
     tool_sets: Sequence[str] = option(
         DEFAULT_TOOL_SETS, help=f"built-in tool sets: {tool_sets_help()}.", flag="--tool-sets",
-        parse=tool_sets_text, metavar="SETS", backends=_BOTH,
+        parse=tool_sets_text, metavar="SETS", backends=_ALL,
         cli_help=f"comma-separated built-in tool sets (default {','.join(DEFAULT_TOOL_SETS)}; "
         "'conformance': the MCP conformance suite's fixtures)",
     )  # fmt: skip
@@ -183,20 +196,20 @@ class SidecarOptions:
     )  # fmt: skip
     faults: Sequence[F.Fault | str] = option(
         (), help="the fault plan: faults (or their text forms) applied in order, first match wins.",
-        flag="--fault", parse=fault_text, metavar="SPEC", repeat=True, collect=list, backends=_BOTH,
+        flag="--fault", parse=fault_text, metavar="SPEC", repeat=True, collect=list, backends=_ALL,
         cli_help="a fault in text form, e.g. 'status(code=503)@health[times=3]' or 'hang@DELETE /mcp' "
         "(repeatable; first match wins)",
     )  # fmt: skip
     patience: float | None = option(
         DEFAULT_PATIENCE, help="seconds a held request may wait before the sidecar aborts its connection "
         "and records a patience violation; `None`: hold until release or teardown.", flag="--patience",
-        parse=seconds_text, metavar="SECONDS|none",
+        parse=seconds_text, metavar="SECONDS|none", backends=_STDIO,
         cli_help=f"seconds a held request waits before the sidecar aborts it (default {DEFAULT_PATIENCE}; "
         "'none': hold until released)",
     )  # fmt: skip
     expect_hang: bool = option(
         False, help="the test expects clients to wait out held requests: violations are reported but "
-        "do not fail the test."
+        "do not fail the test.", backends=_STDIO,
     )  # fmt: skip
     allow_remote: bool = option(
         False, help="allow a non-loopback `host`.", flag="--allow-remote",
@@ -209,13 +222,13 @@ class SidecarOptions:
         1 << 20, help="request bodies above this are refused with 413.", backends=_BOTH
     )
     service_url: str | None = option(
-        None, help="the backend URL named in `BackendGone` payloads.", backends=_BOTH
+        None, help="the backend URL named in `BackendGone` payloads.", backends=_ALL
     )
     tool_timeout: float | None = option(
         DEFAULT_TOOL_TIMEOUT, help="seconds one tool handler call may take; past it the client gets a "
         "tool error naming the tool, and so does the test (a `SidecarError`), except for the built-in "
         "`sleep`, whose length is the client's. `None`: unbounded.", flag="--tool-timeout",
-        parse=seconds_text, metavar="SECONDS|none",
+        parse=seconds_text, metavar="SECONDS|none", backends=_STDIO,
         cli_help=f"seconds a tool call may run before it is answered as an error (default "
         f"{DEFAULT_TOOL_TIMEOUT:g}; 'none': unbounded)",
     )  # fmt: skip
@@ -357,14 +370,7 @@ class SidecarOptions:
         command = check_upstream_command(
             self.upstream_command, self.upstream, self.upstream_health, self.era, self.get_stream, self.tools
         )
-        era, reply = check_kwargs(
-            self.host, self.port, self.mcp_path, self.health_path, self.era, self.reply, self.tool_sets,
-            self.patience, self.allow_remote, self.max_body_bytes, self.tool_timeout, self.idle_timeout,
-            get_stream=self.get_stream, tools=self.tools, faults=self.faults, expect_hang=self.expect_hang,
-            allowed_origins=self.allowed_origins, service_url=self.service_url, upstream=self.upstream,
-            upstream_health=self.upstream_health, upstream_timeout=self.upstream_timeout,
-            allow_remote_upstream=self.allow_remote_upstream,
-        )  # fmt: skip
+        era, reply = check_options(self)
         check_otlp(self.otlp_path, self.mcp_path, self.health_path, self.span_recorder)
         transport = check_transport(
             self.transport, self.sse_path, self.messages_path, self.mcp_path, self.health_path, era, reply,
@@ -385,34 +391,54 @@ class SidecarOptions:
             cassette_order=self.cassette_order, cassette_once=self.cassette_once, upstream=self.upstream,
             upstream_command=command, tools=self.tools, transport=transport,
         )  # fmt: skip
-        resources, prompts = check_surface("Sidecar", self.resources, self.prompts)
+        resources, prompts = check_surface(WHO[self.backend], self.resources, self.prompts)
         if (resources or prompts) and (self.upstream is not None or command):
             raise ValueError(
                 "Sidecar: resources= and prompts= are served by the fake; with an upstream they are the "
                 f"upstream's own (got {len(resources)} resource(s), {len(prompts)} prompt(s) and an upstream)"
             )
         plan = F.as_plan(self.faults)
-        F.check_transport(plan, "http", "Sidecar faults=")
-        check_auth_plan(plan, auth, "Sidecar faults=")
-        check_outbound_plan(plan, self.upstream is not None or bool(command), "Sidecar faults=")
+        if self.backend == "socket":
+            F.check_transport(plan, "http", "Sidecar faults=")
+            check_auth_plan(plan, auth, "Sidecar faults=")
+            check_outbound_plan(plan, self.upstream is not None or bool(command), "Sidecar faults=")
         for name, value in (
             ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
-            ("faults", plan), ("upstream_headers", dict(self.upstream_headers or {})), ("auth", auth),
-            *cassettes.items(),
+            ("faults", plan), ("auth", auth), *cassettes.items(),
+            ("upstream_headers", None if (h := self.upstream_headers) is None else dict(h)),
             ("resources", tuple(resources)), ("prompts", tuple(prompts)),
+            ("allowed_origins", tuple(self.allowed_origins)),
         ):  # fmt: skip
             object.__setattr__(self, name, value)
 
 
-def build_options(who: str, given: Mapping[str, Any]) -> SidecarOptions:
-    """:class:`SidecarOptions` from keyword arguments; an unknown one is a ``TypeError`` naming it and
-    the valid ones, prefixed with ``who``."""
-    cls = SidecarOptions
+def build_options(given: Mapping[str, Any], backend: str = "socket") -> SidecarOptions:
+    """:class:`SidecarOptions` of ``backend`` from keyword arguments, over the backend's defaults
+    (:data:`BACKEND_DEFAULTS`). An argument that is no option of the backend is a ``TypeError`` naming
+    it and what the backend takes, prefixed with who it is (:data:`WHO`)."""
+    cls, who, takes = SidecarOptions, WHO[backend], _takes(backend)
     if not _names(cls).issuperset(given):
         names = [f.name for f, _ in option_fields(cls)]
-        unknown = sorted(set(given) - set(names))
-        raise TypeError(f"{who}: unknown argument {unknown[0]!r}; valid arguments: {', '.join(names)}")
-    return cls(**given)
+        unknown = sorted(set(given) - set(names))[0]
+        if backend == "socket":
+            raise TypeError(f"{who}: unknown argument {unknown!r}; valid arguments: {', '.join(names)}")
+        raise TypeError(f"{who}: {unknown!r} is not an option; the {backend} backend takes {takes}")
+    other = next((name for name in sorted(given) if backend not in _option(cls, name).backends), None)
+    if other is not None:
+        owners = " and ".join(WHO[b] for b in _option(cls, other).backends)
+        raise TypeError(
+            f"{who}: {other!r} is an option of {owners.replace('Sidecar', 'the socket Sidecar', 1)} only; "
+            f"the {backend} backend takes {takes}"
+        )
+    return cls(**{**BACKEND_DEFAULTS.get(backend, {}), **given}, backend=backend)
+
+
+def _option(cls: type[SidecarOptions], name: str) -> Option:
+    return next(opt for f, opt in option_fields(cls) if f.name == name)
+
+
+def _takes(backend: str) -> str:
+    return ", ".join(f.name for f, opt in option_fields() if backend in opt.backends)
 
 
 def response_headers(opts: SidecarOptions) -> dict[str, str]:
@@ -473,20 +499,36 @@ def _args_doc(cls: type[SidecarOptions]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def with_options(backend: str, cls: type[SidecarOptions] | None = None) -> Callable[[T], T]:
+    """Give a method taking ``**options`` the signature of ``backend``'s options: its own named
+    parameters, then each option the backend takes with the backend's default
+    (``inspect.signature``: the marker's valid arguments)."""
+
+    def wrap(method: T) -> T:
+        own = inspect.signature(method)  # type: ignore[arg-type]
+        params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        defaults = BACKEND_DEFAULTS.get(backend, {})
+        for f, opt in option_fields(cls):
+            if backend in opt.backends:
+                param = inspect.signature(cls or SidecarOptions).parameters[f.name]
+                params.append(param.replace(default=defaults.get(f.name, param.default)))
+        method.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        return method
+
+    return wrap
+
+
 def takes_options(
     cls: Callable[P, SidecarOptions],
 ) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, P], R]]:
     """Give a method taking ``**options`` the keywords of ``cls`` (an options class): its signature
-    (``inspect.signature``: the marker's valid arguments), the types mypy checks a call against, and
-    an ``Args`` section in its docstring."""
+    (:func:`with_options`), the types mypy checks a call against, and an ``Args`` section in its
+    docstring."""
 
     def wrap(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
         assert isinstance(cls, type)
-        own = inspect.signature(method)
-        params = [*list(own.parameters.values())[:1], *inspect.signature(cls).parameters.values()]
-        method.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
         method.__doc__ = (method.__doc__ or "") + _args_doc(cls)
-        return method
+        return with_options("socket", cls)(method)
 
     return wrap
 

@@ -23,10 +23,8 @@ from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.auth import AuthServer, check_auth_plan
-from pytest_mcpfaults.sidecar.builtin import builtin_surface
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, ReplyMode
 from pytest_mcpfaults.sidecar.errors import SidecarError
-from pytest_mcpfaults.sidecar.legacy_sse import TransportName
 from pytest_mcpfaults.sidecar.listener import SocketListener, response_stamp
 from pytest_mcpfaults.sidecar.mcp import Era
 from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, documents_options, takes_options
@@ -89,11 +87,11 @@ class Sidecar(SidecarWaits):
     @takes_options(SidecarOptions)
     def __init__(self, **options: Any) -> None:
         """A sidecar with these options (nothing binds until :meth:`start`)."""
-        opts = self.options = build_options("Sidecar", options)
+        opts = self.options = build_options(options)
         self.upstream, self.upstream_health = opts.upstream, opts.upstream_health
         self.upstream_command = cast("list[str] | None", opts.upstream_command)  # copied by SidecarOptions
         self.upstream_timeout = opts.upstream_timeout
-        self.upstream_headers = cast("dict[str, str | None]", opts.upstream_headers)
+        self.upstream_headers = dict(opts.upstream_headers or {})
         self.tool_timeout, self.idle_timeout = opts.tool_timeout, opts.idle_timeout
         self.otlp_path = opts.otlp_path
         self.host = opts.host
@@ -122,31 +120,17 @@ class Sidecar(SidecarWaits):
         self.replay = replay = _replay(opts)
         origin = upstream_client.origin if upstream_client is not None else _recorded_origin(replay)
         sidecar_core = core.SidecarCore(
-            mcp_path=opts.mcp_path,
-            health_path=opts.health_path,
-            era=self.era,
-            reply=self.reply,
-            tools=opts.tools if replay is None else replay.tools.values(),
-            tool_sets=opts.tool_sets if replay is None else (),
-            source=replay,
-            surface=None if replay else builtin_surface(tuple(opts.tool_sets), opts.resources, opts.prompts),
-            faults=cast("tuple[F.Fault, ...]", opts.faults),  # parsed by SidecarOptions
-            get_stream=opts.get_stream,
-            allowed_origins=opts.allowed_origins,
-            max_body_bytes=opts.max_body_bytes,
+            opts,
             # backend_gone names the upstream's address in proxy mode (and the recorded one's in replay),
             # the sidecar's own otherwise
             service_url=lambda: service_url or origin or self.url,
-            tool_timeout=opts.tool_timeout,
             run_sync=self._pool.submit,
-            transport=cast(TransportName, opts.transport),
-            sse_path=opts.sse_path,
-            messages_path=opts.messages_path,
             auth=(
                 AuthServer(opts.auth, mcp_path=opts.mcp_path, base_url=lambda: self.url)
                 if opts.auth is not None
                 else None
             ),
+            source=replay,
         )
         self._proxy: Proxy | None = None
         self.recorder: Recorder | None = None
@@ -252,7 +236,7 @@ class Sidecar(SidecarWaits):
         given); an error unless ``transport`` is ``'sse'`` or ``'both'``."""
         if self.core.legacy is None:
             raise RuntimeError(
-                f"Sidecar.sse_url: this sidecar serves transport={self.core.transport!r}; pass "
+                f"Sidecar.sse_url: this sidecar serves transport={self.options.transport!r}; pass "
                 "transport='sse' or 'both' to serve the legacy HTTP+SSE transport"
             )
         return self.url + self.core.legacy.sse_path
@@ -260,7 +244,7 @@ class Sidecar(SidecarWaits):
     @property
     def transport(self) -> str:
         """Which MCP transports it serves: ``'streamable_http'``, ``'sse'`` or ``'both'``."""
-        return self.core.transport
+        return self.options.transport
 
     @property
     def upstream_pid(self) -> int | None:

@@ -72,11 +72,11 @@ class SidecarViews:
 
     @property
     def mcp_path(self) -> str:
-        return self.core.mcp_path
+        return self.core.options.mcp_path
 
     @property
     def health_path(self) -> str | None:
-        return self.core.health_path
+        return self.core.options.health_path
 
     @property
     def legacy_paths(self) -> tuple[str, ...]:
@@ -87,7 +87,7 @@ class SidecarViews:
     @property
     def allowed_origins(self) -> tuple[str, ...]:
         """``Origin`` values accepted besides loopback ones."""
-        return self.core.allowed_origins
+        return tuple(self.core.options.allowed_origins)
 
     @property
     def state(self) -> SidecarState:

@@ -406,7 +406,7 @@ class StdioChannel:
     async def on_line(self, child: _Child, body: bytes) -> None:
         j = self.journal
         rid = j.add_request(
-            conn_id=child.cid, method="POST", path=self.core.mcp_path,
+            conn_id=child.cid, method="POST", path=self.core.options.mcp_path,
             protocol_version=child.headers.get("MCP-Protocol-Version"),
         )  # fmt: skip
         sent = 0
@@ -496,7 +496,7 @@ async def _on_over(channel: StdioChannel, child: _Child, size: int) -> None:
         f"stdin line of {size} bytes is over the stdio line limit of {MAX_LINE} bytes "
         "(stdio_max_line); it was dropped unread"
     )
-    rid = j.add_request(conn_id=child.cid, method="POST", path=channel.core.mcp_path)
+    rid = j.add_request(conn_id=child.cid, method="POST", path=channel.core.options.mcp_path)
     error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
     line = json.dumps(error, separators=(",", ":")) + "\n"
     # journaled before it is sent: a client that has the answer finds it in the journal

@@ -12,32 +12,31 @@ the test process die abruptly (:mod:`pytest_mcpfaults.stdio.guardian`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar import loop as _loop
-from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, DEFAULT_TOOL_TIMEOUT
 from pytest_mcpfaults.sidecar.connection import Dying, effect_of
 from pytest_mcpfaults.sidecar.core import SidecarCore
-from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
+from pytest_mcpfaults.sidecar.options import build_options, with_options
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.stdio import guardian
-from pytest_mcpfaults.stdio.channel import MCP_PATH, StdioChannel
-from pytest_mcpfaults.stdio.config import check_kwargs
+from pytest_mcpfaults.stdio.channel import StdioChannel
 from pytest_mcpfaults.stdio.procfs import wait_stopped
 from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
 from pytest_mcpfaults.stdio.verdict import verdict_text
-from pytest_mcpfaults.stdio.wire import CONTROL_ENV, MAX_LINE, TOKEN_ENV
+from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
 
 __all__ = ["StdioServer"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-_MAX_LINE = MAX_LINE
 
 
 class StdioServer(SidecarViews):
@@ -67,52 +66,22 @@ class StdioServer(SidecarViews):
             :class:`~pytest_mcpfaults.Sidecar`.
     """
 
-    def __init__(
-        self,
-        *,
-        faults: Sequence[F.Fault | str] = (),
-        era: str = "session",
-        tools: Iterable[Tool] = (),
-        tool_sets: Sequence[str] = DEFAULT_TOOL_SETS,
-        patience: float | None = DEFAULT_PATIENCE,
-        expect_hang: bool = False,
-        service_url: str | None = None,
-        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-    ) -> None:
-        era_ = check_kwargs(
-            faults,
-            era,
-            tools,
-            tool_sets,
-            patience,
-            expect_hang,
-            service_url,
-            tool_timeout,
-            mcp_path=MCP_PATH,
-        )
-        self.era, self.patience, self.expect_hang = era_, patience, expect_hang
+    @with_options("stdio")
+    def __init__(self, **options: Any) -> None:
+        opts = self.options = build_options(options, "stdio")
+        self.era, self.patience, self.expect_hang = opts.era, opts.patience, opts.expect_hang
         self._pool = _loop.WorkerPool("mcpfaults-stdio-tool-handler")
-        self.core = SidecarCore(
-            mcp_path=MCP_PATH,
-            health_path=None,
-            era=era_,
-            reply="json",
-            tools=tools,
-            tool_sets=tool_sets,
-            faults=(),
-            get_stream=False,
-            allowed_origins=(),
-            max_body_bytes=_MAX_LINE,
-            service_url=lambda: service_url or self.url,
-            tool_timeout=tool_timeout,
+        self.core = SidecarCore(  # its plan: the faults the child's events do not fire (_add_faults)
+            dataclasses.replace(opts, faults=()),
+            service_url=lambda: opts.service_url or self.url,
             run_sync=self._pool.submit,
         )
         self._faults: list[F.Fault] = []  # the whole plan, in order (the core answers requests)
         self._events: list[tuple[F.Fault, F.TriggerState]] = []  # ignore_eof / ignore_sigterm
-        self._add_faults(faults, "faults=")
+        self._add_faults(opts.faults, "faults=")
         self._channel = StdioChannel(
             self.core, self._events, secrets.token_urlsafe(24),
-            patience=patience, expect_hang=expect_hang, guarded=self.guarded,
+            patience=opts.patience, expect_hang=opts.expect_hang, guarded=self.guarded,
         )  # fmt: skip
 
     # -- plan ----------------------------------------------------------------------------------------
