@@ -101,7 +101,7 @@ def test_close(mcp_stdio_server):
     [
         ("mcp_stdio(fautls=[])",
          "@pytest.mark.mcp_stdio got an unknown argument 'fautls'; valid arguments (those of StdioServer): "
-         "faults, era"),
+         "era, tools, tool_sets, faults, patience"),
         ('mcp_stdio(faults=["status"])', "fault 'status' is http-only: 'status' does not apply to stdio"),
         ('mcp_sidecar(faults=["ignore_eof"])',
          "fault 'ignore_eof' is stdio-only: 'ignore_eof' does not apply"),
