@@ -289,3 +289,84 @@ def test_a_made_up_option_in_a_copy_of_the_repository_is_three_places(tmp_path: 
     build = ["-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")]
     site = run_in(copy, *build, timeout=240, env={"NO_MKDOCS_2_WARNING": "1"})
     assert site.returncode == 0 and "WARNING" not in site.stderr, site.stdout + site.stderr
+
+
+CORE_FIELD = """    hidden_tools: Sequence[str] = option(
+        (), help="built-in tools not served.", backends=BACKENDS
+    )  # fmt: skip
+"""
+
+#: The core-read option on every backend, checked in one Python that imports the copy's package: the
+#: constructor, ``mock_sidecar``, ``StdioServer`` (its child spawned, the requests written to its
+#: stdin), the marker and the factory (``pytest.main``), each listing its tools without the hidden one.
+CORE_OPTION_SHOWN = """
+import json, os, subprocess, sys
+import httpx, pytest
+import pytest_mcpfaults
+from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.inprocess import mock_sidecar
+from pytest_mcpfaults.stdio.server import StdioServer
+assert pytest_mcpfaults.__file__.startswith({copy!r}), pytest_mcpfaults.__file__
+LIST = {{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}}
+HEADERS = {{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}}
+def names(answer):
+    return sorted(t["name"] for t in answer["result"]["tools"])
+seen = {{}}
+with Sidecar(hidden_tools=["echo"]) as sc:
+    seen["constructor"] = names(httpx.post(sc.mcp_url, json=LIST, headers=HEADERS).json())
+with mock_sidecar(hidden_tools=["echo"]) as side:
+    seen["mock_sidecar"] = names(httpx.post(side.mcp_url, json=LIST, headers=HEADERS).json())
+with StdioServer(hidden_tools=["echo"]) as server:
+    init = {{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {{"protocolVersion": "2025-11-25",
+            "capabilities": {{}}, "clientInfo": {{"name": "t", "version": "1"}}}}}}
+    lines = [init, {{"jsonrpc": "2.0", "method": "notifications/initialized"}}, LIST]
+    child = subprocess.run([server.command, *server.args], env={{**os.environ, **server.env}},
+                           input="".join(json.dumps(m) + "\\n" for m in lines), capture_output=True,
+                           text=True, timeout=30)
+    seen["StdioServer"] = names(next(r for r in map(json.loads, child.stdout.splitlines()) if r["id"] == 2))
+with Sidecar() as sc:
+    seen["default"] = names(httpx.post(sc.mcp_url, json=LIST, headers=HEADERS).json())
+for name, tools in seen.items():
+    print(name + ":", "echo" in tools, len(tools) > 1)
+test = {tmp!r} + "/test_marker_and_factory.py"
+open(test, "w").write(
+    "import httpx, pytest\\n"
+    f"LIST, HEADERS = {{LIST!r}}, {{HEADERS!r}}\\n"
+    "@pytest.mark.mcp_sidecar(hidden_tools=['echo'])\\n"
+    "def test_it(mcp_sidecar, mcp_sidecar_factory):\\n"
+    "    for sc in (mcp_sidecar, mcp_sidecar_factory(hidden_tools=['echo'])):\\n"
+    "        tools = httpx.post(sc.mcp_url, json=LIST, headers=HEADERS).json()['result']['tools']\\n"
+    "        assert 'echo' not in [t['name'] for t in tools] and tools\\n"
+)
+print("marker and factory:", pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", {tmp!r}, test]))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_an_option_the_core_reads_is_its_field_and_its_use_on_every_backend(tmp_path: Path) -> None:
+    """A made-up option the core reads (``hidden_tools``: built-in tools it does not serve), written into
+    a copy of the repository as a contributor would: its field in sidecar/options.py (``backends=``:
+    every backend) and its use in sidecar/core.py, which reads ``self.options``. ``git status`` counts
+    the files edited by hand: those two (the option's own test and the generated docs tables, which the
+    recipe's generators remake, are not counted). No backend maps options by hand: the constructor,
+    ``mock_sidecar``, ``StdioServer``, the marker and the factory all take it and serve without it."""
+    copy = copy_repository(tmp_path)
+    options = copy / "pytest_mcpfaults" / "sidecar" / "options.py"
+    source = options.read_text()
+    at = source.index("    def __post_init__(self) -> None:")  # SidecarOptions' last field comes before
+    options.write_text(source[:at] + CORE_FIELD + "\n" + source[at:])
+    core = copy / "pytest_mcpfaults" / "sidecar" / "core.py"
+    anchor = "        self.tools = builtin_tools(tool_sets, self.benchmark)\n"
+    use = "        for name in self.options.hidden_tools:\n            del self.tools[name]\n"
+    assert core.read_text().count(anchor) == 1
+    core.write_text(core.read_text().replace(anchor, anchor + use))
+    assert touched(copy) == ["pytest_mcpfaults/sidecar/core.py", "pytest_mcpfaults/sidecar/options.py"]
+    shown = run_in(copy, "-c", CORE_OPTION_SHOWN.format(copy=str(copy), tmp=str(tmp_path)), timeout=180)
+    names = ("constructor:", "mock_sidecar:", "StdioServer:", "default:", "marker and factory:")
+    assert [line for line in shown.stdout.splitlines() if line.startswith(names)] == [
+        "constructor: False True",
+        "mock_sidecar: False True",
+        "StdioServer: False True",
+        "default: True True",
+        "marker and factory: 0",
+    ], shown.stdout[-4000:] + shown.stderr[-4000:]

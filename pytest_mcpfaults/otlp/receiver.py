@@ -44,9 +44,8 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
 
-__all__ = ["DECODE_OFF_LOOP", "DEFAULT_OTLP_PATH", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
+__all__ = ["DECODE_OFF_LOOP", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
 
-DEFAULT_OTLP_PATH = "/v1/traces"
 #: Bodies larger than this (bytes, decompressed) are decoded off the loop; smaller ones cost less
 #: than the hop to a thread.
 DECODE_OFF_LOOP = 32 * 1024

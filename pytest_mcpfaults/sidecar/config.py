@@ -1,31 +1,27 @@
 """The sidecars' options: defaults and the checks that reject bad ones early.
 
-:func:`check_options` raises ``ValueError`` naming the argument, the value and what would be valid,
-before a backend builds anything. Every option is type-checked here, so ``Sidecar(...)``,
-``@pytest.mark.mcp_sidecar(...)`` (validated at collection by constructing a ``Sidecar``),
-``mcp_sidecar_factory(...)``, ``mock_sidecar(...)`` and ``StdioServer(...)`` accept and refuse exactly
-the same values:
-no truthy string stands in for a bool, no bare string for a list of strings, no ``inf``/``nan`` for a
-number.
-"""
+These checks (run by :func:`~pytest_mcpfaults.sidecar.options.check_options` when options are built)
+raise ``ValueError`` naming the argument, the value and what would be valid, before a backend builds
+anything. Every option is type-checked, so ``Sidecar(...)``, ``@pytest.mark.mcp_sidecar(...)``
+(validated at collection by constructing a ``Sidecar``), ``mcp_sidecar_factory(...)``,
+``mock_sidecar(...)`` and ``StdioServer(...)`` accept and refuse exactly the same values: no truthy
+string stands in for a bool, no bare string for a list of strings, no ``inf``/``nan`` for a number."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS, TransportName
 from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
-from pytest_mcpfaults.validation import LOOPBACK_NAMES, is_count, is_loopback_host, is_positive_seconds
-
-if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.options import SidecarOptions
+from pytest_mcpfaults.validation import LOOPBACK_NAMES, check_bool, is_loopback_host, is_positive_seconds
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_OTLP_PATH",
     "DEFAULT_PATIENCE",
     "DEFAULT_TOOL_TIMEOUT",
     "DEFAULT_UPSTREAM_TIMEOUT",
@@ -36,12 +32,12 @@ __all__ = [
     "WHO",
     "ReplyMode",
     "check_endpoints",
-    "check_options",
     "check_otlp",
     "check_path",
     "check_strings",
     "check_transport",
     "check_upstream",
+    "check_upstream_command",
     "check_upstream_headers",
     "check_upstream_url",
 ]
@@ -49,6 +45,7 @@ __all__ = [
 DEFAULT_PATIENCE = 5.0
 DEFAULT_TOOL_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_OTLP_PATH = "/v1/traces"
 #: Seconds an upstream may take to connect and send its status line and headers, and then between two
 #: chunks of a POST's body (``Sidecar(upstream_timeout=)``).
 DEFAULT_UPSTREAM_TIMEOUT = 30.0
@@ -61,11 +58,6 @@ WHO = {"socket": "Sidecar", "in-process": "mock_sidecar", "stdio": "StdioServer"
 _PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
 
 
-def _check_bool(who: str, name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{who}: {name} must be True or False, got {value!r}")
-
-
 def check_strings(who: str, name: str, value: object, what: str) -> None:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValueError(f"{who}: {name} must be a list of {what}, got {value!r}; for one, write [{value!r}]")
@@ -74,52 +66,6 @@ def check_strings(who: str, name: str, value: object, what: str) -> None:
     bad = [v for v in value if not isinstance(v, str) or not v]
     if bad:
         raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
-
-
-def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
-    """Refuse a bad option (``ValueError`` naming the backend, the option and the value); return ``era``
-    and ``reply``, narrowed."""
-    who = WHO[opts.backend]
-    if not isinstance(opts.host, str) or not opts.host:
-        raise ValueError(f"{who}: host must be a host name or IP address, got {opts.host!r}")
-    _check_bool(who, "allow_remote", opts.allow_remote)
-    if not is_loopback_host(opts.host) and opts.allow_remote is not True:
-        raise ValueError(
-            f"{who}: host {opts.host!r} is not a loopback address; the sidecar binds to loopback only "
-            "(use '127.0.0.1'), or pass allow_remote=True to bind it on purpose"
-        )
-    if not (is_count(opts.port) and opts.port <= 65535):
-        raise ValueError(f"{who}: port must be an integer in 0..65535 (0: any free port), got {opts.port!r}")
-    modes = check_endpoints(who, opts.mcp_path, opts.health_path, opts.era, opts.reply, opts.tool_sets)
-    if opts.patience is not None and not is_positive_seconds(opts.patience):
-        raise ValueError(
-            f"{who}: patience must be a positive number of seconds or None, got {opts.patience!r}"
-        )
-    if not is_count(opts.max_body_bytes, minimum=1):
-        raise ValueError(f"{who}: max_body_bytes must be a positive integer, got {opts.max_body_bytes!r}")
-    _check_bool(who, "get_stream", opts.get_stream)
-    _check_bool(who, "expect_hang", opts.expect_hang)
-    check_strings(who, "allowed_origins", opts.allowed_origins, "Origin values such as 'http://a.example'")
-    if opts.service_url is not None and (not isinstance(opts.service_url, str) or not opts.service_url):
-        raise ValueError(f"{who}: service_url must be a URL string or None, got {opts.service_url!r}")
-    if isinstance(opts.tools, (str, bytes)) or not isinstance(opts.tools, Iterable):
-        raise ValueError(f"{who}: tools must be a list of pytest_mcpfaults.Tool, got {opts.tools!r}")
-    if isinstance(opts.faults, (str, bytes)):
-        raise ValueError(
-            f"{who}: faults must be a list of faults (or fault specs), got {opts.faults!r}; "
-            f"for one, write [{opts.faults!r}]"
-        )
-    check_upstream(
-        opts.upstream, opts.upstream_health, opts.upstream_timeout, opts.allow_remote_upstream,
-        opts.health_path, opts.get_stream, opts.tools,
-    )  # fmt: skip
-    for name, value in (("tool_timeout", opts.tool_timeout), ("idle_timeout", opts.idle_timeout)):
-        if value is not None and not is_positive_seconds(value):
-            raise ValueError(
-                f"{who}: {name} must be a positive, finite number of seconds or None (unbounded), "
-                f"got {value!r}"
-            )
-    return modes
 
 
 def check_upstream_url(url: object, allow_remote: object) -> str | None:
@@ -213,7 +159,7 @@ def check_upstream(
 ) -> None:
     """The proxy-mode arguments (``upstream=`` and its companions), and the fake-only ones that make no
     sense with an upstream (its tools and its GET stream are the upstream's own)."""
-    _check_bool("Sidecar", "allow_remote_upstream", allow_remote_upstream)
+    check_bool("Sidecar", "allow_remote_upstream", allow_remote_upstream)
     if upstream_timeout is not None and not is_positive_seconds(upstream_timeout):
         raise ValueError(
             f"Sidecar: upstream_timeout must be a positive, finite number of seconds or None (unbounded), "
@@ -359,3 +305,46 @@ def check_transport(
                 "serve; use transport='both' to serve both, or leave it out"
             )
     return narrowed
+
+
+def check_upstream_command(
+    command: object, upstream: object, upstream_health: object, era: object, get_stream: object, tools: object
+) -> list[str] | None:
+    """Refuse a bad ``upstream_command`` (``ValueError`` naming it and what would be valid), and the
+    arguments it makes meaningless; return it as a list."""
+    if command is None:
+        return None
+    if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
+        raise ValueError(
+            f"Sidecar: upstream_command must be a list of strings, the program and its arguments "
+            f"(['python', 'server.py']), got {command!r}"
+        )
+    bad = [c for c in command if not isinstance(c, str) or not c]
+    if not command or bad:
+        raise ValueError(
+            "Sidecar: upstream_command must be a non-empty list of non-empty strings (the program and its "
+            f"arguments), got {command!r}"
+        )
+    if upstream is not None:
+        raise ValueError(
+            f"Sidecar: upstream={upstream!r} and upstream_command={list(command)!r} both name the upstream; "
+            "give one: upstream= for an HTTP server, upstream_command= for a stdio server the sidecar spawns"
+        )
+    if upstream_health is not None:
+        raise ValueError(
+            f"Sidecar: upstream_health={upstream_health!r} forwards health requests to an HTTP upstream; a "
+            "stdio upstream (upstream_command=) has no health path: leave upstream_health out"
+        )
+    if era == "stateless":
+        raise ValueError(
+            "Sidecar: era='stateless' with upstream_command=: a stdio upstream is served in the session era "
+            "(initialize, Mcp-Session-Id); use era='auto' or 'session'"
+        )
+    if get_stream:
+        raise ValueError("Sidecar: get_stream=True is the fake's own GET stream; a stdio upstream has none")
+    if isinstance(tools, Sequence) and tools:
+        raise ValueError(
+            f"Sidecar: tools= are served by the fake; with upstream_command= the tools are the child's own "
+            f"(got {len(tools)} tool(s))"
+        )
+    return list(command)

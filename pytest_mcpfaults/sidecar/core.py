@@ -37,7 +37,7 @@ from pytest_mcpfaults.sidecar.legacy_sse import (
     serves_legacy,
     serves_streamable,
 )
-from pytest_mcpfaults.sidecar.mcp import AnswerSource, McpEndpoint, Reply, client_error
+from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
 from pytest_mcpfaults.sidecar.resumption import Resumed, Resumption, primes
@@ -217,8 +217,10 @@ class SidecarCore:
         own = source is None  # a replay serves the cassette's tools only
         surface = builtin_surface(tool_sets, options.resources if own else (), options.prompts if own else ())
         self.mcp = McpEndpoint(
-            options, tools=self.tools, on_error=self.record_error, run_sync=run_sync, run_async=run_async,
-            messages=self.server_messages, source=source, surface=surface, on_ran_on=self.cancels.ran_on,
+            era=cast(Era, options.era), tools=self.tools, get_stream=options.get_stream,
+            on_error=self.record_error, tool_timeout=options.tool_timeout, run_sync=run_sync,
+            run_async=run_async, messages=self.server_messages, source=source, surface=surface,
+            on_ran_on=self.cancels.ran_on,
         )  # fmt: skip
         self.freeze_fault: F.Fault = FREEZE
         self._errors: list[tuple[str, BaseException]] = []

@@ -17,7 +17,7 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from pytest_mcpfaults.sidecar.errors import Dropped
 from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD, Listen, listen_request
@@ -34,9 +34,6 @@ from pytest_mcpfaults.sidecar.surface import SURFACE_METHODS, Surface, SurfaceEr
 from pytest_mcpfaults.sidecar.timeouts import within
 from pytest_mcpfaults.sidecar.tools import CONTEXT, BuiltinTool, Tool, ToolContent, ToolResultError
 from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext, on_worker
-
-if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.options import SidecarOptions
 
 __all__ = [
     "ERAS",
@@ -306,10 +303,12 @@ class McpEndpoint:
 
     def __init__(
         self,
-        options: SidecarOptions,
         *,
+        era: Era,
         tools: Mapping[str, Tool],
+        get_stream: bool,
         on_error: Callable[[str, BaseException], None],
+        tool_timeout: float | None = None,
         run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
         run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
         messages: ServerMessages | None = None,
@@ -317,20 +316,20 @@ class McpEndpoint:
         surface: Surface | None = None,
         on_ran_on: Callable[[int, bool], None] | None = None,
     ) -> None:
-        self.era = cast(Era, options.era)  # narrowed by SidecarOptions
+        self.era = era
         self.on_ran_on = on_ran_on
         self.messages = messages
         self.source = source
         self.surface = surface if surface is not None else Surface()
         self.on_error = on_error
-        self.tool_timeout = options.tool_timeout
+        self.tool_timeout = tool_timeout
         self.run_sync = run_sync
         self.run_async = run_async
         self.tools = tools
         #: Proxy mode: the output schema of each of the upstream's tools, as its ``tools/list`` answers
         #: relayed so far declared them (:meth:`fit_forced` reads them).
         self.listed_schemas: dict[str, Mapping[str, Any]] = {}
-        self.get_stream = options.get_stream
+        self.get_stream = get_stream
         self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
         #: session id -> the principal whose ``initialize`` opened it (``auth=``; else ``None``)
         self.owners: dict[str, str | None] = {}

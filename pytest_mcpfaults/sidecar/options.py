@@ -1,4 +1,5 @@
-"""The socket sidecar's options: :class:`SidecarOptions`, one frozen dataclass validated once.
+"""The sidecars' options: :class:`SidecarOptions`, one frozen dataclass validated once, built by every
+backend (:func:`build_options`) and read by the core where it uses them.
 
 Each field carries what everything else derives from it (its :class:`Option`): its help text, its
 ``serve`` flag and the parser of that flag's text, and which backends take it. Read from here:
@@ -30,23 +31,27 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.cassette.checks import RECORD_MODES, check_cassette_options
-from pytest_mcpfaults.otlp.receiver import DEFAULT_OTLP_PATH
 from pytest_mcpfaults.sidecar.auth import check_auth, check_auth_plan
 from pytest_mcpfaults.sidecar.builtin import tool_sets_help
 from pytest_mcpfaults.sidecar.config import (
     DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_OTLP_PATH,
     DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
     DEFAULT_UPSTREAM_TIMEOUT,
     REPLY_MODES,
     WHO,
-    check_options,
+    ReplyMode,
+    check_endpoints,
     check_otlp,
+    check_strings,
     check_transport,
+    check_upstream,
+    check_upstream_command,
     check_upstream_headers,
 )
 from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS
-from pytest_mcpfaults.sidecar.mcp import ERAS
+from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.option_text import (
     auth_text,
     command_text,
@@ -58,10 +63,10 @@ from pytest_mcpfaults.sidecar.option_text import (
     upstream_headers_text,
 )
 from pytest_mcpfaults.sidecar.outbound_faults import check_outbound_plan
-from pytest_mcpfaults.sidecar.stdio_upstream import check_upstream_command
 from pytest_mcpfaults.sidecar.surface import Prompt, Resource, ResourceTemplate, check_surface
 from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS, Tool
 from pytest_mcpfaults.stdio.wire import MAX_LINE
+from pytest_mcpfaults.validation import check_bool, is_count, is_loopback_host, is_positive_seconds
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.cassette.redact import Redactor
@@ -73,6 +78,7 @@ __all__ = [
     "SidecarOptions",
     "add_serve_flags",
     "build_options",
+    "check_options",
     "documents_options",
     "flags_table",
     "option",
@@ -140,7 +146,7 @@ _ALL, _STDIO = BACKENDS, ("socket", "stdio")
 
 @dataclass(frozen=True, kw_only=True)
 class SidecarOptions:
-    """The socket sidecar's options, checked once when built: a bad value raises ``ValueError``
+    """A sidecar's options, checked once when built: a bad value raises ``ValueError``
     naming the argument, the value and what would be valid (docs/sidecar.md, "Argument checks")."""
 
     #: The backend the options are for (:data:`BACKENDS`): who its refusals name, which plan checks
@@ -410,6 +416,52 @@ class SidecarOptions:
             ("allowed_origins", tuple(self.allowed_origins)),
         ):  # fmt: skip
             object.__setattr__(self, name, value)
+
+
+def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
+    """Refuse a bad option (``ValueError`` naming the backend, the option and the value); return ``era``
+    and ``reply``, narrowed."""
+    who = WHO[opts.backend]
+    if not isinstance(opts.host, str) or not opts.host:
+        raise ValueError(f"{who}: host must be a host name or IP address, got {opts.host!r}")
+    check_bool(who, "allow_remote", opts.allow_remote)
+    if not is_loopback_host(opts.host) and opts.allow_remote is not True:
+        raise ValueError(
+            f"{who}: host {opts.host!r} is not a loopback address; the sidecar binds to loopback only "
+            "(use '127.0.0.1'), or pass allow_remote=True to bind it on purpose"
+        )
+    if not (is_count(opts.port) and opts.port <= 65535):
+        raise ValueError(f"{who}: port must be an integer in 0..65535 (0: any free port), got {opts.port!r}")
+    modes = check_endpoints(who, opts.mcp_path, opts.health_path, opts.era, opts.reply, opts.tool_sets)
+    if opts.patience is not None and not is_positive_seconds(opts.patience):
+        raise ValueError(
+            f"{who}: patience must be a positive number of seconds or None, got {opts.patience!r}"
+        )
+    if not is_count(opts.max_body_bytes, minimum=1):
+        raise ValueError(f"{who}: max_body_bytes must be a positive integer, got {opts.max_body_bytes!r}")
+    check_bool(who, "get_stream", opts.get_stream)
+    check_bool(who, "expect_hang", opts.expect_hang)
+    check_strings(who, "allowed_origins", opts.allowed_origins, "Origin values such as 'http://a.example'")
+    if opts.service_url is not None and (not isinstance(opts.service_url, str) or not opts.service_url):
+        raise ValueError(f"{who}: service_url must be a URL string or None, got {opts.service_url!r}")
+    if isinstance(opts.tools, (str, bytes)) or not isinstance(opts.tools, Iterable):
+        raise ValueError(f"{who}: tools must be a list of pytest_mcpfaults.Tool, got {opts.tools!r}")
+    if isinstance(opts.faults, (str, bytes)):
+        raise ValueError(
+            f"{who}: faults must be a list of faults (or fault specs), got {opts.faults!r}; "
+            f"for one, write [{opts.faults!r}]"
+        )
+    check_upstream(
+        opts.upstream, opts.upstream_health, opts.upstream_timeout, opts.allow_remote_upstream,
+        opts.health_path, opts.get_stream, opts.tools,
+    )  # fmt: skip
+    for name, value in (("tool_timeout", opts.tool_timeout), ("idle_timeout", opts.idle_timeout)):
+        if value is not None and not is_positive_seconds(value):
+            raise ValueError(
+                f"{who}: {name} must be a positive, finite number of seconds or None (unbounded), "
+                f"got {value!r}"
+            )
+    return modes
 
 
 def build_options(given: Mapping[str, Any], backend: str = "socket") -> SidecarOptions:

@@ -61,7 +61,7 @@ from pytest_mcpfaults.sidecar.mcp import (
 from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
 from pytest_mcpfaults.stdio import guardian
 
-__all__ = ["Piped", "StdioUpstream", "check_upstream_command"]
+__all__ = ["Piped", "StdioUpstream"]
 
 #: JSON-RPC code of a gateway's error (as the HTTP proxy's).
 _GATEWAY_ERROR = -32000
@@ -74,49 +74,6 @@ _STDERR_TAIL = 8192
 #: ``upstream_write_buffer``: how many bytes may wait for the child to read its stdin before a request
 #: waits for room (within ``upstream_timeout``; then 504). One message is written whole on top of it.
 WRITE_BUFFER = 1 << 20
-
-
-def check_upstream_command(
-    command: object, upstream: object, upstream_health: object, era: object, get_stream: object, tools: object
-) -> list[str] | None:
-    """Refuse a bad ``upstream_command`` (``ValueError`` naming it and what would be valid), and the
-    arguments it makes meaningless; return it as a list."""
-    if command is None:
-        return None
-    if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
-        raise ValueError(
-            f"Sidecar: upstream_command must be a list of strings, the program and its arguments "
-            f"(['python', 'server.py']), got {command!r}"
-        )
-    bad = [c for c in command if not isinstance(c, str) or not c]
-    if not command or bad:
-        raise ValueError(
-            "Sidecar: upstream_command must be a non-empty list of non-empty strings (the program and its "
-            f"arguments), got {command!r}"
-        )
-    if upstream is not None:
-        raise ValueError(
-            f"Sidecar: upstream={upstream!r} and upstream_command={list(command)!r} both name the upstream; "
-            "give one: upstream= for an HTTP server, upstream_command= for a stdio server the sidecar spawns"
-        )
-    if upstream_health is not None:
-        raise ValueError(
-            f"Sidecar: upstream_health={upstream_health!r} forwards health requests to an HTTP upstream; a "
-            "stdio upstream (upstream_command=) has no health path: leave upstream_health out"
-        )
-    if era == "stateless":
-        raise ValueError(
-            "Sidecar: era='stateless' with upstream_command=: a stdio upstream is served in the session era "
-            "(initialize, Mcp-Session-Id); use era='auto' or 'session'"
-        )
-    if get_stream:
-        raise ValueError("Sidecar: get_stream=True is the fake's own GET stream; a stdio upstream has none")
-    if isinstance(tools, Sequence) and tools:
-        raise ValueError(
-            f"Sidecar: tools= are served by the fake; with upstream_command= the tools are the child's own "
-            f"(got {len(tools)} tool(s))"
-        )
-    return list(command)
 
 
 @dataclass
