@@ -280,4 +280,5 @@ def test_the_clients_own_event_stream_does_not_restart_the_clock() -> None:
         assert stall.background and all(r.method == "GET" for r in stall.background)
         assert stall.idle >= 0.5
         last_get = max(r.ended_at or 0 for r in gets)
-        assert sc.journal.now() - last_get < 0.5  # the GETs went on inside the budget: they did not hold it off
+        # the GETs went on inside the budget: they did not hold it off
+        assert sc.journal.now() - last_get < 0.5

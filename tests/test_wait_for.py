@@ -12,7 +12,8 @@ from pytest_mcpfaults.faults import Status, Trigger
 
 
 def test_a_timed_out_wait_shows_the_journal_and_the_nearest_request() -> None:
-    with Sidecar(faults=[Status(503, when=Trigger("health", times=1))]) as sc, httpx.Client(timeout=5) as client:
+    once_503 = Status(503, when=Trigger("health", times=1))
+    with Sidecar(faults=[once_503]) as sc, httpx.Client(timeout=5) as client:
         assert client.get(sc.health_url).status_code == 503
         assert client.get(sc.health_url).status_code == 200
         with pytest.raises(AssertionError) as raised:

@@ -924,11 +924,13 @@ def timed_out(journal: Journal, timeout: float, what: str) -> str:
     fired = ", ".join(f"`{k}` x{n}" for k, n in journal.fired.items()) or "none"
     conns = ", ".join(f"#{c.id}" for c in journal.open_connections()) or "none"
     shown = list(requests[-WAIT_EXCERPT:])
-    return "\n".join([
-        f"{head}: the sidecar saw {journal.total_requests} request(s), the latest "
-        f"`{last.label}` (#{last.id}) {ago:.3f} s before the deadline",
-        f"   faults fired: {fired}",
-        f"   open connections: {conns}",
-        f"   the journal's latest {len(shown)}:",
-        *("      " + line for line in journal.format(shown).splitlines()),
-    ])
+    return "\n".join(
+        [
+            f"{head}: the sidecar saw {journal.total_requests} request(s), the latest "
+            f"`{last.label}` (#{last.id}) {ago:.3f} s before the deadline",
+            f"   faults fired: {fired}",
+            f"   open connections: {conns}",
+            f"   the journal's latest {len(shown)}:",
+            *("      " + line for line in journal.format(shown).splitlines()),
+        ]
+    )

@@ -5,9 +5,8 @@ The verdict text of a failed patience assertion comes from :mod:`pytest_mcpfault
 
 from __future__ import annotations
 
-import inspect
-
 import contextlib
+import inspect
 from collections.abc import Callable
 
 from pytest_mcpfaults import faults as F
