@@ -81,6 +81,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_stall_verdict",
         "test_wait_for",
         "test_blocked_frames",
+        "test_hints_measured",
         "test_reliability",
         "test_teardown",
         "test_teardown_interrupt",
