@@ -66,12 +66,12 @@ __all__ = [
     "security_problem",
 ]
 
-#: Headers a request may carry once: first-wins and last-wins readers would disagree about a repeat.
 #: Headers an MCP request may carry once: a repeat is 400 (which copy a server, or a proxy in front of
-#: it, would read is anyone's guess).
+#: it, would read is anyone's guess). ``Accept`` is not one: it is a list (RFC 9110 5.3: repeats are
+#: one list), the sidecar does not read it, and the SDK's servers accept a repeat, which the mcp 1.26
+#: client sends on its event-stream ``GET`` (its own ``Accept`` and httpx-sse's).
 SINGLE_HEADERS = (
-    "Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host", "Accept",
-    "Content-Type",
+    "Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host", "Content-Type",
 )  # fmt: skip
 _SINGLE = frozenset(h.lower() for h in SINGLE_HEADERS)
 
