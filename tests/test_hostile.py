@@ -474,8 +474,9 @@ def test_a_repeated_accept_is_one_list_as_the_sdk_servers_read_it() -> None:
     """Issue 36: the mcp 1.26 client's event-stream ``GET`` carries two ``Accept`` headers (its own and
     httpx-sse's: measured, it got 400 for it) and the SDK's servers accept it; ``Accept`` is a list, so
     the GET stream opens."""
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    client_info = {"name": "t", "version": "1"}
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client_info}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
     with Sidecar(era="session", get_stream=True) as sc, httpx.Client(timeout=5) as client:
         accept = ("Accept", "application/json, text/event-stream")
         answer = client.post(sc.mcp_url, json=init, headers=[accept, ("Content-Type", "application/json")])
