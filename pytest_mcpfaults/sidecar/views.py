@@ -8,6 +8,7 @@ drift apart (they did once: a runtime ``kill()`` counted as a fired ``die`` on o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TypeVar
 
@@ -41,6 +42,10 @@ class SidecarViews:
 
     def stop(self) -> None:  # pragma: no cover - every backend defines it
         raise NotImplementedError
+
+    def _checked(self, faults: Sequence[F.Fault | str], where: str) -> Sequence[F.Fault]:
+        """``faults`` as a plan this backend can serve (``where``: the argument, for the error)."""
+        raise NotImplementedError  # pragma: no cover - every backend defines it
 
     def __enter__(self: _S) -> _S:
         return self.start() if self.core.state == "new" else self
@@ -81,8 +86,8 @@ class SidecarViews:
     @property
     def legacy_paths(self) -> tuple[str, ...]:
         """The legacy HTTP+SSE transport's stream and message paths, when it is served (else empty)."""
-        legacy = self.core.legacy
-        return legacy.paths if legacy is not None else ()
+        served = self.core.path_transport
+        return served.paths if served is not None else ()
 
     @property
     def allowed_origins(self) -> tuple[str, ...]:
@@ -116,7 +121,7 @@ class SidecarViews:
     @property
     def plan(self) -> tuple[F.Fault, ...]:
         """Every fault planned so far (constructor and ``inject()``), in order."""
-        return self.core.plan
+        return self.core.plan.faults
 
     @property
     def sessions(self) -> tuple[str, ...]:
@@ -138,12 +143,21 @@ class SidecarViews:
         """How often each fault kind fired (runtime ``kill()`` / ``freeze()`` included)."""
         return self.journal.fired
 
+    # -- the plan --------------------------------------------------------------------------------
+    def inject(self, *faults: F.Fault | str) -> None:
+        """Append faults to the plan, effective for the next request."""
+        self.core.plan.add(self._checked(list(faults), "inject()"))
+
+    def clear_faults(self) -> None:
+        """Forget every planned fault (held requests stay held: see ``release()``)."""
+        self.core.plan.clear()
+
     # -- errors ----------------------------------------------------------------------------------
     @property
     def errors(self) -> list[BaseException]:
         """Exceptions raised inside the sidecar so far (tool handlers, internal errors)."""
-        return self.core.errors
+        return self.core.errors.all
 
     def check_errors(self) -> None:
         """Raise :class:`SidecarError` if anything raised inside the sidecar."""
-        self.core.check_errors()
+        self.core.errors.check()
