@@ -164,11 +164,9 @@ class PathTransport(Protocol):
         fault: F.Fault | None,
         state: F.TriggerState | None,
         transport: Transport,
-    ) -> Answer:
-        """Answer request ``rid`` once it is classified, journaled, past a freeze, and ``fault`` chosen."""
+    ) -> Answer: ...
 
-    def forget_all(self) -> None:
-        """The process died: every session of the transport is lost."""
+    def forget_all(self) -> None: ...
 
 
 class SidecarCore:

@@ -1,10 +1,5 @@
-"""A sidecar's plan: the faults planned so far, in order, with their trigger states.
-
-One :class:`Plan` per :class:`~pytest_mcpfaults.sidecar.core.SidecarCore`, shared by every backend (the
-socket sidecar, stdio, in-process): each checks faults its own way (``_checked``), then adds them here.
-Lock-protected, so ``inject()`` and ``clear_faults()`` act from the test's thread while requests are
-answered on another; the first matching fault wins (:func:`~pytest_mcpfaults.sidecar.routing.pick`).
-"""
+"""A sidecar's plan, the same on every backend (each checks faults its own way, then adds them here);
+lock-protected: ``inject()`` and ``clear_faults()`` act from the test's thread while another answers."""
 
 from __future__ import annotations
 

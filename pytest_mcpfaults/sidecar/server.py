@@ -193,11 +193,6 @@ class Sidecar(SidecarWaits):
         if self.recorder is not None:
             self.recorder.save()
 
-    @property
-    def running(self) -> bool:
-        """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
-        return self.core.state in ("running", "frozen", "dead")
-
     # -- addresses -------------------------------------------------------------------------------
     @property
     def port(self) -> int:

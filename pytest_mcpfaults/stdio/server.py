@@ -148,10 +148,6 @@ class StdioServer(SidecarViews):
         _loop.run(self._channel.stop(), timeout=10.0)
         self._pool.close()
 
-    @property
-    def running(self) -> bool:
-        return self.core.state in ("running", "frozen", "dead")
-
     # -- what the harness is given -------------------------------------------------------------------
     @property
     def command(self) -> str:
@@ -243,16 +239,13 @@ class StdioServer(SidecarViews):
         wait_stopped(child.pid)  # stopped for real before the test goes on (a line could slip in otherwise)
         self.journal.add_fired("freeze", what="freeze()")
 
-    def revive(self) -> None:
-        """Continue a stopped child (SIGCONT), releasing what it held."""
-        if self.running:
-            _loop.run(_loop.call(self._channel.release))
-
     def release(self) -> None:
         """Let every held request go (stalled lines finish, hung requests are answered) and continue a
         stopped child (SIGCONT)."""
         if self.running:
             _loop.run(_loop.call(self._channel.release))
+
+    revive = release  # continuing a stopped child (SIGCONT) releases what it held
 
     # -- the control channel (loop thread) ------------------------------------------------------------
 
