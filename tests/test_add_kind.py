@@ -112,7 +112,7 @@ from pytest_mcpfaults.strategies import kind_order
 assert pytest_mcpfaults.__file__.startswith({copy!r}), pytest_mcpfaults.__file__
 fault, order = F.parse_fault("slow_502(seconds=0.01)@tools/call[nth=2]"), kind_order()
 print("registered:", F.fault_kinds()["slow_502"] is F.SlowGateway is pytest_mcpfaults.SlowGateway)
-print("exported:", "SlowGateway" in pytest_mcpfaults.__all__, "SlowGateway" in F.__all__)
+print("exported:", "SlowGateway" in F.__all__, "SlowGateway" not in pytest_mcpfaults.__all__)
 print("text form:", fault, F.fault_from_dict(fault.to_dict()) == fault)
 print("report:", plan_kind(str(fault)))
 print("shrinks between:", *order[order.index("slow_502") - 1 : order.index("slow_502") + 2])
