@@ -125,7 +125,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_stdio_docs",
         "test_ts_recipe",
     ),
-    "shape": ("test_areas", "test_import_graph", "test_quality"),
+    "shape": ("test_areas", "test_import_graph", "test_public_face", "test_quality"),
 }
 
 #: The slow tests, as a module stem (all its tests) or ``stem::test_name``: those that build a virtual
