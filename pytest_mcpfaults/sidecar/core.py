@@ -292,7 +292,7 @@ class SidecarCore:
         if self.legacy is not None:
             self.legacy.close(session)
         if session.mcp_session is not None and session.mcp_session in self.mcp.sessions:
-            self.mcp.end_session(session.mcp_session)
+            self.mcp.sessions.end(session.mcp_session)
 
     # -- errors ------------------------------------------------------------------------------------
     def record_error(self, where: str, exc: BaseException) -> None:

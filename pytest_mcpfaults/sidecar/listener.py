@@ -343,7 +343,7 @@ class SocketListener:
 
     async def stop(self) -> None:
         self.core.state = "stopped"
-        self.core.mcp.rounds.forget()
+        self.core.mcp.calls.rounds.forget()
         await self.close_listener()
         self.holds.teardown()
         await self.notices.end_listens(timeout=0.5)  # each listen stream's result, then its end
