@@ -33,19 +33,18 @@ class Connections:
         self.journal, self.idle_timeout = journal, idle_timeout
         self.live: dict[web_protocol.RequestHandler, Conn] = {}
 
-    def made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> Conn:
+    def made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
         peer = transport.get_extra_info("peername")
         cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
         conn = self.live[handler] = Conn(cid, transport, asyncio.get_running_loop().create_future())
         self.arm_idle(conn)
-        return conn
 
-    def lost(self, handler: web_protocol.RequestHandler) -> Conn | None:
-        """Journal the close of a connection (``None``: not a live one) and forget it; its ``lost``
-        is done once the caller's own writes are (callbacks run later)."""
+    def lost(self, handler: web_protocol.RequestHandler) -> None:
+        """Journal the close of a connection and forget it; its ``lost`` is done once the caller's own
+        writes are (callbacks run later)."""
         conn = self.live.pop(handler, None)
         if conn is None:
-            return None
+            return
         if conn.idle_timer is not None:
             conn.idle_timer.cancel()
             conn.idle_timer = None
@@ -53,7 +52,6 @@ class Connections:
         self.journal.update_connection(conn.id, closed_at=self.journal.now(), closed_by=by)
         if not conn.lost.done():
             conn.lost.set_result(None)
-        return conn
 
     def arm_idle(self, conn: Conn) -> None:
         """(Re)start the connection's idle bound: a complete request must come within idle_timeout.

@@ -424,7 +424,8 @@ class SocketListener:
 
     # -- connections -----------------------------------------------------------------------------
     def conn_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
-        conn = self.conns.made(handler, transport)
+        self.conns.made(handler, transport)
+        conn = self.conns.live[handler]
         if self.core.state in ("stopped", "dead"):  # accepted just before the listener closed
             conn.closed_by_us = True
             # Reset after aiohttp's start() task took its first step (it is created right after this
@@ -435,7 +436,8 @@ class SocketListener:
     def conn_lost(self, handler: web_protocol.RequestHandler) -> None:
         """The client's close ends the request the connection is on (and its hold, in the same write,
         so a reader woken by ``client_closed`` never sees a held request without its outcome)."""
-        conn = self.conns.lost(handler)
+        conn = self.conns.live.get(handler)
+        self.conns.lost(handler)
         if conn is None or conn.closed_by_us or conn.current is None:
             return
         rec = self.journal.request(conn.current)
