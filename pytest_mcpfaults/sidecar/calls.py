@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_mcpfaults.sidecar.errors import Dropped
 from pytest_mcpfaults.sidecar.jsonrpc import (
     INVALID_PARAMS,
+    ErrorBy,
     McpRequest,
     Reply,
     client_error,
@@ -42,6 +44,7 @@ class ToolTimeoutError(TimeoutError):
     """A tool handler ran past the sidecar's ``tool_timeout`` (re-raised in the test, naming the tool)."""
 
 
+@dataclass(eq=False)
 class ToolCalls:
     """The tool calls of one endpoint. Loop thread only.
 
@@ -52,23 +55,17 @@ class ToolCalls:
     thread (``ended=False``), then when that handler ends (``True``); ``replay``: a replaying sidecar's
     answer, given in place of running a handler (``None``: not replaying)."""
 
-    def __init__(
-        self,
-        *,
-        tools: Mapping[str, Tool],
-        sessions: Sessions,
-        on_error: Callable[[str, BaseException], None],
-        tool_timeout: float | None,
-        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None,
-        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None,
-        messages: ServerMessages | None,
-        replay: Callable[[McpRequest, int], Reply] | None,
-        on_ran_on: Callable[[int, bool], None] | None,
-    ) -> None:
-        self.tools, self.sessions, self.on_error, self.tool_timeout = tools, sessions, on_error, tool_timeout
-        self.run_sync, self.run_async, self.messages = run_sync, run_async, messages
-        self.replay, self.on_ran_on = replay, on_ran_on
-        self.rounds = InputRounds()  # stateless-era tool calls awaiting the client's retry
+    tools: Mapping[str, Tool]
+    sessions: Sessions
+    on_error: Callable[[str, BaseException], None]
+    tool_timeout: float | None
+    run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None
+    run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None
+    messages: ServerMessages | None
+    replay: Callable[[McpRequest, int], Reply] | None
+    on_ran_on: Callable[[int, bool], None] | None
+    #: The stateless-era tool calls awaiting the client's retry.
+    rounds: InputRounds = field(default_factory=InputRounds)
 
     async def call(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
         """Check the call against the tool's input schema, then run the handler: a client's mistake
@@ -96,9 +93,7 @@ class ToolCalls:
             )
         problem = tool.check_arguments(arguments)
         if problem is not None:
-            reply = ok(req, tool_result(f"Error executing tool {tool.name}: {problem}", is_error=True))
-            reply.error, reply.error_by = f"invalid arguments for tool {tool.name}: {problem}", "client"
-            return reply
+            return _failed(req, tool, problem, f"invalid arguments for tool {tool.name}: {problem}", "client")
         if self.replay is not None:  # the recorded server's answer, no handler runs
             return self.replay(req, rid)
         kwargs, ignored = tool.keywords(arguments)
@@ -132,9 +127,7 @@ class ToolCalls:
         except Exception as exc:  # the transport cannot keep a round (in-process)
             task.cancel()
             self.on_error(f"tool {tool.name}", exc)
-            reply = ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
-            reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
-            return reply
+            return _failed(req, tool, str(exc), f"{type(exc).__name__}: {exc}", "tool")
         if asked is not None:
             return ok(req, asked)
         return await self._outcome(req, tool, ctx, task)
@@ -183,9 +176,7 @@ class ToolCalls:
             return self._timed_out(req, tool, ctx.awaiting if ctx is not None else None)
         except Exception as exc:  # a bug in the tool handler: answer like a real server, re-raise in the test
             self.on_error(f"tool {tool.name}", exc)
-            reply = ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
-            reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
-            return reply
+            return _failed(req, tool, str(exc), f"{type(exc).__name__}: {exc}", "tool")
         return ok(req, tool_result(value))
 
     def _timed_out(self, req: McpRequest, tool: Tool, awaiting: str | None) -> Reply:
@@ -197,9 +188,7 @@ class ToolCalls:
             text += f" (it was awaiting the client's answer to `{awaiting}`)"
         if not paced:  # a handler that blocks or hangs: name it in the test
             self.on_error(f"tool {tool.name}", ToolTimeoutError(f"{text}; raise Sidecar(tool_timeout=)"))
-        reply = ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
-        reply.error, reply.error_by = text, "client" if paced else "tool"
-        return reply
+        return _failed(req, tool, text, text, "client" if paced else "tool")
 
     def _context(self, req: McpRequest, tool: Tool, link: Link | None, rid: int) -> ToolContext | Reply:
         """The ``ctx`` of one call (its progress token, the logging level its client asked for), or
@@ -210,9 +199,7 @@ class ToolCalls:
                 "the Streamable HTTP transport of the socket sidecar"
             )
             self.on_error(f"tool {tool.name}", ValueError(text))  # the test's set-up: name it in the test
-            reply = ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
-            reply.error, reply.error_by = text, "tool"
-            return reply
+            return _failed(req, tool, text, text, "tool")
         if req.era == "stateless":
             level = req.meta.get(LOG_LEVEL_META)
             headers: dict[str, str] = {}
@@ -256,3 +243,10 @@ class ToolCalls:
         if self.tool_timeout is None:
             return await pending
         return await within(pending, self.tool_timeout)
+
+
+def _failed(req: McpRequest, tool: Tool, text: str, error: str, by: ErrorBy) -> Reply:
+    """The ``isError`` result a real server answers a failed call with, journaled as ``by``'s ``error``."""
+    reply = ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
+    reply.error, reply.error_by = error, by
+    return reply
