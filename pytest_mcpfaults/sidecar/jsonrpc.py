@@ -10,21 +10,7 @@ from typing import Any, Literal
 from pytest_mcpfaults.sidecar.listen import Listen
 from pytest_mcpfaults.sidecar.tools import ToolContent
 
-__all__ = [
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
-    "PARSE_ERROR",
-    "ErrorBy",
-    "McpRequest",
-    "Reply",
-    "RequestEra",
-    "client_error",
-    "ok",
-    "rpc_error",
-    "tool_result",
-]
+__all__ = ["ErrorBy", "McpRequest", "Reply", "RequestEra", "client_error", "ok", "rpc_error", "tool_result"]
 
 RequestEra = Literal["stateless", "session"]
 """The era of one request (:attr:`McpRequest.era`, ``RequestRecord.era``)."""
