@@ -29,6 +29,7 @@ from pytest_mcpfaults.sidecar.holds import Holds
 from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
+from pytest_mcpfaults.sidecar.legacy_sse import LegacyAnswer, LegacyReply
 from pytest_mcpfaults.sidecar.listen_stream import serve_listen
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.mcp import encode, reply_body
@@ -177,7 +178,7 @@ class _Exchange:
         finally:
             notices.unlisten(listening)
 
-    def reply_later(self, later: core.LegacyReply) -> None:
+    def reply_later(self, later: LegacyReply) -> None:
         """Make this legacy message's reply after its 202, in a task of its own (cancelled at stop(); a
         ``notifications/cancelled`` can stop it meanwhile), on the connection of its session's stream: a
         hold of the reply ends when the stream closes, and patience resets the stream. The message's
@@ -191,7 +192,7 @@ class _Exchange:
         listener.tasks.add(task)
         task.add_done_callback(listener.tasks.discard)
 
-    async def make_reply(self, later: core.LegacyReply) -> None:
+    async def make_reply(self, later: LegacyReply) -> None:
         journal = self.listener.journal
         try:
             await later.make(self)
@@ -544,11 +545,11 @@ class SocketListener:
             return await exchange.listen_stream(answer)
         if exchange.answer_stream is not None:  # a tool's messages went first: the reply is the last event
             return await exchange.finish_stream(answer)
-        if answer.stream is not None:
+        if isinstance(answer, LegacyAnswer) and answer.stream is not None:
             return await self.legacy_stream(exchange, answer)
         if answer.after is not None:
             await self.answer_then(exchange, answer, answer.after)
-        if answer.replying is not None:
+        if isinstance(answer, LegacyAnswer) and answer.replying is not None:
             exchange.reply_later(answer.replying)
         if answer.reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
@@ -558,15 +559,14 @@ class SocketListener:
             self.journal.update_request(rid, **answer.reply.leg)
         return await deliver(request, answer, hold=exchange.hold, out=out)
 
-    async def legacy_stream(self, exchange: _Exchange, answer: core.Answer) -> web.StreamResponse:
+    async def legacy_stream(self, exchange: _Exchange, answer: LegacyAnswer) -> web.StreamResponse:
         """Serve a legacy SSE stream: the status and headers, the endpoint event, then each event its
         session's outbox gets, until teardown, the client closes it, or the server ends the session
         (a clean end of the stream)."""
         session, request, conn, out = answer.stream, exchange.request, exchange.conn, exchange.out
         assert session is not None
-        assert self.core.legacy is not None
         if shape_of(answer.fault).resets_at_once:  # RST before the status line
-            self.core.close_stream(session)
+            session.close()
             reset_transport(request.transport)
             raise Dropped
         resp = web.StreamResponse(status=answer.reply.status, headers=answer.reply.headers)
@@ -589,7 +589,7 @@ class SocketListener:
                         return resp
                     await writer.event(event)
         finally:
-            self.core.close_stream(session)
+            session.close()
 
     async def answer_then(
         self, exchange: _Exchange, answer: core.Answer, then: Callable[[], Awaitable[None]]
