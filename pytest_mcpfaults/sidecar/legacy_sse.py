@@ -199,7 +199,7 @@ class LegacyTransport:
             del self.sessions[session.id]
         mcp = self.core.mcp
         if session.mcp_session is not None and session.mcp_session in mcp.sessions:
-            mcp.end_session(session.mcp_session)
+            mcp.sessions.end(session.mcp_session)
 
     def end(self, session: LegacySession) -> None:
         """The server ends the session: POSTs to it get 404 and its stream closes."""

@@ -150,7 +150,7 @@ class SidecarViews(RuntimeControl):
     @property
     def ended_sessions(self) -> tuple[str, ...]:
         """Transport session ids that were deleted, expired or lost with the process."""
-        return tuple(self.core.mcp.ended)
+        return tuple(self.core.mcp.sessions.ended)
 
     @property
     def requests(self) -> tuple[RequestRecord, ...]:
