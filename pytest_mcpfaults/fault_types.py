@@ -171,6 +171,16 @@ class Fault:
     #: The kind acts on the bearer tokens of a sidecar that is an OAuth-protected resource (its
     #: ``auth=`` option, docs/auth.md): a sidecar without ``auth`` refuses it, naming the option.
     needs_auth: ClassVar[bool] = False
+    #: The kind ends the transport session of the request it answers (on legacy SSE, its stream).
+    ends_session: ClassVar[bool] = False
+    #: With an upstream, the kind's forced reply rewrites the upstream's answer (the request is
+    #: forwarded all the same) rather than answering in its place.
+    rewrites_upstream: ClassVar[bool] = False
+
+    @property
+    def revokes_token(self) -> bool:
+        """Whether, with ``auth=``, the token of the request the fault answers is refused from then on."""
+        return False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -666,6 +676,7 @@ class ToolError(Fault):
     """Answer a ``tools/call`` with a tool result carrying ``isError: true`` and ``text``."""
 
     kind: ClassVar[str] = "tool_error"
+    rewrites_upstream: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 20
     default_target: ClassVar[str] = "tools/call"
@@ -681,6 +692,7 @@ class SessionExpired(Fault):
     (and so does every later request that carries it)."""
 
     kind: ClassVar[str] = "session_expired"
+    ends_session: ClassVar[bool] = True
     shrink_rank: ClassVar[int] = 30
     default_target: ClassVar[str] = "mcp"
 
@@ -692,6 +704,7 @@ class BackendGone(Fault):
     ``{"error": "Service at <url> is no longer alive"}``. ``service_url`` defaults to the sidecar's."""
 
     kind: ClassVar[str] = "backend_gone"
+    rewrites_upstream: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 10
     default_target: ClassVar[str] = "tool:delete_session"
@@ -832,6 +845,10 @@ class Unauthorized(Fault):
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
     revoke: bool = True
+
+    @property
+    def revokes_token(self) -> bool:
+        return self.revoke
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_befor
 from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
 from pytest_mcpfaults.sidecar.plan import Plan
 from pytest_mcpfaults.sidecar.resumption import Resumed, Resumption, primes
-from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, revokes_token
+from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply
 from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.validation import is_loopback_host
@@ -392,7 +392,7 @@ class SidecarCore:
         if reply is not None and info.mcp is not None and (replaying or answered_here):
             self.mcp.fit_forced(reply, info.mcp)
         token = info.auth.token if info.auth is not None else None
-        if self.auth is not None and token is not None and revokes_token(fault):
+        if self.auth is not None and token is not None and fault.revokes_token:
             self.auth.revoke(token)
         return reply
 

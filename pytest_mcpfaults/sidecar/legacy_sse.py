@@ -36,7 +36,7 @@ from pytest_mcpfaults.sidecar.core import (
     security_problem,
 )
 from pytest_mcpfaults.sidecar.mcp import McpRequest, Reply, encode
-from pytest_mcpfaults.sidecar.routing import RequestInfo, expires_session
+from pytest_mcpfaults.sidecar.routing import RequestInfo
 
 __all__ = [
     "OUTBOX_BYTES",
@@ -304,7 +304,7 @@ class LegacyTransport:
             return LegacyAnswer(Reply(200, None, headers), fault, True, stream=self.open(rid))
         if incoming.method != "POST":
             return LegacyAnswer(Reply(405, None, {"Allow": "POST"}), fault, False)
-        expired = fault is not None and expires_session(fault)
+        expired = fault is not None and fault.ends_session
         if forced is not None and not _json_rpc(forced) and not expired:  # HTTP-level: the POST's own
             return LegacyAnswer(forced, fault, False)
         if not isinstance(session, LegacySession):

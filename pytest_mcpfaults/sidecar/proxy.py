@@ -44,7 +44,7 @@ from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD
 from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, learn_listing, rpc_error
 from pytest_mcpfaults.sidecar.outbound import ServerMessages
 from pytest_mcpfaults.sidecar.relay import listed_response, relay
-from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
+from pytest_mcpfaults.sidecar.routing import RequestInfo
 from pytest_mcpfaults.sidecar.sse_notes import NotificationTap
 from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, UpstreamResponse
 
@@ -103,7 +103,7 @@ class Proxy:
 
     # -- the core's Upstream -----------------------------------------------------------------
     def defers(self, fault: F.Fault) -> bool:
-        return rewrites_upstream(fault)
+        return fault.rewrites_upstream
 
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind == "health" and self.upstream_health is None:

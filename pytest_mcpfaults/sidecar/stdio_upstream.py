@@ -58,7 +58,7 @@ from pytest_mcpfaults.sidecar.mcp import (
     learn_listing,
     rpc_error,
 )
-from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
+from pytest_mcpfaults.sidecar.routing import RequestInfo
 from pytest_mcpfaults.stdio import guardian
 
 __all__ = ["Piped", "StdioUpstream", "check_upstream_command"]
@@ -328,7 +328,7 @@ class StdioUpstream:
 
     # -- the core's Upstream ---------------------------------------------------------------------
     def defers(self, fault: F.Fault) -> bool:
-        return rewrites_upstream(fault)
+        return fault.rewrites_upstream
 
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind != "mcp":
