@@ -75,6 +75,8 @@ KIND_NAME = r"[a-z][a-z0-9_]*"
 Phase = Literal["connection", "answer", "server_request", "body", "cancel", "child"]
 #: Every :data:`Phase`, in the order a request meets them.
 PHASES: tuple[Phase, ...] = get_args(Phase)
+#: What a client's cancellation does to the request a fault fired on (:attr:`Fault.on_cancel`).
+CancelEffect = Literal["stop", "ignore", "answer"]
 
 #: Every fault kind by name, in the order the classes were defined (the catalogue order).
 _REGISTRY: dict[str, type[Fault]] = {}
@@ -125,8 +127,8 @@ class Fault:
     #: Where the kind acts (one of :data:`PHASES`): ``'connection'`` (holds, delays or kills the request
     #: or the process before its answer), ``'answer'`` (forces the reply), ``'server_request'`` (acts on
     #: the requests the call's tool sends the client, and their answers), ``'body'`` (shapes the reply's
-    #: bytes), ``'cancel'`` (decides what a client's cancellation of the request does) or ``'child'``
-    #: (acts on a stdio child or its pipes). Each phase's behaviour lives in one
+    #: bytes), ``'cancel'`` (decides what a client's cancellation of the request does: :attr:`on_cancel`)
+    #: or ``'child'`` (acts on a stdio child or its pipes). Each other phase's behaviour lives in one
     #: module that dispatches on the class; a kind that subclasses a built-in one inherits both.
     phase: ClassVar[Phase] = "answer"
     #: The child event the kind reacts to instead of a request (``'eof'``: stdin closed; a signal
@@ -173,6 +175,10 @@ class Fault:
     needs_auth: ClassVar[bool] = False
     #: The kind ends the transport session of the request it answers (on legacy SSE, its stream).
     ends_session: ClassVar[bool] = False
+    #: What a client's cancellation does to the request the kind fired on: ``'stop'`` (the answer being
+    #: made is abandoned and the request gets no JSON-RPC response), ``'ignore'`` (it runs on and is
+    #: answered in full) or ``'answer'`` (its hold ends and it is answered in full).
+    on_cancel: ClassVar[CancelEffect] = "stop"
     #: With an upstream, the kind's forced reply rewrites the upstream's answer (the request is
     #: forwarded all the same) rather than answering in its place.
     rewrites_upstream: ClassVar[bool] = False
@@ -918,6 +924,7 @@ class IgnoreCancel(Fault):
 
     phase: ClassVar[Phase] = "cancel"
     kind: ClassVar[str] = "ignore_cancel"
+    on_cancel: ClassVar[CancelEffect] = "ignore"
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "tools/call"
@@ -937,6 +944,7 @@ class AnswerAfterCancel(_Blocking):
 
     phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "answer_after_cancel"
+    on_cancel: ClassVar[CancelEffect] = "answer"
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 210
     default_target: ClassVar[str] = "tools/call"
