@@ -96,6 +96,49 @@ def kinds_transports() -> str:
     return "\n".join(rows)
 
 
+def _catalogue_parameters(cls: type) -> str:
+    """A kind's parameters with their defaults as Python writes them, and its default target."""
+    own = [f for f in dataclasses.fields(cls) if f.name not in ("when", *_BLOCKING)]
+    shown = [f"`{f.name}={_python(f.default)}`" for f in own] + [f"`{n}`" for n in _BLOCKING if cls.blocking]
+    text = ", ".join(shown) + ("; needs `auth=`" if cls.needs_auth else "")
+    return f"{text} (`{cls.default_target}`)" if text else f"(`{cls.default_target}`)"
+
+
+def _python(value: object) -> str:
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def kinds_catalogue() -> str:
+    """What clients see of each kind (``Fault.seen``, measured by the test modules each row names), in
+    registry order, a kind's variants after its own row; the parameters cell is the class's."""
+    from pytest_mcpfaults.fault_types import catalogue_rows
+
+    rows = [
+        "| kind | parameters (default target) | trigger examples | what httpx sees | what the mcp 2.x "
+        "`Client` sees | what the mcp 1.x `ClientSession` sees | proved in |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for cls, seen in catalogue_rows():
+        params = "" if seen.variant else _catalogue_parameters(cls)
+        proved = ", ".join(f"`{m}`" for m in seen.proved)
+        cells = [f"`{seen.variant or cls.__name__}`", params, seen.examples, seen.httpx, seen.mcp2, seen.mcp1]
+        rows.append("| " + " | ".join([*cells, proved]) + " |")
+    return "\n".join(rows)
+
+
+def kinds_legacy_sse() -> str:
+    """How each kind acts on each HTTP transport of the socket sidecar (``Fault.legacy_sse``)."""
+    from pytest_mcpfaults.faults import fault_kinds
+
+    rows = ["| kind | Streamable HTTP | legacy SSE |", "|---|---|---|"]
+    for kind, cls in fault_kinds().items():
+        http = "http" in cls.transports
+        rows.append(
+            f"| `{kind}` | {'yes' if http else 'no'} | {cls.legacy_sse if http else 'no (stdio only)'} |"
+        )
+    return "\n".join(rows)
+
+
 # -- the sidecar's options (docs/sidecar.md, docs/cli.md), from SidecarOptions' fields ------------------
 
 
@@ -280,8 +323,10 @@ def fixtures_section() -> str:
 
 #: Each table by its marker name.
 TABLES: dict[str, Callable[[], str]] = {
+    "kinds-catalogue": kinds_catalogue,
     "kinds-text-form": kinds_text_form,
     "kinds-transports": kinds_transports,
+    "kinds-legacy-sse": kinds_legacy_sse,
     "options-table": options_table,
     "fixtures": fixtures_section,
 }

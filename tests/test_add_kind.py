@@ -1,8 +1,9 @@
-"""Adding a fault kind, as a contributor would: four files by hand (its class in ``fault_types.py``, its
-behaviour in ``sidecar/connection.py``, its test in ``test_faults_answers.py`` — through httpx, the mcp
-2.x ``Client`` and, with the ``mcp1_client`` fixture, mcp 1.x's ``ClientSession``, so the catalogue's
-client columns are measured by that one test — and two rows of ``docs/faults.md``), and nothing else:
-the docs tables that list every kind and the API page are made when the site is built (docs/hooks.py,
+"""Adding a fault kind, as a contributor would: three files by hand (its class in ``fault_types.py``,
+with its catalogue cells of what each client sees and its legacy-SSE cell, its behaviour in
+``sidecar/connection.py``, its test in ``test_faults_answers.py`` — through httpx, the mcp 2.x
+``Client`` and, with the ``mcp1_client`` fixture, mcp 1.x's ``ClientSession``, so the catalogue's
+client columns are measured by that one test), and nothing else: the docs tables that list every kind
+(the catalogue among them) and the API page are made when the site is built (docs/hooks.py,
 mkdocstrings).
 
 The kind is made up: ``slow_502``, a gateway that waits, then answers 502. It is written into a copy of
@@ -38,6 +39,19 @@ class SlowGateway(Fault):
     shrink_rank: ClassVar[int] = 105
     draws: ClassVar[Mapping[str, Draw]] = {"seconds": (0.0, 0.01)}
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {"seconds": 0.05}
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`SlowGateway(0.5, when="tools/call")`',
+            httpx="502, late",
+            mcp2='`MCPError("Server returned an error response")`, late',
+            mcp1=(
+                "no `McpError`: the call is cancelled, late; exit raises "
+                "`ExceptionGroup[httpx.HTTPStatusError]`"
+            ),
+            proved=("test_faults_answers.py",),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "the matched request: late, a 502"
     seconds: float = 0.05
 
     def _validate(self) -> None:
@@ -92,13 +106,6 @@ async def test_a_slow_gateway_answers_502_after_its_delay(mcp1_client: Mcp1Clien
         assert [httpx.get(fake.health_url).status_code for _ in range(2)] == [502, 200]
 '''
 
-DOCS = {
-    "| `StdoutNoise` |": '| `SlowGateway` | `seconds=0.05` (`*`) | `SlowGateway(0.5, when="tools/call")` | '
-    '502, late | `MCPError("Server returned an error response")`, late | no `McpError`: the call is '
-    "cancelled, late; exit raises `ExceptionGroup[httpx.HTTPStatusError]` | `test_faults_answers.py` |",
-    "| `stdout_noise` | no | no (stdio only) |": "| `slow_502` | yes | the matched request: late, a 502 |",
-}
-
 #: What the copy says about the kind, checked in one Python that imports the copy's package (its
 #: ``tests/`` and ``docs/`` first on ``sys.path``, the mcp 1.x overlay's directory in ``argv[1]``).
 CHECK = """
@@ -138,12 +145,13 @@ CHECKS = [
     ("test_inprocess::test_every_kind_is_either_supported_or_refused", ()),
     ("test_inprocess::test_the_parity_cases_cover_every_supported_kind", ()),
     ("test_inprocess::test_both_backends_give_the_client_the_same_outcome", case),
-    ("test_faults_doc::test_every_built_in_kind_has_one_row_in_catalogue_order", ()),
-    ("test_faults_doc::test_each_row_states_the_class_defaults_and_default_target", ()),
+    ("test_faults_doc::test_every_built_in_kind_has_its_row_first_then_its_variants_in_registry_order", ()),
+    ("test_faults_doc::test_each_row_names_its_modules_and_each_http_kind_its_legacy_sse_cell", ()),
     ("test_faults_doc::test_the_mcp1_column_is_measured_by_a_test_per_kind", ()),
     ("test_kind_tables::test_each_kind_table_has_a_row_for_every_registered_kind_in_registry_order", ()),
     ("test_stdio_docs::test_the_transports_table_matches_the_registry", ()),
-    ("test_legacy_sse::test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind", ()),
+    ("test_legacy_sse::test_every_built_in_http_kind_says_how_it_acts_on_legacy_sse", ()),
+    ("test_strategies::test_the_plans_drawn_by_default_include_error_payloads", ()),
     ("test_cli::test_docs_fault_examples_parse_and_the_kinds_table_is_the_generated_one", ()),
     ("test_docs_api::test_every_fixture_has_its_heading_in_the_filled_page", ()),
     ("test_faults_answers::test_a_slow_gateway_answers_502_after_its_delay", (Mcp1Client(sys.argv[1]),)),
@@ -161,7 +169,7 @@ CELL = "examples/test_example_matrix.py::test_cleanup_under_every_fault[slow_502
 
 
 @pytest.mark.timeout(300)
-def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path, mcp1_path: str) -> None:
+def test_a_new_kind_touches_three_files_and_every_list_picks_it_up(tmp_path: Path, mcp1_path: str) -> None:
     copy = copy_repository(tmp_path)
 
     # 1. the class, and its name in the module's __all__ (next to it)
@@ -176,26 +184,21 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
         "from pytest_mcpfaults.sidecar.routing import RequestInfo, answer_reply, jitter",
     )
     connection.write_text(source + BEHAVIOUR)
-    # 3. its test (every client the catalogue has a column for), 4. its rows on the one docs page (the
-    # catalogue and the legacy SSE table; the tables that list every kind are made at build)
+    # 3. its test (every client the catalogue has a column for); its catalogue cells are on its class
     answers = copy / "tests" / "test_faults_answers.py"  # the answer kinds' tests, through real clients
     source = answers.read_text().replace(
         "from pytest_mcpfaults import Sidecar\n",
         "from mcp1_client import Mcp1Client\n\nfrom pytest_mcpfaults import Sidecar\n",
     )
     answers.write_text(source + TEST)
-    page = copy / "docs" / "faults.md"
-    for marker, row in DOCS.items():
-        insert_after(page, marker, row + "\n")
 
     assert touched(copy) == [
-        "docs/faults.md",  # two rows: the catalogue, the legacy SSE table
         "pytest_mcpfaults/fault_types.py",
         "pytest_mcpfaults/sidecar/connection.py",
         "tests/test_faults_answers.py",
     ]
     by_hand = touched(copy)
-    assert len(by_hand) <= 4  # issue 26: its class, its behaviour, its test, one docs page
+    assert len(by_hand) <= 3  # issue 37: its class (with its catalogue cells), its behaviour, its test
     count = ["no", "one", "two", "three", "four", "five", "six"][len(by_hand)]
     assert f"**{count.capitalize()} files by hand**" in (ROOT / "docs" / "architecture.md").read_text()
     assert f"**{count} by hand**" in (ROOT / "CONTRIBUTING.md").read_text()
@@ -210,7 +213,7 @@ def test_a_new_kind_touches_four_files_and_every_list_picks_it_up(tmp_path: Path
         "shrinks between: delay slow_502 die",
         "matrix cell: slow_502@tool:delete_session",
         "in-process: True",
-        "checked: 21",
+        "checked: 22",
     ], shown.stdout + shown.stderr[-3000:]
     # the README's main command, the cell it now has: the worked example's cleanup under slow_502
     args = ["-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "-q", "-rA", CELL]

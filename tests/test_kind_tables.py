@@ -21,7 +21,7 @@ sys.path.insert(0, str(DOCS))
 import hooks  # noqa: E402
 
 PAGE = DOCS / "faults.md"
-MARKERS = ("kinds-text-form", "kinds-transports")
+MARKERS = ("kinds-text-form", "kinds-transports", "kinds-legacy-sse")
 
 
 def _tables(text: str) -> dict[str, list[str]]:

@@ -631,17 +631,12 @@ async def test_hang_on_a_message_holds_the_post_itself_and_patience_names_it() -
         assert "`POST /messages` (tools/call echo) (session era)" in v.describe()
 
 
-def test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind() -> None:
-    from pathlib import Path
-
+def test_every_built_in_http_kind_says_how_it_acts_on_legacy_sse() -> None:
+    """docs/faults.md's "Faults by transport" table is each kind's ``legacy_sse`` cell."""
     from pytest_mcpfaults.faults import fault_kinds
 
-    page = (Path(__file__).resolve().parent.parent / "docs" / "faults.md").read_text()
-    table = page.split("## Faults by transport", 1)[1].split("\n\n| kind |", 1)[1].split("\n\n", 1)[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
-    built_in = [k for k, cls in fault_kinds().items() if cls.__module__.startswith("pytest_mcpfaults")]
-    sse = {r[0].strip("`"): r[2] for r in rows if len(r) > 2}
-    assert [k for k in built_in if not sse.get(k)] == []
+    built_in = [cls for cls in fault_kinds().values() if cls.__module__.startswith("pytest_mcpfaults")]
+    assert [cls.kind for cls in built_in if "http" in cls.transports and not cls.legacy_sse] == []
 
 
 @pytest.mark.parametrize(
