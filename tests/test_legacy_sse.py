@@ -89,8 +89,9 @@ async def ask(
 
 
 async def drain(session: LegacySession) -> list[bytes]:
+    """The events queued for the stream, as its writer reads them (``unread_bytes``: what it has not)."""
     events = []
-    while session.queued:
+    while session.unread_bytes:
         ev = await session.next()
         assert ev is not None
         events.append(ev.data)

@@ -103,11 +103,6 @@ class LegacySession:
     def endpoint_event(self) -> StreamEvent:
         return StreamEvent(b"event: endpoint\ndata: " + self.endpoint_url.encode() + b"\n\n")
 
-    @property
-    def queued(self) -> int:
-        """Events waiting in the outbox (the end of the stream counts as one)."""
-        return self._outbox.qsize()
-
     def put(self, event: StreamEvent) -> None:
         self.unread_bytes += len(event.data)
         self._outbox.put_nowait(event)
