@@ -152,7 +152,7 @@ SLOW: frozenset[str] = frozenset(
         "test_sse_retry",
         "test_xdist",
         "test_mcp1_env::test_the_mcp1_files_pass_with_the_mcp1_client",
-        "test_options::test_a_made_up_option_in_a_copy_of_the_repository_is_three_places",
+        "test_options::test_a_made_up_option_the_core_reads_in_a_copy_of_the_repository",
         "test_quality::test_typed_user_code_passes_mypy_strict",
         "test_docs::test_docs_site_builds_with_warnings_as_errors",
         "test_docs::test_doc_examples_pass",

@@ -36,7 +36,7 @@ from pytest_mcpfaults.otlp.decode import (
     encode_status,
 )
 from pytest_mcpfaults.sidecar.connections import Connections
-from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
+from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.timeouts import within
 
@@ -187,10 +187,9 @@ class OtlpListener:
         journal: Journal,
         route: Callable[[web.BaseRequest, int], Handler | None],
         idle_timeout: float | None = None,
-        stamp: Stamp | None = None,
     ) -> None:
         self.journal = journal
-        self._route, self._stamp = route, stamp
+        self._route = route
         self.conns = Connections(journal, idle_timeout)
         self._server: asyncio.Server | None = None
         self._web: ConnectionReportingServer | None = None
@@ -199,7 +198,7 @@ class OtlpListener:
 
     async def start(self, host: str) -> None:
         self._web = ConnectionReportingServer(
-            self.handle, self.conns.made, self.conns.lost, self._stamp,
+            self.handle, self.conns.made, self.conns.lost,
             access_log=None, handler_cancellation=True,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
@@ -249,10 +248,8 @@ class OtlpService:
         body_timeout: float | None,
         on_error: Callable[[str, BaseException], None],
         mounted: Callable[[str], Handler | None],
-        stamp: Stamp | None = None,
     ) -> None:
         self.path = path
-        self._stamp = stamp  # every answer of its own listener too (the sidecar's response stamp)
         self._recorder = recorder
         self._lock = threading.Lock()
         self._mounted = mounted
@@ -295,7 +292,7 @@ class OtlpService:
     async def start_listener(self, host: str) -> OtlpListener:
         """Start the receiver's own listener (once) on ``host``; returns it."""
         if self.listener is None:
-            listener = OtlpListener(self._journal, self._side_route, self._body_timeout, self._stamp)
+            listener = OtlpListener(self._journal, self._side_route, self._body_timeout)
             await listener.start(host)
             self.listener = listener
         return self.listener

@@ -26,7 +26,7 @@ from pytest_mcpfaults.sidecar.body import BodyShaper, Cut, halve_event, shape_of
 from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
 from pytest_mcpfaults.sidecar.connections import Conn, Connections
 from pytest_mcpfaults.sidecar.holds import Holds
-from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
+from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
 from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.legacy_sse import LegacyAnswer, LegacyReply
@@ -34,14 +34,14 @@ from pytest_mcpfaults.sidecar.listen_stream import serve_listen
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.mcp import encode, reply_body
 from pytest_mcpfaults.sidecar.notices import StreamNotices
-from pytest_mcpfaults.sidecar.options import SidecarOptions, response_headers
+from pytest_mcpfaults.sidecar.options import SidecarOptions
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.resumption import Resumed, primes
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.sidecar.timeouts import within
 
-__all__ = ["Handler", "SocketListener", "bind", "response_stamp"]
+__all__ = ["Handler", "SocketListener", "bind"]
 
 #: A mounted handler (``Sidecar.mount``): a coroutine answering a request on the loop thread.
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
@@ -324,7 +324,7 @@ class SocketListener:
 
     async def start(self) -> None:
         self.web = ConnectionReportingServer(
-            self.handle, self.conn_made, self.conn_lost, response_stamp(self.options),
+            self.handle, self.conn_made, self.conn_lost,
             access_log=None, handler_cancellation=False,
         )  # fmt: skip
         if self.stdio is not None:
@@ -691,17 +691,3 @@ async def _bind_name(
             if exc.errno != errno.EADDRINUSE or wanted != 0 or attempt == 4:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def response_stamp(options: SidecarOptions) -> Stamp | None:
-    """The one place every answer on a sidecar's listener is stamped, whoever makes it (the core's
-    reply, a relayed upstream answer, an event stream, the adapter's own 408/413/500, aiohttp's 400):
-    the headers of the options that name one (``SidecarOptions``, ``header=``)."""
-    headers = response_headers(options)
-    if not headers:
-        return None  # nothing to stamp: aiohttp's own request class, no hook
-
-    def stamp(response: web.StreamResponse) -> None:
-        response.headers.update(headers)
-
-    return stamp

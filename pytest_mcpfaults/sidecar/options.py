@@ -71,7 +71,6 @@ __all__ = [
     "option",
     "option_fields",
     "options_from_args",
-    "response_headers",
     "takes_options",
 ]
 
@@ -102,9 +101,6 @@ class Option:
     exclusive: str | None = None
     #: The backends taking it (:data:`BACKENDS`).
     backends: tuple[str, ...] = ("socket",)
-    #: A response header the option's value (when not ``None``) is sent as, on every answer of the
-    #: socket sidecar (the one stamp, :func:`response_headers`).
-    header: str | None = None
 
     @property
     def switch(self) -> bool:
@@ -407,36 +403,22 @@ def build_options(who: str, given: Mapping[str, Any]) -> SidecarOptions:
     return cls(**given)
 
 
-def response_headers(opts: SidecarOptions) -> dict[str, str]:
-    """The headers every answer of the socket sidecar is stamped with (options with a ``header``)."""
-    return {
-        header: str(value)
-        for name, header in _headers(type(opts))
-        if (value := getattr(opts, name)) is not None
-    }
-
-
 def option_fields(cls: type[SidecarOptions] | None = None) -> list[tuple[dataclasses.Field[Any], Option]]:
     """Every field of ``cls`` (default: :class:`SidecarOptions`) with its :class:`Option`, in order."""
     return list(_fields(cls or SidecarOptions))
 
 
-#: Per options class: its fields with their Option, their names, the (name, header) of those stamping.
-_DERIVED: dict[
-    type,
-    tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str], tuple[tuple[str, str], ...]],
-] = {}
+#: Per options class: its fields with their Option, and their names.
+_DERIVED: dict[type, tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str]]] = {}
 
 
 def _derived(
     cls: type[SidecarOptions],
-) -> tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str], tuple[tuple[str, str], ...]]:
+) -> tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str]]:
     found = _DERIVED.get(cls)
     if found is None:
         fields = tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
-        names = frozenset(f.name for f, _ in fields)
-        headers = tuple((f.name, opt.header) for f, opt in fields if opt.header is not None)
-        found = _DERIVED[cls] = (fields, names, headers)
+        found = _DERIVED[cls] = (fields, frozenset(f.name for f, _ in fields))
     return found
 
 
@@ -446,10 +428,6 @@ def _fields(cls: type[SidecarOptions]) -> tuple[tuple[dataclasses.Field[Any], Op
 
 def _names(cls: type[SidecarOptions]) -> frozenset[str]:
     return _derived(cls)[1]
-
-
-def _headers(cls: type[SidecarOptions]) -> tuple[tuple[str, str], ...]:
-    return _derived(cls)[2]
 
 
 P = ParamSpec("P")
