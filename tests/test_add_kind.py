@@ -225,6 +225,8 @@ def test_a_new_kind_touches_three_files_and_every_list_picks_it_up(tmp_path: Pat
     built = (tmp_path / "site" / "faults" / "index.html").read_text()
     assert "<td><code>slow_502</code></td>\n<td><code>*</code></td>\n<td><code>seconds=0.05</code>" in built
     assert "<td><code>slow_502</code></td>\n<td>yes</td>\n<td>yes</td>\n<td>no</td>" in built
+    assert "<td><code>SlowGateway</code></td>\n<td><code>seconds=0.05</code> (<code>*</code>)</td>" in built
+    assert "<td><code>slow_502</code></td>\n<td>yes</td>\n<td>the matched request: late, a 502</td>" in built
     assert (
         'id="pytest_mcpfaults.faults.SlowGateway"' in (tmp_path / "site" / "api" / "index.html").read_text()
     )
