@@ -41,7 +41,8 @@ from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.timeouts import within
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
+    from pytest_mcpfaults.sidecar.journal import Journal
+    from pytest_mcpfaults.sidecar.records import ClosedBy
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
 
 __all__ = ["DECODE_OFF_LOOP", "DEFAULT_OTLP_PATH", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]

@@ -13,15 +13,14 @@ from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.errors import SidecarError as SidecarError
-    from pytest_mcpfaults.sidecar.journal import CancellationRecord as CancellationRecord
-    from pytest_mcpfaults.sidecar.journal import ConnectionRecord as ConnectionRecord
     from pytest_mcpfaults.sidecar.journal import Journal as Journal
-    from pytest_mcpfaults.sidecar.journal import PatienceViolation as PatienceViolation
-    from pytest_mcpfaults.sidecar.journal import RequestRecord as RequestRecord
-    from pytest_mcpfaults.sidecar.journal import ServerMessageRecord as ServerMessageRecord
-    from pytest_mcpfaults.sidecar.journal import StreamRecord as StreamRecord
     from pytest_mcpfaults.sidecar.outbound import ClientRequestError as ClientRequestError
     from pytest_mcpfaults.sidecar.outbound import ToolContext as ToolContext
+    from pytest_mcpfaults.sidecar.records import CancellationRecord as CancellationRecord
+    from pytest_mcpfaults.sidecar.records import ConnectionRecord as ConnectionRecord
+    from pytest_mcpfaults.sidecar.records import RequestRecord as RequestRecord
+    from pytest_mcpfaults.sidecar.records import ServerMessageRecord as ServerMessageRecord
+    from pytest_mcpfaults.sidecar.records import StreamRecord as StreamRecord
     from pytest_mcpfaults.sidecar.server import Sidecar as Sidecar
     from pytest_mcpfaults.sidecar.surface import Prompt as Prompt
     from pytest_mcpfaults.sidecar.surface import PromptArgument as PromptArgument
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.tools import Tool as Tool
     from pytest_mcpfaults.sidecar.tools import ToolContent as ToolContent
     from pytest_mcpfaults.sidecar.tools import ToolResultError as ToolResultError
+    from pytest_mcpfaults.sidecar.violation import PatienceViolation as PatienceViolation
     from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext as SyncToolContext
 
 __all__ = [
@@ -61,16 +61,16 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     "BenchmarkSession": "pytest_mcpfaults.sidecar.tools",
     "BenchmarkSessions": "pytest_mcpfaults.sidecar.tools",
-    "CancellationRecord": "pytest_mcpfaults.sidecar.journal",
+    "CancellationRecord": "pytest_mcpfaults.sidecar.records",
     "ClientRequestError": "pytest_mcpfaults.sidecar.outbound",
-    "ConnectionRecord": "pytest_mcpfaults.sidecar.journal",
+    "ConnectionRecord": "pytest_mcpfaults.sidecar.records",
     "Journal": "pytest_mcpfaults.sidecar.journal",
-    "PatienceViolation": "pytest_mcpfaults.sidecar.journal",
-    "RequestRecord": "pytest_mcpfaults.sidecar.journal",
-    "ServerMessageRecord": "pytest_mcpfaults.sidecar.journal",
+    "PatienceViolation": "pytest_mcpfaults.sidecar.violation",
+    "RequestRecord": "pytest_mcpfaults.sidecar.records",
+    "ServerMessageRecord": "pytest_mcpfaults.sidecar.records",
     "Sidecar": "pytest_mcpfaults.sidecar.server",
     "SidecarError": "pytest_mcpfaults.sidecar.errors",
-    "StreamRecord": "pytest_mcpfaults.sidecar.journal",
+    "StreamRecord": "pytest_mcpfaults.sidecar.records",
     "Tool": "pytest_mcpfaults.sidecar.tools",
     "ToolContext": "pytest_mcpfaults.sidecar.outbound",
     "ToolResultError": "pytest_mcpfaults.sidecar.tools",

@@ -482,7 +482,7 @@ class SidecarCore:
         if reply.error_by is not None:
             self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         if self.auth is not None and (auth_error := challenge_error(reply)) is not None:
-            self.journal.update_request(rid, auth_error=auth_error)
+            self.journal.update_group(rid, "auth", error=auth_error)
 
     def _authorization_server(self, rid: int, incoming: Incoming) -> Reply:
         """A request outside the MCP endpoint with ``auth=``: the authorization server's paths (the
@@ -495,7 +495,9 @@ class SidecarCore:
         if answer is None:
             return Reply(404, {"error": "Not Found"}, sse=False)
         if answer.grant is not None or answer.issued is not None or answer.client is not None:
-            self.journal.update_request(rid, grant=answer.grant, issued=answer.issued, client=answer.client)
+            self.journal.update_group(
+                rid, "auth", grant=answer.grant, issued=answer.issued, client=answer.client
+            )
         return answer.reply
 
     async def _notify(
@@ -538,8 +540,8 @@ class SidecarCore:
                 self.cancels.link(rid, m)
         elif info.kind == "mcp" and session_header:
             self.journal.update_request(rid, session_id=session_header, era="session")
-        if info.auth is not None:
-            self.journal.update_request(rid, token=info.auth.label)
+        if info.auth is not None and info.auth.label is not None:
+            self.journal.update_group(rid, "auth", token=info.auth.label)
 
     def _choose_fault(self, info: RequestInfo, rid: int) -> tuple[F.Fault | None, F.TriggerState | None]:
         if not self.plan_entries:  # no plan (most requests of most tests): nothing to match

@@ -26,17 +26,18 @@ from pytest_mcpfaults.sidecar.body import BodyShaper, Cut, halve_event, shape_of
 from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
 from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
-from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.listen_stream import serve_listen
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.mcp import encode, reply_body
 from pytest_mcpfaults.sidecar.notices import StreamNotices
 from pytest_mcpfaults.sidecar.options import SidecarOptions, response_headers
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
+from pytest_mcpfaults.sidecar.records import Held, HoldOutcome
 from pytest_mcpfaults.sidecar.resumption import Resumed, primes
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.sidecar.timeouts import within
+from pytest_mcpfaults.sidecar.violation import BudgetSource, PatienceViolation
 
 __all__ = ["Handler", "SocketListener", "bind", "response_stamp"]
 
@@ -119,9 +120,7 @@ class _Exchange:
         if conn.lost.done():
             raise Dropped
         assert budget is not None
-        rec = journal.update_request(
-            self.rid, held=True, held_at=held_at, hold="patience", waited=time.monotonic() - started
-        )
+        rec = journal.update_request(self.rid, held=Held(held_at, "patience", time.monotonic() - started))
         conn.closed_by_us = True
         reset_transport(conn.transport)
         method = what.split("`")[1] if what.count("`") >= 2 else what
@@ -469,12 +468,12 @@ class SocketListener:
         if not conn.closed_by_us and conn.current is not None:
             rec = self.journal.request(conn.current)
             if not rec.done:
-                fields: RequestFields = {"client_closed": True, "client_closed_at": now}
-                if rec.held and rec.hold is None and rec.held_at is not None:
+                held = rec.held
+                if held is not None and held.outcome is None:
                     # a held request ends with the close: record its outcome in the same write, so a
                     # reader woken by client_closed never sees a held request without its outcome
-                    fields["hold"], fields["waited"] = "client_closed", now - rec.held_at
-                self.journal.update_request(conn.current, **fields)
+                    held = Held(held.at, "client_closed", now - held.at)
+                self.journal.update_request(conn.current, client_closed=True, client_closed_at=now, held=held)
                 self.core.cancels.stream_closed(conn.current)  # the 2026-07-28 era's cancellation
         if not conn.lost.done():
             conn.lost.set_result(None)
@@ -613,7 +612,7 @@ class SocketListener:
         if isinstance(answer.reply, Relayed):
             return await self.relay(request, conn, rid, answer, exchange, out)
         if isinstance(answer.reply, Piped):  # the stdio upstream's leg, complete before the client's
-            self.journal.update_request(rid, **answer.reply.leg)
+            self.journal.update_request(rid, upstream=answer.reply.leg)
         return await deliver(request, answer, hold=exchange.hold, out=out)
 
     async def legacy_stream(self, exchange: _Exchange, answer: core.Answer) -> web.StreamResponse:
@@ -706,7 +705,8 @@ class SocketListener:
         fut: asyncio.Future[HoldOutcome] = asyncio.get_running_loop().create_future()
         hold = _Hold(rid, fault, fut)
         self.holds.add(hold)
-        self.journal.update_request(rid, held=True, held_at=self.journal.now())
+        held_at = self.journal.now()
+        self.journal.update_request(rid, held=Held(held_at))
         own = getattr(fault, "patience", None)
         budget = (own or self.options.patience) if patience else None
         cancelled = self.core.cancels.held_until_cancelled(rid, fault)  # answer_after_cancel
@@ -727,8 +727,10 @@ class SocketListener:
         else:
             outcome = "patience"
         rec = self.journal.request(rid)
-        if not (outcome == "client_closed" and rec.hold == "client_closed"):  # else _conn_lost wrote it
-            rec = self.journal.update_request(rid, hold=outcome, waited=waited)
+        if not (
+            outcome == "client_closed" and rec.held and rec.held.outcome == "client_closed"
+        ):  # else _conn_lost wrote it
+            rec = self.journal.update_request(rid, held=Held(held_at, outcome, waited))
         if outcome == "patience":
             assert budget is not None
             expected = bool(self.options.expect_hang or getattr(fault, "expect_hang", False))

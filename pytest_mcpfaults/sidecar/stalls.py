@@ -17,7 +17,8 @@ from typing import Protocol
 
 from pytest_mcpfaults.sidecar.clients import client_family, client_seen
 from pytest_mcpfaults.sidecar.errors import SidecarState
-from pytest_mcpfaults.sidecar.journal import ConnectionRecord, FiredRecord, Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import ConnectionRecord, FiredRecord, RequestRecord
 
 __all__ = ["Stall", "StalledServer", "find_stall", "stall_record", "stall_verdict"]
 
@@ -76,7 +77,7 @@ def find_stall(server: StalledServer) -> Stall | None:
     if idle < budget:
         return None
     fired_on = _request(journal, fired.request_id)
-    if fired_on is not None and fired_on.held and fired_on.hold in (None, "patience"):
+    if fired_on is not None and fired_on.held and fired_on.held.outcome in (None, "patience"):
         return None  # a hold is patience's to judge: still held, or its violation is on the way
     later: tuple[RequestRecord, ...] = ()
     if last is not None and last > fired.at:

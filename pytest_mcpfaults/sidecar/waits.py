@@ -11,16 +11,12 @@ from collections.abc import Callable
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth_next import AuthFollowUp, auth_follow_ups, reauthorization_problems
 from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
-from pytest_mcpfaults.sidecar.journal import (
-    CancellationRecord,
-    PatienceViolation,
-    RequestRecord,
-    StreamRecord,
-)
 from pytest_mcpfaults.sidecar.patience import PatienceError, check_client_closed, patience_verdict
+from pytest_mcpfaults.sidecar.records import CancellationRecord, RequestRecord, StreamRecord
 from pytest_mcpfaults.sidecar.resume_checks import check_client_resumed
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.sidecar.views import SidecarViews
+from pytest_mcpfaults.sidecar.violation import PatienceViolation
 
 __all__ = ["SidecarWaits"]
 
@@ -49,7 +45,7 @@ class SidecarWaits(SidecarViews):
     def wait_held(self, count: int = 1, timeout: float = 5.0) -> None:
         """Wait until at least ``count`` requests are being held by a blocking fault."""
         self.journal.wait_for(
-            lambda: sum(1 for r in self.journal.requests if r.held and r.hold is None) >= count,
+            lambda: sum(1 for r in self.journal.requests if r.held and r.held.outcome is None) >= count,
             timeout,
             f"{count} held request(s)",
         )
@@ -131,7 +127,7 @@ class SidecarWaits(SidecarViews):
     @property
     def cancellations(self) -> tuple[CancellationRecord, ...]:
         """Every cancellation the client sent, linked to the request it names (see
-        :class:`~pytest_mcpfaults.sidecar.journal.CancellationRecord`)."""
+        :class:`~pytest_mcpfaults.sidecar.records.CancellationRecord`)."""
         return self.journal.cancellations.records
 
     def assert_client_cancelled(self, target: str | None = None, *, within: float) -> None:
@@ -149,7 +145,7 @@ class SidecarWaits(SidecarViews):
     @property
     def closed_streams(self) -> tuple[StreamRecord, ...]:
         """Every event stream the sidecar closed gracefully for the client to resume, and whether and
-        when it did (see :class:`~pytest_mcpfaults.sidecar.journal.StreamRecord`)."""
+        when it did (see :class:`~pytest_mcpfaults.sidecar.records.StreamRecord`)."""
         return self.journal.streams.records
 
     def assert_client_resumed(self, target: str | None = None, *, within: float) -> None:

@@ -24,7 +24,7 @@ from pytest_mcpfaults.fault_types import IgnoreEof, IgnoreSigterm
 from pytest_mcpfaults.sidecar.body import BodyShaper, Hold, Write, halve, shape_of
 from pytest_mcpfaults.sidecar.connection import Holding, effect_of
 from pytest_mcpfaults.sidecar.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
-from pytest_mcpfaults.sidecar.journal import ClosedBy, HoldOutcome
+from pytest_mcpfaults.sidecar.records import ClosedBy, Held, HoldOutcome
 from pytest_mcpfaults.sidecar.resumption import Resumed
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.child_faults import pipe_writes
@@ -434,7 +434,7 @@ class StdioChannel:
         child.holds.add(hold)
         j = self.journal
         started = j.now()
-        j.update_request(rid, held=True, held_at=started)
+        j.update_request(rid, held=Held(started))
         if effect_of(fault) == Holding(freezes=True) and not child.record.stopped:
             self.signal(child, signal.SIGSTOP, "SIGSTOP")
             self.update(child, stopped=True)
@@ -455,7 +455,7 @@ class StdioChannel:
         else:
             outcome = "patience"
         now = j.now()
-        fields: dict[str, Any] = {"hold": outcome, "waited": now - started}
+        fields: dict[str, Any] = {"held": Held(started, outcome, now - started)}
         if outcome == "client_closed":
             fields.update(client_closed=True, client_closed_at=now)
         j.update_request(rid, **fields)
