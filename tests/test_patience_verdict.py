@@ -16,8 +16,8 @@ import pytest
 
 from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall
 from pytest_mcpfaults.sidecar.clients import call_bound, client_family, patience_hint, server_request_hint
-from pytest_mcpfaults.sidecar.journal import RequestRecord
 from pytest_mcpfaults.sidecar.patience import PatienceError
+from pytest_mcpfaults.sidecar.records import RequestRecord
 
 #: The scheduling margin the waits promise (docs/hangs.md).
 MARGIN = 0.05

@@ -252,7 +252,7 @@ def test_a_client_that_sent_more_without_cancelling_is_not_said_to_have_waited()
     """A client that never cancels (no notifications/cancelled on record) but sends the child more
     requests while one is held: the verdict names them, from the journal's records, and does not say
     the client waited; a hold with nothing after it keeps the waiting wording."""
-    from pytest_mcpfaults.sidecar.journal import RequestRecord
+    from pytest_mcpfaults.sidecar.records import RequestRecord
     from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
 
     held = RequestRecord(

@@ -727,9 +727,7 @@ class SocketListener:
         else:
             outcome = "patience"
         rec = self.journal.request(rid)
-        if not (
-            outcome == "client_closed" and rec.held and rec.held.outcome == "client_closed"
-        ):  # else _conn_lost wrote it
+        if not (outcome == "client_closed" and rec.hold == "client_closed"):  # else _conn_lost wrote it
             rec = self.journal.update_request(rid, held=Held(held_at, outcome, waited))
         if outcome == "patience":
             assert budget is not None

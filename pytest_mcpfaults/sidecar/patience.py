@@ -169,7 +169,7 @@ def _closed_after(r: RequestRecord) -> float | None:
     h = r.held
     if not r.client_closed or r.client_closed_at is None or h is None:
         return None
-    if h.outcome not in (None, "client_closed"):
+    if r.hold not in (None, "client_closed"):
         return None  # released, aborted at the budget or torn down first
     return r.client_closed_at - h.at
 
@@ -182,14 +182,14 @@ def _fate(r: RequestRecord, within: float, now: float) -> str:
     if h is None or h.outcome is None:
         return f"still held after {now - (h.at if h else r.started_at):.2f} s: the client kept it open"
     waited = f"{h.waited or 0.0:.2f} s"
-    if h.outcome == "patience":
+    if r.hold == "patience":
         return (
             f"the client never closed it; the sidecar aborted it after {waited}, when the patience "
             "budget ran out"
         )
-    if h.outcome == "cancelled":
+    if r.hold == "cancelled":
         return f"the client cancelled it after {waited} (and was answered then); it never closed it"
-    if h.outcome == "released":
+    if r.hold == "released":
         return f"the test released it after {waited} (release()/revive()); the client never closed it"
     return f"the sidecar stopped or died after {waited} while it was held; the client never closed it"
 
@@ -201,7 +201,7 @@ def _judged_at(r: RequestRecord, within: float) -> float:
 
 
 def _settled(r: RequestRecord, within: float, now: float) -> bool:
-    if r.client_closed or (r.held is not None and r.held.outcome is not None) or (r.done and not r.held):
+    if r.client_closed or r.hold is not None or (r.done and not r.held):
         return True  # the outcome is known
     return now >= _judged_at(r, within)
 

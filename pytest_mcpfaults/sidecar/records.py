@@ -194,8 +194,16 @@ class RequestRecord:
 
     @property
     def forwarded(self) -> bool:
-        """Whether the request was forwarded to the upstream (proxy mode): ``upstream`` is set."""
+        """Whether the request was forwarded to the upstream (proxy mode): ``upstream`` is set. Kept
+        (documented before the groups, and ``if r.forwarded:`` says why one reads ``r.upstream``)."""
         return self.upstream is not None
+
+    @property
+    def hold(self) -> HoldOutcome | None:
+        """How its hold ended (``held.outcome``); ``None`` while held or never held. Kept beside
+        :attr:`held` because ``r.hold == 'client_closed'`` is how the docs assert on a hold, and it
+        reads the same on a request never held (``r.held.outcome`` would raise there)."""
+        return self.held.outcome if self.held is not None else None
 
     @property
     def label(self) -> str:

@@ -77,7 +77,7 @@ def find_stall(server: StalledServer) -> Stall | None:
     if idle < budget:
         return None
     fired_on = _request(journal, fired.request_id)
-    if fired_on is not None and fired_on.held and fired_on.held.outcome in (None, "patience"):
+    if fired_on is not None and fired_on.held and fired_on.hold in (None, "patience"):
         return None  # a hold is patience's to judge: still held, or its violation is on the way
     later: tuple[RequestRecord, ...] = ()
     if last is not None and last > fired.at:

@@ -53,12 +53,6 @@ class PatienceViolation:
         return held.waited if held is not None and held.waited is not None else self.budget
 
     @property
-    def _aborted(self) -> bool:
-        """Whether the sidecar aborted the held request at the budget (not so for a stateless-era
-        input round: nothing was held)."""
-        return self.request.held is not None and self.request.held.outcome == "patience"
-
-    @property
     def client_closed(self) -> bool:
         """Whether the client closed the held request itself before the abort (for a violation: no)."""
         return self.request.client_closed
@@ -97,7 +91,7 @@ class PatienceViolation:
         if era is not None:
             v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
         r, b = v.request, f"{self.budget:g} s"
-        if self.awaiting is not None and not self._aborted:  # a stateless-era input round
+        if self.awaiting is not None and r.hold != "patience":  # a stateless-era input round
             return (
                 f"the client never answered {self.awaiting}: it did not retry the call with the answer "
                 f"within {b} (the whole budget), and the tool is still waiting for it"
@@ -139,7 +133,7 @@ class PatienceViolation:
     def details(self) -> str:
         """Which fault held it, which budget ran out, and what happened to the connection."""
         source = "its fault's patience=" if self.budget_from == "fault" else "the sidecar's patience"
-        if self.awaiting is not None and not self._aborted:
+        if self.awaiting is not None and self.request.hold != "patience":
             return (
                 f"no fault: the tool awaited the client's answer to its `{self.fault}`, which the call's "
                 f"input_required result asked for; the {self.budget:g} s budget ({source}) ran out with "

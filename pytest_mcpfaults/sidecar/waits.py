@@ -45,7 +45,7 @@ class SidecarWaits(SidecarViews):
     def wait_held(self, count: int = 1, timeout: float = 5.0) -> None:
         """Wait until at least ``count`` requests are being held by a blocking fault."""
         self.journal.wait_for(
-            lambda: sum(1 for r in self.journal.requests if r.held and r.held.outcome is None) >= count,
+            lambda: sum(1 for r in self.journal.requests if r.held and r.hold is None) >= count,
             timeout,
             f"{count} held request(s)",
         )
