@@ -61,8 +61,10 @@ class AuthFollowUp:
         why = f"{f.status} {_seen(f).error}" + (f", fault {f.fault}" if f.fault else "")
         head = f"#{f.id} {f.label} ({_token(f)}) was refused ({why}); the client then {_DOING[self.outcome]}"
         if self.between:
-            head += " after " + ", ".join(f"#{r.id} {r.label}" + (f" (grant {g})" if (g := _seen(r).grant) else "")
-                                          for r in self.between)  # fmt: skip
+            head += " after " + ", ".join(
+                f"#{r.id} {r.label}" + (f" (grant {g})" if (g := _seen(r).grant) else "")
+                for r in self.between
+            )
         if self.next is not None:
             n = self.next
             head += f": #{n.id} {n.label} ({_token(n)}, {n.status})"

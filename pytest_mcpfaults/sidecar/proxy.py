@@ -242,9 +242,10 @@ class Proxy:
         def complete() -> None:  # the body is out: the record is finished before the client can close
             if not completed:
                 completed.append(True)
+                now = journal.now()
                 journal.update_request(
                     rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes,
-                    upstream=replace(leg, bytes=resp.received, ended_at=journal.now()), ended_at=journal.now(),
+                    upstream=replace(leg, bytes=resp.received, ended_at=now), ended_at=now,
                 )  # fmt: skip
 
         async def body_hold() -> None:  # only body faults hold while relaying

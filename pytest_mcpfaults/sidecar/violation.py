@@ -24,8 +24,8 @@ Answered = Literal["none", "partial", "complete"]
 class PatienceViolation:
     """A held request outlived its patience budget; the sidecar aborted the connection (RST).
 
-    ``request`` is the record as it was when the budget ran out (``held.outcome='patience'``, ``held.waited`` set);
-    ``fault`` the text form of the fault that held it; ``budget`` the budget in seconds and
+    ``request`` is the record as it was when the budget ran out (``hold='patience'``, ``held.waited``
+    set); ``fault`` the text form of the fault that held it; ``budget`` the budget in seconds and
     ``budget_from`` where it came from (``'fault'``: the fault's ``patience=``; ``'sidecar'``: the
     sidecar's, set by ``Sidecar(patience=)``, the marker or the ini option); ``expected`` whether the
     test said it expects the hang (then it is reported but does not fail the test).
