@@ -17,7 +17,7 @@ import pytest
 from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall
 from pytest_mcpfaults.sidecar.clients import call_bound, client_family, patience_hint, server_request_hint
 from pytest_mcpfaults.sidecar.patience import PatienceError
-from pytest_mcpfaults.sidecar.records import RequestRecord
+from pytest_mcpfaults.sidecar.records import Held, RequestRecord
 
 #: The scheduling margin the waits promise (docs/hangs.md).
 MARGIN = 0.05
@@ -105,7 +105,7 @@ def test_an_endless_sse_stream_kept_open() -> None:
 
 
 def _rec(**fields: object) -> RequestRecord:
-    base: dict[str, object] = {"id": 0, "conn_id": 0, "method": "POST", "path": "/mcp", "held": True}
+    base: dict[str, object] = {"id": 0, "conn_id": 0, "method": "POST", "path": "/mcp", "held": Held(0.0)}
     return RequestRecord(**{**base, **fields})  # type: ignore[arg-type]
 
 

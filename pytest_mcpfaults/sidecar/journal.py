@@ -111,6 +111,8 @@ class Journal:
     def update_group(self, rid: int, group: str, **fields: Any) -> RequestRecord:
         """Write some fields of request ``rid``'s group ``group`` (``'upstream'``, ``'auth'`` ...:
         :data:`~.records.GROUPS`), making the group if the record has none yet: one write."""
+        if group not in GROUPS:
+            raise TypeError(f"RequestRecord has no group {group!r}; its groups: {', '.join(GROUPS)}")
         with self._cond:
             old = getattr(self._requests[rid], group)
             new = GROUPS[group](**fields) if old is None else dataclasses.replace(old, **fields)
