@@ -48,9 +48,10 @@ class Journal:
         self._conns: dict[int, ConnectionRecord] = {}
         self._next_request = 0
         self._next_conn = 0
-        self._violations: list[PatienceViolation] = []
         #: What the sidecar sent clients on its own (server requests and notifications).
         self.server_messages = ServerMessageLog(self._cond, self.now)
+        #: Every held request that outlived its patience budget (:class:`PatienceViolation`).
+        self.violations: RecordLog[PatienceViolation] = RecordLog(self._cond)
         #: Every cancellation the client sent (:class:`CancellationRecord`).
         self.cancellations: RecordLog[CancellationRecord] = RecordLog(self._cond)
         #: Every event stream the sidecar closed gracefully for the client to resume (:class:`StreamRecord`).
@@ -149,11 +150,6 @@ class Journal:
             self._conns[cid] = replace_record(self._conns[cid], fields)
             self._cond.notify_all()
 
-    def add_violation(self, v: PatienceViolation) -> None:
-        with self._cond:
-            self._violations.append(v)
-            self._cond.notify_all()
-
     def add_fired(
         self, kind: str, request_id: int | None = None, what: str | None = None, expect_hang: bool = False
     ) -> None:
@@ -197,11 +193,6 @@ class Journal:
     def connections(self) -> tuple[ConnectionRecord, ...]:
         with self._cond:
             return tuple(self._conns.values())
-
-    @property
-    def violations(self) -> tuple[PatienceViolation, ...]:
-        with self._cond:
-            return tuple(self._violations)
 
     @property
     def fired(self) -> dict[str, int]:
@@ -257,13 +248,9 @@ class Journal:
                 if up.failure:
                     leg += f" upstream_failure={up.failure}"
                 bits.append(leg)
-            if (a := r.auth) is not None:
-                bits.append(" ".join(
-                    f"{name}={value}" for name, value in (
-                        ("token", a.token), ("auth_error", a.error), ("client", a.client),
-                        ("grant", a.grant), ("issued", a.issued),
-                    ) if value
-                ))  # fmt: skip
+            if r.auth is not None:  # error as auth_error: a bare error= would read as the request's
+                seen = vars(r.auth).items()
+                bits.append(" ".join(f"{'auth_' * (k == 'error')}{k}={v}" for k, v in seen if v))
             if r.fault:
                 bits.append(f"fault={r.fault}")
             if (h := r.held) is not None:

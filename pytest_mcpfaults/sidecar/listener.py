@@ -127,7 +127,7 @@ class _Exchange:
         expected = bool(options.expect_hang)
         lost = dropped() if dropped is not None else None
         v = PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what, dropped=lost)
-        journal.add_violation(v)
+        journal.violations.add(v)
         raise Dropped
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
@@ -145,7 +145,7 @@ class _Exchange:
         journal, method = self.listener.journal, what.split("`")[1]
         expected = bool(self.listener.options.expect_hang)
         rec = journal.request(self.rid)
-        journal.add_violation(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
+        journal.violations.add(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
 
     async def finish_stream(self, answer: core.Answer) -> web.StreamResponse:
         """Send the reply as the last event of the answer stream a tool's own messages opened, shaped
@@ -735,7 +735,7 @@ class SocketListener:
             conn.closed_by_us = True
             reset_transport(conn.transport)
             source: BudgetSource = "fault" if own is not None else "sidecar"
-            self.journal.add_violation(PatienceViolation(rec, str(fault), budget, expected, source))
+            self.journal.violations.add(PatienceViolation(rec, str(fault), budget, expected, source))
         if outcome not in ("released", "cancelled"):
             raise Dropped
 

@@ -21,7 +21,7 @@ What the sidecar still answers itself, without forwarding:
 
 An upstream that gives no answer is surfaced as a gateway does: 502 Bad Gateway (refused, reset, not
 HTTP) or 504 Gateway Timeout (nothing within ``upstream_timeout``), with a JSON-RPC error body naming
-the upstream, journaled with ``error_by='upstream'`` and ``upstream_failure``. Once the status line has
+the upstream, journaled with ``error_by='upstream'`` and ``upstream.failure``. Once the status line has
 been relayed, a failing upstream resets the client's connection (the status cannot be taken back).
 """
 

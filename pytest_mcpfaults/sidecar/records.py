@@ -111,9 +111,9 @@ class AuthSeen:
 
     token: str | None = None
     error: str | None = None
+    client: str | None = None
     grant: str | None = None
     issued: str | None = None
-    client: str | None = None
 
 
 @dataclass(frozen=True)
@@ -374,10 +374,6 @@ _FIELDS: dict[type, frozenset[str]] = {
 }
 
 
-def _settled_message(rec: ServerMessageRecord) -> bool:
-    return rec.outcome is not None
-
-
 def drop_oldest(store: dict[int, _R], limit: int, done: Callable[[_R], bool]) -> int:
     """Delete the oldest records of ``store`` for which ``done`` holds until at most ``limit`` remain
     (records not done are skipped, never dropped); returns how many were deleted."""
@@ -468,7 +464,7 @@ class ServerMessageLog:
     def trim(self) -> None:
         """Drop the oldest settled records beyond :attr:`limit`."""
         if self.limit is not None:
-            self.dropped += drop_oldest(self._records, self.limit, _settled_message)
+            self.dropped += drop_oldest(self._records, self.limit, lambda m: m.outcome is not None)
 
     def update_server_message(self, seq: int, **fields: Any) -> ServerMessageRecord | None:
         """Update record ``seq`` (``None``: it was dropped from a bounded journal)."""

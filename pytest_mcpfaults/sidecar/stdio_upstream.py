@@ -23,7 +23,7 @@ JSON-RPC message per line, one MCP session. The HTTP side stays the sidecar's:
   recorded into the cassette as a JSON answer, with the sidecar's session ids labelled;
 * a child that has exited, or gives no answer within ``upstream_timeout``, is answered as a gateway
   answers a dead server: 502 (or 504 when it timed out) with a JSON-RPC error naming the command,
-  journaled with ``error_by='upstream'`` and ``upstream_failure`` (``'reset'``: it exited or closed
+  journaled with ``error_by='upstream'`` and ``upstream.failure`` (``'reset'``: it exited or closed
   its stdout; ``'timed_out'``). Requests the child sends (sampling, roots) are refused with
   ``Method not found``: there is no client to ask.
 """

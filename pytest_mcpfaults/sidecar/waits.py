@@ -31,7 +31,7 @@ class SidecarWaits(SidecarViews):
     # -- journal shortcuts and waits ---------------------------------------------------------------
     @property
     def patience_violations(self) -> tuple[PatienceViolation, ...]:
-        return self.journal.violations
+        return self.journal.violations.records
 
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Wait until no client connection is open (every client released its connections) and every
@@ -160,6 +160,6 @@ class SidecarWaits(SidecarViews):
     def assert_no_patience_violations(self) -> None:
         """No held request outlived its patience budget so far (expected or not); raises
         :class:`~pytest_mcpfaults.sidecar.patience.PatienceError` with the verdict otherwise."""
-        v = self.journal.violations
+        v = self.journal.violations.records
         if v:
             raise PatienceError(patience_verdict(self, v))
