@@ -80,6 +80,9 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_patience_plugin",
         "test_patience_verdict",
         "test_stall_verdict",
+        "test_wait_for",
+        "test_blocked_frames",
+        "test_hints_measured",
         "test_reliability",
         "test_teardown",
         "test_teardown_interrupt",
@@ -123,7 +126,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_stdio_docs",
         "test_ts_recipe",
     ),
-    "shape": ("test_areas", "test_import_graph", "test_quality"),
+    "shape": ("test_areas", "test_import_graph", "test_public_face", "test_quality"),
 }
 
 #: The slow tests, as a module stem (all its tests) or ``stem::test_name``: those that build a virtual

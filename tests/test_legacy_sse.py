@@ -25,7 +25,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.faults import format_plan
 from pytest_mcpfaults.sidecar import Sidecar
 from pytest_mcpfaults.sidecar.core import Dropped, Incoming, SidecarCore
-from pytest_mcpfaults.sidecar.legacy_sse import LegacySession
+from pytest_mcpfaults.sidecar.legacy_sse import LegacySession, LegacyTransport, serve_legacy
 from pytest_mcpfaults.strategies import fault_plans
 
 JSON = {"Content-Type": "application/json"}
@@ -67,8 +67,14 @@ def make_core(faults: list[F.Fault] | None = None, transport: str = "sse") -> Si
         tool_sets=("basic", "benchmark"), faults=faults or [], get_stream=False, allowed_origins=(),
         max_body_bytes=1 << 20, service_url=lambda: "http://svc.test", transport=transport,  # type: ignore[arg-type]
     )  # fmt: skip
+    serve_legacy(core)  # what the socket sidecar does for transport='sse' or 'both'
     core.state = "running"
     return core
+
+
+def legacy(core: SidecarCore) -> LegacyTransport:
+    assert isinstance(core.path_transport, LegacyTransport)
+    return core.path_transport
 
 
 async def ask(
@@ -144,7 +150,7 @@ async def test_core_a_die_on_a_message_answers_202_and_dies_only_once_that_is_se
     )
     assert answer.after is not None
     await answer.after()
-    assert (core.state, t.calls, core.mcp.sessions, core.legacy.sessions) == (
+    assert (core.state, t.calls, core.mcp.sessions, legacy(core).sessions) == (
         "dead",
         [("die", False)],
         {},
@@ -616,7 +622,7 @@ async def test_reset_at_zero_on_the_stream_resets_before_the_status_line() -> No
             with pytest.raises(httpx.ReadError):  # RST before the status line
                 await client.get(sc.sse_url)
         assert (sc.requests[0].status, sc.requests[0].bytes_sent) == (None, 0)
-        assert sc.core.legacy is not None and sc.core.legacy.sessions == {}
+        assert legacy(sc.core).sessions == {}
 
 
 async def test_hang_on_a_message_holds_the_post_itself_and_patience_names_it() -> None:
@@ -793,7 +799,7 @@ def test_any_plan_over_legacy_sse_stop_is_bounded_and_leaves_nothing_open(
         assert sc.journal.open_connections() == ()
         assert all(r.done for r in sc.requests), sc.journal.format()
         assert all(r.hold is not None for r in sc.requests if r.held), sc.journal.format()
-        assert sc.core.legacy is not None and sc.core.legacy.sessions == {}
+        assert legacy(sc.core).sessions == {}
     sc.check_errors()
 
 

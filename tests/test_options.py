@@ -2,13 +2,14 @@
 the marker, the factory, ``serve``'s flags and the docs options table are read from its fields. Shown
 with a made-up option added the way a contributor adds one — its field (here a subclass patched in
 before the package is imported, as if written in ``SidecarOptions``), its use (``header=``: the one
-stamp every socket answer passes) and this test — and nothing else: it appears everywhere, the
-generated docs tables included (docs/sidecar.md's options, docs/cli.md's ``serve`` flags)."""
+stamp every socket answer passes) and this test — and nothing else: it appears everywhere, the docs
+tables made at build (docs/hooks.py: docs/sidecar.md's options, docs/cli.md's ``serve`` flags) included."""
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,14 +19,19 @@ import pytest
 from scratch_copy import copy_repository, run_in, touched
 
 from pytest_mcpfaults.inprocess import InProcessSidecar
-from pytest_mcpfaults.sidecar.options import option_fields, with_flags_table, with_options_table
+from pytest_mcpfaults.sidecar.options import option_fields
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "docs"))
+
+import hooks  # noqa: E402
 
 MADE_UP = textwrap.dedent(
     """
     import dataclasses, inspect, json, socket, sys
     import pytest_mcpfaults.sidecar.options as o
+    sys.path.insert(0, sys.argv[2])  # the docs: its hook makes the tables
+    import hooks
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class WithServerHeader(o.SidecarOptions):  # the field ...
@@ -49,9 +55,10 @@ MADE_UP = textwrap.dedent(
         .choices["serve"].format_help(),
         "serve": o.options_from_args(build_parser().parse_args(["serve", "--server-header", "cli/1"]))
         ["server_header"] == "cli/1",
-        "docs table": "| `server_header` | `None` | `--server-header` |" in o.options_table(),
+        "docs table": "| `server_header` | `None` | `--server-header` |"
+        in hooks.fill(open(sys.argv[2] + "/sidecar.md").read()),
         "cli page": "\\n| `--server-header TEXT` | none | The `Server` header of every answer. |\\n"
-        in o.with_flags_table(open(sys.argv[2]).read()),
+        in hooks.fill(open(sys.argv[2] + "/cli.md").read()),
     }
     with Sidecar(server_header="made-up/1", max_body_bytes=10, get_stream=True) as sc:
         servers = {
@@ -85,7 +92,7 @@ def test_a_made_up_option_appears_everywhere_from_its_field_alone(tmp_path: Path
     script = tmp_path / "made_up_option.py"
     script.write_text(MADE_UP)
     out = subprocess.run(
-        [sys.executable, str(script), str(tmp_path), str(ROOT / "docs" / "cli.md")],
+        [sys.executable, str(script), str(tmp_path), str(ROOT / "docs")],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -101,12 +108,18 @@ def test_a_made_up_option_appears_everywhere_from_its_field_alone(tmp_path: Path
     assert stamped == dict.fromkeys(stamped, "made-up/1") and len(stamped) == 6, stamped
 
 
-def test_the_docs_options_table_is_the_generated_one() -> None:
-    page = (ROOT / "docs" / "sidecar.md").read_text()
-    assert with_options_table(page) == page, (
-        "docs/sidecar.md's options table is stale: run "
-        "`.venv/bin/python -m pytest_mcpfaults.sidecar.options docs/sidecar.md`"
-    )
+def _filled(page: str) -> str:
+    """A docs page as the site shows it: its tables made by the hook (docs/hooks.py)."""
+    return hooks.fill((ROOT / "docs" / page).read_text())
+
+
+def test_the_docs_options_table_has_a_row_per_option_in_field_order() -> None:
+    raw = (ROOT / "docs" / "sidecar.md").read_text()
+    assert "\n<!-- mcpfaults:options-table -->\n" in raw and "| `host` |" not in raw  # made at build
+    table = _filled("sidecar.md").split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| (.*?) \|", table, re.M)
+    assert [name for name, _ in rows] == [f.name for f, _ in option_fields()]
+    assert dict(rows)["max_body_bytes"] == "`1048576` (`1 << 20`)"
 
 
 def test_the_in_process_column_is_what_mock_sidecar_takes() -> None:
@@ -114,20 +127,27 @@ def test_the_in_process_column_is_what_mock_sidecar_takes() -> None:
     assert takes == {f.name for f, opt in option_fields() if "in-process" in opt.backends}
 
 
-def test_the_cli_pages_flags_table_is_the_generated_one() -> None:
+def test_the_cli_pages_flags_table_has_every_serve_flag_in_help_order() -> None:
+    """A row per flag, its hand-written row where docs/cli.md has one (kept as written), else the row
+    made from its option's field."""
+    raw = (ROOT / "docs" / "cli.md").read_text()
+    hand = raw.split("<!-- mcpfaults:serve-flags -->\n", 1)[1].split("<!-- /mcpfaults:serve-flags -->", 1)[0]
+    table = _filled("cli.md").split("\n## Options\n", 1)[1].split("\n\n`serve`'s own flags", 1)[0]
+    flags = []
+    for _, opt in option_fields():
+        flags += [opt.flag, opt.none_flag[0]] if opt.none_flag else [opt.flag] if opt.flag else []
+    assert re.findall(r"^\| `(--[a-z][a-z0-9-]*)", table, re.M) == flags
+    assert set(hand.splitlines()) <= set(table.splitlines())  # every hand row, as written
+    assert "| `--get-stream` | off | Answer `GET` on the MCP endpoint" in table  # one made from its field
+
+
+def test_a_hand_row_for_a_flag_serve_does_not_have_fails_the_build() -> None:
     page = (ROOT / "docs" / "cli.md").read_text()
-    assert with_flags_table(page) == page, (
-        "docs/cli.md's serve flags table is stale: run `.venv/bin/python -m pytest_mcpfaults.sidecar.options`"
+    stale = page.replace(
+        "<!-- /mcpfaults:serve-flags -->", "| `--old-flag` | | Gone. |\n<!-- /mcpfaults:serve-flags -->"
     )
-
-
-def test_every_serve_flag_has_its_row_in_the_cli_page() -> None:
-    page = (ROOT / "docs" / "cli.md").read_text()
-    flags = [opt.flag for _, opt in option_fields() if opt.flag] + [
-        opt.none_flag[0] for _, opt in option_fields() if opt.none_flag
-    ]
-    assert flags
-    assert [f for f in flags if f"| `{f}" not in page] == []
+    with pytest.raises(ValueError, match=r"a hand row for a flag `serve` does not have: --old-flag"):
+        hooks.fill(stale)
 
 
 def test_the_constructor_and_the_factory_take_exactly_the_options() -> None:
@@ -218,15 +238,13 @@ print("serve:", parsed[0].get("server_header"), parsed[1].get("server_header"))
 
 import test_docs_api, test_options
 CHECKS = [
-    test_options.test_the_docs_options_table_is_the_generated_one,
+    test_options.test_the_docs_options_table_has_a_row_per_option_in_field_order,
     test_options.test_the_in_process_column_is_what_mock_sidecar_takes,
-    test_options.test_the_cli_pages_flags_table_is_the_generated_one,
-    test_options.test_every_serve_flag_has_its_row_in_the_cli_page,
+    test_options.test_the_cli_pages_flags_table_has_every_serve_flag_in_help_order,
     test_options.test_the_constructor_and_the_factory_take_exactly_the_options,
     test_options.test_an_unknown_option_is_named_with_the_valid_ones,
     test_options.test_mock_sidecar_names_an_option_it_does_not_take,
-    test_docs_api.test_the_committed_page_is_what_the_code_generates,
-    test_docs_api.test_every_public_name_and_fixture_has_its_heading,
+    test_docs_api.test_every_fixture_has_its_heading_in_the_filled_page,
     test_docs_api.test_the_fixtures_keyword_arguments_are_every_sidecar_parameter,
 ]
 for check in CHECKS:
@@ -241,11 +259,11 @@ print("its test:", pytest.main(own))
 @pytest.mark.timeout(300)
 def test_a_made_up_option_in_a_copy_of_the_repository_is_three_places(tmp_path: Path) -> None:
     """The made-up option of the test above, written into a copy of the repository as a contributor
-    would: its field and its use (``header=``) in sidecar/options.py, its test in this module; then the
-    commands that remake the generated docs. ``git status`` counts the files; in the copy the option is
-    on every surface, this module's and the API page's pins of the docs hold, its own test passes (a
-    real sidecar, the marker, the factory) and the docs site (Sidecar's docstring with the option)
-    builds."""
+    would: its field and its use (``header=``) in sidecar/options.py, its test in this module, and
+    nothing else (the docs tables are made when the site is built). ``git status`` counts the files; in
+    the copy the option is on every surface, this module's and the API page's pins of the docs hold, its
+    own test passes (a real sidecar, the marker, the factory) and the docs site (Sidecar's docstring and
+    both tables with the option) builds."""
     copy = copy_repository(tmp_path)
     options = copy / "pytest_mcpfaults" / "sidecar" / "options.py"
     source = options.read_text()
@@ -253,22 +271,10 @@ def test_a_made_up_option_in_a_copy_of_the_repository_is_three_places(tmp_path: 
     options.write_text(source[:at] + FIELD + "\n" + source[at:])
     tests = copy / "tests" / "test_options.py"
     tests.write_text(tests.read_text() + OPTION_TEST)
-    made = run_in(copy, "-m", "pytest_mcpfaults.sidecar.options")  # docs/sidecar.md and docs/cli.md
-    assert made.returncode == 0, made.stdout + made.stderr
-    api = run_in(copy, "docs/gen_api.py")  # the API page shows Sidecar's arguments
-    assert api.returncode == 0, api.stdout + api.stderr
     assert touched(copy) == [
-        "docs/api.md",  # generated
-        "docs/cli.md",  # generated: the serve flags table
-        "docs/sidecar.md",  # generated: the options table
-        "pytest_mcpfaults/sidecar/options.py",  # by hand: the field and its use
-        "tests/test_options.py",  # by hand: its test
+        "pytest_mcpfaults/sidecar/options.py",  # the field and its use
+        "tests/test_options.py",  # its test
     ]
-    assert (
-        "| `--server-header TEXT` | none | The `Server` header of every answer. |"
-        in (copy / "docs" / "cli.md").read_text()
-    )
-    assert "| `server_header` | `None` | `--server-header` |" in (copy / "docs" / "sidecar.md").read_text()
     shown = run_in(copy, "-c", OPTION_SHOWN.format(copy=str(copy)), timeout=180)
     lines = shown.stdout.splitlines()
     assert lines[:5] == [
@@ -276,10 +282,13 @@ def test_a_made_up_option_in_a_copy_of_the_repository_is_three_places(tmp_path: 
         "factory: True",
         "serve --help: True",
         "serve: None x/1",
-        "checked: 10",
+        "checked: 8",
     ], shown.stdout[-4000:] + shown.stderr[-4000:]
     assert "PASSED tests/test_options.py::test_server_header" in shown.stdout, shown.stdout[-3000:]
     assert lines[-1] == "its test: 0", shown.stdout[-3000:] + shown.stderr[-3000:]
     build = ["-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")]
     site = run_in(copy, *build, timeout=240, env={"NO_MKDOCS_2_WARNING": "1"})
     assert site.returncode == 0 and "WARNING" not in site.stderr, site.stdout + site.stderr
+    cli, sidecar = ((tmp_path / "site" / page / "index.html").read_text() for page in ("cli", "sidecar"))
+    assert "<td><code>--server-header TEXT</code></td>" in cli
+    assert "<td><code>server_header</code></td>" in sidecar

@@ -2,7 +2,8 @@
 
 The names below are loaded on first use (as the top-level package's are): importing one of this
 package's modules (``sidecar.journal``, say) must not import the server, which imports the OTLP
-receiver, which imports ``sidecar.journal``: an import cycle through this ``__init__``.
+receiver, which imports ``sidecar.journal``: an import cycle through this ``__init__``. Where each name
+lives is its import under ``TYPE_CHECKING`` (read by :func:`~pytest_mcpfaults.lazy.lazy_exports`).
 """
 
 from __future__ import annotations
@@ -58,29 +59,4 @@ __all__ = [
     "ToolResultError",
 ]
 
-_EXPORTS: dict[str, str] = {
-    "BenchmarkSession": "pytest_mcpfaults.sidecar.tools",
-    "BenchmarkSessions": "pytest_mcpfaults.sidecar.tools",
-    "CancellationRecord": "pytest_mcpfaults.sidecar.records",
-    "ClientRequestError": "pytest_mcpfaults.sidecar.outbound",
-    "ConnectionRecord": "pytest_mcpfaults.sidecar.records",
-    "Journal": "pytest_mcpfaults.sidecar.journal",
-    "PatienceViolation": "pytest_mcpfaults.sidecar.violation",
-    "RequestRecord": "pytest_mcpfaults.sidecar.records",
-    "ServerMessageRecord": "pytest_mcpfaults.sidecar.records",
-    "Sidecar": "pytest_mcpfaults.sidecar.server",
-    "SidecarError": "pytest_mcpfaults.sidecar.errors",
-    "StreamRecord": "pytest_mcpfaults.sidecar.records",
-    "Tool": "pytest_mcpfaults.sidecar.tools",
-    "ToolContext": "pytest_mcpfaults.sidecar.outbound",
-    "ToolResultError": "pytest_mcpfaults.sidecar.tools",
-    "ToolContent": "pytest_mcpfaults.sidecar.tools",
-    "SyncToolContext": "pytest_mcpfaults.sidecar.worker_calls",
-    "Prompt": "pytest_mcpfaults.sidecar.surface",
-    "PromptArgument": "pytest_mcpfaults.sidecar.surface",
-    "Resource": "pytest_mcpfaults.sidecar.surface",
-    "ResourceTemplate": "pytest_mcpfaults.sidecar.surface",
-}
-
-
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals())

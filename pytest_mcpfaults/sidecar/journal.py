@@ -229,7 +229,7 @@ class Journal:
             while not predicate():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+                    raise AssertionError(timed_out(self, timeout, what))
                 self._cond.wait(min(left, 0.05))
 
     def format(self, requests: list[RequestRecord] | None = None) -> str:
@@ -266,3 +266,33 @@ class Journal:
                 bits.append(f"client closed at {r.client_closed_at:.3f}s")
             lines.append("  ".join(bits))
         return "\n".join(lines)
+
+
+#: How many of the latest requests a timed-out :meth:`Journal.wait_for` shows.
+WAIT_EXCERPT = 20
+
+
+def timed_out(journal: Journal, timeout: float, what: str) -> str:
+    """The message of a :meth:`Journal.wait_for` that timed out: what was awaited, then what the sidecar
+    saw instead, as a patience verdict shows it: the latest request and how long before the deadline it
+    came (the nearest the journal got), the faults that fired, the connections still open, and the
+    journal's latest requests."""
+    requests = journal.requests
+    head = f"timed out after {timeout} s waiting for {what}"
+    if not requests:
+        return f"{head}: no request reached the sidecar in that time"
+    last = requests[-1]
+    ago = journal.now() - (last.ended_at if last.ended_at is not None else last.started_at)
+    fired = ", ".join(f"`{k}` x{n}" for k, n in journal.fired.items()) or "none"
+    conns = ", ".join(f"#{c.id}" for c in journal.open_connections()) or "none"
+    shown = list(requests[-WAIT_EXCERPT:])
+    return "\n".join(
+        [
+            f"{head}: the sidecar saw {journal.total_requests} request(s), the latest "
+            f"`{last.label}` (#{last.id}) {ago:.3f} s before the deadline",
+            f"   faults fired: {fired}",
+            f"   open connections: {conns}",
+            f"   the journal's latest {len(shown)}:",
+            *("      " + line for line in journal.format(shown).splitlines()),
+        ]
+    )

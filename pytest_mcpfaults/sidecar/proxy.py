@@ -117,7 +117,7 @@ class Proxy:
 
     async def _local(self, headers: Mapping[str, str], info: RequestInfo) -> Reply | None:
         sid = headers.get("Mcp-Session-Id")
-        if sid and sid in self.endpoint.ended:
+        if sid and sid in self.endpoint.sessions.ended:
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         m = info.mcp
         if m is not None and (
@@ -184,12 +184,12 @@ class Proxy:
     def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
         """Keep the endpoint's sessions as the upstream assigns and ends them."""
         for name, value in resp.headers:
-            if name.lower() == "mcp-session-id" and value not in self.endpoint.ended:
+            if name.lower() == "mcp-session-id" and value not in self.endpoint.sessions.ended:
                 version = incoming.headers.get("MCP-Protocol-Version") or ""
                 self.endpoint.sessions.setdefault(value, version)
         sid = incoming.headers.get("Mcp-Session-Id")
         if incoming.method == "DELETE" and sid and 200 <= resp.status < 300:
-            self.endpoint.end_session(sid)
+            self.endpoint.sessions.end(sid)
 
     def _gateway_error(self, exc: UpstreamError, mid: Any, sent: float) -> Relayed:
         timed_out = exc.failure == "timed_out"

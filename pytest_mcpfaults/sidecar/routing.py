@@ -322,7 +322,7 @@ def _session_expired(
 ) -> Reply | None:
     sid = info.mcp.session_id if info.mcp else None
     if sid:
-        endpoint.end_session(sid)
+        endpoint.sessions.end(sid)
     return rpc_error(-32600, "Session not found", status=404)
 
 

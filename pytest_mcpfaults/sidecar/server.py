@@ -26,7 +26,7 @@ from pytest_mcpfaults.sidecar.auth import AuthServer, check_auth_plan
 from pytest_mcpfaults.sidecar.builtin import builtin_surface
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, ReplyMode
 from pytest_mcpfaults.sidecar.errors import SidecarError
-from pytest_mcpfaults.sidecar.legacy_sse import TransportName
+from pytest_mcpfaults.sidecar.legacy_sse import TransportName, serve_legacy
 from pytest_mcpfaults.sidecar.listener import SocketListener, response_stamp
 from pytest_mcpfaults.sidecar.mcp import Era
 from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, documents_options, takes_options
@@ -148,6 +148,7 @@ class Sidecar(SidecarWaits):
                 else None
             ),
         )
+        serve_legacy(sidecar_core)
         self._proxy: Proxy | None = None
         self.recorder: Recorder | None = None
         if upstream_client is not None:
@@ -191,11 +192,6 @@ class Sidecar(SidecarWaits):
         _loop.run(self._listener.stop(), timeout=10.0)
         if self.recorder is not None:
             self.recorder.save()
-
-    @property
-    def running(self) -> bool:
-        """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
-        return self.core.state in ("running", "frozen", "dead")
 
     # -- addresses -------------------------------------------------------------------------------
     @property
@@ -250,12 +246,12 @@ class Sidecar(SidecarWaits):
     def sse_url(self) -> str:
         """The legacy HTTP+SSE transport's stream, :attr:`url` + ``sse_path`` (what ``sse_client`` is
         given); an error unless ``transport`` is ``'sse'`` or ``'both'``."""
-        if self.core.legacy is None:
+        if self.core.path_transport is None:
             raise RuntimeError(
                 f"Sidecar.sse_url: this sidecar serves transport={self.core.transport!r}; pass "
                 "transport='sse' or 'both' to serve the legacy HTTP+SSE transport"
             )
-        return self.url + self.core.legacy.sse_path
+        return self.url + self.core.sse_path
 
     @property
     def transport(self) -> str:
@@ -333,17 +329,12 @@ class Sidecar(SidecarWaits):
         self._require_running("revive")
         _loop.run(self._listener.revive())
 
-    def inject(self, *faults: F.Fault | str) -> None:
-        """Append faults to the plan, effective for the next request."""
-        plan = _http_plan(list(faults), "inject()")
-        check_auth_plan(plan, self.options.auth, "Sidecar inject()")
+    def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
+        plan = _http_plan(faults, where)
+        check_auth_plan(plan, self.options.auth, f"Sidecar {where}")
         proxied = self.options.upstream is not None or bool(self.options.upstream_command)
-        check_outbound_plan(plan, proxied, "Sidecar inject()")
-        _loop.run(_loop.call(lambda: self.core.inject(plan)))
-
-    def clear_faults(self) -> None:
-        """Remove every planned fault (held requests stay held: see :meth:`release`)."""
-        _loop.run(_loop.call(self.core.clear_faults))
+        check_outbound_plan(plan, proxied, f"Sidecar {where}")
+        return plan
 
     def mount(self, prefix: str, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]) -> None:
         """Answer ``prefix`` and every path under it with ``handler`` (a coroutine run on the loop thread)

@@ -335,7 +335,7 @@ class StdioUpstream:
         if info.kind != "mcp":
             return None  # health and other paths: the sidecar's own
         sid = incoming.headers.get("Mcp-Session-Id")
-        if sid and sid in self.endpoint.ended:
+        if sid and sid in self.endpoint.sessions.ended:
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         if incoming.method == "DELETE":
             sent = time.monotonic()

@@ -6,6 +6,7 @@ The verdict text of a failed patience assertion comes from :mod:`pytest_mcpfault
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable
 
 from pytest_mcpfaults import faults as F
@@ -51,8 +52,9 @@ class SidecarWaits(SidecarViews):
         )
 
     def wait_for(self, predicate: Callable[[tuple[RequestRecord, ...]], bool], timeout: float = 5.0) -> None:
-        """Wait until ``predicate(requests)`` is true."""
-        self.journal.wait_for(lambda: predicate(self.journal.requests), timeout, f"{predicate!r}")
+        """Wait until ``predicate(requests)`` is true; on timeout the ``AssertionError`` names the
+        predicate (its source line for a lambda) and shows what the journal saw instead."""
+        self.journal.wait_for(lambda: predicate(self.journal.requests), timeout, _described(predicate))
 
     # -- patience assertions -----------------------------------------------------------------------
     def held_requests(self, target: str | None = None) -> list[RequestRecord]:
@@ -163,3 +165,15 @@ class SidecarWaits(SidecarViews):
         v = self.journal.violations.records
         if v:
             raise PatienceError(patience_verdict(self, v))
+
+
+def _described(predicate: Callable[..., object]) -> str:
+    """A predicate in words: a named function's name, a lambda's source line (``repr`` when the source
+    cannot be read: a lambda typed at a prompt)."""
+    name = getattr(predicate, "__name__", "")
+    if name and name != "<lambda>":
+        return f"`{name}`"
+    try:
+        return "`" + inspect.getsource(predicate).strip()[:200] + "`"
+    except (OSError, TypeError):
+        return repr(predicate)

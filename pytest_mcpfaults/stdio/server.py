@@ -99,7 +99,7 @@ class StdioServer(SidecarViews):
             reply="json",
             tools=tools,
             tool_sets=tool_sets,
-            faults=(),
+            faults=self._checked(faults, "faults="),
             get_stream=False,
             allowed_origins=(),
             max_body_bytes=_MAX_LINE,
@@ -107,47 +107,22 @@ class StdioServer(SidecarViews):
             tool_timeout=tool_timeout,
             run_sync=self._pool.submit,
         )
-        self._faults: list[F.Fault] = []  # the whole plan, in order (the core answers requests)
-        self._events: list[tuple[F.Fault, F.TriggerState]] = []  # ignore_eof / ignore_sigterm
-        self._add_faults(faults, "faults=")
         self._channel = StdioChannel(
-            self.core, self._events, secrets.token_urlsafe(24),
+            self.core, self.core.plan.events, secrets.token_urlsafe(24),
             patience=patience, expect_hang=expect_hang, guarded=self.guarded,
         )  # fmt: skip
 
     # -- plan ----------------------------------------------------------------------------------------
-    def _add_faults(self, faults: Sequence[F.Fault | str], argname: str) -> None:
-        plan = F.as_plan(faults, argname=argname.rstrip("="))
-        F.check_transport(plan, "stdio", f"StdioServer {argname}")
+    def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
+        plan = F.as_plan(faults, argname=where.rstrip("="))
+        F.check_transport(plan, "stdio", f"StdioServer {where}")
         for f in plan:
             if effect_of(f) == Dying(restart=True):
                 raise ValueError(
-                    f"StdioServer {argname}: {str(f)!r}: a stdio child cannot restart itself (the harness "
+                    f"StdioServer {where}: {str(f)!r}: a stdio child cannot restart itself (the harness "
                     "spawns it); use die without restart= (the child exits with status 1)"
                 )
-        self._faults.extend(plan)
-        self._events.extend((f, F.TriggerState(f.trigger)) for f in plan if f.event)  # child events
-        self.core.inject([f for f in plan if not f.event])
-
-    @property
-    def plan(self) -> tuple[F.Fault, ...]:
-        """Every fault planned so far (constructor and ``inject()``), in order."""
-        return tuple(self._faults)
-
-    def inject(self, *faults: F.Fault | str) -> None:
-        """Add faults to the plan at runtime (after those already planned)."""
-        plan = list(faults)
-        _loop.run(_loop.call(lambda: self._add_faults(plan, "inject()")))
-
-    def clear_faults(self) -> None:
-        """Forget every planned fault (held requests stay held: see :meth:`release`)."""
-
-        def clear() -> None:
-            self._faults.clear()
-            self._events.clear()
-            self.core.clear_faults()
-
-        _loop.run(_loop.call(clear))
+        return plan
 
     # -- lifecycle -----------------------------------------------------------------------------------
     #: Whether a guardian process kills the children should this process die abruptly.
@@ -172,10 +147,6 @@ class StdioServer(SidecarViews):
         self.core.state = "stopped"
         _loop.run(self._channel.stop(), timeout=10.0)
         self._pool.close()
-
-    @property
-    def running(self) -> bool:
-        return self.core.state in ("running", "frozen", "dead")
 
     # -- what the harness is given -------------------------------------------------------------------
     @property
@@ -232,7 +203,7 @@ class StdioServer(SidecarViews):
     @property
     def patience_violations(self) -> tuple[StdioViolation, ...]:
         with self._channel.cond:
-            return tuple(self._channel.violations)
+            return tuple(self._channel.verdicts.violations)
 
     def wait_child(self, timeout: float = 10.0) -> ChildRecord:
         """Wait until a child has connected; return it."""
@@ -255,7 +226,7 @@ class StdioServer(SidecarViews):
         """Send ``sig`` (SIGKILL by default: the server crashes) to the latest live child."""
         child = self._channel.live_child("kill")
         name = signal.Signals(sig).name
-        _loop.run(_loop.call(lambda: self._channel.signal(child, sig, name)))
+        _loop.run(_loop.call(lambda: child.signal(sig, name)))
         if sig == signal.SIGKILL:
             self.journal.add_fired("die", what="kill()")
 
@@ -264,20 +235,17 @@ class StdioServer(SidecarViews):
         :meth:`release`. Input the client sends meanwhile waits in the pipe; a client that waits on it
         past the patience budget gets a violation (the child is then killed)."""
         child = self._channel.live_child("freeze")
-        _loop.run(_loop.call(lambda: self._channel.stop_child(child)))
+        _loop.run(_loop.call(child.freeze))
         wait_stopped(child.pid)  # stopped for real before the test goes on (a line could slip in otherwise)
         self.journal.add_fired("freeze", what="freeze()")
-
-    def revive(self) -> None:
-        """Continue a stopped child (SIGCONT), releasing what it held."""
-        if self.running:
-            _loop.run(_loop.call(self._channel.release))
 
     def release(self) -> None:
         """Let every held request go (stalled lines finish, hung requests are answered) and continue a
         stopped child (SIGCONT)."""
         if self.running:
             _loop.run(_loop.call(self._channel.release))
+
+    revive = release  # continuing a stopped child (SIGCONT) releases what it held
 
     # -- the control channel (loop thread) ------------------------------------------------------------
 
