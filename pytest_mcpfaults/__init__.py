@@ -23,20 +23,20 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import SpanInvariantError, check_all, cleanup_never_flips
     from pytest_mcpfaults.sidecar.errors import SidecarError
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
-    from pytest_mcpfaults.sidecar.journal import (
+    from pytest_mcpfaults.sidecar.journal import Journal
+    from pytest_mcpfaults.sidecar.outbound import ClientRequestError, ToolContext
+    from pytest_mcpfaults.sidecar.patience import PatienceError
+    from pytest_mcpfaults.sidecar.records import (
         CancellationRecord,
         ConnectionRecord,
-        Journal,
-        PatienceViolation,
         RequestRecord,
         ServerMessageRecord,
         StreamRecord,
     )
-    from pytest_mcpfaults.sidecar.outbound import ClientRequestError, ToolContext
-    from pytest_mcpfaults.sidecar.patience import PatienceError
     from pytest_mcpfaults.sidecar.server import Sidecar
     from pytest_mcpfaults.sidecar.surface import Prompt, PromptArgument, Resource, ResourceTemplate
     from pytest_mcpfaults.sidecar.tools import Tool, ToolContent, ToolResultError
+    from pytest_mcpfaults.sidecar.violation import PatienceViolation
     from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder, install_recorder
     from pytest_mcpfaults.stdio.records import ChildRecord, SignalRecord, StdioViolation

@@ -1426,7 +1426,7 @@ class IgnoreCancel(Fault):
             mcp2=(
                 "`MCPError(\"Request 'tools/call' timed out\")` at its read timeout, as without the fault; "
                 "it cancels and closes the POST, so the late result is not read (journal: "
-                '`cancel_outcome="ignored"`)'
+                '`cancel.outcome="ignored"`)'
             ),
             mcp1=(
                 "never cancelled (mcp 1.x sends no `notifications/cancelled` at its read timeout), so as "

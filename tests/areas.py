@@ -19,6 +19,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_cancellation_sync",
         "test_cancellation_transports",
         "test_core",
+        "test_records",
         "test_fault_registry",
         "test_faults_answers",
         "test_faults_bodies",

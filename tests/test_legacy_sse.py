@@ -326,7 +326,12 @@ async def test_no_endpoint_event_leaves_sse_client_waiting_and_the_patience_verd
         with pytest.raises(asyncio.TimeoutError):  # the harness's own bound: sse_client alone never returns
             await asyncio.wait_for(connect(), 3)
         [stream] = sc.requests
-        assert (stream.label, stream.status, stream.bytes_sent, stream.held) == ("GET /sse", 200, 0, True)
+        assert (stream.label, stream.status, stream.bytes_sent, bool(stream.held)) == (
+            "GET /sse",
+            200,
+            0,
+            True,
+        )
         assert stream.fault == "stall@GET /sse"
     with Sidecar(
         transport="sse", faults=["stall(after_bytes=0)@GET /sse"], patience=1.0, expect_hang=True

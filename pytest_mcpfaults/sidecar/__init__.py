@@ -14,15 +14,14 @@ from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.errors import SidecarError as SidecarError
-    from pytest_mcpfaults.sidecar.journal import CancellationRecord as CancellationRecord
-    from pytest_mcpfaults.sidecar.journal import ConnectionRecord as ConnectionRecord
     from pytest_mcpfaults.sidecar.journal import Journal as Journal
-    from pytest_mcpfaults.sidecar.journal import PatienceViolation as PatienceViolation
-    from pytest_mcpfaults.sidecar.journal import RequestRecord as RequestRecord
-    from pytest_mcpfaults.sidecar.journal import ServerMessageRecord as ServerMessageRecord
-    from pytest_mcpfaults.sidecar.journal import StreamRecord as StreamRecord
     from pytest_mcpfaults.sidecar.outbound import ClientRequestError as ClientRequestError
     from pytest_mcpfaults.sidecar.outbound import ToolContext as ToolContext
+    from pytest_mcpfaults.sidecar.records import CancellationRecord as CancellationRecord
+    from pytest_mcpfaults.sidecar.records import ConnectionRecord as ConnectionRecord
+    from pytest_mcpfaults.sidecar.records import RequestRecord as RequestRecord
+    from pytest_mcpfaults.sidecar.records import ServerMessageRecord as ServerMessageRecord
+    from pytest_mcpfaults.sidecar.records import StreamRecord as StreamRecord
     from pytest_mcpfaults.sidecar.server import Sidecar as Sidecar
     from pytest_mcpfaults.sidecar.surface import Prompt as Prompt
     from pytest_mcpfaults.sidecar.surface import PromptArgument as PromptArgument
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.tools import Tool as Tool
     from pytest_mcpfaults.sidecar.tools import ToolContent as ToolContent
     from pytest_mcpfaults.sidecar.tools import ToolResultError as ToolResultError
+    from pytest_mcpfaults.sidecar.violation import PatienceViolation as PatienceViolation
     from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext as SyncToolContext
 
 __all__ = [

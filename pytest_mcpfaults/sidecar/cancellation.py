@@ -3,7 +3,7 @@ request (the cancel phase). Loop thread only; no I/O.
 
 A ``notifications/cancelled`` names a JSON-RPC id; :meth:`Cancellations.link` finds the request it
 names (the latest with that id in the same transport session and era) and journals a
-:class:`~pytest_mcpfaults.sidecar.journal.CancellationRecord`: when, how long after that request was
+:class:`~pytest_mcpfaults.sidecar.records.CancellationRecord`: when, how long after that request was
 sent, and whether it was still in flight. In the 2026-07-28 era a client cancels by closing the
 request's response stream (the transport tells :meth:`Cancellations.stream_closed`); in the session
 era a closed connection is not a cancellation (the spec says so), only the notification is.
@@ -29,14 +29,15 @@ from typing import Any
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.fault_types import CancelEffect
-from pytest_mcpfaults.sidecar.journal import (
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.mcp import McpRequest, Reply
+from pytest_mcpfaults.sidecar.records import (
     CancelHow,
     CancellationRecord,
     CancelOutcome,
-    Journal,
+    CancelSeen,
     RequestRecord,
 )
-from pytest_mcpfaults.sidecar.mcp import McpRequest, Reply
 
 __all__ = ["Cancellations", "unanswered"]
 
@@ -121,8 +122,8 @@ class Cancellations:
             now - named.started_at if named else None, in_flight,
         )  # fmt: skip
         self.journal.cancellations.add(c)
-        if named is not None and in_flight and named.cancelled_at is None:
-            self.journal.update_request(named.id, cancelled_at=now)
+        if named is not None and in_flight and named.cancel is None:
+            self.journal.update_request(named.id, cancel=CancelSeen(now))
         return c
 
     # -- what the sidecar does -------------------------------------------------------------------
@@ -138,7 +139,7 @@ class Cancellations:
         flight = self._flights.get(named)
         if flight is not None and not flight.cancelled.done():
             effect = "stop" if flight.fault is None else flight.fault.on_cancel
-            self.journal.update_request(named, cancel_outcome=_OUTCOME[effect])
+            self.journal.update_group(named, "cancel", outcome=_OUTCOME[effect])
             flight.cancelled.set_result(None)
             if flight.task is not None and effect == "stop":  # the answer is being made: stop it
                 flight.stopping = True
@@ -149,10 +150,10 @@ class Cancellations:
         its 202), was already cancelled and is stopped; a cancel kind's outcome is recorded then too
         (``answer_after_cancel``'s hold then ends at once)."""
         rec = self.journal.request(rid)
-        if rec.cancelled_at is None or rec.cancel_outcome is not None:
+        if rec.cancel is None or rec.cancel.outcome is not None:
             return False
         effect = "stop" if fault is None else fault.on_cancel
-        self.journal.update_request(rid, cancel_outcome=_OUTCOME[effect])
+        self.journal.update_group(rid, "cancel", outcome=_OUTCOME[effect])
         return effect == "stop"
 
     def ran_on(self, rid: int, ended: bool) -> None:
@@ -169,7 +170,9 @@ class Cancellations:
         if fault.on_cancel != "answer":
             return None
         flight = self._flights[rid] = _Flight(fault)
-        if self.journal.request(rid).cancel_outcome is not None:  # cancelled while its answer was made
+        if (
+            c := self.journal.request(rid).cancel
+        ) is not None and c.outcome is not None:  # cancelled while its answer was made
             flight.cancelled.set_result(None)
         return flight.cancelled
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from aiohttp import web_protocol
 
 from pytest_mcpfaults.sidecar.inject import reset_transport
-from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import ClosedBy
 
 __all__ = ["Conn", "Connections"]
 

@@ -8,7 +8,8 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pytest_mcpfaults.sidecar.journal import HoldOutcome, Journal, RequestFields, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import Held, HoldOutcome, RequestRecord
 
 __all__ = ["Holds"]
 
@@ -38,7 +39,7 @@ class Holds:
         release: asyncio.Future[HoldOutcome] = asyncio.get_running_loop().create_future()
         self.held.add(release)
         started = self.journal.now()
-        self.journal.update_request(rid, held=True, held_at=started)
+        self.journal.update_request(rid, held=Held(started))
         try:
             await asyncio.wait((release, *ends), timeout=budget, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -48,7 +49,7 @@ class Holds:
         rec, now = self.journal.request(rid), self.journal.now()
         if outcome == "client_closed" and rec.hold == "client_closed":  # the connection's close wrote it
             return outcome, rec, started
-        fields: RequestFields = {"hold": outcome, "waited": now - started}
+        fields: dict[str, Any] = {"held": Held(started, outcome, now - started)}
         if outcome == "client_closed" and records_close:
             fields["client_closed"], fields["client_closed_at"] = True, now
         return outcome, self.journal.update_request(rid, **fields), started

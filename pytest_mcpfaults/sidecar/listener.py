@@ -28,7 +28,6 @@ from pytest_mcpfaults.sidecar.connections import Conn, Connections
 from pytest_mcpfaults.sidecar.holds import Holds
 from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
-from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.legacy_sse import LegacyAnswer, LegacyReply
 from pytest_mcpfaults.sidecar.listen_stream import serve_listen
 from pytest_mcpfaults.sidecar.loop import WorkerPool
@@ -36,10 +35,12 @@ from pytest_mcpfaults.sidecar.mcp import encode, reply_body
 from pytest_mcpfaults.sidecar.notices import StreamNotices
 from pytest_mcpfaults.sidecar.options import SidecarOptions
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
+from pytest_mcpfaults.sidecar.records import Held, HoldOutcome
 from pytest_mcpfaults.sidecar.resumption import Resumed, primes
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.sidecar.timeouts import within
+from pytest_mcpfaults.sidecar.violation import BudgetSource, PatienceViolation
 
 __all__ = ["Handler", "SocketListener", "bind"]
 
@@ -102,16 +103,14 @@ class _Exchange:
         if conn.lost.done():
             raise Dropped
         assert budget is not None
-        rec = journal.update_request(
-            self.rid, held=True, held_at=held_at, hold="patience", waited=time.monotonic() - started
-        )
+        rec = journal.update_request(self.rid, held=Held(held_at, "patience", time.monotonic() - started))
         conn.closed_by_us = True
         reset_transport(conn.transport)
         method = what.split("`")[1] if what.count("`") >= 2 else what
         expected = bool(options.expect_hang)
         lost = dropped() if dropped is not None else None
         v = PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what, dropped=lost)
-        journal.add_violation(v)
+        journal.violations.add(v)
         raise Dropped
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
@@ -129,7 +128,7 @@ class _Exchange:
         journal, method = self.listener.journal, what.split("`")[1]
         expected = bool(self.listener.options.expect_hang)
         rec = journal.request(self.rid)
-        journal.add_violation(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
+        journal.violations.add(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
 
     async def finish_stream(self, answer: core.Answer) -> web.StreamResponse:
         """Send the reply as the last event of the answer stream a tool's own messages opened, shaped
@@ -229,7 +228,7 @@ class _Exchange:
             conn.closed_by_us = True
             reset_transport(conn.transport)
             source: BudgetSource = "fault" if own is not None else "sidecar"
-            listener.journal.add_violation(PatienceViolation(rec, str(fault), budget, expected, source))
+            listener.journal.violations.add(PatienceViolation(rec, str(fault), budget, expected, source))
         if outcome not in ("released", "cancelled"):
             raise Dropped
 
@@ -445,10 +444,10 @@ class SocketListener:
         if rec.done:
             return
         now = self.journal.now()
-        fields: RequestFields = {"client_closed": True, "client_closed_at": now}
-        if rec.held and rec.hold is None and rec.held_at is not None:
-            fields["hold"], fields["waited"] = "client_closed", now - rec.held_at
-        self.journal.update_request(conn.current, **fields)
+        held = rec.held
+        if held is not None and held.outcome is None:
+            held = Held(held.at, "client_closed", now - held.at)
+        self.journal.update_request(conn.current, client_closed=True, client_closed_at=now, held=held)
         self.core.cancels.stream_closed(conn.current)  # the 2026-07-28 era's cancellation
 
     # -- request handling ------------------------------------------------------------------------
@@ -556,7 +555,7 @@ class SocketListener:
         if isinstance(answer.reply, Relayed):
             return await self.relay(request, conn, rid, answer, exchange, out)
         if isinstance(answer.reply, Piped):  # the stdio upstream's leg, complete before the client's
-            self.journal.update_request(rid, **answer.reply.leg)
+            self.journal.update_request(rid, upstream=answer.reply.leg)
         return await deliver(request, answer, hold=exchange.hold, out=out)
 
     async def legacy_stream(self, exchange: _Exchange, answer: LegacyAnswer) -> web.StreamResponse:

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth import AuthInfo, challenge, refusal
-from pytest_mcpfaults.sidecar.journal import RequestRecord
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, rpc_error, tool_result
+from pytest_mcpfaults.sidecar.records import RequestRecord
 from pytest_mcpfaults.triggers import Target, parse_target
 
 __all__ = [

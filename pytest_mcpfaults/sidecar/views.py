@@ -15,7 +15,8 @@ from typing import TypeVar
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import SidecarCore
 from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
-from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import RequestRecord
 from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions
 

@@ -21,7 +21,7 @@ from pytest_mcpfaults.sidecar.body import BodyShaper, Hold, Write, halve, shape_
 from pytest_mcpfaults.sidecar.connection import Holding, effect_of
 from pytest_mcpfaults.sidecar.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.sidecar.holds import Holds
-from pytest_mcpfaults.sidecar.journal import ClosedBy, HoldOutcome
+from pytest_mcpfaults.sidecar.records import ClosedBy, HoldOutcome
 from pytest_mcpfaults.sidecar.resumption import Resumed
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.child_faults import pipe_writes
