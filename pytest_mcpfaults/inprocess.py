@@ -315,15 +315,9 @@ class InProcessSidecar(SidecarViews):
             f"'freeze' needs real sockets ({F.Freeze.needs_sockets}); use the socket Sidecar"
         )
 
-    def inject(self, *faults: F.Fault | str) -> None:
-        """Append faults to the plan (refusing those that need sockets)."""
-        plan = check_plan(list(faults))
-        with self._lock:
-            self.core.inject(plan)
-
-    def clear_faults(self) -> None:
-        with self._lock:
-            self.core.clear_faults()
+    def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
+        """Refusing the faults that need sockets."""
+        return check_plan(faults)
 
     def _die(self) -> None:
         self.core.lose_process(restart=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -420,14 +420,18 @@ def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
     if not rows:
         lines.append("(no fault planned or fired)")
     lines.append("")
-    sidecars = sum(len(t.sidecars) for t in report.tests)
+    servers = [s for t in report.tests for s in t.sidecars]
+    stdio = sum(1 for s in servers if str(s.get("url") or "").startswith("stdio:"))
+    sidecars = len(servers) - stdio
     failed = sum(1 for t in report.tests if t.failed)
     crashed = sum(1 for t in report.tests if t.outcome == "crashed")
     interrupted = sum(1 for t in report.tests if t.outcome == "interrupted")
     checks = sum(len(t.invariants) for t in report.tests)
     lines.append(
         f"{len(report.tests)} test{'s' if len(report.tests) != 1 else ''} used the plugin "
-        f"({sidecars} sidecar{'s' if sidecars != 1 else ''}, "
+        "("
+        + (f"{sidecars} sidecar{'s' if sidecars != 1 else ''}, " if sidecars or not stdio else "")
+        + (f"{stdio} stdio server{'s' if stdio != 1 else ''}, " if stdio else "")
         + (f"{checks} invariant check{'s' if checks != 1 else ''}, " if checks else "")
         + f"{failed} failed"
         + (f", {crashed} of them crashed" if crashed else "")
@@ -446,8 +450,3 @@ def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
         lines += [f"  {text}" + (f" ({n} times)" if n > 1 else "") for text, n in counts.items()]
     lines.append(summary_line(report))
     return lines
-
-
-def format_kinds(kinds: Sequence[str]) -> str:
-    """Kinds as ``a, b, c`` (``'-'`` when empty)."""
-    return ", ".join(kinds) if kinds else "-"

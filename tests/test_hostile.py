@@ -452,7 +452,6 @@ def test_an_abandoned_sync_handler_does_not_keep_its_sidecar_alive() -> None:
         ("Origin", ("http://localhost", "http://evil.example")),
         ("Mcp-Session-Id", ("a", "b")),
         ("Mcp-Method", ("tools/call", "tools/list")),
-        ("Accept", ("application/json, text/event-stream", "text/html")),
     ],
 )
 def test_duplicate_security_relevant_headers_are_refused_not_first_wins(
@@ -469,6 +468,26 @@ def test_duplicate_security_relevant_headers_are_refused_not_first_wins(
         "message": f"Bad Request: the {header} header appears more than once",
     }
     assert record.error_by == "client"
+
+
+def test_a_repeated_accept_is_one_list_as_the_sdk_servers_read_it() -> None:
+    """Issue 36: the mcp 1.26 client's event-stream ``GET`` carries two ``Accept`` headers (its own and
+    httpx-sse's: measured, it got 400 for it) and the SDK's servers accept it; ``Accept`` is a list, so
+    the GET stream opens."""
+    client_info = {"name": "t", "version": "1"}
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client_info}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    with Sidecar(era="session", get_stream=True) as sc, httpx.Client(timeout=5) as client:
+        accept = ("Accept", "application/json, text/event-stream")
+        answer = client.post(sc.mcp_url, json=init, headers=[accept, ("Content-Type", "application/json")])
+        sid = answer.headers["Mcp-Session-Id"]
+        headers = [accept, ("Accept", "text/event-stream"), ("Mcp-Session-Id", sid),
+                   ("MCP-Protocol-Version", "2025-06-18")]  # fmt: skip
+        with client.stream("GET", sc.mcp_url, headers=headers) as stream:
+            assert stream.status_code == 200, stream.read()
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+        get = next(r for r in sc.requests if r.method == "GET")
+        assert (get.status, get.error) == (200, None)
 
 
 @pytest.mark.parametrize("header", ["Content-Type", "Host", "Content-Length"])

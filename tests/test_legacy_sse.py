@@ -25,7 +25,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.faults import format_plan
 from pytest_mcpfaults.sidecar import Sidecar
 from pytest_mcpfaults.sidecar.core import Dropped, Incoming, SidecarCore
-from pytest_mcpfaults.sidecar.legacy_sse import LegacySession
+from pytest_mcpfaults.sidecar.legacy_sse import LegacySession, LegacyTransport, serve_legacy
 from pytest_mcpfaults.sidecar.options import SidecarOptions
 from pytest_mcpfaults.strategies import fault_plans
 
@@ -65,8 +65,14 @@ class Recording:
 def make_core(faults: list[F.Fault] | None = None, transport: str = "sse") -> SidecarCore:
     options = SidecarOptions(faults=faults or [], transport=transport)
     core = SidecarCore(options, service_url=lambda: "http://svc.test")
+    serve_legacy(core)  # what the socket sidecar does for transport='sse' or 'both'
     core.state = "running"
     return core
+
+
+def legacy(core: SidecarCore) -> LegacyTransport:
+    assert isinstance(core.path_transport, LegacyTransport)
+    return core.path_transport
 
 
 async def ask(
@@ -81,8 +87,9 @@ async def ask(
 
 
 async def drain(session: LegacySession) -> list[bytes]:
+    """The events queued for the stream, as its writer reads them (``unread_bytes``: what it has not)."""
     events = []
-    while session.queued:
+    while session.unread_bytes:
         ev = await session.next()
         assert ev is not None
         events.append(ev.data)
@@ -142,7 +149,7 @@ async def test_core_a_die_on_a_message_answers_202_and_dies_only_once_that_is_se
     )
     assert answer.after is not None
     await answer.after()
-    assert (core.state, t.calls, core.mcp.sessions, core.legacy.sessions) == (
+    assert (core.state, t.calls, core.mcp.sessions, legacy(core).sessions) == (
         "dead",
         [("die", False)],
         {},
@@ -317,7 +324,12 @@ async def test_no_endpoint_event_leaves_sse_client_waiting_and_the_patience_verd
         with pytest.raises(asyncio.TimeoutError):  # the harness's own bound: sse_client alone never returns
             await asyncio.wait_for(connect(), 3)
         [stream] = sc.requests
-        assert (stream.label, stream.status, stream.bytes_sent, stream.held) == ("GET /sse", 200, 0, True)
+        assert (stream.label, stream.status, stream.bytes_sent, bool(stream.held)) == (
+            "GET /sse",
+            200,
+            0,
+            True,
+        )
         assert stream.fault == "stall@GET /sse"
     with Sidecar(
         transport="sse", faults=["stall(after_bytes=0)@GET /sse"], patience=1.0, expect_hang=True
@@ -609,7 +621,7 @@ async def test_reset_at_zero_on_the_stream_resets_before_the_status_line() -> No
             with pytest.raises(httpx.ReadError):  # RST before the status line
                 await client.get(sc.sse_url)
         assert (sc.requests[0].status, sc.requests[0].bytes_sent) == (None, 0)
-        assert sc.core.legacy is not None and sc.core.legacy.sessions == {}
+        assert legacy(sc.core).sessions == {}
 
 
 async def test_hang_on_a_message_holds_the_post_itself_and_patience_names_it() -> None:
@@ -623,17 +635,12 @@ async def test_hang_on_a_message_holds_the_post_itself_and_patience_names_it() -
         assert "`POST /messages` (tools/call echo) (session era)" in v.describe()
 
 
-def test_the_faults_by_transport_table_has_a_legacy_sse_cell_for_every_built_in_kind() -> None:
-    from pathlib import Path
-
+def test_every_built_in_http_kind_says_how_it_acts_on_legacy_sse() -> None:
+    """docs/faults.md's "Faults by transport" table is each kind's ``legacy_sse`` cell."""
     from pytest_mcpfaults.faults import fault_kinds
 
-    page = (Path(__file__).resolve().parent.parent / "docs" / "faults.md").read_text()
-    table = page.split("## Faults by transport", 1)[1].split("\n\n| kind |", 1)[1].split("\n\n", 1)[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
-    built_in = [k for k, cls in fault_kinds().items() if cls.__module__.startswith("pytest_mcpfaults")]
-    sse = {r[0].strip("`"): r[2] for r in rows if len(r) > 2}
-    assert [k for k in built_in if not sse.get(k)] == []
+    built_in = [cls for cls in fault_kinds().values() if cls.__module__.startswith("pytest_mcpfaults")]
+    assert [cls.kind for cls in built_in if "http" in cls.transports and not cls.legacy_sse] == []
 
 
 @pytest.mark.parametrize(
@@ -786,7 +793,7 @@ def test_any_plan_over_legacy_sse_stop_is_bounded_and_leaves_nothing_open(
         assert sc.journal.open_connections() == ()
         assert all(r.done for r in sc.requests), sc.journal.format()
         assert all(r.hold is not None for r in sc.requests if r.held), sc.journal.format()
-        assert sc.core.legacy is not None and sc.core.legacy.sessions == {}
+        assert legacy(sc.core).sessions == {}
     sc.check_errors()
 
 

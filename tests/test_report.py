@@ -215,3 +215,13 @@ def test_summary_lists_identical_violations_once_with_their_count() -> None:
 def test_summary_is_empty_when_the_plugin_was_not_used() -> None:
     assert summary_lines(Report([])) == []
     assert summary_line(Report([_entry("a", fired={"die": 1})])) == "mcpfaults: 1 kind, 1 fired, 0 violations"
+
+
+def test_a_stdio_server_is_counted_as_one_not_as_a_sidecar() -> None:
+    """Issue 36: the summary counted a stdio server as "1 sidecar"."""
+    stdio = {"url": "stdio:python server.py", "era": "session", "requests": 2}
+    http = {"url": "http://127.0.0.1:1", "era": "auto", "requests": 3}
+    only_stdio = Report([_entry("t.py::test_s", sidecars=[stdio])], plugin_version="0.1.0")
+    assert "1 test used the plugin (1 stdio server, 0 failed)" in summary_lines(only_stdio)
+    both = Report([_entry("t.py::test_s", sidecars=[stdio, stdio, http])], plugin_version="0.1.0")
+    assert "1 test used the plugin (1 sidecar, 2 stdio servers, 0 failed)" in summary_lines(both)

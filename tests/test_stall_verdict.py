@@ -254,3 +254,31 @@ def test_a_hold_is_patiences_and_the_clock_starts_at_the_last_answer() -> None:
         assert httpx.get(sc.health_url, timeout=5).status_code == 200
         assert sc.journal.now() - sc.requests[0].started_at >= 0.6  # past the budget since the fault
         assert find_stall(sc) is None  # but the answer just ended: the clock starts there
+
+
+def test_the_clients_own_event_stream_does_not_restart_the_clock() -> None:
+    """Issue 36: a client that reopens its refused event stream every 0.1 s (a ``GET`` on the MCP
+    endpoint, answered at once) is not making progress, so the stall is found once the budget has passed
+    since the fault, while the GETs go on; before, each answered GET restarted the clock and the verdict
+    waited until the client stopped."""
+    import time
+
+    import httpx
+
+    from pytest_mcpfaults import Sidecar
+    from pytest_mcpfaults.sidecar.stalls import find_stall
+
+    with Sidecar(patience=0.5, faults=["status(code=503)@health"]) as sc, httpx.Client(timeout=5) as client:
+        assert client.get(sc.health_url).status_code == 503
+        stall, deadline = None, time.monotonic() + 5
+        while stall is None and time.monotonic() < deadline:
+            assert client.get(sc.mcp_url, headers={"Accept": "text/event-stream"}).status_code >= 400
+            stall = find_stall(sc)
+            time.sleep(0.1)
+        gets = [r for r in sc.requests if r.method == "GET" and r.path == sc.mcp_path]
+        assert stall is not None, f"no stall after {len(gets)} refused GETs"
+        assert stall.background and all(r.method == "GET" for r in stall.background)
+        assert stall.idle >= 0.5
+        last_get = max(r.ended_at or 0 for r in gets)
+        # the GETs went on inside the budget: they did not hold it off
+        assert sc.journal.now() - last_get < 0.5

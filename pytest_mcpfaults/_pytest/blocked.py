@@ -1,9 +1,12 @@
 """Where a blocked test's thread is, read from another thread, as faulthandler would show it.
 
-The stack is trimmed to the harness's own frames: library code (the standard library, anything
-installed with a ``.dist-info`` beside it: site-packages, a ``pip --target`` directory; the
-environment's scripts, such as ``bin/pytest``), pytest and
-this plugin are left out, so what remains is the test and the harness it drives. When the thread is
+The stack is trimmed to the code under test: the standard library, the environment's scripts (such as
+``bin/pytest``), and the packages of the MCP SDKs, pytest and its plugins and this plugin, with
+everything they require (read from the installed distributions' metadata, so a new dependency of the
+SDK needs no edit here), are left out; so what remains is the test and the harness it drives, even
+when the harness is pip-installed into site-packages. The ini key ``mcpfaults_harness_packages``
+narrows that: only those packages (and code outside any installed distribution, such as the tests)
+are shown. When the thread is
 running an asyncio event loop (an async test, ``asyncio.run``, or a private loop's
 ``run_until_complete``), the loop's tasks are where the harness really waits: each task's coroutine
 chain is shown the same way, the one the loop was asked to complete first.
@@ -27,28 +30,89 @@ _MAX_TASKS = 4
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the pytest_mcpfaults package
 
 
+#: The distributions whose code is never the code under test (with what they require): the MCP SDKs,
+#: pytest and this plugin; every distribution that registers a pytest plugin is added to them.
+NOT_UNDER_TEST = ("mcp", "fastmcp", "pytest", "pytest-mcpfaults")
+_harness: frozenset[str] = frozenset()
+
+
+def set_harness_packages(names: Iterable[str]) -> None:
+    """Show only these top-level packages' frames among installed code (the ini key); empty: all."""
+    global _harness
+    _harness = frozenset(names)
+    own_code.cache_clear()
+
+
 @lru_cache(maxsize=1)
-def _library_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")}
-    for entry in sys.path:
-        try:
-            if entry and any(name.endswith(".dist-info") for name in os.listdir(entry)):
-                roots.add(entry)
-        except OSError:
+def _library_packages() -> frozenset[str]:
+    """Top-level import names of :data:`NOT_UNDER_TEST`, the pytest plugins and what they require."""
+    from importlib import metadata
+
+    names = {d.metadata["Name"] for d in metadata.distributions() if _is_pytest_plugin(d)}
+    todo = [*NOT_UNDER_TEST, *names]
+    seen: set[str] = set()
+    while todo:
+        name = _normal(todo.pop())
+        if name in seen:
             continue
-    return tuple(os.path.join(os.path.abspath(r), "") for r in roots)
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [r.split(";")[0].split("[")[0].split("(")[0].strip().split(" ")[0] for r in requires
+                 if "extra ==" not in r]  # fmt: skip
+        todo = [t.rstrip("<>=!~,0123456789.*") for t in todo]
+    return frozenset(top for top, dists in metadata.packages_distributions().items()
+                     if any(_normal(d) in seen for d in dists)) | {"pytest_mcpfaults", "_pytest"}  # fmt: skip
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _is_pytest_plugin(dist: object) -> bool:
+    return any(ep.group == "pytest11" for ep in getattr(dist, "entry_points", ()))
+
+
+@lru_cache(maxsize=1)
+def _stdlib_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(os.path.join(os.path.abspath(paths[k]), "") for k in ("stdlib", "platstdlib", "scripts"))
+
+
+def _installed(entry: str) -> bool:
+    try:
+        return bool(entry) and any(name.endswith(".dist-info") for name in os.listdir(entry))
+    except OSError:
+        return False
+
+
+def _top_level(path: str) -> tuple[str, bool]:
+    """The top-level package ``path`` belongs to (by the ``sys.path`` entry it is under, the longest)
+    and whether that entry holds installed distributions; ``("", False)`` for a file on no entry."""
+    entries = [os.path.join(os.path.abspath(e or "."), "") for e in sys.path]
+    under = max((e for e in entries if path.startswith(e)), key=len, default="")
+    if not under:
+        return "", False
+    first = path[len(under) :].split(os.sep, 1)[0]
+    return first.removesuffix(".py"), _installed(under)
 
 
 @lru_cache(maxsize=512)
 def own_code(filename: str) -> bool:
-    """Whether ``filename`` is the harness's own code (not a library, pytest or this plugin)."""
+    """Whether ``filename`` is the code under test: not the standard library, not a package of the
+    MCP SDKs, pytest or this plugin (see the module), and among installed code one of the harness
+    packages when the ini key names them."""
     if filename.startswith("<"):
         return False
     path = os.path.abspath(filename)
-    if path.startswith(os.path.join(_HERE, "")):
+    if path.startswith(os.path.join(_HERE, "")) or path.startswith(_stdlib_roots()):
         return False
-    return not path.startswith(_library_roots())
+    top, installed = _top_level(path)
+    if top in _library_packages():
+        return False
+    return not (_harness and installed and top not in _harness)
 
 
 def _line(frame: FrameType, lineno: int) -> str:

@@ -44,6 +44,14 @@ def addini(parser: pytest.Parser) -> None:
         default="1",
     )
     parser.addini(
+        HARNESS_INI,
+        "Top-level packages of the harness under test, comma- or space-separated: where a verdict says "
+        "where the test is blocked, only their frames are shown among installed code. Default: every "
+        "package but the standard library, the MCP SDKs, pytest and its plugins, this plugin, and what "
+        "they require.",
+        default="",
+    )
+    parser.addini(
         "mcpfaults_era",
         "Default protocol era of every mcp_sidecar and factory sidecar: auto, stateless or session "
         "(a marker's era= wins). Default: Sidecar's own (auto).",
@@ -60,6 +68,21 @@ def addini(parser: pytest.Parser) -> None:
         "marker's tool_sets= wins). Default: Sidecar's own (basic, benchmark).",
         default="",
     )
+
+
+HARNESS_INI = "mcpfaults_harness_packages"
+
+
+def ini_harness(config: pytest.Config) -> tuple[str, ...]:
+    """The ``mcpfaults_harness_packages`` names (top-level packages); a usage error for a bad one."""
+    names = tuple(part for part in re.split(r"[,\s]+", str(config.getini(HARNESS_INI)).strip()) if part)
+    for name in names:
+        if not name.isidentifier():
+            raise pytest.UsageError(
+                f"ini option {HARNESS_INI} takes top-level package names (identifiers such as "
+                f"'my_harness'), comma- or space-separated, got {name!r}"
+            )
+    return names
 
 
 def ini_patience(config: pytest.Config) -> float | None:
@@ -107,6 +130,9 @@ def check_ini(config: pytest.Config) -> None:
     """Refuse a bad ini default as a usage error naming the key, before collection. The sidecar
     package is imported only when one of those keys is set."""
     ini_patience(config)
+    from pytest_mcpfaults._pytest.blocked import set_harness_packages
+
+    set_harness_packages(ini_harness(config))
     given = {key: value for key in DEFAULT_INIS if (value := _ini_value(config, key)) is not None}
     if not given:
         return

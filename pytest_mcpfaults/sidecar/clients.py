@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_mcpfaults.sidecar.journal import RequestRecord, answered
+from pytest_mcpfaults.sidecar.records import RequestRecord
+from pytest_mcpfaults.sidecar.violation import answered
 
 __all__ = [
     "ClientFamily",
@@ -65,6 +66,14 @@ def _mcp_hint(r: RequestRecord, family: ClientFamily, budget: str) -> str | None
                 "Client(read_timeout_seconds=...) does not bound it): pass streamable_http_client(url, "
                 "http_client=<an httpx2.AsyncClient with a short read timeout>) as the Client's server"
             )
+        if r.method == "POST" and r.mcp_method == "server/discover":
+            return (
+                "if this is the mcp 2.x SDK (it sends this User-Agent): Client(mode='auto'), the default, "
+                "probes server/discover when it connects and waits up to 10 s for it (the SDK's "
+                "DISCOVER_TIMEOUT_SECONDS; Client(read_timeout_seconds=...) does not bound it), then "
+                "falls back to initialize; give the Client the protocol version it should speak "
+                "(mode='legacy' or a version) to skip the probe, or a patience budget above 10 s"
+            )
         if r.method == "POST" and r.mcp_method and not r.mcp_method.startswith("notifications/"):
             return (
                 "if this is the mcp 2.x SDK (it sends this User-Agent): it waits for this reply until "
@@ -84,9 +93,12 @@ def _mcp_hint(r: RequestRecord, family: ClientFamily, budget: str) -> str | None
             )
         if r.method == "DELETE":
             return (
-                "if this is the mcp 1.x SDK: it sends this DELETE when streamablehttp_client exits, "
-                "through its httpx client (timeout= of streamablehttp_client, 30 s by default; "
-                "terminate_on_close=False skips it): give it a timeout below the budget"
+                "if this is the mcp 1.x SDK: it sends this DELETE when streamable_http_client (or the "
+                "deprecated streamablehttp_client) exits, through its httpx client, whose read timeout "
+                "bounds it: 300 s by default (the SDK's create_mcp_http_client; streamablehttp_client's "
+                "sse_read_timeout=, not its timeout=); pass streamable_http_client(url, "
+                "http_client=httpx.AsyncClient(timeout=httpx.Timeout(30, read=...))) with a read timeout "
+                "below the budget (terminate_on_close=False skips the DELETE)"
             )
     return None
 

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
-from pytest_mcpfaults.sidecar.legacy_sse import TRANSPORTS, TransportName
 from pytest_mcpfaults.sidecar.mcp import ERAS, Era
 from pytest_mcpfaults.sidecar.tools import TOOL_SETS
 from pytest_mcpfaults.validation import LOOPBACK_NAMES, check_bool, is_loopback_host, is_positive_seconds
@@ -29,8 +28,10 @@ __all__ = [
     "LOOPBACK_NAMES",
     "NOT_FORWARDED",
     "REPLY_MODES",
+    "TRANSPORTS",
     "WHO",
     "ReplyMode",
+    "TransportName",
     "check_endpoints",
     "check_otlp",
     "check_path",
@@ -52,6 +53,9 @@ DEFAULT_UPSTREAM_TIMEOUT = 30.0
 ReplyMode = Literal["json", "sse"]
 """How a sidecar frames its replies by default: one JSON body, or an SSE stream."""
 REPLY_MODES: tuple[ReplyMode, ...] = get_args(ReplyMode)
+TransportName = Literal["streamable_http", "sse", "both"]
+"""Which MCP transports a socket sidecar serves (``Sidecar(transport=)``)."""
+TRANSPORTS: tuple[TransportName, ...] = get_args(TransportName)
 #: Who names a backend's options in its refusals (``SidecarOptions.backend``).
 WHO = {"socket": "Sidecar", "in-process": "mock_sidecar", "stdio": "StdioServer"}
 # An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).

@@ -15,8 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -27,29 +26,14 @@ from pytest_mcpfaults.sidecar.body import shape_of
 from pytest_mcpfaults.sidecar.builtin import builtin_surface, builtin_tools
 from pytest_mcpfaults.sidecar.cancellation import Cancellations
 from pytest_mcpfaults.sidecar.connection import Dying, Holding, Notifying, Pausing, effect_of
-from pytest_mcpfaults.sidecar.errors import Dropped, SidecarError, SidecarState
+from pytest_mcpfaults.sidecar.errors import Dropped, ErrorLog, SidecarState
 from pytest_mcpfaults.sidecar.journal import Journal
-from pytest_mcpfaults.sidecar.legacy_sse import (
-    LegacySession,
-    LegacySse,
-    TransportName,
-    accepted,
-    serves_legacy,
-    serves_streamable,
-)
 from pytest_mcpfaults.sidecar.mcp import AnswerSource, Era, McpEndpoint, Reply, client_error
 from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
+from pytest_mcpfaults.sidecar.plan import Plan
 from pytest_mcpfaults.sidecar.resumption import Resumed, Resumption, primes
-from pytest_mcpfaults.sidecar.routing import (
-    PlanEntry,
-    RequestInfo,
-    classify,
-    expires_session,
-    forced_reply,
-    pick,
-    revokes_token,
-)
+from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.validation import is_loopback_host
 
@@ -59,21 +43,24 @@ if TYPE_CHECKING:
 __all__ = [
     "SINGLE_HEADERS",
     "Answer",
+    "Answering",
     "Dropped",
     "Incoming",
+    "PathTransport",
     "SidecarCore",
+    "Step",
     "Transport",
     "Upstream",
     "origin_allowed",
     "security_problem",
 ]
 
-#: Headers a request may carry once: first-wins and last-wins readers would disagree about a repeat.
 #: Headers an MCP request may carry once: a repeat is 400 (which copy a server, or a proxy in front of
-#: it, would read is anyone's guess).
+#: it, would read is anyone's guess). ``Accept`` is not one: it is a list (RFC 9110 5.3: repeats are
+#: one list), the sidecar does not read it, and the SDK's servers accept a repeat, which the mcp 1.26
+#: client sends on its event-stream ``GET`` (its own ``Accept`` and httpx-sse's).
 SINGLE_HEADERS = (
-    "Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host", "Accept",
-    "Content-Type",
+    "Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host", "Content-Type",
 )  # fmt: skip
 _SINGLE = frozenset(h.lower() for h in SINGLE_HEADERS)
 
@@ -83,7 +70,7 @@ class Incoming:
     """One request as a transport received it. ``headers`` answers case-insensitive ``get()``;
     ``header_pairs`` is every (name, value) pair received, repeats included (the security checks
     need the repeats). A stdio message is a ``POST`` to the MCP path. ``query``: the URL's query
-    string, without the ``?`` (a legacy SSE message POST names its session there)."""
+    string, without the ``?`` (an HTTP+SSE message POST names its session there)."""
 
     method: str
     path: str
@@ -133,15 +120,6 @@ Step = Callable[[Transport], Awaitable[None]]
 ``delay(after=True)``'s pause, ``answer_after_cancel``'s hold)."""
 
 
-@dataclass(frozen=True)
-class LegacyReply:
-    """A legacy message's reply still to make, after its POST's 202: ``make(transport)`` makes it and
-    puts it on ``session``'s stream (``transport``: the one a hold of the reply is on, the stream's)."""
-
-    session: LegacySession
-    make: Step
-
-
 async def _hold_on(transport: Transport, *, fault: F.Fault) -> None:
     await transport.hold(fault)
 
@@ -153,31 +131,49 @@ async def _pause_on(transport: Transport, *, seconds: float) -> None:
 @dataclass
 class Answer:
     """What to send: the reply, the fault that fired (body faults act when the transport delivers the
-    bytes), and whether the payload is framed as one SSE event.
-
-    ``stream``: a legacy SSE stream to serve after the reply's status and headers (its endpoint event,
-    then its outbox until teardown; ``fault`` then acts on the stream's bytes). ``after``: what the
-    transport awaits once the reply is sent in full (a ``die`` between a message POST's 202 and its
-    reply on the stream). ``replying``: a legacy message's reply, which the transport makes once it
-    has sent the 202, in a task of its own, and the request's record ends when that ends."""
+    bytes), and whether the payload is framed as one SSE event. ``after``: what the transport awaits
+    once the reply is sent in full (a ``die`` between a message POST's 202 and its reply on its
+    stream)."""
 
     reply: Reply
     fault: F.Fault | None
     sse: bool
-    stream: LegacySession | None = None
     after: Callable[[], Awaitable[None]] | None = None
-    replying: LegacyReply | None = None
+
+
+class PathTransport(Protocol):
+    """An MCP transport served on paths of its own beside Streamable HTTP (the HTTP+SSE transport of
+    2024-11-05, ``Sidecar(transport='sse' | 'both')``), which a backend gives the core as
+    ``path_transport``: the core asks it first for a request on its ``paths``."""
+
+    @property
+    def paths(self) -> tuple[str, ...]: ...
+
+    def classify(self, incoming: Incoming) -> RequestInfo: ...
+
+    async def decide(
+        self,
+        rid: int,
+        incoming: Incoming,
+        info: RequestInfo,
+        fault: F.Fault | None,
+        state: F.TriggerState | None,
+        transport: Transport,
+    ) -> Answer: ...
+
+    def forget_all(self) -> None: ...
 
 
 class SidecarCore:
     """The state and the request handling of one sidecar, whatever its transport.
 
-    ``options``: the sidecar's (it reads the ones it uses, where it uses them); the rest are what a
-    backend builds at runtime: ``service_url`` (a callable: the URL is known once the transport is
-    bound), ``run_sync`` / ``run_async`` (how the MCP endpoint runs user tool handlers), ``upstream``
-    (proxy mode), ``auth`` (the sidecar as an OAuth-protected resource: its
-    :class:`~pytest_mcpfaults.sidecar.auth.AuthServer`, or ``None``), ``source`` (replay: a cassette's
-    answers and tools, in place of the options' tools).
+    ``options``: the sidecar's (it reads the ones it uses, where it uses them; of which MCP transports
+    are served, ``transport``, it serves Streamable HTTP itself, and the backend serving the HTTP+SSE
+    transport sets ``path_transport``); the rest are what a backend builds at runtime: ``service_url``
+    (a callable: the URL is known once the transport is bound), ``run_sync`` / ``run_async`` (how the
+    MCP endpoint runs user tool handlers), ``upstream`` (proxy mode), ``auth`` (the sidecar as an
+    OAuth-protected resource: its :class:`~pytest_mcpfaults.sidecar.auth.AuthServer`, or ``None``),
+    ``source`` (replay: a cassette's answers and tools, in place of the options' tools).
     """
 
     def __init__(
@@ -192,13 +188,8 @@ class SidecarCore:
         source: AnswerSource | None = None,
     ) -> None:
         self.options = options
-        transport = cast(TransportName, options.transport)  # narrowed by SidecarOptions
-        self.streamable = serves_streamable(transport)
-        self.legacy = (
-            LegacySse(sse_path=options.sse_path, messages_path=options.messages_path)
-            if serves_legacy(transport)
-            else None
-        )
+        self.streamable = options.transport != "sse"
+        self.path_transport: PathTransport | None = None
         self.allowed_hosts: frozenset[str] | None = None  # Host names beside loopback: refuse_foreign_hosts
         self.service_url = service_url
         self.upstream, self.auth = upstream, auth
@@ -209,9 +200,11 @@ class SidecarCore:
         self.tools = builtin_tools(tool_sets, self.benchmark)
         for tool in source.tools.values() if source is not None else options.tools:
             self.add_tool(tool)
-        faults = cast("tuple[F.Fault, ...]", options.faults)  # parsed by SidecarOptions
-        self.plan_entries: list[PlanEntry] = [(f, F.TriggerState(f.trigger)) for f in faults]
         self.journal = Journal()
+        faults = cast("tuple[F.Fault, ...]", options.faults)  # parsed by SidecarOptions
+        self.plan = Plan(faults, self.journal)
+        self.errors = ErrorLog()
+        self.record_error = self.errors.record
         self.server_messages = ServerMessages(self.journal.server_messages)
         self.cancels, self.resumption = Cancellations(self.journal), Resumption(self.journal)
         own = source is None  # a replay serves the cassette's tools only
@@ -222,9 +215,8 @@ class SidecarCore:
             run_async=run_async, messages=self.server_messages, source=source, surface=surface,
             on_ran_on=self.cancels.ran_on,
         )  # fmt: skip
+        self.answering = Answering(self)
         self.freeze_fault: F.Fault = FREEZE
-        self._errors: list[tuple[str, BaseException]] = []
-        self._errors_lock = threading.Lock()
 
     def refuse_foreign_hosts(self) -> None:
         """Refuse (403) an MCP request whose ``Host`` is not loopback nor a host of
@@ -236,23 +228,13 @@ class SidecarCore:
                 hosts.add((urlsplit(origin).hostname or "").lower())
         self.allowed_hosts = frozenset(hosts - {""})
 
-    # -- tools, plan, state ------------------------------------------------------------------------
+    # -- tools, state ------------------------------------------------------------------------------
     def add_tool(self, tool: Tool) -> None:
         if not isinstance(tool, Tool):
             raise ValueError(f"Sidecar: tools must be Tool instances, got {tool!r}")
         self.tools[tool.name] = tool
         if self.state != "new":
             self.notify("notifications/tools/list_changed", None)
-
-    @property
-    def plan(self) -> tuple[F.Fault, ...]:
-        return tuple(f for f, _ in self.plan_entries)
-
-    def inject(self, plan: Sequence[F.Fault]) -> None:
-        self.plan_entries.extend((f, F.TriggerState(f.trigger)) for f in plan)
-
-    def clear_faults(self) -> None:
-        self.plan_entries.clear()
 
     def freeze(self, fault: F.Fault) -> None:
         """Hold every later request (a running sidecar only)."""
@@ -270,33 +252,8 @@ class SidecarCore:
         self.state = "running" if restart else "dead"
         self.mcp.forget_all()
         self.benchmark.forget()
-        if self.legacy is not None:
-            self.legacy.forget_all()
-
-    def close_stream(self, session: LegacySession) -> None:
-        """A legacy SSE stream is gone (the client closed it, teardown, a cut): its session ends,
-        and with it the MCP session its ``initialize`` created (a legacy session lives as long as
-        its stream, as in the mcp SDK's SSE server)."""
-        if self.legacy is not None:
-            self.legacy.close(session)
-        if session.mcp_session is not None and session.mcp_session in self.mcp.sessions:
-            self.mcp.end_session(session.mcp_session)
-
-    # -- errors ------------------------------------------------------------------------------------
-    def record_error(self, where: str, exc: BaseException) -> None:
-        with self._errors_lock:
-            self._errors.append((where, exc))
-
-    @property
-    def errors(self) -> list[BaseException]:
-        with self._errors_lock:
-            return [e for _, e in self._errors]
-
-    def check_errors(self) -> None:
-        with self._errors_lock:
-            errors = list(self._errors)
-        if errors:
-            raise SidecarError(errors) from errors[0][1]
+        if self.path_transport is not None:
+            self.path_transport.forget_all()
 
     # -- answering ---------------------------------------------------------------------------------
     def too_large(self) -> Reply:
@@ -305,21 +262,15 @@ class SidecarCore:
         return Reply(413, None, {"Connection": "close"}, sse=False, text=text)
 
     def classify(self, incoming: Incoming) -> RequestInfo:
-        legacy = self.legacy
-        if legacy is not None and incoming.path in legacy.paths:
-            i = incoming
-            return legacy.classify(i.method, i.path, i.query, i.headers, i.body, self.mcp)
+        if self.path_transport is not None and incoming.path in self.path_transport.paths:
+            return self.path_transport.classify(incoming)
         if not self.streamable and incoming.path == self.options.mcp_path:
             return RequestInfo(incoming.method, incoming.path, "other", None)  # not served: 404
+        i, opts = incoming, self.options
         return classify(
-            incoming.method,
-            incoming.path,
-            incoming.headers,
-            incoming.body,
-            mcp_path=self.options.mcp_path,
-            health_path=self.options.health_path,
+            i.method, i.path, i.headers, i.body, mcp_path=opts.mcp_path, health_path=opts.health_path,
             endpoint=self.mcp,
-        )
+        )  # fmt: skip
 
     async def decide(self, rid: int, incoming: Incoming, transport: Transport) -> Answer | None:
         """Answer request ``rid``: classify it, hold it while frozen, pick the fault that fires, apply
@@ -331,114 +282,59 @@ class SidecarCore:
         info = self._classified(rid, incoming)
         if self.state == "frozen":
             await transport.hold(self.freeze_fault)
-        fault, state = self._choose_fault(info, rid)
-        legacy = self.legacy if self.legacy is not None and info.path in self.legacy.paths else None
-        session = legacy.lookup(incoming.query) if legacy and info.path == legacy.messages_path else None
-        reply: Reply | None = None
-        forced: Reply | None = None
+        fault, state = self.plan.choose(info, rid)
+        if self.path_transport is not None and info.path in self.path_transport.paths:
+            return await self.path_transport.decide(rid, incoming, info, fault, state, transport)
+        reply = forced = None
         later: Step | None = None  # once the answer is made, before it is sent
         if fault is not None:
-            match effect_of(fault, state.fired if state is not None else 0):
-                case Dying(restart=restart):
-
-                    async def dying() -> None:
-                        self.lose_process(restart=restart)
-                        await transport.die(restart)
-
-                    if isinstance(session, LegacySession) and incoming.method == "POST":
-                        return Answer(accepted(), fault, False, after=dying)  # 202, then the process dies
-                    await dying()
-                    raise Dropped
-                case Holding(after=True):
-                    later = functools.partial(_hold_on, fault=fault)
-                case Holding(freezes=freezes):
-                    if freezes:
-                        self.freeze(fault)
-                    await transport.hold(fault)
-                case Pausing(seconds=late, after=True):
-                    later = functools.partial(_pause_on, seconds=late)
-                case Pausing(seconds=late):
-                    await transport.pause(late)
-                case Notifying() as notifying:
-                    await self._notify(rid, info, transport, notifying, fault, legacy is not None)
-            reply = self._forced_reply(fault, info)
+            later = await self.act(rid, info, fault, state, transport)
+            reply = self.forced_reply(fault, info)
             if reply is not None and self.upstream is not None and self.upstream.defers(fault):
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
-        if legacy is not None:  # never with an upstream (the Sidecar refuses the pair)
-            answer = await self._legacy(rid, incoming, info, fault, reply, session, later, transport)
-            if answer.reply.error_by is not None:
-                self.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
-            return answer
         if reply is None:
-            reply = await _answer(self, rid, incoming, info, transport, fault, forced)
+            reply = await self.answering.answer(rid, incoming, info, transport, fault, forced)
             if reply is None:
                 return None
         if later is not None:  # Delay(after=True), answer_after_cancel: the answer is made (the tool ran)
             await later(transport)
-        self._journal_answer(rid, reply)
+        self.journal_answer(rid, reply)
         framed = reply.sse if reply.sse is not None else self.options.reply == "sse"
         sse = framed or shape_of(fault).open_stream
-        return Answer(_with_ids(self, rid, incoming, info, reply, fault) if sse else reply, fault, sse)
+        return Answer(
+            self.answering.with_ids(rid, incoming, info, reply, fault) if sse else reply, fault, sse
+        )
 
-    async def _legacy(
+    async def act(
         self,
         rid: int,
-        incoming: Incoming,
         info: RequestInfo,
-        fault: F.Fault | None,
-        forced: Reply | None,
-        session: LegacySession | Reply | None,
-        later: Step | None,
+        fault: F.Fault,
+        state: F.TriggerState | None,
         transport: Transport,
-    ) -> Answer:
-        """A legacy SSE request, after its answer-level fault acted: the stream (``GET sse_path``) or a
-        message (``POST messages_path``), whose JSON-RPC reply (normal or forced) goes on its session's
-        stream, carrying the body fault, while the POST gets ``202 Accepted``. A request the MCP
-        endpoint answers is answered after its 202 (:class:`LegacyReply`, as the mcp SDK's SSE server
-        does), so the client can post its ``notifications/cancelled`` meanwhile; ``later`` (a
-        ``delay(after=True)``, ``answer_after_cancel``'s hold) acts once its reply is made."""
-        assert self.legacy is not None
-        if forced is None:
-            forced = security_problem(incoming.header_pairs, self.options.allowed_origins, self.allowed_hosts)
-        if info.path == self.legacy.sse_path:
-            if forced is not None:
-                return Answer(forced, fault, False)
-            if incoming.method != "GET":
-                return Answer(Reply(405, None, {"Allow": "GET"}), fault, False)
-            stream = self.legacy.open(rid)
-            headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-            return Answer(Reply(200, None, headers), fault, True, stream=stream)
-        if incoming.method != "POST":
-            return Answer(Reply(405, None, {"Allow": "POST"}), fault, False)
-        expired = fault is not None and expires_session(fault)
-        if forced is not None and not _json_rpc(forced) and not expired:  # HTTP-level: the POST's own
-            return Answer(forced, fault, False)
-        if not isinstance(session, LegacySession):
-            assert session is not None
-            return Answer(session, fault, False)
-        if expired:  # the server forgot the session: 404, and its stream closes
-            self.legacy.end(session)
-            return Answer(Reply(404, text="Could not find session"), None, False)
-        overflow = session.overflow()
-        if overflow is not None:  # the client does not read its stream: not processed, not queued
-            return Answer(overflow, None, False)
-        reply = forced
-        if reply is None:
-            m = info.mcp
-            if m is None:
-                assert info.bad_body is not None
-                return Answer(info.bad_body, fault, False)
-            if m.method is not None and not m.is_notification:  # a request: answered after its 202
-                make = functools.partial(_legacy_reply, self, rid, incoming, info, fault, session, later)
-                return Answer(accepted(), None, False, replying=LegacyReply(session, make))
-            reply = await self.mcp.post(m, incoming.headers)
-            if m.method == "notifications/cancelled" and reply.status == 202:
-                self.cancels.heard(rid)
-        if later is not None:
-            await later(transport)
-        self._journal_answer(rid, reply)  # the POST's answer is a plain 202: the journal keeps the reply's
-        session.reply(rid, reply, fault)
-        return Answer(accepted(), None, False)
+        notices: bool = True,
+    ) -> Step | None:
+        """The answer-level part of ``fault`` (die, freeze, hang, delay, notifications), acted now, or
+        returned when it acts once the answer is made (``delay(after=True)``, ``answer_after_cancel``).
+        ``notices=False``: the request has no answer stream (a message POST answered 202)."""
+        match effect_of(fault, state.fired if state is not None else 0):
+            case Dying(restart=restart):
+                self.lose_process(restart=restart)
+                await transport.die(restart)
+                raise Dropped
+            case Holding(after=True):
+                return functools.partial(_hold_on, fault=fault)
+            case Holding(freezes=freezes):
+                if freezes:
+                    self.freeze(fault)
+                await transport.hold(fault)
+            case Pausing(seconds=late, after=True):
+                return functools.partial(_pause_on, seconds=late)
+            case Pausing(seconds=late):
+                await transport.pause(late)
+            case Notifying() as notifying:
+                await self.answering.notify(rid, info, transport, notifying, fault, notices)
+        return None
 
     def _classified(self, rid: int, incoming: Incoming) -> RequestInfo:
         """The request classified, with what it carried for ``auth=`` (counted as a call of its token),
@@ -448,10 +344,22 @@ class SidecarCore:
             info = dataclasses.replace(info, auth=self.auth.observe(incoming.headers))
             if info.mcp is not None and info.auth is not None:  # a session is bound to its principal
                 info.mcp.principal = info.auth.principal
-        self._journal_classified(rid, info, incoming.headers.get("Mcp-Session-Id"))
+        if info.mcp is not None:
+            m = info.mcp
+            self.journal.update_request(
+                rid, mcp_method=m.method, tool=m.tool, prompt=m.prompt, resource=m.resource,
+                session_id=m.session_id, era=m.era,
+                rpc_id=None if m.is_notification or m.method is None else m.id,  # requests only
+            )  # fmt: skip
+            if m.method == "notifications/cancelled":  # linked to the request it names, on arrival
+                self.cancels.link(rid, m)
+        elif info.kind == "mcp" and (session_header := incoming.headers.get("Mcp-Session-Id")):
+            self.journal.update_request(rid, session_id=session_header, era="session")
+        if info.auth is not None and info.auth.label is not None:
+            self.journal.update_group(rid, "auth", token=info.auth.label)
         return info
 
-    def _forced_reply(self, fault: F.Fault, info: RequestInfo) -> Reply | None:
+    def forced_reply(self, fault: F.Fault, info: RequestInfo) -> Reply | None:
         """The reply ``fault`` forces; with ``auth=``, the request's token revoked if the fault says so; a
         replaying or proxying sidecar shapes a forced successful tool result as the proxy shapes a
         rewritten one (the tool's ``structuredContent``: the recorded tool's, or as the upstream's
@@ -462,83 +370,59 @@ class SidecarCore:
         if reply is not None and info.mcp is not None and (replaying or answered_here):
             self.mcp.fit_forced(reply, info.mcp)
         token = info.auth.token if info.auth is not None else None
-        if self.auth is not None and token is not None and revokes_token(fault):
+        if self.auth is not None and token is not None and fault.revokes_token:
             self.auth.revoke(token)
         return reply
 
-    def _journal_answer(self, rid: int, reply: Reply) -> None:
+    def journal_answer(self, rid: int, reply: Reply) -> None:
         """What went wrong (``error``/``error_by``) and, with ``auth=``, the challenge's error."""
         if reply.error_by is not None:
             self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         if self.auth is not None and (auth_error := challenge_error(reply)) is not None:
-            self.journal.update_request(rid, auth_error=auth_error)
+            self.journal.update_group(rid, "auth", error=auth_error)
 
-    def _authorization_server(self, rid: int, incoming: Incoming) -> Reply:
-        """A request outside the MCP endpoint with ``auth=``: the authorization server's paths (the
-        metadata, registration, authorization, the token endpoint), 404 for any other; a token
-        request's grant and the token it issued, and the registered client a request named, go to the
-        journal."""
-        assert self.auth is not None
-        i = incoming
-        answer = self.auth.answer(i.method, i.path, i.headers, i.body, i.query)
-        if answer is None:
-            return Reply(404, {"error": "Not Found"}, sse=False)
-        if answer.grant is not None or answer.issued is not None or answer.client is not None:
-            self.journal.update_request(rid, grant=answer.grant, issued=answer.issued, client=answer.client)
-        return answer.reply
 
-    async def _notify(
+class Answering:
+    """A request's normal answer, once no fault forced one: health, 404, the authorization server's
+    paths, the security checks, MCP dispatch or the upstream; raced with the client's cancellation,
+    framed for resumption. Reads its core's endpoint, upstream, ``auth=`` and journal."""
+
+    def __init__(self, core: SidecarCore) -> None:
+        self.core = core
+
+    async def answer(
         self,
         rid: int,
+        incoming: Incoming,
         info: RequestInfo,
         transport: Transport,
-        effect: Notifying,
-        fault: F.Fault,
-        legacy: bool,
-    ) -> None:
-        """A fault's notifications before the answer, on the request's answer stream, then its hold.
-        None on a legacy POST (answered 202; its reply goes on the session's stream) nor in proxy mode
-        (the upstream's answer is relayed as it comes): there the fault only holds."""
-        m = info.mcp
-        if m is not None and not legacy and self.upstream is None:
-            headers = {"Mcp-Session-Id": m.session_id} if m.era == "session" and m.session_id else {}
-            await notify_before(
-                self.server_messages, transport, rid=rid, tool=m.tool, headers=headers,
-                token=m.meta.get("progressToken"), count=effect.count, interval=effect.interval,
-                logs=not effect.holds,
-            )  # fmt: skip
-        if effect.holds:
-            await transport.hold(fault)
-
-    def _journal_classified(self, rid: int, info: RequestInfo, session_header: str | None) -> None:
-        if info.mcp is not None:
-            m = info.mcp
-            self.journal.update_request(
-                rid,
-                mcp_method=m.method,
-                tool=m.tool,
-                prompt=m.prompt,
-                resource=m.resource,
-                session_id=m.session_id,
-                era=m.era,
-                rpc_id=None if m.is_notification or m.method is None else m.id,  # requests only
-            )
-            if m.method == "notifications/cancelled":  # linked to the request it names, on arrival
-                self.cancels.link(rid, m)
-        elif info.kind == "mcp" and session_header:
-            self.journal.update_request(rid, session_id=session_header, era="session")
-        if info.auth is not None:
-            self.journal.update_request(rid, token=info.auth.label)
-
-    def _choose_fault(self, info: RequestInfo, rid: int) -> tuple[F.Fault | None, F.TriggerState | None]:
-        if not self.plan_entries:  # no plan (most requests of most tests): nothing to match
-            return None, None
-        fault, state = pick(self.plan_entries, info)
-        if fault is not None:
-            text = str(fault)
-            self.journal.update_request(rid, fault=text, fault_kind=fault.kind)
-            self.journal.add_fired(fault.kind, rid, text, getattr(fault, "expect_hang", False))
-        return fault, state
+        fault: F.Fault | None,
+        forced: Reply | None,
+    ) -> Reply | None:
+        """An MCP request's answer is made unless the client cancels it first
+        (:meth:`Cancellations.run`), and a ``notifications/cancelled`` the sidecar accepts cancels the
+        request it names; ``close_stream`` frames it as a stream to resume (:meth:`_get` answers the
+        ``GET`` with ``Last-Event-ID`` that resumes it). A proxied request's answer is the upstream's:
+        not raced."""
+        core = self.core
+        pending = self._normal(rid, incoming, info, transport, forced, fault)
+        if info.mcp is None or core.upstream is not None:
+            return await pending
+        effect = outbound_effect(fault) if fault is not None else None
+        if effect is not None:  # the requests the call's tool sends the client carry it
+            core.server_messages.arm(rid, effect)
+        try:
+            reply = await core.cancels.run(rid, info.mcp, fault, pending)
+        finally:
+            core.server_messages.disarm(rid)
+        if info.mcp.method == "notifications/cancelled" and reply is not None and reply.status == 202:
+            core.cancels.heard(rid)
+        resumable = shape_of(fault).resumable  # close_stream: a stream to resume (Resumption)
+        if resumable is None or reply is None or reply.status != 200 or info.mcp.is_notification:
+            return reply
+        if reply.listen is None:  # a listen stream ends after its events instead (2026-07-28: no resumption)
+            reply = core.resumption.close(rid, info.mcp.session_id, reply, *resumable)
+        return reply
 
     async def _normal(
         self,
@@ -549,29 +433,31 @@ class SidecarCore:
         forced: Reply | None = None,
         fault: F.Fault | None = None,
     ) -> Reply | None:
-        if self.upstream is not None and info.kind != "mcp":
-            origins = self.options.allowed_origins
-            problem = security_problem(incoming.header_pairs, origins, self.allowed_hosts)
+        core = self.core
+        if core.upstream is not None and info.kind != "mcp":
+            problem = security_problem(
+                incoming.header_pairs, core.options.allowed_origins, core.allowed_hosts
+            )
             if problem is not None and problem.status == 403:  # a foreign Host or Origin: not forwarded
                 return problem
-            forwarded = await self.upstream.answer(incoming, info, None)
+            forwarded = await core.upstream.answer(incoming, info, None)
             if forwarded is not None:
                 return forwarded
         if info.kind == "health":
             return Reply(200, {"status": "ok"}, sse=False)
         if info.kind == "other":
-            if self.auth is not None:
+            if core.auth is not None:
                 return self._authorization_server(rid, incoming)
             return Reply(404, {"error": "Not Found"}, sse=False)
-        problem = security_problem(incoming.header_pairs, self.options.allowed_origins, self.allowed_hosts)
+        problem = security_problem(incoming.header_pairs, core.options.allowed_origins, core.allowed_hosts)
         if problem is not None:
             return problem
-        if self.auth is not None and info.auth is not None:
-            refused = self.auth.refusal(info.auth)
+        if core.auth is not None and info.auth is not None:
+            refused = core.auth.refusal(info.auth)
             if refused is not None:
                 return refused
-        if self.upstream is not None:
-            forwarded = await self.upstream.answer(incoming, info, forced)
+        if core.upstream is not None:
+            forwarded = await core.upstream.answer(incoming, info, forced)
             if forwarded is not None:
                 return forwarded
             if forced is not None:
@@ -581,116 +467,92 @@ class SidecarCore:
             if info.mcp is None:
                 assert info.bad_body is not None
                 return info.bad_body
-            return await self.mcp.post(info.mcp, headers, transport, rid)
+            return await core.mcp.post(info.mcp, headers, transport, rid)
         principal = info.auth.principal if info.auth is not None else None
         if method == "DELETE":
-            return self.mcp.delete(headers.get("Mcp-Session-Id"), principal)
-        if method == "GET" and self.mcp.era != "stateless":
-            return await _get(self, rid, headers, transport, fault, principal)
-        return Reply(405, None, {"Allow": "POST" if self.mcp.era == "stateless" else "POST, DELETE"})
+            return core.mcp.delete(headers.get("Mcp-Session-Id"), principal)
+        if method == "GET" and core.mcp.era != "stateless":
+            return await self._get(rid, headers, transport, fault, principal)
+        return Reply(405, None, {"Allow": "POST" if core.mcp.era == "stateless" else "POST, DELETE"})
 
+    async def _get(
+        self,
+        rid: int,
+        headers: Mapping[str, str],
+        transport: Transport,
+        fault: F.Fault | None,
+        principal: str | None = None,
+    ) -> Reply | None:
+        """A session-era ``GET`` of the MCP endpoint: one resuming a stream with ``Last-Event-ID`` (its
+        replay; a ``GET`` stream goes on live), a ``GET`` stream (``get_stream=True``), else 405.
+        ``None``: the transport served the stream."""
+        mcp = self.core.mcp
+        sid, last = headers.get("Mcp-Session-Id"), headers.get("Last-Event-ID")
+        if last is None and not mcp.get_stream:
+            return Reply(405, None, {"Allow": "POST, DELETE"})
+        problem = mcp.check_session(sid, principal)
+        if problem is not None:
+            return problem
+        found = self.core.resumption.replay(rid, sid, last) if last is not None else None
+        if isinstance(found, Reply):
+            return found
+        await transport.event_stream(found, fault)  # a fresh GET stream, or one resumed: replayed, then live
+        return None
 
-async def _get(
-    core: SidecarCore,
-    rid: int,
-    headers: Mapping[str, str],
-    transport: Transport,
-    fault: F.Fault | None,
-    principal: str | None = None,
-) -> Reply | None:
-    """A session-era ``GET`` of the MCP endpoint: one resuming a stream with ``Last-Event-ID`` (its
-    replay; a ``GET`` stream goes on live), a ``GET`` stream (``get_stream=True``), else 405.
-    ``None``: the transport served the stream."""
-    sid, last = headers.get("Mcp-Session-Id"), headers.get("Last-Event-ID")
-    if last is None and not core.mcp.get_stream:
-        return Reply(405, None, {"Allow": "POST, DELETE"})
-    problem = core.mcp.check_session(sid, principal)
-    if problem is not None:
-        return problem
-    found = core.resumption.replay(rid, sid, last) if last is not None else None
-    if isinstance(found, Reply):
-        return found
-    await transport.event_stream(found, fault)  # a fresh GET stream, or one resumed: replayed, then live
-    return None
+    def _authorization_server(self, rid: int, incoming: Incoming) -> Reply:
+        """A request outside the MCP endpoint with ``auth=``: the authorization server's paths (the
+        metadata, registration, authorization, the token endpoint), 404 for any other; a token
+        request's grant and the token it issued, and the registered client a request named, go to the
+        journal."""
+        auth = self.core.auth
+        assert auth is not None
+        i = incoming
+        answer = auth.answer(i.method, i.path, i.headers, i.body, i.query)
+        if answer is None:
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        if answer.grant is not None or answer.issued is not None or answer.client is not None:
+            self.core.journal.update_group(
+                rid, "auth", grant=answer.grant, issued=answer.issued, client=answer.client
+            )
+        return answer.reply
 
+    async def notify(
+        self,
+        rid: int,
+        info: RequestInfo,
+        transport: Transport,
+        effect: Notifying,
+        fault: F.Fault,
+        notices: bool,
+    ) -> None:
+        """A fault's notifications before the answer, on the request's answer stream, then its hold.
+        None without ``notices`` (a POST answered 202, its reply going on another stream) nor in proxy
+        mode (the upstream's answer is relayed as it comes): there the fault only holds."""
+        m = info.mcp
+        if m is not None and notices and self.core.upstream is None:
+            headers = {"Mcp-Session-Id": m.session_id} if m.era == "session" and m.session_id else {}
+            await notify_before(
+                self.core.server_messages, transport, rid=rid, tool=m.tool, headers=headers,
+                token=m.meta.get("progressToken"), count=effect.count, interval=effect.interval,
+                logs=not effect.holds,
+            )  # fmt: skip
+        if effect.holds:
+            await transport.hold(fault)
 
-async def _answer(
-    core: SidecarCore,
-    rid: int,
-    incoming: Incoming,
-    info: RequestInfo,
-    transport: Transport,
-    fault: F.Fault | None,
-    forced: Reply | None,
-) -> Reply | None:
-    """``core``'s normal answer (a function: ``SidecarCore`` has methods enough). An MCP request's is
-    made unless the client cancels it first (:meth:`Cancellations.run`), and a
-    ``notifications/cancelled`` the sidecar accepts cancels the request it names; ``close_stream``
-    frames it as a stream to resume (:meth:`SidecarCore._normal` answers the ``GET`` with
-    ``Last-Event-ID`` that resumes it). A proxied request's answer is the upstream's: not raced."""
-    pending = core._normal(rid, incoming, info, transport, forced, fault)
-    if info.mcp is None or core.upstream is not None:
-        return await pending
-    effect = outbound_effect(fault) if fault is not None else None
-    if effect is not None:  # the requests the call's tool sends the client carry it
-        core.server_messages.arm(rid, effect)
-    try:
-        reply = await core.cancels.run(rid, info.mcp, fault, pending)
-    finally:
-        core.server_messages.disarm(rid)
-    if info.mcp.method == "notifications/cancelled" and reply is not None and reply.status == 202:
-        core.cancels.heard(rid)
-    resumable = shape_of(fault).resumable  # close_stream: a stream to resume (Resumption)
-    if resumable is None or reply is None or reply.status != 200 or info.mcp.is_notification:
-        return reply
-    if reply.listen is None:  # a listen stream ends after its events instead (2026-07-28: no resumption)
-        reply = core.resumption.close(rid, info.mcp.session_id, reply, *resumable)
-    return reply
-
-
-async def _legacy_reply(
-    core: SidecarCore,
-    rid: int,
-    incoming: Incoming,
-    info: RequestInfo,
-    fault: F.Fault | None,
-    session: LegacySession,
-    later: Step | None,
-    transport: Transport,
-) -> None:
-    """Make the reply of legacy message ``rid`` (its POST answered 202) and put it on its session's
-    stream, unless the client cancels it first (:meth:`Cancellations.run`: a stopped request's reply
-    is no event at all); ``transport`` is the one its hold, if any, is on."""
-    m = info.mcp
-    assert m is not None
-    if core.cancels.stopped_before(rid, fault):  # its cancel came before this began
-        return
-    reply = await core.cancels.run(rid, m, fault, core.mcp.post(m, incoming.headers, rid=rid))
-    if reply is None or reply.payload is None:  # stopped by its cancellation: nothing to send
-        return
-    created = reply.headers.get("Mcp-Session-Id")
-    if m.method == "initialize" and created:
-        session.mcp_session = created
-    if later is not None:
-        await later(transport)
-    core._journal_answer(rid, reply)  # the POST's own answer is a plain 202: the journal keeps the reply's
-    session.reply(rid, reply, fault)
-
-
-def _with_ids(
-    core: SidecarCore, rid: int, incoming: Incoming, info: RequestInfo, reply: Reply, fault: F.Fault | None
-) -> Reply:
-    """An event-stream answer in a session of the fake: its events carry ids, kept for a client that
-    resumes it (:class:`~pytest_mcpfaults.sidecar.resumption.Resumption`); ``close_stream``'s are framed
-    already, a proxied answer is the upstream's, and ``malformed_json``'s half event is the fault (a
-    replay would undo it)."""
-    req = info.mcp
-    if req is None or req.session_id is None or req.is_notification or core.upstream is not None:
-        return reply
-    if reply.events is not None or reply.status != 200 or reply.payload is None or shape_of(fault).halves:
-        return reply
-    priming = primes(incoming.headers.get("MCP-Protocol-Version"))
-    return core.resumption.frame(rid, req.session_id, reply, priming=priming)
+    def with_ids(
+        self, rid: int, incoming: Incoming, info: RequestInfo, reply: Reply, fault: F.Fault | None
+    ) -> Reply:
+        """An event-stream answer in a session of the fake: its events carry ids, kept for a client that
+        resumes it (:class:`~pytest_mcpfaults.sidecar.resumption.Resumption`); ``close_stream``'s are
+        framed already, a proxied answer is the upstream's, and ``malformed_json``'s half event is the
+        fault (a replay would undo it)."""
+        req = info.mcp
+        if req is None or req.session_id is None or req.is_notification or self.core.upstream is not None:
+            return reply
+        if reply.events is not None or reply.status != 200 or reply.payload is None or shape_of(fault).halves:
+            return reply
+        priming = primes(incoming.headers.get("MCP-Protocol-Version"))
+        return self.core.resumption.frame(rid, req.session_id, reply, priming=priming)
 
 
 def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:
@@ -701,12 +563,6 @@ def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:
 
 #: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).
 FREEZE = F.Freeze()
-
-
-def _json_rpc(reply: Reply) -> bool:
-    """Whether a forced reply is a JSON-RPC answer (the legacy transport sends it on the stream)
-    rather than an HTTP-level one (status, terminating: the POST's own answer)."""
-    return reply.status == 200 and isinstance(reply.payload, dict) and "jsonrpc" in reply.payload
 
 
 def origin_allowed(origin: str, allowed_origins: Iterable[str]) -> bool:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import traceback
 from collections.abc import Sequence
 from typing import Literal
 
-__all__ = ["Dropped", "SidecarError", "SidecarState"]
+__all__ = ["Dropped", "ErrorLog", "SidecarError", "SidecarState"]
 
 SidecarState = Literal["new", "running", "frozen", "dead", "stopped"]
 """A sidecar's lifecycle state (``sidecar.state``); only the socket sidecar is ever ``'frozen'``."""
@@ -31,3 +32,27 @@ class SidecarError(Exception):
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
             lines.append(f"--- in {where} ---\n{tb}")
         super().__init__("\n".join(lines))
+
+
+class ErrorLog:
+    """The errors raised inside one sidecar, recorded from any thread: ``record`` is handed to every
+    part that runs user code or may meet a bug of ours; ``check`` re-raises them in the test."""
+
+    def __init__(self) -> None:
+        self._errors: list[tuple[str, BaseException]] = []
+        self._lock = threading.Lock()
+
+    def record(self, where: str, exc: BaseException) -> None:
+        with self._lock:
+            self._errors.append((where, exc))
+
+    @property
+    def all(self) -> list[BaseException]:
+        with self._lock:
+            return [e for _, e in self._errors]
+
+    def check(self) -> None:
+        with self._lock:
+            errors = list(self._errors)
+        if errors:
+            raise SidecarError(errors) from errors[0][1]

@@ -25,7 +25,8 @@ from pytest_mcpfaults.sidecar import loop as _loop
 from pytest_mcpfaults.sidecar.auth import AuthServer, check_auth_plan
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, ReplyMode
 from pytest_mcpfaults.sidecar.errors import SidecarError
-from pytest_mcpfaults.sidecar.listener import SocketListener, response_stamp
+from pytest_mcpfaults.sidecar.legacy_sse import serve_legacy
+from pytest_mcpfaults.sidecar.listener import SocketListener
 from pytest_mcpfaults.sidecar.mcp import Era
 from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, documents_options, takes_options
 from pytest_mcpfaults.sidecar.outbound_faults import check_outbound_plan
@@ -106,7 +107,7 @@ class Sidecar(SidecarWaits):
         self._otlp = self._listener.otlp = OtlpService(
             opts.otlp_path, self.journal, opts.span_recorder, max_body_bytes=opts.max_body_bytes,
             body_timeout=opts.idle_timeout, on_error=self.core.record_error,
-            mounted=self._listener.mounted_for, stamp=response_stamp(opts),
+            mounted=self._listener.mounted_for,
         )  # fmt: skip
 
     def _build_core(self, opts: SidecarOptions) -> core.SidecarCore:
@@ -132,6 +133,7 @@ class Sidecar(SidecarWaits):
             ),
             source=replay,
         )
+        serve_legacy(sidecar_core)
         self._proxy: Proxy | None = None
         self.recorder: Recorder | None = None
         if upstream_client is not None:
@@ -175,11 +177,6 @@ class Sidecar(SidecarWaits):
         _loop.run(self._listener.stop(), timeout=10.0)
         if self.recorder is not None:
             self.recorder.save()
-
-    @property
-    def running(self) -> bool:
-        """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
-        return self.core.state in ("running", "frozen", "dead")
 
     # -- addresses -------------------------------------------------------------------------------
     @property
@@ -234,12 +231,12 @@ class Sidecar(SidecarWaits):
     def sse_url(self) -> str:
         """The legacy HTTP+SSE transport's stream, :attr:`url` + ``sse_path`` (what ``sse_client`` is
         given); an error unless ``transport`` is ``'sse'`` or ``'both'``."""
-        if self.core.legacy is None:
+        if self.core.path_transport is None:
             raise RuntimeError(
                 f"Sidecar.sse_url: this sidecar serves transport={self.options.transport!r}; pass "
                 "transport='sse' or 'both' to serve the legacy HTTP+SSE transport"
             )
-        return self.url + self.core.legacy.sse_path
+        return self.url + self.options.sse_path
 
     @property
     def transport(self) -> str:
@@ -317,17 +314,12 @@ class Sidecar(SidecarWaits):
         self._require_running("revive")
         _loop.run(self._listener.revive())
 
-    def inject(self, *faults: F.Fault | str) -> None:
-        """Append faults to the plan, effective for the next request."""
-        plan = _http_plan(list(faults), "inject()")
-        check_auth_plan(plan, self.options.auth, "Sidecar inject()")
+    def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
+        plan = _http_plan(faults, where)
+        check_auth_plan(plan, self.options.auth, f"Sidecar {where}")
         proxied = self.options.upstream is not None or bool(self.options.upstream_command)
-        check_outbound_plan(plan, proxied, "Sidecar inject()")
-        _loop.run(_loop.call(lambda: self.core.inject(plan)))
-
-    def clear_faults(self) -> None:
-        """Remove every planned fault (held requests stay held: see :meth:`release`)."""
-        _loop.run(_loop.call(self.core.clear_faults))
+        check_outbound_plan(plan, proxied, f"Sidecar {where}")
+        return plan
 
     def mount(self, prefix: str, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]) -> None:
         """Answer ``prefix`` and every path under it with ``handler`` (a coroutine run on the loop thread)

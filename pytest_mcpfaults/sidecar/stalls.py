@@ -17,7 +17,8 @@ from typing import Protocol
 
 from pytest_mcpfaults.sidecar.clients import client_family, client_seen
 from pytest_mcpfaults.sidecar.errors import SidecarState
-from pytest_mcpfaults.sidecar.journal import ConnectionRecord, FiredRecord, Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import ConnectionRecord, FiredRecord, RequestRecord
 
 __all__ = ["Stall", "StalledServer", "find_stall", "stall_record", "stall_verdict"]
 
@@ -92,8 +93,11 @@ def find_stall(server: StalledServer) -> Stall | None:
         open_ids = {c.id for c in connections if c.open}
         if any(r.ended_at is None and r.conn_id in open_ids for r in requests):
             return None  # a request still in flight is the sidecar's to answer (patience covers holds)
-    # the clock starts when the last answer ended (a delayed one, a hold the client let go of), if later
-    idle = journal.now() - max([fired.at, *(r.ended_at for r in requests if r.ended_at is not None)])
+    # the clock starts when the last answer ended (a delayed one, a hold the client let go of), if later;
+    # the client's own event stream is not progress, so its answers do not restart it (a client that
+    # reopens a refused GET every half second would otherwise hold the verdict off for as long as it does)
+    ends = (r.ended_at for r in requests if r.ended_at is not None and not _background(server, r))
+    idle = journal.now() - max([fired.at, *ends])
     if idle < budget:
         return None
     client = next((r for r in reversed(requests) if r.user_agent), None)

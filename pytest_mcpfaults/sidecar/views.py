@@ -1,29 +1,59 @@
 """What every sidecar backend exposes the same way: addresses, the plan, journal shortcuts, errors.
 
-The socket :class:`~pytest_mcpfaults.Sidecar` and the in-process backend
-(:mod:`pytest_mcpfaults.inprocess`) both inherit :class:`SidecarViews`, which reads everything from
-the backend's :class:`~pytest_mcpfaults.sidecar.core.SidecarCore` (``self.core``), so the two cannot
+The socket :class:`~pytest_mcpfaults.Sidecar`, the stdio server and the in-process backend
+(:mod:`pytest_mcpfaults.inprocess`) inherit :class:`SidecarViews`, which reads everything from
+the backend's :class:`~pytest_mcpfaults.sidecar.core.SidecarCore` (``self.core``), so they cannot
 drift apart (they did once: a runtime ``kill()`` counted as a fired ``die`` on one backend only).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import SidecarCore
 from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
-from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import RequestRecord
 from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions
 
-__all__ = ["SidecarError", "SidecarState", "SidecarViews"]
+__all__ = ["RuntimeControl", "SidecarError", "SidecarState", "SidecarViews"]
 
 _S = TypeVar("_S", bound="SidecarViews")
 
 
-class SidecarViews:
+class RuntimeControl:
+    """Whether it runs, and the plan at runtime, the same on every backend (which defines ``_checked``)."""
+
+    core: SidecarCore
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
+        return self.core.state in ("running", "frozen", "dead")
+
+    @property
+    def plan(self) -> tuple[F.Fault, ...]:
+        """Every fault planned so far (constructor and ``inject()``), in order."""
+        return self.core.plan.faults
+
+    def inject(self, *faults: F.Fault | str) -> None:
+        """Append faults to the plan, effective for the next request."""
+        self.core.plan.add(self._checked(list(faults), "inject()"))
+
+    def clear_faults(self) -> None:
+        """Forget every planned fault (held requests stay held: see ``release()``)."""
+        self.core.plan.clear()
+
+    def _checked(self, faults: Sequence[F.Fault | str], where: str) -> Sequence[F.Fault]:
+        """``faults`` as a plan this backend can serve (``where``: the argument, for the error)."""
+        raise NotImplementedError  # pragma: no cover - every backend defines it
+
+
+class SidecarViews(RuntimeControl):
     """Read-only views, error reporting and the context-manager protocol shared by every backend.
 
     A backend sets ``core`` (its :class:`~pytest_mcpfaults.sidecar.core.SidecarCore`) and defines
@@ -81,8 +111,8 @@ class SidecarViews:
     @property
     def legacy_paths(self) -> tuple[str, ...]:
         """The legacy HTTP+SSE transport's stream and message paths, when it is served (else empty)."""
-        legacy = self.core.legacy
-        return legacy.paths if legacy is not None else ()
+        served = self.core.path_transport
+        return served.paths if served is not None else ()
 
     @property
     def allowed_origins(self) -> tuple[str, ...]:
@@ -114,11 +144,6 @@ class SidecarViews:
         return self.core.service_url()
 
     @property
-    def plan(self) -> tuple[F.Fault, ...]:
-        """Every fault planned so far (constructor and ``inject()``), in order."""
-        return self.core.plan
-
-    @property
     def sessions(self) -> tuple[str, ...]:
         """Live transport session ids (session era)."""
         return tuple(self.core.mcp.sessions)
@@ -126,7 +151,7 @@ class SidecarViews:
     @property
     def ended_sessions(self) -> tuple[str, ...]:
         """Transport session ids that were deleted, expired or lost with the process."""
-        return tuple(self.core.mcp.ended)
+        return tuple(self.core.mcp.sessions.ended)
 
     @property
     def requests(self) -> tuple[RequestRecord, ...]:
@@ -142,8 +167,8 @@ class SidecarViews:
     @property
     def errors(self) -> list[BaseException]:
         """Exceptions raised inside the sidecar so far (tool handlers, internal errors)."""
-        return self.core.errors
+        return self.core.errors.all
 
     def check_errors(self) -> None:
         """Raise :class:`SidecarError` if anything raised inside the sidecar."""
-        self.core.check_errors()
+        self.core.errors.check()

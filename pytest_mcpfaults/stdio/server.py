@@ -12,7 +12,6 @@ the test process die abruptly (:mod:`pytest_mcpfaults.stdio.guardian`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets
 import signal
@@ -46,77 +45,56 @@ class StdioServer(SidecarViews):
     ``StdioServerParameters(command=server.command, args=server.args, env=server.env)``); the child
     connects back to this object, which keeps the plan, the journal and the runtime control.
 
-    Args:
-        faults: the plan (faults or their text forms; kinds that apply to stdio only, see
-            ``docs/faults.md``): first match wins, as for the HTTP sidecar.
-        era: ``'session'`` (the default: ``initialize``, then requests; ``server/discover`` gets an
-            error), ``'auto'`` (both) or ``'stateless'``.
-        tools: extra tools (:class:`~pytest_mcpfaults.Tool`) served beside the built-in sets, as for
-            :class:`~pytest_mcpfaults.Sidecar`.
-        tool_sets: built-in tool sets (``'basic'``, ``'benchmark'``), as for
-            :class:`~pytest_mcpfaults.Sidecar`.
-        patience: seconds a client may wait on the child (a held request, a child kept alive after
-            stdin closed or a signal, a frozen child with input waiting) before the test process kills
-            the child and records a :class:`~pytest_mcpfaults.stdio.records.StdioViolation`; ``None``:
-            no budget.
-        expect_hang: violations are reported but do not fail the test.
-        service_url: the backend URL named in :class:`~pytest_mcpfaults.faults.BackendGone` payloads
-            (default: this server's own :attr:`url`), as for :class:`~pytest_mcpfaults.Sidecar`.
-        tool_timeout: seconds one tool handler call may take; ``None``: unbounded. As for
-            :class:`~pytest_mcpfaults.Sidecar`.
+    Its keyword arguments are the options the ``'stdio'`` backend takes (fields of
+    :class:`~pytest_mcpfaults.sidecar.options.SidecarOptions`, built by ``build_options``), in their
+    order; ``options`` holds them:
+
+    - ``era``: ``'session'`` (the default: ``initialize``, then requests; ``server/discover`` gets an
+      error), ``'auto'`` (both) or ``'stateless'``.
+    - ``tools``: extra tools (:class:`~pytest_mcpfaults.Tool`) served beside the built-in sets, as for
+      :class:`~pytest_mcpfaults.Sidecar`.
+    - ``tool_sets``: built-in tool sets (``'basic'``, ``'benchmark'``), as for
+      :class:`~pytest_mcpfaults.Sidecar`.
+    - ``faults``: the plan (faults or their text forms; kinds that apply to stdio only, see
+      ``docs/faults.md``): first match wins, as for the HTTP sidecar.
+    - ``patience``: seconds a client may wait on the child (a held request, a child kept alive after
+      stdin closed or a signal, a frozen child with input waiting) before the test process kills
+      the child and records a :class:`~pytest_mcpfaults.stdio.records.StdioViolation`; ``None``:
+      no budget.
+    - ``expect_hang``: violations are reported but do not fail the test.
+    - ``service_url``: the backend URL named in :class:`~pytest_mcpfaults.faults.BackendGone` payloads
+      (default: this server's own :attr:`url`), as for :class:`~pytest_mcpfaults.Sidecar`.
+    - ``tool_timeout``: seconds one tool handler call may take; ``None``: unbounded. As for
+      :class:`~pytest_mcpfaults.Sidecar`.
     """
 
     @with_options("stdio")
     def __init__(self, **options: Any) -> None:
         opts = self.options = build_options(options, "stdio")
         self.era, self.patience, self.expect_hang = opts.era, opts.patience, opts.expect_hang
+        self._checked(opts.faults, "faults=")  # the stdio checks; the core's plan is the options' own
         self._pool = _loop.WorkerPool("mcpfaults-stdio-tool-handler")
-        self.core = SidecarCore(  # its plan: the faults the child's events do not fire (_add_faults)
-            dataclasses.replace(opts, faults=()),
+        self.core = SidecarCore(
+            opts,
             service_url=lambda: opts.service_url or self.url,
             run_sync=self._pool.submit,
         )
-        self._faults: list[F.Fault] = []  # the whole plan, in order (the core answers requests)
-        self._events: list[tuple[F.Fault, F.TriggerState]] = []  # ignore_eof / ignore_sigterm
-        self._add_faults(opts.faults, "faults=")
         self._channel = StdioChannel(
-            self.core, self._events, secrets.token_urlsafe(24),
+            self.core, self.core.plan.events, secrets.token_urlsafe(24),
             patience=opts.patience, expect_hang=opts.expect_hang, guarded=self.guarded,
         )  # fmt: skip
 
     # -- plan ----------------------------------------------------------------------------------------
-    def _add_faults(self, faults: Sequence[F.Fault | str], argname: str) -> None:
-        plan = F.as_plan(faults, argname=argname.rstrip("="))
-        F.check_transport(plan, "stdio", f"StdioServer {argname}")
+    def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
+        plan = F.as_plan(faults, argname=where.rstrip("="))
+        F.check_transport(plan, "stdio", f"StdioServer {where}")
         for f in plan:
             if effect_of(f) == Dying(restart=True):
                 raise ValueError(
-                    f"StdioServer {argname}: {str(f)!r}: a stdio child cannot restart itself (the harness "
+                    f"StdioServer {where}: {str(f)!r}: a stdio child cannot restart itself (the harness "
                     "spawns it); use die without restart= (the child exits with status 1)"
                 )
-        self._faults.extend(plan)
-        self._events.extend((f, F.TriggerState(f.trigger)) for f in plan if f.event)  # child events
-        self.core.inject([f for f in plan if not f.event])
-
-    @property
-    def plan(self) -> tuple[F.Fault, ...]:
-        """Every fault planned so far (constructor and ``inject()``), in order."""
-        return tuple(self._faults)
-
-    def inject(self, *faults: F.Fault | str) -> None:
-        """Add faults to the plan at runtime (after those already planned)."""
-        plan = list(faults)
-        _loop.run(_loop.call(lambda: self._add_faults(plan, "inject()")))
-
-    def clear_faults(self) -> None:
-        """Forget every planned fault (held requests stay held: see :meth:`release`)."""
-
-        def clear() -> None:
-            self._faults.clear()
-            self._events.clear()
-            self.core.clear_faults()
-
-        _loop.run(_loop.call(clear))
+        return plan
 
     # -- lifecycle -----------------------------------------------------------------------------------
     #: Whether a guardian process kills the children should this process die abruptly.
@@ -141,10 +119,6 @@ class StdioServer(SidecarViews):
         self.core.state = "stopped"
         _loop.run(self._channel.stop(), timeout=10.0)
         self._pool.close()
-
-    @property
-    def running(self) -> bool:
-        return self.core.state in ("running", "frozen", "dead")
 
     # -- what the harness is given -------------------------------------------------------------------
     @property
@@ -201,7 +175,7 @@ class StdioServer(SidecarViews):
     @property
     def patience_violations(self) -> tuple[StdioViolation, ...]:
         with self._channel.cond:
-            return tuple(self._channel.violations)
+            return tuple(self._channel.verdicts.violations)
 
     def wait_child(self, timeout: float = 10.0) -> ChildRecord:
         """Wait until a child has connected; return it."""
@@ -224,7 +198,7 @@ class StdioServer(SidecarViews):
         """Send ``sig`` (SIGKILL by default: the server crashes) to the latest live child."""
         child = self._channel.live_child("kill")
         name = signal.Signals(sig).name
-        _loop.run(_loop.call(lambda: self._channel.signal(child, sig, name)))
+        _loop.run(_loop.call(lambda: child.signal(sig, name)))
         if sig == signal.SIGKILL:
             self.journal.add_fired("die", what="kill()")
 
@@ -233,20 +207,17 @@ class StdioServer(SidecarViews):
         :meth:`release`. Input the client sends meanwhile waits in the pipe; a client that waits on it
         past the patience budget gets a violation (the child is then killed)."""
         child = self._channel.live_child("freeze")
-        _loop.run(_loop.call(lambda: self._channel.stop_child(child)))
+        _loop.run(_loop.call(child.freeze))
         wait_stopped(child.pid)  # stopped for real before the test goes on (a line could slip in otherwise)
         self.journal.add_fired("freeze", what="freeze()")
-
-    def revive(self) -> None:
-        """Continue a stopped child (SIGCONT), releasing what it held."""
-        if self.running:
-            _loop.run(_loop.call(self._channel.release))
 
     def release(self) -> None:
         """Let every held request go (stalled lines finish, hung requests are answered) and continue a
         stopped child (SIGCONT)."""
         if self.running:
             _loop.run(_loop.call(self._channel.release))
+
+    revive = release  # continuing a stopped child (SIGCONT) releases what it held
 
     # -- the control channel (loop thread) ------------------------------------------------------------
 

@@ -1,0 +1,39 @@
+"""``Journal.wait_for`` and ``Sidecar.wait_for`` time out with what the sidecar saw instead (issue 36):
+the latest request and how long before the deadline, the faults that fired, the open connections and the
+journal's latest lines, as a patience verdict shows them; not only "timed out after N s"."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults.faults import Status, Trigger
+
+
+def test_a_timed_out_wait_shows_the_journal_and_the_nearest_request() -> None:
+    once_503 = Status(503, when=Trigger("health", times=1))
+    with Sidecar(faults=[once_503]) as sc, httpx.Client(timeout=5) as client:
+        assert client.get(sc.health_url).status_code == 503
+        assert client.get(sc.health_url).status_code == 200
+        with pytest.raises(AssertionError) as raised:
+            sc.wait_for(lambda rs: any(r.method == "DELETE" for r in rs), timeout=0.3)
+    text = str(raised.value)
+    assert text.startswith("timed out after 0.3 s waiting for `sc.wait_for(lambda rs: any(r.method == ")
+    assert "the sidecar saw 2 request(s), the latest `GET /health` (#1)" in text
+    assert "faults fired: `status` x1" in text
+    assert "open connections: #0" in text  # the client's keep-alive connection
+    journal_lines = text.split("the journal's latest 2:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in journal_lines] == ["#0", "#1"]
+    assert "status=503" in journal_lines[0] and "fault=status@health[times=1]" in journal_lines[0]
+
+
+def test_a_wait_with_nothing_seen_says_so() -> None:
+    def a_delete(requests):
+        return any(r.method == "DELETE" for r in requests)
+
+    with Sidecar() as sc, pytest.raises(AssertionError) as raised:
+        sc.wait_for(a_delete, timeout=0.1)
+    assert str(raised.value) == (
+        "timed out after 0.1 s waiting for `a_delete`: no request reached the sidecar in that time"
+    )
