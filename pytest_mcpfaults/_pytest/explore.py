@@ -46,6 +46,7 @@ from pytest_mcpfaults._pytest.records import (
     LEFT_OPEN,
     MAKERS,
     SERVERS,
+    SESSION_PROBLEMS,
     explore_run,
     record_for,
 )
@@ -601,24 +602,38 @@ def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
     return found is not None and set(verdict["found"]) <= found
 
 
+#: The oracles read once the test's fixtures are done: a check's name and what the sidecar fixture
+#: found for it (left open connections, session hygiene).
+_AT_TEARDOWN = (
+    ("left_open", LEFT_OPEN, "the harness left connections open"),
+    ("sessions", SESSION_PROBLEMS, "the harness broke session hygiene"),
+)
+
+
 def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
     verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
-    left = item.stash.get(LEFT_OPEN, []) if "left_open" not in _off(item, t) else []
+    off = _off(item, t)
+    seen = {
+        name: texts for name, key, _ in _AT_TEARDOWN if name not in off and (texts := item.stash.get(key, []))
+    }
+    titles = {name: title for name, _, title in _AT_TEARDOWN}
     before = list(verdict["found"])
     if (
-        left
+        seen
         and run.plan
         and verdict["verdict"] in ("known", "ok", "behaviour")
-        and _known(item, run, {"found": [*verdict["found"], "left_open"]})
+        and _known(item, run, {"found": [*verdict["found"], *seen]})
     ):
-        verdict["found"] = [*verdict["found"], "left_open"]
+        verdict["found"] = [*verdict["found"], *seen]
         verdict["verdict"] = "known"
-    elif left and verdict["verdict"] != "not explored":
-        verdict["found"] = [*verdict["found"], "left_open"]
+    elif seen and verdict["verdict"] != "not explored":
+        verdict["found"] = [*verdict["found"], *seen]
         verdict["verdict"] = "violation"
         if not report.failed:
             report.outcome = "failed"
-            report.longrepr = "explore: the harness left connections open:\n" + "\n".join(left)
+            report.longrepr = "\n\n".join(
+                f"explore: {titles[name]}:\n" + "\n".join(texts) for name, texts in seen.items()
+            )
     elif report.failed and verdict["verdict"] not in ("not explored",):
         verdict["found"] = [*verdict["found"], "teardown"]
         verdict["verdict"] = "violation"
