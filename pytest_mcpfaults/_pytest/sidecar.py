@@ -389,12 +389,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     typically leaves such clients behind (their connections were cut), so they are also collected
     here, at a point where no parse is running, rather than inside a later test's rendering."""
     excinfo = call.excinfo
-    if excinfo is None or type(excinfo.value).__name__ != "PatienceError":
+    name = type(excinfo.value).__name__ if excinfo is not None else ""
+    if excinfo is None or name not in ("PatienceError", "SessionHygieneError"):
         return None
     import gc
 
     gc.collect()
-    text = f"PatienceError: {excinfo.value}"
+    text = f"{name}: {excinfo.value}"
     cause = excinfo.value.__cause__
     if cause is not None:
         own = "".join(traceback.format_exception_only(type(cause), cause)).rstrip()
@@ -674,5 +675,9 @@ def mcp_sidecar_factory(pytestconfig: pytest.Config) -> Iterator[SidecarFactory]
 
     factory = _Factory(on_start=on_start)
     yield factory
-    _own_finalizer(_CURRENT[-1] if _CURRENT else None)
+    item = _CURRENT[-1] if _CURRENT else None
+    _own_finalizer(item)
+    if item is not None:  # the last test of the run: its sidecars stop here, not in the teardown hook
+        for sc in factory.sidecars:
+            _check_sessions(item, sc)  # those still running (it skips the others)
     factory.stop_all()
