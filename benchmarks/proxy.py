@@ -141,7 +141,7 @@ def main() -> None:
             sc.check_errors()
             calls = [r for r in sc.requests if r.mcp_method == "tools/call"]
             assert calls
-            assert all(r.forwarded and r.upstream_status == 200 for r in calls)
+            assert all(r.forwarded and r.upstream.status == 200 for r in calls)
         d, p = _bench.median(direct), _bench.median(proxied)
         budget = 1.3 * d + 0.5e-3
         rows.append(

@@ -75,6 +75,8 @@ KIND_NAME = r"[a-z][a-z0-9_]*"
 Phase = Literal["connection", "answer", "server_request", "body", "cancel", "child"]
 #: Every :data:`Phase`, in the order a request meets them.
 PHASES: tuple[Phase, ...] = get_args(Phase)
+#: What a client's cancellation does to the request a fault fired on (:attr:`Fault.on_cancel`).
+CancelEffect = Literal["stop", "ignore", "answer"]
 
 #: Every fault kind by name, in the order the classes were defined (the catalogue order).
 _REGISTRY: dict[str, type[Fault]] = {}
@@ -110,6 +112,23 @@ def _bool_kind(annotation: object) -> bool | None:
 
 
 @dataclass(frozen=True)
+class Seen:
+    """What clients see of a kind, as the tests of the modules in ``proved`` measured it: one row of
+    the catalogue in docs/faults.md (Markdown cells: its docs hook renders them, in registry order).
+    ``variant`` names a variant of the kind given a row of its own (``Die(restart=True)``)."""
+
+    #: Trigger examples, each a Python expression in backticks.
+    examples: str
+    #: What httpx sees; what the mcp 2.x ``Client`` sees; what mcp 1.x's ``ClientSession`` sees.
+    httpx: str
+    mcp2: str
+    mcp1: str
+    #: The test modules (``tests/``) that measured the row; one of them measures the mcp 1.x cell.
+    proved: tuple[str, ...]
+    variant: str = ""
+
+
+@dataclass(frozen=True)
 class Fault:
     """Base class of every fault. Subclasses are frozen dataclasses with a ``kind`` name.
 
@@ -125,8 +144,8 @@ class Fault:
     #: Where the kind acts (one of :data:`PHASES`): ``'connection'`` (holds, delays or kills the request
     #: or the process before its answer), ``'answer'`` (forces the reply), ``'server_request'`` (acts on
     #: the requests the call's tool sends the client, and their answers), ``'body'`` (shapes the reply's
-    #: bytes), ``'cancel'`` (decides what a client's cancellation of the request does) or ``'child'``
-    #: (acts on a stdio child or its pipes). Each phase's behaviour lives in one
+    #: bytes), ``'cancel'`` (decides what a client's cancellation of the request does: :attr:`on_cancel`)
+    #: or ``'child'`` (acts on a stdio child or its pipes). Each other phase's behaviour lives in one
     #: module that dispatches on the class; a kind that subclasses a built-in one inherits both.
     phase: ClassVar[Phase] = "answer"
     #: The child event the kind reacts to instead of a request (``'eof'``: stdin closed; a signal
@@ -171,6 +190,24 @@ class Fault:
     #: The kind acts on the bearer tokens of a sidecar that is an OAuth-protected resource (its
     #: ``auth=`` option, docs/auth.md): a sidecar without ``auth`` refuses it, naming the option.
     needs_auth: ClassVar[bool] = False
+    #: The kind ends the transport session of the request it answers (on legacy SSE, its stream).
+    ends_session: ClassVar[bool] = False
+    #: What clients see of the kind (:class:`Seen`): its catalogue row, then a row per variant.
+    seen: ClassVar[tuple[Seen, ...]] = ()
+    #: How the kind acts on the legacy HTTP+SSE transport (Markdown; ``''``: not an HTTP kind).
+    legacy_sse: ClassVar[str] = ""
+    #: What a client's cancellation does to the request the kind fired on: ``'stop'`` (the answer being
+    #: made is abandoned and the request gets no JSON-RPC response), ``'ignore'`` (it runs on and is
+    #: answered in full) or ``'answer'`` (its hold ends and it is answered in full).
+    on_cancel: ClassVar[CancelEffect] = "stop"
+    #: With an upstream, the kind's forced reply rewrites the upstream's answer (the request is
+    #: forwarded all the same) rather than answering in its place.
+    rewrites_upstream: ClassVar[bool] = False
+
+    @property
+    def revokes_token(self) -> bool:
+        """Whether, with ``auth=``, the token of the request the fault answers is refused from then on."""
+        return False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -269,6 +306,35 @@ class Die(Fault):
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 110
     draws: ClassVar[Mapping[str, Draw]] = {"restart": (False, True)}
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`when=Trigger("tools/call", nth=2)`',
+            httpx="open request: `ReadError` (RST); next request: `ConnectError`",
+            mcp2=(
+                "the call is cancelled (`CancelledError`); leaving `async with` raises "
+                "`ExceptionGroup[httpx2.ReadError]`; DELETE never arrives"
+            ),
+            mcp1=(
+                "the call is cancelled; leaving `async with` raises `ExceptionGroup[httpx.ReadError]`; "
+                "DELETE never arrives. Kept session: **hangs without a read timeout**"
+            ),
+            proved=("test_faults_process.py", "test_faults_mcp1.py"),
+        ),
+        Seen(
+            variant="Die(restart=True)",
+            examples='`"tools/call"`',
+            httpx=(
+                "open request: `ReadError`; the next request is answered (new connection), but its "
+                "session is gone: 404"
+            ),
+            mcp2="the call in flight fails as for `Die`",
+            mcp1="the call in flight fails as for `Die` (kept session: **hangs without a read timeout**)",
+            proved=("test_faults_process.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "on a message: its 202, then the process dies (the stream is reset); on the stream: as on any request"
+    )
     restart: bool = False
 
 
@@ -283,6 +349,26 @@ class Freeze(_Blocking):
     shrink_rank: ClassVar[int] = 160
     held_wording: ClassVar[str | None] = "a frozen {request}"
     needs_sockets: ClassVar[str | None] = "it holds every request on an open connection until released"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`when=Trigger("tools/call", times=1)`',
+            httpx="`ReadTimeout` at its own timeout; every later request held too",
+            mcp2=(
+                "stateless: `MCPError(\"Request 'tools/call' timed out\")`, the POST is closed. Session "
+                "era: same `MCPError`, but **the POST stays open** until patience aborts it; then exit "
+                "raises `ExceptionGroup[ReadError]`; `notifications/cancelled` and `DELETE` are frozen "
+                "too"
+            ),
+            mcp1=(
+                "no read timeout: held until patience aborts the POST, then as for `Die`. With "
+                '`read_timeout_seconds`: `McpError("Timed out …")`, but **the POST stays open** until '
+                "patience aborts it; exit raises `ExceptionGroup[httpx.ReadError]`; `DELETE` is frozen "
+                "too"
+            ),
+            proved=("test_faults_process.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "the matched POST or GET is held, and every later request"
 
 
 # -- answers that never come, or come late -------------------------------------------------------
@@ -298,6 +384,20 @@ class Hang(_Blocking):
     shrink_rank: ClassVar[int] = 140
     held_wording: ClassVar[str | None] = "a hung {request}"
     needs_sockets: ClassVar[str | None] = "it holds a request on an open connection that never answers"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`"health"`, `"DELETE /mcp"`',
+            httpx="`ReadTimeout` (no status line, no byte)",
+            mcp2="`MCPError … timed out` with `read_timeout_seconds`",
+            mcp1=(
+                "no read timeout: held until patience aborts it, then as for `Die`; with "
+                '`read_timeout_seconds`: `McpError("Timed out …")`, the POST is closed, a clean exit '
+                "(`DELETE`)"
+            ),
+            proved=("test_faults_health.py", "test_incidents.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "the matched POST (no 202) or GET (no status line) is held"
 
 
 @dataclass(frozen=True)
@@ -314,6 +414,22 @@ class Delay(Fault):
     shrink_rank: ClassVar[int] = 100
     draws: ClassVar[Mapping[str, Draw]] = {"seconds": (0.0, 0.001, 0.005, 0.02, 0.05)}
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {"seconds": 0.2}
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples=(
+                '`Delay(0.5, jitter=0.1, seed=7, when="tools/call")`, `Delay(0.5, after=True)` (the tool '
+                "runs, or a proxied upstream answers, then the wait)"
+            ),
+            httpx="the answer, late; `ReadTimeout` if its timeout is shorter (not a hold: no patience)",
+            mcp2="`MCPError … timed out` when `read_timeout_seconds` < delay",
+            mcp1='the answer, late; `McpError("Timed out …")` when `read_timeout_seconds` < delay',
+            proved=("test_faults_health.py", "test_faults_answers.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "the matched POST (its 202 and reply) or GET is late; `after=True`: the 202 at once, the reply "
+        "event late (the tool runs, then the wait)"
+    )
     seconds: float = 0.1
     jitter: float = 0.0
     seed: int = 0
@@ -337,6 +453,20 @@ class Status(Fault):
     kind: ClassVar[str] = "status"
     shrink_rank: ClassVar[int] = 90
     draws: ClassVar[Mapping[str, Draw]] = {"code": _STATUS_CODES}
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`when=Trigger("health", times=3)`',
+            httpx='that status, `{"error": "injected HTTP 503"}` (or `body`), `Retry-After` if set',
+            mcp2='`MCPError("Server returned an error response")` (500/502/503/429 alike; no retry)',
+            mcp1=(
+                "no `McpError`: the call is cancelled; exit raises "
+                "`ExceptionGroup[httpx.HTTPStatusError(\"Server error '503 …'\")]` (429/500/503 alike; no "
+                "retry); kept session: **hangs without a read timeout**"
+            ),
+            proved=("test_faults_health.py", "test_faults_answers.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "the matched POST's or GET's own answer"
     code: int = 503
     retry_after: int | None = None
     body: str | None = None
@@ -356,6 +486,16 @@ class Flap(Fault):
     shrink_rank: ClassVar[int] = 170
     draws: ClassVar[Mapping[str, Draw]] = {"every": range(1, 4), "code": _STATUS_CODES}
     default_target: ClassVar[str] = "health"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples="`Flap(every=2)`",
+            httpx="`every` answers OK, then `every` answers `code`, … (healthy first)",
+            mcp2="—",
+            mcp1="—",
+            proved=("test_faults_health.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "the matched POST's or GET's own answer"
     every: int = 1
     code: int = 503
 
@@ -372,6 +512,16 @@ class Absent(Fault):
     kind: ClassVar[str] = "absent"
     shrink_rank: ClassVar[int] = 40
     default_target: ClassVar[str] = "health"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`Absent()`, `Absent(when="mcp")`',
+            httpx='404 `{"error": "Not Found"}`, byte-identical to a sidecar with `health_path=None`',
+            mcp2="—",
+            mcp1="—",
+            proved=("test_faults_health.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "404 for the matched POST or GET"
 
 
 @dataclass(frozen=True)
@@ -382,6 +532,26 @@ class Terminating(Fault):
     kind: ClassVar[str] = "terminating"
     shrink_rank: ClassVar[int] = 50
     default_target: ClassVar[str] = "mcp"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples="`Terminating()`",
+            httpx=(
+                "`/health` still 200; MCP 503 JSON-RPC error `-32000` with `Connection: close` (journal: "
+                '`closed_by="sidecar"`)'
+            ),
+            mcp2=(
+                "`auto`: `server/discover` 503 → falls back to `initialize` → 503 → "
+                '`ExceptionGroup[MCPError("Service Unavailable: the server is terminating")]`'
+            ),
+            mcp1=(
+                "no fallback (mcp 1.x speaks the session era only): `initialize` gets 503 and entering "
+                "`async with` raises `ExceptionGroup[httpx.HTTPStatusError(\"… '503 Service Unavailable' "
+                '…")]`'
+            ),
+            proved=("test_faults_health.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "503 JSON-RPC error as the POST's own answer, `Connection: close`"
 
 
 # -- bodies --------------------------------------------------------------------------------------
@@ -398,6 +568,25 @@ class Stall(_Blocking):
     shrink_rank: ClassVar[int] = 190
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it keeps a connection checked out with a body that never ends"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`Stall(after_bytes=10, when="tools/call")`',
+            httpx="status + headers + `after_bytes` of the body (JSON or SSE), then `ReadTimeout`",
+            mcp2=(
+                "`MCPError … timed out`, the POST is closed (both eras); after `release()` the call completes"
+            ),
+            mcp1=(
+                "**hangs without a read timeout**: when patience cuts the response the client logs ERROR "
+                "`Error parsing JSON response` and the call never returns; with `read_timeout_seconds`: "
+                '`McpError("Timed out …")`, the POST is closed, a clean exit'
+            ),
+            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "at a message: `after_bytes` of its reply event, then the stream holds; at the stream: "
+        "`after_bytes` of the stream (0: no endpoint event)"
+    )
     after_bytes: int = 0
 
     def _validate(self) -> None:
@@ -415,6 +604,16 @@ class Drip(Fault):
     draws: ClassVar[Mapping[str, Draw]] = {"chunk_bytes": (64, 16, 4), "interval": (0.0, 0.001)}
     needs_sockets: ClassVar[str | None] = "it paces a body's bytes over a live connection"
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {"chunk_bytes": 16, "interval": 0.01}
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples="`Drip(chunk_bytes=8, interval=0.01)`",
+            httpx="the whole body, slowly",
+            mcp2="the result, slowly",
+            mcp1="the result, slowly",
+            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "the reply event slowly; at the stream: every event"
     chunk_bytes: int = 1
     interval: float = 0.01
 
@@ -432,6 +631,22 @@ class Truncate(Fault):
     shrink_rank: ClassVar[int] = 120
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it closes a live connection in the middle of a body"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples="`Truncate(after_bytes=10)`",
+            httpx=(
+                'announced length, `after_bytes` sent, FIN: `RemoteProtocolError("… received 10 bytes '
+                '…")` (SSE: "incomplete chunked read")'
+            ),
+            mcp2="call cancelled; exit raises `ExceptionGroup[httpx2.RemoteProtocolError]`",
+            mcp1=(
+                "**hangs without a read timeout**: logs ERROR `Error parsing JSON response`, the call "
+                'never returns; with `read_timeout_seconds`: `McpError("Timed out …")`'
+            ),
+            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "the stream ends (FIN) `after_bytes` into the reply event, or into the stream"
     after_bytes: int = 0
 
     def _validate(self) -> None:
@@ -447,6 +662,24 @@ class Reset(Fault):
     shrink_rank: ClassVar[int] = 130
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it resets a live TCP connection"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples="`Reset()`, `Reset(after_bytes=10)`",
+            httpx=(
+                "`after_bytes=0`: RST before the status line: `ReadError`; otherwise status 200, then "
+                "`ReadError` while reading the body"
+            ),
+            mcp2="call cancelled; exit raises `ExceptionGroup[httpx2.ReadError]`",
+            mcp1=(
+                "`after_bytes=0`: as for `Die` (kept session: **hangs without a read timeout**); "
+                "otherwise as for `Truncate`: **hangs without a read timeout**"
+            ),
+            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "RST `after_bytes` into the reply event, or into the stream (0 at the stream: before the status line)"
+    )
     after_bytes: int = 0
 
     def _validate(self) -> None:
@@ -461,6 +694,21 @@ class MalformedJson(Fault):
     kind: ClassVar[str] = "malformed_json"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 60
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`MalformedJson(when="tools/call")`',
+            httpx="200 with half the body and a matching `Content-Length`",
+            mcp2='`MCPError("Failed to parse JSON response …")`, the client logs an ERROR and goes on',
+            mcp1=(
+                "**hangs without a read timeout**: logs ERROR `Error parsing JSON response`, the call "
+                'never returns; with `read_timeout_seconds`: `McpError("Timed out …")`'
+            ),
+            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "the reply event's JSON halved (framing kept); at the stream: every message event"
+    )
 
 
 @dataclass(frozen=True)
@@ -475,6 +723,24 @@ class EndlessSse(_Blocking):
     held_headline: ClassVar[str | None] = "{what} ({bytes_sent} bytes sent) and never closed the connection"
     needs_sockets: ClassVar[str | None] = (
         "it keeps a connection checked out with an event stream that never ends"
+    )
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`EndlessSse(when="tools/call")`',
+            httpx="`text/event-stream`: the reply's event, then the stream never ends: `ReadTimeout`",
+            mcp2=(
+                "**harmless**: the result is returned and the client closes the stream (journal: "
+                '`hold="client_closed"`)'
+            ),
+            mcp1=(
+                "**harmless**: the result is returned and the client closes the stream (journal: "
+                '`hold="client_closed"`)'
+            ),
+            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "the reply event, then the stream holds; at the stream: after the endpoint event"
     )
 
 
@@ -506,6 +772,27 @@ class ProgressThenStall(_Blocking):
         "{what}, which reported progress and then went quiet ({bytes_sent} bytes sent: the status line "
         "and the progress notifications, never the result), and never closed the connection"
     )
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`ProgressThenStall(count=5, interval=0.1, when="tool:echo")`',
+            httpx=(
+                "`text/event-stream`: `count` `notifications/progress` events (with the request's "
+                "`progressToken`; none without one), then nothing: `ReadTimeout`"
+            ),
+            mcp2=(
+                "the `progress_callback` gets each, then the call waits: `MCPError(\"Request 'tools/call' "
+                'timed out")` at `read_timeout_seconds` (**progress does not reset it**), else held '
+                "until patience cuts it (exit raises `ExceptionGroup`); after `release()` the tool's "
+                "result on the same stream"
+            ),
+            mcp1=(
+                "the `progress_callback` gets each; no read timeout: **hangs** (patience cuts the "
+                'stream, the call never returns); with `read_timeout_seconds`: `McpError("Timed out …")`'
+            ),
+            proved=("test_faults_notifications.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "no notification (the POST gets no 202): the matched POST is held"
     count: int = 3
     interval: float = 0.0
 
@@ -530,6 +817,21 @@ class NotificationFlood(Fault):
     needs_sockets: ClassVar[str | None] = "it streams notifications on a live answer stream"
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_CLEANUP
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`NotificationFlood(count=10_000, when="tool:echo")`',
+            httpx="`text/event-stream`: `count` notification events, then the reply's event",
+            mcp2=(
+                "the result, after `count` calls of the `logging_callback` (no `progressToken`) or the "
+                "`progress_callback` (with one); 300 take well under a second"
+            ),
+            mcp1="as for mcp 2.x",
+            proved=("test_faults_notifications.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "no notification: the POST gets 202 and its reply on the stream, as without the fault"
+    )
     count: int = 1000
 
     def _validate(self) -> None:
@@ -569,6 +871,35 @@ class MalformedServerRequest(Fault):
     needs_sockets: ClassVar[str | None] = _NEEDS_CTX
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples=(
+                '`MalformedServerRequest(when="tool:ask_user")`, `MalformedServerRequest("no_method")` '
+                "(forms: `bad_json`, `no_id`, `no_method`)"
+            ),
+            httpx=(
+                "session era: on the call's `text/event-stream`, the malformed copy's event (half a JSON "
+                "text; the message without `id`; an `id` of its own without `method`), then the request "
+                "itself, then (answered) the result; stateless: the `input_required` result's "
+                "`inputRequests` has the copy first, under `<key>-malformed` (`no_id` does not fire)"
+            ),
+            mcp2=(
+                '`bad_json`, `no_method`: **the call fails**: `MCPError(-32700, "Failed to parse SSE '
+                'message: …")`, the request is never answered; the session goes on (the next call '
+                "returns, a clean exit). `no_id`: skipped (an unknown notification), the call returns. "
+                "Stateless: the call raises pydantic's `ValidationError` (not an `MCPError`) and never "
+                "retries; the next call returns"
+            ),
+            mcp1=(
+                "each form is skipped (it logs `Error parsing SSE message` / `Failed to validate "
+                "notification`), the request is answered and the call returns"
+            ),
+            proved=("test_faults_server_requests.py",),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "no: a tool's requests to the client are not sent on legacy SSE (the call answers `isError`)"
+    )
     form: str = "bad_json"
 
     def _validate(self) -> None:
@@ -595,6 +926,19 @@ class DuplicateServerRequest(Fault):
     needs_sockets: ClassVar[str | None] = _NEEDS_CTX
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`DuplicateServerRequest(copies=3, when="tool:ask_user")`',
+            httpx="session era: the same request event `copies` times, one id",
+            mcp2=(
+                'answers each copy (journal: the copies `outcome="duplicate"` with their answers, each '
+                "POST 202); the call returns"
+            ),
+            mcp1="as for mcp 2.x",
+            proved=("test_faults_server_requests.py",),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "no: as for `malformed_server_request`"
     copies: int = 2
 
     def _validate(self) -> None:
@@ -620,6 +964,29 @@ class DropClientAnswer(Fault):
     needs_sockets: ClassVar[str | None] = _NEEDS_CTX
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`DropClientAnswer(when="tool:ask_user")`, `DropClientAnswer(500)`',
+            httpx=(
+                "session era: its answer POST gets `status`, the call's stream stays open until patience "
+                "resets it; stateless: the retry gets `-32602` (HTTP 400)"
+            ),
+            mcp2=(
+                "session era: waits (a 500 on its answer POST is ignored) until patience cuts the "
+                'stream: `MCPError("SSE stream ended without a response")`, exit raises '
+                '`ExceptionGroup`; the headline: "the sidecar dropped the client\'s answer to …". '
+                'Stateless: `MCPError(-32602, "Invalid params: requestState … names no input round …")` '
+                "at once"
+            ),
+            mcp1=(
+                "`status=202`: **hangs without a read timeout** (patience cuts the stream, the call "
+                "never returns); `status=500`: its answer POST raises `HTTPStatusError` inside the "
+                'transport and the call fails at once with `McpError("Connection closed")`'
+            ),
+            proved=("test_faults_server_requests.py",),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "no: as for `malformed_server_request`"
     status: int = 202
 
     def _validate(self) -> None:
@@ -643,6 +1010,16 @@ class JsonRpcError(Fault):
     shrink_rank: ClassVar[int] = 80
     draws: ClassVar[Mapping[str, Draw]] = {"code": (-32603, -32000, -32601)}
     default_target: ClassVar[str] = "mcp"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`JsonRpcError(-32001, "backend exploded", when="tools/call")`',
+            httpx="200 with a JSON-RPC `error`",
+            mcp2="`MCPError` with that `.code` and `.message`",
+            mcp1="`McpError` with that `.error.code` and message",
+            proved=("test_faults_answers.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     code: int = -32603
     message: str = "Internal error"
 
@@ -666,9 +1043,20 @@ class ToolError(Fault):
     """Answer a ``tools/call`` with a tool result carrying ``isError: true`` and ``text``."""
 
     kind: ClassVar[str] = "tool_error"
+    rewrites_upstream: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 20
     default_target: ClassVar[str] = "tools/call"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`ToolError(text="disk full", when="tool:echo")`',
+            httpx="200, result with `isError: true`",
+            mcp2="no exception: `result.is_error` is true",
+            mcp1="no exception: `result.isError` is true",
+            proved=("test_faults_answers.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     text: str = "tool failed"
 
     def _validate(self) -> None:
@@ -681,8 +1069,25 @@ class SessionExpired(Fault):
     (and so does every later request that carries it)."""
 
     kind: ClassVar[str] = "session_expired"
+    ends_session: ClassVar[bool] = True
     shrink_rank: ClassVar[int] = 30
     default_target: ClassVar[str] = "mcp"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`when=Trigger("tools/call", nth=2)`',
+            httpx="404 `Session not found`; the session is forgotten, later requests with it get 404 too",
+            mcp2=(
+                '`MCPError("Session not found")`, no re-initialise; exit\'s DELETE gets 404: WARNING '
+                '"Session termination failed: 404", swallowed'
+            ),
+            mcp1=(
+                "`McpError(\"Session terminated\")` (the SDK's text, not the sidecar's), no re-initialise; "
+                'exit\'s DELETE gets 404: WARNING "Session termination failed: 404", swallowed'
+            ),
+            proved=("test_faults_answers.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "the POST gets 404 `Could not find session`, the stream ends (FIN)"
 
 
 @dataclass(frozen=True)
@@ -692,9 +1097,24 @@ class BackendGone(Fault):
     ``{"error": "Service at <url> is no longer alive"}``. ``service_url`` defaults to the sidecar's."""
 
     kind: ClassVar[str] = "backend_gone"
+    rewrites_upstream: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 10
     default_target: ClassVar[str] = "tool:delete_session"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`BackendGone()`, `BackendGone(when="tool:evaluate_session")`',
+            httpx="200, a successful tool result whose text is the error payload",
+            mcp2=(
+                '`delete_session` → `{"error": "Error closing session <id>: Service at '
+                'http://127.0.0.1:<port> is no longer alive"}`; other tools: `{"error": "Service at … is '
+                'no longer alive"}`'
+            ),
+            mcp1="as for mcp 2.x (`result.isError` false)",
+            proved=("test_incidents.py", "test_faults_answers.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     service_url: str | None = None
 
     def _validate(self) -> None:
@@ -777,6 +1197,24 @@ class ErrorPayload(Fault):
         "failed": {"message": "{tool} failed: internal error"},
     }
     default_target: ClassVar[str] = "tool:delete_session"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples=(
+                '`when=Trigger("tool:delete_session", times=1)`, `ErrorPayload("quota exceeded", "Cannot '
+                'create {task_id}: {reason}", when="tool:create_session")`'
+            ),
+            httpx=(
+                '200, a successful tool result whose text is `{"error": <message>}`; the tool does not run'
+            ),
+            mcp2=(
+                '`delete_session` → `{"error": "Error closing session <id>: backend timed out"}`, '
+                '`result.is_error` false; other tools: `{"error": "<reason>"}`'
+            ),
+            mcp1="as for mcp 2.x (`result.isError` false)",
+            proved=("test_faults_answers.py", "test_incidents.py", "test_cli.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     reason: str = _DEFAULT_REASON
     message: str | None = None
 
@@ -831,7 +1269,40 @@ class Unauthorized(Fault):
     needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples=(
+                '`Unauthorized(when=Trigger("tool:delete_session", times=1))` (a 401 mid-session), '
+                "`Unauthorized(revoke=False)`"
+            ),
+            httpx=(
+                '`401`, `WWW-Authenticate: Bearer error="invalid_token", '
+                'resource_metadata="<sidecar>/.well-known/oauth-protected-resource/mcp", '
+                'error_description="…"`; the token is revoked (`revoke=True`): a retry with it gets 401 '
+                "too"
+            ),
+            mcp2=(
+                "with the SDK's OAuth provider "
+                "(`httpx2.AsyncClient(auth=ClientCredentialsOAuthProvider(…))`): it rediscovers, gets a "
+                "new token (`client_credentials`), retries once: the call returns. With a static token: "
+                '`MCPError("Server returned an error response")`; exit\'s DELETE gets 401: WARNING '
+                '"Session termination failed: 401", swallowed'
+            ),
+            mcp1=(
+                "with mcp 1.x's `ClientCredentialsOAuthProvider` as `auth=`: a new token, the call "
+                "returns. With a static token in `headers=`: the call is cancelled; exit raises "
+                "`ExceptionGroup[httpx.HTTPStatusError(\"Client error '401 Unauthorized' …\")]`; DELETE "
+                "never arrives"
+            ),
+            proved=("test_auth.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     revoke: bool = True
+
+    @property
+    def revokes_token(self) -> bool:
+        return self.revoke
 
 
 @dataclass(frozen=True)
@@ -849,6 +1320,23 @@ class TokenExpired(Fault):
     needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples="`TokenExpired(calls=3)`",
+            httpx=(
+                'each token works for `calls` MCP requests, then `401` with `error="invalid_token", '
+                'error_description="The access token expired"`, counted per token'
+            ),
+            mcp2=(
+                "the OAuth provider gets a new token at every expiry, each call returns (the default "
+                "`OAuthClientProvider` signs in again with a new authorization code); a static token: "
+                '`MCPError("Server returned an error response")` once its calls are spent'
+            ),
+            mcp1="the OAuth provider: as for mcp 2.x; a static token: as for `Unauthorized`",
+            proved=("test_auth.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     calls: int = 1
 
     def _validate(self) -> None:
@@ -868,6 +1356,26 @@ class InsufficientScope(Fault):
     needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`InsufficientScope("tasks:write")`',
+            httpx=(
+                '`403`, `WWW-Authenticate: Bearer error="insufficient_scope", scope="tasks:write", '
+                'resource_metadata="…", error_description="…"` until the token was granted the scope'
+            ),
+            mcp2=(
+                "the OAuth provider steps up (asks for the union of its scopes and `scope`, no "
+                'rediscovery) and retries: the call returns. A static token: `MCPError("Server returned '
+                'an error response")`'
+            ),
+            mcp1=(
+                "the OAuth provider steps up as mcp 2.x's; a static token: as for `Unauthorized`, with "
+                "`403 Forbidden`"
+            ),
+            proved=("test_auth.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     scope: str = "mcp:write"
 
     def _validate(self) -> None:
@@ -901,11 +1409,35 @@ class IgnoreCancel(Fault):
 
     phase: ClassVar[Phase] = "cancel"
     kind: ClassVar[str] = "ignore_cancel"
+    on_cancel: ClassVar[CancelEffect] = "ignore"
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "tools/call"
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`IgnoreCancel(when="tool:sleep")`',
+            httpx=(
+                "a `notifications/cancelled` naming the call changes nothing: the tool runs to its end "
+                "and its result is sent (without the fault the tool is stopped and no JSON-RPC response "
+                "is sent)"
+            ),
+            mcp2=(
+                "`MCPError(\"Request 'tools/call' timed out\")` at its read timeout, as without the fault; "
+                "it cancels and closes the POST, so the late result is not read (journal: "
+                '`cancel.outcome="ignored"`)'
+            ),
+            mcp1=(
+                "never cancelled (mcp 1.x sends no `notifications/cancelled` at its read timeout), so as "
+                'without the fault: `McpError("Timed out …")`'
+            ),
+            proved=("test_cancellation.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "yes: the cancelled message's call runs on and its reply event is sent in full"
+    )
 
     def _validate(self) -> None:
         _check_request_target(self)
@@ -920,6 +1452,7 @@ class AnswerAfterCancel(_Blocking):
 
     phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "answer_after_cancel"
+    on_cancel: ClassVar[CancelEffect] = "answer"
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 210
     default_target: ClassVar[str] = "tools/call"
@@ -927,6 +1460,29 @@ class AnswerAfterCancel(_Blocking):
     not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
     held_wording: ClassVar[str | None] = "{request}, held until the client cancels it"
     needs_sockets: ClassVar[str | None] = "it holds a request on an open connection until it is cancelled"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`AnswerAfterCancel(when="tool:echo")`',
+            httpx=(
+                "nothing (the result is made and held) until it sends `notifications/cancelled` naming "
+                "the call; then the whole result"
+            ),
+            mcp2=(
+                "`MCPError … timed out` at its read timeout; its cancel releases the result, sent after "
+                'it (journal: `hold="cancelled"`); leaving `async with` sometimes raises '
+                "`ExceptionGroup[BrokenResourceError]` (the late result lands while the client closes)"
+            ),
+            mcp1=(
+                'never cancelled, so held as for `Hang`: `McpError("Timed out …")` at the read timeout, '
+                "the POST is closed, a clean exit"
+            ),
+            proved=("test_cancellation.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "yes: the POST gets 202, the reply is made and held (on the stream's connection) until the "
+        "cancel, then sent on the stream"
+    )
 
     def _validate(self) -> None:
         super()._validate()
@@ -953,6 +1509,27 @@ class CloseStream(Fault):
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = "it asks the client to resume a stream (see docs/resumption.md)"
     needs_sockets: ClassVar[str | None] = "the client resumes its stream with a GET on a live connection"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`CloseStream(retry_ms=500, when="tool:echo")`',
+            httpx=(
+                "`text/event-stream` whose events carry ids: the priming event (`id: <n>-0`, empty "
+                "data), then `retry: 200`, and the response ends without the reply; a `GET` with "
+                "`Last-Event-ID: <n>-0` gets the reply's event (a `GET` without it: 405, the reply is "
+                "never sent)"
+            ),
+            mcp2=(
+                "resumes: after the retry, a `GET` with `Last-Event-ID`; the call returns its result "
+                "(journal: `closed_streams[0].resumed_with`)"
+            ),
+            mcp1="resumes as mcp 2.x does (1.30.0): the call returns its result",
+            proved=("test_resumption.py", "test_faults_mcp1.py"),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "not measured: resumption is a Streamable HTTP mechanism (the legacy stream has no "
+        "`Last-Event-ID` replay)"
+    )
     after_events: int = 1
     retry_ms: int = 200
 
@@ -998,6 +1575,15 @@ class IgnoreEof(_ProcessFault):
     kind: ClassVar[str] = "ignore_eof"
     shrink_rank: ClassVar[int] = 300
     event: ClassVar[str] = "eof"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples="`IgnoreEof()`; its trigger counts stdin closings",
+            httpx="— (stdio only)",
+            mcp2="stdio: `stdio_client` closes stdin, waits 2 s, SIGTERMs (the child dies of it)",
+            mcp1="stdio: as for mcp 2.x (closes stdin, waits 2 s, SIGTERMs)",
+            proved=("test_stdio.py", "test_stdio_interop.py", "test_faults_mcp1.py"),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -1008,6 +1594,18 @@ class IgnoreSigterm(_ProcessFault):
     kind: ClassVar[str] = "ignore_sigterm"
     shrink_rank: ClassVar[int] = 310
     event: ClassVar[str] = "SIGTERM"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples="`IgnoreSigterm(when=Trigger(times=1))`: the first signal only",
+            httpx="— (stdio only)",
+            mcp2=(
+                "stdio, with `IgnoreEof`: close takes 4 s (SIGKILL 2 s after SIGTERM); with a budget, a "
+                "verdict at the budget"
+            ),
+            mcp1="stdio, with `IgnoreEof`: as for mcp 2.x, close takes 4 s",
+            proved=("test_stdio.py", "test_stdio_interop.py", "test_faults_mcp1.py"),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -1023,6 +1621,19 @@ class StderrFlood(Fault):
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _STDIO_ONLY
     needs_sockets: ClassVar[str | None] = _STDIO_ONLY
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`StderrFlood(when="tools/call")`',
+            httpx="— (stdio only)",
+            mcp2=(
+                "stdio: with stderr a pipe nobody reads the child blocks in the write: `MCPError … timed out`"
+            ),
+            mcp1=(
+                'stdio: the child blocks in the write: `McpError("Timed out …")` with `read_timeout_seconds`'
+            ),
+            proved=("test_stdio.py", "test_faults_mcp1.py"),
+        ),
+    )
     bytes: int = 1 << 20
 
     def _validate(self) -> None:
@@ -1041,6 +1652,15 @@ class StdoutNoise(Fault):
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _STDIO_ONLY
     needs_sockets: ClassVar[str | None] = _STDIO_ONLY
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples='`StdoutNoise(lines=3, when="tools/call")`',
+            httpx="— (stdio only)",
+            mcp2="stdio: the SDK logs a parse error per line and returns the result",
+            mcp1="stdio: the SDK logs a parse error per line and returns the result",
+            proved=("test_stdio.py", "test_faults_mcp1.py"),
+        ),
+    )
     text: str = "mcpfaults: this line is not JSON-RPC"
     lines: int = 1
 
@@ -1060,6 +1680,13 @@ def check_transport(plan: Sequence[Fault], transport: str, who: str) -> None:
                 f"{who}: fault {str(fault)!r} is {'/'.join(fault.transports)}-only: {fault.kind!r} does not "
                 f"apply to {transport}; the {transport} kinds: {', '.join(valid)}"
             )
+
+
+def catalogue_rows() -> list[tuple[type[Fault], Seen]]:
+    """The rows of the catalogue of what clients see (docs/faults.md): each kind's :attr:`Fault.seen`,
+    in registry order (a kind's variants after its own row); the docs hook writes the table, adding
+    each kind's parameters and default target from the class."""
+    return [(cls, seen) for cls in _REGISTRY.values() for seen in cls.seen]
 
 
 def fault_kinds() -> dict[str, type[Fault]]:

@@ -19,6 +19,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_cancellation_sync",
         "test_cancellation_transports",
         "test_core",
+        "test_records",
         "test_fault_registry",
         "test_faults_answers",
         "test_faults_bodies",
@@ -126,7 +127,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_stdio_docs",
         "test_ts_recipe",
     ),
-    "shape": ("test_areas", "test_import_graph", "test_quality"),
+    "shape": ("test_areas", "test_import_graph", "test_public_face", "test_quality"),
 }
 
 #: The slow tests, as a module stem (all its tests) or ``stem::test_name``: those that build a virtual
@@ -153,7 +154,7 @@ SLOW: frozenset[str] = frozenset(
         "test_sse_retry",
         "test_xdist",
         "test_mcp1_env::test_the_mcp1_files_pass_with_the_mcp1_client",
-        "test_options::test_a_made_up_option_in_a_copy_of_the_repository_is_three_places",
+        "test_options::test_a_made_up_option_the_core_reads_in_a_copy_of_the_repository",
         "test_quality::test_typed_user_code_passes_mypy_strict",
         "test_docs::test_docs_site_builds_with_warnings_as_errors",
         "test_docs::test_doc_examples_pass",

@@ -26,6 +26,7 @@ from pytest_mcpfaults import InsufficientScope, Sidecar, TokenExpired, Trigger, 
 from pytest_mcpfaults.sidecar import auth
 from pytest_mcpfaults.sidecar.auth import ASM_PATH, PRM_PATH, TOKEN_PATH
 from pytest_mcpfaults.sidecar.options import add_serve_flags, options_from_args
+from pytest_mcpfaults.sidecar.records import AuthSeen, RequestRecord
 
 CLIENT = {"name": "t", "version": "1"}
 INIT = {
@@ -37,6 +38,11 @@ if sys.version_info < (3, 11):  # pragma: no cover - the backport anyio installs
     from exceptiongroup import BaseExceptionGroup
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "auth_test.py"
+
+
+def _auth(r: RequestRecord) -> AuthSeen:
+    """What the ``auth=`` layer saw of ``r`` (every field ``None``: nothing)."""
+    return r.auth or AuthSeen()
 
 
 def _grant(sc: Sidecar, **form: str) -> httpx.Response:
@@ -80,7 +86,10 @@ def test_without_a_token_the_mcp_endpoint_answers_401_naming_its_resource_metada
         assert _grant(sc, grant_type="password").json()["error"] == "unsupported_grant_type"
         assert _grant(sc, grant_type="refresh_token", refresh_token="nope").json()["error"] == "invalid_grant"
         assert httpx.post(sc.url + TOKEN_PATH, data={"grant_type": "client_credentials"}).status_code == 401
-    labels = [(r.label, r.status, r.token, r.auth_error, r.grant, r.issued) for r in sc.journal]
+    labels = [
+        (r.label, r.status, _auth(r).token, _auth(r).error, _auth(r).grant, _auth(r).issued)
+        for r in sc.journal
+    ]
     assert labels[0] == ("POST initialize", 401, None, "missing", None, None)
     assert ("POST /oauth/token", 200, None, None, "client_credentials", "t1") in labels
     assert ("POST initialize", 200, "t1", None, None, None) in labels
@@ -95,7 +104,7 @@ def test_static_tokens_are_accepted_and_no_token_is_issued() -> None:
         assert _grant(sc, grant_type="client_credentials").status_code == 404  # no authorization server
         prm = httpx.get(f"{sc.url}{PRM_PATH}/mcp", timeout=5).json()
         assert prm["authorization_servers"] == []
-    assert [r.token for r in sc.journal if r.path == "/mcp"] == ["static2", "unknown"]
+    assert [_auth(r).token for r in sc.journal if r.path == "/mcp"] == ["static2", "unknown"]
 
 
 def test_the_issued_tokens_are_bounded_the_oldest_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,10 +232,13 @@ def test_a_harness_that_refreshes_its_token_passes_assert_client_reauthorized() 
         sc.wait_idle()
         sc.assert_client_reauthorized()
     [after] = sc.auth_follow_ups
-    assert (after.failure.label, after.failure.token, after.outcome, after.grant) == (
+    assert (after.failure.label, after.failure.auth.token, after.outcome, after.grant) == (
         "POST tools/call echo", "t1", "refreshed", "refresh_token"
     )  # fmt: skip
-    assert after.next is not None and (after.next.label, after.next.token) == ("POST tools/call echo", "t2")
+    assert after.next is not None and (after.next.label, _auth(after.next).token) == (
+        "POST tools/call echo",
+        "t2",
+    )
     assert [r.label for r in after.between] == ["POST /oauth/token"]
 
 

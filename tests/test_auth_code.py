@@ -25,6 +25,7 @@ from pytest_mcpfaults import Sidecar, TokenExpired
 from pytest_mcpfaults.sidecar import auth_code
 from pytest_mcpfaults.sidecar.auth import ASM_PATH, AUTH_GRANTS, TOKEN_PATH
 from pytest_mcpfaults.sidecar.auth_code import AUTHORIZE_PATH, REGISTER_PATH
+from pytest_mcpfaults.sidecar.records import AuthSeen, RequestRecord
 
 VERIFIER = "v" * 43 + "-._~" + "0123456789"
 CHALLENGE = base64.urlsafe_b64encode(hashlib.sha256(VERIFIER.encode()).digest()).decode().rstrip("=")
@@ -35,6 +36,11 @@ INIT = {
 }  # fmt: skip
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 METADATA = {"redirect_uris": [REDIRECT_URI], "grant_types": ["authorization_code", "refresh_token"]}
+
+
+def _auth(r: RequestRecord) -> AuthSeen:
+    """What the ``auth=`` layer saw of ``r`` (every field ``None``: nothing)."""
+    return r.auth or AuthSeen()
 
 
 def _register(sc: Sidecar, **meta: Any) -> httpx.Response:
@@ -110,7 +116,10 @@ def test_a_client_registers_signs_in_with_a_code_and_its_verifier_and_the_journa
         assert _init(sc, refreshed.json()["access_token"]) == 200
         public = _register(sc, token_endpoint_auth_method="none", client_secret="made-up").json()
         assert "client_secret" not in public  # a public client: PKCE is its only proof
-    seen = [(r.label, r.status, r.client, r.grant, r.issued, r.token) for r in sc.journal]
+    seen = [
+        (r.label, r.status, _auth(r).client, _auth(r).grant, _auth(r).issued, _auth(r).token)
+        for r in sc.journal
+    ]
     assert seen == [
         ("POST /oauth/register", 201, "c1", None, None, None),
         ("GET /oauth/authorize", 302, "c1", None, None, None),
@@ -154,7 +163,7 @@ def test_bad_client_metadata_is_refused_with_the_rfcs_error(
     assert says in refused.json()["error_description"]
     assert not_json.json()["error"] == too_deep.json()["error"] == "invalid_client_metadata"
     record = sc.journal.requests[0]
-    assert (record.client, record.error_by) == (None, "client")  # nothing registered; the client's mistake
+    assert (record.auth, record.error_by) == (None, "client")  # nothing registered; the client's mistake
     assert record.error is not None and record.error.startswith(f"{error}: ")
 
 
@@ -226,8 +235,8 @@ def test_a_wrong_verifier_is_invalid_grant_and_a_code_works_once() -> None:
             == "the authorization code is not known"
         )
     token_requests = [r for r in sc.journal if r.path == TOKEN_PATH]
-    assert {r.grant for r in token_requests} == {"authorization_code"}
-    assert [r.issued for r in token_requests if r.issued] == ["t1"]  # one of nine was good
+    assert {_auth(r).grant for r in token_requests} == {"authorization_code"}
+    assert [_auth(r).issued for r in token_requests if _auth(r).issued] == ["t1"]  # one of nine was good
 
 
 def test_the_clients_and_codes_kept_are_bounded_the_oldest_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,9 +297,9 @@ def test_the_mcp2_oauth_client_provider_registers_signs_in_and_signs_in_again_wh
         assert asyncio.run(asyncio.wait_for(_echo(sc, texts), 30)) == texts
         sc.wait_idle()
         sc.assert_client_reauthorized()
-    assert [r.client for r in sc.journal if r.path == REGISTER_PATH] == ["c1"]  # registered once
+    assert [_auth(r).client for r in sc.journal if r.path == REGISTER_PATH] == ["c1"]  # registered once
     follow_ups = sc.auth_follow_ups
-    assert [f.failure.auth_error for f in follow_ups] == ["missing", "invalid_token", "invalid_token"]
+    assert [f.failure.auth.error for f in follow_ups] == ["missing", "invalid_token", "invalid_token"]
     # on a 401 it signs in again with a new code, not with its refresh token (it refreshes on its clock)
     assert [(f.outcome, f.grant) for f in follow_ups] == [("refreshed", "authorization_code")] * 3
     assert [r.label for r in follow_ups[1].between] == [
@@ -324,9 +333,9 @@ def test_the_mcp1_oauth_client_provider_does_the_same(mcp1_client: Mcp1Client) -
         sc.wait_idle()
         sc.assert_client_reauthorized()
     assert (seen.texts, seen.error, seen.exited) == (["hi"], None, [])
-    assert [r.client for r in sc.journal if r.path == REGISTER_PATH] == ["c1"]
+    assert [_auth(r).client for r in sc.journal if r.path == REGISTER_PATH] == ["c1"]
     assert [(f.outcome, f.grant) for f in sc.auth_follow_ups] == [("refreshed", "authorization_code")] * 2
-    assert {r.grant for r in sc.journal if r.path == TOKEN_PATH} == {"authorization_code"}
+    assert {_auth(r).grant for r in sc.journal if r.path == TOKEN_PATH} == {"authorization_code"}
 
 
 # -- the authorization server failing: the existing kinds, aimed at its paths -------------------------------

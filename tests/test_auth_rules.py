@@ -84,7 +84,9 @@ def test_a_refresh_token_is_redeemed_only_by_its_client_and_only_once() -> None:
     )  # fmt: skip
     assert then.status_code == 200 and then.json()["refresh_token"] != rotated
     tokens = [
-        (r.client, r.status, r.grant, r.issued, r.error_by) for r in sc.requests if r.path == TOKEN_PATH
+        (r.auth.client, r.status, r.auth.grant, r.auth.issued, r.error_by)
+        for r in sc.requests
+        if r.path == TOKEN_PATH
     ]
     assert tokens == [
         ("c1", 200, "client_credentials", "t1", None),
@@ -156,7 +158,7 @@ def test_a_redirect_uri_that_is_not_https_loopback_or_private_use_is_refused(uri
     status, error, why = _refused(refused)
     assert (status, error) == (400, "invalid_redirect_uri")
     assert says in why and why.startswith(repr(uri)), why
-    assert (record.client, record.error_by) == (None, "client")
+    assert (record.auth, record.error_by) == (None, "client")
 
 
 def test_redirect_uris_are_bounded_in_length_and_number_and_quoted_cut() -> None:
@@ -239,4 +241,4 @@ def test_a_secret_that_is_not_ascii_is_the_clients_401_not_a_sidecar_error(how: 
     assert (status, error) == (401, "invalid_client") and "its client_secret is missing or wrong" in why
     assert right.status_code == 200
     record = sc.requests[1]
-    assert (record.status, record.client, record.error_by) == (401, "c1", "client")
+    assert (record.status, record.auth and record.auth.client, record.error_by) == (401, "c1", "client")

@@ -13,7 +13,6 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.fault_types import PHASES
 from pytest_mcpfaults.faults import unregister_fault_kind
 from pytest_mcpfaults.sidecar.body import PLAIN, BodyShaper, Cut, Hold, Sleep, Step, Write, shape_of
-from pytest_mcpfaults.sidecar.cancellation import effect_on_cancel
 from pytest_mcpfaults.sidecar.connection import Dying, Holding, Pausing, effect_of
 from pytest_mcpfaults.sidecar.mcp import McpRequest
 from pytest_mcpfaults.sidecar.outbound_faults import Outbound, outbound_effect
@@ -102,7 +101,7 @@ def test_every_kind_has_the_behaviour_of_its_phase(kind: str) -> None:
         "connection": effect_of(fault) is not None,
         "server_request": outbound_effect(fault) is not None,
         "body": shape_of(fault) != PLAIN,
-        "cancel": effect_on_cancel(fault) != "stop",
+        "cancel": fault.on_cancel != "stop",
         "child": bool(pipe_writes(fault)) or bool(fault.event),
     }
     # the declared phase is the first the kind acts in (a slow 502 pauses, then answers)

@@ -87,7 +87,7 @@ async def test_mcp2_session_era_cancel_is_linked_to_its_call_and_stops_the_tool(
         assert c.session_id == call_rec.session_id and c.era == "session"
         assert c.reason is not None and "timed out" in c.reason
         assert c.since_sent is not None and 0.25 < c.since_sent < 2.0
-        assert call_rec.cancelled_at == pytest.approx(c.at) and call_rec.cancel_outcome == "stopped"
+        assert call_rec.cancel.at == pytest.approx(c.at) and call_rec.cancel.outcome == "stopped"
         assert call_rec.ended_at - call_rec.started_at < 2.0  # the 5 s sleep was stopped
         sc.assert_client_cancelled("tool:sleep", within=2.0)
 
@@ -108,7 +108,7 @@ async def test_mcp2_stateless_era_cancels_by_closing_the_stream() -> None:
             "stateless",
             True,
         )
-        assert call_rec.cancel_outcome == "stopped" and call_rec.ended_at - call_rec.started_at < 2.0
+        assert call_rec.cancel.outcome == "stopped" and call_rec.ended_at - call_rec.started_at < 2.0
         sc.assert_client_cancelled("tools/call", within=2.0)
 
 
@@ -215,7 +215,7 @@ async def test_a_cancel_naming_no_request_in_flight_is_journaled_unlinked_or_not
         assert answered.cancels == the(sc, "POST tools/call echo").id and not answered.in_flight
         assert as_text.names == "2" and as_text.cancels is None
         assert unknown.names == 99 and unknown.cancels is None and unknown.since_sent is None
-        assert the(sc, "POST tools/call echo").cancelled_at is None
+        assert the(sc, "POST tools/call echo").cancel is None
 
 
 def test_bad_arguments_are_refused_naming_them() -> None:
@@ -251,7 +251,7 @@ async def test_without_a_fault_a_cancelled_call_is_stopped_and_not_answered() ->
         answer, took = await _cancelled_call(sc, 5.0)
         assert answer.status_code == 200 and sse_messages(answer.text) == []  # no JSON-RPC response
         assert took < 4.0  # stopped at the cancel (0.2 s in), not after the 5 s sleep; room for load
-        assert the(sc, "POST tools/call sleep").cancel_outcome == "stopped"
+        assert the(sc, "POST tools/call sleep").cancel.outcome == "stopped"
 
 
 async def test_ignore_cancel_runs_the_tool_to_its_end_and_answers() -> None:
@@ -261,7 +261,7 @@ async def test_ignore_cancel_runs_the_tool_to_its_end_and_answers() -> None:
         assert msg["id"] == 3 and msg["result"]["content"][0]["text"] == "slept 1.5"
         assert took >= 1.5
         rec = the(sc, "POST tools/call sleep")
-        assert rec.cancel_outcome == "ignored" and rec.fault == "ignore_cancel@tool:sleep"
+        assert rec.cancel.outcome == "ignored" and rec.fault == "ignore_cancel@tool:sleep"
         sc.assert_client_cancelled("tool:sleep", within=1.0)  # the client did cancel
 
 
@@ -280,7 +280,7 @@ async def test_answer_after_cancel_holds_the_answer_until_the_client_cancels_it(
         [msg] = sse_messages(answer.text)
         assert msg["id"] == 3 and msg["result"]["content"][0]["text"] == "late"  # answered all the same
         rec = the(sc, "POST tools/call echo")
-        assert (rec.hold, rec.cancel_outcome) == ("cancelled", "answered")
+        assert (rec.hold, rec.cancel.outcome) == ("cancelled", "answered")
         [c] = sc.cancellations
         assert rec.ended_at >= c.at  # after the cancel
         assert sc.patience_violations == ()
@@ -306,7 +306,7 @@ async def test_mcp2_with_ignore_cancel_times_out_as_without_it_and_the_tool_runs
                 await client.call_tool("sleep", {"seconds": 3.0}, read_timeout_seconds=0.3)
         sc.wait_idle(10)
         rec = the(sc, "POST tools/call sleep")
-        assert rec.cancel_outcome == "ignored" and rec.ended_at - rec.started_at >= 3.0  # ran to its end
+        assert rec.cancel.outcome == "ignored" and rec.ended_at - rec.started_at >= 3.0  # ran to its end
 
 
 async def test_mcp2_with_answer_after_cancel_gets_the_result_after_its_cancel() -> None:
@@ -320,5 +320,5 @@ async def test_mcp2_with_answer_after_cancel_gets_the_result_after_its_cancel() 
         sc.wait_idle(5)
         rec = the(sc, "POST tools/call echo")
         [c] = sc.cancellations
-        assert (rec.hold, rec.cancel_outcome, c.cancels) == ("cancelled", "answered", rec.id)
+        assert (rec.hold, rec.cancel.outcome, c.cancels) == ("cancelled", "answered", rec.id)
         assert rec.status == 200 and rec.bytes_sent > 0 and rec.ended_at >= c.at

@@ -65,7 +65,7 @@ async def test_a_blocking_sync_tool_runs_on_after_the_cancel_its_record_says_so_
             answer = await asyncio.wait_for(pending, 5)  # answered (nothing) while the handler still runs
             assert answer.status_code == 200 and sse_messages(answer.text) == []
             rec = the(sc, "POST tools/call blocking")
-            assert (rec.cancel_outcome, rec.ran_on, rec.ran_until) == ("stopped", True, None)
+            assert (rec.cancel.outcome, rec.ran_on, rec.ran_until) == ("stopped", True, None)
             assert not handler.returned.is_set()
             assert "its sync handler still runs (its result is not sent)" in sc.journal.format()
             handler.gate.set()
@@ -88,9 +88,9 @@ async def test_mcp2_session_era_cancel_sets_ctx_cancelled_and_the_sync_handler_r
         await asyncio.to_thread(_ran_until, sc, "POST tools/call polite")
         rec = the(sc, "POST tools/call polite")
         assert handler.saw == [True]  # ctx.cancelled was set: it stopped waiting
-        assert (rec.cancel_outcome, rec.ran_on) == ("stopped", True)
-        assert rec.ran_until is not None and rec.cancelled_at is not None
-        assert rec.ran_until - rec.cancelled_at < 1.0  # not the 5 s it would have waited
+        assert (rec.cancel.outcome, rec.ran_on) == ("stopped", True)
+        assert rec.ran_until is not None and rec.cancel is not None
+        assert rec.ran_until - rec.cancel.at < 1.0  # not the 5 s it would have waited
         sc.assert_client_cancelled("tool:polite", within=2.0)
 
 
@@ -103,7 +103,7 @@ async def test_mcp2_stateless_era_a_closed_stream_sets_ctx_cancelled() -> None:
         await asyncio.to_thread(_ran_until, sc, "POST tools/call polite")
         rec = the(sc, "POST tools/call polite")
         [c] = sc.cancellations
-        assert (c.how, rec.cancel_outcome, rec.ran_on, handler.saw) == ("closed", "stopped", True, [True])
+        assert (c.how, rec.cancel.outcome, rec.ran_on, handler.saw) == ("closed", "stopped", True, [True])
 
 
 async def test_legacy_sse_client_cancel_sets_ctx_cancelled_of_a_sync_tool() -> None:
@@ -118,7 +118,7 @@ async def test_legacy_sse_client_cancel_sets_ctx_cancelled_of_a_sync_tool() -> N
         assert again.content[0].text == "on"
         await asyncio.to_thread(_ran_until, sc, "POST tools/call polite")
         rec = the(sc, "POST tools/call polite")
-        assert (rec.cancel_outcome, rec.ran_on, handler.saw) == ("stopped", True, [True])
+        assert (rec.cancel.outcome, rec.ran_on, handler.saw) == ("stopped", True, [True])
 
 
 async def test_ignore_cancel_leaves_ctx_cancelled_unset_and_sends_the_sync_result() -> None:
@@ -135,7 +135,7 @@ async def test_ignore_cancel_leaves_ctx_cancelled_unset_and_sends_the_sync_resul
         [msg] = sse_messages(answer.text)
         assert msg["result"]["content"][0]["text"] == "slept 0.8" and handler.saw == [False]
         rec = the(sc, "POST tools/call polite")
-        assert (rec.cancel_outcome, rec.ran_on, rec.ran_until) == ("ignored", False, None)
+        assert (rec.cancel.outcome, rec.ran_on, rec.ran_until) == ("ignored", False, None)
 
 
 async def test_a_sync_tool_past_tool_timeout_is_recorded_as_running_on() -> None:
@@ -179,4 +179,4 @@ async def test_stdio_mcp2_client_cancel_sets_ctx_cancelled_of_a_sync_tool() -> N
             "the sync handler's end",
         )
         rec = the(server, "POST tools/call polite")
-        assert (rec.cancel_outcome, rec.ran_on, handler.saw, rec.bytes_sent) == ("stopped", True, [True], 0)
+        assert (rec.cancel.outcome, rec.ran_on, handler.saw, rec.bytes_sent) == ("stopped", True, [True], 0)

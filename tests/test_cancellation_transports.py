@@ -92,7 +92,7 @@ async def test_legacy_a_cancel_posted_while_the_call_runs_stops_it_and_no_reply_
         rec = the(sc, "POST tools/call sleep")
         [c] = sc.cancellations
         assert (c.cancels, c.names, c.in_flight, c.how) == (rec.id, 3, True, "notification")
-        assert rec.cancel_outcome == "stopped" and rec.ended_at - rec.started_at < 2.0
+        assert rec.cancel.outcome == "stopped" and rec.ended_at - rec.started_at < 2.0
         assert (rec.status, rec.bytes_sent) == (202, 8)  # the POST's own answer
         sc.assert_client_cancelled("tool:sleep", within=2.0)
 
@@ -115,7 +115,7 @@ async def test_legacy_mcp2_sse_client_cancels_at_its_read_timeout_and_the_call_i
         assert (c.cancels, c.in_flight, c.era, c.session_id) == (rec.id, True, "session", rec.session_id)
         assert c.notification == the(sc, "POST notifications/cancelled").id
         assert c.reason is not None and "timed out" in c.reason
-        assert rec.cancel_outcome == "stopped" and rec.ended_at - rec.started_at < 2.0
+        assert rec.cancel.outcome == "stopped" and rec.ended_at - rec.started_at < 2.0
         sc.assert_client_cancelled("tool:sleep", within=2.0)
 
 
@@ -129,7 +129,7 @@ def test_legacy_mcp1_sse_client_does_not_cancel_and_is_caught(mcp1_client: Mcp1C
         assert "1 of 1 request(s) matching 'tool:sleep' left in flight were not cancelled within 1 s" in str(
             failed.value
         )
-        assert the(sc, "POST tools/call sleep").cancel_outcome is None
+        assert the(sc, "POST tools/call sleep").cancel is None
 
 
 # -- legacy SSE: the cancel kinds --------------------------------------------------------------------
@@ -144,7 +144,7 @@ async def test_legacy_ignore_cancel_runs_the_call_to_its_end_and_sends_its_reply
         assert reply["result"]["content"][0]["text"] == "slept 1.0"
         rec = the(sc, "POST tools/call sleep")
         [c] = sc.cancellations
-        assert (rec.cancel_outcome, rec.fault) == ("ignored", "ignore_cancel@tool:sleep")
+        assert (rec.cancel.outcome, rec.fault) == ("ignored", "ignore_cancel@tool:sleep")
         assert c.in_flight and rec.ended_at - rec.started_at >= 1.0 and rec.ended_at > c.at
 
 
@@ -158,7 +158,7 @@ async def test_legacy_answer_after_cancel_holds_the_reply_until_the_cancel_then_
         assert reply["result"]["content"][0]["text"] == "late"
         rec = the(sc, "POST tools/call echo")
         [c] = sc.cancellations
-        assert (rec.hold, rec.cancel_outcome, rec.status) == ("cancelled", "answered", 202)
+        assert (rec.hold, rec.cancel.outcome, rec.status) == ("cancelled", "answered", 202)
         assert rec.ended_at >= c.at and sc.patience_violations == ()
 
 
@@ -184,7 +184,7 @@ async def test_legacy_mcp2_with_ignore_cancel_times_out_and_the_tool_runs_on() -
                 again = await session.call_tool("echo", {"text": "next"})  # read after the late reply
         assert again.content[0].text == "next"  # the late reply was ignored
         rec = the(sc, "POST tools/call sleep")
-        assert rec.cancel_outcome == "ignored" and rec.ended_at - rec.started_at >= 1.0
+        assert rec.cancel.outcome == "ignored" and rec.ended_at - rec.started_at >= 1.0
 
 
 async def test_legacy_mcp2_with_answer_after_cancel_gets_the_result_after_its_cancel() -> None:
@@ -202,7 +202,7 @@ async def test_legacy_mcp2_with_answer_after_cancel_gets_the_result_after_its_ca
         recs = [r for r in sc.journal.requests if r.label == "POST tools/call echo"]
         rec = recs[0]
         [c] = sc.cancellations
-        assert (rec.hold, rec.cancel_outcome, c.cancels) == ("cancelled", "answered", rec.id)
+        assert (rec.hold, rec.cancel.outcome, c.cancels) == ("cancelled", "answered", rec.id)
         assert rec.ended_at >= c.at
 
 
@@ -221,7 +221,7 @@ async def test_stdio_mcp2_client_cancel_stops_the_call() -> None:
         assert again.content[0].text == "on"
         rec = the(server, "POST tools/call sleep")
         [c] = server.journal.cancellations
-        assert (c.cancels, c.in_flight, rec.cancel_outcome) == (rec.id, True, "stopped")
+        assert (c.cancels, c.in_flight, rec.cancel.outcome) == (rec.id, True, "stopped")
         assert rec.ended_at - rec.started_at < 2.0 and rec.bytes_sent == 0  # no line was written for it
         [child_cancel] = server.child.cancels
         assert child_cancel.request == rec.id
@@ -250,4 +250,4 @@ async def test_core_a_cancel_before_the_legacy_reply_began_still_acts(
     await ask(core, t, "POST", "/messages", cancel(3), q)  # the cancel overtakes it
     await posted.replying.make(t)  # type: ignore[arg-type]
     assert len(await drain(session)) == events
-    assert core.journal.request(rid).cancel_outcome == outcome
+    assert core.journal.request(rid).cancel.outcome == outcome

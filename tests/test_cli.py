@@ -282,9 +282,15 @@ async def test_serve_with_auth_issues_tokens_and_its_control_api_keeps_its_own()
         assert result.content[0].text == "behind auth"  # type: ignore[union-attr]
         assert httpx.post(url, json={}, timeout=10).status_code == 401  # no token: refused
         j = s.wait_journal(lambda j: all(r["ended_at"] for r in j["requests"]), "every request answered")
-        echo = [(r["status"], r["token"], r["auth_error"]) for r in j["requests"] if r["tool"] == "echo"]
+        echo = [
+            (r["status"], r["auth"]["token"], r["auth"]["error"])
+            for r in j["requests"]
+            if r["tool"] == "echo"
+        ]
         assert echo == [(401, "t1", "invalid_token"), (200, "t2", None)]
-        assert [r["grant"] for r in j["requests"] if r["grant"]] == ["client_credentials"] * 2
+        assert [r["auth"]["grant"] for r in j["requests"] if r["auth"] and r["auth"]["grant"]] == [
+            "client_credentials"
+        ] * 2
         assert j["fired"] == {"unauthorized": 1}
 
 
@@ -365,7 +371,8 @@ def test_hang_at_health_is_released_through_control() -> None:
         t.start()
         try:
             s.wait_journal(
-                lambda j: any(r["held"] and r["hold"] is None for r in j["requests"]), "a held probe"
+                lambda j: any(r["held"] and r["held"]["outcome"] is None for r in j["requests"]),
+                "a held probe",
             )
             assert got == []
             assert s.control("POST", "/release").status_code == 200
@@ -373,7 +380,9 @@ def test_hang_at_health_is_released_through_control() -> None:
             t.join(25)
         assert got == [200]
         j = s.journal()
-        assert [(r["path"], r["hold"], r["status"]) for r in j["requests"]] == [("/health", "released", 200)]
+        assert [(r["path"], r["held"]["outcome"], r["status"]) for r in j["requests"]] == [
+            ("/health", "released", 200)
+        ]
 
 
 def test_patience_violation_is_reported_in_the_journal() -> None:
@@ -385,7 +394,7 @@ def test_patience_violation_is_reported_in_the_journal() -> None:
         assert v["fault"] == "hang@health"
         assert v["budget"] == 0.2
         assert v["expected"] is False
-        assert v["request"]["hold"] == "patience"
+        assert v["request"]["held"]["outcome"] == "patience"
         assert "on a hung `GET /health`, never answered (no status line was sent)" in v["text"]
 
 

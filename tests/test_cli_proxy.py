@@ -41,10 +41,10 @@ async def test_serve_upstream_proxies_the_sdk_server_with_the_command_line_fault
             "GET /health",
         ]
         add = next(r for r in journal["requests"] if r["tool"] == "add")
-        assert add["fault_kind"] == "tool_error" and add["upstream_status"] == 200
-        assert add["upstream_sent_at"] is not None and add["upstream_bytes"] > 0
+        assert add["fault_kind"] == "tool_error" and add["upstream"]["status"] == 200
+        assert add["upstream"]["sent_at"] is not None and add["upstream"]["bytes"] > 0
         health = next(r for r in journal["requests"] if r["path"] == "/health")
-        assert health["upstream_sent_at"] is None  # answered by the sidecar
+        assert health["upstream"] is None  # answered by the sidecar
         assert s.terminate() == 0
     assert "add" in up.calls and "echo" in up.calls
 

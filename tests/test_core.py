@@ -101,7 +101,7 @@ def test_die_loses_the_sessions_and_the_process_before_the_transport_dies() -> N
     with pytest.raises(Dropped):
         decide(core, call("delete_session", session_id="b1"), t)
     assert t.calls == [("die", False)]
-    assert core.state == "dead" and core.mcp.sessions == {} and "s1" in core.mcp.ended
+    assert core.state == "dead" and core.mcp.sessions == {} and "s1" in core.mcp.sessions.ended
     restarting, t2 = make([F.Die(restart=True)]), Recording()
     with pytest.raises(Dropped):
         decide(restarting, call("echo", text="x"), t2)

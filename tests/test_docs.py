@@ -46,9 +46,7 @@ def test_there_are_examples_and_pages() -> None:
     assert (DOCS / "index.md").exists() and (DOCS / "quickstart.md").exists()
 
 
-# docs/api.md is generated from the code (docs/gen_api.py): its blocks are the code's own signatures and
-# docstrings, kept in sync by tests/test_docs_api.py.
-@pytest.mark.parametrize("page", [p for p in _pages() if p.name != "api.md"], ids=lambda p: p.name)
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: p.name)
 def test_python_blocks_come_from_files_that_run(page: Path) -> None:
     flat_sources = _flat("\n".join(p.read_text() for p in _SOURCES))
     for block in _blocks(page):
@@ -107,6 +105,19 @@ def test_docs_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert "WARNING" not in proc.stderr, proc.stderr
     assert (site / "faults" / "index.html").exists()
     assert "Catching the cleanup flip" in (site / "catching-the-flip" / "index.html").read_text()
+    # the API page as the build expands it: every public name and fixture has its anchor
+    import pytest_mcpfaults
+    from pytest_mcpfaults import faults
+
+    sys.path.insert(0, str(DOCS))
+    import hooks
+
+    anchors = set(re.findall(r' id="([^"]+)"', (site / "api" / "index.html").read_text()))
+    assert {f"pytest_mcpfaults.{n}" for n in pytest_mcpfaults.__all__} <= anchors
+    assert {
+        f"pytest_mcpfaults.faults.{n}" for n in faults.__all__ if n not in pytest_mcpfaults.__all__
+    } <= anchors
+    assert {name for name, *_ in hooks.fixtures()} <= anchors
 
 
 def test_ci_builds_the_docs_site_strictly_after_the_lint_lines() -> None:

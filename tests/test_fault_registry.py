@@ -172,12 +172,15 @@ def test_a_new_blocking_kind_brings_its_own_verdict_wording() -> None:
 
 
 def test_every_built_in_kind_is_exported_from_the_package() -> None:
-    """``pytest_mcpfaults`` lists its exports lazily (binding the kinds at import would cost every run
-    that loads the plugin about 60 ms); this keeps the list in step with the registry."""
+    """The kinds are ``pytest_mcpfaults.faults``'s exports; the package root resolves them too, lazily
+    (binding them at import would cost every run that loads the plugin about 60 ms), without listing
+    them in its ``__all__`` (the face of at most 40 names)."""
     import pytest_mcpfaults
+    from pytest_mcpfaults import faults
 
     for cls in fault_kinds().values():
-        assert cls.__name__ in pytest_mcpfaults.__all__
+        assert cls.__name__ in faults.__all__ and getattr(faults, cls.__name__) is cls
+        assert cls.__name__ not in pytest_mcpfaults.__all__
         assert getattr(pytest_mcpfaults, cls.__name__) is cls
 
 

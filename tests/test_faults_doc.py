@@ -1,63 +1,43 @@
-"""docs/faults.md's catalogue table is pinned to the fault registry: one row per built-in kind, in
-catalogue order, each with the class's parameter defaults and default target. Adding a kind without its
-row, or changing a default without the docs, fails here."""
+"""The catalogue of what clients see (docs/faults.md) is each kind's ``seen`` cells, in registry order
+(:func:`catalogue_rows`; the docs hook writes the table, adding each kind's parameters and default
+target from the class): every built-in kind has its row and its legacy-SSE cell, each row names the
+test modules that measured it, and its mcp 1.x cell is measured by one of them."""
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import re
 from pathlib import Path
 
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.fault_types import catalogue_rows
 from pytest_mcpfaults.faults import fault_kinds
-from pytest_mcpfaults.text_values import format_value
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "faults.md"
-
-
-def catalogue_rows() -> list[list[str]]:
-    text = PAGE.read_text()
-    table = text.split("## The catalogue", 1)[1].split("\n\n| kind |", 1)[1].split("\n\n", 1)[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
-    return [r for r in rows if re.fullmatch(r"`[A-Za-z]+`", r[0])]  # one row per class; variants skipped
+TESTS = Path(__file__).resolve().parent
 
 
-def test_every_built_in_kind_has_one_row_in_catalogue_order() -> None:
-    built_in = [
-        cls.__name__ for cls in fault_kinds().values() if cls.__module__.startswith("pytest_mcpfaults")
-    ]
-    assert [r[0].strip("`") for r in catalogue_rows()] == built_in
+def _built_in() -> list[type[F.Fault]]:
+    return [cls for cls in fault_kinds().values() if cls.__module__.startswith("pytest_mcpfaults")]
 
 
-def test_each_row_states_the_class_defaults_and_default_target() -> None:
-    kinds = {cls.__name__: cls for cls in fault_kinds().values()}
-    for row in catalogue_rows():
-        cls = kinds[row[0].strip("`")]
-        cell = row[1]
-        target = re.search(r"\(`([^`]+)`\)\s*$", cell)
-        assert target is not None, f"{cls.__name__}: no (default target) in {cell!r}"
-        assert target.group(1) == cls.default_target, cls.__name__
-        shown = dict(re.findall(r"`(\w+)=([^`]*)`", cell))
-        for f in dataclasses.fields(cls):
-            if f.name in shown:
-                default = f.default if f.default is not dataclasses.MISSING else None
-                assert shown[f.name] == repr(default) or shown[f.name] == format_value(default), (
-                    f"{cls.__name__}.{f.name}: docs say {shown[f.name]}, the class {default!r}"
-                )
-        blocking_params = {"patience", "expect_hang"}
-        own = {f.name for f in dataclasses.fields(cls)} - {"when"} - blocking_params
-        missing = own - set(shown)
-        assert not missing, f"{cls.__name__}: parameters {sorted(missing)} not in the docs' row"
+def test_every_built_in_kind_has_its_row_first_then_its_variants_in_registry_order() -> None:
+    rows = [(cls, seen.variant) for cls, seen in catalogue_rows()]
+    assert [cls for cls, variant in rows if not variant] == _built_in()
+    for i, (cls, variant) in enumerate(rows):
+        if variant:  # a variant's row follows its kind's and is a valid construction of it
+            assert rows[i - 1][0] is cls, variant
+            assert type(eval(variant, vars(F))) is cls, variant
 
 
-MCP1_TESTS = PAGE.parent.parent / "tests" / "test_faults_mcp1.py"
-MCP1_COLUMN = "what the mcp 1.x `ClientSession` sees"
+def test_each_row_names_its_modules_and_each_http_kind_its_legacy_sse_cell() -> None:
+    for cls, seen in catalogue_rows():
+        assert seen.proved and all((TESTS / m).is_file() for m in seen.proved), (cls.__name__, seen.proved)
+        assert all(getattr(seen, cell).strip() for cell in ("examples", "httpx", "mcp2", "mcp1")), cls
+    http = [cls.kind for cls in _built_in() if "http" in cls.transports]
+    assert [kind for kind in http if not fault_kinds()[kind].legacy_sse] == []
 
 
-def catalogue_header() -> list[str]:
-    text = PAGE.read_text()
-    line = "| kind |" + text.split("## The catalogue", 1)[1].split("\n\n| kind |", 1)[1].split("\n", 1)[0]
-    return [c.strip() for c in line.strip("|").split("|")]
+MCP1_TESTS = TESTS / "test_faults_mcp1.py"
 
 
 def _tests_of(module: Path) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -82,36 +62,30 @@ def measured_with_the_mcp1_client(module: Path, kind: str, cls: str) -> list[str
 
 
 def test_the_mcp1_column_is_measured_by_a_test_per_kind() -> None:
-    """Every row's mcp 1.x cell is backed by a test of a module the row names in "proved in": either
+    """Every row's mcp 1.x cell is backed by a test of a module the row names in ``proved``: either
     ``test_mcp1_<kind>`` in tests/test_faults_mcp1.py (tox's ``mcp1`` env runs that file; it skips under
     mcp 2.x), or a test of the kind's own module that calls it with the mcp 1.x client through the
     ``mcp1_client`` fixture (a child Python with the mcp 1.x overlay), so a new kind's one test carries
     both clients."""
-    header = catalogue_header()
-    assert MCP1_COLUMN in header, header
-    col = header.index(MCP1_COLUMN)
     tests = set(_tests_of(MCP1_TESTS))
-    names = {cls.__name__: kind for kind, cls in fault_kinds().items()}
-    for row in catalogue_rows():
-        cls = row[0].strip("`")
-        kind = names[cls]
-        assert row[col], f"{kind}: no mcp 1.x cell"
-        named = re.findall(r"`(test_\w+\.py)`", row[-1])
-        in_mcp1_file = "test_faults_mcp1.py" in named and (
+    for cls, seen in catalogue_rows():
+        kind, name = cls.kind, cls.__name__
+        assert seen.mcp1, f"{kind}: no mcp 1.x cell"
+        in_mcp1_file = MCP1_TESTS.name in seen.proved and (
             any(t == f"test_mcp1_{kind}" or t.startswith(f"test_mcp1_{kind}_") for t in tests)
-            or (row[col] == "—" and any(kind in t for t in tests))
+            or (seen.mcp1 == "—" and any(kind in t for t in tests))
         )
         own = [
             t
-            for module in named
-            if module != MCP1_TESTS.name and (MCP1_TESTS.parent / module).is_file()
-            for t in measured_with_the_mcp1_client(MCP1_TESTS.parent / module, kind, cls)
+            for module in seen.proved
+            if module != MCP1_TESTS.name
+            for t in measured_with_the_mcp1_client(TESTS / module, kind, name)
         ]
         assert in_mcp1_file or own, (
             f"{kind}: its mcp 1.x cell is measured by no test: give it test_mcp1_{kind} in "
-            f"{MCP1_TESTS.name}, or a test taking the mcp1_client fixture in a module its row names "
-            f"(it names {named})"
+            f"{MCP1_TESTS.name}, or a test taking the mcp1_client fixture in a module its seen.proved "
+            f"names (it names {list(seen.proved)})"
         )
-    tox = (PAGE.parent.parent / "tox.ini").read_text()
+    tox = (TESTS.parent / "tox.ini").read_text()
     mcp1 = tox.split("[testenv:mcp1]", 1)[1].split("\n[", 1)[0]
     assert "tests/test_faults_mcp1.py" in mcp1.split("commands =", 1)[1]

@@ -36,8 +36,8 @@ def test_hang_sync_probe_times_out_and_the_journal_says_it_gave_up() -> None:
         assert rec.client_closed
         assert rec.status is None
         assert rec.bytes_sent == 0
-        assert rec.waited is not None
-        assert rec.waited >= 0.15
+        assert rec.held.waited is not None
+        assert rec.held.waited >= 0.15
         assert rec.client_closed_at is not None
         assert rec.client_closed_at >= rec.started_at
         assert sc.journal.connections[0].closed_by == "client"

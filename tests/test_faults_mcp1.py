@@ -476,7 +476,7 @@ async def test_mcp1_ignore_cancel() -> None:
                 await s.call_tool("sleep", {"seconds": 0.6})
         assert deleted(sc)
         call = request(sc, "POST tools/call sleep")
-        assert call.fault == "ignore_cancel" and call.cancelled_at is None and call.status == 200
+        assert call.fault == "ignore_cancel" and call.cancel is None and call.status == 200
 
 
 async def test_mcp1_answer_after_cancel() -> None:

@@ -164,8 +164,8 @@ async def test_freeze_holds_requests_until_the_client_gives_up_or_release() -> N
         gave_up = sc.requests[0]
         assert gave_up.hold == "client_closed"
         assert gave_up.client_closed
-        assert gave_up.waited is not None
-        assert gave_up.waited >= 0.25
+        assert gave_up.held.waited is not None
+        assert gave_up.held.waited >= 0.25
         sc.assert_client_gave_up(within=2.0)
 
         async with httpx.AsyncClient(timeout=5.0) as patient:
@@ -287,8 +287,8 @@ def test_patience_aborts_the_held_connection_and_records_a_violation(
         (rec,) = sc.requests
         assert rec.hold == "patience"
         assert not rec.client_closed
-        assert rec.waited is not None
-        assert budget <= rec.waited < 2.0
+        assert rec.held.waited is not None
+        assert budget <= rec.held.waited < 2.0
         (v,) = sc.patience_violations
         assert v.budget == budget
         assert v.expected is expected

@@ -190,6 +190,8 @@ CORE = (
     "sidecar.tools",
     "sidecar.schema",
     "sidecar.journal",
+    "sidecar.records",
+    "sidecar.violation",
 )
 TRANSPORTS = ("sidecar.loop", "sidecar.server", "sidecar.inject", "sidecar.http_io", "sidecar.sse_stream")
 

@@ -127,8 +127,8 @@ def test_health_hangs_and_a_probe_with_a_timeout_gives_up() -> None:
         (rec,) = sc.requests
         assert rec.hold == "client_closed"
         assert rec.client_closed
-        assert rec.waited is not None
-        assert rec.waited >= 0.15
+        assert rec.held.waited is not None
+        assert rec.held.waited >= 0.15
         assert sc.patience_violations == ()
 
 

@@ -25,7 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace import TracerProvider
 
-from pytest_mcpfaults import Sidecar, SpanLookupError, SpanRecorder
+from pytest_mcpfaults import Sidecar, SpanRecorder
+from pytest_mcpfaults.spans import SpanLookupError
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}

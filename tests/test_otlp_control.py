@@ -21,17 +21,11 @@ from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_cli import Served, serve
 
-from pytest_mcpfaults import (
-    RecordedSpan,
-    Sidecar,
-    SpanLookupError,
-    SpanRecorder,
-    format_violations,
-    install_recorder,
-)
-from pytest_mcpfaults.invariants import ALL_INVARIANTS
+from pytest_mcpfaults import RecordedSpan, Sidecar, SpanRecorder, install_recorder
+from pytest_mcpfaults.invariants import ALL_INVARIANTS, format_violations
 from pytest_mcpfaults.sidecar.control import Control
 from pytest_mcpfaults.span_gate import gate_violations
+from pytest_mcpfaults.spans import SpanLookupError
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "docs" / "examples" / "remote_spans_harness.py"

@@ -16,8 +16,8 @@ import pytest
 
 from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall
 from pytest_mcpfaults.sidecar.clients import call_bound, client_family, patience_hint, server_request_hint
-from pytest_mcpfaults.sidecar.journal import RequestRecord
 from pytest_mcpfaults.sidecar.patience import PatienceError
+from pytest_mcpfaults.sidecar.records import Held, RequestRecord
 
 #: The scheduling margin the waits promise (docs/hangs.md).
 MARGIN = 0.05
@@ -105,7 +105,7 @@ def test_an_endless_sse_stream_kept_open() -> None:
 
 
 def _rec(**fields: object) -> RequestRecord:
-    base: dict[str, object] = {"id": 0, "conn_id": 0, "method": "POST", "path": "/mcp", "held": True}
+    base: dict[str, object] = {"id": 0, "conn_id": 0, "method": "POST", "path": "/mcp", "held": Held(0.0)}
     return RequestRecord(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -271,8 +271,8 @@ def test_a_failing_released_within_ends_at_within_past_the_hold(within: float) -
             resp.close()
         assert elapsed <= within + MARGIN, elapsed
         (req,) = sc.requests
-        assert req.held_at is not None
-        assert abs(ended - (req.held_at + within)) <= MARGIN, (ended, req.held_at)
+        assert req.held is not None
+        assert abs(ended - (req.held.at + within)) <= MARGIN, (ended, req.held.at)
 
 
 def test_a_passing_gave_up_returns_when_the_close_is_seen() -> None:
@@ -292,8 +292,8 @@ def test_a_passing_gave_up_returns_when_the_close_is_seen() -> None:
         assert elapsed <= 0.4 + MARGIN, elapsed  # not 2 s, not 3 s
         (req,) = sc.requests
         assert req.client_closed_at is not None
-        assert req.held_at is not None
-        assert req.client_closed_at - req.held_at < 2.0
+        assert req.held is not None
+        assert req.client_closed_at - req.held.at < 2.0
 
 
 def test_a_close_seen_after_within_is_later_than_within() -> None:

@@ -119,13 +119,13 @@ async def test_the_mcp2_client_lists_and_calls_the_upstreams_tools(up: SdkUpstre
         assert call.era == ERA[mode] and call.tool == "add"
         for rec in sc.requests:  # every request was forwarded, and what the upstream sent came through
             assert rec.forwarded, sc.journal.format()
-            assert rec.upstream_status == rec.status
-            assert rec.upstream_failure is None and rec.error_by is None
+            assert rec.upstream.status == rec.status
+            assert rec.upstream.failure is None and rec.error_by is None
             if rec.method == "POST":
-                assert rec.upstream_bytes == rec.bytes_sent
-            assert rec.upstream_time is not None and rec.upstream_time >= 0
-        assert call.upstream_bytes > 0
-        assert f"upstream=200/{call.upstream_bytes}B/" in sc.journal.format()
+                assert rec.upstream.bytes == rec.bytes_sent
+            assert rec.upstream.time is not None and rec.upstream.time >= 0
+        assert call.upstream.bytes > 0
+        assert f"upstream=200/{call.upstream.bytes}B/" in sc.journal.format()
         if mode == "legacy":
             assert sc.journal.sequence()[-1] == "DELETE /mcp"  # forwarded: the upstream's session ended
             (sid,) = sc.ended_sessions
@@ -256,10 +256,10 @@ def test_delay_acts_before_forwarding(up: SdkUpstream) -> None:
         assert sse_response(r.content)["result"]["content"][0]["text"] == "3"
         sc.wait_idle(3)
         call = next(x for x in sc.requests if x.mcp_method == "tools/call")
-        assert call.upstream_sent_at is not None and call.upstream_ended_at is not None
+        assert call.upstream is not None and call.upstream.ended_at is not None
         assert call.ended_at is not None
-        assert call.upstream_sent_at - call.started_at >= 0.3  # the upstream saw the request late
-        assert call.ended_at - call.upstream_ended_at < 0.3  # and its answer was not held back
+        assert call.upstream.sent_at - call.started_at >= 0.3  # the upstream saw the request late
+        assert call.ended_at - call.upstream.ended_at < 0.3  # and its answer was not held back
 
 
 def test_delay_after_acts_once_the_upstream_has_answered(up: SdkUpstream) -> None:
@@ -272,10 +272,10 @@ def test_delay_after_acts_once_the_upstream_has_answered(up: SdkUpstream) -> Non
         assert sse_response(r.content)["result"]["content"][0]["text"] == "3"
         sc.wait_idle(3)
         call = next(x for x in sc.requests if x.mcp_method == "tools/call")
-        assert call.upstream_sent_at is not None and call.upstream_answered_at is not None
+        assert call.upstream is not None and call.upstream.answered_at is not None
         assert call.ended_at is not None
-        assert call.upstream_sent_at - call.started_at < 0.3  # forwarded at once
-        assert call.ended_at - call.upstream_answered_at >= 0.3  # the answer was held back
+        assert call.upstream.sent_at - call.started_at < 0.3  # forwarded at once
+        assert call.ended_at - call.upstream.answered_at >= 0.3  # the answer was held back
     assert up.calls[ran:] == ["add"]  # the upstream did the work
 
 
@@ -298,8 +298,8 @@ def test_stall_after_bytes_holds_the_upstreams_real_sse_answer(up: SdkUpstream) 
         call = next(r for r in sc.requests if r.mcp_method == "tools/call")
         assert call.fault_kind == "stall" and call.status == 200 and call.bytes_sent == 12
         assert call.hold == "client_closed"
-        assert call.upstream_status == 200 and call.upstream_bytes > 12  # the upstream answered in full
-        assert call.upstream_failure is None
+        assert call.upstream.status == 200 and call.upstream.bytes > 12  # the upstream answered in full
+        assert call.upstream.failure is None
 
 
 def test_stall_at_zero_bytes_sends_the_upstreams_status_line_then_holds(up: SdkUpstream) -> None:
@@ -334,7 +334,7 @@ async def test_stall_times_the_mcp2_client_out_and_released_it_completes(up: Sdk
         assert result.content[0].text == "9"  # the rest of the upstream's real answer, after the stall
         await asyncio.to_thread(sc.wait_idle, 3)
         rec = next(r for r in sc.requests if r.mcp_method == "tools/call")
-        assert rec.hold == "released" and rec.bytes_sent == rec.upstream_bytes
+        assert rec.hold == "released" and rec.bytes_sent == rec.upstream.bytes
 
 
 @pytest.mark.parametrize(
@@ -350,7 +350,7 @@ def test_truncate_and_reset_cut_the_upstreams_bytes(up: SdkUpstream, fault: Trun
         assert got == b"event: mess"[:10]
         settled(sc)
         call = next(r for r in sc.requests if r.mcp_method == "tools/call")
-        assert call.bytes_sent == 10 and call.upstream_status == 200
+        assert call.bytes_sent == 10 and call.upstream.status == 200
 
 
 def test_a_reset_before_any_byte_lets_the_upstream_finish_the_request_first(up: SdkUpstream) -> None:
@@ -366,7 +366,7 @@ def test_a_reset_before_any_byte_lets_the_upstream_finish_the_request_first(up: 
         settled(sc)
         call = next(r for r in sc.requests if r.mcp_method == "tools/call")
         assert call.status is None and call.bytes_sent == 0 and call.fault_kind == "reset"
-        assert call.upstream_status == 200 and call.upstream_bytes > 0  # the whole answer came, unrelayed
+        assert call.upstream.status == 200 and call.upstream.bytes > 0  # the whole answer came, unrelayed
 
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
@@ -390,7 +390,7 @@ def test_notifications_a_reset_before_any_byte_never_relayed_are_not_journaled(
             ] == [1, 2]
         settled(sc)
         call = next(r for r in sc.requests if r.mcp_method == "tools/call")
-        assert call.upstream_status == 200 and call.upstream_bytes > 0  # the upstream sent them
+        assert call.upstream.status == 200 and call.upstream.bytes > 0  # the upstream sent them
         progress = [n.params["progress"] for n in sc.journal.server_messages if n.method.endswith("progress")]
     assert progress == ([] if reset else [1, 2])
 
@@ -406,7 +406,7 @@ def test_drip_paces_the_upstreams_bytes_and_the_answer_is_whole(up: SdkUpstream)
         assert len(pieces) > 1  # not one write
         sc.wait_idle(3)
         call = next(r for r in sc.requests if r.mcp_method == "tools/call")
-        assert call.bytes_sent == call.upstream_bytes == len(body)
+        assert call.bytes_sent == call.upstream.bytes == len(body)
 
 
 def test_malformed_json_cuts_the_upstreams_answer_in_half(up: SdkUpstream) -> None:
@@ -418,7 +418,7 @@ def test_malformed_json_cuts_the_upstreams_answer_in_half(up: SdkUpstream) -> No
         r = c.post(sc.mcp_url, json=add(1, 2), headers=headers)
         settled(sc)
         call = next(x for x in sc.requests if x.mcp_method == "tools/call")
-        assert r.status_code == 200 and len(r.content) == call.upstream_bytes // 2 == call.bytes_sent
+        assert r.status_code == 200 and len(r.content) == call.upstream.bytes // 2 == call.bytes_sent
         with pytest.raises(json.JSONDecodeError):
             sse_response(r.content)
 
@@ -434,7 +434,7 @@ async def test_tool_error_rewrites_a_result_the_upstream_really_produced(up: Sdk
         assert after.content[0].text == "fine"
         await asyncio.to_thread(sc.wait_idle, 3)
         call = next(r for r in sc.requests if r.tool == "add")
-        assert call.fault_kind == "tool_error" and call.forwarded and call.upstream_status == 200
+        assert call.fault_kind == "tool_error" and call.forwarded and call.upstream.status == 200
     assert up.calls[ran:] == ["add", "echo"]  # the tool ran on the upstream: only its result was rewritten
 
 
@@ -505,8 +505,8 @@ def test_an_upstream_that_refuses_is_a_502_recorded_as_the_upstreams() -> None:
         assert r.json()["id"] == 1
         settled(sc)
         (rec,) = sc.requests
-        assert rec.error_by == "upstream" and rec.upstream_failure == "refused"
-        assert rec.upstream_status is None and rec.status == 502 and rec.forwarded
+        assert rec.error_by == "upstream" and rec.upstream.failure == "refused"
+        assert rec.upstream.status is None and rec.status == 502 and rec.forwarded
         sc.check_errors()  # the upstream's failure is not a sidecar error
 
 
@@ -588,7 +588,7 @@ def test_an_upstream_that_never_answers_is_a_504_within_upstream_timeout(silent:
         assert r.status_code == 504 and r.json()["error"]["message"].startswith("Gateway Timeout")
         settled(sc)
         (rec,) = sc.requests
-        assert rec.upstream_failure == "timed_out" and rec.error_by == "upstream"
+        assert rec.upstream.failure == "timed_out" and rec.error_by == "upstream"
 
 
 def test_an_upstream_reset_mid_answer_resets_the_client() -> None:
@@ -603,8 +603,8 @@ def test_an_upstream_reset_mid_answer_resets_the_client() -> None:
             assert got in (b"", b"event:")  # what came before the reset, if the client read it first
             settled(sc)
             (rec,) = sc.requests
-            assert rec.status == 200 and rec.upstream_status == 200
-            assert rec.upstream_failure == "reset" and rec.error_by == "upstream"
+            assert rec.status == 200 and rec.upstream.status == 200
+            assert rec.upstream.failure == "reset" and rec.error_by == "upstream"
     finally:
         raw.close()
 
@@ -630,8 +630,8 @@ def test_an_upstream_silent_mid_answer_past_upstream_timeout(mode: str) -> None:
                 assert time.monotonic() - t0 < 3
             sc.wait_idle(3)
             (rec,) = sc.requests
-            assert rec.upstream_status == 200 and rec.upstream_bytes == 10
-            assert rec.upstream_failure == "timed_out" and rec.error_by == "upstream"
+            assert rec.upstream.status == 200 and rec.upstream.bytes == 10
+            assert rec.upstream.failure == "timed_out" and rec.error_by == "upstream"
             assert rec.status == (504 if mode == "stalls-json" else 200)
             if mode == "stalls-sse":
                 assert rec.bytes_sent == 10  # what was relayed before the upstream fell silent
@@ -664,7 +664,7 @@ def test_an_answer_to_rewrite_must_be_complete_within_upstream_timeout(endless: 
         assert "its answer was not complete within upstream_timeout=0.5 s" in r.json()["error"]["message"]
         settled(sc)
         (rec,) = sc.requests
-        assert (rec.upstream_failure, rec.error_by) == ("timed_out", "upstream")
+        assert (rec.upstream.failure, rec.error_by) == ("timed_out", "upstream")
 
 
 def test_an_answer_to_rewrite_is_bounded_in_size(
@@ -682,8 +682,8 @@ def test_an_answer_to_rewrite_is_bounded_in_size(
         )
         settled(sc)
         (rec,) = sc.requests
-        assert (rec.upstream_failure, rec.error_by) == ("error", "upstream")
-        assert rec.upstream_bytes is not None and 100_000 < rec.upstream_bytes < 200_000
+        assert (rec.upstream.failure, rec.error_by) == ("error", "upstream")
+        assert rec.upstream.bytes is not None and 100_000 < rec.upstream.bytes < 200_000
         _wait_closed(endless)  # the upstream connection was dropped, not kept reading
 
 
@@ -876,7 +876,7 @@ async def test_a_client_hanging_up_on_a_relayed_get_stream_closes_the_upstream_c
             await asyncio.wait_for(up.gone.wait(), 2)  # the client closed: the upstream's stream ended too
             await asyncio.to_thread(sc.wait_idle, 3)
             (rec,) = sc.requests
-            assert rec.client_closed and rec.upstream_status == 200 and rec.upstream_bytes == 8
+            assert rec.client_closed and rec.upstream.status == 200 and rec.upstream.bytes == 8
 
 
 async def test_era_stateless_refuses_initialize_as_a_stateless_server_would(up: SdkUpstream) -> None:
@@ -958,7 +958,7 @@ def test_a_foreign_host_is_refused_as_the_upstream_would_refuse_it(up: SdkUpstre
             assert ok.status_code == 200
             settled(sc)
             first = sc.requests[0]
-            assert (first.status, first.error_by, first.upstream_sent_at) == (403, "client", None)
+            assert (first.status, first.error_by, first.upstream) == (403, "client", None)
     assert len(up.calls) == calls
 
 

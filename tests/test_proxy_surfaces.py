@@ -74,7 +74,7 @@ async def test_a_quiet_listen_stream_outlives_upstream_timeout_and_ends_at_stop(
     assert told.structured_content == {"result": "told"} and event == ToolsListChanged()
     assert stopped < 3
     (ended,) = [r for r in sc.requests if r.mcp_method == "subscriptions/listen"]
-    assert ended.era == "stateless" and ended.upstream_status == 200 and ended.upstream_failure is None
+    assert ended.era == "stateless" and ended.upstream.status == 200 and ended.upstream.failure is None
     assert ended.ended_at is not None and not ended.client_closed  # the sidecar ended it, at stop
 
 
@@ -101,11 +101,11 @@ def test_a_quiet_session_get_stream_outlives_upstream_timeout_and_ends_at_stop(u
             assert stream.status_code == 200
             time.sleep(3 * GAP)  # the quiet spell under test
             get = next(r for r in sc.requests if r.method == "GET")
-            assert not get.done and get.upstream_failure is None, sc.journal.format()
+            assert not get.done and get.upstream.failure is None, sc.journal.format()
             started = time.monotonic()
             sc.stop()
             stopped = time.monotonic() - started
-    assert stopped < 3 and get.upstream_failure is None, sc.journal.format()
+    assert stopped < 3 and get.upstream.failure is None, sc.journal.format()
 
 
 async def test_a_client_hanging_up_on_a_relayed_listen_closes_the_upstream_connection() -> None:
@@ -127,7 +127,7 @@ async def test_a_client_hanging_up_on_a_relayed_listen_closes_the_upstream_conne
             await asyncio.wait_for(up.gone.wait(), 2)  # the client closed: the upstream's stream ended too
             await asyncio.to_thread(sc.wait_idle, 3)
             (rec,) = sc.requests
-            assert rec.client_closed and rec.upstream_status == 200 and rec.upstream_failure is None
+            assert rec.client_closed and rec.upstream.status == 200 and rec.upstream.failure is None
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -18,7 +18,7 @@ from test_cancellation import HEADERS, INIT  # the same session-era handshake
 
 from pytest_mcpfaults import Drip, Reset, Sidecar, Stall, Trigger, Truncate
 from pytest_mcpfaults.sidecar import notices, resumption
-from pytest_mcpfaults.sidecar.journal import RequestRecord
+from pytest_mcpfaults.sidecar.records import RequestRecord
 
 Event = dict[str, str]
 

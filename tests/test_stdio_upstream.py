@@ -88,8 +88,8 @@ async def test_the_mcp2_client_lists_and_calls_a_stdio_servers_tools(mode: str) 
         await asyncio.to_thread(sc.wait_idle, 3)
         (call,) = [r for r in sc.requests if r.tool == "add"]
         assert call.forwarded and call.status == 200
-        assert call.upstream_bytes > 0 and call.upstream_failure is None
-        assert call.upstream_time is not None and call.upstream_time >= 0
+        assert call.upstream.bytes > 0 and call.upstream.failure is None
+        assert call.upstream.time is not None and call.upstream.time >= 0
         init = next(r for r in sc.requests if r.mcp_method == "initialize")
         assert init.forwarded and init.session_id is None  # the sidecar assigned the session id
         assert len(sc.ended_sessions) == 1 and not sc.sessions  # the client's DELETE ended it locally
@@ -141,7 +141,7 @@ async def test_tool_error_rewrites_a_result_the_child_really_produced(mode: str)
             assert ran.content[0].text == "1"  # the child ran add all the same
         await asyncio.to_thread(sc.wait_idle, 3)
         (call,) = [r for r in sc.requests if r.tool == "add"]
-        assert call.fault_kind == "tool_error" and call.forwarded and call.upstream_bytes > 0
+        assert call.fault_kind == "tool_error" and call.forwarded and call.upstream.bytes > 0
 
 
 @pytest.mark.parametrize(
@@ -159,7 +159,7 @@ def test_body_faults_cut_the_childs_answer(fault: Truncate | Reset) -> None:
         settled(sc)
         (rec,) = [r for r in sc.requests if r.tool == "echo"]
         assert rec.forwarded and rec.bytes_sent == fault.after_bytes
-        assert rec.upstream_bytes > 100  # the child answered in full
+        assert rec.upstream.bytes > 100  # the child answered in full
 
 
 def test_stall_after_bytes_holds_the_childs_answer_as_sse() -> None:
@@ -179,7 +179,7 @@ def test_stall_after_bytes_holds_the_childs_answer_as_sse() -> None:
         sc.wait_idle(3)
         (rec,) = [r for r in sc.requests if r.tool == "echo"]
         assert rec.fault_kind == "stall" and rec.bytes_sent == 12 and rec.hold == "client_closed"
-        assert rec.upstream_bytes > 12 and rec.upstream_failure is None  # the child answered in full
+        assert rec.upstream.bytes > 12 and rec.upstream.failure is None  # the child answered in full
 
 
 def test_malformed_json_cuts_the_childs_answer() -> None:
@@ -197,7 +197,7 @@ def test_malformed_json_cuts_the_childs_answer() -> None:
         settled(sc)
         (rec,) = [x for x in sc.requests if x.tool == "echo"]
         assert (
-            rec.fault_kind == "malformed_json" and rec.forwarded and rec.upstream_bytes > rec.bytes_sent > 0
+            rec.fault_kind == "malformed_json" and rec.forwarded and rec.upstream.bytes > rec.bytes_sent > 0
         )
 
 
@@ -213,7 +213,7 @@ async def test_a_child_that_exits_mid_session_is_a_bad_gateway_recorded_as_the_u
         assert isinstance(failure, MCPError) and "Bad Gateway" in str(failure)
         await asyncio.to_thread(sc.wait_idle, 3)
         (gone,) = [r for r in sc.requests if r.tool == "exit"]
-        assert gone.status == 502 and gone.error_by == "upstream" and gone.upstream_failure == "reset"
+        assert gone.status == 502 and gone.error_by == "upstream" and gone.upstream.failure == "reset"
         assert "exited (code 3)" in (gone.error or "")
         pid = sc.upstream_pid
         assert pid is not None and not alive(pid)  # exited and reaped
@@ -233,8 +233,8 @@ def test_a_child_that_stops_answering_is_a_504_within_upstream_timeout(tmp_path:
         assert r.status_code == 504 and "Gateway Timeout" in r.json()["error"]["message"]
         settled(sc)
         (rec,) = sc.requests
-        assert rec.error_by == "upstream" and rec.upstream_failure == "timed_out"
-        assert rec.upstream_time is not None and 0.3 <= rec.upstream_time < 2.0
+        assert rec.error_by == "upstream" and rec.upstream.failure == "timed_out"
+        assert rec.upstream.time is not None and 0.3 <= rec.upstream.time < 2.0
 
 
 def test_stop_kills_the_child_and_a_child_ignoring_sigterm_too(tmp_path: Path) -> None:
@@ -485,7 +485,7 @@ def test_a_child_that_stops_reading_its_stdin_gets_504s_with_bounded_memory(tmp_
         assert stdin.transport.get_write_buffer_size() <= WRITE_BUFFER + 500_000  # not 20 x 400 KB
         settled(sc)
         last = sc.requests[-1]
-        assert (last.error_by, last.upstream_failure) == ("upstream", "timed_out")
+        assert (last.error_by, last.upstream.failure) == ("upstream", "timed_out")
         assert last.error is not None and "not reading its stdin" in last.error
         assert f"upstream_write_buffer of {WRITE_BUFFER} bytes" in last.error
 

@@ -91,7 +91,7 @@ def test_the_ts_sdk_cancels_at_its_timeout_but_a_harness_deleting_at_once_is_cau
                 AssertionError, match=r"before cancelling tools/call sleep \(id 1\), still in"
             ):
                 sc.assert_client_cancelled("tool:sleep", within=2.0)
-            assert notification.status == 404 and call.cancel_outcome is None
+            assert notification.status == 404 and call.cancel.outcome is None
         else:  # not seen here: the notification won the race
             sc.assert_client_cancelled("tool:sleep", within=2.0)
     gave_up = out["steps"]["tools/call sleep"]
@@ -113,7 +113,7 @@ def test_a_ts_harness_that_lets_its_cancel_go_out_before_deleting_passes(parts: 
     assert out["steps"]["tools/call sleep"]["error"] == TIMED_OUT and out["steps"]["terminateSession"]["ok"]
     [c] = sc.cancellations
     call, notification = the(sc, "POST tools/call sleep"), sc.journal.request(c.notification)  # type: ignore[arg-type]
-    assert (notification.status, call.cancel_outcome) == (202, "stopped")
+    assert (notification.status, call.cancel.outcome) == (202, "stopped")
     assert notification.id < the(sc, "DELETE /mcp").id
 
 
@@ -252,13 +252,17 @@ def test_the_ts_client_credentials_provider_gets_a_new_token_after_a_401(
     # Its first 401 is initialize's (no token yet); the fault's is the mid-session one. It gets each
     # new token with the client_credentials grant again, not with the refresh token it was given.
     first, mid = sc.auth_follow_ups
-    assert (first.failure.label, first.failure.auth_error, first.outcome) == (
+    assert (first.failure.label, first.failure.auth.error, first.outcome) == (
         "POST initialize",
         "missing",
         "refreshed",
     )
-    assert (mid.failure.label, mid.failure.token, mid.failure.status) == ("POST tools/call echo", "t1", 401)
-    assert (mid.outcome, mid.grant, mid.next and (mid.next.label, mid.next.token)) == (
+    assert (mid.failure.label, mid.failure.auth.token, mid.failure.status) == (
+        "POST tools/call echo",
+        "t1",
+        401,
+    )
+    assert (mid.outcome, mid.grant, mid.next and (mid.next.label, mid.next.auth.token)) == (
         "refreshed",
         "client_credentials",
         ("POST tools/call echo", "t2"),
@@ -295,7 +299,7 @@ def test_the_ts_client_credentials_provider_does_not_step_up_on_insufficient_sco
         ("retried_same_token", None),
         ("deleted_session", None),
     ]
-    assert [(r.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
+    assert [(r.auth.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
         ("t1", 403),
         ("t2", 403),
         ("t2", 403),
@@ -305,7 +309,7 @@ def test_the_ts_client_credentials_provider_does_not_step_up_on_insufficient_sco
         out = run(parts, sc, "auth", provider="client_credentials", issuer=sc.url, scope="mcp tasks:write")
         sc.wait_idle(5)
     assert [out["steps"][f"tools/call echo {n}"]["value"] for n in ("one", "two")] == ["one", "two"], out
-    assert [(r.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
+    assert [(r.auth.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
         ("t1", 200),
         ("t1", 200),
     ]
@@ -355,7 +359,7 @@ def _oauth_requests(sc: Sidecar) -> list[tuple[str, str | None, str | None, str 
     """Each request to the authorization server's registration, authorization and token endpoints:
     (label, client, grant, issued)."""
     return [
-        (r.label, r.client, r.grant, r.issued)
+        (r.label, r.auth.client, r.auth.grant, r.auth.issued)
         for r in sc.journal.requests
         if r.label.startswith(("POST /oauth/", "GET /oauth/"))
     ]
@@ -391,20 +395,20 @@ def test_the_ts_code_provider_signs_in_with_s256_then_refreshes_after_a_401(
     assert [out["steps"][f"tools/call echo {n}"]["value"] for n in ("one", "two")] == ["one", "two"], out
     assert len(out["redirects"]) == 1 and out["steps"]["terminateSession"]["ok"], out
     first, mid = sc.auth_follow_ups
-    assert (first.failure.label, first.failure.auth_error, first.outcome, first.grant) == (
+    assert (first.failure.label, first.failure.auth.error, first.outcome, first.grant) == (
         "POST initialize",
         "missing",
         "refreshed",
         "authorization_code",
     )
-    assert (mid.failure.label, mid.failure.token, mid.failure.status, mid.outcome, mid.grant) == (
+    assert (mid.failure.label, mid.failure.auth.token, mid.failure.status, mid.outcome, mid.grant) == (
         "POST tools/call echo",
         "t1",
         401,
         "refreshed",
         "refresh_token",
     )
-    assert mid.next is not None and (mid.next.label, mid.next.token, mid.next.status) == (
+    assert mid.next is not None and (mid.next.label, mid.next.auth.token, mid.next.status) == (
         "POST tools/call echo",
         "t2",
         200,
@@ -466,7 +470,7 @@ def test_the_ts_code_provider_steps_up_on_insufficient_scope_only_without_a_refr
             ("retried_same_token", None),
             ("deleted_session", None),
         ]
-        assert [(r.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
+        assert [(r.auth.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
             ("t1", 403),
             ("t2", 403),
             ("t2", 403),
@@ -482,12 +486,12 @@ def test_the_ts_code_provider_steps_up_on_insufficient_scope_only_without_a_refr
     assert [steps[s]["value"] for s in ("tools/call echo one again", "tools/call echo two")] == ["one", "two"]
     assert [r["scope"] for r in out["redirects"]] == ["mcp", "tasks:write"]
     [_, step_up] = sc.auth_follow_ups
-    assert (step_up.failure.auth_error, step_up.outcome, step_up.grant) == (
+    assert (step_up.failure.auth.error, step_up.outcome, step_up.grant) == (
         "insufficient_scope",
         "refreshed",
         "authorization_code",
     )
-    assert [(r.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
+    assert [(r.auth.token, r.status) for r in sc.journal.requests if r.tool == "echo"] == [
         ("t1", 403),
         ("t2", 200),
         ("t2", 200),

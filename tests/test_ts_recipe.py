@@ -221,7 +221,8 @@ def test_the_hardened_ts_harness_gives_up_on_a_stalled_call_and_a_hung_delete_by
     with serve(*faults, "--patience", "none") as served:
         out = run_harness(recipe, served, "hardened", wait_ms=500)
         journal = served.wait_journal(
-            lambda j: all(r["hold"] for r in mcp_only(j)["requests"] if r["held"]), "the held requests to end"
+            lambda j: all(r["held"]["outcome"] for r in mcp_only(j)["requests"] if r["held"]),
+            "the held requests to end",
         )
         checked = served.control("GET", "/check", params=BARRIER)
         tree = served.control("GET", "/spans", params={"format": "json"})
@@ -231,7 +232,9 @@ def test_the_hardened_ts_harness_gives_up_on_a_stalled_call_and_a_hung_delete_by
     assert done["terminateSession"]["error"] == "TimeoutError: The operation was aborted due to timeout", done
     for name in ("evaluate_session", "terminateSession"):
         assert done[name]["ms"] >= 500, done[name]  # the client's own deadline ended it
-    held = [(r["method"], r["tool"], r["hold"]) for r in mcp_only(journal)["requests"] if r["held"]]
+    held = [
+        (r["method"], r["tool"], r["held"]["outcome"]) for r in mcp_only(journal)["requests"] if r["held"]
+    ]
     assert held == [("POST", "evaluate_session", "client_closed"), ("DELETE", None, "client_closed")], held
     assert journal["patience_violations"] == []
     # The session failed on its own (the stalled call), not because of its failed cleanup: no flip.
@@ -274,7 +277,9 @@ def test_a_401_on_the_ts_harness_s_cleanup_flips_only_the_unhardened_one_with_a_
     assert "error" not in out, out
     done, verdict = steps(out), verdict_of(served, out, checked)
     deletes = [
-        (r["token"], r["status"]) for r in mcp_only(journal)["requests"] if r["tool"] == "delete_session"
+        (r["auth"]["token"], r["status"])
+        for r in mcp_only(journal)["requests"]
+        if r["tool"] == "delete_session"
     ]
     if not static:
         assert done["delete_session"]["ok"] and done["terminateSession"]["ok"], done

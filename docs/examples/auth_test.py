@@ -117,14 +117,14 @@ async def test_a_harness_that_keeps_the_401_on_its_cleanup_span_passes(mcp_sidec
 async def test_tokens_that_expire_after_three_calls(mcp_sidecar):
     assert await run_session(mcp_sidecar.mcp_url, oauth_client(mcp_sidecar), copy_cleanup_error=True) == "ok"
     mcp_sidecar.assert_client_reauthorized()
-    tokens = {r.token for r in mcp_sidecar.journal if r.token}
+    tokens = {r.auth.token for r in mcp_sidecar.journal if r.auth and r.auth.token}
     assert len(tokens) > 1  # the harness went through several tokens, three calls each
 
 
 @pytest.mark.mcp_sidecar(era="session", auth="oauth", faults=[InsufficientScope("tasks:write")])
 async def test_a_step_up_to_a_wider_scope(mcp_sidecar):
     assert await run_session(mcp_sidecar.mcp_url, oauth_client(mcp_sidecar), copy_cleanup_error=True) == "ok"
-    [step_up] = [f for f in mcp_sidecar.auth_follow_ups if f.failure.auth_error == "insufficient_scope"]
+    [step_up] = [f for f in mcp_sidecar.auth_follow_ups if f.failure.auth.error == "insufficient_scope"]
     assert step_up.outcome == "refreshed"  # it asked for tasks:write and came back with it
 
 
@@ -162,8 +162,10 @@ async def test_a_harness_that_signs_in_with_a_code_and_again_when_its_token_expi
     assert await run_session(mcp_sidecar.mcp_url, code_client(mcp_sidecar), copy_cleanup_error=True) == "ok"
     mcp_sidecar.assert_client_reauthorized()  # and the span gate finds the session span unflipped
     journal = mcp_sidecar.journal
-    assert [r.client for r in journal if r.path == "/oauth/register"] == ["c1"]  # it registered once
-    assert {r.grant for r in journal if r.issued} == {"authorization_code"}  # each token from a code
+    assert [r.auth.client for r in journal if r.path == "/oauth/register"] == ["c1"]  # it registered once
+    assert {r.auth.grant for r in journal if r.auth and r.auth.issued} == {
+        "authorization_code"
+    }  # each token from a code
 
 
 # --8<-- [end:code]

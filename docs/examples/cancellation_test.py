@@ -47,7 +47,7 @@ async def test_the_harness_cancels_its_call_at_its_timeout(mcp_sidecar):
     # at the client's 0.5 s timeout, not at once: the sidecar's clock starts when the call arrived, after
     # the client's own timer had started (seen: 0.4993 s), so the lower bound leaves it that transit
     assert 0.4 <= cancel.since_sent < 1.0
-    assert call.cancel_outcome == "stopped"  # the sidecar stopped the tool, sent no response
+    assert call.cancel.outcome == "stopped"  # the sidecar stopped the tool, sent no response
 
 
 # --8<-- [end:cancels]
@@ -76,7 +76,7 @@ async def test_a_server_that_ignores_the_cancel(mcp_sidecar):
             await client.call_tool("sleep", {"seconds": 1}, read_timeout_seconds=0.3)
     mcp_sidecar.wait_idle()
     [call] = [r for r in mcp_sidecar.requests if r.label == "POST tools/call sleep"]
-    assert call.cancel_outcome == "ignored"  # the tool ran its whole second, then answered
+    assert call.cancel.outcome == "ignored"  # the tool ran its whole second, then answered
     assert call.ended_at - call.started_at >= 1.0
 
 
@@ -94,7 +94,7 @@ async def test_a_cancel_on_the_legacy_sse_transport(mcp_sidecar):
     mcp_sidecar.assert_client_cancelled("tool:sleep", within=1.0)
     [call] = [r for r in mcp_sidecar.requests if r.label == "POST tools/call sleep"]
     assert call.status == 202  # the POST was taken at once; its reply was owed on the stream ...
-    assert call.cancel_outcome == "stopped"  # ... and never sent: the cancel stopped the call
+    assert call.cancel.outcome == "stopped"  # ... and never sent: the cancel stopped the call
 
 
 # --8<-- [end:legacy]
@@ -119,8 +119,8 @@ async def test_a_sync_tool_stops_on_ctx_cancelled(mcp_sidecar):
             await client.call_tool("lookup", {"query": "x"}, read_timeout_seconds=0.5)
     mcp_sidecar.wait_for(lambda reqs: any(r.ran_until is not None for r in reqs))
     [call] = [r for r in mcp_sidecar.requests if r.label == "POST tools/call lookup"]
-    assert call.cancel_outcome == "stopped" and call.ran_on  # it ran on after the cancel ...
-    assert call.ran_until - call.cancelled_at < 1.0  # ... briefly: it saw ctx.cancelled; nothing sent
+    assert call.cancel.outcome == "stopped" and call.ran_on  # it ran on after the cancel ...
+    assert call.ran_until - call.cancel.at < 1.0  # ... briefly: it saw ctx.cancelled; nothing sent
 
 
 # --8<-- [end:sync]

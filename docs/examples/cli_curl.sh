@@ -41,7 +41,7 @@ curl -s -H "$auth" -X POST "$MCPFAULTS_CONTROL_URL/release"  # {"state": "runnin
 wait "$probe"
 # --8<-- [end:release]
 
-check "$(curl -s -H "$auth" "$MCPFAULTS_CONTROL_URL/journal" | jq -r '.requests[-1].hold')" released
+check "$(curl -s -H "$auth" "$MCPFAULTS_CONTROL_URL/journal" | jq -r '.requests[-1].held.outcome')" released
 
 # --8<-- [start:errors]
 curl -s -o /dev/null -w '%{http_code}\n' -X DELETE "$MCPFAULTS_CONTROL_URL/faults"  # 401: no token
@@ -60,7 +60,7 @@ curl -s -H "$auth" -X DELETE "$MCPFAULTS_CONTROL_URL/faults"  # clear the plan
 
 # --8<-- [start:journal]
 curl -s -H "$auth" "$MCPFAULTS_CONTROL_URL/journal" |
-    jq -c '{state, fired, health: [.requests[] | [.path, .status, .hold]]}'
+    jq -c '{state, fired, health: [.requests[] | [.path, .status, .held.outcome]]}'
 # {"state":"running","fired":{"status":2,"hang":1,"freeze":1},"health":[["/health",503,null],...]}
 # --8<-- [end:journal]
 check "$(curl -s -H "$auth" "$MCPFAULTS_CONTROL_URL/journal" | jq -c .fired)" '{"status":2,"hang":1,"freeze":1}'

@@ -56,11 +56,11 @@ try {
   let journal;
   for (const until = Date.now() + 10_000; Date.now() < until; ) {
     journal = await (await fetch(`${info.control_url}/journal`, { headers: auth })).json();
-    if (journal.requests.filter((r) => r.hold === "client_closed").length === 2) break;
+    if (journal.requests.filter((r) => r.held?.outcome === "client_closed").length === 2) break;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const held = journal.requests.filter((r) => r.held);
-  assert.deepEqual(held.map((r) => [r.path, r.hold]), [["/health", "client_closed"], ["/health", "client_closed"]]);
+  assert.deepEqual(held.map((r) => [r.path, r.held.outcome]), [["/health", "client_closed"], ["/health", "client_closed"]]);
   assert.equal(journal.requests.at(-1).status, 200);
   assert.deepEqual(journal.fired, { hang: 2 });
 } finally {

@@ -28,7 +28,7 @@ async def test_your_stdio_server_dies_under_the_second_call(mcp_sidecar):
             assert '"id": 1' in first.content[0].text
             await client.call_tool("count_tickets", {})
     opened, died = [r for r in mcp_sidecar.requests if r.mcp_method == "tools/call"]
-    assert opened.forwarded and opened.upstream_bytes > 0  # your server answered it
+    assert opened.forwarded and opened.upstream.bytes > 0  # your server answered it
     assert died.fault_kind == "die" and not died.forwarded  # it never saw this one
 
 

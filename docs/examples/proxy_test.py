@@ -69,7 +69,7 @@ async def test_your_server_dies_under_the_second_call(mcp_sidecar_factory, upstr
             assert json.loads(opened.content[0].text) == {"id": 1, "title": "disk full"}  # your server's
             await client.call_tool("close_ticket", {"id": 1})  # the sidecar dies under this one
     first, died = [r for r in sidecar.requests if r.mcp_method == "tools/call"]
-    assert first.forwarded and first.upstream_status == 200  # both legs of the first call
+    assert first.forwarded and first.upstream.status == 200  # both legs of the first call
     assert died.fault_kind == "die" and not died.forwarded  # your server never saw the second
 
 
@@ -86,7 +86,7 @@ async def test_a_tool_error_in_place_of_your_servers_real_result(mcp_sidecar_fac
     assert result.is_error and result.content[0].text == "quota exceeded"
     (call,) = [r for r in sidecar.requests if r.tool == "open_ticket"]
     assert (
-        call.upstream_status == 200 and call.upstream_bytes > 0
+        call.upstream.status == 200 and call.upstream.bytes > 0
     )  # the tool really ran; its answer was replaced
 
 
@@ -101,7 +101,7 @@ async def test_your_servers_answer_stalls_after_its_first_bytes(mcp_sidecar_fact
             await client.call_tool("open_ticket", {"title": "y"})
     sidecar.wait_idle(5)  # the held call's record is final once its connection is gone
     (call,) = [r for r in sidecar.requests if r.mcp_method == "tools/call"]
-    assert call.bytes_sent == 20 < call.upstream_bytes  # 20 of the bytes your server sent, then nothing
+    assert call.bytes_sent == 20 < call.upstream.bytes  # 20 of the bytes your server sent, then nothing
     assert call.hold == "client_closed"  # the client gave up on its own: no patience verdict
 
 
@@ -117,7 +117,7 @@ def test_a_server_that_is_not_there_is_a_502(mcp_sidecar_factory):
     r = httpx.post(sidecar.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert r.status_code == 502 and r.json()["error"]["message"].startswith("Bad Gateway")
     (rec,) = sidecar.requests
-    assert rec.error_by == "upstream" and rec.upstream_failure == "refused"
+    assert rec.error_by == "upstream" and rec.upstream.failure == "refused"
 
 
 # --8<-- [end:gateway]

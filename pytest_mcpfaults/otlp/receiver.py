@@ -21,10 +21,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aiohttp import web, web_protocol
+from aiohttp import web
 
 from pytest_mcpfaults.otlp.decode import (
     INVALID_ARGUMENT,
@@ -36,12 +35,13 @@ from pytest_mcpfaults.otlp.decode import (
     encode_response,
     encode_status,
 )
-from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
+from pytest_mcpfaults.sidecar.connections import Connections
+from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.timeouts import within
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.journal import ClosedBy, Journal
+    from pytest_mcpfaults.sidecar.journal import Journal
     from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
 
 __all__ = ["DECODE_OFF_LOOP", "DEFAULT_OTLP_PATH", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
@@ -176,16 +176,6 @@ class OtlpReceiver:
         return web.Response(status=200, body=encode_response(media, rejected, message), content_type=media)
 
 
-@dataclass(eq=False)
-class _Conn:
-    id: int
-    transport: asyncio.Transport
-    busy: int = 0  # requests being handled
-    timer: asyncio.TimerHandle | None = None
-    idle_since: float = 0.0
-    closed_by_us: bool = False
-
-
 class OtlpListener:
     """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
     path (``None``: 404). Its connections are journaled like the sidecar's; :meth:`close` aborts them.
@@ -197,12 +187,10 @@ class OtlpListener:
         journal: Journal,
         route: Callable[[web.BaseRequest, int], Handler | None],
         idle_timeout: float | None = None,
-        stamp: Stamp | None = None,
     ) -> None:
         self.journal = journal
-        self._route, self._stamp = route, stamp
-        self.idle_timeout = idle_timeout
-        self._conns: dict[web_protocol.RequestHandler, _Conn] = {}
+        self._route = route
+        self.conns = Connections(journal, idle_timeout)
         self._server: asyncio.Server | None = None
         self._web: ConnectionReportingServer | None = None
         self.host = ""
@@ -210,54 +198,15 @@ class OtlpListener:
 
     async def start(self, host: str) -> None:
         self._web = ConnectionReportingServer(
-            self.handle, self.conn_made, self.conn_lost, self._stamp,
+            self.handle, self.conns.made, self.conns.lost,
             access_log=None, handler_cancellation=True,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
         self.host, self.port = host, self._server.sockets[0].getsockname()[1]
 
-    def conn_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
-        peer = transport.get_extra_info("peername")
-        cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
-        conn = self._conns[handler] = _Conn(cid, transport)
-        self._arm(conn)
-
-    def conn_lost(self, handler: web_protocol.RequestHandler) -> None:
-        conn = self._conns.pop(handler, None)
-        if conn is not None:
-            if conn.timer is not None:
-                conn.timer.cancel()
-                conn.timer = None
-            by: ClosedBy = "sidecar" if self._server is None or conn.closed_by_us else "client"
-            self.journal.update_connection(conn.id, closed_at=self.journal.now(), closed_by=by)
-
-    def _arm(self, conn: _Conn) -> None:
-        """(Re)start the idle bound, lazily, as the sidecar's port does (one timer, re-armed when it
-        fires early; nothing while a request is handled)."""
-        if self.idle_timeout is None or conn.busy:
-            return
-        loop = asyncio.get_running_loop()
-        conn.idle_since = loop.time()
-        if conn.timer is None:
-            conn.timer = loop.call_at(conn.idle_since + self.idle_timeout, self._expired, conn)
-
-    def _expired(self, conn: _Conn) -> None:
-        conn.timer = None
-        if conn.busy or conn.transport.is_closing():
-            return
-        assert self.idle_timeout is not None
-        loop = asyncio.get_running_loop()
-        deadline = conn.idle_since + self.idle_timeout
-        if loop.time() < deadline:
-            conn.timer = loop.call_at(deadline, self._expired, conn)
-            return
-        conn.closed_by_us = True
-        self.journal.update_connection(conn.id, timed_out=True)
-        conn.transport.close()
-
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        conn = self._conns.get(request.protocol)
+        conn = self.conns.live.get(request.protocol)
         if conn is None:  # connection already gone
             return web.Response(status=500)
         handler = self._route(request, conn.id)
@@ -268,14 +217,15 @@ class OtlpListener:
             return await handler(request)
         finally:
             conn.busy -= 1
-            if request.protocol in self._conns:
-                self._arm(conn)
+            if request.protocol in self.conns.live:
+                self.conns.arm_idle(conn)
 
     async def close(self) -> None:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        for conn in list(self._conns.values()):
+        for conn in list(self.conns.live.values()):
+            conn.closed_by_us = True
             conn.transport.abort()
         for _ in range(3):  # let connection_lost run for the aborted transports
             await asyncio.sleep(0)
@@ -298,10 +248,8 @@ class OtlpService:
         body_timeout: float | None,
         on_error: Callable[[str, BaseException], None],
         mounted: Callable[[str], Handler | None],
-        stamp: Stamp | None = None,
     ) -> None:
         self.path = path
-        self._stamp = stamp  # every answer of its own listener too (the sidecar's response stamp)
         self._recorder = recorder
         self._lock = threading.Lock()
         self._mounted = mounted
@@ -344,7 +292,7 @@ class OtlpService:
     async def start_listener(self, host: str) -> OtlpListener:
         """Start the receiver's own listener (once) on ``host``; returns it."""
         if self.listener is None:
-            listener = OtlpListener(self._journal, self._side_route, self._body_timeout, self._stamp)
+            listener = OtlpListener(self._journal, self._side_route, self._body_timeout)
             await listener.start(host)
             self.listener = listener
         return self.listener

@@ -2,7 +2,8 @@
 
 The names below are loaded on first use (as the top-level package's are): importing one of this
 package's modules (``sidecar.journal``, say) must not import the server, which imports the OTLP
-receiver, which imports ``sidecar.journal``: an import cycle through this ``__init__``.
+receiver, which imports ``sidecar.journal``: an import cycle through this ``__init__``. Where each name
+lives is its import under ``TYPE_CHECKING`` (read by :func:`~pytest_mcpfaults.lazy.lazy_exports`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.errors import SidecarError as SidecarError
-    from pytest_mcpfaults.sidecar.journal import CancellationRecord as CancellationRecord
-    from pytest_mcpfaults.sidecar.journal import ConnectionRecord as ConnectionRecord
     from pytest_mcpfaults.sidecar.journal import Journal as Journal
-    from pytest_mcpfaults.sidecar.journal import PatienceViolation as PatienceViolation
-    from pytest_mcpfaults.sidecar.journal import RequestRecord as RequestRecord
-    from pytest_mcpfaults.sidecar.journal import ServerMessageRecord as ServerMessageRecord
-    from pytest_mcpfaults.sidecar.journal import StreamRecord as StreamRecord
     from pytest_mcpfaults.sidecar.outbound import ClientRequestError as ClientRequestError
     from pytest_mcpfaults.sidecar.outbound import ToolContext as ToolContext
+    from pytest_mcpfaults.sidecar.records import CancellationRecord as CancellationRecord
+    from pytest_mcpfaults.sidecar.records import ConnectionRecord as ConnectionRecord
+    from pytest_mcpfaults.sidecar.records import RequestRecord as RequestRecord
+    from pytest_mcpfaults.sidecar.records import ServerMessageRecord as ServerMessageRecord
+    from pytest_mcpfaults.sidecar.records import StreamRecord as StreamRecord
     from pytest_mcpfaults.sidecar.server import Sidecar as Sidecar
     from pytest_mcpfaults.sidecar.surface import Prompt as Prompt
     from pytest_mcpfaults.sidecar.surface import PromptArgument as PromptArgument
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.tools import Tool as Tool
     from pytest_mcpfaults.sidecar.tools import ToolContent as ToolContent
     from pytest_mcpfaults.sidecar.tools import ToolResultError as ToolResultError
+    from pytest_mcpfaults.sidecar.violation import PatienceViolation as PatienceViolation
     from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext as SyncToolContext
 
 __all__ = [
@@ -58,29 +59,4 @@ __all__ = [
     "ToolResultError",
 ]
 
-_EXPORTS: dict[str, str] = {
-    "BenchmarkSession": "pytest_mcpfaults.sidecar.tools",
-    "BenchmarkSessions": "pytest_mcpfaults.sidecar.tools",
-    "CancellationRecord": "pytest_mcpfaults.sidecar.journal",
-    "ClientRequestError": "pytest_mcpfaults.sidecar.outbound",
-    "ConnectionRecord": "pytest_mcpfaults.sidecar.journal",
-    "Journal": "pytest_mcpfaults.sidecar.journal",
-    "PatienceViolation": "pytest_mcpfaults.sidecar.journal",
-    "RequestRecord": "pytest_mcpfaults.sidecar.journal",
-    "ServerMessageRecord": "pytest_mcpfaults.sidecar.journal",
-    "Sidecar": "pytest_mcpfaults.sidecar.server",
-    "SidecarError": "pytest_mcpfaults.sidecar.errors",
-    "StreamRecord": "pytest_mcpfaults.sidecar.journal",
-    "Tool": "pytest_mcpfaults.sidecar.tools",
-    "ToolContext": "pytest_mcpfaults.sidecar.outbound",
-    "ToolResultError": "pytest_mcpfaults.sidecar.tools",
-    "ToolContent": "pytest_mcpfaults.sidecar.tools",
-    "SyncToolContext": "pytest_mcpfaults.sidecar.worker_calls",
-    "Prompt": "pytest_mcpfaults.sidecar.surface",
-    "PromptArgument": "pytest_mcpfaults.sidecar.surface",
-    "Resource": "pytest_mcpfaults.sidecar.surface",
-    "ResourceTemplate": "pytest_mcpfaults.sidecar.surface",
-}
-
-
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals())

@@ -2,7 +2,7 @@
 the journal's records.
 
 An auth failure is a request to the MCP endpoint answered with a bearer challenge (``401``, or ``403``
-``insufficient_scope``; :attr:`~pytest_mcpfaults.RequestRecord.auth_error` set), whether the sidecar
+``insufficient_scope``; :attr:`~pytest_mcpfaults.sidecar.records.AuthSeen.error` set), whether the sidecar
 refused a missing or revoked token or an auth fault kind fired. What the client did next is read from
 the next request to the MCP endpoint, in arrival order, and the requests to the authorization server
 in between (metadata, the token endpoint):
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_mcpfaults.sidecar.journal import RequestRecord
+from pytest_mcpfaults.sidecar.records import AuthSeen, RequestRecord
 
 __all__ = ["AuthFollowUp", "AuthOutcome", "auth_follow_ups", "reauthorization_problems"]
 
@@ -30,6 +30,7 @@ AuthOutcome = Literal[
 ]
 """What a client did after an auth failure (:attr:`AuthFollowUp.outcome`)."""
 
+_NOTHING = AuthSeen()  # what a request the auth= layer saw nothing of shows
 _DOING = {
     "refreshed": "came back with a new token",
     "deleted_session": "went to DELETE without a new token (it gave up the session)",
@@ -57,19 +58,25 @@ class AuthFollowUp:
         unauthorized@tool:echo); the client then retried with the same token: #8 POST tools/call echo
         (token t1, 401)``."""
         f = self.failure
-        why = f"{f.status} {f.auth_error}" + (f", fault {f.fault}" if f.fault else "")
+        why = f"{f.status} {_seen(f).error}" + (f", fault {f.fault}" if f.fault else "")
         head = f"#{f.id} {f.label} ({_token(f)}) was refused ({why}); the client then {_DOING[self.outcome]}"
         if self.between:
-            head += " after " + ", ".join(f"#{r.id} {r.label}" + (f" (grant {r.grant})" if r.grant else "")
-                                          for r in self.between)  # fmt: skip
+            head += " after " + ", ".join(
+                f"#{r.id} {r.label}" + (f" (grant {g})" if (g := _seen(r).grant) else "")
+                for r in self.between
+            )
         if self.next is not None:
             n = self.next
             head += f": #{n.id} {n.label} ({_token(n)}, {n.status})"
         return head
 
 
+def _seen(r: RequestRecord) -> AuthSeen:
+    return r.auth if r.auth is not None else _NOTHING
+
+
 def _token(r: RequestRecord) -> str:
-    return f"token {r.token}" if r.token else "no token"
+    return f"token {token}" if (token := _seen(r).token) else "no token"
 
 
 def auth_follow_ups(requests: Iterable[RequestRecord], mcp_path: str) -> tuple[AuthFollowUp, ...]:
@@ -77,7 +84,7 @@ def auth_follow_ups(requests: Iterable[RequestRecord], mcp_path: str) -> tuple[A
     records = sorted(requests, key=lambda r: r.id)
     out: list[AuthFollowUp] = []
     for i, failure in enumerate(records):
-        if failure.path != mcp_path or failure.auth_error is None:
+        if failure.path != mcp_path or _seen(failure).error is None:
             continue
         between: list[RequestRecord] = []
         following: RequestRecord | None = None
@@ -95,12 +102,13 @@ def _follow_up(
 ) -> AuthFollowUp:
     if following is None:
         return AuthFollowUp(failure, "gave_up", None, between)
-    if following.token is not None and following.token != failure.token:
-        grant = next((r.grant for r in between if r.issued is not None and r.issued == following.token), None)
+    token = _seen(following).token
+    if token is not None and token != _seen(failure).token:
+        grant = next((_seen(r).grant for r in between if _seen(r).issued == token), None)
         return AuthFollowUp(failure, "refreshed", following, between, grant)
     if following.method == "DELETE":
         return AuthFollowUp(failure, "deleted_session", following, between)
-    if following.token is not None:
+    if token is not None:
         return AuthFollowUp(failure, "retried_same_token", following, between)
     return AuthFollowUp(failure, "retried_without_token", following, between)
 

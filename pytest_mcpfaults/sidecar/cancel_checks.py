@@ -1,8 +1,8 @@
 """The check behind ``Sidecar.assert_client_cancelled``: every request the client left in flight was
 cancelled in time, and, when one was not, what was in flight and what the client did instead.
 
-Read from the journal only: the requests (:class:`~pytest_mcpfaults.sidecar.journal.RequestRecord`)
-and the cancellations linked to them (:class:`~pytest_mcpfaults.sidecar.journal.CancellationRecord`).
+Read from the journal only: the requests (:class:`~pytest_mcpfaults.sidecar.records.RequestRecord`)
+and the cancellations linked to them (:class:`~pytest_mcpfaults.sidecar.records.CancellationRecord`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.journal import CancellationRecord, RequestRecord
 from pytest_mcpfaults.sidecar.patience import Watched
+from pytest_mcpfaults.sidecar.records import CancellationRecord, RequestRecord
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.validation import is_positive_seconds
 

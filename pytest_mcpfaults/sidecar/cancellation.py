@@ -3,19 +3,20 @@ request (the cancel phase). Loop thread only; no I/O.
 
 A ``notifications/cancelled`` names a JSON-RPC id; :meth:`Cancellations.link` finds the request it
 names (the latest with that id in the same transport session and era) and journals a
-:class:`~pytest_mcpfaults.sidecar.journal.CancellationRecord`: when, how long after that request was
+:class:`~pytest_mcpfaults.sidecar.records.CancellationRecord`: when, how long after that request was
 sent, and whether it was still in flight. In the 2026-07-28 era a client cancels by closing the
 request's response stream (the transport tells :meth:`Cancellations.stream_closed`); in the session
 era a closed connection is not a cancellation (the spec says so), only the notification is.
 
-What a cancellation the sidecar accepted does to the request is the cancel phase: :func:`cancel_effect`
-(dispatched on the class of the fault that fired on the request, so a subclass acts as its base)
-says ``'stop'`` (no fault, and every kind but the two below: the answer being made is abandoned, its
-tool handler cancelled, and the request gets no JSON-RPC response, as the spec says of a cancelled
-request: its response is an event stream that ends without an event), ``'ignore'``
-(``ignore_cancel``: it runs on and is answered in full) or ``'answer'`` (``answer_after_cancel``: its
-hold ends and it is answered in full). The mcp SDK's server answers ``-32800 Request cancelled`` in
-the session era instead; the sidecar does not, so that a late answer is the fault's alone. A request held
+What a cancellation the sidecar accepted does to the request is a fact of the fault that fired on
+it, :attr:`~pytest_mcpfaults.faults.Fault.on_cancel` (a class attribute, so a subclass acts as its
+base): ``'stop'`` (no fault, and every kind but the two below: the answer being made is abandoned,
+its tool handler cancelled, and the request gets no JSON-RPC response, as the spec says of a
+cancelled request: its response is an event stream that ends without an event), ``'ignore'``
+(``ignore_cancel``: it runs on and is answered in full) or ``'answer'`` (``answer_after_cancel``:
+its hold ends and it is answered in full). The mcp SDK's server answers ``-32800 Request
+cancelled`` in the session era instead; the sidecar does not, so that a late answer is the fault's
+alone. A request held
 by any other blocking fault stays held: a stuck server does not read its cancellations.
 """
 
@@ -24,59 +25,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from functools import singledispatch
-from typing import Any, Literal
+from typing import Any
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.journal import (
+from pytest_mcpfaults.fault_types import CancelEffect
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.mcp import McpRequest, Reply
+from pytest_mcpfaults.sidecar.records import (
     CancelHow,
     CancellationRecord,
     CancelOutcome,
-    Journal,
+    CancelSeen,
     RequestRecord,
 )
-from pytest_mcpfaults.sidecar.mcp import McpRequest, Reply
 
-__all__ = [
-    "CancelEffect",
-    "Cancellations",
-    "cancel_effect",
-    "effect_on_cancel",
-    "releases_hold",
-    "unanswered",
-]
-
-CancelEffect = Literal["stop", "ignore", "answer"]
-"""What a cancellation does to the request a fault fired on (:func:`cancel_effect`)."""
+__all__ = ["Cancellations", "unanswered"]
 
 _OUTCOME: dict[CancelEffect, CancelOutcome] = {"stop": "stopped", "ignore": "ignored", "answer": "answered"}
-
-
-@singledispatch
-def cancel_effect(fault: F.Fault) -> CancelEffect:
-    """What a cancellation does to a request ``fault`` fired on: one function per cancel kind,
-    registered with ``@cancel_effect.register``; every other kind's request is stopped."""
-    return "stop"
-
-
-@cancel_effect.register
-def _ignore(fault: F.IgnoreCancel) -> CancelEffect:
-    return "ignore"
-
-
-@cancel_effect.register
-def _answer(fault: F.AnswerAfterCancel) -> CancelEffect:
-    return "answer"
-
-
-def effect_on_cancel(fault: F.Fault | None) -> CancelEffect:
-    """:func:`cancel_effect`, ``'stop'`` for a request no fault fired on."""
-    return "stop" if fault is None else cancel_effect(fault)
-
-
-def releases_hold(fault: F.Fault) -> bool:
-    """Whether a cancellation ends the hold of a request ``fault`` holds (``answer_after_cancel``)."""
-    return cancel_effect(fault) == "answer"
 
 
 def unanswered() -> Reply:
@@ -157,8 +122,8 @@ class Cancellations:
             now - named.started_at if named else None, in_flight,
         )  # fmt: skip
         self.journal.cancellations.add(c)
-        if named is not None and in_flight and named.cancelled_at is None:
-            self.journal.update_request(named.id, cancelled_at=now)
+        if named is not None and in_flight and named.cancel is None:
+            self.journal.update_request(named.id, cancel=CancelSeen(now))
         return c
 
     # -- what the sidecar does -------------------------------------------------------------------
@@ -173,8 +138,8 @@ class Cancellations:
             return
         flight = self._flights.get(named)
         if flight is not None and not flight.cancelled.done():
-            effect = effect_on_cancel(flight.fault)
-            self.journal.update_request(named, cancel_outcome=_OUTCOME[effect])
+            effect = "stop" if flight.fault is None else flight.fault.on_cancel
+            self.journal.update_group(named, "cancel", outcome=_OUTCOME[effect])
             flight.cancelled.set_result(None)
             if flight.task is not None and effect == "stop":  # the answer is being made: stop it
                 flight.stopping = True
@@ -185,10 +150,10 @@ class Cancellations:
         its 202), was already cancelled and is stopped; a cancel kind's outcome is recorded then too
         (``answer_after_cancel``'s hold then ends at once)."""
         rec = self.journal.request(rid)
-        if rec.cancelled_at is None or rec.cancel_outcome is not None:
+        if rec.cancel is None or rec.cancel.outcome is not None:
             return False
-        effect = effect_on_cancel(fault)
-        self.journal.update_request(rid, cancel_outcome=_OUTCOME[effect])
+        effect = "stop" if fault is None else fault.on_cancel
+        self.journal.update_group(rid, "cancel", outcome=_OUTCOME[effect])
         return effect == "stop"
 
     def ran_on(self, rid: int, ended: bool) -> None:
@@ -202,10 +167,12 @@ class Cancellations:
     def held_until_cancelled(self, rid: int, fault: F.Fault) -> asyncio.Future[None] | None:
         """The future a hold of request ``rid`` by ``fault`` also ends on (``None``: a cancellation
         does not end it). Call :meth:`landed` once the hold ended."""
-        if not releases_hold(fault):
+        if fault.on_cancel != "answer":
             return None
         flight = self._flights[rid] = _Flight(fault)
-        if self.journal.request(rid).cancel_outcome is not None:  # cancelled while its answer was made
+        if (
+            c := self.journal.request(rid).cancel
+        ) is not None and c.outcome is not None:  # cancelled while its answer was made
             flight.cancelled.set_result(None)
         return flight.cancelled
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_mcpfaults.sidecar.journal import RequestRecord, answered
+from pytest_mcpfaults.sidecar.records import RequestRecord
+from pytest_mcpfaults.sidecar.violation import answered
 
 __all__ = [
     "ClientFamily",

@@ -40,25 +40,35 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.otlp.control_routes import MAX_WAITS, SpanWork, span_routes
 from pytest_mcpfaults.sidecar.http_io import BodyError, read_body
-from pytest_mcpfaults.sidecar.journal import ConnectionRecord, Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.loop import WorkerPool
+from pytest_mcpfaults.sidecar.records import GROUPS, ConnectionRecord, RequestRecord
 from pytest_mcpfaults.sidecar.server import Sidecar
 from pytest_mcpfaults.sidecar.timeouts import within
 from pytest_mcpfaults.validation import is_count
 
-__all__ = ["CONTROL_PREFIX", "MAX_BODY_DEPTH", "Control", "journal_json"]
+__all__ = ["CONTROL_PREFIX", "JOURNAL_VERSION", "MAX_BODY_DEPTH", "Control", "journal_json"]
 
 #: Where the control endpoint is mounted on the sidecar.
 CONTROL_PREFIX = "/_mcpfaults"
 #: Nesting depth refused in a control body (deeper is not a fault list, and would exhaust the stack).
 MAX_BODY_DEPTH = 32
+#: The shape of ``GET /journal``'s records (1: before a request's groups, ``held``, ``upstream``,
+#: ``auth`` and ``cancel``, were objects: ``hold``, ``upstream_status``, ``token`` ... were flat).
+JOURNAL_VERSION = 2
 _CHUNK = 256  # records serialised between two yields to the loop
 _REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
 _CONN_FIELDS = tuple(f.name for f in dataclasses.fields(ConnectionRecord))
 
 
 def _as_dict(record: object, fields: tuple[str, ...]) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in fields}  # flat records: dataclasses.asdict is slower
+    """A record as JSON: its fields, a request's groups (flat dataclasses) as objects or ``null``
+    (``dataclasses.asdict``, which walks every value, is slower)."""
+    out = {name: getattr(record, name) for name in fields}
+    for name in GROUPS:
+        if (group := out.get(name)) is not None:
+            out[name] = dict(vars(group))
+    return out
 
 
 def _journal_head(sidecar: Sidecar) -> dict[str, Any]:
@@ -67,6 +77,7 @@ def _journal_head(sidecar: Sidecar) -> dict[str, Any]:
     return {
         "state": sidecar.state,
         "faults": [str(f) for f in sidecar.plan],
+        "version": JOURNAL_VERSION,
         "fired": journal.fired,
         "patience_violations": [
             {

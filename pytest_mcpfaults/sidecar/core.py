@@ -33,7 +33,7 @@ from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages, notify_befor
 from pytest_mcpfaults.sidecar.outbound_faults import outbound_effect
 from pytest_mcpfaults.sidecar.plan import Plan
 from pytest_mcpfaults.sidecar.resumption import Resumed, Resumption, primes
-from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply, revokes_token
+from pytest_mcpfaults.sidecar.routing import RequestInfo, classify, forced_reply
 from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.validation import is_loopback_host
@@ -377,8 +377,8 @@ class SidecarCore:
                 self.cancels.link(rid, m)
         elif info.kind == "mcp" and (session_header := incoming.headers.get("Mcp-Session-Id")):
             self.journal.update_request(rid, session_id=session_header, era="session")
-        if info.auth is not None:
-            self.journal.update_request(rid, token=info.auth.label)
+        if info.auth is not None and info.auth.label is not None:
+            self.journal.update_group(rid, "auth", token=info.auth.label)
         return info
 
     def forced_reply(self, fault: F.Fault, info: RequestInfo) -> Reply | None:
@@ -392,7 +392,7 @@ class SidecarCore:
         if reply is not None and info.mcp is not None and (replaying or answered_here):
             self.mcp.fit_forced(reply, info.mcp)
         token = info.auth.token if info.auth is not None else None
-        if self.auth is not None and token is not None and revokes_token(fault):
+        if self.auth is not None and token is not None and fault.revokes_token:
             self.auth.revoke(token)
         return reply
 
@@ -401,7 +401,7 @@ class SidecarCore:
         if reply.error_by is not None:
             self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
         if self.auth is not None and (auth_error := challenge_error(reply)) is not None:
-            self.journal.update_request(rid, auth_error=auth_error)
+            self.journal.update_group(rid, "auth", error=auth_error)
 
 
 class Answering:
@@ -531,8 +531,8 @@ class Answering:
         if answer is None:
             return Reply(404, {"error": "Not Found"}, sse=False)
         if answer.grant is not None or answer.issued is not None or answer.client is not None:
-            self.core.journal.update_request(
-                rid, grant=answer.grant, issued=answer.issued, client=answer.client
+            self.core.journal.update_group(
+                rid, "auth", grant=answer.grant, issued=answer.issued, client=answer.client
             )
         return answer.reply
 

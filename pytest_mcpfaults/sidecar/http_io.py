@@ -1,6 +1,5 @@
 """aiohttp plumbing that the sidecar's listener and the OTLP receiver's own listener share: a low-level
-server that reports each connection's opening and loss and stamps every response it sends, and a
-bounded read of a request body.
+server that reports each connection's opening and loss, and a bounded read of a request body.
 
 Both servers run with aiohttp's own decompression off (``auto_decompress=False``): :func:`read_body`
 inflates ``gzip`` and ``deflate`` bodies itself, a piece at a time, and stops as soon as the inflated
@@ -24,12 +23,8 @@ __all__ = [
     "LOGGER",
     "BodyError",
     "ConnectionReportingServer",
-    "Stamp",
     "read_body",
 ]
-
-#: What every response of a server is given just before its status line and headers go out.
-Stamp = Callable[[web.StreamResponse], None]
 
 #: The ``Content-Encoding`` values a body may have (``""``: none), and the zlib ``wbits`` of each.
 ENCODINGS: dict[str, int] = {"": 0, "identity": 0, "gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
@@ -78,20 +73,6 @@ LOGGER = logging.getLogger("pytest_mcpfaults.sidecar.http")
 LOGGER.addFilter(_Redact())
 
 
-class _StampedRequest(web.BaseRequest):
-    """A request whose every response — the handler's, an event stream's, the adapter's own error
-    answers, aiohttp's own (400 for a malformed request) — passes its server's stamp when prepared:
-    ``StreamResponse.prepare`` awaits the request's ``_prepare_hook`` (aiohttp's hook for
-    ``on_response_prepare``, a no-op on ``BaseRequest``) before it writes the headers."""
-
-    ATTRS = getattr(web.BaseRequest, "ATTRS", frozenset()) | frozenset(["_stamp"])  # aiohttp DEBUG checks it
-    _stamp: Stamp | None = None
-
-    async def _prepare_hook(self, response: web.StreamResponse) -> None:
-        if self._stamp is not None:
-            self._stamp(response)
-
-
 class ConnectionReportingServer(web_server.Server):
     """aiohttp's low-level server, with each connection's opening and loss reported to its owner
     (the sidecar's listener and the OTLP receiver's own both journal their connections), logging to
@@ -103,20 +84,8 @@ class ConnectionReportingServer(web_server.Server):
         handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
         made: Callable[[web_protocol.RequestHandler, asyncio.Transport], None],
         lost: Callable[[web_protocol.RequestHandler], None],
-        stamp: Stamp | None = None,
         **kwargs: Any,
     ) -> None:
-        if stamp is not None:
-
-            def stamped(
-                message: Any, payload: Any, protocol: Any, writer: Any, task: Any
-            ) -> web.BaseRequest:  # aiohttp's request_factory: the Server's own, with our class
-                loop = asyncio.get_running_loop()
-                request = _StampedRequest(message, payload, protocol, writer, task, loop)
-                request._stamp = stamp
-                return request
-
-            kwargs["request_factory"] = stamped
         kwargs = {"lingering_time": LINGERING_TIME, "auto_decompress": False, "logger": LOGGER, **kwargs}
         super().__init__(handler, **kwargs)
         self._made, self._lost = made, lost

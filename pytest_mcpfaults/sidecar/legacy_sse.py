@@ -36,7 +36,7 @@ from pytest_mcpfaults.sidecar.core import (
     security_problem,
 )
 from pytest_mcpfaults.sidecar.mcp import McpRequest, Reply, encode
-from pytest_mcpfaults.sidecar.routing import RequestInfo, expires_session
+from pytest_mcpfaults.sidecar.routing import RequestInfo
 
 __all__ = [
     "OUTBOX_BYTES",
@@ -102,11 +102,6 @@ class LegacySession:
 
     def endpoint_event(self) -> StreamEvent:
         return StreamEvent(b"event: endpoint\ndata: " + self.endpoint_url.encode() + b"\n\n")
-
-    @property
-    def queued(self) -> int:
-        """Events waiting in the outbox (the end of the stream counts as one)."""
-        return self._outbox.qsize()
 
     def put(self, event: StreamEvent) -> None:
         self.unread_bytes += len(event.data)
@@ -199,7 +194,7 @@ class LegacyTransport:
             del self.sessions[session.id]
         mcp = self.core.mcp
         if session.mcp_session is not None and session.mcp_session in mcp.sessions:
-            mcp.end_session(session.mcp_session)
+            mcp.sessions.end(session.mcp_session)
 
     def end(self, session: LegacySession) -> None:
         """The server ends the session: POSTs to it get 404 and its stream closes."""
@@ -304,7 +299,7 @@ class LegacyTransport:
             return LegacyAnswer(Reply(200, None, headers), fault, True, stream=self.open(rid))
         if incoming.method != "POST":
             return LegacyAnswer(Reply(405, None, {"Allow": "POST"}), fault, False)
-        expired = fault is not None and expires_session(fault)
+        expired = fault is not None and fault.ends_session
         if forced is not None and not _json_rpc(forced) and not expired:  # HTTP-level: the POST's own
             return LegacyAnswer(forced, fault, False)
         if not isinstance(session, LegacySession):

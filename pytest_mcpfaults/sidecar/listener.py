@@ -1,7 +1,8 @@
-"""The socket transport of one :class:`~pytest_mcpfaults.sidecar.server.Sidecar`: its listener and
-connections, each request from bytes to the core's :class:`~pytest_mcpfaults.sidecar.core.Answer` and
-back, and the holds. ``Sidecar`` composes one :class:`SocketListener` (its public face: lifecycle,
-addresses, runtime faults, tools) and calls it on the loop thread.
+"""The socket transport of one :class:`~pytest_mcpfaults.sidecar.server.Sidecar`: its listener, each
+request from bytes to the core's :class:`~pytest_mcpfaults.sidecar.core.Answer` and back (the
+connections: :mod:`~pytest_mcpfaults.sidecar.connections`; the holds: :mod:`~pytest_mcpfaults.sidecar.holds`).
+``Sidecar`` composes one :class:`SocketListener` (its public face: lifecycle, addresses, runtime faults,
+tools) and calls it on the loop thread.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import ipaddress
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web, web_protocol
@@ -24,45 +24,28 @@ from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.sidecar import core
 from pytest_mcpfaults.sidecar.body import BodyShaper, Cut, halve_event, shape_of
 from pytest_mcpfaults.sidecar.config import LOOPBACK_NAMES
-from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, Stamp, read_body
+from pytest_mcpfaults.sidecar.connections import Conn, Connections
+from pytest_mcpfaults.sidecar.holds import Holds
+from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
-from pytest_mcpfaults.sidecar.journal import BudgetSource, HoldOutcome, PatienceViolation, RequestFields
 from pytest_mcpfaults.sidecar.legacy_sse import LegacyAnswer, LegacyReply
 from pytest_mcpfaults.sidecar.listen_stream import serve_listen
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.mcp import encode, reply_body
 from pytest_mcpfaults.sidecar.notices import StreamNotices
-from pytest_mcpfaults.sidecar.options import SidecarOptions, response_headers
+from pytest_mcpfaults.sidecar.options import SidecarOptions
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
+from pytest_mcpfaults.sidecar.records import Held, HoldOutcome
 from pytest_mcpfaults.sidecar.resumption import Resumed, primes
 from pytest_mcpfaults.sidecar.sse_stream import StreamWriter
 from pytest_mcpfaults.sidecar.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.sidecar.timeouts import within
+from pytest_mcpfaults.sidecar.violation import BudgetSource, PatienceViolation
 
-__all__ = ["Handler", "SocketListener", "bind", "response_stamp"]
+__all__ = ["Handler", "SocketListener", "bind"]
 
 #: A mounted handler (``Sidecar.mount``): a coroutine answering a request on the loop thread.
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-
-
-@dataclass(eq=False)
-class _Conn:
-    id: int
-    transport: asyncio.Transport
-    lost: asyncio.Future[None]
-    closed_by_us: bool = False
-    current: int | None = None
-    busy: int = 0  # requests being handled (mounted ones too)
-    idle_timer: asyncio.TimerHandle | None = None
-    idle_since: float = 0.0  # loop time the connection last became idle
-
-
-@dataclass(eq=False)
-class _Hold:
-    rid: int
-    fault: F.Fault
-    release: asyncio.Future[HoldOutcome]
-    started: float = field(default_factory=time.monotonic)
 
 
 def _numeric_family(host: str) -> int | None:
@@ -81,7 +64,7 @@ class _Exchange:
     socket while deciding (hold it, die, pause, keep an event stream open)."""
 
     def __init__(
-        self, listener: SocketListener, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
+        self, listener: SocketListener, request: web.BaseRequest, conn: Conn, rid: int, out: Delivery
     ):
         self.listener, self.request, self.conn, self.rid, self.out = listener, request, conn, rid, out
         self.stream: web.StreamResponse | None = None
@@ -120,16 +103,14 @@ class _Exchange:
         if conn.lost.done():
             raise Dropped
         assert budget is not None
-        rec = journal.update_request(
-            self.rid, held=True, held_at=held_at, hold="patience", waited=time.monotonic() - started
-        )
+        rec = journal.update_request(self.rid, held=Held(held_at, "patience", time.monotonic() - started))
         conn.closed_by_us = True
         reset_transport(conn.transport)
         method = what.split("`")[1] if what.count("`") >= 2 else what
         expected = bool(options.expect_hang)
         lost = dropped() if dropped is not None else None
         v = PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what, dropped=lost)
-        journal.add_violation(v)
+        journal.violations.add(v)
         raise Dropped
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
@@ -147,7 +128,7 @@ class _Exchange:
         journal, method = self.listener.journal, what.split("`")[1]
         expected = bool(self.listener.options.expect_hang)
         rec = journal.request(self.rid)
-        journal.add_violation(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
+        journal.violations.add(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
 
     async def finish_stream(self, answer: core.Answer) -> web.StreamResponse:
         """Send the reply as the last event of the answer stream a tool's own messages opened, shaped
@@ -203,7 +184,7 @@ class _Exchange:
         record ends when its reply is on the stream, or it was stopped."""
         listener = self.listener
         cid = listener.journal.request(later.session.rid).conn_id
-        conn = next((c for c in listener.conns.values() if c.id == cid), self.conn)
+        conn = next((c for c in listener.conns.live.values() if c.id == cid), self.conn)
         on_stream = _Exchange(listener, self.request, conn, self.rid, self.out)
         listener.replying.add(self.rid)
         task = asyncio.ensure_future(on_stream.make_reply(later))
@@ -224,11 +205,32 @@ class _Exchange:
             journal.end_request(self.rid)
 
     async def hold(self, fault: F.Fault, patience: bool = True) -> None:
-        out = self.out  # what was sent so far, recorded before the hold
-        self.listener.journal.update_request(
-            self.rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes
+        """Hold the request until release, client hang-up, teardown or patience (``patience=False``:
+        not bounded by it, a listen stream its client listens to); what was sent so far is journaled
+        first. Raises ``Dropped`` unless it ends in a release (or a cancellation)."""
+        listener, conn, rid, out = self.listener, self.conn, self.rid, self.out
+        listener.journal.update_request(
+            rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes
         )
-        await self.listener.hold(self.rid, self.conn, fault, patience=patience)
+        own = getattr(fault, "patience", None)
+        budget = (own or listener.options.patience) if patience else None
+        ends: dict[asyncio.Future[Any], HoldOutcome] = {conn.lost: "client_closed"}
+        cancelled = listener.core.cancels.held_until_cancelled(rid, fault)  # answer_after_cancel
+        if cancelled is not None:
+            ends = {cancelled: "cancelled", **ends}
+        try:
+            outcome, rec, _ = await listener.holds.hold(rid, budget, ends)
+        finally:
+            listener.core.cancels.landed(rid)
+        if outcome == "patience":
+            assert budget is not None
+            expected = bool(listener.options.expect_hang or getattr(fault, "expect_hang", False))
+            conn.closed_by_us = True
+            reset_transport(conn.transport)
+            source: BudgetSource = "fault" if own is not None else "sidecar"
+            listener.journal.violations.add(PatienceViolation(rec, str(fault), budget, expected, source))
+        if outcome not in ("released", "cancelled"):
+            raise Dropped
 
     async def hold_stream(self, fault: F.Fault) -> None:
         """Hold a legacy SSE stream: journaled on its ``GET`` record, with the fault that holds it."""
@@ -274,7 +276,8 @@ class _Exchange:
             if cut is not None and cut_at is not None and len(first) >= cut_at:
                 cut()
                 raise Dropped
-            await self.listener.stream_until_teardown(self.conn.lost)
+            with self.listener.holds.stream() as teardown:  # until then, or until the client goes away
+                await asyncio.wait((teardown, self.conn.lost), return_when=asyncio.FIRST_COMPLETED)
         finally:
             notices.close(resp)
             resumption.left(key)
@@ -290,9 +293,8 @@ class _Exchange:
 
 
 class SocketListener:
-    """The socket side of one sidecar: listen (and listen again after a ``die``), track connections
-    and their idle bounds, read each request, ask the core, write its answer, hold what a fault holds.
-    Every method runs on the loop thread."""
+    """The socket side of one sidecar: listen (and listen again after a ``die``), read each request
+    on its connection, ask the core, write its answer. Every method runs on the loop thread."""
 
     def __init__(
         self,
@@ -307,9 +309,8 @@ class SocketListener:
         self.otlp: OtlpService  # set by the sidecar, which builds it with mounted_for
         self.port = options.port
         self.tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
-        self.conns: dict[web_protocol.RequestHandler, _Conn] = {}
-        self.holds: set[_Hold] = set()
-        self.streams: set[asyncio.Future[str]] = set()
+        self.conns = Connections(self.journal, options.idle_timeout)
+        self.holds = Holds(self.journal)
         self.replying: set[int] = set()  # legacy messages whose reply is being made: their record ends then
         #: The MCP endpoint's open GET streams and the notifications the core posts to them.
         self.notices = StreamNotices(
@@ -322,7 +323,7 @@ class SocketListener:
 
     async def start(self) -> None:
         self.web = ConnectionReportingServer(
-            self.handle, self.conn_made, self.conn_lost, response_stamp(self.options),
+            self.handle, self.conn_made, self.conn_lost,
             access_log=None, handler_cancellation=False,
         )  # fmt: skip
         if self.stdio is not None:
@@ -342,18 +343,15 @@ class SocketListener:
 
     async def stop(self) -> None:
         self.core.state = "stopped"
-        self.core.mcp.rounds.forget()
+        self.core.mcp.calls.rounds.forget()
         await self.close_listener()
-        self.end_holds("teardown")
-        for fut in self.streams:
-            if not fut.done():
-                fut.set_result("teardown")
+        self.holds.teardown()
         await self.notices.end_listens(timeout=0.5)  # each listen stream's result, then its end
-        self.abort_all()
+        self.conns.abort_all()
         # abort() closes each socket in a later loop callback: wait for those, so that when stop()
         # returns no socket of this sidecar is left open (an idle keep-alive connection otherwise
         # outlived stop(), and shutdown() below does not always yield to the loop).
-        lost = [c.lost for c in self.conns.values() if not c.lost.done()]
+        lost = [c.lost for c in self.conns.live.values() if not c.lost.done()]
         if lost:
             await asyncio.wait(lost, timeout=0.5)
         await self.otlp.close()
@@ -403,7 +401,7 @@ class SocketListener:
 
     async def release(self) -> None:
         self.core.thaw()
-        self.end_holds("released")
+        self.holds.end("released")
 
     async def revive(self) -> None:
         if self.core.state == "dead":
@@ -421,34 +419,13 @@ class SocketListener:
         ends, every connection is reset."""
         if not restart:
             await self.close_listener()
-        self.end_holds("teardown")
-        self.abort_all()
-
-    async def stream_until_teardown(self, lost: asyncio.Future[None]) -> None:
-        """Until teardown, or until the client goes away (``lost``: its connection's)."""
-        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.streams.add(done)
-        try:
-            await asyncio.wait((done, lost), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self.streams.discard(done)
-
-    def end_holds(self, outcome: HoldOutcome) -> None:
-        for hold in list(self.holds):
-            if not hold.release.done():
-                hold.release.set_result(outcome)
-
-    def abort_all(self) -> None:
-        for conn in list(self.conns.values()):
-            conn.closed_by_us = True
-            reset_transport(conn.transport)
+        self.holds.end("teardown")
+        self.conns.abort_all()
 
     # -- connections -----------------------------------------------------------------------------
     def conn_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
-        peer = transport.get_extra_info("peername")
-        cid = self.journal.add_connection(f"{peer[0]}:{peer[1]}" if peer else "?")
-        conn = self.conns[handler] = _Conn(cid, transport, asyncio.get_running_loop().create_future())
-        self.arm_idle(conn)
+        self.conns.made(handler, transport)
+        conn = self.conns.live[handler]
         if self.core.state in ("stopped", "dead"):  # accepted just before the listener closed
             conn.closed_by_us = True
             # Reset after aiohttp's start() task took its first step (it is created right after this
@@ -457,61 +434,25 @@ class SocketListener:
             loop.call_soon(loop.call_soon, reset_transport, transport)
 
     def conn_lost(self, handler: web_protocol.RequestHandler) -> None:
-        conn = self.conns.pop(handler, None)
-        if conn is None:
+        """The client's close ends the request the connection is on (and its hold, in the same write,
+        so a reader woken by ``client_closed`` never sees a held request without its outcome)."""
+        conn = self.conns.live.get(handler)
+        self.conns.lost(handler)
+        if conn is None or conn.closed_by_us or conn.current is None:
             return
-        if conn.idle_timer is not None:
-            conn.idle_timer.cancel()
-            conn.idle_timer = None
+        rec = self.journal.request(conn.current)
+        if rec.done:
+            return
         now = self.journal.now()
-        self.journal.update_connection(
-            conn.id, closed_at=now, closed_by="sidecar" if conn.closed_by_us else "client"
-        )
-        if not conn.closed_by_us and conn.current is not None:
-            rec = self.journal.request(conn.current)
-            if not rec.done:
-                fields: RequestFields = {"client_closed": True, "client_closed_at": now}
-                if rec.held and rec.hold is None and rec.held_at is not None:
-                    # a held request ends with the close: record its outcome in the same write, so a
-                    # reader woken by client_closed never sees a held request without its outcome
-                    fields["hold"], fields["waited"] = "client_closed", now - rec.held_at
-                self.journal.update_request(conn.current, **fields)
-                self.core.cancels.stream_closed(conn.current)  # the 2026-07-28 era's cancellation
-        if not conn.lost.done():
-            conn.lost.set_result(None)
-
-    def arm_idle(self, conn: _Conn) -> None:
-        """(Re)start the connection's idle bound: a complete request must come within idle_timeout.
-
-        Lazy, as aiohttp's keep-alive timer is: each request only moves ``idle_since``; the one timer
-        re-arms itself for the new deadline when it fires early, and does nothing while a request is
-        being handled (its end calls this again)."""
-        if self.options.idle_timeout is None or conn.busy:
-            return
-        loop = asyncio.get_running_loop()
-        conn.idle_since = loop.time()
-        if conn.idle_timer is None:
-            conn.idle_timer = loop.call_at(
-                conn.idle_since + self.options.idle_timeout, self.idle_expired, conn
-            )
-
-    def idle_expired(self, conn: _Conn) -> None:
-        conn.idle_timer = None
-        if conn.busy or conn.lost.done() or conn.transport.is_closing():
-            return
-        assert self.options.idle_timeout is not None
-        loop = asyncio.get_running_loop()
-        deadline = conn.idle_since + self.options.idle_timeout
-        if loop.time() < deadline:  # a request came and went since the timer was set
-            conn.idle_timer = loop.call_at(deadline, self.idle_expired, conn)
-            return
-        conn.closed_by_us = True
-        self.journal.update_connection(conn.id, timed_out=True)
-        conn.transport.close()  # FIN, as servers end idle keep-alive / slow-header connections
+        held = rec.held
+        if held is not None and held.outcome is None:
+            held = Held(held.at, "client_closed", now - held.at)
+        self.journal.update_request(conn.current, client_closed=True, client_closed_at=now, held=held)
+        self.core.cancels.stream_closed(conn.current)  # the 2026-07-28 era's cancellation
 
     # -- request handling ------------------------------------------------------------------------
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        conn = self.conns.get(request.protocol)
+        conn = self.conns.live.get(request.protocol)
         task = asyncio.current_task()
         if task is not None:
             self.tasks.add(task)
@@ -531,9 +472,9 @@ class SocketListener:
             if conn is not None:
                 conn.busy -= 1
                 if not conn.lost.done():
-                    self.arm_idle(conn)
+                    self.conns.arm_idle(conn)
 
-    async def handle_recorded(self, request: web.BaseRequest, conn: _Conn) -> web.StreamResponse:
+    async def handle_recorded(self, request: web.BaseRequest, conn: Conn) -> web.StreamResponse:
         rid = self.journal.add_request(
             conn_id=conn.id,
             method=request.method,
@@ -564,7 +505,7 @@ class SocketListener:
                 conn.current = None
 
     async def respond(
-        self, request: web.BaseRequest, conn: _Conn, rid: int, out: Delivery
+        self, request: web.BaseRequest, conn: Conn, rid: int, out: Delivery
     ) -> web.StreamResponse:
         """Read the body (bounded in size and time), let the core decide, write its answer."""
         try:
@@ -614,7 +555,7 @@ class SocketListener:
         if isinstance(answer.reply, Relayed):
             return await self.relay(request, conn, rid, answer, exchange, out)
         if isinstance(answer.reply, Piped):  # the stdio upstream's leg, complete before the client's
-            self.journal.update_request(rid, **answer.reply.leg)
+            self.journal.update_request(rid, upstream=answer.reply.leg)
         return await deliver(request, answer, hold=exchange.hold, out=out)
 
     async def legacy_stream(self, exchange: _Exchange, answer: LegacyAnswer) -> web.StreamResponse:
@@ -631,24 +572,22 @@ class SocketListener:
         await resp.prepare(request)
         out.status = answer.reply.status
         writer = StreamWriter(request, resp, out, exchange.hold_stream, answer.fault)
-        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.streams.add(done)
         try:
-            await writer.start()
-            await writer.event(session.endpoint_event())
-            while True:
-                nxt = asyncio.ensure_future(session.next())
-                await asyncio.wait((nxt, done, conn.lost), return_when=asyncio.FIRST_COMPLETED)
-                if not nxt.done():  # teardown, or the client closed the stream
-                    nxt.cancel()
-                    raise Dropped
-                event = nxt.result()
-                if event is None:  # the server ended the session
-                    await resp.write_eof()
-                    return resp
-                await writer.event(event)
+            with self.holds.stream() as teardown:
+                await writer.start()
+                await writer.event(session.endpoint_event())
+                while True:
+                    nxt = asyncio.ensure_future(session.next())
+                    await asyncio.wait((nxt, teardown, conn.lost), return_when=asyncio.FIRST_COMPLETED)
+                    if not nxt.done():  # teardown, or the client closed the stream
+                        nxt.cancel()
+                        raise Dropped
+                    event = nxt.result()
+                    if event is None:  # the server ended the session
+                        await resp.write_eof()
+                        return resp
+                    await writer.event(event)
         finally:
-            self.streams.discard(done)
             session.close()
 
     async def answer_then(
@@ -672,7 +611,7 @@ class SocketListener:
     async def relay(
         self,
         request: web.BaseRequest,
-        conn: _Conn,
+        conn: Conn,
         rid: int,
         answer: core.Answer,
         exchange: _Exchange,
@@ -697,47 +636,6 @@ class SocketListener:
                 await relaying
             raise Dropped
         return relaying.result()
-
-    # -- holding ---------------------------------------------------------------------------------
-    async def hold(self, rid: int, conn: _Conn, fault: F.Fault, *, patience: bool = True) -> None:
-        """Hold a request until release, client hang-up, teardown or patience (``patience=False``: not
-        bounded by it, a listen stream its client listens to). Raises ``Dropped`` unless it ends in a
-        release."""
-        fut: asyncio.Future[HoldOutcome] = asyncio.get_running_loop().create_future()
-        hold = _Hold(rid, fault, fut)
-        self.holds.add(hold)
-        self.journal.update_request(rid, held=True, held_at=self.journal.now())
-        own = getattr(fault, "patience", None)
-        budget = (own or self.options.patience) if patience else None
-        cancelled = self.core.cancels.held_until_cancelled(rid, fault)  # answer_after_cancel
-        ends = (fut, conn.lost) if cancelled is None else (fut, conn.lost, cancelled)
-        try:
-            await asyncio.wait(ends, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self.holds.discard(hold)
-            self.core.cancels.landed(rid)
-        waited = time.monotonic() - hold.started
-        outcome: HoldOutcome
-        if fut.done():
-            outcome = fut.result()
-        elif cancelled is not None and cancelled.done():
-            outcome = "cancelled"
-        elif conn.lost.done():
-            outcome = "client_closed"
-        else:
-            outcome = "patience"
-        rec = self.journal.request(rid)
-        if not (outcome == "client_closed" and rec.hold == "client_closed"):  # else _conn_lost wrote it
-            rec = self.journal.update_request(rid, hold=outcome, waited=waited)
-        if outcome == "patience":
-            assert budget is not None
-            expected = bool(self.options.expect_hang or getattr(fault, "expect_hang", False))
-            conn.closed_by_us = True
-            reset_transport(conn.transport)
-            source: BudgetSource = "fault" if own is not None else "sidecar"
-            self.journal.add_violation(PatienceViolation(rec, str(fault), budget, expected, source))
-        if outcome not in ("released", "cancelled"):
-            raise Dropped
 
 
 async def bind(web_server: ConnectionReportingServer, host: str, port: int) -> asyncio.Server:
@@ -792,17 +690,3 @@ async def _bind_name(
             if exc.errno != errno.EADDRINUSE or wanted != 0 or attempt == 4:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def response_stamp(options: SidecarOptions) -> Stamp | None:
-    """The one place every answer on a sidecar's listener is stamped, whoever makes it (the core's
-    reply, a relayed upstream answer, an event stream, the adapter's own 408/413/500, aiohttp's 400):
-    the headers of the options that name one (``SidecarOptions``, ``header=``)."""
-    headers = response_headers(options)
-    if not headers:
-        return None  # nothing to stamp: aiohttp's own request class, no hook
-
-    def stamp(response: web.StreamResponse) -> None:
-        response.headers.update(headers)
-
-    return stamp

@@ -11,33 +11,38 @@ This module decides *what* to answer (a :class:`Reply`); ``inject`` and ``server
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
-from pytest_mcpfaults.sidecar.errors import Dropped
-from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD, Listen, listen_request
-from pytest_mcpfaults.sidecar.outbound import (
-    ClientRequestError,
-    Link,
-    NotInThisEra,
-    ServerMessages,
-    ToolContext,
-    level_problem,
+from pytest_mcpfaults.sidecar.calls import ToolCalls, ToolTimeoutError
+from pytest_mcpfaults.sidecar.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    ErrorBy,
+    McpRequest,
+    Reply,
+    RequestEra,
+    client_error,
+    ok,
+    rpc_error,
+    tool_result,
 )
-from pytest_mcpfaults.sidecar.rounds import InputRounds, LostRound
+from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD, listen_request
+from pytest_mcpfaults.sidecar.outbound import Link, ServerMessages
+from pytest_mcpfaults.sidecar.sessions import Sessions
 from pytest_mcpfaults.sidecar.surface import SURFACE_METHODS, Surface, SurfaceError
-from pytest_mcpfaults.sidecar.timeouts import within
-from pytest_mcpfaults.sidecar.tools import CONTEXT, BuiltinTool, Tool, ToolContent, ToolResultError
-from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext, on_worker
+from pytest_mcpfaults.sidecar.tools import Tool
 
 __all__ = [
     "ERAS",
     "HANDSHAKE_VERSIONS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
     "MODERN_VERSIONS",
     "AnswerSource",
     "Era",
@@ -53,6 +58,8 @@ __all__ = [
     "fit_structured",
     "learn_listing",
     "reply_body",
+    "rpc_error",
+    "tool_result",
 ]
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -60,15 +67,6 @@ MODERN_VERSIONS = ("2026-07-28",)
 Era = Literal["auto", "stateless", "session"]
 """The protocol era(s) a sidecar serves: ``'auto'`` is both."""
 ERAS: tuple[Era, ...] = get_args(Era)
-RequestEra = Literal["stateless", "session"]
-"""The era of one request (:attr:`McpRequest.era`, ``RequestRecord.era``)."""
-ErrorBy = Literal["client", "tool", "sidecar", "upstream"]
-"""Whose mistake an error was (``RequestRecord.error_by``): a :class:`Reply` carries ``'client'`` or
-``'tool'``; the server writes ``'sidecar'`` for its own bugs and ``'upstream'`` for a proxied request
-whose upstream failed."""
-
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
-INTERNAL_ERROR = -32603
 #: The session-era methods 2026-07-28 removed (answered -32601 in the stateless era).
 STATELESS_REMOVED = ("ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
 #: The methods whose 2026-07-28 results carry the caching hints (``cacheScope``, ``ttlMs``).
@@ -77,97 +75,6 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
 #: What the sidecar's ``initialize`` and ``server/discover`` say it can do.
 CAPABILITIES = {"tools": {"listChanged": False}, "logging": {}}
-#: The ``_meta`` key a stateless-era request names its logging level with.
-LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
-
-
-@dataclass
-class Reply:
-    """What to answer: an HTTP status, an optional JSON payload, headers, and the body format
-    (``sse=None``: the sidecar's configured reply mode)."""
-
-    status: int
-    payload: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    sse: bool | None = None
-    error: str | None = None  # what went wrong, for the journal
-    error_by: ErrorBy | None = None  # whose mistake: "client" or "tool" (see RequestRecord.error_by)
-    text: str | None = None  # a plain-text body instead of a JSON payload (HTTP-level refusals)
-    #: JSON-RPC notifications sent as SSE events before the payload's (a replayed answer's progress and
-    #: logs); not sent when the reply is framed as JSON.
-    notifications: list[dict[str, Any]] = field(default_factory=list)
-    events: bytes | None = None  # an event stream's bytes, framed already (a resumable stream)
-    #: A ``subscriptions/listen`` answer: a transport that keeps streams open serves it until the
-    #: sidecar stops; any other sends ``notifications`` (the ack) and the payload (the graceful end).
-    listen: Listen | None = None
-
-
-@dataclass
-class McpRequest:
-    """A POST to the MCP endpoint, parsed."""
-
-    message: dict[str, Any]
-    method: str | None
-    id: Any
-    session_id: str | None
-    era: RequestEra
-    #: Who sent it, with ``auth=``: the principal its bearer token stands for (``None``: no ``auth=``).
-    #: A transport session is bound to the principal that opened it (:meth:`McpEndpoint.check_session`).
-    principal: str | None = None
-
-    @property
-    def is_notification(self) -> bool:
-        return "id" not in self.message
-
-    @property
-    def tool(self) -> str | None:
-        if self.method != "tools/call":
-            return None
-        name = (self.message.get("params") or {}).get("name")
-        return name if isinstance(name, str) else None
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        """The request's ``params._meta`` (empty when absent or not an object)."""
-        meta = (self.message.get("params") or {}).get("_meta")
-        return meta if isinstance(meta, dict) else {}
-
-    @property
-    def prompt(self) -> str | None:
-        """The prompt a ``prompts/get`` names."""
-        return self._param("name") if self.method == "prompts/get" else None
-
-    @property
-    def resource(self) -> str | None:
-        """The URI a ``resources/read``, ``resources/subscribe`` or ``resources/unsubscribe`` names."""
-        return self._param("uri") if self.method in _RESOURCE_METHODS else None
-
-    def _param(self, name: str) -> str | None:
-        params = self.message.get("params")
-        value = params.get(name) if isinstance(params, dict) else None
-        return value if isinstance(value, str) else None
-
-    @property
-    def arguments(self) -> dict[str, Any]:
-        args = (self.message.get("params") or {}).get("arguments") or {}
-        return args if isinstance(args, dict) else {}
-
-
-_RESOURCE_METHODS = ("resources/read", "resources/subscribe", "resources/unsubscribe")
-
-
-def rpc_error(code: int, message: str, id: Any = None, status: int = 200, data: Any = None) -> Reply:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        err["data"] = data
-    return Reply(status, {"jsonrpc": "2.0", "id": id, "error": err}, sse=False if status != 200 else None)
-
-
-def client_error(code: int, message: str, id: Any = None, status: int = 400) -> Reply:
-    """A JSON-RPC error answering a client's mistake: journaled as the client's, never a sidecar error."""
-    reply = rpc_error(code, message, id, status)
-    reply.error, reply.error_by = message, "client"
-    return reply
 
 
 def _error_text(reply: Reply) -> str:
@@ -210,15 +117,6 @@ def envelope_problem(message: Mapping[str, Any]) -> Reply | None:
             message.get("id"),
         )
     return None
-
-
-def tool_result(payload: Any, *, is_error: bool = False) -> dict[str, Any]:
-    """A ``CallToolResult`` whose ``content[0].text`` is ``payload`` (JSON text unless a ``str``), or
-    whose content is a :class:`ToolContent`'s items."""
-    if isinstance(payload, ToolContent):
-        return {"content": [dict(item) for item in payload.items], "isError": is_error}
-    text = payload if isinstance(payload, str) else json.dumps(payload)
-    return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
 def _modern_version(headers: Mapping[str, str], message: Mapping[str, Any]) -> bool:
@@ -282,20 +180,12 @@ class AnswerSource(Protocol):
 NOT_RECORDED = -32603
 
 
-class ToolTimeoutError(TimeoutError):
-    """A tool handler ran past the sidecar's ``tool_timeout`` (re-raised in the test, naming the tool)."""
-
-
 class McpEndpoint:
-    """The MCP side of one sidecar: its era, tools, surface (resources, prompts, completion, logging
-    level: :class:`~pytest_mcpfaults.sidecar.surface.Surface`) and live transport sessions. Loop thread
-    only.
-
-    ``run_sync``: how to run a user's sync tool handler off the loop (``None``: inline);
-    ``run_async``: how to await an async one (``None``: on the loop running the dispatch);
-    ``tool_timeout``: the bound on one handler call (``None``: unbounded); ``on_ran_on(rid, ended)``:
-    told when the call of journal request ``rid`` is stopped while its sync handler runs on its worker
-    thread (``ended=False``), then when that handler ends (``True``)."""
+    """The MCP side of one sidecar: its era, the parsing and dispatch of each message, its tools
+    (their calls: :class:`~pytest_mcpfaults.sidecar.calls.ToolCalls`, given ``tool_timeout``,
+    ``run_sync``, ``run_async`` and ``on_ran_on``), surface (resources, prompts, completion, logging
+    level: :class:`~pytest_mcpfaults.sidecar.surface.Surface`) and transport sessions
+    (:class:`~pytest_mcpfaults.sidecar.sessions.Sessions`). Loop thread only."""
 
     def __init__(
         self,
@@ -312,27 +202,24 @@ class McpEndpoint:
         surface: Surface | None = None,
         on_ran_on: Callable[[int, bool], None] | None = None,
     ) -> None:
-        self.era = era
-        self.on_ran_on = on_ran_on
-        self.messages = messages
-        self.source = source
+        self.era, self.messages, self.source, self.on_error, self.tools = (
+            era,
+            messages,
+            source,
+            on_error,
+            tools,
+        )
         self.surface = surface if surface is not None else Surface()
-        self.on_error = on_error
-        self.tool_timeout = tool_timeout
-        self.run_sync = run_sync
-        self.run_async = run_async
-        self.tools = tools
         #: Proxy mode: the output schema of each of the upstream's tools, as its ``tools/list`` answers
         #: relayed so far declared them (:meth:`fit_forced` reads them).
         self.listed_schemas: dict[str, Mapping[str, Any]] = {}
         self.get_stream = get_stream
-        self.sessions: dict[str, str] = {}  # session id -> negotiated protocol version
-        #: session id -> the principal whose ``initialize`` opened it (``auth=``; else ``None``)
-        self.owners: dict[str, str | None] = {}
-        #: session id -> the level its logging/setLevel asked for (the surface's view of it too)
-        self.log_levels = self.surface.log_levels
-        self.rounds = InputRounds()  # stateless-era tool calls awaiting the client's retry
-        self.ended: set[str] = set()
+        self.sessions = Sessions(self.surface)
+        self.calls = ToolCalls(
+            tools=tools, sessions=self.sessions, on_error=on_error, tool_timeout=tool_timeout,
+            run_sync=run_sync, run_async=run_async, messages=messages,
+            replay=self.recorded if source is not None else None, on_ran_on=on_ran_on,
+        )  # fmt: skip
 
     # -- parsing ---------------------------------------------------------------------------
     def parse(self, headers: Mapping[str, str], body: bytes) -> McpRequest | Reply:
@@ -391,7 +278,7 @@ class McpEndpoint:
             }
             if self.source is not None and self.source.instructions is not None:
                 result["instructions"] = self.source.instructions
-            return self._ok(req, result)
+            return ok(req, result)
         if req.method == LISTEN_METHOD:
             return self._listen(req)
         if req.method in STATELESS_REMOVED:
@@ -426,9 +313,7 @@ class McpEndpoint:
                 )
             asked = (req.message.get("params") or {}).get("protocolVersion")
             version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
-            sid = uuid.uuid4().hex
-            self.sessions[sid] = version
-            self.owners[sid] = req.principal
+            sid = self.sessions.open(version, req.principal)
             result = {
                 "protocolVersion": version,
                 "capabilities": self._capabilities("session"),
@@ -436,7 +321,7 @@ class McpEndpoint:
             }
             if self.source is not None and self.source.instructions is not None:
                 result["instructions"] = self.source.instructions
-            reply = self._ok(req, result)
+            reply = ok(req, result)
             reply.headers["Mcp-Session-Id"] = sid
             return reply
         problem = self.check_session(req.session_id, req.principal)
@@ -447,22 +332,18 @@ class McpEndpoint:
         if req.is_notification:
             return Reply(202, headers=reply_headers)
         if req.method == "ping":
-            reply = self._ok(req, {})
-        elif req.method == "logging/setLevel":
-            reply = self._set_level(req, req.session_id)
+            reply = ok(req, {})
+        elif req.method == "logging/setLevel":  # the session's tools log at that level and above
+            level = self.sessions.set_level(req.session_id, (req.message.get("params") or {}).get("level"))
+            reply = (
+                ok(req, {})
+                if level is None
+                else client_error(INVALID_PARAMS, f"Invalid params: {level}", req.id, 200)
+            )
         else:
             reply = await self._common(req, link, rid)
         reply.headers.update(reply_headers)
         return reply
-
-    def _set_level(self, req: McpRequest, session_id: str) -> Reply:
-        """``logging/setLevel``: the session's tools log at that level and above from now on."""
-        level = (req.message.get("params") or {}).get("level")
-        problem = level_problem(level)
-        if problem is not None or not isinstance(level, str):
-            return client_error(INVALID_PARAMS, f"Invalid params: {problem}", req.id, 200)
-        self.log_levels[session_id] = level
-        return self._ok(req, {})
 
     def check_session(self, session_id: str | None, principal: str | None = None) -> Reply | None:
         """The 400/404 reply for a missing or unknown transport session, or ``None`` when it is live.
@@ -473,15 +354,15 @@ class McpEndpoint:
             return client_error(INVALID_REQUEST, "Bad Request: this server is stateless (no sessions)")
         if not session_id:
             return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
-        if session_id not in self.sessions or self.owners.get(session_id) != principal:
+        if not self.sessions.live(session_id, principal):
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         return None
 
     async def _common(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
         if req.method == "tools/list":
-            return self._ok(req, {"tools": [t.describe() for t in self.tools.values()]})
+            return ok(req, {"tools": [t.describe() for t in self.tools.values()]})
         if req.method == "tools/call":
-            return await self.call_tool(req, link, rid)
+            return await self.calls.call(req, link, rid)
         if self.source is not None:
             return self.recorded(req, rid)
         if req.method in SURFACE_METHODS:
@@ -542,174 +423,13 @@ class McpEndpoint:
             if req.era == "session":  # recorded in the stateless era: framed for the session era
                 for key in ("resultType", "cacheScope", "ttlMs"):
                     result.pop(key, None)
-            reply = self._ok(req, result)
+            reply = ok(req, result)
         if notifications:  # sent as the recorded server sent them: on an SSE answer
             reply.notifications, reply.sse = notifications, True
             if self.messages is not None and rid >= 0:
                 for note in notifications:
                     self.messages.notified(note["method"], note.get("params"), rid, req.tool)
         return reply
-
-    async def call_tool(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
-        """Check the call against the tool's input schema, then run the handler: a client's mistake
-        is answered without calling it (an unknown tool, or arguments that are not an object: -32602,
-        HTTP 400 in the stateless era and 200 in the session era, as the mcp SDK answers; arguments
-        that do not fit the schema: a tool execution error, as the mcp SDK's ``MCPServer`` and the
-        2025-11-25 spec do); only the handler's own failures are the tool's."""
-        params = req.message.get("params") or {}
-        status = 400 if req.era == "stateless" else 200  # the mcp SDK's status for -32602, per era
-        tool = self.tools.get(req.tool or "")
-        if tool is None:
-            return client_error(INVALID_PARAMS, f"Unknown tool: {params.get('name')}", req.id, status)
-        if req.era == "stateless" and params.get("requestState") is not None:
-            return await self._resume(req, tool, params, link, rid)
-        arguments = params.get("arguments", {})
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            return client_error(
-                INVALID_PARAMS,
-                f"Invalid params: arguments of tool {tool.name} must be an object, got "
-                f"{type(arguments).__name__}",
-                req.id,
-                status,
-            )
-        problem = tool.check_arguments(arguments)
-        if problem is not None:
-            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {problem}", is_error=True))
-            reply.error, reply.error_by = f"invalid arguments for tool {tool.name}: {problem}", "client"
-            return reply
-        if self.source is not None:  # replay: the recorded server's answer, no handler runs
-            return self.recorded(req, rid)
-        kwargs, ignored = tool.keywords(arguments)
-        ctx: ToolContext | None = None
-        if tool.wants_context and not tool.is_async:  # a sync handler: its call's cancelled event
-            kwargs[CONTEXT] = SyncToolContext(tool.name)
-        elif tool.wants_context:
-            made = self._context(req, tool, link, rid)
-            if isinstance(made, Reply):
-                return made
-            ctx = kwargs[CONTEXT] = made
-        if ctx is not None and ctx.stateless:
-            assert link is not None
-            reply = await self._round(
-                req, tool, ctx, asyncio.ensure_future(self._run_handler(tool, kwargs, rid)), link
-            )
-        else:
-            reply = await self._outcome(req, tool, ctx, self._run_handler(tool, kwargs, rid))
-        if ignored and reply.error_by is None:
-            names = ", ".join(map(repr, ignored))
-            reply.error = f"ignored argument(s) {names}: not in the input schema of tool {tool.name}"
-            reply.error_by = "client"
-        return reply
-
-    async def _round(
-        self, req: McpRequest, tool: Tool, ctx: ToolContext, task: asyncio.Future[Any], link: Link
-    ) -> Reply:
-        """A stateless-era call with ``ctx``: its outcome, or the input round it asks the client for."""
-        try:
-            asked = await self.rounds.next(task, ctx, link, req.principal)
-        except Exception as exc:  # the transport cannot keep a round (in-process)
-            task.cancel()
-            self.on_error(f"tool {tool.name}", exc)
-            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
-            reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
-            return reply
-        if asked is not None:
-            return self._ok(req, asked)
-        return await self._outcome(req, tool, ctx, task)
-
-    async def _resume(
-        self, req: McpRequest, tool: Tool, params: Mapping[str, Any], link: Link | None, rid: int
-    ) -> Reply:
-        """A stateless-era retry carrying ``requestState``: the suspended call goes on with its
-        ``inputResponses``, to its outcome or its next round."""
-        if link is None or self.messages is None:
-            return client_error(
-                INVALID_PARAMS, "Invalid params: requestState names no input round", req.id, 400
-            )
-        retry = self._context(req, tool, link, rid)
-        assert isinstance(retry, ToolContext)  # link and messages are there
-        resumed = self.rounds.resume(
-            params.get("requestState"),
-            tool.name,
-            params.get("inputResponses"),
-            self.messages,
-            retry,
-            req.principal,
-        )
-        if isinstance(resumed, LostRound):  # a server that lost the round's state (a fault's)
-            return rpc_error(INVALID_PARAMS, f"Invalid params: {resumed.why}", req.id, 400)
-        if isinstance(resumed, str):
-            return client_error(INVALID_PARAMS, f"Invalid params: {resumed}", req.id, 400)
-        task, ctx = resumed
-        return await self._round(req, tool, ctx, task, link)
-
-    async def _outcome(
-        self, req: McpRequest, tool: Tool, ctx: ToolContext | None, run: Awaitable[Any]
-    ) -> Reply:
-        """The handler's outcome as the call's answer: its value, ``isError`` for a
-        :class:`ToolResultError` or the client's refusal, a time-out, or a bug re-raised in the test."""
-        try:
-            value = await run
-        except (ToolResultError, ClientRequestError, NotInThisEra) as exc:
-            reply = self._ok(req, tool_result(str(exc), is_error=True))
-            if isinstance(exc, ClientRequestError):  # the client refused the tool's request
-                reply.error, reply.error_by = str(exc), "client"
-            return reply
-        except Dropped:
-            raise
-        except asyncio.TimeoutError:
-            return self._timed_out(req, tool, ctx.awaiting if ctx is not None else None)
-        except Exception as exc:  # a bug in the tool handler: answer like a real server, re-raise in the test
-            self.on_error(f"tool {tool.name}", exc)
-            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {exc}", is_error=True))
-            reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
-            return reply
-        return self._ok(req, tool_result(value))
-
-    def _timed_out(self, req: McpRequest, tool: Tool, awaiting: str | None) -> Reply:
-        """A handler ran past ``tool_timeout``: the tool's bug, unless its duration is the client's
-        (``sleep``, or a handler awaiting the client's answer to ``awaiting``)."""
-        paced = (isinstance(tool, BuiltinTool) and tool.client_paced) or awaiting is not None
-        text = f"tool {tool.name!r} did not finish within tool_timeout={self.tool_timeout:g} s"
-        if awaiting is not None:
-            text += f" (it was awaiting the client's answer to `{awaiting}`)"
-        if not paced:  # a handler that blocks or hangs: name it in the test
-            self.on_error(f"tool {tool.name}", ToolTimeoutError(f"{text}; raise Sidecar(tool_timeout=)"))
-        reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
-        reply.error, reply.error_by = text, "client" if paced else "tool"
-        return reply
-
-    def _context(self, req: McpRequest, tool: Tool, link: Link | None, rid: int) -> ToolContext | Reply:
-        """The ``ctx`` of one call (its progress token, the logging level its client asked for), or
-        the error answer where there is no answer stream to send a tool's own messages on."""
-        if link is None or self.messages is None:
-            text = (
-                f"tool {tool.name} takes ctx (it sends the client messages of its own), which needs "
-                "the Streamable HTTP transport of the socket sidecar"
-            )
-            self.on_error(f"tool {tool.name}", ValueError(text))  # the test's set-up: name it in the test
-            reply = self._ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
-            reply.error, reply.error_by = text, "tool"
-            return reply
-        if req.era == "stateless":
-            level = req.meta.get(LOG_LEVEL_META)
-            headers: dict[str, str] = {}
-        else:
-            level = self.log_levels.get(req.session_id or "")
-            headers = {"Mcp-Session-Id": req.session_id} if req.session_id else {}
-        return ToolContext(
-            self.messages,
-            link,
-            rid=rid,
-            tool=tool.name,
-            headers=headers,
-            progress_token=req.meta.get("progressToken"),
-            log_level=level if level_problem(level) is None else None,
-            stateless=req.era == "stateless",
-            session=req.session_id if req.era == "session" else None,
-        )
 
     def answer_surface(self, req: McpRequest) -> Reply:
         """A resources, prompts, completion or logging request: a client's mistake is its JSON-RPC
@@ -718,7 +438,7 @@ class McpEndpoint:
         assert req.method is not None
         params = req.message.get("params") or {}
         try:
-            return self._ok(req, self.surface.answer(req.method, params, req.session_id))
+            return ok(req, self.surface.answer(req.method, params, req.session_id))
         except SurfaceError as exc:
             reply = rpc_error(exc.code, str(exc), req.id)
             reply.error, reply.error_by = str(exc), "client"
@@ -730,32 +450,6 @@ class McpEndpoint:
             reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
             return reply
 
-    async def _run_handler(self, tool: Tool, kwargs: dict[str, Any], rid: int = -1) -> Any:
-        """Built-in sync handlers inline; other sync handlers on ``run_sync`` (off the loop) when
-        given (:func:`~pytest_mcpfaults.sidecar.worker_calls.on_worker`: stopped, they run on, and
-        ``on_ran_on`` is told); async handlers on the loop; all bounded by ``tool_timeout`` when set."""
-        if not tool.is_async and (self.run_sync is None or isinstance(tool, BuiltinTool)):
-            return tool.handler(**kwargs)
-        pending: Awaitable[Any]
-        if tool.is_async:
-            pending = tool.handler(**kwargs)
-            if self.run_async is not None:
-                pending = self.run_async(pending)
-        else:
-            handler = tool.handler
-            assert self.run_sync is not None
-            ctx = kwargs.get(CONTEXT) if tool.wants_context else None
-            told = self.on_ran_on
-            pending = on_worker(
-                self.run_sync,
-                lambda: handler(**kwargs),
-                cancelled=ctx.cancelled if isinstance(ctx, SyncToolContext) else None,
-                ran_on=(lambda ended: told(rid, ended)) if told is not None and rid >= 0 else None,
-            )
-        if self.tool_timeout is None:
-            return await pending
-        return await within(pending, self.tool_timeout)
-
     def delete(self, session_id: str | None, principal: str | None = None) -> Reply:
         problem = self.check_session(session_id, principal)
         if problem is not None:
@@ -763,27 +457,12 @@ class McpEndpoint:
                 return Reply(405, headers={"Allow": "POST"})
             return problem
         assert session_id is not None
-        self.end_session(session_id)
+        self.sessions.end(session_id)
         return Reply(200, headers={"Mcp-Session-Id": session_id})
 
-    def end_session(self, session_id: str) -> None:
-        self.sessions.pop(session_id, None)
-        self.owners.pop(session_id, None)
-        self.log_levels.pop(session_id, None)
-        self.surface.subscriptions.pop(session_id, None)
-        self.ended.add(session_id)
-
     def forget_all(self) -> None:
-        self.ended.update(self.sessions)
-        self.sessions.clear()
-        self.owners.clear()
-        self.log_levels.clear()
-        self.surface.subscriptions.clear()
-        self.rounds.forget()
-
-    @staticmethod
-    def _ok(req: McpRequest, result: dict[str, Any]) -> Reply:
-        return Reply(200, {"jsonrpc": "2.0", "id": req.id, "result": result})
+        self.sessions.end_all()
+        self.calls.rounds.forget()
 
 
 def _client_answer(endpoint: McpEndpoint, req: McpRequest) -> Reply:

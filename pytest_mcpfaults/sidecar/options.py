@@ -8,9 +8,8 @@ Each field carries what everything else derives from it (its :class:`Option`): i
 * the ``mcp_sidecar`` marker (its valid arguments, checked at collection) and ``mcp_sidecar_factory``;
 * ``serve``'s flags (:func:`add_serve_flags`) and how its parsed arguments become options
   (:func:`options_from_args`);
-* the options table of docs/sidecar.md (:func:`options_table`) and the ``serve`` flags table of
-  docs/cli.md (:func:`flags_table`); ``python -m pytest_mcpfaults.sidecar.options`` rewrites both, a
-  test fails when either is stale.
+* the options table of docs/sidecar.md and the ``serve`` flags table of docs/cli.md, made when the
+  docs site is built (docs/hooks.py).
 
 Adding an option is its field here (with its check in :meth:`SidecarOptions.__post_init__` when the
 type alone does not say what is valid), its use, and its test.
@@ -21,11 +20,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
-import re
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from pytest_mcpfaults import faults as F
@@ -72,15 +68,10 @@ __all__ = [
     "add_serve_flags",
     "build_options",
     "documents_options",
-    "flags_table",
     "option",
     "option_fields",
     "options_from_args",
-    "options_table",
-    "response_headers",
     "takes_options",
-    "with_flags_table",
-    "with_options_table",
 ]
 
 #: The backends an option can apply to: the socket ``Sidecar`` and the in-process ``mock_sidecar``.
@@ -110,9 +101,6 @@ class Option:
     exclusive: str | None = None
     #: The backends taking it (:data:`BACKENDS`).
     backends: tuple[str, ...] = ("socket",)
-    #: A response header the option's value (when not ``None``) is sent as, on every answer of the
-    #: socket sidecar (the one stamp, :func:`response_headers`).
-    header: str | None = None
 
     @property
     def switch(self) -> bool:
@@ -415,36 +403,22 @@ def build_options(who: str, given: Mapping[str, Any]) -> SidecarOptions:
     return cls(**given)
 
 
-def response_headers(opts: SidecarOptions) -> dict[str, str]:
-    """The headers every answer of the socket sidecar is stamped with (options with a ``header``)."""
-    return {
-        header: str(value)
-        for name, header in _headers(type(opts))
-        if (value := getattr(opts, name)) is not None
-    }
-
-
 def option_fields(cls: type[SidecarOptions] | None = None) -> list[tuple[dataclasses.Field[Any], Option]]:
     """Every field of ``cls`` (default: :class:`SidecarOptions`) with its :class:`Option`, in order."""
     return list(_fields(cls or SidecarOptions))
 
 
-#: Per options class: its fields with their Option, their names, the (name, header) of those stamping.
-_DERIVED: dict[
-    type,
-    tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str], tuple[tuple[str, str], ...]],
-] = {}
+#: Per options class: its fields with their Option, and their names.
+_DERIVED: dict[type, tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str]]] = {}
 
 
 def _derived(
     cls: type[SidecarOptions],
-) -> tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str], tuple[tuple[str, str], ...]]:
+) -> tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str]]:
     found = _DERIVED.get(cls)
     if found is None:
         fields = tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
-        names = frozenset(f.name for f, _ in fields)
-        headers = tuple((f.name, opt.header) for f, opt in fields if opt.header is not None)
-        found = _DERIVED[cls] = (fields, names, headers)
+        found = _DERIVED[cls] = (fields, frozenset(f.name for f, _ in fields))
     return found
 
 
@@ -454,10 +428,6 @@ def _fields(cls: type[SidecarOptions]) -> tuple[tuple[dataclasses.Field[Any], Op
 
 def _names(cls: type[SidecarOptions]) -> frozenset[str]:
     return _derived(cls)[1]
-
-
-def _headers(cls: type[SidecarOptions]) -> tuple[tuple[str, str], ...]:
-    return _derived(cls)[2]
 
 
 P = ParamSpec("P")
@@ -493,7 +463,7 @@ def takes_options(
 
 def documents_options(cls: type[T]) -> type[T]:
     """Class decorator: append the ``Args`` of :class:`SidecarOptions` (as it is when the class is
-    made) to the class docstring, where ``help()`` and docs/gen_api.py read a constructor's arguments."""
+    made) to the class docstring, where ``help()`` and the API page read a constructor's arguments."""
     cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + _args_doc(SidecarOptions)
     return cls
 
@@ -548,121 +518,3 @@ def options_from_args(args: argparse.Namespace, cls: type[SidecarOptions] | None
             value = opt.collect(value)
         out[f.name] = value
     return out
-
-
-def _default_text(f: dataclasses.Field[Any]) -> str:
-    value = f.default
-    if value == () or value is None:
-        return "`None`" if value is None else "none"
-    if isinstance(value, tuple):
-        return "`" + repr(list(value)) + "`"
-    if (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and value >= 1 << 10
-        and value & (value - 1) == 0
-    ):
-        return f"`{value}` (`1 << {value.bit_length() - 1}`)"
-    return f"`{value!r}`"
-
-
-def options_table(cls: type[SidecarOptions] | None = None) -> str:
-    """The options table of docs/sidecar.md: one row per option, generated from the fields."""
-    rows = [
-        "| option | default | `serve` flag | in-process | meaning |",
-        "|---|---|---|---|---|",
-    ]
-    for f, opt in option_fields(cls):
-        flag = f"`{opt.flag}`" if opt.flag else ""
-        if opt.none_flag is not None:
-            flag += f", `{opt.none_flag[0]}`"
-        inproc = "yes" if "in-process" in opt.backends else ""
-        rows.append(f"| `{f.name}` | {_default_text(f)} | {flag} | {inproc} | {opt.help} |")
-    return "\n".join(rows) + "\n"
-
-
-_BEGIN = "<!-- options table: generated by `python -m pytest_mcpfaults.sidecar.options docs/sidecar.md` -->\n"
-_END = "<!-- end of the options table -->\n"
-
-
-def with_options_table(page: str, cls: type[SidecarOptions] | None = None) -> str:
-    """``page`` with its generated options table replaced by the current one."""
-    head, sep, rest = page.partition(_BEGIN)
-    if not sep:
-        raise ValueError("the page has no generated options table")
-    _, sep, tail = rest.partition(_END)
-    if not sep:
-        raise ValueError("the page's options table has no end marker")
-    return head + _BEGIN + "\n" + options_table(cls) + "\n" + _END + tail
-
-
-_FLAGS_BEGIN = (
-    "<!-- serve flags table: generated by `python -m pytest_mcpfaults.sidecar.options docs/cli.md`, "
-    "one row per flag; a row edited by hand is kept -->\n"
-)
-_FLAGS_END = "<!-- end of the serve flags table -->\n"
-
-
-def _flag_rows(f: dataclasses.Field[Any], opt: Option) -> list[tuple[str, str]]:
-    """The option's flags (``--flag``, then its ``none_flag``) and the rows made from the field."""
-    assert opt.flag is not None
-    usage = opt.flag
-    if opt.choices is not None:
-        usage += " {" + ",".join(opt.choices) + "}"
-    elif not opt.switch:
-        usage += f" {opt.metavar or _dest(opt.flag).upper()}"
-    value = f.default
-    if opt.switch:
-        default = "off"
-    elif value is None or value == ():
-        default = "none"
-    else:
-        default = "`" + (",".join(map(str, value)) if isinstance(value, tuple) else str(value)) + "`"
-    meaning = opt.help[:1].upper() + opt.help[1:]
-    rows = [(opt.flag, f"| `{usage}` | {default} | {meaning} |")]
-    if opt.none_flag is not None:
-        flag, text = opt.none_flag
-        rows.append((flag, f"| `{flag}` | | {text[:1].upper() + text[1:]}. |"))
-    return rows
-
-
-def flags_table(kept: Mapping[str, str] | None = None, cls: type[SidecarOptions] | None = None) -> str:
-    """docs/cli.md's table of ``serve``'s flags that set options, in ``serve --help``'s order: each
-    flag's row from ``kept`` (by flag, e.g. a row refined by hand) or else made from its field."""
-    rows = ["| flag | default | meaning |", "|---|---|---|"]
-    for f, opt in option_fields(cls):
-        if opt.flag is not None:
-            rows += [(kept or {}).get(flag, made) for flag, made in _flag_rows(f, opt)]
-    return "\n".join(rows) + "\n"
-
-
-def with_flags_table(page: str, cls: type[SidecarOptions] | None = None) -> str:
-    """``page`` with its ``serve`` flags table made afresh, keeping each flag's row that it has."""
-    head, sep, rest = page.partition(_FLAGS_BEGIN)
-    if not sep:
-        raise ValueError("the page has no generated serve flags table")
-    table, sep, tail = rest.partition(_FLAGS_END)
-    if not sep:
-        raise ValueError("the page's serve flags table has no end marker")
-    kept = {}
-    for line in table.splitlines():
-        flag = re.match(r"\| `(--[a-z][a-z0-9-]*)", line)
-        if flag is not None:
-            kept[flag.group(1)] = line
-    return head + _FLAGS_BEGIN + "\n" + flags_table(kept, cls) + "\n" + _FLAGS_END + tail
-
-
-def main(argv: Sequence[str]) -> None:
-    """Rewrite the generated tables of each page (default: docs/sidecar.md and docs/cli.md)."""
-    for name in argv or ["docs/sidecar.md", "docs/cli.md"]:
-        path = Path(name)
-        page = path.read_text()
-        if _BEGIN in page:
-            page = with_options_table(page)
-        if _FLAGS_BEGIN in page:
-            page = with_flags_table(page)
-        path.write_text(page)
-
-
-if __name__ == "__main__":  # pragma: no cover - the docs tables' generator
-    main(sys.argv[1:])

@@ -10,7 +10,7 @@ last event. The client POSTs its answer to a server request (``202 Accepted``), 
 :meth:`ServerMessages.answer_status` hands to the awaiting tool: only an answer from the session the
 request went to (its id, ``mcpfaults-`` and 32 random hex digits, is unguessable); any other is
 refused, journaled on the request's record (``refused``), and the tool keeps waiting. Every message
-is journaled (:class:`~pytest_mcpfaults.sidecar.journal.ServerMessageRecord`): what was sent, when,
+is journaled (:class:`~pytest_mcpfaults.sidecar.records.ServerMessageRecord`): what was sent, when,
 the answer or none. The transport does the I/O (:class:`Link`): writing an event, and awaiting an
 answer bounded by the patience budget (a client that never answers is the patience verdict's "the
 client never answered the server's `elicitation/create`").

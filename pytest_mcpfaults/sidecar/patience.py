@@ -3,7 +3,7 @@ positive-case checks behind ``Sidecar.assert_client_gave_up`` / ``assert_client_
 
 A request held by a blocking fault (freeze, hang, stall, endless SSE) may wait at most its patience
 budget; then the sidecar aborts the connection (RST: the client unblocks at once, as if the peer had
-died) and records a :class:`~pytest_mcpfaults.sidecar.journal.PatienceViolation`. This module turns
+died) and records a :class:`~pytest_mcpfaults.sidecar.violation.PatienceViolation`. This module turns
 violations into text (:func:`patience_verdict`) and report records (:func:`violation_record`).
 """
 
@@ -15,8 +15,10 @@ from typing import Any, Protocol
 
 from pytest_mcpfaults.fault_types import fault_kinds
 from pytest_mcpfaults.sidecar.clients import call_bound, client_seen, patience_hint, server_request_hint
-from pytest_mcpfaults.sidecar.journal import Journal, PatienceViolation, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import RequestRecord
 from pytest_mcpfaults.sidecar.routing import record_matches
+from pytest_mcpfaults.sidecar.violation import PatienceViolation
 from pytest_mcpfaults.validation import is_positive_seconds
 
 __all__ = ["PatienceError", "Watched", "check_client_closed", "patience_verdict", "violation_record"]
@@ -164,20 +166,22 @@ def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str |
 def _closed_after(r: RequestRecord) -> float | None:
     """Seconds from the start of the hold to the moment the sidecar's loop saw the client close the
     connection (``None``: it did not, while the request was held)."""
-    if not r.client_closed or r.client_closed_at is None or r.held_at is None:
+    h = r.held
+    if not r.client_closed or r.client_closed_at is None or h is None:
         return None
     if r.hold not in (None, "client_closed"):
         return None  # released, aborted at the budget or torn down first
-    return r.client_closed_at - r.held_at
+    return r.client_closed_at - h.at
 
 
 def _fate(r: RequestRecord, within: float, now: float) -> str:
     closed = _closed_after(r)
     if closed is not None:
         return f"the client closed it only after {closed:.2f} s, later than {within:g} s"
-    if r.hold is None:
-        return f"still held after {now - (r.held_at or r.started_at):.2f} s: the client kept it open"
-    waited = f"{r.waited or 0.0:.2f} s"
+    h = r.held
+    if h is None or h.outcome is None:
+        return f"still held after {now - (h.at if h else r.started_at):.2f} s: the client kept it open"
+    waited = f"{h.waited or 0.0:.2f} s"
     if r.hold == "patience":
         return (
             f"the client never closed it; the sidecar aborted it after {waited}, when the patience "
@@ -193,7 +197,7 @@ def _fate(r: RequestRecord, within: float, now: float) -> str:
 def _judged_at(r: RequestRecord, within: float) -> float:
     """Journal time at which request ``r`` can be judged: ``within`` past the start of its hold (or of
     the request, while it is not held yet)."""
-    return (r.held_at if r.held_at is not None else r.started_at) + within
+    return (r.held.at if r.held is not None else r.started_at) + within
 
 
 def _settled(r: RequestRecord, within: float, now: float) -> bool:

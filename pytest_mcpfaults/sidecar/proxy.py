@@ -21,7 +21,7 @@ What the sidecar still answers itself, without forwarding:
 
 An upstream that gives no answer is surfaced as a gateway does: 502 Bad Gateway (refused, reset, not
 HTTP) or 504 Gateway Timeout (nothing within ``upstream_timeout``), with a JSON-RPC error body naming
-the upstream, journaled with ``error_by='upstream'`` and ``upstream_failure``. Once the status line has
+the upstream, journaled with ``error_by='upstream'`` and ``upstream.failure``. Once the status line has
 been relayed, a failing upstream resets the client's connection (the status cannot be taken back).
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp import web
@@ -39,12 +39,13 @@ from pytest_mcpfaults.cassette.recorder import Pending, Recorder
 from pytest_mcpfaults.sidecar.body import shape_of
 from pytest_mcpfaults.sidecar.core import Answer, Incoming
 from pytest_mcpfaults.sidecar.inject import Delivery, deliver
-from pytest_mcpfaults.sidecar.journal import Journal, RequestFields
+from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD
 from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, learn_listing, rpc_error
 from pytest_mcpfaults.sidecar.outbound import ServerMessages
+from pytest_mcpfaults.sidecar.records import UpstreamLeg
 from pytest_mcpfaults.sidecar.relay import listed_response, relay
-from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
+from pytest_mcpfaults.sidecar.routing import RequestInfo
 from pytest_mcpfaults.sidecar.sse_notes import NotificationTap
 from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, UpstreamResponse
 
@@ -103,7 +104,7 @@ class Proxy:
 
     # -- the core's Upstream -----------------------------------------------------------------
     def defers(self, fault: F.Fault) -> bool:
-        return rewrites_upstream(fault)
+        return fault.rewrites_upstream
 
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind == "health" and self.upstream_health is None:
@@ -116,7 +117,7 @@ class Proxy:
 
     async def _local(self, headers: Mapping[str, str], info: RequestInfo) -> Reply | None:
         sid = headers.get("Mcp-Session-Id")
-        if sid and sid in self.endpoint.ended:
+        if sid and sid in self.endpoint.sessions.ended:
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         m = info.mcp
         if m is not None and (
@@ -183,12 +184,12 @@ class Proxy:
     def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
         """Keep the endpoint's sessions as the upstream assigns and ends them."""
         for name, value in resp.headers:
-            if name.lower() == "mcp-session-id" and value not in self.endpoint.ended:
+            if name.lower() == "mcp-session-id" and value not in self.endpoint.sessions.ended:
                 version = incoming.headers.get("MCP-Protocol-Version") or ""
                 self.endpoint.sessions.setdefault(value, version)
         sid = incoming.headers.get("Mcp-Session-Id")
         if incoming.method == "DELETE" and sid and 200 <= resp.status < 300:
-            self.endpoint.end_session(sid)
+            self.endpoint.sessions.end(sid)
 
     def _gateway_error(self, exc: UpstreamError, mid: Any, sent: float) -> Relayed:
         timed_out = exc.failure == "timed_out"
@@ -224,17 +225,15 @@ class Proxy:
         if reply.response is None:  # the upstream gave no answer: the gateway error, no body fault
             assert reply.failure is not None
             journal.update_request(
-                rid, upstream_sent_at=reply.sent_at - t0, upstream_ended_at=journal.now(),
-                upstream_failure=reply.failure.failure,
-            )  # fmt: skip
+                rid,
+                upstream=UpstreamLeg(
+                    reply.sent_at - t0, ended_at=journal.now(), failure=reply.failure.failure
+                ),
+            )
             return await deliver(request, Answer(reply, None, False), hold=hold, out=out)
         resp = reply.response
-        journal.update_request(
-            rid,
-            upstream_sent_at=reply.sent_at - t0,
-            upstream_answered_at=resp.headers_at - t0,
-            upstream_status=resp.status,
-        )
+        leg = UpstreamLeg(reply.sent_at - t0, resp.headers_at - t0, status=resp.status)
+        journal.update_request(rid, upstream=leg)
         fault = answer.fault
         if not shape_of(fault).resets_at_once:  # (a reset before the status line relays none of them)
             self._tap_notifications(request, reply, resp, rid)
@@ -243,9 +242,10 @@ class Proxy:
         def complete() -> None:  # the body is out: the record is finished before the client can close
             if not completed:
                 completed.append(True)
+                now = journal.now()
                 journal.update_request(
                     rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes,
-                    upstream_bytes=resp.received, upstream_ended_at=journal.now(), ended_at=journal.now(),
+                    upstream=replace(leg, bytes=resp.received, ended_at=now), ended_at=now,
                 )  # fmt: skip
 
         async def body_hold() -> None:  # only body faults hold while relaying
@@ -335,9 +335,12 @@ def _journal_upstream_end(journal: Journal, rid: int, resp: UpstreamResponse) ->
     """Journal the end of the upstream leg of request ``rid``: its bytes, when it ended, and its
     failure (the request's error too, unless something else already named one)."""
     ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
-    fields: RequestFields = {"upstream_bytes": resp.received, "upstream_ended_at": ended}
+    rec = journal.request(rid)
+    assert rec.upstream is not None  # written when the upstream's answer began
+    leg = replace(rec.upstream, bytes=resp.received, ended_at=ended)
+    fields: dict[str, Any] = {"upstream": leg}
     if resp.failure is not None:
-        fields["upstream_failure"] = resp.failure.failure
-        if journal.request(rid).error_by is None:
+        fields["upstream"] = replace(leg, failure=resp.failure.failure)
+        if rec.error_by is None:
             fields["error"], fields["error_by"] = str(resp.failure), "upstream"
     journal.update_request(rid, **fields)

@@ -22,7 +22,6 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.body import BodyShaper, Shape, halve, shape_of
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport, write_steps
 from pytest_mcpfaults.sidecar.mcp import Reply, encode, fit_structured
-from pytest_mcpfaults.sidecar.routing import rewrites_upstream
 from pytest_mcpfaults.sidecar.upstream import Abandoned, UpstreamError, UpstreamResponse
 
 __all__ = ["REWRITE_MAX_BYTES", "fault_rewrites", "listed_response", "relay", "rewrite"]
@@ -130,7 +129,7 @@ async def relay(
         out.status, out.bytes_sent = resp.status, len(body)
         return web.Response(status=resp.status, body=body, headers=headers)
     shape = shape_of(fault)
-    rewriter = shape.halves or (fault is not None and rewrites_upstream(fault))
+    rewriter = shape.halves or (fault is not None and fault.rewrites_upstream)
     if (rewriter or shape.open_stream) and (fault_rewrites(fault, resp) or not sse):
         assert fault is not None  # only a fault has a shape or rewrites
         body, headers, sse = await _read_whole(request, resp, fault, forced, mid, headers)
@@ -213,7 +212,7 @@ def fault_rewrites(fault: F.Fault | None, resp: UpstreamResponse) -> bool:
     error status from the upstream is relayed as it is)."""
     if shape_of(fault).halves:
         return True
-    return fault is not None and rewrites_upstream(fault) and 200 <= resp.status < 300
+    return fault is not None and fault.rewrites_upstream and 200 <= resp.status < 300
 
 
 async def _stream(

@@ -2,7 +2,7 @@
 (``close_stream``) was resumed by the client with a ``GET`` carrying ``Last-Event-ID``, no sooner than
 the stream's ``retry`` and within ``within`` seconds; and, when one was not, what the client did.
 
-Read from the journal only: :class:`~pytest_mcpfaults.sidecar.journal.StreamRecord` and the requests.
+Read from the journal only: :class:`~pytest_mcpfaults.sidecar.records.StreamRecord` and the requests.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import contextlib
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.cancel_checks import named
-from pytest_mcpfaults.sidecar.journal import RequestRecord, StreamRecord
 from pytest_mcpfaults.sidecar.patience import Watched
+from pytest_mcpfaults.sidecar.records import RequestRecord, StreamRecord
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.validation import is_positive_seconds
 

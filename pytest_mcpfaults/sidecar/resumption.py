@@ -14,7 +14,7 @@ replay; a ``GET`` stream goes on live from there, under its first id.
 
 ``close_stream`` closes an answer on purpose: a priming event, the reply's event kept back after
 ``after_events`` events, a ``retry`` field, the end of the response; a
-:class:`~pytest_mcpfaults.sidecar.journal.StreamRecord` journals the close and its resumption. A
+:class:`~pytest_mcpfaults.sidecar.records.StreamRecord` journals the close and its resumption. A
 ``Last-Event-ID`` that names no kept event of a stream of the same session is answered 404; one that is
 not an id of this form at all (``<stream>-<n>``, ASCII digits, at most :data:`MAX_ID_DIGITS` each) is
 answered 400, the client's mistake, before any number is read from it.
@@ -27,8 +27,9 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from pytest_mcpfaults.sidecar.journal import Journal, StreamRecord
+from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.mcp import Reply, client_error, encode, rpc_error
+from pytest_mcpfaults.sidecar.records import StreamRecord
 
 __all__ = ["MAX_ID_DIGITS", "RETAINED_BYTES", "RETAINED_EVENTS", "Resumed", "Resumption", "primes"]
 

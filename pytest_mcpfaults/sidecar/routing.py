@@ -7,10 +7,9 @@ answer it with the same bytes.
 The behaviour of the answer phase (``Fault.phase == 'answer'``) lives here, one function per kind,
 chosen by :func:`functools.singledispatch` on the fault's class (a subclass answers as its base):
 :func:`answer_reply` (the reply; :func:`forced_reply` takes ``None`` too), :func:`applies` (which
-requests it can answer), :func:`resting` (a flap's healthy turns), :func:`expires_session` and
-:func:`rewrites_upstream` (with an upstream: rewrite its answer), :func:`revokes_token` (with
-``auth=``: the request's token is refused from then on). Register a new kind's function with
-``@answer_reply.register`` (and so on).
+requests it can answer), :func:`resting` (a flap's healthy turns). Register a new kind's function with
+``@answer_reply.register`` (and so on); what is a fact of the kind rather than a computation (whether it
+ends the session, rewrites an upstream's answer, revokes a token) is a class attribute on the kind.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth import AuthInfo, challenge, refusal
-from pytest_mcpfaults.sidecar.journal import RequestRecord
 from pytest_mcpfaults.sidecar.mcp import McpEndpoint, McpRequest, Reply, rpc_error, tool_result
+from pytest_mcpfaults.sidecar.records import RequestRecord
 from pytest_mcpfaults.triggers import Target, parse_target
 
 __all__ = [
@@ -34,14 +33,11 @@ __all__ = [
     "answer_reply",
     "applies",
     "classify",
-    "expires_session",
     "forced_reply",
     "jitter",
     "pick",
     "record_matches",
     "resting",
-    "revokes_token",
-    "rewrites_upstream",
 ]
 
 PlanEntry = tuple[F.Fault, F.TriggerState]
@@ -200,41 +196,6 @@ def _flap_resting(fault: F.Flap, state: F.TriggerState) -> bool:
     return ((state.seen - 1) // fault.every) % 2 == 0
 
 
-@singledispatch
-def expires_session(fault: F.Fault) -> bool:
-    """Whether the fault ends the request's transport session (on the legacy transport, its stream)."""
-    return False
-
-
-@expires_session.register
-def _expires(fault: F.SessionExpired) -> bool:
-    return True
-
-
-@singledispatch
-def revokes_token(fault: F.Fault) -> bool:
-    """Whether the fault revokes the token of the request it answers (with ``auth=``)."""
-    return False
-
-
-@revokes_token.register
-def _revokes(fault: F.Unauthorized) -> bool:
-    return fault.revoke
-
-
-@singledispatch
-def rewrites_upstream(fault: F.Fault) -> bool:
-    """Whether, with an upstream, the fault's forced reply rewrites the upstream's answer (the request
-    is forwarded all the same) rather than answering in its place."""
-    return False
-
-
-@rewrites_upstream.register(F.ToolError)
-@rewrites_upstream.register(F.BackendGone)
-def _rewrites(fault: F.Fault) -> bool:
-    return True
-
-
 def pick(plan: Sequence[PlanEntry], info: RequestInfo) -> tuple[F.Fault | None, F.TriggerState | None]:
     """The first fault in plan order that fires on this request. Every matching fault counts the
     request (``nth``/``after`` see it); a fault that would fire but lost to an earlier one keeps its
@@ -322,7 +283,7 @@ def _session_expired(
 ) -> Reply | None:
     sid = info.mcp.session_id if info.mcp else None
     if sid:
-        endpoint.end_session(sid)
+        endpoint.sessions.end(sid)
     return rpc_error(-32600, "Session not found", status=404)
 
 

@@ -27,7 +27,7 @@ from pytest_mcpfaults.sidecar.builtin import builtin_surface
 from pytest_mcpfaults.sidecar.config import DEFAULT_PATIENCE, ReplyMode
 from pytest_mcpfaults.sidecar.errors import SidecarError
 from pytest_mcpfaults.sidecar.legacy_sse import TransportName, serve_legacy
-from pytest_mcpfaults.sidecar.listener import SocketListener, response_stamp
+from pytest_mcpfaults.sidecar.listener import SocketListener
 from pytest_mcpfaults.sidecar.mcp import Era
 from pytest_mcpfaults.sidecar.options import SidecarOptions, build_options, documents_options, takes_options
 from pytest_mcpfaults.sidecar.outbound_faults import check_outbound_plan
@@ -108,7 +108,7 @@ class Sidecar(SidecarWaits):
         self._otlp = self._listener.otlp = OtlpService(
             opts.otlp_path, self.journal, opts.span_recorder, max_body_bytes=opts.max_body_bytes,
             body_timeout=opts.idle_timeout, on_error=self.core.record_error,
-            mounted=self._listener.mounted_for, stamp=response_stamp(opts),
+            mounted=self._listener.mounted_for,
         )  # fmt: skip
 
     def _build_core(self, opts: SidecarOptions) -> core.SidecarCore:

@@ -17,7 +17,8 @@ from typing import Protocol
 
 from pytest_mcpfaults.sidecar.clients import client_family, client_seen
 from pytest_mcpfaults.sidecar.errors import SidecarState
-from pytest_mcpfaults.sidecar.journal import ConnectionRecord, FiredRecord, Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import ConnectionRecord, FiredRecord, RequestRecord
 
 __all__ = ["Stall", "StalledServer", "find_stall", "stall_record", "stall_verdict"]
 

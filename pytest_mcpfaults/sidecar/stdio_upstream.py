@@ -23,7 +23,7 @@ JSON-RPC message per line, one MCP session. The HTTP side stays the sidecar's:
   recorded into the cassette as a JSON answer, with the sidecar's session ids labelled;
 * a child that has exited, or gives no answer within ``upstream_timeout``, is answered as a gateway
   answers a dead server: 502 (or 504 when it timed out) with a JSON-RPC error naming the command,
-  journaled with ``error_by='upstream'`` and ``upstream_failure`` (``'reset'``: it exited or closed
+  journaled with ``error_by='upstream'`` and ``upstream.failure`` (``'reset'``: it exited or closed
   its stdout; ``'timed_out'``). Requests the child sends (sampling, roots) are refused with
   ``Method not found``: there is no client to ask.
 """
@@ -40,13 +40,13 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.cassette.recorder import Recorder
 from pytest_mcpfaults.sidecar.core import Incoming
-from pytest_mcpfaults.sidecar.journal import Journal, RequestFields, UpstreamFailure
+from pytest_mcpfaults.sidecar.journal import Journal
 from pytest_mcpfaults.sidecar.mcp import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -58,7 +58,8 @@ from pytest_mcpfaults.sidecar.mcp import (
     learn_listing,
     rpc_error,
 )
-from pytest_mcpfaults.sidecar.routing import RequestInfo, rewrites_upstream
+from pytest_mcpfaults.sidecar.records import UpstreamFailure, UpstreamLeg
+from pytest_mcpfaults.sidecar.routing import RequestInfo
 from pytest_mcpfaults.stdio import guardian
 
 __all__ = ["Piped", "StdioUpstream", "check_upstream_command"]
@@ -123,7 +124,7 @@ def check_upstream_command(
 class Piped(Reply):
     """The child's answer (or the gateway error for none), with the upstream leg to journal."""
 
-    leg: RequestFields = field(default_factory=lambda: RequestFields())
+    leg: UpstreamLeg | None = None
 
 
 class _Gone(Exception):
@@ -328,13 +329,13 @@ class StdioUpstream:
 
     # -- the core's Upstream ---------------------------------------------------------------------
     def defers(self, fault: F.Fault) -> bool:
-        return rewrites_upstream(fault)
+        return fault.rewrites_upstream
 
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind != "mcp":
             return None  # health and other paths: the sidecar's own
         sid = incoming.headers.get("Mcp-Session-Id")
-        if sid and sid in self.endpoint.ended:
+        if sid and sid in self.endpoint.sessions.ended:
             return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         if incoming.method == "DELETE":
             sent = time.monotonic()
@@ -373,12 +374,12 @@ class StdioUpstream:
     async def _forward(self, m: McpRequest, forced: Reply | None) -> Reply:
         headers = {"Mcp-Session-Id": m.session_id} if m.session_id else {}
         sent = time.monotonic()
-        leg: RequestFields = {"upstream_sent_at": sent - self.journal.t0}
+        leg = UpstreamLeg(sent - self.journal.t0)
         out_bytes = 0
         try:
             if m.method is None or m.is_notification:  # a response or a notification: written, 202
                 await self._send(m.message, self.timeout)
-                return Piped(202, headers=headers, leg={**leg, "upstream_ended_at": self.journal.now()})
+                return Piped(202, headers=headers, leg=replace(leg, ended_at=self.journal.now()))
             pipe_id = next(self._ids)
             fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
             self._pending[pipe_id] = fut
@@ -394,16 +395,17 @@ class StdioUpstream:
             finally:
                 self._pending.pop(pipe_id, None)
         except _Gone as gone:
-            return self._gateway_error(gone, m.id, {**leg, "upstream_ended_at": self.journal.now(),
-                                                    "upstream_failure": gone.failure})  # fmt: skip
+            return self._gateway_error(
+                gone, m.id, replace(leg, ended_at=self.journal.now(), failure=gone.failure)
+            )
         except OSError as exc:  # a broken pipe: the child is gone
             broken = _Gone("reset", f"writing to its stdin failed: {exc}")
-            return self._gateway_error(broken, m.id, {**leg, "upstream_ended_at": self.journal.now(),
-                                                    "upstream_failure": "reset"})  # fmt: skip
+            return self._gateway_error(
+                broken, m.id, replace(leg, ended_at=self.journal.now(), failure="reset")
+            )
         out_bytes = len(json.dumps(answer, separators=(",", ":")).encode()) + 1
         now = self.journal.now()
-        leg["upstream_answered_at"] = leg["upstream_ended_at"] = now
-        leg["upstream_bytes"] = out_bytes
+        leg = replace(leg, answered_at=now, ended_at=now, bytes=out_bytes)
         answer["id"] = m.id
         if m.method == "initialize" and "result" in answer:
             new = uuid.uuid4().hex
@@ -421,7 +423,7 @@ class StdioUpstream:
             return Piped(forced.status, payload, forced.headers, sse=forced.sse, leg=leg)
         return Piped(200, answer, headers, leg=leg)
 
-    def _gateway_error(self, gone: _Gone, mid: Any, leg: RequestFields) -> Piped:
+    def _gateway_error(self, gone: _Gone, mid: Any, leg: UpstreamLeg) -> Piped:
         timed_out = gone.failure == "timed_out"
         what = "Gateway Timeout" if timed_out else "Bad Gateway"
         made = rpc_error(_GATEWAY_ERROR, f"{what}: upstream command {self.name!r}: {gone}", mid)

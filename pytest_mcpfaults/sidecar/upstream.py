@@ -43,7 +43,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from pytest_mcpfaults.sidecar.config import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
-from pytest_mcpfaults.sidecar.journal import UpstreamFailure
+from pytest_mcpfaults.sidecar.records import UpstreamFailure
 from pytest_mcpfaults.sidecar.timeouts import within
 
 __all__ = [

@@ -15,7 +15,8 @@ from typing import TypeVar
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.core import SidecarCore
 from pytest_mcpfaults.sidecar.errors import SidecarError, SidecarState
-from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import RequestRecord
 from pytest_mcpfaults.sidecar.surface import Surface
 from pytest_mcpfaults.sidecar.tools import BenchmarkSessions
 
@@ -150,7 +151,7 @@ class SidecarViews(RuntimeControl):
     @property
     def ended_sessions(self) -> tuple[str, ...]:
         """Transport session ids that were deleted, expired or lost with the process."""
-        return tuple(self.core.mcp.ended)
+        return tuple(self.core.mcp.sessions.ended)
 
     @property
     def requests(self) -> tuple[RequestRecord, ...]:

@@ -12,16 +12,12 @@ from collections.abc import Callable
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth_next import AuthFollowUp, auth_follow_ups, reauthorization_problems
 from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
-from pytest_mcpfaults.sidecar.journal import (
-    CancellationRecord,
-    PatienceViolation,
-    RequestRecord,
-    StreamRecord,
-)
 from pytest_mcpfaults.sidecar.patience import PatienceError, check_client_closed, patience_verdict
+from pytest_mcpfaults.sidecar.records import CancellationRecord, RequestRecord, StreamRecord
 from pytest_mcpfaults.sidecar.resume_checks import check_client_resumed
 from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.sidecar.views import SidecarViews
+from pytest_mcpfaults.sidecar.violation import PatienceViolation
 
 __all__ = ["SidecarWaits"]
 
@@ -36,7 +32,7 @@ class SidecarWaits(SidecarViews):
     # -- journal shortcuts and waits ---------------------------------------------------------------
     @property
     def patience_violations(self) -> tuple[PatienceViolation, ...]:
-        return self.journal.violations
+        return self.journal.violations.records
 
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Wait until no client connection is open (every client released its connections) and every
@@ -133,7 +129,7 @@ class SidecarWaits(SidecarViews):
     @property
     def cancellations(self) -> tuple[CancellationRecord, ...]:
         """Every cancellation the client sent, linked to the request it names (see
-        :class:`~pytest_mcpfaults.sidecar.journal.CancellationRecord`)."""
+        :class:`~pytest_mcpfaults.sidecar.records.CancellationRecord`)."""
         return self.journal.cancellations.records
 
     def assert_client_cancelled(self, target: str | None = None, *, within: float) -> None:
@@ -151,7 +147,7 @@ class SidecarWaits(SidecarViews):
     @property
     def closed_streams(self) -> tuple[StreamRecord, ...]:
         """Every event stream the sidecar closed gracefully for the client to resume, and whether and
-        when it did (see :class:`~pytest_mcpfaults.sidecar.journal.StreamRecord`)."""
+        when it did (see :class:`~pytest_mcpfaults.sidecar.records.StreamRecord`)."""
         return self.journal.streams.records
 
     def assert_client_resumed(self, target: str | None = None, *, within: float) -> None:
@@ -166,7 +162,7 @@ class SidecarWaits(SidecarViews):
     def assert_no_patience_violations(self) -> None:
         """No held request outlived its patience budget so far (expected or not); raises
         :class:`~pytest_mcpfaults.sidecar.patience.PatienceError` with the verdict otherwise."""
-        v = self.journal.violations
+        v = self.journal.violations.records
         if v:
             raise PatienceError(patience_verdict(self, v))
 

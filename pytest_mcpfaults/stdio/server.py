@@ -203,7 +203,7 @@ class StdioServer(SidecarViews):
     @property
     def patience_violations(self) -> tuple[StdioViolation, ...]:
         with self._channel.cond:
-            return tuple(self._channel.violations)
+            return tuple(self._channel.verdicts.violations)
 
     def wait_child(self, timeout: float = 10.0) -> ChildRecord:
         """Wait until a child has connected; return it."""
@@ -226,7 +226,7 @@ class StdioServer(SidecarViews):
         """Send ``sig`` (SIGKILL by default: the server crashes) to the latest live child."""
         child = self._channel.live_child("kill")
         name = signal.Signals(sig).name
-        _loop.run(_loop.call(lambda: self._channel.signal(child, sig, name)))
+        _loop.run(_loop.call(lambda: child.signal(sig, name)))
         if sig == signal.SIGKILL:
             self.journal.add_fired("die", what="kill()")
 
@@ -235,7 +235,7 @@ class StdioServer(SidecarViews):
         :meth:`release`. Input the client sends meanwhile waits in the pipe; a client that waits on it
         past the patience budget gets a violation (the child is then killed)."""
         child = self._channel.live_child("freeze")
-        _loop.run(_loop.call(lambda: self._channel.stop_child(child)))
+        _loop.run(_loop.call(child.freeze))
         wait_stopped(child.pid)  # stopped for real before the test goes on (a line could slip in otherwise)
         self.journal.add_fired("freeze", what="freeze()")
 
