@@ -36,6 +36,8 @@ def test_a_live_session_without_a_delete_is_never_ended_and_a_delete_of_any_outc
     assert session_problems([*calls, held_delete], ["s1"]) == []
     assert session_problems(calls, ["s1"], owed=False) == []  # kept on purpose
     assert session_problems(calls, []) == []  # lost by the sidecar, or stateless: nothing owed
+    cut = RequestRecord(id=3, conn_id=0, method="POST", path="/mcp", session_id="s1", fault="reset")
+    assert session_problems([*calls, cut], ["s1"]) == []  # a fault may have cut its transport
 
 
 def test_a_call_after_the_404_is_a_lost_session_used_again_but_not_its_delete_or_an_earlier_call() -> None:

@@ -5,7 +5,10 @@ Two duties, both from the MCP spec's session management (transports, 2025-06-18 
 - **End what you open.** A session-era session the sidecar gave out is ended by the client with a
   ``DELETE`` on the MCP endpoint (the request counts whatever became of it: a held or reset
   ``DELETE`` was still sent). A stateless client owes nothing; a session the sidecar lost (it died,
-  restarted, expired the session) is not owed either. A CLI that opened 287 sessions and closed none,
+  restarted, expired the session) is not owed either, nor is one a fault fired on: the fault may
+  have cut the client's transport, and the SDK clients send no ``DELETE`` after that (mcp 2.x's
+  ``Client`` leaves ``async with`` raising the transport's error). A session opened after a fault is
+  owed as any other. A CLI that opened 287 sessions and closed none,
   a framework whose cross-task cleanup error skips the ``DELETE``: each leaves live sessions behind.
 - **Start over when told.** After the sidecar answered ``404`` to a request carrying a session id
   (the session is gone: expired, lost in a restart), the client "MUST start a new session by sending a
@@ -68,8 +71,9 @@ def session_problems(
     problems: list[SessionProblem] = []
     if owed:
         deleted = {r.session_id for r in requests if r.method == "DELETE" and r.session_id}
+        faulted = {r.session_id for r in requests if r.fault is not None and r.session_id}
         for sid in live:
-            if sid not in deleted:
+            if sid not in deleted and sid not in faulted:
                 mine = tuple(r for r in requests if r.session_id == sid)
                 problems.append(SessionProblem(sid, "never_ended", mine))
     told: dict[str, RequestRecord] = {}
