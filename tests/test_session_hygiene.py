@@ -13,7 +13,7 @@ import pytest
 from docs_quotes import assert_quoted_lines_occur, quoted_block
 
 from pytest_mcpfaults.sidecar.hygiene import session_problems
-from pytest_mcpfaults.sidecar.journal import RequestRecord
+from pytest_mcpfaults.sidecar.records import RequestRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 LEAK = ROOT / "docs" / "examples" / "sessions_leak.py"
@@ -115,7 +115,8 @@ asyncio.run(main(*sys.argv[1:]))
 def test_mcp1_runner(mcp_sidecar_factory):
     ends, leaks = mcp_sidecar_factory(era="session"), mcp_sidecar_factory(era="session")
     env = {**os.environ, "PYTHONPATH": os.environ["MCP1_PATH"]}
-    subprocess.run([sys.executable, "-c", CHILD, ends.mcp_url, leaks.mcp_url], env=env, check=True, timeout=200)
+    args = [sys.executable, "-c", CHILD, ends.mcp_url, leaks.mcp_url]
+    subprocess.run(args, env=env, check=True, timeout=200)
     print("LEAKS", leaks.url)
 """
 

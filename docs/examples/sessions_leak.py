@@ -8,8 +8,9 @@ import httpx
 import pytest
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "runner", "version": "1"}}}  # fmt: skip
+RUNNER = {"name": "runner", "version": "1"}
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": RUNNER}}  # fmt: skip
 CALL = {
     "jsonrpc": "2.0",
     "id": 2,

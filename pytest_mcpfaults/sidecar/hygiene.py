@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_mcpfaults.sidecar.journal import RequestRecord
+from pytest_mcpfaults.sidecar.records import RequestRecord
 
 __all__ = ["SessionHygieneError", "SessionProblem", "hygiene_verdict", "session_problems"]
 
