@@ -82,6 +82,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_wait_for",
         "test_blocked_frames",
         "test_hints_measured",
+        "test_harness_process",
         "test_reliability",
         "test_teardown",
         "test_teardown_interrupt",
