@@ -21,7 +21,7 @@ BUDGET = 1.0
 #: speed target; a child left alone would run for ever.
 VERDICT_BOUND = BUDGET + ABORT_GRACE + 2.0
 
-HARNESS = r'''
+HARNESS = r"""
 import json, os, signal, subprocess, sys, threading, time
 import httpx
 
@@ -49,7 +49,7 @@ elif mode == "ignores_term":
         while True:  # keeps talking: only the stop rule can end it
             client.get(url.replace("/mcp", "/health"))
             time.sleep(0.1)
-'''
+"""
 
 
 @pytest.fixture
@@ -69,14 +69,18 @@ def _alive(pid: int) -> bool:
 
 def test_a_thread_joined_at_exit_gets_a_verdict_with_its_stacks(harness: Path) -> None:
     with Sidecar(patience=BUDGET) as sc:
-        with HarnessProcess([sys.executable, str(harness), sc.mcp_url, "joins_forever"], servers=[sc]) as proc:
+        with HarnessProcess(
+            [sys.executable, str(harness), sc.mcp_url, "joins_forever"], servers=[sc]
+        ) as proc:
             started = time.monotonic()
             with pytest.raises(HarnessProcessError) as raised:
                 proc.wait()
             took = time.monotonic() - started
             assert proc.returncode is not None  # killed
     text = str(raised.value)
-    assert text.startswith("the harness process did not exit: 1 s after its last MCP traffic it was still running")
+    assert text.startswith(
+        "the harness process did not exit: 1 s after its last MCP traffic it was still running"
+    )
     assert f"last MCP traffic: `POST initialize` (#0) to {sc.url}" in text
     assert "in background_loop" in text and "in _shutdown" in text  # its thread, and the interpreter's join
     assert "hint: a thread is joined without a timeout at exit" in text
@@ -98,7 +102,9 @@ def test_a_harness_asked_to_stop_that_does_not(harness: Path) -> None:
                 time.sleep(0.05)
             assert proc.returncode is None
             proc.stop()
-            with pytest.raises(HarnessProcessError, match="1 s after it was asked to stop it was still running"):
+            with pytest.raises(
+                HarnessProcessError, match="1 s after it was asked to stop it was still running"
+            ):
                 proc.wait()
 
 
@@ -120,15 +126,20 @@ def test_bad_arguments_are_named() -> None:
         HarnessProcess(["python"], budget=-1)
 
 
-def test_the_fixture_stops_a_harness_at_teardown_and_fails_the_test(pytester: pytest.Pytester, harness: Path) -> None:
+def test_the_fixture_stops_a_harness_at_teardown_and_fails_the_test(
+    pytester: pytest.Pytester, harness: Path
+) -> None:
     pytester.makepyfile(
         f"""
-        import sys
+        import sys, time
         import pytest
 
         @pytest.mark.mcp_sidecar(patience={BUDGET})
         def test_leaves_it_running(mcp_sidecar, mcp_harness_process):
-            mcp_harness_process([sys.executable, {str(harness)!r}, mcp_sidecar.mcp_url, "ignores_term"])
+            proc = mcp_harness_process([sys.executable, {str(harness)!r}, mcp_sidecar.mcp_url, "ignores_term"])
+            deadline = time.monotonic() + 30
+            while "ready" not in proc.stdout and time.monotonic() < deadline:
+                time.sleep(0.05)  # its SIGTERM handler is in place
         """
     )
     result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=120)

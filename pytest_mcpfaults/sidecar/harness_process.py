@@ -196,8 +196,11 @@ class HarnessProcess:
             f"   process: pid {proc.pid}, {' '.join(self.args)}",
             f"   last MCP traffic: {traffic}",
             "   its threads when it was stopped (SIGABRT, Python's faulthandler):",
-            *(f"      {line}" for line in stacks or ["(no Python stack: not a Python process, or it "
-                                                     "handles SIGABRT itself)"]),  # fmt: skip
+            *(
+                f"      {line}"
+                for line in stacks
+                or ["(no Python stack: not a Python process, or it handles SIGABRT itself)"]
+            ),  # fmt: skip
             f"   hint: {_hint(stacks)}",
             "",
             "it was killed with its process group: nothing of it is left running",
@@ -207,10 +210,24 @@ class HarnessProcess:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's process group and wait (bounded) until none of it runs any more."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(ABORT_GRACE)
+    deadline = time.monotonic() + ABORT_GRACE
+    while _group_running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(_POLL)  # a signalled process dies when next scheduled: a loaded machine lags
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (zombies do not); ``False`` without ``/proc``."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
 
 
 def _stacks(stderr: str) -> list[str]:
