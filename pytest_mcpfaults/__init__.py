@@ -127,6 +127,12 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.sidecar.factory import (
         SidecarFactory as SidecarFactory,
     )
+    from pytest_mcpfaults.sidecar.harness_process import (
+        HarnessProcess as HarnessProcess,
+    )
+    from pytest_mcpfaults.sidecar.harness_process import (
+        HarnessProcessError as HarnessProcessError,
+    )
     from pytest_mcpfaults.spans import (
         RecordedEvent as RecordedEvent,
     )
@@ -185,6 +191,8 @@ __all__ = [
     "ClientRequestError",
     "ConnectionRecord",
     "Exchange",
+    "HarnessProcess",
+    "HarnessProcessError",
     "Journal",
     "PatienceViolation",
     "Prompt",
@@ -270,6 +278,8 @@ _EXPORTS: dict[str, str] = {
     "Resource": "pytest_mcpfaults.sidecar",
     "ResourceTemplate": "pytest_mcpfaults.sidecar",
     "SidecarFactory": "pytest_mcpfaults.sidecar.factory",
+    "HarnessProcess": "pytest_mcpfaults.sidecar.harness_process",
+    "HarnessProcessError": "pytest_mcpfaults.sidecar.harness_process",
     "StdioServer": "pytest_mcpfaults.stdio.server",
     "ChildRecord": "pytest_mcpfaults.stdio.records",
     "SignalRecord": "pytest_mcpfaults.stdio.records",
