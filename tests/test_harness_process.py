@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from docs_quotes import assert_quoted_lines_occur, quoted_block
 
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.sidecar.harness_process import ABORT_GRACE, HarnessProcess, HarnessProcessError
@@ -292,3 +294,37 @@ def test_a_held_call_ends_by_the_patience_verdict_within_budget_and_grace(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*PatienceError*", "*tools/call*"])
     assert took < 30, took  # bounded by itself (the child would run for ever), not a speed target
+
+
+def test_the_docs_quote_is_what_the_example_prints(pytester: pytest.Pytester) -> None:
+    """docs/harness-process.md quotes the verdict of its example run without ``pytest.raises``; the
+    lines that follow the Python version (the process line, the stdlib's frames) are not compared,
+    but for the interpreter's exit joining."""
+    examples = Path(__file__).resolve().parent.parent / "docs" / "examples"
+    client = examples / "harness_process_client.py"
+    source = (examples / "harness_process_test.py").read_text()
+    assert 'CLIENT = str(Path(__file__).with_name("harness_process_client.py"))' in source
+    pytester.makepyfile(
+        f"""
+        import sys
+        import pytest
+
+        @pytest.mark.mcp_sidecar(patience=1.0)
+        def test_a_harness_that_never_exits(mcp_sidecar, mcp_harness_process):
+            proc = mcp_harness_process([sys.executable, {str(client)!r}, mcp_sidecar.mcp_url])
+            proc.wait()
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(failed=1)
+    page = (examples.parent / "harness-process.md").read_text()
+    first = "pytest_mcpfaults.sidecar.harness_process.HarnessProcessError: the harness process did not exit"
+    quote = quoted_block(page, first, "it was killed with its process group")
+    assert quote is not None, "docs/harness-process.md no longer quotes the example's verdict"
+    kept = [
+        line
+        for line in quote.splitlines()
+        if not line.strip().startswith(("process: pid", "File ")) or line.endswith(" in _shutdown")
+    ]
+    printed = [re.sub(r"^E {0,7}", "", line) for line in result.outlines]
+    assert_quoted_lines_occur("\n".join(kept), printed, "docs/harness-process.md")

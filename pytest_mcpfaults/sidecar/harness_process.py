@@ -24,8 +24,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from collections.abc import Mapping as MappingABC
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -66,7 +65,7 @@ class HarnessProcessError(PatienceError):
 
 
 class HarnessProcess:
-    """``args`` run as a child process watched against ``servers``; see the module.
+    """``args`` run as a child process watched against ``servers`` (the module says when it gets a verdict).
 
     ``servers``: the servers it talks to, read live (a server appended to the list after the start
     counts too), or a function returning them. ``budget``: seconds the child may run on after its
@@ -83,7 +82,7 @@ class HarnessProcess:
         servers: Sequence[Server] | Callable[[], Sequence[Server]] = (),
         budget: float | None = None,
         startup: float = DEFAULT_STARTUP,
-        env: MappingABC[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(args, str) or not args or not all(isinstance(a, str) for a in args):
@@ -95,7 +94,7 @@ class HarnessProcess:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if isinstance(servers, (str, bytes)) or not (callable(servers) or isinstance(servers, Sequence)):
             raise TypeError(f"servers must be a list of servers or a function returning one, got {servers!r}")
-        if env is not None and not isinstance(env, MappingABC):
+        if env is not None and not isinstance(env, Mapping):
             raise TypeError(f"env must be a mapping of names to strings, got {env!r}")
         self.args = list(args)
         self._servers = servers
@@ -181,6 +180,7 @@ class HarnessProcess:
     def wait(self, timeout: float | None = None) -> int:
         """The child's exit code, once it exits; :class:`HarnessProcessError` when it outlives its
         budget (see the module) or, with ``timeout``, runs longer than that in all."""
+        __tracebackhide__ = True  # pytest shows the verdict at the test's line, not in here
         proc, started = self._running(), time.monotonic()
         while (code := proc.poll()) is None:
             why = self._overdue(started, timeout)
@@ -259,6 +259,7 @@ class HarnessProcess:
         return found
 
     def _fail(self, why: str) -> None:
+        __tracebackhide__ = True
         proc = self._running()
         try:
             with contextlib.suppress(ProcessLookupError):
@@ -281,7 +282,7 @@ class HarnessProcess:
                 if r.status is not None
                 else "ended without an answer"
             )
-            traffic = f"`{r.label}` (#{r.id}) to {server.url}, {ago:.1f} s before, {answer}"
+            traffic = f"`{r.label}` (#{r.id}) to {server.url}, {ago:.2f} s before, {answer}"
         shown = stacks or ["(no Python stack: not a Python process, or it handles SIGABRT itself)"]
         lines = [
             f"the harness process did not exit: {why}",
