@@ -84,6 +84,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_session_hygiene",
         "test_blocked_frames",
         "test_hints_measured",
+        "test_harness_process",
         "test_reliability",
         "test_teardown",
         "test_teardown_interrupt",
