@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
-from pytest_mcpfaults.sidecar.journal import Journal, RequestRecord
+from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.sidecar.records import RequestRecord
 from pytest_mcpfaults.sidecar.patience import PatienceError
 
 __all__ = ["HarnessProcess", "HarnessProcessError"]
