@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from pytest_mcpfaults.sidecar.journal import Journal
-from pytest_mcpfaults.sidecar.records import RequestRecord
 from pytest_mcpfaults.sidecar.patience import PatienceError
+from pytest_mcpfaults.sidecar.records import RequestRecord
 
 __all__ = ["HarnessProcess", "HarnessProcessError"]
 
