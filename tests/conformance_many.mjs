@@ -51,7 +51,11 @@ async function worker() {
     const ended = new Promise((resolve) => ending.set(id, resolve));
     loading = loading.then(() => {
       process.argv = [process.argv[0], bundle, "server", "--url", url, "--scenario", scenario, "-o", out];
-      return current.run(id, () => import(`${pathToFileURL(bundle).href}?run=${id}`));
+      return current.run(id, () =>
+        import(`${pathToFileURL(bundle).href}?run=${id}`).catch((error) => {
+          if (!(error instanceof RunExited)) throw error; // an exit while its module was evaluated
+        }),
+      );
     });
     await loading;
     failed |= (await ended) !== 0;

@@ -220,9 +220,13 @@ def run_each(suite: Path, url: str, names: Sequence[str], parallel: int = 4) -> 
         for name in names:
             cmd += [name, str(out / name)]
         try:
-            subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+            proc = subprocess.run(
+                cmd, cwd=out, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
+            )
         except subprocess.TimeoutExpired as exc:
             raise RuntimeError(f"the conformance suite did not finish within {RUN_TIMEOUT:g} s") from exc
+        if proc.returncode not in (0, 1):  # 1: a scenario failed, as the CLI says; 2: the driver broke
+            raise RuntimeError(f"{MANY.name} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
         return {s.name: s for name in names if (out / name).is_dir()
                 for s in map(_scenario, sorted((out / name).iterdir()))}  # fmt: skip
     finally:
