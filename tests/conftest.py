@@ -61,7 +61,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.option.numprocesses = SUITE_WORKERS
     config.option.dist = "loadscope"
     # In collection order, not largest module first (xdist's default): the example suite (12 tests,
-    # its module fixture the longest single wait of the suite) would otherwise start last, alone.
+    # its module fixture the longest single wait of the suite) would otherwise start last, alone. The
+    # workers order their collection slow modules first (_slow_modules_first).
     config.option.loadscopereorder = False
 
 
