@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.auth_next import AuthFollowUp, auth_follow_ups, reauthorization_problems
+from pytest_mcpfaults.sidecar.auth import AuthFollowUp, auth_follow_ups, reauthorization_problems
 from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
 from pytest_mcpfaults.sidecar.journal import (
     CancellationRecord,
@@ -99,7 +99,7 @@ class SidecarWaits(SidecarViews):
     @property
     def auth_follow_ups(self) -> tuple[AuthFollowUp, ...]:
         """Every request the sidecar refused for its token (``auth=``) and what the client did next
-        (:class:`~pytest_mcpfaults.sidecar.auth_next.AuthFollowUp`: refreshed, retried with the same
+        (:class:`~pytest_mcpfaults.sidecar.auth.AuthFollowUp`: refreshed, retried with the same
         token, went to DELETE, gave up), from the journal so far."""
         return auth_follow_ups(self.journal.requests, self.mcp_path)
 
