@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -450,8 +450,3 @@ def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
         lines += [f"  {text}" + (f" ({n} times)" if n > 1 else "") for text, n in counts.items()]
     lines.append(summary_line(report))
     return lines
-
-
-def format_kinds(kinds: Sequence[str]) -> str:
-    """Kinds as ``a, b, c`` (``'-'`` when empty)."""
-    return ", ".join(kinds) if kinds else "-"

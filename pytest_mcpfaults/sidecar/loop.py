@@ -114,12 +114,6 @@ class WorkerPool:
             threading.Thread(target=self._work, name=self.name, daemon=True).start()
         return fut
 
-    @property
-    def threads(self) -> int:
-        """Worker threads alive (busy or idle)."""
-        with self._lock:
-            return self._threads
-
     def close(self) -> None:
         """Refuse new calls; idle workers exit, busy ones exit when their call ends; calls still
         queued are cancelled."""
