@@ -9,7 +9,6 @@ import contextlib
 import inspect
 from collections.abc import Callable
 
-from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.auth import AuthFollowUp, auth_follow_ups, reauthorization_problems
 from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
 from pytest_mcpfaults.sidecar.journal import (
@@ -18,9 +17,13 @@ from pytest_mcpfaults.sidecar.journal import (
     RequestRecord,
     StreamRecord,
 )
-from pytest_mcpfaults.sidecar.patience import PatienceError, check_client_closed, patience_verdict
+from pytest_mcpfaults.sidecar.patience import (
+    PatienceError,
+    check_client_closed,
+    patience_verdict,
+    target_matcher,
+)
 from pytest_mcpfaults.sidecar.resume_checks import check_client_resumed
-from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.sidecar.views import SidecarViews
 
 __all__ = ["SidecarWaits"]
@@ -64,21 +67,8 @@ class SidecarWaits(SidecarViews):
     def held_requests(self, target: str | None = None) -> list[RequestRecord]:
         """Every request a blocking fault held so far (matching ``target``, e.g. ``'DELETE /mcp'``),
         whatever its outcome; a bad ``target`` raises ``ValueError`` naming it."""
-        out = [r for r in self.journal.requests if r.held]
-        if target is not None:
-            F.check_target(target)
-            out = [
-                r
-                for r in out
-                if record_matches(
-                    r,
-                    target,
-                    mcp_path=self.mcp_path,
-                    health_path=self.health_path,
-                    legacy_paths=self.legacy_paths,
-                )
-            ]
-        return out
+        matches = target_matcher(self, target)
+        return [r for r in self.journal.requests if r.held and matches(r)]
 
     def assert_client_gave_up(self, within: float, target: str | None = None) -> None:
         """Every held request (matching ``target``, e.g. ``'DELETE /mcp'``) ended because the client
