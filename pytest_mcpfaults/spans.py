@@ -30,7 +30,6 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_mcpfaults.span_links import Received, link_received
 from pytest_mcpfaults.span_queries import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
@@ -43,11 +42,13 @@ from pytest_mcpfaults.span_queries import (
 )
 from pytest_mcpfaults.span_records import (
     UIDS,
+    Received,
     RecordedEvent,
     RecordedSpan,
     ancestors,
     children,
     descendants,
+    link_received,
     parent_of,
     roots,
     take_snapshot,
@@ -209,7 +210,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
 
     Spans of other processes join through :meth:`add_received` (the sidecar's OTLP receiver calls it):
     they arrive ended, and their parents are resolved from the received spans of the same source (see
-    :mod:`pytest_mcpfaults.span_links`). :meth:`wait_for_span` waits until a span has ended.
+    :func:`~pytest_mcpfaults.span_records.link_received`). :meth:`wait_for_span` waits until a span has ended.
 
     ``session`` and ``cleanup`` are the default span-name globs of the invariant methods (the
     attributes ``session_patterns`` and ``cleanup_patterns``); ``flip_cleanup_patterns`` and
