@@ -27,8 +27,7 @@ from pytest_mcpfaults.span_queries import (
     matches,
     seen_names,
 )
-from pytest_mcpfaults.span_records import RecordedSpan, child_index, span_key
-from pytest_mcpfaults.span_tree import describe_span, format_tree
+from pytest_mcpfaults.span_records import RecordedSpan, child_index, describe_span, format_tree, span_key
 
 __all__ = [
     "ALL_INVARIANTS",

@@ -7,9 +7,9 @@ DESIGN §5 describes (:func:`install_recorder`, :meth:`SpanRecorder.attach`,
 :meth:`SpanRecorder.one`, parents, children, ...) and prints the span tree that every invariant failure
 shows (:func:`format_tree`).
 
-This is the public module: the snapshot types and their relations live in
-:mod:`pytest_mcpfaults.span_records`, the name queries in :mod:`pytest_mcpfaults.span_queries` and the
-tree text in :mod:`pytest_mcpfaults.span_tree`; every name in ``__all__`` is importable from here.
+This is the public module: the snapshot types, their relations and the tree text live in
+:mod:`pytest_mcpfaults.span_records`, the name queries in :mod:`pytest_mcpfaults.span_queries`; every
+name in ``__all__`` is importable from here.
 
 This module imports nothing from OpenTelemetry at import time: importing the package must not cost the
 SDK import, let alone touch the global tracer provider. The SDK is imported inside the functions that
@@ -48,12 +48,13 @@ from pytest_mcpfaults.span_records import (
     ancestors,
     children,
     descendants,
+    describe_span,
+    format_tree,
     link_received,
     parent_of,
     roots,
     take_snapshot,
 )
-from pytest_mcpfaults.span_tree import describe_span, format_tree
 from pytest_mcpfaults.span_views import ResultSink, SpanQueries, ViolationSink
 from pytest_mcpfaults.validation import is_count
 
