@@ -177,7 +177,7 @@ def test_several_requests_in_one_span_plan_the_last_and_list_the_others_bounded(
     [inf] = got.inferences
     assert inf.outcome == "ambiguous" and len(inf.faults) == MAX_CANDIDATES
     assert inf.faults[0] == "die@tool:delete_session[nth=8]"
-    assert "the last of the 8 requests made inside that span" in inf.reason
+    assert "the likeliest of the 8 requests made inside that span in the clean run (" in inf.reason
     assert len(got.plans()) <= MAX_PLANS
 
 
@@ -211,7 +211,10 @@ def test_json_lines_of_exports_are_read_and_a_file_with_several_traces_needs_a_t
         json.dumps(export(span("99", "Agent.Session", None, 1, 2, trace=other))),
     ]
     data = "\n".join(lines).encode()
-    with pytest.raises(TraceError, match=f"2 traces in the file; name one with trace_id=: {other}, {TRACE}"):
+    with pytest.raises(
+        TraceError,
+        match=f"2 traces in the file, 2 with a session span; name one with trace_id=: {other}, {TRACE}",
+    ):
         inferred(data)
     assert inferred(data, trace_id=TRACE).plan == (DELETE_FAULT,)
     assert inferred(data, trace_id=other).plan == ()
@@ -307,3 +310,11 @@ def test_a_text_the_server_wrapped_is_its_answer_whatever_it_says() -> None:
     got = one_failure("MCP.DeleteSession", 8000, 8100, "RuntimeError: {'error': 'session not found'}")
     assert got.plan == ('error_payload(message="session not found")@tool:delete_session[nth=1]',)
     assert got.inferences[0].outcome == "mapped"
+
+
+def test_of_several_traces_the_only_one_with_a_session_span_is_picked() -> None:
+    probe = export(span("99", "Sidecar.WaitReady", None, 1, 2, trace="0" * 31 + "7"))  # a trace of its own
+    data = "\n".join([json.dumps(probe), json.dumps(export(*incident()))]).encode()
+    assert inferred(data).trace_id == TRACE
+    with pytest.raises(TraceError, match="2 traces in the file, none with a session span; name one"):
+        pick_trace(decode_trace(data, "t.json").spans, "t.json", ("Nope",))

@@ -12,7 +12,9 @@ a timeout (``timed out``, ``TimeoutError``…)  ``hang``, ``stall``: held for th
 connection refused / a dead server            ``die``, ``reset``
 connection reset / closed mid-answer          ``reset``, ``die``
 a 404 / unknown session                       ``session_expired``
+an HTTP 5xx answer                            ``status`` with that code (500 when not said)
 a JSON-RPC error code (``-32xxx``)            ``jsonrpc_error`` with that code and message
+the MCP SDK's ``McpError`` with no code       ``jsonrpc_error`` (``-32603``) with its message
 any other error text                          ``error_payload`` with that text (its URLs and
                                               ids as placeholders the run fills in), then
                                               ``tool_error``
@@ -47,6 +49,12 @@ _RESET = re.compile(
 )
 _EXPIRED = re.compile(r"\b404\b|session not found|unknown session|no such session", re.I)
 _CODE = re.compile(r"(?<![\d.])(-32[0-9]{3})(?!\d)")
+_STATUS = re.compile(
+    r"server returned an error response|\b(5\d\d) (?:internal server error|bad gateway|service unavailable|"
+    r"gateway timeout)|server error '(5\d\d)|\bstatus(?: code)?[ =:]+(5\d\d)\b",
+    re.I,
+)
+_MCP_ERROR = re.compile(r"\bMcpError:\s*(.*)", re.I)
 _WRAPPED = re.compile(r"""['"]error['"]\s*:\s*(['"])(?P<text>(?:\\.|(?!\1).)*)\1""")
 _URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
@@ -63,7 +71,7 @@ class Candidate:
 
 def span_text(span: RecordedSpan) -> str:
     """The span's failure as recorded: its exceptions (``Type: message``), else its status description."""
-    texts = [f"{t}: {m}" if t else m for t, m in span.exceptions]
+    texts = [f"{t.rsplit('.', 1)[-1]}: {m}" if t else m for t, m in span.exceptions]
     if span.status_description and not any(span.status_description in t for t in texts):
         texts.insert(0, span.status_description)
     return "; ".join(texts)
@@ -108,6 +116,14 @@ def classify(span: RecordedSpan, tool_call: bool, budget: float) -> list[Candida
         return [
             Candidate("jsonrpc_error", {"code": int(code.group(1)), "message": msg}, "a JSON-RPC error code")
         ]
+    status = _STATUS.search(text)
+    if status:
+        number = next((int(g) for g in status.groups() if g), 500)
+        return [Candidate("status", {"code": number}, f"an HTTP error status ({number})")]
+    sdk = _MCP_ERROR.search(text)
+    if sdk:  # the MCP SDK's error for a JSON-RPC error answer; the harness did not record the code
+        why = "the MCP SDK's McpError: a JSON-RPC error answer (no code recorded: -32603 assumed)"
+        return [Candidate("jsonrpc_error", {"code": -32603, "message": sdk.group(1)[:MAX_TEXT]}, why)]
     return _text(text, tool_call)
 
 

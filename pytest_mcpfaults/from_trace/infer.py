@@ -104,7 +104,13 @@ def infer(trace: Trace, clean: CleanRun, names: SpanNames = SpanNames(), budget:
             continue
         found = match_span(span, tp, cp, names.session)
         if found.span is None:
-            why = f"{_who(span)} matches no span of the clean run (no span named {span.name!r} there)"
+            n = len(cp.named.get(span.name, []))
+            there = (
+                f"it has {n} span{'s' if n != 1 else ''} named {span.name!r}"
+                if n
+                else f"no span named {span.name!r} there"
+            )
+            why = f"{_who(span)} matches no span of the clean run ({there}, at no place matching the trace's)"
             out.append(Inference(span, "unmatched", why))
             continue
         calls = _calls_inside(clean, found.span)
@@ -145,10 +151,10 @@ def _calls_inside(clean: CleanRun, span: RecordedSpan) -> list[Call]:
 
 
 def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float, names: SpanNames) -> Inference:
-    """The faults at the requests inside the span's match: the last request first (its failure ended
-    the span), each with every kind that fits, at most :data:`MAX_CANDIDATES`."""
+    """The faults at the requests inside the span's match, the likeliest request first (see
+    :func:`_ranked`), each with every kind that fits, at most :data:`MAX_CANDIDATES`."""
     texts: list[tuple[str, Call, Candidate]] = []
-    for call in reversed(calls):
+    for call in _ranked(calls):
         for cand in classify(span, call.target.startswith("tool:"), budget):
             text = _fault(cand, call)
             if text is not None and len(texts) < MAX_CANDIDATES:
@@ -161,7 +167,12 @@ def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float, na
     _, call, cand = texts[0]
     where = "the request made inside that span in the clean run"
     if len(calls) > 1:
-        where = f"the last of the {len(calls)} requests made inside that span in the clean run"
+        listed = ", ".join(c.step for c in calls[:MAX_CANDIDATES]) + (
+            ", …" if len(calls) > MAX_CANDIDATES else ""
+        )
+        where = (
+            f"the likeliest of the {len(calls)} requests made inside that span in the clean run ({listed})"
+        )
     if how == "name":
         where += f" (matched by name only: the clean run has no {span.name} at the trace's place)"
     reason = f"{_who(span)} recorded {_quote(span)} → {cand.kind} at {call.step}, {where}"
@@ -171,6 +182,29 @@ def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float, na
         reason += "; also fits: " + ", ".join(t for t, _, _ in texts[1:])
     outcome: Outcome = "ambiguous" if len(texts) > 1 else "mapped"
     return Inference(span, outcome, reason, tuple(t for t, _, _ in texts), call.step)
+
+
+#: Requests of the protocol's own housekeeping: a failure is likelier at the call a span was for.
+_HOUSEKEEPING = ("initialize", "notifications/", "DELETE ", "GET ", "health", "ping")
+
+
+def _ranked(calls: list[Call]) -> list[Call]:
+    """The requests by how likely a span's failure came from each: the calls the span made for its own
+    purpose (a tool, prompt or resource, else another MCP method) before the protocol's housekeeping
+    (initialize, notifications, the session's DELETE, the stream's GET, health probes); the later
+    first within each (its failure ended the span)."""
+    order = list(enumerate(calls))
+    return [
+        c
+        for _, c in sorted(
+            order,
+            key=lambda ic: (
+                0 if ic[1].target.startswith(("tool:", "prompt:", "resource:")) else
+                2 if ic[1].target.startswith(_HOUSEKEEPING) else 1,
+                -ic[0],
+            ),
+        )
+    ]  # fmt: skip
 
 
 def _fault(cand: Candidate, call: Call) -> str | None:

@@ -6,7 +6,7 @@ place when both are session spans), each step with its occurrence among its sibl
 start order: ``(session #1) / MCP.DeleteSession #2``. A span outside any session has its path from its
 root. Two spans match when their places are equal; a span whose place the clean run does not have
 matches the clean span of its name with the same occurrence in start order, *by name only*, and is
-said so. Pure.
+said so; the trace's third span of a name matches nothing in a clean run with two. Pure.
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def match_span(span: RecordedSpan, trace: Places, clean: Places, session: Patter
     if not theirs:
         return Match(None, "none")
     nth = next((i for i, s in enumerate(mine) if s.span_id == span.span_id), 0)
-    return Match(theirs[min(nth, len(theirs) - 1)], "name")
+    if nth >= len(theirs):  # a second delete where the clean run made one: no counterpart
+        return Match(None, "none")
+    return Match(theirs[nth], "name")
 
 
 def describe_place(place: Place) -> str:

@@ -1,15 +1,15 @@
 """One trace out of the spans of an export, checked and indexed: :func:`pick_trace`.
 
 A file may hold several traces (an export batch, a collector's file); the trace replayed is the one
-``trace_id`` names, or the only one. Its spans are indexed by span id (parent, children in start
-order); parentage with a cycle, or no span the session patterns match, is refused naming the span and
-what is valid. Pure.
+``trace_id`` names, else the only one, else the only one with a session span. Its spans are indexed
+by span id (parent, children in start order); parentage with a cycle, or no span the session patterns
+match, is refused naming the span and what is valid. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_mcpfaults.from_trace.errors import TraceError
 from pytest_mcpfaults.span_queries import Patterns, as_patterns, matches
@@ -54,9 +54,7 @@ def pick_trace(
     ids = sorted({s.trace_id for s in spans})
     listed = ", ".join(f"{t:032x}" for t in ids[:MAX_LISTED]) + (" …" if len(ids) > MAX_LISTED else "")
     if trace_id is None:
-        if len(ids) > 1:
-            raise TraceError(f"{source}: {len(ids)} traces in the file; name one with trace_id=: {listed}")
-        want = ids[0]
+        want = ids[0] if len(ids) == 1 else _only_session_trace(spans, source, session, ids)
     else:
         try:
             want = int(trace_id.removeprefix("0x"), 16)
@@ -69,6 +67,19 @@ def pick_trace(
     trace = index_spans(want, sorted((s for s in spans if s.trace_id == want), key=_start))
     check_trace(trace, source, session)
     return trace
+
+
+def _only_session_trace(spans: Sequence[RecordedSpan], source: str, session: Patterns, ids: list[int]) -> int:
+    """Of several traces, the only one with a session span (a readiness probe is a trace of its own);
+    an error naming the traces to choose from otherwise."""
+    patterns = as_patterns(session)
+    with_session = sorted({s.trace_id for s in spans if matches(s.name, patterns)})
+    if len(with_session) == 1:
+        return with_session[0]
+    among = with_session or ids
+    listed = ", ".join(f"{t:032x}" for t in among[:MAX_LISTED]) + (" …" if len(among) > MAX_LISTED else "")
+    which = f"{len(with_session)} with a session span" if with_session else "none with a session span"
+    raise TraceError(f"{source}: {len(ids)} traces in the file, {which}; name one with trace_id=: {listed}")
 
 
 def check_trace(trace: Trace, source: str, session: Patterns) -> None:
@@ -86,17 +97,23 @@ def check_trace(trace: Trace, source: str, session: Patterns) -> None:
 
 
 def index_spans(trace_id: int, spans: Sequence[RecordedSpan]) -> Trace:
-    """``spans`` (in start order) as a :class:`Trace` (the first span of a repeated span id kept)."""
+    """``spans`` (in start order) as a :class:`Trace` (the first span of a repeated span id kept). A
+    decoded span (its ``uid`` set, its ``parent_uid`` not) is linked to its parent by ``uid``, so the
+    relation functions and the invariants see the tree as the ids draw it."""
     by_id: dict[int, RecordedSpan] = {}
+    for s in spans:
+        by_id.setdefault(s.span_id, s)
     kept: list[RecordedSpan] = []
     for s in spans:
-        if s.span_id not in by_id:
-            by_id[s.span_id] = s
-            kept.append(s)
+        if by_id[s.span_id] is not s:
+            continue
+        parent = by_id.get(s.parent_id) if s.parent_id is not None else None
+        if s.uid is not None and s.parent_uid is None and parent is not None and parent.uid is not None:
+            s = by_id[s.span_id] = replace(s, parent_uid=parent.uid)
+        kept.append(s)
     children: dict[int | None, list[RecordedSpan]] = {}
     for s in kept:
-        parent = s.parent_id if s.parent_id in by_id else None
-        children.setdefault(parent, []).append(s)
+        children.setdefault(s.parent_id if s.parent_id in by_id else None, []).append(s)
     return Trace(trace_id, tuple(kept), by_id, children, len(spans) - len(kept))
 
 
