@@ -3,6 +3,11 @@
 The clean test's module is imported by name; its test function is wrapped (its signature, hence its
 fixtures, kept) with an ``mcp_sidecar(faults=...)`` marker added to its own markers, the original left
 untouched; the fixtures its module defines are made visible to the regression module too.
+
+The replay is judged as explore judges a run (``own_asserts=behaviour``): the clean test's own
+assertions state what a clean run does, so one failing under the incident's faults is behaviour under
+fault, not a failure; a span invariant (``mcp_spans.assert_invariants()``, the span gate), a patience
+verdict or an exception does fail it.
 """
 
 from __future__ import annotations
@@ -34,13 +39,19 @@ def replay(
 
         @functools.wraps(clean)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return await clean(*args, **kwargs)
+            try:
+                return await clean(*args, **kwargs)
+            except AssertionError as exc:
+                _judge(exc)
 
     else:
 
         @functools.wraps(clean)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return clean(*args, **kwargs)
+            try:
+                return clean(*args, **kwargs)
+            except AssertionError as exc:
+                _judge(exc)
 
     wrapper.pytestmark = list(getattr(clean, "pytestmark", []))  # type: ignore[attr-defined]
     marked: Callable[..., Any] = pytest.mark.mcp_sidecar(faults=list(plan))(wrapper)
@@ -51,3 +62,11 @@ def _is_fixture(value: Any) -> bool:
     """Whether ``value`` is a ``@pytest.fixture`` (pytest 8.4+'s definition object, or an older marked
     function)."""
     return type(value).__name__ == "FixtureFunctionDefinition" or hasattr(value, "_pytestfixturefunction")
+
+
+def _judge(exc: AssertionError) -> None:
+    """Re-raise a span invariant's failure; let the clean test's own assertions go (behaviour)."""
+    from pytest_mcpfaults.invariants import SpanInvariantError
+
+    if isinstance(exc, SpanInvariantError):
+        raise exc

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from pytest_mcpfaults.from_trace.infer import Inferred
 
 __all__ = ["inferred_lines", "regression_test"]
@@ -41,12 +43,21 @@ def marker(plan: tuple[str, ...]) -> str:
 def regression_test(inferred: Inferred, source: str, module: str, test: str, name: str) -> str:
     """A test module ``name`` (``test_regression_<id>``) that runs ``module``'s test ``test`` under the
     plan inferred from the trace (the clean test's fixtures and markers kept: the plan is added)."""
-    why = "\n".join(f"# {i.reason}" for i in inferred.inferences if i.faults)
-    return f'''"""Regression test from trace {inferred.trace_id} ({source}), written by
-``python -m pytest_mcpfaults from-trace``: {module}::{test} under the faults the trace recorded."""
+    why = "\n".join(
+        textwrap.fill(i.reason, 100, initial_indent="# ", subsequent_indent="#   ")
+        for i in inferred.inferences
+        if i.faults
+    )
+    plan = "".join(f"    {f!r},\n" for f in inferred.plan)
+    return f'''"""Regression test from trace {inferred.trace_id} ({source}),
+written by ``python -m pytest_mcpfaults from-trace``: {module}::{test} under the faults the trace
+recorded (its own assertions of a clean run are behaviour under fault; a span invariant fails it)."""
 
 from pytest_mcpfaults.from_trace.regression import replay
 
 {why}
-{name} = replay({module!r}, {test!r}, {list(inferred.plan)!r}, globals())
+PLAN = [
+{plan}]
+
+{name} = replay({module!r}, {test!r}, PLAN, globals())
 '''
