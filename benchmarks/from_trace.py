@@ -32,7 +32,10 @@ from pytest_mcpfaults.from_trace.trace import pick_trace
 REPEAT = 9
 SESSIONS = 1000
 TRACE = "6635ef947049886b3b143e621b508cab"
-GONE = "Session deletion failed: {'error': 'Error closing session 5788bd81-33f1-471b-9ec2-c75a9110bd02: Service at http://127.0.0.1:59685 is no longer alive'}"
+GONE = (
+    "Session deletion failed: {'error': 'Error closing session 5788bd81-33f1-471b-9ec2-c75a9110bd02: "
+    "Service at http://127.0.0.1:59685 is no longer alive'}"
+)
 NAMES = SpanNames()
 CHILDREN = ("MCP.CreateSession", *(["Agent.Call"] * 6), "Evaluator.Evaluate", "MCP.DeleteSession")
 TOOLS = ("create_session", *(["echo"] * 6), "evaluate_session", "delete_session")
