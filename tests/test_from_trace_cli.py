@@ -93,3 +93,38 @@ def test_the_written_regression_test_fails_on_the_unhardened_runner_and_passes_o
     hardened = run("hardened")
     assert hardened.returncode == 0, hardened.stdout
     assert "1 passed" in hardened.stdout
+
+
+def test_a_trace_file_over_the_bound_is_refused_reading_one_byte_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_mcpfaults.from_trace import driver, read
+    from pytest_mcpfaults.from_trace.errors import TraceError
+
+    monkeypatch.setattr(read, "MAX_TRACE_BYTES", 100)
+    (tmp_path / "big.json").write_bytes(b" " * 10_000)
+    reads: list[int] = []
+    real_open = open
+
+    def counting_open(path: str, mode: str = "r") -> object:
+        f = real_open(path, mode)
+        real_read = f.read
+        f.read = lambda n=-1: (reads.append(n), real_read(n))[1]  # type: ignore[method-assign]
+        return f
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    with pytest.raises(TraceError, match=r"big\.json: over 100 bytes, the largest trace file read"):
+        driver.read_file(str(tmp_path / "big.json"))
+    assert reads == [101]
+
+
+def test_the_pages_example_files_and_quoted_output_are_real() -> None:
+    here = ROOT / "docs" / "examples" / "from_trace"
+    assert json.loads((here / "incident.json").read_text()) == json.loads(incident_bytes())
+    assert json.loads((here / "clean.json").read_text()) == clean_detail()
+    done = from_trace(
+        "docs/examples/from_trace/incident.json", "--clean", "docs/examples/from_trace/clean.json", cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (here / "output.txt").read_text()
+    assert '--8<-- "docs/examples/from_trace/output.txt"' in (ROOT / "docs" / "from-trace.md").read_text()
