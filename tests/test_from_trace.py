@@ -13,6 +13,7 @@ from pytest_mcpfaults.from_trace.errors import TraceError
 from pytest_mcpfaults.from_trace.footprint import Call, CleanRun, clean_run_from_detail, place_calls
 from pytest_mcpfaults.from_trace.infer import MAX_CANDIDATES, MAX_PLANS, Inferred, SpanNames, infer
 from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES, decode_trace
+from pytest_mcpfaults.from_trace.shape import shape_differences
 from pytest_mcpfaults.from_trace.trace import index_spans, pick_trace
 from pytest_mcpfaults.otlp.control_routes import span_json
 
@@ -318,3 +319,16 @@ def test_of_several_traces_the_only_one_with_a_session_span_is_picked() -> None:
     assert inferred(data).trace_id == TRACE
     with pytest.raises(TraceError, match="2 traces in the file, none with a session span; name one"):
         pick_trace(decode_trace(data, "t.json").spans, "t.json", ("Nope",))
+
+
+def test_a_replay_has_the_traces_shape_when_the_same_spans_are_error() -> None:
+    trace = pick_trace(decode_trace(incident_bytes(), "t.json").spans, "t.json", NAMES.session)
+    assert shape_differences(trace, trace.spans, NAMES.session) == []
+    spans = incident()
+    spans[4]["status"] = {"code": 2, "message": "again"}  # the second delete failed too
+    del spans[2]  # and no agent call
+    replay = decode_trace(json.dumps(export(*spans)).encode(), "r.json").spans
+    assert shape_differences(trace, replay, NAMES.session) == [
+        "(session #1) / Agent.Call #1: not ERROR in the trace, absent from the replay",
+        "(session #1) / MCP.DeleteSession #2: not ERROR in the trace, ERROR in the replay",
+    ]

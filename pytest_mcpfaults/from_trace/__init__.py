@@ -12,7 +12,10 @@ One job per module, pure but for :mod:`~pytest_mcpfaults.from_trace.driver` (the
 * :mod:`~pytest_mcpfaults.from_trace.match`: trace spans to clean-run spans, by name and parentage;
 * :mod:`~pytest_mcpfaults.from_trace.classify`: a failed span's text to the fault kinds that fit;
 * :mod:`~pytest_mcpfaults.from_trace.infer`: the faults, each at its request, with the reason;
-* :mod:`~pytest_mcpfaults.from_trace.render`: what was inferred as text, and a regression test.
+* :mod:`~pytest_mcpfaults.from_trace.shape`: whether a replay reproduced the trace's shape;
+* :mod:`~pytest_mcpfaults.from_trace.capture`: a clean run's spans and journals as the footprint reads them;
+* :mod:`~pytest_mcpfaults.from_trace.render`: what was inferred as text, and a regression test;
+* :mod:`~pytest_mcpfaults.from_trace.regression`: what a written regression test calls.
 
 Nothing is imported here.
 """

@@ -18,7 +18,7 @@ from pytest_mcpfaults.from_trace.trace import Trace
 from pytest_mcpfaults.span_queries import Patterns, as_patterns, matches
 from pytest_mcpfaults.span_records import RecordedSpan
 
-__all__ = ["Match", "Places", "match_span", "places"]
+__all__ = ["Match", "Places", "describe_place", "match_span", "places"]
 
 SESSION = "<session>"
 Place = tuple[tuple[str, int], ...]
@@ -87,4 +87,4 @@ def match_span(span: RecordedSpan, trace: Places, clean: Places, session: Patter
 
 def describe_place(place: Place) -> str:
     """A place as text: ``(session #1) / MCP.DeleteSession #2``."""
-    return " / ".join(f"({name} #{n})" if name == SESSION else f"{name} #{n}" for name, n in place)
+    return " / ".join(f"(session #{n})" if name == SESSION else f"{name} #{n}" for name, n in place)
