@@ -332,3 +332,11 @@ def test_a_replay_has_the_traces_shape_when_the_same_spans_are_error() -> None:
         "(session #1) / Agent.Call #1: not ERROR in the trace, absent from the replay",
         "(session #1) / MCP.DeleteSession #2: not ERROR in the trace, ERROR in the replay",
     ]
+
+
+def test_a_trace_whose_every_span_is_refused_says_why() -> None:
+    bad = {**span("f1", "Bad", None, 1, 2), "traceId": "00" * 16}
+    with pytest.raises(
+        TraceError, match=r"t\.json: every span refused \(1\): span 'Bad': trace_id must be 16"
+    ):
+        decode_trace(json.dumps(export(bad)).encode(), "t.json")

@@ -52,9 +52,10 @@ def decode_trace(data: bytes, source: str) -> Read:
     text = data.lstrip()
     if not text:
         raise TraceError(f"{source}: the file is empty; valid: {FORMATS}")
-    if text[:1] in (b"{", b"["):
-        return _json(text, source)
-    return _protobuf(data, source)
+    read = _json(text, source) if text[:1] in (b"{", b"[") else _protobuf(data, source)
+    if not read.spans and read.rejected:
+        raise TraceError(f"{source}: every span refused ({read.rejected}): {'; '.join(read.reasons)}")
+    return read
 
 
 def _json(data: bytes, source: str) -> Read:
