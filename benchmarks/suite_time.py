@@ -84,12 +84,39 @@ def table(totals: dict[str, Total], label: str, limit: int | None = None) -> str
     return "\n".join(rows)
 
 
-def run(pytest_args: Sequence[str], where: Path) -> tuple[int, float, float]:
-    """``pytest -p suite_timer ARGS`` from the repository root: its exit code, wall and CPU seconds."""
+def tails(records: Sequence[dict[str, object]], t1: float, window: float = 60.0) -> str:
+    """Each xdist worker's end of the run: when it ran its last test (seconds before the run ended,
+    its idle tail) and the modules it ran in the run's last ``window`` seconds, with their wall: a
+    module that holds one worker long at the end (``--dist loadscope`` keeps a module on one worker)
+    stretches the run while the other workers wait."""
+    by_worker: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for record in records:
+        if "start" in record:
+            by_worker[str(record["worker"])].append(record)
+    rows = [
+        f"| worker | tests | idle at the end (s) | its modules in the last {window:.0f} s (wall s) |",
+        "|---|--:|--:|---|",
+    ]
+    for worker, mine in sorted(by_worker.items()):
+        end = max(float(r["start"]) + float(r["wall"]) for r in mine)  # type: ignore[arg-type]
+        late: dict[str, float] = defaultdict(float)
+        for r in mine:
+            r_start, r_wall = float(r["start"]), float(r["wall"])  # type: ignore[arg-type]
+            if r_start + r_wall > t1 - window:
+                late[str(r["file"]).removeprefix("tests/")] += r_wall
+        shown = ", ".join(f"{name} ({wall:.0f})" for name, wall in late.items()) or "-"
+        rows.append(f"| {worker} | {len(mine)} | {t1 - end:.0f} | {shown} |")
+    return "\n".join(rows)
+
+
+def run(pytest_args: Sequence[str], where: Path) -> tuple[int, float, float, float]:
+    """``pytest -p suite_timer ARGS`` from the repository root: its exit code, wall and CPU seconds, and
+    the epoch second it started."""
     env = dict(os.environ)
     env[ENV] = str(where)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.time()
     t0 = time.perf_counter()
     code = subprocess.call(
         [sys.executable, "-m", "pytest", "-p", "suite_timer", *pytest_args], cwd=ROOT, env=env
@@ -97,7 +124,7 @@ def run(pytest_args: Sequence[str], where: Path) -> tuple[int, float, float]:
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return code, wall, cpu
+    return code, wall, cpu, started
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, pytest_args = parser.parse_known_args(argv)
     pytest_args = [a for a in pytest_args if a != "--"]
     with tempfile.TemporaryDirectory(prefix="mcpfaults-suite-time-") as tmp:
-        code, wall, cpu = run(pytest_args, Path(tmp))
+        code, wall, cpu, started = run(pytest_args, Path(tmp))
         records = read_records(Path(tmp))
     if not records:
         print(f"no test ran (pytest exit code {code})")
@@ -123,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(by_area, "area"))
     print()
     print(table(group(records, "file"), "file", limit=args.top))
+    if len({r.get("worker") for r in records}) > 1:
+        print()
+        print(tails(records, started + wall))
     return code
 
 

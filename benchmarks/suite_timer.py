@@ -1,6 +1,7 @@
 """A pytest plugin (``-p suite_timer``, with ``benchmarks/`` on ``sys.path``) that writes each test's wall
 and CPU time to ``$MCPFAULTS_SUITE_TIME_DIR/<pid>.jsonl``, one JSON object a line: the test's node id,
-its file, its area (the area marker tests/conftest.py gives it from tests/areas.py) and its seconds.
+its file, its area (the area marker tests/conftest.py gives it from tests/areas.py), its seconds, and
+when it started on which xdist worker.
 
 CPU is this process's user + system time over the test's setup, call and teardown, threads included,
 plus that of the child processes it waited for meanwhile (a child pytest, a Node run, a sidecar's
@@ -39,7 +40,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     if not where:
         yield
         return
-    wall0, cpu0 = time.perf_counter(), _cpu()
+    start, wall0, cpu0 = time.time(), time.perf_counter(), _cpu()
     yield
     record = {
         "nodeid": item.nodeid,
@@ -48,6 +49,8 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
         "slow": item.get_closest_marker("slow") is not None,
         "wall": time.perf_counter() - wall0,
         "cpu": _cpu() - cpu0,
+        "start": start,  # the epoch second it started, and on which xdist worker: the run's timeline
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "-"),
     }
     with (Path(where) / f"{os.getpid()}.jsonl").open("a", encoding="utf-8") as out:
         out.write(json.dumps(record) + "\n")

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import SpanInvariantError, check_all, cleanup_never_flips
     from pytest_mcpfaults.sidecar.errors import SidecarError
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
+    from pytest_mcpfaults.sidecar.harness_process import HarnessProcess, HarnessProcessError
     from pytest_mcpfaults.sidecar.journal import Journal
     from pytest_mcpfaults.sidecar.outbound import ClientRequestError, ToolContext
     from pytest_mcpfaults.sidecar.patience import PatienceError
@@ -50,6 +51,8 @@ __all__ = [
     "ChildRecord",
     "ClientRequestError",
     "ConnectionRecord",
+    "HarnessProcess",
+    "HarnessProcessError",
     "Journal",
     "PatienceError",
     "PatienceViolation",

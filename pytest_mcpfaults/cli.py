@@ -59,7 +59,7 @@ def _limit(what: str) -> Callable[[str], int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line parser (``serve``, ``stdio``, ``merge-reports``)."""
+    """The command-line parser (``serve``, ``stdio``, ``merge-reports``, ``from-trace``)."""
     parser = argparse.ArgumentParser(prog=_PROG, description="pytest-mcpfaults command line.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     serve = sub.add_parser(
@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(subparser=serve)  # post-parse checks report usage errors as `serve` ones
     add_stdio_parser(sub)
     add_merge_parser(sub)
+    from pytest_mcpfaults.from_trace.driver import add_parser as add_from_trace_parser
+
+    add_from_trace_parser(sub)
     return parser
 
 
@@ -297,6 +300,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_mcpfaults.report_merge import main as merge_main
 
         return merge_main(args.out, args.inputs, args.baseline, sys.stdout, sys.stderr)
+    if args.command == "from-trace":
+        from pytest_mcpfaults.from_trace.driver import main as from_trace_main
+
+        return from_trace_main(args)
     _check_host(parser, args.host, args.allow_remote)
     for name in ("mcp_path", "health_path", "otlp_path", "sse_path", "messages_path"):
         path = getattr(args, name)

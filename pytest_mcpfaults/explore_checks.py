@@ -44,6 +44,11 @@ def _registry() -> dict[str, Check]:
             "were done",
             True,
         ),
+        "sessions": Check(
+            "session hygiene (docs/hangs.md): a session the client opened was never ended (no `DELETE`), "
+            "or it called a session after the sidecar's 404 for it",
+            True,
+        ),
         "exception": Check(
             "an exception other than `AssertionError` escaped the test (`exception:<Type>`), but those "
             "`raises` names",

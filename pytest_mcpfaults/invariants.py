@@ -23,11 +23,11 @@ from pytest_mcpfaults.span_queries import (
     DEFAULT_SESSION,
     Patterns,
     as_patterns,
+    find_spans,
     matches,
     seen_names,
 )
-from pytest_mcpfaults.span_records import RecordedSpan, child_index, span_key
-from pytest_mcpfaults.span_tree import describe_span, format_tree
+from pytest_mcpfaults.span_records import RecordedSpan, child_index, describe_span, format_tree, span_key
 
 __all__ = [
     "ALL_INVARIANTS",
@@ -38,6 +38,7 @@ __all__ = [
     "cleanup_at_most",
     "cleanup_never_flips",
     "format_violations",
+    "gate_violations",
     "results_by_invariant",
     "teardowns",
 ]
@@ -485,3 +486,41 @@ def check_all(
         *cleanup_at_most(spans, max_cleanups, session, cleanup if count_cleanup is None else count_cleanup),
         *all_spans_ended(spans if must_end is None else must_end),
     ]
+
+
+def gate_violations(
+    spans: Sequence[RecordedSpan],
+    session: Patterns,
+    cleanup: Patterns,
+    must_end: Sequence[RecordedSpan] | None = None,
+    *,
+    flip_cleanup: Patterns | None = None,
+    count_cleanup: Patterns | None = None,
+    max_cleanups: int = 1,
+) -> tuple[tuple[str, ...], list[Violation]]:
+    """The invariants the span gate checks over ``spans`` and the violations found: shared by the
+    ``--mcpfaults-check-spans`` gate and the control endpoint's ``GET /_mcpfaults/check``, so both give
+    the same verdict in the same words.
+
+    No spans: nothing is checked. Neither a session nor a cleanup span (say, a readiness check that
+    failed before any session): only ``all_spans_ended``. Otherwise every invariant
+    (:func:`check_all`, at most ``max_cleanups`` cleanup runs per
+    session). ``must_end`` limits ``all_spans_ended`` to those spans (default: all); ``flip_cleanup``
+    and ``count_cleanup`` are the cleanup names of the first two invariants (default: ``cleanup``).
+    A test is checked when it has a session span or a span any of the cleanup names match."""
+    if not spans:
+        return (), []
+    ending = spans if must_end is None else must_end
+    cleanups = [cleanup, *(p for p in (flip_cleanup, count_cleanup) if p is not None)]
+    if not find_spans(spans, session) and not any(find_spans(spans, c) for c in cleanups):
+        return ("all_spans_ended",), all_spans_ended(ending)
+    found = check_all(
+        spans,
+        session,
+        cleanup,
+        max_cleanups,
+        must_end=ending,
+        flip_cleanup=flip_cleanup,
+        count_cleanup=count_cleanup,
+    )
+    return ALL_INVARIANTS, found

@@ -9,6 +9,7 @@ pytest_plugins = [
     "pytest_mcpfaults._pytest.records",
     "pytest_mcpfaults._pytest.cassettes",
     "pytest_mcpfaults._pytest.sidecar",
+    "pytest_mcpfaults._pytest.harness",
     "pytest_mcpfaults._pytest.spans",
     "pytest_mcpfaults._pytest.report",
     "pytest_mcpfaults._pytest.explore",

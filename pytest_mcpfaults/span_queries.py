@@ -8,8 +8,7 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
-from pytest_mcpfaults.span_records import RecordedSpan
-from pytest_mcpfaults.span_tree import format_tree
+from pytest_mcpfaults.span_records import RecordedSpan, format_tree
 
 __all__ = [
     "DEFAULT_CLEANUP",

@@ -2,7 +2,7 @@
 snapshots: :class:`SpanQueries`, the recorder's second half. The recorder (``spans.py``) is the span
 processor and the store (recording, received spans, waits, wiring); this part only reads
 ``spans()``, the recorder's patterns, and reports what the assertions checked to its sinks. The logic
-itself lives in the pure modules it calls (``span_queries``, ``span_records``, ``span_tree``,
+itself lives in the pure modules it calls (``span_queries``, ``span_records``,
 ``invariants``).
 """
 
@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 
 from pytest_mcpfaults import invariants, span_results
 from pytest_mcpfaults.span_queries import Patterns, find_spans, one_span
-from pytest_mcpfaults.span_records import RecordedSpan, children, descendants, parent_of, roots
-from pytest_mcpfaults.span_tree import format_tree
+from pytest_mcpfaults.span_records import RecordedSpan, children, descendants, format_tree, parent_of, roots
 
 __all__ = ["ResultSink", "SpanQueries", "ViolationSink"]
 

@@ -7,9 +7,9 @@ DESIGN §5 describes (:func:`install_recorder`, :meth:`SpanRecorder.attach`,
 :meth:`SpanRecorder.one`, parents, children, ...) and prints the span tree that every invariant failure
 shows (:func:`format_tree`).
 
-This is the public module: the snapshot types and their relations live in
-:mod:`pytest_mcpfaults.span_records`, the name queries in :mod:`pytest_mcpfaults.span_queries` and the
-tree text in :mod:`pytest_mcpfaults.span_tree`; every name in ``__all__`` is importable from here.
+This is the public module: the snapshot types, their relations and the tree text live in
+:mod:`pytest_mcpfaults.span_records`, the name queries in :mod:`pytest_mcpfaults.span_queries`; every
+name in ``__all__`` is importable from here.
 
 This module imports nothing from OpenTelemetry at import time: importing the package must not cost the
 SDK import, let alone touch the global tracer provider. The SDK is imported inside the functions that
@@ -30,7 +30,6 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_mcpfaults.span_links import Received, link_received
 from pytest_mcpfaults.span_queries import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
@@ -43,16 +42,19 @@ from pytest_mcpfaults.span_queries import (
 )
 from pytest_mcpfaults.span_records import (
     UIDS,
+    Received,
     RecordedEvent,
     RecordedSpan,
     ancestors,
     children,
     descendants,
+    describe_span,
+    format_tree,
+    link_received,
     parent_of,
     roots,
     take_snapshot,
 )
-from pytest_mcpfaults.span_tree import describe_span, format_tree
 from pytest_mcpfaults.span_views import ResultSink, SpanQueries, ViolationSink
 from pytest_mcpfaults.validation import is_count
 
@@ -209,7 +211,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
 
     Spans of other processes join through :meth:`add_received` (the sidecar's OTLP receiver calls it):
     they arrive ended, and their parents are resolved from the received spans of the same source (see
-    :mod:`pytest_mcpfaults.span_links`). :meth:`wait_for_span` waits until a span has ended.
+    :func:`~pytest_mcpfaults.span_records.link_received`). :meth:`wait_for_span` waits until a span has ended.
 
     ``session`` and ``cleanup`` are the default span-name globs of the invariant methods (the
     attributes ``session_patterns`` and ``cleanup_patterns``); ``flip_cleanup_patterns`` and

@@ -6,7 +6,7 @@
 ``retry`` when given; comments and other fields are passed over. With ``max_bytes`` an event longer than
 that is skipped, and its bytes are let go as they come. Each byte is looked at once: a 16 MB event in
 64 KiB chunks costs milliseconds. Used by the proxy's notification tap
-(:mod:`pytest_mcpfaults.sidecar.sse_notes`) and the cassette recorder
+(:mod:`pytest_mcpfaults.sidecar.relay`) and the cassette recorder
 (:mod:`pytest_mcpfaults.cassette.recorder`).
 """
 

@@ -61,7 +61,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.option.numprocesses = SUITE_WORKERS
     config.option.dist = "loadscope"
     # In collection order, not largest module first (xdist's default): the example suite (12 tests,
-    # its module fixture the longest single wait of the suite) would otherwise start last, alone.
+    # its module fixture the longest single wait of the suite) would otherwise start last, alone. The
+    # workers order their collection slow modules first (_slow_modules_first).
     config.option.loadscopereorder = False
 
 
@@ -97,6 +98,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(area)
         if is_slow(path.stem, getattr(item, "originalname", item.name)):
             item.add_marker("slow")
+    if hasattr(config, "workerinput"):  # an xdist worker (its ``dist`` option reads "no")
+        _slow_modules_first(items)
+
+
+def _slow_modules_first(items: list[pytest.Item]) -> None:
+    """Under xdist (the whole suite: ``--dist loadscope``) the modules holding a slow test are sent
+    first, each keeping its tests' order, the rest after them in collection order: xdist deals modules to the
+    workers in this order (``loadscopereorder`` off, :func:`pytest_cmdline_main`), and the slow ones
+    (Node, the example runs, xdist children: alphabetically many come last, ``test_ts_*``,
+    ``test_xdist``) otherwise start near the end, each holding one worker while the others, done,
+    leave a core idle. Every xdist worker orders its collection alike (the controller checks that)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)  # stable: collection order within each group
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # ids and addresses the run made up
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
+    (re.compile(r"\bsession (?:[0-9a-f]{12}|<id>)…"), "session <id>…"),  # a session id, shortened
     (re.compile(r"127\.0\.0\.1:(?:\d+|<port>)"), "127.0.0.1:<port>"),
     (re.compile(r"\b0x[0-9a-f]+\b"), "0x<addr>"),
     (re.compile(r'File "[^"]*", line \d+'), 'File "<file>", line <n>'),  # a temporary copy's path

@@ -73,7 +73,12 @@ def call_with_mcp1(
     the sidecar's ``sse_url``, with ``sse_client``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     env["PYTHONPATH"] = overlay
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # The overlay is installed without bytecode (pip --no-compile): with the run's shared bytecode cache
+    # (tests/shared_pycache.py: PYTHONPYCACHEPREFIX) the first child compiles mcp 1.x and its
+    # dependencies there and the next ones read them (1.75 s -> 0.55 s of CPU a call); without it none
+    # writes.
+    if not env.get("PYTHONPYCACHEPREFIX"):
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     asked = {"url": url, "tool": tool, "args": args, "read_timeout": read_timeout, "within": within}
     asked["oauth"], asked["elicit"], asked["sse"] = oauth, elicit, sse
     request = json.dumps(asked)

@@ -52,7 +52,12 @@ def child_env(copy: Path) -> dict[str, str]:
     """The environment of a child Python that imports the copy's package, not this checkout's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     env["PYTHONPATH"] = str(copy)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Nothing written beside the copy's sources: with the run's shared bytecode cache
+    # (tests/shared_pycache.py: PYTHONPYCACHEPREFIX) the children write there, so the copy's package,
+    # compiled by its first child, is read by the next ones (each compiled it again: seconds of CPU per
+    # copy test); without it, none writes.
+    if not env.get("PYTHONPYCACHEPREFIX"):
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 

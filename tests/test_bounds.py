@@ -22,6 +22,7 @@ from pytest_mcpfaults.cassette.recorder import ANSWER_MAX_BYTES, EVENTS_MAX_BYTE
 from pytest_mcpfaults.cassette.replay import MAX_TOOL_DEPTH
 from pytest_mcpfaults.cli import DEFAULT_JOURNAL_LIMIT, DEFAULT_SPAN_LIMIT
 from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS
+from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES
 from pytest_mcpfaults.otlp.control_routes import MAX_WAIT, MAX_WAITS
 from pytest_mcpfaults.sidecar.auth import MAX_TOKENS
 from pytest_mcpfaults.sidecar.auth_code import MAX_REDIRECT_URI_CHARS, MAX_REDIRECT_URIS
@@ -84,6 +85,7 @@ CODE_DEFAULTS: dict[str, str] = {
     "`rewrite_max_bytes`": f"{REWRITE_MAX_BYTES} bytes",
     "`max_fault_seconds`": _seconds(MAX_FAULT_SECONDS),
     "`max_spec_chars`": f"{MAX_SPEC_CHARS} characters",
+    "`MAX_TRACE_BYTES`": f"{MAX_TRACE_BYTES} bytes",
     "`MAX_TOKENS`": str(MAX_TOKENS),
     "`RETAINED_EVENTS`, `RETAINED_BYTES`": f"{RETAINED_EVENTS} events and {RETAINED_BYTES} bytes",
     "`DORMANT_STREAMS`": f"the last {DORMANT_STREAMS}",

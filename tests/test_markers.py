@@ -88,6 +88,7 @@ def test_ini_keys_set_era_reply_tool_sets_and_patience_for_both_fixtures(
                                 headers={"Accept": "application/json, text/event-stream",
                                          "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
             assert "echo" in listed.text and "create_session" not in listed.text  # basic only
+            httpx.delete(sidecar.mcp_url, headers={"Mcp-Session-Id": sid})  # ends it (session hygiene)
 
         def test_fixture(mcp_sidecar):
             check(mcp_sidecar, "session")

@@ -22,9 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from test_cli import Served, serve
 
 from pytest_mcpfaults import RecordedSpan, Sidecar, SpanRecorder, install_recorder
-from pytest_mcpfaults.invariants import ALL_INVARIANTS, format_violations
+from pytest_mcpfaults.invariants import ALL_INVARIANTS, format_violations, gate_violations
 from pytest_mcpfaults.sidecar.control import Control
-from pytest_mcpfaults.span_gate import gate_violations
 from pytest_mcpfaults.spans import SpanLookupError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -171,7 +171,6 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
         "pytest_mcpfaults._pytest.report",
         # explore's glue and its report (pytest and the standard library only until a test is explored)
         "pytest_mcpfaults._pytest.explore",
-        "pytest_mcpfaults._pytest.explore_observe",
         "pytest_mcpfaults._pytest.explore_report",
         # --mcpfaults-shard (zlib and pytest) and where a failure left the harness (the standard library)
         "pytest_mcpfaults._pytest.explore_shard",

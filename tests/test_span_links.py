@@ -1,4 +1,4 @@
-"""Parents of received spans (``pytest_mcpfaults.span_links``), resolved from the spans alone: the same
+"""Parents of received spans (``span_records.link_received``), resolved from the spans alone: the same
 tree whatever order the spans arrived in, per source, by time containment among repeated ids."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from types import MappingProxyType
 import pytest
 
 from pytest_mcpfaults import SpanRecorder
-from pytest_mcpfaults.span_links import Received, link_received
-from pytest_mcpfaults.span_records import UIDS, RecordedSpan
+from pytest_mcpfaults.span_records import UIDS, Received, RecordedSpan, link_received
 
 EMPTY = MappingProxyType({})
 

@@ -1,4 +1,4 @@
-"""The relay's SSE notification parser (:class:`~pytest_mcpfaults.sidecar.sse_notes.NotificationTap`),
+"""The relay's SSE notification parser (:class:`~pytest_mcpfaults.sidecar.relay.NotificationTap`),
 fed the bytes of an SSE body split every way a socket may split them: each notification is handed on
 once, whole, and nothing else is (a priming event's empty data, responses, requests, an event too long
 to look into); the chained tap gets every byte unchanged."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults.sidecar import sse_notes
-from pytest_mcpfaults.sidecar.sse_notes import NotificationTap
+from pytest_mcpfaults.sidecar import relay
+from pytest_mcpfaults.sidecar.relay import NotificationTap
 
 
 def _event(message: dict[str, Any], eid: str = "", eol: str = "\n") -> str:
@@ -52,7 +52,7 @@ def test_each_notification_is_handed_on_once_however_the_body_is_split(eol: str,
 def test_an_event_too_long_to_look_into_is_skipped_and_the_next_one_is_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sse_notes, "EVENT_MAX_BYTES", 200)
+    monkeypatch.setattr(relay, "EVENT_MAX_BYTES", 200)
     long = {**LOG, "params": {"level": "info", "data": "x" * 400}}
     body = (_event(long) + _event(PROGRESS)).encode()
     for size in (1, 50, 1000):

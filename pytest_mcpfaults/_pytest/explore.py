@@ -21,18 +21,23 @@ done, an error of the sidecar, or an exception that escaped the test other than 
 is a finding of its own, and its campaign runs with them off. The test's own failed asserts under a
 fault are *behaviour under fault*: reported as xfailed (``wasxfail`` says what failed), unless
 ``own_asserts="must_hold"``.
+
+What explore observes of a run once it is over: the spans and the sidecars' journals as the HTML page
+draws them (one clock: seconds since the epoch) and the footprint a run's servers saw; a campaign item
+is made from its test's clean item (:func:`make_item`), so an item inserted during the run is collected
+like the clean one was.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_mcpfaults._pytest import explore_shard
-from pytest_mcpfaults._pytest.explore_observe import journal_dicts, make_item, observed, span_dicts
 from pytest_mcpfaults._pytest.explore_report import (
     ExploreReport,
     baseline_findings,
@@ -46,6 +51,7 @@ from pytest_mcpfaults._pytest.records import (
     LEFT_OPEN,
     MAKERS,
     SERVERS,
+    SESSION_PROBLEMS,
     explore_run,
     record_for,
 )
@@ -601,24 +607,38 @@ def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
     return found is not None and set(verdict["found"]) <= found
 
 
+#: The oracles read once the test's fixtures are done: a check's name and what the sidecar fixture
+#: found for it (left open connections, session hygiene).
+_AT_TEARDOWN = (
+    ("left_open", LEFT_OPEN, "the harness left connections open"),
+    ("sessions", SESSION_PROBLEMS, "the harness broke session hygiene"),
+)
+
+
 def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
     verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
-    left = item.stash.get(LEFT_OPEN, []) if "left_open" not in _off(item, t) else []
+    off = _off(item, t)
+    seen = {
+        name: texts for name, key, _ in _AT_TEARDOWN if name not in off and (texts := item.stash.get(key, []))
+    }
+    titles = {name: title for name, _, title in _AT_TEARDOWN}
     before = list(verdict["found"])
     if (
-        left
+        seen
         and run.plan
         and verdict["verdict"] in ("known", "ok", "behaviour")
-        and _known(item, run, {"found": [*verdict["found"], "left_open"]})
+        and _known(item, run, {"found": [*verdict["found"], *seen]})
     ):
-        verdict["found"] = [*verdict["found"], "left_open"]
+        verdict["found"] = [*verdict["found"], *seen]
         verdict["verdict"] = "known"
-    elif left and verdict["verdict"] != "not explored":
-        verdict["found"] = [*verdict["found"], "left_open"]
+    elif seen and verdict["verdict"] != "not explored":
+        verdict["found"] = [*verdict["found"], *seen]
         verdict["verdict"] = "violation"
         if not report.failed:
             report.outcome = "failed"
-            report.longrepr = "explore: the harness left connections open:\n" + "\n".join(left)
+            report.longrepr = "\n\n".join(
+                f"explore: {titles[name]}:\n" + "\n".join(texts) for name, texts in seen.items()
+            )
     elif report.failed and verdict["verdict"] not in ("not explored",):
         verdict["found"] = [*verdict["found"], "teardown"]
         verdict["verdict"] = "violation"
@@ -714,3 +734,114 @@ def _makers(item: pytest.Item) -> list[str]:
     """The fixture that made each server of the run, in order (for its regression line)."""
     makers: list[str] = item.stash.get(MAKERS, [])
     return list(makers)
+
+
+# -- what a run observed, and the items made during a run ----------------------------------------------
+
+
+def span_dicts() -> list[dict[str, Any]]:
+    """The recorded spans, as the HTML page draws them (times in seconds since the epoch)."""
+    from pytest_mcpfaults.spans import global_recorder
+
+    def sec(ns: int | None) -> float | None:
+        return None if ns is None else ns / 1e9
+
+    return [
+        {
+            "id": s.uid if s.uid is not None else s.span_id,
+            "parent": s.parent_uid if s.parent_uid is not None else s.parent_id,
+            "name": s.name,
+            "status": s.status_code,
+            "description": s.status_description,
+            "start": sec(s.start_time),
+            "end": sec(s.end_time),
+        }
+        for s in global_recorder().spans()
+    ]
+
+
+def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
+    """The sidecars' journals, as the HTML page lists them (times on the spans' clock)."""
+    out: list[dict[str, Any]] = []
+    servers = item.stash.get(SERVERS, [])
+    for number, server in enumerate(servers, 1):
+        journal = getattr(server, "journal", None)
+        t0 = getattr(journal, "t0", None)
+        if journal is None or t0 is None:
+            continue
+        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
+        for r in journal.requests:
+            out.append(
+                {
+                    "id": r.id,
+                    "conn": r.conn_id,
+                    "server": number if len(servers) > 1 else 0,  # as the footprint's steps name it
+                    "label": r.label,
+                    "status": r.status,
+                    "fault": r.fault,
+                    "error": r.error,
+                    "start": epoch + r.started_at,
+                    "end": None if r.ended_at is None else epoch + r.ended_at,
+                }
+            )
+    return out
+
+
+def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
+    """The footprint of the item's servers (each step naming its server when there are several), their
+    journals' labels, and how often planned faults fired."""
+    from pytest_mcpfaults.explore import MAKER_TRANSPORTS, footprint
+
+    steps: list[Step] = []
+    labels: list[str] = []
+    fired = 0
+    servers = item.stash.get(SERVERS, [])
+    makers: list[str] = item.stash.get(MAKERS, [])
+    for number, (server, maker) in enumerate(zip(servers, makers, strict=True), 1):
+        journal = getattr(server, "journal", None)
+        if journal is None:
+            continue
+        requests = journal.requests
+        health = getattr(server, "health_path", None)
+        mcp_path = getattr(server, "mcp_path", "/mcp")
+        # with several servers, each step names its own (numbered in the order the test made them),
+        # and its transport, which decides the kinds that apply to it
+        steps += footprint(
+            requests,
+            mcp_path=mcp_path,
+            health_path=health,
+            server=number if len(servers) > 1 else 0,
+            transport=MAKER_TRANSPORTS.get(maker, "http"),
+        )
+        labels += [r.label for r in requests]
+        fired += sum(getattr(server, "fired", {}).values())
+    return steps, labels, fired
+
+
+def make_item(clean: pytest.Function, run: Run) -> pytest.Function:
+    """A campaign item made from its test's clean item (its other parameters kept), during the run.
+
+    pytest has no public way to add an item once collection is over, so this builds one as
+    collection did: the clean item's call spec with explore's parameter and id replaced (pytest
+    builds the node id from the call spec's private id list) and the clean item's fixture closure
+    (``_fixtureinfo``, which holds the pseudo-fixtures of the test's direct parametrizations: a
+    fixture info computed afresh would not know them). See docs/architecture.md."""
+    from pytest_mcpfaults.explore import CLEAN
+
+    callspec = clean.callspec
+    params = {**callspec.params, EXPLORE_PARAM: run}
+    idlist = [run.id if i == CLEAN.id else i for i in callspec._idlist]
+    spec = dataclasses.replace(callspec, params=params, _idlist=idlist)
+    cls = type(clean)  # an async plugin's own item class (pytest-asyncio's), as collected
+    item = cls.from_parent(
+        clean.parent,
+        name=f"{clean.originalname}[{'-'.join(idlist)}]",
+        callspec=spec,
+        fixtureinfo=clean._fixtureinfo,
+        originalname=clean.originalname,
+    )
+    clean.config.hook.pytest_itemcollected(item=item)
+    # markers plugins added to the collected item (pytest-asyncio's auto mode adds 'asyncio'; a
+    # conftest's pytest_itemcollected may add an mcp_sidecar marker)
+    item.own_markers.extend([m for m in clean.own_markers if m not in item.own_markers])
+    return item

@@ -25,6 +25,7 @@ __all__ = [
     "MATRIX_FIXTURE",
     "REPORT_SECTIONS",
     "SERVERS",
+    "SESSION_PROBLEMS",
     "InvariantResult",
     "TestRecord",
     "explore_run",
@@ -52,6 +53,9 @@ MAKERS = pytest.StashKey[list[str]]()
 #: The connections an explore run's sidecars still had open when the test's fixtures were done
 #: (one description each).
 LEFT_OPEN = pytest.StashKey[list[str]]()
+#: The session hygiene verdicts of a test's sidecars (``sidecar/hygiene.py``), one text per sidecar,
+#: found when the test's fixtures were done.
+SESSION_PROBLEMS = pytest.StashKey[list[str]]()
 
 
 @dataclass

@@ -20,6 +20,9 @@ from pytest_mcpfaults._pytest import cassettes
 from pytest_mcpfaults.validation import parse_seconds
 
 PATIENCE_INI = "mcpfaults_patience"
+HYGIENE_INI = "mcpfaults_session_hygiene"
+#: The marker of a test that keeps its sessions on purpose (no ``DELETE`` owed).
+KEEP_SESSIONS = "mcp_keep_sessions"
 INTERRUPT_INI = "mcpfaults_interrupt"
 #: ini key -> the ``Sidecar`` keyword it defaults (patience is parsed on its own: it takes 'none').
 DEFAULT_INIS: dict[str, str] = {
@@ -50,6 +53,13 @@ def addini(parser: pytest.Parser) -> None:
         "package but the standard library, the MCP SDKs, pytest and its plugins, this plugin, and what "
         "they require.",
         default="",
+    )
+    parser.addini(
+        HYGIENE_INI,
+        "Session hygiene at the end of every test with a sidecar: each session the client opened was "
+        "ended (a DELETE) unless the sidecar lost it, and no call reused a session after its 404 "
+        f"('off' turns it off; @pytest.mark.{KEEP_SESSIONS} excuses one test's open sessions). Default on.",
+        default="on",
     )
     parser.addini(
         "mcpfaults_era",
@@ -83,6 +93,14 @@ def ini_harness(config: pytest.Config) -> tuple[str, ...]:
                 f"'my_harness'), comma- or space-separated, got {name!r}"
             )
     return names
+
+
+def ini_hygiene(config: pytest.Config) -> bool:
+    """The ``mcpfaults_session_hygiene`` switch (``on`` by default); a usage error otherwise."""
+    raw = str(config.getini(HYGIENE_INI)).strip().lower()
+    if raw not in ("on", "off"):
+        raise pytest.UsageError(f"ini option {HYGIENE_INI} must be 'on' or 'off', got {raw!r}")
+    return raw == "on"
 
 
 def ini_patience(config: pytest.Config) -> float | None:
@@ -130,6 +148,7 @@ def check_ini(config: pytest.Config) -> None:
     """Refuse a bad ini default as a usage error naming the key, before collection. The sidecar
     package is imported only when one of those keys is set."""
     ini_patience(config)
+    ini_hygiene(config)
     from pytest_mcpfaults._pytest.blocked import set_harness_packages
 
     set_harness_packages(ini_harness(config))

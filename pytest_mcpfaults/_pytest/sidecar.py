@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mcpfaults._pytest import cassettes, settings
-from pytest_mcpfaults._pytest.records import LEFT_OPEN, MAKERS, SERVERS, explore_run, record_for
+from pytest_mcpfaults._pytest.records import (
+    LEFT_OPEN,
+    MAKERS,
+    SERVERS,
+    SESSION_PROBLEMS,
+    explore_run,
+    record_for,
+)
 
 if TYPE_CHECKING:
     from pytest_mcpfaults._pytest.interrupt import Watch
@@ -62,6 +69,11 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{_NO_INTERRUPT}: never interrupt this test when it is still blocked after a patience verdict "
         "(the verdict is given when the body returns).",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{settings.KEEP_SESSIONS}: this test keeps the MCP sessions it opens on purpose: session hygiene "
+        "does not ask for their DELETE (a call on a lost session is still checked).",
+    )
     settings.check_ini(config)  # validate early: a bad ini value is a usage error before collection
     config.stash[_GRACE] = settings.ini_grace(config)
     if config.stash[_GRACE] is not None:
@@ -88,12 +100,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             problem = settings.marker_problem(metafunc.definition, name)
             if problem is not None:
                 raise pytest.Collector.CollectError(problem)
-    marker = metafunc.definition.get_closest_marker(_NO_INTERRUPT)
-    if marker is not None and (marker.args or marker.kwargs):
-        raise pytest.Collector.CollectError(
-            f"{metafunc.definition.nodeid}: @pytest.mark.{_NO_INTERRUPT} takes no arguments, got "
-            f"{marker.args!r} {marker.kwargs!r}"
-        )
+    for bare in (_NO_INTERRUPT, settings.KEEP_SESSIONS):
+        marker = metafunc.definition.get_closest_marker(bare)
+        if marker is not None and (marker.args or marker.kwargs):
+            raise pytest.Collector.CollectError(
+                f"{metafunc.definition.nodeid}: @pytest.mark.{bare} takes no arguments, got "
+                f"{marker.args!r} {marker.kwargs!r}"
+            )
 
 
 def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
@@ -376,12 +389,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     typically leaves such clients behind (their connections were cut), so they are also collected
     here, at a point where no parse is running, rather than inside a later test's rendering."""
     excinfo = call.excinfo
-    if excinfo is None or type(excinfo.value).__name__ != "PatienceError":
+    name = type(excinfo.value).__name__ if excinfo is not None else ""
+    if excinfo is None or name not in ("PatienceError", "SessionHygieneError"):
         return None
     import gc
 
     gc.collect()
-    text = f"PatienceError: {excinfo.value}"
+    text = f"{name}: {excinfo.value}"
     cause = excinfo.value.__cause__
     if cause is not None:
         own = "".join(traceback.format_exception_only(type(cause), cause)).rstrip()
@@ -429,6 +443,11 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     item.stash[_SIDECARS] = []
     if sidecars and explore_run(item) is not None:  # an explore oracle, for the factory's sidecars too
         _factory_left_open(item)
+    servers: list[Any] = item.stash.get(SERVERS, [])
+    makers: list[str] = item.stash.get(MAKERS, [])
+    for sc, maker in zip(servers, makers, strict=True):
+        if maker == "mcp_sidecar_factory" and sc in sidecars:
+            _check_sessions(item, sc)  # the ones the test did not stop itself
     if sidecars:
         _record(item, sidecars)
         for sc in sidecars:
@@ -441,6 +460,11 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         _interrupted(item, fired, failure, sidecars, when="teardown")
     if sidecars:
         _raise_verdict(_verdict(item, sidecars), failure)
+    hygiene = item.stash.get(SESSION_PROBLEMS, [])
+    if hygiene and failure is None and explore_run(item) is None:  # explore reads it as an oracle
+        from pytest_mcpfaults.sidecar.hygiene import SessionHygieneError
+
+        raise SessionHygieneError("\n\n".join(hygiene))
     if failure is not None:
         raise failure
 
@@ -451,6 +475,33 @@ def _own_finalizer(item: pytest.Item | None) -> None:
     call = item.stash.get(_CALL, None) if item is not None else None
     if call is not None:
         call.set_in_teardown(False)
+
+
+#: Seconds a sidecar waits, once the test's fixtures are done, for the ``DELETE`` of a session still
+#: open (a client closing in a thread of its own) before it calls the session never ended.
+HYGIENE_GRACE = 0.5
+
+
+def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
+    """Session hygiene (``sidecar/hygiene.py``) of a running sidecar, once the test's fixtures are
+    done: its verdict is kept for the teardown hook (an explore run's oracle reads it instead)."""
+    if not settings.ini_hygiene(item.config) or sidecar.state != "running":
+        return  # a dead or stopped sidecar lost its sessions: none is owed
+    from pytest_mcpfaults.sidecar.hygiene import hygiene_verdict, session_problems
+
+    owed = item.get_closest_marker(settings.KEEP_SESSIONS) is None
+    journal = sidecar.journal
+
+    def found() -> list[Any]:
+        return session_problems(journal.requests, sidecar.sessions, owed=owed)
+
+    problems = found()
+    if any(p.kind == "never_ended" for p in problems):  # a DELETE may be on its way
+        with contextlib.suppress(AssertionError):
+            journal.wait_for(lambda: not any(p.kind == "never_ended" for p in found()), HYGIENE_GRACE, "")
+        problems = found()
+    if problems:
+        item.stash.setdefault(SESSION_PROBLEMS, []).append(hygiene_verdict(sidecar.url, problems))
 
 
 def _factory_left_open(item: pytest.Item) -> None:
@@ -529,6 +580,7 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     _own_finalizer(item)
     if run is not None:  # what the harness left open once its fixtures were done (an explore oracle)
         item.stash.setdefault(LEFT_OPEN, []).extend(_left_open(sidecar))
+    _check_sessions(item, sidecar)
     sidecar.stop()  # the teardown hook records it and re-raises its errors
 
 
@@ -623,5 +675,9 @@ def mcp_sidecar_factory(pytestconfig: pytest.Config) -> Iterator[SidecarFactory]
 
     factory = _Factory(on_start=on_start)
     yield factory
-    _own_finalizer(_CURRENT[-1] if _CURRENT else None)
+    item = _CURRENT[-1] if _CURRENT else None
+    _own_finalizer(item)
+    if item is not None:  # the last test of the run: its sidecars stop here, not in the teardown hook
+        for sc in factory.sidecars:
+            _check_sessions(item, sc)  # those still running (it skips the others)
     factory.stop_all()

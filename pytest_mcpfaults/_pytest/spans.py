@@ -330,7 +330,7 @@ def _gate_violations(
     recorder: SpanRecorder, mark: int, settings: SpanSettings
 ) -> tuple[tuple[str, ...], list[Violation], list[RecordedSpan]]:
     """The invariants the gate checks for this test's spans, the violations found, and the spans."""
-    from pytest_mcpfaults.span_gate import gate_violations
+    from pytest_mcpfaults.invariants import gate_violations
 
     spans = recorder.spans()
     # Spans started by fixtures during setup may legitimately stay open until teardown: only spans

@@ -35,11 +35,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
+from pytest_mcpfaults.invariants import gate_violations
 from pytest_mcpfaults.sidecar.loop import WorkerPool
-from pytest_mcpfaults.span_gate import gate_violations
 from pytest_mcpfaults.span_queries import SpanLookupError, as_patterns
-from pytest_mcpfaults.span_records import RecordedSpan
-from pytest_mcpfaults.span_tree import format_tree
+from pytest_mcpfaults.span_records import RecordedSpan, format_tree
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation

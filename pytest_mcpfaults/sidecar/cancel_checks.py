@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 
-from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.patience import Watched
+from pytest_mcpfaults.sidecar.patience import Watched, target_matcher
 from pytest_mcpfaults.sidecar.records import CancellationRecord, RequestRecord
-from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.validation import is_positive_seconds
 
 __all__ = ["check_client_cancelled", "named"]
@@ -64,32 +62,14 @@ def _settled(sc: Watched, r: RequestRecord, within: float, now: float) -> bool:
 
 
 def check_client_cancelled(sc: Watched, target: str | None, within: float) -> None:
-    """Every MCP request matching ``target`` (with a JSON-RPC id; all of them when ``None``) still in
-    flight ``within`` seconds after it was sent was cancelled by the client by then (a
-    ``notifications/cancelled`` naming it in its session, before the session's ``DELETE``; in the
-    2026-07-28 era, its response stream closed). A request answered before that needed no cancel.
-    Returns as soon as every matching request is cancelled or answered, else waits until ``within``
-    past the latest one's arrival (no longer), then judges; raises ``AssertionError`` naming each
-    request left in flight and what the client did instead, or when no matching request was left in
-    flight at all (nothing was cancelled)."""
+    """``Sidecar.assert_client_cancelled`` (its docstring says what passes and how long it waits)."""
     if not is_positive_seconds(within):
         raise ValueError(f"{_WHO}: within must be a positive number of seconds, got {within!r}")
-    if target is not None:
-        F.check_target(target)
+    matches = target_matcher(sc, target)
     journal = sc.journal
 
     def matching() -> list[RequestRecord]:
-        return [
-            r
-            for r in journal.requests
-            if r.rpc_id is not None
-            and (
-                target is None
-                or record_matches(
-                    r, target, mcp_path=sc.mcp_path, health_path=sc.health_path, legacy_paths=sc.legacy_paths
-                )
-            )
-        ]
+        return [r for r in journal.requests if r.rpc_id is not None and matches(r)]
 
     pending = [r for r in matching() if not _settled(sc, r, within, journal.now())]
     if pending:

@@ -1,6 +1,6 @@
 """``subscriptions/listen`` (2026-07-28, SEP-2575): the stateless era's change notices, on the answer
 stream of the request that asks for them. Pure: no I/O (the socket transport serves the stream:
-:mod:`~pytest_mcpfaults.sidecar.listen_stream`).
+:func:`~pytest_mcpfaults.sidecar.notices.serve_listen`).
 
 A client asks for the notices it wants with a filter (``params.notifications``): ``toolsListChanged``,
 ``promptsListChanged``, ``resourcesListChanged`` (booleans) and ``resourceSubscriptions`` (URIs). The

@@ -29,10 +29,9 @@ from pytest_mcpfaults.sidecar.holds import Holds
 from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, deliver, reset_transport, write_steps
 from pytest_mcpfaults.sidecar.legacy_sse import LegacyAnswer, LegacyReply
-from pytest_mcpfaults.sidecar.listen_stream import serve_listen
 from pytest_mcpfaults.sidecar.loop import WorkerPool
 from pytest_mcpfaults.sidecar.mcp import encode, reply_body
-from pytest_mcpfaults.sidecar.notices import StreamNotices
+from pytest_mcpfaults.sidecar.notices import StreamNotices, serve_listen
 from pytest_mcpfaults.sidecar.options import SidecarOptions
 from pytest_mcpfaults.sidecar.proxy import Proxy, Relayed
 from pytest_mcpfaults.sidecar.records import Held, HoldOutcome
@@ -156,7 +155,7 @@ class _Exchange:
 
     async def listen_stream(self, answer: core.Answer) -> web.StreamResponse:
         """Serve a ``subscriptions/listen`` answer: open, told the changes its filter asks for, until
-        the client closes it or the sidecar stops (:mod:`~pytest_mcpfaults.sidecar.listen_stream`)."""
+        the client closes it or the sidecar stops (:func:`~pytest_mcpfaults.sidecar.notices.serve_listen`)."""
         assert answer.reply.listen is not None
         conn, fault, notices = self.conn, answer.fault, self.listener.notices
 

@@ -10,9 +10,10 @@ violations into text (:func:`patience_verdict`) and report records (:func:`viola
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.fault_types import fault_kinds
 from pytest_mcpfaults.sidecar.clients import call_bound, client_seen, patience_hint, server_request_hint
 from pytest_mcpfaults.sidecar.journal import Journal
@@ -21,7 +22,14 @@ from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.sidecar.violation import PatienceViolation
 from pytest_mcpfaults.validation import is_positive_seconds
 
-__all__ = ["PatienceError", "Watched", "check_client_closed", "patience_verdict", "violation_record"]
+__all__ = [
+    "PatienceError",
+    "Watched",
+    "check_client_closed",
+    "patience_verdict",
+    "target_matcher",
+    "violation_record",
+]
 
 #: At most this many requests of one connection are quoted in a verdict.
 _EXCERPT = 12
@@ -211,30 +219,29 @@ def _blocking_kinds() -> str:
     return ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
 
 
-def check_client_closed(sc: Watched, within: float, target: str | None, who: str) -> None:
-    """The check behind ``assert_client_gave_up`` and ``assert_client_released`` (``who``): every
-    held request matching ``target`` had its connection closed by the client at most ``within``
-    seconds after the hold began. Raises ``AssertionError`` naming each one that did not.
+def target_matcher(sc: Watched, target: str | None) -> Callable[[RequestRecord], bool]:
+    """Whether a request of ``sc``'s journal matches ``target`` (every one when ``None``); a bad
+    ``target`` raises ``ValueError`` naming it, before any check waits."""
+    if target is None:
+        return lambda r: True
+    F.check_target(target)
+    return lambda r: record_matches(
+        r, target, mcp_path=sc.mcp_path, health_path=sc.health_path, legacy_paths=sc.legacy_paths
+    )
 
-    Exact wait: it returns as soon as every matching request's outcome is known, and waits at most
-    until ``within`` past the start of the latest hold, then judges. The moment of a close is when
-    the sidecar's loop saw the connection drop (its ``connection_lost``), so no settling time is
-    added: a close the loop sees later than ``within`` after the hold began is "later than within".
-    """
+
+def check_client_closed(sc: Watched, within: float, target: str | None, who: str) -> None:
+    """The check behind ``assert_client_gave_up`` and ``assert_client_released`` (``who``). The moment
+    of a close is when the sidecar's loop saw the connection drop (its ``connection_lost``), so no
+    settling time is added: a close the loop sees later than ``within`` after the hold began is
+    "later than within"."""
     if not is_positive_seconds(within):
         raise ValueError(f"Sidecar.{who}: within must be a positive number of seconds, got {within!r}")
-    sc.held_requests(target)  # validates target before waiting
+    matches = target_matcher(sc, target)
     journal = sc.journal
 
     def matching() -> list[RequestRecord]:
-        return [
-            r
-            for r in journal.requests
-            if target is None
-            or record_matches(
-                r, target, mcp_path=sc.mcp_path, health_path=sc.health_path, legacy_paths=sc.legacy_paths
-            )
-        ]
+        return [r for r in journal.requests if matches(r)]
 
     def settled() -> bool:
         now = journal.now()

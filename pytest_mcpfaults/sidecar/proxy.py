@@ -44,9 +44,8 @@ from pytest_mcpfaults.sidecar.listen import LISTEN_METHOD
 from pytest_mcpfaults.sidecar.mcp import INVALID_REQUEST, Era, McpEndpoint, Reply, learn_listing, rpc_error
 from pytest_mcpfaults.sidecar.outbound import ServerMessages
 from pytest_mcpfaults.sidecar.records import UpstreamLeg
-from pytest_mcpfaults.sidecar.relay import listed_response, relay
+from pytest_mcpfaults.sidecar.relay import NotificationTap, listed_response, relay
 from pytest_mcpfaults.sidecar.routing import RequestInfo
-from pytest_mcpfaults.sidecar.sse_notes import NotificationTap
 from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, UpstreamResponse
 
 __all__ = ["GATEWAY_ERROR", "Proxy", "Relayed"]

@@ -6,6 +6,13 @@ chunk as it arrives, so ``stall(after_bytes=N)`` stalls after the upstream's fir
 paces them, ``truncate`` and ``reset`` cut them. The faults that rewrite an answer (``malformed_json``,
 ``tool_error``, ``backend_gone``) and ``endless_sse`` on a JSON answer read the whole answer first;
 :func:`rewrite` makes the new bytes, in the upstream's framing (JSON or SSE).
+
+The upstream's own ``notifications/progress`` and ``notifications/message`` on an SSE answer to a
+``POST`` are journaled in ``journal.server_messages`` as the fake's tools' are: :class:`NotificationTap`
+is the upstream response's ``tap``, fed each body chunk as it is read; it parses it
+(:class:`~pytest_mcpfaults.sse_parse.SseParser`, which keeps only the event being received, at most
+:data:`EVENT_MAX_BYTES`; a longer event is skipped) and hands each notification it completes to its
+callback. Events with no data (a priming event), responses and requests are passed over.
 """
 
 from __future__ import annotations
@@ -23,8 +30,17 @@ from pytest_mcpfaults.sidecar.body import BodyShaper, Shape, halve, shape_of
 from pytest_mcpfaults.sidecar.inject import Delivery, Dropped, reset_transport, write_steps
 from pytest_mcpfaults.sidecar.mcp import Reply, encode, fit_structured
 from pytest_mcpfaults.sidecar.upstream import Abandoned, UpstreamError, UpstreamResponse
+from pytest_mcpfaults.sse_parse import SseParser
 
-__all__ = ["REWRITE_MAX_BYTES", "fault_rewrites", "listed_response", "relay", "rewrite"]
+__all__ = [
+    "EVENT_MAX_BYTES",
+    "REWRITE_MAX_BYTES",
+    "NotificationTap",
+    "fault_rewrites",
+    "listed_response",
+    "relay",
+    "rewrite",
+]
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
 #: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
 _ONE_WRITE = 1 << 16
@@ -234,3 +250,32 @@ async def _stream(
         if resp.at_eof and complete is not None:  # that was the last chunk: the record is finished now
             complete()
     await write_steps(request, web_resp, shaper.end(), hold, out)  # a cut past the body's end, or its hold
+
+
+#: The longest SSE event looked into for a notification; a longer one (a large result) is skipped.
+EVENT_MAX_BYTES = 1 << 20
+
+
+class NotificationTap:
+    """An SSE body's notifications, handed to ``notified(method, params)`` as each event ends; chained
+    before the tap ``then`` (which gets every chunk, unchanged)."""
+
+    def __init__(self, notified: Callable[[str, Any], None], then: Callable[[bytes], None] | None) -> None:
+        self.notified, self.then = notified, then
+        self._parser = SseParser(EVENT_MAX_BYTES)
+
+    def feed(self, chunk: bytes) -> None:
+        if self.then is not None:
+            self.then(chunk)
+        for event in self._parser.feed(chunk):
+            data = event["data"]
+            if data:
+                self._event(data)
+
+    def _event(self, data: bytes) -> None:
+        try:
+            message = json.loads(data)
+        except ValueError:
+            return
+        if isinstance(message, dict) and "id" not in message and isinstance(message.get("method"), str):
+            self.notified(message["method"], message.get("params"))

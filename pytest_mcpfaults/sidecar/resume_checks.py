@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 
-from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.sidecar.cancel_checks import named
-from pytest_mcpfaults.sidecar.patience import Watched
+from pytest_mcpfaults.sidecar.patience import Watched, target_matcher
 from pytest_mcpfaults.sidecar.records import RequestRecord, StreamRecord
-from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.validation import is_positive_seconds
 
 __all__ = ["check_client_resumed"]
@@ -65,27 +63,14 @@ def _problem(sc: Watched, s: StreamRecord, within: float) -> str | None:
 
 
 def check_client_resumed(sc: Watched, target: str | None, within: float) -> None:
-    """Every stream the sidecar closed gracefully for a request matching ``target`` (all of them when
-    ``None``) was resumed: a ``GET`` whose ``Last-Event-ID`` named an event of it, no sooner than its
-    ``retry`` and at most ``within`` seconds after the close. Returns once every stream is resumed, else
-    waits until ``within`` past the latest close (no longer), then judges; fails also when no stream
-    was closed (only ``close_stream`` closes one)."""
+    """``Sidecar.assert_client_resumed`` (its docstring says what passes and how long it waits)."""
     if not is_positive_seconds(within):
         raise ValueError(f"{_WHO}: within must be a positive number of seconds, got {within!r}")
-    if target is not None:
-        F.check_target(target)
+    matches = target_matcher(sc, target)
     journal = sc.journal
 
     def matching() -> list[StreamRecord]:
-        return [
-            s
-            for s in journal.streams
-            if target is None
-            or record_matches(
-                journal.request(s.request_id), target, mcp_path=sc.mcp_path, health_path=sc.health_path,
-                legacy_paths=sc.legacy_paths,
-            )
-        ]  # fmt: skip
+        return [s for s in journal.streams if matches(journal.request(s.request_id))]
 
     def settled() -> bool:
         now = journal.now()

@@ -9,13 +9,16 @@ import contextlib
 import inspect
 from collections.abc import Callable
 
-from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.auth_next import AuthFollowUp, auth_follow_ups, reauthorization_problems
+from pytest_mcpfaults.sidecar.auth import AuthFollowUp, auth_follow_ups, reauthorization_problems
 from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
-from pytest_mcpfaults.sidecar.patience import PatienceError, check_client_closed, patience_verdict
+from pytest_mcpfaults.sidecar.patience import (
+    PatienceError,
+    check_client_closed,
+    patience_verdict,
+    target_matcher,
+)
 from pytest_mcpfaults.sidecar.records import CancellationRecord, RequestRecord, StreamRecord
 from pytest_mcpfaults.sidecar.resume_checks import check_client_resumed
-from pytest_mcpfaults.sidecar.routing import record_matches
 from pytest_mcpfaults.sidecar.views import SidecarViews
 from pytest_mcpfaults.sidecar.violation import PatienceViolation
 
@@ -60,21 +63,8 @@ class SidecarWaits(SidecarViews):
     def held_requests(self, target: str | None = None) -> list[RequestRecord]:
         """Every request a blocking fault held so far (matching ``target``, e.g. ``'DELETE /mcp'``),
         whatever its outcome; a bad ``target`` raises ``ValueError`` naming it."""
-        out = [r for r in self.journal.requests if r.held]
-        if target is not None:
-            F.check_target(target)
-            out = [
-                r
-                for r in out
-                if record_matches(
-                    r,
-                    target,
-                    mcp_path=self.mcp_path,
-                    health_path=self.health_path,
-                    legacy_paths=self.legacy_paths,
-                )
-            ]
-        return out
+        matches = target_matcher(self, target)
+        return [r for r in self.journal.requests if r.held and matches(r)]
 
     def assert_client_gave_up(self, within: float, target: str | None = None) -> None:
         """Every held request (matching ``target``, e.g. ``'DELETE /mcp'``) ended because the client
@@ -95,7 +85,7 @@ class SidecarWaits(SidecarViews):
     @property
     def auth_follow_ups(self) -> tuple[AuthFollowUp, ...]:
         """Every request the sidecar refused for its token (``auth=``) and what the client did next
-        (:class:`~pytest_mcpfaults.sidecar.auth_next.AuthFollowUp`: refreshed, retried with the same
+        (:class:`~pytest_mcpfaults.sidecar.auth.AuthFollowUp`: refreshed, retried with the same
         token, went to DELETE, gave up), from the journal so far."""
         return auth_follow_ups(self.journal.requests, self.mcp_path)
 

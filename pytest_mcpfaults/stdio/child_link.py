@@ -21,13 +21,13 @@ from pytest_mcpfaults.sidecar.body import BodyShaper, Hold, Write, halve, shape_
 from pytest_mcpfaults.sidecar.connection import Holding, effect_of
 from pytest_mcpfaults.sidecar.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.sidecar.holds import Holds
+from pytest_mcpfaults.sidecar.mcp import Reply
 from pytest_mcpfaults.sidecar.records import ClosedBy, HoldOutcome
 from pytest_mcpfaults.sidecar.resumption import Resumed
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.child_faults import pipe_writes
 from pytest_mcpfaults.stdio.procfs import exit_status, wait_exited
 from pytest_mcpfaults.stdio.records import CancelRecord, ChildRecord, SignalRecord
-from pytest_mcpfaults.stdio.replies import reply_line, request_id
 from pytest_mcpfaults.stdio.verdict import StdioVerdicts
 from pytest_mcpfaults.stdio.wire import MAX_LINE
 
@@ -388,3 +388,26 @@ class _Exchange:
                 case _:  # pragma: no cover - drip, truncate and reset do not apply to stdio
                     raise AssertionError(f"{step} on a stdio pipe")
         self.child.send(t="out", d=pending.decode() + "\n")
+
+
+def request_id(body: bytes) -> Any:
+    """The ``id`` of a message (``None`` when it has none or is not JSON)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return message.get("id") if isinstance(message, dict) else None
+
+
+def reply_line(reply: Reply, request_id: Any = None) -> str | None:
+    """The JSON-RPC line answering ``reply`` (``None``: nothing to write, e.g. for a notification).
+
+    An error the HTTP sidecar answers with ``id: null`` (its HTTP status tells the client which POST
+    failed, e.g. ``server/discover`` refused in the session era) carries the request's id over
+    stdio, where replies are matched to requests by id alone."""
+    payload = reply.payload
+    if not isinstance(payload, dict) or "jsonrpc" not in payload:
+        return None
+    if "error" in payload and payload.get("id") is None and request_id is not None:
+        payload = {**payload, "id": request_id}
+    return json.dumps(payload, separators=(",", ":"))

@@ -1,7 +1,13 @@
-"""``python -m pytest_mcpfaults stdio``: a relay for the test that owns it, or a standalone server."""
+"""``python -m pytest_mcpfaults stdio``: a relay for the test that owns it, or a standalone server.
+
+Standalone (``python -m pytest_mcpfaults stdio [options]`` without a test behind it): the test-process
+side (:class:`~pytest_mcpfaults.stdio.server.StdioServer`) runs inside the child itself, on its loop
+thread, and the relay connects to it over loopback, so a standalone child answers exactly as a test's
+would."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -9,7 +15,7 @@ from collections.abc import Sequence
 from pytest_mcpfaults.stdio.child import relay
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
 
-__all__ = ["main"]
+__all__ = ["main", "standalone"]
 
 
 def main(argv: Sequence[str]) -> int:
@@ -17,8 +23,6 @@ def main(argv: Sequence[str]) -> int:
     environment, or (no control channel in it) a standalone server built from ``argv``."""
     address, token = os.environ.get(CONTROL_ENV), os.environ.get(TOKEN_ENV, "")
     if address is None:
-        from pytest_mcpfaults.stdio.standalone import standalone
-
         return standalone(argv)
     if argv:
         print(
@@ -30,3 +34,26 @@ def main(argv: Sequence[str]) -> int:
         return 2
     relay(address, token)
     return 0
+
+
+def standalone(argv: Sequence[str]) -> int:
+    """Parse the ``stdio`` options, start the server in this process and relay stdin/stdout to it."""
+    from pytest_mcpfaults.cli import add_stdio_parser
+    from pytest_mcpfaults.stdio.server import StdioServer
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_mcpfaults")
+    parser = add_stdio_parser(parser.add_subparsers())
+    args = parser.parse_args(list(argv))
+    server = StdioServer(
+        faults=args.fault,
+        era=args.era,
+        tool_sets=args.tool_sets,
+        patience=args.patience,
+        tool_timeout=args.tool_timeout,
+    )
+    server.guarded = False  # this process is the child: nothing outlives it
+    server.start()
+    env = server.env
+    relay(env[CONTROL_ENV], env[TOKEN_ENV])
+    sys.stdout.flush()
+    os._exit(0)

@@ -1,0 +1,69 @@
+"""The ``mcp_harness_process`` fixture: run the harness as a child process, with a verdict when it
+never exits (:mod:`pytest_mcpfaults.sidecar.harness_process`).
+
+``mcp_harness_process(args, servers=None, budget=None, startup=60, env=None, cwd=None)`` starts one and
+returns it (a ``HarnessProcess``); ``servers`` defaults to every server of the test (``mcp_sidecar``,
+the factory's, ``mcp_stdio_server``), read live: one made after the process started counts too. At
+teardown each one still running is asked to stop (``SIGTERM``) and given its budget, and the test
+fails with the verdict when it does not exit; then it is killed with its process group and its
+temporary files are removed, whatever it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.records import SERVERS
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.sidecar.harness_process import HarnessProcess
+
+
+@pytest.fixture
+def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[..., HarnessProcess]]:
+    """Start the harness as a child process watched against the test's servers: its ``wait()``
+    gives a verdict (``HarnessProcessError``) with its threads' stacks when it outlives the budget
+    after its last MCP traffic or after ``stop()``; at teardown every one still running is stopped
+    the same way and killed with its process group."""
+    from pytest_mcpfaults.sidecar.harness_process import DEFAULT_STARTUP, HarnessProcess
+
+    started: list[HarnessProcess] = []
+    item = request.node
+
+    def test_servers() -> list[Any]:
+        return list(item.stash.get(SERVERS, []))
+
+    def start(
+        args: Sequence[str],
+        *,
+        servers: Sequence[Any] | None = None,
+        budget: float | None = None,
+        startup: float = DEFAULT_STARTUP,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> HarnessProcess:
+        watched = test_servers if servers is None else servers
+        proc = HarnessProcess(args, servers=watched, budget=budget, startup=startup, env=env, cwd=cwd)
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    failed: list[str] = []
+    try:
+        for proc in started:
+            try:
+                if proc.returncode is None:
+                    proc.stop()
+                    proc.wait()
+            except AssertionError as exc:
+                failed.append(str(exc))
+            finally:
+                proc.close()
+    finally:  # an interrupt (the plugin's patience watcher) left the loop: the rest are killed too
+        for proc in started:
+            proc.close()
+    if failed:
+        pytest.fail("\n\n".join(failed), pytrace=False)

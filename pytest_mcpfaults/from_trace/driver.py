@@ -1,0 +1,148 @@
+"""``python -m pytest_mcpfaults from-trace PATH``: the one module of from-trace that does I/O (reads the
+trace and the clean run, prints, writes the regression test).
+
+The clean run (``--clean FILE``) is explore's ``detail`` form, ``{"spans": [...], "journal": [...]}``
+(:func:`pytest_mcpfaults.from_trace.capture.clean_run_detail` writes it from a run's spans and
+sidecars). Exit status 0 when the trace was read (mapped or not), 2 on bad input, the message naming the
+file or argument and what is valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["add_parser", "main", "read_file"]
+
+_NODEID = re.compile(r"^(?P<path>[^:]+\.py)::(?P<test>[A-Za-z_]\w*)$")
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``from-trace`` subcommand's parser (see ``docs/from-trace.md``)."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "from-trace",
+        help="infer the faults that replay a production trace's MCP failures against a clean run",
+        description=(
+            "Read a trace export (OTLP/JSON, OTLP/protobuf, or the plugin's span JSON), match its spans "
+            "to a clean run's, and print the catalogue fault each failed MCP call span maps to, at the "
+            "request made inside that span in the clean run; with --write, a regression test."
+        ),
+    )
+    p.add_argument("path", metavar="PATH", help="the trace export")
+    p.add_argument(
+        "--trace-id",
+        default=None,
+        metavar="ID",
+        help="the trace to replay (32 hex digits), when PATH has several",
+    )
+    p.add_argument(
+        "--clean", required=True, metavar="FILE", help='the clean run: {"spans": [...], "journal": [...]}'
+    )
+    p.add_argument(
+        "--session", action="append", metavar="GLOB", help="session span-name glob (default: Agent.Session)"
+    )
+    p.add_argument(
+        "--cleanup",
+        action="append",
+        metavar="GLOB",
+        help="cleanup span-name glob (default: MCP.DeleteSession)",
+    )
+    p.add_argument(
+        "--patience",
+        type=_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="the patience budget a held request is clipped to (default 5)",
+    )
+    p.add_argument(
+        "--write", metavar="FILE", default=None, help="write a regression test module to FILE (needs --test)"
+    )
+    p.add_argument(
+        "--test",
+        metavar="NODEID",
+        default=None,
+        help="the clean test the regression test replays: path/to/test_x.py::test_name",
+    )
+    p.set_defaults(subparser=p)
+    return p
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def read_file(path: str) -> bytes:
+    """The bytes of ``path``, at most the trace bound (one byte more is read to tell it is over)."""
+    from pytest_mcpfaults.from_trace.errors import TraceError
+    from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_TRACE_BYTES + 1)
+    except OSError as exc:
+        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceError(f"{path}: over {MAX_TRACE_BYTES} bytes, the largest trace file read")
+    return data
+
+
+def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+    from pytest_mcpfaults.from_trace.errors import TraceError
+    from pytest_mcpfaults.from_trace.footprint import clean_run_from_detail
+    from pytest_mcpfaults.from_trace.infer import SpanNames, infer
+    from pytest_mcpfaults.from_trace.read import decode_trace
+    from pytest_mcpfaults.from_trace.render import inferred_lines
+    from pytest_mcpfaults.from_trace.trace import pick_trace
+
+    if args.write and not args.test:
+        args.subparser.error("argument --write: needs --test NODEID (the clean test to replay)")
+    if args.test and not _NODEID.match(args.test):
+        args.subparser.error(f"argument --test: expected path/to/test_x.py::test_name, got {args.test!r}")
+    names = SpanNames.of(args.session or SpanNames().session, args.cleanup or SpanNames().cleanup)
+    try:
+        read = decode_trace(read_file(args.path), args.path)
+        trace = pick_trace(read.spans, args.path, names.session, args.trace_id)
+        try:
+            detail = json.loads(read_file(args.clean))
+        except ValueError as exc:
+            raise TraceError(
+                f'{args.clean}: not JSON ({exc}); a clean run is {{"spans": [...], "journal": [...]}}'
+            ) from None
+        if not isinstance(detail, dict):
+            raise TraceError(f"{args.clean}: a clean run is an object with spans and journal lists")
+        clean = clean_run_from_detail(detail, args.clean, names.session)
+    except TraceError as exc:
+        print(f"from-trace: {exc}", file=err)
+        return 2
+    inferred = infer(trace, clean, names, args.patience)
+    note = f", {read.rejected} spans refused ({'; '.join(read.reasons)})" if read.rejected else ""
+    lines = inferred_lines(inferred, f"{args.path}: {read.format}, {len(trace.spans)} spans{note}")
+    print("\n".join(lines), file=out)
+    if args.write:
+        _write(args, inferred, out)
+    return 0
+
+
+def _write(args: argparse.Namespace, inferred: Any, out: IO[str]) -> None:
+    from pytest_mcpfaults.from_trace.render import regression_test
+
+    m = _NODEID.match(args.test)
+    assert m is not None
+    target, test_file = Path(args.write), Path(m["path"])
+    if target.resolve().parent == test_file.resolve().parent:
+        module = test_file.stem
+    else:
+        module = ".".join(test_file.with_suffix("").parts)
+    name = "test_regression_" + inferred.trace_id[:8]
+    target.write_text(regression_test(inferred, args.path, module, m["test"], name))
+    print(f"wrote {target}: {name}, {m['test']} under {len(inferred.plan)} fault(s)", file=out)

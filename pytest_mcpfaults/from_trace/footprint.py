@@ -1,0 +1,121 @@
+"""A clean run as from-trace reads it: its spans, and its MCP requests in order, each as explore names it
+(a step: ``tool:delete_session#1``) and each with the span that was open around it.
+
+The requests come from the sidecar's journal, the spans from the recorder, on one clock (seconds since
+the epoch: explore's ``detail`` form, :func:`clean_run_from_detail`). A request belongs to the
+innermost span of the clean run that had started when the request arrived and had not ended by then
+(:func:`place_calls`); with no such span it belongs to none. Pure.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from pytest_mcpfaults.from_trace.errors import TraceError
+from pytest_mcpfaults.from_trace.read import plugin_spans
+from pytest_mcpfaults.from_trace.trace import Trace, check_trace, index_spans
+from pytest_mcpfaults.span_queries import Patterns
+
+__all__ = ["Call", "CleanRun", "clean_run_from_detail", "place_calls"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request of the clean run: its step id (``tool:delete_session#1``), its trigger ``target``
+    and ``nth``, its journal ``label``, when it started and ended (seconds since the epoch), and the
+    span id of the clean-run span open around it (``None``: none)."""
+
+    step: str
+    target: str
+    nth: int
+    label: str
+    start: float | None = None
+    end: float | None = None
+    span: int | None = None
+
+
+@dataclass(frozen=True)
+class CleanRun:
+    """A clean run's spans (as one :class:`~pytest_mcpfaults.from_trace.trace.Trace`) and requests."""
+
+    trace: Trace
+    calls: tuple[Call, ...]
+
+    def calls_in(self, span_id: int) -> list[Call]:
+        """The requests made directly inside span ``span_id``, in order."""
+        return [c for c in self.calls if c.span == span_id]
+
+
+class _Request(NamedTuple):
+    """A journal record as :func:`pytest_mcpfaults.explore.footprint` reads it, from its label."""
+
+    method: str
+    path: str
+    mcp_method: str | None
+    tool: str | None
+    session_id: str | None = "s"
+
+
+def _request(label: str, mcp_path: str) -> _Request:
+    method, _, rest = label.partition(" ")
+    what, _, tool = rest.partition(" ")
+    if what.startswith("/"):
+        return _Request(method, what, None, None)
+    return _Request(method, mcp_path, what, tool or None)
+
+
+def place_calls(calls: Sequence[Call], trace: Trace) -> tuple[Call, ...]:
+    """``calls`` each with the innermost span of ``trace`` open when it started (latest start wins)."""
+    timed = [s for s in trace.spans if s.start_time is not None]
+    starts = [s.start_time or 0 for s in timed]
+    out = []
+    for call in calls:
+        if call.start is None:
+            out.append(call)
+            continue
+        at = int(call.start * 1e9)
+        owner = None
+        for i in range(bisect.bisect_right(starts, at) - 1, -1, -1):  # latest start first: the innermost
+            s = timed[i]
+            if not s.end_time or s.end_time >= at:
+                owner = s.span_id
+                break
+        out.append(replace(call, span=owner))
+    return tuple(out)
+
+
+def clean_run_from_detail(
+    data: Mapping[str, Any], source: str, session: Patterns, mcp_path: str = "/mcp"
+) -> CleanRun:
+    """A clean run from explore's ``detail`` form: ``{"spans": [...], "journal": [...]}`` (spans as
+    ``span_dicts`` or ``GET /spans`` write them; journal records with ``label``, ``server``, ``start``
+    and ``end`` in seconds since the epoch, as ``journal_dicts`` writes them)."""
+    from pytest_mcpfaults.explore import footprint
+
+    journal = data.get("journal")
+    if not isinstance(journal, list) or not isinstance(data.get("spans"), list):
+        raise TraceError(f"{source}: a clean run is an object with spans and journal lists")
+    spans = sorted(plugin_spans(data["spans"], source), key=lambda s: s.start_time or 0)
+    trace = index_spans(0, spans)
+    check_trace(trace, source, session)
+    calls: list[Call] = []
+    servers = sorted({int(r.get("server", 0)) for r in journal})
+    for server in servers:
+        records = [r for r in journal if int(r.get("server", 0)) == server]
+        kept = [r for r in records if not _skipped(_request(str(r["label"]), mcp_path), mcp_path)]
+        steps = footprint(
+            [_request(str(r["label"]), mcp_path) for r in kept], mcp_path=mcp_path, server=server
+        )
+        calls += [
+            Call(step.id, step.target, step.nth, step.label, r.get("start"), r.get("end"))
+            for step, r in zip(steps, kept, strict=True)
+        ]
+    calls.sort(key=lambda c: c.start or 0.0)
+    return CleanRun(trace, place_calls(calls, trace))
+
+
+def _skipped(r: _Request, mcp_path: str) -> bool:
+    return r.path == mcp_path and r.method == "POST" and not r.mcp_method

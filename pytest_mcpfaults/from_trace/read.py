@@ -1,0 +1,178 @@
+"""A trace export's bytes to spans: the OTLP JSON mapping (one ``ExportTraceServiceRequest``, or one per
+line as the OTel collector's file exporter writes them), OTLP/protobuf, and the plugin's own span JSON
+(``GET /_mcpfaults/spans?format=json``, and the ``spans`` of a report's explore ``detail``).
+
+Pure: bytes in, :class:`~pytest_mcpfaults.span_records.RecordedSpan` s out; the OTLP forms go through
+the receiver's decoders (:mod:`pytest_mcpfaults.otlp.decode`), so a trace file reads as the sidecar
+would have received it. Every refusal is a :class:`~pytest_mcpfaults.from_trace.errors.TraceError`
+naming the source and what is valid. :data:`MAX_TRACE_BYTES` bounds what is read (the driver reads at
+most one byte more).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from pytest_mcpfaults.from_trace.errors import TraceError
+from pytest_mcpfaults.span_records import RecordedEvent, RecordedSpan
+
+__all__ = ["FORMATS", "MAX_TRACE_BYTES", "Read", "decode_trace", "plugin_spans"]
+
+#: The largest trace file read (64 MiB: an OTLP/JSON export of some 100,000 spans).
+MAX_TRACE_BYTES = 64 * 1024 * 1024
+#: What a trace file may be, as the errors name it.
+FORMATS = (
+    "an OTLP/JSON ExportTraceServiceRequest (an object with resourceSpans; one per line as the OTel "
+    "collector's file exporter writes them), an OTLP/protobuf ExportTraceServiceRequest, or the "
+    "plugin's span JSON (an object with spans, as GET /_mcpfaults/spans?format=json writes it)"
+)
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_STATUSES = ("UNSET", "OK", "ERROR")
+
+
+@dataclass(frozen=True)
+class Read:
+    """The spans of one export, the format they were read as, and the spans the decoder refused (how
+    many, and why: the first few reasons)."""
+
+    spans: tuple[RecordedSpan, ...]
+    format: str
+    rejected: int = 0
+    reasons: tuple[str, ...] = ()
+
+
+def decode_trace(data: bytes, source: str) -> Read:
+    """The spans in ``data`` (the bytes of ``source``, a file name for the messages)."""
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceError(f"{source}: over {MAX_TRACE_BYTES} bytes, the largest trace file read")
+    text = data.lstrip()
+    if not text:
+        raise TraceError(f"{source}: the file is empty; valid: {FORMATS}")
+    read = _json(text, source) if text[:1] in (b"{", b"[") else _protobuf(data, source)
+    if not read.spans and read.rejected:
+        raise TraceError(f"{source}: every span refused ({read.rejected}): {'; '.join(read.reasons)}")
+    return read
+
+
+def _json(data: bytes, source: str) -> Read:
+    try:
+        docs: list[tuple[bytes, Any]] = [(data, json.loads(data))]
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            raise TraceError(f"{source}: not JSON ({exc}); valid: {FORMATS}") from None
+        docs = _json_lines(data, source)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{source}: not JSON ({exc}); valid: {FORMATS}") from None
+    spans: list[RecordedSpan] = []
+    rejected, fmt = 0, "plugin span JSON"
+    reasons: list[str] = []
+    for n, (raw, doc) in enumerate(docs, 1):
+        where = f"{source}, export {n}" if len(docs) > 1 else source
+        if isinstance(doc, dict) and ("resourceSpans" in doc or "resource_spans" in doc):
+            got = _otlp_json(raw, where)
+            spans += got.spans
+            rejected += got.rejected
+            reasons += got.reasons
+            fmt = "OTLP/JSON"
+        elif isinstance(doc, dict) and isinstance(doc.get("spans"), list):
+            spans += plugin_spans(doc["spans"], where)
+        else:
+            raise TraceError(
+                f"{where}: not a trace (neither resourceSpans nor spans in it); valid: {FORMATS}"
+            )
+    return Read(tuple(spans), fmt, rejected, tuple(reasons[:5]))
+
+
+def _json_lines(data: bytes, source: str) -> list[tuple[bytes, Any]]:
+    docs = []
+    for n, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            docs.append((line, json.loads(line)))
+        except (ValueError, RecursionError) as exc:
+            raise TraceError(f"{source}, line {n}: not JSON ({exc}); valid: {FORMATS}") from None
+    return docs
+
+
+def _otlp_json(data: bytes, where: str) -> Read:
+    from pytest_mcpfaults.otlp.decode_json import decode_json
+    from pytest_mcpfaults.otlp.export import OtlpDecodeError
+
+    try:
+        decoded = decode_json(data)
+    except OtlpDecodeError as exc:
+        raise TraceError(f"{where}: not an OTLP/JSON trace export: {exc}") from None
+    spans = tuple(s for b in decoded.batches for s in b.spans)
+    return Read(spans, "OTLP/JSON", decoded.rejected, tuple(decoded.reasons))
+
+
+def _protobuf(data: bytes, source: str) -> Read:
+    from pytest_mcpfaults.otlp.decode import PROTOBUF, decode_export
+    from pytest_mcpfaults.otlp.export import OtlpDecodeError
+
+    try:
+        decoded = decode_export(data, PROTOBUF)
+    except OtlpDecodeError as exc:
+        raise TraceError(f"{source}: not a trace ({exc}); valid: {FORMATS}") from None
+    spans = tuple(s for b in decoded.batches for s in b.spans)
+    if not spans and not decoded.rejected:
+        raise TraceError(
+            f"{source}: no spans read as OTLP/protobuf: an empty export, or not a trace; valid: {FORMATS}"
+        )
+    return Read(spans, "OTLP/protobuf", decoded.rejected, tuple(decoded.reasons))
+
+
+def plugin_spans(raw: Sequence[Any], where: str) -> list[RecordedSpan]:
+    """The spans of the plugin's span JSON (its ``spans`` list)."""
+    return [_plugin_span(s, f"{where}: spans[{i}]") for i, s in enumerate(raw)]
+
+
+def _plugin_span(raw: Any, where: str) -> RecordedSpan:
+    """One span of the plugin's JSON: ``span_json``'s form (hex ids, nanoseconds) or the report
+    detail's (``id``/``parent``, seconds)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise TraceError(f"{where}: a span is an object with a name, got {str(raw)[:60]!r}")
+    try:
+        if "span_id" in raw:
+            ids = (_hex(raw.get("trace_id") or "1"), _hex(raw["span_id"]), _hex(raw.get("parent_id")))
+            status = raw.get("status_code", "UNSET")
+            desc, times = raw.get("status_description"), (raw.get("start_time"), raw.get("end_time"))
+            events = _events(raw.get("events", ()))
+        else:
+            ids = (1, int(raw["id"]), None if raw.get("parent") is None else int(raw["parent"]))
+            status, desc, events = raw.get("status", "UNSET"), raw.get("description"), ()
+            times = (_ns(raw.get("start")), _ns(raw.get("end")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"{where}: span {raw.get('name')!r}: bad ids or times ({exc})") from None
+    if status not in _STATUSES:
+        raise TraceError(f"{where}: span {raw['name']!r}: status must be one of {_STATUSES}, got {status!r}")
+    trace_id, span_id, parent = ids
+    attrs = raw.get("attributes")
+    return RecordedSpan(
+        raw["name"], trace_id, span_id, parent, status, desc,
+        MappingProxyType(dict(attrs)) if isinstance(attrs, dict) else _EMPTY,
+        events, times[0], times[1],
+    )  # fmt: skip
+
+
+def _hex(value: Any) -> Any:
+    return None if value is None else int(str(value), 16)
+
+
+def _events(raw: Sequence[Any]) -> tuple[RecordedEvent, ...]:
+    return tuple(
+        RecordedEvent(
+            str(e.get("name", "")), MappingProxyType(dict(e.get("attributes") or {})), e.get("timestamp")
+        )
+        for e in raw
+        if isinstance(e, dict)
+    )
+
+
+def _ns(seconds: Any) -> int | None:
+    return None if seconds is None else int(float(seconds) * 1e9)

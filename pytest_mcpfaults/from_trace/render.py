@@ -1,0 +1,63 @@
+"""What was inferred, as text (:func:`inferred_lines`), and as a standalone regression test
+(:func:`regression_test`): the plan as an ``mcp_sidecar`` marker on the user's clean test. Pure."""
+
+from __future__ import annotations
+
+import textwrap
+
+from pytest_mcpfaults.from_trace.infer import Inferred
+
+__all__ = ["inferred_lines", "regression_test"]
+
+
+def inferred_lines(inferred: Inferred, source: str) -> list[str]:
+    """Span → request → fault for each span mapped, then what could not be mapped, then the plan."""
+    out = [f"trace {inferred.trace_id} ({source})"]
+    for span in inferred.symptoms:
+        desc = f": {span.status_description}" if span.status_description else ""
+        out.append(f"symptom: {span.name} (span {span.span_id_hex}) {span.status_code}{desc[:120]}")
+    mapped = [i for i in inferred.inferences if i.faults]
+    rest = [i for i in inferred.inferences if not i.faults]
+    if not inferred.inferences:
+        out.append("no span of the trace failed but the session spans: nothing to replay")
+    for n, inf in enumerate(mapped, 1):
+        out.append(f"{n}. {inf.span.name} (span {inf.span.span_id_hex}) → {inf.step} → {inf.faults[0]}")
+        out.append(f"   {inf.reason}")
+        if inf.outcome == "ambiguous":
+            out.append(
+                f"   several faults fit ({len(inf.faults)}); the first is planned, the others are tried next"
+            )
+    if rest:
+        out.append("not mapped:")
+        out += [f"- [{i.outcome.replace('_', ' ')}] {i.reason}" for i in rest]
+    if mapped:
+        out.append("plan: " + marker(inferred.plan))
+    return out
+
+
+def marker(plan: tuple[str, ...]) -> str:
+    """The plan as the marker to paste."""
+    return "@pytest.mark.mcp_sidecar(faults=[" + ", ".join(repr(f) for f in plan) + "])"
+
+
+def regression_test(inferred: Inferred, source: str, module: str, test: str, name: str) -> str:
+    """A test module ``name`` (``test_regression_<id>``) that runs ``module``'s test ``test`` under the
+    plan inferred from the trace (the clean test's fixtures and markers kept: the plan is added)."""
+    why = "\n".join(
+        textwrap.fill(i.reason, 100, initial_indent="# ", subsequent_indent="#   ")
+        for i in inferred.inferences
+        if i.faults
+    )
+    plan = "".join(f"    {f!r},\n" for f in inferred.plan)
+    return f'''"""Regression test from trace {inferred.trace_id} ({source}),
+written by ``python -m pytest_mcpfaults from-trace``: {module}::{test} under the faults the trace
+recorded (its own assertions of a clean run are behaviour under fault; a span invariant fails it)."""
+
+from pytest_mcpfaults.from_trace.regression import replay
+
+{why}
+PLAN = [
+{plan}]
+
+{name} = replay({module!r}, {test!r}, PLAN, globals())
+'''

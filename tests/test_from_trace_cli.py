@@ -1,0 +1,130 @@
+"""``python -m pytest_mcpfaults from-trace``: what it prints, its errors, and the regression test it
+writes, run on the example harness (failing on the unhardened runner, passing on the hardened one)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, incident_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def from_trace(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "pytest_mcpfaults", "from-trace", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "incident.json").write_bytes(incident_bytes())
+    (tmp_path / "clean.json").write_text(json.dumps(clean_detail()))
+    return tmp_path
+
+
+def test_it_prints_span_request_and_fault_and_the_plan(files: Path) -> None:
+    done = from_trace("incident.json", "--clean", "clean.json", cwd=files)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"trace {TRACE} (incident.json: OTLP/JSON, 5 spans)"
+    assert lines[1].startswith("symptom: Agent.Session (span a1a1a1a1a1a1a1a1) ERROR: RuntimeError: ")
+    fault = f'error_payload(message="{GONE_TEMPLATE}")@tool:delete_session[nth=1]'
+    assert lines[2] == f"1. MCP.DeleteSession (span {'e1' * 8}) → tool:delete_session#1 → {fault}"
+    assert lines[-1] == f"plan: @pytest.mark.mcp_sidecar(faults=[{fault!r}])"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nowhere.json", "--clean", "clean.json"], "from-trace: cannot read nowhere.json: No such file"),
+        (["clean.json", "--clean", "incident.json"], "from-trace: incident.json: a clean run is an object"),
+        (["incident.json", "--clean", "clean.json", "--trace-id", "ab" * 16], "no trace with trace_id="),
+        (
+            ["incident.json", "--clean", "clean.json", "--write", "t.py"],
+            "argument --write: needs --test NODEID",
+        ),
+        (
+            ["incident.json", "--clean", "clean.json", "--test", "x"],
+            "argument --test: expected path/to/test_x.py",
+        ),
+        (
+            ["incident.json", "--clean", "clean.json", "--patience", "0"],
+            "argument --patience: must be a number",
+        ),
+    ],
+)
+def test_bad_input_exits_2_naming_the_file_or_argument(files: Path, args: list[str], message: str) -> None:
+    done = from_trace(*args, cwd=files)
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_the_written_regression_test_fails_on_the_unhardened_runner_and_passes_on_the_hardened(
+    tmp_path: Path,
+) -> None:
+    examples = tmp_path / "examples"
+    shutil.copytree(ROOT / "examples", examples, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
+    (tmp_path / "incident.json").write_bytes(incident_bytes())
+    (tmp_path / "clean.json").write_text(json.dumps(clean_detail()))
+    done = from_trace(
+        "incident.json", "--clean", "clean.json", "--write", "examples/test_regression.py",
+        "--test", "examples/test_example_faults.py::test_clean_run", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        f"wrote examples/test_regression.py: test_regression_{TRACE[:8]}, test_clean_run under 1 fault(s)"
+    )
+
+    def run(variant: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "-q"]
+        cmd += ["examples/test_regression.py", f"--runner-variant={variant}"]
+        return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    unhardened = run("unhardened")
+    assert unhardened.returncode == 1, unhardened.stdout
+    assert "SpanInvariantError" in unhardened.stdout and "cleanup_never_flips" in unhardened.stdout
+    assert f"test_regression_{TRACE[:8]}" in unhardened.stdout
+    hardened = run("hardened")
+    assert hardened.returncode == 0, hardened.stdout
+    assert "1 passed" in hardened.stdout
+
+
+def test_a_trace_file_over_the_bound_is_refused_reading_one_byte_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_mcpfaults.from_trace import driver, read
+    from pytest_mcpfaults.from_trace.errors import TraceError
+
+    monkeypatch.setattr(read, "MAX_TRACE_BYTES", 100)
+    (tmp_path / "big.json").write_bytes(b" " * 10_000)
+    reads: list[int] = []
+    real_open = open
+
+    def counting_open(path: str, mode: str = "r") -> object:
+        f = real_open(path, mode)
+        real_read = f.read
+        f.read = lambda n=-1: (reads.append(n), real_read(n))[1]  # type: ignore[method-assign]
+        return f
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    with pytest.raises(TraceError, match=r"big\.json: over 100 bytes, the largest trace file read"):
+        driver.read_file(str(tmp_path / "big.json"))
+    assert reads == [101]
+
+
+def test_the_pages_example_files_and_quoted_output_are_real() -> None:
+    here = ROOT / "docs" / "examples" / "from_trace"
+    assert json.loads((here / "incident.json").read_text()) == json.loads(incident_bytes())
+    assert json.loads((here / "clean.json").read_text()) == clean_detail()
+    done = from_trace(
+        "docs/examples/from_trace/incident.json", "--clean", "docs/examples/from_trace/clean.json", cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (here / "output.txt").read_text()
+    assert '--8<-- "docs/examples/from_trace/output.txt"' in (ROOT / "docs" / "from-trace.md").read_text()

@@ -1,0 +1,148 @@
+"""Session hygiene (issue 36, docs/sessions.md): every session a client opened is ended with a
+``DELETE`` unless the sidecar lost it or the test keeps it, and no call reuses a session after the
+sidecar's 404 for it; checked at the end of every test with a sidecar, on by default, with a marker
+and an ini switch; and an explore oracle. The rules on journal records alone, then through pytester
+with the docs' runners and real clients (mcp 2.x, and mcp 1.x with and without its DELETE)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from docs_quotes import assert_quoted_lines_occur, quoted_block
+
+from pytest_mcpfaults.sidecar.hygiene import session_problems
+from pytest_mcpfaults.sidecar.records import RequestRecord
+
+ROOT = Path(__file__).resolve().parents[1]
+LEAK = ROOT / "docs" / "examples" / "sessions_leak.py"
+
+
+def _rec(
+    rid: int, method: str = "POST", sid: str | None = "s1", status: int = 200, t: float = 0.0
+) -> RequestRecord:
+    return RequestRecord(
+        id=rid, conn_id=0, method=method, path="/mcp", session_id=sid, status=status,
+        started_at=t, ended_at=t + 0.01,
+    )  # fmt: skip
+
+
+def test_a_live_session_without_a_delete_is_never_ended_and_a_delete_of_any_outcome_ends_it() -> None:
+    calls = [_rec(0, sid=None), _rec(1), _rec(2)]
+    [problem] = session_problems(calls, ["s1"])
+    assert (problem.kind, [r.id for r in problem.requests]) == ("never_ended", [1, 2])
+    held_delete = _rec(3, "DELETE", status=None)  # type: ignore[arg-type]  # held: never answered
+    assert session_problems([*calls, held_delete], ["s1"]) == []
+    assert session_problems(calls, ["s1"], owed=False) == []  # kept on purpose
+    assert session_problems(calls, []) == []  # lost by the sidecar, or stateless: nothing owed
+    cut = RequestRecord(id=3, conn_id=0, method="POST", path="/mcp", session_id="s1", fault="reset")
+    assert session_problems([*calls, cut], ["s1"]) == []  # a fault may have cut its transport
+
+
+def test_a_call_after_the_404_is_a_lost_session_used_again_but_not_its_delete_or_an_earlier_call() -> None:
+    lost = _rec(2, status=404, t=1.0)
+    in_flight = _rec(3, t=0.5)  # sent before the client could know
+    later = [_rec(4, t=2.0), _rec(5, "DELETE", t=2.1), _rec(6, sid="s2", t=2.2)]
+    [problem] = session_problems([_rec(1), lost, in_flight, *later], [])
+    assert (problem.kind, problem.lost, [r.id for r in problem.requests]) == ("used_after_lost", lost, [4])
+
+
+def _run(pytester: pytest.Pytester, *args: str, timeout: float = 120) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto", "-s", *args, timeout=timeout
+    )  # fmt: skip
+
+
+def test_the_docs_runners_fail_at_teardown_with_the_quoted_verdicts(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_leak=LEAK.read_text())
+    result = _run(pytester)
+    result.assert_outcomes(passed=2, errors=2)
+    page = (ROOT / "docs" / "sessions.md").read_text()
+    never = quoted_block(page, "SessionHygieneError: mcpfaults: session hygiene", "   hint: end every")
+    assert never is not None
+    assert_quoted_lines_occur(never, result.outlines, "docs/sessions.md")
+    lost_at = page.index("calls its session again")
+    lost = quoted_block(
+        page[lost_at:], "SessionHygieneError: mcpfaults: session hygiene", "   hint: on a 404"
+    )
+    assert lost is not None
+    assert_quoted_lines_occur(lost, result.outlines, "docs/sessions.md")
+    result.stdout.no_fnmatch_line("*_pytest/sidecar.py*")  # the verdict, not a traceback of the plugin
+
+
+def test_the_marker_and_the_ini_switch(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_leak=LEAK.read_text())
+    _run(pytester, "-o", "mcpfaults_session_hygiene=off").assert_outcomes(passed=2)
+    bad_ini = _run(pytester, "-o", "mcpfaults_session_hygiene=maybe")
+    assert bad_ini.ret == pytest.ExitCode.USAGE_ERROR
+    bad_ini.stderr.fnmatch_lines(
+        ["*ini option mcpfaults_session_hygiene must be 'on' or 'off', got 'maybe'*"]
+    )
+    pytester.makepyfile(
+        test_marked="""
+        import pytest
+        @pytest.mark.mcp_keep_sessions(True)
+        def test_x(mcp_sidecar):
+            pass
+        """
+    )
+    marked = _run(pytester, "test_marked.py")
+    marked.stdout.fnmatch_lines(["*@pytest.mark.mcp_keep_sessions takes no arguments, got (True,)*"])
+
+
+MCP1_RUNNER = """
+import os, subprocess, sys
+
+CHILD = '''
+import asyncio, sys
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+async def session(url, terminate):
+    async with streamable_http_client(url, terminate_on_close=terminate) as (r, w, _):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            await s.call_tool("echo", {"text": "hi"})
+
+async def main(ends, leaks):
+    await session(ends, True)  # the default: the DELETE is sent on exit
+    await session(leaks, False)
+
+asyncio.run(main(*sys.argv[1:]))
+'''
+
+def test_mcp1_runner(mcp_sidecar_factory):
+    ends, leaks = mcp_sidecar_factory(era="session"), mcp_sidecar_factory(era="session")
+    env = {**os.environ, "PYTHONPATH": os.environ["MCP1_PATH"]}
+    args = [sys.executable, "-c", CHILD, ends.mcp_url, leaks.mcp_url]
+    subprocess.run(args, env=env, check=True, timeout=200)
+    print("LEAKS", leaks.url)
+"""
+
+
+@pytest.mark.timeout(
+    300
+)  # one child Python importing mcp 1.x: seconds on a quiet machine, more beside busy ones
+def test_the_mcp1_client_ends_its_session_unless_told_not_to(
+    pytester: pytest.Pytester, mcp1_path: str
+) -> None:
+    """mcp 1.x's ``streamable_http_client`` sends the ``DELETE`` when it exits (``terminate_on_close``,
+    default ``True``); with ``terminate_on_close=False`` it leaves the session open, and the check says
+    so naming its requests."""
+    pytester.makepyfile(test_mcp1=MCP1_RUNNER)
+    os.environ["MCP1_PATH"] = mcp1_path
+    try:
+        result = _run(pytester, timeout=240)
+    finally:
+        del os.environ["MCP1_PATH"]
+    result.assert_outcomes(passed=1, errors=1)
+    leaks = next(line.split("LEAKS ")[1].split()[0] for line in result.outlines if "LEAKS " in line)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_mcp1_runner*",
+            f"SessionHygieneError: mcpfaults: session hygiene at {leaks}:",
+            "   session * was never ended: no `DELETE` came for it (its requests: "
+            "`POST notifications/initialized` (#1), *`POST tools/call echo` *",
+        ]
+    )
