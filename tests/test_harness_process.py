@@ -257,6 +257,7 @@ def test_the_fixture_watches_a_server_made_after_the_start(
         import pytest
         from pytest_mcpfaults import HarnessProcessError
 
+        @pytest.mark.mcp_keep_sessions  # the harness is killed: it cannot end its session
         def test_late_server(mcp_sidecar_factory, mcp_harness_process):
             proc = mcp_harness_process([sys.executable, {str(harness)!r}, {str(url_file)!r}, "url_from_file"])
             sc = mcp_sidecar_factory(patience={BUDGET})
@@ -282,6 +283,7 @@ def test_a_held_call_ends_by_the_patience_verdict_within_budget_and_grace(
         import pytest
         from pytest_mcpfaults import Hang
 
+        @pytest.mark.mcp_keep_sessions  # the harness is killed: it cannot end its session
         @pytest.mark.mcp_sidecar(patience={BUDGET}, faults=[Hang(when="tools/call")])
         def test_held(mcp_sidecar, mcp_harness_process):
             proc = mcp_harness_process([sys.executable, {str(harness)!r}, mcp_sidecar.mcp_url, "held"])

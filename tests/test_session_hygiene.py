@@ -16,7 +16,7 @@ from pytest_mcpfaults.sidecar.hygiene import session_problems
 from pytest_mcpfaults.sidecar.records import RequestRecord
 
 ROOT = Path(__file__).resolve().parents[1]
-LEAK = ROOT / "docs" / "examples" / "sessions_leak.py"
+LEAK = ROOT / "docs" / "examples" / "sessions" / "leak.py"
 
 
 def _rec(

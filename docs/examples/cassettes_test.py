@@ -128,8 +128,8 @@ async def test_your_recorded_server_stalls_then_its_backend_is_gone(mcp_sidecar_
 # --8<-- [start:miss]
 async def test_a_call_the_cassette_never_saw_fails_naming_the_nearest(cassette):
     sidecar = Sidecar(cassette=str(cassette)).start()
-    async with Client(sidecar.mcp_url, mode="legacy", read_timeout_seconds=2) as client:
-        with pytest.raises(MCPError) as miss:  # at once: never a hang
+    async with Client(sidecar.mcp_url, mode="legacy", read_timeout_seconds=10) as client:
+        with pytest.raises(MCPError) as miss:  # at once, long before the 10 s: never a hang
             await client.call_tool("close_ticket", {"id": 7})
     assert str(miss.value).endswith("argument 'id' differs: recorded 1, sent 7")
     sidecar.stop()

@@ -1,5 +1,5 @@
 """Session hygiene: a client that ends its session passes; one that keeps its sessions on purpose says
-so. ``docs/examples/sessions_leak.py`` holds the runner that never ends its session, which fails at
+so. ``docs/examples/sessions/leak.py`` holds the runner that never ends its session, which fails at
 teardown (``tests/test_session_hygiene.py`` runs it and compares the verdict with docs/sessions.md)."""
 
 from __future__ import annotations

@@ -52,8 +52,9 @@ class SessionProblem:
         shown = ", ".join(f"`{r.label}` (#{r.id})" for r in self.requests[:SHOWN])
         more = f" and {len(self.requests) - SHOWN} more" if len(self.requests) > SHOWN else ""
         if self.kind == "never_ended":
+            used = f"its requests: {shown}{more}" if self.requests else "no request after its `initialize`"
             return (
-                f"session {sid} was never ended: no `DELETE` came for it (its requests: {shown}{more}); "
+                f"session {sid} was never ended: no `DELETE` came for it ({used}); "
                 "it was still open when the test's fixtures were done"
             )
         assert self.lost is not None

@@ -1,5 +1,5 @@
 """The runner that never ends its session (docs/sessions.md): it fails at teardown with the session
-hygiene verdict. Not collected with the other examples (its name does not end in ``_test.py``);
+hygiene verdict. Not run with the other examples (they are the files directly under docs/examples/);
 ``tests/test_session_hygiene.py`` runs it."""
 
 from __future__ import annotations
