@@ -90,8 +90,8 @@ def idle_verdict(idle: Idle, blocked: str, switch: str) -> str:
         "",
         f"   last request: `{r.label}` (request #{r.id}), answered {r.status} at {r.ended_at or 0.0:.3f} s "
         "after the sidecar started",
-        f"   since then: nothing in flight, no request of the test for {idle.idle:.1f} s (the "
-        f"{idle.budget:g} s patience budget), and the test's thread stayed at the same line using no CPU",
+        "   since then: nothing in flight and no request of the test, and the test's thread stayed at the "
+        f"same line using no CPU for the {idle.budget:g} s patience budget",
         "   hint: the harness is waiting on itself, not on the sidecar: on an event, future, queue or lock "
         "its own code should have set once the answer came (a reader task that ended or swallowed an "
         "error, a callback never registered, a result put on another queue); bound that wait with a "
