@@ -80,6 +80,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_patience_plugin",
         "test_patience_verdict",
         "test_stall_verdict",
+        "test_idle_verdict",
         "test_wait_for",
         "test_session_hygiene",
         "test_blocked_frames",

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from docs_quotes import assert_quote_is_output, quoted_block
+from docs_quotes import assert_quote_is_output, masked, quoted_block
 
 ROOT = Path(__file__).resolve().parent.parent
 # each child run is bounded at 240 s (_run); about 20 s alone, it outlasts the suite's 120 s when six busy
@@ -71,7 +71,7 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
     path = pytester.path / "test_hangs.py"
     path.write_text(HANGS.read_text())
     result = _run(pytester, "--runxfail", str(path))
-    result.assert_outcomes(passed=3, failed=2)
+    result.assert_outcomes(passed=4, failed=3)
     result.stdout.fnmatch_lines(
         [
             "*_ test_patient_client_waits_out_a_frozen_delete _*",
@@ -115,18 +115,35 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
     _assert_docs_quote_is_the_real_output(
         result, "PatienceError: the test made no", "The test was interrupted"
     )
+    (idle,) = records["test_harness_waiting_on_itself"]
+    assert (idle["kind"], idle["fault"], idle["request"]) == ("idle", None, "POST initialize")
+    assert records["test_a_ttl_expires_between_two_calls"] == []
+    _assert_docs_quote_is_the_real_output(
+        result,
+        "PatienceError: the test made no",
+        "The test was interrupted",
+        test="test_harness_waiting_on_itself",
+    )
 
 
 def _assert_docs_quote_is_the_real_output(
-    result: pytest.RunResult, first: str, last: str, page_name: str = "hangs.md"
+    result: pytest.RunResult, first: str, last: str, page_name: str = "hangs.md", test: str = ""
 ) -> None:
     """docs/hangs.md (or ``page_name``) quotes the verdicts of the docs examples (from ``first`` to the
     line starting ``last``); each must match what runs, but for what no quote can pin (ports, times,
-    connection numbers, the client's release: tests/docs_quotes.py)."""
+    connection numbers, the client's release: tests/docs_quotes.py); with ``test``, the verdict of that
+    test, quoted in the page's block whose first line is that verdict's."""
     out = result.stdout.lines
-    start = next(i for i, line in enumerate(out) if line.startswith(first))
+    header = next(
+        (i for i, line in enumerate(out) if test and f" {test} " in line and line.startswith("_")), 0
+    )
+    start = next(i for i in range(header, len(out)) if out[i].startswith(first))
     end = next(i for i in range(start, len(out)) if out[i].startswith(last))
-    quoted = quoted_block((ROOT / "docs" / page_name).read_text(), first, last)
+    page = (ROOT / "docs" / page_name).read_text()
+    quoted = quoted_block(page, first, last)
+    while quoted is not None and masked(quoted.splitlines()[0]) != masked(out[start]):  # the next one
+        page = page[page.index(quoted) + len(quoted) :]
+        quoted = quoted_block(page, first, last)
     assert quoted is not None, f"docs/{page_name} must quote the verdict {first!r} in a ```text block"
     assert_quote_is_output(quoted, "\n".join(out[start : end + 1]), f"docs/{page_name}")
 

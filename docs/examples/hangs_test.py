@@ -1,7 +1,8 @@
 """Hangs at teardown: a frozen sidecar at client close, the patience verdict, and the bounded client.
 
 ``test_patient_client_waits_out_a_frozen_delete`` fails with the patience verdict on purpose, and
-``test_wedged_client_after_die`` with the no-progress verdict; they are
+``test_wedged_client_after_die`` with the no-progress verdict, ``test_harness_waiting_on_itself``
+with the idle-hang verdict; they are
 marked ``xfail(raises=PatienceError, strict=True)`` so this file passes as a whole, and
 ``tests/test_patience_plugin.py`` runs it with ``--runxfail`` to capture the verdict that
 ``docs/hangs.md`` quotes.
@@ -99,3 +100,38 @@ def test_probe_releases_a_stalled_health_body(mcp_sidecar):
 
 
 # --8<-- [end:probe]
+
+
+@pytest.mark.xfail(raises=PatienceError, strict=True, reason="shows the idle-hang verdict")
+# --8<-- [start:idle]
+@pytest.mark.mcp_sidecar(patience=1.0)
+def test_harness_waiting_on_itself(mcp_sidecar):
+    done = threading.Event()  # what the caller waits on; the reader should set it
+
+    def reader():  # the call succeeds, but the reader forgets to say so
+        hello = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "h", "version": "1"},
+        }
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        accept = {"Accept": "application/json, text/event-stream"}
+        httpx.post(mcp_sidecar.mcp_url, json=body, headers=accept).raise_for_status()
+
+    threading.Thread(target=reader, daemon=True).start()
+    done.wait()  # no timeout: nothing will ever set it
+
+
+# --8<-- [end:idle]
+
+
+# --8<-- [start:allow-idle]
+@pytest.mark.mcp_allow_idle  # it waits on purpose, longer than the budget, after its last request
+@pytest.mark.mcp_sidecar(patience=0.5)
+def test_a_ttl_expires_between_two_calls(mcp_sidecar):
+    httpx.get(mcp_sidecar.health_url, timeout=5)
+    threading.Event().wait(1.0)  # let a cache entry expire (a sleep would do the same)
+    httpx.get(mcp_sidecar.health_url, timeout=5)
+
+
+# --8<-- [end:allow-idle]

@@ -19,11 +19,12 @@ import linecache
 import os
 import sys
 import sysconfig
+import time
 from collections.abc import Iterable
 from functools import lru_cache
 from types import FrameType
 
-__all__ = ["blocked_at", "own_code"]
+__all__ = ["Stillness", "blocked_at", "own_code"]
 
 _MAX_FRAMES = 6
 _MAX_TASKS = 4
@@ -197,3 +198,52 @@ def blocked_at(thread_id: int | None) -> str:
                 out += lines
                 shown += 1
     return "\n".join(out)
+
+
+class Stillness:
+    """Whether a thread is really blocked, read from another thread by sampling it: its innermost
+    frame stayed the same frame at the same line at every :meth:`sample`, and (where the platform has
+    per-thread CPU clocks) it used almost no CPU meanwhile, so a one-line busy loop, which also stays on
+    one line, is not taken for a wait. The frame is kept (not its ``id``, which a new frame of the same
+    function may reuse in a polling loop) until it changes."""
+
+    #: CPU seconds a still thread may use per second of stillness (signal handlers, a GC pass).
+    CPU_SHARE = 0.1
+
+    def __init__(self, thread_id: int | None) -> None:
+        self._tid = thread_id
+        self._frame: FrameType | None = None
+        self._line = -1
+        self._since = 0.0
+        self._cpu0 = 0.0
+        self._clock: int | None = None
+        if thread_id is not None and hasattr(time, "pthread_getcpuclockid"):
+            try:
+                self._clock = time.pthread_getcpuclockid(thread_id)
+            except OSError:
+                self._clock = None
+
+    def _cpu(self) -> float:
+        if self._clock is None:
+            return 0.0
+        try:
+            return time.clock_gettime(self._clock)
+        except OSError:  # the thread is gone
+            return 0.0
+
+    def sample(self, now: float) -> float:
+        """Sample the thread at ``now`` (``time.monotonic()``); seconds it has been still since."""
+        frame = sys._current_frames().get(self._tid) if self._tid is not None else None
+        cpu = self._cpu()
+        if frame is None or frame is not self._frame or frame.f_lineno != self._line:
+            self._frame, self._line = frame, (frame.f_lineno if frame is not None else -1)
+            self._since, self._cpu0 = now, cpu
+            return 0.0  # moved (or not found)
+        if cpu - self._cpu0 > 0.02 + self.CPU_SHARE * (now - self._since):
+            self._since, self._cpu0 = now, cpu  # it computes on one line: not a wait
+            return 0.0
+        return now - self._since
+
+    def forget(self) -> None:
+        """Drop the frame kept (its locals with it)."""
+        self._frame = None

@@ -24,6 +24,10 @@ HYGIENE_INI = "mcpfaults_session_hygiene"
 #: The marker of a test that keeps its sessions on purpose (no ``DELETE`` owed).
 KEEP_SESSIONS = "mcp_keep_sessions"
 INTERRUPT_INI = "mcpfaults_interrupt"
+#: The idle-hang verdict (a test blocked on itself after its last MCP request, no fault): its ini switch
+#: and the marker of a test that waits on purpose.
+IDLE_INI = "mcpfaults_idle_verdict"
+ALLOW_IDLE = "mcp_allow_idle"
 #: ini key -> the ``Sidecar`` keyword it defaults (patience is parsed on its own: it takes 'none').
 DEFAULT_INIS: dict[str, str] = {
     "mcpfaults_era": "era",
@@ -59,6 +63,14 @@ def addini(parser: pytest.Parser) -> None:
         "Session hygiene at the end of every test with a sidecar: each session the client opened was "
         "ended (a DELETE) unless the sidecar lost it, and no call reused a session after its 404 "
         f"('off' turns it off; @pytest.mark.{KEEP_SESSIONS} excuses one test's open sessions). Default on.",
+        default="on",
+    )
+    parser.addini(
+        IDLE_INI,
+        "The idle-hang verdict: a test whose thread stays blocked on one line for the patience budget "
+        "after its last MCP request was answered, with nothing in flight and no fault fired, is "
+        f"interrupted with a verdict ('off' turns it off; @pytest.mark.{ALLOW_IDLE} excuses one test "
+        "that waits on purpose). Default on.",
         default="on",
     )
     parser.addini(
@@ -100,6 +112,14 @@ def ini_hygiene(config: pytest.Config) -> bool:
     raw = str(config.getini(HYGIENE_INI)).strip().lower()
     if raw not in ("on", "off"):
         raise pytest.UsageError(f"ini option {HYGIENE_INI} must be 'on' or 'off', got {raw!r}")
+    return raw == "on"
+
+
+def ini_idle(config: pytest.Config) -> bool:
+    """The ``mcpfaults_idle_verdict`` switch (``on`` by default); a usage error otherwise."""
+    raw = str(config.getini(IDLE_INI)).strip().lower()
+    if raw not in ("on", "off"):
+        raise pytest.UsageError(f"ini option {IDLE_INI} must be 'on' or 'off', got {raw!r}")
     return raw == "on"
 
 
@@ -149,6 +169,7 @@ def check_ini(config: pytest.Config) -> None:
     package is imported only when one of those keys is set."""
     ini_patience(config)
     ini_hygiene(config)
+    ini_idle(config)
     from pytest_mcpfaults._pytest.blocked import set_harness_packages
 
     set_harness_packages(ini_harness(config))

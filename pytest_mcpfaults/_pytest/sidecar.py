@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults._pytest.interrupt import Watch
     from pytest_mcpfaults.sidecar import Sidecar
     from pytest_mcpfaults.sidecar.factory import SidecarFactory
+    from pytest_mcpfaults.sidecar.idle import Idle
     from pytest_mcpfaults.sidecar.stalls import Stall
     from pytest_mcpfaults.stdio.server import StdioServer
 
@@ -40,6 +41,7 @@ _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a ver
 _CALL = pytest.StashKey["_Call"]()  # the call phase of a test that may be interrupted
 _GRACE = pytest.StashKey["float | None"]()  # mcpfaults_interrupt: seconds, or None when off
 _SAY = pytest.StashKey[int]()  # a copy of stderr taken before capturing: where the watcher says it gave up
+_INTERRUPTED = pytest.StashKey[bool]()  # the watcher interrupted the test's body
 _CURRENT: list[pytest.Item] = []  # the item whose setup/call/teardown is running
 _NO_INTERRUPT = "mcp_no_interrupt"
 
@@ -68,6 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{_NO_INTERRUPT}: never interrupt this test when it is still blocked after a patience verdict "
         "(the verdict is given when the body returns).",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{settings.ALLOW_IDLE}: this test waits on purpose after its MCP requests (a sleep, a wait on "
+        "something outside MCP) longer than the patience budget: no idle-hang verdict.",
     )
     config.addinivalue_line(
         "markers",
@@ -100,7 +107,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             problem = settings.marker_problem(metafunc.definition, name)
             if problem is not None:
                 raise pytest.Collector.CollectError(problem)
-    for bare in (_NO_INTERRUPT, settings.KEEP_SESSIONS):
+    for bare in (_NO_INTERRUPT, settings.KEEP_SESSIONS, settings.ALLOW_IDLE):
         marker = metafunc.definition.get_closest_marker(bare)
         if marker is not None and (marker.args or marker.kwargs):
             raise pytest.Collector.CollectError(
@@ -120,15 +127,16 @@ def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
 
 
 class _Found:
-    """What the watcher found: an unexpected patience violation (``stall`` ``None``), or a stall of
-    ``server`` (``sidecar.stalls``), acted on at once."""
+    """What the watcher found: an unexpected patience violation (``stall`` and ``idle`` ``None``), a
+    stall of ``server`` (``sidecar.stalls``) or an idle hang (``sidecar.idle``), these two acted on at
+    once."""
 
-    def __init__(self, server: Any, stall: Stall | None) -> None:
-        self.server, self.stall = server, stall
+    def __init__(self, server: Any, stall: Stall | None, idle: Idle | None = None) -> None:
+        self.server, self.stall, self.idle = server, stall, idle
 
     @property
     def immediate(self) -> bool:
-        return self.stall is not None
+        return self.stall is not None or self.idle is not None
 
 
 class _Call:
@@ -152,6 +160,8 @@ class _Call:
 
         from pytest_mcpfaults.sidecar.stalls import find_stall
 
+        idle_check = _idle_check(item)
+
         def check() -> _Found | None:
             """A finding not given as a verdict yet: at teardown, the body's verdict (a patience
             violation, or a stall after the same fault) is not found again."""
@@ -165,7 +175,7 @@ class _Call:
                 stall = None if sc.expect_hang else find_stall(sc)
                 if stall is not None and id(stall.fired) not in reported:
                     return _Found(sc, stall)
-            return None
+            return idle_check(sidecars, reported) if idle_check is not None else None
 
         fd = self._say
 
@@ -194,6 +204,31 @@ class _Call:
             return None
         self.watch.stop()
         return self.watch if self.watch.fired else None
+
+
+def _idle_check(item: pytest.Item) -> Any:
+    """The idle-hang half of the watcher's check (``None`` when the ini or the test's marker turns it
+    off): the test's thread is sampled at every poll (``blocked.Stillness``), and an idle hang of its
+    HTTP sidecars (``sidecar.idle``) is a finding once the thread has also been still for the budget."""
+    if not settings.ini_idle(item.config) or item.get_closest_marker(settings.ALLOW_IDLE) is not None:
+        return None
+    import threading
+
+    from pytest_mcpfaults._pytest.blocked import Stillness
+    from pytest_mcpfaults.sidecar.idle import find_idle
+
+    still = Stillness(threading.main_thread().ident)
+
+    def check(sidecars: list[Sidecar], reported: set[int]) -> _Found | None:
+        stood = still.sample(time.monotonic())
+        if any(sc.expect_hang for sc in sidecars) or any(hasattr(sc, "patience_verdict") for sc in sidecars):
+            return None  # a test that expects hangs; a stdio server (not covered yet)
+        idle = find_idle(sidecars)
+        if idle is None or id(idle.request) in reported or stood < idle.budget:
+            return None
+        return _Found(idle.server, None, idle)
+
+    return check
 
 
 def _make_call(item: pytest.Item) -> _Call | None:
@@ -299,7 +334,21 @@ def _interrupted(
     what = "test" if when == "call" else "fixture teardown"
     gave_up = f"; then mcpfaults gave up, and the {what} ended by itself" if watch.gave_up else ""
     found = watch.finding
-    if isinstance(found, _Found) and found.stall is not None:
+    if isinstance(found, _Found) and found.idle is not None:
+        from pytest_mcpfaults.sidecar.idle import idle_record, idle_verdict
+
+        switch = (
+            f"mark it @pytest.mark.{settings.ALLOW_IDLE} (or ini {settings.IDLE_INI} = off, or a larger "
+            "patience)."
+        )
+        text = idle_verdict(found.idle, watch.blocked, switch)
+        record_for(item).patience_violations.append(idle_record(found.idle, text))
+        item.stash.setdefault(_REPORTED, set()).add(id(found.idle.request))  # found once, in one phase
+        note = (
+            f"\n\nThe {what} was interrupted: mcpfaults {watch.how}{gave_up}; ini {settings.INTERRUPT_INI} "
+            f"= off or @pytest.mark.{_NO_INTERRUPT} turns this off."
+        )
+    elif isinstance(found, _Found) and found.stall is not None:
         from pytest_mcpfaults.sidecar.stalls import stall_record, stall_verdict
 
         sc = found.server
@@ -349,6 +398,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     except BaseException as exc:
         fired = call.stop() if call is not None else None
         if fired is not None and (type(exc) is not KeyboardInterrupt):  # a real Ctrl-C stays one
+            item.stash[_INTERRUPTED] = True
             _interrupted(item, fired, exc)
         _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), exc)
         raise
@@ -357,6 +407,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             del item.stash[_CALL]
     fired = call.stop() if call is not None else None
     if fired is not None:
+        item.stash[_INTERRUPTED] = True
         _interrupted(item, fired, None)
     _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), None)
     return result
@@ -489,7 +540,12 @@ def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
         return  # a dead or stopped sidecar lost its sessions: none is owed
     from pytest_mcpfaults.sidecar.hygiene import hygiene_verdict, session_problems
 
-    owed = item.get_closest_marker(settings.KEEP_SESSIONS) is None
+    # no DELETE is owed by a test the watcher interrupted: the interruption may have cut its close
+    call = item.stash.get(_CALL, None)
+    cut = item.stash.get(_INTERRUPTED, False) or (
+        call is not None and call.watch is not None and call.watch.fired
+    )
+    owed = item.get_closest_marker(settings.KEEP_SESSIONS) is None and not cut
     journal = sidecar.journal
 
     def found() -> list[Any]:
