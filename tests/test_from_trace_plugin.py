@@ -138,6 +138,10 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
             f"trace.json: no trace with trace_id=00ff; it has: {PROBE}, {TRACE.trace_id_hex}",
         ),
         (
+            ["--mcpfaults-from-trace=trace.json", "-n", "2"],
+            "--mcpfaults-from-trace=trace.json: its replays are made during the run; run it without -n",
+        ),
+        (
             ["--mcpfaults-from-trace-id=00ff"],
             "--mcpfaults-from-trace-id=00ff: needs --mcpfaults-from-trace=PATH",
         ),
@@ -180,3 +184,19 @@ def test_a_marked_test_without_a_sidecar_is_refused(pytester: pytest.Pytester) -
     )
     result = _run(pytester)
     assert "the test uses no sidecar fixture" in result.stdout.str()
+
+
+def test_a_marked_test_whose_clean_run_has_no_session_span_fails_its_teardown_saying_why(
+    pytester: pytest.Pytester,
+) -> None:
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(
+        test_x="import pytest\n\n@pytest.mark.mcp_from_trace('trace.json')\n"
+        "@pytest.mark.mcp_sidecar(era='stateless')\ndef test_x(mcp_sidecar, mcp_spans):\n    pass\n"
+    )
+    result = _run(pytester, "-o", "asyncio_default_fixture_loop_scope=function")
+    result.assert_outcomes(passed=1, errors=1)
+    out = result.stdout.str()
+    assert "from-trace (mcp_from_trace): nothing replayed: test_x.py::test_x (its clean run): " in out
+    assert "the clean run has no session span (session span names: Agent.Session)" in out
+    assert "test_x[from-trace:" not in out

@@ -138,6 +138,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if trace_id is not None:
             raise pytest.UsageError(f"{ID_OPTION}={trace_id}: needs {OPTION}=PATH (the file it picks from)")
         return
+    if config.getoption("numprocesses", default=None):  # xdist: its workers add no item during a run
+        raise pytest.UsageError(f"{OPTION}={path}: its replays are made during the run; run it without -n")
     from pytest_mcpfaults.from_trace.errors import TraceError
 
     try:
