@@ -13,4 +13,5 @@ pytest_plugins = [
     "pytest_mcpfaults._pytest.spans",
     "pytest_mcpfaults._pytest.report",
     "pytest_mcpfaults._pytest.explore",
+    "pytest_mcpfaults._pytest.from_trace",
 ]

@@ -111,6 +111,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_from_trace",
         "test_from_trace_cli",
         "test_from_trace_real",
+        "test_from_trace_plugin",
     ),
     "plugin": ("test_markers", "test_options", "test_plugin_fixtures"),
     "cli": ("test_cli",),

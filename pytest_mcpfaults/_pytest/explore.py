@@ -58,6 +58,8 @@ from pytest_mcpfaults._pytest.records import (
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 
 if TYPE_CHECKING:
+    from collections.abc import Callable  # noqa: F401 (EXPANSION's type, in a string)
+
     from pytest_mcpfaults.explore import Options, Run, Step
 
 MARKER = "mcp_explore"
@@ -78,6 +80,7 @@ _SIDECAR_FIXTURES = {
     "mcp_sidecar_factory": "http",
     EXPLORE_PARAM: "inprocess",
 }
+SIDECAR_FIXTURE_NAMES = tuple(_SIDECAR_FIXTURES)
 
 
 @dataclasses.dataclass
@@ -129,6 +132,13 @@ _BASELINE = pytest.StashKey[dict[str, set[str]]]()  # the run's spans at the end
 _WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
 _INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
 _GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
+#: The expansion hook: called at the teardown of every explore run (clean or not) with its item, its run
+#: and what it observed (:func:`run_detail`); the runs it returns are inserted after the item *instead*
+#: of explore's own campaign or pairs (``None``: not its test, explore expands as usual). Set by
+#: from-trace (``pytest_mcpfaults._pytest.from_trace``).
+EXPANSION = pytest.StashKey["Callable[[pytest.Item, Run, dict[str, Any]], list[Run] | None]"]()
+#: The option of from-trace that turns explore on (its campaign is the trace's replay).
+FROM_TRACE_DEST = "mcpfaults_from_trace"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -197,6 +207,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     raw = str(config.getini(INI)).strip()
     enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
+    enabled = enabled or bool(config.getoption(FROM_TRACE_DEST, default=None))
     settings = _Settings(enabled, {})
     if raw:  # the planning module is imported only when explore is configured
         try:
@@ -664,9 +675,9 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if not run.plan:
         data["options"] = dataclasses.asdict(t.options)
     if verdict["verdict"] == "violation":  # what the HTML page shows of it
-        data["detail"] = {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(item)}
+        data["detail"] = run_detail(item)
     setattr(report, REPORT_ATTR, data)
-    if verdict["verdict"] == "not explored":
+    if verdict["verdict"] == "not explored" or _expanded(item, t, run):
         return
     if not run.plan:
         t.footprint = tuple(steps)
@@ -674,6 +685,27 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
             _expand(item, t, _campaign_runs(t))
     elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:
         _expand(item, t, _pairs(t, run, data))
+
+
+def _expanded(item: pytest.Item, t: _Test, run: Run) -> bool:
+    """Whether the expansion hook (:data:`EXPANSION`) takes this test: the runs it returns, if any,
+    inserted after ``item`` instead of explore's campaign or pairs."""
+    expansion = item.config.stash.get(EXPANSION, None)
+    runs = expansion(item, run, run_detail(item)) if expansion and t.clean_failed is None else None
+    if runs is not None:
+        _insert(item, t, runs)
+    return runs is not None
+
+
+def uses_sidecar(fixturenames: list[str]) -> bool:
+    """Whether a test uses a fixture explore can drive (a sidecar, or explore's own fixture)."""
+    return any(f in fixturenames for f in _SIDECAR_FIXTURES)
+
+
+def explore_options(item: pytest.Item) -> Options | None:
+    """The explore options of ``item``'s explored test, ``None`` when it is not explored here."""
+    t = _test(item)
+    return t.options if t is not None else None
 
 
 def _where(item: pytest.Item) -> dict[str, Any]:
@@ -710,8 +742,12 @@ def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
         return
     new = [r for r in runs if r.id not in t.collected]
     left = t.options.max_runs - (len(t.collected) - 1)
-    new = new[: max(0, left)]
-    if not new:
+    _insert(item, t, new[: max(0, left)])
+
+
+def _insert(item: pytest.Item, t: _Test, new: list[Run]) -> None:
+    """Insert items for ``new`` right after ``item``, collected as the clean item was."""
+    if not new or hasattr(item.config, "workerinput") or t.clean is None:
         return
     items: list[pytest.Item] = [make_item(t.clean, r) for r in new]
     t.collected.update(r.id for r in new)
@@ -758,6 +794,11 @@ def span_dicts() -> list[dict[str, Any]]:
         }
         for s in global_recorder().spans()
     ]
+
+
+def run_detail(item: pytest.Item) -> dict[str, Any]:
+    """What a run observed as the HTML page draws it: ``{"spans": [...], "journal": [...]}``."""
+    return {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(item)}
 
 
 def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:

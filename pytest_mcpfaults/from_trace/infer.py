@@ -2,7 +2,7 @@
 
 Each span of the trace that failed (status ERROR) or never ended, but for the session spans (the
 symptom, not a cause), is matched to a clean-run span (:mod:`~pytest_mcpfaults.from_trace.match`);
-the request made inside that span in the clean run (directly, else beneath it) is where its fault goes,
+the request made inside that span in the clean run (or beneath it) is where its fault goes,
 and what the span recorded says which fault (:mod:`~pytest_mcpfaults.from_trace.classify`). A failed
 span with a failed span beneath it *follows* from that one and gets no fault of its own; a failed span
 with no request inside it is *not reproducible by the sidecar* (the agent's own timeout, say). When
@@ -137,10 +137,9 @@ def _failing_below(trace: Trace, failing: list[RecordedSpan]) -> dict[int, Recor
 
 
 def _calls_inside(clean: CleanRun, span: RecordedSpan) -> list[Call]:
-    """The requests made directly inside ``span``, else beneath it, in order."""
-    direct = clean.calls_in(span.span_id)
-    if direct:
-        return direct
+    """The requests made inside ``span`` or beneath it, in order: a client instrumented under pytest
+    (the plugin's ``MCP send tools/call …`` spans) makes each call inside a span of its own that the
+    trace need not have, and its session's own requests (``DELETE /mcp``) outside those."""
     inside: set[int] = set()
     stack = [span]
     while stack:

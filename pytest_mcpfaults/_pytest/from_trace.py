@@ -1,0 +1,307 @@
+"""pytest glue for from-trace (``--mcpfaults-from-trace=PATH``, ``--mcpfaults-from-trace-id=ID``,
+``@pytest.mark.mcp_from_trace(PATH, trace_id=None)``): a production trace's MCP failures replayed
+against a clean test, as explore runs (see docs/from-trace.md).
+
+The option turns explore on for the tests explore selects, the marker for its test; either way the
+test's campaign is the trace's replay, not explore's own. At the clean run's teardown its spans and
+journal are read as a clean run (:mod:`pytest_mcpfaults.from_trace.footprint`), the trace's failures
+inferred against it (:mod:`pytest_mcpfaults.from_trace.infer`), and the plan inserted as the item
+``test_x[from-trace:<trace id>]`` (:class:`~pytest_mcpfaults.from_trace.run.TraceRun`, through
+explore's expansion hook). While a replay's spans differ from the trace's shape
+(:mod:`pytest_mcpfaults.from_trace.shape`) and another plan fits, that one is tried next
+(``…:plan2``, at most :data:`pytest_mcpfaults.from_trace.infer.MAX_PLANS`). What was inferred, and why,
+is in each replay's failure text and in the terminal summary.
+
+Bad input is refused at once: the option's file when pytest configures (a usage error naming the
+option), the marker's when the test is collected (a collection error naming the marker).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.explore import (
+    EXPANSION,
+    FROM_TRACE_DEST,
+    SIDECAR_FIXTURE_NAMES,
+    explore_options,
+    explored_test,
+    function_id,
+    uses_sidecar,
+)
+from pytest_mcpfaults._pytest.explore import MARKER as EXPLORE_MARKER
+from pytest_mcpfaults._pytest.records import explore_run
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.explore import Run
+    from pytest_mcpfaults.from_trace.infer import Inferred, SpanNames
+    from pytest_mcpfaults.from_trace.trace import Trace
+
+OPTION = "--mcpfaults-from-trace"
+ID_OPTION = "--mcpfaults-from-trace-id"
+ID_DEST = "mcpfaults_from_trace_id"
+MARKER = "mcp_from_trace"
+
+
+@dataclasses.dataclass
+class _Source:
+    """A trace to replay: where it came from (for messages), the trace, and how it was read."""
+
+    source: str
+    trace: Trace
+    read_note: str
+
+
+@dataclasses.dataclass
+class _Replay:
+    """One test's replay of a trace: what was inferred, the plans, and each plan's shape."""
+
+    source: _Source
+    inferred: Inferred | None = None
+    plans: list[tuple[str, ...]] = dataclasses.field(default_factory=list)
+    tried: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)  # (run id, differences)
+    problem: str = ""  # why nothing was replayed
+
+    def lines(self) -> list[str]:
+        from pytest_mcpfaults.from_trace.render import inferred_lines
+
+        if self.inferred is None:
+            return [f"trace {self.source.trace.trace_id_hex} ({self.source.source}): {self.problem}"]
+        return inferred_lines(self.inferred, f"{self.source.source}: {self.source.read_note}")
+
+
+_OPTION_SOURCE = pytest.StashKey["_Source | None"]()
+_MARKED = pytest.StashKey[dict[str, _Source]]()  # test function node id -> its marker's trace
+_REPLAYS = pytest.StashKey[dict[str, _Replay]]()  # explored test -> its replay
+_PROBLEM = pytest.StashKey[str]()  # why the marked test's trace could not be replayed (its clean item)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mcpfaults")
+    group.addoption(
+        OPTION,
+        metavar="PATH",
+        dest=FROM_TRACE_DEST,
+        default=None,
+        help="Replay a production trace's MCP failures (an OTLP/JSON or OTLP/protobuf export, or the "
+        "plugin's span JSON) against each clean test explore selects: run it clean, infer the faults, "
+        "run it again as test_x[from-trace:<trace id>] (see docs/from-trace.md).",
+    )
+    group.addoption(
+        ID_OPTION,
+        metavar="ID",
+        dest=ID_DEST,
+        default=None,
+        help=f"The trace of {OPTION}'s file to replay (32 hex digits), when it holds several.",
+    )
+
+
+def _names(config: pytest.Config, item: pytest.Item | None = None) -> SpanNames:
+    """The gate's span names (the run's, or a test's with its ``mcpfaults_spans`` marker)."""
+    from pytest_mcpfaults._pytest.spans import item_settings, settings_for
+    from pytest_mcpfaults.from_trace.infer import SpanNames
+
+    settings = item_settings(item) if item is not None else settings_for(config)
+    return SpanNames.of(settings.session, settings.cleanup)
+
+
+def _load(path: Path, shown: str, trace_id: str | None, names: SpanNames) -> _Source:
+    """The trace ``trace_id`` of the file at ``path``; ``TraceError`` saying what is wrong."""
+    from pytest_mcpfaults.from_trace.driver import read_file
+    from pytest_mcpfaults.from_trace.read import decode_trace
+    from pytest_mcpfaults.from_trace.trace import pick_trace
+
+    read = decode_trace(read_file(str(path)), shown)
+    trace = pick_trace(read.spans, shown, names.session, trace_id)
+    note = f", {read.rejected} spans refused ({'; '.join(read.reasons)})" if read.rejected else ""
+    return _Source(shown, trace, f"{read.format}, {len(trace.spans)} spans{note}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(path, trace_id=None): replay the trace at path (relative to the test's file) against "
+        f"this clean test, as {OPTION} does (see docs/from-trace.md).",
+    )
+    config.stash[_MARKED] = {}
+    config.stash[_REPLAYS] = {}
+    config.stash[EXPANSION] = _expand
+    path = config.getoption(FROM_TRACE_DEST, default=None)
+    trace_id = config.getoption(ID_DEST, default=None)
+    config.stash[_OPTION_SOURCE] = None
+    if path is None:
+        if trace_id is not None:
+            raise pytest.UsageError(f"{ID_OPTION}={trace_id}: needs {OPTION}=PATH (the file it picks from)")
+        return
+    if config.getoption("numprocesses", default=None):  # xdist: its workers add no item during a run
+        raise pytest.UsageError(f"{OPTION}={path}: its replays are made during the run; run it without -n")
+    from pytest_mcpfaults.from_trace.errors import TraceError
+
+    try:
+        config.stash[_OPTION_SOURCE] = _load(
+            config.invocation_params.dir / path, path, trace_id, _names(config)
+        )
+    except TraceError as exc:
+        flag = f"{OPTION}={path}" + (f" {ID_OPTION}={trace_id}" if trace_id else "")
+        raise pytest.UsageError(f"{flag}: {exc}") from None
+
+
+@pytest.hookimpl(tryfirst=True)  # before explore's: the marker turns explore on for its test
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    node = metafunc.definition
+    marker = node.get_closest_marker(MARKER)
+    if marker is None:
+        return
+    where = f"{node.nodeid}: @pytest.mark.{MARKER}"
+    path, trace_id = _marker_args(marker, where)
+    if not uses_sidecar(metafunc.fixturenames):
+        raise pytest.Collector.CollectError(
+            f"{where}: the test uses no sidecar fixture ({', '.join(SIDECAR_FIXTURE_NAMES)}), so there is no "
+            "clean run to replay the trace against"
+        )
+    from pytest_mcpfaults.from_trace.errors import TraceError
+
+    full = Path(str(node.path)).parent / path
+    try:
+        source = _load(full, path, trace_id, _names(metafunc.config, node))
+    except TraceError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    metafunc.config.stash[_MARKED][node.nodeid] = source
+    if node.get_closest_marker(EXPLORE_MARKER) is None:
+        node.add_marker(getattr(pytest.mark, EXPLORE_MARKER)())
+
+
+def _marker_args(marker: pytest.Mark, where: str) -> tuple[str, str | None]:
+    """The marker's path and trace id; a ``CollectError`` saying what is valid otherwise."""
+    usage = f"{MARKER}(path, trace_id=None): path a trace file, trace_id 32 hex digits or None"
+    unknown = set(marker.kwargs) - {"trace_id"}
+    if len(marker.args) != 1 or not isinstance(marker.args[0], str) or not marker.args[0] or unknown:
+        got = ", ".join([*map(repr, marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())])
+        raise pytest.Collector.CollectError(f"{where}: expected {usage}; got ({got})")
+    trace_id = marker.kwargs.get("trace_id")
+    if trace_id is not None and not isinstance(trace_id, str):
+        raise pytest.Collector.CollectError(f"{where}: expected {usage}; got trace_id={trace_id!r}")
+    return marker.args[0], trace_id
+
+
+def _source_for(item: pytest.Item) -> _Source | None:
+    """The trace this test replays: its marker's, else the option's; ``None``: not a from-trace test."""
+    marked = item.config.stash[_MARKED].get(function_id(item))
+    return marked if marked is not None else item.config.stash[_OPTION_SOURCE]
+
+
+@pytest.hookimpl(trylast=True)  # after explore's: a from-trace test runs its clean run and its replays only
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Explore's runs of a from-trace test cached by an earlier explore run are deselected."""
+    from pytest_mcpfaults.from_trace.run import TraceRun
+
+    other = [
+        item
+        for item in items
+        if (run := explore_run(item)) is not None
+        and run.plan
+        and not isinstance(run, TraceRun)
+        and _source_for(item) is not None
+    ]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [i for i in items if i not in other]
+
+
+def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | None:
+    """Explore's expansion hook: after a from-trace test's clean run, its first replay; after a
+    replay whose shape is not the trace's, the next plan (``None``: not a from-trace test)."""
+    source = _source_for(item)
+    if source is None:
+        return None
+    from pytest_mcpfaults.from_trace.run import TraceRun, trace_run
+
+    names = _names(item.config, item)
+    replays = item.config.stash[_REPLAYS]
+    test = explored_test(item)
+    if not run.plan:
+        fresh = replays[test] = _Replay(source)
+        first = _infer(item, fresh, names, detail)
+        return [trace_run(source.trace.trace_id_hex, first)] if first else []
+    replay = replays.get(test)
+    if replay is None or not isinstance(run, TraceRun):
+        return []
+    from pytest_mcpfaults.from_trace.errors import TraceError
+    from pytest_mcpfaults.from_trace.read import plugin_spans
+    from pytest_mcpfaults.from_trace.shape import shape_differences
+
+    try:
+        spans = plugin_spans(detail["spans"], f"{test} ({run.id})")
+        differences = shape_differences(source.trace, spans, names.session)
+    except TraceError as exc:
+        differences = [f"its spans could not be read: {exc}"]
+    replay.tried.append((run.id, differences))
+    if not differences or run.attempt >= len(replay.plans):
+        return []
+    return [trace_run(source.trace.trace_id_hex, replay.plans[run.attempt], run.attempt + 1)]
+
+
+def _infer(item: pytest.Item, replay: _Replay, names: SpanNames, detail: dict[str, Any]) -> tuple[str, ...]:
+    """Infer the trace's faults against the clean run ``detail``; the first plan (empty: none)."""
+    from pytest_mcpfaults.from_trace.errors import TraceError
+    from pytest_mcpfaults.from_trace.footprint import clean_run_from_detail
+    from pytest_mcpfaults.from_trace.infer import infer
+
+    options = explore_options(item)
+    budget = (options.patience if options is not None else None) or 5.0
+    try:
+        clean = clean_run_from_detail(detail, f"{explored_test(item)} (its clean run)", names.session)
+    except TraceError as exc:
+        replay.problem = f"nothing replayed: {exc}"
+        item.stash[_PROBLEM] = replay.problem
+        return ()
+    replay.inferred = infer(replay.source.trace, clean, names, budget)
+    replay.plans = replay.inferred.plans()
+    if not replay.inferred.plan:
+        replay.problem = "nothing replayed: no failure of the trace maps to a request of the clean run"
+        item.stash[_PROBLEM] = "\n".join([replay.problem, *replay.lines()])
+    return replay.inferred.plan
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A replay's failure says what was inferred and why; a marked test whose trace maps to nothing
+    fails its clean run's teardown saying why."""
+    report: pytest.TestReport = yield
+    from pytest_mcpfaults.from_trace.run import TraceRun
+
+    run = explore_run(item)
+    if isinstance(run, TraceRun) and call.when == "call" and report.failed:
+        replay = item.config.stash[_REPLAYS].get(explored_test(item))
+        if replay is not None:
+            report.sections.append(("mcpfaults from-trace", "\n".join(replay.lines())))
+    marked = function_id(item) in item.config.stash[_MARKED]  # asked for by the test itself
+    if call.when == "teardown" and _PROBLEM in item.stash and not report.failed and marked:
+        report.outcome = "failed"
+        report.longrepr = f"from-trace ({MARKER}): {item.stash[_PROBLEM]}"
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    replays: dict[str, _Replay] = config.stash.get(_REPLAYS, {})
+    if not replays:
+        return
+    terminalreporter.section("mcpfaults from-trace")
+    for test, replay in replays.items():
+        terminalreporter.write_line(f"{test}:")
+        for line in replay.lines():
+            terminalreporter.write_line(f"  {line}")
+        for rid, differences in replay.tried:
+            if not differences:
+                terminalreporter.write_line(
+                    f"  {rid}: the replay has the trace's shape (the same spans ERROR)"
+                )
+                continue
+            terminalreporter.write_line(f"  {rid}: the replay's shape differs from the trace's:")
+            for d in differences:
+                terminalreporter.write_line(f"    {d}")
