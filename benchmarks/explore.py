@@ -81,8 +81,8 @@ def findings_cost(where: Path, report: Path, wall: float) -> tuple[float, int, i
     """Seconds the findings of ``report``'s campaign cost (frames + grouping), violating runs, findings."""
     import httpx
 
-    from pytest_mcpfaults._pytest.explore_where import where_of
-    from pytest_mcpfaults.explore_findings import findings
+    from pytest_mcpfaults.explore.findings import findings
+    from pytest_mcpfaults.explore.where import where_of
 
     entries = json.loads(report.read_text())["explore"]
     failing = sum(1 for e in entries for r in e["runs"] if r["verdict"] == "violation")

@@ -44,9 +44,9 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from pytest_mcpfaults import Fault, Sidecar
 from pytest_mcpfaults.inprocess import SUPPORTED_KINDS, intercepting, mock_sidecar
-from pytest_mcpfaults.sidecar import loop as sidecar_loop
 from pytest_mcpfaults.spans import SpanRecorder
 from pytest_mcpfaults.strategies import fault_plans
+from pytest_mcpfaults.transports import loop as sidecar_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "examples"))
 from fuzzing_harness import HarnessError, Runner

@@ -42,8 +42,8 @@ import httpx
 
 from pytest_mcpfaults import ResourceTemplate, Sidecar
 from pytest_mcpfaults.cli import DEFAULT_SPAN_LIMIT
-from pytest_mcpfaults.sidecar.control import Control
-from pytest_mcpfaults.sidecar.uri_template import MAX_URI_CHARS
+from pytest_mcpfaults.mcp.uri_template import MAX_URI_CHARS
+from pytest_mcpfaults.transports.control import Control
 
 ROUNDS = 3
 CALLS = 150  # /health round trips per row and round

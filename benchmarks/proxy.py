@@ -30,7 +30,7 @@ from mcp.client import Client
 from rtt import process
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.sidecar import loop as sidecar_loop
+from pytest_mcpfaults.transports import loop as sidecar_loop
 
 CALLS = 600
 #: upstream mode: (row label, the client's connect mode, the answer's Content-Type through the proxy)

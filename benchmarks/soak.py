@@ -23,7 +23,7 @@ import weakref
 import _bench
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.sidecar import loop as sidecar_loop
+from pytest_mcpfaults.transports import loop as sidecar_loop
 
 CYCLES = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
 STOPS = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000

@@ -15,7 +15,7 @@ import json
 
 import _bench
 
-from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS, parse_fault
+from pytest_mcpfaults.faults.text import MAX_SPEC_CHARS, parse_fault
 
 
 def spec(units: int) -> str:

@@ -18,7 +18,7 @@ import _bench
 from aiohttp import web
 
 from pytest_mcpfaults import Hang, Sidecar, Stall
-from pytest_mcpfaults.sidecar import loop as sidecar_loop
+from pytest_mcpfaults.transports import loop as sidecar_loop
 
 N = 100
 REPEAT = 7

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_DIR = ROOT / "pytest_mcpfaults" / "_pytest"
+PLUGIN_DIR = ROOT / "pytest_mcpfaults"  # fixtures are read from every module of the package
 
 _MARK = re.compile(r"^<!-- mcpfaults:([a-z-]+) -->$", re.M)
 _BLOCK = re.compile(r"^<!-- mcpfaults:serve-flags -->\n(.*?)^<!-- /mcpfaults:serve-flags -->$", re.M | re.S)
@@ -59,7 +59,7 @@ def summary(cls: type) -> str:
 
 
 def _parameters(cls: type) -> str:
-    from pytest_mcpfaults.text_values import format_value
+    from pytest_mcpfaults.faults.values import format_value
 
     fields = [f for f in dataclasses.fields(cls) if f.name != "when"]
     shown = []
@@ -111,7 +111,7 @@ def _python(value: object) -> str:
 def kinds_catalogue() -> str:
     """What clients see of each kind (``Fault.seen``, measured by the test modules each row names), in
     registry order, a kind's variants after its own row; the parameters cell is the class's."""
-    from pytest_mcpfaults.fault_types import catalogue_rows
+    from pytest_mcpfaults.faults.kinds import catalogue_rows
 
     rows = [
         "| kind | parameters (default target) | trigger examples | what httpx sees | what the mcp 2.x "
@@ -161,7 +161,7 @@ def _option_default(f: dataclasses.Field[Any]) -> str:
 def options_table() -> str:
     """One row per option of ``SidecarOptions``: its default, its ``serve`` flag, whether the
     in-process backend takes it, its ``help=``."""
-    from pytest_mcpfaults.sidecar.options import option_fields
+    from pytest_mcpfaults.options.fields import option_fields
 
     rows = ["| option | default | `serve` flag | in-process | meaning |", "|---|---|---|---|---|"]
     for f, opt in option_fields():
@@ -203,7 +203,7 @@ def _kept_rows(block: str) -> dict[str, str]:
 def serve_flags(kept: Mapping[str, str] | None = None) -> str:
     """``serve``'s flags that set options, in ``serve --help``'s order: each flag's row from ``kept``
     (by flag: a row written by hand) or else made from its option's field."""
-    from pytest_mcpfaults.sidecar.options import option_fields
+    from pytest_mcpfaults.options.fields import option_fields
 
     kept = dict(kept or {})
     rows = ["| flag | default | meaning |", "|---|---|---|"]
@@ -257,7 +257,7 @@ def _markdown(doc: str) -> str:
 
 def fixtures() -> Iterator[tuple[str, str, str, str]]:
     """``(name, scope, yielded type, docstring)`` of every ``@pytest.fixture`` in the plugin's modules."""
-    for path in sorted(PLUGIN_DIR.glob("*.py")):
+    for path in sorted(PLUGIN_DIR.rglob("*.py")):
         for node in ast.parse(path.read_text()).body:
             if not isinstance(node, ast.FunctionDef):
                 continue

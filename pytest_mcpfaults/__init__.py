@@ -17,31 +17,32 @@ from typing import TYPE_CHECKING
 from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.cassette import Cassette, read_cassette
-    from pytest_mcpfaults.fault_types import *  # noqa: F403  (the kinds: resolved, not in __all__)
-    from pytest_mcpfaults.faults import Trigger, fault_from_dict, format_plan, parse_fault, parse_plan
-    from pytest_mcpfaults.invariants import SpanInvariantError, check_all, cleanup_never_flips
-    from pytest_mcpfaults.sidecar.errors import SidecarError
-    from pytest_mcpfaults.sidecar.factory import SidecarFactory
-    from pytest_mcpfaults.sidecar.harness_process import HarnessProcess, HarnessProcessError
-    from pytest_mcpfaults.sidecar.journal import Journal
-    from pytest_mcpfaults.sidecar.outbound import ClientRequestError, ToolContext
-    from pytest_mcpfaults.sidecar.patience import PatienceError
-    from pytest_mcpfaults.sidecar.records import (
+    from pytest_mcpfaults.core.errors import SidecarError
+    from pytest_mcpfaults.core.journal import Journal
+    from pytest_mcpfaults.core.records import (
         CancellationRecord,
         ConnectionRecord,
         RequestRecord,
         ServerMessageRecord,
         StreamRecord,
     )
-    from pytest_mcpfaults.sidecar.server import Sidecar
-    from pytest_mcpfaults.sidecar.surface import Prompt, PromptArgument, Resource, ResourceTemplate
-    from pytest_mcpfaults.sidecar.tools import Tool, ToolContent, ToolResultError
-    from pytest_mcpfaults.sidecar.violation import PatienceViolation
-    from pytest_mcpfaults.sidecar.worker_calls import SyncToolContext
-    from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder, install_recorder
+    from pytest_mcpfaults.faults import Trigger, fault_from_dict, format_plan, parse_fault, parse_plan
+    from pytest_mcpfaults.faults.kinds import *  # noqa: F403  (the kinds: resolved, not in __all__)
+    from pytest_mcpfaults.invariants import SpanInvariantError, check_all, cleanup_never_flips
+    from pytest_mcpfaults.mcp.outbound import ClientRequestError, ToolContext
+    from pytest_mcpfaults.mcp.surface import Prompt, PromptArgument, Resource, ResourceTemplate
+    from pytest_mcpfaults.mcp.tools import Tool, ToolContent, ToolResultError
+    from pytest_mcpfaults.mcp.worker_calls import SyncToolContext
+    from pytest_mcpfaults.proxy.cassette import Cassette, read_cassette
+    from pytest_mcpfaults.spans.recorder import SpanRecorder, install_recorder
+    from pytest_mcpfaults.spans.records import RecordedSpan
     from pytest_mcpfaults.stdio.records import ChildRecord, SignalRecord, StdioViolation
     from pytest_mcpfaults.stdio.server import StdioServer
+    from pytest_mcpfaults.transports.factory import SidecarFactory
+    from pytest_mcpfaults.transports.server import Sidecar
+    from pytest_mcpfaults.verdicts.harness_process import HarnessProcess, HarnessProcessError
+    from pytest_mcpfaults.verdicts.patience import PatienceError
+    from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """``python -m pytest_mcpfaults serve``: a standalone fault-injecting MCP sidecar for any language.
 
 Starts a :class:`~pytest_mcpfaults.Sidecar` with the control endpoint of
-:mod:`pytest_mcpfaults.sidecar.control`, prints where it listens and the control token on stdout
+:mod:`pytest_mcpfaults.transports.control`, prints where it listens and the control token on stdout
 (``KEY=value`` lines, or one JSON object with ``--json``), then serves until SIGINT or SIGTERM, on
 which it releases held requests, closes every connection and exits 0.
 """
@@ -19,22 +19,22 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, TextIO
 
-from pytest_mcpfaults.sidecar.config import (
+from pytest_mcpfaults.mcp.endpoint import ERAS
+from pytest_mcpfaults.mcp.tools import DEFAULT_TOOL_SETS
+from pytest_mcpfaults.options.checks import (
     DEFAULT_TOOL_TIMEOUT,
     check_transport,
     check_upstream_headers,
     check_upstream_url,
 )
-from pytest_mcpfaults.sidecar.control import CONTROL_PREFIX, Control
-from pytest_mcpfaults.sidecar.mcp import ERAS
-from pytest_mcpfaults.sidecar.option_text import fault_text as _fault
-from pytest_mcpfaults.sidecar.option_text import seconds_text as _patience
-from pytest_mcpfaults.sidecar.option_text import tool_sets_text as _tool_sets
-from pytest_mcpfaults.sidecar.option_text import upstream_headers_text
-from pytest_mcpfaults.sidecar.options import add_serve_flags, options_from_args
-from pytest_mcpfaults.sidecar.server import Sidecar
-from pytest_mcpfaults.sidecar.tools import DEFAULT_TOOL_SETS
-from pytest_mcpfaults.validation import is_count, is_loopback_host
+from pytest_mcpfaults.options.fields import add_serve_flags, options_from_args
+from pytest_mcpfaults.options.text import fault_text as _fault
+from pytest_mcpfaults.options.text import seconds_text as _patience
+from pytest_mcpfaults.options.text import tool_sets_text as _tool_sets
+from pytest_mcpfaults.options.text import upstream_headers_text
+from pytest_mcpfaults.options.validation import is_count, is_loopback_host
+from pytest_mcpfaults.transports.control import CONTROL_PREFIX, Control
+from pytest_mcpfaults.transports.server import Sidecar
 
 __all__ = ["build_parser", "main", "parse_upstream_headers"]
 
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
             "(Authorization: Bearer <token>)."
         ),
     )
-    add_serve_flags(serve)  # one per option that has a flag (sidecar/options.py)
+    add_serve_flags(serve)  # one per option that has a flag (options/fields.py)
     serve.add_argument(
         "--journal-limit",
         type=_limit("requests"),
@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parser = args.subparser
     if args.command == "merge-reports":
-        from pytest_mcpfaults.report_merge import main as merge_main
+        from pytest_mcpfaults.explore.merge import main as merge_main
 
         return merge_main(args.out, args.inputs, args.baseline, sys.stdout, sys.stderr)
     if args.command == "from-trace":

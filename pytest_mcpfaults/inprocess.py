@@ -29,7 +29,7 @@ connection records, which only exist with connections; GET event streams; and **
 mcp 2.x**, which uses ``httpx2``, invisible to respx. Use the socket ``Sidecar`` for those.
 
 Client mistakes (malformed JSON-RPC, arguments that do not fit a tool's input schema, a duplicated
-routing header, an ``Origin`` not allowed: the checks live in :mod:`pytest_mcpfaults.sidecar.core`, shared
+routing header, an ``Origin`` not allowed: the checks live in :mod:`pytest_mcpfaults.core.core`, shared
 with the socket sidecar) get the same answers and the same ``error`` / ``error_by`` journal fields as over
 a socket; the sidecar's own ``base_url`` origin is allowed, as loopback origins are over a socket.
 Tool handlers run in the calling thread (sync) or on the sidecar loop (async): there is no shared loop
@@ -56,14 +56,14 @@ import respx
 from respx.models import PassThrough
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.ambient import current
-from pytest_mcpfaults.sidecar import core
-from pytest_mcpfaults.sidecar import loop as _loop
-from pytest_mcpfaults.sidecar.body import halve, shape_of
-from pytest_mcpfaults.sidecar.mcp import reply_body
-from pytest_mcpfaults.sidecar.options import build_options, with_options
-from pytest_mcpfaults.sidecar.resumption import Resumed
-from pytest_mcpfaults.sidecar.views import SidecarViews
+from pytest_mcpfaults.behaviour.body import halve, shape_of
+from pytest_mcpfaults.core import core
+from pytest_mcpfaults.core.resumption import Resumed
+from pytest_mcpfaults.explore.ambient import current
+from pytest_mcpfaults.mcp.endpoint import reply_body
+from pytest_mcpfaults.options.fields import build_options, with_options
+from pytest_mcpfaults.transports import loop as _loop
+from pytest_mcpfaults.transports.views import SidecarViews
 
 __all__ = [
     "NEEDS_SOCKETS",
@@ -372,7 +372,7 @@ class InProcessSidecar(SidecarViews):
 
 
 class _Exchange:
-    """One in-process request's :class:`~pytest_mcpfaults.sidecar.core.Transport`: a ``delay`` is kept
+    """One in-process request's :class:`~pytest_mcpfaults.core.core.Transport`: a ``delay`` is kept
     for the body (the headers come at once, as over a socket); holds never reach it (refused by
     :func:`check_plan`)."""
 

@@ -1,7 +1,7 @@
 """Span invariants: pure functions from recorded spans to a list of :class:`Violation`.
 
 Nothing here talks to OpenTelemetry; every function takes a sequence of
-:class:`~pytest_mcpfaults.spans.RecordedSpan` (for example ``recorder.spans()``) and returns the
+:class:`~pytest_mcpfaults.spans.recorder.RecordedSpan` (for example ``recorder.spans()``) and returns the
 violations it found, an empty list when the invariant holds. ``session`` and ``cleanup`` are span-name
 globs (one string or a sequence of them).
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_mcpfaults.span_queries import (
+from pytest_mcpfaults.spans.queries import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
     Patterns,
@@ -27,7 +27,7 @@ from pytest_mcpfaults.span_queries import (
     matches,
     seen_names,
 )
-from pytest_mcpfaults.span_records import RecordedSpan, child_index, describe_span, format_tree, span_key
+from pytest_mcpfaults.spans.records import RecordedSpan, child_index, describe_span, format_tree, span_key
 
 __all__ = [
     "ALL_INVARIANTS",

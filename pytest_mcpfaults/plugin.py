@@ -12,6 +12,6 @@ pytest_plugins = [
     "pytest_mcpfaults._pytest.harness",
     "pytest_mcpfaults._pytest.spans",
     "pytest_mcpfaults._pytest.report",
-    "pytest_mcpfaults._pytest.explore",
+    "pytest_mcpfaults.explore.items",
     "pytest_mcpfaults._pytest.from_trace",
 ]

@@ -127,7 +127,7 @@ class TestEntry:
         """Failed invariants (one per distinct violation: per span at fault) and unexpected patience
         violations, in the order recorded; an explore run's, one for the run (what it found)."""
         if self.explore is not None:
-            from pytest_mcpfaults.explore_findings import primary
+            from pytest_mcpfaults.explore.findings import primary
 
             if not self.explore:
                 return []

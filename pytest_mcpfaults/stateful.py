@@ -56,9 +56,10 @@ from pytest_mcpfaults.invariants import (
     cleanup_at_most,
     cleanup_never_flips,
 )
-from pytest_mcpfaults.sidecar.server import Sidecar
-from pytest_mcpfaults.spans import DEFAULT_CLEANUP, DEFAULT_SESSION, Patterns, SpanRecorder, find_spans
+from pytest_mcpfaults.spans.queries import DEFAULT_CLEANUP, DEFAULT_SESSION, Patterns, find_spans
+from pytest_mcpfaults.spans.recorder import SpanRecorder
 from pytest_mcpfaults.strategies import faults
+from pytest_mcpfaults.transports.server import Sidecar
 
 __all__ = ["SessionLifecycleMachine", "TeardownNotBounded"]
 

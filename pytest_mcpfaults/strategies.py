@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.validation import is_integer, is_positive_seconds
+from pytest_mcpfaults.options.validation import is_integer, is_positive_seconds
 
 __all__ = [
     "BLOCKING_KINDS",

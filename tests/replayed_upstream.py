@@ -17,7 +17,7 @@ import pytest
 from sdk_upstream import serve
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.cassette import read_cassette
+from pytest_mcpfaults.proxy.cassette import read_cassette
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 _CASSETTE: list[Path] = []

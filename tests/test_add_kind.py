@@ -1,6 +1,6 @@
-"""Adding a fault kind, as a contributor would: three files by hand (its class in ``fault_types.py``,
+"""Adding a fault kind, as a contributor would: three files by hand (its class in ``faults/kinds.py``,
 with its catalogue cells of what each client sees and its legacy-SSE cell, its behaviour in
-``sidecar/connection.py``, its test in ``test_faults_answers.py`` — through httpx, the mcp 2.x
+``behaviour/connection.py``, its test in ``test_faults_answers.py`` — through httpx, the mcp 2.x
 ``Client`` and, with the ``mcp1_client`` fixture, mcp 1.x's ``ClientSession``, so the catalogue's
 client columns are measured by that one test), and nothing else: the docs tables that list every kind
 (the catalogue among them) and the API page are made when the site is built (docs/hooks.py,
@@ -173,15 +173,15 @@ def test_a_new_kind_touches_three_files_and_every_list_picks_it_up(tmp_path: Pat
     copy = copy_repository(tmp_path)
 
     # 1. the class, and its name in the module's __all__ (next to it)
-    fault_types = copy / "pytest_mcpfaults" / "fault_types.py"
+    fault_types = copy / "pytest_mcpfaults" / "faults" / "kinds.py"
     fault_types.write_text(fault_types.read_text() + CLASS)
     insert_after(fault_types, '    "Fault",', '    "SlowGateway",\n')
     # 2. the behaviour: a pause, then the reply
-    connection = copy / "pytest_mcpfaults" / "sidecar" / "connection.py"
+    connection = copy / "pytest_mcpfaults" / "behaviour" / "connection.py"
     source = connection.read_text().replace(
-        "from pytest_mcpfaults.sidecar.routing import jitter",
-        "from pytest_mcpfaults.sidecar.mcp import McpEndpoint, Reply\n"
-        "from pytest_mcpfaults.sidecar.routing import RequestInfo, answer_reply, jitter",
+        "from pytest_mcpfaults.core.routing import jitter",
+        "from pytest_mcpfaults.mcp.endpoint import McpEndpoint, Reply\n"
+        "from pytest_mcpfaults.core.routing import RequestInfo, answer_reply, jitter",
     )
     connection.write_text(source + BEHAVIOUR)
     # 3. its test (every client the catalogue has a column for); its catalogue cells are on its class
@@ -193,8 +193,8 @@ def test_a_new_kind_touches_three_files_and_every_list_picks_it_up(tmp_path: Pat
     answers.write_text(source + TEST)
 
     assert touched(copy) == [
-        "pytest_mcpfaults/fault_types.py",
-        "pytest_mcpfaults/sidecar/connection.py",
+        "pytest_mcpfaults/behaviour/connection.py",
+        "pytest_mcpfaults/faults/kinds.py",
         "tests/test_faults_answers.py",
     ]
     by_hand = touched(copy)

@@ -23,10 +23,10 @@ from mcp.client.streamable_http import streamable_http_client
 from memory_tokens import MemoryTokens
 
 from pytest_mcpfaults import InsufficientScope, Sidecar, TokenExpired, Trigger, Unauthorized
-from pytest_mcpfaults.sidecar import auth
-from pytest_mcpfaults.sidecar.auth import ASM_PATH, PRM_PATH, TOKEN_PATH
-from pytest_mcpfaults.sidecar.options import add_serve_flags, options_from_args
-from pytest_mcpfaults.sidecar.records import AuthSeen, RequestRecord
+from pytest_mcpfaults.auth import server as auth
+from pytest_mcpfaults.auth.server import ASM_PATH, PRM_PATH, TOKEN_PATH
+from pytest_mcpfaults.core.records import AuthSeen, RequestRecord
+from pytest_mcpfaults.options.fields import add_serve_flags, options_from_args
 
 CLIENT = {"name": "t", "version": "1"}
 INIT = {

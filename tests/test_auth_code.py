@@ -22,10 +22,10 @@ from mcp1_client import REDIRECT_URI, Mcp1Client
 from memory_tokens import HeadlessRedirect, MemoryTokens
 
 from pytest_mcpfaults import Sidecar, TokenExpired
-from pytest_mcpfaults.sidecar import auth_code
-from pytest_mcpfaults.sidecar.auth import ASM_PATH, AUTH_GRANTS, TOKEN_PATH
-from pytest_mcpfaults.sidecar.auth_code import AUTHORIZE_PATH, REGISTER_PATH
-from pytest_mcpfaults.sidecar.records import AuthSeen, RequestRecord
+from pytest_mcpfaults.auth import registration as auth_code
+from pytest_mcpfaults.auth.registration import AUTHORIZE_PATH, REGISTER_PATH
+from pytest_mcpfaults.auth.server import ASM_PATH, AUTH_GRANTS, TOKEN_PATH
+from pytest_mcpfaults.core.records import AuthSeen, RequestRecord
 
 VERIFIER = "v" * 43 + "-._~" + "0123456789"
 CHALLENGE = base64.urlsafe_b64encode(hashlib.sha256(VERIFIER.encode()).digest()).decode().rstrip("=")

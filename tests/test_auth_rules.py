@@ -14,14 +14,14 @@ import httpx
 import pytest
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.sidecar import auth_code
-from pytest_mcpfaults.sidecar.auth import TOKEN_PATH
-from pytest_mcpfaults.sidecar.auth_code import (
+from pytest_mcpfaults.auth import registration as auth_code
+from pytest_mcpfaults.auth.registration import (
     AUTHORIZE_PATH,
     MAX_REDIRECT_URI_CHARS,
     MAX_REDIRECT_URIS,
     REGISTER_PATH,
 )
+from pytest_mcpfaults.auth.server import TOKEN_PATH
 
 INIT = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -10,14 +10,14 @@ from typing import ClassVar
 import pytest
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.fault_types import PHASES
+from pytest_mcpfaults.behaviour.body import PLAIN, BodyShaper, Cut, Hold, Sleep, Step, Write, shape_of
+from pytest_mcpfaults.behaviour.child import pipe_writes
+from pytest_mcpfaults.behaviour.connection import Dying, Holding, Pausing, effect_of
+from pytest_mcpfaults.behaviour.server_requests import Outbound, outbound_effect
+from pytest_mcpfaults.core.routing import RequestInfo, forced_reply
 from pytest_mcpfaults.faults import unregister_fault_kind
-from pytest_mcpfaults.sidecar.body import PLAIN, BodyShaper, Cut, Hold, Sleep, Step, Write, shape_of
-from pytest_mcpfaults.sidecar.connection import Dying, Holding, Pausing, effect_of
-from pytest_mcpfaults.sidecar.mcp import McpRequest
-from pytest_mcpfaults.sidecar.outbound_faults import Outbound, outbound_effect
-from pytest_mcpfaults.sidecar.routing import RequestInfo, forced_reply
-from pytest_mcpfaults.stdio.child_faults import pipe_writes
+from pytest_mcpfaults.faults.kinds import PHASES
+from pytest_mcpfaults.mcp.endpoint import McpRequest
 
 
 def _run(fault: F.Fault, chunks: list[bytes]) -> list[Step]:

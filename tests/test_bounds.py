@@ -16,33 +16,33 @@ import pytest
 from aiohttp import web_protocol
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.cassette.fileformat import MAX_DEPTH as CASSETTE_MAX_DEPTH
-from pytest_mcpfaults.cassette.matching import MISS_SCAN
-from pytest_mcpfaults.cassette.recorder import ANSWER_MAX_BYTES, EVENTS_MAX_BYTES
-from pytest_mcpfaults.cassette.replay import MAX_TOOL_DEPTH
+from pytest_mcpfaults.auth.registration import MAX_REDIRECT_URI_CHARS, MAX_REDIRECT_URIS
+from pytest_mcpfaults.auth.server import MAX_TOKENS
 from pytest_mcpfaults.cli import DEFAULT_JOURNAL_LIMIT, DEFAULT_SPAN_LIMIT
-from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS
+from pytest_mcpfaults.core.resumption import MAX_ID_DIGITS, RETAINED_BYTES, RETAINED_EVENTS
+from pytest_mcpfaults.faults.text import MAX_SPEC_CHARS
 from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES
-from pytest_mcpfaults.otlp.control_routes import MAX_WAIT, MAX_WAITS
-from pytest_mcpfaults.sidecar.auth import MAX_TOKENS
-from pytest_mcpfaults.sidecar.auth_code import MAX_REDIRECT_URI_CHARS, MAX_REDIRECT_URIS
-from pytest_mcpfaults.sidecar.config import (
+from pytest_mcpfaults.mcp.uri_template import MAX_URI_CHARS
+from pytest_mcpfaults.options.checks import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_PATIENCE,
     DEFAULT_TOOL_TIMEOUT,
     DEFAULT_UPSTREAM_TIMEOUT,
 )
-from pytest_mcpfaults.sidecar.control import MAX_BODY_DEPTH
-from pytest_mcpfaults.sidecar.http_io import LINGERING_TIME
-from pytest_mcpfaults.sidecar.legacy_sse import OUTBOX_BYTES
-from pytest_mcpfaults.sidecar.loop import WorkerPool
-from pytest_mcpfaults.sidecar.notices import DORMANT_STREAMS
-from pytest_mcpfaults.sidecar.relay import REWRITE_MAX_BYTES
-from pytest_mcpfaults.sidecar.resumption import MAX_ID_DIGITS, RETAINED_BYTES, RETAINED_EVENTS
-from pytest_mcpfaults.sidecar.stdio_upstream import WRITE_BUFFER
-from pytest_mcpfaults.sidecar.uri_template import MAX_URI_CHARS
+from pytest_mcpfaults.options.validation import MAX_FAULT_SECONDS
+from pytest_mcpfaults.otlp.control_routes import MAX_WAIT, MAX_WAITS
+from pytest_mcpfaults.proxy.cassette.fileformat import MAX_DEPTH as CASSETTE_MAX_DEPTH
+from pytest_mcpfaults.proxy.cassette.matching import MISS_SCAN
+from pytest_mcpfaults.proxy.cassette.recorder import ANSWER_MAX_BYTES, EVENTS_MAX_BYTES
+from pytest_mcpfaults.proxy.cassette.replay import MAX_TOOL_DEPTH
+from pytest_mcpfaults.proxy.relay import REWRITE_MAX_BYTES
+from pytest_mcpfaults.proxy.stdio_upstream import WRITE_BUFFER
 from pytest_mcpfaults.stdio.wire import MAX_LINE as STDIO_MAX_LINE
-from pytest_mcpfaults.validation import MAX_FAULT_SECONDS
+from pytest_mcpfaults.transports.control import MAX_BODY_DEPTH
+from pytest_mcpfaults.transports.http_io import LINGERING_TIME
+from pytest_mcpfaults.transports.legacy_sse import OUTBOX_BYTES
+from pytest_mcpfaults.transports.loop import WorkerPool
+from pytest_mcpfaults.transports.notices import DORMANT_STREAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUNDS = ROOT / "docs" / "bounds.md"

@@ -23,8 +23,8 @@ from test_cancellation import call, cancel, the
 from test_legacy_sse import JSON, Recording, ask, drain, make_core
 
 from pytest_mcpfaults import AnswerAfterCancel, IgnoreCancel, Sidecar, StdioServer, Trigger
-from pytest_mcpfaults.sidecar.cancel_checks import check_client_cancelled
-from pytest_mcpfaults.sidecar.core import Incoming
+from pytest_mcpfaults.core.core import Incoming
+from pytest_mcpfaults.verdicts.cancel_checks import check_client_cancelled
 
 CLIENT = {"name": "h", "version": "1"}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -17,13 +17,13 @@ import httpx
 import pytest
 
 from pytest_mcpfaults import Sidecar, Tool
-from pytest_mcpfaults.cassette import REDACTED, CassetteError, Exchange, read_cassette, recorder
-from pytest_mcpfaults.cassette.fileformat import MAX_DEPTH
-from pytest_mcpfaults.cassette.matching import MISS_SCAN, Matcher, Rules, differences
-from pytest_mcpfaults.cassette.recorder import EVENTS_MAX_BYTES
-from pytest_mcpfaults.cassette.redact import KEPT_HEADERS, redact_command, redact_text, redact_value
-from pytest_mcpfaults.cassette.replay import MAX_TOOL_DEPTH
-from pytest_mcpfaults.sidecar.core import SINGLE_HEADERS
+from pytest_mcpfaults.core.core import SINGLE_HEADERS
+from pytest_mcpfaults.proxy.cassette import REDACTED, CassetteError, Exchange, read_cassette, recorder
+from pytest_mcpfaults.proxy.cassette.fileformat import MAX_DEPTH
+from pytest_mcpfaults.proxy.cassette.matching import MISS_SCAN, Matcher, Rules, differences
+from pytest_mcpfaults.proxy.cassette.recorder import EVENTS_MAX_BYTES
+from pytest_mcpfaults.proxy.cassette.redact import KEPT_HEADERS, redact_command, redact_text, redact_value
+from pytest_mcpfaults.proxy.cassette.replay import MAX_TOOL_DEPTH
 
 HEADER = '{"cassette": "pytest-mcpfaults", "format": 1}\n'
 ACCEPT = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}

@@ -26,9 +26,9 @@ from mcp.shared.exceptions import MCPError
 from sdk_upstream import serve
 
 from pytest_mcpfaults import Sidecar, SidecarError
-from pytest_mcpfaults.cassette import FORMAT, REDACTED, CassetteError, read_cassette
-from pytest_mcpfaults.cassette.matching import Matcher, Rules
 from pytest_mcpfaults.faults import BackendGone, Die, ErrorPayload, Stall, Trigger
+from pytest_mcpfaults.proxy.cassette import FORMAT, REDACTED, CassetteError, read_cassette
+from pytest_mcpfaults.proxy.cassette.matching import Matcher, Rules
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

@@ -1,4 +1,4 @@
-"""The transport-free sidecar core (sidecar/core.py): ``SidecarCore.decide`` asked directly, with a
+"""The transport-free sidecar core (core/core.py): ``SidecarCore.decide`` asked directly, with a
 transport that records what the core asked of it. No sockets: this is the one layer that has none by
 design; every backend's own tests drive the same core through real clients."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.core import Answer, Dropped, Incoming, SidecarCore
-from pytest_mcpfaults.sidecar.options import SidecarOptions
-from pytest_mcpfaults.sidecar.routing import jitter
-from pytest_mcpfaults.sidecar.tools import Tool
+from pytest_mcpfaults.core.core import Answer, Dropped, Incoming, SidecarCore
+from pytest_mcpfaults.core.routing import jitter
+from pytest_mcpfaults.mcp.tools import Tool
+from pytest_mcpfaults.options.fields import SidecarOptions
 
 MODERN = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
           "MCP-Protocol-Version": "2026-07-28"}  # fmt: skip

@@ -28,7 +28,7 @@ from pytest_mcpfaults.explore import (
     regression_line,
     server_of,
 )
-from pytest_mcpfaults.fault_text import parse_fault
+from pytest_mcpfaults.faults.text import parse_fault
 from pytest_mcpfaults.matrix import catalogue_kinds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +105,7 @@ def test_kinds_apply_where_their_attributes_say() -> None:
 
 
 def test_a_kind_defined_later_joins_the_campaign() -> None:
-    from pytest_mcpfaults.sidecar.routing import applies
+    from pytest_mcpfaults.core.routing import applies
 
     @dataclass(frozen=True)
     class Gremlin(F.Fault):

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.explore_shard import parse_shard, shard_of
-from pytest_mcpfaults.explore_findings import compare, finding_key, findings, primary
-from pytest_mcpfaults.report_merge import merge_explore
+from pytest_mcpfaults.explore.findings import compare, finding_key, findings, primary
+from pytest_mcpfaults.explore.merge import merge_explore
+from pytest_mcpfaults.explore.shard import parse_shard, shard_of
 
 
 def _run(kind: str, step: str, found: list[str], where: str = "", at: int = 0, **more: Any) -> dict[str, Any]:
@@ -307,8 +307,8 @@ def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_repor
 def test_a_kinds_named_cells_are_grid_columns_of_their_own() -> None:
     """error_payload's four texts at one step are four columns: a violation under one is not hidden by
     an ok under the next (they once shared the kind's column, the last verdict shown)."""
-    from pytest_mcpfaults._pytest.explore_report import matrix_lines
-    from pytest_mcpfaults.explore_html import render
+    from pytest_mcpfaults.explore.html import render
+    from pytest_mcpfaults.explore.summary import matrix_lines
 
     def run(cell: str, verdict: str) -> dict[str, Any]:
         kind = cell.split(".")[0]

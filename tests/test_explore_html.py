@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults.explore_html import COLOURS, render
+from pytest_mcpfaults.explore.html import COLOURS, render
 
 #: The flags the test machines' Chromium needs headless (a fresh --user-data-dir is added per run).
 FLAGS = (

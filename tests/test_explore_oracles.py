@@ -270,7 +270,7 @@ def test_checks_kept_off_by_the_ini_key_per_directory(pytester: pytest.Pytester)
 def test_an_unknown_check_is_refused_naming_it_and_the_valid_ones(
     pytester: pytest.Pytester, where: str, args: tuple[str, ...]
 ) -> None:
-    from pytest_mcpfaults.explore_checks import CHECKS
+    from pytest_mcpfaults.explore.checks import CHECKS
 
     bad = {"marker": "left_opn", "ini": "left_opn", "ini explore": "cleanup_flips"}[where]
     source = LEAKY.replace('exclude_checks=["left_open"]', f'exclude_checks=["{bad}"]')
@@ -283,7 +283,7 @@ def test_an_unknown_check_is_refused_naming_it_and_the_valid_ones(
 
 def test_the_docs_tables_are_the_registries() -> None:
     from pytest_mcpfaults.explore import OPTIONS
-    from pytest_mcpfaults.explore_checks import checks_table
+    from pytest_mcpfaults.explore.checks import checks_table
 
     page = (ROOT / "docs" / "explore.md").read_text()
     assert checks_table() in page

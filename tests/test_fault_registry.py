@@ -185,7 +185,7 @@ def test_every_built_in_kind_is_exported_from_the_package() -> None:
 
 
 def test_every_kind_declares_a_phase_and_a_bad_one_is_refused() -> None:
-    from pytest_mcpfaults.fault_types import PHASES
+    from pytest_mcpfaults.faults.kinds import PHASES
 
     assert {cls.phase for cls in fault_kinds().values()} == set(PHASES)
     assert [k for k, cls in fault_kinds().items() if cls.event] == ["ignore_eof", "ignore_sigterm"]

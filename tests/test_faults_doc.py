@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.fault_types import catalogue_rows
 from pytest_mcpfaults.faults import fault_kinds
+from pytest_mcpfaults.faults.kinds import catalogue_rows
 
 TESTS = Path(__file__).resolve().parent
 

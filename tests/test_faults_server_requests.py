@@ -25,11 +25,11 @@ from mcp1_client import Mcp1Client
 from pydantic import ValidationError
 
 from pytest_mcpfaults import DropClientAnswer, DuplicateServerRequest, MalformedServerRequest, Sidecar, Tool
-from pytest_mcpfaults.fault_types import MALFORMED_FORMS
-from pytest_mcpfaults.sidecar.journal import Journal
-from pytest_mcpfaults.sidecar.outbound import ServerMessages, ToolContext
-from pytest_mcpfaults.sidecar.outbound_faults import Outbound
-from pytest_mcpfaults.sidecar.patience import PatienceError
+from pytest_mcpfaults.behaviour.server_requests import Outbound
+from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.faults.kinds import MALFORMED_FORMS
+from pytest_mcpfaults.mcp.outbound import ServerMessages, ToolContext
+from pytest_mcpfaults.verdicts.patience import PatienceError
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

@@ -16,7 +16,6 @@ import pytest
 from mcp.client import Client
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.fault_text import MAX_SPEC_CHARS
 from pytest_mcpfaults.faults import (
     BackendGone,
     Delay,
@@ -45,8 +44,9 @@ from pytest_mcpfaults.faults import (
     parse_fault,
     parse_plan,
 )
-from pytest_mcpfaults.text_values import parse_value
-from pytest_mcpfaults.triggers import Target, parse_target
+from pytest_mcpfaults.faults.text import MAX_SPEC_CHARS
+from pytest_mcpfaults.faults.triggers import Target, parse_target
+from pytest_mcpfaults.faults.values import parse_value
 
 
 def rpc(method: str, **params: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from docs_quotes import assert_quoted_lines_occur, quoted_block
 from pytest_mcpfaults.from_trace.read import decode_trace
 from pytest_mcpfaults.from_trace.trace import pick_trace
 from pytest_mcpfaults.invariants import check_all
-from pytest_mcpfaults.span_queries import DEFAULT_SESSION
+from pytest_mcpfaults.spans.queries import DEFAULT_SESSION
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE_FILE = ROOT / "docs/examples/from_trace/unhardened.json"

@@ -18,7 +18,7 @@ import pytest
 from docs_quotes import assert_quoted_lines_occur, quoted_block
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.sidecar.harness_process import ABORT_GRACE, HarnessProcess, HarnessProcessError
+from pytest_mcpfaults.verdicts.harness_process import ABORT_GRACE, HarnessProcess, HarnessProcessError
 
 BUDGET = 1.0
 #: A verdict comes at about the budget plus the abort (the child printing its stacks): bounded, not a
@@ -320,7 +320,7 @@ def test_the_docs_quote_is_what_the_example_prints(pytester: pytest.Pytester) ->
     result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(failed=1)
     page = (examples.parent / "harness-process.md").read_text()
-    first = "pytest_mcpfaults.sidecar.harness_process.HarnessProcessError: the harness process did not exit"
+    first = "pytest_mcpfaults.verdicts.harness_process.HarnessProcessError: the harness process did not exit"
     quote = quoted_block(page, first, "it was killed with its process group")
     assert quote is not None, "docs/harness-process.md no longer quotes the example's verdict"
     kept = [

@@ -17,7 +17,7 @@ from mcp import Client
 
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.faults import Hang
-from pytest_mcpfaults.sidecar.clients import patience_hint
+from pytest_mcpfaults.verdicts.clients import patience_hint
 
 #: The budget the held requests wait out: longer than each client timeout the tests set (0.5 s), so a
 #: client bounded by it gives up first, and short enough for the suite.

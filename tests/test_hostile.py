@@ -22,7 +22,7 @@ import pytest
 
 from pytest_mcpfaults import Sidecar, SidecarError
 from pytest_mcpfaults.inprocess import mock_sidecar
-from pytest_mcpfaults.sidecar import loop as sidecar_loop
+from pytest_mcpfaults.transports import loop as sidecar_loop
 
 MODERN = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28"}
 

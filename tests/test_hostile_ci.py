@@ -25,9 +25,9 @@ import pytest
 
 from pytest_mcpfaults import Sidecar, Tool
 from pytest_mcpfaults.cli import DEFAULT_JOURNAL_LIMIT, main
+from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.report import Report, TestEntry, summary_lines
-from pytest_mcpfaults.sidecar.control import Control
-from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.transports.control import Control
 
 TOKEN = "t" * 32
 

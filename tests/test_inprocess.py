@@ -445,7 +445,7 @@ def test_both_backends_apply_the_same_security_checks(
     extra: list[tuple[str, str]], status: int, message: str | None
 ) -> None:
     """The Origin check and the refusal of duplicated routing headers live in the shared core
-    (sidecar/core.py), so the in-process backend answers exactly as the socket one."""
+    (core/core.py), so the in-process backend answers exactly as the socket one."""
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
     base = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
             ("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/list")]  # fmt: skip

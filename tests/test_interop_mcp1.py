@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.sidecar.patience import patience_verdict
+from pytest_mcpfaults.verdicts.patience import patience_verdict
 
 streamable_http = pytest.importorskip(
     "mcp.client.streamable_http",

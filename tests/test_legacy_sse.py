@@ -21,13 +21,13 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from test_reliability import process_tcp_sockets
 
+from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.core.core import Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.faults import format_plan
-from pytest_mcpfaults.sidecar import Sidecar
-from pytest_mcpfaults.sidecar.core import Dropped, Incoming, SidecarCore
-from pytest_mcpfaults.sidecar.legacy_sse import LegacySession, LegacyTransport, serve_legacy
-from pytest_mcpfaults.sidecar.options import SidecarOptions
+from pytest_mcpfaults.options.fields import SidecarOptions
 from pytest_mcpfaults.strategies import fault_plans
+from pytest_mcpfaults.transports.legacy_sse import LegacySession, LegacyTransport, serve_legacy
 
 JSON = {"Content-Type": "application/json"}
 CLIENT = {"name": "t", "version": "0"}
@@ -815,7 +815,7 @@ def test_a_stream_its_client_does_not_read_bounds_its_outbox_and_posts_get_503_u
     60 MB owed); past OUTBOX_BYTES unread, a message POST is refused with 503 before it is processed,
     and once the client reads, POSTs are taken again."""
 
-    from pytest_mcpfaults.sidecar.legacy_sse import OUTBOX_BYTES
+    from pytest_mcpfaults.transports.legacy_sse import OUTBOX_BYTES
 
     text = "e" * 100_000
     with Sidecar(transport="sse") as sc, httpx.Client(timeout=10) as client:

@@ -357,7 +357,7 @@ def _raw_listen(sc: Sidecar) -> socket.socket:
 def test_a_listen_stream_whose_backlog_overflows_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     """A client that does not read: once its stream's backlog is full (8 here, 1024 by default) the
     sidecar resets its connection at once, while it runs, rather than queue for ever."""
-    from pytest_mcpfaults.sidecar import notices
+    from pytest_mcpfaults.transports import notices
 
     monkeypatch.setattr(notices, "LISTEN_BACKLOG", 8)
     with Sidecar(tool_sets=["basic"]) as sc:

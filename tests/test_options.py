@@ -1,4 +1,4 @@
-"""The socket sidecar's options are one frozen ``SidecarOptions`` (sidecar/options.py): the constructor,
+"""The socket sidecar's options are one frozen ``SidecarOptions`` (options/fields.py): the constructor,
 the marker, the factory, ``serve``'s flags and the docs options table are read from its fields. Shown
 with a made-up option, ``server_version`` (the ``serverInfo.version`` the sidecar's ``initialize``
 answers): its field alone (here a subclass patched in before the package is imported, as if written in
@@ -20,7 +20,7 @@ import pytest
 from scratch_copy import copy_repository, run_in, touched
 
 from pytest_mcpfaults.inprocess import InProcessSidecar
-from pytest_mcpfaults.sidecar.options import option_fields
+from pytest_mcpfaults.options.fields import option_fields
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))
@@ -30,7 +30,7 @@ import hooks  # noqa: E402
 MADE_UP = textwrap.dedent(
     """
     import dataclasses, inspect, json, sys
-    import pytest_mcpfaults.sidecar.options as o
+    import pytest_mcpfaults.options.fields as o
     sys.path.insert(0, sys.argv[2])  # the docs: its hook makes the tables
     import hooks
 
@@ -179,7 +179,7 @@ def test_mock_sidecar_names_an_option_it_does_not_take() -> None:
 #: No backend maps it by hand: that is what the test counts.
 _TOOLS = "        self.tools = builtin_tools(tool_sets, self.benchmark)\n"
 EDITS: dict[str, list[tuple[str, str]]] = {
-    "pytest_mcpfaults/sidecar/options.py": [
+    "pytest_mcpfaults/options/fields.py": [
         (
             "    def __post_init__(self) -> None:",  # SidecarOptions' last field comes before it
             "    hidden_tools: Sequence[str] = option(\n"
@@ -189,7 +189,7 @@ EDITS: dict[str, list[tuple[str, str]]] = {
             "    def __post_init__(self) -> None:",
         )
     ],
-    "pytest_mcpfaults/sidecar/core.py": [
+    "pytest_mcpfaults/core/core.py": [
         (
             _TOOLS,
             _TOOLS + "        for name in self.options.hidden_tools:\n            del self.tools[name]\n",
@@ -266,7 +266,7 @@ import pytest_mcpfaults
 from pytest_mcpfaults import Sidecar, SidecarFactory
 from pytest_mcpfaults.cli import build_parser
 from pytest_mcpfaults.inprocess import InProcessSidecar
-from pytest_mcpfaults.sidecar.options import options_from_args
+from pytest_mcpfaults.options.fields import options_from_args
 from pytest_mcpfaults.stdio.server import StdioServer
 assert pytest_mcpfaults.__file__.startswith({copy!r}), pytest_mcpfaults.__file__
 serve = build_parser()._subparsers._group_actions[0].choices["serve"]
@@ -301,8 +301,8 @@ print("its test:", pytest.main(own))
 @pytest.mark.timeout(300)
 def test_an_option_the_core_reads_is_its_field_and_its_use_on_every_backend(tmp_path: Path) -> None:
     """A made-up option the core reads (``hidden_tools``: built-in tools it does not serve), written
-    into a copy of the repository as a contributor would: its field in sidecar/options.py (``backends=``:
-    every backend), its use in sidecar/core.py, which reads ``self.options``, and its test in this
+    into a copy of the repository as a contributor would: its field in options/fields.py (``backends=``:
+    every backend), its use in core/core.py, which reads ``self.options``, and its test in this
     module, nothing else: no backend maps options by hand, and the docs tables are made when the site
     is built. ``git status`` counts the files: two by hand, and the test. In the copy the option is on
     every surface, this module's and the API page's pins of the docs hold, its own test passes (the
@@ -320,8 +320,8 @@ def test_an_option_the_core_reads_is_its_field_and_its_use_on_every_backend(tmp_
     tests = copy / "tests" / "test_options.py"
     tests.write_text(tests.read_text() + OPTION_TEST)
     assert touched(copy) == [
-        "pytest_mcpfaults/sidecar/core.py",  # by hand: its use
-        "pytest_mcpfaults/sidecar/options.py",  # by hand: the field
+        "pytest_mcpfaults/core/core.py",  # by hand: its use
+        "pytest_mcpfaults/options/fields.py",  # by hand: the field
         "tests/test_options.py",  # its test
     ]
     shown = run_in(copy, "-c", OPTION_SHOWN.format(copy=str(copy)), timeout=180)

@@ -23,8 +23,8 @@ from test_cli import Served, serve
 
 from pytest_mcpfaults import RecordedSpan, Sidecar, SpanRecorder, install_recorder
 from pytest_mcpfaults.invariants import ALL_INVARIANTS, format_violations, gate_violations
-from pytest_mcpfaults.sidecar.control import Control
 from pytest_mcpfaults.spans import SpanLookupError
+from pytest_mcpfaults.transports.control import Control
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "docs" / "examples" / "remote_spans_harness.py"

@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import Hang, Sidecar, Stall, Trigger, parse_fault
-from pytest_mcpfaults.sidecar.patience import PatienceError, patience_verdict, violation_record
+from pytest_mcpfaults.verdicts.patience import PatienceError, patience_verdict, violation_record
 
 NOT_300_S = 60.0  # far above any budget used here, far below the clients' own 300 s
 

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall
-from pytest_mcpfaults.sidecar.clients import call_bound, client_family, patience_hint, server_request_hint
-from pytest_mcpfaults.sidecar.patience import PatienceError
-from pytest_mcpfaults.sidecar.records import Held, RequestRecord
+from pytest_mcpfaults.core.records import Held, RequestRecord
+from pytest_mcpfaults.verdicts.clients import call_bound, client_family, patience_hint, server_request_hint
+from pytest_mcpfaults.verdicts.patience import PatienceError
 
 #: The scheduling margin the waits promise (docs/hangs.md).
 MARGIN = 0.05

@@ -161,25 +161,30 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
         "pytest_mcpfaults.lazy",  # the package's lazy __getattr__ (standard library only)
         "pytest_mcpfaults.plugin",
         "pytest_mcpfaults._pytest",
+        # the folders of the modules below: an __init__ with a docstring only, or a lazy face
+        "pytest_mcpfaults.core",
+        "pytest_mcpfaults.explore",
+        "pytest_mcpfaults.options",
+        "pytest_mcpfaults.spans",
         "pytest_mcpfaults._pytest.records",
         "pytest_mcpfaults._pytest.cassettes",  # --mcpfaults-record and its record modes (pytest and os only)
         "pytest_mcpfaults._pytest.sidecar",
         "pytest_mcpfaults._pytest.settings",  # the ini defaults and marker merging (pytest only)
         "pytest_mcpfaults._pytest.spans",
         # where each test's invariant checks go, set for every test (imports nothing)
-        "pytest_mcpfaults.span_results",
+        "pytest_mcpfaults.spans.results",
         "pytest_mcpfaults._pytest.report",
         # explore's glue and its report (pytest and the standard library only until a test is explored)
-        "pytest_mcpfaults._pytest.explore",
-        "pytest_mcpfaults._pytest.explore_report",
+        "pytest_mcpfaults.explore.items",
+        "pytest_mcpfaults.explore.summary",
         # --mcpfaults-shard (zlib and pytest) and where a failure left the harness (the standard library)
-        "pytest_mcpfaults._pytest.explore_shard",
-        "pytest_mcpfaults._pytest.explore_where",
+        "pytest_mcpfaults.explore.shard",
+        "pytest_mcpfaults.explore.where",
         "pytest_mcpfaults._pytest.harness",
         "pytest_mcpfaults._pytest.blocked",  # its own_code: which frames are the harness's (stdlib only)
         # the running tally that keeps crashed/interrupted tests in the report (standard library only)
         "pytest_mcpfaults._pytest.progress",
-        "pytest_mcpfaults.events",
+        "pytest_mcpfaults.core.events",
         # the shared argument predicates the ini options are checked with (standard library only)
-        "pytest_mcpfaults.validation",
+        "pytest_mcpfaults.options.validation",
     }

@@ -670,7 +670,7 @@ def test_an_answer_to_rewrite_must_be_complete_within_upstream_timeout(endless: 
 def test_an_answer_to_rewrite_is_bounded_in_size(
     endless: _RawUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_mcpfaults.sidecar import relay
+    from pytest_mcpfaults.proxy import relay
 
     monkeypatch.setattr(relay, "REWRITE_MAX_BYTES", 100_000)
     with _tool_error_on(endless, None) as sc, httpx.Client(timeout=10) as c:

@@ -32,8 +32,8 @@ from quiet_upstream import quiet_stream
 from sdk_upstream import SdkUpstream, serve
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.cassette import read_cassette
 from pytest_mcpfaults.faults import BackendGone, ErrorPayload, ToolError, Trigger
+from pytest_mcpfaults.proxy.cassette import read_cassette
 
 #: The bound under test: shorter than the quiet spell each stream is left in.
 GAP = 0.3

@@ -19,8 +19,8 @@ INIT = Path(pytest_mcpfaults.__file__)
 
 #: Names that were on the face until issue 37 and where they live now (CHANGELOG.md says so too).
 LEFT = {
-    "pytest_mcpfaults.sidecar.tools": ["BenchmarkSession", "BenchmarkSessions"],
-    "pytest_mcpfaults.cassette": ["CassetteError", "Exchange"],
+    "pytest_mcpfaults.mcp.tools": ["BenchmarkSession", "BenchmarkSessions"],
+    "pytest_mcpfaults.proxy.cassette": ["CassetteError", "Exchange"],
     "pytest_mcpfaults.spans": [
         "RecordedEvent",
         "SpanLookupError",
@@ -44,14 +44,14 @@ def test_all_is_one_literal_list_of_at_most_40_names_the_type_checking_imports()
     where, stars = _type_checking_imports(INIT.read_text())
     assert pytest_mcpfaults.__all__ == literal == sorted(where)
     assert len(literal) <= 40
-    assert stars == ["pytest_mcpfaults.fault_types"]  # the kinds: resolved, not listed
+    assert stars == ["pytest_mcpfaults.faults.kinds"]  # the kinds: resolved, not listed
 
 
 def test_each_public_name_resolves_from_where_the_imports_say() -> None:
     where, _ = _type_checking_imports(INIT.read_text())
     for name in pytest_mcpfaults.__all__:
         assert getattr(pytest_mcpfaults, name) is getattr(__import__(where[name], fromlist=[name]), name)
-    assert pytest_mcpfaults.PatienceError.__module__ == "pytest_mcpfaults.sidecar.patience"
+    assert pytest_mcpfaults.PatienceError.__module__ == "pytest_mcpfaults.verdicts.patience"
 
 
 def test_kinds_resolve_from_the_root_and_the_names_that_left_live_where_they_are() -> None:

@@ -15,7 +15,7 @@ import pytest
 from pytest_mcpfaults import Fault, Sidecar, fault_from_dict, parse_fault
 from pytest_mcpfaults.cli import main
 from pytest_mcpfaults.faults import unregister_fault_kind
-from pytest_mcpfaults.sidecar.control import Control
+from pytest_mcpfaults.transports.control import Control
 
 TOKEN = "q" * 32
 MESSAGE = "Die: restart must be True or False, got 'false'"

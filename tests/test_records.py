@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from pytest_mcpfaults import Hang, Sidecar
-from pytest_mcpfaults.sidecar.control import JOURNAL_VERSION, journal_json
-from pytest_mcpfaults.sidecar.journal import Journal
-from pytest_mcpfaults.sidecar.records import GROUPS, AuthSeen, CancelSeen, Held, UpstreamLeg
+from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.core.records import GROUPS, AuthSeen, CancelSeen, Held, UpstreamLeg
+from pytest_mcpfaults.transports.control import JOURNAL_VERSION, journal_json
 
 
 def test_the_groups_are_read_from_the_record() -> None:

@@ -14,7 +14,7 @@ from mcp.client import Client
 from test_cancellation import HEADERS, INIT  # the same session-era handshake
 
 from pytest_mcpfaults import CloseStream, Sidecar
-from pytest_mcpfaults.sidecar.resumption import MAX_ID_DIGITS
+from pytest_mcpfaults.core.resumption import MAX_ID_DIGITS
 
 ECHO = {
     "jsonrpc": "2.0",

@@ -17,8 +17,9 @@ from mcp1_client import Mcp1Client
 from test_cancellation import HEADERS, INIT  # the same session-era handshake
 
 from pytest_mcpfaults import Drip, Reset, Sidecar, Stall, Trigger, Truncate
-from pytest_mcpfaults.sidecar import notices, resumption
-from pytest_mcpfaults.sidecar.records import RequestRecord
+from pytest_mcpfaults.core import resumption
+from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.transports import notices
 
 Event = dict[str, str]
 

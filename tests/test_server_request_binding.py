@@ -21,7 +21,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from pytest_mcpfaults import Sidecar
-from pytest_mcpfaults.sidecar.records import ServerMessageRecord
+from pytest_mcpfaults.core.records import ServerMessageRecord
 
 SETS = ("basic", "client")
 OLD, NEW = "2025-11-25", "2026-07-28"

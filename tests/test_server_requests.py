@@ -20,10 +20,10 @@ from mcp import types
 from mcp.client import Client
 
 from pytest_mcpfaults import Sidecar, SyncToolContext, Tool
+from pytest_mcpfaults.core.errors import SidecarError
 from pytest_mcpfaults.inprocess import mock_sidecar
-from pytest_mcpfaults.sidecar.errors import SidecarError
-from pytest_mcpfaults.sidecar.outbound import ToolContext
-from pytest_mcpfaults.sidecar.patience import PatienceError, patience_verdict
+from pytest_mcpfaults.mcp.outbound import ToolContext
+from pytest_mcpfaults.verdicts.patience import PatienceError, patience_verdict
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup

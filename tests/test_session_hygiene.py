@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from docs_quotes import assert_quoted_lines_occur, quoted_block
 
-from pytest_mcpfaults.sidecar.hygiene import session_problems
-from pytest_mcpfaults.sidecar.records import RequestRecord
+from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.verdicts.hygiene import session_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 LEAK = ROOT / "docs" / "examples" / "sessions" / "leak.py"

@@ -9,7 +9,7 @@ from types import MappingProxyType
 import pytest
 
 from pytest_mcpfaults import SpanRecorder
-from pytest_mcpfaults.span_records import UIDS, Received, RecordedSpan, link_received
+from pytest_mcpfaults.spans.records import UIDS, Received, RecordedSpan, link_received
 
 EMPTY = MappingProxyType({})
 

@@ -512,7 +512,7 @@ def test_importing_the_span_modules_does_not_import_opentelemetry() -> None:
     code = textwrap.dedent(
         """
         import sys
-        import pytest_mcpfaults.spans, pytest_mcpfaults.invariants, pytest_mcpfaults._pytest.spans
+        import pytest_mcpfaults.spans.recorder, pytest_mcpfaults.invariants, pytest_mcpfaults._pytest.spans
         loaded = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
         assert not loaded, loaded
         """

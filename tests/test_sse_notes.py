@@ -1,4 +1,4 @@
-"""The relay's SSE notification parser (:class:`~pytest_mcpfaults.sidecar.relay.NotificationTap`),
+"""The relay's SSE notification parser (:class:`~pytest_mcpfaults.proxy.relay.NotificationTap`),
 fed the bytes of an SSE body split every way a socket may split them: each notification is handed on
 once, whole, and nothing else is (a priming event's empty data, responses, requests, an event too long
 to look into); the chained tap gets every byte unchanged."""
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults.sidecar import relay
-from pytest_mcpfaults.sidecar.relay import NotificationTap
+from pytest_mcpfaults.proxy import relay
+from pytest_mcpfaults.proxy.relay import NotificationTap
 
 
 def _event(message: dict[str, Any], eid: str = "", eol: str = "\n") -> str:

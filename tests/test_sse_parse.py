@@ -1,12 +1,12 @@
 """The SSE parser the proxy's notification tap and the cassette recorder share
-(:class:`~pytest_mcpfaults.sse_parse.SseParser`): the events of a body fed split every way a socket may
+(:class:`~pytest_mcpfaults.proxy.sse_parse.SseParser`): the events of a body fed split every way a socket may
 split it, their fields, a last event without its blank line, and the ``max_bytes`` skip."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_mcpfaults.sse_parse import SseParser
+from pytest_mcpfaults.proxy.sse_parse import SseParser
 
 BODY = (
     b"id: 2-0\r\nretry: 5000\r\ndata: \r\n\r\n"  # a priming event: empty data

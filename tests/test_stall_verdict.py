@@ -230,7 +230,7 @@ def test_a_hold_is_patiences_and_the_clock_starts_at_the_last_answer() -> None:
     import httpx
 
     from pytest_mcpfaults import Sidecar
-    from pytest_mcpfaults.sidecar.stalls import find_stall
+    from pytest_mcpfaults.verdicts.stalls import find_stall
 
     with Sidecar(patience=0.3, faults=["stall@health"], expect_hang=True) as sc:
         with pytest.raises(httpx.TransportError), httpx.stream("GET", sc.health_url, timeout=5) as r:
@@ -266,7 +266,7 @@ def test_the_clients_own_event_stream_does_not_restart_the_clock() -> None:
     import httpx
 
     from pytest_mcpfaults import Sidecar
-    from pytest_mcpfaults.sidecar.stalls import find_stall
+    from pytest_mcpfaults.verdicts.stalls import find_stall
 
     with Sidecar(patience=0.5, faults=["status(code=503)@health"]) as sc, httpx.Client(timeout=5) as client:
         assert client.get(sc.health_url).status_code == 503

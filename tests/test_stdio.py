@@ -252,7 +252,7 @@ def test_a_client_that_sent_more_without_cancelling_is_not_said_to_have_waited()
     """A client that never cancels (no notifications/cancelled on record) but sends the child more
     requests while one is held: the verdict names them, from the journal's records, and does not say
     the client waited; a hold with nothing after it keeps the waiting wording."""
-    from pytest_mcpfaults.sidecar.records import Held, RequestRecord
+    from pytest_mcpfaults.core.records import Held, RequestRecord
     from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
 
     held = RequestRecord(3, 0, "POST", "/mcp", "tools/call", "echo", fault_kind="hang", held=Held(at=1.0))

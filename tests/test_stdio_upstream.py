@@ -467,7 +467,7 @@ def test_an_over_deep_json_line_is_skipped_and_the_reader_lives_on(tmp_path: Pat
 def test_a_child_that_stops_reading_its_stdin_gets_504s_with_bounded_memory(tmp_path: Path) -> None:
     """Requests to a child that no longer reads its stdin used to pile up in the pipe's write buffer
     without bound; past ``upstream_write_buffer`` each waits for room, then gets a 504."""
-    from pytest_mcpfaults.sidecar.stdio_upstream import WRITE_BUFFER
+    from pytest_mcpfaults.proxy.stdio_upstream import WRITE_BUFFER
 
     with (
         Sidecar(upstream_command=hostile(tmp_path, "noread"), upstream_timeout=0.3) as sc,

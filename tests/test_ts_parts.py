@@ -24,7 +24,7 @@ from test_cancellation import the
 from test_ts_recipe import SESSION_ERA_VERSION
 
 from pytest_mcpfaults import CloseStream, Sidecar
-from pytest_mcpfaults.sidecar.patience import PatienceError
+from pytest_mcpfaults.verdicts.patience import PatienceError
 
 #: Bounds every wait of the script other than the request timeout measured (connect, the DELETE).
 WAIT_MS = 5000

@@ -1,4 +1,4 @@
-"""The upstream forwarder on its own (``pytest_mcpfaults.sidecar.upstream``): requests to the mcp SDK's
+"""The upstream forwarder on its own (``pytest_mcpfaults.proxy.upstream``): requests to the mcp SDK's
 own server, headers passed through and dropped, the body read as it comes, and each way an upstream
 fails (refused, timed out, reset) told apart. The URL check that guards ``Sidecar(upstream=)``."""
 
@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from sdk_upstream import SdkUpstream, serve
 
-from pytest_mcpfaults.sidecar.config import check_upstream_url
-from pytest_mcpfaults.sidecar.upstream import Upstream, UpstreamError, end_to_end
+from pytest_mcpfaults.options.checks import check_upstream_url
+from pytest_mcpfaults.proxy.upstream import Upstream, UpstreamError, end_to_end
 
 INIT = {
     "jsonrpc": "2.0",

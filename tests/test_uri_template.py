@@ -14,7 +14,7 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import ResourceTemplate, Sidecar
-from pytest_mcpfaults.sidecar.uri_template import MAX_URI_CHARS, UriTemplate
+from pytest_mcpfaults.mcp.uri_template import MAX_URI_CHARS, UriTemplate
 
 STATELESS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
 FILES = "file:///{dir}/{name}.{ext}"

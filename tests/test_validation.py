@@ -1,4 +1,4 @@
-"""The shared predicates of ``pytest_mcpfaults.validation``: the one rule behind every "positive
+"""The shared predicates of ``pytest_mcpfaults.options.validation``: the one rule behind every "positive
 number of seconds" and "count" check (Sidecar, the ini options, the CLI, the strategies, the faults)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pytest_mcpfaults.validation import (
+from pytest_mcpfaults.options.validation import (
     is_count,
     is_finite_number,
     is_integer,
@@ -81,7 +81,7 @@ def test_the_module_needs_no_test_framework() -> None:
     import ast
     import pathlib
 
-    import pytest_mcpfaults.validation as v
+    import pytest_mcpfaults.options.validation as v
 
     tree = ast.parse(pathlib.Path(v.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -100,14 +100,14 @@ def test_the_module_needs_no_test_framework() -> None:
     ],
 )
 def test_parse_seconds_reads_a_duration_or_the_off_word(text: str, off: str, expected: float | None) -> None:
-    from pytest_mcpfaults.validation import parse_seconds
+    from pytest_mcpfaults.options.validation import parse_seconds
 
     assert parse_seconds(text, off=off) == expected
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "inf", "nan", "abc", "", "off", "1e999"])
 def test_parse_seconds_refuses_anything_else(text: str) -> None:
-    from pytest_mcpfaults.validation import parse_seconds
+    from pytest_mcpfaults.options.validation import parse_seconds
 
     with pytest.raises(ValueError, match="number of seconds"):
         parse_seconds(text)

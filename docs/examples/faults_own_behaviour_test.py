@@ -8,10 +8,10 @@ from typing import ClassVar
 import httpx
 import pytest
 
+from pytest_mcpfaults.behaviour.connection import Pausing, effect_of
+from pytest_mcpfaults.core.routing import answer_reply
 from pytest_mcpfaults.faults import Fault, unregister_fault_kind
-from pytest_mcpfaults.sidecar.connection import Pausing, effect_of
-from pytest_mcpfaults.sidecar.mcp import Reply
-from pytest_mcpfaults.sidecar.routing import answer_reply
+from pytest_mcpfaults.mcp.endpoint import Reply
 
 
 # --8<-- [start:kind]

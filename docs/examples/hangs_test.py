@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from pytest_mcpfaults import Stall
-from pytest_mcpfaults.sidecar.patience import PatienceError
+from pytest_mcpfaults.verdicts.patience import PatienceError
 
 
 @pytest.mark.xfail(raises=PatienceError, strict=True, reason="shows the patience verdict")

@@ -15,7 +15,7 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import DropClientAnswer, DuplicateServerRequest, MalformedServerRequest
-from pytest_mcpfaults.sidecar.patience import PatienceError
+from pytest_mcpfaults.verdicts.patience import PatienceError
 
 
 async def confirm(context, params):  # the harness's elicitation callback: the user says yes

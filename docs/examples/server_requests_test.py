@@ -17,7 +17,7 @@ from mcp import types
 from mcp.client import Client
 
 from pytest_mcpfaults import Tool, ToolContext, ToolResultError
-from pytest_mcpfaults.sidecar.patience import PatienceError
+from pytest_mcpfaults.verdicts.patience import PatienceError
 
 
 # --8<-- [start:answers]

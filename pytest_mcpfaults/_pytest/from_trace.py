@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.explore import (
+from pytest_mcpfaults._pytest.records import explore_run
+from pytest_mcpfaults.explore.items import (
     EXPANSION,
     FROM_TRACE_DEST,
     SIDECAR_FIXTURE_NAMES,
@@ -34,11 +35,10 @@ from pytest_mcpfaults._pytest.explore import (
     function_id,
     uses_sidecar,
 )
-from pytest_mcpfaults._pytest.explore import MARKER as EXPLORE_MARKER
-from pytest_mcpfaults._pytest.records import explore_run
+from pytest_mcpfaults.explore.items import MARKER as EXPLORE_MARKER
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.explore import Run
+    from pytest_mcpfaults.explore.plan import Run
     from pytest_mcpfaults.from_trace.infer import Inferred, SpanNames
     from pytest_mcpfaults.from_trace.trace import Trace
 

@@ -1,5 +1,5 @@
 """The ``mcp_harness_process`` fixture: run the harness as a child process, with a verdict when it
-never exits (:mod:`pytest_mcpfaults.sidecar.harness_process`).
+never exits (:mod:`pytest_mcpfaults.verdicts.harness_process`).
 
 ``mcp_harness_process(args, servers=None, budget=None, startup=60, env=None, cwd=None)`` starts one and
 returns it (a ``HarnessProcess``); ``servers`` defaults to every server of the test (``mcp_sidecar``,
@@ -19,7 +19,7 @@ import pytest
 from pytest_mcpfaults._pytest.records import SERVERS
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.harness_process import HarnessProcess
+    from pytest_mcpfaults.verdicts.harness_process import HarnessProcess
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[...
     gives a verdict (``HarnessProcessError``) with its threads' stacks when it outlives the budget
     after its last MCP traffic or after ``stop()``; at teardown every one still running is stopped
     the same way and killed with its process group."""
-    from pytest_mcpfaults.sidecar.harness_process import DEFAULT_STARTUP, HarnessProcess
+    from pytest_mcpfaults.verdicts.harness_process import DEFAULT_STARTUP, HarnessProcess
 
     started: list[HarnessProcess] = []
     item = request.node

@@ -4,7 +4,7 @@ A test's :class:`~pytest_mcpfaults._pytest.records.TestRecord` is filled at tear
 pytest-xdist it reaches the controller only on the teardown report. A test whose worker dies (an OOM
 kill, a segfault, ``os._exit``) never gets there, nor does a test interrupted by SIGINT. So, beside the
 record, the plugin keeps a running tally per test: which test started, the sidecars (journals) it made,
-each fault as it fires (:mod:`pytest_mcpfaults.events`), and that it finished.
+each fault as it fires (:mod:`pytest_mcpfaults.core.events`), and that it finished.
 
 * In every process it is kept in memory (:class:`Progress`); a run without xdist reads it when the run
   is interrupted.
@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults import events
 from pytest_mcpfaults._pytest.records import matrix_fault
+from pytest_mcpfaults.core import events
 
 __all__ = ["WORKERINPUT_KEY", "Progress", "ProgressPlugin", "Running", "read_unfinished"]
 

@@ -36,7 +36,7 @@ __all__ = [
 
 #: The fixture carrying a fault-matrix cell's fault (its parameter).
 MATRIX_FIXTURE = "mcpfaults_fault"
-#: The parameter carrying an explore run (:class:`pytest_mcpfaults.explore.Run`) of a campaign item.
+#: The parameter carrying an explore run (:class:`pytest_mcpfaults.explore.plan.Run`) of a campaign item.
 EXPLORE_PARAM = "mcpfaults_explore"
 #: Extra sections of the JSON report (name -> a function giving its content, ``None``: left out),
 #: kept in the config's stash by the parts of the plugin that have one (explore).
@@ -53,7 +53,7 @@ MAKERS = pytest.StashKey[list[str]]()
 #: The connections an explore run's sidecars still had open when the test's fixtures were done
 #: (one description each).
 LEFT_OPEN = pytest.StashKey[list[str]]()
-#: The session hygiene verdicts of a test's sidecars (``sidecar/hygiene.py``), one text per sidecar,
+#: The session hygiene verdicts of a test's sidecars (``verdicts/hygiene.py``), one text per sidecar,
 #: found when the test's fixtures were done.
 SESSION_PROBLEMS = pytest.StashKey[list[str]]()
 
@@ -142,6 +142,6 @@ def matrix_fault(item: pytest.Item) -> str | None:
 
 
 def explore_run(item: pytest.Item) -> Any:
-    """``item``'s explore run (a :class:`pytest_mcpfaults.explore.Run`), ``None`` outside a campaign."""
+    """``item``'s explore run (a :class:`pytest_mcpfaults.explore.plan.Run`), ``None`` outside a campaign."""
     callspec = getattr(item, "callspec", None)
     return callspec.params.get(EXPLORE_PARAM) if callspec is not None else None

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_mcpfaults._pytest import cassettes
-from pytest_mcpfaults.validation import parse_seconds
+from pytest_mcpfaults.options.validation import parse_seconds
 
 PATIENCE_INI = "mcpfaults_patience"
 HYGIENE_INI = "mcpfaults_session_hygiene"
@@ -176,7 +176,7 @@ def check_ini(config: pytest.Config) -> None:
     given = {key: value for key in DEFAULT_INIS if (value := _ini_value(config, key)) is not None}
     if not given:
         return
-    from pytest_mcpfaults.sidecar import Sidecar
+    from pytest_mcpfaults.transports.server import Sidecar
 
     for key, value in given.items():
         kwarg = DEFAULT_INIS[key]
@@ -223,7 +223,7 @@ def marker_problem(node: pytest.Function, name: str = "mcp_sidecar") -> str | No
     if name == STDIO_MARKER:
         from pytest_mcpfaults.stdio.server import StdioServer as cls
     else:
-        from pytest_mcpfaults.sidecar import Sidecar as cls  # type: ignore[assignment]
+        from pytest_mcpfaults.transports.server import Sidecar as cls  # type: ignore[assignment]
 
     try:
         kwargs = marker_kwargs(node, name)

@@ -30,11 +30,11 @@ from pytest_mcpfaults._pytest.records import (
 
 if TYPE_CHECKING:
     from pytest_mcpfaults._pytest.interrupt import Watch
-    from pytest_mcpfaults.sidecar import Sidecar
-    from pytest_mcpfaults.sidecar.factory import SidecarFactory
-    from pytest_mcpfaults.sidecar.idle import Idle
-    from pytest_mcpfaults.sidecar.stalls import Stall
     from pytest_mcpfaults.stdio.server import StdioServer
+    from pytest_mcpfaults.transports.factory import SidecarFactory
+    from pytest_mcpfaults.transports.server import Sidecar
+    from pytest_mcpfaults.verdicts.idle import Idle
+    from pytest_mcpfaults.verdicts.stalls import Stall
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
@@ -158,7 +158,7 @@ class _Call:
         if not install():  # main thread only, and only if SIGUSR2 is free
             return
 
-        from pytest_mcpfaults.sidecar.stalls import find_stall
+        from pytest_mcpfaults.verdicts.stalls import find_stall
 
         idle_check = _idle_check(item)
 
@@ -215,7 +215,7 @@ def _idle_check(item: pytest.Item) -> Any:
     import threading
 
     from pytest_mcpfaults._pytest.blocked import Stillness
-    from pytest_mcpfaults.sidecar.idle import find_idle
+    from pytest_mcpfaults.verdicts.idle import find_idle
 
     still = Stillness(threading.main_thread().ident)
 
@@ -271,7 +271,7 @@ def _verdict_text(sc: Any, violations: Any) -> str:
     own = getattr(sc, "patience_verdict", None)
     if own is not None:
         return str(own(violations))
-    from pytest_mcpfaults.sidecar.patience import patience_verdict
+    from pytest_mcpfaults.verdicts.patience import patience_verdict
 
     return patience_verdict(sc, violations)
 
@@ -283,7 +283,7 @@ def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
     untouched."""
     if text is None or isinstance(cause, (KeyboardInterrupt, pytest.skip.Exception)):
         return
-    from pytest_mcpfaults.sidecar.patience import PatienceError
+    from pytest_mcpfaults.verdicts.patience import PatienceError
 
     raise PatienceError(text) from cause
 
@@ -327,7 +327,7 @@ def _interrupted(
     was blocked and what the plugin did. The interrupt itself (the cancellation,
     :class:`PatienceInterrupt` or :class:`PatienceTeardownInterrupt`) is not kept as the cause; any
     other failure is."""
-    from pytest_mcpfaults.sidecar.patience import PatienceError
+    from pytest_mcpfaults.verdicts.patience import PatienceError
 
     if sidecars is None:
         sidecars = item.stash.get(_SIDECARS, [])
@@ -335,7 +335,7 @@ def _interrupted(
     gave_up = f"; then mcpfaults gave up, and the {what} ended by itself" if watch.gave_up else ""
     found = watch.finding
     if isinstance(found, _Found) and found.idle is not None:
-        from pytest_mcpfaults.sidecar.idle import idle_record, idle_verdict
+        from pytest_mcpfaults.verdicts.idle import idle_record, idle_verdict
 
         switch = (
             f"mark it @pytest.mark.{settings.ALLOW_IDLE} (or ini {settings.IDLE_INI} = off, or a larger "
@@ -349,7 +349,7 @@ def _interrupted(
             f"= off or @pytest.mark.{_NO_INTERRUPT} turns this off."
         )
     elif isinstance(found, _Found) and found.stall is not None:
-        from pytest_mcpfaults.sidecar.stalls import stall_record, stall_verdict
+        from pytest_mcpfaults.verdicts.stalls import stall_record, stall_verdict
 
         sc = found.server
         text = stall_verdict(sc, found.stall, watch.blocked, stdio=hasattr(sc, "patience_verdict"))
@@ -513,7 +513,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         _raise_verdict(_verdict(item, sidecars), failure)
     hygiene = item.stash.get(SESSION_PROBLEMS, [])
     if hygiene and failure is None and explore_run(item) is None:  # explore reads it as an oracle
-        from pytest_mcpfaults.sidecar.hygiene import SessionHygieneError
+        from pytest_mcpfaults.verdicts.hygiene import SessionHygieneError
 
         raise SessionHygieneError("\n\n".join(hygiene))
     if failure is not None:
@@ -534,11 +534,11 @@ HYGIENE_GRACE = 0.5
 
 
 def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
-    """Session hygiene (``sidecar/hygiene.py``) of a running sidecar, once the test's fixtures are
+    """Session hygiene (``verdicts/hygiene.py``) of a running sidecar, once the test's fixtures are
     done: its verdict is kept for the teardown hook (an explore run's oracle reads it instead)."""
     if not settings.ini_hygiene(item.config) or sidecar.state != "running":
         return  # a dead or stopped sidecar lost its sessions: none is owed
-    from pytest_mcpfaults.sidecar.hygiene import hygiene_verdict, session_problems
+    from pytest_mcpfaults.verdicts.hygiene import hygiene_verdict, session_problems
 
     # no DELETE is owed by a test the watcher interrupted: the interruption may have cut its close
     call = item.stash.get(_CALL, None)
@@ -572,7 +572,7 @@ def _factory_left_open(item: pytest.Item) -> None:
 
 
 def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
-    from pytest_mcpfaults.sidecar.patience import violation_record
+    from pytest_mcpfaults.verdicts.patience import violation_record
 
     rec = record_for(item)
     rec.expected_hang = _expects_hang(item)
@@ -619,7 +619,7 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     URLs: ``mcp_sidecar.mcp_url``, ``.health_url``; its journal: ``mcp_sidecar.journal``. A request
     held past its patience budget fails the test with a verdict unless the test expects the hang.
     """
-    from pytest_mcpfaults.sidecar import Sidecar
+    from pytest_mcpfaults.transports.server import Sidecar
 
     item = request.node
     kwargs = {**_defaults(request.config, item), **settings.marker_kwargs(item)}
@@ -714,7 +714,7 @@ def mcp_sidecar_factory(pytestconfig: pytest.Config) -> Iterator[SidecarFactory]
     Under explore (docs/explore.md), a run's fault goes to the sidecar its step was on: the nth the
     test makes (its own ``faults=`` stay after explore's).
     """
-    from pytest_mcpfaults.sidecar.factory import SidecarFactory
+    from pytest_mcpfaults.transports.factory import SidecarFactory
 
     def on_start(sidecar: Sidecar) -> None:
         _attach(_CURRENT[-1] if _CURRENT else None, sidecar, "mcp_sidecar_factory")

@@ -1,7 +1,7 @@
 """pytest glue for span capture: the ``mcp_spans`` fixture, the ini keys and the automatic span gate.
 
-Top-level imports stay light (pytest only). OpenTelemetry and :mod:`pytest_mcpfaults.spans` are imported
-inside the hooks and the fixture, and only when spans are asked for: a run that neither enables the
+Top-level imports stay light (pytest only). OpenTelemetry and :mod:`pytest_mcpfaults.spans.recorder` are
+imported inside the hooks and the fixture, and only when spans are asked for: a run that neither enables the
 gate nor uses ``mcp_spans`` never touches the global tracer provider.
 """
 
@@ -16,7 +16,8 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation
-    from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
+    from pytest_mcpfaults.spans.recorder import SpanRecorder
+    from pytest_mcpfaults.spans.records import RecordedSpan
 
 SESSION_INI = "mcpfaults_session_spans"
 CLEANUP_INI = "mcpfaults_cleanup_spans"
@@ -208,7 +209,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # Watch provider creation for the whole run, so a harness that builds its TracerProvider at
         # import or collection time is caught too. The global provider is wired at each test's start.
         # Explore checks the span invariants of its runs whether or not the gate is on.
-        from pytest_mcpfaults.spans import global_recorder
+        from pytest_mcpfaults.spans.recorder import global_recorder
 
         stack = ExitStack()
         stack.enter_context(global_recorder().watch_providers())
@@ -266,14 +267,14 @@ def recorder_for_test(item: pytest.Item) -> SpanRecorder | None:
         and not _explored(item)
     ):
         return None
-    from pytest_mcpfaults.spans import global_recorder
+    from pytest_mcpfaults.spans.recorder import global_recorder
 
     return global_recorder()
 
 
 def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
     """Wire and configure the recorder; clear it the first time per test."""
-    from pytest_mcpfaults.spans import install_recorder
+    from pytest_mcpfaults.spans.recorder import install_recorder
 
     recorder = install_recorder()
     recorder.session_patterns = settings.session
@@ -291,8 +292,10 @@ def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
-    from pytest_mcpfaults import span_results  # imports nothing: the span code stays unloaded
     from pytest_mcpfaults._pytest.records import record_for
+    from pytest_mcpfaults.spans import (
+        results as span_results,  # imports nothing: the span code stays unloaded
+    )
 
     item.stash[_STARTED_KEY] = False  # a rerun of the same item starts empty again
     # Every invariant check made while this test runs (gate, mcp_spans, install_recorder().assert_*,
@@ -304,7 +307,7 @@ def pytest_runtest_protocol(
     stack = ExitStack()
     try:
         if own:
-            from pytest_mcpfaults.spans import global_recorder
+            from pytest_mcpfaults.spans.recorder import global_recorder
 
             stack.enter_context(global_recorder().watch_providers())
         return (yield)
@@ -312,7 +315,7 @@ def pytest_runtest_protocol(
         span_results.set_running_sink(outer)
         stack.close()
         if own:  # as mcp_spans does without the gate: nothing reads spans between tests
-            from pytest_mcpfaults.spans import global_recorder
+            from pytest_mcpfaults.spans.recorder import global_recorder
 
             global_recorder().recording = False
             global_recorder().clear()
@@ -423,7 +426,7 @@ def span_mark(item: pytest.Item) -> int | None:
     """Where ``item``'s call phase starts in its span recording, ``None`` when it records no spans."""
     if recorder_for_test(item) is None:
         return None
-    from pytest_mcpfaults.spans import global_recorder
+    from pytest_mcpfaults.spans.recorder import global_recorder
 
     return global_recorder().mark()
 
@@ -435,7 +438,7 @@ def record_invariants(item: pytest.Item, mark: int) -> str | None:
     span tree), ``None`` when none."""
     from pytest_mcpfaults import invariants
     from pytest_mcpfaults._pytest.records import record_for
-    from pytest_mcpfaults.spans import global_recorder
+    from pytest_mcpfaults.spans.recorder import global_recorder
 
     settings = item_settings(item)  # the test's own mcpfaults_spans markers apply, as for the gate
     names, found, spans = _gate_violations(global_recorder(), mark, settings)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_mcpfaults.span_records import RecordedSpan
+from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["clean_run_detail"]
 

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mcpfaults.span_records import RecordedSpan
+from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["Candidate", "classify", "span_text", "template"]
 

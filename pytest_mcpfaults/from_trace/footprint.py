@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from pytest_mcpfaults.from_trace.errors import TraceError
 from pytest_mcpfaults.from_trace.read import plugin_spans
 from pytest_mcpfaults.from_trace.trace import Trace, check_trace, index_spans
-from pytest_mcpfaults.span_queries import Patterns
+from pytest_mcpfaults.spans.queries import Patterns
 
 __all__ = ["Call", "CleanRun", "clean_run_from_detail", "place_calls"]
 
@@ -50,7 +50,7 @@ class CleanRun:
 
 
 class _Request(NamedTuple):
-    """A journal record as :func:`pytest_mcpfaults.explore.footprint` reads it, from its label."""
+    """A journal record as :func:`pytest_mcpfaults.explore.plan.footprint` reads it, from its label."""
 
     method: str
     path: str
@@ -93,7 +93,7 @@ def clean_run_from_detail(
     """A clean run from explore's ``detail`` form: ``{"spans": [...], "journal": [...]}`` (spans as
     ``span_dicts`` or ``GET /spans`` write them; journal records with ``label``, ``server``, ``start``
     and ``end`` in seconds since the epoch, as ``journal_dicts`` writes them)."""
-    from pytest_mcpfaults.explore import footprint
+    from pytest_mcpfaults.explore.plan import footprint
 
     journal = data.get("journal")
     if not isinstance(journal, list) or not isinstance(data.get("spans"), list):

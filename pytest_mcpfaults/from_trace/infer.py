@@ -21,8 +21,8 @@ from pytest_mcpfaults.from_trace.classify import Candidate, classify, span_text
 from pytest_mcpfaults.from_trace.footprint import Call, CleanRun
 from pytest_mcpfaults.from_trace.match import match_span, places
 from pytest_mcpfaults.from_trace.trace import Trace
-from pytest_mcpfaults.span_queries import DEFAULT_CLEANUP, DEFAULT_SESSION, Patterns, as_patterns, matches
-from pytest_mcpfaults.span_records import RecordedSpan
+from pytest_mcpfaults.spans.queries import DEFAULT_CLEANUP, DEFAULT_SESSION, Patterns, as_patterns, matches
+from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["MAX_CANDIDATES", "MAX_PLANS", "Inference", "Inferred", "SpanNames", "infer"]
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_mcpfaults.from_trace.trace import Trace
-from pytest_mcpfaults.span_queries import Patterns, as_patterns, matches
-from pytest_mcpfaults.span_records import RecordedSpan
+from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
+from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["Match", "Places", "describe_place", "match_span", "places"]
 

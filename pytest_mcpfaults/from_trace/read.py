@@ -2,7 +2,7 @@
 line as the OTel collector's file exporter writes them), OTLP/protobuf, and the plugin's own span JSON
 (``GET /_mcpfaults/spans?format=json``, and the ``spans`` of a report's explore ``detail``).
 
-Pure: bytes in, :class:`~pytest_mcpfaults.span_records.RecordedSpan` s out; the OTLP forms go through
+Pure: bytes in, :class:`~pytest_mcpfaults.spans.records.RecordedSpan` s out; the OTLP forms go through
 the receiver's decoders (:mod:`pytest_mcpfaults.otlp.decode`), so a trace file reads as the sidecar
 would have received it. Every refusal is a :class:`~pytest_mcpfaults.from_trace.errors.TraceError`
 naming the source and what is valid. :data:`MAX_TRACE_BYTES` bounds what is read (the driver reads at
@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_mcpfaults.from_trace.errors import TraceError
-from pytest_mcpfaults.span_records import RecordedEvent, RecordedSpan
+from pytest_mcpfaults.spans.records import RecordedEvent, RecordedSpan
 
 __all__ = ["FORMATS", "MAX_TRACE_BYTES", "Read", "decode_trace", "plugin_spans"]
 

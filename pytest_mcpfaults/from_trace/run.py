@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_mcpfaults.explore import Run
-from pytest_mcpfaults.fault_text import parse_fault
+from pytest_mcpfaults.explore.plan import Run
+from pytest_mcpfaults.faults.text import parse_fault
 
 __all__ = ["TraceRun", "trace_run"]
 

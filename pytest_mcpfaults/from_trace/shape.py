@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from pytest_mcpfaults.from_trace.match import describe_place, places
 from pytest_mcpfaults.from_trace.trace import Trace, index_spans
-from pytest_mcpfaults.span_queries import Patterns
-from pytest_mcpfaults.span_records import RecordedSpan
+from pytest_mcpfaults.spans.queries import Patterns
+from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["MAX_DIFFERENCES", "shape_differences"]
 

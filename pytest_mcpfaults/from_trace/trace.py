@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pytest_mcpfaults.from_trace.errors import TraceError
-from pytest_mcpfaults.span_queries import Patterns, as_patterns, matches
-from pytest_mcpfaults.span_records import RecordedSpan
+from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
+from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["MAX_LISTED", "Trace", "check_trace", "index_spans", "pick_trace"]
 

@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiohttp import web
 
 from pytest_mcpfaults.invariants import gate_violations
-from pytest_mcpfaults.sidecar.loop import WorkerPool
-from pytest_mcpfaults.span_queries import SpanLookupError, as_patterns
-from pytest_mcpfaults.span_records import RecordedSpan, format_tree
+from pytest_mcpfaults.spans.queries import SpanLookupError, as_patterns
+from pytest_mcpfaults.spans.records import RecordedSpan, format_tree
+from pytest_mcpfaults.transports.loop import WorkerPool
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation
-    from pytest_mcpfaults.sidecar.server import Sidecar
-    from pytest_mcpfaults.spans import SpanRecorder
+    from pytest_mcpfaults.spans.recorder import SpanRecorder
+    from pytest_mcpfaults.transports.server import Sidecar
 
 __all__ = ["MAX_WAIT", "MAX_WAITS", "SpanWork", "span_json", "span_routes"]
 

@@ -29,7 +29,7 @@ from pytest_mcpfaults.otlp.export import (
     source_key,
     span_id_problem,
 )
-from pytest_mcpfaults.span_records import UIDS, RecordedEvent, RecordedSpan
+from pytest_mcpfaults.spans.records import UIDS, RecordedEvent, RecordedSpan
 
 __all__ = [
     "INVALID_ARGUMENT",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from pytest_mcpfaults.span_records import RecordedSpan
+from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["EMPTY", "STATUS_CODES", "Batch", "Decoded", "OtlpDecodeError", "source_key", "span_id_problem"]
 

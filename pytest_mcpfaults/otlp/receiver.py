@@ -1,5 +1,5 @@
 """The sidecar's OTLP/HTTP trace receiver: ``POST /v1/traces`` answered as the OTLP specification says,
-the spans recorded in the sidecar's :class:`~pytest_mcpfaults.spans.SpanRecorder`.
+the spans recorded in the sidecar's :class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`.
 
 :class:`OtlpReceiver` answers one request (any listener may call it). :class:`OtlpService` is what a
 :class:`~pytest_mcpfaults.Sidecar` holds: the receiver, the recorder spans go to, and the receiver's own
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from pytest_mcpfaults.core.timeouts import within
 from pytest_mcpfaults.otlp.decode import (
     INVALID_ARGUMENT,
     JSON,
@@ -35,14 +36,14 @@ from pytest_mcpfaults.otlp.decode import (
     encode_response,
     encode_status,
 )
-from pytest_mcpfaults.sidecar.connections import Connections
-from pytest_mcpfaults.sidecar.http_io import BodyError, ConnectionReportingServer, read_body
-from pytest_mcpfaults.sidecar.loop import WorkerPool
-from pytest_mcpfaults.sidecar.timeouts import within
+from pytest_mcpfaults.transports.connections import Connections
+from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_body
+from pytest_mcpfaults.transports.loop import WorkerPool
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.sidecar.journal import Journal
-    from pytest_mcpfaults.spans import RecordedSpan, SpanRecorder
+    from pytest_mcpfaults.core.journal import Journal
+    from pytest_mcpfaults.spans.recorder import SpanRecorder
+    from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["DECODE_OFF_LOOP", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
 
@@ -275,7 +276,7 @@ class OtlpService:
         """The recorder received spans go to (made on first use when none was given)."""
         with self._lock:
             if self._recorder is None:
-                from pytest_mcpfaults.spans import SpanRecorder
+                from pytest_mcpfaults.spans.recorder import SpanRecorder
 
                 self._recorder = SpanRecorder()
             return self._recorder
@@ -321,7 +322,7 @@ class OtlpService:
 
     def wait_for_span(self, pattern: str, timeout: float, count: int) -> list[RecordedSpan]:
         """``SpanRecorder.wait_for_span`` on the recorder; its failure also says what the receiver got."""
-        from pytest_mcpfaults.spans import SpanLookupError
+        from pytest_mcpfaults.spans.queries import SpanLookupError
 
         try:
             return self.recorder_now().wait_for_span(

@@ -14,7 +14,7 @@ import json
 import signal
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.core import SidecarCore
+from pytest_mcpfaults.core.core import SidecarCore
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.child_link import ChildLink, Children
 from pytest_mcpfaults.stdio.procfs import wait_exited

@@ -16,16 +16,16 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.fault_types import IgnoreEof, IgnoreSigterm
-from pytest_mcpfaults.sidecar.body import BodyShaper, Hold, Write, halve, shape_of
-from pytest_mcpfaults.sidecar.connection import Holding, effect_of
-from pytest_mcpfaults.sidecar.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
-from pytest_mcpfaults.sidecar.holds import Holds
-from pytest_mcpfaults.sidecar.mcp import Reply
-from pytest_mcpfaults.sidecar.records import ClosedBy, HoldOutcome
-from pytest_mcpfaults.sidecar.resumption import Resumed
+from pytest_mcpfaults.behaviour.body import BodyShaper, Hold, Write, halve, shape_of
+from pytest_mcpfaults.behaviour.child import pipe_writes
+from pytest_mcpfaults.behaviour.connection import Holding, effect_of
+from pytest_mcpfaults.core.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
+from pytest_mcpfaults.core.holds import Holds
+from pytest_mcpfaults.core.records import ClosedBy, HoldOutcome
+from pytest_mcpfaults.core.resumption import Resumed
+from pytest_mcpfaults.faults.kinds import IgnoreEof, IgnoreSigterm
+from pytest_mcpfaults.mcp.endpoint import Reply
 from pytest_mcpfaults.stdio import guardian
-from pytest_mcpfaults.stdio.child_faults import pipe_writes
 from pytest_mcpfaults.stdio.procfs import exit_status, wait_exited
 from pytest_mcpfaults.stdio.records import CancelRecord, ChildRecord, SignalRecord
 from pytest_mcpfaults.stdio.verdict import StdioVerdicts
@@ -281,7 +281,7 @@ class ChildLink:
 
 
 class _Exchange:
-    """One request's :class:`~pytest_mcpfaults.sidecar.core.Transport` on the child's pipe: hold it,
+    """One request's :class:`~pytest_mcpfaults.core.core.Transport` on the child's pipe: hold it,
     make the child die, pause; then write its answer."""
 
     def __init__(self, child: ChildLink, rid: int) -> None:

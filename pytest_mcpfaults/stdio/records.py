@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_mcpfaults.sidecar.records import RequestRecord
+from pytest_mcpfaults.core.records import RequestRecord
 
 __all__ = ["CancelRecord", "ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
 

@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar import loop as _loop
-from pytest_mcpfaults.sidecar.connection import Dying, effect_of
-from pytest_mcpfaults.sidecar.core import SidecarCore
-from pytest_mcpfaults.sidecar.options import build_options, with_options
-from pytest_mcpfaults.sidecar.views import SidecarViews
+from pytest_mcpfaults.behaviour.connection import Dying, effect_of
+from pytest_mcpfaults.core.core import SidecarCore
+from pytest_mcpfaults.options.fields import build_options, with_options
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.channel import StdioChannel
 from pytest_mcpfaults.stdio.procfs import wait_stopped
 from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
 from pytest_mcpfaults.stdio.verdict import verdict_text
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
+from pytest_mcpfaults.transports import loop as _loop
+from pytest_mcpfaults.transports.views import SidecarViews
 
 __all__ = ["StdioServer"]
 
@@ -46,7 +46,7 @@ class StdioServer(SidecarViews):
     connects back to this object, which keeps the plan, the journal and the runtime control.
 
     Its keyword arguments are the options the ``'stdio'`` backend takes (fields of
-    :class:`~pytest_mcpfaults.sidecar.options.SidecarOptions`, built by ``build_options``), in their
+    :class:`~pytest_mcpfaults.options.fields.SidecarOptions`, built by ``build_options``), in their
     order; ``options`` holds them:
 
     - ``era``: ``'session'`` (the default: ``initialize``, then requests; ``server/discover`` gets an
@@ -229,7 +229,7 @@ class StdioServer(SidecarViews):
         return verdict_text(self.url, self.journal, violations)
 
     def assert_no_patience_violations(self) -> None:
-        from pytest_mcpfaults.sidecar.patience import PatienceError
+        from pytest_mcpfaults.verdicts.patience import PatienceError
 
         v = self.patience_violations
         if v:

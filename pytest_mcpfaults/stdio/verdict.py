@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.sidecar.journal import Journal
+from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.stdio.procfs import stdin_state
 from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation, ViolationKind
 

@@ -1,0 +1,106 @@
+"""The server-request phase: what a fault of ``Fault.phase == 'server_request'`` does to the requests a
+tool sends the client during the call it fired on, and to their answers, as data. Pure: no I/O.
+
+:func:`outbound_effect` (dispatched on the fault's class, so a subclass acts as its base) says it once,
+as an :class:`Outbound`: a malformed copy of each request first (``malformed_server_request``), each
+request sent several times with one id (``duplicate_server_request``), the client's answer to the
+first request lost (``drop_client_answer``). The core arms the call's effect before its answer is made
+(:meth:`~pytest_mcpfaults.mcp.outbound.ServerMessages.arm`); the call's
+:class:`~pytest_mcpfaults.mcp.outbound.ToolContext` acts on it; :func:`malformed_event` makes the
+malformed copy's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import singledispatch
+from typing import Any
+
+from pytest_mcpfaults import faults as F
+
+__all__ = ["Outbound", "check_outbound_plan", "malformed_event", "malformed_input", "outbound_effect"]
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """What a fault does to a call's requests to the client: ``fault``, its text (for the journal and
+    the verdict); ``malformed``: a malformed copy of each request goes first, in this form (one of
+    :data:`~pytest_mcpfaults.faults.kinds.MALFORMED_FORMS`); ``copies``: each request is sent this many
+    times with its id; ``drop_status``: the client's answer to the first request is answered with
+    this HTTP status and never handed to the tool (in the stateless era: its retry is refused)."""
+
+    fault: str
+    malformed: str | None = None
+    copies: int = 1
+    drop_status: int | None = None
+
+
+@singledispatch
+def outbound_effect(fault: F.Fault) -> Outbound | None:
+    """What ``fault`` does to the requests the tool of the call it fired on sends the client (``None``:
+    a fault of another phase). One function per server-request kind, ``@outbound_effect.register``."""
+    return None
+
+
+@outbound_effect.register
+def _malformed(fault: F.MalformedServerRequest) -> Outbound | None:
+    return Outbound(str(fault), malformed=fault.form)
+
+
+@outbound_effect.register
+def _duplicate(fault: F.DuplicateServerRequest) -> Outbound | None:
+    return Outbound(str(fault), copies=fault.copies)
+
+
+@outbound_effect.register
+def _drop(fault: F.DropClientAnswer) -> Outbound | None:
+    return Outbound(str(fault), drop_status=fault.status)
+
+
+def check_outbound_plan(plan: Sequence[F.Fault], proxied: bool, who: str) -> None:
+    """Refuse a server-request fault on a proxying sidecar, naming it: the upstream's tools send their
+    own requests to the client, relayed as they come, so the fault would never act."""
+    if not proxied:
+        return
+    for fault in plan:
+        if outbound_effect(fault) is not None:
+            raise ValueError(
+                f"{who}: fault {str(fault)!r} acts on the requests the fake's own tools send the client; "
+                "with an upstream (upstream= / upstream_command=) the tools are the upstream's and their "
+                "requests are relayed as they come, so it would never act: use it without an upstream"
+            )
+
+
+def malformed_event(message: Mapping[str, Any], form: str, malformed_id: str) -> tuple[bytes, Any]:
+    """The SSE event of a malformed copy of the request ``message`` (``form``, one of
+    :data:`~pytest_mcpfaults.faults.kinds.MALFORMED_FORMS`) and the id a client could answer it with
+    (``None``: none it could read)."""
+    copy = {k: v for k, v in message.items() if k not in ("id", "method")}
+    if form == "no_id":
+        copy["method"] = message["method"]
+        return _event(_json(copy)), None
+    if form == "no_method":
+        copy["id"] = malformed_id
+        return _event(_json(copy)), malformed_id
+    text = _json({**message, "id": malformed_id})
+    return _event(text[: len(text) // 2]), None  # bad_json: cut in half
+
+
+def malformed_input(request: Mapping[str, Any], form: str) -> Any:
+    """A malformed copy of the input request ``request`` (``{"method", "params"}``) for a stateless-era
+    ``inputRequests`` entry: ``no_method`` its params alone, ``bad_json`` (where an object belongs)
+    the request's JSON text cut in half."""
+    if form == "no_method":
+        return {k: v for k, v in request.items() if k != "method"}
+    text = _json(request)
+    return text[: len(text) // 2]
+
+
+def _json(message: Mapping[str, Any]) -> str:
+    return json.dumps(message, separators=(",", ":"))
+
+
+def _event(data: str) -> bytes:
+    return f"event: message\ndata: {data}\n\n".encode()

@@ -1,0 +1,216 @@
+"""Cancellation: a client's cancellation linked to the request it names, and what it does to that
+request (the cancel phase). Loop thread only; no I/O.
+
+A ``notifications/cancelled`` names a JSON-RPC id; :meth:`Cancellations.link` finds the request it
+names (the latest with that id in the same transport session and era) and journals a
+:class:`~pytest_mcpfaults.core.records.CancellationRecord`: when, how long after that request was
+sent, and whether it was still in flight. In the 2026-07-28 era a client cancels by closing the
+request's response stream (the transport tells :meth:`Cancellations.stream_closed`); in the session
+era a closed connection is not a cancellation (the spec says so), only the notification is.
+
+What a cancellation the sidecar accepted does to the request is a fact of the fault that fired on
+it, :attr:`~pytest_mcpfaults.faults.Fault.on_cancel` (a class attribute, so a subclass acts as its
+base): ``'stop'`` (no fault, and every kind but the two below: the answer being made is abandoned,
+its tool handler cancelled, and the request gets no JSON-RPC response, as the spec says of a
+cancelled request: its response is an event stream that ends without an event), ``'ignore'``
+(``ignore_cancel``: it runs on and is answered in full) or ``'answer'`` (``answer_after_cancel``:
+its hold ends and it is answered in full). The mcp SDK's server answers ``-32800 Request
+cancelled`` in the session era instead; the sidecar does not, so that a late answer is the fault's
+alone. A request held
+by any other blocking fault stays held: a stuck server does not read its cancellations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.core.records import (
+    CancelHow,
+    CancellationRecord,
+    CancelOutcome,
+    CancelSeen,
+    RequestRecord,
+)
+from pytest_mcpfaults.faults.kinds import CancelEffect
+from pytest_mcpfaults.mcp.endpoint import McpRequest, Reply
+
+__all__ = ["Cancellations", "unanswered"]
+
+_OUTCOME: dict[CancelEffect, CancelOutcome] = {"stop": "stopped", "ignore": "ignored", "answer": "answered"}
+
+
+def unanswered() -> Reply:
+    """The answer of a request stopped by its cancellation: no JSON-RPC response (the spec: a receiver
+    of a cancellation does not answer the cancelled request), an event stream that ends at once."""
+    return Reply(200, None, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}, sse=True)
+
+
+def _same_id(a: object, b: object) -> bool:
+    """JSON-RPC ids are equal when their values and types are (``"1"`` is not ``1``)."""
+    return a == b and type(a) is type(b)
+
+
+@dataclass(eq=False)
+class _Flight:
+    """A request whose answer is being made (or which is held): the future a cancellation sets, and
+    the task making the answer (cancelled to stop it; ``stopping`` says the cancel was ours)."""
+
+    fault: F.Fault | None
+    task: asyncio.Task[Any] | None = None
+    stopping: bool = False
+    cancelled: asyncio.Future[None] = field(default_factory=lambda: _future())
+
+
+class Cancellations:
+    """The requests a cancellation can still change, and the journal records of every cancellation."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self._flights: dict[int, _Flight] = {}
+
+    # -- what the client did ---------------------------------------------------------------------
+    def link(self, rid: int, note: McpRequest) -> CancellationRecord:
+        """Journal the ``notifications/cancelled`` of request ``rid``, linked to the request it names."""
+        params = note.message.get("params") or {}
+        names = params.get("requestId")
+        reason = params.get("reason")
+        named = self._named(rid, names, note.session_id, note.era)
+        return self._record(
+            "notification", names, note.session_id, note.era, named,
+            notification=rid, reason=reason if isinstance(reason, str) else None,
+        )  # fmt: skip
+
+    def stream_closed(self, rid: int) -> None:
+        """The client closed the response stream of request ``rid`` before its answer was sent: in the
+        2026-07-28 era that is how it cancels (a session-era request's close is not)."""
+        rec = self.journal.request(rid)
+        if rec.era != "stateless" or rec.rpc_id is None or rec.done:
+            return
+        self._record("closed", rec.rpc_id, rec.session_id, rec.era, rec)
+        self.heard(rid, named=rid)
+
+    def _named(self, rid: int, names: object, session_id: str | None, era: str) -> RequestRecord | None:
+        if names is None:
+            return None
+        for r in reversed(self.journal.requests):
+            same_session = r.session_id == session_id and r.era == era
+            if r.id != rid and same_session and r.rpc_id is not None and _same_id(r.rpc_id, names):
+                return r
+        return None
+
+    def _record(
+        self,
+        how: CancelHow,
+        names: Any,
+        session_id: str | None,
+        era: Any,
+        named: RequestRecord | None,
+        *,
+        notification: int | None = None,
+        reason: str | None = None,
+    ) -> CancellationRecord:
+        now = self.journal.now()
+        in_flight = named is not None and not named.done
+        c = CancellationRecord(
+            now, how, names if isinstance(names, (str, int, float)) else None, session_id, era,
+            notification, reason, named.id if named else None,
+            now - named.started_at if named else None, in_flight,
+        )  # fmt: skip
+        self.journal.cancellations.add(c)
+        if named is not None and in_flight and named.cancel is None:
+            self.journal.update_request(named.id, cancel=CancelSeen(now))
+        return c
+
+    # -- what the sidecar does -------------------------------------------------------------------
+    def heard(self, rid: int, *, named: int | None = None) -> None:
+        """The sidecar accepted the cancellation of request ``rid`` (a notification it answered 202,
+        or a closed stream: ``named`` is then the request itself): the request it names, if its
+        answer is still being made or it is held, gets its effect."""
+        if named is None:
+            cancels = [c for c in self.journal.cancellations if c.notification == rid]
+            named = cancels[-1].cancels if cancels else None
+        if named is None:
+            return
+        flight = self._flights.get(named)
+        if flight is not None and not flight.cancelled.done():
+            effect = "stop" if flight.fault is None else flight.fault.on_cancel
+            self.journal.update_group(named, "cancel", outcome=_OUTCOME[effect])
+            flight.cancelled.set_result(None)
+            if flight.task is not None and effect == "stop":  # the answer is being made: stop it
+                flight.stopping = True
+                flight.task.cancel()
+
+    def stopped_before(self, rid: int, fault: F.Fault | None) -> bool:
+        """Whether request ``rid``, whose answer is made only now (a legacy message's reply, after
+        its 202), was already cancelled and is stopped; a cancel kind's outcome is recorded then too
+        (``answer_after_cancel``'s hold then ends at once)."""
+        rec = self.journal.request(rid)
+        if rec.cancel is None or rec.cancel.outcome is not None:
+            return False
+        effect = "stop" if fault is None else fault.on_cancel
+        self.journal.update_group(rid, "cancel", outcome=_OUTCOME[effect])
+        return effect == "stop"
+
+    def ran_on(self, rid: int, ended: bool) -> None:
+        """Request ``rid`` was stopped while its sync tool handler ran on its worker thread
+        (``ended=False``: ``ran_on``), or that handler has now ended (``ran_until``)."""
+        if ended:
+            self.journal.update_request(rid, ran_until=self.journal.now())
+        else:
+            self.journal.update_request(rid, ran_on=True)
+
+    def held_until_cancelled(self, rid: int, fault: F.Fault) -> asyncio.Future[None] | None:
+        """The future a hold of request ``rid`` by ``fault`` also ends on (``None``: a cancellation
+        does not end it). Call :meth:`landed` once the hold ended."""
+        if fault.on_cancel != "answer":
+            return None
+        flight = self._flights[rid] = _Flight(fault)
+        if (
+            c := self.journal.request(rid).cancel
+        ) is not None and c.outcome is not None:  # cancelled while its answer was made
+            flight.cancelled.set_result(None)
+        return flight.cancelled
+
+    def landed(self, rid: int) -> None:
+        """Request ``rid``'s hold ended: a cancellation no longer changes it (until :meth:`run`)."""
+        self._flights.pop(rid, None)
+
+    async def run(
+        self, rid: int, info: McpRequest, fault: F.Fault | None, work: Coroutine[Any, Any, Reply | None]
+    ) -> Reply | None:
+        """Make the answer of request ``rid`` (``work``), unless the client cancels it first: then it
+        is stopped (``work`` cancelled, the answer :func:`unanswered`) or, for
+        ``ignore_cancel`` and ``answer_after_cancel``, made all the same."""
+        if info.is_notification or info.method is None or _inline():  # a notification, a response
+            return await work
+        task = asyncio.current_task()
+        flight = self._flights[rid] = _Flight(fault, task)
+        try:  # awaited in this task, not another: an answer made without suspending is made at once
+            return await work
+        except asyncio.CancelledError:
+            if not flight.stopping:  # teardown, not the client's cancel
+                raise
+            if task is not None and hasattr(task, "uncancel"):  # 3.11+: the cancel was ours, handled
+                task.uncancel()
+            return unanswered()
+        finally:
+            self._flights.pop(rid, None)
+
+
+def _future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
+
+
+def _inline() -> bool:
+    """Whether no event loop runs this answer (the in-process backend runs ``decide`` inline, one
+    request at a time: no cancellation can arrive while it is made)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False

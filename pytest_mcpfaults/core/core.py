@@ -1,0 +1,626 @@
+"""The transport-free sidecar core: one :class:`SidecarCore` per sidecar, held by composition by every
+backend (the socket :class:`~pytest_mcpfaults.Sidecar`, the in-process backend, and the transports to
+come), and one :meth:`SidecarCore.decide` that answers every request.
+
+A backend turns the bytes it received into an :class:`Incoming`, creates the journal record, calls
+``decide`` with the few things only it can do (a :class:`Transport`: hold a request, die, pause, keep an
+event stream open), and turns the :class:`Answer` into bytes, shaped by the answer's body fault. The
+core holds the plan and its trigger states, the MCP endpoint and its tools, the benchmark sessions,
+the journal, the errors raised inside the sidecar and the lifecycle state; it writes what classifying,
+choosing a fault and answering found to the journal. Nothing here touches a socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, cast
+from urllib.parse import urlsplit
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.auth.server import AuthServer, challenge_error
+from pytest_mcpfaults.behaviour.body import shape_of
+from pytest_mcpfaults.behaviour.connection import Dying, Holding, Notifying, Pausing, effect_of
+from pytest_mcpfaults.behaviour.server_requests import outbound_effect
+from pytest_mcpfaults.core.cancellation import Cancellations
+from pytest_mcpfaults.core.errors import Dropped, ErrorLog, SidecarState
+from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.core.plan import Plan
+from pytest_mcpfaults.core.resumption import Resumed, Resumption, primes
+from pytest_mcpfaults.core.routing import RequestInfo, classify, forced_reply
+from pytest_mcpfaults.mcp.builtin import builtin_surface, builtin_tools
+from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint, Reply, client_error
+from pytest_mcpfaults.mcp.outbound import Link, ServerMessages, notify_before
+from pytest_mcpfaults.mcp.tools import BenchmarkSessions, Tool
+from pytest_mcpfaults.options.validation import is_loopback_host
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.options.fields import SidecarOptions
+
+__all__ = [
+    "SINGLE_HEADERS",
+    "Answer",
+    "Answering",
+    "Dropped",
+    "Incoming",
+    "PathTransport",
+    "SidecarCore",
+    "Step",
+    "Transport",
+    "Upstream",
+    "origin_allowed",
+    "security_problem",
+]
+
+#: Headers an MCP request may carry once: a repeat is 400 (which copy a server, or a proxy in front of
+#: it, would read is anyone's guess). ``Accept`` is not one: it is a list (RFC 9110 5.3: repeats are
+#: one list), the sidecar does not read it, and the SDK's servers accept a repeat, which the mcp 1.26
+#: client sends on its event-stream ``GET`` (its own ``Accept`` and httpx-sse's).
+SINGLE_HEADERS = (
+    "Origin", "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Host", "Content-Type",
+)  # fmt: skip
+_SINGLE = frozenset(h.lower() for h in SINGLE_HEADERS)
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One request as a transport received it. ``headers`` answers case-insensitive ``get()``;
+    ``header_pairs`` is every (name, value) pair received, repeats included (the security checks
+    need the repeats). A stdio message is a ``POST`` to the MCP path. ``query``: the URL's query
+    string, without the ``?`` (an HTTP+SSE message POST names its session there)."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    header_pairs: Iterable[tuple[str, str]]
+    body: bytes
+    query: str = ""
+
+
+class Transport(Link, Protocol):
+    """What only a transport can do; :meth:`SidecarCore.decide` calls these (and a tool's ``ctx`` the
+    :class:`~pytest_mcpfaults.mcp.outbound.Link` methods, for the messages it sends on its own)."""
+
+    async def hold(self, fault: F.Fault) -> None:
+        """Hold the request until release, client hang-up, teardown or patience; raise
+        :class:`Dropped` unless it ends in a release."""
+
+    async def die(self, restart: bool) -> None:
+        """The transport's part of dying (the listener, the connections, the process): the core has
+        already forgotten its sessions and set its state."""
+
+    async def pause(self, seconds: float) -> None:
+        """A ``delay`` of ``seconds`` before the answer (or its body)."""
+
+    async def event_stream(self, resumed: Resumed | None = None, fault: F.Fault | None = None) -> None:
+        """Serve a ``GET`` event stream on the MCP endpoint, open until teardown (``resumed``: a
+        client resuming one with ``Last-Event-ID``: the events to replay first, and its stream;
+        ``fault``: the body fault aimed at the ``GET``, which may cut the stream)."""
+
+
+class Upstream(Protocol):
+    """A source of the normal answer other than the fake MCP endpoint (proxy mode)."""
+
+    def defers(self, fault: F.Fault) -> bool:
+        """Whether ``fault``'s forced reply is made from the upstream's answer: the request is still
+        forwarded (``answer`` gets the forced reply), as ``tool_error`` rewrites the real result."""
+
+    async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
+        """The upstream's answer (``forced``: a deferred fault's reply, for the transport to put in
+        place of the upstream's result), or ``None`` for the core to answer itself. Asked first for
+        requests outside the MCP endpoint (health, other paths), after the security checks for MCP
+        requests."""
+
+
+Step = Callable[[Transport], Awaitable[None]]
+"""What acts once an answer is made, before it is sent, on the transport it is sent by (a
+``delay(after=True)``'s pause, ``answer_after_cancel``'s hold)."""
+
+
+async def _hold_on(transport: Transport, *, fault: F.Fault) -> None:
+    await transport.hold(fault)
+
+
+async def _pause_on(transport: Transport, *, seconds: float) -> None:
+    await transport.pause(seconds)
+
+
+@dataclass
+class Answer:
+    """What to send: the reply, the fault that fired (body faults act when the transport delivers the
+    bytes), and whether the payload is framed as one SSE event. ``after``: what the transport awaits
+    once the reply is sent in full (a ``die`` between a message POST's 202 and its reply on its
+    stream)."""
+
+    reply: Reply
+    fault: F.Fault | None
+    sse: bool
+    after: Callable[[], Awaitable[None]] | None = None
+
+
+class PathTransport(Protocol):
+    """An MCP transport served on paths of its own beside Streamable HTTP (the HTTP+SSE transport of
+    2024-11-05, ``Sidecar(transport='sse' | 'both')``), which a backend gives the core as
+    ``path_transport``: the core asks it first for a request on its ``paths``."""
+
+    @property
+    def paths(self) -> tuple[str, ...]: ...
+
+    def classify(self, incoming: Incoming) -> RequestInfo: ...
+
+    async def decide(
+        self,
+        rid: int,
+        incoming: Incoming,
+        info: RequestInfo,
+        fault: F.Fault | None,
+        state: F.TriggerState | None,
+        transport: Transport,
+    ) -> Answer: ...
+
+    def forget_all(self) -> None: ...
+
+
+class SidecarCore:
+    """The state and the request handling of one sidecar, whatever its transport.
+
+    ``options``: the sidecar's (it reads the ones it uses, where it uses them; of which MCP transports
+    are served, ``transport``, it serves Streamable HTTP itself, and the backend serving the HTTP+SSE
+    transport sets ``path_transport``); the rest are what a backend builds at runtime: ``service_url``
+    (a callable: the URL is known once the transport is bound), ``run_sync`` / ``run_async`` (how the
+    MCP endpoint runs user tool handlers), ``upstream`` (proxy mode), ``auth`` (the sidecar as an
+    OAuth-protected resource: its :class:`~pytest_mcpfaults.auth.server.AuthServer`, or ``None``),
+    ``source`` (replay: a cassette's answers and tools, in place of the options' tools).
+    """
+
+    def __init__(
+        self,
+        options: SidecarOptions,
+        *,
+        service_url: Callable[[], str],
+        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+        upstream: Upstream | None = None,
+        auth: AuthServer | None = None,
+        source: AnswerSource | None = None,
+    ) -> None:
+        self.options = options
+        self.streamable = options.transport != "sse"
+        self.path_transport: PathTransport | None = None
+        self.allowed_hosts: frozenset[str] | None = None  # Host names beside loopback: refuse_foreign_hosts
+        self.service_url = service_url
+        self.upstream, self.auth = upstream, auth
+        self.state: SidecarState = "new"
+        self.notify: Callable[[str, Mapping[str, Any] | None], None] = _no_notice
+        self.benchmark = BenchmarkSessions()
+        tool_sets = () if source is not None else tuple(options.tool_sets)
+        self.tools = builtin_tools(tool_sets, self.benchmark)
+        for tool in source.tools.values() if source is not None else options.tools:
+            self.add_tool(tool)
+        self.journal = Journal()
+        faults = cast("tuple[F.Fault, ...]", options.faults)  # parsed by SidecarOptions
+        self.plan = Plan(faults, self.journal)
+        self.errors = ErrorLog()
+        self.record_error = self.errors.record
+        self.server_messages = ServerMessages(self.journal.server_messages)
+        self.cancels, self.resumption = Cancellations(self.journal), Resumption(self.journal)
+        own = source is None  # a replay serves the cassette's tools only
+        surface = builtin_surface(tool_sets, options.resources if own else (), options.prompts if own else ())
+        self.mcp = McpEndpoint(
+            era=cast(Era, options.era), tools=self.tools, get_stream=options.get_stream,
+            on_error=self.record_error, tool_timeout=options.tool_timeout, run_sync=run_sync,
+            run_async=run_async, messages=self.server_messages, source=source, surface=surface,
+            on_ran_on=self.cancels.ran_on,
+        )  # fmt: skip
+        self.answering = Answering(self)
+        self.freeze_fault: F.Fault = FREEZE
+
+    def refuse_foreign_hosts(self) -> None:
+        """Refuse (403) an MCP request whose ``Host`` is not loopback nor a host of
+        ``allowed_origins``: a loopback server's own DNS-rebinding check, which a proxying sidecar does
+        in the upstream's place (the upstream sees the sidecar's ``Host``, not the client's)."""
+        hosts = set()
+        for origin in self.options.allowed_origins:
+            with contextlib.suppress(ValueError):
+                hosts.add((urlsplit(origin).hostname or "").lower())
+        self.allowed_hosts = frozenset(hosts - {""})
+
+    # -- tools, state ------------------------------------------------------------------------------
+    def add_tool(self, tool: Tool) -> None:
+        if not isinstance(tool, Tool):
+            raise ValueError(f"Sidecar: tools must be Tool instances, got {tool!r}")
+        self.tools[tool.name] = tool
+        if self.state != "new":
+            self.notify("notifications/tools/list_changed", None)
+
+    def freeze(self, fault: F.Fault) -> None:
+        """Hold every later request (a running sidecar only)."""
+        if self.state == "running":
+            self.state = "frozen"
+            self.freeze_fault = fault
+
+    def thaw(self) -> None:
+        if self.state == "frozen":
+            self.state = "running"
+
+    def lose_process(self, *, restart: bool) -> None:
+        """What dying does to the sidecar itself: every session is lost with the process; dead until
+        revived unless ``restart``."""
+        self.state = "running" if restart else "dead"
+        self.mcp.forget_all()
+        self.benchmark.forget()
+        if self.path_transport is not None:
+            self.path_transport.forget_all()
+
+    # -- answering ---------------------------------------------------------------------------------
+    def too_large(self) -> Reply:
+        """413 for a body over ``max_body_bytes`` (the connection is closed after it)."""
+        text = f"request body over {self.options.max_body_bytes} bytes"
+        return Reply(413, None, {"Connection": "close"}, sse=False, text=text)
+
+    def classify(self, incoming: Incoming) -> RequestInfo:
+        if self.path_transport is not None and incoming.path in self.path_transport.paths:
+            return self.path_transport.classify(incoming)
+        if not self.streamable and incoming.path == self.options.mcp_path:
+            return RequestInfo(incoming.method, incoming.path, "other", None)  # not served: 404
+        i, opts = incoming, self.options
+        return classify(
+            i.method, i.path, i.headers, i.body, mcp_path=opts.mcp_path, health_path=opts.health_path,
+            endpoint=self.mcp,
+        )  # fmt: skip
+
+    async def decide(self, rid: int, incoming: Incoming, transport: Transport) -> Answer | None:
+        """Answer request ``rid``: classify it, hold it while frozen, pick the fault that fires, apply
+        the answer-level part of that fault (die, freeze, hang, delay, a forced reply), else answer
+        normally (health, 404, the security checks, MCP dispatch or the upstream). ``None``: the
+        transport served it itself (an event stream). Raises :class:`Dropped` when the request dies."""
+        if len(incoming.body) > self.options.max_body_bytes:
+            return Answer(self.too_large(), None, False)
+        info = self._classified(rid, incoming)
+        if self.state == "frozen":
+            await transport.hold(self.freeze_fault)
+        fault, state = self.plan.choose(info, rid)
+        if self.path_transport is not None and info.path in self.path_transport.paths:
+            return await self.path_transport.decide(rid, incoming, info, fault, state, transport)
+        reply = forced = None
+        later: Step | None = None  # once the answer is made, before it is sent
+        if fault is not None:
+            later = await self.act(rid, info, fault, state, transport)
+            reply = self.forced_reply(fault, info)
+            if reply is not None and self.upstream is not None and self.upstream.defers(fault):
+                forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
+        if reply is None:
+            reply = await self.answering.answer(rid, incoming, info, transport, fault, forced)
+            if reply is None:
+                return None
+        if later is not None:  # Delay(after=True), answer_after_cancel: the answer is made (the tool ran)
+            await later(transport)
+        self.journal_answer(rid, reply)
+        framed = reply.sse if reply.sse is not None else self.options.reply == "sse"
+        sse = framed or shape_of(fault).open_stream
+        return Answer(
+            self.answering.with_ids(rid, incoming, info, reply, fault) if sse else reply, fault, sse
+        )
+
+    async def act(
+        self,
+        rid: int,
+        info: RequestInfo,
+        fault: F.Fault,
+        state: F.TriggerState | None,
+        transport: Transport,
+        notices: bool = True,
+    ) -> Step | None:
+        """The answer-level part of ``fault`` (die, freeze, hang, delay, notifications), acted now, or
+        returned when it acts once the answer is made (``delay(after=True)``, ``answer_after_cancel``).
+        ``notices=False``: the request has no answer stream (a message POST answered 202)."""
+        match effect_of(fault, state.fired if state is not None else 0):
+            case Dying(restart=restart):
+                self.lose_process(restart=restart)
+                await transport.die(restart)
+                raise Dropped
+            case Holding(after=True):
+                return functools.partial(_hold_on, fault=fault)
+            case Holding(freezes=freezes):
+                if freezes:
+                    self.freeze(fault)
+                await transport.hold(fault)
+            case Pausing(seconds=late, after=True):
+                return functools.partial(_pause_on, seconds=late)
+            case Pausing(seconds=late):
+                await transport.pause(late)
+            case Notifying() as notifying:
+                await self.answering.notify(rid, info, transport, notifying, fault, notices)
+        return None
+
+    def _classified(self, rid: int, incoming: Incoming) -> RequestInfo:
+        """The request classified, with what it carried for ``auth=`` (counted as a call of its token),
+        and journaled."""
+        info = self.classify(incoming)
+        if self.auth is not None and info.kind == "mcp":
+            info = dataclasses.replace(info, auth=self.auth.observe(incoming.headers))
+            if info.mcp is not None and info.auth is not None:  # a session is bound to its principal
+                info.mcp.principal = info.auth.principal
+        if info.mcp is not None:
+            m = info.mcp
+            self.journal.update_request(
+                rid, mcp_method=m.method, tool=m.tool, prompt=m.prompt, resource=m.resource,
+                session_id=m.session_id, era=m.era,
+                rpc_id=None if m.is_notification or m.method is None else m.id,  # requests only
+            )  # fmt: skip
+            if m.method == "notifications/cancelled":  # linked to the request it names, on arrival
+                self.cancels.link(rid, m)
+        elif info.kind == "mcp" and (session_header := incoming.headers.get("Mcp-Session-Id")):
+            self.journal.update_request(rid, session_id=session_header, era="session")
+        if info.auth is not None and info.auth.label is not None:
+            self.journal.update_group(rid, "auth", token=info.auth.label)
+        return info
+
+    def forced_reply(self, fault: F.Fault, info: RequestInfo) -> Reply | None:
+        """The reply ``fault`` forces; with ``auth=``, the request's token revoked if the fault says so; a
+        replaying or proxying sidecar shapes a forced successful tool result as the proxy shapes a
+        rewritten one (the tool's ``structuredContent``: the recorded tool's, or as the upstream's
+        listing declared it; a fault the proxy defers is fitted to the real result instead)."""
+        reply = forced_reply(fault, info, self.mcp, self.service_url())
+        replaying = self.mcp.source is not None
+        answered_here = self.upstream is not None and not self.upstream.defers(fault)
+        if reply is not None and info.mcp is not None and (replaying or answered_here):
+            self.mcp.fit_forced(reply, info.mcp)
+        token = info.auth.token if info.auth is not None else None
+        if self.auth is not None and token is not None and fault.revokes_token:
+            self.auth.revoke(token)
+        return reply
+
+    def journal_answer(self, rid: int, reply: Reply) -> None:
+        """What went wrong (``error``/``error_by``) and, with ``auth=``, the challenge's error."""
+        if reply.error_by is not None:
+            self.journal.update_request(rid, error=reply.error, error_by=reply.error_by)
+        if self.auth is not None and (auth_error := challenge_error(reply)) is not None:
+            self.journal.update_group(rid, "auth", error=auth_error)
+
+
+class Answering:
+    """A request's normal answer, once no fault forced one: health, 404, the authorization server's
+    paths, the security checks, MCP dispatch or the upstream; raced with the client's cancellation,
+    framed for resumption. Reads its core's endpoint, upstream, ``auth=`` and journal."""
+
+    def __init__(self, core: SidecarCore) -> None:
+        self.core = core
+
+    async def answer(
+        self,
+        rid: int,
+        incoming: Incoming,
+        info: RequestInfo,
+        transport: Transport,
+        fault: F.Fault | None,
+        forced: Reply | None,
+    ) -> Reply | None:
+        """An MCP request's answer is made unless the client cancels it first
+        (:meth:`Cancellations.run`), and a ``notifications/cancelled`` the sidecar accepts cancels the
+        request it names; ``close_stream`` frames it as a stream to resume (:meth:`_get` answers the
+        ``GET`` with ``Last-Event-ID`` that resumes it). A proxied request's answer is the upstream's:
+        not raced."""
+        core = self.core
+        pending = self._normal(rid, incoming, info, transport, forced, fault)
+        if info.mcp is None or core.upstream is not None:
+            return await pending
+        effect = outbound_effect(fault) if fault is not None else None
+        if effect is not None:  # the requests the call's tool sends the client carry it
+            core.server_messages.arm(rid, effect)
+        try:
+            reply = await core.cancels.run(rid, info.mcp, fault, pending)
+        finally:
+            core.server_messages.disarm(rid)
+        if info.mcp.method == "notifications/cancelled" and reply is not None and reply.status == 202:
+            core.cancels.heard(rid)
+        resumable = shape_of(fault).resumable  # close_stream: a stream to resume (Resumption)
+        if resumable is None or reply is None or reply.status != 200 or info.mcp.is_notification:
+            return reply
+        if reply.listen is None:  # a listen stream ends after its events instead (2026-07-28: no resumption)
+            reply = core.resumption.close(rid, info.mcp.session_id, reply, *resumable)
+        return reply
+
+    async def _normal(
+        self,
+        rid: int,
+        incoming: Incoming,
+        info: RequestInfo,
+        transport: Transport,
+        forced: Reply | None = None,
+        fault: F.Fault | None = None,
+    ) -> Reply | None:
+        core = self.core
+        if core.upstream is not None and info.kind != "mcp":
+            problem = security_problem(
+                incoming.header_pairs, core.options.allowed_origins, core.allowed_hosts
+            )
+            if problem is not None and problem.status == 403:  # a foreign Host or Origin: not forwarded
+                return problem
+            forwarded = await core.upstream.answer(incoming, info, None)
+            if forwarded is not None:
+                return forwarded
+        if info.kind == "health":
+            return Reply(200, {"status": "ok"}, sse=False)
+        if info.kind == "other":
+            if core.auth is not None:
+                return self._authorization_server(rid, incoming)
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        problem = security_problem(incoming.header_pairs, core.options.allowed_origins, core.allowed_hosts)
+        if problem is not None:
+            return problem
+        if core.auth is not None and info.auth is not None:
+            refused = core.auth.refusal(info.auth)
+            if refused is not None:
+                return refused
+        if core.upstream is not None:
+            forwarded = await core.upstream.answer(incoming, info, forced)
+            if forwarded is not None:
+                return forwarded
+            if forced is not None:
+                return forced
+        method, headers = incoming.method, incoming.headers
+        if method == "POST":
+            if info.mcp is None:
+                assert info.bad_body is not None
+                return info.bad_body
+            return await core.mcp.post(info.mcp, headers, transport, rid)
+        principal = info.auth.principal if info.auth is not None else None
+        if method == "DELETE":
+            return core.mcp.delete(headers.get("Mcp-Session-Id"), principal)
+        if method == "GET" and core.mcp.era != "stateless":
+            return await self._get(rid, headers, transport, fault, principal)
+        return Reply(405, None, {"Allow": "POST" if core.mcp.era == "stateless" else "POST, DELETE"})
+
+    async def _get(
+        self,
+        rid: int,
+        headers: Mapping[str, str],
+        transport: Transport,
+        fault: F.Fault | None,
+        principal: str | None = None,
+    ) -> Reply | None:
+        """A session-era ``GET`` of the MCP endpoint: one resuming a stream with ``Last-Event-ID`` (its
+        replay; a ``GET`` stream goes on live), a ``GET`` stream (``get_stream=True``), else 405.
+        ``None``: the transport served the stream."""
+        mcp = self.core.mcp
+        sid, last = headers.get("Mcp-Session-Id"), headers.get("Last-Event-ID")
+        if last is None and not mcp.get_stream:
+            return Reply(405, None, {"Allow": "POST, DELETE"})
+        problem = mcp.check_session(sid, principal)
+        if problem is not None:
+            return problem
+        found = self.core.resumption.replay(rid, sid, last) if last is not None else None
+        if isinstance(found, Reply):
+            return found
+        await transport.event_stream(found, fault)  # a fresh GET stream, or one resumed: replayed, then live
+        return None
+
+    def _authorization_server(self, rid: int, incoming: Incoming) -> Reply:
+        """A request outside the MCP endpoint with ``auth=``: the authorization server's paths (the
+        metadata, registration, authorization, the token endpoint), 404 for any other; a token
+        request's grant and the token it issued, and the registered client a request named, go to the
+        journal."""
+        auth = self.core.auth
+        assert auth is not None
+        i = incoming
+        answer = auth.answer(i.method, i.path, i.headers, i.body, i.query)
+        if answer is None:
+            return Reply(404, {"error": "Not Found"}, sse=False)
+        if answer.grant is not None or answer.issued is not None or answer.client is not None:
+            self.core.journal.update_group(
+                rid, "auth", grant=answer.grant, issued=answer.issued, client=answer.client
+            )
+        return answer.reply
+
+    async def notify(
+        self,
+        rid: int,
+        info: RequestInfo,
+        transport: Transport,
+        effect: Notifying,
+        fault: F.Fault,
+        notices: bool,
+    ) -> None:
+        """A fault's notifications before the answer, on the request's answer stream, then its hold.
+        None without ``notices`` (a POST answered 202, its reply going on another stream) nor in proxy
+        mode (the upstream's answer is relayed as it comes): there the fault only holds."""
+        m = info.mcp
+        if m is not None and notices and self.core.upstream is None:
+            headers = {"Mcp-Session-Id": m.session_id} if m.era == "session" and m.session_id else {}
+            await notify_before(
+                self.core.server_messages, transport, rid=rid, tool=m.tool, headers=headers,
+                token=m.meta.get("progressToken"), count=effect.count, interval=effect.interval,
+                logs=not effect.holds,
+            )  # fmt: skip
+        if effect.holds:
+            await transport.hold(fault)
+
+    def with_ids(
+        self, rid: int, incoming: Incoming, info: RequestInfo, reply: Reply, fault: F.Fault | None
+    ) -> Reply:
+        """An event-stream answer in a session of the fake: its events carry ids, kept for a client that
+        resumes it (:class:`~pytest_mcpfaults.core.resumption.Resumption`); ``close_stream``'s are
+        framed already, a proxied answer is the upstream's, and ``malformed_json``'s half event is the
+        fault (a replay would undo it)."""
+        req = info.mcp
+        if req is None or req.session_id is None or req.is_notification or self.core.upstream is not None:
+            return reply
+        if reply.events is not None or reply.status != 200 or reply.payload is None or shape_of(fault).halves:
+            return reply
+        priming = primes(incoming.headers.get("MCP-Protocol-Version"))
+        return self.core.resumption.frame(rid, req.session_id, reply, priming=priming)
+
+
+def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:
+    """``SidecarCore.notify`` (a server notification for the clients' open streams, from any thread)
+    until a transport that has such streams sets its own (the socket sidecar's ``GET`` streams, which
+    also sets the surface's ``on_change``); without one nobody is told."""
+
+
+#: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).
+FREEZE = F.Freeze()
+
+
+def origin_allowed(origin: str, allowed_origins: Iterable[str]) -> bool:
+    """Whether a browser ``Origin`` may reach the MCP endpoint: one of ``allowed_origins``, or any
+    loopback origin (the DNS-rebinding check the MCP spec asks of local servers). A malformed origin
+    (``http://[::1``) is not allowed."""
+    if origin in allowed_origins:
+        return True
+    try:
+        host = urlsplit(origin).hostname or ""
+    except ValueError:
+        return False
+    return is_loopback_host(host)
+
+
+def host_allowed(host: str, allowed_hosts: Iterable[str]) -> bool:
+    """Whether a ``Host`` header (``name[:port]``, ``[v6]:port``) names a loopback host or one of
+    ``allowed_hosts``. A malformed value is not allowed."""
+    try:
+        name = (urlsplit("//" + host).hostname or "").lower()
+    except ValueError:
+        return False
+    return bool(name) and (is_loopback_host(name) or name in allowed_hosts)
+
+
+def security_problem(
+    headers: Iterable[tuple[str, str]],
+    allowed_origins: Iterable[str],
+    allowed_hosts: frozenset[str] | None = None,
+) -> Reply | None:
+    """The client-error answer for an MCP request whose headers must not be trusted: a
+    :data:`SINGLE_HEADERS` header sent twice (400), an ``Origin`` that is not allowed (403), or, with
+    ``allowed_hosts`` (not ``None``), a ``Host`` that is neither loopback nor one of them (403);
+    ``None`` when they pass. ``headers`` are every (name, value) pair received, repeats included."""
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    origin = host = ""
+    for name, value in headers:  # every MCP request: one pass, only the single headers kept
+        lower = name.lower()
+        if lower in _SINGLE:
+            if lower in seen:
+                repeated.add(lower)
+            else:
+                seen.add(lower)
+                if lower == "origin":
+                    origin = value
+                elif lower == "host":
+                    host = value
+    if repeated:
+        first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
+        return client_error(-32600, f"Bad Request: the {first} header appears more than once")
+    if origin and not origin_allowed(origin, allowed_origins):
+        return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
+    if allowed_hosts is not None and host and not host_allowed(host, allowed_hosts):
+        return client_error(
+            -32600,
+            f"Forbidden: Host {host!r} is not allowed (not loopback: a DNS-rebinding request; a proxying "
+            "sidecar refuses it for its upstream, which would only see the sidecar's own Host)",
+            status=403,
+        )
+    return None

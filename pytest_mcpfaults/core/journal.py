@@ -1,0 +1,298 @@
+"""The sidecar's journal: every request and every connection, readable from the test thread.
+
+The loop thread writes; any thread reads. Readers get frozen snapshots (:class:`RequestRecord`,
+:class:`ConnectionRecord`), never live objects, and can wait for a condition without sleeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from pytest_mcpfaults.core import events
+from pytest_mcpfaults.core.records import (
+    GROUPS,
+    CancellationRecord,
+    ConnectionRecord,
+    FiredRecord,
+    RecordLog,
+    RequestRecord,
+    ServerMessageLog,
+    StreamRecord,
+    drop_oldest,
+    replace_record,
+)
+from pytest_mcpfaults.options.validation import is_count
+from pytest_mcpfaults.verdicts.violation import PatienceViolation
+
+__all__ = ["Journal"]
+
+
+class Journal:
+    """Thread-safe store of request and connection records; :meth:`snapshot` reads, waits wait.
+
+    Unbounded by default (a test's sidecar keeps everything: assertions read the whole journal). With a
+    limit (:meth:`set_limit`, ``serve --journal-limit``) it is a ring: once more than ``limit`` requests
+    are kept, the oldest *finished* ones are dropped and counted in :attr:`dropped_requests` (connections
+    likewise: the oldest *closed* ones, :attr:`dropped_connections`). A request still in flight (held,
+    streaming) is never dropped, so the journal may exceed the limit by the requests in flight. Ids are
+    never reused: a request's id is its arrival number, whatever was dropped before it.
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._cond = threading.Condition()
+        self._requests: dict[int, RequestRecord] = {}  # by id, in id (arrival) order
+        self._conns: dict[int, ConnectionRecord] = {}
+        self._next_request = 0
+        self._next_conn = 0
+        #: What the sidecar sent clients on its own (server requests and notifications).
+        self.server_messages = ServerMessageLog(self._cond, self.now)
+        #: Every held request that outlived its patience budget (:class:`PatienceViolation`).
+        self.violations: RecordLog[PatienceViolation] = RecordLog(self._cond)
+        #: Every cancellation the client sent (:class:`CancellationRecord`).
+        self.cancellations: RecordLog[CancellationRecord] = RecordLog(self._cond)
+        #: Every event stream the sidecar closed gracefully for the client to resume (:class:`StreamRecord`).
+        self.streams: RecordLog[StreamRecord] = RecordLog(self._cond)
+        self._fired: dict[str, int] = {}
+        self._last_fired: FiredRecord | None = None
+        self._last_request_at: float | None = None
+        self.limit: int | None = None
+        self.dropped_requests = 0
+        self.dropped_connections = 0
+        self.t0 = time.monotonic()
+        self.set_limit(limit)
+        events.notify("sidecar")
+
+    def set_limit(self, limit: int | None) -> None:
+        """Keep at most ``limit`` requests, connections and server messages (``None``: keep everything)."""
+        if limit is not None and not is_count(limit, minimum=1):
+            raise ValueError(f"Journal: limit must be a positive integer or None, got {limit!r}")
+        with self._cond:
+            self.limit = self.server_messages.limit = limit
+            self._trim()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _trim(self) -> None:
+        """Drop the oldest finished requests and closed connections beyond the limit (lock held)."""
+        if self.limit is None:
+            return
+        self.dropped_requests += drop_oldest(self._requests, self.limit, lambda r: r.done)
+        self.dropped_connections += drop_oldest(self._conns, self.limit, lambda c: not c.open)
+        self.server_messages.trim()
+
+    # -- writers (loop thread) ---------------------------------------------------------------
+    def add_request(self, **fields: Any) -> int:
+        """A new request; counted on its connection (``conn_id``) when that is in the journal."""
+        with self._cond:
+            rid = self._next_request
+            self._next_request += 1
+            started = self._last_request_at = self.now()
+            self._requests[rid] = RequestRecord(id=rid, started_at=started, **fields)
+            conn = self._conns.get(fields.get("conn_id", -1))
+            if conn is not None:
+                self._conns[conn.id] = replace_record(conn, {"requests": conn.requests + 1})
+            self._trim()
+            self._cond.notify_all()
+            return rid
+
+    def update_request(self, rid: int, **fields: Any) -> RequestRecord:
+        """Write fields of request ``rid`` (a group as a whole: ``held=Held(at=t)``; an unknown name
+        raises); :meth:`update_group` writes some fields of a group."""
+        with self._cond:
+            rec = replace_record(self._requests[rid], fields)
+            self._requests[rid] = rec
+            self._cond.notify_all()
+            return rec
+
+    def update_group(self, rid: int, group: str, **fields: Any) -> RequestRecord:
+        """Write some fields of request ``rid``'s group ``group`` (``'upstream'``, ``'auth'`` ...:
+        :data:`~.records.GROUPS`), making the group if the record has none yet: one write."""
+        if group not in GROUPS:
+            raise TypeError(f"RequestRecord has no group {group!r}; its groups: {', '.join(GROUPS)}")
+        with self._cond:
+            old = getattr(self._requests[rid], group)
+            new = GROUPS[group](**fields) if old is None else dataclasses.replace(old, **fields)
+            rec = self._requests[rid] = replace_record(self._requests[rid], {group: new})
+            self._cond.notify_all()
+            return rec
+
+    def end_request(self, rid: int, **fields: Any) -> RequestRecord:
+        """Record the request's last fields and, unless its end was already recorded (a relayed body's
+        end is recorded as it is sent), that it ended now: one write, one wake-up of the readers."""
+        with self._cond:
+            rec = self._requests[rid]
+            if rec.ended_at is None:
+                fields["ended_at"] = self.now()
+            rec = self._requests[rid] = replace_record(rec, fields)
+            self._cond.notify_all()
+            return rec
+
+    def request(self, rid: int) -> RequestRecord:
+        with self._cond:
+            return self._requests[rid]
+
+    def add_connection(self, peer: str) -> int:
+        with self._cond:
+            cid = self._next_conn
+            self._next_conn += 1
+            self._conns[cid] = ConnectionRecord(id=cid, peer=peer, opened_at=self.now())
+            self._trim()
+            self._cond.notify_all()
+            return cid
+
+    def update_connection(self, cid: int, **fields: Any) -> None:
+        with self._cond:
+            self._conns[cid] = replace_record(self._conns[cid], fields)
+            self._cond.notify_all()
+
+    def add_fired(
+        self, kind: str, request_id: int | None = None, what: str | None = None, expect_hang: bool = False
+    ) -> None:
+        """Count a fault of ``kind`` that fired (on request ``request_id``, or by the test's runtime
+        call ``what``); the latest is kept (:attr:`last_activity`)."""
+        with self._cond:
+            self._fired[kind] = self._fired.get(kind, 0) + 1
+            fired = FiredRecord(self.now(), kind, request_id, what, self._next_request, expect_hang)
+            self._last_fired = fired
+        events.notify("fired", kind)
+
+    # -- readers (any thread) ----------------------------------------------------------------
+    @property
+    def requests(self) -> tuple[RequestRecord, ...]:
+        with self._cond:
+            return tuple(self._requests.values())
+
+    def requests_since(self, since: int, limit: int | None = None) -> tuple[RequestRecord, ...]:
+        """The kept requests with ``id >= since``, oldest first, at most ``limit`` of them."""
+        with self._cond:
+            ids = self._requests.keys()
+            first = next(iter(ids), self._next_request)
+            if since <= first and limit is None:
+                return tuple(self._requests.values())
+            out = []
+            for rid in range(max(since, first), self._next_request):
+                rec = self._requests.get(rid)
+                if rec is not None:
+                    out.append(rec)
+                    if limit is not None and len(out) >= limit:
+                        break
+            return tuple(out)
+
+    @property
+    def total_requests(self) -> int:
+        """How many requests the sidecar has seen, dropped ones included (the next request's id)."""
+        with self._cond:
+            return self._next_request
+
+    @property
+    def connections(self) -> tuple[ConnectionRecord, ...]:
+        with self._cond:
+            return tuple(self._conns.values())
+
+    @property
+    def fired(self) -> dict[str, int]:
+        """How often each fault kind fired, by kind name."""
+        with self._cond:
+            return dict(self._fired)
+
+    @property
+    def last_activity(self) -> tuple[FiredRecord | None, float | None]:
+        """The latest fault that fired and when the latest request arrived (seconds since the sidecar
+        started), read together; each ``None`` before the first."""
+        with self._cond:
+            return self._last_fired, self._last_request_at
+
+    def sequence(self) -> list[str]:
+        """The requests as labels, e.g. ``['POST initialize', 'POST notifications/initialized', ...]``."""
+        return [r.label for r in self.requests]
+
+    def open_connections(self) -> tuple[ConnectionRecord, ...]:
+        return tuple(c for c in self.connections if c.open)
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        return iter(self.requests)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._requests)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        """Block until ``predicate()`` is true (re-checked on every journal change) or fail after
+        ``timeout`` seconds with an ``AssertionError`` that says ``what`` was awaited."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(timed_out(self, timeout, what))
+                self._cond.wait(min(left, 0.05))
+
+    def format(self, requests: list[RequestRecord] | None = None) -> str:
+        """A readable excerpt: one line per request, with connection, status, fault and hold."""
+        lines = []
+        for r in requests if requests is not None else list(self.requests):
+            bits = [
+                f"#{r.id:<3} conn#{r.conn_id:<3} {r.label:<40}",
+                f"status={r.status}",
+                f"bytes={r.bytes_sent}",
+            ]
+            if (up := r.upstream) is not None:
+                leg = f"upstream={up.status}/{up.bytes}B"
+                if up.time is not None:
+                    leg += f"/{up.time * 1000:.1f}ms"
+                if up.failure:
+                    leg += f" upstream_failure={up.failure}"
+                bits.append(leg)
+            if r.auth is not None:  # error as auth_error: a bare error= would read as the request's
+                seen = vars(r.auth).items()
+                bits.append(" ".join(f"{'auth_' * (k == 'error')}{k}={v}" for k, v in seen if v))
+            if r.fault:
+                bits.append(f"fault={r.fault}")
+            if (h := r.held) is not None:
+                bits.append(
+                    f"hold={h.outcome} waited={h.waited:.3f}s" if h.waited is not None else "hold=active"
+                )
+            if (c := r.cancel) is not None:
+                bits.append(f"cancelled at {c.at:.3f}s ({c.outcome or 'too late to stop'})")
+            if r.ran_on:
+                ran = f"ran on until {r.ran_until:.3f}s" if r.ran_until is not None else "still runs"
+                bits.append(f"its sync handler {ran} (its result is not sent)")
+            if r.client_closed:
+                bits.append(f"client closed at {r.client_closed_at:.3f}s")
+            lines.append("  ".join(bits))
+        return "\n".join(lines)
+
+
+#: How many of the latest requests a timed-out :meth:`Journal.wait_for` shows.
+WAIT_EXCERPT = 20
+
+
+def timed_out(journal: Journal, timeout: float, what: str) -> str:
+    """The message of a :meth:`Journal.wait_for` that timed out: what was awaited, then what the sidecar
+    saw instead, as a patience verdict shows it: the latest request and how long before the deadline it
+    came (the nearest the journal got), the faults that fired, the connections still open, and the
+    journal's latest requests."""
+    requests = journal.requests
+    head = f"timed out after {timeout} s waiting for {what}"
+    if not requests:
+        return f"{head}: no request reached the sidecar in that time"
+    last = requests[-1]
+    ago = journal.now() - (last.ended_at if last.ended_at is not None else last.started_at)
+    fired = ", ".join(f"`{k}` x{n}" for k, n in journal.fired.items()) or "none"
+    conns = ", ".join(f"#{c.id}" for c in journal.open_connections()) or "none"
+    shown = list(requests[-WAIT_EXCERPT:])
+    return "\n".join(
+        [
+            f"{head}: the sidecar saw {journal.total_requests} request(s), the latest "
+            f"`{last.label}` (#{last.id}) {ago:.3f} s before the deadline",
+            f"   faults fired: {fired}",
+            f"   open connections: {conns}",
+            f"   the journal's latest {len(shown)}:",
+            *("      " + line for line in journal.format(shown).splitlines()),
+        ]
+    )

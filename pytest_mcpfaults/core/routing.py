@@ -1,0 +1,358 @@
+"""Which fault answers a request, and the reply an answer-level fault forces. Pure: no I/O.
+
+Shared by the socket sidecar (:mod:`pytest_mcpfaults.transports.server`) and the in-process backend
+(:mod:`pytest_mcpfaults.inprocess`), so both pick the same fault for the same request sequence and
+answer it with the same bytes.
+
+The behaviour of the answer phase (``Fault.phase == 'answer'``) lives here, one function per kind,
+chosen by :func:`functools.singledispatch` on the fault's class (a subclass answers as its base):
+:func:`answer_reply` (the reply; :func:`forced_reply` takes ``None`` too), :func:`applies` (which
+requests it can answer), :func:`resting` (a flap's healthy turns). Register a new kind's function with
+``@answer_reply.register`` (and so on); what is a fact of the kind rather than a computation (whether it
+ends the session, rewrites an upstream's answer, revokes a token) is a class attribute on the kind.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import singledispatch
+from typing import Any, Literal
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.auth.server import AuthInfo, challenge, refusal
+from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.faults.triggers import Target, parse_target
+from pytest_mcpfaults.mcp.endpoint import McpEndpoint, McpRequest, Reply, rpc_error, tool_result
+
+__all__ = [
+    "PlanEntry",
+    "RequestInfo",
+    "RouteKind",
+    "answer_reply",
+    "applies",
+    "classify",
+    "forced_reply",
+    "jitter",
+    "pick",
+    "record_matches",
+    "resting",
+]
+
+PlanEntry = tuple[F.Fault, F.TriggerState]
+RouteKind = Literal["health", "mcp", "other"]
+"""Which endpoint a request went to (:attr:`RequestInfo.kind`)."""
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """What a trigger can match on: HTTP method, path, endpoint kind and the parsed MCP message."""
+
+    method: str
+    path: str
+    kind: RouteKind
+    mcp: McpRequest | None
+    bad_body: Reply | None = None  # the error reply for a POST body that is not one JSON-RPC message
+    #: With ``auth=``: the bearer token an MCP request carried (what the auth kinds answer).
+    auth: AuthInfo | None = None
+
+    def matches(self, target: str | Target) -> bool:
+        """Whether a trigger target (see :class:`~pytest_mcpfaults.faults.Trigger`) names this request."""
+        t = parse_target(target) if isinstance(target, str) else target
+        kind = t.kind
+        if kind == "any":
+            return True
+        if kind == "endpoint":
+            return self.kind == t.value
+        if kind == "path":
+            return self.path == t.value
+        if kind == "request":
+            return self.method == t.verb and self.path == t.value
+        if self.mcp is None:
+            return False
+        if kind == "tool":
+            return self.mcp.method == "tools/call" and self.mcp.tool == t.value
+        if kind == "prompt":
+            return self.mcp.prompt == t.value
+        if kind == "resource":
+            return self.mcp.resource == t.value
+        return self.mcp.method == t.value
+
+
+def record_matches(
+    record: RequestRecord,
+    target: str,
+    *,
+    mcp_path: str,
+    health_path: str | None,
+    legacy_paths: Sequence[str] = (),
+) -> bool:
+    """Whether a journal record names a request that ``target`` matches (for assertions by target);
+    ``legacy_paths``: the legacy SSE transport's paths, MCP requests too."""
+    kind: RouteKind = "other"
+    if record.path in (mcp_path, health_path, *legacy_paths):
+        kind = "health" if record.path == health_path else "mcp"
+    era = record.era or "session"  # not matched on: any era will do
+    params = {"name": record.tool or record.prompt, "uri": record.resource}
+    mcp = McpRequest({"params": params, "id": 0}, record.mcp_method, 0, record.session_id, era)
+    return RequestInfo(record.method, record.path, kind, mcp if record.mcp_method else None).matches(target)
+
+
+def classify(
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    mcp_path: str,
+    health_path: str | None,
+    endpoint: McpEndpoint,
+) -> RequestInfo:
+    """Classify a request; a POST to the MCP endpoint is parsed as JSON-RPC."""
+    if path == mcp_path:
+        if method != "POST":
+            return RequestInfo(method, path, "mcp", None)
+        parsed = endpoint.parse(headers, body)
+        if isinstance(parsed, Reply):
+            return RequestInfo(method, path, "mcp", None, parsed)
+        return RequestInfo(method, path, "mcp", parsed)
+    kind: RouteKind = "health" if health_path is not None and path == health_path else "other"
+    return RequestInfo(method, path, kind, None)
+
+
+@singledispatch
+def applies(fault: F.Fault, info: RequestInfo) -> bool:
+    """Whether a fault kind can answer this request at all (tool faults answer ``tools/call`` only)."""
+    return True
+
+
+@applies.register(F.ToolError)
+@applies.register(F.BackendGone)
+@applies.register(F.ErrorPayload)
+def _applies_to_tool_calls(fault: F.Fault, info: RequestInfo) -> bool:
+    return info.mcp is not None and info.mcp.method == "tools/call"
+
+
+@applies.register(F.SessionExpired)
+@applies.register(F.JsonRpcError)
+@applies.register(F.ProgressThenStall)
+@applies.register(F.NotificationFlood)
+def _applies_to_requests(fault: F.Fault, info: RequestInfo) -> bool:
+    return info.mcp is not None and not info.mcp.is_notification
+
+
+@applies.register(F.DropClientAnswer)
+def _applies_to_calls(fault: F.Fault, info: RequestInfo) -> bool:
+    """A ``tools/call`` (its tool's requests to the client are what the fault acts on)."""
+    return info.mcp is not None and info.mcp.method == "tools/call"
+
+
+@applies.register
+def _applies_malformed(fault: F.MalformedServerRequest, info: RequestInfo) -> bool:
+    """A ``tools/call``; in the stateless era not ``no_id`` (an input request's key is its id)."""
+    era_ok = info.mcp is not None and (info.mcp.era == "session" or fault.form != "no_id")
+    return era_ok and _applies_to_calls(fault, info)
+
+
+@applies.register(F.DuplicateServerRequest)
+def _applies_to_session_calls(fault: F.Fault, info: RequestInfo) -> bool:
+    """A session-era ``tools/call``: the stateless era has no server requests on a stream to repeat."""
+    return info.mcp is not None and info.mcp.method == "tools/call" and info.mcp.era == "session"
+
+
+@applies.register(F.Unauthorized)
+def _applies_to_mcp(fault: F.Fault, info: RequestInfo) -> bool:
+    return info.kind == "mcp"
+
+
+@applies.register
+def _applies_past_expiry(fault: F.TokenExpired, info: RequestInfo) -> bool:
+    """A token past its ``calls`` (a request without a token is refused by the sidecar itself)."""
+    return (
+        info.kind == "mcp"
+        and info.auth is not None
+        and info.auth.token is not None
+        and (info.auth.calls >= fault.calls)
+    )
+
+
+@applies.register
+def _applies_without_scope(fault: F.InsufficientScope, info: RequestInfo) -> bool:
+    """A request whose token was not granted every scope of ``fault.scope``."""
+    held = info.auth.scopes if info.auth is not None else frozenset()
+    return info.kind == "mcp" and not set(fault.scope.split()) <= held
+
+
+@singledispatch
+def resting(fault: F.Fault, state: F.TriggerState) -> bool:
+    """Whether a fault whose trigger fired on this request lets it through all the same (a flap's
+    healthy turn)."""
+    return False
+
+
+@resting.register
+def _flap_resting(fault: F.Flap, state: F.TriggerState) -> bool:
+    return ((state.seen - 1) // fault.every) % 2 == 0
+
+
+def pick(plan: Sequence[PlanEntry], info: RequestInfo) -> tuple[F.Fault | None, F.TriggerState | None]:
+    """The first fault in plan order that fires on this request. Every matching fault counts the
+    request (``nth``/``after`` see it); a fault that would fire but lost to an earlier one keeps its
+    ``times`` budget."""
+    chosen: tuple[F.Fault | None, F.TriggerState | None] = (None, None)
+    for fault, state in plan:
+        if not info.matches(fault.trigger.selector) or not applies(fault, info):
+            continue
+        fires = state.consider()
+        if fires and resting(fault, state):
+            state.fired -= 1  # healthy phase of the flap
+            fires = False
+        if fires and chosen[0] is None:
+            chosen = (fault, state)
+        elif fires:  # an earlier fault won: this one saw the request but did not fire (times intact)
+            state.fired -= 1
+    return chosen
+
+
+def jitter(fault: F.Delay, fired: int) -> float:
+    """The jitter of the ``fired``-th firing of a :class:`~pytest_mcpfaults.faults.Delay` (seeded)."""
+    if not fault.jitter:
+        return 0.0
+    return random.Random(fault.seed * 1_000_003 + fired).random() * fault.jitter
+
+
+def forced_reply(
+    fault: F.Fault | None, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    """The reply an answer-level fault forces, or ``None`` to answer normally. ``SessionExpired``
+    also ends the transport session on ``endpoint``."""
+    if fault is None:
+        return None
+    return answer_reply(fault, info, endpoint, service_url)
+
+
+@singledispatch
+def answer_reply(fault: F.Fault, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    """The reply ``fault`` forces on the request ``info`` (``None``: answered normally). One function
+    per answer kind, registered with ``@answer_reply.register``; a kind of another phase (or a
+    subclass of one) is answered normally, and shaped or held elsewhere."""
+    return None
+
+
+@answer_reply.register
+def _status(fault: F.Status, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+    return Reply(fault.code, {"error": fault.body or f"injected HTTP {fault.code}"}, headers, sse=False)
+
+
+@answer_reply.register
+def _flap(fault: F.Flap, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    return Reply(fault.code, {"error": f"injected HTTP {fault.code} (flapping)"}, sse=False)
+
+
+@answer_reply.register
+def _absent(fault: F.Absent, info: RequestInfo, endpoint: McpEndpoint, service_url: str) -> Reply | None:
+    return Reply(404, {"error": "Not Found"}, sse=False)
+
+
+@answer_reply.register
+def _terminating(
+    fault: F.Terminating, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    r = rpc_error(
+        -32000,
+        "Service Unavailable: the server is terminating",
+        info.mcp.id if info.mcp else None,
+        status=503,
+    )
+    r.headers["Connection"] = "close"
+    return r
+
+
+@answer_reply.register
+def _jsonrpc_error(
+    fault: F.JsonRpcError, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    return rpc_error(fault.code, fault.message, info.mcp.id if info.mcp else None)
+
+
+@answer_reply.register
+def _session_expired(
+    fault: F.SessionExpired, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    sid = info.mcp.session_id if info.mcp else None
+    if sid:
+        endpoint.sessions.end(sid)
+    return rpc_error(-32600, "Session not found", status=404)
+
+
+@answer_reply.register
+def _tool_error(
+    fault: F.ToolError, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    return _tool_reply(info, tool_result(fault.text, is_error=True))
+
+
+@answer_reply.register
+def _error_payload(
+    fault: F.ErrorPayload, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    if info.mcp is None:
+        return None
+    # a successful result whose JSON says what failed
+    message = fault.error_message(info.mcp.tool, info.mcp.arguments, service_url)
+    return _tool_reply(info, tool_result({"error": message}))
+
+
+@answer_reply.register
+def _backend_gone(
+    fault: F.BackendGone, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    if info.mcp is None:
+        return None
+    url = fault.service_url or service_url
+    sid = info.mcp.arguments.get("session_id")
+    msg = f"Service at {url} is no longer alive"
+    if info.mcp.tool == "delete_session" and sid is not None:
+        msg = f"Error closing session {sid}: {msg}"
+    return _tool_reply(info, tool_result({"error": msg}))
+
+
+def _metadata_url(info: RequestInfo) -> str | None:
+    return info.auth.metadata_url if info.auth is not None else None
+
+
+@answer_reply.register
+def _unauthorized(
+    fault: F.Unauthorized, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    why = "the access token is no longer valid (injected: unauthorized)"
+    return refusal(401, challenge(_metadata_url(info), "invalid_token", why), "invalid_token", why)
+
+
+@answer_reply.register
+def _token_expired(
+    fault: F.TokenExpired, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    why = "The access token expired"
+    return refusal(401, challenge(_metadata_url(info), "invalid_token", why), "invalid_token", why)
+
+
+@answer_reply.register
+def _insufficient_scope(
+    fault: F.InsufficientScope, info: RequestInfo, endpoint: McpEndpoint, service_url: str
+) -> Reply | None:
+    why = f"this request needs the scope {fault.scope!r}"
+    www = challenge(_metadata_url(info), "insufficient_scope", why, scope=fault.scope)
+    return refusal(403, www, "insufficient_scope", why)
+
+
+def _tool_reply(info: RequestInfo, result: dict[str, Any]) -> Reply | None:
+    """A tool fault's answer to the ``tools/call`` in ``info``: a JSON-RPC result (``None`` when the
+    request is not an MCP one)."""
+    if info.mcp is None:
+        return None
+    if info.mcp.era == "stateless":
+        result["resultType"] = "complete"
+    return Reply(200, {"jsonrpc": "2.0", "id": info.mcp.id, "result": result})

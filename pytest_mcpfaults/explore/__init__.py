@@ -1,0 +1,69 @@
+"""Explore's campaigns: planning (pure), findings and checks, the HTML page, its pytest items, summary,
+re-runs and shards.
+
+The names below are this package's face, loaded on first use (``lazy.py``): importing one of its modules
+does not load the others. ``from pytest_mcpfaults.explore import ...`` is the documented import.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_mcpfaults.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from pytest_mcpfaults.explore.plan import (
+        CLEAN,
+        MARKERS,
+        OPTIONS,
+        Campaign,
+        Options,
+        Pruned,
+        RequestLike,
+        Run,
+        Step,
+        applies_to,
+        cell_name,
+        cells,
+        explore_kinds,
+        fault_at,
+        faults_at,
+        footprint,
+        id_part,
+        new_steps,
+        parse_options,
+        plan_campaign,
+        plan_pairs,
+        regression_line,
+        same_outcome,
+        server_of,
+    )
+
+__all__ = [
+    "CLEAN",
+    "MARKERS",
+    "OPTIONS",
+    "Campaign",
+    "Options",
+    "Pruned",
+    "RequestLike",
+    "Run",
+    "Step",
+    "applies_to",
+    "cell_name",
+    "cells",
+    "explore_kinds",
+    "fault_at",
+    "faults_at",
+    "footprint",
+    "id_part",
+    "new_steps",
+    "parse_options",
+    "plan_campaign",
+    "plan_pairs",
+    "regression_line",
+    "same_outcome",
+    "server_of",
+]
+
+__getattr__, __dir__ = lazy_exports(globals())

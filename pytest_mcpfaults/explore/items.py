@@ -1,0 +1,888 @@
+"""pytest glue for explore (``--mcpfaults-explore``, ``@pytest.mark.mcp_explore``, ini
+``mcpfaults_explore``): campaign items, their oracles, the footprint cache. The planning is
+:mod:`pytest_mcpfaults.explore.plan` (pure); the report is :mod:`pytest_mcpfaults.explore.summary`.
+
+Collection. An explored test is parametrized over ``explore:clean`` plus the campaign planned from its
+footprint cached in ``.pytest_cache`` by an earlier run (``mcpfaults/explore/…``); each parametrization
+of a parametrized test is an explored test of its own (:func:`explored_test`), so a second run
+collects the whole campaign up front (``-k``, ``--lf``, JUnit and xdist see every item). A test with no
+cached footprint collects its clean run only; in a run without xdist, once the clean run passed, its
+campaign items are made and inserted right after it (filtered by ``-k``/``-m`` as collected items are),
+and so are the depth-2 pairs after each first fault's run. Under xdist nothing is added during the
+run (every worker must collect the same items): the first run records the footprints, the next one
+explores them.
+
+Oracles. A campaign run fails only when a generic check fails (:mod:`pytest_mcpfaults.explore.checks`):
+a span invariant (the gate's, checked for every run whose harness emits spans the plugin sees, gate on
+or not), a patience or no-progress verdict, a connection the harness left open once its fixtures were
+done, an error of the sidecar, or an exception that escaped the test other than its own
+``AssertionError``. Checks can be kept off (``checks=``/``exclude_checks=``, ini
+``mcpfaults_explore_exclude_checks``); a clean run that fails only checks made once its path was whole
+is a finding of its own, and its campaign runs with them off. The test's own failed asserts under a
+fault are *behaviour under fault*: reported as xfailed (``wasxfail`` says what failed), unless
+``own_asserts="must_hold"``.
+
+What explore observes of a run once it is over: the spans and the sidecars' journals as the HTML page
+draws them (one clock: seconds since the epoch) and the footprint a run's servers saw; a campaign item
+is made from its test's clean item (:func:`make_item`), so an item inserted during the run is collected
+like the clean one was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.records import (
+    EXPLORE_PARAM,
+    LEFT_OPEN,
+    MAKERS,
+    SERVERS,
+    SESSION_PROBLEMS,
+    explore_run,
+    record_for,
+)
+from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
+from pytest_mcpfaults.explore import shard as explore_shard
+from pytest_mcpfaults.explore.summary import (
+    ExploreReport,
+    baseline_findings,
+    baseline_keys,
+    cache_key,
+    index_key,
+)
+from pytest_mcpfaults.explore.where import where_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable  # noqa: F401 (EXPANSION's type, in a string)
+
+    from pytest_mcpfaults.explore.plan import Options, Run, Step
+
+MARKER = "mcp_explore"
+INI = "mcpfaults_explore"
+#: Generic checks kept off per directory, file or test (node-id prefix), or everywhere.
+CHECKS_INI = "mcpfaults_explore_exclude_checks"
+OPTION = "--mcpfaults-explore"
+HTML_OPTION = "--mcpfaults-html"
+#: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
+REPORT_ATTR = "mcpfaults_explore"
+
+#: The fixtures explore can drive, and the transport of each (which kinds apply). A test that asks for
+#: explore's own fixture (and none of the others) opens an in-process ``mock_sidecar`` itself, which
+#: takes the run's plan from :mod:`pytest_mcpfaults.explore.ambient`.
+_SIDECAR_FIXTURES = {
+    "mcp_sidecar": "http",
+    "mcp_stdio_server": "stdio",
+    "mcp_sidecar_factory": "http",
+    EXPLORE_PARAM: "inprocess",
+}
+SIDECAR_FIXTURE_NAMES = tuple(_SIDECAR_FIXTURES)
+
+
+@dataclasses.dataclass
+class _Settings:
+    enabled: bool
+    given: dict[str, str]  # the ini key's options, checked at configure time when there are any
+
+    def options(self) -> Options:
+        from pytest_mcpfaults.explore.plan import parse_options
+
+        return parse_options(self.given)
+
+
+@dataclasses.dataclass
+class _Test:
+    """One explored test in this process: its options and what was collected (or added) for it."""
+
+    options: Options
+    transport: str = "http"
+    clean: pytest.Function | None = None
+    collected: set[str] = dataclasses.field(default_factory=set)
+    clean_failed: str | None = None
+    #: checks the clean run failed without cutting its path short: its campaign runs with them off
+    checks_off: set[str] = dataclasses.field(default_factory=set)
+    footprint: tuple[Step, ...] | None = None
+    first_outcomes: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Function:
+    """One explored test function, as collection planned it: its options, the transport of its
+    server, and per explored test (its parametrization, see :func:`explored_test`) the run ids planned from
+    its cached footprint."""
+
+    options: Options
+    transport: str
+    planned: dict[str, set[str]]
+    checks_off: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # cached, per test
+
+
+_SETTINGS = pytest.StashKey[_Settings]()
+_FUNCTIONS = pytest.StashKey[dict[str, _Function]]()
+_TESTS = pytest.StashKey[dict[str, _Test]]()
+_MARK = pytest.StashKey["int | None"]()
+_ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
+_VERDICT = pytest.StashKey[dict[str, Any]]()
+_SPANS = pytest.StashKey[list[dict[str, Any]]]()
+_BASELINE = pytest.StashKey[dict[str, set[str]]]()  # the run's spans at the end of its call phase
+_WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
+_INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
+_GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
+#: The expansion hook: called at the teardown of every explore run (clean or not) with its item, its run
+#: and what it observed (:func:`run_detail`); the runs it returns are inserted after the item *instead*
+#: of explore's own campaign or pairs (``None``: not its test, explore expands as usual). Set by
+#: from-trace (``pytest_mcpfaults._pytest.from_trace``).
+EXPANSION = pytest.StashKey["Callable[[pytest.Item, Run, dict[str, Any]], list[Run] | None]"]()
+#: The option of from-trace that turns explore on (its campaign is the trace's replay).
+FROM_TRACE_DEST = "mcpfaults_from_trace"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mcpfaults")
+    group.addoption(
+        OPTION,
+        action="store_true",
+        default=False,
+        dest="mcpfaults_explore",
+        help="Explore: run every selected clean mcp_sidecar test once, record its footprint, and run it "
+        "again under each catalogue fault at each step (see docs/explore.md).",
+    )
+    group.addoption(
+        HTML_OPTION,
+        metavar="PATH",
+        dest="mcpfaults_html",
+        default=None,
+        help="Write explore's page to PATH: one self-contained HTML file with each explored test's step × "
+        "fault grid and, for each violation, its span timeline and journal.",
+    )
+    explore_shard.addoption(group)
+    parser.addini(
+        INI,
+        "Explore's run-wide options, space-separated key=value (kinds=die,hang exclude=... steps=... "
+        "depth=1|2 max_runs=N reduce=true|false own_asserts=behaviour|must_hold); a non-empty value "
+        f"(or 'true') turns explore on as {OPTION} does.",
+        default="",
+    )
+    parser.addini(
+        CHECKS_INI,
+        "Explore's generic checks kept off, one line each: 'left_open, cleanup_at_most' (every explored "
+        "test) or '<node-id prefix> = left_open' (the tests under a directory, in a file, or one test).",
+        type="linelist",
+        default=[],
+    )
+
+
+def _parse_checks_ini(lines: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """The ini key's lines as (node-id prefix, checks); a ``ValueError`` naming a bad check."""
+    from pytest_mcpfaults.explore.checks import check_names
+
+    out = []
+    for line in lines:
+        prefix, _, names = line.rpartition("=") if "=" in line else ("", "", line)
+        out.append((prefix.strip(), check_names(CHECKS_INI, names)))
+    return out
+
+
+def _parse_ini(raw: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in raw.split():
+        if part.lower() == "true":
+            continue
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise ValueError(f"expected key=value items (or 'true'), got {part!r}")
+        out[key] = value
+    return out
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(**options): explore this test (see {OPTION}); options: kinds, exclude, steps, depth, "
+        "max_runs, reduce, own_asserts, patience, raises, checks, exclude_checks.",
+    )
+    raw = str(config.getini(INI)).strip()
+    enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
+    enabled = enabled or bool(config.getoption(FROM_TRACE_DEST, default=None))
+    settings = _Settings(enabled, {})
+    if raw:  # the planning module is imported only when explore is configured
+        try:
+            settings.given = _parse_ini(raw)
+            settings.options()
+        except ValueError as exc:
+            raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
+    config.stash[_SETTINGS] = settings
+    explore_shard.configure(config, explored_test)
+    lines = [str(v) for v in config.getini(CHECKS_INI)]
+    try:
+        config.stash[_INI_CHECKS] = _parse_checks_ini(lines) if lines else []
+    except ValueError as exc:
+        raise pytest.UsageError(f"ini option {exc}") from None
+    html = config.getoption("mcpfaults_html", default=None)
+    if html and not hasattr(config, "workerinput"):
+        from pytest_mcpfaults._pytest.report import check_output_path
+
+        check_output_path(HTML_OPTION, config.invocation_params.dir / html)
+    config.stash[_TESTS] = {}
+    config.stash[_FUNCTIONS] = {}
+    config.pluginmanager.register(ExploreReport(config), "mcpfaults-explore-report")
+    if config.getoption("mcpfaults_baseline", default=None):  # even for the marker alone
+        from pytest_mcpfaults.explore.rerun import Rerun
+
+        config.pluginmanager.register(Rerun(), "mcpfaults-explore-rerun")
+
+
+# -- collection ------------------------------------------------------------------------------------
+
+
+def _cached(config: pytest.Config, nodeid: str) -> dict[str, Any] | None:
+    cache = getattr(config, "cache", None)
+    data = cache.get(cache_key(nodeid), None) if cache is not None else None
+    return data if isinstance(data, dict) and data.get("nodeid") == nodeid else None
+
+
+def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
+    """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
+    from pytest_mcpfaults._pytest.settings import STDIO_MARKER, marker_kwargs
+
+    node = metafunc.definition
+    marker = node.get_closest_marker(MARKER)
+    where = f"{node.nodeid}: @pytest.mark.{MARKER}"
+    uses = [f for f in _SIDECAR_FIXTURES if f in metafunc.fixturenames]
+    given = getattr(metafunc.function, "is_hypothesis_test", False)  # Hypothesis's @given
+    if marker is None:
+        if not settings.enabled or not uses or node.get_closest_marker("mcpfaults_matrix") is not None:
+            return None
+        if given:
+            return None  # each example makes servers of its own: no one footprint to explore
+        try:
+            marker_name = {"mcp_sidecar": "mcp_sidecar", "mcp_stdio_server": STDIO_MARKER}.get(uses[0])
+            planned = marker_kwargs(node, marker_name).get("faults") if marker_name else None
+        except ValueError:
+            return None  # the sidecar glue reports the bad marker
+        return settings.options() if not planned else None  # a written fault scenario is not explored
+    if marker.args:
+        raise pytest.Collector.CollectError(f"{where} takes keyword options only, got {marker.args!r}")
+    if not uses:
+        raise pytest.Collector.CollectError(
+            f"{where}: the test uses no sidecar fixture ({', '.join(list(_SIDECAR_FIXTURES)[:-1])}; or "
+            f"{EXPLORE_PARAM} for a mock_sidecar it opens itself), so there is no footprint to explore"
+        )
+    if node.get_closest_marker("mcpfaults_matrix") is not None:
+        raise pytest.Collector.CollectError(f"{where}: cannot be combined with @pytest.mark.mcpfaults_matrix")
+    if given:
+        raise pytest.Collector.CollectError(
+            f"{where}: cannot be combined with Hypothesis's @given (each example makes its own requests, "
+            "so there is no one footprint to explore)"
+        )
+    from pytest_mcpfaults.explore.plan import parse_options
+
+    try:
+        return parse_options(marker.kwargs, settings.options())
+    except ValueError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+
+
+def planned_runs(
+    options: Options, steps: tuple[Step, ...], cached: dict[str, Any] | None, transport: str = "http"
+) -> list[Run]:
+    """The campaign's runs from a footprint (and, at depth 2, the pairs from the cached observations
+    of its first runs)."""
+    from pytest_mcpfaults.explore.plan import Step, plan_campaign, plan_pairs, same_outcome
+
+    camp = plan_campaign(steps, options, transport)
+    runs = list(camp.runs)
+    if options.depth < 2 or not cached:
+        return runs
+    seen: list[dict[str, Any]] = []
+    observed: dict[str, Any] = cached.get("observed", {})
+    for run in camp.runs:
+        obs = observed.get(run.id)
+        if not obs:
+            continue
+        if options.reduce and any(same_outcome(obs, s) for s in seen):
+            continue
+        seen.append(obs)
+        after = tuple(Step.from_dict(s) for s in obs.get("footprint", ()))
+        runs += plan_pairs(run, steps, after, options, transport)
+    return runs[: options.max_runs]
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own parametrizations: ids `test_x[a-explore:clean]`
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    config = metafunc.config
+    options = _options_for(metafunc, config.stash[_SETTINGS])
+    if options is None:
+        return
+    from pytest_mcpfaults.explore.plan import CLEAN, Step
+
+    function = metafunc.definition.nodeid
+    transport = _transport(metafunc.fixturenames)
+    # each parametrization is explored as its own test, with its own cached footprint; the explore
+    # parameter takes the union of their runs, and collection keeps each test's own (see
+    # pytest_collection_modifyitems)
+    keys = [function, *_cached_keys(config, function)]
+    runs: dict[str, Run] = {CLEAN.id: CLEAN}
+    planned: dict[str, set[str]] = {}
+    off: dict[str, set[str]] = {}
+    for key in keys:
+        cached = _cached(config, key)
+        if cached is None:
+            continue
+        steps = tuple(Step.from_dict(s) for s in cached.get("footprint", ()))
+        mine = planned_runs(options, steps, cached, transport)
+        planned[key] = {r.id for r in mine}
+        off[key] = {str(c) for c in cached.get("checks_off", ())}
+        runs.update((r.id, r) for r in mine if r.id not in runs)
+    config.stash[_FUNCTIONS][function] = _Function(options, transport, planned, off)
+    if EXPLORE_PARAM not in metafunc.fixturenames:
+        metafunc.fixturenames.append(EXPLORE_PARAM)
+    metafunc.parametrize(EXPLORE_PARAM, list(runs.values()), ids=list(runs))
+
+
+def _cached_keys(config: pytest.Config, function: str) -> list[str]:
+    """The explored tests (parametrizations) of ``function`` with a cached footprint."""
+    cache = getattr(config, "cache", None)
+    data = cache.get(index_key(function), None) if cache is not None else None
+    if not isinstance(data, dict) or data.get("function") != function:
+        return []
+    return [str(k) for k in data.get("tests", [])]
+
+
+def _transport(fixturenames: list[str]) -> str:
+    """The transport of the server the test uses (the first of :data:`_SIDECAR_FIXTURES` it uses)."""
+    return next(t for f, t in _SIDECAR_FIXTURES.items() if f in fixturenames)
+
+
+def function_id(item: pytest.Item) -> str:
+    """The node id of the item's test function (without any parametrization)."""
+    name = getattr(item, "originalname", item.name)
+    return item.nodeid[: len(item.nodeid) - len(item.name)] + name
+
+
+def explored_test(item: pytest.Item) -> str:
+    """The explored test an explore item belongs to: its function's node id with the item's other
+    parameters, without explore's (``test_x.py::test_x[a]`` for ``test_x[a-explore:die-at-tool:x[1]]``,
+    ``test_x.py::test_x`` for an unparametrized test)."""
+    run = explore_run(item)
+    function = function_id(item)
+    params = item.name[len(getattr(item, "originalname", item.name)) + 1 : -1]
+    rid = run.id if run is not None else ""
+    if params == rid:
+        rest = ""
+    elif params.endswith(f"-{rid}"):
+        rest = params[: -len(rid) - 1]
+    elif params.startswith(f"{rid}-"):
+        rest = params[len(rid) + 1 :]
+    else:
+        rest = params.replace(f"-{rid}-", "-", 1)
+    return f"{function}[{rest}]" if rest else function
+
+
+def _test(item: pytest.Item) -> _Test | None:
+    return item.config.stash[_TESTS].get(explored_test(item))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselect: the items of other parametrizations go first
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each explored test gets its own runs: the explore parameter took the union of its function's
+    parametrizations' runs, and an item whose run was planned for another parametrization (another
+    footprint) is deselected here (pytest counts it so: ``5/6 tests collected (1 deselected)``)."""
+    functions, tests = config.stash[_FUNCTIONS], config.stash[_TESTS]
+    keep: list[pytest.Item] = []
+    other: list[pytest.Item] = []
+    for item in items:
+        run = explore_run(item)
+        fn = functions.get(function_id(item)) if run is not None else None
+        if fn is None:
+            keep.append(item)
+            continue
+        key = explored_test(item)
+        t = tests.get(key)
+        if t is None:
+            t = tests[key] = _Test(
+                fn.options,
+                fn.transport,
+                collected={"explore:clean", *fn.planned.get(key, ())},
+                checks_off=set(fn.checks_off.get(key, ())),
+            )
+        if run.id not in t.collected:
+            other.append(item)  # planned for another parametrization of the function
+            continue
+        if not run.plan and isinstance(item, pytest.Function):
+            t.clean = item
+        keep.append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = keep
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+class _Hand:
+    """What a server the test makes itself (``mock_sidecar``) takes from its explore run
+    (:mod:`pytest_mcpfaults.explore.ambient`): the faults aimed at it, and its journal into the footprint."""
+
+    def __init__(self, item: pytest.Item, run: Run) -> None:
+        self.item, self.run = item, run
+
+    def faults_for_next(self) -> tuple[Any, ...]:
+        return self.run.faults_on(len(self.item.stash.get(SERVERS, [])) + 1)
+
+    def made(self, server: Any, maker: str) -> None:
+        self.item.stash.setdefault(SERVERS, []).append(server)
+        self.item.stash.setdefault(MAKERS, []).append(maker)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """An explore run's hand is held for its setup, call and teardown."""
+    run = explore_run(item)
+    if run is None:
+        return (yield)
+    from pytest_mcpfaults.explore.ambient import HAND  # by its full name (sys.modules), as inprocess reads it
+
+    token = HAND.set(_Hand(item, run))
+    try:
+        return (yield)
+    finally:
+        HAND.reset(token)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    run = explore_run(item)
+    t = _test(item) if run is not None else None
+    if t is not None and run.plan and t.clean_failed is not None:
+        pytest.skip(f"explore: not explored, the clean run failed ({t.clean_failed})")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    if explore_run(item) is None:
+        return (yield)
+    mark = span_mark(item)
+    try:
+        return (yield)
+    except BaseException as exc:
+        item.stash[_ERROR] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        item.stash[_WHERE] = where_of(exc, str(item.config.rootpath))
+        raise
+    finally:
+        if mark is not None:
+            item.stash[_GATE_TEXT] = record_invariants(item, mark) or ""
+            item.stash[_SPANS] = span_dicts()
+
+
+def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
+    """The generic checks off for this run: its options' ``checks``/``exclude_checks``, the ini key's
+    lines that name its test (or everything), and, for a fault's run, those its clean run failed
+    (``t.checks_off``; the clean run itself is checked by them every time, its finding stays one)."""
+    from pytest_mcpfaults.explore.checks import kept_off
+
+    test = explored_test(item)
+    ini = [
+        c
+        for prefix, names in item.config.stash.get(_INI_CHECKS, [])
+        if test.startswith(prefix)
+        for c in names
+    ]
+    run = explore_run(item)
+    clean = set() if run is None or not run.plan else t.checks_off
+    return kept_off(t.options.checks, (*t.options.exclude_checks, *ini, *clean))
+
+
+def _keep(found: list[str], off: frozenset[str]) -> tuple[list[str], list[str]]:
+    """``found`` split into the checks on and those kept off."""
+    from pytest_mcpfaults.explore.checks import check_of
+
+    return [f for f in found if check_of(f) not in off], [f for f in found if check_of(f) in off]
+
+
+def _classify(
+    item: pytest.Item, call: pytest.CallInfo[None], options: Options, off: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The verdict of a run's call phase: what failed (``found``), by which oracle; a failure of a check
+    kept off (``off``) is behaviour under fault."""
+    rec = record_for(item)
+    found = [f"invariant:{i.name}" for i in rec.invariants if not i.ok]
+    exc = call.excinfo.value if call.excinfo is not None else None
+    note = ""
+    if exc is not None and isinstance(exc, (pytest.skip.Exception, pytest.xfail.Exception)):
+        return {"verdict": "not explored", "found": [], "note": str(exc)}
+    name = type(exc).__name__ if exc is not None else ""
+    if name == "PatienceError":
+        found.append("patience")
+    elif name == "SpanInvariantError" or (found and isinstance(exc, (AssertionError, pytest.fail.Exception))):
+        pass  # its invariants are recorded above (raised by the test's assert_* or the span gate)
+    elif isinstance(exc, AssertionError):
+        if options.own_asserts == "must_hold":
+            found.append("own_assert")
+        note = item.stash.get(_ERROR, name)
+    elif exc is not None and any(c.__name__ in options.raises for c in type(exc).__mro__):
+        note = item.stash.get(_ERROR, name)  # one of the harness's own failure modes (raises=)
+    elif exc is not None:
+        found.append(f"exception:{name}")
+    found, dropped = _keep(found, off)
+    if dropped and exc is not None and not note:
+        note = f"{', '.join(dropped)} (kept off)"
+    verdict = "violation" if found else ("behaviour" if note else "ok")
+    return {"verdict": verdict, "found": found, "note": note}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report: pytest.TestReport = yield
+    run = explore_run(item)
+    t = _test(item) if run is not None else None
+    if t is None or run is None:
+        return report
+    if call.when == "call":
+        verdict = _classify(item, call, t.options, _off(item, t))
+        item.stash[_VERDICT] = verdict
+        if not run.plan:  # the clean run: a failure means its campaign is not explored, but a check's
+            if report.failed or verdict["verdict"] != "ok":
+                _clean_failed(report, t, verdict)
+        elif verdict["verdict"] == "behaviour":
+            report.outcome = "skipped"
+            report.wasxfail = f"behaviour under fault: {verdict['note']}"
+        elif verdict["verdict"] == "violation" and _known(item, run, verdict):
+            verdict["verdict"] = "known"
+            report.outcome = "skipped"
+            report.wasxfail = f"known finding (in the baseline): {', '.join(verdict['found'])}"
+        elif verdict["verdict"] == "violation" and not report.failed:
+            report.outcome = "failed"
+            report.longrepr = _failure_text(item, run, t, verdict)
+        if verdict["verdict"] == "violation":
+            report.sections.append(("mcpfaults explore", _failure_text(item, run, t, verdict)))
+    elif call.when == "teardown":
+        _teardown(item, report, run, t)
+    return report
+
+
+def _clean_failed(report: pytest.TestReport, t: _Test, verdict: dict[str, Any]) -> None:
+    """The clean run failed: its campaign is not explored, unless all it failed is generic checks
+    made once the test's path was whole (a connection left open, a span invariant): the run is then a
+    finding of its own, and the campaign goes on with those checks off."""
+    from pytest_mcpfaults.explore.checks import check_of, whole_footprint
+
+    if verdict["verdict"] == "violation" and not verdict["note"] and whole_footprint(verdict["found"]):
+        off = sorted({check_of(f) for f in verdict["found"]})
+        t.checks_off.update(off)
+        verdict["kept_off"] = sorted(t.checks_off)
+        text = (
+            f"explore: the clean run failed {', '.join(verdict['found'])}: a finding of its own; its "
+            f"campaign runs with {', '.join(off)} off"
+        )
+        if not report.failed:
+            report.outcome, report.longrepr = "failed", text
+        else:
+            report.sections.append(("mcpfaults explore", text))
+        return
+    t.clean_failed = verdict["note"] or ", ".join(verdict["found"]) or "failed"
+    if not report.failed:
+        report.outcome = "failed"
+        report.longrepr = f"explore: the clean run violated {', '.join(verdict['found'])}"
+
+
+def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]) -> str:
+    """What a violating run's failure says: what was found, the span invariants' messages and the span
+    tree as the span gate prints them, and the plan to paste above a regression test."""
+    from pytest_mcpfaults.explore.plan import regression_line
+
+    text = f"explore: {', '.join(verdict['found'])}"
+    gate = item.stash.get(_GATE_TEXT, "")
+    if gate and any(f.startswith("invariant:") for f in verdict["found"]):
+        text += f"\n\n{gate}"
+    line = regression_line(run, t.transport, _makers(item))
+    return f"{text}\n\nminimal plan (paste it above a regression test):\n{line}"
+
+
+def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
+    """Whether the baseline already has this run's finding (its root cause: see explore_findings; a
+    version-1 baseline: this run with every one of its findings)."""
+    from pytest_mcpfaults.explore.findings import finding_key, primary
+
+    if not verdict["found"]:
+        return False
+    where = str(item.stash.get(_WHERE, {}).get("where", ""))
+    key = finding_key(primary(verdict["found"]), where, explored_test(item))
+    if any(f["key"] == key for f in baseline_keys(item.config)):
+        return True
+    found = baseline_findings(item.config).get(f"{explored_test(item)}::{run.id}")
+    return found is not None and set(verdict["found"]) <= found
+
+
+#: The oracles read once the test's fixtures are done: a check's name and what the sidecar fixture
+#: found for it (left open connections, session hygiene).
+_AT_TEARDOWN = (
+    ("left_open", LEFT_OPEN, "the harness left connections open"),
+    ("sessions", SESSION_PROBLEMS, "the harness broke session hygiene"),
+)
+
+
+def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
+    verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
+    off = _off(item, t)
+    seen = {
+        name: texts for name, key, _ in _AT_TEARDOWN if name not in off and (texts := item.stash.get(key, []))
+    }
+    titles = {name: title for name, _, title in _AT_TEARDOWN}
+    before = list(verdict["found"])
+    if (
+        seen
+        and run.plan
+        and verdict["verdict"] in ("known", "ok", "behaviour")
+        and _known(item, run, {"found": [*verdict["found"], *seen]})
+    ):
+        verdict["found"] = [*verdict["found"], *seen]
+        verdict["verdict"] = "known"
+    elif seen and verdict["verdict"] != "not explored":
+        verdict["found"] = [*verdict["found"], *seen]
+        verdict["verdict"] = "violation"
+        if not report.failed:
+            report.outcome = "failed"
+            report.longrepr = "\n\n".join(
+                f"explore: {titles[name]}:\n" + "\n".join(texts) for name, texts in seen.items()
+            )
+    elif report.failed and verdict["verdict"] not in ("not explored",):
+        verdict["found"] = [*verdict["found"], "teardown"]
+        verdict["verdict"] = "violation"
+    if not run.plan and verdict["found"] != before and t.clean_failed is None:
+        _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
+    steps, labels, fired = observed(item)
+    if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
+        verdict["verdict"] = "unreached"
+        verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
+    data: dict[str, Any] = {
+        "test": explored_test(item),
+        "function": function_id(item),
+        "transport": t.transport,
+        "run": run.to_dict(),
+        **verdict,
+        "labels": labels,
+        "makers": _makers(item),
+        "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
+        **_where(item),
+    }
+    if run.depth <= 1 and verdict["verdict"] != "not explored":
+        data["footprint"] = [s.to_dict() for s in steps]
+    if not run.plan:
+        data["options"] = dataclasses.asdict(t.options)
+    if verdict["verdict"] == "violation":  # what the HTML page shows of it
+        data["detail"] = run_detail(item)
+    setattr(report, REPORT_ATTR, data)
+    if verdict["verdict"] == "not explored" or _expanded(item, t, run):
+        return
+    if not run.plan:
+        t.footprint = tuple(steps)
+        if t.clean_failed is None:
+            _expand(item, t, _campaign_runs(t))
+    elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:
+        _expand(item, t, _pairs(t, run, data))
+
+
+def _expanded(item: pytest.Item, t: _Test, run: Run) -> bool:
+    """Whether the expansion hook (:data:`EXPANSION`) takes this test: the runs it returns, if any,
+    inserted after ``item`` instead of explore's campaign or pairs."""
+    expansion = item.config.stash.get(EXPANSION, None)
+    runs = expansion(item, run, run_detail(item)) if expansion and t.clean_failed is None else None
+    if runs is not None:
+        _insert(item, t, runs)
+    return runs is not None
+
+
+def uses_sidecar(fixturenames: list[str]) -> bool:
+    """Whether a test uses a fixture explore can drive (a sidecar, or explore's own fixture)."""
+    return any(f in fixturenames for f in _SIDECAR_FIXTURES)
+
+
+def explore_options(item: pytest.Item) -> Options | None:
+    """The explore options of ``item``'s explored test, ``None`` when it is not explored here."""
+    t = _test(item)
+    return t.options if t is not None else None
+
+
+def _where(item: pytest.Item) -> dict[str, Any]:
+    """Where the run's failure left the harness (``where``, ``own_exception``), empty when none."""
+    where: dict[str, Any] = item.stash.get(_WHERE, {})
+    return where
+
+
+def _campaign_runs(t: _Test) -> list[Run]:
+    assert t.footprint is not None
+    return planned_runs(t.options, t.footprint, None, t.transport)
+
+
+def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
+    """The pairs after ``run``; none when its outcome matched an earlier first run's (reduction),
+    those pruned then listed in ``data`` (``pruned_pairs``) for the report."""
+    from pytest_mcpfaults.explore.plan import Step, plan_pairs, same_outcome
+
+    assert t.footprint is not None
+    after = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
+    pairs = plan_pairs(run, t.footprint, after, t.options, t.transport)
+    same = next((rid for rid, seen in t.first_outcomes if same_outcome(data, seen)), None)
+    if t.options.reduce and same is not None:
+        why = f"after {run.id}, whose outcome (exception and journal) was that of {same}"
+        data["pruned_pairs"] = [{"run": p.id, "why": why} for p in pairs]
+        return []
+    t.first_outcomes.append((run.id, data))
+    return pairs
+
+
+def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
+    """Insert items for ``runs`` not collected yet right after ``item`` (not on an xdist worker)."""
+    if hasattr(item.config, "workerinput") or t.clean is None:
+        return
+    new = [r for r in runs if r.id not in t.collected]
+    left = t.options.max_runs - (len(t.collected) - 1)
+    _insert(item, t, new[: max(0, left)])
+
+
+def _insert(item: pytest.Item, t: _Test, new: list[Run]) -> None:
+    """Insert items for ``new`` right after ``item``, collected as the clean item was."""
+    if not new or hasattr(item.config, "workerinput") or t.clean is None:
+        return
+    items: list[pytest.Item] = [make_item(t.clean, r) for r in new]
+    t.collected.update(r.id for r in new)
+    session = item.session
+    config = item.config
+    config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
+    at = session.items.index(item) + 1 if item in session.items else len(session.items)
+    session.items[at:at] = items
+    session.testscollected += len(items)
+
+
+@pytest.fixture
+def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
+    """This item's explore run (its faults reach the ``mcp_sidecar`` fixture, the factory's sidecars and,
+    for a test that asks for this fixture, each ``mock_sidecar`` it opens), ``None`` outside a campaign."""
+    return getattr(request, "param", None)
+
+
+def _makers(item: pytest.Item) -> list[str]:
+    """The fixture that made each server of the run, in order (for its regression line)."""
+    makers: list[str] = item.stash.get(MAKERS, [])
+    return list(makers)
+
+
+# -- what a run observed, and the items made during a run ----------------------------------------------
+
+
+def span_dicts() -> list[dict[str, Any]]:
+    """The recorded spans, as the HTML page draws them (times in seconds since the epoch)."""
+    from pytest_mcpfaults.spans.recorder import global_recorder
+
+    def sec(ns: int | None) -> float | None:
+        return None if ns is None else ns / 1e9
+
+    return [
+        {
+            "id": s.uid if s.uid is not None else s.span_id,
+            "parent": s.parent_uid if s.parent_uid is not None else s.parent_id,
+            "name": s.name,
+            "status": s.status_code,
+            "description": s.status_description,
+            "start": sec(s.start_time),
+            "end": sec(s.end_time),
+        }
+        for s in global_recorder().spans()
+    ]
+
+
+def run_detail(item: pytest.Item) -> dict[str, Any]:
+    """What a run observed as the HTML page draws it: ``{"spans": [...], "journal": [...]}``."""
+    return {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(item)}
+
+
+def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
+    """The sidecars' journals, as the HTML page lists them (times on the spans' clock)."""
+    out: list[dict[str, Any]] = []
+    servers = item.stash.get(SERVERS, [])
+    for number, server in enumerate(servers, 1):
+        journal = getattr(server, "journal", None)
+        t0 = getattr(journal, "t0", None)
+        if journal is None or t0 is None:
+            continue
+        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
+        for r in journal.requests:
+            out.append(
+                {
+                    "id": r.id,
+                    "conn": r.conn_id,
+                    "server": number if len(servers) > 1 else 0,  # as the footprint's steps name it
+                    "label": r.label,
+                    "status": r.status,
+                    "fault": r.fault,
+                    "error": r.error,
+                    "start": epoch + r.started_at,
+                    "end": None if r.ended_at is None else epoch + r.ended_at,
+                }
+            )
+    return out
+
+
+def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
+    """The footprint of the item's servers (each step naming its server when there are several), their
+    journals' labels, and how often planned faults fired."""
+    from pytest_mcpfaults.explore.plan import MAKER_TRANSPORTS, footprint
+
+    steps: list[Step] = []
+    labels: list[str] = []
+    fired = 0
+    servers = item.stash.get(SERVERS, [])
+    makers: list[str] = item.stash.get(MAKERS, [])
+    for number, (server, maker) in enumerate(zip(servers, makers, strict=True), 1):
+        journal = getattr(server, "journal", None)
+        if journal is None:
+            continue
+        requests = journal.requests
+        health = getattr(server, "health_path", None)
+        mcp_path = getattr(server, "mcp_path", "/mcp")
+        # with several servers, each step names its own (numbered in the order the test made them),
+        # and its transport, which decides the kinds that apply to it
+        steps += footprint(
+            requests,
+            mcp_path=mcp_path,
+            health_path=health,
+            server=number if len(servers) > 1 else 0,
+            transport=MAKER_TRANSPORTS.get(maker, "http"),
+        )
+        labels += [r.label for r in requests]
+        fired += sum(getattr(server, "fired", {}).values())
+    return steps, labels, fired
+
+
+def make_item(clean: pytest.Function, run: Run) -> pytest.Function:
+    """A campaign item made from its test's clean item (its other parameters kept), during the run.
+
+    pytest has no public way to add an item once collection is over, so this builds one as
+    collection did: the clean item's call spec with explore's parameter and id replaced (pytest
+    builds the node id from the call spec's private id list) and the clean item's fixture closure
+    (``_fixtureinfo``, which holds the pseudo-fixtures of the test's direct parametrizations: a
+    fixture info computed afresh would not know them). See docs/architecture.md."""
+    from pytest_mcpfaults.explore.plan import CLEAN
+
+    callspec = clean.callspec
+    params = {**callspec.params, EXPLORE_PARAM: run}
+    idlist = [run.id if i == CLEAN.id else i for i in callspec._idlist]
+    spec = dataclasses.replace(callspec, params=params, _idlist=idlist)
+    cls = type(clean)  # an async plugin's own item class (pytest-asyncio's), as collected
+    item = cls.from_parent(
+        clean.parent,
+        name=f"{clean.originalname}[{'-'.join(idlist)}]",
+        callspec=spec,
+        fixtureinfo=clean._fixtureinfo,
+        originalname=clean.originalname,
+    )
+    clean.config.hook.pytest_itemcollected(item=item)
+    # markers plugins added to the collected item (pytest-asyncio's auto mode adds 'asyncio'; a
+    # conftest's pytest_itemcollected may add an mcp_sidecar marker)
+    item.own_markers.extend([m for m in clean.own_markers if m not in item.own_markers])
+    return item

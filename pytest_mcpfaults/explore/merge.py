@@ -1,0 +1,135 @@
+"""``python -m pytest_mcpfaults merge-reports OUT IN...``: the JSON reports of a run's shards (CI matrix
+jobs, each with ``--mcpfaults-shard=K/N``) merged into one report: one findings report, and one baseline
+for the next run's ``--mcpfaults-baseline``.
+
+``tests`` merge as :func:`pytest_mcpfaults.report.merge` does (a test in several keeps the last one
+given: an explored test's clean run, which every shard runs); each explored test's ``explore`` entry
+is the union of its shards' runs (counts recomputed); the ``findings`` are computed again from them
+(:mod:`pytest_mcpfaults.explore.findings`), so they are what one machine would have found. With
+``--baseline PATH`` the merged findings are compared with that report's, and a new finding exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_mcpfaults.report import Report, ReportError, load_report, merge, missing_required, write_report
+
+__all__ = ["merge_explore", "merge_files"]
+
+_VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
+
+
+def _union(entries: Sequence[Mapping[str, Any]], key: str, ident: str) -> list[Any]:
+    out: dict[str, Any] = {}
+    for e in entries:
+        for x in e.get(key) or ():
+            out[str(x[ident]) if isinstance(x, Mapping) else str(x)] = x
+    return list(out.values())
+
+
+def _order(run: Mapping[str, Any]) -> tuple[int, int, int]:
+    """A run's place in its campaign (footprint, then catalogue), as one machine would have run it."""
+    from pytest_mcpfaults.faults import fault_kinds
+
+    kinds = list(fault_kinds())
+    plan = run.get("plan") or ()
+    kind = str(plan[0]["fault"]).split("(")[0].split("@")[0] if plan else ""
+    return (int(run.get("at", 0)), len(plan), kinds.index(kind) if kind in kinds else len(kinds))
+
+
+def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The ``explore`` sections of several reports as one: per explored test, its shards' runs."""
+    by_test: dict[str, list[Mapping[str, Any]]] = {}
+    for section in sections:
+        for entry in section:
+            by_test.setdefault(str(entry["nodeid"]), []).append(entry)
+    out = []
+    for test, entries in sorted(by_test.items()):
+        first = next((e for e in entries if e.get("steps") is not None), entries[0])
+        runs = sorted(_union(entries, "runs", "id"), key=_order)
+        merged = {**first, "nodeid": test}
+        merged["clean"] = next((e["clean"] for e in entries if e.get("clean") is not None), None)
+        merged["runs"] = runs
+        merged["ran"] = len(runs)
+        merged["verdicts"] = {v: sum(1 for r in runs if r["verdict"] == v) for v in _VERDICTS}
+        merged["violations"] = _union(entries, "violations", "id")
+        merged["pruned"] = _union(entries, "pruned", "run")
+        merged["stale"] = _union(entries, "stale", "id")
+        out.append(merged)
+    return out
+
+
+def _raw(path: str) -> dict[str, Any]:
+    load_report(path)  # the schema and version checked, naming the file
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return dict(data)
+
+
+def merge_files(out: str, inputs: Sequence[str], baseline: str | None, say: TextIO) -> int:
+    """Merge ``inputs`` into ``out``; print the findings; the exit status (1: a new finding)."""
+    from pytest_mcpfaults import __version__
+    from pytest_mcpfaults.explore.findings import compare, findings, summary_lines
+
+    raws = [_raw(p) for p in inputs]
+    report = merge(*(Report.from_dict(r, source=p) for r, p in zip(raws, inputs, strict=True)))
+    report.plugin_version = __version__
+    explore = merge_explore([r.get("explore") or [] for r in raws])
+    found = [f.to_dict() for f in findings(explore)]
+    gates = [r.get("gates") or {} for r in raws]
+    required = list(dict.fromkeys(k for g in gates for k in g.get("required", ())))
+    extra: dict[str, Any] = {}
+    gate = None
+    if baseline is not None:
+        old = _raw(baseline).get("findings") or []
+        gate = compare(old, found, [e["nodeid"] for e in explore])
+        extra["findings_gate"] = gate.to_dict()
+    if explore:
+        extra = {"findings": found, **extra, "explore": explore}
+    missing = missing_required(report, required)
+    new = [v for g in gates for v in g.get("new_violations", ())]
+    write_report(
+        report,
+        out,
+        {
+            "required": required,
+            "missing_required": missing,
+            "baseline": baseline,
+            "new_violations": new,
+            "failed": bool(missing or new or (gate is not None and gate.failed)),
+        },
+        extra=extra,
+    )
+    runs = sum(len(e["runs"]) for e in explore)
+    say.write(
+        f"merged {len(inputs)} reports into {out}: {len(report.tests)} tests, {runs} explore runs, "
+        f"{len(found)} findings\n"
+    )
+    violating = sum(1 for e in explore for r in e["runs"] if r["verdict"] in ("violation", "known"))
+    for line in summary_lines(found, violating) if explore else []:
+        say.write(line + "\n")
+    if gate is not None:
+        say.write(
+            f"baseline {baseline}: {len(gate.new)} new, {len(gate.known)} known, {len(gate.fixed)} fixed, "
+            f"{len(gate.unstable)} unstable\n"
+        )
+        for f in gate.new:
+            say.write(f"  new: {f['title']} ({f['key']})\n")
+        for f in gate.fixed:
+            say.write(f"  fixed: {f['title']} ({f['key']})\n")
+    return 1 if gate is not None and gate.failed else 0
+
+
+def main(out: str, inputs: Sequence[str], baseline: str | None, say: TextIO, err: TextIO) -> int:
+    """The subcommand: 2 (with the file named) for an unreadable input."""
+    try:
+        return merge_files(out, inputs, baseline, say)
+    except ReportError as exc:
+        err.write(f"python -m pytest_mcpfaults merge-reports: {exc}\n")
+        return 2
+    except OSError as exc:
+        err.write(f"python -m pytest_mcpfaults merge-reports: cannot write {out!r}: {exc.strerror or exc}\n")
+        return 2

@@ -1,0 +1,433 @@
+"""Explore's results: gathered from every explore item's teardown report (on the xdist controller too),
+written to the footprint cache, the terminal summary and the JSON report's ``explore`` section.
+
+Per explored test: ``N steps × K kinds = M runs`` (M: the (step, kind) pairs where the kind applies),
+how many were pruned by reduction and left over the budget, how many ran and their verdicts, a step ×
+fault matrix, and each violation with its minimal plan as a line to paste above a regression test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
+
+#: The matrix's cell for each verdict (and for a pruned run, or a kind that does not apply).
+CELLS: dict[str, str] = {
+    "ok": ".",
+    "violation": "V",
+    "behaviour": "b",
+    "unreached": "u",
+    "not explored": "s",
+    "known": "k",
+    "pruned": "p",
+    "n/a": "-",
+}
+#: The verdicts of a run (see docs/explore.md).
+VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
+_EXPLORE_ATTR = "mcpfaults_explore"
+_CACHE_PREFIX = "mcpfaults/explore/"
+_BASELINE = pytest.StashKey[dict[str, set[str]]]()
+_BASELINE_FINDINGS = pytest.StashKey[list[dict[str, Any]]]()
+
+
+def cache_key(nodeid: str) -> str:
+    """The ``.pytest_cache`` key of a test's footprint."""
+    return _CACHE_PREFIX + hashlib.sha1(nodeid.encode()).hexdigest()[:16]
+
+
+def index_key(function: str) -> str:
+    """The ``.pytest_cache`` key listing a parametrized test function's explored tests (one per
+    parametrization, each with its own footprint under :func:`cache_key`)."""
+    return _CACHE_PREFIX + "tests-" + hashlib.sha1(function.encode()).hexdigest()[:16]
+
+
+def _baseline(config: pytest.Config) -> dict[str, Any] | None:
+    path = config.getoption("mcpfaults_baseline", default=None)
+    if not path:
+        return None
+    import json
+
+    try:  # the report glue refused an unreadable baseline at configure time already
+        data = json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def baseline_findings(config: pytest.Config) -> dict[str, set[str]]:
+    """The explore violations of ``--mcpfaults-baseline``'s report: ``"<test>::<run id>"`` -> found
+    (a version-1 baseline, which has no ``findings``, is matched by run)."""
+    known = config.stash.get(_BASELINE, None)
+    if known is None:
+        known = {}
+        data = _baseline(config) or {}
+        for entry in data.get("explore", []) if "findings" not in data else []:
+            for v in entry.get("violations", []):
+                known[f"{entry['nodeid']}::{v['id']}"] = set(v.get("found", []))
+        config.stash[_BASELINE] = known
+    return known
+
+
+def baseline_keys(config: pytest.Config) -> list[dict[str, Any]]:
+    """The findings of ``--mcpfaults-baseline``'s report (empty without one, or for version 1)."""
+    found = config.stash.get(_BASELINE_FINDINGS, None)
+    if found is None:
+        data = _baseline(config) or {}
+        found = [f for f in data.get("findings", None) or [] if isinstance(f, dict) and "key" in f]
+        config.stash[_BASELINE_FINDINGS] = found
+    return found
+
+
+def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
+    """One run of the JSON report's ``runs``; a run that found something carries what its finding
+    needs (the harness frame, whether its exception is the harness's own, its plan to paste)."""
+    out = {"id": rid, "verdict": d["verdict"], "found": d["found"], "note": d.get("note", "")}
+    out["plan"] = d["run"]["plan"]
+    if d["verdict"] in ("violation", "known"):
+        from pytest_mcpfaults.explore.plan import Run, regression_line
+
+        out["where"] = d.get("where", "")
+        out["own_exception"] = bool(d.get("own_exception"))
+        out["unstable"] = bool(d.get("unstable"))
+        run = Run.from_dict(d["run"])
+        out["plan_line"] = regression_line(run, str(d.get("transport", "http")), d.get("makers", ()))
+    return out
+
+
+def _ordered(runs: list[dict[str, Any]], camp: Any) -> list[dict[str, Any]]:
+    """The runs in the campaign's order (footprint, then catalogue; pairs after their first run), each
+    with ``at``: its first step's index in the footprint (so merged shards sort alike)."""
+    from pytest_mcpfaults.faults import fault_kinds
+
+    if camp is None:  # no footprint here (the clean run was not selected): the order they ran
+        for i, r in enumerate(runs):
+            r["at"] = i
+        return runs
+    steps = {s.id: i for i, s in enumerate(camp.steps)}
+    kinds = list(fault_kinds())
+    for r in runs:
+        r["at"] = steps.get(_step_of(r), len(steps))
+    return sorted(runs, key=lambda r: _order(r, kinds))
+
+
+def _order(run: Mapping[str, Any], kinds: list[str]) -> tuple[int, int, int]:
+    kind = _kind_of(run) if run.get("plan") else ""
+    return (
+        int(run.get("at", 0)),
+        len(run.get("plan") or ()),
+        kinds.index(kind) if kind in kinds else len(kinds),
+    )
+
+
+def _kind_of(run: Mapping[str, Any]) -> str:
+    """The kind of a run's first fault, from its text form (``delay(seconds=0.2)@...``: ``delay``)."""
+    return str(run["plan"][0]["fault"]).split("(")[0].split("@")[0]
+
+
+def _step_of(run: Mapping[str, Any]) -> str:
+    return str(run["plan"][0]["step"]) if run.get("plan") else ""
+
+
+class ExploreReport:
+    """Registered at configure time (every process); only a controller or plain run summarizes."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: dict[str, dict[str, dict[str, Any]]] = {}  # test -> run id -> data
+        self.html_written: str | None = None
+        sections = config.stash.setdefault(REPORT_SECTIONS, {})
+        sections["findings"] = self.findings_section  # first: the report leads with its findings
+        sections["findings_gate"] = self.gate_section
+        sections["explore"] = self.section
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, _EXPLORE_ATTR, None)
+        if report.when == "teardown" and isinstance(data, dict):
+            self.results.setdefault(str(data["test"]), {})[str(data["run"]["id"])] = data
+            if data["run"]["plan"]:  # its violations are gated by finding (explore_findings), not node id
+                found = list(data["found"]) if data["verdict"] in ("violation", "known") else []
+                self.config.stash.setdefault(GATED_BY_FINDINGS, {})[report.nodeid] = found
+
+    # -- the campaign of each test, recomputed from its footprint (pure) --------------------------
+
+    def _campaign(self, runs: Mapping[str, dict[str, Any]]) -> Any:
+        from pytest_mcpfaults.explore.plan import Options, Step, parse_options, plan_campaign
+
+        clean = runs.get("explore:clean")
+        if clean is None or "footprint" not in clean:
+            return None
+        steps = tuple(Step.from_dict(s) for s in clean["footprint"])
+        raw = dict(clean.get("options", {}))
+        opts = parse_options({k: v for k, v in raw.items() if v is not None}, Options())
+        return plan_campaign(steps, opts, str(clean.get("transport", "http")))
+
+    def tests(self) -> list[dict[str, Any]]:
+        """One summary per explored test (the JSON report's ``explore`` section)."""
+        out = []
+        for test, runs in sorted(self.results.items()):
+            camp = self._campaign(runs)
+            ran = {rid: d for rid, d in runs.items() if d["run"]["plan"]}
+            counts = {v: sum(1 for d in ran.values() if d["verdict"] == v) for v in VERDICTS}
+            clean = runs.get("explore:clean", {})
+            pruned = [{"run": p.run.id, "why": p.why} for p in camp.pruned] if camp else []
+            pruned += [p for d in runs.values() for p in d.get("pruned_pairs", ())]
+            pairs = sum(1 for d in ran.values() if len(d["run"]["plan"]) > 1)
+            planned = len(camp.runs) + len(camp.pruned) + len(camp.over_budget) if camp else None
+            entry: dict[str, Any] = {
+                "nodeid": test,
+                "clean": clean.get("verdict"),
+                "clean_failure": clean.get("note") or ", ".join(clean.get("found", [])) or None,
+                # a clean run that failed generic checks only (kept off for its campaign): a finding
+                "clean_checks": _clean_checks(clean),
+                "steps": len(camp.steps) if camp else None,
+                "kinds": list(camp.kinds) if camp else None,
+                # depth 1's (step, kind) pairs where the kind applies, plus the pairs planned at depth 2
+                "planned": None if planned is None else planned + pairs + (len(pruned) - len(camp.pruned)),
+                "pruned": pruned,
+                "over_budget": len(camp.over_budget) if camp else 0,
+                "ran": len(ran),
+                "verdicts": counts,
+                "runs": _ordered([_run_entry(rid, d) for rid, d in ran.items()], camp),
+                "violations": self._violations(ran),
+                "stale": self._stale(test, ran),
+            }
+            out.append(entry)
+        return out
+
+    def findings(self) -> list[dict[str, Any]]:
+        """The run's findings (the JSON report's ``findings``), from the per-test entries."""
+        from pytest_mcpfaults.explore.findings import findings
+
+        return [f.to_dict() for f in findings(self.tests())]
+
+    def _violations(self, ran: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each violating run with its minimal plan: a pair whose first fault alone already gave the
+        same violation is not a finding of its own (shrunk to that one fault)."""
+        from pytest_mcpfaults.explore.plan import Run, regression_line
+
+        out = []
+        for rid, d in ran.items():  # in the order they ran
+            if d["verdict"] != "violation":
+                continue
+            run = Run.from_dict(d["run"])
+            if run.depth > 1:
+                first = ran.get(Run(run.plan[:1]).id) or {}
+                if first.get("verdict") == "violation" and set(d["found"]) <= set(first["found"]):
+                    continue  # the first fault alone gives it: reported under that run
+            line = regression_line(run, str(d.get("transport", "http")), d.get("makers", ()))
+            out.append({"id": rid, "found": d["found"], "plan": line})
+        return out
+
+    def _stale(self, test: str, ran: Mapping[str, dict[str, Any]]) -> list[str]:
+        """Baseline findings of this test whose run ran in this session and found nothing of them."""
+        out = []
+        for key in baseline_findings(self.config):
+            name, _, rid = key.partition("::explore:")
+            if name == test and f"explore:{rid}" in ran and ran[f"explore:{rid}"]["verdict"] != "known":
+                out.append(f"explore:{rid}")
+        return out
+
+    def section(self) -> list[dict[str, Any]] | None:
+        return self.tests() if self.results else None
+
+    def findings_section(self) -> list[dict[str, Any]] | None:
+        return self.findings() if self.results else None
+
+    def gate(self) -> Any:
+        """The findings against ``--mcpfaults-baseline``'s (an ``explore_findings.Gate``), ``None``
+        without a baseline that has findings."""
+        from pytest_mcpfaults.explore.findings import compare
+
+        old = baseline_keys(self.config)
+        if self.config.getoption("mcpfaults_baseline", default=None) is None:
+            return None
+        ran = [test for test, runs in self.results.items() if any(d["run"]["plan"] for d in runs.values())]
+        return compare(old, self.findings(), ran)
+
+    def gate_section(self) -> dict[str, Any] | None:
+        gate = self.gate() if self.results else None
+        return None if gate is None else gate.to_dict()
+
+    # -- cache, summary ---------------------------------------------------------------------------
+
+    def _write_html(self) -> None:
+        html = self.config.getoption("mcpfaults_html", default=None)
+        if not html or hasattr(self.config, "workerinput"):
+            return
+        from pytest_mcpfaults.explore.html import render
+
+        details = {
+            f"{test}::{rid}": d["detail"]
+            for test, runs in self.results.items()
+            for rid, d in runs.items()
+            if "detail" in d
+        }
+        path = self.config.invocation_params.dir / html
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(self.tests(), details, self.findings()), encoding="utf-8")
+        self.html_written = str(path)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._write_html()
+        cache = getattr(self.config, "cache", None)
+        if cache is None or hasattr(self.config, "workerinput"):
+            return
+        self._write_index(cache)
+        for test, runs in self.results.items():
+            key = cache_key(test)
+            old = cache.get(key, None)
+            mine = isinstance(old, dict) and old.get("nodeid") == test
+            data: dict[str, Any] = old if mine else {"nodeid": test}
+            clean = runs.get("explore:clean")
+            if clean is not None:
+                if clean["verdict"] != "ok" and not clean.get("kept_off"):
+                    data = {"nodeid": test}  # a failing clean run is not explored, next time either
+                elif clean.get("footprint") != data.get("footprint"):
+                    data = {"nodeid": test, "footprint": clean["footprint"]}
+                data["checks_off"] = list(clean.get("kept_off", []))
+            observed = data.setdefault("observed", {})
+            for rid, d in runs.items():
+                if d["run"]["plan"] and len(d["run"]["plan"]) == 1 and "footprint" in d:
+                    observed[rid] = {k: d[k] for k in ("footprint", "labels", "error")}
+            cache.set(key, data)
+
+    def _write_index(self, cache: Any) -> None:
+        """Per parametrized function, the explored tests seen (added to those cached before)."""
+        functions: dict[str, list[str]] = {}
+        for test, runs in self.results.items():
+            function = next((str(d["function"]) for d in runs.values() if "function" in d), test)
+            if function != test:
+                functions.setdefault(function, []).append(test)
+        for function, tests in functions.items():
+            old = cache.get(index_key(function), None)
+            known = old.get("tests", []) if isinstance(old, dict) and old.get("function") == function else []
+            cache.set(index_key(function), {"function": function, "tests": sorted({*known, *tests})})
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.results:
+            return
+        from pytest_mcpfaults.explore.findings import summary_lines as findings_lines
+
+        tr = terminalreporter
+        tr.write_sep("=", "mcpfaults: explore", bold=True)
+        tests, found = self.tests(), self.findings()
+        for line in findings_lines(found, sum(len(f["runs"]) for f in found)):
+            tr.write_line(line, red=line[:1].isdigit() and "[known" not in line)
+        gate = self.gate()
+        if gate is not None:
+            for line in gate_lines(gate, self.config.getoption("mcpfaults_baseline")):
+                tr.write_line(line, red=line.startswith("  new") or "FAILED" in line)
+        tr.write_line("")
+        for entry in tests:
+            for line in summary_lines(entry):
+                tr.write_line(line, red=line.lstrip().startswith(("V ", "violation")))
+        if self.html_written is not None:
+            tr.write_line(f"mcpfaults explore page: {self.html_written}")
+
+
+def gate_lines(gate: Any, baseline: str) -> list[str]:
+    """What the findings gate says (see ``explore_findings.compare``)."""
+    counts = f"{len(gate.known)} known, {len(gate.fixed)} fixed, {len(gate.unstable)} unstable"
+    if gate.failed:
+        head = (
+            f"mcpfaults explore gate FAILED: {len(gate.new)} new finding(s) not in baseline {baseline} "
+            f"({counts})"
+        )
+    else:
+        head = f"mcpfaults explore baseline {baseline}: no new finding ({counts})"
+    lines = [head]
+    lines += [f"  new: {f['title']} ({f['key']})" for f in gate.new]
+    lines += [f"  unstable (flipped on a re-run, not failing): {f['title']}" for f in gate.unstable]
+    lines += [f"  fixed (in the baseline, no longer found): {f['title']} ({f['key']})" for f in gate.fixed]
+    return lines
+
+
+def _clean_checks(clean: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The clean run as a run record when it failed generic checks only (``kept_off``: its campaign ran
+    with them off), each failed check named as its oracle."""
+    if not clean.get("kept_off"):
+        return []
+    from pytest_mcpfaults.explore.checks import check_of
+
+    return [
+        {
+            "id": "explore:clean",
+            "verdict": clean["verdict"],
+            "found": clean["found"],
+            "oracles": [check_of(f) for f in clean["found"]],
+            "note": "a clean-run check failure: the campaign ran with "
+            + ", ".join(clean["kept_off"])
+            + " off",
+            "plan": [],
+        }
+    ]
+
+
+def summary_lines(entry: Mapping[str, Any]) -> list[str]:
+    """The terminal summary of one explored test."""
+    lines = [str(entry["nodeid"])]
+    if entry["clean"] is None:
+        lines.append(
+            f"  {entry['ran']} ran (the clean run was not selected: its footprint is the cached one)"
+        )
+    elif entry.get("clean_checks"):
+        for rec in entry["clean_checks"]:
+            lines.append(f"  violation of the clean run itself: {', '.join(rec['found'])} ({rec['note']})")
+    elif entry["clean"] != "ok":
+        lines.append(f"  the clean run did not pass ({entry['clean_failure']}): not explored")
+        return lines
+    v = entry["verdicts"]
+    if entry["clean"] is None:
+        pass
+    elif entry["steps"] is not None:
+        lines.append(
+            f"  {entry['steps']} steps × {len(entry['kinds'])} kinds → {entry['planned']} runs (where the "
+            f"kind applies), "
+            f"{len(entry['pruned'])} pruned, {entry['over_budget']} over budget; {entry['ran']} ran: "
+            f"{v['violation']} violations, {v['behaviour']} behaviour under fault, {v['ok']} ok, "
+            f"{v['unreached']} unreached" + (f", {v['known']} known (in the baseline)" if v["known"] else "")
+        )
+    else:
+        lines.append(f"  {entry['ran']} ran (footprint from the cache): {v['violation']} violations")
+    if not entry["ran"] and entry["planned"]:
+        lines.append(
+            "  the campaign did not run in this session (under xdist a first run only records the "
+            "footprint, or -k left it out): run again to explore it"
+        )
+    lines += ["  " + row for row in matrix_lines(entry["runs"])]
+    if entry.get("stale"):
+        lines.append("  stale baseline entries (no longer found): " + ", ".join(entry["stale"]))
+    if entry["violations"]:
+        lines.append("  violations (paste the plan above a regression test):")
+        for viol in entry["violations"]:
+            lines.append(f"    {viol['id']}: {', '.join(viol['found'])}")
+            lines.append(f"      {viol['plan']}")
+    return lines
+
+
+def matrix_lines(runs: list[Mapping[str, Any]]) -> list[str]:
+    """The step × fault matrix of the depth-1 runs that ran (``.`` ok, ``V`` violation, ``b``
+    behaviour under fault, ``u`` unreached, ``s`` not explored; blank: not run); pairs counted below."""
+    from pytest_mcpfaults.explore.html import grid_column
+
+    single = [r for r in runs if len(r["plan"]) == 1]
+    if not single:
+        return []
+    kinds = list(dict.fromkeys(grid_column(r) for r in single))
+    steps = list(dict.fromkeys(_step_of(r) for r in single))
+    cell = {(_step_of(r), grid_column(r)): CELLS[r["verdict"]] for r in single}
+    width = max(len(s) for s in steps)
+    out = [" " * width + "  " + " ".join(f"{i:>2}" for i in range(1, len(kinds) + 1))]
+    for s in steps:
+        out.append(f"{s:<{width}}  " + " ".join(f"{cell.get((s, k), ' '):>2}" for k in kinds))
+    out.append("kinds: " + ", ".join(f"{i}={k}" for i, k in enumerate(kinds, 1)))
+    pairs = [r for r in runs if len(r["plan"]) > 1]
+    if pairs:
+        bad = sum(1 for r in pairs if r["verdict"] == "violation")
+        out.append(f"depth 2: {len(pairs)} pairs ran, {bad} violations")
+    return out

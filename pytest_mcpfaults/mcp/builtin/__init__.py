@@ -1,0 +1,54 @@
+"""The built-in sets a sidecar serves, by name (``tool_sets``): their tools and their surface
+(resources, templates, prompts). The names are :data:`~pytest_mcpfaults.mcp.tools.TOOL_SETS`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pytest_mcpfaults.mcp.builtin.conformance import (
+    conformance_prompts,
+    conformance_resources,
+    conformance_tools,
+)
+from pytest_mcpfaults.mcp.surface import Prompt, Resource, ResourceTemplate, Surface
+from pytest_mcpfaults.mcp.tools import DEFAULT_TOOL_SETS, TOOL_SETS, BenchmarkSessions, Tool
+from pytest_mcpfaults.mcp.tools import builtin_tools as set_tools
+
+__all__ = ["builtin_surface", "builtin_tools", "tool_sets_help"]
+
+
+def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> dict[str, Tool]:
+    """The tools of ``tool_sets``, by name (``benchmark``: the benchmark set's state)."""
+    tools = set_tools(tool_sets, benchmark)
+    if "conformance" in tool_sets:
+        tools.update((t.name, t) for t in conformance_tools())
+    return tools
+
+
+def builtin_surface(
+    tool_sets: tuple[str, ...],
+    resources: Iterable[Resource | ResourceTemplate] = (),
+    prompts: Iterable[Prompt] = (),
+) -> Surface:
+    """A new surface holding the resources, templates and prompts of ``tool_sets`` (only the
+    ``conformance`` set has any), then ``resources`` and ``prompts`` (a test's own)."""
+    surface = Surface()
+    if "conformance" in tool_sets:
+        fixtures, templates = conformance_resources()
+        surface.add([*fixtures, *templates], conformance_prompts())
+    surface.add(resources, prompts)
+    return surface
+
+
+def tool_sets_help() -> str:
+    """Each built-in set and what it serves, for the ``tool_sets`` option's help (read from the sets)."""
+    parts = []
+    for name in TOOL_SETS:
+        tools = ", ".join(builtin_tools((name,), BenchmarkSessions()))
+        surface = builtin_surface((name,))
+        extra = [f"{len(v)} {what if len(v) != 1 else what[:-1]}" for what, v in
+                 (("resources", surface.resources), ("resource templates", surface.templates),
+                  ("prompts", surface.prompts)) if v]  # fmt: skip
+        opt_in = "" if name in DEFAULT_TOOL_SETS else "opt-in: "
+        parts.append(f"`{name!r}` ({opt_in}{'; '.join([tools, *extra])})")
+    return ", ".join(parts)

@@ -1,0 +1,530 @@
+"""MCP Streamable HTTP: JSON-RPC dispatch for both protocol eras, transport sessions, replies.
+
+* Stateless era (2026-07-28): ``server/discover`` answers a complete ``DiscoverResult``; every request
+  is self-contained (``MCP-Protocol-Version: 2026-07-28``, ``Mcp-Method``, ``Mcp-Name`` headers);
+  results carry ``resultType: "complete"``. No session, no GET stream, no DELETE.
+* Session era (2025-03-26, 2025-06-18, 2025-11-25): ``initialize`` assigns ``Mcp-Session-Id``;
+  later requests carry it; ``DELETE`` ends the session; an unknown or ended session gets 404.
+
+This module decides *what* to answer (a :class:`Reply`); ``inject`` and ``server`` decide *how*.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, Protocol, get_args
+
+from pytest_mcpfaults.mcp.calls import ToolCalls, ToolTimeoutError
+from pytest_mcpfaults.mcp.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    ErrorBy,
+    McpRequest,
+    Reply,
+    RequestEra,
+    client_error,
+    ok,
+    rpc_error,
+    tool_result,
+)
+from pytest_mcpfaults.mcp.listen import LISTEN_METHOD, listen_request
+from pytest_mcpfaults.mcp.outbound import Link, ServerMessages
+from pytest_mcpfaults.mcp.sessions import Sessions
+from pytest_mcpfaults.mcp.surface import SURFACE_METHODS, Surface, SurfaceError
+from pytest_mcpfaults.mcp.tools import Tool
+
+__all__ = [
+    "ERAS",
+    "HANDSHAKE_VERSIONS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "MODERN_VERSIONS",
+    "AnswerSource",
+    "Era",
+    "ErrorBy",
+    "McpEndpoint",
+    "McpRequest",
+    "Reply",
+    "RequestEra",
+    "ToolTimeoutError",
+    "client_error",
+    "encode",
+    "envelope_problem",
+    "fit_structured",
+    "learn_listing",
+    "reply_body",
+    "rpc_error",
+    "tool_result",
+]
+
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+MODERN_VERSIONS = ("2026-07-28",)
+Era = Literal["auto", "stateless", "session"]
+"""The protocol era(s) a sidecar serves: ``'auto'`` is both."""
+ERAS: tuple[Era, ...] = get_args(Era)
+#: The session-era methods 2026-07-28 removed (answered -32601 in the stateless era).
+STATELESS_REMOVED = ("ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
+#: The methods whose 2026-07-28 results carry the caching hints (``cacheScope``, ``ttlMs``).
+CACHEABLE = ("tools/list", "resources/list", "resources/read", "resources/templates/list", "prompts/list")
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
+#: What the sidecar's ``initialize`` and ``server/discover`` say it can do.
+CAPABILITIES = {"tools": {"listChanged": False}, "logging": {}}
+
+
+def _error_text(reply: Reply) -> str:
+    """The ``error.message`` of a JSON-RPC error reply (its status line if it has none)."""
+    payload = reply.payload
+    error = payload.get("error") if isinstance(payload, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message) if message is not None else f"HTTP {reply.status}"
+
+
+def _valid_id(rid: Any) -> bool:
+    """A JSON-RPC id the MCP schema allows (a string or a number), that JSON can carry back."""
+    if isinstance(rid, bool):
+        return False
+    return isinstance(rid, (str, int)) or (isinstance(rid, float) and math.isfinite(rid))
+
+
+def envelope_problem(message: Mapping[str, Any]) -> Reply | None:
+    """The error for a JSON-RPC 2.0 object whose members have the wrong types, or ``None``.
+    ``method`` not a string, an ``id`` that is null/bool/NaN/Infinity/an object, and a message with
+    neither a ``method`` nor a ``result``/``error`` are invalid requests (HTTP 400, ``id: null``, as
+    JSON-RPC says when the id cannot be trusted); ``params`` that is not an object is invalid params
+    (HTTP 400, with the request's id); ``params: null`` counts as absent."""
+    if "id" in message and not _valid_id(message["id"]):
+        return client_error(
+            INVALID_REQUEST,
+            "Invalid Request: id must be a string or a finite number (not null, a boolean, NaN, "
+            "Infinity, an object or an array)",
+        )
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return client_error(INVALID_REQUEST, "Invalid Request: method must be a string")
+    elif "result" not in message and "error" not in message:
+        return client_error(INVALID_REQUEST, "Invalid Request: neither a request nor a response")
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):  # null: absent, as the mcp SDK reads it
+        return client_error(
+            INVALID_PARAMS,
+            f"Invalid params: params must be an object, got {type(params).__name__}",
+            message.get("id"),
+        )
+    return None
+
+
+def _modern_version(headers: Mapping[str, str], message: Mapping[str, Any]) -> bool:
+    if headers.get("MCP-Protocol-Version", "") in MODERN_VERSIONS:
+        return True
+    meta = (message.get("params") or {}).get("_meta") if isinstance(message.get("params"), dict) else None
+    return isinstance(meta, dict) and meta.get("io.modelcontextprotocol/protocolVersion") in MODERN_VERSIONS
+
+
+def fit_structured(result: dict[str, Any], real: dict[str, Any]) -> None:
+    """Give a forced successful tool result the shape of the upstream's real one: a tool with an output
+    schema returns ``structuredContent`` (clients check that it is there); the forced text goes in it
+    as the SDK wraps a plain value (``{"result": text}``), or as the object it is."""
+    structured = real.get("structuredContent")
+    if structured is None or result.get("isError"):
+        return
+    text = (result.get("content") or [{}])[0].get("text", "")
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        result["structuredContent"] = {"result": text}
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    result["structuredContent"] = value if isinstance(value, dict) else {"result": text}
+
+
+def learn_listing(schemas: dict[str, Mapping[str, Any]], response: Mapping[str, Any] | None) -> None:
+    """Proxy mode: keep in ``schemas`` (an endpoint's ``listed_schemas``) the output schema of each tool
+    an upstream's ``tools/list`` ``response`` lists (a tool listed without one: forgotten), for
+    :meth:`McpEndpoint.fit_forced`."""
+    result = response.get("result") if response is not None else None
+    tools = result.get("tools") if isinstance(result, dict) else None
+    for tool in tools if isinstance(tools, list) else ():
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if not isinstance(name, str):
+            continue
+        schema = tool.get("outputSchema")
+        if isinstance(schema, Mapping):
+            schemas[name] = schema
+        else:
+            schemas.pop(name, None)
+
+
+class AnswerSource(Protocol):
+    """Where a replaying sidecar's answers come from (a cassette:
+    :mod:`pytest_mcpfaults.proxy.cassette.replay`): the server it describes in ``initialize`` /
+    ``server/discover``, and the recorded response to a request other than the endpoint's own (``initialize``,
+    ``ping``, ``tools/list``, notifications)."""
+
+    server_info: Mapping[str, Any]
+    capabilities: Mapping[str, Any]
+    instructions: str | None
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """The tools it lists (served in place of the sidecar's own)."""
+
+    def answer(self, req: McpRequest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The recorded JSON-RPC response to ``req`` (its ``result`` or ``error`` is used) and the
+        notifications the server sent before it (progress, logs: replayed as SSE events, the progress
+        token the client's own); a ``ValueError`` whose message says why when there is none."""
+
+
+#: JSON-RPC code of a replaying sidecar's answer to a request its cassette has no answer for.
+NOT_RECORDED = -32603
+
+
+class McpEndpoint:
+    """The MCP side of one sidecar: its era, the parsing and dispatch of each message, its tools
+    (their calls: :class:`~pytest_mcpfaults.mcp.calls.ToolCalls`, given ``tool_timeout``,
+    ``run_sync``, ``run_async`` and ``on_ran_on``), surface (resources, prompts, completion, logging
+    level: :class:`~pytest_mcpfaults.mcp.surface.Surface`) and transport sessions
+    (:class:`~pytest_mcpfaults.mcp.sessions.Sessions`). Loop thread only."""
+
+    def __init__(
+        self,
+        *,
+        era: Era,
+        tools: Mapping[str, Tool],
+        get_stream: bool,
+        on_error: Callable[[str, BaseException], None],
+        tool_timeout: float | None = None,
+        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+        messages: ServerMessages | None = None,
+        source: AnswerSource | None = None,
+        surface: Surface | None = None,
+        on_ran_on: Callable[[int, bool], None] | None = None,
+    ) -> None:
+        self.era, self.messages, self.source, self.on_error, self.tools = (
+            era,
+            messages,
+            source,
+            on_error,
+            tools,
+        )
+        self.surface = surface if surface is not None else Surface()
+        #: Proxy mode: the output schema of each of the upstream's tools, as its ``tools/list`` answers
+        #: relayed so far declared them (:meth:`fit_forced` reads them).
+        self.listed_schemas: dict[str, Mapping[str, Any]] = {}
+        self.get_stream = get_stream
+        self.sessions = Sessions(self.surface)
+        self.calls = ToolCalls(
+            tools=tools, sessions=self.sessions, on_error=on_error, tool_timeout=tool_timeout,
+            run_sync=run_sync, run_async=run_async, messages=messages,
+            replay=self.recorded if source is not None else None, on_ran_on=on_ran_on,
+        )  # fmt: skip
+
+    # -- parsing ---------------------------------------------------------------------------
+    def parse(self, headers: Mapping[str, str], body: bytes) -> McpRequest | Reply:
+        """Parse a POST body, or the error reply for a body that is not one JSON-RPC message."""
+        try:
+            message = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return client_error(PARSE_ERROR, "Parse error: body is not JSON")
+        except RecursionError:
+            return client_error(PARSE_ERROR, "Parse error: JSON nested too deeply")
+        if isinstance(message, list):
+            return client_error(INVALID_REQUEST, "Invalid Request: batches are not supported")
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return client_error(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+        problem = envelope_problem(message)
+        if problem is not None:
+            return problem
+        method = message.get("method")
+        modern = method == "server/discover" or _modern_version(headers, message)
+        era: RequestEra = "stateless" if modern else "session"
+        return McpRequest(message, method, message.get("id"), headers.get("Mcp-Session-Id"), era)
+
+    # -- dispatch --------------------------------------------------------------------------
+    async def post(
+        self, req: McpRequest, headers: Mapping[str, str], link: Link | None = None, rid: int = -1
+    ) -> Reply:
+        """Answer one POSTed message. ``link`` and ``rid``: the transport's part of the request
+        (journal id ``rid``) for the messages a tool sends on its own (``None``: a tool taking ``ctx``
+        cannot be served here)."""
+        if req.method is None:  # a response from the client (to a tool's request): hand it over
+            return _client_answer(self, req)
+        if req.era == "stateless":
+            return await self._stateless(req, headers, link, rid)
+        return await self._session(req, headers, link, rid)
+
+    async def _stateless(
+        self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
+    ) -> Reply:
+        if self.era == "session":
+            return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
+        header_method = headers.get("Mcp-Method")
+        if header_method is not None and header_method != req.method:
+            return client_error(
+                INVALID_REQUEST, f"Mcp-Method header {header_method!r} does not match {req.method!r}", req.id
+            )
+        if req.is_notification:
+            return Reply(202)
+        if req.method == "server/discover":
+            result: dict[str, Any] = {
+                "supportedVersions": list(MODERN_VERSIONS),
+                "capabilities": self._capabilities("stateless"),
+                "cacheScope": "private",
+                "ttlMs": 0,
+                "resultType": "complete",
+                "_meta": {"io.modelcontextprotocol/serverInfo": self._server_info()},
+            }
+            if self.source is not None and self.source.instructions is not None:
+                result["instructions"] = self.source.instructions
+            return ok(req, result)
+        if req.method == LISTEN_METHOD:
+            return self._listen(req)
+        if req.method in STATELESS_REMOVED:
+            return rpc_error(
+                METHOD_NOT_FOUND, f"Method not found: {req.method} (removed in 2026-07-28)", req.id
+            )
+        reply = await self._common(req, link, rid)
+        if isinstance(reply.payload, dict) and isinstance(reply.payload.get("result"), dict):
+            reply.payload["result"].setdefault("resultType", "complete")
+            if req.method in CACHEABLE:
+                reply.payload["result"].update(cacheScope="private", ttlMs=0)
+        return reply
+
+    def _listen(self, req: McpRequest) -> Reply:
+        """``subscriptions/listen``: its stream (the ack, the notices its filter selects, its result
+        when the sidecar ends it), or -32602 for a filter that is not one (HTTP 400, as the mcp SDK)."""
+        made = listen_request(req.id, req.message.get("params") or {})
+        if isinstance(made, str):
+            return client_error(INVALID_PARAMS, f"Invalid params: {made}", req.id, 400)
+        return Reply(200, made.closing(), notifications=[made.ack()], sse=True, listen=made)
+
+    async def _session(
+        self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
+    ) -> Reply:
+        if req.method == "initialize":
+            if self.era == "stateless":
+                return rpc_error(
+                    UNSUPPORTED_PROTOCOL_VERSION,
+                    "Unsupported protocol version: this server speaks only the stateless era",
+                    req.id,
+                    data={"supported": list(MODERN_VERSIONS)},
+                )
+            asked = (req.message.get("params") or {}).get("protocolVersion")
+            version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
+            sid = self.sessions.open(version, req.principal)
+            result = {
+                "protocolVersion": version,
+                "capabilities": self._capabilities("session"),
+                "serverInfo": self._server_info(),
+            }
+            if self.source is not None and self.source.instructions is not None:
+                result["instructions"] = self.source.instructions
+            reply = ok(req, result)
+            reply.headers["Mcp-Session-Id"] = sid
+            return reply
+        problem = self.check_session(req.session_id, req.principal)
+        if problem is not None:
+            return problem
+        assert req.session_id is not None
+        reply_headers = {"Mcp-Session-Id": req.session_id}
+        if req.is_notification:
+            return Reply(202, headers=reply_headers)
+        if req.method == "ping":
+            reply = ok(req, {})
+        elif req.method == "logging/setLevel":  # the session's tools log at that level and above
+            level = self.sessions.set_level(req.session_id, (req.message.get("params") or {}).get("level"))
+            reply = (
+                ok(req, {})
+                if level is None
+                else client_error(INVALID_PARAMS, f"Invalid params: {level}", req.id, 200)
+            )
+        else:
+            reply = await self._common(req, link, rid)
+        reply.headers.update(reply_headers)
+        return reply
+
+    def check_session(self, session_id: str | None, principal: str | None = None) -> Reply | None:
+        """The 400/404 reply for a missing or unknown transport session, or ``None`` when it is live.
+        With ``auth=`` a session is bound to the principal that opened it: a request of another
+        ``principal`` gets the 404 of an unknown session, as the mcp SDK's session manager answers (a
+        session can only be used with the credential that created it)."""
+        if self.era == "stateless":
+            return client_error(INVALID_REQUEST, "Bad Request: this server is stateless (no sessions)")
+        if not session_id:
+            return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
+        if not self.sessions.live(session_id, principal):
+            return rpc_error(INVALID_REQUEST, "Session not found", status=404)
+        return None
+
+    async def _common(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
+        if req.method == "tools/list":
+            return ok(req, {"tools": [t.describe() for t in self.tools.values()]})
+        if req.method == "tools/call":
+            return await self.calls.call(req, link, rid)
+        if self.source is not None:
+            return self.recorded(req, rid)
+        if req.method in SURFACE_METHODS:
+            return self.answer_surface(req)
+        return rpc_error(METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
+
+    def fit_forced(self, reply: Reply, req: McpRequest) -> None:
+        """Give a fault's forced successful result for a tool declaring an ``outputSchema`` (a recorded
+        server's, or a proxied one's as its ``tools/list`` declared it) the ``structuredContent`` such a
+        tool returns, as the proxy fits the upstream's real one: the spec says a server MUST provide it
+        (and the mcp 2.x client refuses a result without it). An ``isError`` result is left alone."""
+        payload = reply.payload
+        result = payload.get("result") if isinstance(payload, dict) else None
+        if req.method != "tools/call" or not isinstance(result, dict) or "structuredContent" in result:
+            return
+        name = req.tool or ""
+        schema = self.listed_schemas.get(name)
+        if schema is None:
+            tool = self.tools.get(name)
+            schema = tool.describe().get("outputSchema") if tool is not None else None
+        if not isinstance(schema, Mapping):
+            return
+        props = schema.get("properties")
+        wraps = isinstance(props, Mapping) and set(props) == {"result"}
+        fit_structured(result, {"structuredContent": {"result": None} if wraps else {}})
+
+    def _capabilities(self, era: RequestEra) -> dict[str, Any]:
+        """The server capabilities in ``era``: a replayed server's as recorded; the fake's tools,
+        logging and what its surface serves."""
+        if self.source is not None:
+            return dict(self.source.capabilities)
+        # listChanged: a session's GET stream can tell, and a stateless client's subscriptions/listen
+        told = era == "stateless" or self.get_stream
+        surface = self.surface.capabilities(list_changed=told)
+        return {**CAPABILITIES, "tools": {"listChanged": told}, **surface}
+
+    def _server_info(self) -> Mapping[str, Any]:
+        return self.source.server_info if self.source is not None else SERVER_INFO
+
+    def recorded(self, req: McpRequest, rid: int = -1) -> Reply:
+        """A replaying sidecar's answer: the recorded response to ``req`` with the client's id, or, for
+        a request the cassette has no answer for, a JSON-RPC error saying why, also re-raised in the
+        test (the test fails with that message at teardown). The notifications replayed before it are
+        journaled (``server_messages``, on journal request ``rid``) as a tool's own are."""
+        assert self.source is not None
+        try:
+            message, notifications = self.source.answer(req)
+        except ValueError as exc:
+            self.on_error("cassette", exc)
+            reply = rpc_error(NOT_RECORDED, str(exc), req.id)
+            reply.error, reply.error_by = str(exc), "client"
+            return reply
+        if "error" in message:
+            reply = Reply(200, {"jsonrpc": "2.0", "id": req.id, "error": message["error"]})
+        else:
+            result = message.get("result")
+            result = result if isinstance(result, dict) else {}
+            if req.era == "session":  # recorded in the stateless era: framed for the session era
+                for key in ("resultType", "cacheScope", "ttlMs"):
+                    result.pop(key, None)
+            reply = ok(req, result)
+        if notifications:  # sent as the recorded server sent them: on an SSE answer
+            reply.notifications, reply.sse = notifications, True
+            if self.messages is not None and rid >= 0:
+                for note in notifications:
+                    self.messages.notified(note["method"], note.get("params"), rid, req.tool)
+        return reply
+
+    def answer_surface(self, req: McpRequest) -> Reply:
+        """A resources, prompts, completion or logging request: a client's mistake is its JSON-RPC
+        error (HTTP 200, as the mcp SDK answers); a template's or prompt's function that raises is
+        the tool's bug (-32603, re-raised in the test)."""
+        assert req.method is not None
+        params = req.message.get("params") or {}
+        try:
+            return ok(req, self.surface.answer(req.method, params, req.session_id))
+        except SurfaceError as exc:
+            reply = rpc_error(exc.code, str(exc), req.id)
+            reply.error, reply.error_by = str(exc), "client"
+            return reply
+        except Exception as exc:  # a bug in a user's template or prompt function
+            what = f"{req.method} {req.prompt or req.resource or ''}".strip()
+            self.on_error(what, exc)
+            reply = rpc_error(INTERNAL_ERROR, f"Internal error in {what}: {exc}", req.id)
+            reply.error, reply.error_by = f"{type(exc).__name__}: {exc}", "tool"
+            return reply
+
+    def delete(self, session_id: str | None, principal: str | None = None) -> Reply:
+        problem = self.check_session(session_id, principal)
+        if problem is not None:
+            if self.era == "stateless":
+                return Reply(405, headers={"Allow": "POST"})
+            return problem
+        assert session_id is not None
+        self.sessions.end(session_id)
+        return Reply(200, headers={"Mcp-Session-Id": session_id})
+
+    def forget_all(self) -> None:
+        self.sessions.end_all()
+        self.calls.rounds.forget()
+
+
+def _client_answer(endpoint: McpEndpoint, req: McpRequest) -> Reply:
+    """A client's JSON-RPC response, POSTed to ``endpoint``: handed to the tool awaiting it only from
+    the session (and so the principal) the request went to. The stateless era has no server-to-client
+    requests to answer (a round is answered by the call's retry): ``400`` with ``-32600`` and ``id:
+    null``, as the mcp SDK's 2026-07-28 transport answers a posted response. In the session era a POST
+    without a live session of its principal is answered as any such POST is (``400`` Missing session
+    ID, ``404`` Session not found); one of a live session is accepted (``202``, as the SDK's transport
+    does) and handed over only if its id names a request the sidecar sent that session: any other
+    is journaled as the client's mistake (refused, or answering nothing) and the tool keeps
+    waiting for its own client."""
+    if req.era == "stateless" and endpoint.era != "session":  # a session-only server knows no such era
+        refused: Reply | None = client_error(
+            INVALID_REQUEST,
+            "Invalid Request: a POSTed JSON-RPC response answers nothing in the stateless era "
+            "(2026-07-28): an input request is answered by retrying the call with its inputResponses "
+            "and requestState",
+        )
+    else:
+        refused = endpoint.check_session(req.session_id, req.principal)
+    if refused is not None:
+        if endpoint.messages is not None:
+            endpoint.messages.refused(req.message)
+        text = refused.error or _error_text(refused)
+        refused.error, refused.error_by = f"refused: a response to a server request: {text}", "client"
+        return refused
+    reply = Reply(202)
+    if endpoint.messages is not None:
+        reply.status, problem = endpoint.messages.answer_status(req.message, req.session_id)
+        if problem is not None:
+            reply.error, reply.error_by = problem, "client"
+    return reply
+
+
+def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:
+    """The body bytes and content type of ``reply`` (empty for a reply without a body)."""
+    if reply.text is not None:
+        return reply.text.encode(), "text/plain"
+    if reply.events is not None:
+        return reply.events, "text/event-stream"
+    if reply.payload is None:
+        return b"", "application/json"
+    if sse and reply.notifications:
+        before = b"".join(encode(n, True)[0] for n in reply.notifications)
+        data, ctype = encode(reply.payload, True)
+        return before + data, ctype
+    return encode(reply.payload, sse)
+
+
+#: ``json.dumps(..., separators=(",", ":"))`` makes an encoder per call; every answer is encoded.
+_compact = json.JSONEncoder(separators=(",", ":"))
+
+
+def encode(payload: Any, sse: bool) -> tuple[bytes, str]:
+    """The body bytes and content type of a JSON payload, as JSON or as one SSE ``message`` event."""
+    data = _compact.encode(payload).encode()
+    if sse:
+        return b"event: message\ndata: " + data + b"\n\n", "text/event-stream"
+    return data, "application/json"

@@ -1,0 +1,553 @@
+"""What a tool sends the client on its own during its call: server-to-client requests
+(``sampling/createMessage``, ``elicitation/create``, ``roots/list``, ``ping``), whose answers it
+awaits, and notifications (``notifications/progress``, ``notifications/message``). Transport-free.
+
+A tool handler that takes a ``ctx`` parameter gets a :class:`ToolContext` for its call. As the
+2025-11-25 spec's Streamable HTTP transport says for messages related to a request, each message goes
+on the tool call's own answer: the call's ``POST`` is answered with an SSE stream (its status line
+and headers go out with the first message), the messages are events on it, and the result is its
+last event. The client POSTs its answer to a server request (``202 Accepted``), which
+:meth:`ServerMessages.answer_status` hands to the awaiting tool: only an answer from the session the
+request went to (its id, ``mcpfaults-`` and 32 random hex digits, is unguessable); any other is
+refused, journaled on the request's record (``refused``), and the tool keeps waiting. Every message
+is journaled (:class:`~pytest_mcpfaults.core.records.ServerMessageRecord`): what was sent, when,
+the answer or none. The transport does the I/O (:class:`Link`): writing an event, and awaiting an
+answer bounded by the patience budget (a client that never answers is the patience verdict's "the
+client never answered the server's `elicitation/create`").
+
+A server-request fault that fired on the call (:mod:`~pytest_mcpfaults.behaviour.server_requests`:
+``malformed_server_request``, ``duplicate_server_request``, ``drop_client_answer``) is armed for it
+(:meth:`ServerMessages.arm`); the call's :class:`ToolContext` sends its requests as the fault says and
+:class:`ServerMessages` journals the copies and loses the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import math
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from pytest_mcpfaults.behaviour.server_requests import Outbound, malformed_event, malformed_input
+from pytest_mcpfaults.core.errors import Dropped
+
+__all__ = [
+    "LOG_LEVELS",
+    "SERVER_REQUESTS",
+    "ClientRequestError",
+    "Link",
+    "MessageLog",
+    "NotInThisEra",
+    "ServerMessages",
+    "ToolContext",
+    "level_problem",
+    "notify_before",
+]
+
+#: The MCP logging levels, least severe first (RFC 5424's, as ``logging/setLevel`` takes them).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+#: The requests a tool can send the client (:meth:`ToolContext.request`).
+SERVER_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list", "ping")
+#: How many duplicate or malformed copies (:meth:`ServerMessages.copy_sent`) await an answer at most.
+_COPIES_KEPT = 256
+#: Those the stateless era (2026-07-28) has, as input requests of an ``InputRequiredResult``.
+INPUT_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list")
+
+
+class ClientRequestError(Exception):
+    """The client answered a tool's request with a JSON-RPC error (``code``, ``message``). Left
+    uncaught in a tool handler it answers the call ``isError: true`` with its text, as
+    :class:`~pytest_mcpfaults.ToolResultError` does: the client's refusal is not the tool's bug."""
+
+    def __init__(self, method: str, code: Any, message: Any) -> None:
+        self.method, self.code, self.message = method, code, message
+        super().__init__(f"the client answered `{method}` with error {code}: {message}")
+
+
+class NotInThisEra(Exception):
+    """A tool asked for what the call's protocol era does not have (``ping`` in the stateless era).
+    Left uncaught it answers the call ``isError: true`` with its text."""
+
+
+class Link(Protocol):
+    """What only the transport can do for a tool call's own messages."""
+
+    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
+        """Write ``message`` as one event on the call's answer stream (bytes: the event, framed already),
+        opening the stream (status 200, ``text/event-stream``, ``headers``) with the first one."""
+
+    async def await_answer(
+        self,
+        answer: asyncio.Future[dict[str, Any]],
+        what: str,
+        dropped: Callable[[], str | None] | None = None,
+    ) -> None:
+        """Wait for ``answer``, bounded by the patience budget; raise
+        :class:`~pytest_mcpfaults.core.errors.Dropped` when the budget runs out (a patience
+        violation naming ``what``; ``dropped()``, if given, says how a fault lost the client's answer,
+        or ``None`` when it never came) or the client goes away."""
+
+    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+        """A stateless-era input round was answered ``input_required``: unless ``answer`` (the client's
+        retry) comes within the patience budget, record a patience violation naming ``what`` (nothing
+        is held, so nothing is cut)."""
+
+
+class MessageLog(Protocol):
+    """Where the messages are journaled (the sidecar's
+    :class:`~pytest_mcpfaults.core.journal.Journal`; a protocol, as the journal's module imports
+    the MCP module, which imports this one)."""
+
+    def now(self) -> float: ...
+    def add_server_message(self, **fields: Any) -> int: ...
+    def update_server_message(self, seq: int, **fields: Any) -> object: ...
+
+
+def level_problem(level: Any) -> str | None:
+    """Why ``level`` is not an MCP logging level, or ``None``."""
+    if isinstance(level, str) and level in LOG_LEVELS:
+        return None
+    return f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}"
+
+
+@dataclasses.dataclass
+class _Awaited:
+    """A request awaiting the client's answer: its journal ``seq``, the future the answer goes to,
+    and whom it went to: the transport ``session`` (session era), or an input round (``in_round``,
+    stateless era: answered only by the call's retry carrying the round's ``requestState``)."""
+
+    seq: int
+    answer: asyncio.Future[dict[str, Any]]
+    session: str | None
+    in_round: bool
+    #: how many answers to it were refused (the journal's ``refused``)
+    refused: int = 0
+
+
+class ServerMessages:
+    """One sidecar's requests to its clients that await an answer, by JSON-RPC id; journals every
+    message sent and every answer. Loop thread only."""
+
+    def __init__(self, journal: MessageLog) -> None:
+        self.journal = journal
+        self._pending: dict[str, _Awaited] = {}
+        #: the server-request fault of each call being answered, by its journal id (:meth:`arm`)
+        self._armed: dict[int, Outbound] = {}
+        #: the requests whose answer a fault drops: id -> (the POST's status, the fault's text)
+        self._dropping: dict[str, tuple[int, str]] = {}
+        #: the copies a fault sent (duplicate, malformed) awaiting an answer, by the id they carry: each
+        #: its journal seq and the session it went to
+        self._copies: dict[Any, list[tuple[int, str | None]]] = {}
+        #: the answers a fault dropped, while their call waits: id -> (when, the POST's status, the fault)
+        self._dropped_records: dict[str, tuple[float, int, str]] = {}
+
+    def arm(self, rid: int, effect: Outbound) -> None:
+        """A server-request fault fired on call ``rid``: its tool's requests carry ``effect``."""
+        self._armed[rid] = effect
+
+    def disarm(self, rid: int) -> None:
+        self._armed.pop(rid, None)
+
+    def armed(self, rid: int) -> Outbound | None:
+        """The server-request fault acting on the requests of call ``rid``, if any."""
+        return self._armed.get(rid)
+
+    def copy_sent(
+        self, mid: Any, outcome: str, effect: Outbound, session: str | None = None, **fields: Any
+    ) -> None:
+        """Journal a copy a fault sent (``outcome``: ``duplicate`` or ``malformed``) to ``session``,
+        awaiting an answer from it carrying ``mid``."""
+        seq = self.journal.add_server_message(outcome=outcome, fault=effect.fault, id=mid, **fields)
+        kept = self._copies.setdefault(mid, [])
+        kept.append((seq, session))
+        del kept[:-_COPIES_KEPT]  # a bounded memory of them (serve runs for long; id None is shared)
+        while len(self._copies) > _COPIES_KEPT:
+            del self._copies[next(iter(self._copies))]
+
+    def drop_answer(self, mid: str, effect: Outbound) -> None:
+        """The client's answer to ``mid`` is to be lost (``drop_client_answer``)."""
+        assert effect.drop_status is not None
+        self._dropping[mid] = (effect.drop_status, effect.fault)
+
+    def dropped(self, mid: str) -> str | None:
+        """How a fault lost the client's answer to ``mid``, worded for a verdict, or ``None`` (no answer
+        came, or none was dropped)."""
+        rec = self._dropped_records.get(mid)
+        if rec is None:
+            return None
+        at, status, fault = rec
+        return (
+            f"it came at {at:.1f} s and `{fault}` answered its POST {status} and never handed it to the tool"
+        )
+
+    def new_request(
+        self,
+        method: str,
+        params: Any,
+        rid: int,
+        tool: str | None,
+        *,
+        session: str | None = None,
+        in_round: bool = False,
+    ) -> tuple[str, int, asyncio.Future[dict[str, Any]]]:
+        """Journal a request about to be sent to ``session`` (or, ``in_round``, as a stateless-era
+        input round's): its JSON-RPC id (unguessable: a client learns it only from the request
+        itself), journal ``seq`` and answer future."""
+        mid = f"mcpfaults-{secrets.token_hex(16)}"
+        seq = self.journal.add_server_message(method=method, request_id=rid, tool=tool, params=params, id=mid)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[mid] = _Awaited(seq, fut, session, in_round)
+        return mid, seq, fut
+
+    def notified(self, method: str, params: Any, rid: int, tool: str | None) -> None:
+        self.journal.add_server_message(
+            method=method, request_id=rid, tool=tool, params=params, outcome="sent"
+        )
+
+    def answer(self, message: Mapping[str, Any]) -> str | None:
+        """A stateless-era round's answer, carried by the call's retry (which proved the round with
+        its ``requestState``): hand it to the tool awaiting it and journal it. Returns why it answers
+        nothing (an unknown id, or one already answered or given up on), or ``None``."""
+        return self._settle(message, None, bound=False)[1]
+
+    def answer_status(self, message: Mapping[str, Any], session: str | None = None) -> tuple[int, str | None]:
+        """A client's JSON-RPC response, POSTed in transport session ``session``: hand it to the tool
+        awaiting it and journal it. Only the session the request went to answers it: any other
+        answer (another session's, or one naming a stateless-era input round, which only the call's
+        retry answers) is refused, counted on the request's record (``refused``), and the tool keeps
+        waiting. Returns the HTTP status its ``POST`` gets (``202``, as the mcp SDK's transport
+        accepts any response of a live session, or what a fault dropping it answers) and why it
+        answers nothing (an unknown id, one already answered or given up on, or refused), for the
+        journal (the client's), or ``None``."""
+        return self._settle(message, session, bound=True)
+
+    def refused(self, message: Mapping[str, Any]) -> None:
+        """A POSTed response refused before it was looked at (no session, another principal's, the
+        stateless era): if its id names an awaited request, count it on that request's record."""
+        mid = message.get("id")
+        pending = self._pending.get(mid) if isinstance(mid, str) else None
+        if pending is not None:
+            self._count_refused(pending)
+
+    def _count_refused(self, pending: _Awaited) -> None:
+        pending.refused += 1
+        self.journal.update_server_message(pending.seq, refused=pending.refused)
+
+    def _settle(
+        self, message: Mapping[str, Any], session: str | None, *, bound: bool
+    ) -> tuple[int, str | None]:
+        mid = message.get("id")
+        pending = self._pending.get(mid) if isinstance(mid, str) else None
+        if bound and pending is not None and (pending.in_round or pending.session != session):
+            self._count_refused(pending)
+            whose = (
+                "an input request of a stateless-era round (only the call's retry carrying its "
+                "requestState answers it)"
+                if pending.in_round
+                else "a request the sidecar sent another session"
+            )
+            return 202, f"refused: a response to {whose}, not one of session {session} (id {mid!r})"
+        if isinstance(mid, str):
+            self._pending.pop(mid, None)
+        now, result, error = self.journal.now(), message.get("result"), message.get("error")
+        if pending is None:
+            copies = self._copies.get(mid) if isinstance(mid, (str, int, type(None))) else None
+            mine = [i for i, (_, s) in enumerate(copies or ()) if not bound or s == session]
+            if copies and mine:  # an answer to a duplicate or malformed copy: the client's, not a mistake
+                seq = copies.pop(mine[0])[0]
+                self.journal.update_server_message(seq, answered_at=now, result=result, error=error)
+                return 202, None
+            return 202, f"a response to no request the sidecar is awaiting (id {mid!r})"
+        seq, fut = pending.seq, pending.answer
+        drop = self._dropping.pop(mid, None) if isinstance(mid, str) else None
+        if drop is not None and isinstance(mid, str):  # lost on its way: the tool never hears
+            self.journal.update_server_message(
+                seq, outcome="dropped", answered_at=now, result=result, error=error, fault=drop[1]
+            )
+            self._dropped_records[mid] = (now, drop[0], drop[1])
+            return drop[0], None
+        outcome = "error" if "error" in message else "answered"
+        self.journal.update_server_message(seq, outcome=outcome, answered_at=now, result=result, error=error)
+        if not fut.done():
+            fut.set_result(dict(message))
+        return 202, None
+
+    def lose(self, mid: str, result: Any, fault: str) -> None:
+        """A stateless-era round's answer (``result``, the retry's input response) that ``fault`` lost:
+        journaled ``dropped``; the awaiting tool is cancelled by the caller."""
+        pending = self._pending.pop(mid, None)
+        if pending is not None:
+            now = self.journal.now()
+            self.journal.update_server_message(
+                pending.seq, outcome="dropped", answered_at=now, result=result, fault=fault
+            )
+
+    def give_up(self, mid: str) -> None:
+        """The call ended without an answer to ``mid``: journal it unanswered."""
+        pending = self._pending.pop(mid, None)
+        self._dropping.pop(mid, None)
+        self._dropped_records.pop(mid, None)
+        if pending is not None:
+            self.journal.update_server_message(pending.seq, outcome="unanswered")
+
+
+class ToolContext:
+    """What a tool handler that takes a ``ctx`` parameter gets for its call: send the client requests
+    and await their answers (:meth:`elicit`, :meth:`sample`, :meth:`list_roots`, :meth:`ping`,
+    :meth:`request`), and notifications (:meth:`progress`, :meth:`log`). Each goes on the call's own
+    answer stream and is journaled (``sidecar.journal.server_messages``). Its methods are coroutines:
+    it is what an ``async def`` handler taking ``ctx`` gets (a sync one gets a
+    :class:`~pytest_mcpfaults.mcp.worker_calls.SyncToolContext`).
+
+    ``progress_token``: the call's ``_meta.progressToken`` (``None``: the client asked for no
+    progress); ``log_level``: the least severe level the client asked for (``logging/setLevel`` in the
+    session era, ``_meta["io.modelcontextprotocol/logLevel"]`` in the stateless one; ``None``: no log
+    is sent)."""
+
+    def __init__(
+        self,
+        messages: ServerMessages,
+        link: Link,
+        *,
+        rid: int,
+        tool: str,
+        headers: Mapping[str, str],
+        progress_token: Any = None,
+        log_level: str | None = None,
+        stateless: bool = False,
+        session: str | None = None,
+    ) -> None:
+        self._messages, self._link, self._rid, self.tool = messages, link, rid, tool
+        #: The transport session of the call (session era): the only one whose answers its requests take.
+        self.session = session
+        self._headers = dict(headers)
+        self.progress_token = progress_token
+        self.log_level = log_level
+        #: The stateless era: requests are input rounds (:mod:`~pytest_mcpfaults.mcp.rounds`).
+        self.stateless = stateless
+        #: The method of the request whose answer the call awaits now (``None``: none).
+        self.awaiting: str | None = None
+        self._inputs: asyncio.Queue[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]] = (
+            asyncio.Queue()
+        )
+        #: The server-request fault that fired on the call, acting on its requests (``None``: none).
+        self.effect = messages.armed(rid)
+
+    async def next_input(self) -> tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]:
+        """The next input request of a stateless-era call: its key, the request, the future its answer
+        goes to, and the request worded for a verdict."""
+        return await self._inputs.get()
+
+    def rebind(self, retry: ToolContext) -> None:
+        """A stateless-era call resumed by a retry, whose own context is ``retry``: later messages go
+        on the retry's stream, with its ``progressToken`` and logging level."""
+        self._link, self._rid, self.effect = retry._link, retry._rid, retry.effect
+        self.progress_token, self.log_level = retry.progress_token, retry.log_level
+
+    # -- requests ---------------------------------------------------------------------------------
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Send the client request ``method`` (one of :data:`SERVER_REQUESTS`) and return its result.
+        Raises :class:`ClientRequestError` if the client answers an error."""
+        if method not in SERVER_REQUESTS:
+            raise ValueError(
+                f"ToolContext.request: method must be one of {', '.join(SERVER_REQUESTS)}, got {method!r}"
+            )
+        if params is not None and not isinstance(params, Mapping):
+            raise ValueError(f"ToolContext.request: params must be a mapping or None, got {params!r}")
+        sent_at = self._messages.journal.now()
+        if self.stateless and method not in INPUT_REQUESTS:
+            raise NotInThisEra(
+                f"`{method}` does not exist in the stateless era (2026-07-28): a tool there can ask the "
+                f"client only for {', '.join(INPUT_REQUESTS)} (as input requests)"
+            )
+        mid, _, fut = self._messages.new_request(
+            method, params, self._rid, self.tool, session=self.session, in_round=self.stateless
+        )
+        self.awaiting = method
+        try:
+            if self.stateless:  # an input round: answered input_required, resumed by the client's retry
+                what = (
+                    f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool}, as an "
+                    f"input request of its input_required result{self._malformed_note()})"
+                )
+                self._inputs.put_nowait((mid, {"method": method, "params": dict(params or {})}, fut, what))
+                await fut
+            else:
+                message: dict[str, Any] = {"jsonrpc": "2.0", "id": mid, "method": method}
+                if params is not None:
+                    message["params"] = dict(params)
+                if self.effect is not None:
+                    await self._send_faulted(message)
+                else:
+                    await self._send(message)
+                during = f"during tools/call {self.tool}{self._malformed_note()}"
+                what = f"the server's `{method}` (sent at {sent_at:.1f} s {during})"
+                await self._link.await_answer(fut, what, functools.partial(self._messages.dropped, mid))
+        finally:
+            self.awaiting = None
+            self._messages.give_up(mid)
+        answer = fut.result()
+        if "error" in answer:
+            err = answer["error"] if isinstance(answer["error"], Mapping) else {}
+            raise ClientRequestError(method, err.get("code"), err.get("message"))
+        return answer.get("result")
+
+    async def elicit(self, message: str, requested_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``elicitation/create`` (form mode): ask the user ``message``; the result
+        (``{"action": "accept", "content": {...}}``, or ``decline`` / ``cancel``)."""
+        schema = (
+            dict(requested_schema) if requested_schema is not None else {"type": "object", "properties": {}}
+        )
+        result = await self.request("elicitation/create", {"message": message, "requestedSchema": schema})
+        return result if isinstance(result, dict) else {}
+
+    async def sample(
+        self, prompt: str | Sequence[Mapping[str, Any]], *, max_tokens: int = 100, **params: Any
+    ) -> dict[str, Any]:
+        """``sampling/createMessage``: ask the client's model. ``prompt``: a user message's text, or the
+        ``messages`` list itself; ``params``: more of the request's params (``systemPrompt`` ...)."""
+        if isinstance(prompt, str):
+            messages: list[Any] = [{"role": "user", "content": {"type": "text", "text": prompt}}]
+        else:
+            messages = [dict(m) for m in prompt]
+        result = await self.request(
+            "sampling/createMessage", {"messages": messages, "maxTokens": max_tokens, **params}
+        )
+        return result if isinstance(result, dict) else {}
+
+    async def list_roots(self) -> list[dict[str, Any]]:
+        """``roots/list``: the client's roots (``[{"uri": "file:///...", "name": ...}]``)."""
+        result = await self.request("roots/list")
+        roots = result.get("roots") if isinstance(result, dict) else None
+        return list(roots) if isinstance(roots, list) else []
+
+    async def ping(self) -> None:
+        """``ping``: the client answers an empty result."""
+        await self.request("ping")
+
+    # -- notifications ----------------------------------------------------------------------------
+    async def notify(self, method: str, params: Mapping[str, Any]) -> None:
+        """Send the notification ``method`` as is (no check of whether the client asked for it)."""
+        self._messages.notified(method, dict(params), self._rid, self.tool)
+        await self._send({"jsonrpc": "2.0", "method": method, "params": dict(params)})
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
+        """``notifications/progress`` for the call, if the client asked for progress (a
+        ``progressToken``); whether it was sent."""
+        for name, value in (("progress", progress), ("total", total)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            ):
+                raise ValueError(f"ToolContext.progress: {name} must be a finite number, got {value!r}")
+        if self.progress_token is None:
+            return False
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+        return True
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> bool:
+        """``notifications/message`` at ``level`` (one of :data:`LOG_LEVELS`), if the client asked for
+        logs at that level or a less severe one; whether it was sent."""
+        problem = level_problem(level)
+        if problem is not None:
+            raise ValueError(f"ToolContext.log: {problem}")
+        if self.log_level is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
+            return False
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self.notify("notifications/message", params)
+        return True
+
+    def _malformed_note(self) -> str:
+        """How a verdict says the request came with a malformed copy (``malformed_server_request``)."""
+        effect = self.effect
+        if effect is None or effect.malformed is None or (self.stateless and effect.malformed == "no_id"):
+            return ""
+        where = "beside a malformed entry" if self.stateless else "after a malformed copy"
+        return f", {where} from `{effect.fault}`"
+
+    def faulted_round(self, key: str, request: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """A stateless-era round's ``inputRequests`` (``request`` under ``key``) as the call's
+        server-request fault says: with a malformed entry first (``malformed_server_request``, under
+        ``<key>-malformed``; ``no_id`` has no analogue, the keys being the ids); and the text of the
+        fault that loses the round's answer (``drop_client_answer``, the first round only), or
+        ``None``."""
+        effect, requests = self.effect, {key: dict(request)}
+        if effect is None:
+            return requests, None
+        if effect.malformed is not None and effect.malformed != "no_id":
+            bad = f"{key}-malformed"
+            requests = {bad: malformed_input(request, effect.malformed), **requests}
+            about = {"method": request["method"], "request_id": self._rid, "tool": self.tool}
+            self._messages.copy_sent(bad, "malformed", effect, params=request.get("params"), **about)
+        if effect.drop_status is None:
+            return requests, None
+        self.effect = dataclasses.replace(effect, drop_status=None)
+        return requests, effect.fault
+
+    async def _send_faulted(self, message: Mapping[str, Any]) -> None:
+        """A request sent as the call's server-request fault says: a malformed copy first, several
+        copies, or its answer to be lost (once: only the first request's answer is dropped)."""
+        effect, messages, mid = self.effect, self._messages, str(message["id"])
+        assert effect is not None
+        about = {
+            "method": message["method"],
+            "request_id": self._rid,
+            "tool": self.tool,
+            "session": self.session,
+        }
+        if effect.drop_status is not None:  # before it is sent: its answer may come at once
+            messages.drop_answer(mid, effect)
+            self.effect = dataclasses.replace(effect, drop_status=None)
+        if effect.malformed is not None:
+            data, answerable = malformed_event(message, effect.malformed, f"{mid}-malformed")
+            messages.copy_sent(answerable, "malformed", effect, params=message.get("params"), **about)
+            await self._send(data)
+        await self._send(message)
+        for _ in range(effect.copies - 1):
+            messages.copy_sent(mid, "duplicate", effect, params=message.get("params"), **about)
+            await self._send(message)
+
+    async def _send(self, message: Mapping[str, Any] | bytes) -> None:
+        try:
+            await self._link.send_message(message, self._headers)
+        except ConnectionError as exc:  # the client went away: the call ends, not a bug of the tool
+            raise Dropped from exc
+
+
+async def notify_before(
+    messages: ServerMessages,
+    link: Link,
+    *,
+    rid: int,
+    tool: str | None,
+    headers: Mapping[str, str],
+    token: Any,
+    count: int,
+    interval: float = 0.0,
+    logs: bool = False,
+) -> None:
+    """A fault's notifications before a request's answer (``progress_then_stall``,
+    ``notification_flood``): ``count`` of them, ``interval`` seconds apart, on its answer stream:
+    ``notifications/progress`` with ``token``, or without a token ``notifications/message`` at
+    ``info`` when ``logs`` (else none). Journaled as the tools' own are."""
+    if token is None and not logs:
+        return
+    for i in range(1, count + 1):
+        if i > 1 and interval:
+            await asyncio.sleep(interval)
+        if token is not None:
+            method, params = "notifications/progress", {"progressToken": token, "progress": i}
+        else:
+            data = f"notification {i} of {count}"
+            method, params = "notifications/message", {"level": "info", "data": data, "logger": "mcpfaults"}
+        messages.notified(method, params, rid, tool)
+        await link.send_message({"jsonrpc": "2.0", "method": method, "params": params}, headers)

@@ -1,0 +1,360 @@
+"""The sidecars' options: defaults and the checks that reject bad ones early.
+
+These checks (run by :func:`~pytest_mcpfaults.options.fields.check_options` when options are built)
+raise ``ValueError`` naming the argument, the value and what would be valid, before a backend builds
+anything. Every option is type-checked, so ``Sidecar(...)``, ``@pytest.mark.mcp_sidecar(...)``
+(validated at collection by constructing a ``Sidecar``), ``mcp_sidecar_factory(...)``,
+``mock_sidecar(...)`` and ``StdioServer(...)`` accept and refuse exactly the same values: no truthy
+string stands in for a bool, no bare string for a list of strings, no ``inf``/``nan`` for a number."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Literal, get_args
+from urllib.parse import urlsplit
+
+from pytest_mcpfaults.mcp.endpoint import ERAS, Era
+from pytest_mcpfaults.mcp.tools import TOOL_SETS
+from pytest_mcpfaults.options.validation import (
+    LOOPBACK_NAMES,
+    check_bool,
+    is_loopback_host,
+    is_positive_seconds,
+)
+
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_OTLP_PATH",
+    "DEFAULT_PATIENCE",
+    "DEFAULT_TOOL_TIMEOUT",
+    "DEFAULT_UPSTREAM_TIMEOUT",
+    "HOP_BY_HOP",
+    "LOOPBACK_NAMES",
+    "NOT_FORWARDED",
+    "REPLY_MODES",
+    "TRANSPORTS",
+    "WHO",
+    "ReplyMode",
+    "TransportName",
+    "check_endpoints",
+    "check_otlp",
+    "check_path",
+    "check_strings",
+    "check_transport",
+    "check_upstream",
+    "check_upstream_command",
+    "check_upstream_headers",
+    "check_upstream_url",
+]
+
+DEFAULT_PATIENCE = 5.0
+DEFAULT_TOOL_TIMEOUT = 10.0
+DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_OTLP_PATH = "/v1/traces"
+#: Seconds an upstream may take to connect and send its status line and headers, and then between two
+#: chunks of a POST's body (``Sidecar(upstream_timeout=)``).
+DEFAULT_UPSTREAM_TIMEOUT = 30.0
+ReplyMode = Literal["json", "sse"]
+"""How a sidecar frames its replies by default: one JSON body, or an SSE stream."""
+REPLY_MODES: tuple[ReplyMode, ...] = get_args(ReplyMode)
+TransportName = Literal["streamable_http", "sse", "both"]
+"""Which MCP transports a socket sidecar serves (``Sidecar(transport=)``)."""
+TRANSPORTS: tuple[TransportName, ...] = get_args(TransportName)
+#: Who names a backend's options in its refusals (``SidecarOptions.backend``).
+WHO = {"socket": "Sidecar", "in-process": "mock_sidecar", "stdio": "StdioServer"}
+# An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).
+_PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
+
+
+def check_strings(who: str, name: str, value: object, what: str) -> None:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"{who}: {name} must be a list of {what}, got {value!r}; for one, write [{value!r}]")
+    if isinstance(value, Iterator):
+        return  # a one-shot iterator: checking its items would consume them
+    bad = [v for v in value if not isinstance(v, str) or not v]
+    if bad:
+        raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
+
+
+def check_upstream_url(url: object, allow_remote: object) -> str | None:
+    """Why ``url`` cannot be an upstream (``None`` when it can): an ``http://`` or ``https://`` URL with
+    a host, no user name or password, query or fragment, whose host is loopback unless
+    ``allow_remote`` is ``True``."""
+    if not isinstance(url, str) or not url:
+        return "must be an http:// URL string such as 'http://127.0.0.1:9000/mcp'"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an http:// or https:// URL with a host, such as 'http://127.0.0.1:9000/mcp'"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry a user name or password (send Authorization headers from the client)"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "must not carry a query or a fragment"
+    if port == 0:
+        return "must name the upstream's port (not 0)"
+    if not is_loopback_host(parts.hostname) and allow_remote is not True:
+        return (
+            f"names host {parts.hostname!r}, which is not a loopback address; the sidecar forwards to "
+            "loopback only, or pass allow_remote_upstream=True to forward elsewhere on purpose"
+        )
+    return None
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def check_upstream_headers(headers: object, upstream: object) -> None:
+    """``upstream_headers``: a mapping of header names to a value (sent instead of the client's) or
+    ``None`` (not forwarded); only with an upstream. Hop-by-hop headers cannot be set."""
+    if headers is None:
+        return
+    if not isinstance(headers, Mapping):
+        raise ValueError(
+            "Sidecar: upstream_headers must be a dict of header names to a value or None (dropped), "
+            f"e.g. {{'Authorization': None}}, got {headers!r}"
+        )
+    if upstream is None:
+        raise ValueError("Sidecar: upstream_headers needs an upstream (upstream='http://...')")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"Sidecar: upstream_headers: {name!r} is not a header name")
+        if name.lower() in NOT_FORWARDED:
+            raise ValueError(
+                f"Sidecar: upstream_headers: {name!r} is a hop-by-hop or framing header (one the sidecar "
+                "never forwards, or sets itself); it cannot be rewritten"
+            )
+        if value is not None and (not isinstance(value, str) or _CONTROL.search(value)):
+            raise ValueError(
+                f"Sidecar: upstream_headers[{name!r}] must be a string without CR/LF/NUL or other control "
+                f"characters (tab is allowed), or None, got {value!r}"
+            )
+
+
+#: Headers that concern one connection only (RFC 9110 7.6.1, plus the de-facto ``Proxy-Connection``).
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+#: Headers of the client's request never sent to an upstream: hop-by-hop, and those the sidecar frames
+#: itself (``Expect``: the sidecar has read the whole body already, its own server answered any
+#: 100-continue). ``upstream_headers`` cannot set them either.
+NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
+#: Characters a header value cannot carry (RFC 9110 5.5: controls other than HTAB, and DEL).
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def check_upstream(
+    upstream: object,
+    upstream_health: object,
+    upstream_timeout: object,
+    allow_remote_upstream: object,
+    health_path: str | None,
+    get_stream: object,
+    tools: object,
+) -> None:
+    """The proxy-mode arguments (``upstream=`` and its companions), and the fake-only ones that make no
+    sense with an upstream (its tools and its GET stream are the upstream's own)."""
+    check_bool("Sidecar", "allow_remote_upstream", allow_remote_upstream)
+    if upstream_timeout is not None and not is_positive_seconds(upstream_timeout):
+        raise ValueError(
+            f"Sidecar: upstream_timeout must be a positive, finite number of seconds or None (unbounded), "
+            f"got {upstream_timeout!r}"
+        )
+    if upstream is None:
+        if upstream_health is not None:
+            raise ValueError(
+                f"Sidecar: upstream_health={upstream_health!r} needs an upstream (upstream='http://...'); "
+                "without one the sidecar serves /health itself"
+            )
+        if allow_remote_upstream:
+            raise ValueError("Sidecar: allow_remote_upstream=True needs an upstream (upstream='http://...')")
+        return
+    why = check_upstream_url(upstream, allow_remote_upstream)
+    if why is not None:
+        raise ValueError(f"Sidecar: upstream {why}, got {upstream!r}")
+    if upstream_health is not None:
+        why = check_path(upstream_health)
+        if why is not None:
+            raise ValueError(f"Sidecar: upstream_health {why} (the upstream's health path) or None, got "
+                             f"{upstream_health!r}")  # fmt: skip
+        if health_path is None:
+            raise ValueError(
+                f"Sidecar: upstream_health={upstream_health!r} forwards the sidecar's health path, but "
+                "health_path is None (absent); give health_path too, or leave upstream_health out"
+            )
+    if get_stream is True:
+        raise ValueError(
+            "Sidecar: get_stream=True is the fake's own GET stream; with an upstream, GET on the MCP "
+            "endpoint is forwarded and answered by the upstream"
+        )
+    if not isinstance(tools, (str, bytes)) and isinstance(tools, Sequence) and tools:
+        raise ValueError(
+            "Sidecar: tools= are served by the fake; with an upstream the tools are the upstream's own "
+            f"(got {len(tools)} tool(s) and upstream={upstream!r})"
+        )
+
+
+def check_path(value: object) -> str | None:
+    """Why ``value`` is not a route path (``'/mcp'``, ``'/v1/health'``), or ``None`` when it is one. A
+    query (``?``), a fragment (``#``), spaces and other characters a path cannot hold are refused."""
+    if not isinstance(value, str) or not value.startswith("/"):
+        return "must be a path starting with '/'"
+    if _PATH_RE.fullmatch(value) is None:
+        return "must be a plain path: no query ('?'), fragment ('#'), spaces or control characters"
+    return None
+
+
+def check_endpoints(
+    who: str, mcp_path: str, health_path: str | None, era: str, reply: str, tool_sets: Sequence[str]
+) -> tuple[Era, ReplyMode]:
+    """The arguments both backends take (the socket ``Sidecar`` and ``mock_sidecar``): ``ValueError``
+    naming the argument and the value, prefixed with ``who``. Returns ``era`` and ``reply``, narrowed
+    to their ``Literal`` types once checked."""
+    for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
+        if path is None and name == "health_path":
+            continue
+        why = check_path(path)
+        if why is not None:
+            raise ValueError(f"{who}: {name} {why}, got {path!r}")
+    if health_path == mcp_path:
+        raise ValueError(f"{who}: health_path and mcp_path must differ, both are {mcp_path!r}")
+    if era not in ERAS:
+        raise ValueError(f"{who}: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
+    if reply not in REPLY_MODES:
+        raise ValueError(f"{who}: reply must be 'json' or 'sse', got {reply!r}")
+    if (
+        isinstance(tool_sets, str)
+        or not isinstance(tool_sets, Iterable)
+        or any(s not in TOOL_SETS for s in tool_sets)
+    ):
+        raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
+    return era, reply  # narrowed by the two `in` checks above
+
+
+def check_otlp(otlp_path: object, mcp_path: object, health_path: object, span_recorder: object) -> None:
+    """Refuse a bad ``otlp_path`` (a route path other than the MCP and health paths, or ``None``) or a
+    ``span_recorder`` that is not a :class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`
+    (``ValueError``)."""
+    if otlp_path is not None:
+        why = check_path(otlp_path)
+        if why is not None:
+            raise ValueError(f"Sidecar: otlp_path {why} (or None: no OTLP receiver), got {otlp_path!r}")
+        if otlp_path in (mcp_path, health_path):
+            raise ValueError(
+                f"Sidecar: otlp_path must differ from mcp_path and health_path, got {otlp_path!r} for both"
+            )
+    if span_recorder is not None:
+        from pytest_mcpfaults.spans.recorder import SpanRecorder
+
+        if not isinstance(span_recorder, SpanRecorder):
+            raise ValueError(
+                "Sidecar: span_recorder must be a pytest_mcpfaults.SpanRecorder or None, "
+                f"got {span_recorder!r}"
+            )
+
+
+def check_transport(
+    transport: object,
+    sse_path: object,
+    messages_path: object,
+    mcp_path: str,
+    health_path: str | None,
+    era: Era,
+    reply: ReplyMode,
+    get_stream: bool,
+    upstream: object = None,
+) -> TransportName:
+    """Refuse a bad ``transport`` / ``sse_path`` / ``messages_path`` (``ValueError`` naming the
+    argument and what would be valid), and the arguments the chosen transport would ignore or cannot
+    serve; return ``transport``, narrowed."""
+    if transport not in TRANSPORTS:
+        raise ValueError(
+            f"Sidecar: transport must be one of {', '.join(map(repr, TRANSPORTS))}, got {transport!r}"
+        )
+    taken: dict[str, object] = {"mcp_path": mcp_path, "health_path": health_path}
+    for name, path in (("sse_path", sse_path), ("messages_path", messages_path)):
+        why = check_path(path)
+        if why is not None:
+            raise ValueError(f"Sidecar: {name} {why}, got {path!r}")
+        other = next((n for n, p in taken.items() if p == path), None)
+        if other is not None:
+            raise ValueError(f"Sidecar: {name} and {other} must differ, both are {path!r}")
+        taken[name] = path
+    narrowed: TransportName = transport
+    if narrowed != "streamable_http" and era == "stateless":
+        raise ValueError(
+            f"Sidecar: transport={narrowed!r} serves the legacy HTTP+SSE transport, whose clients open a "
+            "session with initialize; era='stateless' refuses it (use era='auto' or 'session')"
+        )
+    if narrowed != "streamable_http" and upstream is not None:
+        raise ValueError(
+            f"Sidecar: transport={narrowed!r} serves the legacy HTTP+SSE transport from the sidecar's own "
+            "tools, which proxy mode (upstream=) does not relay; use transport='streamable_http' with "
+            "upstream="
+        )
+    if narrowed == "sse":
+        given = (("reply", reply, "json"), ("get_stream", get_stream, False))
+        ignored = [f"{n}={v!r}" for n, v, default in given if v != default]
+        if ignored:
+            raise ValueError(
+                f"Sidecar: {ignored[0]} shapes Streamable HTTP answers, which transport='sse' does not "
+                "serve; use transport='both' to serve both, or leave it out"
+            )
+    return narrowed
+
+
+def check_upstream_command(
+    command: object, upstream: object, upstream_health: object, era: object, get_stream: object, tools: object
+) -> list[str] | None:
+    """Refuse a bad ``upstream_command`` (``ValueError`` naming it and what would be valid), and the
+    arguments it makes meaningless; return it as a list."""
+    if command is None:
+        return None
+    if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
+        raise ValueError(
+            f"Sidecar: upstream_command must be a list of strings, the program and its arguments "
+            f"(['python', 'server.py']), got {command!r}"
+        )
+    bad = [c for c in command if not isinstance(c, str) or not c]
+    if not command or bad:
+        raise ValueError(
+            "Sidecar: upstream_command must be a non-empty list of non-empty strings (the program and its "
+            f"arguments), got {command!r}"
+        )
+    if upstream is not None:
+        raise ValueError(
+            f"Sidecar: upstream={upstream!r} and upstream_command={list(command)!r} both name the upstream; "
+            "give one: upstream= for an HTTP server, upstream_command= for a stdio server the sidecar spawns"
+        )
+    if upstream_health is not None:
+        raise ValueError(
+            f"Sidecar: upstream_health={upstream_health!r} forwards health requests to an HTTP upstream; a "
+            "stdio upstream (upstream_command=) has no health path: leave upstream_health out"
+        )
+    if era == "stateless":
+        raise ValueError(
+            "Sidecar: era='stateless' with upstream_command=: a stdio upstream is served in the session era "
+            "(initialize, Mcp-Session-Id); use era='auto' or 'session'"
+        )
+    if get_stream:
+        raise ValueError("Sidecar: get_stream=True is the fake's own GET stream; a stdio upstream has none")
+    if isinstance(tools, Sequence) and tools:
+        raise ValueError(
+            f"Sidecar: tools= are served by the fake; with upstream_command= the tools are the child's own "
+            f"(got {len(tools)} tool(s))"
+        )
+    return list(command)

@@ -1,0 +1,137 @@
+"""The checks of a sidecar's cassette options (``cassette``, ``record`` and their companions), run by
+``SidecarOptions`` when it is built: each refusal is a ``ValueError`` naming the argument, the value and
+what would be valid. A cassette to replay is read here, so a missing, corrupt or newer-format file is
+refused when the sidecar (or the marker, at collection) is made, naming its line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_mcpfaults.proxy.cassette.fileformat import check_cassette
+
+__all__ = ["RECORD_MODES", "check_cassette_options"]
+
+#: ``record_mode``: overwrite the cassette with this run's exchanges, or add the new ones to it.
+RECORD_MODES = ("all", "new_episodes")
+
+
+def _path(name: str, value: object) -> str:
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise ValueError(f"Sidecar: {name} must be a file path (a str or os.PathLike), got {value!r}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise ValueError(f"Sidecar: {name} must be a text path, got {value!r}")
+    return path
+
+
+def check_cassette_options(
+    *,
+    cassette: object,
+    record: object,
+    record_mode: object,
+    record_redact: object,
+    cassette_ignore: object,
+    cassette_order: object,
+    cassette_once: object,
+    upstream: object,
+    upstream_command: object,
+    tools: object,
+    transport: object,
+) -> dict[str, Any]:
+    """Refuse bad cassette options; the values normalised (paths as ``str``, ``cassette_ignore`` a
+    tuple)."""
+    if (cassette, record, record_redact, record_mode) == (None, None, None, "all") and (
+        cassette_ignore == () and cassette_order is False and cassette_once is False
+    ):
+        return {"cassette_ignore": ()}  # the defaults (every sidecar without a cassette): nothing to check
+    out = _check_record(record, record_mode, record_redact, upstream, upstream_command)
+    out["cassette_ignore"] = _check_rules(cassette, cassette_ignore, cassette_order, cassette_once)
+    if cassette is not None:
+        out["cassette"] = _check_replay(cassette, upstream, upstream_command, record, tools, transport)
+    return out
+
+
+def _check_record(
+    record: object, record_mode: object, record_redact: object, upstream: object, upstream_command: object
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if record is not None:
+        out["record"] = path = _path("record", record)
+        if upstream is None and upstream_command is None:
+            raise ValueError(
+                f"Sidecar: record={path!r} records the answers of a real server: give its URL "
+                "(upstream='http://127.0.0.1:9000/mcp') or its command (upstream_command=['python', "
+                "'server.py']), or replay a cassette with cassette="
+            )
+    if record_mode not in RECORD_MODES:
+        raise ValueError(
+            f"Sidecar: record_mode must be one of {', '.join(RECORD_MODES)}, got {record_mode!r}"
+        )
+    if record_redact is not None:
+        if not callable(record_redact):
+            raise ValueError(
+                "Sidecar: record_redact must be a callable (exchange dict -> dict | None), got "
+                f"{record_redact!r}"
+            )
+        if record is None:
+            raise ValueError("Sidecar: record_redact= redacts what record= writes; give record=PATH too")
+    if record_mode != "all" and record is None:
+        raise ValueError(f"Sidecar: record_mode={record_mode!r} is how record= writes; give record=PATH too")
+    return out
+
+
+def _check_rules(
+    cassette: object, cassette_ignore: object, cassette_order: object, cassette_once: object
+) -> tuple[str, ...]:
+    if (
+        isinstance(cassette_ignore, (str, bytes))
+        or not isinstance(cassette_ignore, Sequence)
+        or not all(isinstance(k, str) and k for k in cassette_ignore)
+    ):
+        raise ValueError(
+            "Sidecar: cassette_ignore must be a list of argument names (['timestamp']), got "
+            f"{cassette_ignore!r}"
+        )
+    rules = (
+        ("cassette_ignore", cassette_ignore),
+        ("cassette_order", cassette_order),
+        ("cassette_once", cassette_once),
+    )
+    for name, value in rules[1:]:
+        if not isinstance(value, bool):
+            raise ValueError(f"Sidecar: {name} must be True or False, got {value!r}")
+    given = [name for name, value in rules if value]
+    if cassette is None and given:
+        raise ValueError(f"Sidecar: {given[0]}= is a matching rule of replay; give cassette=PATH too")
+    return tuple(cassette_ignore)
+
+
+def _check_replay(
+    cassette: object,
+    upstream: object,
+    upstream_command: object,
+    record: object,
+    tools: object,
+    transport: object,
+) -> str:
+    path = _path("cassette", cassette)
+    for name, value in (("upstream", upstream), ("upstream_command", upstream_command), ("record", record)):
+        if value is not None:
+            raise ValueError(
+                f"Sidecar: cassette={path!r} replays a recording offline; {name}={value!r} talks to a real "
+                "server: give one (record=PATH with upstream= records, cassette=PATH replays)"
+            )
+    if isinstance(tools, Sequence) and tools:
+        raise ValueError(
+            "Sidecar: tools= are the fake's; with cassette= the tools are the recorded server's "
+            f"(got {len(tools)} tool(s))"
+        )
+    if transport != "streamable_http":
+        raise ValueError(
+            f"Sidecar: cassette= is replayed on Streamable HTTP only; transport={transport!r} "
+            "is not supported with it"
+        )
+    check_cassette(path)  # refused now, naming the file and its line, not at the first request
+    return path

@@ -1,0 +1,345 @@
+"""Proxy mode: the user's real MCP server as the source of the normal answer (``Sidecar(upstream=URL)``).
+
+:class:`Proxy` is the core's :class:`~pytest_mcpfaults.core.core.Upstream`: every request the plan
+does not answer is forwarded to the upstream (:mod:`.upstream`); the answer comes back to the core as a
+:class:`Relayed` reply holding the upstream's response, whose body the socket transport then relays
+chunk by chunk (:meth:`Proxy.deliver`, :mod:`.relay`), so body faults cut and stall the real bytes and
+``tool_error`` / ``backend_gone`` rewrite the real result (the upstream still runs the tool).
+
+What the sidecar still answers itself, without forwarding:
+
+* the faults that act before forwarding (die, freeze, hang, status, jsonrpc_error, session_expired,
+  terminating, error_payload, flap, absent); ``delay`` waits, then forwards;
+* ``/health``, unless ``upstream_health`` names the upstream's own health path;
+* MCP requests failing the sidecar's own checks (a repeated ``Mcp-Session-Id``, a foreign ``Origin``);
+* requests of an era the sidecar's ``era`` leaves out, as the fake answers them (``era='session'``:
+  ``server/discover`` gets the 400 of a session-only server, so clients fall back to sessions;
+  ``era='stateless'``: ``initialize`` gets the unsupported-version error);
+* requests on a transport session the sidecar ended: by ``session_expired``, by ``die`` (every
+  session the upstream assigned before it, as a restarted server has lost them), or by a ``DELETE``:
+  404 "Session not found", as the fake answers (the upstream's own session is left to expire).
+
+An upstream that gives no answer is surfaced as a gateway does: 502 Bad Gateway (refused, reset, not
+HTTP) or 504 Gateway Timeout (nothing within ``upstream_timeout``), with a JSON-RPC error body naming
+the upstream, journaled with ``error_by='upstream'`` and ``upstream.failure``. Once the status line has
+been relayed, a failing upstream resets the client's connection (the status cannot be taken back).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from aiohttp import web
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.behaviour.body import shape_of
+from pytest_mcpfaults.core.core import Answer, Incoming
+from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.core.records import UpstreamLeg
+from pytest_mcpfaults.core.routing import RequestInfo
+from pytest_mcpfaults.mcp.endpoint import INVALID_REQUEST, Era, McpEndpoint, Reply, learn_listing, rpc_error
+from pytest_mcpfaults.mcp.listen import LISTEN_METHOD
+from pytest_mcpfaults.mcp.outbound import ServerMessages
+from pytest_mcpfaults.proxy.cassette.recorder import Pending, Recorder
+from pytest_mcpfaults.proxy.relay import NotificationTap, listed_response, relay
+from pytest_mcpfaults.proxy.upstream import Upstream, UpstreamError, UpstreamResponse
+from pytest_mcpfaults.transports.inject import Delivery, deliver
+
+__all__ = ["GATEWAY_ERROR", "Proxy", "Relayed"]
+
+#: JSON-RPC code of a gateway's error (the implementation-defined server error range).
+GATEWAY_ERROR = -32000
+
+
+@dataclass
+class Relayed(Reply):
+    """The upstream's answer, its body still to come (``response``), or the gateway error for an
+    upstream that gave none (``failure``). ``forced``: a deferred fault's reply, put in place of the
+    upstream's result for the request ``mid``; ``sent_at``: when it was forwarded (monotonic);
+    ``long_lived``: an event stream that may stay quiet for ever (a ``GET``, a ``subscriptions/listen``),
+    whose body ``upstream_timeout`` does not bound and whose relay ends when its client goes."""
+
+    response: UpstreamResponse | None = None
+    failure: UpstreamError | None = None
+    forced: Reply | None = None
+    mid: Any = None
+    sent_at: float = 0.0
+    recording: Pending | None = None
+    long_lived: bool = False
+    #: A ``tools/list`` answer's body as it is relayed (:class:`_Listing`), to learn the tools' schemas.
+    listing: _Listing | None = None
+    #: The tool a ``tools/call`` names (for the notifications its answer carries).
+    tool: str | None = None
+
+
+class Proxy:
+    """The proxy-mode half of one sidecar: which requests go upstream, forwarding them, relaying the
+    answers. Loop thread only."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        *,
+        era: Era,
+        upstream_health: str | None,
+        endpoint: McpEndpoint,
+        recorder: Recorder | None = None,
+        messages: ServerMessages | None = None,
+    ) -> None:
+        self.upstream = upstream
+        #: Where the notifications an upstream's SSE answer to a POST carries are journaled (as sent).
+        self.messages = messages
+        #: ``record=``: the cassette every exchange with the upstream on the MCP endpoint is recorded into.
+        self.recorder = recorder
+        self.era = era
+        self.upstream_health = upstream_health
+        # The core's MCP endpoint keeps the transport sessions (those the upstream assigned, so that
+        # Sidecar.sessions / ended_sessions read as on the fake; die and session_expired end them
+        # there) and gives the era gate's refusals.
+        self.endpoint = endpoint
+
+    # -- the core's Upstream -----------------------------------------------------------------
+    def defers(self, fault: F.Fault) -> bool:
+        return fault.rewrites_upstream
+
+    async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
+        if info.kind == "health" and self.upstream_health is None:
+            return None  # the core answers it
+        if info.kind == "mcp":
+            local = await self._local(incoming.headers, info)
+            if local is not None:
+                return local
+        return await self._forward(incoming, info, forced)
+
+    async def _local(self, headers: Mapping[str, str], info: RequestInfo) -> Reply | None:
+        sid = headers.get("Mcp-Session-Id")
+        if sid and sid in self.endpoint.sessions.ended:
+            return rpc_error(INVALID_REQUEST, "Session not found", status=404)
+        m = info.mcp
+        if m is not None and (
+            (self.era == "session" and m.era == "stateless")
+            or (self.era == "stateless" and m.method == "initialize")
+        ):
+            return await self.endpoint.post(m, headers)  # the fake's refusal, as a one-era server's
+        return None
+
+    def target(self, incoming: Incoming, info: RequestInfo) -> str:
+        """The upstream URL a request goes to: the upstream's MCP URL for the MCP endpoint, its health
+        path for ``/health``, the same path on the upstream's origin for any other path."""
+        if info.kind == "mcp":
+            return self.upstream.url
+        if info.kind == "health":
+            assert self.upstream_health is not None
+            return self.upstream.url_for(self.upstream_health)
+        return self.upstream.url_for(incoming.path)
+
+    async def _forward(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Relayed:
+        mid = info.mcp.id if info.mcp is not None else None
+        sent = time.monotonic()
+        long_lived = _long_lived(incoming, info)
+        try:
+            resp = await self.upstream.send(
+                incoming.method,
+                self.target(incoming, info),
+                incoming.header_pairs,
+                incoming.body,
+                bound_body=not long_lived,
+            )
+        except UpstreamError as exc:
+            return self._gateway_error(exc, mid, sent)
+        self._track(incoming, resp)
+        relayed = Relayed(
+            resp.status,
+            sse=resp.sse,
+            response=resp,
+            forced=forced,
+            mid=mid,
+            sent_at=sent,
+            long_lived=long_lived,
+            tool=info.mcp.tool if info.mcp is not None else None,
+        )
+        if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
+            relayed.recording = self._record(incoming, info, resp)
+        if info.mcp is not None and info.mcp.method == "tools/list" and 200 <= resp.status < 300:
+            relayed.listing = _Listing(resp.tap)
+            resp.tap = relayed.listing.feed
+        return relayed
+
+    def _record(self, incoming: Incoming, info: RequestInfo, resp: UpstreamResponse) -> Pending:
+        """Start recording this exchange: the recorder is fed the upstream's body as it is read."""
+        assert self.recorder is not None
+        m = info.mcp
+        pending = self.recorder.start(
+            incoming.method, incoming.headers, m.message if m is not None else None,
+            m.era if m is not None else "session", status=resp.status, response_headers=resp.headers,
+            content_type=resp.content_type, sent_at=resp.sent_at, headers_at=resp.headers_at,
+        )  # fmt: skip
+        resp.tap = pending.feed
+        return pending
+
+    def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
+        """Keep the endpoint's sessions as the upstream assigns and ends them."""
+        for name, value in resp.headers:
+            if name.lower() == "mcp-session-id" and value not in self.endpoint.sessions.ended:
+                version = incoming.headers.get("MCP-Protocol-Version") or ""
+                self.endpoint.sessions.setdefault(value, version)
+        sid = incoming.headers.get("Mcp-Session-Id")
+        if incoming.method == "DELETE" and sid and 200 <= resp.status < 300:
+            self.endpoint.sessions.end(sid)
+
+    def _gateway_error(self, exc: UpstreamError, mid: Any, sent: float) -> Relayed:
+        timed_out = exc.failure == "timed_out"
+        what = "Gateway Timeout" if timed_out else "Bad Gateway"
+        made = rpc_error(GATEWAY_ERROR, f"{what}: upstream {self.upstream.url}: {exc}", mid)
+        return Relayed(
+            504 if timed_out else 502,
+            made.payload,
+            sse=False,
+            error=str(exc),
+            error_by="upstream",
+            failure=exc,
+            mid=mid,
+            sent_at=sent,
+        )
+
+    # -- the transport's part --------------------------------------------------------------------
+    async def deliver(
+        self,
+        request: web.BaseRequest,
+        answer: Answer,
+        *,
+        journal: Journal,
+        rid: int,
+        hold: Callable[[F.Fault], Awaitable[None]],
+        out: Delivery,
+    ) -> web.StreamResponse:
+        """Write a :class:`Relayed` answer to the client and journal the upstream leg: the upstream's
+        body relayed as it comes, shaped by the answer's fault, or the gateway error."""
+        reply = answer.reply
+        assert isinstance(reply, Relayed)
+        t0 = journal.t0
+        if reply.response is None:  # the upstream gave no answer: the gateway error, no body fault
+            assert reply.failure is not None
+            journal.update_request(
+                rid,
+                upstream=UpstreamLeg(
+                    reply.sent_at - t0, ended_at=journal.now(), failure=reply.failure.failure
+                ),
+            )
+            return await deliver(request, Answer(reply, None, False), hold=hold, out=out)
+        resp = reply.response
+        leg = UpstreamLeg(reply.sent_at - t0, resp.headers_at - t0, status=resp.status)
+        journal.update_request(rid, upstream=leg)
+        fault = answer.fault
+        if not shape_of(fault).resets_at_once:  # (a reset before the status line relays none of them)
+            self._tap_notifications(request, reply, resp, rid)
+        completed: list[bool] = []
+
+        def complete() -> None:  # the body is out: the record is finished before the client can close
+            if not completed:
+                completed.append(True)
+                now = journal.now()
+                journal.update_request(
+                    rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes,
+                    upstream=replace(leg, bytes=resp.received, ended_at=now), ended_at=now,
+                )  # fmt: skip
+
+        async def body_hold() -> None:  # only body faults hold while relaying
+            assert fault is not None
+            await hold(fault)
+
+        try:
+            return await relay(
+                request, resp, fault=fault, forced=reply.forced, mid=reply.mid, hold=body_hold, out=out,
+                complete=complete,
+            )  # fmt: skip
+        except UpstreamError as exc:  # failed while reading a body to rewrite, before anything was sent
+            failed = self._gateway_error(exc, reply.mid, reply.sent_at)
+            journal.update_request(rid, error=failed.error, error_by="upstream")
+            return await deliver(request, Answer(failed, None, False), hold=hold, out=out)
+        finally:
+            self._relayed(reply, resp, journal, rid)
+
+    def _tap_notifications(
+        self, request: web.BaseRequest, reply: Relayed, resp: UpstreamResponse, rid: int
+    ) -> None:
+        """Journal each notification of an SSE answer to a POST as it passes (the upstream's progress
+        and logs, ``outcome='sent'`` as the fake's own), parsed from the chunks as they are read."""
+        messages = self.messages
+        if messages is None or request.method != "POST" or not resp.sse:
+            return
+        tool = reply.tool
+
+        def notified(method: str, params: Any) -> None:
+            messages.notified(method, params, rid, tool)
+
+        resp.tap = NotificationTap(notified, resp.tap).feed
+
+    def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
+        """The relay of ``resp`` ended: forget it, journal the upstream leg's end, and, if the whole
+        answer came, keep its recording and learn the tools a ``tools/list`` listed."""
+        self.upstream.done(resp)
+        _journal_upstream_end(journal, rid, resp)
+        whole = resp.failure is None and resp.at_eof
+        if reply.recording is not None and self.recorder is not None:
+            self.recorder.finish(reply.recording, complete=whole)
+        if reply.listing is not None and whole:
+            learn_listing(self.endpoint.listed_schemas, reply.listing.response(resp.sse, reply.mid))
+
+    async def close(self) -> None:
+        """Close the upstream client: every upstream connection (bounded)."""
+        await self.upstream.close()
+
+
+#: The most of a ``tools/list`` answer kept to learn the tools' output schemas from.
+_LISTING_MAX_BYTES = 4 << 20
+
+
+class _Listing:
+    """The body of an upstream's ``tools/list`` answer as it is relayed (chained before any other tap,
+    at most :data:`_LISTING_MAX_BYTES`), for the endpoint to learn the listed tools' output schemas
+    (:func:`~pytest_mcpfaults.mcp.endpoint.learn_listing`): a fault answered in place of a
+    call (``error_payload``) then gets the ``structuredContent`` the tool declares."""
+
+    def __init__(self, then: Callable[[bytes], None] | None) -> None:
+        self.then = then
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size <= _LISTING_MAX_BYTES:
+            self.parts.append(chunk)
+        if self.then is not None:
+            self.then(chunk)
+
+    def response(self, sse: bool, mid: Any) -> dict[str, Any] | None:
+        """The listing's JSON-RPC response, or ``None`` (too long to have been kept, or none in it)."""
+        if self.size > _LISTING_MAX_BYTES:
+            return None
+        return listed_response(b"".join(self.parts), sse, mid)
+
+
+def _long_lived(incoming: Incoming, info: RequestInfo) -> bool:
+    """Whether the answer is an event stream that may stay quiet for as long as the server has nothing
+    to say, so ``upstream_timeout`` does not bound the gaps in its body: a ``GET`` (the session era's
+    stream) or a ``subscriptions/listen`` POST (the stateless era's). Either still ends at ``stop()``."""
+    return incoming.method == "GET" or (info.mcp is not None and info.mcp.method == LISTEN_METHOD)
+
+
+def _journal_upstream_end(journal: Journal, rid: int, resp: UpstreamResponse) -> None:
+    """Journal the end of the upstream leg of request ``rid``: its bytes, when it ended, and its
+    failure (the request's error too, unless something else already named one)."""
+    ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
+    rec = journal.request(rid)
+    assert rec.upstream is not None  # written when the upstream's answer began
+    leg = replace(rec.upstream, bytes=resp.received, ended_at=ended)
+    fields: dict[str, Any] = {"upstream": leg}
+    if resp.failure is not None:
+        fields["upstream"] = replace(leg, failure=resp.failure.failure)
+        if rec.error_by is None:
+            fields["error"], fields["error_by"] = str(resp.failure), "upstream"
+    journal.update_request(rid, **fields)

@@ -1,0 +1,388 @@
+"""A stdio MCP server as a proxying sidecar's upstream (``Sidecar(upstream_command=[...])``).
+
+The sidecar spawns the command at start (its own process group; stdin and stdout are pipes, stderr
+is drained into a bounded tail so the child can never block on it) and kills it at stop (``SIGTERM``
+to its process group, then ``SIGKILL``; bounded, always). The child speaks MCP over one pipe: one
+JSON-RPC message per line, one MCP session. The HTTP side stays the sidecar's:
+
+* the transport sessions are the sidecar's own (its :class:`~.mcp.McpEndpoint`): an ``initialize`` is
+  forwarded to the child and its answer gets a fresh ``Mcp-Session-Id`` assigned by the sidecar (a
+  second ``initialize`` is forwarded too, and opens a second HTTP session on the same child); a
+  request on an unknown session gets the sidecar's 404, a ``DELETE`` ends the session locally;
+* the session era only: stateless (2026-07-28) requests get a session-only server's 400, so dual
+  clients fall back to ``initialize``; ``GET`` on the MCP endpoint answers 405 (a pipe has no second
+  stream);
+* each forwarded request goes down the pipe with an id of the sidecar's (clients on different HTTP
+  sessions may reuse ids); the child's answer with that id comes back with the client's id, as the
+  :class:`Piped` reply's payload, which the sidecar then delivers as its own replies, so every body
+  fault (stall, drip, truncate, reset, malformed_json) acts on those bytes; notifications and
+  responses are written and answered 202;
+* ``tool_error`` and ``backend_gone`` wait for the child's real answer (the tool runs), then replace
+  its result;
+* ``record=``: each whole answer of the child (and each ``DELETE``, answered by the sidecar) is
+  recorded into the cassette as a JSON answer, with the sidecar's session ids labelled;
+* a child that has exited, or gives no answer within ``upstream_timeout``, is answered as a gateway
+  answers a dead server: 502 (or 504 when it timed out) with a JSON-RPC error naming the command,
+  journaled with ``error_by='upstream'`` and ``upstream.failure`` (``'reset'``: it exited or closed
+  its stdout; ``'timed_out'``). Requests the child sends (sampling, roots) are refused with
+  ``Method not found``: there is no client to ask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import itertools
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.core.core import Incoming
+from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.core.records import UpstreamFailure, UpstreamLeg
+from pytest_mcpfaults.core.routing import RequestInfo
+from pytest_mcpfaults.mcp.endpoint import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    McpEndpoint,
+    McpRequest,
+    Reply,
+    client_error,
+    fit_structured,
+    learn_listing,
+    rpc_error,
+)
+from pytest_mcpfaults.proxy.cassette.recorder import Recorder
+from pytest_mcpfaults.stdio import guardian
+
+__all__ = ["Piped", "StdioUpstream"]
+
+#: JSON-RPC code of a gateway's error (as the HTTP proxy's).
+_GATEWAY_ERROR = -32000
+#: How long the child gets after SIGTERM, and then after SIGKILL.
+_TERM_BOUND = 1.0
+#: The longest line read from the child's stdout.
+_LINE_LIMIT = 64 << 20
+#: How much of the child's stderr is kept (its tail), for error messages.
+_STDERR_TAIL = 8192
+#: ``upstream_write_buffer``: how many bytes may wait for the child to read its stdin before a request
+#: waits for room (within ``upstream_timeout``; then 504). One message is written whole on top of it.
+WRITE_BUFFER = 1 << 20
+
+
+@dataclass
+class Piped(Reply):
+    """The child's answer (or the gateway error for none), with the upstream leg to journal."""
+
+    leg: UpstreamLeg | None = None
+
+
+class _Gone(Exception):
+    def __init__(self, failure: UpstreamFailure, message: str) -> None:
+        super().__init__(message)
+        self.failure: UpstreamFailure = failure
+
+
+class StdioUpstream:
+    """The child process of one sidecar and the core's :class:`~.core.Upstream` over it. Loop
+    thread only."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        timeout: float | None,
+        endpoint: McpEndpoint,
+        journal: Journal,
+        on_error: Callable[[str, BaseException], None] | None = None,
+        guarded: bool = True,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self.command = list(command)
+        #: ``record=``: the cassette each whole answer of the child is recorded into.
+        self.recorder = recorder
+        self.timeout = timeout
+        self.endpoint = endpoint
+        self.journal = journal
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stderr = bytearray()
+        self._gone: _Gone | None = None
+        self._on_error = on_error
+        self.guarded = guarded
+        #: Lines of its stdout that were not JSON-RPC objects (skipped), and the last one's reason.
+        self.skipped = 0
+        self._skipped_why = ""
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.command)
+
+    # -- the process -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Spawn the child. Raises ``OSError`` (the program cannot be run) with the command named."""
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group: stop() kills the tree it started
+                limit=_LINE_LIMIT,
+            )
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"Sidecar: upstream_command {self.command!r} cannot be run: {exc}"
+            ) from exc
+        self.pid = self._proc.pid
+        if self.guarded:  # killed, with its process group, should this process die abruptly
+            guardian.watch(self.pid, group=True)
+        self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain())]
+
+    async def _read(self) -> None:
+        assert self._proc is not None
+        assert self._proc.stdout is not None
+        stdout = self._proc.stdout
+        try:
+            while True:
+                line = await stdout.readline()
+                if not line:
+                    break
+                self._dispatch(line)
+        except (OSError, ValueError) as exc:  # ValueError: a line over the limit
+            self._fail(_Gone("reset", f"reading its stdout failed: {exc}"))
+            return
+        except Exception as exc:  # a bug of ours: surfaced, and no request waits for a dead reader
+            if self._on_error is not None:
+                self._on_error(f"reading the stdout of upstream command {self.name!r}", exc)
+            self._fail(_Gone("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
+            return
+        code = await self._wait(_TERM_BOUND)
+        self.returncode = code
+        tail = bytes(self._stderr[-400:]).decode("utf-8", "replace").strip()
+        why = f"exited (code {code})" if code is not None else "closed its stdout"
+        self._fail(
+            _Gone("reset", f"the upstream process {why}" + (f"; its stderr ends: {tail}" if tail else ""))
+        )
+
+    async def _drain(self) -> None:
+        assert self._proc is not None
+        assert self._proc.stderr is not None
+        with contextlib.suppress(OSError):
+            while chunk := await self._proc.stderr.read(4096):
+                self._stderr += chunk
+                del self._stderr[:-_STDERR_TAIL]
+
+    async def _wait(self, bound: float) -> int | None:
+        assert self._proc is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            return await asyncio.wait_for(self._proc.wait(), bound)
+        return None
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:  # not JSON (a stray print): nothing to match it to
+            self._skip(f"a line of {len(line)} bytes that is not JSON")
+            return
+        except RecursionError:
+            self._skip(f"a line of {len(line)} bytes of JSON nested too deep to parse")
+            return
+        if not isinstance(message, dict):
+            self._skip(f"a line of {len(line)} bytes that is JSON but not an object")
+            return
+        if "method" in message:  # the child asks (sampling, roots) or notifies: no client to ask
+            if "id" in message:
+                error = {"code": METHOD_NOT_FOUND, "message": "Method not found (via a sidecar)"}
+                with contextlib.suppress(_Gone, OSError):
+                    self._write({"jsonrpc": "2.0", "id": message["id"], "error": error})
+            return
+        mid = message.get("id")
+        fut = self._pending.pop(mid, None) if isinstance(mid, int) else None
+        if fut is not None and not fut.done():
+            fut.set_result(message)
+
+    def _skip(self, why: str) -> None:
+        self.skipped += 1
+        self._skipped_why = why
+
+    def skipped_note(self) -> str:
+        """For error messages: what of its stdout was skipped (empty when nothing was)."""
+        if not self.skipped:
+            return ""
+        last = self._skipped_why
+        return f"; it wrote {self.skipped} line(s) that were not JSON-RPC, skipped (the last: {last})"
+
+    def _fail(self, gone: _Gone) -> None:
+        self._gone = gone
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(gone)
+
+    def _write(self, message: Mapping[str, Any]) -> None:
+        if self._gone is not None:
+            raise self._gone
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdin.is_closing():
+            raise _Gone("refused", "the upstream process is not running")
+        proc.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def _send(self, message: Mapping[str, Any], timeout: float | None) -> None:
+        """Write ``message`` once fewer than :data:`WRITE_BUFFER` bytes wait for the child to read
+        them; wait for that at most ``timeout`` (a child that stopped reading its stdin costs each
+        request its ``upstream_timeout``, and the sidecar's memory stays bounded)."""
+        proc = self._proc
+        stdin = proc.stdin if proc is not None else None
+        if stdin is not None and not stdin.is_closing():
+            waiting = stdin.transport.get_write_buffer_size()
+            if waiting > WRITE_BUFFER:
+                with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+                    await asyncio.wait_for(stdin.drain(), timeout)
+                waiting = stdin.transport.get_write_buffer_size()
+                if waiting > WRITE_BUFFER:
+                    raise _Gone(
+                        "timed_out",
+                        f"it is not reading its stdin: {waiting} bytes wait in the pipe, over the "
+                        f"upstream_write_buffer of {WRITE_BUFFER} bytes, for upstream_timeout={timeout} s",
+                    )
+        self._write(message)
+
+    async def close(self) -> None:
+        """Kill the child: close its stdin, SIGTERM to its process group, SIGKILL after
+        ``_TERM_BOUND``; bounded, idempotent."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._fail(_Gone("refused", "the sidecar has stopped"))
+        if proc.returncode is None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, sig)
+                if await self._wait(_TERM_BOUND) is not None:
+                    break
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
+            os.killpg(proc.pid, signal.SIGKILL)
+        self.returncode = proc.returncode
+        if self.guarded:
+            guardian.forget(proc.pid)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.wait(self._tasks, timeout=_TERM_BOUND)
+        self._proc = None  # closed: a second close() signals nothing (its pid may be reused)
+
+    # -- the core's Upstream ---------------------------------------------------------------------
+    def defers(self, fault: F.Fault) -> bool:
+        return fault.rewrites_upstream
+
+    async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
+        if info.kind != "mcp":
+            return None  # health and other paths: the sidecar's own
+        sid = incoming.headers.get("Mcp-Session-Id")
+        if sid and sid in self.endpoint.sessions.ended:
+            return rpc_error(INVALID_REQUEST, "Session not found", status=404)
+        if incoming.method == "DELETE":
+            sent = time.monotonic()
+            deleted = self.endpoint.delete(sid)
+            self._record(incoming, None, deleted, sent)
+            return deleted
+        if incoming.method != "POST":
+            return Reply(405, None, {"Allow": "POST, DELETE"})
+        m = info.mcp
+        if m is None:
+            assert info.bad_body is not None
+            return info.bad_body
+        if m.era == "stateless":
+            return client_error(INVALID_REQUEST, "Bad Request: Missing session ID")
+        if m.method != "initialize":
+            problem = self.endpoint.check_session(m.session_id)
+            if problem is not None:
+                return problem
+        sent = time.monotonic()
+        reply = await self._forward(m, forced)
+        if forced is None:  # a rewritten answer is not what the child said
+            self._record(incoming, m, reply, sent)
+        return reply
+
+    def _record(self, incoming: Incoming, m: McpRequest | None, reply: Reply, sent: float) -> None:
+        """Record a whole answer of the child (``record=``); a gateway error is not the child's."""
+        if self.recorder is None or reply.error_by is not None:
+            return
+        body = json.dumps(reply.payload).encode() if reply.payload is not None else b""
+        self.recorder.add(
+            incoming.method, incoming.headers, m.message if m is not None else None, "session",
+            status=reply.status, response_headers=reply.headers.items(), content_type="application/json",
+            sent_at=sent, body=body,
+        )  # fmt: skip
+
+    async def _forward(self, m: McpRequest, forced: Reply | None) -> Reply:
+        headers = {"Mcp-Session-Id": m.session_id} if m.session_id else {}
+        sent = time.monotonic()
+        leg = UpstreamLeg(sent - self.journal.t0)
+        out_bytes = 0
+        try:
+            if m.method is None or m.is_notification:  # a response or a notification: written, 202
+                await self._send(m.message, self.timeout)
+                return Piped(202, headers=headers, leg=replace(leg, ended_at=self.journal.now()))
+            pipe_id = next(self._ids)
+            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending[pipe_id] = fut
+            try:
+                deadline = time.monotonic() + self.timeout if self.timeout is not None else None
+                await self._send({**m.message, "id": pipe_id}, self.timeout)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                answer = await asyncio.wait_for(fut, left)
+            except asyncio.TimeoutError:
+                raise _Gone(
+                    "timed_out", f"no answer within upstream_timeout={self.timeout} s{self.skipped_note()}"
+                ) from None
+            finally:
+                self._pending.pop(pipe_id, None)
+        except _Gone as gone:
+            return self._gateway_error(
+                gone, m.id, replace(leg, ended_at=self.journal.now(), failure=gone.failure)
+            )
+        except OSError as exc:  # a broken pipe: the child is gone
+            broken = _Gone("reset", f"writing to its stdin failed: {exc}")
+            return self._gateway_error(
+                broken, m.id, replace(leg, ended_at=self.journal.now(), failure="reset")
+            )
+        out_bytes = len(json.dumps(answer, separators=(",", ":")).encode()) + 1
+        now = self.journal.now()
+        leg = replace(leg, answered_at=now, ended_at=now, bytes=out_bytes)
+        answer["id"] = m.id
+        if m.method == "initialize" and "result" in answer:
+            new = uuid.uuid4().hex
+            result = answer["result"]
+            version = result.get("protocolVersion") if isinstance(result, dict) else None
+            self.endpoint.sessions[new] = str(version or "")
+            headers = {"Mcp-Session-Id": new}
+        if m.method == "tools/list":  # the tools' output schemas, for a fault answering in place
+            learn_listing(self.endpoint.listed_schemas, answer)
+        if forced is not None and "result" in answer:
+            forced.headers.update(headers)
+            payload = copy.deepcopy(forced.payload)
+            if isinstance(payload.get("result"), dict) and isinstance(answer["result"], dict):
+                fit_structured(payload["result"], answer["result"])  # shaped like the real result
+            return Piped(forced.status, payload, forced.headers, sse=forced.sse, leg=leg)
+        return Piped(200, answer, headers, leg=leg)
+
+    def _gateway_error(self, gone: _Gone, mid: Any, leg: UpstreamLeg) -> Piped:
+        timed_out = gone.failure == "timed_out"
+        what = "Gateway Timeout" if timed_out else "Bad Gateway"
+        made = rpc_error(_GATEWAY_ERROR, f"{what}: upstream command {self.name!r}: {gone}", mid)
+        return Piped(504 if timed_out else 502, made.payload, sse=False, error=str(gone), error_by="upstream",
+                     leg=leg)  # fmt: skip

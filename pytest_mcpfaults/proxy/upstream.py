@@ -1,0 +1,522 @@
+"""The upstream of a proxying sidecar: the user's real MCP server, reached over HTTP/1.1.
+
+One :class:`Upstream` per sidecar, with its own small pool of keep-alive connections, opened on the
+sidecar loop as requests need them and all closed when the sidecar stops. A request is sent with
+:meth:`Upstream.send`; its answer comes back as an :class:`UpstreamResponse` whose body is read chunk by
+chunk as the upstream sends it, so body faults can act on the real bytes. A failure to get an answer
+(connection refused, timed out, reset) is raised as :class:`UpstreamError`, which says which it was:
+the journal records it as the upstream's (``RequestRecord.error_by == 'upstream'``).
+
+The answer is read by aiohttp's own client protocol (``ResponseHandler``: its HTTP response parser,
+chunked and content-length framing, decompression, the ``sock_read`` bound between reads), but not
+through ``aiohttp.ClientSession``: a session's request machinery (URL building, cookies, tracing,
+redirects, request and response objects, the connector) cost the sidecar loop about 0.4 ms of CPU per
+forwarded request, more than the rest of proxying put together (``benchmarks/proxy.py``). The request
+itself is one write of its head and body.
+
+Headers: every end-to-end header the client sent is passed on (``Mcp-Session-Id``,
+``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``, ``Authorization``, ``Accept``,
+``Content-Type``, ``User-Agent``, ``Origin``, ...); hop-by-hop headers (RFC 9110 7.6.1: ``Connection``
+and the names it lists, ``Keep-Alive``, ``Transfer-Encoding``, ``TE``, ``Trailer``, ``Upgrade``,
+``Proxy-*``) are dropped, and so are ``Host`` (the upstream's own is sent), ``Content-Length``
+(recomputed) and ``Expect`` (the body is read already). ``Accept-Encoding: identity`` is sent
+instead of the client's, so the answer's bytes are the ones the faults cut. The answer's end-to-end
+headers come back the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.http import HttpProcessingError
+from aiohttp.streams import StreamReader
+from multidict import CIMultiDict
+from yarl import URL
+
+from pytest_mcpfaults.core.records import UpstreamFailure
+from pytest_mcpfaults.core.timeouts import within
+from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
+
+__all__ = [
+    "HOP_BY_HOP",
+    "Abandoned",
+    "Upstream",
+    "UpstreamError",
+    "UpstreamFailure",
+    "UpstreamResponse",
+    "end_to_end",
+]
+
+_NOT_SENT = NOT_FORWARDED
+_NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding"}
+#: How long an idle pooled connection to the upstream is kept (below uvicorn's 5 s keep-alive, so the
+#: upstream rarely closes a connection the pool is about to reuse).
+_KEEPALIVE = 2.0
+#: Methods sent with ``Content-Length: 0`` when they carry no body (as aiohttp's client sends them).
+_BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+#: Methods whose request is sent again, once, on a new connection when a reused keep-alive connection
+#: turns out to have been closed by the upstream before it answered (RFC 9112 9.3.1; aiohttp does so).
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+#: Read buffer of an upstream connection (aiohttp's default).
+_READ_BUFSIZE = 1 << 16
+
+
+class UpstreamError(Exception):
+    """The upstream gave no (complete) answer; :attr:`failure` says why."""
+
+    def __init__(self, failure: UpstreamFailure, message: str) -> None:
+        super().__init__(message)
+        self.failure: UpstreamFailure = failure
+
+
+class Abandoned(Exception):
+    """Nobody waits for the rest of an answer being read (the client has gone)."""
+
+
+def _over(limit: int) -> str:
+    return f"over the rewrite_max_bytes limit of {limit} bytes that a fault rewriting it may buffer"
+
+
+def end_to_end(pairs: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
+    """The pairs worth passing on: not in ``drop`` (lower-case names), nor named by a ``Connection``
+    header among them."""
+    kept: list[tuple[str, str, str]] = []  # (lower-case name, name, value)
+    named: set[str] = set()
+    for name, value in pairs:  # one pass, each name lowered once (every forwarded request and answer)
+        lower = name.lower()
+        if lower == "connection":
+            named.update(token.strip().lower() for token in value.split(","))
+        if lower not in drop:
+            kept.append((lower, name, value))
+    return [(n, v) for lower, n, v in kept if lower not in named]
+
+
+class _ConnectFailed(Exception):
+    """Connecting to the upstream failed (refused, unresolvable name, TLS handshake): ``os_error``."""
+
+    def __init__(self, os_error: OSError) -> None:
+        super().__init__(str(os_error))
+        self.os_error = os_error
+
+
+#: What reading an answer can raise: aiohttp's client errors (timeouts, disconnects, a cut body),
+#: socket errors, and a response that is not HTTP.
+_READ_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError, HttpProcessingError, _ConnectFailed)
+
+
+def _failure(exc: BaseException) -> UpstreamError:
+    """The :class:`UpstreamError` an aiohttp client failure means."""
+    if isinstance(exc, UpstreamError):
+        return exc
+    if isinstance(exc, asyncio.TimeoutError):  # ServerTimeoutError and ConnectionTimeoutError too
+        return UpstreamError("timed_out", f"no answer: {type(exc).__name__}")
+    if isinstance(exc, _ConnectFailed):
+        what = f"{type(exc.os_error).__name__}: {exc.os_error.strerror or exc.os_error}"
+        return UpstreamError("refused", f"cannot connect: {what}")
+    if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
+        return UpstreamError("reset", f"connection closed before the answer was complete: {exc}")
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)) or (
+        isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE)
+    ):
+        return UpstreamError("reset", f"connection reset: {exc}")
+    return UpstreamError("error", f"{type(exc).__name__}: {exc}")
+
+
+class _Conn:
+    """One connection to the upstream: aiohttp's client protocol on a socket, reused while kept alive."""
+
+    __slots__ = ("idle_since", "key", "proto", "reused")
+
+    def __init__(self, key: tuple[str, int, bool], proto: ResponseHandler) -> None:
+        self.key, self.proto = key, proto
+        self.idle_since = 0.0
+        self.reused = False
+
+    @property
+    def usable(self) -> bool:
+        return self.proto.is_connected() and not self.proto.should_close
+
+    def close(self) -> None:
+        self.proto.close()
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where one upstream URL goes: the connection's key (host, port, TLS), the ``Host`` header and
+    the request target (the path and query, percent-encoded as aiohttp's client encodes them)."""
+
+    key: tuple[str, int, bool]
+    host_header: str
+    target: str
+
+    @classmethod
+    def of(cls, url: str) -> _Target:
+        u = URL(url)
+        host = u.raw_host or ""
+        port = u.port or (443 if u.scheme == "https" else 80)
+        host_header = f"[{host}]" if ":" in host else host
+        if not u.is_default_port():
+            host_header += f":{port}"
+        return cls((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
+
+
+@dataclass(eq=False)
+class UpstreamResponse:
+    """One answer of the upstream, its body still coming. Read it once, with :meth:`chunks` or
+    :meth:`read`; :meth:`close` drops the connection when the body was not read to its end."""
+
+    status: int
+    headers: list[tuple[str, str]]  # end-to-end, as relayed to the client
+    content_type: str
+    content_length: int | None  # of the body as relayed (None: unknown, or content-encoded upstream)
+    sent_at: float  # time.monotonic() when the request was sent
+    headers_at: float  # ... when the status line and headers came
+    _payload: StreamReader
+    _conn: _Conn
+    _upstream: Upstream = field(repr=False)
+    received: int = 0  # body bytes read so far
+    #: Called with each body chunk as it is read (a cassette's recorder), or ``None``.
+    tap: Callable[[bytes], None] | None = None
+    ended_at: float | None = None  # when the body ended (or failed)
+    failure: UpstreamError | None = None
+
+    @property
+    def at_eof(self) -> bool:
+        """Whether the whole body has come (and been read)."""
+        return self._payload.is_eof()
+
+    @property
+    def sse(self) -> bool:
+        return self.content_type == "text/event-stream"
+
+    @property
+    def timeout(self) -> float | None:
+        """The upstream's ``upstream_timeout``."""
+        return self._upstream.timeout
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body as the upstream sends it; raises :class:`UpstreamError` when it stops short."""
+        payload = self._payload
+        try:
+            while chunk := await payload.readany():  # bounded by the sock_read timeout, if any
+                self.received += len(chunk)
+                if self.tap is not None:
+                    self.tap(chunk)
+                yield chunk
+        except _READ_ERRORS as exc:
+            raise self._failed(exc) from exc
+        self._ended()
+
+    async def read(
+        self,
+        *,
+        max_bytes: int | None = None,
+        within: float | None = None,
+        abandoned: Callable[[], bool] = lambda: False,
+    ) -> bytes:
+        """The whole body (read as :meth:`chunks` reads it, without an async generator). Bounded, when
+        asked: at most ``max_bytes`` (else :class:`UpstreamError` ``'error'``), all of it within
+        ``within`` seconds (else ``'timed_out'``); reading stops (:class:`Abandoned`) as soon as
+        ``abandoned()`` says nobody waits for it any more."""
+        payload, parts = self._payload, []
+        deadline = time.monotonic() + within if within is not None else None
+        try:
+            if max_bytes is not None and self.content_length is not None and self.content_length > max_bytes:
+                raise UpstreamError(
+                    "error", f"its answer announces {self.content_length} bytes, {_over(max_bytes)}"
+                )
+            while True:
+                if deadline is None:
+                    chunk = await payload.readany()
+                else:
+                    left = deadline - time.monotonic()
+                    try:
+                        chunk = await asyncio.wait_for(payload.readany(), max(left, 0.0))
+                    except asyncio.TimeoutError:
+                        raise UpstreamError(
+                            "timed_out", f"its answer was not complete within upstream_timeout={within:g} s"
+                        ) from None
+                if not chunk:
+                    break
+                self.received += len(chunk)
+                if self.tap is not None:
+                    self.tap(chunk)
+                parts.append(chunk)
+                if max_bytes is not None and self.received > max_bytes:
+                    raise UpstreamError("error", f"its answer is {_over(max_bytes)}")
+                if abandoned():
+                    raise Abandoned(f"the client left after {self.received} bytes of the answer")
+        except (UpstreamError, Abandoned) as exc:
+            self._failed(exc)
+            raise
+        except _READ_ERRORS as exc:
+            raise self._failed(exc) from exc
+        self._ended()
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _ended(self) -> None:
+        self.ended_at = time.monotonic()
+        self._upstream.release(self._conn)
+
+    def _failed(self, exc: BaseException) -> UpstreamError:
+        if isinstance(exc, Abandoned):  # not the upstream's failure: the connection is dropped
+            self.close()
+            return UpstreamError("reset", str(exc))
+        self.failure = _failure(exc)
+        self.ended_at = time.monotonic()
+        self.close()
+        return self.failure
+
+    def close(self) -> None:
+        """Close the connection (an unread or half-read body cannot go back to the pool)."""
+        if self.ended_at is None:
+            self.ended_at = time.monotonic()
+        self._upstream.discard(self._conn)
+
+
+class Upstream:
+    """The user's MCP server at ``url``; requests outside its MCP endpoint go to the same origin.
+
+    ``timeout`` bounds connecting plus the status line and headers, and then each gap between two
+    chunks of a POST's body; a ``GET`` body (the server's event stream, silent for as long as it has
+    nothing to say) is not bounded. ``None``: nothing is bounded. Loop thread only."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float | None = DEFAULT_UPSTREAM_TIMEOUT,
+        headers: Mapping[str, str | None] | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        self.url = url
+        #: Header rewrites on every forwarded request: a value replaces the client's, ``None`` drops it.
+        self.rewrites = dict(headers or {})
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.mcp_path = parts.path or "/"
+        self.timeout = timeout
+        self._targets: dict[str, _Target] = {}
+        self._idle: list[_Conn] = []  # kept-alive connections, the most recently used last
+        self._busy: set[_Conn] = set()  # connections a request or an answer holds
+        self._expiry: asyncio.TimerHandle | None = None
+        self._tls: ssl.SSLContext | None = None
+        self._open: set[UpstreamResponse] = set()
+        self.closed = False
+
+    def url_for(self, path: str) -> str:
+        """The upstream URL of ``path`` (a path of the upstream's origin)."""
+        return self.origin + path
+
+    def _target(self, url: str) -> _Target:
+        target = self._targets.get(url)
+        if target is None:
+            try:
+                target = _Target.of(url)
+            except ValueError as exc:
+                raise UpstreamError("error", f"not a URL the upstream can be sent: {url!r}: {exc}") from exc
+            if len(self._targets) >= 64:  # the MCP URL and a few paths are what recur
+                self._targets.clear()
+            self._targets[url] = target
+        return target
+
+    def _head(self, method: str, target: _Target, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
+        """The request's head: the request line, ``Host``, the client's end-to-end headers (rewritten by
+        ``upstream_headers``), ``Accept-Encoding: identity``, the body's ``Content-Length``."""
+        kept = end_to_end(headers, _NOT_SENT)
+        if self.rewrites:  # upstream_headers=: set or drop, whatever was sent
+            out: CIMultiDict[str] = CIMultiDict(kept)
+            for name, value in self.rewrites.items():
+                out.popall(name, None)
+                if value is not None:
+                    out[name] = value
+            kept = list(out.items())
+        lines = [f"{method} {target.target} HTTP/1.1\r\nHost: {target.host_header}\r\n"]
+        lines.extend(f"{name}: {value}\r\n" for name, value in kept)
+        lines.append("Accept-Encoding: identity\r\n")
+        if body or method not in _BODYLESS:
+            lines.append(f"Content-Length: {len(body)}\r\n")
+        lines.append("\r\n")
+        return "".join(lines).encode("utf-8", "surrogateescape")
+
+    async def _connect(self, key: tuple[str, int, bool]) -> _Conn:
+        """A kept-alive connection to ``key``, or a new one (bounded by the timeout)."""
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.key == key and conn.usable and now - conn.idle_since < _KEEPALIVE:
+                conn.reused = True
+                self._busy.add(conn)
+                return conn
+            conn.close()
+        host, port, tls = key
+        loop = asyncio.get_running_loop()
+        if tls and self._tls is None:
+            self._tls = ssl.create_default_context()
+        connecting = loop.create_connection(
+            lambda: ResponseHandler(loop=loop), host, port, ssl=self._tls if tls else None
+        )
+        try:
+            if self.timeout is None:
+                _, proto = await connecting
+            else:
+                _, proto = await within(connecting, self.timeout)
+        except asyncio.TimeoutError:  # an OSError too (Python 3.11+): timed out, not refused
+            raise
+        except OSError as exc:
+            raise _ConnectFailed(exc) from exc
+        sock = proto.transport.get_extra_info("socket") if proto.transport is not None else None
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # the head and body go out at once
+        conn = _Conn(key, proto)
+        self._busy.add(conn)
+        return conn
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        *,
+        bound_body: bool = True,
+    ) -> UpstreamResponse:
+        """Send one request; the answer once its status line and headers are in. ``bound_body``:
+        bound the gaps between body chunks by the timeout too. Raises :class:`UpstreamError`."""
+        if self.closed:
+            raise UpstreamError("refused", "the sidecar has stopped: its upstream client is closed")
+        target = self._target(url)
+        data = self._head(method, target, headers, body) + body
+        sent = time.monotonic()
+        for attempt in (1, 2):
+            conn: _Conn | None = None
+            try:
+                conn = await self._connect(target.key)
+                message, payload = await self._exchange(conn, method, data, bound_body)
+                break
+            except BaseException as exc:
+                if conn is not None:
+                    self.discard(conn)
+                # a reused connection the upstream had closed before it read the request: once more,
+                # on a new one, if sending it twice is harmless (as aiohttp's client does)
+                retry = (
+                    attempt == 1 and conn is not None and conn.reused and method in _IDEMPOTENT
+                    and isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError))
+                )  # fmt: skip
+                if retry:
+                    continue
+                if isinstance(exc, _READ_ERRORS):
+                    raise _failure(exc) from exc
+                raise
+        assert conn is not None
+        encoded = "Content-Encoding" in message.headers
+        ctype = message.headers.get("Content-Type")
+        length = message.headers.get("Content-Length")
+        resp = UpstreamResponse(
+            status=message.code,
+            headers=end_to_end(message.headers.items(), _NOT_RELAYED),
+            content_type=ctype.split(";", 1)[0].strip().lower() if ctype else "application/octet-stream",
+            content_length=None if encoded or length is None else int(length),
+            sent_at=sent,
+            headers_at=time.monotonic(),
+            _payload=payload,
+            _conn=conn,
+            _upstream=self,
+        )
+        self._open.add(resp)
+        return resp
+
+    async def _exchange(
+        self, conn: _Conn, method: str, data: bytes, bound_body: bool
+    ) -> tuple[aiohttp.http.RawResponseMessage, StreamReader]:
+        """Write the request on ``conn``; its answer's status line and headers (1xx skipped), and its
+        body as a stream. aiohttp's ``sock_read`` bounds the gaps in the body of a ``bound_body``
+        request; the headers are bounded here."""
+        proto = conn.proto
+        proto.set_response_params(
+            skip_payload=method == "HEAD",
+            read_until_eof=True,
+            auto_decompress=True,
+            read_timeout=self.timeout if bound_body else None,
+            read_bufsize=_READ_BUFSIZE,
+        )
+        assert proto.transport is not None
+        proto.transport.write(data)
+        timer = None
+        if self.timeout is not None:
+            timer = asyncio.get_running_loop().call_later(self.timeout, _headers_late, proto, self.timeout)
+        try:
+            while True:
+                message, payload = await proto.read()
+                if not 100 <= message.code <= 199 or message.code == 101:
+                    return message, payload
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def release(self, conn: _Conn) -> None:
+        """``conn``'s answer was read to its end: keep the connection for the next request, if it may
+        be kept (the upstream did not ask to close it, nothing more came on it)."""
+        self._busy.discard(conn)
+        if self.closed or not conn.usable:
+            conn.close()
+            return
+        conn.idle_since = time.monotonic()
+        self._idle.append(conn)
+        if self._expiry is None:
+            self._expiry = asyncio.get_running_loop().call_later(_KEEPALIVE, self._expire)
+
+    def discard(self, conn: _Conn) -> None:
+        """Close ``conn`` (an answer not read to its end, a failure)."""
+        self._busy.discard(conn)
+        conn.close()
+
+    def _expire(self) -> None:
+        """Close the connections idle for ``_KEEPALIVE`` seconds; look again while any are kept."""
+        self._expiry = None
+        now = time.monotonic()
+        kept = []
+        for conn in self._idle:
+            if conn.usable and now - conn.idle_since < _KEEPALIVE:
+                kept.append(conn)
+            else:
+                conn.close()
+        self._idle = kept
+        if kept:
+            wait = _KEEPALIVE - (now - kept[0].idle_since)
+            self._expiry = asyncio.get_running_loop().call_later(max(wait, 0.05), self._expire)
+
+    def done(self, resp: UpstreamResponse) -> None:
+        """Forget ``resp`` (its body was read, or it was closed)."""
+        self._open.discard(resp)
+        if resp.ended_at is None:
+            resp.close()
+
+    async def close(self) -> None:
+        """Close every open answer and every connection (idle or in use); once closed, :meth:`send`
+        refuses. Closing a connection does not wait, so this is bounded."""
+        self.closed = True
+        for resp in list(self._open):
+            resp.close()
+        self._open.clear()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        for conn in [*self._idle, *self._busy]:
+            conn.close()
+        self._idle.clear()
+        self._busy.clear()
+
+
+def _headers_late(proto: ResponseHandler, timeout: float) -> None:
+    """The status line and headers did not come within the timeout: fail the wait for them (as
+    aiohttp's ``sock_read`` timeout does)."""
+    proto.set_exception(aiohttp.ServerTimeoutError(f"no status line and headers within {timeout:g} s"))

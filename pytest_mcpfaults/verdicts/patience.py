@@ -1,0 +1,290 @@
+"""Patience: the verdict a harness author reads when a client waited out a held request, and the
+positive-case checks behind ``Sidecar.assert_client_gave_up`` / ``assert_client_released``.
+
+A request held by a blocking fault (freeze, hang, stall, endless SSE) may wait at most its patience
+budget; then the sidecar aborts the connection (RST: the client unblocks at once, as if the peer had
+died) and records a :class:`~pytest_mcpfaults.verdicts.violation.PatienceViolation`. This module turns
+violations into text (:func:`patience_verdict`) and report records (:func:`violation_record`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.core.routing import record_matches
+from pytest_mcpfaults.faults.kinds import fault_kinds
+from pytest_mcpfaults.options.validation import is_positive_seconds
+from pytest_mcpfaults.verdicts.clients import call_bound, client_seen, patience_hint, server_request_hint
+from pytest_mcpfaults.verdicts.violation import PatienceViolation
+
+__all__ = [
+    "PatienceError",
+    "Watched",
+    "check_client_closed",
+    "patience_verdict",
+    "target_matcher",
+    "violation_record",
+]
+
+#: At most this many requests of one connection are quoted in a verdict.
+_EXCERPT = 12
+#: At most this many connections are named for a group of identical violations.
+_GROUP_CONNS = 10
+_EXPECT_HOW = (
+    "@pytest.mark.mcp_expect_hang, @pytest.mark.mcp_sidecar(expect_hang=True), "
+    "Sidecar(expect_hang=True) or expect_hang=True on the fault"
+)
+
+
+class PatienceError(AssertionError):
+    """A held request outlived its patience budget and the test did not say it expected that."""
+
+
+class Watched(Protocol):
+    """What the verdicts read of a sidecar (the socket ``Sidecar`` is one): its address and state,
+    its journal, its paths and its held requests. A protocol, so this module imports no sidecar
+    class (``verdicts/waits.py`` imports this one)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def mcp_path(self) -> str: ...
+    @property
+    def health_path(self) -> str | None: ...
+    @property
+    def legacy_paths(self) -> tuple[str, ...]: ...
+    def held_requests(self, target: str | None = None) -> list[RequestRecord]: ...
+
+
+def _excerpt(sc: Watched, conn_id: int) -> list[str]:
+    related = [r for r in sc.journal.requests if r.conn_id == conn_id]
+    lines = []
+    if len(related) > _EXCERPT:
+        lines.append(f"… {len(related) - _EXCERPT} earlier request(s) on this connection")
+        related = related[-_EXCERPT:]
+    lines.extend(sc.journal.format(related).splitlines())
+    return lines
+
+
+def _peer(sc: Watched, conn_id: int) -> str:
+    conns = sc.journal.connections
+    return conns[conn_id].peer if 0 <= conn_id < len(conns) else "?"
+
+
+def _hint(sc: Watched, v: PatienceViolation) -> str:
+    if v.awaiting is not None and v.dropped is not None:  # a fault lost the harness's answer
+        return (
+            f"the harness answered the server's `{v.fault}`, and the answer was lost on its way (a lossy "
+            f"proxy): a harness cannot tell, so bound the call itself ({call_bound(v.request)}) and fail it "
+            "cleanly when the bound runs out"
+        )
+    if v.awaiting is not None:  # the harness's own part: it never answered the tool's request
+        return server_request_hint(v.request, v.fault)
+    return patience_hint(v.request, mcp_path=sc.mcp_path, budget=v.budget)
+
+
+def _groups(sc: Watched, violations: Sequence[PatienceViolation]) -> list[list[PatienceViolation]]:
+    """Violations with the same headline, fault, budget, client and hint, in first-seen order."""
+    groups: dict[tuple[object, ...], list[PatienceViolation]] = {}
+    for v in violations:
+        key = (v.describe(), v.fault, v.budget, v.budget_from, v.expected, v.request.user_agent, _hint(sc, v))
+        groups.setdefault(key, []).append(v)
+    return list(groups.values())
+
+
+def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> str:
+    """The failure message for patience violations of one sidecar: per violation the headline
+    (:meth:`PatienceViolation.describe`), which fault and budget, what the sidecar saw of the client, a
+    hint derived from that, and the journal excerpt of that connection; then how to fix the client or
+    declare the hang expected. Identical violations (same headline, fault, budget, client and hint)
+    are one entry with a count and the connections (at most ``_GROUP_CONNS`` named)."""
+    n = len(violations)
+    where = sc.url if sc.state != "new" else "the sidecar"
+    groups = _groups(sc, violations)
+    head = f"{n} held request{'s' if n != 1 else ''} outlived the patience budget at {where}"
+    if len(groups) < n:
+        head += f" ({len(groups)} distinct)"
+    lines = [head + ":"]
+    for i, group in enumerate(groups, 1):
+        v = group[0]
+        cid = v.request.conn_id
+        lines.append("")
+        expected = " (expected by the test)" if v.expected else ""
+        if len(group) == 1:
+            lines.append(f"{i}. {v.describe()}")
+            lines.append(f"   {v.details()}{expected}")
+        else:
+            lines.append(f"{i}. {len(group)} times: {v.describe()}")
+            source = "its fault's patience=" if v.budget_from == "fault" else "the sidecar's patience"
+            cids = [g.request.conn_id for g in group[:_GROUP_CONNS]]
+            named = ", ".join(f"#{c} ({_peer(sc, c)})" for c in cids)
+            more = f" and {len(group) - _GROUP_CONNS} more" if len(group) > _GROUP_CONNS else ""
+            lines.append(
+                f"   held by `{v.fault}`; when the {v.budget:g} s budget ({source}) ran out the sidecar "
+                f"aborted each of the {len(group)} connections (RST){expected}: {named}{more}"
+            )
+        lines.append(f"   client seen: {client_seen(v.request)}")
+        lines.append(f"   hint: {_hint(sc, v)}")
+        first = " (the first of them)" if len(group) > 1 else ""
+        lines.append(f"   journal of connection #{cid} ({_peer(sc, cid)}){first}:")
+        lines.extend("     " + line for line in _excerpt(sc, cid))
+    lines.append("")
+    lines.append(
+        "Bound the client (a timeout on that request, or abort it once you have what you need); or, "
+        f"if the test expects the client to wait it out, say so: {_EXPECT_HOW}."
+    )
+    return "\n".join(lines)
+
+
+def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str | None) -> dict[str, Any]:
+    """A JSON-ready dict of one violation for the per-test record and the CI report."""
+    r = v.request
+    return {
+        "message": v.describe(),
+        "details": v.details(),
+        "fault": v.fault,
+        "budget": v.budget,
+        "budget_from": v.budget_from,
+        "waited": round(v.waited, 3),
+        "request": r.label,
+        "method": r.method,
+        "path": r.path,
+        "mcp_method": r.mcp_method,
+        "tool": r.tool,
+        "era": r.era,
+        "answered": v.answered,
+        "user_agent": r.user_agent,
+        "protocol_version": r.protocol_version,
+        "connection": r.conn_id,
+        "client_closed": v.client_closed,
+        "sidecar": sidecar_url,
+        "expected": expected,
+    }
+
+
+def _closed_after(r: RequestRecord) -> float | None:
+    """Seconds from the start of the hold to the moment the sidecar's loop saw the client close the
+    connection (``None``: it did not, while the request was held)."""
+    h = r.held
+    if not r.client_closed or r.client_closed_at is None or h is None:
+        return None
+    if r.hold not in (None, "client_closed"):
+        return None  # released, aborted at the budget or torn down first
+    return r.client_closed_at - h.at
+
+
+def _fate(r: RequestRecord, within: float, now: float) -> str:
+    closed = _closed_after(r)
+    if closed is not None:
+        return f"the client closed it only after {closed:.2f} s, later than {within:g} s"
+    h = r.held
+    if h is None or h.outcome is None:
+        return f"still held after {now - (h.at if h else r.started_at):.2f} s: the client kept it open"
+    waited = f"{h.waited or 0.0:.2f} s"
+    if r.hold == "patience":
+        return (
+            f"the client never closed it; the sidecar aborted it after {waited}, when the patience "
+            "budget ran out"
+        )
+    if r.hold == "cancelled":
+        return f"the client cancelled it after {waited} (and was answered then); it never closed it"
+    if r.hold == "released":
+        return f"the test released it after {waited} (release()/revive()); the client never closed it"
+    return f"the sidecar stopped or died after {waited} while it was held; the client never closed it"
+
+
+def _judged_at(r: RequestRecord, within: float) -> float:
+    """Journal time at which request ``r`` can be judged: ``within`` past the start of its hold (or of
+    the request, while it is not held yet)."""
+    return (r.held.at if r.held is not None else r.started_at) + within
+
+
+def _settled(r: RequestRecord, within: float, now: float) -> bool:
+    if r.client_closed or r.hold is not None or (r.done and not r.held):
+        return True  # the outcome is known
+    return now >= _judged_at(r, within)
+
+
+def _blocking_kinds() -> str:
+    kinds = [k for k, cls in fault_kinds().items() if cls.blocking]
+    return ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
+
+
+def target_matcher(sc: Watched, target: str | None) -> Callable[[RequestRecord], bool]:
+    """Whether a request of ``sc``'s journal matches ``target`` (every one when ``None``); a bad
+    ``target`` raises ``ValueError`` naming it, before any check waits."""
+    if target is None:
+        return lambda r: True
+    F.check_target(target)
+    return lambda r: record_matches(
+        r, target, mcp_path=sc.mcp_path, health_path=sc.health_path, legacy_paths=sc.legacy_paths
+    )
+
+
+def check_client_closed(sc: Watched, within: float, target: str | None, who: str) -> None:
+    """The check behind ``assert_client_gave_up`` and ``assert_client_released`` (``who``). The moment
+    of a close is when the sidecar's loop saw the connection drop (its ``connection_lost``), so no
+    settling time is added: a close the loop sees later than ``within`` after the hold began is
+    "later than within"."""
+    if not is_positive_seconds(within):
+        raise ValueError(f"Sidecar.{who}: within must be a positive number of seconds, got {within!r}")
+    matches = target_matcher(sc, target)
+    journal = sc.journal
+
+    def matching() -> list[RequestRecord]:
+        return [r for r in journal.requests if matches(r)]
+
+    def settled() -> bool:
+        now = journal.now()
+        return all(_settled(r, within, now) for r in matching())
+
+    pending = [r for r in matching() if not _settled(r, within, journal.now())]
+    if pending:
+        deadline = max(_judged_at(r, within) for r in pending)
+        with contextlib.suppress(AssertionError):  # still held at the deadline: judged below
+            journal.wait_for(settled, max(0.0, deadline - journal.now()), "held requests to end")
+    held = sc.held_requests(target)
+    matching_text = f" matching {target!r}" if target is not None else ""
+    if not held:
+        seen = ", ".join(journal.sequence()) or "none"
+        raise AssertionError(
+            f"Sidecar.{who}: no held request{matching_text} was recorded (only {_blocking_kinds()} "
+            f"faults hold requests); requests seen: {seen}"
+        )
+    bad = [r for r in held if (c := _closed_after(r)) is None or c > within]
+    if bad:
+        raise AssertionError(_not_closed(sc, bad, len(held), within, matching_text, who))
+
+
+def _not_closed(
+    sc: Watched, bad: list[RequestRecord], held: int, within: float, matching_text: str, who: str
+) -> str:
+    """The failure text of :func:`check_client_closed`: the ``bad`` requests (of ``held``) and the
+    journal of their connections."""
+    now = sc.journal.now()
+    conns = sorted({r.conn_id for r in bad})
+    names = ", ".join(f"connection #{c} ({_peer(sc, c)})" for c in conns)
+    if who == "assert_client_released":
+        head = f"the client did not release {names} within {within:g} s of the response being held:"
+    else:
+        head = (
+            f"the client did not give up within {within:g} s on {len(bad)} of {held} "
+            f"held request(s){matching_text}:"
+        )
+    lines = [head]
+    for r in bad:
+        fault = r.fault or "freeze (Sidecar.freeze())"
+        lines.append(f"  `{r.label}` on connection #{r.conn_id}, held by `{fault}`: {_fate(r, within, now)}")
+    lines.append("journal of " + ("that connection:" if len(conns) == 1 else "those connections:"))
+    for c in conns:
+        lines.extend("  " + line for line in _excerpt(sc, c))
+    return "\n".join(lines)

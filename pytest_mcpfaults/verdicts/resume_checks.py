@@ -1,0 +1,94 @@
+"""The check behind ``Sidecar.assert_client_resumed``: every event stream the sidecar closed gracefully
+(``close_stream``) was resumed by the client with a ``GET`` carrying ``Last-Event-ID``, no sooner than
+the stream's ``retry`` and within ``within`` seconds; and, when one was not, what the client did.
+
+Read from the journal only: :class:`~pytest_mcpfaults.core.records.StreamRecord` and the requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from pytest_mcpfaults.core.records import RequestRecord, StreamRecord
+from pytest_mcpfaults.options.validation import is_positive_seconds
+from pytest_mcpfaults.verdicts.cancel_checks import named
+from pytest_mcpfaults.verdicts.patience import Watched, target_matcher
+
+__all__ = ["check_client_resumed"]
+
+_WHO = "Sidecar.assert_client_resumed"
+
+
+def _came_back(sc: Watched, s: StreamRecord) -> list[RequestRecord]:
+    """The ``GET`` requests of the MCP endpoint in the stream's session after it closed."""
+    return [
+        r
+        for r in sc.journal.requests
+        if r.method == "GET"
+        and r.path == sc.mcp_path
+        and r.session_id == s.session_id
+        and r.started_at >= s.closed_at
+    ]
+
+
+def _problem(sc: Watched, s: StreamRecord, within: float) -> str | None:
+    what = named(sc.journal.request(s.request_id))
+    closed = (
+        f"the stream answering {what} closed at {s.closed_at:.2f} s after {s.events_sent} event(s) "
+        f"(last id {s.last_event_id!r}, retry {s.retry_ms} ms)"
+    )
+    if s.resumed_at is not None:
+        waited = s.resumed_at - s.closed_at
+        if waited < s.retry_ms / 1000:
+            early = f"the client came back after {waited:.3f} s, sooner than its retry of {s.retry_ms} ms"
+            return f"{closed}: {early}"
+        if waited > within:
+            return f"{closed}: the client resumed it only after {waited:.2f} s, later than {within:g} s"
+        return None
+    gets = _came_back(sc, s)
+    plain = [r for r in gets if r.last_event_id is None]
+    if plain:
+        r = plain[0]
+        return (
+            f"{closed}: the client came back at {r.started_at:.2f} s with GET {r.path} without Last-Event-ID "
+            f"(answered {r.status}), so the reply was never replayed"
+        )
+    if gets:
+        r = gets[0]
+        return (
+            f"{closed}: the client came back at {r.started_at:.2f} s with Last-Event-ID {r.last_event_id!r}, "
+            f"which names no event of that stream (answered {r.status})"
+        )
+    return f"{closed}: the client never came back for it (no GET {sc.mcp_path} in its session since)"
+
+
+def check_client_resumed(sc: Watched, target: str | None, within: float) -> None:
+    """``Sidecar.assert_client_resumed`` (its docstring says what passes and how long it waits)."""
+    if not is_positive_seconds(within):
+        raise ValueError(f"{_WHO}: within must be a positive number of seconds, got {within!r}")
+    matches = target_matcher(sc, target)
+    journal = sc.journal
+
+    def matching() -> list[StreamRecord]:
+        return [s for s in journal.streams if matches(journal.request(s.request_id))]
+
+    def settled() -> bool:
+        now = journal.now()
+        return all(s.resumed_at is not None or now >= s.closed_at + within for s in matching())
+
+    streams = matching()
+    if streams and not settled():
+        deadline = max(s.closed_at + within for s in streams)
+        with contextlib.suppress(AssertionError):  # not resumed by the deadline: judged below
+            journal.wait_for(settled, max(0.0, deadline - journal.now()), "closed streams to be resumed")
+    streams = matching()
+    matching_text = f" matching {target!r}" if target is not None else ""
+    if not streams:
+        raise AssertionError(
+            f"{_WHO}: no event stream{matching_text} was closed for the client to resume (close_stream "
+            f"closes one); requests seen: {', '.join(journal.sequence()) or 'none'}"
+        )
+    problems = [p for s in streams if (p := _problem(sc, s, within)) is not None]
+    if problems:
+        head = f"{_WHO}: {len(problems)} of {len(streams)} closed stream(s){matching_text} not resumed right:"
+        raise AssertionError("\n".join([head, *("  " + p for p in problems)]))

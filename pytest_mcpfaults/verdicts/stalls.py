@@ -1,0 +1,211 @@
+"""A test that stopped making progress after a fault: found from the journal, worded as a verdict.
+
+Patience covers the requests the sidecar holds. This covers the other half of a hang: the fault has
+done its work (a ``die``, ``kill()``, a truncated or reset body, an error answer) and the sidecar holds
+nothing, but the client wedged itself on what it saw (the mcp 1.x ``ClientSession`` waits for ever for
+the answer to a request whose connection dropped) and the test never finishes. The sidecar cannot see
+the client, but it can see that nothing has happened since: no request has reached it since the fault
+fired, nothing is in flight, and the patience budget has passed. :func:`find_stall` says so from the
+journal alone; :func:`stall_verdict` words it, with where the test's thread was blocked (read by the
+pytest glue) and the likely fix for the client family the sidecar saw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pytest_mcpfaults.core.errors import SidecarState
+from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.core.records import ConnectionRecord, FiredRecord, RequestRecord
+from pytest_mcpfaults.verdicts.clients import client_family, client_seen
+
+__all__ = ["Stall", "StalledServer", "find_stall", "stall_record", "stall_verdict"]
+
+
+class StalledServer(Protocol):
+    """What a stall is read from: a :class:`~pytest_mcpfaults.Sidecar` or a stdio server."""
+
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def state(self) -> SidecarState: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def mcp_path(self) -> str: ...
+    @property
+    def patience(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class Stall:
+    """No progress after a fault: the fault that fired last, the request it fired on (``None`` for a
+    runtime call such as ``kill()``), the budget and how long nothing has happened since, the state the
+    server was in when this was found, the connection events since the fault, the requests the
+    client made by itself since (its event stream), and the latest request that told which client it
+    was (its ``User-Agent``)."""
+
+    fired: FiredRecord
+    request: RequestRecord | None
+    budget: float
+    idle: float
+    state: SidecarState
+    connections_since: tuple[ConnectionRecord, ...]
+    background: tuple[RequestRecord, ...]
+    client: RequestRecord | None
+
+    @property
+    def what(self) -> str:
+        """The fault in words: its text, or the runtime call."""
+        return self.fired.what or self.fired.kind
+
+
+def find_stall(server: StalledServer) -> Stall | None:
+    """The stall of ``server``, or ``None``: a fault has fired, no request has arrived since but the
+    client's own event stream (a ``GET`` on the MCP endpoint, which MCP clients reopen by themselves),
+    none is in flight, and at least the patience budget has passed since the fault and since the last
+    answer ended (a delayed one, a hold the client let go of; a hold patience ended is its verdict's). A
+    server with no budget (``patience=None``), not started or stopped, never stalls; nor does one
+    whose last fault says ``expect_hang=True``."""
+    budget = server.patience
+    journal = server.journal
+    fired, last = journal.last_activity
+    if budget is None or fired is None or fired.expect_hang:
+        return None
+    idle = journal.now() - fired.at
+    if idle < budget:
+        return None
+    fired_on = _request(journal, fired.request_id)
+    if fired_on is not None and fired_on.held and fired_on.hold in (None, "patience"):
+        return None  # a hold is patience's to judge: still held, or its violation is on the way
+    later: tuple[RequestRecord, ...] = ()
+    if last is not None and last > fired.at:
+        later = tuple(r for r in journal.requests_since(fired.next_request) if r.id != fired.request_id)
+        if any(not _background(server, r) for r in later):
+            return None
+    state = server.state
+    if state not in ("running", "dead", "frozen"):
+        return None
+    requests = journal.requests
+    connections = journal.connections
+    if state != "dead":
+        open_ids = {c.id for c in connections if c.open}
+        if any(r.ended_at is None and r.conn_id in open_ids for r in requests):
+            return None  # a request still in flight is the sidecar's to answer (patience covers holds)
+    # the clock starts when the last answer ended (a delayed one, a hold the client let go of), if later;
+    # the client's own event stream is not progress, so its answers do not restart it (a client that
+    # reopens a refused GET every half second would otherwise hold the verdict off for as long as it does)
+    ends = (r.ended_at for r in requests if r.ended_at is not None and not _background(server, r))
+    idle = journal.now() - max([fired.at, *ends])
+    if idle < budget:
+        return None
+    client = next((r for r in reversed(requests) if r.user_agent), None)
+    since = tuple(c for c in connections if c.opened_at > fired.at or (c.closed_at or 0) > fired.at)
+    return Stall(fired, fired_on, budget, idle, state, since, later, client)
+
+
+def _request(journal: Journal, rid: int | None) -> RequestRecord | None:
+    if rid is None:
+        return None
+    try:
+        return journal.request(rid)
+    except KeyError:  # dropped from a bounded journal
+        return None
+
+
+def _background(server: StalledServer, r: RequestRecord) -> bool:
+    """A request the client makes by itself, not a step of the test: its event stream."""
+    return r.method == "GET" and r.path == server.mcp_path
+
+
+def _since(stall: Stall) -> str:
+    bits = [
+        f"the client's own `{r.label}` (its event stream) at {r.started_at:.3f} s, answered {r.status}"
+        for r in stall.background
+    ]
+    for c in stall.connections_since:
+        if c.opened_at > stall.fired.at and not c.requests:
+            bits.append(f"connection #{c.id} opened at {c.opened_at:.3f} s and sent no request")
+        if c.closed_at is not None and c.closed_at > stall.fired.at:
+            bits.append(f"connection #{c.id} closed by the {c.closed_by or 'peer'} at {c.closed_at:.3f} s")
+    state = {
+        "dead": "it has been down since (a reconnect is refused: the sidecar cannot see it)",
+        "frozen": "it is frozen (a new request would be held, and none came)",
+    }.get(stall.state, "it is up and would answer")
+    seen = "; ".join(bits) if bits else "nothing else"
+    return f"no request reached the sidecar; {seen}; {state}"
+
+
+def _hint(stall: Stall, stdio: bool) -> str:
+    family = "stdio" if stdio else client_family(stall.client.user_agent if stall.client else None)
+    bound = {
+        "httpx": (
+            "if this is the mcp 1.x SDK (it sends this User-Agent): after a dropped or cut answer its "
+            "ClientSession's awaiting call never returns by itself (it logs the error and waits on); "
+            "bound every call with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=...)) "
+            "or session.call_tool(..., read_timeout_seconds=timedelta(seconds=...)); and an event loop "
+            "reused across run_until_complete calls keeps the wedged session: after a failure close it "
+            "and open a new one (with a new loop)"
+        ),
+        "httpx2": (
+            "if this is the mcp 2.x SDK (it sends this User-Agent): bound the call with "
+            "Client(read_timeout_seconds=...) or call_tool(..., read_timeout_seconds=...), and open a new "
+            "session after a failure instead of reusing the one that failed"
+        ),
+        "stdio": (
+            "bound every call on the stdio session (mcp: ClientSession(read, write, "
+            "read_timeout_seconds=...)), and after a failure (a server that died or stopped answering) "
+            "start a new one instead of waiting on the session that failed"
+        ),
+    }.get(family)
+    return bound or (
+        "give every request to the sidecar a timeout below the budget, and after a failure open a new "
+        "connection (and MCP session) instead of waiting on the one that failed"
+    )
+
+
+def stall_verdict(server: StalledServer, stall: Stall, blocked: str, *, stdio: bool = False) -> str:
+    """The verdict text: what fired, when, on which request, what the sidecar saw since, where the
+    test's thread was blocked (``blocked``, already formatted), and the likely fix."""
+    r = stall.request
+    on = f" on `{r.label}` (request #{r.id})" if r is not None else " (the test's call)"
+    lines = [
+        f"the test made no progress for {stall.idle:.1f} s (the {stall.budget:g} s patience budget) after "
+        f"`{stall.what}` fired at {server.url}:",
+        "",
+        f"   fired: `{stall.what}`{on}, {stall.fired.at:.3f} s after the sidecar started",
+        f"   since then: {_since(stall)}",
+    ]
+    if stall.client is not None and not stdio:
+        lines.append(f"   client seen: {client_seen(stall.client)}")
+    lines.append(f"   hint: {_hint(stall, stdio)}")
+    lines += ["", blocked]
+    return "\n".join(lines)
+
+
+def stall_record(stall: Stall, message: str, url: str | None) -> dict[str, object]:
+    """A JSON-ready dict of a stall for the per-test record (beside the patience violations)."""
+    r = stall.request
+    return {
+        "kind": "no_progress",
+        "message": message.splitlines()[0],
+        "details": message,
+        "fault": stall.what,
+        "budget": stall.budget,
+        "budget_from": "sidecar",
+        "waited": round(stall.idle, 3),
+        "request": r.label if r else None,
+        "method": r.method if r else None,
+        "path": r.path if r else None,
+        "mcp_method": r.mcp_method if r else None,
+        "tool": r.tool if r else None,
+        "era": r.era if r else None,
+        "answered": None,
+        "user_agent": stall.client.user_agent if stall.client else None,
+        "protocol_version": stall.client.protocol_version if stall.client else None,
+        "connection": r.conn_id if r else None,
+        "client_closed": None,
+        "sidecar": url,
+        "expected": False,
+    }

@@ -1,0 +1,173 @@
+"""The patience verdict's wording: a held request that outlived its budget
+(:class:`PatienceViolation`), told as a harness author names it. The journal stores the violations;
+this module words them."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.faults.kinds import fault_kinds
+from pytest_mcpfaults.mcp.endpoint import RequestEra
+
+__all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered"]
+
+BudgetSource = Literal["fault", "sidecar"]
+"""Where a patience budget came from (:attr:`PatienceViolation.budget_from`)."""
+Answered = Literal["none", "partial", "complete"]
+"""What the client had received of a held request (:func:`answered`)."""
+
+
+@dataclass(frozen=True)
+class PatienceViolation:
+    """A held request outlived its patience budget; the sidecar aborted the connection (RST).
+
+    ``request`` is the record as it was when the budget ran out (``hold='patience'``, ``held.waited``
+    set); ``fault`` the text form of the fault that held it; ``budget`` the budget in seconds and
+    ``budget_from`` where it came from (``'fault'``: the fault's ``patience=``; ``'sidecar'``: the
+    sidecar's, set by ``Sidecar(patience=)``, the marker or the ini option); ``expected`` whether the
+    test said it expects the hang (then it is reported but does not fail the test).
+
+    ``awaiting``: no fault held it, the tool did: it awaited the client's answer to a request of its own
+    (the server's ``elicitation/create`` ...), worded for the headline, e.g. ``the server's
+    `elicitation/create` (sent at 0.2 s during tools/call ask_user)``; ``fault`` is then that method.
+    """
+
+    request: RequestRecord
+    fault: str
+    budget: float
+    expected: bool
+    budget_from: BudgetSource = "sidecar"
+    awaiting: str | None = None
+    #: How a fault (``drop_client_answer``) lost the client's answer to ``awaiting`` (``None``: no answer
+    #: came), e.g. ``it came at 0.3 s and `drop_client_answer` answered its POST 202 and never handed
+    #: it to the tool``.
+    dropped: str | None = None
+
+    @property
+    def waited(self) -> float:
+        """Seconds the client waited on the held request before the sidecar aborted it."""
+        held = self.request.held
+        return held.waited if held is not None and held.waited is not None else self.budget
+
+    @property
+    def client_closed(self) -> bool:
+        """Whether the client closed the held request itself before the abort (for a violation: no)."""
+        return self.request.client_closed
+
+    @property
+    def answered(self) -> Answered:
+        """What the client had received when the budget ran out: ``'none'`` (no status line: a hung or
+        frozen request), ``'partial'`` (status, headers and part of the body: a stalled response) or
+        ``'complete'`` (the whole announced body, and the connection kept open)."""
+        return answered(self.request)
+
+    @property
+    def kind(self) -> str:
+        """The kind of the fault that held the request (``'freeze'`` for ``Sidecar.freeze()``)."""
+        return self.request.fault_kind or self.fault.split("(", 1)[0].split("@", 1)[0]
+
+    def what(self) -> str:
+        """The held request as a harness author names it, e.g. ``a frozen `DELETE /mcp` (session era)``."""
+        r = self.request
+        req = f"`{r.method} {r.path}`"
+        if r.mcp_method:
+            req += f" ({r.mcp_method}{' ' + r.tool if r.tool else ''})"
+        if r.era:
+            req += f" ({r.era} era)"
+        cls = fault_kinds().get(self.kind)
+        if cls is not None and cls.held_wording is not None:
+            return cls.held_wording.format(request=req)
+        return f"a held {req}" if self.answered == "none" else f"the response to {req}"
+
+    def describe(self, era: RequestEra | None = None) -> str:
+        """The headline, from what the sidecar observed: what the client had received when the budget
+        ran out (nothing: a request held and never answered; the status and part of the body: a
+        stalled response; all of it: a connection kept open), and that it never closed the connection
+        itself. ``era`` overrides the era shown (the request's own otherwise)."""
+        v = self
+        if era is not None:
+            v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
+        r, b = v.request, f"{self.budget:g} s"
+        if self.awaiting is not None and r.hold != "patience":  # a stateless-era input round
+            return (
+                f"the client never answered {self.awaiting}: it did not retry the call with the answer "
+                f"within {b} (the whole budget), and the tool is still waiting for it"
+            )
+        if self.awaiting is not None and self.dropped is not None:
+            return (
+                f"the sidecar dropped the client's answer to {self.awaiting}: {self.dropped}; the tool "
+                f"call waited {b} (the whole budget) with its answer stream open ({r.bytes_sent} bytes "
+                "sent); without the budget it would have waited for ever"
+            )
+        if self.awaiting is not None:
+            return (
+                f"the client never answered {self.awaiting}: it waited {b} (the whole budget) with the "
+                f"tool call's answer stream open ({r.bytes_sent} bytes sent) and never closed it; without "
+                "the budget the tool call would have waited for ever"
+            )
+        answered = self.answered
+        if answered == "complete":
+            return (
+                f"the client kept the connection open for {b} (the whole budget) after {v.what()} was sent "
+                f"in full (status {r.status}, all {r.bytes_sent} bytes of its Content-Length), and never "
+                "released it (a connection leak, if it was done with it)"
+            )
+        cls = fault_kinds().get(v.kind)
+        if cls is not None and cls.held_headline is not None:
+            head = cls.held_headline.format(what=v.what(), bytes_sent=r.bytes_sent)
+        elif answered == "none":
+            head = f"{v.what()}, never answered (no status line was sent), and never closed the connection"
+        else:
+            head = (
+                f"{v.what()}, which stalled after the status line ({r.status}) and {r.bytes_sent} bytes of "
+                "body, and never released the connection"
+            )
+        return (
+            f"the client waited {b} (the whole budget) on {head}; without the budget it would have waited "
+            f"as long as its own read timeout allows (if it has one, it is longer than {b})"
+        )
+
+    def details(self) -> str:
+        """Which fault held it, which budget ran out, and what happened to the connection."""
+        source = "its fault's patience=" if self.budget_from == "fault" else "the sidecar's patience"
+        if self.awaiting is not None and self.request.hold != "patience":
+            return (
+                f"no fault: the tool awaited the client's answer to its `{self.fault}`, which the call's "
+                f"input_required result asked for; the {self.budget:g} s budget ({source}) ran out with "
+                "nothing held (the client's retry never came), so nothing was aborted"
+            )
+        if self.awaiting is not None and self.dropped is not None:
+            return (
+                f"`{self.request.fault}` lost the client's answer to the tool's `{self.fault}`; when the "
+                f"{self.budget:g} s budget ({source}) ran out the sidecar aborted connection "
+                f"#{self.request.conn_id} (RST)"
+            )
+        if self.awaiting is not None:
+            return (
+                f"no fault: the tool awaited the client's answer to its `{self.fault}`; when the "
+                f"{self.budget:g} s budget ({source}) ran out the sidecar aborted connection "
+                f"#{self.request.conn_id} (RST)"
+                + (
+                    "; the client had closed it itself"
+                    if self.client_closed
+                    else "; the client never closed it"
+                )
+            )
+        return (
+            f"held by `{self.fault}`; when the {self.budget:g} s budget ({source}) ran out the sidecar "
+            f"aborted connection #{self.request.conn_id} (RST)"
+            + ("; the client had closed it itself" if self.client_closed else "; the client never closed it")
+        )
+
+
+def answered(r: RequestRecord) -> Answered:
+    """What the client has received of ``r``: ``'none'`` (no status line sent), ``'partial'`` (status
+    and part of the body), ``'complete'`` (the whole announced ``Content-Length`` body)."""
+    if r.status is None:
+        return "none"
+    if r.body_bytes is not None and r.bytes_sent >= r.body_bytes:
+        return "complete"
+    return "partial"
