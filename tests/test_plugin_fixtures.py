@@ -180,6 +180,7 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
         # --mcpfaults-shard (zlib and pytest) and where a failure left the harness (the standard library)
         "pytest_mcpfaults.explore.shard",
         "pytest_mcpfaults.explore.where",
+        "pytest_mcpfaults._pytest.from_trace",
         "pytest_mcpfaults._pytest.harness",
         "pytest_mcpfaults._pytest.blocked",  # its own_code: which frames are the harness's (stdlib only)
         # the running tally that keeps crashed/interrupted tests in the report (standard library only)

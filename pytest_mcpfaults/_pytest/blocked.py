@@ -200,6 +200,20 @@ def blocked_at(thread_id: int | None) -> str:
     return "\n".join(out)
 
 
+_GLUE = os.path.join(_HERE, "_pytest", "")
+
+
+def _in_plugin_wait(frame: FrameType | None) -> bool:
+    """Whether the thread is inside the plugin's own code (not its pytest glue, which wraps every
+    test): a wait the plugin bounds and gives its own verdict for, not the harness waiting on itself."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(os.path.join(_HERE, "")) and not name.startswith(_GLUE):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class Stillness:
     """Whether a thread is really blocked, read from another thread by sampling it: its innermost
     frame stayed the same frame at the same line at every :meth:`sample`, and (where the platform has
@@ -235,6 +249,8 @@ class Stillness:
         """Sample the thread at ``now`` (``time.monotonic()``); seconds it has been still since."""
         frame = sys._current_frames().get(self._tid) if self._tid is not None else None
         cpu = self._cpu()
+        if frame is not None and _in_plugin_wait(frame):
+            frame = None  # a bounded wait of the plugin's own (HarnessProcess.wait, Journal.wait_for)
         if frame is None or frame is not self._frame or frame.f_lineno != self._line:
             self._frame, self._line = frame, (frame.f_lineno if frame is not None else -1)
             self._since, self._cpu0 = now, cpu

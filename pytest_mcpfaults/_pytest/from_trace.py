@@ -198,6 +198,8 @@ def _source_for(item: pytest.Item) -> _Source | None:
 @pytest.hookimpl(trylast=True)  # after explore's: a from-trace test runs its clean run and its replays only
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Explore's runs of a from-trace test cached by an earlier explore run are deselected."""
+    if config.stash[_OPTION_SOURCE] is None and not config.stash[_MARKED]:
+        return  # no test replays a trace: a plain run imports none of it
     from pytest_mcpfaults.from_trace.run import TraceRun
 
     other = [
@@ -273,6 +275,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A replay's failure says what was inferred and why; a marked test whose trace maps to nothing
     fails its clean run's teardown saying why."""
     report: pytest.TestReport = yield
+    if item.config.stash[_OPTION_SOURCE] is None and not item.config.stash[_MARKED]:
+        return report  # no test replays a trace: a plain run imports none of it
     from pytest_mcpfaults.from_trace.run import TraceRun
 
     run = explore_run(item)

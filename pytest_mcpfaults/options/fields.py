@@ -90,6 +90,9 @@ BACKENDS = ("socket", "in-process", "stdio")
 #: one endpoint, no health path, one JSON-RPC message per line, and serves the session era by default.
 BACKEND_DEFAULTS: dict[str, dict[str, Any]] = {
     "stdio": {"era": "session", "health_path": None, "max_body_bytes": MAX_LINE},
+    # in process a handler runs in the caller's thread or on the sidecar loop, with no shared loop to
+    # protect: no tool_timeout (an async call is bounded at 60 s), no connections to time out
+    "in-process": {"tool_timeout": None, "idle_timeout": None},
 }
 
 
