@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 #: arguments): the machine it is timed on has two cores, and most tests wait on sockets, subprocesses or
 #: fault budgets, so more workers than cores fill the waits (measured on a quiet machine, fresh clone: two
 #: workers 5 min 4 s with 1.75 cores busy, three 4 min 43 s with 1.88; on 2026-12-06, 1949 tests,
-#: three 369 s with 1.50 cores busy and a failure, four 341 s with 1.71: benchmarks/suite_time.py).
-SUITE_WORKERS = 4
+#: three 369 s with 1.50 cores busy and a failure, four 341 s with 1.71; later that day, 2066 tests,
+#: four 256 s with 1.53 cores busy, five 236 s with 1.72: benchmarks/suite_time.py).
+SUITE_WORKERS = 5
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own (tryfirst too; a conftest registers later)

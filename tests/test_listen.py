@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+import httpcore2
 import httpx
 import httpx2
 import pytest
@@ -246,6 +247,14 @@ async def test_a_dripped_listen_stream_still_tells_its_client() -> None:
     assert event == ToolsListChanged() and _listens(sc)[0].fault_kind == "drip"
 
 
+def _reset_read(caught: pytest.ExceptionInfo[BaseExceptionGroup[BaseException]]) -> bool:
+    """The reset reached the client as a read error: httpx2's, or httpcore2's when the task reading the
+    stream sees the reset first (which one does is the scheduler's: seen under five xdist workers)."""
+    return caught.group_contains(httpx2.ReadError, depth=None) or caught.group_contains(
+        httpcore2.ReadError, depth=None
+    )
+
+
 async def test_a_reset_before_the_status_line_fails_the_whole_mcp2_client() -> None:
     """As for any request mcp 2.x sends: the connection reset before an answer takes the client down."""
     with (
@@ -254,7 +263,7 @@ async def test_a_reset_before_the_status_line_fails_the_whole_mcp2_client() -> N
     ):
         async with Client(sc.mcp_url, mode="auto") as client:
             await _told_of_a_new_tool(client, sc, "late")
-    assert caught.group_contains(httpx2.ReadError, depth=None)
+    assert _reset_read(caught)
     (listen,) = _listens(sc)
     assert listen.status is None and listen.bytes_sent == 0
 
@@ -269,7 +278,7 @@ async def test_a_hung_listen_is_a_patience_verdict_and_its_reset_takes_the_mcp2_
     ):
         async with Client(sc.mcp_url, mode="auto") as client:
             await _told_of_a_new_tool(client, sc, "late")
-    assert caught.group_contains(httpx2.ReadError, depth=None)
+    assert _reset_read(caught)
     (violation,) = sc.patience_violations
     assert violation.request.mcp_method == "subscriptions/listen" and violation.request.hold == "patience"
 
