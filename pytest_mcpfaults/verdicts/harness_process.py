@@ -236,13 +236,23 @@ class HarnessProcess:
         if self._stopped_at is not None:  # asked to stop: it has the budget from then on
             if now - self._stopped_at > budget:
                 return f"it was still running {budget:g} s after it was asked to stop ({self._stop_signal})"
-        elif last is not None and last[1] > budget:
+        elif last is not None and last[1] > budget and not self._in_flight():
             return f"it was still running {budget:g} s after its last MCP traffic"
         elif last is None and now - self._started_at > self.startup:
             return f"it talked no MCP to the test's servers in the {self.startup:g} s it was given to start"
         if timeout is not None and now - started > timeout:
             return f"it was still running after the {timeout:g} s wait() allowed"
         return None
+
+    def _in_flight(self) -> bool:
+        """Whether a request of the harness is still unanswered (its event stream, a ``GET`` on the MCP
+        endpoint, aside): a request the sidecar holds is its patience's to judge, not this rule's."""
+        for server in self.servers:
+            mcp_path = getattr(server, "mcp_path", None)
+            for r in server.journal.requests:
+                if r.ended_at is None and not (r.method == "GET" and r.path == mcp_path):
+                    return True
+        return False
 
     def _last_traffic(self) -> tuple[tuple[Server, RequestRecord], float] | None:
         """The latest MCP request any server saw and how many seconds ago it ended (or began, while it
