@@ -486,6 +486,7 @@ def test_a_repeated_accept_is_one_list_as_the_sdk_servers_read_it() -> None:
         with client.stream("GET", sc.mcp_url, headers=headers) as stream:
             assert stream.status_code == 200, stream.read()
             assert stream.headers["Content-Type"].startswith("text/event-stream")
+        sc.wait_idle(10)  # the GET's record ends once the sidecar saw the client close the stream
         get = next(r for r in sc.requests if r.method == "GET")
         assert (get.status, get.error) == (200, None)
 

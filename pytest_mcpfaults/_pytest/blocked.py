@@ -222,7 +222,9 @@ class Stillness:
     function may reuse in a polling loop) until it changes."""
 
     #: CPU seconds a still thread may use per second of stillness (signal handlers, a GC pass).
-    CPU_SHARE = 0.1
+    #: A blocked thread uses next to none; a thread computing beside six busy processes on two cores
+    #: still gets a few percent (0.1 let one through as "blocked" in a loaded run).
+    CPU_SHARE = 0.02
 
     def __init__(self, thread_id: int | None) -> None:
         self._tid = thread_id
@@ -255,7 +257,7 @@ class Stillness:
             self._frame, self._line = frame, (frame.f_lineno if frame is not None else -1)
             self._since, self._cpu0 = now, cpu
             return 0.0  # moved (or not found)
-        if cpu - self._cpu0 > 0.02 + self.CPU_SHARE * (now - self._since):
+        if cpu - self._cpu0 > 0.005 + self.CPU_SHARE * (now - self._since):
             self._since, self._cpu0 = now, cpu  # it computes on one line: not a wait
             return 0.0
         return now - self._since
