@@ -31,6 +31,7 @@ from typing import IO, Protocol
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.verdicts.patience import PatienceError
+from pytest_mcpfaults.verdicts.stalls import own_event_stream
 
 __all__ = ["HarnessProcess", "HarnessProcessError"]
 
@@ -250,7 +251,7 @@ class HarnessProcess:
         for server in self.servers:
             mcp_path = getattr(server, "mcp_path", None)
             for r in server.journal.requests:
-                if r.ended_at is None and not (r.method == "GET" and r.path == mcp_path):
+                if r.ended_at is None and not own_event_stream(r, mcp_path):
                     return True
         return False
 

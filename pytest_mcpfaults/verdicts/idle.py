@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_mcpfaults.core.records import RequestRecord
-from pytest_mcpfaults.verdicts.stalls import StalledServer
+from pytest_mcpfaults.verdicts.stalls import StalledServer, own_event_stream
 
 __all__ = ["Idle", "find_idle", "idle_record", "idle_verdict"]
 
@@ -32,8 +32,7 @@ class Idle:
 
 
 def _background(server: StalledServer, r: RequestRecord) -> bool:
-    """The client's own event stream (a ``GET`` on the MCP endpoint): not a step of the test."""
-    return r.method == "GET" and r.path == server.mcp_path
+    return own_event_stream(r, server.mcp_path)
 
 
 def _busy(server: StalledServer) -> bool:

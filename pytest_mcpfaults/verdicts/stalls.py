@@ -20,7 +20,7 @@ from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import ConnectionRecord, FiredRecord, RequestRecord
 from pytest_mcpfaults.verdicts.clients import client_family, client_seen
 
-__all__ = ["Stall", "StalledServer", "find_stall", "stall_record", "stall_verdict"]
+__all__ = ["Stall", "StalledServer", "find_stall", "own_event_stream", "stall_record", "stall_verdict"]
 
 
 class StalledServer(Protocol):
@@ -114,9 +114,14 @@ def _request(journal: Journal, rid: int | None) -> RequestRecord | None:
         return None
 
 
+def own_event_stream(r: RequestRecord, mcp_path: str | None) -> bool:
+    """A request the client makes by itself, not a step of the test: its event stream (a ``GET`` on the
+    MCP endpoint). The stall, idle and harness-process verdicts all leave it out."""
+    return r.method == "GET" and r.path == mcp_path
+
+
 def _background(server: StalledServer, r: RequestRecord) -> bool:
-    """A request the client makes by itself, not a step of the test: its event stream."""
-    return r.method == "GET" and r.path == server.mcp_path
+    return own_event_stream(r, server.mcp_path)
 
 
 def _since(stall: Stall) -> str:
