@@ -142,7 +142,13 @@ class TestEntry:
             for message in (inv.get("violations") or [inv.get("message", "")])
         ]
         out += [
-            Violation(self.nodeid, "patience", str(pv.get("fault", "?")), str(pv.get("message", "")))
+            # a hang with no fault (the idle verdict) is named by its kind, not ``None``
+            Violation(
+                self.nodeid,
+                "patience",
+                str(pv.get("fault") or pv.get("kind") or "?"),
+                str(pv.get("message", "")),
+            )
             for pv in self.patience_violations
             if not pv.get("expected", False)
         ]

@@ -146,6 +146,10 @@ def test_a_harness_waiting_on_itself_gets_a_verdict_and_the_others_do_not(pytest
     on_thread = failure(result, FAILING[1])
     assert "`GET /health`" in on_thread, on_thread
     assert "answered.wait()  # the reader never sets it" in on_thread, on_thread
+    # the run's summary names the violation by its kind (it has no fault to name)
+    summary = result.stdout.str()
+    assert "test_idle.py::test_sleeps_after_mcp: patience idle: the test made no progress" in summary
+    assert "patience None" not in summary
     for name in ("test_computing_on_one_line", "test_computing_moves", "test_keeps_making_requests"):
         assert durations[name] >= 2.0, (name, durations[name])  # ran its course, past twice the budget
     for name in ("test_waits_on_purpose", "test_never_talked_mcp"):

@@ -286,7 +286,9 @@ def _junit_properties(data: dict[str, Any]) -> list[tuple[str, str]]:
     if plans:
         props.append(("mcpfaults.plan", "; ".join(plans)))
     failed = [f"invariant:{i['name']}" for i in data["invariants"] if not i["ok"]]
-    failed += [f"patience:{p['fault']}" for p in data["patience_violations"] if not p["expected"]]
+    failed += [
+        f"patience:{p['fault'] or p.get('kind')}" for p in data["patience_violations"] if not p["expected"]
+    ]
     if failed:
         props.append(("mcpfaults.violations", ",".join(failed)))
     return props

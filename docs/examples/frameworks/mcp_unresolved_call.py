@@ -38,16 +38,19 @@ async def call(url: str) -> str:
         steps.append(progress)
 
     http_client = http.AsyncClient(timeout=http.Timeout(5.0, read=0.5))
-    async with http_client, streamable_http_client(url, http_client=http_client) as streams:
-        async with ClientSession(streams[0], streams[1]) as session:
-            await session.initialize()
-            try:
-                result = await session.call_tool(
-                    "progress", {"steps": 2, "interval": 1.0}, progress_callback=on_progress
-                )
-            except Exception as exc:  # the SDK's MCPError / McpError
-                return f"call_tool raised {type(exc).__name__}: {exc} (progress seen: {steps})"
-            return f"call_tool returned {result.content[0].text!r}"  # type: ignore[union-attr]
+    async with (
+        http_client,
+        streamable_http_client(url, http_client=http_client) as streams,
+        ClientSession(streams[0], streams[1]) as session,
+    ):
+        await session.initialize()
+        try:
+            result = await session.call_tool(
+                "progress", {"steps": 2, "interval": 1.0}, progress_callback=on_progress
+            )
+        except Exception as exc:  # the SDK's MCPError / McpError
+            return f"call_tool raised {type(exc).__name__}: {exc} (progress seen: {steps})"
+        return f"call_tool returned {result.content[0].text!r}"  # type: ignore[union-attr]
 
 
 @pytest.mark.mcp_sidecar(era="session", patience=BUDGET, tool_sets=("basic", "client"))
