@@ -5,7 +5,8 @@ the 300 s the SDK reads with by default, a 1 s pause for minutes of work). No fa
 answers everything. No LLM.
 
 mcp 1.x: the read times out in the middle of the tool's event stream, and the transport, with no
-event id to resume from, returns without telling the session; ``call_tool`` waits for ever on a
+event id to resume from (the progress notification that opened the stream carries none), returns
+without telling the session; ``call_tool`` waits for ever on a
 response nothing will deliver (modelcontextprotocol/python-sdk issues #1811 and #3441; 1.30.0, the
 last 1.x release, still does it). mcp 2.0.0 resolves the abandoned request with an error (PR #3047):
 ``call_tool`` raises ``MCPError: SSE stream ended without a response``.
