@@ -22,7 +22,7 @@ BUDGET = 1.0
 HANG_BOUND = 15.0
 
 IDLE_TESTS = f"""
-import asyncio, threading, time
+import asyncio, subprocess, sys, threading, time
 import httpx, pytest
 from mcp.client import Client
 
@@ -103,12 +103,27 @@ def test_sleeps_after_mcp(mcp_sidecar):
 @pytest.mark.mcp_sidecar(patience=BUDGET)
 def test_never_talked_mcp(mcp_sidecar):
     time.sleep(2.5)
+
+
+@pytest.mark.mcp_sidecar(patience=BUDGET)
+def test_waits_on_a_computing_child(mcp_sidecar):
+    httpx.get(mcp_sidecar.health_url, timeout=5)
+    # a harness run as a child process, working (slowly, beside other jobs) between its MCP requests
+    busy = "import time; end = time.monotonic() + 2.0; any(time.monotonic() > end for _ in iter(int, 1))"
+    subprocess.run([sys.executable, "-c", busy], check=True, timeout=60)
+
+
+@pytest.mark.mcp_sidecar(patience=BUDGET)
+def test_waits_on_a_sleeping_child(mcp_sidecar):
+    httpx.get(mcp_sidecar.health_url, timeout=5)
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(2.5)"], check=True, timeout=60)
 """
 
 FAILING = [
     "test_async_harness_waits_on_itself",
     "test_thread_harness_waits_on_itself",
     "test_sleeps_after_mcp",
+    "test_waits_on_a_sleeping_child",
 ]
 
 
@@ -124,7 +139,7 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def test_a_harness_waiting_on_itself_gets_a_verdict_and_the_others_do_not(pytester: pytest.Pytester) -> None:
     result = _run(pytester)
-    result.assert_outcomes(failed=3, passed=5)
+    result.assert_outcomes(failed=4, passed=6)
     durations = inner_reports.durations(result)
     for name in FAILING:
         text = failure(result, name)
@@ -150,7 +165,8 @@ def test_a_harness_waiting_on_itself_gets_a_verdict_and_the_others_do_not(pytest
     summary = result.stdout.str()
     assert "test_idle.py::test_sleeps_after_mcp: patience idle: the test made no progress" in summary
     assert "patience None" not in summary
-    for name in ("test_computing_on_one_line", "test_computing_moves", "test_keeps_making_requests"):
+    names = ("test_computing_on_one_line", "test_computing_moves", "test_keeps_making_requests")
+    for name in (*names, "test_waits_on_a_computing_child"):
         assert durations[name] >= 2.0, (name, durations[name])  # ran its course, past twice the budget
     for name in ("test_waits_on_purpose", "test_never_talked_mcp"):
         assert durations[name] >= 2.5, (name, durations[name])

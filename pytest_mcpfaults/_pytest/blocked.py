@@ -214,12 +214,50 @@ def _in_plugin_wait(frame: FrameType | None) -> bool:
     return False
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's child processes: those it waited for (``os.times``) and, on
+    Linux, the live descendants (``/proc/<pid>/task/<tid>/children``, ``/proc/<pid>/stat``); 0.0
+    for what cannot be read."""
+    times = os.times()
+    total = times.children_user + times.children_system
+    if not sys.platform.startswith("linux"):
+        return total
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    todo, seen = [os.getpid()], set()
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid in seen:
+                    continue
+                seen.add(kid)
+                todo.append(kid)
+                try:
+                    with open(f"/proc/{kid}/stat", encoding="ascii", errors="replace") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+                except (OSError, IndexError, ValueError):
+                    continue
+    return total
+
+
 class Stillness:
     """Whether a thread is really blocked, read from another thread by sampling it: its innermost
     frame stayed the same frame at the same line at every :meth:`sample`, and (where the platform has
     per-thread CPU clocks) it used almost no CPU meanwhile, so a one-line busy loop, which also stays on
-    one line, is not taken for a wait. The frame is kept (not its ``id``, which a new frame of the same
-    function may reuse in a polling loop) until it changes."""
+    one line, is not taken for a wait. Nor is a thread waiting on a child process that computes (a
+    harness the test runs as a subprocess, slow beside other jobs): the CPU of this process's children
+    counts as the thread's. The frame is kept (not its ``id``, which a new frame of the same function
+    may reuse in a polling loop) until it changes."""
 
     #: CPU seconds a still thread may use per second of stillness (signal handlers, a GC pass).
     #: A blocked thread uses next to none; a thread computing beside six busy processes on two cores
@@ -243,7 +281,7 @@ class Stillness:
         if self._clock is None:
             return 0.0
         try:
-            return time.clock_gettime(self._clock)
+            return time.clock_gettime(self._clock) + _children_cpu()
         except OSError:  # the thread is gone
             return 0.0
 
