@@ -44,8 +44,8 @@ __all__ = [
     "check_transport",
     "check_upstream",
     "check_upstream_command",
-    "check_upstream_serve",
     "check_upstream_headers",
+    "check_upstream_serve",
     "check_upstream_url",
 ]
 

@@ -48,8 +48,8 @@ from pytest_mcpfaults.options.checks import (
     check_transport,
     check_upstream,
     check_upstream_command,
-    check_upstream_serve,
     check_upstream_headers,
+    check_upstream_serve,
 )
 from pytest_mcpfaults.options.text import (
     auth_text,
@@ -409,8 +409,8 @@ class SidecarOptions:
             check_auth_plan(plan, auth, "Sidecar faults=")
             check_outbound_plan(plan, self.upstream is not None or bool(command), "Sidecar faults=")
         for name, value in (
-            ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command), ("upstream_serve", serve),
-            ("faults", plan), ("auth", auth), *cassettes.items(),
+            ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
+            ("upstream_serve", serve), ("faults", plan), ("auth", auth), *cassettes.items(),
             ("upstream_headers", None if (h := self.upstream_headers) is None else dict(h)),
             ("resources", tuple(resources)), ("prompts", tuple(prompts)),
             ("allowed_origins", tuple(self.allowed_origins)),

@@ -32,7 +32,14 @@ from urllib.parse import urlsplit
 from pytest_mcpfaults.proxy.streams import RelayedStream, StreamLog
 from pytest_mcpfaults.stdio import guardian
 
-__all__ = ["KILL_BOUND", "OUTPUT_TAIL", "START_TIMEOUT", "UpstreamServer", "UpstreamShutdownHang", "free_port"]
+__all__ = [
+    "KILL_BOUND",
+    "OUTPUT_TAIL",
+    "START_TIMEOUT",
+    "UpstreamServer",
+    "UpstreamShutdownHang",
+    "free_port",
+]
 
 #: The last bytes of the server's output (stdout and stderr) kept for messages.
 OUTPUT_TAIL = 8192
@@ -62,7 +69,9 @@ class _Output:
     def __init__(self, pipe: object) -> None:
         self._buf = bytearray()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._read, args=(pipe,), name="mcpfaults-upstream-output", daemon=True)
+        self._thread = threading.Thread(
+            target=self._read, args=(pipe,), name="mcpfaults-upstream-output", daemon=True
+        )
         self._thread.start()
 
     def _read(self, pipe: object) -> None:

@@ -65,7 +65,9 @@ class RelayedStream:
         head = f"{self.method} {self.path}{sid}: {self.status} {self.content_type}, {self.framing}"
         if self.end is None:
             last = (
-                f", its last byte {now - self.last_byte_at:.1f} s ago" if self.last_byte_at is not None else ""
+                f", its last byte {now - self.last_byte_at:.1f} s ago"
+                if self.last_byte_at is not None
+                else ""
             )
             return f"{head}: still open after {now - self.opened_at:.1f} s, {self.bytes} body bytes{last}"
         how = self.end if not self.detail else f"{self.end}: {self.detail}"
@@ -77,8 +79,19 @@ class StreamEntry:
     """One answer being read (loop thread); :meth:`freeze` copies it."""
 
     __slots__ = (
-        "seq", "bytes", "content_type", "detail", "end", "ended_at", "framing", "last_byte_at", "method",
-        "opened_at", "path", "session", "status",
+        "bytes",
+        "content_type",
+        "detail",
+        "end",
+        "ended_at",
+        "framing",
+        "last_byte_at",
+        "method",
+        "opened_at",
+        "path",
+        "seq",
+        "session",
+        "status",
     )  # fmt: skip
 
     def __init__(

@@ -297,7 +297,9 @@ class UpstreamResponse:
             if self.entry.framing == "chunked":
                 return "the connection ended without the chunked body's last chunk (0 CRLF CRLF)"
             if self.entry.framing == "content-length":
-                return f"the connection ended after {self.received} of the {self.content_length} bytes announced"
+                return (
+                    f"the connection ended after {self.received} of the {self.content_length} bytes announced"
+                )
         return str(self.failure)
 
     def close(self, why: str = "the relay ended before the body (the client left, a fault cut it)") -> None:

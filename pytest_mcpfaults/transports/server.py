@@ -133,7 +133,9 @@ class Sidecar(SidecarWaits):
             else None
         )
         self._upstream_server = (
-            UpstreamServer(cast("list[str] | None", opts.upstream_serve), upstream_client.url, upstream_client.streams)
+            UpstreamServer(
+                cast("list[str] | None", opts.upstream_serve), upstream_client.url, upstream_client.streams
+            )
             if upstream_client is not None
             else None
         )
