@@ -176,3 +176,14 @@ def test_upstream_server_needs_an_http_upstream_and_start_needs_the_command():
         Sidecar().upstream_server  # noqa: B018
     with pytest.raises(RuntimeError, match=r"which it did not start; pass upstream_serve="):
         Sidecar(upstream="http://127.0.0.1:9/mcp").upstream_server.stop()
+
+
+def test_a_server_started_before_the_sidecar_or_after_its_stop_is_stopped_with_it():
+    sc = Sidecar(upstream="http://127.0.0.1:0/mcp", upstream_serve=serve("complete"))
+    first = sc.upstream_server.start().pid  # before the sidecar: its start() leaves it running
+    with sc:
+        assert sc.upstream_server.pid == first
+    assert not sc.upstream_server.running
+    sc.upstream_server.start()
+    sc.stop()  # stopped already: it still stops the server
+    assert not sc.upstream_server.running and sc.upstream_server.returncode is not None

@@ -187,7 +187,8 @@ class Sidecar(SidecarWaits):
         served = self._upstream_server is not None and self._upstream_server.command is not None
         if served:
             assert self._upstream_server is not None
-            self._upstream_server.start()  # before the sidecar serves: its first request finds it up
+            if not self._upstream_server.running:  # (the test may have started it already)
+                self._upstream_server.start()  # before the sidecar serves: its first request finds it up
         try:
             _loop.run(self._listener.start())
         except BaseException:
@@ -205,6 +206,8 @@ class Sidecar(SidecarWaits):
         the cassette is written then."""
         if self.core.state in ("new", "stopped"):
             self.core.state = "stopped"
+            if self._upstream_server is not None and self._upstream_server.command is not None:
+                self._upstream_server.close()  # started by the test before the sidecar, or again after
             return
         try:
             _loop.run(self._listener.stop(), timeout=10.0)
