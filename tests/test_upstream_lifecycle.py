@@ -187,3 +187,21 @@ def test_a_server_started_before_the_sidecar_or_after_its_stop_is_stopped_with_i
     sc.upstream_server.start()
     sc.stop()  # stopped already: it still stops the server
     assert not sc.upstream_server.running and sc.upstream_server.returncode is not None
+
+
+def test_bad_arguments_to_the_lifecycle_are_refused_naming_them():
+    server = Sidecar(upstream="http://127.0.0.1:9/mcp", upstream_serve=serve("complete")).upstream_server
+    with pytest.raises(
+        ValueError, match=r"stop\(\): timeout must be a positive, finite number of seconds, got -1"
+    ):
+        server.stop(timeout=-1)
+    with pytest.raises(ValueError, match=r"stop\(\): graceful must be True or False, got 'yes'"):
+        server.stop(graceful="yes")
+    with pytest.raises(ValueError, match=r"start\(\): timeout must be a positive.*got 0"):
+        server.start(timeout=0)
+    with pytest.raises(ValueError, match=r"wait_for_stream\(\): timeout must be a positive.*got nan"):
+        server.wait_for_stream(timeout=float("nan"))
+    with pytest.raises(
+        TimeoutError, match=r"no GET stream from the upstream was open within 0.01 s; the answers "
+    ):
+        server.wait_for_stream(timeout=0.01)

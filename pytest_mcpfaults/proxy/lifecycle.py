@@ -27,8 +27,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from typing import IO
 from urllib.parse import urlsplit
 
+from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.proxy.streams import RelayedStream, StreamLog
 from pytest_mcpfaults.stdio import guardian
 
@@ -63,10 +65,18 @@ def free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
+def _check_seconds(method: str, timeout: object) -> None:
+    if not is_positive_seconds(timeout):
+        raise ValueError(
+            f"Sidecar.upstream_server.{method}(): timeout must be a positive, finite number of seconds, "
+            f"got {timeout!r}"
+        )
+
+
 class _Output:
     """The process's output, read on a daemon thread; the last :data:`OUTPUT_TAIL` bytes kept."""
 
-    def __init__(self, pipe: object) -> None:
+    def __init__(self, pipe: IO[bytes]) -> None:
         self._buf = bytearray()
         self._lock = threading.Lock()
         self._thread = threading.Thread(
@@ -74,10 +84,9 @@ class _Output:
         )
         self._thread.start()
 
-    def _read(self, pipe: object) -> None:
-        read = pipe.read1 if hasattr(pipe, "read1") else pipe.read  # type: ignore[attr-defined]
+    def _read(self, pipe: IO[bytes]) -> None:
         with contextlib.suppress(OSError, ValueError):
-            while chunk := read(4096):
+            while chunk := os.read(pipe.fileno(), 4096):  # what has come, as it comes
                 with self._lock:
                     self._buf += chunk
                     del self._buf[:-OUTPUT_TAIL]
@@ -131,6 +140,7 @@ class UpstreamServer:
         connections; returns ``self``. A server that exits first, or is not listening in time, is a
         ``RuntimeError`` naming the command, its exit status and its last output (it is killed)."""
         command = self._need_command("start()")
+        _check_seconds("start", timeout)
         if self.running:
             raise RuntimeError(f"Sidecar.upstream_server.start(): already running (pid {self.pid})")
         guardian.ensure()
@@ -143,6 +153,7 @@ class UpstreamServer:
             raise OSError(exc.errno, f"Sidecar: upstream_serve {command!r} cannot be run: {exc}") from exc
         self._proc, self.returncode = proc, None
         guardian.watch(proc.pid, group=True)  # killed should the test process die abruptly
+        assert proc.stdout is not None
         self._output = _Output(proc.stdout)
         deadline = time.monotonic() + timeout
         while not self._accepting():
@@ -175,8 +186,14 @@ class UpstreamServer:
         :class:`UpstreamShutdownHang`: the streams it still held open, what it did since the signal,
         its last output (where it is blocked)."""
         self._need_command("stop()")
+        if not isinstance(graceful, bool):
+            raise ValueError(
+                f"Sidecar.upstream_server.stop(): graceful must be True or False, got {graceful!r}"
+            )
+        _check_seconds("stop", timeout)
         proc = self._proc
-        if proc is None or proc.poll() is not None:
+        if proc is None or proc.poll() is not None:  # never started, stopped, or ended by itself
+            self._exited()
             return []
         before = {s.seq: s for s in self._streams.snapshot() if s.open}
         if not graceful:
@@ -291,6 +308,7 @@ class UpstreamServer:
         """The first stream open now whose request used ``method``, once one is (a client's ``GET``
         stream is opened in the background); ``TimeoutError`` naming the streams relayed so far if none
         is within ``timeout`` seconds."""
+        _check_seconds("wait_for_stream", timeout)
         deadline = time.monotonic() + timeout
         while True:
             streams = self._streams.snapshot()
