@@ -22,7 +22,8 @@ async def test_a_graceful_stop_ends_every_stream(mcp_sidecar):
         assert result.content[0].text == "opened: disk full"
         get = server.wait_for_stream("GET")  # the client's event stream, open on your server
         ended = server.stop(graceful=True, timeout=3)  # SIGTERM; a hang past 3 s fails here
-        assert [s.seq for s in ended] == [get.seq] and ended[0].end == "complete"
+        (stream,) = [s for s in ended if s.seq == get.seq]  # (a POST's answer may be ending too)
+        assert stream.end == "complete"
     server.assert_streams_complete()  # every answer relayed ended as a complete HTTP response
 
 

@@ -40,6 +40,7 @@ class RelayedStream:
     method: str
     path: str
     session: str | None  # the request's Mcp-Session-Id
+    via: str  # the sidecar's end of the connection ('127.0.0.1:53994': the peer the server's log names)
     status: int
     content_type: str
     framing: Framing
@@ -61,8 +62,9 @@ class RelayedStream:
     def describe(self, now: float | None = None) -> str:
         """One line: the request, the answer's framing, how it ended (or how long it has been open)."""
         now = time.monotonic() if now is None else now
-        sid = f" (session {self.session})" if self.session else ""
-        head = f"{self.method} {self.path}{sid}: {self.status} {self.content_type}, {self.framing}"
+        sid = f"session {self.session}, " if self.session else ""
+        answer = f"{self.status} {self.content_type}, {self.framing}"
+        head = f"{self.method} {self.path} ({sid}from {self.via}): {answer}"
         if self.end is None:
             last = (
                 f", its last byte {now - self.last_byte_at:.1f} s ago"
@@ -92,6 +94,7 @@ class StreamEntry:
         "seq",
         "session",
         "status",
+        "via",
     )  # fmt: skip
 
     def __init__(
@@ -100,11 +103,12 @@ class StreamEntry:
         method: str,
         path: str,
         session: str | None,
+        via: str,
         status: int,
         content_type: str,
         framing: Framing,
     ) -> None:
-        self.seq = seq
+        self.seq, self.via = seq, via
         self.method, self.path, self.session = method, path, session
         self.status, self.content_type, self.framing = status, content_type, framing
         self.opened_at = time.monotonic()
@@ -125,8 +129,8 @@ class StreamEntry:
 
     def freeze(self) -> RelayedStream:
         return RelayedStream(
-            self.seq, self.method, self.path, self.session, self.status, self.content_type, self.framing,
-            self.opened_at, self.ended_at, self.bytes, self.last_byte_at, self.end, self.detail,
+            self.seq, self.method, self.path, self.session, self.via, self.status, self.content_type,
+            self.framing, self.opened_at, self.ended_at, self.bytes, self.last_byte_at, self.end, self.detail,
         )  # fmt: skip
 
 
@@ -139,11 +143,18 @@ class StreamLog:
         self._seq = 0
 
     def opened(
-        self, method: str, path: str, session: str | None, status: int, content_type: str, framing: Framing
+        self,
+        method: str,
+        path: str,
+        session: str | None,
+        via: str,
+        status: int,
+        content_type: str,
+        framing: Framing,
     ) -> StreamEntry:
         with self._lock:
             self._seq += 1
-            entry = StreamEntry(self._seq, method, path, session, status, content_type, framing)
+            entry = StreamEntry(self._seq, method, path, session, via, status, content_type, framing)
             self._entries.append(entry)
         return entry
 

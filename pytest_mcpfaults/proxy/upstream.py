@@ -143,6 +143,15 @@ class _Conn:
         self.reused = False
 
     @property
+    def local(self) -> str:
+        """This end's address, ``'127.0.0.1:53994'`` (the peer the upstream's own log names)."""
+        transport = self.proto.transport
+        name = transport.get_extra_info("sockname") if transport is not None else None
+        if not isinstance(name, tuple) or len(name) < 2:
+            return "?"
+        return f"[{name[0]}]:{name[1]}" if ":" in str(name[0]) else f"{name[0]}:{name[1]}"
+
+    @property
     def usable(self) -> bool:
         return self.proto.is_connected() and not self.proto.should_close
 
@@ -466,7 +475,9 @@ class Upstream:
             _upstream=self,
         )
         session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
-        resp.entry = self.streams.opened(method, target.target, session, message.code, content_type, framing)
+        resp.entry = self.streams.opened(
+            method, target.target, session, conn.local, message.code, content_type, framing
+        )
         self._open.add(resp)
         return resp
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import re
 import subprocess
 import sys
 import time
@@ -69,10 +70,11 @@ async def stop_while_streaming(sidecar: Sidecar):
     async with Client(sidecar.mcp_url, mode="legacy") as client:
         result = await client.call_tool("open_ticket", {"title": "disk full"})
         assert result.content[0].text == "opened: disk full"
-        server.wait_for_stream("GET")
+        get = server.wait_for_stream("GET")
         began = time.monotonic()
         try:
-            return server.stop(graceful=True, timeout=BUDGET), time.monotonic() - began
+            ended = server.stop(graceful=True, timeout=BUDGET)  # (a POST's answer may be ending too)
+            return [s for s in ended if s.seq == get.seq], time.monotonic() - began
         except UpstreamShutdownHang as hang:
             return hang, time.monotonic() - began
 
@@ -110,5 +112,8 @@ def test_a_release_whose_shutdown_hangs_on_the_stream_gets_a_bounded_verdict(rel
     message = str(hang)
     assert f"was still running {BUDGET:g} s after SIGTERM; it was killed (SIGKILL)" in message
     assert "The 1 relayed stream(s) it still held open:\n  GET /mcp (session " in message
+    peer = re.search(r"GET /mcp \(session \w+, from (127\.0\.0\.1:\d+)\)", message)
+    assert peer is not None, message
+    assert f'{peer[1]} - "GET /mcp HTTP/1.1" 200 OK' in message  # the server's own log line of that stream
     assert "stopped accepting new connections" in message
     assert "Waiting for connections to close. (CTRL+C to force quit)" in message  # where it is blocked
