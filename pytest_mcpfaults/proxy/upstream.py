@@ -135,21 +135,24 @@ def _failure(exc: BaseException) -> UpstreamError:
 class _Conn:
     """One connection to the upstream: aiohttp's client protocol on a socket, reused while kept alive."""
 
-    __slots__ = ("idle_since", "key", "proto", "reused")
+    __slots__ = ("_local", "idle_since", "key", "proto", "reused")
 
     def __init__(self, key: tuple[str, int, bool], proto: ResponseHandler) -> None:
         self.key, self.proto = key, proto
         self.idle_since = 0.0
         self.reused = False
+        self._local: str | None = None
 
     @property
     def local(self) -> str:
         """This end's address, ``'127.0.0.1:53994'`` (the peer the upstream's own log names)."""
-        transport = self.proto.transport
-        name = transport.get_extra_info("sockname") if transport is not None else None
-        if not isinstance(name, tuple) or len(name) < 2:
-            return "?"
-        return f"[{name[0]}]:{name[1]}" if ":" in str(name[0]) else f"{name[0]}:{name[1]}"
+        if self._local is None:
+            transport = self.proto.transport
+            name = transport.get_extra_info("sockname") if transport is not None else None
+            if not isinstance(name, tuple) or len(name) < 2:
+                return "?"
+            self._local = f"[{name[0]}]:{name[1]}" if ":" in str(name[0]) else f"{name[0]}:{name[1]}"
+        return self._local
 
     @property
     def usable(self) -> bool:
