@@ -69,6 +69,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_sse_parse",
         "test_stdio_upstream",
         "test_upstream",
+        "test_upstream_lifecycle",
     ),
     "stdio": ("test_stdio", "test_stdio_flip", "test_stdio_interop", "test_stdio_plugin"),
     "patience": (

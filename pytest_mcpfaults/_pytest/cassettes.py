@@ -27,8 +27,8 @@ __all__ = ["OPTION", "RECORD_MODES", "pytest_addoption", "record_mode", "resolve
 OPTION = "--mcpfaults-record"
 #: vcrpy's record modes (see the module docstring).
 RECORD_MODES = ("none", "once", "new_episodes", "all")
-_UPSTREAM_ONLY = ("upstream", "upstream_command", "upstream_health", "upstream_timeout", "upstream_headers",
-                  "allow_remote_upstream")  # fmt: skip
+_UPSTREAM_ONLY = ("upstream", "upstream_command", "upstream_serve", "upstream_health", "upstream_timeout",
+                  "upstream_headers", "allow_remote_upstream")  # fmt: skip
 _REPLAY_ONLY = ("cassette", "cassette_ignore", "cassette_order", "cassette_once")
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "check_upstream",
     "check_upstream_command",
     "check_upstream_headers",
+    "check_upstream_serve",
     "check_upstream_url",
 ]
 
@@ -77,10 +78,10 @@ def check_strings(who: str, name: str, value: object, what: str) -> None:
         raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
 
 
-def check_upstream_url(url: object, allow_remote: object) -> str | None:
+def check_upstream_url(url: object, allow_remote: object, *, any_port: bool = False) -> str | None:
     """Why ``url`` cannot be an upstream (``None`` when it can): an ``http://`` or ``https://`` URL with
     a host, no user name or password, query or fragment, whose host is loopback unless
-    ``allow_remote`` is ``True``."""
+    ``allow_remote`` is ``True``; port 0 only with ``any_port`` (``upstream_serve`` picks one)."""
     if not isinstance(url, str) or not url:
         return "must be an http:// URL string such as 'http://127.0.0.1:9000/mcp'"
     try:
@@ -94,8 +95,8 @@ def check_upstream_url(url: object, allow_remote: object) -> str | None:
         return "must not carry a user name or password (send Authorization headers from the client)"
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         return "must not carry a query or a fragment"
-    if port == 0:
-        return "must name the upstream's port (not 0)"
+    if port == 0 and not any_port:
+        return "must name the upstream's port (not 0; port 0, a free one, needs upstream_serve=)"
     if not is_loopback_host(parts.hostname) and allow_remote is not True:
         return (
             f"names host {parts.hostname!r}, which is not a loopback address; the sidecar forwards to "
@@ -165,6 +166,8 @@ def check_upstream(
     health_path: str | None,
     get_stream: object,
     tools: object,
+    *,
+    any_port: bool = False,
 ) -> None:
     """The proxy-mode arguments (``upstream=`` and its companions), and the fake-only ones that make no
     sense with an upstream (its tools and its GET stream are the upstream's own)."""
@@ -183,7 +186,7 @@ def check_upstream(
         if allow_remote_upstream:
             raise ValueError("Sidecar: allow_remote_upstream=True needs an upstream (upstream='http://...')")
         return
-    why = check_upstream_url(upstream, allow_remote_upstream)
+    why = check_upstream_url(upstream, allow_remote_upstream, any_port=any_port)
     if why is not None:
         raise ValueError(f"Sidecar: upstream {why}, got {upstream!r}")
     if upstream_health is not None:
@@ -315,6 +318,38 @@ def check_transport(
                 "serve; use transport='both' to serve both, or leave it out"
             )
     return narrowed
+
+
+def check_upstream_serve(command: object, upstream: object) -> list[str] | None:
+    """Refuse a bad ``upstream_serve`` (``ValueError`` naming it and what would be valid); return it
+    as a list. It serves ``upstream=``, which it needs; port 0 there needs ``{port}`` in it."""
+    if command is None:
+        return None
+    if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
+        raise ValueError(
+            "Sidecar: upstream_serve must be a list of strings, the program and its arguments "
+            f"(['python', 'server.py', '{{port}}']), got {command!r}"
+        )
+    if not command or any(not isinstance(c, str) or not c for c in command):
+        raise ValueError(
+            "Sidecar: upstream_serve must be a non-empty list of non-empty strings (the program and its "
+            f"arguments), got {command!r}"
+        )
+    if upstream is None:
+        raise ValueError(
+            f"Sidecar: upstream_serve={list(command)!r} serves the HTTP upstream, which upstream= names "
+            "(upstream='http://127.0.0.1:0/mcp' with '{port}' in the command: a free port); give upstream="
+        )
+    try:
+        port = urlsplit(upstream).port if isinstance(upstream, str) else None
+    except ValueError:
+        port = None  # check_upstream names what is wrong with the URL
+    if port == 0 and not any("{port}" in c for c in command):
+        raise ValueError(
+            f"Sidecar: upstream={upstream!r} asks for a free port, which the server must be told: put "
+            f"'{{port}}' in upstream_serve (got {list(command)!r})"
+        )
+    return list(command)
 
 
 def check_upstream_command(

@@ -49,6 +49,7 @@ from pytest_mcpfaults.options.checks import (
     check_upstream,
     check_upstream_command,
     check_upstream_headers,
+    check_upstream_serve,
 )
 from pytest_mcpfaults.options.text import (
     auth_text,
@@ -302,6 +303,13 @@ class SidecarOptions:
         cli_help="proxy mode with a stdio MCP server: spawn this command (split as a shell would, e.g. "
         "'python server.py --flag'), forward to it over its stdin/stdout, kill it at exit",
     )  # fmt: skip
+    upstream_serve: Sequence[str] | None = option(
+        None, help="proxy mode (`upstream=`): the command that serves the upstream (`['python', "
+        "'server.py', '{port}']`), run by the sidecar, which owns its lifecycle: started (and waited for "
+        "until it accepts connections) when the sidecar starts, killed when it stops, and in between "
+        "stopped, gracefully or not, and started again with `Sidecar.upstream_server` (docs/proxy.md). "
+        "`{port}` in an argument is the port of `upstream=`; port 0 there picks a free one.",
+    )  # fmt: skip
     upstream_headers: Mapping[str, str | None] | None = option(
         None, help="proxy mode (`upstream=`): headers rewritten on every forwarded request, a value sent "
         "in place of the client's, `None` not forwarded (`{'Authorization': None}`). By default every "
@@ -374,6 +382,7 @@ class SidecarOptions:
             self.get_stream, self.upstream if self.upstream is not None else command,
         )  # fmt: skip
         check_upstream_headers(self.upstream_headers, self.upstream)
+        serve = check_upstream_serve(self.upstream_serve, self.upstream)
         auth = check_auth(self.auth)
         if auth is not None and (
             self.upstream is not None or command is not None or transport != "streamable_http"
@@ -401,7 +410,7 @@ class SidecarOptions:
             check_outbound_plan(plan, self.upstream is not None or bool(command), "Sidecar faults=")
         for name, value in (
             ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
-            ("faults", plan), ("auth", auth), *cassettes.items(),
+            ("upstream_serve", serve), ("faults", plan), ("auth", auth), *cassettes.items(),
             ("upstream_headers", None if (h := self.upstream_headers) is None else dict(h)),
             ("resources", tuple(resources)), ("prompts", tuple(prompts)),
             ("allowed_origins", tuple(self.allowed_origins)),
@@ -444,7 +453,7 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
         )
     check_upstream(
         opts.upstream, opts.upstream_health, opts.upstream_timeout, opts.allow_remote_upstream,
-        opts.health_path, opts.get_stream, opts.tools,
+        opts.health_path, opts.get_stream, opts.tools, any_port=opts.upstream_serve is not None,
     )  # fmt: skip
     for name, value in (("tool_timeout", opts.tool_timeout), ("idle_timeout", opts.idle_timeout)):
         if value is not None and not is_positive_seconds(value):

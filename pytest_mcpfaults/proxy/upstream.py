@@ -45,6 +45,7 @@ from yarl import URL
 from pytest_mcpfaults.core.records import UpstreamFailure
 from pytest_mcpfaults.core.timeouts import within
 from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
+from pytest_mcpfaults.proxy.streams import Framing, StreamEntry, StreamLog
 
 __all__ = [
     "HOP_BY_HOP",
@@ -134,12 +135,24 @@ def _failure(exc: BaseException) -> UpstreamError:
 class _Conn:
     """One connection to the upstream: aiohttp's client protocol on a socket, reused while kept alive."""
 
-    __slots__ = ("idle_since", "key", "proto", "reused")
+    __slots__ = ("_local", "idle_since", "key", "proto", "reused")
 
     def __init__(self, key: tuple[str, int, bool], proto: ResponseHandler) -> None:
         self.key, self.proto = key, proto
         self.idle_since = 0.0
         self.reused = False
+        self._local: str | None = None
+
+    @property
+    def local(self) -> str:
+        """This end's address, ``'127.0.0.1:53994'`` (the peer the upstream's own log names)."""
+        if self._local is None:
+            transport = self.proto.transport
+            name = transport.get_extra_info("sockname") if transport is not None else None
+            if not isinstance(name, tuple) or len(name) < 2:
+                return "?"
+            self._local = f"[{name[0]}]:{name[1]}" if ":" in str(name[0]) else f"{name[0]}:{name[1]}"
+        return self._local
 
     @property
     def usable(self) -> bool:
@@ -188,6 +201,8 @@ class UpstreamResponse:
     tap: Callable[[bytes], None] | None = None
     ended_at: float | None = None  # when the body ended (or failed)
     failure: UpstreamError | None = None
+    #: This answer in the upstream's stream journal (how it ended, as an HTTP message).
+    entry: StreamEntry | None = None
 
     @property
     def at_eof(self) -> bool:
@@ -209,6 +224,8 @@ class UpstreamResponse:
         try:
             while chunk := await payload.readany():  # bounded by the sock_read timeout, if any
                 self.received += len(chunk)
+                if self.entry is not None:
+                    self.entry.read(len(chunk))
                 if self.tap is not None:
                     self.tap(chunk)
                 yield chunk
@@ -248,6 +265,8 @@ class UpstreamResponse:
                 if not chunk:
                     break
                 self.received += len(chunk)
+                if self.entry is not None:
+                    self.entry.read(len(chunk))
                 if self.tap is not None:
                     self.tap(chunk)
                 parts.append(chunk)
@@ -265,21 +284,42 @@ class UpstreamResponse:
 
     def _ended(self) -> None:
         self.ended_at = time.monotonic()
+        if self.entry is not None:
+            self.entry.ended("complete")
         self._upstream.release(self._conn)
 
     def _failed(self, exc: BaseException) -> UpstreamError:
         if isinstance(exc, Abandoned):  # not the upstream's failure: the connection is dropped
-            self.close()
+            self.close(f"its client left after {self.received} body bytes")
             return UpstreamError("reset", str(exc))
         self.failure = _failure(exc)
         self.ended_at = time.monotonic()
+        if self.entry is not None:
+            if isinstance(exc, (UpstreamError, asyncio.TimeoutError)):  # the sidecar's bound, not an end
+                self.entry.ended("closed by the sidecar", str(self.failure))
+            else:  # the connection ended (or broke) before the body's end
+                self.entry.ended("cut", self._cut(exc))
         self.close()
         return self.failure
 
-    def close(self) -> None:
+    def _cut(self, exc: BaseException) -> str:
+        """What ended the body short, in terms of its framing."""
+        assert self.entry is not None
+        if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError)):
+            if self.entry.framing == "chunked":
+                return "the connection ended without the chunked body's last chunk (0 CRLF CRLF)"
+            if self.entry.framing == "content-length":
+                return (
+                    f"the connection ended after {self.received} of the {self.content_length} bytes announced"
+                )
+        return str(self.failure)
+
+    def close(self, why: str = "the relay ended before the body (the client left, a fault cut it)") -> None:
         """Close the connection (an unread or half-read body cannot go back to the pool)."""
         if self.ended_at is None:
             self.ended_at = time.monotonic()
+        if self.entry is not None:
+            self.entry.ended("closed by the sidecar", why)
         self._upstream.discard(self._conn)
 
 
@@ -311,6 +351,8 @@ class Upstream:
         self._tls: ssl.SSLContext | None = None
         self._open: set[UpstreamResponse] = set()
         self.closed = False
+        #: How each answer ended, as an HTTP message (any thread may :meth:`~StreamLog.snapshot` it).
+        self.streams = StreamLog()
 
     def url_for(self, path: str) -> str:
         """The upstream URL of ``path`` (a path of the upstream's origin)."""
@@ -420,16 +462,24 @@ class Upstream:
         encoded = "Content-Encoding" in message.headers
         ctype = message.headers.get("Content-Type")
         length = message.headers.get("Content-Length")
+        content_type = ctype.split(";", 1)[0].strip().lower() if ctype else "application/octet-stream"
+        framing: Framing = (
+            "chunked" if message.chunked else "content-length" if length is not None else "close-delimited"
+        )
         resp = UpstreamResponse(
             status=message.code,
             headers=end_to_end(message.headers.items(), _NOT_RELAYED),
-            content_type=ctype.split(";", 1)[0].strip().lower() if ctype else "application/octet-stream",
+            content_type=content_type,
             content_length=None if encoded or length is None else int(length),
             sent_at=sent,
             headers_at=time.monotonic(),
             _payload=payload,
             _conn=conn,
             _upstream=self,
+        )
+        session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
+        resp.entry = self.streams.opened(
+            method, target.target, session, conn.local, message.code, content_type, framing
         )
         self._open.add(resp)
         return resp
@@ -505,7 +555,7 @@ class Upstream:
         refuses. Closing a connection does not wait, so this is bounded."""
         self.closed = True
         for resp in list(self._open):
-            resp.close()
+            resp.close("the sidecar stopped")
         self._open.clear()
         if self._expiry is not None:
             self._expiry.cancel()

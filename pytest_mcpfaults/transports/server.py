@@ -29,6 +29,7 @@ from pytest_mcpfaults.proxy.cassette.matching import Rules
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder
 from pytest_mcpfaults.proxy.cassette.redact import redact_command
 from pytest_mcpfaults.proxy.cassette.replay import Replay
+from pytest_mcpfaults.proxy.lifecycle import UpstreamServer, free_port
 from pytest_mcpfaults.proxy.proxy import Proxy
 from pytest_mcpfaults.proxy.stdio_upstream import StdioUpstream
 from pytest_mcpfaults.proxy.upstream import Upstream
@@ -76,6 +77,19 @@ def _recorder(opts: SidecarOptions, upstream: str) -> Recorder | None:
     return Recorder(opts.record, upstream=upstream, redact=opts.record_redact, merge=merge)
 
 
+def _served_url(opts: SidecarOptions) -> str | None:
+    """``upstream=``, its port 0 (``upstream_serve=`` picks a free one) replaced by a free port."""
+    url = opts.upstream
+    if url is None or opts.upstream_serve is None:
+        return url
+    parts = urlsplit(url)
+    if parts.port != 0:
+        return url
+    host = parts.hostname or "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    return parts._replace(netloc=f"{shown}:{free_port(host)}").geturl()
+
+
 @documents_options
 class Sidecar(SidecarWaits):
     """A fake MCP sidecar on loopback. Use as a context manager, or ``start()`` / ``stop()``.
@@ -90,7 +104,7 @@ class Sidecar(SidecarWaits):
     def __init__(self, **options: Any) -> None:
         """A sidecar with these options (nothing binds until :meth:`start`)."""
         opts = self.options = build_options(options)
-        self.upstream, self.upstream_health = opts.upstream, opts.upstream_health
+        self.upstream, self.upstream_health = _served_url(opts), opts.upstream_health
         self.upstream_command = cast("list[str] | None", opts.upstream_command)  # copied by SidecarOptions
         self.upstream_timeout = opts.upstream_timeout
         self.upstream_headers = dict(opts.upstream_headers or {})
@@ -114,8 +128,15 @@ class Sidecar(SidecarWaits):
     def _build_core(self, opts: SidecarOptions) -> core.SidecarCore:
         """The core these options describe, and its upstream in proxy mode."""
         upstream_client = (
-            Upstream(opts.upstream, timeout=opts.upstream_timeout, headers=self.upstream_headers)
-            if opts.upstream is not None
+            Upstream(self.upstream, timeout=opts.upstream_timeout, headers=self.upstream_headers)
+            if self.upstream is not None
+            else None
+        )
+        self._upstream_server = (
+            UpstreamServer(
+                cast("list[str] | None", opts.upstream_serve), upstream_client.url, upstream_client.streams
+            )
+            if upstream_client is not None
             else None
         )
         service_url = opts.service_url
@@ -163,7 +184,18 @@ class Sidecar(SidecarWaits):
             raise RuntimeError(f"Sidecar.start(): already {self.core.state}; a sidecar starts once")
         if self._stdio is not None and self._stdio.guarded:
             guardian.ensure()  # from the test's thread: the upstream child is watched from its spawn
-        _loop.run(self._listener.start())
+        served = self._upstream_server is not None and self._upstream_server.command is not None
+        if served:
+            assert self._upstream_server is not None
+            if not self._upstream_server.running:  # (the test may have started it already)
+                self._upstream_server.start()  # before the sidecar serves: its first request finds it up
+        try:
+            _loop.run(self._listener.start())
+        except BaseException:
+            if served:
+                assert self._upstream_server is not None
+                self._upstream_server.close()
+            raise
         return self
 
     def stop(self) -> None:
@@ -174,8 +206,14 @@ class Sidecar(SidecarWaits):
         the cassette is written then."""
         if self.core.state in ("new", "stopped"):
             self.core.state = "stopped"
+            if self._upstream_server is not None and self._upstream_server.command is not None:
+                self._upstream_server.close()  # started by the test before the sidecar, or again after
             return
-        _loop.run(self._listener.stop(), timeout=10.0)
+        try:
+            _loop.run(self._listener.stop(), timeout=10.0)
+        finally:
+            if self._upstream_server is not None and self._upstream_server.command is not None:
+                self._upstream_server.close()  # after the listener: no relay is left reading it
         if self.recorder is not None:
             self.recorder.save()
 
@@ -243,6 +281,18 @@ class Sidecar(SidecarWaits):
     def transport(self) -> str:
         """Which MCP transports it serves: ``'streamable_http'``, ``'sse'`` or ``'both'``."""
         return self.options.transport
+
+    @property
+    def upstream_server(self) -> UpstreamServer:
+        """The HTTP upstream's lifecycle and the journal of the streams relayed from it: ``start()``,
+        ``stop(graceful=True, timeout=5.0)`` (``upstream_serve=``), ``streams``,
+        ``assert_streams_complete()`` (docs/proxy.md, "The server's lifecycle")."""
+        if self._upstream_server is None:
+            raise RuntimeError(
+                "Sidecar.upstream_server: this sidecar has no HTTP upstream; pass upstream='http://...' "
+                "(and upstream_serve=[...] for the sidecar to run it)"
+            )
+        return self._upstream_server
 
     @property
     def upstream_pid(self) -> int | None:

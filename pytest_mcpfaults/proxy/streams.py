@@ -1,0 +1,163 @@
+"""How each answer relayed from an HTTP upstream ended, as an HTTP message: the per-stream journal of
+proxy mode (``Sidecar.upstream_server.streams``).
+
+One :class:`StreamEntry` per answer the upstream started (its status line and headers came), written on
+the loop thread as the relay reads the body: its framing (``chunked``, ``content-length`` or
+``close-delimited``) and how it ended:
+
+* ``'complete'``: the body's end as its framing marks it (the chunked terminator, the announced length
+  reached, or, close-delimited, the connection's end, which cannot be told from a cut);
+* ``'cut'``: the upstream ended or reset the connection before that (a chunked body without its last
+  chunk, fewer bytes than announced, a reset);
+* ``'closed by the sidecar'``: the sidecar stopped reading it (its client left, a fault cut it, the
+  sidecar stopped): nothing the upstream did;
+* ``None``: still open.
+
+:meth:`StreamLog.snapshot` hands the test thread frozen :class:`RelayedStream` copies.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["MAX_STREAMS", "Framing", "RelayedStream", "StreamEnd", "StreamEntry", "StreamLog"]
+
+Framing = Literal["chunked", "content-length", "close-delimited"]
+StreamEnd = Literal["complete", "cut", "closed by the sidecar"]
+#: The most answers kept (the oldest are dropped first).
+MAX_STREAMS = 1000
+
+
+@dataclass(frozen=True)
+class RelayedStream:
+    """One answer of the upstream as the sidecar read it. Times are ``time.monotonic()`` seconds."""
+
+    seq: int  # its place among the upstream's answers (1 for the first)
+    method: str
+    path: str
+    session: str | None  # the request's Mcp-Session-Id
+    via: str  # the sidecar's end of the connection ('127.0.0.1:53994': the peer the server's log names)
+    status: int
+    content_type: str
+    framing: Framing
+    opened_at: float  # its status line and headers came
+    ended_at: float | None
+    bytes: int  # body bytes read
+    last_byte_at: float | None
+    end: StreamEnd | None  # None: still open
+    detail: str  # what the reader saw at the end ('' when complete)
+
+    @property
+    def complete(self) -> bool:
+        return self.end == "complete"
+
+    @property
+    def open(self) -> bool:
+        return self.end is None
+
+    def describe(self, now: float | None = None) -> str:
+        """One line: the request, the answer's framing, how it ended (or how long it has been open)."""
+        now = time.monotonic() if now is None else now
+        sid = f"session {self.session}, " if self.session else ""
+        answer = f"{self.status} {self.content_type}, {self.framing}"
+        head = f"{self.method} {self.path} ({sid}from {self.via}): {answer}"
+        if self.end is None:
+            last = (
+                f", its last byte {now - self.last_byte_at:.1f} s ago"
+                if self.last_byte_at is not None
+                else ""
+            )
+            return f"{head}: still open after {now - self.opened_at:.1f} s, {self.bytes} body bytes{last}"
+        how = self.end if not self.detail else f"{self.end}: {self.detail}"
+        took = (self.ended_at or now) - self.opened_at
+        return f"{head}: {how} after {took:.1f} s, {self.bytes} body bytes"
+
+
+class StreamEntry:
+    """One answer being read (loop thread); :meth:`freeze` copies it."""
+
+    __slots__ = (
+        "bytes",
+        "content_type",
+        "detail",
+        "end",
+        "ended_at",
+        "framing",
+        "last_byte_at",
+        "method",
+        "opened_at",
+        "path",
+        "seq",
+        "session",
+        "status",
+        "via",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        seq: int,
+        method: str,
+        path: str,
+        session: str | None,
+        via: str,
+        status: int,
+        content_type: str,
+        framing: Framing,
+    ) -> None:
+        self.seq, self.via = seq, via
+        self.method, self.path, self.session = method, path, session
+        self.status, self.content_type, self.framing = status, content_type, framing
+        self.opened_at = time.monotonic()
+        self.ended_at: float | None = None
+        self.bytes = 0
+        self.last_byte_at: float | None = None
+        self.end: StreamEnd | None = None
+        self.detail = ""
+
+    def read(self, n: int) -> None:
+        self.bytes += n
+        self.last_byte_at = time.monotonic()
+
+    def ended(self, end: StreamEnd, detail: str = "") -> None:
+        """How it ended; the first end named stays."""
+        if self.end is None:
+            self.end, self.detail, self.ended_at = end, detail, time.monotonic()
+
+    def freeze(self) -> RelayedStream:
+        return RelayedStream(
+            self.seq, self.method, self.path, self.session, self.via, self.status, self.content_type,
+            self.framing, self.opened_at, self.ended_at, self.bytes, self.last_byte_at, self.end, self.detail,
+        )  # fmt: skip
+
+
+class StreamLog:
+    """The answers of one upstream, the newest last (at most :data:`MAX_STREAMS`)."""
+
+    def __init__(self) -> None:
+        self._entries: deque[StreamEntry] = deque(maxlen=MAX_STREAMS)
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def opened(
+        self,
+        method: str,
+        path: str,
+        session: str | None,
+        via: str,
+        status: int,
+        content_type: str,
+        framing: Framing,
+    ) -> StreamEntry:
+        with self._lock:
+            self._seq += 1
+            entry = StreamEntry(self._seq, method, path, session, via, status, content_type, framing)
+            self._entries.append(entry)
+        return entry
+
+    def snapshot(self) -> list[RelayedStream]:
+        with self._lock:
+            return [e.freeze() for e in self._entries]
