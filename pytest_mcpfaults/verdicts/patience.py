@@ -72,6 +72,12 @@ def _excerpt(sc: Watched, conn_id: int) -> list[str]:
         lines.append(f"… {len(related) - _EXCERPT} earlier request(s) on this connection")
         related = related[-_EXCERPT:]
     lines.extend(sc.journal.format(related).splitlines())
+    conn = next((c for c in sc.journal.connections if c.id == conn_id), None)
+    if conn is not None and conn.silent_at is not None:  # a blackhole: the connection's own event
+        lines.append(
+            f"conn#{conn_id} went silent at {conn.silent_at:.3f}s (no FIN, no RST): nothing more read "
+            "from it or written to it"
+        )
     return lines
 
 
