@@ -438,7 +438,7 @@ class Blackhole(_Blocking):
             ),
             httpx=(
                 "no status line, no byte: `ReadTimeout`; what it sends on the connection meanwhile is never "
-                "read, its close is seen (`hold=\"client_closed\"`); with `idle`, a fresh or busy "
+                'read, its close is seen (`hold="client_closed"`); with `idle`, a fresh or busy '
                 "connection is answered"
             ),
             mcp2=(
@@ -453,7 +453,9 @@ class Blackhole(_Blocking):
             proved=("test_faults_blackhole.py",),
         ),
     )
-    legacy_sse: ClassVar[str] = "the matched POST (no 202) or GET (no status line) is held, its connection silent"
+    legacy_sse: ClassVar[str] = (
+        "the matched POST (no 202) or GET (no status line) is held, its connection silent"
+    )
     idle: float | None = None
 
     def _validate(self) -> None:
