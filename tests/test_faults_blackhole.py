@@ -6,6 +6,7 @@ that long. Clients: a raw socket (what is dropped), httpx, the mcp 2.x ``Client`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 
@@ -78,6 +79,22 @@ def test_what_the_client_sends_into_it_is_dropped_and_its_close_is_still_seen() 
         (rec,) = sc.requests
         assert rec.hold == "client_closed" and rec.client_closed
         assert sc.patience_violations == ()
+
+
+def test_teardown_ends_an_unbounded_hold_at_once_with_a_reset() -> None:
+    """``patience=None``: nothing bounds the hold but the sidecar's stop, which resets the connection
+    (``hold="teardown"``) in bounded time."""
+    with contextlib.ExitStack() as closing:  # the socket outlives the sidecar's stop
+        with Sidecar(faults=[Blackhole(when="health")], patience=None) as sc:
+            s = closing.enter_context(_connect(sc))
+            s.sendall(GET)
+            sc.wait_held(1)
+            stopping = time.monotonic()
+        assert time.monotonic() - stopping < 2.0
+        assert _read_all(s, 1.0) == b""  # no byte, ever: the reset ends it
+        (rec,) = sc.requests
+        assert (rec.hold, rec.status, rec.client_closed) == ("teardown", None, False)
+        assert sc.journal.connections[0].closed_by == "sidecar"
 
 
 def test_idle_fires_only_on_a_connection_idle_that_long() -> None:
