@@ -1,8 +1,8 @@
 """Patience: the verdict a harness author reads when a client waited out a held request, and the
 positive-case checks behind ``Sidecar.assert_client_gave_up`` / ``assert_client_released``.
 
-A request held by a blocking fault (freeze, hang, stall, endless SSE) may wait at most its patience
-budget; then the sidecar aborts the connection (RST: the client unblocks at once, as if the peer had
+A request held by a blocking fault (freeze, hang, blackhole, stall, endless SSE) may wait at most its
+patience budget; then the sidecar aborts the connection (RST: the client unblocks at once, as if the peer had
 died) and records a :class:`~pytest_mcpfaults.verdicts.violation.PatienceViolation`. This module turns
 violations into text (:func:`patience_verdict`) and report records (:func:`violation_record`).
 """
