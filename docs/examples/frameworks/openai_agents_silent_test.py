@@ -52,8 +52,11 @@ def test_the_affected_release_waits_for_ever_and_gets_the_verdict(mcp_sidecar, m
     assert "on a blackholed `POST /messages` (tools/call echo)" in text
     assert "went silent as it came (no FIN, no RST" in text
     assert v.waited < BUDGET + 2.0
-    with pytest.raises(HarnessProcessError, match="still running after the 3 s wait"):
+    with pytest.raises(HarnessProcessError, match="still running after the 3 s wait") as raised:
         proc.wait(timeout=3)  # the reset did not end the call: it still waits
+    print(f"\n{raised.value}")
+    where = str(raised.value)  # where the harness is blocked: its threads' stacks (faulthandler)
+    assert "in run_until_complete" in where and "openai_agents_silent_harness.py" in where, where
     assert f"openai-agents {AFFECTED}" in proc.stdout
     assert "call failed" not in proc.stdout and "result:" not in proc.stdout
 
