@@ -409,8 +409,8 @@ class Blackhole(_Blocking):
     the connection or written to it (the bytes the client sends are dropped; its close is still seen).
     ``idle``: only a request that comes on a connection idle at least that many seconds (since it
     opened or its previous request ended): a pooled connection reused after a quiet spell, while a
-    fresh or busy one is answered (``None``: any request). Toxiproxy's ``timeout`` toxic with no
-    timeout. Held until release (the path comes back: the request is answered), the client's close,
+    fresh one, or one reused sooner, is answered (``None``: any request). Toxiproxy's ``timeout`` toxic
+    with no timeout. Held until release (the path comes back: the request is answered), the client's close,
     teardown or patience (reset)."""
 
     phase: ClassVar[Phase] = "connection"
@@ -438,8 +438,8 @@ class Blackhole(_Blocking):
             ),
             httpx=(
                 "no status line, no byte: `ReadTimeout`; what it sends on the connection meanwhile is never "
-                'read, its close is seen (`hold="client_closed"`); with `idle`, a fresh or busy '
-                "connection is answered"
+                'read, its close is seen (`hold="client_closed"`); with `idle`, a fresh connection, or '
+                "one reused sooner, is answered"
             ),
             mcp2=(
                 "`MCPError … timed out` with `read_timeout_seconds`, the POST is closed and the next call "
