@@ -22,6 +22,7 @@ AREAS: dict[str, tuple[str, ...]] = {
         "test_records",
         "test_fault_registry",
         "test_faults_answers",
+        "test_faults_blackhole",
         "test_faults_bodies",
         "test_faults_health",
         "test_faults_notifications",

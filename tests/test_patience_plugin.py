@@ -71,7 +71,7 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
     path = pytester.path / "test_hangs.py"
     path.write_text(HANGS.read_text())
     result = _run(pytester, "--runxfail", str(path))
-    result.assert_outcomes(passed=4, failed=3)
+    result.assert_outcomes(passed=5, failed=4)
     result.stdout.fnmatch_lines(
         [
             "*_ test_patient_client_waits_out_a_frozen_delete _*",
@@ -124,15 +124,36 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
         "The test was interrupted",
         test="test_harness_waiting_on_itself",
     )
+    # a blackhole: the connection went silent under the reused pooled connection's call
+    (silent,) = records["test_pooled_connection_gone_silent"]
+    assert (silent["request"], silent["fault"], silent["budget"]) == (
+        "POST tools/call echo",
+        "blackhole(idle=0.2)@tools/call",
+        1.0,
+    )
+    assert records["test_bounded_client_calls_again_on_a_fresh_connection"] == []
+    _assert_docs_quote_is_the_real_output(
+        result,
+        "PatienceError: 1 held",
+        "Bound the client",
+        test="test_pooled_connection_gone_silent",
+        section="## A connection that goes silent",
+    )
 
 
 def _assert_docs_quote_is_the_real_output(
-    result: pytest.RunResult, first: str, last: str, page_name: str = "hangs.md", test: str = ""
+    result: pytest.RunResult,
+    first: str,
+    last: str,
+    page_name: str = "hangs.md",
+    test: str = "",
+    section: str = "",
 ) -> None:
     """docs/hangs.md (or ``page_name``) quotes the verdicts of the docs examples (from ``first`` to the
     line starting ``last``); each must match what runs, but for what no quote can pin (ports, times,
     connection numbers, the client's release: tests/docs_quotes.py); with ``test``, the verdict of that
-    test, quoted in the page's block whose first line is that verdict's."""
+    test, quoted in the page's block whose first line is that verdict's (``section``: the first such
+    block after that heading)."""
     out = result.stdout.lines
     header = next(
         (i for i, line in enumerate(out) if test and f" {test} " in line and line.startswith("_")), 0
@@ -140,6 +161,7 @@ def _assert_docs_quote_is_the_real_output(
     start = next(i for i in range(header, len(out)) if out[i].startswith(first))
     end = next(i for i in range(start, len(out)) if out[i].startswith(last))
     page = (ROOT / "docs" / page_name).read_text()
+    page = page[page.index(section) :] if section else page
     quoted = quoted_block(page, first, last)
     while quoted is not None and masked(quoted.splitlines()[0]) != masked(out[start]):  # the next one
         page = page[page.index(quoted) + len(quoted) :]

@@ -2,7 +2,8 @@
 
 ``test_patient_client_waits_out_a_frozen_delete`` fails with the patience verdict on purpose, and
 ``test_wedged_client_after_die`` with the no-progress verdict, ``test_harness_waiting_on_itself``
-with the idle-hang verdict; they are
+with the idle-hang verdict, ``test_pooled_connection_gone_silent`` with the patience verdict of a
+silent connection; they are
 marked ``xfail(raises=PatienceError, strict=True)`` so this file passes as a whole, and
 ``tests/test_patience_plugin.py`` runs it with ``--runxfail`` to capture the verdict that
 ``docs/hangs.md`` quotes.
@@ -10,6 +11,7 @@ marked ``xfail(raises=PatienceError, strict=True)`` so this file passes as a who
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import httpx
@@ -18,8 +20,10 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import Stall
+from pytest_mcpfaults.faults import Blackhole
 from pytest_mcpfaults.verdicts.patience import PatienceError
 
 
@@ -135,3 +139,35 @@ def test_a_ttl_expires_between_two_calls(mcp_sidecar):
 
 
 # --8<-- [end:allow-idle]
+
+
+@pytest.mark.xfail(raises=PatienceError, strict=True, reason="shows the silent-connection verdict")
+# --8<-- [start:silent]
+@pytest.mark.mcp_sidecar(patience=1.0, faults=[Blackhole(idle=0.2, when="tools/call")])
+async def test_pooled_connection_gone_silent(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url) as client:
+        await client.call_tool("echo", {"text": "hi"})
+        await asyncio.sleep(0.3)  # the pooled connection idles; a NAT in between forgets it
+        await client.call_tool("echo", {"text": "again"})  # on that connection: no answer, ever
+
+
+# --8<-- [end:silent]
+
+
+# --8<-- [start:silent-bounded]
+@pytest.mark.mcp_sidecar(patience=1.0, faults=[Blackhole(idle=0.2, when="tools/call")])
+async def test_bounded_client_calls_again_on_a_fresh_connection(mcp_sidecar):
+    async with Client(mcp_sidecar.mcp_url, read_timeout_seconds=0.3) as client:
+        await client.call_tool("echo", {"text": "hi"})
+        await asyncio.sleep(0.3)
+        with pytest.raises(MCPError, match="timed out"):
+            await client.call_tool("echo", {"text": "again"})
+        retried = await client.call_tool("echo", {"text": "retried"})  # the SDK opens a new connection
+    assert retried.content[0].text == "retried"
+    mcp_sidecar.assert_client_gave_up(within=0.9, target="tools/call")
+    (silent,) = [c for c in mcp_sidecar.journal.connections if c.silent_at is not None]
+    (held,) = mcp_sidecar.held_requests("tools/call")
+    assert held.conn_id == silent.id and held.idle_before >= 0.2
+
+
+# --8<-- [end:silent-bounded]

@@ -2,8 +2,8 @@
 answer, as data. Pure: no I/O.
 
 :func:`effect_of` (dispatched on the fault's class, so a subclass acts as its base) says it once: the
-process dies (:class:`Dying`), the request is held, the whole process frozen with it or not
-(:class:`Holding`), or the answer comes late (:class:`Pausing`). The core
+process dies (:class:`Dying`), the request is held, the whole process frozen with it, its
+connection silenced, or neither (:class:`Holding`), or the answer comes late (:class:`Pausing`). The core
 (:meth:`~pytest_mcpfaults.core.core.SidecarCore.decide`) and the stdio server run the effect with
 their own transport.
 """
@@ -29,10 +29,12 @@ class Dying:
 @dataclass(frozen=True)
 class Holding:
     """The request is held until release, teardown or patience; ``freezes``: every later one too;
-    ``after``: once its answer is made, before it is sent (``answer_after_cancel``)."""
+    ``after``: once its answer is made, before it is sent (``answer_after_cancel``); ``silent``: its
+    connection goes silent meanwhile, nothing more read from it or written to it (``blackhole``)."""
 
     freezes: bool = False
     after: bool = False
+    silent: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ def _freeze(fault: F.Freeze, fired: int = 0) -> Effect | None:
 @effect_of.register
 def _hang(fault: F.Hang, fired: int = 0) -> Effect | None:
     return Holding()
+
+
+@effect_of.register
+def _blackhole(fault: F.Blackhole, fired: int = 0) -> Effect | None:
+    return Holding(silent=True)
 
 
 @effect_of.register

@@ -70,7 +70,9 @@ class Incoming:
     """One request as a transport received it. ``headers`` answers case-insensitive ``get()``;
     ``header_pairs`` is every (name, value) pair received, repeats included (the security checks
     need the repeats). A stdio message is a ``POST`` to the MCP path. ``query``: the URL's query
-    string, without the ``?`` (an HTTP+SSE message POST names its session there)."""
+    string, without the ``?`` (an HTTP+SSE message POST names its session there). ``idle``: seconds
+    its connection had been idle when it came (since it opened or its previous request ended;
+    ``None``: a transport without connections of its own)."""
 
     method: str
     path: str
@@ -78,6 +80,7 @@ class Incoming:
     header_pairs: Iterable[tuple[str, str]]
     body: bytes
     query: str = ""
+    idle: float | None = None
 
 
 class Transport(Link, Protocol):
@@ -340,6 +343,8 @@ class SidecarCore:
         """The request classified, with what it carried for ``auth=`` (counted as a call of its token),
         and journaled."""
         info = self.classify(incoming)
+        if incoming.idle is not None:  # what `blackhole(idle=)` matches on
+            info = dataclasses.replace(info, idle=incoming.idle)
         if self.auth is not None and info.kind == "mcp":
             info = dataclasses.replace(info, auth=self.auth.observe(incoming.headers))
             if info.mcp is not None and info.auth is not None:  # a session is bound to its principal

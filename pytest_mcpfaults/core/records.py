@@ -147,6 +147,9 @@ class RequestRecord:
     ``rpc_id`` is the JSON-RPC id of an MCP request (``None`` for a notification or a non-MCP request).
     ``last_event_id`` is the request's ``Last-Event-ID`` header (a client resuming a stream:
     :class:`StreamRecord`).
+    ``idle_before``: seconds its connection had been idle when it came (since the connection opened or
+    its previous request ended: a pooled keep-alive connection reused after a quiet spell shows it;
+    ``None`` for a transport without connections of its own).
 
     ``ran_on``: the call was stopped (cancelled, past ``tool_timeout``, at teardown) while its sync
     tool handler ran on a worker thread, which the sidecar cannot stop: the handler ran on, and what
@@ -185,6 +188,7 @@ class RequestRecord:
     user_agent: str | None = None
     protocol_version: str | None = None
     last_event_id: str | None = None
+    idle_before: float | None = None
     ran_on: bool = False
     ran_until: float | None = None
     held: Held | None = None
@@ -284,7 +288,9 @@ class ServerMessageRecord:
 class ConnectionRecord:
     """One TCP connection. ``closed_by`` is ``'client'`` or ``'sidecar'``, ``None`` while open;
     ``timed_out``: the sidecar closed it because no complete request came within ``idle_timeout``
-    (an idle keep-alive connection, or one sending its headers too slowly)."""
+    (an idle keep-alive connection, or one sending its headers too slowly); ``silent_at``: when a
+    ``blackhole`` made it silent (no FIN, no RST: nothing more read from it or written to it until
+    the hold ended; ``None``: never)."""
 
     id: int
     peer: str
@@ -293,6 +299,7 @@ class ConnectionRecord:
     closed_by: ClosedBy | None = None
     requests: int = 0
     timed_out: bool = False
+    silent_at: float | None = None
 
     @property
     def open(self) -> bool:

@@ -56,6 +56,8 @@ class RequestInfo:
     bad_body: Reply | None = None  # the error reply for a POST body that is not one JSON-RPC message
     #: With ``auth=``: the bearer token an MCP request carried (what the auth kinds answer).
     auth: AuthInfo | None = None
+    #: Seconds the request's connection had been idle when it came (``Incoming.idle``).
+    idle: float | None = None
 
     def matches(self, target: str | Target) -> bool:
         """Whether a trigger target (see :class:`~pytest_mcpfaults.faults.Trigger`) names this request."""
@@ -182,6 +184,12 @@ def _applies_without_scope(fault: F.InsufficientScope, info: RequestInfo) -> boo
     """A request whose token was not granted every scope of ``fault.scope``."""
     held = info.auth.scopes if info.auth is not None else frozenset()
     return info.kind == "mcp" and not set(fault.scope.split()) <= held
+
+
+@applies.register
+def _applies_after_idle(fault: F.Blackhole, info: RequestInfo) -> bool:
+    """With ``idle``: a request on a connection idle at least that long (a pooled connection reused)."""
+    return fault.idle is None or (info.idle is not None and info.idle >= fault.idle)
 
 
 @singledispatch

@@ -26,6 +26,7 @@ __all__ = [
     "Absent",
     "AnswerAfterCancel",
     "BackendGone",
+    "Blackhole",
     "CloseStream",
     "Delay",
     "Die",
@@ -185,7 +186,8 @@ class Fault:
     #: out (``a held {request}`` when nothing, ``the response to {request}`` otherwise).
     held_wording: ClassVar[str | None] = None
     #: The verdict's headline for a request this kind held, from ``{what}`` (the request, worded as
-    #: above) and ``{bytes_sent}``; ``None``: from what the client had received.
+    #: above), ``{bytes_sent}`` and ``{idle}`` (how long its connection had been idle when it came,
+    #: e.g. ``2.0 s``); ``None``: from what the client had received.
     held_headline: ClassVar[str | None] = None
     #: The kind acts on the bearer tokens of a sidecar that is an OAuth-protected resource (its
     #: ``auth=`` option, docs/auth.md): a sidecar without ``auth`` refuses it, naming the option.
@@ -398,6 +400,67 @@ class Hang(_Blocking):
         ),
     )
     legacy_sse: ClassVar[str] = "the matched POST (no 202) or GET (no status line) is held"
+
+
+@dataclass(frozen=True)
+class Blackhole(_Blocking):
+    """The connection goes silent under the request (an idle keep-alive connection a NAT or load
+    balancer dropped: no FIN, no RST): the request is never answered, and nothing more is read from
+    the connection or written to it (the bytes the client sends are dropped; its close is still seen).
+    ``idle``: only a request that comes on a connection idle at least that many seconds (since it
+    opened or its previous request ended): a pooled connection reused after a quiet spell, while a
+    fresh one, or one reused sooner, is answered (``None``: any request). Toxiproxy's ``timeout`` toxic
+    with no timeout. Held until release (the path comes back: the request is answered), the client's close,
+    teardown or patience (reset)."""
+
+    phase: ClassVar[Phase] = "connection"
+    kind: ClassVar[str] = "blackhole"
+    shrink_rank: ClassVar[int] = 145
+    drawn_by_default: ClassVar[bool] = False
+    draws: ClassVar[Mapping[str, Draw]] = {"idle": (None, 0.0)}
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = (
+        "at the cleanup call a client cannot tell it from `hang`; its own case is a pooled connection "
+        "reused after `idle` seconds (see docs/hangs.md)"
+    )
+    held_wording: ClassVar[str | None] = "a blackholed {request}"
+    held_headline: ClassVar[str | None] = (
+        "{what}, never answered: its connection, idle {idle} before it, went silent as it came (no FIN, "
+        "no RST: nothing more was read from it or written to it, as when a NAT or load balancer drops an "
+        "idle connection), and the client never closed it"
+    )
+    needs_sockets: ClassVar[str | None] = "it silences a live TCP connection (no FIN, no RST)"
+    seen: ClassVar[tuple[Seen, ...]] = (
+        Seen(
+            examples=(
+                '`Blackhole(idle=30, when="tools/call")` (a pooled connection reused after 30 s idle), '
+                '`Blackhole(when="health")`'
+            ),
+            httpx=(
+                "no status line, no byte: `ReadTimeout`; what it sends on the connection meanwhile is never "
+                'read, its close is seen (`hold="client_closed"`); with `idle`, a fresh connection, or '
+                "one reused sooner, is answered"
+            ),
+            mcp2=(
+                "`MCPError … timed out` with `read_timeout_seconds`, the POST is closed and the next call "
+                "(a new connection) is answered; without: held until patience resets it, then exit raises "
+                "`ExceptionGroup[httpx2.ReadError]`"
+            ),
+            mcp1=(
+                "no read timeout: held until patience resets it, then as for `Die`; with "
+                '`read_timeout_seconds`: `McpError("Timed out …")`, a clean exit'
+            ),
+            proved=("test_faults_blackhole.py",),
+        ),
+    )
+    legacy_sse: ClassVar[str] = (
+        "the matched POST (no 202) or GET (no status line) is held, its connection silent"
+    )
+    idle: float | None = None
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_seconds("Blackhole", "idle", self.idle, optional=True)
 
 
 @dataclass(frozen=True)

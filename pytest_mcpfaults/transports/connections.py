@@ -24,7 +24,11 @@ class Conn:
     current: int | None = None
     busy: int = 0  # requests being handled (mounted ones too)
     idle_timer: asyncio.TimerHandle | None = None
-    idle_since: float = 0.0  # loop time the connection last became idle
+    idle_since: float = 0.0  # loop time the connection last became idle (opened, or a request ended)
+
+    def idle(self) -> float:
+        """Seconds the connection has been idle (0 while a request is being handled)."""
+        return 0.0 if self.busy else max(0.0, asyncio.get_running_loop().time() - self.idle_since)
 
 
 class Connections:
@@ -55,16 +59,17 @@ class Connections:
             conn.lost.set_result(None)
 
     def arm_idle(self, conn: Conn) -> None:
-        """(Re)start the connection's idle bound: a complete request must come within idle_timeout.
+        """The connection is idle from now: (re)start its idle bound, a complete request must come
+        within idle_timeout.
 
         Lazy, as aiohttp's keep-alive timer is: each request only moves ``idle_since``; the one timer
         re-arms itself for the new deadline when it fires early, and does nothing while a request is
         being handled (its end calls this again)."""
-        if self.idle_timeout is None or conn.busy:
+        if conn.busy:
             return
         loop = asyncio.get_running_loop()
-        conn.idle_since = loop.time()
-        if conn.idle_timer is None:
+        conn.idle_since = loop.time()  # read by blackhole(idle=) too, with or without idle_timeout
+        if self.idle_timeout is not None and conn.idle_timer is None:
             conn.idle_timer = loop.call_at(conn.idle_since + self.idle_timeout, self.idle_expired, conn)
 
     def idle_expired(self, conn: Conn) -> None:

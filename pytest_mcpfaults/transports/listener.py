@@ -15,14 +15,16 @@ import ipaddress
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web, web_protocol
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Cut, halve_event, shape_of
+from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core import core
 from pytest_mcpfaults.core.holds import Holds
+from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import Held, HoldOutcome
 from pytest_mcpfaults.core.resumption import Resumed, primes
 from pytest_mcpfaults.core.timeouts import within
@@ -218,10 +220,13 @@ class _Exchange:
         cancelled = listener.core.cancels.held_until_cancelled(rid, fault)  # answer_after_cancel
         if cancelled is not None:
             ends = {cancelled: "cancelled", **ends}
+        silenced = _silence(conn, listener.journal) if effect_of(fault) == Holding(silent=True) else None
         try:
             outcome, rec, _ = await listener.holds.hold(rid, budget, ends)
         finally:
             listener.core.cancels.landed(rid)
+            if silenced is not None and not conn.transport.is_closing():
+                conn.transport.set_protocol(silenced)  # the path is back (a release: the request answered)
         if outcome == "patience":
             assert budget is not None
             expected = bool(listener.options.expect_hang or getattr(fault, "expect_hang", False))
@@ -290,6 +295,38 @@ class _Exchange:
                 self.request.transport.close()
         else:
             reset_transport(self.request.transport)
+
+
+class _Silent(asyncio.Protocol):
+    """A connection's protocol while a ``blackhole`` holds it: what the client sends is dropped (never
+    parsed, never answered), while its close (EOF, loss) still reaches the connection's own protocol,
+    so the hold ends with ``client_closed`` and the connection's record with its close."""
+
+    def __init__(self, own: asyncio.BaseProtocol) -> None:
+        self.own = own
+
+    def data_received(self, data: bytes) -> None:
+        pass  # into the void
+
+    def eof_received(self) -> bool | None:
+        return cast(asyncio.Protocol, self.own).eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.own.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.own.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.own.resume_writing()
+
+
+def _silence(conn: Conn, journal: Journal) -> asyncio.BaseProtocol:
+    """Make ``conn`` silent (journaled: ``silent_at``); returns its own protocol, to put back."""
+    own = conn.transport.get_protocol()
+    conn.transport.set_protocol(_Silent(own))
+    journal.update_connection(conn.id, silent_at=journal.now())
+    return own
 
 
 class SocketListener:
@@ -456,6 +493,7 @@ class SocketListener:
         task = asyncio.current_task()
         if task is not None:
             self.tasks.add(task)
+        idle = conn.idle() if conn is not None else 0.0  # before it is busy: since its last request
         if conn is not None:
             conn.busy += 1  # the idle timer, if it fires now, waits for the end of the request
         try:
@@ -465,7 +503,7 @@ class SocketListener:
                 return await self.mounted[1](request)
             if conn is None:  # connection already gone
                 return web.Response(status=500)
-            return await self.handle_recorded(request, conn)
+            return await self.handle_recorded(request, conn, idle)
         finally:
             if task is not None:
                 self.tasks.discard(task)
@@ -474,7 +512,7 @@ class SocketListener:
                 if not conn.lost.done():
                     self.conns.arm_idle(conn)
 
-    async def handle_recorded(self, request: web.BaseRequest, conn: Conn) -> web.StreamResponse:
+    async def handle_recorded(self, request: web.BaseRequest, conn: Conn, idle: float) -> web.StreamResponse:
         rid = self.journal.add_request(
             conn_id=conn.id,
             method=request.method,
@@ -482,11 +520,12 @@ class SocketListener:
             user_agent=request.headers.get("User-Agent"),
             protocol_version=request.headers.get("MCP-Protocol-Version"),
             last_event_id=request.headers.get("Last-Event-ID"),
+            idle_before=idle,
         )
         conn.current = rid
         out = Delivery()
         try:
-            return await self.respond(request, conn, rid, out)
+            return await self.respond(request, conn, rid, out, idle)
         except (Dropped, ConnectionError):  # also: a write found the transport closing or gone (drain)
             if not conn.lost.done():  # reset/truncate/die cut it: the sidecar closed it, not the client
                 conn.closed_by_us = True
@@ -505,7 +544,7 @@ class SocketListener:
                 conn.current = None
 
     async def respond(
-        self, request: web.BaseRequest, conn: Conn, rid: int, out: Delivery
+        self, request: web.BaseRequest, conn: Conn, rid: int, out: Delivery, idle: float = 0.0
     ) -> web.StreamResponse:
         """Read the body (bounded in size and time), let the core decide, write its answer."""
         try:
@@ -534,7 +573,7 @@ class SocketListener:
         else:
             incoming = core.Incoming(
                 request.method, request.path, request.headers, request.headers.items(), body,
-                request.query_string,
+                request.query_string, idle,
             )  # fmt: skip
             answer = await self.core.decide(rid, incoming, exchange)
         if answer is None:

@@ -1,8 +1,8 @@
 """Patience: the verdict a harness author reads when a client waited out a held request, and the
 positive-case checks behind ``Sidecar.assert_client_gave_up`` / ``assert_client_released``.
 
-A request held by a blocking fault (freeze, hang, stall, endless SSE) may wait at most its patience
-budget; then the sidecar aborts the connection (RST: the client unblocks at once, as if the peer had
+A request held by a blocking fault (freeze, hang, blackhole, stall, endless SSE) may wait at most its
+patience budget; then the sidecar aborts the connection (RST: the client unblocks at once, as if the peer had
 died) and records a :class:`~pytest_mcpfaults.verdicts.violation.PatienceViolation`. This module turns
 violations into text (:func:`patience_verdict`) and report records (:func:`violation_record`).
 """
@@ -72,6 +72,12 @@ def _excerpt(sc: Watched, conn_id: int) -> list[str]:
         lines.append(f"… {len(related) - _EXCERPT} earlier request(s) on this connection")
         related = related[-_EXCERPT:]
     lines.extend(sc.journal.format(related).splitlines())
+    conn = next((c for c in sc.journal.connections if c.id == conn_id), None)
+    if conn is not None and conn.silent_at is not None:  # a blackhole: the connection's own event
+        lines.append(
+            f"conn#{conn_id} went silent at {conn.silent_at:.3f}s (no FIN, no RST): nothing more read "
+            "from it or written to it"
+        )
     return lines
 
 

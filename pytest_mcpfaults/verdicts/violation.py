@@ -117,7 +117,8 @@ class PatienceViolation:
             )
         cls = fault_kinds().get(v.kind)
         if cls is not None and cls.held_headline is not None:
-            head = cls.held_headline.format(what=v.what(), bytes_sent=r.bytes_sent)
+            idle = f"{r.idle_before:.2f} s" if r.idle_before is not None else "for a time unknown"
+            head = cls.held_headline.format(what=v.what(), bytes_sent=r.bytes_sent, idle=idle)
         elif answered == "none":
             head = f"{v.what()}, never answered (no status line was sent), and never closed the connection"
         else:
