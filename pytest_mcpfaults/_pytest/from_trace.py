@@ -289,10 +289,10 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
             first = _infer(item, fresh, names, detail)
             if first:
                 runs.append(trace_run(source.trace.trace_id_hex, first))
-            elif fresh.problem:
-                problems.append(
-                    "\n".join([fresh.problem, *fresh.lines()]) if fresh.inferred else fresh.problem
-                )
+            elif fresh.inferred is not None:  # inferred, but nothing maps: what was inferred, too
+                problems.append("\n".join([fresh.problem, *fresh.lines()]))
+            else:
+                problems.append(fresh.problem)
         if problems:
             item.stash[_PROBLEM] = "\n".join(problems)
         return runs
