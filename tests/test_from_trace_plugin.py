@@ -245,24 +245,26 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
         (
             [f"--mcpfaults-from-trace={f}" for f in ("trace.json", "other.json")]
             + ["--mcpfaults-from-trace-id=00ff"],
-            "--mcpfaults-from-trace=trace.json --mcpfaults-from-trace=other.json "
             "--mcpfaults-from-trace-id=00ff: "
             f"no trace with trace_id=00ff in any file: trace.json has {PROBE}, {TRACE.trace_id_hex}; "
             f"other.json has {OTHER}",
         ),
         (
             ["--mcpfaults-from-trace=trace.json", "--mcpfaults-from-trace=copy.json"],
-            f"trace {TRACE.trace_id_hex} is in trace.json and in copy.json; each trace is replayed once",
+            "--mcpfaults-from-trace=trace.json --mcpfaults-from-trace=copy.json: "
+            f"trace {TRACE.trace_id_hex} is in both; each trace is replayed once",
         ),
         (
             [f"--mcpfaults-from-trace={f}" for f in ("trace.json", "other.json")]
             + ["--mcpfaults-from-trace-id=zz"],
-            "trace_id='zz': a trace id is 32 hex digits; trace.json has: ",
+            "--mcpfaults-from-trace=trace.json --mcpfaults-from-trace-id=zz: trace_id='zz': a trace id is "
+            "32 hex digits; trace.json has: ",
         ),
         # a file of several session traces, none named: which one is ambiguous
         (
             ["--mcpfaults-from-trace=both.jsonl"],
-            "both.jsonl: 3 traces in the file, 2 with a session span; name one with trace_id=: "
+            "--mcpfaults-from-trace=both.jsonl: both.jsonl: 3 traces in the file, 2 with a session span; "
+            "name one with trace_id=: "
             f"{OTHER}, {TRACE.trace_id_hex}",
         ),
     ],

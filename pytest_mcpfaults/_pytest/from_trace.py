@@ -152,31 +152,39 @@ def _listed(read: Read) -> str:
 
 def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str]) -> list[_Source]:
     """The option's traces: each file's traces an id names, else its only one (or its only one with a
-    session span); a ``UsageError`` naming the options and what is wrong."""
+    session span); a ``UsageError`` naming the option (or options) at fault and what is wrong."""
     from pytest_mcpfaults.from_trace.errors import TraceError
 
-    flags = " ".join([*(f"{OPTION}={p}" for p in paths), *(f"{ID_OPTION}={t}" for t in trace_ids)])
     names = _names(config)
-    try:
-        reads = {p: _decode(config.invocation_params.dir / p, p) for p in dict.fromkeys(paths)}
-        wanted: dict[str, list[str | None]] = {p: [] for p in reads}
-        for t in dict.fromkeys(trace_ids):
-            holders = [p for p, read in reads.items() if _holds(read, t) is not False]
-            if not holders and len(reads) > 1:
-                has = "; ".join(f"{p} has {_listed(r)}" for p, r in reads.items())
-                raise TraceError(f"no trace with trace_id={t} in any file: {has}")
-            for p in holders or list(reads)[:1]:  # one file: its own error lists its traces
-                wanted[p].append(t)
-        sources = [_pick(reads[p], p, t, names) for p, ts in wanted.items() for t in ts or [None]]
-    except TraceError as exc:
-        raise pytest.UsageError(f"{flags}: {exc}") from None
+    reads: dict[str, Read] = {}
+    for path in dict.fromkeys(paths):
+        try:
+            reads[path] = _decode(config.invocation_params.dir / path, path)
+        except TraceError as exc:
+            raise pytest.UsageError(f"{OPTION}={path}: {exc}") from None
+    wanted: dict[str, list[str | None]] = {path: [] for path in reads}
+    for t in dict.fromkeys(trace_ids):
+        holders = [path for path, read in reads.items() if _holds(read, t) is not False]
+        if not holders and len(reads) > 1:
+            has = "; ".join(f"{path} has {_listed(read)}" for path, read in reads.items())
+            raise pytest.UsageError(f"{ID_OPTION}={t}: no trace with trace_id={t} in any file: {has}")
+        for path in holders or list(reads)[:1]:  # one file: its own error lists its traces
+            wanted[path].append(t)
+    sources: list[_Source] = []
+    for path, ids in wanted.items():
+        for one in ids or [None]:
+            try:
+                sources.append(_pick(reads[path], path, one, names))
+            except TraceError as exc:
+                flag = f"{OPTION}={path}" + (f" {ID_OPTION}={one}" if one is not None else "")
+                raise pytest.UsageError(f"{flag}: {exc}") from None
     seen: dict[int, str] = {}
     for source in sources:
         other = seen.setdefault(source.trace.trace_id, source.source)
         if other != source.source:
             raise pytest.UsageError(
-                f"{flags}: trace {source.trace.trace_id_hex} is in {other} and in {source.source}; each "
-                "trace is replayed once, as the item test_x[from-trace:<trace id>]: give it once"
+                f"{OPTION}={other} {OPTION}={source.source}: trace {source.trace.trace_id_hex} is in both; "
+                "each trace is replayed once, as the item test_x[from-trace:<trace id>]: give it once"
             )
     return sources
 
