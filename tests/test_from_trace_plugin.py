@@ -1,10 +1,20 @@
-"""``--mcpfaults-from-trace`` and ``@pytest.mark.mcp_from_trace`` through pytest: a trace the OTel SDK
-exported from the example's unhardened runner under a real fault (``docs/examples/from_trace/
-unhardened.json``, written by ``tests/trace_export.py``) replays against the clean example test with no
-fault written by hand, one child pytest per runner; and bad input refused at once, in process."""
+"""``--mcpfaults-from-trace`` and ``@pytest.mark.mcp_from_trace`` through pytest, end to end on the
+bundled example harness: traces the OTel SDK exports (``tests/trace_export.py``) from the unhardened
+runner under each catalogue fault that flips its cleanup replay against the clean example test
+(``test_example_faults.py::test_clean_run``), with no fault written by hand, in one child pytest per
+runner: each trace's replay fails on the unhardened runner with exactly the invariants the trace broke
+and is behaviour under fault on the hardened one, whose run passes with no violation. Bad input is
+refused at once, in process.
+
+The traces are made here, at test time, by the real SDK on the real runner under the real fault (what
+a committed copy would be checked against anyway, for the same cost), but for the page's example
+(``docs/examples/from_trace/unhardened.json``, ``backend_gone``), whose quoted output names its trace id:
+that one is committed, replayed as the ``backend_gone`` trace, and compared here with a fresh export's
+shape (the same spans, the same ones ERROR)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,9 +24,13 @@ from pathlib import Path
 
 import pytest
 from docs_quotes import assert_quoted_lines_occur, quoted_block
+from trace_export import otlp_json, unhardened_exports
+from trace_shapes import TRACE as OTHER
+from trace_shapes import incident_bytes
 
 from pytest_mcpfaults.from_trace.read import decode_trace
-from pytest_mcpfaults.from_trace.trace import pick_trace
+from pytest_mcpfaults.from_trace.shape import shape_differences
+from pytest_mcpfaults.from_trace.trace import Trace, pick_trace
 from pytest_mcpfaults.invariants import check_all
 from pytest_mcpfaults.spans.queries import DEFAULT_SESSION
 
@@ -25,7 +39,26 @@ TRACE_FILE = ROOT / "docs/examples/from_trace/unhardened.json"
 PAGE = ROOT / "docs/from-trace.md"
 TRACE = pick_trace(decode_trace(TRACE_FILE.read_bytes(), "t").spans, "t", DEFAULT_SESSION)
 PROBE = "6781e74a4c4a8121f4657f0b5cded3bb"  # the file's other trace: the runner's readiness probe
-ITEM = f"test_clean_run[from-trace:{TRACE.trace_id_hex}]"
+GONE = "backend_gone@tool:delete_session[times=1]"
+DIE = "die@tool:delete_session[times=1]"
+EXPIRED = "session_expired@tool:delete_session[times=1]"
+#: Each catalogue fault that flips the unhardened runner's cleanup, at its delete: the kind of the first
+#: fault the plan inferred from its trace starts with.
+KINDS = {
+    GONE: "error_payload",
+    "error_payload(reason='backend timed out')@tool:delete_session[times=1]": "error_payload",
+    "jsonrpc_error(code=-32001,message='backend busy')@tool:delete_session[times=1]": "jsonrpc_error",
+    "tool_error(text='delete failed')@tool:delete_session[times=1]": "error_payload",
+    DIE: "reset",
+    "reset@tool:delete_session[times=1]": "reset",
+    EXPIRED: "session_expired",
+    "status(code=500)@tool:delete_session[times=1]": "status",
+    "hang@tool:delete_session[times=1]": "hang",
+    "stall@tool:delete_session[times=1]": "hang",
+}
+#: The example runner's longest own bound is its call timeout (15 s): a held request is held for the
+#: patience budget, so the budget must outlast the runner's own waits (as tests/test_explore_example.py).
+OPTIONS = "patience=20"
 
 
 #: The marker's form, on a test of the unhardened copy (its path relative to the test's file).
@@ -41,13 +74,14 @@ async def test_incident(mcp_sidecar, mcp_spans, make_runner):
 """
 
 
-def _start(where: Path, variant: str) -> subprocess.Popen[str]:
+def _start(where: Path, variant: str, args: list[str]) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:randomly"]
     cmd += ["test_example_faults.py::test_clean_run", f"--runner-variant={variant}", "-rA"]
     if variant == "unhardened":
         (where / "test_incident.py").write_text(MARKED, encoding="utf-8")
         cmd.append("test_incident.py")
-    cmd += ["--mcpfaults-from-trace=unhardened.json", "-p", "pytest_asyncio.plugin"]
+    cmd += args
+    cmd += ["-o", f"mcpfaults_explore={OPTIONS}", "-p", "pytest_asyncio.plugin"]
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
     env |= {"COLUMNS": "200", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     return subprocess.Popen(
@@ -55,9 +89,20 @@ def _start(where: Path, variant: str) -> subprocess.Popen[str]:
     )
 
 
+def _trace(data: bytes) -> Trace:
+    return pick_trace(decode_trace(data, "t").spans, "t", DEFAULT_SESSION)
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
-    """Each runner's child pytest: its exit status and output."""
+def exports() -> dict[str, bytes]:
+    """Each fault's trace as the SDK's OTLP exporter encodes it, from the unhardened runner under it."""
+    return dict(zip(KINDS, unhardened_exports(list(KINDS)), strict=True))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, exports: dict[str, bytes]) -> dict[str, tuple[int, str]]:
+    """Each runner's child pytest, replaying every fault's trace (the page's committed export for
+    ``backend_gone``): its exit status and output."""
     tmp = tmp_path_factory.mktemp("from_trace")
     procs = {}
     for variant in ("unhardened", "hardened"):
@@ -66,10 +111,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]
             ROOT / "examples", where, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache")
         )
         shutil.copy(TRACE_FILE, where / "unhardened.json")
+        fresh = {f: data for f, data in exports.items() if f != GONE}
+        args = ["--mcpfaults-from-trace=unhardened.json"]
+        if variant == "unhardened":  # each trace a file of its own, as the SDK's OTLP exporter encodes it
+            for i, data in enumerate(fresh.values()):
+                (where / f"{i}.pb").write_bytes(data)
+                args.append(f"--mcpfaults-from-trace={i}.pb")
+        else:  # all in one file, one OTLP/JSON export a line (as a collector writes), each named by its id
+            lines = [json.dumps(json.loads(otlp_json(data))) for data in fresh.values()]
+            (where / "traces.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            args.append("--mcpfaults-from-trace=traces.jsonl")
+            args += [f"--mcpfaults-from-trace-id={_trace(data).trace_id_hex}" for data in fresh.values()]
         (where / "pytest.ini").write_text(
             "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n", encoding="utf-8"
         )
-        procs[variant] = _start(where, variant)
+        procs[variant] = _start(where, variant, args)
     out: dict[str, tuple[int, str]] = {}
     try:
         for variant, proc in procs.items():
@@ -83,33 +139,73 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]
     return out
 
 
-def test_the_unhardened_runner_fails_the_replay_with_the_invariants_the_trace_broke(
-    runs: dict[str, tuple[int, str]],
+def _replayed(exports: dict[str, bytes]) -> dict[str, Trace]:
+    """Each fault's trace as the children replay it (the page's committed one for ``backend_gone``)."""
+    return {f: TRACE if f == GONE else _trace(data) for f, data in exports.items()}
+
+
+def _summary(out: str, trace: Trace) -> str:
+    """The terminal summary's lines for ``trace`` (from its ``trace <id>`` line to the next trace's)."""
+    found = re.search(rf"^  trace {trace.trace_id_hex} .*?(?=^  trace |^=|\Z)", out, re.M | re.S)
+    assert found is not None, out
+    return found[0]
+
+
+def test_the_pages_export_is_what_trace_export_writes(exports: dict[str, bytes]) -> None:
+    """The committed export has a fresh one's shape: the same spans, the same ones ERROR."""
+    fresh = _trace(exports[GONE])
+    assert [s.name for s in fresh.spans] == [s.name for s in TRACE.spans]
+    assert shape_differences(TRACE, list(fresh.spans), DEFAULT_SESSION) == []
+    assert [s.failed for s in fresh.spans] == [s.failed for s in TRACE.spans]
+
+
+def test_the_unhardened_runner_fails_each_replay_with_the_invariants_its_trace_broke(
+    runs: dict[str, tuple[int, str]], exports: dict[str, bytes]
 ) -> None:
     code, out = runs["unhardened"]
     assert code == 1, out
-    broke = sorted({v.invariant for v in check_all(list(TRACE.spans))})
-    assert "cleanup_never_flips" in broke  # the incident's shape
+    replayed = _replayed(exports)
     assert "PASSED test_example_faults.py::test_clean_run[explore:clean]" in out
     failed = re.findall(r"^FAILED \S+?\.py::(\S+)", out, re.M)
-    assert failed == [ITEM, f"test_incident[from-trace:{TRACE.trace_id_hex}]"], out
-    found = re.search(rf"{re.escape(ITEM)}: explore (\S+)(?:: also (.*))?$", out, re.M)
-    assert found is not None, out
-    invariants = sorted([found[1], *(found[2].split(", ") if found[2] else [])])
-    assert invariants == [f"invariant:{name}" for name in broke], out
-    # the failure says what was inferred and why, and the replay reproduced the trace's shape
-    assert "mcpfaults from-trace" in out
-    assert "→ error_payload at tool:delete_session#1, " in out
-    assert f"from-trace:{TRACE.trace_id_hex}: the replay has the trace's shape (the same spans ERROR)" in out
+    items = [f"test_clean_run[from-trace:{t.trace_id_hex}]" for t in replayed.values()]
+    assert failed == [*items, f"test_incident[from-trace:{TRACE.trace_id_hex}]"], out
+    for fault, trace in replayed.items():
+        broke = sorted({v.invariant for v in check_all(list(trace.spans))})
+        assert "cleanup_never_flips" in broke, fault  # the incident's shape: the failed delete flipped it
+        item = f"test_clean_run[from-trace:{trace.trace_id_hex}]"
+        found = re.search(rf"{re.escape(item)}: explore (\S+)(?:: also (.*))?$", out, re.M)
+        assert found is not None, (fault, out)
+        invariants = sorted([found[1], *(found[2].split(", ") if found[2] else [])])
+        assert invariants == [f"invariant:{name}" for name in broke], (fault, out)
+        # what was inferred (no fault written by hand), and its replay reproduced the trace's shape
+        summary = _summary(out, trace)
+        plan = re.search(r"^  plan: @pytest\.mark\.mcp_sidecar\(faults=\[['\"](\w+)", summary, re.M)
+        assert plan is not None and plan[1] == KINDS[fault], (fault, summary)
+        assert "MCP.DeleteSession (span " in summary and "→ tool:delete_session#1 → " in summary
+        assert f"from-trace:{trace.trace_id_hex}: the replay has the trace's shape" in summary, summary
+    assert "→ error_payload at tool:delete_session#1, " in out  # why, in the failure's own section
+    # a refused delete after a cut one: the first delete's connection cut, the retry's refused
+    died = _summary(out, _trace(exports[DIE]))
+    assert "faults=['reset@tool:delete_session[nth=1]', 'die@tool:delete_session[nth=2]']" in died, died
 
 
-def test_the_hardened_runner_passes_the_replay(runs: dict[str, tuple[int, str]]) -> None:
+def test_the_hardened_runner_passes_each_replay(
+    runs: dict[str, tuple[int, str]], exports: dict[str, bytes]
+) -> None:
     code, out = runs["hardened"]
     assert code == 0, out
     assert not re.search(r"^(FAILED|ERROR) ", out, re.M), out
-    # the fault fired and the own assertions that failed under it are behaviour under fault
-    assert re.search(rf"^XFAIL test_example_faults\.py::{re.escape(ITEM)} - behaviour under fault", out, re.M)
-    assert "0 violations" in out
+    assert re.search(r"^  .*; \d+ ran: 0 violations, ", out, re.M), out  # explore's summary
+    for fault, trace in _replayed(exports).items():
+        # the fault fired, and the own assertions that failed under it are behaviour under fault
+        item = re.escape(f"test_clean_run[from-trace:{trace.trace_id_hex}]")
+        assert re.search(rf"^XFAIL test_example_faults\.py::{item} - behaviour under fault", out, re.M), fault
+    # the hardened runner takes an unknown session for one already deleted: its delete is not ERROR, not
+    # the trace's shape, so the next plans are tried, each passing or behaviour under fault; a wrapped
+    # answer fits the tool call only, so backend_gone's one plan is all there is
+    expired = _trace(exports[EXPIRED]).trace_id_hex
+    assert f"[from-trace:{expired}:plan2]" in out
+    assert f"[from-trace:{TRACE.trace_id_hex}:plan2]" not in out
 
 
 def test_the_page_quotes_what_the_unhardened_run_prints(runs: dict[str, tuple[int, str]]) -> None:
@@ -145,6 +241,32 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
             ["--mcpfaults-from-trace-id=00ff"],
             "--mcpfaults-from-trace-id=00ff: needs --mcpfaults-from-trace=PATH",
         ),
+        # several files: an id none holds, the same trace twice, an id that is not one
+        (
+            [f"--mcpfaults-from-trace={f}" for f in ("trace.json", "other.json")]
+            + ["--mcpfaults-from-trace-id=00ff"],
+            "--mcpfaults-from-trace-id=00ff: "
+            f"no trace with trace_id=00ff in any file: trace.json has {PROBE}, {TRACE.trace_id_hex}; "
+            f"other.json has {OTHER}",
+        ),
+        (
+            ["--mcpfaults-from-trace=trace.json", "--mcpfaults-from-trace=copy.json"],
+            "--mcpfaults-from-trace=trace.json --mcpfaults-from-trace=copy.json: "
+            f"trace {TRACE.trace_id_hex} is in both; each trace is replayed once",
+        ),
+        (
+            [f"--mcpfaults-from-trace={f}" for f in ("trace.json", "other.json")]
+            + ["--mcpfaults-from-trace-id=zz"],
+            "--mcpfaults-from-trace=trace.json --mcpfaults-from-trace-id=zz: trace_id='zz': a trace id is "
+            "32 hex digits; trace.json has: ",
+        ),
+        # a file of several session traces, none named: which one is ambiguous
+        (
+            ["--mcpfaults-from-trace=both.jsonl"],
+            "--mcpfaults-from-trace=both.jsonl: both.jsonl: 3 traces in the file, 2 with a session span; "
+            "name one with trace_id=: "
+            f"{OTHER}, {TRACE.trace_id_hex}",
+        ),
     ],
 )
 def test_a_bad_option_is_a_usage_error_naming_it(
@@ -152,6 +274,10 @@ def test_a_bad_option_is_a_usage_error_naming_it(
 ) -> None:
     pytester.makefile(".txt", notes="not a trace")
     shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    shutil.copy(TRACE_FILE, pytester.path / "copy.json")
+    (pytester.path / "other.json").write_bytes(incident_bytes())
+    lines = [json.dumps(json.loads(TRACE_FILE.read_bytes())), incident_bytes().decode()]
+    (pytester.path / "both.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     pytester.makepyfile("def test_x():\n    pass\n")
     result = _run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -1,7 +1,8 @@
 """A production trace of the bundled example harness: the unhardened runner's one benchmark session
 against a real sidecar under a fault, its spans exported by the OTel SDK (OTLP protobuf, as its OTLP
 exporter sends them), and the same export in the OTLP/JSON mapping (ids as hex strings), as the OTel
-collector's file exporter writes it."""
+collector's file exporter writes it. ``docs/examples/from_trace/unhardened.json`` is
+``otlp_json(unhardened_export("backend_gone@tool:delete_session[times=1]"))``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import asyncio
 import base64
 import contextlib
 import json
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from example_modules import load
 from google.protobuf.json_format import MessageToDict
@@ -41,6 +44,13 @@ def unhardened_export(fault: str) -> bytes:
     provider.shutdown()
     data: bytes = encode_spans(exporter.get_finished_spans()).SerializeToString()
     return data
+
+
+def unhardened_exports(faults: Sequence[str]) -> list[bytes]:
+    """:func:`unhardened_export` of each fault, all at once (each its own sidecar, loop and provider):
+    a held delete waits out the runner's timeout, which the others need not wait for in turn."""
+    with ThreadPoolExecutor(max_workers=len(faults) or 1) as pool:
+        return list(pool.map(unhardened_export, faults))
 
 
 def otlp_json(export: bytes) -> str:

@@ -1,13 +1,13 @@
-"""pytest glue for from-trace (``--mcpfaults-from-trace=PATH``, ``--mcpfaults-from-trace-id=ID``,
-``@pytest.mark.mcp_from_trace(PATH, trace_id=None)``): a production trace's MCP failures replayed
-against a clean test, as explore runs (see docs/from-trace.md).
+"""pytest glue for from-trace (``--mcpfaults-from-trace=PATH``, ``--mcpfaults-from-trace-id=ID``, each
+repeatable, ``@pytest.mark.mcp_from_trace(PATH, trace_id=None)``): production traces' MCP failures
+replayed against a clean test, as explore runs (see docs/from-trace.md).
 
 The option turns explore on for the tests explore selects, the marker for its test; either way the
 test's campaign is the trace's replay, not explore's own. At the clean run's teardown its spans and
 journal are read as a clean run (:mod:`pytest_mcpfaults.from_trace.footprint`), the trace's failures
 inferred against it (:mod:`pytest_mcpfaults.from_trace.infer`), and the plan inserted as the item
 ``test_x[from-trace:<trace id>]`` (:class:`~pytest_mcpfaults.from_trace.run.TraceRun`, through
-explore's expansion hook). While a replay's spans differ from the trace's shape
+explore's expansion hook), one item per trace given. While a replay's spans differ from the trace's shape
 (:mod:`pytest_mcpfaults.from_trace.shape`) and another plan fits, that one is tried next
 (``…:plan2``, at most :data:`pytest_mcpfaults.from_trace.infer.MAX_PLANS`). What was inferred, and why,
 is in each replay's failure text and in the terminal summary.
@@ -40,6 +40,7 @@ from pytest_mcpfaults.explore.items import MARKER as EXPLORE_MARKER
 if TYPE_CHECKING:
     from pytest_mcpfaults.explore.plan import Run
     from pytest_mcpfaults.from_trace.infer import Inferred, SpanNames
+    from pytest_mcpfaults.from_trace.read import Read
     from pytest_mcpfaults.from_trace.trace import Trace
 
 OPTION = "--mcpfaults-from-trace"
@@ -75,9 +76,9 @@ class _Replay:
         return inferred_lines(self.inferred, f"{self.source.source}: {self.source.read_note}")
 
 
-_OPTION_SOURCE = pytest.StashKey["_Source | None"]()
+_OPTION_SOURCES = pytest.StashKey[list[_Source]]()  # the option's traces, in the order given
 _MARKED = pytest.StashKey[dict[str, _Source]]()  # test function node id -> its marker's trace
-_REPLAYS = pytest.StashKey[dict[str, _Replay]]()  # explored test -> its replay
+_REPLAYS = pytest.StashKey[dict[tuple[str, str], _Replay]]()  # (explored test, trace id) -> its replay
 _PROBLEM = pytest.StashKey[str]()  # why the marked test's trace could not be replayed (its clean item)
 
 
@@ -86,18 +87,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         OPTION,
         metavar="PATH",
+        action="append",
         dest=FROM_TRACE_DEST,
         default=None,
         help="Replay a production trace's MCP failures (an OTLP/JSON or OTLP/protobuf export, or the "
         "plugin's span JSON) against each clean test explore selects: run it clean, infer the faults, "
-        "run it again as test_x[from-trace:<trace id>] (see docs/from-trace.md).",
+        "run it again as test_x[from-trace:<trace id>] (see docs/from-trace.md). Repeatable: one item "
+        "per trace.",
     )
     group.addoption(
         ID_OPTION,
         metavar="ID",
+        action="append",
         dest=ID_DEST,
         default=None,
-        help=f"The trace of {OPTION}'s file to replay (32 hex digits), when it holds several.",
+        help=f"A trace of {OPTION}'s files to replay (32 hex digits), when a file holds several. "
+        "Repeatable: a file replays each trace named that it holds, else its only one.",
     )
 
 
@@ -110,16 +115,78 @@ def _names(config: pytest.Config, item: pytest.Item | None = None) -> SpanNames:
     return SpanNames.of(settings.session, settings.cleanup)
 
 
-def _load(path: Path, shown: str, trace_id: str | None, names: SpanNames) -> _Source:
-    """The trace ``trace_id`` of the file at ``path``; ``TraceError`` saying what is wrong."""
+def _decode(path: Path, shown: str) -> Read:
+    """The spans of the file at ``path``; ``TraceError`` saying what is wrong."""
     from pytest_mcpfaults.from_trace.driver import read_file
     from pytest_mcpfaults.from_trace.read import decode_trace
+
+    return decode_trace(read_file(str(path)), shown)
+
+
+def _pick(read: Read, shown: str, trace_id: str | None, names: SpanNames) -> _Source:
+    """The trace ``trace_id`` of ``read`` (``None``: its only one, or its only one with a session span);
+    ``TraceError`` saying what is wrong."""
     from pytest_mcpfaults.from_trace.trace import pick_trace
 
-    read = decode_trace(read_file(str(path)), shown)
     trace = pick_trace(read.spans, shown, names.session, trace_id)
     note = f", {read.rejected} spans refused ({'; '.join(read.reasons)})" if read.rejected else ""
     return _Source(shown, trace, f"{read.format}, {len(trace.spans)} spans{note}")
+
+
+def _holds(read: Read, trace_id: str) -> bool | None:
+    """Whether ``read`` holds the trace ``trace_id`` (``None``: not a trace id)."""
+    try:
+        want = int(trace_id.removeprefix("0x"), 16)
+    except ValueError:
+        return None
+    return any(s.trace_id == want for s in read.spans)
+
+
+def _listed(read: Read) -> str:
+    """The trace ids of ``read``, as an error lists them."""
+    from pytest_mcpfaults.from_trace.trace import MAX_LISTED
+
+    ids = sorted({s.trace_id for s in read.spans})
+    return ", ".join(f"{i:032x}" for i in ids[:MAX_LISTED]) + (" …" if len(ids) > MAX_LISTED else "")
+
+
+def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str]) -> list[_Source]:
+    """The option's traces: each file's traces an id names, else its only one (or its only one with a
+    session span); a ``UsageError`` naming the option (or options) at fault and what is wrong."""
+    from pytest_mcpfaults.from_trace.errors import TraceError
+
+    names = _names(config)
+    reads: dict[str, Read] = {}
+    for path in dict.fromkeys(paths):
+        try:
+            reads[path] = _decode(config.invocation_params.dir / path, path)
+        except TraceError as exc:
+            raise pytest.UsageError(f"{OPTION}={path}: {exc}") from None
+    wanted: dict[str, list[str | None]] = {path: [] for path in reads}
+    for t in dict.fromkeys(trace_ids):
+        holders = [path for path, read in reads.items() if _holds(read, t) is not False]
+        if not holders and len(reads) > 1:
+            has = "; ".join(f"{path} has {_listed(read)}" for path, read in reads.items())
+            raise pytest.UsageError(f"{ID_OPTION}={t}: no trace with trace_id={t} in any file: {has}")
+        for path in holders or list(reads)[:1]:  # one file: its own error lists its traces
+            wanted[path].append(t)
+    sources: list[_Source] = []
+    for path, ids in wanted.items():
+        for one in ids or [None]:
+            try:
+                sources.append(_pick(reads[path], path, one, names))
+            except TraceError as exc:
+                flag = f"{OPTION}={path}" + (f" {ID_OPTION}={one}" if one is not None else "")
+                raise pytest.UsageError(f"{flag}: {exc}") from None
+    seen: dict[int, str] = {}
+    for source in sources:
+        other = seen.setdefault(source.trace.trace_id, source.source)
+        if other != source.source:
+            raise pytest.UsageError(
+                f"{OPTION}={other} {OPTION}={source.source}: trace {source.trace.trace_id_hex} is in both; "
+                "each trace is replayed once, as the item test_x[from-trace:<trace id>]: give it once"
+            )
+    return sources
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -131,24 +198,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_MARKED] = {}
     config.stash[_REPLAYS] = {}
     config.stash[EXPANSION] = _expand
-    path = config.getoption(FROM_TRACE_DEST, default=None)
-    trace_id = config.getoption(ID_DEST, default=None)
-    config.stash[_OPTION_SOURCE] = None
-    if path is None:
-        if trace_id is not None:
-            raise pytest.UsageError(f"{ID_OPTION}={trace_id}: needs {OPTION}=PATH (the file it picks from)")
+    paths: list[str] = config.getoption(FROM_TRACE_DEST, default=None) or []
+    trace_ids: list[str] = config.getoption(ID_DEST, default=None) or []
+    config.stash[_OPTION_SOURCES] = []
+    if not paths:
+        if trace_ids:
+            raise pytest.UsageError(
+                f"{ID_OPTION}={trace_ids[0]}: needs {OPTION}=PATH (the file it picks from)"
+            )
         return
     if config.getoption("numprocesses", default=None):  # xdist: its workers add no item during a run
-        raise pytest.UsageError(f"{OPTION}={path}: its replays are made during the run; run it without -n")
-    from pytest_mcpfaults.from_trace.errors import TraceError
-
-    try:
-        config.stash[_OPTION_SOURCE] = _load(
-            config.invocation_params.dir / path, path, trace_id, _names(config)
+        raise pytest.UsageError(
+            f"{OPTION}={paths[0]}: its replays are made during the run; run it without -n"
         )
-    except TraceError as exc:
-        flag = f"{OPTION}={path}" + (f" {ID_OPTION}={trace_id}" if trace_id else "")
-        raise pytest.UsageError(f"{flag}: {exc}") from None
+    config.stash[_OPTION_SOURCES] = _option_sources(config, paths, trace_ids)
 
 
 @pytest.hookimpl(tryfirst=True)  # before explore's: the marker turns explore on for its test
@@ -168,7 +231,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
     full = Path(str(node.path)).parent / path
     try:
-        source = _load(full, path, trace_id, _names(metafunc.config, node))
+        source = _pick(_decode(full, path), path, trace_id, _names(metafunc.config, node))
     except TraceError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
     metafunc.config.stash[_MARKED][node.nodeid] = source
@@ -189,16 +252,16 @@ def _marker_args(marker: pytest.Mark, where: str) -> tuple[str, str | None]:
     return marker.args[0], trace_id
 
 
-def _source_for(item: pytest.Item) -> _Source | None:
-    """The trace this test replays: its marker's, else the option's; ``None``: not a from-trace test."""
+def _sources_for(item: pytest.Item) -> list[_Source]:
+    """The traces this test replays: its marker's, else the option's; none: not a from-trace test."""
     marked = item.config.stash[_MARKED].get(function_id(item))
-    return marked if marked is not None else item.config.stash[_OPTION_SOURCE]
+    return [marked] if marked is not None else item.config.stash[_OPTION_SOURCES]
 
 
 @pytest.hookimpl(trylast=True)  # after explore's: a from-trace test runs its clean run and its replays only
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Explore's runs of a from-trace test cached by an earlier explore run are deselected."""
-    if config.stash[_OPTION_SOURCE] is None and not config.stash[_MARKED]:
+    if not config.stash[_OPTION_SOURCES] and not config.stash[_MARKED]:
         return  # no test replays a trace: a plain run imports none of it
     from pytest_mcpfaults.from_trace.run import TraceRun
 
@@ -208,7 +271,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (run := explore_run(item)) is not None
         and run.plan
         and not isinstance(run, TraceRun)
-        and _source_for(item) is not None
+        and _sources_for(item)
     ]
     if other:
         config.hook.pytest_deselected(items=other)
@@ -216,10 +279,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | None:
-    """Explore's expansion hook: after a from-trace test's clean run, its first replay; after a
-    replay whose shape is not the trace's, the next plan (``None``: not a from-trace test)."""
-    source = _source_for(item)
-    if source is None:
+    """Explore's expansion hook: after a from-trace test's clean run, each trace's first replay; after
+    a replay whose shape is not its trace's, that trace's next plan (``None``: not a from-trace test)."""
+    sources = _sources_for(item)
+    if not sources:
         return None
     from pytest_mcpfaults.from_trace.run import TraceRun, trace_run
 
@@ -227,10 +290,21 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
     replays = item.config.stash[_REPLAYS]
     test = explored_test(item)
     if not run.plan:
-        fresh = replays[test] = _Replay(source)
-        first = _infer(item, fresh, names, detail)
-        return [trace_run(source.trace.trace_id_hex, first)] if first else []
-    replay = replays.get(test)
+        runs: list[Run] = []
+        problems = []
+        for source in sources:
+            fresh = replays[(test, source.trace.trace_id_hex)] = _Replay(source)
+            first = _infer(item, fresh, names, detail)
+            if first:
+                runs.append(trace_run(source.trace.trace_id_hex, first))
+            elif fresh.inferred is not None:  # inferred, but nothing maps: what was inferred, too
+                problems.append("\n".join([fresh.problem, *fresh.lines()]))
+            else:
+                problems.append(fresh.problem)
+        if problems:
+            item.stash[_PROBLEM] = "\n".join(problems)
+        return runs
+    replay = replays.get((test, run.trace_id)) if isinstance(run, TraceRun) else None
     if replay is None or not isinstance(run, TraceRun):
         return []
     from pytest_mcpfaults.from_trace.errors import TraceError
@@ -239,13 +313,13 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
 
     try:
         spans = plugin_spans(detail["spans"], f"{test} ({run.id})")
-        differences = shape_differences(source.trace, spans, names.session)
+        differences = shape_differences(replay.source.trace, spans, names.session)
     except TraceError as exc:
         differences = [f"its spans could not be read: {exc}"]
     replay.tried.append((run.id, differences))
     if not differences or run.attempt >= len(replay.plans):
         return []
-    return [trace_run(source.trace.trace_id_hex, replay.plans[run.attempt], run.attempt + 1)]
+    return [trace_run(run.trace_id, replay.plans[run.attempt], run.attempt + 1)]
 
 
 def _infer(item: pytest.Item, replay: _Replay, names: SpanNames, detail: dict[str, Any]) -> tuple[str, ...]:
@@ -260,13 +334,11 @@ def _infer(item: pytest.Item, replay: _Replay, names: SpanNames, detail: dict[st
         clean = clean_run_from_detail(detail, f"{explored_test(item)} (its clean run)", names.session)
     except TraceError as exc:
         replay.problem = f"nothing replayed: {exc}"
-        item.stash[_PROBLEM] = replay.problem
         return ()
     replay.inferred = infer(replay.source.trace, clean, names, budget)
     replay.plans = replay.inferred.plans()
     if not replay.inferred.plan:
         replay.problem = "nothing replayed: no failure of the trace maps to a request of the clean run"
-        item.stash[_PROBLEM] = "\n".join([replay.problem, *replay.lines()])
     return replay.inferred.plan
 
 
@@ -275,13 +347,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A replay's failure says what was inferred and why; a marked test whose trace maps to nothing
     fails its clean run's teardown saying why."""
     report: pytest.TestReport = yield
-    if item.config.stash[_OPTION_SOURCE] is None and not item.config.stash[_MARKED]:
+    if not item.config.stash[_OPTION_SOURCES] and not item.config.stash[_MARKED]:
         return report  # no test replays a trace: a plain run imports none of it
     from pytest_mcpfaults.from_trace.run import TraceRun
 
     run = explore_run(item)
     if isinstance(run, TraceRun) and call.when == "call" and report.failed:
-        replay = item.config.stash[_REPLAYS].get(explored_test(item))
+        replay = item.config.stash[_REPLAYS].get((explored_test(item), run.trace_id))
         if replay is not None:
             report.sections.append(("mcpfaults from-trace", "\n".join(replay.lines())))
     marked = function_id(item) in item.config.stash[_MARKED]  # asked for by the test itself
@@ -292,12 +364,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    replays: dict[str, _Replay] = config.stash.get(_REPLAYS, {})
+    replays: dict[tuple[str, str], _Replay] = config.stash.get(_REPLAYS, {})
     if not replays:
         return
     terminalreporter.section("mcpfaults from-trace")
-    for test, replay in replays.items():
-        terminalreporter.write_line(f"{test}:")
+    shown = None
+    for (test, _), replay in replays.items():
+        if test != shown:
+            terminalreporter.write_line(f"{test}:")
+            shown = test
         for line in replay.lines():
             terminalreporter.write_line(f"  {line}")
         for rid, differences in replay.tried:

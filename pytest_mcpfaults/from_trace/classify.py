@@ -6,9 +6,10 @@ The span's *text* is its status description and its exception events (``Type: me
 the span                                      kinds, first the likeliest
 ============================================  ==============================================
 never ended (no end time)                     ``hang``, ``stall``: held for the patience budget
-an error the server wrapped (``{'error': …}``)  ``error_payload`` with that text (at a tools/call)
-a timeout (``timed out``, ``TimeoutError``…)  ``hang``, ``stall``: held for the span's duration,
-                                              clipped to the patience budget
+an error the server wrapped (``{'error': …}``)  ``error_payload`` with that text (a tools/call's
+                                              answer: no kind fits another request)
+a timeout (``timed out``, ``TimeoutError``…)  ``hang``, ``stall``: held for the patience budget
+                                              (the harness must give up on its own within it)
 connection refused / a dead server            ``die``, ``reset``
 connection reset / closed mid-answer          ``reset``, ``die``
 a 404 / unknown session                       ``session_expired``
@@ -87,20 +88,23 @@ def template(text: str) -> str:
 
 def classify(span: RecordedSpan, tool_call: bool, budget: float) -> list[Candidate]:
     """The kinds that fit ``span``'s failure, likeliest first; ``tool_call``: the request it maps to is
-    a ``tools/call``; ``budget``: the patience budget (seconds) a held request is clipped to."""
+    a ``tools/call``; ``budget``: the patience budget (seconds) a held request is held for."""
     text = span_text(span)
     if not span.end_time:
         why = f"the span never ended: held for the patience budget ({budget:g} s)"
         return [Candidate("hang", {"patience": budget}, why), Candidate("stall", {"patience": budget}, why)]
     wrapped = _WRAPPED.search(text)
-    if wrapped and tool_call:  # the server's own answer: whatever it says, it said it
+    if wrapped:  # the server's own answer to a tools/call: whatever it says, it said it, and only there
+        if not tool_call:
+            return []
         said = wrapped.group("text")
         return [Candidate("error_payload", {"message": template(said)}, "the error text the server returned")]
     if _TIMEOUT.search(text):
+        # Held for the budget, not the span's duration: the trace's harness gave up after its own
+        # timeout, the harness under test must give up within the budget, whatever its own timeout is.
         took = max(0.0, ((span.end_time or 0) - (span.start_time or 0)) / 1e9)
-        held = round(min(took, budget), 3) or budget
-        why = f"a timeout after {took:.3g} s, held {held:g} s (the patience budget is {budget:g} s)"
-        return [Candidate("hang", {"patience": held}, why), Candidate("stall", {"patience": held}, why)]
+        why = f"a timeout after {took:.3g} s: held for the patience budget ({budget:g} s)"
+        return [Candidate("hang", {"patience": budget}, why), Candidate("stall", {"patience": budget}, why)]
     if _REFUSED.search(text):
         return [
             Candidate("die", {}, "the connection was refused: the server was dead"),

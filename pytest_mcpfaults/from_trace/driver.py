@@ -56,7 +56,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         type=_seconds,
         default=5.0,
         metavar="SECONDS",
-        help="the patience budget a held request is clipped to (default 5)",
+        help="the patience budget a held request is held for (default 5)",
     )
     p.add_argument(
         "--write", metavar="FILE", default=None, help="write a regression test module to FILE (needs --test)"

@@ -90,7 +90,7 @@ class Inferred:
 
 def infer(trace: Trace, clean: CleanRun, names: SpanNames = SpanNames(), budget: float = 5.0) -> Inferred:
     """The faults that replay ``trace``'s MCP failures against ``clean`` (see the module docstring);
-    ``budget``: the patience budget a held request is clipped to."""
+    ``budget``: the patience budget a held request is held for."""
     failing = [s for s in trace.spans if s.failed or not s.end_time]
     symptoms = tuple(s for s in failing if matches(s.name, names.session))
     causes = [s for s in failing if not matches(s.name, names.session)]

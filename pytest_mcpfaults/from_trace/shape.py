@@ -1,10 +1,13 @@
 """Whether a replay reproduced the trace's shape: :func:`shape_differences`.
 
-The trace's *shape* is which of its spans were ERROR: a replay reproduces it when every span of the
-trace that has a counterpart in the replay (matched by place, as
-:mod:`~pytest_mcpfaults.from_trace.match` matches) has the same outcome, ERROR or not, and every span of
-the trace has a counterpart. Of several plans that fit a trace, the one to keep is the first whose
-replay has no difference. Pure.
+The trace's *shape* is which of its spans were ERROR, but for its session spans: a replay reproduces
+it when every span of the trace that has a counterpart in the replay (matched by place, as
+:mod:`~pytest_mcpfaults.from_trace.match` matches) has the same outcome, ERROR or not. A session span's
+ERROR is the symptom the gate judges, which a fixed harness does not show, and a span the replay does
+not have is a path the harness under test did not take (a fixed runner does not run its cleanup twice):
+neither is the fault's, so neither picks the plan, and the same plan is kept on the broken harness and
+on the fixed one. Of several plans that fit a trace, the one to keep is the first whose replay has no
+difference. Pure.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Sequence
 
 from pytest_mcpfaults.from_trace.match import describe_place, places
 from pytest_mcpfaults.from_trace.trace import Trace, index_spans
-from pytest_mcpfaults.spans.queries import Patterns
+from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
 __all__ = ["MAX_DIFFERENCES", "shape_differences"]
@@ -27,18 +30,18 @@ def _outcome(span: RecordedSpan) -> str:
 
 
 def shape_differences(trace: Trace, replay: Sequence[RecordedSpan], session: Patterns) -> list[str]:
-    """How the replay's spans differ from the trace's in outcome (empty: the same shape)."""
+    """How the replay's spans differ from the trace's in outcome (empty: the same shape); the session
+    spans, and the spans the replay does not have, are not compared."""
     mine = places(trace, session)
     theirs = places(index_spans(0, sorted(replay, key=lambda s: s.start_time or 0)), session)
+    patterns = as_patterns(session)
     out: list[str] = []
     for span in trace.spans:
         place = mine.of.get(span.span_id)
-        if place is None:
+        other = theirs.at.get(place) if place is not None else None
+        if place is None or other is None or matches(span.name, patterns):
             continue
-        other = theirs.at.get(place)
-        if other is None:
-            out.append(f"{describe_place(place)}: {_outcome(span)} in the trace, absent from the replay")
-        elif _outcome(other) != _outcome(span):
+        if _outcome(other) != _outcome(span):
             out.append(
                 f"{describe_place(place)}: {_outcome(span)} in the trace, {_outcome(other)} in the replay"
             )
