@@ -459,6 +459,19 @@ class Upstream:
                     raise _failure(exc) from exc
                 raise
         assert conn is not None
+        return self._answered(method, target, headers, sent, conn, message, payload)
+
+    def _answered(
+        self,
+        method: str,
+        target: _Target,
+        headers: Iterable[tuple[str, str]],
+        sent: float,
+        conn: _Conn,
+        message: aiohttp.http.RawResponseMessage,
+        payload: StreamReader,
+    ) -> UpstreamResponse:
+        """The answer to a request sent at ``sent``, its stream opened in the journal of streams."""
         encoded = "Content-Encoding" in message.headers
         ctype = message.headers.get("Content-Type")
         length = message.headers.get("Content-Length")
