@@ -48,6 +48,33 @@ def test_a_call_after_the_404_is_a_lost_session_used_again_but_not_its_delete_or
     assert (problem.kind, problem.lost, [r.id for r in problem.requests]) == ("used_after_lost", lost, [4])
 
 
+def test_a_session_whose_initialize_the_client_gave_up_on_is_not_owed() -> None:
+    """A real sidecar: the client's ``initialize`` times out before the answer (a delay holds it), so
+    the session it opened never reached the client; one more session, used and never ended, is owed."""
+    import httpx
+
+    from pytest_mcpfaults import Sidecar, parse_fault
+
+    init = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
+        },
+    }  # fmt: skip
+    accept = {"Accept": "application/json, text/event-stream"}
+    with Sidecar(era="session", faults=[parse_fault("delay(seconds=0.5)@initialize[times=1]")]) as sc:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(sc.mcp_url, json=init, headers=accept, timeout=0.1)
+        sc.journal.wait_for(lambda: len(sc.sessions) == 1, 10, "the held initialize to open its session")
+        kept = httpx.post(sc.mcp_url, json=init, headers=accept, timeout=5).headers["Mcp-Session-Id"]
+        [abandoned] = [r for r in sc.journal.requests if r.client_closed]
+        assert abandoned.mcp_method == "initialize" and len(sc.sessions) == 2
+        [problem] = session_problems(sc.journal.requests, sc.sessions)
+        assert (problem.kind, problem.requests) == ("never_ended", ())
+        # which of the two went unlearned the journal cannot say; that one of them is owed, it can
+        assert problem.session_id in sc.sessions and kept in sc.sessions
+
+
 def _run(pytester: pytest.Pytester, *args: str, timeout: float = 120) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
         "-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto", "-s", *args, timeout=timeout

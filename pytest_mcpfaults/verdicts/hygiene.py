@@ -8,8 +8,13 @@ Two duties, both from the MCP spec's session management (transports, 2025-06-18 
   restarted, expired the session) is not owed either, nor is one a fault fired on: the fault may
   have cut the client's transport, and the SDK clients send no ``DELETE`` after that (mcp 2.x's
   ``Client`` leaves ``async with`` raising the transport's error). A session opened after a fault is
-  owed as any other. A CLI that opened 287 sessions and closed none,
-  a framework whose cross-task cleanup error skips the ``DELETE``: each leaves live sessions behind.
+  owed as any other. Nor is a session its client never learned of: an ``initialize`` the client gave
+  up on (it closed the connection before the answer ended, as a client whose ``initialize`` timed out
+  does) may still have opened a session, whose id never reached it. The journal does not tie a
+  session to its ``initialize`` (the id is the answer's), so as many sessions with no request of
+  their own as there are such abandoned ``initialize`` requests are excused. A CLI that opened 287
+  sessions and closed none, a framework whose cross-task cleanup error skips the ``DELETE``: each
+  leaves live sessions behind.
 - **Start over when told.** After the sidecar answered ``404`` to a request carrying a session id
   (the session is gone: expired, lost in a restart), the client "MUST start a new session by sending a
   new ``InitializeRequest`` without a session ID": a later call on the dead id (other than its
@@ -73,9 +78,13 @@ def session_problems(
     if owed:
         deleted = {r.session_id for r in requests if r.method == "DELETE" and r.session_id}
         faulted = {r.session_id for r in requests if r.fault is not None and r.session_id}
+        abandoned = sum(1 for r in requests if r.mcp_method == "initialize" and r.client_closed)
         for sid in live:
             if sid not in deleted and sid not in faulted:
                 mine = tuple(r for r in requests if r.session_id == sid)
+                if not mine and abandoned:
+                    abandoned -= 1  # maybe the session an abandoned initialize opened
+                    continue
                 problems.append(SessionProblem(sid, "never_ended", mine))
     told: dict[str, RequestRecord] = {}
     for r in requests:
