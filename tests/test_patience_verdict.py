@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall
+from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall, parse_fault
 from pytest_mcpfaults.core.records import Held, RequestRecord
 from pytest_mcpfaults.verdicts.clients import call_bound, client_family, patience_hint, server_request_hint
 from pytest_mcpfaults.verdicts.patience import PatienceError
@@ -315,3 +315,20 @@ def test_a_close_seen_after_within_is_later_than_within() -> None:
             AssertionError, match=r"the client closed it only after 1\.\d\d s, later than 0.3 s"
         ):
             sc.assert_client_gave_up(within=0.3)
+
+
+def test_the_verdict_names_a_connection_by_its_id_after_the_journal_dropped_older_ones() -> None:
+    """A journal with a limit drops its oldest closed connections: the verdict finds the held request's
+    connection by its id, not by its place in what is left."""
+    with Sidecar(faults=[parse_fault("hang(patience=0.2)@health[nth=4]")]) as sc:
+        sc.journal.set_limit(2)
+        for _ in range(3):
+            assert httpx.get(sc.health_url, timeout=5.0).status_code == 200  # a connection each, closed
+        with pytest.raises(httpx.TransportError):
+            httpx.get(sc.health_url, timeout=5.0)
+        sc.wait_idle()
+        held = sc.journal.requests[-1]
+        [conn] = [c for c in sc.journal.connections if c.id == held.conn_id]
+        assert held.conn_id > len(sc.journal.connections) - 1  # its place in the list is not its id
+        text = _verdict(sc)
+    assert f"journal of connection #{held.conn_id} ({conn.peer})" in text

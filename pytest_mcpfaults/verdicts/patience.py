@@ -82,8 +82,8 @@ def _excerpt(sc: Watched, conn_id: int) -> list[str]:
 
 
 def _peer(sc: Watched, conn_id: int) -> str:
-    conns = sc.journal.connections
-    return conns[conn_id].peer if 0 <= conn_id < len(conns) else "?"
+    """The peer of connection ``conn_id`` (by its id: the journal drops its oldest closed ones)."""
+    return next((c.peer for c in sc.journal.connections if c.id == conn_id), "?")
 
 
 def _hint(sc: Watched, v: PatienceViolation) -> str:
