@@ -19,7 +19,7 @@ import pytest
 from areas import area_of, is_slow
 from mcp1_client import Mcp1Client
 from no_ca import without_ca_bundle
-from shared_pycache import shared_pycache
+from shared_pycache import shared_pycache, warm_for_workers
 
 from pytest_mcpfaults import Sidecar
 
@@ -65,6 +65,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     # its module fixture the longest single wait of the suite) would otherwise start last, alone. The
     # workers order their collection slow modules first (_slow_modules_first).
     config.option.loadscopereorder = False
+    # The workers share a bytecode cache, filled before they start (tests/shared_pycache.py).
+    warm_for_workers(config.rootpath)
 
 
 def _mcp_is_1x() -> bool:

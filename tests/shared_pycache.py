@@ -12,8 +12,15 @@ still nothing written beside any source. Without ``PYTHONDONTWRITEBYTECODE``, or
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +38,26 @@ def shared_pycache(config: pytest.Config, tmp_path_factory: pytest.TempPathFacto
         mp.delenv("PYTHONDONTWRITEBYTECODE")
         mp.setenv("PYTHONPYCACHEPREFIX", str(prefix))
         yield
+
+
+def warm_for_workers(root: Path) -> None:
+    """(The controller of the whole suite's xdist run, before it starts the workers.) Under
+    ``PYTHONDONTWRITEBYTECODE`` every worker compiled, and assertion-rewrote, every test module and the
+    plugins' packages again to collect the suite: about 9 s of CPU each, 6 s of it rewriting, five
+    times over, and the workers start together, so no cache made during the run helped them. Here the
+    workers (and every Python they start: :func:`shared_pycache` then keeps this prefix) share one
+    ``PYTHONPYCACHEPREFIX`` in a temporary directory, removed at exit, which one child pytest fills
+    first by collecting the suite as a worker does: a worker then collects in about 3.5 s. Still
+    nothing written beside any source; without ``PYTHONDONTWRITEBYTECODE``, or with a
+    ``PYTHONPYCACHEPREFIX`` of the user's, nothing changes. If the warming run fails or overruns it
+    costs only its time: the workers compile what it did not."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    prefix = tempfile.mkdtemp(prefix="mcpfaults-pycache-")
+    atexit.register(shutil.rmtree, prefix, ignore_errors=True)
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    # -p no:xdist: it collects in its own process (tests/conftest.py distributes only with xdist)
+    warm = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist"]
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(warm, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
