@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,8 +47,9 @@ def warm_for_workers(root: Path) -> None:
     plugins' packages again to collect the suite: about 9 s of CPU each, 6 s of it rewriting, five
     times over, and the workers start together, so no cache made during the run helped them. Here the
     workers (and every Python they start: :func:`shared_pycache` then keeps this prefix) share one
-    ``PYTHONPYCACHEPREFIX`` in a temporary directory, removed at exit, which one child pytest fills
-    first by collecting the suite as a worker does: a worker then collects in about 3.5 s. Still
+    ``PYTHONPYCACHEPREFIX`` in a temporary directory, removed at exit, which holds links to the
+    installs' own bytecode (:func:`_link_installed_bytecode`) and which one child pytest fills first by
+    collecting the suite as a worker does: a worker then collects in about 3 s. Still
     nothing written beside any source; without ``PYTHONDONTWRITEBYTECODE``, or with a
     ``PYTHONPYCACHEPREFIX`` of the user's, nothing changes. If the warming run fails or overruns it
     costs only its time: the workers compile what it did not."""
@@ -57,7 +59,38 @@ def warm_for_workers(root: Path) -> None:
     atexit.register(shutil.rmtree, prefix, ignore_errors=True)
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    _link_installed_bytecode(Path(prefix))
     # -p no:xdist: it collects in its own process (tests/conftest.py distributes only with xdist)
     warm = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist"]
     with contextlib.suppress(subprocess.TimeoutExpired):
         subprocess.run(warm, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+
+
+#: Standard-library folders no test imports from (their bytecode is not linked).
+_UNUSED = frozenset(
+    {"test", "tests", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip", "site-packages"}
+)
+
+
+def _link_installed_bytecode(prefix: Path) -> None:
+    """Under a ``PYTHONPYCACHEPREFIX`` Python reads bytecode from the prefix only, so every Python
+    the suite starts compiled again, once per run, each standard-library and installed module it
+    imports (the warming run about 2 s of CPU; the children importing what collection does not, pip
+    and mkdocs among them, seconds more), though the installs have their ``__pycache__``. The prefix
+    gets a symbolic link to each of those ``.pyc`` files where Python looks for it, which it checks
+    against its source as any cached bytecode (a stale one is compiled again and written over the
+    link, not through it)."""
+    tag = f".{sys.implementation.cache_tag}.pyc"
+    paths = sysconfig.get_paths()
+    for root in {paths["stdlib"], paths["purelib"], paths["platlib"]}:
+        for folder, dirs, files in os.walk(root):
+            if folder == paths["stdlib"]:
+                dirs[:] = [d for d in dirs if d not in _UNUSED]
+            if os.path.basename(folder) != "__pycache__":
+                continue
+            source_dir = prefix / os.path.dirname(folder).lstrip(os.sep)
+            source_dir.mkdir(parents=True, exist_ok=True)
+            for name in files:
+                if name.endswith(tag) and name.count(".") == 2:  # not the -O / -OO or pytest's ones
+                    with contextlib.suppress(FileExistsError):
+                        os.symlink(os.path.join(folder, name), source_dir / name)
