@@ -25,16 +25,24 @@ from pathlib import Path
 
 import pytest
 
+#: Names the prefix :func:`warm_for_workers` made for the run (the workers inherit it), so that
+#: :func:`shared_pycache` tells it from a ``PYTHONPYCACHEPREFIX`` of the user's.
+SUITE_PREFIX = "MCPFAULTS_SUITE_PYCACHE"
+
 
 def shared_pycache(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+    ours = os.environ.get(SUITE_PREFIX)
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or (os.environ.get("PYTHONPYCACHEPREFIX") and not ours):
         yield
         return
-    base = tmp_path_factory.getbasetemp()
-    if hasattr(config, "workerinput"):  # an xdist worker: its basetemp is <the run's>/popen-gwN
-        base = base.parent
-    prefix = base / "pycache"
-    prefix.mkdir(exist_ok=True)
+    if ours:  # the whole suite's run: the prefix the controller filled before the workers started
+        prefix = Path(ours)
+    else:
+        base = tmp_path_factory.getbasetemp()
+        if hasattr(config, "workerinput"):  # an xdist worker: its basetemp is <the run's>/popen-gwN
+            base = base.parent
+        prefix = base / "pycache"
+        prefix.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("PYTHONDONTWRITEBYTECODE")
         mp.setenv("PYTHONPYCACHEPREFIX", str(prefix))
@@ -44,26 +52,30 @@ def shared_pycache(config: pytest.Config, tmp_path_factory: pytest.TempPathFacto
 def warm_for_workers(root: Path) -> None:
     """(The controller of the whole suite's xdist run, before it starts the workers.) Under
     ``PYTHONDONTWRITEBYTECODE`` every worker compiled, and assertion-rewrote, every test module and the
-    plugins' packages again to collect the suite: about 9 s of CPU each, 6 s of it rewriting, five
+    plugins' packages again to collect the suite: about 8.5 s of CPU each, 6 s of it rewriting, five
     times over, and the workers start together, so no cache made during the run helped them. Here the
-    workers (and every Python they start: :func:`shared_pycache` then keeps this prefix) share one
-    ``PYTHONPYCACHEPREFIX`` in a temporary directory, removed at exit, which holds links to the
-    installs' own bytecode (:func:`_link_installed_bytecode`) and which one child pytest fills first by
-    collecting the suite as a worker does: a worker then collects in about 3 s. Still
-    nothing written beside any source; without ``PYTHONDONTWRITEBYTECODE``, or with a
-    ``PYTHONPYCACHEPREFIX`` of the user's, nothing changes. If the warming run fails or overruns it
-    costs only its time: the workers compile what it did not."""
+    controller makes the run's ``PYTHONPYCACHEPREFIX`` in a temporary directory, removed at exit, with
+    links to the installs' own bytecode (:func:`_link_installed_bytecode`), and one child pytest fills
+    it first by collecting the suite as a worker does. The workers read it (a worker then collects in
+    about 3 s) and, ``PYTHONDONTWRITEBYTECODE`` still set for them, write nothing, as before: their
+    in-process pytester runs, which may rewrite a file between two runs, read no bytecode of theirs.
+    The Pythons they start write to it and read it (:func:`shared_pycache`). Still nothing written
+    beside any source; without ``PYTHONDONTWRITEBYTECODE``, or with a ``PYTHONPYCACHEPREFIX`` of the
+    user's, nothing changes. If the warming run fails or overruns it costs only its time: the workers
+    compile what it did not."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
         return
     prefix = tempfile.mkdtemp(prefix="mcpfaults-pycache-")
     atexit.register(shutil.rmtree, prefix, ignore_errors=True)
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    os.environ["PYTHONPYCACHEPREFIX"] = os.environ[SUITE_PREFIX] = prefix
     _link_installed_bytecode(Path(prefix))
     # -p no:xdist: it collects in its own process (tests/conftest.py distributes only with xdist)
     warm = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with contextlib.suppress(subprocess.TimeoutExpired):
-        subprocess.run(warm, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        subprocess.run(
+            warm, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120
+        )
 
 
 #: Standard-library folders no test imports from (their bytecode is not linked).
