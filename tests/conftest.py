@@ -17,9 +17,10 @@ import hypothesis.internal.observability  # noqa: F401  (imported once: in-proce
 import opentelemetry.sdk.trace  # noqa: F401  (once, as opentelemetry.trace is: the global provider an explore run sets stays an SDK one for later in-process runs)
 import pytest
 from areas import area_of, is_slow
+from contribution import Contribution, shared_contribution
 from mcp1_client import Mcp1Client
 from no_ca import without_ca_bundle
-from shared_pycache import shared_pycache
+from shared_pycache import shared_pycache, warm_for_workers
 
 from pytest_mcpfaults import Sidecar
 
@@ -65,6 +66,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     # its module fixture the longest single wait of the suite) would otherwise start last, alone. The
     # workers order their collection slow modules first (_slow_modules_first).
     config.option.loadscopereorder = False
+    # The workers share a bytecode cache, filled before they start (tests/shared_pycache.py).
+    warm_for_workers(config.rootpath)
 
 
 def _mcp_is_1x() -> bool:
@@ -225,6 +228,14 @@ def mcp1_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     from mcp1_overlay import shared_mcp1
 
     return str(shared_mcp1(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def contribution(tmp_path_factory: pytest.TempPathFactory) -> Contribution:
+    """A copy of the repository with a made-up option and a made-up fault kind added as a contributor
+    would, each counted apart, and its docs site built (tests/contribution.py): made once for all
+    xdist workers, read by tests/test_options.py and tests/test_add_kind.py."""
+    return shared_contribution(tmp_path_factory)
 
 
 @pytest.fixture

@@ -7,18 +7,19 @@ client columns are measured by that one test), and nothing else: the docs tables
 mkdocstrings).
 
 The kind is made up: ``slow_502``, a gateway that waits, then answers 502. It is written into a copy of
-the repository in ``tmp_path`` (a git repository of its own, so the files it touches are counted by
-``git status``). There, one Python importing the copy's package checks what lists kinds directly: the
-registry and exports, the text form, the report, the behaviour modules (each phase's dispatch), the
-strategies' shrink order (its place checked against Hypothesis beside its neighbours), the matrix
-catalogue, the in-process backend, and the suite's own pins of the docs against the registry (the
-catalogue rows, with every row's mcp 1.x cell measured by a test, the tables the docs hook makes, the
-API page's fixtures, the transports tables), called as functions from the copy's ``tests/``. The kind
-runs through real clients: its own test (httpx, the mcp 2.x ``Client``, mcp 1.x's ``ClientSession``,
-in-process), the in-process parity case (a socket sidecar and ``mock_sidecar`` side by side), and the
-worked example's teardown matrix cell it gets (the README's main command, that one cell). The docs site
-builds, the kind in its tables and on the API page. docs/architecture.md and CONTRIBUTING.md state the
-count.
+the repository (a git repository of its own, so the files it touches are counted by ``git status``), the
+one tests/test_options.py's made-up option is written into first and committed
+(``tests/contribution.py``: the copy and its docs site are made once for both). There, one Python
+importing the copy's package checks what lists kinds directly: the registry and exports, the text form,
+the report, the behaviour modules (each phase's dispatch), the strategies' shrink order (its place
+checked against Hypothesis beside its neighbours), the matrix catalogue, the in-process backend, and the
+suite's own pins of the docs against the registry (the catalogue rows, with every row's mcp 1.x cell
+measured by a test, the tables the docs hook makes, the API page's fixtures, the transports tables),
+called as functions from the copy's ``tests/``. The kind runs through real clients: its own test (httpx,
+the mcp 2.x ``Client``, mcp 1.x's ``ClientSession``, in-process), the in-process parity case (a socket
+sidecar and ``mock_sidecar`` side by side), and the worked example's teardown matrix cell it gets (the
+README's main command, that one cell). The docs site builds, the kind in its tables and on the API page.
+docs/architecture.md and CONTRIBUTING.md state the count.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scratch_copy import ROOT, copy_repository, insert_after, run_in, touched
+from contribution import Contribution
+from scratch_copy import ROOT, insert_after, run_in
 
 CLASS = '''
 
@@ -168,10 +170,8 @@ print("checked:", len(CHECKS))
 CELL = "examples/test_example_matrix.py::test_cleanup_under_every_fault[slow_502@tool:delete_session]"
 
 
-@pytest.mark.timeout(300)
-def test_a_new_kind_touches_three_files_and_every_list_picks_it_up(tmp_path: Path, mcp1_path: str) -> None:
-    copy = copy_repository(tmp_path)
-
+def add_the_kind(copy: Path) -> None:
+    """The kind written into ``copy`` (tests/contribution.py makes the copy): three files by hand."""
     # 1. the class, and its name in the module's __all__ (next to it)
     fault_types = copy / "pytest_mcpfaults" / "faults" / "kinds.py"
     fault_types.write_text(fault_types.read_text() + CLASS)
@@ -192,12 +192,18 @@ def test_a_new_kind_touches_three_files_and_every_list_picks_it_up(tmp_path: Pat
     )
     answers.write_text(source + TEST)
 
-    assert touched(copy) == [
+
+@pytest.mark.timeout(300)
+def test_a_new_kind_touches_three_files_and_every_list_picks_it_up(
+    contribution: Contribution, mcp1_path: str
+) -> None:
+    copy = contribution.copy
+    assert contribution.touched["kind"] == [
         "pytest_mcpfaults/behaviour/connection.py",
         "pytest_mcpfaults/faults/kinds.py",
         "tests/test_faults_answers.py",
     ]
-    by_hand = touched(copy)
+    by_hand = contribution.touched["kind"]
     assert len(by_hand) <= 3  # issue 37: its class (with its catalogue cells), its behaviour, its test
     count = ["no", "one", "two", "three", "four", "five", "six"][len(by_hand)]
     assert f"**{count.capitalize()} files by hand**" in (ROOT / "docs" / "architecture.md").read_text()
@@ -219,14 +225,14 @@ def test_a_new_kind_touches_three_files_and_every_list_picks_it_up(tmp_path: Pat
     args = ["-m", "pytest", "-p", "mcpfaults", "-p", "no:cacheprovider", "-q", "-rA", CELL]
     main = run_in(copy, *args, timeout=120)
     assert main.returncode == 0 and f"PASSED {CELL}" in main.stdout, main.stdout[-4000:] + main.stderr[-2000:]
-    build = ["-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")]
-    site = run_in(copy, *build, timeout=240, env={"NO_MKDOCS_2_WARNING": "1"})
-    assert site.returncode == 0 and "WARNING" not in site.stderr, site.stdout + site.stderr
-    built = (tmp_path / "site" / "faults" / "index.html").read_text()
+    assert contribution.build_returncode == 0 and "WARNING" not in contribution.build_stderr, (
+        contribution.build_stdout + contribution.build_stderr
+    )
+    built = (contribution.site / "faults" / "index.html").read_text()
     assert "<td><code>slow_502</code></td>\n<td><code>*</code></td>\n<td><code>seconds=0.05</code>" in built
     assert "<td><code>slow_502</code></td>\n<td>yes</td>\n<td>yes</td>\n<td>no</td>" in built
     assert "<td><code>SlowGateway</code></td>\n<td><code>seconds=0.05</code> (<code>*</code>)</td>" in built
     assert "<td><code>slow_502</code></td>\n<td>yes</td>\n<td>the matched request: late, a 502</td>" in built
     assert (
-        'id="pytest_mcpfaults.faults.SlowGateway"' in (tmp_path / "site" / "api" / "index.html").read_text()
+        'id="pytest_mcpfaults.faults.SlowGateway"' in (contribution.site / "api" / "index.html").read_text()
     )

@@ -17,7 +17,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from scratch_copy import copy_repository, run_in, touched
+from contribution import Contribution
+from scratch_copy import run_in
 
 from pytest_mcpfaults.inprocess import InProcessSidecar
 from pytest_mcpfaults.options.fields import option_fields
@@ -298,18 +299,9 @@ print("its test:", pytest.main(own))
 """
 
 
-@pytest.mark.timeout(300)
-def test_an_option_the_core_reads_is_its_field_and_its_use_on_every_backend(tmp_path: Path) -> None:
-    """A made-up option the core reads (``hidden_tools``: built-in tools it does not serve), written
-    into a copy of the repository as a contributor would: its field in options/fields.py (``backends=``:
-    every backend), its use in core/core.py, which reads ``self.options``, and its test in this
-    module, nothing else: no backend maps options by hand, and the docs tables are made when the site
-    is built. ``git status`` counts the files: two by hand, and the test. In the copy the option is on
-    every surface, this module's and the API page's pins of the docs hold, its own test passes (the
-    socket ``Sidecar``, ``mock_sidecar`` and ``StdioServer``'s child list their tools without the
-    hidden one, and so do the marker's and the factory's sidecars) and the docs site (both tables with
-    the option) builds."""
-    copy = copy_repository(tmp_path)
+def add_the_option(copy: Path) -> None:
+    """The option written into ``copy`` (tests/contribution.py makes the copy): :data:`EDITS` and its
+    test appended to this module."""
     for name, edits in EDITS.items():
         path = copy / name
         source = path.read_text()
@@ -319,7 +311,25 @@ def test_an_option_the_core_reads_is_its_field_and_its_use_on_every_backend(tmp_
         path.write_text(source)
     tests = copy / "tests" / "test_options.py"
     tests.write_text(tests.read_text() + OPTION_TEST)
-    assert touched(copy) == [
+
+
+@pytest.mark.timeout(300)
+def test_an_option_the_core_reads_is_its_field_and_its_use_on_every_backend(
+    contribution: Contribution,
+) -> None:
+    """A made-up option the core reads (``hidden_tools``: built-in tools it does not serve), written
+    into a copy of the repository as a contributor would (:func:`add_the_option`): its field in
+    options/fields.py (``backends=``: every backend), its use in core/core.py, which reads
+    ``self.options``, and its test in this module, nothing else: no backend maps options by hand, and
+    the docs tables are made when the site is built. ``git status`` counts the files: two by hand, and
+    the test. In the copy the option is on every surface, this module's and the API page's pins of the
+    docs hold, its own test passes (the socket ``Sidecar``, ``mock_sidecar`` and ``StdioServer``'s child
+    list their tools without the hidden one, and so do the marker's and the factory's sidecars) and the
+    docs site (both tables with the option) builds. The copy also holds tests/test_add_kind.py's kind,
+    added after the option and counted apart: the two share the copy and its site build
+    (tests/contribution.py)."""
+    copy = contribution.copy
+    assert contribution.touched["option"] == [
         "pytest_mcpfaults/core/core.py",  # by hand: its use
         "pytest_mcpfaults/options/fields.py",  # by hand: the field
         "tests/test_options.py",  # its test
@@ -337,9 +347,9 @@ def test_an_option_the_core_reads_is_its_field_and_its_use_on_every_backend(tmp_
     assert "checked: 8" in lines, shown.stdout[-4000:] + shown.stderr[-4000:]
     assert "PASSED tests/test_options.py::test_hidden_tools" in shown.stdout, shown.stdout[-3000:]
     assert lines[-1] == "its test: 0", shown.stdout[-3000:] + shown.stderr[-3000:]
-    build = ["-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")]
-    site = run_in(copy, *build, timeout=240, env={"NO_MKDOCS_2_WARNING": "1"})
-    assert site.returncode == 0 and "WARNING" not in site.stderr, site.stdout + site.stderr
-    cli, sidecar = ((tmp_path / "site" / page / "index.html").read_text() for page in ("cli", "sidecar"))
+    assert contribution.build_returncode == 0 and "WARNING" not in contribution.build_stderr, (
+        contribution.build_stdout + contribution.build_stderr
+    )
+    cli, sidecar = ((contribution.site / page / "index.html").read_text() for page in ("cli", "sidecar"))
     assert "<td><code>--hide-tool NAME</code></td>" in cli
     assert "<td><code>hidden_tools</code></td>" in sidecar

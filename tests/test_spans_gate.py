@@ -782,7 +782,7 @@ def test_a_bad_spans_marker_fails_collection_naming_the_argument(
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-p", "mcpfaults")
+    result = pytester.runpytest("-p", "mcpfaults")  # in-process: the error comes before any wiring
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*ERROR collecting test_bad.py*", message])
 
