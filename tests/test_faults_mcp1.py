@@ -70,11 +70,16 @@ def leaves(exc: BaseException) -> list[str]:
 @contextlib.asynccontextmanager
 async def session(sc: Sidecar, read_timeout: float | None = None) -> AsyncIterator[Any]:
     """An initialized mcp 1.x session on the sidecar (``read_timeout``: the session's
-    ``read_timeout_seconds``; ``None``: the SDK's default, no timeout)."""
-    kw = {} if read_timeout is None else {"read_timeout_seconds": timedelta(seconds=read_timeout)}
+    ``read_timeout_seconds``; ``None``: the SDK's default, no timeout). The timeout is the session's
+    from after its ``initialize`` on (the attribute ``ClientSession(read_timeout_seconds=)`` sets):
+    the calls under test are bounded by it, the handshake before them is not, so a loaded machine
+    that takes longer than 0.3 s to answer an ``initialize`` does not fail a test of a call."""
     async with streamablehttp_client(sc.mcp_url) as (read, write, _):  # noqa: SIM117
-        async with ClientSession(read, write, **kw) as s:
+        async with ClientSession(read, write) as s:
             await s.initialize()
+            assert hasattr(s, "_session_read_timeout_seconds"), "mcp 1.x renamed its session timeout"
+            if read_timeout is not None:
+                s._session_read_timeout_seconds = timedelta(seconds=read_timeout)
             yield s
 
 
@@ -600,14 +605,11 @@ class KeptSession:
         self.session = self.loop.run_until_complete(asyncio.wait_for(self._open(url), LIMIT))
 
     async def _open(self, url: str) -> Any:
-        kw = (
-            {}
-            if self.read_timeout is None
-            else {"read_timeout_seconds": timedelta(seconds=self.read_timeout)}
-        )
         read, write, _ = await self.stack.enter_async_context(streamablehttp_client(url))
-        s = await self.stack.enter_async_context(ClientSession(read, write, **kw))
+        s = await self.stack.enter_async_context(ClientSession(read, write))
         await s.initialize()
+        if self.read_timeout is not None:  # the session's timeout from after its handshake: see session()
+            s._session_read_timeout_seconds = timedelta(seconds=self.read_timeout)
         return s
 
     def call(self, tool: str, args: dict[str, Any], within: float) -> Any:
