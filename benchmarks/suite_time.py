@@ -9,7 +9,8 @@ Runs ``.venv/bin/pytest`` (this interpreter's ``pytest``) from the repository ro
 ``suite_timer`` plugin, which records each test's wall and CPU time (its own process's and that of the
 children it waited for) in each xdist worker; then prints the run's wall and CPU (every process it
 started, waited for), a table by area and the files that cost the most CPU. With no pytest arguments
-pytest runs its ``testpaths`` as the README's command does (3 xdist workers: tests/conftest.py).
+pytest runs its ``testpaths`` as the README's command does (on ``SUITE_WORKERS`` xdist workers:
+tests/conftest.py).
 """
 
 from __future__ import annotations

@@ -34,13 +34,15 @@ if TYPE_CHECKING:
 #: fault budgets, so more workers than cores fill the waits (measured on a quiet machine, fresh clone: two
 #: workers 5 min 4 s with 1.75 cores busy, three 4 min 43 s with 1.88; on 2026-12-06, 1949 tests,
 #: three 369 s with 1.50 cores busy and a failure, four 341 s with 1.71; later that day, 2066 tests,
-#: four 256 s with 1.53 cores busy, five 236 s with 1.72: benchmarks/suite_time.py).
-SUITE_WORKERS = 5
+#: four 256 s with 1.53 cores busy, five 236 s with 1.72: benchmarks/suite_time.py; on 2026-12-06 on a
+#: slower machine, where that same tree took 270 s with five, 2087 tests: five 278 s with 1.72 cores
+#: busy, six 254 s with 1.85).
+SUITE_WORKERS = 6
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own (tryfirst too; a conftest registers later)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """The whole suite runs on :data:`SUITE_WORKERS` xdist workers, ``-n 2 --dist loadscope``: a module's
+    """The whole suite runs on :data:`SUITE_WORKERS` xdist workers with ``--dist loadscope``: a module's
     tests (a class's, for tests in a class) run on one worker, so a module fixture (the example
     suite's four example runs, above all) is made once. (``--dist loadgroup`` would be finer, but with
     pytest 9.2 pytest-xdist 3.8 cannot rename a test to its group: ``xdist_group`` is silently ignored.)
