@@ -55,6 +55,12 @@ KINDS = {
     "status(code=500)@tool:delete_session[times=1]": "status",
     "hang@tool:delete_session[times=1]": "hang",
     "stall@tool:delete_session[times=1]": "hang",
+    # what the trace shows, not the kind that made it: a frozen sidecar's cut connection, a cut body
+    "freeze@tool:delete_session[times=1]": "reset",
+    "truncate@tool:delete_session[times=1]": "reset",
+    # an MCP error's text the client reported (a terminating server's 503, a body it could not parse)
+    "terminating@tool:delete_session[times=1]": "jsonrpc_error",
+    "malformed_json@tool:delete_session[times=1]": "jsonrpc_error",
 }
 #: The example runner's longest own bound is its call timeout (15 s): a held request is held for the
 #: patience budget, so the budget must outlast the runner's own waits (as tests/test_explore_example.py).
