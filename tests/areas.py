@@ -172,6 +172,27 @@ SLOW: frozenset[str] = frozenset(
 )
 
 
+#: Modules whose tests mostly wait rather than compute (patience budgets run out, interrupted tests,
+#: stdio children and inner runs that sleep): each takes 15-45 s of wall on one xdist worker for a few
+#: seconds of CPU. They are dealt right after the slow modules (tests/conftest.py), so their waits
+#: overlap the others' CPU instead of holding a worker alone at the end of the run (measured: with six
+#: workers these were the modules of the last minute, the workers idle 6-13 s at the end).
+WAITS: frozenset[str] = frozenset(
+    {
+        "test_patience_plugin",
+        "test_patience_interrupt",
+        "test_stall_verdict",
+        "test_stdio_plugin",
+        "test_stdio_interop",
+        "test_stdio_upstream",
+        "test_teardown_interrupt",
+        "test_spans_gate",
+        "test_session_hygiene",
+        "test_idle_verdict",
+    }
+)
+
+
 def area_of(module: str) -> str | None:
     """The area of the test module named ``module`` (its file stem), or None."""
     return next((area for area, modules in AREAS.items() if module in modules), None)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
 import opentelemetry.sdk.trace  # noqa: F401  (once, as opentelemetry.trace is: the global provider an explore run sets stays an SDK one for later in-process runs)
 import pytest
-from areas import area_of, is_slow
+from areas import WAITS, area_of, is_slow
 from contribution import Contribution, shared_contribution
 from mcp1_client import Mcp1Client
 from no_ca import without_ca_bundle
@@ -110,13 +110,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _slow_modules_first(items: list[pytest.Item]) -> None:
     """Under xdist (the whole suite: ``--dist loadscope``) the modules holding a slow test are sent
-    first, each keeping its tests' order, the rest after them in collection order: xdist deals modules to the
-    workers in this order (``loadscopereorder`` off, :func:`pytest_cmdline_main`), and the slow ones
+    first, then those that mostly wait (``WAITS``), each keeping its tests' order, the rest after them in
+    collection order: xdist deals modules to the workers in this order (``loadscopereorder`` off,
+    :func:`pytest_cmdline_main`), and the slow ones
     (Node, the example runs, xdist children: alphabetically many come last, ``test_ts_*``,
     ``test_xdist``) otherwise start near the end, each holding one worker while the others, done,
     leave a core idle. Every xdist worker orders its collection alike (the controller checks that)."""
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)  # stable: collection order within each group
+    # then the modules that mostly wait (tests/areas.py's WAITS): their waits overlap the others' CPU
+    items.sort(key=lambda item: (item.path not in slow, Path(item.path).stem not in WAITS))  # stable
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from areas import AREAS, SLOW
+from areas import AREAS, SLOW, WAITS
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -30,6 +30,12 @@ def test_the_slow_entries_name_real_modules_and_tests() -> None:
         module, _, test = entry.partition("::")
         source = (TESTS / f"{module}.py").read_text()
         assert not test or f"def {test}(" in source, entry
+
+
+def test_the_waiting_modules_are_real_modules_and_not_slow_ones() -> None:
+    modules = {m for ms in AREAS.values() for m in ms}
+    assert modules >= WAITS, WAITS - modules
+    assert not WAITS & SLOW
 
 
 def test_minus_m_selects_an_area_and_not_slow(pytester: pytest.Pytester) -> None:
