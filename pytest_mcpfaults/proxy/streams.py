@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 __all__ = ["MAX_STREAMS", "Framing", "RelayedStream", "StreamEnd", "StreamEntry", "StreamLog"]
@@ -77,46 +77,25 @@ class RelayedStream:
         return f"{head}: {how} after {took:.1f} s, {self.bytes} body bytes"
 
 
+@dataclass(slots=True)
 class StreamEntry:
-    """One answer being read (loop thread); :meth:`freeze` copies it."""
+    """One answer being read (loop thread): :class:`RelayedStream`'s fields, written as the body is
+    read; :meth:`freeze` copies it."""
 
-    __slots__ = (
-        "bytes",
-        "content_type",
-        "detail",
-        "end",
-        "ended_at",
-        "framing",
-        "last_byte_at",
-        "method",
-        "opened_at",
-        "path",
-        "seq",
-        "session",
-        "status",
-        "via",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        seq: int,
-        method: str,
-        path: str,
-        session: str | None,
-        via: str,
-        status: int,
-        content_type: str,
-        framing: Framing,
-    ) -> None:
-        self.seq, self.via = seq, via
-        self.method, self.path, self.session = method, path, session
-        self.status, self.content_type, self.framing = status, content_type, framing
-        self.opened_at = time.monotonic()
-        self.ended_at: float | None = None
-        self.bytes = 0
-        self.last_byte_at: float | None = None
-        self.end: StreamEnd | None = None
-        self.detail = ""
+    seq: int
+    method: str
+    path: str
+    session: str | None
+    via: str
+    status: int
+    content_type: str
+    framing: Framing
+    opened_at: float = field(default_factory=time.monotonic)
+    ended_at: float | None = None
+    bytes: int = 0
+    last_byte_at: float | None = None
+    end: StreamEnd | None = None
+    detail: str = ""
 
     def read(self, n: int) -> None:
         self.bytes += n
@@ -128,10 +107,7 @@ class StreamEntry:
             self.end, self.detail, self.ended_at = end, detail, time.monotonic()
 
     def freeze(self) -> RelayedStream:
-        return RelayedStream(
-            self.seq, self.method, self.path, self.session, self.via, self.status, self.content_type,
-            self.framing, self.opened_at, self.ended_at, self.bytes, self.last_byte_at, self.end, self.detail,
-        )  # fmt: skip
+        return RelayedStream(**{f.name: getattr(self, f.name) for f in fields(self)})
 
 
 class StreamLog:
