@@ -220,7 +220,8 @@ class _Exchange:
         cancelled = listener.core.cancels.held_until_cancelled(rid, fault)  # answer_after_cancel
         if cancelled is not None:
             ends = {cancelled: "cancelled", **ends}
-        silenced = _silence(conn, listener.journal) if effect_of(fault) == Holding(silent=True) else None
+        effect = effect_of(fault)  # a blackhole's hold silences the connection (whatever else it holds)
+        silenced = _silence(conn, listener.journal) if isinstance(effect, Holding) and effect.silent else None
         try:
             outcome, rec, _ = await listener.holds.hold(rid, budget, ends)
         finally:
