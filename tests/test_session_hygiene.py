@@ -13,7 +13,8 @@ import pytest
 from docs_quotes import assert_quoted_lines_occur, quoted_block
 
 from pytest_mcpfaults.core.records import RequestRecord
-from pytest_mcpfaults.verdicts.hygiene import session_problems
+from pytest_mcpfaults.spans.records import RecordedSpan
+from pytest_mcpfaults.verdicts.hygiene import client_calls, session_problems, unreached_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 LEAK = ROOT / "docs" / "examples" / "sessions" / "leak.py"
@@ -46,6 +47,84 @@ def test_a_call_after_the_404_is_a_lost_session_used_again_but_not_its_delete_or
     later = [_rec(4, t=2.0), _rec(5, "DELETE", t=2.1), _rec(6, sid="s2", t=2.2)]
     [problem] = session_problems([_rec(1), lost, in_flight, *later], [])
     assert (problem.kind, problem.lost, [r.id for r in problem.requests]) == ("used_after_lost", lost, [4])
+
+
+def _span(
+    uid: int,
+    t: float,
+    *,
+    rpc_id: str | None = None,
+    status: str = "UNSET",
+    method: str = "tools/call",
+    kind: str = "CLIENT",
+    parent: int | None = None,
+    ended: bool = True,
+) -> RecordedSpan:
+    attrs = {"mcp.method.name": method, **({"jsonrpc.request.id": rpc_id} if rpc_id is not None else {})}
+    return RecordedSpan(
+        name=f"MCP send {method}", trace_id=1, span_id=uid, parent_id=parent, status_code=status,
+        status_description="boom" if status == "ERROR" else None, attributes=attrs, events=(),
+        start_time=int(t * 1e9), end_time=int((t + 0.2) * 1e9) if ended else None, uid=uid,
+        parent_uid=parent, kind=kind,
+    )  # fmt: skip
+
+
+def _call(rid: int, rpc_id: int, t: float, status: int = 200, fault: str | None = None) -> RequestRecord:
+    return RequestRecord(
+        id=rid, conn_id=0, method="POST", path="/mcp", mcp_method="tools/call", rpc_id=rpc_id,
+        session_id="s1", status=status, fault=fault, fault_kind=fault, started_at=t, ended_at=t + 0.1,
+    )  # fmt: skip
+
+
+def test_a_call_span_with_no_request_after_a_failed_call_failed_in_the_client() -> None:
+    """The journal's clock starts at wall time 100: each request comes 0.05 s into its call's span."""
+    journal = [_call(1, 1, 0.05, status=503), _call(2, 2, 1.05)]
+    received = [(r, 100 + r.started_at) for r in journal]
+    spans = [
+        _span(1, 100.0, rpc_id="1", status="ERROR"),  # the failed call: it reached the sidecar
+        _span(2, 101.0, rpc_id="2"),  # reached
+        _span(3, 102.0, rpc_id="3", status="ERROR"),  # no request: failed in the client
+        _span(4, 103.0, rpc_id="4"),  # no request, but no error either: not a failed call
+        _span(5, 104.0, rpc_id="5", status="ERROR", ended=False),  # still open: may be on its way
+    ]
+    [problem] = unreached_calls(journal, received, client_calls(spans), 100.0)
+    assert (problem.kind, problem.requests, [c.uid for c in problem.calls]) == (
+        "call_never_reached", (journal[0],), [3],
+    )  # fmt: skip
+    assert "`MCP send tools/call` (JSON-RPC id 3, span ERROR: boom)" in problem.describe()
+    # the same spans with no failed call at the sidecar: nothing is owed
+    assert unreached_calls(journal[1:], received[1:], client_calls(spans[1:]), 100.0) == []
+    # a request of another id at the same moment is not the call's
+    other = [(_call(3, 9, 2.05), 102.05)]
+    assert [
+        c.uid for c in unreached_calls(journal, received + other, client_calls(spans), 100.0)[0].calls
+    ] == [3]
+    # without an id the span is matched by its method and its time
+    bare = [*spans[:2], _span(3, 102.0, status="ERROR")]
+    assert unreached_calls(journal, received + other, client_calls(bare), 100.0) == []
+
+
+def test_only_client_spans_of_requests_count_and_a_framework_span_around_the_sdks_is_one_call() -> None:
+    spans = [
+        _span(1, 1.0, kind="SERVER"),
+        _span(2, 1.0, method="notifications/initialized"),
+        _span(3, 1.0),  # the framework's span
+        _span(4, 1.0, rpc_id="7", parent=3),  # the SDK's inside it: the call
+        _span(5, 2.0),  # a framework span with no SDK span inside: a call of its own
+    ]
+    assert [s.uid for s in client_calls(spans)] == [4, 5]
+
+
+def test_a_failure_that_may_leave_the_sidecar_deaf_holds_nothing_against_the_client() -> None:
+    journal = [_call(1, 1, 0.05, fault="freeze"), _call(2, 2, 0.5, status=503)]
+    received = [(r, 100 + r.started_at) for r in journal]
+    spans = [_span(1, 100.0, rpc_id="1"), _span(3, 102.0, rpc_id="3", status="ERROR")]
+    assert unreached_calls(journal, received, client_calls(spans), 100.0) == []
+    journal[0] = _call(1, 1, 0.05, fault="reset")  # a cut connection: the next call goes on a new one
+    received = [(r, 100 + r.started_at) for r in journal]
+    assert [p.kind for p in unreached_calls(journal, received, client_calls(spans), 100.0)] == [
+        "call_never_reached"
+    ]
 
 
 def test_a_session_whose_initialize_the_client_gave_up_on_is_not_owed() -> None:
@@ -84,7 +163,7 @@ def _run(pytester: pytest.Pytester, *args: str, timeout: float = 120) -> pytest.
 def test_the_docs_runners_fail_at_teardown_with_the_quoted_verdicts(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leak=LEAK.read_text())
     result = _run(pytester)
-    result.assert_outcomes(passed=2, errors=2)
+    result.assert_outcomes(passed=3, errors=3)
     page = (ROOT / "docs" / "sessions.md").read_text()
     never = quoted_block(page, "SessionHygieneError: mcpfaults: session hygiene", "   hint: end every")
     assert never is not None
@@ -95,12 +174,18 @@ def test_the_docs_runners_fail_at_teardown_with_the_quoted_verdicts(pytester: py
     )
     assert lost is not None
     assert_quoted_lines_occur(lost, result.outlines, "docs/sessions.md")
+    poisoned_at = page.index("gives up on its client")
+    poisoned = quoted_block(
+        page[poisoned_at:], "SessionHygieneError: mcpfaults: session hygiene", "   hint: one failed call"
+    )
+    assert poisoned is not None
+    assert_quoted_lines_occur(poisoned, result.outlines, "docs/sessions.md")
     result.stdout.no_fnmatch_line("*_pytest/sidecar.py*")  # the verdict, not a traceback of the plugin
 
 
 def test_the_marker_and_the_ini_switch(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leak=LEAK.read_text())
-    _run(pytester, "-o", "mcpfaults_session_hygiene=off").assert_outcomes(passed=2)
+    _run(pytester, "-o", "mcpfaults_session_hygiene=off").assert_outcomes(passed=3)
     bad_ini = _run(pytester, "-o", "mcpfaults_session_hygiene=maybe")
     assert bad_ini.ret == pytest.ExitCode.USAGE_ERROR
     bad_ini.stderr.fnmatch_lines(

@@ -4,9 +4,12 @@ teardown (``tests/test_session_hygiene.py`` runs it and compares the verdict wit
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 import pytest
 from mcp.client import Client
+from opentelemetry import trace
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 RUNNER = {"name": "runner", "version": "1"}
@@ -35,3 +38,30 @@ def test_a_session_kept_on_purpose(mcp_sidecar):
 
 
 # --8<-- [end:kept]
+
+
+# --8<-- [start:keeps_calling]
+TRACER = trace.get_tracer("runner")
+
+
+async def call(client, tool, arguments):
+    """One tool call in a span that follows OpenTelemetry's MCP conventions; an error is the call's
+    own: the next call goes out as any other."""
+    attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool}
+    with TRACER.start_as_current_span(
+        f"tools/call {tool}", kind=trace.SpanKind.CLIENT, attributes=attributes
+    ):
+        return await client.call_tool(tool, arguments)
+
+
+@pytest.mark.mcp_sidecar(era="session", faults=["status(code=503)@tool:echo[times=1]"])
+async def test_a_runner_that_keeps_calling_after_a_failed_call(mcp_sidecar, mcp_spans):
+    async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
+        with contextlib.suppress(Exception):
+            await call(client, "echo", {"text": "first"})  # answered 503
+        result = await call(client, "echo", {"text": "second"})
+    assert result.content[0].text == "second"
+    assert [r.status for r in mcp_sidecar.journal.requests if r.tool == "echo"] == [503, 200]
+
+
+# --8<-- [end:keeps_calling]

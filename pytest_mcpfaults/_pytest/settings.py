@@ -61,7 +61,8 @@ def addini(parser: pytest.Parser) -> None:
     parser.addini(
         HYGIENE_INI,
         "Session hygiene at the end of every test with a sidecar: each session the client opened was "
-        "ended (a DELETE) unless the sidecar lost it, and no call reused a session after its 404 "
+        "ended (a DELETE) unless the sidecar lost it, no call reused a session after its 404, and "
+        "(from the test's spans, when it records them) no call failed in the client after a failed call "
         f"('off' turns it off; @pytest.mark.{KEEP_SESSIONS} excuses one test's open sessions). Default on.",
         default="on",
     )

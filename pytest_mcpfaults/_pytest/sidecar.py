@@ -9,6 +9,7 @@ observed goes into the test's record for the CI report.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -556,8 +557,49 @@ def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
         with contextlib.suppress(AssertionError):
             journal.wait_for(lambda: not any(p.kind == "never_ended" for p in found()), HYGIENE_GRACE, "")
         problems = found()
+    if not cut:
+        problems += _unreached(item, sidecar)
     if problems:
         item.stash.setdefault(SESSION_PROBLEMS, []).append(hygiene_verdict(sidecar.url, problems))
+
+
+#: The uids of the call spans a hygiene verdict already named (a test of several sidecars names each once).
+_UNREACHED = pytest.StashKey[set[int | None]]()
+
+
+def _unreached(item: pytest.Item, sidecar: Sidecar) -> list[Any]:
+    """Calls the client's spans show it made after a call failed at ``sidecar``, which failed in the
+    client without reaching any server of the test (``verdicts/hygiene.py``); none when the test
+    records no spans."""
+    from pytest_mcpfaults._pytest.spans import spans_of_test
+
+    spans = spans_of_test(item)
+    if not spans:
+        return []
+    from pytest_mcpfaults.verdicts.hygiene import client_calls, unreached_calls
+
+    calls = client_calls(spans)
+    if not calls:
+        return []
+
+    def clock(journal: Any) -> float:  # the wall time of the journal's zero
+        return time.time() - time.monotonic() + float(journal.t0)
+
+    received = [
+        (r, clock(server.journal) + r.started_at)
+        for server in item.stash.get(SERVERS, [])
+        if hasattr(getattr(server, "journal", None), "t0")
+        for r in server.journal.requests
+    ]
+    named = item.stash.setdefault(_UNREACHED, set())
+    problems = unreached_calls(sidecar.journal.requests, received, calls, clock(sidecar.journal))
+    out = []
+    for problem in problems:
+        fresh = tuple(c for c in problem.calls if c.uid not in named)
+        named.update(c.uid for c in fresh)
+        if fresh:
+            out.append(dataclasses.replace(problem, calls=fresh))
+    return out
 
 
 def _factory_left_open(item: pytest.Item) -> None:

@@ -50,6 +50,7 @@ MARKER_KWARGS: tuple[str, ...] = tuple(f.name for f in fields(SpanSettings) if f
 _SETTINGS_KEY = pytest.StashKey[SpanSettings]()
 _WATCH_KEY = pytest.StashKey[ExitStack]()
 _STARTED_KEY = pytest.StashKey[bool]()
+_KEPT_KEY = pytest.StashKey["list[RecordedSpan]"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -417,9 +418,21 @@ def mcp_spans(request: pytest.FixtureRequest) -> Generator[SpanRecorder, None, N
             yield recorder
     finally:
         if not settings.check:
-            # Without the gate nothing reads spans between tests: stop keeping them.
+            # Without the gate nothing reads spans between tests: stop keeping them, but for session
+            # hygiene, which reads the test's spans once its sidecars' fixtures are done.
+            item.stash[_KEPT_KEY] = recorder.spans()
             recorder.recording = False
             recorder.clear()
+
+
+def spans_of_test(item: pytest.Item) -> list[RecordedSpan] | None:
+    """The spans ``item`` recorded so far (those ``mcp_spans`` kept when it was torn down), or
+    ``None`` when it records none."""
+    kept = item.stash.get(_KEPT_KEY, None)
+    if kept is not None:
+        return kept
+    recorder = recorder_for_test(item)
+    return None if recorder is None else recorder.spans()
 
 
 def span_mark(item: pytest.Item) -> int | None:

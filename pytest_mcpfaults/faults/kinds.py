@@ -205,6 +205,10 @@ class Fault:
     #: With an upstream, the kind's forced reply rewrites the upstream's answer (the request is
     #: forwarded all the same) rather than answering in its place.
     rewrites_upstream: ClassVar[bool] = False
+    #: Once it fired, a request the client sends may go unread (the sidecar is down, frozen, or the
+    #: connection went silent): session hygiene then holds no call that never reached the sidecar
+    #: against the client (docs/sessions.md).
+    stops_reading: ClassVar[bool] = False
 
     @property
     def revokes_token(self) -> bool:
@@ -305,6 +309,7 @@ class Die(Fault):
 
     phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "die"
+    stops_reading: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 110
     draws: ClassVar[Mapping[str, Draw]] = {"restart": (False, True)}
@@ -347,6 +352,7 @@ class Freeze(_Blocking):
 
     phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "freeze"
+    stops_reading: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 160
     held_wording: ClassVar[str | None] = "a frozen {request}"
@@ -415,6 +421,7 @@ class Blackhole(_Blocking):
 
     phase: ClassVar[Phase] = "connection"
     kind: ClassVar[str] = "blackhole"
+    stops_reading: ClassVar[bool] = True
     shrink_rank: ClassVar[int] = 145
     drawn_by_default: ClassVar[bool] = False
     draws: ClassVar[Mapping[str, Draw]] = {"idle": (None, 0.0)}

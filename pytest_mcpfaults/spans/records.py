@@ -122,6 +122,10 @@ class RecordedSpan:
     ancestors_at_start: tuple[tuple[int, str], ...] = ()
     resource: Mapping[str, Any] = field(default_factory=lambda: _NO_RESOURCE)
     ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = ()
+    #: The span's kind as OpenTelemetry names it (``'CLIENT'``, ``'SERVER'``, ``'INTERNAL'``, ...):
+    #: session hygiene reads a client's call spans by it. ``'INTERNAL'`` (the API's default) for a
+    #: span received or built by hand.
+    kind: str = "INTERNAL"
 
     def __hash__(self) -> int:
         return hash((self.uid, self.trace_id, self.span_id))
@@ -212,6 +216,7 @@ def take_snapshot(
         ancestors_at_start=ancestors_at_start,
         resource=_resource_of(span),
         ancestor_descriptions_at_start=ancestor_descriptions_at_start,
+        kind=span.kind.name,
     )
 
 

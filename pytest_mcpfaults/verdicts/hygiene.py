@@ -19,22 +19,47 @@ Two duties, both from the MCP spec's session management (transports, 2025-06-18 
   (the session is gone: expired, lost in a restart), the client "MUST start a new session by sending a
   new ``InitializeRequest`` without a session ID": a later call on the dead id (other than its
   ``DELETE``) is the bug of a client that keeps calling a lost session.
+- **Keep calling after a failure.** One failed call (a fault fired on it, or it was answered with an
+  HTTP error) must not poison the client: a later call it makes still reaches the sidecar. The
+  sidecar cannot see a call that never came, so this duty reads the client's own spans: a CLIENT span
+  with OpenTelemetry's MCP attributes ``mcp.method.name`` and ``jsonrpc.request.id`` (the MCP
+  semantic conventions; the official mcp SDK 2.x records them on its ``MCP send …`` spans) is a
+  request the client made. One that started after the failure and ended in error, and that no
+  sidecar of the test received (same method, same JSON-RPC id, while the span was open), failed in
+  the client. Not held against it when the failure may have left the sidecar deaf (a kind whose
+  ``stops_reading`` is set fired: ``die``, ``freeze``, ``blackhole``).
 
-:func:`session_problems` finds them; :func:`hygiene_verdict` words them for the test's failure.
+:func:`session_problems` and :func:`unreached_calls` find them; :func:`hygiene_verdict` words them
+for the test's failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pytest_mcpfaults.core.records import RequestRecord
 
-__all__ = ["SessionHygieneError", "SessionProblem", "hygiene_verdict", "session_problems"]
+if TYPE_CHECKING:
+    from pytest_mcpfaults.spans.records import RecordedSpan
+
+__all__ = [
+    "SessionHygieneError",
+    "SessionProblem",
+    "client_calls",
+    "hygiene_verdict",
+    "session_problems",
+    "unreached_calls",
+]
 
 #: How many of a session's requests a verdict lists.
 SHOWN = 6
+#: The span attributes of a client's MCP request (OpenTelemetry's MCP semantic conventions).
+METHOD_ATTR = "mcp.method.name"
+ID_ATTR = "jsonrpc.request.id"
+#: Seconds of slack between a span's clock and a journal's when matching a call to its request.
+SLACK = 0.05
 
 
 class SessionHygieneError(AssertionError):
@@ -48,9 +73,12 @@ class SessionProblem:
     dead id after it)."""
 
     session_id: str
-    kind: Literal["never_ended", "used_after_lost"]
+    kind: Literal["never_ended", "used_after_lost", "call_never_reached"]
     requests: tuple[RequestRecord, ...]
     lost: RequestRecord | None = None
+    #: ``call_never_reached``: the client's spans of the calls that failed without reaching the
+    #: sidecar (``requests``: the failed call after which they came).
+    calls: tuple[RecordedSpan, ...] = ()
 
     def describe(self) -> str:
         sid = self.session_id[:12] + ("…" if len(self.session_id) > 12 else "")
@@ -61,6 +89,15 @@ class SessionProblem:
             return (
                 f"session {sid} was never ended: no `DELETE` came for it ({used}); "
                 "it was still open when the test's fixtures were done"
+            )
+        if self.kind == "call_never_reached":
+            failed = self.requests[0]
+            why = f"`{failed.fault}` fired" if failed.fault else f"answered {failed.status}"
+            calls = "; ".join(_call(span) for span in self.calls[:SHOWN])
+            more = f" and {len(self.calls) - SHOWN} more" if len(self.calls) > SHOWN else ""
+            return (
+                f"after `{failed.label}` (#{failed.id}) failed ({why}), the client's later calls "
+                f"failed without reaching the sidecar: {calls}{more}"
             )
         assert self.lost is not None
         return (
@@ -101,6 +138,82 @@ def session_problems(
     return problems
 
 
+def _call(span: RecordedSpan) -> str:
+    rpc_id = span.attributes.get(ID_ATTR)
+    named = f"JSON-RPC id {rpc_id}, " if rpc_id is not None else ""
+    error = f": {span.status_description}" if span.status_description else ""
+    return f"`{span.name}` ({named}span ERROR{error})"
+
+
+def client_calls(spans: Sequence[RecordedSpan]) -> list[RecordedSpan]:
+    """The spans among ``spans`` that record an MCP request a client made, in start order: CLIENT
+    spans with an ``mcp.method.name`` other than a notification's. A call span with a call span of the
+    same method inside it (a framework's span around the SDK's) is one call: the inner one is kept."""
+    calls = [
+        s
+        for s in spans
+        if s.kind == "CLIENT"
+        and isinstance(s.attributes.get(METHOD_ATTR), str)
+        and not s.attributes[METHOD_ATTR].startswith("notifications/")
+    ]
+    by_uid: dict[int | None, RecordedSpan] = {s.uid: s for s in spans if s.uid is not None}
+    outer: set[int | None] = set()
+    for call in calls:
+        parent = by_uid.get(call.parent_uid)
+        while parent is not None:
+            if parent.attributes.get(METHOD_ATTR) == call.attributes[METHOD_ATTR]:
+                outer.add(parent.uid)
+            parent = by_uid.get(parent.parent_uid)
+    return sorted((c for c in calls if c.uid is None or c.uid not in outer), key=lambda s: s.start_time or 0)
+
+
+def unreached_calls(
+    requests: Sequence[RequestRecord],
+    received: Sequence[tuple[RequestRecord, float]],
+    calls: Sequence[RecordedSpan],
+    clock: float,
+) -> list[SessionProblem]:
+    """The calls that failed in the client after a call failed at this sidecar: ``requests`` is its
+    journal, ``clock`` the wall time (``time.time()``) of its journal's zero; ``received`` every
+    request any sidecar of the test received, with the wall time it came; ``calls`` the client's
+    call spans (:func:`client_calls`). A call is matched to a request of its method received while
+    its span was open (and of its JSON-RPC id, when the span names one)."""
+    from pytest_mcpfaults.faults.kinds import fault_kinds
+
+    kinds = fault_kinds()
+    if any(r.fault_kind in kinds and kinds[r.fault_kind].stops_reading for r, _ in received):
+        return []  # the sidecar may not have read what was sent: nothing to hold against the client
+    failed = [r for r in requests if r.mcp_method and (r.fault is not None or (r.status or 0) >= 400)]
+    if not failed:
+        return []
+    first = min(failed, key=lambda r: r.started_at)
+    since = clock + first.started_at - SLACK
+    unmatched = list(received)
+    missing: list[RecordedSpan] = []
+    for span in calls:
+        if span.start_time is None or span.end_time is None:
+            continue  # still open: its request may be on its way
+        start, end = span.start_time / 1e9 - SLACK, span.end_time / 1e9 + SLACK
+        method, rpc_id = span.attributes[METHOD_ATTR], span.attributes.get(ID_ATTR)
+        match = next(
+            (
+                i
+                for i, (r, at) in enumerate(unmatched)
+                if r.mcp_method == method
+                and (rpc_id is None or str(r.rpc_id) == str(rpc_id))
+                and start <= at <= end
+            ),
+            None,
+        )
+        if match is not None:
+            del unmatched[match]
+        elif span.status_code == "ERROR" and start >= since:
+            missing.append(span)
+    if not missing:
+        return []
+    return [SessionProblem(first.session_id or "", "call_never_reached", (first,), calls=tuple(missing))]
+
+
 def hygiene_verdict(url: str, problems: Sequence[SessionProblem]) -> str:
     """The failure text for ``problems`` found at the sidecar at ``url``."""
     lines = [f"mcpfaults: session hygiene at {url}:", ""]
@@ -117,6 +230,12 @@ def hygiene_verdict(url: str, problems: Sequence[SessionProblem]) -> str:
         hints.append(
             "on a 404 for its session id, open a new session (a new `initialize` without the id) "
             "instead of calling the lost one"
+        )
+    if any(p.kind == "call_never_reached" for p in problems):
+        hints.append(
+            "one failed call must not poison the client: after a connection error or an error answer, "
+            "send the next call (on a new connection or a new session when the old one is gone) instead "
+            "of failing it in the client"
         )
     lines += ["", *(f"   hint: {h}" for h in hints)]
     return "\n".join(lines)
