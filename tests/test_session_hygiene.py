@@ -94,6 +94,12 @@ def test_a_call_span_with_no_request_after_a_failed_call_failed_in_the_client() 
     assert "`MCP send tools/call` (JSON-RPC id 3, span ERROR: boom)" in problem.describe()
     # the same spans with no failed call at the sidecar: nothing is owed
     assert unreached_calls(journal[1:], received[1:], client_calls(spans[1:]), 100.0) == []
+    # nor after a request refused as the client's mistake (mcp 2.x probing a session-era server)
+    probe = RequestRecord(
+        id=0, conn_id=0, method="POST", path="/mcp", mcp_method="server/discover", rpc_id=0, status=400,
+        error_by="client", started_at=0.0, ended_at=0.01,
+    )  # fmt: skip
+    assert unreached_calls([probe, *journal[1:]], received[1:], client_calls(spans[1:]), 100.0) == []
     # a request of another id at the same moment is not the call's
     other = [(_call(3, 9, 2.05), 102.05)]
     assert [

@@ -183,7 +183,7 @@ def unreached_calls(
     kinds = fault_kinds()
     if any(r.fault_kind in kinds and kinds[r.fault_kind].stops_reading for r, _ in received):
         return []  # the sidecar may not have read what was sent: nothing to hold against the client
-    failed = [r for r in requests if r.mcp_method and (r.fault is not None or (r.status or 0) >= 400)]
+    failed = [r for r in requests if r.mcp_method and (r.fault is not None or _refused(r))]
     if not failed:
         return []
     first = min(failed, key=lambda r: r.started_at)
@@ -212,6 +212,13 @@ def unreached_calls(
     if not missing:
         return []
     return [SessionProblem(first.session_id or "", "call_never_reached", (first,), calls=tuple(missing))]
+
+
+def _refused(r: RequestRecord) -> bool:
+    """An HTTP error answer the client did not cause: a request the sidecar refused as malformed (mcp
+    2.x's ``server/discover`` probe of a session-era server, answered 400) is the protocol's way, not a
+    failed call."""
+    return (r.status or 0) >= 400 and r.error_by != "client"
 
 
 def hygiene_verdict(url: str, problems: Sequence[SessionProblem]) -> str:
