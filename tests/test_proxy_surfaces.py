@@ -201,3 +201,26 @@ async def test_a_forced_result_through_a_stdio_upstream_carries_the_tools_struct
     text = faulted.content[0].text  # type: ignore[union-attr]
     assert not faulted.is_error and faulted.structured_content == {"result": text}
     assert "backend timed out" in text if kind == "error_payload" else "is no longer alive" in text
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+def test_a_listing_is_learned_by_the_chunk_that_completes_it_before_it_is_relayed(sse: bool) -> None:
+    """The proxy learns the listed output schemas when the chunk that completes the ``tools/list``
+    response passes through its tap (before it is written to the client), not when the relay ends:
+    a client calling the tool the moment it has the listing raced the learning (an ``error_payload``
+    answered without the schema's ``structuredContent``)."""
+    from pytest_mcpfaults.proxy.proxy import _Listing
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    response = {"jsonrpc": "2.0", "id": 3, "result": {"tools": [{"name": "count", "outputSchema": schema}]}}
+    body = json.dumps(response).encode()
+    if sse:
+        body = b"event: message\nid: 1\ndata: " + body + b"\n\n"
+    relayed: list[bytes] = []
+    schemas: dict[str, object] = {}
+    listing = _Listing(relayed.append, sse, 3, schemas)
+    listing.feed(body[:20])
+    assert schemas == {} and not listing.learned  # not complete yet
+    listing.feed(body[20:])
+    assert schemas == {"count": schema} and listing.learned
+    assert b"".join(relayed) == body  # every chunk passed on, in order

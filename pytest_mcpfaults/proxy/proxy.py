@@ -164,7 +164,7 @@ class Proxy:
         if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
             relayed.recording = self._record(incoming, info, resp)
         if info.mcp is not None and info.mcp.method == "tools/list" and 200 <= resp.status < 300:
-            relayed.listing = _Listing(resp.tap)
+            relayed.listing = _Listing(resp.tap, resp.sse, mid, self.endpoint.listed_schemas)
             resp.tap = relayed.listing.feed
         return relayed
 
@@ -286,8 +286,8 @@ class Proxy:
         whole = resp.failure is None and resp.at_eof
         if reply.recording is not None and self.recorder is not None:
             self.recorder.finish(reply.recording, complete=whole)
-        if reply.listing is not None and whole:
-            learn_listing(self.endpoint.listed_schemas, reply.listing.response(resp.sse, reply.mid))
+        if reply.listing is not None and whole and not reply.listing.learned:
+            learn_listing(self.endpoint.listed_schemas, reply.listing.response())
 
     async def close(self) -> None:
         """Close the upstream client: every upstream connection (bounded)."""
@@ -302,25 +302,40 @@ class _Listing:
     """The body of an upstream's ``tools/list`` answer as it is relayed (chained before any other tap,
     at most :data:`_LISTING_MAX_BYTES`), for the endpoint to learn the listed tools' output schemas
     (:func:`~pytest_mcpfaults.mcp.endpoint.learn_listing`): a fault answered in place of a
-    call (``error_payload``) then gets the ``structuredContent`` the tool declares."""
+    call (``error_payload``) then gets the ``structuredContent`` the tool declares.
 
-    def __init__(self, then: Callable[[bytes], None] | None) -> None:
-        self.then = then
+    Learned as soon as a chunk completes the response, before the chunk is relayed: a client may call
+    a tool the moment it has the listing, and the call must find the schema known (learning when the
+    relay ended raced the client's next request)."""
+
+    def __init__(
+        self, then: Callable[[bytes], None] | None, sse: bool, mid: Any, schemas: dict[str, Any]
+    ) -> None:
+        self.then, self.sse, self.mid, self.schemas = then, sse, mid, schemas
         self.parts: list[bytes] = []
         self.size = 0
+        self.learned = False
 
     def feed(self, chunk: bytes) -> None:
         self.size += len(chunk)
         if self.size <= _LISTING_MAX_BYTES:
             self.parts.append(chunk)
+            # a JSON body may end with this chunk when it ends a value, an event stream's response
+            # event when it ends a line
+            ends = chunk.endswith((b"\n", b"\r")) if self.sse else chunk.rstrip().endswith(b"}")
+            if not self.learned and ends:
+                response = self.response()
+                if response is not None:
+                    learn_listing(self.schemas, response)
+                    self.learned = True
         if self.then is not None:
             self.then(chunk)
 
-    def response(self, sse: bool, mid: Any) -> dict[str, Any] | None:
+    def response(self) -> dict[str, Any] | None:
         """The listing's JSON-RPC response, or ``None`` (too long to have been kept, or none in it)."""
         if self.size > _LISTING_MAX_BYTES:
             return None
-        return listed_response(b"".join(self.parts), sse, mid)
+        return listed_response(b"".join(self.parts), self.sse, self.mid)
 
 
 def _long_lived(incoming: Incoming, info: RequestInfo) -> bool:
