@@ -108,7 +108,7 @@ def test_a_thread_joined_at_exit_gets_a_verdict_with_its_stacks(harness: Path) -
         with pytest.raises(HarnessProcessError) as raised:
             proc.wait()
         took = time.monotonic() - started
-        assert proc.returncode is not None  # killed
+        assert proc.returncode is not None and proc.killed  # killed
     text = str(raised.value)
     assert text.startswith(
         "the harness process did not exit: it was still running 1 s after its last MCP traffic\n"
@@ -127,7 +127,7 @@ def test_the_fixed_harness_exits_and_gets_no_verdict(harness: Path) -> None:
     args = [sys.executable, str(harness)]
     with Sidecar(patience=BUDGET) as sc, HarnessProcess([*args, sc.mcp_url, "daemon"], servers=[sc]) as proc:
         assert proc.wait() == 0
-        assert proc.verdict is None
+        assert proc.verdict is None and not proc.killed
 
 
 def test_a_harness_asked_to_stop_that_does_not(harness: Path) -> None:
@@ -245,6 +245,31 @@ def test_the_fixture_stops_a_harness_at_teardown_and_fails_the_test(
     result.stdout.fnmatch_lines(
         ["*the harness process did not exit: it was still running 1 s after it was asked*"]
     )
+
+
+def test_the_sessions_of_a_harness_killed_by_its_verdict_are_not_owed(
+    pytester: pytest.Pytester, harness: Path
+) -> None:
+    """The verdict kills the harness before it could end its session: session hygiene asks for no
+    ``DELETE`` (the affected strands-agents release, tox -e fw-strands-exit, failed so at teardown)."""
+    pytester.makepyfile(
+        f"""
+        import sys
+        import pytest
+        from pytest_mcpfaults import HarnessProcessError
+
+        @pytest.mark.mcp_sidecar(era="session", patience={BUDGET})
+        def test_killed(mcp_sidecar, mcp_harness_process):
+            args = [sys.executable, {str(harness)!r}, mcp_sidecar.mcp_url, "joins_forever"]
+            proc = mcp_harness_process(args)
+            with pytest.raises(HarnessProcessError):
+                proc.wait()
+            assert proc.killed and len(mcp_sidecar.sessions) == 1  # its session is still open
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*SessionHygieneError*")
 
 
 def test_the_fixture_watches_a_server_made_after_the_start(

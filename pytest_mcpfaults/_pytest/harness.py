@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import SERVERS
+from pytest_mcpfaults._pytest.records import HARNESSES, SERVERS
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.verdicts.harness_process import HarnessProcess
@@ -30,8 +30,8 @@ def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[...
     the same way and killed with its process group."""
     from pytest_mcpfaults.verdicts.harness_process import DEFAULT_STARTUP, HarnessProcess
 
-    started: list[HarnessProcess] = []
     item = request.node
+    started: list[HarnessProcess] = item.stash.setdefault(HARNESSES, [])
 
     def test_servers() -> list[Any]:
         return list(item.stash.get(SERVERS, []))

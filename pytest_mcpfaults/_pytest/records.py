@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXPLORE_PARAM",
     "GATED_BY_FINDINGS",
+    "HARNESSES",
     "LEFT_OPEN",
     "MAKERS",
     "MATRIX_FIXTURE",
@@ -56,6 +57,9 @@ LEFT_OPEN = pytest.StashKey[list[str]]()
 #: The session hygiene verdicts of a test's sidecars (``verdicts/hygiene.py``), one text per sidecar,
 #: found when the test's fixtures were done.
 SESSION_PROBLEMS = pytest.StashKey[list[str]]()
+#: The harness processes the test started (``mcp_harness_process``): one the plugin killed owed no
+#: ``DELETE`` for the sessions it had open.
+HARNESSES = pytest.StashKey[list[Any]]()
 
 
 @dataclass

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_mcpfaults._pytest import cassettes, settings
 from pytest_mcpfaults._pytest.records import (
+    HARNESSES,
     LEFT_OPEN,
     MAKERS,
     SERVERS,
@@ -541,10 +542,13 @@ def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
         return  # a dead or stopped sidecar lost its sessions: none is owed
     from pytest_mcpfaults.verdicts.hygiene import hygiene_verdict, session_problems
 
-    # no DELETE is owed by a test the watcher interrupted: the interruption may have cut its close
+    # no DELETE is owed by a test the watcher interrupted, nor by a harness process the plugin killed
+    # (its verdict): either may have cut the client's close
     call = item.stash.get(_CALL, None)
-    cut = item.stash.get(_INTERRUPTED, False) or (
-        call is not None and call.watch is not None and call.watch.fired
+    cut = (
+        item.stash.get(_INTERRUPTED, False)
+        or (call is not None and call.watch is not None and call.watch.fired)
+        or any(p.killed for p in item.stash.get(HARNESSES, []))
     )
     owed = item.get_closest_marker(settings.KEEP_SESSIONS) is None and not cut
     journal = sidecar.journal

@@ -113,6 +113,7 @@ class HarnessProcess:
         self._stopped_at: float | None = None
         self._stop_signal = "SIGTERM"
         self._gone = False  # its group was killed and none of it runs: never signal that id again
+        self._ended_here = False  # the plugin ended it (its verdict, or close() while it ran)
         self.verdict: str | None = None
 
     @property
@@ -159,6 +160,12 @@ class HarnessProcess:
     @property
     def returncode(self) -> int | None:
         return self._running().poll()
+
+    @property
+    def killed(self) -> bool:
+        """Whether the plugin ended the child (its verdict, or ``close()`` while it still ran): it had
+        no chance to end the MCP sessions it had open."""
+        return self._ended_here
 
     @property
     def stdout(self) -> str:
@@ -217,6 +224,7 @@ class HarnessProcess:
 
     def _kill(self) -> bool:
         if self._proc is not None and not self._gone:
+            self._ended_here = self._ended_here or self._proc.poll() is None
             self._gone = _kill_group(self._proc)
         return self._gone
 
@@ -273,6 +281,7 @@ class HarnessProcess:
     def _fail(self, why: str) -> None:
         __tracebackhide__ = True
         proc = self._running()
+        self._ended_here = True
         try:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGABRT)  # faulthandler prints every thread's stack, then dies

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import beside
 import pytest
 
 AFFECTED, FIXED = "1.7.0", "1.8.0"
@@ -29,25 +28,14 @@ CASE = Path(__file__).with_name("agent_framework_lost_session.py")
 @pytest.fixture(scope="session")
 def affected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """agent-framework-core :data:`AFFECTED`, installed on its own, for the case's ``PYTHONPATH``."""
-    target = tmp_path_factory.mktemp("agent-framework-affected")
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
-    proc = subprocess.run(
-        [*cmd, f"agent-framework-core=={AFFECTED}"], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, f"pip could not install agent-framework-core=={AFFECTED}:\n{proc.stderr}"
-    return target
+    return beside.install_beside(tmp_path_factory, f"agent-framework-core=={AFFECTED}")
 
 
 def run_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, path: Path | None):
     """The case in a pytest of its own (``path`` first on its ``PYTHONPATH``): its result and the
     seconds its test took, setup to teardown (the verdict included)."""
-    if path is not None:
-        monkeypatch.setenv("PYTHONPATH", str(path))
-    pytester.makepyfile(test_case=CASE.read_text())
     xml = pytester.path / "case.xml"
-    result = pytester.runpytest_subprocess(
-        "-p", "mcpfaults", "-p", "no:cacheprovider", "-s", f"--junitxml={xml}", timeout=120
-    )
+    result = beside.run_case(pytester, monkeypatch, CASE, path, f"--junitxml={xml}")
     took = sum(float(c.get("time", 0)) for c in ET.parse(xml).getroot().iter("testcase"))
     return result, took
 

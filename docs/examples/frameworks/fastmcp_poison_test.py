@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from beside import install_beside, run_case
 
 AFFECTED, FIXED = "3.4.11", "4.2.3"
 CASE = Path(__file__).with_name("fastmcp_poison.py")
@@ -26,25 +25,13 @@ CASE = Path(__file__).with_name("fastmcp_poison.py")
 @pytest.fixture(scope="session")
 def affected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """fastmcp :data:`AFFECTED` and its dependencies, on their own, for the case's ``PYTHONPATH``."""
-    target = tmp_path_factory.mktemp("fastmcp-affected")
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), f"fastmcp=={AFFECTED}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"pip could not install fastmcp=={AFFECTED}:\n{proc.stderr}"
-    return target
-
-
-def run_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, path: Path | None):
-    """The case in a pytest of its own (``path`` first on its ``PYTHONPATH``)."""
-    if path is not None:
-        monkeypatch.setenv("PYTHONPATH", str(path))
-    pytester.makepyfile(test_case=CASE.read_text())
-    return pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", "-s", timeout=120)
+    return install_beside(tmp_path_factory, f"fastmcp=={AFFECTED}", deps=True)
 
 
 def test_the_affected_release_fails_the_later_calls_in_the_client_and_gets_the_verdict(
     pytester, monkeypatch, affected
 ):
-    result = run_case(pytester, monkeypatch, affected)
+    result = run_case(pytester, monkeypatch, CASE, affected)
     out = result.stdout.str()
     print(f"\n{out}")
     assert f"fastmcp {AFFECTED} on mcp 1." in out
@@ -64,7 +51,7 @@ def test_the_affected_release_fails_the_later_calls_in_the_client_and_gets_the_v
 
 def test_the_fixed_release_sends_the_calls_after_a_503_but_not_after_a_reset(pytester, monkeypatch):
     assert importlib.metadata.version("fastmcp") == FIXED
-    result = run_case(pytester, monkeypatch, None)
+    result = run_case(pytester, monkeypatch, CASE, None)
     out = result.stdout.str()
     print(f"\n{out}")
     assert f"fastmcp {FIXED} on mcp 2." in out

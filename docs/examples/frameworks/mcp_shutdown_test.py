@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from beside import install_beside
 from mcp.client import Client
 
 from pytest_mcpfaults import Sidecar
@@ -47,13 +47,7 @@ def release(tmp_path_factory: pytest.TempPathFactory):
     """sse-starlette ``version`` installed on its own, for the server's ``PYTHONPATH``."""
 
     def install(version: str) -> Path:
-        target = tmp_path_factory.mktemp(f"sse-starlette-{version}")
-        cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
-        proc = subprocess.run(
-            [*cmd, f"sse-starlette=={version}"], capture_output=True, text=True, timeout=300
-        )
-        assert proc.returncode == 0, f"pip could not install sse-starlette=={version}:\n{proc.stderr}"
-        return target
+        return install_beside(tmp_path_factory, f"sse-starlette=={version}")
 
     return install
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from beside import install_beside, run_case
 
 AFFECTED, FIXED = "1.30.0", "2.0.0"
 BUDGET = 2.0  # the case's patience
@@ -30,25 +29,16 @@ CASE = Path(__file__).with_name("mcp_unresolved_call.py")
 @pytest.fixture(scope="session")
 def affected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """mcp :data:`AFFECTED` and its dependencies, installed on their own, for the case's ``PYTHONPATH``."""
-    target = tmp_path_factory.mktemp("mcp-affected")
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), f"mcp=={AFFECTED}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"pip could not install mcp=={AFFECTED}:\n{proc.stderr}"
-    return target
+    return install_beside(tmp_path_factory, f"mcp=={AFFECTED}", deps=True)
 
 
-def run_case(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, path: Path | None):
-    """The case in a pytest of its own (``path`` first on its ``PYTHONPATH``), no outside timeout."""
-    if path is not None:
-        monkeypatch.setenv("PYTHONPATH", str(path))
-    pytester.makepyfile(test_case=CASE.read_text())
-    return pytester.runpytest_subprocess(
-        "-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:timeout", "-s", timeout=120
-    )
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, path: Path | None) -> pytest.RunResult:
+    """The case in a pytest of its own, no outside timeout."""
+    return run_case(pytester, monkeypatch, CASE, path, "-p", "no:timeout")
 
 
 def test_the_affected_release_waits_for_ever_and_gets_the_idle_verdict(pytester, monkeypatch, affected):
-    result = run_case(pytester, monkeypatch, affected)
+    result = run(pytester, monkeypatch, affected)
     out = result.stdout.str()
     print(f"\n{out}")
     assert f"mcp {AFFECTED}: calling" in out
@@ -74,7 +64,7 @@ def test_the_affected_release_waits_for_ever_and_gets_the_idle_verdict(pytester,
 
 def test_the_fixed_release_raises_and_passes(pytester, monkeypatch):
     assert importlib.metadata.version("mcp") == FIXED
-    result = run_case(pytester, monkeypatch, None)
+    result = run(pytester, monkeypatch, None)
     out = result.stdout.str()
     print(f"\n{out}")
     assert f"mcp {FIXED}: call_tool raised MCPError: SSE stream ended" in out, out

@@ -13,11 +13,11 @@ client with no bound of its own outlives it.
 from __future__ import annotations
 
 import importlib.metadata
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from beside import install_beside
 
 from pytest_mcpfaults import HarnessProcessError
 from pytest_mcpfaults.faults import Blackhole
@@ -33,11 +33,7 @@ SILENT = Blackhole(idle=IDLE, when="tool:echo", expect_hang=True)  # recorded, n
 @pytest.fixture(scope="session")
 def affected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """openai-agents :data:`AFFECTED`, installed on its own, for the harness's ``PYTHONPATH``."""
-    target = tmp_path_factory.mktemp("openai-agents-affected")
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
-    proc = subprocess.run([*cmd, f"openai-agents=={AFFECTED}"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"pip could not install openai-agents=={AFFECTED}:\n{proc.stderr}"
-    return target
+    return install_beside(tmp_path_factory, f"openai-agents=={AFFECTED}")
 
 
 @pytest.mark.mcp_sidecar(transport="sse", patience=BUDGET, faults=[SILENT])

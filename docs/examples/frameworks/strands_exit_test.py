@@ -11,11 +11,11 @@ process puts first on its ``PYTHONPATH``. The hang needs Python 3.13 (the env's 
 from __future__ import annotations
 
 import importlib.metadata
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from beside import install_beside
 
 from pytest_mcpfaults import HarnessProcessError
 
@@ -31,11 +31,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="session")
 def affected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """strands-agents :data:`AFFECTED`, installed on its own, for the harness's ``PYTHONPATH``."""
-    target = tmp_path_factory.mktemp("strands-affected")
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
-    proc = subprocess.run([*cmd, f"strands-agents=={AFFECTED}"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"pip could not install strands-agents=={AFFECTED}:\n{proc.stderr}"
-    return target
+    return install_beside(tmp_path_factory, f"strands-agents=={AFFECTED}")
 
 
 def since_last_traffic(sidecar) -> float:
