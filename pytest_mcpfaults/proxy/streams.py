@@ -118,19 +118,11 @@ class StreamLog:
         self._lock = threading.Lock()
         self._seq = 0
 
-    def opened(
-        self,
-        method: str,
-        path: str,
-        session: str | None,
-        via: str,
-        status: int,
-        content_type: str,
-        framing: Framing,
-    ) -> StreamEntry:
+    def opened(self, entry: StreamEntry) -> StreamEntry:
+        """Keep ``entry``, an answer just opened, numbered after the last (its ``seq``)."""
         with self._lock:
             self._seq += 1
-            entry = StreamEntry(self._seq, method, path, session, via, status, content_type, framing)
+            entry.seq = self._seq
             self._entries.append(entry)
         return entry
 

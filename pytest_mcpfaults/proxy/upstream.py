@@ -492,7 +492,7 @@ class Upstream:
         )
         session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
         resp.entry = self.streams.opened(
-            method, target.target, session, conn.local, message.code, content_type, framing
+            StreamEntry(0, method, target.target, session, conn.local, message.code, content_type, framing)
         )
         self._open.add(resp)
         return resp
