@@ -1,6 +1,6 @@
 """Session hygiene: what a client owes the sessions it opened, read from the journal at the end of a test.
 
-Two duties, both from the MCP spec's session management (transports, 2025-06-18 and later):
+Three duties; the first two from the MCP spec's session management (transports, 2025-06-18 and later):
 
 - **End what you open.** A session-era session the sidecar gave out is ended by the client with a
   ``DELETE`` on the MCP endpoint (the request counts whatever became of it: a held or reset
@@ -20,12 +20,13 @@ Two duties, both from the MCP spec's session management (transports, 2025-06-18 
   new ``InitializeRequest`` without a session ID": a later call on the dead id (other than its
   ``DELETE``) is the bug of a client that keeps calling a lost session.
 - **Keep calling after a failure.** One failed call (a fault fired on it, or it was answered with an
-  HTTP error) must not poison the client: a later call it makes still reaches the sidecar. The
-  sidecar cannot see a call that never came, so this duty reads the client's own spans: a CLIENT span
-  with OpenTelemetry's MCP attributes ``mcp.method.name`` and ``jsonrpc.request.id`` (the MCP
-  semantic conventions; the official mcp SDK 2.x records them on its ``MCP send …`` spans) is a
-  request the client made. One that started after the failure and ended in error, and that no
-  sidecar of the test received (same method, same JSON-RPC id, while the span was open), failed in
+  HTTP error the client did not cause) must not poison the client: a later call it makes still
+  reaches the sidecar. The sidecar cannot see a call that never came, so this duty reads the client's
+  own spans: a CLIENT span with OpenTelemetry's MCP attribute ``mcp.method.name`` (the MCP semantic
+  conventions; the official mcp SDK 2.x records one, with ``jsonrpc.request.id``, on its ``MCP send
+  …`` spans, fastmcp and Microsoft Agent Framework their own around them) is a request the client
+  made. One that started after the failure and ended in error, and that no sidecar of the test
+  received while it was open (same method, and same JSON-RPC id when the span names one), failed in
   the client. Not held against it when the failure may have left the sidecar deaf (a kind whose
   ``stops_reading`` is set fired: ``die``, ``freeze``, ``blackhole``).
 
