@@ -190,7 +190,8 @@ def test_x():
     pass
 """
     )
-    result = pytester.runpytest_subprocess(
-        "-p", "mcpfaults", "-p", "no:cacheprovider", "test_marker.py", timeout=60
-    )
+    result = pytester.runpytest(
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function",
+        "test_marker.py",
+    )  # fmt: skip
     assert "@pytest.mark.mcp_allow_idle takes no arguments" in result.stdout.str()
