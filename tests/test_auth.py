@@ -312,7 +312,11 @@ def test_the_gate_catches_the_harness_whose_401_flips_its_session(
 ) -> None:
     (pytester.path / EXAMPLE.name).write_text(EXAMPLE.read_text())
     args = ["-p", "mcpfaults", "-o", "asyncio_mode=auto", "-rx", EXAMPLE.name]
-    result = pytester.runpytest_subprocess(*args, *(["--mcpfaults-check-spans"] if gate else []), timeout=120)
+    if gate:  # the gate sets the process-wide tracer provider: a child pytest of its own
+        result = pytester.runpytest_subprocess(*args, "--mcpfaults-check-spans", timeout=120)
+    else:  # in-process: no child pytest to start
+        args += ["-o", "asyncio_default_fixture_loop_scope=function"]
+        result = pytester.runpytest(*args, "-W", "ignore::pytest.PytestAssertRewriteWarning")
     if gate:
         result.assert_outcomes(passed=5, xfailed=1)
         result.stdout.fnmatch_lines(

@@ -385,7 +385,8 @@ def test_the_same_campaign_in_proxy_mode_in_front_of_the_sdk_server(pytester: py
     for name in ("sdk_upstream.py", "proxied_upstream.py"):
         (pytester.path / name).write_text((tests / name).read_text())
     pytester.makepyfile(test_proxied=PROXIED)
-    result = pytester.runpytest_subprocess(
+    pytester.syspathinsert()  # -p proxied_upstream, in this process
+    result = pytester.runpytest(
         "-p",
         "mcpfaults",
         "-p",
@@ -394,9 +395,10 @@ def test_the_same_campaign_in_proxy_mode_in_front_of_the_sdk_server(pytester: py
         "asyncio_mode=auto",
         "-o",
         "asyncio_default_fixture_loop_scope=function",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
         "-q",
         "-rfx",
-        timeout=180,
     )
     out = result.stdout.str()
     # every run really went through the SDK server (its add ran for the clean run and each survived fault)
@@ -561,9 +563,10 @@ def test_the_pages_quoted_report_is_what_its_example_prints(pytester: pytest.Pyt
     quoted = page.split("Its report:\n\n```text\n")[1].split("```")[0].splitlines()
     example = root / "docs" / "examples" / "explore_test.py"
     (pytester.path / "explore_test.py").write_text(example.read_text())
-    result = pytester.runpytest_subprocess(
-        "-p", "mcpfaults", "-p", "no:cacheprovider", "explore_test.py", "-q", timeout=180
-    )
+    result = pytester.runpytest(  # in-process
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", "explore_test.py", "-q",
+    )  # fmt: skip
     assert result.ret == 0, result.stdout.str()[-3000:]
     quote = "\n".join(line.replace("docs/examples/", "") for line in quoted)
     assert_quoted_lines_occur(quote, result.stdout.lines, "docs/explore.md")

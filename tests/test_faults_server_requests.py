@@ -428,7 +428,7 @@ def test_the_docs_examples_pass_and_the_unbounded_one_fails_with_the_quoted_head
     path.write_text(EXAMPLE.read_text())
     opts = ["-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto"]
     opts += ["-o", "asyncio_default_fixture_loop_scope=function", "--runxfail", str(path)]
-    result = pytester.runpytest_subprocess(*opts, timeout=120)
+    result = pytester.runpytest(*opts, "-W", "ignore::pytest.PytestAssertRewriteWarning")  # in-process
     result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(
         [

@@ -24,6 +24,11 @@ BUDGET = 1.0
 #: A verdict comes at about the budget plus the abort (the child printing its stacks): bounded, not a
 #: speed target; a child left alone would run for ever.
 VERDICT_BOUND = BUDGET + ABORT_GRACE + 2.0
+#: How the plugin's runs here load it: in-process (pytester.runpytest), no child pytest to start.
+IN_PROCESS = (
+    *("-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function"),
+    *("-W", "ignore::pytest.PytestAssertRewriteWarning"),
+)
 
 HARNESS = r"""
 import json, os, signal, subprocess, sys, threading, time
@@ -240,7 +245,7 @@ def test_the_fixture_stops_a_harness_at_teardown_and_fails_the_test(
                 time.sleep(0.05)  # its SIGTERM handler is in place
         """
     )
-    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=120)
+    result = pytester.runpytest(*IN_PROCESS)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(
         ["*the harness process did not exit: it was still running 1 s after it was asked*"]
@@ -291,7 +296,7 @@ def test_the_fixture_watches_a_server_made_after_the_start(
                 proc.wait()
         """
     )
-    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=120)
+    result = pytester.runpytest(*IN_PROCESS)
     result.assert_outcomes(passed=1)
 
 
@@ -316,7 +321,7 @@ def test_a_held_call_ends_by_the_patience_verdict_within_budget_and_grace(
         """
     )
     started = time.monotonic()
-    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=120)
+    result = pytester.runpytest(*IN_PROCESS)
     took = time.monotonic() - started
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*PatienceError*", "*tools/call*"])
@@ -342,7 +347,7 @@ def test_the_docs_quote_is_what_the_example_prints(pytester: pytest.Pytester) ->
             proc.wait()
         """
     )
-    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", timeout=120)
+    result = pytester.runpytest(*IN_PROCESS)
     result.assert_outcomes(failed=1)
     page = (examples.parent / "harness-process.md").read_text()
     first = "pytest_mcpfaults.verdicts.harness_process.HarnessProcessError: the harness process did not exit"

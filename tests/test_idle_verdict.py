@@ -1,7 +1,7 @@
 """A hang with no fault gets a verdict (issue 36, capability 4): every MCP request was answered, the
 sidecar is up and holds nothing, no fault fired, and the test's thread stays blocked on one line for
-the patience budget: the harness is waiting on itself. Each inner run is a child pytest with
-``-p mcpfaults -p no:timeout`` (no outside timeout could end it). What is not one: a test that
+the patience budget: the harness is waiting on itself. Each inner run is an in-process pytester run
+with ``-p mcpfaults -p no:timeout`` (no outside timeout could end it). What is not one: a test that
 computes (even on one line), one that keeps making requests, one marked ``mcp_allow_idle`` or run with
 ``mcpfaults_idle_verdict = off``, one that never talked MCP. Durations bound the verdict (the budget
 + 2 s, measured by the inner run's own report), and are not speed targets.
@@ -130,10 +130,10 @@ FAILING = [
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     pytester.makeconftest(DURATIONS_CONFTEST)
     pytester.makepyfile(test_idle=IDLE_TESTS)
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(  # in-process: no child pytest to start (about 1 s of CPU a run)
         *("-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:timeout", "-s", "-W", "ignore"),
+        *("-o", "asyncio_default_fixture_loop_scope=function"),
         *args,
-        timeout=180,
     )
 
 
@@ -190,7 +190,8 @@ def test_x():
     pass
 """
     )
-    result = pytester.runpytest_subprocess(
-        "-p", "mcpfaults", "-p", "no:cacheprovider", "test_marker.py", timeout=60
-    )
+    result = pytester.runpytest(
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function",
+        "test_marker.py",
+    )  # fmt: skip
     assert "@pytest.mark.mcp_allow_idle takes no arguments" in result.stdout.str()

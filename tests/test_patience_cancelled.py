@@ -41,7 +41,7 @@ async def test_echo(mcp_sidecar):
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "-p",
         "mcpfaults",
         "-o",
@@ -50,8 +50,9 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
         "asyncio_default_fixture_loop_scope=function",
         "-p",
         "no:randomly",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
         *args,
-        timeout=240,
     )
 
 

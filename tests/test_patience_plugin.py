@@ -14,8 +14,8 @@ import pytest
 from docs_quotes import assert_quote_is_output, masked, quoted_block
 
 ROOT = Path(__file__).resolve().parent.parent
-# each child run is bounded at 240 s (_run); about 20 s alone, it outlasts the suite's 120 s when six busy
-# processes share the cores with it
+# the child run is bounded at 240 s (_run_in_a_process); about 20 s alone, a test outlasts the suite's
+# 120 s when six busy processes share the cores with it
 pytestmark = pytest.mark.timeout(300)
 HANGS = ROOT / "docs" / "examples" / "hangs_test.py"
 SERVER_REQUESTS = ROOT / "docs" / "examples" / "server_requests_test.py"
@@ -45,20 +45,22 @@ def _records(result: pytest.RunResult) -> dict[str, list[dict[str, object]]]:
     return out
 
 
+#: How every run here loads the plugin and its async settings (``-s``: the records are printed).
+_ARGS = ("-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
+         "-o", "asyncio_default_fixture_loop_scope=function", "-s")  # fmt: skip
+
+
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "-p",
-        "mcpfaults",
-        "-p",
-        "no:cacheprovider",
-        "-o",
-        "asyncio_mode=auto",
-        "-o",
-        "asyncio_default_fixture_loop_scope=function",
-        "-s",
-        *args,
-        timeout=240,
-    )
+    """The plugin's run, in this process (a child pytest cost about 1 s of CPU a run to start and
+    import the plugin, the SDK and the example; the interrupt works in-process: the test runs on the
+    main thread, xdist's workers' too). Modules a test imported itself are not rewritten again."""
+    return pytester.runpytest(*_ARGS, "-W", "ignore::pytest.PytestAssertRewriteWarning", *args)
+
+
+def _run_in_a_process(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """The plugin's run in a child pytest, as a user runs it: where the verdict's "blocked at" frames
+    are compared with a page's quote (in-process, the outer test's own frames are the harness's too)."""
+    return pytester.runpytest_subprocess(*_ARGS, *args, timeout=240)
 
 
 # -- mcp 2.x, session era, sidecar frozen before the client closes -------------------------------------
@@ -70,7 +72,7 @@ def test_docs_example_frozen_delete_fails_patient_client_and_passes_bounded(
     pytester.makeconftest(RECORD_CONFTEST)
     path = pytester.path / "test_hangs.py"
     path.write_text(HANGS.read_text())
-    result = _run(pytester, "--runxfail", str(path))
+    result = _run_in_a_process(pytester, "--runxfail", str(path))
     result.assert_outcomes(passed=5, failed=4)
     result.stdout.fnmatch_lines(
         [

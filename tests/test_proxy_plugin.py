@@ -16,7 +16,7 @@ TESTS = Path(__file__).resolve().parent
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "-p",
         "mcpfaults",
         "-p",
@@ -25,8 +25,9 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
         "asyncio_mode=auto",
         "-o",
         "asyncio_default_fixture_loop_scope=function",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
         *args,
-        timeout=240,
     )
 
 

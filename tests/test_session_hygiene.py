@@ -160,9 +160,11 @@ def test_a_session_whose_initialize_the_client_gave_up_on_is_not_owed() -> None:
         assert problem.session_id in sc.sessions and kept in sc.sessions
 
 
-def _run(pytester: pytest.Pytester, *args: str, timeout: float = 120) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto", "-s", *args, timeout=timeout
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
+        "-o", "asyncio_default_fixture_loop_scope=function", "-s",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", *args,
     )  # fmt: skip
 
 
@@ -251,7 +253,7 @@ def test_the_mcp1_client_ends_its_session_unless_told_not_to(
     pytester.makepyfile(test_mcp1=MCP1_RUNNER)
     os.environ["MCP1_PATH"] = mcp1_path
     try:
-        result = _run(pytester, timeout=240)
+        result = _run(pytester)
     finally:
         del os.environ["MCP1_PATH"]
     result.assert_outcomes(passed=1, errors=1)

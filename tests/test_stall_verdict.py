@@ -1,9 +1,10 @@
 """A test that hangs after a fault while the sidecar holds nothing gets a verdict (issue 24): the
 runner's shape (tests/wedge_runner.py: one MCP session kept across ``run_until_complete`` calls of a
 private loop, no read timeout) wedges for ever under mcp 1.x after ``die`` at the delete, ``kill()``
-during another call, and ``truncate`` or ``reset`` on the delete's body. Each inner run is a child
-pytest with ``-p mcpfaults -p no:timeout`` (no outside timeout could end it), in one process and on
-two xdist workers; mcp 1.x comes from ``mcp1_overlay``. The durations bound the verdict (under
+during another call, and ``truncate`` or ``reset`` on the delete's body. Each inner run has
+``-p mcpfaults -p no:timeout`` (no outside timeout could end it); the mcp 1.x ones are child pytests
+(mcp 1.x comes from ``mcp1_overlay``), in one process and on two xdist workers, the mcp 2.x ones run
+in-process. The durations bound the verdict (under
 ``HANG_BOUND``), far below a hang, and are not speed targets: the wedged runs' whole-test durations
 come from the plugin's JSON report (which the xdist controller merges), the others' call phases from
 their reports.
@@ -62,12 +63,17 @@ NAMES = [
 ]
 
 
+_ARGS = ("-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:timeout", "-s", "-W", "ignore")
+
+
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        *("-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:timeout", "-s", "-W", "ignore"),
-        *args,
-        timeout=180,
-    )
+    """A child pytest: for mcp 1.x (its ``PYTHONPATH``) and xdist."""
+    return pytester.runpytest_subprocess(*_ARGS, *args, timeout=180)
+
+
+def _run_here(pytester: pytest.Pytester) -> pytest.RunResult:
+    """In this process (mcp 2.x, no xdist): no child pytest to start, about 1 s of CPU a run."""
+    return pytester.runpytest(*_ARGS, "-o", "asyncio_default_fixture_loop_scope=function")
 
 
 def _runner_dir(pytester: pytest.Pytester) -> None:
@@ -138,7 +144,7 @@ def test_the_mcp2_runner_is_not_wedged_and_gets_no_verdict(pytester: pytest.Pyte
     """Measured: mcp 2.x's ClientSession raises ``MCPError`` at once in all four cases, read timeout or
     not, so the hardened runner's cleanup keeps going and nothing is interrupted."""
     _runner_dir(pytester)
-    result = _run(pytester)
+    result = _run_here(pytester)
     result.assert_outcomes(passed=4)
     assert "made no progress" not in result.stdout.str()
 
@@ -202,7 +208,7 @@ def test_an_expected_hang(mcp_sidecar):
 def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(DURATIONS_CONFTEST)
     pytester.makepyfile(test_progress=PROGRESS_TESTS)
-    result = _run(pytester)
+    result = _run_here(pytester)
     result.assert_outcomes(failed=2, passed=4)
     durations = inner_reports.durations(result)
     sleep = failure(result, "test_a_sleep_after_die")

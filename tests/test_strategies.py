@@ -401,9 +401,11 @@ def test_a_given_test_gets_a_fresh_sidecar_per_example_without_health_check_fail
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_per_example=PER_EXAMPLE)
-    result = pytester.runpytest_subprocess(
-        "-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:randomly", timeout=240
-    )
+    result = pytester.runpytest(  # in-process
+        "-p", "mcpfaults", "-p", "no:cacheprovider", "-p", "no:randomly",
+        "-o", "asyncio_default_fixture_loop_scope=function",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning",
+    )  # fmt: skip
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert "HealthCheck" not in out
