@@ -68,3 +68,18 @@ def test_contributing_lists_every_marker_as_registered() -> None:
     ]
     table = [(name.strip().strip("`"), what.strip().replace("`", "")) for name, what in rows]
     assert table == registered
+
+
+def test_no_inner_test_file_takes_the_name_of_a_suite_module() -> None:
+    """An in-process pytester run (``pytester.runpytest``) imports its files into the worker's
+    ``sys.modules``: a file named as a module of this suite the worker already imported fails its
+    collection with "import file mismatch" (``test_stall_verdict`` wrote ``test_progress.py``)."""
+    import re
+
+    modules = {p.stem for p in TESTS.glob("*.py")}
+    named = {
+        (p.name, m[1])
+        for p in TESTS.glob("test_*.py")
+        for m in re.finditer(r"make(?:py|conftest)?file\(\s*(\w+)\s*=", p.read_text())
+    }
+    assert sorted((where, name) for where, name in named if name in modules) == []

@@ -207,7 +207,7 @@ def test_an_expected_hang(mcp_sidecar):
 
 def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(DURATIONS_CONFTEST)
-    pytester.makepyfile(test_progress=PROGRESS_TESTS)
+    pytester.makepyfile(test_stall_cases=PROGRESS_TESTS)  # not a name of this suite: it runs in-process
     result = _run_here(pytester)
     result.assert_outcomes(failed=2, passed=4)
     durations = inner_reports.durations(result)
