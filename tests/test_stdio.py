@@ -345,6 +345,31 @@ def test_ignore_eof_and_sigterm_the_sdk_close_is_cut_at_the_patience_budget(make
     assert child.ignored_eof and child.exit_how == "patience"
 
 
+def test_a_child_kept_alive_by_a_fault_is_the_stdio_patience_s_not_a_stall(make: Any) -> None:
+    """While a child ignores the client's end (stdin closed, SIGTERM) the stdio server's patience times
+    that wait, so the no-progress verdict, counted from the same fault with the same budget, keeps out
+    of it, and its clock starts again when the child is gone: on a loaded machine the two raced, and the
+    test got both verdicts."""
+    import threading
+
+    from pytest_mcpfaults.verdicts.stalls import find_stall
+
+    server = make(faults=["ignore_eof", "ignore_sigterm"], patience=0.5)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (run(session(server, ("echo", {"text": "x"}))), done.set()))
+    worker.start()
+    seen, deadline = [], time.monotonic() + 20
+    while not done.is_set() and time.monotonic() < deadline:
+        seen.append((find_stall(server), server.children))
+        time.sleep(0.02)
+    worker.join(20)
+    child = server.wait_exit()
+    assert child.ignored_eof and child.exit_how == "patience"  # the stdio server's own verdict ended it
+    assert [stall for stall, _ in seen if stall is not None] == []  # alive, then just killed: no stall
+    assert child.exited_at is not None
+    assert find_stall(server) is None or server.journal.now() - child.exited_at >= 0.5  # counted from its end
+
+
 def test_a_harness_that_bounds_its_close_passes(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import mcp.client.stdio as sdk
 

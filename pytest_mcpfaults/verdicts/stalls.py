@@ -13,7 +13,7 @@ pytest glue) and the likely fix for the client family the sidecar saw.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pytest_mcpfaults.core.errors import SidecarState
 from pytest_mcpfaults.core.journal import Journal
@@ -79,6 +79,9 @@ def find_stall(server: StalledServer) -> Stall | None:
     fired_on = _request(journal, fired.request_id)
     if fired_on is not None and fired_on.held and fired_on.hold in (None, "patience"):
         return None  # a hold is patience's to judge: still held, or its violation is on the way
+    kept = _kept_alive(server)
+    if any(c.alive for c in kept):
+        return None  # so is a stdio child a fault keeps running after the client asked it to end
     later: tuple[RequestRecord, ...] = ()
     if last is not None and last > fired.at:
         later = tuple(r for r in journal.requests_since(fired.next_request) if r.id != fired.request_id)
@@ -97,12 +100,23 @@ def find_stall(server: StalledServer) -> Stall | None:
     # the client's own event stream is not progress, so its answers do not restart it (a client that
     # reopens a refused GET every half second would otherwise hold the verdict off for as long as it does)
     ends = (r.ended_at for r in requests if r.ended_at is not None and not _background(server, r))
-    idle = journal.now() - max([fired.at, *ends])
+    exits = (c.exited_at for c in kept if c.exited_at is not None)  # the client's wait on it ended there
+    idle = journal.now() - max([fired.at, *ends, *exits])
     if idle < budget:
         return None
     client = next((r for r in reversed(requests) if r.user_agent), None)
     since = tuple(c for c in connections if c.opened_at > fired.at or (c.closed_at or 0) > fired.at)
     return Stall(fired, fired_on, budget, idle, state, since, later, client)
+
+
+def _kept_alive(server: StalledServer) -> list[Any]:
+    """The stdio children of ``server`` a fault kept running after the client asked them to end (stdin
+    closed under ``ignore_eof``, a signal under ``ignore_sigterm``): the stdio server times that wait
+    with its own patience and kills the child when it runs out, a verdict of its own, so the stall clock
+    waits for it and starts again when the child is gone (on a loaded machine the two budgets, both
+    counted from the fault, raced). A ``Sidecar`` has no children."""
+    children = getattr(server, "children", ())
+    return [c for c in children if c.ignored_eof or any(s.action == "ignored" for s in c.signals)]
 
 
 def _request(journal: Journal, rid: int | None) -> RequestRecord | None:
