@@ -113,7 +113,9 @@ def test_stop_with_50_held_connections_is_bounded_and_leaves_nothing_open() -> N
     ours = {s.getsockname()[1] for s in sockets}
     ours |= {r.extensions["network_stream"].get_extra_info("client_addr")[1] for r in streams}
     accepted = [r for r in tcp_rows(port) if r[0] == port and r[2] == ESTABLISHED and r[1] in ours]
-    assert len(ours) == 50 and len(accepted) == 50, (ours, accepted)
+    # each of our 50 has its accepted socket (a 51st row with one of our peer ports was seen twice, under
+    # load and on a slow machine: counted as the clients it serves, not as rows)
+    assert len(ours) == 50 and {r[1] for r in accepted} == ours, (ours, accepted)
 
     t0 = time.monotonic()
     sc.stop()
