@@ -299,6 +299,8 @@ def pytest_runtest_protocol(
     )
 
     item.stash[_STARTED_KEY] = False  # a rerun of the same item starts empty again
+    if _KEPT_KEY in item.stash:  # and reads no spans an earlier run kept
+        del item.stash[_KEPT_KEY]
     # Every invariant check made while this test runs (gate, mcp_spans, install_recorder().assert_*,
     # a recorder of its own) goes into its record.
     outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
