@@ -320,9 +320,13 @@ class _Listing:
         self.size += len(chunk)
         if self.size <= _LISTING_MAX_BYTES:
             self.parts.append(chunk)
-            # a JSON body may end with this chunk when it ends a value, an event stream's response
-            # event when it ends a line
-            ends = chunk.endswith((b"\n", b"\r")) if self.sse else chunk.rstrip().endswith(b"}")
+            # a JSON body may end with this chunk when it ends a value, an event stream's response event
+            # when the stream so far ends with a blank line (read from the last bytes kept, so a line
+            # break split across chunks counts and the whole body is parsed only at event ends)
+            if self.sse:
+                ends = b"".join(self.parts[-2:])[-4:].endswith((b"\n\n", b"\r\n\r\n", b"\r\r"))
+            else:
+                ends = chunk.rstrip().endswith(b"}")
             if not self.learned and ends:
                 response = self.response()
                 if response is not None:
