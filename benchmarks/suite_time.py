@@ -11,6 +11,12 @@ children it waited for) in each xdist worker; then prints the run's wall and CPU
 started, waited for), a table by area and the files that cost the most CPU. With no pytest arguments
 pytest runs its ``testpaths`` as the README's command does (on ``SUITE_WORKERS`` xdist workers:
 tests/conftest.py).
+
+The machine's speed moves between runs (on the 2-core machine the same tree took 245 s and, an hour
+later, 326 s: 435 s of CPU, then 604 s), so the run is bracketed by a fixed workload
+(:func:`machine_speed`: compiling a module and a JSON round trip, in this process alone, best of
+seven): its CPU seconds, printed before and after, tell a slow machine from a slow suite. Compare
+wall times only between runs whose workload took about the same.
 """
 
 from __future__ import annotations
@@ -110,6 +116,28 @@ def tails(records: Sequence[dict[str, object]], t1: float, window: float = 60.0)
     return "\n".join(rows)
 
 
+#: The source the fixed workload compiles (a large module of the package, as the suite's collection does).
+_WORKLOAD_SOURCE = ROOT / "pytest_mcpfaults" / "faults" / "kinds.py"
+
+
+def machine_speed(rounds: int = 7) -> float:
+    """CPU seconds of a fixed single-threaded workload, the best of ``rounds``: process CPU time, not
+    wall, so other jobs on the cores hardly move it while a slower machine does."""
+    import json
+
+    source = _WORKLOAD_SOURCE.read_text()
+    data = {"rows": [{"k": i, "v": str(i) * 3} for i in range(3000)]}
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for _ in range(30):
+            compile(source, str(_WORKLOAD_SOURCE), "exec")
+        for _ in range(25):
+            json.loads(json.dumps(data))
+        best = min(best, time.process_time() - t0)
+    return best
+
+
 def run(pytest_args: Sequence[str], where: Path) -> tuple[int, float, float, float]:
     """``pytest -p suite_timer ARGS`` from the repository root: its exit code, wall and CPU seconds, and
     the epoch second it started."""
@@ -135,9 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args, pytest_args = parser.parse_known_args(argv)
     pytest_args = [a for a in pytest_args if a != "--"]
+    speed_before = machine_speed()
     with tempfile.TemporaryDirectory(prefix="mcpfaults-suite-time-") as tmp:
         code, wall, cpu, started = run(pytest_args, Path(tmp))
         records = read_records(Path(tmp))
+    speed_after = machine_speed()
     if not records:
         print(f"no test ran (pytest exit code {code})")
         return code or 1
@@ -147,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"suite: {len(records)} tests, pytest exit code {code}")
     print(f"wall {wall:.1f} s, CPU {cpu:.1f} s ({cpu / wall:.2f} cores busy); CPU outside tests "
           f"(start-up, collection, xdist) {max(cpu - in_tests, 0.0):.1f} s")  # fmt: skip
+    print(f"machine: the fixed workload took {speed_before:.3f} s of CPU before the run, "
+          f"{speed_after:.3f} s after (lower is faster; compare runs whose figures agree)")  # fmt: skip
     print()
     print(table(by_area, "area"))
     print()
