@@ -16,7 +16,7 @@ PATIENCE = 5.0
 @pytest.mark.mcpfaults_matrix(exclude=["flap", "absent"])  # those two aim at /health, not at cleanup
 @pytest.mark.mcp_sidecar(era="session", patience=PATIENCE)
 async def test_cleanup_under_every_fault(mcp_sidecar, mcpfaults_fault, mcp_spans, make_runner):
-    [result] = await make_runner(mcp_sidecar, read_timeout=1.0, call_timeout=3.0).run(["task-1"])
+    [result] = await make_runner(mcp_sidecar, read_timeout=2.0, call_timeout=3.0).run(["task-1"])
 
     mcp_spans.assert_invariants()
     assert result.outcome == "completed"  # the agent's work is not undone by its cleanup

@@ -19,8 +19,10 @@ from pytest_mcpfaults.core.records import Held, RequestRecord
 from pytest_mcpfaults.verdicts.clients import call_bound, client_family, patience_hint, server_request_hint
 from pytest_mcpfaults.verdicts.patience import PatienceError
 
-#: The scheduling margin the waits promise (docs/hangs.md).
-MARGIN = 0.05
+#: The scheduling margin of these waits (docs/hangs.md): what each bound tells apart is a second or more
+#: (issue 13's 1 s settling time, the 2 s and 3 s of the other paths), and on the 2-core machine beside
+#: six busy processes and the suite the waiting thread woke 0.23 s late.
+MARGIN = 0.3
 
 
 def _verdict(sc: Sidecar) -> str:
