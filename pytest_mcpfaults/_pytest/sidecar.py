@@ -197,7 +197,10 @@ def _idle_check(item: pytest.Item) -> Any:
     """The idle-hang half of the watcher's check (``None`` when the ini or the test's marker turns it
     off): the test's thread is sampled at every poll (``blocked.Stillness``), and an idle hang of its
     HTTP sidecars (``sidecar.idle``) is a finding once the thread has also been still for the budget."""
-    if not settings.ini_idle(item.config) or item.get_closest_marker(settings.ALLOW_IDLE) is not None:
+    if (
+        not settings.ini_switch(item.config, settings.IDLE_INI)
+        or item.get_closest_marker(settings.ALLOW_IDLE) is not None
+    ):
         return None
     import threading
 
@@ -519,7 +522,7 @@ HYGIENE_GRACE = 0.5
 def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
     """Session hygiene (``verdicts/hygiene.py``) of a running sidecar, once the test's fixtures are
     done: its verdict is kept for the teardown hook (an explore run's oracle reads it instead)."""
-    if not settings.ini_hygiene(item.config) or sidecar.state != "running":
+    if not settings.ini_switch(item.config, settings.HYGIENE_INI) or sidecar.state != "running":
         return  # a dead or stopped sidecar lost its sessions: none is owed
     from pytest_mcpfaults.verdicts.hygiene import hygiene_verdict, session_problems
 
