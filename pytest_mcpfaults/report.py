@@ -158,18 +158,13 @@ class TestEntry:
         return sum(1 for pv in self.patience_violations if pv.get("expected", False))
 
     def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)  # the fields in their order; ``explore`` only for an explore run
+        explore = data.pop("explore")
         return {
-            "nodeid": self.nodeid,
-            "outcome": self.outcome,
+            **data,
             "duration": round(self.duration, 6),
-            "matrix": self.matrix,
-            "sidecars": [dict(s) for s in self.sidecars],
-            "plans": [list(p) for p in self.plans],
             "fired": dict(sorted(self.fired.items())),
-            "invariants": [dict(i) for i in self.invariants],
-            "patience_violations": [dict(p) for p in self.patience_violations],
-            "expected_hang": self.expected_hang,
-            **({"explore": list(self.explore)} if self.explore is not None else {}),
+            **({"explore": explore} if explore is not None else {}),
             "violations": [{"kind": v.kind, "name": v.name, "message": v.message} for v in self.violations()],
         }
 
