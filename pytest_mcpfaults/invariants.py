@@ -497,11 +497,9 @@ def gate_violations(
     the same verdict in the same words.
 
     No spans: nothing is checked. Neither a session nor a cleanup span (say, a readiness check that
-    failed before any session): only ``all_spans_ended``. Otherwise every invariant
-    (:func:`check_all`, at most ``max_cleanups`` cleanup runs per
-    session). ``must_end`` limits ``all_spans_ended`` to those spans (default: all); ``flip_cleanup``
-    and ``count_cleanup`` are the cleanup names of the first two invariants (default: ``cleanup``).
-    A test is checked when it has a session span or a span any of the cleanup names match."""
+    failed before any session): only ``all_spans_ended``. Otherwise every invariant: :func:`check_all`,
+    whose arguments these are. A test is checked when it has a session span or a span any of the
+    cleanup names match."""
     if not spans:
         return (), []
     ending = spans if must_end is None else must_end
