@@ -176,18 +176,11 @@ def _transport_problem(args: argparse.Namespace) -> str | None:
             None if args.no_health else args.health_path, args.era, args.reply, False, args.upstream,
         )  # fmt: skip
     except ValueError as exc:
-        text = str(exc).removeprefix("Sidecar: ")
-        for name in (
-            "transport",
-            "sse_path",
-            "messages_path",
-            "mcp_path",
-            "health_path",
-            "era",
-            "reply",
-            "upstream",
-        ):
-            text = re.sub(rf"\b{name}(?==| and | must)", "--" + name.replace("_", "-"), text)
+        text = re.sub(
+            r"\b(transport|sse_path|messages_path|mcp_path|health_path|era|reply|upstream)(?==| and | must)",
+            lambda m: "--" + m[1].replace("_", "-"),
+            str(exc).removeprefix("Sidecar: "),
+        )
         first = re.search(r"--[a-z-]+", text)
         return f"argument {first.group(0) if first else '--transport'}: {text}"
     return None

@@ -91,7 +91,14 @@ def results_by_invariant(
 # --------------------------------------------------------------------------------------------------
 
 
-def _no_session(invariant: str, patterns: tuple[str, ...], spans: Sequence[RecordedSpan]) -> Violation:
+def _sessions(
+    invariant: str, spans: Sequence[RecordedSpan], patterns: tuple[str, ...]
+) -> list[RecordedSpan] | Violation:
+    """The session spans (named like ``patterns``); none is a violation of ``invariant``, never a vacuous
+    pass."""
+    found = [s for s in spans if matches(s.name, patterns)]
+    if found:
+        return found
     pats = ", ".join(repr(p) for p in patterns)
     return Violation(
         invariant,
@@ -145,7 +152,7 @@ def _failure_messages(members: Sequence[RecordedSpan]) -> list[str]:
         for etype, emsg in m.exceptions:
             if emsg:
                 out.append(emsg)
-                out.append(f"{etype.rsplit('.', 1)[-1]}: {emsg}")
+                out.append(f"{_short_type(etype)}: {emsg}")
     return list(dict.fromkeys(out))
 
 
@@ -388,19 +395,12 @@ def cleanup_never_flips(
     Sessions with status UNSET or OK always pass, and so do sessions without a cleanup span beneath
     them. No session span at all is a violation, never a vacuous pass.
     """
-    name = "cleanup_never_flips"
     sp, cp = as_patterns(session), as_patterns(cleanup)
-    sessions = [s for s in spans if matches(s.name, sp)]
-    if not sessions:
-        return [_no_session(name, sp, spans)]
-    found: list[Violation] = []
-    for sess in sessions:
-        if not sess.failed:
-            continue
-        message = _flip_message(spans, sess, cp)
-        if message is not None:
-            found.append(Violation(name, sess, message))
-    return found
+    sessions = _sessions("cleanup_never_flips", spans, sp)
+    if isinstance(sessions, Violation):
+        return [sessions]
+    flips = [(sess, _flip_message(spans, sess, cp)) for sess in sessions if sess.failed]
+    return [Violation("cleanup_never_flips", sess, message) for sess, message in flips if message is not None]
 
 
 def teardowns(
@@ -437,24 +437,18 @@ def cleanup_at_most(
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"cleanup_at_most needs an int n >= 0, got {n!r}")
-    name = "cleanup_at_most"
     sp, cp = as_patterns(session), as_patterns(cleanup)
-    sessions = [s for s in spans if matches(s.name, sp)]
-    if not sessions:
-        return [_no_session(name, sp, spans)]
+    sessions = _sessions("cleanup_at_most", spans, sp)
+    if isinstance(sessions, Violation):
+        return [sessions]
     found: list[Violation] = []
     for sess in sessions:
         runs = teardowns(spans, sess, cp)
         if len(runs) > n:
             listed = "; ".join(" then ".join(describe_span(r) for r in run) for run in runs)
-            found.append(
-                Violation(
-                    name,
-                    sess,
-                    f"{sess.name} ran cleanup {'once' if len(runs) == 1 else f'{len(runs)} times'}, "
-                    f"at most {n} allowed: {listed}",
-                )
-            )
+            times = "once" if len(runs) == 1 else f"{len(runs)} times"
+            message = f"{sess.name} ran cleanup {times}, at most {n} allowed: {listed}"
+            found.append(Violation("cleanup_at_most", sess, message))
     return found
 
 
@@ -503,11 +497,9 @@ def gate_violations(
     the same verdict in the same words.
 
     No spans: nothing is checked. Neither a session nor a cleanup span (say, a readiness check that
-    failed before any session): only ``all_spans_ended``. Otherwise every invariant
-    (:func:`check_all`, at most ``max_cleanups`` cleanup runs per
-    session). ``must_end`` limits ``all_spans_ended`` to those spans (default: all); ``flip_cleanup``
-    and ``count_cleanup`` are the cleanup names of the first two invariants (default: ``cleanup``).
-    A test is checked when it has a session span or a span any of the cleanup names match."""
+    failed before any session): only ``all_spans_ended``. Otherwise every invariant: :func:`check_all`,
+    whose arguments these are. A test is checked when it has a session span or a span any of the
+    cleanup names match."""
     if not spans:
         return (), []
     ending = spans if must_end is None else must_end

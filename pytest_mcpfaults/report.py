@@ -13,7 +13,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -57,7 +57,6 @@ FAILED_OUTCOMES: frozenset[Outcome] = frozenset({"failed", "error", "crashed"})
 #: What a :class:`Violation` is of: a failed invariant, a patience violation the test did not expect,
 #: or an explore run that found something (one each: what it found, as explore counts them).
 ViolationKind = Literal["invariant", "patience", "explore"]
-_OUTCOMES = OUTCOMES
 
 
 class ReportError(ValueError):
@@ -159,18 +158,13 @@ class TestEntry:
         return sum(1 for pv in self.patience_violations if pv.get("expected", False))
 
     def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)  # the fields in their order; ``explore`` only for an explore run
+        explore = data.pop("explore")
         return {
-            "nodeid": self.nodeid,
-            "outcome": self.outcome,
+            **data,
             "duration": round(self.duration, 6),
-            "matrix": self.matrix,
-            "sidecars": [dict(s) for s in self.sidecars],
-            "plans": [list(p) for p in self.plans],
             "fired": dict(sorted(self.fired.items())),
-            "invariants": [dict(i) for i in self.invariants],
-            "patience_violations": [dict(p) for p in self.patience_violations],
-            "expected_hang": self.expected_hang,
-            **({"explore": list(self.explore)} if self.explore is not None else {}),
+            **({"explore": explore} if explore is not None else {}),
             "violations": [{"kind": v.kind, "name": v.name, "message": v.message} for v in self.violations()],
         }
 
@@ -180,8 +174,8 @@ class TestEntry:
         if not isinstance(data, Mapping) or not isinstance(data.get("nodeid"), str):
             raise ReportError(f"test entry without a nodeid: {data!r}")
         outcome = data.get("outcome", "passed")
-        if outcome not in _OUTCOMES:
-            raise ReportError(f"{data['nodeid']}: unknown outcome {outcome!r}; valid: {', '.join(_OUTCOMES)}")
+        if outcome not in OUTCOMES:
+            raise ReportError(f"{data['nodeid']}: unknown outcome {outcome!r}; valid: {', '.join(OUTCOMES)}")
         return cls(
             nodeid=data["nodeid"],
             outcome=outcome,
@@ -267,7 +261,7 @@ class Report:
 
     def totals(self) -> dict[str, Any]:
         """The ``totals`` object of the JSON report."""
-        outcomes = dict.fromkeys(_OUTCOMES, 0)
+        outcomes = dict.fromkeys(OUTCOMES, 0)
         for t in self.tests:
             outcomes[t.outcome] = outcomes.get(t.outcome, 0) + 1
         violations = self.violations()
@@ -279,16 +273,7 @@ class Report:
             "kinds": self.kinds(),
             "fired": self.fired(),
             "missing": self.missing(),
-            "coverage": [
-                {
-                    "kind": r.kind,
-                    "tests": r.tests,
-                    "fired_in": r.fired_in,
-                    "times": r.times,
-                    "failed": r.failed,
-                }
-                for r in self.coverage()
-            ],
+            "coverage": [asdict(r) for r in self.coverage()],
             "invariants_checked": sum(len(t.invariants) for t in self.tests),
             "invariant_violations": sum(1 for v in violations if v.kind == "invariant"),
             "patience_violations": sum(1 for v in violations if v.kind == "patience"),

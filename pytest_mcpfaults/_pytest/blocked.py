@@ -299,7 +299,3 @@ class Stillness:
             self._since, self._cpu0 = now, cpu  # it computes on one line: not a wait
             return 0.0
         return now - self._since
-
-    def forget(self) -> None:
-        """Drop the frame kept (its locals with it)."""
-        self._frame = None

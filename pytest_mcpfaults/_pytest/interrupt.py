@@ -56,7 +56,6 @@ __all__ = [
     "PatienceTeardownInterrupt",
     "Watch",
     "install",
-    "interrupt_available",
     "uninstall",
 ]
 
@@ -88,25 +87,18 @@ class Finding(Protocol):
 _state: dict[str, Any] = {"installed": False, "previous": None, "active": None}
 
 
-def interrupt_available() -> bool:
-    """Whether a blocked test can be interrupted here: POSIX ``pthread_kill`` and ``SIGUSR2``, called
-    from the main thread, with ``SIGUSR2`` free (no handler of its own) or already ours."""
+def install() -> bool:
+    """Install the handler; ``False`` when a blocked test cannot be interrupted here: that needs POSIX
+    ``pthread_kill`` and ``SIGUSR2``, the main thread, and ``SIGUSR2`` free (no handler of its own)."""
     if _state["installed"]:
         return True
     if _SIGNAL is None or not hasattr(signal, "pthread_kill"):
         return False
-    if threading.current_thread() is not threading.main_thread():
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(_SIGNAL) != signal.SIG_DFL
+    ):
         return False
-    return signal.getsignal(_SIGNAL) == signal.SIG_DFL
-
-
-def install() -> bool:
-    """Install the handler (main thread only); ``False`` when interrupting is unavailable."""
-    if _state["installed"]:
-        return True
-    if not interrupt_available():
-        return False
-    assert _SIGNAL is not None
     _state["previous"] = signal.signal(_SIGNAL, _on_signal)
     _state["installed"] = True
     return True

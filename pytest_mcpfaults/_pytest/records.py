@@ -131,11 +131,7 @@ _RECORD_KEY = pytest.StashKey[TestRecord]()
 
 def record_for(item: pytest.Item) -> TestRecord:
     """The record of ``item``, created on first use."""
-    rec = item.stash.get(_RECORD_KEY, None)
-    if rec is None:
-        rec = TestRecord(nodeid=item.nodeid)
-        item.stash[_RECORD_KEY] = rec
-    return rec
+    return item.stash.setdefault(_RECORD_KEY, TestRecord(nodeid=item.nodeid))
 
 
 def matrix_fault(item: pytest.Item) -> str | None:

@@ -36,6 +36,7 @@ from pytest_mcpfaults._pytest.records import (
     GATED_BY_FINDINGS,
     MATRIX_FIXTURE,
     REPORT_SECTIONS,
+    TestRecord,
     matrix_fault,
     record_for,
 )
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.report import Outcome, Report, Violation
 
 MATRIX_MARKER = "mcpfaults_matrix"
-FAULT_FIXTURE = MATRIX_FIXTURE
 REQUIRE_INI = "mcpfaults_require"
 REPORT_ATTR = "mcpfaults"
 _MATRIX_ARGS = ("kinds", "exclude", "target", "faults")
@@ -199,7 +199,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MATRIX_MARKER}(kinds=None, exclude=(), target=None, faults=None): run the test once per fault "
         "of the standard catalogue (or the chosen kinds, or the given faults), with readable IDs; the "
-        f"fault reaches the mcp_sidecar fixture (first in its plan) and the {FAULT_FIXTURE} fixture.",
+        f"fault reaches the mcp_sidecar fixture (first in its plan) and the {MATRIX_FIXTURE} fixture.",
     )
     config.stash[_SETTINGS_KEY] = _read_settings(config)
     state = config.stash[_STATE_KEY] = _RunState()
@@ -255,12 +255,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         faults = _matrix_faults(marker)
     except ValueError as exc:  # fails this module's collection (also under xdist, see _pytest.sidecar)
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
-    if FAULT_FIXTURE not in metafunc.fixturenames:
+    if MATRIX_FIXTURE not in metafunc.fixturenames:
         raise pytest.Collector.CollectError(
-            f"{where}: the test uses neither the mcp_sidecar nor the {FAULT_FIXTURE} fixture, so the "
+            f"{where}: the test uses neither the mcp_sidecar nor the {MATRIX_FIXTURE} fixture, so the "
             "matrix's fault would reach nothing"
         )
-    metafunc.parametrize(FAULT_FIXTURE, faults, ids=[fault_id(f) for f in faults])
+    metafunc.parametrize(MATRIX_FIXTURE, faults, ids=[fault_id(f) for f in faults])
 
 
 # -- per-test data: record → teardown report (→ xdist controller) --------------------------------
@@ -323,16 +323,9 @@ def _phase_outcome(report: pytest.TestReport, current: Outcome | None) -> Outcom
 def _running_dict(running: Running) -> dict[str, Any]:
     """A record (as :func:`_record_dict` makes) from a running tally: what is known of a test that
     never reached teardown. Its sidecars' URLs, eras and journal lengths are not known (``None``)."""
-    return {
-        "nodeid": running.nodeid,
-        "sidecars": [{"url": None, "era": None, "requests": None} for _ in range(running.sidecars)],
-        "plans": [],
-        "fired": dict(running.fired),
-        "invariants": [],
-        "patience_violations": [],
-        "expected_hang": False,
-        "matrix": running.matrix,
-    }
+    sidecars = [{"url": None, "era": None, "requests": None} for _ in range(running.sidecars)]
+    rec = TestRecord(running.nodeid, sidecars=sidecars, fired=dict(running.fired))
+    return {**dataclasses.asdict(rec), "matrix": running.matrix}
 
 
 class _Collector:
@@ -391,10 +384,7 @@ def _gates(settings: GateSettings, state: _RunState) -> dict[str, Any]:
         "required": list(settings.required),
         "missing_required": list(state.missing),
         "baseline": str(settings.baseline_path) if settings.baseline_path else None,
-        "new_violations": [
-            {"nodeid": v.nodeid, "kind": v.kind, "name": v.name, "message": v.message}
-            for v in state.regressions
-        ],
+        "new_violations": [dataclasses.asdict(v) for v in state.regressions],
         "failed": bool(state.missing or state.regressions),
     }
 

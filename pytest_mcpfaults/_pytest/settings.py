@@ -108,19 +108,12 @@ def ini_harness(config: pytest.Config) -> tuple[str, ...]:
     return names
 
 
-def ini_hygiene(config: pytest.Config) -> bool:
-    """The ``mcpfaults_session_hygiene`` switch (``on`` by default); a usage error otherwise."""
-    raw = str(config.getini(HYGIENE_INI)).strip().lower()
+def ini_switch(config: pytest.Config, key: str) -> bool:
+    """An on/off ini key (``mcpfaults_session_hygiene``, ``mcpfaults_idle_verdict``); a usage error
+    otherwise."""
+    raw = str(config.getini(key)).strip().lower()
     if raw not in ("on", "off"):
-        raise pytest.UsageError(f"ini option {HYGIENE_INI} must be 'on' or 'off', got {raw!r}")
-    return raw == "on"
-
-
-def ini_idle(config: pytest.Config) -> bool:
-    """The ``mcpfaults_idle_verdict`` switch (``on`` by default); a usage error otherwise."""
-    raw = str(config.getini(IDLE_INI)).strip().lower()
-    if raw not in ("on", "off"):
-        raise pytest.UsageError(f"ini option {IDLE_INI} must be 'on' or 'off', got {raw!r}")
+        raise pytest.UsageError(f"ini option {key} must be 'on' or 'off', got {raw!r}")
     return raw == "on"
 
 
@@ -169,8 +162,8 @@ def check_ini(config: pytest.Config) -> None:
     """Refuse a bad ini default as a usage error naming the key, before collection. The sidecar
     package is imported only when one of those keys is set."""
     ini_patience(config)
-    ini_hygiene(config)
-    ini_idle(config)
+    ini_switch(config, HYGIENE_INI)
+    ini_switch(config, IDLE_INI)
     from pytest_mcpfaults._pytest.blocked import set_harness_packages
 
     set_harness_packages(ini_harness(config))

@@ -53,36 +53,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
+    for line in (
         "mcp_sidecar(**kwargs): configure the mcp_sidecar fixture; the keyword arguments are exactly "
         "those of pytest_mcpfaults.Sidecar (faults=, era=, reply=, patience=, expect_hang=, ...).",
-    )
-    config.addinivalue_line(
-        "markers",
         f"{settings.STDIO_MARKER}(**kwargs): configure the mcp_stdio_server fixture; the keyword arguments "
         "are exactly those of pytest_mcpfaults.StdioServer (faults=, era=, patience=, expect_hang=, ...).",
-    )
-    config.addinivalue_line(
-        "markers",
         "mcp_expect_hang: this test expects clients to wait out held requests; patience violations "
         "of every sidecar it uses are reported but do not fail it.",
-    )
-    config.addinivalue_line(
-        "markers",
         f"{_NO_INTERRUPT}: never interrupt this test when it is still blocked after a patience verdict "
         "(the verdict is given when the body returns).",
-    )
-    config.addinivalue_line(
-        "markers",
         f"{settings.ALLOW_IDLE}: this test waits on purpose after its MCP requests (a sleep, a wait on "
         "something outside MCP) longer than the patience budget: no idle-hang verdict.",
-    )
-    config.addinivalue_line(
-        "markers",
         f"{settings.KEEP_SESSIONS}: this test keeps the MCP sessions it opens on purpose: session hygiene "
         "does not ask for their DELETE (a call on a lost session is still checked).",
-    )
+    ):
+        config.addinivalue_line("markers", line)
     settings.check_ini(config)  # validate early: a bad ini value is a usage error before collection
     config.stash[_GRACE] = settings.ini_grace(config)
     if config.stash[_GRACE] is not None:
@@ -212,7 +197,10 @@ def _idle_check(item: pytest.Item) -> Any:
     """The idle-hang half of the watcher's check (``None`` when the ini or the test's marker turns it
     off): the test's thread is sampled at every poll (``blocked.Stillness``), and an idle hang of its
     HTTP sidecars (``sidecar.idle``) is a finding once the thread has also been still for the budget."""
-    if not settings.ini_idle(item.config) or item.get_closest_marker(settings.ALLOW_IDLE) is not None:
+    if (
+        not settings.ini_switch(item.config, settings.IDLE_INI)
+        or item.get_closest_marker(settings.ALLOW_IDLE) is not None
+    ):
         return None
     import threading
 
@@ -335,6 +323,8 @@ def _interrupted(
         sidecars = item.stash.get(_SIDECARS, [])
     what = "test" if when == "call" else "fixture teardown"
     gave_up = f"; then mcpfaults gave up, and the {what} ended by itself" if watch.gave_up else ""
+    did = f"mcpfaults {watch.how}{gave_up}"
+    off = f"ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} turns this off"
     found = watch.finding
     if isinstance(found, _Found) and found.idle is not None:
         from pytest_mcpfaults.verdicts.idle import idle_record, idle_verdict
@@ -346,10 +336,7 @@ def _interrupted(
         text = idle_verdict(found.idle, watch.blocked, switch)
         record_for(item).patience_violations.append(idle_record(found.idle, text))
         item.stash.setdefault(_REPORTED, set()).add(id(found.idle.request))  # found once, in one phase
-        note = (
-            f"\n\nThe {what} was interrupted: mcpfaults {watch.how}{gave_up}; ini {settings.INTERRUPT_INI} "
-            f"= off or @pytest.mark.{_NO_INTERRUPT} turns this off."
-        )
+        note = f"\n\nThe {what} was interrupted: {did}; {off}."
     elif isinstance(found, _Found) and found.stall is not None:
         from pytest_mcpfaults.verdicts.stalls import stall_record, stall_verdict
 
@@ -358,20 +345,15 @@ def _interrupted(
         record_for(item).patience_violations.append(stall_record(found.stall, text, sc.url))
         item.stash.setdefault(_REPORTED, set()).add(id(found.stall.fired))  # found once, in one phase
         note = (
-            f"\n\nThe {what} was interrupted: mcpfaults {watch.how}{gave_up}. If the test expects this "
-            "wait, say so "
-            f"(@pytest.mark.mcp_expect_hang, or a larger patience); ini {settings.INTERRUPT_INI} = off or "
-            f"@pytest.mark.{_NO_INTERRUPT} turns this off."
+            f"\n\nThe {what} was interrupted: {did}. If the test expects this wait, say so "
+            f"(@pytest.mark.mcp_expect_hang, or a larger patience); {off}."
         )
     else:
         verdict = _verdict(item, sidecars) or _verdict(item, sidecars, again=True)
         text = verdict or "a patience violation was recorded"
         text += f"\n\n{watch.blocked}" if watch.blocked else ""
-        note = (
-            f"\n\nThe {what} was still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}: "
-            f"mcpfaults {watch.how}{gave_up} (ini {settings.INTERRUPT_INI} = off or "
-            f"@pytest.mark.{_NO_INTERRUPT} turns this off)."
-        )
+        blocked = f"still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}"
+        note = f"\n\nThe {what} was {blocked}: {did} ({off})."
     raise PatienceError(text + note) from (None if _ours(exc) else exc)
 
 
@@ -398,21 +380,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     try:
         result = yield
     except BaseException as exc:
-        fired = call.stop() if call is not None else None
-        if fired is not None and (type(exc) is not KeyboardInterrupt):  # a real Ctrl-C stays one
-            item.stash[_INTERRUPTED] = True
-            _interrupted(item, fired, exc)
-        _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), exc)
+        _after_call(item, call, exc)
         raise
     finally:
         if call is not None:
             del item.stash[_CALL]
-    fired = call.stop() if call is not None else None
-    if fired is not None:
-        item.stash[_INTERRUPTED] = True
-        _interrupted(item, fired, None)
-    _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), None)
+    _after_call(item, call, None)
     return result
+
+
+def _after_call(item: pytest.Item, call: _Call | None, exc: BaseException | None) -> None:
+    """The call phase ended (``exc``: how it failed): raise the verdict, if there is one."""
+    fired = call.stop() if call is not None else None
+    if fired is not None and type(exc) is not KeyboardInterrupt:  # a real Ctrl-C stays one
+        item.stash[_INTERRUPTED] = True
+        _interrupted(item, fired, exc)
+    _raise_verdict(_verdict(item, item.stash.get(_SIDECARS, [])), exc)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -494,12 +477,13 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         fired = call.stop()
     sidecars = item.stash.get(_SIDECARS, [])
     item.stash[_SIDECARS] = []
+    made = _factory_made(item)
     if sidecars and explore_run(item) is not None:  # an explore oracle, for the factory's sidecars too
-        _factory_left_open(item)
-    servers: list[Any] = item.stash.get(SERVERS, [])
-    makers: list[str] = item.stash.get(MAKERS, [])
-    for sc, maker in zip(servers, makers, strict=True):
-        if maker == "mcp_sidecar_factory" and sc in sidecars:
+        # what the harness left open on those still running (one the test stopped itself closed them)
+        for sc in [sc for sc in made if sc.running]:
+            item.stash.setdefault(LEFT_OPEN, []).extend(_left_open(sc))
+    for sc in made:
+        if sc in sidecars:
             _check_sessions(item, sc)  # the ones the test did not stop itself
     if sidecars:
         _record(item, sidecars)
@@ -538,7 +522,7 @@ HYGIENE_GRACE = 0.5
 def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
     """Session hygiene (``verdicts/hygiene.py``) of a running sidecar, once the test's fixtures are
     done: its verdict is kept for the teardown hook (an explore run's oracle reads it instead)."""
-    if not settings.ini_hygiene(item.config) or sidecar.state != "running":
+    if not settings.ini_switch(item.config, settings.HYGIENE_INI) or sidecar.state != "running":
         return  # a dead or stopped sidecar lost its sessions: none is owed
     from pytest_mcpfaults.verdicts.hygiene import hygiene_verdict, session_problems
 
@@ -606,15 +590,11 @@ def _unreached(item: pytest.Item, sidecar: Sidecar) -> list[Any]:
     return out
 
 
-def _factory_left_open(item: pytest.Item) -> None:
-    """What the harness left open on the sidecars the factory made that are still running once the
-    test's fixtures are done (one the test stopped itself, its ``with`` block, closed them)."""
+def _factory_made(item: pytest.Item) -> list[Any]:
+    """The servers of ``item`` that ``mcp_sidecar_factory`` made, in order."""
     servers: list[Any] = item.stash.get(SERVERS, [])
     makers: list[str] = item.stash.get(MAKERS, [])
-    for sc in [
-        sc for sc, m in zip(servers, makers, strict=True) if m == "mcp_sidecar_factory" and sc.running
-    ]:
-        item.stash.setdefault(LEFT_OPEN, []).extend(_left_open(sc))
+    return [sc for sc, maker in zip(servers, makers, strict=True) if maker == "mcp_sidecar_factory"]
 
 
 def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
@@ -672,9 +652,7 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     kwargs = cassettes.resolve(kwargs, cassettes.record_mode(request.config))
     if mcpfaults_fault is not None:  # this test's cell of @pytest.mark.mcpfaults_matrix: first in the plan
         kwargs["faults"] = [mcpfaults_fault, *kwargs.get("faults", ())]
-    run = explore_run(item)
-    if run is not None:  # a run of an explore campaign: its faults (for this server) first
-        kwargs["faults"] = [*run.faults_on(_next_server(item)), *kwargs.get("faults", ())]
+    run = _explore_faults(item, kwargs)
     sidecar = Sidecar(**kwargs)
     sidecar.start()
     _attach(item, sidecar, "mcp_sidecar")
@@ -686,10 +664,13 @@ def mcp_sidecar(request: pytest.FixtureRequest, mcpfaults_fault: Any) -> Iterato
     sidecar.stop()  # the teardown hook records it and re-raises its errors
 
 
-def _next_server(item: pytest.Item) -> int:
-    """The number (from 1, in order) the next server the test makes will have (explore aims a fault
-    at the server its step was on)."""
-    return len(item.stash.get(SERVERS, [])) + 1
+def _explore_faults(item: pytest.Item, kwargs: dict[str, Any]) -> Any:
+    """``item``'s explore run (``None`` outside a campaign); its faults aimed at the next server the
+    test makes (the nth, as its step was on) go first in ``kwargs``' plan."""
+    run = explore_run(item)
+    if run is not None:
+        kwargs["faults"] = [*run.faults_on(len(item.stash.get(SERVERS, [])) + 1), *kwargs.get("faults", ())]
+    return run
 
 
 #: Seconds an explore run's sidecar waits, after the test's fixtures are done, for the harness's
@@ -726,9 +707,7 @@ def mcp_stdio_server(request: pytest.FixtureRequest) -> Iterator[StdioServer]:
     defaults = _defaults(request.config, item)
     kwargs = {k: v for k, v in defaults.items() if k in ("patience", "tool_sets", "expect_hang")}
     kwargs.update(settings.marker_kwargs(item, settings.STDIO_MARKER))
-    run = explore_run(item)
-    if run is not None:  # a run of an explore campaign: its faults (for this server) first
-        kwargs["faults"] = [*run.faults_on(_next_server(item)), *kwargs.get("faults", ())]
+    run = _explore_faults(item, kwargs)
     server = StdioServer(**kwargs)
     server.start()
     _attach(item, server, "mcp_stdio_server")  # type: ignore[arg-type]  # read through a Sidecar's views
@@ -769,9 +748,8 @@ def mcp_sidecar_factory(pytestconfig: pytest.Config) -> Iterator[SidecarFactory]
         def __call__(self, **kwargs: Any) -> Sidecar:
             item = _CURRENT[-1] if _CURRENT else None
             defaults = _defaults(pytestconfig, item) if item is not None else {}
-            run = explore_run(item) if item is not None else None
-            if item is not None and run is not None:  # an explore run: the faults aimed at this sidecar first
-                kwargs["faults"] = [*run.faults_on(_next_server(item)), *kwargs.get("faults", ())]
+            if item is not None:
+                _explore_faults(item, kwargs)
             mode = cassettes.record_mode(pytestconfig)
             return super().__call__(**cassettes.resolve({**defaults, **kwargs}, mode))
 

@@ -1,8 +1,9 @@
 """pytest glue for span capture: the ``mcp_spans`` fixture, the ini keys and the automatic span gate.
 
-Top-level imports stay light (pytest only). OpenTelemetry and :mod:`pytest_mcpfaults.spans.recorder` are
-imported inside the hooks and the fixture, and only when spans are asked for: a run that neither enables the
-gate nor uses ``mcp_spans`` never touches the global tracer provider.
+Top-level imports stay light (pytest and the per-test records). OpenTelemetry and
+:mod:`pytest_mcpfaults.spans.recorder` are imported inside the hooks and the fixture, and only when spans
+are asked for: a run that neither enables the gate nor uses ``mcp_spans`` never touches the global tracer
+provider.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_mcpfaults._pytest.records import explore_run, record_for, violation_key
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation
@@ -227,13 +230,6 @@ def _explore_on(config: pytest.Config) -> bool:
         return False
 
 
-def _explored(item: pytest.Item) -> bool:
-    """Whether ``item`` is a run of an explore campaign: its span invariants are explore's oracle."""
-    from pytest_mcpfaults._pytest.records import explore_run
-
-    return explore_run(item) is not None
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     stack = config.stash.get(_WATCH_KEY, None)
     if stack is not None:
@@ -265,7 +261,7 @@ def recorder_for_test(item: pytest.Item) -> SpanRecorder | None:
     if (
         not settings_for(item.config).check
         and "mcp_spans" not in getattr(item, "fixturenames", ())
-        and not _explored(item)
+        and explore_run(item) is None
     ):
         return None
     from pytest_mcpfaults.spans.recorder import global_recorder
@@ -293,7 +289,6 @@ def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
-    from pytest_mcpfaults._pytest.records import record_for
     from pytest_mcpfaults.spans import (
         results as span_results,  # imports nothing: the span code stays unloaded
     )
@@ -306,7 +301,7 @@ def pytest_runtest_protocol(
     outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
     span_results.set_running_sink(record_for(item).add_invariants)
     # an explore run records its spans without the gate: providers made during it are watched too
-    own = not settings_for(item.config).check and _explored(item)
+    own = not settings_for(item.config).check and explore_run(item) is not None
     stack = ExitStack()
     try:
         if own:
@@ -327,7 +322,7 @@ def pytest_runtest_protocol(
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     settings = settings_for(item.config)
-    if settings.check or _explored(item):
+    if settings.check or explore_run(item) is not None:
         _start_test(item, item_settings(item))
     return (yield)
 
@@ -362,7 +357,6 @@ def _gate_failure(
     A violation the test's own ``assert_*`` call already raised (``raised``) is recorded once and not
     repeated in the text."""
     from pytest_mcpfaults import invariants
-    from pytest_mcpfaults._pytest.records import record_for, violation_key
 
     names, found, spans = _gate_violations(recorder, mark, settings)
     if not names:
@@ -452,7 +446,6 @@ def record_invariants(item: pytest.Item, mark: int) -> str | None:
     recorded them already). The violations as the gate prints them (each invariant's message, then the
     span tree), ``None`` when none."""
     from pytest_mcpfaults import invariants
-    from pytest_mcpfaults._pytest.records import record_for
     from pytest_mcpfaults.spans.recorder import global_recorder
 
     settings = item_settings(item)  # the test's own mcpfaults_spans markers apply, as for the gate
