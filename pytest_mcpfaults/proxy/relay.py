@@ -66,8 +66,9 @@ def _event_message(event: str, mid: Any) -> dict[str, Any] | None:
     return None
 
 
-def _response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
-    """The upstream's JSON-RPC response to ``mid`` in ``body`` (JSON, or one of the SSE events)."""
+def listed_response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
+    """The upstream's JSON-RPC response to ``mid`` in ``body`` (JSON, or one of the SSE events), or
+    ``None``."""
     if not sse:
         try:
             message = json.loads(body)
@@ -79,12 +80,6 @@ def _response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
         if message is not None:
             return message
     return None
-
-
-def listed_response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
-    """The JSON-RPC response to ``mid`` in an upstream's answer ``body`` (JSON, or one of its SSE
-    events), or ``None``."""
-    return _response(body, sse, mid)
 
 
 def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
@@ -111,7 +106,7 @@ def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: An
     if reply is None:
         return body
     payload = copy.deepcopy(reply.payload)
-    real = _response(body, sse, mid)
+    real = listed_response(body, sse, mid)
     if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
         fit_structured(payload["result"], real["result"])
     if sse:
