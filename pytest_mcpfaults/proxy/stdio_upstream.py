@@ -322,11 +322,13 @@ class StdioUpstream:
         if self.recorder is None or reply.error_by is not None:
             return
         body = json.dumps(reply.payload).encode() if reply.payload is not None else b""
-        self.recorder.add(
+        pending = self.recorder.start(
             incoming.method, incoming.headers, m.message if m is not None else None, "session",
             status=reply.status, response_headers=reply.headers.items(), content_type="application/json",
-            sent_at=sent, body=body,
+            sent_at=sent, headers_at=time.monotonic(),
         )  # fmt: skip
+        pending.feed(body)  # the whole answer at once
+        self.recorder.finish(pending, complete=True)
 
     async def _forward(self, m: McpRequest, forced: Reply | None) -> Reply:
         headers = {"Mcp-Session-Id": m.session_id} if m.session_id else {}

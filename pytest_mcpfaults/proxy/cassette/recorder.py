@@ -1,9 +1,9 @@
 """Recording a cassette in proxy mode: each exchange the proxy forwards, as MCP saw it.
 
-The proxy hands the :class:`Recorder` each forwarded request (a stdio upstream its whole answers,
-:meth:`Recorder.add`) (:meth:`Recorder.start`) with the
-upstream's answer, whose body chunks the recorder is then given as they come (the relay's reads); when
-the answer has ended (:meth:`Recorder.finish`) the exchange is kept, with its SSE events and their
+The proxy hands the :class:`Recorder` each forwarded request (:meth:`Recorder.start`) with the
+upstream's answer, whose body chunks the recorder is then given as they come (the relay's reads, or a
+stdio upstream's whole answer at once); when the answer has ended (:meth:`Recorder.finish`) the
+exchange is kept, with its SSE events and their
 timing. An answer that did not come whole (the upstream failed, a body fault or the client cut it) is
 not kept: a cassette holds only what the upstream really said. ``GET`` event streams are not recorded.
 What is kept of one answer is bounded: its notifications up to :data:`EVENTS_MAX_BYTES`, the answer up
@@ -175,28 +175,6 @@ class Recorder:
             response_headers=self._kept(answer_headers.items()),
         )
         return Pending(exchange, sent_at, content_type == "text/event-stream", exchange.id)
-
-    def add(
-        self,
-        http: str,
-        headers: Mapping[str, str],
-        message: Mapping[str, Any] | None,
-        era: str,
-        *,
-        status: int,
-        response_headers: Iterable[tuple[str, str]],
-        content_type: str,
-        sent_at: float,
-        body: bytes,
-    ) -> None:
-        """A forwarded request whose whole answer (``body``) came at once (a stdio upstream's line)."""
-        now = time.monotonic()
-        pending = self.start(
-            http, headers, message, era, status=status, response_headers=response_headers,
-            content_type=content_type, sent_at=sent_at, headers_at=now,
-        )  # fmt: skip
-        pending.feed(body)
-        self.finish(pending, complete=True)
 
     def _kept(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
         out = {}
