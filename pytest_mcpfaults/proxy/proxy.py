@@ -45,13 +45,10 @@ from pytest_mcpfaults.mcp.listen import LISTEN_METHOD
 from pytest_mcpfaults.mcp.outbound import ServerMessages
 from pytest_mcpfaults.proxy.cassette.recorder import Pending, Recorder
 from pytest_mcpfaults.proxy.relay import NotificationTap, listed_response, relay
-from pytest_mcpfaults.proxy.upstream import Upstream, UpstreamError, UpstreamResponse
+from pytest_mcpfaults.proxy.upstream import Upstream, UpstreamError, UpstreamResponse, gateway_error
 from pytest_mcpfaults.transports.inject import Delivery, deliver
 
-__all__ = ["GATEWAY_ERROR", "Proxy", "Relayed"]
-
-#: JSON-RPC code of a gateway's error (the implementation-defined server error range).
-GATEWAY_ERROR = -32000
+__all__ = ["Proxy", "Relayed"]
 
 
 @dataclass
@@ -191,12 +188,10 @@ class Proxy:
             self.endpoint.sessions.end(sid)
 
     def _gateway_error(self, exc: UpstreamError, mid: Any, sent: float) -> Relayed:
-        timed_out = exc.failure == "timed_out"
-        what = "Gateway Timeout" if timed_out else "Bad Gateway"
-        made = rpc_error(GATEWAY_ERROR, f"{what}: upstream {self.upstream.url}: {exc}", mid)
+        status, payload = gateway_error(exc, f"upstream {self.upstream.url}", mid)
         return Relayed(
-            504 if timed_out else 502,
-            made.payload,
+            status,
+            payload,
             sse=False,
             error=str(exc),
             error_by="upstream",

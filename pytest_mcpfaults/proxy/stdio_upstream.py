@@ -46,7 +46,7 @@ from typing import Any
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.core import Incoming
 from pytest_mcpfaults.core.journal import Journal
-from pytest_mcpfaults.core.records import UpstreamFailure, UpstreamLeg
+from pytest_mcpfaults.core.records import UpstreamLeg
 from pytest_mcpfaults.core.routing import RequestInfo
 from pytest_mcpfaults.mcp.endpoint import (
     INVALID_REQUEST,
@@ -60,12 +60,11 @@ from pytest_mcpfaults.mcp.endpoint import (
     rpc_error,
 )
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder
+from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
 
 __all__ = ["Piped", "StdioUpstream"]
 
-#: JSON-RPC code of a gateway's error (as the HTTP proxy's).
-_GATEWAY_ERROR = -32000
 #: How long the child gets after SIGTERM, and then after SIGKILL.
 _TERM_BOUND = 1.0
 #: The longest line read from the child's stdout.
@@ -82,12 +81,6 @@ class Piped(Reply):
     """The child's answer (or the gateway error for none), with the upstream leg to journal."""
 
     leg: UpstreamLeg | None = None
-
-
-class _Gone(Exception):
-    def __init__(self, failure: UpstreamFailure, message: str) -> None:
-        super().__init__(message)
-        self.failure: UpstreamFailure = failure
 
 
 class StdioUpstream:
@@ -118,7 +111,7 @@ class StdioUpstream:
         self._ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr = bytearray()
-        self._gone: _Gone | None = None
+        self._gone: UpstreamError | None = None
         self._on_error = on_error
         self.guarded = guarded
         #: Lines of its stdout that were not JSON-RPC objects (skipped), and the last one's reason.
@@ -161,20 +154,19 @@ class StdioUpstream:
                     break
                 self._dispatch(line)
         except (OSError, ValueError) as exc:  # ValueError: a line over the limit
-            self._fail(_Gone("reset", f"reading its stdout failed: {exc}"))
+            self._fail(UpstreamError("reset", f"reading its stdout failed: {exc}"))
             return
         except Exception as exc:  # a bug of ours: surfaced, and no request waits for a dead reader
             if self._on_error is not None:
                 self._on_error(f"reading the stdout of upstream command {self.name!r}", exc)
-            self._fail(_Gone("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
+            self._fail(UpstreamError("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
             return
         code = await self._wait(_TERM_BOUND)
         self.returncode = code
         tail = bytes(self._stderr[-400:]).decode("utf-8", "replace").strip()
         why = f"exited (code {code})" if code is not None else "closed its stdout"
-        self._fail(
-            _Gone("reset", f"the upstream process {why}" + (f"; its stderr ends: {tail}" if tail else ""))
-        )
+        why += f"; its stderr ends: {tail}" if tail else ""
+        self._fail(UpstreamError("reset", f"the upstream process {why}"))
 
     async def _drain(self) -> None:
         assert self._proc is not None
@@ -205,7 +197,7 @@ class StdioUpstream:
         if "method" in message:  # the child asks (sampling, roots) or notifies: no client to ask
             if "id" in message:
                 error = {"code": METHOD_NOT_FOUND, "message": "Method not found (via a sidecar)"}
-                with contextlib.suppress(_Gone, OSError):
+                with contextlib.suppress(UpstreamError, OSError):
                     self._write({"jsonrpc": "2.0", "id": message["id"], "error": error})
             return
         mid = message.get("id")
@@ -224,7 +216,7 @@ class StdioUpstream:
         last = self._skipped_why
         return f"; it wrote {self.skipped} line(s) that were not JSON-RPC, skipped (the last: {last})"
 
-    def _fail(self, gone: _Gone) -> None:
+    def _fail(self, gone: UpstreamError) -> None:
         self._gone = gone
         pending, self._pending = self._pending, {}
         for fut in pending.values():
@@ -236,7 +228,7 @@ class StdioUpstream:
             raise self._gone
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
-            raise _Gone("refused", "the upstream process is not running")
+            raise UpstreamError("refused", "the upstream process is not running")
         proc.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
 
     async def _send(self, message: Mapping[str, Any], timeout: float | None) -> None:
@@ -252,7 +244,7 @@ class StdioUpstream:
                     await asyncio.wait_for(stdin.drain(), timeout)
                 waiting = stdin.transport.get_write_buffer_size()
                 if waiting > WRITE_BUFFER:
-                    raise _Gone(
+                    raise UpstreamError(
                         "timed_out",
                         f"it is not reading its stdin: {waiting} bytes wait in the pipe, over the "
                         f"upstream_write_buffer of {WRITE_BUFFER} bytes, for upstream_timeout={timeout} s",
@@ -265,7 +257,7 @@ class StdioUpstream:
         proc = self._proc
         if proc is None:
             return
-        self._fail(_Gone("refused", "the sidecar has stopped"))
+        self._fail(UpstreamError("refused", "the sidecar has stopped"))
         if proc.returncode is None:
             if proc.stdin is not None:
                 proc.stdin.close()
@@ -348,17 +340,17 @@ class StdioUpstream:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 answer = await asyncio.wait_for(fut, left)
             except asyncio.TimeoutError:
-                raise _Gone(
+                raise UpstreamError(
                     "timed_out", f"no answer within upstream_timeout={self.timeout} s{self.skipped_note()}"
                 ) from None
             finally:
                 self._pending.pop(pipe_id, None)
-        except _Gone as gone:
+        except UpstreamError as gone:
             return self._gateway_error(
                 gone, m.id, replace(leg, ended_at=self.journal.now(), failure=gone.failure)
             )
         except OSError as exc:  # a broken pipe: the child is gone
-            broken = _Gone("reset", f"writing to its stdin failed: {exc}")
+            broken = UpstreamError("reset", f"writing to its stdin failed: {exc}")
             return self._gateway_error(
                 broken, m.id, replace(leg, ended_at=self.journal.now(), failure="reset")
             )
@@ -382,9 +374,6 @@ class StdioUpstream:
             return Piped(forced.status, payload, forced.headers, sse=forced.sse, leg=leg)
         return Piped(200, answer, headers, leg=leg)
 
-    def _gateway_error(self, gone: _Gone, mid: Any, leg: UpstreamLeg) -> Piped:
-        timed_out = gone.failure == "timed_out"
-        what = "Gateway Timeout" if timed_out else "Bad Gateway"
-        made = rpc_error(_GATEWAY_ERROR, f"{what}: upstream command {self.name!r}: {gone}", mid)
-        return Piped(504 if timed_out else 502, made.payload, sse=False, error=str(gone), error_by="upstream",
-                     leg=leg)  # fmt: skip
+    def _gateway_error(self, gone: UpstreamError, mid: Any, leg: UpstreamLeg) -> Piped:
+        status, payload = gateway_error(gone, f"upstream command {self.name!r}", mid)
+        return Piped(status, payload, sse=False, error=str(gone), error_by="upstream", leg=leg)
