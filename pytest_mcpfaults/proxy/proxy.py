@@ -6,23 +6,9 @@ does not answer is forwarded to the upstream (:mod:`.upstream`); the answer come
 chunk by chunk (:meth:`Proxy.deliver`, :mod:`.relay`), so body faults cut and stall the real bytes and
 ``tool_error`` / ``backend_gone`` rewrite the real result (the upstream still runs the tool).
 
-What the sidecar still answers itself, without forwarding:
-
-* the faults that act before forwarding (die, freeze, hang, status, jsonrpc_error, session_expired,
-  terminating, error_payload, flap, absent); ``delay`` waits, then forwards;
-* ``/health``, unless ``upstream_health`` names the upstream's own health path;
-* MCP requests failing the sidecar's own checks (a repeated ``Mcp-Session-Id``, a foreign ``Origin``);
-* requests of an era the sidecar's ``era`` leaves out, as the fake answers them (``era='session'``:
-  ``server/discover`` gets the 400 of a session-only server, so clients fall back to sessions;
-  ``era='stateless'``: ``initialize`` gets the unsupported-version error);
-* requests on a transport session the sidecar ended: by ``session_expired``, by ``die`` (every
-  session the upstream assigned before it, as a restarted server has lost them), or by a ``DELETE``:
-  404 "Session not found", as the fake answers (the upstream's own session is left to expire).
-
-An upstream that gives no answer is surfaced as a gateway does: 502 Bad Gateway (refused, reset, not
-HTTP) or 504 Gateway Timeout (nothing within ``upstream_timeout``), with a JSON-RPC error body naming
-the upstream, journaled with ``error_by='upstream'`` and ``upstream.failure``. Once the status line has
-been relayed, a failing upstream resets the client's connection (the status cannot be taken back).
+What the sidecar still answers itself (the faults that act before forwarding, ``/health``, its own
+checks, another era's requests, sessions it ended) and what a client sees when the upstream fails
+(502/504 before the status line, a reset after it) is docs/proxy.md's.
 """
 
 from __future__ import annotations

@@ -3,29 +3,12 @@
 The sidecar spawns the command at start (its own process group; stdin and stdout are pipes, stderr
 is drained into a bounded tail so the child can never block on it) and kills it at stop (``SIGTERM``
 to its process group, then ``SIGKILL``; bounded, always). The child speaks MCP over one pipe: one
-JSON-RPC message per line, one MCP session. The HTTP side stays the sidecar's:
-
-* the transport sessions are the sidecar's own (its :class:`~.mcp.McpEndpoint`): an ``initialize`` is
-  forwarded to the child and its answer gets a fresh ``Mcp-Session-Id`` assigned by the sidecar (a
-  second ``initialize`` is forwarded too, and opens a second HTTP session on the same child); a
-  request on an unknown session gets the sidecar's 404, a ``DELETE`` ends the session locally;
-* the session era only: stateless (2026-07-28) requests get a session-only server's 400, so dual
-  clients fall back to ``initialize``; ``GET`` on the MCP endpoint answers 405 (a pipe has no second
-  stream);
-* each forwarded request goes down the pipe with an id of the sidecar's (clients on different HTTP
-  sessions may reuse ids); the child's answer with that id comes back with the client's id, as the
-  :class:`Piped` reply's payload, which the sidecar then delivers as its own replies, so every body
-  fault (stall, drip, truncate, reset, malformed_json) acts on those bytes; notifications and
-  responses are written and answered 202;
-* ``tool_error`` and ``backend_gone`` wait for the child's real answer (the tool runs), then replace
-  its result;
-* ``record=``: each whole answer of the child (and each ``DELETE``, answered by the sidecar) is
-  recorded into the cassette as a JSON answer, with the sidecar's session ids labelled;
-* a child that has exited, or gives no answer within ``upstream_timeout``, is answered as a gateway
-  answers a dead server: 502 (or 504 when it timed out) with a JSON-RPC error naming the command,
-  journaled with ``error_by='upstream'`` and ``upstream.failure`` (``'reset'``: it exited or closed
-  its stdout; ``'timed_out'``). Requests the child sends (sampling, roots) are refused with
-  ``Method not found``: there is no client to ask.
+JSON-RPC message per line, one MCP session, so the HTTP side stays the sidecar's: its
+:class:`~.mcp.McpEndpoint` keeps the transport sessions (the session era only), each forwarded request
+goes down the pipe with an id of the sidecar's (clients on different HTTP sessions may reuse ids), and
+the child's answer comes back as a :class:`Piped` reply the sidecar delivers as its own, so every body
+fault acts on those bytes. What differs from an HTTP upstream, point by point, is docs/proxy.md's
+("A stdio server as the upstream").
 """
 
 from __future__ import annotations
