@@ -1,14 +1,9 @@
 """The cassette file: one recorded MCP conversation, one JSON object per line (JSON Lines).
 
 Line 1 is the header, ``{"cassette": "pytest-mcpfaults", "format": 1, ...}``; every later line is one
-exchange as MCP sees it (:class:`Exchange`): the HTTP method, the JSON-RPC request (method, tool,
-params), the answer (the JSON-RPC message, and for an SSE answer each event with when it came), the
-session it was on (a label, ``session-1``: the real ``Mcp-Session-Id`` is not written), the protocol
-era and version, the status and the headers (redacted). Keys are sorted and each exchange is one line,
-so a re-recorded cassette diffs exchange by exchange.
-
-Reading refuses, naming the file and the line: a file that is not a cassette, a cassette of a newer
-format than :data:`FORMAT` (naming both versions), a line that is not JSON or not an exchange.
+:class:`Exchange`. Keys are sorted and each exchange is one line, so a re-recorded cassette diffs
+exchange by exchange. Reading refuses, naming the file and the line, a file that is not a cassette, a
+newer format than :data:`FORMAT`, a line that is not JSON or not an exchange.
 """
 
 from __future__ import annotations
