@@ -1,28 +1,13 @@
 """The span routes of the ``serve`` control endpoint: the recorded spans and the invariants' verdict over
-HTTP, so a harness in any language can assert the span invariants in its own test runner.
-
-=========================  =====================================================================
-``GET    /spans``          the span tree as text; JSON (``{"spans": [...], "tree": "..."}``) with
-                           ``?format=json`` or ``Accept: application/json``
-``DELETE /spans``          forget every recorded span (between two scenarios)
-``GET    /check``          the verdict: ``{"ok", "violations": [{"invariant", "message", "span"}],
-                           "text", "checked", "span_count"}``; ``text`` is what the pytest gate
-                           prints after its ``mcpfaults span gate (--mcpfaults-check-spans):``
-=========================  =====================================================================
-
-Both ``GET`` routes take ``wait_for=NAME`` (a span-name glob; with ``count=N``, default 1, and
-``timeout=SECONDS``, default 10, at most 60): first wait until that many such spans have ended (a flush
-barrier), answering 408 with what was recorded instead when they do not. ``/check`` takes
-``session=GLOB`` and ``cleanup=GLOB`` (repeatable) for the span names, defaulting to the recorder's,
-``flip_cleanup=GLOB`` / ``count_cleanup=GLOB`` (repeatable) for one invariant's cleanup names alone,
-and ``max_cleanups=N`` (a whole number, default 1), as the pytest gate's settings.
+HTTP, so a harness in any language can assert the span invariants in its own test runner
+(``GET``/``DELETE /spans``, ``GET /check``, each ``GET`` with the ``wait_for=`` flush barrier: the
+routes and their parameters are docs/spans.md's).
 
 Nothing here runs on the sidecar's loop but the routing: the answers (the tree, the JSON of every span,
 the verdict) are computed on worker threads of their own (:class:`SpanWork`), and the waits on threads
 of their own, at most :data:`MAX_WAITS` at once (one more is answered 503): a wait never delays a
 control action, an answer, or the sidecar's own traffic. Attribute values JSON has no form for are
-written as the OTLP JSON mapping writes them: NaN and the infinities as the strings ``"NaN"``,
-``"Infinity"``, ``"-Infinity"``, bytes as hex.
+written as the OTLP JSON mapping writes them (NaN and the infinities as strings, bytes as hex).
 """
 
 from __future__ import annotations

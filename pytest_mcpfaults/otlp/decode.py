@@ -2,14 +2,10 @@
 spans, and the answers the OTLP specification asks for.
 
 Protobuf bodies are decoded with the official ``opentelemetry-proto`` messages
-(``ExportTraceServiceRequest``); JSON bodies (the OTLP JSON mapping) by
-:mod:`pytest_mcpfaults.otlp.decode_json`, into the same spans.
-
-A span whose ids are not valid (a trace id that is not 16 bytes or all zero, a span id that is not 8
-bytes or zero, a parent span id neither empty nor 8 bytes) or whose status code is unknown is rejected
-and counted in the answer's ``partial_success``; the other spans of the request are kept.
-
-``opentelemetry-proto`` is imported on first use, never at import of this module.
+(``ExportTraceServiceRequest``), imported on first use, never at import of this module; JSON bodies by
+:mod:`pytest_mcpfaults.otlp.decode_json`, into the same spans. A span whose ids are not valid
+(:func:`~pytest_mcpfaults.otlp.export.span_id_problem`) or whose status code is unknown is rejected and
+counted in the answer's ``partial_success``; the other spans of the request are kept.
 """
 
 from __future__ import annotations
