@@ -32,19 +32,14 @@ __all__ = [
     "JSON",
     "PROTOBUF",
     "UNIMPLEMENTED",
-    "Batch",
-    "Decoded",
     "LazyAttributes",
-    "OtlpDecodeError",
     "decode_export",
     "encode_response",
     "encode_status",
-    "source_key",
 ]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-_STATUS = STATUS_CODES
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 
 
@@ -138,7 +133,7 @@ def _events(events: Sequence[Any]) -> tuple[RecordedEvent, ...]:
     return tuple(
         RecordedEvent(
             e.name,
-            LazyAttributes(e.attributes) if len(e.attributes) else _EMPTY,
+            LazyAttributes(e.attributes) if len(e.attributes) else EMPTY,
             e.time_unix_nano or None,
         )
         for e in events
@@ -147,7 +142,7 @@ def _events(events: Sequence[Any]) -> tuple[RecordedEvent, ...]:
 
 def _convert(request: Any) -> Decoded:
     out = Decoded()
-    frombytes, uids, statuses = int.from_bytes, UIDS, _STATUS
+    frombytes, uids, statuses = int.from_bytes, UIDS, STATUS_CODES
     zero_trace, zero_span = _ZERO_TRACE, _ZERO_SPAN
     for rs in request.resource_spans:
         resource = MappingProxyType(_attributes(rs.resource.attributes))
@@ -176,7 +171,7 @@ def _convert(request: Any) -> Decoded:
                         frombytes(pid, "big") if pid else None,
                         statuses[code],
                         status.message or None,
-                        LazyAttributes(attrs) if len(attrs) else _EMPTY,
+                        LazyAttributes(attrs) if len(attrs) else EMPTY,
                         _events(events) if len(events) else (),
                         sp.start_time_unix_nano or None,
                         sp.end_time_unix_nano,  # ended, whatever the time says (0 too)
@@ -189,9 +184,6 @@ def _convert(request: Any) -> Decoded:
         if spans:
             out.batches.append(Batch(source_key(resource), resource, spans))
     return out
-
-
-_EMPTY = EMPTY
 
 
 # -- the answers -------------------------------------------------------------------------------------

@@ -27,11 +27,11 @@ from pytest_mcpfaults.otlp.decode import (
     JSON,
     PROTOBUF,
     UNIMPLEMENTED,
-    OtlpDecodeError,
     decode_export,
     encode_response,
     encode_status,
 )
+from pytest_mcpfaults.otlp.export import OtlpDecodeError
 from pytest_mcpfaults.transports.connections import Connections
 from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.transports.loop import WorkerPool
