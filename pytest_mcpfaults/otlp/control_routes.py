@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -26,7 +26,6 @@ from pytest_mcpfaults.spans.records import RecordedSpan, format_tree
 from pytest_mcpfaults.transports.loop import WorkerPool
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.invariants import Violation
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.transports.server import Sidecar
 
@@ -203,36 +202,29 @@ def _spans_text(recorder: SpanRecorder) -> str:
     return text
 
 
-def _check_answer(
-    names: Sequence[str], found: Sequence[Violation], spans: Sequence[RecordedSpan]
-) -> dict[str, Any]:
-    """The body of ``GET /check``: the verdict, each violation with its span, the text, what was checked."""
-    from pytest_mcpfaults.invariants import format_violations
-
-    return {
-        "ok": not found,
-        "violations": [
-            {
-                "invariant": v.invariant,
-                "message": v.message,
-                "span": None if v.span is None else span_json(v.span),
-            }
-            for v in found
-        ],
-        "text": format_violations(found, spans) if found else "",
-        "checked": list(names),
-        "span_count": len(spans),
-    }
-
-
 def _check_json(
     recorder: SpanRecorder, session: tuple[str, ...], cleanup: tuple[str, ...], gate: Mapping[str, Any]
 ) -> str:
-    """The verdict's JSON (:func:`_check_answer`, and what the span limit dropped); ``gate``:
-    ``gate_violations``' keyword arguments (the gate's settings)."""
+    """The body of ``GET /check``: the verdict, each violation with its span, the text, what was checked
+    and what the span limit dropped; ``gate``: ``gate_violations``' keyword arguments (the gate's
+    settings)."""
+    from pytest_mcpfaults.invariants import format_violations
+
     spans = recorder.spans()
     names, found = gate_violations(spans, session, cleanup, **gate)
-    return _dumps({**_check_answer(names, found, spans), **_dropped(recorder)})
+    violations = [
+        {"invariant": v.invariant, "message": v.message, "span": v.span and span_json(v.span)} for v in found
+    ]
+    return _dumps(
+        {
+            "ok": not found,
+            "violations": violations,
+            "text": format_violations(found, spans) if found else "",
+            "checked": list(names),
+            "span_count": len(spans),
+            **_dropped(recorder),
+        }
+    )
 
 
 def _guarded(route: Route) -> Route:
