@@ -309,7 +309,6 @@ class StdioUpstream:
         headers = {"Mcp-Session-Id": m.session_id} if m.session_id else {}
         sent = time.monotonic()
         leg = UpstreamLeg(sent - self.journal.t0)
-        out_bytes = 0
         try:
             if m.method is None or m.is_notification:  # a response or a notification: written, 202
                 await self._send(m.message, self.timeout)
@@ -329,14 +328,10 @@ class StdioUpstream:
             finally:
                 self._pending.pop(pipe_id, None)
         except UpstreamError as gone:
-            return self._gateway_error(
-                gone, m.id, replace(leg, ended_at=self.journal.now(), failure=gone.failure)
-            )
+            return self._gateway_error(gone, m.id, leg)
         except OSError as exc:  # a broken pipe: the child is gone
             broken = UpstreamError("reset", f"writing to its stdin failed: {exc}")
-            return self._gateway_error(
-                broken, m.id, replace(leg, ended_at=self.journal.now(), failure="reset")
-            )
+            return self._gateway_error(broken, m.id, leg)
         out_bytes = len(json.dumps(answer, separators=(",", ":")).encode()) + 1
         now = self.journal.now()
         leg = replace(leg, answered_at=now, ended_at=now, bytes=out_bytes)
@@ -359,4 +354,5 @@ class StdioUpstream:
 
     def _gateway_error(self, gone: UpstreamError, mid: Any, leg: UpstreamLeg) -> Piped:
         status, payload = gateway_error(gone, f"upstream command {self.name!r}", mid)
+        leg = replace(leg, ended_at=self.journal.now(), failure=gone.failure)
         return Piped(status, payload, sse=False, error=str(gone), error_by="upstream", leg=leg)
