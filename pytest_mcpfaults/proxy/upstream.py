@@ -14,14 +14,9 @@ redirects, request and response objects, the connector) cost the sidecar loop ab
 forwarded request, more than the rest of proxying put together (``benchmarks/proxy.py``). The request
 itself is one write of its head and body.
 
-Headers: every end-to-end header the client sent is passed on (``Mcp-Session-Id``,
-``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``, ``Authorization``, ``Accept``,
-``Content-Type``, ``User-Agent``, ``Origin``, ...); hop-by-hop headers (RFC 9110 7.6.1: ``Connection``
-and the names it lists, ``Keep-Alive``, ``Transfer-Encoding``, ``TE``, ``Trailer``, ``Upgrade``,
-``Proxy-*``) are dropped, and so are ``Host`` (the upstream's own is sent), ``Content-Length``
-(recomputed) and ``Expect`` (the body is read already). ``Accept-Encoding: identity`` is sent
-instead of the client's, so the answer's bytes are the ones the faults cut. The answer's end-to-end
-headers come back the same way.
+Headers: the client's end-to-end headers are passed on and the answer's come back (docs/proxy.md lists
+what is dropped); ``Accept-Encoding: identity`` is sent, so the answer's bytes are the ones the faults
+cut.
 """
 
 from __future__ import annotations
