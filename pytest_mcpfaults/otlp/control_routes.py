@@ -47,14 +47,10 @@ class SpanWork:
 
     def __init__(self, max_waits: int = MAX_WAITS) -> None:
         self.max_waits = max_waits
-        self._answers = WorkerPool("mcpfaults-span-answers", max_workers=2)
+        self.answers = WorkerPool("mcpfaults-span-answers", max_workers=2)  # submit on the loop
         self._waits = WorkerPool("mcpfaults-span-waits", max_workers=max_waits)
         self._lock = threading.Lock()
         self.pending_waits = 0
-
-    def answer(self, fn: Callable[[], T]) -> Awaitable[T]:
-        """Run ``fn()`` on an answer thread (call on the loop)."""
-        return self._answers.submit(fn)
 
     def wait(self, fn: Callable[[], T]) -> Awaitable[T]:
         """Run the wait ``fn()`` on a wait thread of its own; refused (503) when ``max_waits`` are
@@ -258,8 +254,8 @@ def span_routes(sidecar: Sidecar, work: SpanWork | None = None) -> dict[tuple[st
             fmt is None and "application/json" in request.headers.get("Accept", "")
         )
         if wants_json:
-            return _body_json(200, await work.answer(lambda: _spans_json(recorder).encode()))
-        text = await work.answer(lambda: _spans_text(recorder).encode())
+            return _body_json(200, await work.answers.submit(lambda: _spans_json(recorder).encode()))
+        text = await work.answers.submit(lambda: _spans_text(recorder).encode())
         return web.Response(body=text, content_type="text/plain", charset="utf-8")
 
     async def delete_spans(request: web.BaseRequest) -> web.StreamResponse:
@@ -283,7 +279,7 @@ def span_routes(sidecar: Sidecar, work: SpanWork | None = None) -> dict[tuple[st
             "count_cleanup": count_cleanup,
             "max_cleanups": int(max_cleanups),
         }
-        verdict = await work.answer(lambda: _check_json(recorder, session, cleanup, gate).encode())
+        verdict = await work.answers.submit(lambda: _check_json(recorder, session, cleanup, gate).encode())
         return _body_json(200, verdict)
 
     return {
