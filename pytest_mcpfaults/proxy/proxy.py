@@ -252,12 +252,9 @@ class Proxy:
         messages = self.messages
         if messages is None or request.method != "POST" or not resp.sse:
             return
-        tool = reply.tool
-
-        def notified(method: str, params: Any) -> None:
-            messages.notified(method, params, rid, tool)
-
-        resp.tap = NotificationTap(notified, resp.tap).feed
+        resp.tap = NotificationTap(
+            lambda method, params: messages.notified(method, params, rid, reply.tool), resp.tap
+        ).feed
 
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
         """The relay of ``resp`` ended: forget it, journal the upstream leg's end, and, if the whole
@@ -269,10 +266,6 @@ class Proxy:
             self.recorder.finish(reply.recording, complete=whole)
         if reply.listing is not None and whole and not reply.listing.learned:
             learn_listing(self.endpoint.listed_schemas, reply.listing.response())
-
-    async def close(self) -> None:
-        """Close the upstream client: every upstream connection (bounded)."""
-        await self.upstream.close()
 
 
 #: The most of a ``tools/list`` answer kept to learn the tools' output schemas from.
