@@ -279,12 +279,10 @@ class UpstreamServer:
     def close(self) -> None:
         """The sidecar stops: SIGTERM, then SIGKILL after :data:`KILL_BOUND` (bounded; no verdict)."""
         proc = self._proc
-        if proc is None or proc.poll() is not None:
-            self._exited()
-            return
-        self._signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(KILL_BOUND)
+        if proc is not None and proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(KILL_BOUND)
         self._kill()
 
     def output(self, lines: int = 20) -> str:
