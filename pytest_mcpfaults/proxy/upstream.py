@@ -405,10 +405,7 @@ class Upstream:
             lambda: ResponseHandler(loop=loop), host, port, ssl=self._tls if tls else None
         )
         try:
-            if self.timeout is None:
-                _, proto = await connecting
-            else:
-                _, proto = await within(connecting, self.timeout)
+            _, proto = await (connecting if self.timeout is None else within(connecting, self.timeout))
         except asyncio.TimeoutError:  # an OSError too (Python 3.11+): timed out, not refused
             raise
         except OSError as exc:
