@@ -93,20 +93,13 @@ class Exchange:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"http": self.http, "method": self.method, "status": self.status}
+        out["era"], out["headers_at"], out["took"] = self.era, round(self.headers_at, 6), round(self.took, 6)
         for name in ("tool", "id", "version", "session", "content_type", "response", "cut"):
-            value = getattr(self, name)
-            if value is not None:
+            if (value := getattr(self, name)) is not None:
                 out[name] = value
-        out["era"] = self.era
-        if self.params:
-            out["params"] = self.params
-        if self.events:
-            out["events"] = self.events
-        out["headers_at"], out["took"] = round(self.headers_at, 6), round(self.took, 6)
-        if self.request_headers:
-            out["request_headers"] = self.request_headers
-        if self.response_headers:
-            out["response_headers"] = self.response_headers
+        for name in ("params", "events", "request_headers", "response_headers"):  # left out when empty
+            if value := getattr(self, name):
+                out[name] = value
         return out
 
     @classmethod
