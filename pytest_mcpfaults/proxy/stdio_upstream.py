@@ -77,8 +77,7 @@ class StdioUpstream:
         timeout: float | None,
         endpoint: McpEndpoint,
         journal: Journal,
-        on_error: Callable[[str, BaseException], None] | None = None,
-        guarded: bool = True,
+        on_error: Callable[[str, BaseException], None],
         recorder: Recorder | None = None,
     ) -> None:
         self.command = list(command)
@@ -96,7 +95,6 @@ class StdioUpstream:
         self._stderr = bytearray()
         self._gone: UpstreamError | None = None
         self._on_error = on_error
-        self.guarded = guarded
         #: Lines of its stdout that were not JSON-RPC objects (skipped), and the last one's reason.
         self.skipped = 0
         self._skipped_why = ""
@@ -122,8 +120,7 @@ class StdioUpstream:
                 exc.errno, f"Sidecar: upstream_command {self.command!r} cannot be run: {exc}"
             ) from exc
         self.pid = self._proc.pid
-        if self.guarded:  # killed, with its process group, should this process die abruptly
-            guardian.watch(self.pid, group=True)
+        guardian.watch(self.pid, group=True)  # killed with its group should this process die abruptly
         self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain())]
 
     async def _read(self) -> None:
@@ -140,8 +137,7 @@ class StdioUpstream:
             self._fail(UpstreamError("reset", f"reading its stdout failed: {exc}"))
             return
         except Exception as exc:  # a bug of ours: surfaced, and no request waits for a dead reader
-            if self._on_error is not None:
-                self._on_error(f"reading the stdout of upstream command {self.name!r}", exc)
+            self._on_error(f"reading the stdout of upstream command {self.name!r}", exc)
             self._fail(UpstreamError("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
             return
         code = await self._wait(_TERM_BOUND)
@@ -252,8 +248,7 @@ class StdioUpstream:
         with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
             os.killpg(proc.pid, signal.SIGKILL)
         self.returncode = proc.returncode
-        if self.guarded:
-            guardian.forget(proc.pid)
+        guardian.forget(proc.pid)
         for task in self._tasks:
             task.cancel()
         await asyncio.wait(self._tasks, timeout=_TERM_BOUND)
