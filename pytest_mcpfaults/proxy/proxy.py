@@ -69,8 +69,8 @@ class Proxy:
         era: Era,
         upstream_health: str | None,
         endpoint: McpEndpoint,
-        recorder: Recorder | None = None,
-        messages: ServerMessages | None = None,
+        recorder: Recorder | None,
+        messages: ServerMessages,
     ) -> None:
         self.upstream = upstream
         #: Where the notifications an upstream's SSE answer to a POST carries are journaled (as sent).
@@ -249,11 +249,10 @@ class Proxy:
     ) -> None:
         """Journal each notification of an SSE answer to a POST as it passes (the upstream's progress
         and logs, ``outcome='sent'`` as the fake's own), parsed from the chunks as they are read."""
-        messages = self.messages
-        if messages is None or request.method != "POST" or not resp.sse:
+        if request.method != "POST" or not resp.sse:
             return
         resp.tap = NotificationTap(
-            lambda method, params: messages.notified(method, params, rid, reply.tool), resp.tap
+            lambda method, params: self.messages.notified(method, params, rid, reply.tool), resp.tap
         ).feed
 
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
