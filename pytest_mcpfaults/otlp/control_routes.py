@@ -239,10 +239,9 @@ def _guarded(route: Route) -> Route:
     return run
 
 
-def span_routes(sidecar: Sidecar, work: SpanWork | None = None) -> dict[tuple[str, str], Route]:
+def span_routes(sidecar: Sidecar, work: SpanWork) -> dict[tuple[str, str], Route]:
     """``(method, sub-path) -> handler`` of the span routes, for the control endpoint's routing;
-    ``work``: the threads they run on (their own by default)."""
-    work = work or SpanWork()
+    ``work``: the threads they run on."""
 
     async def get_spans(request: web.BaseRequest) -> web.StreamResponse:
         fmt = request.query.get("format")
