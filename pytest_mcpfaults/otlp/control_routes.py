@@ -1,28 +1,13 @@
 """The span routes of the ``serve`` control endpoint: the recorded spans and the invariants' verdict over
-HTTP, so a harness in any language can assert the span invariants in its own test runner.
-
-=========================  =====================================================================
-``GET    /spans``          the span tree as text; JSON (``{"spans": [...], "tree": "..."}``) with
-                           ``?format=json`` or ``Accept: application/json``
-``DELETE /spans``          forget every recorded span (between two scenarios)
-``GET    /check``          the verdict: ``{"ok", "violations": [{"invariant", "message", "span"}],
-                           "text", "checked", "span_count"}``; ``text`` is what the pytest gate
-                           prints after its ``mcpfaults span gate (--mcpfaults-check-spans):``
-=========================  =====================================================================
-
-Both ``GET`` routes take ``wait_for=NAME`` (a span-name glob; with ``count=N``, default 1, and
-``timeout=SECONDS``, default 10, at most 60): first wait until that many such spans have ended (a flush
-barrier), answering 408 with what was recorded instead when they do not. ``/check`` takes
-``session=GLOB`` and ``cleanup=GLOB`` (repeatable) for the span names, defaulting to the recorder's,
-``flip_cleanup=GLOB`` / ``count_cleanup=GLOB`` (repeatable) for one invariant's cleanup names alone,
-and ``max_cleanups=N`` (a whole number, default 1), as the pytest gate's settings.
+HTTP, so a harness in any language can assert the span invariants in its own test runner
+(``GET``/``DELETE /spans``, ``GET /check``, each ``GET`` with the ``wait_for=`` flush barrier: the
+routes and their parameters are docs/spans.md's).
 
 Nothing here runs on the sidecar's loop but the routing: the answers (the tree, the JSON of every span,
 the verdict) are computed on worker threads of their own (:class:`SpanWork`), and the waits on threads
 of their own, at most :data:`MAX_WAITS` at once (one more is answered 503): a wait never delays a
 control action, an answer, or the sidecar's own traffic. Attribute values JSON has no form for are
-written as the OTLP JSON mapping writes them: NaN and the infinities as the strings ``"NaN"``,
-``"Infinity"``, ``"-Infinity"``, bytes as hex.
+written as the OTLP JSON mapping writes them (NaN and the infinities as strings, bytes as hex).
 """
 
 from __future__ import annotations
@@ -30,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -41,7 +26,6 @@ from pytest_mcpfaults.spans.records import RecordedSpan, format_tree
 from pytest_mcpfaults.transports.loop import WorkerPool
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.invariants import Violation
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.transports.server import Sidecar
 
@@ -63,14 +47,10 @@ class SpanWork:
 
     def __init__(self, max_waits: int = MAX_WAITS) -> None:
         self.max_waits = max_waits
-        self._answers = WorkerPool("mcpfaults-span-answers", max_workers=2)
+        self.answers = WorkerPool("mcpfaults-span-answers", max_workers=2)  # submit on the loop
         self._waits = WorkerPool("mcpfaults-span-waits", max_workers=max_waits)
         self._lock = threading.Lock()
         self.pending_waits = 0
-
-    def answer(self, fn: Callable[[], T]) -> Awaitable[T]:
-        """Run ``fn()`` on an answer thread (call on the loop)."""
-        return self._answers.submit(fn)
 
     def wait(self, fn: Callable[[], T]) -> Awaitable[T]:
         """Run the wait ``fn()`` on a wait thread of its own; refused (503) when ``max_waits`` are
@@ -218,36 +198,29 @@ def _spans_text(recorder: SpanRecorder) -> str:
     return text
 
 
-def _check_answer(
-    names: Sequence[str], found: Sequence[Violation], spans: Sequence[RecordedSpan]
-) -> dict[str, Any]:
-    """The body of ``GET /check``: the verdict, each violation with its span, the text, what was checked."""
-    from pytest_mcpfaults.invariants import format_violations
-
-    return {
-        "ok": not found,
-        "violations": [
-            {
-                "invariant": v.invariant,
-                "message": v.message,
-                "span": None if v.span is None else span_json(v.span),
-            }
-            for v in found
-        ],
-        "text": format_violations(found, spans) if found else "",
-        "checked": list(names),
-        "span_count": len(spans),
-    }
-
-
 def _check_json(
     recorder: SpanRecorder, session: tuple[str, ...], cleanup: tuple[str, ...], gate: Mapping[str, Any]
 ) -> str:
-    """The verdict's JSON (:func:`_check_answer`, and what the span limit dropped); ``gate``:
-    ``gate_violations``' keyword arguments (the gate's settings)."""
+    """The body of ``GET /check``: the verdict, each violation with its span, the text, what was checked
+    and what the span limit dropped; ``gate``: ``gate_violations``' keyword arguments (the gate's
+    settings)."""
+    from pytest_mcpfaults.invariants import format_violations
+
     spans = recorder.spans()
     names, found = gate_violations(spans, session, cleanup, **gate)
-    return _dumps({**_check_answer(names, found, spans), **_dropped(recorder)})
+    violations = [
+        {"invariant": v.invariant, "message": v.message, "span": v.span and span_json(v.span)} for v in found
+    ]
+    return _dumps(
+        {
+            "ok": not found,
+            "violations": violations,
+            "text": format_violations(found, spans) if found else "",
+            "checked": list(names),
+            "span_count": len(spans),
+            **_dropped(recorder),
+        }
+    )
 
 
 def _guarded(route: Route) -> Route:
@@ -266,10 +239,9 @@ def _guarded(route: Route) -> Route:
     return run
 
 
-def span_routes(sidecar: Sidecar, work: SpanWork | None = None) -> dict[tuple[str, str], Route]:
+def span_routes(sidecar: Sidecar, work: SpanWork) -> dict[tuple[str, str], Route]:
     """``(method, sub-path) -> handler`` of the span routes, for the control endpoint's routing;
-    ``work``: the threads they run on (their own by default)."""
-    work = work or SpanWork()
+    ``work``: the threads they run on."""
 
     async def get_spans(request: web.BaseRequest) -> web.StreamResponse:
         fmt = request.query.get("format")
@@ -281,8 +253,8 @@ def span_routes(sidecar: Sidecar, work: SpanWork | None = None) -> dict[tuple[st
             fmt is None and "application/json" in request.headers.get("Accept", "")
         )
         if wants_json:
-            return _body_json(200, await work.answer(lambda: _spans_json(recorder).encode()))
-        text = await work.answer(lambda: _spans_text(recorder).encode())
+            return _body_json(200, await work.answers.submit(lambda: _spans_json(recorder).encode()))
+        text = await work.answers.submit(lambda: _spans_text(recorder).encode())
         return web.Response(body=text, content_type="text/plain", charset="utf-8")
 
     async def delete_spans(request: web.BaseRequest) -> web.StreamResponse:
@@ -306,7 +278,7 @@ def span_routes(sidecar: Sidecar, work: SpanWork | None = None) -> dict[tuple[st
             "count_cleanup": count_cleanup,
             "max_cleanups": int(max_cleanups),
         }
-        verdict = await work.answer(lambda: _check_json(recorder, session, cleanup, gate).encode())
+        verdict = await work.answers.submit(lambda: _check_json(recorder, session, cleanup, gate).encode())
         return _body_json(200, verdict)
 
     return {

@@ -2,14 +2,10 @@
 spans, and the answers the OTLP specification asks for.
 
 Protobuf bodies are decoded with the official ``opentelemetry-proto`` messages
-(``ExportTraceServiceRequest``); JSON bodies (the OTLP JSON mapping) by
-:mod:`pytest_mcpfaults.otlp.decode_json`, into the same spans.
-
-A span whose ids are not valid (a trace id that is not 16 bytes or all zero, a span id that is not 8
-bytes or zero, a parent span id neither empty nor 8 bytes) or whose status code is unknown is rejected
-and counted in the answer's ``partial_success``; the other spans of the request are kept.
-
-``opentelemetry-proto`` is imported on first use, never at import of this module.
+(``ExportTraceServiceRequest``), imported on first use, never at import of this module; JSON bodies by
+:mod:`pytest_mcpfaults.otlp.decode_json`, into the same spans. A span whose ids are not valid
+(:func:`~pytest_mcpfaults.otlp.export.span_id_problem`) or whose status code is unknown is rejected and
+counted in the answer's ``partial_success``; the other spans of the request are kept.
 """
 
 from __future__ import annotations
@@ -36,19 +32,14 @@ __all__ = [
     "JSON",
     "PROTOBUF",
     "UNIMPLEMENTED",
-    "Batch",
-    "Decoded",
     "LazyAttributes",
-    "OtlpDecodeError",
     "decode_export",
     "encode_response",
     "encode_status",
-    "source_key",
 ]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-_STATUS = STATUS_CODES
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 
 
@@ -142,7 +133,7 @@ def _events(events: Sequence[Any]) -> tuple[RecordedEvent, ...]:
     return tuple(
         RecordedEvent(
             e.name,
-            LazyAttributes(e.attributes) if len(e.attributes) else _EMPTY,
+            LazyAttributes(e.attributes) if len(e.attributes) else EMPTY,
             e.time_unix_nano or None,
         )
         for e in events
@@ -151,7 +142,7 @@ def _events(events: Sequence[Any]) -> tuple[RecordedEvent, ...]:
 
 def _convert(request: Any) -> Decoded:
     out = Decoded()
-    frombytes, uids, statuses = int.from_bytes, UIDS, _STATUS
+    frombytes, uids, statuses = int.from_bytes, UIDS, STATUS_CODES
     zero_trace, zero_span = _ZERO_TRACE, _ZERO_SPAN
     for rs in request.resource_spans:
         resource = MappingProxyType(_attributes(rs.resource.attributes))
@@ -180,7 +171,7 @@ def _convert(request: Any) -> Decoded:
                         frombytes(pid, "big") if pid else None,
                         statuses[code],
                         status.message or None,
-                        LazyAttributes(attrs) if len(attrs) else _EMPTY,
+                        LazyAttributes(attrs) if len(attrs) else EMPTY,
                         _events(events) if len(events) else (),
                         sp.start_time_unix_nano or None,
                         sp.end_time_unix_nano,  # ended, whatever the time says (0 too)
@@ -193,9 +184,6 @@ def _convert(request: Any) -> Decoded:
         if spans:
             out.batches.append(Batch(source_key(resource), resource, spans))
     return out
-
-
-_EMPTY = EMPTY
 
 
 # -- the answers -------------------------------------------------------------------------------------

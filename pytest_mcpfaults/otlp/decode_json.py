@@ -1,10 +1,9 @@
 """OTLP JSON trace exports to recorder spans, read directly from the parsed JSON.
 
-The OTLP JSON mapping: trace and span ids as hex strings (not base64, unlike protobuf's own JSON),
-enums by name or number, 64-bit integers as strings or numbers, lowerCamelCase keys (the protobuf field
-names are accepted too), unknown fields ignored. Read here without building protobuf messages
-(``google.protobuf.json_format`` took about 15x the protobuf decode for the same export), into the same
-spans as the protobuf path; a body that does not follow the mapping raises
+Read here, by the OTLP JSON mapping's rules (ids as hex, not base64; enums by name or number; 64-bit
+integers as strings or numbers; lowerCamelCase keys, the protobuf names accepted too), without building
+protobuf messages: ``google.protobuf.json_format`` took about 15x the protobuf decode for the same
+export. A body that does not follow the mapping raises
 :class:`~pytest_mcpfaults.otlp.export.OtlpDecodeError` naming the field.
 """
 

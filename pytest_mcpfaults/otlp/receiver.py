@@ -1,19 +1,15 @@
-"""The sidecar's OTLP/HTTP trace receiver: ``POST /v1/traces`` answered as the OTLP specification says,
-the spans recorded in the sidecar's :class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`.
+"""The sidecar's OTLP/HTTP trace receiver: ``POST /v1/traces`` answered as the OTLP specification says
+(docs/spans.md, "The receiver"), the spans recorded in the sidecar's
+:class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`.
 
 :class:`OtlpReceiver` answers one request (any listener may call it). :class:`OtlpService` is what a
 :class:`~pytest_mcpfaults.Sidecar` holds: the receiver, the recorder spans go to, and the receiver's own
 listener (:class:`OtlpListener`, started on first use of ``Sidecar.otel_env``), which no fault reaches:
-it keeps answering while the sidecar is dead (``die``, ``kill()``) or frozen, so the spans a harness
-exports after its sidecar died still arrive. That listener also answers the sidecar's mounted handler
-(the ``serve`` control endpoint), so ``/_mcpfaults/check`` can be read after a ``die``.
+it keeps answering while the sidecar is dead or frozen, so the spans a harness exports after its
+sidecar died still arrive (and ``/_mcpfaults/check``, the mounted control endpoint, can be read).
 
 An export over :data:`DECODE_OFF_LOOP` bytes is decoded on a worker thread of the receiver's own, not
 on the loop every sidecar of the process shares (a 2,000-span export takes some 10 ms to decode).
-
-Every OTLP request is written to the sidecar's journal (method, path, status, bytes sent); a body that
-does not decode is answered 400 and journaled as the client's error (``error_by='client'``). Faults,
-freezes and patience never apply to it.
 """
 
 from __future__ import annotations
@@ -31,11 +27,11 @@ from pytest_mcpfaults.otlp.decode import (
     JSON,
     PROTOBUF,
     UNIMPLEMENTED,
-    OtlpDecodeError,
     decode_export,
     encode_response,
     encode_status,
 )
+from pytest_mcpfaults.otlp.export import OtlpDecodeError
 from pytest_mcpfaults.transports.connections import Connections
 from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.transports.loop import WorkerPool

@@ -1,17 +1,10 @@
 """The server under test's lifecycle in proxy mode: ``Sidecar(upstream=URL, upstream_serve=[...])``.
 
-:class:`UpstreamServer` (``Sidecar.upstream_server``) runs the command that serves the HTTP upstream
-(its own process group, its output kept, the last :data:`OUTPUT_TAIL` bytes), started when the sidecar
-starts and killed when it stops; in between the test may :meth:`~UpstreamServer.stop` it, gracefully
-(``SIGTERM``) or not (``SIGKILL``), and :meth:`~UpstreamServer.start` it again, while the sidecar relays
-its streams. Each answer the sidecar relayed is journaled by how it ended as an HTTP message
-(:mod:`.streams`); :meth:`~UpstreamServer.assert_streams_complete` fails naming each one that did not
-end complete.
-
-A graceful stop is bounded by its ``timeout``: a server that is still running then (a shutdown waiting
-for a stream it never ends) is killed, and the stop raises :class:`UpstreamShutdownHang` naming the
-streams it still held open, what it did since the ``SIGTERM`` (stopped accepting connections or not,
-bytes sent) and where it is blocked (its last output lines), within ``timeout`` plus about a second.
+:class:`UpstreamServer` (``Sidecar.upstream_server``, docs/proxy.md) runs the command that serves the
+HTTP upstream, started when the sidecar starts and killed when it stops; in between the test may stop
+it, gracefully or not, and start it again, while the sidecar relays its streams (:mod:`.streams`). A
+graceful stop is bounded by its ``timeout``: a server still running then is killed, and the stop raises
+:class:`UpstreamShutdownHang` naming the streams it still held open and where it is blocked.
 
 Everything here runs in the test's thread; the stream journal is written on the loop thread and read
 as snapshots.
@@ -286,12 +279,10 @@ class UpstreamServer:
     def close(self) -> None:
         """The sidecar stops: SIGTERM, then SIGKILL after :data:`KILL_BOUND` (bounded; no verdict)."""
         proc = self._proc
-        if proc is None or proc.poll() is not None:
-            self._exited()
-            return
-        self._signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(KILL_BOUND)
+        if proc is not None and proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(KILL_BOUND)
         self._kill()
 
     def output(self, lines: int = 20) -> str:

@@ -6,23 +6,9 @@ does not answer is forwarded to the upstream (:mod:`.upstream`); the answer come
 chunk by chunk (:meth:`Proxy.deliver`, :mod:`.relay`), so body faults cut and stall the real bytes and
 ``tool_error`` / ``backend_gone`` rewrite the real result (the upstream still runs the tool).
 
-What the sidecar still answers itself, without forwarding:
-
-* the faults that act before forwarding (die, freeze, hang, status, jsonrpc_error, session_expired,
-  terminating, error_payload, flap, absent); ``delay`` waits, then forwards;
-* ``/health``, unless ``upstream_health`` names the upstream's own health path;
-* MCP requests failing the sidecar's own checks (a repeated ``Mcp-Session-Id``, a foreign ``Origin``);
-* requests of an era the sidecar's ``era`` leaves out, as the fake answers them (``era='session'``:
-  ``server/discover`` gets the 400 of a session-only server, so clients fall back to sessions;
-  ``era='stateless'``: ``initialize`` gets the unsupported-version error);
-* requests on a transport session the sidecar ended: by ``session_expired``, by ``die`` (every
-  session the upstream assigned before it, as a restarted server has lost them), or by a ``DELETE``:
-  404 "Session not found", as the fake answers (the upstream's own session is left to expire).
-
-An upstream that gives no answer is surfaced as a gateway does: 502 Bad Gateway (refused, reset, not
-HTTP) or 504 Gateway Timeout (nothing within ``upstream_timeout``), with a JSON-RPC error body naming
-the upstream, journaled with ``error_by='upstream'`` and ``upstream.failure``. Once the status line has
-been relayed, a failing upstream resets the client's connection (the status cannot be taken back).
+What the sidecar still answers itself (the faults that act before forwarding, ``/health``, its own
+checks, another era's requests, sessions it ended) and what a client sees when the upstream fails
+(502/504 before the status line, a reset after it) is docs/proxy.md's.
 """
 
 from __future__ import annotations
@@ -45,13 +31,10 @@ from pytest_mcpfaults.mcp.listen import LISTEN_METHOD
 from pytest_mcpfaults.mcp.outbound import ServerMessages
 from pytest_mcpfaults.proxy.cassette.recorder import Pending, Recorder
 from pytest_mcpfaults.proxy.relay import NotificationTap, listed_response, relay
-from pytest_mcpfaults.proxy.upstream import Upstream, UpstreamError, UpstreamResponse
+from pytest_mcpfaults.proxy.upstream import Upstream, UpstreamError, UpstreamResponse, gateway_error
 from pytest_mcpfaults.transports.inject import Delivery, deliver
 
-__all__ = ["GATEWAY_ERROR", "Proxy", "Relayed"]
-
-#: JSON-RPC code of a gateway's error (the implementation-defined server error range).
-GATEWAY_ERROR = -32000
+__all__ = ["Proxy", "Relayed"]
 
 
 @dataclass
@@ -86,8 +69,8 @@ class Proxy:
         era: Era,
         upstream_health: str | None,
         endpoint: McpEndpoint,
-        recorder: Recorder | None = None,
-        messages: ServerMessages | None = None,
+        recorder: Recorder | None,
+        messages: ServerMessages,
     ) -> None:
         self.upstream = upstream
         #: Where the notifications an upstream's SSE answer to a POST carries are journaled (as sent).
@@ -191,12 +174,10 @@ class Proxy:
             self.endpoint.sessions.end(sid)
 
     def _gateway_error(self, exc: UpstreamError, mid: Any, sent: float) -> Relayed:
-        timed_out = exc.failure == "timed_out"
-        what = "Gateway Timeout" if timed_out else "Bad Gateway"
-        made = rpc_error(GATEWAY_ERROR, f"{what}: upstream {self.upstream.url}: {exc}", mid)
+        status, payload = gateway_error(exc, f"upstream {self.upstream.url}", mid)
         return Relayed(
-            504 if timed_out else 502,
-            made.payload,
+            status,
+            payload,
             sse=False,
             error=str(exc),
             error_by="upstream",
@@ -268,15 +249,11 @@ class Proxy:
     ) -> None:
         """Journal each notification of an SSE answer to a POST as it passes (the upstream's progress
         and logs, ``outcome='sent'`` as the fake's own), parsed from the chunks as they are read."""
-        messages = self.messages
-        if messages is None or request.method != "POST" or not resp.sse:
+        if request.method != "POST" or not resp.sse:
             return
-        tool = reply.tool
-
-        def notified(method: str, params: Any) -> None:
-            messages.notified(method, params, rid, tool)
-
-        resp.tap = NotificationTap(notified, resp.tap).feed
+        resp.tap = NotificationTap(
+            lambda method, params: self.messages.notified(method, params, rid, reply.tool), resp.tap
+        ).feed
 
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
         """The relay of ``resp`` ended: forget it, journal the upstream leg's end, and, if the whole
@@ -288,10 +265,6 @@ class Proxy:
             self.recorder.finish(reply.recording, complete=whole)
         if reply.listing is not None and whole and not reply.listing.learned:
             learn_listing(self.endpoint.listed_schemas, reply.listing.response())
-
-    async def close(self) -> None:
-        """Close the upstream client: every upstream connection (bounded)."""
-        await self.upstream.close()
 
 
 #: The most of a ``tools/list`` answer kept to learn the tools' output schemas from.

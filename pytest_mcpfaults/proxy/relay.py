@@ -7,12 +7,8 @@ paces them, ``truncate`` and ``reset`` cut them. The faults that rewrite an answ
 ``tool_error``, ``backend_gone``) and ``endless_sse`` on a JSON answer read the whole answer first;
 :func:`rewrite` makes the new bytes, in the upstream's framing (JSON or SSE).
 
-The upstream's own ``notifications/progress`` and ``notifications/message`` on an SSE answer to a
-``POST`` are journaled in ``journal.server_messages`` as the fake's tools' are: :class:`NotificationTap`
-is the upstream response's ``tap``, fed each body chunk as it is read; it parses it
-(:class:`~pytest_mcpfaults.proxy.sse_parse.SseParser`, which keeps only the event being received, at most
-:data:`EVENT_MAX_BYTES`; a longer event is skipped) and hands each notification it completes to its
-callback. Events with no data (a priming event), responses and requests are passed over.
+:class:`NotificationTap` picks the upstream's own notifications (progress, logs) out of an SSE answer as
+its chunks are read, for the journal's ``server_messages``.
 """
 
 from __future__ import annotations
@@ -66,8 +62,9 @@ def _event_message(event: str, mid: Any) -> dict[str, Any] | None:
     return None
 
 
-def _response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
-    """The upstream's JSON-RPC response to ``mid`` in ``body`` (JSON, or one of the SSE events)."""
+def listed_response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
+    """The upstream's JSON-RPC response to ``mid`` in ``body`` (JSON, or one of the SSE events), or
+    ``None``."""
     if not sse:
         try:
             message = json.loads(body)
@@ -79,12 +76,6 @@ def _response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
         if message is not None:
             return message
     return None
-
-
-def listed_response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
-    """The JSON-RPC response to ``mid`` in an upstream's answer ``body`` (JSON, or one of its SSE
-    events), or ``None``."""
-    return _response(body, sse, mid)
 
 
 def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
@@ -111,7 +102,7 @@ def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: An
     if reply is None:
         return body
     payload = copy.deepcopy(reply.payload)
-    real = _response(body, sse, mid)
+    real = listed_response(body, sse, mid)
     if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
         fit_structured(payload["result"], real["result"])
     if sse:
@@ -257,8 +248,9 @@ EVENT_MAX_BYTES = 1 << 20
 
 
 class NotificationTap:
-    """An SSE body's notifications, handed to ``notified(method, params)`` as each event ends; chained
-    before the tap ``then`` (which gets every chunk, unchanged)."""
+    """An SSE body's notifications (responses, requests and data-less priming events passed over),
+    handed to ``notified(method, params)`` as each event ends; chained before the tap ``then`` (which
+    gets every chunk, unchanged)."""
 
     def __init__(self, notified: Callable[[str, Any], None], then: Callable[[bytes], None] | None) -> None:
         self.notified, self.then = notified, then

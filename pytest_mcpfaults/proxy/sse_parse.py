@@ -5,9 +5,7 @@
 ``data`` (its ``data:`` lines joined with ``\\n``, or ``None`` when it had none) and ``event``, ``id``,
 ``retry`` when given; comments and other fields are passed over. With ``max_bytes`` an event longer than
 that is skipped, and its bytes are let go as they come. Each byte is looked at once: a 16 MB event in
-64 KiB chunks costs milliseconds. Used by the proxy's notification tap
-(:mod:`pytest_mcpfaults.proxy.relay`) and the cassette recorder
-(:mod:`pytest_mcpfaults.proxy.cassette.recorder`).
+64 KiB chunks costs milliseconds.
 """
 
 from __future__ import annotations

@@ -3,29 +3,12 @@
 The sidecar spawns the command at start (its own process group; stdin and stdout are pipes, stderr
 is drained into a bounded tail so the child can never block on it) and kills it at stop (``SIGTERM``
 to its process group, then ``SIGKILL``; bounded, always). The child speaks MCP over one pipe: one
-JSON-RPC message per line, one MCP session. The HTTP side stays the sidecar's:
-
-* the transport sessions are the sidecar's own (its :class:`~.mcp.McpEndpoint`): an ``initialize`` is
-  forwarded to the child and its answer gets a fresh ``Mcp-Session-Id`` assigned by the sidecar (a
-  second ``initialize`` is forwarded too, and opens a second HTTP session on the same child); a
-  request on an unknown session gets the sidecar's 404, a ``DELETE`` ends the session locally;
-* the session era only: stateless (2026-07-28) requests get a session-only server's 400, so dual
-  clients fall back to ``initialize``; ``GET`` on the MCP endpoint answers 405 (a pipe has no second
-  stream);
-* each forwarded request goes down the pipe with an id of the sidecar's (clients on different HTTP
-  sessions may reuse ids); the child's answer with that id comes back with the client's id, as the
-  :class:`Piped` reply's payload, which the sidecar then delivers as its own replies, so every body
-  fault (stall, drip, truncate, reset, malformed_json) acts on those bytes; notifications and
-  responses are written and answered 202;
-* ``tool_error`` and ``backend_gone`` wait for the child's real answer (the tool runs), then replace
-  its result;
-* ``record=``: each whole answer of the child (and each ``DELETE``, answered by the sidecar) is
-  recorded into the cassette as a JSON answer, with the sidecar's session ids labelled;
-* a child that has exited, or gives no answer within ``upstream_timeout``, is answered as a gateway
-  answers a dead server: 502 (or 504 when it timed out) with a JSON-RPC error naming the command,
-  journaled with ``error_by='upstream'`` and ``upstream.failure`` (``'reset'``: it exited or closed
-  its stdout; ``'timed_out'``). Requests the child sends (sampling, roots) are refused with
-  ``Method not found``: there is no client to ask.
+JSON-RPC message per line, one MCP session, so the HTTP side stays the sidecar's: its
+:class:`~.mcp.McpEndpoint` keeps the transport sessions (the session era only), each forwarded request
+goes down the pipe with an id of the sidecar's (clients on different HTTP sessions may reuse ids), and
+the child's answer comes back as a :class:`Piped` reply the sidecar delivers as its own, so every body
+fault acts on those bytes. What differs from an HTTP upstream, point by point, is docs/proxy.md's
+("A stdio server as the upstream").
 """
 
 from __future__ import annotations
@@ -46,7 +29,7 @@ from typing import Any
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.core import Incoming
 from pytest_mcpfaults.core.journal import Journal
-from pytest_mcpfaults.core.records import UpstreamFailure, UpstreamLeg
+from pytest_mcpfaults.core.records import UpstreamLeg
 from pytest_mcpfaults.core.routing import RequestInfo
 from pytest_mcpfaults.mcp.endpoint import (
     INVALID_REQUEST,
@@ -60,12 +43,11 @@ from pytest_mcpfaults.mcp.endpoint import (
     rpc_error,
 )
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder
+from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
 
 __all__ = ["Piped", "StdioUpstream"]
 
-#: JSON-RPC code of a gateway's error (as the HTTP proxy's).
-_GATEWAY_ERROR = -32000
 #: How long the child gets after SIGTERM, and then after SIGKILL.
 _TERM_BOUND = 1.0
 #: The longest line read from the child's stdout.
@@ -84,12 +66,6 @@ class Piped(Reply):
     leg: UpstreamLeg | None = None
 
 
-class _Gone(Exception):
-    def __init__(self, failure: UpstreamFailure, message: str) -> None:
-        super().__init__(message)
-        self.failure: UpstreamFailure = failure
-
-
 class StdioUpstream:
     """The child process of one sidecar and the core's :class:`~.core.Upstream` over it. Loop
     thread only."""
@@ -101,8 +77,7 @@ class StdioUpstream:
         timeout: float | None,
         endpoint: McpEndpoint,
         journal: Journal,
-        on_error: Callable[[str, BaseException], None] | None = None,
-        guarded: bool = True,
+        on_error: Callable[[str, BaseException], None],
         recorder: Recorder | None = None,
     ) -> None:
         self.command = list(command)
@@ -118,9 +93,8 @@ class StdioUpstream:
         self._ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr = bytearray()
-        self._gone: _Gone | None = None
+        self._gone: UpstreamError | None = None
         self._on_error = on_error
-        self.guarded = guarded
         #: Lines of its stdout that were not JSON-RPC objects (skipped), and the last one's reason.
         self.skipped = 0
         self._skipped_why = ""
@@ -146,8 +120,7 @@ class StdioUpstream:
                 exc.errno, f"Sidecar: upstream_command {self.command!r} cannot be run: {exc}"
             ) from exc
         self.pid = self._proc.pid
-        if self.guarded:  # killed, with its process group, should this process die abruptly
-            guardian.watch(self.pid, group=True)
+        guardian.watch(self.pid, group=True)  # killed with its group should this process die abruptly
         self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain())]
 
     async def _read(self) -> None:
@@ -161,20 +134,18 @@ class StdioUpstream:
                     break
                 self._dispatch(line)
         except (OSError, ValueError) as exc:  # ValueError: a line over the limit
-            self._fail(_Gone("reset", f"reading its stdout failed: {exc}"))
+            self._fail(UpstreamError("reset", f"reading its stdout failed: {exc}"))
             return
         except Exception as exc:  # a bug of ours: surfaced, and no request waits for a dead reader
-            if self._on_error is not None:
-                self._on_error(f"reading the stdout of upstream command {self.name!r}", exc)
-            self._fail(_Gone("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
+            self._on_error(f"reading the stdout of upstream command {self.name!r}", exc)
+            self._fail(UpstreamError("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
             return
         code = await self._wait(_TERM_BOUND)
         self.returncode = code
         tail = bytes(self._stderr[-400:]).decode("utf-8", "replace").strip()
         why = f"exited (code {code})" if code is not None else "closed its stdout"
-        self._fail(
-            _Gone("reset", f"the upstream process {why}" + (f"; its stderr ends: {tail}" if tail else ""))
-        )
+        why += f"; its stderr ends: {tail}" if tail else ""
+        self._fail(UpstreamError("reset", f"the upstream process {why}"))
 
     async def _drain(self) -> None:
         assert self._proc is not None
@@ -205,7 +176,7 @@ class StdioUpstream:
         if "method" in message:  # the child asks (sampling, roots) or notifies: no client to ask
             if "id" in message:
                 error = {"code": METHOD_NOT_FOUND, "message": "Method not found (via a sidecar)"}
-                with contextlib.suppress(_Gone, OSError):
+                with contextlib.suppress(UpstreamError, OSError):
                     self._write({"jsonrpc": "2.0", "id": message["id"], "error": error})
             return
         mid = message.get("id")
@@ -224,7 +195,7 @@ class StdioUpstream:
         last = self._skipped_why
         return f"; it wrote {self.skipped} line(s) that were not JSON-RPC, skipped (the last: {last})"
 
-    def _fail(self, gone: _Gone) -> None:
+    def _fail(self, gone: UpstreamError) -> None:
         self._gone = gone
         pending, self._pending = self._pending, {}
         for fut in pending.values():
@@ -236,7 +207,7 @@ class StdioUpstream:
             raise self._gone
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
-            raise _Gone("refused", "the upstream process is not running")
+            raise UpstreamError("refused", "the upstream process is not running")
         proc.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
 
     async def _send(self, message: Mapping[str, Any], timeout: float | None) -> None:
@@ -252,7 +223,7 @@ class StdioUpstream:
                     await asyncio.wait_for(stdin.drain(), timeout)
                 waiting = stdin.transport.get_write_buffer_size()
                 if waiting > WRITE_BUFFER:
-                    raise _Gone(
+                    raise UpstreamError(
                         "timed_out",
                         f"it is not reading its stdin: {waiting} bytes wait in the pipe, over the "
                         f"upstream_write_buffer of {WRITE_BUFFER} bytes, for upstream_timeout={timeout} s",
@@ -265,7 +236,7 @@ class StdioUpstream:
         proc = self._proc
         if proc is None:
             return
-        self._fail(_Gone("refused", "the sidecar has stopped"))
+        self._fail(UpstreamError("refused", "the sidecar has stopped"))
         if proc.returncode is None:
             if proc.stdin is not None:
                 proc.stdin.close()
@@ -277,8 +248,7 @@ class StdioUpstream:
         with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
             os.killpg(proc.pid, signal.SIGKILL)
         self.returncode = proc.returncode
-        if self.guarded:
-            guardian.forget(proc.pid)
+        guardian.forget(proc.pid)
         for task in self._tasks:
             task.cancel()
         await asyncio.wait(self._tasks, timeout=_TERM_BOUND)
@@ -322,17 +292,18 @@ class StdioUpstream:
         if self.recorder is None or reply.error_by is not None:
             return
         body = json.dumps(reply.payload).encode() if reply.payload is not None else b""
-        self.recorder.add(
+        pending = self.recorder.start(
             incoming.method, incoming.headers, m.message if m is not None else None, "session",
             status=reply.status, response_headers=reply.headers.items(), content_type="application/json",
-            sent_at=sent, body=body,
+            sent_at=sent, headers_at=time.monotonic(),
         )  # fmt: skip
+        pending.feed(body)  # the whole answer at once
+        self.recorder.finish(pending, complete=True)
 
     async def _forward(self, m: McpRequest, forced: Reply | None) -> Reply:
         headers = {"Mcp-Session-Id": m.session_id} if m.session_id else {}
         sent = time.monotonic()
         leg = UpstreamLeg(sent - self.journal.t0)
-        out_bytes = 0
         try:
             if m.method is None or m.is_notification:  # a response or a notification: written, 202
                 await self._send(m.message, self.timeout)
@@ -346,20 +317,16 @@ class StdioUpstream:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 answer = await asyncio.wait_for(fut, left)
             except asyncio.TimeoutError:
-                raise _Gone(
+                raise UpstreamError(
                     "timed_out", f"no answer within upstream_timeout={self.timeout} s{self.skipped_note()}"
                 ) from None
             finally:
                 self._pending.pop(pipe_id, None)
-        except _Gone as gone:
-            return self._gateway_error(
-                gone, m.id, replace(leg, ended_at=self.journal.now(), failure=gone.failure)
-            )
+        except UpstreamError as gone:
+            return self._gateway_error(gone, m.id, leg)
         except OSError as exc:  # a broken pipe: the child is gone
-            broken = _Gone("reset", f"writing to its stdin failed: {exc}")
-            return self._gateway_error(
-                broken, m.id, replace(leg, ended_at=self.journal.now(), failure="reset")
-            )
+            broken = UpstreamError("reset", f"writing to its stdin failed: {exc}")
+            return self._gateway_error(broken, m.id, leg)
         out_bytes = len(json.dumps(answer, separators=(",", ":")).encode()) + 1
         now = self.journal.now()
         leg = replace(leg, answered_at=now, ended_at=now, bytes=out_bytes)
@@ -380,9 +347,7 @@ class StdioUpstream:
             return Piped(forced.status, payload, forced.headers, sse=forced.sse, leg=leg)
         return Piped(200, answer, headers, leg=leg)
 
-    def _gateway_error(self, gone: _Gone, mid: Any, leg: UpstreamLeg) -> Piped:
-        timed_out = gone.failure == "timed_out"
-        what = "Gateway Timeout" if timed_out else "Bad Gateway"
-        made = rpc_error(_GATEWAY_ERROR, f"{what}: upstream command {self.name!r}: {gone}", mid)
-        return Piped(504 if timed_out else 502, made.payload, sse=False, error=str(gone), error_by="upstream",
-                     leg=leg)  # fmt: skip
+    def _gateway_error(self, gone: UpstreamError, mid: Any, leg: UpstreamLeg) -> Piped:
+        status, payload = gateway_error(gone, f"upstream command {self.name!r}", mid)
+        leg = replace(leg, ended_at=self.journal.now(), failure=gone.failure)
+        return Piped(status, payload, sse=False, error=str(gone), error_by="upstream", leg=leg)

@@ -1,19 +1,9 @@
 """How each answer relayed from an HTTP upstream ended, as an HTTP message: the per-stream journal of
-proxy mode (``Sidecar.upstream_server.streams``).
+proxy mode (``Sidecar.upstream_server.streams``; docs/proxy.md tells the ends apart).
 
 One :class:`StreamEntry` per answer the upstream started (its status line and headers came), written on
-the loop thread as the relay reads the body: its framing (``chunked``, ``content-length`` or
-``close-delimited``) and how it ended:
-
-* ``'complete'``: the body's end as its framing marks it (the chunked terminator, the announced length
-  reached, or, close-delimited, the connection's end, which cannot be told from a cut);
-* ``'cut'``: the upstream ended or reset the connection before that (a chunked body without its last
-  chunk, fewer bytes than announced, a reset);
-* ``'closed by the sidecar'``: the sidecar stopped reading it (its client left, a fault cut it, the
-  sidecar stopped): nothing the upstream did;
-* ``None``: still open.
-
-:meth:`StreamLog.snapshot` hands the test thread frozen :class:`RelayedStream` copies.
+the loop thread as the relay reads the body; :meth:`StreamLog.snapshot` hands the test thread frozen
+:class:`RelayedStream` copies.
 """
 
 from __future__ import annotations

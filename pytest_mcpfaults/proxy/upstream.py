@@ -14,14 +14,9 @@ redirects, request and response objects, the connector) cost the sidecar loop ab
 forwarded request, more than the rest of proxying put together (``benchmarks/proxy.py``). The request
 itself is one write of its head and body.
 
-Headers: every end-to-end header the client sent is passed on (``Mcp-Session-Id``,
-``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``, ``Authorization``, ``Accept``,
-``Content-Type``, ``User-Agent``, ``Origin``, ...); hop-by-hop headers (RFC 9110 7.6.1: ``Connection``
-and the names it lists, ``Keep-Alive``, ``Transfer-Encoding``, ``TE``, ``Trailer``, ``Upgrade``,
-``Proxy-*``) are dropped, and so are ``Host`` (the upstream's own is sent), ``Content-Length``
-(recomputed) and ``Expect`` (the body is read already). ``Accept-Encoding: identity`` is sent
-instead of the client's, so the answer's bytes are the ones the faults cut. The answer's end-to-end
-headers come back the same way.
+Headers: the client's end-to-end headers are passed on and the answer's come back (docs/proxy.md lists
+what is dropped); ``Accept-Encoding: identity`` is sent, so the answer's bytes are the ones the faults
+cut.
 """
 
 from __future__ import annotations
@@ -33,6 +28,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -44,20 +40,15 @@ from yarl import URL
 
 from pytest_mcpfaults.core.records import UpstreamFailure
 from pytest_mcpfaults.core.timeouts import within
+from pytest_mcpfaults.mcp.endpoint import rpc_error
 from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
 from pytest_mcpfaults.proxy.streams import Framing, StreamEntry, StreamLog
 
-__all__ = [
-    "HOP_BY_HOP",
-    "Abandoned",
-    "Upstream",
-    "UpstreamError",
-    "UpstreamFailure",
-    "UpstreamResponse",
-    "end_to_end",
-]
+__all__ = ["Abandoned", "Upstream", "UpstreamError", "UpstreamResponse", "end_to_end", "gateway_error"]
 
-_NOT_SENT = NOT_FORWARDED
+#: JSON-RPC code of a gateway's error (the implementation-defined server error range).
+GATEWAY_ERROR = -32000
+
 _NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding"}
 #: How long an idle pooled connection to the upstream is kept (below uvicorn's 5 s keep-alive, so the
 #: upstream rarely closes a connection the pool is about to reuse).
@@ -77,6 +68,14 @@ class UpstreamError(Exception):
     def __init__(self, failure: UpstreamFailure, message: str) -> None:
         super().__init__(message)
         self.failure: UpstreamFailure = failure
+
+
+def gateway_error(exc: UpstreamError, upstream: str, mid: Any) -> tuple[int, Any]:
+    """The status and JSON-RPC error body a gateway answers for an upstream that gave no answer: 504
+    Gateway Timeout when it timed out, else 502 Bad Gateway."""
+    timed_out = exc.failure == "timed_out"
+    what = "Gateway Timeout" if timed_out else "Bad Gateway"
+    return 504 if timed_out else 502, rpc_error(GATEWAY_ERROR, f"{what}: {upstream}: {exc}", mid).payload
 
 
 class Abandoned(Exception):
@@ -223,11 +222,7 @@ class UpstreamResponse:
         payload = self._payload
         try:
             while chunk := await payload.readany():  # bounded by the sock_read timeout, if any
-                self.received += len(chunk)
-                if self.entry is not None:
-                    self.entry.read(len(chunk))
-                if self.tap is not None:
-                    self.tap(chunk)
+                self._took(chunk)
                 yield chunk
         except _READ_ERRORS as exc:
             raise self._failed(exc) from exc
@@ -264,11 +259,7 @@ class UpstreamResponse:
                         ) from None
                 if not chunk:
                     break
-                self.received += len(chunk)
-                if self.entry is not None:
-                    self.entry.read(len(chunk))
-                if self.tap is not None:
-                    self.tap(chunk)
+                self._took(chunk)
                 parts.append(chunk)
                 if max_bytes is not None and self.received > max_bytes:
                     raise UpstreamError("error", f"its answer is {_over(max_bytes)}")
@@ -281,6 +272,13 @@ class UpstreamResponse:
             raise self._failed(exc) from exc
         self._ended()
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _took(self, chunk: bytes) -> None:
+        self.received += len(chunk)
+        if self.entry is not None:
+            self.entry.read(len(chunk))
+        if self.tap is not None:
+            self.tap(chunk)
 
     def _ended(self) -> None:
         self.ended_at = time.monotonic()
@@ -373,7 +371,7 @@ class Upstream:
     def _head(self, method: str, target: _Target, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
         """The request's head: the request line, ``Host``, the client's end-to-end headers (rewritten by
         ``upstream_headers``), ``Accept-Encoding: identity``, the body's ``Content-Length``."""
-        kept = end_to_end(headers, _NOT_SENT)
+        kept = end_to_end(headers, NOT_FORWARDED)
         if self.rewrites:  # upstream_headers=: set or drop, whatever was sent
             out: CIMultiDict[str] = CIMultiDict(kept)
             for name, value in self.rewrites.items():
@@ -407,10 +405,7 @@ class Upstream:
             lambda: ResponseHandler(loop=loop), host, port, ssl=self._tls if tls else None
         )
         try:
-            if self.timeout is None:
-                _, proto = await connecting
-            else:
-                _, proto = await within(connecting, self.timeout)
+            _, proto = await (connecting if self.timeout is None else within(connecting, self.timeout))
         except asyncio.TimeoutError:  # an OSError too (Python 3.11+): timed out, not refused
             raise
         except OSError as exc:

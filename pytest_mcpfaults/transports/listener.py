@@ -395,7 +395,7 @@ class SocketListener:
         await self.otlp.close()
         await self.cancel_handlers()
         if self.proxy is not None:
-            await self.proxy.close()
+            await self.proxy.upstream.close()  # every upstream connection (bounded)
         if self.stdio is not None:
             await self.stdio.close()
         self.pool.close()

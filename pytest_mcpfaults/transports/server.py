@@ -182,7 +182,7 @@ class Sidecar(SidecarWaits):
         """Bind and start serving; returns ``self``. The port is known afterwards."""
         if self.core.state != "new":
             raise RuntimeError(f"Sidecar.start(): already {self.core.state}; a sidecar starts once")
-        if self._stdio is not None and self._stdio.guarded:
+        if self._stdio is not None:
             guardian.ensure()  # from the test's thread: the upstream child is watched from its spawn
         served = self._upstream_server is not None and self._upstream_server.command is not None
         if served:

@@ -1,14 +1,9 @@
 """The cassette file: one recorded MCP conversation, one JSON object per line (JSON Lines).
 
 Line 1 is the header, ``{"cassette": "pytest-mcpfaults", "format": 1, ...}``; every later line is one
-exchange as MCP sees it (:class:`Exchange`): the HTTP method, the JSON-RPC request (method, tool,
-params), the answer (the JSON-RPC message, and for an SSE answer each event with when it came), the
-session it was on (a label, ``session-1``: the real ``Mcp-Session-Id`` is not written), the protocol
-era and version, the status and the headers (redacted). Keys are sorted and each exchange is one line,
-so a re-recorded cassette diffs exchange by exchange.
-
-Reading refuses, naming the file and the line: a file that is not a cassette, a cassette of a newer
-format than :data:`FORMAT` (naming both versions), a line that is not JSON or not an exchange.
+:class:`Exchange`. Keys are sorted and each exchange is one line, so a re-recorded cassette diffs
+exchange by exchange. Reading refuses, naming the file and the line, a file that is not a cassette, a
+newer format than :data:`FORMAT`, a line that is not JSON or not an exchange.
 """
 
 from __future__ import annotations
@@ -98,20 +93,13 @@ class Exchange:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"http": self.http, "method": self.method, "status": self.status}
+        out["era"], out["headers_at"], out["took"] = self.era, round(self.headers_at, 6), round(self.took, 6)
         for name in ("tool", "id", "version", "session", "content_type", "response", "cut"):
-            value = getattr(self, name)
-            if value is not None:
+            if (value := getattr(self, name)) is not None:
                 out[name] = value
-        out["era"] = self.era
-        if self.params:
-            out["params"] = self.params
-        if self.events:
-            out["events"] = self.events
-        out["headers_at"], out["took"] = round(self.headers_at, 6), round(self.took, 6)
-        if self.request_headers:
-            out["request_headers"] = self.request_headers
-        if self.response_headers:
-            out["response_headers"] = self.response_headers
+        for name in ("params", "events", "request_headers", "response_headers"):  # left out when empty
+            if value := getattr(self, name):
+                out[name] = value
         return out
 
     @classmethod

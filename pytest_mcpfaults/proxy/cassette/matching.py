@@ -1,18 +1,12 @@
 """Which recorded exchange answers a request: matching rules, and the nearest miss when none does.
 
-By default a request matches a recorded one with the same JSON-RPC method, the same tool (for
-``tools/call``) and the same arguments (for other methods, the same params); ``_meta`` is never
-compared (it carries the client's progress tokens and the stateless era's protocol version), and a
-recorded :data:`~pytest_mcpfaults.proxy.cassette.redact.REDACTED` value matches any value. :class:`Rules`:
-
-* ``ignore``: argument (or param) names never compared, as for a timestamp or a random nonce;
-* ``order``: recorded exchanges answer in the order they were recorded: only the first one not yet
-  played with the same method and tool is a candidate (the request must then match it);
-* ``repeats``: once every exchange a request matches was played, the last of them answers again
-  (``False``: the request is unmatched: each recorded answer is given once, as vcrpy does).
-
-An unmatched request is a :class:`~pytest_mcpfaults.proxy.cassette.fileformat.CassetteError` naming the
-request, the nearest recorded exchange (its line) and how they differ.
+A request matches a recorded one with the same JSON-RPC method, tool and arguments (params), ``_meta``
+never compared (it carries the client's progress tokens and the stateless era's protocol version), a
+recorded :data:`~pytest_mcpfaults.proxy.cassette.redact.REDACTED` value matching any value;
+:class:`Rules` are the user's ``cassette_ignore``, ``cassette_order`` and ``cassette_once``
+(docs/cassettes.md, "Matching"). An unmatched request is a
+:class:`~pytest_mcpfaults.proxy.cassette.fileformat.CassetteError` naming the request, the nearest
+recorded exchange (its line) and how they differ.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Recording a cassette in proxy mode: each exchange the proxy forwards, as MCP saw it.
 
-The proxy hands the :class:`Recorder` each forwarded request (a stdio upstream its whole answers,
-:meth:`Recorder.add`) (:meth:`Recorder.start`) with the
-upstream's answer, whose body chunks the recorder is then given as they come (the relay's reads); when
-the answer has ended (:meth:`Recorder.finish`) the exchange is kept, with its SSE events and their
-timing. An answer that did not come whole (the upstream failed, a body fault or the client cut it) is
-not kept: a cassette holds only what the upstream really said. ``GET`` event streams are not recorded.
-What is kept of one answer is bounded: its notifications up to :data:`EVENTS_MAX_BYTES`, the answer up
-to :data:`ANSWER_MAX_BYTES`; what was let go is counted in the exchange's ``cut``.
-
-:meth:`Recorder.save` writes the cassette (at the sidecar's stop), redacted (:mod:`.redact`); with
-``merge`` (``new_episodes``) the exchanges of the cassette already there come first and only the new
-ones that match none of them are added.
+The proxy hands the :class:`Recorder` each forwarded request (:meth:`Recorder.start`) with the
+upstream's answer, whose body chunks it is then fed as they come; when the answer has ended
+(:meth:`Recorder.finish`) the exchange is kept, with its SSE events and their timing. An answer that
+did not come whole (the upstream failed, a body fault or the client cut it) is not kept: a cassette
+holds only what the upstream really said. What is kept of one answer is bounded
+(:data:`EVENTS_MAX_BYTES`, :data:`ANSWER_MAX_BYTES`); what was let go is counted in its ``cut``.
+:meth:`Recorder.save` writes the cassette redacted (:mod:`.redact`), merged with the one there for
+``new_episodes``.
 """
 
 from __future__ import annotations
@@ -175,28 +171,6 @@ class Recorder:
             response_headers=self._kept(answer_headers.items()),
         )
         return Pending(exchange, sent_at, content_type == "text/event-stream", exchange.id)
-
-    def add(
-        self,
-        http: str,
-        headers: Mapping[str, str],
-        message: Mapping[str, Any] | None,
-        era: str,
-        *,
-        status: int,
-        response_headers: Iterable[tuple[str, str]],
-        content_type: str,
-        sent_at: float,
-        body: bytes,
-    ) -> None:
-        """A forwarded request whose whole answer (``body``) came at once (a stdio upstream's line)."""
-        now = time.monotonic()
-        pending = self.start(
-            http, headers, message, era, status=status, response_headers=response_headers,
-            content_type=content_type, sent_at=sent_at, headers_at=now,
-        )  # fmt: skip
-        pending.feed(body)
-        self.finish(pending, complete=True)
 
     def _kept(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
         out = {}

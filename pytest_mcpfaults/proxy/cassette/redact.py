@@ -1,32 +1,12 @@
 """What a cassette never holds: secrets, by default-deny, and whatever the user's redaction hook removes.
 
 Cassettes are committed to repositories, so the default (:func:`redact_exchange`) keeps only what is
-known not to be a secret, and redacts by name and by shape wherever a secret could hide:
-
-* headers: only the values of the protocol's own headers (:data:`KEPT_HEADERS`) are kept; every other
-  header keeps its name and has its value replaced (``Authorization``, cookies, ``Mcp-Auth-Token``,
-  ``X-Session-Key``, any header the client or the server made up);
-* params and answers, by key (:func:`secret_key`): the value of a key whose name says it holds a
-  secret (``password``, ``passwd``, ``pwd``, ``passphrase``, ``secret``, ``token``, ``auth``,
-  ``authorization``, ``api_key``, ``access_key``, ``session_key``, ``private_key``, ``credential``,
-  ``cookie``, ``signature`` ... in any case and spelling: ``apiKey``, ``X-Api-Key``, ``client_secret``),
-  whatever its type (text, number, list, object), nested anywhere; a JSON Schema's property names are
-  names, not values (``inputSchema``, ``outputSchema``, ``requestedSchema`` keep their ``password``
-  property), and ``progressToken`` is the protocol's own;
-* any text, by shape (:func:`redact_text`): ``Bearer``, ``Basic``, ``Token`` credentials in any case,
-  JWTs, API and cloud keys (``sk-...``, ``ghp_...``, ``xox?-...``, ``glpat-...``, ``AIza...``,
-  ``AKIA...`` access key ids, 40-character AWS secret keys), PEM private keys, a URL's user info
-  (``https://user:pass@host``), and ``name=value`` / ``"name": "value"`` pairs inside text whose name
-  is a secret's (``?access_token=...``, ``password=...``, a JSON text's ``"auth": "..."``; in a
-  ``name=value`` pair ``key`` and ``sig`` too), inside a tool's text result too;
-* the cassette header's ``upstream`` (:func:`redact_command`): a command's ``--api-key X``,
-  ``--password=X``, ``TOKEN=X`` and any credential-shaped argument.
-
-Each becomes :data:`REDACTED`, which replay matches with any value.
-
-``record_redact``: a callable given each exchange as it is about to be written (its JSON object, after
-the default redaction); it returns the object to write (changed as it likes) or ``None`` to leave the
-exchange out.
+known not to be a secret, and redacts by name and by shape wherever a secret could hide: header values
+but the protocol's own (:data:`KEPT_HEADERS`), the value of a secret-named key at any depth
+(:func:`secret_key`; a JSON Schema's property names are names, not values), credential-shaped text
+(:func:`redact_text`), a command's secret options (:func:`redact_command`). Each becomes
+:data:`REDACTED`, which replay matches with any value. docs/cassettes.md ("Redaction") lists the names
+and shapes; ``record_redact`` (:data:`Redactor`) is the user's hook, run after the default.
 """
 
 from __future__ import annotations

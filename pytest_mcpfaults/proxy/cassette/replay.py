@@ -2,21 +2,13 @@
 
 A replaying sidecar is the fake sidecar whose tools and answers come from the cassette
 (:class:`Replay`, the endpoint's :class:`~pytest_mcpfaults.mcp.endpoint.AnswerSource`): the recorded
-``tools/list`` is its tool set (names, schemas, annotations as the real server listed them, so argument
-checks and ``tool:NAME`` triggers work on the real server's tools; a tool called but never listed is
-served with an input schema taking any object), the recorded ``initialize`` gives
-its ``serverInfo``, ``capabilities`` and ``instructions``, and every other request (``tools/call``,
-``resources/*``, ``prompts/*``, ``completion/complete`` ...) is answered with the recorded result of
-the exchange it matches (:mod:`.matching`). The endpoint keeps the sessions and ids as for any sidecar,
-so JSON-RPC ids and ``Mcp-Session-Id`` are the client's own, and every fault of the catalogue acts on
-these answers exactly as on the fake's.
-
-The era is the client's: a recording made in the session era answers a stateless (2026-07-28) client,
-and the other way round, because what is recorded (tools, results) is the same in both eras; the
-endpoint frames it for the era the client speaks (``resultType`` added or left out). Notifications the
-server sent during a recorded answer (progress, logs) are replayed before it, on an SSE answer, a
-progress notification with the progress token of the client's request. Requests the server sent the
-client during an answer (sampling, elicitation) are not replayed.
+``tools/list`` is its tool set (so argument checks and ``tool:NAME`` triggers work on the real server's
+tools), the recorded ``initialize`` its ``serverInfo``, ``capabilities`` and ``instructions``, and
+every other request is answered with the recorded result of the exchange it matches (:mod:`.matching`).
+The endpoint keeps the sessions and ids as for any sidecar and frames the result for the client's era
+(what is recorded is the same in both), so every fault of the catalogue acts on these answers exactly
+as on the fake's. Notifications recorded during an answer are replayed before it; requests the server
+sent the client (sampling, elicitation) are not.
 """
 
 from __future__ import annotations
