@@ -6,6 +6,7 @@ bool, a bare string for a list of origins, paths with a query, an empty tool set
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -95,6 +96,12 @@ def test_a_crashed_xdist_worker_keeps_its_test_and_fired_faults_in_the_report(
     assert props == {"mcpfaults.fired": "flap:1", "mcpfaults.crashed": "true"}
 
 
+#: The held test waits in short joins: a lock wait (``Thread.join``) sleeps through a SIGINT that lands
+#: on its way in, after CPython's last check for signals and before it sleeps (its release of the GIL
+#: can wait there for another thread to take it, long on a loaded machine). The C handler has run, so
+#: the interrupt is raised only when the wait ends: ``probe.join(120)`` slept 120 s (the probe's own
+#: timeout; the hold ends only at teardown) and the run printed nothing after ``test_held.py``. A wait
+#: of 0.1 s raises it at most 0.1 s late. The test sends one SIGINT, as a terminal does.
 HELD_SUITE = textwrap.dedent(
     """
     import threading
@@ -111,7 +118,8 @@ HELD_SUITE = textwrap.dedent(
         probe.start()
         mcp_sidecar.wait_held(1, timeout=30)
         Path("held.flag").write_text("held")
-        probe.join(120)   # SIGINT arrives here
+        while probe.is_alive():   # SIGINT arrives here
+            probe.join(0.1)
     """
 )
 #: In a file of its own: under ``--dist loadfile`` it runs on the other worker (serially, after the held
@@ -127,13 +135,18 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
     pytester.makepyfile(test_held=HELD_SUITE, test_other=OTHER_SUITE)
     # Under xdist the other worker runs test_never_reached meanwhile: Ctrl-C comes once the controller
     # has its report too (its own logreport hook says so), not on a race with it.
+    # A hung run is stopped with SIGUSR1 first: every process of it writes every thread's stack
+    # (faulthandler) to the real stderr, which pytest's capturing does not hold during configure.
     pytester.makeconftest(
         """
+        import faulthandler, os, signal
         from pathlib import Path
 
         def pytest_configure(config):
-            global CONTROLLER
+            global CONTROLLER, STACKS
             CONTROLLER = not hasattr(config, "workerinput")  # not a worker (whatever the environment)
+            STACKS = os.fdopen(os.dup(2), "w")
+            faulthandler.register(signal.SIGUSR1, file=STACKS, all_threads=True)
 
         def pytest_runtest_logreport(report):
             if report.when == "teardown" and CONTROLLER:
@@ -158,19 +171,24 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    processes = 3 if xdist else 1  # at most: the controller and its two workers
     try:
+        # start-up, collection and one held request: seconds, tens of them on a loaded machine
         deadline = time.monotonic() + 60
         while not all((pytester.path / flag).exists() for flag in flags):
             assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            assert time.monotonic() < deadline, f"not all of {flags} appeared"
+            if time.monotonic() >= deadline:
+                missing = [f for f in flags if not (pytester.path / f).exists()]
+                raise AssertionError(f"{missing} not there after 60 s:\n{_stacks_then_kill(proc, processes)}")
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
-        try:
+        try:  # every wait of the interrupted test and of the plugin's teardown is bounded (10 s the longest)
             out, _ = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:  # say what the run was doing, not only that it hung
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate(timeout=10)
-            raise AssertionError("no exit within 60 s of SIGINT:\n" + out.decode()) from None
+            written = "written" if (pytester.path / "rep.json").exists() else "not written"
+            raise AssertionError(
+                f"no exit within 60 s of SIGINT (rep.json {written}):\n{_stacks_then_kill(proc, processes)}"
+            ) from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -187,6 +205,26 @@ def test_sigint_during_a_held_request_still_writes_the_report_with_the_interrupt
     assert report["gates"]["failed"] is False  # gates are not evaluated on an interrupted run
     used = "2 tests used the plugin (2 sidecars" if xdist else "1 test used the plugin (1 sidecar"
     assert f"{used}, 0 failed, 1 interrupted)" in text
+
+
+def _stacks_then_kill(proc: subprocess.Popen[bytes], processes: int) -> str:
+    """What a hung child run printed, then every thread's stack of each of its ``processes`` (SIGUSR1:
+    its conftest registers faulthandler), then SIGKILL to its process group."""
+    os.killpg(proc.pid, signal.SIGUSR1)
+    # each process writes its stacks from the signal handler once it next runs: wait for them all,
+    # or 10 s (a process that has not registered the handler yet dies of SIGUSR1 instead)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            proc.communicate(timeout=0.2)
+            break  # it exited
+        except subprocess.TimeoutExpired as exc:  # its output so far: kept for the next communicate
+            if (exc.output or b"").count(b"Current thread 0x") >= processes:
+                break
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate(timeout=10)
+    return out.decode(errors="replace")
 
 
 def test_crashed_and_interrupted_entries_round_trip_and_count() -> None:
