@@ -46,6 +46,8 @@ CLASSES: dict[str, str] = {
 }
 #: The classes in the order findings are reported (the incident's class first).
 ORDER: tuple[str, ...] = tuple(dict.fromkeys(CLASSES.values()))
+#: The verdicts of a run (see docs/explore.md).
+VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
 #: The verdicts of a run that count as having found something.
 FOUND_VERDICTS = ("violation", "known")
 
@@ -191,9 +193,29 @@ class Finding:
         }
 
 
-def _kind(run: Mapping[str, Any]) -> str:
+def kind_of(run: Mapping[str, Any]) -> str:
+    from pytest_mcpfaults.report import plan_kind
+
     plan = run.get("plan") or []
-    return str(plan[0]["fault"]).split("(")[0].split("@")[0] if plan else ""
+    return plan_kind(str(plan[0]["fault"])) if plan else ""
+
+
+def step_of(run: Mapping[str, Any]) -> str:
+    plan = run.get("plan") or []
+    return str(plan[0]["step"]) if plan else ""
+
+
+def run_order(run: Mapping[str, Any]) -> tuple[int, int, int]:
+    """A run's place in its campaign (footprint, then catalogue; pairs after their first run), as one
+    machine would have run it."""
+    from pytest_mcpfaults.faults import fault_kinds
+
+    kinds, kind = list(fault_kinds()), kind_of(run)
+    return (
+        int(run.get("at", 0)),
+        len(run.get("plan") or ()),
+        kinds.index(kind) if kind in kinds else len(kinds),
+    )
 
 
 def _blocking(kind: str) -> bool:
@@ -234,15 +256,15 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
                     "test": test,
                     "id": rid,
                     "verdict": run["verdict"],
-                    "kind": _kind(run),
-                    "step": str(plan[0]["step"]) if plan else "",
+                    "kind": kind_of(run),
+                    "step": step_of(run),
                     "depth": len(plan),
                     "at": int(run.get("at", 0)),
                     "plan": plans.get(rid, run.get("plan_line", "")),
                 }
             )
             f.own_exception = f.own_exception or bool(run.get("own_exception"))
-            f.blocking_only = f.blocking_only and all(_blocking(_kind({"plan": [p]})) for p in plan)
+            f.blocking_only = f.blocking_only and all(_blocking(kind_of({"plan": [p]})) for p in plan)
             f.unstable = f.unstable and bool(run.get("unstable"))
     return sorted(out.values(), key=lambda f: ORDER.index(f.klass) if f.klass in ORDER else len(ORDER))
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
+from pytest_mcpfaults.explore.findings import VERDICTS, run_order, step_of
 
 #: The matrix's cell for each verdict (and for a pruned run, or a kind that does not apply).
 CELLS: dict[str, str] = {
@@ -27,8 +28,6 @@ CELLS: dict[str, str] = {
     "pruned": "p",
     "n/a": "-",
 }
-#: The verdicts of a run (see docs/explore.md).
-VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
 _EXPLORE_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
 _BASELINE = pytest.StashKey[dict[str, set[str]]]()
@@ -102,35 +101,14 @@ def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
 def _ordered(runs: list[dict[str, Any]], camp: Any) -> list[dict[str, Any]]:
     """The runs in the campaign's order (footprint, then catalogue; pairs after their first run), each
     with ``at``: its first step's index in the footprint (so merged shards sort alike)."""
-    from pytest_mcpfaults.faults import fault_kinds
-
     if camp is None:  # no footprint here (the clean run was not selected): the order they ran
         for i, r in enumerate(runs):
             r["at"] = i
         return runs
     steps = {s.id: i for i, s in enumerate(camp.steps)}
-    kinds = list(fault_kinds())
     for r in runs:
-        r["at"] = steps.get(_step_of(r), len(steps))
-    return sorted(runs, key=lambda r: _order(r, kinds))
-
-
-def _order(run: Mapping[str, Any], kinds: list[str]) -> tuple[int, int, int]:
-    kind = _kind_of(run) if run.get("plan") else ""
-    return (
-        int(run.get("at", 0)),
-        len(run.get("plan") or ()),
-        kinds.index(kind) if kind in kinds else len(kinds),
-    )
-
-
-def _kind_of(run: Mapping[str, Any]) -> str:
-    """The kind of a run's first fault, from its text form (``delay(seconds=0.2)@...``: ``delay``)."""
-    return str(run["plan"][0]["fault"]).split("(")[0].split("@")[0]
-
-
-def _step_of(run: Mapping[str, Any]) -> str:
-    return str(run["plan"][0]["step"]) if run.get("plan") else ""
+        r["at"] = steps.get(step_of(r), len(steps))
+    return sorted(runs, key=run_order)
 
 
 class ExploreReport:
@@ -413,14 +391,12 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
 def matrix_lines(runs: list[Mapping[str, Any]]) -> list[str]:
     """The step × fault matrix of the depth-1 runs that ran (``.`` ok, ``V`` violation, ``b``
     behaviour under fault, ``u`` unreached, ``s`` not explored; blank: not run); pairs counted below."""
-    from pytest_mcpfaults.explore.html import grid_column
+    from pytest_mcpfaults.explore.html import grid
 
-    single = [r for r in runs if len(r["plan"]) == 1]
-    if not single:
+    steps, kinds, runs_at = grid(runs)
+    if not runs_at:
         return []
-    kinds = list(dict.fromkeys(grid_column(r) for r in single))
-    steps = list(dict.fromkeys(_step_of(r) for r in single))
-    cell = {(_step_of(r), grid_column(r)): CELLS[r["verdict"]] for r in single}
+    cell = {at: CELLS[r["verdict"]] for at, r in runs_at.items()}
     width = max(len(s) for s in steps)
     out = [" " * width + "  " + " ".join(f"{i:>2}" for i in range(1, len(kinds) + 1))]
     for s in steps:
