@@ -194,10 +194,8 @@ class Finding:
 
 
 def kind_of(run: Mapping[str, Any]) -> str:
-    from pytest_mcpfaults.report import plan_kind
-
     plan = run.get("plan") or []
-    return plan_kind(str(plan[0]["fault"])) if plan else ""
+    return str(plan[0]["fault"]).split("(")[0].split("@")[0] if plan else ""
 
 
 def step_of(run: Mapping[str, Any]) -> str:
