@@ -124,11 +124,9 @@ class _Function:
 _SETTINGS = pytest.StashKey[_Settings]()
 _FUNCTIONS = pytest.StashKey[dict[str, _Function]]()
 _TESTS = pytest.StashKey[dict[str, _Test]]()
-_MARK = pytest.StashKey["int | None"]()
 _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
 _VERDICT = pytest.StashKey[dict[str, Any]]()
 _SPANS = pytest.StashKey[list[dict[str, Any]]]()
-_BASELINE = pytest.StashKey[dict[str, set[str]]]()  # the run's spans at the end of its call phase
 _WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
 _INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
 _GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
@@ -599,7 +597,8 @@ def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]
     gate = item.stash.get(_GATE_TEXT, "")
     if gate and any(f.startswith("invariant:") for f in verdict["found"]):
         text += f"\n\n{gate}"
-    line = regression_line(run, t.transport, _makers(item))
+    makers: list[str] = item.stash.get(MAKERS, [])
+    line = regression_line(run, t.transport, makers)
     return f"{text}\n\nminimal plan (paste it above a regression test):\n{line}"
 
 
@@ -656,6 +655,8 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if not run.plan and verdict["found"] != before and t.clean_failed is None:
         _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
     steps, labels, fired = observed(item)
+    makers: list[str] = item.stash.get(MAKERS, [])
+    where: dict[str, Any] = item.stash.get(_WHERE, {})  # where the failure left the harness, if it did
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
         verdict["verdict"] = "unreached"
         verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
@@ -666,9 +667,9 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         "run": run.to_dict(),
         **verdict,
         "labels": labels,
-        "makers": _makers(item),
+        "makers": list(makers),
         "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
-        **_where(item),
+        **where,
     }
     if run.depth <= 1 and verdict["verdict"] != "not explored":
         data["footprint"] = [s.to_dict() for s in steps]
@@ -682,7 +683,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if not run.plan:
         t.footprint = tuple(steps)
         if t.clean_failed is None:
-            _expand(item, t, _campaign_runs(t))
+            _expand(item, t, planned_runs(t.options, t.footprint, None, t.transport))
     elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:
         _expand(item, t, _pairs(t, run, data))
 
@@ -708,17 +709,6 @@ def explore_options(item: pytest.Item) -> Options | None:
     return t.options if t is not None else None
 
 
-def _where(item: pytest.Item) -> dict[str, Any]:
-    """Where the run's failure left the harness (``where``, ``own_exception``), empty when none."""
-    where: dict[str, Any] = item.stash.get(_WHERE, {})
-    return where
-
-
-def _campaign_runs(t: _Test) -> list[Run]:
-    assert t.footprint is not None
-    return planned_runs(t.options, t.footprint, None, t.transport)
-
-
 def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
     """The pairs after ``run``; none when its outcome matched an earlier first run's (reduction),
     those pruned then listed in ``data`` (``pruned_pairs``) for the report."""
@@ -737,16 +727,15 @@ def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
 
 
 def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
-    """Insert items for ``runs`` not collected yet right after ``item`` (not on an xdist worker)."""
-    if hasattr(item.config, "workerinput") or t.clean is None:
-        return
+    """Insert items for ``runs`` not collected yet right after ``item`` (see :func:`_insert`)."""
     new = [r for r in runs if r.id not in t.collected]
     left = t.options.max_runs - (len(t.collected) - 1)
     _insert(item, t, new[: max(0, left)])
 
 
 def _insert(item: pytest.Item, t: _Test, new: list[Run]) -> None:
-    """Insert items for ``new`` right after ``item``, collected as the clean item was."""
+    """Insert items for ``new`` right after ``item``, collected as the clean item was (not on an xdist
+    worker)."""
     if not new or hasattr(item.config, "workerinput") or t.clean is None:
         return
     items: list[pytest.Item] = [make_item(t.clean, r) for r in new]
@@ -764,12 +753,6 @@ def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
     """This item's explore run (its faults reach the ``mcp_sidecar`` fixture, the factory's sidecars and,
     for a test that asks for this fixture, each ``mock_sidecar`` it opens), ``None`` outside a campaign."""
     return getattr(request, "param", None)
-
-
-def _makers(item: pytest.Item) -> list[str]:
-    """The fixture that made each server of the run, in order (for its regression line)."""
-    makers: list[str] = item.stash.get(MAKERS, [])
-    return list(makers)
 
 
 # -- what a run observed, and the items made during a run ----------------------------------------------
