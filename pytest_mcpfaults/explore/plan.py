@@ -442,15 +442,15 @@ def _names(key: str, value: object) -> tuple[str, ...]:
     raise ValueError(f"{key} must be a list of names ({OPTIONS[key]}), got {value!r}")
 
 
-def _exception_names(value: object) -> tuple[str, ...]:
+def _exception_names(key: str, value: object) -> tuple[str, ...]:
     if isinstance(value, type) and issubclass(value, BaseException):
         value = [value]
     if isinstance(value, (list, tuple)):
         value = [v.__name__ if isinstance(v, type) and issubclass(v, BaseException) else v for v in value]
-    names = _names("raises", value)
+    names = _names(key, value)
     bad = [n for n in names if not n.isidentifier()]
     if bad:
-        raise ValueError(f"raises must be {OPTIONS['raises']}, got {bad[0]!r}")
+        raise ValueError(f"{key} must be {OPTIONS[key]}, got {bad[0]!r}")
     return names
 
 
@@ -462,12 +462,12 @@ def _bool(key: str, value: object) -> bool:
     raise ValueError(f"{key} must be true or false, got {value!r}")
 
 
-def _int(key: str, value: object, valid: Sequence[int] | None = None) -> int:
+def _int(key: str, value: object) -> int:
     try:
         n = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
     except ValueError:
         n = None
-    if n is None or n < 1 or (valid is not None and n not in valid):
+    if n is None or n < 1 or (key == "depth" and n not in (1, 2)):
         raise ValueError(f"{key} must be {OPTIONS[key]}, got {value!r}")
     return n
 
@@ -491,38 +491,20 @@ def parse_options(given: Mapping[str, object], base: Options | None = None) -> O
     for key, value in given.items():
         if key not in OPTIONS:
             raise ValueError(f"unknown option {key!r}; valid options: {', '.join(OPTIONS)}")
+        parsed: Any = value
         if key in ("kinds", "exclude"):
-            names = _names(key, value)
-            if key == "kinds":
-                explore_kinds(kinds=names)  # refuses an unknown kind, naming the valid ones
-                out = dataclasses.replace(out, kinds=names)
-            else:
-                explore_kinds(exclude=names)
-                out = dataclasses.replace(out, exclude=names)
-        elif key == "steps":
-            out = dataclasses.replace(out, steps=_names(key, value))
-        elif key == "raises":
-            out = dataclasses.replace(out, raises=_exception_names(value))
+            parsed = _names(key, value)
+            explore_kinds(**{key: parsed})  # refuses an unknown kind, naming the valid ones
         elif key in ("checks", "exclude_checks"):
             from pytest_mcpfaults.explore.checks import check_names
 
-            names = check_names(key, value)
-            if key == "checks":
-                out = dataclasses.replace(out, checks=names)
-            else:
-                out = dataclasses.replace(out, exclude_checks=names)
-        elif key == "depth":
-            out = dataclasses.replace(out, depth=_int(key, value, (1, 2)))
-        elif key == "max_runs":
-            out = dataclasses.replace(out, max_runs=_int(key, value))
-        elif key == "reduce":
-            out = dataclasses.replace(out, reduce=_bool(key, value))
-        elif key == "patience":
-            out = dataclasses.replace(out, patience=_seconds(key, value))
-        elif value not in ("behaviour", "must_hold"):
+            parsed = check_names(key, value)
+        elif key == "own_asserts" and value not in ("behaviour", "must_hold"):
             raise ValueError(f"own_asserts must be {OPTIONS[key]}, got {value!r}")
-        else:
-            out = dataclasses.replace(out, own_asserts="must_hold" if value == "must_hold" else "behaviour")
+        elif key != "own_asserts":
+            parse = {"steps": _names, "raises": _exception_names, "reduce": _bool, "patience": _seconds}
+            parsed = parse.get(key, _int)(key, value)  # depth, max_runs: whole numbers
+        out = dataclasses.replace(out, **{key: parsed})
     if not explore_kinds(out.kinds, out.exclude):  # a selection that leaves nothing is refused at once
         raise ValueError(
             f"kinds={list(out.kinds or ())!r} minus exclude={list(out.exclude)!r} leaves no kind"
