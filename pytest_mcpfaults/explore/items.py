@@ -31,7 +31,6 @@ like the clean one was.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -464,6 +463,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     if explore_run(item) is None:
         return (yield)
+    from pytest_mcpfaults.from_trace.capture import span_dicts
+    from pytest_mcpfaults.spans.recorder import global_recorder
+
     mark = span_mark(item)
     try:
         return (yield)
@@ -474,7 +476,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if mark is not None:
             item.stash[_GATE_TEXT] = record_invariants(item, mark) or ""
-            item.stash[_SPANS] = span_dicts()
+            item.stash[_SPANS] = span_dicts(global_recorder().spans())
 
 
 def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
@@ -758,57 +760,12 @@ def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
 # -- what a run observed, and the items made during a run ----------------------------------------------
 
 
-def span_dicts() -> list[dict[str, Any]]:
-    """The recorded spans, as the HTML page draws them (times in seconds since the epoch)."""
-    from pytest_mcpfaults.spans.recorder import global_recorder
-
-    def sec(ns: int | None) -> float | None:
-        return None if ns is None else ns / 1e9
-
-    return [
-        {
-            "id": s.uid if s.uid is not None else s.span_id,
-            "parent": s.parent_uid if s.parent_uid is not None else s.parent_id,
-            "name": s.name,
-            "status": s.status_code,
-            "description": s.status_description,
-            "start": sec(s.start_time),
-            "end": sec(s.end_time),
-        }
-        for s in global_recorder().spans()
-    ]
-
-
 def run_detail(item: pytest.Item) -> dict[str, Any]:
     """What a run observed as the HTML page draws it: ``{"spans": [...], "journal": [...]}``."""
-    return {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(item)}
+    from pytest_mcpfaults.from_trace.capture import journal_dicts
 
-
-def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
-    """The sidecars' journals, as the HTML page lists them (times on the spans' clock)."""
-    out: list[dict[str, Any]] = []
-    servers = item.stash.get(SERVERS, [])
-    for number, server in enumerate(servers, 1):
-        journal = getattr(server, "journal", None)
-        t0 = getattr(journal, "t0", None)
-        if journal is None or t0 is None:
-            continue
-        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
-        for r in journal.requests:
-            out.append(
-                {
-                    "id": r.id,
-                    "conn": r.conn_id,
-                    "server": number if len(servers) > 1 else 0,  # as the footprint's steps name it
-                    "label": r.label,
-                    "status": r.status,
-                    "fault": r.fault,
-                    "error": r.error,
-                    "start": epoch + r.started_at,
-                    "end": None if r.ended_at is None else epoch + r.ended_at,
-                }
-            )
-    return out
+    servers: list[Any] = item.stash.get(SERVERS, [])
+    return {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(servers)}
 
 
 def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
