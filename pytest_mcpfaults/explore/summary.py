@@ -119,9 +119,10 @@ class ExploreReport:
         self.results: dict[str, dict[str, dict[str, Any]]] = {}  # test -> run id -> data
         self.html_written: str | None = None
         sections = config.stash.setdefault(REPORT_SECTIONS, {})
-        sections["findings"] = self.findings_section  # first: the report leads with its findings
-        sections["findings_gate"] = self.gate_section
-        sections["explore"] = self.section
+        # the JSON report's sections, none when nothing was explored; the report leads with the findings
+        sections["findings"] = lambda: self.findings() if self.results else None
+        sections["findings_gate"] = lambda: gate.to_dict() if self.results and (gate := self.gate()) else None
+        sections["explore"] = lambda: self.tests() if self.results else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, _EXPLORE_ATTR, None)
@@ -210,12 +211,6 @@ class ExploreReport:
                 out.append(f"explore:{rid}")
         return out
 
-    def section(self) -> list[dict[str, Any]] | None:
-        return self.tests() if self.results else None
-
-    def findings_section(self) -> list[dict[str, Any]] | None:
-        return self.findings() if self.results else None
-
     def gate(self) -> Any:
         """The findings against ``--mcpfaults-baseline``'s (an ``explore_findings.Gate``), ``None``
         without a baseline that has findings."""
@@ -226,10 +221,6 @@ class ExploreReport:
             return None
         ran = [test for test, runs in self.results.items() if any(d["run"]["plan"] for d in runs.values())]
         return compare(old, self.findings(), ran)
-
-    def gate_section(self) -> dict[str, Any] | None:
-        gate = self.gate() if self.results else None
-        return None if gate is None else gate.to_dict()
 
     # -- cache, summary ---------------------------------------------------------------------------
 
