@@ -132,8 +132,7 @@ def classify(span: RecordedSpan, tool_call: bool, budget: float) -> list[Candida
 
 
 def _text(text: str, tool_call: bool) -> list[Candidate]:
-    wrapped = _WRAPPED.search(text)
-    said = wrapped.group("text") if wrapped else text.split(": ", 1)[-1] if ": " in text else text
+    said = text.split(": ", 1)[-1]  # the message without its exception type (a wrapped text returned)
     if not tool_call:
         return [Candidate("jsonrpc_error", {"code": -32603, "message": said[:MAX_TEXT]}, "an error answer")]
     payload = Candidate("error_payload", {"message": template(said)}, "the error text the server returned")
