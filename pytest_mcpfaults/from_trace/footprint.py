@@ -44,10 +44,6 @@ class CleanRun:
     trace: Trace
     calls: tuple[Call, ...]
 
-    def calls_in(self, span_id: int) -> list[Call]:
-        """The requests made directly inside span ``span_id``, in order."""
-        return [c for c in self.calls if c.span == span_id]
-
 
 class _Request(NamedTuple):
     """A journal record as :func:`pytest_mcpfaults.explore.plan.footprint` reads it, from its label."""
