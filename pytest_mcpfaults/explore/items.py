@@ -244,7 +244,7 @@ def _cached(config: pytest.Config, nodeid: str) -> dict[str, Any] | None:
 
 def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
     """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
-    from pytest_mcpfaults._pytest.settings import STDIO_MARKER, marker_kwargs
+    from pytest_mcpfaults._pytest.settings import marker_kwargs
 
     node = metafunc.definition
     marker = node.get_closest_marker(MARKER)
@@ -257,7 +257,9 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
         if given:
             return None  # each example makes servers of its own: no one footprint to explore
         try:
-            marker_name = {"mcp_sidecar": "mcp_sidecar", "mcp_stdio_server": STDIO_MARKER}.get(uses[0])
+            from pytest_mcpfaults.explore.plan import FIXTURE_MARKERS
+
+            marker_name = FIXTURE_MARKERS.get(uses[0])
             planned = marker_kwargs(node, marker_name).get("faults") if marker_name else None
         except ValueError:
             return None  # the sidecar glue reports the bad marker
