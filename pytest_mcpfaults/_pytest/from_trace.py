@@ -33,7 +33,6 @@ from pytest_mcpfaults.explore.items import (
     explore_options,
     explored_test,
     function_id,
-    uses_sidecar,
 )
 from pytest_mcpfaults.explore.items import MARKER as EXPLORE_MARKER
 
@@ -217,7 +216,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     where = f"{node.nodeid}: @pytest.mark.{MARKER}"
     path, trace_id = _marker_args(marker, where)
-    if not uses_sidecar(metafunc.fixturenames):
+    if not set(SIDECAR_FIXTURE_NAMES) & set(metafunc.fixturenames):
         raise pytest.Collector.CollectError(
             f"{where}: the test uses no sidecar fixture ({', '.join(SIDECAR_FIXTURE_NAMES)}), so there is no "
             "clean run to replay the trace against"

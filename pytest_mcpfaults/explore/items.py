@@ -702,11 +702,6 @@ def _expanded(item: pytest.Item, t: _Test, run: Run) -> bool:
     return runs is not None
 
 
-def uses_sidecar(fixturenames: list[str]) -> bool:
-    """Whether a test uses a fixture explore can drive (a sidecar, or explore's own fixture)."""
-    return any(f in fixturenames for f in _SIDECAR_FIXTURES)
-
-
 def explore_options(item: pytest.Item) -> Options | None:
     """The explore options of ``item``'s explored test, ``None`` when it is not explored here."""
     t = _test(item)
