@@ -2,30 +2,13 @@
 ``mcpfaults_explore``): campaign items, their oracles, the footprint cache. The planning is
 :mod:`pytest_mcpfaults.explore.plan` (pure); the report is :mod:`pytest_mcpfaults.explore.summary`.
 
-Collection. An explored test is parametrized over ``explore:clean`` plus the campaign planned from its
-footprint cached in ``.pytest_cache`` by an earlier run (``mcpfaults/explore/…``); each parametrization
-of a parametrized test is an explored test of its own (:func:`explored_test`), so a second run
-collects the whole campaign up front (``-k``, ``--lf``, JUnit and xdist see every item). A test with no
-cached footprint collects its clean run only; in a run without xdist, once the clean run passed, its
-campaign items are made and inserted right after it (filtered by ``-k``/``-m`` as collected items are),
-and so are the depth-2 pairs after each first fault's run. Under xdist nothing is added during the
-run (every worker must collect the same items): the first run records the footprints, the next one
-explores them.
-
-Oracles. A campaign run fails only when a generic check fails (:mod:`pytest_mcpfaults.explore.checks`):
-a span invariant (the gate's, checked for every run whose harness emits spans the plugin sees, gate on
-or not), a patience or no-progress verdict, a connection the harness left open once its fixtures were
-done, an error of the sidecar, or an exception that escaped the test other than its own
-``AssertionError``. Checks can be kept off (``checks=``/``exclude_checks=``, ini
-``mcpfaults_explore_exclude_checks``); a clean run that fails only checks made once its path was whole
-is a finding of its own, and its campaign runs with them off. The test's own failed asserts under a
-fault are *behaviour under fault*: reported as xfailed (``wasxfail`` says what failed), unless
-``own_asserts="must_hold"``.
-
-What explore observes of a run once it is over: the spans and the sidecars' journals as the HTML page
-draws them (one clock: seconds since the epoch) and the footprint a run's servers saw; a campaign item
-is made from its test's clean item (:func:`make_item`), so an item inserted during the run is collected
-like the clean one was.
+How a campaign is collected (up front from a footprint cached in ``.pytest_cache`` by an earlier run,
+each parametrization its own explored test: :func:`explored_test`; without one, inserted after the clean
+run once it passed, never under xdist) and what fails a run (the generic checks of
+:mod:`pytest_mcpfaults.explore.checks`; the test's own failed asserts are behaviour under fault) are
+docs/explore.md's "First run, second run, xdist" and "The oracles". A campaign item is made from its
+test's clean item (:func:`make_item`), so an item inserted during the run is collected like the clean
+one was.
 """
 
 from __future__ import annotations
