@@ -1,15 +1,9 @@
 """Explore's findings: a campaign's failing runs grouped by root cause. Pure: no I/O, no pytest.
 
 A run that found something (verdict ``violation``, or ``known``: a violation the baseline has) is
-filed under its *primary* verdict kind, the first of its ``found`` in :data:`ORDER` (span flips first:
-the incident class; then hangs, leaks, escaped exceptions, behaviour), a leak or a failed teardown
-only when the run found nothing while it ran (:data:`AFTERWARDS`: then it is the escape's doing).
-Runs with the same primary kind (``invariant:cleanup_never_flips``, ``patience``, ``left_open``,
-``exception:ReadError`` …; the oracle and the exception type are in it) at the same harness frame
-(``where``: the file and function where it blocked, or where the exception left the harness's own
-code; the line is shown, not compared, so an edit above it keeps the finding) are one
-:class:`Finding`. Without a frame (a span
-invariant, a leak) the explored test stands in for it.
+filed under its *primary* verdict kind (:func:`primary`); runs with the same one at the same harness
+frame (``where``, its line shown, not compared, so an edit above it keeps the finding; without a frame
+the explored test) are one :class:`Finding` (docs/explore.md's "Findings" says the rules).
 
 A finding's :attr:`Finding.key` is its identity across runs and machines (the baseline compares keys);
 its plan is the smallest of its runs (one fault, the earliest step). Input: the JSON report's

@@ -8,17 +8,9 @@ the fault is the kind's standard-catalogue cell (:mod:`pytest_mcpfaults.matrix`)
 step (``Trigger(target, nth=occurrence)``). Which kinds apply to a step comes from the kinds' own class
 attributes (:func:`applies_to`), never from a list here.
 
-Reduction (:func:`plan_campaign` with ``reduce=True``): a step is a *repeat* of an earlier one when it
-has the same label at the same position of an MCP session of the same shape (the labels of every
-request of that session, in order): the harness doing the same operation again, for the next task.
-Faults at a repeat are pruned (counted, with the step they repeat); the first occurrence is explored.
-When the test used several servers, each step names its server (:attr:`Step.server`, ``sidecar2/``
-in its id) and a step on one server is never a repeat of one on another.
-
-Depth 2 (:func:`plan_pairs`): a first fault's run is observed again; the steps its footprint has that
-the clean footprint has not (aligned by label and session shape: a retry, a fallback, a failure-path
-delete) each get a second fault. Pairs after a first run whose outcome matched an earlier first run's
-(:func:`same_outcome`: same exception at the same step and the same journal) are pruned.
+Reduction (``reduce=True``: faults at a step that repeats an earlier one are pruned, :attr:`Step.klass`)
+and depth 2 (:func:`plan_pairs` at the steps a first fault's run newly reached; pairs after an outcome
+seen before pruned, :func:`same_outcome`) are docs/explore.md's "Reduction" and "Depth 2".
 """
 
 from __future__ import annotations
@@ -112,7 +104,9 @@ class Step:
 
     @property
     def klass(self) -> tuple[int, str, tuple[str, ...], int]:
-        """What makes two steps repeats of each other (see the module docstring)."""
+        """What makes two steps repeats of each other: the same label at the same position of an MCP
+        session of the same shape (the labels of its requests, in order), on the same server: the
+        harness doing the same operation again, for the next task."""
         return (self.server, self.label, self.shape, self.position)
 
     def to_dict(self) -> dict[str, Any]:
