@@ -35,6 +35,7 @@ from pytest_mcpfaults.explore.summary import (
     baseline_findings,
     baseline_keys,
     cache_key,
+    cached,
     index_key,
 )
 from pytest_mcpfaults.explore.where import where_of
@@ -219,12 +220,6 @@ def pytest_configure(config: pytest.Config) -> None:
 # -- collection ------------------------------------------------------------------------------------
 
 
-def _cached(config: pytest.Config, nodeid: str) -> dict[str, Any] | None:
-    cache = getattr(config, "cache", None)
-    data = cache.get(cache_key(nodeid), None) if cache is not None else None
-    return data if isinstance(data, dict) and data.get("nodeid") == nodeid else None
-
-
 def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
     """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
     from pytest_mcpfaults._pytest.settings import marker_kwargs
@@ -307,32 +302,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # each parametrization is explored as its own test, with its own cached footprint; the explore
     # parameter takes the union of their runs, and collection keeps each test's own (see
     # pytest_collection_modifyitems)
-    keys = [function, *_cached_keys(config, function)]
+    cache = getattr(config, "cache", None)
+    index = cached(cache, index_key(function), "function", function) or {}
+    keys = [function, *(str(k) for k in index.get("tests", []))]  # the parametrizations with a footprint
     runs: dict[str, Run] = {CLEAN.id: CLEAN}
     planned: dict[str, set[str]] = {}
     off: dict[str, set[str]] = {}
     for key in keys:
-        cached = _cached(config, key)
-        if cached is None:
+        data = cached(cache, cache_key(key), "nodeid", key)
+        if data is None:
             continue
-        steps = tuple(Step.from_dict(s) for s in cached.get("footprint", ()))
-        mine = planned_runs(options, steps, cached, transport)
+        steps = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
+        mine = planned_runs(options, steps, data, transport)
         planned[key] = {r.id for r in mine}
-        off[key] = {str(c) for c in cached.get("checks_off", ())}
+        off[key] = {str(c) for c in data.get("checks_off", ())}
         runs.update((r.id, r) for r in mine if r.id not in runs)
     config.stash[_FUNCTIONS][function] = _Function(options, transport, planned, off)
     if EXPLORE_PARAM not in metafunc.fixturenames:
         metafunc.fixturenames.append(EXPLORE_PARAM)
     metafunc.parametrize(EXPLORE_PARAM, list(runs.values()), ids=list(runs))
-
-
-def _cached_keys(config: pytest.Config, function: str) -> list[str]:
-    """The explored tests (parametrizations) of ``function`` with a cached footprint."""
-    cache = getattr(config, "cache", None)
-    data = cache.get(index_key(function), None) if cache is not None else None
-    if not isinstance(data, dict) or data.get("function") != function:
-        return []
-    return [str(k) for k in data.get("tests", [])]
 
 
 def _transport(fixturenames: list[str]) -> str:

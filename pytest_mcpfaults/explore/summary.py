@@ -45,6 +45,13 @@ def index_key(function: str) -> str:
     return _CACHE_PREFIX + "tests-" + hashlib.sha1(function.encode()).hexdigest()[:16]
 
 
+def cached(cache: Any, key: str, field: str, value: str) -> dict[str, Any] | None:
+    """The ``.pytest_cache`` entry at ``key`` (``cache``: ``None`` without the cache plugin) when it is
+    the one for ``value`` (its ``field``): a hash of another node id is not."""
+    data = cache.get(key, None) if cache is not None else None
+    return data if isinstance(data, dict) and data.get(field) == value else None
+
+
 def _baseline(config: pytest.Config) -> dict[str, Any] | None:
     path = config.getoption("mcpfaults_baseline", default=None)
     if not path:
@@ -249,9 +256,7 @@ class ExploreReport:
         self._write_index(cache)
         for test, runs in self.results.items():
             key = cache_key(test)
-            old = cache.get(key, None)
-            mine = isinstance(old, dict) and old.get("nodeid") == test
-            data: dict[str, Any] = old if mine else {"nodeid": test}
+            data = cached(cache, key, "nodeid", test) or {"nodeid": test}
             clean = runs.get("explore:clean")
             if clean is not None:
                 if clean["verdict"] != "ok" and not clean.get("kept_off"):
@@ -273,8 +278,7 @@ class ExploreReport:
             if function != test:
                 functions.setdefault(function, []).append(test)
         for function, tests in functions.items():
-            old = cache.get(index_key(function), None)
-            known = old.get("tests", []) if isinstance(old, dict) and old.get("function") == function else []
+            known = (cached(cache, index_key(function), "function", function) or {}).get("tests", [])
             cache.set(index_key(function), {"function": function, "tests": sorted({*known, *tests})})
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
