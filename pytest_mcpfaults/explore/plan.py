@@ -583,10 +583,9 @@ MARKERS = {"http": "mcp_sidecar", "stdio": "mcp_stdio"}
 INPROCESS = "inprocess"
 
 
-#: The fixture that makes sidecars in the test's body (a plan goes to its call, not to a marker).
-FACTORY = "mcp_sidecar_factory"
-#: What makes a server whose plan is given in a call, not a marker: the factory, the in-process backend.
-CALLS = (FACTORY, "mock_sidecar")
+#: What makes a server whose plan is given in a call, not a marker: the fixture that makes sidecars in
+#: the test's body, the in-process backend.
+CALLS = ("mcp_sidecar_factory", "mock_sidecar")
 #: The marker planning the faults of the server each fixture makes.
 FIXTURE_MARKERS = {"mcp_sidecar": "mcp_sidecar", "mcp_stdio_server": "mcp_stdio"}
 #: The transport of the servers each maker makes (the others: ``http``).
