@@ -298,8 +298,7 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
         if problems:
             item.stash[_PROBLEM] = "\n".join(problems)
         return runs
-    replay = replays.get((test, run.trace_id)) if isinstance(run, TraceRun) else None
-    if replay is None or not isinstance(run, TraceRun):
+    if not isinstance(run, TraceRun) or (replay := replays.get((test, run.trace_id))) is None:
         return []
     from pytest_mcpfaults.from_trace.errors import TraceError
     from pytest_mcpfaults.from_trace.read import plugin_spans
