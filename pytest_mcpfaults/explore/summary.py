@@ -355,9 +355,7 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
         lines.append(f"  the clean run did not pass ({entry['clean_failure']}): not explored")
         return lines
     v = entry["verdicts"]
-    if entry["clean"] is None:
-        pass
-    elif entry["steps"] is not None:
+    if entry["clean"] is not None and entry["steps"] is not None:
         lines.append(
             f"  {entry['steps']} steps × {len(entry['kinds'])} kinds → {entry['planned']} runs (where the "
             f"kind applies), "
@@ -365,7 +363,7 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
             f"{v['violation']} violations, {v['behaviour']} behaviour under fault, {v['ok']} ok, "
             f"{v['unreached']} unreached" + (f", {v['known']} known (in the baseline)" if v["known"] else "")
         )
-    else:
+    elif entry["clean"] is not None:
         lines.append(f"  {entry['ran']} ran (footprint from the cache): {v['violation']} violations")
     if not entry["ran"] and entry["planned"]:
         lines.append(
