@@ -277,13 +277,10 @@ class Gate:
         return bool(self.new)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "new": [f["key"] for f in self.new],
-            "unstable": [f["key"] for f in self.unstable],
-            "known": [f["key"] for f in self.known],
-            "fixed": [f["key"] for f in self.fixed],
-            "failed": self.failed,
+        keys = {
+            name: [f["key"] for f in getattr(self, name)] for name in ("new", "unstable", "known", "fixed")
         }
+        return {**keys, "failed": self.failed}
 
 
 def compare(
