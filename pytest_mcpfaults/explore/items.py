@@ -31,6 +31,7 @@ from pytest_mcpfaults._pytest.records import (
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 from pytest_mcpfaults.explore import shard as explore_shard
 from pytest_mcpfaults.explore.summary import (
+    REPORT_ATTR,
     ExploreReport,
     baseline_findings,
     baseline_keys,
@@ -51,8 +52,6 @@ INI = "mcpfaults_explore"
 CHECKS_INI = "mcpfaults_explore_exclude_checks"
 OPTION = "--mcpfaults-explore"
 HTML_OPTION = "--mcpfaults-html"
-#: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
-REPORT_ATTR = "mcpfaults_explore"
 
 #: The fixtures explore can drive, and the transport of each (which kinds apply). A test that asks for
 #: explore's own fixture (and none of the others) opens an in-process ``mock_sidecar`` itself, which

@@ -28,7 +28,8 @@ CELLS: dict[str, str] = {
     "pruned": "p",
     "n/a": "-",
 }
-_EXPLORE_ATTR = "mcpfaults_explore"
+#: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
+REPORT_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
 _BASELINE = pytest.StashKey[dict[str, set[str]]]()
 _BASELINE_FINDINGS = pytest.StashKey[list[dict[str, Any]]]()
@@ -132,7 +133,7 @@ class ExploreReport:
         sections["explore"] = lambda: self.tests() if self.results else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = getattr(report, _EXPLORE_ATTR, None)
+        data = getattr(report, REPORT_ATTR, None)
         if report.when == "teardown" and isinstance(data, dict):
             self.results.setdefault(str(data["test"]), {})[str(data["run"]["id"])] = data
             if data["run"]["plan"]:  # its violations are gated by finding (explore_findings), not node id
