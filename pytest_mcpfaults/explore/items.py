@@ -469,13 +469,6 @@ def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
     return kept_off(t.options.checks, (*t.options.exclude_checks, *ini, *clean))
 
 
-def _keep(found: list[str], off: frozenset[str]) -> tuple[list[str], list[str]]:
-    """``found`` split into the checks on and those kept off."""
-    from pytest_mcpfaults.explore.checks import check_of
-
-    return [f for f in found if check_of(f) not in off], [f for f in found if check_of(f) in off]
-
-
 def _classify(
     item: pytest.Item, call: pytest.CallInfo[None], options: Options, off: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
@@ -500,7 +493,9 @@ def _classify(
         note = item.stash.get(_ERROR, name)  # one of the harness's own failure modes (raises=)
     elif exc is not None:
         found.append(f"exception:{name}")
-    found, dropped = _keep(found, off)
+    from pytest_mcpfaults.explore.checks import check_of
+
+    found, dropped = [f for f in found if check_of(f) not in off], [f for f in found if check_of(f) in off]
     if dropped and exc is not None and not note:
         note = f"{', '.join(dropped)} (kept off)"
     verdict = "violation" if found else ("behaviour" if note else "ok")
