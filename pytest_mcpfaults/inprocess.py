@@ -59,7 +59,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import halve, shape_of
 from pytest_mcpfaults.core import core
 from pytest_mcpfaults.core.resumption import Resumed
-from pytest_mcpfaults.explore.ambient import current
+from pytest_mcpfaults.explore.ambient import HAND
 from pytest_mcpfaults.mcp.endpoint import reply_body
 from pytest_mcpfaults.options.fields import build_options, with_options
 from pytest_mcpfaults.transports import loop as _loop
@@ -454,7 +454,7 @@ def mock_sidecar(
     In an explore run (a test that asks for the ``mcpfaults_explore`` fixture, docs/explore.md), the
     run's faults aimed at this sidecar come first in its plan, before ``faults``.
     """
-    hand = current()
+    hand = HAND.get()
     if hand is not None:  # an explore run (docs/explore.md): the faults aimed at this sidecar first
         faults = [*hand.faults_for_next(), *faults]
     sidecar = InProcessSidecar(base_url=base_url, faults=faults, **kwargs)

@@ -33,7 +33,6 @@ from pytest_mcpfaults.explore.items import (
     explore_options,
     explored_test,
     function_id,
-    uses_sidecar,
 )
 from pytest_mcpfaults.explore.items import MARKER as EXPLORE_MARKER
 
@@ -142,18 +141,11 @@ def _holds(read: Read, trace_id: str) -> bool | None:
     return any(s.trace_id == want for s in read.spans)
 
 
-def _listed(read: Read) -> str:
-    """The trace ids of ``read``, as an error lists them."""
-    from pytest_mcpfaults.from_trace.trace import MAX_LISTED
-
-    ids = sorted({s.trace_id for s in read.spans})
-    return ", ".join(f"{i:032x}" for i in ids[:MAX_LISTED]) + (" …" if len(ids) > MAX_LISTED else "")
-
-
 def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str]) -> list[_Source]:
     """The option's traces: each file's traces an id names, else its only one (or its only one with a
     session span); a ``UsageError`` naming the option (or options) at fault and what is wrong."""
     from pytest_mcpfaults.from_trace.errors import TraceError
+    from pytest_mcpfaults.from_trace.trace import listed
 
     names = _names(config)
     reads: dict[str, Read] = {}
@@ -166,7 +158,9 @@ def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str
     for t in dict.fromkeys(trace_ids):
         holders = [path for path, read in reads.items() if _holds(read, t) is not False]
         if not holders and len(reads) > 1:
-            has = "; ".join(f"{path} has {_listed(read)}" for path, read in reads.items())
+            has = "; ".join(
+                f"{p} has {listed(sorted({s.trace_id for s in r.spans}))}" for p, r in reads.items()
+            )
             raise pytest.UsageError(f"{ID_OPTION}={t}: no trace with trace_id={t} in any file: {has}")
         for path in holders or list(reads)[:1]:  # one file: its own error lists its traces
             wanted[path].append(t)
@@ -222,7 +216,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     where = f"{node.nodeid}: @pytest.mark.{MARKER}"
     path, trace_id = _marker_args(marker, where)
-    if not uses_sidecar(metafunc.fixturenames):
+    if not set(SIDECAR_FIXTURE_NAMES) & set(metafunc.fixturenames):
         raise pytest.Collector.CollectError(
             f"{where}: the test uses no sidecar fixture ({', '.join(SIDECAR_FIXTURE_NAMES)}), so there is no "
             "clean run to replay the trace against"
@@ -304,8 +298,7 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
         if problems:
             item.stash[_PROBLEM] = "\n".join(problems)
         return runs
-    replay = replays.get((test, run.trace_id)) if isinstance(run, TraceRun) else None
-    if replay is None or not isinstance(run, TraceRun):
+    if not isinstance(run, TraceRun) or (replay := replays.get((test, run.trace_id))) is None:
         return []
     from pytest_mcpfaults.from_trace.errors import TraceError
     from pytest_mcpfaults.from_trace.read import plugin_spans

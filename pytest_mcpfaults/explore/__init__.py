@@ -5,6 +5,7 @@ The names below are this package's face, loaded on first use (``lazy.py``): impo
 does not load the others. ``from pytest_mcpfaults.explore import ...`` is the documented import.
 """
 
+# ruff: noqa: F405  (__all__ names plan.py's names, star-imported for type checkers only)
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -12,32 +13,7 @@ from typing import TYPE_CHECKING
 from pytest_mcpfaults.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.explore.plan import (
-        CLEAN,
-        MARKERS,
-        OPTIONS,
-        Campaign,
-        Options,
-        Pruned,
-        RequestLike,
-        Run,
-        Step,
-        applies_to,
-        cell_name,
-        cells,
-        explore_kinds,
-        fault_at,
-        faults_at,
-        footprint,
-        id_part,
-        new_steps,
-        parse_options,
-        plan_campaign,
-        plan_pairs,
-        regression_line,
-        same_outcome,
-        server_of,
-    )
+    from pytest_mcpfaults.explore.plan import *  # noqa: F403
 
 __all__ = [
     "CLEAN",

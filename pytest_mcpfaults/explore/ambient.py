@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-__all__ = ["HAND", "Hand", "current"]
+__all__ = ["HAND", "Hand"]
 
 
 class Hand(Protocol):
@@ -29,10 +29,5 @@ class Hand(Protocol):
         ...
 
 
-#: The hand of the explore run in progress in this context, ``None`` outside one.
+#: The hand of the explore run in progress in this context (``HAND.get()``), ``None`` outside one.
 HAND: ContextVar[Hand | None] = ContextVar("pytest_mcpfaults_hand", default=None)
-
-
-def current() -> Hand | None:
-    """The hand of the explore run in progress, ``None`` outside one."""
-    return HAND.get()

@@ -1,15 +1,9 @@
 """Explore's findings: a campaign's failing runs grouped by root cause. Pure: no I/O, no pytest.
 
 A run that found something (verdict ``violation``, or ``known``: a violation the baseline has) is
-filed under its *primary* verdict kind, the first of its ``found`` in :data:`ORDER` (span flips first:
-the incident class; then hangs, leaks, escaped exceptions, behaviour), a leak or a failed teardown
-only when the run found nothing while it ran (:data:`AFTERWARDS`: then it is the escape's doing).
-Runs with the same primary kind (``invariant:cleanup_never_flips``, ``patience``, ``left_open``,
-``exception:ReadError`` …; the oracle and the exception type are in it) at the same harness frame
-(``where``: the file and function where it blocked, or where the exception left the harness's own
-code; the line is shown, not compared, so an edit above it keeps the finding) are one
-:class:`Finding`. Without a frame (a span
-invariant, a leak) the explored test stands in for it.
+filed under its *primary* verdict kind (:func:`primary`); runs with the same one at the same harness
+frame (``where``, its line shown, not compared, so an edit above it keeps the finding; without a frame
+the explored test) are one :class:`Finding` (docs/explore.md's "Findings" says the rules).
 
 A finding's :attr:`Finding.key` is its identity across runs and machines (the baseline compares keys);
 its plan is the smallest of its runs (one fault, the earliest step). Input: the JSON report's
@@ -46,6 +40,8 @@ CLASSES: dict[str, str] = {
 }
 #: The classes in the order findings are reported (the incident's class first).
 ORDER: tuple[str, ...] = tuple(dict.fromkeys(CLASSES.values()))
+#: The verdicts of a run (see docs/explore.md).
+VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
 #: The verdicts of a run that count as having found something.
 FOUND_VERDICTS = ("violation", "known")
 
@@ -191,9 +187,27 @@ class Finding:
         }
 
 
-def _kind(run: Mapping[str, Any]) -> str:
+def kind_of(run: Mapping[str, Any]) -> str:
     plan = run.get("plan") or []
     return str(plan[0]["fault"]).split("(")[0].split("@")[0] if plan else ""
+
+
+def step_of(run: Mapping[str, Any]) -> str:
+    plan = run.get("plan") or []
+    return str(plan[0]["step"]) if plan else ""
+
+
+def run_order(run: Mapping[str, Any]) -> tuple[int, int, int]:
+    """A run's place in its campaign (footprint, then catalogue; pairs after their first run), as one
+    machine would have run it."""
+    from pytest_mcpfaults.faults import fault_kinds
+
+    kinds, kind = list(fault_kinds()), kind_of(run)
+    return (
+        int(run.get("at", 0)),
+        len(run.get("plan") or ()),
+        kinds.index(kind) if kind in kinds else len(kinds),
+    )
 
 
 def _blocking(kind: str) -> bool:
@@ -234,15 +248,15 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
                     "test": test,
                     "id": rid,
                     "verdict": run["verdict"],
-                    "kind": _kind(run),
-                    "step": str(plan[0]["step"]) if plan else "",
+                    "kind": kind_of(run),
+                    "step": step_of(run),
                     "depth": len(plan),
                     "at": int(run.get("at", 0)),
                     "plan": plans.get(rid, run.get("plan_line", "")),
                 }
             )
             f.own_exception = f.own_exception or bool(run.get("own_exception"))
-            f.blocking_only = f.blocking_only and all(_blocking(_kind({"plan": [p]})) for p in plan)
+            f.blocking_only = f.blocking_only and all(_blocking(kind_of({"plan": [p]})) for p in plan)
             f.unstable = f.unstable and bool(run.get("unstable"))
     return sorted(out.values(), key=lambda f: ORDER.index(f.klass) if f.klass in ORDER else len(ORDER))
 
@@ -263,13 +277,10 @@ class Gate:
         return bool(self.new)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "new": [f["key"] for f in self.new],
-            "unstable": [f["key"] for f in self.unstable],
-            "known": [f["key"] for f in self.known],
-            "fixed": [f["key"] for f in self.fixed],
-            "failed": self.failed,
+        keys = {
+            name: [f["key"] for f in getattr(self, name)] for name in ("new", "unstable", "known", "fixed")
         }
+        return {**keys, "failed": self.failed}
 
 
 def compare(

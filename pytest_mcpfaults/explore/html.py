@@ -13,6 +13,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_mcpfaults.explore.findings import kind_of, step_of
+
 __all__ = ["COLOURS", "render"]
 
 #: The grid's colour of each verdict.
@@ -56,17 +58,19 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _kind(run: Mapping[str, Any]) -> str:
-    return str(run["plan"][0]["fault"]).split("(")[0].split("@")[0]
-
-
 def grid_column(run: Mapping[str, Any]) -> str:
     """A single-fault run's column in the step × fault grid: its kind, or the kind's named cell as the
     run's id names it (``explore:error_payload.gone-at-…``: ``error_payload.gone``), so the cells of
     one kind are columns of their own and none hides another's verdict."""
-    kind = _kind(run)
+    kind = kind_of(run)
     head = str(run.get("id", "")).removeprefix("explore:").split("-at-", 1)[0]
     return head if head.startswith(kind + ".") else kind
+
+
+def grid(runs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str], dict[tuple[str, str], Any]]:
+    """The step × fault grid of the single-fault runs: its steps, its columns, each cell's run."""
+    cells = {(step_of(r), grid_column(r)): r for r in runs if len(r["plan"]) == 1}
+    return list(dict.fromkeys(s for s, _ in cells)), list(dict.fromkeys(k for _, k in cells)), cells
 
 
 def _anchor(test: str, run_id: str) -> str:
@@ -74,12 +78,9 @@ def _anchor(test: str, run_id: str) -> str:
 
 
 def _grid(test: str, runs: Sequence[Mapping[str, Any]]) -> str:
-    single = [r for r in runs if len(r["plan"]) == 1]
-    if not single:
+    steps, kinds, cells = grid(runs)
+    if not cells:
         return "<p>no single-fault run ran</p>"
-    kinds = list(dict.fromkeys(grid_column(r) for r in single))
-    steps = list(dict.fromkeys(str(r["plan"][0]["step"]) for r in single))
-    cells = {(str(r["plan"][0]["step"]), grid_column(r)): r for r in single}
     out = ['<table class="grid"><tr><th>step \\ fault</th>']
     out += [f"<th>{_e(k)}</th>" for k in kinds]
     out.append("</tr>")

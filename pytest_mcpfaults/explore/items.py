@@ -2,36 +2,18 @@
 ``mcpfaults_explore``): campaign items, their oracles, the footprint cache. The planning is
 :mod:`pytest_mcpfaults.explore.plan` (pure); the report is :mod:`pytest_mcpfaults.explore.summary`.
 
-Collection. An explored test is parametrized over ``explore:clean`` plus the campaign planned from its
-footprint cached in ``.pytest_cache`` by an earlier run (``mcpfaults/explore/…``); each parametrization
-of a parametrized test is an explored test of its own (:func:`explored_test`), so a second run
-collects the whole campaign up front (``-k``, ``--lf``, JUnit and xdist see every item). A test with no
-cached footprint collects its clean run only; in a run without xdist, once the clean run passed, its
-campaign items are made and inserted right after it (filtered by ``-k``/``-m`` as collected items are),
-and so are the depth-2 pairs after each first fault's run. Under xdist nothing is added during the
-run (every worker must collect the same items): the first run records the footprints, the next one
-explores them.
-
-Oracles. A campaign run fails only when a generic check fails (:mod:`pytest_mcpfaults.explore.checks`):
-a span invariant (the gate's, checked for every run whose harness emits spans the plugin sees, gate on
-or not), a patience or no-progress verdict, a connection the harness left open once its fixtures were
-done, an error of the sidecar, or an exception that escaped the test other than its own
-``AssertionError``. Checks can be kept off (``checks=``/``exclude_checks=``, ini
-``mcpfaults_explore_exclude_checks``); a clean run that fails only checks made once its path was whole
-is a finding of its own, and its campaign runs with them off. The test's own failed asserts under a
-fault are *behaviour under fault*: reported as xfailed (``wasxfail`` says what failed), unless
-``own_asserts="must_hold"``.
-
-What explore observes of a run once it is over: the spans and the sidecars' journals as the HTML page
-draws them (one clock: seconds since the epoch) and the footprint a run's servers saw; a campaign item
-is made from its test's clean item (:func:`make_item`), so an item inserted during the run is collected
-like the clean one was.
+How a campaign is collected (up front from a footprint cached in ``.pytest_cache`` by an earlier run,
+each parametrization its own explored test: :func:`explored_test`; without one, inserted after the clean
+run once it passed, never under xdist) and what fails a run (the generic checks of
+:mod:`pytest_mcpfaults.explore.checks`; the test's own failed asserts are behaviour under fault) are
+docs/explore.md's "First run, second run, xdist" and "The oracles". A campaign item is made from its
+test's clean item (:func:`make_item`), so an item inserted during the run is collected like the clean
+one was.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -49,10 +31,12 @@ from pytest_mcpfaults._pytest.records import (
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 from pytest_mcpfaults.explore import shard as explore_shard
 from pytest_mcpfaults.explore.summary import (
+    REPORT_ATTR,
     ExploreReport,
     baseline_findings,
     baseline_keys,
     cache_key,
+    cached,
     index_key,
 )
 from pytest_mcpfaults.explore.where import where_of
@@ -68,8 +52,6 @@ INI = "mcpfaults_explore"
 CHECKS_INI = "mcpfaults_explore_exclude_checks"
 OPTION = "--mcpfaults-explore"
 HTML_OPTION = "--mcpfaults-html"
-#: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
-REPORT_ATTR = "mcpfaults_explore"
 
 #: The fixtures explore can drive, and the transport of each (which kinds apply). A test that asks for
 #: explore's own fixture (and none of the others) opens an in-process ``mock_sidecar`` itself, which
@@ -124,11 +106,9 @@ class _Function:
 _SETTINGS = pytest.StashKey[_Settings]()
 _FUNCTIONS = pytest.StashKey[dict[str, _Function]]()
 _TESTS = pytest.StashKey[dict[str, _Test]]()
-_MARK = pytest.StashKey["int | None"]()
 _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
 _VERDICT = pytest.StashKey[dict[str, Any]]()
 _SPANS = pytest.StashKey[list[dict[str, Any]]]()
-_BASELINE = pytest.StashKey[dict[str, set[str]]]()  # the run's spans at the end of its call phase
 _WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
 _INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
 _GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
@@ -239,15 +219,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # -- collection ------------------------------------------------------------------------------------
 
 
-def _cached(config: pytest.Config, nodeid: str) -> dict[str, Any] | None:
-    cache = getattr(config, "cache", None)
-    data = cache.get(cache_key(nodeid), None) if cache is not None else None
-    return data if isinstance(data, dict) and data.get("nodeid") == nodeid else None
-
-
 def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
     """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
-    from pytest_mcpfaults._pytest.settings import STDIO_MARKER, marker_kwargs
+    from pytest_mcpfaults._pytest.settings import marker_kwargs
 
     node = metafunc.definition
     marker = node.get_closest_marker(MARKER)
@@ -260,7 +234,9 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
         if given:
             return None  # each example makes servers of its own: no one footprint to explore
         try:
-            marker_name = {"mcp_sidecar": "mcp_sidecar", "mcp_stdio_server": STDIO_MARKER}.get(uses[0])
+            from pytest_mcpfaults.explore.plan import FIXTURE_MARKERS
+
+            marker_name = FIXTURE_MARKERS.get(uses[0])
             planned = marker_kwargs(node, marker_name).get("faults") if marker_name else None
         except ValueError:
             return None  # the sidecar glue reports the bad marker
@@ -325,32 +301,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # each parametrization is explored as its own test, with its own cached footprint; the explore
     # parameter takes the union of their runs, and collection keeps each test's own (see
     # pytest_collection_modifyitems)
-    keys = [function, *_cached_keys(config, function)]
+    cache = getattr(config, "cache", None)
+    index = cached(cache, index_key(function), "function", function) or {}
+    keys = [function, *(str(k) for k in index.get("tests", []))]  # the parametrizations with a footprint
     runs: dict[str, Run] = {CLEAN.id: CLEAN}
     planned: dict[str, set[str]] = {}
     off: dict[str, set[str]] = {}
     for key in keys:
-        cached = _cached(config, key)
-        if cached is None:
+        data = cached(cache, cache_key(key), "nodeid", key)
+        if data is None:
             continue
-        steps = tuple(Step.from_dict(s) for s in cached.get("footprint", ()))
-        mine = planned_runs(options, steps, cached, transport)
+        steps = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
+        mine = planned_runs(options, steps, data, transport)
         planned[key] = {r.id for r in mine}
-        off[key] = {str(c) for c in cached.get("checks_off", ())}
+        off[key] = {str(c) for c in data.get("checks_off", ())}
         runs.update((r.id, r) for r in mine if r.id not in runs)
     config.stash[_FUNCTIONS][function] = _Function(options, transport, planned, off)
     if EXPLORE_PARAM not in metafunc.fixturenames:
         metafunc.fixturenames.append(EXPLORE_PARAM)
     metafunc.parametrize(EXPLORE_PARAM, list(runs.values()), ids=list(runs))
-
-
-def _cached_keys(config: pytest.Config, function: str) -> list[str]:
-    """The explored tests (parametrizations) of ``function`` with a cached footprint."""
-    cache = getattr(config, "cache", None)
-    data = cache.get(index_key(function), None) if cache is not None else None
-    if not isinstance(data, dict) or data.get("function") != function:
-        return []
-    return [str(k) for k in data.get("tests", [])]
 
 
 def _transport(fixturenames: list[str]) -> str:
@@ -466,6 +435,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     if explore_run(item) is None:
         return (yield)
+    from pytest_mcpfaults.from_trace.capture import span_dicts
+    from pytest_mcpfaults.spans.recorder import global_recorder
+
     mark = span_mark(item)
     try:
         return (yield)
@@ -476,7 +448,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if mark is not None:
             item.stash[_GATE_TEXT] = record_invariants(item, mark) or ""
-            item.stash[_SPANS] = span_dicts()
+            item.stash[_SPANS] = span_dicts(global_recorder().spans())
 
 
 def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
@@ -495,13 +467,6 @@ def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
     run = explore_run(item)
     clean = set() if run is None or not run.plan else t.checks_off
     return kept_off(t.options.checks, (*t.options.exclude_checks, *ini, *clean))
-
-
-def _keep(found: list[str], off: frozenset[str]) -> tuple[list[str], list[str]]:
-    """``found`` split into the checks on and those kept off."""
-    from pytest_mcpfaults.explore.checks import check_of
-
-    return [f for f in found if check_of(f) not in off], [f for f in found if check_of(f) in off]
 
 
 def _classify(
@@ -528,7 +493,9 @@ def _classify(
         note = item.stash.get(_ERROR, name)  # one of the harness's own failure modes (raises=)
     elif exc is not None:
         found.append(f"exception:{name}")
-    found, dropped = _keep(found, off)
+    from pytest_mcpfaults.explore.checks import check_of
+
+    found, dropped = [f for f in found if check_of(f) not in off], [f for f in found if check_of(f) in off]
     if dropped and exc is not None and not note:
         note = f"{', '.join(dropped)} (kept off)"
     verdict = "violation" if found else ("behaviour" if note else "ok")
@@ -599,7 +566,8 @@ def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]
     gate = item.stash.get(_GATE_TEXT, "")
     if gate and any(f.startswith("invariant:") for f in verdict["found"]):
         text += f"\n\n{gate}"
-    line = regression_line(run, t.transport, _makers(item))
+    makers: list[str] = item.stash.get(MAKERS, [])
+    line = regression_line(run, t.transport, makers)
     return f"{text}\n\nminimal plan (paste it above a regression test):\n{line}"
 
 
@@ -656,6 +624,8 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if not run.plan and verdict["found"] != before and t.clean_failed is None:
         _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
     steps, labels, fired = observed(item)
+    makers: list[str] = item.stash.get(MAKERS, [])
+    where: dict[str, Any] = item.stash.get(_WHERE, {})  # where the failure left the harness, if it did
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
         verdict["verdict"] = "unreached"
         verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
@@ -666,9 +636,9 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         "run": run.to_dict(),
         **verdict,
         "labels": labels,
-        "makers": _makers(item),
+        "makers": list(makers),
         "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
-        **_where(item),
+        **where,
     }
     if run.depth <= 1 and verdict["verdict"] != "not explored":
         data["footprint"] = [s.to_dict() for s in steps]
@@ -682,7 +652,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if not run.plan:
         t.footprint = tuple(steps)
         if t.clean_failed is None:
-            _expand(item, t, _campaign_runs(t))
+            _expand(item, t, planned_runs(t.options, t.footprint, None, t.transport))
     elif run.depth == 1 and t.options.depth >= 2 and t.footprint is not None:
         _expand(item, t, _pairs(t, run, data))
 
@@ -697,26 +667,10 @@ def _expanded(item: pytest.Item, t: _Test, run: Run) -> bool:
     return runs is not None
 
 
-def uses_sidecar(fixturenames: list[str]) -> bool:
-    """Whether a test uses a fixture explore can drive (a sidecar, or explore's own fixture)."""
-    return any(f in fixturenames for f in _SIDECAR_FIXTURES)
-
-
 def explore_options(item: pytest.Item) -> Options | None:
     """The explore options of ``item``'s explored test, ``None`` when it is not explored here."""
     t = _test(item)
     return t.options if t is not None else None
-
-
-def _where(item: pytest.Item) -> dict[str, Any]:
-    """Where the run's failure left the harness (``where``, ``own_exception``), empty when none."""
-    where: dict[str, Any] = item.stash.get(_WHERE, {})
-    return where
-
-
-def _campaign_runs(t: _Test) -> list[Run]:
-    assert t.footprint is not None
-    return planned_runs(t.options, t.footprint, None, t.transport)
 
 
 def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
@@ -737,16 +691,15 @@ def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
 
 
 def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
-    """Insert items for ``runs`` not collected yet right after ``item`` (not on an xdist worker)."""
-    if hasattr(item.config, "workerinput") or t.clean is None:
-        return
+    """Insert items for ``runs`` not collected yet right after ``item`` (see :func:`_insert`)."""
     new = [r for r in runs if r.id not in t.collected]
     left = t.options.max_runs - (len(t.collected) - 1)
     _insert(item, t, new[: max(0, left)])
 
 
 def _insert(item: pytest.Item, t: _Test, new: list[Run]) -> None:
-    """Insert items for ``new`` right after ``item``, collected as the clean item was."""
+    """Insert items for ``new`` right after ``item``, collected as the clean item was (not on an xdist
+    worker)."""
     if not new or hasattr(item.config, "workerinput") or t.clean is None:
         return
     items: list[pytest.Item] = [make_item(t.clean, r) for r in new]
@@ -766,66 +719,15 @@ def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
     return getattr(request, "param", None)
 
 
-def _makers(item: pytest.Item) -> list[str]:
-    """The fixture that made each server of the run, in order (for its regression line)."""
-    makers: list[str] = item.stash.get(MAKERS, [])
-    return list(makers)
-
-
 # -- what a run observed, and the items made during a run ----------------------------------------------
-
-
-def span_dicts() -> list[dict[str, Any]]:
-    """The recorded spans, as the HTML page draws them (times in seconds since the epoch)."""
-    from pytest_mcpfaults.spans.recorder import global_recorder
-
-    def sec(ns: int | None) -> float | None:
-        return None if ns is None else ns / 1e9
-
-    return [
-        {
-            "id": s.uid if s.uid is not None else s.span_id,
-            "parent": s.parent_uid if s.parent_uid is not None else s.parent_id,
-            "name": s.name,
-            "status": s.status_code,
-            "description": s.status_description,
-            "start": sec(s.start_time),
-            "end": sec(s.end_time),
-        }
-        for s in global_recorder().spans()
-    ]
 
 
 def run_detail(item: pytest.Item) -> dict[str, Any]:
     """What a run observed as the HTML page draws it: ``{"spans": [...], "journal": [...]}``."""
-    return {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(item)}
+    from pytest_mcpfaults.from_trace.capture import journal_dicts
 
-
-def journal_dicts(item: pytest.Item) -> list[dict[str, Any]]:
-    """The sidecars' journals, as the HTML page lists them (times on the spans' clock)."""
-    out: list[dict[str, Any]] = []
-    servers = item.stash.get(SERVERS, [])
-    for number, server in enumerate(servers, 1):
-        journal = getattr(server, "journal", None)
-        t0 = getattr(journal, "t0", None)
-        if journal is None or t0 is None:
-            continue
-        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
-        for r in journal.requests:
-            out.append(
-                {
-                    "id": r.id,
-                    "conn": r.conn_id,
-                    "server": number if len(servers) > 1 else 0,  # as the footprint's steps name it
-                    "label": r.label,
-                    "status": r.status,
-                    "fault": r.fault,
-                    "error": r.error,
-                    "start": epoch + r.started_at,
-                    "end": None if r.ended_at is None else epoch + r.ended_at,
-                }
-            )
-    return out
+    servers: list[Any] = item.stash.get(SERVERS, [])
+    return {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(servers)}
 
 
 def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:

@@ -20,8 +20,6 @@ from pytest_mcpfaults.report import Report, ReportError, load_report, merge, mis
 
 __all__ = ["merge_explore", "merge_files"]
 
-_VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
-
 
 def _union(entries: Sequence[Mapping[str, Any]], key: str, ident: str) -> list[Any]:
     out: dict[str, Any] = {}
@@ -31,18 +29,10 @@ def _union(entries: Sequence[Mapping[str, Any]], key: str, ident: str) -> list[A
     return list(out.values())
 
 
-def _order(run: Mapping[str, Any]) -> tuple[int, int, int]:
-    """A run's place in its campaign (footprint, then catalogue), as one machine would have run it."""
-    from pytest_mcpfaults.faults import fault_kinds
-
-    kinds = list(fault_kinds())
-    plan = run.get("plan") or ()
-    kind = str(plan[0]["fault"]).split("(")[0].split("@")[0] if plan else ""
-    return (int(run.get("at", 0)), len(plan), kinds.index(kind) if kind in kinds else len(kinds))
-
-
 def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """The ``explore`` sections of several reports as one: per explored test, its shards' runs."""
+    from pytest_mcpfaults.explore.findings import VERDICTS, run_order
+
     by_test: dict[str, list[Mapping[str, Any]]] = {}
     for section in sections:
         for entry in section:
@@ -50,12 +40,12 @@ def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
     out = []
     for test, entries in sorted(by_test.items()):
         first = next((e for e in entries if e.get("steps") is not None), entries[0])
-        runs = sorted(_union(entries, "runs", "id"), key=_order)
+        runs = sorted(_union(entries, "runs", "id"), key=run_order)
         merged = {**first, "nodeid": test}
         merged["clean"] = next((e["clean"] for e in entries if e.get("clean") is not None), None)
         merged["runs"] = runs
         merged["ran"] = len(runs)
-        merged["verdicts"] = {v: sum(1 for r in runs if r["verdict"] == v) for v in _VERDICTS}
+        merged["verdicts"] = {v: sum(1 for r in runs if r["verdict"] == v) for v in VERDICTS}
         merged["violations"] = _union(entries, "violations", "id")
         merged["pruned"] = _union(entries, "pruned", "run")
         merged["stale"] = _union(entries, "stale", "id")

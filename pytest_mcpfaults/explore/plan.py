@@ -8,17 +8,9 @@ the fault is the kind's standard-catalogue cell (:mod:`pytest_mcpfaults.matrix`)
 step (``Trigger(target, nth=occurrence)``). Which kinds apply to a step comes from the kinds' own class
 attributes (:func:`applies_to`), never from a list here.
 
-Reduction (:func:`plan_campaign` with ``reduce=True``): a step is a *repeat* of an earlier one when it
-has the same label at the same position of an MCP session of the same shape (the labels of every
-request of that session, in order): the harness doing the same operation again, for the next task.
-Faults at a repeat are pruned (counted, with the step they repeat); the first occurrence is explored.
-When the test used several servers, each step names its server (:attr:`Step.server`, ``sidecar2/``
-in its id) and a step on one server is never a repeat of one on another.
-
-Depth 2 (:func:`plan_pairs`): a first fault's run is observed again; the steps its footprint has that
-the clean footprint has not (aligned by label and session shape: a retry, a fallback, a failure-path
-delete) each get a second fault. Pairs after a first run whose outcome matched an earlier first run's
-(:func:`same_outcome`: same exception at the same step and the same journal) are pruned.
+Reduction (``reduce=True``: faults at a step that repeats an earlier one are pruned, :attr:`Step.klass`)
+and depth 2 (:func:`plan_pairs` at the steps a first fault's run newly reached; pairs after an outcome
+seen before pruned, :func:`same_outcome`) are docs/explore.md's "Reduction" and "Depth 2".
 """
 
 from __future__ import annotations
@@ -112,7 +104,9 @@ class Step:
 
     @property
     def klass(self) -> tuple[int, str, tuple[str, ...], int]:
-        """What makes two steps repeats of each other (see the module docstring)."""
+        """What makes two steps repeats of each other: the same label at the same position of an MCP
+        session of the same shape (the labels of its requests, in order), on the same server: the
+        harness doing the same operation again, for the next task."""
         return (self.server, self.label, self.shape, self.position)
 
     def to_dict(self) -> dict[str, Any]:
@@ -442,15 +436,15 @@ def _names(key: str, value: object) -> tuple[str, ...]:
     raise ValueError(f"{key} must be a list of names ({OPTIONS[key]}), got {value!r}")
 
 
-def _exception_names(value: object) -> tuple[str, ...]:
+def _exception_names(key: str, value: object) -> tuple[str, ...]:
     if isinstance(value, type) and issubclass(value, BaseException):
         value = [value]
     if isinstance(value, (list, tuple)):
         value = [v.__name__ if isinstance(v, type) and issubclass(v, BaseException) else v for v in value]
-    names = _names("raises", value)
+    names = _names(key, value)
     bad = [n for n in names if not n.isidentifier()]
     if bad:
-        raise ValueError(f"raises must be {OPTIONS['raises']}, got {bad[0]!r}")
+        raise ValueError(f"{key} must be {OPTIONS[key]}, got {bad[0]!r}")
     return names
 
 
@@ -462,12 +456,12 @@ def _bool(key: str, value: object) -> bool:
     raise ValueError(f"{key} must be true or false, got {value!r}")
 
 
-def _int(key: str, value: object, valid: Sequence[int] | None = None) -> int:
+def _int(key: str, value: object) -> int:
     try:
         n = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
     except ValueError:
         n = None
-    if n is None or n < 1 or (valid is not None and n not in valid):
+    if n is None or n < 1 or (key == "depth" and n not in (1, 2)):
         raise ValueError(f"{key} must be {OPTIONS[key]}, got {value!r}")
     return n
 
@@ -491,38 +485,20 @@ def parse_options(given: Mapping[str, object], base: Options | None = None) -> O
     for key, value in given.items():
         if key not in OPTIONS:
             raise ValueError(f"unknown option {key!r}; valid options: {', '.join(OPTIONS)}")
+        parsed: Any = value
         if key in ("kinds", "exclude"):
-            names = _names(key, value)
-            if key == "kinds":
-                explore_kinds(kinds=names)  # refuses an unknown kind, naming the valid ones
-                out = dataclasses.replace(out, kinds=names)
-            else:
-                explore_kinds(exclude=names)
-                out = dataclasses.replace(out, exclude=names)
-        elif key == "steps":
-            out = dataclasses.replace(out, steps=_names(key, value))
-        elif key == "raises":
-            out = dataclasses.replace(out, raises=_exception_names(value))
+            parsed = _names(key, value)
+            explore_kinds(**{key: parsed})  # refuses an unknown kind, naming the valid ones
         elif key in ("checks", "exclude_checks"):
             from pytest_mcpfaults.explore.checks import check_names
 
-            names = check_names(key, value)
-            if key == "checks":
-                out = dataclasses.replace(out, checks=names)
-            else:
-                out = dataclasses.replace(out, exclude_checks=names)
-        elif key == "depth":
-            out = dataclasses.replace(out, depth=_int(key, value, (1, 2)))
-        elif key == "max_runs":
-            out = dataclasses.replace(out, max_runs=_int(key, value))
-        elif key == "reduce":
-            out = dataclasses.replace(out, reduce=_bool(key, value))
-        elif key == "patience":
-            out = dataclasses.replace(out, patience=_seconds(key, value))
-        elif value not in ("behaviour", "must_hold"):
+            parsed = check_names(key, value)
+        elif key == "own_asserts" and value not in ("behaviour", "must_hold"):
             raise ValueError(f"own_asserts must be {OPTIONS[key]}, got {value!r}")
-        else:
-            out = dataclasses.replace(out, own_asserts="must_hold" if value == "must_hold" else "behaviour")
+        elif key != "own_asserts":
+            parse = {"steps": _names, "raises": _exception_names, "reduce": _bool, "patience": _seconds}
+            parsed = parse.get(key, _int)(key, value)  # depth, max_runs: whole numbers
+        out = dataclasses.replace(out, **{key: parsed})
     if not explore_kinds(out.kinds, out.exclude):  # a selection that leaves nothing is refused at once
         raise ValueError(
             f"kinds={list(out.kinds or ())!r} minus exclude={list(out.exclude)!r} leaves no kind"
@@ -607,10 +583,9 @@ MARKERS = {"http": "mcp_sidecar", "stdio": "mcp_stdio"}
 INPROCESS = "inprocess"
 
 
-#: The fixture that makes sidecars in the test's body (a plan goes to its call, not to a marker).
-FACTORY = "mcp_sidecar_factory"
-#: What makes a server whose plan is given in a call, not a marker: the factory, the in-process backend.
-CALLS = (FACTORY, "mock_sidecar")
+#: What makes a server whose plan is given in a call, not a marker: the fixture that makes sidecars in
+#: the test's body, the in-process backend.
+CALLS = ("mcp_sidecar_factory", "mock_sidecar")
 #: The marker planning the faults of the server each fixture makes.
 FIXTURE_MARKERS = {"mcp_sidecar": "mcp_sidecar", "mcp_stdio_server": "mcp_stdio"}
 #: The transport of the servers each maker makes (the others: ``http``).

@@ -16,14 +16,15 @@ from typing import Any
 import pytest
 
 from pytest_mcpfaults._pytest.records import explore_run
+from pytest_mcpfaults.explore.summary import REPORT_ATTR
 
 __all__ = ["Rerun"]
 
-_ATTR = "mcpfaults_explore"  # the explore glue's teardown report attribute (explore.REPORT_ATTR)
-
 
 def _outcome(reports: list[pytest.TestReport]) -> dict[str, Any] | None:
-    return next((getattr(r, _ATTR) for r in reports if isinstance(getattr(r, _ATTR, None), dict)), None)
+    return next(
+        (getattr(r, REPORT_ATTR) for r in reports if isinstance(getattr(r, REPORT_ATTR, None), dict)), None
+    )
 
 
 def _key(data: dict[str, Any] | None) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
+from pytest_mcpfaults.explore.findings import VERDICTS, run_order, step_of
 
 #: The matrix's cell for each verdict (and for a pruned run, or a kind that does not apply).
 CELLS: dict[str, str] = {
@@ -27,9 +28,8 @@ CELLS: dict[str, str] = {
     "pruned": "p",
     "n/a": "-",
 }
-#: The verdicts of a run (see docs/explore.md).
-VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
-_EXPLORE_ATTR = "mcpfaults_explore"
+#: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
+REPORT_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
 _BASELINE = pytest.StashKey[dict[str, set[str]]]()
 _BASELINE_FINDINGS = pytest.StashKey[list[dict[str, Any]]]()
@@ -44,6 +44,13 @@ def index_key(function: str) -> str:
     """The ``.pytest_cache`` key listing a parametrized test function's explored tests (one per
     parametrization, each with its own footprint under :func:`cache_key`)."""
     return _CACHE_PREFIX + "tests-" + hashlib.sha1(function.encode()).hexdigest()[:16]
+
+
+def cached(cache: Any, key: str, field: str, value: str) -> dict[str, Any] | None:
+    """The ``.pytest_cache`` entry at ``key`` (``cache``: ``None`` without the cache plugin) when it is
+    the one for ``value`` (its ``field``): a hash of another node id is not."""
+    data = cache.get(key, None) if cache is not None else None
+    return data if isinstance(data, dict) and data.get(field) == value else None
 
 
 def _baseline(config: pytest.Config) -> dict[str, Any] | None:
@@ -102,35 +109,14 @@ def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
 def _ordered(runs: list[dict[str, Any]], camp: Any) -> list[dict[str, Any]]:
     """The runs in the campaign's order (footprint, then catalogue; pairs after their first run), each
     with ``at``: its first step's index in the footprint (so merged shards sort alike)."""
-    from pytest_mcpfaults.faults import fault_kinds
-
     if camp is None:  # no footprint here (the clean run was not selected): the order they ran
         for i, r in enumerate(runs):
             r["at"] = i
         return runs
     steps = {s.id: i for i, s in enumerate(camp.steps)}
-    kinds = list(fault_kinds())
     for r in runs:
-        r["at"] = steps.get(_step_of(r), len(steps))
-    return sorted(runs, key=lambda r: _order(r, kinds))
-
-
-def _order(run: Mapping[str, Any], kinds: list[str]) -> tuple[int, int, int]:
-    kind = _kind_of(run) if run.get("plan") else ""
-    return (
-        int(run.get("at", 0)),
-        len(run.get("plan") or ()),
-        kinds.index(kind) if kind in kinds else len(kinds),
-    )
-
-
-def _kind_of(run: Mapping[str, Any]) -> str:
-    """The kind of a run's first fault, from its text form (``delay(seconds=0.2)@...``: ``delay``)."""
-    return str(run["plan"][0]["fault"]).split("(")[0].split("@")[0]
-
-
-def _step_of(run: Mapping[str, Any]) -> str:
-    return str(run["plan"][0]["step"]) if run.get("plan") else ""
+        r["at"] = steps.get(step_of(r), len(steps))
+    return sorted(runs, key=run_order)
 
 
 class ExploreReport:
@@ -141,12 +127,13 @@ class ExploreReport:
         self.results: dict[str, dict[str, dict[str, Any]]] = {}  # test -> run id -> data
         self.html_written: str | None = None
         sections = config.stash.setdefault(REPORT_SECTIONS, {})
-        sections["findings"] = self.findings_section  # first: the report leads with its findings
-        sections["findings_gate"] = self.gate_section
-        sections["explore"] = self.section
+        # the JSON report's sections, none when nothing was explored; the report leads with the findings
+        sections["findings"] = lambda: self.findings() if self.results else None
+        sections["findings_gate"] = lambda: gate.to_dict() if self.results and (gate := self.gate()) else None
+        sections["explore"] = lambda: self.tests() if self.results else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = getattr(report, _EXPLORE_ATTR, None)
+        data = getattr(report, REPORT_ATTR, None)
         if report.when == "teardown" and isinstance(data, dict):
             self.results.setdefault(str(data["test"]), {})[str(data["run"]["id"])] = data
             if data["run"]["plan"]:  # its violations are gated by finding (explore_findings), not node id
@@ -232,12 +219,6 @@ class ExploreReport:
                 out.append(f"explore:{rid}")
         return out
 
-    def section(self) -> list[dict[str, Any]] | None:
-        return self.tests() if self.results else None
-
-    def findings_section(self) -> list[dict[str, Any]] | None:
-        return self.findings() if self.results else None
-
     def gate(self) -> Any:
         """The findings against ``--mcpfaults-baseline``'s (an ``explore_findings.Gate``), ``None``
         without a baseline that has findings."""
@@ -248,10 +229,6 @@ class ExploreReport:
             return None
         ran = [test for test, runs in self.results.items() if any(d["run"]["plan"] for d in runs.values())]
         return compare(old, self.findings(), ran)
-
-    def gate_section(self) -> dict[str, Any] | None:
-        gate = self.gate() if self.results else None
-        return None if gate is None else gate.to_dict()
 
     # -- cache, summary ---------------------------------------------------------------------------
 
@@ -280,9 +257,7 @@ class ExploreReport:
         self._write_index(cache)
         for test, runs in self.results.items():
             key = cache_key(test)
-            old = cache.get(key, None)
-            mine = isinstance(old, dict) and old.get("nodeid") == test
-            data: dict[str, Any] = old if mine else {"nodeid": test}
+            data = cached(cache, key, "nodeid", test) or {"nodeid": test}
             clean = runs.get("explore:clean")
             if clean is not None:
                 if clean["verdict"] != "ok" and not clean.get("kept_off"):
@@ -304,8 +279,7 @@ class ExploreReport:
             if function != test:
                 functions.setdefault(function, []).append(test)
         for function, tests in functions.items():
-            old = cache.get(index_key(function), None)
-            known = old.get("tests", []) if isinstance(old, dict) and old.get("function") == function else []
+            known = (cached(cache, index_key(function), "function", function) or {}).get("tests", [])
             cache.set(index_key(function), {"function": function, "tests": sorted({*known, *tests})})
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -382,9 +356,7 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
         lines.append(f"  the clean run did not pass ({entry['clean_failure']}): not explored")
         return lines
     v = entry["verdicts"]
-    if entry["clean"] is None:
-        pass
-    elif entry["steps"] is not None:
+    if entry["clean"] is not None and entry["steps"] is not None:
         lines.append(
             f"  {entry['steps']} steps × {len(entry['kinds'])} kinds → {entry['planned']} runs (where the "
             f"kind applies), "
@@ -392,7 +364,7 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
             f"{v['violation']} violations, {v['behaviour']} behaviour under fault, {v['ok']} ok, "
             f"{v['unreached']} unreached" + (f", {v['known']} known (in the baseline)" if v["known"] else "")
         )
-    else:
+    elif entry["clean"] is not None:
         lines.append(f"  {entry['ran']} ran (footprint from the cache): {v['violation']} violations")
     if not entry["ran"] and entry["planned"]:
         lines.append(
@@ -413,14 +385,12 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
 def matrix_lines(runs: list[Mapping[str, Any]]) -> list[str]:
     """The step × fault matrix of the depth-1 runs that ran (``.`` ok, ``V`` violation, ``b``
     behaviour under fault, ``u`` unreached, ``s`` not explored; blank: not run); pairs counted below."""
-    from pytest_mcpfaults.explore.html import grid_column
+    from pytest_mcpfaults.explore.html import grid
 
-    single = [r for r in runs if len(r["plan"]) == 1]
-    if not single:
+    steps, kinds, runs_at = grid(runs)
+    if not runs_at:
         return []
-    kinds = list(dict.fromkeys(grid_column(r) for r in single))
-    steps = list(dict.fromkeys(_step_of(r) for r in single))
-    cell = {(_step_of(r), grid_column(r)): CELLS[r["verdict"]] for r in single}
+    cell = {at: CELLS[r["verdict"]] for at, r in runs_at.items()}
     width = max(len(s) for s in steps)
     out = [" " * width + "  " + " ".join(f"{i:>2}" for i in range(1, len(kinds) + 1))]
     for s in steps:

@@ -1,11 +1,9 @@
-"""A clean run, captured where it ran: its recorded spans and its sidecars' journals as explore's
-``detail`` form (``{"spans": [...], "journal": [...]}``, one clock: seconds since the epoch), which
-:func:`~pytest_mcpfaults.from_trace.footprint.clean_run_from_detail` reads and
-``python -m pytest_mcpfaults from-trace --clean FILE`` takes.
-
-The same conversion as explore's own (``span_dicts``, ``journal_dicts`` in
-``pytest_mcpfaults._pytest.explore_observe``), without pytest: from a recorder's spans and the servers a
-test made, numbered in that order when there are several.
+"""A run, captured where it ran: its recorded spans and its sidecars' journals as explore's ``detail``
+form (``{"spans": [...], "journal": [...]}``, one clock: seconds since the epoch), which explore records
+of each run and draws on its HTML page, and which
+:func:`~pytest_mcpfaults.from_trace.footprint.clean_run_from_detail` reads and ``python -m
+pytest_mcpfaults from-trace --clean FILE`` takes. Without pytest: from a recorder's spans and the
+servers a test made, numbered in that order when there are several.
 """
 
 from __future__ import annotations
@@ -16,17 +14,16 @@ from typing import Any
 
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["clean_run_detail"]
+__all__ = ["clean_run_detail", "journal_dicts", "span_dicts"]
 
 
 def _sec(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
-def clean_run_detail(spans: Sequence[RecordedSpan], servers: Sequence[Any]) -> dict[str, Any]:
-    """``spans`` (a recorder's) and the journals of ``servers`` (sidecars, in the order the test made
-    them) as explore's ``detail`` form."""
-    out_spans = [
+def span_dicts(spans: Sequence[RecordedSpan]) -> list[dict[str, Any]]:
+    """``spans`` (a recorder's) in the ``detail`` form."""
+    return [
         {
             "id": s.uid if s.uid is not None else s.span_id,
             "parent": s.parent_uid if s.uid is not None else s.parent_id,
@@ -38,19 +35,35 @@ def clean_run_detail(spans: Sequence[RecordedSpan], servers: Sequence[Any]) -> d
         }
         for s in spans
     ]
-    journal: list[dict[str, Any]] = []
+
+
+def journal_dicts(servers: Sequence[Any]) -> list[dict[str, Any]]:
+    """The journals of ``servers`` (in the order the test made them) in the ``detail`` form."""
+    out: list[dict[str, Any]] = []
     for number, server in enumerate(servers, 1):
-        j = server.journal
-        epoch = time.time() - (time.monotonic() - j.t0)  # the journal's t0 on the wall clock
-        for r in j.requests:
-            journal.append(
+        journal = getattr(server, "journal", None)
+        t0 = getattr(journal, "t0", None)
+        if journal is None or t0 is None:
+            continue
+        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
+        for r in journal.requests:
+            out.append(
                 {
                     "id": r.id,
-                    "server": number if len(servers) > 1 else 0,
+                    "conn": r.conn_id,
+                    "server": number if len(servers) > 1 else 0,  # as the footprint's steps name it
                     "label": r.label,
                     "status": r.status,
+                    "fault": r.fault,
+                    "error": r.error,
                     "start": epoch + r.started_at,
                     "end": None if r.ended_at is None else epoch + r.ended_at,
                 }
             )
-    return {"spans": out_spans, "journal": journal}
+    return out
+
+
+def clean_run_detail(spans: Sequence[RecordedSpan], servers: Sequence[Any]) -> dict[str, Any]:
+    """``spans`` (a recorder's) and the journals of ``servers`` (sidecars, in the order the test made
+    them) as explore's ``detail`` form."""
+    return {"spans": span_dicts(spans), "journal": journal_dicts(servers)}

@@ -1,29 +1,10 @@
 """What a failed span recorded, as the fault kinds that could have caused it: :func:`classify`.
 
-The span's *text* is its status description and its exception events (``Type: message``). In order:
-
-============================================  ==============================================
-the span                                      kinds, first the likeliest
-============================================  ==============================================
-never ended (no end time)                     ``hang``, ``stall``: held for the patience budget
-an error the server wrapped (``{'error': …}``)  ``error_payload`` with that text (a tools/call's
-                                              answer: no kind fits another request)
-a timeout (``timed out``, ``TimeoutError``…)  ``hang``, ``stall``: held for the patience budget
-                                              (the harness must give up on its own within it)
-connection refused / a dead server            ``die``, ``reset``
-connection reset / closed mid-answer          ``reset``, ``die``
-a 404 / unknown session                       ``session_expired``
-an HTTP 5xx answer                            ``status`` with that code (500 when not said)
-a JSON-RPC error code (``-32xxx``)            ``jsonrpc_error`` with that code and message
-the MCP SDK's ``McpError`` with no code       ``jsonrpc_error`` (``-32603``) with its message
-any other error text                          ``error_payload`` with that text (its URLs and
-                                              ids as placeholders the run fills in), then
-                                              ``tool_error``
-============================================  ==============================================
-
-``error_payload`` and ``tool_error`` answer ``tools/call`` only: at another request a text maps to
-``jsonrpc_error``. Pure: the kinds are names and parameters; :mod:`~pytest_mcpfaults.from_trace.infer`
-makes the faults.
+The span's *text* is its status description and its exception events (``Type: message``); the first
+rule it meets picks the kinds, likeliest first, in the order docs/from-trace.md lists them (step 4 of
+"How a span becomes a fault"). ``error_payload`` and ``tool_error`` answer ``tools/call`` only: at
+another request a text maps to ``jsonrpc_error``. Pure: the kinds are names and parameters;
+:mod:`~pytest_mcpfaults.from_trace.infer` makes the faults.
 """
 
 from __future__ import annotations
@@ -132,8 +113,7 @@ def classify(span: RecordedSpan, tool_call: bool, budget: float) -> list[Candida
 
 
 def _text(text: str, tool_call: bool) -> list[Candidate]:
-    wrapped = _WRAPPED.search(text)
-    said = wrapped.group("text") if wrapped else text.split(": ", 1)[-1] if ": " in text else text
+    said = text.split(": ", 1)[-1]  # the message without its exception type (a wrapped text returned)
     if not tool_call:
         return [Candidate("jsonrpc_error", {"code": -32603, "message": said[:MAX_TEXT]}, "an error answer")]
     payload = Candidate("error_payload", {"message": template(said)}, "the error text the server returned")

@@ -192,18 +192,12 @@ def _ranked(calls: list[Call]) -> list[Call]:
     purpose (a tool, prompt or resource, else another MCP method) before the protocol's housekeeping
     (initialize, notifications, the session's DELETE, the stream's GET, health probes); the later
     first within each (its failure ended the span)."""
-    order = list(enumerate(calls))
-    return [
-        c
-        for _, c in sorted(
-            order,
-            key=lambda ic: (
-                0 if ic[1].target.startswith(("tool:", "prompt:", "resource:")) else
-                2 if ic[1].target.startswith(_HOUSEKEEPING) else 1,
-                -ic[0],
-            ),
-        )
-    ]  # fmt: skip
+
+    def purpose(call: Call) -> int:
+        own = call.target.startswith(("tool:", "prompt:", "resource:"))
+        return 0 if own else 2 if call.target.startswith(_HOUSEKEEPING) else 1
+
+    return sorted(reversed(calls), key=purpose)  # a stable sort: the later first within each
 
 
 def _fault(cand: Candidate, call: Call) -> str | None:

@@ -15,7 +15,7 @@ from pytest_mcpfaults.from_trace.errors import TraceError
 from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["MAX_LISTED", "Trace", "check_trace", "index_spans", "pick_trace"]
+__all__ = ["MAX_LISTED", "Trace", "check_trace", "index_spans", "listed", "pick_trace"]
 
 #: Trace ids or span names listed at most in one error message.
 MAX_LISTED = 10
@@ -41,6 +41,12 @@ class Trace:
         return None if span.parent_id is None else self.by_id.get(span.parent_id)
 
 
+def listed(items: Sequence[int | str]) -> str:
+    """Trace ids (32 hex digits) or span names as an error lists them: at most :data:`MAX_LISTED`."""
+    shown = [f"{i:032x}" if isinstance(i, int) else i for i in items[:MAX_LISTED]]
+    return ", ".join(shown) + (" …" if len(items) > MAX_LISTED else "")
+
+
 def _start(span: RecordedSpan) -> int:
     return span.start_time or 0
 
@@ -52,7 +58,6 @@ def pick_trace(
     if not spans:
         raise TraceError(f"{source}: the trace is empty (no spans)")
     ids = sorted({s.trace_id for s in spans})
-    listed = ", ".join(f"{t:032x}" for t in ids[:MAX_LISTED]) + (" …" if len(ids) > MAX_LISTED else "")
     if trace_id is None:
         want = ids[0] if len(ids) == 1 else _only_session_trace(spans, source, session, ids)
     else:
@@ -60,10 +65,10 @@ def pick_trace(
             want = int(trace_id.removeprefix("0x"), 16)
         except ValueError:
             raise TraceError(
-                f"trace_id={trace_id!r}: a trace id is 32 hex digits; {source} has: {listed}"
+                f"trace_id={trace_id!r}: a trace id is 32 hex digits; {source} has: {listed(ids)}"
             ) from None
         if want not in ids:
-            raise TraceError(f"{source}: no trace with trace_id={trace_id}; it has: {listed}")
+            raise TraceError(f"{source}: no trace with trace_id={trace_id}; it has: {listed(ids)}")
     trace = index_spans(want, sorted((s for s in spans if s.trace_id == want), key=_start))
     check_trace(trace, source, session)
     return trace
@@ -76,10 +81,9 @@ def _only_session_trace(spans: Sequence[RecordedSpan], source: str, session: Pat
     with_session = sorted({s.trace_id for s in spans if matches(s.name, patterns)})
     if len(with_session) == 1:
         return with_session[0]
-    among = with_session or ids
-    listed = ", ".join(f"{t:032x}" for t in among[:MAX_LISTED]) + (" …" if len(among) > MAX_LISTED else "")
     which = f"{len(with_session)} with a session span" if with_session else "none with a session span"
-    raise TraceError(f"{source}: {len(ids)} traces in the file, {which}; name one with trace_id=: {listed}")
+    among = listed(with_session or ids)
+    raise TraceError(f"{source}: {len(ids)} traces in the file, {which}; name one with trace_id=: {among}")
 
 
 def check_trace(trace: Trace, source: str, session: Patterns) -> None:
@@ -87,12 +91,11 @@ def check_trace(trace: Trace, source: str, session: Patterns) -> None:
     _check_cycles(trace, source)
     want, patterns = trace.trace_id, as_patterns(session)
     if not any(matches(s.name, patterns) for s in trace.spans):
-        names = sorted({s.name for s in trace.spans})
-        shown = ", ".join(names[:MAX_LISTED]) + (" …" if len(names) > MAX_LISTED else "")
+        names = listed(sorted({s.name for s in trace.spans}))
         what = f"trace {want:032x}" if want else "the clean run"
         raise TraceError(
             f"{source}: {what} has no session span (session span names: {', '.join(patterns)}); "
-            f"its span names: {shown}; set the session span names (ini mcpfaults_session_spans, --session)"
+            f"its span names: {names}; set the session span names (ini mcpfaults_session_spans, --session)"
         )
 
 
