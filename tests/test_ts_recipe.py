@@ -84,6 +84,10 @@ def mcp_only(journal: dict[str, Any]) -> dict[str, Any]:
     return {**journal, "requests": [r for r in journal["requests"] if r["path"] == "/mcp"]}
 
 
+#: The hardened harness's deadline in the stalled-call test (``MCPFAULTS_TS_WAIT_MS``).
+HELD_WAIT_MS = 1500
+
+
 def steps(out: Any) -> dict[str, Any]:
     return {s["step"]: s for s in out["steps"]}
 
@@ -219,7 +223,9 @@ def test_the_hardened_ts_harness_gives_up_on_a_stalled_call_and_a_hung_delete_by
     holds them for ever (patience none), sees the client close each one."""
     faults = ("--fault", "stall@tool:evaluate_session", "--fault", "hang@DELETE /mcp")
     with serve(*faults, "--patience", "none") as served:
-        out = run_harness(recipe, served, "hardened", wait_ms=500)
+        # 1.5 s: each healthy step must fit in it on a loaded machine (500 ms did not, beside six busy
+        # processes and more); the held two end at it, and the sidecar would hold them for ever.
+        out = run_harness(recipe, served, "hardened", wait_ms=HELD_WAIT_MS)
         journal = served.wait_journal(
             lambda j: all(r["held"]["outcome"] for r in mcp_only(j)["requests"] if r["held"]),
             "the held requests to end",
@@ -227,11 +233,12 @@ def test_the_hardened_ts_harness_gives_up_on_a_stalled_call_and_a_hung_delete_by
         checked = served.control("GET", "/check", params=BARRIER)
         tree = served.control("GET", "/spans", params={"format": "json"})
     done = steps(out)
+    assert {"evaluate_session", "delete_session", "terminateSession"} <= set(done), out
     assert done["evaluate_session"]["error"] == "McpError: MCP error -32001: Request timed out", done
     assert done["delete_session"]["ok"], done
     assert done["terminateSession"]["error"] == "TimeoutError: The operation was aborted due to timeout", done
     for name in ("evaluate_session", "terminateSession"):
-        assert done[name]["ms"] >= 500, done[name]  # the client's own deadline ended it
+        assert done[name]["ms"] >= HELD_WAIT_MS, done[name]  # the client's own deadline ended it
     held = [
         (r["method"], r["tool"], r["held"]["outcome"]) for r in mcp_only(journal)["requests"] if r["held"]
     ]
