@@ -177,6 +177,7 @@ def test_a_run_that_does_not_use_the_plugin_imports_only_its_glue(pytester: pyte
         # explore's glue and its report (pytest and the standard library only until a test is explored)
         "pytest_mcpfaults.explore.items",
         "pytest_mcpfaults.explore.summary",
+        "pytest_mcpfaults.explore.findings",  # the run order and verdict names summary shares (stdlib only)
         # --mcpfaults-shard (zlib and pytest) and where a failure left the harness (the standard library)
         "pytest_mcpfaults.explore.shard",
         "pytest_mcpfaults.explore.where",
