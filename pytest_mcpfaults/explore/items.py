@@ -624,7 +624,6 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if not run.plan and verdict["found"] != before and t.clean_failed is None:
         _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
     steps, labels, fired = observed(item)
-    makers: list[str] = item.stash.get(MAKERS, [])
     where: dict[str, Any] = item.stash.get(_WHERE, {})  # where the failure left the harness, if it did
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
         verdict["verdict"] = "unreached"
@@ -636,7 +635,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         "run": run.to_dict(),
         **verdict,
         "labels": labels,
-        "makers": list(makers),
+        "makers": [*item.stash.get(MAKERS, [])],
         "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
         **where,
     }
