@@ -15,8 +15,8 @@ tests/conftest.py).
 The machine's speed moves between runs (on the 2-core machine the same tree took 245 s and, an hour
 later, 326 s: 435 s of CPU, then 604 s), so the run is bracketed by a fixed workload
 (:func:`machine_speed`: compiling a standard-library module and a JSON round trip, in this process
-alone, best of seven): its CPU seconds, printed before and after, tell a slow machine from a slow suite. Compare
-wall times only between runs whose workload took about the same.
+alone, best of seven): its CPU seconds, printed before and after, tell a slow machine from a slow
+suite. Compare wall times only between runs whose workload took about the same.
 """
 
 from __future__ import annotations
