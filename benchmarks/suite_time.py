@@ -4,6 +4,7 @@ is seen where it lands.
     .venv/bin/python benchmarks/suite_time.py                 # the README's test command, timed
     .venv/bin/python benchmarks/suite_time.py -m docs          # any pytest arguments: one area, a file, -k
     .venv/bin/python benchmarks/suite_time.py --top 20 -- -m 'not slow'
+    .venv/bin/python benchmarks/suite_time.py --write-durations   # and refresh tests/durations.json
 
 Runs ``.venv/bin/pytest`` (this interpreter's ``pytest``) from the repository root with the
 ``suite_timer`` plugin, which records each test's wall and CPU time (its own process's and that of the
@@ -37,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 ENV = "MCPFAULTS_SUITE_TIME_DIR"  # suite_timer.ENV
+#: Each module's measured wall (tests/areas.py's ``DURATIONS``): written by ``--write-durations``.
+DURATIONS = ROOT / "tests" / "durations.json"
 
 
 @dataclass
@@ -160,8 +163,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--top", type=int, default=15, help="how many of the costliest files to list (default 15)"
     )
+    parser.add_argument(
+        "--write-durations",
+        action="store_true",
+        help="write each module's wall to tests/durations.json (the order xdist deals modules in); "
+        "the whole suite only, and only if it passed",
+    )
     args, pytest_args = parser.parse_known_args(argv)
     pytest_args = [a for a in pytest_args if a != "--"]
+    if args.write_durations and pytest_args:
+        parser.error(f"--write-durations measures the whole suite: drop the pytest arguments {pytest_args}")
     speed_before = machine_speed()
     with tempfile.TemporaryDirectory(prefix="mcpfaults-suite-time-") as tmp:
         code, wall, cpu, started = run(pytest_args, Path(tmp))
@@ -185,7 +196,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len({r.get("worker") for r in records}) > 1:
         print()
         print(tails(records, started + wall))
+    if args.write_durations:
+        if code != 0:
+            print(f"\n{DURATIONS.relative_to(ROOT)} not written: the suite failed (exit code {code})")
+        else:
+            write_durations(records)
+            print(f"\nwrote {DURATIONS.relative_to(ROOT)}: {len(module_walls(records))} modules")
     return code
+
+
+def module_walls(records: Iterable[dict[str, object]]) -> dict[str, float]:
+    """Each test module's wall seconds (its tests' summed, rounded to 0.1 s), by file stem."""
+    return {Path(f).stem: round(t.wall, 1) for f, t in sorted(group(records, "file").items())}
+
+
+def write_durations(records: Iterable[dict[str, object]]) -> None:
+    """:data:`DURATIONS`, from a whole-suite run's records."""
+    DURATIONS.write_text(json.dumps(module_walls(records), indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

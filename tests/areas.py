@@ -6,6 +6,9 @@ given its area here when it is added."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 #: area marker -> the test modules (file stems) that cover it. One area per module.
 AREAS: dict[str, tuple[str, ...]] = {
     "faults": (
@@ -151,6 +154,9 @@ SLOW: frozenset[str] = frozenset(
         "test_from_trace_plugin::test_the_hardened_runner_passes_each_replay",
         "test_from_trace_plugin::test_the_page_quotes_what_the_unhardened_run_prints",
         "test_explore_plugin::test_the_cached_campaign_runs_on_xdist_workers_with_the_same_findings",
+        "test_explore_findings::test_each_known_bug_is_one_finding_stable_across_runs_shards_and_the_page",
+        "test_proxy_plugin::test_the_example_matrix_against_the_proxied_sdk_server_gives_the_fakes_verdicts",
+        "test_from_trace_cli::test_the_written_regression_test_fails_on_the_unhardened_runner_and_passes_on_the_hardened",
         "test_quickstart_venv",
         "test_cassettes_plugin::test_the_example_matrix_replayed_from_a_cassette_gives_the_live_servers_verdicts",
         "test_fuzz_example::test_fuzzing_the_unhardened_runner_finds_the_flip_and_shrinks_it_to_backend_gone_at_delete",
@@ -172,25 +178,16 @@ SLOW: frozenset[str] = frozenset(
 )
 
 
-#: Modules whose tests mostly wait rather than compute (patience budgets run out, interrupted tests,
-#: stdio children and inner runs that sleep): each takes 15-45 s of wall on one xdist worker for a few
-#: seconds of CPU. They are dealt right after the slow modules (tests/conftest.py), so their waits
-#: overlap the others' CPU instead of holding a worker alone at the end of the run (measured: with six
-#: workers these were the modules of the last minute, the workers idle 6-13 s at the end).
-WAITS: frozenset[str] = frozenset(
-    {
-        "test_patience_plugin",
-        "test_patience_interrupt",
-        "test_stall_verdict",
-        "test_stdio_plugin",
-        "test_stdio_interop",
-        "test_stdio_upstream",
-        "test_teardown_interrupt",
-        "test_spans_gate",
-        "test_session_hygiene",
-        "test_idle_verdict",
-    }
-)
+#: Each test module's wall seconds in a whole-suite run (its tests' summed), as
+#: ``benchmarks/suite_time.py --write-durations`` measured them on a quiet machine: xdist deals the
+#: modules longest first (tests/conftest.py), so the short ones fill the workers' ends.
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def module_walls() -> dict[str, float]:
+    """:data:`DURATIONS`: module stem → wall seconds."""
+    walls: dict[str, float] = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    return walls
 
 
 def area_of(module: str) -> str | None:

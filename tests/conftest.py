@@ -7,6 +7,8 @@ faults, spans) is used directly.
 
 from __future__ import annotations
 
+import gc
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import hypothesis.internal.observability  # noqa: F401  (imported once: in-process pytester runs reuse it)
 import opentelemetry.sdk.trace  # noqa: F401  (once, as opentelemetry.trace is: the global provider an explore run sets stays an SDK one for later in-process runs)
 import pytest
-from areas import WAITS, area_of, is_slow
+from areas import area_of, is_slow, module_walls
 from contribution import Contribution, shared_contribution
 from mcp1_client import Mcp1Client
 from no_ca import without_ca_bundle
@@ -66,7 +68,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.option.dist = "loadscope"
     # In collection order, not largest module first (xdist's default): the example suite (12 tests,
     # its module fixture the longest single wait of the suite) would otherwise start last, alone. The
-    # workers order their collection slow modules first (_slow_modules_first).
+    # workers order their collection longest modules first (_longest_modules_first).
     config.option.loadscopereorder = False
     # The workers share a bytecode cache, filled before they start (tests/shared_pycache.py).
     warm_for_workers(config.rootpath)
@@ -105,20 +107,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if is_slow(path.stem, getattr(item, "originalname", item.name)):
             item.add_marker("slow")
     if hasattr(config, "workerinput"):  # an xdist worker (its ``dist`` option reads "no")
-        _slow_modules_first(items)
+        _longest_modules_first(items)
 
 
-def _slow_modules_first(items: list[pytest.Item]) -> None:
-    """Under xdist (the whole suite: ``--dist loadscope``) the modules holding a slow test are sent
-    first, then those that mostly wait (``WAITS``), each keeping its tests' order, the rest after them in
-    collection order: xdist deals modules to the workers in this order (``loadscopereorder`` off,
-    :func:`pytest_cmdline_main`), and the slow ones
-    (Node, the example runs, xdist children: alphabetically many come last, ``test_ts_*``,
-    ``test_xdist``) otherwise start near the end, each holding one worker while the others, done,
-    leave a core idle. Every xdist worker orders its collection alike (the controller checks that)."""
-    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    # then the modules that mostly wait (tests/areas.py's WAITS): their waits overlap the others' CPU
-    items.sort(key=lambda item: (item.path not in slow, Path(item.path).stem not in WAITS))  # stable
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the process holds once the suite is collected (every module the tests import, the plugins,
+    the items: about a million objects in a worker) lives to its end, so it is moved out of the garbage
+    collector's sight (``gc.freeze``): each full collection then walks only what the tests made since.
+    Measured on five files in one process: 2.55 s of collecting, 2.09 s of it in the 24 full
+    collections, against 1.27 s frozen. Objects a test makes are collected as before."""
+    gc.freeze()
+
+
+def _longest_modules_first(items: list[pytest.Item]) -> None:
+    """Under xdist (the whole suite: ``--dist loadscope``) the modules are sent longest first, by their
+    measured wall (tests/areas.py's ``DURATIONS``), each keeping its tests' order: xdist deals modules
+    to the workers in this order (``loadscopereorder`` off, :func:`pytest_cmdline_main`), so the long
+    ones (the example runs, Node, the patience waits) start at once and the short ones fill the
+    workers' ends. In collection order, a 15 s module dealt last held one worker 10 s after the others
+    were done. A module not measured yet goes first if it holds a slow test, else last. Every xdist
+    worker orders its collection alike (the controller checks that)."""
+    walls = module_walls()
+    slow = {Path(item.path).stem for item in items if item.get_closest_marker("slow") is not None}
+
+    def wall(item: pytest.Item) -> float:
+        stem = Path(item.path).stem
+        return walls.get(stem, math.inf if stem in slow else 0.0)
+
+    items.sort(key=lambda item: -wall(item))  # stable: a module's tests keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,27 +57,60 @@ def warm_for_workers(root: Path) -> None:
     plugins' packages again to collect the suite: about 8.5 s of CPU each, 6 s of it rewriting, five
     times over, and the workers start together, so no cache made during the run helped them. Here the
     controller makes the run's ``PYTHONPYCACHEPREFIX`` in a temporary directory, removed at exit, with
-    links to the installs' own bytecode (:func:`_link_installed_bytecode`), and one child pytest fills
-    it first by collecting the suite as a worker does. The workers read it (a worker then collects in
+    links to the installs' own bytecode (:func:`_link_installed_bytecode`), and child pytests fill it
+    first by collecting the suite's files as a worker does (:data:`WARM_SHARDS` of them side by side,
+    each collecting its share of the files). The workers read it (a worker then collects in
     about 3 s) and, ``PYTHONDONTWRITEBYTECODE`` still set for them, write nothing, as before: their
     in-process pytester runs, which may rewrite a file between two runs, read no bytecode of theirs.
     The Pythons they start write to it and read it (:func:`shared_pycache`). Still nothing written
     beside any source; without ``PYTHONDONTWRITEBYTECODE``, or with a ``PYTHONPYCACHEPREFIX`` of the
-    user's, nothing changes. If the warming run fails or overruns it costs only its time: the workers
-    compile what it did not."""
+    user's, nothing changes. If a warming run fails or overruns (bounded: 120 s) it costs only its
+    time: the workers compile what it did not."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
         return
     prefix = tempfile.mkdtemp(prefix="mcpfaults-pycache-")
     atexit.register(shutil.rmtree, prefix, ignore_errors=True)
     os.environ["PYTHONPYCACHEPREFIX"] = os.environ[SUITE_PREFIX] = prefix
-    _link_installed_bytecode(Path(prefix))
-    # -p no:xdist: it collects in its own process (tests/conftest.py distributes only with xdist)
+    # Linking (thousands of symlinks: 1-4 s on this machine, by how busy its disk is) goes on beside
+    # the warming runs; a module one of them imports before its link is made is compiled and written
+    # there instead (the link is then not made): the same bytecode either way.
+    linker = threading.Thread(target=_link_installed_bytecode, args=(Path(prefix),), daemon=True)
+    linker.start()
+    # -p no:xdist: each collects in its own process (tests/conftest.py distributes only with xdist)
     warm = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        subprocess.run(
-            warm, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120
-        )
+    quiet = subprocess.DEVNULL
+    shards = _shards(root / "tests", WARM_SHARDS)
+    procs = [subprocess.Popen([*warm, *s], cwd=root, env=env, stdout=quiet, stderr=quiet) for s in shards]
+    deadline = time.monotonic() + 120
+    for proc in procs:
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    linker.join(max(deadline - time.monotonic(), 0.1))
+
+
+#: Two warming runs side by side, each collecting half the test files: one alone kept a core idle for
+#: its whole 9 s (the workers start only after it); the two import the package and the plugins each,
+#: about 2 s of CPU more, on the core that was idle.
+WARM_SHARDS = 2
+
+
+def _shards(tests: Path, count: int) -> list[list[str]]:
+    """The test files the whole suite collects, dealt into ``count`` lists of about the same size in
+    bytes (the cost of assertion-rewriting them), largest first. ``test_*_mcp1.py`` are left out: the
+    suite does not collect them where mcp is 2.x (tests/conftest.py), and named here they would be."""
+    files = sorted(
+        (p for p in tests.glob("test_*.py") if not p.name.endswith("_mcp1.py")),
+        key=lambda p: p.stat().st_size,
+        reverse=True,
+    )
+    shards: list[list[Path]] = [[] for _ in range(count)]
+    for path in files:
+        min(shards, key=lambda shard: sum(p.stat().st_size for p in shard)).append(path)
+    return [[str(p) for p in shard] for shard in shards if shard]
 
 
 #: Standard-library folders no test imports from (their bytecode is not linked).

