@@ -281,10 +281,15 @@ def test_delay_after_acts_once_the_upstream_has_answered(up: SdkUpstream) -> Non
 
 # -- faults on the upstream's answer ----------------------------------------------------------------
 
+#: The stall tests' read timeout: the client's own give-up on a held body, inside the sidecar's 5 s patience.
+READ = 2.0
+
 
 def test_stall_after_bytes_holds_the_upstreams_real_sse_answer(up: SdkUpstream) -> None:
     with Sidecar(upstream=up.url, faults=[Stall(after_bytes=12, when="tools/call")]) as sc:
-        with httpx.Client(timeout=httpx.Timeout(5.0, read=0.3)) as c:
+        # READ also bounds the healthy initialize and the upstream's status line: 0.3 s was outrun by them
+        # on a busy machine; it stays under the 5 s patience, so the client is the one that gives up
+        with httpx.Client(timeout=httpx.Timeout(5.0, read=READ)) as c:
             headers = initialize(c, sc.mcp_url)
             with c.stream("POST", sc.mcp_url, json=add(1, 2), headers=headers) as resp:
                 assert resp.status_code == 200
@@ -304,7 +309,7 @@ def test_stall_after_bytes_holds_the_upstreams_real_sse_answer(up: SdkUpstream) 
 
 def test_stall_at_zero_bytes_sends_the_upstreams_status_line_then_holds(up: SdkUpstream) -> None:
     with Sidecar(upstream=up.url, faults=[Stall(after_bytes=0, when="tools/call")]) as sc:
-        with httpx.Client(timeout=httpx.Timeout(5.0, read=0.3)) as c:
+        with httpx.Client(timeout=httpx.Timeout(5.0, read=READ)) as c:  # as above
             headers = initialize(c, sc.mcp_url)
             with c.stream("POST", sc.mcp_url, json=add(1, 2), headers=headers) as resp:
                 assert resp.status_code == 200  # the status line and headers came
