@@ -215,11 +215,19 @@ DELETE_FAULTS = {
 }
 
 
+#: The client's read timeout in :func:`_under`: its give-up on the stalled delete, and also the bound
+#: on the healthy calls before it, which outran 1 s through the proxy at load 12 (so the delete, and
+#: its fault, never came). Inside :data:`PATIENCE`, so the client is the one that gives up.
+READ_TIMEOUT = 2.0
+#: The sidecars' patience in the delete-fault comparison: past the client's :data:`READ_TIMEOUT`.
+PATIENCE = 5
+
+
 async def _under(url: str, mode: str) -> tuple[str, Any]:
     """What the client saw of ``delete_session`` under the fault (outcome, detail)."""
     async with asyncio.timeout(20):
         try:
-            async with Client(url, mode=mode, read_timeout_seconds=1.0) as c:
+            async with Client(url, mode=mode, read_timeout_seconds=READ_TIMEOUT) as c:
                 created = json.loads(
                     (await c.call_tool("create_session", {"task_id": "task-1"})).content[0].text
                 )
@@ -258,12 +266,12 @@ async def test_faults_at_the_recorded_delete_give_what_the_live_proxied_server_g
                 await c.call_tool("evaluate_session", {"session_id": created["session_id"]})
                 await c.call_tool("delete_session", {"session_id": created["session_id"]})
         origin = up.origin
-        with Sidecar(upstream=up.url, faults=[fault], patience=3) as sc:
+        with Sidecar(upstream=up.url, faults=[fault], patience=PATIENCE) as sc:
             live = await _under(sc.mcp_url, mode)
             await asyncio.to_thread(sc.release)
             live_fired = sc.fired
     # the live server's own session id differs from the recorded one: only the shape is compared
-    with Sidecar(cassette=str(path), faults=[fault], patience=3) as sc:
+    with Sidecar(cassette=str(path), faults=[fault], patience=PATIENCE) as sc:
         replayed = await _under(sc.mcp_url, mode)
         await asyncio.to_thread(sc.release)
         assert sc.fired == live_fired == {kind: 1}
