@@ -102,15 +102,12 @@ def _shards(tests: Path, count: int) -> list[list[str]]:
     """The test files the whole suite collects, dealt into ``count`` lists of about the same size in
     bytes (the cost of assertion-rewriting them), largest first. ``test_*_mcp1.py`` are left out: the
     suite does not collect them where mcp is 2.x (tests/conftest.py), and named here they would be."""
-    files = sorted(
-        (p for p in tests.glob("test_*.py") if not p.name.endswith("_mcp1.py")),
-        key=lambda p: p.stat().st_size,
-        reverse=True,
-    )
-    shards: list[list[Path]] = [[] for _ in range(count)]
-    for path in files:
-        min(shards, key=lambda shard: sum(p.stat().st_size for p in shard)).append(path)
-    return [[str(p) for p in shard] for shard in shards if shard]
+    sizes = {p: p.stat().st_size for p in tests.glob("test_*.py") if not p.name.endswith("_mcp1.py")}
+    shards: list[tuple[int, list[str]]] = [(0, []) for _ in range(count)]
+    for path in sorted(sizes, key=sizes.__getitem__, reverse=True):
+        i = min(range(count), key=lambda i: shards[i][0])
+        shards[i] = (shards[i][0] + sizes[path], [*shards[i][1], str(path)])
+    return [files for _, files in shards if files]
 
 
 #: Standard-library folders no test imports from (their bytecode is not linked).
