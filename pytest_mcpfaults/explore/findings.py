@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "CLASSES",
@@ -197,16 +197,19 @@ def step_of(run: Mapping[str, Any]) -> str:
     return str(plan[0]["step"]) if plan else ""
 
 
-def run_order(run: Mapping[str, Any]) -> tuple[int, int, int]:
-    """A run's place in its campaign (footprint, then catalogue; pairs after their first run), as one
-    machine would have run it."""
+#: A run of a report's ``explore`` section (a mapping), as given.
+RunT = TypeVar("RunT", bound=Mapping[str, Any])
+
+
+def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
+    """``runs`` in their campaign's order (footprint, then catalogue; pairs after their first run), as
+    one machine would have run them."""
     from pytest_mcpfaults.faults import fault_kinds
 
-    kinds, kind = list(fault_kinds()), kind_of(run)
-    return (
-        int(run.get("at", 0)),
-        len(run.get("plan") or ()),
-        kinds.index(kind) if kind in kinds else len(kinds),
+    rank = {kind: i for i, kind in enumerate(fault_kinds())}
+    return sorted(
+        runs,
+        key=lambda r: (int(r.get("at", 0)), len(r.get("plan") or ()), rank.get(kind_of(r), len(rank))),
     )
 
 

@@ -31,7 +31,7 @@ def _union(entries: Sequence[Mapping[str, Any]], key: str, ident: str) -> list[A
 
 def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """The ``explore`` sections of several reports as one: per explored test, its shards' runs."""
-    from pytest_mcpfaults.explore.findings import VERDICTS, run_order
+    from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order
 
     by_test: dict[str, list[Mapping[str, Any]]] = {}
     for section in sections:
@@ -40,7 +40,7 @@ def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
     out = []
     for test, entries in sorted(by_test.items()):
         first = next((e for e in entries if e.get("steps") is not None), entries[0])
-        runs = sorted(_union(entries, "runs", "id"), key=run_order)
+        runs = in_run_order(_union(entries, "runs", "id"))
         merged = {**first, "nodeid": test}
         merged["clean"] = next((e["clean"] for e in entries if e.get("clean") is not None), None)
         merged["runs"] = runs

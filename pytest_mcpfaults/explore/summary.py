@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
-from pytest_mcpfaults.explore.findings import VERDICTS, run_order, step_of
+from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order, step_of
 
 #: The matrix's cell for each verdict (and for a pruned run, or a kind that does not apply).
 CELLS: dict[str, str] = {
@@ -116,7 +116,7 @@ def _ordered(runs: list[dict[str, Any]], camp: Any) -> list[dict[str, Any]]:
     steps = {s.id: i for i, s in enumerate(camp.steps)}
     for r in runs:
         r["at"] = steps.get(step_of(r), len(steps))
-    return sorted(runs, key=run_order)
+    return in_run_order(runs)
 
 
 class ExploreReport:
