@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar, Literal, get_args, get_type_hints
 
 from pytest_mcpfaults.faults.triggers import Trigger
 from pytest_mcpfaults.faults.values import format_value
-from pytest_mcpfaults.options.validation import check_bool, check_count, check_seconds
+from pytest_mcpfaults.options.validation import check_bool, check_count, check_seconds, is_integer
 
 #: What ``from pytest_mcpfaults.faults.kinds import *`` gives, and so what ``pytest_mcpfaults`` and
 #: :mod:`pytest_mcpfaults.faults` export from here: the fault kinds, their base and the registry (a
@@ -112,6 +113,67 @@ def _bool_kind(annotation: object) -> bool | None:
     return True if set(get_args(annotation)) == {bool, type(None)} else None
 
 
+#: A check of one parameter (or, named ``when``, of the trigger): ``check(owner, name, value)``
+#: raises a ``ValueError`` naming the kind's class, the parameter and the value when it is not valid.
+Check = Callable[[str, str, Any], None]
+_POSITIVE = partial(check_count, minimum=1)
+
+
+def _http_status(*also: int) -> Check:
+    valid = "".join(f"{code} or " for code in also) + "an HTTP error status in 400..599"
+
+    def check(owner: str, name: str, value: object) -> None:
+        if not is_integer(value) or not (value in also or 400 <= value <= 599):
+            raise ValueError(f"{owner}: {name} must be {valid}, got {value!r}")
+
+    return check
+
+
+def _integer(owner: str, name: str, value: object) -> None:
+    if not is_integer(value):
+        raise ValueError(f"{owner}: {name} must be an integer, got {value!r}")
+
+
+def _one_of(values: Sequence[str]) -> Check:
+    def check(owner: str, name: str, value: object) -> None:
+        if value not in values:
+            raise ValueError(f"{owner}: {name} must be one of {', '.join(values)}, got {value!r}")
+
+    return check
+
+
+def _text(owner: str, name: str, value: object, *, optional: bool = False) -> None:
+    if not isinstance(value, str) and not (optional and value is None):
+        raise ValueError(
+            f"{owner}: {name} must be a string{' or None' if optional else ''} "
+            f'(in the text form, quote it: {name}="..."), got {value!r}'
+        )
+
+
+def _one_line(owner: str, name: str, value: object) -> None:
+    if not isinstance(value, str) or "\n" in value or "\r" in value:
+        raise ValueError(f"{owner}: {name} must be a string without line breaks, got {value!r}")
+
+
+def _tool_target(owner: str, name: str, when: Trigger) -> None:
+    target = when.target
+    if target in ("*", "mcp", "tools/call") or target.startswith(("tool:", "POST ")):
+        return
+    raise ValueError(
+        f"{owner}: answers tools/call only, so when= must be 'tools/call', 'tool:<name>', "
+        f"'mcp', '*' or 'POST <path>', got {target!r}"
+    )
+
+
+def _request_target(owner: str, name: str, when: Trigger) -> None:
+    target = when.target
+    if target in ("health", "initialize") or target.startswith(("notifications/", "GET ", "DELETE ")):
+        raise ValueError(
+            f"{owner}: acts on a JSON-RPC request with an id (not initialize), so when= "
+            f"must name one, e.g. 'tools/call', 'tool:<name>', 'mcp' or '*', got {target!r}"
+        )
+
+
 @dataclass(frozen=True)
 class Seen:
     """What clients see of a kind, as the tests of the modules in ``proved`` measured it: one row of
@@ -205,6 +267,9 @@ class Fault:
     #: With an upstream, the kind's forced reply rewrites the upstream's answer (the request is
     #: forwarded all the same) rather than answering in its place.
     rewrites_upstream: ClassVar[bool] = False
+    #: The checks of the kind's own parameters at construction (name -> :data:`Check`; ``when``: of its
+    #: trigger), run after its bases' and before :meth:`_validate`; a ``bool`` parameter needs none.
+    checks: ClassVar[Mapping[str, Check]] = {}
     #: Once it fired, a request the client sends may go unread (the sidecar is down, frozen, or the
     #: connection went silent): session hygiene then holds no call that never reached the sidecar
     #: against the client (docs/sessions.md).
@@ -258,12 +323,17 @@ class Fault:
                 f"{type(self).__name__}: when must be a Trigger or a target string, got {when!r}"
             )
         object.__setattr__(self, "when", when)
+        owner = type(self).__name__
         for name, optional in _bool_params(type(self)):  # every bool parameter, whatever the kind
-            check_bool(type(self).__name__, name, getattr(self, name), optional=optional)
+            check_bool(owner, name, getattr(self, name), optional=optional)
+        for cls in reversed(type(self).__mro__):
+            for name, check in vars(cls).get("checks", {}).items():
+                check(owner, name, getattr(self, name))
         self._validate()
 
     def _validate(self) -> None:
-        """Subclasses check their parameters here and raise ``ValueError`` naming the bad one."""
+        """What :attr:`checks` cannot say (a parameter that depends on another): raise ``ValueError``
+        naming the bad one."""
 
     def params(self) -> dict[str, Any]:
         """The fault's own parameters (without ``when``), as given."""
@@ -294,8 +364,7 @@ class _Blocking(Fault):
     patience: float | None = field(default=None, kw_only=True)
     expect_hang: bool = field(default=False, kw_only=True)
 
-    def _validate(self) -> None:
-        check_seconds(type(self).__name__, "patience", self.patience, optional=True, positive=True)
+    checks: ClassVar[Mapping[str, Check]] = {"patience": partial(check_seconds, optional=True, positive=True)}
 
 
 # -- process level -------------------------------------------------------------------------------
@@ -465,9 +534,7 @@ class Blackhole(_Blocking):
     )
     idle: float | None = None
 
-    def _validate(self) -> None:
-        super()._validate()
-        check_seconds("Blackhole", "idle", self.idle, optional=True)
+    checks: ClassVar[Mapping[str, Check]] = {"idle": partial(check_seconds, optional=True)}
 
 
 @dataclass(frozen=True)
@@ -505,10 +572,11 @@ class Delay(Fault):
     seed: int = 0
     after: bool = False
 
-    def _validate(self) -> None:
-        check_seconds("Delay", "seconds", self.seconds)
-        check_seconds("Delay", "jitter", self.jitter)
-        check_count("Delay", "seed", self.seed)
+    checks: ClassVar[Mapping[str, Check]] = {
+        "seconds": check_seconds,
+        "jitter": check_seconds,
+        "seed": check_count,
+    }
 
 
 # -- answers with the wrong status ---------------------------------------------------------------
@@ -541,10 +609,10 @@ class Status(Fault):
     retry_after: int | None = None
     body: str | None = None
 
-    def _validate(self) -> None:
-        if isinstance(self.code, bool) or not isinstance(self.code, int) or not 400 <= self.code <= 599:
-            raise ValueError(f"Status: code must be an HTTP error status in 400..599, got {self.code!r}")
-        check_count("Status", "retry_after", self.retry_after, optional=True)
+    checks: ClassVar[Mapping[str, Check]] = {
+        "code": _http_status(),
+        "retry_after": partial(check_count, optional=True),
+    }
 
 
 @dataclass(frozen=True)
@@ -569,10 +637,7 @@ class Flap(Fault):
     every: int = 1
     code: int = 503
 
-    def _validate(self) -> None:
-        check_count("Flap", "every", self.every, minimum=1)
-        if isinstance(self.code, bool) or not isinstance(self.code, int) or not 400 <= self.code <= 599:
-            raise ValueError(f"Flap: code must be an HTTP error status in 400..599, got {self.code!r}")
+    checks: ClassVar[Mapping[str, Check]] = {"every": _POSITIVE, "code": _http_status()}
 
 
 @dataclass(frozen=True)
@@ -659,9 +724,7 @@ class Stall(_Blocking):
     )
     after_bytes: int = 0
 
-    def _validate(self) -> None:
-        super()._validate()
-        check_count("Stall", "after_bytes", self.after_bytes)
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
 
 
 @dataclass(frozen=True)
@@ -687,9 +750,7 @@ class Drip(Fault):
     chunk_bytes: int = 1
     interval: float = 0.01
 
-    def _validate(self) -> None:
-        check_count("Drip", "chunk_bytes", self.chunk_bytes, minimum=1)
-        check_seconds("Drip", "interval", self.interval)
+    checks: ClassVar[Mapping[str, Check]] = {"chunk_bytes": _POSITIVE, "interval": check_seconds}
 
 
 @dataclass(frozen=True)
@@ -719,8 +780,7 @@ class Truncate(Fault):
     legacy_sse: ClassVar[str] = "the stream ends (FIN) `after_bytes` into the reply event, or into the stream"
     after_bytes: int = 0
 
-    def _validate(self) -> None:
-        check_count("Truncate", "after_bytes", self.after_bytes)
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
 
 
 @dataclass(frozen=True)
@@ -752,8 +812,7 @@ class Reset(Fault):
     )
     after_bytes: int = 0
 
-    def _validate(self) -> None:
-        check_count("Reset", "after_bytes", self.after_bytes)
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
 
 
 @dataclass(frozen=True)
@@ -866,10 +925,7 @@ class ProgressThenStall(_Blocking):
     count: int = 3
     interval: float = 0.0
 
-    def _validate(self) -> None:
-        super()._validate()
-        check_count("ProgressThenStall", "count", self.count)
-        check_seconds("ProgressThenStall", "interval", self.interval)
+    checks: ClassVar[Mapping[str, Check]] = {"count": check_count, "interval": check_seconds}
 
 
 @dataclass(frozen=True)
@@ -904,8 +960,7 @@ class NotificationFlood(Fault):
     )
     count: int = 1000
 
-    def _validate(self) -> None:
-        check_count("NotificationFlood", "count", self.count, minimum=1)
+    checks: ClassVar[Mapping[str, Check]] = {"count": _POSITIVE}
 
 
 # -- the server's own requests to the client, sent by the call's tool (docs/server-requests.md) ------
@@ -972,12 +1027,7 @@ class MalformedServerRequest(Fault):
     )
     form: str = "bad_json"
 
-    def _validate(self) -> None:
-        if self.form not in MALFORMED_FORMS:
-            raise ValueError(
-                f"MalformedServerRequest: form must be one of {', '.join(MALFORMED_FORMS)}, got {self.form!r}"
-            )
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"form": _one_of(MALFORMED_FORMS), "when": _tool_target}
 
 
 @dataclass(frozen=True)
@@ -1011,9 +1061,7 @@ class DuplicateServerRequest(Fault):
     legacy_sse: ClassVar[str] = "no: as for `malformed_server_request`"
     copies: int = 2
 
-    def _validate(self) -> None:
-        check_count("DuplicateServerRequest", "copies", self.copies, minimum=2)
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"copies": partial(check_count, minimum=2), "when": _tool_target}
 
 
 @dataclass(frozen=True)
@@ -1059,13 +1107,7 @@ class DropClientAnswer(Fault):
     legacy_sse: ClassVar[str] = "no: as for `malformed_server_request`"
     status: int = 202
 
-    def _validate(self) -> None:
-        code = self.status
-        if isinstance(code, bool) or not isinstance(code, int) or not (code == 202 or 400 <= code <= 599):
-            raise ValueError(
-                f"DropClientAnswer: status must be 202 or an HTTP error status in 400..599, got {code!r}"
-            )
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"status": _http_status(202), "when": _tool_target}
 
 
 # -- protocol-level answers ----------------------------------------------------------------------
@@ -1093,19 +1135,7 @@ class JsonRpcError(Fault):
     code: int = -32603
     message: str = "Internal error"
 
-    def _validate(self) -> None:
-        if isinstance(self.code, bool) or not isinstance(self.code, int):
-            raise ValueError(f"JsonRpcError: code must be an integer, got {self.code!r}")
-
-
-def _check_tool_target(fault: Fault) -> None:
-    target = fault.trigger.target
-    if target in ("*", "mcp", "tools/call") or target.startswith(("tool:", "POST ")):
-        return
-    raise ValueError(
-        f"{type(fault).__name__}: answers tools/call only, so when= must be 'tools/call', 'tool:<name>', "
-        f"'mcp', '*' or 'POST <path>', got {target!r}"
-    )
+    checks: ClassVar[Mapping[str, Check]] = {"code": _integer}
 
 
 @dataclass(frozen=True)
@@ -1129,8 +1159,7 @@ class ToolError(Fault):
     legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     text: str = "tool failed"
 
-    def _validate(self) -> None:
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"when": _tool_target}
 
 
 @dataclass(frozen=True)
@@ -1187,8 +1216,7 @@ class BackendGone(Fault):
     legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     service_url: str | None = None
 
-    def _validate(self) -> None:
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"when": _tool_target}
 
 
 _DEFAULT_REASON = "backend timed out"
@@ -1288,15 +1316,13 @@ class ErrorPayload(Fault):
     reason: str = _DEFAULT_REASON
     message: str | None = None
 
+    checks: ClassVar[Mapping[str, Check]] = {
+        "when": _tool_target,
+        "reason": _text,
+        "message": partial(_text, optional=True),
+    }
+
     def _validate(self) -> None:
-        _check_tool_target(self)
-        for name in ("reason", "message"):
-            value = getattr(self, name)
-            if not isinstance(value, str) and not (name == "message" and value is None):
-                raise ValueError(
-                    f"ErrorPayload: {name} must be a string{' or None' if name == 'message' else ''} "
-                    f'(in the text form, quote it: {name}="..."), got {value!r}'
-                )
         if self.message is None:
             return
         names = _template_names("ErrorPayload", "message", self.message)
@@ -1409,8 +1435,7 @@ class TokenExpired(Fault):
     legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     calls: int = 1
 
-    def _validate(self) -> None:
-        check_count("TokenExpired", "calls", self.calls)
+    checks: ClassVar[Mapping[str, Check]] = {"calls": check_count}
 
 
 @dataclass(frozen=True)
@@ -1461,15 +1486,6 @@ class InsufficientScope(Fault):
 _NOT_AT_CLEANUP = "it acts only when the client cancels the call it fires on (see docs/cancellation.md)"
 
 
-def _check_request_target(fault: Fault) -> None:
-    target = fault.trigger.target
-    if target in ("health", "initialize") or target.startswith(("notifications/", "GET ", "DELETE ")):
-        raise ValueError(
-            f"{type(fault).__name__}: acts on a JSON-RPC request with an id (not initialize), so when= "
-            f"must name one, e.g. 'tools/call', 'tool:<name>', 'mcp' or '*', got {target!r}"
-        )
-
-
 @dataclass(frozen=True)
 class IgnoreCancel(Fault):
     """A server that does not implement cancellation: a ``notifications/cancelled`` naming the request
@@ -1509,8 +1525,7 @@ class IgnoreCancel(Fault):
         "yes: the cancelled message's call runs on and its reply event is sent in full"
     )
 
-    def _validate(self) -> None:
-        _check_request_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"when": _request_target}
 
 
 @dataclass(frozen=True)
@@ -1554,9 +1569,7 @@ class AnswerAfterCancel(_Blocking):
         "cancel, then sent on the stream"
     )
 
-    def _validate(self) -> None:
-        super()._validate()
-        _check_request_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"when": _request_target}
 
 
 # -- resumption: an event stream closed gracefully, resumed with Last-Event-ID ---------------------
@@ -1603,23 +1616,16 @@ class CloseStream(Fault):
     after_events: int = 1
     retry_ms: int = 200
 
-    def _validate(self) -> None:
-        check_count("CloseStream", "after_events", self.after_events)
-        check_count("CloseStream", "retry_ms", self.retry_ms)
-        _check_request_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {
+        "after_events": check_count,
+        "retry_ms": check_count,
+        "when": _request_target,
+    }
 
 
 # -- stdio only: the child process and its pipes ----------------------------------------------------
 
 _STDIO_ONLY = "a stdio-only kind (it acts on a stdio child process or its pipes, not on HTTP)"
-
-
-def _check_any_target(fault: _ProcessFault) -> None:
-    if fault.trigger.target != "*":
-        raise ValueError(
-            f"{type(fault).__name__}: counts {fault.event} events, not requests, so when= takes no target "
-            f"(only '*', with nth/after/times/probability), got {fault.trigger.target!r}"
-        )
 
 
 @dataclass(frozen=True)
@@ -1634,7 +1640,11 @@ class _ProcessFault(Fault):
     needs_sockets: ClassVar[str | None] = _STDIO_ONLY
 
     def _validate(self) -> None:
-        _check_any_target(self)
+        if self.trigger.target != "*":
+            raise ValueError(
+                f"{type(self).__name__}: counts {self.event} events, not requests, so when= takes no target "
+                f"(only '*', with nth/after/times/probability), got {self.trigger.target!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -1706,8 +1716,7 @@ class StderrFlood(Fault):
     )
     bytes: int = 1 << 20
 
-    def _validate(self) -> None:
-        check_count("StderrFlood", "bytes", self.bytes, minimum=1)
+    checks: ClassVar[Mapping[str, Check]] = {"bytes": _POSITIVE}
 
 
 @dataclass(frozen=True)
@@ -1734,10 +1743,7 @@ class StdoutNoise(Fault):
     text: str = "mcpfaults: this line is not JSON-RPC"
     lines: int = 1
 
-    def _validate(self) -> None:
-        if not isinstance(self.text, str) or "\n" in self.text or "\r" in self.text:
-            raise ValueError(f"StdoutNoise: text must be a string without line breaks, got {self.text!r}")
-        check_count("StdoutNoise", "lines", self.lines, minimum=1)
+    checks: ClassVar[Mapping[str, Check]] = {"text": _one_line, "lines": _POSITIVE}
 
 
 def check_transport(plan: Sequence[Fault], transport: str, who: str) -> None:
