@@ -965,17 +965,29 @@ class NotificationFlood(Fault):
 
 # -- the server's own requests to the client, sent by the call's tool (docs/server-requests.md) ------
 
-_NOT_A_CTX_CALL = (
-    "it acts on the requests a tool sends the client during its call (ctx.elicit, ctx.sample ...: "
-    "docs/server-requests.md), not on the session's cleanup call"
-)
-_NEEDS_CTX = "it acts on a tool's requests to the client, which only the socket sidecar sends"
 #: How :class:`MalformedServerRequest` breaks its message.
 MALFORMED_FORMS = ("bad_json", "no_id", "no_method")
 
 
 @dataclass(frozen=True)
-class MalformedServerRequest(Fault):
+class _ServerRequestFault(Fault):
+    """A fault on the requests the call's tool sends the client, drawn only when named."""
+
+    phase: ClassVar[Phase] = "server_request"
+    default_target: ClassVar[str] = "tools/call"
+    drawn_by_default: ClassVar[bool] = False
+    needs_sockets: ClassVar[str | None] = (
+        "it acts on a tool's requests to the client, which only the socket sidecar sends"
+    )
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = (
+        "it acts on the requests a tool sends the client during its call (ctx.elicit, ctx.sample ...: "
+        "docs/server-requests.md), not on the session's cleanup call"
+    )
+
+
+@dataclass(frozen=True)
+class MalformedServerRequest(_ServerRequestFault):
     """A buggy server (or a proxy mangling its stream): each request the call's tool sends the client
     is preceded, on the call's answer stream, by a malformed copy of it: ``form='bad_json'`` (the
     event's data is the message cut in half, not JSON), ``'no_id'`` (no ``id``: to JSON-RPC a
@@ -987,15 +999,9 @@ class MalformedServerRequest(Fault):
     request's JSON text, where an object belongs; ``no_id`` does not fire there: the keys are the
     ids)."""
 
-    phase: ClassVar[Phase] = "server_request"
     kind: ClassVar[str] = "malformed_server_request"
-    default_target: ClassVar[str] = "tools/call"
-    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 230
     draws: ClassVar[Mapping[str, Draw]] = {"form": MALFORMED_FORMS}
-    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples=(
@@ -1031,21 +1037,15 @@ class MalformedServerRequest(Fault):
 
 
 @dataclass(frozen=True)
-class DuplicateServerRequest(Fault):
+class DuplicateServerRequest(_ServerRequestFault):
     """Each request the call's tool sends the client goes out ``copies`` times on the call's answer
     stream, with the same JSON-RPC id (a server that retries, a proxy that replays an event). The
     first answer goes to the tool; the journal keeps each copy and the answers to the others. Session
     era only."""
 
-    phase: ClassVar[Phase] = "server_request"
     kind: ClassVar[str] = "duplicate_server_request"
-    default_target: ClassVar[str] = "tools/call"
-    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 240
     draws: ClassVar[Mapping[str, Draw]] = {"copies": (2, 3)}
-    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`DuplicateServerRequest(copies=3, when="tool:ask_user")`',
@@ -1065,7 +1065,7 @@ class DuplicateServerRequest(Fault):
 
 
 @dataclass(frozen=True)
-class DropClientAnswer(Fault):
+class DropClientAnswer(_ServerRequestFault):
     """A lossy proxy: the client's answer to the first request the call's tool sends it is lost. In the
     session era its ``POST`` is answered ``status`` (``202``: accepted, as usual; an error status: the
     proxy failed) and never handed to the tool, which waits until the patience budget ends the call
@@ -1073,15 +1073,9 @@ class DropClientAnswer(Fault):
     retry carrying the answer is answered ``-32602`` (HTTP 400) as by a server that lost the round's
     ``requestState``, and the tool's handler is cancelled."""
 
-    phase: ClassVar[Phase] = "server_request"
     kind: ClassVar[str] = "drop_client_answer"
-    default_target: ClassVar[str] = "tools/call"
-    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 250
     draws: ClassVar[Mapping[str, Draw]] = {"status": (202, 500)}
-    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`DropClientAnswer(when="tool:ask_user")`, `DropClientAnswer(500)`',
@@ -1348,11 +1342,22 @@ class ErrorPayload(Fault):
 
 # -- authorization (a sidecar with auth=, docs/auth.md) ------------------------------------------
 
-_NEEDS_AUTH = "it answers a bearer token, which only a sidecar with auth= (an authorization server) checks"
+
+@dataclass(frozen=True)
+class _AuthFault(Fault):
+    """A fault on the bearer tokens of a sidecar with ``auth=``."""
+
+    needs_auth: ClassVar[bool] = True
+    needs_sockets: ClassVar[str | None] = (
+        "it answers a bearer token, which only a sidecar with auth= (an authorization server) checks"
+    )
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
+    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
 
 
 @dataclass(frozen=True)
-class Unauthorized(Fault):
+class Unauthorized(_AuthFault):
     """401 mid-session: the sidecar answers ``401`` with ``WWW-Authenticate: Bearer
     error="invalid_token", resource_metadata="<its protected resource metadata>"`` and, with
     ``revoke=True``, revokes the token the request carried, so a retry with the same token is refused
@@ -1361,10 +1366,6 @@ class Unauthorized(Fault):
     kind: ClassVar[str] = "unauthorized"
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "mcp"
-    needs_auth: ClassVar[bool] = True
-    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples=(
@@ -1393,7 +1394,6 @@ class Unauthorized(Fault):
             proved=("test_auth.py", "test_faults_mcp1.py"),
         ),
     )
-    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     revoke: bool = True
 
     @property
@@ -1402,7 +1402,7 @@ class Unauthorized(Fault):
 
 
 @dataclass(frozen=True)
-class TokenExpired(Fault):
+class TokenExpired(_AuthFault):
     """A token stops working after ``calls`` MCP requests: each later request carrying it is answered
     ``401`` with ``WWW-Authenticate: Bearer error="invalid_token", error_description="The access
     token expired", resource_metadata="..."``. Counted per token, so a refreshed token gets ``calls``
@@ -1412,10 +1412,6 @@ class TokenExpired(Fault):
     shrink_rank: ClassVar[int] = 210
     draws: ClassVar[Mapping[str, Draw]] = {"calls": range(0, 4)}
     default_target: ClassVar[str] = "mcp"
-    needs_auth: ClassVar[bool] = True
-    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples="`TokenExpired(calls=3)`",
@@ -1432,14 +1428,13 @@ class TokenExpired(Fault):
             proved=("test_auth.py", "test_faults_mcp1.py"),
         ),
     )
-    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     calls: int = 1
 
     checks: ClassVar[Mapping[str, Check]] = {"calls": check_count}
 
 
 @dataclass(frozen=True)
-class InsufficientScope(Fault):
+class InsufficientScope(_AuthFault):
     """A step-up: a request whose token lacks ``scope`` is answered ``403`` with ``WWW-Authenticate:
     Bearer error="insufficient_scope", scope="<scope>", resource_metadata="..."``; once the client
     holds a token granted ``scope`` (it asked the token endpoint for it) the request goes through."""
@@ -1447,10 +1442,6 @@ class InsufficientScope(Fault):
     kind: ClassVar[str] = "insufficient_scope"
     shrink_rank: ClassVar[int] = 220
     default_target: ClassVar[str] = "tools/call"
-    needs_auth: ClassVar[bool] = True
-    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`InsufficientScope("tasks:write")`',
@@ -1470,7 +1461,6 @@ class InsufficientScope(Fault):
             proved=("test_auth.py", "test_faults_mcp1.py"),
         ),
     )
-    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     scope: str = "mcp:write"
 
     def _validate(self) -> None:
@@ -1629,15 +1619,20 @@ _STDIO_ONLY = "a stdio-only kind (it acts on a stdio child process or its pipes,
 
 
 @dataclass(frozen=True)
-class _ProcessFault(Fault):
-    """A stdio fault that answers no request: it decides what the child does when an event arrives
-    (stdin closing, a signal). Its trigger counts those events (``nth=2``: the second one)."""
+class _StdioFault(Fault):
+    """A fault on a stdio child process or its pipes."""
 
     phase: ClassVar[Phase] = "child"
     transports: ClassVar[tuple[str, ...]] = ("stdio",)
     catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _STDIO_ONLY
     needs_sockets: ClassVar[str | None] = _STDIO_ONLY
+
+
+@dataclass(frozen=True)
+class _ProcessFault(_StdioFault):
+    """A stdio fault that answers no request: it decides what the child does when an event arrives
+    (stdin closing, a signal). Its trigger counts those events (``nth=2``: the second one)."""
 
     def _validate(self) -> None:
         if self.trigger.target != "*":
@@ -1689,18 +1684,13 @@ class IgnoreSigterm(_ProcessFault):
 
 
 @dataclass(frozen=True)
-class StderrFlood(Fault):
+class StderrFlood(_StdioFault):
     """Before answering the matching request the stdio child writes ``bytes`` of log lines to stderr.
     A client that never reads the child's stderr pipe (64 KiB on Linux) leaves the child blocked in
     that write: the answer, and every later one, never comes."""
 
-    phase: ClassVar[Phase] = "child"
     kind: ClassVar[str] = "stderr_flood"
     shrink_rank: ClassVar[int] = 320
-    transports: ClassVar[tuple[str, ...]] = ("stdio",)
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _STDIO_ONLY
-    needs_sockets: ClassVar[str | None] = _STDIO_ONLY
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`StderrFlood(when="tools/call")`',
@@ -1720,17 +1710,12 @@ class StderrFlood(Fault):
 
 
 @dataclass(frozen=True)
-class StdoutNoise(Fault):
+class StdoutNoise(_StdioFault):
     """Before answering the matching request the stdio child writes ``lines`` lines of ``text`` on
     stdout: not JSON-RPC (a stray ``print``, a banner, a library's log line on the wrong stream)."""
 
-    phase: ClassVar[Phase] = "child"
     kind: ClassVar[str] = "stdout_noise"
     shrink_rank: ClassVar[int] = 330
-    transports: ClassVar[tuple[str, ...]] = ("stdio",)
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _STDIO_ONLY
-    needs_sockets: ClassVar[str | None] = _STDIO_ONLY
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`StdoutNoise(lines=3, when="tools/call")`',
