@@ -199,18 +199,6 @@ def _draw(values: F.Draw) -> st.SearchStrategy[Any]:
     return st.sampled_from(values)  # shrinks toward the first value
 
 
-def _params(
-    cls: type[F.Fault], patience: float | None, expect_hang: bool
-) -> dict[str, st.SearchStrategy[Any]]:
-    """Parameter strategies of a kind, from its ``draws``; each shrinks toward the kind's default (or
-    mildest) value. Blocking kinds also hold for ``patience`` or twice that."""
-    out = {name: _draw(values) for name, values in cls.draws.items()}
-    if cls.blocking:
-        out["patience"] = st.just(None) if patience is None else st.sampled_from((patience, 2 * patience))
-        out["expect_hang"] = st.just(expect_hang)
-    return out
-
-
 def faults(
     kinds: Sequence[str | type[F.Fault]] | None = None,
     targets: Sequence[str] | None = None,
@@ -249,8 +237,12 @@ def faults(
             skipped.append(kind)
             continue
         cls = F.fault_kinds()[kind]
+        params = {name: _draw(values) for name, values in cls.draws.items()}
+        if cls.blocking:
+            params["patience"] = st.just(None) if wait is None else st.sampled_from((wait, 2 * wait))
+            params["expect_hang"] = st.just(expect_hang)
         build: Callable[..., F.Fault] = cls
-        branches.append(st.builds(build, when=_triggers(fits, n), **_params(cls, wait, expect_hang)))
+        branches.append(st.builds(build, when=_triggers(fits, n), **params))
     if not branches:
         raise InvalidArgument(
             f"no kind in kinds={list(names)} accepts any of targets={list(pool)} "
