@@ -41,6 +41,7 @@ and ``NotImplementedError`` (a failed check, a missing hook) whatever ``expected
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -64,7 +65,9 @@ from pytest_mcpfaults.transports.server import Sidecar
 __all__ = ["SessionLifecycleMachine", "TeardownNotBounded"]
 
 
-_STRATEGIES: dict[type, st.SearchStrategy[F.Fault]] = {}  # one per machine class
+@functools.cache
+def _fault_strategy(cls: type[SessionLifecycleMachine]) -> st.SearchStrategy[F.Fault]:
+    return faults(cls.fault_kinds, cls.fault_targets, patience=cls.fault_patience, expect_hang=True)
 
 
 class TeardownNotBounded(AssertionError):
@@ -206,12 +209,7 @@ class SessionLifecycleMachine(RuleBasedStateMachine):
     def fault_strategy(self) -> st.SearchStrategy[F.Fault]:
         """Faults the ``inject`` rule draws: ``faults(fault_kinds, fault_targets)`` with blocking
         faults on ``fault_patience`` (held requests end quietly when it runs out)."""
-        cls = type(self)
-        cached: st.SearchStrategy[F.Fault] | None = _STRATEGIES.get(cls)
-        if cached is None:
-            cached = faults(cls.fault_kinds, cls.fault_targets, patience=cls.fault_patience, expect_hang=True)
-            _STRATEGIES[cls] = cached
-        return cached
+        return _fault_strategy(type(self))
 
     # -- invariants ------------------------------------------------------------------------------
     def span_violations(self) -> list[Violation]:
