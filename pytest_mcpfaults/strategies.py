@@ -4,16 +4,8 @@ Only users of strategies import this module, so it imports Hypothesis at the top
 ``__init__`` never does. Every strategy is deterministic given Hypothesis' choices (triggers count
 requests, never wall-clock time), so ``derandomize=True`` or a ``ci`` profile replays the same run.
 
-Shrinking goes toward "no fault":
-
-* a plan (:func:`fault_plans`) is a list of steps and shrinks toward the empty list, then toward
-  fewer, simpler steps;
-* a fault (:func:`faults`) shrinks toward the simplest kind (:data:`KIND_ORDER`: one wrong answer
-  first, then codes, latency and cut connections, then blocking faults), toward the earliest target
-  in ``targets`` (:data:`DEFAULT_TARGETS` lists the most specific first) and toward default
-  parameters;
-* a trigger (:func:`triggers`) shrinks toward "every matching request" (no ``nth``, ``after=0``,
-  no ``times``).
+Shrinking goes toward "no fault": the empty plan, then fewer and simpler faults (each function says
+how it shrinks).
 
 Use inside ``@given`` with a per-example sidecar::
 
@@ -152,8 +144,6 @@ def _check_targets(targets: object) -> tuple[str, ...]:
 
 
 def _targets_for(kind: str, targets: tuple[str, ...]) -> tuple[str, ...]:
-    """The targets a kind accepts (``tool_error``, ``backend_gone`` and ``error_payload`` answer
-    tools/call only)."""
     cls = F.fault_kinds()[kind]
     ok = []
     for t in targets:
@@ -207,21 +197,16 @@ def faults(
     patience: float | None = 0.1,
     expect_hang: bool = False,
 ) -> st.SearchStrategy[F.Fault]:
-    """Single faults of the given ``kinds`` (names or classes; default every kind that applies to HTTP,
-    see :data:`KIND_ORDER`; stdio-only kinds such as ``ignore_eof``, and the kinds that need a sidecar
-    with ``auth=`` such as ``unauthorized``, and those whose ``drawn_by_default`` is false
-    (``ignore_cancel``, ``answer_after_cancel``, ``close_stream``), are drawn only when named)
-    on the given ``targets`` (default :data:`DEFAULT_TARGETS`).
+    """Single faults of ``kinds`` (names or classes; default: every HTTP kind that needs no ``auth=``
+    and is ``drawn_by_default``, so stdio-only, auth, cancel and resumption kinds are drawn only when
+    named) on ``targets`` (default :data:`DEFAULT_TARGETS`), each kind only with targets it accepts.
 
-    A kind is drawn only with targets it accepts (``tool_error``, ``backend_gone`` and
-    ``error_payload`` need a tools/call target). Blocking kinds (:data:`BLOCKING_KINDS`) hold a
-    request for ``patience`` or twice that (small by default, so an example never waits long;
-    ``None``: the sidecar's budget) and carry ``expect_hang=expect_hang``. Triggers come from
-    :func:`triggers` with ``max_count``; delays are at most 50 ms; an ``error_payload`` gives one of
-    three reasons, none of them "already gone".
+    Parameters come from each kind's ``draws``; blocking kinds (:data:`BLOCKING_KINDS`) hold a request
+    for ``patience`` or twice that (``None``: the sidecar's budget) and carry ``expect_hang``;
+    triggers come from :func:`triggers` with ``max_count``.
 
-    Shrinks toward the simplest kind first, in :data:`KIND_ORDER` (``backend_gone``, ``tool_error``
-    … ``stall``), then the earliest target, the plainest trigger and default parameters.
+    Shrinks toward the simplest kind first (:data:`KIND_ORDER`), then the earliest target, the
+    plainest trigger and default parameters.
     """
     names = _check_kinds(kinds)
     pool = _check_targets(targets)
