@@ -861,10 +861,7 @@ class EndlessSse(_Blocking):
                 "**harmless**: the result is returned and the client closes the stream (journal: "
                 '`hold="client_closed"`)'
             ),
-            mcp1=(
-                "**harmless**: the result is returned and the client closes the stream (journal: "
-                '`hold="client_closed"`)'
-            ),
+            mcp1="as for mcp 2.x",
             proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
         ),
     )
