@@ -86,23 +86,12 @@ DEFAULT_TARGETS: tuple[str, ...] = (
 # -- argument validation (Hypothesis style: the argument, the bad value) -----------------------------
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
+def _check_int(name: str, value: object) -> int:
     if not is_integer(value):
         raise InvalidArgument(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise InvalidArgument(f"{name} must be >= {minimum}, got {value!r}")
+    if value < 0:
+        raise InvalidArgument(f"{name} must be >= 0, got {value!r}")
     return value
-
-
-def _check_seconds(name: str, value: object, *, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
-    if not is_positive_seconds(value):
-        raise InvalidArgument(
-            f"{name} must be a finite positive number of seconds{' or None' if optional else ''}, "
-            f"got {value!r}"
-        )
-    return float(value)
 
 
 def _check_kinds(kinds: object) -> tuple[str, ...]:
@@ -167,7 +156,7 @@ def triggers(targets: Sequence[str] | None = None, max_count: int = 3) -> st.Sea
     target and toward "every matching request".
     """
     pool = _check_targets(targets)
-    n = _check_int("max_count", max_count, 0)
+    n = _check_int("max_count", max_count)
     return _triggers(pool, n)
 
 
@@ -210,8 +199,12 @@ def faults(
     """
     names = _check_kinds(kinds)
     pool = _check_targets(targets)
-    n = _check_int("max_count", max_count, 0)
-    wait = _check_seconds("patience", patience, optional=True)
+    n = _check_int("max_count", max_count)
+    if patience is not None and not is_positive_seconds(patience):
+        raise InvalidArgument(
+            f"patience must be a finite positive number of seconds or None, got {patience!r}"
+        )
+    wait = None if patience is None else float(patience)
     if not isinstance(expect_hang, bool):
         raise InvalidArgument(f"expect_hang must be True or False, got {expect_hang!r}")
     branches: list[st.SearchStrategy[F.Fault]] = []
@@ -252,8 +245,8 @@ def fault_plans(
     A plan is a list of steps and shrinks toward the empty plan ("no fault"), then toward fewer steps,
     each as simple as :func:`faults` makes it. ``format_plan(plan)`` prints it in the text form.
     """
-    hi = _check_int("max_faults", max_faults, 0)
-    lo = _check_int("min_faults", min_faults, 0)
+    hi = _check_int("max_faults", max_faults)
+    lo = _check_int("min_faults", min_faults)
     if lo > hi:
         raise InvalidArgument(f"min_faults must be <= max_faults={hi}, got {lo}")
     one = faults(kinds, targets, max_count=max_count, patience=patience, expect_hang=expect_hang)
