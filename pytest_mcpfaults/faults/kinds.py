@@ -313,10 +313,8 @@ class Fault:
         return self.when
 
     def __post_init__(self) -> None:
-        when: object = self.when
-        if when is None:
-            when = Trigger(self.default_target)
-        elif isinstance(when, str):
+        when: object = self.default_target if self.when is None else self.when
+        if isinstance(when, str):
             when = Trigger(when)
         elif not isinstance(when, Trigger):
             raise ValueError(
