@@ -40,10 +40,9 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import GROUPS, ConnectionRecord, RequestRecord
-from pytest_mcpfaults.core.timeouts import within
 from pytest_mcpfaults.options.validation import is_count
 from pytest_mcpfaults.otlp.control_routes import MAX_WAITS, SpanWork, span_routes
-from pytest_mcpfaults.transports.http_io import BodyError, read_body
+from pytest_mcpfaults.transports.http_io import BodyError, read_bounded
 from pytest_mcpfaults.transports.loop import WorkerPool
 from pytest_mcpfaults.transports.server import Sidecar
 
@@ -236,16 +235,12 @@ class Control:
     async def _read(self, request: web.BaseRequest) -> bytes | web.Response:
         """The body, bounded as the sidecar bounds its own: ``max_body_bytes`` (413) and
         ``idle_timeout`` for a body still arriving (408); else the refusal to send."""
-        sidecar = self.sidecar
         try:
-            read = read_body(request, sidecar.max_body_bytes)
-            body = await (read if sidecar.idle_timeout is None else within(read, sidecar.idle_timeout))
-        except asyncio.TimeoutError:
-            return _closing(408, f"request body not complete within idle_timeout={sidecar.idle_timeout:g} s")
+            body = await read_bounded(request, self.sidecar.max_body_bytes, self.sidecar.idle_timeout)
         except BodyError as exc:
             return _closing(exc.status, exc.message)
         if body is None:
-            return _closing(413, f"request body over {sidecar.max_body_bytes} bytes")
+            return _closing(413, f"request body over {self.sidecar.max_body_bytes} bytes")
         return body
 
     async def _post_faults(self, request: web.BaseRequest) -> web.Response:

@@ -20,7 +20,7 @@ from pytest_mcpfaults.behaviour.body import BodyShaper, Cut, Hold, Sleep, Step, 
 from pytest_mcpfaults.core.core import Answer, Dropped
 from pytest_mcpfaults.mcp.endpoint import reply_body
 
-__all__ = ["Delivery", "Dropped", "deliver", "reset_transport", "write_steps"]
+__all__ = ["Delivery", "Dropped", "cut", "deliver", "reset_transport", "write_steps"]
 
 
 @dataclass
@@ -43,6 +43,16 @@ def reset_transport(transport: asyncio.BaseTransport | None) -> None:
     transport.abort()  # type: ignore[attr-defined]
 
 
+def cut(transport: asyncio.BaseTransport | None, how: str = "rst") -> Dropped:
+    """Cut a connection mid-answer, with a FIN (``how='fin'``: the client sees an incomplete
+    response) or a reset; returns the :class:`Dropped` for the caller to raise."""
+    if how == "rst":
+        reset_transport(transport)
+    elif transport is not None:
+        transport.close()
+    return Dropped()
+
+
 async def deliver(
     request: web.BaseRequest,
     answer: Answer,
@@ -61,8 +71,7 @@ async def deliver(
         body = halve(body)
     headers = dict(reply.headers)
     if shape.resets_at_once:
-        reset_transport(request.transport)
-        raise Dropped
+        raise cut(request.transport)
     out.status = reply.status
     if not shape.streams:
         if body:
@@ -108,8 +117,4 @@ async def write_steps(
             case Hold():
                 await hold()
             case Cut(how=how):
-                if how == "rst":
-                    reset_transport(request.transport)
-                elif request.transport is not None:
-                    request.transport.close()  # FIN: the client sees an incomplete response
-                raise Dropped
+                raise cut(request.transport, how)

@@ -14,7 +14,7 @@ import functools
 import ipaddress
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, cast
 
 from aiohttp import web, web_protocol
@@ -25,9 +25,8 @@ from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core import core
 from pytest_mcpfaults.core.holds import Holds
 from pytest_mcpfaults.core.journal import Journal
-from pytest_mcpfaults.core.records import Held, HoldOutcome
+from pytest_mcpfaults.core.records import Held, HoldOutcome, RequestRecord
 from pytest_mcpfaults.core.resumption import Resumed, primes
-from pytest_mcpfaults.core.timeouts import within
 from pytest_mcpfaults.mcp.endpoint import encode, reply_body
 from pytest_mcpfaults.options.checks import LOOPBACK_NAMES
 from pytest_mcpfaults.options.fields import SidecarOptions
@@ -35,8 +34,8 @@ from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.proxy.proxy import Proxy, Relayed
 from pytest_mcpfaults.proxy.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.transports.connections import Conn, Connections
-from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_body
-from pytest_mcpfaults.transports.inject import Delivery, Dropped, deliver, reset_transport, write_steps
+from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_bounded
+from pytest_mcpfaults.transports.inject import Delivery, Dropped, cut, deliver, reset_transport, write_steps
 from pytest_mcpfaults.transports.legacy_sse import LegacyAnswer, LegacyReply
 from pytest_mcpfaults.transports.loop import WorkerPool
 from pytest_mcpfaults.transports.notices import StreamNotices, serve_listen
@@ -94,10 +93,10 @@ class _Exchange:
         goes away (raises ``Dropped``) or the patience budget runs out (a violation naming ``what``,
         and how a fault dropped the client's answer if ``dropped()`` says so; the connection is reset,
         as a held request's; raises ``Dropped``)."""
-        journal, conn, options = self.listener.journal, self.conn, self.listener.options
+        journal, conn = self.listener.journal, self.conn
         journal.update_request(self.rid, status=self.out.status, bytes_sent=self.out.bytes_sent)
         started, held_at = time.monotonic(), journal.now()
-        budget = options.patience
+        budget = self.listener.options.patience
         await asyncio.wait((answer, conn.lost), timeout=budget, return_when=asyncio.FIRST_COMPLETED)
         if answer.done():
             return
@@ -107,29 +106,24 @@ class _Exchange:
         rec = journal.update_request(self.rid, held=Held(held_at, "patience", time.monotonic() - started))
         conn.closed_by_us = True
         reset_transport(conn.transport)
-        method = what.split("`")[1] if what.count("`") >= 2 else what
-        expected = bool(options.expect_hang)
-        lost = dropped() if dropped is not None else None
-        v = PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what, dropped=lost)
-        journal.violations.add(v)
+        self.unanswered(rec, what, budget, dropped() if dropped is not None else None)
         raise Dropped
+
+    def unanswered(self, rec: RequestRecord, what: str, budget: float, dropped: str | None = None) -> None:
+        method = what.split("`")[1] if what.count("`") >= 2 else what
+        expected = bool(self.listener.options.expect_hang)
+        v = PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what, dropped=dropped)
+        self.listener.journal.violations.add(v)
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
         budget = self.listener.options.patience
-        if budget is None:
-            return
-        task = asyncio.ensure_future(self._watch_round(answer, what, budget))
-        self.listener.tasks.add(task)  # cancelled at stop()
-        task.add_done_callback(self.listener.tasks.discard)
+        if budget is not None:
+            self.listener.spawn(self._watch_round(answer, what, budget))
 
     async def _watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str, budget: float) -> None:
         await asyncio.wait((answer,), timeout=budget)
-        if answer.done():
-            return
-        journal, method = self.listener.journal, what.split("`")[1]
-        expected = bool(self.listener.options.expect_hang)
-        rec = journal.request(self.rid)
-        journal.violations.add(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
+        if not answer.done():
+            self.unanswered(self.listener.journal.request(self.rid), what, budget)
 
     async def finish_stream(self, answer: core.Answer) -> web.StreamResponse:
         """Send the reply as the last event of the answer stream a tool's own messages opened, shaped
@@ -141,8 +135,7 @@ class _Exchange:
         if shape.halves:
             data = halve_event(data)
         if shape.resets_at_once:
-            reset_transport(self.request.transport)
-            raise Dropped
+            raise cut(self.request.transport)
         fault = answer.fault
 
         async def held() -> None:
@@ -187,11 +180,8 @@ class _Exchange:
         listener = self.listener
         cid = listener.journal.request(later.session.rid).conn_id
         conn = next((c for c in listener.conns.live.values() if c.id == cid), self.conn)
-        on_stream = _Exchange(listener, self.request, conn, self.rid, self.out)
         listener.replying.add(self.rid)
-        task = asyncio.ensure_future(on_stream.make_reply(later))
-        listener.tasks.add(task)
-        task.add_done_callback(listener.tasks.discard)
+        listener.spawn(_Exchange(listener, self.request, conn, self.rid, self.out).make_reply(later))
 
     async def make_reply(self, later: LegacyReply) -> None:
         journal = self.listener.journal
@@ -256,8 +246,7 @@ class _Exchange:
         bytes of it are sent (0: before the status line)."""
         shape = shape_of(fault)
         if shape.resets_at_once:
-            reset_transport(self.request.transport)
-            raise Dropped
+            raise cut(self.request.transport)
         resp = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
@@ -275,12 +264,12 @@ class _Exchange:
         self.out.bytes_sent = len(first) if cut_at is None else min(len(first), cut_at)
         # Open for notices before the first write: one posted meanwhile is written after these bytes (a
         # write's bytes reach the transport before it first yields), never kept for a dormant stream.
-        cut = functools.partial(self.cut, ending) if ending is not None else None
-        notices.open(resp, session, self.rid, self.out, key, cut_at, cut)
+        cutter = functools.partial(self.cut, ending) if ending is not None else None
+        notices.open(resp, session, self.rid, self.out, key, cut_at, cutter)
         try:
             await resp.write(first[: self.out.bytes_sent])
-            if cut is not None and cut_at is not None and len(first) >= cut_at:
-                cut()
+            if cutter is not None and cut_at is not None and len(first) >= cut_at:
+                cutter()
                 raise Dropped
             with self.listener.holds.stream() as teardown:  # until then, or until the client goes away
                 await asyncio.wait((teardown, self.conn.lost), return_when=asyncio.FIRST_COMPLETED)
@@ -291,11 +280,7 @@ class _Exchange:
     def cut(self, ending: Cut) -> None:
         """Cut this request's connection as ``ending`` says (FIN or RST): the sidecar closed it."""
         self.conn.closed_by_us = True
-        if ending.how == "fin":
-            if self.request.transport is not None:
-                self.request.transport.close()
-        else:
-            reset_transport(self.request.transport)
+        cut(self.request.transport, ending.how)
 
 
 class _Silent(asyncio.Protocol):
@@ -358,6 +343,12 @@ class SocketListener:
         self.server: asyncio.Server | None = None
         self.web: ConnectionReportingServer | None = None
         self.mounted: tuple[str, Handler] | None = None
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in a task of its own, cancelled at stop()."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def start(self) -> None:
         self.web = ConnectionReportingServer(
@@ -432,7 +423,7 @@ class SocketListener:
             await asyncio.sleep(0)
         server.close()
 
-    def mounted_for(self, path: str) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None:
+    def mounted_for(self, path: str) -> Handler | None:
         if self.mounted is not None and (path + "/").startswith(self.mounted[0] + "/"):
             return self.mounted[1]
         return None
@@ -500,8 +491,8 @@ class SocketListener:
         try:
             if conn is not None and self.otlp.serves(request.path):  # no fault, freeze or patience
                 return await self.otlp.receiver.handle(request, conn.id)
-            if self.mounted is not None and (request.path + "/").startswith(self.mounted[0] + "/"):
-                return await self.mounted[1](request)
+            if (mounted := self.mounted_for(request.path)) is not None:
+                return await mounted(request)
             if conn is None:  # connection already gone
                 return web.Response(status=500)
             return await self.handle_recorded(request, conn, idle)
@@ -549,21 +540,8 @@ class SocketListener:
     ) -> web.StreamResponse:
         """Read the body (bounded in size and time), let the core decide, write its answer."""
         try:
-            if (
-                self.options.idle_timeout is None or request.content.is_eof()
-            ):  # the whole body is here already
-                body = await read_body(request, self.options.max_body_bytes)
-            else:  # a body still coming in must be complete within idle_timeout, as headers must
-                body = await within(
-                    read_body(request, self.options.max_body_bytes), self.options.idle_timeout
-                )
-        except asyncio.TimeoutError:
-            text = f"request body not complete within idle_timeout={self.options.idle_timeout:g} s"
-            self.journal.update_request(rid, error=text, error_by="client")
-            out.status = 408
-            conn.closed_by_us = True
-            return web.Response(status=408, text=text, headers={"Connection": "close"})
-        except BodyError as exc:  # another Content-Encoding (415), a body that does not inflate (400)
+            body = await read_bounded(request, self.options.max_body_bytes, self.options.idle_timeout)
+        except BodyError as exc:  # too slow (408), another Content-Encoding (415), does not inflate (400)
             self.journal.update_request(rid, error=exc.message, error_by="client")
             out.status = exc.status
             conn.closed_by_us = True
@@ -593,7 +571,7 @@ class SocketListener:
         if answer.reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
         if isinstance(answer.reply, Relayed):
-            return await self.relay(request, conn, rid, answer, exchange, out)
+            return await self.relay(exchange, answer, answer.reply)
         if isinstance(answer.reply, Piped):  # the stdio upstream's leg, complete before the client's
             self.journal.update_request(rid, upstream=answer.reply.leg)
         return await deliver(request, answer, hold=exchange.hold, out=out)
@@ -606,8 +584,7 @@ class SocketListener:
         assert session is not None
         if shape_of(answer.fault).resets_at_once:  # RST before the status line
             session.close()
-            reset_transport(request.transport)
-            raise Dropped
+            raise cut(request.transport)
         resp = web.StreamResponse(status=answer.reply.status, headers=answer.reply.headers)
         await resp.prepare(request)
         out.status = answer.reply.status
@@ -642,34 +619,27 @@ class SocketListener:
         await resp.write_eof()
         exchange.out.status, exchange.out.bytes_sent = answer.reply.status, len(body)
         exchange.conn.closed_by_us = True
-        transport = exchange.request.transport
-        if transport is not None:
-            transport.close()
+        cut(exchange.request.transport, "fin")
         await then()
         raise Dropped
 
-    async def relay(
-        self,
-        request: web.BaseRequest,
-        conn: Conn,
-        rid: int,
-        answer: core.Answer,
-        exchange: _Exchange,
-        out: Delivery,
-    ) -> web.StreamResponse:
+    async def relay(self, exchange: _Exchange, answer: core.Answer, reply: Relayed) -> web.StreamResponse:
         """Proxy mode: relay the upstream's answer. A long-lived one's (a GET's or a listen's: the
         upstream's event stream, which may stay silent for ever) is abandoned, its upstream connection
         closed, when the client goes away."""
         assert self.proxy is not None
-        reply = answer.reply
-        if not (isinstance(reply, Relayed) and reply.long_lived):  # bounded: a client gone fails a write
-            return await self.proxy.deliver(
-                request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out
-            )
-        relaying = asyncio.ensure_future(
-            self.proxy.deliver(request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out)
+        delivering = self.proxy.deliver(
+            exchange.request,
+            answer,
+            journal=self.journal,
+            rid=exchange.rid,
+            hold=exchange.hold,
+            out=exchange.out,
         )
-        await asyncio.wait((relaying, conn.lost), return_when=asyncio.FIRST_COMPLETED)
+        if not reply.long_lived:  # bounded: a client gone fails a write
+            return await delivering
+        relaying = asyncio.ensure_future(delivering)
+        await asyncio.wait((relaying, exchange.conn.lost), return_when=asyncio.FIRST_COMPLETED)
         if not relaying.done():
             relaying.cancel()
             with contextlib.suppress(asyncio.CancelledError):

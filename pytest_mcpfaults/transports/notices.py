@@ -44,7 +44,7 @@ from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.mcp.endpoint import encode
 from pytest_mcpfaults.mcp.listen import Listen
-from pytest_mcpfaults.transports.inject import Delivery, reset_transport, write_steps
+from pytest_mcpfaults.transports.inject import Delivery, cut, write_steps
 
 __all__ = ["DORMANT_STREAMS", "LISTEN_BACKLOG", "SSE_HEADERS", "Listening", "StreamNotices", "serve_listen"]
 
@@ -237,8 +237,7 @@ async def serve_listen(
     listen = listening.listen
     shape = shape_of(answer.fault)
     if shape.resets_at_once:  # RST before the status line
-        reset_transport(request.transport)
-        raise Dropped
+        raise cut(request.transport)
     events_left = shape.resumable[0] if shape.resumable is not None else None  # close_stream
     shaper = BodyShaper(PLAIN if shape.resumable is not None else shape)
     ack = encode(listen.ack(), True)[0]

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import Cut, Hold, halve_event, shape_of
-from pytest_mcpfaults.transports.inject import Delivery, Dropped, reset_transport
+from pytest_mcpfaults.transports.inject import Delivery, cut
 from pytest_mcpfaults.transports.legacy_sse import StreamEvent
 
 __all__ = ["StreamWriter"]
@@ -87,10 +87,4 @@ class StreamWriter:
         if isinstance(ending, Hold):
             await self.hold(fault)  # the stream goes quiet until released
             return
-        transport = self.request.transport
-        if isinstance(ending, Cut) and ending.how == "fin":
-            if transport is not None:
-                transport.close()  # FIN: the stream ends mid-event
-        else:
-            reset_transport(transport)
-        raise Dropped
+        raise cut(self.request.transport, ending.how if isinstance(ending, Cut) else "rst")  # mid-event
