@@ -389,7 +389,7 @@ class ChildLink:
         )  # fmt: skip
         sent = 0
         status: int | None = None
-        self.note_ids(rid, body)
+        rpc_id = self.note_ids(rid, body)
         try:
             incoming = Incoming(
                 "POST", self.core.options.mcp_path, self.headers, list(self.headers.items()), body
@@ -398,7 +398,7 @@ class ChildLink:
             answer = await self.core.decide(rid, incoming, exchange)
             assert answer is not None  # None only for a GET event stream
             status = answer.reply.status
-            sent = await exchange.deliver(answer, body)
+            sent = await exchange.deliver(answer, rpc_id)
         except Dropped:
             sent = j.request(rid).bytes_sent  # what a stall wrote before its hold ended stays written
         except Exception as exc:  # a bug of ours: surface it in the test
@@ -407,30 +407,30 @@ class ChildLink:
         finally:
             j.end_request(rid, status=status, bytes_sent=sent)
 
-    def note_ids(self, rid: int, body: bytes) -> None:
-        """Remember which journal request each JSON-RPC id is, and record a ``notifications/cancelled``
-        naming one of them on the child's record (what the client gave up on, and when)."""
+    def note_ids(self, rid: int, body: bytes) -> Any:
+        """The message's ``id`` (``None`` when it has none or is not JSON). Remember which journal
+        request each JSON-RPC id is, and record a ``notifications/cancelled`` naming one of them on
+        the child's record (what the client gave up on, and when)."""
         try:
             message = json.loads(body)
-        except ValueError:
-            return
+        except (ValueError, RecursionError):
+            return None
         if not isinstance(message, dict):
-            return
+            return None
         rpc_id = message.get("id")
         if rpc_id is not None and isinstance(message.get("method"), str):
             with contextlib.suppress(TypeError):  # an unhashable id: the core answers it as invalid
                 self.rpc_ids[rpc_id] = rid
         params = message.get("params")
-        if message.get("method") != "notifications/cancelled" or not isinstance(params, dict):
-            return
-        try:
-            target = self.rpc_ids.get(params.get("requestId"))
-        except TypeError:
-            return
-        if target is not None:
-            reason = params.get("reason")
-            cancel = CancelRecord(target, self.journal.now(), reason if isinstance(reason, str) else None)
-            self.update(cancels=(*self.record.cancels, cancel))
+        if message.get("method") == "notifications/cancelled" and isinstance(params, dict):
+            with contextlib.suppress(TypeError):
+                target = self.rpc_ids.get(params.get("requestId"))
+                if target is not None:
+                    reason = params.get("reason") if isinstance(params.get("reason"), str) else None
+                    self.update(
+                        cancels=(*self.record.cancels, CancelRecord(target, self.journal.now(), reason))
+                    )
+        return rpc_id
 
 
 class _Exchange:
@@ -499,7 +499,7 @@ class _Exchange:
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
         raise ValueError("a tool's own requests are not sent over stdio yet: use the socket sidecar")
 
-    async def deliver(self, answer: Answer, body: bytes) -> int:
+    async def deliver(self, answer: Answer, rpc_id: Any) -> int:
         """Write the answer's line (and the fault's own writes) to the child; the bytes sent."""
         child, (reply, fault) = self.child, (answer.reply, answer.fault)
         sid = reply.headers.get("Mcp-Session-Id")
@@ -510,7 +510,7 @@ class _Exchange:
             if isinstance(version, str):
                 child.headers["MCP-Protocol-Version"] = version
             child.update(session_id=sid)
-        line = reply_line(reply, request_id(body))
+        line = reply_line(reply, rpc_id)
         for message in pipe_writes(fault):  # stdout_noise, stderr_flood
             child.send(**message)
         if line is None:
@@ -541,15 +541,6 @@ class _Exchange:
                 case _:  # pragma: no cover - drip, truncate and reset do not apply to stdio
                     raise AssertionError(f"{step} on a stdio pipe")
         self.child.send(t="out", d=pending.decode() + "\n")
-
-
-def request_id(body: bytes) -> Any:
-    """The ``id`` of a message (``None`` when it has none or is not JSON)."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return message.get("id") if isinstance(message, dict) else None
 
 
 def reply_line(reply: Reply, request_id: Any = None) -> str | None:

@@ -1,18 +1,11 @@
-"""The legacy HTTP+SSE transport of MCP 2024-11-05, transport-free: its sessions, its requests' answers.
+"""The legacy HTTP+SSE transport of MCP 2024-11-05, transport-free: its sessions, its requests' answers
+(what it answers, and the bounded outbox: docs/legacy-sse.md).
 
-A client opens ``GET <sse_path>`` and reads an event stream whose first event is ``endpoint`` (the URL
-to post messages to, ``<messages_path>?session_id=<hex>``); it then ``POST``s each JSON-RPC message
-there, gets ``202 Accepted``, and reads the reply as an ``event: message`` on the stream. This module
-holds what the core needs for that and nothing about sockets: one :class:`LegacySession` per open
-stream (the MCP session its ``initialize`` created, and an outbox of :class:`StreamEvent` the socket
-adapter writes to the stream), the answers the mcp SDK's SSE server gives for a missing, malformed or
-unknown ``session_id``, the classification of the two paths, and :class:`LegacyTransport`, which the
-core asks first for a request on them (its ``path_transport``), using only the core's public methods.
-
-An outbox is bounded: once its stream holds more than :data:`OUTBOX_BYTES` its client has not read
-(events queued behind a socket the client does not drain), a message POST to the session is refused
-with 503 before it is processed (:meth:`LegacySession.overflow`), until the client reads; the stream
-stays open. So a client that never reads its stream costs at most the bound and one reply.
+Nothing here is about sockets: one :class:`LegacySession` per open stream (the MCP session its
+``initialize`` created, and an outbox of :class:`StreamEvent` the socket adapter writes to the
+stream), the mcp SDK SSE server's answers for a missing, malformed or unknown ``session_id``, and
+:class:`LegacyTransport`, which the core asks first for a request on its two paths (its
+``path_transport``), using only the core's public methods.
 """
 
 from __future__ import annotations

@@ -89,10 +89,8 @@ class _Exchange:
         what: str,
         dropped: Callable[[], str | None] | None = None,
     ) -> None:
-        """A tool awaits the client's answer to its request (``what``): until it comes, the client
-        goes away (raises ``Dropped``) or the patience budget runs out (a violation naming ``what``,
-        and how a fault dropped the client's answer if ``dropped()`` says so; the connection is reset,
-        as a held request's; raises ``Dropped``)."""
+        """As :class:`~pytest_mcpfaults.mcp.outbound.Link` says; past the budget the connection is
+        reset, as a held request's."""
         journal, conn = self.listener.journal, self.conn
         journal.update_request(self.rid, status=self.out.status, bytes_sent=self.out.bytes_sent)
         started, held_at = time.monotonic(), journal.now()
@@ -104,8 +102,7 @@ class _Exchange:
             raise Dropped
         assert budget is not None
         rec = journal.update_request(self.rid, held=Held(held_at, "patience", time.monotonic() - started))
-        conn.closed_by_us = True
-        reset_transport(conn.transport)
+        conn.reset()
         self.unanswered(rec, what, budget, dropped() if dropped is not None else None)
         raise Dropped
 
@@ -149,21 +146,15 @@ class _Exchange:
         return resp
 
     async def listen_stream(self, answer: core.Answer) -> web.StreamResponse:
-        """Serve a ``subscriptions/listen`` answer: open, told the changes its filter asks for, until
-        the client closes it or the sidecar stops
-        (:func:`~pytest_mcpfaults.transports.notices.serve_listen`)."""
+        """Serve a ``subscriptions/listen`` answer (:func:`~.notices.serve_listen`)."""
         assert answer.reply.listen is not None
         conn, fault, notices = self.conn, answer.fault, self.listener.notices
-
-        def cut() -> None:
-            conn.closed_by_us = True
-            reset_transport(conn.transport)
 
         async def hold(bounded: bool) -> None:
             assert fault is not None  # only a body fault holds
             await self.hold(fault, patience=bounded)
 
-        listening = notices.listen(answer.reply.listen, cut)
+        listening = notices.listen(answer.reply.listen, conn.reset)
         try:
             return await serve_listen(
                 self.request, answer, listening, lost=conn.lost, hold=hold, out=self.out,
@@ -221,8 +212,7 @@ class _Exchange:
         if outcome == "patience":
             assert budget is not None
             expected = bool(listener.options.expect_hang or getattr(fault, "expect_hang", False))
-            conn.closed_by_us = True
-            reset_transport(conn.transport)
+            conn.reset()
             source: BudgetSource = "fault" if own is not None else "sidecar"
             listener.journal.violations.add(PatienceViolation(rec, str(fault), budget, expected, source))
         if outcome not in ("released", "cancelled"):
@@ -384,7 +374,13 @@ class SocketListener:
         if lost:
             await asyncio.wait(lost, timeout=0.5)
         await self.otlp.close()
-        await self.cancel_handlers()
+        me = asyncio.current_task()  # the request handlers still running: cancelled, awaited (bounded)
+        tasks = [t for t in self.tasks if t is not me and not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        self.tasks.clear()
         if self.proxy is not None:
             await self.proxy.upstream.close()  # every upstream connection (bounded)
         if self.stdio is not None:
@@ -393,16 +389,6 @@ class SocketListener:
         if self.web is not None:
             await self.web.shutdown(0.05)
         self.server = None
-
-    async def cancel_handlers(self) -> None:
-        """Cancel the request handlers still running and wait for them (bounded: 1 s)."""
-        me = asyncio.current_task()
-        tasks = [t for t in self.tasks if t is not me and not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
-        self.tasks.clear()
 
     async def close_listener(self) -> None:
         """Close the listening socket without stranding connections the loop has just accepted.
@@ -538,7 +524,6 @@ class SocketListener:
     async def respond(
         self, request: web.BaseRequest, conn: Conn, rid: int, out: Delivery, idle: float = 0.0
     ) -> web.StreamResponse:
-        """Read the body (bounded in size and time), let the core decide, write its answer."""
         try:
             body = await read_bounded(request, self.options.max_body_bytes, self.options.idle_timeout)
         except BodyError as exc:  # too slow (408), another Content-Encoding (415), does not inflate (400)
