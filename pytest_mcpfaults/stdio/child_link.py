@@ -38,6 +38,7 @@ from pytest_mcpfaults.stdio.records import (
     ViolationKind,
 )
 from pytest_mcpfaults.stdio.wire import MAX_LINE, MAX_MESSAGE
+from pytest_mcpfaults.transports.loop import cancel_all
 
 __all__ = ["ChildLink", "StdioChannel"]
 
@@ -48,9 +49,8 @@ _FROZEN_POLL = 0.05
 
 
 class StdioChannel:
-    """What the links of one stdio server's children share: the core, the records (read under
-    ``cond``), the live links, their tasks, the plan's child events, the patience budget and its
-    verdicts; and the listener they connect to."""
+    """The listener one stdio server's children connect to, and what their links share (the records
+    and the patience violations are read under ``cond``)."""
 
     def __init__(self, sidecar_core: SidecarCore, token: str, guarded: bool) -> None:
         self.core, self.journal, self.token = sidecar_core, sidecar_core.journal, token
@@ -169,11 +169,7 @@ class StdioChannel:
         for child in list(self.live.values()):  # not seen to go: record it as ended anyway
             child.writer.close()
             child.ended()
-        tasks = [t for t in self.tasks if not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+        await cancel_all(self.tasks)
 
     def live_child(self, what: str) -> ChildLink:
         children = list(self.live.values())
@@ -408,9 +404,8 @@ class ChildLink:
             j.end_request(rid, status=status, bytes_sent=sent)
 
     def note_ids(self, rid: int, body: bytes) -> Any:
-        """The message's ``id`` (``None`` when it has none or is not JSON). Remember which journal
-        request each JSON-RPC id is, and record a ``notifications/cancelled`` naming one of them on
-        the child's record (what the client gave up on, and when)."""
+        """The message's ``id``; record a ``notifications/cancelled`` naming an earlier request on the
+        child's record (what the client gave up on, and when)."""
         try:
             message = json.loads(body)
         except (ValueError, RecursionError):
@@ -525,8 +520,8 @@ class _Exchange:
         return len(line.encode()) + 1
 
     async def shaped(self, status: int, fault: F.Fault, shaper: BodyShaper, line: bytes) -> None:
-        """Write ``line`` and its newline as the body shaper's steps say: the bytes before a hold in one
-        write, the rest with the newline in another (the stdio kinds shape by holding only)."""
+        """Write ``line`` and its newline as the body shaper's steps say (the stdio kinds shape by
+        holding only)."""
         pending, sent = b"", 0
         for step in [*shaper.start(), *shaper.feed(line), *shaper.end()]:
             match step:

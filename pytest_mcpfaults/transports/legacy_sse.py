@@ -80,7 +80,6 @@ class LegacySession:
         self.ended = False  # the server ended it (session_expired): its stream closes once drained
         self._outbox: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
         self.unread_bytes = 0  # bytes of the events in the outbox (taken out by next())
-        self.refused = 0  # message POSTs refused while the outbox was over OUTBOX_BYTES
 
     def endpoint_event(self) -> StreamEvent:
         return StreamEvent(b"event: endpoint\ndata: " + self.endpoint_url.encode() + b"\n\n")
@@ -101,7 +100,6 @@ class LegacySession:
         client's: it does not read its stream), else ``None``."""
         if self.unread_bytes <= limit:
             return None
-        self.refused += 1
         refusal = _refused(
             503,
             f"Service Unavailable: the event stream of session {self.id} has {self.unread_bytes} bytes "
@@ -228,9 +226,8 @@ class LegacyTransport:
         state: F.TriggerState | None,
         transport: Transport,
     ) -> LegacyAnswer:
-        """A legacy request, classified, journaled and past a freeze, ``fault`` chosen: its
-        answer-level part acts as on any request, except that a ``die`` on a message POST to a live
-        session answers 202 first and dies once that is sent; then :meth:`_answer`."""
+        """As on any request, except that a ``die`` on a message POST to a live session answers 202
+        first and dies once that is sent."""
         core = self.core
         session = self.lookup(incoming.query) if info.path == self.messages_path else None
         later: Step | None = None
@@ -263,12 +260,9 @@ class LegacyTransport:
         later: Step | None,
         transport: Transport,
     ) -> LegacyAnswer:
-        """The stream (``GET sse_path``) or a message (``POST messages_path``), whose JSON-RPC reply
-        (normal or forced) goes on its session's stream, carrying the body fault, while the POST gets
-        ``202 Accepted``. A request the MCP endpoint answers is answered after its 202
-        (:class:`LegacyReply`, as the mcp SDK's SSE server does), so the client can post its
-        ``notifications/cancelled`` meanwhile; ``later`` (a ``delay(after=True)``,
-        ``answer_after_cancel``'s hold) acts once its reply is made."""
+        """A message's JSON-RPC reply goes on its session's stream while the POST gets 202; a request
+        the MCP endpoint answers is answered after its 202 (as the mcp SDK's SSE server does), so the
+        client can post its ``notifications/cancelled`` meanwhile; ``later`` acts once it is made."""
         core = self.core
         if forced is None:
             forced = security_problem(incoming.header_pairs, core.options.allowed_origins, core.allowed_hosts)
@@ -321,9 +315,8 @@ class LegacyTransport:
         later: Step | None,
         transport: Transport,
     ) -> None:
-        """Make the reply of message ``rid`` (its POST answered 202) and put it on its session's stream,
-        unless the client cancels it first (:meth:`Cancellations.run`: a stopped request's reply is no
-        event at all); ``transport`` is the one its hold, if any, is on."""
+        """Make the reply of message ``rid`` and put it on its session's stream, unless the client
+        cancels it first (a stopped request's reply is no event at all)."""
         m, core = info.mcp, self.core
         assert m is not None
         if core.cancels.stopped_before(rid, fault):  # its cancel came before this began

@@ -37,7 +37,7 @@ from pytest_mcpfaults.transports.connections import Conn, Connections
 from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_bounded
 from pytest_mcpfaults.transports.inject import Delivery, Dropped, cut, deliver, reset_transport, write_steps
 from pytest_mcpfaults.transports.legacy_sse import LegacyAnswer, LegacyReply
-from pytest_mcpfaults.transports.loop import WorkerPool
+from pytest_mcpfaults.transports.loop import WorkerPool, cancel_all
 from pytest_mcpfaults.transports.notices import StreamNotices, serve_listen
 from pytest_mcpfaults.transports.sse_stream import StreamWriter
 from pytest_mcpfaults.verdicts.violation import BudgetSource, PatienceViolation
@@ -164,10 +164,8 @@ class _Exchange:
             notices.unlisten(listening)
 
     def reply_later(self, later: LegacyReply) -> None:
-        """Make this legacy message's reply after its 202, in a task of its own (cancelled at stop(); a
-        ``notifications/cancelled`` can stop it meanwhile), on the connection of its session's stream: a
-        hold of the reply ends when the stream closes, and patience resets the stream. The message's
-        record ends when its reply is on the stream, or it was stopped."""
+        """Make this legacy message's reply after its 202, in a task of its own, on the connection of
+        its session's stream (a hold of the reply ends when the stream closes; patience resets it)."""
         listener = self.listener
         cid = listener.journal.request(later.session.rid).conn_id
         conn = next((c for c in listener.conns.live.values() if c.id == cid), self.conn)
@@ -230,10 +228,8 @@ class _Exchange:
         await asyncio.sleep(seconds)
 
     async def event_stream(self, resumed: Resumed | None = None, fault: F.Fault | None = None) -> None:
-        """A ``GET`` stream: its priming event (protocol 2025-11-25 on; else a comment), or, resuming
-        one (``resumed``), the events the client missed; then its notifications until teardown or the
-        client goes away. A ``reset`` / ``truncate`` aimed at the ``GET`` cuts it once ``after_bytes``
-        bytes of it are sent (0: before the status line)."""
+        """A ``GET`` stream: its priming event (protocol 2025-11-25 on; else a comment), or the events
+        a resuming client missed; then its notifications until teardown or the client goes away."""
         shape = shape_of(fault)
         if shape.resets_at_once:
             raise cut(self.request.transport)
@@ -374,12 +370,7 @@ class SocketListener:
         if lost:
             await asyncio.wait(lost, timeout=0.5)
         await self.otlp.close()
-        me = asyncio.current_task()  # the request handlers still running: cancelled, awaited (bounded)
-        tasks = [t for t in self.tasks if t is not me and not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+        await cancel_all(self.tasks)  # the request handlers still running
         self.tasks.clear()
         if self.proxy is not None:
             await self.proxy.upstream.close()  # every upstream connection (bounded)
@@ -430,8 +421,7 @@ class SocketListener:
         await self.die_transport(restart=restart)
 
     async def die_transport(self, *, restart: bool) -> None:
-        """The socket's part of dying: the listener closes (unless restarting), every held request
-        ends, every connection is reset."""
+        """The socket's part of dying (the core forgot the process's state)."""
         if not restart:
             await self.close_listener()
         self.holds.end("teardown")
@@ -562,9 +552,8 @@ class SocketListener:
         return await deliver(request, answer, hold=exchange.hold, out=out)
 
     async def legacy_stream(self, exchange: _Exchange, answer: LegacyAnswer) -> web.StreamResponse:
-        """Serve a legacy SSE stream: the status and headers, the endpoint event, then each event its
-        session's outbox gets, until teardown, the client closes it, or the server ends the session
-        (a clean end of the stream)."""
+        """Serve a legacy SSE stream: the endpoint event, then its session's outbox until teardown,
+        the client closes it, or the server ends the session (a clean end)."""
         session, request, conn, out = answer.stream, exchange.request, exchange.conn, exchange.out
         assert session is not None
         if shape_of(answer.fault).resets_at_once:  # RST before the status line
@@ -576,7 +565,7 @@ class SocketListener:
         writer = StreamWriter(request, resp, out, exchange.hold_stream, answer.fault)
         try:
             with self.holds.stream() as teardown:
-                await writer.start()
+                await resp.write(b"")  # the status line and headers now: aiohttp buffers them until a write
                 await writer.event(session.endpoint_event())
                 while True:
                     nxt = asyncio.ensure_future(session.next())

@@ -12,7 +12,7 @@ import contextlib
 import os
 import queue
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
@@ -47,6 +47,16 @@ async def call(fn: Callable[[], object]) -> None:
     """Run ``fn`` on the loop thread (``run(call(fn))``): a change of state that request handlers read
     there."""
     fn()
+
+
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]], timeout: float = 1.0) -> None:
+    """Cancel the tasks still running (but the caller's) and wait for them, bounded."""
+    me = asyncio.current_task()
+    running = [t for t in tasks if t is not me and not t.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=timeout)
 
 
 def run(coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:

@@ -111,8 +111,6 @@ class Sidecar(SidecarWaits):
         # stall every sidecar of the process); threads start on first use.
         self._pool = _loop.WorkerPool("mcpfaults-tool-handler")
         self.core = self._build_core(opts)
-        served = self._upstream_server  # upstream_serve=: the sidecar runs it
-        self._served = served if served is not None and served.command is not None else None
         self._listener = SocketListener(self.core, opts, self._pool, self._proxy, self._stdio)
         self._otlp = self._listener.otlp = OtlpService(
             opts.otlp_path, self.journal, opts.span_recorder, max_body_bytes=opts.max_body_bytes,
@@ -122,18 +120,16 @@ class Sidecar(SidecarWaits):
 
     def _build_core(self, opts: SidecarOptions) -> core.SidecarCore:
         """The core these options describe, and its upstream in proxy mode."""
-        upstream_client = (
-            Upstream(self.upstream, timeout=opts.upstream_timeout, headers=self.upstream_headers)
-            if self.upstream is not None
-            else None
-        )
-        self._upstream_server = (
-            UpstreamServer(
-                cast("list[str] | None", opts.upstream_serve), upstream_client.url, upstream_client.streams
+        upstream_client: Upstream | None = None
+        self._upstream_server: UpstreamServer | None = None
+        self._served: UpstreamServer | None = None  # upstream_serve=: the sidecar runs it
+        if self.upstream is not None:
+            upstream_client = Upstream(
+                self.upstream, timeout=opts.upstream_timeout, headers=self.upstream_headers
             )
-            if upstream_client is not None
-            else None
-        )
+            serve = cast("list[str] | None", opts.upstream_serve)
+            self._upstream_server = UpstreamServer(serve, upstream_client.url, upstream_client.streams)
+            self._served = self._upstream_server if self._upstream_server.command is not None else None
         service_url = opts.service_url
         self.replay = replay = _replay(opts)
         origin = upstream_client.origin if upstream_client is not None else _recorded_origin(replay)

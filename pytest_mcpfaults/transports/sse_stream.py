@@ -42,10 +42,6 @@ class StreamWriter:
         self.pending = fault if self.shape.ending is not None else None
         self.at: int | None = self.shape.cut
 
-    async def start(self) -> None:
-        """Send the status line and headers now (before any event)."""
-        await self.resp.write(b"")  # aiohttp buffers the headers until the first body write
-
     async def event(self, ev: StreamEvent) -> None:
         data = ev.data
         message = ev.rid is not None
