@@ -78,9 +78,8 @@ LOGGER.addFilter(_Redact())
 
 class ConnectionReportingServer(web_server.Server):
     """aiohttp's low-level server, with each connection's opening and loss reported to its owner
-    (the sidecar's listener and the OTLP receiver's own both journal their connections), logging to
-    :data:`LOGGER`, lingering :data:`LINGERING_TIME` at most, with aiohttp's decompression off
-    (:func:`read_body` inflates)."""
+    (both servers journal their connections), logging to :data:`LOGGER`, lingering
+    :data:`LINGERING_TIME` at most, with aiohttp's decompression off (:func:`read_body` inflates)."""
 
     def __init__(
         self,

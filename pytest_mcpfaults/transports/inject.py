@@ -60,10 +60,9 @@ async def deliver(
     hold: Callable[[F.Fault], Awaitable[None]],
     out: Delivery,
 ) -> web.StreamResponse:
-    """Write the answer's reply to the client, shaped by its body fault (stall, drip, truncate, reset,
-    malformed JSON, endless SSE: :mod:`~pytest_mcpfaults.behaviour.body`) when there is one. Raises
-    :class:`Dropped` when the connection was deliberately cut; ``hold`` raises it too when a held
-    request does not end in a release."""
+    """Write the answer's reply to the client, shaped by its body fault
+    (:mod:`~pytest_mcpfaults.behaviour.body`). Raises :class:`Dropped` when the connection was cut
+    (``hold`` too, when a held request does not end in a release)."""
     reply, fault, sse = answer.reply, answer.fault, answer.sse
     shape = shape_of(fault)
     body, ctype = reply_body(reply, sse)
@@ -104,9 +103,8 @@ async def write_steps(
     hold: Callable[[], Awaitable[None]],
     out: Delivery,
 ) -> None:
-    """Run a :class:`~pytest_mcpfaults.behaviour.body.BodyShaper`'s steps on an aiohttp response:
-    write (counting ``out.bytes_sent``), sleep, hold, or cut the connection (then raise
-    :class:`Dropped`)."""
+    """Run a :class:`~pytest_mcpfaults.behaviour.body.BodyShaper`'s steps on an aiohttp response,
+    counting ``out.bytes_sent``."""
     for step in steps:
         match step:
             case Write(data=data):

@@ -136,11 +136,9 @@ class LegacyReply:
 
 @dataclass
 class LegacyAnswer(Answer):
-    """The core's :class:`~pytest_mcpfaults.core.core.Answer` to a legacy request. ``stream``: a
-    legacy SSE stream to serve after the reply's status and headers (its endpoint event, then its
-    outbox until teardown; ``fault`` then acts on the stream's bytes). ``replying``: a message's reply,
-    which the transport makes once it has sent the 202, in a task of its own; the request's record
-    ends when that ends."""
+    """The core's answer to a legacy request: with ``stream``, a legacy SSE stream to serve after the
+    status and headers (``fault`` acts on its bytes); with ``replying``, a message's reply the transport
+    makes once it has sent the 202 (the request's record ends when that ends)."""
 
     stream: LegacySession | None = None
     replying: LegacyReply | None = None
