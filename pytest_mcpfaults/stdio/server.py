@@ -93,6 +93,7 @@ class StdioServer(SidecarViews):
             raise RuntimeError(f"StdioServer.start(): already {self.core.state}; a server starts once")
         if self.guarded:
             guardian.ensure()
+        self._channel.guarded = self.guarded  # read here: a standalone child sets it after construction
         _loop.run(self._channel.start())
         self.core.state = "running"
         return self
