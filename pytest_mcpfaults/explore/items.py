@@ -1,14 +1,9 @@
 """pytest glue for explore (``--mcpfaults-explore``, ``@pytest.mark.mcp_explore``, ini
-``mcpfaults_explore``): campaign items, their oracles, the footprint cache. The planning is
-:mod:`pytest_mcpfaults.explore.plan` (pure); the report is :mod:`pytest_mcpfaults.explore.summary`.
+``mcpfaults_explore``): campaign items, their oracles, the footprint cache.
 
-How a campaign is collected (up front from a footprint cached in ``.pytest_cache`` by an earlier run,
-each parametrization its own explored test: :func:`explored_test`; without one, inserted after the clean
-run once it passed, never under xdist) and what fails a run (the generic checks of
-:mod:`pytest_mcpfaults.explore.checks`; the test's own failed asserts are behaviour under fault) are
-docs/explore.md's "First run, second run, xdist" and "The oracles". A campaign item is made from its
-test's clean item (:func:`make_item`), so an item inserted during the run is collected like the clean
-one was.
+How a campaign is collected (from a footprint cached by an earlier run, else inserted after the clean
+run once it passed, never under xdist) and what fails a run are docs/explore.md's "First run, second
+run, xdist" and "The oracles".
 """
 
 from __future__ import annotations
@@ -53,9 +48,8 @@ CHECKS_INI = "mcpfaults_explore_exclude_checks"
 OPTION = "--mcpfaults-explore"
 HTML_OPTION = "--mcpfaults-html"
 
-#: The fixtures explore can drive, and the transport of each (which kinds apply). A test that asks for
-#: explore's own fixture (and none of the others) opens an in-process ``mock_sidecar`` itself, which
-#: takes the run's plan from :mod:`pytest_mcpfaults.explore.ambient`.
+#: The fixtures explore can drive, and the transport of each. A test that asks for explore's own
+#: fixture alone opens an in-process ``mock_sidecar`` itself (:mod:`pytest_mcpfaults.explore.ambient`).
 _SIDECAR_FIXTURES = {
     "mcp_sidecar": "http",
     "mcp_stdio_server": "stdio",
@@ -78,7 +72,7 @@ class _Settings:
 
 @dataclasses.dataclass
 class _Test:
-    """One explored test in this process: its options and what was collected (or added) for it."""
+    """One explored test in this process."""
 
     options: Options
     transport: str = "http"
@@ -93,9 +87,8 @@ class _Test:
 
 @dataclasses.dataclass
 class _Function:
-    """One explored test function, as collection planned it: its options, the transport of its
-    server, and per explored test (its parametrization, see :func:`explored_test`) the run ids planned from
-    its cached footprint."""
+    """One explored test function, as collection planned it: per explored test (parametrization),
+    the run ids planned from its cached footprint."""
 
     options: Options
     transport: str
@@ -112,10 +105,8 @@ _SPANS = pytest.StashKey[list[dict[str, Any]]]()
 _WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
 _INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
 _GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
-#: The expansion hook: called at the teardown of every explore run (clean or not) with its item, its run
-#: and what it observed (:func:`run_detail`); the runs it returns are inserted after the item *instead*
-#: of explore's own campaign or pairs (``None``: not its test, explore expands as usual). Set by
-#: from-trace (``pytest_mcpfaults._pytest.from_trace``).
+#: From-trace's hook, called at every explore run's teardown with its item, run and :func:`run_detail`:
+#: the runs it returns are inserted instead of explore's own campaign or pairs (``None``: not its test).
 EXPANSION = pytest.StashKey["Callable[[pytest.Item, Run, dict[str, Any]], list[Run] | None]"]()
 #: The option of from-trace that turns explore on (its campaign is the trace's replay).
 FROM_TRACE_DEST = "mcpfaults_from_trace"
@@ -156,17 +147,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _parse_checks_ini(lines: list[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """The ini key's lines as (node-id prefix, checks); a ``ValueError`` naming a bad check."""
-    from pytest_mcpfaults.explore.checks import check_names
-
-    out = []
-    for line in lines:
-        prefix, _, names = line.rpartition("=") if "=" in line else ("", "", line)
-        out.append((prefix.strip(), check_names(CHECKS_INI, names)))
-    return out
-
-
 def _parse_ini(raw: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for part in raw.split():
@@ -197,11 +177,15 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
     config.stash[_SETTINGS] = settings
     explore_shard.configure(config, explored_test)
-    lines = [str(v) for v in config.getini(CHECKS_INI)]
-    try:
-        config.stash[_INI_CHECKS] = _parse_checks_ini(lines) if lines else []
-    except ValueError as exc:
-        raise pytest.UsageError(f"ini option {exc}") from None
+    config.stash[_INI_CHECKS] = []
+    for line in map(str, config.getini(CHECKS_INI)):
+        from pytest_mcpfaults.explore.checks import check_names  # only when the key is set
+
+        prefix, _, names = line.rpartition("=")
+        try:
+            config.stash[_INI_CHECKS].append((prefix.strip(), check_names(CHECKS_INI, names)))
+        except ValueError as exc:
+            raise pytest.UsageError(f"ini option {exc}") from None
     html = config.getoption("mcpfaults_html", default=None)
     if html and not hasattr(config, "workerinput"):
         from pytest_mcpfaults._pytest.report import check_output_path
@@ -266,8 +250,7 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
 def planned_runs(
     options: Options, steps: tuple[Step, ...], cached: dict[str, Any] | None, transport: str = "http"
 ) -> list[Run]:
-    """The campaign's runs from a footprint (and, at depth 2, the pairs from the cached observations
-    of its first runs)."""
+    """The campaign's runs from a footprint (and, at depth 2, the pairs after its cached first runs)."""
     from pytest_mcpfaults.explore.plan import Step, plan_campaign, plan_pairs, same_outcome
 
     camp = plan_campaign(steps, options, transport)
@@ -297,7 +280,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_mcpfaults.explore.plan import CLEAN, Step
 
     function = metafunc.definition.nodeid
-    transport = _transport(metafunc.fixturenames)
+    transport = next(t for f, t in _SIDECAR_FIXTURES.items() if f in metafunc.fixturenames)
     # each parametrization is explored as its own test, with its own cached footprint; the explore
     # parameter takes the union of their runs, and collection keeps each test's own (see
     # pytest_collection_modifyitems)
@@ -322,11 +305,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(EXPLORE_PARAM, list(runs.values()), ids=list(runs))
 
 
-def _transport(fixturenames: list[str]) -> str:
-    """The transport of the server the test uses (the first of :data:`_SIDECAR_FIXTURES` it uses)."""
-    return next(t for f, t in _SIDECAR_FIXTURES.items() if f in fixturenames)
-
-
 def function_id(item: pytest.Item) -> str:
     """The node id of the item's test function (without any parametrization)."""
     name = getattr(item, "originalname", item.name)
@@ -335,21 +313,11 @@ def function_id(item: pytest.Item) -> str:
 
 def explored_test(item: pytest.Item) -> str:
     """The explored test an explore item belongs to: its function's node id with the item's other
-    parameters, without explore's (``test_x.py::test_x[a]`` for ``test_x[a-explore:die-at-tool:x[1]]``,
-    ``test_x.py::test_x`` for an unparametrized test)."""
+    parameters (``test_x.py::test_x[a]`` for ``test_x[a-explore:die-at-tool:x[1]]``)."""
     run = explore_run(item)
-    function = function_id(item)
     params = item.name[len(getattr(item, "originalname", item.name)) + 1 : -1]
-    rid = run.id if run is not None else ""
-    if params == rid:
-        rest = ""
-    elif params.endswith(f"-{rid}"):
-        rest = params[: -len(rid) - 1]
-    elif params.startswith(f"{rid}-"):
-        rest = params[len(rid) + 1 :]
-    else:
-        rest = params.replace(f"-{rid}-", "-", 1)
-    return f"{function}[{rest}]" if rest else function
+    rest = f"-{params}-".replace(f"-{run.id if run is not None else ''}-", "-", 1)[1:-1]
+    return f"{function_id(item)}[{rest}]" if rest else function_id(item)
 
 
 def _test(item: pytest.Item) -> _Test | None:
@@ -358,9 +326,8 @@ def _test(item: pytest.Item) -> _Test | None:
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselect: the items of other parametrizations go first
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each explored test gets its own runs: the explore parameter took the union of its function's
-    parametrizations' runs, and an item whose run was planned for another parametrization (another
-    footprint) is deselected here (pytest counts it so: ``5/6 tests collected (1 deselected)``)."""
+    """An item whose run was planned for another parametrization of its function (the explore
+    parameter took the union of their runs) is deselected."""
     functions, tests = config.stash[_FUNCTIONS], config.stash[_TESTS]
     keep: list[pytest.Item] = []
     other: list[pytest.Item] = []
@@ -394,8 +361,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class _Hand:
-    """What a server the test makes itself (``mock_sidecar``) takes from its explore run
-    (:mod:`pytest_mcpfaults.explore.ambient`): the faults aimed at it, and its journal into the footprint."""
+    """The run's :class:`~pytest_mcpfaults.explore.ambient.Hand`."""
 
     def __init__(self, item: pytest.Item, run: Run) -> None:
         self.item, self.run = item, run
@@ -410,7 +376,6 @@ class _Hand:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
-    """An explore run's hand is held for its setup, call and teardown."""
     run = explore_run(item)
     if run is None:
         return (yield)
@@ -452,9 +417,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
-    """The generic checks off for this run: its options' ``checks``/``exclude_checks``, the ini key's
-    lines that name its test (or everything), and, for a fault's run, those its clean run failed
-    (``t.checks_off``; the clean run itself is checked by them every time, its finding stays one)."""
+    """The generic checks off for this run: its options', the ini key's lines naming its test, and, for a
+    fault's run, those its clean run failed (the clean run is checked by them every time)."""
     from pytest_mcpfaults.explore.checks import kept_off
 
     test = explored_test(item)
@@ -472,8 +436,7 @@ def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
 def _classify(
     item: pytest.Item, call: pytest.CallInfo[None], options: Options, off: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
-    """The verdict of a run's call phase: what failed (``found``), by which oracle; a failure of a check
-    kept off (``off``) is behaviour under fault."""
+    """The verdict of a run's call phase; a failure of a check kept off is behaviour under fault."""
     rec = record_for(item)
     found = [f"invariant:{i.name}" for i in rec.invariants if not i.ok]
     exc = call.excinfo.value if call.excinfo is not None else None
@@ -533,9 +496,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _clean_failed(report: pytest.TestReport, t: _Test, verdict: dict[str, Any]) -> None:
-    """The clean run failed: its campaign is not explored, unless all it failed is generic checks
-    made once the test's path was whole (a connection left open, a span invariant): the run is then a
-    finding of its own, and the campaign goes on with those checks off."""
+    """The clean run failed: its campaign is not explored, unless all it failed is checks made once its
+    path was whole: then it is a finding of its own, and the campaign runs with those checks off."""
     from pytest_mcpfaults.explore.checks import check_of, whole_footprint
 
     if verdict["verdict"] == "violation" and not verdict["note"] and whole_footprint(verdict["found"]):
@@ -558,8 +520,7 @@ def _clean_failed(report: pytest.TestReport, t: _Test, verdict: dict[str, Any]) 
 
 
 def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]) -> str:
-    """What a violating run's failure says: what was found, the span invariants' messages and the span
-    tree as the span gate prints them, and the plan to paste above a regression test."""
+    """What a violating run's failure says: what was found, the span gate's text, the plan to paste."""
     from pytest_mcpfaults.explore.plan import regression_line
 
     text = f"explore: {', '.join(verdict['found'])}"
@@ -572,8 +533,7 @@ def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]
 
 
 def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
-    """Whether the baseline already has this run's finding (its root cause: see explore_findings; a
-    version-1 baseline: this run with every one of its findings)."""
+    """Whether the baseline has this run's finding (a version-1 baseline: this run and its findings)."""
     from pytest_mcpfaults.explore.findings import finding_key, primary
 
     if not verdict["found"]:
@@ -586,8 +546,7 @@ def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
     return found is not None and set(verdict["found"]) <= found
 
 
-#: The oracles read once the test's fixtures are done: a check's name and what the sidecar fixture
-#: found for it (left open connections, session hygiene).
+#: The oracles read once the test's fixtures are done: a check, its stash key, its title.
 _AT_TEARDOWN = (
     ("left_open", LEFT_OPEN, "the harness left connections open"),
     ("sessions", SESSION_PROBLEMS, "the harness broke session hygiene"),
@@ -657,8 +616,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
 
 
 def _expanded(item: pytest.Item, t: _Test, run: Run) -> bool:
-    """Whether the expansion hook (:data:`EXPANSION`) takes this test: the runs it returns, if any,
-    inserted after ``item`` instead of explore's campaign or pairs."""
+    """Whether the expansion hook (:data:`EXPANSION`) takes this test (and its runs were inserted)."""
     expansion = item.config.stash.get(EXPANSION, None)
     runs = expansion(item, run, run_detail(item)) if expansion and t.clean_failed is None else None
     if runs is not None:
@@ -673,8 +631,8 @@ def explore_options(item: pytest.Item) -> Options | None:
 
 
 def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
-    """The pairs after ``run``; none when its outcome matched an earlier first run's (reduction),
-    those pruned then listed in ``data`` (``pruned_pairs``) for the report."""
+    """The pairs after ``run``; none when its outcome matched an earlier first run's (listed in
+    ``data["pruned_pairs"]``)."""
     from pytest_mcpfaults.explore.plan import Step, plan_pairs, same_outcome
 
     assert t.footprint is not None
@@ -690,15 +648,13 @@ def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
 
 
 def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
-    """Insert items for ``runs`` not collected yet right after ``item`` (see :func:`_insert`)."""
     new = [r for r in runs if r.id not in t.collected]
     left = t.options.max_runs - (len(t.collected) - 1)
     _insert(item, t, new[: max(0, left)])
 
 
 def _insert(item: pytest.Item, t: _Test, new: list[Run]) -> None:
-    """Insert items for ``new`` right after ``item``, collected as the clean item was (not on an xdist
-    worker)."""
+    """Insert items for ``new`` right after ``item`` (not on an xdist worker)."""
     if not new or hasattr(item.config, "workerinput") or t.clean is None:
         return
     items: list[pytest.Item] = [make_item(t.clean, r) for r in new]
@@ -722,7 +678,7 @@ def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
 
 
 def run_detail(item: pytest.Item) -> dict[str, Any]:
-    """What a run observed as the HTML page draws it: ``{"spans": [...], "journal": [...]}``."""
+    """What a run observed as the HTML page draws it."""
     from pytest_mcpfaults.from_trace.capture import journal_dicts
 
     servers: list[Any] = item.stash.get(SERVERS, [])
@@ -730,8 +686,7 @@ def run_detail(item: pytest.Item) -> dict[str, Any]:
 
 
 def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
-    """The footprint of the item's servers (each step naming its server when there are several), their
-    journals' labels, and how often planned faults fired."""
+    """The footprint of the item's servers, their journals' labels, and how often faults fired."""
     from pytest_mcpfaults.explore.plan import MAKER_TRANSPORTS, footprint
 
     steps: list[Step] = []
@@ -746,8 +701,6 @@ def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
         requests = journal.requests
         health = getattr(server, "health_path", None)
         mcp_path = getattr(server, "mcp_path", "/mcp")
-        # with several servers, each step names its own (numbered in the order the test made them),
-        # and its transport, which decides the kinds that apply to it
         steps += footprint(
             requests,
             mcp_path=mcp_path,
@@ -761,13 +714,8 @@ def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
 
 
 def make_item(clean: pytest.Function, run: Run) -> pytest.Function:
-    """A campaign item made from its test's clean item (its other parameters kept), during the run.
-
-    pytest has no public way to add an item once collection is over, so this builds one as
-    collection did: the clean item's call spec with explore's parameter and id replaced (pytest
-    builds the node id from the call spec's private id list) and the clean item's fixture closure
-    (``_fixtureinfo``, which holds the pseudo-fixtures of the test's direct parametrizations: a
-    fixture info computed afresh would not know them). See docs/architecture.md."""
+    """A campaign item made from its test's clean item during the run, as collection made that one:
+    pytest has no public way to add an item then (docs/architecture.md says which internals, and why)."""
     from pytest_mcpfaults.explore.plan import CLEAN
 
     callspec = clean.callspec
