@@ -1,14 +1,9 @@
 """Explore's findings: a campaign's failing runs grouped by root cause. Pure: no I/O, no pytest.
 
-A run that found something (verdict ``violation``, or ``known``: a violation the baseline has) is
-filed under its *primary* verdict kind (:func:`primary`); runs with the same one at the same harness
-frame (``where``, its line shown, not compared, so an edit above it keeps the finding; without a frame
-the explored test) are one :class:`Finding` (docs/explore.md's "Findings" says the rules).
-
-A finding's :attr:`Finding.key` is its identity across runs and machines (the baseline compares keys);
-its plan is the smallest of its runs (one fault, the earliest step). Input: the JSON report's
-``explore`` section (one entry per explored test, each with its ``runs``), so merged shards give the
-same findings as one machine.
+Runs filed under the same *primary* verdict kind (:func:`primary`) at the same harness frame (its line
+not compared, so an edit above it keeps the finding) are one :class:`Finding`, whose key the baseline
+compares (docs/explore.md's "Findings"). Input: the JSON report's ``explore`` section, so merged shards
+give the same findings as one machine.
 """
 
 from __future__ import annotations
@@ -70,11 +65,6 @@ def oracle_of(found: str) -> str:
     return found.split(":", 1)[0]
 
 
-def _rank(found: str) -> int:
-    cls = CLASSES.get(oracle_of(found))
-    return ORDER.index(cls) if cls is not None else len(ORDER)
-
-
 #: Oracles checked once the test is over: a run that also found something while it ran is filed under
 #: that (a connection left open after an escaped exception is the escape's doing, not a bug of its own).
 AFTERWARDS = ("left_open", "teardown")
@@ -87,8 +77,12 @@ def primary(found: Sequence[str]) -> str:
     return min(during or found, key=_rank)
 
 
+def _rank(found: str) -> int:
+    cls = CLASSES.get(oracle_of(found))
+    return ORDER.index(cls) if cls is not None else len(ORDER)
+
+
 def _frame_id(where: str) -> str:
-    """A frame without its line: ``harness.py:12 in call`` → ``harness.py in call``."""
     head, sep, func = where.partition(" in ")
     return f"{head.rsplit(':', 1)[0]}{sep}{func}"
 
@@ -100,7 +94,7 @@ def finding_key(found: str, where: str, test: str) -> str:
 
 @dataclass
 class Finding:
-    """One root cause: its key, title, oracle, verdict kind, where, the runs it covers, its plan."""
+    """One root cause, the runs it covers, and its plan (the smallest run's)."""
 
     key: str
     found: str
@@ -124,7 +118,7 @@ class Finding:
 
     @property
     def smallest(self) -> dict[str, Any]:
-        """The run to paste: one fault (the fewest), the earliest step (the order they ran)."""
+        """The run to paste: the fewest faults, the earliest step."""
         return min(self.runs, key=lambda r: (r["depth"], r["at"]))
 
     @property
@@ -202,8 +196,7 @@ RunT = TypeVar("RunT", bound=Mapping[str, Any])
 
 
 def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
-    """``runs`` in their campaign's order (footprint, then catalogue; pairs after their first run), as
-    one machine would have run them."""
+    """``runs`` in their campaign's order (footprint, then catalogue; pairs after their first run)."""
     from pytest_mcpfaults.faults import fault_kinds
 
     rank = {kind: i for i, kind in enumerate(fault_kinds())}
@@ -213,18 +206,11 @@ def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
     )
 
 
-def _blocking(kind: str) -> bool:
+def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
+    """The findings of explore entries, by class (:data:`ORDER`), then by their first run's order. A
+    run not among its entry's ``violations`` (a pair its first fault alone explains) is left out."""
     from pytest_mcpfaults.faults import fault_kinds
 
-    cls = fault_kinds().get(kind)
-    return bool(cls is not None and cls.blocking)
-
-
-def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
-    """The findings of explore entries (the JSON report's ``explore`` section), in report order: by
-    class (:data:`ORDER`), then by their first run's order. Each entry's ``violations`` give the plans
-    to paste (by run id); a pair whose first fault alone gives the same violation is left out there,
-    and so here."""
     out: dict[str, Finding] = {}
     for entry in entries:
         test = str(entry["nodeid"])
@@ -259,16 +245,16 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
                 }
             )
             f.own_exception = f.own_exception or bool(run.get("own_exception"))
-            f.blocking_only = f.blocking_only and all(_blocking(kind_of({"plan": [p]})) for p in plan)
+            kinds = [fault_kinds().get(kind_of({"plan": [p]})) for p in plan]
+            f.blocking_only = f.blocking_only and all(k is not None and k.blocking for k in kinds)
             f.unstable = f.unstable and bool(run.get("unstable"))
-    return sorted(out.values(), key=lambda f: ORDER.index(f.klass) if f.klass in ORDER else len(ORDER))
+    return sorted(out.values(), key=lambda f: ORDER.index(f.klass))
 
 
 @dataclass
 class Gate:
-    """A run's findings against a baseline's: ``new`` fail the gate (unless every run of one is
-    unstable: ``unstable``), ``known`` do not (gaining runs or not), ``fixed`` are the baseline's
-    findings of tests that ran here and no longer found."""
+    """A run's findings against a baseline's: ``new`` fail the gate, ``unstable`` (new, every run
+    flipped on its re-run) and ``known`` do not, ``fixed`` are the baseline's of tests that ran here."""
 
     new: list[dict[str, Any]] = field(default_factory=list)
     unstable: list[dict[str, Any]] = field(default_factory=list)
@@ -289,8 +275,8 @@ class Gate:
 def compare(
     baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]], ran: Iterable[str]
 ) -> Gate:
-    """Compare finding dicts (:meth:`Finding.to_dict`) by key. ``ran``: the explored tests whose
-    campaign ran here (a baseline finding of another test is not "fixed": it was not looked for)."""
+    """Compare finding dicts by key. ``ran``: the explored tests whose campaign ran here (a baseline
+    finding of another test is not "fixed": it was not looked for)."""
     gate = Gate()
     old = {str(f["key"]): f for f in baseline}
     here = {str(f["key"]) for f in current}

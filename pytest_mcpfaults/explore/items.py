@@ -28,8 +28,7 @@ from pytest_mcpfaults.explore import shard as explore_shard
 from pytest_mcpfaults.explore.summary import (
     REPORT_ATTR,
     ExploreReport,
-    baseline_findings,
-    baseline_keys,
+    baseline,
     cache_key,
     cached,
     index_key,
@@ -540,9 +539,10 @@ def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
         return False
     where = str(item.stash.get(_WHERE, {}).get("where", ""))
     key = finding_key(primary(verdict["found"]), where, explored_test(item))
-    if any(f["key"] == key for f in baseline_keys(item.config)):
+    runs, findings = baseline(item.config)
+    if any(f["key"] == key for f in findings):
         return True
-    found = baseline_findings(item.config).get(f"{explored_test(item)}::{run.id}")
+    found = runs.get(f"{explored_test(item)}::{run.id}")
     return found is not None and set(verdict["found"]) <= found
 
 

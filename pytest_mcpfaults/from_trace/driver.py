@@ -82,7 +82,7 @@ def _seconds(text: str) -> float:
 
 
 def read_file(path: str) -> bytes:
-    """The bytes of ``path``, at most the trace bound (one byte more is read to tell it is over)."""
+    """The bytes of ``path``, refused over the trace bound (reading one byte more to tell)."""
     from pytest_mcpfaults.from_trace.errors import TraceError
     from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES
 

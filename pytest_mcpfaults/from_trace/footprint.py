@@ -1,10 +1,6 @@
 """A clean run as from-trace reads it: its spans, and its MCP requests in order, each as explore names it
-(a step: ``tool:delete_session#1``) and each with the span that was open around it.
-
-The requests come from the sidecar's journal, the spans from the recorder, on one clock (seconds since
-the epoch: explore's ``detail`` form, :func:`clean_run_from_detail`). A request belongs to the
-innermost span of the clean run that had started when the request arrived and had not ended by then
-(:func:`place_calls`); with no such span it belongs to none. Pure.
+(``tool:delete_session#1``) and each with the innermost span open when it arrived (:func:`place_calls`).
+Pure.
 """
 
 from __future__ import annotations
@@ -24,9 +20,8 @@ __all__ = ["Call", "CleanRun", "clean_run_from_detail", "place_calls"]
 
 @dataclass(frozen=True)
 class Call:
-    """One request of the clean run: its step id (``tool:delete_session#1``), its trigger ``target``
-    and ``nth``, its journal ``label``, when it started and ended (seconds since the epoch), and the
-    span id of the clean-run span open around it (``None``: none)."""
+    """One request of the clean run: its step, its times (seconds since the epoch), and the id of the
+    clean-run span open around it (``None``: none)."""
 
     step: str
     target: str
@@ -39,7 +34,7 @@ class Call:
 
 @dataclass(frozen=True)
 class CleanRun:
-    """A clean run's spans (as one :class:`~pytest_mcpfaults.from_trace.trace.Trace`) and requests."""
+    """A clean run's spans and requests."""
 
     trace: Trace
     calls: tuple[Call, ...]
@@ -86,9 +81,8 @@ def place_calls(calls: Sequence[Call], trace: Trace) -> tuple[Call, ...]:
 def clean_run_from_detail(
     data: Mapping[str, Any], source: str, session: Patterns, mcp_path: str = "/mcp"
 ) -> CleanRun:
-    """A clean run from explore's ``detail`` form: ``{"spans": [...], "journal": [...]}`` (spans as
-    ``span_dicts`` or ``GET /spans`` write them; journal records with ``label``, ``server``, ``start``
-    and ``end`` in seconds since the epoch, as ``journal_dicts`` writes them)."""
+    """A clean run from explore's ``detail`` form: ``{"spans": [...], "journal": [...]}``, as
+    :mod:`~pytest_mcpfaults.from_trace.capture` writes it (or ``GET /spans`` its spans)."""
     from pytest_mcpfaults.explore.plan import footprint
 
     journal = data.get("journal")

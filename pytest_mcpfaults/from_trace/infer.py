@@ -50,8 +50,7 @@ class SpanNames:
 
 @dataclass(frozen=True)
 class Inference:
-    """What one failed span of the trace became: ``faults`` (fault texts, the first planned, the
-    others the candidates), the ``step`` of the planned one, and why."""
+    """What one failed span became: ``faults`` (the first planned, the others candidates), its step, why."""
 
     span: RecordedSpan
     outcome: Outcome
@@ -62,8 +61,8 @@ class Inference:
 
 @dataclass(frozen=True)
 class Inferred:
-    """Everything inferred from one trace: per failed span, in start order; ``symptoms``: the session
-    spans that failed (what the gate's invariants judge)."""
+    """Everything inferred from one trace, per failed span in start order; ``symptoms``: the session
+    spans that failed."""
 
     trace_id: str
     inferences: tuple[Inference, ...]
@@ -89,8 +88,8 @@ class Inferred:
 
 
 def infer(trace: Trace, clean: CleanRun, names: SpanNames = SpanNames(), budget: float = 5.0) -> Inferred:
-    """The faults that replay ``trace``'s MCP failures against ``clean`` (see the module docstring);
-    ``budget``: the patience budget a held request is held for."""
+    """The faults that replay ``trace``'s MCP failures against ``clean``; a held request is held for
+    ``budget`` seconds."""
     failing = [s for s in trace.spans if s.failed or not s.end_time]
     symptoms = tuple(s for s in failing if matches(s.name, names.session))
     causes = [s for s in failing if not matches(s.name, names.session)]
@@ -126,7 +125,6 @@ def infer(trace: Trace, clean: CleanRun, names: SpanNames = SpanNames(), budget:
 
 
 def _failing_below(trace: Trace, failing: list[RecordedSpan]) -> dict[int, RecordedSpan]:
-    """span id -> a failing span beneath it, for every span with one."""
     out: dict[int, RecordedSpan] = {}
     for span in failing:
         node = trace.parent(span)
@@ -150,8 +148,7 @@ def _calls_inside(clean: CleanRun, span: RecordedSpan) -> list[Call]:
 
 
 def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float, names: SpanNames) -> Inference:
-    """The faults at the requests inside the span's match, the likeliest request first (see
-    :func:`_ranked`), each with every kind that fits, at most :data:`MAX_CANDIDATES`."""
+    """The faults at the requests inside the span's match, likeliest first, at most :data:`MAX_CANDIDATES`."""
     texts: list[tuple[str, Call, Candidate]] = []
     for call in _ranked(calls):
         for cand in classify(span, call.target.startswith("tool:"), budget):
@@ -201,7 +198,6 @@ def _ranked(calls: list[Call]) -> list[Call]:
 
 
 def _fault(cand: Candidate, call: Call) -> str | None:
-    """The fault text of ``cand`` aimed at exactly ``call``; ``None`` when the kind refuses it."""
     cls = F.fault_kinds().get(cand.kind)
     if cls is None:
         return None

@@ -59,8 +59,7 @@ def replay(
 
 
 def _is_fixture(value: Any) -> bool:
-    """Whether ``value`` is a ``@pytest.fixture`` (pytest 8.4+'s definition object, or an older marked
-    function)."""
+    """Whether ``value`` is a ``@pytest.fixture`` (pytest 8.4+'s definition object, or older)."""
     return type(value).__name__ == "FixtureFunctionDefinition" or hasattr(value, "_pytestfixturefunction")
 
 

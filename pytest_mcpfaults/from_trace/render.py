@@ -41,8 +41,7 @@ def marker(plan: tuple[str, ...]) -> str:
 
 
 def regression_test(inferred: Inferred, source: str, module: str, test: str, name: str) -> str:
-    """A test module ``name`` (``test_regression_<id>``) that runs ``module``'s test ``test`` under the
-    plan inferred from the trace (the clean test's fixtures and markers kept: the plan is added)."""
+    """A test module whose test ``name`` runs ``module``'s test ``test`` under the inferred plan."""
     why = "\n".join(
         textwrap.fill(i.reason, 100, initial_indent="# ", subsequent_indent="#   ")
         for i in inferred.inferences
