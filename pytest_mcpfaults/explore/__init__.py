@@ -5,7 +5,8 @@ The names below are this package's face, loaded on first use (``lazy.py``): impo
 does not load the others. ``from pytest_mcpfaults.explore import ...`` is the documented import.
 """
 
-# ruff: noqa: F405  (__all__ names plan.py's names, star-imported for type checkers only)
+# ruff: noqa: F405  (__all__ names plan.py's names, star-imported for type checkers only; plan.py
+# reads this list as its own)
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -21,34 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.explore import __all__ as __all__  # the package's face, listed once (run first)
 from pytest_mcpfaults.faults.triggers import MCP_METHODS, parse_target
-
-__all__ = [
-    "CLEAN",
-    "MARKERS",
-    "OPTIONS",
-    "Campaign",
-    "Options",
-    "Pruned",
-    "RequestLike",
-    "Run",
-    "Step",
-    "applies_to",
-    "cell_name",
-    "cells",
-    "explore_kinds",
-    "fault_at",
-    "faults_at",
-    "footprint",
-    "id_part",
-    "new_steps",
-    "parse_options",
-    "plan_campaign",
-    "plan_pairs",
-    "regression_line",
-    "same_outcome",
-    "server_of",
-]
 
 Endpoint = Literal["health", "mcp", "other"]
 

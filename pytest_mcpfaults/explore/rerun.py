@@ -66,7 +66,6 @@ class Rerun:
 
 
 def _unstable(reports: list[pytest.TestReport], first: dict[str, Any], again: dict[str, Any] | None) -> None:
-    """The first attempt found something its re-run did not: xfailed, marked unstable."""
     then = ", ".join(first.get("found", ()))
     now = ", ".join((again or {}).get("found", ())) or (again or {}).get("verdict", "nothing")
     first["unstable"] = True

@@ -74,8 +74,7 @@ class Shard:
 
 
 def configure(config: pytest.Config, explored_test: Callable[[pytest.Item], str]) -> None:
-    """Register the shard's deselection when the option is given; a usage error when it is wrong.
-    ``explored_test``: the explored test a campaign item belongs to (the explore glue's)."""
+    """Register the shard's deselection when the option is given; a usage error when it is wrong."""
     raw = config.getoption("mcpfaults_shard", default=None)
     if raw is None:
         return

@@ -1,12 +1,9 @@
 """Where a failing explore run left the harness's own code: the frame a finding is grouped by.
 
-The harness's own code is what :func:`pytest_mcpfaults._pytest.blocked.own_code` says (not the standard
-library, nothing installed with a ``.dist-info`` beside it, not this plugin), and not a module of the
-packages named in :data:`NOT_HARNESS` wherever they are installed from (the MCP SDK, pytest, pluggy,
-anyio, httpx, aiohttp …). For an escaped exception: the innermost own frame of its traceback (where it
-left the harness). For a verdict the plugin raised (a patience verdict, raised after the test), the
-exception it was raised from (the interrupt raised where the test was blocked, or the failure the
-abort caused) is looked into, through causes, contexts and exception groups.
+The harness's own code is what :func:`pytest_mcpfaults._pytest.blocked.own_code` says, but for the
+packages of :data:`NOT_HARNESS` wherever they are installed from. For a verdict the plugin raised after
+the test (a patience verdict), the exception it was raised from is looked into, through causes,
+contexts and exception groups.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ def _harness(filename: str, module: object) -> bool:
 
 
 def _own_frame(tb: TracebackType | None, root: str) -> str:
-    """The innermost harness frame of a traceback, ``file:line in function`` (``file`` relative to
-    ``root`` when under it), or ``""``."""
+    """The innermost harness frame of a traceback, ``file:line in function``, or ``""``."""
     found = ""
     while tb is not None:
         code = tb.tb_frame.f_code
