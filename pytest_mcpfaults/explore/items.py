@@ -212,10 +212,13 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
     uses = [f for f in _SIDECAR_FIXTURES if f in metafunc.fixturenames]
     given = getattr(metafunc.function, "is_hypothesis_test", False)  # Hypothesis's @given
     if marker is None:
-        if not settings.enabled or not uses or node.get_closest_marker("mcpfaults_matrix") is not None:
-            return None
-        if given:
-            return None  # each example makes servers of its own: no one footprint to explore
+        if (
+            not settings.enabled
+            or not uses
+            or given
+            or node.get_closest_marker("mcpfaults_matrix") is not None
+        ):
+            return None  # with @given each example makes servers of its own: no one footprint
         try:
             from pytest_mcpfaults.explore.plan import FIXTURE_MARKERS
 
@@ -260,9 +263,7 @@ def planned_runs(
     observed: dict[str, Any] = cached.get("observed", {})
     for run in camp.runs:
         obs = observed.get(run.id)
-        if not obs:
-            continue
-        if options.reduce and any(same_outcome(obs, s) for s in seen):
+        if not obs or (options.reduce and any(same_outcome(obs, s) for s in seen)):
             continue
         seen.append(obs)
         after = tuple(Step.from_dict(s) for s in obs.get("footprint", ()))
@@ -440,7 +441,7 @@ def _classify(
     found = [f"invariant:{i.name}" for i in rec.invariants if not i.ok]
     exc = call.excinfo.value if call.excinfo is not None else None
     note = ""
-    if exc is not None and isinstance(exc, (pytest.skip.Exception, pytest.xfail.Exception)):
+    if isinstance(exc, (pytest.skip.Exception, pytest.xfail.Exception)):
         return {"verdict": "not explored", "found": [], "note": str(exc)}
     name = type(exc).__name__ if exc is not None else ""
     if name == "PatienceError":
@@ -561,32 +562,31 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     }
     titles = {name: title for name, _, title in _AT_TEARDOWN}
     before = list(verdict["found"])
+    found = [*before, *seen]
     if (
         seen
         and run.plan
         and verdict["verdict"] in ("known", "ok", "behaviour")
-        and _known(item, run, {"found": [*verdict["found"], *seen]})
+        and _known(item, run, {"found": found})
     ):
-        verdict["found"] = [*verdict["found"], *seen]
-        verdict["verdict"] = "known"
+        verdict.update(found=found, verdict="known")
     elif seen and verdict["verdict"] != "not explored":
-        verdict["found"] = [*verdict["found"], *seen]
-        verdict["verdict"] = "violation"
+        verdict.update(found=found, verdict="violation")
         if not report.failed:
             report.outcome = "failed"
             report.longrepr = "\n\n".join(
                 f"explore: {titles[name]}:\n" + "\n".join(texts) for name, texts in seen.items()
             )
-    elif report.failed and verdict["verdict"] not in ("not explored",):
-        verdict["found"] = [*verdict["found"], "teardown"]
-        verdict["verdict"] = "violation"
+    elif report.failed and verdict["verdict"] != "not explored":
+        verdict.update(found=[*before, "teardown"], verdict="violation")
     if not run.plan and verdict["found"] != before and t.clean_failed is None:
         _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
     steps, labels, fired = observed(item)
     where: dict[str, Any] = item.stash.get(_WHERE, {})  # where the failure left the harness, if it did
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
-        verdict["verdict"] = "unreached"
-        verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
+        verdict.update(
+            verdict="unreached", note="the fault never fired (its step was not reached: a stale footprint?)"
+        )
     data: dict[str, Any] = {
         "test": explored_test(item),
         "function": function_id(item),
@@ -693,22 +693,18 @@ def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
     labels: list[str] = []
     fired = 0
     servers = item.stash.get(SERVERS, [])
-    makers: list[str] = item.stash.get(MAKERS, [])
-    for number, (server, maker) in enumerate(zip(servers, makers, strict=True), 1):
+    for number, (server, maker) in enumerate(zip(servers, item.stash.get(MAKERS, []), strict=True), 1):
         journal = getattr(server, "journal", None)
         if journal is None:
             continue
-        requests = journal.requests
-        health = getattr(server, "health_path", None)
-        mcp_path = getattr(server, "mcp_path", "/mcp")
         steps += footprint(
-            requests,
-            mcp_path=mcp_path,
-            health_path=health,
+            journal.requests,
+            mcp_path=getattr(server, "mcp_path", "/mcp"),
+            health_path=getattr(server, "health_path", None),
             server=number if len(servers) > 1 else 0,
             transport=MAKER_TRANSPORTS.get(maker, "http"),
         )
-        labels += [r.label for r in requests]
+        labels += [r.label for r in journal.requests]
         fired += sum(getattr(server, "fired", {}).values())
     return steps, labels, fired
 

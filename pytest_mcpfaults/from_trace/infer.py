@@ -1,14 +1,10 @@
-"""The faults that replay a trace against a clean run: :func:`infer`.
+"""The faults that replay a trace against a clean run: :func:`infer`. Pure.
 
-Each span of the trace that failed (status ERROR) or never ended, but for the session spans (the
-symptom, not a cause), is matched to a clean-run span (:mod:`~pytest_mcpfaults.from_trace.match`);
-the request made inside that span in the clean run (or beneath it) is where its fault goes,
-and what the span recorded says which fault (:mod:`~pytest_mcpfaults.from_trace.classify`). A failed
-span with a failed span beneath it *follows* from that one and gets no fault of its own; a failed span
-with no request inside it is *not reproducible by the sidecar* (the agent's own timeout, say). When
-several requests or kinds fit, the first is planned and the others are listed (at most
-:data:`MAX_CANDIDATES`); :meth:`Inferred.plans` gives the plans to try, bounded by :data:`MAX_PLANS`.
-Pure.
+Each span of the trace that failed or never ended, but for the session spans (the symptom, not a
+cause), is matched to a clean-run span; the request made inside that one is where its fault goes, and
+what the span recorded says which fault. A failed span with a failed span beneath it *follows* from that
+one; a failed span with no request inside it is *not reproducible by the sidecar* (the agent's own
+timeout, say). When several requests or kinds fit, the first is planned and the others are listed.
 """
 
 from __future__ import annotations
@@ -74,8 +70,7 @@ class Inferred:
         return tuple(i.faults[0] for i in self.inferences if i.faults)
 
     def plans(self) -> list[tuple[str, ...]]:
-        """:attr:`plan`, then the plan with one span's fault swapped for another candidate, at most
-        :data:`MAX_PLANS` in all."""
+        """:attr:`plan`, then it with one span's fault swapped for another candidate (:data:`MAX_PLANS`)."""
         base = list(self.plan)
         out = [tuple(base)]
         mapped = [i for i in self.inferences if i.faults]
@@ -135,9 +130,8 @@ def _failing_below(trace: Trace, failing: list[RecordedSpan]) -> dict[int, Recor
 
 
 def _calls_inside(clean: CleanRun, span: RecordedSpan) -> list[Call]:
-    """The requests made inside ``span`` or beneath it, in order: a client instrumented under pytest
-    (the plugin's ``MCP send tools/call …`` spans) makes each call inside a span of its own that the
-    trace need not have, and its session's own requests (``DELETE /mcp``) outside those."""
+    """The requests made inside ``span`` or beneath it (a client instrumented under pytest makes each
+    call inside a span of its own that the trace need not have)."""
     inside: set[int] = set()
     stack = [span]
     while stack:
@@ -185,10 +179,9 @@ _HOUSEKEEPING = ("initialize", "notifications/", "DELETE ", "GET ", "health", "p
 
 
 def _ranked(calls: list[Call]) -> list[Call]:
-    """The requests by how likely a span's failure came from each: the calls the span made for its own
-    purpose (a tool, prompt or resource, else another MCP method) before the protocol's housekeeping
-    (initialize, notifications, the session's DELETE, the stream's GET, health probes); the later
-    first within each (its failure ended the span)."""
+    """The requests by how likely a span's failure came from each: those for its own purpose (a tool,
+    prompt or resource, else another MCP method) before housekeeping; the later first (its failure
+    ended the span)."""
 
     def purpose(call: Call) -> int:
         own = call.target.startswith(("tool:", "prompt:", "resource:"))
