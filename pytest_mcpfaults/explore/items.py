@@ -693,7 +693,8 @@ def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
     labels: list[str] = []
     fired = 0
     servers = item.stash.get(SERVERS, [])
-    for number, (server, maker) in enumerate(zip(servers, item.stash.get(MAKERS, []), strict=True), 1):
+    makers: list[str] = item.stash.get(MAKERS, [])
+    for number, (server, maker) in enumerate(zip(servers, makers, strict=True), 1):
         journal = getattr(server, "journal", None)
         if journal is None:
             continue
