@@ -52,6 +52,10 @@ _INVARIANT_HINTS = {
     "succeeds",
     "all_spans_ended": "end every span on every path (a `with` block, or end it in a `finally`)",
 }
+_WHAT = {
+    "left_open": "the harness leaves its connection to the server open after a failure",
+    "teardown": "the sidecar saw an error at the test's teardown",
+}
 _HINTS = {
     "patience": "give the MCP client a read timeout (the mcp SDK: ClientSession(read_timeout_seconds=...); "
     "httpx: timeout=...), so a cut or held answer ends the call",
@@ -126,21 +130,17 @@ class Finding:
         return all(r["verdict"] == "known" for r in self.runs)
 
     def what(self) -> str:
-        name = self.found.split(":", 1)[1] if ":" in self.found else ""
+        name = self.found.partition(":")[2]
         if self.oracle == "invariant":
             return _INVARIANT_TITLES.get(name, f"the span invariant {name} breaks")
         if self.oracle == "patience":
             if self.blocking_only:
                 return "the harness waits without a timeout on a request the server holds"
             return "the MCP client never times out a call whose answer is cut"
-        if self.oracle == "left_open":
-            return "the harness leaves its connection to the server open after a failure"
         if self.oracle == "exception":
             func = self.where.partition(" in ")[2]
             return f"{name} escapes the harness" + (f" from {func}()" if func else "")
-        if self.oracle == "teardown":
-            return "the sidecar saw an error at the test's teardown"
-        return "the test's own assertion fails under a fault"
+        return _WHAT.get(self.oracle, "the test's own assertion fails under a fault")
 
     @property
     def title(self) -> str:
@@ -149,7 +149,7 @@ class Finding:
 
     @property
     def hint(self) -> str:
-        name = self.found.split(":", 1)[1] if ":" in self.found else ""
+        name = self.found.partition(":")[2]
         if self.oracle == "invariant":
             return _INVARIANT_HINTS.get(name, "")
         if self.oracle == "exception" and self.own_exception:

@@ -59,24 +59,14 @@ SIDECAR_FIXTURE_NAMES = tuple(_SIDECAR_FIXTURES)
 
 
 @dataclasses.dataclass
-class _Settings:
-    enabled: bool
-    given: dict[str, str]  # the ini key's options, checked at configure time when there are any
-
-    def options(self) -> Options:
-        from pytest_mcpfaults.explore.plan import parse_options
-
-        return parse_options(self.given)
-
-
-@dataclasses.dataclass
 class _Test:
-    """One explored test in this process."""
+    """One explored test in this process: made at collection, with the runs planned from its cached
+    footprint (``collected``) when it has one."""
 
     options: Options
     transport: str = "http"
     clean: pytest.Function | None = None
-    collected: set[str] = dataclasses.field(default_factory=set)
+    collected: set[str] = dataclasses.field(default_factory=lambda: {"explore:clean"})
     clean_failed: str | None = None
     #: checks the clean run failed without cutting its path short: its campaign runs with them off
     checks_off: set[str] = dataclasses.field(default_factory=set)
@@ -84,19 +74,9 @@ class _Test:
     first_outcomes: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
 
 
-@dataclasses.dataclass
-class _Function:
-    """One explored test function, as collection planned it: per explored test (parametrization),
-    the run ids planned from its cached footprint."""
-
-    options: Options
-    transport: str
-    planned: dict[str, set[str]]
-    checks_off: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # cached, per test
-
-
-_SETTINGS = pytest.StashKey[_Settings]()
-_FUNCTIONS = pytest.StashKey[dict[str, _Function]]()
+#: Whether explore is on for every test, and the ini key's options (``None``: the defaults).
+_SETTINGS = pytest.StashKey[tuple[bool, "Options | None"]]()
+_FUNCTIONS = pytest.StashKey[dict[str, tuple["Options", str]]]()  # explored function -> options, transport
 _TESTS = pytest.StashKey[dict[str, _Test]]()
 _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
 _VERDICT = pytest.StashKey[dict[str, Any]]()
@@ -146,18 +126,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _parse_ini(raw: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for part in raw.split():
-        if part.lower() == "true":
-            continue
-        key, eq, value = part.partition("=")
-        if not eq or not key:
-            raise ValueError(f"expected key=value items (or 'true'), got {part!r}")
-        out[key] = value
-    return out
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -167,14 +135,21 @@ def pytest_configure(config: pytest.Config) -> None:
     raw = str(config.getini(INI)).strip()
     enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
     enabled = enabled or bool(config.getoption(FROM_TRACE_DEST, default=None))
-    settings = _Settings(enabled, {})
+    base = None
     if raw:  # the planning module is imported only when explore is configured
+        from pytest_mcpfaults.explore.plan import parse_options
+
+        given: dict[str, str] = {}
         try:
-            settings.given = _parse_ini(raw)
-            settings.options()
+            for part in (p for p in raw.split() if p.lower() != "true"):
+                key, eq, value = part.partition("=")
+                if not eq or not key:
+                    raise ValueError(f"expected key=value items (or 'true'), got {part!r}")
+                given[key] = value
+            base = parse_options(given)
         except ValueError as exc:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
-    config.stash[_SETTINGS] = settings
+    config.stash[_SETTINGS] = (enabled, base)
     explore_shard.configure(config, explored_test)
     config.stash[_INI_CHECKS] = []
     for line in map(str, config.getini(CHECKS_INI)):
@@ -202,9 +177,11 @@ def pytest_configure(config: pytest.Config) -> None:
 # -- collection ------------------------------------------------------------------------------------
 
 
-def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
+def _options_for(metafunc: pytest.Metafunc) -> Options | None:
     """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
     from pytest_mcpfaults._pytest.settings import marker_kwargs
+
+    enabled, base = metafunc.config.stash[_SETTINGS]
 
     node = metafunc.definition
     marker = node.get_closest_marker(MARKER)
@@ -212,21 +189,16 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
     uses = [f for f in _SIDECAR_FIXTURES if f in metafunc.fixturenames]
     given = getattr(metafunc.function, "is_hypothesis_test", False)  # Hypothesis's @given
     if marker is None:
-        if (
-            not settings.enabled
-            or not uses
-            or given
-            or node.get_closest_marker("mcpfaults_matrix") is not None
-        ):
+        if not enabled or not uses or given or node.get_closest_marker("mcpfaults_matrix") is not None:
             return None  # with @given each example makes servers of its own: no one footprint
         try:
-            from pytest_mcpfaults.explore.plan import FIXTURE_MARKERS
+            from pytest_mcpfaults.explore.plan import FIXTURE_MARKERS, parse_options
 
             marker_name = FIXTURE_MARKERS.get(uses[0])
             planned = marker_kwargs(node, marker_name).get("faults") if marker_name else None
         except ValueError:
             return None  # the sidecar glue reports the bad marker
-        return settings.options() if not planned else None  # a written fault scenario is not explored
+        return parse_options({}, base) if not planned else None  # a written fault scenario is not explored
     if marker.args:
         raise pytest.Collector.CollectError(f"{where} takes keyword options only, got {marker.args!r}")
     if not uses:
@@ -244,7 +216,7 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
     from pytest_mcpfaults.explore.plan import parse_options
 
     try:
-        return parse_options(marker.kwargs, settings.options())
+        return parse_options(marker.kwargs, base)
     except ValueError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
 
@@ -274,7 +246,7 @@ def planned_runs(
 @pytest.hookimpl(trylast=True)  # after the test's own parametrizations: ids `test_x[a-explore:clean]`
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config = metafunc.config
-    options = _options_for(metafunc, config.stash[_SETTINGS])
+    options = _options_for(metafunc)
     if options is None:
         return
     from pytest_mcpfaults.explore.plan import CLEAN, Step
@@ -288,18 +260,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     index = cached(cache, index_key(function), "function", function) or {}
     keys = [function, *(str(k) for k in index.get("tests", []))]  # the parametrizations with a footprint
     runs: dict[str, Run] = {CLEAN.id: CLEAN}
-    planned: dict[str, set[str]] = {}
-    off: dict[str, set[str]] = {}
     for key in keys:
         data = cached(cache, cache_key(key), "nodeid", key)
         if data is None:
             continue
         steps = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
         mine = planned_runs(options, steps, data, transport)
-        planned[key] = {r.id for r in mine}
-        off[key] = {str(c) for c in data.get("checks_off", ())}
+        off = {str(c) for c in data.get("checks_off", ())}
+        config.stash[_TESTS][key] = _Test(
+            options, transport, collected={CLEAN.id, *(r.id for r in mine)}, checks_off=off
+        )
         runs.update((r.id, r) for r in mine if r.id not in runs)
-    config.stash[_FUNCTIONS][function] = _Function(options, transport, planned, off)
+    config.stash[_FUNCTIONS][function] = (options, transport)
     if EXPLORE_PARAM not in metafunc.fixturenames:
         metafunc.fixturenames.append(EXPLORE_PARAM)
     metafunc.parametrize(EXPLORE_PARAM, list(runs.values()), ids=list(runs))
@@ -337,15 +309,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if fn is None:
             keep.append(item)
             continue
-        key = explored_test(item)
-        t = tests.get(key)
-        if t is None:
-            t = tests[key] = _Test(
-                fn.options,
-                fn.transport,
-                collected={"explore:clean", *fn.planned.get(key, ())},
-                checks_off=set(fn.checks_off.get(key, ())),
-            )
+        t = tests.setdefault(explored_test(item), _Test(*fn))
         if run.id not in t.collected:
             other.append(item)  # planned for another parametrization of the function
             continue

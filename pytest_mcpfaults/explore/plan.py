@@ -124,11 +124,6 @@ def _target(r: RequestLike, mcp_path: str, health_path: str | None) -> tuple[str
     return f"{r.method} {r.path}", ("mcp" if r.path == mcp_path else "other")
 
 
-def _label(r: RequestLike) -> str:
-    parts = [r.method, r.mcp_method or r.path]
-    return " ".join([*parts, r.tool] if r.tool else parts)
-
-
 def footprint(
     requests: Sequence[RequestLike],
     *,
@@ -152,7 +147,7 @@ def footprint(
             Step(
                 target,
                 counts[target],
-                _label(r),
+                " ".join([r.method, r.mcp_method or r.path, *([r.tool] if r.tool else [])]),  # its label
                 endpoint,
                 r.mcp_method,
                 answered,

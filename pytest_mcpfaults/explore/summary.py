@@ -124,14 +124,13 @@ class ExploreReport:
     # -- the campaign of each test, recomputed from its footprint (pure) --------------------------
 
     def _campaign(self, runs: Mapping[str, dict[str, Any]]) -> Any:
-        from pytest_mcpfaults.explore.plan import Options, Step, parse_options, plan_campaign
+        from pytest_mcpfaults.explore.plan import Step, parse_options, plan_campaign
 
         clean = runs.get("explore:clean")
         if clean is None or "footprint" not in clean:
             return None
         steps = tuple(Step.from_dict(s) for s in clean["footprint"])
-        raw = dict(clean.get("options", {}))
-        opts = parse_options({k: v for k, v in raw.items() if v is not None}, Options())
+        opts = parse_options({k: v for k, v in clean.get("options", {}).items() if v is not None})
         return plan_campaign(steps, opts, str(clean.get("transport", "http")))
 
     def tests(self) -> list[dict[str, Any]]:

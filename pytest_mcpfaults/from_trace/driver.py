@@ -139,10 +139,8 @@ def _write(args: argparse.Namespace, inferred: Any, out: IO[str]) -> None:
     m = _NODEID.match(args.test)
     assert m is not None
     target, test_file = Path(args.write), Path(m["path"])
-    if target.resolve().parent == test_file.resolve().parent:
-        module = test_file.stem
-    else:
-        module = ".".join(test_file.with_suffix("").parts)
+    same_dir = target.resolve().parent == test_file.resolve().parent
+    module = test_file.stem if same_dir else ".".join(test_file.with_suffix("").parts)
     name = "test_regression_" + inferred.trace_id[:8]
     target.write_text(regression_test(inferred, args.path, module, m["test"], name))
     print(f"wrote {target}: {name}, {m['test']} under {len(inferred.plan)} fault(s)", file=out)

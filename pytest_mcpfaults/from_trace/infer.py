@@ -191,11 +191,8 @@ def _ranked(calls: list[Call]) -> list[Call]:
 
 
 def _fault(cand: Candidate, call: Call) -> str | None:
-    cls = F.fault_kinds().get(cand.kind)
-    if cls is None:
-        return None
-    try:
-        return str(cls(**cand.params, when=F.Trigger(call.target, nth=call.nth)))
+    try:  # classify's kinds are built-in
+        return str(F.fault_kinds()[cand.kind](**cand.params, when=F.Trigger(call.target, nth=call.nth)))
     except (TypeError, ValueError):
         return None
 

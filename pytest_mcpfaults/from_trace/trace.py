@@ -119,7 +119,6 @@ def index_spans(trace_id: int, spans: Sequence[RecordedSpan]) -> Trace:
 def _check_cycles(trace: Trace, source: str) -> None:
     done: set[int] = set()
     for span in trace.spans:
-        path: list[int] = []
         on_path: set[int] = set()
         node: RecordedSpan | None = span
         while node is not None and node.span_id not in done:
@@ -128,7 +127,6 @@ def _check_cycles(trace: Trace, source: str) -> None:
                     f"{source}: span {node.name!r} (span {node.span_id:016x}) is its own ancestor: the "
                     "trace's parentage has a cycle; every span's parent_span_id must lead to a root"
                 )
-            path.append(node.span_id)
             on_path.add(node.span_id)
             node = trace.parent(node)
-        done.update(path)
+        done.update(on_path)
