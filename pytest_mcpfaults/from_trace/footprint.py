@@ -50,12 +50,12 @@ class _Request(NamedTuple):
     session_id: str | None = "s"
 
 
-def _request(label: str, mcp_path: str) -> _Request:
+def _request(label: str) -> _Request:
     method, _, rest = label.partition(" ")
     what, _, tool = rest.partition(" ")
     if what.startswith("/"):
         return _Request(method, what, None, None)
-    return _Request(method, mcp_path, what, tool or None)
+    return _Request(method, "/mcp", what, tool or None)
 
 
 def place_calls(calls: Sequence[Call], trace: Trace) -> tuple[Call, ...]:
@@ -78,9 +78,7 @@ def place_calls(calls: Sequence[Call], trace: Trace) -> tuple[Call, ...]:
     return tuple(out)
 
 
-def clean_run_from_detail(
-    data: Mapping[str, Any], source: str, session: Patterns, mcp_path: str = "/mcp"
-) -> CleanRun:
+def clean_run_from_detail(data: Mapping[str, Any], source: str, session: Patterns) -> CleanRun:
     """A clean run from explore's ``detail`` form: ``{"spans": [...], "journal": [...]}``, as
     :mod:`~pytest_mcpfaults.from_trace.capture` writes it (or ``GET /spans`` its spans)."""
     from pytest_mcpfaults.explore.plan import footprint
@@ -92,14 +90,11 @@ def clean_run_from_detail(
     trace = index_spans(0, spans)
     check_trace(trace, source, session)
     calls: list[Call] = []
-    servers = sorted({int(r.get("server", 0)) for r in journal})
-    for server in servers:
+    for server in sorted({int(r.get("server", 0)) for r in journal}):
         records = [r for r in journal if int(r.get("server", 0)) == server]
         # a POST that was not one JSON-RPC message (``POST /mcp``) has no step: footprint leaves it out
-        kept = [r for r in records if str(r["label"]).split(" ")[:2] != ["POST", mcp_path]]
-        steps = footprint(
-            [_request(str(r["label"]), mcp_path) for r in kept], mcp_path=mcp_path, server=server
-        )
+        kept = [r for r in records if str(r["label"]).split(" ")[:2] != ["POST", "/mcp"]]
+        steps = footprint([_request(str(r["label"])) for r in kept], server=server)
         calls += [
             Call(step.id, step.target, step.nth, step.label, r.get("start"), r.get("end"))
             for step, r in zip(steps, kept, strict=True)

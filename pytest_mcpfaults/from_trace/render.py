@@ -31,13 +31,10 @@ def inferred_lines(inferred: Inferred, source: str) -> list[str]:
         out.append("not mapped:")
         out += [f"- [{i.outcome.replace('_', ' ')}] {i.reason}" for i in rest]
     if mapped:
-        out.append("plan: " + marker(inferred.plan))
+        out.append(
+            "plan: @pytest.mark.mcp_sidecar(faults=[" + ", ".join(repr(f) for f in inferred.plan) + "])"
+        )
     return out
-
-
-def marker(plan: tuple[str, ...]) -> str:
-    """The plan as the marker to paste."""
-    return "@pytest.mark.mcp_sidecar(faults=[" + ", ".join(repr(f) for f in plan) + "])"
 
 
 def regression_test(inferred: Inferred, source: str, module: str, test: str, name: str) -> str:
