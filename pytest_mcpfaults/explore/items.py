@@ -96,7 +96,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         OPTION,
         action="store_true",
-        default=False,
         dest="mcpfaults_explore",
         help="Explore: run every selected clean mcp_sidecar test once, record its footprint, and run it "
         "again under each catalogue fault at each step (see docs/explore.md).",
@@ -105,7 +104,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         HTML_OPTION,
         metavar="PATH",
         dest="mcpfaults_html",
-        default=None,
         help="Write explore's page to PATH: one self-contained HTML file with each explored test's step × "
         "fault grid and, for each violation, its span timeline and journal.",
     )

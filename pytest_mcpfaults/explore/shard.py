@@ -27,7 +27,6 @@ def addoption(group: pytest.OptionGroup) -> None:
         OPTION,
         metavar="K/N",
         dest="mcpfaults_shard",
-        default=None,
         help="Run only the K-th of N deterministic shards of the run (explored tests' clean runs run in "
         "every shard, their campaigns are split); merge the shards' reports with "
         "'python -m pytest_mcpfaults merge-reports'.",

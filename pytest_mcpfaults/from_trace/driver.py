@@ -35,7 +35,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH", help="the trace export")
     p.add_argument(
         "--trace-id",
-        default=None,
         metavar="ID",
         help="the trace to replay (32 hex digits), when PATH has several",
     )
@@ -58,13 +57,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="the patience budget a held request is held for (default 5)",
     )
-    p.add_argument(
-        "--write", metavar="FILE", default=None, help="write a regression test module to FILE (needs --test)"
-    )
+    p.add_argument("--write", metavar="FILE", help="write a regression test module to FILE (needs --test)")
     p.add_argument(
         "--test",
         metavar="NODEID",
-        default=None,
         help="the clean test the regression test replays: path/to/test_x.py::test_name",
     )
     p.set_defaults(subparser=p)
