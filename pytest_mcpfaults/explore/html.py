@@ -88,8 +88,7 @@ def _grid(test: str, runs: Sequence[Mapping[str, Any]]) -> str:
                 continue
             verdict = str(run["verdict"])
             title = f"{run['id']}: {verdict} {', '.join(run.get('found', []))} {run.get('note', '')}".strip()
-            mark = "V" if verdict == "violation" else ""
-            inner = f'<a href="#{_anchor(test, str(run["id"]))}">{mark}</a>' if mark else ""
+            inner = f'<a href="#{_anchor(test, str(run["id"]))}">V</a>' if verdict == "violation" else ""
             out.append(
                 f'<td class="cell {_e(verdict)}" style="background:{COLOURS.get(verdict, "#fff")}" '
                 f'title="{_e(title)}">{inner}</td>'
@@ -136,8 +135,7 @@ def _timeline(detail: Mapping[str, Any]) -> str:
             f'width:{w}%" title="{_e(label)}">'
             f"{'&nbsp;' * 2 * depth.get(s['id'], 0)}{_e(s['name'])}</div>"
         )
-    faults = [r for r in journal if r.get("fault")]
-    for r in faults[:1]:
+    for r in [r for r in journal if r.get("fault")][:1]:  # the first fault's moment
         rows.append(f'<div class="fault" style="left:{pct(r["start"])}%"><span>{_e(r["fault"])}</span></div>')
     height = len(spans) * 20 + 30
     return f'<div class="timeline" style="height:{height}px">{"".join(rows)}</div>'
