@@ -121,11 +121,6 @@ class Finding:
         return list(dict.fromkeys(str(r["test"]) for r in self.runs))
 
     @property
-    def smallest(self) -> dict[str, Any]:
-        """The run to paste: the fewest faults, the earliest step."""
-        return min(self.runs, key=lambda r: (r["depth"], r["at"]))
-
-    @property
     def known(self) -> bool:
         return all(r["verdict"] == "known" for r in self.runs)
 
@@ -161,7 +156,7 @@ class Finding:
         return _HINTS.get(self.oracle, "")
 
     def to_dict(self) -> dict[str, Any]:
-        first = self.smallest
+        first = min(self.runs, key=lambda r: (r["depth"], r["at"]))  # to paste: fewest faults, earliest step
         return {
             "key": self.key,
             "title": self.title,
