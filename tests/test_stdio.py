@@ -490,6 +490,7 @@ def test_standalone_starts_no_guardian() -> None:
         hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
         proc.stdin.write((json.dumps(hello) + "\n").encode())
         proc.stdin.flush()
+        assert select.select([proc.stdout], [], [], 30)[0], "the standalone child did not answer in 30 s"
         assert json.loads(proc.stdout.readline())["id"] == 1  # the relay is connected: its hello is done
         children = {
             int(pid)
@@ -499,7 +500,10 @@ def test_standalone_starts_no_guardian() -> None:
         assert children == set()
     finally:
         proc.stdin.close()
-        assert proc.wait(timeout=30) == 0
+        try:
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()
 
 
 def test_a_child_of_a_test_refuses_command_line_options(make: Any) -> None:
