@@ -192,8 +192,8 @@ def _s256(verifier: str) -> str:
 class Clients:
     """The registered clients and the outstanding codes of one sidecar (on the core's thread)."""
 
-    def __init__(self, issuer: Callable[[], str], clock: Callable[[], float] = time.monotonic) -> None:
-        self.issuer, self.clock = issuer, clock
+    def __init__(self, issuer: Callable[[], str]) -> None:
+        self.issuer = issuer
         self._clients: OrderedDict[str, _Client] = OrderedDict()
         self._codes: OrderedDict[str, _Code] = OrderedDict()
         self._redeemed: OrderedDict[str, str | None] = OrderedDict()  # code -> the token it became
@@ -264,7 +264,7 @@ class Clients:
         code = "mcpf_code_" + secrets.token_urlsafe(24)
         scopes = frozenset(params.get("scope", "").split())
         self._codes[code] = _Code(
-            client_id, asked, params["code_challenge"], scopes, self.clock() + CODE_LIFETIME
+            client_id, asked, params["code_challenge"], scopes, time.monotonic() + CODE_LIFETIME
         )
         if len(self._codes) > MAX_CODES:
             self._codes.popitem(last=False)
@@ -322,7 +322,7 @@ class Clients:
         self._redeemed[code] = None
         if len(self._redeemed) > MAX_CODES:
             self._redeemed.popitem(last=False)
-        if self.clock() > grant.expires_at:
+        if time.monotonic() > grant.expires_at:
             return oauth_error("invalid_grant", f"the authorization code expired ({CODE_LIFETIME:g} s)")
         if client_id != grant.client_id:
             return oauth_error("invalid_grant", "the authorization code was issued to another client")

@@ -162,15 +162,11 @@ class AuthServer:
         self._calls: dict[str, int] = {}
         self._issued = 0
         self._issued_tokens: deque[str] = deque()  # oldest first, for MAX_TOKENS
-        self.clients = Clients(lambda: self.issuer)
+        self.clients = Clients(base_url)  # the issuer identifier is the sidecar's base URL
         paths = [PRM_PATH, PRM_PATH + mcp_path]
         if self.issues:
             paths += [ASM_PATH, TOKEN_PATH, AUTHORIZE_PATH, REGISTER_PATH]
         self.paths = frozenset(paths)
-
-    @property
-    def issuer(self) -> str:
-        return self.base_url()
 
     @property
     def metadata_url(self) -> str:
@@ -235,21 +231,17 @@ class AuthServer:
         if path == AUTHORIZE_PATH:
             reply, client = self.clients.authorize(query)
             return AuthAnswer(reply, client=client)
-        if path == ASM_PATH:
-            return AuthAnswer(Reply(200, self._server_metadata(), sse=False))
-        servers = [self.issuer] if self.issues else []
-        prm = {
-            "resource": self.base_url() + self.mcp_path,
-            "authorization_servers": servers,
-            "scopes_supported": [DEFAULT_SCOPE],
-            "bearer_methods_supported": ["header"],
-        }
-        return AuthAnswer(Reply(200, prm, sse=False))
-
-    def _server_metadata(self) -> dict[str, object]:
         base = self.base_url()
-        return {
-            "issuer": self.issuer,
+        if path != ASM_PATH:
+            prm = {
+                "resource": base + self.mcp_path,
+                "authorization_servers": [base] if self.issues else [],
+                "scopes_supported": [DEFAULT_SCOPE],
+                "bearer_methods_supported": ["header"],
+            }
+            return AuthAnswer(Reply(200, prm, sse=False))
+        asm = {
+            "issuer": base,
             "authorization_endpoint": base + AUTHORIZE_PATH,
             "token_endpoint": base + TOKEN_PATH,
             "registration_endpoint": base + REGISTER_PATH,
@@ -260,6 +252,7 @@ class AuthServer:
             "authorization_response_iss_parameter_supported": True,
             "scopes_supported": [DEFAULT_SCOPE],
         }
+        return AuthAnswer(Reply(200, asm, sse=False))
 
     def _token(self, headers: Mapping[str, str], body: bytes) -> AuthAnswer:
         try:
@@ -429,31 +422,21 @@ def auth_follow_ups(requests: Iterable[RequestRecord], mcp_path: str) -> tuple[A
     for i, failure in enumerate(records):
         if failure.path != mcp_path or _seen(failure).error is None:
             continue
-        between: list[RequestRecord] = []
-        following: RequestRecord | None = None
-        for r in records[i + 1 :]:
-            if r.path == mcp_path:
-                following = r
-                break
-            between.append(r)
-        out.append(_follow_up(failure, following, tuple(between)))
+        rest = records[i + 1 :]
+        at = next((j for j, r in enumerate(rest) if r.path == mcp_path), len(rest))
+        between, following = tuple(rest[:at]), rest[at] if at < len(rest) else None
+        token = _seen(following).token if following is not None else None
+        if following is None:
+            out.append(AuthFollowUp(failure, "gave_up", None, between))
+        elif token is not None and token != _seen(failure).token:
+            grant = next((_seen(r).grant for r in between if _seen(r).issued == token), None)
+            out.append(AuthFollowUp(failure, "refreshed", following, between, grant))
+        elif following.method == "DELETE":
+            out.append(AuthFollowUp(failure, "deleted_session", following, between))
+        else:
+            outcome: AuthOutcome = "retried_same_token" if token is not None else "retried_without_token"
+            out.append(AuthFollowUp(failure, outcome, following, between))
     return tuple(out)
-
-
-def _follow_up(
-    failure: RequestRecord, following: RequestRecord | None, between: tuple[RequestRecord, ...]
-) -> AuthFollowUp:
-    if following is None:
-        return AuthFollowUp(failure, "gave_up", None, between)
-    token = _seen(following).token
-    if token is not None and token != _seen(failure).token:
-        grant = next((_seen(r).grant for r in between if _seen(r).issued == token), None)
-        return AuthFollowUp(failure, "refreshed", following, between, grant)
-    if following.method == "DELETE":
-        return AuthFollowUp(failure, "deleted_session", following, between)
-    if token is not None:
-        return AuthFollowUp(failure, "retried_same_token", following, between)
-    return AuthFollowUp(failure, "retried_without_token", following, between)
 
 
 def reauthorization_problems(follow_ups: Iterable[AuthFollowUp]) -> list[str]:

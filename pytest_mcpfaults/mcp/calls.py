@@ -58,9 +58,9 @@ class ToolCalls:
     tool_timeout: float | None
     run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None
     run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None
-    messages: ServerMessages | None
+    messages: ServerMessages
     replay: Callable[[McpRequest, int], Reply] | None
-    on_ran_on: Callable[[int, bool], None] | None
+    on_ran_on: Callable[[int, bool], None]
     rounds: InputRounds = field(default_factory=InputRounds)
 
     async def call(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
@@ -128,12 +128,12 @@ class ToolCalls:
     async def _resume(
         self, req: McpRequest, tool: Tool, params: Mapping[str, Any], link: Link | None, rid: int
     ) -> Reply:
-        if link is None or self.messages is None:
+        if link is None:
             return client_error(
                 INVALID_PARAMS, "Invalid params: requestState names no input round", req.id, 400
             )
         retry = self._context(req, tool, link, rid)
-        assert isinstance(retry, ToolContext)  # link and messages are there
+        assert isinstance(retry, ToolContext)  # a link is there
         resumed = self.rounds.resume(
             params.get("requestState"),
             tool.name,
@@ -180,7 +180,7 @@ class ToolCalls:
 
     def _context(self, req: McpRequest, tool: Tool, link: Link | None, rid: int) -> ToolContext | Reply:
         """The ``ctx`` of one call, or the error answer where there is no stream to send it on."""
-        if link is None or self.messages is None:
+        if link is None:
             text = (
                 f"tool {tool.name} takes ctx (it sends the client messages of its own), which needs "
                 "the Streamable HTTP transport of the socket sidecar"
@@ -222,7 +222,7 @@ class ToolCalls:
                 self.run_sync,
                 lambda: handler(**kwargs),
                 cancelled=ctx.cancelled if isinstance(ctx, SyncToolContext) else None,
-                ran_on=(lambda ended: told(rid, ended)) if told is not None and rid >= 0 else None,
+                ran_on=(lambda ended: told(rid, ended)) if rid >= 0 else None,
             )
         return await (pending if self.tool_timeout is None else within(pending, self.tool_timeout))
 

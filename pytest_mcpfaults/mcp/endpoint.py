@@ -69,8 +69,6 @@ STATELESS_REMOVED = ("ping", "logging/setLevel", "resources/subscribe", "resourc
 CACHEABLE = ("tools/list", "resources/list", "resources/read", "resources/templates/list", "prompts/list")
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
-#: What the sidecar's ``initialize`` and ``server/discover`` say it can do.
-CAPABILITIES = {"tools": {"listChanged": False}, "logging": {}}
 
 
 def _valid_id(rid: Any) -> bool:
@@ -174,22 +172,16 @@ class McpEndpoint:
         tools: Mapping[str, Tool],
         get_stream: bool,
         on_error: Callable[[str, BaseException], None],
-        tool_timeout: float | None = None,
-        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
-        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
-        messages: ServerMessages | None = None,
-        source: AnswerSource | None = None,
-        surface: Surface | None = None,
-        on_ran_on: Callable[[int, bool], None] | None = None,
+        tool_timeout: float | None,
+        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None,
+        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None,
+        messages: ServerMessages,
+        source: AnswerSource | None,
+        surface: Surface,
+        on_ran_on: Callable[[int, bool], None],
     ) -> None:
-        self.era, self.messages, self.source, self.on_error, self.tools = (
-            era,
-            messages,
-            source,
-            on_error,
-            tools,
-        )
-        self.surface = surface if surface is not None else Surface()
+        self.era, self.messages, self.source, self.on_error = era, messages, source, on_error
+        self.tools, self.surface = tools, surface
         #: Proxy mode: the output schema of each upstream tool, as its relayed ``tools/list`` declared it.
         self.listed_schemas: dict[str, Mapping[str, Any]] = {}
         self.get_stream = get_stream
@@ -366,7 +358,7 @@ class McpEndpoint:
         # listChanged: a session's GET stream can tell, and a stateless client's subscriptions/listen
         told = era == "stateless" or self.get_stream
         surface = self.surface.capabilities(list_changed=told)
-        return {**CAPABILITIES, "tools": {"listChanged": told}, **surface}
+        return {"tools": {"listChanged": told}, "logging": {}, **surface}
 
     def _server_info(self) -> Mapping[str, Any]:
         return self.source.server_info if self.source is not None else SERVER_INFO
@@ -391,7 +383,7 @@ class McpEndpoint:
             reply = ok(req, result)
         if notifications:  # sent as the recorded server sent them: on an SSE answer
             reply.notifications, reply.sse = notifications, True
-            if self.messages is not None and rid >= 0:
+            if rid >= 0:
                 for note in notifications:
                     self.messages.notified(note["method"], note.get("params"), rid, req.tool)
         return reply
@@ -443,17 +435,12 @@ def _client_answer(endpoint: McpEndpoint, req: McpRequest) -> Reply:
     else:
         refused = endpoint.check_session(req.session_id, req.principal)
     if refused is not None:
-        if endpoint.messages is not None:
-            endpoint.messages.refused(req.message)
+        endpoint.messages.refused(req.message)
         text = refused.error or refused.payload["error"]["message"]
         refused.error, refused.error_by = f"refused: a response to a server request: {text}", "client"
         return refused
-    reply = Reply(202)
-    if endpoint.messages is not None:
-        reply.status, problem = endpoint.messages.answer_status(req.message, req.session_id)
-        if problem is not None:
-            reply.error, reply.error_by = problem, "client"
-    return reply
+    status, problem = endpoint.messages.answer_status(req.message, req.session_id)
+    return Reply(status, error=problem, error_by="client" if problem is not None else None)
 
 
 def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:
