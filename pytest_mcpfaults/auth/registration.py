@@ -180,15 +180,6 @@ def _basic(headers: Mapping[str, str]) -> tuple[str, str] | None:
     return (unquote(client_id), unquote(secret)) if client_id else None
 
 
-def _same_secret(given: str, expected: str) -> bool:
-    """In constant time over UTF-8 bytes: ``compare_digest`` raises on a non-ASCII ``str``."""
-    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
-
-
-def _s256(verifier: str) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-
-
 class Clients:
     """The registered clients and the outstanding codes of one sidecar (on the core's thread)."""
 
@@ -301,7 +292,10 @@ class Clients:
         if client is None or client.secret is None:
             return client_id, None
         secret = basic[1] if basic is not None else form.get("client_secret")
-        if secret is None or not _same_secret(secret, client.secret):
+        # compared as UTF-8 bytes: compare_digest raises on a str holding non-ASCII characters
+        if secret is None or not secrets.compare_digest(
+            secret.encode("utf-8", "surrogatepass"), client.secret.encode()
+        ):
             why = f"client {client.label} registered {client.method}: its client_secret is missing or wrong"
             return client_id, oauth_error("invalid_client", why, 401)
         return client_id, None
@@ -328,7 +322,8 @@ class Clients:
             return oauth_error("invalid_grant", "the authorization code was issued to another client")
         if grant.redirect_uri is not None and form.get("redirect_uri") != grant.redirect_uri:
             return oauth_error("invalid_grant", "redirect_uri does not match the authorization request's")
-        if not _VERIFIER.match(verifier) or not secrets.compare_digest(_s256(verifier), grant.challenge):
+        s256 = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+        if not _VERIFIER.match(verifier) or not secrets.compare_digest(s256, grant.challenge):
             return oauth_error("invalid_grant", "code_verifier does not match the code_challenge (S256)")
         return Redeemed(code, grant.scopes)
 

@@ -1,15 +1,6 @@
 """The ``client`` tool set: built-in tools that send the client messages of their own during the
 call (:class:`~pytest_mcpfaults.mcp.outbound.ToolContext`), so a harness's answers to server
 requests, and its handling of progress and logging, can be tested without writing a tool.
-
-* ``ask_user {message}``: ``elicitation/create`` (one string field, ``answer``); the client's result.
-* ``ask_model {prompt, max_tokens?}``: ``sampling/createMessage``; the client's result.
-* ``list_roots {}``: ``roots/list``; the client's roots.
-* ``ping_client {}``: ``ping``; ``pong``.
-* ``progress {steps, interval?, total?}``: ``steps`` progress notifications ``interval`` seconds apart
-  (when the call carries a ``progressToken``), then ``done after <steps> steps``.
-* ``log {level, message}``: one ``notifications/message`` at ``level`` (when the client asked for that
-  level or a less severe one); says whether it was sent.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """MCP Streamable HTTP: JSON-RPC dispatch for both protocol eras, transport sessions, replies.
 
 * Stateless era (2026-07-28): ``server/discover`` answers a complete ``DiscoverResult``; every request
-  is self-contained (``MCP-Protocol-Version: 2026-07-28``, ``Mcp-Method``, ``Mcp-Name`` headers);
-  results carry ``resultType: "complete"``. No session, no GET stream, no DELETE.
-* Session era (2025-03-26, 2025-06-18, 2025-11-25): ``initialize`` assigns ``Mcp-Session-Id``;
-  later requests carry it; ``DELETE`` ends the session; an unknown or ended session gets 404.
+  is self-contained; results carry ``resultType: "complete"``. No session, no GET stream, no DELETE.
+* Session era: ``initialize`` assigns ``Mcp-Session-Id``; later requests carry it; ``DELETE`` ends
+  the session; an unknown or ended session gets 404.
 
-This module decides *what* to answer (a :class:`Reply`); ``inject`` and ``server`` decide *how*.
+This module decides *what* to answer (a :class:`Reply`); the transports decide *how*.
 """
 
 from __future__ import annotations
