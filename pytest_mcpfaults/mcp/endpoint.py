@@ -222,7 +222,7 @@ class McpEndpoint:
             return _client_answer(self, req)
         if req.era == "stateless":
             return await self._stateless(req, headers, link, rid)
-        return await self._session(req, headers, link, rid)
+        return await self._session(req, link, rid)
 
     async def _stateless(
         self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
@@ -264,9 +264,7 @@ class McpEndpoint:
                 reply.payload["result"].update(cacheScope="private", ttlMs=0)
         return reply
 
-    async def _session(
-        self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
-    ) -> Reply:
+    async def _session(self, req: McpRequest, link: Link | None, rid: int) -> Reply:
         if req.method == "initialize":
             if self.era == "stateless":
                 return rpc_error(
