@@ -361,6 +361,7 @@ class ToolContext:
         return list(roots) if isinstance(roots, list) else []
 
     async def ping(self) -> None:
+        """``ping``: the client answers an empty result."""
         await self.request("ping")
 
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:

@@ -101,6 +101,7 @@ class ResourceTemplate:
         object.__setattr__(self, "_matcher", matcher)  # parsed once; not a field
 
     def match(self, uri: str) -> dict[str, str] | None:
+        """The template's variables in ``uri``, or ``None`` when it does not match."""
         matcher: UriTemplate = self.__dict__["_matcher"]
         return matcher.match(uri)
 

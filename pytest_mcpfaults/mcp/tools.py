@@ -97,11 +97,13 @@ class Tool:
 
     @functools.cached_property
     def wants_context(self) -> bool:
+        """Whether the handler takes ``ctx``."""
         accepts = self._accepts
         return accepts is not None and CONTEXT in accepts[0]
 
     @functools.cached_property
     def is_async(self) -> bool:
+        """Whether the handler is a coroutine function."""
         return inspect.iscoroutinefunction(self.handler)
 
     def describe(self) -> dict[str, Any]:
@@ -211,6 +213,7 @@ class BenchmarkSessions:
 
     @property
     def live(self) -> list[BenchmarkSession]:
+        """Sessions created and not deleted."""
         with self._lock:
             return [s for s in self.sessions.values() if not s.deleted]
 
