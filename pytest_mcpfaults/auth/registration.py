@@ -180,6 +180,12 @@ def _basic(headers: Mapping[str, str]) -> tuple[str, str] | None:
     return (unquote(client_id), unquote(secret)) if client_id else None
 
 
+def _same_secret(given: str, expected: str) -> bool:
+    """In constant time over UTF-8 bytes: ``compare_digest`` raises on a non-ASCII ``str`` (a 500 for
+    the client's typo)."""
+    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
+
+
 class Clients:
     """The registered clients and the outstanding codes of one sidecar (on the core's thread)."""
 
@@ -292,10 +298,7 @@ class Clients:
         if client is None or client.secret is None:
             return client_id, None
         secret = basic[1] if basic is not None else form.get("client_secret")
-        # compared as UTF-8 bytes: compare_digest raises on a str holding non-ASCII characters
-        if secret is None or not secrets.compare_digest(
-            secret.encode("utf-8", "surrogatepass"), client.secret.encode()
-        ):
+        if secret is None or not _same_secret(secret, client.secret):
             why = f"client {client.label} registered {client.method}: its client_secret is missing or wrong"
             return client_id, oauth_error("invalid_client", why, 401)
         return client_id, None
