@@ -24,8 +24,6 @@ from collections.abc import Iterable
 from functools import lru_cache
 from types import FrameType
 
-__all__ = ["Stillness", "blocked_at", "own_code"]
-
 _MAX_FRAMES = 6
 _MAX_TASKS = 4
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the pytest_mcpfaults package

@@ -22,8 +22,6 @@ from typing import Any
 
 import pytest
 
-__all__ = ["OPTION", "RECORD_MODES", "pytest_addoption", "record_mode", "resolve"]
-
 OPTION = "--mcpfaults-record"
 #: vcrpy's record modes (see the module docstring).
 RECORD_MODES = ("none", "once", "new_episodes", "all")

@@ -41,6 +41,8 @@ no-op between tests) until the session ends, so a late signal never hits the def
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import threading
 import time
@@ -49,15 +51,6 @@ from types import FrameType
 from typing import Any, Protocol
 
 from pytest_mcpfaults._pytest.blocked import blocked_at
-
-__all__ = [
-    "Finding",
-    "PatienceInterrupt",
-    "PatienceTeardownInterrupt",
-    "Watch",
-    "install",
-    "uninstall",
-]
 
 _SIGNAL: int | None = getattr(signal, "SIGUSR2", None)
 _STEPS = 3
@@ -147,17 +140,15 @@ class Watch:
     :class:`Finding` (an unexpected patience violation, a stall) or ``None``; ``finding`` is the first
     one, ``blocked`` where the main thread was when the first step was sent, ``fired`` whether the test
     was interrupted, ``gave_up`` whether it was still blocked one ``grace`` after the last step (then
-    ``say`` was called with where it was)."""
+    where it was is written to the file descriptor ``say``)."""
 
-    def __init__(
-        self, grace: float, check: Callable[[], Finding | None], say: Callable[[str], None] | None = None
-    ) -> None:
+    def __init__(self, grace: float, check: Callable[[], Finding | None], say: int | None = None) -> None:
         self.grace = grace
         self._check = check
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._say = say
+        self._say = say  # a copy of stderr taken before capturing: where giving up is said
         self.in_body = False
         self.in_teardown = False
         self.pending = False  # a signal was sent and not handled yet
@@ -234,8 +225,10 @@ class Watch:
         self.gave_up = True
         if self._say is not None:
             phase = "teardown" if self.in_teardown else "test body"
-            self._say(
+            text = (
                 f"mcpfaults: gave up interrupting the blocked {phase} after {_STEPS} attempts (each was "
                 f"caught or did not return); only an outside timeout ends it now. It is blocked at:\n"
                 f"{blocked_at(self._main)}"
             )
+            with contextlib.suppress(OSError):
+                os.write(self._say, f"\n{text}\n".encode(errors="replace"))

@@ -35,8 +35,6 @@ import pytest
 from pytest_mcpfaults._pytest.records import matrix_fault
 from pytest_mcpfaults.core import events
 
-__all__ = ["WORKERINPUT_KEY", "Progress", "ProgressPlugin", "Running", "read_unfinished"]
-
 #: The ``workerinput`` key carrying the run directory to xdist workers.
 WORKERINPUT_KEY = "mcpfaults_progress_dir"
 

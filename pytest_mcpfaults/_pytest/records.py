@@ -17,23 +17,6 @@ import pytest
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation
 
-__all__ = [
-    "EXPLORE_PARAM",
-    "GATED_BY_FINDINGS",
-    "HARNESSES",
-    "LEFT_OPEN",
-    "MAKERS",
-    "MATRIX_FIXTURE",
-    "REPORT_SECTIONS",
-    "SERVERS",
-    "SESSION_PROBLEMS",
-    "InvariantResult",
-    "TestRecord",
-    "explore_run",
-    "matrix_fault",
-    "record_for",
-    "violation_key",
-]
 
 #: The fixture carrying a fault-matrix cell's fault (its parameter).
 MATRIX_FIXTURE = "mcpfaults_fault"

@@ -178,15 +178,6 @@ def _marker_overrides(node: pytest.Item) -> dict[str, Any]:
     return merged
 
 
-def marker_problem(node: pytest.Item) -> str | None:
-    """What is wrong with ``node``'s ``mcpfaults_spans`` markers, or ``None``."""
-    try:
-        _marker_overrides(node)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
 def item_settings(item: pytest.Item) -> SpanSettings:
     """The span settings of one test: the run's, with its ``mcpfaults_spans`` markers applied."""
     settings = settings_for(item.config)
@@ -249,10 +240,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A bad ``mcpfaults_spans`` marker fails its module's collection, naming the argument."""
-    if metafunc.definition.get_closest_marker(SPANS_MARKER) is not None:
-        problem = marker_problem(metafunc.definition)
-        if problem is not None:
-            raise pytest.Collector.CollectError(problem)
+    try:
+        _marker_overrides(metafunc.definition)
+    except ValueError as exc:
+        raise pytest.Collector.CollectError(str(exc)) from None
 
 
 def recorder_for_test(item: pytest.Item) -> SpanRecorder | None:
@@ -301,22 +292,21 @@ def pytest_runtest_protocol(
     outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
     span_results.set_running_sink(record_for(item).add_invariants)
     # an explore run records its spans without the gate: providers made during it are watched too
-    own = not settings_for(item.config).check and explore_run(item) is not None
-    stack = ExitStack()
-    try:
-        if own:
-            from pytest_mcpfaults.spans.recorder import global_recorder
+    if settings_for(item.config).check or explore_run(item) is None:
+        try:
+            return (yield)
+        finally:
+            span_results.set_running_sink(outer)
+    from pytest_mcpfaults.spans.recorder import global_recorder
 
-            stack.enter_context(global_recorder().watch_providers())
-        return (yield)
+    recorder = global_recorder()
+    try:
+        with recorder.watch_providers():
+            return (yield)
     finally:
         span_results.set_running_sink(outer)
-        stack.close()
-        if own:  # as mcp_spans does without the gate: nothing reads spans between tests
-            from pytest_mcpfaults.spans.recorder import global_recorder
-
-            global_recorder().recording = False
-            global_recorder().clear()
+        recorder.recording = False  # as mcp_spans does without the gate: nothing reads spans between tests
+        recorder.clear()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -433,11 +423,8 @@ def spans_of_test(item: pytest.Item) -> list[RecordedSpan] | None:
 
 def span_mark(item: pytest.Item) -> int | None:
     """Where ``item``'s call phase starts in its span recording, ``None`` when it records no spans."""
-    if recorder_for_test(item) is None:
-        return None
-    from pytest_mcpfaults.spans.recorder import global_recorder
-
-    return global_recorder().mark()
+    recorder = recorder_for_test(item)
+    return None if recorder is None else recorder.mark()
 
 
 def record_invariants(item: pytest.Item, mark: int) -> str | None:
