@@ -3,17 +3,10 @@ repeatable, ``@pytest.mark.mcp_from_trace(PATH, trace_id=None)``): production tr
 replayed against a clean test, as explore runs (see docs/from-trace.md).
 
 The option turns explore on for the tests explore selects, the marker for its test; either way the
-test's campaign is the trace's replay, not explore's own. At the clean run's teardown its spans and
-journal are read as a clean run (:mod:`pytest_mcpfaults.from_trace.footprint`), the trace's failures
-inferred against it (:mod:`pytest_mcpfaults.from_trace.infer`), and the plan inserted as the item
-``test_x[from-trace:<trace id>]`` (:class:`~pytest_mcpfaults.from_trace.run.TraceRun`, through
-explore's expansion hook), one item per trace given. While a replay's spans differ from the trace's shape
-(:mod:`pytest_mcpfaults.from_trace.shape`) and another plan fits, that one is tried next
-(``…:plan2``, at most :data:`pytest_mcpfaults.from_trace.infer.MAX_PLANS`). What was inferred, and why,
-is in each replay's failure text and in the terminal summary.
-
-Bad input is refused at once: the option's file when pytest configures (a usage error naming the
-option), the marker's when the test is collected (a collection error naming the marker).
+test's campaign is the trace's replay, not explore's own: after the clean run, each trace's plan is
+inserted through explore's expansion hook as the item ``test_x[from-trace:<trace id>]``, and while a
+replay's shape differs from the trace's the next plan is tried (``…:plan2``). Bad input is refused at
+once: the option's file when pytest configures, the marker's when the test is collected.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Per-test record shared by the fixtures, the span gate and the CI report.
-
-Every part of the plugin that learns something about a test (a sidecar it used, a fault that fired,
-an invariant checked or violated, a patience violation) writes it into the test's :class:`TestRecord`,
-kept in the item's stash. The report module reads these records; nothing else needs to know who wrote
-them.
+"""Per-test record shared by the fixtures, the span gate and the CI report: every part of the plugin
+that learns something about a test writes it into the test's :class:`TestRecord` (in the item's stash),
+and the report reads it without knowing who wrote it.
 """
 
 from __future__ import annotations

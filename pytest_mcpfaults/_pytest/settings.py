@@ -117,65 +117,53 @@ def ini_switch(config: pytest.Config, key: str) -> bool:
     return raw == "on"
 
 
-def ini_patience(config: pytest.Config) -> float | None:
-    raw = str(config.getini(PATIENCE_INI)).strip()
-    try:
-        return parse_seconds(raw)  # 'none' is how to hold until released
-    except ValueError:
-        raise pytest.UsageError(
-            f"ini option {PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
-        ) from None
-
-
-def ini_grace(config: pytest.Config) -> float | None:
-    """The ``mcpfaults_interrupt`` grace in seconds, ``None`` when off; a usage error otherwise."""
-    raw = str(config.getini(INTERRUPT_INI)).strip()
-    try:
-        return parse_seconds(raw, off="off")
-    except ValueError:
-        raise pytest.UsageError(
-            f"ini option {INTERRUPT_INI} must be a positive number of seconds (the grace after a "
-            f"patience verdict before a still-blocked test is interrupted) or 'off', got {raw!r}"
-        ) from None
-
-
-def _ini_value(config: pytest.Config, key: str) -> Any:
+def ini_seconds(config: pytest.Config, key: str, off: str = "none", what: str = "") -> float | None:
+    """A number of seconds (``mcpfaults_patience``, ``mcpfaults_interrupt``), ``None`` for ``off``; a
+    usage error otherwise."""
     raw = str(config.getini(key)).strip()
-    if not raw:
-        return None
-    if key == "mcpfaults_tool_sets":
-        return tuple(part for part in re.split(r"[,\s]+", raw) if part)
-    return raw
+    try:
+        return parse_seconds(raw, off=off)
+    except ValueError:
+        raise pytest.UsageError(
+            f"ini option {key} must be a positive number of seconds{what} or '{off}', got {raw!r}"
+        ) from None
+
+
+def _ini_values(config: pytest.Config) -> dict[str, Any]:
+    """The :data:`DEFAULT_INIS` keys given, with their values."""
+    out: dict[str, Any] = {}
+    for key in DEFAULT_INIS:
+        raw = str(config.getini(key)).strip()
+        if raw:
+            out[key] = (
+                tuple(p for p in re.split(r"[,\s]+", raw) if p) if key == "mcpfaults_tool_sets" else raw
+            )
+    return out
 
 
 def ini_defaults(config: pytest.Config) -> dict[str, Any]:
     """The ``Sidecar`` keywords the run's ini keys set (patience always; the others when given)."""
-    out: dict[str, Any] = {"patience": ini_patience(config)}
-    for key, kwarg in DEFAULT_INIS.items():
-        value = _ini_value(config, key)
-        if value is not None:
-            out[kwarg] = value
-    return out
+    given = {DEFAULT_INIS[key]: value for key, value in _ini_values(config).items()}
+    return {"patience": ini_seconds(config, PATIENCE_INI), **given}  # 'none' holds until released
 
 
 def check_ini(config: pytest.Config) -> None:
     """Refuse a bad ini default as a usage error naming the key, before collection. The sidecar
     package is imported only when one of those keys is set."""
-    ini_patience(config)
+    ini_seconds(config, PATIENCE_INI)
     ini_switch(config, HYGIENE_INI)
     ini_switch(config, IDLE_INI)
     from pytest_mcpfaults._pytest.blocked import set_harness_packages
 
     set_harness_packages(ini_harness(config))
-    given = {key: value for key in DEFAULT_INIS if (value := _ini_value(config, key)) is not None}
+    given = _ini_values(config)
     if not given:
         return
     from pytest_mcpfaults.transports.server import Sidecar
 
     for key, value in given.items():
-        kwarg = DEFAULT_INIS[key]
         try:
-            Sidecar(**{kwarg: value})  # validation only: nothing binds until start()
+            Sidecar(**{DEFAULT_INIS[key]: value})  # validation only: nothing binds until start()
         except (TypeError, ValueError) as exc:
             raise pytest.UsageError(f"ini option {key} = {config.getini(key)!r}: {exc}") from None
 

@@ -70,7 +70,12 @@ def pytest_configure(config: pytest.Config) -> None:
     ):
         config.addinivalue_line("markers", line)
     settings.check_ini(config)  # validate early: a bad ini value is a usage error before collection
-    config.stash[_GRACE] = settings.ini_grace(config)
+    config.stash[_GRACE] = settings.ini_seconds(
+        config,
+        settings.INTERRUPT_INI,
+        off="off",
+        what=" (the grace after a patience verdict before a still-blocked test is interrupted)",
+    )
     if config.stash[_GRACE] is not None:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # no real stderr: nothing is said
             config.stash[_SAY] = os.dup(sys.__stderr__.fileno())  # type: ignore[union-attr]
