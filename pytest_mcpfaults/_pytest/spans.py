@@ -18,7 +18,6 @@ import pytest
 from pytest_mcpfaults._pytest.records import explore_run, record_for, violation_key
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.invariants import Violation
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.spans.records import RecordedSpan
 
@@ -317,68 +316,23 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     return (yield)
 
 
-def _gate_violations(
-    recorder: SpanRecorder, mark: int, settings: SpanSettings
-) -> tuple[tuple[str, ...], list[Violation], list[RecordedSpan]]:
-    """The invariants the gate checks for this test's spans, the violations found, and the spans."""
-    from pytest_mcpfaults.invariants import gate_violations
-
-    spans = recorder.spans()
-    # Spans started by fixtures during setup may legitimately stay open until teardown: only spans
-    # started during the call phase must have ended by its end.
-    must_end = recorder.spans(since=mark) if spans else []
-    names, found = gate_violations(
-        spans,
-        settings.session,
-        settings.cleanup,
-        must_end,
-        flip_cleanup=settings.flip_cleanup,
-        count_cleanup=settings.count_cleanup,
-        max_cleanups=settings.max_cleanups,
-    )
-    return names, found, spans
-
-
-def _gate_failure(
-    item: pytest.Item, recorder: SpanRecorder, mark: int, settings: SpanSettings, raised: BaseException | None
-) -> str | None:
-    """Run the invariants over the test's spans, record the results, return the failure text if any.
-
-    A violation the test's own ``assert_*`` call already raised (``raised``) is recorded once and not
-    repeated in the text."""
-    from pytest_mcpfaults import invariants
-
-    names, found, spans = _gate_violations(recorder, mark, settings)
-    if not names:
-        return None
-    record_for(item).add_invariants(names, found)
-    if isinstance(raised, invariants.SpanInvariantError):
-        shown = {violation_key(v) for v in raised.violations}
-        found = [v for v in found if violation_key(v) not in shown]
-    if not found:
-        return None
-    return f"mcpfaults span gate ({CHECK_OPTION}): " + invariants.format_violations(found, spans)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     if not settings_for(item.config).check:
         return (yield)
-    settings = item_settings(item)
-    recorder = _start_test(item, settings)
-    mark = recorder.mark()
+    mark = _start_test(item, item_settings(item)).mark()
     try:
         result = yield
     except Exception as exc:
         # The test failed on its own: keep its error, record the invariants, add them as a note.
-        text = _gate_failure(item, recorder, mark, settings, exc)
+        text = record_invariants(item, mark, gate=True, raised=exc)
         if text is not None:  # PEP 678 notes; set by hand before Python 3.11 (pytest shows them)
             notes: list[str] = getattr(exc, "__notes__", [])
-            setattr(exc, "__notes__", [*notes, text])  # noqa: B010  (typeshed has it only from 3.11)
+            setattr(exc, "__notes__", [*notes, _GATE + text])  # noqa: B010  (typeshed has it only from 3.11)
         raise
-    text = _gate_failure(item, recorder, mark, settings, None)
+    text = record_invariants(item, mark, gate=True)
     if text is not None:
-        pytest.fail(text, pytrace=False)
+        pytest.fail(_GATE + text, pytrace=False)
     return result
 
 
@@ -427,16 +381,39 @@ def span_mark(item: pytest.Item) -> int | None:
     return None if recorder is None else recorder.mark()
 
 
-def record_invariants(item: pytest.Item, mark: int) -> str | None:
-    """Check the span gate's invariants over ``item``'s spans and record the results in its record,
-    without failing it (explore's span oracle, whether or not the gate is on; the gate, when on, has
-    recorded them already). The violations as the gate prints them (each invariant's message, then the
-    span tree), ``None`` when none."""
+_GATE = f"mcpfaults span gate ({CHECK_OPTION}): "
+
+
+def record_invariants(
+    item: pytest.Item, mark: int, gate: bool = False, raised: BaseException | None = None
+) -> str | None:
+    """Check the span gate's invariants over ``item``'s spans (its ``mcpfaults_spans`` markers apply)
+    and record the results in its record, without failing it; the violations as the gate prints them
+    (each invariant's message, then the span tree), ``None`` when none. Explore's span oracle calls it
+    whether or not the gate is on (the gate, when on, has recorded them already); for the ``gate``, a
+    violation the test's own ``assert_*`` call already raised (``raised``) is recorded once and not
+    repeated in the text."""
     from pytest_mcpfaults import invariants
     from pytest_mcpfaults.spans.recorder import global_recorder
 
-    settings = item_settings(item)  # the test's own mcpfaults_spans markers apply, as for the gate
-    names, found, spans = _gate_violations(global_recorder(), mark, settings)
-    if names and not settings_for(item.config).check:
+    settings = item_settings(item)
+    recorder = global_recorder()
+    spans = recorder.spans()
+    # Spans started by fixtures during setup may legitimately stay open until teardown: only spans
+    # started during the call phase must have ended by its end.
+    must_end = recorder.spans(since=mark) if spans else []
+    names, found = invariants.gate_violations(
+        spans,
+        settings.session,
+        settings.cleanup,
+        must_end,
+        flip_cleanup=settings.flip_cleanup,
+        count_cleanup=settings.count_cleanup,
+        max_cleanups=settings.max_cleanups,
+    )
+    if names and (gate or not settings.check):
         record_for(item).add_invariants(names, found)
+    if isinstance(raised, invariants.SpanInvariantError):
+        shown = {violation_key(v) for v in raised.violations}
+        found = [v for v in found if violation_key(v) not in shown]
     return invariants.format_violations(found, spans) if found else None
