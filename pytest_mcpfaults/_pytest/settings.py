@@ -176,54 +176,46 @@ def marker_kwargs(node: pytest.Item, name: str = "mcp_sidecar") -> dict[str, Any
     """The merged keywords of every ``name`` marker on ``node`` (see the module docstring).
     Raises ``ValueError`` for a marker with positional arguments."""
     merged: dict[str, Any] = {}
-    faults: list[Any] = []
-    odd_faults: list[Any] = []  # not a list: left for Sidecar to refuse, naming faults
-    cls = "StdioServer" if name == STDIO_MARKER else "Sidecar"
-    for marker in node.iter_markers(name):  # closest first
+    markers = list(node.iter_markers(name))  # closest first
+    for marker in markers:
         if marker.args:
+            cls = "StdioServer" if name == STDIO_MARKER else "Sidecar"
             raise ValueError(
                 f"{node.nodeid}: @pytest.mark.{name} takes keyword arguments only "
                 f"(those of {cls}), got positional {marker.args!r}"
             )
         for key, value in marker.kwargs.items():
-            if key != "faults":
-                merged.setdefault(key, value)
-            elif isinstance(value, (list, tuple)):
-                faults.extend(value)
-            else:
-                odd_faults.append(value)
-    if odd_faults:
-        merged["faults"] = odd_faults[0]
-    elif faults or any("faults" in m.kwargs for m in node.iter_markers(name)):
-        merged["faults"] = faults
+            merged.setdefault(key, value)
+    plans = [m.kwargs["faults"] for m in markers if "faults" in m.kwargs]
+    if plans:  # one that is not a list is left for the class to refuse, naming faults
+        odd = [plan for plan in plans if not isinstance(plan, (list, tuple))]
+        merged["faults"] = odd[0] if odd else [fault for plan in plans for fault in plan]
     return merged
 
 
-def marker_problem(node: pytest.Function, name: str = "mcp_sidecar") -> str | None:
-    """What is wrong with a test's ``name`` markers (``mcp_sidecar`` or ``mcp_stdio``; naming the
-    argument), or ``None``."""
-    if name == STDIO_MARKER:
-        from pytest_mcpfaults.stdio.server import StdioServer as cls
-    else:
-        from pytest_mcpfaults.transports.server import Sidecar as cls  # type: ignore[assignment]
-
+def check_marker(node: pytest.Function, name: str) -> None:
+    """A ``CollectError`` saying what is wrong with a test's ``name`` markers (``mcp_sidecar`` or
+    ``mcp_stdio``), naming the argument."""
     try:
         kwargs = marker_kwargs(node, name)
         if name != STDIO_MARKER:
             kwargs = cassettes.resolve(kwargs, cassettes.record_mode(node.config))
     except ValueError as exc:
-        return str(exc)
+        raise pytest.Collector.CollectError(str(exc)) from None
     if not kwargs:
-        return None
+        return  # no marker: the server's package is not imported
+    if name == STDIO_MARKER:
+        from pytest_mcpfaults.stdio.server import StdioServer as cls
+    else:
+        from pytest_mcpfaults.transports.server import Sidecar as cls  # type: ignore[assignment]
     valid = list(inspect.signature(cls).parameters)
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
-        return (
+        raise pytest.Collector.CollectError(
             f"{node.nodeid}: @pytest.mark.{name} got an unknown argument {unknown[0]!r}; "
             f"valid arguments (those of {cls.__name__}): {', '.join(valid)}"
         )
     try:
         cls(**kwargs)  # validation only: nothing binds until start()
     except (TypeError, ValueError) as exc:
-        return f"{node.nodeid}: @pytest.mark.{name}: {exc}"
-    return None
+        raise pytest.Collector.CollectError(f"{node.nodeid}: @pytest.mark.{name}: {exc}") from None

@@ -96,10 +96,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     collecting reaches the xdist controller like any collection error (a usage error raised on a
     worker would crash it)."""
     for name in ("mcp_sidecar", settings.STDIO_MARKER):
-        if metafunc.definition.get_closest_marker(name) is not None:
-            problem = settings.marker_problem(metafunc.definition, name)
-            if problem is not None:
-                raise pytest.Collector.CollectError(problem)
+        settings.check_marker(metafunc.definition, name)
     for bare in (_NO_INTERRUPT, settings.KEEP_SESSIONS, settings.ALLOW_IDLE):
         marker = metafunc.definition.get_closest_marker(bare)
         if marker is not None and (marker.args or marker.kwargs):
