@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_mcpfaults._pytest.blocked import blocked_at
 
@@ -77,32 +77,25 @@ class Finding(Protocol):
     def immediate(self) -> bool: ...
 
 
-_state: dict[str, Any] = {"installed": False, "previous": None, "active": None}
+_state: dict[str, Watch | None] = {"active": None}
 
 
 def install() -> bool:
     """Install the handler; ``False`` when a blocked test cannot be interrupted here: that needs POSIX
-    ``pthread_kill`` and ``SIGUSR2``, the main thread, and ``SIGUSR2`` free (no handler of its own)."""
-    if _state["installed"]:
-        return True
+    ``pthread_kill`` and ``SIGUSR2``, and ``SIGUSR2`` free (no handler of its own) when the main thread
+    installs it."""
     if _SIGNAL is None or not hasattr(signal, "pthread_kill"):
         return False
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(_SIGNAL) != signal.SIG_DFL
-    ):
-        return False
-    _state["previous"] = signal.signal(_SIGNAL, _on_signal)
-    _state["installed"] = True
-    return True
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(_SIGNAL) == signal.SIG_DFL:
+        signal.signal(_SIGNAL, _on_signal)
+    return signal.getsignal(_SIGNAL) is _on_signal
 
 
 def uninstall() -> None:
-    """Restore the previous handler (at the end of the session, main thread)."""
-    if _state["installed"] and threading.current_thread() is threading.main_thread():
-        assert _SIGNAL is not None
-        signal.signal(_SIGNAL, _state["previous"])
-        _state["installed"] = False
+    """Restore the default handler (at the end of the session, main thread)."""
+    main = threading.current_thread() is threading.main_thread()
+    if _SIGNAL is not None and main and signal.getsignal(_SIGNAL) is _on_signal:
+        signal.signal(_SIGNAL, signal.SIG_DFL)
 
 
 def _cancel_all(watch: Watch, loop: asyncio.AbstractEventLoop) -> None:
@@ -112,7 +105,7 @@ def _cancel_all(watch: Watch, loop: asyncio.AbstractEventLoop) -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    watch: Watch | None = _state["active"]
+    watch = _state["active"]
     if watch is None or not watch.active or not watch.pending:
         return
     watch.pending = False
@@ -147,7 +140,7 @@ class Watch:
         self._check = check
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = threading.Thread(target=self._run, name="mcpfaults-patience-watch", daemon=True)
         self._say = say  # a copy of stderr taken before capturing: where giving up is said
         self.in_body = False
         self.in_teardown = False
@@ -170,19 +163,15 @@ class Watch:
         return self.in_body or self.in_teardown
 
     def start(self) -> None:
-        """Start watching (idempotent); makes this the active watch of the signal handler."""
-        if self._thread is not None:
-            return
+        """Start watching; makes this the active watch of the signal handler."""
         _state["active"] = self
-        self._thread = threading.Thread(target=self._run, name="mcpfaults-patience-watch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop watching (bounded: the thread wakes within ``_POLL``)."""
         self.in_body = self.in_teardown = False
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(1.0)
+        self._thread.join(1.0)
         if _state["active"] is self:
             _state["active"] = None
 
