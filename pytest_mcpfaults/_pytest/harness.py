@@ -27,9 +27,6 @@ def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[...
     item = request.node
     started: list[HarnessProcess] = item.stash.setdefault(HARNESSES, [])
 
-    def test_servers() -> list[Any]:
-        return list(item.stash.get(SERVERS, []))
-
     def start(
         args: Sequence[str],
         *,
@@ -39,7 +36,7 @@ def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[...
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> HarnessProcess:
-        watched = test_servers if servers is None else servers
+        watched = servers if servers is not None else lambda: list(item.stash.get(SERVERS, []))
         proc = HarnessProcess(args, servers=watched, budget=budget, startup=startup, env=env, cwd=cwd)
         started.append(proc)
         return proc.start()

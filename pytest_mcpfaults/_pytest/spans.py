@@ -118,39 +118,28 @@ def _check_count(where: str, value: Any) -> int:
     return value
 
 
-def _patterns(config: pytest.Config, key: str) -> tuple[str, ...]:
-    try:
-        return _check_patterns(key, config.getini(key))
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _optional_patterns(config: pytest.Config, key: str) -> tuple[str, ...] | None:
-    """An ini key's globs; ``None`` when the key is not set (empty)."""
-    return _patterns(config, key) if config.getini(key) else None
-
-
 def _read_settings(config: pytest.Config) -> SpanSettings:
-    option = config.getoption("mcpfaults_check_spans", default=None)
-    if option:
-        check = True
-    else:
-        try:
-            check = bool(config.getini(CHECK_INI))
-        except (ValueError, TypeError, pytest.UsageError) as exc:
-            raise pytest.UsageError(f"{CHECK_INI}: expected a boolean (true/false), {exc}") from None
     try:
-        max_cleanups = _check_count(MAX_CLEANUPS_INI, config.getini(MAX_CLEANUPS_INI))
+        check = bool(config.getoption("mcpfaults_check_spans", default=None) or config.getini(CHECK_INI))
+    except (ValueError, TypeError, pytest.UsageError) as exc:
+        raise pytest.UsageError(f"{CHECK_INI}: expected a boolean (true/false), {exc}") from None
+    ini = config.getini
+    try:
+        return SpanSettings(
+            check=check,
+            max_cleanups=_check_count(MAX_CLEANUPS_INI, ini(MAX_CLEANUPS_INI)),
+            session=_check_patterns(SESSION_INI, ini(SESSION_INI)),
+            cleanup=_check_patterns(CLEANUP_INI, ini(CLEANUP_INI)),
+            # not set (empty): cleanup's
+            flip_cleanup=_check_patterns(FLIP_CLEANUP_INI, ini(FLIP_CLEANUP_INI))
+            if ini(FLIP_CLEANUP_INI)
+            else None,
+            count_cleanup=_check_patterns(COUNT_CLEANUP_INI, ini(COUNT_CLEANUP_INI))
+            if ini(COUNT_CLEANUP_INI)
+            else None,
+        )
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return SpanSettings(
-        check=check,
-        session=_patterns(config, SESSION_INI),
-        cleanup=_patterns(config, CLEANUP_INI),
-        flip_cleanup=_optional_patterns(config, FLIP_CLEANUP_INI),
-        count_cleanup=_optional_patterns(config, COUNT_CLEANUP_INI),
-        max_cleanups=max_cleanups,
-    )
 
 
 def _marker_overrides(node: pytest.Item) -> dict[str, Any]:
