@@ -97,9 +97,6 @@ class TestRecord:
             result.ok = not result.violations
             result.message = "\n".join(dict.fromkeys(result.violations))
 
-    def add_fired(self, kind: str, count: int = 1) -> None:
-        self.fired[kind] = self.fired.get(kind, 0) + count
-
     @property
     def used(self) -> bool:
         """Whether the plugin took part in this test at all (report and summary skip tests it did not)."""

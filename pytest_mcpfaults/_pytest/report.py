@@ -220,7 +220,7 @@ def _matrix_faults(marker: pytest.Mark) -> tuple[Fault, ...]:
     unknown = sorted(set(marker.kwargs) - set(_MATRIX_ARGS))
     if unknown:
         raise ValueError(f"unknown argument {unknown[0]!r}; valid arguments: {', '.join(_MATRIX_ARGS)}")
-    kw = dict(marker.kwargs)
+    kw = marker.kwargs
     if kw.get("faults") is not None:
         others = [k for k in ("kinds", "exclude", "target") if kw.get(k) is not None]
         if others:
@@ -229,8 +229,7 @@ def _matrix_faults(marker: pytest.Mark) -> tuple[Fault, ...]:
         if not plan:
             raise ValueError("faults= is empty: the matrix needs at least one fault")
         return plan
-    exclude = kw.get("exclude") or ()
-    return catalogue(kinds=kw.get("kinds"), exclude=exclude, target=kw.get("target"))
+    return catalogue(kinds=kw.get("kinds"), exclude=kw.get("exclude") or (), target=kw.get("target"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -260,9 +259,7 @@ def _record_dict(item: pytest.Item) -> dict[str, Any] | None:
     matrix = matrix_fault(item)
     if not rec.used and matrix is None:
         return None
-    data = dataclasses.asdict(rec)
-    data["matrix"] = matrix
-    return data
+    return {**dataclasses.asdict(rec), "matrix": matrix}
 
 
 def _junit_properties(data: dict[str, Any]) -> list[tuple[str, str]]:

@@ -96,16 +96,9 @@ def addini(parser: pytest.Parser) -> None:
 HARNESS_INI = "mcpfaults_harness_packages"
 
 
-def ini_harness(config: pytest.Config) -> tuple[str, ...]:
-    """The ``mcpfaults_harness_packages`` names (top-level packages); a usage error for a bad one."""
-    names = tuple(part for part in re.split(r"[,\s]+", str(config.getini(HARNESS_INI)).strip()) if part)
-    for name in names:
-        if not name.isidentifier():
-            raise pytest.UsageError(
-                f"ini option {HARNESS_INI} takes top-level package names (identifiers such as "
-                f"'my_harness'), comma- or space-separated, got {name!r}"
-            )
-    return names
+def _words(raw: object) -> tuple[str, ...]:
+    """The names in an ini value, comma- or space-separated."""
+    return tuple(part for part in re.split(r"[,\s]+", str(raw).strip()) if part)
 
 
 def ini_switch(config: pytest.Config, key: str) -> bool:
@@ -135,9 +128,7 @@ def _ini_values(config: pytest.Config) -> dict[str, Any]:
     for key in DEFAULT_INIS:
         raw = str(config.getini(key)).strip()
         if raw:
-            out[key] = (
-                tuple(p for p in re.split(r"[,\s]+", raw) if p) if key == "mcpfaults_tool_sets" else raw
-            )
+            out[key] = _words(raw) if key == "mcpfaults_tool_sets" else raw
     return out
 
 
@@ -153,9 +144,16 @@ def check_ini(config: pytest.Config) -> None:
     ini_seconds(config, PATIENCE_INI)
     ini_switch(config, HYGIENE_INI)
     ini_switch(config, IDLE_INI)
+    harness = _words(config.getini(HARNESS_INI))
+    for name in harness:
+        if not name.isidentifier():
+            raise pytest.UsageError(
+                f"ini option {HARNESS_INI} takes top-level package names (identifiers such as "
+                f"'my_harness'), comma- or space-separated, got {name!r}"
+            )
     from pytest_mcpfaults._pytest.blocked import set_harness_packages
 
-    set_harness_packages(ini_harness(config))
+    set_harness_packages(harness)
     given = _ini_values(config)
     if not given:
         return

@@ -584,7 +584,7 @@ def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
         rec.sidecars.append({"url": url, "era": sc.era, "requests": len(sc.journal)})
         rec.plans.append([str(f) for f in sc.plan])
         for kind, n in sc.fired.items():
-            rec.add_fired(kind, n)
+            rec.fired[kind] = rec.fired.get(kind, 0) + n
         violations = sc.patience_violations
         for v in violations:
             expect = v.expected or rec.expected_hang

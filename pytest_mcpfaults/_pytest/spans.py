@@ -188,7 +188,14 @@ def pytest_configure(config: pytest.Config) -> None:
         f"({', '.join(MARKER_KWARGS)}); the ini keys' values otherwise.",
     )
     settings = settings_for(config)
-    if settings.check or _explore_on(config):
+    try:  # explore: its flag or its ini key
+        explore = (
+            config.getoption("mcpfaults_explore", default=False)
+            or str(config.getini("mcpfaults_explore")).strip()
+        )
+    except ValueError:  # the explore glue is not registered (a plugin of its own left it out)
+        explore = False
+    if settings.check or explore:
         # Watch provider creation for the whole run, so a harness that builds its TracerProvider at
         # import or collection time is caught too. The global provider is wired at each test's start.
         # Explore checks the span invariants of its runs whether or not the gate is on.
@@ -197,16 +204,6 @@ def pytest_configure(config: pytest.Config) -> None:
         stack = ExitStack()
         stack.enter_context(global_recorder().watch_providers())
         config.stash[_WATCH_KEY] = stack
-
-
-def _explore_on(config: pytest.Config) -> bool:
-    """Whether explore is on for the whole run (its flag or its ini key; see ``_pytest.explore``)."""
-    if config.getoption("mcpfaults_explore", default=False):
-        return True
-    try:
-        return bool(str(config.getini("mcpfaults_explore")).strip())
-    except ValueError:  # the explore glue is not registered (a plugin of its own left it out)
-        return False
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
