@@ -203,10 +203,12 @@ class _Call:
 
 
 def _make_call(item: pytest.Item) -> _Call | None:
+    """The test's phase that may be interrupted, kept in its stash; ``None`` when it may not be."""
     grace = item.config.stash.get(_GRACE, None)
     if grace is None or _expects_hang(item) or item.get_closest_marker(_NO_INTERRUPT) is not None:
         return None
-    return _Call(grace, item.config.stash.get(_SAY, None))
+    call = item.stash[_CALL] = _Call(grace, item.config.stash.get(_SAY, None))
+    return call
 
 
 def _expects_hang(item: pytest.Item) -> bool:
@@ -354,10 +356,8 @@ def _ours(exc: BaseException | None) -> bool:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     call = _make_call(item)
-    if call is not None:
-        item.stash[_CALL] = call
-        if item.stash.get(_SIDECARS, []):
-            call.watch_for(item)
+    if call is not None and item.stash.get(_SIDECARS, []):
+        call.watch_for(item)
     try:
         result = yield
     except BaseException as exc:
@@ -443,7 +443,6 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     verdict is then the teardown error."""
     call = _make_call(item) if item.stash.get(_SIDECARS, []) else None
     if call is not None:
-        item.stash[_CALL] = call
         call.mark(in_teardown=True)
         call.watch_for(item)
     failure: BaseException | None = None
