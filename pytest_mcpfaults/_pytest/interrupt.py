@@ -5,7 +5,7 @@ budget the sidecar resets the connection, and most clients return at once; some 
 ``ClientSession.call_tool`` only logs the failed reply and waits on; code that swallows the error and
 blocks elsewhere), and the verdict, raised after the test body, would wait for an outside timeout.
 A *stall*: a fault fired, the sidecar holds nothing, and nothing has reached it for the patience
-budget since (``sidecar.stalls``): the client wedged itself on what it saw. So during the call phase
+budget since (``verdicts.stalls``): the client wedged itself on what it saw. So during the call phase
 of a test that uses a sidecar, a watcher thread polls ``check()``; ``grace`` seconds after a patience
 violation (at once for a stall: the budget was its grace), if the test body has not returned, it
 records where the main thread is (``blocked.blocked_at``) and interrupts it with a signal (``SIGUSR2``,
@@ -32,10 +32,9 @@ fixture's finalizer). An ``Exception`` is recorded for that finalizer, the other
 turns it into the verdict as a teardown error. Raised in an event loop's selector it leaves
 ``run_until_complete`` like any exception from a signal handler.
 
-The handler acts only while the test function itself runs (``in_body``) or at teardown
-(``in_teardown``), and the signal handler is
-installed once, from the main thread, only if ``SIGUSR2`` has no handler yet; it stays installed (a
-no-op between tests) until the session ends, so a late signal never hits the default action.
+The handler acts only while the test function itself runs (``in_body``) or at teardown (``in_teardown``).
+It is installed once, from the main thread, only if ``SIGUSR2`` has no handler yet, and stays installed
+(a no-op between tests) until the session ends, so a late signal never hits the default action.
 """
 
 from __future__ import annotations

@@ -156,10 +156,10 @@ class _Call:
         # The idle hang (unless the ini or the test's marker turns it off): the test's thread is sampled
         # at every poll, and an idle hang of its HTTP sidecars is a finding once the thread has also been
         # still for the budget.
-        idle = settings.ini_switch(item.config, settings.IDLE_INI) and not item.get_closest_marker(
+        on = settings.ini_switch(item.config, settings.IDLE_INI) and not item.get_closest_marker(
             settings.ALLOW_IDLE
         )
-        still = Stillness(threading.main_thread().ident) if idle else None
+        still = Stillness(threading.main_thread().ident) if on else None
 
         def check() -> _Found | None:
             """A finding not given as a verdict yet: at teardown, the body's verdict (a patience
