@@ -35,7 +35,7 @@ from pytest_mcpfaults.options.validation import is_count, is_loopback_host
 from pytest_mcpfaults.transports.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.transports.server import Sidecar
 
-__all__ = ["build_parser", "main", "parse_upstream_headers"]
+__all__ = ["build_parser", "main"]
 
 _PROG = "python -m pytest_mcpfaults"
 #: How many requests (and connections) ``serve`` keeps in its journal by default (``--journal-limit``).
@@ -208,14 +208,9 @@ def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if args.upstream_health is not None and args.no_health:
         parser.error("argument --upstream-health: not with --no-health (there is no health path to forward)")
     try:
-        check_upstream_headers(parse_upstream_headers(args.upstream_header), args.upstream)
+        check_upstream_headers(upstream_headers_text(args.upstream_header) or {}, args.upstream)
     except ValueError as exc:
         parser.error(f"argument --upstream-header: {str(exc).removeprefix('Sidecar: ')}")
-
-
-def parse_upstream_headers(specs: Sequence[str]) -> dict[str, str | None]:
-    """``--upstream-header`` values: ``'NAME: VALUE'`` sets, ``NAME`` alone drops."""
-    return upstream_headers_text(list(specs)) or {}
 
 
 def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
