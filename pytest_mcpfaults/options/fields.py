@@ -1,25 +1,17 @@
 """The sidecars' options: :class:`SidecarOptions`, one frozen dataclass validated once, built by every
 backend (:func:`build_options`) and read by the core where it uses them.
 
-Each field carries what everything else derives from it (its :class:`Option`): its help text, its
-``serve`` flag and the parser of that flag's text, and which backends take it. Read from here:
-
-* the ``Sidecar`` constructor's keywords, signature, types (for mypy, :func:`takes_options`) and the
-  ``Args`` of its docstring;
-* the ``mcp_sidecar`` marker (its valid arguments, checked at collection) and ``mcp_sidecar_factory``;
-* ``serve``'s flags (:func:`add_serve_flags`) and how its parsed arguments become options
-  (:func:`options_from_args`);
-* the options table of docs/sidecar.md and the ``serve`` flags table of docs/cli.md, made when the
-  docs site is built (docs/hooks.py).
-
-Adding an option is its field here (with its check in :meth:`SidecarOptions.__post_init__` when the
-type alone does not say what is valid), its use, and its test.
+Each field's :class:`Option` (help, ``serve`` flag and its parser, backends) is what the constructor's
+signature and ``Args``, the marker, the factory, ``serve``'s flags and the docs tables (docs/hooks.py)
+are read from: adding an option is its field here (with its check in
+:meth:`SidecarOptions.__post_init__` when its type does not say what is valid), its use, and its test.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -452,10 +444,11 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
             f"for one, write [{opts.faults!r}]"
         )
     check_upstream(
-        opts.upstream, opts.upstream_health, opts.upstream_timeout, opts.allow_remote_upstream,
-        opts.health_path, opts.get_stream, opts.tools, any_port=opts.upstream_serve is not None,
+        opts.upstream, opts.upstream_health, opts.allow_remote_upstream, opts.health_path, opts.get_stream,
+        opts.tools, any_port=opts.upstream_serve is not None,
     )  # fmt: skip
-    for name, value in (("tool_timeout", opts.tool_timeout), ("idle_timeout", opts.idle_timeout)):
+    for name in ("tool_timeout", "idle_timeout", "upstream_timeout"):
+        value = getattr(opts, name)
         if value is not None and not is_positive_seconds(value):
             raise ValueError(
                 f"{who}: {name} must be a positive, finite number of seconds or None (unbounded), "
@@ -468,56 +461,31 @@ def build_options(given: Mapping[str, Any], backend: str = "socket") -> SidecarO
     """:class:`SidecarOptions` of ``backend`` from keyword arguments, over the backend's defaults
     (:data:`BACKEND_DEFAULTS`). An argument that is no option of the backend is a ``TypeError`` naming
     it and what the backend takes, prefixed with who it is (:data:`WHO`)."""
-    cls, who, takes = SidecarOptions, WHO[backend], _takes(backend)
-    if not _names(cls).issuperset(given):
-        names = [f.name for f, _ in option_fields(cls)]
-        unknown = sorted(set(given) - set(names))[0]
-        if backend == "socket":
-            raise TypeError(f"{who}: unknown argument {unknown!r}; valid arguments: {', '.join(names)}")
-        raise TypeError(f"{who}: {unknown!r} is not an option; the {backend} backend takes {takes}")
-    other = next((name for name in sorted(given) if backend not in _option(cls, name).backends), None)
+    who, backends = WHO[backend], {f.name: opt.backends for f, opt in option_fields()}
+    takes = ", ".join(name for name, on in backends.items() if backend in on)
+    unknown = sorted(given - backends.keys())
+    if unknown and backend == "socket":
+        raise TypeError(f"{who}: unknown argument {unknown[0]!r}; valid arguments: {', '.join(backends)}")
+    if unknown:
+        raise TypeError(f"{who}: {unknown[0]!r} is not an option; the {backend} backend takes {takes}")
+    other = next((name for name in sorted(given) if backend not in backends[name]), None)
     if other is not None:
-        owners = " and ".join(WHO[b] for b in _option(cls, other).backends)
+        owners = " and ".join(WHO[b] for b in backends[other])
         raise TypeError(
             f"{who}: {other!r} is an option of {owners.replace('Sidecar', 'the socket Sidecar', 1)} only; "
             f"the {backend} backend takes {takes}"
         )
-    return cls(**{**BACKEND_DEFAULTS.get(backend, {}), **given}, backend=backend)
+    return SidecarOptions(**{**BACKEND_DEFAULTS.get(backend, {}), **given}, backend=backend)
 
 
-def _option(cls: type[SidecarOptions], name: str) -> Option:
-    return next(opt for f, opt in option_fields(cls) if f.name == name)
-
-
-def _takes(backend: str) -> str:
-    return ", ".join(f.name for f, opt in option_fields() if backend in opt.backends)
-
-
-def option_fields(cls: type[SidecarOptions] | None = None) -> list[tuple[dataclasses.Field[Any], Option]]:
-    """Every field of ``cls`` (default: :class:`SidecarOptions`) with its :class:`Option`, in order."""
-    return list(_fields(cls or SidecarOptions))
-
-
-#: Per options class: its fields with their Option, and their names.
-_DERIVED: dict[type, tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str]]] = {}
-
-
-def _derived(
-    cls: type[SidecarOptions],
-) -> tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str]]:
-    found = _DERIVED.get(cls)
-    if found is None:
-        fields = tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
-        found = _DERIVED[cls] = (fields, frozenset(f.name for f, _ in fields))
-    return found
-
-
+@functools.cache
 def _fields(cls: type[SidecarOptions]) -> tuple[tuple[dataclasses.Field[Any], Option], ...]:
-    return _derived(cls)[0]
+    return tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
 
 
-def _names(cls: type[SidecarOptions]) -> frozenset[str]:
-    return _derived(cls)[1]
+def option_fields() -> list[tuple[dataclasses.Field[Any], Option]]:
+    """Every field of :class:`SidecarOptions` with its :class:`Option`, in order."""
+    return list(_fields(SidecarOptions))
 
 
 P = ParamSpec("P")
@@ -525,15 +493,13 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def _args_doc(cls: type[SidecarOptions]) -> str:
-    lines = ["", "    Args:"]
-    for f, opt in option_fields(cls):
-        text = opt.help.replace("`", "``")
-        lines.append(f"        {f.name}: {text}")
-    return "\n".join(lines) + "\n"
+def _args_doc() -> str:
+    return "\n    Args:\n" + "".join(
+        f"        {f.name}: {o.help.replace('`', '``')}\n" for f, o in option_fields()
+    )
 
 
-def with_options(backend: str, cls: type[SidecarOptions] | None = None) -> Callable[[T], T]:
+def with_options(backend: str) -> Callable[[T], T]:
     """Give a method taking ``**options`` the signature of ``backend``'s options: its own named
     parameters, then each option the backend takes with the backend's default
     (``inspect.signature``: the marker's valid arguments)."""
@@ -541,11 +507,10 @@ def with_options(backend: str, cls: type[SidecarOptions] | None = None) -> Calla
     def wrap(method: T) -> T:
         own = inspect.signature(method)  # type: ignore[arg-type]
         params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        defaults = BACKEND_DEFAULTS.get(backend, {})
-        for f, opt in option_fields(cls):
+        defaults, fields = BACKEND_DEFAULTS.get(backend, {}), inspect.signature(SidecarOptions).parameters
+        for f, opt in option_fields():
             if backend in opt.backends:
-                param = inspect.signature(cls or SidecarOptions).parameters[f.name]
-                params.append(param.replace(default=defaults.get(f.name, param.default)))
+                params.append(fields[f.name].replace(default=defaults.get(f.name, f.default)))
         method.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
         return method
 
@@ -555,14 +520,13 @@ def with_options(backend: str, cls: type[SidecarOptions] | None = None) -> Calla
 def takes_options(
     cls: Callable[P, SidecarOptions],
 ) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, P], R]]:
-    """Give a method taking ``**options`` the keywords of ``cls`` (an options class): its signature
-    (:func:`with_options`), the types mypy checks a call against, and an ``Args`` section in its
-    docstring."""
+    """Give a method taking ``**options`` the keywords of ``cls`` (:class:`SidecarOptions`): its
+    signature (:func:`with_options`), the types mypy checks a call against, and an ``Args`` section in
+    its docstring."""
 
     def wrap(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
-        assert isinstance(cls, type)
-        method.__doc__ = (method.__doc__ or "") + _args_doc(cls)
-        return with_options("socket", cls)(method)
+        method.__doc__ = (method.__doc__ or "") + _args_doc()
+        return with_options("socket")(method)
 
     return wrap
 
@@ -570,57 +534,49 @@ def takes_options(
 def documents_options(cls: type[T]) -> type[T]:
     """Class decorator: append the ``Args`` of :class:`SidecarOptions` (as it is when the class is
     made) to the class docstring, where ``help()`` and the API page read a constructor's arguments."""
-    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + _args_doc(SidecarOptions)
+    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + _args_doc()
     return cls
 
 
-def add_serve_flags(parser: argparse.ArgumentParser, cls: type[SidecarOptions] | None = None) -> None:
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     """``serve``'s flag of every option that has one, in the options' order; each flag's ``dest`` is
     argparse's own (``--upstream-header`` -> ``upstream_header``)."""
-    groups: dict[str, Any] = {}
-    for f, opt in option_fields(cls):
+    groups: dict[str | None, Any] = {None: parser}
+    for f, opt in option_fields():
         if opt.flag is None:
             continue
-        target: Any = parser
-        if opt.none_flag is not None:
-            target = parser.add_mutually_exclusive_group()
-        elif opt.exclusive is not None:
-            if opt.exclusive not in groups:
-                groups[opt.exclusive] = parser.add_mutually_exclusive_group()
-            target = groups[opt.exclusive]
+        group = opt.exclusive or (opt.flag if opt.none_flag is not None else None)
+        if group not in groups:
+            groups[group] = parser.add_mutually_exclusive_group()
         text = opt.cli_help or opt.help
         if opt.switch:
-            target.add_argument(opt.flag, action="store_true", help=text)
+            groups[group].add_argument(opt.flag, action="store_true", help=text)
             continue
-        kwargs: dict[str, Any] = {"help": text, "metavar": opt.metavar}
+        kwargs: dict[str, Any] = {"help": text, "type": opt.parse, "default": f.default}
         if opt.choices is not None:
-            kwargs = {"help": text, "choices": opt.choices}
-        if opt.parse is not None:
-            kwargs["type"] = opt.parse
+            kwargs["choices"] = opt.choices
+        else:
+            kwargs["metavar"] = opt.metavar
         if opt.repeat:
             kwargs.update(action="append", default=[])
-        else:
-            kwargs["default"] = f.default
-        target.add_argument(opt.flag, **kwargs)
+        groups[group].add_argument(opt.flag, **kwargs)
         if opt.none_flag is not None:
-            target.add_argument(opt.none_flag[0], action="store_true", help=opt.none_flag[1])
+            groups[group].add_argument(opt.none_flag[0], action="store_true", help=opt.none_flag[1])
 
 
 def _dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
 
-def options_from_args(args: argparse.Namespace, cls: type[SidecarOptions] | None = None) -> dict[str, Any]:
+def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The ``Sidecar`` keywords ``serve``'s parsed flags give (options without a flag keep their
     defaults)."""
     out: dict[str, Any] = {}
-    for f, opt in option_fields(cls):
+    for f, opt in option_fields():
         if opt.flag is None:
             continue
         value = getattr(args, _dest(opt.flag))
         if opt.none_flag is not None and getattr(args, _dest(opt.none_flag[0])):
             value = None
-        if opt.repeat and opt.collect is not None:
-            value = opt.collect(value)
-        out[f.name] = value
+        out[f.name] = value if opt.collect is None else opt.collect(value)
     return out
