@@ -23,7 +23,7 @@ from pytest_mcpfaults.core.errors import Dropped, ErrorLog, SidecarState
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.plan import Plan
 from pytest_mcpfaults.core.resumption import Resumed, Resumption, primes
-from pytest_mcpfaults.core.routing import RequestInfo, classify, forced_reply
+from pytest_mcpfaults.core.routing import RequestInfo, answer_reply, classify
 from pytest_mcpfaults.mcp.builtin import builtin_surface, builtin_tools
 from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint, Reply, client_error
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages, notify_before
@@ -326,7 +326,7 @@ class SidecarCore:
         """The reply ``fault`` forces (its token revoked if the fault says so); replaying or proxying, a
         forced tool result gets the tool's ``structuredContent`` as a rewritten one would (a deferred
         fault's is fitted to the real result instead)."""
-        reply = forced_reply(fault, info, self.mcp, self.service_url())
+        reply = answer_reply(fault, info, self.mcp, self.service_url())
         replaying = self.mcp.source is not None
         answered_here = self.upstream is not None and not self.upstream.defers(fault)
         if reply is not None and info.mcp is not None and (replaying or answered_here):
