@@ -10,11 +10,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
-from pytest_mcpfaults.mcp.endpoint import ERAS, Era
-from pytest_mcpfaults.mcp.tools import TOOL_SETS
+from pytest_mcpfaults.mcp.endpoint import Era
 from pytest_mcpfaults.options.validation import (
     LOOPBACK_NAMES,
-    check_bool,
     is_loopback_host,
 )
 
@@ -32,12 +30,10 @@ __all__ = [
     "WHO",
     "ReplyMode",
     "TransportName",
-    "check_endpoints",
-    "check_otlp",
     "check_path",
+    "check_path_option",
     "check_strings",
     "check_transport",
-    "check_upstream",
     "check_upstream_command",
     "check_upstream_headers",
     "check_upstream_serve",
@@ -63,7 +59,8 @@ WHO = {"socket": "Sidecar", "in-process": "mock_sidecar", "stdio": "StdioServer"
 _PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
 
 
-def _check_path(who: str, name: str, value: object, note: str = "") -> None:
+def check_path_option(who: str, name: str, value: object, note: str = "") -> None:
+    """Refuse a ``value`` of option ``name`` that is not a route path (:func:`check_path`)."""
     why = check_path(value)
     if why is not None:
         raise ValueError(f"{who}: {name} {why}{note}, got {value!r}")
@@ -173,50 +170,6 @@ NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expe
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
-def check_upstream(
-    upstream: object,
-    upstream_health: object,
-    allow_remote_upstream: object,
-    health_path: str | None,
-    get_stream: object,
-    tools: object,
-    *,
-    any_port: bool = False,
-) -> None:
-    """The proxy-mode arguments (``upstream=`` and its companions), and the fake-only ones that make no
-    sense with an upstream (its tools and its GET stream are the upstream's own)."""
-    check_bool("Sidecar", "allow_remote_upstream", allow_remote_upstream)
-    if upstream is None:
-        if upstream_health is not None:
-            raise ValueError(
-                f"Sidecar: upstream_health={upstream_health!r} needs an upstream (upstream='http://...'); "
-                "without one the sidecar serves /health itself"
-            )
-        if allow_remote_upstream:
-            raise ValueError("Sidecar: allow_remote_upstream=True needs an upstream (upstream='http://...')")
-        return
-    why = check_upstream_url(upstream, allow_remote_upstream, any_port=any_port)
-    if why is not None:
-        raise ValueError(f"Sidecar: upstream {why}, got {upstream!r}")
-    if upstream_health is not None:
-        _check_path("Sidecar", "upstream_health", upstream_health, " (the upstream's health path) or None")
-        if health_path is None:
-            raise ValueError(
-                f"Sidecar: upstream_health={upstream_health!r} forwards the sidecar's health path, but "
-                "health_path is None (absent); give health_path too, or leave upstream_health out"
-            )
-    if get_stream is True:
-        raise ValueError(
-            "Sidecar: get_stream=True is the fake's own GET stream; with an upstream, GET on the MCP "
-            "endpoint is forwarded and answered by the upstream"
-        )
-    if not isinstance(tools, (str, bytes)) and isinstance(tools, Sequence) and tools:
-        raise ValueError(
-            "Sidecar: tools= are served by the fake; with an upstream the tools are the upstream's own "
-            f"(got {len(tools)} tool(s) and upstream={upstream!r})"
-        )
-
-
 def check_path(value: object) -> str | None:
     """Why ``value`` is not a route path (``'/mcp'``, ``'/v1/health'``), or ``None`` when it is one. A
     query (``?``), a fragment (``#``), spaces and other characters a path cannot hold are refused."""
@@ -225,50 +178,6 @@ def check_path(value: object) -> str | None:
     if _PATH_RE.fullmatch(value) is None:
         return "must be a plain path: no query ('?'), fragment ('#'), spaces or control characters"
     return None
-
-
-def check_endpoints(
-    who: str, mcp_path: str, health_path: str | None, era: str, reply: str, tool_sets: Sequence[str]
-) -> tuple[Era, ReplyMode]:
-    """The arguments both backends take (the socket ``Sidecar`` and ``mock_sidecar``): ``ValueError``
-    naming the argument and the value, prefixed with ``who``. Returns ``era`` and ``reply``, narrowed
-    to their ``Literal`` types once checked."""
-    _check_path(who, "mcp_path", mcp_path)
-    if health_path is not None:
-        _check_path(who, "health_path", health_path)
-    if health_path == mcp_path:
-        raise ValueError(f"{who}: health_path and mcp_path must differ, both are {mcp_path!r}")
-    if era not in ERAS:
-        raise ValueError(f"{who}: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
-    if reply not in REPLY_MODES:
-        raise ValueError(f"{who}: reply must be 'json' or 'sse', got {reply!r}")
-    if (
-        isinstance(tool_sets, str)
-        or not isinstance(tool_sets, Iterable)
-        or any(s not in TOOL_SETS for s in tool_sets)
-    ):
-        raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
-    return era, reply  # narrowed by the two `in` checks above
-
-
-def check_otlp(otlp_path: object, mcp_path: object, health_path: object, span_recorder: object) -> None:
-    """Refuse a bad ``otlp_path`` (a route path other than the MCP and health paths, or ``None``) or a
-    ``span_recorder`` that is not a :class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`
-    (``ValueError``)."""
-    if otlp_path is not None:
-        _check_path("Sidecar", "otlp_path", otlp_path, " (or None: no OTLP receiver)")
-        if otlp_path in (mcp_path, health_path):
-            raise ValueError(
-                f"Sidecar: otlp_path must differ from mcp_path and health_path, got {otlp_path!r} for both"
-            )
-    if span_recorder is not None:
-        from pytest_mcpfaults.spans.recorder import SpanRecorder
-
-        if not isinstance(span_recorder, SpanRecorder):
-            raise ValueError(
-                "Sidecar: span_recorder must be a pytest_mcpfaults.SpanRecorder or None, "
-                f"got {span_recorder!r}"
-            )
 
 
 def check_transport(
@@ -291,7 +200,7 @@ def check_transport(
         )
     taken: dict[str, object] = {"mcp_path": mcp_path, "health_path": health_path}
     for name, path in (("sse_path", sse_path), ("messages_path", messages_path)):
-        _check_path("Sidecar", name, path)
+        check_path_option("Sidecar", name, path)
         other = next((n for n, p in taken.items() if p == path), None)
         if other is not None:
             raise ValueError(f"Sidecar: {name} and {other} must differ, both are {path!r}")

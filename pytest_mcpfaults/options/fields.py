@@ -23,7 +23,7 @@ from pytest_mcpfaults.behaviour.server_requests import check_outbound_plan
 from pytest_mcpfaults.mcp.builtin import tool_sets_help
 from pytest_mcpfaults.mcp.endpoint import ERAS, Era
 from pytest_mcpfaults.mcp.surface import Prompt, Resource, ResourceTemplate, check_surface
-from pytest_mcpfaults.mcp.tools import DEFAULT_TOOL_SETS, Tool
+from pytest_mcpfaults.mcp.tools import DEFAULT_TOOL_SETS, TOOL_SETS, Tool
 from pytest_mcpfaults.options.checks import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_OTLP_PATH,
@@ -34,14 +34,13 @@ from pytest_mcpfaults.options.checks import (
     TRANSPORTS,
     WHO,
     ReplyMode,
-    check_endpoints,
-    check_otlp,
+    check_path_option,
     check_strings,
     check_transport,
-    check_upstream,
     check_upstream_command,
     check_upstream_headers,
     check_upstream_serve,
+    check_upstream_url,
 )
 from pytest_mcpfaults.options.text import (
     auth_text,
@@ -368,7 +367,6 @@ class SidecarOptions:
             self.upstream_command, self.upstream, self.upstream_health, self.era, self.get_stream, self.tools
         )
         era, reply = check_options(self)
-        check_otlp(self.otlp_path, self.mcp_path, self.health_path, self.span_recorder)
         transport = check_transport(
             self.transport, self.sse_path, self.messages_path, self.mcp_path, self.health_path, era, reply,
             self.get_stream, self.upstream if self.upstream is not None else command,
@@ -424,7 +422,18 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
         )
     if not (is_count(opts.port) and opts.port <= 65535):
         raise ValueError(f"{who}: port must be an integer in 0..65535 (0: any free port), got {opts.port!r}")
-    modes = check_endpoints(who, opts.mcp_path, opts.health_path, opts.era, opts.reply, opts.tool_sets)
+    check_path_option(who, "mcp_path", opts.mcp_path)
+    if opts.health_path is not None:
+        check_path_option(who, "health_path", opts.health_path)
+    if opts.health_path == opts.mcp_path:
+        raise ValueError(f"{who}: health_path and mcp_path must differ, both are {opts.mcp_path!r}")
+    era, reply, sets = opts.era, opts.reply, opts.tool_sets
+    if era not in ERAS:
+        raise ValueError(f"{who}: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
+    if reply not in REPLY_MODES:
+        raise ValueError(f"{who}: reply must be 'json' or 'sse', got {reply!r}")
+    if isinstance(sets, str) or not isinstance(sets, Iterable) or any(s not in TOOL_SETS for s in sets):
+        raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {sets!r}")
     if opts.patience is not None and not is_positive_seconds(opts.patience):
         raise ValueError(
             f"{who}: patience must be a positive number of seconds or None, got {opts.patience!r}"
@@ -443,10 +452,7 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
             f"{who}: faults must be a list of faults (or fault specs), got {opts.faults!r}; "
             f"for one, write [{opts.faults!r}]"
         )
-    check_upstream(
-        opts.upstream, opts.upstream_health, opts.allow_remote_upstream, opts.health_path, opts.get_stream,
-        opts.tools, any_port=opts.upstream_serve is not None,
-    )  # fmt: skip
+    _check_upstream(opts)
     for name in ("tool_timeout", "idle_timeout", "upstream_timeout"):
         value = getattr(opts, name)
         if value is not None and not is_positive_seconds(value):
@@ -454,7 +460,59 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
                 f"{who}: {name} must be a positive, finite number of seconds or None (unbounded), "
                 f"got {value!r}"
             )
-    return modes
+    if opts.otlp_path is not None:
+        check_path_option("Sidecar", "otlp_path", opts.otlp_path, " (or None: no OTLP receiver)")
+        if opts.otlp_path in (opts.mcp_path, opts.health_path):
+            raise ValueError(
+                "Sidecar: otlp_path must differ from mcp_path and health_path, got "
+                f"{opts.otlp_path!r} for both"
+            )
+    if opts.span_recorder is not None:
+        from pytest_mcpfaults.spans.recorder import SpanRecorder
+
+        if not isinstance(opts.span_recorder, SpanRecorder):
+            raise ValueError(
+                "Sidecar: span_recorder must be a pytest_mcpfaults.SpanRecorder or None, "
+                f"got {opts.span_recorder!r}"
+            )
+    return era, reply  # narrowed by the two `in` checks above
+
+
+def _check_upstream(opts: SidecarOptions) -> None:
+    """The proxy-mode arguments, and the fake-only ones that make no sense with an upstream (its tools
+    and its GET stream are the upstream's own)."""
+    upstream, health, allow = opts.upstream, opts.upstream_health, opts.allow_remote_upstream
+    check_bool("Sidecar", "allow_remote_upstream", allow)
+    if upstream is None:
+        if health is not None:
+            raise ValueError(
+                f"Sidecar: upstream_health={health!r} needs an upstream (upstream='http://...'); "
+                "without one the sidecar serves /health itself"
+            )
+        if allow:
+            raise ValueError("Sidecar: allow_remote_upstream=True needs an upstream (upstream='http://...')")
+        return
+    why = check_upstream_url(upstream, allow, any_port=opts.upstream_serve is not None)
+    if why is not None:
+        raise ValueError(f"Sidecar: upstream {why}, got {upstream!r}")
+    if health is not None:
+        check_path_option("Sidecar", "upstream_health", health, " (the upstream's health path) or None")
+        if opts.health_path is None:
+            raise ValueError(
+                f"Sidecar: upstream_health={health!r} forwards the sidecar's health path, but "
+                "health_path is None (absent); give health_path too, or leave upstream_health out"
+            )
+    if opts.get_stream is True:
+        raise ValueError(
+            "Sidecar: get_stream=True is the fake's own GET stream; with an upstream, GET on the MCP "
+            "endpoint is forwarded and answered by the upstream"
+        )
+    tools = opts.tools
+    if not isinstance(tools, (str, bytes)) and isinstance(tools, Sequence) and tools:
+        raise ValueError(
+            "Sidecar: tools= are served by the fake; with an upstream the tools are the upstream's own "
+            f"(got {len(tools)} tool(s) and upstream={upstream!r})"
+        )
 
 
 def build_options(given: Mapping[str, Any], backend: str = "socket") -> SidecarOptions:
