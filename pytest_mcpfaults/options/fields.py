@@ -214,18 +214,16 @@ class SidecarOptions:
         None, help="the backend URL named in `BackendGone` payloads.", backends=_ALL
     )
     tool_timeout: float | None = option(
-        DEFAULT_TOOL_TIMEOUT, help="seconds one tool handler call may take; past it the client gets a "
-        "tool error naming the tool, and so does the test (a `SidecarError`), except for the built-in "
-        "`sleep`, whose length is the client's. `None`: unbounded.", flag="--tool-timeout",
-        parse=seconds_text, metavar="SECONDS|none", backends=_STDIO,
+        DEFAULT_TOOL_TIMEOUT, help="seconds one tool handler call may take (but the built-in `sleep`); "
+        "past it the client gets a tool error naming the tool, the test a `SidecarError`. `None`: "
+        "unbounded.", flag="--tool-timeout", parse=seconds_text, metavar="SECONDS|none", backends=_STDIO,
         cli_help=f"seconds a tool call may run before it is answered as an error (default "
         f"{DEFAULT_TOOL_TIMEOUT:g}; 'none': unbounded)",
     )  # fmt: skip
     idle_timeout: float | None = option(
-        DEFAULT_IDLE_TIMEOUT, help="seconds a connection may go without a complete request, from its "
-        "opening or its last answer: then the sidecar closes it (`ConnectionRecord.timed_out`). Bounds "
-        "idle keep-alive connections and clients sending their headers slowly. `None`: never.",
-        flag="--idle-timeout", parse=seconds_text, metavar="SECONDS|none",
+        DEFAULT_IDLE_TIMEOUT, help="seconds a connection may go without a complete request (idle, or "
+        "sending its headers slowly) before the sidecar closes it (`ConnectionRecord.timed_out`). "
+        "`None`: never.", flag="--idle-timeout", parse=seconds_text, metavar="SECONDS|none",
         cli_help=f"seconds a connection may stay without a complete request (default "
         f"{DEFAULT_IDLE_TIMEOUT:g}; 'none': unbounded)",
     )  # fmt: skip
@@ -258,9 +256,9 @@ class SidecarOptions:
         cli_help="legacy SSE message path (default /messages)",
     )  # fmt: skip
     upstream: str | None = option(
-        None, help="proxy mode: the URL of a real MCP server (`'http://127.0.0.1:9000/mcp'`) that answers "
-        "every request the plan does not answer, in place of the fake's endpoint and tools. Loopback "
-        "only unless `allow_remote_upstream=True`.", flag="--upstream", metavar="URL", exclusive="upstream",
+        None, help="proxy mode: a real MCP server's URL (`'http://127.0.0.1:9000/mcp'`) answering every "
+        "request the plan does not, in place of the fake's. Loopback only unless `allow_remote_upstream`.",
+        flag="--upstream", metavar="URL", exclusive="upstream",
         cli_help="proxy mode: forward every request the faults do not answer to this real MCP server "
         "(e.g. http://127.0.0.1:9000/mcp) instead of serving the fake's tools; loopback only unless "
         "--allow-remote-upstream",
@@ -273,12 +271,10 @@ class SidecarOptions:
         "answers it itself)",
     )  # fmt: skip
     upstream_timeout: float | None = option(
-        DEFAULT_UPSTREAM_TIMEOUT, help="proxy mode: seconds the upstream may take to connect and send its "
-        "status line and headers, and then between two chunks of a POST's body; past it the client gets "
-        "504 (or a reset, once the status line was relayed). A long-lived event stream's body (a `GET`'s, "
-        "a `subscriptions/listen`'s) is not bounded: it may be silent for as long as the server has "
-        "nothing to say. `None`: unbounded.",
-        flag="--upstream-timeout", parse=seconds_text, metavar="SECONDS|none",
+        DEFAULT_UPSTREAM_TIMEOUT, help="proxy mode: seconds the upstream may take to send its headers, "
+        "then between two chunks of a POST's body; past it the client gets 504 (or a reset, once the "
+        "status line was relayed). A `GET`'s or `subscriptions/listen`'s event stream is not bounded. "
+        "`None`: unbounded.", flag="--upstream-timeout", parse=seconds_text, metavar="SECONDS|none",
         cli_help=f"proxy mode: seconds the upstream may take to send its headers, and then between two "
         f"chunks of a POST's body (default {DEFAULT_UPSTREAM_TIMEOUT:g}; 'none': unbounded); past it: 504",
     )  # fmt: skip
@@ -287,36 +283,34 @@ class SidecarOptions:
         cli_help="allow an --upstream that is not loopback",
     )  # fmt: skip
     upstream_command: Sequence[str] | None = option(
-        None, help="proxy mode with a stdio MCP server as the upstream: the program and its arguments "
-        "(`['python', 'server.py']`), spawned at start and killed at stop by the sidecar, which keeps the "
-        "HTTP sessions itself. Not with `upstream`.", flag="--upstream-command", parse=command_text,
-        metavar="'CMD ARGS'", exclusive="upstream",
+        None, help="proxy mode with a stdio MCP server: the program and its arguments (`['python', "
+        "'server.py']`), spawned and killed with the sidecar, which keeps the HTTP sessions. Not with "
+        "`upstream`.", flag="--upstream-command", parse=command_text, metavar="'CMD ARGS'",
+        exclusive="upstream",
         cli_help="proxy mode with a stdio MCP server: spawn this command (split as a shell would, e.g. "
         "'python server.py --flag'), forward to it over its stdin/stdout, kill it at exit",
     )  # fmt: skip
     upstream_serve: Sequence[str] | None = option(
-        None, help="proxy mode (`upstream=`): the command that serves the upstream (`['python', "
-        "'server.py', '{port}']`), run by the sidecar, which owns its lifecycle: started (and waited for "
-        "until it accepts connections) when the sidecar starts, killed when it stops, and in between "
-        "stopped, gracefully or not, and started again with `Sidecar.upstream_server` (docs/proxy.md). "
-        "`{port}` in an argument is the port of `upstream=`; port 0 there picks a free one.",
+        None, help="proxy mode (`upstream=`): the command serving the upstream (`['python', 'server.py', "
+        "'{port}']`; `{port}` is the port of `upstream=`, 0 there picks a free one), started (until it "
+        "accepts connections) and killed with the sidecar, stopped and started in between with "
+        "`Sidecar.upstream_server` (docs/proxy.md).",
     )  # fmt: skip
     upstream_headers: Mapping[str, str | None] | None = option(
         None, help="proxy mode (`upstream=`): headers rewritten on every forwarded request, a value sent "
-        "in place of the client's, `None` not forwarded (`{'Authorization': None}`). By default every "
-        "end-to-end header is passed through as the client sent it.", flag="--upstream-header",
-        metavar="'NAME: VALUE'|NAME", repeat=True, collect=upstream_headers_text,
+        "in place of the client's, `None` not forwarded (`{'Authorization': None}`); the others pass as "
+        "sent.", flag="--upstream-header", metavar="'NAME: VALUE'|NAME", repeat=True,
+        collect=upstream_headers_text,
         cli_help="proxy mode: send this header to the upstream in place of the client's ('NAME: VALUE'), "
         "or do not forward it (NAME alone); repeatable",
     )  # fmt: skip
 
     auth: str | Sequence[str] | None = option(
-        None, help="the sidecar as an OAuth-protected resource (docs/auth.md): `'oauth'` (the MCP endpoint "
-        "asks for bearer tokens the sidecar issues itself, at its token endpoint, described by its "
-        "`/.well-known/` metadata; clients may register and sign in with the authorization code grant "
-        "and PKCE, approved at once) or a list of the bearer tokens it accepts; a request without one is "
-        "answered 401 with `WWW-Authenticate: Bearer resource_metadata=...`. The auth fault kinds need it. "
-        "`None`: no authorization.", flag="--auth", parse=auth_text, metavar="oauth|TOKEN,...",
+        None, help="the sidecar as an OAuth-protected resource (docs/auth.md): `'oauth'` (bearer tokens "
+        "the sidecar issues, described by its `/.well-known/` metadata; clients may register and sign in "
+        "with the authorization code grant and PKCE, approved at once) or a list of the tokens it accepts; "
+        "a request without one is answered 401. The auth fault kinds need it. `None`: no authorization.",
+        flag="--auth", parse=auth_text, metavar="oauth|TOKEN,...",
         cli_help="require bearer tokens on the MCP endpoint: 'oauth' (the sidecar issues them: "
         "authorization_code with PKCE, client_credentials and refresh_token grants) or comma-separated "
         "accepted tokens",
