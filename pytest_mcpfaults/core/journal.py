@@ -39,7 +39,7 @@ class Journal:
     A request's id is its arrival number, never reused.
     """
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self) -> None:
         self._cond = threading.Condition()
         self._requests: dict[int, RequestRecord] = {}  # by id, in id (arrival) order
         self._conns: dict[int, ConnectionRecord] = {}
@@ -60,7 +60,6 @@ class Journal:
         self.dropped_requests = 0
         self.dropped_connections = 0
         self.t0 = time.monotonic()
-        self.set_limit(limit)
         events.notify("sidecar")
 
     def set_limit(self, limit: int | None) -> None:

@@ -367,10 +367,8 @@ class SidecarOptions:
         )  # fmt: skip
         check_upstream_headers(self.upstream_headers, self.upstream)
         serve = check_upstream_serve(self.upstream_serve, self.upstream)
-        auth = check_auth(self.auth)
-        if auth is not None and (
-            self.upstream is not None or command is not None or transport != "streamable_http"
-        ):
+        auth, proxied = check_auth(self.auth), self.upstream is not None or command is not None
+        if auth is not None and (proxied or transport != "streamable_http"):
             raise ValueError(
                 f"Sidecar: auth={self.auth!r} is for the fake's own Streamable HTTP endpoint: not with "
                 "upstream= / upstream_command= (proxy mode) nor with transport='sse' or 'both'"
@@ -382,7 +380,7 @@ class SidecarOptions:
             upstream_command=command, tools=self.tools, transport=transport,
         )  # fmt: skip
         resources, prompts = check_surface(WHO[self.backend], self.resources, self.prompts)
-        if (resources or prompts) and (self.upstream is not None or command):
+        if (resources or prompts) and proxied:
             raise ValueError(
                 "Sidecar: resources= and prompts= are served by the fake; with an upstream they are the "
                 f"upstream's own (got {len(resources)} resource(s), {len(prompts)} prompt(s) and an upstream)"
@@ -391,7 +389,7 @@ class SidecarOptions:
         if self.backend == "socket":
             F.check_transport(plan, "http", "Sidecar faults=")
             check_auth_plan(plan, auth, "Sidecar faults=")
-            check_outbound_plan(plan, self.upstream is not None or bool(command), "Sidecar faults=")
+            check_outbound_plan(plan, proxied, "Sidecar faults=")
         for name, value in (
             ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
             ("upstream_serve", serve), ("faults", plan), ("auth", auth), *cassettes.items(),

@@ -104,19 +104,18 @@ def check_seconds(
     *,
     optional: bool = False,
     positive: bool = False,
-    maximum: float = MAX_FAULT_SECONDS,
 ) -> None:
     """Refuse anything but a finite number of seconds (``>= 0``, or ``> 0`` with ``positive``) up to
-    ``maximum``."""
+    :data:`MAX_FAULT_SECONDS`."""
     if value is None and optional:
         return
     want = "a finite positive number of seconds" if positive else "a finite non-negative number of seconds"
     if not is_finite_number(value) or value < 0 or (positive and value == 0):
         raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
-    if value > maximum:
+    if value > MAX_FAULT_SECONDS:
         raise ValueError(
-            f"{owner}: {name} must be at most {maximum:g} seconds (max_fault_seconds; valid: {want} "
-            f"up to {maximum:g}{', or None' if optional else ''}), got {value!r}"
+            f"{owner}: {name} must be at most {MAX_FAULT_SECONDS:g} seconds (max_fault_seconds; valid: "
+            f"{want} up to {MAX_FAULT_SECONDS:g}{', or None' if optional else ''}), got {value!r}"
         )
 
 
