@@ -101,7 +101,8 @@ class Upstream(Protocol):
 
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         """The upstream's answer (with ``forced``, a deferred fault's reply, in place of its result), or
-        ``None`` for the core to answer; asked after the security checks for MCP requests."""
+        ``None`` for the core to answer; asked first outside the MCP endpoint, after the security checks
+        on it."""
 
 
 Step = Callable[[Transport], Awaitable[None]]
@@ -144,6 +145,7 @@ class SidecarCore:
     """The state and the request handling of one sidecar, whatever its transport: ``options`` (read
     where used), then what a backend builds at runtime: ``service_url`` (known once bound), how user tool
     handlers run, the ``upstream`` (proxy mode), the ``auth=`` server, a cassette's ``source`` (replay).
+    The backend serving legacy HTTP+SSE sets ``path_transport``.
     """
 
     def __init__(
