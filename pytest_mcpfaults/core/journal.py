@@ -99,8 +99,7 @@ class Journal:
     def update_request(self, rid: int, **fields: Any) -> RequestRecord:
         """Write fields of request ``rid`` (a group as a whole: ``held=Held(at=t)``)."""
         with self._cond:
-            rec = replace_record(self._requests[rid], fields)
-            self._requests[rid] = rec
+            rec = self._requests[rid] = replace_record(self._requests[rid], fields)
             self._cond.notify_all()
             return rec
 
@@ -112,20 +111,15 @@ class Journal:
         with self._cond:
             old = getattr(self._requests[rid], group)
             new = GROUPS[group](**fields) if old is None else dataclasses.replace(old, **fields)
-            rec = self._requests[rid] = replace_record(self._requests[rid], {group: new})
-            self._cond.notify_all()
-            return rec
+            return self.update_request(rid, **{group: new})  # the lock is reentrant: one write
 
     def end_request(self, rid: int, **fields: Any) -> RequestRecord:
         """Record the request's last fields and, unless already recorded (a relayed body's end is, as it
         is sent), that it ended now: one write, one wake-up of the readers."""
         with self._cond:
-            rec = self._requests[rid]
-            if rec.ended_at is None:
+            if self._requests[rid].ended_at is None:
                 fields["ended_at"] = self.now()
-            rec = self._requests[rid] = replace_record(rec, fields)
-            self._cond.notify_all()
-            return rec
+            return self.update_request(rid, **fields)
 
     def request(self, rid: int) -> RequestRecord:
         with self._cond:

@@ -107,9 +107,7 @@ def classify(
 ) -> RequestInfo:
     """Classify a request; a POST to the MCP endpoint is parsed as JSON-RPC."""
     if path == mcp_path:
-        if method != "POST":
-            return RequestInfo(method, path, "mcp", None)
-        parsed = endpoint.parse(headers, body)
+        parsed = endpoint.parse(headers, body) if method == "POST" else None
         if isinstance(parsed, Reply):
             return RequestInfo(method, path, "mcp", None, parsed)
         return RequestInfo(method, path, "mcp", parsed)
