@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -192,11 +191,7 @@ class SidecarCore:
     def refuse_foreign_hosts(self) -> None:
         """Refuse (403) an MCP request whose ``Host`` is neither loopback nor of ``allowed_origins``: the
         DNS-rebinding check a proxying sidecar does for its upstream (which sees the sidecar's ``Host``)."""
-        hosts = set()
-        for origin in self.options.allowed_origins:
-            with contextlib.suppress(ValueError):
-                hosts.add((urlsplit(origin).hostname or "").lower())
-        self.allowed_hosts = frozenset(hosts - {""})
+        self.allowed_hosts = frozenset(map(_hostname, self.options.allowed_origins)) - {""}
 
     # -- tools, state ------------------------------------------------------------------------------
     def add_tool(self, tool: Tool) -> None:
@@ -502,24 +497,23 @@ def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:
 FREEZE = F.Freeze()
 
 
+def _hostname(url: str) -> str:
+    """The URL's host name, lower case; ``""`` for none or a malformed URL (``http://[::1``)."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
 def origin_allowed(origin: str, allowed_origins: Iterable[str]) -> bool:
     """Whether a browser ``Origin`` may reach the MCP endpoint: one of ``allowed_origins``, or any
     loopback origin (the DNS-rebinding check the MCP spec asks of local servers)."""
-    if origin in allowed_origins:
-        return True
-    try:
-        host = urlsplit(origin).hostname or ""
-    except ValueError:
-        return False
-    return is_loopback_host(host)
+    return origin in allowed_origins or is_loopback_host(_hostname(origin))
 
 
 def host_allowed(host: str, allowed_hosts: Iterable[str]) -> bool:
     """Whether a ``Host`` header names a loopback host or one of ``allowed_hosts``."""
-    try:
-        name = (urlsplit("//" + host).hostname or "").lower()
-    except ValueError:
-        return False
+    name = _hostname("//" + host)
     return bool(name) and (is_loopback_host(name) or name in allowed_hosts)
 
 
