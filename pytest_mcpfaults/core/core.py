@@ -525,20 +525,15 @@ def security_problem(
     """The client error for an MCP request whose headers must not be trusted (``None``: they pass): a
     :data:`SINGLE_HEADERS` header repeated (400), an ``Origin`` not allowed (403), or, with
     ``allowed_hosts``, a ``Host`` neither loopback nor one of them (403)."""
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     repeated: set[str] = set()
-    origin = host = ""
     for name, value in headers:  # every MCP request: one pass, only the single headers kept
         lower = name.lower()
-        if lower in _SINGLE:
-            if lower in seen:
-                repeated.add(lower)
-            else:
-                seen.add(lower)
-                if lower == "origin":
-                    origin = value
-                elif lower == "host":
-                    host = value
+        if lower in seen:
+            repeated.add(lower)
+        elif lower in _SINGLE:
+            seen[lower] = value
+    origin, host = seen.get("origin", ""), seen.get("host", "")
     if repeated:
         first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
         return client_error(-32600, f"Bad Request: the {first} header appears more than once")
