@@ -95,7 +95,7 @@ def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
 def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: Any) -> bytes:
     """The bytes the client gets instead of the upstream's ``body``: cut in half for
     ``malformed_json``; for ``tool_error`` / ``backend_gone``, the upstream's framing with its response
-    replaced by ``reply`` (what :func:`~pytest_mcpfaults.core.routing.forced_reply` made), a
+    replaced by ``reply`` (what :meth:`~pytest_mcpfaults.core.core.SidecarCore.forced_reply` made), a
     successful result shaped like the upstream's real one (its ``structuredContent``)."""
     if shape_of(fault).halves:
         return halve(body)
