@@ -100,8 +100,7 @@ def _json_lines(data: bytes, source: str) -> list[tuple[bytes, Any]]:
 
 
 def _otlp_json(data: bytes, where: str) -> Read:
-    from pytest_mcpfaults.otlp.decode_json import decode_json
-    from pytest_mcpfaults.otlp.export import OtlpDecodeError
+    from pytest_mcpfaults.otlp.decode import OtlpDecodeError, decode_json
 
     try:
         decoded = decode_json(data)
@@ -112,8 +111,7 @@ def _otlp_json(data: bytes, where: str) -> Read:
 
 
 def _protobuf(data: bytes, source: str) -> Read:
-    from pytest_mcpfaults.otlp.decode import PROTOBUF, decode_export
-    from pytest_mcpfaults.otlp.export import OtlpDecodeError
+    from pytest_mcpfaults.otlp.decode import PROTOBUF, OtlpDecodeError, decode_export
 
     try:
         decoded = decode_export(data, PROTOBUF)
