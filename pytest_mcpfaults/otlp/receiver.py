@@ -52,8 +52,7 @@ Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 @dataclass
 class OtlpStats:
-    """What the receiver took in: exports answered 200, spans recorded and rejected, requests refused
-    (4xx) and the last one's status and reason."""
+    """What the receiver took in, for the messages of a wait for spans that failed."""
 
     exports: int = 0
     spans: int = 0
@@ -72,9 +71,8 @@ class OtlpStats:
 
 class OtlpListener:
     """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
-    path (``None``: 404). Its connections are journaled like the sidecar's; :meth:`close` aborts them.
-    As on the sidecar's port, a connection must bring a complete request within ``idle_timeout`` of
-    opening or of its last answer, or it is closed (``ConnectionRecord.timed_out``)."""
+    path (``None``: 404). Its connections are journaled, and held to ``idle_timeout``, as the
+    sidecar's port's are."""
 
     def __init__(
         self,

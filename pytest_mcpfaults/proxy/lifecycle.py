@@ -1,13 +1,6 @@
-"""The server under test's lifecycle in proxy mode: ``Sidecar(upstream=URL, upstream_serve=[...])``.
-
-:class:`UpstreamServer` (``Sidecar.upstream_server``, docs/proxy.md) runs the command that serves the
-HTTP upstream, started when the sidecar starts and killed when it stops; in between the test may stop
-it, gracefully or not, and start it again, while the sidecar relays its streams (:mod:`.streams`). A
-graceful stop is bounded by its ``timeout``: a server still running then is killed, and the stop raises
-:class:`UpstreamShutdownHang` naming the streams it still held open and where it is blocked.
-
-Everything here runs in the test's thread; the stream journal is written on the loop thread and read
-as snapshots.
+"""The server under test's lifecycle in proxy mode: ``Sidecar(upstream=URL, upstream_serve=[...])``
+(``Sidecar.upstream_server``, docs/proxy.md). Everything here runs in the test's thread; the stream
+journal is written on the loop thread and read as snapshots.
 """
 
 from __future__ import annotations
@@ -67,7 +60,7 @@ def _check_seconds(method: str, timeout: object) -> None:
 
 
 class _Output:
-    """The process's output, read on a daemon thread; the last :data:`OUTPUT_TAIL` bytes kept."""
+    """The process's output (stdout and stderr), read on a daemon thread; its tail kept."""
 
     def __init__(self, pipe: IO[bytes]) -> None:
         self._buf = bytearray()
@@ -95,8 +88,9 @@ class _Output:
 
 
 class UpstreamServer:
-    """The HTTP upstream's server process, owned by the sidecar (``upstream_serve=``), and the journal
-    of the streams relayed from it. ``command``'s ``{port}`` is the upstream URL's port."""
+    """The HTTP upstream's server process, started and killed with the sidecar (``upstream_serve=``;
+    ``{port}`` in the command is the upstream URL's port), which the test may stop, gracefully or not,
+    and start again, and the journal of the streams relayed from it."""
 
     def __init__(self, command: Sequence[str] | None, url: str, streams: StreamLog) -> None:
         parts = urlsplit(url)

@@ -1,14 +1,10 @@
 """Proxy mode: the user's real MCP server as the source of the normal answer (``Sidecar(upstream=URL)``).
 
-:class:`Proxy` is the core's :class:`~pytest_mcpfaults.core.core.Upstream`: every request the plan
-does not answer is forwarded to the upstream (:mod:`.upstream`); the answer comes back to the core as a
-:class:`Relayed` reply holding the upstream's response, whose body the socket transport then relays
-chunk by chunk (:meth:`Proxy.deliver`, :mod:`.relay`), so body faults cut and stall the real bytes and
-``tool_error`` / ``backend_gone`` rewrite the real result (the upstream still runs the tool).
-
-What the sidecar still answers itself (the faults that act before forwarding, ``/health``, its own
-checks, another era's requests, sessions it ended) and what a client sees when the upstream fails
-(502/504 before the status line, a reset after it) is docs/proxy.md's.
+:class:`Proxy` is the core's :class:`~pytest_mcpfaults.core.core.Upstream`: a request the plan does not
+answer is forwarded to the upstream; the answer comes back to the core as a :class:`Relayed` reply whose
+body the socket transport then relays chunk by chunk (:meth:`Proxy.deliver`), so body faults act on the
+real bytes and the tool faults rewrite the real result (the upstream still runs the tool). What the
+sidecar still answers itself, and what a client sees when the upstream fails, is docs/proxy.md's.
 """
 
 from __future__ import annotations
@@ -110,8 +106,8 @@ class Proxy:
         return None
 
     def target(self, incoming: Incoming, info: RequestInfo) -> str:
-        """The upstream URL a request goes to: the upstream's MCP URL for the MCP endpoint, its health
-        path for ``/health``, the same path on the upstream's origin for any other path."""
+        """The upstream URL a request goes to (its health path for ``/health``, the same path on the
+        upstream's origin for any path but the MCP endpoint)."""
         if info.kind == "mcp":
             return self.upstream.url
         if info.kind == "health":
@@ -120,9 +116,12 @@ class Proxy:
         return self.upstream.url_for(incoming.path)
 
     async def _forward(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Relayed:
-        mid = info.mcp.id if info.mcp is not None else None
+        m = info.mcp
+        mid = m.id if m is not None else None
         sent = time.monotonic()
-        long_lived = _long_lived(incoming, info)
+        # an event stream that may stay quiet for as long as the server has nothing to say (the session
+        # era's GET, the stateless era's subscriptions/listen): upstream_timeout does not bound its gaps
+        long_lived = incoming.method == "GET" or (m is not None and m.method == LISTEN_METHOD)
         try:
             resp = await self.upstream.send(
                 incoming.method,
@@ -142,26 +141,20 @@ class Proxy:
             mid=mid,
             sent_at=sent,
             long_lived=long_lived,
-            tool=info.mcp.tool if info.mcp is not None else None,
+            tool=m.tool if m is not None else None,
         )
         if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
-            relayed.recording = self._record(incoming, info, resp)
-        if info.mcp is not None and info.mcp.method == "tools/list" and 200 <= resp.status < 300:
+            # fed the upstream's body as it is read
+            relayed.recording = pending = self.recorder.start(
+                incoming.method, incoming.headers, m.message if m is not None else None,
+                m.era if m is not None else "session", status=resp.status, response_headers=resp.headers,
+                content_type=resp.content_type, sent_at=resp.sent_at, headers_at=resp.headers_at,
+            )  # fmt: skip
+            resp.tap = pending.feed
+        if m is not None and m.method == "tools/list" and 200 <= resp.status < 300:
             relayed.listing = _Listing(resp.tap, resp.sse, mid, self.endpoint.listed_schemas)
             resp.tap = relayed.listing.feed
         return relayed
-
-    def _record(self, incoming: Incoming, info: RequestInfo, resp: UpstreamResponse) -> Pending:
-        """Start recording this exchange: the recorder is fed the upstream's body as it is read."""
-        assert self.recorder is not None
-        m = info.mcp
-        pending = self.recorder.start(
-            incoming.method, incoming.headers, m.message if m is not None else None,
-            m.era if m is not None else "session", status=resp.status, response_headers=resp.headers,
-            content_type=resp.content_type, sent_at=resp.sent_at, headers_at=resp.headers_at,
-        )  # fmt: skip
-        resp.tap = pending.feed
-        return pending
 
     def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
         """Keep the endpoint's sessions as the upstream assigns and ends them."""
@@ -197,8 +190,8 @@ class Proxy:
         hold: Callable[[F.Fault], Awaitable[None]],
         out: Delivery,
     ) -> web.StreamResponse:
-        """Write a :class:`Relayed` answer to the client and journal the upstream leg: the upstream's
-        body relayed as it comes, shaped by the answer's fault, or the gateway error."""
+        """Write a :class:`Relayed` answer to the client (or its gateway error) and journal the upstream
+        leg."""
         reply = answer.reply
         assert isinstance(reply, Relayed)
         t0 = journal.t0
@@ -215,8 +208,13 @@ class Proxy:
         leg = UpstreamLeg(reply.sent_at - t0, resp.headers_at - t0, status=resp.status)
         journal.update_request(rid, upstream=leg)
         fault = answer.fault
-        if not shape_of(fault).resets_at_once:  # (a reset before the status line relays none of them)
-            self._tap_notifications(request, reply, resp, rid)
+        # each notification of an SSE answer to a POST journaled as it passes (the upstream's progress and
+        # logs, 'sent' as the fake's own); a reset before the status line relays none of them
+        if not shape_of(fault).resets_at_once and request.method == "POST" and resp.sse:
+            tool = reply.tool
+            resp.tap = NotificationTap(
+                lambda m, params: self.messages.notified(m, params, rid, tool), resp.tap
+            ).feed
         completed: list[bool] = []
 
         def complete() -> None:  # the body is out: the record is finished before the client can close
@@ -244,22 +242,20 @@ class Proxy:
         finally:
             self._relayed(reply, resp, journal, rid)
 
-    def _tap_notifications(
-        self, request: web.BaseRequest, reply: Relayed, resp: UpstreamResponse, rid: int
-    ) -> None:
-        """Journal each notification of an SSE answer to a POST as it passes (the upstream's progress
-        and logs, ``outcome='sent'`` as the fake's own), parsed from the chunks as they are read."""
-        if request.method != "POST" or not resp.sse:
-            return
-        resp.tap = NotificationTap(
-            lambda method, params: self.messages.notified(method, params, rid, reply.tool), resp.tap
-        ).feed
-
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
-        """The relay of ``resp`` ended: forget it, journal the upstream leg's end, and, if the whole
-        answer came, keep its recording and learn the tools a ``tools/list`` listed."""
+        """The relay of ``resp`` ended: journal it, and keep its recording if the whole answer came."""
         self.upstream.done(resp)
-        _journal_upstream_end(journal, rid, resp)
+        # the upstream leg's end: its bytes, when, its failure (the request's too, unless one is named)
+        ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
+        rec = journal.request(rid)
+        assert rec.upstream is not None  # written when the upstream's answer began
+        leg = replace(rec.upstream, bytes=resp.received, ended_at=ended)
+        fields: dict[str, Any] = {"upstream": leg}
+        if resp.failure is not None:
+            fields["upstream"] = replace(leg, failure=resp.failure.failure)
+            if rec.error_by is None:
+                fields["error"], fields["error_by"] = str(resp.failure), "upstream"
+        journal.update_request(rid, **fields)
         whole = resp.failure is None and resp.at_eof
         if reply.recording is not None and self.recorder is not None:
             self.recorder.finish(reply.recording, complete=whole)
@@ -313,25 +309,3 @@ class _Listing:
         if self.size > _LISTING_MAX_BYTES:
             return None
         return listed_response(b"".join(self.parts), self.sse, self.mid)
-
-
-def _long_lived(incoming: Incoming, info: RequestInfo) -> bool:
-    """Whether the answer is an event stream that may stay quiet for as long as the server has nothing
-    to say, so ``upstream_timeout`` does not bound the gaps in its body: a ``GET`` (the session era's
-    stream) or a ``subscriptions/listen`` POST (the stateless era's). Either still ends at ``stop()``."""
-    return incoming.method == "GET" or (info.mcp is not None and info.mcp.method == LISTEN_METHOD)
-
-
-def _journal_upstream_end(journal: Journal, rid: int, resp: UpstreamResponse) -> None:
-    """Journal the end of the upstream leg of request ``rid``: its bytes, when it ended, and its
-    failure (the request's error too, unless something else already named one)."""
-    ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
-    rec = journal.request(rid)
-    assert rec.upstream is not None  # written when the upstream's answer began
-    leg = replace(rec.upstream, bytes=resp.received, ended_at=ended)
-    fields: dict[str, Any] = {"upstream": leg}
-    if resp.failure is not None:
-        fields["upstream"] = replace(leg, failure=resp.failure.failure)
-        if rec.error_by is None:
-            fields["error"], fields["error_by"] = str(resp.failure), "upstream"
-    journal.update_request(rid, **fields)

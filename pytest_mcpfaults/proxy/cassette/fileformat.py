@@ -1,9 +1,5 @@
-"""The cassette file: one recorded MCP conversation, one JSON object per line (JSON Lines).
-
-Line 1 is the header, ``{"cassette": "pytest-mcpfaults", "format": 1, ...}``; every later line is one
-:class:`Exchange`. Keys are sorted and each exchange is one line, so a re-recorded cassette diffs
-exchange by exchange. Reading refuses, naming the file and the line, a file that is not a cassette, a
-newer format than :data:`FORMAT`, a line that is not JSON or not an exchange.
+"""The cassette file: one recorded MCP conversation in JSON Lines, the header first, then one
+:class:`Exchange` a line, keys sorted, so a re-recorded cassette diffs exchange by exchange.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Recording a cassette in proxy mode: each exchange the proxy forwards, as MCP saw it.
-
-The proxy hands the :class:`Recorder` each forwarded request (:meth:`Recorder.start`) with the
-upstream's answer, whose body chunks it is then fed as they come; when the answer has ended
-(:meth:`Recorder.finish`) the exchange is kept, with its SSE events and their timing. An answer that
-did not come whole (the upstream failed, a body fault or the client cut it) is not kept: a cassette
-holds only what the upstream really said. What is kept of one answer is bounded
-(:data:`EVENTS_MAX_BYTES`, :data:`ANSWER_MAX_BYTES`); what was let go is counted in its ``cut``.
-:meth:`Recorder.save` writes the cassette redacted (:mod:`.redact`), merged with the one there for
-``new_episodes``.
+"""Recording a cassette in proxy mode: each exchange the proxy forwards, fed its answer's body as it
+comes, kept with its SSE events and their timing once the answer ended whole (a cassette holds only
+what the upstream really said), bounded (what was let go is counted in its ``cut``), written redacted.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""What a cassette never holds: secrets, by default-deny, and whatever the user's redaction hook removes.
+"""What a cassette never holds: secrets, by default-deny, and whatever the user's hook removes.
 
-Cassettes are committed to repositories, so the default (:func:`redact_exchange`) keeps only what is
-known not to be a secret, and redacts by name and by shape wherever a secret could hide: header values
-but the protocol's own (:data:`KEPT_HEADERS`), the value of a secret-named key at any depth
-(:func:`secret_key`; a JSON Schema's property names are names, not values), credential-shaped text
-(:func:`redact_text`), a command's secret options (:func:`redact_command`). Each becomes
-:data:`REDACTED`, which replay matches with any value. docs/cassettes.md ("Redaction") lists the names
-and shapes; ``record_redact`` (:data:`Redactor`) is the user's hook, run after the default.
+Cassettes are committed to repositories, so the default keeps only what is known not to be a secret,
+and redacts by name and by shape wherever a secret could hide (docs/cassettes.md, "Redaction"). Each
+becomes :data:`REDACTED`, which replay matches with any value.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ __all__ = [
     "Redactor",
     "redact_command",
     "redact_exchange",
-    "redact_headers",
     "redact_text",
     "redact_value",
     "secret_key",
@@ -214,17 +209,8 @@ def _child(mode: int, key: object) -> int:
 
 
 def _secret_value(key: str, value: object) -> bool:
-    """A value to redact for its key's name: any value that can carry one (not null, not a boolean,
-    not an empty string)."""
-    if value is None or isinstance(value, bool) or value == "":
-        return False
-    return secret_key(key)
-
-
-def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    """Headers with every value but the protocol's own (:data:`KEPT_HEADERS`) replaced by
-    :data:`REDACTED`, names kept."""
-    return {name: value if name.lower() in KEPT_HEADERS else REDACTED for name, value in headers.items()}
+    """A value to redact for its key's name: any value that can carry one."""
+    return not (value is None or isinstance(value, bool) or value == "") and secret_key(key)
 
 
 def redact_command(argv: Sequence[str]) -> str:
@@ -253,9 +239,9 @@ def redact_command(argv: Sequence[str]) -> str:
 def redact_exchange(data: dict[str, Any], hook: Redactor | None = None) -> dict[str, Any] | None:
     """An exchange's JSON object as it may be written: the default redaction, then ``hook``'s."""
     out = dict(data)
-    for name in ("request_headers", "response_headers"):
+    for name in ("request_headers", "response_headers"):  # every value but the protocol's own
         if name in out:
-            out[name] = redact_headers(out[name])
+            out[name] = {k: v if k.lower() in KEPT_HEADERS else REDACTED for k, v in out[name].items()}
     for name in ("params", "response", "events"):
         if name in out:
             out[name] = redact_value(out[name])
