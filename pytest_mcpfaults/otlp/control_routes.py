@@ -86,15 +86,10 @@ def _body_json(status: int, body: bytes) -> web.Response:
     return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")
 
 
-#: Floats JSON has no number for, written as the OTLP JSON mapping writes them.
-_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
-
-
 def _value(value: Any) -> Any:
-    """An attribute value as JSON: non-finite floats as strings (``"NaN"``, ``"Infinity"``,
-    ``"-Infinity"``), arrays as lists, key-value lists as objects, bytes as hex."""
+    """An attribute value as JSON: non-finite floats as strings, as the OTLP JSON mapping writes them."""
     if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else _NON_FINITE[value]
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, (tuple, list)):
         return [_value(v) for v in value]
     if isinstance(value, Mapping):
@@ -107,10 +102,8 @@ def _attrs(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _plain(value: object) -> object:
-    """JSON for values JSON has no form for (``_value`` handles attributes): bytes as hex."""
-    if isinstance(value, bytes):
-        return value.hex()
-    return repr(value)
+    """JSON for values JSON has no form for (``_value`` handles attributes)."""
+    return value.hex() if isinstance(value, bytes) else repr(value)
 
 
 def span_json(span: RecordedSpan) -> dict[str, Any]:

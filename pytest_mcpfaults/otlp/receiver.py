@@ -1,15 +1,10 @@
 """The sidecar's OTLP/HTTP trace receiver: ``POST /v1/traces`` answered as the OTLP specification says
-(docs/spans.md, "The receiver"), the spans recorded in the sidecar's
-:class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`.
+(docs/spans.md, "The receiver").
 
-:class:`OtlpService` is what a :class:`~pytest_mcpfaults.Sidecar` holds: the receiver (any listener may
-call its :meth:`~OtlpService.handle`), the recorder spans go to, and the receiver's own listener
-(:class:`OtlpListener`, started on first use of ``Sidecar.otel_env``), which no fault reaches:
-it keeps answering while the sidecar is dead or frozen, so the spans a harness exports after its
-sidecar died still arrive (and ``/_mcpfaults/check``, the mounted control endpoint, can be read).
-
-An export over :data:`DECODE_OFF_LOOP` bytes is decoded on a worker thread of the receiver's own, not
-on the loop every sidecar of the process shares (a 2,000-span export takes some 10 ms to decode).
+The receiver's own listener (:class:`OtlpListener`, started on first use of ``Sidecar.otel_env``) is
+reached by no fault: it keeps answering while the sidecar is dead or frozen, so the spans a harness
+exports after its sidecar died still arrive (and the mounted control endpoint can be read). A large
+export is decoded off the loop every sidecar of the process shares (2,000 spans take some 10 ms).
 """
 
 from __future__ import annotations

@@ -190,30 +190,18 @@ class UpstreamServer:
         deadline = time.monotonic() + timeout
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(_POLL)
-        if proc.poll() is None:
-            held = [s for s in self._streams.snapshot() if s.seq in before and s.open]
-            accepting = self._accepting()
-            output = self.output(6)
-            self._kill()
-            raise UpstreamShutdownHang(self._hang_message(timeout, held, before, accepting, output))
-        self._exited()
-        return self._settled(before, time.monotonic() + KILL_BOUND)
-
-    def _hang_message(
-        self,
-        timeout: float,
-        held: list[RelayedStream],
-        before: dict[int, RelayedStream],
-        accepting: bool,
-        output: str,
-    ) -> str:
-        assert self._proc is not None
+        if proc.poll() is not None:
+            self._exited()
+            return self._settled(before, time.monotonic() + KILL_BOUND)
+        held = [s for s in self._streams.snapshot() if s.seq in before and s.open]
+        doing = "still accepted" if self._accepting() else "stopped accepting"
+        output = self.output(6)
+        self._kill()
         now = time.monotonic()
         since = sum(h.bytes - before[h.seq].bytes for h in held)
-        doing = "still accepted" if accepting else "stopped accepting"
         lines = [
             f"Sidecar.upstream_server.stop(graceful=True, timeout={timeout:g}): the upstream "
-            f"{' '.join(self.command or [])!r} (pid {self._proc.pid}) was still running {timeout:g} s after "
+            f"{' '.join(self.command or [])!r} (pid {proc.pid}) was still running {timeout:g} s after "
             "SIGTERM; it was killed (SIGKILL).",
         ]
         if held:
@@ -234,7 +222,7 @@ class UpstreamServer:
                 f"{self.host}:{self.port}. Where it is blocked, its last output:"
             )
         lines.append(output)
-        return "\n".join(lines)
+        raise UpstreamShutdownHang("\n".join(lines))
 
     def _settled(self, before: dict[int, RelayedStream], deadline: float) -> list[RelayedStream]:
         """The streams open at the signal, once the sidecar read each one's end (or at ``deadline``)."""

@@ -10,7 +10,7 @@ sidecar still answers itself, and what a client sees when the upstream fails, is
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,11 +35,9 @@ __all__ = ["Proxy", "Relayed"]
 
 @dataclass
 class Relayed(Reply):
-    """The upstream's answer, its body still to come (``response``), or the gateway error for an
-    upstream that gave none (``failure``). ``forced``: a deferred fault's reply, put in place of the
-    upstream's result for the request ``mid``; ``sent_at``: when it was forwarded (monotonic);
-    ``long_lived``: an event stream that may stay quiet for ever (a ``GET``, a ``subscriptions/listen``),
-    whose body ``upstream_timeout`` does not bound and whose relay ends when its client goes."""
+    """The upstream's answer, its body still to come (``response``), or the gateway error for none
+    (``failure``). ``forced``: a deferred fault's reply, in place of the upstream's result for ``mid``;
+    ``long_lived``: an event stream whose relay ends when its client goes."""
 
     response: UpstreamResponse | None = None
     failure: UpstreamError | None = None
@@ -87,23 +85,19 @@ class Proxy:
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind == "health" and self.upstream_health is None:
             return None  # the core answers it
-        if info.kind == "mcp":
-            local = await self._local(incoming.headers, info)
-            if local is not None:
-                return local
-        return await self._forward(incoming, info, forced)
-
-    async def _local(self, headers: Mapping[str, str], info: RequestInfo) -> Reply | None:
-        sid = headers.get("Mcp-Session-Id")
-        if sid and sid in self.endpoint.sessions.ended:
-            return rpc_error(INVALID_REQUEST, "Session not found", status=404)
         m = info.mcp
-        if m is not None and (
-            (self.era == "session" and m.era == "stateless")
-            or (self.era == "stateless" and m.method == "initialize")
-        ):
-            return await self.endpoint.post(m, headers)  # the fake's refusal, as a one-era server's
-        return None
+        if info.kind == "mcp":
+            sid = incoming.headers.get("Mcp-Session-Id")
+            if sid and sid in self.endpoint.sessions.ended:
+                return rpc_error(INVALID_REQUEST, "Session not found", status=404)
+            if m is not None and (
+                (self.era == "session" and m.era == "stateless")
+                or (self.era == "stateless" and m.method == "initialize")
+            ):
+                return await self.endpoint.post(
+                    m, incoming.headers
+                )  # the fake's refusal, as a one-era server's
+        return await self._forward(incoming, info, forced)
 
     def target(self, incoming: Incoming, info: RequestInfo) -> str:
         """The upstream URL a request goes to (its health path for ``/health``, the same path on the
@@ -268,14 +262,11 @@ _LISTING_MAX_BYTES = 4 << 20
 
 
 class _Listing:
-    """The body of an upstream's ``tools/list`` answer as it is relayed (chained before any other tap,
-    at most :data:`_LISTING_MAX_BYTES`), for the endpoint to learn the listed tools' output schemas
-    (:func:`~pytest_mcpfaults.mcp.endpoint.learn_listing`): a fault answered in place of a
-    call (``error_payload``) then gets the ``structuredContent`` the tool declares.
+    """The body of an upstream's ``tools/list`` answer as it is relayed, for the endpoint to learn the
+    tools' output schemas (a fault answering a call then gets the ``structuredContent`` it declares).
 
     Learned as soon as a chunk completes the response, before the chunk is relayed: a client may call
-    a tool the moment it has the listing, and the call must find the schema known (learning when the
-    relay ended raced the client's next request)."""
+    a tool the moment it has the listing (learning when the relay ended raced that call)."""
 
     def __init__(
         self, then: Callable[[bytes], None] | None, sse: bool, mid: Any, schemas: dict[str, Any]

@@ -31,6 +31,7 @@ __all__ = [
     "listed_response",
     "relay",
     "rewrite",
+    "shaped_like",
 ]
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
 #: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
@@ -86,19 +87,24 @@ def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
     return encode(payload, True)[0]  # no response event found: the answer is the forced one alone
 
 
+def shaped_like(forced: Reply, real: dict[str, Any] | None) -> Any:
+    """``forced``'s payload, a successful result shaped like the upstream's ``real`` one (its
+    ``structuredContent``)."""
+    payload = copy.deepcopy(forced.payload)
+    if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
+        fit_structured(payload["result"], real["result"])
+    return payload
+
+
 def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: Any) -> bytes:
     """The bytes the client gets instead of the upstream's ``body``: cut in half for
     ``malformed_json``; for ``tool_error`` / ``backend_gone``, the upstream's framing with its response
-    replaced by ``reply`` (what :func:`~pytest_mcpfaults.core.routing.forced_reply` made), a
-    successful result shaped like the upstream's real one (its ``structuredContent``)."""
+    replaced by ``reply`` (what :func:`~pytest_mcpfaults.core.routing.forced_reply` made)."""
     if shape_of(fault).halves:
         return halve(body)
     if reply is None:
         return body
-    payload = copy.deepcopy(reply.payload)
-    real = listed_response(body, sse, mid)
-    if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
-        fit_structured(payload["result"], real["result"])
+    payload = shaped_like(reply, listed_response(body, sse, mid))
     if sse:
         return _replace_sse(body, payload, mid)
     return encode(payload, False)[0]
@@ -115,13 +121,12 @@ async def relay(
     out: Delivery,
     complete: Callable[[], None] = lambda: None,
 ) -> web.StreamResponse:
-    """Write the upstream's answer ``resp`` to the client, shaped by the body ``fault`` (stall, drip,
-    truncate, reset, malformed JSON, endless SSE) or rewritten (``forced``: a tool fault's reply, for
-    the response to ``mid``). Raises :class:`Dropped` when the connection was cut on purpose, or when
-    the upstream failed after the status line was sent (the client's connection is then reset, as a
-    server that fails mid-answer looks); an :class:`UpstreamError` before that propagates.
-    ``complete`` is called once the whole streamed body is written, just before its end is sent (a
-    client that closes its connection on the last byte then finds the request's record finished)."""
+    """Write the upstream's answer ``resp`` to the client, shaped by the body ``fault`` or rewritten
+    (``forced``: a tool fault's reply, for the response to ``mid``). :class:`Dropped` when the connection
+    was cut on purpose or the upstream failed after the status line (the client's connection is then
+    reset, as a server failing mid-answer looks); an :class:`UpstreamError` before that propagates.
+    ``complete``: called before the body's end is sent (a client closing on the last byte then finds
+    the request's record finished)."""
     headers = list(resp.headers)
     body: bytes | None = None
     sse = resp.sse

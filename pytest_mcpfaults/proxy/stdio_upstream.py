@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import itertools
 import json
 import os
@@ -35,11 +34,11 @@ from pytest_mcpfaults.mcp.endpoint import (
     McpRequest,
     Reply,
     client_error,
-    fit_structured,
     learn_listing,
     rpc_error,
 )
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder
+from pytest_mcpfaults.proxy.relay import shaped_like
 from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
 
@@ -326,10 +325,7 @@ class StdioUpstream:
             learn_listing(self.endpoint.listed_schemas, answer)
         if forced is not None and "result" in answer:
             forced.headers.update(headers)
-            payload = copy.deepcopy(forced.payload)
-            if isinstance(payload.get("result"), dict) and isinstance(answer["result"], dict):
-                fit_structured(payload["result"], answer["result"])  # shaped like the real result
-            return Piped(forced.status, payload, forced.headers, sse=forced.sse, leg=leg)
+            return Piped(forced.status, shaped_like(forced, answer), forced.headers, sse=forced.sse, leg=leg)
         return Piped(200, answer, headers, leg=leg)
 
     def _gateway_error(self, gone: UpstreamError, mid: Any, leg: UpstreamLeg) -> Piped:

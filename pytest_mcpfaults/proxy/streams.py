@@ -38,10 +38,6 @@ class RelayedStream:
     detail: str  # what the reader saw at the end ('' when complete)
 
     @property
-    def complete(self) -> bool:
-        return self.end == "complete"
-
-    @property
     def open(self) -> bool:
         return self.end is None
 

@@ -18,7 +18,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -135,23 +135,12 @@ class _Conn:
         self.proto.close()
 
 
-@dataclass(frozen=True)
-class _Target:
+class _Target(NamedTuple):
     """Where one upstream URL goes; ``target`` percent-encoded as aiohttp's client encodes it."""
 
     key: tuple[str, int, bool]
     host_header: str
     target: str
-
-    @classmethod
-    def of(cls, url: str) -> _Target:
-        u = URL(url)
-        host = u.raw_host or ""
-        port = u.port or (443 if u.scheme == "https" else 80)
-        host_header = f"[{host}]" if ":" in host else host
-        if not u.is_default_port():
-            host_header += f":{port}"
-        return cls((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
 
 
 @dataclass(eq=False)
@@ -321,9 +310,14 @@ class Upstream:
         target = self._targets.get(url)
         if target is None:
             try:
-                target = _Target.of(url)
+                u = URL(url)
+                host, port = u.raw_host or "", u.port or (443 if u.scheme == "https" else 80)
             except ValueError as exc:
                 raise UpstreamError("error", f"not a URL the upstream can be sent: {url!r}: {exc}") from exc
+            host_header = f"[{host}]" if ":" in host else host
+            if not u.is_default_port():
+                host_header += f":{port}"
+            target = _Target((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
             if len(self._targets) >= 64:  # the MCP URL and a few paths are what recur
                 self._targets.clear()
             self._targets[url] = target

@@ -194,8 +194,8 @@ class Recorder:
         exchange.cut = pending.cut()
         self.exchanges.append(exchange)
 
-    def cassette(self) -> Cassette:
-        """What :meth:`save` writes: the exchanges redacted (and merged)."""
+    def save(self) -> None:
+        """Write the exchanges redacted (and merged, for ``new_episodes``)."""
         kept = []
         for exchange in self.exchanges:
             data = redact_exchange(exchange.to_json(), self.redact)
@@ -205,13 +205,10 @@ class Recorder:
             old = read_cassette(self.path).exchanges
             rules = Rules()
             kept = [*old, *(e for e in kept if not any(same_request(o, e, rules) for o in old))]
-        return Cassette(kept, upstream=redact_text(self.upstream))
-
-    def save(self) -> None:
-        write_cassette(self.path, self.cassette())
+        write_cassette(self.path, Cassette(kept, upstream=redact_text(self.upstream)))
 
 
 def _answers(message: Any, mid: Any) -> bool:
-    if not isinstance(message, dict) or message.get("id") != mid:
-        return False
-    return "result" in message or "error" in message
+    return (
+        isinstance(message, dict) and message.get("id") == mid and ("result" in message or "error" in message)
+    )
