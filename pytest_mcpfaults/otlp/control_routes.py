@@ -102,7 +102,6 @@ def _attrs(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _plain(value: object) -> object:
-    """JSON for values JSON has no form for (``_value`` handles attributes)."""
     return value.hex() if isinstance(value, bytes) else repr(value)
 
 

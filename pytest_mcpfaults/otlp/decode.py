@@ -116,7 +116,9 @@ def _span(
         start,
         end,
         next(UIDS),
-        resource=resource,
+        None,
+        (),
+        resource,
     )
 
 
@@ -142,28 +144,26 @@ def decode_export(body: bytes, media_type: str) -> Decoded:
         spans: list[RecordedSpan] = []
         for ss in rs.scope_spans:
             for sp in ss.spans:
-                ids = (bytes(sp.trace_id), bytes(sp.span_id), bytes(sp.parent_span_id))
-                code = sp.status.code
-                problem = _problem(sp.name, *ids, None if 0 <= code <= 2 else code)
+                tid, sid, pid, status = sp.trace_id, sp.span_id, sp.parent_span_id, sp.status
+                code = status.code
+                if len(tid) != 16 or len(sid) != 8 or len(pid) not in (0, 8) or not 0 <= code <= 2:
+                    problem = _problem(sp.name, tid, sid, pid, None if 0 <= code <= 2 else code)
+                elif tid == _ZERO_TRACE or sid == _ZERO_SPAN:  # the quick checks first: the hot loop
+                    problem = _problem(sp.name, tid, sid, pid, None)
+                else:
+                    problem = None
                 if problem is not None:
                     out.reject(problem)
                     continue
-                events = tuple(
-                    RecordedEvent(
-                        e.name,
-                        LazyAttributes(e.attributes) if len(e.attributes) else EMPTY,
-                        e.time_unix_nano or None,
-                    )
-                    for e in sp.events
-                )
+                attrs, events = sp.attributes, sp.events
                 spans.append(
                     _span(
                         sp.name,
-                        ids,
+                        (tid, sid, pid),
                         code,
-                        sp.status.message or None,
-                        LazyAttributes(sp.attributes) if len(sp.attributes) else EMPTY,
-                        events,
+                        status.message or None,
+                        LazyAttributes(attrs) if len(attrs) else EMPTY,
+                        _events(events) if len(events) else (),
                         sp.start_time_unix_nano or None,
                         sp.end_time_unix_nano,
                         resource,
@@ -171,6 +171,15 @@ def decode_export(body: bytes, media_type: str) -> Decoded:
                 )
         out.add(resource, spans)
     return out
+
+
+def _events(events: Sequence[Any]) -> tuple[RecordedEvent, ...]:
+    return tuple(
+        RecordedEvent(
+            e.name, LazyAttributes(e.attributes) if len(e.attributes) else EMPTY, e.time_unix_nano or None
+        )
+        for e in events
+    )
 
 
 _SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value"})

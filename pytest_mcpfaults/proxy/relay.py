@@ -47,7 +47,6 @@ def _events(body: bytes) -> list[str]:
 
 
 def _event_message(event: str, mid: Any) -> dict[str, Any] | None:
-    """The JSON-RPC response to ``mid`` an SSE event carries, or ``None``."""
     data = "\n".join(line[5:].lstrip(" ") for line in event.split("\n") if line.startswith("data:"))
     try:
         message = json.loads(data) if data else None

@@ -11,7 +11,8 @@ _FIELDS = (b"event", b"id", b"retry")
 
 
 class SseParser:
-    """The events of one SSE body (see the module docstring)."""
+    """The events of one SSE body, each its fields as bytes: ``data`` (its lines joined with ``\\n``,
+    ``None`` when it had none) and ``event``, ``id``, ``retry`` when given; other fields are passed over."""
 
     def __init__(self, max_bytes: int | None = None) -> None:
         self.max_bytes = max_bytes

@@ -97,7 +97,6 @@ _READ_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError, HttpProcessi
 
 
 def _failure(exc: BaseException) -> UpstreamError:
-    """The :class:`UpstreamError` an aiohttp client failure means."""
     if isinstance(exc, UpstreamError):
         return exc
     if isinstance(exc, asyncio.TimeoutError):  # ServerTimeoutError and ConnectionTimeoutError too

@@ -1,6 +1,7 @@
-"""Which recorded exchange answers a request (docs/cassettes.md, "Matching"), and the nearest miss when
-none does: a :class:`~pytest_mcpfaults.proxy.cassette.fileformat.CassetteError` naming the request, the
-nearest recorded exchange (its line) and how they differ.
+"""Which recorded exchange answers a request (docs/cassettes.md, "Matching"): the same method, tool and
+params, ``_meta`` never compared, a recorded :data:`~pytest_mcpfaults.proxy.cassette.redact.REDACTED`
+matching any value. A miss is a :class:`~pytest_mcpfaults.proxy.cassette.fileformat.CassetteError`
+naming the request, the nearest recorded exchange (its line) and how they differ.
 """
 
 from __future__ import annotations
@@ -218,7 +219,6 @@ class Matcher:
     def _last(
         self, lists: list[tuple[Any, list[int]]], method: str | None, params: Mapping[str, Any]
     ) -> int | None:
-        """The last recorded exchange matching the request, among ``lists``."""
         lasts = [next((i for i in reversed(ix) if self._matches(i, method, params)), None) for _, ix in lists]
         found = [i for i in lasts if i is not None]
         return max(found) if found else None

@@ -138,7 +138,6 @@ _PAIR = re.compile(
 
 
 def _pairs(text: str) -> str:
-    """``text`` with the value of each secret-named pair in it replaced by :data:`REDACTED`."""
     out: list[str] = []
     done = 0  # text[:done] is in out
     for m in _PAIR.finditer(text):
@@ -200,7 +199,6 @@ _PLAIN, _SCHEMA, _NAMES = 0, 1, 2
 
 
 def _child(mode: int, key: object) -> int:
-    """What the value at ``key`` of an object of ``mode`` is."""
     if mode == _PLAIN:
         return _SCHEMA if key in _SCHEMA_KEYS else _PLAIN
     if mode == _SCHEMA:
