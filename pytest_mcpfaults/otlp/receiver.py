@@ -75,7 +75,6 @@ class OtlpListener:
         route: Callable[[web.BaseRequest, int], Handler | None],
         idle_timeout: float | None = None,
     ) -> None:
-        self.journal = journal
         self._route = route
         self.conns = Connections(journal, idle_timeout)
         self._server: asyncio.Server | None = None

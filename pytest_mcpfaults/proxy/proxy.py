@@ -90,13 +90,11 @@ class Proxy:
             sid = incoming.headers.get("Mcp-Session-Id")
             if sid and sid in self.endpoint.sessions.ended:
                 return rpc_error(INVALID_REQUEST, "Session not found", status=404)
-            if m is not None and (
+            if m is not None and (  # another era's request: the fake's refusal, as a one-era server's
                 (self.era == "session" and m.era == "stateless")
                 or (self.era == "stateless" and m.method == "initialize")
             ):
-                return await self.endpoint.post(
-                    m, incoming.headers
-                )  # the fake's refusal, as a one-era server's
+                return await self.endpoint.post(m, incoming.headers)
         return await self._forward(incoming, info, forced)
 
     def target(self, incoming: Incoming, info: RequestInfo) -> str:

@@ -216,21 +216,17 @@ def redact_command(argv: Sequence[str]) -> str:
     (``--api-key X``, ``--password=X``, ``-token X``) or variable (``API_KEY=X``) and every
     credential-shaped argument replaced by :data:`REDACTED`."""
     out: list[str] = []
-    secret_next = False
+    secret_next = False  # the argument after a secret-named option is its value
     for arg in argv:
+        name, eq, _value = arg.lstrip("-").partition("=")
+        named = bool(name) and secret_key(name, query=True)
         if secret_next:
             out.append(REDACTED)
-            secret_next = False
-            continue
-        name, eq, _value = arg.lstrip("-").partition("=")
-        if eq and name and secret_key(name, query=True):
+        elif named and eq:
             out.append(arg.split("=", 1)[0] + "=" + REDACTED)
-            continue
-        if arg.startswith("-") and not eq and name and secret_key(name, query=True):
-            out.append(arg)
-            secret_next = True
-            continue
-        out.append(redact_text(arg))
+        else:
+            out.append(arg if named and arg.startswith("-") else redact_text(arg))
+        secret_next = not secret_next and named and not eq and arg.startswith("-")
     return " ".join(out)
 
 
