@@ -94,9 +94,7 @@ def _json_lines(data: bytes, source: str) -> list[tuple[bytes, Any]]:
 
 
 def _otlp(data: bytes, where: str, as_json: bool) -> Read:
-    from pytest_mcpfaults.otlp.decode import PROTOBUF, decode_export
-    from pytest_mcpfaults.otlp.decode_json import decode_json
-    from pytest_mcpfaults.otlp.export import OtlpDecodeError
+    from pytest_mcpfaults.otlp.decode import PROTOBUF, OtlpDecodeError, decode_export, decode_json
 
     try:
         decoded = decode_json(data) if as_json else decode_export(data, PROTOBUF)

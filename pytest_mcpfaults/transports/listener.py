@@ -466,7 +466,7 @@ class SocketListener:
             conn.busy += 1  # the idle timer, if it fires now, waits for the end of the request
         try:
             if conn is not None and self.otlp.serves(request.path):  # no fault, freeze or patience
-                return await self.otlp.receiver.handle(request, conn.id)
+                return await self.otlp.handle(request, conn.id)
             if (mounted := self.mounted_for(request.path)) is not None:
                 return await mounted(request)
             if conn is None:  # connection already gone
