@@ -452,6 +452,11 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
                 f"{who}: {name} must be a positive, finite number of seconds or None (unbounded), "
                 f"got {value!r}"
             )
+    _check_otlp(opts)
+    return era, reply  # narrowed by the two `in` checks above
+
+
+def _check_otlp(opts: SidecarOptions) -> None:  # the OTLP receiver's path, and the recorder it feeds
     if opts.otlp_path is not None:
         check_path_option("Sidecar", "otlp_path", opts.otlp_path, " (or None: no OTLP receiver)")
         if opts.otlp_path in (opts.mcp_path, opts.health_path):
@@ -467,7 +472,6 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
                 "Sidecar: span_recorder must be a pytest_mcpfaults.SpanRecorder or None, "
                 f"got {opts.span_recorder!r}"
             )
-    return era, reply  # narrowed by the two `in` checks above
 
 
 def _check_upstream(opts: SidecarOptions) -> None:

@@ -200,13 +200,8 @@ class Proxy:
         leg = UpstreamLeg(reply.sent_at - t0, resp.headers_at - t0, status=resp.status)
         journal.update_request(rid, upstream=leg)
         fault = answer.fault
-        # each notification of an SSE answer to a POST journaled as it passes (the upstream's progress and
-        # logs, 'sent' as the fake's own); a reset before the status line relays none of them
-        if not shape_of(fault).resets_at_once and request.method == "POST" and resp.sse:
-            tool = reply.tool
-            resp.tap = NotificationTap(
-                lambda m, params: self.messages.notified(m, params, rid, tool), resp.tap
-            ).feed
+        if not shape_of(fault).resets_at_once:  # (a reset before the status line relays none of them)
+            self._tap_notifications(request, reply, resp, rid)
         completed: list[bool] = []
 
         def complete() -> None:  # the body is out: the record is finished before the client can close
@@ -233,6 +228,16 @@ class Proxy:
             return await deliver(request, Answer(failed, None, False), hold=hold, out=out)
         finally:
             self._relayed(reply, resp, journal, rid)
+
+    def _tap_notifications(
+        self, request: web.BaseRequest, reply: Relayed, resp: UpstreamResponse, rid: int
+    ) -> None:
+        # each notification of an SSE answer to a POST journaled as it passes (the upstream's progress and
+        # logs, 'sent' as the fake's own)
+        if request.method == "POST" and resp.sse:
+            resp.tap = NotificationTap(
+                lambda m, p: self.messages.notified(m, p, rid, reply.tool), resp.tap
+            ).feed
 
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
         """The relay of ``resp`` ended: journal it, and keep its recording if the whole answer came."""

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.behaviour.body import BodyShaper, halve, shape_of
+from pytest_mcpfaults.behaviour.body import BodyShaper, Shape, halve, shape_of
 from pytest_mcpfaults.mcp.endpoint import Reply, encode, fit_structured
 from pytest_mcpfaults.proxy.sse_parse import SseParser
 from pytest_mcpfaults.proxy.upstream import Abandoned, UpstreamError, UpstreamResponse
@@ -140,12 +140,7 @@ async def relay(
         body, headers, sse = await _read_whole(request, resp, fault, forced, mid, headers)
     if shape.resets_at_once:
         if body is None and request.method == "POST":
-            # an SSE answer's status line comes before the tool has run, and the proxy table promises the
-            # upstream ran the request: its answer is read (bounded as a rewrite's read), then reset
-            with contextlib.suppress(UpstreamError, Abandoned):
-                await resp.read(
-                    max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request)
-                )
+            await _finish(request, resp)  # the upstream ran the request: its answer ended, unread
         reset_transport(request.transport)
         raise Dropped
     out.status = resp.status
@@ -165,14 +160,8 @@ async def relay(
         complete()
         await web_resp.write_eof()
         return web_resp
-    shaper = BodyShaper(shape)
-    try:  # a streamed body fault acts at its byte offset, or at the end of the body
-        await write_steps(request, web_resp, shaper.start(), hold, out)  # stall before the first byte
-        async for chunk in resp.chunks():
-            await write_steps(request, web_resp, shaper.feed(chunk), hold, out)
-            if resp.at_eof and fault is None:  # that was the last chunk: the record is finished now
-                complete()
-        await write_steps(request, web_resp, shaper.end(), hold, out)  # a cut past the end, or its hold
+    try:
+        await _stream(request, web_resp, resp, shape, hold, out, complete if fault is None else None)
     except UpstreamError:  # the upstream failed mid-answer: the status line is out, so cut the client
         reset_transport(request.transport)
         raise Dropped from None
@@ -205,6 +194,28 @@ async def _read_whole(
         body = b"event: message\ndata: " + body + b"\n\n"
         sse = True
     return body, headers, sse
+
+
+async def _finish(request: web.BaseRequest, resp: UpstreamResponse) -> None:
+    # before a reset that sends none of it: an SSE answer's status line comes before the tool has run, and
+    # the proxy table promises the upstream ran the request, so its answer is read (bounded as a rewrite's
+    # read: an answer that fails or is too long is reset all the same)
+    with contextlib.suppress(UpstreamError, Abandoned):
+        await resp.read(max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request))
+
+
+async def _stream(
+    request: web.BaseRequest, web_resp: web.StreamResponse, resp: UpstreamResponse, shape: Shape,
+    hold: Callable[[], Awaitable[None]], out: Delivery, complete: Callable[[], None] | None,
+) -> None:  # fmt: skip
+    # the body copied chunk by chunk: a streamed body fault acts at its byte offset, or at the end
+    shaper = BodyShaper(shape)
+    await write_steps(request, web_resp, shaper.start(), hold, out)  # stall before the first byte
+    async for chunk in resp.chunks():
+        await write_steps(request, web_resp, shaper.feed(chunk), hold, out)
+        if resp.at_eof and complete is not None:  # that was the last chunk: the record is finished now
+            complete()
+    await write_steps(request, web_resp, shaper.end(), hold, out)  # a cut past the end, or its hold
 
 
 def _gone(request: web.BaseRequest) -> bool:

@@ -388,27 +388,7 @@ class Upstream:
         target = self._target(url)
         data = self._head(method, target, headers, body) + body
         sent = time.monotonic()
-        for attempt in (1, 2):
-            conn: _Conn | None = None
-            try:
-                conn = await self._connect(target.key)
-                message, payload = await self._exchange(conn, method, data, bound_body)
-                break
-            except BaseException as exc:
-                if conn is not None:
-                    self.discard(conn)
-                # a reused connection the upstream had closed before it read the request: once more,
-                # on a new one, if sending it twice is harmless (as aiohttp's client does)
-                retry = (
-                    attempt == 1 and conn is not None and conn.reused and method in _IDEMPOTENT
-                    and isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError))
-                )  # fmt: skip
-                if retry:
-                    continue
-                if isinstance(exc, _READ_ERRORS):
-                    raise _failure(exc) from exc
-                raise
-        assert conn is not None
+        conn, message, payload = await self._exchange_retried(target, method, data, bound_body)
         encoded = "Content-Encoding" in message.headers
         ctype = message.headers.get("Content-Type")
         length = message.headers.get("Content-Length")
@@ -434,6 +414,31 @@ class Upstream:
         )
         self._open.add(resp)
         return resp
+
+    async def _exchange_retried(
+        self, target: _Target, method: str, data: bytes, bound_body: bool
+    ) -> tuple[_Conn, aiohttp.http.RawResponseMessage, StreamReader]:
+        for attempt in (1, 2):
+            conn: _Conn | None = None
+            try:
+                conn = await self._connect(target.key)
+                message, payload = await self._exchange(conn, method, data, bound_body)
+                return conn, message, payload
+            except BaseException as exc:
+                if conn is not None:
+                    self.discard(conn)
+                # a reused connection the upstream had closed before it read the request: once more,
+                # on a new one, if sending it twice is harmless (as aiohttp's client does)
+                retry = (
+                    attempt == 1 and conn is not None and conn.reused and method in _IDEMPOTENT
+                    and isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError))
+                )  # fmt: skip
+                if retry:
+                    continue
+                if isinstance(exc, _READ_ERRORS):
+                    raise _failure(exc) from exc
+                raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _exchange(
         self, conn: _Conn, method: str, data: bytes, bound_body: bool

@@ -20,25 +20,15 @@ from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.mcp.surface import Surface
 from pytest_mcpfaults.mcp.tools import BenchmarkSessions
 
-__all__ = ["SidecarError", "SidecarState", "SidecarViews"]
+__all__ = ["RuntimeControl", "SidecarError", "SidecarState", "SidecarViews"]
 
 _S = TypeVar("_S", bound="SidecarViews")
 
 
-class SidecarViews:
-    """Read-only views, the plan at runtime, error reporting and the context-manager protocol shared
-    by every backend.
-
-    A backend sets ``core`` (its :class:`~pytest_mcpfaults.core.core.SidecarCore`) and defines
-    :attr:`url`, ``start()``, ``stop()`` and ``_checked``.
-    """
+class RuntimeControl:
+    """The plan at runtime, the same on every backend (which defines ``_checked``)."""
 
     core: SidecarCore
-
-    @property
-    def running(self) -> bool:
-        """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
-        return self.core.state in ("running", "frozen", "dead")
 
     @property
     def plan(self) -> tuple[F.Fault, ...]:
@@ -56,6 +46,19 @@ class SidecarViews:
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> Sequence[F.Fault]:
         """``faults`` as a plan this backend can serve (``where``: the argument, for the error)."""
         raise NotImplementedError  # pragma: no cover - every backend defines it
+
+
+class SidecarViews(RuntimeControl):
+    """Read-only views, error reporting and the context-manager protocol shared by every backend.
+
+    A backend sets ``core`` (its :class:`~pytest_mcpfaults.core.core.SidecarCore`) and defines
+    :attr:`url`, ``start()``, ``stop()`` and ``_checked``.
+    """
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped (a dead or frozen sidecar is still 'running' until stopped)."""
+        return self.core.state in ("running", "frozen", "dead")
 
     @property
     def url(self) -> str:  # pragma: no cover - every backend defines it
