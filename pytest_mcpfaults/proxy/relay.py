@@ -205,9 +205,14 @@ async def _finish(request: web.BaseRequest, resp: UpstreamResponse) -> None:
 
 
 async def _stream(
-    request: web.BaseRequest, web_resp: web.StreamResponse, resp: UpstreamResponse, shape: Shape,
-    hold: Callable[[], Awaitable[None]], out: Delivery, complete: Callable[[], None] | None,
-) -> None:  # fmt: skip
+    request: web.BaseRequest,
+    web_resp: web.StreamResponse,
+    resp: UpstreamResponse,
+    shape: Shape,
+    hold: Callable[[], Awaitable[None]],
+    out: Delivery,
+    complete: Callable[[], None] | None,
+) -> None:
     # the body copied chunk by chunk: a streamed body fault acts at its byte offset, or at the end
     shaper = BodyShaper(shape)
     await write_steps(request, web_resp, shaper.start(), hold, out)  # stall before the first byte

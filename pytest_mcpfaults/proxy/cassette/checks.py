@@ -108,9 +108,13 @@ def _check_rules(
 
 
 def _check_replay(
-    cassette: object, upstream: object, upstream_command: object, record: object, tools: object,
+    cassette: object,
+    upstream: object,
+    upstream_command: object,
+    record: object,
+    tools: object,
     transport: object,
-) -> str:  # fmt: skip
+) -> str:
     path = _path("cassette", cassette)
     for name, value in (("upstream", upstream), ("upstream_command", upstream_command), ("record", record)):
         if value is not None:
