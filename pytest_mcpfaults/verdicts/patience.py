@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.journal import Journal
@@ -26,7 +26,9 @@ __all__ = [
     "PatienceError",
     "Watched",
     "check_client_closed",
+    "checked_matcher",
     "patience_verdict",
+    "settle",
     "target_matcher",
     "violation_record",
 ]
@@ -35,6 +37,7 @@ __all__ = [
 _EXCERPT = 12
 #: At most this many connections are named for a group of identical violations.
 _GROUP_CONNS = 10
+_T = TypeVar("_T")
 _EXPECT_HOW = (
     "@pytest.mark.mcp_expect_hang, @pytest.mark.mcp_sidecar(expect_hang=True), "
     "Sidecar(expect_hang=True) or expect_hang=True on the fault"
@@ -220,9 +223,34 @@ def _settled(r: RequestRecord, within: float, now: float) -> bool:
     return now >= _judged_at(r, within)
 
 
+def settle(
+    journal: Journal,
+    items: Callable[[], Sequence[_T]],
+    done: Callable[[_T, float], bool],
+    deadline: Callable[[_T], float],
+    what: str,
+) -> None:
+    """Wait until each of ``items()`` is ``done`` at the journal's time, at most until the latest
+    ``deadline`` of those that are not yet: what is still pending then is the caller's to judge."""
+    pending = [x for x in items() if not done(x, journal.now())]
+    if pending:
+        end = max(deadline(x) for x in pending)
+        with contextlib.suppress(AssertionError):
+            journal.wait_for(lambda: all(done(x, journal.now()) for x in items()), end - journal.now(), what)
+
+
 def _blocking_kinds() -> str:
     kinds = [k for k, cls in fault_kinds().items() if cls.blocking]
     return ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
+
+
+def checked_matcher(
+    sc: Watched, target: str | None, within: float, who: str
+) -> Callable[[RequestRecord], bool]:
+    """:func:`target_matcher` for the check ``who``, whose ``within`` is checked first too."""
+    if not is_positive_seconds(within):
+        raise ValueError(f"{who}: within must be a positive number of seconds, got {within!r}")
+    return target_matcher(sc, target)
 
 
 def target_matcher(sc: Watched, target: str | None) -> Callable[[RequestRecord], bool]:
@@ -241,23 +269,15 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
     of a close is when the sidecar's loop saw the connection drop (its ``connection_lost``), so no
     settling time is added: a close the loop sees later than ``within`` after the hold began is
     "later than within"."""
-    if not is_positive_seconds(within):
-        raise ValueError(f"Sidecar.{who}: within must be a positive number of seconds, got {within!r}")
-    matches = target_matcher(sc, target)
+    matches = checked_matcher(sc, target, within, f"Sidecar.{who}")
     journal = sc.journal
-
-    def matching() -> list[RequestRecord]:
-        return [r for r in journal.requests if matches(r)]
-
-    def settled() -> bool:
-        now = journal.now()
-        return all(_settled(r, within, now) for r in matching())
-
-    pending = [r for r in matching() if not _settled(r, within, journal.now())]
-    if pending:
-        deadline = max(_judged_at(r, within) for r in pending)
-        with contextlib.suppress(AssertionError):  # still held at the deadline: judged below
-            journal.wait_for(settled, max(0.0, deadline - journal.now()), "held requests to end")
+    settle(
+        journal,
+        lambda: [r for r in journal.requests if matches(r)],
+        lambda r, now: _settled(r, within, now),
+        lambda r: _judged_at(r, within),
+        "held requests to end",
+    )
     held = sc.held_requests(target)
     matching_text = f" matching {target!r}" if target is not None else ""
     if not held:
