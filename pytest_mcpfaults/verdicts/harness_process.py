@@ -26,12 +26,11 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
-from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.verdicts.patience import PatienceError
-from pytest_mcpfaults.verdicts.stalls import own_event_stream
+from pytest_mcpfaults.verdicts.stalls import StalledServer, own_event_stream
 
 __all__ = ["HarnessProcess", "HarnessProcessError"]
 
@@ -47,17 +46,6 @@ MAX_STACK_LINES = 60
 #: How much of the end of the child's stderr is read for its stacks.
 _STDERR_TAIL = 256 * 1024
 _POLL = 0.02
-
-
-class Server(Protocol):
-    """What is read of a server the harness talks to: a ``Sidecar`` or a ``StdioServer``."""
-
-    @property
-    def url(self) -> str: ...
-    @property
-    def journal(self) -> Journal: ...
-    @property
-    def patience(self) -> float | None: ...
 
 
 class HarnessProcessError(PatienceError):
@@ -81,7 +69,7 @@ class HarnessProcess:
         self,
         args: Sequence[str],
         *,
-        servers: Sequence[Server] | Callable[[], Sequence[Server]] = (),
+        servers: Sequence[StalledServer] | Callable[[], Sequence[StalledServer]] = (),
         budget: float | None = None,
         startup: float = DEFAULT_STARTUP,
         env: Mapping[str, str] | None = None,
@@ -117,7 +105,7 @@ class HarnessProcess:
         self.verdict: str | None = None
 
     @property
-    def servers(self) -> list[Server]:
+    def servers(self) -> list[StalledServer]:
         """The servers it is watched against, as they are now."""
         return list(self._servers() if callable(self._servers) else self._servers)
 
@@ -263,10 +251,10 @@ class HarnessProcess:
                     return True
         return False
 
-    def _last_traffic(self) -> tuple[tuple[Server, RequestRecord], float] | None:
+    def _last_traffic(self) -> tuple[tuple[StalledServer, RequestRecord], float] | None:
         """The latest MCP request any server saw and how many seconds ago it ended (or began, while it
         runs); ``GET /health`` is not MCP traffic."""
-        found: tuple[tuple[Server, RequestRecord], float] | None = None
+        found: tuple[tuple[StalledServer, RequestRecord], float] | None = None
         for server in self.servers:
             health = getattr(server, "health_path", None)
             requests = [r for r in server.journal.requests if health is None or r.path != health]

@@ -31,15 +31,11 @@ class Idle:
     idle: float
 
 
-def _background(server: StalledServer, r: RequestRecord) -> bool:
-    return own_event_stream(r, server.mcp_path)
-
-
 def _busy(server: StalledServer) -> bool:
     """A request of the test still in flight on an open connection (the sidecar's to answer)."""
     open_ids = {c.id for c in server.journal.connections if c.open}
     return any(
-        r.ended_at is None and r.conn_id in open_ids and not _background(server, r)
+        r.ended_at is None and r.conn_id in open_ids and not own_event_stream(r, server.mcp_path)
         for r in server.journal.requests
     )
 
@@ -55,7 +51,11 @@ def find_idle(servers: Sequence[StalledServer]) -> Idle | None:
             continue
         if _busy(server):
             return None
-        ended = [r for r in server.journal.requests if r.ended_at is not None and not _background(server, r)]
+        ended = [
+            r
+            for r in server.journal.requests
+            if r.ended_at is not None and not own_event_stream(r, server.mcp_path)
+        ]
         if ended:
             last = max(ended, key=lambda r: r.ended_at or 0.0)
             end = server.journal.t0 + (last.ended_at or 0.0)  # on one clock across sidecars

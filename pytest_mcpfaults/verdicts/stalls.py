@@ -85,7 +85,7 @@ def find_stall(server: StalledServer) -> Stall | None:
     later: tuple[RequestRecord, ...] = ()
     if last is not None and last > fired.at:
         later = tuple(r for r in journal.requests_since(fired.next_request) if r.id != fired.request_id)
-        if any(not _background(server, r) for r in later):
+        if any(not own_event_stream(r, server.mcp_path) for r in later):
             return None
     state = server.state
     if state not in ("running", "dead", "frozen"):
@@ -99,7 +99,9 @@ def find_stall(server: StalledServer) -> Stall | None:
     # the clock starts when the last answer ended (a delayed one, a hold the client let go of), if later;
     # the client's own event stream is not progress, so its answers do not restart it (a client that
     # reopens a refused GET every half second would otherwise hold the verdict off for as long as it does)
-    ends = (r.ended_at for r in requests if r.ended_at is not None and not _background(server, r))
+    ends = (
+        r.ended_at for r in requests if r.ended_at is not None and not own_event_stream(r, server.mcp_path)
+    )
     exits = (c.exited_at for c in kept if c.exited_at is not None)  # the client's wait on it ended there
     idle = journal.now() - max([fired.at, *ends, *exits])
     if idle < budget:
@@ -132,10 +134,6 @@ def own_event_stream(r: RequestRecord, mcp_path: str | None) -> bool:
     """A request the client makes by itself, not a step of the test: its event stream (a ``GET`` on the
     MCP endpoint). The stall, idle and harness-process verdicts all leave it out."""
     return r.method == "GET" and r.path == mcp_path
-
-
-def _background(server: StalledServer, r: RequestRecord) -> bool:
-    return own_event_stream(r, server.mcp_path)
 
 
 def _since(stall: Stall) -> str:
