@@ -1,25 +1,11 @@
-"""Recorded span snapshots and the parent/child relations between them.
+"""Recorded span snapshots, the parent/child relations between them, and the tree text every invariant
+failure and lookup error shows. Nothing here imports OpenTelemetry at runtime.
 
-:class:`RecordedSpan` (with its :class:`RecordedEvent` list) is the immutable snapshot of one span that
-:class:`~pytest_mcpfaults.spans.recorder.SpanRecorder` hands out. The functions here walk the tree a sequence
-of snapshots forms (:func:`parent_of`, :func:`children`, :func:`descendants`, :func:`ancestors`,
-:func:`roots`), and :func:`format_tree` prints them as the indented tree every invariant failure and
-lookup error shows (status, attributes, exception events, spans that never ended; :func:`describe_span`
-is its one-line form of a single span). Nothing here imports OpenTelemetry at runtime.
-
-Parents of spans received from other processes (over OTLP) are resolved from the spans alone. A span
-exported by another process arrives ended, often before its parent (exporters send spans as they end,
-children first, in batches), and its ids may repeat: across processes (forked ``random`` state, custom
-id generators) and within one (a reseeded ``random``). So a received span's parent is not fixed when it
-arrives; :func:`link_received` resolves every received span's parent from the whole set, the same way
-whatever order the spans arrived in:
-
-* only among spans of the same *source* (the same exporting resource: service, process, ...);
-* among the spans with the parent's ids, the one whose time span contains the child's, else one that
-  started no later than the child, else any; the most recently received of the best;
-* a parent found in no received span of the source may be a span of the test process itself (a context
-  propagated to the child process): the most recently started recorded in-process span with those ids;
-* otherwise the span has no recorded parent (the tree shows ``(parent … not recorded)``).
+A span received from another process arrives ended, often before its parent (exporters send spans as
+they end, in batches), and its ids may repeat (forked ``random`` state, custom id generators, a
+reseeded ``random``): so its parent is not fixed when it arrives, and :func:`link_received` resolves
+every received span's parent from the whole set, the same way whatever order they arrived in, by the
+rules docs/spans.md ("Identity and parents of received spans") states.
 """
 
 from __future__ import annotations
@@ -45,6 +31,7 @@ __all__ = [
     "describe_span",
     "format_tree",
     "link_received",
+    "one_line",
     "parent_of",
     "roots",
 ]
@@ -330,7 +317,7 @@ def _rank(parent: RecordedSpan, child: RecordedSpan, seq: int) -> tuple[bool, bo
 def link_received(
     received: Sequence[Received], local_ids: Mapping[tuple[int, int], int]
 ) -> dict[int, RecordedSpan]:
-    """``uid -> snapshot with parent_uid set`` for every received span (see the module docstring).
+    """``uid -> snapshot with parent_uid set`` for every received span.
 
     ``local_ids`` maps ``(trace_id, span_id)`` of the in-process spans to the ``uid`` of the most
     recently started one, for parents propagated from the test process.
@@ -379,10 +366,8 @@ def _cut_cycles(parents: dict[int, int | None]) -> None:
         done.update(path)
 
 
-_MAX_TEXT = 160
-
-
-def _one_line(text: str, limit: int = _MAX_TEXT) -> str:
+def one_line(text: str, limit: int = 160) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
     text = text.replace("\r", "").replace("\n", "⏎ ")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -391,7 +376,7 @@ def describe_span(span: RecordedSpan) -> str:
     """``Name [STATUS: description]`` plus ``NOT ENDED`` for an open span; one line."""
     status = span.status_code
     if span.status_description:
-        status += f": {_one_line(span.status_description)}"
+        status += f": {one_line(span.status_description)}"
     text = f"{span.name} [{status}]"
     return text if span.ended else text + " ⟨NOT ENDED⟩"
 
@@ -399,7 +384,7 @@ def describe_span(span: RecordedSpan) -> str:
 def _span_lines(span: RecordedSpan, orphan: bool) -> tuple[str, list[str]]:
     head = describe_span(span)
     if span.attributes:
-        head += "  " + " ".join(f"{k}={_one_line(repr(v), 60)}" for k, v in span.attributes.items())
+        head += "  " + " ".join(f"{k}={one_line(repr(v), 60)}" for k, v in span.attributes.items())
     if orphan:
         head += f"  (parent {span.parent_id:016x} not recorded)"
     extra: list[str] = []
@@ -407,7 +392,7 @@ def _span_lines(span: RecordedSpan, orphan: bool) -> tuple[str, list[str]]:
         if ev.name == "exception":
             etype = ev.attributes.get("exception.type", "?")
             emsg = ev.attributes.get("exception.message", "")
-            extra.append(f"! exception {etype}: {_one_line(str(emsg))}")
+            extra.append(f"! exception {etype}: {one_line(str(emsg))}")
         else:
             extra.append(f"· event {ev.name}")
     return head, extra
