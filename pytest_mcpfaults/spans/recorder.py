@@ -10,6 +10,7 @@ processors by method, it never checks their type).
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import operator
 import threading
@@ -58,26 +59,20 @@ __all__ = ["SpanRecorder", "SpanWiringWarning", "global_recorder", "install_reco
 
 _P = TypeVar("_P", bound="TracerProvider")
 ResultSink = Callable[[str, bool, str], None]
-ViolationSink = Callable[[Sequence[str], Sequence[invariants.Violation]], None]
 
 
 class SpanWiringWarning(UserWarning):
     """The recorder could not be wired into the global tracer provider."""
 
 
-_SDK: tuple[Callable[..., Any], type] | None = None
-
-
+@functools.cache
 def _sdk() -> tuple[Callable[..., Any], type]:
     """``(get_current_span, ReadableSpan)``, imported on first use (only the SDK calls ``on_start``, so
     it is loaded by then) and kept for the hot path."""
-    global _SDK
-    if _SDK is None:
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan
 
-        _SDK = (trace.get_current_span, ReadableSpan)
-    return _SDK
+    return (trace.get_current_span, ReadableSpan)
 
 
 class _Entry:
@@ -186,7 +181,6 @@ class SpanRecorder(_ProcessorBase):
         self._by_ids: dict[tuple[int, int], list[_Entry]] = {}  # (trace_id, span_id) -> entries, in order
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
         self._sink: ResultSink | None = None
-        self._violation_sink: ViolationSink | None = None
         self.session_patterns: tuple[str, ...] = as_patterns(session)
         self.cleanup_patterns: tuple[str, ...] = as_patterns(cleanup)
         # Cleanup names of cleanup_never_flips / cleanup_at_most alone (None: cleanup_patterns).
@@ -244,10 +238,7 @@ class SpanRecorder(_ProcessorBase):
         # Only the ids are known (a NonRecordingSpan, e.g. a propagated context): the most recently
         # started recorded span with those ids that is still open, else the most recent one.
         same = self._by_ids.get((parent_ids.trace_id, parent_ids.span_id), [])
-        open_ = [e for e in same if e.snapshot is None]
-        if open_:
-            return open_[-1]
-        return same[-1] if same else None
+        return next((e for e in reversed(same) if e.snapshot is None), same[-1] if same else None)
 
     def _on_ending(self, span: Any) -> None:
         """SDK hook called just before ``on_end``."""
@@ -339,12 +330,6 @@ class SpanRecorder(_ProcessorBase):
         """Call ``sink(invariant_name, ok, message)`` for each invariant the assert methods check."""
         self._sink = sink
 
-    def report_violations_to(self, sink: ViolationSink | None) -> None:
-        """Call ``sink(invariant_names, violations)`` each time an assert method checks invariants: the
-        names checked and the :class:`~pytest_mcpfaults.invariants.Violation` objects found (each
-        with its span, so a caller can tell the same violation seen twice from two violations)."""
-        self._violation_sink = sink
-
     # -- queries -------------------------------------------------------------------------------------
 
     def spans(self, *, since: int = 0) -> list[RecordedSpan]:
@@ -359,18 +344,9 @@ class SpanRecorder(_ProcessorBase):
                 entries = self._entries[since:]
             else:
                 entries = self._entries[bisect.bisect_left(self._entries, since, key=_SEQ) :]
-            linked = self._link() if self._received else None
-        if linked is None:
-            return [e.take() for e in entries]  # type: ignore[union-attr]  # no received entry
-        local: list[RecordedSpan] = []
-        received: list[RecordedSpan] = []
-        for e in entries:
-            if isinstance(e, Received):
-                uid = e.span.uid
-                assert uid is not None
-                received.append(linked[uid])
-            else:
-                local.append(e.take())
+            linked = self._link() if self._received else {}
+        local = [e.take() for e in entries if isinstance(e, _Entry)]
+        received = [linked[e.span.uid] for e in entries if isinstance(e, Received) and e.span.uid is not None]
         if not received:
             return local
         received.sort(key=lambda s: (s.start_time or 0, s.uid or 0))
@@ -513,8 +489,6 @@ class SpanRecorder(_ProcessorBase):
         if self._sink is not None:
             for name, ok, message in invariants.results_by_invariant(names, found):
                 self._sink(name, ok, message)
-        if self._violation_sink is not None:
-            self._violation_sink(names, found)
         running = span_results.running_sink()
         if running is not None:
             running(names, found)
