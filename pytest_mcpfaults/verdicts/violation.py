@@ -134,34 +134,22 @@ class PatienceViolation:
     def details(self) -> str:
         """Which fault held it, which budget ran out, and what happened to the connection."""
         source = "its fault's patience=" if self.budget_from == "fault" else "the sidecar's patience"
+        budget = f"the {self.budget:g} s budget ({source})"
         if self.awaiting is not None and self.request.hold != "patience":
             return (
                 f"no fault: the tool awaited the client's answer to its `{self.fault}`, which the call's "
-                f"input_required result asked for; the {self.budget:g} s budget ({source}) ran out with "
-                "nothing held (the client's retry never came), so nothing was aborted"
+                f"input_required result asked for; {budget} ran out with nothing held (the client's retry "
+                "never came), so nothing was aborted"
             )
+        aborted = f"when {budget} ran out the sidecar aborted connection #{self.request.conn_id} (RST)"
         if self.awaiting is not None and self.dropped is not None:
-            return (
-                f"`{self.request.fault}` lost the client's answer to the tool's `{self.fault}`; when the "
-                f"{self.budget:g} s budget ({source}) ran out the sidecar aborted connection "
-                f"#{self.request.conn_id} (RST)"
-            )
+            return f"`{self.request.fault}` lost the client's answer to the tool's `{self.fault}`; {aborted}"
+        closed = "the client had closed it itself" if self.client_closed else "the client never closed it"
         if self.awaiting is not None:
             return (
-                f"no fault: the tool awaited the client's answer to its `{self.fault}`; when the "
-                f"{self.budget:g} s budget ({source}) ran out the sidecar aborted connection "
-                f"#{self.request.conn_id} (RST)"
-                + (
-                    "; the client had closed it itself"
-                    if self.client_closed
-                    else "; the client never closed it"
-                )
+                f"no fault: the tool awaited the client's answer to its `{self.fault}`; {aborted}; {closed}"
             )
-        return (
-            f"held by `{self.fault}`; when the {self.budget:g} s budget ({source}) ran out the sidecar "
-            f"aborted connection #{self.request.conn_id} (RST)"
-            + ("; the client had closed it itself" if self.client_closed else "; the client never closed it")
-        )
+        return f"held by `{self.fault}`; {aborted}; {closed}"
 
 
 def answered(r: RequestRecord) -> Answered:
