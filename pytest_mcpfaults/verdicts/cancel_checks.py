@@ -1,8 +1,5 @@
-"""The check behind ``Sidecar.assert_client_cancelled``: every request the client left in flight was
-cancelled in time, and, when one was not, what was in flight and what the client did instead.
-
-Read from the journal only: the requests (:class:`~pytest_mcpfaults.core.records.RequestRecord`)
-and the cancellations linked to them (:class:`~pytest_mcpfaults.core.records.CancellationRecord`).
+"""The check behind ``Sidecar.assert_client_cancelled``, from the journal's requests and the
+cancellations linked to them: when a request was not cancelled in time, what the client did instead.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """A hang with no fault: the test waits on itself after talking MCP, found from the journals.
 
-A stall (``sidecar.stalls``) needs a fault that fired. This is the other case: every request the test
-made was answered, no fault fired since the last one, the sidecar is up and holds nothing, and yet the
-test does not finish: the harness is waiting on itself (an event its own reader task never sets, a
-future nobody resolves, a queue nobody feeds). The journals say the sidecar side of it:
-:func:`find_idle` finds the latest answered request of the test's sidecars when nothing has happened
-since for the patience budget; whether the test's thread is really blocked (not computing) is the
-pytest glue's to add (``_pytest.blocked.Stillness``). :func:`idle_verdict` words it.
+Every request the test made was answered, no fault fired since, the sidecar is up and holds nothing,
+and yet the test does not finish: the harness waits on an event its own reader never sets, a future
+nobody resolves. :func:`find_idle` finds that from the journals; whether the test's thread is really
+blocked (not computing) is the pytest glue's to add (``_pytest.blocked.Stillness``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Patience: the verdict a harness author reads when a client waited out a held request, and the
-positive-case checks behind ``Sidecar.assert_client_gave_up`` / ``assert_client_released``.
-
-A request held by a blocking fault (freeze, hang, blackhole, stall, endless SSE) may wait at most its
-patience budget; then the sidecar aborts the connection (RST: the client unblocks at once, as if the peer had
-died) and records a :class:`~pytest_mcpfaults.verdicts.violation.PatienceViolation`. This module turns
-violations into text (:func:`patience_verdict`) and report records (:func:`violation_record`).
+checks behind ``Sidecar.assert_client_gave_up`` / ``assert_client_released`` (and the wait the other
+``assert_client_*`` checks share). A request held by a blocking fault may wait at most its patience
+budget; then the sidecar aborts the connection (RST) and records a ``PatienceViolation``.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.core.routing import record_matches
 from pytest_mcpfaults.faults.kinds import fault_kinds
 from pytest_mcpfaults.options.validation import is_positive_seconds
-from pytest_mcpfaults.verdicts.clients import call_bound, client_seen, patience_hint, server_request_hint
+from pytest_mcpfaults.verdicts.clients import answering, client_seen, patience_hint, server_request_hint
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
 __all__ = [
@@ -93,8 +90,8 @@ def _hint(sc: Watched, v: PatienceViolation) -> str:
     if v.awaiting is not None and v.dropped is not None:  # a fault lost the harness's answer
         return (
             f"the harness answered the server's `{v.fault}`, and the answer was lost on its way (a lossy "
-            f"proxy): a harness cannot tell, so bound the call itself ({call_bound(v.request)}) and fail it "
-            "cleanly when the bound runs out"
+            "proxy): a harness cannot tell, so bound the call itself "
+            f"({answering(v.request).bound}) and fail it cleanly when the bound runs out"
         )
     if v.awaiting is not None:  # the harness's own part: it never answered the tool's request
         return server_request_hint(v.request, v.fault)

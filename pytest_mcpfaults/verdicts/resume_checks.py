@@ -1,8 +1,5 @@
-"""The check behind ``Sidecar.assert_client_resumed``: every event stream the sidecar closed gracefully
-(``close_stream``) was resumed by the client with a ``GET`` carrying ``Last-Event-ID``, no sooner than
-the stream's ``retry`` and within ``within`` seconds; and, when one was not, what the client did.
-
-Read from the journal only: :class:`~pytest_mcpfaults.core.records.StreamRecord` and the requests.
+"""The check behind ``Sidecar.assert_client_resumed``, from the journal's closed streams and requests:
+when a stream was not resumed right, what the client did instead.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """A test that stopped making progress after a fault: found from the journal, worded as a verdict.
 
-Patience covers the requests the sidecar holds. This covers the other half of a hang: the fault has
-done its work (a ``die``, ``kill()``, a truncated or reset body, an error answer) and the sidecar holds
-nothing, but the client wedged itself on what it saw (the mcp 1.x ``ClientSession`` waits for ever for
-the answer to a request whose connection dropped) and the test never finishes. The sidecar cannot see
-the client, but it can see that nothing has happened since: no request has reached it since the fault
-fired, nothing is in flight, and the patience budget has passed. :func:`find_stall` says so from the
-journal alone; :func:`stall_verdict` words it, with where the test's thread was blocked (read by the
-pytest glue) and the likely fix for the client family the sidecar saw.
+Patience covers the requests the sidecar holds; this covers the other half of a hang. The fault has
+done its work (a ``die``, a cut body, an error answer) and the sidecar holds nothing, but the client
+wedged itself on what it saw (mcp 1.x's ``ClientSession`` waits for ever on a request whose
+connection dropped). The sidecar cannot see the client, but it can see that nothing has happened
+since: :func:`find_stall` says so from the journal alone; :func:`stall_verdict` words it, with where
+the test's thread was blocked (read by the pytest glue) and the likely fix for the client it saw.
 """
 
 from __future__ import annotations

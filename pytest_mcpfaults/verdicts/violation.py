@@ -59,9 +59,7 @@ class PatienceViolation:
 
     @property
     def answered(self) -> Answered:
-        """What the client had received when the budget ran out: ``'none'`` (no status line: a hung or
-        frozen request), ``'partial'`` (status, headers and part of the body: a stalled response) or
-        ``'complete'`` (the whole announced body, and the connection kept open)."""
+        """What the client had received when the budget ran out (:func:`answered`)."""
         return answered(self.request)
 
     @property
