@@ -26,7 +26,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
 
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.verdicts.patience import PatienceError
@@ -93,8 +92,6 @@ class HarnessProcess:
         self._env = {**os.environ, **(env or {}), "PYTHONFAULTHANDLER": "1"}
         self._cwd = cwd
         self._dir: Path | None = None
-        self._out: IO[bytes] | None = None
-        self._err: IO[bytes] | None = None
         self._kept: dict[str, str] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_at = 0.0
@@ -122,18 +119,17 @@ class HarnessProcess:
         if self._proc is not None:
             raise RuntimeError("the harness process was already started")
         self._dir = Path(tempfile.mkdtemp(prefix="mcpfaults-harness-"))
-        self._out = (self._dir / "stdout").open("wb")
-        self._err = (self._dir / "stderr").open("wb")
-        try:
-            self._proc = subprocess.Popen(
-                self.args,
-                env=self._env,
-                cwd=self._cwd,
-                stdout=self._out,
-                stderr=self._err,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        try:  # the child writes its own copies of the files' descriptors: ours close at once
+            with (self._dir / "stdout").open("wb") as out, (self._dir / "stderr").open("wb") as err:
+                self._proc = subprocess.Popen(
+                    self.args,
+                    env=self._env,
+                    cwd=self._cwd,
+                    stdout=out,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
         except BaseException:
             self.close()
             raise
@@ -189,9 +185,6 @@ class HarnessProcess:
     def close(self) -> None:
         """Kill whatever is left of the child's process group, keep its output, remove its files."""
         self._kill()
-        for f in (self._out, self._err):
-            if f is not None:
-                f.close()
         if self._dir is not None:
             for name in ("stdout", "stderr"):
                 self._kept[name] = self._read(name)
@@ -277,8 +270,6 @@ class HarnessProcess:
                 proc.wait(ABORT_GRACE)
         finally:
             gone = self._kill()
-        if self._err is not None:
-            self._err.flush()
         stacks = _stacks(self._read("stderr", tail=_STDERR_TAIL))
         last = self._last_traffic()
         traffic = "none"
