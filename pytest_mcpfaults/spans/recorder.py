@@ -525,13 +525,8 @@ class SpanRecorder(_ProcessorBase):
         if self._received == len(self._entries):  # only received spans (serve): the oldest come first
             del self._entries[:excess]
         else:
-            left, kept = excess, []
-            for e in self._entries:
-                if left and isinstance(e, Received):
-                    left -= 1
-                else:
-                    kept.append(e)
-            self._entries = kept
+            oldest = {id(e) for e in [e for e in self._entries if isinstance(e, Received)][:excess]}
+            self._entries = [e for e in self._entries if id(e) not in oldest]
         self._received -= excess
         self.dropped_received += excess
         self._linked = None
