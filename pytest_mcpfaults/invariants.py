@@ -164,15 +164,13 @@ def _failure_messages(members: Sequence[RecordedSpan]) -> list[str]:
 
 def _own_texts(sess: RecordedSpan, first: RecordedSpan, primary: Sequence[RecordedSpan]) -> list[str]:
     """Texts of the failures from before cleanup: the primary failures' and the session's own."""
-    own = _failure_messages(primary)
-    for ev in sess.events:
-        if ev.name != "exception" or ev.timestamp is None or first.start_time is None:
-            continue
-        if ev.timestamp < first.start_time:
-            emsg = str(ev.attributes.get("exception.message", ""))
-            if emsg:
-                own.append(emsg)
-    return own
+    start = first.start_time
+    before = [
+        str(ev.attributes.get("exception.message", ""))
+        for ev in sess.events
+        if ev.name == "exception" and ev.timestamp is not None and start is not None and ev.timestamp < start
+    ]
+    return [*_failure_messages(primary), *filter(None, before)]
 
 
 def _derived(text: str, messages: Sequence[str], own: Sequence[str] = ()) -> str | None:
@@ -235,22 +233,17 @@ def _copied_description(
 def _failed_before_cleanup(sess: RecordedSpan, first: RecordedSpan, teardown: _Subtrees) -> bool | None:
     """Whether the session failed on its own before ``first`` started (rule 2); ``None`` when the
     recorder did not see its status at that moment."""
-    interrupts = [
-        etype
-        for span in [sess, *(m for _, members in teardown for m in members)]
-        for etype, _ in span.exceptions
-        if _short_type(etype) in _INTERRUPTS
-    ]
-    if interrupts:
+    spans = [sess, *(m for _, members in teardown for m in members)]
+    if any(_short_type(etype) in _INTERRUPTS for span in spans for etype, _ in span.exceptions):
         return True
     start = first.start_time
-    for ev in sess.events:
-        if ev.name == "exception" and (ev.timestamp is None or start is None or ev.timestamp < start):
-            return True
+    if any(
+        ev.name == "exception" and (ev.timestamp is None or start is None or ev.timestamp < start)
+        for ev in sess.events
+    ):
+        return True
     status = first.status_of_ancestor_at_start(sess)
-    if status is None:
-        return None
-    return status == "ERROR"
+    return None if status is None else status == "ERROR"
 
 
 def _late_exceptions(sess: RecordedSpan, first: RecordedSpan) -> list[tuple[str, str, int]]:
