@@ -35,10 +35,6 @@ _EXCERPT = 12
 #: At most this many connections are named for a group of identical violations.
 _GROUP_CONNS = 10
 _T = TypeVar("_T")
-_EXPECT_HOW = (
-    "@pytest.mark.mcp_expect_hang, @pytest.mark.mcp_sidecar(expect_hang=True), "
-    "Sidecar(expect_hang=True) or expect_hang=True on the fault"
-)
 
 
 class PatienceError(AssertionError):
@@ -145,8 +141,10 @@ def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> st
         lines.extend("     " + line for line in _excerpt(sc, cid))
     lines.append("")
     lines.append(
-        "Bound the client (a timeout on that request, or abort it once you have what you need); or, "
-        f"if the test expects the client to wait it out, say so: {_EXPECT_HOW}."
+        "Bound the client (a timeout on that request, or abort it once you have what you need); or, if "
+        "the test expects the client to wait it out, say so: @pytest.mark.mcp_expect_hang, "
+        "@pytest.mark.mcp_sidecar(expect_hang=True), Sidecar(expect_hang=True) or expect_hang=True on "
+        "the fault."
     )
     return "\n".join(lines)
 
