@@ -33,6 +33,7 @@ from pytest_mcpfaults.spans.records import (
     format_tree,
     one_line,
     span_key,
+    subtree,
 )
 
 __all__ = [
@@ -125,13 +126,7 @@ def _cleanup_subtrees(
     while stack:
         s = stack.pop()
         if matches(s.name, cleanup):
-            members: list[RecordedSpan] = []
-            inner = [s]
-            while inner:
-                m = inner.pop()
-                members.append(m)
-                inner.extend(reversed(index.get(span_key(m), [])))
-            subtrees.append((s, members))
+            subtrees.append((s, subtree(index, s)))
         else:
             others.append(s)
             stack.extend(reversed(index.get(span_key(s), [])))

@@ -34,6 +34,7 @@ __all__ = [
     "one_line",
     "parent_of",
     "roots",
+    "subtree",
 ]
 
 
@@ -184,6 +185,8 @@ def take_snapshot(
             break
         except RuntimeError:  # pragma: no cover - needs a concurrent writer
             continue
+    # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
+    resource = getattr(getattr(span, "resource", None), "attributes", None)
     return RecordedSpan(
         name=span.name,
         trace_id=ctx.trace_id if ctx is not None else 0,
@@ -201,17 +204,10 @@ def take_snapshot(
         uid=uid,
         parent_uid=parent_uid,
         ancestors_at_start=ancestors_at_start,
-        resource=_resource_of(span),
+        resource=MappingProxyType(resource) if resource else _NO_RESOURCE,
         ancestor_descriptions_at_start=ancestor_descriptions_at_start,
         kind=span.kind.name,
     )
-
-
-def _resource_of(span: ReadableSpan) -> Mapping[str, Any]:
-    resource = getattr(span, "resource", None)
-    attrs = getattr(resource, "attributes", None)
-    # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
-    return MappingProxyType(attrs) if attrs else _NO_RESOURCE
 
 
 # --------------------------------------------------------------------------------------------------
@@ -252,10 +248,14 @@ def children(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[Recorded
 
 def descendants(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Every span beneath ``span`` (children, their children, ...), depth first, in start order."""
-    index = child_index(spans)
+    return subtree(child_index(spans), span)[1:]
+
+
+def subtree(index: Mapping[_Key, list[RecordedSpan]], span: RecordedSpan) -> list[RecordedSpan]:
+    """``span`` and every span beneath it in ``index`` (:func:`child_index`), depth first in start order."""
     out: list[RecordedSpan] = []
-    seen = {span_key(span)}
-    stack = list(reversed(index.get(span_key(span), [])))
+    seen: set[_Key] = set()
+    stack = [span]
     while stack:
         s = stack.pop()
         if span_key(s) in seen:  # defensive: hand-made snapshots may repeat ids; never loop
