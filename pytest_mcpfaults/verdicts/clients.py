@@ -144,9 +144,8 @@ def _default_timeout(family: ClientFamily, seconds: float) -> str:
 
 @dataclass(frozen=True)
 class _Answering:
-    """How one client library answers the server's requests: ``handlers`` (per method, the API that
-    answers it), how they are given (``setup``, formatted with the handlers), what a client without
-    them does in the session era (``without``), and how to bound the tool call itself (``bound``)."""
+    """How one client library answers the server's requests (``setup`` formatted with the
+    ``handlers``), what it does without them in the session era, and how it bounds a tool call."""
 
     setup: str
     handlers: Mapping[str, str]

@@ -289,8 +289,6 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
 def _not_closed(
     sc: Watched, bad: list[RequestRecord], held: int, within: float, matching_text: str, who: str
 ) -> str:
-    """The failure text of :func:`check_client_closed`: the ``bad`` requests (of ``held``) and the
-    journal of their connections."""
     now = sc.journal.now()
     conns = sorted({r.conn_id for r in bad})
     names = ", ".join(f"connection #{c} ({_peer(sc, c)})" for c in conns)

@@ -14,7 +14,6 @@ _WHO = "Sidecar.assert_client_resumed"
 
 
 def _came_back(sc: Watched, s: StreamRecord) -> list[RequestRecord]:
-    """The ``GET`` requests of the MCP endpoint in the stream's session after it closed."""
     return [
         r
         for r in sc.journal.requests
