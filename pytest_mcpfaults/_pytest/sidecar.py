@@ -35,8 +35,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.stdio.server import StdioServer
     from pytest_mcpfaults.transports.factory import SidecarFactory
     from pytest_mcpfaults.transports.server import Sidecar
-    from pytest_mcpfaults.verdicts.idle import Idle
-    from pytest_mcpfaults.verdicts.stalls import Stall
+    from pytest_mcpfaults.verdicts.stalls import Idle, Stall
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
@@ -205,7 +204,7 @@ def _idle_check(item: pytest.Item) -> Any:
     import threading
 
     from pytest_mcpfaults._pytest.blocked import Stillness
-    from pytest_mcpfaults.verdicts.idle import find_idle
+    from pytest_mcpfaults.verdicts.stalls import find_idle
 
     still = Stillness(threading.main_thread().ident)
 
@@ -327,7 +326,7 @@ def _interrupted(
     off = f"ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} turns this off"
     found = watch.finding
     if isinstance(found, _Found) and found.idle is not None:
-        from pytest_mcpfaults.verdicts.idle import idle_record, idle_verdict
+        from pytest_mcpfaults.verdicts.stalls import idle_record, idle_verdict
 
         switch = (
             f"mark it @pytest.mark.{settings.ALLOW_IDLE} (or ini {settings.IDLE_INI} = off, or a larger "
