@@ -127,34 +127,26 @@ _SEQ = operator.attrgetter("seq")
 class SpanRecorder(_ProcessorBase):
     """A span processor that records the spans of every provider it is added to.
 
-    It implements the SDK ``SpanProcessor`` interface (``on_start``, ``on_end``, ``shutdown``,
-    ``force_flush``), so spans that never end are visible too. All state is guarded by a lock; queries
-    return immutable :class:`RecordedSpan` snapshots in start order.
+    It implements the SDK ``SpanProcessor`` interface with ``on_start`` too, so spans that never end
+    are visible. State is guarded by a lock; queries return immutable :class:`RecordedSpan` snapshots
+    in start order.
 
     Spans are recorded by identity (the span object), never by their OpenTelemetry ids, which repeat in
-    practice (Hypothesis reseeds ``random`` for every example, and the SDK draws ids from it). Each span's
-    parent is resolved when it starts, to the recorded span it was started under: the span object in its
-    parent context, or, for a parent known only by its ids (a propagated context), the most recently
-    started recorded span with those ids that is still open (else the most recent one).
+    practice (Hypothesis reseeds ``random`` for every example, and the SDK draws ids from it). A span's
+    parent is resolved when it starts: the recorded span object in its parent context, or, for a parent
+    known only by its ids (a propagated context), the latest recorded span with those ids, open ones
+    first. After :meth:`clear`, a span that started before is ignored even when it ends later, so each
+    test sees only its own spans. Spans of other processes join ended, through :meth:`add_received`
+    (the OTLP receiver calls it).
 
-    Spans are recorded from the moment the recorder sees them start. After :meth:`clear`, a span that
-    started before the clear is ignored even when it ends later, so each test sees only its own spans.
-
-    Spans of other processes join through :meth:`add_received` (the sidecar's OTLP receiver calls it):
-    they arrive ended, and their parents are resolved from the received spans of the same source (see
-    :func:`~pytest_mcpfaults.spans.records.link_received`). :meth:`wait_for_span` waits until a span has
-    ended.
-
-    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods (the
-    attributes ``session_patterns`` and ``cleanup_patterns``); ``flip_cleanup_patterns`` and
+    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods
+    (``session_patterns``, ``cleanup_patterns``); ``flip_cleanup_patterns`` and
     ``count_cleanup_patterns``, when set, replace ``cleanup_patterns`` for ``cleanup_never_flips`` and
-    ``cleanup_at_most`` alone, and ``max_cleanups`` (default 1) is the runs ``cleanup_at_most``
-    allows unless told otherwise. While ``recording`` is false, spans that start are ignored (the
-    recorder stays attached but costs nothing and keeps nothing).
-
-    ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`; ``serve
-    --span-limit``): past it the oldest received spans are dropped and counted in
-    :attr:`dropped_received`. In-process spans are never dropped. ``None`` (the default): no bound.
+    ``cleanup_at_most`` alone; ``max_cleanups`` (default 1) is what ``cleanup_at_most`` allows. While
+    ``recording`` is false, spans that start are ignored (attached, it costs nothing and keeps nothing).
+    ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`, ``serve
+    --span-limit``): past it the oldest are dropped and counted in :attr:`dropped_received`; in-process
+    spans are never dropped.
     """
 
     def __init__(

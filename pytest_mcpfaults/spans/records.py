@@ -76,22 +76,15 @@ _NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
 class RecordedSpan:
     """Immutable snapshot of one span, taken when it ended (or when queried, if it is still open).
 
-    Ids are the integer OpenTelemetry ids; ``parent_id`` is ``None`` for a root span. ``status_code`` is
-    ``"UNSET"``, ``"OK"`` or ``"ERROR"``. Times are nanoseconds since the epoch; ``end_time`` is ``None``
-    for a span that has not ended.
-
-    OpenTelemetry ids are not unique in practice (a reseeded ``random``, forked processes, custom id
-    generators), so the recorder gives every span it records its own identity: ``uid``, unique in the
-    process and increasing in start order, and ``parent_uid``, the ``uid`` of the recorded span it was
-    started under (``None`` for a root or a parent that was not recorded). ``ancestors_at_start`` is
-    ``(uid, status_code)`` of each recorded ancestor, nearest first, as they were when this span
-    started, and ``ancestor_descriptions_at_start`` their ``(uid, status_description)`` at that moment.
-    The relation functions (:func:`parent_of`, :func:`children`, ...) follow ``parent_uid``
-    for recorded spans and the ids only for snapshots built by hand (``uid`` ``None``).
-
-    ``resource`` is a read-only mapping of the attributes of the resource that produced the span
-    (``service.name``, ``process.pid``, ... : the process it came from); empty when unknown.
-
+    Ids are the integer OpenTelemetry ids (``parent_id`` ``None`` for a root); ``status_code`` is
+    ``"UNSET"``, ``"OK"`` or ``"ERROR"``; times are nanoseconds since the epoch (``end_time`` ``None``
+    while open). OpenTelemetry ids repeat in practice, so the recorder gives each span its own
+    identity: ``uid`` (unique in the process, increasing in start order) and ``parent_uid`` (the
+    recorded span it started under; ``None`` for a root or an unrecorded parent), which the relation
+    functions follow (the ids only for snapshots built by hand, ``uid`` ``None``).
+    ``ancestors_at_start`` and ``ancestor_descriptions_at_start`` are ``(uid, status_code)`` and
+    ``(uid, status_description)`` of each recorded ancestor, nearest first, when this span started.
+    ``resource``: the attributes of the resource (the process) that produced it; empty when unknown.
     Equality compares every field; the hash uses ``uid`` and the ids.
     """
 
