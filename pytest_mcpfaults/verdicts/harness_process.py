@@ -237,12 +237,11 @@ class HarnessProcess:
     def _in_flight(self) -> bool:
         """Whether a request of the harness is still unanswered (its event stream, a ``GET`` on the MCP
         endpoint, aside): a request the sidecar holds is its patience's to judge, not this rule's."""
-        for server in self.servers:
-            mcp_path = getattr(server, "mcp_path", None)
-            for r in server.journal.requests:
-                if r.ended_at is None and not own_event_stream(r, mcp_path):
-                    return True
-        return False
+        return any(
+            r.ended_at is None and not own_event_stream(r, getattr(server, "mcp_path", None))
+            for server in self.servers
+            for r in server.journal.requests
+        )
 
     def _last_traffic(self) -> tuple[tuple[StalledServer, RequestRecord], float] | None:
         """The latest MCP request any server saw and how many seconds ago it ended (or began, while it
