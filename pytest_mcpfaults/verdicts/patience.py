@@ -42,9 +42,8 @@ class PatienceError(AssertionError):
 
 
 class Watched(Protocol):
-    """What the verdicts read of a sidecar (the socket ``Sidecar`` is one): its address and state,
-    its journal, its paths and its held requests. A protocol, so this module imports no sidecar
-    class (``verdicts/waits.py`` imports this one)."""
+    """What the verdicts read of a sidecar (the socket ``Sidecar`` is one): a protocol, so this module
+    imports no sidecar class (``verdicts/waits.py`` imports this one)."""
 
     @property
     def url(self) -> str: ...
@@ -58,7 +57,6 @@ class Watched(Protocol):
     def health_path(self) -> str | None: ...
     @property
     def legacy_paths(self) -> tuple[str, ...]: ...
-    def held_requests(self, target: str | None = None) -> list[RequestRecord]: ...
 
 
 def _excerpt(sc: Watched, conn_id: int) -> list[str]:
@@ -273,7 +271,7 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
         lambda r: _judged_at(r, within),
         "held requests to end",
     )
-    held = sc.held_requests(target)
+    held = [r for r in journal.requests if r.held and matches(r)]
     matching_text = f" matching {target!r}" if target is not None else ""
     if not held:
         seen = ", ".join(journal.sequence()) or "none"
