@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import Any, TextIO
 
 from pytest_mcpfaults.mcp.endpoint import ERAS
@@ -36,7 +35,7 @@ from pytest_mcpfaults.options.validation import is_count, is_loopback_host
 from pytest_mcpfaults.transports.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.transports.server import Sidecar
 
-__all__ = ["build_parser", "main", "parse_upstream_headers"]
+__all__ = ["build_parser", "main"]
 
 _PROG = "python -m pytest_mcpfaults"
 #: How many requests (and connections) ``serve`` keeps in its journal by default (``--journal-limit``).
@@ -99,9 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_merge_parser(sub: Any) -> argparse.ArgumentParser:
+def add_merge_parser(sub: Any) -> None:
     """The ``merge-reports`` subcommand: shards' JSON reports as one (see ``docs/ci.md``)."""
-    merge: argparse.ArgumentParser = sub.add_parser(
+    merge = sub.add_parser(
         "merge-reports",
         help="merge the JSON reports of a run's shards into one findings report and baseline",
         description=(
@@ -117,7 +116,6 @@ def add_merge_parser(sub: Any) -> argparse.ArgumentParser:
         "--baseline", metavar="PATH", default=None, help="compare the merged findings with this report's"
     )
     merge.set_defaults(subparser=merge)
-    return merge
 
 
 def add_stdio_parser(sub: Any) -> argparse.ArgumentParser:
@@ -168,7 +166,7 @@ def add_stdio_parser(sub: Any) -> argparse.ArgumentParser:
     return stdio
 
 
-def _transport_problem(args: argparse.Namespace) -> str | None:
+def _check_transport(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """What the Sidecar would refuse in the transport flags, worded with the flags' names."""
     try:
         check_transport(
@@ -182,16 +180,7 @@ def _transport_problem(args: argparse.Namespace) -> str | None:
             str(exc).removeprefix("Sidecar: "),
         )
         first = re.search(r"--[a-z-]+", text)
-        return f"argument {first.group(0) if first else '--transport'}: {text}"
-    return None
-
-
-def _check_host(parser: argparse.ArgumentParser, host: str, allow_remote: bool) -> None:
-    if not is_loopback_host(host) and not allow_remote:
-        parser.error(
-            f"argument --host: {host!r} is not a loopback address; the sidecar binds to loopback only "
-            "unless you pass --allow-remote"
-        )
+        parser.error(f"argument {first.group(0) if first else '--transport'}: {text}")
 
 
 def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -219,14 +208,9 @@ def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if args.upstream_health is not None and args.no_health:
         parser.error("argument --upstream-health: not with --no-health (there is no health path to forward)")
     try:
-        check_upstream_headers(parse_upstream_headers(args.upstream_header), args.upstream)
+        check_upstream_headers(upstream_headers_text(args.upstream_header) or {}, args.upstream)
     except ValueError as exc:
         parser.error(f"argument --upstream-header: {str(exc).removeprefix('Sidecar: ')}")
-
-
-def parse_upstream_headers(specs: Sequence[str]) -> dict[str, str | None]:
-    """``--upstream-header`` values: ``'NAME: VALUE'`` sets, ``NAME`` alone drops."""
-    return upstream_headers_text(list(specs)) or {}
 
 
 def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
@@ -261,12 +245,8 @@ def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
 def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Start the sidecar described by ``args``, announce it on ``out``, serve until SIGINT/SIGTERM."""
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+        signal.signal(sig, lambda signum, frame: stop.set())
     sc = Sidecar(**options_from_args(args))
     sc.journal.set_limit(args.journal_limit)
     sc.span_recorder.set_received_limit(args.span_limit)
@@ -297,7 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_mcpfaults.from_trace.driver import main as from_trace_main
 
         return from_trace_main(args)
-    _check_host(parser, args.host, args.allow_remote)
+    if not is_loopback_host(args.host) and not args.allow_remote:
+        parser.error(
+            f"argument --host: {args.host!r} is not a loopback address; the sidecar binds to loopback only "
+            "unless you pass --allow-remote"
+        )
     for name in ("mcp_path", "health_path", "otlp_path", "sse_path", "messages_path"):
         path = getattr(args, name)
         if (path + "/").startswith(CONTROL_PREFIX + "/"):
@@ -311,9 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(
             f"argument --otlp-path: must differ from --mcp-path and --health-path, got {args.otlp_path!r}"
         )
-    problem = _transport_problem(args)
-    if problem is not None:
-        parser.error(problem)
+    _check_transport(parser, args)
     try:
         return serve(args)
     except OSError as exc:  # e.g. the port is taken

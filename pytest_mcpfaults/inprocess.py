@@ -9,32 +9,13 @@ same :class:`~pytest_mcpfaults.RequestRecord` s::
         assert httpx.get(side.health_url).json() == {"status": "ok"}
         side.journal.sequence()          # ['GET /health']
 
-What it can model, and how (the client sees what it sees over a socket: same status and body, or the
-same exception class):
-
-* ``status``, ``absent``, ``flap``, ``terminating``, ``jsonrpc_error``, ``tool_error``,
-  ``session_expired``, ``backend_gone``, ``error_payload``, ``malformed_json``: the same answer, byte
-  for byte.
-* ``die`` (and :meth:`InProcessSidecar.kill`): the dying request raises ``httpx.ReadError`` (the
-  socket sidecar resets its connection); later requests raise ``httpx.ConnectError`` until
-  :meth:`~InProcessSidecar.revive` (``restart=True``: served again at once, state forgotten).
-* ``delay``: the headers come at once and the body after the delay (a real ``time.sleep`` /
-  ``asyncio.sleep``). When the request's read timeout is shorter than the delay, the body read raises
-  ``httpx.ReadTimeout`` after that timeout, as over a socket. Connect and pool timeouts are not modelled.
-
-What needs real sockets, and is refused with :class:`UnsupportedInProcess` (never faked):
-``freeze``, ``hang``, ``stall``, ``endless_sse`` (they keep a connection checked out), ``drip``,
-``truncate`` and ``reset`` (they act on the bytes of a live connection); patience budgets and
-connection records, which only exist with connections; GET event streams; and **all MCP traffic of
-mcp 2.x**, which uses ``httpx2``, invisible to respx. Use the socket ``Sidecar`` for those.
-
-Client mistakes (malformed JSON-RPC, arguments that do not fit a tool's input schema, a duplicated
-routing header, an ``Origin`` not allowed: the checks live in :mod:`pytest_mcpfaults.core.core`, shared
-with the socket sidecar) get the same answers and the same ``error`` / ``error_by`` journal fields as over
-a socket; the sidecar's own ``base_url`` origin is allowed, as loopback origins are over a socket.
-Tool handlers run in the calling thread (sync) or on the sidecar loop (async): there is no shared loop
-to protect, so ``tool_timeout`` is not taken (an async call is bounded at 60 s), nor is
-``idle_timeout`` (no connections).
+What each fault kind does here, what is refused with :class:`UnsupportedInProcess` (never faked: the
+kinds with a ``needs_sockets`` reason, patience budgets, connection records, GET event streams) and why
+mcp 2.x traffic (``httpx2``) is invisible to respx: docs/fuzzing.md, "In-process". Client mistakes get
+the same answers and journal fields as over a socket (the checks live in the core); the sidecar's own
+``base_url`` origin is allowed, as loopback origins are over a socket. Tool handlers run in the calling
+thread (sync) or on the sidecar loop (async, bounded at 60 s), so ``tool_timeout`` and ``idle_timeout``
+are not taken.
 
 respx is an optional dependency (``pip install 'pytest-mcpfaults[inprocess]'``); only this module
 imports it.
@@ -144,15 +125,7 @@ class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
         yield self.body
 
 
-def _origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    port = parts.port or (443 if scheme == "https" else 80)
-    return scheme, (parts.hostname or "").lower(), port
-
-
-def _request_origin(request: httpx.Request) -> tuple[str, str, int]:
-    url = request.url
+def _origin(url: httpx.URL) -> tuple[str, str, int]:
     return url.scheme, url.host.lower(), url.port or (443 if url.scheme == "https" else 80)
 
 
@@ -171,7 +144,7 @@ class _Router(respx.MockRouter):
         self.sidecars = sidecars
 
     def handler(self, request: httpx.Request) -> httpx.Response:
-        sidecar = self.sidecars.get(_request_origin(request))
+        sidecar = self.sidecars.get(_origin(request.url))
         if sidecar is None:  # not an in-process sidecar's origin: to the network
             raise PassThrough(f"not an in-process sidecar: {request!r}", request=request, origin=None)  # type: ignore[arg-type]
         return sidecar.dispatch(request)
@@ -230,16 +203,10 @@ def intercepting() -> Iterator[None]:
 class InProcessSidecar(SidecarViews):
     """An MCP sidecar answered inside the process through respx. Make one with :func:`mock_sidecar`.
 
-    Mirrors the socket :class:`~pytest_mcpfaults.Sidecar` where that is honest: ``url``, ``mcp_url``,
-    ``health_url``, ``journal`` (requests only: there are no connections, ``conn_id`` is -1),
-    ``benchmark``, ``plan``, ``fired``, ``sessions``, ``kill()``, ``revive()``, ``inject()``,
-    ``clear_faults()``, ``check_errors()``. Arguments are those of ``Sidecar`` that make sense
-    without sockets; faults that need sockets raise :class:`UnsupportedInProcess`.
-
-    httpx requests to any other origin go on as usual: to the network (e.g. to a socket sidecar on
-    127.0.0.1), or to a ``respx.mock`` of your own, started before or after this sidecar (it patches
-    httpx one level above respx's default). Making one sidecar per example is cheap inside
-    :func:`intercepting`.
+    Mirrors the socket :class:`~pytest_mcpfaults.Sidecar` where that is honest (its journal has
+    requests only: there are no connections, ``conn_id`` is -1). httpx requests to any other origin
+    go on as usual (it patches httpx one level above respx's default, so a ``respx.mock`` of your own
+    still sees them).
     """
 
     @with_options("in-process")
@@ -258,7 +225,7 @@ class InProcessSidecar(SidecarViews):
         opts = build_options(options, "in-process")
         check_plan(opts.faults)
         self._url = base_url.rstrip("/")
-        self._origin = _origin(self._url)
+        self._origin = _origin(httpx.URL(self._url))
         self.era, self.reply = opts.era, opts.reply
         # its own origin allowed, as loopback ones are over a socket
         self.options = dataclasses.replace(opts, allowed_origins=(*opts.allowed_origins, self._url))
@@ -301,7 +268,7 @@ class InProcessSidecar(SidecarViews):
         ``die`` in :attr:`fired`, as on the socket sidecar."""
         with self._lock:
             self.journal.add_fired("die", what="kill()")
-            self._die()
+            self.core.lose_process(restart=False)
 
     def revive(self) -> None:
         """Come back after :meth:`kill` or a ``die`` fault (sessions were lost with the process)."""
@@ -318,9 +285,6 @@ class InProcessSidecar(SidecarViews):
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
         """Refusing the faults that need sockets."""
         return check_plan(faults)
-
-    def _die(self) -> None:
-        self.core.lose_process(restart=False)
 
     # -- request handling ------------------------------------------------------------------------
     def dispatch(self, request: httpx.Request) -> httpx.Response:
@@ -445,11 +409,9 @@ def mock_sidecar(
         with mock_sidecar(base_url="http://sidecar.test", faults=[Status(503, when="health")]) as side:
             assert httpx.get(side.health_url).status_code == 503
 
-    Other keyword arguments: ``mcp_path``, ``health_path``, ``era``, ``reply``, ``tools``,
-    ``tool_sets``, ``resources``, ``prompts``, ``service_url``, ``allowed_origins``, ``max_body_bytes`` (see
-    :class:`InProcessSidecar`). Raises :class:`UnsupportedInProcess` for faults that need sockets, and
-    ``TypeError`` naming an option of the socket sidecar it does not take (the options table of
-    docs/sidecar.md, its in-process column).
+    Other keyword arguments: the options of the socket sidecar it takes (the options table of
+    docs/sidecar.md, its in-process column; another raises ``TypeError`` naming it). Raises
+    :class:`UnsupportedInProcess` for faults that need sockets.
 
     In an explore run (a test that asks for the ``mcpfaults_explore`` fixture, docs/explore.md), the
     run's faults aimed at this sidecar come first in its plan, before ``faults``.

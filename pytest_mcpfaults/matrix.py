@@ -35,21 +35,15 @@ __all__ = [
 #: Where the catalogue aims every fault that can aim at a tool call: the session's cleanup call.
 TEARDOWN_TARGET = "tool:delete_session"
 
-_TD = F.Trigger(TEARDOWN_TARGET)
-
-
-def _entry(cls: type[F.Fault]) -> F.Fault | None:
-    """A kind's cell in the standard catalogue, from its ``catalogue_params`` (``None``: not in it)."""
-    if cls.catalogue_params is None:
-        return None
-    return cls(**cls.catalogue_params, when=None if cls.default_target == "health" else _TD)
-
 
 def standard_catalogue() -> tuple[F.Fault, ...]:
     """One fault per registered kind (but those whose ``catalogue_params`` is ``None``), in
     :func:`pytest_mcpfaults.fault_kinds` order: a kind defined after import is included."""
-    entries = (_entry(cls) for cls in F.fault_kinds().values())
-    return tuple(f for f in entries if f is not None)
+    return tuple(
+        cls(**cls.catalogue_params, when=None if cls.default_target == "health" else TEARDOWN_TARGET)
+        for cls in F.fault_kinds().values()
+        if cls.catalogue_params is not None
+    )
 
 
 def not_in_catalogue() -> dict[str, str]:

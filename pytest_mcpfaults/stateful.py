@@ -19,28 +19,15 @@ interleave them with faults::
 
     TestMyHarness = MyHarnessMachine.TestCase
 
-Rules: ``create``, ``call``, ``evaluate``, ``delete`` (the lifecycle: ``call``/``evaluate``/
-``delete`` only while a session is open) and ``kill``, ``freeze``, ``revive``, ``inject`` (a fault
-from :func:`~pytest_mcpfaults.strategies.faults`), ``release`` (the faults). Invariants, checked after
-every step: the span invariants (cleanup never flips a session span, cleanup runs at most
-``max_cleanups`` times per session, and every span has ended once no session is open), and
-"teardown is bounded": ``delete_session`` made at most ``max_teardown_requests`` requests and
-returned within ``teardown_budget`` seconds.
-
-A sidecar is started per run in ``__init__`` (``self.sidecar``) and stopped in :meth:`teardown`.
-Blocking faults get ``fault_patience`` (0.1 s) so a held request never makes a run wait long; the
-sidecar itself uses it too (a ``freeze`` holds each request at most that long). The hooks get
-``self.tracer``, whose spans ``self.recorder`` records; a harness that builds its own provider can
-``self.recorder.attach(provider)`` instead.
-
-Exceptions of the types in ``expected_errors`` (default: any ``Exception``) raised by a hook are the
-harness failing under faults: they are recorded in ``self.errors`` and the run goes on; a failed
-``create_session`` leaves no session open. Anything else fails the run, and so do ``AssertionError``
-and ``NotImplementedError`` (a failed check, a missing hook) whatever ``expected_errors`` says.
+The rules (the lifecycle, and ``kill``, ``freeze``, ``revive``, ``inject``, ``release``), the
+invariants checked after every step (the span invariants; ``delete_session`` within
+``max_teardown_requests`` and ``teardown_budget``), the per-run sidecar and which hook exceptions are
+the harness failing under faults: docs/fuzzing.md.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -64,7 +51,9 @@ from pytest_mcpfaults.transports.server import Sidecar
 __all__ = ["SessionLifecycleMachine", "TeardownNotBounded"]
 
 
-_STRATEGIES: dict[type, st.SearchStrategy[F.Fault]] = {}  # one per machine class
+@functools.cache
+def _fault_strategy(cls: type[SessionLifecycleMachine]) -> st.SearchStrategy[F.Fault]:
+    return faults(cls.fault_kinds, cls.fault_targets, patience=cls.fault_patience, expect_hang=True)
 
 
 class TeardownNotBounded(AssertionError):
@@ -206,12 +195,7 @@ class SessionLifecycleMachine(RuleBasedStateMachine):
     def fault_strategy(self) -> st.SearchStrategy[F.Fault]:
         """Faults the ``inject`` rule draws: ``faults(fault_kinds, fault_targets)`` with blocking
         faults on ``fault_patience`` (held requests end quietly when it runs out)."""
-        cls = type(self)
-        cached: st.SearchStrategy[F.Fault] | None = _STRATEGIES.get(cls)
-        if cached is None:
-            cached = faults(cls.fault_kinds, cls.fault_targets, patience=cls.fault_patience, expect_hang=True)
-            _STRATEGIES[cls] = cached
-        return cached
+        return _fault_strategy(type(self))
 
     # -- invariants ------------------------------------------------------------------------------
     def span_violations(self) -> list[Violation]:

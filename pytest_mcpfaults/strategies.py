@@ -4,16 +4,8 @@ Only users of strategies import this module, so it imports Hypothesis at the top
 ``__init__`` never does. Every strategy is deterministic given Hypothesis' choices (triggers count
 requests, never wall-clock time), so ``derandomize=True`` or a ``ci`` profile replays the same run.
 
-Shrinking goes toward "no fault":
-
-* a plan (:func:`fault_plans`) is a list of steps and shrinks toward the empty list, then toward
-  fewer, simpler steps;
-* a fault (:func:`faults`) shrinks toward the simplest kind (:data:`KIND_ORDER`: one wrong answer
-  first, then codes, latency and cut connections, then blocking faults), toward the earliest target
-  in ``targets`` (:data:`DEFAULT_TARGETS` lists the most specific first) and toward default
-  parameters;
-* a trigger (:func:`triggers`) shrinks toward "every matching request" (no ``nth``, ``after=0``,
-  no ``times``).
+Shrinking goes toward "no fault": the empty plan, then fewer and simpler faults (each function says
+how it shrinks).
 
 Use inside ``@given`` with a per-example sidecar::
 
@@ -94,23 +86,12 @@ DEFAULT_TARGETS: tuple[str, ...] = (
 # -- argument validation (Hypothesis style: the argument, the bad value) -----------------------------
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
+def _check_int(name: str, value: object) -> int:
     if not is_integer(value):
         raise InvalidArgument(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise InvalidArgument(f"{name} must be >= {minimum}, got {value!r}")
+    if value < 0:
+        raise InvalidArgument(f"{name} must be >= 0, got {value!r}")
     return value
-
-
-def _check_seconds(name: str, value: object, *, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
-    if not is_positive_seconds(value):
-        raise InvalidArgument(
-            f"{name} must be a finite positive number of seconds{' or None' if optional else ''}, "
-            f"got {value!r}"
-        )
-    return float(value)
 
 
 def _check_kinds(kinds: object) -> tuple[str, ...]:
@@ -152,8 +133,6 @@ def _check_targets(targets: object) -> tuple[str, ...]:
 
 
 def _targets_for(kind: str, targets: tuple[str, ...]) -> tuple[str, ...]:
-    """The targets a kind accepts (``tool_error``, ``backend_gone`` and ``error_payload`` answer
-    tools/call only)."""
     cls = F.fault_kinds()[kind]
     ok = []
     for t in targets:
@@ -177,7 +156,7 @@ def triggers(targets: Sequence[str] | None = None, max_count: int = 3) -> st.Sea
     target and toward "every matching request".
     """
     pool = _check_targets(targets)
-    n = _check_int("max_count", max_count, 0)
+    n = _check_int("max_count", max_count)
     return _triggers(pool, n)
 
 
@@ -199,18 +178,6 @@ def _draw(values: F.Draw) -> st.SearchStrategy[Any]:
     return st.sampled_from(values)  # shrinks toward the first value
 
 
-def _params(
-    cls: type[F.Fault], patience: float | None, expect_hang: bool
-) -> dict[str, st.SearchStrategy[Any]]:
-    """Parameter strategies of a kind, from its ``draws``; each shrinks toward the kind's default (or
-    mildest) value. Blocking kinds also hold for ``patience`` or twice that."""
-    out = {name: _draw(values) for name, values in cls.draws.items()}
-    if cls.blocking:
-        out["patience"] = st.just(None) if patience is None else st.sampled_from((patience, 2 * patience))
-        out["expect_hang"] = st.just(expect_hang)
-    return out
-
-
 def faults(
     kinds: Sequence[str | type[F.Fault]] | None = None,
     targets: Sequence[str] | None = None,
@@ -219,26 +186,25 @@ def faults(
     patience: float | None = 0.1,
     expect_hang: bool = False,
 ) -> st.SearchStrategy[F.Fault]:
-    """Single faults of the given ``kinds`` (names or classes; default every kind that applies to HTTP,
-    see :data:`KIND_ORDER`; stdio-only kinds such as ``ignore_eof``, and the kinds that need a sidecar
-    with ``auth=`` such as ``unauthorized``, and those whose ``drawn_by_default`` is false
-    (``ignore_cancel``, ``answer_after_cancel``, ``close_stream``), are drawn only when named)
-    on the given ``targets`` (default :data:`DEFAULT_TARGETS`).
+    """Single faults of ``kinds`` (names or classes; default: every HTTP kind that needs no ``auth=``
+    and is ``drawn_by_default``, so stdio-only, auth, cancel and resumption kinds are drawn only when
+    named) on ``targets`` (default :data:`DEFAULT_TARGETS`), each kind only with targets it accepts.
 
-    A kind is drawn only with targets it accepts (``tool_error``, ``backend_gone`` and
-    ``error_payload`` need a tools/call target). Blocking kinds (:data:`BLOCKING_KINDS`) hold a
-    request for ``patience`` or twice that (small by default, so an example never waits long;
-    ``None``: the sidecar's budget) and carry ``expect_hang=expect_hang``. Triggers come from
-    :func:`triggers` with ``max_count``; delays are at most 50 ms; an ``error_payload`` gives one of
-    three reasons, none of them "already gone".
+    Parameters come from each kind's ``draws``; blocking kinds (:data:`BLOCKING_KINDS`) hold a request
+    for ``patience`` or twice that (``None``: the sidecar's budget) and carry ``expect_hang``;
+    triggers come from :func:`triggers` with ``max_count``.
 
-    Shrinks toward the simplest kind first, in :data:`KIND_ORDER` (``backend_gone``, ``tool_error``
-    … ``stall``), then the earliest target, the plainest trigger and default parameters.
+    Shrinks toward the simplest kind first (:data:`KIND_ORDER`), then the earliest target, the
+    plainest trigger and default parameters.
     """
     names = _check_kinds(kinds)
     pool = _check_targets(targets)
-    n = _check_int("max_count", max_count, 0)
-    wait = _check_seconds("patience", patience, optional=True)
+    n = _check_int("max_count", max_count)
+    if patience is not None and not is_positive_seconds(patience):
+        raise InvalidArgument(
+            f"patience must be a finite positive number of seconds or None, got {patience!r}"
+        )
+    wait = None if patience is None else float(patience)
     if not isinstance(expect_hang, bool):
         raise InvalidArgument(f"expect_hang must be True or False, got {expect_hang!r}")
     branches: list[st.SearchStrategy[F.Fault]] = []
@@ -249,8 +215,12 @@ def faults(
             skipped.append(kind)
             continue
         cls = F.fault_kinds()[kind]
+        params = {name: _draw(values) for name, values in cls.draws.items()}
+        if cls.blocking:
+            params["patience"] = st.just(None) if wait is None else st.sampled_from((wait, 2 * wait))
+            params["expect_hang"] = st.just(expect_hang)
         build: Callable[..., F.Fault] = cls
-        branches.append(st.builds(build, when=_triggers(fits, n), **_params(cls, wait, expect_hang)))
+        branches.append(st.builds(build, when=_triggers(fits, n), **params))
     if not branches:
         raise InvalidArgument(
             f"no kind in kinds={list(names)} accepts any of targets={list(pool)} "
@@ -275,8 +245,8 @@ def fault_plans(
     A plan is a list of steps and shrinks toward the empty plan ("no fault"), then toward fewer steps,
     each as simple as :func:`faults` makes it. ``format_plan(plan)`` prints it in the text form.
     """
-    hi = _check_int("max_faults", max_faults, 0)
-    lo = _check_int("min_faults", min_faults, 0)
+    hi = _check_int("max_faults", max_faults)
+    lo = _check_int("min_faults", min_faults)
     if lo > hi:
         raise InvalidArgument(f"min_faults must be <= max_faults={hi}, got {lo}")
     one = faults(kinds, targets, max_count=max_count, patience=patience, expect_hang=expect_hang)

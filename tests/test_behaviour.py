@@ -14,7 +14,7 @@ from pytest_mcpfaults.behaviour.body import PLAIN, BodyShaper, Cut, Hold, Sleep,
 from pytest_mcpfaults.behaviour.child import pipe_writes
 from pytest_mcpfaults.behaviour.connection import Dying, Holding, Pausing, effect_of
 from pytest_mcpfaults.behaviour.server_requests import Outbound, outbound_effect
-from pytest_mcpfaults.core.routing import RequestInfo, forced_reply
+from pytest_mcpfaults.core.routing import RequestInfo, answer_reply
 from pytest_mcpfaults.faults import unregister_fault_kind
 from pytest_mcpfaults.faults.kinds import PHASES
 from pytest_mcpfaults.mcp.endpoint import McpRequest
@@ -97,7 +97,7 @@ def test_every_kind_has_the_behaviour_of_its_phase(kind: str) -> None:
     cls = F.fault_kinds()[kind]
     fault = cls()
     has = {
-        "answer": forced_reply(fault, _TOOL_CALL, None, "http://127.0.0.1:1") is not None,  # type: ignore[arg-type]
+        "answer": answer_reply(fault, _TOOL_CALL, None, "http://127.0.0.1:1") is not None,  # type: ignore[arg-type]
         "connection": effect_of(fault) is not None,
         "server_request": outbound_effect(fault) is not None,
         "body": shape_of(fault) != PLAIN,

@@ -112,10 +112,11 @@ def test_bad_proxy_flags_are_usage_errors_naming_the_flag(
 
 
 def test_upstream_header_specs_set_or_drop() -> None:
-    from pytest_mcpfaults.cli import build_parser, parse_upstream_headers
+    from pytest_mcpfaults.cli import build_parser
+    from pytest_mcpfaults.options.text import upstream_headers_text
 
     args = build_parser().parse_args(
         ["serve", "--upstream", "http://127.0.0.1:9/mcp", "--upstream-header", "X-Tenant: t 1",
          "--upstream-header", "Authorization"]
     )  # fmt: skip
-    assert parse_upstream_headers(args.upstream_header) == {"X-Tenant": "t 1", "Authorization": None}
+    assert upstream_headers_text(args.upstream_header) == {"X-Tenant": "t 1", "Authorization": None}

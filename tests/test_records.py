@@ -10,7 +10,7 @@ import pytest
 from pytest_mcpfaults import Hang, Sidecar
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import GROUPS, AuthSeen, CancelSeen, Held, UpstreamLeg
-from pytest_mcpfaults.transports.control import JOURNAL_VERSION, journal_json
+from pytest_mcpfaults.transports.control import CONTROL_PREFIX, JOURNAL_VERSION, Control
 
 
 def test_the_groups_are_read_from_the_record() -> None:
@@ -56,7 +56,9 @@ def test_the_control_journal_nests_the_groups_and_says_its_version() -> None:
         with pytest.raises(httpx.ReadTimeout):
             httpx.get(sc.health_url, timeout=0.2)
         sc.wait_idle()
-        j = journal_json(sc)
+        Control(sc, "t" * 16).mount()
+        auth = {"Authorization": "Bearer " + "t" * 16}
+        j = httpx.get(sc.url + CONTROL_PREFIX + "/journal", headers=auth).json()
     (r,) = j["requests"]
     assert j["version"] == JOURNAL_VERSION == 2
     assert (r["upstream"], r["auth"], r["cancel"]) == (None, None, None)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -468,6 +469,41 @@ def test_standalone_answers_a_pipeline() -> None:
     replies = {r["id"]: r for r in map(json.loads, proc.stdout.splitlines())}
     assert replies[1]["result"]["protocolVersion"] == "2025-11-25"
     assert replies[2]["result"] == {"content": [{"type": "text", "text": "nope"}], "isError": True}
+
+
+def test_standalone_starts_no_guardian() -> None:
+    """The standalone child is the harness's own child: nothing of it may outlive it, so it watches no
+    pids and starts no guardian process (it once did, the flag being read before it was set)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_mcpfaults", "stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        params = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "sh", "version": "1"},
+        }
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+        proc.stdin.write((json.dumps(hello) + "\n").encode())
+        proc.stdin.flush()
+        assert select.select([proc.stdout], [], [], 30)[0], "the standalone child did not answer in 30 s"
+        assert json.loads(proc.stdout.readline())["id"] == 1  # the relay is connected: its hello is done
+        children = {
+            int(pid)
+            for task in Path(f"/proc/{proc.pid}/task").iterdir()
+            for pid in (task / "children").read_text().split()
+        }
+        assert children == set()
+    finally:
+        proc.stdin.close()
+        try:
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()
 
 
 def test_a_child_of_a_test_refuses_command_line_options(make: Any) -> None:

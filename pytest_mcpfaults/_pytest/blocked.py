@@ -1,15 +1,11 @@
 """Where a blocked test's thread is, read from another thread, as faulthandler would show it.
 
-The stack is trimmed to the code under test: the standard library, the environment's scripts (such as
-``bin/pytest``), and the packages of the MCP SDKs, pytest and its plugins and this plugin, with
-everything they require (read from the installed distributions' metadata, so a new dependency of the
-SDK needs no edit here), are left out; so what remains is the test and the harness it drives, even
-when the harness is pip-installed into site-packages. The ini key ``mcpfaults_harness_packages``
-narrows that: only those packages (and code outside any installed distribution, such as the tests)
-are shown. When the thread is
-running an asyncio event loop (an async test, ``asyncio.run``, or a private loop's
-``run_until_complete``), the loop's tasks are where the harness really waits: each task's coroutine
-chain is shown the same way, the one the loop was asked to complete first.
+The stack is trimmed to the code under test: the standard library, the environment's scripts, and the
+packages of the MCP SDKs, pytest and its plugins and this plugin, with everything they require (read
+from the installed distributions' metadata, so a new dependency of the SDK needs no edit here), are
+left out, even when the harness is pip-installed; the ini key ``mcpfaults_harness_packages`` narrows
+that to its packages. When the thread runs an asyncio event loop, the loop's tasks are where the
+harness really waits: each task's coroutine chain is shown too, the one the loop must complete first.
 """
 
 from __future__ import annotations
@@ -23,8 +19,6 @@ import time
 from collections.abc import Iterable
 from functools import lru_cache
 from types import FrameType
-
-__all__ = ["Stillness", "blocked_at", "own_code"]
 
 _MAX_FRAMES = 6
 _MAX_TASKS = 4
@@ -49,7 +43,8 @@ def _library_packages() -> frozenset[str]:
     """Top-level import names of :data:`NOT_UNDER_TEST`, the pytest plugins and what they require."""
     from importlib import metadata
 
-    names = {d.metadata["Name"] for d in metadata.distributions() if _is_pytest_plugin(d)}
+    dists = metadata.distributions()
+    names = {d.metadata["Name"] for d in dists if any(ep.group == "pytest11" for ep in d.entry_points)}
     todo = [*NOT_UNDER_TEST, *names]
     seen: set[str] = set()
     while todo:
@@ -72,23 +67,6 @@ def _normal(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def _is_pytest_plugin(dist: object) -> bool:
-    return any(ep.group == "pytest11" for ep in getattr(dist, "entry_points", ()))
-
-
-@lru_cache(maxsize=1)
-def _stdlib_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    return tuple(os.path.join(os.path.abspath(paths[k]), "") for k in ("stdlib", "platstdlib", "scripts"))
-
-
-def _installed(entry: str) -> bool:
-    try:
-        return bool(entry) and any(name.endswith(".dist-info") for name in os.listdir(entry))
-    except OSError:
-        return False
-
-
 def _top_level(path: str) -> tuple[str, bool]:
     """The top-level package ``path`` belongs to (by the ``sys.path`` entry it is under, the longest)
     and whether that entry holds installed distributions; ``("", False)`` for a file on no entry."""
@@ -96,8 +74,11 @@ def _top_level(path: str) -> tuple[str, bool]:
     under = max((e for e in entries if path.startswith(e)), key=len, default="")
     if not under:
         return "", False
-    first = path[len(under) :].split(os.sep, 1)[0]
-    return first.removesuffix(".py"), _installed(under)
+    try:
+        installed = any(name.endswith(".dist-info") for name in os.listdir(under))
+    except OSError:
+        installed = False
+    return path[len(under) :].split(os.sep, 1)[0].removesuffix(".py"), installed
 
 
 @lru_cache(maxsize=512)
@@ -108,7 +89,9 @@ def own_code(filename: str) -> bool:
     if filename.startswith("<"):
         return False
     path = os.path.abspath(filename)
-    if path.startswith(os.path.join(_HERE, "")) or path.startswith(_stdlib_roots()):
+    paths = sysconfig.get_paths()
+    stdlib = tuple(os.path.join(os.path.abspath(paths[k]), "") for k in ("stdlib", "platstdlib", "scripts"))
+    if path.startswith((os.path.join(_HERE, ""), *stdlib)):
         return False
     top, installed = _top_level(path)
     if top in _library_packages():
@@ -116,28 +99,20 @@ def own_code(filename: str) -> bool:
     return not (_harness and installed and top not in _harness)
 
 
-def _line(frame: FrameType, lineno: int) -> str:
-    code = frame.f_code
-    text = linecache.getline(code.co_filename, lineno).strip()
-    where = f'  File "{code.co_filename}", line {lineno} in {code.co_name}'
-    return f"{where}\n    {text}" if text else where
-
-
-def _own(frames: Iterable[tuple[FrameType, int]]) -> list[str]:
-    lines = [_line(f, n) for f, n in frames if own_code(f.f_code.co_filename)]
+def _own(frames: Iterable[FrameType]) -> list[str]:
+    """The last frames of the code under test, as a traceback shows them."""
+    lines = []
+    for frame in frames:
+        code = frame.f_code
+        if own_code(code.co_filename):
+            text = linecache.getline(code.co_filename, frame.f_lineno).strip()
+            where = f'  File "{code.co_filename}", line {frame.f_lineno} in {code.co_name}'
+            lines.append(f"{where}\n    {text}" if text else where)
     return lines[-_MAX_FRAMES:]
 
 
-def _thread_frames(frame: FrameType | None) -> list[tuple[FrameType, int]]:
-    out = []
-    while frame is not None:
-        out.append((frame, frame.f_lineno))
-        frame = frame.f_back
-    return out[::-1]  # outermost first, as a traceback reads
-
-
-def _coro_frames(task: asyncio.Task[object]) -> list[tuple[FrameType, int]]:
-    out: list[tuple[FrameType, int]] = []
+def _coro_frames(task: asyncio.Task[object]) -> list[FrameType]:
+    out: list[FrameType] = []
     coro: object = task.get_coro()
     while coro is not None:
         coro = _async_generator(coro)
@@ -145,7 +120,7 @@ def _coro_frames(task: asyncio.Task[object]) -> list[tuple[FrameType, int]]:
         frame = frame or getattr(coro, "ag_frame", None)
         if frame is None:
             break
-        out.append((frame, frame.f_lineno))
+        out.append(frame)
         nxt = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
         coro = nxt or getattr(coro, "ag_await", None)
     return out
@@ -162,41 +137,31 @@ def _async_generator(awaitable: object) -> object:
     return next((r for r in gc.get_referents(awaitable) if hasattr(r, "ag_frame")), awaitable)
 
 
-def _running_loop(frames: list[tuple[FrameType, int]]) -> tuple[asyncio.AbstractEventLoop, object] | None:
-    """The event loop the thread runs (and the future it was asked to complete), from its frames."""
-    loop, future = None, None
-    for frame, _ in frames:
-        if frame.f_code.co_name in ("run_forever", "run_until_complete"):
-            candidate = frame.f_locals.get("self")
-            if isinstance(candidate, asyncio.AbstractEventLoop):
-                loop = candidate
-                future = frame.f_locals.get("future", future)
-    return (loop, future) if loop is not None else None
-
-
 def blocked_at(thread_id: int | None) -> str:
     """Where thread ``thread_id`` is now, trimmed to the harness's own frames (see the module)."""
     frame = sys._current_frames().get(thread_id) if thread_id is not None else None
     if frame is None:
         return "where the test's thread is blocked: unknown (the thread was not found)"
-    frames = _thread_frames(frame)
+    frames: list[FrameType] = []
+    while frame is not None:
+        frames.insert(0, frame)  # outermost first, as a traceback reads
+        frame = frame.f_back
     out = ["the test's thread is blocked at (most recent call last, the harness's own frames):"]
     out += _own(frames) or ["  (no frame of the harness's own: it is inside a library)"]
-    found = _running_loop(frames)
-    if found is not None:
-        loop, future = found
+    loop, future = None, None  # the event loop the thread runs, and the future it was asked to complete
+    for f in frames:
+        here = f.f_locals.get("self") if f.f_code.co_name in ("run_forever", "run_until_complete") else None
+        if isinstance(here, asyncio.AbstractEventLoop):
+            loop, future = here, f.f_locals.get("future", future)
+    if loop is not None:
         try:
             tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
         except RuntimeError:  # the loop's task set changed under us too often
             tasks = []
         tasks.sort(key=lambda t: t is not future)
-        shown = 0
-        for task in tasks:
-            lines = _own(_coro_frames(task))
-            if lines and shown < _MAX_TASKS:
-                out.append(f"in its event loop, task {task.get_name()!r} is waiting at:")
-                out += lines
-                shown += 1
+        waiting = [(task, lines) for task in tasks if (lines := _own(_coro_frames(task)))]
+        for task, lines in waiting[:_MAX_TASKS]:
+            out += [f"in its event loop, task {task.get_name()!r} is waiting at:", *lines]
     return "\n".join(out)
 
 

@@ -1,17 +1,7 @@
 """pytest glue for cassettes: ``--mcpfaults-record`` and the ``cassette`` key of the ``mcp_sidecar``
-marker (and of ``mcp_sidecar_factory``) given beside an upstream.
-
-A marker (or factory call) naming both ``cassette=PATH`` and an upstream (``upstream=URL``) means
-"this test talks to that server through this cassette"; the record mode says which, as vcrpy's do:
-
-* ``none``: replay the cassette (offline; the upstream is not used); a missing cassette is an error;
-* ``once`` (the default): replay the cassette if it exists, else record it from the upstream;
-* ``new_episodes``: record from the upstream, keeping the cassette's exchanges and adding the new
-  ones (every request goes to the upstream: unlike vcrpy's, the recorded ones are not replayed);
-* ``all``: record from the upstream, overwriting the cassette.
-
-Without an upstream, ``cassette=`` always replays (and ``new_episodes`` / ``all`` are refused: there
-is nothing to record from); without ``cassette=`` the mode does nothing.
+marker (and of ``mcp_sidecar_factory``) given beside an upstream: "this test talks to that server
+through this cassette", the record mode saying which, as vcrpy's do (docs/cassettes.md). Without an
+upstream, ``cassette=`` always replays; without ``cassette=`` the mode does nothing.
 """
 
 from __future__ import annotations
@@ -22,10 +12,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["OPTION", "RECORD_MODES", "pytest_addoption", "record_mode", "resolve"]
-
 OPTION = "--mcpfaults-record"
-#: vcrpy's record modes (see the module docstring).
 RECORD_MODES = ("none", "once", "new_episodes", "all")
 _UPSTREAM_ONLY = ("upstream", "upstream_command", "upstream_serve", "upstream_health", "upstream_timeout",
                   "upstream_headers", "allow_remote_upstream")  # fmt: skip

@@ -3,17 +3,10 @@ repeatable, ``@pytest.mark.mcp_from_trace(PATH, trace_id=None)``): production tr
 replayed against a clean test, as explore runs (see docs/from-trace.md).
 
 The option turns explore on for the tests explore selects, the marker for its test; either way the
-test's campaign is the trace's replay, not explore's own. At the clean run's teardown its spans and
-journal are read as a clean run (:mod:`pytest_mcpfaults.from_trace.footprint`), the trace's failures
-inferred against it (:mod:`pytest_mcpfaults.from_trace.infer`), and the plan inserted as the item
-``test_x[from-trace:<trace id>]`` (:class:`~pytest_mcpfaults.from_trace.run.TraceRun`, through
-explore's expansion hook), one item per trace given. While a replay's spans differ from the trace's shape
-(:mod:`pytest_mcpfaults.from_trace.shape`) and another plan fits, that one is tried next
-(``…:plan2``, at most :data:`pytest_mcpfaults.from_trace.infer.MAX_PLANS`). What was inferred, and why,
-is in each replay's failure text and in the terminal summary.
-
-Bad input is refused at once: the option's file when pytest configures (a usage error naming the
-option), the marker's when the test is collected (a collection error naming the marker).
+test's campaign is the trace's replay, not explore's own: after the clean run, each trace's plan is
+inserted through explore's expansion hook as the item ``test_x[from-trace:<trace id>]``, and while a
+replay's shape differs from the trace's the next plan is tried (``…:plan2``). Bad input is refused at
+once: the option's file when pytest configures, the marker's when the test is collected.
 """
 
 from __future__ import annotations
@@ -132,15 +125,6 @@ def _pick(read: Read, shown: str, trace_id: str | None, names: SpanNames) -> _So
     return _Source(shown, trace, f"{read.format}, {len(trace.spans)} spans{note}")
 
 
-def _holds(read: Read, trace_id: str) -> bool | None:
-    """Whether ``read`` holds the trace ``trace_id`` (``None``: not a trace id)."""
-    try:
-        want = int(trace_id.removeprefix("0x"), 16)
-    except ValueError:
-        return None
-    return any(s.trace_id == want for s in read.spans)
-
-
 def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str]) -> list[_Source]:
     """The option's traces: each file's traces an id names, else its only one (or its only one with a
     session span); a ``UsageError`` naming the option (or options) at fault and what is wrong."""
@@ -156,7 +140,11 @@ def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str
             raise pytest.UsageError(f"{OPTION}={path}: {exc}") from None
     wanted: dict[str, list[str | None]] = {path: [] for path in reads}
     for t in dict.fromkeys(trace_ids):
-        holders = [path for path, read in reads.items() if _holds(read, t) is not False]
+        try:
+            want: int | None = int(t.removeprefix("0x"), 16)
+        except ValueError:
+            want = None  # not a trace id: each file's own error says so
+        holders = [p for p, r in reads.items() if want is None or any(s.trace_id == want for s in r.spans)]
         if not holders and len(reads) > 1:
             has = "; ".join(
                 f"{p} has {listed(sorted({s.trace_id for s in r.spans}))}" for p, r in reads.items()
@@ -215,7 +203,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None:
         return
     where = f"{node.nodeid}: @pytest.mark.{MARKER}"
-    path, trace_id = _marker_args(marker, where)
+    usage = f"{MARKER}(path, trace_id=None): path a trace file, trace_id 32 hex digits or None"
+    unknown = set(marker.kwargs) - {"trace_id"}
+    if len(marker.args) != 1 or not isinstance(marker.args[0], str) or not marker.args[0] or unknown:
+        got = ", ".join([*map(repr, marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())])
+        raise pytest.Collector.CollectError(f"{where}: expected {usage}; got ({got})")
+    path, trace_id = marker.args[0], marker.kwargs.get("trace_id")
+    if trace_id is not None and not isinstance(trace_id, str):
+        raise pytest.Collector.CollectError(f"{where}: expected {usage}; got trace_id={trace_id!r}")
     if not set(SIDECAR_FIXTURE_NAMES) & set(metafunc.fixturenames):
         raise pytest.Collector.CollectError(
             f"{where}: the test uses no sidecar fixture ({', '.join(SIDECAR_FIXTURE_NAMES)}), so there is no "
@@ -231,19 +226,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.config.stash[_MARKED][node.nodeid] = source
     if node.get_closest_marker(EXPLORE_MARKER) is None:
         node.add_marker(getattr(pytest.mark, EXPLORE_MARKER)())
-
-
-def _marker_args(marker: pytest.Mark, where: str) -> tuple[str, str | None]:
-    """The marker's path and trace id; a ``CollectError`` saying what is valid otherwise."""
-    usage = f"{MARKER}(path, trace_id=None): path a trace file, trace_id 32 hex digits or None"
-    unknown = set(marker.kwargs) - {"trace_id"}
-    if len(marker.args) != 1 or not isinstance(marker.args[0], str) or not marker.args[0] or unknown:
-        got = ", ".join([*map(repr, marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())])
-        raise pytest.Collector.CollectError(f"{where}: expected {usage}; got ({got})")
-    trace_id = marker.kwargs.get("trace_id")
-    if trace_id is not None and not isinstance(trace_id, str):
-        raise pytest.Collector.CollectError(f"{where}: expected {usage}; got trace_id={trace_id!r}")
-    return marker.args[0], trace_id
 
 
 def _sources_for(item: pytest.Item) -> list[_Source]:

@@ -1,13 +1,5 @@
 """The ``mcp_harness_process`` fixture: run the harness as a child process, with a verdict when it
-never exits (:mod:`pytest_mcpfaults.verdicts.harness_process`).
-
-``mcp_harness_process(args, servers=None, budget=None, startup=60, env=None, cwd=None)`` starts one and
-returns it (a ``HarnessProcess``); ``servers`` defaults to every server of the test (``mcp_sidecar``,
-the factory's, ``mcp_stdio_server``), read live: one made after the process started counts too. At
-teardown each one still running is asked to stop (``SIGTERM``) and given its budget, and the test
-fails with the verdict when it does not exit; then it is killed with its process group and its
-temporary files are removed, whatever it did.
-"""
+never exits (:mod:`pytest_mcpfaults.verdicts.harness_process`)."""
 
 from __future__ import annotations
 
@@ -24,17 +16,16 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[..., HarnessProcess]]:
-    """Start the harness as a child process watched against the test's servers: its ``wait()``
-    gives a verdict (``HarnessProcessError``) with its threads' stacks when it outlives the budget
-    after its last MCP traffic or after ``stop()``; at teardown every one still running is stopped
-    the same way and killed with its process group."""
+    """Start the harness as a child process watched against the test's servers:
+    ``mcp_harness_process(args, servers=None, budget=None, startup=60, env=None, cwd=None)`` returns a
+    ``HarnessProcess``; ``servers`` defaults to every server of the test, read live (one made after
+    the process started counts too). Its ``wait()`` gives a verdict (``HarnessProcessError``) with its
+    threads' stacks when it outlives the budget after its last MCP traffic or after ``stop()``; at
+    teardown every one still running is stopped the same way and killed with its process group."""
     from pytest_mcpfaults.verdicts.harness_process import DEFAULT_STARTUP, HarnessProcess
 
     item = request.node
     started: list[HarnessProcess] = item.stash.setdefault(HARNESSES, [])
-
-    def test_servers() -> list[Any]:
-        return list(item.stash.get(SERVERS, []))
 
     def start(
         args: Sequence[str],
@@ -45,7 +36,7 @@ def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[...
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> HarnessProcess:
-        watched = test_servers if servers is None else servers
+        watched = servers if servers is not None else lambda: list(item.stash.get(SERVERS, []))
         proc = HarnessProcess(args, servers=watched, budget=budget, startup=startup, env=env, cwd=cwd)
         started.append(proc)
         return proc.start()

@@ -5,7 +5,7 @@ budget the sidecar resets the connection, and most clients return at once; some 
 ``ClientSession.call_tool`` only logs the failed reply and waits on; code that swallows the error and
 blocks elsewhere), and the verdict, raised after the test body, would wait for an outside timeout.
 A *stall*: a fault fired, the sidecar holds nothing, and nothing has reached it for the patience
-budget since (``sidecar.stalls``): the client wedged itself on what it saw. So during the call phase
+budget since (``verdicts.stalls``): the client wedged itself on what it saw. So during the call phase
 of a test that uses a sidecar, a watcher thread polls ``check()``; ``grace`` seconds after a patience
 violation (at once for a stall: the budget was its grace), if the test body has not returned, it
 records where the main thread is (``blocked.blocked_at``) and interrupts it with a signal (``SIGUSR2``,
@@ -32,32 +32,24 @@ fixture's finalizer). An ``Exception`` is recorded for that finalizer, the other
 turns it into the verdict as a teardown error. Raised in an event loop's selector it leaves
 ``run_until_complete`` like any exception from a signal handler.
 
-The handler acts only while the test function itself runs (``in_body``) or at teardown
-(``in_teardown``), and the signal handler is
-installed once, from the main thread, only if ``SIGUSR2`` has no handler yet; it stays installed (a
-no-op between tests) until the session ends, so a late signal never hits the default action.
+The handler acts only while the test function itself runs (``in_body``) or at teardown (``in_teardown``).
+It is installed once, from the main thread, only if ``SIGUSR2`` has no handler yet, and stays installed
+(a no-op between tests) until the session ends, so a late signal never hits the default action.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_mcpfaults._pytest.blocked import blocked_at
-
-__all__ = [
-    "Finding",
-    "PatienceInterrupt",
-    "PatienceTeardownInterrupt",
-    "Watch",
-    "install",
-    "uninstall",
-]
 
 _SIGNAL: int | None = getattr(signal, "SIGUSR2", None)
 _STEPS = 3
@@ -84,32 +76,25 @@ class Finding(Protocol):
     def immediate(self) -> bool: ...
 
 
-_state: dict[str, Any] = {"installed": False, "previous": None, "active": None}
+_state: dict[str, Watch | None] = {"active": None}
 
 
 def install() -> bool:
     """Install the handler; ``False`` when a blocked test cannot be interrupted here: that needs POSIX
-    ``pthread_kill`` and ``SIGUSR2``, the main thread, and ``SIGUSR2`` free (no handler of its own)."""
-    if _state["installed"]:
-        return True
+    ``pthread_kill`` and ``SIGUSR2``, and ``SIGUSR2`` free (no handler of its own) when the main thread
+    installs it."""
     if _SIGNAL is None or not hasattr(signal, "pthread_kill"):
         return False
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(_SIGNAL) != signal.SIG_DFL
-    ):
-        return False
-    _state["previous"] = signal.signal(_SIGNAL, _on_signal)
-    _state["installed"] = True
-    return True
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(_SIGNAL) == signal.SIG_DFL:
+        signal.signal(_SIGNAL, _on_signal)
+    return signal.getsignal(_SIGNAL) is _on_signal
 
 
 def uninstall() -> None:
-    """Restore the previous handler (at the end of the session, main thread)."""
-    if _state["installed"] and threading.current_thread() is threading.main_thread():
-        assert _SIGNAL is not None
-        signal.signal(_SIGNAL, _state["previous"])
-        _state["installed"] = False
+    """Restore the default handler (at the end of the session, main thread)."""
+    main = threading.current_thread() is threading.main_thread()
+    if _SIGNAL is not None and main and signal.getsignal(_SIGNAL) is _on_signal:
+        signal.signal(_SIGNAL, signal.SIG_DFL)
 
 
 def _cancel_all(watch: Watch, loop: asyncio.AbstractEventLoop) -> None:
@@ -119,7 +104,7 @@ def _cancel_all(watch: Watch, loop: asyncio.AbstractEventLoop) -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    watch: Watch | None = _state["active"]
+    watch = _state["active"]
     if watch is None or not watch.active or not watch.pending:
         return
     watch.pending = False
@@ -147,17 +132,15 @@ class Watch:
     :class:`Finding` (an unexpected patience violation, a stall) or ``None``; ``finding`` is the first
     one, ``blocked`` where the main thread was when the first step was sent, ``fired`` whether the test
     was interrupted, ``gave_up`` whether it was still blocked one ``grace`` after the last step (then
-    ``say`` was called with where it was)."""
+    where it was is written to the file descriptor ``say``)."""
 
-    def __init__(
-        self, grace: float, check: Callable[[], Finding | None], say: Callable[[str], None] | None = None
-    ) -> None:
+    def __init__(self, grace: float, check: Callable[[], Finding | None], say: int | None = None) -> None:
         self.grace = grace
         self._check = check
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._say = say
+        self._thread = threading.Thread(target=self._run, name="mcpfaults-patience-watch", daemon=True)
+        self._say = say  # a copy of stderr taken before capturing: where giving up is said
         self.in_body = False
         self.in_teardown = False
         self.pending = False  # a signal was sent and not handled yet
@@ -179,19 +162,15 @@ class Watch:
         return self.in_body or self.in_teardown
 
     def start(self) -> None:
-        """Start watching (idempotent); makes this the active watch of the signal handler."""
-        if self._thread is not None:
-            return
+        """Start watching; makes this the active watch of the signal handler."""
         _state["active"] = self
-        self._thread = threading.Thread(target=self._run, name="mcpfaults-patience-watch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop watching (bounded: the thread wakes within ``_POLL``)."""
         self.in_body = self.in_teardown = False
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(1.0)
+        self._thread.join(1.0)
         if _state["active"] is self:
             _state["active"] = None
 
@@ -234,8 +213,10 @@ class Watch:
         self.gave_up = True
         if self._say is not None:
             phase = "teardown" if self.in_teardown else "test body"
-            self._say(
+            text = (
                 f"mcpfaults: gave up interrupting the blocked {phase} after {_STEPS} attempts (each was "
                 f"caught or did not return); only an outside timeout ends it now. It is blocked at:\n"
                 f"{blocked_at(self._main)}"
             )
+            with contextlib.suppress(OSError):
+                os.write(self._say, f"\n{text}\n".encode(errors="replace"))

@@ -6,14 +6,11 @@ kill, a segfault, ``os._exit``) never gets there, nor does a test interrupted by
 record, the plugin keeps a running tally per test: which test started, the sidecars (journals) it made,
 each fault as it fires (:mod:`pytest_mcpfaults.core.events`), and that it finished.
 
-* In every process it is kept in memory (:class:`Progress`); a run without xdist reads it when the run
-  is interrupted.
-* On an xdist worker each event is also appended, as one JSON line written with one unbuffered
-  ``write()`` on an ``O_APPEND`` file, to ``<run dir>/<worker id>.jsonl``: the kernel has the line as
-  soon as the call returns, so it survives the process dying. The run directory is made by the
-  controller (a fresh temporary directory, removed at the end of the run) and handed to each worker in
-  its ``workerinput``. The controller reads a crashed worker's file when xdist reports the crash, and
-  every file when the run is interrupted (:func:`read_unfinished`).
+It is kept in memory in every process, and on an xdist worker each event is also appended, as one
+JSON line written with one unbuffered ``write()`` on an ``O_APPEND`` file, to ``<run dir>/<worker
+id>.jsonl``: the kernel has the line as soon as the call returns, so it survives the process dying.
+The controller makes the run directory, and reads a crashed worker's file when xdist reports the crash
+(every file when the run is interrupted).
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ import pytest
 
 from pytest_mcpfaults._pytest.records import matrix_fault
 from pytest_mcpfaults.core import events
-
-__all__ = ["WORKERINPUT_KEY", "Progress", "ProgressPlugin", "Running", "read_unfinished"]
 
 #: The ``workerinput`` key carrying the run directory to xdist workers.
 WORKERINPUT_KEY = "mcpfaults_progress_dir"

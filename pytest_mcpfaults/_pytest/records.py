@@ -1,9 +1,6 @@
-"""Per-test record shared by the fixtures, the span gate and the CI report.
-
-Every part of the plugin that learns something about a test (a sidecar it used, a fault that fired,
-an invariant checked or violated, a patience violation) writes it into the test's :class:`TestRecord`,
-kept in the item's stash. The report module reads these records; nothing else needs to know who wrote
-them.
+"""Per-test record shared by the fixtures, the span gate and the CI report: every part of the plugin
+that learns something about a test writes it into the test's :class:`TestRecord` (in the item's stash),
+and the report reads it without knowing who wrote it.
 """
 
 from __future__ import annotations
@@ -17,23 +14,6 @@ import pytest
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation
 
-__all__ = [
-    "EXPLORE_PARAM",
-    "GATED_BY_FINDINGS",
-    "HARNESSES",
-    "LEFT_OPEN",
-    "MAKERS",
-    "MATRIX_FIXTURE",
-    "REPORT_SECTIONS",
-    "SERVERS",
-    "SESSION_PROBLEMS",
-    "InvariantResult",
-    "TestRecord",
-    "explore_run",
-    "matrix_fault",
-    "record_for",
-    "violation_key",
-]
 
 #: The fixture carrying a fault-matrix cell's fault (its parameter).
 MATRIX_FIXTURE = "mcpfaults_fault"
@@ -116,9 +96,6 @@ class TestRecord:
                 result.violations.append(v.message)
             result.ok = not result.violations
             result.message = "\n".join(dict.fromkeys(result.violations))
-
-    def add_fired(self, kind: str, count: int = 1) -> None:
-        self.fired[kind] = self.fired.get(kind, 0) + count
 
     @property
     def used(self) -> bool:

@@ -12,11 +12,7 @@ still reported, from the running tally of :mod:`pytest_mcpfaults._pytest.progres
 (with a synthetic teardown report that carries its record, so JUnit gets its properties too) or as
 ``interrupted``.
 
-The report path is checked at configure time: a path that cannot be written is a usage error (exit 4)
-before any test runs.
-
-Gate failures make the run exit with code 1 (``ExitCode.TESTS_FAILED``, as pytest-cov's
-``--cov-fail-under`` does), with a ``mcpfaults gate FAILED`` message naming what failed.
+Gate failures make the run exit with code 1, as pytest-cov's ``--cov-fail-under`` does.
 """
 
 from __future__ import annotations
@@ -51,20 +47,16 @@ REPORT_ATTR = "mcpfaults"
 _MATRIX_ARGS = ("kinds", "exclude", "target", "faults")
 
 
-@dataclasses.dataclass(frozen=True)
-class GateSettings:
-    """The validated report and gate settings of a run."""
+@dataclasses.dataclass
+class _Run:
+    """The report and gates a run asks for (validated at configure time), what the controller (or a
+    plain run) gathers from the reports, and what it concluded."""
 
     report_path: Path | None
     required: tuple[str, ...]
     baseline_path: Path | None
     baseline: Report | None
-
-
-@dataclasses.dataclass
-class _RunState:
-    """What the controller (or a plain run) gathers from the reports, and what it concluded."""
-
+    progress: ProgressPlugin
     outcomes: dict[str, Outcome] = dataclasses.field(default_factory=dict)
     durations: dict[str, float] = dataclasses.field(default_factory=dict)
     # Each used test's record as a dict (TestEntry.from_dict's input), made into entries at the end:
@@ -77,9 +69,7 @@ class _RunState:
     write_error: str | None = None
 
 
-_SETTINGS_KEY = pytest.StashKey[GateSettings]()
-_STATE_KEY = pytest.StashKey[_RunState]()
-_PROGRESS_KEY = pytest.StashKey[ProgressPlugin]()
+_RUN_KEY = pytest.StashKey[_Run]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -171,7 +161,7 @@ def check_output_path(option: str, path: Path) -> None:
         raise pytest.UsageError(f"{option}={path}: cannot write the report there: {problem}")
 
 
-def _read_settings(config: pytest.Config) -> GateSettings:
+def _read_settings(config: pytest.Config) -> _Run:
     base = config.invocation_params.dir
     report = config.getoption("mcpfaults_report", default=None)
     if report and not _is_worker(config):
@@ -186,11 +176,12 @@ def _read_settings(config: pytest.Config) -> GateSettings:
             baseline = load_report(baseline_path)
         except ReportError as exc:
             raise pytest.UsageError(f"--mcpfaults-baseline: {exc}") from None
-    return GateSettings(
+    return _Run(
         report_path=base / report if report else None,
         required=_parse_required(config),
         baseline_path=baseline_path,
         baseline=baseline,
+        progress=ProgressPlugin(config),
     )
 
 
@@ -201,11 +192,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "of the standard catalogue (or the chosen kinds, or the given faults), with readable IDs; the "
         f"fault reaches the mcp_sidecar fixture (first in its plan) and the {MATRIX_FIXTURE} fixture.",
     )
-    config.stash[_SETTINGS_KEY] = _read_settings(config)
-    state = config.stash[_STATE_KEY] = _RunState()
-    progress = config.stash[_PROGRESS_KEY] = ProgressPlugin(config)
-    config.pluginmanager.register(progress, "mcpfaults-progress")
-    config.pluginmanager.register(_Collector(config, state, progress), "mcpfaults-report-collector")
+    run = config.stash[_RUN_KEY] = _read_settings(config)
+    config.pluginmanager.register(run.progress, "mcpfaults-progress")
+    config.pluginmanager.register(_Collector(config, run), "mcpfaults-report-collector")
 
 
 # -- the fault matrix ----------------------------------------------------------------------------
@@ -231,7 +220,7 @@ def _matrix_faults(marker: pytest.Mark) -> tuple[Fault, ...]:
     unknown = sorted(set(marker.kwargs) - set(_MATRIX_ARGS))
     if unknown:
         raise ValueError(f"unknown argument {unknown[0]!r}; valid arguments: {', '.join(_MATRIX_ARGS)}")
-    kw = dict(marker.kwargs)
+    kw = marker.kwargs
     if kw.get("faults") is not None:
         others = [k for k in ("kinds", "exclude", "target") if kw.get(k) is not None]
         if others:
@@ -240,8 +229,7 @@ def _matrix_faults(marker: pytest.Mark) -> tuple[Fault, ...]:
         if not plan:
             raise ValueError("faults= is empty: the matrix needs at least one fault")
         return plan
-    exclude = kw.get("exclude") or ()
-    return catalogue(kinds=kw.get("kinds"), exclude=exclude, target=kw.get("target"))
+    return catalogue(kinds=kw.get("kinds"), exclude=kw.get("exclude") or (), target=kw.get("target"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -271,9 +259,7 @@ def _record_dict(item: pytest.Item) -> dict[str, Any] | None:
     matrix = matrix_fault(item)
     if not rec.used and matrix is None:
         return None
-    data = dataclasses.asdict(rec)
-    data["matrix"] = matrix
-    return data
+    return {**dataclasses.asdict(rec), "matrix": matrix}
 
 
 def _junit_properties(data: dict[str, Any]) -> list[tuple[str, str]]:
@@ -333,8 +319,8 @@ class _Collector:
     controller it sees every worker's reports (xdist relays them through this hook), and the report
     xdist makes for a test whose worker crashed (``when='???'``)."""
 
-    def __init__(self, config: pytest.Config, state: _RunState, progress: ProgressPlugin) -> None:
-        self.config, self.state, self.progress = config, state, progress
+    def __init__(self, config: pytest.Config, run: _Run) -> None:
+        self.config, self.run = config, run
 
     def _crashed(self, report: pytest.TestReport) -> None:
         """The worker running this test died. Close the test with a teardown report carrying what its
@@ -342,8 +328,8 @@ class _Collector:
         nodeid, node = report.nodeid, getattr(report, "node", None)
         workerinput = getattr(node, "workerinput", None)
         worker = workerinput.get("workerid") if isinstance(workerinput, dict) else None
-        running = self.progress.unfinished(worker).get(nodeid)
-        if nodeid in self.state.entries or running is None or not running.used:
+        running = self.run.progress.unfinished(worker).get(nodeid)
+        if nodeid in self.run.entries or running is None or not running.used:
             return  # its teardown report came before the crash, or it did not use the plugin
         data = _running_dict(running)
         props = [*_junit_properties(data), ("mcpfaults.crashed", "true")]
@@ -352,40 +338,40 @@ class _Collector:
         )
         teardown.node = node  # type: ignore[attr-defined]  # as xdist's own reports: JUnit keys on it
         setattr(teardown, REPORT_ATTR, data)
-        self.state.outcomes[nodeid] = "crashed"
-        self.state.durations[nodeid] = max(0.0, time.time() - running.started)
+        self.run.outcomes[nodeid] = "crashed"
+        self.run.durations[nodeid] = max(0.0, time.time() - running.started)
         self.config.hook.pytest_runtest_logreport(report=teardown)
 
     @pytest.hookimpl(trylast=True)  # after JUnit's: the crash report opens its test case, ours closes it
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        state, nodeid = self.state, report.nodeid
+        run, nodeid = self.run, report.nodeid
         if str(report.when) == "???" and report.failed:  # pytest-xdist: the worker running it crashed
             self._crashed(report)
             return
-        outcome = _phase_outcome(report, state.outcomes.get(nodeid))
+        outcome = _phase_outcome(report, run.outcomes.get(nodeid))
         if outcome is not None:
-            state.outcomes[nodeid] = outcome
-        state.durations[nodeid] = state.durations.get(nodeid, 0.0) + float(report.duration or 0.0)
+            run.outcomes[nodeid] = outcome
+        run.durations[nodeid] = run.durations.get(nodeid, 0.0) + float(report.duration or 0.0)
         if report.when != "teardown":
             return
         data = getattr(report, REPORT_ATTR, None)
         if isinstance(data, dict):
-            outcome, duration = state.outcomes.get(nodeid, "passed"), state.durations.get(nodeid, 0.0)
-            state.entries[nodeid] = {**data, "outcome": outcome, "duration": duration}
-        state.outcomes.pop(nodeid, None)
-        state.durations.pop(nodeid, None)
+            outcome, duration = run.outcomes.get(nodeid, "passed"), run.durations.get(nodeid, 0.0)
+            run.entries[nodeid] = {**data, "outcome": outcome, "duration": duration}
+        run.outcomes.pop(nodeid, None)
+        run.durations.pop(nodeid, None)
 
 
 # -- the end of the run: report, gates, summary (controller only) --------------------------------
 
 
-def _gates(settings: GateSettings, state: _RunState) -> dict[str, Any]:
+def _gates(run: _Run) -> dict[str, Any]:
     return {
-        "required": list(settings.required),
-        "missing_required": list(state.missing),
-        "baseline": str(settings.baseline_path) if settings.baseline_path else None,
-        "new_violations": [dataclasses.asdict(v) for v in state.regressions],
-        "failed": bool(state.missing or state.regressions),
+        "required": list(run.required),
+        "missing_required": list(run.missing),
+        "baseline": str(run.baseline_path) if run.baseline_path else None,
+        "new_violations": [dataclasses.asdict(v) for v in run.regressions],
+        "failed": bool(run.missing or run.regressions),
     }
 
 
@@ -403,23 +389,17 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
 
 
 def _finish(session: pytest.Session, *, evaluate: bool) -> None:
-    settings = session.config.stash[_SETTINGS_KEY]
-    state = session.config.stash[_STATE_KEY]
-    if (
-        not state.entries
-        and not settings.required
-        and settings.baseline is None
-        and settings.report_path is None
-    ):
+    run = session.config.stash[_RUN_KEY]
+    if not run.entries and not run.required and run.baseline is None and run.report_path is None:
         return  # the plugin was not used and no gate or report was asked for: nothing to build
     from pytest_mcpfaults import __version__
     from pytest_mcpfaults.report import Report, TestEntry, missing_required, new_violations, write_report
 
     if not evaluate:  # interrupted (or the loop failed): the tests that were running are reported too
-        for nodeid, running in session.config.stash[_PROGRESS_KEY].unfinished().items():
-            if nodeid not in state.entries and running.used:
+        for nodeid, running in run.progress.unfinished().items():
+            if nodeid not in run.entries and running.used:
                 duration = max(0.0, time.time() - running.started)
-                state.entries[nodeid] = {
+                run.entries[nodeid] = {
                     **_running_dict(running),
                     "outcome": "interrupted",
                     "duration": duration,
@@ -427,41 +407,40 @@ def _finish(session: pytest.Session, *, evaluate: bool) -> None:
     explored = session.config.stash.get(GATED_BY_FINDINGS, {})  # explore's runs: one violation each
     entries = [
         TestEntry.from_dict({**data, "explore": explored[nodeid]} if nodeid in explored else data)
-        for nodeid, data in state.entries.items()
+        for nodeid, data in run.entries.items()
     ]
-    report = state.report = Report(entries, plugin_version=__version__)
+    report = run.report = Report(entries, plugin_version=__version__)
     if evaluate:
-        state.evaluated = True
-        state.missing = missing_required(report, settings.required)
-        if settings.baseline is not None:
-            state.regressions = [  # explore's runs are gated by finding (explore_findings)
-                v for v in new_violations(settings.baseline, report) if v.nodeid not in explored
+        run.evaluated = True
+        run.missing = missing_required(report, run.required)
+        if run.baseline is not None:
+            run.regressions = [  # explore's runs are gated by finding (explore_findings)
+                v for v in new_violations(run.baseline, report) if v.nodeid not in explored
             ]
-        if state.missing or state.regressions:
+        if run.missing or run.regressions:
             session.testsfailed += 1  # exit code 1, as a failed test
-    if settings.report_path is not None:
+    if run.report_path is not None:
         try:
             extra = {k: f() for k, f in session.config.stash.get(REPORT_SECTIONS, {}).items()}
             extra = {k: v for k, v in extra.items() if v is not None}
-            write_report(report, settings.report_path, _gates(settings, state), extra=extra)
+            write_report(report, run.report_path, _gates(run), extra=extra)
         except OSError as exc:  # checked at configure time; the disk can still fill up or go away
-            state.write_error = f"{exc.strerror or exc} ({exc.filename or settings.report_path})"
+            run.write_error = f"{exc.strerror or exc} ({exc.filename or run.report_path})"
             session.testsfailed += 1
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if _is_worker(config):
         return
-    settings = config.stash[_SETTINGS_KEY]
-    state = config.stash[_STATE_KEY]
-    report = state.report
+    run = config.stash[_RUN_KEY]
+    report = run.report
     if report is None:
         return
     from pytest_mcpfaults.report import summary_lines
 
-    gated = bool(settings.required or settings.baseline is not None)
+    gated = bool(run.required or run.baseline is not None)
     lines = summary_lines(report, verbose=config.get_verbosity() >= 2)
-    if not lines and not gated and settings.report_path is None:
+    if not lines and not gated and run.report_path is None:
         return  # the plugin was not used: print nothing
     tr = terminalreporter
     tr.write_sep("=", "mcpfaults: fault coverage", bold=True)
@@ -475,37 +454,35 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             tr.write_line(line, bold=True, green=clean, yellow=not clean and not bad, red=bad)
         else:
             tr.write_line(line, red=bad)
-    if state.write_error is not None:
-        tr.write_line(f"mcpfaults report NOT written: {state.write_error}", red=True, bold=True)
-    elif settings.report_path is not None:
-        tr.write_line(f"mcpfaults report: {settings.report_path}")
-    if not state.evaluated:
+    if run.write_error is not None:
+        tr.write_line(f"mcpfaults report NOT written: {run.write_error}", red=True, bold=True)
+    elif run.report_path is not None:
+        tr.write_line(f"mcpfaults report: {run.report_path}")
+    if not run.evaluated:
         return
-    if settings.required and not state.missing:
+    if run.required and not run.missing:
+        tr.write_line(f"mcpfaults gate passed: every required fault kind fired ({', '.join(run.required)})")
+    if run.missing:
+        s = "s" if len(run.missing) != 1 else ""
         tr.write_line(
-            f"mcpfaults gate passed: every required fault kind fired ({', '.join(settings.required)})"
-        )
-    if state.missing:
-        s = "s" if len(state.missing) != 1 else ""
-        tr.write_line(
-            f"mcpfaults gate FAILED: required fault kind{s} never fired: {', '.join(state.missing)} "
-            f"(required: {', '.join(settings.required)})",
+            f"mcpfaults gate FAILED: required fault kind{s} never fired: {', '.join(run.missing)} "
+            f"(required: {', '.join(run.required)})",
             red=True,
             bold=True,
         )
-    if settings.baseline is not None:
-        known = len(settings.baseline.violations())
-        if state.regressions:
-            n = len(state.regressions)
+    if run.baseline is not None:
+        known = len(run.baseline.violations())
+        if run.regressions:
+            n = len(run.regressions)
             tr.write_line(
                 f"mcpfaults gate FAILED: {n} new violation{'s' if n != 1 else ''} not in baseline "
-                f"{settings.baseline_path}:",
+                f"{run.baseline_path}:",
                 red=True,
                 bold=True,
             )
-            for v in state.regressions:
+            for v in run.regressions:
                 tr.write_line(f"  regressed: {v.describe()}", red=True)
         else:
             tr.write_line(
-                f"mcpfaults baseline {settings.baseline_path}: no new violations ({known} in the baseline)"
+                f"mcpfaults baseline {run.baseline_path}: no new violations ({known} in the baseline)"
             )

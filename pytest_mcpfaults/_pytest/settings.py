@@ -96,16 +96,9 @@ def addini(parser: pytest.Parser) -> None:
 HARNESS_INI = "mcpfaults_harness_packages"
 
 
-def ini_harness(config: pytest.Config) -> tuple[str, ...]:
-    """The ``mcpfaults_harness_packages`` names (top-level packages); a usage error for a bad one."""
-    names = tuple(part for part in re.split(r"[,\s]+", str(config.getini(HARNESS_INI)).strip()) if part)
-    for name in names:
-        if not name.isidentifier():
-            raise pytest.UsageError(
-                f"ini option {HARNESS_INI} takes top-level package names (identifiers such as "
-                f"'my_harness'), comma- or space-separated, got {name!r}"
-            )
-    return names
+def _words(raw: object) -> tuple[str, ...]:
+    """The names in an ini value, comma- or space-separated."""
+    return tuple(part for part in re.split(r"[,\s]+", str(raw).strip()) if part)
 
 
 def ini_switch(config: pytest.Config, key: str) -> bool:
@@ -117,65 +110,58 @@ def ini_switch(config: pytest.Config, key: str) -> bool:
     return raw == "on"
 
 
-def ini_patience(config: pytest.Config) -> float | None:
-    raw = str(config.getini(PATIENCE_INI)).strip()
-    try:
-        return parse_seconds(raw)  # 'none' is how to hold until released
-    except ValueError:
-        raise pytest.UsageError(
-            f"ini option {PATIENCE_INI} must be a positive number of seconds or 'none', got {raw!r}"
-        ) from None
-
-
-def ini_grace(config: pytest.Config) -> float | None:
-    """The ``mcpfaults_interrupt`` grace in seconds, ``None`` when off; a usage error otherwise."""
-    raw = str(config.getini(INTERRUPT_INI)).strip()
-    try:
-        return parse_seconds(raw, off="off")
-    except ValueError:
-        raise pytest.UsageError(
-            f"ini option {INTERRUPT_INI} must be a positive number of seconds (the grace after a "
-            f"patience verdict before a still-blocked test is interrupted) or 'off', got {raw!r}"
-        ) from None
-
-
-def _ini_value(config: pytest.Config, key: str) -> Any:
+def ini_seconds(config: pytest.Config, key: str, off: str = "none", what: str = "") -> float | None:
+    """A number of seconds (``mcpfaults_patience``, ``mcpfaults_interrupt``), ``None`` for ``off``; a
+    usage error otherwise."""
     raw = str(config.getini(key)).strip()
-    if not raw:
-        return None
-    if key == "mcpfaults_tool_sets":
-        return tuple(part for part in re.split(r"[,\s]+", raw) if part)
-    return raw
+    try:
+        return parse_seconds(raw, off=off)
+    except ValueError:
+        raise pytest.UsageError(
+            f"ini option {key} must be a positive number of seconds{what} or '{off}', got {raw!r}"
+        ) from None
+
+
+def _ini_values(config: pytest.Config) -> dict[str, Any]:
+    """The :data:`DEFAULT_INIS` keys given, with their values."""
+    out: dict[str, Any] = {}
+    for key in DEFAULT_INIS:
+        raw = str(config.getini(key)).strip()
+        if raw:
+            out[key] = _words(raw) if key == "mcpfaults_tool_sets" else raw
+    return out
 
 
 def ini_defaults(config: pytest.Config) -> dict[str, Any]:
     """The ``Sidecar`` keywords the run's ini keys set (patience always; the others when given)."""
-    out: dict[str, Any] = {"patience": ini_patience(config)}
-    for key, kwarg in DEFAULT_INIS.items():
-        value = _ini_value(config, key)
-        if value is not None:
-            out[kwarg] = value
-    return out
+    given = {DEFAULT_INIS[key]: value for key, value in _ini_values(config).items()}
+    return {"patience": ini_seconds(config, PATIENCE_INI), **given}  # 'none' holds until released
 
 
 def check_ini(config: pytest.Config) -> None:
     """Refuse a bad ini default as a usage error naming the key, before collection. The sidecar
     package is imported only when one of those keys is set."""
-    ini_patience(config)
+    ini_seconds(config, PATIENCE_INI)
     ini_switch(config, HYGIENE_INI)
     ini_switch(config, IDLE_INI)
+    harness = _words(config.getini(HARNESS_INI))
+    for name in harness:
+        if not name.isidentifier():
+            raise pytest.UsageError(
+                f"ini option {HARNESS_INI} takes top-level package names (identifiers such as "
+                f"'my_harness'), comma- or space-separated, got {name!r}"
+            )
     from pytest_mcpfaults._pytest.blocked import set_harness_packages
 
-    set_harness_packages(ini_harness(config))
-    given = {key: value for key in DEFAULT_INIS if (value := _ini_value(config, key)) is not None}
+    set_harness_packages(harness)
+    given = _ini_values(config)
     if not given:
         return
     from pytest_mcpfaults.transports.server import Sidecar
 
     for key, value in given.items():
-        kwarg = DEFAULT_INIS[key]
         try:
-            Sidecar(**{kwarg: value})  # validation only: nothing binds until start()
+            Sidecar(**{DEFAULT_INIS[key]: value})  # validation only: nothing binds until start()
         except (TypeError, ValueError) as exc:
             raise pytest.UsageError(f"ini option {key} = {config.getini(key)!r}: {exc}") from None
 
@@ -188,54 +174,46 @@ def marker_kwargs(node: pytest.Item, name: str = "mcp_sidecar") -> dict[str, Any
     """The merged keywords of every ``name`` marker on ``node`` (see the module docstring).
     Raises ``ValueError`` for a marker with positional arguments."""
     merged: dict[str, Any] = {}
-    faults: list[Any] = []
-    odd_faults: list[Any] = []  # not a list: left for Sidecar to refuse, naming faults
-    cls = "StdioServer" if name == STDIO_MARKER else "Sidecar"
-    for marker in node.iter_markers(name):  # closest first
+    markers = list(node.iter_markers(name))  # closest first
+    for marker in markers:
         if marker.args:
+            cls = "StdioServer" if name == STDIO_MARKER else "Sidecar"
             raise ValueError(
                 f"{node.nodeid}: @pytest.mark.{name} takes keyword arguments only "
                 f"(those of {cls}), got positional {marker.args!r}"
             )
         for key, value in marker.kwargs.items():
-            if key != "faults":
-                merged.setdefault(key, value)
-            elif isinstance(value, (list, tuple)):
-                faults.extend(value)
-            else:
-                odd_faults.append(value)
-    if odd_faults:
-        merged["faults"] = odd_faults[0]
-    elif faults or any("faults" in m.kwargs for m in node.iter_markers(name)):
-        merged["faults"] = faults
+            merged.setdefault(key, value)
+    plans = [m.kwargs["faults"] for m in markers if "faults" in m.kwargs]
+    if plans:  # one that is not a list is left for the class to refuse, naming faults
+        odd = [plan for plan in plans if not isinstance(plan, (list, tuple))]
+        merged["faults"] = odd[0] if odd else [fault for plan in plans for fault in plan]
     return merged
 
 
-def marker_problem(node: pytest.Function, name: str = "mcp_sidecar") -> str | None:
-    """What is wrong with a test's ``name`` markers (``mcp_sidecar`` or ``mcp_stdio``; naming the
-    argument), or ``None``."""
-    if name == STDIO_MARKER:
-        from pytest_mcpfaults.stdio.server import StdioServer as cls
-    else:
-        from pytest_mcpfaults.transports.server import Sidecar as cls  # type: ignore[assignment]
-
+def check_marker(node: pytest.Function, name: str) -> None:
+    """A ``CollectError`` saying what is wrong with a test's ``name`` markers (``mcp_sidecar`` or
+    ``mcp_stdio``), naming the argument."""
     try:
         kwargs = marker_kwargs(node, name)
         if name != STDIO_MARKER:
             kwargs = cassettes.resolve(kwargs, cassettes.record_mode(node.config))
     except ValueError as exc:
-        return str(exc)
+        raise pytest.Collector.CollectError(str(exc)) from None
     if not kwargs:
-        return None
+        return  # no marker: the server's package is not imported
+    if name == STDIO_MARKER:
+        from pytest_mcpfaults.stdio.server import StdioServer as cls
+    else:
+        from pytest_mcpfaults.transports.server import Sidecar as cls  # type: ignore[assignment]
     valid = list(inspect.signature(cls).parameters)
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
-        return (
+        raise pytest.Collector.CollectError(
             f"{node.nodeid}: @pytest.mark.{name} got an unknown argument {unknown[0]!r}; "
             f"valid arguments (those of {cls.__name__}): {', '.join(valid)}"
         )
     try:
         cls(**kwargs)  # validation only: nothing binds until start()
     except (TypeError, ValueError) as exc:
-        return f"{node.nodeid}: @pytest.mark.{name}: {exc}"
-    return None
+        raise pytest.Collector.CollectError(f"{node.nodeid}: @pytest.mark.{name}: {exc}") from None

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Generator, Iterator
@@ -68,7 +69,12 @@ def pytest_configure(config: pytest.Config) -> None:
     ):
         config.addinivalue_line("markers", line)
     settings.check_ini(config)  # validate early: a bad ini value is a usage error before collection
-    config.stash[_GRACE] = settings.ini_grace(config)
+    config.stash[_GRACE] = settings.ini_seconds(
+        config,
+        settings.INTERRUPT_INI,
+        off="off",
+        what=" (the grace after a patience verdict before a still-blocked test is interrupted)",
+    )
     if config.stash[_GRACE] is not None:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # no real stderr: nothing is said
             config.stash[_SAY] = os.dup(sys.__stderr__.fileno())  # type: ignore[union-attr]
@@ -89,10 +95,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     collecting reaches the xdist controller like any collection error (a usage error raised on a
     worker would crash it)."""
     for name in ("mcp_sidecar", settings.STDIO_MARKER):
-        if metafunc.definition.get_closest_marker(name) is not None:
-            problem = settings.marker_problem(metafunc.definition, name)
-            if problem is not None:
-                raise pytest.Collector.CollectError(problem)
+        settings.check_marker(metafunc.definition, name)
     for bare in (_NO_INTERRUPT, settings.KEEP_SESSIONS, settings.ALLOW_IDLE):
         marker = metafunc.definition.get_closest_marker(bare)
         if marker is not None and (marker.args or marker.kwargs):
@@ -112,13 +115,14 @@ def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
             call.watch_for(item)
 
 
+@dataclasses.dataclass
 class _Found:
     """What the watcher found: an unexpected patience violation (``stall`` and ``idle`` ``None``), a
-    stall of ``server`` (``sidecar.stalls``) or an idle hang (``sidecar.idle``), these two acted on at
-    once."""
+    stall of ``server`` or an idle hang, these two acted on at once."""
 
-    def __init__(self, server: Any, stall: Stall | None, idle: Idle | None = None) -> None:
-        self.server, self.stall, self.idle = server, stall, idle
+    server: Any
+    stall: Stall | None
+    idle: Idle | None = None
 
     @property
     def immediate(self) -> bool:
@@ -144,9 +148,16 @@ class _Call:
         if not install():  # main thread only, and only if SIGUSR2 is free
             return
 
-        from pytest_mcpfaults.verdicts.stalls import find_stall
+        from pytest_mcpfaults._pytest.blocked import Stillness
+        from pytest_mcpfaults.verdicts.stalls import find_idle, find_stall
 
-        idle_check = _idle_check(item)
+        # The idle hang (unless the ini or the test's marker turns it off): the test's thread is sampled
+        # at every poll, and an idle hang of its HTTP sidecars is a finding once the thread has also been
+        # still for the budget.
+        on = settings.ini_switch(item.config, settings.IDLE_INI) and not item.get_closest_marker(
+            settings.ALLOW_IDLE
+        )
+        still = Stillness(threading.main_thread().ident) if on else None
 
         def check() -> _Found | None:
             """A finding not given as a verdict yet: at teardown, the body's verdict (a patience
@@ -161,28 +172,25 @@ class _Call:
                 stall = None if sc.expect_hang else find_stall(sc)
                 if stall is not None and id(stall.fired) not in reported:
                     return _Found(sc, stall)
-            return idle_check(sidecars, reported) if idle_check is not None else None
+            if still is None:
+                return None
+            stood = still.sample(time.monotonic())
+            if any(sc.expect_hang or hasattr(sc, "patience_verdict") for sc in sidecars):
+                return None  # a test that expects hangs; a stdio server (not covered yet)
+            idle = find_idle(sidecars)
+            if idle is None or id(idle.request) in reported or stood < idle.budget:
+                return None
+            return _Found(idle.server, None, idle)
 
-        fd = self._say
-
-        def say(text: str) -> None:
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.write(fd, f"\n{text}\n".encode(errors="replace"))
-
-        self.watch = Watch(self.grace, check, say)
+        self.watch = Watch(self.grace, check, self._say)
         self.watch.in_body, self.watch.in_teardown = self.in_body, self.in_teardown
         self.watch.start()
 
-    def set_in_body(self, value: bool) -> None:
-        self.in_body = value
-        if self.watch is not None:
-            self.watch.in_body = value
-
-    def set_in_teardown(self, value: bool) -> None:
-        self.in_teardown = value
-        if self.watch is not None:
-            self.watch.in_teardown = value
+    def mark(self, **phase: bool) -> None:
+        """Set ``in_body`` or ``in_teardown`` here and on the watch, which the signal handler reads."""
+        for target in (self, self.watch):
+            if target is not None:
+                vars(target).update(phase)
 
     def stop(self) -> Watch | None:
         """Stop watching; the watch if it interrupted the test."""
@@ -192,39 +200,13 @@ class _Call:
         return self.watch if self.watch.fired else None
 
 
-def _idle_check(item: pytest.Item) -> Any:
-    """The idle-hang half of the watcher's check (``None`` when the ini or the test's marker turns it
-    off): the test's thread is sampled at every poll (``blocked.Stillness``), and an idle hang of its
-    HTTP sidecars (``sidecar.idle``) is a finding once the thread has also been still for the budget."""
-    if (
-        not settings.ini_switch(item.config, settings.IDLE_INI)
-        or item.get_closest_marker(settings.ALLOW_IDLE) is not None
-    ):
-        return None
-    import threading
-
-    from pytest_mcpfaults._pytest.blocked import Stillness
-    from pytest_mcpfaults.verdicts.stalls import find_idle
-
-    still = Stillness(threading.main_thread().ident)
-
-    def check(sidecars: list[Sidecar], reported: set[int]) -> _Found | None:
-        stood = still.sample(time.monotonic())
-        if any(sc.expect_hang for sc in sidecars) or any(hasattr(sc, "patience_verdict") for sc in sidecars):
-            return None  # a test that expects hangs; a stdio server (not covered yet)
-        idle = find_idle(sidecars)
-        if idle is None or id(idle.request) in reported or stood < idle.budget:
-            return None
-        return _Found(idle.server, None, idle)
-
-    return check
-
-
 def _make_call(item: pytest.Item) -> _Call | None:
+    """The test's phase that may be interrupted, kept in its stash; ``None`` when it may not be."""
     grace = item.config.stash.get(_GRACE, None)
     if grace is None or _expects_hang(item) or item.get_closest_marker(_NO_INTERRUPT) is not None:
         return None
-    return _Call(grace, item.config.stash.get(_SAY, None))
+    call = item.stash[_CALL] = _Call(grace, item.config.stash.get(_SAY, None))
+    return call
 
 
 def _expects_hang(item: pytest.Item) -> bool:
@@ -372,10 +354,8 @@ def _ours(exc: BaseException | None) -> bool:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     call = _make_call(item)
-    if call is not None:
-        item.stash[_CALL] = call
-        if item.stash.get(_SIDECARS, []):
-            call.watch_for(item)
+    if call is not None and item.stash.get(_SIDECARS, []):
+        call.watch_for(item)
     try:
         result = yield
     except BaseException as exc:
@@ -403,11 +383,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     call = pyfuncitem.stash.get(_CALL, None)
     if call is None:
         return (yield)
-    call.set_in_body(True)
+    call.mark(in_body=True)
     try:
         return (yield)
     finally:
-        call.set_in_body(False)
+        call.mark(in_body=False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -461,8 +441,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     verdict is then the teardown error."""
     call = _make_call(item) if item.stash.get(_SIDECARS, []) else None
     if call is not None:
-        item.stash[_CALL] = call
-        call.set_in_teardown(True)
+        call.mark(in_teardown=True)
         call.watch_for(item)
     failure: BaseException | None = None
     try:
@@ -476,7 +455,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         fired = call.stop()
     sidecars = item.stash.get(_SIDECARS, [])
     item.stash[_SIDECARS] = []
-    made = _factory_made(item)
+    servers, makers = item.stash.get(SERVERS, []), item.stash.get(MAKERS, [])
+    made = [sc for sc, maker in zip(servers, makers, strict=True) if maker == "mcp_sidecar_factory"]
     if sidecars and explore_run(item) is not None:  # an explore oracle, for the factory's sidecars too
         # what the harness left open on those still running (one the test stopped itself closed them)
         for sc in [sc for sc in made if sc.running]:
@@ -510,7 +490,7 @@ def _own_finalizer(item: pytest.Item | None) -> None:
     so the watcher stops interrupting (the server's stop is bounded and must not be interrupted)."""
     call = item.stash.get(_CALL, None) if item is not None else None
     if call is not None:
-        call.set_in_teardown(False)
+        call.mark(in_teardown=False)
 
 
 #: Seconds a sidecar waits, once the test's fixtures are done, for the ``DELETE`` of a session still
@@ -589,13 +569,6 @@ def _unreached(item: pytest.Item, sidecar: Sidecar) -> list[Any]:
     return out
 
 
-def _factory_made(item: pytest.Item) -> list[Any]:
-    """The servers of ``item`` that ``mcp_sidecar_factory`` made, in order."""
-    servers: list[Any] = item.stash.get(SERVERS, [])
-    makers: list[str] = item.stash.get(MAKERS, [])
-    return [sc for sc, maker in zip(servers, makers, strict=True) if maker == "mcp_sidecar_factory"]
-
-
 def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
     from pytest_mcpfaults.verdicts.patience import violation_record
 
@@ -608,7 +581,7 @@ def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
         rec.sidecars.append({"url": url, "era": sc.era, "requests": len(sc.journal)})
         rec.plans.append([str(f) for f in sc.plan])
         for kind, n in sc.fired.items():
-            rec.add_fired(kind, n)
+            rec.fired[kind] = rec.fired.get(kind, 0) + n
         violations = sc.patience_violations
         for v in violations:
             expect = v.expected or rec.expected_hang

@@ -18,7 +18,6 @@ import pytest
 from pytest_mcpfaults._pytest.records import explore_run, record_for, violation_key
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults.invariants import Violation
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.spans.records import RecordedSpan
 
@@ -119,39 +118,28 @@ def _check_count(where: str, value: Any) -> int:
     return value
 
 
-def _patterns(config: pytest.Config, key: str) -> tuple[str, ...]:
-    try:
-        return _check_patterns(key, config.getini(key))
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _optional_patterns(config: pytest.Config, key: str) -> tuple[str, ...] | None:
-    """An ini key's globs; ``None`` when the key is not set (empty)."""
-    return _patterns(config, key) if config.getini(key) else None
-
-
 def _read_settings(config: pytest.Config) -> SpanSettings:
-    option = config.getoption("mcpfaults_check_spans", default=None)
-    if option:
-        check = True
-    else:
-        try:
-            check = bool(config.getini(CHECK_INI))
-        except (ValueError, TypeError, pytest.UsageError) as exc:
-            raise pytest.UsageError(f"{CHECK_INI}: expected a boolean (true/false), {exc}") from None
     try:
-        max_cleanups = _check_count(MAX_CLEANUPS_INI, config.getini(MAX_CLEANUPS_INI))
+        check = bool(config.getoption("mcpfaults_check_spans", default=None) or config.getini(CHECK_INI))
+    except (ValueError, TypeError, pytest.UsageError) as exc:
+        raise pytest.UsageError(f"{CHECK_INI}: expected a boolean (true/false), {exc}") from None
+    ini = config.getini
+    try:
+        return SpanSettings(
+            check=check,
+            max_cleanups=_check_count(MAX_CLEANUPS_INI, ini(MAX_CLEANUPS_INI)),
+            session=_check_patterns(SESSION_INI, ini(SESSION_INI)),
+            cleanup=_check_patterns(CLEANUP_INI, ini(CLEANUP_INI)),
+            # not set (empty): cleanup's
+            flip_cleanup=_check_patterns(FLIP_CLEANUP_INI, ini(FLIP_CLEANUP_INI))
+            if ini(FLIP_CLEANUP_INI)
+            else None,
+            count_cleanup=_check_patterns(COUNT_CLEANUP_INI, ini(COUNT_CLEANUP_INI))
+            if ini(COUNT_CLEANUP_INI)
+            else None,
+        )
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return SpanSettings(
-        check=check,
-        session=_patterns(config, SESSION_INI),
-        cleanup=_patterns(config, CLEANUP_INI),
-        flip_cleanup=_optional_patterns(config, FLIP_CLEANUP_INI),
-        count_cleanup=_optional_patterns(config, COUNT_CLEANUP_INI),
-        max_cleanups=max_cleanups,
-    )
 
 
 def _marker_overrides(node: pytest.Item) -> dict[str, Any]:
@@ -178,15 +166,6 @@ def _marker_overrides(node: pytest.Item) -> dict[str, Any]:
     return merged
 
 
-def marker_problem(node: pytest.Item) -> str | None:
-    """What is wrong with ``node``'s ``mcpfaults_spans`` markers, or ``None``."""
-    try:
-        _marker_overrides(node)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
 def item_settings(item: pytest.Item) -> SpanSettings:
     """The span settings of one test: the run's, with its ``mcpfaults_spans`` markers applied."""
     settings = settings_for(item.config)
@@ -209,7 +188,14 @@ def pytest_configure(config: pytest.Config) -> None:
         f"({', '.join(MARKER_KWARGS)}); the ini keys' values otherwise.",
     )
     settings = settings_for(config)
-    if settings.check or _explore_on(config):
+    try:  # explore: its flag or its ini key
+        explore = (
+            config.getoption("mcpfaults_explore", default=False)
+            or str(config.getini("mcpfaults_explore")).strip()
+        )
+    except ValueError:  # the explore glue is not registered (a plugin of its own left it out)
+        explore = False
+    if settings.check or explore:
         # Watch provider creation for the whole run, so a harness that builds its TracerProvider at
         # import or collection time is caught too. The global provider is wired at each test's start.
         # Explore checks the span invariants of its runs whether or not the gate is on.
@@ -218,16 +204,6 @@ def pytest_configure(config: pytest.Config) -> None:
         stack = ExitStack()
         stack.enter_context(global_recorder().watch_providers())
         config.stash[_WATCH_KEY] = stack
-
-
-def _explore_on(config: pytest.Config) -> bool:
-    """Whether explore is on for the whole run (its flag or its ini key; see ``_pytest.explore``)."""
-    if config.getoption("mcpfaults_explore", default=False):
-        return True
-    try:
-        return bool(str(config.getini("mcpfaults_explore")).strip())
-    except ValueError:  # the explore glue is not registered (a plugin of its own left it out)
-        return False
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -249,10 +225,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A bad ``mcpfaults_spans`` marker fails its module's collection, naming the argument."""
-    if metafunc.definition.get_closest_marker(SPANS_MARKER) is not None:
-        problem = marker_problem(metafunc.definition)
-        if problem is not None:
-            raise pytest.Collector.CollectError(problem)
+    try:
+        _marker_overrides(metafunc.definition)
+    except ValueError as exc:
+        raise pytest.Collector.CollectError(str(exc)) from None
 
 
 def recorder_for_test(item: pytest.Item) -> SpanRecorder | None:
@@ -301,22 +277,21 @@ def pytest_runtest_protocol(
     outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
     span_results.set_running_sink(record_for(item).add_invariants)
     # an explore run records its spans without the gate: providers made during it are watched too
-    own = not settings_for(item.config).check and explore_run(item) is not None
-    stack = ExitStack()
-    try:
-        if own:
-            from pytest_mcpfaults.spans.recorder import global_recorder
+    if settings_for(item.config).check or explore_run(item) is None:
+        try:
+            return (yield)
+        finally:
+            span_results.set_running_sink(outer)
+    from pytest_mcpfaults.spans.recorder import global_recorder
 
-            stack.enter_context(global_recorder().watch_providers())
-        return (yield)
+    recorder = global_recorder()
+    try:
+        with recorder.watch_providers():
+            return (yield)
     finally:
         span_results.set_running_sink(outer)
-        stack.close()
-        if own:  # as mcp_spans does without the gate: nothing reads spans between tests
-            from pytest_mcpfaults.spans.recorder import global_recorder
-
-            global_recorder().recording = False
-            global_recorder().clear()
+        recorder.recording = False  # as mcp_spans does without the gate: nothing reads spans between tests
+        recorder.clear()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -327,68 +302,23 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     return (yield)
 
 
-def _gate_violations(
-    recorder: SpanRecorder, mark: int, settings: SpanSettings
-) -> tuple[tuple[str, ...], list[Violation], list[RecordedSpan]]:
-    """The invariants the gate checks for this test's spans, the violations found, and the spans."""
-    from pytest_mcpfaults.invariants import gate_violations
-
-    spans = recorder.spans()
-    # Spans started by fixtures during setup may legitimately stay open until teardown: only spans
-    # started during the call phase must have ended by its end.
-    must_end = recorder.spans(since=mark) if spans else []
-    names, found = gate_violations(
-        spans,
-        settings.session,
-        settings.cleanup,
-        must_end,
-        flip_cleanup=settings.flip_cleanup,
-        count_cleanup=settings.count_cleanup,
-        max_cleanups=settings.max_cleanups,
-    )
-    return names, found, spans
-
-
-def _gate_failure(
-    item: pytest.Item, recorder: SpanRecorder, mark: int, settings: SpanSettings, raised: BaseException | None
-) -> str | None:
-    """Run the invariants over the test's spans, record the results, return the failure text if any.
-
-    A violation the test's own ``assert_*`` call already raised (``raised``) is recorded once and not
-    repeated in the text."""
-    from pytest_mcpfaults import invariants
-
-    names, found, spans = _gate_violations(recorder, mark, settings)
-    if not names:
-        return None
-    record_for(item).add_invariants(names, found)
-    if isinstance(raised, invariants.SpanInvariantError):
-        shown = {violation_key(v) for v in raised.violations}
-        found = [v for v in found if violation_key(v) not in shown]
-    if not found:
-        return None
-    return f"mcpfaults span gate ({CHECK_OPTION}): " + invariants.format_violations(found, spans)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     if not settings_for(item.config).check:
         return (yield)
-    settings = item_settings(item)
-    recorder = _start_test(item, settings)
-    mark = recorder.mark()
+    mark = _start_test(item, item_settings(item)).mark()
     try:
         result = yield
     except Exception as exc:
         # The test failed on its own: keep its error, record the invariants, add them as a note.
-        text = _gate_failure(item, recorder, mark, settings, exc)
+        text = record_invariants(item, mark, gate=True, raised=exc)
         if text is not None:  # PEP 678 notes; set by hand before Python 3.11 (pytest shows them)
             notes: list[str] = getattr(exc, "__notes__", [])
-            setattr(exc, "__notes__", [*notes, text])  # noqa: B010  (typeshed has it only from 3.11)
+            setattr(exc, "__notes__", [*notes, _GATE + text])  # noqa: B010  (typeshed has it only from 3.11)
         raise
-    text = _gate_failure(item, recorder, mark, settings, None)
+    text = record_invariants(item, mark, gate=True)
     if text is not None:
-        pytest.fail(text, pytrace=False)
+        pytest.fail(_GATE + text, pytrace=False)
     return result
 
 
@@ -433,23 +363,43 @@ def spans_of_test(item: pytest.Item) -> list[RecordedSpan] | None:
 
 def span_mark(item: pytest.Item) -> int | None:
     """Where ``item``'s call phase starts in its span recording, ``None`` when it records no spans."""
-    if recorder_for_test(item) is None:
-        return None
-    from pytest_mcpfaults.spans.recorder import global_recorder
-
-    return global_recorder().mark()
+    recorder = recorder_for_test(item)
+    return None if recorder is None else recorder.mark()
 
 
-def record_invariants(item: pytest.Item, mark: int) -> str | None:
-    """Check the span gate's invariants over ``item``'s spans and record the results in its record,
-    without failing it (explore's span oracle, whether or not the gate is on; the gate, when on, has
-    recorded them already). The violations as the gate prints them (each invariant's message, then the
-    span tree), ``None`` when none."""
+_GATE = f"mcpfaults span gate ({CHECK_OPTION}): "
+
+
+def record_invariants(
+    item: pytest.Item, mark: int, gate: bool = False, raised: BaseException | None = None
+) -> str | None:
+    """Check the span gate's invariants over ``item``'s spans (its ``mcpfaults_spans`` markers apply)
+    and record the results in its record, without failing it; the violations as the gate prints them
+    (each invariant's message, then the span tree), ``None`` when none. Explore's span oracle calls it
+    whether or not the gate is on (the gate, when on, has recorded them already); for the ``gate``, a
+    violation the test's own ``assert_*`` call already raised (``raised``) is recorded once and not
+    repeated in the text."""
     from pytest_mcpfaults import invariants
     from pytest_mcpfaults.spans.recorder import global_recorder
 
-    settings = item_settings(item)  # the test's own mcpfaults_spans markers apply, as for the gate
-    names, found, spans = _gate_violations(global_recorder(), mark, settings)
-    if names and not settings_for(item.config).check:
+    settings = item_settings(item)
+    recorder = global_recorder()
+    spans = recorder.spans()
+    # Spans started by fixtures during setup may legitimately stay open until teardown: only spans
+    # started during the call phase must have ended by its end.
+    must_end = recorder.spans(since=mark) if spans else []
+    names, found = invariants.gate_violations(
+        spans,
+        settings.session,
+        settings.cleanup,
+        must_end,
+        flip_cleanup=settings.flip_cleanup,
+        count_cleanup=settings.count_cleanup,
+        max_cleanups=settings.max_cleanups,
+    )
+    if names and (gate or not settings.check):
         record_for(item).add_invariants(names, found)
+    if isinstance(raised, invariants.SpanInvariantError):
+        shown = {violation_key(v) for v in raised.violations}
+        found = [v for v in found if violation_key(v) not in shown]
     return invariants.format_violations(found, spans) if found else None

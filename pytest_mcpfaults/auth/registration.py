@@ -1,17 +1,10 @@
 """Dynamic client registration and the authorization code grant with PKCE, for ``auth='oauth'``
 (docs/auth.md). Pure: no I/O.
 
-What the mcp SDK's default ``OAuthClientProvider`` does with an MCP server's authorization server:
-it registers itself at :data:`REGISTER_PATH` (RFC 7591), sends the user to :data:`AUTHORIZE_PATH` with
-a PKCE ``S256`` challenge (RFC 7636), and trades the code it gets back for tokens. The fake approves at
-once: a ``GET`` of the authorization URL is answered ``302`` to the client's ``redirect_uri`` with
-``code``, ``state`` and ``iss`` (RFC 9207), so a harness's redirect handler needs no browser, only an
-HTTP client that does not follow redirects.
-
-:class:`Clients` holds the registered clients and the codes; :class:`~pytest_mcpfaults.auth.server.
-AuthServer` asks it to register (:meth:`Clients.register`), to authorize (:meth:`Clients.authorize`),
-to authenticate a token request (:meth:`Clients.authenticate`) and to redeem a code
-(:meth:`Clients.redeem`); it issues the tokens itself.
+What the mcp SDK's default ``OAuthClientProvider`` does: it registers itself (RFC 7591), sends the
+user to the authorization endpoint with a PKCE ``S256`` challenge (RFC 7636), and trades the code for
+tokens. The fake approves at once (``302`` to the ``redirect_uri`` with ``code``, ``state`` and
+``iss``, RFC 9207), so a harness's redirect handler needs no browser.
 """
 
 from __future__ import annotations
@@ -45,15 +38,12 @@ __all__ = [
     "oauth_error",
 ]
 
-#: The registration endpoint (``POST``, a JSON object of client metadata: RFC 7591).
 REGISTER_PATH = "/oauth/register"
-#: The authorization endpoint (``GET``): approves at once, answering ``302`` to the ``redirect_uri``.
 AUTHORIZE_PATH = "/oauth/authorize"
 #: The PKCE challenge methods the authorization endpoint takes (``plain`` is refused: OAuth 2.1).
 CHALLENGE_METHODS = ("S256",)
-#: How a registered client authenticates at the token endpoint (RFC 7591's default is the first).
+#: How a registered client authenticates at the token endpoint (RFC 7591's default first).
 CLIENT_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
-#: The grants the token endpoint takes, and a client may register (``auth.AUTH_GRANTS`` is this).
 GRANTS = ("authorization_code", "client_credentials", "refresh_token")
 #: Seconds an authorization code may be redeemed in (RFC 6749 4.1.2: short; once only).
 CODE_LIFETIME = 60.0
@@ -61,9 +51,8 @@ CODE_LIFETIME = 60.0
 #: registering (or authorizing) in a loop costs bounded memory.
 MAX_CLIENTS = 1_000
 MAX_CODES = 1_000
-#: How many redirect URIs a client may register, and how long each may be (characters): a client is kept
-#: with them, and an authorization request naming a longer one would not fit aiohttp's 8190-byte
-#: request line anyway.
+#: How many redirect URIs a client may register, and how long each may be: a longer one would not fit
+#: aiohttp's 8190-byte request line anyway.
 MAX_REDIRECT_URIS = 32
 MAX_REDIRECT_URI_CHARS = 2_048
 
@@ -76,7 +65,6 @@ _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # a space or a control character: neve
 
 
 def oauth_error(error: str, description: str, status: int = 400) -> Reply:
-    """An OAuth error answer (RFC 6749 5.2, RFC 7591 3.2.2), journaled as the client's mistake."""
     body = {"error": error, "error_description": description}
     return Reply(status, body, sse=False, error=f"{error}: {description}", error_by="client")
 
@@ -93,7 +81,7 @@ class _Client:
 @dataclass(frozen=True)
 class _Code:
     client_id: str
-    redirect_uri: str | None  # as the authorization request named it (then the token request must too)
+    redirect_uri: str | None  # as the authorization request named it (the token request must too)
     challenge: str
     scopes: frozenset[str]
     expires_at: float
@@ -101,23 +89,20 @@ class _Code:
 
 @dataclass(frozen=True)
 class Redeemed:
-    """A code traded for tokens: the scopes to grant; ``code`` to tell :meth:`Clients.issued` which
-    token it became (a code used twice revokes it)."""
+    """A code traded for tokens (a code used twice revokes the token it became)."""
 
     code: str
     scopes: frozenset[str]
 
 
 def _shown(uri: str) -> str:
-    """``uri`` quoted for an error message, cut at 200 characters."""
     return repr(uri) if len(uri) <= 200 else repr(uri[:200]) + f" ... ({len(uri)} characters)"
 
 
 def _redirect_problem(uri: object) -> str | None:
     """Why ``uri`` cannot be a redirect URI, ``None`` when it can: ``https``, ``http`` on loopback, or a
-    native app's private-use scheme named by a reverse domain name (``com.example.app:/cb``, RFC 8252
-    7.1: a scheme with a dot); absolute, without a fragment (RFC 6749 3.1.2), user information, spaces
-    or control characters. ``javascript:``, ``data:``, ``file:`` and any other scheme are refused."""
+    private-use scheme named by a reverse domain name (RFC 8252 7.1); absolute, without a fragment
+    (RFC 6749 3.1.2) or user information."""
     if not isinstance(uri, str) or not uri:
         return f"a redirect URI must be a non-empty string, got {uri!r}"
     if len(uri) > MAX_REDIRECT_URI_CHARS:
@@ -153,7 +138,6 @@ def _redirect_problem(uri: object) -> str | None:
 
 
 def _metadata_problem(meta: Mapping[str, object]) -> tuple[str, str] | None:
-    """The RFC 7591 3.2.2 error and why, for client metadata the fake cannot register."""
     uris = meta.get("redirect_uris", [])
     if not isinstance(uris, list):
         return "invalid_redirect_uri", f"redirect_uris must be a list of URIs, got {uris!r}"
@@ -185,7 +169,7 @@ def _metadata_problem(meta: Mapping[str, object]) -> tuple[str, str] | None:
 
 
 def _basic(headers: Mapping[str, str]) -> tuple[str, str] | None:
-    """The client id and secret of an ``Authorization: Basic`` header (RFC 6749 2.3.1's encoding)."""
+    """The client id and secret of an ``Authorization: Basic`` header (RFC 6749 2.3.1)."""
     scheme, _, value = (headers.get("Authorization") or "").partition(" ")
     if scheme.lower() != "basic":
         return None
@@ -197,36 +181,28 @@ def _basic(headers: Mapping[str, str]) -> tuple[str, str] | None:
 
 
 def _same_secret(given: str, expected: str) -> bool:
-    """Whether a client's secret is the one registered, in constant time over their UTF-8 bytes: a
-    ``str`` holding non-ASCII characters makes ``compare_digest`` raise (a 500 for the client's typo)."""
+    """In constant time over UTF-8 bytes: ``compare_digest`` raises on a non-ASCII ``str`` (a 500 for
+    the client's typo)."""
     return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
 
 
-def _s256(verifier: str) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-
-
 class Clients:
-    """The registered clients and the outstanding codes of one sidecar (on the core's thread).
+    """The registered clients and the outstanding codes of one sidecar (on the core's thread)."""
 
-    ``issuer``: the authorization server's issuer identifier (the redirect's ``iss``), known once the
-    sidecar is bound; ``clock``: seconds, for the codes' lifetime."""
-
-    def __init__(self, issuer: Callable[[], str], clock: Callable[[], float] = time.monotonic) -> None:
-        self.issuer, self.clock = issuer, clock
+    def __init__(self, issuer: Callable[[], str]) -> None:
+        self.issuer = issuer
         self._clients: OrderedDict[str, _Client] = OrderedDict()
         self._codes: OrderedDict[str, _Code] = OrderedDict()
         self._redeemed: OrderedDict[str, str | None] = OrderedDict()  # code -> the token it became
         self._registered = 0
 
     def label(self, client_id: str | None) -> str | None:
-        """The journal's name of a registered client (``'c1'`` ...), ``None`` for any other id."""
+        """The journal's name of a registered client (``'c1'`` ...)."""
         client = self._clients.get(client_id) if client_id else None
         return client.label if client is not None else None
 
-    # -- registration (RFC 7591) -------------------------------------------------------------------
     def register(self, body: bytes) -> tuple[Reply, str | None]:
-        """``201`` with the client's id (and secret), or the RFC's error; the new client's label."""
+        """RFC 7591: ``201`` with the client's id (and secret), or the error; the new client's label."""
         try:
             meta = json.loads(body)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
@@ -257,11 +233,9 @@ class Clients:
             info.update(client_secret=secret, client_secret_expires_at=0)  # 0: it does not expire
         return Reply(201, info, {"Cache-Control": "no-store"}, sse=False), label
 
-    # -- the authorization endpoint (RFC 6749 4.1.1, RFC 7636 4.3) ---------------------------------
     def authorize(self, query: str) -> tuple[Reply, str | None]:
-        """``302`` to the client's redirect URI with a code (or, once the redirect URI is known, with
-        the error); ``400`` when the client or its redirect URI is not known (never redirected: RFC
-        6749 4.1.2.1). The client's label."""
+        """``302`` to the client's redirect URI with a code or the error; ``400`` when the client or its
+        redirect URI is not known (never redirected: RFC 6749 4.1.2.1). The client's label."""
         pairs = parse_qsl(query, keep_blank_values=True)
         params = dict(pairs)
         if len(params) != len(pairs):
@@ -287,7 +261,7 @@ class Clients:
         code = "mcpf_code_" + secrets.token_urlsafe(24)
         scopes = frozenset(params.get("scope", "").split())
         self._codes[code] = _Code(
-            client_id, asked, params["code_challenge"], scopes, self.clock() + CODE_LIFETIME
+            client_id, asked, params["code_challenge"], scopes, time.monotonic() + CODE_LIFETIME
         )
         if len(self._codes) > MAX_CODES:
             self._codes.popitem(last=False)
@@ -313,13 +287,11 @@ class Clients:
             return "invalid_scope", f"scope must be space-separated OAuth scope tokens, got {scope!r}"
         return None
 
-    # -- the token endpoint ------------------------------------------------------------------------
     def authenticate(
         self, form: Mapping[str, str], headers: Mapping[str, str]
     ) -> tuple[str | None, Reply | None]:
-        """The token request's client id (HTTP Basic, or the form's ``client_id``) and, for a
-        registered client, the ``401 invalid_client`` its credentials earn (``None``: they are good).
-        A client id the fake did not register is taken on trust (the ``client_credentials`` grant)."""
+        """The token request's client id and, for a registered client, the ``401`` its bad credentials
+        earn. A client id the fake did not register is taken on trust (``client_credentials``)."""
         basic = _basic(headers)
         client_id = basic[0] if basic is not None else form.get("client_id") or None
         client = self._clients.get(client_id) if client_id else None
@@ -332,9 +304,7 @@ class Clients:
         return client_id, None
 
     def redeem(self, form: Mapping[str, str], client_id: str | None) -> Redeemed | Reply:
-        """The ``authorization_code`` grant's checks (RFC 6749 4.1.3, RFC 7636 4.6): the code known,
-        unexpired and unused, issued to this client for this redirect URI, and the ``code_verifier``
-        matching its challenge; the scopes to grant, or the error."""
+        """The ``authorization_code`` grant's checks (RFC 6749 4.1.3, RFC 7636 4.6)."""
         code = form.get("code")
         if not code:
             return oauth_error("invalid_request", "the authorization_code grant needs code")
@@ -349,23 +319,23 @@ class Clients:
         self._redeemed[code] = None
         if len(self._redeemed) > MAX_CODES:
             self._redeemed.popitem(last=False)
-        if self.clock() > grant.expires_at:
+        if time.monotonic() > grant.expires_at:
             return oauth_error("invalid_grant", f"the authorization code expired ({CODE_LIFETIME:g} s)")
         if client_id != grant.client_id:
             return oauth_error("invalid_grant", "the authorization code was issued to another client")
         if grant.redirect_uri is not None and form.get("redirect_uri") != grant.redirect_uri:
             return oauth_error("invalid_grant", "redirect_uri does not match the authorization request's")
-        if not _VERIFIER.match(verifier) or not secrets.compare_digest(_s256(verifier), grant.challenge):
+        s256 = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+        if not _VERIFIER.match(verifier) or not secrets.compare_digest(s256, grant.challenge):
             return oauth_error("invalid_grant", "code_verifier does not match the code_challenge (S256)")
         return Redeemed(code, grant.scopes)
 
     def issued(self, code: str, token: str) -> None:
-        """``code`` became ``token``."""
         if code in self._redeemed:
             self._redeemed[code] = token
 
     def reused(self, form: Mapping[str, str]) -> str | None:
-        """The token a code used once already became (to revoke on its reuse), if any."""
+        """The token a reused code became (to revoke), if any."""
         code = form.get("code")
         return self._redeemed.get(code) if code else None
 

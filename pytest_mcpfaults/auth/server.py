@@ -1,34 +1,11 @@
 """The sidecar as an OAuth-protected resource (``Sidecar(auth=...)``, docs/auth.md). Pure: no I/O.
 
-With ``auth='oauth'`` the MCP endpoint asks for a bearer token that the sidecar issues itself, through
-a minimal authorization server on the same port: its protected resource metadata (RFC 9728) at
-:data:`PRM_PATH` (and the path-suffixed form, ``/.well-known/oauth-protected-resource/mcp``), its
-authorization server metadata (RFC 8414) at :data:`ASM_PATH`, and a token endpoint at
-:data:`TOKEN_PATH` with the grants of :data:`AUTH_GRANTS`: ``authorization_code`` with PKCE, for a
-client registered at the registration endpoint and approved at once by the authorization endpoint
-(``auth/registration.py``), ``client_credentials`` (any client id and secret are accepted unless the id is a
-registered client's) and ``refresh_token``. With a list of tokens (``auth=['t0k3n']``)
-exactly those are accepted and none is issued. Either way a request to the MCP endpoint without an
-accepted token is answered ``401`` with ``WWW-Authenticate: Bearer resource_metadata="..."``, as the
-MCP 2025-11-25 authorization spec asks.
-
-:class:`AuthServer` holds the tokens; the core asks it what a request carried (:meth:`AuthServer.observe`,
-an :class:`AuthInfo` the auth fault kinds read), whether to refuse it (:meth:`AuthServer.refusal`), and
-to answer the authorization server's paths (:meth:`AuthServer.answer`).
-
-What a client did after the sidecar refused its token (:func:`auth_follow_ups`) is read from the
-journal's records. An auth failure is a request to the MCP endpoint answered with a bearer challenge
-(``401``, or ``403`` ``insufficient_scope``; :attr:`~pytest_mcpfaults.core.records.AuthSeen.error` set),
-whether the sidecar refused a missing or revoked token or an auth fault kind fired. What the client did
-next is read from the next request to the MCP endpoint, in arrival order, and the requests to the
-authorization server in between (metadata, the token endpoint):
-
-* ``'refreshed'``: it came back with another token (``grant`` says how it got it: ``'refresh_token'``,
-  ``'client_credentials'``; ``None`` when no token request in between issued it);
-* ``'deleted_session'``: it went to ``DELETE`` without a new token (it gave up the session);
-* ``'retried_same_token'``: it sent the refused token again;
-* ``'retried_without_token'``: it sent no token;
-* ``'gave_up'``: nothing more reached the MCP endpoint.
+With ``auth='oauth'`` the sidecar issues the bearer tokens itself, through a minimal authorization
+server on the same port (RFC 9728 resource metadata, RFC 8414 server metadata, a token endpoint); with
+a list of tokens exactly those are accepted. Either way a request without an accepted token is
+answered ``401`` with ``WWW-Authenticate: Bearer resource_metadata="..."``, as the MCP 2025-11-25
+authorization spec asks. What a client did after a refusal (:func:`auth_follow_ups`) is read from the
+journal: the next request to the MCP endpoint, and the requests to the authorization server before it.
 """
 
 from __future__ import annotations
@@ -57,15 +34,11 @@ from pytest_mcpfaults.mcp.endpoint import Reply
 __all__ = [
     "ASM_PATH",
     "AUTH_GRANTS",
-    "DEFAULT_SCOPE",
     "MAX_TOKENS",
     "PRM_PATH",
-    "TOKEN_LIFETIME",
     "TOKEN_PATH",
-    "AuthAnswer",
     "AuthFollowUp",
     "AuthInfo",
-    "AuthOutcome",
     "AuthServer",
     "auth_follow_ups",
     "challenge",
@@ -82,14 +55,13 @@ PRM_PATH = "/.well-known/oauth-protected-resource"
 ASM_PATH = "/.well-known/oauth-authorization-server"
 #: The token endpoint (``POST``, form-encoded).
 TOKEN_PATH = "/oauth/token"
-#: The grants the token endpoint takes (and the metadata advertises).
 AUTH_GRANTS = GRANTS
 #: The scope a token is granted when its request names none (and every static token's scope).
 DEFAULT_SCOPE = "mcp"
 #: The ``expires_in`` of an issued token, seconds (long: the auth fault kinds expire tokens by count).
 TOKEN_LIFETIME = 3600
-#: How many issued tokens a sidecar keeps: past it the oldest is forgotten (it, and its refresh token,
-#: are then refused as unknown), so a client asking for tokens in a loop costs bounded memory.
+#: How many issued tokens a sidecar keeps (then the oldest is forgotten): a client asking for tokens
+#: in a loop costs bounded memory.
 MAX_TOKENS = 10_000
 
 _CHALLENGE_ERROR = re.compile(r'^Bearer (?:.*, )?error="([^"]*)"')
@@ -99,14 +71,10 @@ _CHALLENGE_ERROR = re.compile(r'^Bearer (?:.*, )?error="([^"]*)"')
 class AuthInfo:
     """What a request to the MCP endpoint carried, as the authorization layer sees it.
 
-    ``token``: the bearer token (``None``: no ``Authorization: Bearer`` header); ``label`` its name in
-    the journal (``'t1'``, ``'t2'`` ... in the order the sidecar issued them, ``'static1'`` ... in the
-    order ``auth=`` lists them, ``'unknown'`` for one the sidecar never issued nor accepts); ``accepted``
-    whether it is good (known and not revoked); ``calls`` how many earlier requests carried it;
-    ``scopes`` what it was granted; ``metadata_url`` the protected resource metadata URL the
-    challenges name; ``principal`` whom the token stands for (a static token: itself, ``'static1'``
-    ...; an issued one: the ``client_id`` it was issued to, ``'client_id <id>'``, kept by a refresh), to
-    which a transport session and a stateless-era round are bound (``None``: no accepted token)."""
+    ``label``: the token's name in the journal (``'t1'`` ... as issued, ``'static1'`` ... as ``auth=``
+    lists them, ``'unknown'``); ``calls``: how many earlier requests carried it; ``principal``: whom
+    it stands for (a static token: its label; an issued one: its client id, kept by a refresh), to
+    which a transport session and a stateless-era round are bound."""
 
     token: str | None
     label: str | None
@@ -119,9 +87,8 @@ class AuthInfo:
 
 @dataclass(frozen=True)
 class AuthAnswer:
-    """The authorization server's answer to a request on one of its paths: the reply, and for the
-    journal the token request's ``grant`` (``grant_type``), the label of the token it ``issued`` and
-    the registered ``client`` the request registered or named (``'c1'`` ...)."""
+    """The authorization server's answer, and for the journal the ``grant``, the label of the token
+    it ``issued`` and the registered ``client`` it named (``'c1'`` ...)."""
 
     reply: Reply
     grant: str | None = None
@@ -134,9 +101,9 @@ class _Grant:
     label: str
     scopes: frozenset[str]
     refresh: str | None
-    principal: str = ""  # whom it stands for (see AuthInfo.principal)
-    client_id: str | None = None  # the client it was issued to (its refresh token is that client's only)
-    registered: bool = False  # whether that client was a registered one (it must still be, to refresh)
+    principal: str = ""
+    client_id: str | None = None  # its refresh token is that client's only
+    registered: bool = False  # the client was a registered one (it must still be, to refresh)
     refreshed: bool = False  # its refresh token was used (rotated: refused from then on)
 
 
@@ -150,8 +117,7 @@ def challenge(
     description: str | None = None,
     scope: str | None = None,
 ) -> str:
-    """A ``WWW-Authenticate`` value: ``Bearer error="...", scope="...", resource_metadata="...",
-    error_description="..."`` (the parameters given)."""
+    """A ``WWW-Authenticate`` value with the parameters given."""
     params = [
         f"{name}={_quoted(value)}"
         for name, value in (
@@ -164,8 +130,8 @@ def challenge(
 
 
 def challenge_error(reply: Reply) -> str | None:
-    """The ``error`` of a reply's bearer challenge (``'invalid_token'``, ``'insufficient_scope'``),
-    ``'missing'`` for a challenge without one (no token was sent), ``None`` when it has none."""
+    """The ``error`` of a reply's bearer challenge, ``'missing'`` for a challenge without one (no token
+    was sent), ``None`` when it has no challenge."""
     value = reply.headers.get("WWW-Authenticate")
     if reply.status not in (401, 403) or value is None or not value.startswith("Bearer"):
         return None
@@ -174,16 +140,13 @@ def challenge_error(reply: Reply) -> str | None:
 
 
 def refusal(status: int, www_authenticate: str, error: str, description: str) -> Reply:
-    """A ``401``/``403`` with its challenge and an OAuth error body."""
     body = {"error": error, "error_description": description}
     return Reply(status, body, {"WWW-Authenticate": www_authenticate}, sse=False)
 
 
 class AuthServer:
     """The tokens of one sidecar and its authorization server's answers (on the core's thread).
-
-    ``auth``: ``'oauth'`` (issue tokens) or the static tokens accepted; ``mcp_path``; ``base_url``:
-    the sidecar's ``http://127.0.0.1:<port>`` (known once it is bound)."""
+    ``base_url``: the sidecar's, known once it is bound."""
 
     def __init__(self, auth: str | Sequence[str], *, mcp_path: str, base_url: Callable[[], str]) -> None:
         self.issues = auth == "oauth"
@@ -199,26 +162,17 @@ class AuthServer:
         self._calls: dict[str, int] = {}
         self._issued = 0
         self._issued_tokens: deque[str] = deque()  # oldest first, for MAX_TOKENS
-        #: The registered clients and their authorization codes (``auth='oauth'``).
-        self.clients = Clients(lambda: self.issuer)
+        self.clients = Clients(base_url)  # the issuer identifier is the sidecar's base URL
         paths = [PRM_PATH, PRM_PATH + mcp_path]
         if self.issues:
             paths += [ASM_PATH, TOKEN_PATH, AUTHORIZE_PATH, REGISTER_PATH]
-        #: The paths the authorization layer answers itself.
         self.paths = frozenset(paths)
-
-    # -- addresses ---------------------------------------------------------------------------------
-    @property
-    def issuer(self) -> str:
-        """The authorization server's issuer identifier: the sidecar's base URL."""
-        return self.base_url()
 
     @property
     def metadata_url(self) -> str:
         """The protected resource metadata URL the challenges name (RFC 9728's path-suffixed form)."""
         return self.base_url() + PRM_PATH + self.mcp_path
 
-    # -- the resource ------------------------------------------------------------------------------
     def observe(self, headers: Mapping[str, str]) -> AuthInfo:
         """What this MCP request carried; counts it as a call of its token."""
         value = headers.get("Authorization") or ""
@@ -249,7 +203,6 @@ class AuthServer:
         return refusal(401, challenge(info.metadata_url, "invalid_token", why), "invalid_token", why)
 
     def revoke(self, token: str) -> None:
-        """The token is refused from now on."""
         if token in self._grants:
             self._revoked.add(token)
 
@@ -260,12 +213,10 @@ class AuthServer:
         self._calls.pop(token, None)
         self._revoked.discard(token)
 
-    # -- the authorization server ------------------------------------------------------------------
     def answer(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, query: str = ""
     ) -> AuthAnswer | None:
-        """The answer on one of :attr:`paths` (``query``: the URL's, without the ``?``), ``None`` for
-        any other path."""
+        """The answer on one of :attr:`paths`, ``None`` for any other path."""
         if path not in self.paths:
             return None
         if path in (TOKEN_PATH, REGISTER_PATH):
@@ -280,21 +231,17 @@ class AuthServer:
         if path == AUTHORIZE_PATH:
             reply, client = self.clients.authorize(query)
             return AuthAnswer(reply, client=client)
-        if path == ASM_PATH:
-            return AuthAnswer(Reply(200, self._server_metadata(), sse=False))
-        servers = [self.issuer] if self.issues else []
-        prm = {
-            "resource": self.base_url() + self.mcp_path,
-            "authorization_servers": servers,
-            "scopes_supported": [DEFAULT_SCOPE],
-            "bearer_methods_supported": ["header"],
-        }
-        return AuthAnswer(Reply(200, prm, sse=False))
-
-    def _server_metadata(self) -> dict[str, object]:
         base = self.base_url()
-        return {
-            "issuer": self.issuer,
+        if path != ASM_PATH:
+            prm = {
+                "resource": base + self.mcp_path,
+                "authorization_servers": [base] if self.issues else [],
+                "scopes_supported": [DEFAULT_SCOPE],
+                "bearer_methods_supported": ["header"],
+            }
+            return AuthAnswer(Reply(200, prm, sse=False))
+        asm = {
+            "issuer": base,
             "authorization_endpoint": base + AUTHORIZE_PATH,
             "token_endpoint": base + TOKEN_PATH,
             "registration_endpoint": base + REGISTER_PATH,
@@ -305,6 +252,7 @@ class AuthServer:
             "authorization_response_iss_parameter_supported": True,
             "scopes_supported": [DEFAULT_SCOPE],
         }
+        return AuthAnswer(Reply(200, asm, sse=False))
 
     def _token(self, headers: Mapping[str, str], body: bytes) -> AuthAnswer:
         try:
@@ -342,9 +290,8 @@ class AuthServer:
     def _refresh_grant(
         self, refresh: str, requested: frozenset[str], client_id: str, client: str | None
     ) -> AuthAnswer:
-        """The ``refresh_token`` grant (OAuth 2.1 4.3): the token known, unused (each is good once: the
-        answer carries the next one), presented by the client it was issued to (still registered, if it
-        was), for no more scope than it had."""
+        """The ``refresh_token`` grant (OAuth 2.1 4.3): each refresh token is good once, for its client,
+        for no more scope than it had."""
         access = self._refresh.get(refresh)
         old = self._grants[access] if access is not None else None
         why = _refresh_problem(old, client_id, client)
@@ -377,8 +324,6 @@ class AuthServer:
 
 
 def _refresh_problem(old: _Grant | None, client_id: str, client: str | None) -> str | None:
-    """Why the refresh token of ``old`` (``None``: not known) cannot be redeemed by ``client_id``
-    (``client``: its label, ``None`` when it is not registered), ``None`` when it can."""
     if old is None:
         return "the refresh token is not known"
     if old.refreshed:
@@ -391,8 +336,7 @@ def _refresh_problem(old: _Grant | None, client_id: str, client: str | None) -> 
 
 
 def check_auth(auth: object, who: str = "Sidecar") -> str | tuple[str, ...] | None:
-    """``auth=`` as the sidecar keeps it: ``None``, ``'oauth'`` or a tuple of static tokens; a
-    ``ValueError`` naming the argument and what is valid otherwise."""
+    """``auth=`` as the sidecar keeps it, or a ``ValueError`` naming what is valid."""
     valid = "None, 'oauth' (the sidecar issues tokens) or a list of accepted bearer tokens"
     if auth is None or auth == "oauth":
         return auth
@@ -436,10 +380,9 @@ _DOING = {
 
 @dataclass(frozen=True)
 class AuthFollowUp:
-    """One auth failure and what the client did next: ``failure`` (the refused request), ``outcome``,
-    ``next`` (its next request to the MCP endpoint, ``None`` when none came), ``between`` (its requests
-    to the authorization server before that) and ``grant`` (the grant that issued the token ``next``
-    carried, when a token request in between issued it)."""
+    """One auth failure (a request answered with a bearer challenge) and what the client did next:
+    ``next``, its next request to the MCP endpoint; ``between``, its requests to the authorization
+    server before that; ``grant``, the grant that issued the token ``next`` carried, if one did."""
 
     failure: RequestRecord
     outcome: AuthOutcome
@@ -448,9 +391,8 @@ class AuthFollowUp:
     grant: str | None = None
 
     def describe(self) -> str:
-        """E.g. ``#7 POST tools/call echo (token t1) was refused (401 invalid_token, fault
-        unauthorized@tool:echo); the client then retried with the same token: #8 POST tools/call echo
-        (token t1, 401)``."""
+        """E.g. ``#7 POST tools/call echo (token t1) was refused (401 invalid_token); the client then
+        retried with the same token: #8 POST tools/call echo (token t1, 401)``."""
         f = self.failure
         why = f"{f.status} {_seen(f).error}" + (f", fault {f.fault}" if f.fault else "")
         head = f"#{f.id} {f.label} ({_token(f)}) was refused ({why}); the client then {_DOING[self.outcome]}"
@@ -474,37 +416,27 @@ def _token(r: RequestRecord) -> str:
 
 
 def auth_follow_ups(requests: Iterable[RequestRecord], mcp_path: str) -> tuple[AuthFollowUp, ...]:
-    """Every auth failure of ``requests`` (the journal's, in arrival order) with what followed it."""
+    """Every auth failure of the journal's ``requests`` with what followed it."""
     records = sorted(requests, key=lambda r: r.id)
     out: list[AuthFollowUp] = []
     for i, failure in enumerate(records):
         if failure.path != mcp_path or _seen(failure).error is None:
             continue
-        between: list[RequestRecord] = []
-        following: RequestRecord | None = None
-        for r in records[i + 1 :]:
-            if r.path == mcp_path:
-                following = r
-                break
-            between.append(r)
-        out.append(_follow_up(failure, following, tuple(between)))
+        rest = records[i + 1 :]
+        at = next((j for j, r in enumerate(rest) if r.path == mcp_path), len(rest))
+        between, following = tuple(rest[:at]), rest[at] if at < len(rest) else None
+        token = _seen(following).token if following is not None else None
+        if following is None:
+            out.append(AuthFollowUp(failure, "gave_up", None, between))
+        elif token is not None and token != _seen(failure).token:
+            grant = next((_seen(r).grant for r in between if _seen(r).issued == token), None)
+            out.append(AuthFollowUp(failure, "refreshed", following, between, grant))
+        elif following.method == "DELETE":
+            out.append(AuthFollowUp(failure, "deleted_session", following, between))
+        else:
+            outcome: AuthOutcome = "retried_same_token" if token is not None else "retried_without_token"
+            out.append(AuthFollowUp(failure, outcome, following, between))
     return tuple(out)
-
-
-def _follow_up(
-    failure: RequestRecord, following: RequestRecord | None, between: tuple[RequestRecord, ...]
-) -> AuthFollowUp:
-    if following is None:
-        return AuthFollowUp(failure, "gave_up", None, between)
-    token = _seen(following).token
-    if token is not None and token != _seen(failure).token:
-        grant = next((_seen(r).grant for r in between if _seen(r).issued == token), None)
-        return AuthFollowUp(failure, "refreshed", following, between, grant)
-    if following.method == "DELETE":
-        return AuthFollowUp(failure, "deleted_session", following, between)
-    if token is not None:
-        return AuthFollowUp(failure, "retried_same_token", following, between)
-    return AuthFollowUp(failure, "retried_without_token", following, between)
 
 
 def reauthorization_problems(follow_ups: Iterable[AuthFollowUp]) -> list[str]:

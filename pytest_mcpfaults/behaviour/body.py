@@ -1,12 +1,8 @@
-"""The body phase: how a body fault (``Fault.phase == 'body'``) shapes the bytes of a reply. Sans-IO.
+"""The body phase: how a body fault shapes the bytes of a reply, sans-IO.
 
-Each body kind says once, in :func:`body_shape` (dispatched on its class, so a subclass shapes as its
-base), what it does to a body: cut it at a byte offset and then hold, close (FIN) or reset (RST) the
-connection; pace it in chunks; cut a JSON body in half; keep an event stream open at its end. A
-:class:`BodyShaper` turns that into steps for one body fed to it chunk by chunk; every adapter runs
-the steps with its own I/O (the socket sidecar's :func:`~pytest_mcpfaults.transports.inject.deliver`,
-the proxy's :func:`~pytest_mcpfaults.proxy.relay.relay`, the legacy stream's writer, the stdio
-server and the in-process backend), so a body fault behaves the same wherever it acts.
+Each body kind's :class:`Shape` is said once (:func:`body_shape`); a :class:`BodyShaper` turns it into
+steps for a body fed chunk by chunk, and every adapter runs the steps with its own I/O, so a body
+fault behaves the same wherever it acts.
 """
 
 from __future__ import annotations
@@ -60,8 +56,6 @@ class Cut:
 
 
 Step = Write | Sleep | Hold | Cut
-"""What an adapter does next with the body: one of :class:`Write`, :class:`Sleep`, :class:`Hold`,
-:class:`Cut`."""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,5 @@
-"""The child phase: what a fault of ``Fault.phase == 'child'`` has the stdio child write on its pipes
-before it answers, as the control messages the stdio server sends the child. Pure: no I/O.
-
-:func:`child_writes` is dispatched on the fault's class (a subclass writes as its base). The child
-events (``Fault.event``: stdin closing, a signal) are counted by the stdio server itself.
-"""
+"""The child phase: what a child fault has the stdio child write on its pipes before it answers, as
+the control messages the stdio server sends the child. Pure: no I/O."""
 
 from __future__ import annotations
 

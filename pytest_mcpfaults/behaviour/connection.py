@@ -1,12 +1,5 @@
-"""The connection phase: what a fault of ``Fault.phase == 'connection'`` does to a request before its
-answer, as data. Pure: no I/O.
-
-:func:`effect_of` (dispatched on the fault's class, so a subclass acts as its base) says it once: the
-process dies (:class:`Dying`), the request is held, the whole process frozen with it, its
-connection silenced, or neither (:class:`Holding`), or the answer comes late (:class:`Pausing`). The core
-(:meth:`~pytest_mcpfaults.core.core.SidecarCore.decide`) and the stdio server run the effect with
-their own transport.
-"""
+"""The connection phase: what a connection fault does to a request before its answer, as data
+(:data:`Effect`) that the core and the stdio server run with their own transport. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -57,7 +50,6 @@ class Notifying:
 
 
 Effect = Dying | Holding | Pausing | Notifying
-"""A connection-phase effect: :class:`Dying`, :class:`Holding`, :class:`Pausing` or :class:`Notifying`."""
 
 
 @singledispatch

@@ -1,14 +1,6 @@
-"""The server-request phase: what a fault of ``Fault.phase == 'server_request'`` does to the requests a
-tool sends the client during the call it fired on, and to their answers, as data. Pure: no I/O.
-
-:func:`outbound_effect` (dispatched on the fault's class, so a subclass acts as its base) says it once,
-as an :class:`Outbound`: a malformed copy of each request first (``malformed_server_request``), each
-request sent several times with one id (``duplicate_server_request``), the client's answer to the
-first request lost (``drop_client_answer``). The core arms the call's effect before its answer is made
-(:meth:`~pytest_mcpfaults.mcp.outbound.ServerMessages.arm`); the call's
-:class:`~pytest_mcpfaults.mcp.outbound.ToolContext` acts on it; :func:`malformed_event` makes the
-malformed copy's bytes.
-"""
+"""The server-request phase: what a server-request fault does to the requests a tool sends the client
+during the call it fired on, and to their answers, as data (:class:`Outbound`): the core arms it for
+the call and the call's ``ToolContext`` acts on it. Pure: no I/O."""
 
 from __future__ import annotations
 

@@ -1,23 +1,17 @@
-"""Cancellation: a client's cancellation linked to the request it names, and what it does to that
-request (the cancel phase). Loop thread only; no I/O.
+"""Cancellation (the cancel phase): a client's cancellation linked to the request it names, and what it
+does to it. Loop thread only; no I/O.
 
-A ``notifications/cancelled`` names a JSON-RPC id; :meth:`Cancellations.link` finds the request it
-names (the latest with that id in the same transport session and era) and journals a
-:class:`~pytest_mcpfaults.core.records.CancellationRecord`: when, how long after that request was
-sent, and whether it was still in flight. In the 2026-07-28 era a client cancels by closing the
-request's response stream (the transport tells :meth:`Cancellations.stream_closed`); in the session
-era a closed connection is not a cancellation (the spec says so), only the notification is.
+A ``notifications/cancelled`` names the latest request with its JSON-RPC id in the same transport
+session and era. In the 2026-07-28 era closing a request's response stream cancels it too; in the
+session era a closed connection does not (the spec says so).
 
-What a cancellation the sidecar accepted does to the request is a fact of the fault that fired on
-it, :attr:`~pytest_mcpfaults.faults.Fault.on_cancel` (a class attribute, so a subclass acts as its
-base): ``'stop'`` (no fault, and every kind but the two below: the answer being made is abandoned,
-its tool handler cancelled, and the request gets no JSON-RPC response, as the spec says of a
-cancelled request: its response is an event stream that ends without an event), ``'ignore'``
-(``ignore_cancel``: it runs on and is answered in full) or ``'answer'`` (``answer_after_cancel``:
-its hold ends and it is answered in full). The mcp SDK's server answers ``-32800 Request
-cancelled`` in the session era instead; the sidecar does not, so that a late answer is the fault's
-alone. A request held
-by any other blocking fault stays held: a stuck server does not read its cancellations.
+What an accepted cancellation does is the fired fault's :attr:`~pytest_mcpfaults.faults.Fault.on_cancel`:
+``'stop'`` (no fault, and every kind but two: the answer is abandoned, its handler cancelled, and, as
+the spec says, no JSON-RPC response is sent: an event stream ending without an event; the mcp SDK's
+server answers ``-32800`` in the session era instead, the sidecar does not, so that a late answer is
+the fault's alone), ``'ignore'`` (``ignore_cancel``: answered in full) or ``'answer'``
+(``answer_after_cancel``: its hold ends, answered in full). A request held by any other blocking fault
+stays held: a stuck server does not read its cancellations.
 """
 
 from __future__ import annotations
@@ -45,25 +39,21 @@ _OUTCOME: dict[CancelEffect, CancelOutcome] = {"stop": "stopped", "ignore": "ign
 
 
 def unanswered() -> Reply:
-    """The answer of a request stopped by its cancellation: no JSON-RPC response (the spec: a receiver
-    of a cancellation does not answer the cancelled request), an event stream that ends at once."""
+    """The answer of a request stopped by its cancellation: an event stream that ends at once."""
     return Reply(200, None, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}, sse=True)
-
-
-def _same_id(a: object, b: object) -> bool:
-    """JSON-RPC ids are equal when their values and types are (``"1"`` is not ``1``)."""
-    return a == b and type(a) is type(b)
 
 
 @dataclass(eq=False)
 class _Flight:
     """A request whose answer is being made (or which is held): the future a cancellation sets, and
-    the task making the answer (cancelled to stop it; ``stopping`` says the cancel was ours)."""
+    the task making the answer (``stopping``: the task's cancel was ours)."""
 
     fault: F.Fault | None
     task: asyncio.Task[Any] | None = None
     stopping: bool = False
-    cancelled: asyncio.Future[None] = field(default_factory=lambda: _future())
+    cancelled: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 class Cancellations:
@@ -99,7 +89,8 @@ class Cancellations:
             return None
         for r in reversed(self.journal.requests):
             same_session = r.session_id == session_id and r.era == era
-            if r.id != rid and same_session and r.rpc_id is not None and _same_id(r.rpc_id, names):
+            same_id = r.rpc_id == names and type(r.rpc_id) is type(names)  # "1" is not 1
+            if r.id != rid and same_session and same_id:
                 return r
         return None
 
@@ -128,9 +119,9 @@ class Cancellations:
 
     # -- what the sidecar does -------------------------------------------------------------------
     def heard(self, rid: int, *, named: int | None = None) -> None:
-        """The sidecar accepted the cancellation of request ``rid`` (a notification it answered 202,
-        or a closed stream: ``named`` is then the request itself): the request it names, if its
-        answer is still being made or it is held, gets its effect."""
+        """The sidecar accepted the cancellation of request ``rid`` (a notification answered 202, or a
+        closed stream: ``named`` is the request itself): the request it names, if in flight, gets its
+        effect."""
         if named is None:
             cancels = [c for c in self.journal.cancellations if c.notification == rid]
             named = cancels[-1].cancels if cancels else None
@@ -146,9 +137,8 @@ class Cancellations:
                 flight.task.cancel()
 
     def stopped_before(self, rid: int, fault: F.Fault | None) -> bool:
-        """Whether request ``rid``, whose answer is made only now (a legacy message's reply, after
-        its 202), was already cancelled and is stopped; a cancel kind's outcome is recorded then too
-        (``answer_after_cancel``'s hold then ends at once)."""
+        """Whether request ``rid``, whose answer is made only now (a legacy message's reply, after its
+        202), was already cancelled and is stopped; its outcome is recorded then."""
         rec = self.journal.request(rid)
         if rec.cancel is None or rec.cancel.outcome is not None:
             return False
@@ -157,12 +147,10 @@ class Cancellations:
         return effect == "stop"
 
     def ran_on(self, rid: int, ended: bool) -> None:
-        """Request ``rid`` was stopped while its sync tool handler ran on its worker thread
-        (``ended=False``: ``ran_on``), or that handler has now ended (``ran_until``)."""
-        if ended:
-            self.journal.update_request(rid, ran_until=self.journal.now())
-        else:
-            self.journal.update_request(rid, ran_on=True)
+        """Request ``rid`` was stopped while its sync tool handler ran on (``ran_on``), or that handler
+        has now ended (``ran_until``)."""
+        fields = {"ran_until": self.journal.now()} if ended else {"ran_on": True}
+        self.journal.update_request(rid, **fields)
 
     def held_until_cancelled(self, rid: int, fault: F.Fault) -> asyncio.Future[None] | None:
         """The future a hold of request ``rid`` by ``fault`` also ends on (``None``: a cancellation
@@ -170,9 +158,8 @@ class Cancellations:
         if fault.on_cancel != "answer":
             return None
         flight = self._flights[rid] = _Flight(fault)
-        if (
-            c := self.journal.request(rid).cancel
-        ) is not None and c.outcome is not None:  # cancelled while its answer was made
+        cancel = self.journal.request(rid).cancel
+        if cancel is not None and cancel.outcome is not None:  # cancelled while its answer was made
             flight.cancelled.set_result(None)
         return flight.cancelled
 
@@ -184,8 +171,7 @@ class Cancellations:
         self, rid: int, info: McpRequest, fault: F.Fault | None, work: Coroutine[Any, Any, Reply | None]
     ) -> Reply | None:
         """Make the answer of request ``rid`` (``work``), unless the client cancels it first: then it
-        is stopped (``work`` cancelled, the answer :func:`unanswered`) or, for
-        ``ignore_cancel`` and ``answer_after_cancel``, made all the same."""
+        is stopped (:func:`unanswered`), or made all the same (``ignore_cancel``, ``answer_after_cancel``)."""
         if info.is_notification or info.method is None or _inline():  # a notification, a response
             return await work
         task = asyncio.current_task()
@@ -202,13 +188,9 @@ class Cancellations:
             self._flights.pop(rid, None)
 
 
-def _future() -> asyncio.Future[None]:
-    return asyncio.get_running_loop().create_future()
-
-
 def _inline() -> bool:
-    """Whether no event loop runs this answer (the in-process backend runs ``decide`` inline, one
-    request at a time: no cancellation can arrive while it is made)."""
+    """Whether no event loop runs this answer (the in-process backend's ``decide`` runs inline: no
+    cancellation can arrive meanwhile)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

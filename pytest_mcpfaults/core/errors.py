@@ -14,16 +14,13 @@ SidecarState = Literal["new", "running", "frozen", "dead", "stopped"]
 
 
 class Dropped(Exception):
-    """The request's connection was reset or closed on purpose (a ``die``, a hold that did not end in a
-    release, a cut body, a tool's wait for the client's answer that ran out of patience) or the client
-    went away: nothing more is written for it."""
+    """The request's connection was closed on purpose (a ``die``, a hold not released, a cut body) or
+    by the client: nothing more is written for it."""
 
 
 class SidecarError(Exception):
-    """An exception raised inside the sidecar thread (e.g. by a tool handler), re-raised in the test.
-
-    ``errors`` holds every one of them, in order; the first is also the ``__cause__``.
-    """
+    """Exceptions raised inside the sidecar (e.g. by a tool handler), re-raised in the test: ``errors``,
+    in order; the first is also the ``__cause__``."""
 
     def __init__(self, errors: Sequence[tuple[str, BaseException]]) -> None:
         self.errors = [e for _, e in errors]
@@ -35,8 +32,7 @@ class SidecarError(Exception):
 
 
 class ErrorLog:
-    """The errors raised inside one sidecar, recorded from any thread: ``record`` is handed to every
-    part that runs user code or may meet a bug of ours; ``check`` re-raises them in the test."""
+    """The errors raised inside one sidecar, recorded from any thread; ``check`` re-raises them."""
 
     def __init__(self) -> None:
         self._errors: list[tuple[str, BaseException]] = []

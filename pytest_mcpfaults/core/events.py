@@ -1,11 +1,7 @@
-"""Process-wide listeners for what sidecars do as they do it: every journal (socket ``Sidecar`` and
-``mock_sidecar``) reports here when it is made (``'sidecar'``) and each fault as it fires (``'fired'``,
-with the kind), on whatever thread did it.
-
-The pytest plugin listens to keep a running tally per test outside the test's own record (which is
-filled at teardown), so that a test whose worker process dies, or a run interrupted in the middle of a
-test, still shows the faults fired up to that point (see ``docs/ci.md``). Standard library only: the
-listener is registered before anything imports the sidecar.
+"""Process-wide listeners for what sidecars do as they do it: every journal reports when it is made
+(``'sidecar'``) and each fault as it fires (``'fired'``), on whatever thread did it. The plugin keeps a
+running tally per test from them, so a test whose worker dies mid-test still shows the faults fired
+(docs/ci.md). Standard library only: the listener is registered before anything imports the sidecar.
 """
 
 from __future__ import annotations
@@ -26,8 +22,8 @@ _LISTENERS: list[Listener] = []
 
 
 def on_event(listener: Listener) -> Callable[[], None]:
-    """Call ``listener(event, value)`` for every event from now on; returns the function that
-    unregisters it. A listener must be quick and must not raise (it runs on the sidecar's loop thread)."""
+    """Call ``listener(event, value)`` for every event from now on (quick, never raising: it runs on the
+    sidecar's loop thread); returns the function that unregisters it."""
     with _LOCK:
         _LISTENERS.append(listener)
 

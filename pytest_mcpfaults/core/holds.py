@@ -30,12 +30,10 @@ class Holds:
         *,
         records_close: bool = False,
     ) -> tuple[HoldOutcome, RequestRecord, float]:
-        """Hold request ``rid`` until :meth:`end` (its outcome), the first of ``ends`` to complete
-        (the outcome it names: the client gone, a cancellation), or ``budget`` seconds (``'patience'``;
-        ``None``: unbounded). Journaled as it starts and ends; the outcome ``client_closed`` also
-        records the client's close when ``records_close`` (a transport with no connection of its own
-        to record it on), and is left as the close wrote it. Returns the outcome, the record and the
-        journal time the hold started."""
+        """Hold request ``rid`` until :meth:`end`, the first of ``ends`` (the outcome it names), or
+        ``budget`` seconds (``'patience'``; ``None``: unbounded), journaled; ``records_close``: a
+        transport without connections of its own records the client's close here. Returns the outcome,
+        the record and the journal time the hold started."""
         release: asyncio.Future[HoldOutcome] = asyncio.get_running_loop().create_future()
         self.held.add(release)
         started = self.journal.now()

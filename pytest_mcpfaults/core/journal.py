@@ -1,12 +1,10 @@
-"""The sidecar's journal: every request and every connection, readable from the test thread.
-
-The loop thread writes; any thread reads. Readers get frozen snapshots (:class:`RequestRecord`,
-:class:`ConnectionRecord`), never live objects, and can wait for a condition without sleeping.
-"""
+"""The sidecar's journal: the loop thread writes, any thread reads frozen snapshots, or waits for a
+condition without sleeping."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,17 +30,16 @@ __all__ = ["Journal"]
 
 
 class Journal:
-    """Thread-safe store of request and connection records; :meth:`snapshot` reads, waits wait.
+    """Thread-safe store of what a sidecar saw: requests, connections and the logs beside them.
 
-    Unbounded by default (a test's sidecar keeps everything: assertions read the whole journal). With a
-    limit (:meth:`set_limit`, ``serve --journal-limit``) it is a ring: once more than ``limit`` requests
-    are kept, the oldest *finished* ones are dropped and counted in :attr:`dropped_requests` (connections
-    likewise: the oldest *closed* ones, :attr:`dropped_connections`). A request still in flight (held,
-    streaming) is never dropped, so the journal may exceed the limit by the requests in flight. Ids are
-    never reused: a request's id is its arrival number, whatever was dropped before it.
+    Unbounded by default (a test's assertions read the whole journal). With a limit (:meth:`set_limit`,
+    ``serve --journal-limit``) it is a ring: beyond ``limit`` requests the oldest *finished* ones are
+    dropped and counted in :attr:`dropped_requests` (and the oldest *closed* connections in
+    :attr:`dropped_connections`); one in flight never is, so the journal may exceed the limit by those.
+    A request's id is its arrival number, never reused.
     """
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self) -> None:
         self._cond = threading.Condition()
         self._requests: dict[int, RequestRecord] = {}  # by id, in id (arrival) order
         self._conns: dict[int, ConnectionRecord] = {}
@@ -63,7 +60,6 @@ class Journal:
         self.dropped_requests = 0
         self.dropped_connections = 0
         self.t0 = time.monotonic()
-        self.set_limit(limit)
         events.notify("sidecar")
 
     def set_limit(self, limit: int | None) -> None:
@@ -101,36 +97,29 @@ class Journal:
             return rid
 
     def update_request(self, rid: int, **fields: Any) -> RequestRecord:
-        """Write fields of request ``rid`` (a group as a whole: ``held=Held(at=t)``; an unknown name
-        raises); :meth:`update_group` writes some fields of a group."""
+        """Write fields of request ``rid`` (a group as a whole: ``held=Held(at=t)``)."""
         with self._cond:
-            rec = replace_record(self._requests[rid], fields)
-            self._requests[rid] = rec
+            rec = self._requests[rid] = replace_record(self._requests[rid], fields)
             self._cond.notify_all()
             return rec
 
     def update_group(self, rid: int, group: str, **fields: Any) -> RequestRecord:
-        """Write some fields of request ``rid``'s group ``group`` (``'upstream'``, ``'auth'`` ...:
-        :data:`~.records.GROUPS`), making the group if the record has none yet: one write."""
+        """Write some fields of request ``rid``'s group ``group`` (:data:`~.records.GROUPS`), making it
+        if the record has none yet."""
         if group not in GROUPS:
             raise TypeError(f"RequestRecord has no group {group!r}; its groups: {', '.join(GROUPS)}")
         with self._cond:
             old = getattr(self._requests[rid], group)
             new = GROUPS[group](**fields) if old is None else dataclasses.replace(old, **fields)
-            rec = self._requests[rid] = replace_record(self._requests[rid], {group: new})
-            self._cond.notify_all()
-            return rec
+            return self.update_request(rid, **{group: new})  # the lock is reentrant: one write
 
     def end_request(self, rid: int, **fields: Any) -> RequestRecord:
-        """Record the request's last fields and, unless its end was already recorded (a relayed body's
-        end is recorded as it is sent), that it ended now: one write, one wake-up of the readers."""
+        """Record the request's last fields and, unless already recorded (a relayed body's end is, as it
+        is sent), that it ended now: one write, one wake-up of the readers."""
         with self._cond:
-            rec = self._requests[rid]
-            if rec.ended_at is None:
+            if self._requests[rid].ended_at is None:
                 fields["ended_at"] = self.now()
-            rec = self._requests[rid] = replace_record(rec, fields)
-            self._cond.notify_all()
-            return rec
+            return self.update_request(rid, **fields)
 
     def request(self, rid: int) -> RequestRecord:
         with self._cond:
@@ -153,8 +142,8 @@ class Journal:
     def add_fired(
         self, kind: str, request_id: int | None = None, what: str | None = None, expect_hang: bool = False
     ) -> None:
-        """Count a fault of ``kind`` that fired (on request ``request_id``, or by the test's runtime
-        call ``what``); the latest is kept (:attr:`last_activity`)."""
+        """Count a fault of ``kind`` that fired (on request ``request_id``, or by the runtime call
+        ``what``); the latest is kept (:attr:`last_activity`)."""
         with self._cond:
             self._fired[kind] = self._fired.get(kind, 0) + 1
             fired = FiredRecord(self.now(), kind, request_id, what, self._next_request, expect_hang)
@@ -170,18 +159,11 @@ class Journal:
     def requests_since(self, since: int, limit: int | None = None) -> tuple[RequestRecord, ...]:
         """The kept requests with ``id >= since``, oldest first, at most ``limit`` of them."""
         with self._cond:
-            ids = self._requests.keys()
-            first = next(iter(ids), self._next_request)
+            first = next(iter(self._requests), self._next_request)
             if since <= first and limit is None:
                 return tuple(self._requests.values())
-            out = []
-            for rid in range(max(since, first), self._next_request):
-                rec = self._requests.get(rid)
-                if rec is not None:
-                    out.append(rec)
-                    if limit is not None and len(out) >= limit:
-                        break
-            return tuple(out)
+            ids = range(max(since, first), self._next_request)
+            return tuple(itertools.islice((self._requests[i] for i in ids if i in self._requests), limit))
 
     @property
     def total_requests(self) -> int:
@@ -202,8 +184,8 @@ class Journal:
 
     @property
     def last_activity(self) -> tuple[FiredRecord | None, float | None]:
-        """The latest fault that fired and when the latest request arrived (seconds since the sidecar
-        started), read together; each ``None`` before the first."""
+        """The latest fault that fired and when the latest request arrived, read together; each ``None``
+        before the first."""
         with self._cond:
             return self._last_fired, self._last_request_at
 
@@ -273,10 +255,9 @@ WAIT_EXCERPT = 20
 
 
 def timed_out(journal: Journal, timeout: float, what: str) -> str:
-    """The message of a :meth:`Journal.wait_for` that timed out: what was awaited, then what the sidecar
-    saw instead, as a patience verdict shows it: the latest request and how long before the deadline it
-    came (the nearest the journal got), the faults that fired, the connections still open, and the
-    journal's latest requests."""
+    """The message of a :meth:`Journal.wait_for` that timed out: what was awaited, then, as a patience
+    verdict shows it, what the sidecar saw instead (the latest request and how long before the deadline,
+    the faults fired, the connections open, the latest requests)."""
     requests = journal.requests
     head = f"timed out after {timeout} s waiting for {what}"
     if not requests:

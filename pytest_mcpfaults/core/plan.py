@@ -15,7 +15,7 @@ __all__ = ["Plan"]
 
 class Plan:
     """``entries``: the faults aimed at requests; ``events``: those aimed at a stdio child's events
-    (``ignore_eof``, ``ignore_sigterm``: the stdio channel considers them). Fired faults go to ``journal``."""
+    (``ignore_eof``, ``ignore_sigterm``)."""
 
     def __init__(self, faults: Sequence[F.Fault], journal: Journal) -> None:
         self.entries: list[PlanEntry] = []

@@ -1,23 +1,15 @@
-"""Resumption (SEP-1699, 2025-11-25, "Resumability and Redelivery"): the event ids of the session
-era's event streams, the events kept for replay, and their replay to a ``GET`` of the MCP endpoint
-with ``Last-Event-ID``. Loop thread only; no I/O.
+"""Resumption (SEP-1699, 2025-11-25): the event ids of the session era's event streams, the events kept,
+and their replay to a ``GET`` with ``Last-Event-ID``. Loop thread only; no I/O.
 
-Every event stream of a session gets ids ``<stream>-<n>``: ``<stream>`` is the journal id of the
-request it answers (a ``POST``'s event-stream answer, or a ``GET`` stream), so an id names its stream
-and is unique in the session; ``<n>`` counts the stream's events, a cursor in it. Event ``0`` is the
-*priming* event (an id and empty data), sent first to clients of protocol 2025-11-25 or later (older
-ones get ids on their messages only, from ``1``). Every event sent is kept (at most
-:data:`RETAINED_EVENTS` events and :data:`RETAINED_BYTES` bytes per sidecar, the oldest forgotten
-first), so a client whose stream broke, for whatever reason, can come back with the id of the last
-event it read and get the events after it, on that stream only: a ``POST``'s answer ends after its
-replay; a ``GET`` stream goes on live from there, under its first id.
-
-``close_stream`` closes an answer on purpose: a priming event, the reply's event kept back after
-``after_events`` events, a ``retry`` field, the end of the response; a
-:class:`~pytest_mcpfaults.core.records.StreamRecord` journals the close and its resumption. A
-``Last-Event-ID`` that names no kept event of a stream of the same session is answered 404; one that is
-not an id of this form at all (``<stream>-<n>``, ASCII digits, at most :data:`MAX_ID_DIGITS` each) is
-answered 400, the client's mistake, before any number is read from it.
+An event's id is ``<stream>-<n>``: the journal id of the request the stream answers (unique in the
+session) and a count of its events. Event ``0`` is the *priming* event (an id, empty data), sent first
+to clients of 2025-11-25 or later. Every event sent is kept (the oldest forgotten first, past
+:data:`RETAINED_EVENTS` or :data:`RETAINED_BYTES`), so a client whose stream broke gets the events after
+the last id it read, on that stream only: a ``POST``'s answer ends after its replay, a ``GET`` stream
+goes on live. ``close_stream`` closes an answer on purpose after ``after_events`` events (a
+:class:`~pytest_mcpfaults.core.records.StreamRecord`). A ``Last-Event-ID`` naming no kept event of the
+session is answered 404; one not of that form (ASCII digits, at most :data:`MAX_ID_DIGITS` each) 400,
+before any number is read from it.
 """
 
 from __future__ import annotations
@@ -102,12 +94,10 @@ class Resumption:
         if not priming:
             stream.first = 1
             return b""
-        stream.first = 0
         return self._keep(key, stream, f"id: {key}-0\ndata: \n\n".encode())
 
     def event(self, key: int, message: bytes) -> bytes:
-        """``message`` (one SSE event, ``encode(..., True)``) as the next event of stream ``key``, with
-        its id; kept for replay."""
+        """``message`` (one SSE event) as the next event of stream ``key``, with its id; kept."""
         stream = self._streams.get(key)
         if stream is None:  # a dormant GET stream forgotten with its last event: nothing to keep it for
             return message
@@ -118,15 +108,12 @@ class Resumption:
         return self._keep(key, stream, f"id: {key}-{n}\n".encode() + message)
 
     def frame(self, rid: int, session_id: str | None, reply: Reply, *, priming: bool) -> Reply:
-        """``reply`` (an answer framed as SSE) with ids on its events, kept for replay: the priming event,
-        the notifications before the reply, the reply."""
+        """``reply`` framed as SSE, its events (priming, notifications, reply) with ids, kept."""
         head = self.open(rid, session_id, priming=priming)
         body = [head, *(self.event(rid, encode(n, True)[0]) for n in reply.notifications)]
         if reply.payload is not None:
             body.append(self.event(rid, encode(reply.payload, True)[0]))
-        return dataclasses.replace(
-            reply, headers={**reply.headers, **_HEADERS}, sse=True, events=b"".join(body)
-        )
+        return _stream(reply, b"".join(body))
 
     def left(self, key: int) -> None:
         """A response writing ``GET`` stream ``key`` has ended (the client may resume it)."""
@@ -174,20 +161,19 @@ class Resumption:
                 kept=len(events) - len(sent),
             )
             self._streams[rid].record = self.journal.streams.add(record)  # there: its newest event is kept
-        return dataclasses.replace(reply, headers={**reply.headers, **_HEADERS}, sse=True, events=body)
+        return _stream(reply, body)
 
     # -- replay ----------------------------------------------------------------------------------
     def replay(self, rid: int, session_id: str | None, last_event_id: str) -> Reply | Resumed:
-        """The answer of the ``GET`` ``rid`` carrying ``Last-Event-ID: last_event_id``: the events after
-        it (a :class:`Resumed` for a ``GET`` stream, which goes on live), or a 404 saying why not (a 400
-        when it is not an event id at all)."""
+        """The answer of the ``GET`` ``rid`` with ``Last-Event-ID: last_event_id``: the events after it
+        (a :class:`Resumed` for a ``GET`` stream, which goes on live), or a 404 (400) saying why not."""
         m = _EVENT_ID.fullmatch(last_event_id.strip())
         if m is None:
             return _malformed(last_event_id)
-        stream = self._streams.get(int(m[1]))
-        if stream is None or stream.session_id != session_id or int(m[2]) >= stream.next:
-            return rpc_error(-32600, f"Unknown Last-Event-ID {last_event_id!r}", status=404)
         key, n = int(m[1]), int(m[2])
+        stream = self._streams.get(key)
+        if stream is None or stream.session_id != session_id or n >= stream.next:
+            return rpc_error(-32600, f"Unknown Last-Event-ID {last_event_id!r}", status=404)
         if n + 1 < stream.first:
             text = (
                 f"Last-Event-ID {last_event_id!r}: the events after it are no longer kept (a sidecar keeps "
@@ -196,20 +182,19 @@ class Resumption:
             return rpc_error(-32600, text, status=404)
         after = list(stream.events)[n + 1 - stream.first :]
         if stream.record is not None:
-            self._resumed(stream.record, rid, last_event_id, len(after))
+            record = self.journal.streams.records[stream.record]
+            if record.resumed_by is None:  # the first resumption is the one the record keeps
+                record = dataclasses.replace(
+                    record, resumed_at=self.journal.now(), resumed_by=rid, resumed_with=last_event_id,
+                    replayed=len(after),
+                )  # fmt: skip
+                self.journal.streams.replace(stream.record, record)
         if stream.get:
             stream.live += 1
             return Resumed(key, b"".join(after))
         headers = {**_HEADERS, **({"Mcp-Session-Id": session_id} if session_id else {})}
         return Reply(200, None, headers, sse=True, events=b"".join(after))
 
-    def _resumed(self, index: int, rid: int, last_event_id: str, replayed: int) -> None:
-        record = self.journal.streams.records[index]
-        if record.resumed_by is None:  # the first resumption is the one the record keeps
-            self.journal.streams.replace(
-                index,
-                dataclasses.replace(
-                    record, resumed_at=self.journal.now(), resumed_by=rid, resumed_with=last_event_id,
-                    replayed=replayed,
-                ),
-            )  # fmt: skip
+
+def _stream(reply: Reply, events: bytes) -> Reply:
+    return dataclasses.replace(reply, headers={**reply.headers, **_HEADERS}, sse=True, events=events)

@@ -1,15 +1,10 @@
-"""Which fault answers a request, and the reply an answer-level fault forces. Pure: no I/O.
+"""Which fault answers a request, and the reply an answer-level fault forces; pure, shared by every
+backend, so all pick the same fault and answer it with the same bytes.
 
-Shared by the socket sidecar (:mod:`pytest_mcpfaults.transports.server`) and the in-process backend
-(:mod:`pytest_mcpfaults.inprocess`), so both pick the same fault for the same request sequence and
-answer it with the same bytes.
-
-The behaviour of the answer phase (``Fault.phase == 'answer'``) lives here, one function per kind,
-chosen by :func:`functools.singledispatch` on the fault's class (a subclass answers as its base):
-:func:`answer_reply` (the reply; :func:`forced_reply` takes ``None`` too), :func:`applies` (which
-requests it can answer), :func:`resting` (a flap's healthy turns). Register a new kind's function with
-``@answer_reply.register`` (and so on); what is a fact of the kind rather than a computation (whether it
-ends the session, rewrites an upstream's answer, revokes a token) is a class attribute on the kind.
+The answer phase's behaviour, one function per kind registered on a :func:`functools.singledispatch`
+dispatcher (a subclass answers as its base): :func:`answer_reply` (the reply), :func:`applies` (which
+requests it can answer), :func:`resting` (a flap's healthy turns). Facts of a kind (whether it ends the
+session, rewrites an upstream's answer, revokes a token) are class attributes on the kind.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ __all__ = [
     "answer_reply",
     "applies",
     "classify",
-    "forced_reply",
     "jitter",
     "pick",
     "record_matches",
@@ -113,9 +107,7 @@ def classify(
 ) -> RequestInfo:
     """Classify a request; a POST to the MCP endpoint is parsed as JSON-RPC."""
     if path == mcp_path:
-        if method != "POST":
-            return RequestInfo(method, path, "mcp", None)
-        parsed = endpoint.parse(headers, body)
+        parsed = endpoint.parse(headers, body) if method == "POST" else None
         if isinstance(parsed, Reply):
             return RequestInfo(method, path, "mcp", None, parsed)
         return RequestInfo(method, path, "mcp", parsed)
@@ -132,6 +124,7 @@ def applies(fault: F.Fault, info: RequestInfo) -> bool:
 @applies.register(F.ToolError)
 @applies.register(F.BackendGone)
 @applies.register(F.ErrorPayload)
+@applies.register(F.DropClientAnswer)  # its tool's requests to the client are what it acts on
 def _applies_to_tool_calls(fault: F.Fault, info: RequestInfo) -> bool:
     return info.mcp is not None and info.mcp.method == "tools/call"
 
@@ -144,17 +137,11 @@ def _applies_to_requests(fault: F.Fault, info: RequestInfo) -> bool:
     return info.mcp is not None and not info.mcp.is_notification
 
 
-@applies.register(F.DropClientAnswer)
-def _applies_to_calls(fault: F.Fault, info: RequestInfo) -> bool:
-    """A ``tools/call`` (its tool's requests to the client are what the fault acts on)."""
-    return info.mcp is not None and info.mcp.method == "tools/call"
-
-
 @applies.register
 def _applies_malformed(fault: F.MalformedServerRequest, info: RequestInfo) -> bool:
     """A ``tools/call``; in the stateless era not ``no_id`` (an input request's key is its id)."""
     era_ok = info.mcp is not None and (info.mcp.era == "session" or fault.form != "no_id")
-    return era_ok and _applies_to_calls(fault, info)
+    return era_ok and _applies_to_tool_calls(fault, info)
 
 
 @applies.register(F.DuplicateServerRequest)
@@ -228,16 +215,6 @@ def jitter(fault: F.Delay, fired: int) -> float:
     if not fault.jitter:
         return 0.0
     return random.Random(fault.seed * 1_000_003 + fired).random() * fault.jitter
-
-
-def forced_reply(
-    fault: F.Fault | None, info: RequestInfo, endpoint: McpEndpoint, service_url: str
-) -> Reply | None:
-    """The reply an answer-level fault forces, or ``None`` to answer normally. ``SessionExpired``
-    also ends the transport session on ``endpoint``."""
-    if fault is None:
-        return None
-    return answer_reply(fault, info, endpoint, service_url)
 
 
 @singledispatch
@@ -327,24 +304,25 @@ def _backend_gone(
     return _tool_reply(info, tool_result({"error": msg}))
 
 
-def _metadata_url(info: RequestInfo) -> str | None:
-    return info.auth.metadata_url if info.auth is not None else None
+def _refused(info: RequestInfo, status: int, error: str, why: str, scope: str | None = None) -> Reply:
+    metadata_url = info.auth.metadata_url if info.auth is not None else None
+    return refusal(status, challenge(metadata_url, error, why, scope), error, why)
 
 
 @answer_reply.register
 def _unauthorized(
     fault: F.Unauthorized, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:
-    why = "the access token is no longer valid (injected: unauthorized)"
-    return refusal(401, challenge(_metadata_url(info), "invalid_token", why), "invalid_token", why)
+    return _refused(
+        info, 401, "invalid_token", "the access token is no longer valid (injected: unauthorized)"
+    )
 
 
 @answer_reply.register
 def _token_expired(
     fault: F.TokenExpired, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:
-    why = "The access token expired"
-    return refusal(401, challenge(_metadata_url(info), "invalid_token", why), "invalid_token", why)
+    return _refused(info, 401, "invalid_token", "The access token expired")
 
 
 @answer_reply.register
@@ -352,13 +330,11 @@ def _insufficient_scope(
     fault: F.InsufficientScope, info: RequestInfo, endpoint: McpEndpoint, service_url: str
 ) -> Reply | None:
     why = f"this request needs the scope {fault.scope!r}"
-    www = challenge(_metadata_url(info), "insufficient_scope", why, scope=fault.scope)
-    return refusal(403, www, "insufficient_scope", why)
+    return _refused(info, 403, "insufficient_scope", why, scope=fault.scope)
 
 
 def _tool_reply(info: RequestInfo, result: dict[str, Any]) -> Reply | None:
-    """A tool fault's answer to the ``tools/call`` in ``info``: a JSON-RPC result (``None`` when the
-    request is not an MCP one)."""
+    """A tool fault's JSON-RPC result for the ``tools/call`` in ``info`` (``None``: not an MCP request)."""
     if info.mcp is None:
         return None
     if info.mcp.era == "stateless":

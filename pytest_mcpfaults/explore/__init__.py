@@ -1,11 +1,11 @@
 """Explore's campaigns: planning (pure), findings and checks, the HTML page, its pytest items, summary,
 re-runs and shards.
 
-The names below are this package's face, loaded on first use (``lazy.py``): importing one of its modules
-does not load the others. ``from pytest_mcpfaults.explore import ...`` is the documented import.
+The names below (plan.py's) load on first use (``lazy.py``): importing one module does not load the others.
 """
 
-# ruff: noqa: F405  (__all__ names plan.py's names, star-imported for type checkers only)
+# ruff: noqa: F405  (__all__ names plan.py's names, star-imported for type checkers only; plan.py
+# reads this list as its own)
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,11 +1,7 @@
-"""The plan around a test's own servers: a context variable the pytest plugin sets for each explore
-run (docs/explore.md), read by :func:`pytest_mcpfaults.inprocess.mock_sidecar` when the test opens one.
-
-A server the test makes itself, with no fixture in between (the in-process ``mock_sidecar``), asks the
-:class:`Hand` for the faults aimed at it (:meth:`Hand.faults_for_next`) and tells it of the server once
-made (:meth:`Hand.made`), so the run's footprint includes its journal. Outside an explore run there is
-no hand and nothing changes. Standard library only; a context variable, so the test's own thread and the
-asyncio tasks it starts see it, a thread it starts does not.
+"""The plan around a test's own servers: a context variable the explore glue sets for each run, which
+a server the test makes itself (the in-process ``mock_sidecar``) asks for its faults and tells of its
+journal. Standard library only; a context variable, so the test's thread and its asyncio tasks see it,
+a thread it starts does not.
 """
 
 from __future__ import annotations

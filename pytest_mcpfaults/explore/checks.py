@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pytest_mcpfaults.invariants import ALL_INVARIANTS
+
 __all__ = ["CHECKS", "Check", "check_names", "check_of", "checks_table", "kept_off", "whole_footprint"]
 
 
@@ -25,41 +27,34 @@ class Check:
     footprint: bool
 
 
-def _registry() -> dict[str, Check]:
-    from pytest_mcpfaults.invariants import ALL_INVARIANTS
-
-    spans = {
+#: Every generic check, by name (the span invariants first).
+CHECKS: dict[str, Check] = {
+    **{
         name: Check(
             f"the span invariant `{name}` (docs/spans.md) broke, whether or not the span gate is on", True
         )
         for name in ALL_INVARIANTS
-    }
-    return {
-        **spans,
-        "patience": Check(
-            "a patience or no-progress verdict (docs/hangs.md): the harness waited out a held request", False
-        ),
-        "left_open": Check(
-            "a connection to the sidecar, or a stdio child, was still open 1 s after the test's fixtures "
-            "were done",
-            True,
-        ),
-        "sessions": Check(
-            "session hygiene (docs/hangs.md): a session the client opened was never ended (no `DELETE`), "
-            "or it called a session after the sidecar's 404 for it",
-            True,
-        ),
-        "exception": Check(
-            "an exception other than `AssertionError` escaped the test (`exception:<Type>`), but those "
-            "`raises` names",
-            False,
-        ),
-        "teardown": Check("the teardown failed otherwise (an error raised in the sidecar)", False),
-    }
-
-
-#: Every generic check, by name (the span invariants first, from ``invariants.ALL_INVARIANTS``).
-CHECKS: dict[str, Check] = _registry()
+    },
+    "patience": Check(
+        "a patience or no-progress verdict (docs/hangs.md): the harness waited out a held request", False
+    ),
+    "left_open": Check(
+        "a connection to the sidecar, or a stdio child, was still open 1 s after the test's fixtures "
+        "were done",
+        True,
+    ),
+    "sessions": Check(
+        "session hygiene (docs/hangs.md): a session the client opened was never ended (no `DELETE`), "
+        "or it called a session after the sidecar's 404 for it",
+        True,
+    ),
+    "exception": Check(
+        "an exception other than `AssertionError` escaped the test (`exception:<Type>`), but those "
+        "`raises` names",
+        False,
+    ),
+    "teardown": Check("the teardown failed otherwise (an error raised in the sidecar)", False),
+}
 
 
 def check_of(found: str) -> str:
@@ -70,8 +65,8 @@ def check_of(found: str) -> str:
 
 
 def check_names(key: str, value: object) -> tuple[str, ...]:
-    """``value`` (a list of names, or one string of names separated by commas or spaces) as check
-    names; a ``ValueError`` naming ``key``, the bad value and every valid name otherwise."""
+    """``value`` (a list of names, or one string of them) as check names; a ``ValueError`` naming
+    ``key``, the bad value and every valid name otherwise."""
     if isinstance(value, str):
         names: Sequence[object] = [v for v in value.replace(",", " ").split() if v]
     elif isinstance(value, (list, tuple)):
@@ -91,8 +86,7 @@ def kept_off(checks: Sequence[str] | None, exclude: Iterable[str]) -> frozenset[
 
 
 def whole_footprint(found: Sequence[str]) -> bool:
-    """Whether a clean run that found ``found`` (and nothing else failed) still took its whole path:
-    every check it failed is one made after the test's body (``Check.footprint``)."""
+    """Whether a clean run that found ``found`` still took its whole path (``Check.footprint``)."""
     return bool(found) and all(CHECKS.get(check_of(f), Check("", False)).footprint for f in found)
 
 

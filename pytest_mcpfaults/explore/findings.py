@@ -1,14 +1,9 @@
 """Explore's findings: a campaign's failing runs grouped by root cause. Pure: no I/O, no pytest.
 
-A run that found something (verdict ``violation``, or ``known``: a violation the baseline has) is
-filed under its *primary* verdict kind (:func:`primary`); runs with the same one at the same harness
-frame (``where``, its line shown, not compared, so an edit above it keeps the finding; without a frame
-the explored test) are one :class:`Finding` (docs/explore.md's "Findings" says the rules).
-
-A finding's :attr:`Finding.key` is its identity across runs and machines (the baseline compares keys);
-its plan is the smallest of its runs (one fault, the earliest step). Input: the JSON report's
-``explore`` section (one entry per explored test, each with its ``runs``), so merged shards give the
-same findings as one machine.
+Runs filed under the same *primary* verdict kind (:func:`primary`) at the same harness frame (its line
+not compared, so an edit above it keeps the finding) are one :class:`Finding`, whose key the baseline
+compares (docs/explore.md's "Findings"). Input: the JSON report's ``explore`` section, so merged shards
+give the same findings as one machine.
 """
 
 from __future__ import annotations
@@ -57,6 +52,10 @@ _INVARIANT_HINTS = {
     "succeeds",
     "all_spans_ended": "end every span on every path (a `with` block, or end it in a `finally`)",
 }
+_WHAT = {
+    "left_open": "the harness leaves its connection to the server open after a failure",
+    "teardown": "the sidecar saw an error at the test's teardown",
+}
 _HINTS = {
     "patience": "give the MCP client a read timeout (the mcp SDK: ClientSession(read_timeout_seconds=...); "
     "httpx: timeout=...), so a cut or held answer ends the call",
@@ -68,11 +67,6 @@ _HINTS = {
 def oracle_of(found: str) -> str:
     """``exception:ReadError`` → ``exception``."""
     return found.split(":", 1)[0]
-
-
-def _rank(found: str) -> int:
-    cls = CLASSES.get(oracle_of(found))
-    return ORDER.index(cls) if cls is not None else len(ORDER)
 
 
 #: Oracles checked once the test is over: a run that also found something while it ran is filed under
@@ -87,8 +81,12 @@ def primary(found: Sequence[str]) -> str:
     return min(during or found, key=_rank)
 
 
+def _rank(found: str) -> int:
+    cls = CLASSES.get(oracle_of(found))
+    return ORDER.index(cls) if cls is not None else len(ORDER)
+
+
 def _frame_id(where: str) -> str:
-    """A frame without its line: ``harness.py:12 in call`` → ``harness.py in call``."""
     head, sep, func = where.partition(" in ")
     return f"{head.rsplit(':', 1)[0]}{sep}{func}"
 
@@ -100,7 +98,7 @@ def finding_key(found: str, where: str, test: str) -> str:
 
 @dataclass
 class Finding:
-    """One root cause: its key, title, oracle, verdict kind, where, the runs it covers, its plan."""
+    """One root cause, the runs it covers, and its plan (the smallest run's)."""
 
     key: str
     found: str
@@ -123,30 +121,21 @@ class Finding:
         return list(dict.fromkeys(str(r["test"]) for r in self.runs))
 
     @property
-    def smallest(self) -> dict[str, Any]:
-        """The run to paste: one fault (the fewest), the earliest step (the order they ran)."""
-        return min(self.runs, key=lambda r: (r["depth"], r["at"]))
-
-    @property
     def known(self) -> bool:
         return all(r["verdict"] == "known" for r in self.runs)
 
     def what(self) -> str:
-        name = self.found.split(":", 1)[1] if ":" in self.found else ""
+        name = self.found.partition(":")[2]
         if self.oracle == "invariant":
             return _INVARIANT_TITLES.get(name, f"the span invariant {name} breaks")
         if self.oracle == "patience":
             if self.blocking_only:
                 return "the harness waits without a timeout on a request the server holds"
             return "the MCP client never times out a call whose answer is cut"
-        if self.oracle == "left_open":
-            return "the harness leaves its connection to the server open after a failure"
         if self.oracle == "exception":
             func = self.where.partition(" in ")[2]
             return f"{name} escapes the harness" + (f" from {func}()" if func else "")
-        if self.oracle == "teardown":
-            return "the sidecar saw an error at the test's teardown"
-        return "the test's own assertion fails under a fault"
+        return _WHAT.get(self.oracle, "the test's own assertion fails under a fault")
 
     @property
     def title(self) -> str:
@@ -155,7 +144,7 @@ class Finding:
 
     @property
     def hint(self) -> str:
-        name = self.found.split(":", 1)[1] if ":" in self.found else ""
+        name = self.found.partition(":")[2]
         if self.oracle == "invariant":
             return _INVARIANT_HINTS.get(name, "")
         if self.oracle == "exception" and self.own_exception:
@@ -167,7 +156,7 @@ class Finding:
         return _HINTS.get(self.oracle, "")
 
     def to_dict(self) -> dict[str, Any]:
-        first = self.smallest
+        first = min(self.runs, key=lambda r: (r["depth"], r["at"]))  # to paste: fewest faults, earliest step
         return {
             "key": self.key,
             "title": self.title,
@@ -202,8 +191,7 @@ RunT = TypeVar("RunT", bound=Mapping[str, Any])
 
 
 def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
-    """``runs`` in their campaign's order (footprint, then catalogue; pairs after their first run), as
-    one machine would have run them."""
+    """``runs`` in their campaign's order (footprint, then catalogue; pairs after their first run)."""
     from pytest_mcpfaults.faults import fault_kinds
 
     rank = {kind: i for i, kind in enumerate(fault_kinds())}
@@ -213,18 +201,11 @@ def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
     )
 
 
-def _blocking(kind: str) -> bool:
+def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
+    """The findings of explore entries, by class (:data:`ORDER`), then by their first run's order. A
+    run not among its entry's ``violations`` (a pair its first fault alone explains) is left out."""
     from pytest_mcpfaults.faults import fault_kinds
 
-    cls = fault_kinds().get(kind)
-    return bool(cls is not None and cls.blocking)
-
-
-def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
-    """The findings of explore entries (the JSON report's ``explore`` section), in report order: by
-    class (:data:`ORDER`), then by their first run's order. Each entry's ``violations`` give the plans
-    to paste (by run id); a pair whose first fault alone gives the same violation is left out there,
-    and so here."""
     out: dict[str, Finding] = {}
     for entry in entries:
         test = str(entry["nodeid"])
@@ -259,16 +240,16 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
                 }
             )
             f.own_exception = f.own_exception or bool(run.get("own_exception"))
-            f.blocking_only = f.blocking_only and all(_blocking(kind_of({"plan": [p]})) for p in plan)
+            kinds = [fault_kinds().get(kind_of({"plan": [p]})) for p in plan]
+            f.blocking_only = f.blocking_only and all(k is not None and k.blocking for k in kinds)
             f.unstable = f.unstable and bool(run.get("unstable"))
-    return sorted(out.values(), key=lambda f: ORDER.index(f.klass) if f.klass in ORDER else len(ORDER))
+    return sorted(out.values(), key=lambda f: ORDER.index(f.klass))
 
 
 @dataclass
 class Gate:
-    """A run's findings against a baseline's: ``new`` fail the gate (unless every run of one is
-    unstable: ``unstable``), ``known`` do not (gaining runs or not), ``fixed`` are the baseline's
-    findings of tests that ran here and no longer found."""
+    """A run's findings against a baseline's: ``new`` fail the gate, ``unstable`` (new, every run
+    flipped on its re-run) and ``known`` do not, ``fixed`` are the baseline's of tests that ran here."""
 
     new: list[dict[str, Any]] = field(default_factory=list)
     unstable: list[dict[str, Any]] = field(default_factory=list)
@@ -289,8 +270,8 @@ class Gate:
 def compare(
     baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]], ran: Iterable[str]
 ) -> Gate:
-    """Compare finding dicts (:meth:`Finding.to_dict`) by key. ``ran``: the explored tests whose
-    campaign ran here (a baseline finding of another test is not "fixed": it was not looked for)."""
+    """Compare finding dicts by key. ``ran``: the explored tests whose campaign ran here (a baseline
+    finding of another test is not "fixed": it was not looked for)."""
     gate = Gate()
     old = {str(f["key"]): f for f in baseline}
     here = {str(f["key"]) for f in current}

@@ -1,10 +1,6 @@
 """Explore's HTML page (``--mcpfaults-html=PATH``): one self-contained file, no network, no script.
-
-First the findings (the failing runs grouped by root cause: ``explore_findings``), then per explored
-test: the step × fault grid coloured by verdict (each cell names its run; a violation's
-cell links to its details), then for each violation its minimal plan, its span tree as a timeline (one
-bar per span, indented by depth, ERROR in red) with the fault's moment marked, and the sidecar's
-journal beside it. Pure: from the dicts the explore glue records to a string.
+Pure: the findings, then per explored test its step × fault grid and, per violation, its plan, span
+timeline and journal.
 """
 
 from __future__ import annotations
@@ -59,9 +55,8 @@ def _e(text: object) -> str:
 
 
 def grid_column(run: Mapping[str, Any]) -> str:
-    """A single-fault run's column in the step × fault grid: its kind, or the kind's named cell as the
-    run's id names it (``explore:error_payload.gone-at-…``: ``error_payload.gone``), so the cells of
-    one kind are columns of their own and none hides another's verdict."""
+    """A single-fault run's column in the grid: its kind, or its kind's named cell (``error_payload.gone``),
+    so the cells of one kind do not hide each other's verdict."""
     kind = kind_of(run)
     head = str(run.get("id", "")).removeprefix("explore:").split("-at-", 1)[0]
     return head if head.startswith(kind + ".") else kind
@@ -93,8 +88,7 @@ def _grid(test: str, runs: Sequence[Mapping[str, Any]]) -> str:
                 continue
             verdict = str(run["verdict"])
             title = f"{run['id']}: {verdict} {', '.join(run.get('found', []))} {run.get('note', '')}".strip()
-            mark = "V" if verdict == "violation" else ""
-            inner = f'<a href="#{_anchor(test, str(run["id"]))}">{mark}</a>' if mark else ""
+            inner = f'<a href="#{_anchor(test, str(run["id"]))}">V</a>' if verdict == "violation" else ""
             out.append(
                 f'<td class="cell {_e(verdict)}" style="background:{COLOURS.get(verdict, "#fff")}" '
                 f'title="{_e(title)}">{inner}</td>'
@@ -141,16 +135,10 @@ def _timeline(detail: Mapping[str, Any]) -> str:
             f'width:{w}%" title="{_e(label)}">'
             f"{'&nbsp;' * 2 * depth.get(s['id'], 0)}{_e(s['name'])}</div>"
         )
-    faults = [r for r in journal if r.get("fault")]
-    for r in faults[:1]:
+    for r in [r for r in journal if r.get("fault")][:1]:  # the first fault's moment
         rows.append(f'<div class="fault" style="left:{pct(r["start"])}%"><span>{_e(r["fault"])}</span></div>')
     height = len(spans) * 20 + 30
     return f'<div class="timeline" style="height:{height}px">{"".join(rows)}</div>'
-
-
-def _server(row: Mapping[str, Any]) -> str:
-    """A journal row's server when the run had several (``sidecar2/``, as its steps name it)."""
-    return f"sidecar{row['server']}/" if row.get("server") else ""
 
 
 def _journal(detail: Mapping[str, Any]) -> str:
@@ -158,8 +146,9 @@ def _journal(detail: Mapping[str, Any]) -> str:
     for r in detail.get("journal", ()):
         cls = ' class="faulted"' if r.get("fault") else ""
         status = r.get("status") if r.get("status") is not None else "-"
+        server = f"sidecar{r['server']}/" if r.get("server") else ""  # as its steps name it
         out.append(
-            f"<tr{cls}><td>{_e(_server(r))}#{_e(r['id'])}</td><td>conn#{_e(r.get('conn'))}</td><td>{_e(r['label'])}</td>"
+            f"<tr{cls}><td>{_e(server)}#{_e(r['id'])}</td><td>conn#{_e(r.get('conn'))}</td><td>{_e(r['label'])}</td>"
             f"<td>{_e(status)}</td><td>{_e(r.get('fault') or r.get('error') or '')}</td></tr>"
         )
     out.append("</table>")
@@ -167,8 +156,7 @@ def _journal(detail: Mapping[str, Any]) -> str:
 
 
 def _findings(found: Sequence[Mapping[str, Any]], linked: set[str]) -> str:
-    """The findings, first on the page: title, oracle, kinds × steps, where, plan, fix hint; the
-    smallest run's details linked when the page has them."""
+    """The findings, the smallest run's details linked when the page has them."""
     if not found:
         return "<h2>Findings</h2><p>no finding</p>"
     out = [f"<h2>Findings ({len(found)})</h2>", '<ol class="findings">']
@@ -194,9 +182,8 @@ def render(
     details: Mapping[str, Mapping[str, Any]],
     findings: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The page. ``tests``: the explore summaries (the JSON report's ``explore`` section);
-    ``details``: each violating run's spans and journal, by ``"<test>::<run id>"``; ``findings``: the
-    JSON report's ``findings``, shown first."""
+    """The page from the JSON report's ``explore`` section and ``findings``; ``details``: each violating
+    run's spans and journal, by ``"<test>::<run id>"``."""
     out = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mcpfaults explore</title>",
         f"<style>{_CSS}</style></head><body><h1>mcpfaults explore</h1>",

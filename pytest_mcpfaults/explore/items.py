@@ -1,14 +1,9 @@
 """pytest glue for explore (``--mcpfaults-explore``, ``@pytest.mark.mcp_explore``, ini
-``mcpfaults_explore``): campaign items, their oracles, the footprint cache. The planning is
-:mod:`pytest_mcpfaults.explore.plan` (pure); the report is :mod:`pytest_mcpfaults.explore.summary`.
+``mcpfaults_explore``): campaign items, their oracles, the footprint cache.
 
-How a campaign is collected (up front from a footprint cached in ``.pytest_cache`` by an earlier run,
-each parametrization its own explored test: :func:`explored_test`; without one, inserted after the clean
-run once it passed, never under xdist) and what fails a run (the generic checks of
-:mod:`pytest_mcpfaults.explore.checks`; the test's own failed asserts are behaviour under fault) are
-docs/explore.md's "First run, second run, xdist" and "The oracles". A campaign item is made from its
-test's clean item (:func:`make_item`), so an item inserted during the run is collected like the clean
-one was.
+How a campaign is collected (from a footprint cached by an earlier run, else inserted after the clean
+run once it passed, never under xdist) and what fails a run are docs/explore.md's "First run, second
+run, xdist" and "The oracles".
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ from pytest_mcpfaults.explore import shard as explore_shard
 from pytest_mcpfaults.explore.summary import (
     REPORT_ATTR,
     ExploreReport,
-    baseline_findings,
-    baseline_keys,
+    baseline,
     cache_key,
     cached,
     index_key,
@@ -53,9 +47,8 @@ CHECKS_INI = "mcpfaults_explore_exclude_checks"
 OPTION = "--mcpfaults-explore"
 HTML_OPTION = "--mcpfaults-html"
 
-#: The fixtures explore can drive, and the transport of each (which kinds apply). A test that asks for
-#: explore's own fixture (and none of the others) opens an in-process ``mock_sidecar`` itself, which
-#: takes the run's plan from :mod:`pytest_mcpfaults.explore.ambient`.
+#: The fixtures explore can drive, and the transport of each. A test that asks for explore's own
+#: fixture alone opens an in-process ``mock_sidecar`` itself (:mod:`pytest_mcpfaults.explore.ambient`).
 _SIDECAR_FIXTURES = {
     "mcp_sidecar": "http",
     "mcp_stdio_server": "stdio",
@@ -66,24 +59,14 @@ SIDECAR_FIXTURE_NAMES = tuple(_SIDECAR_FIXTURES)
 
 
 @dataclasses.dataclass
-class _Settings:
-    enabled: bool
-    given: dict[str, str]  # the ini key's options, checked at configure time when there are any
-
-    def options(self) -> Options:
-        from pytest_mcpfaults.explore.plan import parse_options
-
-        return parse_options(self.given)
-
-
-@dataclasses.dataclass
 class _Test:
-    """One explored test in this process: its options and what was collected (or added) for it."""
+    """One explored test in this process: made at collection, with the runs planned from its cached
+    footprint (``collected``) when it has one."""
 
     options: Options
     transport: str = "http"
     clean: pytest.Function | None = None
-    collected: set[str] = dataclasses.field(default_factory=set)
+    collected: set[str] = dataclasses.field(default_factory=lambda: {"explore:clean"})
     clean_failed: str | None = None
     #: checks the clean run failed without cutting its path short: its campaign runs with them off
     checks_off: set[str] = dataclasses.field(default_factory=set)
@@ -91,20 +74,9 @@ class _Test:
     first_outcomes: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
 
 
-@dataclasses.dataclass
-class _Function:
-    """One explored test function, as collection planned it: its options, the transport of its
-    server, and per explored test (its parametrization, see :func:`explored_test`) the run ids planned from
-    its cached footprint."""
-
-    options: Options
-    transport: str
-    planned: dict[str, set[str]]
-    checks_off: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # cached, per test
-
-
-_SETTINGS = pytest.StashKey[_Settings]()
-_FUNCTIONS = pytest.StashKey[dict[str, _Function]]()
+#: Whether explore is on for every test, and the ini key's options (``None``: the defaults).
+_SETTINGS = pytest.StashKey[tuple[bool, "Options | None"]]()
+_FUNCTIONS = pytest.StashKey[dict[str, tuple["Options", str]]]()  # explored function -> options, transport
 _TESTS = pytest.StashKey[dict[str, _Test]]()
 _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
 _VERDICT = pytest.StashKey[dict[str, Any]]()
@@ -112,10 +84,8 @@ _SPANS = pytest.StashKey[list[dict[str, Any]]]()
 _WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
 _INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
 _GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
-#: The expansion hook: called at the teardown of every explore run (clean or not) with its item, its run
-#: and what it observed (:func:`run_detail`); the runs it returns are inserted after the item *instead*
-#: of explore's own campaign or pairs (``None``: not its test, explore expands as usual). Set by
-#: from-trace (``pytest_mcpfaults._pytest.from_trace``).
+#: From-trace's hook, called at every explore run's teardown with its item, run and :func:`run_detail`:
+#: the runs it returns are inserted instead of explore's own campaign or pairs (``None``: not its test).
 EXPANSION = pytest.StashKey["Callable[[pytest.Item, Run, dict[str, Any]], list[Run] | None]"]()
 #: The option of from-trace that turns explore on (its campaign is the trace's replay).
 FROM_TRACE_DEST = "mcpfaults_from_trace"
@@ -126,7 +96,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         OPTION,
         action="store_true",
-        default=False,
         dest="mcpfaults_explore",
         help="Explore: run every selected clean mcp_sidecar test once, record its footprint, and run it "
         "again under each catalogue fault at each step (see docs/explore.md).",
@@ -135,7 +104,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         HTML_OPTION,
         metavar="PATH",
         dest="mcpfaults_html",
-        default=None,
         help="Write explore's page to PATH: one self-contained HTML file with each explored test's step × "
         "fault grid and, for each violation, its span timeline and journal.",
     )
@@ -156,29 +124,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _parse_checks_ini(lines: list[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """The ini key's lines as (node-id prefix, checks); a ``ValueError`` naming a bad check."""
-    from pytest_mcpfaults.explore.checks import check_names
-
-    out = []
-    for line in lines:
-        prefix, _, names = line.rpartition("=") if "=" in line else ("", "", line)
-        out.append((prefix.strip(), check_names(CHECKS_INI, names)))
-    return out
-
-
-def _parse_ini(raw: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for part in raw.split():
-        if part.lower() == "true":
-            continue
-        key, eq, value = part.partition("=")
-        if not eq or not key:
-            raise ValueError(f"expected key=value items (or 'true'), got {part!r}")
-        out[key] = value
-    return out
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -188,20 +133,31 @@ def pytest_configure(config: pytest.Config) -> None:
     raw = str(config.getini(INI)).strip()
     enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
     enabled = enabled or bool(config.getoption(FROM_TRACE_DEST, default=None))
-    settings = _Settings(enabled, {})
+    base = None
     if raw:  # the planning module is imported only when explore is configured
+        from pytest_mcpfaults.explore.plan import parse_options
+
+        given: dict[str, str] = {}
         try:
-            settings.given = _parse_ini(raw)
-            settings.options()
+            for part in (p for p in raw.split() if p.lower() != "true"):
+                key, eq, value = part.partition("=")
+                if not eq or not key:
+                    raise ValueError(f"expected key=value items (or 'true'), got {part!r}")
+                given[key] = value
+            base = parse_options(given)
         except ValueError as exc:
             raise pytest.UsageError(f"ini option {INI} = {raw!r}: {exc}") from None
-    config.stash[_SETTINGS] = settings
+    config.stash[_SETTINGS] = (enabled, base)
     explore_shard.configure(config, explored_test)
-    lines = [str(v) for v in config.getini(CHECKS_INI)]
-    try:
-        config.stash[_INI_CHECKS] = _parse_checks_ini(lines) if lines else []
-    except ValueError as exc:
-        raise pytest.UsageError(f"ini option {exc}") from None
+    config.stash[_INI_CHECKS] = []
+    for line in map(str, config.getini(CHECKS_INI)):
+        from pytest_mcpfaults.explore.checks import check_names  # only when the key is set
+
+        prefix, _, names = line.rpartition("=")
+        try:
+            config.stash[_INI_CHECKS].append((prefix.strip(), check_names(CHECKS_INI, names)))
+        except ValueError as exc:
+            raise pytest.UsageError(f"ini option {exc}") from None
     html = config.getoption("mcpfaults_html", default=None)
     if html and not hasattr(config, "workerinput"):
         from pytest_mcpfaults._pytest.report import check_output_path
@@ -219,9 +175,11 @@ def pytest_configure(config: pytest.Config) -> None:
 # -- collection ------------------------------------------------------------------------------------
 
 
-def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | None:
+def _options_for(metafunc: pytest.Metafunc) -> Options | None:
     """The test's campaign options, ``None`` when it is not explored; ``CollectError`` when wrong."""
     from pytest_mcpfaults._pytest.settings import marker_kwargs
+
+    enabled, base = metafunc.config.stash[_SETTINGS]
 
     node = metafunc.definition
     marker = node.get_closest_marker(MARKER)
@@ -229,18 +187,16 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
     uses = [f for f in _SIDECAR_FIXTURES if f in metafunc.fixturenames]
     given = getattr(metafunc.function, "is_hypothesis_test", False)  # Hypothesis's @given
     if marker is None:
-        if not settings.enabled or not uses or node.get_closest_marker("mcpfaults_matrix") is not None:
-            return None
-        if given:
-            return None  # each example makes servers of its own: no one footprint to explore
+        if not enabled or not uses or given or node.get_closest_marker("mcpfaults_matrix") is not None:
+            return None  # with @given each example makes servers of its own: no one footprint
         try:
-            from pytest_mcpfaults.explore.plan import FIXTURE_MARKERS
+            from pytest_mcpfaults.explore.plan import FIXTURE_MARKERS, parse_options
 
             marker_name = FIXTURE_MARKERS.get(uses[0])
             planned = marker_kwargs(node, marker_name).get("faults") if marker_name else None
         except ValueError:
             return None  # the sidecar glue reports the bad marker
-        return settings.options() if not planned else None  # a written fault scenario is not explored
+        return parse_options({}, base) if not planned else None  # a written fault scenario is not explored
     if marker.args:
         raise pytest.Collector.CollectError(f"{where} takes keyword options only, got {marker.args!r}")
     if not uses:
@@ -258,7 +214,7 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
     from pytest_mcpfaults.explore.plan import parse_options
 
     try:
-        return parse_options(marker.kwargs, settings.options())
+        return parse_options(marker.kwargs, base)
     except ValueError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
 
@@ -266,8 +222,7 @@ def _options_for(metafunc: pytest.Metafunc, settings: _Settings) -> Options | No
 def planned_runs(
     options: Options, steps: tuple[Step, ...], cached: dict[str, Any] | None, transport: str = "http"
 ) -> list[Run]:
-    """The campaign's runs from a footprint (and, at depth 2, the pairs from the cached observations
-    of its first runs)."""
+    """The campaign's runs from a footprint (and, at depth 2, the pairs after its cached first runs)."""
     from pytest_mcpfaults.explore.plan import Step, plan_campaign, plan_pairs, same_outcome
 
     camp = plan_campaign(steps, options, transport)
@@ -278,9 +233,7 @@ def planned_runs(
     observed: dict[str, Any] = cached.get("observed", {})
     for run in camp.runs:
         obs = observed.get(run.id)
-        if not obs:
-            continue
-        if options.reduce and any(same_outcome(obs, s) for s in seen):
+        if not obs or (options.reduce and any(same_outcome(obs, s) for s in seen)):
             continue
         seen.append(obs)
         after = tuple(Step.from_dict(s) for s in obs.get("footprint", ()))
@@ -291,13 +244,13 @@ def planned_runs(
 @pytest.hookimpl(trylast=True)  # after the test's own parametrizations: ids `test_x[a-explore:clean]`
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config = metafunc.config
-    options = _options_for(metafunc, config.stash[_SETTINGS])
+    options = _options_for(metafunc)
     if options is None:
         return
     from pytest_mcpfaults.explore.plan import CLEAN, Step
 
     function = metafunc.definition.nodeid
-    transport = _transport(metafunc.fixturenames)
+    transport = next(t for f, t in _SIDECAR_FIXTURES.items() if f in metafunc.fixturenames)
     # each parametrization is explored as its own test, with its own cached footprint; the explore
     # parameter takes the union of their runs, and collection keeps each test's own (see
     # pytest_collection_modifyitems)
@@ -305,26 +258,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     index = cached(cache, index_key(function), "function", function) or {}
     keys = [function, *(str(k) for k in index.get("tests", []))]  # the parametrizations with a footprint
     runs: dict[str, Run] = {CLEAN.id: CLEAN}
-    planned: dict[str, set[str]] = {}
-    off: dict[str, set[str]] = {}
     for key in keys:
         data = cached(cache, cache_key(key), "nodeid", key)
         if data is None:
             continue
         steps = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
         mine = planned_runs(options, steps, data, transport)
-        planned[key] = {r.id for r in mine}
-        off[key] = {str(c) for c in data.get("checks_off", ())}
+        off = {str(c) for c in data.get("checks_off", ())}
+        config.stash[_TESTS][key] = _Test(
+            options, transport, collected={CLEAN.id, *(r.id for r in mine)}, checks_off=off
+        )
         runs.update((r.id, r) for r in mine if r.id not in runs)
-    config.stash[_FUNCTIONS][function] = _Function(options, transport, planned, off)
+    config.stash[_FUNCTIONS][function] = (options, transport)
     if EXPLORE_PARAM not in metafunc.fixturenames:
         metafunc.fixturenames.append(EXPLORE_PARAM)
     metafunc.parametrize(EXPLORE_PARAM, list(runs.values()), ids=list(runs))
-
-
-def _transport(fixturenames: list[str]) -> str:
-    """The transport of the server the test uses (the first of :data:`_SIDECAR_FIXTURES` it uses)."""
-    return next(t for f, t in _SIDECAR_FIXTURES.items() if f in fixturenames)
 
 
 def function_id(item: pytest.Item) -> str:
@@ -335,21 +283,11 @@ def function_id(item: pytest.Item) -> str:
 
 def explored_test(item: pytest.Item) -> str:
     """The explored test an explore item belongs to: its function's node id with the item's other
-    parameters, without explore's (``test_x.py::test_x[a]`` for ``test_x[a-explore:die-at-tool:x[1]]``,
-    ``test_x.py::test_x`` for an unparametrized test)."""
+    parameters (``test_x.py::test_x[a]`` for ``test_x[a-explore:die-at-tool:x[1]]``)."""
     run = explore_run(item)
-    function = function_id(item)
     params = item.name[len(getattr(item, "originalname", item.name)) + 1 : -1]
-    rid = run.id if run is not None else ""
-    if params == rid:
-        rest = ""
-    elif params.endswith(f"-{rid}"):
-        rest = params[: -len(rid) - 1]
-    elif params.startswith(f"{rid}-"):
-        rest = params[len(rid) + 1 :]
-    else:
-        rest = params.replace(f"-{rid}-", "-", 1)
-    return f"{function}[{rest}]" if rest else function
+    rest = f"-{params}-".replace(f"-{run.id if run is not None else ''}-", "-", 1)[1:-1]
+    return f"{function_id(item)}[{rest}]" if rest else function_id(item)
 
 
 def _test(item: pytest.Item) -> _Test | None:
@@ -358,9 +296,8 @@ def _test(item: pytest.Item) -> _Test | None:
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselect: the items of other parametrizations go first
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each explored test gets its own runs: the explore parameter took the union of its function's
-    parametrizations' runs, and an item whose run was planned for another parametrization (another
-    footprint) is deselected here (pytest counts it so: ``5/6 tests collected (1 deselected)``)."""
+    """An item whose run was planned for another parametrization of its function (the explore
+    parameter took the union of their runs) is deselected."""
     functions, tests = config.stash[_FUNCTIONS], config.stash[_TESTS]
     keep: list[pytest.Item] = []
     other: list[pytest.Item] = []
@@ -370,15 +307,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if fn is None:
             keep.append(item)
             continue
-        key = explored_test(item)
-        t = tests.get(key)
-        if t is None:
-            t = tests[key] = _Test(
-                fn.options,
-                fn.transport,
-                collected={"explore:clean", *fn.planned.get(key, ())},
-                checks_off=set(fn.checks_off.get(key, ())),
-            )
+        t = tests.setdefault(explored_test(item), _Test(*fn))
         if run.id not in t.collected:
             other.append(item)  # planned for another parametrization of the function
             continue
@@ -394,8 +323,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class _Hand:
-    """What a server the test makes itself (``mock_sidecar``) takes from its explore run
-    (:mod:`pytest_mcpfaults.explore.ambient`): the faults aimed at it, and its journal into the footprint."""
+    """The run's :class:`~pytest_mcpfaults.explore.ambient.Hand`."""
 
     def __init__(self, item: pytest.Item, run: Run) -> None:
         self.item, self.run = item, run
@@ -410,7 +338,6 @@ class _Hand:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
-    """An explore run's hand is held for its setup, call and teardown."""
     run = explore_run(item)
     if run is None:
         return (yield)
@@ -452,9 +379,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
-    """The generic checks off for this run: its options' ``checks``/``exclude_checks``, the ini key's
-    lines that name its test (or everything), and, for a fault's run, those its clean run failed
-    (``t.checks_off``; the clean run itself is checked by them every time, its finding stays one)."""
+    """The generic checks off for this run: its options', the ini key's lines naming its test, and, for a
+    fault's run, those its clean run failed (the clean run is checked by them every time)."""
     from pytest_mcpfaults.explore.checks import kept_off
 
     test = explored_test(item)
@@ -472,13 +398,12 @@ def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
 def _classify(
     item: pytest.Item, call: pytest.CallInfo[None], options: Options, off: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
-    """The verdict of a run's call phase: what failed (``found``), by which oracle; a failure of a check
-    kept off (``off``) is behaviour under fault."""
+    """The verdict of a run's call phase; a failure of a check kept off is behaviour under fault."""
     rec = record_for(item)
     found = [f"invariant:{i.name}" for i in rec.invariants if not i.ok]
     exc = call.excinfo.value if call.excinfo is not None else None
     note = ""
-    if exc is not None and isinstance(exc, (pytest.skip.Exception, pytest.xfail.Exception)):
+    if isinstance(exc, (pytest.skip.Exception, pytest.xfail.Exception)):
         return {"verdict": "not explored", "found": [], "note": str(exc)}
     name = type(exc).__name__ if exc is not None else ""
     if name == "PatienceError":
@@ -533,9 +458,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _clean_failed(report: pytest.TestReport, t: _Test, verdict: dict[str, Any]) -> None:
-    """The clean run failed: its campaign is not explored, unless all it failed is generic checks
-    made once the test's path was whole (a connection left open, a span invariant): the run is then a
-    finding of its own, and the campaign goes on with those checks off."""
+    """The clean run failed: its campaign is not explored, unless all it failed is checks made once its
+    path was whole: then it is a finding of its own, and the campaign runs with those checks off."""
     from pytest_mcpfaults.explore.checks import check_of, whole_footprint
 
     if verdict["verdict"] == "violation" and not verdict["note"] and whole_footprint(verdict["found"]):
@@ -558,8 +482,7 @@ def _clean_failed(report: pytest.TestReport, t: _Test, verdict: dict[str, Any]) 
 
 
 def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]) -> str:
-    """What a violating run's failure says: what was found, the span invariants' messages and the span
-    tree as the span gate prints them, and the plan to paste above a regression test."""
+    """What a violating run's failure says: what was found, the span gate's text, the plan to paste."""
     from pytest_mcpfaults.explore.plan import regression_line
 
     text = f"explore: {', '.join(verdict['found'])}"
@@ -572,22 +495,21 @@ def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]
 
 
 def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
-    """Whether the baseline already has this run's finding (its root cause: see explore_findings; a
-    version-1 baseline: this run with every one of its findings)."""
+    """Whether the baseline has this run's finding (a version-1 baseline: this run and its findings)."""
     from pytest_mcpfaults.explore.findings import finding_key, primary
 
     if not verdict["found"]:
         return False
     where = str(item.stash.get(_WHERE, {}).get("where", ""))
     key = finding_key(primary(verdict["found"]), where, explored_test(item))
-    if any(f["key"] == key for f in baseline_keys(item.config)):
+    runs, findings = baseline(item.config)
+    if any(f["key"] == key for f in findings):
         return True
-    found = baseline_findings(item.config).get(f"{explored_test(item)}::{run.id}")
+    found = runs.get(f"{explored_test(item)}::{run.id}")
     return found is not None and set(verdict["found"]) <= found
 
 
-#: The oracles read once the test's fixtures are done: a check's name and what the sidecar fixture
-#: found for it (left open connections, session hygiene).
+#: The oracles read once the test's fixtures are done: a check, its stash key, its title.
 _AT_TEARDOWN = (
     ("left_open", LEFT_OPEN, "the harness left connections open"),
     ("sessions", SESSION_PROBLEMS, "the harness broke session hygiene"),
@@ -602,32 +524,31 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     }
     titles = {name: title for name, _, title in _AT_TEARDOWN}
     before = list(verdict["found"])
+    found = [*before, *seen]
     if (
         seen
         and run.plan
         and verdict["verdict"] in ("known", "ok", "behaviour")
-        and _known(item, run, {"found": [*verdict["found"], *seen]})
+        and _known(item, run, {"found": found})
     ):
-        verdict["found"] = [*verdict["found"], *seen]
-        verdict["verdict"] = "known"
+        verdict.update(found=found, verdict="known")
     elif seen and verdict["verdict"] != "not explored":
-        verdict["found"] = [*verdict["found"], *seen]
-        verdict["verdict"] = "violation"
+        verdict.update(found=found, verdict="violation")
         if not report.failed:
             report.outcome = "failed"
             report.longrepr = "\n\n".join(
                 f"explore: {titles[name]}:\n" + "\n".join(texts) for name, texts in seen.items()
             )
-    elif report.failed and verdict["verdict"] not in ("not explored",):
-        verdict["found"] = [*verdict["found"], "teardown"]
-        verdict["verdict"] = "violation"
+    elif report.failed and verdict["verdict"] != "not explored":
+        verdict.update(found=[*before, "teardown"], verdict="violation")
     if not run.plan and verdict["found"] != before and t.clean_failed is None:
         _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
     steps, labels, fired = observed(item)
     where: dict[str, Any] = item.stash.get(_WHERE, {})  # where the failure left the harness, if it did
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
-        verdict["verdict"] = "unreached"
-        verdict["note"] = "the fault never fired (its step was not reached: a stale footprint?)"
+        verdict.update(
+            verdict="unreached", note="the fault never fired (its step was not reached: a stale footprint?)"
+        )
     data: dict[str, Any] = {
         "test": explored_test(item),
         "function": function_id(item),
@@ -657,8 +578,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
 
 
 def _expanded(item: pytest.Item, t: _Test, run: Run) -> bool:
-    """Whether the expansion hook (:data:`EXPANSION`) takes this test: the runs it returns, if any,
-    inserted after ``item`` instead of explore's campaign or pairs."""
+    """Whether the expansion hook (:data:`EXPANSION`) takes this test (and its runs were inserted)."""
     expansion = item.config.stash.get(EXPANSION, None)
     runs = expansion(item, run, run_detail(item)) if expansion and t.clean_failed is None else None
     if runs is not None:
@@ -673,8 +593,8 @@ def explore_options(item: pytest.Item) -> Options | None:
 
 
 def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
-    """The pairs after ``run``; none when its outcome matched an earlier first run's (reduction),
-    those pruned then listed in ``data`` (``pruned_pairs``) for the report."""
+    """The pairs after ``run``; none when its outcome matched an earlier first run's (listed in
+    ``data["pruned_pairs"]``)."""
     from pytest_mcpfaults.explore.plan import Step, plan_pairs, same_outcome
 
     assert t.footprint is not None
@@ -690,15 +610,13 @@ def _pairs(t: _Test, run: Run, data: dict[str, Any]) -> list[Run]:
 
 
 def _expand(item: pytest.Item, t: _Test, runs: list[Run]) -> None:
-    """Insert items for ``runs`` not collected yet right after ``item`` (see :func:`_insert`)."""
     new = [r for r in runs if r.id not in t.collected]
     left = t.options.max_runs - (len(t.collected) - 1)
     _insert(item, t, new[: max(0, left)])
 
 
 def _insert(item: pytest.Item, t: _Test, new: list[Run]) -> None:
-    """Insert items for ``new`` right after ``item``, collected as the clean item was (not on an xdist
-    worker)."""
+    """Insert items for ``new`` right after ``item`` (not on an xdist worker)."""
     if not new or hasattr(item.config, "workerinput") or t.clean is None:
         return
     items: list[pytest.Item] = [make_item(t.clean, r) for r in new]
@@ -722,7 +640,7 @@ def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
 
 
 def run_detail(item: pytest.Item) -> dict[str, Any]:
-    """What a run observed as the HTML page draws it: ``{"spans": [...], "journal": [...]}``."""
+    """What a run observed as the HTML page draws it."""
     from pytest_mcpfaults.from_trace.capture import journal_dicts
 
     servers: list[Any] = item.stash.get(SERVERS, [])
@@ -730,8 +648,7 @@ def run_detail(item: pytest.Item) -> dict[str, Any]:
 
 
 def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
-    """The footprint of the item's servers (each step naming its server when there are several), their
-    journals' labels, and how often planned faults fired."""
+    """The footprint of the item's servers, their journals' labels, and how often faults fired."""
     from pytest_mcpfaults.explore.plan import MAKER_TRANSPORTS, footprint
 
     steps: list[Step] = []
@@ -743,31 +660,21 @@ def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
         journal = getattr(server, "journal", None)
         if journal is None:
             continue
-        requests = journal.requests
-        health = getattr(server, "health_path", None)
-        mcp_path = getattr(server, "mcp_path", "/mcp")
-        # with several servers, each step names its own (numbered in the order the test made them),
-        # and its transport, which decides the kinds that apply to it
         steps += footprint(
-            requests,
-            mcp_path=mcp_path,
-            health_path=health,
+            journal.requests,
+            mcp_path=getattr(server, "mcp_path", "/mcp"),
+            health_path=getattr(server, "health_path", None),
             server=number if len(servers) > 1 else 0,
             transport=MAKER_TRANSPORTS.get(maker, "http"),
         )
-        labels += [r.label for r in requests]
+        labels += [r.label for r in journal.requests]
         fired += sum(getattr(server, "fired", {}).values())
     return steps, labels, fired
 
 
 def make_item(clean: pytest.Function, run: Run) -> pytest.Function:
-    """A campaign item made from its test's clean item (its other parameters kept), during the run.
-
-    pytest has no public way to add an item once collection is over, so this builds one as
-    collection did: the clean item's call spec with explore's parameter and id replaced (pytest
-    builds the node id from the call spec's private id list) and the clean item's fixture closure
-    (``_fixtureinfo``, which holds the pseudo-fixtures of the test's direct parametrizations: a
-    fixture info computed afresh would not know them). See docs/architecture.md."""
+    """A campaign item made from its test's clean item during the run, as collection made that one:
+    pytest has no public way to add an item then (docs/architecture.md says which internals, and why)."""
     from pytest_mcpfaults.explore.plan import CLEAN
 
     callspec = clean.callspec

@@ -1,12 +1,9 @@
-"""``python -m pytest_mcpfaults merge-reports OUT IN...``: the JSON reports of a run's shards (CI matrix
-jobs, each with ``--mcpfaults-shard=K/N``) merged into one report: one findings report, and one baseline
-for the next run's ``--mcpfaults-baseline``.
+"""``python -m pytest_mcpfaults merge-reports OUT IN...``: the JSON reports of a run's shards merged into
+one report (and the next run's baseline).
 
-``tests`` merge as :func:`pytest_mcpfaults.report.merge` does (a test in several keeps the last one
-given: an explored test's clean run, which every shard runs); each explored test's ``explore`` entry
-is the union of its shards' runs (counts recomputed); the ``findings`` are computed again from them
-(:mod:`pytest_mcpfaults.explore.findings`), so they are what one machine would have found. With
-``--baseline PATH`` the merged findings are compared with that report's, and a new finding exits 1.
+``tests`` merge as :func:`pytest_mcpfaults.report.merge` does; each explored test's ``explore`` entry is
+the union of its shards' runs, and the ``findings`` are computed again from them, so they are what one
+machine would have found. With ``--baseline PATH`` a new finding exits 1.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ def _union(entries: Sequence[Mapping[str, Any]], key: str, ident: str) -> list[A
 
 
 def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """The ``explore`` sections of several reports as one: per explored test, its shards' runs."""
+    """The ``explore`` sections of several reports as one."""
     from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order
 
     by_test: dict[str, list[Mapping[str, Any]]] = {}
@@ -60,7 +57,7 @@ def _raw(path: str) -> dict[str, Any]:
 
 
 def merge_files(out: str, inputs: Sequence[str], baseline: str | None, say: TextIO) -> int:
-    """Merge ``inputs`` into ``out``; print the findings; the exit status (1: a new finding)."""
+    """Merge ``inputs`` into ``out``, print the findings; 1 for a new finding."""
     from pytest_mcpfaults import __version__
     from pytest_mcpfaults.explore.findings import compare, findings, summary_lines
 

@@ -1,12 +1,9 @@
 """Explore: plan a fault campaign from a clean run's footprint. Pure: no I/O, no pytest.
 
-A test that passes against a clean sidecar is run once; its sidecar's journal gives its
-:func:`footprint`, the ordered :class:`Step` s the harness took (``initialize``, ``tools/list``, each
-``tools/call`` by tool and occurrence, notifications, the ``GET`` stream, ``DELETE``, ``/health``
-probes). :func:`plan_campaign` then plans one :class:`Run` per (step, applicable catalogue fault):
-the fault is the kind's standard-catalogue cell (:mod:`pytest_mcpfaults.matrix`) aimed at exactly that
-step (``Trigger(target, nth=occurrence)``). Which kinds apply to a step comes from the kinds' own class
-attributes (:func:`applies_to`), never from a list here.
+A clean run's journal gives its :func:`footprint`, the ordered :class:`Step` s the harness took;
+:func:`plan_campaign` plans one :class:`Run` per (step, applicable kind): the kind's catalogue cell
+aimed at exactly that step. Which kinds apply comes from the kinds' own class attributes
+(:func:`applies_to`), never from a list here.
 
 Reduction (``reduce=True``: faults at a step that repeats an earlier one are pruned, :attr:`Step.klass`)
 and depth 2 (:func:`plan_pairs` at the steps a first fault's run newly reached; pairs after an outcome
@@ -24,34 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.explore import __all__ as __all__  # the package's face, listed once (run first)
 from pytest_mcpfaults.faults.triggers import MCP_METHODS, parse_target
-
-__all__ = [
-    "CLEAN",
-    "MARKERS",
-    "OPTIONS",
-    "Campaign",
-    "Options",
-    "Pruned",
-    "RequestLike",
-    "Run",
-    "Step",
-    "applies_to",
-    "cell_name",
-    "cells",
-    "explore_kinds",
-    "fault_at",
-    "faults_at",
-    "footprint",
-    "id_part",
-    "new_steps",
-    "parse_options",
-    "plan_campaign",
-    "plan_pairs",
-    "regression_line",
-    "same_outcome",
-    "server_of",
-]
 
 Endpoint = Literal["health", "mcp", "other"]
 
@@ -73,13 +44,10 @@ class RequestLike(Protocol):
 
 @dataclass(frozen=True)
 class Step:
-    """One request of a footprint, as a trigger can aim at it: ``target`` and its ``nth`` occurrence
-    among the requests ``target`` matches. ``label`` is the journal label (``POST tools/call echo``);
-    ``shape`` the labels of its MCP session's requests and ``position`` its index there (for
-    reduction); ``endpoint`` where it went; ``answered`` whether it expects a JSON-RPC answer;
-    ``server`` which server of the test it went to when the test used several (``1``: the first it
-    made, in order; ``0``: the test's only server); ``transport`` that server's (``http``, ``stdio``,
-    ``inprocess``; empty: the test's), which decides the kinds that apply to the step."""
+    """One request of a footprint, as a trigger aims at it: ``target`` and its ``nth`` occurrence.
+    ``shape`` (its MCP session's labels) and ``position`` serve reduction; ``server`` is the test's
+    ``server``-th server when it used several (``0``: its only one), ``transport`` that server's
+    (empty: the test's): it decides the kinds that apply."""
 
     target: str
     nth: int
@@ -94,8 +62,7 @@ class Step:
 
     @property
     def id(self) -> str:
-        """The step in test IDs and plans: ``tool:delete_session#1``, ``health#2``, ``DELETE /mcp#3``;
-        on the second of several servers ``sidecar2/tool:echo#1`` (see :func:`server_of`)."""
+        """``tool:delete_session#1``, ``DELETE /mcp#3``; on a second server ``sidecar2/tool:echo#1``."""
         return (
             f"{SERVER_PREFIX}{self.server}/{self.target}#{self.nth}"
             if self.server
@@ -104,9 +71,8 @@ class Step:
 
     @property
     def klass(self) -> tuple[int, str, tuple[str, ...], int]:
-        """What makes two steps repeats of each other: the same label at the same position of an MCP
-        session of the same shape (the labels of its requests, in order), on the same server: the
-        harness doing the same operation again, for the next task."""
+        """Two steps are repeats (the harness doing the same again, for the next task) when they have
+        the same label at the same position of a same-shaped session on the same server."""
         return (self.server, self.label, self.shape, self.position)
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,18 +86,15 @@ class Step:
 #: A step id's prefix naming its server when the test used several (``sidecar2/``).
 SERVER_PREFIX = "sidecar"
 
-#: What a character of a step id becomes in a test id: ``pytest -k`` takes only word characters and
-#: ``: + - . [ ] \\ /`` in a name (``/`` and ``\\`` not before pytest 8.1), and ``+``, ``[``, ``]`` mean
-#: something in explore's ids.
+#: ``pytest -k`` takes only word characters and ``: + - . [ ] \\ /`` in a name (``/`` and ``\\`` not
+#: before pytest 8.1), and ``+``, ``[``, ``]`` mean something in explore's ids.
 _ID_CHARS = re.compile(r"[^\w:.\-]")
 
 
 def id_part(step_id: str) -> str:
-    """A step id as explore's test ids write it, every character one ``pytest -k`` accepts:
-    ``tool:delete_session#1`` -> ``tool:delete_session[1]``, ``DELETE /mcp#2`` -> ``DELETE:mcp[2]``,
-    ``notifications/initialized#1`` -> ``notifications.initialized[1]``, ``sidecar2/tool:echo#1`` ->
-    ``sidecar2.tool:echo[1]``. The occurrence in brackets ends the id, so ``-k "tool:echo[1]"`` does not
-    select ``tool:echo[12]``."""
+    """A step id in characters ``pytest -k`` accepts: ``DELETE /mcp#2`` -> ``DELETE:mcp[2]``,
+    ``sidecar2/tool:echo#1`` -> ``sidecar2.tool:echo[1]``. The bracketed occurrence ends the id, so
+    ``-k "tool:echo[1]"`` does not select ``tool:echo[12]``."""
     head, _, nth = step_id.rpartition("#")
     server = server_of(head + "#")
     if server:
@@ -143,8 +106,7 @@ def id_part(step_id: str) -> str:
 
 
 def server_of(step_id: str) -> int:
-    """The server a step id names (``sidecar2/tool:echo#1``: 2), ``0`` when it names none (the test's
-    only server)."""
+    """The server a step id names (``sidecar2/tool:echo#1``: 2; ``0``: none, the test's only one)."""
     head, slash, _ = step_id.partition("/")
     number = head[len(SERVER_PREFIX) :]
     if slash and head.startswith(SERVER_PREFIX) and number.isdigit() and " " not in head:
@@ -162,11 +124,6 @@ def _target(r: RequestLike, mcp_path: str, health_path: str | None) -> tuple[str
     return f"{r.method} {r.path}", ("mcp" if r.path == mcp_path else "other")
 
 
-def _label(r: RequestLike) -> str:
-    parts = [r.method, r.mcp_method or r.path]
-    return " ".join([*parts, r.tool] if r.tool else parts)
-
-
 def footprint(
     requests: Sequence[RequestLike],
     *,
@@ -175,10 +132,8 @@ def footprint(
     server: int = 0,
     transport: str = "",
 ) -> tuple[Step, ...]:
-    """The steps of a run on one server (``server``: its number when the test used several;
-    ``transport``: its transport, when known), in journal order. A request whose method the trigger
-    grammar cannot name (a ``POST`` that was not one JSON-RPC message) is left out: no fault can aim
-    at it alone."""
+    """The steps of a run on one server, in journal order. A ``POST`` that was not one JSON-RPC message
+    is left out: no trigger can aim at it alone."""
     counts: dict[str, int] = {}
     sessions: dict[str | None, list[int]] = {}
     out: list[Step] = []
@@ -192,7 +147,7 @@ def footprint(
             Step(
                 target,
                 counts[target],
-                _label(r),
+                " ".join([r.method, r.mcp_method or r.path, *([r.tool] if r.tool else [])]),  # its label
                 endpoint,
                 r.mcp_method,
                 answered,
@@ -214,7 +169,6 @@ def footprint(
 
 
 def _endpoint_of(target: str) -> Endpoint | None:
-    """The endpoint a kind's default target lies in (``None``: any)."""
     t = parse_target(target)
     if t.kind == "any":
         return None
@@ -226,7 +180,7 @@ def _endpoint_of(target: str) -> Endpoint | None:
 
 
 def _request(step: Step) -> Any:
-    """The request ``step`` stands for, as the sidecar's router sees it (``routing.RequestInfo``)."""
+    """``step``'s request as the sidecar's router sees it."""
     from pytest_mcpfaults.core.routing import RequestInfo
     from pytest_mcpfaults.mcp.endpoint import McpRequest
 
@@ -243,17 +197,15 @@ def _request(step: Step) -> Any:
 
 
 def cells(cls: type[F.Fault]) -> dict[str, Mapping[str, Any]]:
-    """The cells explore plans for kind ``cls`` at a step, by name: its ``explore_cells`` (each named
-    ``<kind>.<name>`` in ids), else its standard-catalogue cell alone (named ``""``: the kind), else
-    none (the kind is not explored)."""
+    """The cells explore plans for kind ``cls``, by name: its ``explore_cells``, else its catalogue
+    cell named ``""``, else none (not explored)."""
     if cls.explore_cells:
         return dict(cls.explore_cells)
     return {} if cls.catalogue_params is None else {"": cls.catalogue_params}
 
 
 def cell_name(fault: F.Fault) -> str:
-    """The fault's name in explore's ids: its kind, with the name of the kind's ``explore_cells`` cell
-    it is (``error_payload.gone``)."""
+    """The fault's name in ids: its kind and its ``explore_cells`` cell (``error_payload.gone``)."""
     for name, params in type(fault).explore_cells.items():
         if all(getattr(fault, k, None) == v for k, v in params.items()):
             return f"{fault.kind}.{name}"
@@ -261,17 +213,17 @@ def cell_name(fault: F.Fault) -> str:
 
 
 def applies_to(cls: type[F.Fault], step: Step, transport: str = "http") -> bool:
-    """Whether explore aims kind ``cls`` at ``step``, from the kind itself: it names ``transport``
-    (``transports``), it has a cell to plan (:func:`cells`: ``explore_cells`` or the standard
-    catalogue's ``catalogue_params``), the step lies in the
-    endpoint of its ``default_target`` (``/health`` kinds at ``/health`` only, MCP kinds on the MCP
-    endpoint), its own validation accepts the step as a target, and the sidecar's router says it can
-    answer that request (``routing.applies``, registered per kind: tool kinds answer ``tools/call``
-    only, ``session_expired`` and ``jsonrpc_error`` no notification)."""
+    """Whether explore aims kind ``cls`` at ``step``, from the kind itself: its ``transports`` (the
+    in-process backend takes the ``http`` kinds that need no sockets), a cell to plan, the endpoint of
+    its ``default_target``, its own validation, and the router's ``routing.applies``."""
     from pytest_mcpfaults.core.routing import applies
 
     transport = step.transport or transport  # the step's own server's, in a test that mixes them
-    if not _transport_takes(cls, transport) or not cells(cls):
+    if transport == INPROCESS:
+        takes = "http" in cls.transports and cls.needs_sockets is None
+    else:
+        takes = transport in cls.transports
+    if not takes or not cells(cls):
         return False
     where = _endpoint_of(cls.default_target)
     if where is not None and step.endpoint != where:
@@ -280,21 +232,11 @@ def applies_to(cls: type[F.Fault], step: Step, transport: str = "http") -> bool:
     return fault is not None and bool(applies(fault, _request(step)))
 
 
-def _transport_takes(cls: type[F.Fault], transport: str) -> bool:
-    """Whether the kind applies on ``transport``: named in its ``transports``; ``inprocess`` (the
-    in-process ``mock_sidecar``) takes the ``http`` kinds that do not need real sockets
-    (``needs_sockets``)."""
-    if transport == INPROCESS:
-        return "http" in cls.transports and cls.needs_sockets is None
-    return transport in cls.transports
-
-
 def fault_at(
     cls: type[F.Fault], step: Step, patience: float | None = None, cell: str | None = None
 ) -> F.Fault | None:
-    """Kind ``cls``'s cell ``cell`` (default: its first, see :func:`cells`) aimed at exactly ``step``;
-    ``None`` when the kind refuses it. A blocking kind (``cls.blocking``) holds for ``patience``
-    seconds when given (else the sidecar's)."""
+    """Kind ``cls``'s cell ``cell`` (default: its first) aimed at exactly ``step``, a blocking kind
+    holding for ``patience`` when given; ``None`` when the kind refuses it."""
     named = cells(cls)
     params = dict(named.get(cell, {}) if cell is not None else next(iter(named.values()), {}))
     if cls.blocking and patience is not None:
@@ -306,15 +248,14 @@ def fault_at(
 
 
 def faults_at(cls: type[F.Fault], step: Step, patience: float | None = None) -> list[F.Fault]:
-    """Every cell of kind ``cls`` (:func:`cells`) aimed at exactly ``step``, in order."""
+    """Every cell of kind ``cls`` aimed at exactly ``step``, in order."""
     out = [fault_at(cls, step, patience, name) for name in cells(cls)]
     return [f for f in out if f is not None]
 
 
 def explore_kinds(kinds: Sequence[str] | None = None, exclude: Sequence[str] = ()) -> tuple[str, ...]:
-    """The kinds a campaign uses: every kind with a cell to plan (:func:`cells`: the standard
-    catalogue's, and those with ``explore_cells`` such as ``error_payload``), or ``kinds``, minus
-    ``exclude``."""
+    """The kinds a campaign uses (registry order): ``kinds`` (default: every kind with a cell to plan)
+    minus ``exclude``."""
     valid = tuple(k for k, cls in F.fault_kinds().items() if cells(cls))
     left_out = {k: cls.not_in_catalogue for k, cls in F.fault_kinds().items() if not cells(cls)}
     chosen = F.check_kind_names("kinds", kinds, valid, left_out=left_out) if kinds is not None else valid
@@ -324,8 +265,7 @@ def explore_kinds(kinds: Sequence[str] | None = None, exclude: Sequence[str] = (
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a campaign: the faults (each with the step it aims at), in plan order. The clean
-    run has none."""
+    """One run of a campaign: its faults, each with the step it aims at. The clean run has none."""
 
     plan: tuple[tuple[str, F.Fault], ...] = ()
 
@@ -334,8 +274,7 @@ class Run:
         return tuple(f for _, f in self.plan)
 
     def faults_on(self, server: int) -> tuple[F.Fault, ...]:
-        """The faults for the ``server``-th server the test makes (from 1): those whose step names it,
-        and, for the first, those whose step names none (the test used one server)."""
+        """The faults for the test's ``server``-th server (from 1; the first takes those naming none)."""
         return tuple(
             f for step, f in self.plan if server_of(step) == server or (server == 1 and not server_of(step))
         )
@@ -346,10 +285,8 @@ class Run:
 
     @property
     def id(self) -> str:
-        """The run's test-ID part, in characters ``pytest -k`` takes (:func:`id_part`):
-        ``explore:clean``, ``explore:die-at-tool:delete_session[1]``, a pair
-        ``explore:die-at-tool:create_session[1]+hang-at-DELETE:mcp[2]``, a kind's named cell
-        ``explore:error_payload.gone-at-tool:echo[1]``."""
+        """The run's test-ID part: ``explore:clean``, ``explore:die-at-tool:delete_session[1]``, a pair
+        ``explore:die-at-tool:create_session[1]+hang-at-DELETE:mcp[2]``."""
         if not self.plan:
             return "explore:clean"
         return "explore:" + "+".join(f"{cell_name(f)}-at-{id_part(step)}" for step, f in self.plan)
@@ -381,8 +318,7 @@ class Pruned:
 
 @dataclass
 class Campaign:
-    """The planned runs, those pruned by reduction, and those left over the ``max_runs`` budget.
-    ``steps`` and ``kinds``: the footprint's steps and the kinds considered, for the report."""
+    """The planned runs, those pruned by reduction, and those over the ``max_runs`` budget."""
 
     runs: list[Run] = field(default_factory=list)
     pruned: list[Pruned] = field(default_factory=list)
@@ -480,7 +416,7 @@ def _seconds(key: str, value: object) -> float | None:
 
 def parse_options(given: Mapping[str, object], base: Options | None = None) -> Options:
     """``base`` (default: the defaults) updated with ``given``; a ``ValueError`` naming the option,
-    its bad value and what is valid otherwise."""
+    its bad value and what is valid."""
     out = base or Options()
     for key, value in given.items():
         if key not in OPTIONS:
@@ -511,8 +447,7 @@ def _selected(step: Step, globs: Sequence[str]) -> bool:
 
 
 def plan_campaign(steps: Sequence[Step], options: Options = Options(), transport: str = "http") -> Campaign:
-    """One run per (selected step, applicable kind), in footprint then catalogue order; repeats
-    pruned when ``options.reduce``; runs past ``options.max_runs`` left over the budget."""
+    """One run per (selected step, applicable kind's cell), in footprint then catalogue order."""
     kinds = explore_kinds(options.kinds, options.exclude)
     classes = [F.fault_kinds()[k] for k in kinds]
     camp = Campaign(steps=tuple(steps), kinds=kinds)
@@ -549,7 +484,7 @@ def new_steps(clean: Sequence[Step], observed: Sequence[Step]) -> list[Step]:
 
 def same_outcome(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether two observed runs look the same to the client: the same exception (type and step) and
-    the same journal (labels in order). ``a`` and ``b`` as the glue records them."""
+    the same journal labels."""
     return a.get("error") == b.get("error") and a.get("labels") == b.get("labels")
 
 
@@ -583,8 +518,7 @@ MARKERS = {"http": "mcp_sidecar", "stdio": "mcp_stdio"}
 INPROCESS = "inprocess"
 
 
-#: What makes a server whose plan is given in a call, not a marker: the fixture that makes sidecars in
-#: the test's body, the in-process backend.
+#: What makes a server whose plan is given in a call, not a marker.
 CALLS = ("mcp_sidecar_factory", "mock_sidecar")
 #: The marker planning the faults of the server each fixture makes.
 FIXTURE_MARKERS = {"mcp_sidecar": "mcp_sidecar", "mcp_stdio_server": "mcp_stdio"}
@@ -593,10 +527,9 @@ MAKER_TRANSPORTS = {"mcp_stdio_server": "stdio", "mock_sidecar": INPROCESS}
 
 
 def regression_line(run: Run, transport: str = "http", makers: Sequence[str] = ()) -> str:
-    """The run's plan as a line to paste above a regression test (``mcp_stdio`` for a stdio server).
-    ``makers``: what made each server of the test, in order; a sidecar made by one of :data:`CALLS`
-    takes its faults in its call (``mcp_sidecar_factory(faults=[...])``, ``mock_sidecar(...)``). When the
-    test used several servers, each server's part is named (``sidecar 2: ...``), ``;``-separated."""
+    """The run's plan as a line to paste above a regression test: a marker, or the call of the maker
+    (``makers``: what made each server, in order) that takes faults in its call (:data:`CALLS`); with
+    several servers, each one's part named (``sidecar 2: ...``), ``;``-separated."""
     groups: dict[int, list[F.Fault]] = {}
     for step, fault in run.plan:
         groups.setdefault(server_of(step), []).append(fault)

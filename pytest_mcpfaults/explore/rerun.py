@@ -1,12 +1,10 @@
 """An explore run whose finding is new to ``--mcpfaults-baseline`` is run once more before it fails the
-gate: when the re-run does not find the same (its outcome changed with timing alone, as a harness's
-start-up steps can), the run is *unstable*: reported as xfailed (``unstable: ...``), marked so in the
-JSON report, and it never fails the baseline gate by itself.
+gate: when the re-run does not find the same (timing alone changed it), the run is *unstable*: xfailed,
+marked so in the JSON report, and never failing the gate by itself.
 
-The item's protocol is run twice without logging (``runtestprotocol(log=False)``, as
-pytest-rerunfailures does), the item's stash and fixture request reset between the two; only the first
-attempt's reports are logged (so JUnit, the JSON report and xdist see one test), changed when it was
-unstable. Without a baseline nothing is re-run: there is no gate to protect.
+The item's protocol runs twice unlogged (``runtestprotocol(log=False)``, as pytest-rerunfailures does),
+its stash and fixture request reset between; only the first attempt's reports are logged, so JUnit, the
+JSON report and xdist see one test.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ def _outcome(reports: list[pytest.TestReport]) -> dict[str, Any] | None:
 
 
 def _key(data: dict[str, Any] | None) -> str | None:
-    """The finding key of an attempt that found something new (verdict ``violation``), else ``None``."""
+    """The finding key of an attempt that found something new, else ``None``."""
     from pytest_mcpfaults.explore.findings import finding_key, primary
 
     if not data or data.get("verdict") != "violation" or not data.get("found"):
@@ -66,7 +64,6 @@ class Rerun:
 
 
 def _unstable(reports: list[pytest.TestReport], first: dict[str, Any], again: dict[str, Any] | None) -> None:
-    """The first attempt found something its re-run did not: xfailed, marked unstable."""
     then = ", ".join(first.get("found", ()))
     now = ", ".join((again or {}).get("found", ())) or (again or {}).get("verdict", "nothing")
     first["unstable"] = True

@@ -27,7 +27,6 @@ def addoption(group: pytest.OptionGroup) -> None:
         OPTION,
         metavar="K/N",
         dest="mcpfaults_shard",
-        default=None,
         help="Run only the K-th of N deterministic shards of the run (explored tests' clean runs run in "
         "every shard, their campaigns are split); merge the shards' reports with "
         "'python -m pytest_mcpfaults merge-reports'.",
@@ -74,8 +73,7 @@ class Shard:
 
 
 def configure(config: pytest.Config, explored_test: Callable[[pytest.Item], str]) -> None:
-    """Register the shard's deselection when the option is given; a usage error when it is wrong.
-    ``explored_test``: the explored test a campaign item belongs to (the explore glue's)."""
+    """Register the shard's deselection when the option is given; a usage error when it is wrong."""
     raw = config.getoption("mcpfaults_shard", default=None)
     if raw is None:
         return

@@ -1,9 +1,5 @@
 """Explore's results: gathered from every explore item's teardown report (on the xdist controller too),
 written to the footprint cache, the terminal summary and the JSON report's ``explore`` section.
-
-Per explored test: ``N steps × K kinds = M runs`` (M: the (step, kind) pairs where the kind applies),
-how many were pruned by reduction and left over the budget, how many ran and their verdicts, a step ×
-fault matrix, and each violation with its minimal plan as a line to paste above a regression test.
 """
 
 from __future__ import annotations
@@ -31,8 +27,7 @@ CELLS: dict[str, str] = {
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
 REPORT_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
-_BASELINE = pytest.StashKey[dict[str, set[str]]]()
-_BASELINE_FINDINGS = pytest.StashKey[list[dict[str, Any]]]()
+_BASELINE = pytest.StashKey[tuple[dict[str, set[str]], list[dict[str, Any]]]]()
 
 
 def cache_key(nodeid: str) -> str:
@@ -41,58 +36,44 @@ def cache_key(nodeid: str) -> str:
 
 
 def index_key(function: str) -> str:
-    """The ``.pytest_cache`` key listing a parametrized test function's explored tests (one per
-    parametrization, each with its own footprint under :func:`cache_key`)."""
+    """The ``.pytest_cache`` key listing a parametrized test function's explored tests."""
     return _CACHE_PREFIX + "tests-" + hashlib.sha1(function.encode()).hexdigest()[:16]
 
 
 def cached(cache: Any, key: str, field: str, value: str) -> dict[str, Any] | None:
-    """The ``.pytest_cache`` entry at ``key`` (``cache``: ``None`` without the cache plugin) when it is
-    the one for ``value`` (its ``field``): a hash of another node id is not."""
+    """The ``.pytest_cache`` entry at ``key`` when it is the one for ``value`` (its ``field``): a hash
+    of another node id is not."""
     data = cache.get(key, None) if cache is not None else None
     return data if isinstance(data, dict) and data.get(field) == value else None
 
 
-def _baseline(config: pytest.Config) -> dict[str, Any] | None:
-    path = config.getoption("mcpfaults_baseline", default=None)
-    if not path:
-        return None
-    import json
+def baseline(config: pytest.Config) -> tuple[dict[str, set[str]], list[dict[str, Any]]]:
+    """``--mcpfaults-baseline``'s explore violations by ``"<test>::<run id>"`` (a version-1 baseline,
+    which has no ``findings``, is matched by run) and its findings (empty without one)."""
+    if _BASELINE not in config.stash:
+        import contextlib
+        import json
 
-    try:  # the report glue refused an unreadable baseline at configure time already
-        data = json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def baseline_findings(config: pytest.Config) -> dict[str, set[str]]:
-    """The explore violations of ``--mcpfaults-baseline``'s report: ``"<test>::<run id>"`` -> found
-    (a version-1 baseline, which has no ``findings``, is matched by run)."""
-    known = config.stash.get(_BASELINE, None)
-    if known is None:
-        known = {}
-        data = _baseline(config) or {}
-        for entry in data.get("explore", []) if "findings" not in data else []:
-            for v in entry.get("violations", []):
-                known[f"{entry['nodeid']}::{v['id']}"] = set(v.get("found", []))
-        config.stash[_BASELINE] = known
-    return known
-
-
-def baseline_keys(config: pytest.Config) -> list[dict[str, Any]]:
-    """The findings of ``--mcpfaults-baseline``'s report (empty without one, or for version 1)."""
-    found = config.stash.get(_BASELINE_FINDINGS, None)
-    if found is None:
-        data = _baseline(config) or {}
+        data: Any = {}
+        path = config.getoption("mcpfaults_baseline", default=None)
+        # the report glue refused an unreadable baseline at configure time already
+        with contextlib.suppress(OSError, ValueError):
+            data = (
+                json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8")) if path else {}
+            )
+        data = data if isinstance(data, dict) else {}
+        runs = {
+            f"{entry['nodeid']}::{v['id']}": set(v.get("found", []))
+            for entry in (data.get("explore", []) if "findings" not in data else [])
+            for v in entry.get("violations", [])
+        }
         found = [f for f in data.get("findings", None) or [] if isinstance(f, dict) and "key" in f]
-        config.stash[_BASELINE_FINDINGS] = found
-    return found
+        config.stash[_BASELINE] = (runs, found)
+    return config.stash[_BASELINE]
 
 
 def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
-    """One run of the JSON report's ``runs``; a run that found something carries what its finding
-    needs (the harness frame, whether its exception is the harness's own, its plan to paste)."""
+    """One run of the JSON report's ``runs``; a run that found something carries what its finding needs."""
     out = {"id": rid, "verdict": d["verdict"], "found": d["found"], "note": d.get("note", "")}
     out["plan"] = d["run"]["plan"]
     if d["verdict"] in ("violation", "known"):
@@ -107,8 +88,8 @@ def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ordered(runs: list[dict[str, Any]], camp: Any) -> list[dict[str, Any]]:
-    """The runs in the campaign's order (footprint, then catalogue; pairs after their first run), each
-    with ``at``: its first step's index in the footprint (so merged shards sort alike)."""
+    """The runs in the campaign's order, each with ``at``: its first step's index in the footprint (so
+    merged shards sort alike)."""
     if camp is None:  # no footprint here (the clean run was not selected): the order they ran
         for i, r in enumerate(runs):
             r["at"] = i
@@ -143,14 +124,13 @@ class ExploreReport:
     # -- the campaign of each test, recomputed from its footprint (pure) --------------------------
 
     def _campaign(self, runs: Mapping[str, dict[str, Any]]) -> Any:
-        from pytest_mcpfaults.explore.plan import Options, Step, parse_options, plan_campaign
+        from pytest_mcpfaults.explore.plan import Step, parse_options, plan_campaign
 
         clean = runs.get("explore:clean")
         if clean is None or "footprint" not in clean:
             return None
         steps = tuple(Step.from_dict(s) for s in clean["footprint"])
-        raw = dict(clean.get("options", {}))
-        opts = parse_options({k: v for k, v in raw.items() if v is not None}, Options())
+        opts = parse_options({k: v for k, v in clean.get("options", {}).items() if v is not None})
         return plan_campaign(steps, opts, str(clean.get("transport", "http")))
 
     def tests(self) -> list[dict[str, Any]]:
@@ -193,8 +173,7 @@ class ExploreReport:
         return [f.to_dict() for f in findings(self.tests())]
 
     def _violations(self, ran: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
-        """Each violating run with its minimal plan: a pair whose first fault alone already gave the
-        same violation is not a finding of its own (shrunk to that one fault)."""
+        """Each violating run with its plan to paste; not a pair whose first fault alone gave the same."""
         from pytest_mcpfaults.explore.plan import Run, regression_line
 
         out = []
@@ -213,18 +192,17 @@ class ExploreReport:
     def _stale(self, test: str, ran: Mapping[str, dict[str, Any]]) -> list[str]:
         """Baseline findings of this test whose run ran in this session and found nothing of them."""
         out = []
-        for key in baseline_findings(self.config):
+        for key in baseline(self.config)[0]:
             name, _, rid = key.partition("::explore:")
             if name == test and f"explore:{rid}" in ran and ran[f"explore:{rid}"]["verdict"] != "known":
                 out.append(f"explore:{rid}")
         return out
 
     def gate(self) -> Any:
-        """The findings against ``--mcpfaults-baseline``'s (an ``explore_findings.Gate``), ``None``
-        without a baseline that has findings."""
+        """The findings against ``--mcpfaults-baseline``'s, ``None`` without a baseline."""
         from pytest_mcpfaults.explore.findings import compare
 
-        old = baseline_keys(self.config)
+        old = baseline(self.config)[1]
         if self.config.getoption("mcpfaults_baseline", default=None) is None:
             return None
         ran = [test for test, runs in self.results.items() if any(d["run"]["plan"] for d in runs.values())]
@@ -322,8 +300,7 @@ def gate_lines(gate: Any, baseline: str) -> list[str]:
 
 
 def _clean_checks(clean: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The clean run as a run record when it failed generic checks only (``kept_off``: its campaign ran
-    with them off), each failed check named as its oracle."""
+    """The clean run as a run record when it failed generic checks only (kept off for its campaign)."""
     if not clean.get("kept_off"):
         return []
     from pytest_mcpfaults.explore.checks import check_of
@@ -383,8 +360,7 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
 
 
 def matrix_lines(runs: list[Mapping[str, Any]]) -> list[str]:
-    """The step × fault matrix of the depth-1 runs that ran (``.`` ok, ``V`` violation, ``b``
-    behaviour under fault, ``u`` unreached, ``s`` not explored; blank: not run); pairs counted below."""
+    """The step × fault matrix of the depth-1 runs that ran (:data:`CELLS`); pairs counted below."""
     from pytest_mcpfaults.explore.html import grid
 
     steps, kinds, runs_at = grid(runs)

@@ -1,24 +1,22 @@
 """Where a failing explore run left the harness's own code: the frame a finding is grouped by.
 
-The harness's own code is what :func:`pytest_mcpfaults._pytest.blocked.own_code` says (not the standard
-library, nothing installed with a ``.dist-info`` beside it, not this plugin), and not a module of the
-packages named in :data:`NOT_HARNESS` wherever they are installed from (the MCP SDK, pytest, pluggy,
-anyio, httpx, aiohttp …). For an escaped exception: the innermost own frame of its traceback (where it
-left the harness). For a verdict the plugin raised (a patience verdict, raised after the test), the
-exception it was raised from (the interrupt raised where the test was blocked, or the failure the
-abort caused) is looked into, through causes, contexts and exception groups.
+The harness's own code is what :func:`pytest_mcpfaults._pytest.blocked.own_code` says, but for the
+packages of :data:`NOT_HARNESS` wherever they are installed from. For a verdict the plugin raised after
+the test (a patience verdict), the exception it was raised from is looked into, through causes,
+contexts and exception groups.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 from types import TracebackType
 from typing import Any
 
 from pytest_mcpfaults._pytest.blocked import own_code
 
-__all__ = ["NOT_HARNESS", "defined_in_harness", "harness_frame", "where_of"]
+__all__ = ["NOT_HARNESS", "harness_frame", "where_of"]
 
 #: Top-level packages that are never the harness, wherever they are installed from.
 NOT_HARNESS = frozenset(
@@ -47,16 +45,14 @@ def _harness(filename: str, module: object) -> bool:
 
 
 def _own_frame(tb: TracebackType | None, root: str) -> str:
-    """The innermost harness frame of a traceback, ``file:line in function`` (``file`` relative to
-    ``root`` when under it), or ``""``."""
+    """The innermost harness frame of a traceback, ``file:line in function``, or ``""``."""
     found = ""
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if _harness(code.co_filename, tb.tb_frame.f_globals.get("__name__")):
+    for frame, line in traceback.walk_tb(tb):
+        code = frame.f_code
+        if _harness(code.co_filename, frame.f_globals.get("__name__")):
             path = os.path.abspath(code.co_filename)
             rel = os.path.relpath(path, root) if path.startswith(os.path.join(root, "")) else path
-            found = f"{rel.replace(os.sep, '/')}:{tb.tb_lineno} in {code.co_name}"
-        tb = tb.tb_next
+            found = f"{rel.replace(os.sep, '/')}:{line} in {code.co_name}"
     return found
 
 
@@ -76,13 +72,9 @@ def harness_frame(exc: BaseException | None, root: str) -> str:
     return ""
 
 
-def defined_in_harness(exc: BaseException) -> bool:
-    """Whether ``exc``'s class is defined in the harness's own code (a candidate for ``raises=``)."""
-    module = sys.modules.get(type(exc).__module__)
-    filename = getattr(module, "__file__", None)
-    return bool(filename) and _harness(str(filename), type(exc).__module__)
-
-
 def where_of(exc: BaseException, root: str) -> dict[str, Any]:
-    """What a run's record keeps of its failure for its finding: ``where`` and ``own_exception``."""
-    return {"where": harness_frame(exc, root), "own_exception": defined_in_harness(exc)}
+    """What a run's record keeps of its failure for its finding: ``where``, and ``own_exception``: its
+    class is defined in the harness's own code (a candidate for ``raises=``)."""
+    filename = getattr(sys.modules.get(type(exc).__module__), "__file__", None)
+    own = bool(filename) and _harness(str(filename), type(exc).__module__)
+    return {"where": harness_frame(exc, root), "own_exception": own}

@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar, Literal, get_args, get_type_hints
 
 from pytest_mcpfaults.faults.triggers import Trigger
 from pytest_mcpfaults.faults.values import format_value
-from pytest_mcpfaults.options.validation import check_bool, check_count, check_seconds
+from pytest_mcpfaults.options.validation import check_bool, check_count, check_seconds, is_integer
 
 #: What ``from pytest_mcpfaults.faults.kinds import *`` gives, and so what ``pytest_mcpfaults`` and
 #: :mod:`pytest_mcpfaults.faults` export from here: the fault kinds, their base and the registry (a
@@ -112,6 +113,67 @@ def _bool_kind(annotation: object) -> bool | None:
     return True if set(get_args(annotation)) == {bool, type(None)} else None
 
 
+#: A check of one parameter (or, named ``when``, of the trigger): ``check(owner, name, value)``
+#: raises a ``ValueError`` naming the kind's class, the parameter and the value when it is not valid.
+Check = Callable[[str, str, Any], None]
+_POSITIVE = partial(check_count, minimum=1)
+
+
+def _http_status(*also: int) -> Check:
+    valid = "".join(f"{code} or " for code in also) + "an HTTP error status in 400..599"
+
+    def check(owner: str, name: str, value: object) -> None:
+        if not is_integer(value) or not (value in also or 400 <= value <= 599):
+            raise ValueError(f"{owner}: {name} must be {valid}, got {value!r}")
+
+    return check
+
+
+def _integer(owner: str, name: str, value: object) -> None:
+    if not is_integer(value):
+        raise ValueError(f"{owner}: {name} must be an integer, got {value!r}")
+
+
+def _one_of(values: Sequence[str]) -> Check:
+    def check(owner: str, name: str, value: object) -> None:
+        if value not in values:
+            raise ValueError(f"{owner}: {name} must be one of {', '.join(values)}, got {value!r}")
+
+    return check
+
+
+def _text(owner: str, name: str, value: object, *, optional: bool = False) -> None:
+    if not isinstance(value, str) and not (optional and value is None):
+        raise ValueError(
+            f"{owner}: {name} must be a string{' or None' if optional else ''} "
+            f'(in the text form, quote it: {name}="..."), got {value!r}'
+        )
+
+
+def _one_line(owner: str, name: str, value: object) -> None:
+    if not isinstance(value, str) or "\n" in value or "\r" in value:
+        raise ValueError(f"{owner}: {name} must be a string without line breaks, got {value!r}")
+
+
+def _tool_target(owner: str, name: str, when: Trigger) -> None:
+    target = when.target
+    if target in ("*", "mcp", "tools/call") or target.startswith(("tool:", "POST ")):
+        return
+    raise ValueError(
+        f"{owner}: answers tools/call only, so when= must be 'tools/call', 'tool:<name>', "
+        f"'mcp', '*' or 'POST <path>', got {target!r}"
+    )
+
+
+def _request_target(owner: str, name: str, when: Trigger) -> None:
+    target = when.target
+    if target in ("health", "initialize") or target.startswith(("notifications/", "GET ", "DELETE ")):
+        raise ValueError(
+            f"{owner}: acts on a JSON-RPC request with an id (not initialize), so when= "
+            f"must name one, e.g. 'tools/call', 'tool:<name>', 'mcp' or '*', got {target!r}"
+        )
+
+
 @dataclass(frozen=True)
 class Seen:
     """What clients see of a kind, as the tests of the modules in ``proved`` measured it: one row of
@@ -205,6 +267,9 @@ class Fault:
     #: With an upstream, the kind's forced reply rewrites the upstream's answer (the request is
     #: forwarded all the same) rather than answering in its place.
     rewrites_upstream: ClassVar[bool] = False
+    #: The checks of the kind's own parameters at construction (name -> :data:`Check`; ``when``: of its
+    #: trigger), run after its bases' and before :meth:`_validate`; a ``bool`` parameter needs none.
+    checks: ClassVar[Mapping[str, Check]] = {}
     #: Once it fired, a request the client sends may go unread (the sidecar is down, frozen, or the
     #: connection went silent): session hygiene then holds no call that never reached the sidecar
     #: against the client (docs/sessions.md).
@@ -248,22 +313,25 @@ class Fault:
         return self.when
 
     def __post_init__(self) -> None:
-        when: object = self.when
-        if when is None:
-            when = Trigger(self.default_target)
-        elif isinstance(when, str):
+        when: object = self.default_target if self.when is None else self.when
+        if isinstance(when, str):
             when = Trigger(when)
         elif not isinstance(when, Trigger):
             raise ValueError(
                 f"{type(self).__name__}: when must be a Trigger or a target string, got {when!r}"
             )
         object.__setattr__(self, "when", when)
+        owner = type(self).__name__
         for name, optional in _bool_params(type(self)):  # every bool parameter, whatever the kind
-            check_bool(type(self).__name__, name, getattr(self, name), optional=optional)
+            check_bool(owner, name, getattr(self, name), optional=optional)
+        for cls in reversed(type(self).__mro__):
+            for name, check in vars(cls).get("checks", {}).items():
+                check(owner, name, getattr(self, name))
         self._validate()
 
     def _validate(self) -> None:
-        """Subclasses check their parameters here and raise ``ValueError`` naming the bad one."""
+        """What :attr:`checks` cannot say (a parameter that depends on another): raise ``ValueError``
+        naming the bad one."""
 
     def params(self) -> dict[str, Any]:
         """The fault's own parameters (without ``when``), as given."""
@@ -294,8 +362,7 @@ class _Blocking(Fault):
     patience: float | None = field(default=None, kw_only=True)
     expect_hang: bool = field(default=False, kw_only=True)
 
-    def _validate(self) -> None:
-        check_seconds(type(self).__name__, "patience", self.patience, optional=True, positive=True)
+    checks: ClassVar[Mapping[str, Check]] = {"patience": partial(check_seconds, optional=True, positive=True)}
 
 
 # -- process level -------------------------------------------------------------------------------
@@ -465,9 +532,7 @@ class Blackhole(_Blocking):
     )
     idle: float | None = None
 
-    def _validate(self) -> None:
-        super()._validate()
-        check_seconds("Blackhole", "idle", self.idle, optional=True)
+    checks: ClassVar[Mapping[str, Check]] = {"idle": partial(check_seconds, optional=True)}
 
 
 @dataclass(frozen=True)
@@ -505,10 +570,11 @@ class Delay(Fault):
     seed: int = 0
     after: bool = False
 
-    def _validate(self) -> None:
-        check_seconds("Delay", "seconds", self.seconds)
-        check_seconds("Delay", "jitter", self.jitter)
-        check_count("Delay", "seed", self.seed)
+    checks: ClassVar[Mapping[str, Check]] = {
+        "seconds": check_seconds,
+        "jitter": check_seconds,
+        "seed": check_count,
+    }
 
 
 # -- answers with the wrong status ---------------------------------------------------------------
@@ -541,10 +607,10 @@ class Status(Fault):
     retry_after: int | None = None
     body: str | None = None
 
-    def _validate(self) -> None:
-        if isinstance(self.code, bool) or not isinstance(self.code, int) or not 400 <= self.code <= 599:
-            raise ValueError(f"Status: code must be an HTTP error status in 400..599, got {self.code!r}")
-        check_count("Status", "retry_after", self.retry_after, optional=True)
+    checks: ClassVar[Mapping[str, Check]] = {
+        "code": _http_status(),
+        "retry_after": partial(check_count, optional=True),
+    }
 
 
 @dataclass(frozen=True)
@@ -569,10 +635,7 @@ class Flap(Fault):
     every: int = 1
     code: int = 503
 
-    def _validate(self) -> None:
-        check_count("Flap", "every", self.every, minimum=1)
-        if isinstance(self.code, bool) or not isinstance(self.code, int) or not 400 <= self.code <= 599:
-            raise ValueError(f"Flap: code must be an HTTP error status in 400..599, got {self.code!r}")
+    checks: ClassVar[Mapping[str, Check]] = {"every": _POSITIVE, "code": _http_status()}
 
 
 @dataclass(frozen=True)
@@ -659,9 +722,7 @@ class Stall(_Blocking):
     )
     after_bytes: int = 0
 
-    def _validate(self) -> None:
-        super()._validate()
-        check_count("Stall", "after_bytes", self.after_bytes)
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
 
 
 @dataclass(frozen=True)
@@ -687,9 +748,7 @@ class Drip(Fault):
     chunk_bytes: int = 1
     interval: float = 0.01
 
-    def _validate(self) -> None:
-        check_count("Drip", "chunk_bytes", self.chunk_bytes, minimum=1)
-        check_seconds("Drip", "interval", self.interval)
+    checks: ClassVar[Mapping[str, Check]] = {"chunk_bytes": _POSITIVE, "interval": check_seconds}
 
 
 @dataclass(frozen=True)
@@ -719,8 +778,7 @@ class Truncate(Fault):
     legacy_sse: ClassVar[str] = "the stream ends (FIN) `after_bytes` into the reply event, or into the stream"
     after_bytes: int = 0
 
-    def _validate(self) -> None:
-        check_count("Truncate", "after_bytes", self.after_bytes)
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
 
 
 @dataclass(frozen=True)
@@ -752,8 +810,7 @@ class Reset(Fault):
     )
     after_bytes: int = 0
 
-    def _validate(self) -> None:
-        check_count("Reset", "after_bytes", self.after_bytes)
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
 
 
 @dataclass(frozen=True)
@@ -802,10 +859,7 @@ class EndlessSse(_Blocking):
                 "**harmless**: the result is returned and the client closes the stream (journal: "
                 '`hold="client_closed"`)'
             ),
-            mcp1=(
-                "**harmless**: the result is returned and the client closes the stream (journal: "
-                '`hold="client_closed"`)'
-            ),
+            mcp1="as for mcp 2.x",
             proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
         ),
     )
@@ -866,10 +920,7 @@ class ProgressThenStall(_Blocking):
     count: int = 3
     interval: float = 0.0
 
-    def _validate(self) -> None:
-        super()._validate()
-        check_count("ProgressThenStall", "count", self.count)
-        check_seconds("ProgressThenStall", "interval", self.interval)
+    checks: ClassVar[Mapping[str, Check]] = {"count": check_count, "interval": check_seconds}
 
 
 @dataclass(frozen=True)
@@ -904,23 +955,34 @@ class NotificationFlood(Fault):
     )
     count: int = 1000
 
-    def _validate(self) -> None:
-        check_count("NotificationFlood", "count", self.count, minimum=1)
+    checks: ClassVar[Mapping[str, Check]] = {"count": _POSITIVE}
 
 
 # -- the server's own requests to the client, sent by the call's tool (docs/server-requests.md) ------
 
-_NOT_A_CTX_CALL = (
-    "it acts on the requests a tool sends the client during its call (ctx.elicit, ctx.sample ...: "
-    "docs/server-requests.md), not on the session's cleanup call"
-)
-_NEEDS_CTX = "it acts on a tool's requests to the client, which only the socket sidecar sends"
 #: How :class:`MalformedServerRequest` breaks its message.
 MALFORMED_FORMS = ("bad_json", "no_id", "no_method")
 
 
 @dataclass(frozen=True)
-class MalformedServerRequest(Fault):
+class _ServerRequestFault(Fault):
+    """A fault on the requests the call's tool sends the client, drawn only when named."""
+
+    phase: ClassVar[Phase] = "server_request"
+    default_target: ClassVar[str] = "tools/call"
+    drawn_by_default: ClassVar[bool] = False
+    needs_sockets: ClassVar[str | None] = (
+        "it acts on a tool's requests to the client, which only the socket sidecar sends"
+    )
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = (
+        "it acts on the requests a tool sends the client during its call (ctx.elicit, ctx.sample ...: "
+        "docs/server-requests.md), not on the session's cleanup call"
+    )
+
+
+@dataclass(frozen=True)
+class MalformedServerRequest(_ServerRequestFault):
     """A buggy server (or a proxy mangling its stream): each request the call's tool sends the client
     is preceded, on the call's answer stream, by a malformed copy of it: ``form='bad_json'`` (the
     event's data is the message cut in half, not JSON), ``'no_id'`` (no ``id``: to JSON-RPC a
@@ -932,15 +994,9 @@ class MalformedServerRequest(Fault):
     request's JSON text, where an object belongs; ``no_id`` does not fire there: the keys are the
     ids)."""
 
-    phase: ClassVar[Phase] = "server_request"
     kind: ClassVar[str] = "malformed_server_request"
-    default_target: ClassVar[str] = "tools/call"
-    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 230
     draws: ClassVar[Mapping[str, Draw]] = {"form": MALFORMED_FORMS}
-    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples=(
@@ -972,30 +1028,19 @@ class MalformedServerRequest(Fault):
     )
     form: str = "bad_json"
 
-    def _validate(self) -> None:
-        if self.form not in MALFORMED_FORMS:
-            raise ValueError(
-                f"MalformedServerRequest: form must be one of {', '.join(MALFORMED_FORMS)}, got {self.form!r}"
-            )
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"form": _one_of(MALFORMED_FORMS), "when": _tool_target}
 
 
 @dataclass(frozen=True)
-class DuplicateServerRequest(Fault):
+class DuplicateServerRequest(_ServerRequestFault):
     """Each request the call's tool sends the client goes out ``copies`` times on the call's answer
     stream, with the same JSON-RPC id (a server that retries, a proxy that replays an event). The
     first answer goes to the tool; the journal keeps each copy and the answers to the others. Session
     era only."""
 
-    phase: ClassVar[Phase] = "server_request"
     kind: ClassVar[str] = "duplicate_server_request"
-    default_target: ClassVar[str] = "tools/call"
-    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 240
     draws: ClassVar[Mapping[str, Draw]] = {"copies": (2, 3)}
-    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`DuplicateServerRequest(copies=3, when="tool:ask_user")`',
@@ -1011,13 +1056,11 @@ class DuplicateServerRequest(Fault):
     legacy_sse: ClassVar[str] = "no: as for `malformed_server_request`"
     copies: int = 2
 
-    def _validate(self) -> None:
-        check_count("DuplicateServerRequest", "copies", self.copies, minimum=2)
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"copies": partial(check_count, minimum=2), "when": _tool_target}
 
 
 @dataclass(frozen=True)
-class DropClientAnswer(Fault):
+class DropClientAnswer(_ServerRequestFault):
     """A lossy proxy: the client's answer to the first request the call's tool sends it is lost. In the
     session era its ``POST`` is answered ``status`` (``202``: accepted, as usual; an error status: the
     proxy failed) and never handed to the tool, which waits until the patience budget ends the call
@@ -1025,15 +1068,9 @@ class DropClientAnswer(Fault):
     retry carrying the answer is answered ``-32602`` (HTTP 400) as by a server that lost the round's
     ``requestState``, and the tool's handler is cancelled."""
 
-    phase: ClassVar[Phase] = "server_request"
     kind: ClassVar[str] = "drop_client_answer"
-    default_target: ClassVar[str] = "tools/call"
-    drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 250
     draws: ClassVar[Mapping[str, Draw]] = {"status": (202, 500)}
-    needs_sockets: ClassVar[str | None] = _NEEDS_CTX
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _NOT_A_CTX_CALL
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`DropClientAnswer(when="tool:ask_user")`, `DropClientAnswer(500)`',
@@ -1059,13 +1096,7 @@ class DropClientAnswer(Fault):
     legacy_sse: ClassVar[str] = "no: as for `malformed_server_request`"
     status: int = 202
 
-    def _validate(self) -> None:
-        code = self.status
-        if isinstance(code, bool) or not isinstance(code, int) or not (code == 202 or 400 <= code <= 599):
-            raise ValueError(
-                f"DropClientAnswer: status must be 202 or an HTTP error status in 400..599, got {code!r}"
-            )
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"status": _http_status(202), "when": _tool_target}
 
 
 # -- protocol-level answers ----------------------------------------------------------------------
@@ -1093,19 +1124,7 @@ class JsonRpcError(Fault):
     code: int = -32603
     message: str = "Internal error"
 
-    def _validate(self) -> None:
-        if isinstance(self.code, bool) or not isinstance(self.code, int):
-            raise ValueError(f"JsonRpcError: code must be an integer, got {self.code!r}")
-
-
-def _check_tool_target(fault: Fault) -> None:
-    target = fault.trigger.target
-    if target in ("*", "mcp", "tools/call") or target.startswith(("tool:", "POST ")):
-        return
-    raise ValueError(
-        f"{type(fault).__name__}: answers tools/call only, so when= must be 'tools/call', 'tool:<name>', "
-        f"'mcp', '*' or 'POST <path>', got {target!r}"
-    )
+    checks: ClassVar[Mapping[str, Check]] = {"code": _integer}
 
 
 @dataclass(frozen=True)
@@ -1129,8 +1148,7 @@ class ToolError(Fault):
     legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     text: str = "tool failed"
 
-    def _validate(self) -> None:
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"when": _tool_target}
 
 
 @dataclass(frozen=True)
@@ -1187,8 +1205,7 @@ class BackendGone(Fault):
     legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     service_url: str | None = None
 
-    def _validate(self) -> None:
-        _check_tool_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"when": _tool_target}
 
 
 _DEFAULT_REASON = "backend timed out"
@@ -1288,15 +1305,13 @@ class ErrorPayload(Fault):
     reason: str = _DEFAULT_REASON
     message: str | None = None
 
+    checks: ClassVar[Mapping[str, Check]] = {
+        "when": _tool_target,
+        "reason": _text,
+        "message": partial(_text, optional=True),
+    }
+
     def _validate(self) -> None:
-        _check_tool_target(self)
-        for name in ("reason", "message"):
-            value = getattr(self, name)
-            if not isinstance(value, str) and not (name == "message" and value is None):
-                raise ValueError(
-                    f"ErrorPayload: {name} must be a string{' or None' if name == 'message' else ''} "
-                    f'(in the text form, quote it: {name}="..."), got {value!r}'
-                )
         if self.message is None:
             return
         names = _template_names("ErrorPayload", "message", self.message)
@@ -1322,11 +1337,22 @@ class ErrorPayload(Fault):
 
 # -- authorization (a sidecar with auth=, docs/auth.md) ------------------------------------------
 
-_NEEDS_AUTH = "it answers a bearer token, which only a sidecar with auth= (an authorization server) checks"
+
+@dataclass(frozen=True)
+class _AuthFault(Fault):
+    """A fault on the bearer tokens of a sidecar with ``auth=``."""
+
+    needs_auth: ClassVar[bool] = True
+    needs_sockets: ClassVar[str | None] = (
+        "it answers a bearer token, which only a sidecar with auth= (an authorization server) checks"
+    )
+    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
+    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
+    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
 
 
 @dataclass(frozen=True)
-class Unauthorized(Fault):
+class Unauthorized(_AuthFault):
     """401 mid-session: the sidecar answers ``401`` with ``WWW-Authenticate: Bearer
     error="invalid_token", resource_metadata="<its protected resource metadata>"`` and, with
     ``revoke=True``, revokes the token the request carried, so a retry with the same token is refused
@@ -1335,10 +1361,6 @@ class Unauthorized(Fault):
     kind: ClassVar[str] = "unauthorized"
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "mcp"
-    needs_auth: ClassVar[bool] = True
-    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples=(
@@ -1367,7 +1389,6 @@ class Unauthorized(Fault):
             proved=("test_auth.py", "test_faults_mcp1.py"),
         ),
     )
-    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     revoke: bool = True
 
     @property
@@ -1376,7 +1397,7 @@ class Unauthorized(Fault):
 
 
 @dataclass(frozen=True)
-class TokenExpired(Fault):
+class TokenExpired(_AuthFault):
     """A token stops working after ``calls`` MCP requests: each later request carrying it is answered
     ``401`` with ``WWW-Authenticate: Bearer error="invalid_token", error_description="The access
     token expired", resource_metadata="..."``. Counted per token, so a refreshed token gets ``calls``
@@ -1386,10 +1407,6 @@ class TokenExpired(Fault):
     shrink_rank: ClassVar[int] = 210
     draws: ClassVar[Mapping[str, Draw]] = {"calls": range(0, 4)}
     default_target: ClassVar[str] = "mcp"
-    needs_auth: ClassVar[bool] = True
-    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples="`TokenExpired(calls=3)`",
@@ -1406,15 +1423,13 @@ class TokenExpired(Fault):
             proved=("test_auth.py", "test_faults_mcp1.py"),
         ),
     )
-    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     calls: int = 1
 
-    def _validate(self) -> None:
-        check_count("TokenExpired", "calls", self.calls)
+    checks: ClassVar[Mapping[str, Check]] = {"calls": check_count}
 
 
 @dataclass(frozen=True)
-class InsufficientScope(Fault):
+class InsufficientScope(_AuthFault):
     """A step-up: a request whose token lacks ``scope`` is answered ``403`` with ``WWW-Authenticate:
     Bearer error="insufficient_scope", scope="<scope>", resource_metadata="..."``; once the client
     holds a token granted ``scope`` (it asked the token endpoint for it) the request goes through."""
@@ -1422,10 +1437,6 @@ class InsufficientScope(Fault):
     kind: ClassVar[str] = "insufficient_scope"
     shrink_rank: ClassVar[int] = 220
     default_target: ClassVar[str] = "tools/call"
-    needs_auth: ClassVar[bool] = True
-    needs_sockets: ClassVar[str | None] = _NEEDS_AUTH
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`InsufficientScope("tasks:write")`',
@@ -1445,7 +1456,6 @@ class InsufficientScope(Fault):
             proved=("test_auth.py", "test_faults_mcp1.py"),
         ),
     )
-    legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
     scope: str = "mcp:write"
 
     def _validate(self) -> None:
@@ -1459,15 +1469,6 @@ class InsufficientScope(Fault):
 # -- cancellation: what a client's notifications/cancelled does ------------------------------------
 
 _NOT_AT_CLEANUP = "it acts only when the client cancels the call it fires on (see docs/cancellation.md)"
-
-
-def _check_request_target(fault: Fault) -> None:
-    target = fault.trigger.target
-    if target in ("health", "initialize") or target.startswith(("notifications/", "GET ", "DELETE ")):
-        raise ValueError(
-            f"{type(fault).__name__}: acts on a JSON-RPC request with an id (not initialize), so when= "
-            f"must name one, e.g. 'tools/call', 'tool:<name>', 'mcp' or '*', got {target!r}"
-        )
 
 
 @dataclass(frozen=True)
@@ -1509,8 +1510,7 @@ class IgnoreCancel(Fault):
         "yes: the cancelled message's call runs on and its reply event is sent in full"
     )
 
-    def _validate(self) -> None:
-        _check_request_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"when": _request_target}
 
 
 @dataclass(frozen=True)
@@ -1554,9 +1554,7 @@ class AnswerAfterCancel(_Blocking):
         "cancel, then sent on the stream"
     )
 
-    def _validate(self) -> None:
-        super()._validate()
-        _check_request_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {"when": _request_target}
 
 
 # -- resumption: an event stream closed gracefully, resumed with Last-Event-ID ---------------------
@@ -1603,10 +1601,11 @@ class CloseStream(Fault):
     after_events: int = 1
     retry_ms: int = 200
 
-    def _validate(self) -> None:
-        check_count("CloseStream", "after_events", self.after_events)
-        check_count("CloseStream", "retry_ms", self.retry_ms)
-        _check_request_target(self)
+    checks: ClassVar[Mapping[str, Check]] = {
+        "after_events": check_count,
+        "retry_ms": check_count,
+        "when": _request_target,
+    }
 
 
 # -- stdio only: the child process and its pipes ----------------------------------------------------
@@ -1614,18 +1613,9 @@ class CloseStream(Fault):
 _STDIO_ONLY = "a stdio-only kind (it acts on a stdio child process or its pipes, not on HTTP)"
 
 
-def _check_any_target(fault: _ProcessFault) -> None:
-    if fault.trigger.target != "*":
-        raise ValueError(
-            f"{type(fault).__name__}: counts {fault.event} events, not requests, so when= takes no target "
-            f"(only '*', with nth/after/times/probability), got {fault.trigger.target!r}"
-        )
-
-
 @dataclass(frozen=True)
-class _ProcessFault(Fault):
-    """A stdio fault that answers no request: it decides what the child does when an event arrives
-    (stdin closing, a signal). Its trigger counts those events (``nth=2``: the second one)."""
+class _StdioFault(Fault):
+    """A fault on a stdio child process or its pipes."""
 
     phase: ClassVar[Phase] = "child"
     transports: ClassVar[tuple[str, ...]] = ("stdio",)
@@ -1633,8 +1623,18 @@ class _ProcessFault(Fault):
     not_in_catalogue: ClassVar[str] = _STDIO_ONLY
     needs_sockets: ClassVar[str | None] = _STDIO_ONLY
 
+
+@dataclass(frozen=True)
+class _ProcessFault(_StdioFault):
+    """A stdio fault that answers no request: it decides what the child does when an event arrives
+    (stdin closing, a signal). Its trigger counts those events (``nth=2``: the second one)."""
+
     def _validate(self) -> None:
-        _check_any_target(self)
+        if self.trigger.target != "*":
+            raise ValueError(
+                f"{type(self).__name__}: counts {self.event} events, not requests, so when= takes no target "
+                f"(only '*', with nth/after/times/probability), got {self.trigger.target!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -1679,18 +1679,13 @@ class IgnoreSigterm(_ProcessFault):
 
 
 @dataclass(frozen=True)
-class StderrFlood(Fault):
+class StderrFlood(_StdioFault):
     """Before answering the matching request the stdio child writes ``bytes`` of log lines to stderr.
     A client that never reads the child's stderr pipe (64 KiB on Linux) leaves the child blocked in
     that write: the answer, and every later one, never comes."""
 
-    phase: ClassVar[Phase] = "child"
     kind: ClassVar[str] = "stderr_flood"
     shrink_rank: ClassVar[int] = 320
-    transports: ClassVar[tuple[str, ...]] = ("stdio",)
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _STDIO_ONLY
-    needs_sockets: ClassVar[str | None] = _STDIO_ONLY
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`StderrFlood(when="tools/call")`',
@@ -1706,22 +1701,16 @@ class StderrFlood(Fault):
     )
     bytes: int = 1 << 20
 
-    def _validate(self) -> None:
-        check_count("StderrFlood", "bytes", self.bytes, minimum=1)
+    checks: ClassVar[Mapping[str, Check]] = {"bytes": _POSITIVE}
 
 
 @dataclass(frozen=True)
-class StdoutNoise(Fault):
+class StdoutNoise(_StdioFault):
     """Before answering the matching request the stdio child writes ``lines`` lines of ``text`` on
     stdout: not JSON-RPC (a stray ``print``, a banner, a library's log line on the wrong stream)."""
 
-    phase: ClassVar[Phase] = "child"
     kind: ClassVar[str] = "stdout_noise"
     shrink_rank: ClassVar[int] = 330
-    transports: ClassVar[tuple[str, ...]] = ("stdio",)
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
-    not_in_catalogue: ClassVar[str] = _STDIO_ONLY
-    needs_sockets: ClassVar[str | None] = _STDIO_ONLY
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
             examples='`StdoutNoise(lines=3, when="tools/call")`',
@@ -1734,10 +1723,7 @@ class StdoutNoise(Fault):
     text: str = "mcpfaults: this line is not JSON-RPC"
     lines: int = 1
 
-    def _validate(self) -> None:
-        if not isinstance(self.text, str) or "\n" in self.text or "\r" in self.text:
-            raise ValueError(f"StdoutNoise: text must be a string without line breaks, got {self.text!r}")
-        check_count("StdoutNoise", "lines", self.lines, minimum=1)
+    checks: ClassVar[Mapping[str, Check]] = {"text": _one_line, "lines": _POSITIVE}
 
 
 def check_transport(plan: Sequence[Fault], transport: str, who: str) -> None:

@@ -25,14 +25,8 @@ _SPEC = re.compile(
     rf"^\s*(?P<kind>{KIND_NAME})\s*(?:\((?P<params>[^)\"']*(?:(?:{_QUOTED})[^)\"']*)*)\))?\s*"
     r"(?:@(?P<target>[^\[]+))?(?:\[(?P<trig>[^\]]*)\])?\s*$"
 )
-_TRIGGER_KEYS = {
-    "nth": "nth",
-    "after": "after",
-    "times": "times",
-    "p": "probability",
-    "probability": "probability",
-    "seed": "seed",
-}
+_TRIGGER_KEYS = {f.name: f.name for f in dataclasses.fields(Trigger) if f.name != "target"}
+_TRIGGER_KEYS["p"] = "probability"
 
 
 def _split_outside_quotes(text: str, sep: str) -> list[str]:

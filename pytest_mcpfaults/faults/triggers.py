@@ -144,13 +144,11 @@ class Trigger:
 
     def describe(self) -> str:
         """The trigger in the text form's bracket syntax (without the target), '' when all default."""
-        parts = []
-        for f in dataclasses.fields(self):
-            if f.name == "target":
-                continue
-            value = getattr(self, f.name)
-            if value != f.default:
-                parts.append(f"{'p' if f.name == 'probability' else f.name}={value}")
+        parts = [
+            f"{'p' if f.name == 'probability' else f.name}={getattr(self, f.name)}"
+            for f in dataclasses.fields(self)
+            if f.name != "target" and getattr(self, f.name) != f.default
+        ]
         return f"[{','.join(parts)}]" if parts else ""
 
 

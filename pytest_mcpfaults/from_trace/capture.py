@@ -1,9 +1,6 @@
 """A run, captured where it ran: its recorded spans and its sidecars' journals as explore's ``detail``
-form (``{"spans": [...], "journal": [...]}``, one clock: seconds since the epoch), which explore records
-of each run and draws on its HTML page, and which
-:func:`~pytest_mcpfaults.from_trace.footprint.clean_run_from_detail` reads and ``python -m
-pytest_mcpfaults from-trace --clean FILE`` takes. Without pytest: from a recorder's spans and the
-servers a test made, numbered in that order when there are several.
+form (``{"spans": [...], "journal": [...]}``, one clock: seconds since the epoch), which explore's page
+draws and ``python -m pytest_mcpfaults from-trace --clean FILE`` reads.
 """
 
 from __future__ import annotations
@@ -64,6 +61,5 @@ def journal_dicts(servers: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def clean_run_detail(spans: Sequence[RecordedSpan], servers: Sequence[Any]) -> dict[str, Any]:
-    """``spans`` (a recorder's) and the journals of ``servers`` (sidecars, in the order the test made
-    them) as explore's ``detail`` form."""
+    """``spans`` and the journals of ``servers`` (in the order the test made them) as the ``detail`` form."""
     return {"spans": span_dicts(spans), "journal": journal_dicts(servers)}

@@ -1,10 +1,8 @@
-"""What a failed span recorded, as the fault kinds that could have caused it: :func:`classify`.
+"""What a failed span recorded, as the fault kinds that could have caused it: :func:`classify`. Pure.
 
-The span's *text* is its status description and its exception events (``Type: message``); the first
-rule it meets picks the kinds, likeliest first, in the order docs/from-trace.md lists them (step 4 of
-"How a span becomes a fault"). ``error_payload`` and ``tool_error`` answer ``tools/call`` only: at
-another request a text maps to ``jsonrpc_error``. Pure: the kinds are names and parameters;
-:mod:`~pytest_mcpfaults.from_trace.infer` makes the faults.
+The first rule the span's text meets picks the kinds, likeliest first, in the order docs/from-trace.md
+lists them ("How a span becomes a fault"). ``error_payload`` and ``tool_error`` answer ``tools/call``
+only: at another request a text maps to ``jsonrpc_error``.
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{
 
 @dataclass(frozen=True)
 class Candidate:
-    """One fault kind that fits a span's failure: ``kind``, its parameters, and why it fits."""
+    """One fault kind that fits a span's failure, its parameters, and why it fits."""
 
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -68,8 +66,8 @@ def template(text: str) -> str:
 
 
 def classify(span: RecordedSpan, tool_call: bool, budget: float) -> list[Candidate]:
-    """The kinds that fit ``span``'s failure, likeliest first; ``tool_call``: the request it maps to is
-    a ``tools/call``; ``budget``: the patience budget (seconds) a held request is held for."""
+    """The kinds that fit ``span``'s failure at a request (``tool_call``: a ``tools/call``), likeliest
+    first; a held request is held for ``budget`` seconds."""
     text = span_text(span)
     if not span.end_time:
         why = f"the span never ended: held for the patience budget ({budget:g} s)"

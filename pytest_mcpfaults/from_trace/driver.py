@@ -35,7 +35,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH", help="the trace export")
     p.add_argument(
         "--trace-id",
-        default=None,
         metavar="ID",
         help="the trace to replay (32 hex digits), when PATH has several",
     )
@@ -58,13 +57,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="the patience budget a held request is held for (default 5)",
     )
-    p.add_argument(
-        "--write", metavar="FILE", default=None, help="write a regression test module to FILE (needs --test)"
-    )
+    p.add_argument("--write", metavar="FILE", help="write a regression test module to FILE (needs --test)")
     p.add_argument(
         "--test",
         metavar="NODEID",
-        default=None,
         help="the clean test the regression test replays: path/to/test_x.py::test_name",
     )
     p.set_defaults(subparser=p)
@@ -82,7 +78,7 @@ def _seconds(text: str) -> float:
 
 
 def read_file(path: str) -> bytes:
-    """The bytes of ``path``, at most the trace bound (one byte more is read to tell it is over)."""
+    """The bytes of ``path``, refused over the trace bound (reading one byte more to tell)."""
     from pytest_mcpfaults.from_trace.errors import TraceError
     from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES
 
@@ -139,10 +135,8 @@ def _write(args: argparse.Namespace, inferred: Any, out: IO[str]) -> None:
     m = _NODEID.match(args.test)
     assert m is not None
     target, test_file = Path(args.write), Path(m["path"])
-    if target.resolve().parent == test_file.resolve().parent:
-        module = test_file.stem
-    else:
-        module = ".".join(test_file.with_suffix("").parts)
+    same_dir = target.resolve().parent == test_file.resolve().parent
+    module = test_file.stem if same_dir else ".".join(test_file.with_suffix("").parts)
     name = "test_regression_" + inferred.trace_id[:8]
     target.write_text(regression_test(inferred, args.path, module, m["test"], name))
     print(f"wrote {target}: {name}, {m['test']} under {len(inferred.plan)} fault(s)", file=out)

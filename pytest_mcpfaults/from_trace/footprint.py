@@ -1,10 +1,6 @@
 """A clean run as from-trace reads it: its spans, and its MCP requests in order, each as explore names it
-(a step: ``tool:delete_session#1``) and each with the span that was open around it.
-
-The requests come from the sidecar's journal, the spans from the recorder, on one clock (seconds since
-the epoch: explore's ``detail`` form, :func:`clean_run_from_detail`). A request belongs to the
-innermost span of the clean run that had started when the request arrived and had not ended by then
-(:func:`place_calls`); with no such span it belongs to none. Pure.
+(``tool:delete_session#1``) and each with the innermost span open when it arrived (:func:`place_calls`).
+Pure.
 """
 
 from __future__ import annotations
@@ -24,9 +20,8 @@ __all__ = ["Call", "CleanRun", "clean_run_from_detail", "place_calls"]
 
 @dataclass(frozen=True)
 class Call:
-    """One request of the clean run: its step id (``tool:delete_session#1``), its trigger ``target``
-    and ``nth``, its journal ``label``, when it started and ended (seconds since the epoch), and the
-    span id of the clean-run span open around it (``None``: none)."""
+    """One request of the clean run: its step, its times (seconds since the epoch), and the id of the
+    clean-run span open around it (``None``: none)."""
 
     step: str
     target: str
@@ -39,7 +34,7 @@ class Call:
 
 @dataclass(frozen=True)
 class CleanRun:
-    """A clean run's spans (as one :class:`~pytest_mcpfaults.from_trace.trace.Trace`) and requests."""
+    """A clean run's spans and requests."""
 
     trace: Trace
     calls: tuple[Call, ...]
@@ -55,12 +50,12 @@ class _Request(NamedTuple):
     session_id: str | None = "s"
 
 
-def _request(label: str, mcp_path: str) -> _Request:
+def _request(label: str) -> _Request:
     method, _, rest = label.partition(" ")
     what, _, tool = rest.partition(" ")
     if what.startswith("/"):
         return _Request(method, what, None, None)
-    return _Request(method, mcp_path, what, tool or None)
+    return _Request(method, "/mcp", what, tool or None)
 
 
 def place_calls(calls: Sequence[Call], trace: Trace) -> tuple[Call, ...]:
@@ -83,12 +78,9 @@ def place_calls(calls: Sequence[Call], trace: Trace) -> tuple[Call, ...]:
     return tuple(out)
 
 
-def clean_run_from_detail(
-    data: Mapping[str, Any], source: str, session: Patterns, mcp_path: str = "/mcp"
-) -> CleanRun:
-    """A clean run from explore's ``detail`` form: ``{"spans": [...], "journal": [...]}`` (spans as
-    ``span_dicts`` or ``GET /spans`` write them; journal records with ``label``, ``server``, ``start``
-    and ``end`` in seconds since the epoch, as ``journal_dicts`` writes them)."""
+def clean_run_from_detail(data: Mapping[str, Any], source: str, session: Patterns) -> CleanRun:
+    """A clean run from explore's ``detail`` form: ``{"spans": [...], "journal": [...]}``, as
+    :mod:`~pytest_mcpfaults.from_trace.capture` writes it (or ``GET /spans`` its spans)."""
     from pytest_mcpfaults.explore.plan import footprint
 
     journal = data.get("journal")
@@ -98,14 +90,11 @@ def clean_run_from_detail(
     trace = index_spans(0, spans)
     check_trace(trace, source, session)
     calls: list[Call] = []
-    servers = sorted({int(r.get("server", 0)) for r in journal})
-    for server in servers:
+    for server in sorted({int(r.get("server", 0)) for r in journal}):
         records = [r for r in journal if int(r.get("server", 0)) == server]
         # a POST that was not one JSON-RPC message (``POST /mcp``) has no step: footprint leaves it out
-        kept = [r for r in records if str(r["label"]).split(" ")[:2] != ["POST", mcp_path]]
-        steps = footprint(
-            [_request(str(r["label"]), mcp_path) for r in kept], mcp_path=mcp_path, server=server
-        )
+        kept = [r for r in records if str(r["label"]).split(" ")[:2] != ["POST", "/mcp"]]
+        steps = footprint([_request(str(r["label"])) for r in kept], server=server)
         calls += [
             Call(step.id, step.target, step.nth, step.label, r.get("start"), r.get("end"))
             for step, r in zip(steps, kept, strict=True)

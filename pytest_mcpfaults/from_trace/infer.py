@@ -1,14 +1,10 @@
-"""The faults that replay a trace against a clean run: :func:`infer`.
+"""The faults that replay a trace against a clean run: :func:`infer`. Pure.
 
-Each span of the trace that failed (status ERROR) or never ended, but for the session spans (the
-symptom, not a cause), is matched to a clean-run span (:mod:`~pytest_mcpfaults.from_trace.match`);
-the request made inside that span in the clean run (or beneath it) is where its fault goes,
-and what the span recorded says which fault (:mod:`~pytest_mcpfaults.from_trace.classify`). A failed
-span with a failed span beneath it *follows* from that one and gets no fault of its own; a failed span
-with no request inside it is *not reproducible by the sidecar* (the agent's own timeout, say). When
-several requests or kinds fit, the first is planned and the others are listed (at most
-:data:`MAX_CANDIDATES`); :meth:`Inferred.plans` gives the plans to try, bounded by :data:`MAX_PLANS`.
-Pure.
+Each span of the trace that failed or never ended, but for the session spans (the symptom, not a
+cause), is matched to a clean-run span; the request made inside that one is where its fault goes, and
+what the span recorded says which fault. A failed span with a failed span beneath it *follows* from that
+one; a failed span with no request inside it is *not reproducible by the sidecar* (the agent's own
+timeout, say). When several requests or kinds fit, the first is planned and the others are listed.
 """
 
 from __future__ import annotations
@@ -50,8 +46,7 @@ class SpanNames:
 
 @dataclass(frozen=True)
 class Inference:
-    """What one failed span of the trace became: ``faults`` (fault texts, the first planned, the
-    others the candidates), the ``step`` of the planned one, and why."""
+    """What one failed span became: ``faults`` (the first planned, the others candidates), its step, why."""
 
     span: RecordedSpan
     outcome: Outcome
@@ -62,8 +57,8 @@ class Inference:
 
 @dataclass(frozen=True)
 class Inferred:
-    """Everything inferred from one trace: per failed span, in start order; ``symptoms``: the session
-    spans that failed (what the gate's invariants judge)."""
+    """Everything inferred from one trace, per failed span in start order; ``symptoms``: the session
+    spans that failed."""
 
     trace_id: str
     inferences: tuple[Inference, ...]
@@ -75,8 +70,7 @@ class Inferred:
         return tuple(i.faults[0] for i in self.inferences if i.faults)
 
     def plans(self) -> list[tuple[str, ...]]:
-        """:attr:`plan`, then the plan with one span's fault swapped for another candidate, at most
-        :data:`MAX_PLANS` in all."""
+        """:attr:`plan`, then it with one span's fault swapped for another candidate (:data:`MAX_PLANS`)."""
         base = list(self.plan)
         out = [tuple(base)]
         mapped = [i for i in self.inferences if i.faults]
@@ -89,8 +83,8 @@ class Inferred:
 
 
 def infer(trace: Trace, clean: CleanRun, names: SpanNames = SpanNames(), budget: float = 5.0) -> Inferred:
-    """The faults that replay ``trace``'s MCP failures against ``clean`` (see the module docstring);
-    ``budget``: the patience budget a held request is held for."""
+    """The faults that replay ``trace``'s MCP failures against ``clean``; a held request is held for
+    ``budget`` seconds."""
     failing = [s for s in trace.spans if s.failed or not s.end_time]
     symptoms = tuple(s for s in failing if matches(s.name, names.session))
     causes = [s for s in failing if not matches(s.name, names.session)]
@@ -126,7 +120,6 @@ def infer(trace: Trace, clean: CleanRun, names: SpanNames = SpanNames(), budget:
 
 
 def _failing_below(trace: Trace, failing: list[RecordedSpan]) -> dict[int, RecordedSpan]:
-    """span id -> a failing span beneath it, for every span with one."""
     out: dict[int, RecordedSpan] = {}
     for span in failing:
         node = trace.parent(span)
@@ -137,9 +130,8 @@ def _failing_below(trace: Trace, failing: list[RecordedSpan]) -> dict[int, Recor
 
 
 def _calls_inside(clean: CleanRun, span: RecordedSpan) -> list[Call]:
-    """The requests made inside ``span`` or beneath it, in order: a client instrumented under pytest
-    (the plugin's ``MCP send tools/call …`` spans) makes each call inside a span of its own that the
-    trace need not have, and its session's own requests (``DELETE /mcp``) outside those."""
+    """The requests made inside ``span`` or beneath it (a client instrumented under pytest makes each
+    call inside a span of its own that the trace need not have)."""
     inside: set[int] = set()
     stack = [span]
     while stack:
@@ -150,8 +142,7 @@ def _calls_inside(clean: CleanRun, span: RecordedSpan) -> list[Call]:
 
 
 def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float, names: SpanNames) -> Inference:
-    """The faults at the requests inside the span's match, the likeliest request first (see
-    :func:`_ranked`), each with every kind that fits, at most :data:`MAX_CANDIDATES`."""
+    """The faults at the requests inside the span's match, likeliest first, at most :data:`MAX_CANDIDATES`."""
     texts: list[tuple[str, Call, Candidate]] = []
     for call in _ranked(calls):
         for cand in classify(span, call.target.startswith("tool:"), budget):
@@ -188,10 +179,9 @@ _HOUSEKEEPING = ("initialize", "notifications/", "DELETE ", "GET ", "health", "p
 
 
 def _ranked(calls: list[Call]) -> list[Call]:
-    """The requests by how likely a span's failure came from each: the calls the span made for its own
-    purpose (a tool, prompt or resource, else another MCP method) before the protocol's housekeeping
-    (initialize, notifications, the session's DELETE, the stream's GET, health probes); the later
-    first within each (its failure ended the span)."""
+    """The requests by how likely a span's failure came from each: those for its own purpose (a tool,
+    prompt or resource, else another MCP method) before housekeeping; the later first (its failure
+    ended the span)."""
 
     def purpose(call: Call) -> int:
         own = call.target.startswith(("tool:", "prompt:", "resource:"))
@@ -201,12 +191,8 @@ def _ranked(calls: list[Call]) -> list[Call]:
 
 
 def _fault(cand: Candidate, call: Call) -> str | None:
-    """The fault text of ``cand`` aimed at exactly ``call``; ``None`` when the kind refuses it."""
-    cls = F.fault_kinds().get(cand.kind)
-    if cls is None:
-        return None
-    try:
-        return str(cls(**cand.params, when=F.Trigger(call.target, nth=call.nth)))
+    try:  # classify's kinds are built-in
+        return str(F.fault_kinds()[cand.kind](**cand.params, when=F.Trigger(call.target, nth=call.nth)))
     except (TypeError, ValueError):
         return None
 

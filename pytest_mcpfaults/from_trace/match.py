@@ -36,8 +36,7 @@ class Places:
 
 @dataclass(frozen=True)
 class Match:
-    """The clean-run span a trace span matched (``None``: none), and how (``place``: name and
-    parentage; ``name``: by name and occurrence only; ``none``)."""
+    """The clean-run span a trace span matched (``None``: none), and how."""
 
     span: RecordedSpan | None
     how: How
@@ -48,7 +47,6 @@ def _role(name: str, session: tuple[str, ...]) -> str:
 
 
 def places(trace: Trace, session: Patterns) -> Places:
-    """The place of every span of ``trace`` (see the module docstring)."""
     pats = as_patterns(session)
     sessions = {s.span_id: n for n, s in enumerate((s for s in trace.spans if matches(s.name, pats)), 1)}
     of: dict[int, Place] = {}

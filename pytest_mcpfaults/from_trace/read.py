@@ -1,12 +1,7 @@
-"""A trace export's bytes to spans: the OTLP JSON mapping (one ``ExportTraceServiceRequest``, or one per
-line as the OTel collector's file exporter writes them), OTLP/protobuf, and the plugin's own span JSON
-(``GET /_mcpfaults/spans?format=json``, and the ``spans`` of a report's explore ``detail``).
-
-Pure: bytes in, :class:`~pytest_mcpfaults.spans.records.RecordedSpan` s out; the OTLP forms go through
-the receiver's decoders (:mod:`pytest_mcpfaults.otlp.decode`), so a trace file reads as the sidecar
-would have received it. Every refusal is a :class:`~pytest_mcpfaults.from_trace.errors.TraceError`
-naming the source and what is valid. :data:`MAX_TRACE_BYTES` bounds what is read (the driver reads at
-most one byte more).
+"""A trace export's bytes to spans (:data:`FORMATS`). Pure. The OTLP forms go through the receiver's
+decoders (:mod:`pytest_mcpfaults.otlp.decode`), so a trace file reads as the sidecar would have received
+it; every refusal is a :class:`~pytest_mcpfaults.from_trace.errors.TraceError` naming the source and
+what is valid.
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ _STATUSES = ("UNSET", "OK", "ERROR")
 
 @dataclass(frozen=True)
 class Read:
-    """The spans of one export, the format they were read as, and the spans the decoder refused (how
-    many, and why: the first few reasons)."""
+    """The spans of one export, its format, and how many spans the decoder refused (the first reasons)."""
 
     spans: tuple[RecordedSpan, ...]
     format: str
@@ -52,7 +46,7 @@ def decode_trace(data: bytes, source: str) -> Read:
     text = data.lstrip()
     if not text:
         raise TraceError(f"{source}: the file is empty; valid: {FORMATS}")
-    read = _json(text, source) if text[:1] in (b"{", b"[") else _protobuf(data, source)
+    read = _json(text, source) if text[:1] in (b"{", b"[") else _otlp(data, source, as_json=False)
     if not read.spans and read.rejected:
         raise TraceError(f"{source}: every span refused ({read.rejected}): {'; '.join(read.reasons)}")
     return read
@@ -73,7 +67,7 @@ def _json(data: bytes, source: str) -> Read:
     for n, (raw, doc) in enumerate(docs, 1):
         where = f"{source}, export {n}" if len(docs) > 1 else source
         if isinstance(doc, dict) and ("resourceSpans" in doc or "resource_spans" in doc):
-            got = _otlp_json(raw, where)
+            got = _otlp(raw, where, as_json=True)
             spans += got.spans
             rejected += got.rejected
             reasons += got.reasons
@@ -99,32 +93,20 @@ def _json_lines(data: bytes, source: str) -> list[tuple[bytes, Any]]:
     return docs
 
 
-def _otlp_json(data: bytes, where: str) -> Read:
-    from pytest_mcpfaults.otlp.decode_json import decode_json
-    from pytest_mcpfaults.otlp.export import OtlpDecodeError
+def _otlp(data: bytes, where: str, as_json: bool) -> Read:
+    from pytest_mcpfaults.otlp.decode import PROTOBUF, OtlpDecodeError, decode_export, decode_json
 
     try:
-        decoded = decode_json(data)
+        decoded = decode_json(data) if as_json else decode_export(data, PROTOBUF)
     except OtlpDecodeError as exc:
-        raise TraceError(f"{where}: not an OTLP/JSON trace export: {exc}") from None
+        why = f"not an OTLP/JSON trace export: {exc}" if as_json else f"not a trace ({exc}); valid: {FORMATS}"
+        raise TraceError(f"{where}: {why}") from None
     spans = tuple(s for b in decoded.batches for s in b.spans)
-    return Read(spans, "OTLP/JSON", decoded.rejected, tuple(decoded.reasons))
-
-
-def _protobuf(data: bytes, source: str) -> Read:
-    from pytest_mcpfaults.otlp.decode import PROTOBUF, decode_export
-    from pytest_mcpfaults.otlp.export import OtlpDecodeError
-
-    try:
-        decoded = decode_export(data, PROTOBUF)
-    except OtlpDecodeError as exc:
-        raise TraceError(f"{source}: not a trace ({exc}); valid: {FORMATS}") from None
-    spans = tuple(s for b in decoded.batches for s in b.spans)
-    if not spans and not decoded.rejected:
+    if not spans and not decoded.rejected and not as_json:
         raise TraceError(
-            f"{source}: no spans read as OTLP/protobuf: an empty export, or not a trace; valid: {FORMATS}"
+            f"{where}: no spans read as OTLP/protobuf: an empty export, or not a trace; valid: {FORMATS}"
         )
-    return Read(spans, "OTLP/protobuf", decoded.rejected, tuple(decoded.reasons))
+    return Read(spans, "OTLP/JSON" if as_json else "OTLP/protobuf", decoded.rejected, tuple(decoded.reasons))
 
 
 def plugin_spans(raw: Sequence[Any], where: str) -> list[RecordedSpan]:
@@ -133,8 +115,7 @@ def plugin_spans(raw: Sequence[Any], where: str) -> list[RecordedSpan]:
 
 
 def _plugin_span(raw: Any, where: str) -> RecordedSpan:
-    """One span of the plugin's JSON: ``span_json``'s form (hex ids, nanoseconds) or the report
-    detail's (``id``/``parent``, seconds)."""
+    """One span in ``span_json``'s form (hex ids, nanoseconds) or the report detail's (seconds)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise TraceError(f"{where}: a span is an object with a name, got {str(raw)[:60]!r}")
     try:

@@ -1,13 +1,8 @@
 """The clean test, replayed under a plan: what a written regression test module calls (:func:`replay`).
 
-The clean test's module is imported by name; its test function is wrapped (its signature, hence its
-fixtures, kept) with an ``mcp_sidecar(faults=...)`` marker added to its own markers, the original left
-untouched; the fixtures its module defines are made visible to the regression module too.
-
 The replay is judged as explore judges a run (``own_asserts=behaviour``): the clean test's own
 assertions state what a clean run does, so one failing under the incident's faults is behaviour under
-fault, not a failure; a span invariant (``mcp_spans.assert_invariants()``, the span gate), a patience
-verdict or an exception does fail it.
+fault; a span invariant, a patience verdict or an exception fails it.
 """
 
 from __future__ import annotations
@@ -26,8 +21,8 @@ __all__ = ["replay"]
 def replay(
     module: str, test: str, plan: Sequence[str], namespace: MutableMapping[str, Any]
 ) -> Callable[..., Any]:
-    """``module``'s test function ``test`` under ``plan`` (fault texts), for ``namespace`` (the
-    regression module's globals, which get the clean module's fixtures)."""
+    """``module``'s test function ``test`` (wrapped, its markers kept) under ``plan``; ``namespace``
+    (the regression module's globals) gets the clean module's fixtures."""
     mod = importlib.import_module(module)
     clean = getattr(mod, test, None)
     if not callable(clean):
@@ -59,8 +54,7 @@ def replay(
 
 
 def _is_fixture(value: Any) -> bool:
-    """Whether ``value`` is a ``@pytest.fixture`` (pytest 8.4+'s definition object, or an older marked
-    function)."""
+    """Whether ``value`` is a ``@pytest.fixture`` (pytest 8.4+'s definition object, or older)."""
     return type(value).__name__ == "FixtureFunctionDefinition" or hasattr(value, "_pytestfixturefunction")
 
 

@@ -31,18 +31,14 @@ def inferred_lines(inferred: Inferred, source: str) -> list[str]:
         out.append("not mapped:")
         out += [f"- [{i.outcome.replace('_', ' ')}] {i.reason}" for i in rest]
     if mapped:
-        out.append("plan: " + marker(inferred.plan))
+        out.append(
+            "plan: @pytest.mark.mcp_sidecar(faults=[" + ", ".join(repr(f) for f in inferred.plan) + "])"
+        )
     return out
 
 
-def marker(plan: tuple[str, ...]) -> str:
-    """The plan as the marker to paste."""
-    return "@pytest.mark.mcp_sidecar(faults=[" + ", ".join(repr(f) for f in plan) + "])"
-
-
 def regression_test(inferred: Inferred, source: str, module: str, test: str, name: str) -> str:
-    """A test module ``name`` (``test_regression_<id>``) that runs ``module``'s test ``test`` under the
-    plan inferred from the trace (the clean test's fixtures and markers kept: the plan is added)."""
+    """A test module whose test ``name`` runs ``module``'s test ``test`` under the inferred plan."""
     why = "\n".join(
         textwrap.fill(i.reason, 100, initial_indent="# ", subsequent_indent="#   ")
         for i in inferred.inferences

@@ -1,13 +1,9 @@
 """Whether a replay reproduced the trace's shape: :func:`shape_differences`.
 
-The trace's *shape* is which of its spans were ERROR, but for its session spans: a replay reproduces
-it when every span of the trace that has a counterpart in the replay (matched by place, as
-:mod:`~pytest_mcpfaults.from_trace.match` matches) has the same outcome, ERROR or not. A session span's
-ERROR is the symptom the gate judges, which a fixed harness does not show, and a span the replay does
-not have is a path the harness under test did not take (a fixed runner does not run its cleanup twice):
-neither is the fault's, so neither picks the plan, and the same plan is kept on the broken harness and
-on the fixed one. Of several plans that fit a trace, the one to keep is the first whose replay has no
-difference. Pure.
+The trace's *shape* is which of its spans were ERROR: a replay reproduces it when every span of the
+trace with a counterpart in the replay (matched by place) has the same outcome. Session spans (the
+symptom a fixed harness does not show) and spans the replay lacks (a path a fixed harness did not take)
+are not the fault's, so the same plan is kept on the broken harness and on the fixed one. Pure.
 """
 
 from __future__ import annotations

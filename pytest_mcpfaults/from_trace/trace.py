@@ -1,9 +1,7 @@
-"""One trace out of the spans of an export, checked and indexed: :func:`pick_trace`.
+"""One trace out of the spans of an export, checked and indexed: :func:`pick_trace`. Pure.
 
-A file may hold several traces (an export batch, a collector's file); the trace replayed is the one
-``trace_id`` names, else the only one, else the only one with a session span. Its spans are indexed
-by span id (parent, children in start order); parentage with a cycle, or no span the session patterns
-match, is refused naming the span and what is valid. Pure.
+A file may hold several traces (an export batch, a collector's file); the one replayed is the one
+``trace_id`` names, else the only one, else the only one with a session span.
 """
 
 from __future__ import annotations
@@ -23,8 +21,8 @@ MAX_LISTED = 10
 
 @dataclass(frozen=True)
 class Trace:
-    """One trace: its spans in start order, indexed by span id (a span id repeated in the trace keeps
-    its first span: ``duplicates`` counts the others)."""
+    """One trace: its spans in start order, indexed by span id (a repeated span id keeps its first
+    span: ``duplicates`` counts the others)."""
 
     trace_id: int
     spans: tuple[RecordedSpan, ...]
@@ -42,7 +40,7 @@ class Trace:
 
 
 def listed(items: Sequence[int | str]) -> str:
-    """Trace ids (32 hex digits) or span names as an error lists them: at most :data:`MAX_LISTED`."""
+    """Trace ids or span names as an error lists them: at most :data:`MAX_LISTED`."""
     shown = [f"{i:032x}" if isinstance(i, int) else i for i in items[:MAX_LISTED]]
     return ", ".join(shown) + (" …" if len(items) > MAX_LISTED else "")
 
@@ -75,8 +73,7 @@ def pick_trace(
 
 
 def _only_session_trace(spans: Sequence[RecordedSpan], source: str, session: Patterns, ids: list[int]) -> int:
-    """Of several traces, the only one with a session span (a readiness probe is a trace of its own);
-    an error naming the traces to choose from otherwise."""
+    """Of several traces, the only one with a session span (a readiness probe is a trace of its own)."""
     patterns = as_patterns(session)
     with_session = sorted({s.trace_id for s in spans if matches(s.name, patterns)})
     if len(with_session) == 1:
@@ -100,9 +97,8 @@ def check_trace(trace: Trace, source: str, session: Patterns) -> None:
 
 
 def index_spans(trace_id: int, spans: Sequence[RecordedSpan]) -> Trace:
-    """``spans`` (in start order) as a :class:`Trace` (the first span of a repeated span id kept). A
-    decoded span (its ``uid`` set, its ``parent_uid`` not) is linked to its parent by ``uid``, so the
-    relation functions and the invariants see the tree as the ids draw it."""
+    """``spans`` (in start order) as a :class:`Trace`. A decoded span (its ``uid`` set, its ``parent_uid``
+    not) is linked to its parent by ``uid``, so the invariants see the tree as the ids draw it."""
     by_id: dict[int, RecordedSpan] = {}
     for s in spans:
         by_id.setdefault(s.span_id, s)
@@ -121,10 +117,8 @@ def index_spans(trace_id: int, spans: Sequence[RecordedSpan]) -> Trace:
 
 
 def _check_cycles(trace: Trace, source: str) -> None:
-    """Refuse parentage that loops (a span its own ancestor), naming a span on the loop."""
     done: set[int] = set()
     for span in trace.spans:
-        path: list[int] = []
         on_path: set[int] = set()
         node: RecordedSpan | None = span
         while node is not None and node.span_id not in done:
@@ -133,7 +127,6 @@ def _check_cycles(trace: Trace, source: str) -> None:
                     f"{source}: span {node.name!r} (span {node.span_id:016x}) is its own ancestor: the "
                     "trace's parentage has a cycle; every span's parent_span_id must lead to a root"
                 )
-            path.append(node.span_id)
             on_path.add(node.span_id)
             node = trace.parent(node)
-        done.update(path)
+        done.update(on_path)

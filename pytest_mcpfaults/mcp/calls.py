@@ -1,6 +1,5 @@
 """A ``tools/call`` on the fake MCP endpoint: checked against its tool's input schema, its handler run
-(inline, on a worker thread or on the loop, bounded by ``tool_timeout``) with its ``ctx``, the input
-rounds of a stateless-era call, and the handler's outcome as the answer."""
+with its ``ctx``, the input rounds of a stateless-era call, and the handler's outcome as the answer."""
 
 from __future__ import annotations
 
@@ -48,12 +47,10 @@ class ToolTimeoutError(TimeoutError):
 class ToolCalls:
     """The tool calls of one endpoint. Loop thread only.
 
-    ``run_sync``: how to run a user's sync tool handler off the loop (``None``: inline);
-    ``run_async``: how to await an async one (``None``: on the loop running the dispatch);
-    ``tool_timeout``: the bound on one handler call (``None``: unbounded); ``on_ran_on(rid, ended)``:
-    told when the call of journal request ``rid`` is stopped while its sync handler runs on its worker
-    thread (``ended=False``), then when that handler ends (``True``); ``replay``: a replaying sidecar's
-    answer, given in place of running a handler (``None``: not replaying)."""
+    ``run_sync``: how to run a user's sync handler off the loop (``None``: inline); ``run_async``: how
+    to await an async one; ``on_ran_on(rid, ended)``: told when call ``rid`` is stopped while its sync
+    handler runs on (``False``), then when it ends (``True``); ``replay``: a replaying sidecar's answer,
+    given in place of running a handler."""
 
     tools: Mapping[str, Tool]
     sessions: Sessions
@@ -61,18 +58,15 @@ class ToolCalls:
     tool_timeout: float | None
     run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None
     run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None
-    messages: ServerMessages | None
+    messages: ServerMessages
     replay: Callable[[McpRequest, int], Reply] | None
-    on_ran_on: Callable[[int, bool], None] | None
-    #: The stateless-era tool calls awaiting the client's retry.
+    on_ran_on: Callable[[int, bool], None]
     rounds: InputRounds = field(default_factory=InputRounds)
 
     async def call(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:
-        """Check the call against the tool's input schema, then run the handler: a client's mistake
-        is answered without calling it (an unknown tool, or arguments that are not an object: -32602,
-        HTTP 400 in the stateless era and 200 in the session era, as the mcp SDK answers; arguments
-        that do not fit the schema: a tool execution error, as the mcp SDK's ``MCPServer`` and the
-        2025-11-25 spec do); only the handler's own failures are the tool's."""
+        """Check the call against the tool's input schema, then run the handler. A client's mistake is
+        answered without calling it as the mcp SDK answers (an unknown tool or arguments that are not
+        an object: -32602; arguments that do not fit the schema: a tool execution error)."""
         params = req.message.get("params") or {}
         status = 400 if req.era == "stateless" else 200  # the mcp SDK's status for -32602, per era
         tool = self.tools.get(req.tool or "")
@@ -121,7 +115,6 @@ class ToolCalls:
     async def _round(
         self, req: McpRequest, tool: Tool, ctx: ToolContext, task: asyncio.Future[Any], link: Link
     ) -> Reply:
-        """A stateless-era call with ``ctx``: its outcome, or the input round it asks the client for."""
         try:
             asked = await self.rounds.next(task, ctx, link, req.principal)
         except Exception as exc:  # the transport cannot keep a round (in-process)
@@ -135,14 +128,12 @@ class ToolCalls:
     async def _resume(
         self, req: McpRequest, tool: Tool, params: Mapping[str, Any], link: Link | None, rid: int
     ) -> Reply:
-        """A stateless-era retry carrying ``requestState``: the suspended call goes on with its
-        ``inputResponses``, to its outcome or its next round."""
-        if link is None or self.messages is None:
+        if link is None:
             return client_error(
                 INVALID_PARAMS, "Invalid params: requestState names no input round", req.id, 400
             )
         retry = self._context(req, tool, link, rid)
-        assert isinstance(retry, ToolContext)  # link and messages are there
+        assert isinstance(retry, ToolContext)  # a link is there
         resumed = self.rounds.resume(
             params.get("requestState"),
             tool.name,
@@ -161,8 +152,6 @@ class ToolCalls:
     async def _outcome(
         self, req: McpRequest, tool: Tool, ctx: ToolContext | None, run: Awaitable[Any]
     ) -> Reply:
-        """The handler's outcome as the call's answer: its value, ``isError`` for a
-        :class:`ToolResultError` or the client's refusal, a time-out, or a bug re-raised in the test."""
         try:
             value = await run
         except (ToolResultError, ClientRequestError, NotInThisEra) as exc:
@@ -180,8 +169,7 @@ class ToolCalls:
         return ok(req, tool_result(value))
 
     def _timed_out(self, req: McpRequest, tool: Tool, awaiting: str | None) -> Reply:
-        """A handler ran past ``tool_timeout``: the tool's bug, unless its duration is the client's
-        (``sleep``, or a handler awaiting the client's answer to ``awaiting``)."""
+        """A handler ran past ``tool_timeout``: the tool's bug, unless its duration is the client's."""
         paced = (isinstance(tool, BuiltinTool) and tool.client_paced) or awaiting is not None
         text = f"tool {tool.name!r} did not finish within tool_timeout={self.tool_timeout:g} s"
         if awaiting is not None:
@@ -191,9 +179,8 @@ class ToolCalls:
         return _failed(req, tool, text, text, "client" if paced else "tool")
 
     def _context(self, req: McpRequest, tool: Tool, link: Link | None, rid: int) -> ToolContext | Reply:
-        """The ``ctx`` of one call (its progress token, the logging level its client asked for), or
-        the error answer where there is no answer stream to send a tool's own messages on."""
-        if link is None or self.messages is None:
+        """The ``ctx`` of one call, or the error answer where there is no stream to send it on."""
+        if link is None:
             text = (
                 f"tool {tool.name} takes ctx (it sends the client messages of its own), which needs "
                 "the Streamable HTTP transport of the socket sidecar"
@@ -219,9 +206,8 @@ class ToolCalls:
         )
 
     async def _run_handler(self, tool: Tool, kwargs: dict[str, Any], rid: int = -1) -> Any:
-        """Built-in sync handlers inline; other sync handlers on ``run_sync`` (off the loop) when
-        given (:func:`~pytest_mcpfaults.mcp.worker_calls.on_worker`: stopped, they run on, and
-        ``on_ran_on`` is told); async handlers on the loop; all bounded by ``tool_timeout`` when set."""
+        """Built-in sync handlers inline, other sync handlers on ``run_sync``, async ones on the loop;
+        all bounded by ``tool_timeout`` when set."""
         if not tool.is_async and (self.run_sync is None or isinstance(tool, BuiltinTool)):
             return tool.handler(**kwargs)
         pending: Awaitable[Any]
@@ -230,23 +216,18 @@ class ToolCalls:
             if self.run_async is not None:
                 pending = self.run_async(pending)
         else:
-            handler = tool.handler
+            handler, told, ctx = tool.handler, self.on_ran_on, kwargs.get(CONTEXT)
             assert self.run_sync is not None
-            ctx = kwargs.get(CONTEXT) if tool.wants_context else None
-            told = self.on_ran_on
             pending = on_worker(
                 self.run_sync,
                 lambda: handler(**kwargs),
                 cancelled=ctx.cancelled if isinstance(ctx, SyncToolContext) else None,
-                ran_on=(lambda ended: told(rid, ended)) if told is not None and rid >= 0 else None,
+                ran_on=(lambda ended: told(rid, ended)) if rid >= 0 else None,
             )
-        if self.tool_timeout is None:
-            return await pending
-        return await within(pending, self.tool_timeout)
+        return await (pending if self.tool_timeout is None else within(pending, self.tool_timeout))
 
 
 def _failed(req: McpRequest, tool: Tool, text: str, error: str, by: ErrorBy) -> Reply:
-    """The ``isError`` result a real server answers a failed call with, journaled as ``by``'s ``error``."""
     reply = ok(req, tool_result(f"Error executing tool {tool.name}: {text}", is_error=True))
     reply.error, reply.error_by = error, by
     return reply

@@ -1,27 +1,16 @@
 """The ``client`` tool set: built-in tools that send the client messages of their own during the
 call (:class:`~pytest_mcpfaults.mcp.outbound.ToolContext`), so a harness's answers to server
 requests, and its handling of progress and logging, can be tested without writing a tool.
-
-* ``ask_user {message}``: ``elicitation/create`` (one string field, ``answer``); the client's result.
-* ``ask_model {prompt, max_tokens?}``: ``sampling/createMessage``; the client's result.
-* ``list_roots {}``: ``roots/list``; the client's roots.
-* ``ping_client {}``: ``ping``; ``pong``.
-* ``progress {steps, interval?, total?}``: ``steps`` progress notifications ``interval`` seconds apart
-  (when the call carries a ``progressToken``), then ``done after <steps> steps``.
-* ``log {level, message}``: one ``notifications/message`` at ``level`` (when the client asked for that
-  level or a less severe one); says whether it was sent.
-
-The handlers and their schemas are plain data here; :mod:`pytest_mcpfaults.mcp.tools` makes them
-``BuiltinTool`` instances (this module imports no tool class, so the two import each other in one direction).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_mcpfaults.mcp.outbound import LOG_LEVELS, ToolContext
+from pytest_mcpfaults.mcp.tools import BuiltinTool
 
 __all__ = ["CLIENT_TOOLS"]
 
@@ -61,16 +50,16 @@ async def _log(ctx: ToolContext, level: str, message: str) -> str:
 _STRING = {"type": "string"}
 _NONE: Mapping[str, Any] = {"type": "object", "properties": {}}
 
-#: (name, handler, input schema, description, client_paced) of each tool of the ``client`` set.
-CLIENT_TOOLS: tuple[tuple[str, Callable[..., Any], Mapping[str, Any], str, bool], ...] = (
-    (
+#: Stateless: one copy serves every sidecar.
+CLIENT_TOOLS = (
+    BuiltinTool(
         "ask_user",
         _ask_user,
         {"type": "object", "properties": {"message": _STRING}, "required": ["message"]},
         "Ask the user (elicitation/create) and answer what the client answered.",
-        True,
+        client_paced=True,
     ),
-    (
+    BuiltinTool(
         "ask_model",
         _ask_model,
         {
@@ -79,11 +68,13 @@ CLIENT_TOOLS: tuple[tuple[str, Callable[..., Any], Mapping[str, Any], str, bool]
             "required": ["prompt"],
         },
         "Ask the client's model (sampling/createMessage) and answer its message.",
-        True,
+        client_paced=True,
     ),
-    ("list_roots", _list_roots, _NONE, "Ask the client for its roots (roots/list).", True),
-    ("ping_client", _ping_client, _NONE, "Ping the client, then answer pong.", True),
-    (
+    BuiltinTool(
+        "list_roots", _list_roots, _NONE, "Ask the client for its roots (roots/list).", client_paced=True
+    ),
+    BuiltinTool("ping_client", _ping_client, _NONE, "Ping the client, then answer pong.", client_paced=True),
+    BuiltinTool(
         "progress",
         _progress,
         {
@@ -96,9 +87,9 @@ CLIENT_TOOLS: tuple[tuple[str, Callable[..., Any], Mapping[str, Any], str, bool]
             "required": ["steps"],
         },
         "Report progress `steps` times, `interval` seconds apart, then answer.",
-        True,
+        client_paced=True,
     ),
-    (
+    BuiltinTool(
         "log",
         _log,
         {
@@ -107,6 +98,5 @@ CLIENT_TOOLS: tuple[tuple[str, Callable[..., Any], Mapping[str, Any], str, bool]
             "required": ["level", "message"],
         },
         "Send one log message at `level` (if the client asked for that level or below).",
-        False,
     ),
 )

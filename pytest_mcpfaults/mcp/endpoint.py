@@ -1,12 +1,11 @@
 """MCP Streamable HTTP: JSON-RPC dispatch for both protocol eras, transport sessions, replies.
 
 * Stateless era (2026-07-28): ``server/discover`` answers a complete ``DiscoverResult``; every request
-  is self-contained (``MCP-Protocol-Version: 2026-07-28``, ``Mcp-Method``, ``Mcp-Name`` headers);
-  results carry ``resultType: "complete"``. No session, no GET stream, no DELETE.
-* Session era (2025-03-26, 2025-06-18, 2025-11-25): ``initialize`` assigns ``Mcp-Session-Id``;
-  later requests carry it; ``DELETE`` ends the session; an unknown or ended session gets 404.
+  is self-contained; results carry ``resultType: "complete"``. No session, no GET stream, no DELETE.
+* Session era: ``initialize`` assigns ``Mcp-Session-Id``; later requests carry it; ``DELETE`` ends
+  the session; an unknown or ended session gets 404.
 
-This module decides *what* to answer (a :class:`Reply`); ``inject`` and ``server`` decide *how*.
+This module decides *what* to answer (a :class:`Reply`); the transports decide *how*.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol, get_args
 
-from pytest_mcpfaults.mcp.calls import ToolCalls, ToolTimeoutError
+from pytest_mcpfaults.mcp.calls import ToolCalls
 from pytest_mcpfaults.mcp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -40,10 +39,8 @@ from pytest_mcpfaults.mcp.tools import Tool
 
 __all__ = [
     "ERAS",
-    "HANDSHAKE_VERSIONS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
-    "MODERN_VERSIONS",
     "AnswerSource",
     "Era",
     "ErrorBy",
@@ -51,10 +48,8 @@ __all__ = [
     "McpRequest",
     "Reply",
     "RequestEra",
-    "ToolTimeoutError",
     "client_error",
     "encode",
-    "envelope_problem",
     "fit_structured",
     "learn_listing",
     "reply_body",
@@ -73,16 +68,6 @@ STATELESS_REMOVED = ("ping", "logging/setLevel", "resources/subscribe", "resourc
 CACHEABLE = ("tools/list", "resources/list", "resources/read", "resources/templates/list", "prompts/list")
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
-#: What the sidecar's ``initialize`` and ``server/discover`` say it can do.
-CAPABILITIES = {"tools": {"listChanged": False}, "logging": {}}
-
-
-def _error_text(reply: Reply) -> str:
-    """The ``error.message`` of a JSON-RPC error reply (its status line if it has none)."""
-    payload = reply.payload
-    error = payload.get("error") if isinstance(payload, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    return str(message) if message is not None else f"HTTP {reply.status}"
 
 
 def _valid_id(rid: Any) -> bool:
@@ -117,13 +102,6 @@ def envelope_problem(message: Mapping[str, Any]) -> Reply | None:
             message.get("id"),
         )
     return None
-
-
-def _modern_version(headers: Mapping[str, str], message: Mapping[str, Any]) -> bool:
-    if headers.get("MCP-Protocol-Version", "") in MODERN_VERSIONS:
-        return True
-    meta = (message.get("params") or {}).get("_meta") if isinstance(message.get("params"), dict) else None
-    return isinstance(meta, dict) and meta.get("io.modelcontextprotocol/protocolVersion") in MODERN_VERSIONS
 
 
 def fit_structured(result: dict[str, Any], real: dict[str, Any]) -> None:
@@ -162,10 +140,8 @@ def learn_listing(schemas: dict[str, Mapping[str, Any]], response: Mapping[str, 
 
 
 class AnswerSource(Protocol):
-    """Where a replaying sidecar's answers come from (a cassette:
-    :mod:`pytest_mcpfaults.proxy.cassette.replay`): the server it describes in ``initialize`` /
-    ``server/discover``, and the recorded response to a request other than the endpoint's own (``initialize``,
-    ``ping``, ``tools/list``, notifications)."""
+    """Where a replaying sidecar's answers come from (a cassette): the server it describes, and the
+    recorded response to a request the endpoint does not answer itself."""
 
     server_info: Mapping[str, Any]
     capabilities: Mapping[str, Any]
@@ -176,9 +152,8 @@ class AnswerSource(Protocol):
         """The tools it lists (served in place of the sidecar's own)."""
 
     def answer(self, req: McpRequest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """The recorded JSON-RPC response to ``req`` (its ``result`` or ``error`` is used) and the
-        notifications the server sent before it (progress, logs: replayed as SSE events, the progress
-        token the client's own); a ``ValueError`` whose message says why when there is none."""
+        """The recorded response to ``req`` and the notifications sent before it; a ``ValueError``
+        saying why when there is none."""
 
 
 #: JSON-RPC code of a replaying sidecar's answer to a request its cassette has no answer for.
@@ -186,11 +161,8 @@ NOT_RECORDED = -32603
 
 
 class McpEndpoint:
-    """The MCP side of one sidecar: its era, the parsing and dispatch of each message, its tools
-    (their calls: :class:`~pytest_mcpfaults.mcp.calls.ToolCalls`, given ``tool_timeout``,
-    ``run_sync``, ``run_async`` and ``on_ran_on``), surface (resources, prompts, completion, logging
-    level: :class:`~pytest_mcpfaults.mcp.surface.Surface`) and transport sessions
-    (:class:`~pytest_mcpfaults.mcp.sessions.Sessions`). Loop thread only."""
+    """The MCP side of one sidecar: parsing and dispatch of each message, its tools (their calls:
+    :class:`~pytest_mcpfaults.mcp.calls.ToolCalls`), surface and transport sessions. Loop thread only."""
 
     def __init__(
         self,
@@ -199,24 +171,17 @@ class McpEndpoint:
         tools: Mapping[str, Tool],
         get_stream: bool,
         on_error: Callable[[str, BaseException], None],
-        tool_timeout: float | None = None,
-        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
-        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
-        messages: ServerMessages | None = None,
-        source: AnswerSource | None = None,
-        surface: Surface | None = None,
-        on_ran_on: Callable[[int, bool], None] | None = None,
+        tool_timeout: float | None,
+        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None,
+        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None,
+        messages: ServerMessages,
+        source: AnswerSource | None,
+        surface: Surface,
+        on_ran_on: Callable[[int, bool], None],
     ) -> None:
-        self.era, self.messages, self.source, self.on_error, self.tools = (
-            era,
-            messages,
-            source,
-            on_error,
-            tools,
-        )
-        self.surface = surface if surface is not None else Surface()
-        #: Proxy mode: the output schema of each of the upstream's tools, as its ``tools/list`` answers
-        #: relayed so far declared them (:meth:`fit_forced` reads them).
+        self.era, self.messages, self.source, self.on_error = era, messages, source, on_error
+        self.tools, self.surface = tools, surface
+        #: Proxy mode: the output schema of each upstream tool, as its relayed ``tools/list`` declared it.
         self.listed_schemas: dict[str, Mapping[str, Any]] = {}
         self.get_stream = get_stream
         self.sessions = Sessions(self.surface)
@@ -226,7 +191,6 @@ class McpEndpoint:
             replay=self.recorded if source is not None else None, on_ran_on=on_ran_on,
         )  # fmt: skip
 
-    # -- parsing ---------------------------------------------------------------------------
     def parse(self, headers: Mapping[str, str], body: bytes) -> McpRequest | Reply:
         """Parse a POST body, or the error reply for a body that is not one JSON-RPC message."""
         try:
@@ -243,22 +207,22 @@ class McpEndpoint:
         if problem is not None:
             return problem
         method = message.get("method")
-        modern = method == "server/discover" or _modern_version(headers, message)
-        era: RequestEra = "stateless" if modern else "session"
+        meta = (message.get("params") or {}).get("_meta")  # params: an object or absent, as checked
+        version = meta.get("io.modelcontextprotocol/protocolVersion") if isinstance(meta, dict) else None
+        modern = method == "server/discover" or headers.get("MCP-Protocol-Version", "") in MODERN_VERSIONS
+        era: RequestEra = "stateless" if modern or version in MODERN_VERSIONS else "session"
         return McpRequest(message, method, message.get("id"), headers.get("Mcp-Session-Id"), era)
 
-    # -- dispatch --------------------------------------------------------------------------
     async def post(
         self, req: McpRequest, headers: Mapping[str, str], link: Link | None = None, rid: int = -1
     ) -> Reply:
-        """Answer one POSTed message. ``link`` and ``rid``: the transport's part of the request
-        (journal id ``rid``) for the messages a tool sends on its own (``None``: a tool taking ``ctx``
-        cannot be served here)."""
+        """Answer one POSTed message. ``link`` and ``rid`` (its journal id): for the messages a tool
+        sends on its own (``None``: a tool taking ``ctx`` cannot be served here)."""
         if req.method is None:  # a response from the client (to a tool's request): hand it over
             return _client_answer(self, req)
         if req.era == "stateless":
             return await self._stateless(req, headers, link, rid)
-        return await self._session(req, headers, link, rid)
+        return await self._session(req, link, rid)
 
     async def _stateless(
         self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
@@ -284,8 +248,11 @@ class McpEndpoint:
             if self.source is not None and self.source.instructions is not None:
                 result["instructions"] = self.source.instructions
             return ok(req, result)
-        if req.method == LISTEN_METHOD:
-            return self._listen(req)
+        if req.method == LISTEN_METHOD:  # its stream; a filter that is not one: 400, as the mcp SDK
+            made = listen_request(req.id, req.message.get("params") or {})
+            if isinstance(made, str):
+                return client_error(INVALID_PARAMS, f"Invalid params: {made}", req.id, 400)
+            return Reply(200, made.closing(), notifications=[made.ack()], sse=True, listen=made)
         if req.method in STATELESS_REMOVED:
             return rpc_error(
                 METHOD_NOT_FOUND, f"Method not found: {req.method} (removed in 2026-07-28)", req.id
@@ -297,17 +264,7 @@ class McpEndpoint:
                 reply.payload["result"].update(cacheScope="private", ttlMs=0)
         return reply
 
-    def _listen(self, req: McpRequest) -> Reply:
-        """``subscriptions/listen``: its stream (the ack, the notices its filter selects, its result
-        when the sidecar ends it), or -32602 for a filter that is not one (HTTP 400, as the mcp SDK)."""
-        made = listen_request(req.id, req.message.get("params") or {})
-        if isinstance(made, str):
-            return client_error(INVALID_PARAMS, f"Invalid params: {made}", req.id, 400)
-        return Reply(200, made.closing(), notifications=[made.ack()], sse=True, listen=made)
-
-    async def _session(
-        self, req: McpRequest, headers: Mapping[str, str], link: Link | None, rid: int
-    ) -> Reply:
+    async def _session(self, req: McpRequest, link: Link | None, rid: int) -> Reply:
         if req.method == "initialize":
             if self.era == "stateless":
                 return rpc_error(
@@ -352,9 +309,8 @@ class McpEndpoint:
 
     def check_session(self, session_id: str | None, principal: str | None = None) -> Reply | None:
         """The 400/404 reply for a missing or unknown transport session, or ``None`` when it is live.
-        With ``auth=`` a session is bound to the principal that opened it: a request of another
-        ``principal`` gets the 404 of an unknown session, as the mcp SDK's session manager answers (a
-        session can only be used with the credential that created it)."""
+        A session is bound to the principal that opened it: another's gets the 404 of an unknown
+        session, as the mcp SDK's session manager answers."""
         if self.era == "stateless":
             return client_error(INVALID_REQUEST, "Bad Request: this server is stateless (no sessions)")
         if not session_id:
@@ -375,10 +331,9 @@ class McpEndpoint:
         return rpc_error(METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
 
     def fit_forced(self, reply: Reply, req: McpRequest) -> None:
-        """Give a fault's forced successful result for a tool declaring an ``outputSchema`` (a recorded
-        server's, or a proxied one's as its ``tools/list`` declared it) the ``structuredContent`` such a
-        tool returns, as the proxy fits the upstream's real one: the spec says a server MUST provide it
-        (and the mcp 2.x client refuses a result without it). An ``isError`` result is left alone."""
+        """Give a fault's forced successful result for a tool declaring an ``outputSchema`` the
+        ``structuredContent`` the spec says a server MUST provide (the mcp 2.x client refuses a result
+        without it)."""
         payload = reply.payload
         result = payload.get("result") if isinstance(payload, dict) else None
         if req.method != "tools/call" or not isinstance(result, dict) or "structuredContent" in result:
@@ -395,31 +350,25 @@ class McpEndpoint:
         fit_structured(result, {"structuredContent": {"result": None} if wraps else {}})
 
     def _capabilities(self, era: RequestEra) -> dict[str, Any]:
-        """The server capabilities in ``era``: a replayed server's as recorded; the fake's tools,
-        logging and what its surface serves."""
         if self.source is not None:
             return dict(self.source.capabilities)
         # listChanged: a session's GET stream can tell, and a stateless client's subscriptions/listen
         told = era == "stateless" or self.get_stream
         surface = self.surface.capabilities(list_changed=told)
-        return {**CAPABILITIES, "tools": {"listChanged": told}, **surface}
+        return {"tools": {"listChanged": told}, "logging": {}, **surface}
 
     def _server_info(self) -> Mapping[str, Any]:
         return self.source.server_info if self.source is not None else SERVER_INFO
 
     def recorded(self, req: McpRequest, rid: int = -1) -> Reply:
-        """A replaying sidecar's answer: the recorded response to ``req`` with the client's id, or, for
-        a request the cassette has no answer for, a JSON-RPC error saying why, also re-raised in the
-        test (the test fails with that message at teardown). The notifications replayed before it are
-        journaled (``server_messages``, on journal request ``rid``) as a tool's own are."""
+        """A replaying sidecar's answer: the recorded response to ``req`` with the client's id, or for
+        a request the cassette has no answer for, an error saying why, also re-raised in the test."""
         assert self.source is not None
         try:
             message, notifications = self.source.answer(req)
         except ValueError as exc:
             self.on_error("cassette", exc)
-            reply = rpc_error(NOT_RECORDED, str(exc), req.id)
-            reply.error, reply.error_by = str(exc), "client"
-            return reply
+            return client_error(NOT_RECORDED, str(exc), req.id, 200)
         if "error" in message:
             reply = Reply(200, {"jsonrpc": "2.0", "id": req.id, "error": message["error"]})
         else:
@@ -431,23 +380,20 @@ class McpEndpoint:
             reply = ok(req, result)
         if notifications:  # sent as the recorded server sent them: on an SSE answer
             reply.notifications, reply.sse = notifications, True
-            if self.messages is not None and rid >= 0:
+            if rid >= 0:
                 for note in notifications:
                     self.messages.notified(note["method"], note.get("params"), rid, req.tool)
         return reply
 
     def answer_surface(self, req: McpRequest) -> Reply:
-        """A resources, prompts, completion or logging request: a client's mistake is its JSON-RPC
-        error (HTTP 200, as the mcp SDK answers); a template's or prompt's function that raises is
-        the tool's bug (-32603, re-raised in the test)."""
+        """A surface request: a client's mistake is its JSON-RPC error (HTTP 200, as the mcp SDK
+        answers); a template's or prompt's function that raises is the tool's bug (re-raised)."""
         assert req.method is not None
         params = req.message.get("params") or {}
         try:
             return ok(req, self.surface.answer(req.method, params, req.session_id))
         except SurfaceError as exc:
-            reply = rpc_error(exc.code, str(exc), req.id)
-            reply.error, reply.error_by = str(exc), "client"
-            return reply
+            return client_error(exc.code, str(exc), req.id, 200)
         except Exception as exc:  # a bug in a user's template or prompt function
             what = f"{req.method} {req.prompt or req.resource or ''}".strip()
             self.on_error(what, exc)
@@ -471,15 +417,11 @@ class McpEndpoint:
 
 
 def _client_answer(endpoint: McpEndpoint, req: McpRequest) -> Reply:
-    """A client's JSON-RPC response, POSTed to ``endpoint``: handed to the tool awaiting it only from
-    the session (and so the principal) the request went to. The stateless era has no server-to-client
-    requests to answer (a round is answered by the call's retry): ``400`` with ``-32600`` and ``id:
-    null``, as the mcp SDK's 2026-07-28 transport answers a posted response. In the session era a POST
-    without a live session of its principal is answered as any such POST is (``400`` Missing session
-    ID, ``404`` Session not found); one of a live session is accepted (``202``, as the SDK's transport
-    does) and handed over only if its id names a request the sidecar sent that session: any other
-    is journaled as the client's mistake (refused, or answering nothing) and the tool keeps
-    waiting for its own client."""
+    """A client's JSON-RPC response, POSTed to ``endpoint``. The stateless era has no server-to-client
+    requests to answer: ``400``, as the mcp SDK's 2026-07-28 transport answers. In the session era a
+    POST without a live session of its principal is answered as any such POST is; one of a live
+    session is accepted (``202``, as the SDK's transport does) and handed to the tool only if its id
+    names a request the sidecar sent that session."""
     if req.era == "stateless" and endpoint.era != "session":  # a session-only server knows no such era
         refused: Reply | None = client_error(
             INVALID_REQUEST,
@@ -490,17 +432,12 @@ def _client_answer(endpoint: McpEndpoint, req: McpRequest) -> Reply:
     else:
         refused = endpoint.check_session(req.session_id, req.principal)
     if refused is not None:
-        if endpoint.messages is not None:
-            endpoint.messages.refused(req.message)
-        text = refused.error or _error_text(refused)
+        endpoint.messages.refused(req.message)
+        text = refused.error or refused.payload["error"]["message"]
         refused.error, refused.error_by = f"refused: a response to a server request: {text}", "client"
         return refused
-    reply = Reply(202)
-    if endpoint.messages is not None:
-        reply.status, problem = endpoint.messages.answer_status(req.message, req.session_id)
-        if problem is not None:
-            reply.error, reply.error_by = problem, "client"
-    return reply
+    status, problem = endpoint.messages.answer_status(req.message, req.session_id)
+    return Reply(status, error=problem, error_by="client" if problem is not None else None)
 
 
 def reply_body(reply: Reply, sse: bool) -> tuple[bytes, str]:

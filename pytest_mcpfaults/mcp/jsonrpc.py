@@ -1,5 +1,4 @@
-"""The JSON-RPC messages of the MCP endpoint: a parsed request (:class:`McpRequest`), what to answer
-(:class:`Reply`), and the error and result replies every part of the endpoint makes."""
+"""The JSON-RPC messages of the MCP endpoint: a parsed request, what to answer, and the replies."""
 
 from __future__ import annotations
 
@@ -15,9 +14,7 @@ __all__ = ["ErrorBy", "McpRequest", "Reply", "RequestEra", "client_error", "ok",
 RequestEra = Literal["stateless", "session"]
 """The era of one request (:attr:`McpRequest.era`, ``RequestRecord.era``)."""
 ErrorBy = Literal["client", "tool", "sidecar", "upstream"]
-"""Whose mistake an error was (``RequestRecord.error_by``): a :class:`Reply` carries ``'client'`` or
-``'tool'``; the server writes ``'sidecar'`` for its own bugs and ``'upstream'`` for a proxied request
-whose upstream failed."""
+"""Whose mistake an error was (``RequestRecord.error_by``)."""
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 INTERNAL_ERROR = -32603
@@ -25,8 +22,7 @@ INTERNAL_ERROR = -32603
 
 @dataclass
 class Reply:
-    """What to answer: an HTTP status, an optional JSON payload, headers, and the body format
-    (``sse=None``: the sidecar's configured reply mode)."""
+    """What to answer (``sse=None``: the sidecar's configured reply mode)."""
 
     status: int
     payload: Any = None
@@ -70,18 +66,15 @@ class McpRequest:
 
     @property
     def meta(self) -> dict[str, Any]:
-        """The request's ``params._meta`` (empty when absent or not an object)."""
         meta = (self.message.get("params") or {}).get("_meta")
         return meta if isinstance(meta, dict) else {}
 
     @property
     def prompt(self) -> str | None:
-        """The prompt a ``prompts/get`` names."""
         return self._param("name") if self.method == "prompts/get" else None
 
     @property
     def resource(self) -> str | None:
-        """The URI a ``resources/read``, ``resources/subscribe`` or ``resources/unsubscribe`` names."""
         return self._param("uri") if self.method in _RESOURCE_METHODS else None
 
     def _param(self, name: str) -> str | None:
@@ -113,8 +106,7 @@ def client_error(code: int, message: str, id: Any = None, status: int = 400) -> 
 
 
 def tool_result(payload: Any, *, is_error: bool = False) -> dict[str, Any]:
-    """A ``CallToolResult`` whose ``content[0].text`` is ``payload`` (JSON text unless a ``str``), or
-    whose content is a :class:`ToolContent`'s items."""
+    """A ``CallToolResult`` of ``payload`` (JSON text unless a ``str``, or a :class:`ToolContent`)."""
     if isinstance(payload, ToolContent):
         return {"content": [dict(item) for item in payload.items], "isError": is_error}
     text = payload if isinstance(payload, str) else json.dumps(payload)
@@ -122,5 +114,4 @@ def tool_result(payload: Any, *, is_error: bool = False) -> dict[str, Any]:
 
 
 def ok(req: McpRequest, result: dict[str, Any]) -> Reply:
-    """The successful answer to ``req``."""
     return Reply(200, {"jsonrpc": "2.0", "id": req.id, "result": result})

@@ -1,14 +1,9 @@
 """``subscriptions/listen`` (2026-07-28, SEP-2575): the stateless era's change notices, on the answer
-stream of the request that asks for them. Pure: no I/O (the socket transport serves the stream:
-:func:`~pytest_mcpfaults.transports.notices.serve_listen`).
+stream of the request that asks for them (a filter, ``params.notifications``). Pure: no I/O.
 
-A client asks for the notices it wants with a filter (``params.notifications``): ``toolsListChanged``,
-``promptsListChanged``, ``resourcesListChanged`` (booleans) and ``resourceSubscriptions`` (URIs). The
-server answers with an event stream whose first event is ``notifications/subscriptions/acknowledged``
-(the filter it honors), then each change notice the filter selects, every one stamped with the listen
-request's id in ``_meta`` (``io.modelcontextprotocol/subscriptionId``), and, when the server ends the
-stream gracefully (the sidecar stopping), the request's result, stamped the same way. A stream that
-ends without that result was dropped: the client re-listens (2026-07-28 has no ``Last-Event-ID``).
+The stream's first event acknowledges the filter honored, then come the notices it selects, each
+stamped with the listen request's id, and, when the server ends the stream gracefully, the request's
+result. A stream that ends without it was dropped: the client re-listens (no ``Last-Event-ID``).
 """
 
 from __future__ import annotations
@@ -35,14 +30,12 @@ URIS = "resourceSubscriptions"
 
 @dataclass(frozen=True)
 class Listen:
-    """One ``subscriptions/listen`` request: its JSON-RPC ``id`` and the filter the sidecar honors
-    (what the client asked for, without the fields it does not serve)."""
+    """One ``subscriptions/listen`` request: its JSON-RPC ``id`` and the filter the sidecar honors."""
 
     id: Any
     honored: Mapping[str, Any]
 
     def wants(self, method: str, params: Mapping[str, Any] | None) -> bool:
-        """Whether the notice ``method`` (with ``params``) is one this stream asked for."""
         flag = LISTEN_FLAGS.get(method)
         if flag is not None:
             return self.honored.get(flag) is True
@@ -50,15 +43,12 @@ class Listen:
         return method == UPDATED and uri in self.honored.get(URIS, ())
 
     def stamped(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The notice as this stream sends it: its ``_meta`` names the subscription."""
         return {"jsonrpc": "2.0", "method": method, "params": {**(params or {}), "_meta": self._meta()}}
 
     def ack(self) -> dict[str, Any]:
-        """The stream's first event: the filter honored."""
         return self.stamped("notifications/subscriptions/acknowledged", {"notifications": dict(self.honored)})
 
     def closing(self) -> dict[str, Any]:
-        """The listen request's result: its stream's last event when the server ends it gracefully."""
         return {"jsonrpc": "2.0", "id": self.id, "result": {"resultType": "complete", "_meta": self._meta()}}
 
     def _meta(self) -> dict[str, Any]:
@@ -66,10 +56,8 @@ class Listen:
 
 
 def listen_request(rpc_id: Any, params: Mapping[str, Any]) -> Listen | str:
-    """The listen a request asks for, or what is wrong with its ``params`` (a client's mistake:
-    ``notifications`` missing or not an object, a flag that is not a boolean, URIs that are not a
-    list of strings). Fields the sidecar does not serve (an extension's) are left out of the filter
-    honored, as the spec asks; a flag that is false is left out too."""
+    """The listen a request asks for, or what is wrong with its ``params``. Fields the sidecar does not
+    serve are left out of the filter honored, as the spec asks; so is a flag that is false."""
     wanted = params.get("notifications")
     if not isinstance(wanted, Mapping):
         return f"subscriptions/listen needs notifications (an object), got {wanted!r}"

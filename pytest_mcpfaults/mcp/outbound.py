@@ -1,24 +1,11 @@
-"""What a tool sends the client on its own during its call: server-to-client requests
-(``sampling/createMessage``, ``elicitation/create``, ``roots/list``, ``ping``), whose answers it
-awaits, and notifications (``notifications/progress``, ``notifications/message``). Transport-free.
+"""What a tool sends the client on its own during its call: server-to-client requests, whose answers
+it awaits, and notifications. Transport-free: the transport does the I/O (:class:`Link`).
 
-A tool handler that takes a ``ctx`` parameter gets a :class:`ToolContext` for its call. As the
-2025-11-25 spec's Streamable HTTP transport says for messages related to a request, each message goes
-on the tool call's own answer: the call's ``POST`` is answered with an SSE stream (its status line
-and headers go out with the first message), the messages are events on it, and the result is its
-last event. The client POSTs its answer to a server request (``202 Accepted``), which
-:meth:`ServerMessages.answer_status` hands to the awaiting tool: only an answer from the session the
-request went to (its id, ``mcpfaults-`` and 32 random hex digits, is unguessable); any other is
-refused, journaled on the request's record (``refused``), and the tool keeps waiting. Every message
-is journaled (:class:`~pytest_mcpfaults.core.records.ServerMessageRecord`): what was sent, when,
-the answer or none. The transport does the I/O (:class:`Link`): writing an event, and awaiting an
-answer bounded by the patience budget (a client that never answers is the patience verdict's "the
-client never answered the server's `elicitation/create`").
-
-A server-request fault that fired on the call (:mod:`~pytest_mcpfaults.behaviour.server_requests`:
-``malformed_server_request``, ``duplicate_server_request``, ``drop_client_answer``) is armed for it
-(:meth:`ServerMessages.arm`); the call's :class:`ToolContext` sends its requests as the fault says and
-:class:`ServerMessages` journals the copies and loses the answer.
+As the 2025-11-25 spec's Streamable HTTP transport says for messages related to a request, each goes
+on the tool call's own answer (an SSE stream whose last event is the result). Only the session a
+request went to answers it (its id, ``mcpfaults-`` and 32 random hex digits, is unguessable): any
+other answer is refused, counted on the request's journal record, and the tool keeps waiting.
+A server-request fault that fired on the call is armed for it (:meth:`ServerMessages.arm`).
 """
 
 from __future__ import annotations
@@ -39,7 +26,6 @@ __all__ = [
     "SERVER_REQUESTS",
     "ClientRequestError",
     "Link",
-    "MessageLog",
     "NotInThisEra",
     "ServerMessages",
     "ToolContext",
@@ -47,7 +33,7 @@ __all__ = [
     "notify_before",
 ]
 
-#: The MCP logging levels, least severe first (RFC 5424's, as ``logging/setLevel`` takes them).
+#: The MCP logging levels, least severe first (RFC 5424's).
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 #: The requests a tool can send the client (:meth:`ToolContext.request`).
 SERVER_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list", "ping")
@@ -59,8 +45,8 @@ INPUT_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list")
 
 class ClientRequestError(Exception):
     """The client answered a tool's request with a JSON-RPC error (``code``, ``message``). Left
-    uncaught in a tool handler it answers the call ``isError: true`` with its text, as
-    :class:`~pytest_mcpfaults.ToolResultError` does: the client's refusal is not the tool's bug."""
+    uncaught in a tool handler it answers the call ``isError: true`` with its text: the client's
+    refusal is not the tool's bug."""
 
     def __init__(self, method: str, code: Any, message: Any) -> None:
         self.method, self.code, self.message = method, code, message
@@ -68,16 +54,15 @@ class ClientRequestError(Exception):
 
 
 class NotInThisEra(Exception):
-    """A tool asked for what the call's protocol era does not have (``ping`` in the stateless era).
-    Left uncaught it answers the call ``isError: true`` with its text."""
+    """A tool asked for what the call's protocol era does not have (``ping`` in the stateless era)."""
 
 
 class Link(Protocol):
     """What only the transport can do for a tool call's own messages."""
 
     async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
-        """Write ``message`` as one event on the call's answer stream (bytes: the event, framed already),
-        opening the stream (status 200, ``text/event-stream``, ``headers``) with the first one."""
+        """Write ``message`` as one event on the call's answer stream (bytes: framed already), opening
+        the stream with ``headers`` on the first one."""
 
     async def await_answer(
         self,
@@ -85,21 +70,17 @@ class Link(Protocol):
         what: str,
         dropped: Callable[[], str | None] | None = None,
     ) -> None:
-        """Wait for ``answer``, bounded by the patience budget; raise
-        :class:`~pytest_mcpfaults.core.errors.Dropped` when the budget runs out (a patience
-        violation naming ``what``; ``dropped()``, if given, says how a fault lost the client's answer,
-        or ``None`` when it never came) or the client goes away."""
+        """Wait for ``answer`` within the patience budget, else raise
+        :class:`~pytest_mcpfaults.core.errors.Dropped` (a patience violation naming ``what``, and
+        ``dropped()``: how a fault lost the answer) or when the client goes away."""
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
-        """A stateless-era input round was answered ``input_required``: unless ``answer`` (the client's
-        retry) comes within the patience budget, record a patience violation naming ``what`` (nothing
-        is held, so nothing is cut)."""
+        """A stateless-era input round was answered: unless ``answer`` (the client's retry) comes
+        within the patience budget, record a patience violation naming ``what``."""
 
 
 class MessageLog(Protocol):
-    """Where the messages are journaled (the sidecar's
-    :class:`~pytest_mcpfaults.core.journal.Journal`; a protocol, as the journal's module imports
-    the MCP module, which imports this one)."""
+    """Where the messages are journaled (a protocol: the journal's module imports this one)."""
 
     def now(self) -> float: ...
     def add_server_message(self, **fields: Any) -> int: ...
@@ -107,7 +88,6 @@ class MessageLog(Protocol):
 
 
 def level_problem(level: Any) -> str | None:
-    """Why ``level`` is not an MCP logging level, or ``None``."""
     if isinstance(level, str) and level in LOG_LEVELS:
         return None
     return f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}"
@@ -115,51 +95,42 @@ def level_problem(level: Any) -> str | None:
 
 @dataclasses.dataclass
 class _Awaited:
-    """A request awaiting the client's answer: its journal ``seq``, the future the answer goes to,
-    and whom it went to: the transport ``session`` (session era), or an input round (``in_round``,
-    stateless era: answered only by the call's retry carrying the round's ``requestState``)."""
+    """A request awaiting the client's answer, and whom it went to: a transport ``session``, or an
+    input round (answered only by the call's retry)."""
 
     seq: int
     answer: asyncio.Future[dict[str, Any]]
     session: str | None
     in_round: bool
-    #: how many answers to it were refused (the journal's ``refused``)
     refused: int = 0
 
 
 class ServerMessages:
-    """One sidecar's requests to its clients that await an answer, by JSON-RPC id; journals every
-    message sent and every answer. Loop thread only."""
+    """One sidecar's requests to its clients awaiting an answer, by JSON-RPC id; journals every
+    message and answer. Loop thread only."""
 
     def __init__(self, journal: MessageLog) -> None:
         self.journal = journal
         self._pending: dict[str, _Awaited] = {}
-        #: the server-request fault of each call being answered, by its journal id (:meth:`arm`)
-        self._armed: dict[int, Outbound] = {}
-        #: the requests whose answer a fault drops: id -> (the POST's status, the fault's text)
-        self._dropping: dict[str, tuple[int, str]] = {}
-        #: the copies a fault sent (duplicate, malformed) awaiting an answer, by the id they carry: each
-        #: its journal seq and the session it went to
+        self._armed: dict[int, Outbound] = {}  # by the call's journal id
+        self._dropping: dict[str, tuple[int, str]] = {}  # id -> (the POST's status, the fault)
+        #: the copies a fault sent, by the id they carry: their journal seq and session
         self._copies: dict[Any, list[tuple[int, str | None]]] = {}
-        #: the answers a fault dropped, while their call waits: id -> (when, the POST's status, the fault)
-        self._dropped_records: dict[str, tuple[float, int, str]] = {}
+        self._dropped_records: dict[str, tuple[float, int, str]] = {}  # id -> (when, status, fault)
 
     def arm(self, rid: int, effect: Outbound) -> None:
-        """A server-request fault fired on call ``rid``: its tool's requests carry ``effect``."""
         self._armed[rid] = effect
 
     def disarm(self, rid: int) -> None:
         self._armed.pop(rid, None)
 
     def armed(self, rid: int) -> Outbound | None:
-        """The server-request fault acting on the requests of call ``rid``, if any."""
         return self._armed.get(rid)
 
     def copy_sent(
         self, mid: Any, outcome: str, effect: Outbound, session: str | None = None, **fields: Any
     ) -> None:
-        """Journal a copy a fault sent (``outcome``: ``duplicate`` or ``malformed``) to ``session``,
-        awaiting an answer from it carrying ``mid``."""
+        """Journal a copy a fault sent (``duplicate``, ``malformed``), awaiting an answer carrying ``mid``."""
         seq = self.journal.add_server_message(outcome=outcome, fault=effect.fault, id=mid, **fields)
         kept = self._copies.setdefault(mid, [])
         kept.append((seq, session))
@@ -167,14 +138,8 @@ class ServerMessages:
         while len(self._copies) > _COPIES_KEPT:
             del self._copies[next(iter(self._copies))]
 
-    def drop_answer(self, mid: str, effect: Outbound) -> None:
-        """The client's answer to ``mid`` is to be lost (``drop_client_answer``)."""
-        assert effect.drop_status is not None
-        self._dropping[mid] = (effect.drop_status, effect.fault)
-
     def dropped(self, mid: str) -> str | None:
-        """How a fault lost the client's answer to ``mid``, worded for a verdict, or ``None`` (no answer
-        came, or none was dropped)."""
+        """How a fault lost the client's answer to ``mid``, worded for a verdict, or ``None``."""
         rec = self._dropped_records.get(mid)
         if rec is None:
             return None
@@ -193,9 +158,8 @@ class ServerMessages:
         session: str | None = None,
         in_round: bool = False,
     ) -> tuple[str, int, asyncio.Future[dict[str, Any]]]:
-        """Journal a request about to be sent to ``session`` (or, ``in_round``, as a stateless-era
-        input round's): its JSON-RPC id (unguessable: a client learns it only from the request
-        itself), journal ``seq`` and answer future."""
+        """Journal a request about to be sent: its JSON-RPC id (unguessable: a client learns it only
+        from the request itself), journal ``seq`` and answer future."""
         mid = f"mcpfaults-{secrets.token_hex(16)}"
         seq = self.journal.add_server_message(method=method, request_id=rid, tool=tool, params=params, id=mid)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -207,26 +171,8 @@ class ServerMessages:
             method=method, request_id=rid, tool=tool, params=params, outcome="sent"
         )
 
-    def answer(self, message: Mapping[str, Any]) -> str | None:
-        """A stateless-era round's answer, carried by the call's retry (which proved the round with
-        its ``requestState``): hand it to the tool awaiting it and journal it. Returns why it answers
-        nothing (an unknown id, or one already answered or given up on), or ``None``."""
-        return self._settle(message, None, bound=False)[1]
-
-    def answer_status(self, message: Mapping[str, Any], session: str | None = None) -> tuple[int, str | None]:
-        """A client's JSON-RPC response, POSTed in transport session ``session``: hand it to the tool
-        awaiting it and journal it. Only the session the request went to answers it: any other
-        answer (another session's, or one naming a stateless-era input round, which only the call's
-        retry answers) is refused, counted on the request's record (``refused``), and the tool keeps
-        waiting. Returns the HTTP status its ``POST`` gets (``202``, as the mcp SDK's transport
-        accepts any response of a live session, or what a fault dropping it answers) and why it
-        answers nothing (an unknown id, one already answered or given up on, or refused), for the
-        journal (the client's), or ``None``."""
-        return self._settle(message, session, bound=True)
-
     def refused(self, message: Mapping[str, Any]) -> None:
-        """A POSTed response refused before it was looked at (no session, another principal's, the
-        stateless era): if its id names an awaited request, count it on that request's record."""
+        """A POSTed response refused before it was looked at: counted on the request its id names."""
         mid = message.get("id")
         pending = self._pending.get(mid) if isinstance(mid, str) else None
         if pending is not None:
@@ -236,10 +182,16 @@ class ServerMessages:
         pending.refused += 1
         self.journal.update_server_message(pending.seq, refused=pending.refused)
 
-    def _settle(
-        self, message: Mapping[str, Any], session: str | None, *, bound: bool
+    def answer_status(
+        self, message: Mapping[str, Any], session: str | None = None, *, bound: bool = True
     ) -> tuple[int, str | None]:
-        mid = message.get("id")
+        """A client's JSON-RPC response, POSTed in transport session ``session`` (``bound=False``: a
+        stateless-era round's, carried by the call's retry, which proved the round): hand it to the
+        awaiting tool and journal it. Bound, only the session the request went to answers it (an
+        input round is answered only by the retry). Returns the status its ``POST`` gets (``202``, as
+        the mcp SDK's transport accepts any response of a live session, or a dropping fault's) and
+        why it answers nothing (the client's mistake, journaled), or ``None``."""
+        mid: Any = message.get("id")
         pending = self._pending.get(mid) if isinstance(mid, str) else None
         if bound and pending is not None and (pending.in_round or pending.session != session):
             self._count_refused(pending)
@@ -250,8 +202,6 @@ class ServerMessages:
                 else "a request the sidecar sent another session"
             )
             return 202, f"refused: a response to {whose}, not one of session {session} (id {mid!r})"
-        if isinstance(mid, str):
-            self._pending.pop(mid, None)
         now, result, error = self.journal.now(), message.get("result"), message.get("error")
         if pending is None:
             copies = self._copies.get(mid) if isinstance(mid, (str, int, type(None))) else None
@@ -261,9 +211,10 @@ class ServerMessages:
                 self.journal.update_server_message(seq, answered_at=now, result=result, error=error)
                 return 202, None
             return 202, f"a response to no request the sidecar is awaiting (id {mid!r})"
+        del self._pending[mid]
         seq, fut = pending.seq, pending.answer
-        drop = self._dropping.pop(mid, None) if isinstance(mid, str) else None
-        if drop is not None and isinstance(mid, str):  # lost on its way: the tool never hears
+        drop = self._dropping.pop(mid, None)
+        if drop is not None:  # lost on its way: the tool never hears
             self.journal.update_server_message(
                 seq, outcome="dropped", answered_at=now, result=result, error=error, fault=drop[1]
             )
@@ -276,8 +227,7 @@ class ServerMessages:
         return 202, None
 
     def lose(self, mid: str, result: Any, fault: str) -> None:
-        """A stateless-era round's answer (``result``, the retry's input response) that ``fault`` lost:
-        journaled ``dropped``; the awaiting tool is cancelled by the caller."""
+        """A stateless-era round's answer that ``fault`` lost: journaled ``dropped``."""
         pending = self._pending.pop(mid, None)
         if pending is not None:
             now = self.journal.now()
@@ -286,7 +236,6 @@ class ServerMessages:
             )
 
     def give_up(self, mid: str) -> None:
-        """The call ended without an answer to ``mid``: journal it unanswered."""
         pending = self._pending.pop(mid, None)
         self._dropping.pop(mid, None)
         self._dropped_records.pop(mid, None)
@@ -295,17 +244,14 @@ class ServerMessages:
 
 
 class ToolContext:
-    """What a tool handler that takes a ``ctx`` parameter gets for its call: send the client requests
+    """What an ``async def`` tool handler taking ``ctx`` gets for its call: send the client requests
     and await their answers (:meth:`elicit`, :meth:`sample`, :meth:`list_roots`, :meth:`ping`,
-    :meth:`request`), and notifications (:meth:`progress`, :meth:`log`). Each goes on the call's own
-    answer stream and is journaled (``sidecar.journal.server_messages``). Its methods are coroutines:
-    it is what an ``async def`` handler taking ``ctx`` gets (a sync one gets a
-    :class:`~pytest_mcpfaults.mcp.worker_calls.SyncToolContext`).
+    :meth:`request`), and notifications (:meth:`progress`, :meth:`log`), each on the call's own
+    answer stream and journaled (``sidecar.journal.server_messages``).
 
-    ``progress_token``: the call's ``_meta.progressToken`` (``None``: the client asked for no
-    progress); ``log_level``: the least severe level the client asked for (``logging/setLevel`` in the
-    session era, ``_meta["io.modelcontextprotocol/logLevel"]`` in the stateless one; ``None``: no log
-    is sent)."""
+    ``progress_token``: the call's ``_meta.progressToken`` (``None``: no progress asked for);
+    ``log_level``: the least severe level the client asked for (``logging/setLevel``, or the
+    stateless era's ``_meta["io.modelcontextprotocol/logLevel"]``; ``None``: no log is sent)."""
 
     def __init__(
         self,
@@ -321,36 +267,27 @@ class ToolContext:
         session: str | None = None,
     ) -> None:
         self._messages, self._link, self._rid, self.tool = messages, link, rid, tool
-        #: The transport session of the call (session era): the only one whose answers its requests take.
-        self.session = session
-        self._headers = dict(headers)
-        self.progress_token = progress_token
-        self.log_level = log_level
-        #: The stateless era: requests are input rounds (:mod:`~pytest_mcpfaults.mcp.rounds`).
-        self.stateless = stateless
-        #: The method of the request whose answer the call awaits now (``None``: none).
+        self.session, self._headers, self.stateless = session, dict(headers), stateless
+        self.progress_token, self.log_level = progress_token, log_level
+        #: The method of the request whose answer the call awaits now.
         self.awaiting: str | None = None
         self._inputs: asyncio.Queue[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]] = (
             asyncio.Queue()
         )
-        #: The server-request fault that fired on the call, acting on its requests (``None``: none).
         self.effect = messages.armed(rid)
 
     async def next_input(self) -> tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]:
-        """The next input request of a stateless-era call: its key, the request, the future its answer
-        goes to, and the request worded for a verdict."""
+        """A stateless-era call's next input request: key, request, answer future, verdict wording."""
         return await self._inputs.get()
 
     def rebind(self, retry: ToolContext) -> None:
-        """A stateless-era call resumed by a retry, whose own context is ``retry``: later messages go
-        on the retry's stream, with its ``progressToken`` and logging level."""
+        """A stateless-era call resumed by a retry: later messages go on the retry's stream."""
         self._link, self._rid, self.effect = retry._link, retry._rid, retry.effect
         self.progress_token, self.log_level = retry.progress_token, retry.log_level
 
-    # -- requests ---------------------------------------------------------------------------------
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
-        """Send the client request ``method`` (one of :data:`SERVER_REQUESTS`) and return its result.
-        Raises :class:`ClientRequestError` if the client answers an error."""
+        """Send the client request ``method`` (one of :data:`SERVER_REQUESTS`) and return its result;
+        :class:`ClientRequestError` if the client answers an error."""
         if method not in SERVER_REQUESTS:
             raise ValueError(
                 f"ToolContext.request: method must be one of {', '.join(SERVER_REQUESTS)}, got {method!r}"
@@ -396,8 +333,7 @@ class ToolContext:
         return answer.get("result")
 
     async def elicit(self, message: str, requested_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """``elicitation/create`` (form mode): ask the user ``message``; the result
-        (``{"action": "accept", "content": {...}}``, or ``decline`` / ``cancel``)."""
+        """``elicitation/create`` (form mode): the result (``{"action": "accept", "content": {...}}``)."""
         schema = (
             dict(requested_schema) if requested_schema is not None else {"type": "object", "properties": {}}
         )
@@ -407,8 +343,8 @@ class ToolContext:
     async def sample(
         self, prompt: str | Sequence[Mapping[str, Any]], *, max_tokens: int = 100, **params: Any
     ) -> dict[str, Any]:
-        """``sampling/createMessage``: ask the client's model. ``prompt``: a user message's text, or the
-        ``messages`` list itself; ``params``: more of the request's params (``systemPrompt`` ...)."""
+        """``sampling/createMessage``. ``prompt``: a user message's text, or the ``messages`` list;
+        ``params``: more of the request's params (``systemPrompt`` ...)."""
         if isinstance(prompt, str):
             messages: list[Any] = [{"role": "user", "content": {"type": "text", "text": prompt}}]
         else:
@@ -419,7 +355,7 @@ class ToolContext:
         return result if isinstance(result, dict) else {}
 
     async def list_roots(self) -> list[dict[str, Any]]:
-        """``roots/list``: the client's roots (``[{"uri": "file:///...", "name": ...}]``)."""
+        """``roots/list``: the client's roots."""
         result = await self.request("roots/list")
         roots = result.get("roots") if isinstance(result, dict) else None
         return list(roots) if isinstance(roots, list) else []
@@ -428,15 +364,13 @@ class ToolContext:
         """``ping``: the client answers an empty result."""
         await self.request("ping")
 
-    # -- notifications ----------------------------------------------------------------------------
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:
         """Send the notification ``method`` as is (no check of whether the client asked for it)."""
         self._messages.notified(method, dict(params), self._rid, self.tool)
         await self._send({"jsonrpc": "2.0", "method": method, "params": dict(params)})
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
-        """``notifications/progress`` for the call, if the client asked for progress (a
-        ``progressToken``); whether it was sent."""
+        """``notifications/progress``, if the client asked for progress; whether it was sent."""
         for name, value in (("progress", progress), ("total", total)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
@@ -454,7 +388,7 @@ class ToolContext:
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> bool:
         """``notifications/message`` at ``level`` (one of :data:`LOG_LEVELS`), if the client asked for
-        logs at that level or a less severe one; whether it was sent."""
+        that level or a less severe one; whether it was sent."""
         problem = level_problem(level)
         if problem is not None:
             raise ValueError(f"ToolContext.log: {problem}")
@@ -467,7 +401,6 @@ class ToolContext:
         return True
 
     def _malformed_note(self) -> str:
-        """How a verdict says the request came with a malformed copy (``malformed_server_request``)."""
         effect = self.effect
         if effect is None or effect.malformed is None or (self.stateless and effect.malformed == "no_id"):
             return ""
@@ -475,11 +408,9 @@ class ToolContext:
         return f", {where} from `{effect.fault}`"
 
     def faulted_round(self, key: str, request: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-        """A stateless-era round's ``inputRequests`` (``request`` under ``key``) as the call's
-        server-request fault says: with a malformed entry first (``malformed_server_request``, under
-        ``<key>-malformed``; ``no_id`` has no analogue, the keys being the ids); and the text of the
-        fault that loses the round's answer (``drop_client_answer``, the first round only), or
-        ``None``."""
+        """A stateless-era round's ``inputRequests`` as the call's fault says (a malformed entry first;
+        ``no_id`` has no analogue, the keys being the ids), and the text of the fault that loses the
+        round's answer (the first round only), or ``None``."""
         effect, requests = self.effect, {key: dict(request)}
         if effect is None:
             return requests, None
@@ -494,8 +425,7 @@ class ToolContext:
         return requests, effect.fault
 
     async def _send_faulted(self, message: Mapping[str, Any]) -> None:
-        """A request sent as the call's server-request fault says: a malformed copy first, several
-        copies, or its answer to be lost (once: only the first request's answer is dropped)."""
+        """A request sent as the call's fault says (only the first request's answer is dropped)."""
         effect, messages, mid = self.effect, self._messages, str(message["id"])
         assert effect is not None
         about = {
@@ -505,7 +435,7 @@ class ToolContext:
             "session": self.session,
         }
         if effect.drop_status is not None:  # before it is sent: its answer may come at once
-            messages.drop_answer(mid, effect)
+            messages._dropping[mid] = (effect.drop_status, effect.fault)
             self.effect = dataclasses.replace(effect, drop_status=None)
         if effect.malformed is not None:
             data, answerable = malformed_event(message, effect.malformed, f"{mid}-malformed")
@@ -535,10 +465,8 @@ async def notify_before(
     interval: float = 0.0,
     logs: bool = False,
 ) -> None:
-    """A fault's notifications before a request's answer (``progress_then_stall``,
-    ``notification_flood``): ``count`` of them, ``interval`` seconds apart, on its answer stream:
-    ``notifications/progress`` with ``token``, or without a token ``notifications/message`` at
-    ``info`` when ``logs`` (else none). Journaled as the tools' own are."""
+    """A fault's ``count`` notifications before a request's answer, ``interval`` seconds apart:
+    progress with ``token``, or without one log messages when ``logs`` (else none)."""
     if token is None and not logs:
         return
     for i in range(1, count + 1):

@@ -1,15 +1,10 @@
 """A tool's requests to the client in the stateless era (2026-07-28): input rounds (SEP-2322,
 multi round-trip requests). Transport-free.
 
-The 2026-07-28 protocol has no server-to-client requests on a stream: a ``tools/call`` whose tool needs
-the client's input is answered with an ``InputRequiredResult`` (``resultType: "input_required"``,
-``inputRequests`` keyed by the server, an opaque ``requestState``), and the client retries the call
-with ``inputResponses`` under the same keys and the ``requestState`` echoed. The sidecar keeps the
-handler suspended between the two: its ``await ctx.elicit(...)`` returns what the retry carried, and
-the retry is answered with what the handler does next (its result, or another round). A client that
-never retries leaves the handler waiting: the transport watches each round with the patience budget
-(:meth:`~pytest_mcpfaults.mcp.outbound.Link.watch_round`), the verdict's "the client never
-answered the server's `elicitation/create`".
+A ``tools/call`` whose tool needs the client's input is answered with an ``InputRequiredResult``
+(``inputRequests`` keyed by the server, an opaque ``requestState``); the client retries the call with
+``inputResponses`` under the same keys and the ``requestState`` echoed. The handler stays suspended
+between the two, and the retry is answered with what it does next (its result, or another round).
 """
 
 from __future__ import annotations
@@ -32,18 +27,14 @@ class _Round:
     ctx: ToolContext
     key: str
     answer: asyncio.Future[dict[str, Any]]
-    #: the text of the fault (``drop_client_answer``) that loses this round's answer, if any
-    lost_by: str | None = None
-    #: the keys of the malformed entries a fault added (``malformed_server_request``)
-    copies: tuple[str, ...] = ()
-    #: with ``auth=``, the principal of the call: only its retry resumes the round
+    lost_by: str | None = None  # the fault that loses this round's answer
+    copies: tuple[str, ...] = ()  # the keys of the malformed entries a fault added
     principal: str | None = None
 
 
 @dataclass(frozen=True)
 class LostRound:
-    """A retry whose round a fault lost: answered as a server that lost its state answers (``why``);
-    ``fault``: the fault's text (the journal's ``dropped`` server message names it)."""
+    """A retry whose round a fault lost: answered as a server that lost its state answers (``why``)."""
 
     why: str
     fault: str
@@ -58,9 +49,8 @@ class InputRounds:
     async def next(
         self, task: asyncio.Future[Any], ctx: ToolContext, link: Link, principal: str | None = None
     ) -> dict[str, Any] | None:
-        """Run the call's handler (``task``) until it ends (``None``: answer its outcome) or asks the
-        client for input: then the ``InputRequiredResult`` to answer, the round kept until the retry
-        (of ``principal``, the call's, with ``auth=``)."""
+        """Run the call's handler until it ends (``None``) or asks the client for input: then the
+        ``InputRequiredResult`` to answer, the round kept until ``principal``'s retry."""
         wanted = asyncio.ensure_future(ctx.next_input())
         await asyncio.wait((task, wanted), return_when=asyncio.FIRST_COMPLETED)
         if not wanted.done():
@@ -85,13 +75,10 @@ class InputRounds:
         principal: str | None = None,
     ) -> tuple[asyncio.Future[Any], ToolContext] | str | LostRound:
         """A retry carrying ``requestState`` ``token``: hand its ``inputResponses`` to the suspended
-        handler (journaled as the answer to its request) and return the handler and its ``ctx``, now
-        sending on this retry's stream (``retry``: the context the retry would have had); or why the
-        retry answers no round (the client's mistake); or, for a round a fault loses, the
-        :class:`LostRound` (the answer journaled ``dropped``, the handler cancelled). A retry of
-        another ``principal`` than the call's (``auth=``) is answered as an unknown ``requestState``
-        (as the mcp SDK binds it to the principal), counted on the request's record (``refused``), and
-        the round stays open for its own client."""
+        handler and return the handler and its ``ctx`` (now sending on the ``retry``'s stream); or why
+        the retry answers no round; or, for a round a fault loses, the :class:`LostRound`. Another
+        ``principal``'s retry is answered as an unknown ``requestState`` (as the mcp SDK binds it to
+        the principal) and the round stays open for its own client."""
         rnd = self._open.get(token) if isinstance(token, str) else None
         unknown = f"requestState {token!r} names no input round of this server (unknown, or answered already)"
         if rnd is None:
@@ -105,7 +92,7 @@ class InputRounds:
         response = responses.get(rnd.key) if isinstance(responses, Mapping) else None
         for copy in rnd.copies:  # a client that answered a malformed entry too: journaled on its copy
             if isinstance(responses, Mapping) and copy in responses:
-                messages.answer({"id": copy, "result": responses[copy]})
+                messages.answer_status({"id": copy, "result": responses[copy]}, bound=False)
         if rnd.lost_by is not None:
             messages.lose(rnd.key, response, rnd.lost_by)
             rnd.task.cancel()
@@ -113,14 +100,13 @@ class InputRounds:
             return LostRound(unknown, rnd.lost_by)
         if response is None:
             error = {"code": -32602, "message": f"the retry carried no inputResponses[{rnd.key!r}]"}
-            messages.answer({"id": rnd.key, "error": error})
+            messages.answer_status({"id": rnd.key, "error": error}, bound=False)
         else:
-            messages.answer({"id": rnd.key, "result": response})
+            messages.answer_status({"id": rnd.key, "result": response}, bound=False)
         rnd.ctx.rebind(retry)
         return rnd.task, rnd.ctx
 
     def forget(self) -> None:
-        """The process died or stopped: every suspended handler is cancelled."""
         for rnd in self._open.values():
             rnd.task.cancel()
         self._open.clear()

@@ -6,8 +6,8 @@ A subset of JSON Schema, applied to the top-level arguments object: ``required``
 ``Infinity`` (which Python's ``json`` reads, but which are not JSON numbers) are refused. Keywords
 outside this subset are not checked.
 
-A problem is the client's: the sidecar answers it as a tool execution error (``isError: true``, as
-the 2025-11-25 spec and the mcp SDK's ``MCPServer`` do, SEP-1303) and never calls the handler.
+A problem is the client's: answered as a tool execution error (as the 2025-11-25 spec and the mcp
+SDK's ``MCPServer`` do, SEP-1303).
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def _any_non_finite(value: Any) -> bool:
 
 
 def non_finite(value: Any, path: str = "") -> str | None:
-    """The path of the first ``NaN`` / ``Infinity`` in a decoded JSON value, or ``None``.
-    Iterative: the value may be as deep as the JSON decoder allowed. (A first pass builds no paths:
-    this runs on every ``tools/call``, and almost every value is finite.)"""
+    """The path of the first ``NaN`` / ``Infinity`` in a decoded JSON value, or ``None``. Iterative:
+    the value may be as deep as the decoder allowed; a first pass builds no paths (it runs on every
+    ``tools/call``, and almost every value is finite)."""
     if not _any_non_finite(value):
         return None
     stack: list[tuple[str, Any]] = [(path, value)]
@@ -88,12 +88,11 @@ _BOUNDS: tuple[tuple[str, str, Callable[[float, float], bool]], ...] = (
 )
 
 
+#: Checks a call's arguments: a message naming the first that does not fit, or ``None``.
 ArgumentCheck = Callable[[Mapping[str, Any]], "str | None"]
-"""Checks a call's arguments: a message naming the first that does not fit, or ``None``."""
 
 
 def argument_checker(schema: Mapping[str, Any]) -> ArgumentCheck:
-    """The check of ``schema``, read once (a tool checks every call against the same schema)."""
     required = tuple(schema.get("required", ()))
     props = schema.get("properties")
     props = props if isinstance(props, Mapping) else {}

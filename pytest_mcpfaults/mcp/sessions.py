@@ -1,6 +1,4 @@
-"""The transport sessions of the session era (``initialize`` to ``DELETE``): the live ones with the
-protocol version each negotiated, the principal that opened it and the logging level it asked for, and
-the ended ones (a request naming one is answered 404)."""
+"""The transport sessions of the session era (``initialize`` to ``DELETE``)."""
 
 from __future__ import annotations
 
@@ -19,26 +17,21 @@ class Sessions(dict[str, str]):
     def __init__(self, surface: Surface) -> None:
         super().__init__()
         self.surface = surface
-        #: session id -> the principal whose ``initialize`` opened it (``auth=``; else ``None``)
         self.owners: dict[str, str | None] = {}
-        #: session id -> the level its logging/setLevel asked for (the surface's view of it too)
         self.log_levels = surface.log_levels
         self.ended: set[str] = set()
 
     def open(self, version: str, principal: str | None) -> str:
-        """A new session of ``principal`` speaking ``version``: its id."""
         sid = uuid.uuid4().hex
         self[sid], self.owners[sid] = version, principal
         return sid
 
     def live(self, session_id: str, principal: str | None) -> bool:
-        """Whether ``session_id`` is live and ``principal``'s (a session can only be used with the
-        credential that created it)."""
+        """Whether ``session_id`` is live and ``principal``'s (who opened it)."""
         return session_id in self and self.owners.get(session_id) == principal
 
     def set_level(self, session_id: str, level: object) -> str | None:
-        """``logging/setLevel``: the session's tools log at ``level`` and above from now on; or what is
-        wrong with ``level``."""
+        """``logging/setLevel``; or what is wrong with ``level``."""
         problem = level_problem(level)
         if problem is not None or not isinstance(level, str):
             return problem

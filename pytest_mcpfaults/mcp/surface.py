@@ -1,10 +1,5 @@
 """The MCP server surface beside tools: resources (direct and templated), prompts, completion, the
-client's logging level and its resource subscriptions.
-
-Values (:class:`Resource`, :class:`ResourceTemplate`, :class:`Prompt`, :class:`PromptArgument`) are
-frozen and checked when built; :class:`Surface` holds one sidecar's and answers the methods in
-:data:`SURFACE_METHODS` as a result dict or a :class:`SurfaceError` (the JSON-RPC error the spec names).
-Pure: no I/O, loop thread only.
+client's logging level and its resource subscriptions. Pure: no I/O, loop thread only.
 """
 
 from __future__ import annotations
@@ -32,8 +27,6 @@ PromptMessages = Sequence[Mapping[str, Any]]
 
 
 class SurfaceError(Exception):
-    """A client's mistake in a surface request: answered as a JSON-RPC error with ``code``."""
-
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -83,10 +76,9 @@ class Resource:
 @dataclass(frozen=True)
 class ResourceTemplate:
     """A templated resource (RFC 6570 level 1: ``{name}`` matches one or more characters of a path
-    segment, matched in time linear in the URI's length):
-    ``resources/templates/list`` lists it, ``resources/read`` of a URI it matches answers the text
-    ``read`` returns, called with the template's variables as keywords; ``completions``: the values
-    ``completion/complete`` offers for a variable (those starting with what the client typed)."""
+    segment): ``resources/read`` of a URI it matches answers the text ``read`` returns, called with
+    the template's variables as keywords; ``completions``: the values ``completion/complete`` offers
+    for a variable."""
 
     uri_template: str
     name: str
@@ -163,10 +155,7 @@ class Prompt:
 def check_surface(
     who: str, resources: object, prompts: object
 ) -> tuple[list[Resource | ResourceTemplate], list[Prompt]]:
-    """``resources`` (each a :class:`Resource` or :class:`ResourceTemplate`) and ``prompts`` (each a
-    :class:`Prompt`) as lists, or ``ValueError`` naming the argument, prefixed with ``who``."""
-    if resources == () and prompts == ():
-        return [], []  # the defaults: nothing to check
+    """``resources`` and ``prompts`` as lists, or ``ValueError`` naming the argument."""
     checked: list[list[Any]] = []
     for name, value, kinds, what in (
         ("resources", resources, (Resource, ResourceTemplate), "Resource or ResourceTemplate"),
@@ -200,7 +189,6 @@ def _param(params: Mapping[str, Any], name: str, method: str) -> str:
 
 
 def _uri(params: Mapping[str, Any], method: str) -> str:
-    """The request's ``uri``, at most :data:`MAX_URI_CHARS` long."""
     uri = _param(params, "uri", method)
     if len(uri) > MAX_URI_CHARS:
         raise SurfaceError(
@@ -212,9 +200,8 @@ def _uri(params: Mapping[str, Any], method: str) -> str:
 
 
 class Surface:
-    """One sidecar's resources, templates and prompts, and what each client session set: its
-    logging level (``log_levels``) and the URIs it subscribed to (``subscriptions``); keyed by the
-    transport session id (``None``: a stateless-era request)."""
+    """One sidecar's resources, templates and prompts, and each client session's logging level and
+    subscriptions (by transport session id; ``None``: the stateless era)."""
 
     def __init__(
         self, resources: Iterable[Resource | ResourceTemplate] = (), prompts: Iterable[Prompt] = ()
@@ -222,25 +209,22 @@ class Surface:
         self.resources: dict[str, Resource] = {}
         self.templates: list[ResourceTemplate] = []
         self.prompts: dict[str, Prompt] = {}
-        self.log_levels: dict[str, str] = {}  # filled by the endpoint's logging/setLevel
+        self.log_levels: dict[str, str] = {}
         self.subscriptions: dict[str | None, set[str]] = {}
-        #: Told each notification a change makes (method, params): the sidecar sends it on its streams.
+        #: Told each notification a change makes: the sidecar sends it on its streams.
         self.on_change: Callable[[str, Mapping[str, Any] | None], None] = lambda method, params: None
         self.add(resources, prompts)
 
     def is_subscribed(self, session: str | None, uri: str) -> bool:
-        """Whether ``session`` subscribed to ``uri`` (``resources/subscribe``) and has not unsubscribed."""
         return uri in self.subscriptions.get(session, ())
 
     def add(
         self, resources: Iterable[Resource | ResourceTemplate] = (), prompts: Iterable[Prompt] = ()
     ) -> None:
-        """Serve these too; a resource, template or prompt of the same URI, template or name replaces
-        the one served. While the sidecar runs, a client's open ``GET`` stream (``get_stream=True``)
-        and a stateless client's ``subscriptions/listen`` stream (as its filter asks) are told:
-        ``notifications/resources/updated`` for a replaced resource (to the sessions subscribed to
-        it, the listens naming it), ``notifications/resources/list_changed`` for a new one or a
-        template, ``notifications/prompts/list_changed`` for prompts."""
+        """Serve these too (replacing those of the same URI, template or name). While the sidecar runs,
+        clients' open streams are told: ``notifications/resources/updated`` for a replaced resource,
+        ``notifications/resources/list_changed`` for a new one or a template,
+        ``notifications/prompts/list_changed`` for prompts."""
         changed: list[tuple[str, str | None]] = []
         for r in resources:
             if isinstance(r, Resource):
@@ -261,10 +245,8 @@ class Surface:
             self.on_change(method, {"uri": uri} if uri is not None else None)
 
     def capabilities(self, *, list_changed: bool = False) -> dict[str, Any]:
-        """The server capabilities this surface adds to ``tools`` and ``logging``: those it has
-        something to list for (``subscribe``: ``resources/subscribe`` in the session era, a listen
-        filter's ``resourceSubscriptions`` in the stateless one); ``list_changed``: whether the
-        sidecar can tell a client (an open ``GET`` stream, ``subscriptions/listen``)."""
+        """The server capabilities this surface adds: those it has something to list for;
+        ``list_changed``: whether the sidecar can tell a client."""
         caps: dict[str, Any] = {}
         if self.resources or self.templates:
             caps["resources"] = {"subscribe": True, "listChanged": list_changed}
@@ -275,10 +257,8 @@ class Surface:
         return caps
 
     def answer(self, method: str, params: Mapping[str, Any], session: str | None) -> dict[str, Any]:
-        """The result of a :data:`SURFACE_METHODS` request, or :class:`SurfaceError`."""
         return _ANSWERS[method](self, params, session)
 
-    # -- each method -----------------------------------------------------------------------------
     def _list_resources(self, params: Mapping[str, Any], session: str | None) -> dict[str, Any]:
         return {"resources": [r.describe() for r in self.resources.values()]}
 
@@ -367,5 +347,5 @@ _ANSWERS: dict[str, Callable[[Surface, Mapping[str, Any], str | None], dict[str,
     "prompts/get": Surface._get_prompt,
     "completion/complete": Surface._complete,
 }
-#: The MCP methods a :class:`Surface` answers (derived from its table of answers).
+#: The MCP methods a :class:`Surface` answers.
 SURFACE_METHODS: tuple[str, ...] = tuple(_ANSWERS)

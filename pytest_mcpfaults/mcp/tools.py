@@ -1,7 +1,5 @@
-"""Tools the sidecar serves: a registry, the ``basic`` set (echo, sleep), the ``benchmark`` set and
-the ``client`` set (tools that send the client requests and notifications of their own:
-:mod:`pytest_mcpfaults.mcp.client_tools`); the ``conformance`` set is
-:mod:`pytest_mcpfaults.mcp.builtin.conformance`'s (:mod:`pytest_mcpfaults.mcp.builtin` adds it).
+"""Tools the sidecar serves, the ``basic`` set (echo, sleep) and the ``benchmark`` set (the other sets:
+:mod:`pytest_mcpfaults.mcp.builtin`).
 
 The benchmark set is modelled on real exgentic MCP sidecars: benchmark sessions are created and
 deleted through tools, independently of the MCP transport session, and answer JSON text in
@@ -19,7 +17,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mcpfaults.mcp.client_tools import CLIENT_TOOLS
 from pytest_mcpfaults.mcp.schema import ArgumentCheck, argument_checker
 
 __all__ = [
@@ -31,7 +28,6 @@ __all__ = [
     "Tool",
     "ToolContent",
     "ToolResultError",
-    "builtin_tools",
 ]
 
 ToolHandler = Callable[..., Any] | Callable[..., Awaitable[Any]]
@@ -41,17 +37,13 @@ CONTEXT = "ctx"
 
 class ToolResultError(Exception):
     """Raise from a tool handler to answer a tool result with ``isError: true`` and this message.
-
-    Any other exception is a bug in the handler: it is answered the same way, and also re-raised
-    in the test at teardown.
-    """
+    Any other exception is a bug in the handler: answered the same way, and re-raised in the test."""
 
 
 @dataclass(frozen=True)
 class ToolContent:
-    """Return from a tool handler to answer these content items as they are (``text``, ``image``,
-    ``audio``, ``resource_link``, ``resource`` blocks: e.g. ``{"type": "image", "data": "<base64>",
-    "mimeType": "image/png"}``) rather than one text block."""
+    """Return from a tool handler to answer these content blocks as they are (e.g. ``{"type": "image",
+    "data": "<base64>", "mimeType": "image/png"}``) rather than one text block."""
 
     items: tuple[Mapping[str, Any], ...]
 
@@ -68,20 +60,15 @@ class ToolContent:
 class Tool:
     """A tool: a plain sync or async callable, called with the call's arguments as keywords.
 
-    ``input_schema`` is required (a JSON Schema object with ``"type": "object"``); a call's arguments
-    are checked against it before the handler runs (:mod:`pytest_mcpfaults.mcp.schema`). A handler
-    returns a ``str`` (sent as text), a :class:`ToolContent` (its content blocks as they are) or any
-    JSON value (sent as JSON text in ``content[0].text``). On
-    the socket sidecar a sync handler runs on a worker thread, off the shared loop; an async one runs
-    on the loop and must not block it; both are bounded by the sidecar's ``tool_timeout``.
+    A call's arguments are checked against ``input_schema`` (a JSON Schema object) before the handler
+    runs. A handler returns a ``str`` (sent as text), a :class:`ToolContent` or any JSON value (sent
+    as JSON text). On the socket sidecar a sync handler runs on a worker thread, off the shared loop;
+    an async one runs on the loop and must not block it; both are bounded by ``tool_timeout``.
 
-    An ``async def`` handler with a parameter named ``ctx`` gets the call's
-    :class:`~pytest_mcpfaults.mcp.outbound.ToolContext` there, to send the client requests
-    (``await ctx.elicit(...)``, ``ctx.sample``, ``ctx.list_roots``, ``ctx.ping``) and notifications
-    (``ctx.progress``, ``ctx.log``) on the call's own answer stream. A sync handler taking ``ctx`` gets
-    a :class:`~pytest_mcpfaults.mcp.worker_calls.SyncToolContext`, whose ``ctx.cancelled`` (a
-    ``threading.Event``) is set when its call is stopped: a thread cannot be killed, so a long sync
-    handler polls it, or waits on it, and returns. The input schema cannot declare a ``ctx`` argument.
+    A handler with a parameter named ``ctx`` gets the call's
+    :class:`~pytest_mcpfaults.mcp.outbound.ToolContext` there (``async def``), or a
+    :class:`~pytest_mcpfaults.mcp.worker_calls.SyncToolContext` (``def``): a thread cannot be
+    killed, so a long sync handler polls its ``ctx.cancelled``.
     """
 
     name: str
@@ -110,27 +97,21 @@ class Tool:
 
     @functools.cached_property
     def wants_context(self) -> bool:
-        """Whether the handler takes ``ctx`` (the call's ``ToolContext``)."""
+        """Whether the handler takes ``ctx``."""
         accepts = self._accepts
         return accepts is not None and CONTEXT in accepts[0]
 
     @functools.cached_property
     def is_async(self) -> bool:
-        """Whether the handler is a coroutine function (its calls await)."""
+        """Whether the handler is a coroutine function."""
         return inspect.iscoroutinefunction(self.handler)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "inputSchema": dict(self.input_schema)}
 
-    def check_arguments(self, arguments: Mapping[str, Any]) -> str | None:
-        """A message naming the first argument that does not fit the input schema, or ``None``
-        (see :mod:`pytest_mcpfaults.mcp.schema` for the subset of JSON Schema checked)."""
-        return self._check(arguments)
-
     @functools.cached_property
-    def _check(self) -> ArgumentCheck:
-        """The input schema read once, when the first call is checked (the schema is the tool's: a
-        change to it after that is not seen)."""
+    def check_arguments(self) -> ArgumentCheck:
+        """The input schema's check, read once at the first call (a later change to it is not seen)."""
         return argument_checker(self.input_schema)
 
     @functools.cached_property
@@ -145,9 +126,8 @@ class Tool:
 
     def keywords(self, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """The keywords to call the handler with, and the names left out: arguments the input schema
-        does not declare and the handler does not take (the mcp SDK's ``MCPServer`` ignores those
-        too). A declared argument the handler does not take is passed: that mismatch is the tool's
-        bug, and its ``TypeError`` is re-raised in the test."""
+        does not declare and the handler does not take (as the mcp SDK's ``MCPServer`` ignores them).
+        A declared argument the handler does not take is passed: that mismatch is the tool's bug."""
         accepts = self._accepts
         props = self.input_schema.get("properties")
         declared = props if isinstance(props, Mapping) else {}
@@ -163,19 +143,11 @@ class Tool:
                 ignored.append(key)
         return kwargs, ignored
 
-    async def call(self, arguments: Mapping[str, Any]) -> Any:
-        """Call the handler inline with ``arguments`` (awaiting it if async); unchecked."""
-        result = self.handler(**arguments)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
 
 @dataclass(frozen=True)
 class BuiltinTool(Tool):
-    """A tool of the sidecar's own sets. Its sync handlers never block, so they run on the loop;
-    ``client_paced``: its duration is what the client asked for (``sleep``), so running past the
-    sidecar's ``tool_timeout`` is not a bug of the tool."""
+    """A tool of the sidecar's own sets: its sync handlers never block, so they run on the loop.
+    ``client_paced``: its duration is the client's (``sleep``): running past ``tool_timeout`` is no bug."""
 
     client_paced: bool = False
 
@@ -195,26 +167,26 @@ async def _sleep(seconds: float) -> str:
     return f"slept {seconds}"
 
 
-def basic_tools() -> list[BuiltinTool]:
-    return [
-        BuiltinTool(
-            "echo",
-            _echo,
-            {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-            "Return the text unchanged.",
-        ),
-        BuiltinTool(
-            "sleep",
-            _sleep,
-            {
-                "type": "object",
-                "properties": {"seconds": {"type": "number", "minimum": 0}},
-                "required": ["seconds"],
-            },
-            "Sleep for the given number of seconds, then answer.",
-            client_paced=True,
-        ),
-    ]
+#: The basic set is stateless: one copy serves every sidecar (handlers' facts cached once).
+BASIC_TOOLS = (
+    BuiltinTool(
+        "echo",
+        _echo,
+        {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "Return the text unchanged.",
+    ),
+    BuiltinTool(
+        "sleep",
+        _sleep,
+        {
+            "type": "object",
+            "properties": {"seconds": {"type": "number", "minimum": 0}},
+            "required": ["seconds"],
+        },
+        "Sleep for the given number of seconds, then answer.",
+        client_paced=True,
+    ),
+)
 
 
 # -- benchmark-session tools ---------------------------------------------------------------------------
@@ -307,26 +279,6 @@ class BenchmarkSessions:
         ]
 
 
-#: Every built-in tool set (``conformance``: the MCP conformance suite's fixture tools, resources and
-#: prompts, :mod:`pytest_mcpfaults.mcp.builtin.conformance`); the sets served unless told otherwise.
+#: Every built-in tool set; the sets served unless told otherwise.
 TOOL_SETS = ("basic", "benchmark", "client", "conformance")
 DEFAULT_TOOL_SETS = ("basic", "benchmark")
-
-
-#: The basic and client sets are stateless: one copy serves every sidecar (handlers' facts cached once).
-_BASIC_TOOLS = tuple(basic_tools())
-_CLIENT_TOOLS = tuple(
-    BuiltinTool(name, handler, schema, text, client_paced=paced)
-    for name, handler, schema, text, paced in CLIENT_TOOLS
-)
-
-
-def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> dict[str, Tool]:
-    tools: list[BuiltinTool] = []
-    if "basic" in tool_sets:
-        tools += _BASIC_TOOLS
-    if "benchmark" in tool_sets:
-        tools += benchmark.tools()
-    if "client" in tool_sets:
-        tools += _CLIENT_TOOLS
-    return {t.name: t for t in tools}

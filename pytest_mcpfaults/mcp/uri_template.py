@@ -1,14 +1,11 @@
 """RFC 6570 level-1 URI templates (``file:///{dir}/{name}.{ext}``) matched against URIs in linear time.
 Pure: no I/O.
 
-A variable (``{name}``) matches one or more characters other than ``/``, ``?`` and ``#``; everything
-else in the template is literal. So the URI's ``/?#`` characters must be the template's literal ones,
-in order: :class:`UriTemplate` splits both at them and matches piece by piece. Within a piece
-(``{name}.{ext}``), the literals between the variables are placed from the right with ``str.rfind``,
-each as far right as the rest allows: the earlier variable takes as much as it can (``a.b.c`` gives
-``name='a.b'``, ``ext='c'``), as a backtracking regular expression would, but each character of the
-URI is looked at a bounded number of times (a regular expression backtracked quadratically on a
-hostile URI: 32 KB took seconds of the loop every sidecar of the process shares).
+A variable matches one or more characters other than ``/?#``, so the URI's ``/?#`` must be the
+template's literal ones: both are split at them and matched piece by piece. Within a piece the
+literals are placed from the right with ``str.rfind``, so the earlier variable takes as much as it
+can, as a backtracking regular expression would, but in linear time (a regular expression
+backtracked quadratically on a hostile URI: 32 KB took seconds of the loop every sidecar shares).
 """
 
 from __future__ import annotations
@@ -30,14 +27,12 @@ _SPLIT = re.compile(f"([{re.escape(DELIMITERS)}])")
 
 @dataclass(frozen=True)
 class _Piece:
-    """The part of a template between two delimiters: ``literals[0] {names[0]} literals[1] ...
-    {names[-1]} literals[-1]`` (``len(literals) == len(names) + 1``; literals may be empty)."""
+    """The part of a template between two delimiters: ``literals[0] {names[0]} literals[1] ...``."""
 
     literals: tuple[str, ...]
     names: tuple[str, ...]
 
     def match(self, text: str, out: dict[str, str]) -> bool:
-        """Whether ``text`` (without delimiters) matches; its variables go into ``out``."""
         head, tail, k = self.literals[0], self.literals[-1], len(self.names)
         if k == 0:
             return text == head
@@ -58,8 +53,7 @@ class _Piece:
 
 
 class UriTemplate:
-    """A level-1 URI template, parsed once; :meth:`match` a URI in time linear in its length.
-    ``ValueError`` for a template without a variable or with one named twice."""
+    """A level-1 URI template, parsed once (``ValueError`` without a variable or with one named twice)."""
 
     def __init__(self, template: str) -> None:
         self.template = template
@@ -92,7 +86,6 @@ class UriTemplate:
         self._seps = tuple(seps)
 
     def match(self, uri: str) -> dict[str, str] | None:
-        """The variables of ``uri``, or ``None`` when the template does not match it."""
         if sum(map(uri.count, DELIMITERS)) != len(self._seps):
             return None  # checked first: a URI of many segments is never split
         parts = _SPLIT.split(uri)

@@ -1,12 +1,8 @@
 """A sync user tool handler's call on a worker thread, and what stopping that call can do to it.
 
-The socket sidecar runs a sync handler on a worker thread (``WorkerPool``), off the loop. A thread
-cannot be killed: when the call is stopped (the client cancelled it, ``tool_timeout`` ran out, the
-sidecar stopped) the awaiting task is cancelled and the call's answer is abandoned, but the handler
-runs on to its end and its result is dropped. :func:`on_worker` says so twice: to the handler, through
-the :class:`SyncToolContext` it gets when it takes ``ctx`` (``ctx.cancelled`` is set, so a handler that
-polls it or waits on it returns early), and to the journal, through ``ran_on`` (the call's record gets
-``ran_on=True`` when it is stopped while its handler runs, and ``ran_until`` when the handler ends).
+A thread cannot be killed: when the call is stopped, the awaiting task is cancelled and the answer
+abandoned, but the handler runs on to its end. :func:`on_worker` tells the handler (its
+``ctx.cancelled``) and the journal (``ran_on``).
 """
 
 from __future__ import annotations
@@ -20,21 +16,15 @@ from typing import Any
 __all__ = ["RanOn", "SyncToolContext", "on_worker"]
 
 RanOn = Callable[[bool], None]
-"""Told, on the loop thread, ``False`` when the call is stopped while its handler still runs, and then
-``True`` once that handler has returned or raised."""
 
 
 class SyncToolContext:
     """What a sync (``def``) tool handler with a parameter named ``ctx`` gets there.
 
-    ``cancelled`` is a :class:`threading.Event`, set when the call is stopped: the client cancelled it
-    (``notifications/cancelled``, or in the 2026-07-28 era closed its stream), it ran past
-    ``tool_timeout``, or the sidecar stopped. The sidecar cannot stop a thread, so a handler that runs
-    long polls ``ctx.cancelled.is_set()``, or waits with ``ctx.cancelled.wait(seconds)`` where it
-    would ``time.sleep``, and returns once it is set; what it returns then is not sent. ``tool``: the
-    tool's name. (An ``async def`` handler gets a
-    :class:`~pytest_mcpfaults.mcp.outbound.ToolContext` instead, and is stopped by
-    ``asyncio.CancelledError``.)"""
+    ``cancelled`` is a :class:`threading.Event`, set when the call is stopped (the client cancelled
+    it, it ran past ``tool_timeout``, or the sidecar stopped). The sidecar cannot stop a thread, so a
+    handler that runs long polls ``ctx.cancelled.is_set()``, or waits with
+    ``ctx.cancelled.wait(seconds)`` where it would ``time.sleep``; what it returns then is not sent."""
 
     def __init__(self, tool: str) -> None:
         self.tool = tool
@@ -51,9 +41,8 @@ async def on_worker(
     cancelled: threading.Event | None = None,
     ran_on: RanOn | None = None,
 ) -> Any:
-    """``fn()`` on a worker thread (``run_sync``), awaited. When the awaiting task is cancelled before
-    ``fn`` returned: ``cancelled`` is set (the handler's ``ctx.cancelled``) and ``ran_on`` is told, then
-    told again when ``fn`` ends on its thread; the cancellation goes on."""
+    """``fn()`` on a worker thread, awaited. Cancelled before ``fn`` returned: ``cancelled`` is set and
+    ``ran_on(False)`` told, then ``ran_on(True)`` when ``fn`` ends on its thread."""
     loop = asyncio.get_running_loop()
     finished = False
     abandoned = False

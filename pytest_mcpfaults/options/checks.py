@@ -1,11 +1,7 @@
-"""The sidecars' options: defaults and the checks that reject bad ones early.
-
-These checks (run by :func:`~pytest_mcpfaults.options.fields.check_options` when options are built)
-raise ``ValueError`` naming the argument, the value and what would be valid, before a backend builds
-anything. Every option is type-checked, so ``Sidecar(...)``, ``@pytest.mark.mcp_sidecar(...)``
-(validated at collection by constructing a ``Sidecar``), ``mcp_sidecar_factory(...)``,
-``mock_sidecar(...)`` and ``StdioServer(...)`` accept and refuse exactly the same values: no truthy
-string stands in for a bool, no bare string for a list of strings, no ``inf``/``nan`` for a number."""
+"""The sidecars' options' defaults and checks: a ``ValueError`` naming the argument, the value and what
+would be valid, before a backend builds anything. Every option is type-checked when options are built, so
+every backend, the marker and the factory accept and refuse the same values: no truthy string for a bool,
+no bare string for a list of strings, no ``inf``/``nan`` for a number."""
 
 from __future__ import annotations
 
@@ -14,13 +10,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
-from pytest_mcpfaults.mcp.endpoint import ERAS, Era
-from pytest_mcpfaults.mcp.tools import TOOL_SETS
+from pytest_mcpfaults.mcp.endpoint import Era
 from pytest_mcpfaults.options.validation import (
     LOOPBACK_NAMES,
-    check_bool,
     is_loopback_host,
-    is_positive_seconds,
 )
 
 __all__ = [
@@ -37,12 +30,10 @@ __all__ = [
     "WHO",
     "ReplyMode",
     "TransportName",
-    "check_endpoints",
-    "check_otlp",
     "check_path",
+    "check_path_option",
     "check_strings",
     "check_transport",
-    "check_upstream",
     "check_upstream_command",
     "check_upstream_headers",
     "check_upstream_serve",
@@ -66,6 +57,27 @@ TRANSPORTS: tuple[TransportName, ...] = get_args(TransportName)
 WHO = {"socket": "Sidecar", "in-process": "mock_sidecar", "stdio": "StdioServer"}
 # An HTTP path as a route: a leading '/', then path characters only (no query, fragment, space or control).
 _PATH_RE = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*")
+
+
+def check_path_option(who: str, name: str, value: object, note: str = "") -> None:
+    """Refuse a ``value`` of option ``name`` that is not a route path (:func:`check_path`)."""
+    why = check_path(value)
+    if why is not None:
+        raise ValueError(f"{who}: {name} {why}{note}, got {value!r}")
+
+
+def _check_command(name: str, command: object, example: str) -> list[str]:
+    if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
+        raise ValueError(
+            f"Sidecar: {name} must be a list of strings, the program and its arguments ({example}), "
+            f"got {command!r}"
+        )
+    if not command or any(not isinstance(c, str) or not c for c in command):
+        raise ValueError(
+            f"Sidecar: {name} must be a non-empty list of non-empty strings (the program and its "
+            f"arguments), got {command!r}"
+        )
+    return list(command)
 
 
 def check_strings(who: str, name: str, value: object, what: str) -> None:
@@ -158,59 +170,6 @@ NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expe
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
-def check_upstream(
-    upstream: object,
-    upstream_health: object,
-    upstream_timeout: object,
-    allow_remote_upstream: object,
-    health_path: str | None,
-    get_stream: object,
-    tools: object,
-    *,
-    any_port: bool = False,
-) -> None:
-    """The proxy-mode arguments (``upstream=`` and its companions), and the fake-only ones that make no
-    sense with an upstream (its tools and its GET stream are the upstream's own)."""
-    check_bool("Sidecar", "allow_remote_upstream", allow_remote_upstream)
-    if upstream_timeout is not None and not is_positive_seconds(upstream_timeout):
-        raise ValueError(
-            f"Sidecar: upstream_timeout must be a positive, finite number of seconds or None (unbounded), "
-            f"got {upstream_timeout!r}"
-        )
-    if upstream is None:
-        if upstream_health is not None:
-            raise ValueError(
-                f"Sidecar: upstream_health={upstream_health!r} needs an upstream (upstream='http://...'); "
-                "without one the sidecar serves /health itself"
-            )
-        if allow_remote_upstream:
-            raise ValueError("Sidecar: allow_remote_upstream=True needs an upstream (upstream='http://...')")
-        return
-    why = check_upstream_url(upstream, allow_remote_upstream, any_port=any_port)
-    if why is not None:
-        raise ValueError(f"Sidecar: upstream {why}, got {upstream!r}")
-    if upstream_health is not None:
-        why = check_path(upstream_health)
-        if why is not None:
-            raise ValueError(f"Sidecar: upstream_health {why} (the upstream's health path) or None, got "
-                             f"{upstream_health!r}")  # fmt: skip
-        if health_path is None:
-            raise ValueError(
-                f"Sidecar: upstream_health={upstream_health!r} forwards the sidecar's health path, but "
-                "health_path is None (absent); give health_path too, or leave upstream_health out"
-            )
-    if get_stream is True:
-        raise ValueError(
-            "Sidecar: get_stream=True is the fake's own GET stream; with an upstream, GET on the MCP "
-            "endpoint is forwarded and answered by the upstream"
-        )
-    if not isinstance(tools, (str, bytes)) and isinstance(tools, Sequence) and tools:
-        raise ValueError(
-            "Sidecar: tools= are served by the fake; with an upstream the tools are the upstream's own "
-            f"(got {len(tools)} tool(s) and upstream={upstream!r})"
-        )
-
-
 def check_path(value: object) -> str | None:
     """Why ``value`` is not a route path (``'/mcp'``, ``'/v1/health'``), or ``None`` when it is one. A
     query (``?``), a fragment (``#``), spaces and other characters a path cannot hold are refused."""
@@ -219,55 +178,6 @@ def check_path(value: object) -> str | None:
     if _PATH_RE.fullmatch(value) is None:
         return "must be a plain path: no query ('?'), fragment ('#'), spaces or control characters"
     return None
-
-
-def check_endpoints(
-    who: str, mcp_path: str, health_path: str | None, era: str, reply: str, tool_sets: Sequence[str]
-) -> tuple[Era, ReplyMode]:
-    """The arguments both backends take (the socket ``Sidecar`` and ``mock_sidecar``): ``ValueError``
-    naming the argument and the value, prefixed with ``who``. Returns ``era`` and ``reply``, narrowed
-    to their ``Literal`` types once checked."""
-    for name, path in (("mcp_path", mcp_path), ("health_path", health_path)):
-        if path is None and name == "health_path":
-            continue
-        why = check_path(path)
-        if why is not None:
-            raise ValueError(f"{who}: {name} {why}, got {path!r}")
-    if health_path == mcp_path:
-        raise ValueError(f"{who}: health_path and mcp_path must differ, both are {mcp_path!r}")
-    if era not in ERAS:
-        raise ValueError(f"{who}: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
-    if reply not in REPLY_MODES:
-        raise ValueError(f"{who}: reply must be 'json' or 'sse', got {reply!r}")
-    if (
-        isinstance(tool_sets, str)
-        or not isinstance(tool_sets, Iterable)
-        or any(s not in TOOL_SETS for s in tool_sets)
-    ):
-        raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {tool_sets!r}")
-    return era, reply  # narrowed by the two `in` checks above
-
-
-def check_otlp(otlp_path: object, mcp_path: object, health_path: object, span_recorder: object) -> None:
-    """Refuse a bad ``otlp_path`` (a route path other than the MCP and health paths, or ``None``) or a
-    ``span_recorder`` that is not a :class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`
-    (``ValueError``)."""
-    if otlp_path is not None:
-        why = check_path(otlp_path)
-        if why is not None:
-            raise ValueError(f"Sidecar: otlp_path {why} (or None: no OTLP receiver), got {otlp_path!r}")
-        if otlp_path in (mcp_path, health_path):
-            raise ValueError(
-                f"Sidecar: otlp_path must differ from mcp_path and health_path, got {otlp_path!r} for both"
-            )
-    if span_recorder is not None:
-        from pytest_mcpfaults.spans.recorder import SpanRecorder
-
-        if not isinstance(span_recorder, SpanRecorder):
-            raise ValueError(
-                "Sidecar: span_recorder must be a pytest_mcpfaults.SpanRecorder or None, "
-                f"got {span_recorder!r}"
-            )
 
 
 def check_transport(
@@ -290,9 +200,7 @@ def check_transport(
         )
     taken: dict[str, object] = {"mcp_path": mcp_path, "health_path": health_path}
     for name, path in (("sse_path", sse_path), ("messages_path", messages_path)):
-        why = check_path(path)
-        if why is not None:
-            raise ValueError(f"Sidecar: {name} {why}, got {path!r}")
+        check_path_option("Sidecar", name, path)
         other = next((n for n, p in taken.items() if p == path), None)
         if other is not None:
             raise ValueError(f"Sidecar: {name} and {other} must differ, both are {path!r}")
@@ -325,19 +233,10 @@ def check_upstream_serve(command: object, upstream: object) -> list[str] | None:
     as a list. It serves ``upstream=``, which it needs; port 0 there needs ``{port}`` in it."""
     if command is None:
         return None
-    if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
-        raise ValueError(
-            "Sidecar: upstream_serve must be a list of strings, the program and its arguments "
-            f"(['python', 'server.py', '{{port}}']), got {command!r}"
-        )
-    if not command or any(not isinstance(c, str) or not c for c in command):
-        raise ValueError(
-            "Sidecar: upstream_serve must be a non-empty list of non-empty strings (the program and its "
-            f"arguments), got {command!r}"
-        )
+    command = _check_command("upstream_serve", command, "['python', 'server.py', '{port}']")
     if upstream is None:
         raise ValueError(
-            f"Sidecar: upstream_serve={list(command)!r} serves the HTTP upstream, which upstream= names "
+            f"Sidecar: upstream_serve={command!r} serves the HTTP upstream, which upstream= names "
             "(upstream='http://127.0.0.1:0/mcp' with '{port}' in the command: a free port); give upstream="
         )
     try:
@@ -347,9 +246,9 @@ def check_upstream_serve(command: object, upstream: object) -> list[str] | None:
     if port == 0 and not any("{port}" in c for c in command):
         raise ValueError(
             f"Sidecar: upstream={upstream!r} asks for a free port, which the server must be told: put "
-            f"'{{port}}' in upstream_serve (got {list(command)!r})"
+            f"'{{port}}' in upstream_serve (got {command!r})"
         )
-    return list(command)
+    return command
 
 
 def check_upstream_command(
@@ -359,20 +258,10 @@ def check_upstream_command(
     arguments it makes meaningless; return it as a list."""
     if command is None:
         return None
-    if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
-        raise ValueError(
-            f"Sidecar: upstream_command must be a list of strings, the program and its arguments "
-            f"(['python', 'server.py']), got {command!r}"
-        )
-    bad = [c for c in command if not isinstance(c, str) or not c]
-    if not command or bad:
-        raise ValueError(
-            "Sidecar: upstream_command must be a non-empty list of non-empty strings (the program and its "
-            f"arguments), got {command!r}"
-        )
+    command = _check_command("upstream_command", command, "['python', 'server.py']")
     if upstream is not None:
         raise ValueError(
-            f"Sidecar: upstream={upstream!r} and upstream_command={list(command)!r} both name the upstream; "
+            f"Sidecar: upstream={upstream!r} and upstream_command={command!r} both name the upstream; "
             "give one: upstream= for an HTTP server, upstream_command= for a stdio server the sidecar spawns"
         )
     if upstream_health is not None:
@@ -392,4 +281,4 @@ def check_upstream_command(
             f"Sidecar: tools= are served by the fake; with upstream_command= the tools are the child's own "
             f"(got {len(tools)} tool(s))"
         )
-    return list(command)
+    return command

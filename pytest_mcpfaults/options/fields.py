@@ -1,25 +1,17 @@
 """The sidecars' options: :class:`SidecarOptions`, one frozen dataclass validated once, built by every
 backend (:func:`build_options`) and read by the core where it uses them.
 
-Each field carries what everything else derives from it (its :class:`Option`): its help text, its
-``serve`` flag and the parser of that flag's text, and which backends take it. Read from here:
-
-* the ``Sidecar`` constructor's keywords, signature, types (for mypy, :func:`takes_options`) and the
-  ``Args`` of its docstring;
-* the ``mcp_sidecar`` marker (its valid arguments, checked at collection) and ``mcp_sidecar_factory``;
-* ``serve``'s flags (:func:`add_serve_flags`) and how its parsed arguments become options
-  (:func:`options_from_args`);
-* the options table of docs/sidecar.md and the ``serve`` flags table of docs/cli.md, made when the
-  docs site is built (docs/hooks.py).
-
-Adding an option is its field here (with its check in :meth:`SidecarOptions.__post_init__` when the
-type alone does not say what is valid), its use, and its test.
+Each field's :class:`Option` (help, ``serve`` flag and its parser, backends) is what the constructor's
+signature and ``Args``, the marker, the factory, ``serve``'s flags and the docs tables (docs/hooks.py)
+are read from: adding an option is its field here (with its check in
+:meth:`SidecarOptions.__post_init__` when its type does not say what is valid), its use, and its test.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +23,7 @@ from pytest_mcpfaults.behaviour.server_requests import check_outbound_plan
 from pytest_mcpfaults.mcp.builtin import tool_sets_help
 from pytest_mcpfaults.mcp.endpoint import ERAS, Era
 from pytest_mcpfaults.mcp.surface import Prompt, Resource, ResourceTemplate, check_surface
-from pytest_mcpfaults.mcp.tools import DEFAULT_TOOL_SETS, Tool
+from pytest_mcpfaults.mcp.tools import DEFAULT_TOOL_SETS, TOOL_SETS, Tool
 from pytest_mcpfaults.options.checks import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_OTLP_PATH,
@@ -42,14 +34,13 @@ from pytest_mcpfaults.options.checks import (
     TRANSPORTS,
     WHO,
     ReplyMode,
-    check_endpoints,
-    check_otlp,
+    check_path_option,
     check_strings,
     check_transport,
-    check_upstream,
     check_upstream_command,
     check_upstream_headers,
     check_upstream_serve,
+    check_upstream_url,
 )
 from pytest_mcpfaults.options.text import (
     auth_text,
@@ -223,18 +214,16 @@ class SidecarOptions:
         None, help="the backend URL named in `BackendGone` payloads.", backends=_ALL
     )
     tool_timeout: float | None = option(
-        DEFAULT_TOOL_TIMEOUT, help="seconds one tool handler call may take; past it the client gets a "
-        "tool error naming the tool, and so does the test (a `SidecarError`), except for the built-in "
-        "`sleep`, whose length is the client's. `None`: unbounded.", flag="--tool-timeout",
-        parse=seconds_text, metavar="SECONDS|none", backends=_STDIO,
+        DEFAULT_TOOL_TIMEOUT, help="seconds one tool handler call may take (but the built-in `sleep`); "
+        "past it the client gets a tool error naming the tool, the test a `SidecarError`. `None`: "
+        "unbounded.", flag="--tool-timeout", parse=seconds_text, metavar="SECONDS|none", backends=_STDIO,
         cli_help=f"seconds a tool call may run before it is answered as an error (default "
         f"{DEFAULT_TOOL_TIMEOUT:g}; 'none': unbounded)",
     )  # fmt: skip
     idle_timeout: float | None = option(
-        DEFAULT_IDLE_TIMEOUT, help="seconds a connection may go without a complete request, from its "
-        "opening or its last answer: then the sidecar closes it (`ConnectionRecord.timed_out`). Bounds "
-        "idle keep-alive connections and clients sending their headers slowly. `None`: never.",
-        flag="--idle-timeout", parse=seconds_text, metavar="SECONDS|none",
+        DEFAULT_IDLE_TIMEOUT, help="seconds a connection may go without a complete request (idle, or "
+        "sending its headers slowly) before the sidecar closes it (`ConnectionRecord.timed_out`). "
+        "`None`: never.", flag="--idle-timeout", parse=seconds_text, metavar="SECONDS|none",
         cli_help=f"seconds a connection may stay without a complete request (default "
         f"{DEFAULT_IDLE_TIMEOUT:g}; 'none': unbounded)",
     )  # fmt: skip
@@ -267,9 +256,9 @@ class SidecarOptions:
         cli_help="legacy SSE message path (default /messages)",
     )  # fmt: skip
     upstream: str | None = option(
-        None, help="proxy mode: the URL of a real MCP server (`'http://127.0.0.1:9000/mcp'`) that answers "
-        "every request the plan does not answer, in place of the fake's endpoint and tools. Loopback "
-        "only unless `allow_remote_upstream=True`.", flag="--upstream", metavar="URL", exclusive="upstream",
+        None, help="proxy mode: a real MCP server's URL (`'http://127.0.0.1:9000/mcp'`) answering every "
+        "request the plan does not, in place of the fake's. Loopback only unless `allow_remote_upstream`.",
+        flag="--upstream", metavar="URL", exclusive="upstream",
         cli_help="proxy mode: forward every request the faults do not answer to this real MCP server "
         "(e.g. http://127.0.0.1:9000/mcp) instead of serving the fake's tools; loopback only unless "
         "--allow-remote-upstream",
@@ -282,12 +271,10 @@ class SidecarOptions:
         "answers it itself)",
     )  # fmt: skip
     upstream_timeout: float | None = option(
-        DEFAULT_UPSTREAM_TIMEOUT, help="proxy mode: seconds the upstream may take to connect and send its "
-        "status line and headers, and then between two chunks of a POST's body; past it the client gets "
-        "504 (or a reset, once the status line was relayed). A long-lived event stream's body (a `GET`'s, "
-        "a `subscriptions/listen`'s) is not bounded: it may be silent for as long as the server has "
-        "nothing to say. `None`: unbounded.",
-        flag="--upstream-timeout", parse=seconds_text, metavar="SECONDS|none",
+        DEFAULT_UPSTREAM_TIMEOUT, help="proxy mode: seconds the upstream may take to send its headers, "
+        "then between two chunks of a POST's body; past it the client gets 504 (or a reset, once the "
+        "status line was relayed). A `GET`'s or `subscriptions/listen`'s event stream is not bounded. "
+        "`None`: unbounded.", flag="--upstream-timeout", parse=seconds_text, metavar="SECONDS|none",
         cli_help=f"proxy mode: seconds the upstream may take to send its headers, and then between two "
         f"chunks of a POST's body (default {DEFAULT_UPSTREAM_TIMEOUT:g}; 'none': unbounded); past it: 504",
     )  # fmt: skip
@@ -296,36 +283,34 @@ class SidecarOptions:
         cli_help="allow an --upstream that is not loopback",
     )  # fmt: skip
     upstream_command: Sequence[str] | None = option(
-        None, help="proxy mode with a stdio MCP server as the upstream: the program and its arguments "
-        "(`['python', 'server.py']`), spawned at start and killed at stop by the sidecar, which keeps the "
-        "HTTP sessions itself. Not with `upstream`.", flag="--upstream-command", parse=command_text,
-        metavar="'CMD ARGS'", exclusive="upstream",
+        None, help="proxy mode with a stdio MCP server: the program and its arguments (`['python', "
+        "'server.py']`), spawned and killed with the sidecar, which keeps the HTTP sessions. Not with "
+        "`upstream`.", flag="--upstream-command", parse=command_text, metavar="'CMD ARGS'",
+        exclusive="upstream",
         cli_help="proxy mode with a stdio MCP server: spawn this command (split as a shell would, e.g. "
         "'python server.py --flag'), forward to it over its stdin/stdout, kill it at exit",
     )  # fmt: skip
     upstream_serve: Sequence[str] | None = option(
-        None, help="proxy mode (`upstream=`): the command that serves the upstream (`['python', "
-        "'server.py', '{port}']`), run by the sidecar, which owns its lifecycle: started (and waited for "
-        "until it accepts connections) when the sidecar starts, killed when it stops, and in between "
-        "stopped, gracefully or not, and started again with `Sidecar.upstream_server` (docs/proxy.md). "
-        "`{port}` in an argument is the port of `upstream=`; port 0 there picks a free one.",
+        None, help="proxy mode (`upstream=`): the command serving the upstream (`['python', 'server.py', "
+        "'{port}']`; `{port}` is the port of `upstream=`, 0 there picks a free one), started (until it "
+        "accepts connections) and killed with the sidecar, stopped and started in between with "
+        "`Sidecar.upstream_server` (docs/proxy.md).",
     )  # fmt: skip
     upstream_headers: Mapping[str, str | None] | None = option(
         None, help="proxy mode (`upstream=`): headers rewritten on every forwarded request, a value sent "
-        "in place of the client's, `None` not forwarded (`{'Authorization': None}`). By default every "
-        "end-to-end header is passed through as the client sent it.", flag="--upstream-header",
-        metavar="'NAME: VALUE'|NAME", repeat=True, collect=upstream_headers_text,
+        "in place of the client's, `None` not forwarded (`{'Authorization': None}`); the others pass as "
+        "sent.", flag="--upstream-header", metavar="'NAME: VALUE'|NAME", repeat=True,
+        collect=upstream_headers_text,
         cli_help="proxy mode: send this header to the upstream in place of the client's ('NAME: VALUE'), "
         "or do not forward it (NAME alone); repeatable",
     )  # fmt: skip
 
     auth: str | Sequence[str] | None = option(
-        None, help="the sidecar as an OAuth-protected resource (docs/auth.md): `'oauth'` (the MCP endpoint "
-        "asks for bearer tokens the sidecar issues itself, at its token endpoint, described by its "
-        "`/.well-known/` metadata; clients may register and sign in with the authorization code grant "
-        "and PKCE, approved at once) or a list of the bearer tokens it accepts; a request without one is "
-        "answered 401 with `WWW-Authenticate: Bearer resource_metadata=...`. The auth fault kinds need it. "
-        "`None`: no authorization.", flag="--auth", parse=auth_text, metavar="oauth|TOKEN,...",
+        None, help="the sidecar as an OAuth-protected resource (docs/auth.md): `'oauth'` (bearer tokens "
+        "the sidecar issues, described by its `/.well-known/` metadata; clients may register and sign in "
+        "with the authorization code grant and PKCE, approved at once) or a list of the tokens it accepts; "
+        "a request without one is answered 401. The auth fault kinds need it. `None`: no authorization.",
+        flag="--auth", parse=auth_text, metavar="oauth|TOKEN,...",
         cli_help="require bearer tokens on the MCP endpoint: 'oauth' (the sidecar issues them: "
         "authorization_code with PKCE, client_credentials and refresh_token grants) or comma-separated "
         "accepted tokens",
@@ -376,17 +361,14 @@ class SidecarOptions:
             self.upstream_command, self.upstream, self.upstream_health, self.era, self.get_stream, self.tools
         )
         era, reply = check_options(self)
-        check_otlp(self.otlp_path, self.mcp_path, self.health_path, self.span_recorder)
         transport = check_transport(
             self.transport, self.sse_path, self.messages_path, self.mcp_path, self.health_path, era, reply,
             self.get_stream, self.upstream if self.upstream is not None else command,
         )  # fmt: skip
         check_upstream_headers(self.upstream_headers, self.upstream)
         serve = check_upstream_serve(self.upstream_serve, self.upstream)
-        auth = check_auth(self.auth)
-        if auth is not None and (
-            self.upstream is not None or command is not None or transport != "streamable_http"
-        ):
+        auth, proxied = check_auth(self.auth), self.upstream is not None or command is not None
+        if auth is not None and (proxied or transport != "streamable_http"):
             raise ValueError(
                 f"Sidecar: auth={self.auth!r} is for the fake's own Streamable HTTP endpoint: not with "
                 "upstream= / upstream_command= (proxy mode) nor with transport='sse' or 'both'"
@@ -398,7 +380,7 @@ class SidecarOptions:
             upstream_command=command, tools=self.tools, transport=transport,
         )  # fmt: skip
         resources, prompts = check_surface(WHO[self.backend], self.resources, self.prompts)
-        if (resources or prompts) and (self.upstream is not None or command):
+        if (resources or prompts) and proxied:
             raise ValueError(
                 "Sidecar: resources= and prompts= are served by the fake; with an upstream they are the "
                 f"upstream's own (got {len(resources)} resource(s), {len(prompts)} prompt(s) and an upstream)"
@@ -407,7 +389,7 @@ class SidecarOptions:
         if self.backend == "socket":
             F.check_transport(plan, "http", "Sidecar faults=")
             check_auth_plan(plan, auth, "Sidecar faults=")
-            check_outbound_plan(plan, self.upstream is not None or bool(command), "Sidecar faults=")
+            check_outbound_plan(plan, proxied, "Sidecar faults=")
         for name, value in (
             ("era", era), ("reply", reply), ("transport", transport), ("upstream_command", command),
             ("upstream_serve", serve), ("faults", plan), ("auth", auth), *cassettes.items(),
@@ -432,7 +414,18 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
         )
     if not (is_count(opts.port) and opts.port <= 65535):
         raise ValueError(f"{who}: port must be an integer in 0..65535 (0: any free port), got {opts.port!r}")
-    modes = check_endpoints(who, opts.mcp_path, opts.health_path, opts.era, opts.reply, opts.tool_sets)
+    check_path_option(who, "mcp_path", opts.mcp_path)
+    if opts.health_path is not None:
+        check_path_option(who, "health_path", opts.health_path)
+    if opts.health_path == opts.mcp_path:
+        raise ValueError(f"{who}: health_path and mcp_path must differ, both are {opts.mcp_path!r}")
+    era, reply, sets = opts.era, opts.reply, opts.tool_sets
+    if era not in ERAS:
+        raise ValueError(f"{who}: era must be one of {', '.join(map(repr, ERAS))}, got {era!r}")
+    if reply not in REPLY_MODES:
+        raise ValueError(f"{who}: reply must be 'json' or 'sse', got {reply!r}")
+    if isinstance(sets, str) or not isinstance(sets, Iterable) or any(s not in TOOL_SETS for s in sets):
+        raise ValueError(f"{who}: tool_sets must be a list drawn from {list(TOOL_SETS)}, got {sets!r}")
     if opts.patience is not None and not is_positive_seconds(opts.patience):
         raise ValueError(
             f"{who}: patience must be a positive number of seconds or None, got {opts.patience!r}"
@@ -451,73 +444,98 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
             f"{who}: faults must be a list of faults (or fault specs), got {opts.faults!r}; "
             f"for one, write [{opts.faults!r}]"
         )
-    check_upstream(
-        opts.upstream, opts.upstream_health, opts.upstream_timeout, opts.allow_remote_upstream,
-        opts.health_path, opts.get_stream, opts.tools, any_port=opts.upstream_serve is not None,
-    )  # fmt: skip
-    for name, value in (("tool_timeout", opts.tool_timeout), ("idle_timeout", opts.idle_timeout)):
+    _check_upstream(opts)
+    for name in ("tool_timeout", "idle_timeout", "upstream_timeout"):
+        value = getattr(opts, name)
         if value is not None and not is_positive_seconds(value):
             raise ValueError(
                 f"{who}: {name} must be a positive, finite number of seconds or None (unbounded), "
                 f"got {value!r}"
             )
-    return modes
+    if opts.otlp_path is not None:
+        check_path_option("Sidecar", "otlp_path", opts.otlp_path, " (or None: no OTLP receiver)")
+        if opts.otlp_path in (opts.mcp_path, opts.health_path):
+            raise ValueError(
+                "Sidecar: otlp_path must differ from mcp_path and health_path, got "
+                f"{opts.otlp_path!r} for both"
+            )
+    if opts.span_recorder is not None:
+        from pytest_mcpfaults.spans.recorder import SpanRecorder
+
+        if not isinstance(opts.span_recorder, SpanRecorder):
+            raise ValueError(
+                "Sidecar: span_recorder must be a pytest_mcpfaults.SpanRecorder or None, "
+                f"got {opts.span_recorder!r}"
+            )
+    return era, reply  # narrowed by the two `in` checks above
+
+
+def _check_upstream(opts: SidecarOptions) -> None:
+    """The proxy-mode arguments, and the fake-only ones that make no sense with an upstream (its tools
+    and its GET stream are the upstream's own)."""
+    upstream, health, allow = opts.upstream, opts.upstream_health, opts.allow_remote_upstream
+    check_bool("Sidecar", "allow_remote_upstream", allow)
+    if upstream is None:
+        if health is not None:
+            raise ValueError(
+                f"Sidecar: upstream_health={health!r} needs an upstream (upstream='http://...'); "
+                "without one the sidecar serves /health itself"
+            )
+        if allow:
+            raise ValueError("Sidecar: allow_remote_upstream=True needs an upstream (upstream='http://...')")
+        return
+    why = check_upstream_url(upstream, allow, any_port=opts.upstream_serve is not None)
+    if why is not None:
+        raise ValueError(f"Sidecar: upstream {why}, got {upstream!r}")
+    if health is not None:
+        check_path_option("Sidecar", "upstream_health", health, " (the upstream's health path) or None")
+        if opts.health_path is None:
+            raise ValueError(
+                f"Sidecar: upstream_health={health!r} forwards the sidecar's health path, but "
+                "health_path is None (absent); give health_path too, or leave upstream_health out"
+            )
+    if opts.get_stream is True:
+        raise ValueError(
+            "Sidecar: get_stream=True is the fake's own GET stream; with an upstream, GET on the MCP "
+            "endpoint is forwarded and answered by the upstream"
+        )
+    tools = opts.tools
+    if not isinstance(tools, (str, bytes)) and isinstance(tools, Sequence) and tools:
+        raise ValueError(
+            "Sidecar: tools= are served by the fake; with an upstream the tools are the upstream's own "
+            f"(got {len(tools)} tool(s) and upstream={upstream!r})"
+        )
 
 
 def build_options(given: Mapping[str, Any], backend: str = "socket") -> SidecarOptions:
     """:class:`SidecarOptions` of ``backend`` from keyword arguments, over the backend's defaults
     (:data:`BACKEND_DEFAULTS`). An argument that is no option of the backend is a ``TypeError`` naming
     it and what the backend takes, prefixed with who it is (:data:`WHO`)."""
-    cls, who, takes = SidecarOptions, WHO[backend], _takes(backend)
-    if not _names(cls).issuperset(given):
-        names = [f.name for f, _ in option_fields(cls)]
-        unknown = sorted(set(given) - set(names))[0]
-        if backend == "socket":
-            raise TypeError(f"{who}: unknown argument {unknown!r}; valid arguments: {', '.join(names)}")
-        raise TypeError(f"{who}: {unknown!r} is not an option; the {backend} backend takes {takes}")
-    other = next((name for name in sorted(given) if backend not in _option(cls, name).backends), None)
+    who, backends = WHO[backend], {f.name: opt.backends for f, opt in option_fields()}
+    takes = ", ".join(name for name, on in backends.items() if backend in on)
+    unknown = sorted(given - backends.keys())
+    if unknown and backend == "socket":
+        raise TypeError(f"{who}: unknown argument {unknown[0]!r}; valid arguments: {', '.join(backends)}")
+    if unknown:
+        raise TypeError(f"{who}: {unknown[0]!r} is not an option; the {backend} backend takes {takes}")
+    other = next((name for name in sorted(given) if backend not in backends[name]), None)
     if other is not None:
-        owners = " and ".join(WHO[b] for b in _option(cls, other).backends)
+        owners = " and ".join(WHO[b] for b in backends[other])
         raise TypeError(
             f"{who}: {other!r} is an option of {owners.replace('Sidecar', 'the socket Sidecar', 1)} only; "
             f"the {backend} backend takes {takes}"
         )
-    return cls(**{**BACKEND_DEFAULTS.get(backend, {}), **given}, backend=backend)
+    return SidecarOptions(**{**BACKEND_DEFAULTS.get(backend, {}), **given}, backend=backend)
 
 
-def _option(cls: type[SidecarOptions], name: str) -> Option:
-    return next(opt for f, opt in option_fields(cls) if f.name == name)
-
-
-def _takes(backend: str) -> str:
-    return ", ".join(f.name for f, opt in option_fields() if backend in opt.backends)
-
-
-def option_fields(cls: type[SidecarOptions] | None = None) -> list[tuple[dataclasses.Field[Any], Option]]:
-    """Every field of ``cls`` (default: :class:`SidecarOptions`) with its :class:`Option`, in order."""
-    return list(_fields(cls or SidecarOptions))
-
-
-#: Per options class: its fields with their Option, and their names.
-_DERIVED: dict[type, tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str]]] = {}
-
-
-def _derived(
-    cls: type[SidecarOptions],
-) -> tuple[tuple[tuple[dataclasses.Field[Any], Option], ...], frozenset[str]]:
-    found = _DERIVED.get(cls)
-    if found is None:
-        fields = tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
-        found = _DERIVED[cls] = (fields, frozenset(f.name for f, _ in fields))
-    return found
-
-
+@functools.cache
 def _fields(cls: type[SidecarOptions]) -> tuple[tuple[dataclasses.Field[Any], Option], ...]:
-    return _derived(cls)[0]
+    return tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
 
 
-def _names(cls: type[SidecarOptions]) -> frozenset[str]:
-    return _derived(cls)[1]
+def option_fields() -> list[tuple[dataclasses.Field[Any], Option]]:
+    """Every field of :class:`SidecarOptions` with its :class:`Option`, in order."""
+    return list(_fields(SidecarOptions))
 
 
 P = ParamSpec("P")
@@ -525,15 +543,13 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def _args_doc(cls: type[SidecarOptions]) -> str:
-    lines = ["", "    Args:"]
-    for f, opt in option_fields(cls):
-        text = opt.help.replace("`", "``")
-        lines.append(f"        {f.name}: {text}")
-    return "\n".join(lines) + "\n"
+def _args_doc() -> str:
+    return "\n    Args:\n" + "".join(
+        f"        {f.name}: {o.help.replace('`', '``')}\n" for f, o in option_fields()
+    )
 
 
-def with_options(backend: str, cls: type[SidecarOptions] | None = None) -> Callable[[T], T]:
+def with_options(backend: str) -> Callable[[T], T]:
     """Give a method taking ``**options`` the signature of ``backend``'s options: its own named
     parameters, then each option the backend takes with the backend's default
     (``inspect.signature``: the marker's valid arguments)."""
@@ -541,11 +557,10 @@ def with_options(backend: str, cls: type[SidecarOptions] | None = None) -> Calla
     def wrap(method: T) -> T:
         own = inspect.signature(method)  # type: ignore[arg-type]
         params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        defaults = BACKEND_DEFAULTS.get(backend, {})
-        for f, opt in option_fields(cls):
+        defaults, fields = BACKEND_DEFAULTS.get(backend, {}), inspect.signature(SidecarOptions).parameters
+        for f, opt in option_fields():
             if backend in opt.backends:
-                param = inspect.signature(cls or SidecarOptions).parameters[f.name]
-                params.append(param.replace(default=defaults.get(f.name, param.default)))
+                params.append(fields[f.name].replace(default=defaults.get(f.name, f.default)))
         method.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
         return method
 
@@ -555,14 +570,13 @@ def with_options(backend: str, cls: type[SidecarOptions] | None = None) -> Calla
 def takes_options(
     cls: Callable[P, SidecarOptions],
 ) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, P], R]]:
-    """Give a method taking ``**options`` the keywords of ``cls`` (an options class): its signature
-    (:func:`with_options`), the types mypy checks a call against, and an ``Args`` section in its
-    docstring."""
+    """Give a method taking ``**options`` the keywords of ``cls`` (:class:`SidecarOptions`): its
+    signature (:func:`with_options`), the types mypy checks a call against, and an ``Args`` section in
+    its docstring."""
 
     def wrap(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
-        assert isinstance(cls, type)
-        method.__doc__ = (method.__doc__ or "") + _args_doc(cls)
-        return with_options("socket", cls)(method)
+        method.__doc__ = (method.__doc__ or "") + _args_doc()
+        return with_options("socket")(method)
 
     return wrap
 
@@ -570,57 +584,49 @@ def takes_options(
 def documents_options(cls: type[T]) -> type[T]:
     """Class decorator: append the ``Args`` of :class:`SidecarOptions` (as it is when the class is
     made) to the class docstring, where ``help()`` and the API page read a constructor's arguments."""
-    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + _args_doc(SidecarOptions)
+    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + _args_doc()
     return cls
 
 
-def add_serve_flags(parser: argparse.ArgumentParser, cls: type[SidecarOptions] | None = None) -> None:
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     """``serve``'s flag of every option that has one, in the options' order; each flag's ``dest`` is
     argparse's own (``--upstream-header`` -> ``upstream_header``)."""
-    groups: dict[str, Any] = {}
-    for f, opt in option_fields(cls):
+    groups: dict[str | None, Any] = {None: parser}
+    for f, opt in option_fields():
         if opt.flag is None:
             continue
-        target: Any = parser
-        if opt.none_flag is not None:
-            target = parser.add_mutually_exclusive_group()
-        elif opt.exclusive is not None:
-            if opt.exclusive not in groups:
-                groups[opt.exclusive] = parser.add_mutually_exclusive_group()
-            target = groups[opt.exclusive]
+        group = opt.exclusive or (opt.flag if opt.none_flag is not None else None)
+        if group not in groups:
+            groups[group] = parser.add_mutually_exclusive_group()
         text = opt.cli_help or opt.help
         if opt.switch:
-            target.add_argument(opt.flag, action="store_true", help=text)
+            groups[group].add_argument(opt.flag, action="store_true", help=text)
             continue
-        kwargs: dict[str, Any] = {"help": text, "metavar": opt.metavar}
+        kwargs: dict[str, Any] = {"help": text, "type": opt.parse, "default": f.default}
         if opt.choices is not None:
-            kwargs = {"help": text, "choices": opt.choices}
-        if opt.parse is not None:
-            kwargs["type"] = opt.parse
+            kwargs["choices"] = opt.choices
+        else:
+            kwargs["metavar"] = opt.metavar
         if opt.repeat:
             kwargs.update(action="append", default=[])
-        else:
-            kwargs["default"] = f.default
-        target.add_argument(opt.flag, **kwargs)
+        groups[group].add_argument(opt.flag, **kwargs)
         if opt.none_flag is not None:
-            target.add_argument(opt.none_flag[0], action="store_true", help=opt.none_flag[1])
+            groups[group].add_argument(opt.none_flag[0], action="store_true", help=opt.none_flag[1])
 
 
 def _dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
 
-def options_from_args(args: argparse.Namespace, cls: type[SidecarOptions] | None = None) -> dict[str, Any]:
+def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The ``Sidecar`` keywords ``serve``'s parsed flags give (options without a flag keep their
     defaults)."""
     out: dict[str, Any] = {}
-    for f, opt in option_fields(cls):
+    for f, opt in option_fields():
         if opt.flag is None:
             continue
         value = getattr(args, _dest(opt.flag))
         if opt.none_flag is not None and getattr(args, _dest(opt.none_flag[0])):
             value = None
-        if opt.repeat and opt.collect is not None:
-            value = opt.collect(value)
-        out[f.name] = value
+        out[f.name] = value if opt.collect is None else opt.collect(value)
     return out

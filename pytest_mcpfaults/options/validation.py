@@ -1,12 +1,7 @@
-"""Argument checks shared across the package (Hypothesis' ``internal/validation.py`` is the model).
-
-Two layers. The predicates (``is_*``) say whether a value is acceptable and nothing else: every place
-that checks "a positive number of seconds" or "a count" asks them, so the rule is written once, and
-each caller raises its own exception type with its own message (``ValueError`` for ``Sidecar`` and
-the faults, ``argparse.ArgumentTypeError`` in the CLI, ``pytest.UsageError`` for ini options,
-Hypothesis' ``InvalidArgument`` in the strategies). The checks (``check_*``) are the fault and trigger
-types' own: they refuse a bad value with a ``ValueError`` that names the owner, the argument and the
-value, and says what would be valid. Standard library only (no pytest, Hypothesis or argparse).
+"""Argument checks shared across the package (as Hypothesis' ``internal/validation.py``), standard library
+only. The predicates (``is_*``) write each rule once, and each caller raises its own exception with its
+own message (``ValueError``, ``ArgumentTypeError``, ``UsageError``, ``InvalidArgument``); the checks
+(``check_*``) raise the ``ValueError`` naming the owner, the argument, the value and what is valid.
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ __all__ = [
 
 
 def is_finite_number(value: object) -> TypeGuard[float]:
-    """Whether ``value`` is an ``int`` or ``float`` (not a bool) that is finite: NaN, infinity and an
-    int too large for a float (``10**400``: no timer can take it) are not."""
+    """Whether ``value`` is a finite ``int`` or ``float``, not a bool (``10**400``: no timer can take it)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     try:
@@ -48,8 +42,7 @@ _USUAL_LOOPBACK = frozenset(("127.0.0.1", "::1", "localhost"))
 
 
 def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` is ``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``); a name
-    that is not an IP address (``example.test``, ``''``) is not."""
+    """Whether ``host`` is ``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``)."""
     if host in _USUAL_LOOPBACK:
         return True  # the common spellings, without parsing an address each time
     try:
@@ -59,8 +52,7 @@ def is_loopback_host(host: str) -> bool:
 
 
 def is_positive_seconds(value: object) -> TypeGuard[float]:
-    """Whether ``value`` is a duration a timer can take: a finite number (:func:`is_finite_number`)
-    ``> 0``. Zero, negatives, NaN, infinity, bools and strings are not."""
+    """Whether ``value`` is a duration a timer can take: a finite number ``> 0``."""
     return is_finite_number(value) and value > 0
 
 
@@ -97,8 +89,7 @@ MAX_FAULT_SECONDS = 3600.0
 
 
 def check_bool(owner: str, name: str, value: object, *, optional: bool = False) -> None:
-    """Refuse anything but ``True`` or ``False`` (``'false'``, ``0``, ``None`` included; ``None`` is
-    taken with ``optional``)."""
+    """Refuse anything but ``True`` or ``False`` (or ``None``, with ``optional``)."""
     if value is None and optional:
         return
     if not isinstance(value, bool):
@@ -113,27 +104,24 @@ def check_seconds(
     *,
     optional: bool = False,
     positive: bool = False,
-    maximum: float = MAX_FAULT_SECONDS,
 ) -> None:
     """Refuse anything but a finite number of seconds (``>= 0``, or ``> 0`` with ``positive``) up to
-    ``maximum``: a bool, a string, NaN and infinity included. The message names ``owner``, ``name``,
-    what is valid and the value."""
+    :data:`MAX_FAULT_SECONDS`."""
     if value is None and optional:
         return
     want = "a finite positive number of seconds" if positive else "a finite non-negative number of seconds"
     if not is_finite_number(value) or value < 0 or (positive and value == 0):
         raise ValueError(f"{owner}: {name} must be {want}{' or None' if optional else ''}, got {value!r}")
-    if value > maximum:
+    if value > MAX_FAULT_SECONDS:
         raise ValueError(
-            f"{owner}: {name} must be at most {maximum:g} seconds (max_fault_seconds; valid: {want} "
-            f"up to {maximum:g}{', or None' if optional else ''}), got {value!r}"
+            f"{owner}: {name} must be at most {MAX_FAULT_SECONDS:g} seconds (max_fault_seconds; valid: "
+            f"{want} up to {MAX_FAULT_SECONDS:g}{', or None' if optional else ''}), got {value!r}"
         )
 
 
 def parse_seconds(text: str, *, off: str = "none") -> float | None:
-    """A duration written as text (an option or ini value): a positive finite number of seconds, or
-    ``None`` for the word ``off`` (any case). Raises ``ValueError`` otherwise; callers turn it into
-    their own error, naming their option."""
+    """A duration written as text: a positive finite number of seconds, or ``None`` for the word ``off``
+    (any case); else ``ValueError``, which callers word as their own."""
     raw = text.strip()
     if raw.lower() == off:
         return None

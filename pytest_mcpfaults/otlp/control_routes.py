@@ -1,13 +1,9 @@
-"""The span routes of the ``serve`` control endpoint: the recorded spans and the invariants' verdict over
-HTTP, so a harness in any language can assert the span invariants in its own test runner
-(``GET``/``DELETE /spans``, ``GET /check``, each ``GET`` with the ``wait_for=`` flush barrier: the
-routes and their parameters are docs/spans.md's).
+"""The span routes of the ``serve`` control endpoint (docs/spans.md): the recorded spans and the
+invariants' verdict over HTTP, so a harness in any language can assert the span invariants.
 
-Nothing here runs on the sidecar's loop but the routing: the answers (the tree, the JSON of every span,
-the verdict) are computed on worker threads of their own (:class:`SpanWork`), and the waits on threads
-of their own, at most :data:`MAX_WAITS` at once (one more is answered 503): a wait never delays a
-control action, an answer, or the sidecar's own traffic. Attribute values JSON has no form for are
-written as the OTLP JSON mapping writes them (NaN and the infinities as strings, bytes as hex).
+Only the routing runs on the sidecar's loop: the answers (seconds over 100k spans) are computed on
+threads of their own, and each ``wait_for=`` wait on one more, at most :data:`MAX_WAITS` at once, so a
+wait never delays a control action, an answer, or the sidecar's own traffic.
 """
 
 from __future__ import annotations
@@ -41,9 +37,7 @@ T = TypeVar("T")
 
 
 class SpanWork:
-    """The threads the span routes run on, none of them the loop's or asyncio's default pool: the
-    answers' (the tree, the verdict and the JSON over every span: seconds with 100k spans) and the
-    waits' (one thread each while it waits, at most ``max_waits``)."""
+    """The threads the span routes run on: the answers', and the waits' (at most ``max_waits``)."""
 
     def __init__(self, max_waits: int = MAX_WAITS) -> None:
         self.max_waits = max_waits
@@ -92,15 +86,10 @@ def _body_json(status: int, body: bytes) -> web.Response:
     return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")
 
 
-#: Floats JSON has no number for, written as the OTLP JSON mapping writes them.
-_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
-
-
 def _value(value: Any) -> Any:
-    """An attribute value as JSON: non-finite floats as strings (``"NaN"``, ``"Infinity"``,
-    ``"-Infinity"``), arrays as lists, key-value lists as objects, bytes as hex."""
+    """An attribute value as JSON: non-finite floats as strings, as the OTLP JSON mapping writes them."""
     if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else _NON_FINITE[value]
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, (tuple, list)):
         return [_value(v) for v in value]
     if isinstance(value, Mapping):
@@ -113,10 +102,7 @@ def _attrs(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _plain(value: object) -> object:
-    """JSON for values JSON has no form for (``_value`` handles attributes): bytes as hex."""
-    if isinstance(value, bytes):
-        return value.hex()
-    return repr(value)
+    return value.hex() if isinstance(value, bytes) else repr(value)
 
 
 def span_json(span: RecordedSpan) -> dict[str, Any]:
@@ -201,9 +187,7 @@ def _spans_text(recorder: SpanRecorder) -> str:
 def _check_json(
     recorder: SpanRecorder, session: tuple[str, ...], cleanup: tuple[str, ...], gate: Mapping[str, Any]
 ) -> str:
-    """The body of ``GET /check``: the verdict, each violation with its span, the text, what was checked
-    and what the span limit dropped; ``gate``: ``gate_violations``' keyword arguments (the gate's
-    settings)."""
+    """The body of ``GET /check``; ``gate``: ``gate_violations``' keyword arguments."""
     from pytest_mcpfaults.invariants import format_violations
 
     spans = recorder.spans()
@@ -224,8 +208,7 @@ def _check_json(
 
 
 def _guarded(route: Route) -> Route:
-    """``route``, answering its :class:`_Refused` as a JSON error with that status (503: with
-    ``Retry-After``)."""
+    """``route``, answering its :class:`_Refused` as a JSON error."""
 
     async def run(request: web.BaseRequest) -> web.StreamResponse:
         try:
@@ -240,8 +223,7 @@ def _guarded(route: Route) -> Route:
 
 
 def span_routes(sidecar: Sidecar, work: SpanWork) -> dict[tuple[str, str], Route]:
-    """``(method, sub-path) -> handler`` of the span routes, for the control endpoint's routing;
-    ``work``: the threads they run on."""
+    """``(method, sub-path) -> handler`` of the span routes; ``work``: the threads they run on."""
 
     async def get_spans(request: web.BaseRequest) -> web.StreamResponse:
         fmt = request.query.get("format")

@@ -1,15 +1,10 @@
 """The sidecar's OTLP/HTTP trace receiver: ``POST /v1/traces`` answered as the OTLP specification says
-(docs/spans.md, "The receiver"), the spans recorded in the sidecar's
-:class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`.
+(docs/spans.md, "The receiver").
 
-:class:`OtlpReceiver` answers one request (any listener may call it). :class:`OtlpService` is what a
-:class:`~pytest_mcpfaults.Sidecar` holds: the receiver, the recorder spans go to, and the receiver's own
-listener (:class:`OtlpListener`, started on first use of ``Sidecar.otel_env``), which no fault reaches:
-it keeps answering while the sidecar is dead or frozen, so the spans a harness exports after its
-sidecar died still arrive (and ``/_mcpfaults/check``, the mounted control endpoint, can be read).
-
-An export over :data:`DECODE_OFF_LOOP` bytes is decoded on a worker thread of the receiver's own, not
-on the loop every sidecar of the process shares (a 2,000-span export takes some 10 ms to decode).
+The receiver's own listener (:class:`OtlpListener`, started on first use of ``Sidecar.otel_env``) is
+reached by no fault: it keeps answering while the sidecar is dead or frozen, so the spans a harness
+exports after its sidecar died still arrive (and the mounted control endpoint can be read). A large
+export is decoded off the loop every sidecar of the process shares (2,000 spans take some 10 ms).
 """
 
 from __future__ import annotations
@@ -17,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -27,11 +23,11 @@ from pytest_mcpfaults.otlp.decode import (
     JSON,
     PROTOBUF,
     UNIMPLEMENTED,
+    OtlpDecodeError,
     decode_export,
     encode_response,
     encode_status,
 )
-from pytest_mcpfaults.otlp.export import OtlpDecodeError
 from pytest_mcpfaults.transports.connections import Connections
 from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_body
 from pytest_mcpfaults.transports.loop import WorkerPool
@@ -41,7 +37,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["DECODE_OFF_LOOP", "OtlpListener", "OtlpReceiver", "OtlpService", "OtlpStats"]
+__all__ = ["DECODE_OFF_LOOP", "OtlpListener", "OtlpService", "OtlpStats"]
 
 #: Bodies larger than this (bytes, decompressed) are decoded off the loop; smaller ones cost less
 #: than the hop to a thread.
@@ -49,15 +45,15 @@ DECODE_OFF_LOOP = 32 * 1024
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
+@dataclass
 class OtlpStats:
-    """What the receiver took in: exports answered 200, spans recorded and rejected, bad requests."""
+    """What the receiver took in, for the messages of a wait for spans that failed."""
 
-    def __init__(self) -> None:
-        self.exports = 0
-        self.spans = 0
-        self.rejected = 0
-        self.refused = 0  # requests answered 4xx
-        self.last_refusal: str | None = None
+    exports: int = 0
+    spans: int = 0
+    rejected: int = 0
+    refused: int = 0
+    last_refusal: str | None = None
 
     def describe(self) -> str:
         text = f"{self.exports} OTLP export(s) received, {self.spans} span(s) recorded"
@@ -68,28 +64,137 @@ class OtlpStats:
         return text
 
 
-class OtlpReceiver:
-    """Answers OTLP/HTTP trace export requests; ``recorder()`` gives the recorder spans go to."""
+class OtlpListener:
+    """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
+    path (``None``: 404). Its connections are journaled, and held to ``idle_timeout``, as the
+    sidecar's port's are."""
 
     def __init__(
         self,
         journal: Journal,
-        recorder: Callable[[], SpanRecorder],
+        route: Callable[[web.BaseRequest, int], Handler | None],
+        idle_timeout: float | None = None,
+    ) -> None:
+        self._route = route
+        self.conns = Connections(journal, idle_timeout)
+        self._server: asyncio.Server | None = None
+        self._web: ConnectionReportingServer | None = None
+        self.host = ""
+        self.port = 0
+
+    async def start(self, host: str) -> None:
+        self._web = ConnectionReportingServer(
+            self.handle, self.conns.made, self.conns.lost,
+            access_log=None, handler_cancellation=True,
+        )  # fmt: skip
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
+        self.host, self.port = host, self._server.sockets[0].getsockname()[1]
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        conn = self.conns.live.get(request.protocol)
+        if conn is None:  # connection already gone
+            return web.Response(status=500)
+        handler = self._route(request, conn.id)
+        if handler is None:
+            return web.json_response({"error": f"no route {request.path!r} on the OTLP port"}, status=404)
+        conn.busy += 1
+        try:
+            return await handler(request)
+        finally:
+            conn.busy -= 1
+            if request.protocol in self.conns.live:
+                self.conns.arm_idle(conn)
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        for conn in list(self.conns.live.values()):
+            conn.closed_by_us = True
+            conn.transport.abort()
+        for _ in range(3):  # let connection_lost run for the aborted transports
+            await asyncio.sleep(0)
+        if self._web is not None:
+            await self._web.shutdown(0.05)
+
+
+class OtlpService:
+    """What a sidecar holds for spans from other processes: the receiver on ``path`` (``None``: off),
+    the recorder spans go to (the one given, or its own, made on first use) and its own
+    :class:`OtlpListener`, started by :meth:`start_listener`."""
+
+    def __init__(
+        self,
+        path: str | None,
+        journal: Journal,
+        recorder: SpanRecorder | None,
         *,
         max_body_bytes: int,
         body_timeout: float | None,
         on_error: Callable[[str, BaseException], None],
+        mounted: Callable[[str], Handler | None],
     ) -> None:
+        self.path = path
         self.journal = journal
         self._recorder = recorder
-        self.max_body_bytes = max_body_bytes
-        self.body_timeout = body_timeout
+        self._lock = threading.Lock()
+        self._mounted = mounted
         self._on_error = on_error
+        self.max_body_bytes, self.body_timeout = max_body_bytes, body_timeout
         self.stats = OtlpStats()
-        self._decoder = WorkerPool("mcpfaults-otlp-decode", max_workers=1)
+        self._decoder = WorkerPool("mcpfaults-otlp-decode", max_workers=1)  # threads start on first use
+        self.listener: OtlpListener | None = None
+        #: Set by :meth:`close`: waits for spans give up.
+        self.closed = threading.Event()
 
-    def close(self) -> None:
+    def recorder_now(self) -> SpanRecorder:
+        """The recorder received spans go to (made on first use when none was given)."""
+        with self._lock:
+            if self._recorder is None:
+                from pytest_mcpfaults.spans.recorder import SpanRecorder
+
+                self._recorder = SpanRecorder()
+            return self._recorder
+
+    def serves(self, path: str) -> bool:
+        return self.path is not None and path == self.path
+
+    def _side_route(self, request: web.BaseRequest, conn_id: int) -> Handler | None:
+        if self.serves(request.path):
+            return lambda req: self.handle(req, conn_id)
+        return self._mounted(request.path)
+
+    async def start_listener(self, host: str) -> OtlpListener:
+        """Start the receiver's own listener (once) on ``host``; returns it."""
+        if self.listener is None:
+            listener = OtlpListener(self.journal, self._side_route, self.body_timeout)
+            await listener.start(host)
+            self.listener = listener
+        return self.listener
+
+    async def close(self) -> None:
+        self.closed.set()
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            await listener.close()
         self._decoder.close()
+
+    def wait_for_span(self, pattern: str, timeout: float, count: int) -> list[RecordedSpan]:
+        """``SpanRecorder.wait_for_span`` on the recorder; its failure also says what the receiver got."""
+        from pytest_mcpfaults.spans.queries import SpanLookupError
+
+        recorder = self.recorder_now()
+        try:
+            return recorder.wait_for_span(pattern, timeout=timeout, count=count, cancel=self.closed)
+        except SpanLookupError as exc:
+            got = self.stats.describe()
+            if recorder.dropped_received:
+                got += (
+                    f"; {recorder.dropped_received} oldest received span(s) dropped by the span limit "
+                    f"({recorder.received_limit})"
+                )
+            raise SpanLookupError(f"{exc}; the sidecar's OTLP receiver: {got}") from None
 
     async def handle(self, request: web.BaseRequest, conn_id: int) -> web.StreamResponse:
         """Answer one request on connection ``conn_id`` (a journal connection id) and journal it."""
@@ -159,7 +264,7 @@ class OtlpReceiver:
                 decoded = decode_export(body, media)
         except OtlpDecodeError as exc:
             return self._refuse(rid, 400, media, str(exc))
-        recorder = self._recorder()
+        recorder = self.recorder_now()
         rejected, reasons = decoded.rejected, list(decoded.reasons)
         for batch in decoded.batches:
             if recorder.add_received(batch.spans, batch.source) < len(batch.spans):
@@ -170,166 +275,3 @@ class OtlpReceiver:
         self.stats.rejected += rejected
         message = "; ".join(dict.fromkeys(reasons))
         return web.Response(status=200, body=encode_response(media, rejected, message), content_type=media)
-
-
-class OtlpListener:
-    """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
-    path (``None``: 404). Its connections are journaled like the sidecar's; :meth:`close` aborts them.
-    As on the sidecar's port, a connection must bring a complete request within ``idle_timeout`` of
-    opening or of its last answer, or it is closed (``ConnectionRecord.timed_out``)."""
-
-    def __init__(
-        self,
-        journal: Journal,
-        route: Callable[[web.BaseRequest, int], Handler | None],
-        idle_timeout: float | None = None,
-    ) -> None:
-        self.journal = journal
-        self._route = route
-        self.conns = Connections(journal, idle_timeout)
-        self._server: asyncio.Server | None = None
-        self._web: ConnectionReportingServer | None = None
-        self.host = ""
-        self.port = 0
-
-    async def start(self, host: str) -> None:
-        self._web = ConnectionReportingServer(
-            self.handle, self.conns.made, self.conns.lost,
-            access_log=None, handler_cancellation=True,
-        )  # fmt: skip
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
-        self.host, self.port = host, self._server.sockets[0].getsockname()[1]
-
-    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        conn = self.conns.live.get(request.protocol)
-        if conn is None:  # connection already gone
-            return web.Response(status=500)
-        handler = self._route(request, conn.id)
-        if handler is None:
-            return web.json_response({"error": f"no route {request.path!r} on the OTLP port"}, status=404)
-        conn.busy += 1
-        try:
-            return await handler(request)
-        finally:
-            conn.busy -= 1
-            if request.protocol in self.conns.live:
-                self.conns.arm_idle(conn)
-
-    async def close(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-        for conn in list(self.conns.live.values()):
-            conn.closed_by_us = True
-            conn.transport.abort()
-        for _ in range(3):  # let connection_lost run for the aborted transports
-            await asyncio.sleep(0)
-        if self._web is not None:
-            await self._web.shutdown(0.05)
-
-
-class OtlpService:
-    """What a sidecar holds for spans from other processes: the recorder they go to (the one given, or
-    its own, made on first use), the :class:`OtlpReceiver` on ``path`` (``None``: off) and its own
-    :class:`OtlpListener`, started by :meth:`start_listener`."""
-
-    def __init__(
-        self,
-        path: str | None,
-        journal: Journal,
-        recorder: SpanRecorder | None,
-        *,
-        max_body_bytes: int,
-        body_timeout: float | None,
-        on_error: Callable[[str, BaseException], None],
-        mounted: Callable[[str], Handler | None],
-    ) -> None:
-        self.path = path
-        self._recorder = recorder
-        self._lock = threading.Lock()
-        self._mounted = mounted
-        self._journal, self._on_error = journal, on_error
-        self._max_body_bytes, self._body_timeout = max_body_bytes, body_timeout
-        self._receiver: OtlpReceiver | None = None
-        self.listener: OtlpListener | None = None
-        self._closed = False
-        self._closed_event: threading.Event | None = None  # made by the first wait for spans
-
-    @property
-    def receiver(self) -> OtlpReceiver:
-        """The receiver, made on first use (most sidecars never receive a span: a sidecar's start
-        and stop should not pay for it)."""
-        with self._lock:
-            if self._receiver is None:
-                self._receiver = OtlpReceiver(
-                    self._journal, self.recorder_now, max_body_bytes=self._max_body_bytes,
-                    body_timeout=self._body_timeout, on_error=self._on_error,
-                )  # fmt: skip
-            return self._receiver
-
-    def recorder_now(self) -> SpanRecorder:
-        """The recorder received spans go to (made on first use when none was given)."""
-        with self._lock:
-            if self._recorder is None:
-                from pytest_mcpfaults.spans.recorder import SpanRecorder
-
-                self._recorder = SpanRecorder()
-            return self._recorder
-
-    def serves(self, path: str) -> bool:
-        return self.path is not None and path == self.path
-
-    def _side_route(self, request: web.BaseRequest, conn_id: int) -> Handler | None:
-        if self.serves(request.path):
-            return lambda req: self.receiver.handle(req, conn_id)
-        return self._mounted(request.path)
-
-    async def start_listener(self, host: str) -> OtlpListener:
-        """Start the receiver's own listener (once) on ``host``; returns it."""
-        if self.listener is None:
-            listener = OtlpListener(self._journal, self._side_route, self._body_timeout)
-            await listener.start(host)
-            self.listener = listener
-        return self.listener
-
-    @property
-    def closed(self) -> threading.Event:
-        """Set by :meth:`close`: waits for spans give up. Made on first use (few sidecars wait)."""
-        with self._lock:
-            if self._closed_event is None:
-                self._closed_event = threading.Event()
-                if self._closed:
-                    self._closed_event.set()
-            return self._closed_event
-
-    async def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._closed_event is not None:
-                self._closed_event.set()
-        listener, self.listener = self.listener, None
-        if listener is not None:
-            await listener.close()
-        with self._lock:
-            receiver = self._receiver
-        if receiver is not None:
-            receiver.close()
-
-    def wait_for_span(self, pattern: str, timeout: float, count: int) -> list[RecordedSpan]:
-        """``SpanRecorder.wait_for_span`` on the recorder; its failure also says what the receiver got."""
-        from pytest_mcpfaults.spans.queries import SpanLookupError
-
-        try:
-            return self.recorder_now().wait_for_span(
-                pattern, timeout=timeout, count=count, cancel=self.closed
-            )
-        except SpanLookupError as exc:
-            got = self.receiver.stats.describe()
-            recorder = self.recorder_now()
-            if recorder.dropped_received:
-                got += (
-                    f"; {recorder.dropped_received} oldest received span(s) dropped by the span limit "
-                    f"({recorder.received_limit})"
-                )
-            raise SpanLookupError(f"{exc}; the sidecar's OTLP receiver: {got}") from None

@@ -1,13 +1,6 @@
-"""The server under test's lifecycle in proxy mode: ``Sidecar(upstream=URL, upstream_serve=[...])``.
-
-:class:`UpstreamServer` (``Sidecar.upstream_server``, docs/proxy.md) runs the command that serves the
-HTTP upstream, started when the sidecar starts and killed when it stops; in between the test may stop
-it, gracefully or not, and start it again, while the sidecar relays its streams (:mod:`.streams`). A
-graceful stop is bounded by its ``timeout``: a server still running then is killed, and the stop raises
-:class:`UpstreamShutdownHang` naming the streams it still held open and where it is blocked.
-
-Everything here runs in the test's thread; the stream journal is written on the loop thread and read
-as snapshots.
+"""The server under test's lifecycle in proxy mode: ``Sidecar(upstream=URL, upstream_serve=[...])``
+(``Sidecar.upstream_server``, docs/proxy.md). Everything here runs in the test's thread; the stream
+journal is written on the loop thread and read as snapshots.
 """
 
 from __future__ import annotations
@@ -67,7 +60,7 @@ def _check_seconds(method: str, timeout: object) -> None:
 
 
 class _Output:
-    """The process's output, read on a daemon thread; the last :data:`OUTPUT_TAIL` bytes kept."""
+    """The process's output (stdout and stderr), read on a daemon thread; its tail kept."""
 
     def __init__(self, pipe: IO[bytes]) -> None:
         self._buf = bytearray()
@@ -95,8 +88,9 @@ class _Output:
 
 
 class UpstreamServer:
-    """The HTTP upstream's server process, owned by the sidecar (``upstream_serve=``), and the journal
-    of the streams relayed from it. ``command``'s ``{port}`` is the upstream URL's port."""
+    """The HTTP upstream's server process, started and killed with the sidecar (``upstream_serve=``;
+    ``{port}`` in the command is the upstream URL's port), which the test may stop, gracefully or not,
+    and start again, and the journal of the streams relayed from it."""
 
     def __init__(self, command: Sequence[str] | None, url: str, streams: StreamLog) -> None:
         parts = urlsplit(url)
@@ -196,30 +190,18 @@ class UpstreamServer:
         deadline = time.monotonic() + timeout
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(_POLL)
-        if proc.poll() is None:
-            held = [s for s in self._streams.snapshot() if s.seq in before and s.open]
-            accepting = self._accepting()
-            output = self.output(6)
-            self._kill()
-            raise UpstreamShutdownHang(self._hang_message(timeout, held, before, accepting, output))
-        self._exited()
-        return self._settled(before, time.monotonic() + KILL_BOUND)
-
-    def _hang_message(
-        self,
-        timeout: float,
-        held: list[RelayedStream],
-        before: dict[int, RelayedStream],
-        accepting: bool,
-        output: str,
-    ) -> str:
-        assert self._proc is not None
+        if proc.poll() is not None:
+            self._exited()
+            return self._settled(before, time.monotonic() + KILL_BOUND)
+        held = [s for s in self._streams.snapshot() if s.seq in before and s.open]
+        doing = "still accepted" if self._accepting() else "stopped accepting"
+        output = self.output(6)
+        self._kill()
         now = time.monotonic()
         since = sum(h.bytes - before[h.seq].bytes for h in held)
-        doing = "still accepted" if accepting else "stopped accepting"
         lines = [
             f"Sidecar.upstream_server.stop(graceful=True, timeout={timeout:g}): the upstream "
-            f"{' '.join(self.command or [])!r} (pid {self._proc.pid}) was still running {timeout:g} s after "
+            f"{' '.join(self.command or [])!r} (pid {proc.pid}) was still running {timeout:g} s after "
             "SIGTERM; it was killed (SIGKILL).",
         ]
         if held:
@@ -240,7 +222,7 @@ class UpstreamServer:
                 f"{self.host}:{self.port}. Where it is blocked, its last output:"
             )
         lines.append(output)
-        return "\n".join(lines)
+        raise UpstreamShutdownHang("\n".join(lines))
 
     def _settled(self, before: dict[int, RelayedStream], deadline: float) -> list[RelayedStream]:
         """The streams open at the signal, once the sidecar read each one's end (or at ``deadline``)."""

@@ -1,20 +1,16 @@
 """Proxy mode: the user's real MCP server as the source of the normal answer (``Sidecar(upstream=URL)``).
 
-:class:`Proxy` is the core's :class:`~pytest_mcpfaults.core.core.Upstream`: every request the plan
-does not answer is forwarded to the upstream (:mod:`.upstream`); the answer comes back to the core as a
-:class:`Relayed` reply holding the upstream's response, whose body the socket transport then relays
-chunk by chunk (:meth:`Proxy.deliver`, :mod:`.relay`), so body faults cut and stall the real bytes and
-``tool_error`` / ``backend_gone`` rewrite the real result (the upstream still runs the tool).
-
-What the sidecar still answers itself (the faults that act before forwarding, ``/health``, its own
-checks, another era's requests, sessions it ended) and what a client sees when the upstream fails
-(502/504 before the status line, a reset after it) is docs/proxy.md's.
+:class:`Proxy` is the core's :class:`~pytest_mcpfaults.core.core.Upstream`: a request the plan does not
+answer is forwarded to the upstream; the answer comes back to the core as a :class:`Relayed` reply whose
+body the socket transport then relays chunk by chunk (:meth:`Proxy.deliver`), so body faults act on the
+real bytes and the tool faults rewrite the real result (the upstream still runs the tool). What the
+sidecar still answers itself, and what a client sees when the upstream fails, is docs/proxy.md's.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,11 +35,9 @@ __all__ = ["Proxy", "Relayed"]
 
 @dataclass
 class Relayed(Reply):
-    """The upstream's answer, its body still to come (``response``), or the gateway error for an
-    upstream that gave none (``failure``). ``forced``: a deferred fault's reply, put in place of the
-    upstream's result for the request ``mid``; ``sent_at``: when it was forwarded (monotonic);
-    ``long_lived``: an event stream that may stay quiet for ever (a ``GET``, a ``subscriptions/listen``),
-    whose body ``upstream_timeout`` does not bound and whose relay ends when its client goes."""
+    """The upstream's answer, its body still to come (``response``), or the gateway error for none
+    (``failure``). ``forced``: a deferred fault's reply, in place of the upstream's result for ``mid``;
+    ``long_lived``: an event stream whose relay ends when its client goes."""
 
     response: UpstreamResponse | None = None
     failure: UpstreamError | None = None
@@ -91,27 +85,21 @@ class Proxy:
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind == "health" and self.upstream_health is None:
             return None  # the core answers it
+        m = info.mcp
         if info.kind == "mcp":
-            local = await self._local(incoming.headers, info)
-            if local is not None:
-                return local
+            sid = incoming.headers.get("Mcp-Session-Id")
+            if sid and sid in self.endpoint.sessions.ended:
+                return rpc_error(INVALID_REQUEST, "Session not found", status=404)
+            if m is not None and (  # another era's request: the fake's refusal, as a one-era server's
+                (self.era == "session" and m.era == "stateless")
+                or (self.era == "stateless" and m.method == "initialize")
+            ):
+                return await self.endpoint.post(m, incoming.headers)
         return await self._forward(incoming, info, forced)
 
-    async def _local(self, headers: Mapping[str, str], info: RequestInfo) -> Reply | None:
-        sid = headers.get("Mcp-Session-Id")
-        if sid and sid in self.endpoint.sessions.ended:
-            return rpc_error(INVALID_REQUEST, "Session not found", status=404)
-        m = info.mcp
-        if m is not None and (
-            (self.era == "session" and m.era == "stateless")
-            or (self.era == "stateless" and m.method == "initialize")
-        ):
-            return await self.endpoint.post(m, headers)  # the fake's refusal, as a one-era server's
-        return None
-
     def target(self, incoming: Incoming, info: RequestInfo) -> str:
-        """The upstream URL a request goes to: the upstream's MCP URL for the MCP endpoint, its health
-        path for ``/health``, the same path on the upstream's origin for any other path."""
+        """The upstream URL a request goes to (its health path for ``/health``, the same path on the
+        upstream's origin for any path but the MCP endpoint)."""
         if info.kind == "mcp":
             return self.upstream.url
         if info.kind == "health":
@@ -120,9 +108,12 @@ class Proxy:
         return self.upstream.url_for(incoming.path)
 
     async def _forward(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Relayed:
-        mid = info.mcp.id if info.mcp is not None else None
+        m = info.mcp
+        mid = m.id if m is not None else None
         sent = time.monotonic()
-        long_lived = _long_lived(incoming, info)
+        # an event stream that may stay quiet for as long as the server has nothing to say (the session
+        # era's GET, the stateless era's subscriptions/listen): upstream_timeout does not bound its gaps
+        long_lived = incoming.method == "GET" or (m is not None and m.method == LISTEN_METHOD)
         try:
             resp = await self.upstream.send(
                 incoming.method,
@@ -142,26 +133,20 @@ class Proxy:
             mid=mid,
             sent_at=sent,
             long_lived=long_lived,
-            tool=info.mcp.tool if info.mcp is not None else None,
+            tool=m.tool if m is not None else None,
         )
         if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
-            relayed.recording = self._record(incoming, info, resp)
-        if info.mcp is not None and info.mcp.method == "tools/list" and 200 <= resp.status < 300:
+            # fed the upstream's body as it is read
+            relayed.recording = pending = self.recorder.start(
+                incoming.method, incoming.headers, m.message if m is not None else None,
+                m.era if m is not None else "session", status=resp.status, response_headers=resp.headers,
+                content_type=resp.content_type, sent_at=resp.sent_at, headers_at=resp.headers_at,
+            )  # fmt: skip
+            resp.tap = pending.feed
+        if m is not None and m.method == "tools/list" and 200 <= resp.status < 300:
             relayed.listing = _Listing(resp.tap, resp.sse, mid, self.endpoint.listed_schemas)
             resp.tap = relayed.listing.feed
         return relayed
-
-    def _record(self, incoming: Incoming, info: RequestInfo, resp: UpstreamResponse) -> Pending:
-        """Start recording this exchange: the recorder is fed the upstream's body as it is read."""
-        assert self.recorder is not None
-        m = info.mcp
-        pending = self.recorder.start(
-            incoming.method, incoming.headers, m.message if m is not None else None,
-            m.era if m is not None else "session", status=resp.status, response_headers=resp.headers,
-            content_type=resp.content_type, sent_at=resp.sent_at, headers_at=resp.headers_at,
-        )  # fmt: skip
-        resp.tap = pending.feed
-        return pending
 
     def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
         """Keep the endpoint's sessions as the upstream assigns and ends them."""
@@ -197,8 +182,8 @@ class Proxy:
         hold: Callable[[F.Fault], Awaitable[None]],
         out: Delivery,
     ) -> web.StreamResponse:
-        """Write a :class:`Relayed` answer to the client and journal the upstream leg: the upstream's
-        body relayed as it comes, shaped by the answer's fault, or the gateway error."""
+        """Write a :class:`Relayed` answer to the client (or its gateway error) and journal the upstream
+        leg."""
         reply = answer.reply
         assert isinstance(reply, Relayed)
         t0 = journal.t0
@@ -215,8 +200,13 @@ class Proxy:
         leg = UpstreamLeg(reply.sent_at - t0, resp.headers_at - t0, status=resp.status)
         journal.update_request(rid, upstream=leg)
         fault = answer.fault
-        if not shape_of(fault).resets_at_once:  # (a reset before the status line relays none of them)
-            self._tap_notifications(request, reply, resp, rid)
+        # each notification of an SSE answer to a POST journaled as it passes (the upstream's progress and
+        # logs, 'sent' as the fake's own); a reset before the status line relays none of them
+        if not shape_of(fault).resets_at_once and request.method == "POST" and resp.sse:
+            tool = reply.tool
+            resp.tap = NotificationTap(
+                lambda m, params: self.messages.notified(m, params, rid, tool), resp.tap
+            ).feed
         completed: list[bool] = []
 
         def complete() -> None:  # the body is out: the record is finished before the client can close
@@ -244,22 +234,20 @@ class Proxy:
         finally:
             self._relayed(reply, resp, journal, rid)
 
-    def _tap_notifications(
-        self, request: web.BaseRequest, reply: Relayed, resp: UpstreamResponse, rid: int
-    ) -> None:
-        """Journal each notification of an SSE answer to a POST as it passes (the upstream's progress
-        and logs, ``outcome='sent'`` as the fake's own), parsed from the chunks as they are read."""
-        if request.method != "POST" or not resp.sse:
-            return
-        resp.tap = NotificationTap(
-            lambda method, params: self.messages.notified(method, params, rid, reply.tool), resp.tap
-        ).feed
-
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
-        """The relay of ``resp`` ended: forget it, journal the upstream leg's end, and, if the whole
-        answer came, keep its recording and learn the tools a ``tools/list`` listed."""
+        """The relay of ``resp`` ended: journal it, and keep its recording if the whole answer came."""
         self.upstream.done(resp)
-        _journal_upstream_end(journal, rid, resp)
+        # the upstream leg's end: its bytes, when, its failure (the request's too, unless one is named)
+        ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
+        rec = journal.request(rid)
+        assert rec.upstream is not None  # written when the upstream's answer began
+        leg = replace(rec.upstream, bytes=resp.received, ended_at=ended)
+        fields: dict[str, Any] = {"upstream": leg}
+        if resp.failure is not None:
+            fields["upstream"] = replace(leg, failure=resp.failure.failure)
+            if rec.error_by is None:
+                fields["error"], fields["error_by"] = str(resp.failure), "upstream"
+        journal.update_request(rid, **fields)
         whole = resp.failure is None and resp.at_eof
         if reply.recording is not None and self.recorder is not None:
             self.recorder.finish(reply.recording, complete=whole)
@@ -272,14 +260,11 @@ _LISTING_MAX_BYTES = 4 << 20
 
 
 class _Listing:
-    """The body of an upstream's ``tools/list`` answer as it is relayed (chained before any other tap,
-    at most :data:`_LISTING_MAX_BYTES`), for the endpoint to learn the listed tools' output schemas
-    (:func:`~pytest_mcpfaults.mcp.endpoint.learn_listing`): a fault answered in place of a
-    call (``error_payload``) then gets the ``structuredContent`` the tool declares.
+    """The body of an upstream's ``tools/list`` answer as it is relayed, for the endpoint to learn the
+    tools' output schemas (a fault answering a call then gets the ``structuredContent`` it declares).
 
     Learned as soon as a chunk completes the response, before the chunk is relayed: a client may call
-    a tool the moment it has the listing, and the call must find the schema known (learning when the
-    relay ended raced the client's next request)."""
+    a tool the moment it has the listing (learning when the relay ended raced that call)."""
 
     def __init__(
         self, then: Callable[[bytes], None] | None, sse: bool, mid: Any, schemas: dict[str, Any]
@@ -313,25 +298,3 @@ class _Listing:
         if self.size > _LISTING_MAX_BYTES:
             return None
         return listed_response(b"".join(self.parts), self.sse, self.mid)
-
-
-def _long_lived(incoming: Incoming, info: RequestInfo) -> bool:
-    """Whether the answer is an event stream that may stay quiet for as long as the server has nothing
-    to say, so ``upstream_timeout`` does not bound the gaps in its body: a ``GET`` (the session era's
-    stream) or a ``subscriptions/listen`` POST (the stateless era's). Either still ends at ``stop()``."""
-    return incoming.method == "GET" or (info.mcp is not None and info.mcp.method == LISTEN_METHOD)
-
-
-def _journal_upstream_end(journal: Journal, rid: int, resp: UpstreamResponse) -> None:
-    """Journal the end of the upstream leg of request ``rid``: its bytes, when it ended, and its
-    failure (the request's error too, unless something else already named one)."""
-    ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
-    rec = journal.request(rid)
-    assert rec.upstream is not None  # written when the upstream's answer began
-    leg = replace(rec.upstream, bytes=resp.received, ended_at=ended)
-    fields: dict[str, Any] = {"upstream": leg}
-    if resp.failure is not None:
-        fields["upstream"] = replace(leg, failure=resp.failure.failure)
-        if rec.error_by is None:
-            fields["error"], fields["error_by"] = str(resp.failure), "upstream"
-    journal.update_request(rid, **fields)

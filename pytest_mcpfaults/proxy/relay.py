@@ -1,14 +1,9 @@
 """Relaying an upstream's answer to the client, shaped by the body fault that fired, on the real bytes.
 
-The proxy's counterpart of :func:`pytest_mcpfaults.transports.inject.deliver`: where ``deliver`` writes a
-reply the sidecar made, :func:`relay` writes what the upstream (:mod:`.upstream`) is sending, chunk by
-chunk as it arrives, so ``stall(after_bytes=N)`` stalls after the upstream's first N bytes, ``drip``
-paces them, ``truncate`` and ``reset`` cut them. The faults that rewrite an answer (``malformed_json``,
-``tool_error``, ``backend_gone``) and ``endless_sse`` on a JSON answer read the whole answer first;
-:func:`rewrite` makes the new bytes, in the upstream's framing (JSON or SSE).
-
-:class:`NotificationTap` picks the upstream's own notifications (progress, logs) out of an SSE answer as
-its chunks are read, for the journal's ``server_messages``.
+The proxy's counterpart of :func:`pytest_mcpfaults.transports.inject.deliver`: :func:`relay` writes what
+the upstream is sending, chunk by chunk as it arrives, so ``stall(after_bytes=N)`` stalls after the
+upstream's first N bytes. The faults that rewrite an answer and ``endless_sse`` on a JSON answer read
+the whole answer first; :func:`rewrite` makes the new bytes, in the upstream's framing (JSON or SSE).
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.behaviour.body import BodyShaper, Shape, halve, shape_of
+from pytest_mcpfaults.behaviour.body import BodyShaper, halve, shape_of
 from pytest_mcpfaults.mcp.endpoint import Reply, encode, fit_structured
 from pytest_mcpfaults.proxy.sse_parse import SseParser
 from pytest_mcpfaults.proxy.upstream import Abandoned, UpstreamError, UpstreamResponse
@@ -36,6 +31,7 @@ __all__ = [
     "listed_response",
     "relay",
     "rewrite",
+    "shaped_like",
 ]
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
 #: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
@@ -51,7 +47,6 @@ def _events(body: bytes) -> list[str]:
 
 
 def _event_message(event: str, mid: Any) -> dict[str, Any] | None:
-    """The JSON-RPC response to ``mid`` an SSE event carries, or ``None``."""
     data = "\n".join(line[5:].lstrip(" ") for line in event.split("\n") if line.startswith("data:"))
     try:
         message = json.loads(data) if data else None
@@ -63,8 +58,7 @@ def _event_message(event: str, mid: Any) -> dict[str, Any] | None:
 
 
 def listed_response(body: bytes, sse: bool, mid: Any) -> dict[str, Any] | None:
-    """The upstream's JSON-RPC response to ``mid`` in ``body`` (JSON, or one of the SSE events), or
-    ``None``."""
+    """The upstream's JSON-RPC response to ``mid`` in ``body`` (JSON, or one of the SSE events)."""
     if not sse:
         try:
             message = json.loads(body)
@@ -92,19 +86,24 @@ def _replace_sse(body: bytes, payload: Any, mid: Any) -> bytes:
     return encode(payload, True)[0]  # no response event found: the answer is the forced one alone
 
 
+def shaped_like(forced: Reply, real: dict[str, Any] | None) -> Any:
+    """``forced``'s payload, a successful result shaped like the upstream's ``real`` one (its
+    ``structuredContent``)."""
+    payload = copy.deepcopy(forced.payload)
+    if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
+        fit_structured(payload["result"], real["result"])
+    return payload
+
+
 def rewrite(fault: F.Fault, reply: Reply | None, body: bytes, sse: bool, mid: Any) -> bytes:
     """The bytes the client gets instead of the upstream's ``body``: cut in half for
     ``malformed_json``; for ``tool_error`` / ``backend_gone``, the upstream's framing with its response
-    replaced by ``reply`` (what :func:`~pytest_mcpfaults.core.routing.forced_reply` made), a
-    successful result shaped like the upstream's real one (its ``structuredContent``)."""
+    replaced by ``reply`` (what :meth:`~pytest_mcpfaults.core.core.SidecarCore.forced_reply` made)."""
     if shape_of(fault).halves:
         return halve(body)
     if reply is None:
         return body
-    payload = copy.deepcopy(reply.payload)
-    real = listed_response(body, sse, mid)
-    if real is not None and isinstance(real.get("result"), dict) and isinstance(payload.get("result"), dict):
-        fit_structured(payload["result"], real["result"])
+    payload = shaped_like(reply, listed_response(body, sse, mid))
     if sse:
         return _replace_sse(body, payload, mid)
     return encode(payload, False)[0]
@@ -121,13 +120,12 @@ async def relay(
     out: Delivery,
     complete: Callable[[], None] = lambda: None,
 ) -> web.StreamResponse:
-    """Write the upstream's answer ``resp`` to the client, shaped by the body ``fault`` (stall, drip,
-    truncate, reset, malformed JSON, endless SSE) or rewritten (``forced``: a tool fault's reply, for
-    the response to ``mid``). Raises :class:`Dropped` when the connection was cut on purpose, or when
-    the upstream failed after the status line was sent (the client's connection is then reset, as a
-    server that fails mid-answer looks); an :class:`UpstreamError` before that propagates.
-    ``complete`` is called once the whole streamed body is written, just before its end is sent (a
-    client that closes its connection on the last byte then finds the request's record finished)."""
+    """Write the upstream's answer ``resp`` to the client, shaped by the body ``fault`` or rewritten
+    (``forced``: a tool fault's reply, for the response to ``mid``). :class:`Dropped` when the connection
+    was cut on purpose or the upstream failed after the status line (the client's connection is then
+    reset, as a server failing mid-answer looks); an :class:`UpstreamError` before that propagates.
+    ``complete``: called before the body's end is sent (a client closing on the last byte then finds
+    the request's record finished)."""
     headers = list(resp.headers)
     body: bytes | None = None
     sse = resp.sse
@@ -142,7 +140,12 @@ async def relay(
         body, headers, sse = await _read_whole(request, resp, fault, forced, mid, headers)
     if shape.resets_at_once:
         if body is None and request.method == "POST":
-            await _finish(request, resp)  # the upstream ran the request: its answer ended, unread
+            # an SSE answer's status line comes before the tool has run, and the proxy table promises the
+            # upstream ran the request: its answer is read (bounded as a rewrite's read), then reset
+            with contextlib.suppress(UpstreamError, Abandoned):
+                await resp.read(
+                    max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request)
+                )
         reset_transport(request.transport)
         raise Dropped
     out.status = resp.status
@@ -162,8 +165,14 @@ async def relay(
         complete()
         await web_resp.write_eof()
         return web_resp
-    try:
-        await _stream(request, web_resp, resp, shape, hold, out, complete if fault is None else None)
+    shaper = BodyShaper(shape)
+    try:  # a streamed body fault acts at its byte offset, or at the end of the body
+        await write_steps(request, web_resp, shaper.start(), hold, out)  # stall before the first byte
+        async for chunk in resp.chunks():
+            await write_steps(request, web_resp, shaper.feed(chunk), hold, out)
+            if resp.at_eof and fault is None:  # that was the last chunk: the record is finished now
+                complete()
+        await write_steps(request, web_resp, shaper.end(), hold, out)  # a cut past the end, or its hold
     except UpstreamError:  # the upstream failed mid-answer: the status line is out, so cut the client
         reset_transport(request.transport)
         raise Dropped from None
@@ -180,9 +189,8 @@ async def _read_whole(
     mid: Any,
     headers: list[tuple[str, str]],
 ) -> tuple[bytes, list[tuple[str, str]], bool]:
-    """The whole answer, read (bounded) for a fault that needs all of it: rewritten when the fault
-    rewrites it, framed as one SSE event for ``endless_sse`` on JSON. Its bytes, headers and whether
-    it is SSE. An :class:`UpstreamError` before anything was sent: the caller answers 502/504."""
+    """The whole answer, read (bounded) for a fault that needs all of it: rewritten, or framed as one
+    SSE event for ``endless_sse`` on JSON; its bytes, headers and whether it is SSE."""
     sse = resp.sse
     try:
         body = await resp.read(
@@ -199,48 +207,16 @@ async def _read_whole(
     return body, headers, sse
 
 
-async def _finish(request: web.BaseRequest, resp: UpstreamResponse) -> None:
-    """Let the upstream finish its answer to a POST before a ``reset`` that sends none of it: an SSE
-    answer's status line comes before the tool has run, and the proxy table promises the upstream ran
-    the request. Bounded as a rewrite's read is (``upstream_timeout``, ``REWRITE_MAX_BYTES``, the client
-    leaving); an answer that fails or is too long is reset all the same."""
-    with contextlib.suppress(UpstreamError, Abandoned):
-        await resp.read(max_bytes=REWRITE_MAX_BYTES, within=resp.timeout, abandoned=lambda: _gone(request))
-
-
 def _gone(request: web.BaseRequest) -> bool:
-    """Whether the client's connection is closed (nobody is waiting for the answer)."""
     transport = request.transport
     return transport is None or transport.is_closing()
 
 
 def fault_rewrites(fault: F.Fault | None, resp: UpstreamResponse) -> bool:
-    """Whether ``fault`` rewrites this answer: ``malformed_json`` any, the tool faults a 2xx one (an
-    error status from the upstream is relayed as it is)."""
+    """Whether ``fault`` rewrites this answer (the tool faults relay an error status as it is)."""
     if shape_of(fault).halves:
         return True
     return fault is not None and fault.rewrites_upstream and 200 <= resp.status < 300
-
-
-async def _stream(
-    request: web.BaseRequest,
-    web_resp: web.StreamResponse,
-    resp: UpstreamResponse,
-    shape: Shape,
-    hold: Callable[[], Awaitable[None]],
-    out: Delivery,
-    complete: Callable[[], None] | None,
-) -> None:
-    """Copy the upstream's body chunk by chunk through a :class:`~pytest_mcpfaults.behaviour.body.BodyShaper`
-    (a streamed body fault acts at its byte offset, or at the end of the body). ``complete``, when
-    given, is called as soon as the last chunk is written."""
-    shaper = BodyShaper(shape)
-    await write_steps(request, web_resp, shaper.start(), hold, out)  # stall before the first body byte
-    async for chunk in resp.chunks():
-        await write_steps(request, web_resp, shaper.feed(chunk), hold, out)
-        if resp.at_eof and complete is not None:  # that was the last chunk: the record is finished now
-            complete()
-    await write_steps(request, web_resp, shaper.end(), hold, out)  # a cut past the body's end, or its hold
 
 
 #: The longest SSE event looked into for a notification; a longer one (a large result) is skipped.

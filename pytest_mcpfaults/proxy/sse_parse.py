@@ -1,11 +1,6 @@
-"""Server-sent events parsed as the bytes come: a sans-IO parser that keeps only the event being received.
-
-:class:`SseParser` is fed a body chunk by chunk (``feed``) and returns the events each chunk completes
-(``end`` the last one, when the body ended without its blank line). An event is its fields as bytes:
-``data`` (its ``data:`` lines joined with ``\\n``, or ``None`` when it had none) and ``event``, ``id``,
-``retry`` when given; comments and other fields are passed over. With ``max_bytes`` an event longer than
-that is skipped, and its bytes are let go as they come. Each byte is looked at once: a 16 MB event in
-64 KiB chunks costs milliseconds.
+"""Server-sent events parsed as the bytes come: a sans-IO parser that keeps only the event being
+received, and lets an event longer than ``max_bytes`` go as it comes. Each byte is looked at once: a
+16 MB event in 64 KiB chunks costs milliseconds.
 """
 
 from __future__ import annotations
@@ -16,7 +11,8 @@ _FIELDS = (b"event", b"id", b"retry")
 
 
 class SseParser:
-    """The events of one SSE body (see the module docstring)."""
+    """The events of one SSE body, each its fields as bytes: ``data`` (its lines joined with ``\\n``,
+    ``None`` when it had none) and ``event``, ``id``, ``retry`` when given; other fields are passed over."""
 
     def __init__(self, max_bytes: int | None = None) -> None:
         self.max_bytes = max_bytes

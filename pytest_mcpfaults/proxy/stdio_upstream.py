@@ -1,21 +1,17 @@
 """A stdio MCP server as a proxying sidecar's upstream (``Sidecar(upstream_command=[...])``).
 
-The sidecar spawns the command at start (its own process group; stdin and stdout are pipes, stderr
-is drained into a bounded tail so the child can never block on it) and kills it at stop (``SIGTERM``
-to its process group, then ``SIGKILL``; bounded, always). The child speaks MCP over one pipe: one
-JSON-RPC message per line, one MCP session, so the HTTP side stays the sidecar's: its
-:class:`~.mcp.McpEndpoint` keeps the transport sessions (the session era only), each forwarded request
-goes down the pipe with an id of the sidecar's (clients on different HTTP sessions may reuse ids), and
-the child's answer comes back as a :class:`Piped` reply the sidecar delivers as its own, so every body
-fault acts on those bytes. What differs from an HTTP upstream, point by point, is docs/proxy.md's
-("A stdio server as the upstream").
+The child runs in its own process group (killed with it at stop, bounded), its stderr drained into a
+bounded tail so it can never block on it. It speaks one MCP session over its pipes, so the HTTP side
+stays the sidecar's: the endpoint keeps the transport sessions, each forwarded request goes down the
+pipe with an id of the sidecar's (clients on different HTTP sessions may reuse ids), and the answer
+comes back as a :class:`Piped` reply the sidecar delivers as its own, so every body fault acts on those
+bytes. docs/proxy.md ("A stdio server as the upstream") says what differs from an HTTP upstream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import itertools
 import json
 import os
@@ -38,11 +34,11 @@ from pytest_mcpfaults.mcp.endpoint import (
     McpRequest,
     Reply,
     client_error,
-    fit_structured,
     learn_listing,
     rpc_error,
 )
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder
+from pytest_mcpfaults.proxy.relay import shaped_like
 from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
 
@@ -95,9 +91,10 @@ class StdioUpstream:
         self._stderr = bytearray()
         self._gone: UpstreamError | None = None
         self._on_error = on_error
-        #: Lines of its stdout that were not JSON-RPC objects (skipped), and the last one's reason.
+        #: Lines of its stdout that were not JSON-RPC objects (skipped), and, for error messages, how many
+        #: and the last one's reason (empty when none was).
         self.skipped = 0
-        self._skipped_why = ""
+        self.skipped_note = ""
 
     @property
     def name(self) -> str:
@@ -121,17 +118,14 @@ class StdioUpstream:
             ) from exc
         self.pid = self._proc.pid
         guardian.watch(self.pid, group=True)  # killed with its group should this process die abruptly
-        self._tasks = [asyncio.ensure_future(self._read()), asyncio.ensure_future(self._drain())]
+        stdout, stderr = self._proc.stdout, self._proc.stderr
+        assert stdout is not None
+        assert stderr is not None
+        self._tasks = [asyncio.ensure_future(self._read(stdout)), asyncio.ensure_future(self._drain(stderr))]
 
-    async def _read(self) -> None:
-        assert self._proc is not None
-        assert self._proc.stdout is not None
-        stdout = self._proc.stdout
+    async def _read(self, stdout: asyncio.StreamReader) -> None:
         try:
-            while True:
-                line = await stdout.readline()
-                if not line:
-                    break
+            while line := await stdout.readline():
                 self._dispatch(line)
         except (OSError, ValueError) as exc:  # ValueError: a line over the limit
             self._fail(UpstreamError("reset", f"reading its stdout failed: {exc}"))
@@ -147,11 +141,9 @@ class StdioUpstream:
         why += f"; its stderr ends: {tail}" if tail else ""
         self._fail(UpstreamError("reset", f"the upstream process {why}"))
 
-    async def _drain(self) -> None:
-        assert self._proc is not None
-        assert self._proc.stderr is not None
+    async def _drain(self, stderr: asyncio.StreamReader) -> None:
         with contextlib.suppress(OSError):
-            while chunk := await self._proc.stderr.read(4096):
+            while chunk := await stderr.read(4096):
                 self._stderr += chunk
                 del self._stderr[:-_STDERR_TAIL]
 
@@ -164,11 +156,9 @@ class StdioUpstream:
     def _dispatch(self, line: bytes) -> None:
         try:
             message = json.loads(line)
-        except ValueError:  # not JSON (a stray print): nothing to match it to
-            self._skip(f"a line of {len(line)} bytes that is not JSON")
-            return
-        except RecursionError:
-            self._skip(f"a line of {len(line)} bytes of JSON nested too deep to parse")
+        except (ValueError, RecursionError) as exc:  # not JSON (a stray print): nothing to match it to
+            why = "that is not JSON" if isinstance(exc, ValueError) else "of JSON nested too deep to parse"
+            self._skip(f"a line of {len(line)} bytes {why}")
             return
         if not isinstance(message, dict):
             self._skip(f"a line of {len(line)} bytes that is JSON but not an object")
@@ -186,14 +176,9 @@ class StdioUpstream:
 
     def _skip(self, why: str) -> None:
         self.skipped += 1
-        self._skipped_why = why
-
-    def skipped_note(self) -> str:
-        """For error messages: what of its stdout was skipped (empty when nothing was)."""
-        if not self.skipped:
-            return ""
-        last = self._skipped_why
-        return f"; it wrote {self.skipped} line(s) that were not JSON-RPC, skipped (the last: {last})"
+        self.skipped_note = (
+            f"; it wrote {self.skipped} line(s) that were not JSON-RPC, skipped (the last: {why})"
+        )
 
     def _fail(self, gone: UpstreamError) -> None:
         self._gone = gone
@@ -231,8 +216,7 @@ class StdioUpstream:
         self._write(message)
 
     async def close(self) -> None:
-        """Kill the child: close its stdin, SIGTERM to its process group, SIGKILL after
-        ``_TERM_BOUND``; bounded, idempotent."""
+        """Kill the child's process group (SIGTERM, then SIGKILL); bounded, idempotent."""
         proc = self._proc
         if proc is None:
             return
@@ -318,7 +302,7 @@ class StdioUpstream:
                 answer = await asyncio.wait_for(fut, left)
             except asyncio.TimeoutError:
                 raise UpstreamError(
-                    "timed_out", f"no answer within upstream_timeout={self.timeout} s{self.skipped_note()}"
+                    "timed_out", f"no answer within upstream_timeout={self.timeout} s{self.skipped_note}"
                 ) from None
             finally:
                 self._pending.pop(pipe_id, None)
@@ -341,10 +325,7 @@ class StdioUpstream:
             learn_listing(self.endpoint.listed_schemas, answer)
         if forced is not None and "result" in answer:
             forced.headers.update(headers)
-            payload = copy.deepcopy(forced.payload)
-            if isinstance(payload.get("result"), dict) and isinstance(answer["result"], dict):
-                fit_structured(payload["result"], answer["result"])  # shaped like the real result
-            return Piped(forced.status, payload, forced.headers, sse=forced.sse, leg=leg)
+            return Piped(forced.status, shaped_like(forced, answer), forced.headers, sse=forced.sse, leg=leg)
         return Piped(200, answer, headers, leg=leg)
 
     def _gateway_error(self, gone: UpstreamError, mid: Any, leg: UpstreamLeg) -> Piped:

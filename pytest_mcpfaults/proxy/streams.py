@@ -1,9 +1,5 @@
-"""How each answer relayed from an HTTP upstream ended, as an HTTP message: the per-stream journal of
-proxy mode (``Sidecar.upstream_server.streams``; docs/proxy.md tells the ends apart).
-
-One :class:`StreamEntry` per answer the upstream started (its status line and headers came), written on
-the loop thread as the relay reads the body; :meth:`StreamLog.snapshot` hands the test thread frozen
-:class:`RelayedStream` copies.
+"""How each answer relayed from an HTTP upstream ended, as an HTTP message (``Sidecar.upstream_server
+.streams``; docs/proxy.md tells the ends apart): written on the loop thread, read as frozen copies.
 """
 
 from __future__ import annotations
@@ -42,10 +38,6 @@ class RelayedStream:
     detail: str  # what the reader saw at the end ('' when complete)
 
     @property
-    def complete(self) -> bool:
-        return self.end == "complete"
-
-    @property
     def open(self) -> bool:
         return self.end is None
 
@@ -69,8 +61,7 @@ class RelayedStream:
 
 @dataclass(slots=True)
 class StreamEntry:
-    """One answer being read (loop thread): :class:`RelayedStream`'s fields, written as the body is
-    read; :meth:`freeze` copies it."""
+    """One answer being read (loop thread): :class:`RelayedStream`'s fields, written as it is read."""
 
     seq: int
     method: str

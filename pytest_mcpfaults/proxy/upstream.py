@@ -1,22 +1,12 @@
-"""The upstream of a proxying sidecar: the user's real MCP server, reached over HTTP/1.1.
+"""The upstream of a proxying sidecar: the user's real MCP server, reached over HTTP/1.1 on a small
+pool of keep-alive connections of the sidecar loop. An answer's body is read chunk by chunk as the
+upstream sends it, so body faults act on the real bytes (sent with ``Accept-Encoding: identity``);
+no answer at all is an :class:`UpstreamError` saying why (refused, timed out, reset).
 
-One :class:`Upstream` per sidecar, with its own small pool of keep-alive connections, opened on the
-sidecar loop as requests need them and all closed when the sidecar stops. A request is sent with
-:meth:`Upstream.send`; its answer comes back as an :class:`UpstreamResponse` whose body is read chunk by
-chunk as the upstream sends it, so body faults can act on the real bytes. A failure to get an answer
-(connection refused, timed out, reset) is raised as :class:`UpstreamError`, which says which it was:
-the journal records it as the upstream's (``RequestRecord.error_by == 'upstream'``).
-
-The answer is read by aiohttp's own client protocol (``ResponseHandler``: its HTTP response parser,
-chunked and content-length framing, decompression, the ``sock_read`` bound between reads), but not
-through ``aiohttp.ClientSession``: a session's request machinery (URL building, cookies, tracing,
-redirects, request and response objects, the connector) cost the sidecar loop about 0.4 ms of CPU per
-forwarded request, more than the rest of proxying put together (``benchmarks/proxy.py``). The request
-itself is one write of its head and body.
-
-Headers: the client's end-to-end headers are passed on and the answer's come back (docs/proxy.md lists
-what is dropped); ``Accept-Encoding: identity`` is sent, so the answer's bytes are the ones the faults
-cut.
+The answer is read by aiohttp's own client protocol (``ResponseHandler``: its response parser, framing,
+decompression, the ``sock_read`` bound), not through ``aiohttp.ClientSession``, whose request machinery
+cost the sidecar loop about 0.4 ms of CPU per forwarded request, more than the rest of proxying put
+together (``benchmarks/proxy.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +18,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -63,7 +53,8 @@ _READ_BUFSIZE = 1 << 16
 
 
 class UpstreamError(Exception):
-    """The upstream gave no (complete) answer; :attr:`failure` says why."""
+    """The upstream gave no (complete) answer; :attr:`failure` says why (the journal's
+    ``error_by == 'upstream'``)."""
 
     def __init__(self, failure: UpstreamFailure, message: str) -> None:
         super().__init__(message)
@@ -100,28 +91,16 @@ def end_to_end(pairs: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[t
     return [(n, v) for lower, n, v in kept if lower not in named]
 
 
-class _ConnectFailed(Exception):
-    """Connecting to the upstream failed (refused, unresolvable name, TLS handshake): ``os_error``."""
-
-    def __init__(self, os_error: OSError) -> None:
-        super().__init__(str(os_error))
-        self.os_error = os_error
-
-
 #: What reading an answer can raise: aiohttp's client errors (timeouts, disconnects, a cut body),
 #: socket errors, and a response that is not HTTP.
-_READ_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError, HttpProcessingError, _ConnectFailed)
+_READ_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError, HttpProcessingError)
 
 
 def _failure(exc: BaseException) -> UpstreamError:
-    """The :class:`UpstreamError` an aiohttp client failure means."""
     if isinstance(exc, UpstreamError):
         return exc
     if isinstance(exc, asyncio.TimeoutError):  # ServerTimeoutError and ConnectionTimeoutError too
         return UpstreamError("timed_out", f"no answer: {type(exc).__name__}")
-    if isinstance(exc, _ConnectFailed):
-        what = f"{type(exc.os_error).__name__}: {exc.os_error.strerror or exc.os_error}"
-        return UpstreamError("refused", f"cannot connect: {what}")
     if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
         return UpstreamError("reset", f"connection closed before the answer was complete: {exc}")
     if isinstance(exc, (ConnectionResetError, BrokenPipeError)) or (
@@ -132,26 +111,20 @@ def _failure(exc: BaseException) -> UpstreamError:
 
 
 class _Conn:
-    """One connection to the upstream: aiohttp's client protocol on a socket, reused while kept alive."""
+    """One kept-alive connection; ``local``: this end's address (the peer the upstream's log names)."""
 
-    __slots__ = ("_local", "idle_since", "key", "proto", "reused")
+    __slots__ = ("idle_since", "key", "local", "proto", "reused")
 
     def __init__(self, key: tuple[str, int, bool], proto: ResponseHandler) -> None:
         self.key, self.proto = key, proto
         self.idle_since = 0.0
         self.reused = False
-        self._local: str | None = None
-
-    @property
-    def local(self) -> str:
-        """This end's address, ``'127.0.0.1:53994'`` (the peer the upstream's own log names)."""
-        if self._local is None:
-            transport = self.proto.transport
-            name = transport.get_extra_info("sockname") if transport is not None else None
-            if not isinstance(name, tuple) or len(name) < 2:
-                return "?"
-            self._local = f"[{name[0]}]:{name[1]}" if ":" in str(name[0]) else f"{name[0]}:{name[1]}"
-        return self._local
+        transport = proto.transport
+        name = transport.get_extra_info("sockname") if transport is not None else None
+        if not isinstance(name, tuple) or len(name) < 2:
+            self.local = "?"
+        else:
+            self.local = f"[{name[0]}]:{name[1]}" if ":" in str(name[0]) else f"{name[0]}:{name[1]}"
 
     @property
     def usable(self) -> bool:
@@ -161,24 +134,12 @@ class _Conn:
         self.proto.close()
 
 
-@dataclass(frozen=True)
-class _Target:
-    """Where one upstream URL goes: the connection's key (host, port, TLS), the ``Host`` header and
-    the request target (the path and query, percent-encoded as aiohttp's client encodes them)."""
+class _Target(NamedTuple):
+    """Where one upstream URL goes; ``target`` percent-encoded as aiohttp's client encodes it."""
 
     key: tuple[str, int, bool]
     host_header: str
     target: str
-
-    @classmethod
-    def of(cls, url: str) -> _Target:
-        u = URL(url)
-        host = u.raw_host or ""
-        port = u.port or (443 if u.scheme == "https" else 80)
-        host_header = f"[{host}]" if ":" in host else host
-        if not u.is_default_port():
-            host_header += f":{port}"
-        return cls((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
 
 
 @dataclass(eq=False)
@@ -192,6 +153,7 @@ class UpstreamResponse:
     content_length: int | None  # of the body as relayed (None: unknown, or content-encoded upstream)
     sent_at: float  # time.monotonic() when the request was sent
     headers_at: float  # ... when the status line and headers came
+    entry: StreamEntry  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
     _payload: StreamReader
     _conn: _Conn
     _upstream: Upstream = field(repr=False)
@@ -200,8 +162,6 @@ class UpstreamResponse:
     tap: Callable[[bytes], None] | None = None
     ended_at: float | None = None  # when the body ended (or failed)
     failure: UpstreamError | None = None
-    #: This answer in the upstream's stream journal (how it ended, as an HTTP message).
-    entry: StreamEntry | None = None
 
     @property
     def at_eof(self) -> bool:
@@ -235,9 +195,8 @@ class UpstreamResponse:
         within: float | None = None,
         abandoned: Callable[[], bool] = lambda: False,
     ) -> bytes:
-        """The whole body (read as :meth:`chunks` reads it, without an async generator). Bounded, when
-        asked: at most ``max_bytes`` (else :class:`UpstreamError` ``'error'``), all of it within
-        ``within`` seconds (else ``'timed_out'``); reading stops (:class:`Abandoned`) as soon as
+        """The whole body, bounded when asked: at most ``max_bytes`` (else :class:`UpstreamError`
+        ``'error'``), within ``within`` seconds (else ``'timed_out'``), :class:`Abandoned` as soon as
         ``abandoned()`` says nobody waits for it any more."""
         payload, parts = self._payload, []
         deadline = time.monotonic() + within if within is not None else None
@@ -275,15 +234,13 @@ class UpstreamResponse:
 
     def _took(self, chunk: bytes) -> None:
         self.received += len(chunk)
-        if self.entry is not None:
-            self.entry.read(len(chunk))
+        self.entry.read(len(chunk))
         if self.tap is not None:
             self.tap(chunk)
 
     def _ended(self) -> None:
         self.ended_at = time.monotonic()
-        if self.entry is not None:
-            self.entry.ended("complete")
+        self.entry.ended("complete")
         self._upstream.release(self._conn)
 
     def _failed(self, exc: BaseException) -> UpstreamError:
@@ -292,32 +249,25 @@ class UpstreamResponse:
             return UpstreamError("reset", str(exc))
         self.failure = _failure(exc)
         self.ended_at = time.monotonic()
-        if self.entry is not None:
-            if isinstance(exc, (UpstreamError, asyncio.TimeoutError)):  # the sidecar's bound, not an end
-                self.entry.ended("closed by the sidecar", str(self.failure))
-            else:  # the connection ended (or broke) before the body's end
-                self.entry.ended("cut", self._cut(exc))
+        cut, framing = str(self.failure), self.entry.framing
+        if isinstance(exc, (UpstreamError, asyncio.TimeoutError)):  # the sidecar's bound, not an end
+            self.entry.ended("closed by the sidecar", cut)
+        else:  # the connection ended (or broke) before the body's end: say what, in its framing
+            if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError)):
+                if framing == "chunked":
+                    cut = "the connection ended without the chunked body's last chunk (0 CRLF CRLF)"
+                elif framing == "content-length":
+                    announced = f"{self.content_length} bytes announced"
+                    cut = f"the connection ended after {self.received} of the {announced}"
+            self.entry.ended("cut", cut)
         self.close()
         return self.failure
-
-    def _cut(self, exc: BaseException) -> str:
-        """What ended the body short, in terms of its framing."""
-        assert self.entry is not None
-        if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError)):
-            if self.entry.framing == "chunked":
-                return "the connection ended without the chunked body's last chunk (0 CRLF CRLF)"
-            if self.entry.framing == "content-length":
-                return (
-                    f"the connection ended after {self.received} of the {self.content_length} bytes announced"
-                )
-        return str(self.failure)
 
     def close(self, why: str = "the relay ended before the body (the client left, a fault cut it)") -> None:
         """Close the connection (an unread or half-read body cannot go back to the pool)."""
         if self.ended_at is None:
             self.ended_at = time.monotonic()
-        if self.entry is not None:
-            self.entry.ended("closed by the sidecar", why)
+        self.entry.ended("closed by the sidecar", why)
         self._upstream.discard(self._conn)
 
 
@@ -340,7 +290,6 @@ class Upstream:
         #: Header rewrites on every forwarded request: a value replaces the client's, ``None`` drops it.
         self.rewrites = dict(headers or {})
         self.origin = f"{parts.scheme}://{parts.netloc}"
-        self.mcp_path = parts.path or "/"
         self.timeout = timeout
         self._targets: dict[str, _Target] = {}
         self._idle: list[_Conn] = []  # kept-alive connections, the most recently used last
@@ -360,17 +309,21 @@ class Upstream:
         target = self._targets.get(url)
         if target is None:
             try:
-                target = _Target.of(url)
+                u = URL(url)
+                host, port = u.raw_host or "", u.port or (443 if u.scheme == "https" else 80)
             except ValueError as exc:
                 raise UpstreamError("error", f"not a URL the upstream can be sent: {url!r}: {exc}") from exc
+            host_header = f"[{host}]" if ":" in host else host
+            if not u.is_default_port():
+                host_header += f":{port}"
+            target = _Target((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
             if len(self._targets) >= 64:  # the MCP URL and a few paths are what recur
                 self._targets.clear()
             self._targets[url] = target
         return target
 
     def _head(self, method: str, target: _Target, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
-        """The request's head: the request line, ``Host``, the client's end-to-end headers (rewritten by
-        ``upstream_headers``), ``Accept-Encoding: identity``, the body's ``Content-Length``."""
+        """The request's head: the client's end-to-end headers rewritten by ``upstream_headers``."""
         kept = end_to_end(headers, NOT_FORWARDED)
         if self.rewrites:  # upstream_headers=: set or drop, whatever was sent
             out: CIMultiDict[str] = CIMultiDict(kept)
@@ -408,8 +361,10 @@ class Upstream:
             _, proto = await (connecting if self.timeout is None else within(connecting, self.timeout))
         except asyncio.TimeoutError:  # an OSError too (Python 3.11+): timed out, not refused
             raise
-        except OSError as exc:
-            raise _ConnectFailed(exc) from exc
+        except OSError as exc:  # refused, an unresolvable name, the TLS handshake
+            raise UpstreamError(
+                "refused", f"cannot connect: {type(exc).__name__}: {exc.strerror or exc}"
+            ) from exc
         sock = proto.transport.get_extra_info("socket") if proto.transport is not None else None
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # the head and body go out at once
@@ -454,25 +409,16 @@ class Upstream:
                     raise _failure(exc) from exc
                 raise
         assert conn is not None
-        return self._answered(method, target, headers, sent, conn, message, payload)
-
-    def _answered(
-        self,
-        method: str,
-        target: _Target,
-        headers: Iterable[tuple[str, str]],
-        sent: float,
-        conn: _Conn,
-        message: aiohttp.http.RawResponseMessage,
-        payload: StreamReader,
-    ) -> UpstreamResponse:
-        """The answer to a request sent at ``sent``, its stream opened in the journal of streams."""
         encoded = "Content-Encoding" in message.headers
         ctype = message.headers.get("Content-Type")
         length = message.headers.get("Content-Length")
         content_type = ctype.split(";", 1)[0].strip().lower() if ctype else "application/octet-stream"
         framing: Framing = (
             "chunked" if message.chunked else "content-length" if length is not None else "close-delimited"
+        )
+        session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
+        entry = StreamEntry(
+            0, method, target.target, session, conn.local, message.code, content_type, framing
         )
         resp = UpstreamResponse(
             status=message.code,
@@ -481,13 +427,10 @@ class Upstream:
             content_length=None if encoded or length is None else int(length),
             sent_at=sent,
             headers_at=time.monotonic(),
+            entry=self.streams.opened(entry),
             _payload=payload,
             _conn=conn,
             _upstream=self,
-        )
-        session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
-        resp.entry = self.streams.opened(
-            StreamEntry(0, method, target.target, session, conn.local, message.code, content_type, framing)
         )
         self._open.add(resp)
         return resp
@@ -495,9 +438,8 @@ class Upstream:
     async def _exchange(
         self, conn: _Conn, method: str, data: bytes, bound_body: bool
     ) -> tuple[aiohttp.http.RawResponseMessage, StreamReader]:
-        """Write the request on ``conn``; its answer's status line and headers (1xx skipped), and its
-        body as a stream. aiohttp's ``sock_read`` bounds the gaps in the body of a ``bound_body``
-        request; the headers are bounded here."""
+        """Write the request on ``conn``; its answer's head (1xx skipped) and body stream. aiohttp's
+        ``sock_read`` bounds the gaps in a ``bound_body`` body; the head is bounded here."""
         proto = conn.proto
         proto.set_response_params(
             skip_payload=method == "HEAD",
@@ -509,8 +451,9 @@ class Upstream:
         assert proto.transport is not None
         proto.transport.write(data)
         timer = None
-        if self.timeout is not None:
-            timer = asyncio.get_running_loop().call_later(self.timeout, _headers_late, proto, self.timeout)
+        if self.timeout is not None:  # fail the wait for the headers, as aiohttp's sock_read does
+            late = aiohttp.ServerTimeoutError(f"no status line and headers within {self.timeout:g} s")
+            timer = asyncio.get_running_loop().call_later(self.timeout, proto.set_exception, late)
         try:
             while True:
                 message, payload = await proto.read()
@@ -521,8 +464,7 @@ class Upstream:
                 timer.cancel()
 
     def release(self, conn: _Conn) -> None:
-        """``conn``'s answer was read to its end: keep the connection for the next request, if it may
-        be kept (the upstream did not ask to close it, nothing more came on it)."""
+        """``conn``'s answer was read to its end: keep it for the next request, if it may be kept."""
         self._busy.discard(conn)
         if self.closed or not conn.usable:
             conn.close()
@@ -559,8 +501,8 @@ class Upstream:
             resp.close()
 
     async def close(self) -> None:
-        """Close every open answer and every connection (idle or in use); once closed, :meth:`send`
-        refuses. Closing a connection does not wait, so this is bounded."""
+        """Close every open answer and connection (bounded: closing does not wait); :meth:`send` then
+        refuses."""
         self.closed = True
         for resp in list(self._open):
             resp.close("the sidecar stopped")
@@ -572,9 +514,3 @@ class Upstream:
             conn.close()
         self._idle.clear()
         self._busy.clear()
-
-
-def _headers_late(proto: ResponseHandler, timeout: float) -> None:
-    """The status line and headers did not come within the timeout: fail the wait for them (as
-    aiohttp's ``sock_read`` timeout does)."""
-    proto.set_exception(aiohttp.ServerTimeoutError(f"no status line and headers within {timeout:g} s"))

@@ -49,7 +49,7 @@ class _Relay:
             try:
                 self.chan.send(**message)
             except OSError:
-                _exit(0)  # the test process is gone: a child never outlives its owner
+                os._exit(0)  # the test process is gone: a child never outlives its owner
 
     def ask(self, **message: Any) -> bool:
         """Send an ``eof``/``sig`` and wait for the answer: whether to keep running."""
@@ -61,23 +61,19 @@ class _Relay:
             self.answered.wait_for(lambda: n in self.answers, _ASK_TIMEOUT)
             return self.answers.pop(n, False)
 
-    def bye(self, how: str, code: int) -> None:
-        self.send(t="bye", how=how, code=code)
-
     # -- the control channel ----------------------------------------------------------------
     def control(self) -> None:
         while True:
             message = self.chan.recv()
             if message is None:
-                _exit(0)  # channel closed: the owner is gone or tore the child down
-                return
+                os._exit(0)  # channel closed: the owner is gone or tore the child down
             t = message.get("t")
             if t == "out":
                 self.writes.put(("out", str(message["d"]).encode()))
             elif t == "err":
                 self.writes.put(("err", int(message["n"])))
             elif t == "exit":
-                _exit(int(message.get("code", 1)))
+                os._exit(int(message.get("code", 1)))
             elif t == "ans":
                 with self.answered:
                     self.answers[int(message["n"])] = bool(message.get("keep"))
@@ -107,15 +103,17 @@ class _Relay:
                     err.write(_FLOOD_LINE[:rest])
                     err.flush()
             except (BrokenPipeError, ValueError, OSError):
-                self.bye("stdout closed by the client" if what == "out" else "stderr closed by the client", 1)
-                _exit(1)
+                self.send(
+                    t="bye", how=f"{'stdout' if what == 'out' else 'stderr'} closed by the client", code=1
+                )
+                os._exit(1)
 
     # -- signals and stdin ------------------------------------------------------------------
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self.ask(t="sig", name=name):
             return  # told to ignore it
-        self.bye(f"signal {name}", -signum)
+        self.send(t="bye", how=f"signal {name}", code=-signum)
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)  # die of it, as a server without a handler does
 
@@ -140,8 +138,8 @@ class _Relay:
             self.send(t="in", b64=base64.b64encode(body).decode())
         if not self.ask(t="eof"):
             self.flush()
-            self.bye("stdin closed", 0)
-            _exit(0)
+            self.send(t="bye", how="stdin closed", code=0)
+            os._exit(0)
         threading.Event().wait()  # ignore_eof: keep running until killed or the owner goes
 
 
@@ -156,10 +154,6 @@ def _skip_line(stdin: Any, head: bytes) -> int:
     return skipped
 
 
-def _exit(code: int) -> None:
-    os._exit(code)
-
-
 def relay(address: str, token: str) -> None:
     """Connect to the test process at ``address`` (``host:port``) and relay until told to exit."""
     host, _, port = address.rpartition(":")
@@ -167,7 +161,7 @@ def relay(address: str, token: str) -> None:
         sock = socket.create_connection((host, int(port)), timeout=10.0)
     except (OSError, ValueError) as exc:
         print(f"mcpfaults stdio: cannot reach the test process at {address!r}: {exc}", file=sys.stderr)
-        _exit(3)
+        os._exit(3)
     sock.settimeout(None)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     chan = Channel(sock)

@@ -1,6 +1,8 @@
-"""One child of a stdio server as the test process sees it over the control channel: its messages (a
-stdin line, EOF, a signal, its exit), each request from line to the core's answer and back, its holds,
-and the signals the test process sends it. Every method runs on the loop thread."""
+"""The control channel of a :class:`~pytest_mcpfaults.stdio.server.StdioServer` (:class:`StdioChannel`:
+the loopback listener its children connect back to) and each child as the test process sees it over
+it (:class:`ChildLink`: its messages, a stdin line, EOF, a signal, its exit; each request from line
+to the core's answer and back; its holds; the signals the test process sends it). Every method runs
+on the loop thread."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import hmac
 import json
 import os
 import signal
@@ -26,44 +29,117 @@ from pytest_mcpfaults.core.resumption import Resumed
 from pytest_mcpfaults.faults.kinds import IgnoreEof, IgnoreSigterm
 from pytest_mcpfaults.mcp.endpoint import Reply
 from pytest_mcpfaults.stdio import guardian
-from pytest_mcpfaults.stdio.procfs import exit_status, wait_exited
-from pytest_mcpfaults.stdio.records import CancelRecord, ChildRecord, SignalRecord
-from pytest_mcpfaults.stdio.verdict import StdioVerdicts
-from pytest_mcpfaults.stdio.wire import MAX_LINE
+from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_exited
+from pytest_mcpfaults.stdio.records import (
+    CancelRecord,
+    ChildRecord,
+    SignalRecord,
+    StdioViolation,
+    ViolationKind,
+)
+from pytest_mcpfaults.stdio.wire import MAX_LINE, MAX_MESSAGE
+from pytest_mcpfaults.transports.loop import cancel_all
 
-__all__ = ["ChildLink", "Children"]
+__all__ = ["ChildLink", "StdioChannel"]
 
 #: How long a child whose control channel closed may take to exit before it is killed.
 _EXIT_GRACE = 1.0
+_HELLO_TIMEOUT = 5.0
+_FROZEN_POLL = 0.05
 
 
-class Children:
-    """What the links of one stdio server's children share: the core, the records (read under
-    ``cond``), the live links, their tasks, the plan's child events, the patience budget and its
-    verdicts. The :class:`~pytest_mcpfaults.stdio.channel.StdioChannel` listening for them is one."""
+class StdioChannel:
+    """The listener one stdio server's children connect to, and what their links share (the records
+    and the patience violations are read under ``cond``)."""
 
-    def __init__(
-        self,
-        sidecar_core: SidecarCore,
-        events: list[tuple[F.Fault, F.TriggerState]],
-        *,
-        patience: float | None,
-        expect_hang: bool,
-        guarded: bool,
-    ) -> None:
-        self.core, self.journal = sidecar_core, sidecar_core.journal
-        self.events = events  # the server's ignore_eof / ignore_sigterm plan, shared
-        self.patience, self.guarded = patience, guarded
+    def __init__(self, sidecar_core: SidecarCore, token: str, guarded: bool) -> None:
+        self.core, self.journal, self.token = sidecar_core, sidecar_core.journal, token
+        self.listener: asyncio.Server | None = None
+        self.address = ""
+        self.events = sidecar_core.plan.events  # the plan's ignore_eof / ignore_sigterm, shared
+        self.patience, self.guarded = sidecar_core.options.patience, guarded
         self.live: dict[int, ChildLink] = {}
         self.records: list[ChildRecord] = []
         self.tasks: set[asyncio.Task[Any]] = set()
         self.cond = threading.Condition()
-        self.verdicts = StdioVerdicts(self.journal, self.cond, patience, expect_hang)
+        self.expect_hang = sidecar_core.options.expect_hang
+        self.violations: list[StdioViolation] = []  # read under cond
 
-    def spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
+
+    def violate(
+        self,
+        kind: ViolationKind,
+        child: ChildLink,
+        fault: str,
+        budget: float,
+        since: float,
+        *,
+        rid: int | None = None,
+        own: bool = False,
+        expected: bool = False,
+        pending: int = 0,
+    ) -> None:
+        later = tuple(
+            r
+            for r in self.journal.requests
+            if r.conn_id == child.record.id
+            and r.id != rid
+            and r.started_at >= since
+            and r.mcp_method != "notifications/cancelled"
+        )
+        v = StdioViolation(
+            kind,
+            child.record,
+            fault,
+            budget,
+            bool(self.expect_hang or expected),
+            since,
+            request=self.journal.request(rid) if rid is not None else None,
+            budget_from="fault" if own else "sidecar",
+            pending_bytes=pending,
+            later=later if kind == "hold" else (),
+        )
+        with self.cond:
+            self.violations.append(v)
+            self.cond.notify_all()
+
+    def arm_close(self, child: ChildLink, fault: F.Fault, since: float) -> None:
+        """A fault keeps the child alive past a request to end it: the client may wait ``patience``."""
+        if self.patience is None or child.close_timer is not None:
+            return
+        loop = asyncio.get_running_loop()
+        child.close_timer = loop.call_later(self.patience, self.close_expired, child, fault, since)
+
+    def close_expired(self, child: ChildLink, fault: F.Fault, since: float) -> None:
+        if not child.record.alive:
+            return
+        assert self.patience is not None
+        self.violate("close", child, str(fault), self.patience, since)
+        child.kill("patience")
+
+    async def watch_frozen(self, child: ChildLink, budget: float) -> None:
+        """While ``child`` is stopped by ``freeze()``: once the client has input waiting in its stdin
+        (or has closed it) for ``budget`` seconds, record a violation and kill the child."""
+        since: float | None = None
+        while child.record.alive and child.record.stopped:
+            pending, closed = stdin_state(child.pid)
+            now = self.journal.now()
+            if pending or closed:
+                since = now if since is None else since
+                if now - since >= budget:
+                    self.violate(
+                        "frozen", child, "freeze()", budget, since, pending=pending if pending else -1
+                    )
+                    child.kill("patience")
+                    return
+            else:
+                since = None
+            await asyncio.sleep(_FROZEN_POLL)
 
     def event_fault(self, event: str) -> F.Fault | None:
         """The first fault reacting to ``event`` in the plan whose trigger fires on it (counted)."""
@@ -73,12 +149,87 @@ class Children:
                 return fault
         return None
 
+    async def start(self) -> None:
+        self.listener = await asyncio.start_server(self.on_connection, "127.0.0.1", 0, limit=MAX_MESSAGE)
+        host, port = self.listener.sockets[0].getsockname()[:2]
+        self.address = f"{host}:{port}"
+
+    async def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+        killed = []
+        for child in list(self.live.values()):
+            child.holds.end("teardown")
+            child.kill("teardown")
+            killed.append(child.pid)
+        gone = [c.gone for c in self.live.values() if not c.gone.done()]
+        if gone:
+            await asyncio.wait(gone, timeout=3.0)
+        await wait_exited(killed, timeout=2.0)  # when stop() returns, no child of the test runs
+        for child in list(self.live.values()):  # not seen to go: record it as ended anyway
+            child.writer.close()
+            child.ended()
+        await cancel_all(self.tasks)
+
+    def live_child(self, what: str) -> ChildLink:
+        children = list(self.live.values())
+        if not children:
+            raise RuntimeError(f"StdioServer.{what}(): no live child (has the harness spawned it?)")
+        return children[-1]
+
+    def release(self) -> None:
+        for child in list(self.live.values()):
+            child.holds.end("released")
+            if child.record.stopped:
+                child.signal(signal.SIGCONT, "SIGCONT")
+                child.update(stopped=False)
+        self.core.thaw()
+
+    async def on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), _HELLO_TIMEOUT)
+            hello = json.loads(line)
+            token = str(hello.get("token", ""))
+            if hello.get("t") != "hello" or not hmac.compare_digest(token, self.token):
+                raise ValueError("not a hello with this server's token")
+            pid = int(hello["pid"])
+        except (asyncio.TimeoutError, ValueError, KeyError, TypeError, AttributeError):
+            writer.close()
+            return
+        if self.core.state == "stopped":
+            writer.close()
+            return
+        if self.core.state == "dead":
+            self.core.state = "running"  # the harness spawned a new child after a die
+        cid = self.journal.add_connection(f"stdio child pid {pid}")
+        record = ChildRecord(id=cid, pid=pid, started_at=self.journal.now())
+        child = ChildLink(self, pid, writer, record)
+        with self.cond:
+            self.records.append(record)
+            self.cond.notify_all()
+        self.live[cid] = child
+        if self.guarded:
+            guardian.watch(pid)
+        try:
+            while True:
+                raw = await reader.readline()
+                if not raw:
+                    break
+                child.on_message(json.loads(raw))
+        except ConnectionError:
+            pass
+        except Exception as exc:  # a message we cannot read: a bug of ours, surfaced in the test
+            self.core.record_error(f"stdio control channel of child pid {pid}", exc)
+            child.kill("control channel lost")
+        finally:
+            await child.reap()
+
 
 class ChildLink:
     """The test-process side of one child (see the module docstring)."""
 
     def __init__(
-        self, channel: Children, pid: int, writer: asyncio.StreamWriter, record: ChildRecord
+        self, channel: StdioChannel, pid: int, writer: asyncio.StreamWriter, record: ChildRecord
     ) -> None:
         self.channel, self.core, self.journal = channel, channel.core, channel.journal
         self.cid, self.pid, self.writer, self.record = record.id, pid, writer, record
@@ -125,7 +276,7 @@ class ChildLink:
         self.update(stopped=True)
         self.core.freeze(FREEZE)
         if self.channel.patience is not None:
-            self.channel.spawn(self.channel.verdicts.watch_frozen(self, self.channel.patience))
+            self.channel.spawn(self.channel.watch_frozen(self, self.channel.patience))
 
     # -- what it tells the test process ------------------------------------------------------------
     def on_message(self, message: dict[str, Any]) -> None:
@@ -136,10 +287,8 @@ class ChildLink:
             else:
                 body = base64.b64decode(message["b64"]) if "b64" in message else str(message["line"]).encode()
                 coro = self.on_line(body)
-            task = asyncio.get_running_loop().create_task(coro)
-            self.channel.tasks.add(task)
+            task = self.channel.spawn(coro)
             self.requests.add(task)
-            task.add_done_callback(self.channel.tasks.discard)
             task.add_done_callback(self.requests.discard)
         elif t == "eof":
             self.on_eof(int(message["n"]))
@@ -156,7 +305,7 @@ class ChildLink:
             self.stdin_closed.set_result(None)  # held requests end: the client gave up on them
         if fault is not None:
             self.send(t="ans", n=n, keep=True)
-            self.channel.verdicts.arm_close(self, fault, now)
+            self.channel.arm_close(self, fault, now)
         else:
             self.channel.spawn(self.exit_on_eof(n))
 
@@ -174,7 +323,7 @@ class ChildLink:
         self.update(signals=(*self.record.signals, SignalRecord(name, now, action)))
         self.send(t="ans", n=n, keep=fault is not None)
         if fault is not None:
-            self.channel.verdicts.arm_close(self, fault, now)
+            self.channel.arm_close(self, fault, now)
 
     async def reap(self) -> None:
         """The control channel closed: once the child has exited (or, past a short grace, been
@@ -236,7 +385,7 @@ class ChildLink:
         )  # fmt: skip
         sent = 0
         status: int | None = None
-        self.note_ids(rid, body)
+        rpc_id = self.note_ids(rid, body)
         try:
             incoming = Incoming(
                 "POST", self.core.options.mcp_path, self.headers, list(self.headers.items()), body
@@ -245,7 +394,7 @@ class ChildLink:
             answer = await self.core.decide(rid, incoming, exchange)
             assert answer is not None  # None only for a GET event stream
             status = answer.reply.status
-            sent = await exchange.deliver(answer, body)
+            sent = await exchange.deliver(answer, rpc_id)
         except Dropped:
             sent = j.request(rid).bytes_sent  # what a stall wrote before its hold ended stays written
         except Exception as exc:  # a bug of ours: surface it in the test
@@ -254,30 +403,29 @@ class ChildLink:
         finally:
             j.end_request(rid, status=status, bytes_sent=sent)
 
-    def note_ids(self, rid: int, body: bytes) -> None:
-        """Remember which journal request each JSON-RPC id is, and record a ``notifications/cancelled``
-        naming one of them on the child's record (what the client gave up on, and when)."""
+    def note_ids(self, rid: int, body: bytes) -> Any:
+        """The message's ``id``; record a ``notifications/cancelled`` naming an earlier request on the
+        child's record (what the client gave up on, and when)."""
         try:
             message = json.loads(body)
-        except ValueError:
-            return
+        except (ValueError, RecursionError):
+            return None
         if not isinstance(message, dict):
-            return
+            return None
         rpc_id = message.get("id")
         if rpc_id is not None and isinstance(message.get("method"), str):
             with contextlib.suppress(TypeError):  # an unhashable id: the core answers it as invalid
                 self.rpc_ids[rpc_id] = rid
         params = message.get("params")
-        if message.get("method") != "notifications/cancelled" or not isinstance(params, dict):
-            return
-        try:
-            target = self.rpc_ids.get(params.get("requestId"))
-        except TypeError:
-            return
-        if target is not None:
-            reason = params.get("reason")
-            cancel = CancelRecord(target, self.journal.now(), reason if isinstance(reason, str) else None)
-            self.update(cancels=(*self.record.cancels, cancel))
+        if message.get("method") == "notifications/cancelled" and isinstance(params, dict):
+            with contextlib.suppress(TypeError):
+                target = self.rpc_ids.get(params.get("requestId"))
+                if target is not None:
+                    reason = params.get("reason") if isinstance(params.get("reason"), str) else None
+                    self.update(
+                        cancels=(*self.record.cancels, CancelRecord(target, self.journal.now(), reason))
+                    )
+        return rpc_id
 
 
 class _Exchange:
@@ -304,7 +452,7 @@ class _Exchange:
         if outcome == "patience":
             assert budget is not None
             expected = bool(getattr(fault, "expect_hang", False))
-            channel.verdicts.violate(
+            channel.violate(
                 "hold",
                 child,
                 str(fault),
@@ -346,7 +494,7 @@ class _Exchange:
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
         raise ValueError("a tool's own requests are not sent over stdio yet: use the socket sidecar")
 
-    async def deliver(self, answer: Answer, body: bytes) -> int:
+    async def deliver(self, answer: Answer, rpc_id: Any) -> int:
         """Write the answer's line (and the fault's own writes) to the child; the bytes sent."""
         child, (reply, fault) = self.child, (answer.reply, answer.fault)
         sid = reply.headers.get("Mcp-Session-Id")
@@ -357,7 +505,7 @@ class _Exchange:
             if isinstance(version, str):
                 child.headers["MCP-Protocol-Version"] = version
             child.update(session_id=sid)
-        line = reply_line(reply, request_id(body))
+        line = reply_line(reply, rpc_id)
         for message in pipe_writes(fault):  # stdout_noise, stderr_flood
             child.send(**message)
         if line is None:
@@ -372,8 +520,8 @@ class _Exchange:
         return len(line.encode()) + 1
 
     async def shaped(self, status: int, fault: F.Fault, shaper: BodyShaper, line: bytes) -> None:
-        """Write ``line`` and its newline as the body shaper's steps say: the bytes before a hold in one
-        write, the rest with the newline in another (the stdio kinds shape by holding only)."""
+        """Write ``line`` and its newline as the body shaper's steps say (the stdio kinds shape by
+        holding only)."""
         pending, sent = b"", 0
         for step in [*shaper.start(), *shaper.feed(line), *shaper.end()]:
             match step:
@@ -388,15 +536,6 @@ class _Exchange:
                 case _:  # pragma: no cover - drip, truncate and reset do not apply to stdio
                     raise AssertionError(f"{step} on a stdio pipe")
         self.child.send(t="out", d=pending.decode() + "\n")
-
-
-def request_id(body: bytes) -> Any:
-    """The ``id`` of a message (``None`` when it has none or is not JSON)."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return message.get("id") if isinstance(message, dict) else None
 
 
 def reply_line(reply: Reply, request_id: Any = None) -> str | None:

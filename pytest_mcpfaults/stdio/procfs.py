@@ -19,15 +19,21 @@ import time
 __all__ = ["exit_status", "stdin_state", "wait_exited", "wait_stopped"]
 
 
-def _zombie_status(pid: int) -> tuple[bool, int | None]:
-    """(still there, exit status when it is a zombie)."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state first); ``None``: gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
+            return f.read().rsplit(b")", 1)[1].split()
     except OSError:
+        return None
+
+
+def _zombie_status(pid: int) -> tuple[bool, int | None]:
+    """(still there, exit status when it is a zombie)."""
+    fields = _stat(pid)
+    if fields is None:
         return False, None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] != "Z" or len(fields) < 50:
+    if fields[0] != b"Z" or len(fields) < 50:
         return True, None
     status = int(fields[49])  # field 52 of proc(5): the wait status
     return True, -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF
@@ -59,11 +65,8 @@ async def wait_exited(pids: list[int], timeout: float = 1.0) -> bool:
 
 def _exited(pid: int) -> bool:
     """``pid`` is a zombie (or being reaped), or gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except OSError:
-        return True
+    fields = _stat(pid)
+    return fields is None or fields[0] in (b"Z", b"X")
 
 
 def stdin_state(pid: int) -> tuple[int, bool]:
@@ -90,12 +93,10 @@ def wait_stopped(pid: int, timeout: float = 1.0) -> bool:
     stdin may still take the next line before it stops); ``False`` if it did not within ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
+        fields = _stat(pid)
+        if fields is None:
             return False
-        if state in (b"T", b"t"):
+        if fields[0] in (b"T", b"t"):
             return True
         time.sleep(0.001)
     return False

@@ -25,7 +25,7 @@ from pytest_mcpfaults.behaviour.connection import Dying, effect_of
 from pytest_mcpfaults.core.core import SidecarCore
 from pytest_mcpfaults.options.fields import build_options, with_options
 from pytest_mcpfaults.stdio import guardian
-from pytest_mcpfaults.stdio.channel import StdioChannel
+from pytest_mcpfaults.stdio.child_link import StdioChannel
 from pytest_mcpfaults.stdio.procfs import wait_stopped
 from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
 from pytest_mcpfaults.stdio.verdict import verdict_text
@@ -46,26 +46,16 @@ class StdioServer(SidecarViews):
     connects back to this object, which keeps the plan, the journal and the runtime control.
 
     Its keyword arguments are the options the ``'stdio'`` backend takes (fields of
-    :class:`~pytest_mcpfaults.options.fields.SidecarOptions`, built by ``build_options``), in their
-    order; ``options`` holds them:
+    :class:`~pytest_mcpfaults.options.fields.SidecarOptions`); ``options`` holds them. ``tools``,
+    ``tool_sets``, ``faults`` (kinds that apply to stdio, see ``docs/faults.md``), ``service_url``
+    and ``tool_timeout`` are as for :class:`~pytest_mcpfaults.Sidecar`; besides:
 
     - ``era``: ``'session'`` (the default: ``initialize``, then requests; ``server/discover`` gets an
       error), ``'auto'`` (both) or ``'stateless'``.
-    - ``tools``: extra tools (:class:`~pytest_mcpfaults.Tool`) served beside the built-in sets, as for
-      :class:`~pytest_mcpfaults.Sidecar`.
-    - ``tool_sets``: built-in tool sets (``'basic'``, ``'benchmark'``), as for
-      :class:`~pytest_mcpfaults.Sidecar`.
-    - ``faults``: the plan (faults or their text forms; kinds that apply to stdio only, see
-      ``docs/faults.md``): first match wins, as for the HTTP sidecar.
     - ``patience``: seconds a client may wait on the child (a held request, a child kept alive after
       stdin closed or a signal, a frozen child with input waiting) before the test process kills
       the child and records a :class:`~pytest_mcpfaults.stdio.records.StdioViolation`; ``None``:
-      no budget.
-    - ``expect_hang``: violations are reported but do not fail the test.
-    - ``service_url``: the backend URL named in :class:`~pytest_mcpfaults.faults.BackendGone` payloads
-      (default: this server's own :attr:`url`), as for :class:`~pytest_mcpfaults.Sidecar`.
-    - ``tool_timeout``: seconds one tool handler call may take; ``None``: unbounded. As for
-      :class:`~pytest_mcpfaults.Sidecar`.
+      no budget. ``expect_hang``: violations are reported but do not fail the test.
     """
 
     @with_options("stdio")
@@ -79,10 +69,7 @@ class StdioServer(SidecarViews):
             service_url=lambda: opts.service_url or self.url,
             run_sync=self._pool.submit,
         )
-        self._channel = StdioChannel(
-            self.core, self.core.plan.events, secrets.token_urlsafe(24),
-            patience=opts.patience, expect_hang=opts.expect_hang, guarded=self.guarded,
-        )  # fmt: skip
+        self._channel = StdioChannel(self.core, secrets.token_urlsafe(24), self.guarded)
 
     # -- plan ----------------------------------------------------------------------------------------
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
@@ -106,6 +93,7 @@ class StdioServer(SidecarViews):
             raise RuntimeError(f"StdioServer.start(): already {self.core.state}; a server starts once")
         if self.guarded:
             guardian.ensure()
+        self._channel.guarded = self.guarded  # read here: a standalone child sets it after construction
         _loop.run(self._channel.start())
         self.core.state = "running"
         return self
@@ -175,7 +163,7 @@ class StdioServer(SidecarViews):
     @property
     def patience_violations(self) -> tuple[StdioViolation, ...]:
         with self._channel.cond:
-            return tuple(self._channel.verdicts.violations)
+            return tuple(self._channel.violations)
 
     def wait_child(self, timeout: float = 10.0) -> ChildRecord:
         """Wait until a child has connected; return it."""
@@ -218,10 +206,6 @@ class StdioServer(SidecarViews):
             _loop.run(_loop.call(self._channel.release))
 
     revive = release  # continuing a stopped child (SIGCONT) releases what it held
-
-    # -- the control channel (loop thread) ------------------------------------------------------------
-
-    # -- requests -------------------------------------------------------------------------------------
 
     # -- verdicts -------------------------------------------------------------------------------------
     def patience_verdict(self, violations: Sequence[StdioViolation]) -> str:

@@ -5,21 +5,8 @@ any language can inject faults, release held requests, freeze and revive the sid
 over plain HTTP. Every request needs ``Authorization: Bearer <token>``. Control requests are never
 subject to faults, freezes or patience, and are not written to the journal as requests.
 
-=========================  =====================================================================
-``GET    /faults``         the plan: ``{"faults": ["status(code=503)@health[times=3]", ...]}``
-``POST   /faults``         append faults: body ``{"faults": ["hang@health", ...]}`` (all or none)
-``DELETE /faults``         clear the plan (held requests stay held: see ``/release``)
-``POST   /release``        let every held request go and end a freeze
-``POST   /freeze``         stop answering: hold every request until ``/release`` or ``/revive``
-``POST   /revive``         answer again (a frozen sidecar releases what it held)
-``GET    /journal``        requests, connections, fired counts, patience violations, state;
-                           ``?since=ID`` (requests with id >= ID) and ``&limit=N`` (at most N) page
-``GET    /spans``          the recorded spans (tree as text; JSON with ``?format=json``)
-``DELETE /spans``          forget the recorded spans
-``GET    /check``          the span invariants' verdict as JSON
-=========================  =====================================================================
-
-The span routes are described in :mod:`pytest_mcpfaults.otlp.control_routes`.
+Its routes and their answers are the table of docs/cli.md, "The control endpoint" (the span routes:
+:mod:`pytest_mcpfaults.otlp.control_routes`).
 
 The journal answer is written in pieces, yielding to the loop between them, so a large journal never
 stalls the sidecar's own traffic while it is sent (``serve`` keeps a bounded journal: see
@@ -38,16 +25,14 @@ from typing import Any
 from aiohttp import web
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import GROUPS, ConnectionRecord, RequestRecord
-from pytest_mcpfaults.core.timeouts import within
 from pytest_mcpfaults.options.validation import is_count
 from pytest_mcpfaults.otlp.control_routes import MAX_WAITS, SpanWork, span_routes
-from pytest_mcpfaults.transports.http_io import BodyError, read_body
+from pytest_mcpfaults.transports.http_io import BodyError, read_bounded
 from pytest_mcpfaults.transports.loop import WorkerPool
 from pytest_mcpfaults.transports.server import Sidecar
 
-__all__ = ["CONTROL_PREFIX", "JOURNAL_VERSION", "MAX_BODY_DEPTH", "Control", "journal_json"]
+__all__ = ["CONTROL_PREFIX", "JOURNAL_VERSION", "MAX_BODY_DEPTH", "Control"]
 
 #: Where the control endpoint is mounted on the sidecar.
 CONTROL_PREFIX = "/_mcpfaults"
@@ -98,31 +83,6 @@ def _journal_head(sidecar: Sidecar) -> dict[str, Any]:
         "dropped_connections": journal.dropped_connections,
         "span_limit": sidecar.span_recorder.received_limit,
         "dropped_spans": sidecar.span_recorder.dropped_received,
-    }
-
-
-def _page(
-    journal: Journal, since: int, limit: int | None
-) -> tuple[tuple[RequestRecord, ...], tuple[ConnectionRecord, ...], dict[str, Any]]:
-    requests = journal.requests_since(since, limit)
-    # Nothing returned: continue from the same place (a request arriving meanwhile must not be skipped).
-    after = requests[-1].id + 1 if requests else since
-    more = bool(journal.requests_since(after, 1)) if limit is not None else False
-    return requests, journal.connections, {"next": after, "more": more}
-
-
-def journal_json(sidecar: Sidecar, since: int = 0, limit: int | None = None) -> dict[str, Any]:
-    """Everything the sidecar observed, as a JSON-ready dict: the kept requests with ``id >= since``
-    (at most ``limit``), the kept connections, and the rest. ``next`` is the ``since`` of the next page."""
-    requests, conns, paging = _page(sidecar.journal, since, limit)
-    head = _journal_head(sidecar)
-    return {
-        "state": head.pop("state"),
-        "faults": head.pop("faults"),
-        "requests": [_as_dict(r, _REQUEST_FIELDS) for r in requests],
-        "connections": [_as_dict(c, _CONN_FIELDS) for c in conns],
-        **head,
-        **paging,
     }
 
 
@@ -236,16 +196,12 @@ class Control:
     async def _read(self, request: web.BaseRequest) -> bytes | web.Response:
         """The body, bounded as the sidecar bounds its own: ``max_body_bytes`` (413) and
         ``idle_timeout`` for a body still arriving (408); else the refusal to send."""
-        sidecar = self.sidecar
         try:
-            read = read_body(request, sidecar.max_body_bytes)
-            body = await (read if sidecar.idle_timeout is None else within(read, sidecar.idle_timeout))
-        except asyncio.TimeoutError:
-            return _closing(408, f"request body not complete within idle_timeout={sidecar.idle_timeout:g} s")
+            body = await read_bounded(request, self.sidecar.max_body_bytes, self.sidecar.idle_timeout)
         except BodyError as exc:
             return _closing(exc.status, exc.message)
         if body is None:
-            return _closing(413, f"request body over {sidecar.max_body_bytes} bytes")
+            return _closing(413, f"request body over {self.sidecar.max_body_bytes} bytes")
         return body
 
     async def _post_faults(self, request: web.BaseRequest) -> web.Response:
@@ -280,7 +236,11 @@ class Control:
         with a yield to the loop between chunks: the records are immutable snapshots taken at once."""
         since = _query_int(request, "since", 0) or 0
         limit = _query_int(request, "limit", 1)
-        requests, conns, paging = _page(self.sidecar.journal, since, limit)
+        journal = self.sidecar.journal
+        requests = journal.requests_since(since, limit)
+        # Nothing returned: continue from the same place (a request arriving meanwhile must not be skipped).
+        after = requests[-1].id + 1 if requests else since
+        more = bool(journal.requests_since(after, 1)) if limit is not None else False
         head = _journal_head(self.sidecar)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json; charset=utf-8"})
         await resp.prepare(request)
@@ -289,8 +249,8 @@ class Control:
             await resp.write(f'"faults": {json.dumps(head.pop("faults"))}, "requests": ['.encode())
             await _write_records(resp, requests, _REQUEST_FIELDS)
             await resp.write(b'], "connections": [')
-            await _write_records(resp, conns, _CONN_FIELDS)
-            tail = json.dumps({**head, **paging})
+            await _write_records(resp, journal.connections, _CONN_FIELDS)
+            tail = json.dumps({**head, "next": after, "more": more})
             await resp.write(b"], " + tail[1:].encode() + b"\n")
             await resp.write_eof()
         except ConnectionResetError:  # the client went away mid-answer

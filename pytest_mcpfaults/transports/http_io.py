@@ -17,6 +17,8 @@ from typing import Any
 
 from aiohttp import http_exceptions, web, web_protocol, web_server
 
+from pytest_mcpfaults.core.timeouts import within
+
 __all__ = [
     "ENCODINGS",
     "LINGERING_TIME",
@@ -24,6 +26,7 @@ __all__ = [
     "BodyError",
     "ConnectionReportingServer",
     "read_body",
+    "read_bounded",
 ]
 
 #: The ``Content-Encoding`` values a body may have (``""``: none), and the zlib ``wbits`` of each.
@@ -75,9 +78,8 @@ LOGGER.addFilter(_Redact())
 
 class ConnectionReportingServer(web_server.Server):
     """aiohttp's low-level server, with each connection's opening and loss reported to its owner
-    (the sidecar's listener and the OTLP receiver's own both journal their connections), logging to
-    :data:`LOGGER`, lingering :data:`LINGERING_TIME` at most, with aiohttp's decompression off
-    (:func:`read_body` inflates)."""
+    (both servers journal their connections), logging to :data:`LOGGER`, lingering
+    :data:`LINGERING_TIME` at most, with aiohttp's decompression off (:func:`read_body` inflates)."""
 
     def __init__(
         self,
@@ -133,6 +135,18 @@ async def read_body(request: web.BaseRequest, max_bytes: int) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def read_bounded(request: web.BaseRequest, max_bytes: int, idle_timeout: float | None) -> bytes | None:
+    """:func:`read_body`; a body still coming in must be complete within ``idle_timeout``, as headers
+    must (else :class:`BodyError` 408)."""
+    read = read_body(request, max_bytes)
+    if idle_timeout is None or request.content.is_eof():  # the whole body is here already
+        return await read
+    try:
+        return await within(read, idle_timeout)
+    except asyncio.TimeoutError:
+        raise BodyError(408, f"request body not complete within idle_timeout={idle_timeout:g} s") from None
 
 
 async def _inflate(request: web.BaseRequest, max_bytes: int, wbits: int) -> bytes | None:

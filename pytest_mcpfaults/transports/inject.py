@@ -20,7 +20,7 @@ from pytest_mcpfaults.behaviour.body import BodyShaper, Cut, Hold, Sleep, Step, 
 from pytest_mcpfaults.core.core import Answer, Dropped
 from pytest_mcpfaults.mcp.endpoint import reply_body
 
-__all__ = ["Delivery", "Dropped", "deliver", "reset_transport", "write_steps"]
+__all__ = ["Delivery", "Dropped", "cut", "deliver", "reset_transport", "write_steps"]
 
 
 @dataclass
@@ -43,6 +43,16 @@ def reset_transport(transport: asyncio.BaseTransport | None) -> None:
     transport.abort()  # type: ignore[attr-defined]
 
 
+def cut(transport: asyncio.BaseTransport | None, how: str = "rst") -> Dropped:
+    """Cut a connection mid-answer, with a FIN (``how='fin'``: the client sees an incomplete
+    response) or a reset; returns the :class:`Dropped` for the caller to raise."""
+    if how == "rst":
+        reset_transport(transport)
+    elif transport is not None:
+        transport.close()
+    return Dropped()
+
+
 async def deliver(
     request: web.BaseRequest,
     answer: Answer,
@@ -50,10 +60,9 @@ async def deliver(
     hold: Callable[[F.Fault], Awaitable[None]],
     out: Delivery,
 ) -> web.StreamResponse:
-    """Write the answer's reply to the client, shaped by its body fault (stall, drip, truncate, reset,
-    malformed JSON, endless SSE: :mod:`~pytest_mcpfaults.behaviour.body`) when there is one. Raises
-    :class:`Dropped` when the connection was deliberately cut; ``hold`` raises it too when a held
-    request does not end in a release."""
+    """Write the answer's reply to the client, shaped by its body fault
+    (:mod:`~pytest_mcpfaults.behaviour.body`). Raises :class:`Dropped` when the connection was cut
+    (``hold`` too, when a held request does not end in a release)."""
     reply, fault, sse = answer.reply, answer.fault, answer.sse
     shape = shape_of(fault)
     body, ctype = reply_body(reply, sse)
@@ -61,8 +70,7 @@ async def deliver(
         body = halve(body)
     headers = dict(reply.headers)
     if shape.resets_at_once:
-        reset_transport(request.transport)
-        raise Dropped
+        raise cut(request.transport)
     out.status = reply.status
     if not shape.streams:
         if body:
@@ -95,9 +103,8 @@ async def write_steps(
     hold: Callable[[], Awaitable[None]],
     out: Delivery,
 ) -> None:
-    """Run a :class:`~pytest_mcpfaults.behaviour.body.BodyShaper`'s steps on an aiohttp response:
-    write (counting ``out.bytes_sent``), sleep, hold, or cut the connection (then raise
-    :class:`Dropped`)."""
+    """Run a :class:`~pytest_mcpfaults.behaviour.body.BodyShaper`'s steps on an aiohttp response,
+    counting ``out.bytes_sent``."""
     for step in steps:
         match step:
             case Write(data=data):
@@ -108,8 +115,4 @@ async def write_steps(
             case Hold():
                 await hold()
             case Cut(how=how):
-                if how == "rst":
-                    reset_transport(request.transport)
-                elif request.transport is not None:
-                    request.transport.close()  # FIN: the client sees an incomplete response
-                raise Dropped
+                raise cut(request.transport, how)

@@ -1,18 +1,11 @@
-"""The legacy HTTP+SSE transport of MCP 2024-11-05, transport-free: its sessions, its requests' answers.
+"""The legacy HTTP+SSE transport of MCP 2024-11-05, transport-free: its sessions, its requests' answers
+(what it answers, and the bounded outbox: docs/legacy-sse.md).
 
-A client opens ``GET <sse_path>`` and reads an event stream whose first event is ``endpoint`` (the URL
-to post messages to, ``<messages_path>?session_id=<hex>``); it then ``POST``s each JSON-RPC message
-there, gets ``202 Accepted``, and reads the reply as an ``event: message`` on the stream. This module
-holds what the core needs for that and nothing about sockets: one :class:`LegacySession` per open
-stream (the MCP session its ``initialize`` created, and an outbox of :class:`StreamEvent` the socket
-adapter writes to the stream), the answers the mcp SDK's SSE server gives for a missing, malformed or
-unknown ``session_id``, the classification of the two paths, and :class:`LegacyTransport`, which the
-core asks first for a request on them (its ``path_transport``), using only the core's public methods.
-
-An outbox is bounded: once its stream holds more than :data:`OUTBOX_BYTES` its client has not read
-(events queued behind a socket the client does not drain), a message POST to the session is refused
-with 503 before it is processed (:meth:`LegacySession.overflow`), until the client reads; the stream
-stays open. So a client that never reads its stream costs at most the bound and one reply.
+Nothing here is about sockets: one :class:`LegacySession` per open stream (the MCP session its
+``initialize`` created, and an outbox of :class:`StreamEvent` the socket adapter writes to the
+stream), the mcp SDK SSE server's answers for a missing, malformed or unknown ``session_id``, and
+:class:`LegacyTransport`, which the core asks first for a request on its two paths (its
+``path_transport``), using only the core's public methods.
 """
 
 from __future__ import annotations
@@ -87,7 +80,6 @@ class LegacySession:
         self.ended = False  # the server ended it (session_expired): its stream closes once drained
         self._outbox: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
         self.unread_bytes = 0  # bytes of the events in the outbox (taken out by next())
-        self.refused = 0  # message POSTs refused while the outbox was over OUTBOX_BYTES
 
     def endpoint_event(self) -> StreamEvent:
         return StreamEvent(b"event: endpoint\ndata: " + self.endpoint_url.encode() + b"\n\n")
@@ -108,7 +100,6 @@ class LegacySession:
         client's: it does not read its stream), else ``None``."""
         if self.unread_bytes <= limit:
             return None
-        self.refused += 1
         refusal = _refused(
             503,
             f"Service Unavailable: the event stream of session {self.id} has {self.unread_bytes} bytes "
@@ -145,11 +136,9 @@ class LegacyReply:
 
 @dataclass
 class LegacyAnswer(Answer):
-    """The core's :class:`~pytest_mcpfaults.core.core.Answer` to a legacy request. ``stream``: a
-    legacy SSE stream to serve after the reply's status and headers (its endpoint event, then its
-    outbox until teardown; ``fault`` then acts on the stream's bytes). ``replying``: a message's reply,
-    which the transport makes once it has sent the 202, in a task of its own; the request's record
-    ends when that ends."""
+    """The core's answer to a legacy request: with ``stream``, a legacy SSE stream to serve after the
+    status and headers (``fault`` acts on its bytes); with ``replying``, a message's reply the transport
+    makes once it has sent the 202 (the request's record ends when that ends)."""
 
     stream: LegacySession | None = None
     replying: LegacyReply | None = None
@@ -235,9 +224,8 @@ class LegacyTransport:
         state: F.TriggerState | None,
         transport: Transport,
     ) -> LegacyAnswer:
-        """A legacy request, classified, journaled and past a freeze, ``fault`` chosen: its
-        answer-level part acts as on any request, except that a ``die`` on a message POST to a live
-        session answers 202 first and dies once that is sent; then :meth:`_answer`."""
+        """As on any request, except that a ``die`` on a message POST to a live session answers 202
+        first and dies once that is sent."""
         core = self.core
         session = self.lookup(incoming.query) if info.path == self.messages_path else None
         later: Step | None = None
@@ -270,12 +258,9 @@ class LegacyTransport:
         later: Step | None,
         transport: Transport,
     ) -> LegacyAnswer:
-        """The stream (``GET sse_path``) or a message (``POST messages_path``), whose JSON-RPC reply
-        (normal or forced) goes on its session's stream, carrying the body fault, while the POST gets
-        ``202 Accepted``. A request the MCP endpoint answers is answered after its 202
-        (:class:`LegacyReply`, as the mcp SDK's SSE server does), so the client can post its
-        ``notifications/cancelled`` meanwhile; ``later`` (a ``delay(after=True)``,
-        ``answer_after_cancel``'s hold) acts once its reply is made."""
+        """A message's JSON-RPC reply goes on its session's stream while the POST gets 202; a request
+        the MCP endpoint answers is answered after its 202 (as the mcp SDK's SSE server does), so the
+        client can post its ``notifications/cancelled`` meanwhile; ``later`` acts once it is made."""
         core = self.core
         if forced is None:
             forced = security_problem(incoming.header_pairs, core.options.allowed_origins, core.allowed_hosts)
@@ -328,9 +313,8 @@ class LegacyTransport:
         later: Step | None,
         transport: Transport,
     ) -> None:
-        """Make the reply of message ``rid`` (its POST answered 202) and put it on its session's stream,
-        unless the client cancels it first (:meth:`Cancellations.run`: a stopped request's reply is no
-        event at all); ``transport`` is the one its hold, if any, is on."""
+        """Make the reply of message ``rid`` and put it on its session's stream, unless the client
+        cancels it first (a stopped request's reply is no event at all)."""
         m, core = info.mcp, self.core
         assert m is not None
         if core.cancels.stopped_before(rid, fault):  # its cancel came before this began

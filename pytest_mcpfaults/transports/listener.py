@@ -14,7 +14,7 @@ import functools
 import ipaddress
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, cast
 
 from aiohttp import web, web_protocol
@@ -25,9 +25,8 @@ from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core import core
 from pytest_mcpfaults.core.holds import Holds
 from pytest_mcpfaults.core.journal import Journal
-from pytest_mcpfaults.core.records import Held, HoldOutcome
+from pytest_mcpfaults.core.records import Held, HoldOutcome, RequestRecord
 from pytest_mcpfaults.core.resumption import Resumed, primes
-from pytest_mcpfaults.core.timeouts import within
 from pytest_mcpfaults.mcp.endpoint import encode, reply_body
 from pytest_mcpfaults.options.checks import LOOPBACK_NAMES
 from pytest_mcpfaults.options.fields import SidecarOptions
@@ -35,10 +34,10 @@ from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.proxy.proxy import Proxy, Relayed
 from pytest_mcpfaults.proxy.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.transports.connections import Conn, Connections
-from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_body
-from pytest_mcpfaults.transports.inject import Delivery, Dropped, deliver, reset_transport, write_steps
+from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_bounded
+from pytest_mcpfaults.transports.inject import Delivery, Dropped, cut, deliver, reset_transport, write_steps
 from pytest_mcpfaults.transports.legacy_sse import LegacyAnswer, LegacyReply
-from pytest_mcpfaults.transports.loop import WorkerPool
+from pytest_mcpfaults.transports.loop import WorkerPool, cancel_all
 from pytest_mcpfaults.transports.notices import StreamNotices, serve_listen
 from pytest_mcpfaults.transports.sse_stream import StreamWriter
 from pytest_mcpfaults.verdicts.violation import BudgetSource, PatienceViolation
@@ -90,14 +89,12 @@ class _Exchange:
         what: str,
         dropped: Callable[[], str | None] | None = None,
     ) -> None:
-        """A tool awaits the client's answer to its request (``what``): until it comes, the client
-        goes away (raises ``Dropped``) or the patience budget runs out (a violation naming ``what``,
-        and how a fault dropped the client's answer if ``dropped()`` says so; the connection is reset,
-        as a held request's; raises ``Dropped``)."""
-        journal, conn, options = self.listener.journal, self.conn, self.listener.options
+        """As :class:`~pytest_mcpfaults.mcp.outbound.Link` says; past the budget the connection is
+        reset, as a held request's."""
+        journal, conn = self.listener.journal, self.conn
         journal.update_request(self.rid, status=self.out.status, bytes_sent=self.out.bytes_sent)
         started, held_at = time.monotonic(), journal.now()
-        budget = options.patience
+        budget = self.listener.options.patience
         await asyncio.wait((answer, conn.lost), timeout=budget, return_when=asyncio.FIRST_COMPLETED)
         if answer.done():
             return
@@ -105,31 +102,25 @@ class _Exchange:
             raise Dropped
         assert budget is not None
         rec = journal.update_request(self.rid, held=Held(held_at, "patience", time.monotonic() - started))
-        conn.closed_by_us = True
-        reset_transport(conn.transport)
-        method = what.split("`")[1] if what.count("`") >= 2 else what
-        expected = bool(options.expect_hang)
-        lost = dropped() if dropped is not None else None
-        v = PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what, dropped=lost)
-        journal.violations.add(v)
+        conn.reset()
+        self.unanswered(rec, what, budget, dropped() if dropped is not None else None)
         raise Dropped
+
+    def unanswered(self, rec: RequestRecord, what: str, budget: float, dropped: str | None = None) -> None:
+        method = what.split("`")[1] if what.count("`") >= 2 else what
+        expected = bool(self.listener.options.expect_hang)
+        v = PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what, dropped=dropped)
+        self.listener.journal.violations.add(v)
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
         budget = self.listener.options.patience
-        if budget is None:
-            return
-        task = asyncio.ensure_future(self._watch_round(answer, what, budget))
-        self.listener.tasks.add(task)  # cancelled at stop()
-        task.add_done_callback(self.listener.tasks.discard)
+        if budget is not None:
+            self.listener.spawn(self._watch_round(answer, what, budget))
 
     async def _watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str, budget: float) -> None:
         await asyncio.wait((answer,), timeout=budget)
-        if answer.done():
-            return
-        journal, method = self.listener.journal, what.split("`")[1]
-        expected = bool(self.listener.options.expect_hang)
-        rec = journal.request(self.rid)
-        journal.violations.add(PatienceViolation(rec, method, budget, expected, "sidecar", awaiting=what))
+        if not answer.done():
+            self.unanswered(self.listener.journal.request(self.rid), what, budget)
 
     async def finish_stream(self, answer: core.Answer) -> web.StreamResponse:
         """Send the reply as the last event of the answer stream a tool's own messages opened, shaped
@@ -141,8 +132,7 @@ class _Exchange:
         if shape.halves:
             data = halve_event(data)
         if shape.resets_at_once:
-            reset_transport(self.request.transport)
-            raise Dropped
+            raise cut(self.request.transport)
         fault = answer.fault
 
         async def held() -> None:
@@ -156,21 +146,15 @@ class _Exchange:
         return resp
 
     async def listen_stream(self, answer: core.Answer) -> web.StreamResponse:
-        """Serve a ``subscriptions/listen`` answer: open, told the changes its filter asks for, until
-        the client closes it or the sidecar stops
-        (:func:`~pytest_mcpfaults.transports.notices.serve_listen`)."""
+        """Serve a ``subscriptions/listen`` answer (:func:`~.notices.serve_listen`)."""
         assert answer.reply.listen is not None
         conn, fault, notices = self.conn, answer.fault, self.listener.notices
-
-        def cut() -> None:
-            conn.closed_by_us = True
-            reset_transport(conn.transport)
 
         async def hold(bounded: bool) -> None:
             assert fault is not None  # only a body fault holds
             await self.hold(fault, patience=bounded)
 
-        listening = notices.listen(answer.reply.listen, cut)
+        listening = notices.listen(answer.reply.listen, conn.reset)
         try:
             return await serve_listen(
                 self.request, answer, listening, lost=conn.lost, hold=hold, out=self.out,
@@ -180,18 +164,13 @@ class _Exchange:
             notices.unlisten(listening)
 
     def reply_later(self, later: LegacyReply) -> None:
-        """Make this legacy message's reply after its 202, in a task of its own (cancelled at stop(); a
-        ``notifications/cancelled`` can stop it meanwhile), on the connection of its session's stream: a
-        hold of the reply ends when the stream closes, and patience resets the stream. The message's
-        record ends when its reply is on the stream, or it was stopped."""
+        """Make this legacy message's reply after its 202, in a task of its own, on the connection of
+        its session's stream (a hold of the reply ends when the stream closes; patience resets it)."""
         listener = self.listener
         cid = listener.journal.request(later.session.rid).conn_id
         conn = next((c for c in listener.conns.live.values() if c.id == cid), self.conn)
-        on_stream = _Exchange(listener, self.request, conn, self.rid, self.out)
         listener.replying.add(self.rid)
-        task = asyncio.ensure_future(on_stream.make_reply(later))
-        listener.tasks.add(task)
-        task.add_done_callback(listener.tasks.discard)
+        listener.spawn(_Exchange(listener, self.request, conn, self.rid, self.out).make_reply(later))
 
     async def make_reply(self, later: LegacyReply) -> None:
         journal = self.listener.journal
@@ -231,8 +210,7 @@ class _Exchange:
         if outcome == "patience":
             assert budget is not None
             expected = bool(listener.options.expect_hang or getattr(fault, "expect_hang", False))
-            conn.closed_by_us = True
-            reset_transport(conn.transport)
+            conn.reset()
             source: BudgetSource = "fault" if own is not None else "sidecar"
             listener.journal.violations.add(PatienceViolation(rec, str(fault), budget, expected, source))
         if outcome not in ("released", "cancelled"):
@@ -250,14 +228,11 @@ class _Exchange:
         await asyncio.sleep(seconds)
 
     async def event_stream(self, resumed: Resumed | None = None, fault: F.Fault | None = None) -> None:
-        """A ``GET`` stream: its priming event (protocol 2025-11-25 on; else a comment), or, resuming
-        one (``resumed``), the events the client missed; then its notifications until teardown or the
-        client goes away. A ``reset`` / ``truncate`` aimed at the ``GET`` cuts it once ``after_bytes``
-        bytes of it are sent (0: before the status line)."""
+        """A ``GET`` stream: its priming event (protocol 2025-11-25 on; else a comment), or the events
+        a resuming client missed; then its notifications until teardown or the client goes away."""
         shape = shape_of(fault)
         if shape.resets_at_once:
-            reset_transport(self.request.transport)
-            raise Dropped
+            raise cut(self.request.transport)
         resp = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
@@ -275,12 +250,12 @@ class _Exchange:
         self.out.bytes_sent = len(first) if cut_at is None else min(len(first), cut_at)
         # Open for notices before the first write: one posted meanwhile is written after these bytes (a
         # write's bytes reach the transport before it first yields), never kept for a dormant stream.
-        cut = functools.partial(self.cut, ending) if ending is not None else None
-        notices.open(resp, session, self.rid, self.out, key, cut_at, cut)
+        cutter = functools.partial(self.cut, ending) if ending is not None else None
+        notices.open(resp, session, self.rid, self.out, key, cut_at, cutter)
         try:
             await resp.write(first[: self.out.bytes_sent])
-            if cut is not None and cut_at is not None and len(first) >= cut_at:
-                cut()
+            if cutter is not None and cut_at is not None and len(first) >= cut_at:
+                cutter()
                 raise Dropped
             with self.listener.holds.stream() as teardown:  # until then, or until the client goes away
                 await asyncio.wait((teardown, self.conn.lost), return_when=asyncio.FIRST_COMPLETED)
@@ -291,11 +266,7 @@ class _Exchange:
     def cut(self, ending: Cut) -> None:
         """Cut this request's connection as ``ending`` says (FIN or RST): the sidecar closed it."""
         self.conn.closed_by_us = True
-        if ending.how == "fin":
-            if self.request.transport is not None:
-                self.request.transport.close()
-        else:
-            reset_transport(self.request.transport)
+        cut(self.request.transport, ending.how)
 
 
 class _Silent(asyncio.Protocol):
@@ -359,6 +330,12 @@ class SocketListener:
         self.web: ConnectionReportingServer | None = None
         self.mounted: tuple[str, Handler] | None = None
 
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in a task of its own, cancelled at stop()."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
     async def start(self) -> None:
         self.web = ConnectionReportingServer(
             self.handle, self.conn_made, self.conn_lost,
@@ -393,7 +370,8 @@ class SocketListener:
         if lost:
             await asyncio.wait(lost, timeout=0.5)
         await self.otlp.close()
-        await self.cancel_handlers()
+        await cancel_all(self.tasks)  # the request handlers still running
+        self.tasks.clear()
         if self.proxy is not None:
             await self.proxy.upstream.close()  # every upstream connection (bounded)
         if self.stdio is not None:
@@ -402,16 +380,6 @@ class SocketListener:
         if self.web is not None:
             await self.web.shutdown(0.05)
         self.server = None
-
-    async def cancel_handlers(self) -> None:
-        """Cancel the request handlers still running and wait for them (bounded: 1 s)."""
-        me = asyncio.current_task()
-        tasks = [t for t in self.tasks if t is not me and not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
-        self.tasks.clear()
 
     async def close_listener(self) -> None:
         """Close the listening socket without stranding connections the loop has just accepted.
@@ -432,7 +400,7 @@ class SocketListener:
             await asyncio.sleep(0)
         server.close()
 
-    def mounted_for(self, path: str) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None:
+    def mounted_for(self, path: str) -> Handler | None:
         if self.mounted is not None and (path + "/").startswith(self.mounted[0] + "/"):
             return self.mounted[1]
         return None
@@ -453,8 +421,7 @@ class SocketListener:
         await self.die_transport(restart=restart)
 
     async def die_transport(self, *, restart: bool) -> None:
-        """The socket's part of dying: the listener closes (unless restarting), every held request
-        ends, every connection is reset."""
+        """The socket's part of dying (the core forgot the process's state)."""
         if not restart:
             await self.close_listener()
         self.holds.end("teardown")
@@ -499,9 +466,9 @@ class SocketListener:
             conn.busy += 1  # the idle timer, if it fires now, waits for the end of the request
         try:
             if conn is not None and self.otlp.serves(request.path):  # no fault, freeze or patience
-                return await self.otlp.receiver.handle(request, conn.id)
-            if self.mounted is not None and (request.path + "/").startswith(self.mounted[0] + "/"):
-                return await self.mounted[1](request)
+                return await self.otlp.handle(request, conn.id)
+            if (mounted := self.mounted_for(request.path)) is not None:
+                return await mounted(request)
             if conn is None:  # connection already gone
                 return web.Response(status=500)
             return await self.handle_recorded(request, conn, idle)
@@ -547,23 +514,9 @@ class SocketListener:
     async def respond(
         self, request: web.BaseRequest, conn: Conn, rid: int, out: Delivery, idle: float = 0.0
     ) -> web.StreamResponse:
-        """Read the body (bounded in size and time), let the core decide, write its answer."""
         try:
-            if (
-                self.options.idle_timeout is None or request.content.is_eof()
-            ):  # the whole body is here already
-                body = await read_body(request, self.options.max_body_bytes)
-            else:  # a body still coming in must be complete within idle_timeout, as headers must
-                body = await within(
-                    read_body(request, self.options.max_body_bytes), self.options.idle_timeout
-                )
-        except asyncio.TimeoutError:
-            text = f"request body not complete within idle_timeout={self.options.idle_timeout:g} s"
-            self.journal.update_request(rid, error=text, error_by="client")
-            out.status = 408
-            conn.closed_by_us = True
-            return web.Response(status=408, text=text, headers={"Connection": "close"})
-        except BodyError as exc:  # another Content-Encoding (415), a body that does not inflate (400)
+            body = await read_bounded(request, self.options.max_body_bytes, self.options.idle_timeout)
+        except BodyError as exc:  # too slow (408), another Content-Encoding (415), does not inflate (400)
             self.journal.update_request(rid, error=exc.message, error_by="client")
             out.status = exc.status
             conn.closed_by_us = True
@@ -593,28 +546,26 @@ class SocketListener:
         if answer.reply.headers.get("Connection", "").lower() == "close":
             conn.closed_by_us = True  # aiohttp closes the connection after this answer (413, Terminating)
         if isinstance(answer.reply, Relayed):
-            return await self.relay(request, conn, rid, answer, exchange, out)
+            return await self.relay(exchange, answer, answer.reply)
         if isinstance(answer.reply, Piped):  # the stdio upstream's leg, complete before the client's
             self.journal.update_request(rid, upstream=answer.reply.leg)
         return await deliver(request, answer, hold=exchange.hold, out=out)
 
     async def legacy_stream(self, exchange: _Exchange, answer: LegacyAnswer) -> web.StreamResponse:
-        """Serve a legacy SSE stream: the status and headers, the endpoint event, then each event its
-        session's outbox gets, until teardown, the client closes it, or the server ends the session
-        (a clean end of the stream)."""
+        """Serve a legacy SSE stream: the endpoint event, then its session's outbox until teardown,
+        the client closes it, or the server ends the session (a clean end)."""
         session, request, conn, out = answer.stream, exchange.request, exchange.conn, exchange.out
         assert session is not None
         if shape_of(answer.fault).resets_at_once:  # RST before the status line
             session.close()
-            reset_transport(request.transport)
-            raise Dropped
+            raise cut(request.transport)
         resp = web.StreamResponse(status=answer.reply.status, headers=answer.reply.headers)
         await resp.prepare(request)
         out.status = answer.reply.status
         writer = StreamWriter(request, resp, out, exchange.hold_stream, answer.fault)
         try:
             with self.holds.stream() as teardown:
-                await writer.start()
+                await resp.write(b"")  # the status line and headers now: aiohttp buffers them until a write
                 await writer.event(session.endpoint_event())
                 while True:
                     nxt = asyncio.ensure_future(session.next())
@@ -642,34 +593,27 @@ class SocketListener:
         await resp.write_eof()
         exchange.out.status, exchange.out.bytes_sent = answer.reply.status, len(body)
         exchange.conn.closed_by_us = True
-        transport = exchange.request.transport
-        if transport is not None:
-            transport.close()
+        cut(exchange.request.transport, "fin")
         await then()
         raise Dropped
 
-    async def relay(
-        self,
-        request: web.BaseRequest,
-        conn: Conn,
-        rid: int,
-        answer: core.Answer,
-        exchange: _Exchange,
-        out: Delivery,
-    ) -> web.StreamResponse:
+    async def relay(self, exchange: _Exchange, answer: core.Answer, reply: Relayed) -> web.StreamResponse:
         """Proxy mode: relay the upstream's answer. A long-lived one's (a GET's or a listen's: the
         upstream's event stream, which may stay silent for ever) is abandoned, its upstream connection
         closed, when the client goes away."""
         assert self.proxy is not None
-        reply = answer.reply
-        if not (isinstance(reply, Relayed) and reply.long_lived):  # bounded: a client gone fails a write
-            return await self.proxy.deliver(
-                request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out
-            )
-        relaying = asyncio.ensure_future(
-            self.proxy.deliver(request, answer, journal=self.journal, rid=rid, hold=exchange.hold, out=out)
+        delivering = self.proxy.deliver(
+            exchange.request,
+            answer,
+            journal=self.journal,
+            rid=exchange.rid,
+            hold=exchange.hold,
+            out=exchange.out,
         )
-        await asyncio.wait((relaying, conn.lost), return_when=asyncio.FIRST_COMPLETED)
+        if not reply.long_lived:  # bounded: a client gone fails a write
+            return await delivering
+        relaying = asyncio.ensure_future(delivering)
+        await asyncio.wait((relaying, exchange.conn.lost), return_when=asyncio.FIRST_COMPLETED)
         if not relaying.done():
             relaying.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -12,7 +12,7 @@ import contextlib
 import os
 import queue
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
@@ -43,26 +43,29 @@ def get_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def in_loop_thread() -> bool:
-    """Whether the caller is running on the sidecar loop thread."""
-    loop = _loop
-    if loop is None:
-        return False
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
-
-
 async def call(fn: Callable[[], object]) -> None:
     """Run ``fn`` on the loop thread (``run(call(fn))``): a change of state that request handlers read
     there."""
     fn()
 
 
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]], timeout: float = 1.0) -> None:
+    """Cancel the tasks still running (but the caller's) and wait for them, bounded."""
+    me = asyncio.current_task()
+    running = [t for t in tasks if t is not me and not t.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=timeout)
+
+
 def run(coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
     """Run ``coro`` on the sidecar loop from any other thread and wait for its result."""
-    if in_loop_thread():
+    try:
+        on_loop = asyncio.get_running_loop() is _loop
+    except RuntimeError:  # no loop runs in this thread
+        on_loop = False
+    if on_loop:
         coro.close()
         raise RuntimeError("a blocking Sidecar method was called from the sidecar's own loop thread")
     future = asyncio.run_coroutine_threadsafe(coro, get_loop())
@@ -71,11 +74,6 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = 10.0) -> T:
     except FutureTimeout:
         future.cancel()
         raise TimeoutError(f"sidecar operation did not finish within {timeout} s") from None
-
-
-def call_soon(fn: Any, *args: Any) -> None:
-    """Schedule a plain callback on the sidecar loop (thread-safe, does not wait)."""
-    get_loop().call_soon_threadsafe(fn, *args)
 
 
 class WorkerPool:

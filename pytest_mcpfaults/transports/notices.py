@@ -14,17 +14,10 @@ Each event on a ``GET`` stream carries its stream's next id
 it with ``Last-Event-ID`` gets it; one per session, forgotten when the session opens a fresh stream
 (and beyond :data:`DORMANT_STREAMS`, the oldest).
 
-The socket transport's ``subscriptions/listen`` stream (2026-07-28, :func:`serve_listen`) is the answer
-of one listen request, open until the client closes it or the sidecar stops. Its bytes are its ack, the
-change notices queued for it (:class:`Listening`) and, when the sidecar stops, the listen request's
-result (the graceful end the spec gives a server). The body fault aimed at it (the target
-``subscriptions/listen``) shapes those bytes as they go, as it shapes any answer's
-(:class:`~pytest_mcpfaults.behaviour.body.BodyShaper`): ``reset`` / ``truncate`` cut the stream after
-``after_bytes`` bytes, ``stall`` holds it there (bounded by patience only while the ack is not out: a
-client awaiting its ack waits for an answer, one with its ack is listening, as it should), ``drip``
-paces it, ``malformed_json`` cuts the ack's JSON in half, and ``close_stream`` ends it cleanly after
-``after_events`` events without the result (a dropped stream: no event ids, 2026-07-28 has no
-resumption). What was sent is counted in the request's journal record (``status``, ``bytes_sent``).
+The socket transport's ``subscriptions/listen`` stream (:func:`serve_listen`) is the answer of one
+listen request, open until the client closes it or the sidecar stops: its ack, the notices queued for
+it (:class:`Listening`) and, when the sidecar stops, the listen request's result; the body fault aimed
+at it shapes those bytes as it shapes any answer's (what each kind does to it: docs/surface.md).
 """
 
 from __future__ import annotations
@@ -44,7 +37,7 @@ from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.mcp.endpoint import encode
 from pytest_mcpfaults.mcp.listen import Listen
-from pytest_mcpfaults.transports.inject import Delivery, reset_transport, write_steps
+from pytest_mcpfaults.transports.inject import Delivery, cut, write_steps
 
 __all__ = ["DORMANT_STREAMS", "LISTEN_BACKLOG", "SSE_HEADERS", "Listening", "StreamNotices", "serve_listen"]
 
@@ -237,8 +230,7 @@ async def serve_listen(
     listen = listening.listen
     shape = shape_of(answer.fault)
     if shape.resets_at_once:  # RST before the status line
-        reset_transport(request.transport)
-        raise Dropped
+        raise cut(request.transport)
     events_left = shape.resumable[0] if shape.resumable is not None else None  # close_stream
     shaper = BodyShaper(PLAIN if shape.resumable is not None else shape)
     ack = encode(listen.ack(), True)[0]

@@ -46,13 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
 
 
-def _http_plan(faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
-    """The plan, refusing stdio-only kinds (``ignore_eof`` …) by name: they act on a child process."""
-    plan = F.as_plan(faults)
-    F.check_transport(plan, "http", f"Sidecar {where}")
-    return plan
-
-
 def _replay(opts: SidecarOptions) -> Replay | None:
     """``cassette=``: the recorded server the sidecar answers from, with the matching rules."""
     if opts.cassette is None:
@@ -127,18 +120,16 @@ class Sidecar(SidecarWaits):
 
     def _build_core(self, opts: SidecarOptions) -> core.SidecarCore:
         """The core these options describe, and its upstream in proxy mode."""
-        upstream_client = (
-            Upstream(self.upstream, timeout=opts.upstream_timeout, headers=self.upstream_headers)
-            if self.upstream is not None
-            else None
-        )
-        self._upstream_server = (
-            UpstreamServer(
-                cast("list[str] | None", opts.upstream_serve), upstream_client.url, upstream_client.streams
+        upstream_client: Upstream | None = None
+        self._upstream_server: UpstreamServer | None = None
+        self._served: UpstreamServer | None = None  # upstream_serve=: the sidecar runs it
+        if self.upstream is not None:
+            upstream_client = Upstream(
+                self.upstream, timeout=opts.upstream_timeout, headers=self.upstream_headers
             )
-            if upstream_client is not None
-            else None
-        )
+            serve = cast("list[str] | None", opts.upstream_serve)
+            self._upstream_server = UpstreamServer(serve, upstream_client.url, upstream_client.streams)
+            self._served = self._upstream_server if self._upstream_server.command is not None else None
         service_url = opts.service_url
         self.replay = replay = _replay(opts)
         origin = upstream_client.origin if upstream_client is not None else _recorded_origin(replay)
@@ -184,17 +175,14 @@ class Sidecar(SidecarWaits):
             raise RuntimeError(f"Sidecar.start(): already {self.core.state}; a sidecar starts once")
         if self._stdio is not None:
             guardian.ensure()  # from the test's thread: the upstream child is watched from its spawn
-        served = self._upstream_server is not None and self._upstream_server.command is not None
-        if served:
-            assert self._upstream_server is not None
-            if not self._upstream_server.running:  # (the test may have started it already)
-                self._upstream_server.start()  # before the sidecar serves: its first request finds it up
+        served = self._served
+        if served is not None and not served.running:  # (the test may have started it already)
+            served.start()  # before the sidecar serves: its first request finds it up
         try:
             _loop.run(self._listener.start())
         except BaseException:
-            if served:
-                assert self._upstream_server is not None
-                self._upstream_server.close()
+            if served is not None:
+                served.close()
             raise
         return self
 
@@ -206,14 +194,14 @@ class Sidecar(SidecarWaits):
         the cassette is written then."""
         if self.core.state in ("new", "stopped"):
             self.core.state = "stopped"
-            if self._upstream_server is not None and self._upstream_server.command is not None:
-                self._upstream_server.close()  # started by the test before the sidecar, or again after
+            if self._served is not None:
+                self._served.close()  # started by the test before the sidecar, or again after
             return
         try:
             _loop.run(self._listener.stop(), timeout=10.0)
         finally:
-            if self._upstream_server is not None and self._upstream_server.command is not None:
-                self._upstream_server.close()  # after the listener: no relay is left reading it
+            if self._served is not None:
+                self._served.close()  # after the listener: no relay is left reading it
         if self.recorder is not None:
             self.recorder.save()
 
@@ -366,7 +354,8 @@ class Sidecar(SidecarWaits):
         _loop.run(self._listener.revive())
 
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
-        plan = _http_plan(faults, where)
+        plan = F.as_plan(faults)
+        F.check_transport(plan, "http", f"Sidecar {where}")  # stdio-only kinds act on a child process
         check_auth_plan(plan, self.options.auth, f"Sidecar {where}")
         proxied = self.options.upstream is not None or bool(self.options.upstream_command)
         check_outbound_plan(plan, proxied, f"Sidecar {where}")

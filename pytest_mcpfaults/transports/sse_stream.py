@@ -18,7 +18,7 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import Cut, Hold, halve_event, shape_of
-from pytest_mcpfaults.transports.inject import Delivery, Dropped, reset_transport
+from pytest_mcpfaults.transports.inject import Delivery, cut
 from pytest_mcpfaults.transports.legacy_sse import StreamEvent
 
 __all__ = ["StreamWriter"]
@@ -41,10 +41,6 @@ class StreamWriter:
         # a stream fault that ends or holds acts once, at stream offset `at` (None: after the first event)
         self.pending = fault if self.shape.ending is not None else None
         self.at: int | None = self.shape.cut
-
-    async def start(self) -> None:
-        """Send the status line and headers now (before any event)."""
-        await self.resp.write(b"")  # aiohttp buffers the headers until the first body write
 
     async def event(self, ev: StreamEvent) -> None:
         data = ev.data
@@ -87,10 +83,4 @@ class StreamWriter:
         if isinstance(ending, Hold):
             await self.hold(fault)  # the stream goes quiet until released
             return
-        transport = self.request.transport
-        if isinstance(ending, Cut) and ending.how == "fin":
-            if transport is not None:
-                transport.close()  # FIN: the stream ends mid-event
-        else:
-            reset_transport(transport)
-        raise Dropped
+        raise cut(self.request.transport, ending.how if isinstance(ending, Cut) else "rst")  # mid-event

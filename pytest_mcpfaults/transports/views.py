@@ -20,13 +20,18 @@ from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.mcp.surface import Surface
 from pytest_mcpfaults.mcp.tools import BenchmarkSessions
 
-__all__ = ["RuntimeControl", "SidecarError", "SidecarState", "SidecarViews"]
+__all__ = ["SidecarError", "SidecarState", "SidecarViews"]
 
 _S = TypeVar("_S", bound="SidecarViews")
 
 
-class RuntimeControl:
-    """Whether it runs, and the plan at runtime, the same on every backend (which defines ``_checked``)."""
+class SidecarViews:
+    """Read-only views, the plan at runtime, error reporting and the context-manager protocol shared
+    by every backend.
+
+    A backend sets ``core`` (its :class:`~pytest_mcpfaults.core.core.SidecarCore`) and defines
+    :attr:`url`, ``start()``, ``stop()`` and ``_checked``.
+    """
 
     core: SidecarCore
 
@@ -51,16 +56,6 @@ class RuntimeControl:
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> Sequence[F.Fault]:
         """``faults`` as a plan this backend can serve (``where``: the argument, for the error)."""
         raise NotImplementedError  # pragma: no cover - every backend defines it
-
-
-class SidecarViews(RuntimeControl):
-    """Read-only views, error reporting and the context-manager protocol shared by every backend.
-
-    A backend sets ``core`` (its :class:`~pytest_mcpfaults.core.core.SidecarCore`) and defines
-    :attr:`url`, ``start()`` and ``stop()``.
-    """
-
-    core: SidecarCore
 
     @property
     def url(self) -> str:  # pragma: no cover - every backend defines it

@@ -10,19 +10,25 @@ from pytest_mcpfaults.mcp.builtin.conformance import (
     conformance_resources,
     conformance_tools,
 )
+from pytest_mcpfaults.mcp.client_tools import CLIENT_TOOLS
 from pytest_mcpfaults.mcp.surface import Prompt, Resource, ResourceTemplate, Surface
-from pytest_mcpfaults.mcp.tools import DEFAULT_TOOL_SETS, TOOL_SETS, BenchmarkSessions, Tool
-from pytest_mcpfaults.mcp.tools import builtin_tools as set_tools
+from pytest_mcpfaults.mcp.tools import BASIC_TOOLS, DEFAULT_TOOL_SETS, TOOL_SETS, BenchmarkSessions, Tool
 
 __all__ = ["builtin_surface", "builtin_tools", "tool_sets_help"]
 
 
 def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> dict[str, Tool]:
     """The tools of ``tool_sets``, by name (``benchmark``: the benchmark set's state)."""
-    tools = set_tools(tool_sets, benchmark)
+    tools: list[Tool] = []
+    if "basic" in tool_sets:
+        tools += BASIC_TOOLS
+    if "benchmark" in tool_sets:
+        tools += benchmark.tools()
+    if "client" in tool_sets:
+        tools += CLIENT_TOOLS
     if "conformance" in tool_sets:
-        tools.update((t.name, t) for t in conformance_tools())
-    return tools
+        tools += conformance_tools()
+    return {t.name: t for t in tools}
 
 
 def builtin_surface(
@@ -30,8 +36,7 @@ def builtin_surface(
     resources: Iterable[Resource | ResourceTemplate] = (),
     prompts: Iterable[Prompt] = (),
 ) -> Surface:
-    """A new surface holding the resources, templates and prompts of ``tool_sets`` (only the
-    ``conformance`` set has any), then ``resources`` and ``prompts`` (a test's own)."""
+    """A new surface holding those of ``tool_sets``, then a test's own ``resources`` and ``prompts``."""
     surface = Surface()
     if "conformance" in tool_sets:
         fixtures, templates = conformance_resources()
@@ -41,7 +46,7 @@ def builtin_surface(
 
 
 def tool_sets_help() -> str:
-    """Each built-in set and what it serves, for the ``tool_sets`` option's help (read from the sets)."""
+    """Each built-in set and what it serves, for the ``tool_sets`` option's help."""
     parts = []
     for name in TOOL_SETS:
         tools = ", ".join(builtin_tools((name,), BenchmarkSessions()))

@@ -1,14 +1,7 @@
 """The ``conformance`` tool set: the fixtures the official MCP conformance suite's server scenarios
 (``@modelcontextprotocol/conformance``) call, as its reference server (``everything-server.ts``)
-serves them: tools answering each kind of content and a tool error, the text, binary, templated and
-watched resources, and the prompts. Opt-in (``tool_sets=[..., 'conformance']``, ``serve --tool-sets
-basic,benchmark,conformance``); ``benchmarks/conformance.py`` runs the suite against ``serve``.
-
-Its tools that talk back to the client during the call do so as the reference server's do: logging and
-progress notifications, ``sampling/createMessage`` and ``elicitation/create`` (the SEP-1034 defaults and
-SEP-1330 enum schemas included), each through the call's
-:class:`~pytest_mcpfaults.mcp.outbound.ToolContext`. A client's failure to answer is reported in
-the result's text, as the reference server does.
+serves them, talking back to the client as its tools do. Opt-in; ``benchmarks/conformance.py`` runs
+the suite against ``serve``.
 """
 
 from __future__ import annotations
@@ -88,7 +81,6 @@ def _schema_tool(**arguments: Any) -> str:
 
 
 def conformance_tools() -> list[BuiltinTool]:
-    """The fixture tools (new values each call; they hold no state)."""
     return [
         BuiltinTool("test_simple_text", _simple_text, _NO_ARGS, "Tests simple text content response"),
         BuiltinTool("test_image_content", _image, _NO_ARGS, "Tests image content response"),
@@ -118,7 +110,6 @@ def _template_data(id: str) -> str:
 
 
 def conformance_resources() -> tuple[list[Resource], list[ResourceTemplate]]:
-    """The fixture resources and resource templates."""
     resources = [
         Resource(
             "test://static-text",
@@ -177,7 +168,6 @@ def _prompt_with_image() -> list[dict[str, Any]]:
 
 
 def conformance_prompts() -> list[Prompt]:
-    """The fixture prompts."""
     return [
         Prompt(
             "test_simple_prompt",

@@ -1,13 +1,5 @@
-"""Cassettes: record a real MCP server once through proxy mode, replay it offline with faults.
-
-* :mod:`.fileformat`: the file (JSON Lines, versioned), :class:`Cassette`, :class:`Exchange`;
-* :mod:`.redact`: what is never written;
-* :mod:`.recorder`: recording in proxy mode (``Sidecar(upstream=..., record=PATH)``);
-* :mod:`.matching`: which recorded exchange answers a request, and the nearest miss;
-* :mod:`.replay`: the recorded server as the sidecar's source of tools and answers
-  (``Sidecar(cassette=PATH)``).
-
-docs/cassettes.md is the user's page.
+"""Cassettes: record a real MCP server once through proxy mode, replay it offline with faults
+(docs/cassettes.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The checks of a sidecar's cassette options (``cassette``, ``record`` and their companions), run by
-``SidecarOptions`` when it is built: each refusal is a ``ValueError`` naming the argument, the value and
-what would be valid. A cassette to replay is read here, so a missing, corrupt or newer-format file is
-refused when the sidecar (or the marker, at collection) is made, naming its line."""
+"""The checks of a sidecar's cassette options, run by ``SidecarOptions`` when it is built. A cassette to
+replay is read here, so a bad file is refused when the sidecar (or the marker, at collection) is made.
+"""
 
 from __future__ import annotations
 
@@ -46,16 +45,6 @@ def check_cassette_options(
         cassette_ignore == () and cassette_order is False and cassette_once is False
     ):
         return {"cassette_ignore": ()}  # the defaults (every sidecar without a cassette): nothing to check
-    out = _check_record(record, record_mode, record_redact, upstream, upstream_command)
-    out["cassette_ignore"] = _check_rules(cassette, cassette_ignore, cassette_order, cassette_once)
-    if cassette is not None:
-        out["cassette"] = _check_replay(cassette, upstream, upstream_command, record, tools, transport)
-    return out
-
-
-def _check_record(
-    record: object, record_mode: object, record_redact: object, upstream: object, upstream_command: object
-) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if record is not None:
         out["record"] = path = _path("record", record)
@@ -79,12 +68,6 @@ def _check_record(
             raise ValueError("Sidecar: record_redact= redacts what record= writes; give record=PATH too")
     if record_mode != "all" and record is None:
         raise ValueError(f"Sidecar: record_mode={record_mode!r} is how record= writes; give record=PATH too")
-    return out
-
-
-def _check_rules(
-    cassette: object, cassette_ignore: object, cassette_order: object, cassette_once: object
-) -> tuple[str, ...]:
     if (
         isinstance(cassette_ignore, (str, bytes))
         or not isinstance(cassette_ignore, Sequence)
@@ -102,21 +85,13 @@ def _check_rules(
     for name, value in rules[1:]:
         if not isinstance(value, bool):
             raise ValueError(f"Sidecar: {name} must be True or False, got {value!r}")
-    given = [name for name, value in rules if value]
-    if cassette is None and given:
-        raise ValueError(f"Sidecar: {given[0]}= is a matching rule of replay; give cassette=PATH too")
-    return tuple(cassette_ignore)
-
-
-def _check_replay(
-    cassette: object,
-    upstream: object,
-    upstream_command: object,
-    record: object,
-    tools: object,
-    transport: object,
-) -> str:
-    path = _path("cassette", cassette)
+    out["cassette_ignore"] = tuple(cassette_ignore)
+    if cassette is None:
+        given = [name for name, value in rules if value]
+        if given:
+            raise ValueError(f"Sidecar: {given[0]}= is a matching rule of replay; give cassette=PATH too")
+        return out
+    out["cassette"] = path = _path("cassette", cassette)
     for name, value in (("upstream", upstream), ("upstream_command", upstream_command), ("record", record)):
         if value is not None:
             raise ValueError(
@@ -134,4 +109,4 @@ def _check_replay(
             "is not supported with it"
         )
     check_cassette(path)  # refused now, naming the file and its line, not at the first request
-    return path
+    return out

@@ -1,9 +1,5 @@
-"""The cassette file: one recorded MCP conversation, one JSON object per line (JSON Lines).
-
-Line 1 is the header, ``{"cassette": "pytest-mcpfaults", "format": 1, ...}``; every later line is one
-:class:`Exchange`. Keys are sorted and each exchange is one line, so a re-recorded cassette diffs
-exchange by exchange. Reading refuses, naming the file and the line, a file that is not a cassette, a
-newer format than :data:`FORMAT`, a line that is not JSON or not an exchange.
+"""The cassette file: one recorded MCP conversation in JSON Lines, the header first, then one
+:class:`Exchange` a line, keys sorted, so a re-recorded cassette diffs exchange by exchange.
 """
 
 from __future__ import annotations
@@ -14,7 +10,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -124,22 +120,19 @@ class Exchange:
         return cls(http=http, method=method, status=status, line=line, **given)
 
 
-#: An exchange's keys (besides ``http``, ``method``, ``status``) and their types.
-_KINDS: dict[str, type | tuple[type, ...]] = {
-    "id": object,
-    "params": dict,
-    "response": dict,
-    "events": list,
-    "request_headers": dict,
-    "response_headers": dict,
-    "headers_at": (int, float),
-    "took": (int, float),
-    "tool": str,
-    "era": str,
-    "version": str,
-    "session": str,
-    "content_type": str,
-    "cut": dict,
+#: An exchange's keys (besides ``http``, ``method``, ``status``, ``line``) and their types, read from its
+#: fields' annotations (``float``: a JSON number, ``Any``: anything).
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "str": str,
+    "dict": dict,
+    "list": list,
+    "float": (int, float),
+    "Any": object,
+}
+_KINDS = {
+    f.name: _TYPES[str(f.type).split("[")[0].split(" ")[0]]
+    for f in fields(Exchange)
+    if f.name not in ("http", "method", "status", "line")
 }
 
 

@@ -1,12 +1,7 @@
-"""Which recorded exchange answers a request: matching rules, and the nearest miss when none does.
-
-A request matches a recorded one with the same JSON-RPC method, tool and arguments (params), ``_meta``
-never compared (it carries the client's progress tokens and the stateless era's protocol version), a
-recorded :data:`~pytest_mcpfaults.proxy.cassette.redact.REDACTED` value matching any value;
-:class:`Rules` are the user's ``cassette_ignore``, ``cassette_order`` and ``cassette_once``
-(docs/cassettes.md, "Matching"). An unmatched request is a
-:class:`~pytest_mcpfaults.proxy.cassette.fileformat.CassetteError` naming the request, the nearest
-recorded exchange (its line) and how they differ.
+"""Which recorded exchange answers a request (docs/cassettes.md, "Matching"): the same method, tool and
+params, ``_meta`` never compared, a recorded :data:`~pytest_mcpfaults.proxy.cassette.redact.REDACTED`
+matching any value. A miss is a :class:`~pytest_mcpfaults.proxy.cassette.fileformat.CassetteError`
+naming the request, the nearest recorded exchange (its line) and how they differ.
 """
 
 from __future__ import annotations
@@ -224,7 +219,6 @@ class Matcher:
     def _last(
         self, lists: list[tuple[Any, list[int]]], method: str | None, params: Mapping[str, Any]
     ) -> int | None:
-        """The last recorded exchange matching the request, among ``lists``."""
         lasts = [next((i for i in reversed(ix) if self._matches(i, method, params)), None) for _, ix in lists]
         found = [i for i in lasts if i is not None]
         return max(found) if found else None

@@ -1,13 +1,6 @@
-"""Recording a cassette in proxy mode: each exchange the proxy forwards, as MCP saw it.
-
-The proxy hands the :class:`Recorder` each forwarded request (:meth:`Recorder.start`) with the
-upstream's answer, whose body chunks it is then fed as they come; when the answer has ended
-(:meth:`Recorder.finish`) the exchange is kept, with its SSE events and their timing. An answer that
-did not come whole (the upstream failed, a body fault or the client cut it) is not kept: a cassette
-holds only what the upstream really said. What is kept of one answer is bounded
-(:data:`EVENTS_MAX_BYTES`, :data:`ANSWER_MAX_BYTES`); what was let go is counted in its ``cut``.
-:meth:`Recorder.save` writes the cassette redacted (:mod:`.redact`), merged with the one there for
-``new_episodes``.
+"""Recording a cassette in proxy mode: each exchange the proxy forwards, fed its answer's body as it
+comes, kept with its SSE events and their timing once the answer ended whole (a cassette holds only
+what the upstream really said), bounded (what was let go is counted in its ``cut``), written redacted.
 """
 
 from __future__ import annotations
@@ -201,8 +194,8 @@ class Recorder:
         exchange.cut = pending.cut()
         self.exchanges.append(exchange)
 
-    def cassette(self) -> Cassette:
-        """What :meth:`save` writes: the exchanges redacted (and merged)."""
+    def save(self) -> None:
+        """Write the exchanges redacted (and merged, for ``new_episodes``)."""
         kept = []
         for exchange in self.exchanges:
             data = redact_exchange(exchange.to_json(), self.redact)
@@ -212,13 +205,10 @@ class Recorder:
             old = read_cassette(self.path).exchanges
             rules = Rules()
             kept = [*old, *(e for e in kept if not any(same_request(o, e, rules) for o in old))]
-        return Cassette(kept, upstream=redact_text(self.upstream))
-
-    def save(self) -> None:
-        write_cassette(self.path, self.cassette())
+        write_cassette(self.path, Cassette(kept, upstream=redact_text(self.upstream)))
 
 
 def _answers(message: Any, mid: Any) -> bool:
-    if not isinstance(message, dict) or message.get("id") != mid:
-        return False
-    return "result" in message or "error" in message
+    return (
+        isinstance(message, dict) and message.get("id") == mid and ("result" in message or "error" in message)
+    )

@@ -1,12 +1,8 @@
-"""What a cassette never holds: secrets, by default-deny, and whatever the user's redaction hook removes.
+"""What a cassette never holds: secrets, by default-deny, and whatever the user's hook removes.
 
-Cassettes are committed to repositories, so the default (:func:`redact_exchange`) keeps only what is
-known not to be a secret, and redacts by name and by shape wherever a secret could hide: header values
-but the protocol's own (:data:`KEPT_HEADERS`), the value of a secret-named key at any depth
-(:func:`secret_key`; a JSON Schema's property names are names, not values), credential-shaped text
-(:func:`redact_text`), a command's secret options (:func:`redact_command`). Each becomes
-:data:`REDACTED`, which replay matches with any value. docs/cassettes.md ("Redaction") lists the names
-and shapes; ``record_redact`` (:data:`Redactor`) is the user's hook, run after the default.
+Cassettes are committed to repositories, so the default keeps only what is known not to be a secret,
+and redacts by name and by shape wherever a secret could hide (docs/cassettes.md, "Redaction"). Each
+becomes :data:`REDACTED`, which replay matches with any value.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ __all__ = [
     "Redactor",
     "redact_command",
     "redact_exchange",
-    "redact_headers",
     "redact_text",
     "redact_value",
     "secret_key",
@@ -143,7 +138,6 @@ _PAIR = re.compile(
 
 
 def _pairs(text: str) -> str:
-    """``text`` with the value of each secret-named pair in it replaced by :data:`REDACTED`."""
     out: list[str] = []
     done = 0  # text[:done] is in out
     for m in _PAIR.finditer(text):
@@ -205,7 +199,6 @@ _PLAIN, _SCHEMA, _NAMES = 0, 1, 2
 
 
 def _child(mode: int, key: object) -> int:
-    """What the value at ``key`` of an object of ``mode`` is."""
     if mode == _PLAIN:
         return _SCHEMA if key in _SCHEMA_KEYS else _PLAIN
     if mode == _SCHEMA:
@@ -214,17 +207,8 @@ def _child(mode: int, key: object) -> int:
 
 
 def _secret_value(key: str, value: object) -> bool:
-    """A value to redact for its key's name: any value that can carry one (not null, not a boolean,
-    not an empty string)."""
-    if value is None or isinstance(value, bool) or value == "":
-        return False
-    return secret_key(key)
-
-
-def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    """Headers with every value but the protocol's own (:data:`KEPT_HEADERS`) replaced by
-    :data:`REDACTED`, names kept."""
-    return {name: value if name.lower() in KEPT_HEADERS else REDACTED for name, value in headers.items()}
+    """A value to redact for its key's name: any value that can carry one."""
+    return not (value is None or isinstance(value, bool) or value == "") and secret_key(key)
 
 
 def redact_command(argv: Sequence[str]) -> str:
@@ -232,30 +216,26 @@ def redact_command(argv: Sequence[str]) -> str:
     (``--api-key X``, ``--password=X``, ``-token X``) or variable (``API_KEY=X``) and every
     credential-shaped argument replaced by :data:`REDACTED`."""
     out: list[str] = []
-    secret_next = False
+    secret_next = False  # the argument after a secret-named option is its value
     for arg in argv:
+        name, eq, _value = arg.lstrip("-").partition("=")
+        named = bool(name) and secret_key(name, query=True)
         if secret_next:
             out.append(REDACTED)
-            secret_next = False
-            continue
-        name, eq, _value = arg.lstrip("-").partition("=")
-        if eq and name and secret_key(name, query=True):
+        elif named and eq:
             out.append(arg.split("=", 1)[0] + "=" + REDACTED)
-            continue
-        if arg.startswith("-") and not eq and name and secret_key(name, query=True):
-            out.append(arg)
-            secret_next = True
-            continue
-        out.append(redact_text(arg))
+        else:
+            out.append(arg if named and arg.startswith("-") else redact_text(arg))
+        secret_next = not secret_next and named and not eq and arg.startswith("-")
     return " ".join(out)
 
 
 def redact_exchange(data: dict[str, Any], hook: Redactor | None = None) -> dict[str, Any] | None:
     """An exchange's JSON object as it may be written: the default redaction, then ``hook``'s."""
     out = dict(data)
-    for name in ("request_headers", "response_headers"):
+    for name in ("request_headers", "response_headers"):  # every value but the protocol's own
         if name in out:
-            out[name] = redact_headers(out[name])
+            out[name] = {k: v if k.lower() in KEPT_HEADERS else REDACTED for k, v in out[name].items()}
     for name in ("params", "response", "events"):
         if name in out:
             out[name] = redact_value(out[name])

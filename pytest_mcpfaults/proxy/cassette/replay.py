@@ -1,14 +1,8 @@
-"""Replaying a cassette: the recorded server as a source of answers for the sidecar's own MCP endpoint.
-
-A replaying sidecar is the fake sidecar whose tools and answers come from the cassette
-(:class:`Replay`, the endpoint's :class:`~pytest_mcpfaults.mcp.endpoint.AnswerSource`): the recorded
-``tools/list`` is its tool set (so argument checks and ``tool:NAME`` triggers work on the real server's
-tools), the recorded ``initialize`` its ``serverInfo``, ``capabilities`` and ``instructions``, and
-every other request is answered with the recorded result of the exchange it matches (:mod:`.matching`).
-The endpoint keeps the sessions and ids as for any sidecar and frames the result for the client's era
-(what is recorded is the same in both), so every fault of the catalogue acts on these answers exactly
-as on the fake's. Notifications recorded during an answer are replayed before it; requests the server
-sent the client (sampling, elicitation) are not.
+"""Replaying a cassette: the fake sidecar whose tools and answers come from the cassette (:class:`Replay`,
+the endpoint's :class:`~pytest_mcpfaults.mcp.endpoint.AnswerSource`), so argument checks, ``tool:NAME``
+triggers and every fault act on the real server's tools and answers as on the fake's. The endpoint
+keeps the sessions and ids and frames the result for the client's era (what is recorded is the same in
+both). Notifications recorded during an answer are replayed before it; the server's requests are not.
 """
 
 from __future__ import annotations
