@@ -1,8 +1,7 @@
 """Span invariants: pure functions from recorded spans to a list of :class:`Violation`.
 
-Nothing here talks to OpenTelemetry; every function takes a sequence of
-:class:`~pytest_mcpfaults.spans.recorder.RecordedSpan` (for example ``recorder.spans()``) and returns the
-violations it found, an empty list when the invariant holds. ``session`` and ``cleanup`` are span-name
+Each takes a sequence of :class:`~pytest_mcpfaults.spans.RecordedSpan` (``recorder.spans()``) and
+returns the violations found, none when the invariant holds. ``session`` and ``cleanup`` are span-name
 globs (one string or a sequence of them).
 
 A "cleanup subtree" is a span beneath the session whose name matches ``cleanup`` together with all of
@@ -27,7 +26,15 @@ from pytest_mcpfaults.spans.queries import (
     matches,
     seen_names,
 )
-from pytest_mcpfaults.spans.records import RecordedSpan, child_index, describe_span, format_tree, span_key
+from pytest_mcpfaults.spans.records import (
+    RecordedSpan,
+    child_index,
+    describe_span,
+    format_tree,
+    one_line,
+    span_key,
+    subtree,
+)
 
 __all__ = [
     "ALL_INVARIANTS",
@@ -119,13 +126,7 @@ def _cleanup_subtrees(
     while stack:
         s = stack.pop()
         if matches(s.name, cleanup):
-            members: list[RecordedSpan] = []
-            inner = [s]
-            while inner:
-                m = inner.pop()
-                members.append(m)
-                inner.extend(reversed(index.get(span_key(m), [])))
-            subtrees.append((s, members))
+            subtrees.append((s, subtree(index, s)))
         else:
             others.append(s)
             stack.extend(reversed(index.get(span_key(s), [])))
@@ -157,18 +158,14 @@ def _failure_messages(members: Sequence[RecordedSpan]) -> list[str]:
 
 
 def _own_texts(sess: RecordedSpan, first: RecordedSpan, primary: Sequence[RecordedSpan]) -> list[str]:
-    """Texts of the failures from before cleanup: the primary failures' messages (as
-    :func:`_failure_messages` gives them) and the exceptions the session recorded before ``first``
-    started."""
-    own = _failure_messages(primary)
-    for ev in sess.events:
-        if ev.name != "exception" or ev.timestamp is None or first.start_time is None:
-            continue
-        if ev.timestamp < first.start_time:
-            emsg = str(ev.attributes.get("exception.message", ""))
-            if emsg:
-                own.append(emsg)
-    return own
+    """Texts of the failures from before cleanup: the primary failures' and the session's own."""
+    start = first.start_time
+    before = [
+        str(ev.attributes.get("exception.message", ""))
+        for ev in sess.events
+        if ev.name == "exception" and ev.timestamp is not None and start is not None and ev.timestamp < start
+    ]
+    return [*_failure_messages(primary), *filter(None, before)]
 
 
 def _derived(text: str, messages: Sequence[str], own: Sequence[str] = ()) -> str | None:
@@ -197,11 +194,6 @@ def _short_type(etype: str) -> str:
     return etype.rsplit(".", 1)[-1]
 
 
-def _clip(text: str, limit: int = 160) -> str:
-    text = text.replace("\r", "").replace("\n", "⏎ ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _cause(root: RecordedSpan, failing: RecordedSpan) -> str:
     return describe_span(failing) + ("" if failing is root else f" inside {root.name}")
 
@@ -212,10 +204,7 @@ _Subtrees = Sequence[tuple[RecordedSpan, list[RecordedSpan]]]
 def _copied_description(
     sess: RecordedSpan, teardown: _Subtrees, primary: Sequence[RecordedSpan], own: Sequence[str]
 ) -> str | None:
-    """Rule 1: the session's description comes from a teardown failure. Time decides first: a
-    description the session already had when its first cleanup started (the recorder saw it then)
-    comes from before cleanup. Otherwise text decides: the description equals or contains a message
-    of a failure in the teardown that no failure from before cleanup (``own``) also carries."""
+    """Rule 1's message (the description comes from the teardown), or ``None``."""
     desc = sess.status_description or ""
     first = teardown[0][0]
     if first.ancestor_at_start(sess) == ("ERROR", sess.status_description):
@@ -237,27 +226,19 @@ def _copied_description(
 
 
 def _failed_before_cleanup(sess: RecordedSpan, first: RecordedSpan, teardown: _Subtrees) -> bool | None:
-    """Whether the session shows a failure of its own from before its first cleanup started: ERROR
-    when that cleanup started, an exception event older than its start, or a user's interrupt
-    (``KeyboardInterrupt``, ``SystemExit``) recorded on the session or in its teardown. ``None`` when
-    the recorder did not see the session's status at that moment (received spans, snapshots built
-    by hand)."""
-    interrupts = [
-        etype
-        for span in [sess, *(m for _, members in teardown for m in members)]
-        for etype, _ in span.exceptions
-        if _short_type(etype) in _INTERRUPTS
-    ]
-    if interrupts:
+    """Whether the session failed on its own before ``first`` started (rule 2); ``None`` when the
+    recorder did not see its status at that moment."""
+    spans = [sess, *(m for _, members in teardown for m in members)]
+    if any(_short_type(etype) in _INTERRUPTS for span in spans for etype, _ in span.exceptions):
         return True
     start = first.start_time
-    for ev in sess.events:
-        if ev.name == "exception" and (ev.timestamp is None or start is None or ev.timestamp < start):
-            return True
+    if any(
+        ev.name == "exception" and (ev.timestamp is None or start is None or ev.timestamp < start)
+        for ev in sess.events
+    ):
+        return True
     status = first.status_of_ancestor_at_start(sess)
-    if status is None:
-        return None
-    return status == "ERROR"
+    return None if status is None else status == "ERROR"
 
 
 def _late_exceptions(sess: RecordedSpan, first: RecordedSpan) -> list[tuple[str, str, int]]:
@@ -273,9 +254,8 @@ def _late_exceptions(sess: RecordedSpan, first: RecordedSpan) -> list[tuple[str,
 def _turned_error_in_cleanup(
     sess: RecordedSpan, subtrees: _Subtrees, late_spans: _Subtrees, *, by_events: bool
 ) -> str:
-    """Rule 2's message: the session turned ERROR once cleanup had started, with nothing before.
-    ``by_events``: the session's status at cleanup's start is unknown (received spans) and the times
-    of its exception events decided."""
+    """Rule 2's message. ``by_events``: the session's status at cleanup's start is unknown and the
+    times of its exception events decided."""
     first = subtrees[0][0]
     late = _late_exceptions(sess, first)
     failing = next(((root, m) for root, members in subtrees for m in members if m.failed), None)
@@ -302,7 +282,7 @@ def _turned_error_in_cleanup(
             root = [r for r, _ in subtrees if (r.start_time or 0) <= when][-1]
         cause = f"{describe_span(root)}, which did not record the failure"
     recorded = "; ".join(
-        f"{_short_type(etype)}: {_clip(emsg)}" if emsg else _short_type(etype) for etype, emsg, _ in late
+        f"{_short_type(etype)}: {one_line(emsg)}" if emsg else _short_type(etype) for etype, emsg, _ in late
     )
     what = f"; the session recorded {recorded}" if recorded else ""
     if by_events:
@@ -319,9 +299,7 @@ def _turned_error_in_cleanup(
 
 
 def _legacy_flip(sess: RecordedSpan, teardown: _Subtrees) -> str | None:
-    """Rule 2 for snapshots without the session's status at cleanup's start nor a timed exception
-    event on it: an ERROR session with neither a description nor an exception of its own, when a
-    cleanup span failed."""
+    """Rule 2's older, weaker form, for a session with no status history and no exception event."""
     failed_cleanups = [(root, m) for root, members in teardown for m in members if m.failed]
     if not failed_cleanups:
         return None
@@ -365,35 +343,26 @@ def _flip_message(spans: Sequence[RecordedSpan], sess: RecordedSpan, cp: tuple[s
 def cleanup_never_flips(
     spans: Sequence[RecordedSpan], session: Patterns = DEFAULT_SESSION, cleanup: Patterns = DEFAULT_CLEANUP
 ) -> list[Violation]:
-    """A cleanup failure must never decide a session span's status.
+    """A cleanup failure must never decide a session span's status (in the module's terms).
 
-    For every span named like ``session`` whose status is ERROR, with at least one cleanup span
-    beneath it (``R1`` is the first to start; the *teardown* is every cleanup subtree and every other
-    span beneath the session that started once ``R1`` had started; a *primary failure* is an ERROR span
-    beneath the session, outside cleanup, that started before ``R1``):
+    For every ERROR span named like ``session`` with a cleanup span beneath it:
 
-    1. its status description must not come from the teardown. By time: a description the session
-       already had when ``R1`` started (the recorder notes it) passes. Otherwise by text: it must not
-       equal or contain the ERROR description or an exception message of a span in the teardown,
-       unless a failure from before cleanup carries that same text too (a primary failure's
-       description or exception message, or an exception the session recorded before ``R1``
-       started): then the text says nothing of where the description came from;
-    2. if there is no primary failure, it must have failed on its own before ``R1`` started: it was
-       ERROR when ``R1`` started, or it has an exception event older than ``R1``'s start, or a
-       ``KeyboardInterrupt``/``SystemExit`` is recorded on it or in its teardown. Otherwise it turned
-       ERROR at or after cleanup started: a flip, whether or not any cleanup span recorded an error
-       (a ``BaseException`` such as ``asyncio.CancelledError`` escapes ``start_as_current_span``
-       unrecorded).
+    1. its status description must not come from the teardown. One the session already had when
+       ``R1`` started (the recorder notes it) passes; otherwise it must not equal or contain the ERROR
+       description or an exception message of a teardown span, unless a failure from before cleanup
+       (a primary failure, or an exception the session recorded before ``R1`` started) carries that
+       same text too;
+    2. with no primary failure, it must have failed on its own before ``R1`` started: ERROR then, an
+       exception event older than ``R1``'s start, or a ``KeyboardInterrupt``/``SystemExit`` on it or
+       in its teardown. Otherwise it turned ERROR in cleanup: a flip, whether or not a cleanup span
+       recorded an error (a ``BaseException`` such as ``asyncio.CancelledError`` escapes
+       ``start_as_current_span`` unrecorded).
 
-    Rule 2 needs the session's status when ``R1`` started, which the recorder notes on every span it
-    records (``RecordedSpan.ancestors_at_start``). Where it is unknown (spans received over OTLP,
-    snapshots built by hand) the times of the session's exception events decide: exception events
-    that all come at or after ``R1``'s start are a flip. A session with no exception event at all
-    falls back to the older, weaker rule: a failed teardown span and a session with neither a
-    description nor an exception of its own.
-
-    Sessions with status UNSET or OK always pass, and so do sessions without a cleanup span beneath
-    them. No session span at all is a violation, never a vacuous pass.
+    Where the session's status at ``R1``'s start is unknown (spans received over OTLP, snapshots built
+    by hand), exception events that all come at or after ``R1``'s start are a flip; with no exception
+    event at all, the older, weaker rule applies: a failed teardown span and a session with neither a
+    description nor an exception of its own. No session span at all is a violation, never a vacuous
+    pass. docs/spans.md gives the rules with examples.
     """
     sp, cp = as_patterns(session), as_patterns(cleanup)
     sessions = _sessions("cleanup_never_flips", spans, sp)

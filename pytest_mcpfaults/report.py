@@ -220,10 +220,9 @@ class Report:
 
     def fired(self) -> dict[str, int]:
         """How often each kind fired over the whole run."""
-        out: dict[str, int] = {}
+        out: Counter[str] = Counter()
         for t in self.tests:
-            for kind, n in t.fired.items():
-                out[kind] = out.get(kind, 0) + n
+            out.update(t.fired)
         return dict(sorted(out.items()))
 
     def kinds(self) -> list[str]:
@@ -261,9 +260,7 @@ class Report:
 
     def totals(self) -> dict[str, Any]:
         """The ``totals`` object of the JSON report."""
-        outcomes = dict.fromkeys(OUTCOMES, 0)
-        for t in self.tests:
-            outcomes[t.outcome] = outcomes.get(t.outcome, 0) + 1
+        outcomes = dict.fromkeys(OUTCOMES, 0) | Counter(t.outcome for t in self.tests)
         violations = self.violations()
         return {
             "tests": len(self.tests),
@@ -328,10 +325,7 @@ def _kind_order(kind: str) -> tuple[int, str]:
 def merge(*reports: Report) -> Report:
     """One report from several (xdist workers, CI shards). A test present in more than one keeps the
     last one given (a rerun replaces the earlier result)."""
-    by_id: dict[str, TestEntry] = {}
-    for r in reports:
-        for t in r.tests:
-            by_id[t.nodeid] = t
+    by_id = {t.nodeid: t for r in reports for t in r.tests}
     version = next((r.plugin_version for r in reports if r.plugin_version), "")
     return Report(list(by_id.values()), plugin_version=version)
 

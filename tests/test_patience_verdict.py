@@ -16,7 +16,7 @@ import pytest
 
 from pytest_mcpfaults import EndlessSse, Hang, Sidecar, Stall, parse_fault
 from pytest_mcpfaults.core.records import Held, RequestRecord
-from pytest_mcpfaults.verdicts.clients import call_bound, client_family, patience_hint, server_request_hint
+from pytest_mcpfaults.verdicts.clients import answering, client_family, patience_hint, server_request_hint
 from pytest_mcpfaults.verdicts.patience import PatienceError
 
 #: The scheduling margin of these waits (docs/hangs.md): what each bound tells apart is a second or more
@@ -176,7 +176,7 @@ def test_the_unanswered_server_request_hint_names_the_client_s_own_api(ua: str, 
 def test_the_call_bound_of_a_lost_answer_s_hint_is_the_client_s_own(ua: str) -> None:
     """The hint for an answer a fault lost (drop_client_answer) bounds the call with this."""
     _, bound, _ = SERVER_REQUEST_APIS[ua]
-    assert bound in call_bound(_rec(user_agent=ua)), call_bound(_rec(user_agent=ua))
+    assert bound in answering(_rec(user_agent=ua)).bound, answering(_rec(user_agent=ua)).bound
 
 
 def test_an_unknown_client_is_told_the_mcp_2x_api_and_a_stateless_one_that_it_never_retried() -> None:

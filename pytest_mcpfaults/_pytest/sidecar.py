@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.stdio.server import StdioServer
     from pytest_mcpfaults.transports.factory import SidecarFactory
     from pytest_mcpfaults.transports.server import Sidecar
-    from pytest_mcpfaults.verdicts.idle import Idle
-    from pytest_mcpfaults.verdicts.stalls import Stall
+    from pytest_mcpfaults.verdicts.stalls import Idle, Stall
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
@@ -150,8 +149,7 @@ class _Call:
             return
 
         from pytest_mcpfaults._pytest.blocked import Stillness
-        from pytest_mcpfaults.verdicts.idle import find_idle
-        from pytest_mcpfaults.verdicts.stalls import find_stall
+        from pytest_mcpfaults.verdicts.stalls import find_idle, find_stall
 
         # The idle hang (unless the ini or the test's marker turns it off): the test's thread is sampled
         # at every poll, and an idle hang of its HTTP sidecars is a finding once the thread has also been
@@ -310,7 +308,7 @@ def _interrupted(
     off = f"ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} turns this off"
     found = watch.finding
     if isinstance(found, _Found) and found.idle is not None:
-        from pytest_mcpfaults.verdicts.idle import idle_record, idle_verdict
+        from pytest_mcpfaults.verdicts.stalls import idle_record, idle_verdict
 
         switch = (
             f"mark it @pytest.mark.{settings.ALLOW_IDLE} (or ini {settings.IDLE_INI} = off, or a larger "

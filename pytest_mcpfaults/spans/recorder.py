@@ -1,25 +1,16 @@
-"""Span capture for agent-harness tests.
-
-:class:`SpanRecorder` is an OpenTelemetry span processor that keeps every span it sees, open or ended,
-and hands out immutable :class:`RecordedSpan` snapshots. It is wired into the process the way
-DESIGN §5 describes (:func:`install_recorder`, :meth:`SpanRecorder.attach`,
-:meth:`SpanRecorder.watch_providers`), answers queries (:meth:`SpanRecorder.find`,
-:meth:`SpanRecorder.one`, parents, children, ...) and prints the span tree that every invariant failure
-shows (:func:`format_tree`).
-
-This is the public module: the snapshot types, their relations and the tree text live in
-:mod:`pytest_mcpfaults.spans.records`, the name queries in :mod:`pytest_mcpfaults.spans.queries`; every
-name in ``__all__`` is importable from here.
+"""The span recorder: an OpenTelemetry span processor that keeps every span it sees, open or ended,
+wired into the process the way DESIGN §5 describes, with its queries and invariant assertions.
 
 This module imports nothing from OpenTelemetry at import time: importing the package must not cost the
-SDK import, let alone touch the global tracer provider. The SDK is imported inside the functions that
-need it. For the same reason :class:`SpanRecorder` implements the SDK ``SpanProcessor`` interface
-without inheriting from it at runtime (the SDK calls processors by method, it never checks their type).
+SDK import, let alone touch the global tracer provider. For the same reason :class:`SpanRecorder`
+implements the SDK ``SpanProcessor`` interface without inheriting from it at runtime (the SDK calls
+processors by method, it never checks their type).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import operator
 import threading
@@ -30,7 +21,9 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pytest_mcpfaults import invariants
 from pytest_mcpfaults.options.validation import is_count
+from pytest_mcpfaults.spans import results as span_results
 from pytest_mcpfaults.spans.queries import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
@@ -38,25 +31,20 @@ from pytest_mcpfaults.spans.queries import (
     SpanLookupError,
     as_patterns,
     find_spans,
-    matches,
     one_span,
 )
 from pytest_mcpfaults.spans.records import (
     UIDS,
     Received,
-    RecordedEvent,
     RecordedSpan,
-    ancestors,
     children,
     descendants,
-    describe_span,
     format_tree,
     link_received,
     parent_of,
     roots,
     take_snapshot,
 )
-from pytest_mcpfaults.spans.views import ResultSink, SpanQueries, ViolationSink
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -67,59 +55,24 @@ if TYPE_CHECKING:
 else:
     _ProcessorBase = object
 
-__all__ = [
-    "DEFAULT_CLEANUP",
-    "DEFAULT_SESSION",
-    "Patterns",
-    "RecordedEvent",
-    "RecordedSpan",
-    "SpanLookupError",
-    "SpanRecorder",
-    "SpanWiringWarning",
-    "ancestors",
-    "children",
-    "descendants",
-    "describe_span",
-    "find_spans",
-    "format_tree",
-    "global_recorder",
-    "install_recorder",
-    "matches",
-    "one_span",
-    "parent_of",
-    "roots",
-]
+__all__ = ["SpanRecorder", "SpanWiringWarning", "global_recorder", "install_recorder"]
 
 _P = TypeVar("_P", bound="TracerProvider")
+ResultSink = Callable[[str, bool, str], None]
 
 
 class SpanWiringWarning(UserWarning):
     """The recorder could not be wired into the global tracer provider."""
 
 
-# --------------------------------------------------------------------------------------------------
-# The recorder
-# --------------------------------------------------------------------------------------------------
-
-
-_UIDS = UIDS
-"""Source of ``RecordedSpan.uid``: unique in the process, increasing in start order (``next`` on an
-``itertools.count`` is atomic under the GIL)."""
-
-
-_SDK: tuple[Callable[..., Any], type] | None = None
-
-
+@functools.cache
 def _sdk() -> tuple[Callable[..., Any], type]:
-    """``(opentelemetry.trace.get_current_span, opentelemetry.sdk.trace.ReadableSpan)``, imported on
-    first use (the SDK is loaded by then: only it calls ``on_start``) and kept for the hot path."""
-    global _SDK
-    if _SDK is None:
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import ReadableSpan
+    """``(get_current_span, ReadableSpan)``, imported on first use (only the SDK calls ``on_start``, so
+    it is loaded by then) and kept for the hot path."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan
 
-        _SDK = (trace.get_current_span, ReadableSpan)
-    return _SDK
+    return (trace.get_current_span, ReadableSpan)
 
 
 class _Entry:
@@ -144,30 +97,21 @@ class _Entry:
         ctx = span.get_span_context()
         self.ids: tuple[int, int] = (ctx.trace_id, ctx.span_id) if ctx is not None else (0, 0)
         self.snapshot: RecordedSpan | None = None  # set when the span ends
-        self.ancestors_at_start: tuple[tuple[int, str], ...] = ()
-        self.ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = ()
+        chain = []
+        while parent is not None:
+            chain.append((parent.uid, *parent.status()))
+            parent = parent.parent
+        self.ancestors_at_start = tuple((uid, code) for uid, code, _ in chain)
+        self.ancestor_descriptions_at_start = tuple((uid, desc) for uid, _, desc in chain)
 
-    @property
-    def status_code(self) -> str:
+    def status(self) -> tuple[str, str | None]:
         if self.snapshot is not None:
-            return self.snapshot.status_code
-        return str(self.span.status.status_code.name)
-
-    @property
-    def status_description(self) -> str | None:
-        if self.snapshot is not None:
-            return self.snapshot.status_description
-        desc: str | None = self.span.status.description
-        return desc
+            return self.snapshot.status_code, self.snapshot.status_description
+        return str(self.span.status.status_code.name), self.span.status.description
 
     def take(self) -> RecordedSpan:
         """The frozen snapshot of an ended span, or a snapshot of the open span as it is now."""
-        if self.snapshot is not None:
-            return self.snapshot
-        return self._snap()
-
-    def _snap(self) -> RecordedSpan:
-        return self.freeze(self.span)
+        return self.snapshot if self.snapshot is not None else self.freeze(self.span)
 
     def freeze(self, span: ReadableSpan) -> RecordedSpan:
         """A snapshot of ``span`` (this entry's span or the SDK's read-only copy of it)."""
@@ -177,54 +121,32 @@ class _Entry:
         )
 
 
-class _ReceivedEntry:
-    """One span received ended from another process: its snapshot (parent not linked yet)."""
-
-    __slots__ = ("received",)
-
-    def __init__(self, received: Received) -> None:
-        self.received = received
-
-    @property
-    def seq(self) -> int:
-        return self.received.seq
-
-
 _SEQ = operator.attrgetter("seq")
 
 
-class SpanRecorder(SpanQueries, _ProcessorBase):
+class SpanRecorder(_ProcessorBase):
     """A span processor that records the spans of every provider it is added to.
 
-    It implements the SDK ``SpanProcessor`` interface (``on_start``, ``on_end``, ``shutdown``,
-    ``force_flush``), so spans that never end are visible too. All state is guarded by a lock; queries
-    return immutable :class:`RecordedSpan` snapshots in start order.
+    It implements the SDK ``SpanProcessor`` interface with ``on_start`` too, so spans that never end
+    are visible. State is guarded by a lock; queries return immutable :class:`RecordedSpan` snapshots
+    in start order.
 
     Spans are recorded by identity (the span object), never by their OpenTelemetry ids, which repeat in
-    practice (Hypothesis reseeds ``random`` for every example, and the SDK draws ids from it). Each span's
-    parent is resolved when it starts, to the recorded span it was started under: the span object in its
-    parent context, or, for a parent known only by its ids (a propagated context), the most recently
-    started recorded span with those ids that is still open (else the most recent one).
+    practice (Hypothesis reseeds ``random`` for every example, and the SDK draws ids from it). A span's
+    parent is resolved when it starts: the recorded span object in its parent context, or, for a parent
+    known only by its ids (a propagated context), the latest recorded span with those ids, open ones
+    first. After :meth:`clear`, a span that started before is ignored even when it ends later, so each
+    test sees only its own spans. Spans of other processes join ended, through :meth:`add_received`
+    (the OTLP receiver calls it).
 
-    Spans are recorded from the moment the recorder sees them start. After :meth:`clear`, a span that
-    started before the clear is ignored even when it ends later, so each test sees only its own spans.
-
-    Spans of other processes join through :meth:`add_received` (the sidecar's OTLP receiver calls it):
-    they arrive ended, and their parents are resolved from the received spans of the same source (see
-    :func:`~pytest_mcpfaults.spans.records.link_received`). :meth:`wait_for_span` waits until a span has
-    ended.
-
-    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods (the
-    attributes ``session_patterns`` and ``cleanup_patterns``); ``flip_cleanup_patterns`` and
+    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods
+    (``session_patterns``, ``cleanup_patterns``); ``flip_cleanup_patterns`` and
     ``count_cleanup_patterns``, when set, replace ``cleanup_patterns`` for ``cleanup_never_flips`` and
-    ``cleanup_at_most`` alone, and ``max_cleanups`` (default 1) is the runs ``cleanup_at_most``
-    allows unless told otherwise. While
-    ``recording`` is false, spans that start are ignored (the recorder stays attached but costs nothing
-    and keeps nothing).
-
-    ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`; ``serve
-    --span-limit``): past it the oldest received spans are dropped and counted in
-    :attr:`dropped_received`. In-process spans are never dropped. ``None`` (the default): no bound.
+    ``cleanup_at_most`` alone; ``max_cleanups`` (default 1) is what ``cleanup_at_most`` allows. While
+    ``recording`` is false, spans that start are ignored (attached, it costs nothing and keeps nothing).
+    ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`, ``serve
+    --span-limit``): past it the oldest are dropped and counted in :attr:`dropped_received`; in-process
+    spans are never dropped.
     """
 
     def __init__(
@@ -240,7 +162,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         self.received_limit: int | None = None
         self.dropped_received = 0  # received spans dropped by the limit since the recorder was made
         self._appended = 0  # entries recorded since the last clear (dropped ones included): mark()
-        self._entries: list[_Entry | _ReceivedEntry] = []  # start order (received ones: arrival order)
+        self._entries: list[_Entry | Received] = []  # start order (received ones: arrival order)
         self._changed = threading.Condition(self._lock)  # notified when a span ends or is received
         self._waiting = 0  # threads in wait_for_span
         self._version = 0  # moves whenever a span ends, arrives or is forgotten: what waits re-check
@@ -251,7 +173,6 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         self._by_ids: dict[tuple[int, int], list[_Entry]] = {}  # (trace_id, span_id) -> entries, in order
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
         self._sink: ResultSink | None = None
-        self._violation_sink: ViolationSink | None = None
         self.session_patterns: tuple[str, ...] = as_patterns(session)
         self.cleanup_patterns: tuple[str, ...] = as_patterns(cleanup)
         # Cleanup names of cleanup_never_flips / cleanup_at_most alone (None: cleanup_patterns).
@@ -282,20 +203,11 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         # The SDK calls on_start synchronously from start_span, so the parent context (None: the
         # current one) still holds the span object the new span was started under.
         parent_obj = get_current_span(parent_context) if parent_ids is not None else None
-        uid = next(_UIDS)
+        uid = next(UIDS)
         with self._lock:
             parent = self._resolve_parent(parent_obj, parent_ids, sdk_span)
             entry = _Entry(span, uid, parent, self._appended)
             self._appended += 1
-            chain: list[tuple[int, str]] = []
-            descriptions: list[tuple[int, str | None]] = []
-            anc = parent
-            while anc is not None:
-                chain.append((anc.uid, anc.status_code))
-                descriptions.append((anc.uid, anc.status_description))
-                anc = anc.parent
-            entry.ancestors_at_start = tuple(chain)
-            entry.ancestor_descriptions_at_start = tuple(descriptions)
             self._entries.append(entry)
             if self._received:
                 self._linked = None  # a received span's parent may be this one (a propagated context)
@@ -318,13 +230,10 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         # Only the ids are known (a NonRecordingSpan, e.g. a propagated context): the most recently
         # started recorded span with those ids that is still open, else the most recent one.
         same = self._by_ids.get((parent_ids.trace_id, parent_ids.span_id), [])
-        open_ = [e for e in same if e.snapshot is None]
-        if open_:
-            return open_[-1]
-        return same[-1] if same else None
+        return next((e for e in reversed(same) if e.snapshot is None), same[-1] if same else None)
 
     def _on_ending(self, span: Any) -> None:
-        """SDK hook called just before ``on_end``; nothing to do."""
+        """SDK hook called just before ``on_end``."""
 
     def on_end(self, span: ReadableSpan) -> None:
         """Freeze the snapshot of a span that just ended (SDK hook). Spans not seen starting are ignored.
@@ -413,12 +322,6 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         """Call ``sink(invariant_name, ok, message)`` for each invariant the assert methods check."""
         self._sink = sink
 
-    def report_violations_to(self, sink: ViolationSink | None) -> None:
-        """Call ``sink(invariant_names, violations)`` each time an assert method checks invariants: the
-        names checked and the :class:`~pytest_mcpfaults.invariants.Violation` objects found (each
-        with its span, so a caller can tell the same violation seen twice from two violations)."""
-        self._violation_sink = sink
-
     # -- queries -------------------------------------------------------------------------------------
 
     def spans(self, *, since: int = 0) -> list[RecordedSpan]:
@@ -433,18 +336,9 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
                 entries = self._entries[since:]
             else:
                 entries = self._entries[bisect.bisect_left(self._entries, since, key=_SEQ) :]
-            linked = self._link() if self._received else None
-        if linked is None:
-            return [e.take() for e in entries]  # type: ignore[union-attr]  # no received entry
-        local: list[RecordedSpan] = []
-        received: list[RecordedSpan] = []
-        for e in entries:
-            if isinstance(e, _ReceivedEntry):
-                uid = e.received.span.uid
-                assert uid is not None
-                received.append(linked[uid])
-            else:
-                local.append(e.take())
+            linked = self._link() if self._received else {}
+        local = [e.take() for e in entries if isinstance(e, _Entry)]
+        received = [linked[e.span.uid] for e in entries if isinstance(e, Received) and e.span.uid is not None]
         if not received:
             return local
         received.sort(key=lambda s: (s.start_time or 0, s.uid or 0))
@@ -454,10 +348,144 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         """The received spans with their parents resolved (called with the lock held; cached until the
         next span starts or arrives)."""
         if self._linked is None:
-            rec = [e.received for e in self._entries if isinstance(e, _ReceivedEntry)]
+            rec = [e for e in self._entries if isinstance(e, Received)]
             local = {e.ids: e.uid for e in self._entries if isinstance(e, _Entry)}
             self._linked = link_received(rec, local)
         return self._linked
+
+    def names(self) -> list[str]:
+        """Names of the recorded spans in start order (with repeats)."""
+        return [s.name for s in self.spans()]
+
+    def find(
+        self, pattern: Patterns, *, exact: bool = False, status: str | None = None
+    ) -> list[RecordedSpan]:
+        """Recorded spans whose name matches ``pattern``; see :func:`find_spans`."""
+        return find_spans(self.spans(), pattern, exact=exact, status=status)
+
+    def one(self, pattern: Patterns, *, exact: bool = False) -> RecordedSpan:
+        """The single recorded span matching ``pattern``; :class:`SpanLookupError` on none or several."""
+        return one_span(self.spans(), pattern, exact=exact)
+
+    def parent(self, span: RecordedSpan) -> RecordedSpan | None:
+        """The recorded parent of ``span`` (``None`` for a root or an unrecorded parent)."""
+        return parent_of(self.spans(), span)
+
+    def children(self, span: RecordedSpan) -> list[RecordedSpan]:
+        """Direct children of ``span``."""
+        return children(self.spans(), span)
+
+    def descendants(self, span: RecordedSpan) -> list[RecordedSpan]:
+        """Every span beneath ``span``."""
+        return descendants(self.spans(), span)
+
+    def roots(self) -> list[RecordedSpan]:
+        """Spans without a recorded parent."""
+        return roots(self.spans())
+
+    def open_spans(self) -> list[RecordedSpan]:
+        """Spans that started and have not ended."""
+        return [s for s in self.spans() if not s.ended]
+
+    def tree(self) -> str:
+        """The recorded spans as text; see :func:`format_tree`."""
+        return format_tree(self.spans())
+
+    # -- invariants ------------------------------------------------------------------------------------
+
+    def _cleanup(self, cleanup: Patterns | None, own: tuple[str, ...] | None) -> Patterns:
+        """``cleanup`` if given, else one invariant's ``own`` cleanup names if set, else the recorder's."""
+        if cleanup is not None:
+            return cleanup
+        return self.cleanup_patterns if own is None else own
+
+    def _check_all(
+        self,
+        spans: Sequence[RecordedSpan],
+        session: Patterns | None,
+        cleanup: Patterns | None,
+        max_cleanups: int | None,
+    ) -> list[invariants.Violation]:
+        return invariants.check_all(
+            spans,
+            session=self.session_patterns if session is None else session,
+            cleanup=self.cleanup_patterns if cleanup is None else cleanup,
+            max_cleanups=self.max_cleanups if max_cleanups is None else max_cleanups,
+            flip_cleanup=self._cleanup(cleanup, self.flip_cleanup_patterns),
+            count_cleanup=self._cleanup(cleanup, self.count_cleanup_patterns),
+        )
+
+    def check(
+        self,
+        *,
+        session: Patterns | None = None,
+        cleanup: Patterns | None = None,
+        max_cleanups: int | None = None,
+    ) -> list[invariants.Violation]:
+        """All violations of the recorded spans (``invariants.check_all``), without raising. Defaults:
+        the recorder's patterns and ``max_cleanups``; ``cleanup`` given applies to both invariants."""
+        return self._check_all(self.spans(), session, cleanup, max_cleanups)
+
+    def assert_invariants(
+        self,
+        *,
+        session: Patterns | None = None,
+        cleanup: Patterns | None = None,
+        max_cleanups: int | None = None,
+    ) -> None:
+        """Assert every invariant (``check_all``); raises ``SpanInvariantError`` with the span tree."""
+        __tracebackhide__ = True
+        spans = self.spans()
+        found = self._check_all(spans, session, cleanup, max_cleanups)
+        self._conclude(invariants.ALL_INVARIANTS, found, spans)
+
+    def assert_cleanup_never_flips(
+        self, *, session: Patterns | None = None, cleanup: Patterns | None = None
+    ) -> None:
+        """Assert ``invariants.cleanup_never_flips`` over the recorded spans."""
+        __tracebackhide__ = True
+        spans = self.spans()
+        found = invariants.cleanup_never_flips(
+            spans,
+            session=self.session_patterns if session is None else session,
+            cleanup=self._cleanup(cleanup, self.flip_cleanup_patterns),
+        )
+        self._conclude(("cleanup_never_flips",), found, spans)
+
+    def assert_cleanup_at_most(
+        self, n: int | None = None, *, session: Patterns | None = None, cleanup: Patterns | None = None
+    ) -> None:
+        """Assert ``invariants.cleanup_at_most`` (at most ``n`` cleanup runs per session span; default:
+        the recorder's ``max_cleanups``)."""
+        __tracebackhide__ = True
+        spans = self.spans()
+        found = invariants.cleanup_at_most(
+            spans,
+            self.max_cleanups if n is None else n,
+            session=self.session_patterns if session is None else session,
+            cleanup=self._cleanup(cleanup, self.count_cleanup_patterns),
+        )
+        self._conclude(("cleanup_at_most",), found, spans)
+
+    def assert_all_spans_ended(self) -> None:
+        """Assert ``invariants.all_spans_ended``: every recorded span has ended."""
+        __tracebackhide__ = True
+        spans = self.spans()
+        self._conclude(("all_spans_ended",), invariants.all_spans_ended(spans), spans)
+
+    def _conclude(
+        self, names: Sequence[str], found: Sequence[invariants.Violation], spans: Sequence[RecordedSpan]
+    ) -> None:
+        """Tell the sinks (the recorder's and the running test's) what was checked; raise on a violation."""
+        __tracebackhide__ = True
+        if self._sink is not None:
+            for name, ok, message in invariants.results_by_invariant(names, found):
+                self._sink(name, ok, message)
+        running = span_results.running_sink()
+        if running is not None:
+            running(names, found)
+        if found:
+            raise invariants.SpanInvariantError(found, spans)
 
     # -- spans from other processes ------------------------------------------------------------------
 
@@ -470,7 +498,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
             return 0
         with self._lock:
             first = self._appended
-            self._entries.extend(_ReceivedEntry(Received(s, source, first + i)) for i, s in enumerate(spans))
+            self._entries.extend(Received(s, source, first + i) for i, s in enumerate(spans))
             self._appended += len(spans)
             self._received += len(spans)
             self._linked = None
@@ -489,13 +517,8 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         if self._received == len(self._entries):  # only received spans (serve): the oldest come first
             del self._entries[:excess]
         else:
-            left, kept = excess, []
-            for e in self._entries:
-                if left and isinstance(e, _ReceivedEntry):
-                    left -= 1
-                else:
-                    kept.append(e)
-            self._entries = kept
+            oldest = {id(e) for e in [e for e in self._entries if isinstance(e, Received)][:excess]}
+            self._entries = [e for e in self._entries if id(e) not in oldest]
         self._received -= excess
         self.dropped_received += excess
         self._linked = None

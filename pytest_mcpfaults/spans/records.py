@@ -1,25 +1,11 @@
-"""Recorded span snapshots and the parent/child relations between them.
+"""Recorded span snapshots, the parent/child relations between them, and the tree text every invariant
+failure and lookup error shows. Nothing here imports OpenTelemetry at runtime.
 
-:class:`RecordedSpan` (with its :class:`RecordedEvent` list) is the immutable snapshot of one span that
-:class:`~pytest_mcpfaults.spans.recorder.SpanRecorder` hands out. The functions here walk the tree a sequence
-of snapshots forms (:func:`parent_of`, :func:`children`, :func:`descendants`, :func:`ancestors`,
-:func:`roots`), and :func:`format_tree` prints them as the indented tree every invariant failure and
-lookup error shows (status, attributes, exception events, spans that never ended; :func:`describe_span`
-is its one-line form of a single span). Nothing here imports OpenTelemetry at runtime.
-
-Parents of spans received from other processes (over OTLP) are resolved from the spans alone. A span
-exported by another process arrives ended, often before its parent (exporters send spans as they end,
-children first, in batches), and its ids may repeat: across processes (forked ``random`` state, custom
-id generators) and within one (a reseeded ``random``). So a received span's parent is not fixed when it
-arrives; :func:`link_received` resolves every received span's parent from the whole set, the same way
-whatever order the spans arrived in:
-
-* only among spans of the same *source* (the same exporting resource: service, process, ...);
-* among the spans with the parent's ids, the one whose time span contains the child's, else one that
-  started no later than the child, else any; the most recently received of the best;
-* a parent found in no received span of the source may be a span of the test process itself (a context
-  propagated to the child process): the most recently started recorded in-process span with those ids;
-* otherwise the span has no recorded parent (the tree shows ``(parent … not recorded)``).
+A span received from another process arrives ended, often before its parent (exporters send spans as
+they end, in batches), and its ids may repeat (forked ``random`` state, custom id generators, a
+reseeded ``random``): so its parent is not fixed when it arrives, and :func:`link_received` resolves
+every received span's parent from the whole set, the same way whatever order they arrived in, by the
+rules docs/spans.md ("Identity and parents of received spans") states.
 """
 
 from __future__ import annotations
@@ -45,8 +31,10 @@ __all__ = [
     "describe_span",
     "format_tree",
     "link_received",
+    "one_line",
     "parent_of",
     "roots",
+    "subtree",
 ]
 
 
@@ -88,22 +76,15 @@ _NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
 class RecordedSpan:
     """Immutable snapshot of one span, taken when it ended (or when queried, if it is still open).
 
-    Ids are the integer OpenTelemetry ids; ``parent_id`` is ``None`` for a root span. ``status_code`` is
-    ``"UNSET"``, ``"OK"`` or ``"ERROR"``. Times are nanoseconds since the epoch; ``end_time`` is ``None``
-    for a span that has not ended.
-
-    OpenTelemetry ids are not unique in practice (a reseeded ``random``, forked processes, custom id
-    generators), so the recorder gives every span it records its own identity: ``uid``, unique in the
-    process and increasing in start order, and ``parent_uid``, the ``uid`` of the recorded span it was
-    started under (``None`` for a root or a parent that was not recorded). ``ancestors_at_start`` is
-    ``(uid, status_code)`` of each recorded ancestor, nearest first, as they were when this span
-    started, and ``ancestor_descriptions_at_start`` their ``(uid, status_description)`` at that moment.
-    The relation functions (:func:`parent_of`, :func:`children`, ...) follow ``parent_uid``
-    for recorded spans and the ids only for snapshots built by hand (``uid`` ``None``).
-
-    ``resource`` is a read-only mapping of the attributes of the resource that produced the span
-    (``service.name``, ``process.pid``, ... : the process it came from); empty when unknown.
-
+    Ids are the integer OpenTelemetry ids (``parent_id`` ``None`` for a root); ``status_code`` is
+    ``"UNSET"``, ``"OK"`` or ``"ERROR"``; times are nanoseconds since the epoch (``end_time`` ``None``
+    while open). OpenTelemetry ids repeat in practice, so the recorder gives each span its own
+    identity: ``uid`` (unique in the process, increasing in start order) and ``parent_uid`` (the
+    recorded span it started under; ``None`` for a root or an unrecorded parent), which the relation
+    functions follow (the ids only for snapshots built by hand, ``uid`` ``None``).
+    ``ancestors_at_start`` and ``ancestor_descriptions_at_start`` are ``(uid, status_code)`` and
+    ``(uid, status_description)`` of each recorded ancestor, nearest first, when this span started.
+    ``resource``: the attributes of the resource (the process) that produced it; empty when unknown.
     Equality compares every field; the hash uses ``uid`` and the ids.
     """
 
@@ -197,6 +178,8 @@ def take_snapshot(
             break
         except RuntimeError:  # pragma: no cover - needs a concurrent writer
             continue
+    # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
+    resource = getattr(getattr(span, "resource", None), "attributes", None)
     return RecordedSpan(
         name=span.name,
         trace_id=ctx.trace_id if ctx is not None else 0,
@@ -214,17 +197,10 @@ def take_snapshot(
         uid=uid,
         parent_uid=parent_uid,
         ancestors_at_start=ancestors_at_start,
-        resource=_resource_of(span),
+        resource=MappingProxyType(resource) if resource else _NO_RESOURCE,
         ancestor_descriptions_at_start=ancestor_descriptions_at_start,
         kind=span.kind.name,
     )
-
-
-def _resource_of(span: ReadableSpan) -> Mapping[str, Any]:
-    resource = getattr(span, "resource", None)
-    attrs = getattr(resource, "attributes", None)
-    # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
-    return MappingProxyType(attrs) if attrs else _NO_RESOURCE
 
 
 # --------------------------------------------------------------------------------------------------
@@ -265,10 +241,14 @@ def children(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[Recorded
 
 def descendants(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Every span beneath ``span`` (children, their children, ...), depth first, in start order."""
-    index = child_index(spans)
+    return subtree(child_index(spans), span)[1:]
+
+
+def subtree(index: Mapping[_Key, list[RecordedSpan]], span: RecordedSpan) -> list[RecordedSpan]:
+    """``span`` and every span beneath it in ``index`` (:func:`child_index`), depth first in start order."""
     out: list[RecordedSpan] = []
-    seen = {span_key(span)}
-    stack = list(reversed(index.get(span_key(span), [])))
+    seen: set[_Key] = set()
+    stack = [span]
     while stack:
         s = stack.pop()
         if span_key(s) in seen:  # defensive: hand-made snapshots may repeat ids; never loop
@@ -330,7 +310,7 @@ def _rank(parent: RecordedSpan, child: RecordedSpan, seq: int) -> tuple[bool, bo
 def link_received(
     received: Sequence[Received], local_ids: Mapping[tuple[int, int], int]
 ) -> dict[int, RecordedSpan]:
-    """``uid -> snapshot with parent_uid set`` for every received span (see the module docstring).
+    """``uid -> snapshot with parent_uid set`` for every received span.
 
     ``local_ids`` maps ``(trace_id, span_id)`` of the in-process spans to the ``uid`` of the most
     recently started one, for parents propagated from the test process.
@@ -379,10 +359,8 @@ def _cut_cycles(parents: dict[int, int | None]) -> None:
         done.update(path)
 
 
-_MAX_TEXT = 160
-
-
-def _one_line(text: str, limit: int = _MAX_TEXT) -> str:
+def one_line(text: str, limit: int = 160) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
     text = text.replace("\r", "").replace("\n", "⏎ ")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -391,7 +369,7 @@ def describe_span(span: RecordedSpan) -> str:
     """``Name [STATUS: description]`` plus ``NOT ENDED`` for an open span; one line."""
     status = span.status_code
     if span.status_description:
-        status += f": {_one_line(span.status_description)}"
+        status += f": {one_line(span.status_description)}"
     text = f"{span.name} [{status}]"
     return text if span.ended else text + " ⟨NOT ENDED⟩"
 
@@ -399,7 +377,7 @@ def describe_span(span: RecordedSpan) -> str:
 def _span_lines(span: RecordedSpan, orphan: bool) -> tuple[str, list[str]]:
     head = describe_span(span)
     if span.attributes:
-        head += "  " + " ".join(f"{k}={_one_line(repr(v), 60)}" for k, v in span.attributes.items())
+        head += "  " + " ".join(f"{k}={one_line(repr(v), 60)}" for k, v in span.attributes.items())
     if orphan:
         head += f"  (parent {span.parent_id:016x} not recorded)"
     extra: list[str] = []
@@ -407,7 +385,7 @@ def _span_lines(span: RecordedSpan, orphan: bool) -> tuple[str, list[str]]:
         if ev.name == "exception":
             etype = ev.attributes.get("exception.type", "?")
             emsg = ev.attributes.get("exception.message", "")
-            extra.append(f"! exception {etype}: {_one_line(str(emsg))}")
+            extra.append(f"! exception {etype}: {one_line(str(emsg))}")
         else:
             extra.append(f"· event {ev.name}")
     return head, extra

@@ -1,11 +1,6 @@
-"""Where every invariant check's result goes while a test runs, whoever made the check.
-
-The pytest glue points :func:`set_running_sink` at the running test's record for the whole of its run
-(setup, call, teardown); every :class:`~pytest_mcpfaults.spans.recorder.SpanRecorder`'s ``assert_*`` methods
-call :func:`running_sink` (besides the recorder's own sinks), so a check through ``install_recorder()``,
-a recorder built by hand or the ``mcp_spans`` fixture lands in the test's record alike, with the span
-gate on or off. Nothing here imports anything: the glue sets the sink for every test without loading
-the span code.
+"""Where every invariant check's result goes while a test runs, whoever made the check (the gate,
+``mcp_spans``, a recorder built by hand): the pytest glue points :func:`set_running_sink` at the
+running test's record. Nothing here imports anything, so the glue sets it without loading span code.
 """
 
 from __future__ import annotations

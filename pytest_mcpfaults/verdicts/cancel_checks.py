@@ -1,17 +1,11 @@
-"""The check behind ``Sidecar.assert_client_cancelled``: every request the client left in flight was
-cancelled in time, and, when one was not, what was in flight and what the client did instead.
-
-Read from the journal only: the requests (:class:`~pytest_mcpfaults.core.records.RequestRecord`)
-and the cancellations linked to them (:class:`~pytest_mcpfaults.core.records.CancellationRecord`).
+"""The check behind ``Sidecar.assert_client_cancelled``, from the journal's requests and the
+cancellations linked to them: when a request was not cancelled in time, what the client did instead.
 """
 
 from __future__ import annotations
 
-import contextlib
-
 from pytest_mcpfaults.core.records import CancellationRecord, RequestRecord
-from pytest_mcpfaults.options.validation import is_positive_seconds
-from pytest_mcpfaults.verdicts.patience import Watched, target_matcher
+from pytest_mcpfaults.verdicts.patience import Watched, checked_matcher, settle
 
 __all__ = ["check_client_cancelled", "named"]
 
@@ -57,30 +51,21 @@ def _answered_in_time(r: RequestRecord, within: float) -> bool:
     return r.ended_at is not None and r.ended_at <= _deadline(r, within)
 
 
-def _settled(sc: Watched, r: RequestRecord, within: float, now: float) -> bool:
-    return r.done or _cancellation(sc, r) is not None or now >= _deadline(r, within)
-
-
 def check_client_cancelled(sc: Watched, target: str | None, within: float) -> None:
     """``Sidecar.assert_client_cancelled`` (its docstring says what passes and how long it waits)."""
-    if not is_positive_seconds(within):
-        raise ValueError(f"{_WHO}: within must be a positive number of seconds, got {within!r}")
-    matches = target_matcher(sc, target)
+    matches = checked_matcher(sc, target, within, _WHO)
     journal = sc.journal
 
     def matching() -> list[RequestRecord]:
         return [r for r in journal.requests if r.rpc_id is not None and matches(r)]
 
-    pending = [r for r in matching() if not _settled(sc, r, within, journal.now())]
-    if pending:
-        deadline = max(_deadline(r, within) for r in pending)
-
-        def settled() -> bool:
-            now = journal.now()
-            return all(_settled(sc, r, within, now) for r in matching())
-
-        with contextlib.suppress(AssertionError):  # still in flight at the deadline: judged below
-            journal.wait_for(settled, max(0.0, deadline - journal.now()), "in-flight requests to end")
+    settle(
+        journal,
+        matching,
+        lambda r, now: r.done or _cancellation(sc, r) is not None or now >= _deadline(r, within),
+        lambda r: _deadline(r, within),
+        "in-flight requests to end",
+    )
     judged = [r for r in matching() if not _answered_in_time(r, within) or _cancellation(sc, r) is not None]
     matching_text = f" matching {target!r}" if target is not None else ""
     if not judged:

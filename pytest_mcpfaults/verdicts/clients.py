@@ -19,7 +19,7 @@ from pytest_mcpfaults.verdicts.violation import answered
 
 __all__ = [
     "ClientFamily",
-    "call_bound",
+    "answering",
     "client_family",
     "client_seen",
     "patience_hint",
@@ -31,7 +31,7 @@ ClientFamily = Literal["httpx2", "httpx", "node", "aiohttp", "requests", "curl",
 
 
 def client_family(user_agent: str | None) -> ClientFamily:
-    """``'httpx2'``, ``'httpx'``, ``'node'``, ``'aiohttp'``, ``'requests'``, ``'curl'`` or ``'unknown'``."""
+    """The client library that sends ``user_agent``."""
     ua = (user_agent or "").lower()
     if ua.startswith("python-httpx2/"):
         return "httpx2"
@@ -144,9 +144,8 @@ def _default_timeout(family: ClientFamily, seconds: float) -> str:
 
 @dataclass(frozen=True)
 class _Answering:
-    """How one client library answers the server's requests: ``handlers`` (per method, the API that
-    answers it), how they are given (``setup``, formatted with the handlers), what a client without
-    them does in the session era (``without``), and how to bound the tool call itself (``bound``)."""
+    """How one client library answers the server's requests (``setup`` formatted with the
+    ``handlers``), what it does without them in the session era, and how it bounds a tool call."""
 
     setup: str
     handlers: Mapping[str, str]
@@ -193,28 +192,22 @@ _ANSWERING: Mapping[ClientFamily, _Answering] = {
 _STATELESS_WITHOUT = "a client without the callback raises at once and never retries, so the tool never hears"
 
 
-def _answering(r: RequestRecord) -> _Answering:
+def answering(r: RequestRecord) -> _Answering:
+    """How the client of ``r`` (from its User-Agent) answers the server's requests and bounds a call."""
     return _ANSWERING.get(client_family(r.user_agent), _ANSWERING["httpx2"])
-
-
-def call_bound(r: RequestRecord) -> str:
-    """How the client of ``r`` (from its User-Agent) bounds a tool call: ``call_tool(...,
-    read_timeout_seconds=...)`` (mcp 2.x, and any client not recognised) ..."""
-    return _answering(r).bound
 
 
 def server_request_hint(r: RequestRecord, method: str) -> str:
     """The hint for a tool call whose tool waited out the budget for the client's answer to its
     ``method`` (``elicitation/create`` ...): the API of the client's library (from its User-Agent) that
     answers it, and how to bound the call, from :data:`_ANSWERING`."""
-    answering = _answering(r)
-    handlers = answering.handlers
-    named = handlers[method] if method in handlers else ", ".join(handlers.values())
-    without = _STATELESS_WITHOUT if r.era == "stateless" else answering.without
+    how = answering(r)
+    named = how.handlers[method] if method in how.handlers else ", ".join(how.handlers.values())
+    without = _STATELESS_WITHOUT if r.era == "stateless" else how.without
     return (
         f"the harness received the server's `{method}` and never answered it: answer every request a "
-        f"server sends, within a bound of your own ({answering.setup.format(handlers=named)}; {without}), "
-        f"and bound the call itself ({answering.bound})"
+        f"server sends, within a bound of your own ({how.setup.format(handlers=named)}; {without}), "
+        f"and bound the call itself ({how.bound})"
     )
 
 

@@ -26,12 +26,10 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Protocol
 
-from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.verdicts.patience import PatienceError
-from pytest_mcpfaults.verdicts.stalls import own_event_stream
+from pytest_mcpfaults.verdicts.stalls import StalledServer, own_event_stream
 
 __all__ = ["HarnessProcess", "HarnessProcessError"]
 
@@ -47,17 +45,6 @@ MAX_STACK_LINES = 60
 #: How much of the end of the child's stderr is read for its stacks.
 _STDERR_TAIL = 256 * 1024
 _POLL = 0.02
-
-
-class Server(Protocol):
-    """What is read of a server the harness talks to: a ``Sidecar`` or a ``StdioServer``."""
-
-    @property
-    def url(self) -> str: ...
-    @property
-    def journal(self) -> Journal: ...
-    @property
-    def patience(self) -> float | None: ...
 
 
 class HarnessProcessError(PatienceError):
@@ -81,7 +68,7 @@ class HarnessProcess:
         self,
         args: Sequence[str],
         *,
-        servers: Sequence[Server] | Callable[[], Sequence[Server]] = (),
+        servers: Sequence[StalledServer] | Callable[[], Sequence[StalledServer]] = (),
         budget: float | None = None,
         startup: float = DEFAULT_STARTUP,
         env: Mapping[str, str] | None = None,
@@ -105,8 +92,6 @@ class HarnessProcess:
         self._env = {**os.environ, **(env or {}), "PYTHONFAULTHANDLER": "1"}
         self._cwd = cwd
         self._dir: Path | None = None
-        self._out: IO[bytes] | None = None
-        self._err: IO[bytes] | None = None
         self._kept: dict[str, str] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_at = 0.0
@@ -117,7 +102,7 @@ class HarnessProcess:
         self.verdict: str | None = None
 
     @property
-    def servers(self) -> list[Server]:
+    def servers(self) -> list[StalledServer]:
         """The servers it is watched against, as they are now."""
         return list(self._servers() if callable(self._servers) else self._servers)
 
@@ -134,18 +119,17 @@ class HarnessProcess:
         if self._proc is not None:
             raise RuntimeError("the harness process was already started")
         self._dir = Path(tempfile.mkdtemp(prefix="mcpfaults-harness-"))
-        self._out = (self._dir / "stdout").open("wb")
-        self._err = (self._dir / "stderr").open("wb")
-        try:
-            self._proc = subprocess.Popen(
-                self.args,
-                env=self._env,
-                cwd=self._cwd,
-                stdout=self._out,
-                stderr=self._err,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        try:  # the child writes its own copies of the files' descriptors: ours close at once
+            with (self._dir / "stdout").open("wb") as out, (self._dir / "stderr").open("wb") as err:
+                self._proc = subprocess.Popen(
+                    self.args,
+                    env=self._env,
+                    cwd=self._cwd,
+                    stdout=out,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
         except BaseException:
             self.close()
             raise
@@ -201,9 +185,6 @@ class HarnessProcess:
     def close(self) -> None:
         """Kill whatever is left of the child's process group, keep its output, remove its files."""
         self._kill()
-        for f in (self._out, self._err):
-            if f is not None:
-                f.close()
         if self._dir is not None:
             for name in ("stdout", "stderr"):
                 self._kept[name] = self._read(name)
@@ -256,17 +237,16 @@ class HarnessProcess:
     def _in_flight(self) -> bool:
         """Whether a request of the harness is still unanswered (its event stream, a ``GET`` on the MCP
         endpoint, aside): a request the sidecar holds is its patience's to judge, not this rule's."""
-        for server in self.servers:
-            mcp_path = getattr(server, "mcp_path", None)
-            for r in server.journal.requests:
-                if r.ended_at is None and not own_event_stream(r, mcp_path):
-                    return True
-        return False
+        return any(
+            r.ended_at is None and not own_event_stream(r, getattr(server, "mcp_path", None))
+            for server in self.servers
+            for r in server.journal.requests
+        )
 
-    def _last_traffic(self) -> tuple[tuple[Server, RequestRecord], float] | None:
+    def _last_traffic(self) -> tuple[tuple[StalledServer, RequestRecord], float] | None:
         """The latest MCP request any server saw and how many seconds ago it ended (or began, while it
         runs); ``GET /health`` is not MCP traffic."""
-        found: tuple[tuple[Server, RequestRecord], float] | None = None
+        found: tuple[tuple[StalledServer, RequestRecord], float] | None = None
         for server in self.servers:
             health = getattr(server, "health_path", None)
             requests = [r for r in server.journal.requests if health is None or r.path != health]
@@ -289,8 +269,6 @@ class HarnessProcess:
                 proc.wait(ABORT_GRACE)
         finally:
             gone = self._kill()
-        if self._err is not None:
-            self._err.flush()
         stacks = _stacks(self._read("stderr", tail=_STDERR_TAIL))
         last = self._last_traffic()
         traffic = "none"

@@ -1,37 +1,10 @@
-"""Session hygiene: what a client owes the sessions it opened, read from the journal at the end of a test.
+"""Session hygiene: what a client owes the sessions it opened, read from the journal (and the client's
+spans) at the end of a test. The three duties, and what excuses each, are docs/sessions.md's: end what
+you open, start over after a ``404``, keep calling after a failure.
 
-Three duties; the first two from the MCP spec's session management (transports, 2025-06-18 and later):
-
-- **End what you open.** A session-era session the sidecar gave out is ended by the client with a
-  ``DELETE`` on the MCP endpoint (the request counts whatever became of it: a held or reset
-  ``DELETE`` was still sent). A stateless client owes nothing; a session the sidecar lost (it died,
-  restarted, expired the session) is not owed either, nor is one a fault fired on: the fault may
-  have cut the client's transport, and the SDK clients send no ``DELETE`` after that (mcp 2.x's
-  ``Client`` leaves ``async with`` raising the transport's error). A session opened after a fault is
-  owed as any other. Nor is a session its client never learned of: an ``initialize`` the client gave
-  up on (it closed the connection before the answer ended, as a client whose ``initialize`` timed out
-  does) may still have opened a session, whose id never reached it. The journal does not tie a
-  session to its ``initialize`` (the id is the answer's), so as many sessions with no request of
-  their own as there are such abandoned ``initialize`` requests are excused. A CLI that opened 287
-  sessions and closed none, a framework whose cross-task cleanup error skips the ``DELETE``: each
-  leaves live sessions behind.
-- **Start over when told.** After the sidecar answered ``404`` to a request carrying a session id
-  (the session is gone: expired, lost in a restart), the client "MUST start a new session by sending a
-  new ``InitializeRequest`` without a session ID": a later call on the dead id (other than its
-  ``DELETE``) is the bug of a client that keeps calling a lost session.
-- **Keep calling after a failure.** One failed call (a fault fired on it, or it was answered with an
-  HTTP error the client did not cause) must not poison the client: a later call it makes still
-  reaches the sidecar. The sidecar cannot see a call that never came, so this duty reads the client's
-  own spans: a CLIENT span with OpenTelemetry's MCP attribute ``mcp.method.name`` (the MCP semantic
-  conventions; the official mcp SDK 2.x records one, with ``jsonrpc.request.id``, on its ``MCP send
-  …`` spans, fastmcp and Microsoft Agent Framework their own around them) is a request the client
-  made. One that started after the failure and ended in error, and that no sidecar of the test
-  received while it was open (same method, and same JSON-RPC id when the span names one), failed in
-  the client. Not held against it when the failure may have left the sidecar deaf (a kind whose
-  ``stops_reading`` is set fired: ``die``, ``freeze``, ``blackhole``).
-
-:func:`session_problems` and :func:`unreached_calls` find them; :func:`hygiene_verdict` words them
-for the test's failure.
+The journal does not tie a session to its ``initialize`` (the id is the answer's), so as many sessions
+with no request of their own as there are ``initialize`` requests the client gave up on are excused:
+one of those may have opened a session whose id never reached the client.
 """
 
 from __future__ import annotations
@@ -69,9 +42,9 @@ class SessionHygieneError(AssertionError):
 
 @dataclass(frozen=True)
 class SessionProblem:
-    """One session a client mistreated: ``never_ended`` (``requests``: the session's requests) or
-    ``used_after_lost`` (``lost``: the ``404`` that told the client; ``requests``: the calls on the
-    dead id after it)."""
+    """One duty a client broke: ``never_ended`` (``requests``: the session's), ``used_after_lost``
+    (``lost``: the ``404`` that told it; ``requests``: the calls on the dead id after it) or
+    ``call_never_reached``."""
 
     session_id: str
     kind: Literal["never_ended", "used_after_lost", "call_never_reached"]
@@ -222,28 +195,30 @@ def _refused(r: RequestRecord) -> bool:
     return (r.status or 0) >= 400 and r.error_by != "client"
 
 
+#: The hint for each kind of problem, in the order a verdict gives them.
+_HINTS = {
+    "never_ended": (
+        "end every session the client opens: mcp 2.x: leave `async with Client(...)`; mcp 1.x: "
+        "leave `streamable_http_client(...)` (terminate_on_close=True, the default), on the error "
+        "path too; or, when the test keeps its sessions on purpose, mark it "
+        "`@pytest.mark.mcp_keep_sessions` (ini `mcpfaults_session_hygiene = off` turns the check off)"
+    ),
+    "used_after_lost": (
+        "on a 404 for its session id, open a new session (a new `initialize` without the id) "
+        "instead of calling the lost one"
+    ),
+    "call_never_reached": (
+        "one failed call must not poison the client: after a connection error or an error answer, "
+        "send the next call (on a new connection or a new session when the old one is gone) instead "
+        "of failing it in the client"
+    ),
+}
+
+
 def hygiene_verdict(url: str, problems: Sequence[SessionProblem]) -> str:
     """The failure text for ``problems`` found at the sidecar at ``url``."""
     lines = [f"mcpfaults: session hygiene at {url}:", ""]
     lines += [f"   {p.describe()}" for p in problems]
-    hints = []
-    if any(p.kind == "never_ended" for p in problems):
-        hints.append(
-            "end every session the client opens: mcp 2.x: leave `async with Client(...)`; mcp 1.x: "
-            "leave `streamable_http_client(...)` (terminate_on_close=True, the default), on the error "
-            "path too; or, when the test keeps its sessions on purpose, mark it "
-            "`@pytest.mark.mcp_keep_sessions` (ini `mcpfaults_session_hygiene = off` turns the check off)"
-        )
-    if any(p.kind == "used_after_lost" for p in problems):
-        hints.append(
-            "on a 404 for its session id, open a new session (a new `initialize` without the id) "
-            "instead of calling the lost one"
-        )
-    if any(p.kind == "call_never_reached" for p in problems):
-        hints.append(
-            "one failed call must not poison the client: after a connection error or an error answer, "
-            "send the next call (on a new connection or a new session when the old one is gone) instead "
-            "of failing it in the client"
-        )
+    hints = [hint for kind, hint in _HINTS.items() if any(p.kind == kind for p in problems)]
     lines += ["", *(f"   hint: {h}" for h in hints)]
     return "\n".join(lines)

@@ -1,17 +1,14 @@
 """Patience: the verdict a harness author reads when a client waited out a held request, and the
-positive-case checks behind ``Sidecar.assert_client_gave_up`` / ``assert_client_released``.
-
-A request held by a blocking fault (freeze, hang, blackhole, stall, endless SSE) may wait at most its
-patience budget; then the sidecar aborts the connection (RST: the client unblocks at once, as if the peer had
-died) and records a :class:`~pytest_mcpfaults.verdicts.violation.PatienceViolation`. This module turns
-violations into text (:func:`patience_verdict`) and report records (:func:`violation_record`).
+checks behind ``Sidecar.assert_client_gave_up`` / ``assert_client_released`` (and the wait the other
+``assert_client_*`` checks share). A request held by a blocking fault may wait at most its patience
+budget; then the sidecar aborts the connection (RST) and records a ``PatienceViolation``.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.journal import Journal
@@ -19,14 +16,16 @@ from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.core.routing import record_matches
 from pytest_mcpfaults.faults.kinds import fault_kinds
 from pytest_mcpfaults.options.validation import is_positive_seconds
-from pytest_mcpfaults.verdicts.clients import call_bound, client_seen, patience_hint, server_request_hint
+from pytest_mcpfaults.verdicts.clients import answering, client_seen, patience_hint, server_request_hint
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
 __all__ = [
     "PatienceError",
     "Watched",
     "check_client_closed",
+    "checked_matcher",
     "patience_verdict",
+    "settle",
     "target_matcher",
     "violation_record",
 ]
@@ -35,10 +34,7 @@ __all__ = [
 _EXCERPT = 12
 #: At most this many connections are named for a group of identical violations.
 _GROUP_CONNS = 10
-_EXPECT_HOW = (
-    "@pytest.mark.mcp_expect_hang, @pytest.mark.mcp_sidecar(expect_hang=True), "
-    "Sidecar(expect_hang=True) or expect_hang=True on the fault"
-)
+_T = TypeVar("_T")
 
 
 class PatienceError(AssertionError):
@@ -46,9 +42,8 @@ class PatienceError(AssertionError):
 
 
 class Watched(Protocol):
-    """What the verdicts read of a sidecar (the socket ``Sidecar`` is one): its address and state,
-    its journal, its paths and its held requests. A protocol, so this module imports no sidecar
-    class (``verdicts/waits.py`` imports this one)."""
+    """What the verdicts read of a sidecar (the socket ``Sidecar`` is one): a protocol, so this module
+    imports no sidecar class (``verdicts/waits.py`` imports this one)."""
 
     @property
     def url(self) -> str: ...
@@ -62,7 +57,6 @@ class Watched(Protocol):
     def health_path(self) -> str | None: ...
     @property
     def legacy_paths(self) -> tuple[str, ...]: ...
-    def held_requests(self, target: str | None = None) -> list[RequestRecord]: ...
 
 
 def _excerpt(sc: Watched, conn_id: int) -> list[str]:
@@ -90,8 +84,8 @@ def _hint(sc: Watched, v: PatienceViolation) -> str:
     if v.awaiting is not None and v.dropped is not None:  # a fault lost the harness's answer
         return (
             f"the harness answered the server's `{v.fault}`, and the answer was lost on its way (a lossy "
-            f"proxy): a harness cannot tell, so bound the call itself ({call_bound(v.request)}) and fail it "
-            "cleanly when the bound runs out"
+            "proxy): a harness cannot tell, so bound the call itself "
+            f"({answering(v.request).bound}) and fail it cleanly when the bound runs out"
         )
     if v.awaiting is not None:  # the harness's own part: it never answered the tool's request
         return server_request_hint(v.request, v.fault)
@@ -145,8 +139,10 @@ def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> st
         lines.extend("     " + line for line in _excerpt(sc, cid))
     lines.append("")
     lines.append(
-        "Bound the client (a timeout on that request, or abort it once you have what you need); or, "
-        f"if the test expects the client to wait it out, say so: {_EXPECT_HOW}."
+        "Bound the client (a timeout on that request, or abort it once you have what you need); or, if "
+        "the test expects the client to wait it out, say so: @pytest.mark.mcp_expect_hang, "
+        "@pytest.mark.mcp_sidecar(expect_hang=True), Sidecar(expect_hang=True) or expect_hang=True on "
+        "the fault."
     )
     return "\n".join(lines)
 
@@ -220,9 +216,34 @@ def _settled(r: RequestRecord, within: float, now: float) -> bool:
     return now >= _judged_at(r, within)
 
 
+def settle(
+    journal: Journal,
+    items: Callable[[], Sequence[_T]],
+    done: Callable[[_T, float], bool],
+    deadline: Callable[[_T], float],
+    what: str,
+) -> None:
+    """Wait until each of ``items()`` is ``done`` at the journal's time, at most until the latest
+    ``deadline`` of those that are not yet: what is still pending then is the caller's to judge."""
+    pending = [x for x in items() if not done(x, journal.now())]
+    if pending:
+        end = max(deadline(x) for x in pending)
+        with contextlib.suppress(AssertionError):
+            journal.wait_for(lambda: all(done(x, journal.now()) for x in items()), end - journal.now(), what)
+
+
 def _blocking_kinds() -> str:
     kinds = [k for k, cls in fault_kinds().items() if cls.blocking]
     return ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
+
+
+def checked_matcher(
+    sc: Watched, target: str | None, within: float, who: str
+) -> Callable[[RequestRecord], bool]:
+    """:func:`target_matcher` for the check ``who``, whose ``within`` is checked first too."""
+    if not is_positive_seconds(within):
+        raise ValueError(f"{who}: within must be a positive number of seconds, got {within!r}")
+    return target_matcher(sc, target)
 
 
 def target_matcher(sc: Watched, target: str | None) -> Callable[[RequestRecord], bool]:
@@ -241,24 +262,16 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
     of a close is when the sidecar's loop saw the connection drop (its ``connection_lost``), so no
     settling time is added: a close the loop sees later than ``within`` after the hold began is
     "later than within"."""
-    if not is_positive_seconds(within):
-        raise ValueError(f"Sidecar.{who}: within must be a positive number of seconds, got {within!r}")
-    matches = target_matcher(sc, target)
+    matches = checked_matcher(sc, target, within, f"Sidecar.{who}")
     journal = sc.journal
-
-    def matching() -> list[RequestRecord]:
-        return [r for r in journal.requests if matches(r)]
-
-    def settled() -> bool:
-        now = journal.now()
-        return all(_settled(r, within, now) for r in matching())
-
-    pending = [r for r in matching() if not _settled(r, within, journal.now())]
-    if pending:
-        deadline = max(_judged_at(r, within) for r in pending)
-        with contextlib.suppress(AssertionError):  # still held at the deadline: judged below
-            journal.wait_for(settled, max(0.0, deadline - journal.now()), "held requests to end")
-    held = sc.held_requests(target)
+    settle(
+        journal,
+        lambda: [r for r in journal.requests if matches(r)],
+        lambda r, now: _settled(r, within, now),
+        lambda r: _judged_at(r, within),
+        "held requests to end",
+    )
+    held = [r for r in journal.requests if r.held and matches(r)]
     matching_text = f" matching {target!r}" if target is not None else ""
     if not held:
         seen = ", ".join(journal.sequence()) or "none"
@@ -274,8 +287,6 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
 def _not_closed(
     sc: Watched, bad: list[RequestRecord], held: int, within: float, matching_text: str, who: str
 ) -> str:
-    """The failure text of :func:`check_client_closed`: the ``bad`` requests (of ``held``) and the
-    journal of their connections."""
     now = sc.journal.now()
     conns = sorted({r.conn_id for r in bad})
     names = ", ".join(f"connection #{c} ({_peer(sc, c)})" for c in conns)

@@ -1,18 +1,12 @@
-"""The check behind ``Sidecar.assert_client_resumed``: every event stream the sidecar closed gracefully
-(``close_stream``) was resumed by the client with a ``GET`` carrying ``Last-Event-ID``, no sooner than
-the stream's ``retry`` and within ``within`` seconds; and, when one was not, what the client did.
-
-Read from the journal only: :class:`~pytest_mcpfaults.core.records.StreamRecord` and the requests.
+"""The check behind ``Sidecar.assert_client_resumed``, from the journal's closed streams and requests:
+when a stream was not resumed right, what the client did instead.
 """
 
 from __future__ import annotations
 
-import contextlib
-
 from pytest_mcpfaults.core.records import RequestRecord, StreamRecord
-from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.verdicts.cancel_checks import named
-from pytest_mcpfaults.verdicts.patience import Watched, target_matcher
+from pytest_mcpfaults.verdicts.patience import Watched, checked_matcher, settle
 
 __all__ = ["check_client_resumed"]
 
@@ -20,7 +14,6 @@ _WHO = "Sidecar.assert_client_resumed"
 
 
 def _came_back(sc: Watched, s: StreamRecord) -> list[RequestRecord]:
-    """The ``GET`` requests of the MCP endpoint in the stream's session after it closed."""
     return [
         r
         for r in sc.journal.requests
@@ -64,23 +57,19 @@ def _problem(sc: Watched, s: StreamRecord, within: float) -> str | None:
 
 def check_client_resumed(sc: Watched, target: str | None, within: float) -> None:
     """``Sidecar.assert_client_resumed`` (its docstring says what passes and how long it waits)."""
-    if not is_positive_seconds(within):
-        raise ValueError(f"{_WHO}: within must be a positive number of seconds, got {within!r}")
-    matches = target_matcher(sc, target)
+    matches = checked_matcher(sc, target, within, _WHO)
     journal = sc.journal
 
     def matching() -> list[StreamRecord]:
         return [s for s in journal.streams if matches(journal.request(s.request_id))]
 
-    def settled() -> bool:
-        now = journal.now()
-        return all(s.resumed_at is not None or now >= s.closed_at + within for s in matching())
-
-    streams = matching()
-    if streams and not settled():
-        deadline = max(s.closed_at + within for s in streams)
-        with contextlib.suppress(AssertionError):  # not resumed by the deadline: judged below
-            journal.wait_for(settled, max(0.0, deadline - journal.now()), "closed streams to be resumed")
+    settle(
+        journal,
+        matching,
+        lambda s, now: s.resumed_at is not None or now >= s.closed_at + within,
+        lambda s: s.closed_at + within,
+        "closed streams to be resumed",
+    )
     streams = matching()
     matching_text = f" matching {target!r}" if target is not None else ""
     if not streams:

@@ -1,17 +1,18 @@
-"""A test that stopped making progress after a fault: found from the journal, worded as a verdict.
+"""A test that stopped making progress while the sidecar holds nothing: found from the journals,
+worded as a verdict. Patience covers the requests the sidecar holds; this covers the other hangs.
 
-Patience covers the requests the sidecar holds. This covers the other half of a hang: the fault has
-done its work (a ``die``, ``kill()``, a truncated or reset body, an error answer) and the sidecar holds
-nothing, but the client wedged itself on what it saw (the mcp 1.x ``ClientSession`` waits for ever for
-the answer to a request whose connection dropped) and the test never finishes. The sidecar cannot see
-the client, but it can see that nothing has happened since: no request has reached it since the fault
-fired, nothing is in flight, and the patience budget has passed. :func:`find_stall` says so from the
-journal alone; :func:`stall_verdict` words it, with where the test's thread was blocked (read by the
-pytest glue) and the likely fix for the client family the sidecar saw.
+A *stall*: a fault did its work (a ``die``, a cut body, an error answer) and the client wedged itself
+on what it saw (mcp 1.x's ``ClientSession`` waits for ever on a request whose connection dropped). An
+*idle* test: every request was answered and no fault fired since, yet the harness waits on itself (an
+event its own reader never sets, a future nobody resolves). The sidecar cannot see the client, but it
+can see that nothing has happened since for the patience budget: :func:`find_stall` and
+:func:`find_idle` say so from the journals alone; where the test's thread was blocked (and, for an
+idle test, that it was not computing: ``_pytest.blocked.Stillness``) is the pytest glue's to add.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,7 +21,18 @@ from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import ConnectionRecord, FiredRecord, RequestRecord
 from pytest_mcpfaults.verdicts.clients import client_family, client_seen
 
-__all__ = ["Stall", "StalledServer", "find_stall", "own_event_stream", "stall_record", "stall_verdict"]
+__all__ = [
+    "Idle",
+    "Stall",
+    "StalledServer",
+    "find_idle",
+    "find_stall",
+    "idle_record",
+    "idle_verdict",
+    "own_event_stream",
+    "stall_record",
+    "stall_verdict",
+]
 
 
 class StalledServer(Protocol):
@@ -85,7 +97,7 @@ def find_stall(server: StalledServer) -> Stall | None:
     later: tuple[RequestRecord, ...] = ()
     if last is not None and last > fired.at:
         later = tuple(r for r in journal.requests_since(fired.next_request) if r.id != fired.request_id)
-        if any(not _background(server, r) for r in later):
+        if any(not own_event_stream(r, server.mcp_path) for r in later):
             return None
     state = server.state
     if state not in ("running", "dead", "frozen"):
@@ -99,7 +111,9 @@ def find_stall(server: StalledServer) -> Stall | None:
     # the clock starts when the last answer ended (a delayed one, a hold the client let go of), if later;
     # the client's own event stream is not progress, so its answers do not restart it (a client that
     # reopens a refused GET every half second would otherwise hold the verdict off for as long as it does)
-    ends = (r.ended_at for r in requests if r.ended_at is not None and not _background(server, r))
+    ends = (
+        r.ended_at for r in requests if r.ended_at is not None and not own_event_stream(r, server.mcp_path)
+    )
     exits = (c.exited_at for c in kept if c.exited_at is not None)  # the client's wait on it ended there
     idle = journal.now() - max([fired.at, *ends, *exits])
     if idle < budget:
@@ -132,10 +146,6 @@ def own_event_stream(r: RequestRecord, mcp_path: str | None) -> bool:
     """A request the client makes by itself, not a step of the test: its event stream (a ``GET`` on the
     MCP endpoint). The stall, idle and harness-process verdicts all leave it out."""
     return r.method == "GET" and r.path == mcp_path
-
-
-def _background(server: StalledServer, r: RequestRecord) -> bool:
-    return own_event_stream(r, server.mcp_path)
 
 
 def _since(stall: Stall) -> str:
@@ -205,26 +215,128 @@ def stall_verdict(server: StalledServer, stall: Stall, blocked: str, *, stdio: b
 
 def stall_record(stall: Stall, message: str, url: str | None) -> dict[str, object]:
     """A JSON-ready dict of a stall for the per-test record (beside the patience violations)."""
-    r = stall.request
+    return _record(
+        "no_progress", message, stall.what, stall.budget, stall.idle, stall.request, stall.client, url
+    )
+
+
+def _record(
+    kind: str,
+    message: str,
+    fault: str | None,
+    budget: float,
+    idle: float,
+    r: RequestRecord | None,
+    client: RequestRecord | None,
+    url: str | None,
+    answered: int | None = None,
+) -> dict[str, object]:
     return {
-        "kind": "no_progress",
+        "kind": kind,
         "message": message.splitlines()[0],
         "details": message,
-        "fault": stall.what,
-        "budget": stall.budget,
+        "fault": fault,
+        "budget": budget,
         "budget_from": "sidecar",
-        "waited": round(stall.idle, 3),
+        "waited": round(idle, 3),
         "request": r.label if r else None,
         "method": r.method if r else None,
         "path": r.path if r else None,
         "mcp_method": r.mcp_method if r else None,
         "tool": r.tool if r else None,
         "era": r.era if r else None,
-        "answered": None,
-        "user_agent": stall.client.user_agent if stall.client else None,
-        "protocol_version": stall.client.protocol_version if stall.client else None,
+        "answered": answered,
+        "user_agent": client.user_agent if client else None,
+        "protocol_version": client.protocol_version if client else None,
         "connection": r.conn_id if r else None,
         "client_closed": None,
         "sidecar": url,
         "expected": False,
     }
+
+
+@dataclass(frozen=True)
+class Idle:
+    """No progress after the test's last answered request: the sidecar that answered it, the request,
+    the budget, and how long nothing has happened since its answer ended."""
+
+    server: StalledServer
+    request: RequestRecord
+    budget: float
+    idle: float
+
+
+def _busy(server: StalledServer) -> bool:
+    """A request of the test still in flight on an open connection (the sidecar's to answer)."""
+    open_ids = {c.id for c in server.journal.connections if c.open}
+    return any(
+        r.ended_at is None and r.conn_id in open_ids and not own_event_stream(r, server.mcp_path)
+        for r in server.journal.requests
+    )
+
+
+def find_idle(servers: Sequence[StalledServer]) -> Idle | None:
+    """The idle hang of a test that uses ``servers``, or ``None``: among them, the one whose last
+    request of the test (not its event stream) ended latest is running (not frozen, dead or stopped)
+    with a patience budget, no fault fired on it since that request began, no request of the test is in
+    flight on any of them, and the budget has passed since that answer ended."""
+    latest: tuple[float, StalledServer, RequestRecord] | None = None
+    for server in servers:
+        if server.state == "new":
+            continue
+        if _busy(server):
+            return None
+        ended = [
+            r
+            for r in server.journal.requests
+            if r.ended_at is not None and not own_event_stream(r, server.mcp_path)
+        ]
+        if ended:
+            last = max(ended, key=lambda r: r.ended_at or 0.0)
+            end = server.journal.t0 + (last.ended_at or 0.0)  # on one clock across sidecars
+            if latest is None or end > latest[0]:
+                latest = (end, server, last)
+    if latest is None:
+        return None  # the test never talked MCP
+    _, server, last = latest
+    budget = server.patience
+    if budget is None or server.state != "running":
+        return None
+    fired, _ = server.journal.last_activity
+    if fired is not None and fired.at >= last.started_at:
+        return None  # a fault fired on it: a stall, or patience, is that fault's verdict
+    idle = server.journal.now() - (last.ended_at or 0.0)
+    if idle < budget:
+        return None
+    return Idle(server, last, budget, idle)
+
+
+def idle_verdict(idle: Idle, blocked: str, switch: str) -> str:
+    """The verdict text: the last request, what the sidecar holds (nothing), where the test's thread
+    was blocked (``blocked``, already formatted), and what to do (``switch``: how a test that waits on
+    purpose says so)."""
+    r, url = idle.request, idle.server.url
+    fired, _ = idle.server.journal.last_activity
+    since = "and no fault fired" if fired is None else "and no fault fired since"
+    lines = [
+        f"the test made no progress for {idle.idle:.1f} s after its last MCP request `{r.label}` (#{r.id}) "
+        f"ended, {since}: the sidecar at {url} is up and idle",
+        "",
+        f"   last request: `{r.label}` (request #{r.id}), answered {r.status} at {r.ended_at or 0.0:.3f} s "
+        "after the sidecar started",
+        "   since then: nothing in flight and no request of the test, and the test's thread stayed at the "
+        f"same line using no CPU for the {idle.budget:g} s patience budget",
+        "   hint: the harness is waiting on itself, not on the sidecar: on an event, future, queue or lock "
+        "its own code should have set once the answer came (a reader task that ended or swallowed an "
+        "error, a callback never registered, a result put on another queue); bound that wait with a "
+        f"timeout. If the test waits on purpose, {switch}",
+        "",
+        blocked,
+    ]
+    return "\n".join(lines)
+
+
+def idle_record(idle: Idle, message: str) -> dict[str, object]:
+    """A JSON-ready dict of an idle hang for the per-test record (beside the patience violations)."""
+    r = idle.request
+    return _record("idle", message, None, idle.budget, idle.idle, r, r, idle.server.url, r.status)

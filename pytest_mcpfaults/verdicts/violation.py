@@ -4,13 +4,11 @@ this module words them."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.faults.kinds import fault_kinds
-from pytest_mcpfaults.mcp.endpoint import RequestEra
 
 __all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered"]
 
@@ -59,9 +57,7 @@ class PatienceViolation:
 
     @property
     def answered(self) -> Answered:
-        """What the client had received when the budget ran out: ``'none'`` (no status line: a hung or
-        frozen request), ``'partial'`` (status, headers and part of the body: a stalled response) or
-        ``'complete'`` (the whole announced body, and the connection kept open)."""
+        """What the client had received when the budget ran out (:func:`answered`)."""
         return answered(self.request)
 
     @property
@@ -82,15 +78,12 @@ class PatienceViolation:
             return cls.held_wording.format(request=req)
         return f"a held {req}" if self.answered == "none" else f"the response to {req}"
 
-    def describe(self, era: RequestEra | None = None) -> str:
+    def describe(self) -> str:
         """The headline, from what the sidecar observed: what the client had received when the budget
         ran out (nothing: a request held and never answered; the status and part of the body: a
         stalled response; all of it: a connection kept open), and that it never closed the connection
-        itself. ``era`` overrides the era shown (the request's own otherwise)."""
-        v = self
-        if era is not None:
-            v = dataclasses.replace(self, request=dataclasses.replace(self.request, era=era))
-        r, b = v.request, f"{self.budget:g} s"
+        itself."""
+        r, b = self.request, f"{self.budget:g} s"
         if self.awaiting is not None and r.hold != "patience":  # a stateless-era input round
             return (
                 f"the client never answered {self.awaiting}: it did not retry the call with the answer "
@@ -108,22 +101,22 @@ class PatienceViolation:
                 f"tool call's answer stream open ({r.bytes_sent} bytes sent) and never closed it; without "
                 "the budget the tool call would have waited for ever"
             )
-        answered = self.answered
+        answered, what = self.answered, self.what()
         if answered == "complete":
             return (
-                f"the client kept the connection open for {b} (the whole budget) after {v.what()} was sent "
+                f"the client kept the connection open for {b} (the whole budget) after {what} was sent "
                 f"in full (status {r.status}, all {r.bytes_sent} bytes of its Content-Length), and never "
                 "released it (a connection leak, if it was done with it)"
             )
-        cls = fault_kinds().get(v.kind)
+        cls = fault_kinds().get(self.kind)
         if cls is not None and cls.held_headline is not None:
             idle = f"{r.idle_before:.2f} s" if r.idle_before is not None else "for a time unknown"
-            head = cls.held_headline.format(what=v.what(), bytes_sent=r.bytes_sent, idle=idle)
+            head = cls.held_headline.format(what=what, bytes_sent=r.bytes_sent, idle=idle)
         elif answered == "none":
-            head = f"{v.what()}, never answered (no status line was sent), and never closed the connection"
+            head = f"{what}, never answered (no status line was sent), and never closed the connection"
         else:
             head = (
-                f"{v.what()}, which stalled after the status line ({r.status}) and {r.bytes_sent} bytes of "
+                f"{what}, which stalled after the status line ({r.status}) and {r.bytes_sent} bytes of "
                 "body, and never released the connection"
             )
         return (
@@ -134,34 +127,22 @@ class PatienceViolation:
     def details(self) -> str:
         """Which fault held it, which budget ran out, and what happened to the connection."""
         source = "its fault's patience=" if self.budget_from == "fault" else "the sidecar's patience"
+        budget = f"the {self.budget:g} s budget ({source})"
         if self.awaiting is not None and self.request.hold != "patience":
             return (
                 f"no fault: the tool awaited the client's answer to its `{self.fault}`, which the call's "
-                f"input_required result asked for; the {self.budget:g} s budget ({source}) ran out with "
-                "nothing held (the client's retry never came), so nothing was aborted"
+                f"input_required result asked for; {budget} ran out with nothing held (the client's retry "
+                "never came), so nothing was aborted"
             )
+        aborted = f"when {budget} ran out the sidecar aborted connection #{self.request.conn_id} (RST)"
         if self.awaiting is not None and self.dropped is not None:
-            return (
-                f"`{self.request.fault}` lost the client's answer to the tool's `{self.fault}`; when the "
-                f"{self.budget:g} s budget ({source}) ran out the sidecar aborted connection "
-                f"#{self.request.conn_id} (RST)"
-            )
+            return f"`{self.request.fault}` lost the client's answer to the tool's `{self.fault}`; {aborted}"
+        closed = "the client had closed it itself" if self.client_closed else "the client never closed it"
         if self.awaiting is not None:
             return (
-                f"no fault: the tool awaited the client's answer to its `{self.fault}`; when the "
-                f"{self.budget:g} s budget ({source}) ran out the sidecar aborted connection "
-                f"#{self.request.conn_id} (RST)"
-                + (
-                    "; the client had closed it itself"
-                    if self.client_closed
-                    else "; the client never closed it"
-                )
+                f"no fault: the tool awaited the client's answer to its `{self.fault}`; {aborted}; {closed}"
             )
-        return (
-            f"held by `{self.fault}`; when the {self.budget:g} s budget ({source}) ran out the sidecar "
-            f"aborted connection #{self.request.conn_id} (RST)"
-            + ("; the client had closed it itself" if self.client_closed else "; the client never closed it")
-        )
+        return f"held by `{self.fault}`; {aborted}; {closed}"
 
 
 def answered(r: RequestRecord) -> Answered:

@@ -1,7 +1,5 @@
-"""The socket sidecar's journal waits and patience assertions: :class:`SidecarWaits`, a base of ``Sidecar``.
-
-The verdict text of a failed patience assertion comes from :mod:`pytest_mcpfaults.verdicts.patience`.
-"""
+"""The socket sidecar's journal waits and ``assert_client_*`` checks: :class:`SidecarWaits`, a base of
+``Sidecar``; the checks and their verdicts live in the modules of this folder."""
 
 from __future__ import annotations
 
