@@ -21,9 +21,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_mcpfaults import invariants
 from pytest_mcpfaults.options.validation import is_count
-from pytest_mcpfaults.spans import results as span_results
 from pytest_mcpfaults.spans.queries import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
@@ -31,20 +29,15 @@ from pytest_mcpfaults.spans.queries import (
     SpanLookupError,
     as_patterns,
     find_spans,
-    one_span,
 )
 from pytest_mcpfaults.spans.records import (
     UIDS,
     Received,
     RecordedSpan,
-    children,
-    descendants,
-    format_tree,
     link_received,
-    parent_of,
-    roots,
     take_snapshot,
 )
+from pytest_mcpfaults.spans.views import ResultSink, SpanQueries
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -58,7 +51,6 @@ else:
 __all__ = ["SpanRecorder", "SpanWiringWarning", "global_recorder", "install_recorder"]
 
 _P = TypeVar("_P", bound="TracerProvider")
-ResultSink = Callable[[str, bool, str], None]
 
 
 class SpanWiringWarning(UserWarning):
@@ -124,7 +116,7 @@ class _Entry:
 _SEQ = operator.attrgetter("seq")
 
 
-class SpanRecorder(_ProcessorBase):
+class SpanRecorder(SpanQueries, _ProcessorBase):
     """A span processor that records the spans of every provider it is added to.
 
     It implements the SDK ``SpanProcessor`` interface with ``on_start`` too, so spans that never end
@@ -318,10 +310,6 @@ class SpanRecorder(_ProcessorBase):
         finally:
             _stop_watch(self)
 
-    def report_to(self, sink: ResultSink | None) -> None:
-        """Call ``sink(invariant_name, ok, message)`` for each invariant the assert methods check."""
-        self._sink = sink
-
     # -- queries -------------------------------------------------------------------------------------
 
     def spans(self, *, since: int = 0) -> list[RecordedSpan]:
@@ -352,140 +340,6 @@ class SpanRecorder(_ProcessorBase):
             local = {e.ids: e.uid for e in self._entries if isinstance(e, _Entry)}
             self._linked = link_received(rec, local)
         return self._linked
-
-    def names(self) -> list[str]:
-        """Names of the recorded spans in start order (with repeats)."""
-        return [s.name for s in self.spans()]
-
-    def find(
-        self, pattern: Patterns, *, exact: bool = False, status: str | None = None
-    ) -> list[RecordedSpan]:
-        """Recorded spans whose name matches ``pattern``; see :func:`find_spans`."""
-        return find_spans(self.spans(), pattern, exact=exact, status=status)
-
-    def one(self, pattern: Patterns, *, exact: bool = False) -> RecordedSpan:
-        """The single recorded span matching ``pattern``; :class:`SpanLookupError` on none or several."""
-        return one_span(self.spans(), pattern, exact=exact)
-
-    def parent(self, span: RecordedSpan) -> RecordedSpan | None:
-        """The recorded parent of ``span`` (``None`` for a root or an unrecorded parent)."""
-        return parent_of(self.spans(), span)
-
-    def children(self, span: RecordedSpan) -> list[RecordedSpan]:
-        """Direct children of ``span``."""
-        return children(self.spans(), span)
-
-    def descendants(self, span: RecordedSpan) -> list[RecordedSpan]:
-        """Every span beneath ``span``."""
-        return descendants(self.spans(), span)
-
-    def roots(self) -> list[RecordedSpan]:
-        """Spans without a recorded parent."""
-        return roots(self.spans())
-
-    def open_spans(self) -> list[RecordedSpan]:
-        """Spans that started and have not ended."""
-        return [s for s in self.spans() if not s.ended]
-
-    def tree(self) -> str:
-        """The recorded spans as text; see :func:`format_tree`."""
-        return format_tree(self.spans())
-
-    # -- invariants ------------------------------------------------------------------------------------
-
-    def _cleanup(self, cleanup: Patterns | None, own: tuple[str, ...] | None) -> Patterns:
-        """``cleanup`` if given, else one invariant's ``own`` cleanup names if set, else the recorder's."""
-        if cleanup is not None:
-            return cleanup
-        return self.cleanup_patterns if own is None else own
-
-    def _check_all(
-        self,
-        spans: Sequence[RecordedSpan],
-        session: Patterns | None,
-        cleanup: Patterns | None,
-        max_cleanups: int | None,
-    ) -> list[invariants.Violation]:
-        return invariants.check_all(
-            spans,
-            session=self.session_patterns if session is None else session,
-            cleanup=self.cleanup_patterns if cleanup is None else cleanup,
-            max_cleanups=self.max_cleanups if max_cleanups is None else max_cleanups,
-            flip_cleanup=self._cleanup(cleanup, self.flip_cleanup_patterns),
-            count_cleanup=self._cleanup(cleanup, self.count_cleanup_patterns),
-        )
-
-    def check(
-        self,
-        *,
-        session: Patterns | None = None,
-        cleanup: Patterns | None = None,
-        max_cleanups: int | None = None,
-    ) -> list[invariants.Violation]:
-        """All violations of the recorded spans (``invariants.check_all``), without raising. Defaults:
-        the recorder's patterns and ``max_cleanups``; ``cleanup`` given applies to both invariants."""
-        return self._check_all(self.spans(), session, cleanup, max_cleanups)
-
-    def assert_invariants(
-        self,
-        *,
-        session: Patterns | None = None,
-        cleanup: Patterns | None = None,
-        max_cleanups: int | None = None,
-    ) -> None:
-        """Assert every invariant (``check_all``); raises ``SpanInvariantError`` with the span tree."""
-        __tracebackhide__ = True
-        spans = self.spans()
-        found = self._check_all(spans, session, cleanup, max_cleanups)
-        self._conclude(invariants.ALL_INVARIANTS, found, spans)
-
-    def assert_cleanup_never_flips(
-        self, *, session: Patterns | None = None, cleanup: Patterns | None = None
-    ) -> None:
-        """Assert ``invariants.cleanup_never_flips`` over the recorded spans."""
-        __tracebackhide__ = True
-        spans = self.spans()
-        found = invariants.cleanup_never_flips(
-            spans,
-            session=self.session_patterns if session is None else session,
-            cleanup=self._cleanup(cleanup, self.flip_cleanup_patterns),
-        )
-        self._conclude(("cleanup_never_flips",), found, spans)
-
-    def assert_cleanup_at_most(
-        self, n: int | None = None, *, session: Patterns | None = None, cleanup: Patterns | None = None
-    ) -> None:
-        """Assert ``invariants.cleanup_at_most`` (at most ``n`` cleanup runs per session span; default:
-        the recorder's ``max_cleanups``)."""
-        __tracebackhide__ = True
-        spans = self.spans()
-        found = invariants.cleanup_at_most(
-            spans,
-            self.max_cleanups if n is None else n,
-            session=self.session_patterns if session is None else session,
-            cleanup=self._cleanup(cleanup, self.count_cleanup_patterns),
-        )
-        self._conclude(("cleanup_at_most",), found, spans)
-
-    def assert_all_spans_ended(self) -> None:
-        """Assert ``invariants.all_spans_ended``: every recorded span has ended."""
-        __tracebackhide__ = True
-        spans = self.spans()
-        self._conclude(("all_spans_ended",), invariants.all_spans_ended(spans), spans)
-
-    def _conclude(
-        self, names: Sequence[str], found: Sequence[invariants.Violation], spans: Sequence[RecordedSpan]
-    ) -> None:
-        """Tell the sinks (the recorder's and the running test's) what was checked; raise on a violation."""
-        __tracebackhide__ = True
-        if self._sink is not None:
-            for name, ok, message in invariants.results_by_invariant(names, found):
-                self._sink(name, ok, message)
-        running = span_results.running_sink()
-        if running is not None:
-            running(names, found)
-        if found:
-            raise invariants.SpanInvariantError(found, spans)
 
     # -- spans from other processes ------------------------------------------------------------------
 

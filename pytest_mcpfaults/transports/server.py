@@ -250,7 +250,7 @@ class Sidecar(SidecarWaits):
     def wait_for_span(self, pattern: str, timeout: float = 10.0, count: int = 1) -> list[RecordedSpan]:
         """Wait until ``count`` spans named like ``pattern`` have ended in :attr:`span_recorder` (a flush
         barrier for exporters that batch); returns them. On timeout raises
-        :class:`~pytest_mcpfaults.spans.recorder.SpanLookupError` naming the spans recorded instead and what
+        :class:`~pytest_mcpfaults.spans.SpanLookupError` naming the spans recorded instead and what
         the receiver took in."""
         return self._otlp.wait_for_span(pattern, timeout, count)
 
