@@ -21,7 +21,9 @@ from pytest_mcpfaults._pytest.records import (
     SERVERS,
     SESSION_PROBLEMS,
     explore_run,
+    faults_for_next,
     record_for,
+    server_made,
 )
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 from pytest_mcpfaults.explore import shard as explore_shard
@@ -330,11 +332,10 @@ class _Hand:
         self.item, self.run = item, run
 
     def faults_for_next(self) -> tuple[Any, ...]:
-        return self.run.faults_on(len(self.item.stash.get(SERVERS, [])) + 1)
+        return faults_for_next(self.item, self.run)
 
     def made(self, server: Any, maker: str) -> None:
-        self.item.stash.setdefault(SERVERS, []).append(server)
-        self.item.stash.setdefault(MAKERS, []).append(maker)
+        server_made(self.item, server, maker)
 
 
 @pytest.hookimpl(wrapper=True)
