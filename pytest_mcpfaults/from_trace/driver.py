@@ -114,8 +114,7 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
         print(f"from-trace: {exc}", file=err)
         return 2
     inferred = infer(trace, clean, names, args.patience)
-    note = f", {read.rejected} spans refused ({'; '.join(read.reasons)})" if read.rejected else ""
-    lines = inferred_lines(inferred, f"{args.path}: {read.format}, {len(trace.spans)} spans{note}")
+    lines = inferred_lines(inferred, f"{args.path}: {read.summary(len(trace.spans))}")
     print("\n".join(lines), file=out)
     if args.write:
         _write(args, inferred, out)
