@@ -27,7 +27,6 @@ __all__ = [
     "TEARDOWN_TARGET",
     "catalogue",
     "catalogue_kinds",
-    "fault_id",
     "not_in_catalogue",
     "standard_catalogue",
 ]
@@ -105,8 +104,3 @@ def catalogue(
         F.check_target(target)
         out = [_retarget(f, target) for f in out]
     return tuple(out)
-
-
-def fault_id(fault: F.Fault) -> str:
-    """The test ID of a fault in the matrix: its text form (``die@tool:delete_session``, ``flap``)."""
-    return str(fault)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from docs_quotes import assert_quoted_lines_occur
 
-from pytest_mcpfaults.matrix import catalogue, fault_id
+from pytest_mcpfaults.matrix import catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -48,7 +48,7 @@ FLIPPED = {
 }
 #: The teardown matrix (examples/test_example_matrix.py): every catalogue fault but the two /health ones,
 #: by its test id.
-MATRIX = [fault_id(f) for f in catalogue(exclude=["flap", "absent"])]
+MATRIX = [str(f) for f in catalogue(exclude=["flap", "absent"])]
 #: Faults that slow cleanup down without breaking it: the unhardened runner survives only these.
 HARMLESS = {
     "delay(seconds=0.2)@tool:delete_session",

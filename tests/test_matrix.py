@@ -13,7 +13,6 @@ from pytest_mcpfaults.matrix import (
     TEARDOWN_TARGET,
     catalogue,
     catalogue_kinds,
-    fault_id,
 )
 
 # -- the catalogue --------------------------------------------------------------------------------
@@ -46,7 +45,7 @@ def test_catalogue_aims_at_teardown_except_health_kinds() -> None:
 
 
 def test_ids_are_the_text_forms() -> None:
-    ids = [fault_id(f) for f in STANDARD_CATALOGUE]
+    ids = [str(f) for f in STANDARD_CATALOGUE]
     assert ids[:2] == ["die@tool:delete_session", "freeze@tool:delete_session"]
     assert "flap" in ids
     assert "backend_gone" in ids
@@ -58,7 +57,7 @@ def test_subset_exclude_and_retarget() -> None:
     assert "flap" not in [f.kind for f in catalogue(exclude=["flap"])]
     assert len(catalogue(exclude=["flap"])) == len(STANDARD_CATALOGUE) - 1
     retargeted = catalogue(kinds=["die", "flap", "tool_error"], target="tools/call")
-    assert [fault_id(f) for f in retargeted] == ["die@tools/call", "flap", "tool_error"]
+    assert [str(f) for f in retargeted] == ["die@tools/call", "flap", "tool_error"]
     assert retargeted[1] == Flap()  # health kinds keep their target
     assert retargeted[2] == ToolError(when="tools/call")  # type: ignore[arg-type]
 

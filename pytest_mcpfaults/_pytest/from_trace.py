@@ -121,8 +121,7 @@ def _pick(read: Read, shown: str, trace_id: str | None, names: SpanNames) -> _So
     from pytest_mcpfaults.from_trace.trace import pick_trace
 
     trace = pick_trace(read.spans, shown, names.session, trace_id)
-    note = f", {read.rejected} spans refused ({'; '.join(read.reasons)})" if read.rejected else ""
-    return _Source(shown, trace, f"{read.format}, {len(trace.spans)} spans{note}")
+    return _Source(shown, trace, read.summary(len(trace.spans)))
 
 
 def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str]) -> list[_Source]:

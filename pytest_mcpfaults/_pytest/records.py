@@ -122,3 +122,14 @@ def explore_run(item: pytest.Item) -> Any:
     """``item``'s explore run (a :class:`pytest_mcpfaults.explore.plan.Run`), ``None`` outside a campaign."""
     callspec = getattr(item, "callspec", None)
     return callspec.params.get(EXPLORE_PARAM) if callspec is not None else None
+
+
+def faults_for_next(item: pytest.Item, run: Any) -> tuple[Any, ...]:
+    """``run``'s faults aimed at the next server ``item``'s test makes (the nth, as its step was on)."""
+    return run.faults_on(len(item.stash.get(SERVERS, [])) + 1)  # type: ignore[no-any-return]
+
+
+def server_made(item: pytest.Item, server: Any, maker: str) -> None:
+    """``server`` joins ``item``'s :data:`SERVERS`, made by the fixture ``maker`` (:data:`MAKERS`)."""
+    item.stash.setdefault(SERVERS, []).append(server)
+    item.stash.setdefault(MAKERS, []).append(maker)

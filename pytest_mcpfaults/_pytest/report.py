@@ -236,8 +236,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker(MATRIX_MARKER)
     if marker is None:
         return
-    from pytest_mcpfaults.matrix import fault_id
-
     where = f"{metafunc.definition.nodeid}: @pytest.mark.{MATRIX_MARKER}"
     try:
         faults = _matrix_faults(marker)
@@ -248,7 +246,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{where}: the test uses neither the mcp_sidecar nor the {MATRIX_FIXTURE} fixture, so the "
             "matrix's fault would reach nothing"
         )
-    metafunc.parametrize(MATRIX_FIXTURE, faults, ids=[fault_id(f) for f in faults])
+    metafunc.parametrize(MATRIX_FIXTURE, faults, ids=[str(f) for f in faults])
 
 
 # -- per-test data: record → teardown report (→ xdist controller) --------------------------------

@@ -28,7 +28,9 @@ from pytest_mcpfaults._pytest.records import (
     SERVERS,
     SESSION_PROBLEMS,
     explore_run,
+    faults_for_next,
     record_for,
+    server_made,
 )
 
 if TYPE_CHECKING:
@@ -108,8 +110,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
     if item is not None:
         item.stash.setdefault(_SIDECARS, []).append(sidecar)
-        item.stash.setdefault(SERVERS, []).append(sidecar)
-        item.stash.setdefault(MAKERS, []).append(maker)
+        server_made(item, sidecar, maker)
         call = item.stash.get(_CALL, None)
         if call is not None:  # a sidecar made during the call phase (the factory)
             call.watch_for(item)
@@ -641,7 +642,7 @@ def _explore_faults(item: pytest.Item, kwargs: dict[str, Any]) -> Any:
     test makes (the nth, as its step was on) go first in ``kwargs``' plan."""
     run = explore_run(item)
     if run is not None:
-        kwargs["faults"] = [*run.faults_on(len(item.stash.get(SERVERS, [])) + 1), *kwargs.get("faults", ())]
+        kwargs["faults"] = [*faults_for_next(item, run), *kwargs.get("faults", ())]
     return run
 
 

@@ -21,7 +21,9 @@ from pytest_mcpfaults._pytest.records import (
     SERVERS,
     SESSION_PROBLEMS,
     explore_run,
+    faults_for_next,
     record_for,
+    server_made,
 )
 from pytest_mcpfaults._pytest.spans import record_invariants, span_mark
 from pytest_mcpfaults.explore import shard as explore_shard
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable  # noqa: F401 (EXPANSION's type, in a string)
 
     from pytest_mcpfaults.explore.plan import Options, Run, Step
+    from pytest_mcpfaults.spans.records import RecordedSpan  # noqa: F401 (_SPANS's type, in a string)
 
 MARKER = "mcp_explore"
 INI = "mcpfaults_explore"
@@ -80,7 +83,7 @@ _FUNCTIONS = pytest.StashKey[dict[str, tuple["Options", str]]]()  # explored fun
 _TESTS = pytest.StashKey[dict[str, _Test]]()
 _ERROR = pytest.StashKey[str]()  # the exception that escaped the call phase, "Type: message"
 _VERDICT = pytest.StashKey[dict[str, Any]]()
-_SPANS = pytest.StashKey[list[dict[str, Any]]]()
+_SPANS = pytest.StashKey["list[RecordedSpan]"]()
 _WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
 _INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
 _GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
@@ -329,11 +332,10 @@ class _Hand:
         self.item, self.run = item, run
 
     def faults_for_next(self) -> tuple[Any, ...]:
-        return self.run.faults_on(len(self.item.stash.get(SERVERS, [])) + 1)
+        return faults_for_next(self.item, self.run)
 
     def made(self, server: Any, maker: str) -> None:
-        self.item.stash.setdefault(SERVERS, []).append(server)
-        self.item.stash.setdefault(MAKERS, []).append(maker)
+        server_made(self.item, server, maker)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -362,7 +364,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     if explore_run(item) is None:
         return (yield)
-    from pytest_mcpfaults.from_trace.capture import span_dicts
     from pytest_mcpfaults.spans.recorder import global_recorder
 
     mark = span_mark(item)
@@ -375,7 +376,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if mark is not None:
             item.stash[_GATE_TEXT] = record_invariants(item, mark) or ""
-            item.stash[_SPANS] = span_dicts(global_recorder().spans())
+            item.stash[_SPANS] = global_recorder().spans()
 
 
 def _off(item: pytest.Item, t: _Test) -> frozenset[str]:
@@ -641,10 +642,10 @@ def mcpfaults_explore(request: pytest.FixtureRequest) -> Run | None:
 
 def run_detail(item: pytest.Item) -> dict[str, Any]:
     """What a run observed as the HTML page draws it."""
-    from pytest_mcpfaults.from_trace.capture import journal_dicts
+    from pytest_mcpfaults.from_trace.capture import clean_run_detail
 
-    servers: list[Any] = item.stash.get(SERVERS, [])
-    return {"spans": item.stash.get(_SPANS, []), "journal": journal_dicts(servers)}
+    spans, servers = item.stash.get(_SPANS, []), item.stash.get(SERVERS, [])
+    return clean_run_detail(spans, servers)
 
 
 def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.explore import __all__ as __all__  # the package's face, listed once (run first)
 from pytest_mcpfaults.faults.triggers import MCP_METHODS, parse_target
+from pytest_mcpfaults.options.validation import parse_seconds
 
 Endpoint = Literal["health", "mcp", "other"]
 
@@ -406,12 +407,11 @@ def _seconds(key: str, value: object) -> float | None:
     if value is None:
         return None
     try:
-        n = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else 0.0
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            return parse_seconds(str(value), off=None)
     except ValueError:
-        n = 0.0
-    if not n > 0 or n != n or n == float("inf"):
-        raise ValueError(f"{key} must be {OPTIONS[key]}, got {value!r}")
-    return n
+        pass
+    raise ValueError(f"{key} must be {OPTIONS[key]}, got {value!r}")
 
 
 def parse_options(given: Mapping[str, object], base: Options | None = None) -> Options:

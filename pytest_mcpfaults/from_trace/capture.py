@@ -11,31 +11,15 @@ from typing import Any
 
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["clean_run_detail", "journal_dicts", "span_dicts"]
+__all__ = ["clean_run_detail"]
 
 
 def _sec(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
-def span_dicts(spans: Sequence[RecordedSpan]) -> list[dict[str, Any]]:
-    """``spans`` (a recorder's) in the ``detail`` form."""
-    return [
-        {
-            "id": s.uid if s.uid is not None else s.span_id,
-            "parent": s.parent_uid if s.uid is not None else s.parent_id,
-            "name": s.name,
-            "status": s.status_code,
-            "description": s.status_description,
-            "start": _sec(s.start_time),
-            "end": _sec(s.end_time),
-        }
-        for s in spans
-    ]
-
-
-def journal_dicts(servers: Sequence[Any]) -> list[dict[str, Any]]:
-    """The journals of ``servers`` (in the order the test made them) in the ``detail`` form."""
+def clean_run_detail(spans: Sequence[RecordedSpan], servers: Sequence[Any]) -> dict[str, Any]:
+    """``spans`` and the journals of ``servers`` (in the order the test made them) as the ``detail`` form."""
     out: list[dict[str, Any]] = []
     for number, server in enumerate(servers, 1):
         journal = getattr(server, "journal", None)
@@ -57,9 +41,16 @@ def journal_dicts(servers: Sequence[Any]) -> list[dict[str, Any]]:
                     "end": None if r.ended_at is None else epoch + r.ended_at,
                 }
             )
-    return out
-
-
-def clean_run_detail(spans: Sequence[RecordedSpan], servers: Sequence[Any]) -> dict[str, Any]:
-    """``spans`` and the journals of ``servers`` (in the order the test made them) as the ``detail`` form."""
-    return {"spans": span_dicts(spans), "journal": journal_dicts(servers)}
+    spans_out = [
+        {
+            "id": s.uid if s.uid is not None else s.span_id,
+            "parent": s.parent_uid if s.uid is not None else s.parent_id,
+            "name": s.name,
+            "status": s.status_code,
+            "description": s.status_description,
+            "start": _sec(s.start_time),
+            "end": _sec(s.end_time),
+        }
+        for s in spans
+    ]
+    return {"spans": spans_out, "journal": out}

@@ -10,11 +10,14 @@ file or argument and what is valid.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
 from pathlib import Path
 from typing import IO, Any
+
+from pytest_mcpfaults.options.text import seconds_text
 
 __all__ = ["add_parser", "main", "read_file"]
 
@@ -52,7 +55,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--patience",
-        type=_seconds,
+        type=functools.partial(seconds_text, off=None),
         default=5.0,
         metavar="SECONDS",
         help="the patience budget a held request is held for (default 5)",
@@ -65,16 +68,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.set_defaults(subparser=p)
     return p
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
-    return value
 
 
 def read_file(path: str) -> bytes:
@@ -121,8 +114,7 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
         print(f"from-trace: {exc}", file=err)
         return 2
     inferred = infer(trace, clean, names, args.patience)
-    note = f", {read.rejected} spans refused ({'; '.join(read.reasons)})" if read.rejected else ""
-    lines = inferred_lines(inferred, f"{args.path}: {read.format}, {len(trace.spans)} spans{note}")
+    lines = inferred_lines(inferred, f"{args.path}: {read.summary(len(trace.spans))}")
     print("\n".join(lines), file=out)
     if args.write:
         _write(args, inferred, out)

@@ -38,6 +38,11 @@ class Read:
     rejected: int = 0
     reasons: tuple[str, ...] = ()
 
+    def summary(self, spans: int) -> str:
+        """The format, the picked trace's ``spans`` count, and the spans refused (as both front ends say)."""
+        note = f", {self.rejected} spans refused ({'; '.join(self.reasons)})" if self.rejected else ""
+        return f"{self.format}, {spans} spans{note}"
+
 
 def decode_trace(data: bytes, source: str) -> Read:
     """The spans in ``data`` (the bytes of ``source``, a file name for the messages)."""

@@ -119,11 +119,11 @@ def check_seconds(
         )
 
 
-def parse_seconds(text: str, *, off: str = "none") -> float | None:
+def parse_seconds(text: str, *, off: str | None = "none") -> float | None:
     """A duration written as text: a positive finite number of seconds, or ``None`` for the word ``off``
-    (any case); else ``ValueError``, which callers word as their own."""
+    (any case; no word when ``off`` is ``None``); else ``ValueError``, which callers word as their own."""
     raw = text.strip()
-    if raw.lower() == off:
+    if off is not None and raw.lower() == off:
         return None
     try:
         value = float(raw)
