@@ -332,3 +332,47 @@ def test_a_marked_test_whose_clean_run_has_no_session_span_fails_its_teardown_sa
     assert "from-trace (mcp_from_trace): nothing replayed: test_x.py::test_x (its clean run): " in out
     assert "the clean run has no session span (session span names: Agent.Session)" in out
     assert "test_x[from-trace:" not in out
+
+
+#: A harness that owns its tracer provider: built at import of the test's module, never made global
+#: (docs/spans.md's "A harness that owns its provider"); the example runner, handed its tracer.
+OWN_PROVIDER = """
+import pytest
+from harness import Runner, RunnerConfig
+from opentelemetry.sdk.trace import TracerProvider
+
+TRACER = TracerProvider().get_tracer("harness")
+
+
+@pytest.mark.mcp_sidecar(era="session", patience=5.0)
+async def test_clean_run(mcp_sidecar):
+    config = RunnerConfig(mcp_sidecar.mcp_url, health_url=mcp_sidecar.health_url, health_interval=0.05)
+    [result] = await Runner(config, tracer=TRACER).run(["task-1"])
+    assert result.cleanup == "deleted"
+"""
+
+
+def test_the_option_sees_the_spans_of_a_provider_the_harness_built_at_import(
+    pytester: pytest.Pytester,
+) -> None:
+    """The option alone (no gate, no explore flag) watches provider creation from configure on, as
+    explore does: the clean run's spans are those of the harness's own provider, and the trace maps."""
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "examples/harness", pytester.path / "harness", ignore=skip)
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(test_x=OWN_PROVIDER)
+    result = _run(
+        pytester,
+        "--mcpfaults-from-trace=trace.json",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+    )
+    out = result.stdout.str()
+    assert "nothing replayed" not in out, out
+    mapped = "1. MCP.DeleteSession (span 205e76f52b9e261b) → tool:delete_session#1 → error_payload("
+    assert mapped in out, out
+    # the replay's spans are the harness's too: its fixed runner keeps the failed delete's ERROR off
+    assert "(session #1) / MCP.DeleteSession #1: ERROR in the trace, not ERROR in the replay" in out, out
+    result.assert_outcomes(passed=1, xfailed=1)  # the replay: behaviour under fault on this fixed runner

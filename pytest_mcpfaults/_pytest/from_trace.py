@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import explore_run
+from pytest_mcpfaults._pytest.records import FROM_TRACE_DEST, explore_run
 from pytest_mcpfaults.explore.items import (
     EXPANSION,
-    FROM_TRACE_DEST,
     SIDECAR_FIXTURE_NAMES,
     explore_options,
     explored_test,

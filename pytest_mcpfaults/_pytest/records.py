@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 MATRIX_FIXTURE = "mcpfaults_fault"
 #: The parameter carrying an explore run (:class:`pytest_mcpfaults.explore.plan.Run`) of a campaign item.
 EXPLORE_PARAM = "mcpfaults_explore"
+#: Explore's switch: its flag's dest (``--mcpfaults-explore``) and its ini key.
+EXPLORE_SWITCH = "mcpfaults_explore"
+#: The dest of from-trace's option (``--mcpfaults-from-trace``), which turns explore on too: its campaign
+#: is the trace's replay.
+FROM_TRACE_DEST = "mcpfaults_from_trace"
 #: Extra sections of the JSON report (name -> a function giving its content, ``None``: left out),
 #: kept in the config's stash by the parts of the plugin that have one (explore).
 REPORT_SECTIONS = pytest.StashKey[dict[str, Any]]()
@@ -122,6 +127,21 @@ def explore_run(item: pytest.Item) -> Any:
     """``item``'s explore run (a :class:`pytest_mcpfaults.explore.plan.Run`), ``None`` outside a campaign."""
     callspec = getattr(item, "callspec", None)
     return callspec.params.get(EXPLORE_PARAM) if callspec is not None else None
+
+
+def explore_on(config: pytest.Config) -> bool:
+    """Whether explore is on for every test it selects: its flag, its ini key (set), or from-trace's
+    option; ``False`` when explore's glue is not registered (a plugin of its own left it out). Its
+    markers turn it on for their tests only, at collection."""
+    try:
+        ini = str(config.getini(EXPLORE_SWITCH)).strip()
+    except ValueError:  # the explore glue is not registered
+        return False
+    return bool(
+        ini
+        or config.getoption(EXPLORE_SWITCH, default=False)
+        or config.getoption(FROM_TRACE_DEST, default=None)
+    )
 
 
 def faults_for_next(item: pytest.Item, run: Any) -> tuple[Any, ...]:

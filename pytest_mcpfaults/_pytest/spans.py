@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import explore_run, record_for, violation_key
+from pytest_mcpfaults._pytest.records import explore_on, explore_run, record_for, violation_key
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans.recorder import SpanRecorder
@@ -188,17 +188,11 @@ def pytest_configure(config: pytest.Config) -> None:
         f"({', '.join(MARKER_KWARGS)}); the ini keys' values otherwise.",
     )
     settings = settings_for(config)
-    try:  # explore: its flag or its ini key
-        explore = (
-            config.getoption("mcpfaults_explore", default=False)
-            or str(config.getini("mcpfaults_explore")).strip()
-        )
-    except ValueError:  # the explore glue is not registered (a plugin of its own left it out)
-        explore = False
-    if settings.check or explore:
+    if settings.check or explore_on(config):
         # Watch provider creation for the whole run, so a harness that builds its TracerProvider at
         # import or collection time is caught too. The global provider is wired at each test's start.
-        # Explore checks the span invariants of its runs whether or not the gate is on.
+        # Explore (from-trace's replays too) checks the span invariants of its runs whether or not the
+        # gate is on, and from-trace matches the clean run's spans.
         from pytest_mcpfaults.spans.recorder import global_recorder
 
         stack = ExitStack()

@@ -16,10 +16,12 @@ import pytest
 
 from pytest_mcpfaults._pytest.records import (
     EXPLORE_PARAM,
+    EXPLORE_SWITCH,
     LEFT_OPEN,
     MAKERS,
     SERVERS,
     SESSION_PROBLEMS,
+    explore_on,
     explore_run,
     faults_for_next,
     record_for,
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.spans.records import RecordedSpan  # noqa: F401 (_SPANS's type, in a string)
 
 MARKER = "mcp_explore"
-INI = "mcpfaults_explore"
+INI = EXPLORE_SWITCH
 #: Generic checks kept off per directory, file or test (node-id prefix), or everywhere.
 CHECKS_INI = "mcpfaults_explore_exclude_checks"
 OPTION = "--mcpfaults-explore"
@@ -90,8 +92,6 @@ _GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as t
 #: From-trace's hook, called at every explore run's teardown with its item, run and :func:`run_detail`:
 #: the runs it returns are inserted instead of explore's own campaign or pairs (``None``: not its test).
 EXPANSION = pytest.StashKey["Callable[[pytest.Item, Run, dict[str, Any]], list[Run] | None]"]()
-#: The option of from-trace that turns explore on (its campaign is the trace's replay).
-FROM_TRACE_DEST = "mcpfaults_from_trace"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,7 +99,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         OPTION,
         action="store_true",
-        dest="mcpfaults_explore",
+        dest=EXPLORE_SWITCH,
         help="Explore: run every selected clean mcp_sidecar test once, record its footprint, and run it "
         "again under each catalogue fault at each step (see docs/explore.md).",
     )
@@ -134,8 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "max_runs, reduce, own_asserts, patience, raises, checks, exclude_checks.",
     )
     raw = str(config.getini(INI)).strip()
-    enabled = bool(config.getoption("mcpfaults_explore", default=False)) or bool(raw)
-    enabled = enabled or bool(config.getoption(FROM_TRACE_DEST, default=None))
+    enabled = explore_on(config)  # the span glue watches providers from configure on when it is
     base = None
     if raw:  # the planning module is imported only when explore is configured
         from pytest_mcpfaults.explore.plan import parse_options
