@@ -31,7 +31,7 @@ from pytest_mcpfaults.core.records import (
     RequestRecord,
 )
 from pytest_mcpfaults.faults.kinds import CancelEffect
-from pytest_mcpfaults.mcp.endpoint import McpRequest, Reply
+from pytest_mcpfaults.mcp.jsonrpc import McpRequest, Reply
 
 __all__ = ["Cancellations", "unanswered"]
 

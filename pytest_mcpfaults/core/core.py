@@ -24,7 +24,8 @@ from pytest_mcpfaults.core.plan import Plan
 from pytest_mcpfaults.core.resumption import Resumed, Resumption, primes
 from pytest_mcpfaults.core.routing import RequestInfo, answer_reply, classify
 from pytest_mcpfaults.mcp.builtin import builtin_surface, builtin_tools
-from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint, Reply, client_error
+from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint
+from pytest_mcpfaults.mcp.jsonrpc import Reply, client_error
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.mcp.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.options.validation import is_loopback_host

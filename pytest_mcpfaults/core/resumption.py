@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import StreamRecord
-from pytest_mcpfaults.mcp.endpoint import Reply, client_error, encode, rpc_error
+from pytest_mcpfaults.mcp.endpoint import encode
+from pytest_mcpfaults.mcp.jsonrpc import Reply, client_error, rpc_error
 
 __all__ = ["MAX_ID_DIGITS", "RETAINED_BYTES", "RETAINED_EVENTS", "Resumed", "Resumption", "primes"]
 

@@ -19,7 +19,8 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.auth.server import AuthInfo, challenge, refusal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.faults.triggers import Target, parse_target
-from pytest_mcpfaults.mcp.endpoint import McpEndpoint, McpRequest, Reply, rpc_error, tool_result
+from pytest_mcpfaults.mcp.endpoint import McpEndpoint
+from pytest_mcpfaults.mcp.jsonrpc import McpRequest, Reply, rpc_error, tool_result
 
 __all__ = [
     "PlanEntry",

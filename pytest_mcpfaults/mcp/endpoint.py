@@ -22,14 +22,12 @@ from pytest_mcpfaults.mcp.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    ErrorBy,
     McpRequest,
     Reply,
     RequestEra,
     client_error,
     ok,
     rpc_error,
-    tool_result,
 )
 from pytest_mcpfaults.mcp.listen import LISTEN_METHOD, listen_request
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages
@@ -39,22 +37,14 @@ from pytest_mcpfaults.mcp.tools import Tool
 
 __all__ = [
     "ERAS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
     "AnswerSource",
     "Era",
-    "ErrorBy",
     "McpEndpoint",
-    "McpRequest",
     "Reply",
-    "RequestEra",
-    "client_error",
     "encode",
     "fit_structured",
     "learn_listing",
     "reply_body",
-    "rpc_error",
-    "tool_result",
 ]
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")

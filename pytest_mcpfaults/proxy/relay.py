@@ -18,7 +18,8 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Shape, halve, shape_of
-from pytest_mcpfaults.mcp.endpoint import Reply, encode, fit_structured
+from pytest_mcpfaults.mcp.endpoint import encode, fit_structured
+from pytest_mcpfaults.mcp.jsonrpc import Reply
 from pytest_mcpfaults.proxy.sse_parse import SseParser
 from pytest_mcpfaults.proxy.upstream import Abandoned, UpstreamError, UpstreamResponse
 from pytest_mcpfaults.transports.inject import Delivery, Dropped, reset_transport, write_steps

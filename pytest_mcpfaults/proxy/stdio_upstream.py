@@ -27,14 +27,13 @@ from pytest_mcpfaults.core.core import Incoming
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import UpstreamLeg
 from pytest_mcpfaults.core.routing import RequestInfo
-from pytest_mcpfaults.mcp.endpoint import (
+from pytest_mcpfaults.mcp.endpoint import McpEndpoint, learn_listing
+from pytest_mcpfaults.mcp.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    McpEndpoint,
     McpRequest,
     Reply,
     client_error,
-    learn_listing,
     rpc_error,
 )
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder

@@ -20,7 +20,8 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.connection import Dying, effect_of
 from pytest_mcpfaults.core.core import Answer, Incoming, SidecarCore, Step, Transport, security_problem
 from pytest_mcpfaults.core.routing import RequestInfo
-from pytest_mcpfaults.mcp.endpoint import McpRequest, Reply, encode
+from pytest_mcpfaults.mcp.endpoint import encode
+from pytest_mcpfaults.mcp.jsonrpc import McpRequest, Reply
 
 __all__ = [
     "OUTBOX_BYTES",

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.faults.kinds import fault_kinds
-from pytest_mcpfaults.mcp.endpoint import RequestEra
+from pytest_mcpfaults.mcp.jsonrpc import RequestEra
 
 __all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered"]
 
