@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import StreamRecord
 from pytest_mcpfaults.mcp.endpoint import encode
-from pytest_mcpfaults.mcp.jsonrpc import Reply, client_error, rpc_error
+from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, Reply, client_error, rpc_error
 
 __all__ = ["MAX_ID_DIGITS", "RETAINED_BYTES", "RETAINED_EVENTS", "Resumed", "Resumption", "primes"]
 
@@ -37,7 +37,6 @@ PRIMING_SINCE = "2025-11-25"
 MAX_ID_DIGITS = 18
 
 _EVENT_ID = re.compile(f"([0-9]{{1,{MAX_ID_DIGITS}}})-([0-9]{{1,{MAX_ID_DIGITS}}})")  # ASCII digits only
-_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
 def _malformed(last_event_id: str) -> Reply:
@@ -193,9 +192,9 @@ class Resumption:
         if stream.get:
             stream.live += 1
             return Resumed(key, b"".join(after))
-        headers = {**_HEADERS, **({"Mcp-Session-Id": session_id} if session_id else {})}
+        headers = {**EVENT_STREAM, **({"Mcp-Session-Id": session_id} if session_id else {})}
         return Reply(200, None, headers, sse=True, events=b"".join(after))
 
 
 def _stream(reply: Reply, events: bytes) -> Reply:
-    return dataclasses.replace(reply, headers={**reply.headers, **_HEADERS}, sse=True, events=events)
+    return dataclasses.replace(reply, headers={**reply.headers, **EVENT_STREAM}, sse=True, events=events)

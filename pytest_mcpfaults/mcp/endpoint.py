@@ -28,6 +28,7 @@ from pytest_mcpfaults.mcp.jsonrpc import (
     client_error,
     ok,
     rpc_error,
+    sse_message,
 )
 from pytest_mcpfaults.mcp.listen import LISTEN_METHOD, listen_request
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages
@@ -453,5 +454,5 @@ def encode(payload: Any, sse: bool) -> tuple[bytes, str]:
     """The body bytes and content type of a JSON payload, as JSON or as one SSE ``message`` event."""
     data = _compact.encode(payload).encode()
     if sse:
-        return b"event: message\ndata: " + data + b"\n\n", "text/event-stream"
+        return sse_message(data), "text/event-stream"
     return data, "application/json"

@@ -19,7 +19,7 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Shape, halve, shape_of
 from pytest_mcpfaults.mcp.endpoint import encode, fit_structured
-from pytest_mcpfaults.mcp.jsonrpc import Reply
+from pytest_mcpfaults.mcp.jsonrpc import Reply, sse_message
 from pytest_mcpfaults.proxy.sse_parse import SseParser
 from pytest_mcpfaults.proxy.upstream import Abandoned, UpstreamError, UpstreamResponse
 from pytest_mcpfaults.transports.inject import Delivery, Dropped, reset_transport, write_steps
@@ -192,7 +192,7 @@ async def _read_whole(
         body = rewrite(fault, forced, body, sse, mid)
     if shape_of(fault).open_stream and not sse:  # a JSON answer, framed as one SSE event
         headers = [(n, v) for n, v in headers if n.lower() != "content-type"]
-        body = b"event: message\ndata: " + body + b"\n\n"
+        body = sse_message(body)
         sse = True
     return body, headers, sse
 

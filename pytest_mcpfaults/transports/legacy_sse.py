@@ -21,7 +21,7 @@ from pytest_mcpfaults.behaviour.connection import Dying, effect_of
 from pytest_mcpfaults.core.core import Answer, Incoming, SidecarCore, Step, Transport, security_problem
 from pytest_mcpfaults.core.routing import RequestInfo
 from pytest_mcpfaults.mcp.endpoint import encode
-from pytest_mcpfaults.mcp.jsonrpc import McpRequest, Reply
+from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, McpRequest, Reply
 
 __all__ = [
     "OUTBOX_BYTES",
@@ -270,8 +270,7 @@ class LegacyTransport:
                 return LegacyAnswer(forced, fault, False)
             if incoming.method != "GET":
                 return LegacyAnswer(Reply(405, None, {"Allow": "GET"}), fault, False)
-            headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-            return LegacyAnswer(Reply(200, None, headers), fault, True, stream=self.open(rid))
+            return LegacyAnswer(Reply(200, None, {**EVENT_STREAM}), fault, True, stream=self.open(rid))
         if incoming.method != "POST":
             return LegacyAnswer(Reply(405, None, {"Allow": "POST"}), fault, False)
         expired = fault is not None and fault.ends_session
