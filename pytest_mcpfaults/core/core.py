@@ -95,14 +95,10 @@ class Transport(Link, Protocol):
 class Upstream(Protocol):
     """A source of the normal answer other than the fake MCP endpoint (proxy mode)."""
 
-    def defers(self, fault: F.Fault) -> bool:
-        """Whether ``fault``'s forced reply is made from the upstream's answer (``tool_error`` rewrites
-        the real result): the request is forwarded all the same."""
-
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
-        """The upstream's answer (with ``forced``, a deferred fault's reply, in place of its result), or
-        ``None`` for the core to answer; asked first outside the MCP endpoint, after the security checks
-        on it."""
+        """The upstream's answer (with ``forced``, the reply of a fault that ``rewrites_upstream``, in
+        place of its result), or ``None`` for the core to answer; asked first outside the MCP endpoint,
+        after the security checks on it."""
 
 
 Step = Callable[[Transport], Awaitable[None]]
@@ -253,7 +249,7 @@ class SidecarCore:
         if fault is not None:
             later = await self.act(rid, info, fault, state, transport)
             reply = self.forced_reply(fault, info)
-            if reply is not None and self.upstream is not None and self.upstream.defers(fault):
+            if reply is not None and self.upstream is not None and fault.rewrites_upstream:
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
         if reply is None:
             reply = await self.normal_answer(rid, incoming, info, transport, fault, forced)
@@ -326,7 +322,7 @@ class SidecarCore:
         fault's is fitted to the real result instead)."""
         reply = answer_reply(fault, info, self.mcp, self.service_url())
         replaying = self.mcp.source is not None
-        answered_here = self.upstream is not None and not self.upstream.defers(fault)
+        answered_here = self.upstream is not None and not fault.rewrites_upstream
         if reply is not None and info.mcp is not None and (replaying or answered_here):
             self.mcp.fit_forced(reply, info.mcp)
         token = info.auth.token if info.auth is not None else None

@@ -80,9 +80,6 @@ class Proxy:
         self.endpoint = endpoint
 
     # -- the core's Upstream -----------------------------------------------------------------
-    def defers(self, fault: F.Fault) -> bool:
-        return fault.rewrites_upstream
-
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind == "health" and self.upstream_health is None:
             return None  # the core answers it

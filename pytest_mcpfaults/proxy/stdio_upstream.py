@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.core import Incoming
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import UpstreamLeg
@@ -238,9 +237,6 @@ class StdioUpstream:
         self._proc = None  # closed: a second close() signals nothing (its pid may be reused)
 
     # -- the core's Upstream ---------------------------------------------------------------------
-    def defers(self, fault: F.Fault) -> bool:
-        return fault.rewrites_upstream
-
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind != "mcp":
             return None  # health and other paths: the sidecar's own
