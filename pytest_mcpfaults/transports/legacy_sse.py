@@ -244,8 +244,7 @@ class LegacyTransport:
             later = await core.act(rid, info, fault, state, transport, notices=False)
             forced = core.forced_reply(fault, info)
         answer = await self._answer(rid, incoming, info, fault, forced, session, later, transport)
-        if answer.reply.error_by is not None:
-            core.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
+        core.journal_answer(rid, answer.reply)
         return answer
 
     async def _answer(
