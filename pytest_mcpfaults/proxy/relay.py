@@ -22,7 +22,7 @@ from pytest_mcpfaults.mcp.endpoint import encode, fit_structured
 from pytest_mcpfaults.mcp.jsonrpc import Reply, sse_message
 from pytest_mcpfaults.proxy.sse_parse import SseParser
 from pytest_mcpfaults.proxy.upstream import Abandoned, UpstreamError, UpstreamResponse
-from pytest_mcpfaults.transports.inject import Delivery, Dropped, reset_transport, write_steps
+from pytest_mcpfaults.transports.inject import Delivery, Dropped, cut, write_steps
 
 __all__ = [
     "EVENT_MAX_BYTES",
@@ -142,8 +142,7 @@ async def relay(
     if shape.resets_at_once:
         if body is None and request.method == "POST":
             await _finish(request, resp)  # the upstream ran the request: its answer ended, unread
-        reset_transport(request.transport)
-        raise Dropped
+        raise cut(request.transport)
     out.status = resp.status
     if body is not None and not shape.open_stream:  # rewritten: one plain answer
         plain = web.Response(status=resp.status, body=body, headers=headers)
@@ -164,8 +163,7 @@ async def relay(
     try:
         await _stream(request, web_resp, resp, shape, hold, out, complete if fault is None else None)
     except UpstreamError:  # the upstream failed mid-answer: the status line is out, so cut the client
-        reset_transport(request.transport)
-        raise Dropped from None
+        raise cut(request.transport) from None
     complete()
     await web_resp.write_eof()
     return web_resp

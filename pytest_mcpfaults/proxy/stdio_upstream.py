@@ -39,6 +39,7 @@ from pytest_mcpfaults.proxy.cassette.recorder import Recorder
 from pytest_mcpfaults.proxy.relay import shaped_like
 from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
+from pytest_mcpfaults.transports.loop import cancel_all
 
 __all__ = ["Piped", "StdioUpstream"]
 
@@ -231,9 +232,7 @@ class StdioUpstream:
             os.killpg(proc.pid, signal.SIGKILL)
         self.returncode = proc.returncode
         guardian.forget(proc.pid)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.wait(self._tasks, timeout=_TERM_BOUND)
+        await cancel_all(self._tasks, _TERM_BOUND)
         self._proc = None  # closed: a second close() signals nothing (its pid may be reused)
 
     # -- the core's Upstream ---------------------------------------------------------------------
