@@ -25,7 +25,7 @@ from pytest_mcpfaults.core.resumption import Resumed, Resumption, primes
 from pytest_mcpfaults.core.routing import RequestInfo, answer_reply, classify
 from pytest_mcpfaults.mcp.builtin import builtin_surface, builtin_tools
 from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint
-from pytest_mcpfaults.mcp.jsonrpc import Reply, client_error
+from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, Reply, client_error
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.mcp.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.options.validation import is_loopback_host
@@ -533,12 +533,12 @@ def security_problem(
     origin, host = seen.get("origin", ""), seen.get("host", "")
     if repeated:
         first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
-        return client_error(-32600, f"Bad Request: the {first} header appears more than once")
+        return client_error(INVALID_REQUEST, f"Bad Request: the {first} header appears more than once")
     if origin and not origin_allowed(origin, allowed_origins):
-        return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
+        return client_error(INVALID_REQUEST, f"Forbidden: Origin {origin!r} is not allowed", status=403)
     if allowed_hosts is not None and host and not host_allowed(host, allowed_hosts):
         return client_error(
-            -32600,
+            INVALID_REQUEST,
             f"Forbidden: Host {host!r} is not allowed (not loopback: a DNS-rebinding request; a proxying "
             "sidecar refuses it for its upstream, which would only see the sidecar's own Host)",
             status=403,

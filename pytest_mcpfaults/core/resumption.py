@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import StreamRecord
 from pytest_mcpfaults.mcp.endpoint import encode
-from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, Reply, client_error, rpc_error
+from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, INVALID_REQUEST, Reply, client_error, rpc_error
 
 __all__ = ["MAX_ID_DIGITS", "RETAINED_BYTES", "RETAINED_EVENTS", "Resumed", "Resumption", "primes"]
 
@@ -48,7 +48,7 @@ def _malformed(last_event_id: str) -> Reply:
         f"Malformed Last-Event-ID {shown}: this server's event ids are <stream>-<n>, each number ASCII "
         f"digits (at most {MAX_ID_DIGITS})"
     )
-    return client_error(-32600, why)
+    return client_error(INVALID_REQUEST, why)
 
 
 def primes(protocol_version: str | None) -> bool:
@@ -173,13 +173,13 @@ class Resumption:
         key, n = int(m[1]), int(m[2])
         stream = self._streams.get(key)
         if stream is None or stream.session_id != session_id or n >= stream.next:
-            return rpc_error(-32600, f"Unknown Last-Event-ID {last_event_id!r}", status=404)
+            return rpc_error(INVALID_REQUEST, f"Unknown Last-Event-ID {last_event_id!r}", status=404)
         if n + 1 < stream.first:
             text = (
                 f"Last-Event-ID {last_event_id!r}: the events after it are no longer kept (a sidecar keeps "
                 f"its last {RETAINED_EVENTS} events, {RETAINED_BYTES} bytes)"
             )
-            return rpc_error(-32600, text, status=404)
+            return rpc_error(INVALID_REQUEST, text, status=404)
         after = list(stream.events)[n + 1 - stream.first :]
         if stream.record is not None:
             record = self.journal.streams.records[stream.record]
