@@ -17,7 +17,7 @@ from pytest_mcpfaults.behaviour.server_requests import Outbound, outbound_effect
 from pytest_mcpfaults.core.routing import RequestInfo, answer_reply
 from pytest_mcpfaults.faults import unregister_fault_kind
 from pytest_mcpfaults.faults.kinds import PHASES
-from pytest_mcpfaults.mcp.endpoint import McpRequest
+from pytest_mcpfaults.mcp.jsonrpc import McpRequest
 
 
 def _run(fault: F.Fault, chunks: list[bytes]) -> list[Step]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
-from pytest_mcpfaults.mcp.endpoint import Reply
+from pytest_mcpfaults.mcp.jsonrpc import Reply
 
 __all__ = [
     "AUTHORIZE_PATH",

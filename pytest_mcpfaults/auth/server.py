@@ -29,7 +29,7 @@ from pytest_mcpfaults.auth.registration import (
     oauth_error,
 )
 from pytest_mcpfaults.core.records import AuthSeen, RequestRecord
-from pytest_mcpfaults.mcp.endpoint import Reply
+from pytest_mcpfaults.mcp.jsonrpc import Reply
 
 __all__ = [
     "ASM_PATH",

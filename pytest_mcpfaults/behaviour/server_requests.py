@@ -11,6 +11,7 @@ from functools import singledispatch
 from typing import Any
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.mcp.jsonrpc import sse_message
 
 __all__ = ["Outbound", "check_outbound_plan", "malformed_event", "malformed_input", "outbound_effect"]
 
@@ -72,12 +73,12 @@ def malformed_event(message: Mapping[str, Any], form: str, malformed_id: str) ->
     copy = {k: v for k, v in message.items() if k not in ("id", "method")}
     if form == "no_id":
         copy["method"] = message["method"]
-        return _event(_json(copy)), None
+        return sse_message(_json(copy).encode()), None
     if form == "no_method":
         copy["id"] = malformed_id
-        return _event(_json(copy)), malformed_id
+        return sse_message(_json(copy).encode()), malformed_id
     text = _json({**message, "id": malformed_id})
-    return _event(text[: len(text) // 2]), None  # bad_json: cut in half
+    return sse_message(text[: len(text) // 2].encode()), None  # bad_json: cut in half
 
 
 def malformed_input(request: Mapping[str, Any], form: str) -> Any:
@@ -92,7 +93,3 @@ def malformed_input(request: Mapping[str, Any], form: str) -> Any:
 
 def _json(message: Mapping[str, Any]) -> str:
     return json.dumps(message, separators=(",", ":"))
-
-
-def _event(data: str) -> bytes:
-    return f"event: message\ndata: {data}\n\n".encode()

@@ -31,7 +31,7 @@ from pytest_mcpfaults.core.records import (
     RequestRecord,
 )
 from pytest_mcpfaults.faults.kinds import CancelEffect
-from pytest_mcpfaults.mcp.endpoint import McpRequest, Reply
+from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, McpRequest, Reply
 
 __all__ = ["Cancellations", "unanswered"]
 
@@ -40,7 +40,7 @@ _OUTCOME: dict[CancelEffect, CancelOutcome] = {"stop": "stopped", "ignore": "ign
 
 def unanswered() -> Reply:
     """The answer of a request stopped by its cancellation: an event stream that ends at once."""
-    return Reply(200, None, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}, sse=True)
+    return Reply(200, None, {**EVENT_STREAM}, sse=True)
 
 
 @dataclass(eq=False)

@@ -24,7 +24,8 @@ from pytest_mcpfaults.core.plan import Plan
 from pytest_mcpfaults.core.resumption import Resumed, Resumption, primes
 from pytest_mcpfaults.core.routing import RequestInfo, answer_reply, classify
 from pytest_mcpfaults.mcp.builtin import builtin_surface, builtin_tools
-from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint, Reply, client_error
+from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint
+from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, Reply, client_error
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages, notify_before
 from pytest_mcpfaults.mcp.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.options.validation import is_loopback_host
@@ -94,14 +95,10 @@ class Transport(Link, Protocol):
 class Upstream(Protocol):
     """A source of the normal answer other than the fake MCP endpoint (proxy mode)."""
 
-    def defers(self, fault: F.Fault) -> bool:
-        """Whether ``fault``'s forced reply is made from the upstream's answer (``tool_error`` rewrites
-        the real result): the request is forwarded all the same."""
-
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
-        """The upstream's answer (with ``forced``, a deferred fault's reply, in place of its result), or
-        ``None`` for the core to answer; asked first outside the MCP endpoint, after the security checks
-        on it."""
+        """The upstream's answer (with ``forced``, the reply of a fault that ``rewrites_upstream``, in
+        place of its result), or ``None`` for the core to answer; asked first outside the MCP endpoint,
+        after the security checks on it."""
 
 
 Step = Callable[[Transport], Awaitable[None]]
@@ -252,7 +249,7 @@ class SidecarCore:
         if fault is not None:
             later = await self.act(rid, info, fault, state, transport)
             reply = self.forced_reply(fault, info)
-            if reply is not None and self.upstream is not None and self.upstream.defers(fault):
+            if reply is not None and self.upstream is not None and fault.rewrites_upstream:
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
         if reply is None:
             reply = await self.normal_answer(rid, incoming, info, transport, fault, forced)
@@ -325,7 +322,7 @@ class SidecarCore:
         fault's is fitted to the real result instead)."""
         reply = answer_reply(fault, info, self.mcp, self.service_url())
         replaying = self.mcp.source is not None
-        answered_here = self.upstream is not None and not self.upstream.defers(fault)
+        answered_here = self.upstream is not None and not fault.rewrites_upstream
         if reply is not None and info.mcp is not None and (replaying or answered_here):
             self.mcp.fit_forced(reply, info.mcp)
         token = info.auth.token if info.auth is not None else None
@@ -536,12 +533,12 @@ def security_problem(
     origin, host = seen.get("origin", ""), seen.get("host", "")
     if repeated:
         first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
-        return client_error(-32600, f"Bad Request: the {first} header appears more than once")
+        return client_error(INVALID_REQUEST, f"Bad Request: the {first} header appears more than once")
     if origin and not origin_allowed(origin, allowed_origins):
-        return client_error(-32600, f"Forbidden: Origin {origin!r} is not allowed", status=403)
+        return client_error(INVALID_REQUEST, f"Forbidden: Origin {origin!r} is not allowed", status=403)
     if allowed_hosts is not None and host and not host_allowed(host, allowed_hosts):
         return client_error(
-            -32600,
+            INVALID_REQUEST,
             f"Forbidden: Host {host!r} is not allowed (not loopback: a DNS-rebinding request; a proxying "
             "sidecar refuses it for its upstream, which would only see the sidecar's own Host)",
             status=403,

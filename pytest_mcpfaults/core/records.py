@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from pytest_mcpfaults.mcp.endpoint import ErrorBy, RequestEra
+from pytest_mcpfaults.mcp.jsonrpc import ErrorBy, RequestEra
 
 __all__ = [
     "GROUPS",

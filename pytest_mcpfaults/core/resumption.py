@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import StreamRecord
-from pytest_mcpfaults.mcp.endpoint import Reply, client_error, encode, rpc_error
+from pytest_mcpfaults.mcp.endpoint import encode
+from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, INVALID_REQUEST, Reply, client_error, rpc_error
 
 __all__ = ["MAX_ID_DIGITS", "RETAINED_BYTES", "RETAINED_EVENTS", "Resumed", "Resumption", "primes"]
 
@@ -36,7 +37,6 @@ PRIMING_SINCE = "2025-11-25"
 MAX_ID_DIGITS = 18
 
 _EVENT_ID = re.compile(f"([0-9]{{1,{MAX_ID_DIGITS}}})-([0-9]{{1,{MAX_ID_DIGITS}}})")  # ASCII digits only
-_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
 def _malformed(last_event_id: str) -> Reply:
@@ -48,7 +48,7 @@ def _malformed(last_event_id: str) -> Reply:
         f"Malformed Last-Event-ID {shown}: this server's event ids are <stream>-<n>, each number ASCII "
         f"digits (at most {MAX_ID_DIGITS})"
     )
-    return client_error(-32600, why)
+    return client_error(INVALID_REQUEST, why)
 
 
 def primes(protocol_version: str | None) -> bool:
@@ -173,13 +173,13 @@ class Resumption:
         key, n = int(m[1]), int(m[2])
         stream = self._streams.get(key)
         if stream is None or stream.session_id != session_id or n >= stream.next:
-            return rpc_error(-32600, f"Unknown Last-Event-ID {last_event_id!r}", status=404)
+            return rpc_error(INVALID_REQUEST, f"Unknown Last-Event-ID {last_event_id!r}", status=404)
         if n + 1 < stream.first:
             text = (
                 f"Last-Event-ID {last_event_id!r}: the events after it are no longer kept (a sidecar keeps "
                 f"its last {RETAINED_EVENTS} events, {RETAINED_BYTES} bytes)"
             )
-            return rpc_error(-32600, text, status=404)
+            return rpc_error(INVALID_REQUEST, text, status=404)
         after = list(stream.events)[n + 1 - stream.first :]
         if stream.record is not None:
             record = self.journal.streams.records[stream.record]
@@ -192,9 +192,9 @@ class Resumption:
         if stream.get:
             stream.live += 1
             return Resumed(key, b"".join(after))
-        headers = {**_HEADERS, **({"Mcp-Session-Id": session_id} if session_id else {})}
+        headers = {**EVENT_STREAM, **({"Mcp-Session-Id": session_id} if session_id else {})}
         return Reply(200, None, headers, sse=True, events=b"".join(after))
 
 
 def _stream(reply: Reply, events: bytes) -> Reply:
-    return dataclasses.replace(reply, headers={**reply.headers, **_HEADERS}, sse=True, events=events)
+    return dataclasses.replace(reply, headers={**reply.headers, **EVENT_STREAM}, sse=True, events=events)

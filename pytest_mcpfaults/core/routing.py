@@ -19,7 +19,8 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.auth.server import AuthInfo, challenge, refusal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.faults.triggers import Target, parse_target
-from pytest_mcpfaults.mcp.endpoint import McpEndpoint, McpRequest, Reply, rpc_error, tool_result
+from pytest_mcpfaults.mcp.endpoint import McpEndpoint
+from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, McpRequest, Reply, rpc_error, tool_result
 
 __all__ = [
     "PlanEntry",
@@ -269,7 +270,7 @@ def _session_expired(
     sid = info.mcp.session_id if info.mcp else None
     if sid:
         endpoint.sessions.end(sid)
-    return rpc_error(-32600, "Session not found", status=404)
+    return rpc_error(INVALID_REQUEST, "Session not found", status=404)
 
 
 @answer_reply.register

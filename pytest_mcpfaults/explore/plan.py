@@ -183,7 +183,7 @@ def _endpoint_of(target: str) -> Endpoint | None:
 def _request(step: Step) -> Any:
     """``step``'s request as the sidecar's router sees it."""
     from pytest_mcpfaults.core.routing import RequestInfo
-    from pytest_mcpfaults.mcp.endpoint import McpRequest
+    from pytest_mcpfaults.mcp.jsonrpc import McpRequest
 
     verb, _, rest = step.label.partition(" ")
     path = "/health" if step.endpoint == "health" else ("/mcp" if step.endpoint == "mcp" else rest)

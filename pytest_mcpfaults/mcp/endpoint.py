@@ -22,14 +22,13 @@ from pytest_mcpfaults.mcp.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    ErrorBy,
     McpRequest,
     Reply,
     RequestEra,
     client_error,
     ok,
     rpc_error,
-    tool_result,
+    sse_message,
 )
 from pytest_mcpfaults.mcp.listen import LISTEN_METHOD, listen_request
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages
@@ -39,22 +38,14 @@ from pytest_mcpfaults.mcp.tools import Tool
 
 __all__ = [
     "ERAS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
     "AnswerSource",
     "Era",
-    "ErrorBy",
     "McpEndpoint",
-    "McpRequest",
     "Reply",
-    "RequestEra",
-    "client_error",
     "encode",
     "fit_structured",
     "learn_listing",
     "reply_body",
-    "rpc_error",
-    "tool_result",
 ]
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -463,5 +454,5 @@ def encode(payload: Any, sse: bool) -> tuple[bytes, str]:
     """The body bytes and content type of a JSON payload, as JSON or as one SSE ``message`` event."""
     data = _compact.encode(payload).encode()
     if sse:
-        return b"event: message\ndata: " + data + b"\n\n", "text/event-stream"
+        return sse_message(data), "text/event-stream"
     return data, "application/json"

@@ -9,13 +9,26 @@ from typing import Any, Literal
 from pytest_mcpfaults.mcp.listen import Listen
 from pytest_mcpfaults.mcp.tools import ToolContent
 
-__all__ = ["ErrorBy", "McpRequest", "Reply", "RequestEra", "client_error", "ok", "rpc_error", "tool_result"]
+__all__ = [
+    "EVENT_STREAM",
+    "ErrorBy",
+    "McpRequest",
+    "Reply",
+    "RequestEra",
+    "client_error",
+    "ok",
+    "rpc_error",
+    "sse_message",
+    "tool_result",
+]
 
 RequestEra = Literal["stateless", "session"]
 """The era of one request (:attr:`McpRequest.era`, ``RequestRecord.era``)."""
 ErrorBy = Literal["client", "tool", "sidecar", "upstream"]
 """Whose mistake an error was (``RequestRecord.error_by``)."""
 
+#: The headers of every SSE answer.
+EVENT_STREAM = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 INTERNAL_ERROR = -32603
 
@@ -115,3 +128,8 @@ def tool_result(payload: Any, *, is_error: bool = False) -> dict[str, Any]:
 
 def ok(req: McpRequest, result: dict[str, Any]) -> Reply:
     return Reply(200, {"jsonrpc": "2.0", "id": req.id, "result": result})
+
+
+def sse_message(data: bytes) -> bytes:
+    """``data`` framed as one SSE ``message`` event."""
+    return b"event: message\ndata: " + data + b"\n\n"

@@ -22,7 +22,8 @@ from pytest_mcpfaults.core.core import Answer, Incoming
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import UpstreamLeg
 from pytest_mcpfaults.core.routing import RequestInfo
-from pytest_mcpfaults.mcp.endpoint import INVALID_REQUEST, Era, McpEndpoint, Reply, learn_listing, rpc_error
+from pytest_mcpfaults.mcp.endpoint import Era, McpEndpoint, learn_listing
+from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, Reply, rpc_error
 from pytest_mcpfaults.mcp.listen import LISTEN_METHOD
 from pytest_mcpfaults.mcp.outbound import ServerMessages
 from pytest_mcpfaults.proxy.cassette.recorder import Pending, Recorder
@@ -79,9 +80,6 @@ class Proxy:
         self.endpoint = endpoint
 
     # -- the core's Upstream -----------------------------------------------------------------
-    def defers(self, fault: F.Fault) -> bool:
-        return fault.rewrites_upstream
-
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind == "health" and self.upstream_health is None:
             return None  # the core answers it

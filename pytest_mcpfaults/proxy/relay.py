@@ -18,10 +18,11 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Shape, halve, shape_of
-from pytest_mcpfaults.mcp.endpoint import Reply, encode, fit_structured
+from pytest_mcpfaults.mcp.endpoint import encode, fit_structured
+from pytest_mcpfaults.mcp.jsonrpc import Reply, sse_message
 from pytest_mcpfaults.proxy.sse_parse import SseParser
 from pytest_mcpfaults.proxy.upstream import Abandoned, UpstreamError, UpstreamResponse
-from pytest_mcpfaults.transports.inject import Delivery, Dropped, reset_transport, write_steps
+from pytest_mcpfaults.transports.inject import Delivery, Dropped, cut, write_steps
 
 __all__ = [
     "EVENT_MAX_BYTES",
@@ -141,8 +142,7 @@ async def relay(
     if shape.resets_at_once:
         if body is None and request.method == "POST":
             await _finish(request, resp)  # the upstream ran the request: its answer ended, unread
-        reset_transport(request.transport)
-        raise Dropped
+        raise cut(request.transport)
     out.status = resp.status
     if body is not None and not shape.open_stream:  # rewritten: one plain answer
         plain = web.Response(status=resp.status, body=body, headers=headers)
@@ -163,8 +163,7 @@ async def relay(
     try:
         await _stream(request, web_resp, resp, shape, hold, out, complete if fault is None else None)
     except UpstreamError:  # the upstream failed mid-answer: the status line is out, so cut the client
-        reset_transport(request.transport)
-        raise Dropped from None
+        raise cut(request.transport) from None
     complete()
     await web_resp.write_eof()
     return web_resp
@@ -191,7 +190,7 @@ async def _read_whole(
         body = rewrite(fault, forced, body, sse, mid)
     if shape_of(fault).open_stream and not sse:  # a JSON answer, framed as one SSE event
         headers = [(n, v) for n, v in headers if n.lower() != "content-type"]
-        body = b"event: message\ndata: " + body + b"\n\n"
+        body = sse_message(body)
         sse = True
     return body, headers, sse
 

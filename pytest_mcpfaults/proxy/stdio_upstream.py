@@ -22,25 +22,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.core import Incoming
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import UpstreamLeg
 from pytest_mcpfaults.core.routing import RequestInfo
-from pytest_mcpfaults.mcp.endpoint import (
+from pytest_mcpfaults.mcp.endpoint import McpEndpoint, learn_listing
+from pytest_mcpfaults.mcp.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    McpEndpoint,
     McpRequest,
     Reply,
     client_error,
-    learn_listing,
     rpc_error,
 )
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder
 from pytest_mcpfaults.proxy.relay import shaped_like
 from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
+from pytest_mcpfaults.transports.loop import cancel_all
 
 __all__ = ["Piped", "StdioUpstream"]
 
@@ -233,15 +232,10 @@ class StdioUpstream:
             os.killpg(proc.pid, signal.SIGKILL)
         self.returncode = proc.returncode
         guardian.forget(proc.pid)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.wait(self._tasks, timeout=_TERM_BOUND)
+        await cancel_all(self._tasks, _TERM_BOUND)
         self._proc = None  # closed: a second close() signals nothing (its pid may be reused)
 
     # -- the core's Upstream ---------------------------------------------------------------------
-    def defers(self, fault: F.Fault) -> bool:
-        return fault.rewrites_upstream
-
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:
         if info.kind != "mcp":
             return None  # health and other paths: the sidecar's own

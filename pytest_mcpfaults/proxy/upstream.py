@@ -30,7 +30,7 @@ from yarl import URL
 
 from pytest_mcpfaults.core.records import UpstreamFailure
 from pytest_mcpfaults.core.timeouts import within
-from pytest_mcpfaults.mcp.endpoint import rpc_error
+from pytest_mcpfaults.mcp.jsonrpc import rpc_error
 from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
 from pytest_mcpfaults.proxy.streams import Framing, StreamEntry, StreamLog
 

@@ -27,7 +27,7 @@ from pytest_mcpfaults.core.holds import Holds
 from pytest_mcpfaults.core.records import ClosedBy, HoldOutcome
 from pytest_mcpfaults.core.resumption import Resumed
 from pytest_mcpfaults.faults.kinds import IgnoreEof, IgnoreSigterm
-from pytest_mcpfaults.mcp.endpoint import Reply
+from pytest_mcpfaults.mcp.jsonrpc import Reply
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.procfs import exit_status, stdin_state, wait_exited
 from pytest_mcpfaults.stdio.records import (

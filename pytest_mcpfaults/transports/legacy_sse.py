@@ -20,7 +20,8 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.connection import Dying, effect_of
 from pytest_mcpfaults.core.core import Answer, Incoming, SidecarCore, Step, Transport, security_problem
 from pytest_mcpfaults.core.routing import RequestInfo
-from pytest_mcpfaults.mcp.endpoint import McpRequest, Reply, encode
+from pytest_mcpfaults.mcp.endpoint import encode
+from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, McpRequest, Reply
 
 __all__ = [
     "OUTBOX_BYTES",
@@ -243,8 +244,7 @@ class LegacyTransport:
             later = await core.act(rid, info, fault, state, transport, notices=False)
             forced = core.forced_reply(fault, info)
         answer = await self._answer(rid, incoming, info, fault, forced, session, later, transport)
-        if answer.reply.error_by is not None:
-            core.journal.update_request(rid, error=answer.reply.error, error_by=answer.reply.error_by)
+        core.journal_answer(rid, answer.reply)
         return answer
 
     async def _answer(
@@ -269,8 +269,7 @@ class LegacyTransport:
                 return LegacyAnswer(forced, fault, False)
             if incoming.method != "GET":
                 return LegacyAnswer(Reply(405, None, {"Allow": "GET"}), fault, False)
-            headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-            return LegacyAnswer(Reply(200, None, headers), fault, True, stream=self.open(rid))
+            return LegacyAnswer(Reply(200, None, {**EVENT_STREAM}), fault, True, stream=self.open(rid))
         if incoming.method != "POST":
             return LegacyAnswer(Reply(405, None, {"Allow": "POST"}), fault, False)
         expired = fault is not None and fault.ends_session

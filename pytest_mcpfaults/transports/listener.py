@@ -28,6 +28,7 @@ from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import Held, HoldOutcome, RequestRecord
 from pytest_mcpfaults.core.resumption import Resumed, primes
 from pytest_mcpfaults.mcp.endpoint import encode, reply_body
+from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM
 from pytest_mcpfaults.options.checks import LOOPBACK_NAMES
 from pytest_mcpfaults.options.fields import SidecarOptions
 from pytest_mcpfaults.otlp.receiver import OtlpService
@@ -75,7 +76,7 @@ class _Exchange:
         if self.answer_stream is None:
             resp = web.StreamResponse(
                 status=200,
-                headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+                headers={**headers, **EVENT_STREAM},
             )
             await resp.prepare(self.request)
             self.answer_stream, self.out.status = resp, 200
@@ -233,9 +234,7 @@ class _Exchange:
         shape = shape_of(fault)
         if shape.resets_at_once:
             raise cut(self.request.transport)
-        resp = web.StreamResponse(
-            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
+        resp = web.StreamResponse(status=200, headers=EVENT_STREAM)
         await resp.prepare(self.request)
         session, resumption = self.request.headers.get("Mcp-Session-Id"), self.listener.core.resumption
         if resumed is None:

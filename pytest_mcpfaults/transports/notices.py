@@ -36,6 +36,7 @@ from pytest_mcpfaults.core.core import Answer
 from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.mcp.endpoint import encode
+from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM
 from pytest_mcpfaults.mcp.listen import Listen
 from pytest_mcpfaults.transports.inject import Delivery, cut, write_steps
 
@@ -208,7 +209,7 @@ def _quiet(task: asyncio.Future[Any]) -> None:
 
 # -- the subscriptions/listen stream ------------------------------------------------------------------
 
-SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+SSE_HEADERS = {**EVENT_STREAM, "X-Accel-Buffering": "no"}
 
 #: ``hold(bounded)``: hold the stream (a ``stall``), bounded by patience or not.
 HoldStream = Callable[[bool], Awaitable[None]]

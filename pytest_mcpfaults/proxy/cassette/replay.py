@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mcpfaults.mcp.endpoint import McpRequest
+from pytest_mcpfaults.mcp.jsonrpc import McpRequest
 from pytest_mcpfaults.mcp.tools import Tool
 from pytest_mcpfaults.proxy.cassette.fileformat import Cassette, CassetteError, nests_deeper
 from pytest_mcpfaults.proxy.cassette.matching import Matcher, Rules
