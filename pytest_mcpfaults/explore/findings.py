@@ -8,9 +8,12 @@ give the same findings as one machine.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from pytest_mcpfaults.faults import KIND_NAME, fault_kinds
 
 __all__ = [
     "CLASSES",
@@ -176,9 +179,15 @@ class Finding:
         }
 
 
+def plan_kind(spec: str) -> str:
+    """The fault kind of a fault's text form (``'stall(after_bytes=3)@tools/call'`` → ``'stall'``)."""
+    match = re.match(rf"\s*({KIND_NAME})", spec)
+    return match.group(1) if match else spec
+
+
 def kind_of(run: Mapping[str, Any]) -> str:
     plan = run.get("plan") or []
-    return str(plan[0]["fault"]).split("(")[0].split("@")[0] if plan else ""
+    return plan_kind(str(plan[0]["fault"])) if plan else ""
 
 
 def step_of(run: Mapping[str, Any]) -> str:
@@ -192,8 +201,6 @@ RunT = TypeVar("RunT", bound=Mapping[str, Any])
 
 def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
     """``runs`` in their campaign's order (footprint, then catalogue; pairs after their first run)."""
-    from pytest_mcpfaults.faults import fault_kinds
-
     rank = {kind: i for i, kind in enumerate(fault_kinds())}
     return sorted(
         runs,
@@ -204,8 +211,6 @@ def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
 def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
     """The findings of explore entries, by class (:data:`ORDER`), then by their first run's order. A
     run not among its entry's ``violations`` (a pair its first fault alone explains) is left out."""
-    from pytest_mcpfaults.faults import fault_kinds
-
     out: dict[str, Finding] = {}
     for entry in entries:
         test = str(entry["nodeid"])
@@ -240,7 +245,7 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
                 }
             )
             f.own_exception = f.own_exception or bool(run.get("own_exception"))
-            kinds = [fault_kinds().get(kind_of({"plan": [p]})) for p in plan]
+            kinds = [fault_kinds().get(plan_kind(str(p["fault"]))) for p in plan]
             f.blocking_only = f.blocking_only and all(k is not None and k.blocking for k in kinds)
             f.unstable = f.unstable and bool(run.get("unstable"))
     return sorted(out.values(), key=lambda f: ORDER.index(f.klass))
