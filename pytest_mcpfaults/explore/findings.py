@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pytest_mcpfaults.faults import KIND_NAME, fault_kinds
-
 __all__ = [
     "CLASSES",
     "ORDER",
@@ -181,6 +179,8 @@ class Finding:
 
 def plan_kind(spec: str) -> str:
     """The fault kind of a fault's text form (``'stall(after_bytes=3)@tools/call'`` → ``'stall'``)."""
+    from pytest_mcpfaults.faults import KIND_NAME
+
     match = re.match(rf"\s*({KIND_NAME})", spec)
     return match.group(1) if match else spec
 
@@ -201,6 +201,8 @@ RunT = TypeVar("RunT", bound=Mapping[str, Any])
 
 def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
     """``runs`` in their campaign's order (footprint, then catalogue; pairs after their first run)."""
+    from pytest_mcpfaults.faults import fault_kinds
+
     rank = {kind: i for i, kind in enumerate(fault_kinds())}
     return sorted(
         runs,
@@ -211,6 +213,8 @@ def in_run_order(runs: Iterable[RunT]) -> list[RunT]:
 def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
     """The findings of explore entries, by class (:data:`ORDER`), then by their first run's order. A
     run not among its entry's ``violations`` (a pair its first fault alone explains) is left out."""
+    from pytest_mcpfaults.faults import fault_kinds
+
     out: dict[str, Finding] = {}
     for entry in entries:
         test = str(entry["nodeid"])
