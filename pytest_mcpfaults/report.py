@@ -10,14 +10,14 @@ with ``--mcpfaults-report=PATH``, prints :func:`summary_lines`, and applies the 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pytest_mcpfaults.faults import KIND_NAME, fault_kinds
+from pytest_mcpfaults.explore.findings import plan_kind, primary
+from pytest_mcpfaults.faults import fault_kinds
 
 __all__ = [
     "FAILED_OUTCOMES",
@@ -86,12 +86,6 @@ class Violation:
         return f"{self.nodeid}: {self.kind} {self.name}" + (f": {first}" if first else "")
 
 
-def plan_kind(spec: str) -> str:
-    """The fault kind of a fault's text form (``'stall(after_bytes=3)@tools/call'`` → ``'stall'``)."""
-    match = re.match(rf"\s*({KIND_NAME})", spec)
-    return match.group(1) if match else spec
-
-
 @dataclass
 class TestEntry:
     """One test in the report: what the plugin observed, and how the test ended."""
@@ -126,8 +120,6 @@ class TestEntry:
         """Failed invariants (one per distinct violation: per span at fault) and unexpected patience
         violations, in the order recorded; an explore run's, one for the run (what it found)."""
         if self.explore is not None:
-            from pytest_mcpfaults.explore.findings import primary
-
             if not self.explore:
                 return []
             first = primary(self.explore)

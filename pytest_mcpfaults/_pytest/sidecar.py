@@ -550,17 +550,14 @@ def _unreached(item: pytest.Item, sidecar: Sidecar) -> list[Any]:
     if not calls:
         return []
 
-    def clock(journal: Any) -> float:  # the wall time of the journal's zero
-        return time.time() - time.monotonic() + float(journal.t0)
-
     received = [
-        (r, clock(server.journal) + r.started_at)
+        (r, server.journal.epoch() + r.started_at)
         for server in item.stash.get(SERVERS, [])
         if hasattr(getattr(server, "journal", None), "t0")
         for r in server.journal.requests
     ]
     named = item.stash.setdefault(_UNREACHED, set())
-    problems = unreached_calls(sidecar.journal.requests, received, calls, clock(sidecar.journal))
+    problems = unreached_calls(sidecar.journal.requests, received, calls, sidecar.journal.epoch())
     out = []
     for problem in problems:
         fresh = tuple(c for c in problem.calls if c.uid not in named)

@@ -73,6 +73,10 @@ class Journal:
     def now(self) -> float:
         return time.monotonic() - self.t0
 
+    def epoch(self) -> float:
+        """This journal's zero on the wall clock (seconds since the epoch), the clock spans are on."""
+        return time.time() - (time.monotonic() - self.t0)
+
     def _trim(self) -> None:
         """Drop the oldest finished requests and closed connections beyond the limit (lock held)."""
         if self.limit is None:

@@ -8,6 +8,7 @@ give the same findings as one machine.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -176,9 +177,17 @@ class Finding:
         }
 
 
+def plan_kind(spec: str) -> str:
+    """The fault kind of a fault's text form (``'stall(after_bytes=3)@tools/call'`` → ``'stall'``)."""
+    from pytest_mcpfaults.faults import KIND_NAME
+
+    match = re.match(rf"\s*({KIND_NAME})", spec)
+    return match.group(1) if match else spec
+
+
 def kind_of(run: Mapping[str, Any]) -> str:
     plan = run.get("plan") or []
-    return str(plan[0]["fault"]).split("(")[0].split("@")[0] if plan else ""
+    return plan_kind(str(plan[0]["fault"])) if plan else ""
 
 
 def step_of(run: Mapping[str, Any]) -> str:
@@ -240,7 +249,7 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
                 }
             )
             f.own_exception = f.own_exception or bool(run.get("own_exception"))
-            kinds = [fault_kinds().get(kind_of({"plan": [p]})) for p in plan]
+            kinds = [fault_kinds().get(plan_kind(str(p["fault"]))) for p in plan]
             f.blocking_only = f.blocking_only and all(k is not None and k.blocking for k in kinds)
             f.unstable = f.unstable and bool(run.get("unstable"))
     return sorted(out.values(), key=lambda f: ORDER.index(f.klass))

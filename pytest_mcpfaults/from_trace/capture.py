@@ -5,7 +5,6 @@ draws and ``python -m pytest_mcpfaults from-trace --clean FILE`` reads.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,10 +22,9 @@ def clean_run_detail(spans: Sequence[RecordedSpan], servers: Sequence[Any]) -> d
     out: list[dict[str, Any]] = []
     for number, server in enumerate(servers, 1):
         journal = getattr(server, "journal", None)
-        t0 = getattr(journal, "t0", None)
-        if journal is None or t0 is None:
+        if journal is None or getattr(journal, "t0", None) is None:
             continue
-        epoch = time.time() - (time.monotonic() - t0)  # the journal's t0 on the wall clock
+        epoch = journal.epoch()
         for r in journal.requests:
             out.append(
                 {

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.verdicts.violation import request_fields
 
 __all__ = ["CancelRecord", "ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
 
@@ -222,11 +223,7 @@ class StdioViolation:
             "budget_from": self.budget_from,
             "waited": round(self.waited, 3),
             "request": r.label if r is not None else f"stdio child {self.kind}",
-            "method": r.method if r is not None else None,
-            "path": r.path if r is not None else None,
-            "mcp_method": r.mcp_method if r is not None else None,
-            "tool": r.tool if r is not None else None,
-            "era": r.era if r is not None else None,
+            **request_fields(r),
             "answered": "partial" if r is not None and r.bytes_sent else "none",
             "user_agent": None,
             "protocol_version": r.protocol_version if r is not None else None,

@@ -17,7 +17,7 @@ from pytest_mcpfaults.core.routing import record_matches
 from pytest_mcpfaults.faults.kinds import fault_kinds
 from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.verdicts.clients import answering, client_seen, patience_hint, server_request_hint
-from pytest_mcpfaults.verdicts.violation import PatienceViolation
+from pytest_mcpfaults.verdicts.violation import PatienceViolation, request_fields
 
 __all__ = [
     "PatienceError",
@@ -158,11 +158,7 @@ def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str |
         "budget_from": v.budget_from,
         "waited": round(v.waited, 3),
         "request": r.label,
-        "method": r.method,
-        "path": r.path,
-        "mcp_method": r.mcp_method,
-        "tool": r.tool,
-        "era": r.era,
+        **request_fields(r),
         "answered": v.answered,
         "user_agent": r.user_agent,
         "protocol_version": r.protocol_version,

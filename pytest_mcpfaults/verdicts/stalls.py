@@ -20,6 +20,7 @@ from pytest_mcpfaults.core.errors import SidecarState
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import ConnectionRecord, FiredRecord, RequestRecord
 from pytest_mcpfaults.verdicts.clients import client_family, client_seen
+from pytest_mcpfaults.verdicts.violation import request_fields
 
 __all__ = [
     "Idle",
@@ -240,11 +241,7 @@ def _record(
         "budget_from": "sidecar",
         "waited": round(idle, 3),
         "request": r.label if r else None,
-        "method": r.method if r else None,
-        "path": r.path if r else None,
-        "mcp_method": r.mcp_method if r else None,
-        "tool": r.tool if r else None,
-        "era": r.era if r else None,
+        **request_fields(r),
         "answered": answered,
         "user_agent": client.user_agent if client else None,
         "protocol_version": client.protocol_version if client else None,

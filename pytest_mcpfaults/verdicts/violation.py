@@ -5,12 +5,12 @@ this module words them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.faults.kinds import fault_kinds
 
-__all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered"]
+__all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered", "request_fields"]
 
 BudgetSource = Literal["fault", "sidecar"]
 """Where a patience budget came from (:attr:`PatienceViolation.budget_from`)."""
@@ -153,3 +153,8 @@ def answered(r: RequestRecord) -> Answered:
     if r.body_bytes is not None and r.bytes_sent >= r.body_bytes:
         return "complete"
     return "partial"
+
+
+def request_fields(r: RequestRecord | None) -> dict[str, Any]:
+    """A hang record's fields naming its held request ``r`` (each ``None`` without one), in its order."""
+    return {k: None if r is None else getattr(r, k) for k in ("method", "path", "mcp_method", "tool", "era")}
