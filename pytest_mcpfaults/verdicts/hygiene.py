@@ -148,7 +148,7 @@ def unreached_calls(
     clock: float,
 ) -> list[SessionProblem]:
     """The calls that failed in the client after a call failed at this sidecar: ``requests`` is its
-    journal, ``clock`` the wall time (``time.time()``) of its journal's zero; ``received`` every
+    journal, ``clock`` its journal's :meth:`~pytest_mcpfaults.core.journal.Journal.epoch`; ``received`` every
     request any sidecar of the test received, with the wall time it came; ``calls`` the client's
     call spans (:func:`client_calls`). A call is matched to a request of its method received while
     its span was open (and of its JSON-RPC id, when the span names one)."""
