@@ -376,3 +376,36 @@ def test_the_option_sees_the_spans_of_a_provider_the_harness_built_at_import(
     # the replay's spans are the harness's too: its fixed runner keeps the failed delete's ERROR off
     assert "(session #1) / MCP.DeleteSession #1: ERROR in the trace, not ERROR in the replay" in out, out
     result.assert_outcomes(passed=1, xfailed=1)  # the replay: behaviour under fault on this fixed runner
+
+
+#: The example runner with a tracer no recorder sees (the OTel API's no-op one): its requests reach the
+#: sidecar, its spans are nowhere, so the clean run has no session span and nothing is replayed.
+UNSEEN = OWN_PROVIDER.replace(
+    "from opentelemetry.sdk.trace import TracerProvider", "from opentelemetry.trace import NoOpTracer"
+).replace('TracerProvider().get_tracer("harness")', "NoOpTracer()")
+
+
+def test_a_replay_of_nothing_prints_why_and_no_explore_campaign(pytester: pytest.Pytester) -> None:
+    """A from-trace test that replayed nothing had no explore campaign to run: the summary says why
+    nothing was replayed, and no campaign line (steps × kinds, "the campaign did not run") for it."""
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "examples/harness", pytester.path / "harness", ignore=skip)
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(test_x=UNSEEN)
+    result = _run(
+        pytester,
+        "--mcpfaults-from-trace=trace.json",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+    )
+    out = result.stdout.str()
+    explore = "test_x.py::test_clean_run\n  from-trace: nothing replayed (why: see mcpfaults from-trace)\n"
+    assert explore in out, out
+    why = f"  trace {TRACE.trace_id_hex} (trace.json): nothing replayed: test_x.py::test_clean_run (its clean"
+    assert why in out, out
+    assert "the clean run has no session span (session span names: Agent.Session)" in out, out
+    assert "the campaign did not run in this session" not in out, out
+    assert " steps × " not in out, out
+    result.assert_outcomes(passed=1)

@@ -567,7 +567,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if verdict["verdict"] == "violation":  # what the HTML page shows of it
         data["detail"] = run_detail(item)
     setattr(report, REPORT_ATTR, data)
-    if verdict["verdict"] == "not explored" or _expanded(item, t, run):
+    if verdict["verdict"] == "not explored" or _expanded(item, t, run, data):
         return
     if not run.plan:
         t.footprint = tuple(steps)
@@ -577,12 +577,16 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         _expand(item, t, _pairs(t, run, data))
 
 
-def _expanded(item: pytest.Item, t: _Test, run: Run) -> bool:
-    """Whether the expansion hook (:data:`EXPANSION`) takes this test (and its runs were inserted)."""
+def _expanded(item: pytest.Item, t: _Test, run: Run, data: dict[str, Any]) -> bool:
+    """Whether the expansion hook (:data:`EXPANSION`) takes this test (and its runs were inserted); a
+    clean run it takes says so in its record ``data``: the test's campaign is the hook's, however many
+    runs it made (none: nothing to replay, not explore's campaign left out)."""
     expansion = item.config.stash.get(EXPANSION, None)
     runs = expansion(item, run, run_detail(item)) if expansion and t.clean_failed is None else None
     if runs is not None:
         _insert(item, t, runs)
+        if not run.plan:
+            data["campaign"] = "from-trace"
     return runs is not None
 
 

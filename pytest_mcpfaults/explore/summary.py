@@ -147,6 +147,9 @@ class ExploreReport:
             planned = len(camp.runs) + len(camp.pruned) + len(camp.over_budget) if camp else None
             entry: dict[str, Any] = {
                 "nodeid": test,
+                # whose runs these are: explore's campaign, or a trace's replay (from-trace's, after the
+                # clean run: explore's campaign is not run for its test)
+                "campaign": clean.get("campaign", "explore"),
                 "clean": clean.get("verdict"),
                 "clean_failure": clean.get("note") or ", ".join(clean.get("found", [])) or None,
                 # a clean run that failed generic checks only (kept off for its campaign): a finding
@@ -331,6 +334,10 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
             lines.append(f"  violation of the clean run itself: {', '.join(rec['found'])} ({rec['note']})")
     elif entry["clean"] != "ok":
         lines.append(f"  the clean run did not pass ({entry['clean_failure']}): not explored")
+        return lines
+    if entry.get("campaign") == "from-trace" and not entry["ran"]:
+        # its runs are a trace's replay, not explore's campaign: none is no campaign left out of this session
+        lines.append("  from-trace: nothing replayed (why: see mcpfaults from-trace)")
         return lines
     v = entry["verdicts"]
     if entry["clean"] is not None and entry["steps"] is not None:
