@@ -335,12 +335,16 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
     elif entry["clean"] != "ok":
         lines.append(f"  the clean run did not pass ({entry['clean_failure']}): not explored")
         return lines
-    if entry.get("campaign") == "from-trace" and not entry["ran"]:
-        # its runs are a trace's replay, not explore's campaign: none is no campaign left out of this session
-        lines.append("  from-trace: nothing replayed (why: see mcpfaults from-trace)")
-        return lines
     v = entry["verdicts"]
-    if entry["clean"] is not None and entry["steps"] is not None:
+    if entry.get("campaign") == "from-trace":  # its runs are a trace's replay, not explore's campaign
+        if not entry["ran"]:  # no campaign left out of this session: nothing to replay
+            lines.append("  from-trace: nothing replayed (why: see mcpfaults from-trace)")
+            return lines
+        lines.append(
+            f"  from-trace: {entry['ran']} replayed: {v['violation']} violations, {v['behaviour']} behaviour "
+            f"under fault, {v['ok']} ok, {v['unreached']} unreached"
+        )
+    elif entry["clean"] is not None and entry["steps"] is not None:
         lines.append(
             f"  {entry['steps']} steps × {len(entry['kinds'])} kinds → {entry['planned']} runs (where the "
             f"kind applies), "
