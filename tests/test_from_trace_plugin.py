@@ -354,16 +354,15 @@ async def test_clean_run(mcp_sidecar):
 """
 
 
-def test_the_option_sees_the_spans_of_a_provider_the_harness_built_at_import(
-    pytester: pytest.Pytester,
-) -> None:
-    """The option alone (no gate, no explore flag) watches provider creation from configure on, as
-    explore does: the clean run's spans are those of the harness's own provider, and the trace maps."""
-    skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(ROOT / "examples/harness", pytester.path / "harness", ignore=skip)
+def _run_example_module(pytester: pytest.Pytester, module: str) -> pytest.RunResult:
+    """``module`` as the test file beside a copy of the example harness, under the option alone (no gate,
+    no explore flag) with the committed trace."""
+    shutil.copytree(
+        ROOT / "examples/harness", pytester.path / "harness", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(TRACE_FILE, pytester.path / "trace.json")
-    pytester.makepyfile(test_x=OWN_PROVIDER)
-    result = _run(
+    pytester.makepyfile(test_x=module)
+    return _run(
         pytester,
         "--mcpfaults-from-trace=trace.json",
         "-o",
@@ -371,6 +370,14 @@ def test_the_option_sees_the_spans_of_a_provider_the_harness_built_at_import(
         "-o",
         "asyncio_default_fixture_loop_scope=function",
     )
+
+
+def test_the_option_sees_the_spans_of_a_provider_the_harness_built_at_import(
+    pytester: pytest.Pytester,
+) -> None:
+    """The option alone (no gate, no explore flag) watches provider creation from configure on, as
+    explore does: the clean run's spans are those of the harness's own provider, and the trace maps."""
+    result = _run_example_module(pytester, OWN_PROVIDER)
     out = result.stdout.str()
     assert "nothing replayed" not in out, out
     mapped = "1. MCP.DeleteSession (span 205e76f52b9e261b) → tool:delete_session#1 → error_payload("
@@ -390,18 +397,7 @@ UNSEEN = OWN_PROVIDER.replace(
 def test_a_replay_of_nothing_prints_why_and_no_explore_campaign(pytester: pytest.Pytester) -> None:
     """A from-trace test that replayed nothing had no explore campaign to run: the summary says why
     nothing was replayed, and no campaign line (steps × kinds, "the campaign did not run") for it."""
-    skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(ROOT / "examples/harness", pytester.path / "harness", ignore=skip)
-    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
-    pytester.makepyfile(test_x=UNSEEN)
-    result = _run(
-        pytester,
-        "--mcpfaults-from-trace=trace.json",
-        "-o",
-        "asyncio_mode=auto",
-        "-o",
-        "asyncio_default_fixture_loop_scope=function",
-    )
+    result = _run_example_module(pytester, UNSEEN)
     out = result.stdout.str()
     explore = "test_x.py::test_clean_run\n  from-trace: nothing replayed (why: see mcpfaults from-trace)\n"
     assert explore in out, out
