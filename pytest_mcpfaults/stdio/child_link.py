@@ -52,12 +52,12 @@ class StdioChannel:
     """The listener one stdio server's children connect to, and what their links share (the records
     and the patience violations are read under ``cond``)."""
 
-    def __init__(self, sidecar_core: SidecarCore, token: str, guarded: bool) -> None:
+    def __init__(self, sidecar_core: SidecarCore, token: str) -> None:
         self.core, self.journal, self.token = sidecar_core, sidecar_core.journal, token
         self.listener: asyncio.Server | None = None
         self.address = ""
         self.events = sidecar_core.plan.events  # the plan's ignore_eof / ignore_sigterm, shared
-        self.patience, self.guarded = sidecar_core.options.patience, guarded
+        self.patience, self.guarded = sidecar_core.options.patience, True
         self.live: dict[int, ChildLink] = {}
         self.records: list[ChildRecord] = []
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -149,7 +149,10 @@ class StdioChannel:
                 return fault
         return None
 
-    async def start(self) -> None:
+    async def start(self, guarded: bool) -> None:
+        """Listen for children; ``guarded``: a guardian watches each one (the server's flag, as it is at
+        its start: a standalone child clears it after construction)."""
+        self.guarded = guarded
         self.listener = await asyncio.start_server(self.on_connection, "127.0.0.1", 0, limit=MAX_MESSAGE)
         host, port = self.listener.sockets[0].getsockname()[:2]
         self.address = f"{host}:{port}"

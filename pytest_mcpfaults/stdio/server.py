@@ -69,7 +69,7 @@ class StdioServer(SidecarViews):
             service_url=lambda: opts.service_url or self.url,
             run_sync=self._pool.submit,
         )
-        self._channel = StdioChannel(self.core, secrets.token_urlsafe(24), self.guarded)
+        self._channel = StdioChannel(self.core, secrets.token_urlsafe(24))
 
     # -- plan ----------------------------------------------------------------------------------------
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
@@ -93,8 +93,7 @@ class StdioServer(SidecarViews):
             raise RuntimeError(f"StdioServer.start(): already {self.core.state}; a server starts once")
         if self.guarded:
             guardian.ensure()
-        self._channel.guarded = self.guarded  # read here: a standalone child sets it after construction
-        _loop.run(self._channel.start())
+        _loop.run(self._channel.start(self.guarded))
         self.core.state = "running"
         return self
 
