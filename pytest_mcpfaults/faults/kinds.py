@@ -203,6 +203,8 @@ class Fault:
     with a new ``kind`` registers it (:func:`fault_kinds`); :func:`unregister_fault_kind` forgets it.
     """
 
+    #: The kind's name (:data:`KIND_NAME`); a built-in kind's is its class name in snake case
+    #: (``BackendGone``: ``backend_gone``) unless it sets one, a private base (``_Blocking``) has none.
     kind: ClassVar[str] = ""
     #: Where the kind acts (one of :data:`PHASES`): ``'connection'`` (holds, delays or kills the request
     #: or the process before its answer), ``'answer'`` (forces the reply), ``'server_request'`` (acts on
@@ -283,6 +285,8 @@ class Fault:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         kind = cls.__dict__.get("kind")
+        if kind is None and cls.__module__ == __name__ and not cls.__name__.startswith("_"):
+            kind = cls.kind = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
         if cls.phase not in PHASES:
             raise TypeError(
                 f"{cls.__qualname__}: phase must be one of {', '.join(PHASES)}, got {cls.phase!r}"
@@ -375,7 +379,6 @@ class Die(Fault):
     the same port with every transport and benchmark session forgotten (a crash-looping pod)."""
 
     phase: ClassVar[Phase] = "connection"
-    kind: ClassVar[str] = "die"
     stops_reading: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 110
@@ -418,7 +421,6 @@ class Freeze(_Blocking):
     this request and all later ones are held until ``release()``, teardown or the patience budget."""
 
     phase: ClassVar[Phase] = "connection"
-    kind: ClassVar[str] = "freeze"
     stops_reading: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 160
@@ -454,7 +456,6 @@ class Hang(_Blocking):
     """Hold the request without answering (no status line, no bytes)."""
 
     phase: ClassVar[Phase] = "connection"
-    kind: ClassVar[str] = "hang"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 140
     held_wording: ClassVar[str | None] = "a hung {request}"
@@ -487,7 +488,6 @@ class Blackhole(_Blocking):
     teardown or patience (reset)."""
 
     phase: ClassVar[Phase] = "connection"
-    kind: ClassVar[str] = "blackhole"
     stops_reading: ClassVar[bool] = True
     shrink_rank: ClassVar[int] = 145
     drawn_by_default: ClassVar[bool] = False
@@ -544,7 +544,6 @@ class Delay(Fault):
     proxied upstream has answered (its status and headers are in), and the client hears of it late."""
 
     phase: ClassVar[Phase] = "connection"
-    kind: ClassVar[str] = "delay"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 100
     draws: ClassVar[Mapping[str, Draw]] = {"seconds": (0.0, 0.001, 0.005, 0.02, 0.05)}
@@ -586,7 +585,6 @@ class Status(Fault):
     header. Use the trigger's ``times`` for a sequence: ``Status(503, when=Trigger('health', times=3))``
     answers 503 three times, then the sidecar answers normally (a runner that is starting up)."""
 
-    kind: ClassVar[str] = "status"
     shrink_rank: ClassVar[int] = 90
     draws: ClassVar[Mapping[str, Draw]] = {"code": _STATUS_CODES}
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -618,7 +616,6 @@ class Flap(Fault):
     """Alternate between healthy and failing: ``every`` requests answered normally, then ``every``
     answered with ``code``, and so on (counted over matching requests)."""
 
-    kind: ClassVar[str] = "flap"
     shrink_rank: ClassVar[int] = 170
     draws: ClassVar[Mapping[str, Draw]] = {"every": range(1, 4), "code": _STATUS_CODES}
     default_target: ClassVar[str] = "health"
@@ -642,7 +639,6 @@ class Flap(Fault):
 class Absent(Fault):
     """Answer 404 as if the route did not exist (real exgentic sidecars have no ``/health``)."""
 
-    kind: ClassVar[str] = "absent"
     shrink_rank: ClassVar[int] = 40
     default_target: ClassVar[str] = "health"
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -662,7 +658,6 @@ class Terminating(Fault):
     """A terminating pod: ``/health`` keeps saying ready while matching requests (default: every MCP
     request) are refused with ``503`` and ``Connection: close``."""
 
-    kind: ClassVar[str] = "terminating"
     shrink_rank: ClassVar[int] = 50
     default_target: ClassVar[str] = "mcp"
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -696,7 +691,6 @@ class Stall(_Blocking):
     as the sidecar replies), then hold: the client has a response whose body never ends."""
 
     phase: ClassVar[Phase] = "body"
-    kind: ClassVar[str] = "stall"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 190
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
@@ -730,7 +724,6 @@ class Drip(Fault):
     """Send the body ``chunk_bytes`` at a time with ``interval`` seconds between chunks."""
 
     phase: ClassVar[Phase] = "body"
-    kind: ClassVar[str] = "drip"
     shrink_rank: ClassVar[int] = 180
     draws: ClassVar[Mapping[str, Draw]] = {"chunk_bytes": (64, 16, 4), "interval": (0.0, 0.001)}
     needs_sockets: ClassVar[str | None] = "it paces a body's bytes over a live connection"
@@ -756,7 +749,6 @@ class Truncate(Fault):
     """Announce the full body, send ``after_bytes`` of it, then close the connection cleanly (FIN)."""
 
     phase: ClassVar[Phase] = "body"
-    kind: ClassVar[str] = "truncate"
     shrink_rank: ClassVar[int] = 120
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it closes a live connection in the middle of a body"
@@ -786,7 +778,6 @@ class Reset(Fault):
     """Send ``after_bytes`` bytes of the response (0: nothing at all), then reset the connection (RST)."""
 
     phase: ClassVar[Phase] = "body"
-    kind: ClassVar[str] = "reset"
     shrink_rank: ClassVar[int] = 130
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it resets a live TCP connection"
@@ -818,7 +809,6 @@ class MalformedJson(Fault):
     """Answer 200 with a body that is not valid JSON (the reply cut in half, length announced right)."""
 
     phase: ClassVar[Phase] = "body"
-    kind: ClassVar[str] = "malformed_json"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 60
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -844,7 +834,6 @@ class EndlessSse(_Blocking):
     end it. A client that waits for the end of the stream waits until release or its own timeout."""
 
     phase: ClassVar[Phase] = "body"
-    kind: ClassVar[str] = "endless_sse"
     shrink_rank: ClassVar[int] = 150
     held_wording: ClassVar[str | None] = "the never-ending SSE stream answering {request}"
     held_headline: ClassVar[str | None] = "{what} ({bytes_sent} bytes sent) and never closed the connection"
@@ -884,7 +873,6 @@ class ProgressThenStall(_Blocking):
     timeout on progress still gives up (or waits for ever); patience bounds it."""
 
     phase: ClassVar[Phase] = "connection"
-    kind: ClassVar[str] = "progress_then_stall"
     default_target: ClassVar[str] = "tools/call"
     shrink_rank: ClassVar[int] = 195
     draws: ClassVar[Mapping[str, Draw]] = {"count": range(4), "interval": (0.0, 0.01)}
@@ -931,7 +919,6 @@ class NotificationFlood(Fault):
     answer: a client that handles each on its read path, or logs each, falls behind."""
 
     phase: ClassVar[Phase] = "connection"
-    kind: ClassVar[str] = "notification_flood"
     default_target: ClassVar[str] = "tools/call"
     shrink_rank: ClassVar[int] = 185
     draws: ClassVar[Mapping[str, Draw]] = {"count": (1, 10, 100)}
@@ -994,7 +981,6 @@ class MalformedServerRequest(_ServerRequestFault):
     request's JSON text, where an object belongs; ``no_id`` does not fire there: the keys are the
     ids)."""
 
-    kind: ClassVar[str] = "malformed_server_request"
     shrink_rank: ClassVar[int] = 230
     draws: ClassVar[Mapping[str, Draw]] = {"form": MALFORMED_FORMS}
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -1038,7 +1024,6 @@ class DuplicateServerRequest(_ServerRequestFault):
     first answer goes to the tool; the journal keeps each copy and the answers to the others. Session
     era only."""
 
-    kind: ClassVar[str] = "duplicate_server_request"
     shrink_rank: ClassVar[int] = 240
     draws: ClassVar[Mapping[str, Draw]] = {"copies": (2, 3)}
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -1068,7 +1053,6 @@ class DropClientAnswer(_ServerRequestFault):
     retry carrying the answer is answered ``-32602`` (HTTP 400) as by a server that lost the round's
     ``requestState``, and the tool's handler is cancelled."""
 
-    kind: ClassVar[str] = "drop_client_answer"
     shrink_rank: ClassVar[int] = 250
     draws: ClassVar[Mapping[str, Draw]] = {"status": (202, 500)}
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -1131,7 +1115,6 @@ class JsonRpcError(Fault):
 class ToolError(Fault):
     """Answer a ``tools/call`` with a tool result carrying ``isError: true`` and ``text``."""
 
-    kind: ClassVar[str] = "tool_error"
     rewrites_upstream: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 20
@@ -1156,7 +1139,6 @@ class SessionExpired(Fault):
     """The transport session expired: the sidecar forgets it and answers 404 "Session not found"
     (and so does every later request that carries it)."""
 
-    kind: ClassVar[str] = "session_expired"
     ends_session: ClassVar[bool] = True
     shrink_rank: ClassVar[int] = 30
     default_target: ClassVar[str] = "mcp"
@@ -1184,7 +1166,6 @@ class BackendGone(Fault):
     ``{"error": "Error closing session <id>: Service at <url> is no longer alive"}``, other tools
     ``{"error": "Service at <url> is no longer alive"}``. ``service_url`` defaults to the sidecar's."""
 
-    kind: ClassVar[str] = "backend_gone"
     rewrites_upstream: ClassVar[bool] = True
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 10
@@ -1263,7 +1244,6 @@ class ErrorPayload(Fault):
     call. A ``reason`` that ``message`` does not use is refused (it would be silently dropped).
     """
 
-    kind: ClassVar[str] = "error_payload"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 70
     #: none is "already gone", so a harness that treats "already gone" as a clean no-op still fails
@@ -1358,7 +1338,6 @@ class Unauthorized(_AuthFault):
     ``revoke=True``, revokes the token the request carried, so a retry with the same token is refused
     too and only a new token (refreshed or granted again) gets through."""
 
-    kind: ClassVar[str] = "unauthorized"
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "mcp"
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -1403,7 +1382,6 @@ class TokenExpired(_AuthFault):
     token expired", resource_metadata="..."``. Counted per token, so a refreshed token gets ``calls``
     requests of its own."""
 
-    kind: ClassVar[str] = "token_expired"
     shrink_rank: ClassVar[int] = 210
     draws: ClassVar[Mapping[str, Draw]] = {"calls": range(0, 4)}
     default_target: ClassVar[str] = "mcp"
@@ -1434,7 +1412,6 @@ class InsufficientScope(_AuthFault):
     Bearer error="insufficient_scope", scope="<scope>", resource_metadata="..."``; once the client
     holds a token granted ``scope`` (it asked the token endpoint for it) the request goes through."""
 
-    kind: ClassVar[str] = "insufficient_scope"
     shrink_rank: ClassVar[int] = 220
     default_target: ClassVar[str] = "tools/call"
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -1479,7 +1456,6 @@ class IgnoreCancel(Fault):
     event stream that ends without an event)."""
 
     phase: ClassVar[Phase] = "cancel"
-    kind: ClassVar[str] = "ignore_cancel"
     on_cancel: ClassVar[CancelEffect] = "ignore"
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 200
@@ -1521,7 +1497,6 @@ class AnswerAfterCancel(_Blocking):
     never cancels waits until release, teardown or the patience budget."""
 
     phase: ClassVar[Phase] = "connection"
-    kind: ClassVar[str] = "answer_after_cancel"
     on_cancel: ClassVar[CancelEffect] = "answer"
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 210
@@ -1569,7 +1544,6 @@ class CloseStream(Fault):
     ``Last-Event-ID``, never gets the reply. Session era only (resumption needs a session)."""
 
     phase: ClassVar[Phase] = "body"
-    kind: ClassVar[str] = "close_stream"
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 220
     default_target: ClassVar[str] = "tools/call"
@@ -1642,7 +1616,6 @@ class IgnoreEof(_ProcessFault):
     """The stdio child keeps running after its stdin closes (a server that never reads EOF as "exit"):
     a client that closes stdin and waits for the exit waits until it signals the child, or forever."""
 
-    kind: ClassVar[str] = "ignore_eof"
     shrink_rank: ClassVar[int] = 300
     event: ClassVar[str] = "eof"
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -1661,7 +1634,6 @@ class IgnoreSigterm(_ProcessFault):
     """The stdio child ignores SIGTERM (and SIGINT, SIGHUP): only SIGKILL ends it. The trigger counts
     the signals: ``IgnoreSigterm(when=Trigger(times=1))`` ignores the first and dies of the next."""
 
-    kind: ClassVar[str] = "ignore_sigterm"
     shrink_rank: ClassVar[int] = 310
     event: ClassVar[str] = "SIGTERM"
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -1684,7 +1656,6 @@ class StderrFlood(_StdioFault):
     A client that never reads the child's stderr pipe (64 KiB on Linux) leaves the child blocked in
     that write: the answer, and every later one, never comes."""
 
-    kind: ClassVar[str] = "stderr_flood"
     shrink_rank: ClassVar[int] = 320
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
@@ -1709,7 +1680,6 @@ class StdoutNoise(_StdioFault):
     """Before answering the matching request the stdio child writes ``lines`` lines of ``text`` on
     stdout: not JSON-RPC (a stray ``print``, a banner, a library's log line on the wrong stream)."""
 
-    kind: ClassVar[str] = "stdout_noise"
     shrink_rank: ClassVar[int] = 330
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
