@@ -1,6 +1,6 @@
 """The body phase: how a body fault shapes the bytes of a reply, sans-IO.
 
-Each body kind's :class:`Shape` is said once (:func:`body_shape`); a :class:`BodyShaper` turns it into
+Each body kind's :class:`Shape` is said once (:func:`shape_of`); a :class:`BodyShaper` turns it into
 steps for a body fed chunk by chunk, and every adapter runs the steps with its own I/O, so a body
 fault behaves the same wherever it acts.
 """
@@ -22,7 +22,6 @@ __all__ = [
     "Sleep",
     "Step",
     "Write",
-    "body_shape",
     "halve",
     "halve_event",
     "shape_of",
@@ -93,50 +92,44 @@ PLAIN = Shape()
 _HOLD, _FIN, _RST = Hold(), Cut("fin"), Cut("rst")
 
 
+@singledispatch
 def shape_of(fault: F.Fault | None) -> Shape:
     """What ``fault`` does to the body of the reply it answers (:data:`PLAIN` for no fault, or one of
-    another phase)."""
-    return PLAIN if fault is None else body_shape(fault)
-
-
-@singledispatch
-def body_shape(fault: F.Fault) -> Shape:
-    """What ``fault`` does to a body: one function per body kind, registered with
-    ``@body_shape.register`` (:func:`shape_of` takes ``None`` too)."""
+    another phase): one function per body kind, registered with ``@shape_of.register``."""
     return PLAIN
 
 
-@body_shape.register
+@shape_of.register
 def _stall(fault: F.Stall) -> Shape:
     return Shape(cut=fault.after_bytes, ending=_HOLD)
 
 
-@body_shape.register
+@shape_of.register
 def _truncate(fault: F.Truncate) -> Shape:
     return Shape(cut=fault.after_bytes, ending=_FIN)
 
 
-@body_shape.register
+@shape_of.register
 def _reset(fault: F.Reset) -> Shape:
     return Shape(cut=fault.after_bytes, ending=_RST)
 
 
-@body_shape.register
+@shape_of.register
 def _drip(fault: F.Drip) -> Shape:
     return Shape(drip=(fault.chunk_bytes, fault.interval))
 
 
-@body_shape.register
+@shape_of.register
 def _malformed(fault: F.MalformedJson) -> Shape:
     return Shape(halves=True)
 
 
-@body_shape.register
+@shape_of.register
 def _endless(fault: F.EndlessSse) -> Shape:
     return Shape(ending=_HOLD, open_stream=True)
 
 
-@body_shape.register
+@shape_of.register
 def _close_stream(fault: F.CloseStream) -> Shape:
     return Shape(resumable=(fault.after_events, fault.retry_ms))
 

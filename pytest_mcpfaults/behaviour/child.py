@@ -8,27 +8,22 @@ from typing import Any
 
 from pytest_mcpfaults import faults as F
 
-__all__ = ["child_writes", "pipe_writes"]
-
-
-def pipe_writes(fault: F.Fault | None) -> tuple[dict[str, Any], ...]:
-    """The control messages (``t='out'``: write ``d`` on stdout; ``t='err'``: ``n`` bytes of log
-    lines on stderr) the child gets before the answer to the request ``fault`` fired on."""
-    return () if fault is None else child_writes(fault)
+__all__ = ["pipe_writes"]
 
 
 @singledispatch
-def child_writes(fault: F.Fault) -> tuple[dict[str, Any], ...]:
-    """The control messages ``fault`` sends the child before the answer: one function per child
-    kind, registered with ``@child_writes.register``."""
+def pipe_writes(fault: F.Fault | None) -> tuple[dict[str, Any], ...]:
+    """The control messages (``t='out'``: write ``d`` on stdout; ``t='err'``: ``n`` bytes of log
+    lines on stderr) the child gets before the answer to the request ``fault`` fired on: one function
+    per child kind, registered with ``@pipe_writes.register``."""
     return ()
 
 
-@child_writes.register
+@pipe_writes.register
 def _stdout_noise(fault: F.StdoutNoise) -> tuple[dict[str, Any], ...]:
     return ({"t": "out", "d": "".join(fault.text + "\n" for _ in range(fault.lines))},)
 
 
-@child_writes.register
+@pipe_writes.register
 def _stderr_flood(fault: F.StderrFlood) -> tuple[dict[str, Any], ...]:
     return ({"t": "err", "n": fault.bytes},)
