@@ -249,7 +249,8 @@ class Fault:
     #: The parameters of this kind's entry in the standard matrix catalogue, which aims it at the
     #: session's cleanup call unless its default target is ``health``; ``None``: not in the catalogue.
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {}
-    #: Why the kind is not in the standard catalogue (when :attr:`catalogue_params` is ``None``).
+    #: Why the kind is not in the standard catalogue; giving a reason leaves it out
+    #: (:attr:`catalogue_params` becomes ``None``).
     not_in_catalogue: ClassVar[str] = ""
     #: The cells explore plans for this kind at each step it applies to, by name (name -> parameters):
     #: one run each, named ``<kind>.<name>`` in its id. Empty: the catalogue cell alone
@@ -306,6 +307,8 @@ class Fault:
             raise TypeError(
                 f"{cls.__qualname__}: phase must be one of {', '.join(PHASES)}, got {cls.phase!r}"
             )
+        if cls.__dict__.get("not_in_catalogue"):  # a kind that says why it is left out is left out
+            cls.catalogue_params = None
         if not kind:
             return  # an abstract base (no kind of its own)
         if not isinstance(kind, str) or re.fullmatch(KIND_NAME, kind) is None:
@@ -504,7 +507,6 @@ class Blackhole(_Blocking):
     shrink_rank: ClassVar[int] = 145
     drawn_by_default: ClassVar[bool] = False
     draws: ClassVar[Mapping[str, Draw]] = {"idle": (None, 0.0)}
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = (
         "at the cleanup call a client cannot tell it from `hang`; its own case is a pooled connection "
         "reused after `idle` seconds (see docs/hangs.md)"
@@ -872,7 +874,6 @@ class ProgressThenStall(_Blocking):
     shrink_rank: ClassVar[int] = 195
     draws: ClassVar[Mapping[str, Draw]] = {"count": range(4), "interval": (0.0, 0.01)}
     needs_sockets: ClassVar[str | None] = "it keeps an answer stream open after its progress notifications"
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_CLEANUP
     held_wording: ClassVar[str | None] = "the answer to {request}"
     held_headline: ClassVar[str | None] = (
@@ -916,7 +917,6 @@ class NotificationFlood(Fault):
     shrink_rank: ClassVar[int] = 185
     draws: ClassVar[Mapping[str, Draw]] = {"count": (1, 10, 100)}
     needs_sockets: ClassVar[str | None] = "it streams notifications on a live answer stream"
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_CLEANUP
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
@@ -954,7 +954,6 @@ class _ServerRequestFault(Fault):
     needs_sockets: ClassVar[str | None] = (
         "it acts on a tool's requests to the client, which only the socket sidecar sends"
     )
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = (
         "it acts on the requests a tool sends the client during its call (ctx.elicit, ctx.sample ...: "
         "docs/server-requests.md), not on the session's cleanup call"
@@ -1243,7 +1242,6 @@ class ErrorPayload(Fault):
     draws: ClassVar[Mapping[str, Draw]] = {
         "reason": ("backend timed out", "connection reset by peer", "internal error")
     }
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = (
         "at the delete it is the failed delete backend_gone already stages, with another reason"
     )
@@ -1319,7 +1317,6 @@ class _AuthFault(Fault):
     needs_sockets: ClassVar[str | None] = (
         "it answers a bearer token, which only a sidecar with auth= (an authorization server) checks"
     )
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = "it needs a sidecar with auth="
     legacy_sse: ClassVar[str] = "no (`auth=` serves Streamable HTTP only)"
 
@@ -1451,7 +1448,6 @@ class IgnoreCancel(Fault):
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "tools/call"
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
     seen: ClassVar[tuple[Seen, ...]] = (
         Seen(
@@ -1492,7 +1488,6 @@ class AnswerAfterCancel(_Blocking):
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 210
     default_target: ClassVar[str] = "tools/call"
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
     held_wording: ClassVar[str | None] = "{request}, held until the client cancels it"
     needs_sockets: ClassVar[str | None] = "it holds a request on an open connection until it is cancelled"
@@ -1539,7 +1534,6 @@ class CloseStream(Fault):
     shrink_rank: ClassVar[int] = 220
     default_target: ClassVar[str] = "tools/call"
     draws: ClassVar[Mapping[str, Draw]] = {"after_events": (1, 0)}
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = "it asks the client to resume a stream (see docs/resumption.md)"
     needs_sockets: ClassVar[str | None] = "the client resumes its stream with a GET on a live connection"
     seen: ClassVar[tuple[Seen, ...]] = (
@@ -1580,7 +1574,6 @@ class _StdioFault(Fault):
 
     phase: ClassVar[Phase] = "child"
     transports: ClassVar[tuple[str, ...]] = ("stdio",)
-    catalogue_params: ClassVar[Mapping[str, Any] | None] = None
     not_in_catalogue: ClassVar[str] = _STDIO_ONLY
     needs_sockets: ClassVar[str | None] = _STDIO_ONLY
 
