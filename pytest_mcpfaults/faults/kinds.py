@@ -273,8 +273,9 @@ class Fault:
     needs_auth: ClassVar[bool] = False
     #: The kind ends the transport session of the request it answers (on legacy SSE, its stream).
     ends_session: ClassVar[bool] = False
-    #: What clients see of the kind (:class:`Seen`): its catalogue row, then a row per variant.
-    seen: ClassVar[tuple[Seen, ...]] = ()
+    #: What clients see of the kind (:class:`Seen`): its catalogue row, or a tuple of rows (its own,
+    #: then a row per variant).
+    seen: ClassVar[Seen | tuple[Seen, ...]] = ()
     #: How the kind acts on the legacy HTTP+SSE transport (Markdown; ``''``: not an HTTP kind).
     legacy_sse: ClassVar[str] = ""
     #: What a client's cancellation does to the request the kind fired on: ``'stop'`` (the answer being
@@ -398,7 +399,7 @@ class Die(Fault):
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 110
     draws: ClassVar[Mapping[str, Draw]] = {"restart": (False, True)}
-    seen: ClassVar[tuple[Seen, ...]] = (
+    seen: ClassVar[Seen | tuple[Seen, ...]] = (
         Seen(
             examples='`when=Trigger("tools/call", nth=2)`',
             httpx="open request: `ReadError` (RST); next request: `ConnectError`",
@@ -441,24 +442,22 @@ class Freeze(_Blocking):
     shrink_rank: ClassVar[int] = 160
     held_wording: ClassVar[str | None] = "a frozen {request}"
     needs_sockets: ClassVar[str | None] = "it holds every request on an open connection until released"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`when=Trigger("tools/call", times=1)`',
-            httpx="`ReadTimeout` at its own timeout; every later request held too",
-            mcp2=(
-                "stateless: `MCPError(\"Request 'tools/call' timed out\")`, the POST is closed. Session "
-                "era: same `MCPError`, but **the POST stays open** until patience aborts it; then exit "
-                "raises `ExceptionGroup[ReadError]`; `notifications/cancelled` and `DELETE` are frozen "
-                "too"
-            ),
-            mcp1=(
-                "no read timeout: held until patience aborts the POST, then as for `Die`. With "
-                '`read_timeout_seconds`: `McpError("Timed out …")`, but **the POST stays open** until '
-                "patience aborts it; exit raises `ExceptionGroup[httpx.ReadError]`; `DELETE` is frozen "
-                "too"
-            ),
-            proved=("test_faults_process.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`when=Trigger("tools/call", times=1)`',
+        httpx="`ReadTimeout` at its own timeout; every later request held too",
+        mcp2=(
+            "stateless: `MCPError(\"Request 'tools/call' timed out\")`, the POST is closed. Session "
+            "era: same `MCPError`, but **the POST stays open** until patience aborts it; then exit "
+            "raises `ExceptionGroup[ReadError]`; `notifications/cancelled` and `DELETE` are frozen "
+            "too"
         ),
+        mcp1=(
+            "no read timeout: held until patience aborts the POST, then as for `Die`. With "
+            '`read_timeout_seconds`: `McpError("Timed out …")`, but **the POST stays open** until '
+            "patience aborts it; exit raises `ExceptionGroup[httpx.ReadError]`; `DELETE` is frozen "
+            "too"
+        ),
+        proved=("test_faults_process.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "the matched POST or GET is held, and every later request"
 
@@ -475,18 +474,16 @@ class Hang(_Blocking):
     shrink_rank: ClassVar[int] = 140
     held_wording: ClassVar[str | None] = "a hung {request}"
     needs_sockets: ClassVar[str | None] = "it holds a request on an open connection that never answers"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`"health"`, `"DELETE /mcp"`',
-            httpx="`ReadTimeout` (no status line, no byte)",
-            mcp2="`MCPError … timed out` with `read_timeout_seconds`",
-            mcp1=(
-                "no read timeout: held until patience aborts it, then as for `Die`; with "
-                '`read_timeout_seconds`: `McpError("Timed out …")`, the POST is closed, a clean exit '
-                "(`DELETE`)"
-            ),
-            proved=("test_faults_health.py", "test_incidents.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`"health"`, `"DELETE /mcp"`',
+        httpx="`ReadTimeout` (no status line, no byte)",
+        mcp2="`MCPError … timed out` with `read_timeout_seconds`",
+        mcp1=(
+            "no read timeout: held until patience aborts it, then as for `Die`; with "
+            '`read_timeout_seconds`: `McpError("Timed out …")`, the POST is closed, a clean exit '
+            "(`DELETE`)"
         ),
+        proved=("test_faults_health.py", "test_incidents.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "the matched POST (no 202) or GET (no status line) is held"
 
@@ -518,28 +515,26 @@ class Blackhole(_Blocking):
         "idle connection), and the client never closed it"
     )
     needs_sockets: ClassVar[str | None] = "it silences a live TCP connection (no FIN, no RST)"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples=(
-                '`Blackhole(idle=30, when="tools/call")` (a pooled connection reused after 30 s idle), '
-                '`Blackhole(when="health")`'
-            ),
-            httpx=(
-                "no status line, no byte: `ReadTimeout`; what it sends on the connection meanwhile is never "
-                'read, its close is seen (`hold="client_closed"`); with `idle`, a fresh connection, or '
-                "one reused sooner, is answered"
-            ),
-            mcp2=(
-                "`MCPError … timed out` with `read_timeout_seconds`, the POST is closed and the next call "
-                "(a new connection) is answered; without: held until patience resets it, then exit raises "
-                "`ExceptionGroup[httpx2.ReadError]`"
-            ),
-            mcp1=(
-                "no read timeout: held until patience resets it, then as for `Die`; with "
-                '`read_timeout_seconds`: `McpError("Timed out …")`, a clean exit'
-            ),
-            proved=("test_faults_blackhole.py",),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples=(
+            '`Blackhole(idle=30, when="tools/call")` (a pooled connection reused after 30 s idle), '
+            '`Blackhole(when="health")`'
         ),
+        httpx=(
+            "no status line, no byte: `ReadTimeout`; what it sends on the connection meanwhile is never "
+            'read, its close is seen (`hold="client_closed"`); with `idle`, a fresh connection, or '
+            "one reused sooner, is answered"
+        ),
+        mcp2=(
+            "`MCPError … timed out` with `read_timeout_seconds`, the POST is closed and the next call "
+            "(a new connection) is answered; without: held until patience resets it, then exit raises "
+            "`ExceptionGroup[httpx2.ReadError]`"
+        ),
+        mcp1=(
+            "no read timeout: held until patience resets it, then as for `Die`; with "
+            '`read_timeout_seconds`: `McpError("Timed out …")`, a clean exit'
+        ),
+        proved=("test_faults_blackhole.py",),
     )
     legacy_sse: ClassVar[str] = (
         "the matched POST (no 202) or GET (no status line) is held, its connection silent"
@@ -560,17 +555,15 @@ class Delay(Fault):
     shrink_rank: ClassVar[int] = 100
     draws: ClassVar[Mapping[str, Draw]] = {"seconds": (0.0, 0.001, 0.005, 0.02, 0.05)}
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {"seconds": 0.2}
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples=(
-                '`Delay(0.5, jitter=0.1, seed=7, when="tools/call")`, `Delay(0.5, after=True)` (the tool '
-                "runs, or a proxied upstream answers, then the wait)"
-            ),
-            httpx="the answer, late; `ReadTimeout` if its timeout is shorter (not a hold: no patience)",
-            mcp2="`MCPError … timed out` when `read_timeout_seconds` < delay",
-            mcp1='the answer, late; `McpError("Timed out …")` when `read_timeout_seconds` < delay',
-            proved=("test_faults_health.py", "test_faults_answers.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples=(
+            '`Delay(0.5, jitter=0.1, seed=7, when="tools/call")`, `Delay(0.5, after=True)` (the tool '
+            "runs, or a proxied upstream answers, then the wait)"
         ),
+        httpx="the answer, late; `ReadTimeout` if its timeout is shorter (not a hold: no patience)",
+        mcp2="`MCPError … timed out` when `read_timeout_seconds` < delay",
+        mcp1='the answer, late; `McpError("Timed out …")` when `read_timeout_seconds` < delay',
+        proved=("test_faults_health.py", "test_faults_answers.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "the matched POST (its 202 and reply) or GET is late; `after=True`: the 202 at once, the reply "
@@ -593,18 +586,16 @@ class Status(Fault):
 
     shrink_rank: ClassVar[int] = 90
     draws: ClassVar[Mapping[str, Draw]] = {"code": _STATUS_CODES}
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`when=Trigger("health", times=3)`',
-            httpx='that status, `{"error": "injected HTTP 503"}` (or `body`), `Retry-After` if set',
-            mcp2='`MCPError("Server returned an error response")` (500/502/503/429 alike; no retry)',
-            mcp1=(
-                "no `McpError`: the call is cancelled; exit raises "
-                "`ExceptionGroup[httpx.HTTPStatusError(\"Server error '503 …'\")]` (429/500/503 alike; no "
-                "retry); kept session: **hangs without a read timeout**"
-            ),
-            proved=("test_faults_health.py", "test_faults_answers.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`when=Trigger("health", times=3)`',
+        httpx='that status, `{"error": "injected HTTP 503"}` (or `body`), `Retry-After` if set',
+        mcp2='`MCPError("Server returned an error response")` (500/502/503/429 alike; no retry)',
+        mcp1=(
+            "no `McpError`: the call is cancelled; exit raises "
+            "`ExceptionGroup[httpx.HTTPStatusError(\"Server error '503 …'\")]` (429/500/503 alike; no "
+            "retry); kept session: **hangs without a read timeout**"
         ),
+        proved=("test_faults_health.py", "test_faults_answers.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "the matched POST's or GET's own answer"
     code: int = 503
@@ -622,14 +613,12 @@ class Flap(Fault):
     shrink_rank: ClassVar[int] = 170
     draws: ClassVar[Mapping[str, Draw]] = {"every": range(1, 4), "code": _STATUS_CODES}
     default_target: ClassVar[str] = "health"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples="`Flap(every=2)`",
-            httpx="`every` answers OK, then `every` answers `code`, … (healthy first)",
-            mcp2="—",
-            mcp1="—",
-            proved=("test_faults_health.py", "test_faults_mcp1.py"),
-        ),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples="`Flap(every=2)`",
+        httpx="`every` answers OK, then `every` answers `code`, … (healthy first)",
+        mcp2="—",
+        mcp1="—",
+        proved=("test_faults_health.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "the matched POST's or GET's own answer"
     every: int = 1
@@ -644,14 +633,12 @@ class Absent(Fault):
 
     shrink_rank: ClassVar[int] = 40
     default_target: ClassVar[str] = "health"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`Absent()`, `Absent(when="mcp")`',
-            httpx='404 `{"error": "Not Found"}`, byte-identical to a sidecar with `health_path=None`',
-            mcp2="—",
-            mcp1="—",
-            proved=("test_faults_health.py", "test_faults_mcp1.py"),
-        ),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`Absent()`, `Absent(when="mcp")`',
+        httpx='404 `{"error": "Not Found"}`, byte-identical to a sidecar with `health_path=None`',
+        mcp2="—",
+        mcp1="—",
+        proved=("test_faults_health.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "404 for the matched POST or GET"
 
@@ -663,24 +650,22 @@ class Terminating(Fault):
 
     shrink_rank: ClassVar[int] = 50
     default_target: ClassVar[str] = "mcp"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples="`Terminating()`",
-            httpx=(
-                "`/health` still 200; MCP 503 JSON-RPC error `-32000` with `Connection: close` (journal: "
-                '`closed_by="sidecar"`)'
-            ),
-            mcp2=(
-                "`auto`: `server/discover` 503 → falls back to `initialize` → 503 → "
-                '`ExceptionGroup[MCPError("Service Unavailable: the server is terminating")]`'
-            ),
-            mcp1=(
-                "no fallback (mcp 1.x speaks the session era only): `initialize` gets 503 and entering "
-                "`async with` raises `ExceptionGroup[httpx.HTTPStatusError(\"… '503 Service Unavailable' "
-                '…")]`'
-            ),
-            proved=("test_faults_health.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples="`Terminating()`",
+        httpx=(
+            "`/health` still 200; MCP 503 JSON-RPC error `-32000` with `Connection: close` (journal: "
+            '`closed_by="sidecar"`)'
         ),
+        mcp2=(
+            "`auto`: `server/discover` 503 → falls back to `initialize` → 503 → "
+            '`ExceptionGroup[MCPError("Service Unavailable: the server is terminating")]`'
+        ),
+        mcp1=(
+            "no fallback (mcp 1.x speaks the session era only): `initialize` gets 503 and entering "
+            "`async with` raises `ExceptionGroup[httpx.HTTPStatusError(\"… '503 Service Unavailable' "
+            '…")]`'
+        ),
+        proved=("test_faults_health.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "503 JSON-RPC error as the POST's own answer, `Connection: close`"
 
@@ -698,20 +683,16 @@ class Stall(_Blocking):
     shrink_rank: ClassVar[int] = 190
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it keeps a connection checked out with a body that never ends"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`Stall(after_bytes=10, when="tools/call")`',
-            httpx="status + headers + `after_bytes` of the body (JSON or SSE), then `ReadTimeout`",
-            mcp2=(
-                "`MCPError … timed out`, the POST is closed (both eras); after `release()` the call completes"
-            ),
-            mcp1=(
-                "**hangs without a read timeout**: when patience cuts the response the client logs ERROR "
-                "`Error parsing JSON response` and the call never returns; with `read_timeout_seconds`: "
-                '`McpError("Timed out …")`, the POST is closed, a clean exit'
-            ),
-            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`Stall(after_bytes=10, when="tools/call")`',
+        httpx="status + headers + `after_bytes` of the body (JSON or SSE), then `ReadTimeout`",
+        mcp2=("`MCPError … timed out`, the POST is closed (both eras); after `release()` the call completes"),
+        mcp1=(
+            "**hangs without a read timeout**: when patience cuts the response the client logs ERROR "
+            "`Error parsing JSON response` and the call never returns; with `read_timeout_seconds`: "
+            '`McpError("Timed out …")`, the POST is closed, a clean exit'
         ),
+        proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "at a message: `after_bytes` of its reply event, then the stream holds; at the stream: "
@@ -729,14 +710,12 @@ class Drip(Fault):
     draws: ClassVar[Mapping[str, Draw]] = {"chunk_bytes": (64, 16, 4), "interval": (0.0, 0.001)}
     needs_sockets: ClassVar[str | None] = "it paces a body's bytes over a live connection"
     catalogue_params: ClassVar[Mapping[str, Any] | None] = {"chunk_bytes": 16, "interval": 0.01}
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples="`Drip(chunk_bytes=8, interval=0.01)`",
-            httpx="the whole body, slowly",
-            mcp2="the result, slowly",
-            mcp1="the result, slowly",
-            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
-        ),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples="`Drip(chunk_bytes=8, interval=0.01)`",
+        httpx="the whole body, slowly",
+        mcp2="the result, slowly",
+        mcp1="the result, slowly",
+        proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "the reply event slowly; at the stream: every event"
     chunk_bytes: int = 1
@@ -753,20 +732,18 @@ class Truncate(Fault):
     shrink_rank: ClassVar[int] = 120
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it closes a live connection in the middle of a body"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples="`Truncate(after_bytes=10)`",
-            httpx=(
-                'announced length, `after_bytes` sent, FIN: `RemoteProtocolError("… received 10 bytes '
-                '…")` (SSE: "incomplete chunked read")'
-            ),
-            mcp2="call cancelled; exit raises `ExceptionGroup[httpx2.RemoteProtocolError]`",
-            mcp1=(
-                "**hangs without a read timeout**: logs ERROR `Error parsing JSON response`, the call "
-                'never returns; with `read_timeout_seconds`: `McpError("Timed out …")`'
-            ),
-            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples="`Truncate(after_bytes=10)`",
+        httpx=(
+            'announced length, `after_bytes` sent, FIN: `RemoteProtocolError("… received 10 bytes '
+            '…")` (SSE: "incomplete chunked read")'
         ),
+        mcp2="call cancelled; exit raises `ExceptionGroup[httpx2.RemoteProtocolError]`",
+        mcp1=(
+            "**hangs without a read timeout**: logs ERROR `Error parsing JSON response`, the call "
+            'never returns; with `read_timeout_seconds`: `McpError("Timed out …")`'
+        ),
+        proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "the stream ends (FIN) `after_bytes` into the reply event, or into the stream"
     after_bytes: int = 0
@@ -780,20 +757,18 @@ class Reset(Fault):
     shrink_rank: ClassVar[int] = 130
     draws: ClassVar[Mapping[str, Draw]] = {"after_bytes": range(33)}
     needs_sockets: ClassVar[str | None] = "it resets a live TCP connection"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples="`Reset()`, `Reset(after_bytes=10)`",
-            httpx=(
-                "`after_bytes=0`: RST before the status line: `ReadError`; otherwise status 200, then "
-                "`ReadError` while reading the body"
-            ),
-            mcp2="call cancelled; exit raises `ExceptionGroup[httpx2.ReadError]`",
-            mcp1=(
-                "`after_bytes=0`: as for `Die` (kept session: **hangs without a read timeout**); "
-                "otherwise as for `Truncate`: **hangs without a read timeout**"
-            ),
-            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples="`Reset()`, `Reset(after_bytes=10)`",
+        httpx=(
+            "`after_bytes=0`: RST before the status line: `ReadError`; otherwise status 200, then "
+            "`ReadError` while reading the body"
         ),
+        mcp2="call cancelled; exit raises `ExceptionGroup[httpx2.ReadError]`",
+        mcp1=(
+            "`after_bytes=0`: as for `Die` (kept session: **hangs without a read timeout**); "
+            "otherwise as for `Truncate`: **hangs without a read timeout**"
+        ),
+        proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "RST `after_bytes` into the reply event, or into the stream (0 at the stream: before the status line)"
@@ -808,17 +783,15 @@ class MalformedJson(Fault):
     phase: ClassVar[Phase] = "body"
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 60
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`MalformedJson(when="tools/call")`',
-            httpx="200 with half the body and a matching `Content-Length`",
-            mcp2='`MCPError("Failed to parse JSON response …")`, the client logs an ERROR and goes on',
-            mcp1=(
-                "**hangs without a read timeout**: logs ERROR `Error parsing JSON response`, the call "
-                'never returns; with `read_timeout_seconds`: `McpError("Timed out …")`'
-            ),
-            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`MalformedJson(when="tools/call")`',
+        httpx="200 with half the body and a matching `Content-Length`",
+        mcp2='`MCPError("Failed to parse JSON response …")`, the client logs an ERROR and goes on',
+        mcp1=(
+            "**hangs without a read timeout**: logs ERROR `Error parsing JSON response`, the call "
+            'never returns; with `read_timeout_seconds`: `McpError("Timed out …")`'
         ),
+        proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "the reply event's JSON halved (framing kept); at the stream: every message event"
@@ -837,17 +810,15 @@ class EndlessSse(_Blocking):
     needs_sockets: ClassVar[str | None] = (
         "it keeps a connection checked out with an event stream that never ends"
     )
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`EndlessSse(when="tools/call")`',
-            httpx="`text/event-stream`: the reply's event, then the stream never ends: `ReadTimeout`",
-            mcp2=(
-                "**harmless**: the result is returned and the client closes the stream (journal: "
-                '`hold="client_closed"`)'
-            ),
-            mcp1="as for mcp 2.x",
-            proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`EndlessSse(when="tools/call")`',
+        httpx="`text/event-stream`: the reply's event, then the stream never ends: `ReadTimeout`",
+        mcp2=(
+            "**harmless**: the result is returned and the client closes the stream (journal: "
+            '`hold="client_closed"`)'
         ),
+        mcp1="as for mcp 2.x",
+        proved=("test_faults_bodies.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "the reply event, then the stream holds; at the stream: after the endpoint event"
@@ -880,25 +851,23 @@ class ProgressThenStall(_Blocking):
         "{what}, which reported progress and then went quiet ({bytes_sent} bytes sent: the status line "
         "and the progress notifications, never the result), and never closed the connection"
     )
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`ProgressThenStall(count=5, interval=0.1, when="tool:echo")`',
-            httpx=(
-                "`text/event-stream`: `count` `notifications/progress` events (with the request's "
-                "`progressToken`; none without one), then nothing: `ReadTimeout`"
-            ),
-            mcp2=(
-                "the `progress_callback` gets each, then the call waits: `MCPError(\"Request 'tools/call' "
-                'timed out")` at `read_timeout_seconds` (**progress does not reset it**), else held '
-                "until patience cuts it (exit raises `ExceptionGroup`); after `release()` the tool's "
-                "result on the same stream"
-            ),
-            mcp1=(
-                "the `progress_callback` gets each; no read timeout: **hangs** (patience cuts the "
-                'stream, the call never returns); with `read_timeout_seconds`: `McpError("Timed out …")`'
-            ),
-            proved=("test_faults_notifications.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`ProgressThenStall(count=5, interval=0.1, when="tool:echo")`',
+        httpx=(
+            "`text/event-stream`: `count` `notifications/progress` events (with the request's "
+            "`progressToken`; none without one), then nothing: `ReadTimeout`"
         ),
+        mcp2=(
+            "the `progress_callback` gets each, then the call waits: `MCPError(\"Request 'tools/call' "
+            'timed out")` at `read_timeout_seconds` (**progress does not reset it**), else held '
+            "until patience cuts it (exit raises `ExceptionGroup`); after `release()` the tool's "
+            "result on the same stream"
+        ),
+        mcp1=(
+            "the `progress_callback` gets each; no read timeout: **hangs** (patience cuts the "
+            'stream, the call never returns); with `read_timeout_seconds`: `McpError("Timed out …")`'
+        ),
+        proved=("test_faults_notifications.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "no notification (the POST gets no 202): the matched POST is held"
     count: int = 3
@@ -918,17 +887,15 @@ class NotificationFlood(Fault):
     draws: ClassVar[Mapping[str, Draw]] = {"count": (1, 10, 100)}
     needs_sockets: ClassVar[str | None] = "it streams notifications on a live answer stream"
     not_in_catalogue: ClassVar[str] = _NOT_CLEANUP
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`NotificationFlood(count=10_000, when="tool:echo")`',
-            httpx="`text/event-stream`: `count` notification events, then the reply's event",
-            mcp2=(
-                "the result, after `count` calls of the `logging_callback` (no `progressToken`) or the "
-                "`progress_callback` (with one); 300 take well under a second"
-            ),
-            mcp1="as for mcp 2.x",
-            proved=("test_faults_notifications.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`NotificationFlood(count=10_000, when="tool:echo")`',
+        httpx="`text/event-stream`: `count` notification events, then the reply's event",
+        mcp2=(
+            "the result, after `count` calls of the `logging_callback` (no `progressToken`) or the "
+            "`progress_callback` (with one); 300 take well under a second"
         ),
+        mcp1="as for mcp 2.x",
+        proved=("test_faults_notifications.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "no notification: the POST gets 202 and its reply on the stream, as without the fault"
@@ -975,31 +942,29 @@ class MalformedServerRequest(_ServerRequestFault):
 
     shrink_rank: ClassVar[int] = 230
     draws: ClassVar[Mapping[str, Draw]] = {"form": MALFORMED_FORMS}
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples=(
-                '`MalformedServerRequest(when="tool:ask_user")`, `MalformedServerRequest("no_method")` '
-                "(forms: `bad_json`, `no_id`, `no_method`)"
-            ),
-            httpx=(
-                "session era: on the call's `text/event-stream`, the malformed copy's event (half a JSON "
-                "text; the message without `id`; an `id` of its own without `method`), then the request "
-                "itself, then (answered) the result; stateless: the `input_required` result's "
-                "`inputRequests` has the copy first, under `<key>-malformed` (`no_id` does not fire)"
-            ),
-            mcp2=(
-                '`bad_json`, `no_method`: **the call fails**: `MCPError(-32700, "Failed to parse SSE '
-                'message: …")`, the request is never answered; the session goes on (the next call '
-                "returns, a clean exit). `no_id`: skipped (an unknown notification), the call returns. "
-                "Stateless: the call raises pydantic's `ValidationError` (not an `MCPError`) and never "
-                "retries; the next call returns"
-            ),
-            mcp1=(
-                "each form is skipped (it logs `Error parsing SSE message` / `Failed to validate "
-                "notification`), the request is answered and the call returns"
-            ),
-            proved=("test_faults_server_requests.py",),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples=(
+            '`MalformedServerRequest(when="tool:ask_user")`, `MalformedServerRequest("no_method")` '
+            "(forms: `bad_json`, `no_id`, `no_method`)"
         ),
+        httpx=(
+            "session era: on the call's `text/event-stream`, the malformed copy's event (half a JSON "
+            "text; the message without `id`; an `id` of its own without `method`), then the request "
+            "itself, then (answered) the result; stateless: the `input_required` result's "
+            "`inputRequests` has the copy first, under `<key>-malformed` (`no_id` does not fire)"
+        ),
+        mcp2=(
+            '`bad_json`, `no_method`: **the call fails**: `MCPError(-32700, "Failed to parse SSE '
+            'message: …")`, the request is never answered; the session goes on (the next call '
+            "returns, a clean exit). `no_id`: skipped (an unknown notification), the call returns. "
+            "Stateless: the call raises pydantic's `ValidationError` (not an `MCPError`) and never "
+            "retries; the next call returns"
+        ),
+        mcp1=(
+            "each form is skipped (it logs `Error parsing SSE message` / `Failed to validate "
+            "notification`), the request is answered and the call returns"
+        ),
+        proved=("test_faults_server_requests.py",),
     )
     legacy_sse: ClassVar[str] = (
         "no: a tool's requests to the client are not sent on legacy SSE (the call answers `isError`)"
@@ -1018,17 +983,15 @@ class DuplicateServerRequest(_ServerRequestFault):
 
     shrink_rank: ClassVar[int] = 240
     draws: ClassVar[Mapping[str, Draw]] = {"copies": (2, 3)}
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`DuplicateServerRequest(copies=3, when="tool:ask_user")`',
-            httpx="session era: the same request event `copies` times, one id",
-            mcp2=(
-                'answers each copy (journal: the copies `outcome="duplicate"` with their answers, each '
-                "POST 202); the call returns"
-            ),
-            mcp1="as for mcp 2.x",
-            proved=("test_faults_server_requests.py",),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`DuplicateServerRequest(copies=3, when="tool:ask_user")`',
+        httpx="session era: the same request event `copies` times, one id",
+        mcp2=(
+            'answers each copy (journal: the copies `outcome="duplicate"` with their answers, each '
+            "POST 202); the call returns"
         ),
+        mcp1="as for mcp 2.x",
+        proved=("test_faults_server_requests.py",),
     )
     legacy_sse: ClassVar[str] = "no: as for `malformed_server_request`"
     copies: int = 2
@@ -1047,27 +1010,25 @@ class DropClientAnswer(_ServerRequestFault):
 
     shrink_rank: ClassVar[int] = 250
     draws: ClassVar[Mapping[str, Draw]] = {"status": (202, 500)}
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`DropClientAnswer(when="tool:ask_user")`, `DropClientAnswer(500)`',
-            httpx=(
-                "session era: its answer POST gets `status`, the call's stream stays open until patience "
-                "resets it; stateless: the retry gets `-32602` (HTTP 400)"
-            ),
-            mcp2=(
-                "session era: waits (a 500 on its answer POST is ignored) until patience cuts the "
-                'stream: `MCPError("SSE stream ended without a response")`, exit raises '
-                '`ExceptionGroup`; the headline: "the sidecar dropped the client\'s answer to …". '
-                'Stateless: `MCPError(-32602, "Invalid params: requestState … names no input round …")` '
-                "at once"
-            ),
-            mcp1=(
-                "`status=202`: **hangs without a read timeout** (patience cuts the stream, the call "
-                "never returns); `status=500`: its answer POST raises `HTTPStatusError` inside the "
-                'transport and the call fails at once with `McpError("Connection closed")`'
-            ),
-            proved=("test_faults_server_requests.py",),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`DropClientAnswer(when="tool:ask_user")`, `DropClientAnswer(500)`',
+        httpx=(
+            "session era: its answer POST gets `status`, the call's stream stays open until patience "
+            "resets it; stateless: the retry gets `-32602` (HTTP 400)"
         ),
+        mcp2=(
+            "session era: waits (a 500 on its answer POST is ignored) until patience cuts the "
+            'stream: `MCPError("SSE stream ended without a response")`, exit raises '
+            '`ExceptionGroup`; the headline: "the sidecar dropped the client\'s answer to …". '
+            'Stateless: `MCPError(-32602, "Invalid params: requestState … names no input round …")` '
+            "at once"
+        ),
+        mcp1=(
+            "`status=202`: **hangs without a read timeout** (patience cuts the stream, the call "
+            "never returns); `status=500`: its answer POST raises `HTTPStatusError` inside the "
+            'transport and the call fails at once with `McpError("Connection closed")`'
+        ),
+        proved=("test_faults_server_requests.py",),
     )
     legacy_sse: ClassVar[str] = "no: as for `malformed_server_request`"
     status: int = 202
@@ -1087,14 +1048,12 @@ class JsonRpcError(Fault):
     shrink_rank: ClassVar[int] = 80
     draws: ClassVar[Mapping[str, Draw]] = {"code": (-32603, -32000, -32601)}
     default_target: ClassVar[str] = "mcp"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`JsonRpcError(-32001, "backend exploded", when="tools/call")`',
-            httpx="200 with a JSON-RPC `error`",
-            mcp2="`MCPError` with that `.code` and `.message`",
-            mcp1="`McpError` with that `.error.code` and message",
-            proved=("test_faults_answers.py", "test_faults_mcp1.py"),
-        ),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`JsonRpcError(-32001, "backend exploded", when="tools/call")`',
+        httpx="200 with a JSON-RPC `error`",
+        mcp2="`MCPError` with that `.code` and `.message`",
+        mcp1="`McpError` with that `.error.code` and message",
+        proved=("test_faults_answers.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     code: int = -32603
@@ -1111,14 +1070,12 @@ class ToolError(Fault):
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 20
     default_target: ClassVar[str] = "tools/call"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`ToolError(text="disk full", when="tool:echo")`',
-            httpx="200, result with `isError: true`",
-            mcp2="no exception: `result.is_error` is true",
-            mcp1="no exception: `result.isError` is true",
-            proved=("test_faults_answers.py", "test_faults_mcp1.py"),
-        ),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`ToolError(text="disk full", when="tool:echo")`',
+        httpx="200, result with `isError: true`",
+        mcp2="no exception: `result.is_error` is true",
+        mcp1="no exception: `result.isError` is true",
+        proved=("test_faults_answers.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     text: str = "tool failed"
@@ -1134,20 +1091,18 @@ class SessionExpired(Fault):
     ends_session: ClassVar[bool] = True
     shrink_rank: ClassVar[int] = 30
     default_target: ClassVar[str] = "mcp"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`when=Trigger("tools/call", nth=2)`',
-            httpx="404 `Session not found`; the session is forgotten, later requests with it get 404 too",
-            mcp2=(
-                '`MCPError("Session not found")`, no re-initialise; exit\'s DELETE gets 404: WARNING '
-                '"Session termination failed: 404", swallowed'
-            ),
-            mcp1=(
-                "`McpError(\"Session terminated\")` (the SDK's text, not the sidecar's), no re-initialise; "
-                'exit\'s DELETE gets 404: WARNING "Session termination failed: 404", swallowed'
-            ),
-            proved=("test_faults_answers.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`when=Trigger("tools/call", nth=2)`',
+        httpx="404 `Session not found`; the session is forgotten, later requests with it get 404 too",
+        mcp2=(
+            '`MCPError("Session not found")`, no re-initialise; exit\'s DELETE gets 404: WARNING '
+            '"Session termination failed: 404", swallowed'
         ),
+        mcp1=(
+            "`McpError(\"Session terminated\")` (the SDK's text, not the sidecar's), no re-initialise; "
+            'exit\'s DELETE gets 404: WARNING "Session termination failed: 404", swallowed'
+        ),
+        proved=("test_faults_answers.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "the POST gets 404 `Could not find session`, the stream ends (FIN)"
 
@@ -1162,18 +1117,16 @@ class BackendGone(Fault):
     transports: ClassVar[tuple[str, ...]] = ("http", "stdio")
     shrink_rank: ClassVar[int] = 10
     default_target: ClassVar[str] = "tool:delete_session"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`BackendGone()`, `BackendGone(when="tool:evaluate_session")`',
-            httpx="200, a successful tool result whose text is the error payload",
-            mcp2=(
-                '`delete_session` → `{"error": "Error closing session <id>: Service at '
-                'http://127.0.0.1:<port> is no longer alive"}`; other tools: `{"error": "Service at … is '
-                'no longer alive"}`'
-            ),
-            mcp1="as for mcp 2.x (`result.isError` false)",
-            proved=("test_incidents.py", "test_faults_answers.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`BackendGone()`, `BackendGone(when="tool:evaluate_session")`',
+        httpx="200, a successful tool result whose text is the error payload",
+        mcp2=(
+            '`delete_session` → `{"error": "Error closing session <id>: Service at '
+            'http://127.0.0.1:<port> is no longer alive"}`; other tools: `{"error": "Service at … is '
+            'no longer alive"}`'
         ),
+        mcp1="as for mcp 2.x (`result.isError` false)",
+        proved=("test_incidents.py", "test_faults_answers.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     service_url: str | None = None
@@ -1255,22 +1208,18 @@ class ErrorPayload(Fault):
         "failed": {"message": "{tool} failed: internal error"},
     }
     default_target: ClassVar[str] = "tool:delete_session"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples=(
-                '`when=Trigger("tool:delete_session", times=1)`, `ErrorPayload("quota exceeded", "Cannot '
-                'create {task_id}: {reason}", when="tool:create_session")`'
-            ),
-            httpx=(
-                '200, a successful tool result whose text is `{"error": <message>}`; the tool does not run'
-            ),
-            mcp2=(
-                '`delete_session` → `{"error": "Error closing session <id>: backend timed out"}`, '
-                '`result.is_error` false; other tools: `{"error": "<reason>"}`'
-            ),
-            mcp1="as for mcp 2.x (`result.isError` false)",
-            proved=("test_faults_answers.py", "test_incidents.py", "test_cli.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples=(
+            '`when=Trigger("tool:delete_session", times=1)`, `ErrorPayload("quota exceeded", "Cannot '
+            'create {task_id}: {reason}", when="tool:create_session")`'
         ),
+        httpx=('200, a successful tool result whose text is `{"error": <message>}`; the tool does not run'),
+        mcp2=(
+            '`delete_session` → `{"error": "Error closing session <id>: backend timed out"}`, '
+            '`result.is_error` false; other tools: `{"error": "<reason>"}`'
+        ),
+        mcp1="as for mcp 2.x (`result.isError` false)",
+        proved=("test_faults_answers.py", "test_incidents.py", "test_cli.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = "on the stream, the POST gets 202"
     reason: str = _DEFAULT_REASON
@@ -1330,33 +1279,31 @@ class Unauthorized(_AuthFault):
 
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "mcp"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples=(
-                '`Unauthorized(when=Trigger("tool:delete_session", times=1))` (a 401 mid-session), '
-                "`Unauthorized(revoke=False)`"
-            ),
-            httpx=(
-                '`401`, `WWW-Authenticate: Bearer error="invalid_token", '
-                'resource_metadata="<sidecar>/.well-known/oauth-protected-resource/mcp", '
-                'error_description="…"`; the token is revoked (`revoke=True`): a retry with it gets 401 '
-                "too"
-            ),
-            mcp2=(
-                "with the SDK's OAuth provider "
-                "(`httpx2.AsyncClient(auth=ClientCredentialsOAuthProvider(…))`): it rediscovers, gets a "
-                "new token (`client_credentials`), retries once: the call returns. With a static token: "
-                '`MCPError("Server returned an error response")`; exit\'s DELETE gets 401: WARNING '
-                '"Session termination failed: 401", swallowed'
-            ),
-            mcp1=(
-                "with mcp 1.x's `ClientCredentialsOAuthProvider` as `auth=`: a new token, the call "
-                "returns. With a static token in `headers=`: the call is cancelled; exit raises "
-                "`ExceptionGroup[httpx.HTTPStatusError(\"Client error '401 Unauthorized' …\")]`; DELETE "
-                "never arrives"
-            ),
-            proved=("test_auth.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples=(
+            '`Unauthorized(when=Trigger("tool:delete_session", times=1))` (a 401 mid-session), '
+            "`Unauthorized(revoke=False)`"
         ),
+        httpx=(
+            '`401`, `WWW-Authenticate: Bearer error="invalid_token", '
+            'resource_metadata="<sidecar>/.well-known/oauth-protected-resource/mcp", '
+            'error_description="…"`; the token is revoked (`revoke=True`): a retry with it gets 401 '
+            "too"
+        ),
+        mcp2=(
+            "with the SDK's OAuth provider "
+            "(`httpx2.AsyncClient(auth=ClientCredentialsOAuthProvider(…))`): it rediscovers, gets a "
+            "new token (`client_credentials`), retries once: the call returns. With a static token: "
+            '`MCPError("Server returned an error response")`; exit\'s DELETE gets 401: WARNING '
+            '"Session termination failed: 401", swallowed'
+        ),
+        mcp1=(
+            "with mcp 1.x's `ClientCredentialsOAuthProvider` as `auth=`: a new token, the call "
+            "returns. With a static token in `headers=`: the call is cancelled; exit raises "
+            "`ExceptionGroup[httpx.HTTPStatusError(\"Client error '401 Unauthorized' …\")]`; DELETE "
+            "never arrives"
+        ),
+        proved=("test_auth.py", "test_faults_mcp1.py"),
     )
     revoke: bool = True
 
@@ -1375,21 +1322,19 @@ class TokenExpired(_AuthFault):
     shrink_rank: ClassVar[int] = 210
     draws: ClassVar[Mapping[str, Draw]] = {"calls": range(0, 4)}
     default_target: ClassVar[str] = "mcp"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples="`TokenExpired(calls=3)`",
-            httpx=(
-                'each token works for `calls` MCP requests, then `401` with `error="invalid_token", '
-                'error_description="The access token expired"`, counted per token'
-            ),
-            mcp2=(
-                "the OAuth provider gets a new token at every expiry, each call returns (the default "
-                "`OAuthClientProvider` signs in again with a new authorization code); a static token: "
-                '`MCPError("Server returned an error response")` once its calls are spent'
-            ),
-            mcp1="the OAuth provider: as for mcp 2.x; a static token: as for `Unauthorized`",
-            proved=("test_auth.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples="`TokenExpired(calls=3)`",
+        httpx=(
+            'each token works for `calls` MCP requests, then `401` with `error="invalid_token", '
+            'error_description="The access token expired"`, counted per token'
         ),
+        mcp2=(
+            "the OAuth provider gets a new token at every expiry, each call returns (the default "
+            "`OAuthClientProvider` signs in again with a new authorization code); a static token: "
+            '`MCPError("Server returned an error response")` once its calls are spent'
+        ),
+        mcp1="the OAuth provider: as for mcp 2.x; a static token: as for `Unauthorized`",
+        proved=("test_auth.py", "test_faults_mcp1.py"),
     )
     calls: int = 1
 
@@ -1402,24 +1347,22 @@ class InsufficientScope(_AuthFault):
 
     shrink_rank: ClassVar[int] = 220
     default_target: ClassVar[str] = "tools/call"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`InsufficientScope("tasks:write")`',
-            httpx=(
-                '`403`, `WWW-Authenticate: Bearer error="insufficient_scope", scope="tasks:write", '
-                'resource_metadata="…", error_description="…"` until the token was granted the scope'
-            ),
-            mcp2=(
-                "the OAuth provider steps up (asks for the union of its scopes and `scope`, no "
-                'rediscovery) and retries: the call returns. A static token: `MCPError("Server returned '
-                'an error response")`'
-            ),
-            mcp1=(
-                "the OAuth provider steps up as mcp 2.x's; a static token: as for `Unauthorized`, with "
-                "`403 Forbidden`"
-            ),
-            proved=("test_auth.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`InsufficientScope("tasks:write")`',
+        httpx=(
+            '`403`, `WWW-Authenticate: Bearer error="insufficient_scope", scope="tasks:write", '
+            'resource_metadata="…", error_description="…"` until the token was granted the scope'
         ),
+        mcp2=(
+            "the OAuth provider steps up (asks for the union of its scopes and `scope`, no "
+            'rediscovery) and retries: the call returns. A static token: `MCPError("Server returned '
+            'an error response")`'
+        ),
+        mcp1=(
+            "the OAuth provider steps up as mcp 2.x's; a static token: as for `Unauthorized`, with "
+            "`403 Forbidden`"
+        ),
+        proved=("test_auth.py", "test_faults_mcp1.py"),
     )
     scope: str = "mcp:write"
 
@@ -1449,25 +1392,23 @@ class IgnoreCancel(Fault):
     shrink_rank: ClassVar[int] = 200
     default_target: ClassVar[str] = "tools/call"
     not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`IgnoreCancel(when="tool:sleep")`',
-            httpx=(
-                "a `notifications/cancelled` naming the call changes nothing: the tool runs to its end "
-                "and its result is sent (without the fault the tool is stopped and no JSON-RPC response "
-                "is sent)"
-            ),
-            mcp2=(
-                "`MCPError(\"Request 'tools/call' timed out\")` at its read timeout, as without the fault; "
-                "it cancels and closes the POST, so the late result is not read (journal: "
-                '`cancel.outcome="ignored"`)'
-            ),
-            mcp1=(
-                "never cancelled (mcp 1.x sends no `notifications/cancelled` at its read timeout), so as "
-                'without the fault: `McpError("Timed out …")`'
-            ),
-            proved=("test_cancellation.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`IgnoreCancel(when="tool:sleep")`',
+        httpx=(
+            "a `notifications/cancelled` naming the call changes nothing: the tool runs to its end "
+            "and its result is sent (without the fault the tool is stopped and no JSON-RPC response "
+            "is sent)"
         ),
+        mcp2=(
+            "`MCPError(\"Request 'tools/call' timed out\")` at its read timeout, as without the fault; "
+            "it cancels and closes the POST, so the late result is not read (journal: "
+            '`cancel.outcome="ignored"`)'
+        ),
+        mcp1=(
+            "never cancelled (mcp 1.x sends no `notifications/cancelled` at its read timeout), so as "
+            'without the fault: `McpError("Timed out …")`'
+        ),
+        proved=("test_cancellation.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "yes: the cancelled message's call runs on and its reply event is sent in full"
@@ -1491,24 +1432,22 @@ class AnswerAfterCancel(_Blocking):
     not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
     held_wording: ClassVar[str | None] = "{request}, held until the client cancels it"
     needs_sockets: ClassVar[str | None] = "it holds a request on an open connection until it is cancelled"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`AnswerAfterCancel(when="tool:echo")`',
-            httpx=(
-                "nothing (the result is made and held) until it sends `notifications/cancelled` naming "
-                "the call; then the whole result"
-            ),
-            mcp2=(
-                "`MCPError … timed out` at its read timeout; its cancel releases the result, sent after "
-                'it (journal: `hold="cancelled"`); leaving `async with` sometimes raises '
-                "`ExceptionGroup[BrokenResourceError]` (the late result lands while the client closes)"
-            ),
-            mcp1=(
-                'never cancelled, so held as for `Hang`: `McpError("Timed out …")` at the read timeout, '
-                "the POST is closed, a clean exit"
-            ),
-            proved=("test_cancellation.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`AnswerAfterCancel(when="tool:echo")`',
+        httpx=(
+            "nothing (the result is made and held) until it sends `notifications/cancelled` naming "
+            "the call; then the whole result"
         ),
+        mcp2=(
+            "`MCPError … timed out` at its read timeout; its cancel releases the result, sent after "
+            'it (journal: `hold="cancelled"`); leaving `async with` sometimes raises '
+            "`ExceptionGroup[BrokenResourceError]` (the late result lands while the client closes)"
+        ),
+        mcp1=(
+            'never cancelled, so held as for `Hang`: `McpError("Timed out …")` at the read timeout, '
+            "the POST is closed, a clean exit"
+        ),
+        proved=("test_cancellation.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "yes: the POST gets 202, the reply is made and held (on the stream's connection) until the "
@@ -1536,22 +1475,20 @@ class CloseStream(Fault):
     draws: ClassVar[Mapping[str, Draw]] = {"after_events": (1, 0)}
     not_in_catalogue: ClassVar[str] = "it asks the client to resume a stream (see docs/resumption.md)"
     needs_sockets: ClassVar[str | None] = "the client resumes its stream with a GET on a live connection"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`CloseStream(retry_ms=500, when="tool:echo")`',
-            httpx=(
-                "`text/event-stream` whose events carry ids: the priming event (`id: <n>-0`, empty "
-                "data), then `retry: 200`, and the response ends without the reply; a `GET` with "
-                "`Last-Event-ID: <n>-0` gets the reply's event (a `GET` without it: 405, the reply is "
-                "never sent)"
-            ),
-            mcp2=(
-                "resumes: after the retry, a `GET` with `Last-Event-ID`; the call returns its result "
-                "(journal: `closed_streams[0].resumed_with`)"
-            ),
-            mcp1="resumes as mcp 2.x does (1.30.0): the call returns its result",
-            proved=("test_resumption.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`CloseStream(retry_ms=500, when="tool:echo")`',
+        httpx=(
+            "`text/event-stream` whose events carry ids: the priming event (`id: <n>-0`, empty "
+            "data), then `retry: 200`, and the response ends without the reply; a `GET` with "
+            "`Last-Event-ID: <n>-0` gets the reply's event (a `GET` without it: 405, the reply is "
+            "never sent)"
         ),
+        mcp2=(
+            "resumes: after the retry, a `GET` with `Last-Event-ID`; the call returns its result "
+            "(journal: `closed_streams[0].resumed_with`)"
+        ),
+        mcp1="resumes as mcp 2.x does (1.30.0): the call returns its result",
+        proved=("test_resumption.py", "test_faults_mcp1.py"),
     )
     legacy_sse: ClassVar[str] = (
         "not measured: resumption is a Streamable HTTP mechanism (the legacy stream has no "
@@ -1598,14 +1535,12 @@ class IgnoreEof(_ProcessFault):
 
     shrink_rank: ClassVar[int] = 300
     event: ClassVar[str] = "eof"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples="`IgnoreEof()`; its trigger counts stdin closings",
-            httpx="— (stdio only)",
-            mcp2="stdio: `stdio_client` closes stdin, waits 2 s, SIGTERMs (the child dies of it)",
-            mcp1="stdio: as for mcp 2.x (closes stdin, waits 2 s, SIGTERMs)",
-            proved=("test_stdio.py", "test_stdio_interop.py", "test_faults_mcp1.py"),
-        ),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples="`IgnoreEof()`; its trigger counts stdin closings",
+        httpx="— (stdio only)",
+        mcp2="stdio: `stdio_client` closes stdin, waits 2 s, SIGTERMs (the child dies of it)",
+        mcp1="stdio: as for mcp 2.x (closes stdin, waits 2 s, SIGTERMs)",
+        proved=("test_stdio.py", "test_stdio_interop.py", "test_faults_mcp1.py"),
     )
 
 
@@ -1616,17 +1551,15 @@ class IgnoreSigterm(_ProcessFault):
 
     shrink_rank: ClassVar[int] = 310
     event: ClassVar[str] = "SIGTERM"
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples="`IgnoreSigterm(when=Trigger(times=1))`: the first signal only",
-            httpx="— (stdio only)",
-            mcp2=(
-                "stdio, with `IgnoreEof`: close takes 4 s (SIGKILL 2 s after SIGTERM); with a budget, a "
-                "verdict at the budget"
-            ),
-            mcp1="stdio, with `IgnoreEof`: as for mcp 2.x, close takes 4 s",
-            proved=("test_stdio.py", "test_stdio_interop.py", "test_faults_mcp1.py"),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples="`IgnoreSigterm(when=Trigger(times=1))`: the first signal only",
+        httpx="— (stdio only)",
+        mcp2=(
+            "stdio, with `IgnoreEof`: close takes 4 s (SIGKILL 2 s after SIGTERM); with a budget, a "
+            "verdict at the budget"
         ),
+        mcp1="stdio, with `IgnoreEof`: as for mcp 2.x, close takes 4 s",
+        proved=("test_stdio.py", "test_stdio_interop.py", "test_faults_mcp1.py"),
     )
 
 
@@ -1637,18 +1570,12 @@ class StderrFlood(_StdioFault):
     that write: the answer, and every later one, never comes."""
 
     shrink_rank: ClassVar[int] = 320
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`StderrFlood(when="tools/call")`',
-            httpx="— (stdio only)",
-            mcp2=(
-                "stdio: with stderr a pipe nobody reads the child blocks in the write: `MCPError … timed out`"
-            ),
-            mcp1=(
-                'stdio: the child blocks in the write: `McpError("Timed out …")` with `read_timeout_seconds`'
-            ),
-            proved=("test_stdio.py", "test_faults_mcp1.py"),
-        ),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`StderrFlood(when="tools/call")`',
+        httpx="— (stdio only)",
+        mcp2=("stdio: with stderr a pipe nobody reads the child blocks in the write: `MCPError … timed out`"),
+        mcp1=('stdio: the child blocks in the write: `McpError("Timed out …")` with `read_timeout_seconds`'),
+        proved=("test_stdio.py", "test_faults_mcp1.py"),
     )
     bytes: int = 1 << 20
 
@@ -1661,14 +1588,12 @@ class StdoutNoise(_StdioFault):
     stdout: not JSON-RPC (a stray ``print``, a banner, a library's log line on the wrong stream)."""
 
     shrink_rank: ClassVar[int] = 330
-    seen: ClassVar[tuple[Seen, ...]] = (
-        Seen(
-            examples='`StdoutNoise(lines=3, when="tools/call")`',
-            httpx="— (stdio only)",
-            mcp2="stdio: the SDK logs a parse error per line and returns the result",
-            mcp1="stdio: the SDK logs a parse error per line and returns the result",
-            proved=("test_stdio.py", "test_faults_mcp1.py"),
-        ),
+    seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(
+        examples='`StdoutNoise(lines=3, when="tools/call")`',
+        httpx="— (stdio only)",
+        mcp2="stdio: the SDK logs a parse error per line and returns the result",
+        mcp1="stdio: the SDK logs a parse error per line and returns the result",
+        proved=("test_stdio.py", "test_faults_mcp1.py"),
     )
     text: str = "mcpfaults: this line is not JSON-RPC"
     lines: int = 1
@@ -1692,7 +1617,8 @@ def catalogue_rows() -> list[tuple[type[Fault], Seen]]:
     """The rows of the catalogue of what clients see (docs/faults.md): each kind's :attr:`Fault.seen`,
     in registry order (a kind's variants after its own row); the docs hook writes the table, adding
     each kind's parameters and default target from the class."""
-    return [(cls, seen) for cls in _REGISTRY.values() for seen in cls.seen]
+    rows = [(cls, cls.seen if isinstance(cls.seen, tuple) else (cls.seen,)) for cls in _REGISTRY.values()]
+    return [(cls, seen) for cls, seen_rows in rows for seen in seen_rows]
 
 
 def fault_kinds() -> dict[str, type[Fault]]:
