@@ -13,8 +13,6 @@ __all__ = ["lazy_exports"]
 
 
 def _type_checking_imports(source: str) -> tuple[dict[str, str], list[str]]:
-    """The names imported under ``if TYPE_CHECKING:`` in ``source`` (name -> its module), and the
-    modules star-imported there."""
     where: dict[str, str] = {}
     stars: list[str] = []
     for node in ast.parse(source).body:

@@ -1143,7 +1143,6 @@ _GONE = "Service at {service_url} is no longer alive"
 
 
 def _template_names(owner: str, name: str, template: str) -> tuple[str, ...]:
-    """The placeholder names of a ``str.format`` template that uses plain ``{name}`` fields only."""
     try:
         fields = list(string.Formatter().parse(template))
     except ValueError as exc:
@@ -1260,8 +1259,6 @@ class ErrorPayload(Fault):
 
 @dataclass(frozen=True)
 class _AuthFault(Fault):
-    """A fault on the bearer tokens of a sidecar with ``auth=``."""
-
     needs_auth: ClassVar[bool] = True
     needs_sockets: ClassVar[str | None] = (
         "it answers a bearer token, which only a sidecar with auth= (an authorization server) checks"
@@ -1507,8 +1504,6 @@ _STDIO_ONLY = "a stdio-only kind (it acts on a stdio child process or its pipes,
 
 @dataclass(frozen=True)
 class _StdioFault(Fault):
-    """A fault on a stdio child process or its pipes."""
-
     phase: ClassVar[Phase] = "child"
     transports: ClassVar[tuple[str, ...]] = ("stdio",)
     not_in_catalogue: ClassVar[str] = _STDIO_ONLY

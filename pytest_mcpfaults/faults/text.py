@@ -1,7 +1,4 @@
-"""The text form and the dict form of faults and plans: ``str(fault)`` <-> :func:`parse_fault`,
-:func:`format_plan` <-> :func:`parse_plan`, :meth:`Fault.to_dict` <-> :func:`fault_from_dict`, and
-:func:`as_plan` for ``faults=`` arguments. Re-exported by :mod:`pytest_mcpfaults.faults`.
-"""
+"""The text form and the dict form of faults and plans, each read back into what wrote it."""
 
 from __future__ import annotations
 

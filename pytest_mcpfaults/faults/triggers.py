@@ -1,8 +1,4 @@
-"""Triggers: which requests a fault applies to, counted over matching requests (never wall-clock time).
-
-:class:`Trigger` is the value (target and counts), :class:`TriggerState` its counting state inside one
-sidecar, :func:`check_target` the target grammar. Re-exported by :mod:`pytest_mcpfaults.faults`.
-"""
+"""Triggers: which requests a fault applies to, counted over matching requests (never wall-clock time)."""
 
 from __future__ import annotations
 
