@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -24,26 +23,22 @@ _SPEC = re.compile(
 )
 _TRIGGER_KEYS = {f.name: f.name for f in dataclasses.fields(Trigger) if f.name != "target"}
 _TRIGGER_KEYS["p"] = "probability"
+#: Quoted strings (closed or running to the end) and a separator of the text form (``,`` between
+#: parameters, ``;`` between faults): what :func:`_split_outside_quotes` steps through.
+_TO_QUOTE_END = "|".join(rf"{q}[^{q}\\]*(?:\\(?:.|\Z)[^{q}\\]*)*(?:{q}|\Z)" for q in "\"'")
+_SEPARATORS = {sep: re.compile(f"{_TO_QUOTE_END}|{re.escape(sep)}", re.S) for sep in ",;"}
 
 
 def _split_outside_quotes(text: str, sep: str) -> list[str]:
     """Split ``text`` on ``sep`` where it is not inside a quoted string (backslash escapes honoured; an
     unterminated quote runs to the end). One regular expression: no Python loop per character."""
     parts, start = [], 0
-    for m in _separators(sep).finditer(text):
+    for m in _SEPARATORS[sep].finditer(text):
         if m.group() == sep:
             parts.append(text[start : m.start()])
             start = m.end()
     parts.append(text[start:])
     return parts
-
-
-@functools.cache
-def _separators(sep: str) -> re.Pattern[str]:
-    """Quoted strings (closed or running to the end) and ``sep``: what :func:`_split_outside_quotes`
-    steps through."""
-    quoted = [rf"{q}[^{q}\\]*(?:\\(?:.|\Z)[^{q}\\]*)*(?:{q}|\Z)" for q in "\"'"]
-    return re.compile("|".join([*quoted, re.escape(sep)]), re.S)
 
 
 def _split_pairs(text: str, where: str, spec: str) -> dict[str, object]:
