@@ -63,8 +63,6 @@ class Target:
 @functools.lru_cache(maxsize=512)
 def parse_target(target: str) -> Target:
     """Parse a trigger target (the grammar in :class:`Trigger`); ``ValueError`` naming it otherwise."""
-    if not isinstance(target, str) or not target.strip():
-        raise ValueError(f"Trigger: target must be a non-empty string ({_TARGET_HELP}), got {target!r}")
     if target == "*":
         return Target("any")
     if target in ("health", "mcp"):
@@ -84,7 +82,7 @@ def parse_target(target: str) -> Target:
 
 def check_target(target: object) -> str:
     """Validate a trigger target and return it; raise ``ValueError`` naming the bad value otherwise."""
-    if not isinstance(target, str):
+    if not isinstance(target, str) or not target.strip():
         raise ValueError(f"Trigger: target must be a non-empty string ({_TARGET_HELP}), got {target!r}")
     parse_target(target)
     options = _TEXT_OPTIONS.search(target)
