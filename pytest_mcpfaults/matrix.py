@@ -1,4 +1,4 @@
-"""The standard fault catalogue for the fault matrix: one fault per kind (but ``error_payload``, see
+"""The standard fault catalogue for the fault matrix: one fault per kind (but those of
 :data:`NOT_IN_CATALOGUE`), aimed at teardown. Pure data.
 
 ``@pytest.mark.mcpfaults_matrix`` parametrizes a test over this catalogue (or a subset), one test ID
