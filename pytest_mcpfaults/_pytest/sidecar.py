@@ -34,11 +34,10 @@ from pytest_mcpfaults._pytest.records import (
 )
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults._pytest.interrupt import Watch
+    from pytest_mcpfaults._pytest.interrupt import Finding, Watch
     from pytest_mcpfaults.stdio.server import StdioServer
     from pytest_mcpfaults.transports.factory import SidecarFactory
     from pytest_mcpfaults.transports.server import Sidecar
-    from pytest_mcpfaults.verdicts.stalls import Idle, Stall
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
@@ -116,20 +115,6 @@ def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
             call.watch_for(item)
 
 
-@dataclasses.dataclass
-class _Found:
-    """What the watcher found: an unexpected patience violation (``stall`` and ``idle`` ``None``), a
-    stall of ``server`` or an idle hang, these two acted on at once."""
-
-    server: Any
-    stall: Stall | None
-    idle: Idle | None = None
-
-    @property
-    def immediate(self) -> bool:
-        return self.stall is not None or self.idle is not None
-
-
 class _Call:
     """The call phase (or the teardown) of a test that may be interrupted: the watcher (see
     ``interrupt``) is made only once the test uses a sidecar, so a test that uses none never imports it."""
@@ -144,7 +129,7 @@ class _Call:
     def watch_for(self, item: pytest.Item) -> None:
         if self.watch is not None:
             return
-        from pytest_mcpfaults._pytest.interrupt import Watch, install
+        from pytest_mcpfaults._pytest.interrupt import Finding, Watch, install
 
         if not install():  # main thread only, and only if SIGUSR2 is free
             return
@@ -160,7 +145,7 @@ class _Call:
         )
         still = Stillness(threading.main_thread().ident) if on else None
 
-        def check() -> _Found | None:
+        def check() -> Finding | None:
             """A finding not given as a verdict yet: at teardown, the body's verdict (a patience
             violation, or a stall after the same fault) is not found again."""
             sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
@@ -168,11 +153,11 @@ class _Call:
             if any(
                 not v.expected and id(v) not in reported for sc in sidecars for v in sc.patience_violations
             ):
-                return _Found(None, None)
+                return Finding(None, None)
             for sc in sidecars:
                 stall = None if sc.expect_hang else find_stall(sc)
                 if stall is not None and id(stall.fired) not in reported:
-                    return _Found(sc, stall)
+                    return Finding(sc, stall)
             if still is None:
                 return None
             stood = still.sample(time.monotonic())
@@ -181,7 +166,7 @@ class _Call:
             idle = find_idle(sidecars)
             if idle is None or id(idle.request) in reported or stood < idle.budget:
                 return None
-            return _Found(idle.server, None, idle)
+            return Finding(idle.server, None, idle)
 
         self.watch = Watch(self.grace, check, self._say)
         self.watch.in_body, self.watch.in_teardown = self.in_body, self.in_teardown
@@ -308,7 +293,7 @@ def _interrupted(
     did = f"mcpfaults {watch.how}{gave_up}"
     off = f"ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} turns this off"
     found = watch.finding
-    if isinstance(found, _Found) and found.idle is not None:
+    if found is not None and found.idle is not None:
         from pytest_mcpfaults.verdicts.stalls import idle_record, idle_verdict
 
         switch = (
@@ -319,7 +304,7 @@ def _interrupted(
         record_for(item).patience_violations.append(idle_record(found.idle, text))
         item.stash.setdefault(_REPORTED, set()).add(id(found.idle.request))  # found once, in one phase
         note = f"\n\nThe {what} was interrupted: {did}; {off}."
-    elif isinstance(found, _Found) and found.stall is not None:
+    elif found is not None and found.stall is not None:
         from pytest_mcpfaults.verdicts.stalls import stall_record, stall_verdict
 
         sc = found.server
