@@ -61,6 +61,17 @@ class PatienceTeardownInterrupt(Exception):
     plugin turns it into the verdict as a teardown error."""
 
 
+INTERRUPTS = (PatienceInterrupt, PatienceTeardownInterrupt)
+
+
+def leaves(exc: BaseException | None) -> list[BaseException | None]:
+    """``exc``, or the exceptions of an exception group (anyio, ``asyncio.TaskGroup``), flattened."""
+    group = getattr(exc, "exceptions", None)
+    if isinstance(group, tuple) and group:
+        return [leaf for inner in group for leaf in leaves(inner)]
+    return [exc]
+
+
 @dataclass
 class Finding:
     """What the watcher's ``check()`` found: an unexpected patience violation (``stall`` and ``idle``

@@ -248,8 +248,10 @@ def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
 def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
     """Where in the test's own file (or a ``conftest.py``) the interrupted test was, from the
     interrupt's traceback (the first interrupt in an exception group)."""
+    from pytest_mcpfaults._pytest.interrupt import INTERRUPTS, leaves
+
     path = str(getattr(item, "path", ""))
-    exc = _first_interrupt(exc)
+    exc = next((e for e in leaves(exc) if isinstance(e, INTERRUPTS)), exc)
     tb, where = exc.__traceback__ if exc is not None else None, ""
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
@@ -257,19 +259,6 @@ def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
             where = f" at {os.path.basename(name)}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
         tb = tb.tb_next
     return where
-
-
-def _first_interrupt(exc: BaseException | None) -> BaseException | None:
-    """The first of the watcher's interrupts in ``exc`` (itself, or in an exception group), else ``exc``."""
-    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt, PatienceTeardownInterrupt
-
-    if exc is None or isinstance(exc, (PatienceInterrupt, PatienceTeardownInterrupt)):
-        return exc
-    for inner in getattr(exc, "exceptions", None) or ():
-        found = _first_interrupt(inner)
-        if isinstance(found, (PatienceInterrupt, PatienceTeardownInterrupt)):
-            return found
-    return exc
 
 
 def _interrupted(
@@ -325,16 +314,13 @@ def _interrupted(
 
 
 def _ours(exc: BaseException | None) -> bool:
-    """Whether ``exc`` is the interrupt itself (or only made of it): the cancellation of the loop's
-    tasks, :class:`PatienceInterrupt`, or a group of them (anyio, ``asyncio.TaskGroup``)."""
+    """Whether ``exc`` is only the interrupt: the cancellation of the loop's tasks,
+    :class:`PatienceInterrupt`, or a group of them (anyio, ``asyncio.TaskGroup``)."""
     import asyncio
 
-    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt, PatienceTeardownInterrupt
+    from pytest_mcpfaults._pytest.interrupt import INTERRUPTS, leaves
 
-    if exc is None or isinstance(exc, (PatienceInterrupt, PatienceTeardownInterrupt, asyncio.CancelledError)):
-        return True
-    group = getattr(exc, "exceptions", None)  # an exception group (BaseExceptionGroup from 3.11)
-    return isinstance(group, tuple) and bool(group) and all(_ours(e) for e in group)
+    return all(e is None or isinstance(e, (*INTERRUPTS, asyncio.CancelledError)) for e in leaves(exc))
 
 
 @pytest.hookimpl(wrapper=True)
