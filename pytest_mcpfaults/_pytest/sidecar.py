@@ -187,7 +187,6 @@ class _Call:
 
 
 def _make_call(item: pytest.Item) -> _Call | None:
-    """The test's phase that may be interrupted, kept in its stash; ``None`` when it may not be."""
     grace = item.config.stash.get(_GRACE, None)
     if grace is None or _expects_hang(item) or item.get_closest_marker(_NO_INTERRUPT) is not None:
         return None
@@ -224,7 +223,6 @@ def _verdict(item: pytest.Item, sidecars: list[Sidecar], again: bool = False) ->
 
 
 def _verdict_text(sc: Any, violations: Any) -> str:
-    """The verdict of one server: its own wording when it has one (a stdio server), else the HTTP one."""
     own = getattr(sc, "patience_verdict", None)
     if own is not None:
         return str(own(violations))
@@ -246,8 +244,7 @@ def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
 
 
 def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
-    """Where in the test's own file (or a ``conftest.py``) the interrupted test was, from the
-    interrupt's traceback (the first interrupt in an exception group)."""
+    """Where in the test's own file (or a ``conftest.py``) the interrupted test was."""
     from pytest_mcpfaults._pytest.interrupt import INTERRUPTS, leaves
 
     path = str(getattr(item, "path", ""))
@@ -268,11 +265,8 @@ def _interrupted(
     sidecars: list[Sidecar] | None = None,
     when: str = "call",
 ) -> None:
-    """The test (its body, or its fixtures' teardown: ``when``) was interrupted by the watcher: raise
-    the verdict (a patience violation's, or the stall's, recorded for the report), with where the test
-    was blocked and what the plugin did. The interrupt itself (the cancellation,
-    :class:`PatienceInterrupt` or :class:`PatienceTeardownInterrupt`) is not kept as the cause; any
-    other failure is."""
+    """The watcher interrupted the test's body or its fixtures' teardown (``when``): raise the verdict
+    with where the test was blocked and what the plugin did, any failure but the interrupt its cause."""
     from pytest_mcpfaults.verdicts.patience import PatienceError
 
     if sidecars is None:
@@ -341,7 +335,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def _after_call(item: pytest.Item, call: _Call | None, exc: BaseException | None) -> None:
-    """The call phase ended (``exc``: how it failed): raise the verdict, if there is one."""
     fired = call.stop() if call is not None else None
     if fired is not None and type(exc) is not KeyboardInterrupt:  # a real Ctrl-C stays one
         item.stash[_INTERRUPTED] = True
