@@ -9,7 +9,7 @@ provider.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -253,9 +253,7 @@ def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(
-    item: pytest.Item, nextitem: pytest.Item | None
-) -> Generator[None, object, object]:
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     from pytest_mcpfaults.spans import (
         results as span_results,  # imports nothing: the span code stays unloaded
     )
@@ -268,21 +266,19 @@ def pytest_runtest_protocol(
     outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
     span_results.set_running_sink(record_for(item).add_invariants)
     # an explore run records its spans without the gate: providers made during it are watched too
-    if settings_for(item.config).check or explore_run(item) is None:
-        try:
-            return (yield)
-        finally:
-            span_results.set_running_sink(outer)
-    from pytest_mcpfaults.spans.recorder import global_recorder
+    recorder = None
+    if not settings_for(item.config).check and explore_run(item) is not None:
+        from pytest_mcpfaults.spans.recorder import global_recorder
 
-    recorder = global_recorder()
+        recorder = global_recorder()
     try:
-        with recorder.watch_providers():
+        with recorder.watch_providers() if recorder is not None else nullcontext():
             return (yield)
     finally:
         span_results.set_running_sink(outer)
-        recorder.recording = False  # as mcp_spans does without the gate: nothing reads spans between tests
-        recorder.clear()
+        if recorder is not None:  # as mcp_spans does without the gate: nothing reads spans between tests
+            recorder.recording = False
+            recorder.clear()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
