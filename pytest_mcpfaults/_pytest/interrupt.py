@@ -108,7 +108,7 @@ def uninstall() -> None:
 
 
 def _cancel_all(watch: Watch, loop: asyncio.AbstractEventLoop) -> None:
-    if watch.in_body:
+    if watch.phase.in_body:
         for task in asyncio.all_tasks(loop):
             task.cancel(_CANCEL_MSG)
 
@@ -119,7 +119,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         return
     watch.pending = False
     watch.steps_taken += 1
-    if watch.in_teardown:
+    if watch.phase.in_teardown:
         watch.how = "raised PatienceTeardownInterrupt where it was blocked"
         if watch.steps_taken > 1:
             watch.how += f" ({watch.steps_taken} times: the harness caught it and blocked again)"
@@ -138,18 +138,15 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 class Watch:
-    """The watcher of one test's call phase or teardown (see the module); ``blocked`` is where the main
-    thread was when the first step was sent."""
+    """The watcher of one test's call phase or teardown (see the module), reading its ``phase`` live
+    (``grace``, ``in_body``, ``in_teardown``, ``say``: a copy of stderr where giving up is said)."""
 
-    def __init__(self, grace: float, check: Callable[[], Finding | None], say: int | None = None) -> None:
-        self.grace = grace
+    def __init__(self, phase: Any, check: Callable[[], Finding | None]) -> None:
+        self.phase = phase
         self._check = check
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcpfaults-patience-watch", daemon=True)
-        self._say = say  # a copy of stderr taken before capturing: where giving up is said (fd)
-        self.in_body = False
-        self.in_teardown = False
         self.pending = False  # a signal was sent and not handled yet
         self.steps_sent = 0
         self.steps_taken = 0
@@ -165,14 +162,14 @@ class Watch:
 
     @property
     def active(self) -> bool:
-        return self.in_body or self.in_teardown
+        return bool(self.phase.in_body or self.phase.in_teardown)
 
     def start(self) -> None:
         _state["active"] = self
         self._thread.start()
 
     def stop(self) -> None:
-        self.in_body = self.in_teardown = False
+        self.phase.in_body = self.phase.in_teardown = False
         self._stop.set()
         self._thread.join(1.0)
         if _state["active"] is self:
@@ -189,7 +186,7 @@ class Watch:
             return self.finding is not None
         if self.finding is None or (self.finding.immediate and not finding.immediate):
             self.finding = finding
-            self.found_at = now - (self.grace if finding.immediate else 0.0)
+            self.found_at = now - (self.phase.grace if finding.immediate else 0.0)
         return True
 
     def _run(self) -> None:
@@ -198,7 +195,7 @@ class Watch:
             if self.steps_sent == 0 and not self._look(now):
                 continue
             assert self.found_at is not None
-            due = now - self.found_at >= self.grace * (self.steps_sent + 1) and self.active
+            due = now - self.found_at >= self.phase.grace * (self.steps_sent + 1) and self.active
             if self.steps_sent >= _STEPS:
                 if due:  # still blocked one grace after the last step: only an outside timeout ends it
                     self._give_up()
@@ -215,12 +212,12 @@ class Watch:
 
     def _give_up(self) -> None:
         self.gave_up = True
-        if self._say is not None:
-            phase = "teardown" if self.in_teardown else "test body"
+        if self.phase.say is not None:
+            phase = "teardown" if self.phase.in_teardown else "test body"
             text = (
                 f"mcpfaults: gave up interrupting the blocked {phase} after {_STEPS} attempts (each was "
                 f"caught or did not return); only an outside timeout ends it now. It is blocked at:\n"
                 f"{blocked_at(self._main)}"
             )
             with contextlib.suppress(OSError):
-                os.write(self._say, f"\n{text}\n".encode(errors="replace"))
+                os.write(self.phase.say, f"\n{text}\n".encode(errors="replace"))

@@ -116,15 +116,16 @@ def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
 
 
 class _Call:
-    """The call phase (or the teardown) of a test that may be interrupted: the watcher (see
-    ``interrupt``) is made only once the test uses a sidecar, so a test that uses none never imports it."""
+    """The call phase (or the teardown) of a test that may be interrupted, the phase its watcher reads:
+    the watcher (see ``interrupt``) is made only once the test uses a sidecar, so a test that uses none
+    never imports it."""
 
     def __init__(self, grace: float, say: int | None) -> None:
         self.grace = grace
         self.in_body = False
         self.in_teardown = False
         self.watch: Watch | None = None
-        self._say = say
+        self.say = say
 
     def watch_for(self, item: pytest.Item) -> None:
         if self.watch is not None:
@@ -168,15 +169,8 @@ class _Call:
                 return None
             return Finding(idle.server, None, idle)
 
-        self.watch = Watch(self.grace, check, self._say)
-        self.watch.in_body, self.watch.in_teardown = self.in_body, self.in_teardown
+        self.watch = Watch(self, check)
         self.watch.start()
-
-    def mark(self, **phase: bool) -> None:
-        """Set ``in_body`` or ``in_teardown`` here and on the watch, which the signal handler reads."""
-        for target in (self, self.watch):
-            if target is not None:
-                vars(target).update(phase)
 
     def stop(self) -> Watch | None:
         """Stop watching; the watch if it interrupted the test."""
@@ -302,7 +296,7 @@ def _interrupted(
         verdict = _verdict(item, sidecars) or _verdict(item, sidecars, again=True)
         text = verdict or "a patience violation was recorded"
         text += f"\n\n{watch.blocked}" if watch.blocked else ""
-        blocked = f"still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}"
+        blocked = f"still blocked {watch.phase.grace:g} s after the verdict{_blocked_at(item, exc)}"
         note = f"\n\nThe {what} was {blocked}: {did} ({off})."
     raise PatienceError(text + note) from (None if _ours(exc) else exc)
 
@@ -348,11 +342,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     call = pyfuncitem.stash.get(_CALL, None)
     if call is None:
         return (yield)
-    call.mark(in_body=True)
+    call.in_body = True
     try:
         return (yield)
     finally:
-        call.mark(in_body=False)
+        call.in_body = False
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -406,7 +400,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     verdict is then the teardown error."""
     call = _make_call(item) if item.stash.get(_SIDECARS, []) else None
     if call is not None:
-        call.mark(in_teardown=True)
+        call.in_teardown = True
         call.watch_for(item)
     failure: BaseException | None = None
     try:
@@ -455,7 +449,7 @@ def _own_finalizer(item: pytest.Item | None) -> None:
     so the watcher stops interrupting (the server's stop is bounded and must not be interrupted)."""
     call = item.stash.get(_CALL, None) if item is not None else None
     if call is not None:
-        call.mark(in_teardown=False)
+        call.in_teardown = False
 
 
 #: Seconds a sidecar waits, once the test's fixtures are done, for the ``DELETE`` of a session still
