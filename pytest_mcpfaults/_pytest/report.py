@@ -47,11 +47,14 @@ REPORT_ATTR = "mcpfaults"
 _MATRIX_ARGS = ("kinds", "exclude", "target", "faults")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # registered as a plugin: hashable
 class _Run:
     """The report and gates a run asks for (validated at configure time), what the controller (or a
-    plain run) gathers from the reports, and what it concluded."""
+    plain run) gathers from the reports, and what it concluded. Registered at configure time: on the
+    xdist controller it sees every worker's reports (xdist relays them through this hook), and the
+    report xdist makes for a test whose worker crashed (``when='???'``)."""
 
+    config: pytest.Config
     report_path: Path | None
     required: tuple[str, ...]
     baseline_path: Path | None
@@ -67,6 +70,45 @@ class _Run:
     regressions: list[Violation] = dataclasses.field(default_factory=list)
     evaluated: bool = False
     write_error: str | None = None
+
+    def _crashed(self, report: pytest.TestReport) -> None:
+        """The worker running this test died. Close the test with a teardown report carrying what its
+        worker's progress file shows (through this same hook: the entry, JUnit's properties)."""
+        nodeid, node = report.nodeid, getattr(report, "node", None)
+        workerinput = getattr(node, "workerinput", None)
+        worker = workerinput.get("workerid") if isinstance(workerinput, dict) else None
+        running = self.progress.unfinished(worker).get(nodeid)
+        if nodeid in self.entries or running is None or not running.used:
+            return  # its teardown report came before the crash, or it did not use the plugin
+        data = _running_dict(running)
+        props = [*_junit_properties(data), ("mcpfaults.crashed", "true")]
+        teardown = pytest.TestReport(
+            nodeid, report.location, {}, "passed", None, "teardown", user_properties=props
+        )
+        teardown.node = node  # type: ignore[attr-defined]  # as xdist's own reports: JUnit keys on it
+        setattr(teardown, REPORT_ATTR, data)
+        self.outcomes[nodeid] = "crashed"
+        self.durations[nodeid] = max(0.0, time.time() - running.started)
+        self.config.hook.pytest_runtest_logreport(report=teardown)
+
+    @pytest.hookimpl(trylast=True)  # after JUnit's: the crash report opens its test case, ours closes it
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        nodeid = report.nodeid
+        if str(report.when) == "???" and report.failed:  # pytest-xdist: the worker running it crashed
+            self._crashed(report)
+            return
+        outcome = _phase_outcome(report, self.outcomes.get(nodeid))
+        if outcome is not None:
+            self.outcomes[nodeid] = outcome
+        self.durations[nodeid] = self.durations.get(nodeid, 0.0) + float(report.duration or 0.0)
+        if report.when != "teardown":
+            return
+        data = getattr(report, REPORT_ATTR, None)
+        if isinstance(data, dict):
+            outcome, duration = self.outcomes.get(nodeid, "passed"), self.durations.get(nodeid, 0.0)
+            self.entries[nodeid] = {**data, "outcome": outcome, "duration": duration}
+        self.outcomes.pop(nodeid, None)
+        self.durations.pop(nodeid, None)
 
 
 _RUN_KEY = pytest.StashKey[_Run]()
@@ -177,6 +219,7 @@ def _read_settings(config: pytest.Config) -> _Run:
         except ReportError as exc:
             raise pytest.UsageError(f"--mcpfaults-baseline: {exc}") from None
     return _Run(
+        config,
         report_path=base / report if report else None,
         required=_parse_required(config),
         baseline_path=baseline_path,
@@ -194,7 +237,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     run = config.stash[_RUN_KEY] = _read_settings(config)
     config.pluginmanager.register(run.progress, "mcpfaults-progress")
-    config.pluginmanager.register(_Collector(config, run), "mcpfaults-report-collector")
+    config.pluginmanager.register(run, "mcpfaults-report-collector")
 
 
 # -- the fault matrix ----------------------------------------------------------------------------
@@ -310,54 +353,6 @@ def _running_dict(running: Running) -> dict[str, Any]:
     sidecars = [{"url": None, "era": None, "requests": None} for _ in range(running.sidecars)]
     rec = TestRecord(running.nodeid, sidecars=sidecars, fired=dict(running.fired))
     return {**dataclasses.asdict(rec), "matrix": running.matrix}
-
-
-class _Collector:
-    """Registered at configure time: gathers outcomes and records from every report. On the xdist
-    controller it sees every worker's reports (xdist relays them through this hook), and the report
-    xdist makes for a test whose worker crashed (``when='???'``)."""
-
-    def __init__(self, config: pytest.Config, run: _Run) -> None:
-        self.config, self.run = config, run
-
-    def _crashed(self, report: pytest.TestReport) -> None:
-        """The worker running this test died. Close the test with a teardown report carrying what its
-        worker's progress file shows (through this same hook: the entry, JUnit's properties)."""
-        nodeid, node = report.nodeid, getattr(report, "node", None)
-        workerinput = getattr(node, "workerinput", None)
-        worker = workerinput.get("workerid") if isinstance(workerinput, dict) else None
-        running = self.run.progress.unfinished(worker).get(nodeid)
-        if nodeid in self.run.entries or running is None or not running.used:
-            return  # its teardown report came before the crash, or it did not use the plugin
-        data = _running_dict(running)
-        props = [*_junit_properties(data), ("mcpfaults.crashed", "true")]
-        teardown = pytest.TestReport(
-            nodeid, report.location, {}, "passed", None, "teardown", user_properties=props
-        )
-        teardown.node = node  # type: ignore[attr-defined]  # as xdist's own reports: JUnit keys on it
-        setattr(teardown, REPORT_ATTR, data)
-        self.run.outcomes[nodeid] = "crashed"
-        self.run.durations[nodeid] = max(0.0, time.time() - running.started)
-        self.config.hook.pytest_runtest_logreport(report=teardown)
-
-    @pytest.hookimpl(trylast=True)  # after JUnit's: the crash report opens its test case, ours closes it
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        run, nodeid = self.run, report.nodeid
-        if str(report.when) == "???" and report.failed:  # pytest-xdist: the worker running it crashed
-            self._crashed(report)
-            return
-        outcome = _phase_outcome(report, run.outcomes.get(nodeid))
-        if outcome is not None:
-            run.outcomes[nodeid] = outcome
-        run.durations[nodeid] = run.durations.get(nodeid, 0.0) + float(report.duration or 0.0)
-        if report.when != "teardown":
-            return
-        data = getattr(report, REPORT_ATTR, None)
-        if isinstance(data, dict):
-            outcome, duration = run.outcomes.get(nodeid, "passed"), run.durations.get(nodeid, 0.0)
-            run.entries[nodeid] = {**data, "outcome": outcome, "duration": duration}
-        run.outcomes.pop(nodeid, None)
-        run.durations.pop(nodeid, None)
 
 
 # -- the end of the run: report, gates, summary (controller only) --------------------------------

@@ -28,11 +28,23 @@ INTERRUPT_INI = "mcpfaults_interrupt"
 #: and the marker of a test that waits on purpose.
 IDLE_INI = "mcpfaults_idle_verdict"
 ALLOW_IDLE = "mcp_allow_idle"
-#: ini key -> the ``Sidecar`` keyword it defaults (patience is parsed on its own: it takes 'none').
-DEFAULT_INIS: dict[str, str] = {
-    "mcpfaults_era": "era",
-    "mcpfaults_reply": "reply",
-    "mcpfaults_tool_sets": "tool_sets",
+#: ini key -> the ``Sidecar`` keyword it defaults, and its help (patience is parsed on its own: it
+#: takes 'none').
+DEFAULT_INIS: dict[str, tuple[str, str]] = {
+    "mcpfaults_era": (
+        "era",
+        "Default protocol era of every mcp_sidecar and factory sidecar: auto, stateless or session "
+        "(a marker's era= wins). Default: Sidecar's own (auto).",
+    ),
+    "mcpfaults_reply": (
+        "reply",
+        "Default reply framing of every sidecar: json or sse (a marker's reply= wins). Default: json.",
+    ),
+    "mcpfaults_tool_sets": (
+        "tool_sets",
+        "Default tool sets of every sidecar, comma- or space-separated (e.g. 'basic, benchmark'; a "
+        "marker's tool_sets= wins). Default: Sidecar's own (basic, benchmark).",
+    ),
 }
 
 
@@ -74,23 +86,8 @@ def addini(parser: pytest.Parser) -> None:
         "that waits on purpose). Default on.",
         default="on",
     )
-    parser.addini(
-        "mcpfaults_era",
-        "Default protocol era of every mcp_sidecar and factory sidecar: auto, stateless or session "
-        "(a marker's era= wins). Default: Sidecar's own (auto).",
-        default="",
-    )
-    parser.addini(
-        "mcpfaults_reply",
-        "Default reply framing of every sidecar: json or sse (a marker's reply= wins). Default: json.",
-        default="",
-    )
-    parser.addini(
-        "mcpfaults_tool_sets",
-        "Default tool sets of every sidecar, comma- or space-separated (e.g. 'basic, benchmark'; a "
-        "marker's tool_sets= wins). Default: Sidecar's own (basic, benchmark).",
-        default="",
-    )
+    for key, (_, help_text) in DEFAULT_INIS.items():
+        parser.addini(key, help_text, default="")
 
 
 HARNESS_INI = "mcpfaults_harness_packages"
@@ -134,7 +131,7 @@ def _ini_values(config: pytest.Config) -> dict[str, Any]:
 
 def ini_defaults(config: pytest.Config) -> dict[str, Any]:
     """The ``Sidecar`` keywords the run's ini keys set (patience always; the others when given)."""
-    given = {DEFAULT_INIS[key]: value for key, value in _ini_values(config).items()}
+    given = {DEFAULT_INIS[key][0]: value for key, value in _ini_values(config).items()}
     return {"patience": ini_seconds(config, PATIENCE_INI), **given}  # 'none' holds until released
 
 
@@ -161,7 +158,7 @@ def check_ini(config: pytest.Config) -> None:
 
     for key, value in given.items():
         try:
-            Sidecar(**{DEFAULT_INIS[key]: value})  # validation only: nothing binds until start()
+            Sidecar(**{DEFAULT_INIS[key][0]: value})  # validation only: nothing binds until start()
         except (TypeError, ValueError) as exc:
             raise pytest.UsageError(f"ini option {key} = {config.getini(key)!r}: {exc}") from None
 

@@ -34,11 +34,10 @@ from pytest_mcpfaults._pytest.records import (
 )
 
 if TYPE_CHECKING:
-    from pytest_mcpfaults._pytest.interrupt import Watch
+    from pytest_mcpfaults._pytest.interrupt import Finding, Watch
     from pytest_mcpfaults.stdio.server import StdioServer
     from pytest_mcpfaults.transports.factory import SidecarFactory
     from pytest_mcpfaults.transports.server import Sidecar
-    from pytest_mcpfaults.verdicts.stalls import Idle, Stall
 
 _SIDECARS = pytest.StashKey[list["Sidecar"]]()
 _REPORTED = pytest.StashKey[set[int]]()  # ids of violations already given a verdict
@@ -116,35 +115,22 @@ def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
             call.watch_for(item)
 
 
-@dataclasses.dataclass
-class _Found:
-    """What the watcher found: an unexpected patience violation (``stall`` and ``idle`` ``None``), a
-    stall of ``server`` or an idle hang, these two acted on at once."""
-
-    server: Any
-    stall: Stall | None
-    idle: Idle | None = None
-
-    @property
-    def immediate(self) -> bool:
-        return self.stall is not None or self.idle is not None
-
-
 class _Call:
-    """The call phase (or the teardown) of a test that may be interrupted: the watcher (see
-    ``interrupt``) is made only once the test uses a sidecar, so a test that uses none never imports it."""
+    """The call phase (or the teardown) of a test that may be interrupted, the phase its watcher reads:
+    the watcher (see ``interrupt``) is made only once the test uses a sidecar, so a test that uses none
+    never imports it."""
 
     def __init__(self, grace: float, say: int | None) -> None:
         self.grace = grace
         self.in_body = False
         self.in_teardown = False
         self.watch: Watch | None = None
-        self._say = say
+        self.say = say
 
     def watch_for(self, item: pytest.Item) -> None:
         if self.watch is not None:
             return
-        from pytest_mcpfaults._pytest.interrupt import Watch, install
+        from pytest_mcpfaults._pytest.interrupt import Finding, Watch, install
 
         if not install():  # main thread only, and only if SIGUSR2 is free
             return
@@ -160,7 +146,7 @@ class _Call:
         )
         still = Stillness(threading.main_thread().ident) if on else None
 
-        def check() -> _Found | None:
+        def check() -> Finding | None:
             """A finding not given as a verdict yet: at teardown, the body's verdict (a patience
             violation, or a stall after the same fault) is not found again."""
             sidecars: list[Sidecar] = item.stash.get(_SIDECARS, [])[:]
@@ -168,11 +154,11 @@ class _Call:
             if any(
                 not v.expected and id(v) not in reported for sc in sidecars for v in sc.patience_violations
             ):
-                return _Found(None, None)
+                return Finding(None, None)
             for sc in sidecars:
                 stall = None if sc.expect_hang else find_stall(sc)
                 if stall is not None and id(stall.fired) not in reported:
-                    return _Found(sc, stall)
+                    return Finding(sc, stall)
             if still is None:
                 return None
             stood = still.sample(time.monotonic())
@@ -181,17 +167,10 @@ class _Call:
             idle = find_idle(sidecars)
             if idle is None or id(idle.request) in reported or stood < idle.budget:
                 return None
-            return _Found(idle.server, None, idle)
+            return Finding(idle.server, None, idle)
 
-        self.watch = Watch(self.grace, check, self._say)
-        self.watch.in_body, self.watch.in_teardown = self.in_body, self.in_teardown
+        self.watch = Watch(self, check)
         self.watch.start()
-
-    def mark(self, **phase: bool) -> None:
-        """Set ``in_body`` or ``in_teardown`` here and on the watch, which the signal handler reads."""
-        for target in (self, self.watch):
-            if target is not None:
-                vars(target).update(phase)
 
     def stop(self) -> Watch | None:
         """Stop watching; the watch if it interrupted the test."""
@@ -202,7 +181,6 @@ class _Call:
 
 
 def _make_call(item: pytest.Item) -> _Call | None:
-    """The test's phase that may be interrupted, kept in its stash; ``None`` when it may not be."""
     grace = item.config.stash.get(_GRACE, None)
     if grace is None or _expects_hang(item) or item.get_closest_marker(_NO_INTERRUPT) is not None:
         return None
@@ -239,7 +217,6 @@ def _verdict(item: pytest.Item, sidecars: list[Sidecar], again: bool = False) ->
 
 
 def _verdict_text(sc: Any, violations: Any) -> str:
-    """The verdict of one server: its own wording when it has one (a stdio server), else the HTTP one."""
     own = getattr(sc, "patience_verdict", None)
     if own is not None:
         return str(own(violations))
@@ -261,10 +238,11 @@ def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
 
 
 def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
-    """Where in the test's own file (or a ``conftest.py``) the interrupted test was, from the
-    interrupt's traceback (the first interrupt in an exception group)."""
+    """Where in the test's own file (or a ``conftest.py``) the interrupted test was."""
+    from pytest_mcpfaults._pytest.interrupt import INTERRUPTS, leaves
+
     path = str(getattr(item, "path", ""))
-    exc = _first_interrupt(exc)
+    exc = next((e for e in leaves(exc) if isinstance(e, INTERRUPTS)), exc)
     tb, where = exc.__traceback__ if exc is not None else None, ""
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
@@ -274,19 +252,6 @@ def _blocked_at(item: pytest.Item, exc: BaseException | None) -> str:
     return where
 
 
-def _first_interrupt(exc: BaseException | None) -> BaseException | None:
-    """The first of the watcher's interrupts in ``exc`` (itself, or in an exception group), else ``exc``."""
-    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt, PatienceTeardownInterrupt
-
-    if exc is None or isinstance(exc, (PatienceInterrupt, PatienceTeardownInterrupt)):
-        return exc
-    for inner in getattr(exc, "exceptions", None) or ():
-        found = _first_interrupt(inner)
-        if isinstance(found, (PatienceInterrupt, PatienceTeardownInterrupt)):
-            return found
-    return exc
-
-
 def _interrupted(
     item: pytest.Item,
     watch: Watch,
@@ -294,11 +259,8 @@ def _interrupted(
     sidecars: list[Sidecar] | None = None,
     when: str = "call",
 ) -> None:
-    """The test (its body, or its fixtures' teardown: ``when``) was interrupted by the watcher: raise
-    the verdict (a patience violation's, or the stall's, recorded for the report), with where the test
-    was blocked and what the plugin did. The interrupt itself (the cancellation,
-    :class:`PatienceInterrupt` or :class:`PatienceTeardownInterrupt`) is not kept as the cause; any
-    other failure is."""
+    """The watcher interrupted the test's body or its fixtures' teardown (``when``): raise the verdict
+    with where the test was blocked and what the plugin did, any failure but the interrupt its cause."""
     from pytest_mcpfaults.verdicts.patience import PatienceError
 
     if sidecars is None:
@@ -308,7 +270,7 @@ def _interrupted(
     did = f"mcpfaults {watch.how}{gave_up}"
     off = f"ini {settings.INTERRUPT_INI} = off or @pytest.mark.{_NO_INTERRUPT} turns this off"
     found = watch.finding
-    if isinstance(found, _Found) and found.idle is not None:
+    if found is not None and found.idle is not None:
         from pytest_mcpfaults.verdicts.stalls import idle_record, idle_verdict
 
         switch = (
@@ -319,7 +281,7 @@ def _interrupted(
         record_for(item).patience_violations.append(idle_record(found.idle, text))
         item.stash.setdefault(_REPORTED, set()).add(id(found.idle.request))  # found once, in one phase
         note = f"\n\nThe {what} was interrupted: {did}; {off}."
-    elif isinstance(found, _Found) and found.stall is not None:
+    elif found is not None and found.stall is not None:
         from pytest_mcpfaults.verdicts.stalls import stall_record, stall_verdict
 
         sc = found.server
@@ -334,22 +296,19 @@ def _interrupted(
         verdict = _verdict(item, sidecars) or _verdict(item, sidecars, again=True)
         text = verdict or "a patience violation was recorded"
         text += f"\n\n{watch.blocked}" if watch.blocked else ""
-        blocked = f"still blocked {watch.grace:g} s after the verdict{_blocked_at(item, exc)}"
+        blocked = f"still blocked {watch.phase.grace:g} s after the verdict{_blocked_at(item, exc)}"
         note = f"\n\nThe {what} was {blocked}: {did} ({off})."
     raise PatienceError(text + note) from (None if _ours(exc) else exc)
 
 
 def _ours(exc: BaseException | None) -> bool:
-    """Whether ``exc`` is the interrupt itself (or only made of it): the cancellation of the loop's
-    tasks, :class:`PatienceInterrupt`, or a group of them (anyio, ``asyncio.TaskGroup``)."""
+    """Whether ``exc`` is only the interrupt: the cancellation of the loop's tasks,
+    :class:`PatienceInterrupt`, or a group of them (anyio, ``asyncio.TaskGroup``)."""
     import asyncio
 
-    from pytest_mcpfaults._pytest.interrupt import PatienceInterrupt, PatienceTeardownInterrupt
+    from pytest_mcpfaults._pytest.interrupt import INTERRUPTS, leaves
 
-    if exc is None or isinstance(exc, (PatienceInterrupt, PatienceTeardownInterrupt, asyncio.CancelledError)):
-        return True
-    group = getattr(exc, "exceptions", None)  # an exception group (BaseExceptionGroup from 3.11)
-    return isinstance(group, tuple) and bool(group) and all(_ours(e) for e in group)
+    return all(e is None or isinstance(e, (*INTERRUPTS, asyncio.CancelledError)) for e in leaves(exc))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -370,7 +329,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def _after_call(item: pytest.Item, call: _Call | None, exc: BaseException | None) -> None:
-    """The call phase ended (``exc``: how it failed): raise the verdict, if there is one."""
     fired = call.stop() if call is not None else None
     if fired is not None and type(exc) is not KeyboardInterrupt:  # a real Ctrl-C stays one
         item.stash[_INTERRUPTED] = True
@@ -384,11 +342,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     call = pyfuncitem.stash.get(_CALL, None)
     if call is None:
         return (yield)
-    call.mark(in_body=True)
+    call.in_body = True
     try:
         return (yield)
     finally:
-        call.mark(in_body=False)
+        call.in_body = False
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -442,7 +400,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     verdict is then the teardown error."""
     call = _make_call(item) if item.stash.get(_SIDECARS, []) else None
     if call is not None:
-        call.mark(in_teardown=True)
+        call.in_teardown = True
         call.watch_for(item)
     failure: BaseException | None = None
     try:
@@ -491,7 +449,7 @@ def _own_finalizer(item: pytest.Item | None) -> None:
     so the watcher stops interrupting (the server's stop is bounded and must not be interrupted)."""
     call = item.stash.get(_CALL, None) if item is not None else None
     if call is not None:
-        call.mark(in_teardown=False)
+        call.in_teardown = False
 
 
 #: Seconds a sidecar waits, once the test's fixtures are done, for the ``DELETE`` of a session still

@@ -8,8 +8,8 @@ provider.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from contextlib import ExitStack
+from collections.abc import Callable, Generator
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +118,17 @@ def _check_count(where: str, value: Any) -> int:
     return value
 
 
+#: Each setting but the gate switch: its ini key, its check, and the recorder attribute it sets.
+_SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any], str]] = {
+    "max_cleanups": (MAX_CLEANUPS_INI, _check_count, "max_cleanups"),
+    "session": (SESSION_INI, _check_patterns, "session_patterns"),
+    "cleanup": (CLEANUP_INI, _check_patterns, "cleanup_patterns"),
+    "flip_cleanup": (FLIP_CLEANUP_INI, _check_patterns, "flip_cleanup_patterns"),
+    "count_cleanup": (COUNT_CLEANUP_INI, _check_patterns, "count_cleanup_patterns"),
+}
+_CLEANUP_OWN = ("flip_cleanup", "count_cleanup")  # not set (empty): cleanup's
+
+
 def _read_settings(config: pytest.Config) -> SpanSettings:
     try:
         check = bool(config.getoption("mcpfaults_check_spans", default=None) or config.getini(CHECK_INI))
@@ -125,21 +136,14 @@ def _read_settings(config: pytest.Config) -> SpanSettings:
         raise pytest.UsageError(f"{CHECK_INI}: expected a boolean (true/false), {exc}") from None
     ini = config.getini
     try:
-        return SpanSettings(
-            check=check,
-            max_cleanups=_check_count(MAX_CLEANUPS_INI, ini(MAX_CLEANUPS_INI)),
-            session=_check_patterns(SESSION_INI, ini(SESSION_INI)),
-            cleanup=_check_patterns(CLEANUP_INI, ini(CLEANUP_INI)),
-            # not set (empty): cleanup's
-            flip_cleanup=_check_patterns(FLIP_CLEANUP_INI, ini(FLIP_CLEANUP_INI))
-            if ini(FLIP_CLEANUP_INI)
-            else None,
-            count_cleanup=_check_patterns(COUNT_CLEANUP_INI, ini(COUNT_CLEANUP_INI))
-            if ini(COUNT_CLEANUP_INI)
-            else None,
-        )
+        given = {
+            name: validate(key, ini(key))
+            for name, (key, validate, _) in _SETTINGS.items()
+            if ini(key) or name not in _CLEANUP_OWN
+        }
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    return SpanSettings(check=check, **given)
 
 
 def _marker_overrides(node: pytest.Item) -> dict[str, Any]:
@@ -157,12 +161,8 @@ def _marker_overrides(node: pytest.Item) -> dict[str, Any]:
                 raise ValueError(
                     f"{where} got an unknown argument {key!r}; valid arguments: {', '.join(MARKER_KWARGS)}"
                 )
-            if key in merged:
-                continue
-            if key == "max_cleanups":
-                merged[key] = _check_count(f"{where}(max_cleanups=)", value)
-            else:
-                merged[key] = _check_patterns(f"{where}({key}=)", value)
+            if key not in merged:
+                merged[key] = _SETTINGS[key][1](f"{where}({key}=)", value)
     return merged
 
 
@@ -244,11 +244,8 @@ def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
     from pytest_mcpfaults.spans.recorder import install_recorder
 
     recorder = install_recorder()
-    recorder.session_patterns = settings.session
-    recorder.cleanup_patterns = settings.cleanup
-    recorder.flip_cleanup_patterns = settings.flip_cleanup
-    recorder.count_cleanup_patterns = settings.count_cleanup
-    recorder.max_cleanups = settings.max_cleanups
+    for name, (_, _, attr) in _SETTINGS.items():
+        setattr(recorder, attr, getattr(settings, name))
     if not item.stash.get(_STARTED_KEY, False):
         recorder.clear()
         item.stash[_STARTED_KEY] = True
@@ -256,9 +253,7 @@ def _start_test(item: pytest.Item, settings: SpanSettings) -> SpanRecorder:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(
-    item: pytest.Item, nextitem: pytest.Item | None
-) -> Generator[None, object, object]:
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     from pytest_mcpfaults.spans import (
         results as span_results,  # imports nothing: the span code stays unloaded
     )
@@ -271,21 +266,19 @@ def pytest_runtest_protocol(
     outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
     span_results.set_running_sink(record_for(item).add_invariants)
     # an explore run records its spans without the gate: providers made during it are watched too
-    if settings_for(item.config).check or explore_run(item) is None:
-        try:
-            return (yield)
-        finally:
-            span_results.set_running_sink(outer)
-    from pytest_mcpfaults.spans.recorder import global_recorder
+    recorder = None
+    if not settings_for(item.config).check and explore_run(item) is not None:
+        from pytest_mcpfaults.spans.recorder import global_recorder
 
-    recorder = global_recorder()
+        recorder = global_recorder()
     try:
-        with recorder.watch_providers():
+        with recorder.watch_providers() if recorder is not None else nullcontext():
             return (yield)
     finally:
         span_results.set_running_sink(outer)
-        recorder.recording = False  # as mcp_spans does without the gate: nothing reads spans between tests
-        recorder.clear()
+        if recorder is not None:  # as mcp_spans does without the gate: nothing reads spans between tests
+            recorder.recording = False
+            recorder.clear()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
