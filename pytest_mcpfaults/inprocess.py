@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -39,12 +39,11 @@ from respx.models import PassThrough
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import halve, shape_of
 from pytest_mcpfaults.core import core
-from pytest_mcpfaults.core.resumption import Resumed
 from pytest_mcpfaults.explore.ambient import HAND
 from pytest_mcpfaults.mcp.endpoint import reply_body
 from pytest_mcpfaults.options.fields import build_options, with_options
 from pytest_mcpfaults.transports import loop as _loop
-from pytest_mcpfaults.transports.views import SidecarViews
+from pytest_mcpfaults.transports.views import NoAnswerStream, SidecarViews
 
 __all__ = [
     "NEEDS_SOCKETS",
@@ -335,10 +334,20 @@ class InProcessSidecar(SidecarViews):
             j.end_request(rid, status=status, bytes_sent=sent)
 
 
-class _Exchange:
+class _Exchange(NoAnswerStream):
     """One in-process request's :class:`~pytest_mcpfaults.core.core.Transport`: a ``delay`` is kept
     for the body (the headers come at once, as over a socket); holds never reach it (refused by
     :func:`check_plan`)."""
+
+    error = UnsupportedInProcess
+    no_messages = (
+        "needs the socket sidecar: the in-process backend answers each request in one piece, with no "
+        "answer stream to send it on"
+    )
+    no_rounds = (
+        "a tool's own requests (input rounds of the stateless era) need the socket sidecar: the "
+        "in-process backend keeps no handler suspended between requests"
+    )
 
     def __init__(self) -> None:
         self.delay: float | None = None
@@ -351,29 +360,6 @@ class _Exchange:
 
     async def pause(self, seconds: float) -> None:
         self.delay = seconds
-
-    async def event_stream(
-        self, resumed: Resumed | None = None, fault: F.Fault | None = None
-    ) -> None:  # pragma: no cover - get_stream is off in-process
-        raise UnsupportedInProcess("GET event streams need real sockets")
-
-    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
-        method = message.get("method") if isinstance(message, Mapping) else "message"
-        raise UnsupportedInProcess(
-            f"a tool's own {method!r} (ctx) needs the socket sidecar: the in-process "
-            "backend answers each request in one piece, with no answer stream to send it on"
-        )
-
-    async def await_answer(
-        self, answer: asyncio.Future[dict[str, Any]], what: str, dropped: object = None
-    ) -> None:  # pragma: no cover
-        raise UnsupportedInProcess("a tool's own requests need the socket sidecar")
-
-    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
-        raise UnsupportedInProcess(
-            "a tool's own requests (input rounds of the stateless era) need the socket sidecar: the "
-            "in-process backend keeps no handler suspended between requests"
-        )
 
 
 async def _on_sidecar_loop(pending: Awaitable[Any]) -> Any:

@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
@@ -25,7 +24,6 @@ from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.core.holds import Holds
 from pytest_mcpfaults.core.records import ClosedBy, HoldOutcome
-from pytest_mcpfaults.core.resumption import Resumed
 from pytest_mcpfaults.faults.kinds import IgnoreEof, IgnoreSigterm
 from pytest_mcpfaults.mcp.jsonrpc import Reply
 from pytest_mcpfaults.stdio import guardian
@@ -39,6 +37,7 @@ from pytest_mcpfaults.stdio.records import (
 )
 from pytest_mcpfaults.stdio.wire import MAX_LINE, MAX_MESSAGE
 from pytest_mcpfaults.transports.loop import cancel_all
+from pytest_mcpfaults.transports.views import NoAnswerStream
 
 __all__ = ["ChildLink", "StdioChannel"]
 
@@ -431,9 +430,13 @@ class ChildLink:
         return rpc_id
 
 
-class _Exchange:
+class _Exchange(NoAnswerStream):
     """One request's :class:`~pytest_mcpfaults.core.core.Transport` on the child's pipe: hold it,
     make the child die, pause; then write its answer."""
+
+    error = ValueError
+    no_messages = "is not sent over stdio yet: use the socket sidecar's Streamable HTTP transport"
+    no_rounds = "a tool's own requests are not sent over stdio yet: use the socket sidecar"
 
     def __init__(self, child: ChildLink, rid: int) -> None:
         self.child, self.rid = child, rid
@@ -476,26 +479,6 @@ class _Exchange:
 
     async def pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-    async def event_stream(
-        self, resumed: Resumed | None = None, fault: F.Fault | None = None
-    ) -> None:  # pragma: no cover - no GET stream over stdio
-        raise Dropped
-
-    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
-        method = message.get("method") if isinstance(message, Mapping) else "message"
-        raise ValueError(
-            f"a tool's own {method!r} (ctx) is not sent over stdio yet: use the socket "
-            "sidecar's Streamable HTTP transport"
-        )
-
-    async def await_answer(
-        self, answer: asyncio.Future[dict[str, Any]], what: str, dropped: object = None
-    ) -> None:  # pragma: no cover
-        raise Dropped
-
-    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
-        raise ValueError("a tool's own requests are not sent over stdio yet: use the socket sidecar")
 
     async def deliver(self, answer: Answer, rpc_id: Any) -> int:
         """Write the answer's line (and the fault's own writes) to the child; the bytes sent."""
