@@ -1,8 +1,6 @@
-"""The control channel of a :class:`~pytest_mcpfaults.stdio.server.StdioServer` (:class:`StdioChannel`:
-the loopback listener its children connect back to) and each child as the test process sees it over
-it (:class:`ChildLink`: its messages, a stdin line, EOF, a signal, its exit; each request from line
-to the core's answer and back; its holds; the signals the test process sends it). Every method runs
-on the loop thread."""
+"""The test-process side of a stdio server: the loopback listener its children connect back to
+(:class:`StdioChannel`) and each child over it (:class:`ChildLink`). Every method runs on the loop
+thread."""
 
 from __future__ import annotations
 
@@ -228,7 +226,8 @@ class StdioChannel:
 
 
 class ChildLink:
-    """The test-process side of one child (see the module docstring)."""
+    """One child as the test process sees it: its messages (a stdin line, EOF, a signal, its exit), each
+    request from line to answer, its holds, the signals the test process sends it."""
 
     def __init__(
         self, channel: StdioChannel, pid: int, writer: asyncio.StreamWriter, record: ChildRecord

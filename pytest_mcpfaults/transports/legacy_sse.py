@@ -1,11 +1,7 @@
 """The legacy HTTP+SSE transport of MCP 2024-11-05, transport-free: its sessions, its requests' answers
-(what it answers, and the bounded outbox: docs/legacy-sse.md).
-
-Nothing here is about sockets: one :class:`LegacySession` per open stream (the MCP session its
-``initialize`` created, and an outbox of :class:`StreamEvent` the socket adapter writes to the
-stream), the mcp SDK SSE server's answers for a missing, malformed or unknown ``session_id``, and
-:class:`LegacyTransport`, which the core asks first for a request on its two paths (its
-``path_transport``), using only the core's public methods.
+(what it answers, and the bounded outbox: docs/legacy-sse.md). The core asks :class:`LegacyTransport`
+first for a request on its two paths (its ``path_transport``); the socket adapter writes each
+session's outbox to its stream.
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ OUTBOX_BYTES = 4 << 20
 
 
 def serve_legacy(core: SidecarCore) -> None:
-    """Give ``core`` its legacy transport when its ``transport`` is ``'sse'`` or ``'both'``."""
     if core.options.transport in ("sse", "both"):
         core.path_transport = LegacyTransport(core)
 
