@@ -129,14 +129,9 @@ def _origin(url: httpx.URL) -> tuple[str, str, int]:
 
 
 class _Router(respx.MockRouter):
-    """A respx router that hands every request straight to the in-process sidecar at its origin.
-
-    It replaces respx's route matching, side-effect introspection and call recording (a fuzz run
-    keeps the router for thousands of requests: recorded calls would only grow) with one dict
-    lookup. A request to any other origin is passed through, as a respx pass-through route does.
-    It patches at the ``httpx`` level (``using="httpx"``), so a respx mock of the user's own
-    (httpcore level, respx's default) still sees the requests passed through.
-    """
+    """respx's route matching and call recording replaced by one dict lookup by origin (a fuzz run keeps
+    the router for thousands of requests: recorded calls would only grow). It patches at the ``httpx``
+    level, so a respx mock of the user's own (httpcore level) still sees the requests passed through."""
 
     def __init__(self, sidecars: dict[tuple[str, str, int], InProcessSidecar]) -> None:
         super().__init__(assert_all_called=False, assert_all_mocked=True, using="httpx")
@@ -153,11 +148,8 @@ class _Router(respx.MockRouter):
 
 
 class _Interception:
-    """One respx router for every in-process sidecar, started while anyone needs it.
-
-    Starting respx patches httpx (milliseconds); registering a sidecar is a dict insert. Holding
-    the router across many sidecars (:func:`intercepting`) makes a sidecar per example cheap.
-    """
+    """One respx router for every in-process sidecar, started while anyone needs it: starting respx
+    patches httpx (milliseconds), registering a sidecar is a dict insert."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

@@ -31,11 +31,11 @@ from pytest_mcpfaults.stdio.records import (
     ChildRecord,
     SignalRecord,
     StdioViolation,
-    ViolationKind,
 )
 from pytest_mcpfaults.stdio.wire import MAX_LINE, MAX_MESSAGE
 from pytest_mcpfaults.transports.loop import cancel_all
 from pytest_mcpfaults.transports.views import NoAnswerStream
+from pytest_mcpfaults.verdicts.violation import BudgetSource
 
 __all__ = ["ChildLink", "StdioChannel"]
 
@@ -68,42 +68,14 @@ class StdioChannel:
         task.add_done_callback(self.tasks.discard)
         return task
 
-    def violate(
-        self,
-        kind: ViolationKind,
-        child: ChildLink,
-        fault: str,
-        budget: float,
-        since: float,
-        *,
-        rid: int | None = None,
-        own: bool = False,
-        expected: bool = False,
-        pending: int = 0,
-    ) -> None:
-        later = tuple(
-            r
-            for r in self.journal.requests
-            if r.conn_id == child.record.id
-            and r.id != rid
-            and r.started_at >= since
-            and r.mcp_method != "notifications/cancelled"
-        )
-        v = StdioViolation(
-            kind,
-            child.record,
-            fault,
-            budget,
-            bool(self.expect_hang or expected),
-            since,
-            request=self.journal.request(rid) if rid is not None else None,
-            budget_from="fault" if own else "sidecar",
-            pending_bytes=pending,
-            later=later if kind == "hold" else (),
-        )
+    def violate(self, child: ChildLink, v: StdioViolation) -> None:
+        """Record ``v`` (expected, too, when the server expects hangs), then kill the child."""
+        if self.expect_hang:
+            v = dataclasses.replace(v, expected=True)
         with self.cond:
             self.violations.append(v)
             self.cond.notify_all()
+        child.kill("patience")
 
     def arm_close(self, child: ChildLink, fault: F.Fault, since: float) -> None:
         """A fault keeps the child alive past a request to end it: the client may wait ``patience``."""
@@ -116,8 +88,7 @@ class StdioChannel:
         if not child.record.alive:
             return
         assert self.patience is not None
-        self.violate("close", child, str(fault), self.patience, since)
-        child.kill("patience")
+        self.violate(child, StdioViolation("close", child.record, str(fault), self.patience, False, since))
 
     async def watch_frozen(self, child: ChildLink, budget: float) -> None:
         """While ``child`` is stopped by ``freeze()``: once the client has input waiting in its stdin
@@ -129,10 +100,8 @@ class StdioChannel:
             if pending or closed:
                 since = now if since is None else since
                 if now - since >= budget:
-                    self.violate(
-                        "frozen", child, "freeze()", budget, since, pending=pending if pending else -1
-                    )
-                    child.kill("patience")
+                    v = StdioViolation("frozen", child.record, "freeze()", budget, False, since)
+                    self.violate(child, dataclasses.replace(v, pending_bytes=pending or -1))
                     return
             else:
                 since = None
@@ -456,18 +425,19 @@ class _Exchange(NoAnswerStream):
         outcome, _, started = await child.holds.hold(self.rid, budget, ends, records_close=True)
         if outcome == "patience":
             assert budget is not None
-            expected = bool(getattr(fault, "expect_hang", False))
-            channel.violate(
-                "hold",
-                child,
-                str(fault),
-                budget,
-                started,
-                rid=self.rid,
-                own=own is not None,
-                expected=expected,
+            journal, rid = child.journal, self.rid
+            later = tuple(
+                r
+                for r in journal.requests
+                if r.conn_id == child.cid
+                and r.id != rid
+                and r.started_at >= started
+                and r.mcp_method != "notifications/cancelled"
             )
-            child.kill("patience")
+            expected = bool(getattr(fault, "expect_hang", False))
+            source: BudgetSource = "fault" if own is not None else "sidecar"
+            v = StdioViolation("hold", child.record, str(fault), budget, expected, started, later=later)
+            channel.violate(child, dataclasses.replace(v, request=journal.request(rid), budget_from=source))
         if outcome != "released":
             raise Dropped
 
