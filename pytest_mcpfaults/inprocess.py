@@ -2,20 +2,15 @@
 
 For the parts of a harness that call ``httpx`` directly (readiness probes, REST calls, plain JSON-RPC
 to the MCP endpoint), :func:`mock_sidecar` answers like the socket :class:`~pytest_mcpfaults.Sidecar`
-at a made-up base URL, with the same MCP dispatch (both eras), the same tools and a journal of the
-same :class:`~pytest_mcpfaults.RequestRecord` s::
-
-    with inprocess.mock_sidecar(base_url="http://sidecar.test", faults=plan) as side:
-        assert httpx.get(side.health_url).json() == {"status": "ok"}
-        side.journal.sequence()          # ['GET /health']
+at a made-up base URL, with the same MCP dispatch (both eras), the same tools, the same answers to
+client mistakes (the checks live in the core; its ``base_url`` is an allowed origin, as loopback
+origins are over a socket) and a journal of the same :class:`~pytest_mcpfaults.RequestRecord` s.
 
 What each fault kind does here, what is refused with :class:`UnsupportedInProcess` (never faked: the
 kinds with a ``needs_sockets`` reason, patience budgets, connection records, GET event streams) and why
-mcp 2.x traffic (``httpx2``) is invisible to respx: docs/fuzzing.md, "In-process". Client mistakes get
-the same answers and journal fields as over a socket (the checks live in the core); the sidecar's own
-``base_url`` origin is allowed, as loopback origins are over a socket. Tool handlers run in the calling
-thread (sync) or on the sidecar loop (async, bounded at 60 s), so ``tool_timeout`` and ``idle_timeout``
-are not taken.
+mcp 2.x traffic (``httpx2``) is invisible to respx: docs/fuzzing.md, "In-process". Tool handlers run in
+the calling thread (sync) or on the sidecar loop (async, bounded at 60 s), so ``tool_timeout`` and
+``idle_timeout`` are not taken.
 
 respx is an optional dependency (``pip install 'pytest-mcpfaults[inprocess]'``); only this module
 imports it.
@@ -72,9 +67,6 @@ NEEDS_SOCKETS: dict[str, str] = {
 }
 
 T = TypeVar("T")
-
-#: The connection id recorded for in-process requests (there is no connection).
-NO_CONNECTION = -1
 
 
 class UnsupportedInProcess(ValueError):
@@ -289,7 +281,7 @@ class InProcessSidecar(SidecarViews):
         j = self.journal
         path = request.url.path
         rid = j.add_request(
-            conn_id=NO_CONNECTION,
+            conn_id=-1,  # there is no connection
             method=request.method,
             path=path,
             user_agent=request.headers.get("User-Agent"),

@@ -73,7 +73,6 @@ class LegacySession:
     def __init__(self, sid: str, rid: int, endpoint_url: str, owner: LegacyTransport) -> None:
         self.id, self.rid, self.endpoint_url, self.owner = sid, rid, endpoint_url, owner
         self.mcp_session: str | None = None
-        self.ended = False  # the server ended it (session_expired): its stream closes once drained
         self._outbox: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
         self.unread_bytes = 0  # bytes of the events in the outbox (taken out by next())
 
@@ -110,7 +109,6 @@ class LegacySession:
 
     def end(self) -> None:
         """End the stream after the events already queued (a clean close)."""
-        self.ended = True
         self._outbox.put_nowait(None)
 
     async def next(self) -> StreamEvent | None:
