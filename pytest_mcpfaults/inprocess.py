@@ -2,20 +2,15 @@
 
 For the parts of a harness that call ``httpx`` directly (readiness probes, REST calls, plain JSON-RPC
 to the MCP endpoint), :func:`mock_sidecar` answers like the socket :class:`~pytest_mcpfaults.Sidecar`
-at a made-up base URL, with the same MCP dispatch (both eras), the same tools and a journal of the
-same :class:`~pytest_mcpfaults.RequestRecord` s::
-
-    with inprocess.mock_sidecar(base_url="http://sidecar.test", faults=plan) as side:
-        assert httpx.get(side.health_url).json() == {"status": "ok"}
-        side.journal.sequence()          # ['GET /health']
+at a made-up base URL, with the same MCP dispatch (both eras), the same tools, the same answers to
+client mistakes (the checks live in the core; its ``base_url`` is an allowed origin, as loopback
+origins are over a socket) and a journal of the same :class:`~pytest_mcpfaults.RequestRecord` s.
 
 What each fault kind does here, what is refused with :class:`UnsupportedInProcess` (never faked: the
 kinds with a ``needs_sockets`` reason, patience budgets, connection records, GET event streams) and why
-mcp 2.x traffic (``httpx2``) is invisible to respx: docs/fuzzing.md, "In-process". Client mistakes get
-the same answers and journal fields as over a socket (the checks live in the core); the sidecar's own
-``base_url`` origin is allowed, as loopback origins are over a socket. Tool handlers run in the calling
-thread (sync) or on the sidecar loop (async, bounded at 60 s), so ``tool_timeout`` and ``idle_timeout``
-are not taken.
+mcp 2.x traffic (``httpx2``) is invisible to respx: docs/fuzzing.md, "In-process". Tool handlers run in
+the calling thread (sync) or on the sidecar loop (async, bounded at 60 s), so ``tool_timeout`` and
+``idle_timeout`` are not taken.
 
 respx is an optional dependency (``pip install 'pytest-mcpfaults[inprocess]'``); only this module
 imports it.
@@ -28,7 +23,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -39,12 +34,11 @@ from respx.models import PassThrough
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import halve, shape_of
 from pytest_mcpfaults.core import core
-from pytest_mcpfaults.core.resumption import Resumed
 from pytest_mcpfaults.explore.ambient import HAND
 from pytest_mcpfaults.mcp.endpoint import reply_body
 from pytest_mcpfaults.options.fields import build_options, with_options
 from pytest_mcpfaults.transports import loop as _loop
-from pytest_mcpfaults.transports.views import SidecarViews
+from pytest_mcpfaults.transports.views import NoAnswerStream, SidecarViews
 
 __all__ = [
     "NEEDS_SOCKETS",
@@ -73,9 +67,6 @@ NEEDS_SOCKETS: dict[str, str] = {
 }
 
 T = TypeVar("T")
-
-#: The connection id recorded for in-process requests (there is no connection).
-NO_CONNECTION = -1
 
 
 class UnsupportedInProcess(ValueError):
@@ -130,14 +121,9 @@ def _origin(url: httpx.URL) -> tuple[str, str, int]:
 
 
 class _Router(respx.MockRouter):
-    """A respx router that hands every request straight to the in-process sidecar at its origin.
-
-    It replaces respx's route matching, side-effect introspection and call recording (a fuzz run
-    keeps the router for thousands of requests: recorded calls would only grow) with one dict
-    lookup. A request to any other origin is passed through, as a respx pass-through route does.
-    It patches at the ``httpx`` level (``using="httpx"``), so a respx mock of the user's own
-    (httpcore level, respx's default) still sees the requests passed through.
-    """
+    """respx's route matching and call recording replaced by one dict lookup by origin (a fuzz run keeps
+    the router for thousands of requests: recorded calls would only grow). It patches at the ``httpx``
+    level, so a respx mock of the user's own (httpcore level) still sees the requests passed through."""
 
     def __init__(self, sidecars: dict[tuple[str, str, int], InProcessSidecar]) -> None:
         super().__init__(assert_all_called=False, assert_all_mocked=True, using="httpx")
@@ -154,11 +140,8 @@ class _Router(respx.MockRouter):
 
 
 class _Interception:
-    """One respx router for every in-process sidecar, started while anyone needs it.
-
-    Starting respx patches httpx (milliseconds); registering a sidecar is a dict insert. Holding
-    the router across many sidecars (:func:`intercepting`) makes a sidecar per example cheap.
-    """
+    """One respx router for every in-process sidecar, started while anyone needs it: starting respx
+    patches httpx (milliseconds), registering a sidecar is a dict insert."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -298,7 +281,7 @@ class InProcessSidecar(SidecarViews):
         j = self.journal
         path = request.url.path
         rid = j.add_request(
-            conn_id=NO_CONNECTION,
+            conn_id=-1,  # there is no connection
             method=request.method,
             path=path,
             user_agent=request.headers.get("User-Agent"),
@@ -335,10 +318,20 @@ class InProcessSidecar(SidecarViews):
             j.end_request(rid, status=status, bytes_sent=sent)
 
 
-class _Exchange:
+class _Exchange(NoAnswerStream):
     """One in-process request's :class:`~pytest_mcpfaults.core.core.Transport`: a ``delay`` is kept
     for the body (the headers come at once, as over a socket); holds never reach it (refused by
     :func:`check_plan`)."""
+
+    error = UnsupportedInProcess
+    no_messages = (
+        "needs the socket sidecar: the in-process backend answers each request in one piece, with no "
+        "answer stream to send it on"
+    )
+    no_rounds = (
+        "a tool's own requests (input rounds of the stateless era) need the socket sidecar: the "
+        "in-process backend keeps no handler suspended between requests"
+    )
 
     def __init__(self) -> None:
         self.delay: float | None = None
@@ -351,29 +344,6 @@ class _Exchange:
 
     async def pause(self, seconds: float) -> None:
         self.delay = seconds
-
-    async def event_stream(
-        self, resumed: Resumed | None = None, fault: F.Fault | None = None
-    ) -> None:  # pragma: no cover - get_stream is off in-process
-        raise UnsupportedInProcess("GET event streams need real sockets")
-
-    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
-        method = message.get("method") if isinstance(message, Mapping) else "message"
-        raise UnsupportedInProcess(
-            f"a tool's own {method!r} (ctx) needs the socket sidecar: the in-process "
-            "backend answers each request in one piece, with no answer stream to send it on"
-        )
-
-    async def await_answer(
-        self, answer: asyncio.Future[dict[str, Any]], what: str, dropped: object = None
-    ) -> None:  # pragma: no cover
-        raise UnsupportedInProcess("a tool's own requests need the socket sidecar")
-
-    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
-        raise UnsupportedInProcess(
-            "a tool's own requests (input rounds of the stateless era) need the socket sidecar: the "
-            "in-process backend keeps no handler suspended between requests"
-        )
 
 
 async def _on_sidecar_loop(pending: Awaitable[Any]) -> Any:

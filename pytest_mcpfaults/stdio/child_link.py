@@ -1,8 +1,6 @@
-"""The control channel of a :class:`~pytest_mcpfaults.stdio.server.StdioServer` (:class:`StdioChannel`:
-the loopback listener its children connect back to) and each child as the test process sees it over
-it (:class:`ChildLink`: its messages, a stdin line, EOF, a signal, its exit; each request from line
-to the core's answer and back; its holds; the signals the test process sends it). Every method runs
-on the loop thread."""
+"""The test-process side of a stdio server: the loopback listener its children connect back to
+(:class:`StdioChannel`) and each child over it (:class:`ChildLink`). Every method runs on the loop
+thread."""
 
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from pytest_mcpfaults import faults as F
@@ -25,7 +22,6 @@ from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
 from pytest_mcpfaults.core.holds import Holds
 from pytest_mcpfaults.core.records import ClosedBy, HoldOutcome
-from pytest_mcpfaults.core.resumption import Resumed
 from pytest_mcpfaults.faults.kinds import IgnoreEof, IgnoreSigterm
 from pytest_mcpfaults.mcp.jsonrpc import Reply
 from pytest_mcpfaults.stdio import guardian
@@ -35,10 +31,11 @@ from pytest_mcpfaults.stdio.records import (
     ChildRecord,
     SignalRecord,
     StdioViolation,
-    ViolationKind,
 )
 from pytest_mcpfaults.stdio.wire import MAX_LINE, MAX_MESSAGE
 from pytest_mcpfaults.transports.loop import cancel_all
+from pytest_mcpfaults.transports.views import NoAnswerStream
+from pytest_mcpfaults.verdicts.violation import BudgetSource
 
 __all__ = ["ChildLink", "StdioChannel"]
 
@@ -71,42 +68,14 @@ class StdioChannel:
         task.add_done_callback(self.tasks.discard)
         return task
 
-    def violate(
-        self,
-        kind: ViolationKind,
-        child: ChildLink,
-        fault: str,
-        budget: float,
-        since: float,
-        *,
-        rid: int | None = None,
-        own: bool = False,
-        expected: bool = False,
-        pending: int = 0,
-    ) -> None:
-        later = tuple(
-            r
-            for r in self.journal.requests
-            if r.conn_id == child.record.id
-            and r.id != rid
-            and r.started_at >= since
-            and r.mcp_method != "notifications/cancelled"
-        )
-        v = StdioViolation(
-            kind,
-            child.record,
-            fault,
-            budget,
-            bool(self.expect_hang or expected),
-            since,
-            request=self.journal.request(rid) if rid is not None else None,
-            budget_from="fault" if own else "sidecar",
-            pending_bytes=pending,
-            later=later if kind == "hold" else (),
-        )
+    def violate(self, child: ChildLink, v: StdioViolation) -> None:
+        """Record ``v`` (expected, too, when the server expects hangs), then kill the child."""
+        if self.expect_hang:
+            v = dataclasses.replace(v, expected=True)
         with self.cond:
             self.violations.append(v)
             self.cond.notify_all()
+        child.kill("patience")
 
     def arm_close(self, child: ChildLink, fault: F.Fault, since: float) -> None:
         """A fault keeps the child alive past a request to end it: the client may wait ``patience``."""
@@ -119,8 +88,7 @@ class StdioChannel:
         if not child.record.alive:
             return
         assert self.patience is not None
-        self.violate("close", child, str(fault), self.patience, since)
-        child.kill("patience")
+        self.violate(child, StdioViolation("close", child.record, str(fault), self.patience, False, since))
 
     async def watch_frozen(self, child: ChildLink, budget: float) -> None:
         """While ``child`` is stopped by ``freeze()``: once the client has input waiting in its stdin
@@ -132,10 +100,8 @@ class StdioChannel:
             if pending or closed:
                 since = now if since is None else since
                 if now - since >= budget:
-                    self.violate(
-                        "frozen", child, "freeze()", budget, since, pending=pending if pending else -1
-                    )
-                    child.kill("patience")
+                    v = StdioViolation("frozen", child.record, "freeze()", budget, False, since)
+                    self.violate(child, dataclasses.replace(v, pending_bytes=pending or -1))
                     return
             else:
                 since = None
@@ -229,7 +195,8 @@ class StdioChannel:
 
 
 class ChildLink:
-    """The test-process side of one child (see the module docstring)."""
+    """One child as the test process sees it: its messages (a stdin line, EOF, a signal, its exit), each
+    request from line to answer, its holds, the signals the test process sends it."""
 
     def __init__(
         self, channel: StdioChannel, pid: int, writer: asyncio.StreamWriter, record: ChildRecord
@@ -431,9 +398,13 @@ class ChildLink:
         return rpc_id
 
 
-class _Exchange:
+class _Exchange(NoAnswerStream):
     """One request's :class:`~pytest_mcpfaults.core.core.Transport` on the child's pipe: hold it,
     make the child die, pause; then write its answer."""
+
+    error = ValueError
+    no_messages = "is not sent over stdio yet: use the socket sidecar's Streamable HTTP transport"
+    no_rounds = "a tool's own requests are not sent over stdio yet: use the socket sidecar"
 
     def __init__(self, child: ChildLink, rid: int) -> None:
         self.child, self.rid = child, rid
@@ -454,18 +425,19 @@ class _Exchange:
         outcome, _, started = await child.holds.hold(self.rid, budget, ends, records_close=True)
         if outcome == "patience":
             assert budget is not None
-            expected = bool(getattr(fault, "expect_hang", False))
-            channel.violate(
-                "hold",
-                child,
-                str(fault),
-                budget,
-                started,
-                rid=self.rid,
-                own=own is not None,
-                expected=expected,
+            journal, rid = child.journal, self.rid
+            later = tuple(
+                r
+                for r in journal.requests
+                if r.conn_id == child.cid
+                and r.id != rid
+                and r.started_at >= started
+                and r.mcp_method != "notifications/cancelled"
             )
-            child.kill("patience")
+            expected = bool(getattr(fault, "expect_hang", False))
+            source: BudgetSource = "fault" if own is not None else "sidecar"
+            v = StdioViolation("hold", child.record, str(fault), budget, expected, started, later=later)
+            channel.violate(child, dataclasses.replace(v, request=journal.request(rid), budget_from=source))
         if outcome != "released":
             raise Dropped
 
@@ -476,26 +448,6 @@ class _Exchange:
 
     async def pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-    async def event_stream(
-        self, resumed: Resumed | None = None, fault: F.Fault | None = None
-    ) -> None:  # pragma: no cover - no GET stream over stdio
-        raise Dropped
-
-    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
-        method = message.get("method") if isinstance(message, Mapping) else "message"
-        raise ValueError(
-            f"a tool's own {method!r} (ctx) is not sent over stdio yet: use the socket "
-            "sidecar's Streamable HTTP transport"
-        )
-
-    async def await_answer(
-        self, answer: asyncio.Future[dict[str, Any]], what: str, dropped: object = None
-    ) -> None:  # pragma: no cover
-        raise Dropped
-
-    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
-        raise ValueError("a tool's own requests are not sent over stdio yet: use the socket sidecar")
 
     async def deliver(self, answer: Answer, rpc_id: Any) -> int:
         """Write the answer's line (and the fault's own writes) to the child; the bytes sent."""

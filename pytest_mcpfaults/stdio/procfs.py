@@ -64,7 +64,6 @@ async def wait_exited(pids: list[int], timeout: float = 1.0) -> bool:
 
 
 def _exited(pid: int) -> bool:
-    """``pid`` is a zombie (or being reaped), or gone."""
     fields = _stat(pid)
     return fields is None or fields[0] in (b"Z", b"X")
 

@@ -128,7 +128,8 @@ class StdioViolation:
             ):
                 start, what = "closed stdin", "a child that ignores EOF"
             else:
-                start, what = f"sent {self._first_signal()}", "a child that ignores it (ignore_sigterm)"
+                first = next((s.name for s in c.signals if s.action == "ignored"), "a signal")
+                start, what = f"sent {first}", "a child that ignores it (ignore_sigterm)"
             return (
                 f"the client {start} and waited {b} (the whole budget) for {what}; "
                 f"{c.waits(self.waited_from)}"
@@ -200,10 +201,6 @@ class StdioViolation:
         """Whether the client, by the record, gave up on the held request or went on using the child
         (it cancelled the request, or sent the child more requests) rather than wait for it."""
         return self.cancel is not None or bool(self.later)
-
-    def _first_signal(self) -> str:
-        got = [s for s in self.child.signals if s.action == "ignored"]
-        return got[0].name if got else "a signal"
 
     def details(self) -> str:
         source = "its fault's patience=" if self.budget_from == "fault" else "the server's patience"

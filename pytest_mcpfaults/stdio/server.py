@@ -46,16 +46,11 @@ class StdioServer(SidecarViews):
     connects back to this object, which keeps the plan, the journal and the runtime control.
 
     Its keyword arguments are the options the ``'stdio'`` backend takes (fields of
-    :class:`~pytest_mcpfaults.options.fields.SidecarOptions`); ``options`` holds them. ``tools``,
-    ``tool_sets``, ``faults`` (kinds that apply to stdio, see ``docs/faults.md``), ``service_url``
-    and ``tool_timeout`` are as for :class:`~pytest_mcpfaults.Sidecar`; besides:
-
-    - ``era``: ``'session'`` (the default: ``initialize``, then requests; ``server/discover`` gets an
-      error), ``'auto'`` (both) or ``'stateless'``.
-    - ``patience``: seconds a client may wait on the child (a held request, a child kept alive after
-      stdin closed or a signal, a frozen child with input waiting) before the test process kills
-      the child and records a :class:`~pytest_mcpfaults.stdio.records.StdioViolation`; ``None``:
-      no budget. ``expect_hang``: violations are reported but do not fail the test.
+    :class:`~pytest_mcpfaults.options.fields.SidecarOptions`, as for :class:`~pytest_mcpfaults.Sidecar`;
+    docs/stdio.md); ``options`` holds them. ``era`` defaults to ``'session'``. ``patience``: seconds a
+    client may wait on the child (a held request, a child kept alive after stdin closed or a signal, a
+    frozen child with input waiting) before the test process kills the child and records a
+    :class:`~pytest_mcpfaults.stdio.records.StdioViolation`.
     """
 
     @with_options("stdio")

@@ -27,12 +27,10 @@ class Conn:
     idle_since: float = 0.0  # loop time the connection last became idle (opened, or a request ended)
 
     def reset(self) -> None:
-        """Reset the connection (RST): the sidecar closed it."""
         self.closed_by_us = True
         reset_transport(self.transport)
 
     def idle(self) -> float:
-        """Seconds the connection has been idle (0 while a request is being handled)."""
         return 0.0 if self.busy else max(0.0, asyncio.get_running_loop().time() - self.idle_since)
 
 

@@ -157,7 +157,6 @@ class Control:
         }
 
     def mount(self) -> Control:
-        """Mount on the sidecar; returns ``self``."""
         self.sidecar.mount(self.prefix, self.handle)
         return self
 

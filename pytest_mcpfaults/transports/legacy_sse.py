@@ -1,11 +1,7 @@
 """The legacy HTTP+SSE transport of MCP 2024-11-05, transport-free: its sessions, its requests' answers
-(what it answers, and the bounded outbox: docs/legacy-sse.md).
-
-Nothing here is about sockets: one :class:`LegacySession` per open stream (the MCP session its
-``initialize`` created, and an outbox of :class:`StreamEvent` the socket adapter writes to the
-stream), the mcp SDK SSE server's answers for a missing, malformed or unknown ``session_id``, and
-:class:`LegacyTransport`, which the core asks first for a request on its two paths (its
-``path_transport``), using only the core's public methods.
+(what it answers, and the bounded outbox: docs/legacy-sse.md). The core asks :class:`LegacyTransport`
+first for a request on its two paths (its ``path_transport``); the socket adapter writes each
+session's outbox to its stream.
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ OUTBOX_BYTES = 4 << 20
 
 
 def serve_legacy(core: SidecarCore) -> None:
-    """Give ``core`` its legacy transport when its ``transport`` is ``'sse'`` or ``'both'``."""
     if core.options.transport in ("sse", "both"):
         core.path_transport = LegacyTransport(core)
 
@@ -78,7 +73,6 @@ class LegacySession:
     def __init__(self, sid: str, rid: int, endpoint_url: str, owner: LegacyTransport) -> None:
         self.id, self.rid, self.endpoint_url, self.owner = sid, rid, endpoint_url, owner
         self.mcp_session: str | None = None
-        self.ended = False  # the server ended it (session_expired): its stream closes once drained
         self._outbox: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
         self.unread_bytes = 0  # bytes of the events in the outbox (taken out by next())
 
@@ -115,7 +109,6 @@ class LegacySession:
 
     def end(self) -> None:
         """End the stream after the events already queued (a clean close)."""
-        self.ended = True
         self._outbox.put_nowait(None)
 
     async def next(self) -> StreamEvent | None:
@@ -133,6 +126,17 @@ class LegacyReply:
 
     session: LegacySession
     make: Step
+
+
+@dataclass(frozen=True)
+class _Message:
+    """A request on the legacy paths as the core handed it over; ``later`` acts once its answer is made."""
+
+    rid: int
+    incoming: Incoming
+    info: RequestInfo
+    fault: F.Fault | None
+    later: Step | None
 
 
 @dataclass
@@ -243,25 +247,17 @@ class LegacyTransport:
                 return LegacyAnswer(accepted(), fault, False, after=dying)  # 202, then the process dies
             later = await core.act(rid, info, fault, state, transport, notices=False)
             forced = core.forced_reply(fault, info)
-        answer = await self._answer(rid, incoming, info, fault, forced, session, later, transport)
+        answer = await self._answer(_Message(rid, incoming, info, fault, later), forced, session, transport)
         core.journal_answer(rid, answer.reply)
         return answer
 
     async def _answer(
-        self,
-        rid: int,
-        incoming: Incoming,
-        info: RequestInfo,
-        fault: F.Fault | None,
-        forced: Reply | None,
-        session: LegacySession | Reply | None,
-        later: Step | None,
-        transport: Transport,
+        self, msg: _Message, forced: Reply | None, session: LegacySession | Reply | None, transport: Transport
     ) -> LegacyAnswer:
         """A message's JSON-RPC reply goes on its session's stream while the POST gets 202; a request
         the MCP endpoint answers is answered after its 202 (as the mcp SDK's SSE server does), so the
         client can post its ``notifications/cancelled`` meanwhile; ``later`` acts once it is made."""
-        core = self.core
+        core, rid, incoming, info, fault = self.core, msg.rid, msg.incoming, msg.info, msg.fault
         if forced is None:
             forced = security_problem(incoming.header_pairs, core.options.allowed_origins, core.allowed_hosts)
         if info.path == self.sse_path:
@@ -291,40 +287,31 @@ class LegacyTransport:
                 assert info.bad_body is not None
                 return LegacyAnswer(info.bad_body, fault, False)
             if m.method is not None and not m.is_notification:  # a request: answered after its 202
-                make = functools.partial(self._reply, rid, incoming, info, fault, session, later)
+                make = functools.partial(self._reply, msg, session)
                 return LegacyAnswer(accepted(), None, False, replying=LegacyReply(session, make))
             reply = await core.mcp.post(m, incoming.headers)
             if m.method == "notifications/cancelled" and reply.status == 202:
                 core.cancels.heard(rid)
-        if later is not None:
-            await later(transport)
+        if msg.later is not None:
+            await msg.later(transport)
         core.journal_answer(rid, reply)  # the POST's answer is a plain 202: the journal keeps the reply's
         session.reply(rid, reply, fault)
         return LegacyAnswer(accepted(), None, False)
 
-    async def _reply(
-        self,
-        rid: int,
-        incoming: Incoming,
-        info: RequestInfo,
-        fault: F.Fault | None,
-        session: LegacySession,
-        later: Step | None,
-        transport: Transport,
-    ) -> None:
+    async def _reply(self, msg: _Message, session: LegacySession, transport: Transport) -> None:
         """Make the reply of message ``rid`` and put it on its session's stream, unless the client
         cancels it first (a stopped request's reply is no event at all)."""
-        m, core = info.mcp, self.core
+        m, core, rid, fault = msg.info.mcp, self.core, msg.rid, msg.fault
         assert m is not None
         if core.cancels.stopped_before(rid, fault):  # its cancel came before this began
             return
-        reply = await core.cancels.run(rid, m, fault, core.mcp.post(m, incoming.headers, rid=rid))
+        reply = await core.cancels.run(rid, m, fault, core.mcp.post(m, msg.incoming.headers, rid=rid))
         if reply is None or reply.payload is None:  # stopped by its cancellation: nothing to send
             return
         created = reply.headers.get("Mcp-Session-Id")
         if m.method == "initialize" and created:
             session.mcp_session = created
-        if later is not None:
-            await later(transport)
+        if msg.later is not None:
+            await msg.later(transport)
         core.journal_answer(rid, reply)  # the POST's own answer is a plain 202: the journal keeps the reply's
         session.reply(rid, reply, fault)

@@ -1,9 +1,6 @@
-"""The socket transport of one :class:`~pytest_mcpfaults.transports.server.Sidecar`: its listener, each
-request from bytes to the core's :class:`~pytest_mcpfaults.core.core.Answer` and back (the
-connections: :mod:`~pytest_mcpfaults.transports.connections`; the holds: :mod:`~pytest_mcpfaults.core.holds`).
-``Sidecar`` composes one :class:`SocketListener` (its public face: lifecycle, addresses, runtime faults,
-tools) and calls it on the loop thread.
-"""
+"""The socket transport of one :class:`~pytest_mcpfaults.transports.server.Sidecar`: its listener, and
+each request from bytes to the core's :class:`~pytest_mcpfaults.core.core.Answer` and back, on the loop
+thread."""
 
 from __future__ import annotations
 
@@ -50,7 +47,6 @@ Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
 def _numeric_family(host: str) -> int | None:
-    """``AF_INET`` / ``AF_INET6`` for a numeric address (``127.0.0.1``, ``::1``), else ``None``."""
     for family in (socket.AF_INET, socket.AF_INET6):
         try:
             socket.inet_pton(family, host)
@@ -147,7 +143,6 @@ class _Exchange:
         return resp
 
     async def listen_stream(self, answer: core.Answer) -> web.StreamResponse:
-        """Serve a ``subscriptions/listen`` answer (:func:`~.notices.serve_listen`)."""
         assert answer.reply.listen is not None
         conn, fault, notices = self.conn, answer.fault, self.listener.notices
 

@@ -25,7 +25,6 @@ _pid: int | None = None
 
 
 def get_loop() -> asyncio.AbstractEventLoop:
-    """The sidecar loop, started on first use."""
     global _loop, _pid
     with _lock:
         if _loop is None or _pid != os.getpid() or _loop.is_closed():

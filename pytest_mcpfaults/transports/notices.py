@@ -1,23 +1,9 @@
 """Server notifications on the MCP endpoint's open streams: the session era's ``GET`` event streams
-(``get_stream=True``) and the stateless era's ``subscriptions/listen`` answers.
-``notifications/tools/list_changed``, ``resources/list_changed``, ``prompts/list_changed`` go to every
-open ``GET`` stream and to each listen stream whose filter asks for them; ``notifications/resources/updated``
-to the ``GET`` streams of the sessions subscribed to that URI and to the listen streams naming it. The
-core says what changed (its ``notify`` hook, from any thread); this module writes it, on the loop
-thread (a listen stream's notices are queued for its writer, :func:`serve_listen`, which shapes them
-by the stream's body fault). Each notification sent is counted by method
-(:attr:`StreamNotices.sent`) and in its stream's journal record (``bytes_sent``).
-
-Each event on a ``GET`` stream carries its stream's next id
-(:class:`~pytest_mcpfaults.core.resumption.Resumption`). A ``GET`` stream whose client went away is
-*dormant*: what would have been sent on it is kept with its ids (not written), so the client resuming
-it with ``Last-Event-ID`` gets it; one per session, forgotten when the session opens a fresh stream
-(and beyond :data:`DORMANT_STREAMS`, the oldest).
-
-The socket transport's ``subscriptions/listen`` stream (:func:`serve_listen`) is the answer of one
-listen request, open until the client closes it or the sidecar stops: its ack, the notices queued for
-it (:class:`Listening`) and, when the sidecar stops, the listen request's result; the body fault aimed
-at it shapes those bytes as it shapes any answer's (what each kind does to it: docs/surface.md).
+(``get_stream=True``) and the stateless era's ``subscriptions/listen`` answers. The core says what
+changed (its ``notify`` hook, from any thread); this module writes it on the loop thread, counted by
+method (:attr:`StreamNotices.sent`) and in its stream's journal record. A ``GET`` stream whose client
+went away is *dormant*: what would have been sent on it is kept, with its event ids, for the client
+to resume it (docs/resumption.md).
 """
 
 from __future__ import annotations

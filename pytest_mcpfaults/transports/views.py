@@ -8,19 +8,21 @@ drift apart (they did once: a runtime ``kill()`` counted as a fired ``die`` on o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.core import SidecarCore
-from pytest_mcpfaults.core.errors import SidecarError, SidecarState
+from pytest_mcpfaults.core.errors import Dropped, SidecarError, SidecarState
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.core.resumption import Resumed
 from pytest_mcpfaults.mcp.surface import Surface
 from pytest_mcpfaults.mcp.tools import BenchmarkSessions
 
-__all__ = ["RuntimeControl", "SidecarError", "SidecarState", "SidecarViews"]
+__all__ = ["NoAnswerStream", "RuntimeControl", "SidecarError", "SidecarState", "SidecarViews"]
 
 _S = TypeVar("_S", bound="SidecarViews")
 
@@ -170,3 +172,30 @@ class SidecarViews(RuntimeControl):
     def check_errors(self) -> None:
         """Raise :class:`SidecarError` if anything raised inside the sidecar."""
         self.core.errors.check()
+
+
+class NoAnswerStream:
+    """The in-process and stdio transports' part of a request's
+    :class:`~pytest_mcpfaults.core.core.Transport`: no GET stream, and no answer stream for a tool's
+    own messages, which they refuse with ``error``, naming why."""
+
+    error: ClassVar[type[Exception]]
+    no_messages: ClassVar[str]  # follows "a tool's own 'method' (ctx) "
+    no_rounds: ClassVar[str]
+
+    async def event_stream(
+        self, resumed: Resumed | None = None, fault: F.Fault | None = None
+    ) -> None:  # pragma: no cover - get_stream is off on both
+        raise Dropped
+
+    async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
+        method = message.get("method") if isinstance(message, Mapping) else "message"
+        raise self.error(f"a tool's own {method!r} (ctx) {self.no_messages}")
+
+    async def await_answer(
+        self, answer: asyncio.Future[dict[str, Any]], what: str, dropped: object = None
+    ) -> None:  # pragma: no cover - send_message refused the request first
+        raise Dropped
+
+    def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
+        raise self.error(self.no_rounds)
