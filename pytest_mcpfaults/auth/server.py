@@ -219,17 +219,15 @@ class AuthServer:
         """The answer on one of :attr:`paths`, ``None`` for any other path."""
         if path not in self.paths:
             return None
-        if path in (TOKEN_PATH, REGISTER_PATH):
-            if method != "POST":
-                return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": "POST"}, sse=False))
-            if path == REGISTER_PATH:
-                reply, client = self.clients.register(body)
-                return AuthAnswer(reply, client=client)
+        allowed = "POST" if path in (TOKEN_PATH, REGISTER_PATH) else "GET"
+        if method != allowed:
+            return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": allowed}, sse=False))
+        if path == TOKEN_PATH:
             return self._token(headers, body)
-        if method != "GET":
-            return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": "GET"}, sse=False))
-        if path == AUTHORIZE_PATH:
-            reply, client = self.clients.authorize(query)
+        if path in (REGISTER_PATH, AUTHORIZE_PATH):
+            reply, client = (
+                self.clients.register(body) if path == REGISTER_PATH else self.clients.authorize(query)
+            )
             return AuthAnswer(reply, client=client)
         base = self.base_url()
         if path != ASM_PATH:
@@ -274,9 +272,7 @@ class AuthServer:
             return AuthAnswer(oauth_error("invalid_client", why, 401), grant)
         requested = frozenset(form.get("scope", "").split())
         if grant == "authorization_code":
-            if (reused := self.clients.reused(form)) is not None:
-                self.revoke(reused)  # a code used twice: what it became is revoked (RFC 6749 4.1.2)
-            redeemed = self.clients.redeem(form, client_id)
+            redeemed = self.clients.redeem(form, client_id, self.revoke)
             if not isinstance(redeemed, Redeemed):
                 return AuthAnswer(redeemed, grant, client=client)
             scopes = redeemed.scopes or frozenset({DEFAULT_SCOPE})

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from pytest_mcpfaults.behaviour.server_requests import Outbound, malformed_event, malformed_input
 from pytest_mcpfaults.core.errors import Dropped
+from pytest_mcpfaults.core.records import ServerMessageLog
 
 __all__ = [
     "LOG_LEVELS",
@@ -77,14 +78,6 @@ class Link(Protocol):
         time."""
 
 
-class MessageLog(Protocol):
-    """Where the messages are journaled (a protocol: the journal's module imports this one)."""
-
-    def now(self) -> float: ...
-    def add_server_message(self, **fields: Any) -> int: ...
-    def update_server_message(self, seq: int, **fields: Any) -> object: ...
-
-
 def level_problem(level: Any) -> str | None:
     if isinstance(level, str) and level in LOG_LEVELS:
         return None
@@ -106,7 +99,7 @@ class ServerMessages:
     """One sidecar's requests to its clients awaiting an answer, by JSON-RPC id; journals every
     message and answer. Loop thread only."""
 
-    def __init__(self, journal: MessageLog) -> None:
+    def __init__(self, journal: ServerMessageLog) -> None:
         self.journal = journal
         self._pending: dict[str, _Awaited] = {}
         self._armed: dict[int, Outbound] = {}  # by the call's journal id

@@ -64,9 +64,8 @@ class Resource:
                 _check_text(f"Resource {self.uri!r}", name, getattr(self, name), empty=True)
 
     def describe(self) -> dict[str, Any]:
-        return _described(
-            {"uri": self.uri, "name": self.name, "description": self.description}, self.title, self.mime_type
-        )
+        head = {"uri": self.uri, "name": self.name, "description": self.description}
+        return _described(head, self.title, mimeType=self.mime_type)
 
     def contents(self) -> dict[str, Any]:
         body = {"text": self.text} if self.text is not None else {"blob": self.blob}
@@ -107,7 +106,7 @@ class ResourceTemplate:
 
     def describe(self) -> dict[str, Any]:
         head = {"uriTemplate": self.uri_template, "name": self.name, "description": self.description}
-        return _described(head, self.title, self.mime_type)
+        return _described(head, self.title, mimeType=self.mime_type)
 
 
 @dataclass(frozen=True)
@@ -145,11 +144,8 @@ class Prompt:
             raise ValueError(f"Prompt {self.name!r}: arguments must be PromptArgument instances")
 
     def describe(self) -> dict[str, Any]:
-        head: dict[str, Any] = {"name": self.name, "description": self.description}
-        if self.title is not None:
-            head["title"] = self.title
-        head["arguments"] = [a.describe() for a in self.arguments]
-        return head
+        head = {"name": self.name, "description": self.description}
+        return _described(head, self.title, arguments=[a.describe() for a in self.arguments])
 
 
 def check_surface(
@@ -174,11 +170,8 @@ def check_surface(
     return checked[0], checked[1]
 
 
-def _described(head: dict[str, Any], title: str | None, mime_type: str) -> dict[str, Any]:
-    if title is not None:
-        head["title"] = title
-    head["mimeType"] = mime_type
-    return head
+def _described(head: dict[str, Any], title: str | None, **tail: Any) -> dict[str, Any]:
+    return {**head, **({"title": title} if title is not None else {}), **tail}
 
 
 def _param(params: Mapping[str, Any], name: str, method: str) -> str:
