@@ -5,7 +5,7 @@ As the 2025-11-25 spec's Streamable HTTP transport says for messages related to 
 on the tool call's own answer (an SSE stream whose last event is the result). Only the session a
 request went to answers it (its id, ``mcpfaults-`` and 32 random hex digits, is unguessable): any
 other answer is refused, counted on the request's journal record, and the tool keeps waiting.
-A server-request fault that fired on the call is armed for it (:meth:`ServerMessages.arm`).
+A server-request fault that fired on the call is armed for it (:attr:`ServerMessages.armed`).
 """
 
 from __future__ import annotations
@@ -102,20 +102,12 @@ class ServerMessages:
     def __init__(self, journal: ServerMessageLog) -> None:
         self.journal = journal
         self._pending: dict[str, _Awaited] = {}
-        self._armed: dict[int, Outbound] = {}  # by the call's journal id
+        #: A server-request fault armed for a call (by its journal id): what its tool's requests carry.
+        self.armed: dict[int, Outbound] = {}
         self._dropping: dict[str, tuple[int, str]] = {}  # id -> (the POST's status, the fault)
         #: the copies a fault sent, by the id they carry: their journal seq and session
         self._copies: dict[Any, list[tuple[int, str | None]]] = {}
         self._dropped_records: dict[str, tuple[float, int, str]] = {}  # id -> (when, status, fault)
-
-    def arm(self, rid: int, effect: Outbound) -> None:
-        self._armed[rid] = effect
-
-    def disarm(self, rid: int) -> None:
-        self._armed.pop(rid, None)
-
-    def armed(self, rid: int) -> Outbound | None:
-        return self._armed.get(rid)
 
     def copy_sent(
         self, mid: Any, outcome: str, effect: Outbound, session: str | None = None, **fields: Any
@@ -253,7 +245,7 @@ class ToolContext:
         self._inputs: asyncio.Queue[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]] = (
             asyncio.Queue()
         )
-        self.effect = messages.armed(rid)
+        self.effect = messages.armed.get(rid)
 
     async def next_input(self) -> tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]:
         """A stateless-era call's next input request: key, request, answer future, verdict wording."""
