@@ -196,9 +196,7 @@ class Surface:
     """One sidecar's resources, templates and prompts, and each client session's logging level and
     subscriptions (by transport session id; ``None``: the stateless era)."""
 
-    def __init__(
-        self, resources: Iterable[Resource | ResourceTemplate] = (), prompts: Iterable[Prompt] = ()
-    ) -> None:
+    def __init__(self) -> None:
         self.resources: dict[str, Resource] = {}
         self.templates: list[ResourceTemplate] = []
         self.prompts: dict[str, Prompt] = {}
@@ -206,7 +204,6 @@ class Surface:
         self.subscriptions: dict[str | None, set[str]] = {}
         #: Told each notification a change makes: the sidecar sends it on its streams.
         self.on_change: Callable[[str, Mapping[str, Any] | None], None] = lambda method, params: None
-        self.add(resources, prompts)
 
     def is_subscribed(self, session: str | None, uri: str) -> bool:
         return uri in self.subscriptions.get(session, ())
