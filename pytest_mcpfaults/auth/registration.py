@@ -303,15 +303,20 @@ class Clients:
             return client_id, oauth_error("invalid_client", why, 401)
         return client_id, None
 
-    def redeem(self, form: Mapping[str, str], client_id: str | None) -> Redeemed | Reply:
-        """The ``authorization_code`` grant's checks (RFC 6749 4.1.3, RFC 7636 4.6)."""
+    def redeem(
+        self, form: Mapping[str, str], client_id: str | None, revoke: Callable[[str], None]
+    ) -> Redeemed | Reply:
+        """The ``authorization_code`` grant's checks (RFC 6749 4.1.3, RFC 7636 4.6); a code used twice:
+        the token it became is ``revoke``d (RFC 6749 4.1.2)."""
         code = form.get("code")
         if not code:
             return oauth_error("invalid_request", "the authorization_code grant needs code")
+        if (became := self._redeemed.get(code)) is not None:
+            revoke(became)
         verifier = form.get("code_verifier")
         if verifier is None:
             return oauth_error("invalid_request", "PKCE: the authorization_code grant needs code_verifier")
-        if code in self._redeemed:  # used twice: the token it became is revoked too (RFC 6749 4.1.2)
+        if code in self._redeemed:
             return oauth_error("invalid_grant", "the authorization code was used already")
         grant = self._codes.pop(code, None)
         if grant is None:
@@ -333,11 +338,6 @@ class Clients:
     def issued(self, code: str, token: str) -> None:
         if code in self._redeemed:
             self._redeemed[code] = token
-
-    def reused(self, form: Mapping[str, str]) -> str | None:
-        """The token a reused code became (to revoke), if any."""
-        code = form.get("code")
-        return self._redeemed.get(code) if code else None
 
 
 def _redirect(target: str, params: dict[str, str], state: str | None, iss: str, error: str | None) -> Reply:

@@ -105,6 +105,8 @@ class _Grant:
     client_id: str | None = None  # its refresh token is that client's only
     registered: bool = False  # the client was a registered one (it must still be, to refresh)
     refreshed: bool = False  # its refresh token was used (rotated: refused from then on)
+    revoked: bool = False
+    calls: int = 0  # the requests that carried it
 
 
 def _quoted(value: str) -> str:
@@ -158,8 +160,6 @@ class AuthServer:
             for i, token in enumerate(statics, 1)
         }
         self._refresh: dict[str, str] = {}  # refresh token -> access token
-        self._revoked: set[str] = set()
-        self._calls: dict[str, int] = {}
         self._issued = 0
         self._issued_tokens: deque[str] = deque()  # oldest first, for MAX_TOKENS
         self.clients = Clients(base_url)  # the issuer identifier is the sidecar's base URL
@@ -181,14 +181,12 @@ class AuthServer:
         if bearer is None:
             return AuthInfo(None, None, False, 0, frozenset(), self.metadata_url)
         grant = self._grants.get(bearer)
-        calls = self._calls.get(bearer, 0)
-        if grant is not None:  # only tokens it knows: a client sending made-up ones costs nothing
-            self._calls[bearer] = calls + 1
-        accepted = grant is not None and bearer not in self._revoked
-        label = grant.label if grant is not None else "unknown"
-        scopes = grant.scopes if grant is not None else frozenset()
-        principal = grant.principal if grant is not None and accepted else None
-        return AuthInfo(bearer, label, accepted, calls, scopes, self.metadata_url, principal)
+        if grant is None:  # not counted: a client sending made-up tokens costs nothing
+            return AuthInfo(bearer, "unknown", False, 0, frozenset(), self.metadata_url)
+        calls, grant.calls = grant.calls, grant.calls + 1
+        accepted = not grant.revoked
+        principal = grant.principal if accepted else None
+        return AuthInfo(bearer, grant.label, accepted, calls, grant.scopes, self.metadata_url, principal)
 
     def refusal(self, info: AuthInfo) -> Reply | None:
         """``401`` for a request without an accepted token, ``None`` to let it through."""
@@ -204,14 +202,12 @@ class AuthServer:
 
     def revoke(self, token: str) -> None:
         if token in self._grants:
-            self._revoked.add(token)
+            self._grants[token].revoked = True
 
     def _forget(self, token: str) -> None:
         grant = self._grants.pop(token)
         if grant.refresh is not None:
             self._refresh.pop(grant.refresh, None)
-        self._calls.pop(token, None)
-        self._revoked.discard(token)
 
     def answer(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, query: str = ""
@@ -219,17 +215,15 @@ class AuthServer:
         """The answer on one of :attr:`paths`, ``None`` for any other path."""
         if path not in self.paths:
             return None
-        if path in (TOKEN_PATH, REGISTER_PATH):
-            if method != "POST":
-                return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": "POST"}, sse=False))
-            if path == REGISTER_PATH:
-                reply, client = self.clients.register(body)
-                return AuthAnswer(reply, client=client)
+        allowed = "POST" if path in (TOKEN_PATH, REGISTER_PATH) else "GET"
+        if method != allowed:
+            return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": allowed}, sse=False))
+        if path == TOKEN_PATH:
             return self._token(headers, body)
-        if method != "GET":
-            return AuthAnswer(Reply(405, {"error": "method not allowed"}, {"Allow": "GET"}, sse=False))
-        if path == AUTHORIZE_PATH:
-            reply, client = self.clients.authorize(query)
+        if path in (REGISTER_PATH, AUTHORIZE_PATH):
+            reply, client = (
+                self.clients.register(body) if path == REGISTER_PATH else self.clients.authorize(query)
+            )
             return AuthAnswer(reply, client=client)
         base = self.base_url()
         if path != ASM_PATH:
@@ -274,9 +268,7 @@ class AuthServer:
             return AuthAnswer(oauth_error("invalid_client", why, 401), grant)
         requested = frozenset(form.get("scope", "").split())
         if grant == "authorization_code":
-            if (reused := self.clients.reused(form)) is not None:
-                self.revoke(reused)  # a code used twice: what it became is revoked (RFC 6749 4.1.2)
-            redeemed = self.clients.redeem(form, client_id)
+            redeemed = self.clients.redeem(form, client_id, self.revoke)
             if not isinstance(redeemed, Redeemed):
                 return AuthAnswer(redeemed, grant, client=client)
             scopes = redeemed.scopes or frozenset({DEFAULT_SCOPE})

@@ -353,11 +353,11 @@ class SidecarCore:
             return await pending
         effect = outbound_effect(fault) if fault is not None else None
         if effect is not None:  # the requests the call's tool sends the client carry it
-            self.server_messages.arm(rid, effect)
+            self.server_messages.armed[rid] = effect
         try:
             reply = await self.cancels.run(rid, info.mcp, fault, pending)
         finally:
-            self.server_messages.disarm(rid)
+            self.server_messages.armed.pop(rid, None)
         if info.mcp.method == "notifications/cancelled" and reply is not None and reply.status == 202:
             self.cancels.heard(rid)
         resumable = shape_of(fault).resumable  # close_stream: a stream to resume (Resumption)

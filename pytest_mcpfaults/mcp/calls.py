@@ -187,22 +187,16 @@ class ToolCalls:
             )
             self.on_error(f"tool {tool.name}", ValueError(text))  # the test's set-up: name it in the test
             return _failed(req, tool, text, text, "tool")
-        if req.era == "stateless":
-            level = req.meta.get(LOG_LEVEL_META)
-            headers: dict[str, str] = {}
-        else:
-            level = self.sessions.log_levels.get(req.session_id or "")
-            headers = {"Mcp-Session-Id": req.session_id} if req.session_id else {}
+        session = req.session_id if req.era == "session" else None  # there, always live (checked)
+        level = req.meta.get(LOG_LEVEL_META) if session is None else self.sessions.log_levels.get(session)
         return ToolContext(
             self.messages,
             link,
             rid=rid,
             tool=tool.name,
-            headers=headers,
+            session=session,
             progress_token=req.meta.get("progressToken"),
             log_level=level if level_problem(level) is None else None,
-            stateless=req.era == "stateless",
-            session=req.session_id if req.era == "session" else None,
         )
 
     async def _run_handler(self, tool: Tool, kwargs: dict[str, Any], rid: int = -1) -> Any:

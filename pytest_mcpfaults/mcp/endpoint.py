@@ -69,11 +69,8 @@ def _valid_id(rid: Any) -> bool:
 
 
 def envelope_problem(message: Mapping[str, Any]) -> Reply | None:
-    """The error for a JSON-RPC 2.0 object whose members have the wrong types, or ``None``.
-    ``method`` not a string, an ``id`` that is null/bool/NaN/Infinity/an object, and a message with
-    neither a ``method`` nor a ``result``/``error`` are invalid requests (HTTP 400, ``id: null``, as
-    JSON-RPC says when the id cannot be trusted); ``params`` that is not an object is invalid params
-    (HTTP 400, with the request's id); ``params: null`` counts as absent."""
+    """The error for a JSON-RPC 2.0 object whose members have the wrong types (``id: null`` but for
+    bad ``params``: JSON-RPC's when the id cannot be trusted), or ``None``."""
     if "id" in message and not _valid_id(message["id"]):
         return client_error(
             INVALID_REQUEST,
@@ -114,9 +111,8 @@ def fit_structured(result: dict[str, Any], real: dict[str, Any]) -> None:
 
 
 def learn_listing(schemas: dict[str, Mapping[str, Any]], response: Mapping[str, Any] | None) -> None:
-    """Proxy mode: keep in ``schemas`` (an endpoint's ``listed_schemas``) the output schema of each tool
-    an upstream's ``tools/list`` ``response`` lists (a tool listed without one: forgotten), for
-    :meth:`McpEndpoint.fit_forced`."""
+    """Proxy mode: keep in ``schemas`` the output schema of each tool an upstream's ``tools/list``
+    ``response`` lists (for :meth:`McpEndpoint.fit_forced`)."""
     result = response.get("result") if response is not None else None
     tools = result.get("tools") if isinstance(result, dict) else None
     for tool in tools if isinstance(tools, list) else ():
@@ -152,8 +148,7 @@ NOT_RECORDED = -32603
 
 
 class McpEndpoint:
-    """The MCP side of one sidecar: parsing and dispatch of each message, its tools (their calls:
-    :class:`~pytest_mcpfaults.mcp.calls.ToolCalls`), surface and transport sessions. Loop thread only."""
+    """The MCP side of one sidecar. Loop thread only."""
 
     def __init__(
         self,
@@ -183,7 +178,7 @@ class McpEndpoint:
         )  # fmt: skip
 
     def parse(self, headers: Mapping[str, str], body: bytes) -> McpRequest | Reply:
-        """Parse a POST body, or the error reply for a body that is not one JSON-RPC message."""
+        """A POST body, or the error reply for one that is not one JSON-RPC message."""
         try:
             message = json.loads(body)
         except (ValueError, UnicodeDecodeError):
@@ -207,8 +202,8 @@ class McpEndpoint:
     async def post(
         self, req: McpRequest, headers: Mapping[str, str], link: Link | None = None, rid: int = -1
     ) -> Reply:
-        """Answer one POSTed message. ``link`` and ``rid`` (its journal id): for the messages a tool
-        sends on its own (``None``: a tool taking ``ctx`` cannot be served here)."""
+        """``link`` and ``rid`` (its journal id): for the messages a tool sends on its own (``None``: a
+        tool taking ``ctx`` cannot be served here)."""
         if req.method is None:  # a response from the client (to a tool's request): hand it over
             return _client_answer(self, req)
         if req.era == "stateless":
@@ -393,10 +388,10 @@ class McpEndpoint:
             return reply
 
     def delete(self, session_id: str | None, principal: str | None = None) -> Reply:
+        if self.era == "stateless":
+            return Reply(405, headers={"Allow": "POST"})
         problem = self.check_session(session_id, principal)
         if problem is not None:
-            if self.era == "stateless":
-                return Reply(405, headers={"Allow": "POST"})
             return problem
         assert session_id is not None
         self.sessions.end(session_id)
@@ -408,11 +403,9 @@ class McpEndpoint:
 
 
 def _client_answer(endpoint: McpEndpoint, req: McpRequest) -> Reply:
-    """A client's JSON-RPC response, POSTed to ``endpoint``. The stateless era has no server-to-client
-    requests to answer: ``400``, as the mcp SDK's 2026-07-28 transport answers. In the session era a
-    POST without a live session of its principal is answered as any such POST is; one of a live
-    session is accepted (``202``, as the SDK's transport does) and handed to the tool only if its id
-    names a request the sidecar sent that session."""
+    """A client's JSON-RPC response: ``400`` in the stateless era, as the mcp SDK's 2026-07-28 transport
+    answers; in a live session ``202``, as the SDK's does, handed to the tool only if its id names a
+    request the sidecar sent that session."""
     if req.era == "stateless" and endpoint.era != "session":  # a session-only server knows no such era
         refused: Reply | None = client_error(
             INVALID_REQUEST,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pytest_mcpfaults.mcp.listen import Listen
 from pytest_mcpfaults.mcp.tools import ToolContent
@@ -22,6 +22,7 @@ __all__ = [
     "tool_result",
 ]
 
+_T = TypeVar("_T")
 RequestEra = Literal["stateless", "session"]
 """The era of one request (:attr:`McpRequest.era`, ``RequestRecord.era``)."""
 ErrorBy = Literal["client", "tool", "sidecar", "upstream"]
@@ -72,33 +73,28 @@ class McpRequest:
 
     @property
     def tool(self) -> str | None:
-        if self.method != "tools/call":
-            return None
-        name = (self.message.get("params") or {}).get("name")
-        return name if isinstance(name, str) else None
+        return self._param("name", str) if self.method == "tools/call" else None
 
     @property
     def meta(self) -> dict[str, Any]:
-        meta = (self.message.get("params") or {}).get("_meta")
-        return meta if isinstance(meta, dict) else {}
+        return self._param("_meta", dict) or {}
 
     @property
     def prompt(self) -> str | None:
-        return self._param("name") if self.method == "prompts/get" else None
+        return self._param("name", str) if self.method == "prompts/get" else None
 
     @property
     def resource(self) -> str | None:
-        return self._param("uri") if self.method in _RESOURCE_METHODS else None
-
-    def _param(self, name: str) -> str | None:
-        params = self.message.get("params")
-        value = params.get(name) if isinstance(params, dict) else None
-        return value if isinstance(value, str) else None
+        return self._param("uri", str) if self.method in _RESOURCE_METHODS else None
 
     @property
     def arguments(self) -> dict[str, Any]:
-        args = (self.message.get("params") or {}).get("arguments") or {}
-        return args if isinstance(args, dict) else {}
+        return self._param("arguments", dict) or {}
+
+    def _param(self, name: str, kind: type[_T]) -> _T | None:
+        params = self.message.get("params")
+        value = params.get(name) if isinstance(params, dict) else None
+        return value if isinstance(value, kind) else None
 
 
 _RESOURCE_METHODS = ("resources/read", "resources/subscribe", "resources/unsubscribe")

@@ -5,7 +5,7 @@ As the 2025-11-25 spec's Streamable HTTP transport says for messages related to 
 on the tool call's own answer (an SSE stream whose last event is the result). Only the session a
 request went to answers it (its id, ``mcpfaults-`` and 32 random hex digits, is unguessable): any
 other answer is refused, counted on the request's journal record, and the tool keeps waiting.
-A server-request fault that fired on the call is armed for it (:meth:`ServerMessages.arm`).
+A server-request fault that fired on the call is armed for it (:attr:`ServerMessages.armed`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from pytest_mcpfaults.behaviour.server_requests import Outbound, malformed_event, malformed_input
 from pytest_mcpfaults.core.errors import Dropped
+from pytest_mcpfaults.core.records import ServerMessageLog
 
 __all__ = [
     "LOG_LEVELS",
@@ -61,8 +62,7 @@ class Link(Protocol):
     """What only the transport can do for a tool call's own messages."""
 
     async def send_message(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str]) -> None:
-        """Write ``message`` as one event on the call's answer stream (bytes: framed already), opening
-        the stream with ``headers`` on the first one."""
+        """One event on the call's answer stream (bytes: framed already), opened with ``headers``."""
 
     async def await_answer(
         self,
@@ -70,21 +70,12 @@ class Link(Protocol):
         what: str,
         dropped: Callable[[], str | None] | None = None,
     ) -> None:
-        """Wait for ``answer`` within the patience budget, else raise
-        :class:`~pytest_mcpfaults.core.errors.Dropped` (a patience violation naming ``what``, and
-        ``dropped()``: how a fault lost the answer) or when the client goes away."""
+        """Past the patience budget: a violation naming ``what`` and ``dropped()`` (how a fault lost the
+        answer), then :class:`~pytest_mcpfaults.core.errors.Dropped`, as when the client goes away."""
 
     def watch_round(self, answer: asyncio.Future[dict[str, Any]], what: str) -> None:
-        """A stateless-era input round was answered: unless ``answer`` (the client's retry) comes
-        within the patience budget, record a patience violation naming ``what``."""
-
-
-class MessageLog(Protocol):
-    """Where the messages are journaled (a protocol: the journal's module imports this one)."""
-
-    def now(self) -> float: ...
-    def add_server_message(self, **fields: Any) -> int: ...
-    def update_server_message(self, seq: int, **fields: Any) -> object: ...
+        """A patience violation naming ``what`` unless a stateless-era round's retry (``answer``) comes in
+        time."""
 
 
 def level_problem(level: Any) -> str | None:
@@ -95,8 +86,7 @@ def level_problem(level: Any) -> str | None:
 
 @dataclasses.dataclass
 class _Awaited:
-    """A request awaiting the client's answer, and whom it went to: a transport ``session``, or an
-    input round (answered only by the call's retry)."""
+    """Whom a request went to: a transport ``session``, or an input round (only the retry answers)."""
 
     seq: int
     answer: asyncio.Future[dict[str, Any]]
@@ -109,23 +99,15 @@ class ServerMessages:
     """One sidecar's requests to its clients awaiting an answer, by JSON-RPC id; journals every
     message and answer. Loop thread only."""
 
-    def __init__(self, journal: MessageLog) -> None:
+    def __init__(self, journal: ServerMessageLog) -> None:
         self.journal = journal
         self._pending: dict[str, _Awaited] = {}
-        self._armed: dict[int, Outbound] = {}  # by the call's journal id
+        #: A server-request fault armed for a call (by its journal id): what its tool's requests carry.
+        self.armed: dict[int, Outbound] = {}
         self._dropping: dict[str, tuple[int, str]] = {}  # id -> (the POST's status, the fault)
         #: the copies a fault sent, by the id they carry: their journal seq and session
         self._copies: dict[Any, list[tuple[int, str | None]]] = {}
         self._dropped_records: dict[str, tuple[float, int, str]] = {}  # id -> (when, status, fault)
-
-    def arm(self, rid: int, effect: Outbound) -> None:
-        self._armed[rid] = effect
-
-    def disarm(self, rid: int) -> None:
-        self._armed.pop(rid, None)
-
-    def armed(self, rid: int) -> Outbound | None:
-        return self._armed.get(rid)
 
     def copy_sent(
         self, mid: Any, outcome: str, effect: Outbound, session: str | None = None, **fields: Any
@@ -158,8 +140,7 @@ class ServerMessages:
         session: str | None = None,
         in_round: bool = False,
     ) -> tuple[str, int, asyncio.Future[dict[str, Any]]]:
-        """Journal a request about to be sent: its JSON-RPC id (unguessable: a client learns it only
-        from the request itself), journal ``seq`` and answer future."""
+        """Its JSON-RPC id (unguessable: a client learns it only from the request), ``seq``, answer."""
         mid = f"mcpfaults-{secrets.token_hex(16)}"
         seq = self.journal.add_server_message(method=method, request_id=rid, tool=tool, params=params, id=mid)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -185,12 +166,9 @@ class ServerMessages:
     def answer_status(
         self, message: Mapping[str, Any], session: str | None = None, *, bound: bool = True
     ) -> tuple[int, str | None]:
-        """A client's JSON-RPC response, POSTed in transport session ``session`` (``bound=False``: a
-        stateless-era round's, carried by the call's retry, which proved the round): hand it to the
-        awaiting tool and journal it. Bound, only the session the request went to answers it (an
-        input round is answered only by the retry). Returns the status its ``POST`` gets (``202``, as
-        the mcp SDK's transport accepts any response of a live session, or a dropping fault's) and
-        why it answers nothing (the client's mistake, journaled), or ``None``."""
+        """A client's response, POSTed in ``session`` (``bound=False``: carried by a round's retry, which
+        proved the round): the status its POST gets (``202``, as the mcp SDK accepts any response of a
+        live session, or a dropping fault's) and why it answers nothing (the client's mistake)."""
         mid: Any = message.get("id")
         pending = self._pending.get(mid) if isinstance(mid, str) else None
         if bound and pending is not None and (pending.in_round or pending.session != session):
@@ -202,45 +180,38 @@ class ServerMessages:
                 else "a request the sidecar sent another session"
             )
             return 202, f"refused: a response to {whose}, not one of session {session} (id {mid!r})"
-        now, result, error = self.journal.now(), message.get("result"), message.get("error")
+        now = self.journal.now()
+        answered = {"answered_at": now, "result": message.get("result"), "error": message.get("error")}
         if pending is None:
             copies = self._copies.get(mid) if isinstance(mid, (str, int, type(None))) else None
             mine = [i for i, (_, s) in enumerate(copies or ()) if not bound or s == session]
             if copies and mine:  # an answer to a duplicate or malformed copy: the client's, not a mistake
-                seq = copies.pop(mine[0])[0]
-                self.journal.update_server_message(seq, answered_at=now, result=result, error=error)
+                self.journal.update_server_message(copies.pop(mine[0])[0], **answered)
                 return 202, None
             return 202, f"a response to no request the sidecar is awaiting (id {mid!r})"
-        del self._pending[mid]
-        seq, fut = pending.seq, pending.answer
         drop = self._dropping.pop(mid, None)
         if drop is not None:  # lost on its way: the tool never hears
-            self.journal.update_server_message(
-                seq, outcome="dropped", answered_at=now, result=result, error=error, fault=drop[1]
-            )
-            self._dropped_records[mid] = (now, drop[0], drop[1])
+            self._close(mid, outcome="dropped", fault=drop[1], **answered)
+            self._dropped_records[mid] = (now, *drop)
             return drop[0], None
-        outcome = "error" if "error" in message else "answered"
-        self.journal.update_server_message(seq, outcome=outcome, answered_at=now, result=result, error=error)
-        if not fut.done():
-            fut.set_result(dict(message))
+        self._close(mid, outcome="error" if "error" in message else "answered", **answered)
+        if not pending.answer.done():
+            pending.answer.set_result(dict(message))
         return 202, None
 
     def lose(self, mid: str, result: Any, fault: str) -> None:
-        """A stateless-era round's answer that ``fault`` lost: journaled ``dropped``."""
-        pending = self._pending.pop(mid, None)
-        if pending is not None:
-            now = self.journal.now()
-            self.journal.update_server_message(
-                pending.seq, outcome="dropped", answered_at=now, result=result, fault=fault
-            )
+        """A stateless-era round's answer that ``fault`` lost."""
+        self._close(mid, outcome="dropped", answered_at=self.journal.now(), result=result, fault=fault)
 
     def give_up(self, mid: str) -> None:
-        pending = self._pending.pop(mid, None)
         self._dropping.pop(mid, None)
         self._dropped_records.pop(mid, None)
+        self._close(mid, outcome="unanswered")
+
+    def _close(self, mid: str, **fields: Any) -> None:
+        pending = self._pending.pop(mid, None)
         if pending is not None:
-            self.journal.update_server_message(pending.seq, outcome="unanswered")
+            self.journal.update_server_message(pending.seq, **fields)
 
 
 class ToolContext:
@@ -260,21 +231,21 @@ class ToolContext:
         *,
         rid: int,
         tool: str,
-        headers: Mapping[str, str],
+        session: str | None,
         progress_token: Any = None,
         log_level: str | None = None,
-        stateless: bool = False,
-        session: str | None = None,
     ) -> None:
         self._messages, self._link, self._rid, self.tool = messages, link, rid, tool
-        self.session, self._headers, self.stateless = session, dict(headers), stateless
+        #: No transport session: the stateless era's call (a session-era call always has one).
+        self.session, self.stateless = session, session is None
+        self._headers = {"Mcp-Session-Id": session} if session else {}
         self.progress_token, self.log_level = progress_token, log_level
         #: The method of the request whose answer the call awaits now.
         self.awaiting: str | None = None
         self._inputs: asyncio.Queue[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]] = (
             asyncio.Queue()
         )
-        self.effect = messages.armed(rid)
+        self.effect = messages.armed.get(rid)
 
     async def next_input(self) -> tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]:
         """A stateless-era call's next input request: key, request, answer future, verdict wording."""
@@ -304,12 +275,11 @@ class ToolContext:
             method, params, self._rid, self.tool, session=self.session, in_round=self.stateless
         )
         self.awaiting = method
+        how = ", as an input request of its input_required result" if self.stateless else ""
+        during = f"during tools/call {self.tool}{how}{self._malformed_note()}"
+        what = f"the server's `{method}` (sent at {sent_at:.1f} s {during})"
         try:
             if self.stateless:  # an input round: answered input_required, resumed by the client's retry
-                what = (
-                    f"the server's `{method}` (sent at {sent_at:.1f} s during tools/call {self.tool}, as an "
-                    f"input request of its input_required result{self._malformed_note()})"
-                )
                 self._inputs.put_nowait((mid, {"method": method, "params": dict(params or {})}, fut, what))
                 await fut
             else:
@@ -320,8 +290,6 @@ class ToolContext:
                     await self._send_faulted(message)
                 else:
                     await self._send(message)
-                during = f"during tools/call {self.tool}{self._malformed_note()}"
-                what = f"the server's `{method}` (sent at {sent_at:.1f} s {during})"
                 await self._link.await_answer(fut, what, functools.partial(self._messages.dropped, mid))
         finally:
             self.awaiting = None

@@ -23,7 +23,6 @@ __all__ = ["InputRounds", "LostRound"]
 @dataclass(eq=False)
 class _Round:
     task: asyncio.Future[Any]
-    tool: str
     ctx: ToolContext
     key: str
     answer: asyncio.Future[dict[str, Any]]
@@ -60,7 +59,7 @@ class InputRounds:
         token = uuid.uuid4().hex
         requests, lost_by = ctx.faulted_round(key, input_request)  # as the call's fault says, if any
         copies = tuple(k for k in requests if k != key)
-        self._open[token] = _Round(task, ctx.tool, ctx, key, answer, lost_by, copies, principal)
+        self._open[token] = _Round(task, ctx, key, answer, lost_by, copies, principal)
         task.add_done_callback(_retrieve)  # a round never retried: its outcome is nobody's
         link.watch_round(answer, what)
         return {"resultType": "input_required", "inputRequests": requests, "requestState": token}
@@ -86,8 +85,8 @@ class InputRounds:
         if rnd.principal != principal:
             messages.refused({"id": rnd.key})
             return unknown
-        if rnd.tool != tool:
-            return f"requestState {token!r} is a round of tool {rnd.tool}, not {tool}"
+        if rnd.ctx.tool != tool:
+            return f"requestState {token!r} is a round of tool {rnd.ctx.tool}, not {tool}"
         del self._open[token]
         response = responses.get(rnd.key) if isinstance(responses, Mapping) else None
         for copy in rnd.copies:  # a client that answered a malformed entry too: journaled on its copy

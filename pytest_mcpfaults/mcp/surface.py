@@ -64,9 +64,8 @@ class Resource:
                 _check_text(f"Resource {self.uri!r}", name, getattr(self, name), empty=True)
 
     def describe(self) -> dict[str, Any]:
-        return _described(
-            {"uri": self.uri, "name": self.name, "description": self.description}, self.title, self.mime_type
-        )
+        head = {"uri": self.uri, "name": self.name, "description": self.description}
+        return _described(head, self.title, mimeType=self.mime_type)
 
     def contents(self) -> dict[str, Any]:
         body = {"text": self.text} if self.text is not None else {"blob": self.blob}
@@ -107,7 +106,7 @@ class ResourceTemplate:
 
     def describe(self) -> dict[str, Any]:
         head = {"uriTemplate": self.uri_template, "name": self.name, "description": self.description}
-        return _described(head, self.title, self.mime_type)
+        return _described(head, self.title, mimeType=self.mime_type)
 
 
 @dataclass(frozen=True)
@@ -145,11 +144,8 @@ class Prompt:
             raise ValueError(f"Prompt {self.name!r}: arguments must be PromptArgument instances")
 
     def describe(self) -> dict[str, Any]:
-        head: dict[str, Any] = {"name": self.name, "description": self.description}
-        if self.title is not None:
-            head["title"] = self.title
-        head["arguments"] = [a.describe() for a in self.arguments]
-        return head
+        head = {"name": self.name, "description": self.description}
+        return _described(head, self.title, arguments=[a.describe() for a in self.arguments])
 
 
 def check_surface(
@@ -174,11 +170,8 @@ def check_surface(
     return checked[0], checked[1]
 
 
-def _described(head: dict[str, Any], title: str | None, mime_type: str) -> dict[str, Any]:
-    if title is not None:
-        head["title"] = title
-    head["mimeType"] = mime_type
-    return head
+def _described(head: dict[str, Any], title: str | None, **tail: Any) -> dict[str, Any]:
+    return {**head, **({"title": title} if title is not None else {}), **tail}
 
 
 def _param(params: Mapping[str, Any], name: str, method: str) -> str:
@@ -203,9 +196,7 @@ class Surface:
     """One sidecar's resources, templates and prompts, and each client session's logging level and
     subscriptions (by transport session id; ``None``: the stateless era)."""
 
-    def __init__(
-        self, resources: Iterable[Resource | ResourceTemplate] = (), prompts: Iterable[Prompt] = ()
-    ) -> None:
+    def __init__(self) -> None:
         self.resources: dict[str, Resource] = {}
         self.templates: list[ResourceTemplate] = []
         self.prompts: dict[str, Prompt] = {}
@@ -213,7 +204,6 @@ class Surface:
         self.subscriptions: dict[str | None, set[str]] = {}
         #: Told each notification a change makes: the sidecar sends it on its streams.
         self.on_change: Callable[[str, Mapping[str, Any] | None], None] = lambda method, params: None
-        self.add(resources, prompts)
 
     def is_subscribed(self, session: str | None, uri: str) -> bool:
         return uri in self.subscriptions.get(session, ())

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pytest_mcpfaults.mcp.builtin.conformance import (
     conformance_prompts,
@@ -19,16 +19,13 @@ __all__ = ["builtin_surface", "builtin_tools", "tool_sets_help"]
 
 def builtin_tools(tool_sets: tuple[str, ...], benchmark: BenchmarkSessions) -> dict[str, Tool]:
     """The tools of ``tool_sets``, by name (``benchmark``: the benchmark set's state)."""
-    tools: list[Tool] = []
-    if "basic" in tool_sets:
-        tools += BASIC_TOOLS
-    if "benchmark" in tool_sets:
-        tools += benchmark.tools()
-    if "client" in tool_sets:
-        tools += CLIENT_TOOLS
-    if "conformance" in tool_sets:
-        tools += conformance_tools()
-    return {t.name: t for t in tools}
+    made: dict[str, Callable[[], Iterable[Tool]]] = {
+        "basic": lambda: BASIC_TOOLS,
+        "benchmark": benchmark.tools,
+        "client": lambda: CLIENT_TOOLS,
+        "conformance": conformance_tools,
+    }
+    return {t.name: t for name in TOOL_SETS if name in tool_sets for t in made[name]()}
 
 
 def builtin_surface(
