@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from pytest_mcpfaults.from_trace.errors import TraceError
-from pytest_mcpfaults.from_trace.read import plugin_spans
+from pytest_mcpfaults.from_trace.read import TraceError, plugin_spans
 from pytest_mcpfaults.from_trace.trace import Trace, check_trace, index_spans
 from pytest_mcpfaults.spans.queries import Patterns
 

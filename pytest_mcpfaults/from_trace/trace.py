@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pytest_mcpfaults.from_trace.errors import TraceError
+from pytest_mcpfaults.from_trace.read import TraceError
 from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
