@@ -87,6 +87,19 @@ def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _violations(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each violating run with its plan to paste; not a pair whose first fault alone gave the same."""
+    out = []
+    for rid, r in runs.items():  # in the order they ran
+        first = runs.get(rid.partition("+")[0]) if "+" in rid else None  # a pair's first run
+        if r["verdict"] != "violation" or (
+            first and first["verdict"] == "violation" and set(r["found"]) <= set(first["found"])
+        ):
+            continue  # not a violation, or its first fault alone gives it: reported under that run
+        out.append({"id": rid, "found": r["found"], "plan": r["plan_line"]})
+    return out
+
+
 def _ordered(runs: list[dict[str, Any]], camp: Any) -> list[dict[str, Any]]:
     """The runs in the campaign's order, each with ``at``: its first step's index in the footprint (so
     merged shards sort alike)."""
@@ -139,6 +152,7 @@ class ExploreReport:
         for test, runs in sorted(self.results.items()):
             camp = self._campaign(runs)
             ran = {rid: d for rid, d in runs.items() if d["run"]["plan"]}
+            entries = {rid: _run_entry(rid, d) for rid, d in ran.items()}
             counts = {v: sum(1 for d in ran.values() if d["verdict"] == v) for v in VERDICTS}
             clean = runs.get("explore:clean", {})
             pruned = [{"run": p.run.id, "why": p.why} for p in camp.pruned] if camp else []
@@ -162,8 +176,8 @@ class ExploreReport:
                 "over_budget": len(camp.over_budget) if camp else 0,
                 "ran": len(ran),
                 "verdicts": counts,
-                "runs": _ordered([_run_entry(rid, d) for rid, d in ran.items()], camp),
-                "violations": self._violations(ran),
+                "runs": _ordered(list(entries.values()), camp),
+                "violations": _violations(entries),
                 "stale": self._stale(test, ran),
             }
             out.append(entry)
@@ -174,23 +188,6 @@ class ExploreReport:
         from pytest_mcpfaults.explore.findings import findings
 
         return [f.to_dict() for f in findings(self.tests())]
-
-    def _violations(self, ran: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
-        """Each violating run with its plan to paste; not a pair whose first fault alone gave the same."""
-        from pytest_mcpfaults.explore.plan import Run, regression_line
-
-        out = []
-        for rid, d in ran.items():  # in the order they ran
-            if d["verdict"] != "violation":
-                continue
-            run = Run.from_dict(d["run"])
-            if run.depth > 1:
-                first = ran.get(Run(run.plan[:1]).id) or {}
-                if first.get("verdict") == "violation" and set(d["found"]) <= set(first["found"]):
-                    continue  # the first fault alone gives it: reported under that run
-            line = regression_line(run, str(d.get("transport", "http")), d.get("makers", ()))
-            out.append({"id": rid, "found": d["found"], "plan": line})
-        return out
 
     def _stale(self, test: str, ran: Mapping[str, dict[str, Any]]) -> list[str]:
         """Baseline findings of this test whose run ran in this session and found nothing of them."""
