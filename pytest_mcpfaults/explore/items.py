@@ -34,9 +34,7 @@ from pytest_mcpfaults.explore.summary import (
     REPORT_ATTR,
     ExploreReport,
     baseline,
-    cache_key,
     cached,
-    index_key,
 )
 from pytest_mcpfaults.explore.where import where_of
 
@@ -258,11 +256,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # parameter takes the union of their runs, and collection keeps each test's own (see
     # pytest_collection_modifyitems)
     cache = getattr(config, "cache", None)
-    index = cached(cache, index_key(function), "function", function) or {}
+    index = cached(cache, "function", function) or {}
     keys = [function, *(str(k) for k in index.get("tests", []))]  # the parametrizations with a footprint
     runs: dict[str, Run] = {CLEAN.id: CLEAN}
     for key in keys:
-        data = cached(cache, cache_key(key), "nodeid", key)
+        data = cached(cache, "nodeid", key)
         if data is None:
             continue
         steps = tuple(Step.from_dict(s) for s in data.get("footprint", ()))

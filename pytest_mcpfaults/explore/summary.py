@@ -30,20 +30,16 @@ _CACHE_PREFIX = "mcpfaults/explore/"
 _BASELINE = pytest.StashKey[tuple[dict[str, set[str]], list[dict[str, Any]]]]()
 
 
-def cache_key(nodeid: str) -> str:
-    """The ``.pytest_cache`` key of a test's footprint."""
-    return _CACHE_PREFIX + hashlib.sha1(nodeid.encode()).hexdigest()[:16]
+def cache_key(field: str, value: str) -> str:
+    """The ``.pytest_cache`` key of a test's footprint (``field`` ``nodeid``), or of the list of a
+    parametrized test function's explored tests (``function``)."""
+    kind = "tests-" if field == "function" else ""
+    return _CACHE_PREFIX + kind + hashlib.sha1(value.encode()).hexdigest()[:16]
 
 
-def index_key(function: str) -> str:
-    """The ``.pytest_cache`` key listing a parametrized test function's explored tests."""
-    return _CACHE_PREFIX + "tests-" + hashlib.sha1(function.encode()).hexdigest()[:16]
-
-
-def cached(cache: Any, key: str, field: str, value: str) -> dict[str, Any] | None:
-    """The ``.pytest_cache`` entry at ``key`` when it is the one for ``value`` (its ``field``): a hash
-    of another node id is not."""
-    data = cache.get(key, None) if cache is not None else None
+def cached(cache: Any, field: str, value: str) -> dict[str, Any] | None:
+    """The ``.pytest_cache`` entry for ``value`` (its ``field``): a hash of another node id is not."""
+    data = cache.get(cache_key(field, value), None) if cache is not None else None
     return data if isinstance(data, dict) and data.get(field) == value else None
 
 
@@ -234,8 +230,7 @@ class ExploreReport:
             return
         self._write_index(cache)
         for test, runs in self.results.items():
-            key = cache_key(test)
-            data = cached(cache, key, "nodeid", test) or {"nodeid": test}
+            data = cached(cache, "nodeid", test) or {"nodeid": test}
             clean = runs.get("explore:clean")
             if clean is not None:
                 if clean["verdict"] != "ok" and not clean.get("kept_off"):
@@ -247,7 +242,7 @@ class ExploreReport:
             for rid, d in runs.items():
                 if d["run"]["plan"] and len(d["run"]["plan"]) == 1 and "footprint" in d:
                     observed[rid] = {k: d[k] for k in ("footprint", "labels", "error")}
-            cache.set(key, data)
+            cache.set(cache_key("nodeid", test), data)
 
     def _write_index(self, cache: Any) -> None:
         """Per parametrized function, the explored tests seen (added to those cached before)."""
@@ -257,8 +252,9 @@ class ExploreReport:
             if function != test:
                 functions.setdefault(function, []).append(test)
         for function, tests in functions.items():
-            known = (cached(cache, index_key(function), "function", function) or {}).get("tests", [])
-            cache.set(index_key(function), {"function": function, "tests": sorted({*known, *tests})})
+            known = (cached(cache, "function", function) or {}).get("tests", [])
+            entry = {"function": function, "tests": sorted({*known, *tests})}
+            cache.set(cache_key("function", function), entry)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
