@@ -105,8 +105,6 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
             raise TraceError(
                 f'{args.clean}: not JSON ({exc}); a clean run is {{"spans": [...], "journal": [...]}}'
             ) from None
-        if not isinstance(detail, dict):
-            raise TraceError(f"{args.clean}: a clean run is an object with spans and journal lists")
         clean = clean_run_from_detail(detail, args.clean, names.session)
     except TraceError as exc:
         print(f"from-trace: {exc}", file=err)
