@@ -36,8 +36,16 @@ CLASSES: dict[str, str] = {
 }
 #: The classes in the order findings are reported (the incident's class first).
 ORDER: tuple[str, ...] = tuple(dict.fromkeys(CLASSES.values()))
-#: The verdicts of a run (see docs/explore.md).
-VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
+#: The verdicts of a run (see docs/explore.md), each with its cell in the terminal summary's matrix and
+#: its colour on the HTML page.
+VERDICTS: dict[str, tuple[str, str]] = {
+    "ok": (".", "#cfe8cf"),
+    "violation": ("V", "#e05050"),
+    "behaviour": ("b", "#f3dc8a"),
+    "unreached": ("u", "#d8d8d8"),
+    "not explored": ("s", "#b0b0b0"),
+    "known": ("k", "#e8b0b0"),
+}
 #: The verdicts of a run that count as having found something.
 FOUND_VERDICTS = ("violation", "known")
 

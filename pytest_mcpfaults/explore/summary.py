@@ -13,17 +13,6 @@ import pytest
 from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
 from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order, step_of
 
-#: The matrix's cell for each verdict (and for a pruned run, or a kind that does not apply).
-CELLS: dict[str, str] = {
-    "ok": ".",
-    "violation": "V",
-    "behaviour": "b",
-    "unreached": "u",
-    "not explored": "s",
-    "known": "k",
-    "pruned": "p",
-    "n/a": "-",
-}
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
 REPORT_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
@@ -347,13 +336,13 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
 
 
 def matrix_lines(runs: list[Mapping[str, Any]]) -> list[str]:
-    """The step × fault matrix of the depth-1 runs that ran (:data:`CELLS`); pairs counted below."""
+    """The step × fault matrix of the depth-1 runs that ran (cells: :data:`VERDICTS`); pairs counted below."""
     from pytest_mcpfaults.explore.html import grid
 
     steps, kinds, runs_at = grid(runs)
     if not runs_at:
         return []
-    cell = {at: CELLS[r["verdict"]] for at, r in runs_at.items()}
+    cell = {at: VERDICTS[r["verdict"]][0] for at, r in runs_at.items()}
     width = max(len(s) for s in steps)
     out = [" " * width + "  " + " ".join(f"{i:>2}" for i in range(1, len(kinds) + 1))]
     for s in steps:
