@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, export, incident, incident_bytes, span
 
-from pytest_mcpfaults.from_trace.errors import TraceError
 from pytest_mcpfaults.from_trace.footprint import Call, CleanRun, clean_run_from_detail, place_calls
 from pytest_mcpfaults.from_trace.infer import MAX_CANDIDATES, MAX_PLANS, Inferred, SpanNames, infer
-from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES, decode_trace
+from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES, TraceError, decode_trace
 from pytest_mcpfaults.from_trace.shape import shape_differences
 from pytest_mcpfaults.from_trace.trace import index_spans, pick_trace
 from pytest_mcpfaults.otlp.control_routes import span_json

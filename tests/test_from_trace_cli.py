@@ -99,7 +99,7 @@ def test_a_trace_file_over_the_bound_is_refused_reading_one_byte_more(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pytest_mcpfaults.from_trace import driver, read
-    from pytest_mcpfaults.from_trace.errors import TraceError
+    from pytest_mcpfaults.from_trace.read import TraceError
 
     monkeypatch.setattr(read, "MAX_TRACE_BYTES", 100)
     (tmp_path / "big.json").write_bytes(b" " * 10_000)

@@ -126,7 +126,7 @@ def _pick(read: Read, shown: str, trace_id: str | None, names: SpanNames) -> _So
 def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str]) -> list[_Source]:
     """The option's traces: each file's traces an id names, else its only one (or its only one with a
     session span); a ``UsageError`` naming the option (or options) at fault and what is wrong."""
-    from pytest_mcpfaults.from_trace.errors import TraceError
+    from pytest_mcpfaults.from_trace.read import TraceError
     from pytest_mcpfaults.from_trace.trace import listed
 
     names = _names(config)
@@ -214,7 +214,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{where}: the test uses no sidecar fixture ({', '.join(SIDECAR_FIXTURE_NAMES)}), so there is no "
             "clean run to replay the trace against"
         )
-    from pytest_mcpfaults.from_trace.errors import TraceError
+    from pytest_mcpfaults.from_trace.read import TraceError
 
     full = Path(str(node.path)).parent / path
     try:
@@ -237,7 +237,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Explore's runs of a from-trace test cached by an earlier explore run are deselected."""
     if not config.stash[_OPTION_SOURCES] and not config.stash[_MARKED]:
         return  # no test replays a trace: a plain run imports none of it
-    from pytest_mcpfaults.from_trace.run import TraceRun
+    from pytest_mcpfaults.from_trace.infer import TraceRun
 
     other = [
         item
@@ -258,7 +258,7 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
     sources = _sources_for(item)
     if not sources:
         return None
-    from pytest_mcpfaults.from_trace.run import TraceRun, trace_run
+    from pytest_mcpfaults.from_trace.infer import TraceRun
 
     names = _names(item.config, item)
     replays = item.config.stash[_REPLAYS]
@@ -270,7 +270,7 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
             fresh = replays[(test, source.trace.trace_id_hex)] = _Replay(source)
             first = _infer(item, fresh, names, detail)
             if first:
-                runs.append(trace_run(source.trace.trace_id_hex, first))
+                runs.append(TraceRun.of(source.trace.trace_id_hex, first))
             elif fresh.inferred is not None:  # inferred, but nothing maps: what was inferred, too
                 problems.append("\n".join([fresh.problem, *fresh.lines()]))
             else:
@@ -280,8 +280,7 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
         return runs
     if not isinstance(run, TraceRun) or (replay := replays.get((test, run.trace_id))) is None:
         return []
-    from pytest_mcpfaults.from_trace.errors import TraceError
-    from pytest_mcpfaults.from_trace.read import plugin_spans
+    from pytest_mcpfaults.from_trace.read import TraceError, plugin_spans
     from pytest_mcpfaults.from_trace.shape import shape_differences
 
     try:
@@ -292,14 +291,14 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
     replay.tried.append((run.id, differences))
     if not differences or run.attempt >= len(replay.plans):
         return []
-    return [trace_run(run.trace_id, replay.plans[run.attempt], run.attempt + 1)]
+    return [TraceRun.of(run.trace_id, replay.plans[run.attempt], run.attempt + 1)]
 
 
 def _infer(item: pytest.Item, replay: _Replay, names: SpanNames, detail: dict[str, Any]) -> tuple[str, ...]:
     """Infer the trace's faults against the clean run ``detail``; the first plan (empty: none)."""
-    from pytest_mcpfaults.from_trace.errors import TraceError
     from pytest_mcpfaults.from_trace.footprint import clean_run_from_detail
     from pytest_mcpfaults.from_trace.infer import infer
+    from pytest_mcpfaults.from_trace.read import TraceError
 
     options = explore_options(item)
     budget = (options.patience if options is not None else None) or 5.0
@@ -322,7 +321,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = yield
     if not item.config.stash[_OPTION_SOURCES] and not item.config.stash[_MARKED]:
         return report  # no test replays a trace: a plain run imports none of it
-    from pytest_mcpfaults.from_trace.run import TraceRun
+    from pytest_mcpfaults.from_trace.infer import TraceRun
 
     run = explore_run(item)
     if isinstance(run, TraceRun) and call.when == "call" and report.failed:

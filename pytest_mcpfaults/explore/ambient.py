@@ -6,23 +6,22 @@ a thread it starts does not.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["HAND", "Hand"]
 
 
-class Hand(Protocol):
-    """What a server a test makes itself asks of the run around it."""
+@dataclass(frozen=True)
+class Hand:
+    """What a server a test makes itself asks of the run around it: ``faults_for_next()``, the faults
+    aimed at the next server the test makes (none: ``()``), and ``made(server, maker)``, that ``maker``
+    (``'mock_sidecar'``) made ``server``, whose journal joins the run's footprint."""
 
-    def faults_for_next(self) -> Sequence[Any]:
-        """The faults aimed at the next server the test makes (``Fault`` objects; none: ``()``)."""
-        ...
-
-    def made(self, server: Any, maker: str) -> None:
-        """``server`` was made by ``maker`` (``'mock_sidecar'``): its journal joins the run's footprint."""
-        ...
+    faults_for_next: Callable[[], Sequence[Any]]
+    made: Callable[[Any, str], None]
 
 
 #: The hand of the explore run in progress in this context (``HAND.get()``), ``None`` outside one.

@@ -36,8 +36,16 @@ CLASSES: dict[str, str] = {
 }
 #: The classes in the order findings are reported (the incident's class first).
 ORDER: tuple[str, ...] = tuple(dict.fromkeys(CLASSES.values()))
-#: The verdicts of a run (see docs/explore.md).
-VERDICTS = ("ok", "violation", "behaviour", "unreached", "not explored", "known")
+#: The verdicts of a run (see docs/explore.md), each with its cell in the terminal summary's matrix and
+#: its colour on the HTML page.
+VERDICTS: dict[str, tuple[str, str]] = {
+    "ok": (".", "#cfe8cf"),
+    "violation": ("V", "#e05050"),
+    "behaviour": ("b", "#f3dc8a"),
+    "unreached": ("u", "#d8d8d8"),
+    "not explored": ("s", "#b0b0b0"),
+    "known": ("k", "#e8b0b0"),
+}
 #: The verdicts of a run that count as having found something.
 FOUND_VERDICTS = ("violation", "known")
 
@@ -274,6 +282,23 @@ class Gate:
             name: [f["key"] for f in getattr(self, name)] for name in ("new", "unstable", "known", "fixed")
         }
         return {**keys, "failed": self.failed}
+
+    def lines(self, baseline: str) -> list[str]:
+        """What the gate says, in the terminal summary and ``merge-reports --baseline``."""
+        counts = f"{len(self.known)} known, {len(self.fixed)} fixed, {len(self.unstable)} unstable"
+        if self.failed:
+            head = (
+                f"mcpfaults explore gate FAILED: {len(self.new)} new finding(s) not in baseline {baseline} "
+                f"({counts})"
+            )
+        else:
+            head = f"mcpfaults explore baseline {baseline}: no new finding ({counts})"
+        return [
+            head,
+            *(f"  new: {f['title']} ({f['key']})" for f in self.new),
+            *(f"  unstable (flipped on a re-run, not failing): {f['title']}" for f in self.unstable),
+            *(f"  fixed (in the baseline, no longer found): {f['title']} ({f['key']})" for f in self.fixed),
+        ]
 
 
 def compare(

@@ -9,19 +9,12 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_mcpfaults.explore.findings import kind_of, step_of
+from pytest_mcpfaults.explore.findings import VERDICTS, kind_of, step_of
 
 __all__ = ["COLOURS", "render"]
 
 #: The grid's colour of each verdict.
-COLOURS: dict[str, str] = {
-    "ok": "#cfe8cf",
-    "violation": "#e05050",
-    "behaviour": "#f3dc8a",
-    "unreached": "#d8d8d8",
-    "not explored": "#b0b0b0",
-    "known": "#e8b0b0",
-}
+COLOURS: dict[str, str] = {verdict: colour for verdict, (_, colour) in VERDICTS.items()}
 
 _CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Generator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -33,9 +34,7 @@ from pytest_mcpfaults.explore.summary import (
     REPORT_ATTR,
     ExploreReport,
     baseline,
-    cache_key,
     cached,
-    index_key,
 )
 from pytest_mcpfaults.explore.where import where_of
 
@@ -257,11 +256,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # parameter takes the union of their runs, and collection keeps each test's own (see
     # pytest_collection_modifyitems)
     cache = getattr(config, "cache", None)
-    index = cached(cache, index_key(function), "function", function) or {}
+    index = cached(cache, "function", function) or {}
     keys = [function, *(str(k) for k in index.get("tests", []))]  # the parametrizations with a footprint
     runs: dict[str, Run] = {CLEAN.id: CLEAN}
     for key in keys:
-        data = cached(cache, cache_key(key), "nodeid", key)
+        data = cached(cache, "nodeid", key)
         if data is None:
             continue
         steps = tuple(Step.from_dict(s) for s in data.get("footprint", ()))
@@ -324,27 +323,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # -- running ---------------------------------------------------------------------------------------
 
 
-class _Hand:
-    """The run's :class:`~pytest_mcpfaults.explore.ambient.Hand`."""
-
-    def __init__(self, item: pytest.Item, run: Run) -> None:
-        self.item, self.run = item, run
-
-    def faults_for_next(self) -> tuple[Any, ...]:
-        return faults_for_next(self.item, self.run)
-
-    def made(self, server: Any, maker: str) -> None:
-        server_made(self.item, server, maker)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     run = explore_run(item)
     if run is None:
         return (yield)
-    from pytest_mcpfaults.explore.ambient import HAND  # by its full name (sys.modules), as inprocess reads it
+    from pytest_mcpfaults.explore.ambient import HAND, Hand  # by its full name, as inprocess reads it
 
-    token = HAND.set(_Hand(item, run))
+    token = HAND.set(Hand(partial(faults_for_next, item, run), partial(server_made, item)))
     try:
         return (yield)
     finally:

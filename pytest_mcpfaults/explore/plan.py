@@ -1,13 +1,6 @@
-"""Explore: plan a fault campaign from a clean run's footprint. Pure: no I/O, no pytest.
-
-A clean run's journal gives its :func:`footprint`, the ordered :class:`Step` s the harness took;
-:func:`plan_campaign` plans one :class:`Run` per (step, applicable kind): the kind's catalogue cell
-aimed at exactly that step. Which kinds apply comes from the kinds' own class attributes
-(:func:`applies_to`), never from a list here.
-
-Reduction (``reduce=True``: faults at a step that repeats an earlier one are pruned, :attr:`Step.klass`)
-and depth 2 (:func:`plan_pairs` at the steps a first fault's run newly reached; pairs after an outcome
-seen before pruned, :func:`same_outcome`) are docs/explore.md's "Reduction" and "Depth 2".
+"""Explore: plan a fault campaign from a clean run's footprint. Pure: no I/O, no pytest. Which kinds
+apply at a step comes from the kinds' own class attributes (:func:`applies_to`), never from a list here;
+reduction and depth 2 are docs/explore.md's "Reduction" and "Depth 2".
 """
 
 from __future__ import annotations

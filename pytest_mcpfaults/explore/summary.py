@@ -13,37 +13,22 @@ import pytest
 from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
 from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order, step_of
 
-#: The matrix's cell for each verdict (and for a pruned run, or a kind that does not apply).
-CELLS: dict[str, str] = {
-    "ok": ".",
-    "violation": "V",
-    "behaviour": "b",
-    "unreached": "u",
-    "not explored": "s",
-    "known": "k",
-    "pruned": "p",
-    "n/a": "-",
-}
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
 REPORT_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
 _BASELINE = pytest.StashKey[tuple[dict[str, set[str]], list[dict[str, Any]]]]()
 
 
-def cache_key(nodeid: str) -> str:
-    """The ``.pytest_cache`` key of a test's footprint."""
-    return _CACHE_PREFIX + hashlib.sha1(nodeid.encode()).hexdigest()[:16]
+def cache_key(field: str, value: str) -> str:
+    """The ``.pytest_cache`` key of a test's footprint (``field`` ``nodeid``), or of the list of a
+    parametrized test function's explored tests (``function``)."""
+    kind = "tests-" if field == "function" else ""
+    return _CACHE_PREFIX + kind + hashlib.sha1(value.encode()).hexdigest()[:16]
 
 
-def index_key(function: str) -> str:
-    """The ``.pytest_cache`` key listing a parametrized test function's explored tests."""
-    return _CACHE_PREFIX + "tests-" + hashlib.sha1(function.encode()).hexdigest()[:16]
-
-
-def cached(cache: Any, key: str, field: str, value: str) -> dict[str, Any] | None:
-    """The ``.pytest_cache`` entry at ``key`` when it is the one for ``value`` (its ``field``): a hash
-    of another node id is not."""
-    data = cache.get(key, None) if cache is not None else None
+def cached(cache: Any, field: str, value: str) -> dict[str, Any] | None:
+    """The ``.pytest_cache`` entry for ``value`` (its ``field``): a hash of another node id is not."""
+    data = cache.get(cache_key(field, value), None) if cache is not None else None
     return data if isinstance(data, dict) and data.get(field) == value else None
 
 
@@ -84,6 +69,19 @@ def _run_entry(rid: str, d: Mapping[str, Any]) -> dict[str, Any]:
         out["unstable"] = bool(d.get("unstable"))
         run = Run.from_dict(d["run"])
         out["plan_line"] = regression_line(run, str(d.get("transport", "http")), d.get("makers", ()))
+    return out
+
+
+def _violations(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each violating run with its plan to paste; not a pair whose first fault alone gave the same."""
+    out = []
+    for rid, r in runs.items():  # in the order they ran
+        first = runs.get(rid.partition("+")[0]) if "+" in rid else None  # a pair's first run
+        if r["verdict"] != "violation" or (
+            first and first["verdict"] == "violation" and set(r["found"]) <= set(first["found"])
+        ):
+            continue  # not a violation, or its first fault alone gives it: reported under that run
+        out.append({"id": rid, "found": r["found"], "plan": r["plan_line"]})
     return out
 
 
@@ -139,6 +137,7 @@ class ExploreReport:
         for test, runs in sorted(self.results.items()):
             camp = self._campaign(runs)
             ran = {rid: d for rid, d in runs.items() if d["run"]["plan"]}
+            entries = {rid: _run_entry(rid, d) for rid, d in ran.items()}
             counts = {v: sum(1 for d in ran.values() if d["verdict"] == v) for v in VERDICTS}
             clean = runs.get("explore:clean", {})
             pruned = [{"run": p.run.id, "why": p.why} for p in camp.pruned] if camp else []
@@ -162,8 +161,8 @@ class ExploreReport:
                 "over_budget": len(camp.over_budget) if camp else 0,
                 "ran": len(ran),
                 "verdicts": counts,
-                "runs": _ordered([_run_entry(rid, d) for rid, d in ran.items()], camp),
-                "violations": self._violations(ran),
+                "runs": _ordered(list(entries.values()), camp),
+                "violations": _violations(entries),
                 "stale": self._stale(test, ran),
             }
             out.append(entry)
@@ -174,23 +173,6 @@ class ExploreReport:
         from pytest_mcpfaults.explore.findings import findings
 
         return [f.to_dict() for f in findings(self.tests())]
-
-    def _violations(self, ran: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
-        """Each violating run with its plan to paste; not a pair whose first fault alone gave the same."""
-        from pytest_mcpfaults.explore.plan import Run, regression_line
-
-        out = []
-        for rid, d in ran.items():  # in the order they ran
-            if d["verdict"] != "violation":
-                continue
-            run = Run.from_dict(d["run"])
-            if run.depth > 1:
-                first = ran.get(Run(run.plan[:1]).id) or {}
-                if first.get("verdict") == "violation" and set(d["found"]) <= set(first["found"]):
-                    continue  # the first fault alone gives it: reported under that run
-            line = regression_line(run, str(d.get("transport", "http")), d.get("makers", ()))
-            out.append({"id": rid, "found": d["found"], "plan": line})
-        return out
 
     def _stale(self, test: str, ran: Mapping[str, dict[str, Any]]) -> list[str]:
         """Baseline findings of this test whose run ran in this session and found nothing of them."""
@@ -237,8 +219,7 @@ class ExploreReport:
             return
         self._write_index(cache)
         for test, runs in self.results.items():
-            key = cache_key(test)
-            data = cached(cache, key, "nodeid", test) or {"nodeid": test}
+            data = cached(cache, "nodeid", test) or {"nodeid": test}
             clean = runs.get("explore:clean")
             if clean is not None:
                 if clean["verdict"] != "ok" and not clean.get("kept_off"):
@@ -250,7 +231,7 @@ class ExploreReport:
             for rid, d in runs.items():
                 if d["run"]["plan"] and len(d["run"]["plan"]) == 1 and "footprint" in d:
                     observed[rid] = {k: d[k] for k in ("footprint", "labels", "error")}
-            cache.set(key, data)
+            cache.set(cache_key("nodeid", test), data)
 
     def _write_index(self, cache: Any) -> None:
         """Per parametrized function, the explored tests seen (added to those cached before)."""
@@ -260,8 +241,9 @@ class ExploreReport:
             if function != test:
                 functions.setdefault(function, []).append(test)
         for function, tests in functions.items():
-            known = (cached(cache, index_key(function), "function", function) or {}).get("tests", [])
-            cache.set(index_key(function), {"function": function, "tests": sorted({*known, *tests})})
+            known = (cached(cache, "function", function) or {}).get("tests", [])
+            entry = {"function": function, "tests": sorted({*known, *tests})}
+            cache.set(cache_key("function", function), entry)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
@@ -275,7 +257,7 @@ class ExploreReport:
             tr.write_line(line, red=line[:1].isdigit() and "[known" not in line)
         gate = self.gate()
         if gate is not None:
-            for line in gate_lines(gate, self.config.getoption("mcpfaults_baseline")):
+            for line in gate.lines(self.config.getoption("mcpfaults_baseline")):
                 tr.write_line(line, red=line.startswith("  new") or "FAILED" in line)
         tr.write_line("")
         for entry in tests:
@@ -283,23 +265,6 @@ class ExploreReport:
                 tr.write_line(line, red=line.lstrip().startswith(("V ", "violation")))
         if self.html_written is not None:
             tr.write_line(f"mcpfaults explore page: {self.html_written}")
-
-
-def gate_lines(gate: Any, baseline: str) -> list[str]:
-    """What the findings gate says (see ``explore_findings.compare``)."""
-    counts = f"{len(gate.known)} known, {len(gate.fixed)} fixed, {len(gate.unstable)} unstable"
-    if gate.failed:
-        head = (
-            f"mcpfaults explore gate FAILED: {len(gate.new)} new finding(s) not in baseline {baseline} "
-            f"({counts})"
-        )
-    else:
-        head = f"mcpfaults explore baseline {baseline}: no new finding ({counts})"
-    lines = [head]
-    lines += [f"  new: {f['title']} ({f['key']})" for f in gate.new]
-    lines += [f"  unstable (flipped on a re-run, not failing): {f['title']}" for f in gate.unstable]
-    lines += [f"  fixed (in the baseline, no longer found): {f['title']} ({f['key']})" for f in gate.fixed]
-    return lines
 
 
 def _clean_checks(clean: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -371,13 +336,13 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
 
 
 def matrix_lines(runs: list[Mapping[str, Any]]) -> list[str]:
-    """The step × fault matrix of the depth-1 runs that ran (:data:`CELLS`); pairs counted below."""
+    """The step × fault matrix of the depth-1 runs that ran (cells: :data:`VERDICTS`); pairs counted below."""
     from pytest_mcpfaults.explore.html import grid
 
     steps, kinds, runs_at = grid(runs)
     if not runs_at:
         return []
-    cell = {at: CELLS[r["verdict"]] for at, r in runs_at.items()}
+    cell = {at: VERDICTS[r["verdict"]][0] for at, r in runs_at.items()}
     width = max(len(s) for s in steps)
     out = [" " * width + "  " + " ".join(f"{i:>2}" for i in range(1, len(kinds) + 1))]
     for s in steps:

@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from pytest_mcpfaults.from_trace.errors import TraceError
-from pytest_mcpfaults.from_trace.read import plugin_spans
+from pytest_mcpfaults.from_trace.read import TraceError, plugin_spans
 from pytest_mcpfaults.from_trace.trace import Trace, check_trace, index_spans
 from pytest_mcpfaults.spans.queries import Patterns
 
@@ -78,12 +77,12 @@ def place_calls(calls: Sequence[Call], trace: Trace) -> tuple[Call, ...]:
     return tuple(out)
 
 
-def clean_run_from_detail(data: Mapping[str, Any], source: str, session: Patterns) -> CleanRun:
+def clean_run_from_detail(data: Any, source: str, session: Patterns) -> CleanRun:
     """A clean run from explore's ``detail`` form: ``{"spans": [...], "journal": [...]}``, as
     :mod:`~pytest_mcpfaults.from_trace.capture` writes it (or ``GET /spans`` its spans)."""
     from pytest_mcpfaults.explore.plan import footprint
 
-    journal = data.get("journal")
+    journal = data.get("journal") if isinstance(data, Mapping) else None
     if not isinstance(journal, list) or not isinstance(data.get("spans"), list):
         raise TraceError(f"{source}: a clean run is an object with spans and journal lists")
     spans = sorted(plugin_spans(data["spans"], source), key=lambda s: s.start_time or 0)

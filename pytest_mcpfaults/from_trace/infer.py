@@ -9,10 +9,12 @@ timeout, say). When several requests or kinds fit, the first is planned and the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pytest_mcpfaults import faults as F
+from pytest_mcpfaults.explore.plan import Run
 from pytest_mcpfaults.from_trace.classify import Candidate, classify, span_text
 from pytest_mcpfaults.from_trace.footprint import Call, CleanRun
 from pytest_mcpfaults.from_trace.match import match_span, places
@@ -20,7 +22,7 @@ from pytest_mcpfaults.from_trace.trace import Trace
 from pytest_mcpfaults.spans.queries import DEFAULT_CLEANUP, DEFAULT_SESSION, Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["MAX_CANDIDATES", "MAX_PLANS", "Inference", "Inferred", "SpanNames", "infer"]
+__all__ = ["MAX_CANDIDATES", "MAX_PLANS", "Inference", "Inferred", "SpanNames", "TraceRun", "infer"]
 
 #: Faults listed at most for one span (requests × kinds that fit).
 MAX_CANDIDATES = 6
@@ -208,3 +210,25 @@ def _quote(span: RecordedSpan) -> str:
     if len(text) > QUOTED:  # its start (the exception type) and its end (what went wrong)
         text = text[: QUOTED // 3] + " … " + text[-(QUOTED - QUOTED // 3) :]
     return repr(text)
+
+
+@dataclass(frozen=True)
+class TraceRun(Run):
+    """A trace's plan replayed as an explore run (so explore's items, oracles, verdicts and report apply
+    to it unchanged): ``attempt`` counts the plans tried (1: the first)."""
+
+    trace_id: str = ""
+    attempt: int = 1
+
+    @property
+    def id(self) -> str:
+        return f"from-trace:{self.trace_id}" + (f":plan{self.attempt}" if self.attempt > 1 else "")
+
+    @classmethod
+    def of(cls, trace_id: str, plan: Sequence[str], attempt: int = 1) -> TraceRun:
+        """The run of ``plan`` (fault texts, each aimed at one request: ``die@tool:x[nth=1]``); each
+        fault's step is its trigger's request as explore names it (``tool:x#1``)."""
+        from pytest_mcpfaults.faults.text import parse_fault
+
+        faults = [parse_fault(text) for text in plan]
+        return cls(tuple((f"{f.trigger.target}#{f.trigger.nth or 1}", f) for f in faults), trace_id, attempt)

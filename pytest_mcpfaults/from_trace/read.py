@@ -1,7 +1,6 @@
 """A trace export's bytes to spans (:data:`FORMATS`). Pure. The OTLP forms go through the receiver's
 decoders (:mod:`pytest_mcpfaults.otlp.decode`), so a trace file reads as the sidecar would have received
-it; every refusal is a :class:`~pytest_mcpfaults.from_trace.errors.TraceError` naming the source and
-what is valid.
+it; every refusal is a :class:`TraceError` naming the source and what is valid.
 """
 
 from __future__ import annotations
@@ -12,10 +11,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from pytest_mcpfaults.from_trace.errors import TraceError
 from pytest_mcpfaults.spans.records import RecordedEvent, RecordedSpan
 
-__all__ = ["FORMATS", "MAX_TRACE_BYTES", "Read", "decode_trace", "plugin_spans"]
+__all__ = ["FORMATS", "MAX_TRACE_BYTES", "Read", "TraceError", "decode_trace", "plugin_spans"]
 
 #: The largest trace file read (64 MiB: an OTLP/JSON export of some 100,000 spans).
 MAX_TRACE_BYTES = 64 * 1024 * 1024
@@ -27,6 +25,12 @@ FORMATS = (
 )
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _STATUSES = ("UNSET", "OK", "ERROR")
+
+
+class TraceError(ValueError):
+    """A trace export that cannot be replayed: not a trace, empty, too big, an unknown or missing
+    ``trace_id``, no session span, a cycle in its parentage. The message names the source and what is
+    valid."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pytest_mcpfaults.from_trace.errors import TraceError
+from pytest_mcpfaults.from_trace.read import TraceError
 from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
@@ -45,10 +45,6 @@ def listed(items: Sequence[int | str]) -> str:
     return ", ".join(shown) + (" …" if len(items) > MAX_LISTED else "")
 
 
-def _start(span: RecordedSpan) -> int:
-    return span.start_time or 0
-
-
 def pick_trace(
     spans: Sequence[RecordedSpan], source: str, session: Patterns, trace_id: str | None = None
 ) -> Trace:
@@ -67,7 +63,8 @@ def pick_trace(
             ) from None
         if want not in ids:
             raise TraceError(f"{source}: no trace with trace_id={trace_id}; it has: {listed(ids)}")
-    trace = index_spans(want, sorted((s for s in spans if s.trace_id == want), key=_start))
+    mine = sorted((s for s in spans if s.trace_id == want), key=lambda s: s.start_time or 0)
+    trace = index_spans(want, mine)
     check_trace(trace, source, session)
     return trace
 
