@@ -22,7 +22,7 @@ from pytest_mcpfaults.core.errors import Dropped, ErrorLog, SidecarState
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.plan import Plan
 from pytest_mcpfaults.core.resumption import Resumed, Resumption, primes
-from pytest_mcpfaults.core.routing import RequestInfo, answer_reply, classify
+from pytest_mcpfaults.core.routing import RequestInfo, RouteKind, answer_reply
 from pytest_mcpfaults.mcp.builtin import builtin_surface, builtin_tools
 from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint
 from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, Reply, client_error
@@ -225,13 +225,14 @@ class SidecarCore:
     def classify(self, incoming: Incoming) -> RequestInfo:
         if self.path_transport is not None and incoming.path in self.path_transport.paths:
             return self.path_transport.classify(incoming)
-        if not self.streamable and incoming.path == self.options.mcp_path:
-            return RequestInfo(incoming.method, incoming.path, "other", None)  # not served: 404
-        i, opts = incoming, self.options
-        return classify(
-            i.method, i.path, i.headers, i.body, mcp_path=opts.mcp_path, health_path=opts.health_path,
-            endpoint=self.mcp,
-        )  # fmt: skip
+        method, path = incoming.method, incoming.path
+        if path == self.options.mcp_path and self.streamable:  # a POST there is parsed as JSON-RPC
+            parsed = self.mcp.parse(incoming.headers, incoming.body) if method == "POST" else None
+            if isinstance(parsed, Reply):
+                return RequestInfo(method, path, "mcp", None, parsed)
+            return RequestInfo(method, path, "mcp", parsed)
+        kind: RouteKind = "health" if path == self.options.health_path else "other"
+        return RequestInfo(method, path, kind, None)
 
     async def decide(self, rid: int, incoming: Incoming, transport: Transport) -> Answer | None:
         """Answer request ``rid``: classify it, hold it while frozen, act the fault that fires, else answer

@@ -10,7 +10,7 @@ session, rewrites an upstream's answer, revokes a token) are class attributes on
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import singledispatch
 from typing import Any, Literal
@@ -28,7 +28,6 @@ __all__ = [
     "RouteKind",
     "answer_reply",
     "applies",
-    "classify",
     "jitter",
     "pick",
     "record_matches",
@@ -94,26 +93,6 @@ def record_matches(
     params = {"name": record.tool or record.prompt, "uri": record.resource}
     mcp = McpRequest({"params": params, "id": 0}, record.mcp_method, 0, record.session_id, era)
     return RequestInfo(record.method, record.path, kind, mcp if record.mcp_method else None).matches(target)
-
-
-def classify(
-    method: str,
-    path: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    *,
-    mcp_path: str,
-    health_path: str | None,
-    endpoint: McpEndpoint,
-) -> RequestInfo:
-    """Classify a request; a POST to the MCP endpoint is parsed as JSON-RPC."""
-    if path == mcp_path:
-        parsed = endpoint.parse(headers, body) if method == "POST" else None
-        if isinstance(parsed, Reply):
-            return RequestInfo(method, path, "mcp", None, parsed)
-        return RequestInfo(method, path, "mcp", parsed)
-    kind: RouteKind = "health" if health_path is not None and path == health_path else "other"
-    return RequestInfo(method, path, kind, None)
 
 
 @singledispatch

@@ -533,13 +533,10 @@ def build_options(given: Mapping[str, Any], backend: str = "socket") -> SidecarO
 
 
 @functools.cache
-def _fields(cls: type[SidecarOptions]) -> tuple[tuple[dataclasses.Field[Any], Option], ...]:
-    return tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
-
-
-def option_fields() -> list[tuple[dataclasses.Field[Any], Option]]:
+def option_fields() -> tuple[tuple[dataclasses.Field[Any], Option], ...]:
     """Every field of :class:`SidecarOptions` with its :class:`Option`, in order."""
-    return list(_fields(SidecarOptions))
+    fields = dataclasses.fields(SidecarOptions)
+    return tuple((f, f.metadata["option"]) for f in fields if "option" in f.metadata)
 
 
 P = ParamSpec("P")
