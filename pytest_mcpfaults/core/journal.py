@@ -52,6 +52,8 @@ class Journal:
         self._last_fired: FiredRecord | None = None
         self._last_request_at: float | None = None
         self.limit: int | None = None
+        self.dropped_requests = 0
+        self.dropped_connections = 0
         self.t0 = time.monotonic()
         events.notify("sidecar")
 
@@ -60,18 +62,10 @@ class Journal:
         if limit is not None and not is_count(limit, minimum=1):
             raise ValueError(f"Journal: limit must be a positive integer or None, got {limit!r}")
         with self._cond:
-            self.limit = limit
-            for log in (self._requests, self._conns, self.server_messages):
-                log.limit = limit
-                log.trim()
-
-    @property
-    def dropped_requests(self) -> int:
-        return self._requests.dropped
-
-    @property
-    def dropped_connections(self) -> int:
-        return self._conns.dropped
+            self.limit = self._requests.limit = self._conns.limit = self.server_messages.limit = limit
+            self.dropped_requests += self._requests.trim()
+            self.dropped_connections += self._conns.trim()
+            self.server_messages.dropped += self.server_messages.trim()
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -88,8 +82,10 @@ class Journal:
             conn = self._conns.get(fields.get("conn_id", -1))
             if conn is not None:
                 self._conns.update(conn.id, {"requests": conn.requests + 1})
-            self._conns.trim()  # connections closed since the last trim
-            return self._requests.make(lambda rid: RequestRecord(id=rid, started_at=started, **fields))
+            rid = self._requests.make(lambda rid: RequestRecord(id=rid, started_at=started, **fields))
+            self.dropped_requests += self._requests.trim()
+            self.dropped_connections += self._conns.trim()
+            return rid
 
     def update_request(self, rid: int, **fields: Any) -> RequestRecord:
         """Write fields of request ``rid`` (a group as a whole: ``held=Held(at=t)``)."""
@@ -117,7 +113,10 @@ class Journal:
         return self._requests[rid]
 
     def add_connection(self, peer: str) -> int:
-        return self._conns.make(lambda cid: ConnectionRecord(id=cid, peer=peer, opened_at=self.now()))
+        with self._cond:
+            cid = self._conns.make(lambda cid: ConnectionRecord(id=cid, peer=peer, opened_at=self.now()))
+            self.dropped_connections += self._conns.trim()
+            return cid
 
     def update_connection(self, cid: int, **fields: Any) -> None:
         self._conns.update(cid, fields)

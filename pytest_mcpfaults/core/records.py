@@ -339,15 +339,14 @@ def replace_record(record: _R, fields: Mapping[str, Any]) -> _R:
 class RecordLog(Generic[_T]):
     """The journal's records of one kind by key (their arrival number, never reused), oldest first:
     written on the loop thread, read (a snapshot) from any. Shares the journal's lock, so a write wakes
-    its waits. With a :attr:`limit` (:meth:`Journal.set_limit`) the oldest records beyond it that are
-    ``settled`` are dropped and counted in :attr:`dropped`; one not settled never is."""
+    its waits. With a :attr:`limit` (:meth:`Journal.set_limit`), :meth:`trim` drops the oldest records
+    beyond it that are ``settled``; one not settled never is."""
 
     def __init__(self, cond: threading.Condition, settled: Callable[[_T], bool] | None = None) -> None:
         self._cond, self._settled = cond, settled
         self._records: dict[int, _T] = {}
         self.next = 0
         self.limit: int | None = None
-        self.dropped = 0
 
     def add(self, record: _T) -> int:
         """Append ``record``; its key."""
@@ -359,17 +358,18 @@ class RecordLog(Generic[_T]):
             key = self.next
             self.next += 1
             self._records[key] = build(key)
-            self.trim()
             self._cond.notify_all()
             return key
 
-    def trim(self) -> None:
-        if self.limit is not None and self._settled is not None:
-            settled = (key for key, rec in self._records.items() if self._settled(rec))  # oldest first
-            drop = list(itertools.islice(settled, max(0, len(self._records) - self.limit)))
-            for key in drop:
-                del self._records[key]
-            self.dropped += len(drop)
+    def trim(self) -> int:
+        """Drop the oldest settled records beyond :attr:`limit`; how many were dropped."""
+        if self.limit is None or self._settled is None:
+            return 0
+        settled = (key for key, rec in self._records.items() if self._settled(rec))  # oldest first
+        drop = list(itertools.islice(settled, max(0, len(self._records) - self.limit)))
+        for key in drop:
+            del self._records[key]
+        return len(drop)
 
     def replace(self, key: int, record: _T) -> None:
         with self._cond:
@@ -422,10 +422,14 @@ class ServerMessageLog(RecordLog[ServerMessageRecord]):
     def __init__(self, cond: threading.Condition, now: Callable[[], float]) -> None:
         super().__init__(cond, lambda m: m.outcome is not None)
         self.now = now
+        self.dropped = 0
 
     def add_server_message(self, **fields: Any) -> int:
         """A message sent now (the fields of a :class:`ServerMessageRecord`); its ``seq``."""
-        return self.make(lambda seq: ServerMessageRecord(seq=seq, sent_at=self.now(), **fields))
+        with self._cond:
+            seq = self.make(lambda seq: ServerMessageRecord(seq=seq, sent_at=self.now(), **fields))
+            self.dropped += self.trim()
+            return seq
 
     def update_server_message(self, seq: int, **fields: Any) -> ServerMessageRecord | None:
         """Update record ``seq`` (``None``: it was dropped from a bounded journal)."""
