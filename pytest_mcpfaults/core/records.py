@@ -33,7 +33,6 @@ __all__ = [
     "StreamRecord",
     "UpstreamFailure",
     "UpstreamLeg",
-    "replace_record",
 ]
 
 HoldOutcome = Literal["released", "client_closed", "patience", "teardown", "cancelled"]
@@ -316,24 +315,11 @@ class StreamRecord:
     replayed: int = 0
 
 
-_R = TypeVar("_R", RequestRecord, ConnectionRecord, ServerMessageRecord)
 _T = TypeVar("_T")
 _FIELDS: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in dataclasses.fields(cls))
     for cls in (RequestRecord, ConnectionRecord, ServerMessageRecord)
 }
-
-
-def replace_record(record: _R, fields: Mapping[str, Any]) -> _R:
-    """``dataclasses.replace`` for the journal's records, without re-running ``__init__`` (a journal
-    write happens several times per request, on the sidecar's hot path). Unknown fields still raise."""
-    unknown = fields.keys() - _FIELDS[type(record)]
-    if unknown:
-        raise TypeError(f"{type(record).__name__} has no field(s) {sorted(unknown)}")
-    new = object.__new__(type(record))
-    new.__dict__.update(record.__dict__)
-    new.__dict__.update(fields)
-    return new
 
 
 class RecordLog(Generic[_T]):
@@ -377,11 +363,19 @@ class RecordLog(Generic[_T]):
             self._cond.notify_all()
 
     def update(self, key: int, fields: Mapping[str, Any]) -> _T:
-        """Write ``fields`` of record ``key`` (``KeyError``: no such record, or it was dropped)."""
+        """Write ``fields`` of record ``key`` (``KeyError``: no such record, or it was dropped), without
+        re-running ``__init__`` (a journal write happens several times per request, on the sidecar's hot
+        path). Unknown fields still raise."""
         with self._cond:
-            rec = self._records[key] = replace_record(self._records[key], fields)  # type: ignore[type-var]
+            old = self._records[key]
+            unknown = fields.keys() - _FIELDS[type(old)]
+            if unknown:
+                raise TypeError(f"{type(old).__name__} has no field(s) {sorted(unknown)}")
+            new = self._records[key] = object.__new__(type(old))
+            new.__dict__.update(old.__dict__)
+            new.__dict__.update(fields)
             self._cond.notify_all()
-            return rec
+            return new
 
     def since(self, key: int, limit: int | None = None) -> tuple[_T, ...]:
         """The kept records with keys ``>= key``, oldest first, at most ``limit`` of them."""
