@@ -9,6 +9,7 @@ which it releases held requests, closes every connection and exits 0.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import re
 import secrets
@@ -132,11 +133,13 @@ def _check_transport(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     try:
         check_transport(
             args.transport, args.sse_path, args.messages_path, args.mcp_path,
-            None if args.no_health else args.health_path, args.era, args.reply, False, args.upstream,
+            None if args.no_health else args.health_path, args.era, args.reply, args.get_stream,
+            args.upstream,
         )  # fmt: skip
     except ValueError as exc:
+        names = "|".join(inspect.signature(check_transport).parameters)  # each worded as its flag
         text = re.sub(
-            r"\b(transport|sse_path|messages_path|mcp_path|health_path|era|reply|upstream)(?==| and | must)",
+            rf"\b({names})(?==| and | must)",
             lambda m: "--" + m[1].replace("_", "-"),
             str(exc).removeprefix("Sidecar: "),
         )
