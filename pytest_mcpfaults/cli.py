@@ -9,6 +9,7 @@ which it releases held requests, closes every connection and exits 0.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import re
 import secrets
@@ -18,18 +19,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from pytest_mcpfaults.mcp.endpoint import ERAS
-from pytest_mcpfaults.mcp.tools import DEFAULT_TOOL_SETS
 from pytest_mcpfaults.options.checks import (
-    DEFAULT_TOOL_TIMEOUT,
     check_transport,
     check_upstream_headers,
     check_upstream_url,
 )
 from pytest_mcpfaults.options.fields import add_serve_flags, options_from_args
-from pytest_mcpfaults.options.text import fault_text as _fault
-from pytest_mcpfaults.options.text import seconds_text as _patience
-from pytest_mcpfaults.options.text import tool_sets_text as _tool_sets
 from pytest_mcpfaults.options.text import upstream_headers_text
 from pytest_mcpfaults.options.validation import is_count, is_loopback_host
 from pytest_mcpfaults.transports.control import CONTROL_PREFIX, Control
@@ -129,40 +124,7 @@ def add_stdio_parser(sub: Any) -> argparse.ArgumentParser:
             "refused then), or standalone for a harness in any language."
         ),
     )
-    stdio.add_argument(
-        "--fault",
-        type=_fault,
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="a fault in text form, e.g. 'ignore_eof', 'hang@tools/call', 'die@tool:delete_session' "
-        "(repeatable; first match wins; the kinds that apply to stdio, see docs/faults.md)",
-    )
-    stdio.add_argument(
-        "--era", choices=ERAS, default="session", help="MCP protocol era(s) served (default session)"
-    )
-    stdio.add_argument(
-        "--tool-sets",
-        type=_tool_sets,
-        default=DEFAULT_TOOL_SETS,
-        metavar="SETS",
-        help=f"comma-separated built-in tool sets (default {','.join(DEFAULT_TOOL_SETS)})",
-    )
-    stdio.add_argument(
-        "--patience",
-        type=_patience,
-        default=None,
-        metavar="SECONDS|none",
-        help="seconds a held request may wait before the server exits (default: none, standalone)",
-    )
-    stdio.add_argument(
-        "--tool-timeout",
-        type=_patience,
-        default=DEFAULT_TOOL_TIMEOUT,
-        metavar="SECONDS|none",
-        help="seconds a tool call may run before it is answered as an error "
-        f"(default {DEFAULT_TOOL_TIMEOUT:g})",
-    )
+    add_serve_flags(stdio, "stdio", patience=None)  # standalone: a held request waits until released
     return stdio
 
 
@@ -171,11 +133,13 @@ def _check_transport(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     try:
         check_transport(
             args.transport, args.sse_path, args.messages_path, args.mcp_path,
-            None if args.no_health else args.health_path, args.era, args.reply, False, args.upstream,
+            None if args.no_health else args.health_path, args.era, args.reply, args.get_stream,
+            args.upstream,
         )  # fmt: skip
     except ValueError as exc:
+        names = "|".join(inspect.signature(check_transport).parameters)  # each worded as its flag
         text = re.sub(
-            r"\b(transport|sse_path|messages_path|mcp_path|health_path|era|reply|upstream)(?==| and | must)",
+            rf"\b({names})(?==| and | must)",
             lambda m: "--" + m[1].replace("_", "-"),
             str(exc).removeprefix("Sidecar: "),
         )

@@ -490,6 +490,10 @@ def test_exits_0_on_signal_releasing_held_requests(sig: int) -> None:
         ),
         (["--health-path", "/mcp"], "argument --health-path: must differ from --mcp-path"),
         (["--mcp-path", "/_mcpfaults/mcp"], "argument --mcp-path: '/_mcpfaults/mcp' is reserved"),
+        (
+            ["--transport", "sse", "--get-stream"],
+            "argument --get-stream: --get-stream=True shapes Streamable HTTP",
+        ),
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_argument(

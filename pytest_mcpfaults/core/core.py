@@ -22,7 +22,7 @@ from pytest_mcpfaults.core.errors import Dropped, ErrorLog, SidecarState
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.plan import Plan
 from pytest_mcpfaults.core.resumption import Resumed, Resumption, primes
-from pytest_mcpfaults.core.routing import RequestInfo, answer_reply, classify
+from pytest_mcpfaults.core.routing import RequestInfo, RouteKind, answer_reply
 from pytest_mcpfaults.mcp.builtin import builtin_surface, builtin_tools
 from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint
 from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, Reply, client_error
@@ -43,7 +43,6 @@ __all__ = [
     "Step",
     "Transport",
     "Upstream",
-    "origin_allowed",
     "security_problem",
 ]
 
@@ -162,7 +161,7 @@ class SidecarCore:
         self.service_url = service_url
         self.upstream, self.auth = upstream, auth
         self.state: SidecarState = "new"
-        self.notify: Callable[[str, Mapping[str, Any] | None], None] = _no_notice
+        self.notify: Callable[[str, Mapping[str, Any] | None], None] = lambda method, params: None
         self.benchmark = BenchmarkSessions()
         tool_sets = () if source is not None else tuple(options.tool_sets)
         self.tools = builtin_tools(tool_sets, self.benchmark)
@@ -225,13 +224,14 @@ class SidecarCore:
     def classify(self, incoming: Incoming) -> RequestInfo:
         if self.path_transport is not None and incoming.path in self.path_transport.paths:
             return self.path_transport.classify(incoming)
-        if not self.streamable and incoming.path == self.options.mcp_path:
-            return RequestInfo(incoming.method, incoming.path, "other", None)  # not served: 404
-        i, opts = incoming, self.options
-        return classify(
-            i.method, i.path, i.headers, i.body, mcp_path=opts.mcp_path, health_path=opts.health_path,
-            endpoint=self.mcp,
-        )  # fmt: skip
+        method, path = incoming.method, incoming.path
+        if path == self.options.mcp_path and self.streamable:  # a POST there is parsed as JSON-RPC
+            parsed = self.mcp.parse(incoming.headers, incoming.body) if method == "POST" else None
+            if isinstance(parsed, Reply):
+                return RequestInfo(method, path, "mcp", None, parsed)
+            return RequestInfo(method, path, "mcp", parsed)
+        kind: RouteKind = "health" if path == self.options.health_path else "other"
+        return RequestInfo(method, path, kind, None)
 
     async def decide(self, rid: int, incoming: Incoming, transport: Transport) -> Answer | None:
         """Answer request ``rid``: classify it, hold it while frozen, act the fault that fires, else answer
@@ -486,10 +486,6 @@ class SidecarCore:
         return self.resumption.frame(rid, req.session_id, reply, priming=priming)
 
 
-def _no_notice(method: str, params: Mapping[str, Any] | None) -> None:
-    """``SidecarCore.notify`` until a transport with open streams sets its own: nobody is told."""
-
-
 #: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).
 FREEZE = F.Freeze()
 
@@ -502,25 +498,14 @@ def _hostname(url: str) -> str:
         return ""
 
 
-def origin_allowed(origin: str, allowed_origins: Iterable[str]) -> bool:
-    """Whether a browser ``Origin`` may reach the MCP endpoint: one of ``allowed_origins``, or any
-    loopback origin (the DNS-rebinding check the MCP spec asks of local servers)."""
-    return origin in allowed_origins or is_loopback_host(_hostname(origin))
-
-
-def host_allowed(host: str, allowed_hosts: Iterable[str]) -> bool:
-    """Whether a ``Host`` header names a loopback host or one of ``allowed_hosts``."""
-    name = _hostname("//" + host)
-    return bool(name) and (is_loopback_host(name) or name in allowed_hosts)
-
-
 def security_problem(
     headers: Iterable[tuple[str, str]],
     allowed_origins: Iterable[str],
     allowed_hosts: frozenset[str] | None = None,
 ) -> Reply | None:
     """The client error for an MCP request whose headers must not be trusted (``None``: they pass): a
-    :data:`SINGLE_HEADERS` header repeated (400), an ``Origin`` not allowed (403), or, with
+    :data:`SINGLE_HEADERS` header repeated (400), an ``Origin`` neither loopback nor one of
+    ``allowed_origins`` (403: the DNS-rebinding check the MCP spec asks of local servers), or, with
     ``allowed_hosts``, a ``Host`` neither loopback nor one of them (403)."""
     seen: dict[str, str] = {}
     repeated: set[str] = set()
@@ -534,13 +519,15 @@ def security_problem(
     if repeated:
         first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
         return client_error(INVALID_REQUEST, f"Bad Request: the {first} header appears more than once")
-    if origin and not origin_allowed(origin, allowed_origins):
+    if origin and origin not in allowed_origins and not is_loopback_host(_hostname(origin)):
         return client_error(INVALID_REQUEST, f"Forbidden: Origin {origin!r} is not allowed", status=403)
-    if allowed_hosts is not None and host and not host_allowed(host, allowed_hosts):
-        return client_error(
-            INVALID_REQUEST,
-            f"Forbidden: Host {host!r} is not allowed (not loopback: a DNS-rebinding request; a proxying "
-            "sidecar refuses it for its upstream, which would only see the sidecar's own Host)",
-            status=403,
-        )
+    if allowed_hosts is not None and host:
+        name = _hostname("//" + host)  # "": no host at all, never loopback nor allowed
+        if not is_loopback_host(name) and name not in allowed_hosts:
+            return client_error(
+                INVALID_REQUEST,
+                f"Forbidden: Host {host!r} is not allowed (not loopback: a DNS-rebinding request; a proxying "
+                "sidecar refuses it for its upstream, which would only see the sidecar's own Host)",
+                status=403,
+            )
     return None

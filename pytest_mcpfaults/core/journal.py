@@ -4,7 +4,6 @@ condition without sleeping."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,8 +19,6 @@ from pytest_mcpfaults.core.records import (
     RequestRecord,
     ServerMessageLog,
     StreamRecord,
-    drop_oldest,
-    replace_record,
 )
 from pytest_mcpfaults.options.validation import is_count
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
@@ -41,10 +38,8 @@ class Journal:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._requests: dict[int, RequestRecord] = {}  # by id, in id (arrival) order
-        self._conns: dict[int, ConnectionRecord] = {}
-        self._next_request = 0
-        self._next_conn = 0
+        self._requests: RecordLog[RequestRecord] = RecordLog(self._cond, lambda r: r.done)
+        self._conns: RecordLog[ConnectionRecord] = RecordLog(self._cond, lambda c: not c.open)
         #: What the sidecar sent clients on its own (server requests and notifications).
         self.server_messages = ServerMessageLog(self._cond, self.now)
         #: Every held request that outlived its patience budget (:class:`PatienceViolation`).
@@ -67,8 +62,10 @@ class Journal:
         if limit is not None and not is_count(limit, minimum=1):
             raise ValueError(f"Journal: limit must be a positive integer or None, got {limit!r}")
         with self._cond:
-            self.limit = self.server_messages.limit = limit
-            self._trim()
+            self.limit = self._requests.limit = self._conns.limit = self.server_messages.limit = limit
+            self.dropped_requests += self._requests.trim()
+            self.dropped_connections += self._conns.trim()
+            self.server_messages.dropped += self.server_messages.trim()
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -77,35 +74,22 @@ class Journal:
         """This journal's zero on the wall clock (seconds since the epoch), the clock spans are on."""
         return time.time() - (time.monotonic() - self.t0)
 
-    def _trim(self) -> None:
-        """Drop the oldest finished requests and closed connections beyond the limit (lock held)."""
-        if self.limit is None:
-            return
-        self.dropped_requests += drop_oldest(self._requests, self.limit, lambda r: r.done)
-        self.dropped_connections += drop_oldest(self._conns, self.limit, lambda c: not c.open)
-        self.server_messages.trim()
-
     # -- writers (loop thread) ---------------------------------------------------------------
     def add_request(self, **fields: Any) -> int:
         """A new request; counted on its connection (``conn_id``) when that is in the journal."""
         with self._cond:
-            rid = self._next_request
-            self._next_request += 1
             started = self._last_request_at = self.now()
-            self._requests[rid] = RequestRecord(id=rid, started_at=started, **fields)
             conn = self._conns.get(fields.get("conn_id", -1))
             if conn is not None:
-                self._conns[conn.id] = replace_record(conn, {"requests": conn.requests + 1})
-            self._trim()
-            self._cond.notify_all()
+                self._conns.update(conn.id, {"requests": conn.requests + 1})
+            rid = self._requests.make(lambda rid: RequestRecord(id=rid, started_at=started, **fields))
+            self.dropped_requests += self._requests.trim()
+            self.dropped_connections += self._conns.trim()
             return rid
 
     def update_request(self, rid: int, **fields: Any) -> RequestRecord:
         """Write fields of request ``rid`` (a group as a whole: ``held=Held(at=t)``)."""
-        with self._cond:
-            rec = self._requests[rid] = replace_record(self._requests[rid], fields)
-            self._cond.notify_all()
-            return rec
+        return self._requests.update(rid, fields)
 
     def update_group(self, rid: int, group: str, **fields: Any) -> RequestRecord:
         """Write some fields of request ``rid``'s group ``group`` (:data:`~.records.GROUPS`), making it
@@ -126,22 +110,16 @@ class Journal:
             return self.update_request(rid, **fields)
 
     def request(self, rid: int) -> RequestRecord:
-        with self._cond:
-            return self._requests[rid]
+        return self._requests[rid]
 
     def add_connection(self, peer: str) -> int:
         with self._cond:
-            cid = self._next_conn
-            self._next_conn += 1
-            self._conns[cid] = ConnectionRecord(id=cid, peer=peer, opened_at=self.now())
-            self._trim()
-            self._cond.notify_all()
+            cid = self._conns.make(lambda cid: ConnectionRecord(id=cid, peer=peer, opened_at=self.now()))
+            self.dropped_connections += self._conns.trim()
             return cid
 
     def update_connection(self, cid: int, **fields: Any) -> None:
-        with self._cond:
-            self._conns[cid] = replace_record(self._conns[cid], fields)
-            self._cond.notify_all()
+        self._conns.update(cid, fields)
 
     def add_fired(
         self, kind: str, request_id: int | None = None, what: str | None = None, expect_hang: bool = False
@@ -150,35 +128,27 @@ class Journal:
         ``what``); the latest is kept (:attr:`last_activity`)."""
         with self._cond:
             self._fired[kind] = self._fired.get(kind, 0) + 1
-            fired = FiredRecord(self.now(), kind, request_id, what, self._next_request, expect_hang)
+            fired = FiredRecord(self.now(), kind, request_id, what, self._requests.next, expect_hang)
             self._last_fired = fired
         events.notify("fired", kind)
 
     # -- readers (any thread) ----------------------------------------------------------------
     @property
     def requests(self) -> tuple[RequestRecord, ...]:
-        with self._cond:
-            return tuple(self._requests.values())
+        return self._requests.records
 
     def requests_since(self, since: int, limit: int | None = None) -> tuple[RequestRecord, ...]:
         """The kept requests with ``id >= since``, oldest first, at most ``limit`` of them."""
-        with self._cond:
-            first = next(iter(self._requests), self._next_request)
-            if since <= first and limit is None:
-                return tuple(self._requests.values())
-            ids = range(max(since, first), self._next_request)
-            return tuple(itertools.islice((self._requests[i] for i in ids if i in self._requests), limit))
+        return self._requests.since(since, limit)
 
     @property
     def total_requests(self) -> int:
         """How many requests the sidecar has seen, dropped ones included (the next request's id)."""
-        with self._cond:
-            return self._next_request
+        return self._requests.next
 
     @property
     def connections(self) -> tuple[ConnectionRecord, ...]:
-        with self._cond:
-            return tuple(self._conns.values())
+        return self._conns.records
 
     @property
     def fired(self) -> dict[str, int]:
@@ -204,8 +174,7 @@ class Journal:
         return iter(self.requests)
 
     def __len__(self) -> int:
-        with self._cond:
-            return len(self._requests)
+        return len(self._requests)
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         """Block until ``predicate()`` is true (re-checked on every journal change) or fail after

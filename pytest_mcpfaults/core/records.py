@@ -33,8 +33,6 @@ __all__ = [
     "StreamRecord",
     "UpstreamFailure",
     "UpstreamLeg",
-    "drop_oldest",
-    "replace_record",
 ]
 
 HoldOutcome = Literal["released", "client_closed", "patience", "teardown", "cancelled"]
@@ -317,7 +315,6 @@ class StreamRecord:
     replayed: int = 0
 
 
-_R = TypeVar("_R", RequestRecord, ConnectionRecord, ServerMessageRecord)
 _T = TypeVar("_T")
 _FIELDS: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in dataclasses.fields(cls))
@@ -325,48 +322,77 @@ _FIELDS: dict[type, frozenset[str]] = {
 }
 
 
-def drop_oldest(store: dict[int, _R], limit: int, done: Callable[[_R], bool]) -> int:
-    """Delete the oldest records of ``store`` for which ``done`` holds until at most ``limit`` remain
-    (records not done are never dropped); returns how many were deleted."""
-    settled = (key for key, rec in store.items() if done(rec))  # oldest first
-    drop = list(itertools.islice(settled, max(0, len(store) - limit)))
-    for key in drop:
-        del store[key]
-    return len(drop)
-
-
-def replace_record(record: _R, fields: Mapping[str, Any]) -> _R:
-    """``dataclasses.replace`` for the journal's records, without re-running ``__init__`` (a journal
-    write happens several times per request, on the sidecar's hot path). Unknown fields still raise."""
-    unknown = fields.keys() - _FIELDS[type(record)]
-    if unknown:
-        raise TypeError(f"{type(record).__name__} has no field(s) {sorted(unknown)}")
-    new = object.__new__(type(record))
-    new.__dict__.update(record.__dict__)
-    new.__dict__.update(fields)
-    return new
-
-
 class RecordLog(Generic[_T]):
-    """The journal's records of one kind, oldest first: written on the loop thread, read (a snapshot)
-    from any. Shares the journal's lock, so a write wakes its waits."""
+    """The journal's records of one kind by key (their arrival number, never reused), oldest first:
+    written on the loop thread, read (a snapshot) from any. Shares the journal's lock, so a write wakes
+    its waits. With a :attr:`limit` (:meth:`Journal.set_limit`), :meth:`trim` drops the oldest records
+    beyond it that are ``settled``; one not settled never is."""
 
-    def __init__(self, cond: threading.Condition) -> None:
-        self._cond = cond
+    def __init__(self, cond: threading.Condition, settled: Callable[[_T], bool] | None = None) -> None:
+        self._cond, self._settled = cond, settled
         self._records: dict[int, _T] = {}
+        self.next = 0
+        self.limit: int | None = None
 
     def add(self, record: _T) -> int:
-        """Append ``record``; its index."""
-        with self._cond:
-            index = len(self._records)
-            self._records[index] = record
-            self._cond.notify_all()
-            return index
+        """Append ``record``; its key."""
+        return self.make(lambda key: record)
 
-    def replace(self, index: int, record: _T) -> None:
+    def make(self, build: Callable[[int], _T]) -> int:
+        """Append ``build(key)``; its key."""
         with self._cond:
-            self._records[index] = record
+            key = self.next
+            self.next += 1
+            self._records[key] = build(key)
             self._cond.notify_all()
+            return key
+
+    def trim(self) -> int:
+        """Drop the oldest settled records beyond :attr:`limit`; how many were dropped."""
+        if self.limit is None or self._settled is None:
+            return 0
+        settled = (key for key, rec in self._records.items() if self._settled(rec))  # oldest first
+        drop = list(itertools.islice(settled, max(0, len(self._records) - self.limit)))
+        for key in drop:
+            del self._records[key]
+        return len(drop)
+
+    def replace(self, key: int, record: _T) -> None:
+        with self._cond:
+            self._records[key] = record
+            self._cond.notify_all()
+
+    def update(self, key: int, fields: Mapping[str, Any]) -> _T:
+        """Write ``fields`` of record ``key`` (``KeyError``: no such record, or it was dropped), without
+        re-running ``__init__`` (a journal write happens several times per request, on the sidecar's hot
+        path). Unknown fields still raise."""
+        with self._cond:
+            old = self._records[key]
+            unknown = fields.keys() - _FIELDS[type(old)]
+            if unknown:
+                raise TypeError(f"{type(old).__name__} has no field(s) {sorted(unknown)}")
+            new = self._records[key] = object.__new__(type(old))
+            new.__dict__.update(old.__dict__)
+            new.__dict__.update(fields)
+            self._cond.notify_all()
+            return new
+
+    def since(self, key: int, limit: int | None = None) -> tuple[_T, ...]:
+        """The kept records with keys ``>= key``, oldest first, at most ``limit`` of them."""
+        with self._cond:
+            first = next(iter(self._records), self.next)
+            if key <= first and limit is None:
+                return tuple(self._records.values())
+            keys = range(max(key, first), self.next)
+            return tuple(itertools.islice((self._records[k] for k in keys if k in self._records), limit))
+
+    def __getitem__(self, key: int) -> _T:
+        with self._cond:
+            return self._records[key]
+
+    def get(self, key: int) -> _T | None:
+        with self._cond:
+            return self._records.get(key)
 
     @property
     def records(self) -> tuple[_T, ...]:
@@ -388,36 +414,21 @@ class ServerMessageLog(RecordLog[ServerMessageRecord]):
     :attr:`dropped`; a ``seq`` is never reused."""
 
     def __init__(self, cond: threading.Condition, now: Callable[[], float]) -> None:
-        super().__init__(cond)
+        super().__init__(cond, lambda m: m.outcome is not None)
         self.now = now
-        self._next = 0
-        self.limit: int | None = None
         self.dropped = 0
 
     def add_server_message(self, **fields: Any) -> int:
         """A message sent now (the fields of a :class:`ServerMessageRecord`); its ``seq``."""
         with self._cond:
-            seq = self._next
-            self._next += 1
-            self._records[seq] = ServerMessageRecord(seq=seq, sent_at=self.now(), **fields)
-            self.trim()
-            self._cond.notify_all()
+            seq = self.make(lambda seq: ServerMessageRecord(seq=seq, sent_at=self.now(), **fields))
+            self.dropped += self.trim()
             return seq
-
-    def trim(self) -> None:
-        """Drop the oldest settled records beyond :attr:`limit`."""
-        if self.limit is not None:
-            self.dropped += drop_oldest(self._records, self.limit, lambda m: m.outcome is not None)
 
     def update_server_message(self, seq: int, **fields: Any) -> ServerMessageRecord | None:
         """Update record ``seq`` (``None``: it was dropped from a bounded journal)."""
         with self._cond:
-            old = self._records.get(seq)
-            if old is None:
-                return None
-            rec = self._records[seq] = replace_record(old, fields)
-            self._cond.notify_all()
-            return rec
+            return self.update(seq, fields) if seq in self._records else None
 
     def requests(self, method: str | None = None) -> tuple[ServerMessageRecord, ...]:
         """The server-to-client requests sent (of ``method``, if given), not the notifications."""

@@ -10,7 +10,7 @@ session, rewrites an upstream's answer, revokes a token) are class attributes on
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import singledispatch
 from typing import Any, Literal
@@ -28,7 +28,6 @@ __all__ = [
     "RouteKind",
     "answer_reply",
     "applies",
-    "classify",
     "jitter",
     "pick",
     "record_matches",
@@ -57,24 +56,19 @@ class RequestInfo:
     def matches(self, target: str | Target) -> bool:
         """Whether a trigger target (see :class:`~pytest_mcpfaults.faults.Trigger`) names this request."""
         t = parse_target(target) if isinstance(target, str) else target
-        kind = t.kind
-        if kind == "any":
-            return True
-        if kind == "endpoint":
-            return self.kind == t.value
-        if kind == "path":
-            return self.path == t.value
-        if kind == "request":
-            return self.method == t.verb and self.path == t.value
-        if self.mcp is None:
-            return False
-        if kind == "tool":
-            return self.mcp.method == "tools/call" and self.mcp.tool == t.value
-        if kind == "prompt":
-            return self.mcp.prompt == t.value
-        if kind == "resource":
-            return self.mcp.resource == t.value
-        return self.mcp.method == t.value
+        return _MATCHES[t.kind](self, t)
+
+
+_MATCHES: dict[str, Callable[[RequestInfo, Target], bool]] = {
+    "any": lambda i, t: True,
+    "endpoint": lambda i, t: i.kind == t.value,
+    "path": lambda i, t: i.path == t.value,
+    "request": lambda i, t: i.method == t.verb and i.path == t.value,
+    "tool": lambda i, t: i.mcp is not None and i.mcp.method == "tools/call" and i.mcp.tool == t.value,
+    "prompt": lambda i, t: i.mcp is not None and i.mcp.prompt == t.value,
+    "resource": lambda i, t: i.mcp is not None and i.mcp.resource == t.value,
+    "method": lambda i, t: i.mcp is not None and i.mcp.method == t.value,
+}
 
 
 def record_matches(
@@ -94,26 +88,6 @@ def record_matches(
     params = {"name": record.tool or record.prompt, "uri": record.resource}
     mcp = McpRequest({"params": params, "id": 0}, record.mcp_method, 0, record.session_id, era)
     return RequestInfo(record.method, record.path, kind, mcp if record.mcp_method else None).matches(target)
-
-
-def classify(
-    method: str,
-    path: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    *,
-    mcp_path: str,
-    health_path: str | None,
-    endpoint: McpEndpoint,
-) -> RequestInfo:
-    """Classify a request; a POST to the MCP endpoint is parsed as JSON-RPC."""
-    if path == mcp_path:
-        parsed = endpoint.parse(headers, body) if method == "POST" else None
-        if isinstance(parsed, Reply):
-            return RequestInfo(method, path, "mcp", None, parsed)
-        return RequestInfo(method, path, "mcp", parsed)
-    kind: RouteKind = "health" if health_path is not None and path == health_path else "other"
-    return RequestInfo(method, path, kind, None)
 
 
 @singledispatch

@@ -11,10 +11,7 @@ from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from pytest_mcpfaults.mcp.endpoint import Era
-from pytest_mcpfaults.options.validation import (
-    LOOPBACK_NAMES,
-    is_loopback_host,
-)
+from pytest_mcpfaults.options.validation import is_loopback_host
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -23,7 +20,6 @@ __all__ = [
     "DEFAULT_TOOL_TIMEOUT",
     "DEFAULT_UPSTREAM_TIMEOUT",
     "HOP_BY_HOP",
-    "LOOPBACK_NAMES",
     "NOT_FORWARDED",
     "REPLY_MODES",
     "TRANSPORTS",

@@ -155,8 +155,8 @@ class SidecarOptions:
     )  # fmt: skip
     era: str = option(
         "auto", help="`'auto'` (both eras, as real dual servers), `'stateless'` (2026-07-28 only) or "
-        "`'session'` (initialize / `Mcp-Session-Id` only; `server/discover` gets 400).",
-        flag="--era", choices=ERAS, cli_help="MCP protocol era(s) served (default auto)", backends=_ALL,
+        "`'session'` (initialize / `Mcp-Session-Id` only; `server/discover` gets 400).", flag="--era",
+        choices=ERAS, cli_help="MCP protocol era(s) served (default %(default)s)", backends=_ALL,
     )  # fmt: skip
     reply: str = option(
         "json", help="`'json'` or `'sse'`: how replies to requests are framed.", flag="--reply",
@@ -186,14 +186,14 @@ class SidecarOptions:
     faults: Sequence[F.Fault | str] = option(
         (), help="the fault plan: faults (or their text forms) applied in order, first match wins.",
         flag="--fault", parse=fault_text, metavar="SPEC", repeat=True, collect=list, backends=_ALL,
-        cli_help="a fault in text form, e.g. 'status(code=503)@health[times=3]' or 'hang@DELETE /mcp' "
-        "(repeatable; first match wins)",
+        cli_help="a fault in text form, e.g. 'hang@tools/call' or 'die@tool:delete_session' (repeatable; "
+        "first match wins; docs/faults.md: the kinds of each transport)",
     )  # fmt: skip
     patience: float | None = option(
         DEFAULT_PATIENCE, help="seconds a held request may wait before the sidecar aborts its connection "
         "and records a patience violation; `None`: hold until release or teardown.", flag="--patience",
         parse=seconds_text, metavar="SECONDS|none", backends=_STDIO,
-        cli_help=f"seconds a held request waits before the sidecar aborts it (default {DEFAULT_PATIENCE}; "
+        cli_help="seconds a held request waits before the sidecar aborts it (default %(default)s; "
         "'none': hold until released)",
     )  # fmt: skip
     expect_hang: bool = option(
@@ -533,13 +533,10 @@ def build_options(given: Mapping[str, Any], backend: str = "socket") -> SidecarO
 
 
 @functools.cache
-def _fields(cls: type[SidecarOptions]) -> tuple[tuple[dataclasses.Field[Any], Option], ...]:
-    return tuple((f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
-
-
-def option_fields() -> list[tuple[dataclasses.Field[Any], Option]]:
+def option_fields() -> tuple[tuple[dataclasses.Field[Any], Option], ...]:
     """Every field of :class:`SidecarOptions` with its :class:`Option`, in order."""
-    return list(_fields(SidecarOptions))
+    fields = dataclasses.fields(SidecarOptions)
+    return tuple((f, f.metadata["option"]) for f in fields if "option" in f.metadata)
 
 
 P = ParamSpec("P")
@@ -592,12 +589,14 @@ def documents_options(cls: type[T]) -> type[T]:
     return cls
 
 
-def add_serve_flags(parser: argparse.ArgumentParser) -> None:
-    """``serve``'s flag of every option that has one, in the options' order; each flag's ``dest`` is
-    argparse's own (``--upstream-header`` -> ``upstream_header``)."""
+def add_serve_flags(parser: argparse.ArgumentParser, backend: str = "socket", **defaults: Any) -> None:
+    """The flag of every option of ``backend`` that has one, in the options' order, with the backend's
+    defaults (:data:`BACKEND_DEFAULTS`) and then ``defaults``; each flag's ``dest`` is argparse's own
+    (``--upstream-header`` -> ``upstream_header``)."""
     groups: dict[str | None, Any] = {None: parser}
+    defaults = {**BACKEND_DEFAULTS.get(backend, {}), **defaults}
     for f, opt in option_fields():
-        if opt.flag is None:
+        if opt.flag is None or backend not in opt.backends:
             continue
         group = opt.exclusive or (opt.flag if opt.none_flag is not None else None)
         if group not in groups:
@@ -606,7 +605,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         if opt.switch:
             groups[group].add_argument(opt.flag, action="store_true", help=text)
             continue
-        kwargs: dict[str, Any] = {"help": text, "type": opt.parse, "default": f.default}
+        kwargs: dict[str, Any] = {"help": text, "type": opt.parse, "default": defaults.get(f.name, f.default)}
         if opt.choices is not None:
             kwargs["choices"] = opt.choices
         else:

@@ -26,8 +26,8 @@ from pytest_mcpfaults.core.records import Held, HoldOutcome, RequestRecord
 from pytest_mcpfaults.core.resumption import Resumed, primes
 from pytest_mcpfaults.mcp.endpoint import encode, reply_body
 from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM
-from pytest_mcpfaults.options.checks import LOOPBACK_NAMES
 from pytest_mcpfaults.options.fields import SidecarOptions
+from pytest_mcpfaults.options.validation import LOOPBACK_NAMES
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.proxy.proxy import Proxy, Relayed
 from pytest_mcpfaults.proxy.stdio_upstream import Piped, StdioUpstream
