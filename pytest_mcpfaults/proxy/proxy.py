@@ -157,16 +157,8 @@ class Proxy:
             self.endpoint.sessions.end(sid)
 
     def _gateway_error(self, exc: UpstreamError, mid: Any, sent: float) -> Relayed:
-        status, payload = gateway_error(exc, f"upstream {self.upstream.url}", mid)
-        return Relayed(
-            status,
-            payload,
-            sse=False,
-            error=str(exc),
-            error_by="upstream",
-            failure=exc,
-            mid=mid,
-            sent_at=sent,
+        return gateway_error(
+            Relayed, exc, f"upstream {self.upstream.url}", mid, failure=exc, mid=mid, sent_at=sent
         )
 
     # -- the transport's part --------------------------------------------------------------------

@@ -323,6 +323,5 @@ class StdioUpstream:
         return Piped(200, answer, headers, leg=leg)
 
     def _gateway_error(self, gone: UpstreamError, mid: Any, leg: UpstreamLeg) -> Piped:
-        status, payload = gateway_error(gone, f"upstream command {self.name!r}", mid)
         leg = replace(leg, ended_at=self.journal.now(), failure=gone.failure)
-        return Piped(status, payload, sse=False, error=str(gone), error_by="upstream", leg=leg)
+        return gateway_error(Piped, gone, f"upstream command {self.name!r}", mid, leg=leg)

@@ -18,7 +18,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -30,9 +30,9 @@ from yarl import URL
 
 from pytest_mcpfaults.core.records import UpstreamFailure
 from pytest_mcpfaults.core.timeouts import within
-from pytest_mcpfaults.mcp.jsonrpc import rpc_error
+from pytest_mcpfaults.mcp.jsonrpc import Reply, rpc_error
 from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
-from pytest_mcpfaults.proxy.streams import Framing, StreamEntry, StreamLog
+from pytest_mcpfaults.proxy.streams import Framing, RelayedStream, StreamLog
 
 __all__ = ["Abandoned", "Upstream", "UpstreamError", "UpstreamResponse", "end_to_end", "gateway_error"]
 
@@ -61,12 +61,17 @@ class UpstreamError(Exception):
         self.failure: UpstreamFailure = failure
 
 
-def gateway_error(exc: UpstreamError, upstream: str, mid: Any) -> tuple[int, Any]:
-    """The status and JSON-RPC error body a gateway answers for an upstream that gave no answer: 504
-    Gateway Timeout when it timed out, else 502 Bad Gateway."""
+R = TypeVar("R", bound=Reply)
+
+
+def gateway_error(kind: type[R], exc: UpstreamError, upstream: str, mid: Any, /, **fields: Any) -> R:
+    """The reply a gateway answers for an upstream that gave no answer: 504 Gateway Timeout when it
+    timed out, else 502 Bad Gateway, with a JSON-RPC error naming the upstream (the upstream's error)."""
     timed_out = exc.failure == "timed_out"
     what = "Gateway Timeout" if timed_out else "Bad Gateway"
-    return 504 if timed_out else 502, rpc_error(GATEWAY_ERROR, f"{what}: {upstream}: {exc}", mid).payload
+    payload = rpc_error(GATEWAY_ERROR, f"{what}: {upstream}: {exc}", mid).payload
+    status = 504 if timed_out else 502
+    return kind(status, payload, sse=False, error=str(exc), error_by="upstream", **fields)
 
 
 class Abandoned(Exception):
@@ -153,7 +158,7 @@ class UpstreamResponse:
     content_length: int | None  # of the body as relayed (None: unknown, or content-encoded upstream)
     sent_at: float  # time.monotonic() when the request was sent
     headers_at: float  # ... when the status line and headers came
-    entry: StreamEntry  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
+    entry: RelayedStream  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
     _payload: StreamReader
     _conn: _Conn
     _upstream: Upstream = field(repr=False)
@@ -198,7 +203,8 @@ class UpstreamResponse:
         """The whole body, bounded when asked: at most ``max_bytes`` (else :class:`UpstreamError`
         ``'error'``), within ``within`` seconds (else ``'timed_out'``), :class:`Abandoned` as soon as
         ``abandoned()`` says nobody waits for it any more."""
-        payload, parts = self._payload, []
+        parts: list[bytes] = []
+        chunks = self.chunks()
         deadline = time.monotonic() + within if within is not None else None
         try:
             if max_bytes is not None and self.content_length is not None and self.content_length > max_bytes:
@@ -206,30 +212,25 @@ class UpstreamResponse:
                     "error", f"its answer announces {self.content_length} bytes, {_over(max_bytes)}"
                 )
             while True:
-                if deadline is None:
-                    chunk = await payload.readany()
-                else:
-                    left = deadline - time.monotonic()
-                    try:
-                        chunk = await asyncio.wait_for(payload.readany(), max(left, 0.0))
-                    except asyncio.TimeoutError:
-                        raise UpstreamError(
-                            "timed_out", f"its answer was not complete within upstream_timeout={within:g} s"
-                        ) from None
-                if not chunk:
+                step = chunks.__anext__()
+                try:
+                    if deadline is not None:
+                        step = asyncio.wait_for(step, max(deadline - time.monotonic(), 0.0))
+                    parts.append(await step)
+                except StopAsyncIteration:
                     break
-                self._took(chunk)
-                parts.append(chunk)
+                except asyncio.TimeoutError:
+                    raise UpstreamError(
+                        "timed_out", f"its answer was not complete within upstream_timeout={within:g} s"
+                    ) from None
                 if max_bytes is not None and self.received > max_bytes:
                     raise UpstreamError("error", f"its answer is {_over(max_bytes)}")
                 if abandoned():
                     raise Abandoned(f"the client left after {self.received} bytes of the answer")
         except (UpstreamError, Abandoned) as exc:
-            self._failed(exc)
+            if self.failure is None:  # (chunks() failed it already)
+                self._failed(exc)
             raise
-        except _READ_ERRORS as exc:
-            raise self._failed(exc) from exc
-        self._ended()
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _took(self, chunk: bytes) -> None:
@@ -397,7 +398,7 @@ class Upstream:
             "chunked" if message.chunked else "content-length" if length is not None else "close-delimited"
         )
         session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
-        entry = StreamEntry(
+        entry = RelayedStream(
             0, method, target.target, session, conn.local, message.code, content_type, framing
         )
         resp = UpstreamResponse(
