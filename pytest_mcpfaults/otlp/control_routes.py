@@ -77,10 +77,6 @@ def _dumps(data: Mapping[str, Any]) -> str:
     return json.dumps(data, default=_plain, allow_nan=False) + "\n"
 
 
-def _json(status: int, data: Mapping[str, Any]) -> web.Response:
-    return _body_json(status, _dumps(data).encode())
-
-
 def _body_json(status: int, body: bytes) -> web.Response:
     """A JSON answer of bytes encoded on an answer thread (tens of MB over many spans)."""
     return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")
@@ -187,7 +183,6 @@ def _spans_text(recorder: SpanRecorder) -> str:
 def _check_json(
     recorder: SpanRecorder, session: tuple[str, ...], cleanup: tuple[str, ...], gate: Mapping[str, Any]
 ) -> str:
-    """The body of ``GET /check``; ``gate``: ``gate_violations``' keyword arguments."""
     from pytest_mcpfaults.invariants import format_violations
 
     spans = recorder.spans()
@@ -208,13 +203,12 @@ def _check_json(
 
 
 def _guarded(route: Route) -> Route:
-    """``route``, answering its :class:`_Refused` as a JSON error."""
 
     async def run(request: web.BaseRequest) -> web.StreamResponse:
         try:
             return await route(request)
         except _Refused as exc:
-            resp = _json(exc.status, {"error": str(exc)})
+            resp = _body_json(exc.status, _dumps({"error": str(exc)}).encode())
             if exc.status == 503:
                 resp.headers["Retry-After"] = "1"
             return resp
@@ -243,7 +237,7 @@ def span_routes(sidecar: Sidecar, work: SpanWork) -> dict[tuple[str, str], Route
         recorder = sidecar.span_recorder
         forgot = recorder.count
         recorder.clear()
-        return _json(200, {"cleared": forgot})
+        return _body_json(200, _dumps({"cleared": forgot}).encode())
 
     async def check(request: web.BaseRequest) -> web.StreamResponse:
         recorder = sidecar.span_recorder

@@ -60,8 +60,6 @@ def _check_seconds(method: str, timeout: object) -> None:
 
 
 class _Output:
-    """The process's output (stdout and stderr), read on a daemon thread; its tail kept."""
-
     def __init__(self, pipe: IO[bytes]) -> None:
         self._buf = bytearray()
         self._lock = threading.Lock()
@@ -225,7 +223,6 @@ class UpstreamServer:
         raise UpstreamShutdownHang("\n".join(lines))
 
     def _settled(self, before: dict[int, RelayedStream], deadline: float) -> list[RelayedStream]:
-        """The streams open at the signal, once the sidecar read each one's end (or at ``deadline``)."""
         while True:
             mine = [s for s in self._streams.snapshot() if s.seq in before]
             if not any(s.open for s in mine) or time.monotonic() >= deadline:
@@ -238,7 +235,6 @@ class UpstreamServer:
             os.killpg(self._proc.pid, sig)
 
     def _kill(self) -> None:
-        """SIGKILL its process group and reap it (bounded)."""
         proc = self._proc
         if proc is None:
             return

@@ -102,8 +102,8 @@ class Proxy:
             return self.upstream.url
         if info.kind == "health":
             assert self.upstream_health is not None
-            return self.upstream.url_for(self.upstream_health)
-        return self.upstream.url_for(incoming.path)
+            return self.upstream.origin + self.upstream_health
+        return self.upstream.origin + incoming.path
 
     async def _forward(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Relayed:
         m = info.mcp
@@ -147,7 +147,6 @@ class Proxy:
         return relayed
 
     def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
-        """Keep the endpoint's sessions as the upstream assigns and ends them."""
         for name, value in resp.headers:
             if name.lower() == "mcp-session-id" and value not in self.endpoint.sessions.ended:
                 version = incoming.headers.get("MCP-Protocol-Version") or ""
@@ -230,7 +229,6 @@ class Proxy:
             ).feed
 
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
-        """The relay of ``resp`` ended: journal it, and keep its recording if the whole answer came."""
         self.upstream.done(resp)
         # the upstream leg's end: its bytes, when, its failure (the request's too, unless one is named)
         ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
@@ -289,7 +287,6 @@ class _Listing:
             self.then(chunk)
 
     def response(self) -> dict[str, Any] | None:
-        """The listing's JSON-RPC response, or ``None`` (too long to have been kept, or none in it)."""
         if self.size > _LISTING_MAX_BYTES:
             return None
         return listed_response(b"".join(self.parts), self.sse, self.mid)

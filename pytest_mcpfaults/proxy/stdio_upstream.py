@@ -82,7 +82,6 @@ class StdioUpstream:
         self.endpoint = endpoint
         self.journal = journal
         self.pid: int | None = None
-        self.returncode: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
@@ -134,7 +133,6 @@ class StdioUpstream:
             self._fail(UpstreamError("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
             return
         code = await self._wait(_TERM_BOUND)
-        self.returncode = code
         tail = bytes(self._stderr[-400:]).decode("utf-8", "replace").strip()
         why = f"exited (code {code})" if code is not None else "closed its stdout"
         why += f"; its stderr ends: {tail}" if tail else ""
@@ -230,7 +228,6 @@ class StdioUpstream:
                     break
         with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
             os.killpg(proc.pid, signal.SIGKILL)
-        self.returncode = proc.returncode
         guardian.forget(proc.pid)
         await cancel_all(self._tasks, _TERM_BOUND)
         self._proc = None  # closed: a second close() signals nothing (its pid may be reused)

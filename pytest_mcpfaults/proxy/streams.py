@@ -64,7 +64,6 @@ class RelayedStream:
         self.last_byte_at = time.monotonic()
 
     def ended(self, end: StreamEnd, detail: str = "") -> None:
-        """How it ended; the first end named stays."""
         if self.end is None:
             self.end, self.detail, self.ended_at = end, detail, time.monotonic()
 
@@ -78,7 +77,6 @@ class StreamLog:
         self._seq = 0
 
     def opened(self, entry: RelayedStream) -> RelayedStream:
-        """Keep ``entry``, an answer just opened, numbered after the last (its ``seq``)."""
         with self._lock:
             self._seq += 1
             entry.seq = self._seq

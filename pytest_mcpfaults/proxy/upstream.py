@@ -170,7 +170,6 @@ class UpstreamResponse:
 
     @property
     def at_eof(self) -> bool:
-        """Whether the whole body has come (and been read)."""
         return self._payload.is_eof()
 
     @property
@@ -179,7 +178,6 @@ class UpstreamResponse:
 
     @property
     def timeout(self) -> float | None:
-        """The upstream's ``upstream_timeout``."""
         return self._upstream.timeout
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -302,10 +300,6 @@ class Upstream:
         #: How each answer ended, as an HTTP message (any thread may :meth:`~StreamLog.snapshot` it).
         self.streams = StreamLog()
 
-    def url_for(self, path: str) -> str:
-        """The upstream URL of ``path`` (a path of the upstream's origin)."""
-        return self.origin + path
-
     def _target(self, url: str) -> _Target:
         target = self._targets.get(url)
         if target is None:
@@ -324,7 +318,6 @@ class Upstream:
         return target
 
     def _head(self, method: str, target: _Target, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
-        """The request's head: the client's end-to-end headers rewritten by ``upstream_headers``."""
         kept = end_to_end(headers, NOT_FORWARDED)
         if self.rewrites:  # upstream_headers=: set or drop, whatever was sent
             out: CIMultiDict[str] = CIMultiDict(kept)
@@ -342,7 +335,6 @@ class Upstream:
         return "".join(lines).encode("utf-8", "surrogateescape")
 
     async def _connect(self, key: tuple[str, int, bool]) -> _Conn:
-        """A kept-alive connection to ``key``, or a new one (bounded by the timeout)."""
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
@@ -481,12 +473,10 @@ class Upstream:
             self._expiry = asyncio.get_running_loop().call_later(_KEEPALIVE, self._expire)
 
     def discard(self, conn: _Conn) -> None:
-        """Close ``conn`` (an answer not read to its end, a failure)."""
         self._busy.discard(conn)
         conn.close()
 
     def _expire(self) -> None:
-        """Close the connections idle for ``_KEEPALIVE`` seconds; look again while any are kept."""
         self._expiry = None
         now = time.monotonic()
         kept = []
@@ -501,7 +491,6 @@ class Upstream:
             self._expiry = asyncio.get_running_loop().call_later(max(wait, 0.05), self._expire)
 
     def done(self, resp: UpstreamResponse) -> None:
-        """Forget ``resp`` (its body was read, or it was closed)."""
         self._open.discard(resp)
         if resp.ended_at is None:
             resp.close()

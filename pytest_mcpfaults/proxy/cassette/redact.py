@@ -207,7 +207,6 @@ def _child(mode: int, key: object) -> int:
 
 
 def _secret_value(key: str, value: object) -> bool:
-    """A value to redact for its key's name: any value that can carry one."""
     return not (value is None or isinstance(value, bool) or value == "") and secret_key(key)
 
 
