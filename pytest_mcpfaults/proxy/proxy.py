@@ -136,8 +136,7 @@ class Proxy:
         if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
             # fed the upstream's body as it is read
             relayed.recording = pending = self.recorder.start(
-                incoming.method, incoming.headers, m.message if m is not None else None,
-                m.era if m is not None else "session", status=resp.status, response_headers=resp.headers,
+                incoming.method, incoming.headers, m, status=resp.status, response_headers=resp.headers,
                 content_type=resp.content_type, sent_at=resp.sent_at, headers_at=resp.headers_at,
             )  # fmt: skip
             resp.tap = pending.feed

@@ -268,9 +268,8 @@ class StdioUpstream:
             return
         body = json.dumps(reply.payload).encode() if reply.payload is not None else b""
         pending = self.recorder.start(
-            incoming.method, incoming.headers, m.message if m is not None else None, "session",
-            status=reply.status, response_headers=reply.headers.items(), content_type="application/json",
-            sent_at=sent, headers_at=time.monotonic(),
+            incoming.method, incoming.headers, m, status=reply.status, response_headers=reply.headers.items(),
+            content_type="application/json", sent_at=sent, headers_at=time.monotonic(),
         )  # fmt: skip
         pending.feed(body)  # the whole answer at once
         self.recorder.finish(pending, complete=True)
