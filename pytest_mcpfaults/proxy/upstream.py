@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import socket
 import ssl
 import time
@@ -145,6 +146,19 @@ class _Target(NamedTuple):
     key: tuple[str, int, bool]
     host_header: str
     target: str
+
+
+@functools.lru_cache(maxsize=64)  # the MCP URL and a few paths are what recur
+def _target(url: str) -> _Target:
+    try:
+        u = URL(url)
+        host, port = u.raw_host or "", u.port or (443 if u.scheme == "https" else 80)
+    except ValueError as exc:
+        raise UpstreamError("error", f"not a URL the upstream can be sent: {url!r}: {exc}") from exc
+    host_header = f"[{host}]" if ":" in host else host
+    if not u.is_default_port():
+        host_header += f":{port}"
+    return _Target((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
 
 
 @dataclass(eq=False)
@@ -290,7 +304,6 @@ class Upstream:
         self.rewrites = dict(headers or {})
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.timeout = timeout
-        self._targets: dict[str, _Target] = {}
         self._idle: list[_Conn] = []  # kept-alive connections, the most recently used last
         self._busy: set[_Conn] = set()  # connections a request or an answer holds
         self._expiry: asyncio.TimerHandle | None = None
@@ -299,23 +312,6 @@ class Upstream:
         self.closed = False
         #: How each answer ended, as an HTTP message (any thread may :meth:`~StreamLog.snapshot` it).
         self.streams = StreamLog()
-
-    def _target(self, url: str) -> _Target:
-        target = self._targets.get(url)
-        if target is None:
-            try:
-                u = URL(url)
-                host, port = u.raw_host or "", u.port or (443 if u.scheme == "https" else 80)
-            except ValueError as exc:
-                raise UpstreamError("error", f"not a URL the upstream can be sent: {url!r}: {exc}") from exc
-            host_header = f"[{host}]" if ":" in host else host
-            if not u.is_default_port():
-                host_header += f":{port}"
-            target = _Target((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
-            if len(self._targets) >= 64:  # the MCP URL and a few paths are what recur
-                self._targets.clear()
-            self._targets[url] = target
-        return target
 
     def _head(self, method: str, target: _Target, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
         kept = end_to_end(headers, NOT_FORWARDED)
@@ -378,7 +374,7 @@ class Upstream:
         bound the gaps between body chunks by the timeout too. Raises :class:`UpstreamError`."""
         if self.closed:
             raise UpstreamError("refused", "the sidecar has stopped: its upstream client is closed")
-        target = self._target(url)
+        target = _target(url)
         data = self._head(method, target, headers, body) + body
         sent = time.monotonic()
         conn, message, payload = await self._exchange_retried(target, method, data, bound_body)
