@@ -20,14 +20,7 @@ from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.proxy.streams import RelayedStream, StreamLog
 from pytest_mcpfaults.stdio import guardian
 
-__all__ = [
-    "KILL_BOUND",
-    "OUTPUT_TAIL",
-    "START_TIMEOUT",
-    "UpstreamServer",
-    "UpstreamShutdownHang",
-    "free_port",
-]
+__all__ = ["START_TIMEOUT", "UpstreamServer", "UpstreamShutdownHang", "free_port"]
 
 #: The last bytes of the server's output (stdout and stderr) kept for messages.
 OUTPUT_TAIL = 8192

@@ -28,10 +28,8 @@ __all__ = [
     "EVENT_MAX_BYTES",
     "REWRITE_MAX_BYTES",
     "NotificationTap",
-    "fault_rewrites",
     "listed_response",
     "relay",
-    "rewrite",
     "shaped_like",
 ]
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in

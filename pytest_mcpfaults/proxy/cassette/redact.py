@@ -21,7 +21,6 @@ __all__ = [
     "redact_exchange",
     "redact_text",
     "redact_value",
-    "secret_key",
 ]
 
 #: What a secret is replaced with (a recorded value that replay matches with any value).
