@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
 import signal
 import time
 import uuid
@@ -36,6 +35,7 @@ from pytest_mcpfaults.mcp.jsonrpc import (
     rpc_error,
 )
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder
+from pytest_mcpfaults.proxy.lifecycle import signal_group
 from pytest_mcpfaults.proxy.relay import shaped_like
 from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
@@ -222,12 +222,10 @@ class StdioUpstream:
             if proc.stdin is not None:
                 proc.stdin.close()
             for sig in (signal.SIGTERM, signal.SIGKILL):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, sig)
+                signal_group(proc.pid, sig)
                 if await self._wait(_TERM_BOUND) is not None:
                     break
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
-            os.killpg(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)  # what it started, if still there
         guardian.forget(proc.pid)
         await cancel_all(self._tasks, _TERM_BOUND)
         self._proc = None  # closed: a second close() signals nothing (its pid may be reused)
