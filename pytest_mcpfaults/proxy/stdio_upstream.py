@@ -16,7 +16,6 @@ import itertools
 import json
 import signal
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -304,11 +303,9 @@ class StdioUpstream:
         leg = replace(leg, answered_at=now, ended_at=now, bytes=out_bytes)
         answer["id"] = m.id
         if m.method == "initialize" and "result" in answer:
-            new = uuid.uuid4().hex
             result = answer["result"]
             version = result.get("protocolVersion") if isinstance(result, dict) else None
-            self.endpoint.sessions[new] = str(version or "")
-            headers = {"Mcp-Session-Id": new}
+            headers = {"Mcp-Session-Id": self.endpoint.sessions.open(str(version or ""), None)}
         if m.method == "tools/list":  # the tools' output schemas, for a fault answering in place
             learn_listing(self.endpoint.listed_schemas, answer)
         if forced is not None and "result" in answer:
