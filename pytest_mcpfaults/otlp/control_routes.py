@@ -43,26 +43,22 @@ class SpanWork:
         self.max_waits = max_waits
         self.answers = WorkerPool("mcpfaults-span-answers", max_workers=2)  # submit on the loop
         self._waits = WorkerPool("mcpfaults-span-waits", max_workers=max_waits)
-        self._lock = threading.Lock()
-        self.pending_waits = 0
+        self._slots = threading.BoundedSemaphore(max_waits)
 
     def wait(self, fn: Callable[[], T]) -> Awaitable[T]:
         """Run the wait ``fn()`` on a wait thread of its own; refused (503) when ``max_waits`` are
         pending (a wait abandoned by its client still counts until its timeout ends it)."""
-        with self._lock:
-            if self.pending_waits >= self.max_waits:
-                raise _Refused(
-                    503, f"{self.max_waits} span waits (wait_for=) are pending already: retry when "
-                    "one ends (each ends by its timeout at the latest)",
-                )  # fmt: skip
-            self.pending_waits += 1
+        if not self._slots.acquire(blocking=False):
+            raise _Refused(
+                503, f"{self.max_waits} span waits (wait_for=) are pending already: retry when "
+                "one ends (each ends by its timeout at the latest)",
+            )  # fmt: skip
 
         def run() -> T:
             try:
                 return fn()
             finally:
-                with self._lock:
-                    self.pending_waits -= 1
+                self._slots.release()
 
         return self._waits.submit(run)
 
