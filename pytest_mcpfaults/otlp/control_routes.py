@@ -43,26 +43,22 @@ class SpanWork:
         self.max_waits = max_waits
         self.answers = WorkerPool("mcpfaults-span-answers", max_workers=2)  # submit on the loop
         self._waits = WorkerPool("mcpfaults-span-waits", max_workers=max_waits)
-        self._lock = threading.Lock()
-        self.pending_waits = 0
+        self._slots = threading.BoundedSemaphore(max_waits)
 
     def wait(self, fn: Callable[[], T]) -> Awaitable[T]:
         """Run the wait ``fn()`` on a wait thread of its own; refused (503) when ``max_waits`` are
         pending (a wait abandoned by its client still counts until its timeout ends it)."""
-        with self._lock:
-            if self.pending_waits >= self.max_waits:
-                raise _Refused(
-                    503, f"{self.max_waits} span waits (wait_for=) are pending already: retry when "
-                    "one ends (each ends by its timeout at the latest)",
-                )  # fmt: skip
-            self.pending_waits += 1
+        if not self._slots.acquire(blocking=False):
+            raise _Refused(
+                503, f"{self.max_waits} span waits (wait_for=) are pending already: retry when "
+                "one ends (each ends by its timeout at the latest)",
+            )  # fmt: skip
 
         def run() -> T:
             try:
                 return fn()
             finally:
-                with self._lock:
-                    self.pending_waits -= 1
+                self._slots.release()
 
         return self._waits.submit(run)
 
@@ -75,10 +71,6 @@ class _Refused(Exception):
 
 def _dumps(data: Mapping[str, Any]) -> str:
     return json.dumps(data, default=_plain, allow_nan=False) + "\n"
-
-
-def _json(status: int, data: Mapping[str, Any]) -> web.Response:
-    return _body_json(status, _dumps(data).encode())
 
 
 def _body_json(status: int, body: bytes) -> web.Response:
@@ -187,7 +179,6 @@ def _spans_text(recorder: SpanRecorder) -> str:
 def _check_json(
     recorder: SpanRecorder, session: tuple[str, ...], cleanup: tuple[str, ...], gate: Mapping[str, Any]
 ) -> str:
-    """The body of ``GET /check``; ``gate``: ``gate_violations``' keyword arguments."""
     from pytest_mcpfaults.invariants import format_violations
 
     spans = recorder.spans()
@@ -208,13 +199,12 @@ def _check_json(
 
 
 def _guarded(route: Route) -> Route:
-    """``route``, answering its :class:`_Refused` as a JSON error."""
 
     async def run(request: web.BaseRequest) -> web.StreamResponse:
         try:
             return await route(request)
         except _Refused as exc:
-            resp = _json(exc.status, {"error": str(exc)})
+            resp = _body_json(exc.status, _dumps({"error": str(exc)}).encode())
             if exc.status == 503:
                 resp.headers["Retry-After"] = "1"
             return resp
@@ -243,7 +233,7 @@ def span_routes(sidecar: Sidecar, work: SpanWork) -> dict[tuple[str, str], Route
         recorder = sidecar.span_recorder
         forgot = recorder.count
         recorder.clear()
-        return _json(200, {"cleared": forgot})
+        return _body_json(200, _dumps({"cleared": forgot}).encode())
 
     async def check(request: web.BaseRequest) -> web.StreamResponse:
         recorder = sidecar.span_recorder

@@ -115,10 +115,8 @@ def _span(
         events,
         start,
         end,
-        next(UIDS),
-        None,
-        (),
-        resource,
+        uid=next(UIDS),
+        resource=resource,
     )
 
 

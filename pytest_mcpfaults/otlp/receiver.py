@@ -1,7 +1,7 @@
 """The sidecar's OTLP/HTTP trace receiver: ``POST /v1/traces`` answered as the OTLP specification says
 (docs/spans.md, "The receiver").
 
-The receiver's own listener (:class:`OtlpListener`, started on first use of ``Sidecar.otel_env``) is
+The receiver's own listener (started on first use of ``Sidecar.otel_env``) is
 reached by no fault: it keeps answering while the sidecar is dead or frozen, so the spans a harness
 exports after its sidecar died still arrive (and the mounted control endpoint can be read). A large
 export is decoded off the loop every sidecar of the process shares (2,000 spans take some 10 ms).
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["DECODE_OFF_LOOP", "OtlpListener", "OtlpService", "OtlpStats"]
+__all__ = ["DECODE_OFF_LOOP", "OtlpService", "OtlpStats"]
 
 #: Bodies larger than this (bytes, decompressed) are decoded off the loop; smaller ones cost less
 #: than the hop to a thread.
@@ -64,65 +64,11 @@ class OtlpStats:
         return text
 
 
-class OtlpListener:
-    """The receiver's own listening socket on loopback: ``route(request)`` picks the handler for a
-    path (``None``: 404). Its connections are journaled, and held to ``idle_timeout``, as the
-    sidecar's port's are."""
-
-    def __init__(
-        self,
-        journal: Journal,
-        route: Callable[[web.BaseRequest, int], Handler | None],
-        idle_timeout: float | None = None,
-    ) -> None:
-        self._route = route
-        self.conns = Connections(journal, idle_timeout)
-        self._server: asyncio.Server | None = None
-        self._web: ConnectionReportingServer | None = None
-        self.host = ""
-        self.port = 0
-
-    async def start(self, host: str) -> None:
-        self._web = ConnectionReportingServer(
-            self.handle, self.conns.made, self.conns.lost,
-            access_log=None, handler_cancellation=True,
-        )  # fmt: skip
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
-        self.host, self.port = host, self._server.sockets[0].getsockname()[1]
-
-    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        conn = self.conns.live.get(request.protocol)
-        if conn is None:  # connection already gone
-            return web.Response(status=500)
-        handler = self._route(request, conn.id)
-        if handler is None:
-            return web.json_response({"error": f"no route {request.path!r} on the OTLP port"}, status=404)
-        conn.busy += 1
-        try:
-            return await handler(request)
-        finally:
-            conn.busy -= 1
-            if request.protocol in self.conns.live:
-                self.conns.arm_idle(conn)
-
-    async def close(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-        for conn in list(self.conns.live.values()):
-            conn.closed_by_us = True
-            conn.transport.abort()
-        for _ in range(3):  # let connection_lost run for the aborted transports
-            await asyncio.sleep(0)
-        if self._web is not None:
-            await self._web.shutdown(0.05)
-
-
 class OtlpService:
     """What a sidecar holds for spans from other processes: the receiver on ``path`` (``None``: off),
-    the recorder spans go to (the one given, or its own, made on first use) and its own
-    :class:`OtlpListener`, started by :meth:`start_listener`."""
+    the recorder spans go to (the one given, or its own, made on first use) and its own listening
+    socket on loopback, started by :meth:`start_listener`, whose connections are journaled, and held
+    to ``body_timeout``, as the sidecar's port's are."""
 
     def __init__(
         self,
@@ -144,7 +90,10 @@ class OtlpService:
         self.max_body_bytes, self.body_timeout = max_body_bytes, body_timeout
         self.stats = OtlpStats()
         self._decoder = WorkerPool("mcpfaults-otlp-decode", max_workers=1)  # threads start on first use
-        self.listener: OtlpListener | None = None
+        self.conns = Connections(journal, body_timeout)  # the own listener's
+        self._server: asyncio.Server | None = None
+        self._web: ConnectionReportingServer | None = None
+        self.host, self.port = "", 0
         #: Set by :meth:`close`: waits for spans give up.
         self.closed = threading.Event()
 
@@ -160,24 +109,47 @@ class OtlpService:
     def serves(self, path: str) -> bool:
         return self.path is not None and path == self.path
 
-    def _side_route(self, request: web.BaseRequest, conn_id: int) -> Handler | None:
-        if self.serves(request.path):
-            return lambda req: self.handle(req, conn_id)
-        return self._mounted(request.path)
+    async def start_listener(self, host: str) -> OtlpService:
+        """Start the receiver's own listener (once) on ``host``."""
+        if self._server is None:
+            self._web = ConnectionReportingServer(
+                self._on_own_port, self.conns.made, self.conns.lost,
+                access_log=None, handler_cancellation=True,
+            )  # fmt: skip
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_server(self._web, host, 0, reuse_address=True)
+            self.host, self.port = host, self._server.sockets[0].getsockname()[1]
+        return self
 
-    async def start_listener(self, host: str) -> OtlpListener:
-        """Start the receiver's own listener (once) on ``host``; returns it."""
-        if self.listener is None:
-            listener = OtlpListener(self.journal, self._side_route, self.body_timeout)
-            await listener.start(host)
-            self.listener = listener
-        return self.listener
+    async def _on_own_port(self, request: web.BaseRequest) -> web.StreamResponse:
+        conn = self.conns.live.get(request.protocol)
+        if conn is None:  # connection already gone
+            return web.Response(status=500)
+        own = self.serves(request.path)
+        mounted = None if own else self._mounted(request.path)
+        if not own and mounted is None:
+            return web.json_response({"error": f"no route {request.path!r} on the OTLP port"}, status=404)
+        conn.busy += 1
+        try:
+            return await (self.handle(request, conn.id) if mounted is None else mounted(request))
+        finally:
+            conn.busy -= 1
+            if request.protocol in self.conns.live:
+                self.conns.arm_idle(conn)
 
     async def close(self) -> None:
         self.closed.set()
-        listener, self.listener = self.listener, None
-        if listener is not None:
-            await listener.close()
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            for conn in list(self.conns.live.values()):
+                conn.closed_by_us = True
+                conn.transport.abort()
+            for _ in range(3):  # let connection_lost run for the aborted transports
+                await asyncio.sleep(0)
+        web_server, self._web = self._web, None
+        if web_server is not None:
+            await web_server.shutdown(0.05)
         self._decoder.close()
 
     def wait_for_span(self, pattern: str, timeout: float, count: int) -> list[RecordedSpan]:

@@ -20,14 +20,7 @@ from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.proxy.streams import RelayedStream, StreamLog
 from pytest_mcpfaults.stdio import guardian
 
-__all__ = [
-    "KILL_BOUND",
-    "OUTPUT_TAIL",
-    "START_TIMEOUT",
-    "UpstreamServer",
-    "UpstreamShutdownHang",
-    "free_port",
-]
+__all__ = ["START_TIMEOUT", "UpstreamServer", "UpstreamShutdownHang", "free_port", "signal_group"]
 
 #: The last bytes of the server's output (stdout and stderr) kept for messages.
 OUTPUT_TAIL = 8192
@@ -51,6 +44,12 @@ def free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
+def signal_group(pid: int, sig: signal.Signals) -> None:
+    """Signal the process group ``pid`` leads (the processes it started too), if it is still there."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
 def _check_seconds(method: str, timeout: object) -> None:
     if not is_positive_seconds(timeout):
         raise ValueError(
@@ -60,8 +59,6 @@ def _check_seconds(method: str, timeout: object) -> None:
 
 
 class _Output:
-    """The process's output (stdout and stderr), read on a daemon thread; its tail kept."""
-
     def __init__(self, pipe: IO[bytes]) -> None:
         self._buf = bytearray()
         self._lock = threading.Lock()
@@ -186,7 +183,7 @@ class UpstreamServer:
         if not graceful:
             self._kill()
             return self._settled(before, time.monotonic() + KILL_BOUND)
-        self._signal(signal.SIGTERM)
+        signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(_POLL)
@@ -225,24 +222,17 @@ class UpstreamServer:
         raise UpstreamShutdownHang("\n".join(lines))
 
     def _settled(self, before: dict[int, RelayedStream], deadline: float) -> list[RelayedStream]:
-        """The streams open at the signal, once the sidecar read each one's end (or at ``deadline``)."""
         while True:
             mine = [s for s in self._streams.snapshot() if s.seq in before]
             if not any(s.open for s in mine) or time.monotonic() >= deadline:
                 return mine
             time.sleep(_POLL)
 
-    def _signal(self, sig: signal.Signals) -> None:
-        assert self._proc is not None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, sig)
-
     def _kill(self) -> None:
-        """SIGKILL its process group and reap it (bounded)."""
         proc = self._proc
         if proc is None:
             return
-        self._signal(signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(KILL_BOUND)
         self._exited()
@@ -251,8 +241,7 @@ class UpstreamServer:
         proc = self._proc
         if proc is None:
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
-            os.killpg(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)  # what it started, if still there
         self.returncode = proc.poll()
         guardian.forget(proc.pid)
         if self._output is not None:
@@ -262,7 +251,7 @@ class UpstreamServer:
         """The sidecar stops: SIGTERM, then SIGKILL after :data:`KILL_BOUND` (bounded; no verdict)."""
         proc = self._proc
         if proc is not None and proc.poll() is None:
-            self._signal(signal.SIGTERM)
+            signal_group(proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(KILL_BOUND)
         self._kill()

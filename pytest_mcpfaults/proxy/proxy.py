@@ -102,8 +102,8 @@ class Proxy:
             return self.upstream.url
         if info.kind == "health":
             assert self.upstream_health is not None
-            return self.upstream.url_for(self.upstream_health)
-        return self.upstream.url_for(incoming.path)
+            return self.upstream.origin + self.upstream_health
+        return self.upstream.origin + incoming.path
 
     async def _forward(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Relayed:
         m = info.mcp
@@ -136,8 +136,7 @@ class Proxy:
         if self.recorder is not None and info.kind == "mcp" and incoming.method in ("POST", "DELETE"):
             # fed the upstream's body as it is read
             relayed.recording = pending = self.recorder.start(
-                incoming.method, incoming.headers, m.message if m is not None else None,
-                m.era if m is not None else "session", status=resp.status, response_headers=resp.headers,
+                incoming.method, incoming.headers, m, status=resp.status, response_headers=resp.headers,
                 content_type=resp.content_type, sent_at=resp.sent_at, headers_at=resp.headers_at,
             )  # fmt: skip
             resp.tap = pending.feed
@@ -147,7 +146,6 @@ class Proxy:
         return relayed
 
     def _track(self, incoming: Incoming, resp: UpstreamResponse) -> None:
-        """Keep the endpoint's sessions as the upstream assigns and ends them."""
         for name, value in resp.headers:
             if name.lower() == "mcp-session-id" and value not in self.endpoint.sessions.ended:
                 version = incoming.headers.get("MCP-Protocol-Version") or ""
@@ -157,16 +155,8 @@ class Proxy:
             self.endpoint.sessions.end(sid)
 
     def _gateway_error(self, exc: UpstreamError, mid: Any, sent: float) -> Relayed:
-        status, payload = gateway_error(exc, f"upstream {self.upstream.url}", mid)
-        return Relayed(
-            status,
-            payload,
-            sse=False,
-            error=str(exc),
-            error_by="upstream",
-            failure=exc,
-            mid=mid,
-            sent_at=sent,
+        return gateway_error(
+            Relayed, exc, f"upstream {self.upstream.url}", mid, failure=exc, mid=mid, sent_at=sent
         )
 
     # -- the transport's part --------------------------------------------------------------------
@@ -238,7 +228,6 @@ class Proxy:
             ).feed
 
     def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
-        """The relay of ``resp`` ended: journal it, and keep its recording if the whole answer came."""
         self.upstream.done(resp)
         # the upstream leg's end: its bytes, when, its failure (the request's too, unless one is named)
         ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
@@ -297,7 +286,6 @@ class _Listing:
             self.then(chunk)
 
     def response(self) -> dict[str, Any] | None:
-        """The listing's JSON-RPC response, or ``None`` (too long to have been kept, or none in it)."""
         if self.size > _LISTING_MAX_BYTES:
             return None
         return listed_response(b"".join(self.parts), self.sse, self.mid)

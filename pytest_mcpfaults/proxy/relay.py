@@ -28,10 +28,8 @@ __all__ = [
     "EVENT_MAX_BYTES",
     "REWRITE_MAX_BYTES",
     "NotificationTap",
-    "fault_rewrites",
     "listed_response",
     "relay",
-    "rewrite",
     "shaped_like",
 ]
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
@@ -132,8 +130,6 @@ async def relay(
     sse = resp.sse
     if fault is None and not sse and resp.content_length is not None and resp.content_length <= _ONE_WRITE:
         body = await resp.read()  # a small JSON answer, no fault to shape it: one write, as a server's
-        out.status, out.bytes_sent = resp.status, len(body)
-        return web.Response(status=resp.status, body=body, headers=headers)
     shape = shape_of(fault)
     rewriter = shape.halves or (fault is not None and fault.rewrites_upstream)
     if (rewriter or shape.open_stream) and (fault_rewrites(fault, resp) or not sse):
@@ -144,10 +140,9 @@ async def relay(
             await _finish(request, resp)  # the upstream ran the request: its answer ended, unread
         raise cut(request.transport)
     out.status = resp.status
-    if body is not None and not shape.open_stream:  # rewritten: one plain answer
-        plain = web.Response(status=resp.status, body=body, headers=headers)
+    if body is not None and not shape.open_stream:  # small, or rewritten: one plain answer
         out.bytes_sent = len(body)
-        return plain
+        return web.Response(status=resp.status, body=body, headers=headers)
     web_resp = web.StreamResponse(status=resp.status, headers=headers)
     if sse:
         web_resp.content_type = "text/event-stream"

@@ -14,10 +14,8 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
 import signal
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -36,6 +34,7 @@ from pytest_mcpfaults.mcp.jsonrpc import (
     rpc_error,
 )
 from pytest_mcpfaults.proxy.cassette.recorder import Recorder
+from pytest_mcpfaults.proxy.lifecycle import signal_group
 from pytest_mcpfaults.proxy.relay import shaped_like
 from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
@@ -82,7 +81,6 @@ class StdioUpstream:
         self.endpoint = endpoint
         self.journal = journal
         self.pid: int | None = None
-        self.returncode: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
@@ -134,7 +132,6 @@ class StdioUpstream:
             self._fail(UpstreamError("reset", f"reading its stdout failed: {type(exc).__name__}: {exc}"))
             return
         code = await self._wait(_TERM_BOUND)
-        self.returncode = code
         tail = bytes(self._stderr[-400:]).decode("utf-8", "replace").strip()
         why = f"exited (code {code})" if code is not None else "closed its stdout"
         why += f"; its stderr ends: {tail}" if tail else ""
@@ -224,13 +221,10 @@ class StdioUpstream:
             if proc.stdin is not None:
                 proc.stdin.close()
             for sig in (signal.SIGTERM, signal.SIGKILL):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, sig)
+                signal_group(proc.pid, sig)
                 if await self._wait(_TERM_BOUND) is not None:
                     break
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # what it started, if still there
-            os.killpg(proc.pid, signal.SIGKILL)
-        self.returncode = proc.returncode
+        signal_group(proc.pid, signal.SIGKILL)  # what it started, if still there
         guardian.forget(proc.pid)
         await cancel_all(self._tasks, _TERM_BOUND)
         self._proc = None  # closed: a second close() signals nothing (its pid may be reused)
@@ -271,9 +265,8 @@ class StdioUpstream:
             return
         body = json.dumps(reply.payload).encode() if reply.payload is not None else b""
         pending = self.recorder.start(
-            incoming.method, incoming.headers, m.message if m is not None else None, "session",
-            status=reply.status, response_headers=reply.headers.items(), content_type="application/json",
-            sent_at=sent, headers_at=time.monotonic(),
+            incoming.method, incoming.headers, m, status=reply.status, response_headers=reply.headers.items(),
+            content_type="application/json", sent_at=sent, headers_at=time.monotonic(),
         )  # fmt: skip
         pending.feed(body)  # the whole answer at once
         self.recorder.finish(pending, complete=True)
@@ -310,11 +303,9 @@ class StdioUpstream:
         leg = replace(leg, answered_at=now, ended_at=now, bytes=out_bytes)
         answer["id"] = m.id
         if m.method == "initialize" and "result" in answer:
-            new = uuid.uuid4().hex
             result = answer["result"]
             version = result.get("protocolVersion") if isinstance(result, dict) else None
-            self.endpoint.sessions[new] = str(version or "")
-            headers = {"Mcp-Session-Id": new}
+            headers = {"Mcp-Session-Id": self.endpoint.sessions.open(str(version or ""), None)}
         if m.method == "tools/list":  # the tools' output schemas, for a fault answering in place
             learn_listing(self.endpoint.listed_schemas, answer)
         if forced is not None and "result" in answer:
@@ -323,6 +314,5 @@ class StdioUpstream:
         return Piped(200, answer, headers, leg=leg)
 
     def _gateway_error(self, gone: UpstreamError, mid: Any, leg: UpstreamLeg) -> Piped:
-        status, payload = gateway_error(gone, f"upstream command {self.name!r}", mid)
         leg = replace(leg, ended_at=self.journal.now(), failure=gone.failure)
-        return Piped(status, payload, sse=False, error=str(gone), error_by="upstream", leg=leg)
+        return gateway_error(Piped, gone, f"upstream command {self.name!r}", mid, leg=leg)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -30,9 +31,9 @@ from yarl import URL
 
 from pytest_mcpfaults.core.records import UpstreamFailure
 from pytest_mcpfaults.core.timeouts import within
-from pytest_mcpfaults.mcp.jsonrpc import rpc_error
+from pytest_mcpfaults.mcp.jsonrpc import Reply, rpc_error
 from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
-from pytest_mcpfaults.proxy.streams import Framing, StreamEntry, StreamLog
+from pytest_mcpfaults.proxy.streams import Framing, RelayedStream, StreamLog
 
 __all__ = ["Abandoned", "Upstream", "UpstreamError", "UpstreamResponse", "end_to_end", "gateway_error"]
 
@@ -61,12 +62,17 @@ class UpstreamError(Exception):
         self.failure: UpstreamFailure = failure
 
 
-def gateway_error(exc: UpstreamError, upstream: str, mid: Any) -> tuple[int, Any]:
-    """The status and JSON-RPC error body a gateway answers for an upstream that gave no answer: 504
-    Gateway Timeout when it timed out, else 502 Bad Gateway."""
+R = TypeVar("R", bound=Reply)
+
+
+def gateway_error(kind: type[R], exc: UpstreamError, upstream: str, mid: Any, /, **fields: Any) -> R:
+    """The reply a gateway answers for an upstream that gave no answer: 504 Gateway Timeout when it
+    timed out, else 502 Bad Gateway, with a JSON-RPC error naming the upstream (the upstream's error)."""
     timed_out = exc.failure == "timed_out"
     what = "Gateway Timeout" if timed_out else "Bad Gateway"
-    return 504 if timed_out else 502, rpc_error(GATEWAY_ERROR, f"{what}: {upstream}: {exc}", mid).payload
+    payload = rpc_error(GATEWAY_ERROR, f"{what}: {upstream}: {exc}", mid).payload
+    status = 504 if timed_out else 502
+    return kind(status, payload, sse=False, error=str(exc), error_by="upstream", **fields)
 
 
 class Abandoned(Exception):
@@ -142,6 +148,19 @@ class _Target(NamedTuple):
     target: str
 
 
+@functools.lru_cache(maxsize=64)  # the MCP URL and a few paths are what recur
+def _target(url: str) -> _Target:
+    try:
+        u = URL(url)
+        host, port = u.raw_host or "", u.port or (443 if u.scheme == "https" else 80)
+    except ValueError as exc:
+        raise UpstreamError("error", f"not a URL the upstream can be sent: {url!r}: {exc}") from exc
+    host_header = f"[{host}]" if ":" in host else host
+    if not u.is_default_port():
+        host_header += f":{port}"
+    return _Target((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
+
+
 @dataclass(eq=False)
 class UpstreamResponse:
     """One answer of the upstream, its body still coming. Read it once, with :meth:`chunks` or
@@ -153,7 +172,7 @@ class UpstreamResponse:
     content_length: int | None  # of the body as relayed (None: unknown, or content-encoded upstream)
     sent_at: float  # time.monotonic() when the request was sent
     headers_at: float  # ... when the status line and headers came
-    entry: StreamEntry  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
+    entry: RelayedStream  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
     _payload: StreamReader
     _conn: _Conn
     _upstream: Upstream = field(repr=False)
@@ -165,7 +184,6 @@ class UpstreamResponse:
 
     @property
     def at_eof(self) -> bool:
-        """Whether the whole body has come (and been read)."""
         return self._payload.is_eof()
 
     @property
@@ -174,7 +192,6 @@ class UpstreamResponse:
 
     @property
     def timeout(self) -> float | None:
-        """The upstream's ``upstream_timeout``."""
         return self._upstream.timeout
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -198,7 +215,8 @@ class UpstreamResponse:
         """The whole body, bounded when asked: at most ``max_bytes`` (else :class:`UpstreamError`
         ``'error'``), within ``within`` seconds (else ``'timed_out'``), :class:`Abandoned` as soon as
         ``abandoned()`` says nobody waits for it any more."""
-        payload, parts = self._payload, []
+        parts: list[bytes] = []
+        chunks = self.chunks()
         deadline = time.monotonic() + within if within is not None else None
         try:
             if max_bytes is not None and self.content_length is not None and self.content_length > max_bytes:
@@ -206,30 +224,25 @@ class UpstreamResponse:
                     "error", f"its answer announces {self.content_length} bytes, {_over(max_bytes)}"
                 )
             while True:
-                if deadline is None:
-                    chunk = await payload.readany()
-                else:
-                    left = deadline - time.monotonic()
-                    try:
-                        chunk = await asyncio.wait_for(payload.readany(), max(left, 0.0))
-                    except asyncio.TimeoutError:
-                        raise UpstreamError(
-                            "timed_out", f"its answer was not complete within upstream_timeout={within:g} s"
-                        ) from None
-                if not chunk:
+                step = chunks.__anext__()
+                try:
+                    if deadline is not None:
+                        step = asyncio.wait_for(step, max(deadline - time.monotonic(), 0.0))
+                    parts.append(await step)
+                except StopAsyncIteration:
                     break
-                self._took(chunk)
-                parts.append(chunk)
+                except asyncio.TimeoutError:
+                    raise UpstreamError(
+                        "timed_out", f"its answer was not complete within upstream_timeout={within:g} s"
+                    ) from None
                 if max_bytes is not None and self.received > max_bytes:
                     raise UpstreamError("error", f"its answer is {_over(max_bytes)}")
                 if abandoned():
                     raise Abandoned(f"the client left after {self.received} bytes of the answer")
         except (UpstreamError, Abandoned) as exc:
-            self._failed(exc)
+            if self.failure is None:  # (chunks() failed it already)
+                self._failed(exc)
             raise
-        except _READ_ERRORS as exc:
-            raise self._failed(exc) from exc
-        self._ended()
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _took(self, chunk: bytes) -> None:
@@ -291,7 +304,6 @@ class Upstream:
         self.rewrites = dict(headers or {})
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.timeout = timeout
-        self._targets: dict[str, _Target] = {}
         self._idle: list[_Conn] = []  # kept-alive connections, the most recently used last
         self._busy: set[_Conn] = set()  # connections a request or an answer holds
         self._expiry: asyncio.TimerHandle | None = None
@@ -301,29 +313,7 @@ class Upstream:
         #: How each answer ended, as an HTTP message (any thread may :meth:`~StreamLog.snapshot` it).
         self.streams = StreamLog()
 
-    def url_for(self, path: str) -> str:
-        """The upstream URL of ``path`` (a path of the upstream's origin)."""
-        return self.origin + path
-
-    def _target(self, url: str) -> _Target:
-        target = self._targets.get(url)
-        if target is None:
-            try:
-                u = URL(url)
-                host, port = u.raw_host or "", u.port or (443 if u.scheme == "https" else 80)
-            except ValueError as exc:
-                raise UpstreamError("error", f"not a URL the upstream can be sent: {url!r}: {exc}") from exc
-            host_header = f"[{host}]" if ":" in host else host
-            if not u.is_default_port():
-                host_header += f":{port}"
-            target = _Target((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
-            if len(self._targets) >= 64:  # the MCP URL and a few paths are what recur
-                self._targets.clear()
-            self._targets[url] = target
-        return target
-
     def _head(self, method: str, target: _Target, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
-        """The request's head: the client's end-to-end headers rewritten by ``upstream_headers``."""
         kept = end_to_end(headers, NOT_FORWARDED)
         if self.rewrites:  # upstream_headers=: set or drop, whatever was sent
             out: CIMultiDict[str] = CIMultiDict(kept)
@@ -341,7 +331,6 @@ class Upstream:
         return "".join(lines).encode("utf-8", "surrogateescape")
 
     async def _connect(self, key: tuple[str, int, bool]) -> _Conn:
-        """A kept-alive connection to ``key``, or a new one (bounded by the timeout)."""
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
@@ -385,7 +374,7 @@ class Upstream:
         bound the gaps between body chunks by the timeout too. Raises :class:`UpstreamError`."""
         if self.closed:
             raise UpstreamError("refused", "the sidecar has stopped: its upstream client is closed")
-        target = self._target(url)
+        target = _target(url)
         data = self._head(method, target, headers, body) + body
         sent = time.monotonic()
         conn, message, payload = await self._exchange_retried(target, method, data, bound_body)
@@ -397,7 +386,7 @@ class Upstream:
             "chunked" if message.chunked else "content-length" if length is not None else "close-delimited"
         )
         session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
-        entry = StreamEntry(
+        entry = RelayedStream(
             0, method, target.target, session, conn.local, message.code, content_type, framing
         )
         resp = UpstreamResponse(
@@ -480,12 +469,10 @@ class Upstream:
             self._expiry = asyncio.get_running_loop().call_later(_KEEPALIVE, self._expire)
 
     def discard(self, conn: _Conn) -> None:
-        """Close ``conn`` (an answer not read to its end, a failure)."""
         self._busy.discard(conn)
         conn.close()
 
     def _expire(self) -> None:
-        """Close the connections idle for ``_KEEPALIVE`` seconds; look again while any are kept."""
         self._expiry = None
         now = time.monotonic()
         kept = []
@@ -500,7 +487,6 @@ class Upstream:
             self._expiry = asyncio.get_running_loop().call_later(max(wait, 0.05), self._expire)
 
     def done(self, resp: UpstreamResponse) -> None:
-        """Forget ``resp`` (its body was read, or it was closed)."""
         self._open.discard(resp)
         if resp.ended_at is None:
             resp.close()

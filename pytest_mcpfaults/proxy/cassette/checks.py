@@ -41,10 +41,6 @@ def check_cassette_options(
 ) -> dict[str, Any]:
     """Refuse bad cassette options; the values normalised (paths as ``str``, ``cassette_ignore`` a
     tuple)."""
-    if (cassette, record, record_redact, record_mode) == (None, None, None, "all") and (
-        cassette_ignore == () and cassette_order is False and cassette_once is False
-    ):
-        return {"cassette_ignore": ()}  # the defaults (every sidecar without a cassette): nothing to check
     out = _check_record(record, record_mode, record_redact, upstream, upstream_command)
     out["cassette_ignore"] = _check_rules(cassette, cassette_ignore, cassette_order, cassette_once)
     if cassette is not None:

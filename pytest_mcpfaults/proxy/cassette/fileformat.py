@@ -269,7 +269,6 @@ def nests_deeper(value: Any, limit: int) -> str | None:
 
 
 def _tool_at(data: Mapping[str, Any], at: str) -> str:
-    """``, in recorded tool 'NAME'`` when the path ``at`` is inside a ``tools/list`` answer's tool."""
     found = re.match(r"response\.result\.tools\[(\d+)\]", at)
     tools = ((data.get("response") or {}).get("result") or {}).get("tools") if found else None
     if not found or not isinstance(tools, list) or int(found.group(1)) >= len(tools):

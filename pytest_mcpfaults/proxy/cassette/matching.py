@@ -128,8 +128,6 @@ _Slot = tuple[frozenset[str], str]  # (the names recorded as REDACTED, the key o
 
 @dataclass
 class _Group:
-    """The recorded requests of one method and tool: their indices in order, by slot."""
-
     all: list[int]
     slots: dict[_Slot, list[int]]
     shapes: set[frozenset[str]]  # the sets of names recorded as REDACTED, among the slots
@@ -169,7 +167,6 @@ class Matcher:
     def _lists(
         self, group: _Group, method: str | None, params: Mapping[str, Any]
     ) -> list[tuple[Any, list[int]]]:
-        """The lists of ``group`` that may hold this request's matches: its slots, and the wild ones."""
         compared = _compared(method, params)
         out: list[tuple[Any, list[int]]] = []
         for redacted in group.shapes:
@@ -255,7 +252,6 @@ def _redacted(value: Any) -> bool:
 
 
 def _holds_redacted(value: Any) -> bool:
-    """Whether ``value`` holds :data:`REDACTED` anywhere, in a text too (walked without recursion)."""
     stack = [value]
     while stack:
         item = stack.pop()

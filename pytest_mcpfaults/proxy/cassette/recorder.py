@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_mcpfaults.mcp.jsonrpc import McpRequest
 from pytest_mcpfaults.proxy.cassette.fileformat import Cassette, Exchange, read_cassette, write_cassette
 from pytest_mcpfaults.proxy.cassette.matching import Rules, same_request
 from pytest_mcpfaults.proxy.cassette.redact import Redactor, redact_exchange, redact_text
@@ -132,8 +133,7 @@ class Recorder:
         self,
         http: str,
         headers: Mapping[str, str],
-        message: Mapping[str, Any] | None,
-        era: str,
+        m: McpRequest | None,
         *,
         status: int,
         response_headers: Iterable[tuple[str, str]],
@@ -141,21 +141,19 @@ class Recorder:
         sent_at: float,
         headers_at: float,
     ) -> Pending:
-        """A forwarded request (``message``: its parsed JSON-RPC body, ``None`` for a ``DELETE``) whose
-        answer's status line and headers came: its pending exchange, to be fed the body."""
+        """A forwarded request (``m``: its JSON-RPC message, ``None`` for a ``DELETE``) whose answer's
+        status line and headers came: its pending exchange, to be fed the body."""
         answer_headers = dict(response_headers)
         created = next((v for k, v in answer_headers.items() if k.lower() == "mcp-session-id"), None)
         sid = headers.get("Mcp-Session-Id") or created
-        params = message.get("params") if message is not None else None
-        method = message.get("method") if message is not None else None
         exchange = Exchange(
             http=http,
-            method=method if isinstance(method, str) else None,
+            method=m.method if m is not None else None,
             status=status,
-            tool=(params or {}).get("name") if method == "tools/call" and isinstance(params, dict) else None,
-            params=params if isinstance(params, dict) else {},
-            id=message.get("id") if message is not None else None,
-            era=era,
+            tool=m.tool if m is not None else None,
+            params=(m.message.get("params") or {}) if m is not None else {},
+            id=m.id if m is not None else None,
+            era=m.era if m is not None else "session",
             version=headers.get("MCP-Protocol-Version"),
             session=self._label(sid),
             content_type=content_type,

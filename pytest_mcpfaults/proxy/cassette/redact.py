@@ -21,7 +21,6 @@ __all__ = [
     "redact_exchange",
     "redact_text",
     "redact_value",
-    "secret_key",
 ]
 
 #: What a secret is replaced with (a recorded value that replay matches with any value).
@@ -207,7 +206,6 @@ def _child(mode: int, key: object) -> int:
 
 
 def _secret_value(key: str, value: object) -> bool:
-    """A value to redact for its key's name: any value that can carry one."""
     return not (value is None or isinstance(value, bool) or value == "") and secret_key(key)
 
 

@@ -105,7 +105,6 @@ class Replay:
 
 
 def _notifications(events: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The notifications among a recorded answer's events, as this request's client may get them."""
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     out = []
