@@ -283,23 +283,6 @@ class Gate:
         }
         return {**keys, "failed": self.failed}
 
-    def lines(self, baseline: str) -> list[str]:
-        """What the gate says, in the terminal summary and ``merge-reports --baseline``."""
-        counts = f"{len(self.known)} known, {len(self.fixed)} fixed, {len(self.unstable)} unstable"
-        if self.failed:
-            head = (
-                f"mcpfaults explore gate FAILED: {len(self.new)} new finding(s) not in baseline {baseline} "
-                f"({counts})"
-            )
-        else:
-            head = f"mcpfaults explore baseline {baseline}: no new finding ({counts})"
-        return [
-            head,
-            *(f"  new: {f['title']} ({f['key']})" for f in self.new),
-            *(f"  unstable (flipped on a re-run, not failing): {f['title']}" for f in self.unstable),
-            *(f"  fixed (in the baseline, no longer found): {f['title']} ({f['key']})" for f in self.fixed),
-        ]
-
 
 def compare(
     baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]], ran: Iterable[str]

@@ -98,8 +98,15 @@ def merge_files(out: str, inputs: Sequence[str], baseline: str | None, say: Text
     violating = sum(1 for e in explore for r in e["runs"] if r["verdict"] in ("violation", "known"))
     for line in summary_lines(found, violating) if explore else []:
         say.write(line + "\n")
-    for line in gate.lines(str(baseline)) if gate is not None else []:
-        say.write(line + "\n")
+    if gate is not None:
+        say.write(
+            f"baseline {baseline}: {len(gate.new)} new, {len(gate.known)} known, {len(gate.fixed)} fixed, "
+            f"{len(gate.unstable)} unstable\n"
+        )
+        for f in gate.new:
+            say.write(f"  new: {f['title']} ({f['key']})\n")
+        for f in gate.fixed:
+            say.write(f"  fixed: {f['title']} ({f['key']})\n")
     return 1 if gate is not None and gate.failed else 0
 
 

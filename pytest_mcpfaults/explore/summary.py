@@ -257,7 +257,7 @@ class ExploreReport:
             tr.write_line(line, red=line[:1].isdigit() and "[known" not in line)
         gate = self.gate()
         if gate is not None:
-            for line in gate.lines(self.config.getoption("mcpfaults_baseline")):
+            for line in gate_lines(gate, self.config.getoption("mcpfaults_baseline")):
                 tr.write_line(line, red=line.startswith("  new") or "FAILED" in line)
         tr.write_line("")
         for entry in tests:
@@ -265,6 +265,23 @@ class ExploreReport:
                 tr.write_line(line, red=line.lstrip().startswith(("V ", "violation")))
         if self.html_written is not None:
             tr.write_line(f"mcpfaults explore page: {self.html_written}")
+
+
+def gate_lines(gate: Any, baseline: str) -> list[str]:
+    """What the findings gate says (see ``explore_findings.compare``)."""
+    counts = f"{len(gate.known)} known, {len(gate.fixed)} fixed, {len(gate.unstable)} unstable"
+    if gate.failed:
+        head = (
+            f"mcpfaults explore gate FAILED: {len(gate.new)} new finding(s) not in baseline {baseline} "
+            f"({counts})"
+        )
+    else:
+        head = f"mcpfaults explore baseline {baseline}: no new finding ({counts})"
+    lines = [head]
+    lines += [f"  new: {f['title']} ({f['key']})" for f in gate.new]
+    lines += [f"  unstable (flipped on a re-run, not failing): {f['title']}" for f in gate.unstable]
+    lines += [f"  fixed (in the baseline, no longer found): {f['title']} ({f['key']})" for f in gate.fixed]
+    return lines
 
 
 def _clean_checks(clean: Mapping[str, Any]) -> list[dict[str, Any]]:
