@@ -13,8 +13,7 @@ import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from types import UnionType
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, get_args, get_type_hints
 
 from pytest_mcpfaults.faults.triggers import Trigger
 from pytest_mcpfaults.faults.values import format_value
@@ -87,50 +86,37 @@ _REGISTRY: dict[str, type[Fault]] = {}
 #: HTTP error statuses the strategies draw for the status kinds, the most common failure first.
 _STATUS_CODES = (503, 500, 502, 429, 404, 400)
 
-#: A check of one parameter (or, named ``when``, of the trigger): ``check(owner, name, value)``
-#: raises a ``ValueError`` naming the kind's class, the parameter and the value when it is not valid.
-Check = Callable[[str, str, Any], None]
-_POSITIVE = partial(check_count, minimum=1)
-#: The check a parameter's annotation implies when the kind gives it none in ``checks``, whatever the
-#: kind (a kind of one's own gets its quoted booleans, ``"false"``, refused too).
-_TYPED: dict[object, Callable[..., None]] = {bool: check_bool, int: check_count, float: check_seconds}
-_BY_NAME: dict[str, object] = {"None": None, **{t.__name__: t for t in (bool, int, float)}}
+#: Each kind's bool parameters, read once from its annotations: (name, whether ``None`` is valid too).
+_BOOL_PARAMS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
-_CHECKS: dict[type, tuple[tuple[str, Check], ...]] = {}
-
-
-def _checks(cls: type) -> tuple[tuple[str, Check], ...]:
-    """Each parameter's check, in field order: the kind's own (a subclass's over its bases'), else the
-    one its annotation implies."""
-    found = _CHECKS.get(cls)
+def _bool_params(cls: type) -> tuple[tuple[str, bool], ...]:
+    """The parameters of ``cls`` annotated ``bool`` (or ``bool | None``, ``Optional[bool]``), whatever
+    the kind: a kind of one's own gets its quoted booleans (``"false"``) refused too."""
+    found = _BOOL_PARAMS.get(cls)
     if found is None:
-        given: dict[str, Check] = {}
-        for base in reversed(cls.__mro__):
-            given.update(vars(base).get("checks", {}))
         try:
             hints = get_type_hints(cls)
         except Exception:  # an annotation naming something not importable: read as written
             hints = {}
-        checks = {
-            f.name: given.get(f.name) or _typed(hints.get(f.name, f.type)) for f in dataclasses.fields(cls)
-        }
-        found = _CHECKS[cls] = tuple((name, check) for name, check in checks.items() if check is not None)
+        kinds = {f.name: _bool_kind(hints.get(f.name, f.type)) for f in dataclasses.fields(cls)}
+        found = _BOOL_PARAMS[cls] = tuple((n, k) for n, k in kinds.items() if k is not None)
     return found
 
 
-def _typed(annotation: object) -> Check | None:
-    """The check of ``bool``, ``int`` or ``float`` (``X | None``, ``Optional[X]``: ``None`` too)."""
-    if isinstance(annotation, str):  # as written: "bool | None", "Optional[int]"
-        words = re.findall(r"\w+", annotation)
-        types = [_BY_NAME.get(w, w) for w in words if w != "Optional"] + [None] * ("Optional" in words)
-    elif get_origin(annotation) in (Union, UnionType):
-        types = [None if t is type(None) else t for t in get_args(annotation)]
-    else:
-        types = [annotation]
-    named = [t for t in types if t is not None]
-    typed = _TYPED.get(named[0]) if len(named) == 1 else None
-    return None if typed is None else partial(typed, optional=None in types)
+def _bool_kind(annotation: object) -> bool | None:
+    """``False`` for ``bool``, ``True`` for ``bool`` or ``None``, ``None`` for anything else."""
+    if annotation in (bool, "bool"):
+        return False
+    if annotation in ("bool | None", "None | bool", "Optional[bool]"):
+        return True
+    return True if set(get_args(annotation)) == {bool, type(None)} else None
+
+
+#: A check of one parameter (or, named ``when``, of the trigger): ``check(owner, name, value)``
+#: raises a ``ValueError`` naming the kind's class, the parameter and the value when it is not valid.
+Check = Callable[[str, str, Any], None]
+_POSITIVE = partial(check_count, minimum=1)
 
 
 def _http_status(*also: int) -> Check:
@@ -286,8 +272,7 @@ class Fault:
     #: forwarded all the same) rather than answering in its place.
     rewrites_upstream: ClassVar[bool] = False
     #: The checks of the kind's own parameters at construction (name -> :data:`Check`; ``when``: of its
-    #: trigger), over its bases' and before :meth:`_validate`. A parameter annotated ``bool``, ``int``
-    #: or ``float`` (or ``X | None``) without one is checked as a bool, a count or seconds.
+    #: trigger), run after its bases' and before :meth:`_validate`; a ``bool`` parameter needs none.
     checks: ClassVar[Mapping[str, Check]] = {}
     #: Once it fired, a request the client sends may go unread (the sidecar is down, frozen, or the
     #: connection went silent): session hygiene then holds no call that never reached the sidecar
@@ -345,8 +330,11 @@ class Fault:
             )
         object.__setattr__(self, "when", when)
         owner = type(self).__name__
-        for name, check in _checks(type(self)):
-            check(owner, name, getattr(self, name))
+        for name, optional in _bool_params(type(self)):  # every bool parameter, whatever the kind
+            check_bool(owner, name, getattr(self, name), optional=optional)
+        for cls in reversed(type(self).__mro__):
+            for name, check in vars(cls).get("checks", {}).items():
+                check(owner, name, getattr(self, name))
         self._validate()
 
     def _validate(self) -> None:
@@ -541,6 +529,8 @@ class Blackhole(_Blocking):
     )
     idle: float | None = None
 
+    checks: ClassVar[Mapping[str, Check]] = {"idle": partial(check_seconds, optional=True)}
+
 
 @dataclass(frozen=True)
 class Delay(Fault):
@@ -574,6 +564,12 @@ class Delay(Fault):
     seed: int = 0
     after: bool = False
 
+    checks: ClassVar[Mapping[str, Check]] = {
+        "seconds": check_seconds,
+        "jitter": check_seconds,
+        "seed": check_count,
+    }
+
 
 # -- answers with the wrong status ---------------------------------------------------------------
 
@@ -602,7 +598,10 @@ class Status(Fault):
     retry_after: int | None = None
     body: str | None = None
 
-    checks: ClassVar[Mapping[str, Check]] = {"code": _http_status()}
+    checks: ClassVar[Mapping[str, Check]] = {
+        "code": _http_status(),
+        "retry_after": partial(check_count, optional=True),
+    }
 
 
 @dataclass(frozen=True)
@@ -700,6 +699,8 @@ class Stall(_Blocking):
     )
     after_bytes: int = 0
 
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
+
 
 @dataclass(frozen=True)
 class Drip(Fault):
@@ -721,7 +722,7 @@ class Drip(Fault):
     chunk_bytes: int = 1
     interval: float = 0.01
 
-    checks: ClassVar[Mapping[str, Check]] = {"chunk_bytes": _POSITIVE}
+    checks: ClassVar[Mapping[str, Check]] = {"chunk_bytes": _POSITIVE, "interval": check_seconds}
 
 
 @dataclass(frozen=True)
@@ -747,6 +748,8 @@ class Truncate(Fault):
     )
     legacy_sse: ClassVar[str] = "the stream ends (FIN) `after_bytes` into the reply event, or into the stream"
     after_bytes: int = 0
+
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
 
 
 @dataclass(frozen=True)
@@ -774,6 +777,8 @@ class Reset(Fault):
         "RST `after_bytes` into the reply event, or into the stream (0 at the stream: before the status line)"
     )
     after_bytes: int = 0
+
+    checks: ClassVar[Mapping[str, Check]] = {"after_bytes": check_count}
 
 
 @dataclass(frozen=True)
@@ -872,6 +877,8 @@ class ProgressThenStall(_Blocking):
     legacy_sse: ClassVar[str] = "no notification (the POST gets no 202): the matched POST is held"
     count: int = 3
     interval: float = 0.0
+
+    checks: ClassVar[Mapping[str, Check]] = {"count": check_count, "interval": check_seconds}
 
 
 @dataclass(frozen=True)
@@ -1335,6 +1342,8 @@ class TokenExpired(_AuthFault):
     )
     calls: int = 1
 
+    checks: ClassVar[Mapping[str, Check]] = {"calls": check_count}
+
 
 @dataclass(frozen=True)
 class InsufficientScope(_AuthFault):
@@ -1494,7 +1503,11 @@ class CloseStream(Fault):
     after_events: int = 1
     retry_ms: int = 200
 
-    checks: ClassVar[Mapping[str, Check]] = {"when": _request_target}
+    checks: ClassVar[Mapping[str, Check]] = {
+        "after_events": check_count,
+        "retry_ms": check_count,
+        "when": _request_target,
+    }
 
 
 # -- stdio only: the child process and its pipes ----------------------------------------------------
