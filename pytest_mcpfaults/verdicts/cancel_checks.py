@@ -5,7 +5,7 @@ cancellations linked to them: when a request was not cancelled in time, what the
 from __future__ import annotations
 
 from pytest_mcpfaults.core.records import CancellationRecord, RequestRecord
-from pytest_mcpfaults.verdicts.patience import Watched, checked_matcher, settle
+from pytest_mcpfaults.verdicts.patience import Watched, judged
 
 __all__ = ["check_client_cancelled", "named"]
 
@@ -53,22 +53,19 @@ def _answered_in_time(r: RequestRecord, within: float) -> bool:
 
 def check_client_cancelled(sc: Watched, target: str | None, within: float) -> None:
     """``Sidecar.assert_client_cancelled`` (its docstring says what passes and how long it waits)."""
-    matches = checked_matcher(sc, target, within, _WHO)
     journal = sc.journal
-
-    def matching() -> list[RequestRecord]:
-        return [r for r in journal.requests if r.rpc_id is not None and matches(r)]
-
-    settle(
-        journal,
-        matching,
+    matching, matching_text = judged(
+        sc,
+        _WHO,
+        target,
+        within,
+        lambda matches: [r for r in journal.requests if r.rpc_id is not None and matches(r)],
         lambda r, now: r.done or _cancellation(sc, r) is not None or now >= _deadline(r, within),
         lambda r: _deadline(r, within),
         "in-flight requests to end",
     )
-    judged = [r for r in matching() if not _answered_in_time(r, within) or _cancellation(sc, r) is not None]
-    matching_text = f" matching {target!r}" if target is not None else ""
-    if not judged:
+    left = [r for r in matching if not _answered_in_time(r, within) or _cancellation(sc, r) is not None]
+    if not left:
         seen = ", ".join(journal.sequence()) or "none"
         raise AssertionError(
             f"{_WHO}: no request{matching_text} was left in flight for {within:g} s, so nothing was "
@@ -76,13 +73,13 @@ def check_client_cancelled(sc: Watched, target: str | None, within: float) -> No
         )
     bad = [
         (r, c)
-        for r in judged
+        for r in left
         if (c := _cancellation(sc, r)) is None
         or (c.since_sent or 0.0) > within
         or _deleted_first(sc, r, c) is not None
     ]
     if bad:
-        raise AssertionError(_verdict(sc, bad, len(judged), within, matching_text))
+        raise AssertionError(_verdict(sc, bad, len(left), within, matching_text))
 
 
 def _instead(sc: Watched, r: RequestRecord, until: float) -> list[RequestRecord]:

@@ -17,15 +17,14 @@ from pytest_mcpfaults.core.routing import record_matches
 from pytest_mcpfaults.faults.kinds import fault_kinds
 from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.verdicts.clients import answering, client_seen, patience_hint, server_request_hint
-from pytest_mcpfaults.verdicts.violation import PatienceViolation, request_fields
+from pytest_mcpfaults.verdicts.violation import PatienceViolation, hang_record
 
 __all__ = [
     "PatienceError",
     "Watched",
     "check_client_closed",
-    "checked_matcher",
+    "judged",
     "patience_verdict",
-    "settle",
     "target_matcher",
     "violation_record",
 ]
@@ -150,21 +149,11 @@ def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> st
 def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str | None) -> dict[str, Any]:
     """A JSON-ready dict of one violation for the per-test record and the CI report."""
     r = v.request
-    return {
-        "message": v.describe(),
-        "details": v.details(),
-        "fault": v.fault,
-        "budget": v.budget,
+    record = hang_record(v.describe(), v.details(), v.fault, v.budget, v.waited, r, r, sidecar_url)
+    return record | {
         "budget_from": v.budget_from,
-        "waited": round(v.waited, 3),
-        "request": r.label,
-        **request_fields(r),
         "answered": v.answered,
-        "user_agent": r.user_agent,
-        "protocol_version": r.protocol_version,
-        "connection": r.conn_id,
         "client_closed": v.client_closed,
-        "sidecar": sidecar_url,
         "expected": expected,
     }
 
@@ -212,34 +201,35 @@ def _settled(r: RequestRecord, within: float, now: float) -> bool:
     return now >= _judged_at(r, within)
 
 
-def settle(
-    journal: Journal,
-    items: Callable[[], Sequence[_T]],
+def judged(
+    sc: Watched,
+    who: str,
+    target: str | None,
+    within: float,
+    items: Callable[[Callable[[RequestRecord], bool]], Sequence[_T]],
     done: Callable[[_T, float], bool],
     deadline: Callable[[_T], float],
     what: str,
-) -> None:
-    """Wait until each of ``items()`` is ``done`` at the journal's time, at most until the latest
-    ``deadline`` of those that are not yet: what is still pending then is the caller's to judge."""
-    pending = [x for x in items() if not done(x, journal.now())]
+) -> tuple[Sequence[_T], str]:
+    """The scaffold of an ``assert_client_*`` check (``who``): its ``within`` and ``target`` checked
+    before any wait; then a wait until each of ``items(matches)`` is ``done`` at the journal's time, at
+    most until the latest ``deadline`` of those that are not yet. Returns the items then (what is still
+    pending is the check's to judge) and `` matching <target>`` for its verdict."""
+    if not is_positive_seconds(within):
+        raise ValueError(f"{who}: within must be a positive number of seconds, got {within!r}")
+    matches = target_matcher(sc, target)
+    journal, now = sc.journal, sc.journal.now
+    pending = [x for x in items(matches) if not done(x, now())]
     if pending:
         end = max(deadline(x) for x in pending)
         with contextlib.suppress(AssertionError):
-            journal.wait_for(lambda: all(done(x, journal.now()) for x in items()), end - journal.now(), what)
+            journal.wait_for(lambda: all(done(x, now()) for x in items(matches)), end - now(), what)
+    return items(matches), f" matching {target!r}" if target is not None else ""
 
 
 def _blocking_kinds() -> str:
     kinds = [k for k, cls in fault_kinds().items() if cls.blocking]
     return ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
-
-
-def checked_matcher(
-    sc: Watched, target: str | None, within: float, who: str
-) -> Callable[[RequestRecord], bool]:
-    """:func:`target_matcher` for the check ``who``, whose ``within`` is checked first too."""
-    if not is_positive_seconds(within):
-        raise ValueError(f"{who}: within must be a positive number of seconds, got {within!r}")
-    return target_matcher(sc, target)
 
 
 def target_matcher(sc: Watched, target: str | None) -> Callable[[RequestRecord], bool]:
@@ -258,17 +248,18 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
     of a close is when the sidecar's loop saw the connection drop (its ``connection_lost``), so no
     settling time is added: a close the loop sees later than ``within`` after the hold began is
     "later than within"."""
-    matches = checked_matcher(sc, target, within, f"Sidecar.{who}")
     journal = sc.journal
-    settle(
-        journal,
-        lambda: [r for r in journal.requests if matches(r)],
+    matching, matching_text = judged(
+        sc,
+        f"Sidecar.{who}",
+        target,
+        within,
+        lambda matches: [r for r in journal.requests if matches(r)],
         lambda r, now: _settled(r, within, now),
         lambda r: _judged_at(r, within),
         "held requests to end",
     )
-    held = [r for r in journal.requests if r.held and matches(r)]
-    matching_text = f" matching {target!r}" if target is not None else ""
+    held = [r for r in matching if r.held]
     if not held:
         seen = ", ".join(journal.sequence()) or "none"
         raise AssertionError(

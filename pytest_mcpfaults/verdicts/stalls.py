@@ -20,7 +20,7 @@ from pytest_mcpfaults.core.errors import SidecarState
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import ConnectionRecord, FiredRecord, RequestRecord
 from pytest_mcpfaults.verdicts.clients import client_family, client_seen
-from pytest_mcpfaults.verdicts.violation import request_fields
+from pytest_mcpfaults.verdicts.violation import hang_record
 
 __all__ = [
     "Idle",
@@ -216,39 +216,10 @@ def stall_verdict(server: StalledServer, stall: Stall, blocked: str, *, stdio: b
 
 def stall_record(stall: Stall, message: str, url: str | None) -> dict[str, object]:
     """A JSON-ready dict of a stall for the per-test record (beside the patience violations)."""
-    return _record(
-        "no_progress", message, stall.what, stall.budget, stall.idle, stall.request, stall.client, url
-    )
-
-
-def _record(
-    kind: str,
-    message: str,
-    fault: str | None,
-    budget: float,
-    idle: float,
-    r: RequestRecord | None,
-    client: RequestRecord | None,
-    url: str | None,
-    answered: int | None = None,
-) -> dict[str, object]:
+    first, r = message.splitlines()[0], stall.request
     return {
-        "kind": kind,
-        "message": message.splitlines()[0],
-        "details": message,
-        "fault": fault,
-        "budget": budget,
-        "budget_from": "sidecar",
-        "waited": round(idle, 3),
-        "request": r.label if r else None,
-        **request_fields(r),
-        "answered": answered,
-        "user_agent": client.user_agent if client else None,
-        "protocol_version": client.protocol_version if client else None,
-        "connection": r.conn_id if r else None,
-        "client_closed": None,
-        "sidecar": url,
-        "expected": False,
+        "kind": "no_progress",
+        **hang_record(first, message, stall.what, stall.budget, stall.idle, r, stall.client, url),
     }
 
 
@@ -335,5 +306,6 @@ def idle_verdict(idle: Idle, blocked: str, switch: str) -> str:
 
 def idle_record(idle: Idle, message: str) -> dict[str, object]:
     """A JSON-ready dict of an idle hang for the per-test record (beside the patience violations)."""
-    r = idle.request
-    return _record("idle", message, None, idle.budget, idle.idle, r, r, idle.server.url, r.status)
+    r, first = idle.request, message.splitlines()[0]
+    record = hang_record(first, message, None, idle.budget, idle.idle, r, r, idle.server.url)
+    return {"kind": "idle", **record, "answered": r.status}
