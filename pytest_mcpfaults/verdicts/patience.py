@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.core.routing import record_matches
 from pytest_mcpfaults.faults.kinds import fault_kinds
 from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.verdicts.clients import answering, client_seen, patience_hint, server_request_hint
+from pytest_mcpfaults.verdicts.stalls import StalledServer
 from pytest_mcpfaults.verdicts.violation import PatienceViolation, hang_record
 
 __all__ = [
@@ -40,18 +40,9 @@ class PatienceError(AssertionError):
     """A held request outlived its patience budget and the test did not say it expected that."""
 
 
-class Watched(Protocol):
-    """What the verdicts read of a sidecar (the socket ``Sidecar`` is one): a protocol, so this module
-    imports no sidecar class (``verdicts/waits.py`` imports this one)."""
+class Watched(StalledServer, Protocol):
+    """What the checks read of a sidecar besides its stall's: the paths a ``target`` names."""
 
-    @property
-    def url(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def journal(self) -> Journal: ...
-    @property
-    def mcp_path(self) -> str: ...
     @property
     def health_path(self) -> str | None: ...
     @property
@@ -75,7 +66,7 @@ def _excerpt(sc: Watched, conn_id: int) -> list[str]:
 
 
 def _peer(sc: Watched, conn_id: int) -> str:
-    """The peer of connection ``conn_id`` (by its id: the journal drops its oldest closed ones)."""
+    """By id: the journal drops its oldest closed connections."""
     return next((c.peer for c in sc.journal.connections if c.id == conn_id), "?")
 
 
@@ -92,7 +83,6 @@ def _hint(sc: Watched, v: PatienceViolation) -> str:
 
 
 def _groups(sc: Watched, violations: Sequence[PatienceViolation]) -> list[list[PatienceViolation]]:
-    """Violations with the same headline, fault, budget, client and hint, in first-seen order."""
     groups: dict[tuple[object, ...], list[PatienceViolation]] = {}
     for v in violations:
         key = (v.describe(), v.fault, v.budget, v.budget_from, v.expected, v.request.user_agent, _hint(sc, v))
@@ -101,11 +91,8 @@ def _groups(sc: Watched, violations: Sequence[PatienceViolation]) -> list[list[P
 
 
 def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> str:
-    """The failure message for patience violations of one sidecar: per violation the headline
-    (:meth:`PatienceViolation.describe`), which fault and budget, what the sidecar saw of the client, a
-    hint derived from that, and the journal excerpt of that connection; then how to fix the client or
-    declare the hang expected. Identical violations (same headline, fault, budget, client and hint)
-    are one entry with a count and the connections (at most ``_GROUP_CONNS`` named)."""
+    """Identical violations (same headline, fault, budget, client and hint) are one entry, with a
+    count and the connections (at most ``_GROUP_CONNS`` named)."""
     n = len(violations)
     where = sc.url if sc.state != "new" else "the sidecar"
     groups = _groups(sc, violations)
@@ -147,7 +134,6 @@ def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> st
 
 
 def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str | None) -> dict[str, Any]:
-    """A JSON-ready dict of one violation for the per-test record and the CI report."""
     r = v.request
     record = hang_record(v.describe(), v.details(), v.fault, v.budget, v.waited, r, r, sidecar_url)
     return record | {
@@ -159,8 +145,7 @@ def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str |
 
 
 def _closed_after(r: RequestRecord) -> float | None:
-    """Seconds from the start of the hold to the moment the sidecar's loop saw the client close the
-    connection (``None``: it did not, while the request was held)."""
+    """``None``: the client did not close it while it was held."""
     h = r.held
     if not r.client_closed or r.client_closed_at is None or h is None:
         return None
@@ -190,8 +175,6 @@ def _fate(r: RequestRecord, within: float, now: float) -> str:
 
 
 def _judged_at(r: RequestRecord, within: float) -> float:
-    """Journal time at which request ``r`` can be judged: ``within`` past the start of its hold (or of
-    the request, while it is not held yet)."""
     return (r.held.at if r.held is not None else r.started_at) + within
 
 
@@ -233,8 +216,7 @@ def _blocking_kinds() -> str:
 
 
 def target_matcher(sc: Watched, target: str | None) -> Callable[[RequestRecord], bool]:
-    """Whether a request of ``sc``'s journal matches ``target`` (every one when ``None``); a bad
-    ``target`` raises ``ValueError`` naming it, before any check waits."""
+    """A bad ``target`` raises ``ValueError`` naming it, before any check waits."""
     if target is None:
         return lambda r: True
     F.check_target(target)
