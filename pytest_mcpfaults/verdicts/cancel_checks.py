@@ -13,13 +13,12 @@ _WHO = "Sidecar.assert_client_cancelled"
 
 
 def named(r: RequestRecord) -> str:
-    """A request as the check names it: ``tools/call sleep (id 3)``."""
+    """E.g. ``tools/call sleep (id 3)``."""
     what = " ".join(x for x in (r.mcp_method, r.tool) if x) or f"{r.method} {r.path}"
     return f"{what} (id {r.rpc_id!r})" if isinstance(r.rpc_id, str) else f"{what} (id {r.rpc_id})"
 
 
 def _cancellation(sc: Watched, r: RequestRecord) -> CancellationRecord | None:
-    """The first cancellation that named ``r`` while it was in flight."""
     return next((c for c in sc.journal.cancellations if c.cancels == r.id and c.in_flight), None)
 
 
@@ -47,7 +46,6 @@ def _deadline(r: RequestRecord, within: float) -> float:
 
 
 def _answered_in_time(r: RequestRecord, within: float) -> bool:
-    """``r`` was answered (its handling ended) before ``within`` after it was sent: nothing to cancel."""
     return r.ended_at is not None and r.ended_at <= _deadline(r, within)
 
 
@@ -83,7 +81,6 @@ def check_client_cancelled(sc: Watched, target: str | None, within: float) -> No
 
 
 def _instead(sc: Watched, r: RequestRecord, until: float) -> list[RequestRecord]:
-    """What the client sent after ``r`` and before ``until``, in ``r``'s session (or era)."""
     return [
         x
         for x in sc.journal.requests
