@@ -10,6 +10,7 @@ was complete). It does not see the client's timeouts. So a hint states what was 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -30,21 +31,21 @@ ClientFamily = Literal["httpx2", "httpx", "node", "aiohttp", "requests", "curl",
 """A client library, as recognised from the ``User-Agent`` it sends (:func:`client_family`)."""
 
 
+#: What each family's ``User-Agent`` starts with (lower-cased), first match wins; ``node`` is Node's own
+#: fetch (undici), which the TypeScript SDK uses.
+_FAMILIES: Mapping[str, ClientFamily] = {
+    "python-httpx2/": "httpx2",
+    "python-httpx/": "httpx",
+    "node$": "node",
+    ".*aiohttp/": "aiohttp",
+    "python-requests/": "requests",
+    "curl/": "curl",
+}
+
+
 def client_family(user_agent: str | None) -> ClientFamily:
     ua = (user_agent or "").lower()
-    if ua.startswith("python-httpx2/"):
-        return "httpx2"
-    if ua.startswith("python-httpx/"):
-        return "httpx"
-    if ua == "node":  # Node's own fetch (undici), which the TypeScript SDK uses
-        return "node"
-    if "aiohttp/" in ua:
-        return "aiohttp"
-    if ua.startswith("python-requests/"):
-        return "requests"
-    if ua.startswith("curl/"):
-        return "curl"
-    return "unknown"
+    return next((family for start, family in _FAMILIES.items() if re.match(start, ua)), "unknown")
 
 
 def client_seen(r: RequestRecord) -> str:
