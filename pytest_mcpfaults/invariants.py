@@ -160,7 +160,6 @@ def _failure_messages(members: Sequence[RecordedSpan]) -> list[str]:
 
 
 def _own_texts(sess: RecordedSpan, first: RecordedSpan, primary: Sequence[RecordedSpan]) -> list[str]:
-    """Texts of the failures from before cleanup: the primary failures' and the session's own."""
     start = first.start_time
     before = [
         str(ev.attributes.get("exception.message", ""))
@@ -244,7 +243,6 @@ def _failed_before_cleanup(sess: RecordedSpan, first: RecordedSpan, teardown: _S
 
 
 def _late_exceptions(sess: RecordedSpan, first: RecordedSpan) -> list[tuple[str, str, int]]:
-    """The session's exception events from ``first``'s start on: ``(type, message, timestamp)``."""
     start = first.start_time or 0
     return [
         (str(ev.attributes.get("exception.type", "")), str(ev.attributes.get("exception.message", "")), ts)

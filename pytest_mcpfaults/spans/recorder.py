@@ -225,7 +225,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         return next((e for e in reversed(same) if e.snapshot is None), same[-1] if same else None)
 
     def _on_ending(self, span: Any) -> None:
-        """SDK hook called just before ``on_end``."""
+        """An SDK hook (just before ``on_end``): nothing to do."""
 
     def on_end(self, span: ReadableSpan) -> None:
         """Freeze the snapshot of a span that just ended (SDK hook). Spans not seen starting are ignored.
