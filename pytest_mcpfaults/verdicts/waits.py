@@ -24,11 +24,7 @@ __all__ = ["SidecarWaits"]
 
 
 class SidecarWaits(SidecarViews):
-    """Bounded waits on the journal and the patience assertions of the socket ``Sidecar``.
-
-    Uses what :class:`~pytest_mcpfaults.transports.views.SidecarViews` declares (``journal``,
-    ``mcp_path``, ``health_path``, :attr:`url`, :attr:`state`) and the sidecar's ``patience``.
-    """
+    """Bounded waits on the journal and the patience assertions of the socket ``Sidecar``."""
 
     patience: float | None
 
