@@ -14,7 +14,7 @@ started before ``R1`` did, and its status is ERROR.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_mcpfaults.spans.queries import (
@@ -98,20 +98,22 @@ def results_by_invariant(
 # --------------------------------------------------------------------------------------------------
 
 
-def _sessions(
-    invariant: str, spans: Sequence[RecordedSpan], patterns: tuple[str, ...]
-) -> list[RecordedSpan] | Violation:
-    """The session spans (named like ``patterns``); none is a violation of ``invariant``, never a vacuous
-    pass."""
-    found = [s for s in spans if matches(s.name, patterns)]
-    if found:
-        return found
-    pats = ", ".join(repr(p) for p in patterns)
-    return Violation(
-        invariant,
-        None,
-        f"no session span was recorded (no span name matches {pats}); span names seen: {seen_names(spans)}",
-    )
+def _per_session(
+    invariant: str,
+    spans: Sequence[RecordedSpan],
+    session: Patterns,
+    cleanup: Patterns,
+    judge: Callable[[RecordedSpan, tuple[str, ...]], str | None],
+) -> list[Violation]:
+    """``invariant``'s violations: ``judge(session_span, cleanup)``'s message for each session span;
+    no session span at all is one, never a vacuous pass."""
+    sp, cp = as_patterns(session), as_patterns(cleanup)
+    found = [s for s in spans if matches(s.name, sp)]
+    if not found:
+        pats = ", ".join(repr(p) for p in sp)
+        none = f"no session span was recorded (no span name matches {pats}); span names seen: "
+        return [Violation(invariant, None, none + seen_names(spans))]
+    return [Violation(invariant, sess, why) for sess in found if (why := judge(sess, cp)) is not None]
 
 
 def _cleanup_subtrees(
@@ -158,7 +160,6 @@ def _failure_messages(members: Sequence[RecordedSpan]) -> list[str]:
 
 
 def _own_texts(sess: RecordedSpan, first: RecordedSpan, primary: Sequence[RecordedSpan]) -> list[str]:
-    """Texts of the failures from before cleanup: the primary failures' and the session's own."""
     start = first.start_time
     before = [
         str(ev.attributes.get("exception.message", ""))
@@ -242,7 +243,6 @@ def _failed_before_cleanup(sess: RecordedSpan, first: RecordedSpan, teardown: _S
 
 
 def _late_exceptions(sess: RecordedSpan, first: RecordedSpan) -> list[tuple[str, str, int]]:
-    """The session's exception events from ``first``'s start on: ``(type, message, timestamp)``."""
     start = first.start_time or 0
     return [
         (str(ev.attributes.get("exception.type", "")), str(ev.attributes.get("exception.message", "")), ts)
@@ -364,12 +364,13 @@ def cleanup_never_flips(
     description nor an exception of its own. No session span at all is a violation, never a vacuous
     pass. docs/spans.md gives the rules with examples.
     """
-    sp, cp = as_patterns(session), as_patterns(cleanup)
-    sessions = _sessions("cleanup_never_flips", spans, sp)
-    if isinstance(sessions, Violation):
-        return [sessions]
-    flips = [(sess, _flip_message(spans, sess, cp)) for sess in sessions if sess.failed]
-    return [Violation("cleanup_never_flips", sess, message) for sess, message in flips if message is not None]
+    return _per_session(
+        "cleanup_never_flips",
+        spans,
+        session,
+        cleanup,
+        lambda sess, cp: _flip_message(spans, sess, cp) if sess.failed else None,
+    )
 
 
 def teardowns(
@@ -406,19 +407,16 @@ def cleanup_at_most(
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"cleanup_at_most needs an int n >= 0, got {n!r}")
-    sp, cp = as_patterns(session), as_patterns(cleanup)
-    sessions = _sessions("cleanup_at_most", spans, sp)
-    if isinstance(sessions, Violation):
-        return [sessions]
-    found: list[Violation] = []
-    for sess in sessions:
+
+    def too_many(sess: RecordedSpan, cp: tuple[str, ...]) -> str | None:
         runs = teardowns(spans, sess, cp)
-        if len(runs) > n:
-            listed = "; ".join(" then ".join(describe_span(r) for r in run) for run in runs)
-            times = "once" if len(runs) == 1 else f"{len(runs)} times"
-            message = f"{sess.name} ran cleanup {times}, at most {n} allowed: {listed}"
-            found.append(Violation("cleanup_at_most", sess, message))
-    return found
+        if len(runs) <= n:
+            return None
+        listed = "; ".join(" then ".join(describe_span(r) for r in run) for run in runs)
+        times = "once" if len(runs) == 1 else f"{len(runs)} times"
+        return f"{sess.name} ran cleanup {times}, at most {n} allowed: {listed}"
+
+    return _per_session("cleanup_at_most", spans, session, cleanup, too_many)
 
 
 def all_spans_ended(spans: Sequence[RecordedSpan]) -> list[Violation]:

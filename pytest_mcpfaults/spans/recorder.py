@@ -141,6 +141,8 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
     spans are never dropped.
     """
 
+    _linked: dict[int, RecordedSpan] | None
+
     def __init__(
         self,
         *,
@@ -153,16 +155,10 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         self.recording = recording
         self.received_limit: int | None = None
         self.dropped_received = 0  # received spans dropped by the limit since the recorder was made
-        self._appended = 0  # entries recorded since the last clear (dropped ones included): mark()
-        self._entries: list[_Entry | Received] = []  # start order (received ones: arrival order)
         self._changed = threading.Condition(self._lock)  # notified when a span ends or is received
         self._waiting = 0  # threads in wait_for_span
         self._version = 0  # moves whenever a span ends, arrives or is forgotten: what waits re-check
-        self._received = 0  # received entries among _entries
-        self._linked: dict[int, RecordedSpan] | None = None  # received uid -> linked snapshot (a cache)
-        self._by_object: dict[int, _Entry] = {}  # id(span object) -> entry
-        self._by_context: dict[int, _Entry] = {}  # id(span's SpanContext object) -> entry
-        self._by_ids: dict[tuple[int, int], list[_Entry]] = {}  # (trace_id, span_id) -> entries, in order
+        self._forget()
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
         self._sink: ResultSink | None = None
         self.session_patterns: tuple[str, ...] = as_patterns(session)
@@ -203,8 +199,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
             self._entries.append(entry)
             if self._received:
                 self._linked = None  # a received span's parent may be this one (a propagated context)
-            self._by_object[id(span)] = entry
-            self._by_context[id(span.get_span_context())] = entry
+            self._by_id[id(span)] = self._by_id[id(span.get_span_context())] = entry
             self._by_ids.setdefault(entry.ids, []).append(entry)
 
     def _resolve_parent(self, parent_obj: Any, parent_ids: Any, sdk_span: type) -> _Entry | None:
@@ -212,7 +207,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         if parent_ids is None:
             return None
         if parent_obj is not None:
-            entry = self._by_object.get(id(parent_obj))
+            entry = self._by_id.get(id(parent_obj))
             if entry is not None and entry.span is parent_obj:
                 return entry
             if isinstance(parent_obj, sdk_span):
@@ -225,7 +220,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         return next((e for e in reversed(same) if e.snapshot is None), same[-1] if same else None)
 
     def _on_ending(self, span: Any) -> None:
-        """SDK hook called just before ``on_end``."""
+        """An SDK hook (just before ``on_end``): nothing to do."""
 
     def on_end(self, span: ReadableSpan) -> None:
         """Freeze the snapshot of a span that just ended (SDK hook). Spans not seen starting are ignored.
@@ -233,7 +228,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         The SDK passes a read-only copy here, not the span object; the copy shares the span's
         ``SpanContext`` object, which identifies the entry (ids alone would not)."""
         with self._lock:
-            entry = self._by_context.get(id(span.get_span_context()))
+            entry = self._by_id.get(id(span.get_span_context()))
         if entry is None or entry.span.get_span_context() is not span.get_span_context():
             return
         snap = entry.freeze(span)
@@ -255,14 +250,18 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
     def clear(self) -> None:
         """Forget every recorded span. Spans already started are ignored even if they end later."""
         with self._lock:
-            self._entries.clear()
+            self._forget()
             self._version += 1
-            self._appended = 0
-            self._received = 0
-            self._linked = None
-            self._by_object.clear()
-            self._by_context.clear()
-            self._by_ids.clear()
+
+    def _forget(self) -> None:
+        """The recording's state, empty (lock held, or at construction)."""
+        self._appended = 0  # entries recorded since the last clear (dropped ones included): mark()
+        self._entries: list[_Entry | Received] = []  # start order (received ones: arrival order)
+        self._received = 0  # received entries among _entries
+        self._linked = None  # received uid -> linked snapshot (a cache)
+        # id(span object) and id(its SpanContext object) -> entry: both live as long as the entry does
+        self._by_id: dict[int, _Entry] = {}
+        self._by_ids: dict[tuple[int, int], list[_Entry]] = {}  # (trace_id, span_id) -> entries, in order
 
     def mark(self) -> int:
         """A position in the recording: pass it to ``spans(since=...)`` to get only later spans."""

@@ -212,14 +212,13 @@ _Key = tuple[str, int, int]
 
 
 def span_key(span: RecordedSpan) -> _Key:
-    """A span's identity within a sequence: its ``uid`` if the recorder gave it one, else its ids."""
+    """The ids only for a snapshot built by hand (no ``uid``)."""
     if span.uid is not None:
         return ("uid", span.uid, 0)
     return ("ids", span.trace_id, span.span_id)
 
 
 def _parent_key(span: RecordedSpan) -> _Key | None:
-    """The identity of the span's parent, as :func:`span_key` gives it (``None``: no recorded parent)."""
     if span.uid is not None:
         return None if span.parent_uid is None else ("uid", span.parent_uid, 0)
     return None if span.parent_id is None else ("ids", span.trace_id, span.parent_id)
@@ -245,7 +244,6 @@ def descendants(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[Recor
 
 
 def subtree(index: Mapping[_Key, list[RecordedSpan]], span: RecordedSpan) -> list[RecordedSpan]:
-    """``span`` and every span beneath it in ``index`` (:func:`child_index`), depth first in start order."""
     out: list[RecordedSpan] = []
     seen: set[_Key] = set()
     stack = [span]
@@ -292,8 +290,7 @@ def child_index(spans: Sequence[RecordedSpan]) -> dict[_Key, list[RecordedSpan]]
 
 @dataclass(frozen=True)
 class Received:
-    """One received span as the recorder keeps it: its snapshot (``uid`` set, ``parent_uid`` not yet),
-    the source it came from, and its arrival order."""
+    """``span``'s ``parent_uid`` is not set yet: :func:`link_received` resolves it."""
 
     span: RecordedSpan
     source: Hashable
@@ -310,11 +307,8 @@ def _rank(parent: RecordedSpan, child: RecordedSpan, seq: int) -> tuple[bool, bo
 def link_received(
     received: Sequence[Received], local_ids: Mapping[tuple[int, int], int]
 ) -> dict[int, RecordedSpan]:
-    """``uid -> snapshot with parent_uid set`` for every received span.
-
-    ``local_ids`` maps ``(trace_id, span_id)`` of the in-process spans to the ``uid`` of the most
-    recently started one, for parents propagated from the test process.
-    """
+    """``local_ids``: ``(trace_id, span_id) -> uid`` of the most recently started in-process span with
+    those ids, for parents propagated from the test process."""
     by_ids: dict[tuple[Hashable, int, int], list[Received]] = {}
     for r in received:
         by_ids.setdefault((r.source, r.span.trace_id, r.span.span_id), []).append(r)
@@ -360,7 +354,6 @@ def _cut_cycles(parents: dict[int, int | None]) -> None:
 
 
 def one_line(text: str, limit: int = 160) -> str:
-    """``text`` on one line, cut to ``limit`` characters."""
     text = text.replace("\r", "").replace("\n", "⏎ ")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

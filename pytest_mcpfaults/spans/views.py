@@ -4,6 +4,7 @@ recorder (``recorder.py``) records and stores; this half only reads its snapshot
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pytest_mcpfaults import invariants
 from pytest_mcpfaults.spans import results as span_results
@@ -73,27 +74,22 @@ class SpanQueries:
 
     # -- invariants ------------------------------------------------------------------------------------
 
-    def _cleanup(self, cleanup: Patterns | None, own: tuple[str, ...] | None) -> Patterns:
-        """``cleanup`` if given, else one invariant's ``own`` cleanup names if set, else the recorder's."""
-        if cleanup is not None:
-            return cleanup
-        return self.cleanup_patterns if own is None else own
-
-    def _check_all(
-        self,
-        spans: Sequence[RecordedSpan],
-        session: Patterns | None,
-        cleanup: Patterns | None,
-        max_cleanups: int | None,
-    ) -> list[invariants.Violation]:
-        return invariants.check_all(
-            spans,
-            session=self.session_patterns if session is None else session,
-            cleanup=self.cleanup_patterns if cleanup is None else cleanup,
-            max_cleanups=self.max_cleanups if max_cleanups is None else max_cleanups,
-            flip_cleanup=self._cleanup(cleanup, self.flip_cleanup_patterns),
-            count_cleanup=self._cleanup(cleanup, self.count_cleanup_patterns),
+    def _args(
+        self, session: Patterns | None, cleanup: Patterns | None, max_cleanups: int | None = None
+    ) -> dict[str, Any]:
+        """``check_all``'s arguments, the recorder's where not given: ``cleanup`` given applies to every
+        invariant, else an invariant's own cleanup names if set, else the recorder's."""
+        default = self.cleanup_patterns if cleanup is None else cleanup
+        flip, count = (
+            (None, None) if cleanup is not None else (self.flip_cleanup_patterns, self.count_cleanup_patterns)
         )
+        return {
+            "session": self.session_patterns if session is None else session,
+            "cleanup": default,
+            "max_cleanups": self.max_cleanups if max_cleanups is None else max_cleanups,
+            "flip_cleanup": default if flip is None else flip,
+            "count_cleanup": default if count is None else count,
+        }
 
     def check(
         self,
@@ -104,7 +100,7 @@ class SpanQueries:
     ) -> list[invariants.Violation]:
         """All violations of the recorded spans (``invariants.check_all``), without raising. Defaults:
         the recorder's patterns and ``max_cleanups``; ``cleanup`` given applies to both invariants."""
-        return self._check_all(self.spans(), session, cleanup, max_cleanups)
+        return invariants.check_all(self.spans(), **self._args(session, cleanup, max_cleanups))
 
     def assert_invariants(
         self,
@@ -116,7 +112,7 @@ class SpanQueries:
         """Assert every invariant (``check_all``); raises ``SpanInvariantError`` with the span tree."""
         __tracebackhide__ = True
         spans = self.spans()
-        found = self._check_all(spans, session, cleanup, max_cleanups)
+        found = invariants.check_all(spans, **self._args(session, cleanup, max_cleanups))
         self._conclude(invariants.ALL_INVARIANTS, found, spans)
 
     def assert_cleanup_never_flips(
@@ -125,11 +121,8 @@ class SpanQueries:
         """Assert ``invariants.cleanup_never_flips`` over the recorded spans."""
         __tracebackhide__ = True
         spans = self.spans()
-        found = invariants.cleanup_never_flips(
-            spans,
-            session=self.session_patterns if session is None else session,
-            cleanup=self._cleanup(cleanup, self.flip_cleanup_patterns),
-        )
+        args = self._args(session, cleanup)
+        found = invariants.cleanup_never_flips(spans, args["session"], args["flip_cleanup"])
         self._conclude(("cleanup_never_flips",), found, spans)
 
     def assert_cleanup_at_most(
@@ -139,11 +132,9 @@ class SpanQueries:
         the recorder's ``max_cleanups``)."""
         __tracebackhide__ = True
         spans = self.spans()
+        args = self._args(session, cleanup, n)
         found = invariants.cleanup_at_most(
-            spans,
-            self.max_cleanups if n is None else n,
-            session=self.session_patterns if session is None else session,
-            cleanup=self._cleanup(cleanup, self.count_cleanup_patterns),
+            spans, args["max_cleanups"], args["session"], args["count_cleanup"]
         )
         self._conclude(("cleanup_at_most",), found, spans)
 

@@ -5,7 +5,7 @@ cancellations linked to them: when a request was not cancelled in time, what the
 from __future__ import annotations
 
 from pytest_mcpfaults.core.records import CancellationRecord, RequestRecord
-from pytest_mcpfaults.verdicts.patience import Watched, checked_matcher, settle
+from pytest_mcpfaults.verdicts.patience import Watched, judged
 
 __all__ = ["check_client_cancelled", "named"]
 
@@ -13,13 +13,12 @@ _WHO = "Sidecar.assert_client_cancelled"
 
 
 def named(r: RequestRecord) -> str:
-    """A request as the check names it: ``tools/call sleep (id 3)``."""
+    """E.g. ``tools/call sleep (id 3)``."""
     what = " ".join(x for x in (r.mcp_method, r.tool) if x) or f"{r.method} {r.path}"
     return f"{what} (id {r.rpc_id!r})" if isinstance(r.rpc_id, str) else f"{what} (id {r.rpc_id})"
 
 
 def _cancellation(sc: Watched, r: RequestRecord) -> CancellationRecord | None:
-    """The first cancellation that named ``r`` while it was in flight."""
     return next((c for c in sc.journal.cancellations if c.cancels == r.id and c.in_flight), None)
 
 
@@ -47,28 +46,24 @@ def _deadline(r: RequestRecord, within: float) -> float:
 
 
 def _answered_in_time(r: RequestRecord, within: float) -> bool:
-    """``r`` was answered (its handling ended) before ``within`` after it was sent: nothing to cancel."""
     return r.ended_at is not None and r.ended_at <= _deadline(r, within)
 
 
 def check_client_cancelled(sc: Watched, target: str | None, within: float) -> None:
     """``Sidecar.assert_client_cancelled`` (its docstring says what passes and how long it waits)."""
-    matches = checked_matcher(sc, target, within, _WHO)
     journal = sc.journal
-
-    def matching() -> list[RequestRecord]:
-        return [r for r in journal.requests if r.rpc_id is not None and matches(r)]
-
-    settle(
-        journal,
-        matching,
+    matching, matching_text = judged(
+        sc,
+        _WHO,
+        target,
+        within,
+        lambda matches: [r for r in journal.requests if r.rpc_id is not None and matches(r)],
         lambda r, now: r.done or _cancellation(sc, r) is not None or now >= _deadline(r, within),
         lambda r: _deadline(r, within),
         "in-flight requests to end",
     )
-    judged = [r for r in matching() if not _answered_in_time(r, within) or _cancellation(sc, r) is not None]
-    matching_text = f" matching {target!r}" if target is not None else ""
-    if not judged:
+    left = [r for r in matching if not _answered_in_time(r, within) or _cancellation(sc, r) is not None]
+    if not left:
         seen = ", ".join(journal.sequence()) or "none"
         raise AssertionError(
             f"{_WHO}: no request{matching_text} was left in flight for {within:g} s, so nothing was "
@@ -76,17 +71,16 @@ def check_client_cancelled(sc: Watched, target: str | None, within: float) -> No
         )
     bad = [
         (r, c)
-        for r in judged
+        for r in left
         if (c := _cancellation(sc, r)) is None
         or (c.since_sent or 0.0) > within
         or _deleted_first(sc, r, c) is not None
     ]
     if bad:
-        raise AssertionError(_verdict(sc, bad, len(judged), within, matching_text))
+        raise AssertionError(_verdict(sc, bad, len(left), within, matching_text))
 
 
 def _instead(sc: Watched, r: RequestRecord, until: float) -> list[RequestRecord]:
-    """What the client sent after ``r`` and before ``until``, in ``r``'s session (or era)."""
     return [
         x
         for x in sc.journal.requests

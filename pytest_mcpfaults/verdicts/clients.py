@@ -10,6 +10,7 @@ was complete). It does not see the client's timeouts. So a hint states what was 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -30,27 +31,25 @@ ClientFamily = Literal["httpx2", "httpx", "node", "aiohttp", "requests", "curl",
 """A client library, as recognised from the ``User-Agent`` it sends (:func:`client_family`)."""
 
 
+#: What each family's ``User-Agent`` starts with (lower-cased), first match wins; ``node`` is Node's own
+#: fetch (undici), which the TypeScript SDK uses.
+_FAMILIES: Mapping[str, ClientFamily] = {
+    "python-httpx2/": "httpx2",
+    "python-httpx/": "httpx",
+    "node$": "node",
+    ".*aiohttp/": "aiohttp",
+    "python-requests/": "requests",
+    "curl/": "curl",
+}
+
+
 def client_family(user_agent: str | None) -> ClientFamily:
-    """The client library that sends ``user_agent``."""
     ua = (user_agent or "").lower()
-    if ua.startswith("python-httpx2/"):
-        return "httpx2"
-    if ua.startswith("python-httpx/"):
-        return "httpx"
-    if ua == "node":  # Node's own fetch (undici), which the TypeScript SDK uses
-        return "node"
-    if "aiohttp/" in ua:
-        return "aiohttp"
-    if ua.startswith("python-requests/"):
-        return "requests"
-    if ua.startswith("curl/"):
-        return "curl"
-    return "unknown"
+    return next((family for start, family in _FAMILIES.items() if re.match(start, ua)), "unknown")
 
 
 def client_seen(r: RequestRecord) -> str:
-    """What the sidecar saw of the client, e.g. ``User-Agent python-httpx/0.28.1, MCP-Protocol-Version
-    2025-11-25``."""
+    """E.g. ``User-Agent python-httpx/0.28.1, MCP-Protocol-Version 2025-11-25``."""
     bits = [f"User-Agent {r.user_agent}" if r.user_agent else "no User-Agent"]
     if r.protocol_version:
         bits.append(f"MCP-Protocol-Version {r.protocol_version}")
@@ -130,7 +129,6 @@ def _generic_hint(r: RequestRecord, family: ClientFamily, budget: str, seconds: 
 
 
 def _default_timeout(family: ClientFamily, seconds: float) -> str:
-    """What the client's own default says about a wait of ``seconds`` it did not give up on."""
     if family == "httpx":
         if seconds >= 5:
             return " (httpx gives up after 5 s by default, so this one has a longer timeout or timeout=None)"
@@ -144,8 +142,7 @@ def _default_timeout(family: ClientFamily, seconds: float) -> str:
 
 @dataclass(frozen=True)
 class _Answering:
-    """How one client library answers the server's requests (``setup`` formatted with the
-    ``handlers``), what it does without them in the session era, and how it bounds a tool call."""
+    """``setup`` is formatted with the ``handlers``; ``without``: the session era's behaviour."""
 
     setup: str
     handlers: Mapping[str, str]
@@ -193,14 +190,11 @@ _STATELESS_WITHOUT = "a client without the callback raises at once and never ret
 
 
 def answering(r: RequestRecord) -> _Answering:
-    """How the client of ``r`` (from its User-Agent) answers the server's requests and bounds a call."""
     return _ANSWERING.get(client_family(r.user_agent), _ANSWERING["httpx2"])
 
 
 def server_request_hint(r: RequestRecord, method: str) -> str:
-    """The hint for a tool call whose tool waited out the budget for the client's answer to its
-    ``method`` (``elicitation/create`` ...): the API of the client's library (from its User-Agent) that
-    answers it, and how to bound the call, from :data:`_ANSWERING`."""
+    """For a tool that waited out the budget for the client's answer to its ``method``."""
     how = answering(r)
     named = how.handlers[method] if method in how.handlers else ", ".join(how.handlers.values())
     without = _STATELESS_WITHOUT if r.era == "stateless" else how.without
@@ -212,8 +206,6 @@ def server_request_hint(r: RequestRecord, method: str) -> str:
 
 
 def patience_hint(r: RequestRecord, *, mcp_path: str, budget: float) -> str:
-    """The hint for a held request: from what the sidecar observed of the request and the client
-    (its User-Agent), conditional where it guesses."""
     family = client_family(r.user_agent)
     b = f"{budget:g} s"
     if r.path == mcp_path:

@@ -244,8 +244,7 @@ class HarnessProcess:
         )
 
     def _last_traffic(self) -> tuple[tuple[StalledServer, RequestRecord], float] | None:
-        """The latest MCP request any server saw and how many seconds ago it ended (or began, while it
-        runs); ``GET /health`` is not MCP traffic."""
+        """How long ago it ended (or began, while it runs); ``GET /health`` is not MCP traffic."""
         found: tuple[tuple[StalledServer, RequestRecord], float] | None = None
         for server in self.servers:
             health = getattr(server, "health_path", None)
@@ -313,8 +312,7 @@ def _no_core_dump(pid: int) -> None:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
-    """SIGKILL the child's process group and wait (bounded) until none of it runs any more; whether
-    none does."""
+    """Whether none of the group runs any more after SIGKILL and a bounded wait."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -326,7 +324,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
 
 
 def _group_running(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs (zombies do not); ``False`` without ``/proc``."""
+    """Zombies do not run; ``False`` without ``/proc``."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, IndexError, ValueError):
             fields = stat.read_text().rsplit(")", 1)[1].split()

@@ -83,8 +83,8 @@ class SessionProblem:
 def session_problems(
     requests: Sequence[RequestRecord], live: Iterable[str], *, owed: bool = True
 ) -> list[SessionProblem]:
-    """The problems in a sidecar's ``requests`` (its journal, in order), given the session ids still
-    ``live`` at the end; ``owed=False`` (the test keeps its sessions) skips the ``never_ended`` duty."""
+    """``live``: the session ids still open at the end; ``owed=False`` (the test keeps its sessions)
+    skips the ``never_ended`` duty."""
     problems: list[SessionProblem] = []
     if owed:
         deleted = {r.session_id for r in requests if r.method == "DELETE" and r.session_id}
@@ -120,9 +120,9 @@ def _call(span: RecordedSpan) -> str:
 
 
 def client_calls(spans: Sequence[RecordedSpan]) -> list[RecordedSpan]:
-    """The spans among ``spans`` that record an MCP request a client made, in start order: CLIENT
-    spans with an ``mcp.method.name`` other than a notification's. A call span with a call span of the
-    same method inside it (a framework's span around the SDK's) is one call: the inner one is kept."""
+    """CLIENT spans with an ``mcp.method.name`` other than a notification's, in start order. A call
+    span with a call span of the same method inside it (a framework's span around the SDK's) is one
+    call: the inner one is kept."""
     calls = [
         s
         for s in spans
@@ -216,7 +216,6 @@ _HINTS = {
 
 
 def hygiene_verdict(url: str, problems: Sequence[SessionProblem]) -> str:
-    """The failure text for ``problems`` found at the sidecar at ``url``."""
     lines = [f"mcpfaults: session hygiene at {url}:", ""]
     lines += [f"   {p.describe()}" for p in problems]
     hints = [hint for kind, hint in _HINTS.items() if any(p.kind == kind for p in problems)]

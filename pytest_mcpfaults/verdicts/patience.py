@@ -11,21 +11,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.core.routing import record_matches
 from pytest_mcpfaults.faults.kinds import fault_kinds
 from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.verdicts.clients import answering, client_seen, patience_hint, server_request_hint
-from pytest_mcpfaults.verdicts.violation import PatienceViolation, request_fields
+from pytest_mcpfaults.verdicts.stalls import StalledServer
+from pytest_mcpfaults.verdicts.violation import PatienceViolation, hang_record
 
 __all__ = [
     "PatienceError",
     "Watched",
     "check_client_closed",
-    "checked_matcher",
+    "judged",
     "patience_verdict",
-    "settle",
     "target_matcher",
     "violation_record",
 ]
@@ -41,18 +40,9 @@ class PatienceError(AssertionError):
     """A held request outlived its patience budget and the test did not say it expected that."""
 
 
-class Watched(Protocol):
-    """What the verdicts read of a sidecar (the socket ``Sidecar`` is one): a protocol, so this module
-    imports no sidecar class (``verdicts/waits.py`` imports this one)."""
+class Watched(StalledServer, Protocol):
+    """What the checks read of a sidecar besides its stall's: the paths a ``target`` names."""
 
-    @property
-    def url(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def journal(self) -> Journal: ...
-    @property
-    def mcp_path(self) -> str: ...
     @property
     def health_path(self) -> str | None: ...
     @property
@@ -76,7 +66,7 @@ def _excerpt(sc: Watched, conn_id: int) -> list[str]:
 
 
 def _peer(sc: Watched, conn_id: int) -> str:
-    """The peer of connection ``conn_id`` (by its id: the journal drops its oldest closed ones)."""
+    """By id: the journal drops its oldest closed connections."""
     return next((c.peer for c in sc.journal.connections if c.id == conn_id), "?")
 
 
@@ -93,7 +83,6 @@ def _hint(sc: Watched, v: PatienceViolation) -> str:
 
 
 def _groups(sc: Watched, violations: Sequence[PatienceViolation]) -> list[list[PatienceViolation]]:
-    """Violations with the same headline, fault, budget, client and hint, in first-seen order."""
     groups: dict[tuple[object, ...], list[PatienceViolation]] = {}
     for v in violations:
         key = (v.describe(), v.fault, v.budget, v.budget_from, v.expected, v.request.user_agent, _hint(sc, v))
@@ -102,11 +91,8 @@ def _groups(sc: Watched, violations: Sequence[PatienceViolation]) -> list[list[P
 
 
 def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> str:
-    """The failure message for patience violations of one sidecar: per violation the headline
-    (:meth:`PatienceViolation.describe`), which fault and budget, what the sidecar saw of the client, a
-    hint derived from that, and the journal excerpt of that connection; then how to fix the client or
-    declare the hang expected. Identical violations (same headline, fault, budget, client and hint)
-    are one entry with a count and the connections (at most ``_GROUP_CONNS`` named)."""
+    """Identical violations (same headline, fault, budget, client and hint) are one entry, with a
+    count and the connections (at most ``_GROUP_CONNS`` named)."""
     n = len(violations)
     where = sc.url if sc.state != "new" else "the sidecar"
     groups = _groups(sc, violations)
@@ -148,30 +134,18 @@ def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> st
 
 
 def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str | None) -> dict[str, Any]:
-    """A JSON-ready dict of one violation for the per-test record and the CI report."""
     r = v.request
-    return {
-        "message": v.describe(),
-        "details": v.details(),
-        "fault": v.fault,
-        "budget": v.budget,
+    record = hang_record(v.describe(), v.details(), v.fault, v.budget, v.waited, r, r, sidecar_url)
+    return record | {
         "budget_from": v.budget_from,
-        "waited": round(v.waited, 3),
-        "request": r.label,
-        **request_fields(r),
         "answered": v.answered,
-        "user_agent": r.user_agent,
-        "protocol_version": r.protocol_version,
-        "connection": r.conn_id,
         "client_closed": v.client_closed,
-        "sidecar": sidecar_url,
         "expected": expected,
     }
 
 
 def _closed_after(r: RequestRecord) -> float | None:
-    """Seconds from the start of the hold to the moment the sidecar's loop saw the client close the
-    connection (``None``: it did not, while the request was held)."""
+    """``None``: the client did not close it while it was held."""
     h = r.held
     if not r.client_closed or r.client_closed_at is None or h is None:
         return None
@@ -201,8 +175,6 @@ def _fate(r: RequestRecord, within: float, now: float) -> str:
 
 
 def _judged_at(r: RequestRecord, within: float) -> float:
-    """Journal time at which request ``r`` can be judged: ``within`` past the start of its hold (or of
-    the request, while it is not held yet)."""
     return (r.held.at if r.held is not None else r.started_at) + within
 
 
@@ -212,20 +184,30 @@ def _settled(r: RequestRecord, within: float, now: float) -> bool:
     return now >= _judged_at(r, within)
 
 
-def settle(
-    journal: Journal,
-    items: Callable[[], Sequence[_T]],
+def judged(
+    sc: Watched,
+    who: str,
+    target: str | None,
+    within: float,
+    items: Callable[[Callable[[RequestRecord], bool]], Sequence[_T]],
     done: Callable[[_T, float], bool],
     deadline: Callable[[_T], float],
     what: str,
-) -> None:
-    """Wait until each of ``items()`` is ``done`` at the journal's time, at most until the latest
-    ``deadline`` of those that are not yet: what is still pending then is the caller's to judge."""
-    pending = [x for x in items() if not done(x, journal.now())]
+) -> tuple[Sequence[_T], str]:
+    """The scaffold of an ``assert_client_*`` check (``who``): its ``within`` and ``target`` checked
+    before any wait; then a wait until each of ``items(matches)`` is ``done`` at the journal's time, at
+    most until the latest ``deadline`` of those that are not yet. Returns the items then (what is still
+    pending is the check's to judge) and `` matching <target>`` for its verdict."""
+    if not is_positive_seconds(within):
+        raise ValueError(f"{who}: within must be a positive number of seconds, got {within!r}")
+    matches = target_matcher(sc, target)
+    journal, now = sc.journal, sc.journal.now
+    pending = [x for x in items(matches) if not done(x, now())]
     if pending:
         end = max(deadline(x) for x in pending)
         with contextlib.suppress(AssertionError):
-            journal.wait_for(lambda: all(done(x, journal.now()) for x in items()), end - journal.now(), what)
+            journal.wait_for(lambda: all(done(x, now()) for x in items(matches)), end - now(), what)
+    return items(matches), f" matching {target!r}" if target is not None else ""
 
 
 def _blocking_kinds() -> str:
@@ -233,18 +215,8 @@ def _blocking_kinds() -> str:
     return ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds)
 
 
-def checked_matcher(
-    sc: Watched, target: str | None, within: float, who: str
-) -> Callable[[RequestRecord], bool]:
-    """:func:`target_matcher` for the check ``who``, whose ``within`` is checked first too."""
-    if not is_positive_seconds(within):
-        raise ValueError(f"{who}: within must be a positive number of seconds, got {within!r}")
-    return target_matcher(sc, target)
-
-
 def target_matcher(sc: Watched, target: str | None) -> Callable[[RequestRecord], bool]:
-    """Whether a request of ``sc``'s journal matches ``target`` (every one when ``None``); a bad
-    ``target`` raises ``ValueError`` naming it, before any check waits."""
+    """A bad ``target`` raises ``ValueError`` naming it, before any check waits."""
     if target is None:
         return lambda r: True
     F.check_target(target)
@@ -258,17 +230,18 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
     of a close is when the sidecar's loop saw the connection drop (its ``connection_lost``), so no
     settling time is added: a close the loop sees later than ``within`` after the hold began is
     "later than within"."""
-    matches = checked_matcher(sc, target, within, f"Sidecar.{who}")
     journal = sc.journal
-    settle(
-        journal,
-        lambda: [r for r in journal.requests if matches(r)],
+    matching, matching_text = judged(
+        sc,
+        f"Sidecar.{who}",
+        target,
+        within,
+        lambda matches: [r for r in journal.requests if matches(r)],
         lambda r, now: _settled(r, within, now),
         lambda r: _judged_at(r, within),
         "held requests to end",
     )
-    held = [r for r in journal.requests if r.held and matches(r)]
-    matching_text = f" matching {target!r}" if target is not None else ""
+    held = [r for r in matching if r.held]
     if not held:
         seen = ", ".join(journal.sequence()) or "none"
         raise AssertionError(

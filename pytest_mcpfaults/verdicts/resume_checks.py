@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pytest_mcpfaults.core.records import RequestRecord, StreamRecord
 from pytest_mcpfaults.verdicts.cancel_checks import named
-from pytest_mcpfaults.verdicts.patience import Watched, checked_matcher, settle
+from pytest_mcpfaults.verdicts.patience import Watched, judged
 
 __all__ = ["check_client_resumed"]
 
@@ -57,21 +57,17 @@ def _problem(sc: Watched, s: StreamRecord, within: float) -> str | None:
 
 def check_client_resumed(sc: Watched, target: str | None, within: float) -> None:
     """``Sidecar.assert_client_resumed`` (its docstring says what passes and how long it waits)."""
-    matches = checked_matcher(sc, target, within, _WHO)
     journal = sc.journal
-
-    def matching() -> list[StreamRecord]:
-        return [s for s in journal.streams if matches(journal.request(s.request_id))]
-
-    settle(
-        journal,
-        matching,
+    streams, matching_text = judged(
+        sc,
+        _WHO,
+        target,
+        within,
+        lambda matches: [s for s in journal.streams if matches(journal.request(s.request_id))],
         lambda s, now: s.resumed_at is not None or now >= s.closed_at + within,
         lambda s: s.closed_at + within,
         "closed streams to be resumed",
     )
-    streams = matching()
-    matching_text = f" matching {target!r}" if target is not None else ""
     if not streams:
         raise AssertionError(
             f"{_WHO}: no event stream{matching_text} was closed for the client to resume (close_stream "

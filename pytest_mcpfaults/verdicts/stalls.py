@@ -20,7 +20,7 @@ from pytest_mcpfaults.core.errors import SidecarState
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import ConnectionRecord, FiredRecord, RequestRecord
 from pytest_mcpfaults.verdicts.clients import client_family, client_seen
-from pytest_mcpfaults.verdicts.violation import request_fields
+from pytest_mcpfaults.verdicts.violation import hang_record
 
 __all__ = [
     "Idle",
@@ -53,11 +53,9 @@ class StalledServer(Protocol):
 
 @dataclass(frozen=True)
 class Stall:
-    """No progress after a fault: the fault that fired last, the request it fired on (``None`` for a
-    runtime call such as ``kill()``), the budget and how long nothing has happened since, the state the
-    server was in when this was found, the connection events since the fault, the requests the
-    client made by itself since (its event stream), and the latest request that told which client it
-    was (its ``User-Agent``)."""
+    """No progress after the fault that fired last (``request``: ``None`` for a runtime call such as
+    ``kill()``); ``background``: the client's own event stream since; ``client``: the latest request
+    with a ``User-Agent``."""
 
     fired: FiredRecord
     request: RequestRecord | None
@@ -70,7 +68,6 @@ class Stall:
 
     @property
     def what(self) -> str:
-        """The fault in words: its text, or the runtime call."""
         return self.fired.what or self.fired.kind
 
 
@@ -196,8 +193,7 @@ def _hint(stall: Stall, stdio: bool) -> str:
 
 
 def stall_verdict(server: StalledServer, stall: Stall, blocked: str, *, stdio: bool = False) -> str:
-    """The verdict text: what fired, when, on which request, what the sidecar saw since, where the
-    test's thread was blocked (``blocked``, already formatted), and the likely fix."""
+    """``blocked``: where the test's thread was, already formatted (the pytest glue's to find)."""
     r = stall.request
     on = f" on `{r.label}` (request #{r.id})" if r is not None else " (the test's call)"
     lines = [
@@ -215,47 +211,16 @@ def stall_verdict(server: StalledServer, stall: Stall, blocked: str, *, stdio: b
 
 
 def stall_record(stall: Stall, message: str, url: str | None) -> dict[str, object]:
-    """A JSON-ready dict of a stall for the per-test record (beside the patience violations)."""
-    return _record(
-        "no_progress", message, stall.what, stall.budget, stall.idle, stall.request, stall.client, url
-    )
-
-
-def _record(
-    kind: str,
-    message: str,
-    fault: str | None,
-    budget: float,
-    idle: float,
-    r: RequestRecord | None,
-    client: RequestRecord | None,
-    url: str | None,
-    answered: int | None = None,
-) -> dict[str, object]:
+    first, r = message.splitlines()[0], stall.request
     return {
-        "kind": kind,
-        "message": message.splitlines()[0],
-        "details": message,
-        "fault": fault,
-        "budget": budget,
-        "budget_from": "sidecar",
-        "waited": round(idle, 3),
-        "request": r.label if r else None,
-        **request_fields(r),
-        "answered": answered,
-        "user_agent": client.user_agent if client else None,
-        "protocol_version": client.protocol_version if client else None,
-        "connection": r.conn_id if r else None,
-        "client_closed": None,
-        "sidecar": url,
-        "expected": False,
+        "kind": "no_progress",
+        **hang_record(first, message, stall.what, stall.budget, stall.idle, r, stall.client, url),
     }
 
 
 @dataclass(frozen=True)
 class Idle:
-    """No progress after the test's last answered request: the sidecar that answered it, the request,
-    the budget, and how long nothing has happened since its answer ended."""
+    """No progress since the answer to the test's last request (``request``, at ``server``) ended."""
 
     server: StalledServer
     request: RequestRecord
@@ -309,9 +274,7 @@ def find_idle(servers: Sequence[StalledServer]) -> Idle | None:
 
 
 def idle_verdict(idle: Idle, blocked: str, switch: str) -> str:
-    """The verdict text: the last request, what the sidecar holds (nothing), where the test's thread
-    was blocked (``blocked``, already formatted), and what to do (``switch``: how a test that waits on
-    purpose says so)."""
+    """``switch``: how a test that waits on purpose says so (the glue's marker and ini names)."""
     r, url = idle.request, idle.server.url
     fired, _ = idle.server.journal.last_activity
     since = "and no fault fired" if fired is None else "and no fault fired since"
@@ -334,6 +297,6 @@ def idle_verdict(idle: Idle, blocked: str, switch: str) -> str:
 
 
 def idle_record(idle: Idle, message: str) -> dict[str, object]:
-    """A JSON-ready dict of an idle hang for the per-test record (beside the patience violations)."""
-    r = idle.request
-    return _record("idle", message, None, idle.budget, idle.idle, r, r, idle.server.url, r.status)
+    r, first = idle.request, message.splitlines()[0]
+    record = hang_record(first, message, None, idle.budget, idle.idle, r, r, idle.server.url)
+    return {"kind": "idle", **record, "answered": r.status}

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.faults.kinds import fault_kinds
 
-__all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered", "request_fields"]
+__all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered", "hang_record", "request_fields"]
 
 BudgetSource = Literal["fault", "sidecar"]
 """Where a patience budget came from (:attr:`PatienceViolation.budget_from`)."""
@@ -158,3 +158,34 @@ def answered(r: RequestRecord) -> Answered:
 def request_fields(r: RequestRecord | None) -> dict[str, Any]:
     """A hang record's fields naming its held request ``r`` (each ``None`` without one), in its order."""
     return {k: None if r is None else getattr(r, k) for k in ("method", "path", "mcp_method", "tool", "era")}
+
+
+def hang_record(
+    message: str,
+    details: str,
+    fault: str | None,
+    budget: float,
+    waited: float,
+    r: RequestRecord | None,
+    client: RequestRecord | None,
+    sidecar: str | None,
+) -> dict[str, Any]:
+    """A JSON-ready dict of one hang (a patience violation, a stall, an idle test) for the per-test
+    record and the CI report, as a stall has it: its other kinds replace fields (``|``), in place."""
+    return {
+        "message": message,
+        "details": details,
+        "fault": fault,
+        "budget": budget,
+        "budget_from": "sidecar",
+        "waited": round(waited, 3),
+        "request": r.label if r else None,
+        **request_fields(r),
+        "answered": None,
+        "user_agent": client.user_agent if client else None,
+        "protocol_version": client.protocol_version if client else None,
+        "connection": r.conn_id if r else None,
+        "client_closed": None,
+        "sidecar": sidecar,
+        "expected": False,
+    }

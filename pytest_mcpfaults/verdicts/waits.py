@@ -24,11 +24,9 @@ __all__ = ["SidecarWaits"]
 
 
 class SidecarWaits(SidecarViews):
-    """Bounded waits on the journal and the patience assertions of the socket ``Sidecar``.
+    """Bounded waits on the journal and the patience assertions of the socket ``Sidecar``."""
 
-    Uses what :class:`~pytest_mcpfaults.transports.views.SidecarViews` declares (``journal``,
-    ``mcp_path``, ``health_path``, :attr:`url`, :attr:`state`).
-    """
+    patience: float | None
 
     # -- journal shortcuts and waits ---------------------------------------------------------------
     @property
@@ -156,8 +154,7 @@ class SidecarWaits(SidecarViews):
 
 
 def _described(predicate: Callable[..., object]) -> str:
-    """A predicate in words: a named function's name, a lambda's source line (``repr`` when the source
-    cannot be read: a lambda typed at a prompt)."""
+    """``repr`` when a lambda's source cannot be read (one typed at a prompt)."""
     name = getattr(predicate, "__name__", "")
     if name and name != "<lambda>":
         return f"`{name}`"
