@@ -387,6 +387,26 @@ def test_the_option_sees_the_spans_of_a_provider_the_harness_built_at_import(
     result.assert_outcomes(passed=1, xfailed=1)  # the replay: behaviour under fault on this fixed runner
 
 
+def test_the_marker_alone_sees_the_spans_of_a_provider_the_harness_built_at_import(
+    pytester: pytest.Pytester,
+) -> None:
+    """The marker alone (no option, no gate, no explore flag) turns explore on only at collection, after
+    the module built its provider: the providers built before are found then, and the trace maps."""
+    marked = OWN_PROVIDER.replace(
+        "@pytest.mark.mcp_sidecar(", '@pytest.mark.mcp_from_trace("trace.json")\n@pytest.mark.mcp_sidecar('
+    )
+    shutil.copytree(
+        ROOT / "examples/harness", pytester.path / "harness", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(test_x=marked)
+    result = _run(pytester, "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
+    out = result.stdout.str()
+    assert "nothing replayed" not in out, out
+    assert "1. MCP.DeleteSession (span 205e76f52b9e261b) → tool:delete_session#1 → error_payload(" in out, out
+    result.assert_outcomes(passed=1, xfailed=1)
+
+
 #: The example runner with a tracer no recorder sees (the OTel API's no-op one): its requests reach the
 #: sidecar, its spans are nowhere, so the clean run has no session span and nothing is replayed.
 UNSEEN = OWN_PROVIDER.replace(

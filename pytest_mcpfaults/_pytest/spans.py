@@ -8,7 +8,9 @@ provider.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+import importlib.machinery
+import sys
+from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -53,6 +55,59 @@ _SETTINGS_KEY = pytest.StashKey[SpanSettings]()
 _WATCH_KEY = pytest.StashKey[ExitStack]()
 _STARTED_KEY = pytest.StashKey[bool]()
 _KEPT_KEY = pytest.StashKey["list[RecordedSpan]"]()
+_BUILT_KEY = pytest.StashKey["_BuiltAtCollection"]()
+_SDK_TRACE = "opentelemetry.sdk.trace"
+
+
+class _BuiltAtCollection:
+    """The SDK ``TracerProvider``\\ s built while the test modules are imported, for explore turned on by
+    its markers alone: it is known only once they are collected, and by then a provider a module built and
+    never made global is reachable from nowhere (its tracer keeps only its span processor). Standard
+    library only until the harness itself imports the SDK: a run that never does loads none of it."""
+
+    def __init__(self) -> None:
+        self.providers: list[Any] = []
+        self._patched: tuple[Any, Any, Any] | None = None  # (class, its __init__, ours)
+        if _SDK_TRACE in sys.modules:
+            self._patch(sys.modules[_SDK_TRACE].TracerProvider)
+        else:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: object = None) -> Any:
+        if name != _SDK_TRACE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                run(module)
+                self._patch(module.TracerProvider)
+
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+    def _patch(self, cls: Any) -> None:
+        original = cls.__init__
+
+        def __init__(provider: Any, *args: Any, **kwargs: Any) -> None:
+            original(provider, *args, **kwargs)
+            self.providers.append(provider)
+
+        cls.__init__ = __init__
+        self._patched = (cls, original, __init__)
+
+    def stop(self) -> list[Any]:
+        """Stop remembering (the patch is undone if nothing patched over it since); what was built."""
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        if self._patched is not None:
+            cls, original, ours = self._patched
+            if cls.__init__ is ours:
+                cls.__init__ = original
+            self._patched = None
+        built, self.providers = self.providers, []
+        return built
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -198,9 +253,24 @@ def pytest_configure(config: pytest.Config) -> None:
         stack = ExitStack()
         stack.enter_context(global_recorder().watch_providers())
         config.stash[_WATCH_KEY] = stack
+    else:  # explore's markers may turn it on for their tests: what the modules build is kept till then
+        config.stash[_BUILT_KEY] = _BuiltAtCollection()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    built = session.config.stash.get(_BUILT_KEY, None)
+    providers = built.stop() if built is not None else []
+    if providers and any(explore_run(item) is not None for item in session.items):
+        from pytest_mcpfaults.spans.recorder import global_recorder
+
+        for provider in providers:
+            global_recorder().attach(provider)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    built = config.stash.get(_BUILT_KEY, None)
+    if built is not None:  # a collection that never finished
+        built.stop()
     stack = config.stash.get(_WATCH_KEY, None)
     if stack is not None:
         stack.close()
