@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_mcpfaults.core.records import RequestRecord
-from pytest_mcpfaults.verdicts.violation import request_fields
+from pytest_mcpfaults.verdicts.violation import hang_record
 
 __all__ = ["CancelRecord", "ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
 
@@ -212,21 +212,15 @@ class StdioViolation:
     def record(self, *, expected: bool, where: str) -> dict[str, Any]:
         """A JSON-ready dict for the per-test record and the CI report."""
         r = self.request
-        return {
-            "message": self.describe(),
-            "details": self.details(),
-            "fault": self.fault,
-            "budget": self.budget,
+        record = hang_record(
+            self.describe(), self.details(), self.fault, self.budget, self.waited, r, r, where
+        )
+        return record | {
             "budget_from": self.budget_from,
-            "waited": round(self.waited, 3),
             "request": r.label if r is not None else f"stdio child {self.kind}",
-            **request_fields(r),
             "answered": "partial" if r is not None and r.bytes_sent else "none",
-            "user_agent": None,
-            "protocol_version": r.protocol_version if r is not None else None,
             "connection": self.child.id,
             "client_closed": False,
-            "sidecar": where,
             "expected": expected,
             "transport": "stdio",
         }

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
+from pytest_mcpfaults.verdicts.violation import numbered_verdict
 
 __all__ = ["describe_child", "verdict_text"]
 
@@ -14,14 +15,14 @@ def verdict_text(url: str, journal: Journal, violations: Sequence[StdioViolation
     """Per violation: the headline (:meth:`StdioViolation.describe`), what the test process did, the
     child's record and journal; then how to bound the client or declare the wait expected."""
     n = len(violations)
-    lines = [f"{n} wait{'s' if n != 1 else ''} on a stdio child outlived the patience budget ({url}):"]
-    for i, v in enumerate(violations, 1):
+    head = f"{n} wait{'s' if n != 1 else ''} on a stdio child outlived the patience budget ({url})"
+    entries = []
+    for v in violations:
         expected = " (expected by the test)" if v.expected else ""
-        lines += ["", f"{i}. {v.describe()}", f"   {v.details()}{expected}"]
-        lines.append(f"   child: {describe_child(v.child)}")
-        lines.append(f"   journal of the child (pid {v.child.pid}):")
         related = [r for r in journal.requests if r.conn_id == v.child.id][-12:]
-        lines.extend("     " + line for line in journal.format(related).splitlines())
+        entry = [v.describe(), v.details() + expected, f"child: {describe_child(v.child)}"]
+        entry.append(f"journal of the child (pid {v.child.pid}):")
+        entries.append(entry + ["  " + line for line in journal.format(related).splitlines()])
     if all(v.moved_on for v in violations):
         fix = (
             "The client gave up on the request but kept using the child, which still held it: after a "
@@ -33,12 +34,12 @@ def verdict_text(url: str, journal: Journal, violations: Sequence[StdioViolation
             "Bound the client: end the child yourself when it does not exit (close stdin, then SIGTERM, "
             "then SIGKILL, each after a short wait), put a timeout on the request"
         )
-    lines += [
-        "",
+    return numbered_verdict(
+        head,
+        entries,
         f"{fix}; or, if the test expects the wait, say so: @pytest.mark.mcp_expect_hang, "
         "@pytest.mark.mcp_stdio(expect_hang=True) or StdioServer(expect_hang=True).",
-    ]
-    return "\n".join(lines)
+    )
 
 
 def describe_child(c: ChildRecord) -> str:
