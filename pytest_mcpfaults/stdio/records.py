@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.core.records import BudgetSource, RequestRecord
 from pytest_mcpfaults.verdicts.violation import hang_record
 
 __all__ = ["CancelRecord", "ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
@@ -108,7 +108,7 @@ class StdioViolation:
     expected: bool
     waited_from: float
     request: RequestRecord | None = None
-    budget_from: Literal["fault", "sidecar"] = "sidecar"
+    budget_from: BudgetSource = "sidecar"
     pending_bytes: int = 0
     later: tuple[RequestRecord, ...] = ()
 

@@ -8,13 +8,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.core.records import BudgetSource, RequestRecord
 from pytest_mcpfaults.faults.kinds import fault_kinds
 
-__all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered", "hang_record", "numbered_verdict"]
+__all__ = ["Answered", "PatienceViolation", "answered", "hang_record", "numbered_verdict"]
 
-BudgetSource = Literal["fault", "sidecar"]
-"""Where a patience budget came from (:attr:`PatienceViolation.budget_from`)."""
 Answered = Literal["none", "partial", "complete"]
 """What the client had received of a held request (:func:`answered`)."""
 
@@ -188,8 +186,7 @@ def hang_record(
 
 
 def numbered_verdict(head: str, entries: Iterable[Sequence[str]], advice: str) -> str:
-    """The layout of a verdict on several hangs (HTTP and stdio alike): ``head``, each entry numbered
-    (its first line after the number, the others indented under it), then ``advice``."""
+    """The one layout of the HTTP and stdio patience verdicts: each entry's first line is numbered."""
     lines = [head + ":"]
     for i, (first, *rest) in enumerate(entries, 1):
         lines += ["", f"{i}. {first}", *(f"   {line}" for line in rest)]
