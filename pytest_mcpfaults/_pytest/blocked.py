@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from types import FrameType
 
+from pytest_mcpfaults.stdio.procfs import stat
+
 _MAX_FRAMES = 6
 _MAX_TASKS = 4
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the pytest_mcpfaults package
@@ -206,12 +208,9 @@ def _children_cpu() -> float:
                     continue
                 seen.add(kid)
                 todo.append(kid)
-                try:
-                    with open(f"/proc/{kid}/stat", encoding="ascii", errors="replace") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
+                fields = stat(kid)
+                if fields is not None:
                     total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-                except (OSError, IndexError, ValueError):
-                    continue
     return total
 
 
