@@ -77,6 +77,22 @@ class ChildRecord:
         """The signals named ``name`` the child received (not those the test sent)."""
         return tuple(s for s in self.signals if s.name == name and s.action != "sent")
 
+    def describe(self) -> str:
+        """One line: pid, when stdin closed, the signals, how and when it exited."""
+        bits = [f"pid {self.pid}, started at {self.started_at:.3f} s"]
+        if self.stdin_closed_at is not None:
+            bits.append(
+                f"stdin closed at {self.stdin_closed_at:.3f} s" + (" (ignored)" if self.ignored_eof else "")
+            )
+        for s in self.signals:
+            bits.append(f"{s.name} {'sent by the test' if s.action == 'sent' else s.action} at {s.at:.3f} s")
+        if self.exited_at is not None:
+            code = f", status {self.exit_code}" if self.exit_code is not None else ""
+            bits.append(f"exited at {self.exited_at:.3f} s ({self.exit_how}{code})")
+        else:
+            bits.append("still running")
+        return "; ".join(bits)
+
     def waits(self, since: float) -> str:
         """What the client did to end the child after ``since``: the signals it sent and when."""
         got = [s for s in self.signals if s.action != "sent" and s.at >= since - 1e-9]
