@@ -20,8 +20,6 @@ from collections.abc import Iterable
 from functools import lru_cache
 from types import FrameType
 
-from pytest_mcpfaults.stdio.procfs import stat
-
 _MAX_FRAMES = 6
 _MAX_TASKS = 4
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the pytest_mcpfaults package
@@ -189,6 +187,8 @@ def _children_cpu() -> float:
     total = times.children_user + times.children_system
     if not sys.platform.startswith("linux"):
         return total
+    from pytest_mcpfaults.stdio.procfs import stat  # not at the plugin's import: it stays glue only
+
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     todo, seen = [os.getpid()], set()
     while todo:
