@@ -25,7 +25,6 @@ from mcp.shared.exceptions import MCPError
 
 from pytest_mcpfaults import Sidecar, StdioServer
 from pytest_mcpfaults.stdio import guardian
-from pytest_mcpfaults.stdio.verdict import describe_child
 
 SESSION = ["POST initialize", "POST notifications/initialized"]
 
@@ -71,7 +70,7 @@ def make() -> Iterator[Any]:
     for server in servers:
         server.stop()
         for child in server.children:  # the test process owns every child: none outlives stop()
-            assert not alive(child.pid), describe_child(child)
+            assert not alive(child.pid), child.describe()
     assert pipes() <= before  # and no pipe of theirs is left open here
 
 

@@ -187,6 +187,8 @@ def _children_cpu() -> float:
     total = times.children_user + times.children_system
     if not sys.platform.startswith("linux"):
         return total
+    from pytest_mcpfaults.stdio.procfs import stat  # not at the plugin's import: it stays glue only
+
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     todo, seen = [os.getpid()], set()
     while todo:
@@ -206,12 +208,9 @@ def _children_cpu() -> float:
                     continue
                 seen.add(kid)
                 todo.append(kid)
-                try:
-                    with open(f"/proc/{kid}/stat", encoding="ascii", errors="replace") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
+                fields = stat(kid)
+                if fields is not None:
                     total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-                except (OSError, IndexError, ValueError):
-                    continue
     return total
 
 

@@ -9,9 +9,20 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pytest_mcpfaults.core.journal import Journal
-from pytest_mcpfaults.core.records import Held, HoldOutcome, RequestRecord
+from pytest_mcpfaults.core.records import BudgetSource, Held, HoldOutcome, RequestRecord
 
-__all__ = ["Holds"]
+__all__ = ["Holds", "patience_of"]
+
+
+def patience_of(
+    fault: object, server: float | None, expect_hang: bool = False
+) -> tuple[float | None, BudgetSource, bool]:
+    """The patience of a hold, on the socket and on stdio alike: the budget (the fault's own
+    ``patience=``, else the server's; ``None``: unbounded), where it came from, and whether the test
+    expects the hang (the fault's or the server's ``expect_hang``)."""
+    own = getattr(fault, "patience", None)
+    expected = bool(expect_hang or getattr(fault, "expect_hang", False))
+    return own or server, "fault" if own is not None else "sidecar", expected
 
 
 class Holds:

@@ -16,6 +16,7 @@ from pytest_mcpfaults.mcp.jsonrpc import ErrorBy, RequestEra
 __all__ = [
     "GROUPS",
     "AuthSeen",
+    "BudgetSource",
     "CancelHow",
     "CancelOutcome",
     "CancelSeen",
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 HoldOutcome = Literal["released", "client_closed", "patience", "teardown", "cancelled"]
+BudgetSource = Literal["fault", "sidecar"]
+"""Where a patience budget came from: the fault's own ``patience=``, or the server's."""
 CancelOutcome = Literal["stopped", "ignored", "answered"]
 CancelHow = Literal["notification", "closed"]
 ClosedBy = Literal["client", "sidecar"]

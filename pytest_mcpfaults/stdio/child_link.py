@@ -20,7 +20,7 @@ from pytest_mcpfaults.behaviour.body import BodyShaper, Hold, Write, halve, shap
 from pytest_mcpfaults.behaviour.child import pipe_writes
 from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
-from pytest_mcpfaults.core.holds import Holds
+from pytest_mcpfaults.core.holds import Holds, patience_of
 from pytest_mcpfaults.core.records import ClosedBy, HoldOutcome
 from pytest_mcpfaults.faults.kinds import IgnoreEof, IgnoreSigterm
 from pytest_mcpfaults.mcp.jsonrpc import Reply
@@ -35,7 +35,6 @@ from pytest_mcpfaults.stdio.records import (
 from pytest_mcpfaults.stdio.wire import MAX_LINE, MAX_MESSAGE
 from pytest_mcpfaults.transports.loop import cancel_all
 from pytest_mcpfaults.transports.views import NoAnswerStream
-from pytest_mcpfaults.verdicts.violation import BudgetSource
 
 __all__ = ["ChildLink", "StdioChannel"]
 
@@ -416,8 +415,7 @@ class _Exchange(NoAnswerStream):
         if effect_of(fault) == Holding(freezes=True) and not child.record.stopped:
             child.signal(signal.SIGSTOP, "SIGSTOP")
             child.update(stopped=True)
-        own = getattr(fault, "patience", None)
-        budget = own or channel.patience
+        budget, source, expected = patience_of(fault, channel.patience)
         ends: dict[asyncio.Future[Any], HoldOutcome] = {
             child.gone: "client_closed",
             child.stdin_closed: "client_closed",
@@ -434,8 +432,6 @@ class _Exchange(NoAnswerStream):
                 and r.started_at >= started
                 and r.mcp_method != "notifications/cancelled"
             )
-            expected = bool(getattr(fault, "expect_hang", False))
-            source: BudgetSource = "fault" if own is not None else "sidecar"
             v = StdioViolation("hold", child.record, str(fault), budget, expected, started, later=later)
             channel.violate(child, dataclasses.replace(v, request=journal.request(rid), budget_from=source))
         if outcome != "released":

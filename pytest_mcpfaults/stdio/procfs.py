@@ -16,21 +16,21 @@ import select
 import termios
 import time
 
-__all__ = ["exit_status", "stdin_state", "wait_exited", "wait_stopped"]
+__all__ = ["exit_status", "stat", "stdin_state", "wait_exited", "wait_stopped"]
 
 
-def _stat(pid: int) -> list[bytes] | None:
+def stat(pid: int | str) -> list[bytes] | None:
     """The fields of ``/proc/<pid>/stat`` after the command name (the state first); ``None``: gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()
-    except OSError:
+    except (OSError, IndexError):
         return None
 
 
 def _zombie_status(pid: int) -> tuple[bool, int | None]:
     """(still there, exit status when it is a zombie)."""
-    fields = _stat(pid)
+    fields = stat(pid)
     if fields is None:
         return False, None
     if fields[0] != b"Z" or len(fields) < 50:
@@ -64,7 +64,7 @@ async def wait_exited(pids: list[int], timeout: float = 1.0) -> bool:
 
 
 def _exited(pid: int) -> bool:
-    fields = _stat(pid)
+    fields = stat(pid)
     return fields is None or fields[0] in (b"Z", b"X")
 
 
@@ -92,7 +92,7 @@ def wait_stopped(pid: int, timeout: float = 1.0) -> bool:
     stdin may still take the next line before it stops); ``False`` if it did not within ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        fields = _stat(pid)
+        fields = stat(pid)
         if fields is None:
             return False
         if fields[0] in (b"T", b"t"):

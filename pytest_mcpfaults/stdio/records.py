@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_mcpfaults.core.records import RequestRecord
-from pytest_mcpfaults.verdicts.violation import request_fields
+from pytest_mcpfaults.core.records import BudgetSource, RequestRecord
+from pytest_mcpfaults.verdicts.violation import hang_record
 
 __all__ = ["CancelRecord", "ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
 
@@ -77,6 +77,22 @@ class ChildRecord:
         """The signals named ``name`` the child received (not those the test sent)."""
         return tuple(s for s in self.signals if s.name == name and s.action != "sent")
 
+    def describe(self) -> str:
+        """One line: pid, when stdin closed, the signals, how and when it exited."""
+        bits = [f"pid {self.pid}, started at {self.started_at:.3f} s"]
+        if self.stdin_closed_at is not None:
+            bits.append(
+                f"stdin closed at {self.stdin_closed_at:.3f} s" + (" (ignored)" if self.ignored_eof else "")
+            )
+        for s in self.signals:
+            bits.append(f"{s.name} {'sent by the test' if s.action == 'sent' else s.action} at {s.at:.3f} s")
+        if self.exited_at is not None:
+            code = f", status {self.exit_code}" if self.exit_code is not None else ""
+            bits.append(f"exited at {self.exited_at:.3f} s ({self.exit_how}{code})")
+        else:
+            bits.append("still running")
+        return "; ".join(bits)
+
     def waits(self, since: float) -> str:
         """What the client did to end the child after ``since``: the signals it sent and when."""
         got = [s for s in self.signals if s.action != "sent" and s.at >= since - 1e-9]
@@ -108,7 +124,7 @@ class StdioViolation:
     expected: bool
     waited_from: float
     request: RequestRecord | None = None
-    budget_from: Literal["fault", "sidecar"] = "sidecar"
+    budget_from: BudgetSource = "sidecar"
     pending_bytes: int = 0
     later: tuple[RequestRecord, ...] = ()
 
@@ -212,21 +228,15 @@ class StdioViolation:
     def record(self, *, expected: bool, where: str) -> dict[str, Any]:
         """A JSON-ready dict for the per-test record and the CI report."""
         r = self.request
-        return {
-            "message": self.describe(),
-            "details": self.details(),
-            "fault": self.fault,
-            "budget": self.budget,
+        record = hang_record(
+            self.describe(), self.details(), self.fault, self.budget, self.waited, r, r, where
+        )
+        return record | {
             "budget_from": self.budget_from,
-            "waited": round(self.waited, 3),
             "request": r.label if r is not None else f"stdio child {self.kind}",
-            **request_fields(r),
             "answered": "partial" if r is not None and r.bytes_sent else "none",
-            "user_agent": None,
-            "protocol_version": r.protocol_version if r is not None else None,
             "connection": self.child.id,
             "client_closed": False,
-            "sidecar": where,
             "expected": expected,
             "transport": "stdio",
         }

@@ -28,10 +28,10 @@ from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.child_link import StdioChannel
 from pytest_mcpfaults.stdio.procfs import wait_stopped
 from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
-from pytest_mcpfaults.stdio.verdict import verdict_text
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
 from pytest_mcpfaults.transports import loop as _loop
 from pytest_mcpfaults.transports.views import SidecarViews
+from pytest_mcpfaults.verdicts.violation import numbered_verdict
 
 __all__ = ["StdioServer"]
 
@@ -203,8 +203,35 @@ class StdioServer(SidecarViews):
 
     # -- verdicts -------------------------------------------------------------------------------------
     def patience_verdict(self, violations: Sequence[StdioViolation]) -> str:
-        """The failure message for patience violations of this server (see ``docs/stdio.md``)."""
-        return verdict_text(self.url, self.journal, violations)
+        """The failure message for patience violations of this server (see ``docs/stdio.md``): per
+        violation, the headline, what the test process did, the child's record and journal; then how
+        to bound the client or declare the wait expected."""
+        n = len(violations)
+        head = f"{n} wait{'s' if n != 1 else ''} on a stdio child outlived the patience budget ({self.url})"
+        entries = []
+        for v in violations:
+            expected = " (expected by the test)" if v.expected else ""
+            related = [r for r in self.journal.requests if r.conn_id == v.child.id][-12:]
+            entry = [v.describe(), v.details() + expected, f"child: {v.child.describe()}"]
+            entry.append(f"journal of the child (pid {v.child.pid}):")
+            entries.append(entry + ["  " + line for line in self.journal.format(related).splitlines()])
+        if all(v.moved_on for v in violations):
+            fix = (
+                "The client gave up on the request but kept using the child, which still held it: "
+                "after a timed-out call on a stdio server, end the child (close stdin, then SIGTERM, then "
+                "SIGKILL, each after a short wait) and start a new one"
+            )
+        else:
+            fix = (
+                "Bound the client: end the child yourself when it does not exit (close stdin, then "
+                "SIGTERM, then SIGKILL, each after a short wait), put a timeout on the request"
+            )
+        return numbered_verdict(
+            head,
+            entries,
+            f"{fix}; or, if the test expects the wait, say so: @pytest.mark.mcp_expect_hang, "
+            "@pytest.mark.mcp_stdio(expect_hang=True) or StdioServer(expect_hang=True).",
+        )
 
     def assert_no_patience_violations(self) -> None:
         from pytest_mcpfaults.verdicts.patience import PatienceError

@@ -20,7 +20,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Cut, halve_event, shape_of
 from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core import core
-from pytest_mcpfaults.core.holds import Holds
+from pytest_mcpfaults.core.holds import Holds, patience_of
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import Held, HoldOutcome, RequestRecord
 from pytest_mcpfaults.core.resumption import Resumed, primes
@@ -38,7 +38,7 @@ from pytest_mcpfaults.transports.legacy_sse import LegacyAnswer, LegacyReply
 from pytest_mcpfaults.transports.loop import WorkerPool, cancel_all
 from pytest_mcpfaults.transports.notices import StreamNotices, serve_listen
 from pytest_mcpfaults.transports.sse_stream import StreamWriter
-from pytest_mcpfaults.verdicts.violation import BudgetSource, PatienceViolation
+from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
 __all__ = ["Handler", "SocketListener", "bind"]
 
@@ -189,8 +189,7 @@ class _Exchange:
         listener.journal.update_request(
             rid, status=out.status, bytes_sent=out.bytes_sent, body_bytes=out.body_bytes
         )
-        own = getattr(fault, "patience", None)
-        budget = (own or listener.options.patience) if patience else None
+        budget, source, expected = patience_of(fault, listener.options.patience, listener.options.expect_hang)
         ends: dict[asyncio.Future[Any], HoldOutcome] = {conn.lost: "client_closed"}
         cancelled = listener.core.cancels.held_until_cancelled(rid, fault)  # answer_after_cancel
         if cancelled is not None:
@@ -198,16 +197,14 @@ class _Exchange:
         effect = effect_of(fault)  # a blackhole's hold silences the connection (whatever else it holds)
         silenced = _silence(conn, listener.journal) if isinstance(effect, Holding) and effect.silent else None
         try:
-            outcome, rec, _ = await listener.holds.hold(rid, budget, ends)
+            outcome, rec, _ = await listener.holds.hold(rid, budget if patience else None, ends)
         finally:
             listener.core.cancels.landed(rid)
             if silenced is not None and not conn.transport.is_closing():
                 conn.transport.set_protocol(silenced)  # the path is back (a release: the request answered)
         if outcome == "patience":
             assert budget is not None
-            expected = bool(listener.options.expect_hang or getattr(fault, "expect_hang", False))
             conn.reset()
-            source: BudgetSource = "fault" if own is not None else "sidecar"
             listener.journal.violations.add(PatienceViolation(rec, str(fault), budget, expected, source))
         if outcome not in ("released", "cancelled"):
             raise Dropped

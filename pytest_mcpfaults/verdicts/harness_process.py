@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.stdio.procfs import stat
 from pytest_mcpfaults.verdicts.patience import PatienceError
 from pytest_mcpfaults.verdicts.stalls import StalledServer, own_event_stream
 
@@ -325,11 +326,10 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
 
 def _group_running(pgid: int) -> bool:
     """Zombies do not run; ``False`` without ``/proc``."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
+    for pid in Path("/proc").glob("[0-9]*"):
+        fields = stat(pid.name)
+        if fields is not None and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
     return False
 
 

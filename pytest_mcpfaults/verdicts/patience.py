@@ -17,7 +17,7 @@ from pytest_mcpfaults.faults.kinds import fault_kinds
 from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.verdicts.clients import answering, client_seen, patience_hint, server_request_hint
 from pytest_mcpfaults.verdicts.stalls import StalledServer
-from pytest_mcpfaults.verdicts.violation import PatienceViolation, hang_record
+from pytest_mcpfaults.verdicts.violation import PatienceViolation, hang_record, numbered_verdict
 
 __all__ = [
     "PatienceError",
@@ -99,38 +99,35 @@ def patience_verdict(sc: Watched, violations: Sequence[PatienceViolation]) -> st
     head = f"{n} held request{'s' if n != 1 else ''} outlived the patience budget at {where}"
     if len(groups) < n:
         head += f" ({len(groups)} distinct)"
-    lines = [head + ":"]
-    for i, group in enumerate(groups, 1):
+    entries = []
+    for group in groups:
         v = group[0]
         cid = v.request.conn_id
-        lines.append("")
         expected = " (expected by the test)" if v.expected else ""
         if len(group) == 1:
-            lines.append(f"{i}. {v.describe()}")
-            lines.append(f"   {v.details()}{expected}")
+            entry = [v.describe(), f"{v.details()}{expected}"]
         else:
-            lines.append(f"{i}. {len(group)} times: {v.describe()}")
             source = "its fault's patience=" if v.budget_from == "fault" else "the sidecar's patience"
             cids = [g.request.conn_id for g in group[:_GROUP_CONNS]]
             named = ", ".join(f"#{c} ({_peer(sc, c)})" for c in cids)
             more = f" and {len(group) - _GROUP_CONNS} more" if len(group) > _GROUP_CONNS else ""
-            lines.append(
-                f"   held by `{v.fault}`; when the {v.budget:g} s budget ({source}) ran out the sidecar "
-                f"aborted each of the {len(group)} connections (RST){expected}: {named}{more}"
-            )
-        lines.append(f"   client seen: {client_seen(v.request)}")
-        lines.append(f"   hint: {_hint(sc, v)}")
+            entry = [
+                f"{len(group)} times: {v.describe()}",
+                f"held by `{v.fault}`; when the {v.budget:g} s budget ({source}) ran out the sidecar "
+                f"aborted each of the {len(group)} connections (RST){expected}: {named}{more}",
+            ]
+        entry += [f"client seen: {client_seen(v.request)}", f"hint: {_hint(sc, v)}"]
         first = " (the first of them)" if len(group) > 1 else ""
-        lines.append(f"   journal of connection #{cid} ({_peer(sc, cid)}){first}:")
-        lines.extend("     " + line for line in _excerpt(sc, cid))
-    lines.append("")
-    lines.append(
+        entry.append(f"journal of connection #{cid} ({_peer(sc, cid)}){first}:")
+        entries.append(entry + ["  " + line for line in _excerpt(sc, cid)])
+    return numbered_verdict(
+        head,
+        entries,
         "Bound the client (a timeout on that request, or abort it once you have what you need); or, if "
         "the test expects the client to wait it out, say so: @pytest.mark.mcp_expect_hang, "
         "@pytest.mark.mcp_sidecar(expect_hang=True), Sidecar(expect_hang=True) or expect_hang=True on "
-        "the fault."
+        "the fault.",
     )
-    return "\n".join(lines)
 
 
 def violation_record(v: PatienceViolation, *, expected: bool, sidecar_url: str | None) -> dict[str, Any]:

@@ -4,16 +4,15 @@ this module words them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.core.records import BudgetSource, RequestRecord
 from pytest_mcpfaults.faults.kinds import fault_kinds
 
-__all__ = ["Answered", "BudgetSource", "PatienceViolation", "answered", "hang_record", "request_fields"]
+__all__ = ["Answered", "PatienceViolation", "answered", "hang_record", "numbered_verdict"]
 
-BudgetSource = Literal["fault", "sidecar"]
-"""Where a patience budget came from (:attr:`PatienceViolation.budget_from`)."""
 Answered = Literal["none", "partial", "complete"]
 """What the client had received of a held request (:func:`answered`)."""
 
@@ -155,11 +154,6 @@ def answered(r: RequestRecord) -> Answered:
     return "partial"
 
 
-def request_fields(r: RequestRecord | None) -> dict[str, Any]:
-    """A hang record's fields naming its held request ``r`` (each ``None`` without one), in its order."""
-    return {k: None if r is None else getattr(r, k) for k in ("method", "path", "mcp_method", "tool", "era")}
-
-
 def hang_record(
     message: str,
     details: str,
@@ -180,7 +174,7 @@ def hang_record(
         "budget_from": "sidecar",
         "waited": round(waited, 3),
         "request": r.label if r else None,
-        **request_fields(r),
+        **{k: None if r is None else getattr(r, k) for k in ("method", "path", "mcp_method", "tool", "era")},
         "answered": None,
         "user_agent": client.user_agent if client else None,
         "protocol_version": client.protocol_version if client else None,
@@ -189,3 +183,11 @@ def hang_record(
         "sidecar": sidecar,
         "expected": False,
     }
+
+
+def numbered_verdict(head: str, entries: Iterable[Sequence[str]], advice: str) -> str:
+    """The one layout of the HTTP and stdio patience verdicts: each entry's first line is numbered."""
+    lines = [head + ":"]
+    for i, (first, *rest) in enumerate(entries, 1):
+        lines += ["", f"{i}. {first}", *(f"   {line}" for line in rest)]
+    return "\n".join([*lines, "", advice])
