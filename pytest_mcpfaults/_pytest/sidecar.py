@@ -162,7 +162,7 @@ class _Call:
             if still is None:
                 return None
             stood = still.sample(time.monotonic())
-            if any(sc.expect_hang or hasattr(sc, "patience_verdict") for sc in sidecars):
+            if any(sc.expect_hang or sc.options.backend == "stdio" for sc in sidecars):
                 return None  # a test that expects hangs; a stdio server (not covered yet)
             idle = find_idle(sidecars)
             if idle is None or id(idle.request) in reported or stood < idle.budget:
@@ -212,17 +212,8 @@ def _verdict(item: pytest.Item, sidecars: list[Sidecar], again: bool = False) ->
         new = [v for v in sc.patience_violations if not v.expected and (again or id(v) not in reported)]
         reported.update(id(v) for v in new)
         if new:
-            texts.append(_verdict_text(sc, new))
+            texts.append(sc.patience_verdict(new))
     return "\n\n".join(texts) or None
-
-
-def _verdict_text(sc: Any, violations: Any) -> str:
-    own = getattr(sc, "patience_verdict", None)
-    if own is not None:
-        return str(own(violations))
-    from pytest_mcpfaults.verdicts.patience import patience_verdict
-
-    return patience_verdict(sc, violations)
 
 
 def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
@@ -285,7 +276,7 @@ def _interrupted(
         from pytest_mcpfaults.verdicts.stalls import stall_record, stall_verdict
 
         sc = found.server
-        text = stall_verdict(sc, found.stall, watch.blocked, stdio=hasattr(sc, "patience_verdict"))
+        text = stall_verdict(sc, found.stall, watch.blocked, stdio=sc.options.backend == "stdio")
         record_for(item).patience_violations.append(stall_record(found.stall, text, sc.url))
         item.stash.setdefault(_REPORTED, set()).add(id(found.stall.fired))  # found once, in one phase
         note = (
@@ -549,7 +540,7 @@ def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
             )
         expected = [v for v in violations if v.expected or rec.expected_hang]
         if expected:
-            expected_text.append(_verdict_text(sc, expected))
+            expected_text.append(sc.patience_verdict(expected))
     if expected_text:  # reported, not failing: shown with -rP and in the report
         item.add_report_section("teardown", "mcpfaults patience (expected)", "\n\n".join(expected_text))
 
