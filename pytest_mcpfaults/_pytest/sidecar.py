@@ -24,7 +24,6 @@ from pytest_mcpfaults._pytest import cassettes, settings
 from pytest_mcpfaults._pytest.records import (
     HARNESSES,
     LEFT_OPEN,
-    MAKERS,
     SERVERS,
     SESSION_PROBLEMS,
     explore_run,
@@ -405,8 +404,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         fired = call.stop()
     sidecars = item.stash.get(_SIDECARS, [])
     item.stash[_SIDECARS] = []
-    servers, makers = item.stash.get(SERVERS, []), item.stash.get(MAKERS, [])
-    made = [sc for sc, maker in zip(servers, makers, strict=True) if maker == "mcp_sidecar_factory"]
+    made = [sc for sc, maker in item.stash.get(SERVERS, []) if maker == "mcp_sidecar_factory"]
     if sidecars and explore_run(item) is not None:  # an explore oracle, for the factory's sidecars too
         # what the harness left open on those still running (one the test stopped itself closed them)
         for sc in [sc for sc in made if sc.running]:
@@ -501,7 +499,7 @@ def _unreached(item: pytest.Item, sidecar: Sidecar) -> list[Any]:
 
     received = [
         (r, server.journal.epoch() + r.started_at)
-        for server in item.stash.get(SERVERS, [])
+        for server, _ in item.stash.get(SERVERS, [])
         if hasattr(getattr(server, "journal", None), "t0")
         for r in server.journal.requests
     ]
