@@ -36,7 +36,7 @@ def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[...
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> HarnessProcess:
-        watched = servers if servers is not None else lambda: list(item.stash.get(SERVERS, []))
+        watched = servers if servers is not None else lambda: [s for s, _ in item.stash.get(SERVERS, [])]
         proc = HarnessProcess(args, servers=watched, budget=budget, startup=startup, env=env, cwd=cwd)
         started.append(proc)
         return proc.start()

@@ -31,11 +31,9 @@ REPORT_SECTIONS = pytest.StashKey[dict[str, Any]]()
 #: findings gate (by root cause, not by node id): the report's baseline gate leaves them out, and its
 #: summary counts each as one violation, as explore does.
 GATED_BY_FINDINGS = pytest.StashKey[dict[str, list[str]]]()
-#: Every server (sidecar, stdio server) a test used, in order; kept after teardown stops them.
-SERVERS = pytest.StashKey[list[Any]]()
-#: The fixture that made each of :data:`SERVERS` (``mcp_sidecar``, ``mcp_sidecar_factory``,
-#: ``mcp_stdio_server``), in the same order.
-MAKERS = pytest.StashKey[list[str]]()
+#: Every server (sidecar, stdio server) a test used, in order, with the fixture that made it
+#: (``mcp_sidecar``, ``mcp_sidecar_factory``, ``mcp_stdio_server``); kept after teardown stops them.
+SERVERS = pytest.StashKey[list[tuple[Any, str]]]()
 #: The connections an explore run's sidecars still had open when the test's fixtures were done
 #: (one description each).
 LEFT_OPEN = pytest.StashKey[list[str]]()
@@ -150,6 +148,5 @@ def faults_for_next(item: pytest.Item, run: Any) -> tuple[Any, ...]:
 
 
 def server_made(item: pytest.Item, server: Any, maker: str) -> None:
-    """``server`` joins ``item``'s :data:`SERVERS`, made by the fixture ``maker`` (:data:`MAKERS`)."""
-    item.stash.setdefault(SERVERS, []).append(server)
-    item.stash.setdefault(MAKERS, []).append(maker)
+    """``server`` joins ``item``'s :data:`SERVERS`, made by the fixture ``maker``."""
+    item.stash.setdefault(SERVERS, []).append((server, maker))

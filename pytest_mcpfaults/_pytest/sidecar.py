@@ -24,7 +24,6 @@ from pytest_mcpfaults._pytest import cassettes, settings
 from pytest_mcpfaults._pytest.records import (
     HARNESSES,
     LEFT_OPEN,
-    MAKERS,
     SERVERS,
     SESSION_PROBLEMS,
     explore_run,
@@ -162,7 +161,7 @@ class _Call:
             if still is None:
                 return None
             stood = still.sample(time.monotonic())
-            if any(sc.expect_hang or hasattr(sc, "patience_verdict") for sc in sidecars):
+            if any(sc.expect_hang or sc.options.backend == "stdio" for sc in sidecars):
                 return None  # a test that expects hangs; a stdio server (not covered yet)
             idle = find_idle(sidecars)
             if idle is None or id(idle.request) in reported or stood < idle.budget:
@@ -212,17 +211,8 @@ def _verdict(item: pytest.Item, sidecars: list[Sidecar], again: bool = False) ->
         new = [v for v in sc.patience_violations if not v.expected and (again or id(v) not in reported)]
         reported.update(id(v) for v in new)
         if new:
-            texts.append(_verdict_text(sc, new))
+            texts.append(sc.patience_verdict(new))
     return "\n\n".join(texts) or None
-
-
-def _verdict_text(sc: Any, violations: Any) -> str:
-    own = getattr(sc, "patience_verdict", None)
-    if own is not None:
-        return str(own(violations))
-    from pytest_mcpfaults.verdicts.patience import patience_verdict
-
-    return patience_verdict(sc, violations)
 
 
 def _raise_verdict(text: str | None, cause: BaseException | None) -> None:
@@ -285,7 +275,7 @@ def _interrupted(
         from pytest_mcpfaults.verdicts.stalls import stall_record, stall_verdict
 
         sc = found.server
-        text = stall_verdict(sc, found.stall, watch.blocked, stdio=hasattr(sc, "patience_verdict"))
+        text = stall_verdict(sc, found.stall, watch.blocked, stdio=sc.options.backend == "stdio")
         record_for(item).patience_violations.append(stall_record(found.stall, text, sc.url))
         item.stash.setdefault(_REPORTED, set()).add(id(found.stall.fired))  # found once, in one phase
         note = (
@@ -414,8 +404,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         fired = call.stop()
     sidecars = item.stash.get(_SIDECARS, [])
     item.stash[_SIDECARS] = []
-    servers, makers = item.stash.get(SERVERS, []), item.stash.get(MAKERS, [])
-    made = [sc for sc, maker in zip(servers, makers, strict=True) if maker == "mcp_sidecar_factory"]
+    made = [sc for sc, maker in item.stash.get(SERVERS, []) if maker == "mcp_sidecar_factory"]
     if sidecars and explore_run(item) is not None:  # an explore oracle, for the factory's sidecars too
         # what the harness left open on those still running (one the test stopped itself closed them)
         for sc in [sc for sc in made if sc.running]:
@@ -510,7 +499,7 @@ def _unreached(item: pytest.Item, sidecar: Sidecar) -> list[Any]:
 
     received = [
         (r, server.journal.epoch() + r.started_at)
-        for server in item.stash.get(SERVERS, [])
+        for server, _ in item.stash.get(SERVERS, [])
         if hasattr(getattr(server, "journal", None), "t0")
         for r in server.journal.requests
     ]
@@ -549,7 +538,7 @@ def _record(item: pytest.Item, sidecars: list[Sidecar]) -> None:
             )
         expected = [v for v in violations if v.expected or rec.expected_hang]
         if expected:
-            expected_text.append(_verdict_text(sc, expected))
+            expected_text.append(sc.patience_verdict(expected))
     if expected_text:  # reported, not failing: shown with -rP and in the report
         item.add_report_section("teardown", "mcpfaults patience (expected)", "\n\n".join(expected_text))
 

@@ -19,7 +19,6 @@ from pytest_mcpfaults._pytest.records import (
     EXPLORE_PARAM,
     EXPLORE_SWITCH,
     LEFT_OPEN,
-    MAKERS,
     SERVERS,
     SESSION_PROBLEMS,
     explore_on,
@@ -475,7 +474,7 @@ def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]
     gate = item.stash.get(_GATE_TEXT, "")
     if gate and any(f.startswith("invariant:") for f in verdict["found"]):
         text += f"\n\n{gate}"
-    makers: list[str] = item.stash.get(MAKERS, [])
+    makers = [maker for _, maker in item.stash.get(SERVERS, [])]
     line = regression_line(run, t.transport, makers)
     return f"{text}\n\nminimal plan (paste it above a regression test):\n{line}"
 
@@ -542,7 +541,7 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         "run": run.to_dict(),
         **verdict,
         "labels": labels,
-        "makers": [*item.stash.get(MAKERS, [])],
+        "makers": [maker for _, maker in item.stash.get(SERVERS, [])],
         "error": f"{item.stash.get(_ERROR, '').split(':')[0]}@{run.plan[-1][0] if run.plan else ''}",
         **where,
     }
@@ -633,7 +632,7 @@ def run_detail(item: pytest.Item) -> dict[str, Any]:
     """What a run observed as the HTML page draws it."""
     from pytest_mcpfaults.from_trace.capture import clean_run_detail
 
-    spans, servers = item.stash.get(_SPANS, []), item.stash.get(SERVERS, [])
+    spans, servers = item.stash.get(_SPANS, []), [s for s, _ in item.stash.get(SERVERS, [])]
     return clean_run_detail(spans, servers)
 
 
@@ -645,8 +644,7 @@ def observed(item: pytest.Item) -> tuple[list[Step], list[str], int]:
     labels: list[str] = []
     fired = 0
     servers = item.stash.get(SERVERS, [])
-    makers: list[str] = item.stash.get(MAKERS, [])
-    for number, (server, maker) in enumerate(zip(servers, makers, strict=True), 1):
+    for number, (server, maker) in enumerate(servers, 1):
         journal = getattr(server, "journal", None)
         if journal is None:
             continue

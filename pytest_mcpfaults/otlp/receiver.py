@@ -134,8 +134,7 @@ class OtlpService:
             return await (self.handle(request, conn.id) if mounted is None else mounted(request))
         finally:
             conn.busy -= 1
-            if request.protocol in self.conns.live:
-                self.conns.arm_idle(conn)
+            self.conns.arm_idle(conn)
 
     async def close(self) -> None:
         self.closed.set()

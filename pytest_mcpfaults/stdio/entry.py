@@ -43,14 +43,8 @@ def standalone(argv: Sequence[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m pytest_mcpfaults")
     parser = add_stdio_parser(parser.add_subparsers())
-    args = parser.parse_args(list(argv))
-    server = StdioServer(
-        faults=args.fault,
-        era=args.era,
-        tool_sets=args.tool_sets,
-        patience=args.patience,
-        tool_timeout=args.tool_timeout,
-    )
+    args = vars(parser.parse_args(list(argv)))  # each flag's dest is its option's name but --fault's
+    server = StdioServer(faults=args.pop("fault"), **args)
     server.guarded = False  # this process is the child: nothing outlives it
     server.start()
     env = server.env

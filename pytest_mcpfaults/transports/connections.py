@@ -67,8 +67,8 @@ class Connections:
 
         Lazy, as aiohttp's keep-alive timer is: each request only moves ``idle_since``; the one timer
         re-arms itself for the new deadline when it fires early, and does nothing while a request is
-        being handled (its end calls this again)."""
-        if conn.busy:
+        being handled (its end calls this again) or once the connection is gone."""
+        if conn.busy or conn.lost.done():
             return
         loop = asyncio.get_running_loop()
         conn.idle_since = loop.time()  # read by blackhole(idle=) too, with or without idle_timeout

@@ -468,8 +468,7 @@ class SocketListener:
                 self.tasks.discard(task)
             if conn is not None:
                 conn.busy -= 1
-                if not conn.lost.done():
-                    self.conns.arm_idle(conn)
+                self.conns.arm_idle(conn)
 
     async def handle_recorded(self, request: web.BaseRequest, conn: Conn, idle: float) -> web.StreamResponse:
         rid = self.journal.add_request(

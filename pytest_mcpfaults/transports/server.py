@@ -37,6 +37,8 @@ from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.transports import loop as _loop
 from pytest_mcpfaults.transports.legacy_sse import serve_legacy
 from pytest_mcpfaults.transports.listener import SocketListener
+from pytest_mcpfaults.verdicts import patience
+from pytest_mcpfaults.verdicts.violation import PatienceViolation
 from pytest_mcpfaults.verdicts.waits import SidecarWaits
 
 if TYPE_CHECKING:
@@ -378,6 +380,10 @@ class Sidecar(SidecarWaits):
         """Let every held request go (stalled bodies finish, hung requests are answered) and end a freeze."""
         if self.running:
             _loop.run(self._listener.release())
+
+    def patience_verdict(self, violations: Sequence[PatienceViolation]) -> str:
+        """The failure message for patience violations of this sidecar (see ``docs/hangs.md``)."""
+        return patience.patience_verdict(self, violations)
 
     def _require_running(self, what: str) -> None:
         if not self.running:
