@@ -127,6 +127,9 @@ def test_a_pair_its_first_fault_explains_is_not_counted_again_and_known_runs_cou
 def test_primary_files_a_run_under_what_it_found_while_it_ran() -> None:
     assert primary(["exception:ReadError", "left_open"]) == "exception:ReadError"
     assert primary(["left_open"]) == "left_open"
+    # session hygiene is read afterwards too: an escape's doing, and a client left open explains it
+    assert primary(["sessions", "exception:ReadError"]) == "exception:ReadError"
+    assert primary(["sessions", "left_open"]) == "left_open" and primary(["sessions"]) == "sessions"
     assert primary(["exception:X", "patience", "invariant:cleanup_at_most"]) == "invariant:cleanup_at_most"
     assert finding_key("patience", "a/b.py:3 in f", "t") == "patience at a/b.py in f"
 
@@ -340,9 +343,11 @@ import httpx
 import pytest
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+RUNNER = {"name": "r", "version": "1"}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "r", "version": "1"}}}
-CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": RUNNER}}
+CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "hi"}}}
 
 
 def open_session(http, url):
@@ -366,7 +371,8 @@ def test_retry_leaks(mcp_sidecar):
 @pytest.mark.mcp_sidecar(era="stateless")
 def test_escape(mcp_sidecar):
     with httpx.Client(timeout=5) as http:
-        headers = {**HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+        headers = {**HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                   "Mcp-Name": "echo"}
         if http.post(mcp_sidecar.mcp_url, json=CALL, headers=headers).status_code != 200:
             http.post(mcp_sidecar.mcp_url, json=CALL, headers=headers)  # the retry, a step of its own
             raise KeyError("result")  # after any failure, the retry's outcome aside
