@@ -314,9 +314,10 @@ def compare(
 
 
 def violating_runs(entries: Iterable[Mapping[str, Any]]) -> int:
-    """The explore runs that found something (a pair its first fault explains included), as the
-    coverage section counts them: one violation each."""
-    return sum(1 for e in entries for r in e.get("runs", ()) if r.get("verdict") in FOUND_VERDICTS)
+    """The explore runs that found something, a pair its first fault explains included (as the coverage
+    section counts them: one violation each), and a clean run whose failed checks are a finding."""
+    runs = (r for e in entries for r in (*e.get("clean_checks", ()), *e.get("runs", ())))
+    return sum(1 for r in runs if r.get("verdict") in FOUND_VERDICTS)
 
 
 def summary_lines(found: Sequence[Mapping[str, Any]], entries: Iterable[Mapping[str, Any]]) -> list[str]:
