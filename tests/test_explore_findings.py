@@ -4,6 +4,7 @@ with four known bugs, each exactly one finding, the same ones on a second run, a
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from pathlib import Path
@@ -126,6 +127,9 @@ def test_a_pair_its_first_fault_explains_is_not_counted_again_and_known_runs_cou
 def test_primary_files_a_run_under_what_it_found_while_it_ran() -> None:
     assert primary(["exception:ReadError", "left_open"]) == "exception:ReadError"
     assert primary(["left_open"]) == "left_open"
+    # session hygiene is read afterwards too: an escape's doing, and a client left open explains it
+    assert primary(["sessions", "exception:ReadError"]) == "exception:ReadError"
+    assert primary(["sessions", "left_open"]) == "left_open" and primary(["sessions"]) == "sessions"
     assert primary(["exception:X", "patience", "invariant:cleanup_at_most"]) == "invariant:cleanup_at_most"
     assert finding_key("patience", "a/b.py:3 in f", "t") == "patience at a/b.py in f"
 
@@ -332,3 +336,75 @@ def test_a_kinds_named_cells_are_grid_columns_of_their_own() -> None:
     entry = {"nodeid": "t.py::test_x", "runs": runs, "violations": [], "clean": "ok", "kinds": []}
     page = render([entry], {}, [])
     assert "<th>error_payload.gone</th>" in page and "<th>error_payload.failed</th>" in page
+
+
+HYGIENE = """
+import httpx
+import pytest
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+RUNNER = {"name": "r", "version": "1"}
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": RUNNER}}
+CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "hi"}}}
+
+
+def open_session(http, url):
+    sid = http.post(url, json=INIT, headers=HEADERS).headers["Mcp-Session-Id"]
+    return {**HEADERS, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
+
+
+@pytest.mark.mcp_explore(kinds=["status"], steps=["tool:echo#1"])
+@pytest.mark.mcp_sidecar(era="session")
+def test_retry_leaks(mcp_sidecar):
+    with httpx.Client(timeout=5) as http:
+        session = open_session(http, mcp_sidecar.mcp_url)
+        if http.post(mcp_sidecar.mcp_url, json=CALL, headers=session).status_code == 200:
+            http.delete(mcp_sidecar.mcp_url, headers=session)
+            return
+        retry = open_session(http, mcp_sidecar.mcp_url)  # a new session after the failure...
+        http.post(mcp_sidecar.mcp_url, json=CALL, headers=retry)  # ...never ended
+
+
+@pytest.mark.mcp_explore(kinds=["status"], depth=2)
+@pytest.mark.mcp_sidecar(era="stateless")
+def test_escape(mcp_sidecar):
+    with httpx.Client(timeout=5) as http:
+        headers = {**HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                   "Mcp-Name": "echo"}
+        if http.post(mcp_sidecar.mcp_url, json=CALL, headers=headers).status_code != 200:
+            http.post(mcp_sidecar.mcp_url, json=CALL, headers=headers)  # the retry, a step of its own
+            raise KeyError("result")  # after any failure, the retry's outcome aside
+"""
+
+
+def test_a_sessions_finding_has_its_title_and_both_summaries_count_the_same_violating_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    """A session-hygiene finding is titled and hinted as such (not as the test's own assertion), and the
+    terminal summary and merge-reports count the same violating runs as the coverage section: every
+    explore run that found something, a pair its first fault explains included (docs/explore.md)."""
+    pytester.makepyfile(test_hygiene=HYGIENE)
+    result = _explore(pytester, "-p", "no:cacheprovider", "--mcpfaults-report", "r.json")
+    out = result.stdout.str()
+    # test_escape: status@echo#1 escapes KeyError, and so does its pair at the retry (echo#2), which
+    # that first fault explains: one finding of 1 run, 2 violating runs; test_retry_leaks: 1 of each
+    assert "FAILED test_hygiene.py::test_escape[explore:status-at-tool:echo[1]+status-at-tool:echo[2]]" in out
+    assert "2 findings in 3 violating runs:" in out and "mcpfaults: 1 kind, 1 fired, 3 violations" in out
+    found = json.loads((pytester.path / "r.json").read_text())["findings"]
+    sessions = next(f for f in found if f["oracle"] == "sessions")
+    assert sessions["title"] == SESSIONS_TITLE
+    assert "open a new session" in sessions["hint"] and "DELETE" in sessions["hint"]
+    from pytest_mcpfaults.cli import main
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        assert main(["merge-reports", str(pytester.path / "m.json"), str(pytester.path / "r.json")]) == 0
+    assert "2 findings in 3 violating runs:" in said.getvalue()
+
+
+SESSIONS_TITLE = (
+    "the harness breaks session hygiene after a failure (a session never ended, a lost session called "
+    "again, or calls failed in the client): 1 run"
+)

@@ -225,6 +225,8 @@ def test_a_clean_run_failing_a_check_is_reported_and_its_campaign_goes_on_withou
         ["left_open"],
     )
     assert "violation of the clean run itself: left_open" in text
+    # the findings' header counts it among the violating runs (the coverage section does not: no fault)
+    assert "2 findings in 3 violating runs:" in text and "2 kinds, 2 fired, 2 violations" in text
     # ... and leads with a finding of its own in the report, beside the campaign's escaped 503
     found = json.loads(report.read_text())["findings"]
     leak = [f for f in found if f["oracle"] == "left_open"]

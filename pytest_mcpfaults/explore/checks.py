@@ -44,8 +44,9 @@ CHECKS: dict[str, Check] = {
         True,
     ),
     "sessions": Check(
-        "session hygiene (docs/hangs.md): a session the client opened was never ended (no `DELETE`), "
-        "or it called a session after the sidecar's 404 for it",
+        "session hygiene (docs/sessions.md): a session the client opened was never ended (no `DELETE`), "
+        "it called a session after the sidecar's 404 for it, or its calls after a failed one failed "
+        "without reaching the sidecar",
         True,
     ),
     "exception": Check(

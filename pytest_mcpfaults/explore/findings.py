@@ -23,6 +23,7 @@ __all__ = [
     "findings",
     "primary",
     "summary_lines",
+    "violating_runs",
 ]
 
 #: Each oracle (the part of a ``found`` entry before ``:``) and the class of bug it is, in report order.
@@ -30,6 +31,7 @@ CLASSES: dict[str, str] = {
     "invariant": "span flip",
     "patience": "hang",
     "left_open": "leak",
+    "sessions": "session hygiene",
     "exception": "escaped exception",
     "teardown": "escaped exception",
     "own_assert": "behaviour",
@@ -63,6 +65,8 @@ _INVARIANT_HINTS = {
 }
 _WHAT = {
     "left_open": "the harness leaves its connection to the server open after a failure",
+    "sessions": "the harness breaks session hygiene after a failure (a session never ended, a lost session "
+    "called again, or calls failed in the client)",
     "teardown": "the sidecar saw an error at the test's teardown",
 }
 _HINTS = {
@@ -70,6 +74,9 @@ _HINTS = {
     "httpx: timeout=...), so a cut or held answer ends the call",
     "left_open": "close the client on every path (`async with`, or try/finally), a failed initialize "
     "included",
+    "sessions": "end every session the client opens with a `DELETE`, on the error path too; on a 404 for "
+    "its session id, open a new session instead of calling the lost one; after a failed call, send the "
+    "next one instead of failing it in the client (the run's failure says which: docs/sessions.md)",
 }
 
 
@@ -80,7 +87,7 @@ def oracle_of(found: str) -> str:
 
 #: Oracles checked once the test is over: a run that also found something while it ran is filed under
 #: that (a connection left open after an escaped exception is the escape's doing, not a bug of its own).
-AFTERWARDS = ("left_open", "teardown")
+AFTERWARDS = ("left_open", "sessions", "teardown")
 
 
 def primary(found: Sequence[str]) -> str:
@@ -306,11 +313,17 @@ def compare(
     return gate
 
 
-def summary_lines(found: Sequence[Mapping[str, Any]], violating_runs: int) -> list[str]:
-    """The findings, as the terminal summary leads with them."""
-    n = len(found)
-    lines = [f"{n} finding{'s' if n != 1 else ''} in {violating_runs} violating run"
-             f"{'s' if violating_runs != 1 else ''}:"]  # fmt: skip
+def violating_runs(entries: Iterable[Mapping[str, Any]]) -> int:
+    """The explore runs that found something, a pair its first fault explains included (as the coverage
+    section counts them: one violation each), and a clean run whose failed checks are a finding."""
+    runs = (r for e in entries for r in (*e.get("clean_checks", ()), *e.get("runs", ())))
+    return sum(1 for r in runs if r.get("verdict") in FOUND_VERDICTS)
+
+
+def summary_lines(found: Sequence[Mapping[str, Any]], entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The findings of explore ``entries``, as the terminal summary and ``merge-reports`` lead with them."""
+    n, runs = len(found), violating_runs(entries)
+    lines = [f"{n} finding{'s' if n != 1 else ''} in {runs} violating run{'s' if runs != 1 else ''}:"]
     for i, f in enumerate(found, 1):
         tags = [t for t, on in (("known", f.get("known")), ("unstable", f.get("unstable"))) if on]
         lines.append(f"{i}. {f['title']}" + (f" [{', '.join(tags)}]" if tags else ""))

@@ -95,8 +95,7 @@ def merge_files(out: str, inputs: Sequence[str], baseline: str | None, say: Text
         f"merged {len(inputs)} reports into {out}: {len(report.tests)} tests, {runs} explore runs, "
         f"{len(found)} findings\n"
     )
-    violating = sum(1 for e in explore for r in e["runs"] if r["verdict"] in ("violation", "known"))
-    for line in summary_lines(found, violating) if explore else []:
+    for line in summary_lines(found, explore) if explore else []:
         say.write(line + "\n")
     if gate is not None:
         say.write(

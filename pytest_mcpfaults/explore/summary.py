@@ -253,7 +253,7 @@ class ExploreReport:
         tr = terminalreporter
         tr.write_sep("=", "mcpfaults: explore", bold=True)
         tests, found = self.tests(), self.findings()
-        for line in findings_lines(found, sum(len(f["runs"]) for f in found)):
+        for line in findings_lines(found, tests):
             tr.write_line(line, red=line[:1].isdigit() and "[known" not in line)
         gate = self.gate()
         if gate is not None:
