@@ -30,8 +30,6 @@ from pytest_mcpfaults.options.validation import is_count, is_loopback_host
 from pytest_mcpfaults.transports.control import CONTROL_PREFIX, Control
 from pytest_mcpfaults.transports.server import Sidecar
 
-__all__ = ["build_parser", "main"]
-
 _PROG = "python -m pytest_mcpfaults"
 #: How many requests (and connections) ``serve`` keeps in its journal by default (``--journal-limit``).
 DEFAULT_JOURNAL_LIMIT = 10_000

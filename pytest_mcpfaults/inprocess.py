@@ -34,6 +34,7 @@ from respx.models import PassThrough
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import halve, shape_of
 from pytest_mcpfaults.core import core
+from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.explore.ambient import HAND
 from pytest_mcpfaults.mcp.endpoint import reply_body
 from pytest_mcpfaults.options.fields import build_options, with_options
@@ -295,7 +296,7 @@ class InProcessSidecar(SidecarViews):
         try:
             try:
                 answer = _run_inline(self.core.decide(rid, incoming, transport))
-            except core.Dropped:  # a die: the socket sidecar resets the connection
+            except Dropped:  # a die: the socket sidecar resets the connection
                 raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request) from None
             assert answer is not None  # no event streams in-process (get_stream=False)
             reply, fault = answer.reply, answer.fault

@@ -9,8 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["lazy_exports"]
-
 
 def _type_checking_imports(source: str) -> tuple[dict[str, str], list[str]]:
     where: dict[str, str] = {}

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.core.core import Answer, Dropped, Incoming, SidecarCore
+from pytest_mcpfaults.core.core import Answer, Incoming, SidecarCore
+from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.routing import jitter
 from pytest_mcpfaults.mcp.tools import Tool
 from pytest_mcpfaults.options.fields import SidecarOptions

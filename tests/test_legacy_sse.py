@@ -23,7 +23,8 @@ from test_reliability import process_tcp_sockets
 
 from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.core.core import Dropped, Incoming, SidecarCore
+from pytest_mcpfaults.core.core import Incoming, SidecarCore
+from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.faults import format_plan
 from pytest_mcpfaults.options.fields import SidecarOptions
 from pytest_mcpfaults.strategies import fault_plans

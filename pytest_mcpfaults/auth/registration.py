@@ -22,22 +22,6 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from pytest_mcpfaults.mcp.jsonrpc import Reply
 
-__all__ = [
-    "AUTHORIZE_PATH",
-    "CHALLENGE_METHODS",
-    "CLIENT_AUTH_METHODS",
-    "CODE_LIFETIME",
-    "GRANTS",
-    "MAX_CLIENTS",
-    "MAX_CODES",
-    "MAX_REDIRECT_URIS",
-    "MAX_REDIRECT_URI_CHARS",
-    "REGISTER_PATH",
-    "Clients",
-    "Redeemed",
-    "oauth_error",
-]
-
 REGISTER_PATH = "/oauth/register"
 AUTHORIZE_PATH = "/oauth/authorize"
 #: The PKCE challenge methods the authorization endpoint takes (``plain`` is refused: OAuth 2.1).

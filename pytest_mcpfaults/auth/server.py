@@ -31,24 +31,6 @@ from pytest_mcpfaults.auth.registration import (
 from pytest_mcpfaults.core.records import AuthSeen, RequestRecord
 from pytest_mcpfaults.mcp.jsonrpc import Reply
 
-__all__ = [
-    "ASM_PATH",
-    "AUTH_GRANTS",
-    "MAX_TOKENS",
-    "PRM_PATH",
-    "TOKEN_PATH",
-    "AuthFollowUp",
-    "AuthInfo",
-    "AuthServer",
-    "auth_follow_ups",
-    "challenge",
-    "challenge_error",
-    "check_auth",
-    "check_auth_plan",
-    "reauthorization_problems",
-    "refusal",
-]
-
 #: Where the protected resource metadata is served (and under it, the MCP path: RFC 9728's form).
 PRM_PATH = "/.well-known/oauth-protected-resource"
 #: Where the authorization server metadata is served.

@@ -13,20 +13,6 @@ from typing import AnyStr, Literal
 
 from pytest_mcpfaults import faults as F
 
-__all__ = [
-    "PLAIN",
-    "BodyShaper",
-    "Cut",
-    "Hold",
-    "Shape",
-    "Sleep",
-    "Step",
-    "Write",
-    "halve",
-    "halve_event",
-    "shape_of",
-]
-
 
 @dataclass(frozen=True)
 class Write:

@@ -8,8 +8,6 @@ from typing import Any
 
 from pytest_mcpfaults import faults as F
 
-__all__ = ["pipe_writes"]
-
 
 @singledispatch
 def pipe_writes(fault: F.Fault | None) -> tuple[dict[str, Any], ...]:

@@ -9,8 +9,6 @@ from functools import singledispatch
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.routing import jitter
 
-__all__ = ["Dying", "Effect", "Holding", "Notifying", "Pausing", "effect_of"]
-
 
 @dataclass(frozen=True)
 class Dying:

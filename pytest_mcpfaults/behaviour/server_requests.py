@@ -13,8 +13,6 @@ from typing import Any
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.mcp.jsonrpc import sse_message
 
-__all__ = ["Outbound", "check_outbound_plan", "malformed_event", "malformed_input", "outbound_effect"]
-
 
 @dataclass(frozen=True)
 class Outbound:

@@ -33,8 +33,6 @@ from pytest_mcpfaults.core.records import (
 from pytest_mcpfaults.faults.kinds import CancelEffect
 from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, McpRequest, Reply
 
-__all__ = ["Cancellations", "unanswered"]
-
 _OUTCOME: dict[CancelEffect, CancelOutcome] = {"stop": "stopped", "ignore": "ignored", "answer": "answered"}
 
 

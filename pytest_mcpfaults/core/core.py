@@ -33,19 +33,6 @@ from pytest_mcpfaults.options.validation import is_loopback_host
 if TYPE_CHECKING:
     from pytest_mcpfaults.options.fields import SidecarOptions
 
-__all__ = [
-    "SINGLE_HEADERS",
-    "Answer",
-    "Dropped",
-    "Incoming",
-    "PathTransport",
-    "SidecarCore",
-    "Step",
-    "Transport",
-    "Upstream",
-    "security_problem",
-]
-
 #: Headers an MCP request may carry once: a repeat is 400 (which copy a server, or a proxy in front of
 #: it, would read is anyone's guess). ``Accept`` is not one: it is a list (RFC 9110 5.3: repeats are
 #: one list), the sidecar does not read it, and the SDK's servers accept a repeat, which the mcp 1.26

@@ -7,8 +7,6 @@ import traceback
 from collections.abc import Sequence
 from typing import Literal
 
-__all__ = ["Dropped", "ErrorLog", "SidecarError", "SidecarState"]
-
 SidecarState = Literal["new", "running", "frozen", "dead", "stopped"]
 """A sidecar's lifecycle state (``sidecar.state``); only the socket sidecar is ever ``'frozen'``."""
 

@@ -10,8 +10,6 @@ import threading
 from collections.abc import Callable
 from typing import Literal
 
-__all__ = ["Event", "Listener", "notify", "on_event"]
-
 #: What happened: a journal was made (``'sidecar'``) or a fault fired (``'fired'``).
 Event = Literal["sidecar", "fired"]
 #: ``listener(event, value)``: ``('sidecar', None)`` or ``('fired', '<kind>')``.

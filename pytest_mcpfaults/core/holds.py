@@ -11,8 +11,6 @@ from typing import Any
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import BudgetSource, Held, HoldOutcome, RequestRecord
 
-__all__ = ["Holds", "patience_of"]
-
 
 def patience_of(
     fault: object, server: float | None, expect_hang: bool = False

@@ -23,8 +23,6 @@ from pytest_mcpfaults.core.records import (
 from pytest_mcpfaults.options.validation import is_count
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
-__all__ = ["Journal"]
-
 
 class Journal:
     """Thread-safe store of what a sidecar saw: requests, connections and the logs beside them.

@@ -10,8 +10,6 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.routing import PlanEntry, RequestInfo, pick
 
-__all__ = ["Plan"]
-
 
 class Plan:
     """``entries``: the faults aimed at requests; ``events``: those aimed at a stdio child's events

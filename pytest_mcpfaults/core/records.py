@@ -13,29 +13,6 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pytest_mcpfaults.mcp.jsonrpc import ErrorBy, RequestEra
 
-__all__ = [
-    "GROUPS",
-    "AuthSeen",
-    "BudgetSource",
-    "CancelHow",
-    "CancelOutcome",
-    "CancelSeen",
-    "CancellationRecord",
-    "ClosedBy",
-    "ConnectionRecord",
-    "FiredRecord",
-    "Held",
-    "HoldOutcome",
-    "RecordLog",
-    "RequestRecord",
-    "ServerMessageLog",
-    "ServerMessageOutcome",
-    "ServerMessageRecord",
-    "StreamRecord",
-    "UpstreamFailure",
-    "UpstreamLeg",
-]
-
 HoldOutcome = Literal["released", "client_closed", "patience", "teardown", "cancelled"]
 BudgetSource = Literal["fault", "sidecar"]
 """Where a patience budget came from: the fault's own ``patience=``, or the server's."""

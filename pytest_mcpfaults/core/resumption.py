@@ -24,8 +24,6 @@ from pytest_mcpfaults.core.records import StreamRecord
 from pytest_mcpfaults.mcp.endpoint import encode
 from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, INVALID_REQUEST, Reply, client_error, rpc_error
 
-__all__ = ["MAX_ID_DIGITS", "RETAINED_BYTES", "RETAINED_EVENTS", "Resumed", "Resumption", "primes"]
-
 #: The events a sidecar keeps for replay, across its streams; the oldest are forgotten first.
 RETAINED_EVENTS = 4096
 #: The bytes of those events (a stream bigger than this keeps only its newest events).

@@ -22,18 +22,6 @@ from pytest_mcpfaults.faults.triggers import Target, parse_target
 from pytest_mcpfaults.mcp.endpoint import McpEndpoint
 from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, McpRequest, Reply, rpc_error, tool_result
 
-__all__ = [
-    "PlanEntry",
-    "RequestInfo",
-    "RouteKind",
-    "answer_reply",
-    "applies",
-    "jitter",
-    "pick",
-    "record_matches",
-    "resting",
-]
-
 PlanEntry = tuple[F.Fault, F.TriggerState]
 RouteKind = Literal["health", "mcp", "other"]
 """Which endpoint a request went to (:attr:`RequestInfo.kind`)."""

@@ -8,8 +8,6 @@ import sys
 from collections.abc import Awaitable
 from typing import TypeVar
 
-__all__ = ["within"]
-
 T = TypeVar("T")
 
 

@@ -11,8 +11,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HAND", "Hand"]
-
 
 @dataclass(frozen=True)
 class Hand:

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from pytest_mcpfaults.invariants import ALL_INVARIANTS
 
-__all__ = ["CHECKS", "Check", "check_names", "check_of", "checks_table", "kept_off", "whole_footprint"]
-
 
 @dataclass(frozen=True)
 class Check:

@@ -13,19 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = [
-    "CLASSES",
-    "ORDER",
-    "Finding",
-    "Gate",
-    "compare",
-    "finding_key",
-    "findings",
-    "primary",
-    "summary_lines",
-    "violating_runs",
-]
-
 #: Each oracle (the part of a ``found`` entry before ``:``) and the class of bug it is, in report order.
 CLASSES: dict[str, str] = {
     "invariant": "span flip",

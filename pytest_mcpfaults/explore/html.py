@@ -11,8 +11,6 @@ from typing import Any
 
 from pytest_mcpfaults.explore.findings import VERDICTS, kind_of, step_of
 
-__all__ = ["COLOURS", "render"]
-
 #: The grid's colour of each verdict.
 COLOURS: dict[str, str] = {verdict: colour for verdict, (_, colour) in VERDICTS.items()}
 

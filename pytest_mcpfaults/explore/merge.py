@@ -15,8 +15,6 @@ from typing import Any, TextIO
 
 from pytest_mcpfaults.report import Report, ReportError, load_report, merge, missing_required, write_report
 
-__all__ = ["merge_explore", "merge_files"]
-
 
 def _union(entries: Sequence[Mapping[str, Any]], key: str, ident: str) -> list[Any]:
     out: dict[str, Any] = {}

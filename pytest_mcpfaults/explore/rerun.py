@@ -16,8 +16,6 @@ import pytest
 from pytest_mcpfaults._pytest.records import explore_run
 from pytest_mcpfaults.explore.summary import REPORT_ATTR
 
-__all__ = ["Rerun"]
-
 
 def _outcome(reports: list[pytest.TestReport]) -> dict[str, Any] | None:
     return next(

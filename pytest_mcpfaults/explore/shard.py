@@ -16,8 +16,6 @@ import pytest
 
 from pytest_mcpfaults._pytest.records import explore_run
 
-__all__ = ["OPTION", "Shard", "addoption", "configure", "parse_shard", "shard_of"]
-
 OPTION = "--mcpfaults-shard"
 _FORM = "K/N with whole numbers 1 <= K <= N (e.g. 2/4: the second of four shards)"
 

@@ -16,8 +16,6 @@ from typing import Any
 
 from pytest_mcpfaults._pytest.blocked import own_code
 
-__all__ = ["NOT_HARNESS", "harness_frame", "where_of"]
-
 #: Top-level packages that are never the harness, wherever they are installed from.
 NOT_HARNESS = frozenset(
     {

@@ -11,8 +11,6 @@ from pytest_mcpfaults.faults.kinds import KIND_NAME, Fault, fault_kinds
 from pytest_mcpfaults.faults.triggers import Trigger
 from pytest_mcpfaults.faults.values import parse_value
 
-__all__ = ["MAX_SPEC_CHARS", "as_plan", "fault_from_dict", "format_plan", "parse_fault", "parse_plan"]
-
 # -- text form and dicts -------------------------------------------------------------------------
 
 # Unrolled loops (``[^q\\]*(?:\\.[^q\\]*)*``): one way to match each string, so time linear in its length.

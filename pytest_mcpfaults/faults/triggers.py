@@ -11,8 +11,6 @@ from typing import Literal
 
 from pytest_mcpfaults.options.validation import check_count, is_probability
 
-__all__ = ["MCP_METHODS", "Target", "TargetKind", "Trigger", "TriggerState", "check_target", "parse_target"]
-
 MCP_METHODS: tuple[str, ...] = (
     "initialize",
     "ping",

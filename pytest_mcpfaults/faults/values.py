@@ -8,8 +8,6 @@ from __future__ import annotations
 import ast
 import json
 
-__all__ = ["format_value", "parse_value"]
-
 
 def format_value(value: object) -> str:
     """The text form of one parameter value: ``none``, ``true``/``false``, a number, a plain word, or a

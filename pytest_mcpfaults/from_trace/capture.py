@@ -10,8 +10,6 @@ from typing import Any
 
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["clean_run_detail"]
-
 
 def _sec(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e9

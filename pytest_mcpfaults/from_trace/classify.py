@@ -13,8 +13,6 @@ from typing import Any
 
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["Candidate", "classify", "span_text", "template"]
-
 #: Characters of a span's text kept in a fault's message.
 MAX_TEXT = 300
 

@@ -19,8 +19,6 @@ from typing import IO, Any
 
 from pytest_mcpfaults.options.text import seconds_text
 
-__all__ = ["add_parser", "main", "read_file"]
-
 _NODEID = re.compile(r"^(?P<path>[^:]+\.py)::(?P<test>[A-Za-z_]\w*)$")
 
 

@@ -14,8 +14,6 @@ from pytest_mcpfaults.from_trace.read import TraceError, plugin_spans
 from pytest_mcpfaults.from_trace.trace import Trace, check_trace, index_spans
 from pytest_mcpfaults.spans.queries import Patterns
 
-__all__ = ["Call", "CleanRun", "clean_run_from_detail", "place_calls"]
-
 
 @dataclass(frozen=True)
 class Call:

@@ -22,8 +22,6 @@ from pytest_mcpfaults.from_trace.trace import Trace
 from pytest_mcpfaults.spans.queries import DEFAULT_CLEANUP, DEFAULT_SESSION, Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["MAX_CANDIDATES", "MAX_PLANS", "Inference", "Inferred", "SpanNames", "TraceRun", "infer"]
-
 #: Faults listed at most for one span (requests × kinds that fit).
 MAX_CANDIDATES = 6
 #: Plans :meth:`Inferred.plans` gives at most: the planned one, then one other candidate at a time.

@@ -18,8 +18,6 @@ from pytest_mcpfaults.from_trace.trace import Trace
 from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["Match", "Places", "describe_place", "match_span", "places"]
-
 SESSION = "<session>"
 Place = tuple[tuple[str, int], ...]
 How = Literal["place", "name", "none"]

@@ -13,8 +13,6 @@ from typing import Any
 
 from pytest_mcpfaults.spans.records import RecordedEvent, RecordedSpan
 
-__all__ = ["FORMATS", "MAX_TRACE_BYTES", "Read", "TraceError", "decode_trace", "plugin_spans"]
-
 #: The largest trace file read (64 MiB: an OTLP/JSON export of some 100,000 spans).
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 #: What a trace file may be, as the errors name it.

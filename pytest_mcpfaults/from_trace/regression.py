@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 
-__all__ = ["replay"]
-
 
 def replay(
     module: str, test: str, plan: Sequence[str], namespace: MutableMapping[str, Any]

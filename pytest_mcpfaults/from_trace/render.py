@@ -7,8 +7,6 @@ import textwrap
 
 from pytest_mcpfaults.from_trace.infer import Inferred
 
-__all__ = ["inferred_lines", "regression_test"]
-
 
 def inferred_lines(inferred: Inferred, source: str) -> list[str]:
     """Span → request → fault for each span mapped, then what could not be mapped, then the plan."""

@@ -15,8 +15,6 @@ from pytest_mcpfaults.from_trace.trace import Trace, index_spans
 from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["MAX_DIFFERENCES", "shape_differences"]
-
 #: Differences listed at most (the count says how many more).
 MAX_DIFFERENCES = 10
 

@@ -13,8 +13,6 @@ from pytest_mcpfaults.from_trace.read import TraceError
 from pytest_mcpfaults.spans.queries import Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["MAX_LISTED", "Trace", "check_trace", "index_spans", "listed", "pick_trace"]
-
 #: Trace ids or span names listed at most in one error message.
 MAX_LISTED = 10
 

@@ -33,8 +33,6 @@ from pytest_mcpfaults.mcp.sessions import Sessions
 from pytest_mcpfaults.mcp.tools import CONTEXT, BuiltinTool, Tool, ToolResultError
 from pytest_mcpfaults.mcp.worker_calls import SyncToolContext, on_worker
 
-__all__ = ["LOG_LEVEL_META", "ToolCalls", "ToolTimeoutError"]
-
 #: The ``_meta`` key a stateless-era request names its logging level with.
 LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
 

@@ -12,8 +12,6 @@ from typing import Any
 from pytest_mcpfaults.mcp.outbound import LOG_LEVELS, ToolContext
 from pytest_mcpfaults.mcp.tools import BuiltinTool
 
-__all__ = ["CLIENT_TOOLS"]
-
 
 async def _ask_user(ctx: ToolContext, message: str) -> dict[str, Any]:
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}}

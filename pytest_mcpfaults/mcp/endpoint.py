@@ -36,18 +36,6 @@ from pytest_mcpfaults.mcp.sessions import Sessions
 from pytest_mcpfaults.mcp.surface import SURFACE_METHODS, Surface, SurfaceError
 from pytest_mcpfaults.mcp.tools import Tool
 
-__all__ = [
-    "ERAS",
-    "AnswerSource",
-    "Era",
-    "McpEndpoint",
-    "Reply",
-    "encode",
-    "fit_structured",
-    "learn_listing",
-    "reply_body",
-]
-
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = ("2026-07-28",)
 Era = Literal["auto", "stateless", "session"]

@@ -9,19 +9,6 @@ from typing import Any, Literal, TypeVar
 from pytest_mcpfaults.mcp.listen import Listen
 from pytest_mcpfaults.mcp.tools import ToolContent
 
-__all__ = [
-    "EVENT_STREAM",
-    "ErrorBy",
-    "McpRequest",
-    "Reply",
-    "RequestEra",
-    "client_error",
-    "ok",
-    "rpc_error",
-    "sse_message",
-    "tool_result",
-]
-
 _T = TypeVar("_T")
 RequestEra = Literal["stateless", "session"]
 """The era of one request (:attr:`McpRequest.era`, ``RequestRecord.era``)."""

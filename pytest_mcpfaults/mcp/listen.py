@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LISTEN_FLAGS", "LISTEN_METHOD", "SUBSCRIPTION_ID", "UPDATED", "URIS", "Listen", "listen_request"]
-
 LISTEN_METHOD = "subscriptions/listen"
 #: The ``_meta`` key every frame of a listen stream carries: the listen request's JSON-RPC id.
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"

@@ -22,18 +22,6 @@ from pytest_mcpfaults.behaviour.server_requests import Outbound, malformed_event
 from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.records import ServerMessageLog
 
-__all__ = [
-    "LOG_LEVELS",
-    "SERVER_REQUESTS",
-    "ClientRequestError",
-    "Link",
-    "NotInThisEra",
-    "ServerMessages",
-    "ToolContext",
-    "level_problem",
-    "notify_before",
-]
-
 #: The MCP logging levels, least severe first (RFC 5424's).
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 #: The requests a tool can send the client (:meth:`ToolContext.request`).

@@ -17,8 +17,6 @@ from typing import Any
 
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages, ToolContext
 
-__all__ = ["InputRounds", "LostRound"]
-
 
 @dataclass(eq=False)
 class _Round:

@@ -18,8 +18,6 @@ import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["ArgumentCheck", "argument_checker", "non_finite"]
-
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "number": (int, float),

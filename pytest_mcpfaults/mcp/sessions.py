@@ -7,8 +7,6 @@ import uuid
 from pytest_mcpfaults.mcp.outbound import level_problem
 from pytest_mcpfaults.mcp.surface import Surface
 
-__all__ = ["Sessions"]
-
 
 class Sessions(dict[str, str]):
     """Live session id -> its negotiated protocol version (a proxy notes its upstream's here too).

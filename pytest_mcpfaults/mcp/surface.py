@@ -10,17 +10,6 @@ from typing import Any
 
 from pytest_mcpfaults.mcp.uri_template import MAX_URI_CHARS, UriTemplate
 
-__all__ = [
-    "SURFACE_METHODS",
-    "Prompt",
-    "PromptArgument",
-    "Resource",
-    "ResourceTemplate",
-    "Surface",
-    "SurfaceError",
-    "check_surface",
-]
-
 INVALID_PARAMS, RESOURCE_NOT_FOUND = -32602, -32002
 
 PromptMessages = Sequence[Mapping[str, Any]]

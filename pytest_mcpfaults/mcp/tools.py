@@ -19,17 +19,6 @@ from typing import Any
 
 from pytest_mcpfaults.mcp.schema import ArgumentCheck, argument_checker
 
-__all__ = [
-    "DEFAULT_TOOL_SETS",
-    "TOOL_SETS",
-    "BenchmarkSession",
-    "BenchmarkSessions",
-    "BuiltinTool",
-    "Tool",
-    "ToolContent",
-    "ToolResultError",
-]
-
 ToolHandler = Callable[..., Any] | Callable[..., Awaitable[Any]]
 #: The name of the handler parameter that gets the call's ``ToolContext``.
 CONTEXT = "ctx"

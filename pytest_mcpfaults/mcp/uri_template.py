@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["DELIMITERS", "MAX_URI_CHARS", "VARIABLE", "UriTemplate"]
-
 #: The characters a variable never matches (a path segment's ends, the query's and fragment's starts).
 DELIMITERS = "/?#"
 #: The longest URI a ``resources/read``, ``resources/subscribe`` or ``resources/unsubscribe`` may

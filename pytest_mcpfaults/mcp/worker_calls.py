@@ -13,8 +13,6 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["RanOn", "SyncToolContext", "on_worker"]
-
 RanOn = Callable[[bool], None]
 
 

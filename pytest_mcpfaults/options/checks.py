@@ -13,29 +13,6 @@ from urllib.parse import urlsplit
 from pytest_mcpfaults.mcp.endpoint import Era
 from pytest_mcpfaults.options.validation import is_loopback_host
 
-__all__ = [
-    "DEFAULT_IDLE_TIMEOUT",
-    "DEFAULT_OTLP_PATH",
-    "DEFAULT_PATIENCE",
-    "DEFAULT_TOOL_TIMEOUT",
-    "DEFAULT_UPSTREAM_TIMEOUT",
-    "HOP_BY_HOP",
-    "NOT_FORWARDED",
-    "REPLY_MODES",
-    "TRANSPORTS",
-    "WHO",
-    "ReplyMode",
-    "TransportName",
-    "check_path",
-    "check_path_option",
-    "check_strings",
-    "check_transport",
-    "check_upstream_command",
-    "check_upstream_headers",
-    "check_upstream_serve",
-    "check_upstream_url",
-]
-
 DEFAULT_PATIENCE = 5.0
 DEFAULT_TOOL_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 60.0

@@ -60,21 +60,6 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.proxy.cassette.redact import Redactor
     from pytest_mcpfaults.spans.recorder import SpanRecorder
 
-__all__ = [
-    "BACKENDS",
-    "Option",
-    "SidecarOptions",
-    "add_serve_flags",
-    "build_options",
-    "check_options",
-    "documents_options",
-    "option",
-    "option_fields",
-    "options_from_args",
-    "takes_options",
-    "with_options",
-]
-
 #: The backends an option can apply to: the socket ``Sidecar``, the in-process ``mock_sidecar`` and
 #: ``StdioServer``; each builds its :class:`SidecarOptions` with :func:`build_options`.
 BACKENDS = ("socket", "in-process", "stdio")

@@ -12,17 +12,6 @@ from pytest_mcpfaults.mcp.tools import TOOL_SETS
 from pytest_mcpfaults.options.checks import check_path
 from pytest_mcpfaults.options.validation import is_count, parse_seconds
 
-__all__ = [
-    "auth_text",
-    "command_text",
-    "fault_text",
-    "path_text",
-    "port_text",
-    "seconds_text",
-    "tool_sets_text",
-    "upstream_headers_text",
-]
-
 
 def auth_text(text: str) -> str | list[str]:
     """``oauth`` (the sidecar issues tokens) or a comma-separated list of accepted bearer tokens."""

@@ -10,21 +10,6 @@ import ipaddress
 import math
 from typing import TypeGuard
 
-__all__ = [
-    "LOOPBACK_NAMES",
-    "MAX_FAULT_SECONDS",
-    "check_bool",
-    "check_count",
-    "check_seconds",
-    "is_count",
-    "is_finite_number",
-    "is_integer",
-    "is_loopback_host",
-    "is_positive_seconds",
-    "is_probability",
-    "parse_seconds",
-]
-
 
 def is_finite_number(value: object) -> TypeGuard[float]:
     """Whether ``value`` is a finite ``int`` or ``float``, not a bool (``10**400``: no timer can take it)."""

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.transports.server import Sidecar
 
-__all__ = ["MAX_WAIT", "MAX_WAITS", "SpanWork", "span_json", "span_routes"]
-
 #: The longest ``timeout=`` a control request may wait for spans, in seconds.
 MAX_WAIT = 60.0
 #: How many ``wait_for=`` waits may be pending at once; one more is answered 503.

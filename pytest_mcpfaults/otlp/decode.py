@@ -19,21 +19,6 @@ from typing import Any
 
 from pytest_mcpfaults.spans.records import UIDS, RecordedEvent, RecordedSpan
 
-__all__ = [
-    "INVALID_ARGUMENT",
-    "JSON",
-    "PROTOBUF",
-    "UNIMPLEMENTED",
-    "Batch",
-    "Decoded",
-    "LazyAttributes",
-    "OtlpDecodeError",
-    "decode_export",
-    "decode_json",
-    "encode_response",
-    "encode_status",
-]
-
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 #: OTLP status codes by number (``STATUS_CODE_UNSET`` = 0, ``_OK`` = 1, ``_ERROR`` = 2).

@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = ["DECODE_OFF_LOOP", "OtlpService", "OtlpStats"]
-
 #: Bodies larger than this (bytes, decompressed) are decoded off the loop; smaller ones cost less
 #: than the hop to a thread.
 DECODE_OFF_LOOP = 32 * 1024

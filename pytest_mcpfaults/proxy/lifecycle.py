@@ -20,8 +20,6 @@ from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.proxy.streams import RelayedStream, StreamLog
 from pytest_mcpfaults.stdio import guardian
 
-__all__ = ["START_TIMEOUT", "UpstreamServer", "UpstreamShutdownHang", "free_port", "signal_group"]
-
 #: The last bytes of the server's output (stdout and stderr) kept for messages.
 OUTPUT_TAIL = 8192
 #: Seconds :meth:`UpstreamServer.start` waits for the server to accept connections, by default.

@@ -31,8 +31,6 @@ from pytest_mcpfaults.proxy.relay import NotificationTap, listed_response, relay
 from pytest_mcpfaults.proxy.upstream import Upstream, UpstreamError, UpstreamResponse, gateway_error
 from pytest_mcpfaults.transports.inject import Delivery, deliver
 
-__all__ = ["Proxy", "Relayed"]
-
 
 @dataclass
 class Relayed(Reply):

@@ -18,20 +18,13 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Shape, halve, shape_of
+from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.mcp.endpoint import encode, fit_structured
 from pytest_mcpfaults.mcp.jsonrpc import Reply, sse_message
 from pytest_mcpfaults.proxy.sse_parse import SseParser
 from pytest_mcpfaults.proxy.upstream import Abandoned, UpstreamError, UpstreamResponse
-from pytest_mcpfaults.transports.inject import Delivery, Dropped, cut, write_steps
+from pytest_mcpfaults.transports.inject import Delivery, cut, write_steps
 
-__all__ = [
-    "EVENT_MAX_BYTES",
-    "REWRITE_MAX_BYTES",
-    "NotificationTap",
-    "listed_response",
-    "relay",
-    "shaped_like",
-]
 #: A JSON answer of at most this many bytes (its Content-Length) that no body fault shapes is relayed in
 #: one write once it has come; anything else is relayed chunk by chunk as the upstream sends it.
 _ONE_WRITE = 1 << 16

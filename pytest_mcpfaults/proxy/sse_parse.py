@@ -5,8 +5,6 @@ received, and lets an event longer than ``max_bytes`` go as it comes. Each byte 
 
 from __future__ import annotations
 
-__all__ = ["SseParser"]
-
 _FIELDS = (b"event", b"id", b"retry")
 
 

@@ -40,8 +40,6 @@ from pytest_mcpfaults.proxy.upstream import UpstreamError, gateway_error
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.transports.loop import cancel_all
 
-__all__ = ["Piped", "StdioUpstream"]
-
 #: How long the child gets after SIGTERM, and then after SIGKILL.
 _TERM_BOUND = 1.0
 #: The longest line read from the child's stdout.

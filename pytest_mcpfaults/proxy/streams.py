@@ -10,8 +10,6 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-__all__ = ["MAX_STREAMS", "Framing", "RelayedStream", "StreamEnd", "StreamEntry", "StreamLog"]
-
 Framing = Literal["chunked", "content-length", "close-delimited"]
 StreamEnd = Literal["complete", "cut", "closed by the sidecar"]
 #: The most answers kept (the oldest are dropped first).

@@ -35,8 +35,6 @@ from pytest_mcpfaults.mcp.jsonrpc import Reply, rpc_error
 from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
 from pytest_mcpfaults.proxy.streams import Framing, StreamEntry, StreamLog
 
-__all__ = ["Abandoned", "Upstream", "UpstreamError", "UpstreamResponse", "end_to_end", "gateway_error"]
-
 #: JSON-RPC code of a gateway's error (the implementation-defined server error range).
 GATEWAY_ERROR = -32000
 

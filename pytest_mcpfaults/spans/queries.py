@@ -10,16 +10,6 @@ from typing import TypeAlias
 
 from pytest_mcpfaults.spans.records import RecordedSpan, format_tree
 
-__all__ = [
-    "DEFAULT_CLEANUP",
-    "DEFAULT_SESSION",
-    "Patterns",
-    "SpanLookupError",
-    "find_spans",
-    "matches",
-    "one_span",
-]
-
 DEFAULT_SESSION: tuple[str, ...] = ("Agent.Session",)
 """Default span-name globs of a harness's session spans (the ``mcpfaults_session_spans`` ini default)."""
 DEFAULT_CLEANUP: tuple[str, ...] = ("MCP.DeleteSession",)

@@ -48,8 +48,6 @@ if TYPE_CHECKING:
 else:
     _ProcessorBase = object
 
-__all__ = ["SpanRecorder", "SpanWiringWarning", "global_recorder", "install_recorder"]
-
 _P = TypeVar("_P", bound="TracerProvider")
 
 

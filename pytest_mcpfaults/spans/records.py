@@ -20,23 +20,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = [
-    "UIDS",
-    "Received",
-    "RecordedEvent",
-    "RecordedSpan",
-    "ancestors",
-    "children",
-    "descendants",
-    "describe_span",
-    "format_tree",
-    "link_received",
-    "one_line",
-    "parent_of",
-    "roots",
-    "subtree",
-]
-
 
 UIDS = itertools.count(1)
 """Source of every ``RecordedSpan.uid`` the recorder gives (in-process and received spans alike):

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pytest_mcpfaults.invariants import Violation
 
-__all__ = ["ViolationSink", "running_sink", "set_running_sink"]
-
 ViolationSink = Callable[[Sequence[str], Sequence["Violation"]], None]
 """``sink(invariant_names, violations)``: the invariants one check ran and the violations it found."""
 

@@ -11,8 +11,6 @@ from pytest_mcpfaults.spans import results as span_results
 from pytest_mcpfaults.spans.queries import Patterns, find_spans, one_span
 from pytest_mcpfaults.spans.records import RecordedSpan, children, descendants, format_tree, parent_of, roots
 
-__all__ = ["ResultSink", "SpanQueries"]
-
 ResultSink = Callable[[str, bool, str], None]
 
 

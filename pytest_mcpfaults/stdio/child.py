@@ -25,8 +25,6 @@ from typing import Any
 
 from pytest_mcpfaults.stdio.wire import MAX_LINE, TEXT_LINE, Channel
 
-__all__ = ["relay"]
-
 #: The signals the child reports (and may be told to ignore).
 _SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 #: How long the child waits for the test process to answer an ``eof`` or ``sig`` before it acts as a

@@ -19,7 +19,8 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Hold, Write, halve, shape_of
 from pytest_mcpfaults.behaviour.child import pipe_writes
 from pytest_mcpfaults.behaviour.connection import Holding, effect_of
-from pytest_mcpfaults.core.core import FREEZE, Answer, Dropped, Incoming, SidecarCore
+from pytest_mcpfaults.core.core import FREEZE, Answer, Incoming, SidecarCore
+from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.holds import Holds, patience_of
 from pytest_mcpfaults.core.records import ClosedBy, HoldOutcome
 from pytest_mcpfaults.faults.kinds import IgnoreEof, IgnoreSigterm
@@ -35,8 +36,6 @@ from pytest_mcpfaults.stdio.records import (
 from pytest_mcpfaults.stdio.wire import MAX_LINE, MAX_MESSAGE
 from pytest_mcpfaults.transports.loop import cancel_all
 from pytest_mcpfaults.transports.views import NoAnswerStream
-
-__all__ = ["ChildLink", "StdioChannel"]
 
 #: How long a child whose control channel closed may take to exit before it is killed.
 _EXIT_GRACE = 1.0

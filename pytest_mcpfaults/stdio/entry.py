@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from pytest_mcpfaults.stdio.child import relay
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
 
-__all__ = ["main", "standalone"]
-
 
 def main(argv: Sequence[str]) -> int:
     """``python -m pytest_mcpfaults stdio [options]``: relay for the test process named in the

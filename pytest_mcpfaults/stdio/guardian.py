@@ -18,8 +18,6 @@ import subprocess
 import sys
 import threading
 
-__all__ = ["close", "ensure", "forget", "watch"]
-
 #: Run by ``python -c``: read ``+pid`` / ``*pid`` (the process and its process group) / ``-pid`` lines;
 #: at EOF kill every pid still watched (the group of a ``*pid`` first, while its leader is alive: a
 #: living leader's group id cannot have been reused).

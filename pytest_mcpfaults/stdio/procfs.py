@@ -16,8 +16,6 @@ import select
 import termios
 import time
 
-__all__ = ["exit_status", "stat", "stdin_state", "wait_exited", "wait_stopped"]
-
 
 def stat(pid: int | str) -> list[bytes] | None:
     """The fields of ``/proc/<pid>/stat`` after the command name (the state first); ``None``: gone."""

@@ -12,8 +12,6 @@ from typing import Any, Literal
 from pytest_mcpfaults.core.records import BudgetSource, RequestRecord
 from pytest_mcpfaults.verdicts.violation import hang_record
 
-__all__ = ["CancelRecord", "ChildRecord", "SignalRecord", "StdioViolation", "ViolationKind"]
-
 ViolationKind = Literal["close", "hold", "frozen"]
 """What the client waited on: a child kept alive past its stdin closing or a signal (``'close'``), a
 request held by a fault (``'hold'``), a child stopped by ``freeze()`` with input waiting (``'frozen'``)."""

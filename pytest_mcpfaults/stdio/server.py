@@ -33,8 +33,6 @@ from pytest_mcpfaults.transports import loop as _loop
 from pytest_mcpfaults.transports.views import SidecarViews
 from pytest_mcpfaults.verdicts.violation import numbered_verdict
 
-__all__ = ["StdioServer"]
-
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 

@@ -41,8 +41,6 @@ TEXT_LINE = 1 << 16
 #: and its envelope fit with room to spare).
 MAX_MESSAGE = 2 * MAX_LINE
 
-__all__ = ["CONTROL_ENV", "MAX_LINE", "MAX_MESSAGE", "TEXT_LINE", "TOKEN_ENV", "Channel"]
-
 
 class Channel:
     """One end of the control connection: send a message, read the next one (blocking)."""

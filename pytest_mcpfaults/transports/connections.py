@@ -12,8 +12,6 @@ from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import ClosedBy
 from pytest_mcpfaults.transports.inject import reset_transport
 
-__all__ = ["Conn", "Connections"]
-
 
 @dataclass(eq=False)
 class Conn:

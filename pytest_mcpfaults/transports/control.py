@@ -32,8 +32,6 @@ from pytest_mcpfaults.transports.http_io import BodyError, read_bounded
 from pytest_mcpfaults.transports.loop import WorkerPool
 from pytest_mcpfaults.transports.server import Sidecar
 
-__all__ = ["CONTROL_PREFIX", "JOURNAL_VERSION", "MAX_BODY_DEPTH", "Control"]
-
 #: Where the control endpoint is mounted on the sidecar.
 CONTROL_PREFIX = "/_mcpfaults"
 #: Nesting depth refused in a control body (deeper is not a fault list, and would exhaust the stack).

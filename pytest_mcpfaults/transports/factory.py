@@ -17,8 +17,6 @@ from typing import Any
 from pytest_mcpfaults.options.fields import SidecarOptions, takes_options
 from pytest_mcpfaults.transports.server import Sidecar
 
-__all__ = ["SidecarFactory"]
-
 
 class SidecarFactory:
     """Calls build and start a :class:`Sidecar`; :meth:`stop_all` stops every one still running.

@@ -19,16 +19,6 @@ from aiohttp import http_exceptions, web, web_protocol, web_server
 
 from pytest_mcpfaults.core.timeouts import within
 
-__all__ = [
-    "ENCODINGS",
-    "LINGERING_TIME",
-    "LOGGER",
-    "BodyError",
-    "ConnectionReportingServer",
-    "read_body",
-    "read_bounded",
-]
-
 #: The ``Content-Encoding`` values a body may have (``""``: none), and the zlib ``wbits`` of each.
 ENCODINGS: dict[str, int] = {"": 0, "identity": 0, "gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
                              "deflate": zlib.MAX_WBITS}  # fmt: skip

@@ -17,10 +17,9 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Cut, Hold, Sleep, Step, Write, halve, shape_of
-from pytest_mcpfaults.core.core import Answer, Dropped
+from pytest_mcpfaults.core.core import Answer
+from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.mcp.endpoint import reply_body
-
-__all__ = ["Delivery", "Dropped", "cut", "deliver", "reset_transport", "write_steps"]
 
 
 @dataclass

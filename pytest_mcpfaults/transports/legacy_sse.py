@@ -19,17 +19,6 @@ from pytest_mcpfaults.core.routing import RequestInfo
 from pytest_mcpfaults.mcp.endpoint import encode
 from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM, McpRequest, Reply
 
-__all__ = [
-    "OUTBOX_BYTES",
-    "LegacyAnswer",
-    "LegacyReply",
-    "LegacySession",
-    "LegacyTransport",
-    "StreamEvent",
-    "accepted",
-    "serve_legacy",
-]
-
 #: Bytes a legacy stream's outbox may hold unread before message POSTs to its session get 503.
 OUTBOX_BYTES = 4 << 20
 

@@ -20,6 +20,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import BodyShaper, Cut, halve_event, shape_of
 from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core import core
+from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.holds import Holds, patience_of
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import Held, HoldOutcome, RequestRecord
@@ -33,14 +34,12 @@ from pytest_mcpfaults.proxy.proxy import Proxy, Relayed
 from pytest_mcpfaults.proxy.stdio_upstream import Piped, StdioUpstream
 from pytest_mcpfaults.transports.connections import Conn, Connections
 from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingServer, read_bounded
-from pytest_mcpfaults.transports.inject import Delivery, Dropped, cut, deliver, reset_transport, write_steps
+from pytest_mcpfaults.transports.inject import Delivery, cut, deliver, reset_transport, write_steps
 from pytest_mcpfaults.transports.legacy_sse import LegacyAnswer, LegacyReply
 from pytest_mcpfaults.transports.loop import WorkerPool, cancel_all
 from pytest_mcpfaults.transports.notices import StreamNotices, serve_listen
 from pytest_mcpfaults.transports.sse_stream import StreamWriter
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
-
-__all__ = ["Handler", "SocketListener", "bind"]
 
 #: A mounted handler (``Sidecar.mount``): a coroutine answering a request on the loop thread.
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]

@@ -26,8 +26,6 @@ from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM
 from pytest_mcpfaults.mcp.listen import Listen
 from pytest_mcpfaults.transports.inject import Delivery, cut, write_steps
 
-__all__ = ["DORMANT_STREAMS", "LISTEN_BACKLOG", "SSE_HEADERS", "Listening", "StreamNotices", "serve_listen"]
-
 #: The notices a listen stream may have waiting to be written; one more and the stream is cut (a
 #: client that does not read its stream re-listens, as the spec says, rather than growing the queue).
 LISTEN_BACKLOG = 1024

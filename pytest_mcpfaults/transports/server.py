@@ -17,10 +17,9 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.auth.server import AuthServer, check_auth_plan
 from pytest_mcpfaults.behaviour.server_requests import check_outbound_plan
 from pytest_mcpfaults.core import core
-from pytest_mcpfaults.core.errors import SidecarError
 from pytest_mcpfaults.mcp.endpoint import Era
 from pytest_mcpfaults.mcp.tools import Tool
-from pytest_mcpfaults.options.checks import DEFAULT_PATIENCE, ReplyMode
+from pytest_mcpfaults.options.checks import ReplyMode
 from pytest_mcpfaults.options.fields import SidecarOptions, build_options, documents_options, takes_options
 from pytest_mcpfaults.options.validation import is_loopback_host
 from pytest_mcpfaults.otlp.receiver import OtlpService
@@ -44,8 +43,6 @@ from pytest_mcpfaults.verdicts.waits import SidecarWaits
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.spans.records import RecordedSpan
-
-__all__ = ["DEFAULT_PATIENCE", "Sidecar", "SidecarError"]
 
 
 def _replay(opts: SidecarOptions) -> Replay | None:

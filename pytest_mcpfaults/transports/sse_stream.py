@@ -21,8 +21,6 @@ from pytest_mcpfaults.behaviour.body import Cut, Hold, halve_event, shape_of
 from pytest_mcpfaults.transports.inject import Delivery, cut
 from pytest_mcpfaults.transports.legacy_sse import StreamEvent
 
-__all__ = ["StreamWriter"]
-
 
 class StreamWriter:
     """Writes the events of one stream; ``fault`` is the body fault aimed at the stream (or ``None``);

@@ -15,14 +15,12 @@ from typing import Any, ClassVar, TypeVar
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.core import SidecarCore
-from pytest_mcpfaults.core.errors import Dropped, SidecarError, SidecarState
+from pytest_mcpfaults.core.errors import Dropped, SidecarState
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.core.resumption import Resumed
 from pytest_mcpfaults.mcp.surface import Surface
 from pytest_mcpfaults.mcp.tools import BenchmarkSessions
-
-__all__ = ["NoAnswerStream", "RuntimeControl", "SidecarError", "SidecarState", "SidecarViews"]
 
 _S = TypeVar("_S", bound="SidecarViews")
 

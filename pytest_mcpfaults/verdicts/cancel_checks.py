@@ -7,8 +7,6 @@ from __future__ import annotations
 from pytest_mcpfaults.core.records import CancellationRecord, RequestRecord
 from pytest_mcpfaults.verdicts.patience import Watched, judged
 
-__all__ = ["check_client_cancelled", "named"]
-
 _WHO = "Sidecar.assert_client_cancelled"
 
 

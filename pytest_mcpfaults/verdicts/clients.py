@@ -18,15 +18,6 @@ from typing import Literal
 from pytest_mcpfaults.core.records import RequestRecord
 from pytest_mcpfaults.verdicts.violation import answered
 
-__all__ = [
-    "ClientFamily",
-    "answering",
-    "client_family",
-    "client_seen",
-    "patience_hint",
-    "server_request_hint",
-]
-
 ClientFamily = Literal["httpx2", "httpx", "node", "aiohttp", "requests", "curl", "unknown"]
 """A client library, as recognised from the ``User-Agent`` it sends (:func:`client_family`)."""
 

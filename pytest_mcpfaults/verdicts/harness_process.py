@@ -32,8 +32,6 @@ from pytest_mcpfaults.stdio.procfs import stat
 from pytest_mcpfaults.verdicts.patience import PatienceError
 from pytest_mcpfaults.verdicts.stalls import StalledServer, own_event_stream
 
-__all__ = ["HarnessProcess", "HarnessProcessError"]
-
 #: Seconds the child has to print its stacks and die after ``SIGABRT`` before the group is killed.
 ABORT_GRACE = 2.0
 #: The default budget when neither ``budget=`` nor a server's patience gives one.

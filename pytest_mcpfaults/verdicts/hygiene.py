@@ -18,15 +18,6 @@ from pytest_mcpfaults.core.records import RequestRecord
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans.records import RecordedSpan
 
-__all__ = [
-    "SessionHygieneError",
-    "SessionProblem",
-    "client_calls",
-    "hygiene_verdict",
-    "session_problems",
-    "unreached_calls",
-]
-
 #: How many of a session's requests a verdict lists.
 SHOWN = 6
 #: The span attributes of a client's MCP request (OpenTelemetry's MCP semantic conventions).

@@ -19,16 +19,6 @@ from pytest_mcpfaults.verdicts.clients import answering, client_seen, patience_h
 from pytest_mcpfaults.verdicts.stalls import StalledServer
 from pytest_mcpfaults.verdicts.violation import PatienceViolation, hang_record, numbered_verdict
 
-__all__ = [
-    "PatienceError",
-    "Watched",
-    "check_client_closed",
-    "judged",
-    "patience_verdict",
-    "target_matcher",
-    "violation_record",
-]
-
 #: At most this many requests of one connection are quoted in a verdict.
 _EXCERPT = 12
 #: At most this many connections are named for a group of identical violations.

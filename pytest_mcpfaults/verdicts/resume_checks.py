@@ -8,8 +8,6 @@ from pytest_mcpfaults.core.records import RequestRecord, StreamRecord
 from pytest_mcpfaults.verdicts.cancel_checks import named
 from pytest_mcpfaults.verdicts.patience import Watched, judged
 
-__all__ = ["check_client_resumed"]
-
 _WHO = "Sidecar.assert_client_resumed"
 
 

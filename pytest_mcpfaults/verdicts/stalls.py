@@ -22,19 +22,6 @@ from pytest_mcpfaults.core.records import ConnectionRecord, FiredRecord, Request
 from pytest_mcpfaults.verdicts.clients import client_family, client_seen
 from pytest_mcpfaults.verdicts.violation import hang_record
 
-__all__ = [
-    "Idle",
-    "Stall",
-    "StalledServer",
-    "find_idle",
-    "find_stall",
-    "idle_record",
-    "idle_verdict",
-    "own_event_stream",
-    "stall_record",
-    "stall_verdict",
-]
-
 
 class StalledServer(Protocol):
     """What a stall is read from: a :class:`~pytest_mcpfaults.Sidecar` or a stdio server."""

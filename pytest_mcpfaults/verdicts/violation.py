@@ -11,8 +11,6 @@ from typing import Any, Literal
 from pytest_mcpfaults.core.records import BudgetSource, RequestRecord
 from pytest_mcpfaults.faults.kinds import fault_kinds
 
-__all__ = ["Answered", "PatienceViolation", "answered", "hang_record", "numbered_verdict"]
-
 Answered = Literal["none", "partial", "complete"]
 """What the client had received of a held request (:func:`answered`)."""
 

@@ -20,8 +20,6 @@ from pytest_mcpfaults.verdicts.patience import (
 from pytest_mcpfaults.verdicts.resume_checks import check_client_resumed
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
-__all__ = ["SidecarWaits"]
-
 
 class SidecarWaits(SidecarViews):
     """Bounded waits on the journal and the patience assertions of the socket ``Sidecar``."""

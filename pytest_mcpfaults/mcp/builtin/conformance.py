@@ -15,8 +15,6 @@ from pytest_mcpfaults.mcp.outbound import ToolContext
 from pytest_mcpfaults.mcp.surface import Prompt, PromptArgument, Resource, ResourceTemplate
 from pytest_mcpfaults.mcp.tools import BuiltinTool, ToolContent, ToolResultError
 
-__all__ = ["IMAGE_PNG", "WAV_AUDIO", "conformance_prompts", "conformance_resources", "conformance_tools"]
-
 #: A 1x1 red PNG pixel and a minimal WAV file, base64 (the reference server's).
 IMAGE_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV_AUDIO = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="

@@ -10,8 +10,6 @@ from typing import Any
 
 from pytest_mcpfaults.proxy.cassette.fileformat import check_cassette
 
-__all__ = ["RECORD_MODES", "check_cassette_options"]
-
 #: ``record_mode``: overwrite the cassette with this run's exchanges, or add the new ones to it.
 RECORD_MODES = ("all", "new_episodes")
 

@@ -14,20 +14,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "FORMAT",
-    "MAGIC",
-    "MAX_DEPTH",
-    "Cassette",
-    "CassetteError",
-    "Exchange",
-    "check_cassette",
-    "nests_deeper",
-    "read_cassette",
-    "take_cassette",
-    "write_cassette",
-]
-
 #: The cassette format this version of pytest-mcpfaults writes and reads (and every older one).
 FORMAT = 1
 #: The header's ``cassette`` value.

@@ -17,8 +17,6 @@ from typing import Any
 from pytest_mcpfaults.proxy.cassette.fileformat import CassetteError, Exchange
 from pytest_mcpfaults.proxy.cassette.redact import REDACTED
 
-__all__ = ["Matcher", "Rules", "differences", "same_request"]
-
 _short = reprlib.Repr()
 _short.maxstring, _short.maxother, _short.maxdict, _short.maxlevel = 60, 60, 6, 3
 

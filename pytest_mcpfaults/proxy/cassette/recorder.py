@@ -18,8 +18,6 @@ from pytest_mcpfaults.proxy.cassette.matching import Rules, same_request
 from pytest_mcpfaults.proxy.cassette.redact import Redactor, redact_exchange, redact_text
 from pytest_mcpfaults.proxy.sse_parse import SseParser
 
-__all__ = ["ANSWER_MAX_BYTES", "EVENTS_MAX_BYTES", "Pending", "Recorder", "recorded_event"]
-
 #: Request and answer headers not worth a cassette's line: the connection's, not MCP's.
 _NOT_KEPT = frozenset(
     {

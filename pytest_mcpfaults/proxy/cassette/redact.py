@@ -13,16 +13,6 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = [
-    "KEPT_HEADERS",
-    "REDACTED",
-    "Redactor",
-    "redact_command",
-    "redact_exchange",
-    "redact_text",
-    "redact_value",
-]
-
 #: What a secret is replaced with (a recorded value that replay matches with any value).
 REDACTED = "[REDACTED]"
 

@@ -17,8 +17,6 @@ from pytest_mcpfaults.mcp.tools import Tool
 from pytest_mcpfaults.proxy.cassette.fileformat import Cassette, CassetteError, nests_deeper
 from pytest_mcpfaults.proxy.cassette.matching import Matcher, Rules
 
-__all__ = ["MAX_TOOL_DEPTH", "RecordedTool", "Replay"]
-
 _SERVER_INFO = {"name": "mcpfaults-cassette", "version": "0.1.0"}
 #: How deep a recorded tool's ``tools/list`` entry (its schemas included) may nest: it is copied and
 #: its schema checks every call's arguments, each a level at a time.
