@@ -314,3 +314,45 @@ def test_install_recorder_checks_reach_the_report_and_the_baseline_with_the_gate
             " Agent.Session is ERROR*",
         ]
     )
+
+
+RERUN = """
+import pathlib
+
+import httpx
+import pytest
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+ATTEMPTS = pathlib.Path(__file__).with_name("attempts")
+
+
+@pytest.mark.mcp_sidecar(faults=["status(code=503)@health[times=1]"])
+def test_flaky(mcp_sidecar):
+    first = not ATTEMPTS.exists()
+    ATTEMPTS.write_text("tried")
+    tracer = trace.get_tracer("runner")
+    with tracer.start_as_current_span("Agent.Session") as session:
+        with tracer.start_as_current_span("MCP.DeleteSession"):
+            assert httpx.get(mcp_sidecar.health_url).status_code == 503
+        if first:
+            session.set_status(Status(StatusCode.ERROR, "flipped on the first attempt only"))
+"""
+
+
+def test_a_rerun_is_judged_and_reported_on_its_own_attempt(pytester: pytest.Pytester, run_plugin) -> None:  # type: ignore[no-untyped-def]
+    """pytest-rerunfailures runs a failed test's protocol again within one protocol call: the second
+    attempt starts with no spans, sidecars, plans or counts of the first, so its clean run passes the
+    span gate and the report holds only what it observed."""
+    pytester.makepyfile(test_rerun=RERUN)
+    result = run_plugin("--reruns=1", "--mcpfaults-check-spans", "--mcpfaults-report=r.json")
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1}, result.stdout.str()
+    [entry] = _json(pytester.path / "r.json")["tests"]
+    assert (entry["outcome"], entry["fired"], entry["plans"]) == (
+        "passed",
+        {"status": 1},
+        [["status@health[times=1]"]],
+    )
+    assert len(entry["sidecars"]) == 1 and entry["violations"] == []
+    assert all(i["ok"] for i in entry["invariants"]), entry["invariants"]
+    result.stdout.fnmatch_lines(["mcpfaults: 1 kind, 1 fired, 0 violations"])

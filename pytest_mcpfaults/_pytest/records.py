@@ -100,6 +100,10 @@ class TestRecord:
             result.ok = not result.violations
             result.message = "\n".join(dict.fromkeys(result.violations))
 
+    def forget(self) -> None:
+        """Forget what an earlier attempt of the test observed (see :func:`pytest_runtest_setup`)."""
+        self.__dict__.update(TestRecord(self.nodeid).__dict__)
+
     @property
     def used(self) -> bool:
         """Whether the plugin took part in this test at all (report and summary skip tests it did not)."""
@@ -112,6 +116,19 @@ _RECORD_KEY = pytest.StashKey[TestRecord]()
 def record_for(item: pytest.Item) -> TestRecord:
     """The record of ``item``, created on first use."""
     return item.stash.setdefault(_RECORD_KEY, TestRecord(nodeid=item.nodeid))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each attempt of a test starts from nothing: pytest-rerunfailures runs a failed test's protocol
+    again within one ``pytest_runtest_protocol`` call, and the report keeps the last attempt's outcome,
+    so the record keeps only what that attempt observed (in place: the span glue's sink holds it)."""
+    if _RECORD_KEY in item.stash:
+        item.stash[_RECORD_KEY].forget()
+    keys: tuple[pytest.StashKey[Any], ...] = (SERVERS, LEFT_OPEN, SESSION_PROBLEMS, HARNESSES)
+    for key in keys:
+        if key in item.stash:
+            del item.stash[key]
 
 
 def matrix_fault(item: pytest.Item) -> str | None:

@@ -328,9 +328,6 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         results as span_results,  # imports nothing: the span code stays unloaded
     )
 
-    item.stash[_STARTED_KEY] = False  # a rerun of the same item starts empty again
-    if _KEPT_KEY in item.stash:  # and reads no spans an earlier run kept
-        del item.stash[_KEPT_KEY]
     # Every invariant check made while this test runs (gate, mcp_spans, install_recorder().assert_*,
     # a recorder of its own) goes into its record.
     outer = span_results.running_sink()  # a pytester run inside a test: give the outer one back
@@ -353,6 +350,11 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    # each attempt starts empty (a rerun runs setup again, within the same protocol call), and reads
+    # no spans an earlier attempt kept
+    item.stash[_STARTED_KEY] = False
+    if _KEPT_KEY in item.stash:
+        del item.stash[_KEPT_KEY]
     settings = settings_for(item.config)
     if settings.check or explore_run(item) is not None:
         _start_test(item, item_settings(item))
