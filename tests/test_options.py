@@ -30,7 +30,7 @@ import hooks  # noqa: E402
 
 MADE_UP = textwrap.dedent(
     """
-    import dataclasses, inspect, json, sys
+    import dataclasses, inspect, json, pydoc, sys
     import pytest_mcpfaults.options.fields as o
     sys.path.insert(0, sys.argv[2])  # the docs: its hook makes the tables
     import hooks
@@ -50,7 +50,8 @@ MADE_UP = textwrap.dedent(
 
     seen = {
         "constructor": "server_version" in inspect.signature(Sidecar).parameters
-        and "server_version: the ``serverInfo.version`` of ``initialize``" in (Sidecar.__doc__ or ""),
+        and pydoc.render_doc(Sidecar).count("server_version: the ``serverInfo.version`` of ``initialize``")
+        == 1,
         "factory": "server_version" in inspect.signature(SidecarFactory.__call__).parameters,
         "serve --help": "--server-version TEXT" in build_parser()._subparsers._group_actions[0]
         .choices["serve"].format_help(),

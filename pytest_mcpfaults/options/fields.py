@@ -567,13 +567,6 @@ def takes_options(
     return wrap
 
 
-def documents_options(cls: type[T]) -> type[T]:
-    """Class decorator: append the ``Args`` of :class:`SidecarOptions` (as it is when the class is
-    made) to the class docstring, where ``help()`` and the API page read a constructor's arguments."""
-    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + _args_doc()
-    return cls
-
-
 def add_serve_flags(parser: argparse.ArgumentParser, backend: str = "socket", **defaults: Any) -> None:
     """The flag of every option of ``backend`` that has one, in the options' order, with the backend's
     defaults (:data:`BACKEND_DEFAULTS`) and then ``defaults``; each flag's ``dest`` is argparse's own

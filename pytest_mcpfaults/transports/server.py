@@ -20,7 +20,7 @@ from pytest_mcpfaults.core import core
 from pytest_mcpfaults.mcp.endpoint import Era
 from pytest_mcpfaults.mcp.tools import Tool
 from pytest_mcpfaults.options.checks import ReplyMode
-from pytest_mcpfaults.options.fields import SidecarOptions, build_options, documents_options, takes_options
+from pytest_mcpfaults.options.fields import SidecarOptions, build_options, takes_options
 from pytest_mcpfaults.options.validation import is_loopback_host
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.proxy.cassette.fileformat import take_cassette
@@ -82,7 +82,6 @@ def _served_url(opts: SidecarOptions) -> str | None:
     return parts._replace(netloc=f"{shown}:{free_port(host)}").geturl()
 
 
-@documents_options
 class Sidecar(SidecarWaits):
     """A fake MCP sidecar on loopback. Use as a context manager, or ``start()`` / ``stop()``.
 
