@@ -48,7 +48,8 @@ class StdioServer(SidecarViews):
     docs/stdio.md); ``options`` holds them. ``era`` defaults to ``'session'``. ``patience``: seconds a
     client may wait on the child (a held request, a child kept alive after stdin closed or a signal, a
     frozen child with input waiting) before the test process kills the child and records a
-    :class:`~pytest_mcpfaults.stdio.records.StdioViolation`.
+    :class:`~pytest_mcpfaults.stdio.records.StdioViolation` (``None``: no budget); with ``expect_hang``,
+    violations are reported but do not fail the test.
     """
 
     @with_options("stdio")
