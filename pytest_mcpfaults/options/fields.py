@@ -583,7 +583,10 @@ def add_serve_flags(parser: argparse.ArgumentParser, backend: str = "socket", **
         if opt.switch:
             groups[group].add_argument(opt.flag, action="store_true", help=text)
             continue
-        kwargs: dict[str, Any] = {"help": text, "type": opt.parse, "default": defaults.get(f.name, f.default)}
+        default = defaults.get(f.name, f.default)
+        if default is None:  # as the flag takes it ('none'), not Python's None
+            text = text.replace("%(default)s", "none")
+        kwargs: dict[str, Any] = {"help": text, "type": opt.parse, "default": default}
         if opt.choices is not None:
             kwargs["choices"] = opt.choices
         else:
