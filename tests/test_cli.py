@@ -601,3 +601,18 @@ def test_timeouts_accept_none_and_default_to_the_sidecars() -> None:
     parsed = build_parser().parse_args(["serve", "--tool-timeout", "none", "--idle-timeout", "none"])
     assert (parsed.tool_timeout, parsed.idle_timeout) == (None, None)
     assert build_parser().parse_args(["serve"]).tool_timeout == 10.0
+
+
+def test_the_stdio_subcommands_patience_help_says_its_default_as_its_flag_is_written() -> None:
+    """The stdio subcommand's flags are its options' (one source), but its ``--patience`` default is
+    ``none``, written as the flag takes it, not Python's ``None``; and past it the stdio server exits
+    (the child is killed), which its help says."""
+    from pytest_mcpfaults.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    text = sub.choices["stdio"].format_help()  # type: ignore[attr-defined]
+    options = text.split("options:", 1)[1]
+    patience = " ".join(options.split("--patience SECONDS|none", 1)[1].split("--tool-timeout")[0].split())
+    assert re.search(r"\bdefault:? none\b", patience) and "None" not in patience, patience
+    assert "the server exits" in patience, patience
+    assert build_parser().parse_args(["stdio"]).patience is None

@@ -64,3 +64,22 @@ def test_the_control_journal_nests_the_groups_and_says_its_version() -> None:
     assert (r["upstream"], r["auth"], r["cancel"]) == (None, None, None)
     assert set(r["held"]) == {"at", "outcome", "waited"} and r["held"]["outcome"] == "client_closed"
     assert "hold" not in r and "upstream_status" not in r  # version 1's flat names are gone
+
+
+def test_a_bounded_journal_trims_each_log_whatever_was_added() -> None:
+    """The limit is kept at every request or connection added, for every log: a request that finished
+    after the last request came is dropped when a connection opens, and a settled server message when a
+    request comes."""
+    j = Journal()
+    j.set_limit(1)
+    first = j.add_request(conn_id=-1, method="POST", path="/mcp")
+    j.add_request(conn_id=-1, method="POST", path="/mcp")  # the first is in flight: kept
+    seq = j.server_messages.add_server_message(method="ping", request_id=0)
+    j.server_messages.add_server_message(method="ping", request_id=0)  # the first unanswered: kept
+    j.end_request(first)
+    j.server_messages.update_server_message(seq, outcome="answered")
+    assert (len(j), len(j.server_messages)) == (2, 2)  # settled since the last add of their log
+    j.add_connection("127.0.0.1:1")
+    assert (len(j), j.dropped_requests) == (1, 1)
+    j.add_request(conn_id=-1, method="POST", path="/mcp")
+    assert (len(j.server_messages), j.server_messages.dropped) == (1, 1)

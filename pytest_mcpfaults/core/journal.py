@@ -61,9 +61,14 @@ class Journal:
             raise ValueError(f"Journal: limit must be a positive integer or None, got {limit!r}")
         with self._cond:
             self.limit = self._requests.limit = self._conns.limit = self.server_messages.limit = limit
-            self.dropped_requests += self._requests.trim()
-            self.dropped_connections += self._conns.trim()
-            self.server_messages.dropped += self.server_messages.trim()
+            self._trim()
+
+    def _trim(self) -> None:
+        """Each log's oldest settled records beyond the limit dropped and counted (lock held): at every
+        add, of whichever log, as a record may have settled since its own log's last add."""
+        self.dropped_requests += self._requests.trim()
+        self.dropped_connections += self._conns.trim()
+        self.server_messages.dropped += self.server_messages.trim()
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -81,8 +86,7 @@ class Journal:
             if conn is not None:
                 self._conns.update(conn.id, {"requests": conn.requests + 1})
             rid = self._requests.make(lambda rid: RequestRecord(id=rid, started_at=started, **fields))
-            self.dropped_requests += self._requests.trim()
-            self.dropped_connections += self._conns.trim()
+            self._trim()
             return rid
 
     def update_request(self, rid: int, **fields: Any) -> RequestRecord:
@@ -113,7 +117,7 @@ class Journal:
     def add_connection(self, peer: str) -> int:
         with self._cond:
             cid = self._conns.make(lambda cid: ConnectionRecord(id=cid, peer=peer, opened_at=self.now()))
-            self.dropped_connections += self._conns.trim()
+            self._trim()
             return cid
 
     def update_connection(self, cid: int, **fields: Any) -> None:

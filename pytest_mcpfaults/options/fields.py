@@ -178,8 +178,8 @@ class SidecarOptions:
         DEFAULT_PATIENCE, help="seconds a held request may wait before the sidecar aborts its connection "
         "and records a patience violation; `None`: hold until release or teardown.", flag="--patience",
         parse=seconds_text, metavar="SECONDS|none", backends=_STDIO,
-        cli_help="seconds a held request waits before the sidecar aborts it (default %(default)s; "
-        "'none': hold until released)",
+        cli_help="seconds a held request waits before the sidecar aborts it (stdio: the server exits; "
+        "default %(default)s; 'none': hold until released)",
     )  # fmt: skip
     expect_hang: bool = option(
         False, help="the test expects clients to wait out held requests: violations are reported but "
@@ -583,7 +583,10 @@ def add_serve_flags(parser: argparse.ArgumentParser, backend: str = "socket", **
         if opt.switch:
             groups[group].add_argument(opt.flag, action="store_true", help=text)
             continue
-        kwargs: dict[str, Any] = {"help": text, "type": opt.parse, "default": defaults.get(f.name, f.default)}
+        default = defaults.get(f.name, f.default)
+        if default is None:  # as the flag takes it ('none'), not Python's None
+            text = text.replace("%(default)s", "none")
+        kwargs: dict[str, Any] = {"help": text, "type": opt.parse, "default": default}
         if opt.choices is not None:
             kwargs["choices"] = opt.choices
         else:
