@@ -211,6 +211,45 @@ def test_the_marker_and_the_ini_switch(pytester: pytest.Pytester) -> None:
     marked.stdout.fnmatch_lines(["*@pytest.mark.mcp_keep_sessions takes no arguments, got (True,)*"])
 
 
+RERUN = """
+import threading
+from pathlib import Path
+import httpx, pytest
+from pytest_mcpfaults import Hang
+
+TRIED = Path(__file__).with_name("tried")
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+
+@pytest.mark.mcp_sidecar(era="session", patience=0.3, faults=[Hang(when="health")])
+def test_flaky(mcp_sidecar):
+    if not TRIED.exists():  # the first attempt blocks after the verdict: the watcher interrupts it
+        TRIED.write_text("tried")
+        try:
+            httpx.get(mcp_sidecar.health_url, timeout=None)
+        except httpx.TransportError:
+            pass
+        threading.Event().wait(20)
+    # the second opens a session and never ends it
+    accept = {"Accept": "application/json, text/event-stream"}
+    httpx.post(mcp_sidecar.mcp_url, json=INIT, headers=accept, timeout=5).raise_for_status()
+"""
+
+
+def test_a_rerun_after_an_interrupted_attempt_still_owes_its_sessions(pytester: pytest.Pytester) -> None:
+    """pytest-rerunfailures: the watcher interrupted the first attempt (which cuts the client's close,
+    so no ``DELETE`` is owed then); the second was not interrupted and owes the session it left open."""
+    pytester.makeini("[pytest]\nmcpfaults_interrupt = 0.3\n")
+    pytester.makepyfile(test_rerun=RERUN)
+    result = _run(pytester, "--reruns=1")
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1, "errors": 1}, result.stdout.str()
+    result.stdout.fnmatch_lines(["*SessionHygieneError*", "*was never ended*"])
+
+
 MCP1_RUNNER = """
 import os, subprocess, sys
 

@@ -838,3 +838,28 @@ def test_span_gate_example_fails_the_buggy_test_under_the_gate(pytester: pytest.
     )
     result.assert_outcomes(passed=2, xfailed=1)
     result.stdout.fnmatch_lines(["XFAIL spans_gate_test.py::test_dead_sidecar - the span gate fails it"])
+
+
+def test_the_collection_watch_keeps_no_provider_once_stopped_under_a_wrapper_of_its_patch() -> None:
+    """The providers built at collection are watched by patching ``TracerProvider.__init__``; a wrapper
+    another library put over that patch keeps it in the chain after ``stop()``, which cannot undo it:
+    from then on it passes through and keeps nothing (it kept every provider built, for good)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from pytest_mcpfaults._pytest.spans import _BuiltAtCollection
+
+    before = TracerProvider.__init__
+    built = _BuiltAtCollection()  # the SDK is imported already: the class is patched at once
+    ours = TracerProvider.__init__
+
+    def theirs(provider: TracerProvider, *args: object, **kwargs: object) -> None:
+        ours(provider, *args, **kwargs)
+
+    TracerProvider.__init__ = theirs  # type: ignore[method-assign]
+    try:
+        first = TracerProvider()
+        assert built.stop() == [first]
+        TracerProvider()
+        assert built.providers == []
+    finally:
+        TracerProvider.__init__ = before  # type: ignore[method-assign]

@@ -340,6 +340,17 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each attempt of a test starts from nothing (pytest-rerunfailures; ``records.pytest_runtest_setup``):
+    not interrupted (which would excuse its sessions), and no verdict given yet (the ids kept are of the
+    last attempt's objects, which the reset there lets go: a new one may reuse an id)."""
+    keys: tuple[pytest.StashKey[Any], ...] = (_INTERRUPTED, _REPORTED)
+    for key in keys:
+        if key in item.stash:
+            del item.stash[key]
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
     """A verdict is raised by plugin code, not the test: its report shows the verdict's text (and the
     test's own failure it caused, if any), not a traceback through the plugin's hooks.

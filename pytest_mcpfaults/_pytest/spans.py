@@ -92,13 +92,15 @@ class _BuiltAtCollection:
 
         def __init__(provider: Any, *args: Any, **kwargs: Any) -> None:
             original(provider, *args, **kwargs)
-            self.providers.append(provider)
+            if self._patched is not None and self._patched[2] is __init__:  # not once stop() ran: a
+                self.providers.append(provider)  # wrapper put over ours keeps it in the chain for good
 
         cls.__init__ = __init__
         self._patched = (cls, original, __init__)
 
     def stop(self) -> list[Any]:
-        """Stop remembering (the patch is undone if nothing patched over it since); what was built."""
+        """Stop remembering (the patch is undone if nothing patched over it since, else it only passes
+        through); what was built."""
         if self in sys.meta_path:
             sys.meta_path.remove(self)
         if self._patched is not None:
