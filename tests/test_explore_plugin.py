@@ -570,3 +570,35 @@ def test_the_pages_quoted_report_is_what_its_example_prints(pytester: pytest.Pyt
     assert result.ret == 0, result.stdout.str()[-3000:]
     quote = "\n".join(line.replace("docs/examples/", "") for line in quoted)
     assert_quoted_lines_occur(quote, result.stdout.lines, "docs/explore.md")
+
+
+FLAKY_FIRST_ATTEMPT = """
+import pathlib
+
+import httpx
+import pytest
+
+
+@pytest.mark.mcp_explore(kinds=["status"])
+@pytest.mark.mcp_sidecar(era="stateless", patience=2.0)
+def test_flow(mcp_sidecar, request):
+    tried = pathlib.Path(__file__).with_name("tried-" + request.node.name)
+    first = not tried.exists()
+    tried.write_text("yes")
+    httpx.get(mcp_sidecar.health_url, timeout=1)
+    if first:
+        raise KeyError("flaky on its first attempt")
+"""
+
+
+def test_a_clean_run_that_passes_on_its_rerun_has_its_campaign_explored(pytester: pytest.Pytester) -> None:
+    """Under pytest-rerunfailures the clean run's last attempt stands, as its outcome does: a first
+    attempt that failed does not leave the campaign "not explored" once the rerun passed."""
+    pytester.makepyfile(test_flaky=FLAKY_FIRST_ATTEMPT)
+    _run(pytester).assert_outcomes(failed=1)  # the first session records the footprint (no reruns)
+    for tried in pytester.path.glob("tried-*"):
+        tried.unlink()
+    result = _run(pytester, "--reruns=1", "--mcpfaults-report=r.json")
+    assert result.parseoutcomes() == {"passed": 2, "rerun": 2}, result.stdout.str()
+    [entry] = json.loads((pytester.path / "r.json").read_text())["explore"]
+    assert (entry["clean"], entry["verdicts"]["ok"], entry["verdicts"]["not explored"]) == ("ok", 1, 0)
