@@ -400,7 +400,9 @@ def test_the_marker_alone_sees_the_spans_of_a_provider_the_harness_built_at_impo
     )
     shutil.copy(TRACE_FILE, pytester.path / "trace.json")
     pytester.makepyfile(test_x=marked)
-    result = _run(pytester, "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
+    # a process of its own: the SDK is first imported by the test module, through the import hook
+    args = ("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
+    result = pytester.runpytest_subprocess("-p", "mcpfaults", "-p", "no:cacheprovider", *args)
     out = result.stdout.str()
     assert "nothing replayed" not in out, out
     assert "1. MCP.DeleteSession (span 205e76f52b9e261b) → tool:delete_session#1 → error_payload(" in out, out

@@ -8,7 +8,7 @@ provider.
 
 from __future__ import annotations
 
-import importlib.machinery
+import functools
 import sys
 from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack, nullcontext
@@ -74,9 +74,11 @@ class _BuiltAtCollection:
             sys.meta_path.insert(0, self)
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: object = None) -> Any:
-        if name != _SDK_TRACE:
+        if name != _SDK_TRACE or self not in sys.meta_path:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        later = sys.meta_path[sys.meta_path.index(self) + 1 :]  # the finders it would have reached
+        finds = (find(name, path, target) for f in later if (find := getattr(f, "find_spec", None)))
+        spec = next(filter(None, finds), None)
         if spec is not None and spec.loader is not None:
             run = spec.loader.exec_module
 
@@ -84,12 +86,13 @@ class _BuiltAtCollection:
                 run(module)
                 self._patch(module.TracerProvider)
 
-            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+            spec.loader.exec_module = exec_module
         return spec
 
     def _patch(self, cls: Any) -> None:
         original = cls.__init__
 
+        @functools.wraps(original)  # its signature stays the SDK's
         def __init__(provider: Any, *args: Any, **kwargs: Any) -> None:
             original(provider, *args, **kwargs)
             if self._patched is not None and self._patched[2] is __init__:  # not once stop() ran: a
