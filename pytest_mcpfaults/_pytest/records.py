@@ -125,7 +125,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     so the record keeps only what that attempt observed (in place: the span glue's sink holds it)."""
     if _RECORD_KEY in item.stash:
         item.stash[_RECORD_KEY].forget()
-    keys: tuple[pytest.StashKey[Any], ...] = (SERVERS, LEFT_OPEN, SESSION_PROBLEMS, HARNESSES)
+    forget(item, SERVERS, LEFT_OPEN, SESSION_PROBLEMS, HARNESSES)
+
+
+def forget(item: pytest.Item, *keys: pytest.StashKey[Any]) -> None:
+    """Drop ``keys`` from ``item``'s stash: what one attempt of the test kept, at the next one's setup."""
     for key in keys:
         if key in item.stash:
             del item.stash[key]

@@ -28,6 +28,7 @@ from pytest_mcpfaults._pytest.records import (
     SESSION_PROBLEMS,
     explore_run,
     faults_for_next,
+    forget,
     record_for,
     server_made,
 )
@@ -344,10 +345,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Each attempt of a test starts from nothing (pytest-rerunfailures; ``records.pytest_runtest_setup``):
     not interrupted (which would excuse its sessions), and no verdict given yet (the ids kept are of the
     last attempt's objects, which the reset there lets go: a new one may reuse an id)."""
-    keys: tuple[pytest.StashKey[Any], ...] = (_INTERRUPTED, _REPORTED)
-    for key in keys:
-        if key in item.stash:
-            del item.stash[key]
+    forget(item, _INTERRUPTED, _REPORTED)
 
 
 @pytest.hookimpl(tryfirst=True)

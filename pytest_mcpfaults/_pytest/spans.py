@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import explore_on, explore_run, record_for, violation_key
+from pytest_mcpfaults._pytest.records import explore_on, explore_run, forget, record_for, violation_key
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans.recorder import SpanRecorder
@@ -358,8 +358,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     # each attempt starts empty (a rerun runs setup again, within the same protocol call), and reads
     # no spans an earlier attempt kept
     item.stash[_STARTED_KEY] = False
-    if _KEPT_KEY in item.stash:
-        del item.stash[_KEPT_KEY]
+    forget(item, _KEPT_KEY)
     settings = settings_for(item.config)
     if settings.check or explore_run(item) is not None:
         _start_test(item, item_settings(item))

@@ -24,6 +24,7 @@ from pytest_mcpfaults._pytest.records import (
     explore_on,
     explore_run,
     faults_for_next,
+    forget,
     record_for,
     server_made,
 )
@@ -87,7 +88,6 @@ _SPANS = pytest.StashKey["list[RecordedSpan]"]()
 _WHERE = pytest.StashKey[dict[str, Any]]()  # where the failure left the harness (explore_where)
 _INI_CHECKS = pytest.StashKey[list[tuple[str, tuple[str, ...]]]]()  # (node-id prefix, checks off)
 _GATE_TEXT = pytest.StashKey[str]()  # the run's span invariant violations, as the span gate prints them
-_PER_ATTEMPT: tuple[pytest.StashKey[Any], ...] = (_ERROR, _VERDICT, _SPANS, _WHERE, _GATE_TEXT)
 #: From-trace's hook, called at every explore run's teardown with its item, run and :func:`run_detail`:
 #: the runs it returns are inserted instead of explore's own campaign or pairs (``None``: not its test).
 EXPANSION = pytest.StashKey["Callable[[pytest.Item, Run, dict[str, Any]], list[Run] | None]"]()
@@ -339,9 +339,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for key in _PER_ATTEMPT:  # an attempt of a rerun (pytest-rerunfailures) reads nothing of the last
-        if key in item.stash:
-            del item.stash[key]
+    forget(item, _ERROR, _VERDICT, _SPANS, _WHERE, _GATE_TEXT)  # a rerun's attempt reads none of the last
     run = explore_run(item)
     t = _test(item) if run is not None else None
     if t is not None and run.plan and t.clean_failed is not None:
