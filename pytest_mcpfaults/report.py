@@ -63,6 +63,42 @@ class ReportError(ValueError):
     """A report file that is not a pytest-mcpfaults report of a version this module reads."""
 
 
+_RUN = {"id": str, "verdict": str, "found?": [str], "plan?": [{"step": str, "fault": str}], "at?": int}
+#: The sections beside ``tests`` as their readers take them (``merge-reports``, the findings baseline):
+#: an object's keys (``?``: may be absent) and their types, a list's items.
+_SECTIONS: dict[str, Any] = {
+    "gates": {"required?": [str], "new_violations?": [dict]},
+    "findings": [{"key": str, "title": str, "tests?": [str]}],
+    "explore": [
+        {
+            "nodeid": str,
+            "runs?": [_RUN],
+            "clean_checks?": [{**_RUN, "verdict?": str}],
+            "violations?": [{"id": str, "plan": object, "found?": [str]}],
+            "pruned?": [{"run": str}],
+        }
+    ],
+}
+
+
+def _check_shape(value: object, shape: Any, where: str) -> None:
+    """``ReportError`` naming the place (``explore[0].runs[2]``) where ``value`` is not ``shape``."""
+    kind = list if isinstance(shape, list) else dict if isinstance(shape, dict) else shape
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = {list: "a list", dict: "an object"}
+        raise ReportError(f"{where} must be {names.get(kind, kind.__name__)}, got {type(value).__name__}")
+    if isinstance(shape, list):
+        for i, item in enumerate(value):
+            _check_shape(item, shape[0], f"{where}[{i}]")
+    elif isinstance(shape, dict):
+        for key, sub in shape.items():
+            name = key.rstrip("?")
+            if name in value:
+                _check_shape(value[name], sub, f"{where}.{name}")
+            elif not key.endswith("?"):
+                raise ReportError(f"{where} has no {name!r}")
+
+
 @dataclass(frozen=True)
 class Violation:
     """One violation of one test: a failed invariant (``kind='invariant'``) or a patience violation
@@ -302,6 +338,12 @@ class Report:
         tests = data.get("tests")
         if not isinstance(tests, list):
             raise ReportError(f"{source}: 'tests' must be a list, got {type(tests).__name__}")
+        for name, shape in _SECTIONS.items():
+            if data.get(name) is not None:
+                try:
+                    _check_shape(data[name], shape, name)
+                except ReportError as exc:
+                    raise ReportError(f"{source}: {exc}") from None
         try:
             entries = [TestEntry.from_dict(t) for t in tests]
         except (TypeError, ValueError) as exc:
@@ -329,6 +371,8 @@ def load_report(path: str | Path) -> Report:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ReportError(f"cannot read report {str(p)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"report {str(p)!r} is not UTF-8 text: {exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -306,6 +306,21 @@ def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_repor
     assert main(["merge-reports", str(pytester.path / "out.json"), str(pytester.path / "other.json")]) == 2
     assert "other.json': not a pytest-mcpfaults report" in capsys.readouterr().err
     assert not (pytester.path / "out.json").exists()
+    # a report edited by hand, or cut short by a full disk, is named with what is wrong in it
+    head = '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], '
+    (pytester.path / "edited.json").write_text(head + '"explore": [{"nodeid": "t", "runs": [{"id": "x"}]}]}')
+    (pytester.path / "ok.json").write_text(head + '"explore": []}')
+    (pytester.path / "base.json").write_text(head + '"findings": ["patience at h.py in f"]}')
+    (pytester.path / "latin1.json").write_bytes(head.encode() + b'"plugin_version": "caf\xe9"}')
+    for args, message in [
+        (["edited.json"], "edited.json': explore[0].runs[0] has no 'verdict'"),
+        (["latin1.json"], "latin1.json' is not UTF-8"),
+        (["ok.json", "--baseline", "base.json"], "base.json': findings[0] must be an object, got str"),
+    ]:
+        argv = [str(pytester.path / a) if a.endswith(".json") else a for a in args]
+        assert main(["merge-reports", str(pytester.path / "out.json"), *argv]) == 2, args
+        assert message in capsys.readouterr().err
+    assert not (pytester.path / "out.json").exists()
 
 
 def test_a_kinds_named_cells_are_grid_columns_of_their_own() -> None:

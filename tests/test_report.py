@@ -125,6 +125,37 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
             '"tests": [{"nodeid": "a", "outcome": "meh"}]}',
             "a: unknown outcome 'meh'",
         ),
+        # explore's sections, as merge-reports and the findings baseline read them
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "findings": "x"}',
+            "findings must be a list",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "findings": [{"title": "t"}]}',
+            "findings[0] has no 'key'",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "explore": {"nodeid": "t"}}',
+            "explore must be a list, got dict",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "explore": [{"runs": []}]}',
+            "explore[0] has no 'nodeid'",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], '
+            '"explore": [{"nodeid": "t", "runs": [{"id": "explore:x"}]}]}',
+            "explore[0].runs[0] has no 'verdict'",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": [], '
+            '"explore": [{"nodeid": "t", "violations": [{"found": []}]}]}',
+            "explore[0].violations[0] has no 'id'",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "gates": []}',
+            "gates must be an object",
+        ),
     ],
 )
 def test_bad_report_files_name_the_problem(tmp_path: Path, content: str, message: str) -> None:
@@ -133,6 +164,13 @@ def test_bad_report_files_name_the_problem(tmp_path: Path, content: str, message
     with pytest.raises(ReportError, match=r"bad\.json") as info:
         load_report(path)
     assert message in str(info.value)
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"schema": "caf\xe9"}')
+    with pytest.raises(ReportError, match=r"report '.*latin1\.json' is not UTF-8"):
+        load_report(path)
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -205,6 +205,16 @@ def test_required_kinds_gate(pytester: pytest.Pytester, run_plugin) -> None:  # 
             "*--mcpfaults-baseline: cannot read report '*missing.json'*",
         ),
         (["--mcpfaults-baseline=test_x.py"], "", "*--mcpfaults-baseline: report '*test_x.py' is not JSON*"),
+        (
+            ["--mcpfaults-baseline=latin1.json"],
+            "",
+            "*--mcpfaults-baseline: report '*latin1.json' is not UTF-8*",
+        ),
+        (  # a hand-edited version-1 baseline: its explore runs are read by run id
+            ["--mcpfaults-baseline=v1.json"],
+            "",
+            "*--mcpfaults-baseline: report '*v1.json': explore?0?.violations?0? has no 'id'",  # ? for [ ]
+        ),
     ],
 )
 def test_bad_gate_settings_are_usage_errors(
@@ -215,6 +225,10 @@ def test_bad_gate_settings_are_usage_errors(
     message: str,
 ) -> None:
     pytester.makepyfile(test_x="def test_x(): raise AssertionError('must not run')")
+    (pytester.path / "latin1.json").write_bytes(b'{"schema": "caf\xe9"}')
+    v1 = {"schema": "pytest-mcpfaults/report", "version": 1, "tests": [], "explore": [{"nodeid": "t"}]}
+    v1["explore"][0]["violations"] = [{"found": ["left_open"]}]
+    (pytester.path / "v1.json").write_text(json.dumps(v1))
     if ini:
         pytester.makeini(f"[pytest]\n{ini}\n")
     result = run_plugin(*args)
