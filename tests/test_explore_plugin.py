@@ -116,6 +116,32 @@ def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
     assert _ids(plain) == [] and "2 tests collected" in plain.stdout.str()
 
 
+@pytest.mark.parametrize(
+    "footprint",
+    [
+        [
+            {"target": "tool:echo", "nth": 1, "label": "POST tools/call echo", "method": "tools/call"}
+        ],  # old keys
+        [{"target": "tool:echo", "label": "POST tools/call echo", "endpoint": "mcp"}],  # no nth
+        "tool:echo#1",  # not a list of steps
+    ],
+)
+def test_a_footprint_cached_by_another_version_is_recorded_again(
+    pytester: pytest.Pytester, footprint: object
+) -> None:
+    """A cache written by another version of the plugin (or edited) must not break collection: the
+    test is collected as if nothing were cached, and its clean run records the footprint again."""
+    from pytest_mcpfaults.explore.summary import cache_key
+
+    pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
+    entry = pytester.path / ".pytest_cache" / "v" / cache_key("nodeid", "test_flow.py::test_flow")
+    entry.parent.mkdir(parents=True)
+    entry.write_text(json.dumps({"nodeid": "test_flow.py::test_flow", "footprint": footprint}))
+    result = _run(pytester, "--mcpfaults-explore", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert _ids(result) == ["test_flow[explore:clean]"]
+
+
 def test_kinds_apply_by_their_own_attributes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     _run(pytester, "--mcpfaults-explore", "-q", "-k", "explore:clean")
