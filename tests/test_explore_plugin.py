@@ -541,6 +541,9 @@ def test_the_baseline_gates_findings_not_runs(pytester: pytest.Pytester) -> None
     again = json.loads((pytester.path / "again.json").read_text())
     assert [len(f["runs"]) for f in again["findings"]] == [2, 2]
     assert again["findings_gate"] == {"new": [], "unstable": [], "known": keys, "fixed": [], "failed": False}
+    # -k (--lf, --deselect, a shard) leaves the die runs out: their finding was not looked for, not fixed
+    some = _run(pytester, *opts, "-k", "status", "--mcpfaults-baseline", "base.json")
+    assert "no new finding (1 known, 0 fixed, 0 unstable)" in some.stdout.str(), some.stdout.str()[-3000:]
     # a new bug is a new finding: the gate fails on it
     pytester.makepyfile(
         test_more=SIMPLE.replace("def test_flow", "def test_more").replace(

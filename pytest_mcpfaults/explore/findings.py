@@ -279,14 +279,19 @@ class Gate:
 
 
 def compare(
-    baseline: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]], ran: Iterable[str]
+    baseline: Sequence[Mapping[str, Any]],
+    current: Sequence[Mapping[str, Any]],
+    ran: Iterable[str],
+    unrun: Iterable[str] = (),
 ) -> Gate:
     """Compare finding dicts by key. ``ran``: the explored tests whose campaign ran here (a baseline
-    finding of another test is not "fixed": it was not looked for)."""
+    finding of another test is not "fixed": it was not looked for); ``unrun``: runs of those campaigns
+    (``<test>::<run id>``) left out here (``-k``, ``--lf``, a shard): a finding with one is not either."""
     gate = Gate()
     old = {str(f["key"]): f for f in baseline}
     here = {str(f["key"]) for f in current}
     tests = set(ran)
+    left_out = set(unrun)
     for f in current:
         if f["key"] in old:
             gate.known.append(dict(f))
@@ -295,7 +300,7 @@ def compare(
         else:
             gate.new.append(dict(f))
     for key, f in old.items():
-        if key not in here and set(f.get("tests", ())) & tests:
+        if key not in here and set(f.get("tests", ())) & tests and not set(f.get("runs", ())) & left_out:
             gate.fixed.append(dict(f))
     return gate
 

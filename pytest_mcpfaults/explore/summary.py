@@ -191,7 +191,19 @@ class ExploreReport:
         if self.config.getoption("mcpfaults_baseline", default=None) is None:
             return None
         ran = [test for test, runs in self.results.items() if any(d["run"]["plan"] for d in runs.values())]
-        return compare(old, self.findings(), ran)
+        # a baseline run that did not run here was left out (-k, --lf, a shard), unless the test's
+        # campaign, known from its clean run here, no longer has it (its footprint changed)
+        camps = {test: self._campaign(runs) for test, runs in self.results.items()}
+        planned = {test: {r.id for r in camp.runs} for test, camp in camps.items() if camp is not None}
+        unrun = [
+            key
+            for f in old
+            for key in map(str, f.get("runs", ()))
+            for test, _, rid in [key.partition("::explore:")]
+            if f"explore:{rid}" not in self.results.get(test, {})
+            and f"explore:{rid}" in planned.get(test, {f"explore:{rid}"})
+        ]
+        return compare(old, self.findings(), ran, unrun)
 
     # -- cache, summary ---------------------------------------------------------------------------
 
