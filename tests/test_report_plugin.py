@@ -210,6 +210,10 @@ def test_required_kinds_gate(pytester: pytest.Pytester, run_plugin) -> None:  # 
             "",
             "*--mcpfaults-baseline: report '*latin1.json' is not UTF-8*",
         ),
+        # an empty path (an unset CI variable) turned the gate or the report off without a word
+        (["--mcpfaults-baseline="], "", "ERROR: --mcpfaults-baseline= is an empty path*"),
+        (["--mcpfaults-report", " "], "", "ERROR: --mcpfaults-report=  is an empty path*"),
+        (["--mcpfaults-html="], "", "ERROR: --mcpfaults-html= is an empty path*"),
         (  # a hand-edited version-1 baseline: its explore runs are read by run id
             ["--mcpfaults-baseline=v1.json"],
             "",

@@ -203,12 +203,23 @@ def check_output_path(option: str, path: Path) -> None:
         raise pytest.UsageError(f"{option}={path}: cannot write the report there: {problem}")
 
 
+def given_path(config: pytest.Config, dest: str, option: str) -> str | None:
+    """The path ``option`` gives, ``None`` when it is not given; an empty one (an unset CI variable) is
+    a usage error, not the option left out."""
+    value: str | None = config.getoption(dest, default=None)
+    if value is not None and not value.strip():
+        raise pytest.UsageError(
+            f"{option}={value} is an empty path: give a file's path, or leave the option out"
+        )
+    return value
+
+
 def _read_settings(config: pytest.Config) -> _Run:
     base = config.invocation_params.dir
-    report = config.getoption("mcpfaults_report", default=None)
+    report = given_path(config, "mcpfaults_report", "--mcpfaults-report")
     if report and not _is_worker(config):
         check_output_path("--mcpfaults-report", base / report)
-    baseline_opt = config.getoption("mcpfaults_baseline", default=None)
+    baseline_opt = given_path(config, "mcpfaults_baseline", "--mcpfaults-baseline")
     baseline_path = base / baseline_opt if baseline_opt else None
     baseline = None
     if baseline_path is not None and not _is_worker(config):

@@ -160,10 +160,11 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"ini option {exc}") from None
     html = config.getoption("mcpfaults_html", default=None)
-    if html and not hasattr(config, "workerinput"):
-        from pytest_mcpfaults._pytest.report import check_output_path
+    if html is not None and not hasattr(config, "workerinput"):
+        from pytest_mcpfaults._pytest.report import check_output_path, given_path
 
-        check_output_path(HTML_OPTION, config.invocation_params.dir / html)
+        html = given_path(config, "mcpfaults_html", HTML_OPTION)
+        check_output_path(HTML_OPTION, config.invocation_params.dir / str(html))
     config.stash[_TESTS] = {}
     config.stash[_FUNCTIONS] = {}
     config.pluginmanager.register(ExploreReport(config), "mcpfaults-explore-report")
