@@ -377,6 +377,8 @@ def load_report(path: str | Path) -> Report:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReportError(f"report {str(p)!r} is not JSON: {exc}") from None
+    except RecursionError:
+        raise ReportError(f"report {str(p)!r} is not JSON: nested too deeply to read") from None
     return Report.from_dict(data, source=f"report {str(p)!r}")
 
 

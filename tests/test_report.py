@@ -125,6 +125,7 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
             '"tests": [{"nodeid": "a", "outcome": "meh"}]}',
             "a: unknown outcome 'meh'",
         ),
+        ("[" * 100_000 + "]" * 100_000, "is not JSON: nested too deeply"),
         # explore's sections, as merge-reports and the findings baseline read them
         (
             '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "findings": "x"}',
