@@ -76,6 +76,7 @@ _SECTIONS: dict[str, Any] = {
             "clean_checks?": [{**_RUN, "verdict?": str}],
             "violations?": [{"id": str, "plan": object, "found?": [str]}],
             "pruned?": [{"run": str}],
+            "over_budget?": int,
         }
     ],
 }

@@ -153,6 +153,26 @@ def test_shards_merge_into_the_findings_of_one_machine() -> None:
     assert [f.to_dict() for f in findings(merge_explore(shards))] == whole
 
 
+def test_merged_shards_that_miss_a_campaigns_runs_report_no_finding_fixed(tmp_path: Path) -> None:
+    """A shard's report missing (its job failed): the findings of runs no report has were not looked for."""
+    from pytest_mcpfaults.explore.merge import merge_files
+
+    head = {"schema": "pytest-mcpfaults/report", "version": 2, "tests": []}
+    gone = {"key": "exception:E at h.py in b", "title": "E escapes the harness from b(): 1 run"}
+    gone |= {"tests": ["t.py::t"], "runs": ["t.py::t::explore:die@tool:b#1"]}
+    (tmp_path / "base.json").write_text(json.dumps({**head, "findings": [gone]}))
+    ok = _run("die", "tool:a#1", [], verdict="ok")
+    for planned, fixed in [(2, []), (1, [gone["key"]])]:  # 2: tool:b's run is in the missing shard
+        entry = {**_entry("t.py::t", [ok]), "planned": planned, "pruned": [], "over_budget": 0, "ran": 1}
+        (tmp_path / "shard1.json").write_text(json.dumps({**head, "explore": [entry]}))
+        out = tmp_path / "merged.json"
+        assert (
+            merge_files(str(out), [str(tmp_path / "shard1.json")], str(tmp_path / "base.json"), io.StringIO())
+            == 0
+        )
+        assert json.loads(out.read_text())["findings_gate"]["fixed"] == fixed, planned
+
+
 @pytest.mark.parametrize("bad", ["0/2", "3/2", "1", "a/b", "1/0", "-1/2", ""])
 def test_a_bad_shard_names_the_option_and_its_form(bad: str) -> None:
     with pytest.raises(ValueError, match=r"--mcpfaults-shard=.*: must be K/N with whole numbers 1 <= K <= N"):
