@@ -305,6 +305,19 @@ def test_depth_two_finds_a_bug_on_the_path_a_first_fault_opened(pytester: pytest
     )
 
 
+def test_a_shard_on_a_fresh_runner_runs_the_pairs_of_its_first_runs(pytester: pytest.Pytester) -> None:
+    """A pair is planned from its first run's observation, which only that run's shard has: it is dealt
+    with its first run (with pairs dealt by their own id, three fresh shards ran neither pair)."""
+    from pytest_mcpfaults.explore.shard import shard_of
+
+    pytester.makepyfile(explore_harness=HARNESS, test_retry=RETRY)
+    k = shard_of("test_retry.py::test_retry::explore:hang-at-tool:echo[1]", 3)
+    result = _run(pytester, "-q", "-rfE", "-p", "no:cacheprovider", f"--mcpfaults-shard={k}/3")
+    assert "FAILED test_retry.py::test_retry[explore:hang-at-tool:echo[1]+hang-at-tool:echo[2]]" in (
+        result.stdout.str()
+    )
+
+
 def test_depth_one_alone_misses_that_bug(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(explore_harness=HARNESS, test_retry=RETRY.replace("depth=2", "depth=1"))
     result = _run(pytester, "-q")

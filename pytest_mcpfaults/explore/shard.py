@@ -1,8 +1,9 @@
 """``--mcpfaults-shard=K/N``: run the K-th of N deterministic parts of a run (a CI matrix job each).
 
 Every explored test's clean run is in every shard (its footprint plans the campaign), and its
-campaign's runs are dealt out by a hash of the explored test and the run id, whether collected from the
-cache or made once the clean run passed; every other test by a hash of its node id. The same K/N
+campaign's runs are dealt out by a hash of the explored test and the run id (a pair's: its first run's,
+from whose observation it is planned), whether collected from the cache or made once the clean run
+passed; every other test by a hash of its node id. The same K/N
 selects the same items on every machine and Python (``zlib.crc32``, not ``hash``). The shards' JSON
 reports merge into one (``python -m pytest_mcpfaults merge-reports``): see docs/ci.md.
 """
@@ -60,7 +61,8 @@ class Shard:
             return shard_of(item.nodeid, self.n) == self.k
         if not run.plan:
             return True  # the clean run: every shard needs its footprint
-        return shard_of(f"{self.explored_test(item)}::{run.id}", self.n) == self.k
+        # a pair (depth 2) goes with its first run: it is planned from that run's observation
+        return shard_of(f"{self.explored_test(item)}::{run.id.partition('+')[0]}", self.n) == self.k
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
