@@ -277,6 +277,20 @@ def test_an_unwritable_report_path_is_a_usage_error_before_any_test_runs(
     assert not [p for p in pytester.path.rglob(".mcpfaults-probe-*")]  # the write probe leaves nothing
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device that is always full)")
+def test_a_page_that_cannot_be_written_at_the_end_is_said_and_fails_the_run(
+    pytester: pytest.Pytester, run_plugin: Any
+) -> None:
+    """The explore page, like the report, can still fail to be written at the end (a full disk): the
+    summary says so and the run exits 1; it was a traceback that lost the summary and the cache."""
+    pytester.makepyfile(test_one="def test_x():\n    pass\n")
+    result = run_plugin("--mcpfaults-html=/dev/full")
+    out = result.stdout.str() + result.stderr.str()
+    assert "mcpfaults explore page NOT written: No space left on device (/dev/full)" in out
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
 # -- serve: a bounded journal, paging ---------------------------------------------------------------
 
 

@@ -105,6 +105,7 @@ class ExploreReport:
         self.config = config
         self.results: dict[str, dict[str, dict[str, Any]]] = {}  # test -> run id -> data
         self.html_written: str | None = None
+        self.html_error: str | None = None
         sections = config.stash.setdefault(REPORT_SECTIONS, {})
         # the JSON report's sections, none when nothing was explored; the report leads with the findings
         sections["findings"] = lambda: self.findings() if self.results else None
@@ -220,12 +221,18 @@ class ExploreReport:
             if "detail" in d
         }
         path = self.config.invocation_params.dir / html
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(self.tests(), details, self.findings()), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(self.tests(), details, self.findings()), encoding="utf-8")
+        except OSError as exc:  # checked at configure time; the disk can still fill up or go away
+            self.html_error = f"{exc.strerror or exc} ({exc.filename or path})"
+            return
         self.html_written = str(path)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._write_html()
+        if self.html_error is not None and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # as an unwritten report does
         cache = getattr(self.config, "cache", None)
         if cache is None or hasattr(self.config, "workerinput"):
             return
@@ -258,7 +265,10 @@ class ExploreReport:
             cache.set(cache_key("function", function), entry)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        not_written = f"mcpfaults explore page NOT written: {self.html_error}"
         if hasattr(self.config, "workerinput") or not self.results:
+            if self.html_error is not None:  # nothing explored: the page alone
+                terminalreporter.write_line(not_written, red=True, bold=True)
             return
         from pytest_mcpfaults.explore.findings import summary_lines as findings_lines
 
@@ -277,6 +287,8 @@ class ExploreReport:
                 tr.write_line(line, red=line.lstrip().startswith(("V ", "violation")))
         if self.html_written is not None:
             tr.write_line(f"mcpfaults explore page: {self.html_written}")
+        if self.html_error is not None:
+            tr.write_line(not_written, red=True, bold=True)
 
 
 def gate_lines(gate: Any, baseline: str) -> list[str]:
