@@ -192,10 +192,14 @@ class ExploreReport:
         if self.config.getoption("mcpfaults_baseline", default=None) is None:
             return None
         ran = [test for test, runs in self.results.items() if any(d["run"]["plan"] for d in runs.values())]
-        # a baseline run that did not run here was left out (-k, --lf, a shard), unless the test's
+        # a baseline run that did not run here was left out (-k, --lf, a shard, max_runs), unless the test's
         # campaign, known from its clean run here, no longer has it (its footprint changed)
         camps = {test: self._campaign(runs) for test, runs in self.results.items()}
-        planned = {test: {r.id for r in camp.runs} for test, camp in camps.items() if camp is not None}
+        planned = {
+            test: {r.id for r in (*camp.runs, *camp.over_budget)}
+            for test, camp in camps.items()
+            if camp is not None
+        }
         unrun = [
             key
             for f in old
