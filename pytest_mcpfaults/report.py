@@ -68,7 +68,7 @@ _RUN = {"id": str, "verdict": str, "found?": [str], "plan?": [{"step": str, "fau
 #: an object's keys (``?``: may be absent) and their types, a list's items.
 _SECTIONS: dict[str, Any] = {
     "gates": {"required?": [str], "new_violations?": [dict]},
-    "findings": [{"key": str, "title": str, "tests?": [str]}],
+    "findings": [{"key": str, "title": str, "tests?": [str], "runs?": [str]}],
     "explore": [
         {
             "nodeid": str,
