@@ -142,6 +142,18 @@ def test_a_footprint_cached_by_another_version_is_recorded_again(
     assert _ids(result) == ["test_flow[explore:clean]"]
 
 
+def test_a_campaign_left_out_with_the_cache_off_is_not_promised_to_the_next_run(
+    pytester: pytest.Pytester,
+) -> None:
+    """With ``-p no:cacheprovider`` nothing is kept for a next run: under xdist (or ``-k``) the summary
+    said "run again to explore it", and a CI job that runs ``-n 2`` without the cache never explored."""
+    pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
+    result = _run(pytester, "--mcpfaults-explore", "-q", "-p", "no:cacheprovider", "-k", "explore:clean")
+    out = result.stdout.str()
+    assert "the campaign did not run in this session" in out
+    assert "the cache is off (-p no:cacheprovider): no footprint is kept for the next run" in out, out
+
+
 def test_kinds_apply_by_their_own_attributes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
     _run(pytester, "--mcpfaults-explore", "-q", "-k", "explore:clean")

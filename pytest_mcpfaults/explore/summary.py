@@ -289,6 +289,13 @@ class ExploreReport:
         for entry in tests:
             for line in summary_lines(entry):
                 tr.write_line(line, red=line.lstrip().startswith(("V ", "violation")))
+        if getattr(self.config, "cache", None) is None and any(not e["ran"] and e["planned"] for e in tests):
+            tr.write_line(
+                "the cache is off (-p no:cacheprovider): no footprint is kept for the next run, so a "
+                "campaign left out of this one does not run then either (under xdist, -n, none ever runs: "
+                "explore without -n, or with the cache)",
+                yellow=True,
+            )
         if self.html_written is not None:
             tr.write_line(f"mcpfaults explore page: {self.html_written}")
         if self.html_error is not None:
