@@ -6,6 +6,7 @@ with the docs' runners and real clients (mcp 2.x, and mcp 1.x with and without i
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -158,6 +159,36 @@ def test_a_session_whose_initialize_the_client_gave_up_on_is_not_owed() -> None:
         assert (problem.kind, problem.requests) == ("never_ended", ())
         # which of the two went unlearned the journal cannot say; that one of them is owed, it can
         assert problem.session_id in sc.sessions and kept in sc.sessions
+
+
+def test_a_fault_answered_in_full_does_not_excuse_a_session_left_open() -> None:
+    """A real sidecar and a raw httpx runner: a ``tool_error`` or a JSON-RPC error is answered in full
+    (200) on a connection left open, and both SDKs still end the session after it (measured: mcp 2.3
+    and 1.30), so a runner that returns on that error path without its ``DELETE`` owes it; a fault that
+    cut the answer (a ``truncate``: the sidecar closed the connection; a ``503``: mcp 1.x's transport
+    ends) still excuses the session."""
+    import httpx
+
+    from pytest_mcpfaults import Sidecar, parse_fault
+
+    init = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
+        },
+    }  # fmt: skip
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    faults = ["tool_error@tool:echo[nth=1]", "truncate@tool:echo[nth=2]", "status(code=503)@tool:echo[nth=3]"]
+    with Sidecar(era="session", faults=[parse_fault(f) for f in faults]) as sc:
+        with httpx.Client(timeout=5) as http:
+            for _ in faults:  # each runner returns on its error path: no DELETE
+                sid = http.post(sc.mcp_url, json=init, headers=accept).headers["Mcp-Session-Id"]
+                with contextlib.suppress(httpx.HTTPError):
+                    http.post(sc.mcp_url, json=call, headers={**accept, "Mcp-Session-Id": sid})
+        sc.wait_idle()
+        [problem] = session_problems(sc.journal.requests, sc.sessions, connections=sc.journal.connections)
+        assert problem.kind == "never_ended" and [r.fault_kind for r in problem.requests] == ["tool_error"]
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

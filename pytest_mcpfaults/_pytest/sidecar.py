@@ -474,7 +474,8 @@ def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
     journal = sidecar.journal
 
     def found() -> list[Any]:
-        return session_problems(journal.requests, sidecar.sessions, owed=owed)
+        conns = journal.connections
+        return session_problems(journal.requests, sidecar.sessions, owed=owed, connections=conns)
 
     problems = found()
     if any(p.kind == "never_ended" for p in problems):  # a DELETE may be on its way
