@@ -156,7 +156,7 @@ class _Call:
             ):
                 return Finding(None, None)
             for sc in sidecars:
-                stall = None if sc.expect_hang else find_stall(sc)
+                stall = None if sc.expect_hang else find_stall(sc, sidecars)
                 if stall is not None and id(stall.fired) not in reported:
                     return Finding(sc, stall)
             if still is None:
