@@ -111,6 +111,25 @@ def test_a_call_span_with_no_request_after_a_failed_call_failed_in_the_client() 
     assert unreached_calls(journal, received + other, client_calls(bare), 100.0) == []
 
 
+def test_a_client_whose_next_call_reaches_the_sidecar_was_not_poisoned() -> None:
+    """An agent with two MCP servers: after the call answered 503 here, its call to the other server
+    (which no journal of the test holds: the SDK's span names no server) fails there, and its next call
+    here reaches the sidecar: a later call still reached it, so nothing is held against the client (the
+    verdict named the other server's failed call, "failed without reaching the sidecar")."""
+    journal = [_call(1, 1, 0.05, status=503), _call(3, 3, 2.05)]
+    received = [(r, 100 + r.started_at) for r in journal]
+    spans = [
+        _span(1, 100.0, rpc_id="1", status="ERROR"),  # answered 503 here
+        _span(2, 101.0, rpc_id="2", status="ERROR"),  # the other server's error answer
+        _span(3, 102.0, rpc_id="3"),  # the next call here: it reached the sidecar
+    ]
+    assert unreached_calls(journal, received, client_calls(spans), 100.0) == []
+    # a client whose later calls all fail in it is held to its duty, as before
+    assert [p.kind for p in unreached_calls(journal[:1], received[:1], client_calls(spans), 100.0)] == [
+        "call_never_reached"
+    ]
+
+
 def test_only_client_spans_of_requests_count_and_a_framework_span_around_the_sdks_is_one_call() -> None:
     spans = [
         _span(1, 1.0, kind="SERVER"),
