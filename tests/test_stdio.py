@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -663,3 +664,21 @@ def test_the_socket_of_an_ended_child_is_closed_when_it_is_reaped(make: Any) -> 
     while sockets() > before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sockets() == before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_wait_exit_returns_with_the_exit_recorded_in_the_journal(make: Any, sig: int) -> None:
+    """A child that dies holding a request: once ``wait_exit()`` returns, that request's hold has ended
+    (the client went) and the child's connection is closed, in the journal the test reads next."""
+    for _ in range(3):  # the journal was written on the loop after wait_exit() woke (a race, 2 in 3 lost)
+        server = make(faults=["hang@ping"], patience=5)
+        with raw_child(server) as proc:
+            exchange(proc, INIT, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            assert reply(proc)["id"] == 1
+            server.journal.wait_for(lambda j=server.journal: any(r.held for r in j.requests), 5, "a hold")
+            proc.send_signal(sig)
+            proc.wait(5)
+        child = server.wait_exit()
+        ping, conn = server.journal.request(1), server.journal.connections[0]
+        assert (ping.hold, ping.ended_at is not None) == ("client_closed", True), ping
+        assert (conn.closed_by, conn.closed_at) == ("client", child.exited_at), conn

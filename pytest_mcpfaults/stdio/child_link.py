@@ -210,6 +210,7 @@ class ChildLink:
         self.close_timer: asyncio.TimerHandle | None = None
         self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         self.requests: set[asyncio.Task[None]] = set()
+        self.holding: set[asyncio.Task[Any]] = set()  # the requests' tasks in a hold
         self.rpc_ids: dict[Any, int] = {}  # JSON-RPC id -> journal id
 
     def send(self, **message: Any) -> None:
@@ -299,6 +300,10 @@ class ChildLink:
         if not await wait_exited([self.pid], timeout=_EXIT_GRACE) and self.cid in self.channel.live:
             self.kill("control channel lost")
             await wait_exited([self.pid], timeout=_EXIT_GRACE)
+        # its holds end first, journaled (bounded) before its exit is: wait_exit() finds them final
+        self.holds.end("client_closed" if self.ended_by_us is None else "teardown")
+        if self.holding:
+            await asyncio.wait(set(self.holding), timeout=_EXIT_GRACE)
         self.ended()
 
     def ended(self) -> None:
@@ -317,13 +322,15 @@ class ChildLink:
             how, code = self.bye
         if how == "die fault":
             code = 1
-        self.update(exited_at=self.journal.now(), exit_how=how or "killed", exit_code=code, stopped=False)
-        if code is None:
-            self.channel.spawn(self.record_exit_code())
         if self.channel.guarded:
             guardian.forget(self.pid)
+        now = self.journal.now()
         closed_by: ClosedBy = "sidecar" if self.ended_by_us is not None else "client"
-        self.journal.update_connection(self.cid, closed_at=self.journal.now(), closed_by=closed_by)
+        self.journal.update_connection(self.cid, closed_at=now, closed_by=closed_by)
+        # last: it wakes wait_exit(), which then reads the journal
+        self.update(exited_at=now, exit_how=how or "killed", exit_code=code, stopped=False)
+        if code is None:
+            self.channel.spawn(self.record_exit_code())
 
     async def record_exit_code(self) -> None:
         code = await exit_status(self.pid)
@@ -419,7 +426,13 @@ class _Exchange(NoAnswerStream):
             child.gone: "client_closed",
             child.stdin_closed: "client_closed",
         }
-        outcome, _, started = await child.holds.hold(self.rid, budget, ends, records_close=True)
+        task = asyncio.current_task()
+        assert task is not None
+        child.holding.add(task)
+        try:
+            outcome, _, started = await child.holds.hold(self.rid, budget, ends, records_close=True)
+        finally:
+            child.holding.discard(task)
         if outcome == "patience":
             assert budget is not None
             journal, rid = child.journal, self.rid
