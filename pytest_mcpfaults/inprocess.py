@@ -9,8 +9,9 @@ origins are over a socket) and a journal of the same :class:`~pytest_mcpfaults.R
 What each fault kind does here, what is refused with :class:`UnsupportedInProcess` (never faked: the
 kinds with a ``needs_sockets`` reason, patience budgets, connection records, GET event streams) and why
 mcp 2.x traffic (``httpx2``) is invisible to respx: docs/fuzzing.md, "In-process". Tool handlers run in
-the calling thread (sync) or on the sidecar loop (async, bounded at 60 s), so ``tool_timeout`` and
-``idle_timeout`` are not taken.
+the calling thread (sync) or on the sidecar loop (async, bounded at 60 s and by the request's read
+timeout: then the client gets ``httpx.ReadTimeout``), so ``tool_timeout`` and ``idle_timeout`` are not
+taken.
 
 respx is an optional dependency (``pip install 'pytest-mcpfaults[inprocess]'``); only this module
 imports it.
@@ -214,9 +215,10 @@ class InProcessSidecar(SidecarViews):
         # its own origin allowed, as loopback ones are over a socket
         self.options = dataclasses.replace(opts, allowed_origins=(*opts.allowed_origins, self._url))
         self.core = core.SidecarCore(
-            self.options, service_url=lambda: opts.service_url or self._url, run_async=_on_sidecar_loop
+            self.options, service_url=lambda: opts.service_url or self._url, run_async=self._on_loop
         )
         self._lock = threading.RLock()
+        self._deadline: float | None = None  # the request being answered: when its read timeout ends
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> InProcessSidecar:
@@ -271,6 +273,23 @@ class InProcessSidecar(SidecarViews):
         return check_plan(faults)
 
     # -- request handling ------------------------------------------------------------------------
+    async def _on_loop(self, pending: Awaitable[Any]) -> Any:
+        """Await an async tool handler on the sidecar loop thread (the in-process dispatch runs on the
+        caller's thread, outside any event loop), bounded at 60 s and by the request's read timeout:
+        past it the handler is cancelled and the call dropped (:class:`_ClientGaveUp`)."""
+
+        async def wait() -> Any:
+            return await pending
+
+        deadline = self._deadline
+        left = 60.0 if deadline is None else min(60.0, max(0.0, deadline - time.monotonic()))
+        try:
+            return _loop.run(wait(), timeout=left)
+        except TimeoutError:
+            if left < 60.0:
+                raise _ClientGaveUp from None
+            raise
+
     def dispatch(self, request: httpx.Request) -> httpx.Response:
         """Answer one intercepted httpx request (the respx router calls this)."""
         with self._lock:
@@ -293,9 +312,16 @@ class InProcessSidecar(SidecarViews):
         transport = _Exchange()
         headers_in = request.headers
         incoming = core.Incoming(request.method, path, headers_in, headers_in.multi_items(), request.content)
+        timeout = request.extensions.get("timeout", {}).get("read")
+        self._deadline = None if timeout is None else time.monotonic() + timeout
         try:
             try:
                 answer = _run_inline(self.core.decide(rid, incoming, transport))
+                if self._deadline is not None and time.monotonic() > self._deadline:
+                    raise _ClientGaveUp  # a tool ran in this thread past the read timeout: answered late
+            except _ClientGaveUp:  # the client's read timeout ran out while a tool ran, as over a socket
+                j.update_request(rid, client_closed=True, client_closed_at=j.now())
+                raise httpx.ReadTimeout("timed out", request=request) from None
             except Dropped:  # a die: the socket sidecar resets the connection
                 raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request) from None
             assert answer is not None  # no event streams in-process (get_stream=False)
@@ -310,7 +336,6 @@ class InProcessSidecar(SidecarViews):
             status, sent = reply.status, len(body)
             stream: httpx.SyncByteStream | httpx.AsyncByteStream
             if transport.delay is not None:
-                timeout = request.extensions.get("timeout", {}).get("read")
                 stream = _DelayedBody(body, transport.delay, timeout, request)
             else:  # the client reads it (httpx builds a response from a stream far faster than from content=)
                 stream = httpx.ByteStream(body)
@@ -347,14 +372,9 @@ class _Exchange(NoAnswerStream):
         self.delay = seconds
 
 
-async def _on_sidecar_loop(pending: Awaitable[Any]) -> Any:
-    """Await an async tool handler on the sidecar loop thread (bounded at 60 s): the in-process
-    dispatch runs on the caller's thread, outside any event loop."""
-
-    async def wait() -> Any:
-        return await pending
-
-    return _loop.run(wait(), timeout=60.0)
+class _ClientGaveUp(Dropped):
+    """The client's read timeout ran out while its call's tool ran: the call is dropped (the client
+    gets ``httpx.ReadTimeout``), as the socket sidecar drops a call whose client hung up."""
 
 
 def _run_inline(coro: Coroutine[Any, Any, T]) -> T:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -193,6 +195,33 @@ def test_a_delay_longer_than_the_read_timeout_is_a_read_timeout_on_both_backends
         with httpx.Client(timeout=0.05) as client, make() as side:
             outcomes.append(seen(side, lambda c=client, s=side: c.get(s.health_url)))
     assert outcomes == [httpx.ReadTimeout, httpx.ReadTimeout]
+
+
+@pytest.mark.parametrize("era", ["stateless", "session"])
+def test_a_tool_slower_than_the_read_timeout_is_a_read_timeout_on_both_backends(era: str) -> None:
+    """A call whose tool runs past the client's read timeout: ``httpx.ReadTimeout`` at the timeout, and
+    the call journaled as closed by the client (in-process answered it in full, 3 s late)."""
+    seen_by_client = []
+    call = tool("sleep", seconds=3)
+    for make in (lambda: Sidecar(era=era), lambda: mock_sidecar(era=era)):
+        with httpx.Client(timeout=5.0) as client, make() as side:
+            headers = {"Accept": "application/json, text/event-stream"}
+            if era == "session":
+                hello = {"name": "t", "version": "1"}
+                init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": hello}
+                r = client.post(side.mcp_url, json=rpc("initialize", init), headers=headers)
+                headers["Mcp-Session-Id"] = r.headers["mcp-session-id"]
+            else:
+                headers.update(STATELESS)
+            started = time.monotonic()
+            post = functools.partial(client.post, side.mcp_url, json=call, headers=headers, timeout=0.3)
+            outcome = seen(side, post)
+            waited = time.monotonic() - started
+            if isinstance(side, Sidecar):  # it journals the client's close on its loop
+                side.wait_for(lambda requests: any(r.client_closed for r in requests))
+            [rec] = [r for r in side.requests if r.mcp_method == "tools/call"]
+            seen_by_client.append((outcome, waited < 2.0, rec.client_closed))
+    assert seen_by_client == [(httpx.ReadTimeout, True, True)] * 2
 
 
 async def test_async_clients_see_the_same_classes_and_answers() -> None:
