@@ -8,6 +8,7 @@ import contextlib
 import functools
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -264,6 +265,29 @@ def test_stall_is_refused_with_the_connection_reason() -> None:
         "'stall' needs real sockets (it keeps a connection checked out with a body that never ends); "
         "use the socket Sidecar"
     )
+
+
+def test_ignore_cancel_is_refused_a_cancel_never_reaches_a_call_in_process() -> None:
+    """The in-process backend answers one request at a time: a cancel from another thread, sent while
+    the call runs, is answered after it, so there is no call in flight for ``ignore_cancel`` to act on
+    (accepted, it never changed a thing)."""
+    with mock_sidecar() as side, httpx.Client(timeout=5.0) as client:
+        headers = {"Accept": "application/json, text/event-stream", **STATELESS}
+        worker = threading.Thread(
+            target=client.post,
+            args=(side.mcp_url,),
+            kwargs={"json": tool("sleep", seconds=0.5), "headers": headers},
+        )
+        worker.start()
+        side.journal.wait_for(lambda: len(side.journal) == 1, 5, "the call to start")
+        client.post(side.mcp_url, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 1}}, headers=headers)  # fmt: skip
+        worker.join()
+        call, cancel = side.requests
+        assert cancel.started_at >= call.ended_at  # it waited for the call's answer
+    with pytest.raises(UnsupportedInProcess) as info:
+        mock_sidecar(faults=["ignore_cancel"])
+    assert str(info.value).startswith("'ignore_cancel' needs real sockets (a cancel reaches a call only")
 
 
 def test_freeze_at_runtime_is_refused() -> None:
