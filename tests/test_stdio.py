@@ -682,3 +682,24 @@ def test_wait_exit_returns_with_the_exit_recorded_in_the_journal(make: Any, sig:
         ping, conn = server.journal.request(1), server.journal.connections[0]
         assert (ping.hold, ping.ended_at is not None) == ("client_closed", True), ping
         assert (conn.closed_by, conn.closed_at) == ("client", child.exited_at), conn
+
+
+def test_an_answer_ready_after_the_child_exited_on_eof_is_journaled_as_not_sent(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pipeline (requests, then stdin closed): the child answers what it read for a bounded time, then
+    exits. A reply made later (a delay past that bound) never reached stdout: its record says so
+    (it said status 200 and the line's bytes)."""
+    from pytest_mcpfaults.stdio import child_link
+
+    monkeypatch.setattr(child_link, "_EOF_GRACE", 0.2)
+    server = make(faults=["delay(seconds=0.6)@ping"])
+    with raw_child(server) as proc:
+        out, _ = proc.communicate(
+            json.dumps(INIT).encode() + b'\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n', timeout=10
+        )
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [1]  # the ping's line never came
+    assert server.wait_exit().exit_how == "stdin closed"
+    server.journal.wait_for(lambda: all(r.done for r in server.journal.requests), 5, "the ping to end")
+    ping = server.journal.request(1)
+    assert (ping.status, ping.bytes_sent, ping.client_closed) == (None, 0, True), ping

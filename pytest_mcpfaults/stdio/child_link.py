@@ -40,6 +40,8 @@ from pytest_mcpfaults.transports.views import NoAnswerStream
 #: How long a child whose control channel closed may take to exit before it is killed.
 _EXIT_GRACE = 1.0
 _HELLO_TIMEOUT = 5.0
+#: How long a child whose stdin closed goes on answering the requests it read before it exits.
+_EOF_GRACE = 2.0
 _FROZEN_POLL = 0.05
 
 
@@ -206,6 +208,7 @@ class ChildLink:
         self.stdin_closed: asyncio.Future[None] = loop.create_future()
         self.holds = Holds(self.journal)
         self.ended_by_us: str | None = None  # exit_how when the test process ended it
+        self.exiting = False  # told to exit: a line sent to it now may never be written
         self.bye: tuple[str, int] | None = None
         self.close_timer: asyncio.TimerHandle | None = None
         self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -282,7 +285,8 @@ class ChildLink:
         """Answer the requests already read (a pipeline's last request too), then let the child exit."""
         pending = [t for t in self.requests if not t.done()]
         if pending:
-            await asyncio.wait(pending, timeout=2.0)
+            await asyncio.wait(pending, timeout=_EOF_GRACE)
+        self.exiting = True
         self.send(t="ans", n=n, keep=False)
 
     def on_sig(self, n: int, name: str) -> None:
@@ -291,6 +295,7 @@ class ChildLink:
         action: Literal["ignored", "died"] = "ignored" if fault is not None else "died"
         self.update(signals=(*self.record.signals, SignalRecord(name, now, action)))
         self.send(t="ans", n=n, keep=fault is not None)
+        self.exiting = fault is None
         if fault is not None:
             self.channel.arm_close(self, fault, now)
 
@@ -368,6 +373,10 @@ class ChildLink:
             exchange = _Exchange(self, rid)
             answer = await self.core.decide(rid, incoming, exchange)
             assert answer is not None  # None only for a GET event stream
+            if self.exiting or self.ended_by_us is not None or not self.record.alive:
+                # the child exited (stdin closed, a signal, a kill) before the answer was made: no line
+                j.update_request(rid, client_closed=True, client_closed_at=j.now())
+                return
             status = answer.reply.status
             sent = await exchange.deliver(answer, rpc_id)
         except Dropped:
