@@ -197,14 +197,21 @@ class InProcessSidecar(SidecarViews):
     @with_options("in-process")
     def __init__(self, *, base_url: str = "http://sidecar.test", **options: Any) -> None:
         parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        try:
+            port_ok = parts is not None and parts.port != 0  # a port out of range raises
+        except ValueError:
+            port_ok = False
         if (
             parts is None
             or parts.scheme not in ("http", "https")
             or not parts.hostname
             or parts.path not in ("", "/")
+            or "?" in base_url
+            or "#" in base_url
+            or not port_ok
         ):
             raise ValueError(
-                f"mock_sidecar: base_url must be an http(s) origin without a path, e.g. "
+                f"mock_sidecar: base_url must be an http(s) origin without a path, query or fragment, e.g. "
                 f"'http://sidecar.test', got {base_url!r}"
             )
         opts = build_options(options, "in-process")

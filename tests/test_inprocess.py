@@ -312,6 +312,10 @@ def test_stdio_only_kinds_are_refused_as_not_http(kind: str) -> None:
     [
         ({"base_url": "http://sidecar.test/api"}, "base_url must be an http(s) origin without a path"),
         ({"base_url": "sidecar.test"}, "base_url must be an http(s) origin"),
+        # a query, a fragment or a port out of range made a health_url answered 404, or no origin at all
+        ({"base_url": "http://sidecar.test?x=1"}, "got 'http://sidecar.test?x=1'"),
+        ({"base_url": "http://sidecar.test#top"}, "got 'http://sidecar.test#top'"),
+        ({"base_url": "http://sidecar.test:99999"}, "got 'http://sidecar.test:99999'"),
         ({"era": "modern"}, "era must be one of 'auto', 'stateless', 'session', got 'modern'"),
         ({"mcp_path": "mcp"}, "mcp_path must be a path starting with '/', got 'mcp'"),
         ({"health_path": "/mcp"}, "mock_sidecar: health_path and mcp_path must differ, both are '/mcp'"),
