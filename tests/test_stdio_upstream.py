@@ -292,6 +292,8 @@ def _zombie(pid: int) -> bool:
         ({"upstream_command": "python server.py"}, "upstream_command must be a list of strings"),
         ({"upstream_command": []}, "non-empty list of non-empty strings"),
         ({"upstream_command": ["python", ""]}, "non-empty list of non-empty strings"),
+        # a NUL passed the check and failed start() with "ValueError: embedded null byte", naming nothing
+        ({"upstream_command": ["python", "a\0b"]}, r"strings without a NUL .* got \['python', 'a\\x00b'\]"),
         (
             {"upstream_command": CHILD, "upstream": "http://127.0.0.1:9/mcp"},
             "upstream=.* and upstream_command=",
