@@ -76,10 +76,12 @@ class UnsupportedInProcess(ValueError):
 
 
 def check_plan(faults: Sequence[F.Fault | str] | None, *, argname: str = "faults") -> tuple[F.Fault, ...]:
-    """Normalise a plan and refuse any fault that needs real sockets, naming it and why."""
+    """Normalise a plan and refuse any fault that needs real sockets, naming it and why (``argname``:
+    the argument, e.g. ``faults``, or the call, ``inject()``)."""
     plan = F.as_plan(faults, argname=argname)
+    where = argname if argname.endswith(")") else f"{argname}="
     try:
-        F.check_transport(plan, "http", f"mock_sidecar {argname}=")
+        F.check_transport(plan, "http", f"mock_sidecar {where}")
     except ValueError as exc:
         raise UnsupportedInProcess(str(exc)) from None
     for fault in plan:
@@ -87,7 +89,7 @@ def check_plan(faults: Sequence[F.Fault | str] | None, *, argname: str = "faults
         if reason is not None:
             raise UnsupportedInProcess(
                 f"{fault.kind!r} needs real sockets ({reason}); use the socket Sidecar "
-                f"(fault {str(fault)!r} in {argname}=)"
+                f"(fault {str(fault)!r} in {where})"
             )
     return plan
 
@@ -277,7 +279,7 @@ class InProcessSidecar(SidecarViews):
 
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
         """Refusing the faults that need sockets."""
-        return check_plan(faults)
+        return check_plan(faults, argname=where.removesuffix("="))
 
     # -- request handling ------------------------------------------------------------------------
     async def _on_loop(self, pending: Awaitable[Any]) -> Any:

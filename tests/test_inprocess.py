@@ -295,6 +295,20 @@ def test_freeze_at_runtime_is_refused() -> None:
         side.freeze()
 
 
+def test_a_fault_refused_by_inject_is_named_as_inject_s_not_the_constructor_s() -> None:
+    """The other backends name ``inject()``; this one said ``faults=``, an argument the test never gave."""
+    with mock_sidecar() as side:
+        with pytest.raises(
+            UnsupportedInProcess, match=r"^'stall' needs real sockets .*\(fault 'stall' in inject\(\)\)$"
+        ):
+            side.inject("stall")
+        with pytest.raises(
+            UnsupportedInProcess, match=r"^mock_sidecar inject\(\): fault 'ignore_eof' is stdio-only"
+        ):
+            side.inject("ignore_eof")
+        assert side.plan == ()
+
+
 def test_every_kind_is_either_supported_or_refused() -> None:
     assert set(SUPPORTED_KINDS) | set(NEEDS_SOCKETS) | set(STDIO_ONLY) == set(fault_kinds())
     assert not set(SUPPORTED_KINDS) & set(NEEDS_SOCKETS)
