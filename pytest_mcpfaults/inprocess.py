@@ -94,11 +94,24 @@ def check_plan(faults: Sequence[F.Fault | str] | None, *, argname: str = "faults
     return plan
 
 
-class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body that arrives after ``seconds``; a shorter read timeout raises ``httpx.ReadTimeout``."""
+def _reset(request: httpx.Request) -> httpx.ReadError:
+    return httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
 
-    def __init__(self, body: bytes, seconds: float, read_timeout: float | None, request: httpx.Request):
+
+class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body that arrives after ``seconds``; a shorter read timeout raises ``httpx.ReadTimeout``, and the
+    sidecar dying meanwhile (``died`` set) ``httpx.ReadError`` at once, as its connection is reset."""
+
+    def __init__(
+        self,
+        body: bytes,
+        seconds: float,
+        read_timeout: float | None,
+        request: httpx.Request,
+        died: threading.Event,
+    ):
         self.body, self.seconds, self.read_timeout, self.request = body, seconds, read_timeout, request
+        self.died = died
 
     def _late(self) -> tuple[float, bool]:
         if self.read_timeout is not None and self.read_timeout < self.seconds:
@@ -107,14 +120,19 @@ class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         wait, timed_out = self._late()
-        time.sleep(wait)
+        if self.died.wait(wait):
+            raise _reset(self.request)
         if timed_out:
             raise httpx.ReadTimeout("timed out", request=self.request)
         yield self.body
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         wait, timed_out = self._late()
-        await asyncio.sleep(wait)
+        deadline = time.monotonic() + wait
+        while not self.died.is_set() and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, 0.05))  # the event is set from another thread
+        if self.died.is_set():
+            raise _reset(self.request)
         if timed_out:
             raise httpx.ReadTimeout("timed out", request=self.request)
         yield self.body
@@ -228,6 +246,7 @@ class InProcessSidecar(SidecarViews):
         )
         self._lock = threading.RLock()
         self._deadline: float | None = None  # the request being answered: when its read timeout ends
+        self._died = threading.Event()  # set when it dies, for the answers still on their way; then new
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> InProcessSidecar:
@@ -264,6 +283,12 @@ class InProcessSidecar(SidecarViews):
         with self._lock:
             self.journal.add_fired("die", what="kill()")
             self.core.lose_process(restart=False)
+            self._lost()
+
+    def _lost(self) -> None:
+        """The process is lost: every answer still on its way (a delayed body) is reset."""
+        self._died.set()
+        self._died = threading.Event()
 
     def revive(self) -> None:
         """Come back after :meth:`kill` or a ``die`` fault (sessions were lost with the process)."""
@@ -331,8 +356,9 @@ class InProcessSidecar(SidecarViews):
             except _ClientGaveUp:  # the client's read timeout ran out while a tool ran, as over a socket
                 j.update_request(rid, client_closed=True, client_closed_at=j.now())
                 raise httpx.ReadTimeout("timed out", request=request) from None
-            except Dropped:  # a die: the socket sidecar resets the connection
-                raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request) from None
+            except Dropped:  # a die: the socket sidecar resets the connection, and every other one
+                self._lost()
+                raise _reset(request) from None
             assert answer is not None  # no event streams in-process (get_stream=False)
             reply, fault = answer.reply, answer.fault
             body, ctype = reply_body(reply, answer.sse)
@@ -345,7 +371,7 @@ class InProcessSidecar(SidecarViews):
             status, sent = reply.status, len(body)
             stream: httpx.SyncByteStream | httpx.AsyncByteStream
             if transport.delay is not None:
-                stream = _DelayedBody(body, transport.delay, timeout, request)
+                stream = _DelayedBody(body, transport.delay, timeout, request, self._died)
             else:  # the client reads it (httpx builds a response from a stream far faster than from content=)
                 stream = httpx.ByteStream(body)
             return httpx.Response(reply.status, headers=headers, stream=stream)

@@ -189,6 +189,39 @@ def test_kill_and_revive_give_the_same_outcomes_on_both_backends() -> None:
     assert side.fired == socket_side.fired == {"die": 1}  # a runtime kill counts for coverage on both
 
 
+def test_a_kill_while_a_delayed_answer_is_on_its_way_resets_it_on_both_backends() -> None:
+    """``kill()`` resets the open connections, a request waiting out a ``delay`` too: in-process it got
+    its 200 after the delay, as if the sidecar had not died."""
+    plan = parse_plan("delay(seconds=3)@health[nth=1]")
+    outcomes = []
+    for make in (lambda: Sidecar(faults=plan), lambda: mock_sidecar(faults=plan)):
+        with httpx.Client(timeout=10) as client, make() as side:
+            got: list[Any] = []
+            waiting = threading.Thread(
+                target=lambda c=client, s=side, g=got: g.append(seen(s, lambda: c.get(s.health_url)))
+            )
+            waiting.start()
+            side.journal.wait_for(lambda s=side: len(s.journal) == 1, 5, "the delayed request")
+            started = time.monotonic()
+            side.kill()
+            waiting.join()
+            outcomes.append((got[0], time.monotonic() - started < 2.0))
+    assert outcomes == [(httpx.ReadError, True)] * 2
+
+
+async def test_a_kill_resets_a_delayed_answer_an_async_client_waits_for() -> None:
+    async with httpx.AsyncClient(timeout=10) as client:
+        with mock_sidecar(faults=["delay(seconds=3)@health"]) as side:
+            waiting = asyncio.ensure_future(client.get(side.health_url))
+            while len(side.journal) == 0:
+                await asyncio.sleep(0.01)
+            started = time.monotonic()
+            side.kill()
+            with pytest.raises(httpx.ReadError):
+                await waiting
+            assert time.monotonic() - started < 2.0
+
+
 def test_a_delay_longer_than_the_read_timeout_is_a_read_timeout_on_both_backends() -> None:
     plan = parse_plan("delay(seconds=0.5)@health")
     outcomes = []
