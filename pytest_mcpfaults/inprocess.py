@@ -262,7 +262,8 @@ class InProcessSidecar(SidecarViews):
         return self
 
     def stop(self) -> None:
-        """Stop intercepting. Idempotent."""
+        """Stop intercepting, resetting the answers still on their way. Idempotent."""
+        self._died.set()
         if self.core.state in ("running", "dead"):
             with _INTERCEPTION.lock:
                 if _INTERCEPTION.sidecars.get(self._origin) is self:

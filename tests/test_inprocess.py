@@ -189,9 +189,10 @@ def test_kill_and_revive_give_the_same_outcomes_on_both_backends() -> None:
     assert side.fired == socket_side.fired == {"die": 1}  # a runtime kill counts for coverage on both
 
 
-def test_a_kill_while_a_delayed_answer_is_on_its_way_resets_it_on_both_backends() -> None:
-    """``kill()`` resets the open connections, a request waiting out a ``delay`` too: in-process it got
-    its 200 after the delay, as if the sidecar had not died."""
+@pytest.mark.parametrize("end", ["kill", "stop"])
+def test_a_kill_while_a_delayed_answer_is_on_its_way_resets_it_on_both_backends(end: str) -> None:
+    """``kill()`` and ``stop()`` reset the open connections, a request waiting out a ``delay`` too:
+    in-process it got its 200 after the delay, as if the sidecar had not died."""
     plan = parse_plan("delay(seconds=3)@health[nth=1]")
     outcomes = []
     for make in (lambda: Sidecar(faults=plan), lambda: mock_sidecar(faults=plan)):
@@ -203,7 +204,7 @@ def test_a_kill_while_a_delayed_answer_is_on_its_way_resets_it_on_both_backends(
             waiting.start()
             side.journal.wait_for(lambda s=side: len(s.journal) == 1, 5, "the delayed request")
             started = time.monotonic()
-            side.kill()
+            getattr(side, end)()
             waiting.join()
             outcomes.append((got[0], time.monotonic() - started < 2.0))
     assert outcomes == [(httpx.ReadError, True)] * 2
