@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -703,3 +704,31 @@ def test_an_answer_ready_after_the_child_exited_on_eof_is_journaled_as_not_sent(
     server.journal.wait_for(lambda: all(r.done for r in server.journal.requests), 5, "the ping to end")
     ping = server.journal.request(1)
     assert (ping.status, ping.bytes_sent, ping.client_closed) == (None, 0, True), ping
+
+
+@pytest.mark.parametrize(
+    ("sig", "message"),
+    [
+        (
+            signal.SIGSTOP,
+            "StdioServer.kill(): SIGSTOP stops the child: use freeze() (and release() to continue)",
+        ),
+        (signal.SIGCONT, "StdioServer.kill(): SIGCONT continues the child: use release()"),
+        (
+            999,
+            "StdioServer.kill(): sig must be a signal number (signal.SIGKILL, signal.SIGTERM ...), got 999",
+        ),
+        (
+            "SIGTERM",
+            "StdioServer.kill(): sig must be a signal number (signal.SIGKILL, signal.SIGTERM ...), got",
+        ),
+    ],
+)
+def test_kill_refuses_what_is_not_a_signal_that_ends_the_child_naming_it(
+    make: Any, sig: Any, message: str
+) -> None:
+    """``kill(SIGSTOP)`` stopped the child behind freeze()'s back: release() did not continue it and the
+    harness's close hung; 999 or a name failed with "999 is not a valid Signals"."""
+    server = make()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        server.kill(sig)
