@@ -9,8 +9,9 @@ origins are over a socket) and a journal of the same :class:`~pytest_mcpfaults.R
 What each fault kind does here, what is refused with :class:`UnsupportedInProcess` (never faked: the
 kinds with a ``needs_sockets`` reason, patience budgets, connection records, GET event streams) and why
 mcp 2.x traffic (``httpx2``) is invisible to respx: docs/fuzzing.md, "In-process". Tool handlers run in
-the calling thread (sync) or on the sidecar loop (async, bounded at 60 s), so ``tool_timeout`` and
-``idle_timeout`` are not taken.
+the calling thread (sync) or on the sidecar loop (async, bounded at 60 s and by the request's read
+timeout: then the client gets ``httpx.ReadTimeout``), so ``tool_timeout`` and ``idle_timeout`` are not
+taken.
 
 respx is an optional dependency (``pip install 'pytest-mcpfaults[inprocess]'``); only this module
 imports it.
@@ -75,10 +76,12 @@ class UnsupportedInProcess(ValueError):
 
 
 def check_plan(faults: Sequence[F.Fault | str] | None, *, argname: str = "faults") -> tuple[F.Fault, ...]:
-    """Normalise a plan and refuse any fault that needs real sockets, naming it and why."""
+    """Normalise a plan and refuse any fault that needs real sockets, naming it and why (``argname``:
+    the argument, e.g. ``faults``, or the call, ``inject()``)."""
     plan = F.as_plan(faults, argname=argname)
+    where = argname if argname.endswith(")") else f"{argname}="
     try:
-        F.check_transport(plan, "http", f"mock_sidecar {argname}=")
+        F.check_transport(plan, "http", f"mock_sidecar {where}")
     except ValueError as exc:
         raise UnsupportedInProcess(str(exc)) from None
     for fault in plan:
@@ -86,16 +89,29 @@ def check_plan(faults: Sequence[F.Fault | str] | None, *, argname: str = "faults
         if reason is not None:
             raise UnsupportedInProcess(
                 f"{fault.kind!r} needs real sockets ({reason}); use the socket Sidecar "
-                f"(fault {str(fault)!r} in {argname}=)"
+                f"(fault {str(fault)!r} in {where})"
             )
     return plan
 
 
-class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body that arrives after ``seconds``; a shorter read timeout raises ``httpx.ReadTimeout``."""
+def _reset(request: httpx.Request) -> httpx.ReadError:
+    return httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
 
-    def __init__(self, body: bytes, seconds: float, read_timeout: float | None, request: httpx.Request):
+
+class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body that arrives after ``seconds``; a shorter read timeout raises ``httpx.ReadTimeout``, and the
+    sidecar dying meanwhile (``died`` set) ``httpx.ReadError`` at once, as its connection is reset."""
+
+    def __init__(
+        self,
+        body: bytes,
+        seconds: float,
+        read_timeout: float | None,
+        request: httpx.Request,
+        died: threading.Event,
+    ):
         self.body, self.seconds, self.read_timeout, self.request = body, seconds, read_timeout, request
+        self.died = died
 
     def _late(self) -> tuple[float, bool]:
         if self.read_timeout is not None and self.read_timeout < self.seconds:
@@ -104,14 +120,19 @@ class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         wait, timed_out = self._late()
-        time.sleep(wait)
+        if self.died.wait(wait):
+            raise _reset(self.request)
         if timed_out:
             raise httpx.ReadTimeout("timed out", request=self.request)
         yield self.body
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         wait, timed_out = self._late()
-        await asyncio.sleep(wait)
+        deadline = time.monotonic() + wait
+        while not self.died.is_set() and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, 0.05))  # the event is set from another thread
+        if self.died.is_set():
+            raise _reset(self.request)
         if timed_out:
             raise httpx.ReadTimeout("timed out", request=self.request)
         yield self.body
@@ -196,14 +217,21 @@ class InProcessSidecar(SidecarViews):
     @with_options("in-process")
     def __init__(self, *, base_url: str = "http://sidecar.test", **options: Any) -> None:
         parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        try:
+            port_ok = parts is not None and parts.port != 0  # a port out of range raises
+        except ValueError:
+            port_ok = False
         if (
             parts is None
             or parts.scheme not in ("http", "https")
             or not parts.hostname
             or parts.path not in ("", "/")
+            or "?" in base_url
+            or "#" in base_url
+            or not port_ok
         ):
             raise ValueError(
-                f"mock_sidecar: base_url must be an http(s) origin without a path, e.g. "
+                f"mock_sidecar: base_url must be an http(s) origin without a path, query or fragment, e.g. "
                 f"'http://sidecar.test', got {base_url!r}"
             )
         opts = build_options(options, "in-process")
@@ -214,9 +242,11 @@ class InProcessSidecar(SidecarViews):
         # its own origin allowed, as loopback ones are over a socket
         self.options = dataclasses.replace(opts, allowed_origins=(*opts.allowed_origins, self._url))
         self.core = core.SidecarCore(
-            self.options, service_url=lambda: opts.service_url or self._url, run_async=_on_sidecar_loop
+            self.options, service_url=lambda: opts.service_url or self._url, run_async=self._on_loop
         )
         self._lock = threading.RLock()
+        self._deadline: float | None = None  # the request being answered: when its read timeout ends
+        self._died = threading.Event()  # set when it dies, for the answers still on their way; then new
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> InProcessSidecar:
@@ -232,7 +262,8 @@ class InProcessSidecar(SidecarViews):
         return self
 
     def stop(self) -> None:
-        """Stop intercepting. Idempotent."""
+        """Stop intercepting, resetting the answers still on their way. Idempotent."""
+        self._died.set()
         if self.core.state in ("running", "dead"):
             with _INTERCEPTION.lock:
                 if _INTERCEPTION.sidecars.get(self._origin) is self:
@@ -253,6 +284,12 @@ class InProcessSidecar(SidecarViews):
         with self._lock:
             self.journal.add_fired("die", what="kill()")
             self.core.lose_process(restart=False)
+            self._lost()
+
+    def _lost(self) -> None:
+        """The process is lost: every answer still on its way (a delayed body) is reset."""
+        self._died.set()
+        self._died = threading.Event()
 
     def revive(self) -> None:
         """Come back after :meth:`kill` or a ``die`` fault (sessions were lost with the process)."""
@@ -268,9 +305,26 @@ class InProcessSidecar(SidecarViews):
 
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
         """Refusing the faults that need sockets."""
-        return check_plan(faults)
+        return check_plan(faults, argname=where.removesuffix("="))
 
     # -- request handling ------------------------------------------------------------------------
+    async def _on_loop(self, pending: Awaitable[Any]) -> Any:
+        """Await an async tool handler on the sidecar loop thread (the in-process dispatch runs on the
+        caller's thread, outside any event loop), bounded at 60 s and by the request's read timeout:
+        past it the handler is cancelled and the call dropped (:class:`_ClientGaveUp`)."""
+
+        async def wait() -> Any:
+            return await pending
+
+        deadline = self._deadline
+        left = 60.0 if deadline is None else min(60.0, max(0.0, deadline - time.monotonic()))
+        try:
+            return _loop.run(wait(), timeout=left)
+        except TimeoutError:
+            if left < 60.0:
+                raise _ClientGaveUp from None
+            raise
+
     def dispatch(self, request: httpx.Request) -> httpx.Response:
         """Answer one intercepted httpx request (the respx router calls this)."""
         with self._lock:
@@ -293,11 +347,19 @@ class InProcessSidecar(SidecarViews):
         transport = _Exchange()
         headers_in = request.headers
         incoming = core.Incoming(request.method, path, headers_in, headers_in.multi_items(), request.content)
+        timeout = request.extensions.get("timeout", {}).get("read")
+        self._deadline = None if timeout is None else time.monotonic() + timeout
         try:
             try:
                 answer = _run_inline(self.core.decide(rid, incoming, transport))
-            except Dropped:  # a die: the socket sidecar resets the connection
-                raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request) from None
+                if self._deadline is not None and time.monotonic() > self._deadline:
+                    raise _ClientGaveUp  # a tool ran in this thread past the read timeout: answered late
+            except _ClientGaveUp:  # the client's read timeout ran out while a tool ran, as over a socket
+                j.update_request(rid, client_closed=True, client_closed_at=j.now())
+                raise httpx.ReadTimeout("timed out", request=request) from None
+            except Dropped:  # a die: the socket sidecar resets the connection, and every other one
+                self._lost()
+                raise _reset(request) from None
             assert answer is not None  # no event streams in-process (get_stream=False)
             reply, fault = answer.reply, answer.fault
             body, ctype = reply_body(reply, answer.sse)
@@ -310,8 +372,7 @@ class InProcessSidecar(SidecarViews):
             status, sent = reply.status, len(body)
             stream: httpx.SyncByteStream | httpx.AsyncByteStream
             if transport.delay is not None:
-                timeout = request.extensions.get("timeout", {}).get("read")
-                stream = _DelayedBody(body, transport.delay, timeout, request)
+                stream = _DelayedBody(body, transport.delay, timeout, request, self._died)
             else:  # the client reads it (httpx builds a response from a stream far faster than from content=)
                 stream = httpx.ByteStream(body)
             return httpx.Response(reply.status, headers=headers, stream=stream)
@@ -347,14 +408,9 @@ class _Exchange(NoAnswerStream):
         self.delay = seconds
 
 
-async def _on_sidecar_loop(pending: Awaitable[Any]) -> Any:
-    """Await an async tool handler on the sidecar loop thread (bounded at 60 s): the in-process
-    dispatch runs on the caller's thread, outside any event loop."""
-
-    async def wait() -> Any:
-        return await pending
-
-    return _loop.run(wait(), timeout=60.0)
+class _ClientGaveUp(Dropped):
+    """The client's read timeout ran out while its call's tool ran: the call is dropped (the client
+    gets ``httpx.ReadTimeout``), as the socket sidecar drops a call whose client hung up."""
 
 
 def _run_inline(coro: Coroutine[Any, Any, T]) -> T:

@@ -201,10 +201,17 @@ def run_plugin(pytester: pytest.Pytester):  # type: ignore[no-untyped-def]
 @pytest.fixture(autouse=True)
 def _pytester_runs_as_off_ci(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs print the same wherever the suite runs: with ``CI`` or ``BUILD_NUMBER`` set
-    pytest stops truncating its short summary, which repeats each failure's message once more."""
+    pytest stops truncating its short summary, which repeats each failure's message once more. And
+    every inner run, in-process or not, sets pytest-asyncio's loop scope as the project's ini does
+    (a run on a pytester folder of its own would warn that it is unset)."""
     if "pytester" in request.fixturenames:
         for var in ("CI", "BUILD_NUMBER"):
             monkeypatch.delenv(var, raising=False)
+        request.getfixturevalue("pytester")  # first: it clears PYTEST_ADDOPTS when made
+        addopts = os.environ.get("PYTEST_ADDOPTS", "")
+        monkeypatch.setenv(
+            "PYTEST_ADDOPTS", f"-o asyncio_default_fixture_loop_scope=function {addopts}".strip()
+        )
 
 
 #: What a pytester subprocess run loads besides what it names with ``-p``: the plugins the project's

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -186,6 +189,40 @@ def test_kill_and_revive_give_the_same_outcomes_on_both_backends() -> None:
     assert side.fired == socket_side.fired == {"die": 1}  # a runtime kill counts for coverage on both
 
 
+@pytest.mark.parametrize("end", ["kill", "stop"])
+def test_a_kill_while_a_delayed_answer_is_on_its_way_resets_it_on_both_backends(end: str) -> None:
+    """``kill()`` and ``stop()`` reset the open connections, a request waiting out a ``delay`` too:
+    in-process it got its 200 after the delay, as if the sidecar had not died."""
+    plan = parse_plan("delay(seconds=3)@health[nth=1]")
+    outcomes = []
+    for make in (lambda: Sidecar(faults=plan), lambda: mock_sidecar(faults=plan)):
+        with httpx.Client(timeout=10) as client, make() as side:
+            got: list[Any] = []
+            waiting = threading.Thread(
+                target=lambda c=client, s=side, g=got: g.append(seen(s, lambda: c.get(s.health_url)))
+            )
+            waiting.start()
+            side.journal.wait_for(lambda s=side: len(s.journal) == 1, 5, "the delayed request")
+            started = time.monotonic()
+            getattr(side, end)()
+            waiting.join()
+            outcomes.append((got[0], time.monotonic() - started < 2.0))
+    assert outcomes == [(httpx.ReadError, True)] * 2
+
+
+async def test_a_kill_resets_a_delayed_answer_an_async_client_waits_for() -> None:
+    async with httpx.AsyncClient(timeout=10) as client:
+        with mock_sidecar(faults=["delay(seconds=3)@health"]) as side:
+            waiting = asyncio.ensure_future(client.get(side.health_url))
+            while len(side.journal) == 0:
+                await asyncio.sleep(0.01)
+            started = time.monotonic()
+            side.kill()
+            with pytest.raises(httpx.ReadError):
+                await waiting
+            assert time.monotonic() - started < 2.0
+
+
 def test_a_delay_longer_than_the_read_timeout_is_a_read_timeout_on_both_backends() -> None:
     plan = parse_plan("delay(seconds=0.5)@health")
     outcomes = []
@@ -193,6 +230,33 @@ def test_a_delay_longer_than_the_read_timeout_is_a_read_timeout_on_both_backends
         with httpx.Client(timeout=0.05) as client, make() as side:
             outcomes.append(seen(side, lambda c=client, s=side: c.get(s.health_url)))
     assert outcomes == [httpx.ReadTimeout, httpx.ReadTimeout]
+
+
+@pytest.mark.parametrize("era", ["stateless", "session"])
+def test_a_tool_slower_than_the_read_timeout_is_a_read_timeout_on_both_backends(era: str) -> None:
+    """A call whose tool runs past the client's read timeout: ``httpx.ReadTimeout`` at the timeout, and
+    the call journaled as closed by the client (in-process answered it in full, 3 s late)."""
+    seen_by_client = []
+    call = tool("sleep", seconds=3)
+    for make in (lambda: Sidecar(era=era), lambda: mock_sidecar(era=era)):
+        with httpx.Client(timeout=5.0) as client, make() as side:
+            headers = {"Accept": "application/json, text/event-stream"}
+            if era == "session":
+                hello = {"name": "t", "version": "1"}
+                init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": hello}
+                r = client.post(side.mcp_url, json=rpc("initialize", init), headers=headers)
+                headers["Mcp-Session-Id"] = r.headers["mcp-session-id"]
+            else:
+                headers.update(STATELESS)
+            started = time.monotonic()
+            post = functools.partial(client.post, side.mcp_url, json=call, headers=headers, timeout=0.3)
+            outcome = seen(side, post)
+            waited = time.monotonic() - started
+            if isinstance(side, Sidecar):  # it journals the client's close on its loop
+                side.wait_for(lambda requests: any(r.client_closed for r in requests))
+            [rec] = [r for r in side.requests if r.mcp_method == "tools/call"]
+            seen_by_client.append((outcome, waited < 2.0, rec.client_closed))
+    assert seen_by_client == [(httpx.ReadTimeout, True, True)] * 2
 
 
 async def test_async_clients_see_the_same_classes_and_answers() -> None:
@@ -237,9 +301,46 @@ def test_stall_is_refused_with_the_connection_reason() -> None:
     )
 
 
+def test_ignore_cancel_is_refused_a_cancel_never_reaches_a_call_in_process() -> None:
+    """The in-process backend answers one request at a time: a cancel from another thread, sent while
+    the call runs, is answered after it, so there is no call in flight for ``ignore_cancel`` to act on
+    (accepted, it never changed a thing)."""
+    with mock_sidecar() as side, httpx.Client(timeout=5.0) as client:
+        headers = {"Accept": "application/json, text/event-stream", **STATELESS}
+        worker = threading.Thread(
+            target=client.post,
+            args=(side.mcp_url,),
+            kwargs={"json": tool("sleep", seconds=0.5), "headers": headers},
+        )
+        worker.start()
+        side.journal.wait_for(lambda: len(side.journal) == 1, 5, "the call to start")
+        client.post(side.mcp_url, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 1}}, headers=headers)  # fmt: skip
+        worker.join()
+        call, cancel = side.requests
+        assert cancel.started_at >= call.ended_at  # it waited for the call's answer
+    with pytest.raises(UnsupportedInProcess) as info:
+        mock_sidecar(faults=["ignore_cancel"])
+    assert str(info.value).startswith("'ignore_cancel' needs real sockets (a cancel reaches a call only")
+
+
 def test_freeze_at_runtime_is_refused() -> None:
     with mock_sidecar() as side, pytest.raises(UnsupportedInProcess, match="'freeze' needs real sockets"):
         side.freeze()
+
+
+def test_a_fault_refused_by_inject_is_named_as_inject_s_not_the_constructor_s() -> None:
+    """The other backends name ``inject()``; this one said ``faults=``, an argument the test never gave."""
+    with mock_sidecar() as side:
+        with pytest.raises(
+            UnsupportedInProcess, match=r"^'stall' needs real sockets .*\(fault 'stall' in inject\(\)\)$"
+        ):
+            side.inject("stall")
+        with pytest.raises(
+            UnsupportedInProcess, match=r"^mock_sidecar inject\(\): fault 'ignore_eof' is stdio-only"
+        ):
+            side.inject("ignore_eof")
+        assert side.plan == ()
 
 
 def test_every_kind_is_either_supported_or_refused() -> None:
@@ -259,6 +360,10 @@ def test_stdio_only_kinds_are_refused_as_not_http(kind: str) -> None:
     [
         ({"base_url": "http://sidecar.test/api"}, "base_url must be an http(s) origin without a path"),
         ({"base_url": "sidecar.test"}, "base_url must be an http(s) origin"),
+        # a query, a fragment or a port out of range made a health_url answered 404, or no origin at all
+        ({"base_url": "http://sidecar.test?x=1"}, "got 'http://sidecar.test?x=1'"),
+        ({"base_url": "http://sidecar.test#top"}, "got 'http://sidecar.test#top'"),
+        ({"base_url": "http://sidecar.test:99999"}, "got 'http://sidecar.test:99999'"),
         ({"era": "modern"}, "era must be one of 'auto', 'stateless', 'session', got 'modern'"),
         ({"mcp_path": "mcp"}, "mcp_path must be a path starting with '/', got 'mcp'"),
         ({"health_path": "/mcp"}, "mock_sidecar: health_path and mcp_path must differ, both are '/mcp'"),

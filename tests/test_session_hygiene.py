@@ -6,6 +6,7 @@ with the docs' runners and real clients (mcp 2.x, and mcp 1.x with and without i
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -110,6 +111,25 @@ def test_a_call_span_with_no_request_after_a_failed_call_failed_in_the_client() 
     assert unreached_calls(journal, received + other, client_calls(bare), 100.0) == []
 
 
+def test_a_client_whose_next_call_reaches_the_sidecar_was_not_poisoned() -> None:
+    """An agent with two MCP servers: after the call answered 503 here, its call to the other server
+    (which no journal of the test holds: the SDK's span names no server) fails there, and its next call
+    here reaches the sidecar: a later call still reached it, so nothing is held against the client (the
+    verdict named the other server's failed call, "failed without reaching the sidecar")."""
+    journal = [_call(1, 1, 0.05, status=503), _call(3, 3, 2.05)]
+    received = [(r, 100 + r.started_at) for r in journal]
+    spans = [
+        _span(1, 100.0, rpc_id="1", status="ERROR"),  # answered 503 here
+        _span(2, 101.0, rpc_id="2", status="ERROR"),  # the other server's error answer
+        _span(3, 102.0, rpc_id="3"),  # the next call here: it reached the sidecar
+    ]
+    assert unreached_calls(journal, received, client_calls(spans), 100.0) == []
+    # a client whose later calls all fail in it is held to its duty, as before
+    assert [p.kind for p in unreached_calls(journal[:1], received[:1], client_calls(spans), 100.0)] == [
+        "call_never_reached"
+    ]
+
+
 def test_only_client_spans_of_requests_count_and_a_framework_span_around_the_sdks_is_one_call() -> None:
     spans = [
         _span(1, 1.0, kind="SERVER"),
@@ -158,6 +178,36 @@ def test_a_session_whose_initialize_the_client_gave_up_on_is_not_owed() -> None:
         assert (problem.kind, problem.requests) == ("never_ended", ())
         # which of the two went unlearned the journal cannot say; that one of them is owed, it can
         assert problem.session_id in sc.sessions and kept in sc.sessions
+
+
+def test_a_fault_answered_in_full_does_not_excuse_a_session_left_open() -> None:
+    """A real sidecar and a raw httpx runner: a ``tool_error`` or a JSON-RPC error is answered in full
+    (200) on a connection left open, and both SDKs still end the session after it (measured: mcp 2.3
+    and 1.30), so a runner that returns on that error path without its ``DELETE`` owes it; a fault that
+    cut the answer (a ``truncate``: the sidecar closed the connection; a ``503``: mcp 1.x's transport
+    ends) still excuses the session."""
+    import httpx
+
+    from pytest_mcpfaults import Sidecar, parse_fault
+
+    init = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
+        },
+    }  # fmt: skip
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    faults = ["tool_error@tool:echo[nth=1]", "truncate@tool:echo[nth=2]", "status(code=503)@tool:echo[nth=3]"]
+    with Sidecar(era="session", faults=[parse_fault(f) for f in faults]) as sc:
+        with httpx.Client(timeout=5) as http:
+            for _ in faults:  # each runner returns on its error path: no DELETE
+                sid = http.post(sc.mcp_url, json=init, headers=accept).headers["Mcp-Session-Id"]
+                with contextlib.suppress(httpx.HTTPError):
+                    http.post(sc.mcp_url, json=call, headers={**accept, "Mcp-Session-Id": sid})
+        sc.wait_idle()
+        [problem] = session_problems(sc.journal.requests, sc.sessions, connections=sc.journal.connections)
+        assert problem.kind == "never_ended" and [r.fault_kind for r in problem.requests] == ["tool_error"]
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

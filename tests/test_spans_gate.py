@@ -577,34 +577,35 @@ def test_gate_keeps_the_tests_own_failure_and_adds_a_note(harness: pytest.Pytest
     assert _results(harness)["test_fails_anyway"][0] == ["cleanup_never_flips", False]
 
 
-def test_gate_with_a_provider_built_before_the_run_needs_attach(harness: pytest.Pytester) -> None:
-    # The root conftest is imported before pytest_configure, so the gate's watch misses this provider.
-    harness.makeconftest(
-        RESULTS_CONFTEST
-        + textwrap.dedent(
+def test_gate_catches_a_provider_built_in_an_initial_conftest(harness: pytest.Pytester) -> None:
+    """pytest imports its initial conftests (the root's, and those of the ``test*`` directories beside
+    it, such as ``tests/conftest.py``) before ``pytest_configure``: the gate's watch starts before them,
+    so a harness's provider built there is caught (it was missed, and the buggy harness passed)."""
+    provider = "from opentelemetry.sdk.trace import TracerProvider\nPROVIDER = TracerProvider()\n"
+    harness.makeconftest(RESULTS_CONFTEST + provider)
+    harness.mkdir("tests").joinpath("conftest.py").write_text(provider.replace("PROVIDER", "TESTS_PROVIDER"))
+    harness.path.joinpath("tests", "test_app.py").write_text(
+        textwrap.dedent(
             """
-            from opentelemetry.sdk.trace import TracerProvider
-            PROVIDER = TracerProvider()
+            from harness import Client, run_buggy
+
+            def conftest(request, *where):
+                path = request.config.rootpath.joinpath(*where, "conftest.py")
+                return request.config.pluginmanager.getplugin(str(path))
+
+            def test_root_conftest(request):
+                provider = conftest(request).PROVIDER
+                run_buggy(provider.get_tracer("app"), Client(alive=False))
+
+            def test_tests_conftest(request):
+                provider = conftest(request, "tests").TESTS_PROVIDER
+                run_buggy(provider.get_tracer("app"), Client(alive=False))
             """
         )
     )
-    harness.makepyfile(
-        test_app="""
-        from conftest import PROVIDER
-        from harness import Client, run_buggy
-        from pytest_mcpfaults.spans import install_recorder
-
-        def test_missed():
-            run_buggy(PROVIDER.get_tracer("app"), Client(alive=False))
-
-        def test_attached():
-            install_recorder().attach(PROVIDER)
-            run_buggy(PROVIDER.get_tracer("app"), Client(alive=False))
-        """
-    )
-    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*FAILED test_app.py::test_attached*"])
+    result = harness.runpytest_subprocess("-p", "mcpfaults", "--mcpfaults-check-spans", "--rootdir", ".")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*- [[]cleanup_never_flips[]] Agent.Session is ERROR*"])
 
 
 def test_gate_and_fixture_together_record_setup_spans(harness: pytest.Pytester) -> None:

@@ -187,6 +187,13 @@ def test_requests_after_the_fault_are_progress(mcp_sidecar):
         httpx.get(mcp_sidecar.health_url, timeout=5)
         time.sleep(0.2)
 
+@pytest.mark.mcp_sidecar(patience=BUDGET, faults=["status(code=503)@health"])
+def test_a_fallback_to_another_sidecar_is_progress(mcp_sidecar, mcp_sidecar_factory):
+    replica = mcp_sidecar_factory(patience=BUDGET, faults=["delay(seconds=0.3)@health"])
+    assert httpx.get(mcp_sidecar.health_url, timeout=5).status_code == 503
+    for _ in range(4):  # the runner goes on with the replica, slow but answering: 1.2 s, over 2 budgets
+        assert httpx.get(replica.health_url, timeout=5).status_code == 200
+
 @pytest.mark.mcp_sidecar(patience=BUDGET, faults=["delay(seconds=1.5)@health"])
 def test_a_request_in_flight_is_the_sidecars_to_answer(mcp_sidecar):
     assert httpx.get(mcp_sidecar.health_url, timeout=5).status_code == 200
@@ -209,7 +216,7 @@ def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(DURATIONS_CONFTEST)
     pytester.makepyfile(test_stall_cases=PROGRESS_TESTS)  # not a name of this suite: it runs in-process
     result = _run_here(pytester)
-    result.assert_outcomes(failed=2, passed=4)
+    result.assert_outcomes(failed=2, passed=5)
     durations = inner_reports.durations(result)
     sleep = failure(result, "test_a_sleep_after_die")
     headline = r"the test made no progress for \d\.\d s \(the 0.5 s patience budget\) after `die@health`"
@@ -224,6 +231,7 @@ def test_what_is_and_is_not_a_stall(pytester: pytest.Pytester) -> None:
         assert durations[name] < HANG_BOUND, (name, durations[name])  # not the 20 s sleep, not for ever
     assert durations["test_requests_after_the_fault_are_progress"] >= 2.4  # twice its budget, no verdict
     assert durations["test_a_request_in_flight_is_the_sidecars_to_answer"] >= 1.5
+    assert durations["test_a_fallback_to_another_sidecar_is_progress"] >= 1.2  # no verdict at 0.5 s
     assert durations["test_interrupting_off"] >= 1.2
 
 

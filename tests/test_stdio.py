@@ -9,7 +9,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -663,3 +665,70 @@ def test_the_socket_of_an_ended_child_is_closed_when_it_is_reaped(make: Any) -> 
     while sockets() > before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sockets() == before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_wait_exit_returns_with_the_exit_recorded_in_the_journal(make: Any, sig: int) -> None:
+    """A child that dies holding a request: once ``wait_exit()`` returns, that request's hold has ended
+    (the client went) and the child's connection is closed, in the journal the test reads next."""
+    for _ in range(3):  # the journal was written on the loop after wait_exit() woke (a race, 2 in 3 lost)
+        server = make(faults=["hang@ping"], patience=5)
+        with raw_child(server) as proc:
+            exchange(proc, INIT, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            assert reply(proc)["id"] == 1
+            server.journal.wait_for(lambda j=server.journal: any(r.held for r in j.requests), 5, "a hold")
+            proc.send_signal(sig)
+            proc.wait(5)
+        child = server.wait_exit()
+        ping, conn = server.journal.request(1), server.journal.connections[0]
+        assert (ping.hold, ping.ended_at is not None) == ("client_closed", True), ping
+        assert (conn.closed_by, conn.closed_at) == ("client", child.exited_at), conn
+
+
+def test_an_answer_ready_after_the_child_exited_on_eof_is_journaled_as_not_sent(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pipeline (requests, then stdin closed): the child answers what it read for a bounded time, then
+    exits. A reply made later (a delay past that bound) never reached stdout: its record says so
+    (it said status 200 and the line's bytes)."""
+    from pytest_mcpfaults.stdio import child_link
+
+    monkeypatch.setattr(child_link, "_EOF_GRACE", 0.2)
+    server = make(faults=["delay(seconds=0.6)@ping"])
+    with raw_child(server) as proc:
+        out, _ = proc.communicate(
+            json.dumps(INIT).encode() + b'\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n', timeout=10
+        )
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [1]  # the ping's line never came
+    assert server.wait_exit().exit_how == "stdin closed"
+    server.journal.wait_for(lambda: all(r.done for r in server.journal.requests), 5, "the ping to end")
+    ping = server.journal.request(1)
+    assert (ping.status, ping.bytes_sent, ping.client_closed) == (None, 0, True), ping
+
+
+@pytest.mark.parametrize(
+    ("sig", "message"),
+    [
+        (
+            signal.SIGSTOP,
+            "StdioServer.kill(): SIGSTOP stops the child: use freeze() (and release() to continue)",
+        ),
+        (signal.SIGCONT, "StdioServer.kill(): SIGCONT continues the child: use release()"),
+        (
+            999,
+            "StdioServer.kill(): sig must be a signal number (signal.SIGKILL, signal.SIGTERM ...), got 999",
+        ),
+        (
+            "SIGTERM",
+            "StdioServer.kill(): sig must be a signal number (signal.SIGKILL, signal.SIGTERM ...), got",
+        ),
+    ],
+)
+def test_kill_refuses_what_is_not_a_signal_that_ends_the_child_naming_it(
+    make: Any, sig: Any, message: str
+) -> None:
+    """``kill(SIGSTOP)`` stopped the child behind freeze()'s back: release() did not continue it and the
+    harness's close hung; 999 or a name failed with "999 is not a valid Signals"."""
+    server = make()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        server.kill(sig)

@@ -292,6 +292,8 @@ def _zombie(pid: int) -> bool:
         ({"upstream_command": "python server.py"}, "upstream_command must be a list of strings"),
         ({"upstream_command": []}, "non-empty list of non-empty strings"),
         ({"upstream_command": ["python", ""]}, "non-empty list of non-empty strings"),
+        # a NUL passed the check and failed start() with "ValueError: embedded null byte", naming nothing
+        ({"upstream_command": ["python", "a\0b"]}, r"strings without a NUL .* got \['python', 'a\\x00b'\]"),
         (
             {"upstream_command": CHILD, "upstream": "http://127.0.0.1:9/mcp"},
             "upstream=.* and upstream_command=",
@@ -430,6 +432,8 @@ for line in sys.stdin.buffer:
         continue
     if mode == "deep":
         sys.stdout.buffer.write(b"[" * 200000 + b"\\n")
+    if mode == "strid":  # the id it was sent, as a string: an answer to no request
+        m["id"] = str(m["id"])
     send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "pong"}]}})
 while mode == "stubborn":
     time.sleep(1)
@@ -462,6 +466,22 @@ def test_an_over_deep_json_line_is_skipped_and_the_reader_lives_on(tmp_path: Pat
         settled(sc)
         assert sc.errors == []  # the upstream's garbage, not the sidecar's fault
         assert sc._stdio is not None and sc._stdio.skipped == 3
+
+
+def test_an_answer_with_an_id_no_request_has_is_named_in_the_504(tmp_path: Path) -> None:
+    """A child that answers with another id (``"2"`` for ``2``) answered: the 504 says so (it said only
+    that no answer came)."""
+    with (
+        Sidecar(upstream_command=hostile(tmp_path, "strid"), upstream_timeout=0.5) as sc,
+        httpx.Client(timeout=10) as c,
+    ):
+        headers = initialize(c, sc.mcp_url)
+        r = c.post(sc.mcp_url, json=echo(2), headers=headers)
+        assert r.status_code == 504
+        assert r.json()["error"]["message"].endswith(
+            "no answer within upstream_timeout=0.5 s; it wrote 1 line(s) that answered no request, skipped "
+            "(the last: an answer with id '2', which no request waits for)"
+        )
 
 
 def test_a_child_that_stops_reading_its_stdin_gets_504s_with_bounded_memory(tmp_path: Path) -> None:

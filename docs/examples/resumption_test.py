@@ -51,6 +51,7 @@ def test_a_client_that_reconnects_without_last_event_id_is_caught(mcp_sidecar):
         session = {"Mcp-Session-Id": http.post(mcp_sidecar.mcp_url, json=INIT).headers["mcp-session-id"]}
         http.post(mcp_sidecar.mcp_url, json=ECHO, headers=session)  # ends after the priming event
         http.get(mcp_sidecar.mcp_url, headers=session)  # reconnects, without Last-Event-ID
+        http.delete(mcp_sidecar.mcp_url, headers=session)  # and ends its session
     with pytest.raises(AssertionError, match="with GET /mcp without Last-Event-ID"):
         mcp_sidecar.assert_client_resumed(within=1.0)
 

@@ -156,7 +156,7 @@ class _Call:
             ):
                 return Finding(None, None)
             for sc in sidecars:
-                stall = None if sc.expect_hang else find_stall(sc)
+                stall = None if sc.expect_hang else find_stall(sc, sidecars)
                 if stall is not None and id(stall.fired) not in reported:
                     return Finding(sc, stall)
             if still is None:
@@ -474,7 +474,8 @@ def _check_sessions(item: pytest.Item, sidecar: Sidecar) -> None:
     journal = sidecar.journal
 
     def found() -> list[Any]:
-        return session_problems(journal.requests, sidecar.sessions, owed=owed)
+        conns = journal.connections
+        return session_problems(journal.requests, sidecar.sessions, owed=owed, connections=conns)
 
     problems = found()
     if any(p.kind == "never_ended" for p in problems):  # a DELETE may be on its way

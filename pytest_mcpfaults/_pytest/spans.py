@@ -241,6 +241,51 @@ def settings_for(config: pytest.Config) -> SpanSettings:
     return settings
 
 
+class _Early:
+    """``config`` as its options stand while pytest loads its initial conftests: the command line's
+    from the namespace parsed so far (``config.option`` is filled in only after), the ini's as read."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._config = config
+
+    def getoption(self, name: str, default: Any = None) -> Any:
+        return getattr(self._config.known_args_namespace, name, default)
+
+    def getini(self, name: str) -> Any:
+        return self._config.getini(name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Under the gate or explore, start the run's provider watch (``pytest_configure``) before pytest
+    imports its initial conftests (the root's, and ``tests/conftest.py`` beside it): a harness's
+    provider built there is caught too. A bad setting is ``pytest_configure``'s to report."""
+    early: Any = _Early(early_config)
+    try:
+        on = _read_settings(early).check or explore_on(early)
+    except (pytest.UsageError, ValueError):
+        return
+    if on:
+        _watch(early_config)
+
+
+def _watch(config: pytest.Config) -> None:
+    if _WATCH_KEY not in config.stash:
+        from pytest_mcpfaults.spans.recorder import global_recorder
+
+        stack = ExitStack()
+        stack.enter_context(global_recorder().watch_providers())
+        config.stash[_WATCH_KEY] = stack
+        config.add_cleanup(functools.partial(_unwatch, config))
+
+
+def _unwatch(config: pytest.Config) -> None:
+    stack = config.stash.get(_WATCH_KEY, None)
+    if stack is not None:
+        stack.close()
+        del config.stash[_WATCH_KEY]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -253,11 +298,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # import or collection time is caught too. The global provider is wired at each test's start.
         # Explore (from-trace's replays too) checks the span invariants of its runs whether or not the
         # gate is on, and from-trace matches the clean run's spans.
-        from pytest_mcpfaults.spans.recorder import global_recorder
-
-        stack = ExitStack()
-        stack.enter_context(global_recorder().watch_providers())
-        config.stash[_WATCH_KEY] = stack
+        _watch(config)
     else:  # explore's markers may turn it on for their tests: what the modules build is kept till then
         config.stash[_BUILT_KEY] = _BuiltAtCollection()
 
@@ -276,10 +317,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     built = config.stash.get(_BUILT_KEY, None)
     if built is not None:  # a collection that never finished
         built.stop()
-    stack = config.stash.get(_WATCH_KEY, None)
-    if stack is not None:
-        stack.close()
-        del config.stash[_WATCH_KEY]
+    _unwatch(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -1396,6 +1396,10 @@ class IgnoreCancel(Fault):
     on_cancel: ClassVar[CancelEffect] = "ignore"
     drawn_by_default: ClassVar[bool] = False
     shrink_rank: ClassVar[int] = 200
+    needs_sockets: ClassVar[str | None] = (
+        "a cancel reaches a call only while the call runs; the in-process backend answers one request "
+        "at a time, so a cancel is answered after the call it names"
+    )
     default_target: ClassVar[str] = "tools/call"
     not_in_catalogue: ClassVar[str] = _NOT_AT_CLEANUP
     seen: ClassVar[Seen | tuple[Seen, ...]] = Seen(

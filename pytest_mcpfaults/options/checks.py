@@ -45,10 +45,10 @@ def _check_command(name: str, command: object, example: str) -> list[str]:
             f"Sidecar: {name} must be a list of strings, the program and its arguments ({example}), "
             f"got {command!r}"
         )
-    if not command or any(not isinstance(c, str) or not c for c in command):
+    if not command or any(not isinstance(c, str) or not c or "\0" in c for c in command):
         raise ValueError(
-            f"Sidecar: {name} must be a non-empty list of non-empty strings (the program and its "
-            f"arguments), got {command!r}"
+            f"Sidecar: {name} must be a non-empty list of non-empty strings without a NUL (the program "
+            f"and its arguments), got {command!r}"
         )
     return list(command)
 

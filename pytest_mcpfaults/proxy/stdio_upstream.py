@@ -86,7 +86,7 @@ class StdioUpstream:
         self._stderr = bytearray()
         self._gone: UpstreamError | None = None
         self._on_error = on_error
-        #: Lines of its stdout that were not JSON-RPC objects (skipped), and, for error messages, how many
+        #: Lines of its stdout that answered no request (skipped), and, for error messages, how many
         #: and the last one's reason (empty when none was).
         self.skipped = 0
         self.skipped_note = ""
@@ -164,14 +164,16 @@ class StdioUpstream:
                     self._write({"jsonrpc": "2.0", "id": message["id"], "error": error})
             return
         mid = message.get("id")
-        fut = self._pending.pop(mid, None) if isinstance(mid, int) else None
-        if fut is not None and not fut.done():
+        fut = self._pending.pop(mid, None) if type(mid) is int else None  # not True for 1
+        if fut is None:  # another id than sent (a string, a late answer after a 504): answers nothing
+            self._skip(f"an answer with id {mid!r}, which no request waits for")
+        elif not fut.done():
             fut.set_result(message)
 
     def _skip(self, why: str) -> None:
         self.skipped += 1
         self.skipped_note = (
-            f"; it wrote {self.skipped} line(s) that were not JSON-RPC, skipped (the last: {why})"
+            f"; it wrote {self.skipped} line(s) that answered no request, skipped (the last: {why})"
         )
 
     def _fail(self, gone: UpstreamError) -> None:

@@ -40,6 +40,8 @@ from pytest_mcpfaults.transports.views import NoAnswerStream
 #: How long a child whose control channel closed may take to exit before it is killed.
 _EXIT_GRACE = 1.0
 _HELLO_TIMEOUT = 5.0
+#: How long a child whose stdin closed goes on answering the requests it read before it exits.
+_EOF_GRACE = 2.0
 _FROZEN_POLL = 0.05
 
 
@@ -206,10 +208,12 @@ class ChildLink:
         self.stdin_closed: asyncio.Future[None] = loop.create_future()
         self.holds = Holds(self.journal)
         self.ended_by_us: str | None = None  # exit_how when the test process ended it
+        self.exiting = False  # told to exit: a line sent to it now may never be written
         self.bye: tuple[str, int] | None = None
         self.close_timer: asyncio.TimerHandle | None = None
         self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         self.requests: set[asyncio.Task[None]] = set()
+        self.holding: set[asyncio.Task[Any]] = set()  # the requests' tasks in a hold
         self.rpc_ids: dict[Any, int] = {}  # JSON-RPC id -> journal id
 
     def send(self, **message: Any) -> None:
@@ -281,7 +285,8 @@ class ChildLink:
         """Answer the requests already read (a pipeline's last request too), then let the child exit."""
         pending = [t for t in self.requests if not t.done()]
         if pending:
-            await asyncio.wait(pending, timeout=2.0)
+            await asyncio.wait(pending, timeout=_EOF_GRACE)
+        self.exiting = True
         self.send(t="ans", n=n, keep=False)
 
     def on_sig(self, n: int, name: str) -> None:
@@ -290,6 +295,7 @@ class ChildLink:
         action: Literal["ignored", "died"] = "ignored" if fault is not None else "died"
         self.update(signals=(*self.record.signals, SignalRecord(name, now, action)))
         self.send(t="ans", n=n, keep=fault is not None)
+        self.exiting = fault is None
         if fault is not None:
             self.channel.arm_close(self, fault, now)
 
@@ -299,6 +305,10 @@ class ChildLink:
         if not await wait_exited([self.pid], timeout=_EXIT_GRACE) and self.cid in self.channel.live:
             self.kill("control channel lost")
             await wait_exited([self.pid], timeout=_EXIT_GRACE)
+        # its holds end first, journaled (bounded) before its exit is: wait_exit() finds them final
+        self.holds.end("client_closed" if self.ended_by_us is None else "teardown")
+        if self.holding:
+            await asyncio.wait(set(self.holding), timeout=_EXIT_GRACE)
         self.ended()
 
     def ended(self) -> None:
@@ -317,13 +327,15 @@ class ChildLink:
             how, code = self.bye
         if how == "die fault":
             code = 1
-        self.update(exited_at=self.journal.now(), exit_how=how or "killed", exit_code=code, stopped=False)
-        if code is None:
-            self.channel.spawn(self.record_exit_code())
         if self.channel.guarded:
             guardian.forget(self.pid)
+        now = self.journal.now()
         closed_by: ClosedBy = "sidecar" if self.ended_by_us is not None else "client"
-        self.journal.update_connection(self.cid, closed_at=self.journal.now(), closed_by=closed_by)
+        self.journal.update_connection(self.cid, closed_at=now, closed_by=closed_by)
+        # last: it wakes wait_exit(), which then reads the journal
+        self.update(exited_at=now, exit_how=how or "killed", exit_code=code, stopped=False)
+        if code is None:
+            self.channel.spawn(self.record_exit_code())
 
     async def record_exit_code(self) -> None:
         code = await exit_status(self.pid)
@@ -361,6 +373,10 @@ class ChildLink:
             exchange = _Exchange(self, rid)
             answer = await self.core.decide(rid, incoming, exchange)
             assert answer is not None  # None only for a GET event stream
+            if self.exiting or self.ended_by_us is not None or not self.record.alive:
+                # the child exited (stdin closed, a signal, a kill) before the answer was made: no line
+                j.update_request(rid, client_closed=True, client_closed_at=j.now())
+                return
             status = answer.reply.status
             sent = await exchange.deliver(answer, rpc_id)
         except Dropped:
@@ -419,7 +435,13 @@ class _Exchange(NoAnswerStream):
             child.gone: "client_closed",
             child.stdin_closed: "client_closed",
         }
-        outcome, _, started = await child.holds.hold(self.rid, budget, ends, records_close=True)
+        task = asyncio.current_task()
+        assert task is not None
+        child.holding.add(task)
+        try:
+            outcome, _, started = await child.holds.hold(self.rid, budget, ends, records_close=True)
+        finally:
+            child.holding.discard(task)
         if outcome == "patience":
             assert budget is not None
             journal, rid = child.journal, self.rid

@@ -36,6 +36,29 @@ from pytest_mcpfaults.verdicts.violation import numbered_verdict
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+#: The signals ``kill()`` refuses, and the method that does what each does.
+_NOT_KILL = {
+    signal.SIGSTOP: "stops the child: use freeze() (and release() to continue)",
+    signal.SIGTSTP: "stops the child: use freeze() (and release() to continue)",
+    signal.SIGCONT: "continues the child: use release()",
+}
+
+
+def _signal_name(sig: object) -> str:
+    """The name of ``kill()``'s ``sig``, refusing a non-signal and a signal that stops or continues the
+    child (``freeze()``'s and ``release()``'s: a child stopped behind their back stays stopped)."""
+    try:
+        signum = signal.Signals(sig)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        raise ValueError(
+            "StdioServer.kill(): sig must be a signal number (signal.SIGKILL, signal.SIGTERM ...), "
+            f"got {sig!r}"
+        ) from None
+    if signum in _NOT_KILL:
+        raise ValueError(f"StdioServer.kill(): {signum.name} {_NOT_KILL[signum]}")
+    return signum.name
+
+
 class StdioServer(SidecarViews):
     """A fault-injected MCP server over stdio, spawned by the harness under test.
 
@@ -177,8 +200,8 @@ class StdioServer(SidecarViews):
     # -- runtime control -----------------------------------------------------------------------------
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` (SIGKILL by default: the server crashes) to the latest live child."""
+        name = _signal_name(sig)
         child = self._channel.live_child("kill")
-        name = signal.Signals(sig).name
         _loop.run(_loop.call(lambda: child.signal(sig, name)))
         if sig == signal.SIGKILL:
             self.journal.add_fired("die", what="kill()")

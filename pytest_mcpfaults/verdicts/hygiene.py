@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from pytest_mcpfaults.core.records import RequestRecord
+from pytest_mcpfaults.core.records import ConnectionRecord, RequestRecord
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.spans.records import RecordedSpan
@@ -72,14 +72,21 @@ class SessionProblem:
 
 
 def session_problems(
-    requests: Sequence[RequestRecord], live: Iterable[str], *, owed: bool = True
+    requests: Sequence[RequestRecord],
+    live: Iterable[str],
+    *,
+    owed: bool = True,
+    connections: Iterable[ConnectionRecord] = (),
 ) -> list[SessionProblem]:
     """``live``: the session ids still open at the end; ``owed=False`` (the test keeps its sessions)
-    skips the ``never_ended`` duty."""
+    skips the ``never_ended`` duty; ``connections``: the journal's, to tell a fault that cut its
+    connection from one answered in full."""
     problems: list[SessionProblem] = []
     if owed:
         deleted = {r.session_id for r in requests if r.method == "DELETE" and r.session_id}
-        faulted = {r.session_id for r in requests if r.fault is not None and r.session_id}
+        last = {r.conn_id: r.id for r in sorted(requests, key=lambda r: r.id)}  # what a close cut
+        severed = {last[c.id] for c in connections if c.closed_by == "sidecar" and c.id in last}
+        faulted = {r.session_id for r in requests if r.fault and r.session_id and _cut(r, severed)}
         abandoned = sum(1 for r in requests if r.mcp_method == "initialize" and r.client_closed)
         for sid in live:
             if sid not in deleted and sid not in faulted:
@@ -101,6 +108,15 @@ def session_problems(
         if later:
             problems.append(SessionProblem(sid, "used_after_lost", later, lost))
     return problems
+
+
+def _cut(r: RequestRecord, severed: set[int]) -> bool:
+    """The fault on ``r`` may have ended the client's transport, and with it the ``DELETE``: no answer
+    or an HTTP error (mcp 1.x's transport ends on one), a hold, a close by either side (``severed``:
+    the last request of each connection the sidecar closed). An answer sent in full with a success
+    status on a connection left open (a ``tool_error``, a ``delay``) ends neither SDK's transport
+    (measured: mcp 2.3 and 1.30 both send their ``DELETE`` after one)."""
+    return (r.status or 500) >= 400 or r.held is not None or r.client_closed or r.id in severed
 
 
 def _call(span: RecordedSpan) -> str:
@@ -142,7 +158,8 @@ def unreached_calls(
     journal, ``clock`` its journal's :meth:`~pytest_mcpfaults.core.journal.Journal.epoch`; ``received`` every
     request any sidecar of the test received, with the wall time it came; ``calls`` the client's
     call spans (:func:`client_calls`). A call is matched to a request of its method received while
-    its span was open (and of its JSON-RPC id, when the span names one)."""
+    its span was open (and of its JSON-RPC id, when the span names one); one that failed unmatched is
+    not held against the client once a later call reached this sidecar."""
     from pytest_mcpfaults.faults.kinds import fault_kinds
 
     kinds = fault_kinds()
@@ -174,6 +191,10 @@ def unreached_calls(
             del unmatched[match]
         elif span.status_code == "ERROR" and start >= since:
             missing.append(span)
+    # the duty is that a later call still reaches the sidecar: a call after the failed one did (the
+    # failed span may be a call to another MCP server, which the span does not name)
+    reached = [clock + r.started_at for r in requests if r.mcp_method and r.rpc_id is not None]
+    missing = [s for s in missing if not any(at > (s.end_time or 0) / 1e9 for at in reached)]
     if not missing:
         return []
     return [SessionProblem(first.session_id or "", "call_never_reached", (first,), calls=tuple(missing))]

@@ -58,13 +58,14 @@ class Stall:
         return self.fired.what or self.fired.kind
 
 
-def find_stall(server: StalledServer) -> Stall | None:
+def find_stall(server: StalledServer, others: Sequence[StalledServer] = ()) -> Stall | None:
     """The stall of ``server``, or ``None``: a fault has fired, no request has arrived since but the
     client's own event stream (a ``GET`` on the MCP endpoint, which MCP clients reopen by themselves),
-    none is in flight, and at least the patience budget has passed since the fault and since the last
-    answer ended (a delayed one, a hold the client let go of; a hold patience ended is its verdict's). A
-    server with no budget (``patience=None``), not started or stopped, never stalls; nor does one
-    whose last fault says ``expect_hang=True``."""
+    at ``server`` or at any of ``others`` (the test's other servers: a fallback to a replica is
+    progress), none is in flight, and at least the patience budget has passed since the fault and since
+    the last answer ended (a delayed one, a hold the client let go of; a hold patience ended is its
+    verdict's). A server with no budget (``patience=None``), not started or stopped, never stalls; nor
+    does one whose last fault says ``expect_hang=True``."""
     budget = server.patience
     journal = server.journal
     fired, last = journal.last_activity
@@ -84,6 +85,13 @@ def find_stall(server: StalledServer) -> Stall | None:
         later = tuple(r for r in journal.requests_since(fired.next_request) if r.id != fired.request_id)
         if any(not own_event_stream(r, server.mcp_path) for r in later):
             return None
+    fault_at = journal.t0 + fired.at  # on the monotonic clock every journal counts from
+    for other in (o for o in others if o is not server):
+        for r in reversed(other.journal.requests):  # in start order: the latest first
+            if other.journal.t0 + r.started_at <= fault_at:
+                break
+            if not own_event_stream(r, other.mcp_path):
+                return None
     state = server.state
     if state not in ("running", "dead", "frozen"):
         return None
