@@ -128,3 +128,35 @@ def test_the_pages_example_files_and_quoted_output_are_real() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == (here / "output.txt").read_text()
     assert '--8<-- "docs/examples/from_trace/output.txt"' in (ROOT / "docs" / "from-trace.md").read_text()
+
+
+def _in_process(*argv: str) -> tuple[int, str, str]:
+    """The command run in this process (its exit status, stdout, stderr)."""
+    import io
+
+    from pytest_mcpfaults.cli import build_parser
+    from pytest_mcpfaults.from_trace.driver import main
+
+    out, err = io.StringIO(), io.StringIO()
+    status = main(build_parser().parse_args(["from-trace", *argv]), out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("journal", "message"),
+    [
+        (["POST initialize"], "clean.json: journal[0]: a request is an object with a label"),
+        ([{"server": 0, "start": 1.0}], "clean.json: journal[0]: a request is an object with a label"),
+        ([{"label": "POST initialize", "server": "a"}], "clean.json: journal[0]: a request is an object"),
+        ([{"label": "POST initialize", "start": "soon"}], "clean.json: journal[0]: a request is an object"),
+    ],
+)
+def test_a_clean_run_with_a_bad_journal_record_exits_2_naming_it(
+    files: Path, journal: list[object], message: str
+) -> None:
+    detail = clean_detail()
+    (files / "clean.json").write_text(json.dumps({**detail, "journal": journal}))
+    status, _, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
+    assert status == 2
+    assert message in err
+
