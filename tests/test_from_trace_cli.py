@@ -160,3 +160,17 @@ def test_a_clean_run_with_a_bad_journal_record_exits_2_naming_it(
     assert status == 2
     assert message in err
 
+
+@pytest.mark.parametrize(
+    ("clean", "message"),
+    [
+        ("missing.json", "from-trace: cannot read {files}/missing.json: No such file"),
+        ("deep.json", "from-trace: {files}/deep.json: not JSON (maximum recursion depth"),
+    ],
+)
+def test_an_unreadable_or_deep_clean_run_exits_2_saying_so(files: Path, clean: str, message: str) -> None:
+    (files / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    status, _, err = _in_process(str(files / "incident.json"), "--clean", str(files / clean))
+    assert status == 2
+    assert message.format(files=files) in err
+

@@ -97,9 +97,10 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
     try:
         read = decode_trace(read_file(args.path), args.path)
         trace = pick_trace(read.spans, args.path, names.session, args.trace_id)
+        data = read_file(args.clean)
         try:
-            detail = json.loads(read_file(args.clean))
-        except ValueError as exc:
+            detail = json.loads(data)
+        except (ValueError, RecursionError) as exc:
             raise TraceError(
                 f'{args.clean}: not JSON ({exc}); a clean run is {{"spans": [...], "journal": [...]}}'
             ) from None
