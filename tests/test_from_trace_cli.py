@@ -174,3 +174,13 @@ def test_an_unreadable_or_deep_clean_run_exits_2_saying_so(files: Path, clean: s
     assert status == 2
     assert message.format(files=files) in err
 
+
+def test_a_regression_test_that_cannot_be_written_exits_2_naming_it(files: Path) -> None:
+    incident, clean = str(files / "incident.json"), str(files / "clean.json")
+    target = files / "no" / "test_r.py"
+    status, out, err = _in_process(
+        incident, "--clean", clean, "--write", str(target), "--test", "examples/test_x.py::test_clean_run"
+    )
+    assert status == 2
+    assert f"from-trace: cannot write {target}: No such file or directory" in err
+

@@ -112,7 +112,11 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
     lines = inferred_lines(inferred, f"{args.path}: {read.summary(len(trace.spans))}")
     print("\n".join(lines), file=out)
     if args.write:
-        _write(args, inferred, out)
+        try:
+            _write(args, inferred, out)
+        except OSError as exc:
+            print(f"from-trace: cannot write {args.write}: {exc.strerror or exc}", file=err)
+            return 2
     return 0
 
 
