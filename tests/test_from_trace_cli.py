@@ -184,3 +184,11 @@ def test_a_regression_test_that_cannot_be_written_exits_2_naming_it(files: Path)
     assert status == 2
     assert f"from-trace: cannot write {target}: No such file or directory" in err
 
+
+def test_a_clean_run_span_whose_time_overflows_exits_2_naming_it(files: Path) -> None:
+    detail = clean_detail()
+    detail["spans"][0]["start"] = 1e300  # seconds: no integer nanoseconds hold it
+    (files / "clean.json").write_text(json.dumps(detail))
+    status, _, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
+    assert status == 2
+    assert "clean.json: spans[0]: span 'Agent.Session': bad ids or times" in err

@@ -135,7 +135,7 @@ def _plugin_span(raw: Any, where: str) -> RecordedSpan:
             ids = (1, int(raw["id"]), None if raw.get("parent") is None else int(raw["parent"]))
             status, desc, events = raw.get("status", "UNSET"), raw.get("description"), ()
             times = (_ns(raw.get("start")), _ns(raw.get("end")))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TraceError(f"{where}: span {raw.get('name')!r}: bad ids or times ({exc})") from None
     if status not in _STATUSES:
         raise TraceError(f"{where}: span {raw['name']!r}: status must be one of {_STATUSES}, got {status!r}")
