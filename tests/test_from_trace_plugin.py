@@ -268,6 +268,17 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
             "--mcpfaults-from-trace=trace.json --mcpfaults-from-trace-id=zz: trace_id='zz': a trace id is "
             "32 hex digits; trace.json has: ",
         ),
+        # one trace named twice, spelt two ways (case, a 0x prefix): replayed once, or it is two items
+        (
+            [
+                "--mcpfaults-from-trace=trace.json",
+                f"--mcpfaults-from-trace-id={TRACE.trace_id_hex}",
+                f"--mcpfaults-from-trace-id=0x{TRACE.trace_id_hex.upper()}",
+            ],
+            f"--mcpfaults-from-trace-id={TRACE.trace_id_hex} "
+            f"--mcpfaults-from-trace-id=0x{TRACE.trace_id_hex.upper()}: both name trace "
+            f"{TRACE.trace_id_hex}; each trace is replayed once",
+        ),
         # a file of several session traces, none named: which one is ambiguous
         (
             ["--mcpfaults-from-trace=both.jsonl"],

@@ -137,11 +137,17 @@ def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str
         except TraceError as exc:
             raise pytest.UsageError(f"{OPTION}={path}: {exc}") from None
     wanted: dict[str, list[str | None]] = {path: [] for path in reads}
+    spelt: dict[int, str] = {}  # trace id -> the first spelling of it given
     for t in dict.fromkeys(trace_ids):
         try:
             want: int | None = int(t.removeprefix("0x"), 16)
         except ValueError:
             want = None  # not a trace id: each file's own error says so
+        if want is not None and spelt.setdefault(want, t) != t:
+            raise pytest.UsageError(
+                f"{ID_OPTION}={spelt[want]} {ID_OPTION}={t}: both name trace {want:032x}; each trace is "
+                "replayed once, as the item test_x[from-trace:<trace id>]: give it once"
+            )
         holders = [p for p, r in reads.items() if want is None or any(s.trace_id == want for s in r.spans)]
         if not holders and len(reads) > 1:
             has = "; ".join(
