@@ -322,6 +322,19 @@ def test_a_bad_marker_is_a_collection_error_naming_it(
     assert message in result.stdout.str()
 
 
+def test_a_marked_test_under_xdist_is_a_collection_error_naming_it(pytester: pytest.Pytester) -> None:
+    """A worker adds no item during the run: the replay would silently not run, and the test pass."""
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.mcp_from_trace('trace.json')\ndef test_x(mcp_sidecar):\n    pass\n"
+    )
+    result = _run(pytester, "-n", "1")
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["*test_x: @pytest.mark.mcp_from_trace: its replays are made during the run; run it without -n*"]
+    )
+
+
 def test_a_marked_test_without_a_sidecar_is_refused(pytester: pytest.Pytester) -> None:
     shutil.copy(TRACE_FILE, pytester.path / "trace.json")
     pytester.makepyfile(

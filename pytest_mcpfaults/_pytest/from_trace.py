@@ -227,6 +227,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         source = _pick(_decode(full, path), path, trace_id, _names(metafunc.config, node))
     except TraceError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    if hasattr(metafunc.config, "workerinput"):  # an xdist worker adds no item during a run
+        raise pytest.Collector.CollectError(f"{where}: its replays are made during the run; run it without -n")
     metafunc.config.stash[_MARKED][node.nodeid] = source
     if node.get_closest_marker(EXPLORE_MARKER) is None:
         node.add_marker(getattr(pytest.mark, EXPLORE_MARKER)())
