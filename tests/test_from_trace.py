@@ -235,6 +235,13 @@ def test_json_lines_of_exports_are_read_and_a_file_with_several_traces_needs_a_t
         (b'{"resourceSpans": 3}', "not an OTLP/JSON trace export: resourceSpans must be a JSON array"),
         (b"hello, I am a text file", "t.json: not a trace"),
         (b'{"spans": [{"name": "x", "span_id": "zz"}]}', "spans\\[0\\]: span 'x': bad ids or times"),
+        # the plugin's span JSON: nanoseconds that are not a number, a description that is not text
+        (b'{"spans": [{"name": "x", "span_id": "01", "end_time": "soon"}]}', "span 'x': bad ids or times"),
+        (
+            b'{"spans": [{"name": "x", "span_id": "01", "status_description": 5}]}',
+            "spans\\[0\\]: span 'x': its status description must be a string, got '5'",
+        ),
+        (b'{"spans": [{"name": "x", "id": 1, "description": ["e"]}]}', "its status description must be"),
     ],
 )
 def test_what_is_not_a_trace_is_refused_naming_the_file_and_what_is_valid(data: bytes, message: str) -> None:
