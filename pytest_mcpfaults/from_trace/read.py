@@ -129,7 +129,8 @@ def _plugin_span(raw: Any, where: str) -> RecordedSpan:
         if "span_id" in raw:
             ids = (_hex(raw.get("trace_id") or "1"), _hex(raw["span_id"]), _hex(raw.get("parent_id")))
             status = raw.get("status_code", "UNSET")
-            desc, times = raw.get("status_description"), (raw.get("start_time"), raw.get("end_time"))
+            desc = raw.get("status_description")
+            times = (_int(raw.get("start_time")), _int(raw.get("end_time")))
             events = _events(raw.get("events", ()))
         else:
             ids = (1, int(raw["id"]), None if raw.get("parent") is None else int(raw["parent"]))
@@ -139,6 +140,10 @@ def _plugin_span(raw: Any, where: str) -> RecordedSpan:
         raise TraceError(f"{where}: span {raw.get('name')!r}: bad ids or times ({exc})") from None
     if status not in _STATUSES:
         raise TraceError(f"{where}: span {raw['name']!r}: status must be one of {_STATUSES}, got {status!r}")
+    if desc is not None and not isinstance(desc, str):
+        raise TraceError(
+            f"{where}: span {raw['name']!r}: its status description must be a string, got {str(desc)[:60]!r}"
+        )
     trace_id, span_id, parent = ids
     attrs = raw.get("attributes")
     return RecordedSpan(
@@ -160,6 +165,10 @@ def _events(raw: Sequence[Any]) -> tuple[RecordedEvent, ...]:
         for e in raw
         if isinstance(e, dict)
     )
+
+
+def _int(nanoseconds: Any) -> int | None:
+    return None if nanoseconds is None else int(nanoseconds)
 
 
 def _ns(seconds: Any) -> int | None:
