@@ -310,6 +310,11 @@ def test_a_bad_option_is_a_usage_error_naming_it(
         ("mcp_from_trace('trace.json', id='x')", "expected mcp_from_trace(path, trace_id=None)"),
         ("mcp_from_trace('nope.json')", "@pytest.mark.mcp_from_trace: cannot read"),
         ("mcp_from_trace('trace.json', trace_id=7)", "got trace_id=7"),
+        (
+            "mcp_from_trace('trace.json')\n@pytest.mark.mcp_from_trace('trace.json')",
+            "@pytest.mark.mcp_from_trace: one trace per test (mcp_from_trace(path, trace_id=None): path a "
+            "trace file, trace_id 32 hex digits or None); the test has it 2 times",
+        ),
     ],
 )
 def test_a_bad_marker_is_a_collection_error_naming_it(

@@ -212,6 +212,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if len(marker.args) != 1 or not isinstance(marker.args[0], str) or not marker.args[0] or unknown:
         got = ", ".join([*map(repr, marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())])
         raise pytest.Collector.CollectError(f"{where}: expected {usage}; got ({got})")
+    if (n := sum(m.name == MARKER for m in node.own_markers)) > 1:
+        raise pytest.Collector.CollectError(
+            f"{where}: one trace per test ({usage}); the test has it {n} times"
+        )
     path, trace_id = marker.args[0], marker.kwargs.get("trace_id")
     if trace_id is not None and not isinstance(trace_id, str):
         raise pytest.Collector.CollectError(f"{where}: expected {usage}; got trace_id={trace_id!r}")
@@ -228,7 +232,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except TraceError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
     if hasattr(metafunc.config, "workerinput"):  # an xdist worker adds no item during a run
-        raise pytest.Collector.CollectError(f"{where}: its replays are made during the run; run it without -n")
+        raise pytest.Collector.CollectError(
+            f"{where}: its replays are made during the run; run it without -n"
+        )
     metafunc.config.stash[_MARKED][node.nodeid] = source
     if node.get_closest_marker(EXPLORE_MARKER) is None:
         node.add_marker(getattr(pytest.mark, EXPLORE_MARKER)())
