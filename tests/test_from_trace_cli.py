@@ -192,3 +192,13 @@ def test_a_clean_run_span_whose_time_overflows_exits_2_naming_it(files: Path) ->
     status, _, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
     assert status == 2
     assert "clean.json: spans[0]: span 'Agent.Session': bad ids or times" in err
+
+
+@pytest.mark.parametrize("flag", ["--session", "--cleanup"])
+def test_a_blank_span_name_glob_is_an_error_naming_the_argument(
+    files: Path, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"), f"{flag}= ")
+    assert exited.value.code == 2
+    assert f"argument {flag}: span name patterns must be non-blank strings, got ' '" in capsys.readouterr().err

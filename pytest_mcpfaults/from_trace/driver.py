@@ -43,11 +43,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--clean", required=True, metavar="FILE", help='the clean run: {"spans": [...], "journal": [...]}'
     )
     p.add_argument(
-        "--session", action="append", metavar="GLOB", help="session span-name glob (default: Agent.Session)"
+        "--session",
+        action="append",
+        type=_glob,
+        metavar="GLOB",
+        help="session span-name glob (default: Agent.Session)",
     )
     p.add_argument(
         "--cleanup",
         action="append",
+        type=_glob,
         metavar="GLOB",
         help="cleanup span-name glob (default: MCP.DeleteSession)",
     )
@@ -66,6 +71,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.set_defaults(subparser=p)
     return p
+
+
+def _glob(text: str) -> str:
+    """A span-name glob, refused (naming the argument) as the gate's settings refuse it."""
+    from pytest_mcpfaults.spans.queries import as_patterns
+
+    try:
+        as_patterns(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def read_file(path: str) -> bytes:
