@@ -178,7 +178,7 @@ def test_an_unreadable_or_deep_clean_run_exits_2_saying_so(files: Path, clean: s
 def test_a_regression_test_that_cannot_be_written_exits_2_naming_it(files: Path) -> None:
     incident, clean = str(files / "incident.json"), str(files / "clean.json")
     target = files / "no" / "test_r.py"
-    status, out, err = _in_process(
+    status, _, err = _in_process(
         incident, "--clean", clean, "--write", str(target), "--test", "examples/test_x.py::test_clean_run"
     )
     assert status == 2
@@ -201,4 +201,5 @@ def test_a_blank_span_name_glob_is_an_error_naming_the_argument(
     with pytest.raises(SystemExit) as exited:
         _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"), f"{flag}= ")
     assert exited.value.code == 2
-    assert f"argument {flag}: span name patterns must be non-blank strings, got ' '" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"argument {flag}: span name patterns must be non-blank strings, got ' '" in err
