@@ -203,6 +203,14 @@ def test_the_same_trace_reads_the_same_from_otlp_protobuf_and_the_plugins_span_j
         assert inferred(data).plan == (DELETE_FAULT,)
 
 
+@pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-32"])
+def test_a_json_export_an_editor_saved_with_a_byte_order_mark_is_read(codec: str) -> None:
+    """Windows tools write one (PowerShell 5's ``>`` writes UTF-16, Notepad's "UTF-8 with BOM")."""
+    data = incident_bytes().decode().encode(codec)
+    assert decode_trace(data, "trace.json").format == "OTLP/JSON"
+    assert inferred(data).plan == (DELETE_FAULT,)
+
+
 def test_json_lines_of_exports_are_read_and_a_file_with_several_traces_needs_a_trace_id() -> None:
     other = "0" * 31 + "7"
     lines = [

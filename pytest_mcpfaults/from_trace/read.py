@@ -5,6 +5,7 @@ it; every refusal is a :class:`TraceError` naming the source and what is valid.
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,14 @@ def decode_trace(data: bytes, source: str) -> Read:
     """The spans in ``data`` (the bytes of ``source``, a file name for the messages)."""
     if len(data) > MAX_TRACE_BYTES:
         raise TraceError(f"{source}: over {MAX_TRACE_BYTES} bytes, the largest trace file read")
+    # JSON an editor saved with a byte order mark (UTF-16: PowerShell 5's `>`); no protobuf starts so
+    if data.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            data = data.decode(json.detect_encoding(data)).lstrip("\ufeff").encode()
+        except UnicodeDecodeError as exc:
+            raise TraceError(
+                f"{source}: not text in the encoding its byte order mark names ({exc})"
+            ) from None
     text = data.lstrip()
     if not text:
         raise TraceError(f"{source}: the file is empty; valid: {FORMATS}")
