@@ -327,6 +327,21 @@ def test_a_bad_marker_is_a_collection_error_naming_it(
     assert message in result.stdout.str()
 
 
+def test_the_option_with_no_clean_test_to_replay_against_says_so(pytester: pytest.Pytester) -> None:
+    """The trace was read, but no test is one explore selects: the summary says nothing was replayed."""
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = _run(pytester, "--mcpfaults-from-trace=trace.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= mcpfaults from-trace =*",
+            f"trace {TRACE.trace_id_hex} (trace.json): not replayed: no test explore selects ran clean and "
+            "passed (a test using a sidecar fixture with no faults= of its own, see docs/explore.md)",
+        ]
+    )
+
+
 def test_a_marked_test_under_xdist_is_a_collection_error_naming_it(pytester: pytest.Pytester) -> None:
     """A worker adds no item during the run: the replay would silently not run, and the test pass."""
     shutil.copy(TRACE_FILE, pytester.path / "trace.json")

@@ -351,9 +351,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     replays: dict[tuple[str, str], _Replay] = config.stash.get(_REPLAYS, {})
-    if not replays:
+    sources = config.stash.get(_OPTION_SOURCES, [])
+    if not replays and not sources:
         return
     terminalreporter.section("mcpfaults from-trace")
+    for source in sources if not replays else ():  # the option was given, and nothing replayed its traces
+        terminalreporter.write_line(
+            f"trace {source.trace.trace_id_hex} ({source.source}): not replayed: no test explore selects "
+            "ran clean and passed (a test using a sidecar fixture with no faults= of its own, see "
+            "docs/explore.md)"
+        )
     shown = None
     for (test, _), replay in replays.items():
         if test != shown:
