@@ -203,3 +203,24 @@ def test_a_blank_span_name_glob_is_an_error_naming_the_argument(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {flag}: span name patterns must be non-blank strings, got ' '" in err
+
+
+def test_write_does_not_overwrite_a_file_it_did_not_write(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--write`` given the clean test's own module (a slip of the keyboard) must not destroy it; a module
+    from-trace wrote is rewritten."""
+    incident, clean = str(files / "incident.json"), str(files / "clean.json")
+    mine = files / "test_mine.py"
+    mine.write_text("def test_clean_run():\n    pass\n")
+    test = f"{mine}::test_clean_run"
+    with pytest.raises(SystemExit) as exited:
+        _in_process(incident, "--clean", clean, "--write", str(mine), "--test", test)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --write: {mine} exists and is not a regression test from-trace wrote" in err
+    assert mine.read_text() == "def test_clean_run():\n    pass\n"
+    written = files / "test_regression.py"
+    for _ in range(2):  # written, then rewritten
+        status, _, err = _in_process(incident, "--clean", clean, "--write", str(written), "--test", test)
+        assert status == 0, err

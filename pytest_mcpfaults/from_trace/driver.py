@@ -109,6 +109,11 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
         args.subparser.error("argument --write: needs --test NODEID (the clean test to replay)")
     if args.test and not _NODEID.match(args.test):
         args.subparser.error(f"argument --test: expected path/to/test_x.py::test_name, got {args.test!r}")
+    if args.write and not _rewritable(Path(args.write)):
+        args.subparser.error(
+            f"argument --write: {args.write} exists and is not a regression test from-trace wrote: "
+            "not overwritten; name a new file"
+        )
     names = SpanNames.of(args.session or SpanNames().session, args.cleanup or SpanNames().cleanup)
     try:
         read = decode_trace(read_file(args.path), args.path)
@@ -134,6 +139,17 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
             print(f"from-trace: cannot write {args.write}: {exc.strerror or exc}", file=err)
             return 2
     return 0
+
+
+def _rewritable(target: Path) -> bool:
+    """Whether ``--write`` may write ``target``: a new file, or a regression test it wrote before."""
+    from pytest_mcpfaults.from_trace.render import WRITTEN_BY
+
+    try:
+        with target.open("rb") as f:
+            return WRITTEN_BY.encode() in f.read(1000)
+    except OSError:  # none there (or a folder, unreadable: writing it says why)
+        return True
 
 
 def _write(args: argparse.Namespace, inferred: Any, out: IO[str]) -> None:
