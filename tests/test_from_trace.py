@@ -237,6 +237,16 @@ def test_many_failed_spans_the_clean_run_lacks_are_matched_in_linear_time() -> N
     assert all(m.span is None for m in found[1:])  # the 2nd..nth delete: no counterpart
 
 
+def test_a_collector_file_shared_with_metrics_and_logs_pipelines_reads_its_traces() -> None:
+    """One file exporter in the traces, metrics and logs pipelines writes the three kinds of lines."""
+    metrics = json.dumps({"resourceMetrics": [{"resource": {}, "scopeMetrics": []}]})
+    logs = json.dumps({"resourceLogs": [{"resource": {}, "scopeLogs": []}]})
+    data = "\n".join([metrics, json.dumps(export(*incident())), logs]).encode()
+    assert inferred(data).plan == (DELETE_FAULT,)
+    with pytest.raises(TraceError, match=r"t\.json: no trace in it, only OTLP metrics or logs \(2 exports\)"):
+        decode_trace(f"{metrics}\n{logs}\n".encode(), "t.json")
+
+
 def test_json_lines_of_exports_are_read_and_a_file_with_several_traces_needs_a_trace_id() -> None:
     other = "0" * 31 + "7"
     lines = [

@@ -22,6 +22,8 @@ FORMATS = (
     "collector's file exporter writes them), an OTLP/protobuf ExportTraceServiceRequest, or the "
     "plugin's span JSON (an object with spans, as GET /_mcpfaults/spans?format=json writes it)"
 )
+#: The OTLP/JSON exports of other signals (a collector's file exporter shared by their pipelines).
+_OTHER_SIGNALS = ("resourceMetrics", "resourceLogs", "resource_metrics", "resource_logs")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _STATUSES = ("UNSET", "OK", "ERROR")
 
@@ -78,7 +80,7 @@ def _json(data: bytes, source: str) -> Read:
     except (ValueError, RecursionError) as exc:
         raise TraceError(f"{source}: not JSON ({exc}); valid: {FORMATS}") from None
     spans: list[RecordedSpan] = []
-    rejected, fmt = 0, "plugin span JSON"
+    rejected, others, fmt = 0, 0, "plugin span JSON"
     reasons: list[str] = []
     for n, (raw, doc) in enumerate(docs, 1):
         where = f"{source}, export {n}" if len(docs) > 1 else source
@@ -90,10 +92,16 @@ def _json(data: bytes, source: str) -> Read:
             fmt = "OTLP/JSON"
         elif isinstance(doc, dict) and isinstance(doc.get("spans"), list):
             spans += plugin_spans(doc["spans"], where)
+        elif isinstance(doc, dict) and any(k in doc for k in _OTHER_SIGNALS):
+            others += 1  # not a trace: skipped
         else:
             raise TraceError(
                 f"{where}: not a trace (neither resourceSpans nor spans in it); valid: {FORMATS}"
             )
+    if others == len(docs):
+        raise TraceError(
+            f"{source}: no trace in it, only OTLP metrics or logs ({others} exports); valid: {FORMATS}"
+        )
     return Read(tuple(spans), fmt, rejected, tuple(reasons[:5]))
 
 
