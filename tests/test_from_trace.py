@@ -278,6 +278,9 @@ def test_json_lines_of_exports_are_read_and_a_file_with_several_traces_needs_a_t
         (b"{nope", "t.json: not JSON"),
         (b'{"resourceSpans": 3}', "not an OTLP/JSON trace export: resourceSpans must be a JSON array"),
         (b"hello, I am a text file", "t.json: not a trace"),
+        # compressed (gzip; zstd, the collector file exporter's compression): no protobuf starts so
+        (b"\x1f\x8b\x08\x00rest", r"t.json: gzip-compressed: decompress it first \(gzip -d\); valid: "),
+        (b"\x28\xb5\x2f\xfdrest", r"t.json: zstd-compressed: decompress it first \(zstd -d\); valid: "),
         (b'{"spans": [{"name": "x", "span_id": "zz"}]}', "spans\\[0\\]: span 'x': bad ids or times"),
         # the plugin's span JSON: nanoseconds that are not a number, a description that is not text
         (b'{"spans": [{"name": "x", "span_id": "01", "end_time": "soon"}]}', "span 'x': bad ids or times"),

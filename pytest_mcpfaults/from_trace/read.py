@@ -53,6 +53,11 @@ def decode_trace(data: bytes, source: str) -> Read:
     """The spans in ``data`` (the bytes of ``source``, a file name for the messages)."""
     if len(data) > MAX_TRACE_BYTES:
         raise TraceError(f"{source}: over {MAX_TRACE_BYTES} bytes, the largest trace file read")
+    for magic, tool in ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd")):  # no protobuf starts so
+        if data.startswith(magic):
+            raise TraceError(
+                f"{source}: {tool}-compressed: decompress it first ({tool} -d); valid: {FORMATS}"
+            )
     # JSON an editor saved with a byte order mark (UTF-16: PowerShell 5's `>`); no protobuf starts so
     if data.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
