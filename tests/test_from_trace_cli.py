@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, incident_bytes
+from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, export, incident, incident_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -224,3 +224,15 @@ def test_write_does_not_overwrite_a_file_it_did_not_write(
     for _ in range(2):  # written, then rewritten
         status, _, err = _in_process(incident, "--clean", clean, "--write", str(written), "--test", test)
         assert status == 0, err
+
+
+def test_spans_with_a_repeated_span_id_are_counted_in_the_first_line(files: Path) -> None:
+    """An exporter's retry writes a batch twice; two spans may share an id: the first is kept, and said."""
+    spans = incident()
+    (files / "incident.json").write_text(json.dumps(export(*spans, *spans[3:])))  # both deletes again
+    status, out, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
+    assert status == 0, err
+    assert out.splitlines()[0] == (
+        f"trace {TRACE} ({files / 'incident.json'}: OTLP/JSON, 5 spans, "
+        "2 spans with a span id seen before left out (the first kept))"
+    )

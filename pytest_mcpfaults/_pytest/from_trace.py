@@ -120,7 +120,7 @@ def _pick(read: Read, shown: str, trace_id: str | None, names: SpanNames) -> _So
     from pytest_mcpfaults.from_trace.trace import pick_trace
 
     trace = pick_trace(read.spans, shown, names.session, trace_id)
-    return _Source(shown, trace, read.summary(len(trace.spans)))
+    return _Source(shown, trace, read.summary(len(trace.spans), trace.duplicates))
 
 
 def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str]) -> list[_Source]:

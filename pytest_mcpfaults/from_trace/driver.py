@@ -130,7 +130,7 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
         print(f"from-trace: {exc}", file=err)
         return 2
     inferred = infer(trace, clean, names, args.patience)
-    lines = inferred_lines(inferred, f"{args.path}: {read.summary(len(trace.spans))}")
+    lines = inferred_lines(inferred, f"{args.path}: {read.summary(len(trace.spans), trace.duplicates)}")
     print("\n".join(lines), file=out)
     if args.write:
         try:

@@ -43,9 +43,12 @@ class Read:
     rejected: int = 0
     reasons: tuple[str, ...] = ()
 
-    def summary(self, spans: int) -> str:
-        """The format, the picked trace's ``spans`` count, and the spans refused (as both front ends say)."""
+    def summary(self, spans: int, duplicates: int = 0) -> str:
+        """The format, the picked trace's ``spans`` count, the spans refused and the ``duplicates`` left out
+        (as both front ends say)."""
         note = f", {self.rejected} spans refused ({'; '.join(self.reasons)})" if self.rejected else ""
+        if duplicates:
+            note += f", {duplicates} spans with a span id seen before left out (the first kept)"
         return f"{self.format}, {spans} spans{note}"
 
 
