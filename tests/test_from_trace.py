@@ -366,6 +366,17 @@ def test_a_text_the_server_wrapped_is_its_answer_whatever_it_says() -> None:
     assert got.inferences[0].outcome == "mapped"
 
 
+def test_a_cut_off_wrapped_error_full_of_backslashes_is_classified_at_once() -> None:
+    """An exporter cuts long descriptions; escaped twice, a Windows path is runs of backslashes. A backslash
+    matched either as an escape or as a character made the search exponential in the run's length (40: some
+    40 s; 60: hours) when no closing quote followed."""
+    text = "RuntimeError: {'error': 'cannot open C:" + "\\" * 40
+    started = time.perf_counter()
+    got = one_failure("MCP.DeleteSession", 8000, 8100, text)
+    assert time.perf_counter() - started < 1.0
+    assert got.inferences[0].faults  # read as a plain error text: error_payload, then tool_error
+
+
 def test_of_several_traces_the_only_one_with_a_session_span_is_picked() -> None:
     probe = export(span("99", "Sidecar.WaitReady", None, 1, 2, trace="0" * 31 + "7"))  # a trace of its own
     data = "\n".join([json.dumps(probe), json.dumps(export(*incident()))]).encode()
