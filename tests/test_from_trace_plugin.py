@@ -245,6 +245,10 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
             ["--mcpfaults-from-trace=trace.json", "-n", "2"],
             "--mcpfaults-from-trace=trace.json: its replays are made during the run; run it without -n",
         ),
+        (  # xdist's workers named one by one (no -n): distributed all the same
+            ["--mcpfaults-from-trace=trace.json", "--tx", "popen", "--dist", "load"],
+            "--mcpfaults-from-trace=trace.json: its replays are made during the run; run it without -n",
+        ),
         (
             ["--mcpfaults-from-trace-id=00ff"],
             "--mcpfaults-from-trace-id=00ff: needs --mcpfaults-from-trace=PATH",

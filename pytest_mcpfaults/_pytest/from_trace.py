@@ -193,9 +193,10 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"{ID_OPTION}={trace_ids[0]}: needs {OPTION}=PATH (the file it picks from)"
             )
         return
-    if config.getoption("numprocesses", default=None):  # xdist: its workers add no item during a run
+    # xdist (-n, or workers named by --tx with --dist): its workers add no item during a run
+    if config.getoption("numprocesses", default=None) or config.getoption("dist", default="no") != "no":
         raise pytest.UsageError(
-            f"{OPTION}={paths[0]}: its replays are made during the run; run it without -n"
+            f"{OPTION}={paths[0]}: its replays are made during the run; run it without -n (or --dist)"
         )
     config.stash[_OPTION_SOURCES] = _option_sources(config, paths, trace_ids)
 
