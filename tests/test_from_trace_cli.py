@@ -177,9 +177,10 @@ def test_an_unreadable_or_deep_clean_run_exits_2_saying_so(files: Path, clean: s
 
 def test_a_regression_test_that_cannot_be_written_exits_2_naming_it(files: Path) -> None:
     incident, clean = str(files / "incident.json"), str(files / "clean.json")
-    target = files / "no" / "test_r.py"
+    target, test = files / "no" / "test_r.py", files / "test_x.py"
+    test.write_text("def test_clean_run():\n    pass\n")
     status, _, err = _in_process(
-        incident, "--clean", clean, "--write", str(target), "--test", "examples/test_x.py::test_clean_run"
+        incident, "--clean", clean, "--write", str(target), "--test", f"{test}::test_clean_run"
     )
     assert status == 2
     assert f"from-trace: cannot write {target}: No such file or directory" in err
@@ -236,3 +237,15 @@ def test_spans_with_a_repeated_span_id_are_counted_in_the_first_line(files: Path
         f"trace {TRACE} ({files / 'incident.json'}: OTLP/JSON, 5 spans, "
         "2 spans with a span id seen before left out (the first kept))"
     )
+
+
+def test_a_test_nodeid_whose_file_is_missing_is_refused_before_anything_is_written(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    incident, clean, target = str(files / "incident.json"), str(files / "clean.json"), files / "test_r.py"
+    test = f"{files}/test_nowhere.py::test_clean_run"
+    with pytest.raises(SystemExit) as exited:
+        _in_process(incident, "--clean", clean, "--write", str(target), "--test", test)
+    assert exited.value.code == 2
+    assert f"argument --test: no file {files}/test_nowhere.py" in capsys.readouterr().err
+    assert not target.exists()

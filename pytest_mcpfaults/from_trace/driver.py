@@ -107,8 +107,11 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
 
     if args.write and not args.test:
         args.subparser.error("argument --write: needs --test NODEID (the clean test to replay)")
-    if args.test and not _NODEID.match(args.test):
+    m = _NODEID.match(args.test or "")
+    if args.test and m is None:
         args.subparser.error(f"argument --test: expected path/to/test_x.py::test_name, got {args.test!r}")
+    if m is not None and not Path(m["path"]).is_file():
+        args.subparser.error(f"argument --test: no file {m['path']} (the clean test's module, from here)")
     if args.write and not _rewritable(Path(args.write)):
         args.subparser.error(
             f"argument --write: {args.write} exists and is not a regression test from-trace wrote: "
