@@ -249,3 +249,19 @@ def test_a_test_nodeid_whose_file_is_missing_is_refused_before_anything_is_writt
     assert exited.value.code == 2
     assert f"argument --test: no file {files}/test_nowhere.py" in capsys.readouterr().err
     assert not target.exists()
+
+
+def test_write_with_nothing_to_replay_writes_no_regression_test(files: Path) -> None:
+    """A regression test of no fault runs the clean test clean: it would pass whatever the harness does."""
+    spans = [dict(s, status={}) for s in incident()]  # no span failed
+    (files / "incident.json").write_text(json.dumps(export(*spans)))
+    (files / "test_x.py").write_text("def test_clean_run():\n    pass\n")
+    target = files / "test_r.py"
+    status, out, err = _in_process(
+        str(files / "incident.json"), "--clean", str(files / "clean.json"),
+        "--write", str(target), "--test", f"{files}/test_x.py::test_clean_run",
+    )  # fmt: skip
+    assert status == 2
+    assert "no span of the trace failed but the session spans: nothing to replay" in out
+    assert f"from-trace: {target} not written: the plan has no fault, so it would replay nothing" in err
+    assert not target.exists()

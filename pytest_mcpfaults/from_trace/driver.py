@@ -4,7 +4,7 @@ trace and the clean run, prints, writes the regression test).
 The clean run (``--clean FILE``) is explore's ``detail`` form, ``{"spans": [...], "journal": [...]}``
 (:func:`pytest_mcpfaults.from_trace.capture.clean_run_detail` writes it from a run's spans and
 sidecars). Exit status 0 when the trace was read (mapped or not), 2 on bad input, the message naming the
-file or argument and what is valid.
+file or argument and what is valid, and when ``--write`` has no fault to write.
 """
 
 from __future__ import annotations
@@ -135,6 +135,12 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
     inferred = infer(trace, clean, names, args.patience)
     lines = inferred_lines(inferred, f"{args.path}: {read.summary(len(trace.spans), trace.duplicates)}")
     print("\n".join(lines), file=out)
+    if args.write and not inferred.plan:
+        print(
+            f"from-trace: {args.write} not written: the plan has no fault, so it would replay nothing",
+            file=err,
+        )
+        return 2
     if args.write:
         try:
             _write(args, inferred, out)
