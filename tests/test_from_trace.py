@@ -418,3 +418,14 @@ def test_a_trace_whose_every_span_is_refused_says_why() -> None:
         TraceError, match=r"t\.json: every span refused \(1\): span 'Bad': trace_id must be 16"
     ):
         decode_trace(json.dumps(export(bad)).encode(), "t.json")
+
+
+def test_the_regression_module_compiles_whatever_the_trace_files_name() -> None:
+    """The trace's file name is in the module's docstring: a backslash or quotes in it broke the module."""
+    import ast
+
+    from pytest_mcpfaults.from_trace.render import regression_test
+
+    source = 'inc\\N"""x\'.json'
+    module = ast.parse(regression_test(inferred(incident_bytes()), source, "test_m", "test_x", "test_r"))
+    assert f"({source})" in (ast.get_docstring(module) or "")

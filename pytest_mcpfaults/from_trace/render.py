@@ -47,7 +47,8 @@ def regression_test(inferred: Inferred, source: str, module: str, test: str, nam
         if i.faults
     )
     plan = "".join(f"    {f!r},\n" for f in inferred.plan)
-    return f'''"""Regression test from trace {inferred.trace_id} ({source}),
+    shown = source.replace("\\", "\\\\").replace('"', '\\"')  # as the docstring's text, whatever it holds
+    return f'''"""Regression test from trace {inferred.trace_id} ({shown}),
 {WRITTEN_BY}: {module}::{test} under the faults the trace
 recorded (its own assertions of a clean run are behaviour under fault; a span invariant fails it)."""
 
