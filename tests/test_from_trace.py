@@ -284,6 +284,9 @@ def test_json_lines_of_exports_are_read_and_a_file_with_several_traces_needs_a_t
         (b'{"spans": [{"name": "x", "span_id": "zz"}]}', "spans\\[0\\]: span 'x': bad ids or times"),
         # the plugin's span JSON: nanoseconds that are not a number, a description that is not text
         (b'{"spans": [{"name": "x", "span_id": "01", "end_time": "soon"}]}', "span 'x': bad ids or times"),
+        # ids are hex digits (as span_json writes them): a sign made "trace -000…1", a test name a SyntaxError
+        (b'{"spans": [{"name": "x", "span_id": "01", "trace_id": "-1"}]}', "span 'x': bad ids or times"),
+        (b'{"spans": [{"name": "x", "span_id": " 0x1_0"}]}', "span 'x': bad ids or times"),
         (
             b'{"spans": [{"name": "x", "span_id": "01", "status_description": 5}]}',
             "spans\\[0\\]: span 'x': its status description must be a string, got '5'",

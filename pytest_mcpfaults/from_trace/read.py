@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -26,6 +27,7 @@ FORMATS = (
 _OTHER_SIGNALS = ("resourceMetrics", "resourceLogs", "resource_metrics", "resource_logs")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _STATUSES = ("UNSET", "OK", "ERROR")
+_HEX = re.compile(r"[0-9a-fA-F]{1,32}")
 
 
 class TraceError(ValueError):
@@ -179,7 +181,11 @@ def _plugin_span(raw: Any, where: str) -> RecordedSpan:
 
 
 def _hex(value: Any) -> Any:
-    return None if value is None else int(str(value), 16)
+    if value is None:
+        return None
+    if not _HEX.fullmatch(str(value)):
+        raise ValueError(f"an id is 1 to 32 hex digits, got {str(value)[:40]!r}")
+    return int(str(value), 16)
 
 
 def _events(raw: Sequence[Any]) -> tuple[RecordedEvent, ...]:
