@@ -354,6 +354,14 @@ def test_a_clean_run_file_that_is_not_one_is_refused() -> None:
         clean_run_from_detail({"spans": [{"id": 1, "name": "x"}], "journal": []}, "clean.json", NAMES.session)
 
 
+def test_a_journal_post_with_no_json_rpc_method_is_left_out_as_footprint_leaves_it_out() -> None:
+    """``POST`` alone (no method, no path) is a POST to the MCP path with no JSON-RPC method: footprint
+    leaves it out, and so must the pairing of steps with records (it raised on the two lengths)."""
+    detail = clean_detail()
+    detail["journal"].insert(0, {"label": "POST", "server": 0, "start": 100.0, "end": 100.01})
+    assert inferred(incident_bytes(), clean=detail).plan == (DELETE_FAULT,)
+
+
 def test_a_clean_run_without_requests_maps_nothing() -> None:
     read = decode_trace(incident_bytes(), "t.json")
     trace = pick_trace(read.spans, "t.json", NAMES.session)

@@ -97,11 +97,14 @@ def clean_run_from_detail(data: Any, source: str, session: Patterns) -> CleanRun
     for server in sorted({int(r.get("server", 0)) for r in journal}):
         records = [r for r in journal if int(r.get("server", 0)) == server]
         # a POST that was not one JSON-RPC message (``POST /mcp``) has no step: footprint leaves it out
-        kept = [r for r in records if str(r["label"]).split(" ")[:2] != ["POST", "/mcp"]]
-        steps = footprint([_request(str(r["label"])) for r in kept], server=server)
+        requests = [(r, _request(r["label"])) for r in records]
+        kept = [
+            (r, q) for r, q in requests if not (q.method == "POST" and q.path == "/mcp" and not q.mcp_method)
+        ]
+        steps = footprint([q for _, q in kept], server=server)
         calls += [
             Call(step.id, step.target, step.nth, step.label, r.get("start"), r.get("end"))
-            for step, r in zip(steps, kept, strict=True)
+            for step, (r, _) in zip(steps, kept, strict=True)
         ]
     calls.sort(key=lambda c: c.start or 0.0)
     return CleanRun(trace, place_calls(calls, trace))
