@@ -346,6 +346,32 @@ def test_the_option_with_no_clean_test_to_replay_against_says_so(pytester: pytes
     )
 
 
+def test_a_rerun_replay_is_one_replay_and_its_next_plan_is_made_once(pytester: pytest.Pytester) -> None:
+    """Under pytest-rerunfailures a failed replay runs again; each attempt inserted the next plan (two
+    items of one id) and added its shape's lines again."""
+    trace = json.loads(TRACE_FILE.read_bytes())  # the page's trace, its failure a plain text: two plans
+    spans = [sp for rs in trace["resourceSpans"] for ss in rs["scopeSpans"] for sp in ss["spans"]]
+    for sp in (sp for sp in spans if sp.get("status", {}).get("message")):
+        sp["status"]["message"], sp["events"] = "RuntimeError: boom", []
+    (pytester.path / "trace.json").write_text(json.dumps(trace))
+    shutil.copy(ROOT / "docs/examples/from_trace_test.py", pytester.path / "hardened_session.py")
+    pytester.makeini("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        test_x="import pytest\nfrom hardened_session import run_session\n\n\n"
+        "@pytest.mark.mcp_from_trace('trace.json')\n@pytest.mark.mcp_sidecar(era='session')\n"
+        "async def test_x(mcp_sidecar, mcp_spans):\n"
+        "    if await run_session(mcp_sidecar.mcp_url) != 'ok':\n"
+        "        raise RuntimeError('the harness gave up')  # a violation: the replay fails, and reruns\n"
+    )
+    result = _run(pytester, "--reruns", "1")
+    out = result.stdout.str()
+    assert result.parseoutcomes() == {"passed": 1, "failed": 2, "rerun": 2}, out
+    plan2 = f"test_x[from-trace:{TRACE.trace_id_hex}:plan2]"
+    assert out.count(f"FAILED test_x.py::{plan2}") == 1, out
+    for rid in (f"from-trace:{TRACE.trace_id_hex}", f"from-trace:{TRACE.trace_id_hex}:plan2"):
+        assert out.count(f"  {rid}: the replay's shape differs from the trace's:") == 1, out
+
+
 def test_a_marked_test_under_xdist_is_a_collection_error_naming_it(pytester: pytest.Pytester) -> None:
     """A worker adds no item during the run: the replay would silently not run, and the test pass."""
     shutil.copy(TRACE_FILE, pytester.path / "trace.json")

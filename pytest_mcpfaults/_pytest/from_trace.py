@@ -303,9 +303,10 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
         differences = shape_differences(replay.source.trace, spans, names.session)
     except TraceError as exc:
         differences = [f"its spans could not be read: {exc}"]
-    replay.tried.append((run.id, differences))
-    if not differences or run.attempt >= len(replay.plans):
-        return []
+    again = any(rid == run.id for rid, _ in replay.tried)  # a rerun's attempt (pytest-rerunfailures)
+    replay.tried = [t for t in replay.tried if t[0] != run.id] + [(run.id, differences)]  # the last stands
+    if again or not differences or run.attempt >= len(replay.plans):
+        return []  # (a rerun's first attempt made the next plan already, if it was to be made)
     return [TraceRun.of(run.trace_id, replay.plans[run.attempt], run.attempt + 1)]
 
 
