@@ -385,6 +385,18 @@ def test_a_marked_test_under_xdist_is_a_collection_error_naming_it(pytester: pyt
     )
 
 
+def test_the_marker_takes_a_path_object(pytester: pytest.Pytester) -> None:
+    """``Path(__file__).parent / "trace.json"`` is a path to a trace file (a str only was taken)."""
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(
+        "from pathlib import Path\nimport pytest\n\n"
+        "@pytest.mark.mcp_from_trace(Path(__file__).parent / 'trace.json')\n"
+        "def test_x(mcp_sidecar):\n    pass\n"
+    )
+    result = _run(pytester, "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+
+
 def test_a_marked_test_without_a_sidecar_is_refused(pytester: pytest.Pytester) -> None:
     shutil.copy(TRACE_FILE, pytester.path / "trace.json")
     pytester.makepyfile(
