@@ -314,6 +314,7 @@ def test_a_bad_option_is_a_usage_error_naming_it(
         ("mcp_from_trace('trace.json', id='x')", "expected mcp_from_trace(path, trace_id=None)"),
         ("mcp_from_trace('nope.json')", "@pytest.mark.mcp_from_trace: cannot read"),
         ("mcp_from_trace('trace.json', trace_id=7)", "got trace_id=7"),
+        ("mcp_from_trace('trace.json', path='trace.json')", "expected mcp_from_trace(path, trace_id=None)"),
         (
             "mcp_from_trace('trace.json')\n@pytest.mark.mcp_from_trace('trace.json')",
             "@pytest.mark.mcp_from_trace: one trace per test (mcp_from_trace(path, trace_id=None): path a "
@@ -385,13 +386,16 @@ def test_a_marked_test_under_xdist_is_a_collection_error_naming_it(pytester: pyt
     )
 
 
-def test_the_marker_takes_a_path_object(pytester: pytest.Pytester) -> None:
-    """``Path(__file__).parent / "trace.json"`` is a path to a trace file (a str only was taken)."""
+def test_the_marker_takes_a_path_object_and_path_by_keyword(pytester: pytest.Pytester) -> None:
+    """``Path(__file__).parent / "trace.json"`` is a path to a trace file (a str only was taken), and
+    ``path=`` names the argument the signature names."""
     shutil.copy(TRACE_FILE, pytester.path / "trace.json")
     pytester.makepyfile(
         "from pathlib import Path\nimport pytest\n\n"
         "@pytest.mark.mcp_from_trace(Path(__file__).parent / 'trace.json')\n"
-        "def test_x(mcp_sidecar):\n    pass\n"
+        "def test_x(mcp_sidecar):\n    pass\n\n\n"
+        "@pytest.mark.mcp_from_trace(path='trace.json', trace_id=None)  # as the signature reads\n"
+        "def test_y(mcp_sidecar):\n    pass\n"
     )
     result = _run(pytester, "--collect-only", "-q")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()

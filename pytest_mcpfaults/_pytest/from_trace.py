@@ -210,20 +210,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     where = f"{node.nodeid}: @pytest.mark.{MARKER}"
     usage = f"{MARKER}(path, trace_id=None): path a trace file, trace_id 32 hex digits or None"
-    unknown = set(marker.kwargs) - {"trace_id"}
-    if (
-        len(marker.args) != 1
-        or not isinstance(marker.args[0], (str, os.PathLike))
-        or not marker.args[0]
-        or unknown
-    ):
+    unknown = set(marker.kwargs) - {"trace_id", "path"}
+    args = (*marker.args, *([marker.kwargs["path"]] if "path" in marker.kwargs else []))  # path= as named
+    if len(args) != 1 or not isinstance(args[0], (str, os.PathLike)) or not args[0] or unknown:
         got = ", ".join([*map(repr, marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())])
         raise pytest.Collector.CollectError(f"{where}: expected {usage}; got ({got})")
     if (n := sum(m.name == MARKER for m in node.own_markers)) > 1:
         raise pytest.Collector.CollectError(
             f"{where}: one trace per test ({usage}); the test has it {n} times"
         )
-    path, trace_id = os.fspath(marker.args[0]), marker.kwargs.get("trace_id")
+    path, trace_id = os.fspath(args[0]), marker.kwargs.get("trace_id")
     if trace_id is not None and not isinstance(trace_id, str):
         raise pytest.Collector.CollectError(f"{where}: expected {usage}; got trace_id={trace_id!r}")
     if not set(SIDECAR_FIXTURE_NAMES) & set(metafunc.fixturenames):
