@@ -4,6 +4,7 @@ inferring the faults, on traces written by hand in the shape of the incident."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -203,6 +204,49 @@ def test_the_same_trace_reads_the_same_from_otlp_protobuf_and_the_plugins_span_j
         assert inferred(data).plan == (DELETE_FAULT,)
 
 
+@pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-32"])
+def test_a_json_export_an_editor_saved_with_a_byte_order_mark_is_read(codec: str) -> None:
+    """Windows tools write one (PowerShell 5's ``>`` writes UTF-16, Notepad's "UTF-8 with BOM")."""
+    data = incident_bytes().decode().encode(codec)
+    assert decode_trace(data, "trace.json").format == "OTLP/JSON"
+    assert inferred(data).plan == (DELETE_FAULT,)
+
+
+def test_many_failed_spans_the_clean_run_lacks_are_matched_in_linear_time() -> None:
+    """Each span matched by name finds its occurrence of its name from an index: a scan of the name's
+    spans per span took minutes on a trace of 100,000 failed deletes (well within the file bound)."""
+    from pytest_mcpfaults.from_trace.match import match_span, places
+    from pytest_mcpfaults.spans.records import RecordedSpan
+
+    n = 30_000
+    spans = []
+    for k in range(n):  # a failed delete in each of n sessions; the clean run has one session
+        t = 10**9 + k * 10**7
+        spans.append(RecordedSpan("Agent.Session", 7, 2 * k + 1, None, "ERROR", "x", {}, (), t, t + 9))
+        spans.append(
+            RecordedSpan("MCP.DeleteSession", 7, 2 * k + 2, 2 * k + 1, "ERROR", "x", {}, (), t + 1, t + 2)
+        )
+    trace = index_spans(7, spans)
+    clean = clean_run_from_detail(clean_detail(), "clean.json", NAMES.session)
+    mine, theirs = places(trace, NAMES.session), places(clean.trace, NAMES.session)
+    deletes = [s for s in trace.spans if s.name == "MCP.DeleteSession"]
+    started = time.perf_counter()
+    found = [match_span(s, mine, theirs, NAMES.session) for s in deletes]
+    assert time.perf_counter() - started < 5.0  # about 0.5 s; the scan took 80 s
+    assert found[0].how == "place"  # the first session's delete: the clean run's only one
+    assert all(m.span is None for m in found[1:])  # the 2nd..nth delete: no counterpart
+
+
+def test_a_collector_file_shared_with_metrics_and_logs_pipelines_reads_its_traces() -> None:
+    """One file exporter in the traces, metrics and logs pipelines writes the three kinds of lines."""
+    metrics = json.dumps({"resourceMetrics": [{"resource": {}, "scopeMetrics": []}]})
+    logs = json.dumps({"resourceLogs": [{"resource": {}, "scopeLogs": []}]})
+    data = "\n".join([metrics, json.dumps(export(*incident())), logs]).encode()
+    assert inferred(data).plan == (DELETE_FAULT,)
+    with pytest.raises(TraceError, match=r"t\.json: no trace in it, only OTLP metrics or logs \(2 exports\)"):
+        decode_trace(f"{metrics}\n{logs}\n".encode(), "t.json")
+
+
 def test_json_lines_of_exports_are_read_and_a_file_with_several_traces_needs_a_trace_id() -> None:
     other = "0" * 31 + "7"
     lines = [
@@ -234,7 +278,20 @@ def test_json_lines_of_exports_are_read_and_a_file_with_several_traces_needs_a_t
         (b"{nope", "t.json: not JSON"),
         (b'{"resourceSpans": 3}', "not an OTLP/JSON trace export: resourceSpans must be a JSON array"),
         (b"hello, I am a text file", "t.json: not a trace"),
+        # compressed (gzip; zstd, the collector file exporter's compression): no protobuf starts so
+        (b"\x1f\x8b\x08\x00rest", r"t.json: gzip-compressed: decompress it first \(gzip -d\); valid: "),
+        (b"\x28\xb5\x2f\xfdrest", r"t.json: zstd-compressed: decompress it first \(zstd -d\); valid: "),
         (b'{"spans": [{"name": "x", "span_id": "zz"}]}', "spans\\[0\\]: span 'x': bad ids or times"),
+        # the plugin's span JSON: nanoseconds that are not a number, a description that is not text
+        (b'{"spans": [{"name": "x", "span_id": "01", "end_time": "soon"}]}', "span 'x': bad ids or times"),
+        # ids are hex digits (as span_json writes them): a sign made "trace -000…1", a test name a SyntaxError
+        (b'{"spans": [{"name": "x", "span_id": "01", "trace_id": "-1"}]}', "span 'x': bad ids or times"),
+        (b'{"spans": [{"name": "x", "span_id": " 0x1_0"}]}', "span 'x': bad ids or times"),
+        (
+            b'{"spans": [{"name": "x", "span_id": "01", "status_description": 5}]}',
+            "spans\\[0\\]: span 'x': its status description must be a string, got '5'",
+        ),
+        (b'{"spans": [{"name": "x", "id": 1, "description": ["e"]}]}', "its status description must be"),
     ],
 )
 def test_what_is_not_a_trace_is_refused_naming_the_file_and_what_is_valid(data: bytes, message: str) -> None:
@@ -297,6 +354,14 @@ def test_a_clean_run_file_that_is_not_one_is_refused() -> None:
         clean_run_from_detail({"spans": [{"id": 1, "name": "x"}], "journal": []}, "clean.json", NAMES.session)
 
 
+def test_a_journal_post_with_no_json_rpc_method_is_left_out_as_footprint_leaves_it_out() -> None:
+    """``POST`` alone (no method, no path) is a POST to the MCP path with no JSON-RPC method: footprint
+    leaves it out, and so must the pairing of steps with records (it raised on the two lengths)."""
+    detail = clean_detail()
+    detail["journal"].insert(0, {"label": "POST", "server": 0, "start": 100.0, "end": 100.01})
+    assert inferred(incident_bytes(), clean=detail).plan == (DELETE_FAULT,)
+
+
 def test_a_clean_run_without_requests_maps_nothing() -> None:
     read = decode_trace(incident_bytes(), "t.json")
     trace = pick_trace(read.spans, "t.json", NAMES.session)
@@ -310,6 +375,17 @@ def test_a_text_the_server_wrapped_is_its_answer_whatever_it_says() -> None:
     got = one_failure("MCP.DeleteSession", 8000, 8100, "RuntimeError: {'error': 'session not found'}")
     assert got.plan == ('error_payload(message="session not found")@tool:delete_session[nth=1]',)
     assert got.inferences[0].outcome == "mapped"
+
+
+def test_a_cut_off_wrapped_error_full_of_backslashes_is_classified_at_once() -> None:
+    """An exporter cuts long descriptions; escaped twice, a Windows path is runs of backslashes. A backslash
+    matched either as an escape or as a character made the search exponential in the run's length (40: some
+    40 s; 60: hours) when no closing quote followed."""
+    text = "RuntimeError: {'error': 'cannot open C:" + "\\" * 40
+    started = time.perf_counter()
+    got = one_failure("MCP.DeleteSession", 8000, 8100, text)
+    assert time.perf_counter() - started < 1.0
+    assert got.inferences[0].faults  # read as a plain error text: error_payload, then tool_error
 
 
 def test_of_several_traces_the_only_one_with_a_session_span_is_picked() -> None:
@@ -353,3 +429,14 @@ def test_a_trace_whose_every_span_is_refused_says_why() -> None:
         TraceError, match=r"t\.json: every span refused \(1\): span 'Bad': trace_id must be 16"
     ):
         decode_trace(json.dumps(export(bad)).encode(), "t.json")
+
+
+def test_the_regression_module_compiles_whatever_the_trace_files_name() -> None:
+    """The trace's file name is in the module's docstring: a backslash or quotes in it broke the module."""
+    import ast
+
+    from pytest_mcpfaults.from_trace.render import regression_test
+
+    source = 'inc\\N"""x\'.json'
+    module = ast.parse(regression_test(inferred(incident_bytes()), source, "test_m", "test_x", "test_r"))
+    assert f"({source})" in (ast.get_docstring(module) or "")

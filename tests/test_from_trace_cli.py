@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, incident_bytes
+from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, export, incident, incident_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,3 +128,140 @@ def test_the_pages_example_files_and_quoted_output_are_real() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == (here / "output.txt").read_text()
     assert '--8<-- "docs/examples/from_trace/output.txt"' in (ROOT / "docs" / "from-trace.md").read_text()
+
+
+def _in_process(*argv: str) -> tuple[int, str, str]:
+    """The command run in this process (its exit status, stdout, stderr)."""
+    import io
+
+    from pytest_mcpfaults.cli import build_parser
+    from pytest_mcpfaults.from_trace.driver import main
+
+    out, err = io.StringIO(), io.StringIO()
+    status = main(build_parser().parse_args(["from-trace", *argv]), out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("journal", "message"),
+    [
+        (["POST initialize"], "clean.json: journal[0]: a request is an object with a label"),
+        ([{"server": 0, "start": 1.0}], "clean.json: journal[0]: a request is an object with a label"),
+        ([{"label": "POST initialize", "server": "a"}], "clean.json: journal[0]: a request is an object"),
+        ([{"label": "POST initialize", "start": "soon"}], "clean.json: journal[0]: a request is an object"),
+    ],
+)
+def test_a_clean_run_with_a_bad_journal_record_exits_2_naming_it(
+    files: Path, journal: list[object], message: str
+) -> None:
+    detail = clean_detail()
+    (files / "clean.json").write_text(json.dumps({**detail, "journal": journal}))
+    status, _, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
+    assert status == 2
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    ("clean", "message"),
+    [
+        ("missing.json", "from-trace: cannot read {files}/missing.json: No such file"),
+        ("deep.json", "from-trace: {files}/deep.json: not JSON (maximum recursion depth"),
+    ],
+)
+def test_an_unreadable_or_deep_clean_run_exits_2_saying_so(files: Path, clean: str, message: str) -> None:
+    (files / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    status, _, err = _in_process(str(files / "incident.json"), "--clean", str(files / clean))
+    assert status == 2
+    assert message.format(files=files) in err
+
+
+def test_a_regression_test_that_cannot_be_written_exits_2_naming_it(files: Path) -> None:
+    incident, clean = str(files / "incident.json"), str(files / "clean.json")
+    target, test = files / "no" / "test_r.py", files / "test_x.py"
+    test.write_text("def test_clean_run():\n    pass\n")
+    status, _, err = _in_process(
+        incident, "--clean", clean, "--write", str(target), "--test", f"{test}::test_clean_run"
+    )
+    assert status == 2
+    assert f"from-trace: cannot write {target}: No such file or directory" in err
+
+
+def test_a_clean_run_span_whose_time_overflows_exits_2_naming_it(files: Path) -> None:
+    detail = clean_detail()
+    detail["spans"][0]["start"] = 1e300  # seconds: no integer nanoseconds hold it
+    (files / "clean.json").write_text(json.dumps(detail))
+    status, _, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
+    assert status == 2
+    assert "clean.json: spans[0]: span 'Agent.Session': bad ids or times" in err
+
+
+@pytest.mark.parametrize("flag", ["--session", "--cleanup"])
+def test_a_blank_span_name_glob_is_an_error_naming_the_argument(
+    files: Path, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"), f"{flag}= ")
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: span name patterns must be non-blank strings, got ' '" in err
+
+
+def test_write_does_not_overwrite_a_file_it_did_not_write(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--write`` given the clean test's own module (a slip of the keyboard) must not destroy it; a module
+    from-trace wrote is rewritten."""
+    incident, clean = str(files / "incident.json"), str(files / "clean.json")
+    mine = files / "test_mine.py"
+    mine.write_text("def test_clean_run():\n    pass\n")
+    test = f"{mine}::test_clean_run"
+    with pytest.raises(SystemExit) as exited:
+        _in_process(incident, "--clean", clean, "--write", str(mine), "--test", test)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --write: {mine} exists and is not a regression test from-trace wrote" in err
+    assert mine.read_text() == "def test_clean_run():\n    pass\n"
+    written = files / "test_regression.py"
+    for _ in range(2):  # written, then rewritten
+        status, _, err = _in_process(incident, "--clean", clean, "--write", str(written), "--test", test)
+        assert status == 0, err
+
+
+def test_spans_with_a_repeated_span_id_are_counted_in_the_first_line(files: Path) -> None:
+    """An exporter's retry writes a batch twice; two spans may share an id: the first is kept, and said."""
+    spans = incident()
+    (files / "incident.json").write_text(json.dumps(export(*spans, *spans[3:])))  # both deletes again
+    status, out, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
+    assert status == 0, err
+    assert out.splitlines()[0] == (
+        f"trace {TRACE} ({files / 'incident.json'}: OTLP/JSON, 5 spans, "
+        "2 spans with a span id seen before left out (the first kept))"
+    )
+
+
+def test_a_test_nodeid_whose_file_is_missing_is_refused_before_anything_is_written(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    incident, clean, target = str(files / "incident.json"), str(files / "clean.json"), files / "test_r.py"
+    test = f"{files}/test_nowhere.py::test_clean_run"
+    with pytest.raises(SystemExit) as exited:
+        _in_process(incident, "--clean", clean, "--write", str(target), "--test", test)
+    assert exited.value.code == 2
+    assert f"argument --test: no file {files}/test_nowhere.py" in capsys.readouterr().err
+    assert not target.exists()
+
+
+def test_write_with_nothing_to_replay_writes_no_regression_test(files: Path) -> None:
+    """A regression test of no fault runs the clean test clean: it would pass whatever the harness does."""
+    spans = [dict(s, status={}) for s in incident()]  # no span failed
+    (files / "incident.json").write_text(json.dumps(export(*spans)))
+    (files / "test_x.py").write_text("def test_clean_run():\n    pass\n")
+    target = files / "test_r.py"
+    status, out, err = _in_process(
+        str(files / "incident.json"), "--clean", str(files / "clean.json"),
+        "--write", str(target), "--test", f"{files}/test_x.py::test_clean_run",
+    )  # fmt: skip
+    assert status == 2
+    assert "no span of the trace failed but the session spans: nothing to replay" in out
+    assert f"from-trace: {target} not written: the plan has no fault, so it would replay nothing" in err
+    assert not target.exists()

@@ -245,6 +245,10 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
             ["--mcpfaults-from-trace=trace.json", "-n", "2"],
             "--mcpfaults-from-trace=trace.json: its replays are made during the run; run it without -n",
         ),
+        (  # xdist's workers named one by one (no -n): distributed all the same
+            ["--mcpfaults-from-trace=trace.json", "--tx", "popen", "--dist", "load"],
+            "--mcpfaults-from-trace=trace.json: its replays are made during the run; run it without -n",
+        ),
         (
             ["--mcpfaults-from-trace-id=00ff"],
             "--mcpfaults-from-trace-id=00ff: needs --mcpfaults-from-trace=PATH",
@@ -267,6 +271,17 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
             + ["--mcpfaults-from-trace-id=zz"],
             "--mcpfaults-from-trace=trace.json --mcpfaults-from-trace-id=zz: trace_id='zz': a trace id is "
             "32 hex digits; trace.json has: ",
+        ),
+        # one trace named twice, spelt two ways (case, a 0x prefix): replayed once, or it is two items
+        (
+            [
+                "--mcpfaults-from-trace=trace.json",
+                f"--mcpfaults-from-trace-id={TRACE.trace_id_hex}",
+                f"--mcpfaults-from-trace-id=0x{TRACE.trace_id_hex.upper()}",
+            ],
+            f"--mcpfaults-from-trace-id={TRACE.trace_id_hex} "
+            f"--mcpfaults-from-trace-id=0x{TRACE.trace_id_hex.upper()}: both name trace "
+            f"{TRACE.trace_id_hex}; each trace is replayed once",
         ),
         # a file of several session traces, none named: which one is ambiguous
         (
@@ -299,6 +314,12 @@ def test_a_bad_option_is_a_usage_error_naming_it(
         ("mcp_from_trace('trace.json', id='x')", "expected mcp_from_trace(path, trace_id=None)"),
         ("mcp_from_trace('nope.json')", "@pytest.mark.mcp_from_trace: cannot read"),
         ("mcp_from_trace('trace.json', trace_id=7)", "got trace_id=7"),
+        ("mcp_from_trace('trace.json', path='trace.json')", "expected mcp_from_trace(path, trace_id=None)"),
+        (
+            "mcp_from_trace('trace.json')\n@pytest.mark.mcp_from_trace('trace.json')",
+            "@pytest.mark.mcp_from_trace: one trace per test (mcp_from_trace(path, trace_id=None): path a "
+            "trace file, trace_id 32 hex digits or None); the test has it 2 times",
+        ),
     ],
 )
 def test_a_bad_marker_is_a_collection_error_naming_it(
@@ -309,6 +330,75 @@ def test_a_bad_marker_is_a_collection_error_naming_it(
     result = _run(pytester)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert message in result.stdout.str()
+
+
+def test_the_option_with_no_clean_test_to_replay_against_says_so(pytester: pytest.Pytester) -> None:
+    """The trace was read, but no test is one explore selects: the summary says nothing was replayed."""
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = _run(pytester, "--mcpfaults-from-trace=trace.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= mcpfaults from-trace =*",
+            f"trace {TRACE.trace_id_hex} (trace.json): not replayed: no test explore selects ran clean and "
+            "passed (a test using a sidecar fixture with no faults= of its own, see docs/explore.md)",
+        ]
+    )
+
+
+def test_a_rerun_replay_is_one_replay_and_its_next_plan_is_made_once(pytester: pytest.Pytester) -> None:
+    """Under pytest-rerunfailures a failed replay runs again; each attempt inserted the next plan (two
+    items of one id) and added its shape's lines again."""
+    trace = json.loads(TRACE_FILE.read_bytes())  # the page's trace, its failure a plain text: two plans
+    spans = [sp for rs in trace["resourceSpans"] for ss in rs["scopeSpans"] for sp in ss["spans"]]
+    for sp in (sp for sp in spans if sp.get("status", {}).get("message")):
+        sp["status"]["message"], sp["events"] = "RuntimeError: boom", []
+    (pytester.path / "trace.json").write_text(json.dumps(trace))
+    shutil.copy(ROOT / "docs/examples/from_trace_test.py", pytester.path / "hardened_session.py")
+    pytester.makeini("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        test_x="import pytest\nfrom hardened_session import run_session\n\n\n"
+        "@pytest.mark.mcp_from_trace('trace.json')\n@pytest.mark.mcp_sidecar(era='session')\n"
+        "async def test_x(mcp_sidecar, mcp_spans):\n"
+        "    if await run_session(mcp_sidecar.mcp_url) != 'ok':\n"
+        "        raise RuntimeError('the harness gave up')  # a violation: the replay fails, and reruns\n"
+    )
+    result = _run(pytester, "--reruns", "1")
+    out = result.stdout.str()
+    assert result.parseoutcomes() == {"passed": 1, "failed": 2, "rerun": 2}, out
+    plan2 = f"test_x[from-trace:{TRACE.trace_id_hex}:plan2]"
+    assert out.count(f"FAILED test_x.py::{plan2}") == 1, out
+    for rid in (f"from-trace:{TRACE.trace_id_hex}", f"from-trace:{TRACE.trace_id_hex}:plan2"):
+        assert out.count(f"  {rid}: the replay's shape differs from the trace's:") == 1, out
+
+
+def test_a_marked_test_under_xdist_is_a_collection_error_naming_it(pytester: pytest.Pytester) -> None:
+    """A worker adds no item during the run: the replay would silently not run, and the test pass."""
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.mcp_from_trace('trace.json')\ndef test_x(mcp_sidecar):\n    pass\n"
+    )
+    result = _run(pytester, "-n", "1")
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["*test_x: @pytest.mark.mcp_from_trace: its replays are made during the run; run it without -n*"]
+    )
+
+
+def test_the_marker_takes_a_path_object_and_path_by_keyword(pytester: pytest.Pytester) -> None:
+    """``Path(__file__).parent / "trace.json"`` is a path to a trace file (a str only was taken), and
+    ``path=`` names the argument the signature names."""
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(
+        "from pathlib import Path\nimport pytest\n\n"
+        "@pytest.mark.mcp_from_trace(Path(__file__).parent / 'trace.json')\n"
+        "def test_x(mcp_sidecar):\n    pass\n\n\n"
+        "@pytest.mark.mcp_from_trace(path='trace.json', trace_id=None)  # as the signature reads\n"
+        "def test_y(mcp_sidecar):\n    pass\n"
+    )
+    result = _run(pytester, "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
 
 
 def test_a_marked_test_without_a_sidecar_is_refused(pytester: pytest.Pytester) -> None:

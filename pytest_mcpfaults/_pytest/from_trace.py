@@ -12,6 +12,7 @@ once: the option's file when pytest configures, the marker's when the test is co
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,7 +121,7 @@ def _pick(read: Read, shown: str, trace_id: str | None, names: SpanNames) -> _So
     from pytest_mcpfaults.from_trace.trace import pick_trace
 
     trace = pick_trace(read.spans, shown, names.session, trace_id)
-    return _Source(shown, trace, read.summary(len(trace.spans)))
+    return _Source(shown, trace, read.summary(len(trace.spans), trace.duplicates))
 
 
 def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str]) -> list[_Source]:
@@ -137,11 +138,17 @@ def _option_sources(config: pytest.Config, paths: list[str], trace_ids: list[str
         except TraceError as exc:
             raise pytest.UsageError(f"{OPTION}={path}: {exc}") from None
     wanted: dict[str, list[str | None]] = {path: [] for path in reads}
+    spelt: dict[int, str] = {}  # trace id -> the first spelling of it given
     for t in dict.fromkeys(trace_ids):
         try:
             want: int | None = int(t.removeprefix("0x"), 16)
         except ValueError:
             want = None  # not a trace id: each file's own error says so
+        if want is not None and spelt.setdefault(want, t) != t:
+            raise pytest.UsageError(
+                f"{ID_OPTION}={spelt[want]} {ID_OPTION}={t}: both name trace {want:032x}; each trace is "
+                "replayed once, as the item test_x[from-trace:<trace id>]: give it once"
+            )
         holders = [p for p, r in reads.items() if want is None or any(s.trace_id == want for s in r.spans)]
         if not holders and len(reads) > 1:
             has = "; ".join(
@@ -187,9 +194,10 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"{ID_OPTION}={trace_ids[0]}: needs {OPTION}=PATH (the file it picks from)"
             )
         return
-    if config.getoption("numprocesses", default=None):  # xdist: its workers add no item during a run
+    # xdist (-n, or workers named by --tx with --dist): its workers add no item during a run
+    if config.getoption("numprocesses", default=None) or config.getoption("dist", default="no") != "no":
         raise pytest.UsageError(
-            f"{OPTION}={paths[0]}: its replays are made during the run; run it without -n"
+            f"{OPTION}={paths[0]}: its replays are made during the run; run it without -n (or --dist)"
         )
     config.stash[_OPTION_SOURCES] = _option_sources(config, paths, trace_ids)
 
@@ -202,11 +210,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     where = f"{node.nodeid}: @pytest.mark.{MARKER}"
     usage = f"{MARKER}(path, trace_id=None): path a trace file, trace_id 32 hex digits or None"
-    unknown = set(marker.kwargs) - {"trace_id"}
-    if len(marker.args) != 1 or not isinstance(marker.args[0], str) or not marker.args[0] or unknown:
+    unknown = set(marker.kwargs) - {"trace_id", "path"}
+    args = (*marker.args, *([marker.kwargs["path"]] if "path" in marker.kwargs else []))  # path= as named
+    if len(args) != 1 or not isinstance(args[0], (str, os.PathLike)) or not args[0] or unknown:
         got = ", ".join([*map(repr, marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())])
         raise pytest.Collector.CollectError(f"{where}: expected {usage}; got ({got})")
-    path, trace_id = marker.args[0], marker.kwargs.get("trace_id")
+    if (n := sum(m.name == MARKER for m in node.own_markers)) > 1:
+        raise pytest.Collector.CollectError(
+            f"{where}: one trace per test ({usage}); the test has it {n} times"
+        )
+    path, trace_id = os.fspath(args[0]), marker.kwargs.get("trace_id")
     if trace_id is not None and not isinstance(trace_id, str):
         raise pytest.Collector.CollectError(f"{where}: expected {usage}; got trace_id={trace_id!r}")
     if not set(SIDECAR_FIXTURE_NAMES) & set(metafunc.fixturenames):
@@ -221,6 +234,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         source = _pick(_decode(full, path), path, trace_id, _names(metafunc.config, node))
     except TraceError as exc:
         raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+    if hasattr(metafunc.config, "workerinput"):  # an xdist worker adds no item during a run
+        raise pytest.Collector.CollectError(
+            f"{where}: its replays are made during the run; run it without -n"
+        )
     metafunc.config.stash[_MARKED][node.nodeid] = source
     if node.get_closest_marker(EXPLORE_MARKER) is None:
         node.add_marker(getattr(pytest.mark, EXPLORE_MARKER)())
@@ -288,9 +305,10 @@ def _expand(item: pytest.Item, run: Run, detail: dict[str, Any]) -> list[Run] | 
         differences = shape_differences(replay.source.trace, spans, names.session)
     except TraceError as exc:
         differences = [f"its spans could not be read: {exc}"]
-    replay.tried.append((run.id, differences))
-    if not differences or run.attempt >= len(replay.plans):
-        return []
+    again = any(rid == run.id for rid, _ in replay.tried)  # a rerun's attempt (pytest-rerunfailures)
+    replay.tried = [t for t in replay.tried if t[0] != run.id] + [(run.id, differences)]  # the last stands
+    if again or not differences or run.attempt >= len(replay.plans):
+        return []  # (a rerun's first attempt made the next plan already, if it was to be made)
     return [TraceRun.of(run.trace_id, replay.plans[run.attempt], run.attempt + 1)]
 
 
@@ -337,9 +355,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     replays: dict[tuple[str, str], _Replay] = config.stash.get(_REPLAYS, {})
-    if not replays:
+    sources = config.stash.get(_OPTION_SOURCES, [])
+    if not replays and not sources:
         return
     terminalreporter.section("mcpfaults from-trace")
+    for source in sources if not replays else ():  # the option was given, and nothing replayed its traces
+        terminalreporter.write_line(
+            f"trace {source.trace.trace_id_hex} ({source.source}): not replayed: no test explore selects "
+            "ran clean and passed (a test using a sidecar fixture with no faults= of its own, see "
+            "docs/explore.md)"
+        )
     shown = None
     for (test, _), replay in replays.items():
         if test != shown:

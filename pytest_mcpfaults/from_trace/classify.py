@@ -33,7 +33,8 @@ _STATUS = re.compile(
     re.I,
 )
 _MCP_ERROR = re.compile(r"\bMcpError:\s*(.*)", re.I)
-_WRAPPED = re.compile(r"""['"]error['"]\s*:\s*(['"])(?P<text>(?:\\.|(?!\1).)*)\1""")
+# a backslash is an escape only (never a character too): one way to read a run of them, not 2**n
+_WRAPPED = re.compile(r"""['"]error['"]\s*:\s*(['"])(?P<text>(?:\\.|(?!\1)[^\\])*)\1""")
 _URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 

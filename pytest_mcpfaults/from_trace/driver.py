@@ -4,7 +4,7 @@ trace and the clean run, prints, writes the regression test).
 The clean run (``--clean FILE``) is explore's ``detail`` form, ``{"spans": [...], "journal": [...]}``
 (:func:`pytest_mcpfaults.from_trace.capture.clean_run_detail` writes it from a run's spans and
 sidecars). Exit status 0 when the trace was read (mapped or not), 2 on bad input, the message naming the
-file or argument and what is valid.
+file or argument and what is valid, and when ``--write`` has no fault to write.
 """
 
 from __future__ import annotations
@@ -43,11 +43,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--clean", required=True, metavar="FILE", help='the clean run: {"spans": [...], "journal": [...]}'
     )
     p.add_argument(
-        "--session", action="append", metavar="GLOB", help="session span-name glob (default: Agent.Session)"
+        "--session",
+        action="append",
+        type=_glob,
+        metavar="GLOB",
+        help="session span-name glob (default: Agent.Session)",
     )
     p.add_argument(
         "--cleanup",
         action="append",
+        type=_glob,
         metavar="GLOB",
         help="cleanup span-name glob (default: MCP.DeleteSession)",
     )
@@ -66,6 +71,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.set_defaults(subparser=p)
     return p
+
+
+def _glob(text: str) -> str:
+    """A span-name glob, refused (naming the argument) as the gate's settings refuse it."""
+    from pytest_mcpfaults.spans.queries import as_patterns
+
+    try:
+        as_patterns(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def read_file(path: str) -> bytes:
@@ -91,15 +107,24 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
 
     if args.write and not args.test:
         args.subparser.error("argument --write: needs --test NODEID (the clean test to replay)")
-    if args.test and not _NODEID.match(args.test):
+    m = _NODEID.match(args.test or "")
+    if args.test and m is None:
         args.subparser.error(f"argument --test: expected path/to/test_x.py::test_name, got {args.test!r}")
+    if m is not None and not Path(m["path"]).is_file():
+        args.subparser.error(f"argument --test: no file {m['path']} (the clean test's module, from here)")
+    if args.write and not _rewritable(Path(args.write)):
+        args.subparser.error(
+            f"argument --write: {args.write} exists and is not a regression test from-trace wrote: "
+            "not overwritten; name a new file"
+        )
     names = SpanNames.of(args.session or SpanNames().session, args.cleanup or SpanNames().cleanup)
     try:
         read = decode_trace(read_file(args.path), args.path)
         trace = pick_trace(read.spans, args.path, names.session, args.trace_id)
+        data = read_file(args.clean)
         try:
-            detail = json.loads(read_file(args.clean))
-        except ValueError as exc:
+            detail = json.loads(data)
+        except (ValueError, RecursionError) as exc:
             raise TraceError(
                 f'{args.clean}: not JSON ({exc}); a clean run is {{"spans": [...], "journal": [...]}}'
             ) from None
@@ -108,11 +133,32 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
         print(f"from-trace: {exc}", file=err)
         return 2
     inferred = infer(trace, clean, names, args.patience)
-    lines = inferred_lines(inferred, f"{args.path}: {read.summary(len(trace.spans))}")
+    lines = inferred_lines(inferred, f"{args.path}: {read.summary(len(trace.spans), trace.duplicates)}")
     print("\n".join(lines), file=out)
+    if args.write and not inferred.plan:
+        print(
+            f"from-trace: {args.write} not written: the plan has no fault, so it would replay nothing",
+            file=err,
+        )
+        return 2
     if args.write:
-        _write(args, inferred, out)
+        try:
+            _write(args, inferred, out)
+        except OSError as exc:
+            print(f"from-trace: cannot write {args.write}: {exc.strerror or exc}", file=err)
+            return 2
     return 0
+
+
+def _rewritable(target: Path) -> bool:
+    """Whether ``--write`` may write ``target``: a new file, or a regression test it wrote before."""
+    from pytest_mcpfaults.from_trace.render import WRITTEN_BY
+
+    try:
+        with target.open("rb") as f:
+            return WRITTEN_BY.encode() in f.read(1000)
+    except OSError:  # none there (or a folder, unreadable: writing it says why)
+        return True
 
 
 def _write(args: argparse.Namespace, inferred: Any, out: IO[str]) -> None:

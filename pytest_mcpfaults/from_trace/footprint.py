@@ -6,6 +6,7 @@ Pure.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -83,6 +84,12 @@ def clean_run_from_detail(data: Any, source: str, session: Patterns) -> CleanRun
     journal = data.get("journal") if isinstance(data, Mapping) else None
     if not isinstance(journal, list) or not isinstance(data.get("spans"), list):
         raise TraceError(f"{source}: a clean run is an object with spans and journal lists")
+    for i, r in enumerate(journal):
+        if not _request_record(r):
+            raise TraceError(
+                f"{source}: journal[{i}]: a request is an object with a label (a string), a server (an "
+                f"integer) and its start and end (seconds since the epoch, or null), got {str(r)[:60]!r}"
+            )
     spans = sorted(plugin_spans(data["spans"], source), key=lambda s: s.start_time or 0)
     trace = index_spans(0, spans)
     check_trace(trace, source, session)
@@ -90,11 +97,31 @@ def clean_run_from_detail(data: Any, source: str, session: Patterns) -> CleanRun
     for server in sorted({int(r.get("server", 0)) for r in journal}):
         records = [r for r in journal if int(r.get("server", 0)) == server]
         # a POST that was not one JSON-RPC message (``POST /mcp``) has no step: footprint leaves it out
-        kept = [r for r in records if str(r["label"]).split(" ")[:2] != ["POST", "/mcp"]]
-        steps = footprint([_request(str(r["label"])) for r in kept], server=server)
+        requests = [(r, _request(r["label"])) for r in records]
+        kept = [
+            (r, q) for r, q in requests if not (q.method == "POST" and q.path == "/mcp" and not q.mcp_method)
+        ]
+        steps = footprint([q for _, q in kept], server=server)
         calls += [
             Call(step.id, step.target, step.nth, step.label, r.get("start"), r.get("end"))
-            for step, r in zip(steps, kept, strict=True)
+            for step, (r, _) in zip(steps, kept, strict=True)
         ]
     calls.sort(key=lambda c: c.start or 0.0)
     return CleanRun(trace, place_calls(calls, trace))
+
+
+def _request_record(r: Any) -> bool:
+    """Whether ``r`` is a journal record as a clean run holds it (``server`` optional,
+    ``start`` and ``end`` optional or null)."""
+
+    def seconds(v: Any) -> bool:
+        return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+    return (
+        isinstance(r, Mapping)
+        and isinstance(r.get("label"), str)
+        and isinstance(r.get("server", 0), int)
+        and not isinstance(r.get("server"), bool)
+        and seconds(r.get("start"))
+        and seconds(r.get("end"))
+    )

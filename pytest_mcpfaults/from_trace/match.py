@@ -30,6 +30,7 @@ class Places:
     of: dict[int, Place]
     at: dict[Place, RecordedSpan]
     named: dict[str, list[RecordedSpan]]
+    rank: dict[int, int]  # span id -> its index in ``named`` (its occurrence of its name, in start order)
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,12 @@ def places(trace: Trace, session: Patterns) -> Places:
         of[span.span_id] = place
         stack += [(c, place) for c in reversed(trace.children.get(span.span_id, []))]
     named: dict[str, list[RecordedSpan]] = {}
+    rank: dict[int, int] = {}
     for s in trace.spans:
-        named.setdefault(_role(s.name, pats), []).append(s)
-    return Places(of, {p: trace.by_id[sid] for sid, p in of.items()}, named)
+        same = named.setdefault(_role(s.name, pats), [])
+        rank[s.span_id] = len(same)
+        same.append(s)
+    return Places(of, {p: trace.by_id[sid] for sid, p in of.items()}, named, rank)
 
 
 def match_span(span: RecordedSpan, trace: Places, clean: Places, session: Patterns) -> Match:
@@ -72,10 +76,10 @@ def match_span(span: RecordedSpan, trace: Places, clean: Places, session: Patter
     if place is not None and place in clean.at:
         return Match(clean.at[place], "place")
     role = _role(span.name, as_patterns(session))
-    mine, theirs = trace.named.get(role, []), clean.named.get(role, [])
+    theirs = clean.named.get(role, [])
     if not theirs:
         return Match(None, "none")
-    nth = next((i for i, s in enumerate(mine) if s.span_id == span.span_id), 0)
+    nth = trace.rank.get(span.span_id, 0)
     if nth >= len(theirs):  # a second delete where the clean run made one: no counterpart
         return Match(None, "none")
     return Match(theirs[nth], "name")

@@ -5,7 +5,9 @@ it; every refusal is a :class:`TraceError` naming the source and what is valid.
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -21,8 +23,11 @@ FORMATS = (
     "collector's file exporter writes them), an OTLP/protobuf ExportTraceServiceRequest, or the "
     "plugin's span JSON (an object with spans, as GET /_mcpfaults/spans?format=json writes it)"
 )
+#: The OTLP/JSON exports of other signals (a collector's file exporter shared by their pipelines).
+_OTHER_SIGNALS = ("resourceMetrics", "resourceLogs", "resource_metrics", "resource_logs")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _STATUSES = ("UNSET", "OK", "ERROR")
+_HEX = re.compile(r"[0-9a-fA-F]{1,32}")
 
 
 class TraceError(ValueError):
@@ -40,9 +45,12 @@ class Read:
     rejected: int = 0
     reasons: tuple[str, ...] = ()
 
-    def summary(self, spans: int) -> str:
-        """The format, the picked trace's ``spans`` count, and the spans refused (as both front ends say)."""
+    def summary(self, spans: int, duplicates: int = 0) -> str:
+        """The format, the picked trace's ``spans`` count, the spans refused and the ``duplicates`` left out
+        (as both front ends say)."""
         note = f", {self.rejected} spans refused ({'; '.join(self.reasons)})" if self.rejected else ""
+        if duplicates:
+            note += f", {duplicates} spans with a span id seen before left out (the first kept)"
         return f"{self.format}, {spans} spans{note}"
 
 
@@ -50,6 +58,19 @@ def decode_trace(data: bytes, source: str) -> Read:
     """The spans in ``data`` (the bytes of ``source``, a file name for the messages)."""
     if len(data) > MAX_TRACE_BYTES:
         raise TraceError(f"{source}: over {MAX_TRACE_BYTES} bytes, the largest trace file read")
+    for magic, tool in ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd")):  # no protobuf starts so
+        if data.startswith(magic):
+            raise TraceError(
+                f"{source}: {tool}-compressed: decompress it first ({tool} -d); valid: {FORMATS}"
+            )
+    # JSON an editor saved with a byte order mark (UTF-16: PowerShell 5's `>`); no protobuf starts so
+    if data.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            data = data.decode(json.detect_encoding(data)).lstrip("\ufeff").encode()
+        except UnicodeDecodeError as exc:
+            raise TraceError(
+                f"{source}: not text in the encoding its byte order mark names ({exc})"
+            ) from None
     text = data.lstrip()
     if not text:
         raise TraceError(f"{source}: the file is empty; valid: {FORMATS}")
@@ -69,7 +90,7 @@ def _json(data: bytes, source: str) -> Read:
     except (ValueError, RecursionError) as exc:
         raise TraceError(f"{source}: not JSON ({exc}); valid: {FORMATS}") from None
     spans: list[RecordedSpan] = []
-    rejected, fmt = 0, "plugin span JSON"
+    rejected, others, fmt = 0, 0, "plugin span JSON"
     reasons: list[str] = []
     for n, (raw, doc) in enumerate(docs, 1):
         where = f"{source}, export {n}" if len(docs) > 1 else source
@@ -81,10 +102,16 @@ def _json(data: bytes, source: str) -> Read:
             fmt = "OTLP/JSON"
         elif isinstance(doc, dict) and isinstance(doc.get("spans"), list):
             spans += plugin_spans(doc["spans"], where)
+        elif isinstance(doc, dict) and any(k in doc for k in _OTHER_SIGNALS):
+            others += 1  # not a trace: skipped
         else:
             raise TraceError(
                 f"{where}: not a trace (neither resourceSpans nor spans in it); valid: {FORMATS}"
             )
+    if others == len(docs):
+        raise TraceError(
+            f"{source}: no trace in it, only OTLP metrics or logs ({others} exports); valid: {FORMATS}"
+        )
     return Read(tuple(spans), fmt, rejected, tuple(reasons[:5]))
 
 
@@ -129,16 +156,21 @@ def _plugin_span(raw: Any, where: str) -> RecordedSpan:
         if "span_id" in raw:
             ids = (_hex(raw.get("trace_id") or "1"), _hex(raw["span_id"]), _hex(raw.get("parent_id")))
             status = raw.get("status_code", "UNSET")
-            desc, times = raw.get("status_description"), (raw.get("start_time"), raw.get("end_time"))
+            desc = raw.get("status_description")
+            times = (_int(raw.get("start_time")), _int(raw.get("end_time")))
             events = _events(raw.get("events", ()))
         else:
             ids = (1, int(raw["id"]), None if raw.get("parent") is None else int(raw["parent"]))
             status, desc, events = raw.get("status", "UNSET"), raw.get("description"), ()
             times = (_ns(raw.get("start")), _ns(raw.get("end")))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TraceError(f"{where}: span {raw.get('name')!r}: bad ids or times ({exc})") from None
     if status not in _STATUSES:
         raise TraceError(f"{where}: span {raw['name']!r}: status must be one of {_STATUSES}, got {status!r}")
+    if desc is not None and not isinstance(desc, str):
+        raise TraceError(
+            f"{where}: span {raw['name']!r}: its status description must be a string, got {str(desc)[:60]!r}"
+        )
     trace_id, span_id, parent = ids
     attrs = raw.get("attributes")
     return RecordedSpan(
@@ -149,7 +181,11 @@ def _plugin_span(raw: Any, where: str) -> RecordedSpan:
 
 
 def _hex(value: Any) -> Any:
-    return None if value is None else int(str(value), 16)
+    if value is None:
+        return None
+    if not _HEX.fullmatch(str(value)):
+        raise ValueError(f"an id is 1 to 32 hex digits, got {str(value)[:40]!r}")
+    return int(str(value), 16)
 
 
 def _events(raw: Sequence[Any]) -> tuple[RecordedEvent, ...]:
@@ -160,6 +196,10 @@ def _events(raw: Sequence[Any]) -> tuple[RecordedEvent, ...]:
         for e in raw
         if isinstance(e, dict)
     )
+
+
+def _int(nanoseconds: Any) -> int | None:
+    return None if nanoseconds is None else int(nanoseconds)
 
 
 def _ns(seconds: Any) -> int | None:

@@ -35,6 +35,10 @@ def inferred_lines(inferred: Inferred, source: str) -> list[str]:
     return out
 
 
+#: What a module :func:`regression_test` wrote says of itself (``--write`` overwrites only those).
+WRITTEN_BY = "written by ``python -m pytest_mcpfaults from-trace``"
+
+
 def regression_test(inferred: Inferred, source: str, module: str, test: str, name: str) -> str:
     """A test module whose test ``name`` runs ``module``'s test ``test`` under the inferred plan."""
     why = "\n".join(
@@ -43,8 +47,9 @@ def regression_test(inferred: Inferred, source: str, module: str, test: str, nam
         if i.faults
     )
     plan = "".join(f"    {f!r},\n" for f in inferred.plan)
-    return f'''"""Regression test from trace {inferred.trace_id} ({source}),
-written by ``python -m pytest_mcpfaults from-trace``: {module}::{test} under the faults the trace
+    shown = source.replace("\\", "\\\\").replace('"', '\\"')  # as the docstring's text, whatever it holds
+    return f'''"""Regression test from trace {inferred.trace_id} ({shown}),
+{WRITTEN_BY}: {module}::{test} under the faults the trace
 recorded (its own assertions of a clean run are behaviour under fault; a span invariant fails it)."""
 
 from pytest_mcpfaults.from_trace.regression import replay
