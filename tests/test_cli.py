@@ -494,6 +494,13 @@ def test_exits_0_on_signal_releasing_held_requests(sig: int) -> None:
             ["--transport", "sse", "--get-stream"],
             "argument --get-stream: --get-stream=True shapes Streamable HTTP",
         ),
+        # checks the Sidecar makes across flags: a usage error too, not a traceback with exit 1
+        (["--record", "x.jsonl"], "argument --record: --record='x.jsonl' records the answers of a real"),
+        (["--record-mode", "new_episodes"], "argument --record-mode: --record-mode='new_episodes' is how"),
+        (["--cassette-once"], "argument --cassette-once: --cassette-once= is a matching rule of replay"),
+        (["--cassette", "/nonexistent/t.jsonl"], "argument --cassette: cassette /nonexistent/t.jsonl: no such"),
+        (["--fault", "unauthorized"], "argument --fault: fault 'unauthorized' needs a sidecar with --auth="),
+        (["--fault", "ignore_eof"], "argument --fault: fault 'ignore_eof' is stdio-only"),
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_argument(
