@@ -83,6 +83,8 @@ def test_benchmark_tools_answer_the_exgentic_payload_shapes() -> None:
         evaluated = json.loads(call(sc, "evaluate_session", session_id=sid)["result"]["content"][0]["text"])
         deleted = json.loads(call(sc, "delete_session", session_id=sid)["result"]["content"][0]["text"])
         again = json.loads(call(sc, "delete_session", session_id=sid)["result"]["content"][0]["text"])
+        gone = json.loads(call(sc, "evaluate_session", session_id=sid)["result"]["content"][0]["text"])
+        unknown = json.loads(call(sc, "create_session", task_id="t1")["result"]["content"][0]["text"])
         assert [s.session_id for s in sc.benchmark.deleted] == [sid]
     assert tasks == {"tasks": ["task-1", "task-2", "task-3"]}
     assert (
@@ -91,7 +93,8 @@ def test_benchmark_tools_answer_the_exgentic_payload_shapes() -> None:
     )
     assert evaluated == {"status": "success", "success": True, "score": 1.0, "is_finished": True}
     assert deleted == {"status": "success"}
-    assert again == {"error": f"No session found with session_id {sid}"}
+    assert again == gone == {"error": f"No session found with session_id {sid}"}
+    assert unknown == {"error": "Unknown task_id t1"}  # docs/sidecar.md: only list_tasks' ids
 
 
 def _slow_delete(session_id: str) -> dict[str, Any]:
