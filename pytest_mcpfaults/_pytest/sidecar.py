@@ -97,7 +97,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     worker would crash it)."""
     for name in ("mcp_sidecar", settings.STDIO_MARKER):
         settings.check_marker(metafunc.definition, name)
-    for bare in (_NO_INTERRUPT, settings.KEEP_SESSIONS, settings.ALLOW_IDLE):
+    for bare in ("mcp_expect_hang", _NO_INTERRUPT, settings.KEEP_SESSIONS, settings.ALLOW_IDLE):
         marker = metafunc.definition.get_closest_marker(bare)
         if marker is not None and (marker.args or marker.kwargs):
             raise pytest.Collector.CollectError(
