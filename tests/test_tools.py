@@ -4,6 +4,7 @@ against it, and the benchmark tool set answers exactly the exgentic payload shap
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -30,6 +31,23 @@ def call(sc: Any, name: str, **arguments: Any) -> dict[str, Any]:
 def test_a_tool_without_an_object_schema_is_refused_naming_input_schema(schema: Any) -> None:
     with pytest.raises(ValueError, match=r"Tool 'lookup': input_schema must be a JSON Schema object"):
         Tool("lookup", lambda: "x", schema)
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [  # each was taken: every call refused ('required' read letter by letter), or never checked
+        ({"required": "city"}, "'required' must be a list of property names, got 'city'"),
+        ({"properties": []}, "'properties' must be an object of property schemas, got []"),
+        ({"properties": {"city": "string"}}, "property 'city' must be a schema (an object), got 'string'"),
+        ({"properties": {"n": {"type": "integr"}}}, "property 'n': 'type' must be one of string, number,"),
+        ({"properties": {"n": {"type": ["integer", 1]}}}, "property 'n': 'type' must be one of"),
+        ({"properties": {"n": {"enum": "ab"}}}, "property 'n': 'enum' must be a list of values, got 'ab'"),
+        ({"properties": {"n": {"minimum": "3"}}}, "property 'n': 'minimum' must be a number, got '3'"),
+    ],
+)
+def test_a_schema_the_check_would_misread_is_refused_naming_the_keyword(schema: Any, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"Tool 'lookup': input_schema: {problem}")):
+        Tool("lookup", lambda city: city, {"type": "object", **schema})
 
 
 def test_add_tool_requires_the_schema_keyword() -> None:
