@@ -50,6 +50,17 @@ def test_a_schema_the_check_would_misread_is_refused_naming_the_keyword(schema: 
         Tool("lookup", lambda city: city, {"type": "object", **schema})
 
 
+def test_two_tools_of_one_name_are_refused_naming_it() -> None:
+    """The second silently replaced the first (tools/list showed one, its description the second's)."""
+    schema = {"type": "object", "properties": {}}
+    with pytest.raises(
+        ValueError, match="Sidecar: tools has two tools named 'a'; give each a name of its own"
+    ):
+        Sidecar(
+            tools=[Tool("a", lambda: 1, schema), Tool("b", lambda: 2, schema), Tool("a", lambda: 3, schema)]
+        )
+
+
 def test_add_tool_requires_the_schema_keyword() -> None:
     sc = Sidecar()
     with pytest.raises(TypeError, match="input_schema"):

@@ -424,6 +424,10 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
         raise ValueError(f"{who}: service_url must be a URL string or None, got {opts.service_url!r}")
     if isinstance(opts.tools, (str, bytes)) or not isinstance(opts.tools, Iterable):
         raise ValueError(f"{who}: tools must be a list of pytest_mcpfaults.Tool, got {opts.tools!r}")
+    names = [getattr(tool, "name", None) for tool in opts.tools] if isinstance(opts.tools, Sequence) else []
+    twice = next((n for i, n in enumerate(names) if n is not None and n in names[:i]), None)
+    if twice is not None:  # one would silently replace the other
+        raise ValueError(f"{who}: tools has two tools named {twice!r}; give each a name of its own")
     if isinstance(opts.faults, (str, bytes)):
         raise ValueError(
             f"{who}: faults must be a list of faults (or fault specs), got {opts.faults!r}; "
