@@ -336,6 +336,8 @@ BAD_BODIES = [
     ({"faults": ["status(code=200)"]}, "Status: code must be an HTTP error status in 400..599, got 200"),
     ({"faults": ["hang@nowhere"]}, "Trigger: target 'nowhere' is unknown"),
     ({"faults": "hang"}, 'body must be {"faults": ["<fault spec>", ...]}, got'),
+    ({"faults": ["hang@health"], "clear": True}, "unknown key(s) 'clear'"),  # was added, the rest ignored
+    ({"fault": ["hang@health"]}, "unknown key(s) 'fault'"),
     (None, 'body must be {"faults"'),
 ]
 
@@ -498,7 +500,10 @@ def test_exits_0_on_signal_releasing_held_requests(sig: int) -> None:
         (["--record", "x.jsonl"], "argument --record: --record='x.jsonl' records the answers of a real"),
         (["--record-mode", "new_episodes"], "argument --record-mode: --record-mode='new_episodes' is how"),
         (["--cassette-once"], "argument --cassette-once: --cassette-once= is a matching rule of replay"),
-        (["--cassette", "/nonexistent/t.jsonl"], "argument --cassette: cassette /nonexistent/t.jsonl: no such"),
+        (
+            ["--cassette", "/nonexistent/t.jsonl"],
+            "argument --cassette: cassette /nonexistent/t.jsonl: no such",
+        ),
         (["--fault", "unauthorized"], "argument --fault: fault 'unauthorized' needs a sidecar with --auth="),
         (["--fault", "ignore_eof"], "argument --fault: fault 'ignore_eof' is stdio-only"),
     ],
