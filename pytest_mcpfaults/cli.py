@@ -140,8 +140,9 @@ def _check_transport(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 
 def _as_flags(message: str, names: str, fallback: str) -> str:
-    """A Sidecar's (or StdioServer's) check's ``message`` as a usage error: the options in ``names`` (``a|b``) worded as
-    their flags, the argument the one the ``Sidecar faults=:`` prefix names, else the first named."""
+    """A Sidecar's (StdioServer's) check's ``message`` as a usage error: the options in ``names``
+    (``a|b``) worded as their flags, the argument the one the ``Sidecar faults=:`` prefix names, else
+    the first named."""
     prefix = re.match(r"(?:Sidecar|StdioServer)(?: (\w+)=)?: ", message)
     if prefix is None:  # not the Sidecar's wording (a cassette's error names Sidecar(...) calls): as is
         named = re.search(rf"\b({names})\b", message)

@@ -86,6 +86,10 @@ def test_the_fuzzing_pages_in_process_table_names_every_http_kind_as_the_registr
         for kind in re.findall(rf"`({KIND_NAME})`", cell):
             assert kind not in rows, f"{kind} is in two rows"
             rows[kind] = "**refused**" in says
-    builtin = {k: cls for k, cls in fault_kinds().items() if cls.__module__ == "pytest_mcpfaults.faults.kinds"}
-    http = {k: cls for k, cls in builtin.items() if "http" in cls.transports}
+    kinds = fault_kinds().items()
+    http = {
+        k: cls
+        for k, cls in kinds
+        if cls.__module__ == "pytest_mcpfaults.faults.kinds" and "http" in cls.transports
+    }
     assert rows == {k: cls.needs_sockets is not None for k, cls in http.items()}

@@ -91,8 +91,9 @@ def test_a_test_marked_for_a_fixture_it_does_not_use_fails_collection(
     assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error
     result.stdout.fnmatch_lines(
         [
-            "*test_factory_only: @pytest.mark.mcp_sidecar configures the mcp_sidecar fixture, which this test "
-            "does not use: add mcp_sidecar to its arguments (mcp_sidecar_factory(...) takes the options itself)"
+            "*test_factory_only: @pytest.mark.mcp_sidecar configures the mcp_sidecar fixture, which this "
+            "test does not use: add mcp_sidecar to its arguments (mcp_sidecar_factory(...) takes the "
+            "options itself)"
         ]
     )
     pytester.makepyfile(  # the same module without the test that is wrong

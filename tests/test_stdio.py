@@ -522,7 +522,7 @@ def test_a_child_of_a_test_refuses_command_line_options(make: Any) -> None:
     ("args", "message"),
     [
         (["--fault", "reset"], "argument --fault: fault 'reset' is http-only"),
-        (["--fault", "die(restart=true)"], "argument --fault: 'die(restart=true)': a stdio child cannot restart"),
+        (["--fault", "die(restart=true)"], "argument --fault: 'die(restart=true)': a stdio child cannot"),
     ],
 )
 def test_standalone_refuses_what_a_pipe_cannot_do_as_a_usage_error(
