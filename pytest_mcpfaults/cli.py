@@ -13,6 +13,7 @@ import inspect
 import json
 import re
 import secrets
+import shlex
 import signal
 import sys
 import threading
@@ -210,11 +211,11 @@ def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
     if as_json:
         out.write(json.dumps({**info, "otel_env": env}) + "\n")
     else:
-        for key, value in info.items():  # values never need shell quoting: `. <(grep ^MCPFAULTS_ out)`
-            if key != "faults":
-                out.write(f"MCPFAULTS_{key.upper()}={value or ''}\n")
-        for key, value in env.items():  # the child harness's environment, as is: `grep ^OTEL_ out`
-            out.write(f"{key}={value}\n")
+        for key, value in info.items():  # each a shell word: `. <(grep ^MCPFAULTS_ out)` loads them
+            if key != "faults":  # quoted only when a path or an --upstream URL holds a `;`, `$`, `'` ...
+                out.write(f"MCPFAULTS_{key.upper()}={shlex.quote(str(value)) if value else ''}\n")
+        for key, value in env.items():  # the child harness's environment: `grep ^OTEL_ out`
+            out.write(f"{key}={shlex.quote(value)}\n")
         out.write("MCPFAULTS_READY=1\n")
     out.flush()
 
