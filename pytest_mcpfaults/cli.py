@@ -13,18 +13,19 @@ import inspect
 import json
 import re
 import secrets
+import shlex
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from pytest_mcpfaults.options.checks import (
     check_transport,
     check_upstream_headers,
     check_upstream_url,
 )
-from pytest_mcpfaults.options.fields import add_serve_flags, options_from_args
+from pytest_mcpfaults.options.fields import add_serve_flags, option_fields, options_from_args
 from pytest_mcpfaults.options.text import upstream_headers_text
 from pytest_mcpfaults.options.validation import is_count, is_loopback_host
 from pytest_mcpfaults.transports.control import CONTROL_PREFIX, Control
@@ -136,13 +137,28 @@ def _check_transport(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         )  # fmt: skip
     except ValueError as exc:
         names = "|".join(inspect.signature(check_transport).parameters)  # each worded as its flag
-        text = re.sub(
-            rf"\b({names})(?==| and | must)",
-            lambda m: "--" + m[1].replace("_", "-"),
-            str(exc).removeprefix("Sidecar: "),
-        )
-        first = re.search(r"--[a-z-]+", text)
-        parser.error(f"argument {first.group(0) if first else '--transport'}: {text}")
+        parser.error(_as_flags(str(exc), names, "--transport"))
+
+
+def _as_flags(message: str, names: str, fallback: str) -> str:
+    """A Sidecar's (StdioServer's) check's ``message`` as a usage error: the options in ``names``
+    (``a|b``) worded as their flags, the argument the one the ``Sidecar faults=:`` prefix names, else
+    the first named."""
+    prefix = re.match(r"(?:Sidecar|StdioServer)(?: (\w+)=)?: ", message)
+    if prefix is None:  # not the Sidecar's wording (a cassette's error names Sidecar(...) calls): as is
+        named = re.search(rf"\b({names})\b", message)
+        return f"argument {'--' + named[1].replace('_', '-') if named else fallback}: {message}"
+    text = re.sub(
+        rf"\b({names})(?==| and | must)", lambda m: "--" + m[1].replace("_", "-"), message[prefix.end() :]
+    )
+    first = re.search(r"--[a-z-]+", text)
+    argument = f"--{prefix[1].removesuffix('s')}" if prefix[1] else first[0] if first else fallback
+    return f"argument {argument}: {text}"
+
+
+def usage_error(parser: argparse.ArgumentParser, exc: ValueError) -> NoReturn:
+    """Exit 2 with what a server's constructor refused, worded with the flags (``serve``, ``stdio``)."""
+    parser.error(_as_flags(str(exc), "|".join(f.name for f, opt in option_fields() if opt.flag), "--fault"))
 
 
 def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -195,21 +211,20 @@ def _announce(sc: Sidecar, token: str, as_json: bool, out: TextIO) -> None:
     if as_json:
         out.write(json.dumps({**info, "otel_env": env}) + "\n")
     else:
-        for key, value in info.items():  # values never need shell quoting: `. <(grep ^MCPFAULTS_ out)`
-            if key != "faults":
-                out.write(f"MCPFAULTS_{key.upper()}={value or ''}\n")
-        for key, value in env.items():  # the child harness's environment, as is: `grep ^OTEL_ out`
-            out.write(f"{key}={value}\n")
+        for key, value in info.items():  # each a shell word: `. <(grep ^MCPFAULTS_ out)` loads them
+            if key != "faults":  # quoted only when a path or an --upstream URL holds a `;`, `$`, `'` ...
+                out.write(f"MCPFAULTS_{key.upper()}={shlex.quote(str(value)) if value else ''}\n")
+        for key, value in env.items():  # the child harness's environment: `grep ^OTEL_ out`
+            out.write(f"{key}={shlex.quote(value)}\n")
         out.write("MCPFAULTS_READY=1\n")
     out.flush()
 
 
-def serve(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Start the sidecar described by ``args``, announce it on ``out``, serve until SIGINT/SIGTERM."""
+def serve(args: argparse.Namespace, sc: Sidecar, out: TextIO = sys.stdout) -> int:
+    """Start ``sc`` (built from ``args``), announce it on ``out``, serve until SIGINT/SIGTERM."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: stop.set())
-    sc = Sidecar(**options_from_args(args))
     sc.journal.set_limit(args.journal_limit)
     sc.span_recorder.set_received_limit(args.span_limit)
     token = secrets.token_urlsafe(32)
@@ -258,8 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"argument --otlp-path: must differ from --mcp-path and --health-path, got {args.otlp_path!r}"
         )
     _check_transport(parser, args)
+    try:  # what the Sidecar refuses across flags (--record without an upstream, a missing --cassette ...)
+        sc = Sidecar(**options_from_args(args))
+    except ValueError as exc:
+        usage_error(parser, exc)
     try:
-        return serve(args)
+        return serve(args, sc)
     except OSError as exc:  # e.g. the port is taken
         print(f"{_PROG} serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

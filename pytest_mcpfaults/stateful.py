@@ -94,6 +94,9 @@ class SessionLifecycleMachine(RuleBasedStateMachine):
         super().__init__()
         from opentelemetry.sdk.trace import TracerProvider
 
+        # a bad fault_kinds / fault_targets fails every run, not only one whose steps draw ``inject``
+        self.fault_strategy().validate()
+
         self.recorder = SpanRecorder(session=self.session_spans, cleanup=self.cleanup_spans)
         self.provider = self.recorder.attach(TracerProvider(shutdown_on_exit=False))
         self.tracer = self.provider.get_tracer("pytest_mcpfaults.stateful")

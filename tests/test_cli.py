@@ -7,6 +7,7 @@ lines with a bounded wait, talks to it with httpx and the official mcp SDK clien
 
 from __future__ import annotations
 
+import io
 import json
 import queue
 import re
@@ -27,6 +28,7 @@ import httpx
 import pytest
 from mcp.client import Client
 
+from pytest_mcpfaults import Sidecar
 from pytest_mcpfaults.cli import main
 
 START_TIMEOUT = 30.0  # a cold interpreter on a busy 2-core machine
@@ -336,6 +338,8 @@ BAD_BODIES = [
     ({"faults": ["status(code=200)"]}, "Status: code must be an HTTP error status in 400..599, got 200"),
     ({"faults": ["hang@nowhere"]}, "Trigger: target 'nowhere' is unknown"),
     ({"faults": "hang"}, 'body must be {"faults": ["<fault spec>", ...]}, got'),
+    ({"faults": ["hang@health"], "clear": True}, "unknown key(s) 'clear'"),  # was added, the rest ignored
+    ({"fault": ["hang@health"]}, "unknown key(s) 'fault'"),
     (None, 'body must be {"faults"'),
 ]
 
@@ -494,6 +498,16 @@ def test_exits_0_on_signal_releasing_held_requests(sig: int) -> None:
             ["--transport", "sse", "--get-stream"],
             "argument --get-stream: --get-stream=True shapes Streamable HTTP",
         ),
+        # checks the Sidecar makes across flags: a usage error too, not a traceback with exit 1
+        (["--record", "x.jsonl"], "argument --record: --record='x.jsonl' records the answers of a real"),
+        (["--record-mode", "new_episodes"], "argument --record-mode: --record-mode='new_episodes' is how"),
+        (["--cassette-once"], "argument --cassette-once: --cassette-once= is a matching rule of replay"),
+        (
+            ["--cassette", "/nonexistent/t.jsonl"],
+            "argument --cassette: cassette /nonexistent/t.jsonl: no such",
+        ),
+        (["--fault", "unauthorized"], "argument --fault: fault 'unauthorized' needs a sidecar with --auth="),
+        (["--fault", "ignore_eof"], "argument --fault: fault 'ignore_eof' is stdio-only"),
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_argument(
@@ -506,6 +520,24 @@ def test_bad_arguments_are_usage_errors_naming_the_argument(
     assert out == ""
     assert err.startswith("usage: python -m pytest_mcpfaults serve")
     assert message in err
+
+
+def test_the_announcement_loads_in_bash_as_it_says_whatever_the_paths_hold(tmp_path: Path) -> None:
+    """docs/cli.md: `. <(grep '^MCPFAULTS_' out.txt)` loads the values. A path (or an --upstream URL)
+    may hold characters the shell reads: they were written bare, so sourcing ran `$(...)` and cut the
+    value at `;`."""
+    from pytest_mcpfaults.cli import _announce
+
+    mark = tmp_path / "ran"
+    path = f"/m;x$(touch$IFS{mark})'y&"
+    with Sidecar(mcp_path=path, health_path=None) as sc:
+        out = io.StringIO()
+        _announce(sc, "t" * 43, False, out)
+        script = 'set -e; . /dev/stdin; printf \'%s|%s\' "$MCPFAULTS_MCP_URL" "$MCPFAULTS_HEALTH_URL"'
+        loaded = subprocess.run(
+            ["bash", "-c", script], input=out.getvalue(), capture_output=True, text=True, timeout=30
+        )
+        assert (loaded.stdout, mark.exists()) == (sc.mcp_url + "|", False), loaded.stderr
 
 
 def test_usage_error_from_the_real_command() -> None:

@@ -580,6 +580,12 @@ def test_the_in_process_sidecar_accepts_its_own_origin_and_checks_allowed_origin
     assert own.status_code == 200
     with pytest.raises(ValueError, match=r"mock_sidecar: allowed_origins must be a list of Origin values"):
         mock_sidecar(allowed_origins="http://a.example")  # type: ignore[arg-type]
+    for never_sent in ("a.example", "http://a.example/"):  # compared as sent: accepted, they never matched
+        for make in (Sidecar, mock_sidecar):
+            with pytest.raises(
+                ValueError, match=rf"allowed_origins takes origins as a client sends them.*got '{never_sent}'"
+            ):
+                make(allowed_origins=[never_sent])
 
 
 def test_both_backends_refuse_a_body_over_max_body_bytes_with_the_same_413() -> None:

@@ -72,3 +72,24 @@ def test_an_unknown_marker_fails_the_build_naming_the_tables() -> None:
         ValueError, match=r"unknown table marker '<!-- mcpfaults:kinds-txt -->'; the tables: "
     ):
         hooks.fill("<!-- mcpfaults:kinds-txt -->\n")
+
+
+def test_the_fuzzing_pages_in_process_table_names_every_http_kind_as_the_registry_says() -> None:
+    """docs/fuzzing.md's hand-written in-process table says how each kind acts there: every built-in
+    HTTP kind is in it once, in a **refused** row exactly when the in-process backend refuses it
+    (it left out `ignore_cancel`, which it takes, and nine it refuses)."""
+    page = (DOCS / "fuzzing.md").read_text()
+    table = page.split("| fault | in-process |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cell, says = line.split(" | ", 1)
+        for kind in re.findall(rf"`({KIND_NAME})`", cell):
+            assert kind not in rows, f"{kind} is in two rows"
+            rows[kind] = "**refused**" in says
+    kinds = fault_kinds().items()
+    http = {
+        k: cls
+        for k, cls in kinds
+        if cls.__module__ == "pytest_mcpfaults.faults.kinds" and "http" in cls.transports
+    }
+    assert rows == {k: cls.needs_sockets is not None for k, cls in http.items()}

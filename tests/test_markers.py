@@ -59,6 +59,64 @@ def test_a_bad_marker_anywhere_fails_collection_naming_it(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*mcp_sidecar: *era must be one of*got 'modern'*"])
 
 
+def test_a_test_marked_for_a_fixture_it_does_not_use_fails_collection(
+    pytester: pytest.Pytester, run_plugin
+) -> None:  # type: ignore[no-untyped-def]
+    """A test's own marker configures its fixture: without the fixture its faults never fired and the test
+    passed (the factory's sidecars take their options as arguments). A module's or a class's marker, or a
+    fixture asked for through another fixture, stays fine."""
+    pytester.makepyfile(
+        """
+        import httpx, pytest
+
+        pytestmark = pytest.mark.mcp_sidecar(era="session")
+
+        def test_module_marker_only():
+            pass
+
+        @pytest.fixture
+        def harness(mcp_sidecar):
+            return mcp_sidecar
+
+        @pytest.mark.mcp_sidecar(faults=["status@health"])
+        def test_through_a_fixture(harness):
+            assert httpx.get(harness.health_url).status_code == 503
+
+        @pytest.mark.mcp_sidecar(faults=["status@health"])
+        def test_factory_only(mcp_sidecar_factory):
+            assert httpx.get(mcp_sidecar_factory().health_url).status_code == 200
+        """
+    )
+    result = run_plugin()
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error
+    result.stdout.fnmatch_lines(
+        [
+            "*test_factory_only: @pytest.mark.mcp_sidecar configures the mcp_sidecar fixture, which this "
+            "test does not use: add mcp_sidecar to its arguments (mcp_sidecar_factory(...) takes the "
+            "options itself)"
+        ]
+    )
+    pytester.makepyfile(  # the same module without the test that is wrong
+        """
+        import httpx, pytest
+
+        pytestmark = pytest.mark.mcp_sidecar(era="session")
+
+        def test_module_marker_only():
+            pass
+
+        @pytest.fixture
+        def harness(mcp_sidecar):
+            return mcp_sidecar
+
+        @pytest.mark.mcp_sidecar(faults=["status@health"])
+        def test_through_a_fixture(harness):
+            assert httpx.get(harness.health_url).status_code == 503
+        """
+    )
+    run_plugin().assert_outcomes(passed=2)
+
+
 def test_ini_keys_set_era_reply_tool_sets_and_patience_for_both_fixtures(
     pytester: pytest.Pytester, run_plugin
 ) -> None:  # type: ignore[no-untyped-def]

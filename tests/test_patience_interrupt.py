@@ -195,16 +195,18 @@ def test_bad_interrupt_ini_is_a_usage_error(pytester: pytest.Pytester, raw: str)
     )
 
 
-def test_no_interrupt_marker_takes_no_arguments(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("marker", ["mcp_no_interrupt", "mcp_expect_hang"])
+def test_a_bare_marker_takes_no_arguments(pytester: pytest.Pytester, marker: str) -> None:
+    """mcp_expect_hang(False) was taken as the marker itself: the hang expected, the verdict not given."""
     pytester.makepyfile(
-        """
+        f"""
         import pytest
 
-        @pytest.mark.mcp_no_interrupt(True)
+        @pytest.mark.{marker}(False)
         def test_it():
             raise AssertionError("must not run")
         """
     )
     result = _run(pytester)
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*test_it: @pytest.mark.mcp_no_interrupt takes no arguments*"])
+    result.stdout.fnmatch_lines([f"*test_it: @pytest.mark.{marker} takes no arguments, got (False,)*"])

@@ -166,6 +166,19 @@ def test_a_missing_hook_is_named() -> None:
         run_state_machine_as_test(NoHooks, settings=NO_SHRINK)
 
 
+class TypoInKinds(HttpHarness):
+    fault_kinds = ("hnag",)
+
+
+def test_a_bad_fault_kind_fails_the_first_run_whatever_its_steps_draw() -> None:
+    """It failed only in a run whose steps drew ``inject``: one step (``create``) passed without a word."""
+    from hypothesis.errors import InvalidArgument
+
+    one_step = settings(NO_SHRINK, max_examples=1, stateful_step_count=1)
+    with pytest.raises(InvalidArgument, match="kinds: unknown fault kind 'hnag'; valid kinds: "):
+        run_state_machine_as_test(TypoInKinds, settings=one_step)
+
+
 class Restricted(HttpHarness):
     fault_kinds = ("status", "hang")
     fault_targets = ("tools/call",)

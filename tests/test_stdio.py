@@ -520,6 +520,25 @@ def test_a_child_of_a_test_refuses_command_line_options(make: Any) -> None:
     assert "belongs to a test (MCPFAULTS_STDIO_CONTROL is set)" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fault", "reset"], "argument --fault: fault 'reset' is http-only"),
+        (["--fault", "die(restart=true)"], "argument --fault: 'die(restart=true)': a stdio child cannot"),
+    ],
+)
+def test_standalone_refuses_what_a_pipe_cannot_do_as_a_usage_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the StdioServer refuses is a usage error naming the flag (exit 2), not a traceback."""
+    from pytest_mcpfaults.stdio.entry import standalone
+
+    with pytest.raises(SystemExit) as exc:
+        standalone(args)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
 def test_a_child_whose_owner_is_gone_exits() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_mcpfaults", "stdio"],

@@ -4,6 +4,7 @@ against it, and the benchmark tool set answers exactly the exgentic payload shap
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -30,6 +31,34 @@ def call(sc: Any, name: str, **arguments: Any) -> dict[str, Any]:
 def test_a_tool_without_an_object_schema_is_refused_naming_input_schema(schema: Any) -> None:
     with pytest.raises(ValueError, match=r"Tool 'lookup': input_schema must be a JSON Schema object"):
         Tool("lookup", lambda: "x", schema)
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [  # each was taken: every call refused ('required' read letter by letter), or never checked
+        ({"required": "city"}, "'required' must be a list of property names, got 'city'"),
+        ({"properties": []}, "'properties' must be an object of property schemas, got []"),
+        ({"properties": {"city": "string"}}, "property 'city' must be a schema (an object), got 'string'"),
+        ({"properties": {"n": {"type": "integr"}}}, "property 'n': 'type' must be one of string, number,"),
+        ({"properties": {"n": {"type": ["integer", 1]}}}, "property 'n': 'type' must be one of"),
+        ({"properties": {"n": {"enum": "ab"}}}, "property 'n': 'enum' must be a list of values, got 'ab'"),
+        ({"properties": {"n": {"minimum": "3"}}}, "property 'n': 'minimum' must be a number, got '3'"),
+    ],
+)
+def test_a_schema_the_check_would_misread_is_refused_naming_the_keyword(schema: Any, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"Tool 'lookup': input_schema: {problem}")):
+        Tool("lookup", lambda city: city, {"type": "object", **schema})
+
+
+def test_two_tools_of_one_name_are_refused_naming_it() -> None:
+    """The second silently replaced the first (tools/list showed one, its description the second's)."""
+    schema = {"type": "object", "properties": {}}
+    with pytest.raises(
+        ValueError, match="Sidecar: tools has two tools named 'a'; give each a name of its own"
+    ):
+        Sidecar(
+            tools=[Tool("a", lambda: 1, schema), Tool("b", lambda: 2, schema), Tool("a", lambda: 3, schema)]
+        )
 
 
 def test_add_tool_requires_the_schema_keyword() -> None:
@@ -83,6 +112,8 @@ def test_benchmark_tools_answer_the_exgentic_payload_shapes() -> None:
         evaluated = json.loads(call(sc, "evaluate_session", session_id=sid)["result"]["content"][0]["text"])
         deleted = json.loads(call(sc, "delete_session", session_id=sid)["result"]["content"][0]["text"])
         again = json.loads(call(sc, "delete_session", session_id=sid)["result"]["content"][0]["text"])
+        gone = json.loads(call(sc, "evaluate_session", session_id=sid)["result"]["content"][0]["text"])
+        unknown = json.loads(call(sc, "create_session", task_id="t1")["result"]["content"][0]["text"])
         assert [s.session_id for s in sc.benchmark.deleted] == [sid]
     assert tasks == {"tasks": ["task-1", "task-2", "task-3"]}
     assert (
@@ -91,7 +122,8 @@ def test_benchmark_tools_answer_the_exgentic_payload_shapes() -> None:
     )
     assert evaluated == {"status": "success", "success": True, "score": 1.0, "is_finished": True}
     assert deleted == {"status": "success"}
-    assert again == {"error": f"No session found with session_id {sid}"}
+    assert again == gone == {"error": f"No session found with session_id {sid}"}
+    assert unknown == {"error": "Unknown task_id t1"}  # docs/sidecar.md: only list_tasks' ids
 
 
 def _slow_delete(session_id: str) -> dict[str, Any]:

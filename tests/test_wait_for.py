@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from pytest_mcpfaults import Sidecar
+from pytest_mcpfaults import Sidecar, SpanRecorder
 from pytest_mcpfaults.faults import Status, Trigger
 
 
@@ -37,3 +37,22 @@ def test_a_wait_with_nothing_seen_says_so() -> None:
     assert str(raised.value) == (
         "timed out after 0.1 s waiting for `a_delete`: no request reached the sidecar in that time"
     )
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf")])
+def test_a_wait_that_could_never_time_out_is_refused_naming_timeout(timeout: float) -> None:
+    """NaN never passes a deadline (and inf never comes): each waited for ever on a quiet journal."""
+    with Sidecar() as sc:
+        for wait in (
+            sc.wait_idle,
+            lambda timeout: sc.wait_held(5, timeout),
+            lambda timeout: sc.wait_for(bool, timeout),
+        ):
+            with pytest.raises(
+                ValueError, match=f"timeout must be a finite number of seconds, got {timeout}"
+            ):
+                wait(timeout=timeout)
+    with pytest.raises(
+        ValueError, match=f"wait_for_span: timeout must be a finite number of seconds, got {timeout}"
+    ):
+        SpanRecorder().wait_for_span("Agent.Session", timeout=timeout)

@@ -95,9 +95,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A bad marker fails its module's collection, naming the argument: an error raised while
     collecting reaches the xdist controller like any collection error (a usage error raised on a
     worker would crash it)."""
-    for name in ("mcp_sidecar", settings.STDIO_MARKER):
+    for name, fixture in (("mcp_sidecar", "mcp_sidecar"), (settings.STDIO_MARKER, "mcp_stdio_server")):
         settings.check_marker(metafunc.definition, name)
-    for bare in (_NO_INTERRUPT, settings.KEEP_SESSIONS, settings.ALLOW_IDLE):
+        own = any(m.name == name for m in metafunc.definition.own_markers)  # a class's or module's: shared
+        if own and fixture not in metafunc.fixturenames:  # its options would configure nothing
+            raise pytest.Collector.CollectError(
+                f"{metafunc.definition.nodeid}: @pytest.mark.{name} configures the {fixture} fixture, which "
+                f"this test does not use: add {fixture} to its arguments"
+                + (" (mcp_sidecar_factory(...) takes the options itself)" if fixture == "mcp_sidecar" else "")
+            )
+    for bare in ("mcp_expect_hang", _NO_INTERRUPT, settings.KEEP_SESSIONS, settings.ALLOW_IDLE):
         marker = metafunc.definition.get_closest_marker(bare)
         if marker is not None and (marker.args or marker.kwargs):
             raise pytest.Collector.CollectError(

@@ -20,7 +20,7 @@ from pytest_mcpfaults.core.records import (
     ServerMessageLog,
     StreamRecord,
 )
-from pytest_mcpfaults.options.validation import is_count
+from pytest_mcpfaults.options.validation import is_count, is_finite_number
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
 
@@ -181,6 +181,10 @@ class Journal:
     def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         """Block until ``predicate()`` is true (re-checked on every journal change) or fail after
         ``timeout`` seconds with an ``AssertionError`` that says ``what`` was awaited."""
+        if not is_finite_number(timeout):  # NaN never passes a deadline: it would wait for ever
+            raise ValueError(
+                f"timeout must be a finite number of seconds, got {timeout!r} (waiting for {what})"
+            )
         deadline = time.monotonic() + timeout
         with self._cond:
             while not predicate():

@@ -90,6 +90,31 @@ _BOUNDS: tuple[tuple[str, str, Callable[[float, float], bool]], ...] = (
 ArgumentCheck = Callable[[Mapping[str, Any]], "str | None"]
 
 
+def schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """What in ``schema`` the check would misread (a typo in a type name, ``required`` as one string
+    read letter by letter), said as a sentence naming the keyword, or ``None``."""
+    required, props = schema.get("required", []), schema.get("properties", {})
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        return f"'required' must be a list of property names, got {_short.repr(required)}"
+    if not isinstance(props, Mapping):
+        return f"'properties' must be an object of property schemas, got {_short.repr(props)}"
+    for key, spec in props.items():
+        if not isinstance(spec, Mapping):
+            return f"property {key!r} must be a schema (an object), got {_short.repr(spec)}"
+        want = spec.get("type", [])
+        names = [want] if isinstance(want, str) else want
+        if not isinstance(names, list) or not all(isinstance(n, str) and n in _JSON_TYPES for n in names):
+            valid = ", ".join(_JSON_TYPES)
+            return f"property {key!r}: 'type' must be one of {valid} (or a list of them), got {want!r}"
+        if "enum" in spec and not isinstance(spec["enum"], list):
+            return f"property {key!r}: 'enum' must be a list of values, got {_short.repr(spec['enum'])}"
+        for word, _, _ in _BOUNDS:
+            bound = spec.get(word, 0)
+            if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+                return f"property {key!r}: {word!r} must be a number, got {bound!r}"
+    return None
+
+
 def argument_checker(schema: Mapping[str, Any]) -> ArgumentCheck:
     required = tuple(schema.get("required", ()))
     props = schema.get("properties")

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_mcpfaults.mcp.schema import ArgumentCheck, argument_checker
+from pytest_mcpfaults.mcp.schema import ArgumentCheck, argument_checker, schema_problem
 
 ToolHandler = Callable[..., Any] | Callable[..., Awaitable[Any]]
 #: The name of the handler parameter that gets the call's ``ToolContext``.
@@ -76,6 +76,9 @@ class Tool:
                 f'Tool {self.name!r}: input_schema must be a JSON Schema object with "type": "object" '
                 f"(e.g. {{'type': 'object', 'properties': {{}}}}), got {schema!r}"
             )
+        problem = schema_problem(schema)
+        if problem is not None:  # the arguments' check would misread it: every call refused, or none
+            raise ValueError(f"Tool {self.name!r}: input_schema: {problem}")
         if self.wants_context:
             props = schema.get("properties")
             if isinstance(props, Mapping) and CONTEXT in props:

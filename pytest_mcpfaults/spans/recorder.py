@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_mcpfaults.options.validation import is_count
+from pytest_mcpfaults.options.validation import is_count, is_finite_number
 from pytest_mcpfaults.spans.queries import (
     DEFAULT_CLEANUP,
     DEFAULT_SESSION,
@@ -391,6 +391,8 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         as_patterns(pattern)
         if count < 1:
             raise ValueError(f"wait_for_span: count must be >= 1, got {count!r}")
+        if not is_finite_number(timeout):  # NaN never passes a deadline: it would wait for ever
+            raise ValueError(f"wait_for_span: timeout must be a finite number of seconds, got {timeout!r}")
         deadline = time.monotonic() + timeout
         with self._lock:
             self._waiting += 1

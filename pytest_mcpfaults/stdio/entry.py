@@ -36,13 +36,16 @@ def main(argv: Sequence[str]) -> int:
 
 def standalone(argv: Sequence[str]) -> int:
     """Parse the ``stdio`` options, start the server in this process and relay stdin/stdout to it."""
-    from pytest_mcpfaults.cli import add_stdio_parser
+    from pytest_mcpfaults.cli import add_stdio_parser, usage_error
     from pytest_mcpfaults.stdio.server import StdioServer
 
     parser = argparse.ArgumentParser(prog="python -m pytest_mcpfaults")
     parser = add_stdio_parser(parser.add_subparsers())
     args = vars(parser.parse_args(list(argv)))  # each flag's dest is its option's name but --fault's
-    server = StdioServer(faults=args.pop("fault"), **args)
+    try:
+        server = StdioServer(faults=args.pop("fault"), **args)
+    except ValueError as exc:  # a kind that does not apply to a pipe, die(restart=true) ...
+        usage_error(parser, exc)
     server.guarded = False  # this process is the child: nothing outlives it
     server.start()
     env = server.env

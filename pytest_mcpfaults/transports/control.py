@@ -212,8 +212,12 @@ class Control:
         except (ValueError, RecursionError) as exc:
             return _reply(400, {"error": f"body is not JSON: {exc}"})
         specs = body.get("faults") if isinstance(body, dict) else None
-        if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
-            return _reply(400, {"error": f'body must be {{"faults": ["<fault spec>", ...]}}, got {body!r}'})
+        extra = sorted(set(body) - {"faults"}) if isinstance(body, dict) else []
+        if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs) or extra:
+            why = f"; unknown key(s) {', '.join(map(repr, extra))}" if extra else ""
+            return _reply(
+                400, {"error": f'body must be {{"faults": ["<fault spec>", ...]}}{why}, got {body!r}'}
+            )
         try:
             plan = [F.parse_fault(s) for s in specs]
         except ValueError as exc:
