@@ -63,6 +63,29 @@ def check_strings(who: str, name: str, value: object, what: str) -> None:
         raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
 
 
+def check_origins(who: str, origins: object) -> None:
+    """Origins as a client sends them: compared as sent, ``'a.example'`` or ``'http://a.example/'``
+    would never match."""
+    check_strings(who, "allowed_origins", origins, "Origin values such as 'http://a.example'")
+    for origin in origins:  # type: ignore[attr-defined]  # a list of strings: checked above
+        scheme, _, rest = origin.partition("://")
+        if origin != "null" and (not scheme or not rest or any(c in rest for c in "/?#")):
+            raise ValueError(
+                f"{who}: allowed_origins takes origins as a client sends them, scheme://host[:port] "
+                f"with no path (e.g. 'http://a.example'), got {origin!r}"
+            )
+
+
+def check_tools(who: str, tools: object) -> None:
+    """A list of tools, each name once (a second would silently replace the first)."""
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+        raise ValueError(f"{who}: tools must be a list of pytest_mcpfaults.Tool, got {tools!r}")
+    names = [getattr(tool, "name", None) for tool in tools] if isinstance(tools, Sequence) else []
+    twice = next((n for i, n in enumerate(names) if n is not None and n in names[:i]), None)
+    if twice is not None:
+        raise ValueError(f"{who}: tools has two tools named {twice!r}; give each a name of its own")
+
+
 def check_upstream_url(url: object, allow_remote: object, *, any_port: bool = False) -> str | None:
     """Why ``url`` cannot be an upstream (``None`` when it can): an ``http://`` or ``https://`` URL with
     a host, no user name or password, query or fragment, whose host is loopback unless

@@ -34,8 +34,9 @@ from pytest_mcpfaults.options.checks import (
     TRANSPORTS,
     WHO,
     ReplyMode,
+    check_origins,
     check_path_option,
-    check_strings,
+    check_tools,
     check_transport,
     check_upstream_command,
     check_upstream_headers,
@@ -419,22 +420,10 @@ def check_options(opts: SidecarOptions) -> tuple[Era, ReplyMode]:
         raise ValueError(f"{who}: max_body_bytes must be a positive integer, got {opts.max_body_bytes!r}")
     check_bool(who, "get_stream", opts.get_stream)
     check_bool(who, "expect_hang", opts.expect_hang)
-    check_strings(who, "allowed_origins", opts.allowed_origins, "Origin values such as 'http://a.example'")
-    for origin in opts.allowed_origins:  # compared as sent: 'a.example' or 'http://a.example/' never match
-        scheme, _, rest = origin.partition("://")
-        if origin != "null" and (not scheme or not rest or any(c in rest for c in "/?#")):
-            raise ValueError(
-                f"{who}: allowed_origins takes origins as a client sends them, scheme://host[:port] "
-                f"with no path (e.g. 'http://a.example'), got {origin!r}"
-            )
+    check_origins(who, opts.allowed_origins)
     if opts.service_url is not None and (not isinstance(opts.service_url, str) or not opts.service_url):
         raise ValueError(f"{who}: service_url must be a URL string or None, got {opts.service_url!r}")
-    if isinstance(opts.tools, (str, bytes)) or not isinstance(opts.tools, Iterable):
-        raise ValueError(f"{who}: tools must be a list of pytest_mcpfaults.Tool, got {opts.tools!r}")
-    names = [getattr(tool, "name", None) for tool in opts.tools] if isinstance(opts.tools, Sequence) else []
-    twice = next((n for i, n in enumerate(names) if n is not None and n in names[:i]), None)
-    if twice is not None:  # one would silently replace the other
-        raise ValueError(f"{who}: tools has two tools named {twice!r}; give each a name of its own")
+    check_tools(who, opts.tools)
     if isinstance(opts.faults, (str, bytes)):
         raise ValueError(
             f"{who}: faults must be a list of faults (or fault specs), got {opts.faults!r}; "
