@@ -186,12 +186,6 @@ def run_plugin(pytester: pytest.Pytester):  # type: ignore[no-untyped-def]
             "mcpfaults",
             "-p",
             "no:cacheprovider",
-            # In-process runs share sys.modules: a plugin module a test imported directly (say
-            # _pytest.records) cannot be assertion-rewritten again, which only this harness causes.
-            "-W",
-            "ignore::pytest.PytestAssertRewriteWarning",
-            "-o",
-            "asyncio_default_fixture_loop_scope=function",
             *args,
         )
 
@@ -203,15 +197,17 @@ def _pytester_runs_as_off_ci(request: pytest.FixtureRequest, monkeypatch: pytest
     """Inner pytest runs print the same wherever the suite runs: with ``CI`` or ``BUILD_NUMBER`` set
     pytest stops truncating its short summary, which repeats each failure's message once more. And
     every inner run, in-process or not, sets pytest-asyncio's loop scope as the project's ini does
-    (a run on a pytester folder of its own would warn that it is unset)."""
+    (a run on a pytester folder of its own would warn that it is unset), and ignores the warning that a
+    plugin module cannot be assertion-rewritten: in-process runs share ``sys.modules``, so a module a
+    test imported directly (say ``_pytest.records``) was imported already, which only this harness
+    causes (whether it warns depends on what ran before on the worker)."""
     if "pytester" in request.fixturenames:
         for var in ("CI", "BUILD_NUMBER"):
             monkeypatch.delenv(var, raising=False)
         request.getfixturevalue("pytester")  # first: it clears PYTEST_ADDOPTS when made
         addopts = os.environ.get("PYTEST_ADDOPTS", "")
-        monkeypatch.setenv(
-            "PYTEST_ADDOPTS", f"-o asyncio_default_fixture_loop_scope=function {addopts}".strip()
-        )
+        inner = "-o asyncio_default_fixture_loop_scope=function -W ignore::pytest.PytestAssertRewriteWarning"
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"{inner} {addopts}".strip())
 
 
 #: What a pytester subprocess run loads besides what it names with ``-p``: the plugins the project's
