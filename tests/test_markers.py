@@ -65,8 +65,7 @@ def test_a_test_marked_for_a_fixture_it_does_not_use_fails_collection(
     """A test's own marker configures its fixture: without the fixture its faults never fired and the test
     passed (the factory's sidecars take their options as arguments). A module's or a class's marker, or a
     fixture asked for through another fixture, stays fine."""
-    pytester.makepyfile(
-        """
+    fine = """
         import httpx, pytest
 
         pytestmark = pytest.mark.mcp_sidecar(era="session")
@@ -81,7 +80,10 @@ def test_a_test_marked_for_a_fixture_it_does_not_use_fails_collection(
         @pytest.mark.mcp_sidecar(faults=["status@health"])
         def test_through_a_fixture(harness):
             assert httpx.get(harness.health_url).status_code == 503
-
+        """
+    pytester.makepyfile(
+        fine
+        + """
         @pytest.mark.mcp_sidecar(faults=["status@health"])
         def test_factory_only(mcp_sidecar_factory):
             assert httpx.get(mcp_sidecar_factory().health_url).status_code == 200
@@ -96,24 +98,7 @@ def test_a_test_marked_for_a_fixture_it_does_not_use_fails_collection(
             "options itself)"
         ]
     )
-    pytester.makepyfile(  # the same module without the test that is wrong
-        """
-        import httpx, pytest
-
-        pytestmark = pytest.mark.mcp_sidecar(era="session")
-
-        def test_module_marker_only():
-            pass
-
-        @pytest.fixture
-        def harness(mcp_sidecar):
-            return mcp_sidecar
-
-        @pytest.mark.mcp_sidecar(faults=["status@health"])
-        def test_through_a_fixture(harness):
-            assert httpx.get(harness.health_url).status_code == 503
-        """
-    )
+    pytester.makepyfile(fine)  # the same module without the test that is wrong
     run_plugin().assert_outcomes(passed=2)
 
 
