@@ -414,6 +414,8 @@ EXAMPLES: list[Fault] = [
     IgnoreEof(), IgnoreSigterm(), IgnoreSigterm(when=Trigger(times=1)),
     StderrFlood(), StderrFlood(bytes=100, when="tools/call"),
     StdoutNoise(), StdoutNoise(text="Listening on stdio (v1.0) [debug]", lines=3, when="initialize"),
+    Hang(when="tool:a[b]"), Die(when=Trigger("tool:a[b]", nth=1)), Hang(when="resource:file:///a[1].txt"),
+    Hang(when="tool:a[b"), Hang(when=Trigger("prompt:p[0][1]", times=2)),
 ]  # fmt: skip
 EXAMPLES += [cls() for cls in fault_kinds().values() if cls() not in EXAMPLES]
 
@@ -480,3 +482,18 @@ def test_the_text_forms_trigger_options_in_a_when_string_are_refused_naming_both
     parsed = parse_fault("backend_gone@tool:x[times=1]")
     assert parsed.trigger == Trigger("tool:x", times=1)
     assert Trigger("resource:file:///a[1].txt").target == "resource:file:///a[1].txt"  # not trigger options
+    for target in ("tool:a[x=1]", "tool:a[]"):  # what the text form would read as (empty) trigger options
+        with pytest.raises(ValueError, match=re.escape(f"target {target!r} ends in")):
+            Trigger(target)
+
+
+def test_a_from_trace_plan_on_a_tool_whose_name_holds_brackets_is_one_run() -> None:
+    """MCP tool names SHOULD keep to letters, digits, ``_-.`` (2025-11-25): ``[`` is allowed, so a
+    plan inferred from a harness's trace on ``a[b]`` reads back (it raised inside explore's hook)."""
+    from pytest_mcpfaults.from_trace.infer import TraceRun
+
+    run = TraceRun.of("t", ["die@tool:a[b][nth=1]", "hang@tool:a[b]"])
+    assert [(step, f.trigger) for step, f in run.plan] == [
+        ("tool:a[b]#1", Trigger("tool:a[b]", nth=1)),
+        ("tool:a[b]#1", Trigger("tool:a[b]")),
+    ]

@@ -17,7 +17,10 @@ from pytest_mcpfaults.faults.values import parse_value
 _QUOTED = r"\"[^\"\\]*(?:\\.[^\"\\]*)*\"|'[^'\\]*(?:\\.[^'\\]*)*'"
 _SPEC = re.compile(
     rf"^\s*(?P<kind>{KIND_NAME})\s*(?:\((?P<params>[^)\"']*(?:(?:{_QUOTED})[^)\"']*)*)\))?\s*"
-    r"(?:@(?P<target>[^\[]+))?(?:\[(?P<trig>[^\]]*)\])?\s*$"
+    # The trigger options are a last ``[...]`` holding ``=`` (or blank): a target may hold brackets
+    # (``tool:a[b]``); one ending in what reads as options is refused by the Trigger (check_target).
+    # Matched on the stripped spec: no ``\s*$`` retried at each end of a lazy target (quadratic).
+    r"(?:@(?P<target>.+?))?(?:\[(?P<trig>\s*|[^\[\]]*=[^\[\]]*)\])?$"
 )
 _TRIGGER_KEYS = {f.name: f.name for f in dataclasses.fields(Trigger) if f.name != "target"}
 _TRIGGER_KEYS["p"] = "probability"
@@ -71,7 +74,7 @@ def parse_fault(spec: str) -> Fault:
             f"fault spec {_cut(spec)!r} is {len(spec)} characters long, over the limit of "
             f"{MAX_SPEC_CHARS} (max_spec_chars)"
         )
-    match = _SPEC.match(spec) if isinstance(spec, str) else None
+    match = _SPEC.match(spec.strip()) if isinstance(spec, str) else None
     spec = _cut(spec) if isinstance(spec, str) else spec  # as error messages show it
     if match is None:
         raise ValueError(

@@ -84,17 +84,20 @@ def check_target(target: object) -> str:
         raise ValueError(f"Trigger: target must be a non-empty string ({_TARGET_HELP}), got {target!r}")
     parse_target(target)
     options = _TEXT_OPTIONS.search(target)
-    if options is not None:  # "tool:x[times=1]": the text form's trigger options, not a tool named so
+    if options is not None and (options[2] or not options[1].strip()):  # "tool:x[times=1]", "tool:x[]"
+        key = options[1].strip() if options[1].strip() in _KEYS else "times"
         raise ValueError(
             f"Trigger: target {target!r} ends in {options.group(0)!r}, the text form's trigger options: "
-            f"write Trigger({target[: options.start()]!r}, {options.group(1)}=...) or the whole fault as "
+            f"write Trigger({target[: options.start()]!r}, {key}=...) or the whole fault as "
             f"text (parse_fault('kind@{target}'), a marker's faults=['kind@{target}'])"
         )
     return target
 
 
-#: The text form's ``[nth=1, times=2]`` at the end of a target (``kind@target[...]``).
-_TEXT_OPTIONS = re.compile(r"\[\s*(nth|after|times|probability|seed)\s*=[^\]]*\]$")
+#: A last ``[...]`` of a target; holding ``=`` (or blank) it is what the text form reads as its trigger
+#: options (``kind@target[nth=1, times=2]``), so a target cannot end in it.
+_TEXT_OPTIONS = re.compile(r"\[([^\[\]=]*)(=[^\[\]]*)?\]$")
+_KEYS = ("nth", "after", "times", "probability", "seed")
 
 
 @dataclass(frozen=True)
