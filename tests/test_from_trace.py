@@ -55,7 +55,7 @@ def test_the_incidents_failed_delete_becomes_error_payload_at_the_delete_with_th
 
 
 def test_span_names_of_the_harness_are_mapped_through_the_gates_span_settings() -> None:
-    names = SpanNames.of("workflow.run", "mcp.close")
+    names = SpanNames.of("workflow.run")
     data = incident_bytes(session="workflow.run", cleanup="mcp.close")
     got = inferred(data, names, clean_detail(session="workflow.run", cleanup="mcp.close"))
     assert got.plan == (DELETE_FAULT,)

@@ -104,7 +104,7 @@ def _names(config: pytest.Config, item: pytest.Item | None = None) -> SpanNames:
     from pytest_mcpfaults.from_trace.infer import SpanNames
 
     settings = item_settings(item) if item is not None else settings_for(config)
-    return SpanNames.of(settings.session, settings.cleanup)
+    return SpanNames.of(settings.session)
 
 
 def _decode(path: Path, shown: str) -> Read:

@@ -50,13 +50,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="session span-name glob (default: Agent.Session)",
     )
     p.add_argument(
-        "--cleanup",
-        action="append",
-        type=_glob,
-        metavar="GLOB",
-        help="cleanup span-name glob (default: MCP.DeleteSession)",
-    )
-    p.add_argument(
         "--patience",
         type=functools.partial(seconds_text, off=None),
         default=5.0,
@@ -117,7 +110,7 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
             f"argument --write: {args.write} exists and is not a regression test from-trace wrote: "
             "not overwritten; name a new file"
         )
-    names = SpanNames.of(args.session or SpanNames().session, args.cleanup or SpanNames().cleanup)
+    names = SpanNames.of(args.session or SpanNames().session)
     try:
         read = decode_trace(read_file(args.path), args.path)
         trace = pick_trace(read.spans, args.path, names.session, args.trace_id)

@@ -19,7 +19,7 @@ from pytest_mcpfaults.from_trace.classify import Candidate, classify, span_text
 from pytest_mcpfaults.from_trace.footprint import Call, CleanRun
 from pytest_mcpfaults.from_trace.match import match_span, places
 from pytest_mcpfaults.from_trace.trace import Trace
-from pytest_mcpfaults.spans.queries import DEFAULT_CLEANUP, DEFAULT_SESSION, Patterns, as_patterns, matches
+from pytest_mcpfaults.spans.queries import DEFAULT_SESSION, Patterns, as_patterns, matches
 from pytest_mcpfaults.spans.records import RecordedSpan
 
 #: Faults listed at most for one span (requests × kinds that fit).
@@ -34,14 +34,13 @@ Outcome = Literal["mapped", "ambiguous", "unmatched", "not_reproducible", "follo
 
 @dataclass(frozen=True)
 class SpanNames:
-    """The span-name globs the gate uses (its ``session`` and ``cleanup`` settings)."""
+    """The span-name globs the gate uses that from-trace reads (its ``session`` setting)."""
 
     session: tuple[str, ...] = DEFAULT_SESSION
-    cleanup: tuple[str, ...] = DEFAULT_CLEANUP
 
     @classmethod
-    def of(cls, session: Patterns = DEFAULT_SESSION, cleanup: Patterns = DEFAULT_CLEANUP) -> SpanNames:
-        return cls(as_patterns(session), as_patterns(cleanup))
+    def of(cls, session: Patterns = DEFAULT_SESSION) -> SpanNames:
+        return cls(as_patterns(session))
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ def infer(trace: Trace, clean: CleanRun, names: SpanNames = SpanNames(), budget:
             )
             out.append(Inference(span, "not_reproducible", why))
             continue
-        out.append(_at_calls(span, calls, found.how, budget, names))
+        out.append(_at_calls(span, calls, found.how, budget))
     return Inferred(trace.trace_id_hex, tuple(out), symptoms)
 
 
@@ -141,7 +140,7 @@ def _calls_inside(clean: CleanRun, span: RecordedSpan) -> list[Call]:
     return [c for c in clean.calls if c.span in inside]
 
 
-def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float, names: SpanNames) -> Inference:
+def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float) -> Inference:
     """The faults at the requests inside the span's match, likeliest first, at most :data:`MAX_CANDIDATES`."""
     texts: list[tuple[str, Call, Candidate]] = []
     for call in _ranked(calls):
