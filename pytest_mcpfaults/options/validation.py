@@ -73,6 +73,15 @@ def check_count(owner: str, name: str, value: object, *, minimum: int = 0, optio
 MAX_FAULT_SECONDS = 3600.0
 
 
+def check_timeout(owner: str, timeout: object) -> None:
+    """Refuse a wait's ``timeout`` unless a finite number of seconds ``>= 0`` (NaN never passes a
+    deadline and ``None`` would wait for ever; ``-1`` or a string is nonsense)."""
+    if not is_finite_number(timeout) or timeout < 0:
+        raise ValueError(
+            f"{owner}: timeout must be a finite number of seconds, got {timeout!r} (valid: 0 or more)"
+        )
+
+
 def check_bool(owner: str, name: str, value: object, *, optional: bool = False) -> None:
     """Refuse anything but ``True`` or ``False`` (or ``None``, with ``optional``)."""
     if value is None and optional:

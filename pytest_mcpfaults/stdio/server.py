@@ -24,6 +24,7 @@ from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.connection import Dying, effect_of
 from pytest_mcpfaults.core.core import SidecarCore
 from pytest_mcpfaults.options.fields import build_options, with_options
+from pytest_mcpfaults.options.validation import check_timeout
 from pytest_mcpfaults.stdio import guardian
 from pytest_mcpfaults.stdio.child_link import StdioChannel
 from pytest_mcpfaults.stdio.procfs import wait_stopped
@@ -183,11 +184,13 @@ class StdioServer(SidecarViews):
 
     def wait_child(self, timeout: float = 10.0) -> ChildRecord:
         """Wait until a child has connected; return it."""
+        check_timeout("wait_child", timeout)
         self._wait(lambda: bool(self._channel.records), timeout, "a stdio child to connect")
         return self.child
 
     def wait_exit(self, timeout: float = 10.0) -> ChildRecord:
         """Wait until the latest child has exited; return it."""
+        check_timeout("wait_exit", timeout)
         self.wait_child(timeout)
         self._wait(lambda: not self._channel.records[-1].alive, timeout, "the stdio child to exit")
         return self.child

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from pytest_mcpfaults.auth.server import AuthFollowUp, auth_follow_ups, reauthorization_problems
 from pytest_mcpfaults.core.records import CancellationRecord, RequestRecord, StreamRecord
+from pytest_mcpfaults.options.validation import check_count, check_timeout
 from pytest_mcpfaults.transports.views import SidecarViews
 from pytest_mcpfaults.verdicts.cancel_checks import check_client_cancelled
 from pytest_mcpfaults.verdicts.patience import (
@@ -34,6 +35,7 @@ class SidecarWaits(SidecarViews):
     def wait_idle(self, timeout: float = 5.0) -> None:
         """Wait until no client connection is open (every client released its connections) and every
         request's handling has ended, so the journal records are final."""
+        check_timeout("wait_idle", timeout)
 
         def idle() -> bool:
             return not self.journal.open_connections() and all(r.done for r in self.journal.requests)
@@ -42,6 +44,8 @@ class SidecarWaits(SidecarViews):
 
     def wait_held(self, count: int = 1, timeout: float = 5.0) -> None:
         """Wait until at least ``count`` requests are being held by a blocking fault."""
+        check_count("wait_held", "count", count, minimum=1)
+        check_timeout("wait_held", timeout)
         self.journal.wait_for(
             lambda: sum(1 for r in self.journal.requests if r.held and r.hold is None) >= count,
             timeout,
@@ -51,6 +55,7 @@ class SidecarWaits(SidecarViews):
     def wait_for(self, predicate: Callable[[tuple[RequestRecord, ...]], bool], timeout: float = 5.0) -> None:
         """Wait until ``predicate(requests)`` is true; on timeout the ``AssertionError`` names the
         predicate (its source line for a lambda) and shows what the journal saw instead."""
+        check_timeout("wait_for", timeout)
         self.journal.wait_for(lambda: predicate(self.journal.requests), timeout, _described(predicate))
 
     # -- patience assertions -----------------------------------------------------------------------
