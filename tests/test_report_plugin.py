@@ -214,6 +214,16 @@ def test_required_kinds_gate(pytester: pytest.Pytester, run_plugin) -> None:  # 
         (["--mcpfaults-baseline="], "", "ERROR: --mcpfaults-baseline= is an empty path*"),
         (["--mcpfaults-report", " "], "", "ERROR: --mcpfaults-report=  is an empty path*"),
         (["--mcpfaults-html="], "", "ERROR: --mcpfaults-html= is an empty path*"),
+        (
+            ["--mcpfaults-require="],
+            "",
+            "ERROR: --mcpfaults-require= names no fault kind*or leave the option out",
+        ),
+        (
+            ["--mcpfaults-require=die", "--mcpfaults-require", " , "],
+            "",
+            "ERROR: --mcpfaults-require= ,  names*",
+        ),
         (  # a hand-edited version-1 baseline: its explore runs are read by run id
             ["--mcpfaults-baseline=v1.json"],
             "",

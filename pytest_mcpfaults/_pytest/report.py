@@ -159,6 +159,12 @@ def _parse_required(config: pytest.Config) -> tuple[str, ...]:
     option: list[str] | None = config.getoption("mcpfaults_require", default=None)
     source = "--mcpfaults-require" if option else REQUIRE_INI
     raw = option if option else [str(config.getini(REQUIRE_INI))]
+    for chunk in option or ():  # an empty one (an unset CI variable) must not turn the gate off
+        if not chunk.replace(",", " ").split():
+            raise pytest.UsageError(
+                f"--mcpfaults-require={chunk} names no fault kind: give kinds (KIND,... or 'all'), "
+                "or leave the option out"
+            )
     names = [n for chunk in raw for n in chunk.replace(",", " ").split()]
     if not names:
         return ()  # nothing required: a run that does not use the plugin imports nothing more
