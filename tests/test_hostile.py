@@ -137,6 +137,26 @@ def test_ids_json_cannot_carry_back_are_refused_with_id_null(rid: str) -> None:
     assert record.error_by == "client"
 
 
+#: An id Python's json cannot read (its int-string limit, 4300 digits by default): the body is JSON.
+HUGE_ID = '{"jsonrpc":"2.0","id":' + "1" * 5000 + ',"method":"server/discover"}'
+
+
+def test_an_id_too_large_to_read_is_an_invalid_request_saying_so_on_both_http_backends() -> None:
+    """It was "Parse error: body is not JSON" (json.loads' ValueError for the int-string limit)."""
+    with Sidecar() as sc, mock_sidecar() as side:
+        over_socket = post(sc, HUGE_ID)
+        in_process = httpx.post(side.mcp_url, content=HUGE_ID, headers=MODERN)
+        record = only_record(sc)
+        sc.check_errors()
+        side.check_errors()
+    assert (in_process.status_code, in_process.content) == (over_socket.status_code, over_socket.content)
+    assert over_socket.status_code == 400
+    error = over_socket.json()["error"]
+    assert over_socket.json()["id"] is None and error["code"] == -32600
+    assert error["message"].startswith("Invalid Request: a number of over 4300 digits, too large to read")
+    assert record.error_by == "client"
+
+
 def test_an_invented_tool_argument_is_left_out_as_the_sdk_does_and_is_no_sidecar_error() -> None:
     """`tools/call echo {"text": "hi", "lang": "en"}`: the mcp SDK's MCPServer answers "hi" (its
     argument model ignores extras); the handler is never called with `lang`."""

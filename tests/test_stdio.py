@@ -611,6 +611,24 @@ def test_the_sdk_echoes_a_line_over_64_kib(make: Any) -> None:
     assert server.errors == []
 
 
+def test_an_id_too_large_to_read_is_an_invalid_request_saying_so(make: Any) -> None:
+    """As over HTTP (tests/test_hostile.py): the line is JSON, its id too large for Python's json."""
+    server = make()
+    proc = raw_child(server)
+    try:
+        exchange(proc, b'{"jsonrpc":"2.0","id":' + b"1" * 5000 + b',"method":"ping"}\n')
+        got = reply(proc)
+        assert got["id"] is None and got["error"]["code"] == -32600, got
+        assert got["error"]["message"].startswith("Invalid Request: a number of over 4300 digits")
+        assert server.errors == []
+    finally:
+        server.stop()
+        proc.wait(10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
 @pytest.mark.parametrize("size", [900_000, (1 << 20) + 1, 8 << 20])
 def test_a_long_stdin_line_is_answered_and_the_child_lives_on(make: Any, size: int) -> None:
     server = make()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol, get_args
 
@@ -169,8 +170,13 @@ class McpEndpoint:
         """A POST body, or the error reply for one that is not one JSON-RPC message."""
         try:
             message = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return client_error(PARSE_ERROR, "Parse error: body is not JSON")
+        except ValueError:  # JSON, but a number past the int-string limit (an id of 5,000 digits)
+            limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+            return client_error(
+                INVALID_REQUEST, f"Invalid Request: a number of over {limit} digits, too large to read"
+            )
         except RecursionError:
             return client_error(PARSE_ERROR, "Parse error: JSON nested too deeply")
         if isinstance(message, list):
