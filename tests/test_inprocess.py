@@ -544,6 +544,14 @@ def test_requests_and_answers_do_not_pile_up_while_the_interception_is_held() ->
         ([("Origin", "http://evil.example")], 403, "Forbidden: Origin 'http://evil.example' is not allowed"),
         ([("Origin", "http://[::1")], 403, "Forbidden: Origin 'http://[::1' is not allowed"),
         ([("Origin", "http://a.example")], 200, None),  # in allowed_origins
+        # origins compare as RFC 6454 says: scheme and host in any case, the default port elided
+        ([("Origin", "HTTP://A.Example:80")], 200, None),
+        ([("Origin", "https://a.example")], 403, "Forbidden: Origin 'https://a.example' is not allowed"),
+        (
+            [("Origin", "http://a.example:8080")],
+            403,
+            "Forbidden: Origin 'http://a.example:8080' is not allowed",
+        ),
     ],
 )
 def test_both_backends_apply_the_same_security_checks(
@@ -575,9 +583,10 @@ def test_the_in_process_sidecar_accepts_its_own_origin_and_checks_allowed_origin
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
     headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28",
                "Mcp-Method": "tools/list"}  # fmt: skip
-    with mock_sidecar(base_url="http://sidecar.test") as side:
-        own = httpx.post(side.mcp_url, content=body, headers={**headers, "Origin": "http://sidecar.test"})
-    assert own.status_code == 200
+    for base_url in ("http://sidecar.test", "http://Sidecar.Test", "http://sidecar.test:80"):  # one origin
+        with mock_sidecar(base_url=base_url) as side:
+            own = httpx.post(side.mcp_url, content=body, headers={**headers, "Origin": "http://sidecar.test"})
+        assert own.status_code == 200, (base_url, own.text)
     with pytest.raises(ValueError, match=r"mock_sidecar: allowed_origins must be a list of Origin values"):
         mock_sidecar(allowed_origins="http://a.example")  # type: ignore[arg-type]
     for never_sent in ("a.example", "http://a.example/"):  # compared as sent: accepted, they never matched

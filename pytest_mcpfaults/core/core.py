@@ -485,6 +485,21 @@ def _hostname(url: str) -> str:
         return ""
 
 
+def _same_origin(origin: str) -> str:
+    """An origin as origins compare (RFC 6454): scheme and host in lower case, the scheme's default port
+    left out; one that is not scheme://host[:port] (``null``, a malformed one, a path) as it is."""
+    try:
+        url = urlsplit(origin)
+        port, host = url.port, url.hostname
+    except ValueError:
+        return origin
+    if not host or "@" in url.netloc or url.path or url.query or url.fragment:
+        return origin
+    host = f"[{host}]" if ":" in host else host
+    elided = port is None or port == {"http": 80, "https": 443}.get(url.scheme)
+    return f"{url.scheme}://{host}" + ("" if elided else f":{port}")
+
+
 def security_problem(
     headers: Iterable[tuple[str, str]],
     allowed_origins: Iterable[str],
@@ -506,7 +521,8 @@ def security_problem(
     if repeated:
         first = next(h for h in SINGLE_HEADERS if h.lower() in repeated)
         return client_error(INVALID_REQUEST, f"Bad Request: the {first} header appears more than once")
-    if origin and origin not in allowed_origins and not is_loopback_host(_hostname(origin)):
+    foreign = origin and not is_loopback_host(_hostname(origin))
+    if foreign and _same_origin(origin) not in map(_same_origin, allowed_origins):
         return client_error(INVALID_REQUEST, f"Forbidden: Origin {origin!r} is not allowed", status=403)
     if allowed_hosts is not None and host:
         name = _hostname("//" + host)  # "": no host at all, never loopback nor allowed

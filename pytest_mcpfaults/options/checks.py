@@ -64,8 +64,8 @@ def check_strings(who: str, name: str, value: object, what: str) -> None:
 
 
 def check_origins(who: str, origins: object) -> None:
-    """Origins as a client sends them: compared as sent, ``'a.example'`` or ``'http://a.example/'``
-    would never match."""
+    """Origins as a client sends them: ``'a.example'`` or ``'http://a.example/'`` would never match
+    (origins compare with case and a default port left out, core.security_problem)."""
     check_strings(who, "allowed_origins", origins, "Origin values such as 'http://a.example'")
     for origin in origins:  # type: ignore[attr-defined]  # a list of strings: checked above
         scheme, _, rest = origin.partition("://")
