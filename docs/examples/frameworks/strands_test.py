@@ -26,6 +26,8 @@ RAW = {
     "expire-auto": {"call": "error", "call2": "ok"},  # an error result 'Session not found', then fine
     "expire-session": {"call": "error", "call2": "error"},  # an error result twice: no re-initialise
 }
+# The cases where it calls its lost session again: the session hygiene verdict (docs/sessions.md).
+LOST = {"expire-session": "the 2nd call goes out on the lost session's id (one `initialize`)"}
 
 
 # --8<-- [start:recipe]
@@ -96,10 +98,14 @@ def default_client(url: str) -> Client:
 FW = fwcheck.Framework(
     "strands", "strands-agents", __name__, default_client,
     lambda sc: Client(sidecar_client(sc), call_timeout=1.0), raw=RAW,
-    paths={"auto": "stateless", "session": "session", "stateless": "stateless"},
+    paths={"auto": "stateless", "session": "session", "stateless": "stateless"}, keeps_lost_session=LOST,
 )  # fmt: skip
 
 
-test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes = (
-    fwcheck.standard_tests(FW)
-)
+(
+    test_interop,
+    test_on_its_own,
+    test_patience_turns_the_hang_into_a_verdict,
+    test_bounded_passes,
+    test_calling_a_lost_session_gets_the_hygiene_verdict,
+) = fwcheck.standard_tests(FW)
