@@ -33,9 +33,12 @@ LOST = {"expire-session": "the 2nd call goes out on the lost session's id (one `
 async def sidecar_toolset(mcp_sidecar, seconds=1.0):
     """The harness's toolset, pointed at the test's sidecar. ``read_timeout`` bounds the wait for each
     answer, ``init_timeout`` the connection; only an HTTP client of your own bounds the close-time
-    ``DELETE /mcp`` (the toolset never closes a client it was given: close it yourself)."""
+    ``DELETE /mcp`` (the toolset never closes a client it was given: close it yourself). Its read
+    timeout is longer than ``read_timeout``, so that a stalled answer is given up by ``read_timeout``
+    first: when the HTTP read times out first, mcp's transport task fails with ``httpx2.ReadTimeout``,
+    and the toolset's exit raises it."""
     async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(seconds)) as http,
+        httpx2.AsyncClient(timeout=httpx2.Timeout(seconds, read=1.5 * seconds)) as http,
         MCPToolset(mcp_sidecar.mcp_url, http_client=http, read_timeout=seconds, init_timeout=seconds) as ts,
     ):
         yield ts
