@@ -257,11 +257,9 @@ def pytest_runtest_logreport(report):
 
 # a harness that carries on after a failed call (as an agent loop hands a tool's error to its model):
 # each phase's error is caught, so the session hygiene verdict at teardown is the test's only failure
-_CARRIES_ON = _PATIENT.replace(
-    "asyncio.run(fwcheck.drive(", "asyncio.run(fwcheck.measure("
-).replace("mcp_sidecar, CASE))", "mcp_sidecar, CASE, bound=30.0))")
+_CARRIES_ON = _PATIENT.replace("fwcheck.drive(", "fwcheck.measure(").replace("CASE))", "CASE, bound=30.0))")
 #: A lost session's line in the session hygiene verdict (docs/sessions.md).
-LOST = re.compile(r"(?m)^\s*(session \S+ was lost \(.*? was answered 404\) and the client kept calling it .*)$")
+LOST = re.compile(r"(?m)^\s*(session \S+ was lost \(.*? was answered 404\) and the client kept calling .*)$")
 
 
 def verdict(
@@ -471,7 +469,9 @@ def standard_tests(fw: Framework) -> tuple[Callable[..., None], ...]:
         fw.check_bounded(name, mcp_sidecar_factory)
 
     @pytest.mark.parametrize("name", fw.lost_sessions)
-    def test_calling_a_lost_session_gets_the_hygiene_verdict(name: str, pytester: Any, monkeypatch: Any) -> None:
+    def test_calling_a_lost_session_gets_the_hygiene_verdict(
+        name: str, pytester: Any, monkeypatch: Any
+    ) -> None:
         fw.check_lost_session(name, pytester, monkeypatch)
 
     return (

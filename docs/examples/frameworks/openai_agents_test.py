@@ -89,7 +89,8 @@ def default_client(url: str) -> Client:
 
 FW = fwcheck.Framework(
     "openai-agents", "openai-agents", __name__, default_client, lambda sc: Client(sidecar_server(sc)),
-    raw=RAW, paths={"auto": "stateless", "session": "session", "stateless": "stateless"}, keeps_lost_session=LOST,
+    raw=RAW, paths={"auto": "stateless", "session": "session", "stateless": "stateless"},
+    keeps_lost_session=LOST,
 )  # fmt: skip
 
 

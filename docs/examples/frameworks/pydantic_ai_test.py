@@ -94,7 +94,8 @@ def default_client(url: str) -> Client:
 
 FW = fwcheck.Framework(
     "pydantic-ai", "pydantic-ai-slim[mcp]", __name__, default_client, lambda sc: Client(sidecar_toolset(sc)),
-    raw=RAW, paths={"auto": "stateless", "session": "session", "stateless": "stateless"}, keeps_lost_session=LOST,
+    raw=RAW, paths={"auto": "stateless", "session": "session", "stateless": "stateless"},
+    keeps_lost_session=LOST,
 )  # fmt: skip
 
 

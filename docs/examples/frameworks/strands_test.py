@@ -34,12 +34,14 @@ LOST = {"expire-session": "the 2nd call goes out on the lost session's id (one `
 def sidecar_client(mcp_sidecar, seconds=1.0):
     """The harness's MCPClient, pointed at the test's sidecar through a transport of your own: its HTTP
     client's timeout bounds every request, the close-time ``DELETE /mcp`` in ``stop()`` included.
-    Bound each call with ``call_tool_sync(..., read_timeout_seconds=...)``."""
+    Bound each call with ``call_tool_sync(..., read_timeout_seconds=...)``, below the HTTP client's
+    read timeout: when the HTTP read of a stalled answer times out first, mcp's transport task fails,
+    and ``stop()`` raises "Connection to the MCP server was closed"."""
 
     @contextlib.asynccontextmanager
     async def transport():
         async with (
-            httpx2.AsyncClient(timeout=httpx2.Timeout(seconds)) as http,
+            httpx2.AsyncClient(timeout=httpx2.Timeout(seconds, read=1.5 * seconds)) as http,
             streamable_http_client(mcp_sidecar.mcp_url, http_client=http) as streams,
         ):
             yield streams

@@ -66,7 +66,8 @@ def _bounded(case: dict[str, Any]) -> str:
     if b is None:
         return "not run"
     if "bounded_lost_session" in case:  # bounded, but no knob makes it open a new session
-        return _cell(f"bounded ({b['summary']}), but fails with SessionHygieneError: it calls its lost session again")
+        lost = "fails with SessionHygieneError: it calls its lost session again"
+        return _cell(f"bounded ({b['summary']}), but {lost}")
     return _cell(f"passes: {b['summary']}")
 
 
