@@ -29,6 +29,8 @@ RAW = {
     # an error dict, then the next run's tool listing raises 'Session not found': no re-initialise
     "expire-session": {"call": "error", "call2": "raised"},
 }
+# The cases where it calls its lost session again: the session hygiene verdict (docs/sessions.md).
+LOST = {"expire-session": "its next tool listings go out on the lost session's id (one `initialize`)"}
 RAW_MODERN = {
     "stall-auto": {"call": "hang"},
     "expire-auto": {"call": "error", "call2": "ok"},  # an error dict, then fine (no session to lose)
@@ -112,7 +114,7 @@ def default_client(url: str) -> Client:
 
 FW = fwcheck.Framework(
     "adk", "google-adk[mcp]", __name__, default_client, lambda sc: Client(sidecar_toolset(sc)),
-    raw=RAW, paths={"auto": "session", "session": "session"},
+    raw=RAW, paths={"auto": "session", "session": "session"}, keeps_lost_session=LOST,
 )  # fmt: skip
 FW_MODERN = fwcheck.Framework(
     "adk-modern", "google-adk[mcp]", __name__, default_client, lambda sc: Client(sidecar_toolset(sc)),
@@ -168,3 +170,8 @@ def test_patience_turns_the_hang_into_a_verdict(f, name, flag, pytester, monkeyp
 @pytest.mark.parametrize(("f", "name"), _cases("raw"))
 def test_bounded_passes(f, name, flag, mcp_sidecar_factory):
     flag(f).check_bounded(name, mcp_sidecar_factory)
+
+
+@pytest.mark.parametrize(("f", "name"), _cases("lost_sessions"))
+def test_calling_a_lost_session_gets_the_hygiene_verdict(f, name, flag, pytester, monkeypatch):
+    flag(f).check_lost_session(name, pytester, monkeypatch)

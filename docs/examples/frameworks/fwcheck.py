@@ -123,8 +123,9 @@ _PATH = re.compile(r"/(?:tmp|work|home|root|usr|opt|var)(?:/[^\s'\"(),:]*)?")
 
 
 def scrub(text: str) -> str:
-    """No machine paths or ports in the committed measurements: a path keeps its last part."""
+    """No machine paths, ports or session ids in the committed measurements: a path keeps its last part."""
     text = _PATH.sub(lambda m: "<path>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+    text = re.sub(r"\bsession [0-9a-f]{12}…", "session <id>…", text)  # a verdict's session id
     return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", text)
 
 
@@ -225,15 +226,54 @@ def test_patient_harness(mcp_sidecar):
 """
 
 
+# The inner run's own clock (a conftest beside the patient harness): how long the test went on after the
+# sidecar began to hold its first request, and how long its teardown took, the plugin's verdicts
+# included. Its whole time is no measure of the plugin: on a loaded machine the framework's own
+# connect, before any hold, can take seconds.
+_TIMING = """
+import json
+
+import pytest
+
+SEEN = {}
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item):
+    sidecar = item.funcargs.get("mcp_sidecar")
+    try:
+        return (yield)
+    finally:  # the outermost wrapper: the plugin's teardown, its verdicts included, is done
+        held = [r.held.at for r in sidecar.journal.requests if r.held is not None] if sidecar else []
+        SEEN["from_hold"] = round(sidecar.journal.now() - min(held), 2) if held else None
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        SEEN["teardown"] = round(report.duration, 2)
+        with open("timing.json", "w") as f:
+            json.dump(SEEN, f)
+"""
+
+# a harness that carries on after a failed call (as an agent loop hands a tool's error to its model):
+# each phase's error is caught, so the session hygiene verdict at teardown is the test's only failure
+_CARRIES_ON = _PATIENT.replace("fwcheck.drive(", "fwcheck.measure(").replace("CASE))", "CASE, bound=30.0))")
+#: A lost session's line in the session hygiene verdict (docs/sessions.md).
+LOST = re.compile(r"(?m)^\s*(session \S+ was lost \(.*? was answered 404\) and the client kept calling .*)$")
+
+
 def verdict(
     pytester: Any, monkeypatch: Any, module: str, c: Case, factory: str = "default_client",
-    patience: float = PATIENCE,
+    patience: float = PATIENCE, carry_on: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """Run the framework's default client on ``mcp_sidecar`` with the fault, nothing caught, in its own
-    pytest process (pytest-timeout 40 s as the outer bound); return how it ended."""
+    """Run the framework's default client on ``mcp_sidecar`` with the fault, nothing caught (with
+    ``carry_on``, each phase's error caught and the next phase run), in its own pytest process
+    (pytest-timeout 40 s as the outer bound); return how it ended."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    source = _PATIENT.format(module=module, factory=factory, case=c.name, patience=patience)
+    template = _CARRIES_ON if carry_on else _PATIENT
+    source = template.format(module=module, factory=factory, case=c.name, patience=patience)
     pytester.makepyfile(test_patient=source)
+    pytester.makeconftest(_TIMING)
     result = pytester.runpytest_subprocess(
         "-p", "mcpfaults", "-p", "no:cacheprovider", "--timeout=40", "--junitxml=junit.xml", timeout=120
     )  # fmt: skip
@@ -246,11 +286,16 @@ def verdict(
         for count, h in re.findall(r"(?m)^\d+\. (?:(\d+) times: )?(the client .*)$", text)
         for _ in range(int(count or 1))
     ]
+    timing = pytester.path / "timing.json"
     return {
         "ret": int(result.ret),
         "s": round(seconds, 2),
+        **(json.loads(timing.read_text()) if timing.exists() else {"from_hold": None, "teardown": None}),
         "patience": patience,
         "patience_error": "PatienceError: " in text,
+        "outcomes": {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "failed", "errors")},
+        "hygiene_error": "SessionHygieneError: " in text,
+        "lost": [scrub(line)[:220] for line in LOST.findall(text)],
         "pytest_timeout": "Timeout (>40.0s) from pytest-timeout" in text,
         "headlines": [scrub(h)[:220] for h in headlines],
         "tail": scrub(text[-1500:]),
@@ -299,10 +344,34 @@ class Framework:
     factory: str = "default_client"  # the module-level name of default_client, for the verdict runs
     late_verdict: dict[str, str] | None = None  # case -> why the verdict waits for pytest-timeout (measured)
     held: dict[str, str] | None = None  # case -> the held request the verdict names, when not Case.held
+    # case -> what the client did with its lost session (measured): it called it again, and earns the
+    # session hygiene verdict (docs/sessions.md), its default client and the recipe's alike
+    keeps_lost_session: dict[str, str] | None = None
 
     @property
     def hangs(self) -> list[str]:
         return [name for name, phases in self.raw.items() if "hang" in phases.values()]
+
+    @property
+    def lost_sessions(self) -> list[str]:
+        """The cases whose client calls its lost session again (``keeps_lost_session``)."""
+        return list(self.keeps_lost_session or {})
+
+    def _expect_lost_session(self, name: str, sidecar: Any) -> str | None:
+        """For a case in ``keeps_lost_session``: the session hygiene verdict the sidecar holds for the
+        test's teardown, which the test expects (its line, without the port), pinned here as
+        ``pytest.raises`` pins an exception; then the sidecar is stopped, so that teardown does not
+        judge again what was just checked (the verdict as a user gets it: ``check_lost_session``). For
+        any other case: ``None``, and teardown judges as always."""
+        if name not in (self.keeps_lost_session or {}):
+            return None
+        from pytest_mcpfaults.verdicts.hygiene import session_problems
+
+        problems = session_problems(sidecar.journal.requests, sidecar.sessions)
+        lost = [p for p in problems if p.kind == "used_after_lost"]
+        assert lost and len(lost) == len(problems), [p.describe() for p in problems]
+        sidecar.stop()
+        return scrub(lost[0].describe())
 
     def record(self, key: str, data: dict[str, Any]) -> None:
         record(self.name, self.dist, key, data)
@@ -320,6 +389,9 @@ class Framework:
         sidecar = factory(era=c.era, patience=None, faults=c.faults())
         result = asyncio.run(measure(self.default_client(sidecar.mcp_url), sidecar, c))
         self.record(name, {"raw": result})
+        lost = self._expect_lost_session(name, sidecar)
+        if lost:
+            self.record(name, {"lost_session": lost})
         expected = self.raw[name]
         got = {k: v for k, v in outcomes(result).items() if v != "ok" or k in expected}
         assert got == expected, result
@@ -337,7 +409,21 @@ class Framework:
             assert v["pytest_timeout"], v
             return
         assert not v["pytest_timeout"], v
-        assert v["s"] < PATIENCE * len(v["headlines"]) + 3.0, v  # each held request waits its budget
+        # each held request waits its budget: from the first hold to the end of the test's teardown
+        assert v["from_hold"] is not None and v["from_hold"] < PATIENCE * len(v["headlines"]) + 3.0, v
+
+    def check_lost_session(self, name: str, pytester: Any, monkeypatch: Any) -> None:
+        """The default client, carrying on after each failed call, in a pytest of its own on
+        ``mcp_sidecar`` with the case's faults: the test's body passes, and the session hygiene
+        verdict fails it at teardown, naming the lost session, its ``404`` and the call after it."""
+        c = case(name)
+        v = verdict(pytester, monkeypatch, self.module, c, self.factory, carry_on=True)
+        self.record(name, {"verdict": v})
+        assert v["outcomes"] == {"passed": 1, "errors": 1}, v["tail"]
+        assert v["hygiene_error"] and not v["patience_error"], v["tail"]
+        assert len(v["lost"]) == 1, v["tail"]
+        assert "instead of sending a new `initialize`: `POST " in v["lost"][0], v["lost"]
+        assert v["teardown"] is not None and v["teardown"] < PATIENCE, v  # the verdict comes at once
 
     def check_bounded(self, name: str, factory: Any) -> None:
         c = case(name)
@@ -353,13 +439,17 @@ class Framework:
         if c.held:
             sidecar.assert_client_gave_up(within=2.5)
         sidecar.assert_no_patience_violations()
+        lost = self._expect_lost_session(name, sidecar)  # no knob makes it open a new session
+        if lost:
+            self.record(name, {"bounded_lost_session": lost})
 
 
 def standard_tests(fw: Framework) -> tuple[Callable[..., None], ...]:
-    """The four tests of a framework with one client, for its module to bind at top level: the interop
-    check in each era, each fault on its own, the patience verdict for each hang, and the recipe bounded.
-    ``test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes =
-    fwcheck.standard_tests(FW)``."""
+    """The five tests of a framework with one client, for its module to bind at top level: the interop
+    check in each era, each fault on its own, the patience verdict for each hang, the recipe bounded, and
+    the session hygiene verdict for each case whose client calls its lost session again.
+    ``test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes,
+    test_calling_a_lost_session_gets_the_hygiene_verdict = fwcheck.standard_tests(FW)``."""
     import pytest
 
     @pytest.mark.parametrize("era", fw.paths)
@@ -378,4 +468,16 @@ def standard_tests(fw: Framework) -> tuple[Callable[..., None], ...]:
     def test_bounded_passes(name: str, mcp_sidecar_factory: Any) -> None:
         fw.check_bounded(name, mcp_sidecar_factory)
 
-    return test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes
+    @pytest.mark.parametrize("name", fw.lost_sessions)
+    def test_calling_a_lost_session_gets_the_hygiene_verdict(
+        name: str, pytester: Any, monkeypatch: Any
+    ) -> None:
+        fw.check_lost_session(name, pytester, monkeypatch)
+
+    return (
+        test_interop,
+        test_on_its_own,
+        test_patience_turns_the_hang_into_a_verdict,
+        test_bounded_passes,
+        test_calling_a_lost_session_gets_the_hygiene_verdict,
+    )

@@ -25,6 +25,8 @@ RAW = {
     "stall-session": {"call": "hang"},
     "expire-session": {"call": "raised", "call2": "raised"},  # McpError('Session terminated') twice
 }
+# The cases where it calls its lost session again: the session hygiene verdict (docs/sessions.md).
+LOST = {"expire-session": "the 2nd call goes out on the lost session's id (one `initialize`)"}
 # Per-call sessions: every operation ends with its session's DELETE.
 RAW_PER_CALL = {
     "freeze-session": {"close": "hang"},  # the probe's close is a last call: its initialize is frozen
@@ -137,7 +139,7 @@ def default_per_call_client(url: str) -> PerCallClient:
 FW = fwcheck.Framework(
     "langchain", "langchain-mcp-adapters", __name__, default_client,
     lambda sc: Client(sidecar_connection(sc)), raw=RAW, paths={"auto": "session", "session": "session"},
-    late_verdict=LATE,
+    late_verdict=LATE, keeps_lost_session=LOST,
 )  # fmt: skip
 FW_PER_CALL = fwcheck.Framework(
     "langchain-per-call", "langchain-mcp-adapters", __name__, default_per_call_client,
@@ -182,3 +184,11 @@ def test_patience_turns_the_hang_into_a_verdict(fw, name, pytester, monkeypatch)
 )
 def test_bounded_passes(fw, name, mcp_sidecar_factory):
     fw.check_bounded(name, mcp_sidecar_factory)
+
+
+@pytest.mark.parametrize(
+    ("fw", "name"),
+    [pytest.param(fw, n, id=f"{fw.name}-{n}") for fw in (FW, FW_PER_CALL) for n in fw.lost_sessions],
+)
+def test_calling_a_lost_session_gets_the_hygiene_verdict(fw, name, pytester, monkeypatch):
+    fw.check_lost_session(name, pytester, monkeypatch)

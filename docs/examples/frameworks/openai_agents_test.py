@@ -22,6 +22,8 @@ RAW = {
     "expire-auto": {"call": "raised", "call2": "ok"},  # stateless: nothing to re-initialise
     "expire-session": {"call": "raised", "call2": "raised"},  # no re-initialise
 }
+# The cases where it calls its lost session again: the session hygiene verdict (docs/sessions.md).
+LOST = {"expire-session": "the 2nd call goes out on the lost session's id (one `initialize`)"}
 
 
 # --8<-- [start:recipe]
@@ -88,9 +90,14 @@ def default_client(url: str) -> Client:
 FW = fwcheck.Framework(
     "openai-agents", "openai-agents", __name__, default_client, lambda sc: Client(sidecar_server(sc)),
     raw=RAW, paths={"auto": "stateless", "session": "session", "stateless": "stateless"},
+    keeps_lost_session=LOST,
 )  # fmt: skip
 
 
-test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes = (
-    fwcheck.standard_tests(FW)
-)
+(
+    test_interop,
+    test_on_its_own,
+    test_patience_turns_the_hang_into_a_verdict,
+    test_bounded_passes,
+    test_calling_a_lost_session_gets_the_hygiene_verdict,
+) = fwcheck.standard_tests(FW)

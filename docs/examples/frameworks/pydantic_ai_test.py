@@ -24,6 +24,8 @@ RAW = {
     "expire-auto": {"call": "raised", "call2": "ok"},  # ModelRetry('Session not found')
     "expire-session": {"call": "raised", "call2": "raised"},  # no re-initialise
 }
+# The cases where it calls its lost session again: the session hygiene verdict (docs/sessions.md).
+LOST = {"expire-session": "the 2nd call goes out on the lost session's id (one `initialize`)"}
 
 
 # --8<-- [start:recipe]
@@ -31,9 +33,12 @@ RAW = {
 async def sidecar_toolset(mcp_sidecar, seconds=1.0):
     """The harness's toolset, pointed at the test's sidecar. ``read_timeout`` bounds the wait for each
     answer, ``init_timeout`` the connection; only an HTTP client of your own bounds the close-time
-    ``DELETE /mcp`` (the toolset never closes a client it was given: close it yourself)."""
+    ``DELETE /mcp`` (the toolset never closes a client it was given: close it yourself). Its read
+    timeout is longer than ``read_timeout``, so that a stalled answer is given up by ``read_timeout``
+    first: when the HTTP read times out first, mcp's transport task fails with ``httpx2.ReadTimeout``,
+    and the toolset's exit raises it."""
     async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(seconds)) as http,
+        httpx2.AsyncClient(timeout=httpx2.Timeout(seconds, read=1.5 * seconds)) as http,
         MCPToolset(mcp_sidecar.mcp_url, http_client=http, read_timeout=seconds, init_timeout=seconds) as ts,
     ):
         yield ts
@@ -90,9 +95,14 @@ def default_client(url: str) -> Client:
 FW = fwcheck.Framework(
     "pydantic-ai", "pydantic-ai-slim[mcp]", __name__, default_client, lambda sc: Client(sidecar_toolset(sc)),
     raw=RAW, paths={"auto": "stateless", "session": "session", "stateless": "stateless"},
+    keeps_lost_session=LOST,
 )  # fmt: skip
 
 
-test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes = (
-    fwcheck.standard_tests(FW)
-)
+(
+    test_interop,
+    test_on_its_own,
+    test_patience_turns_the_hang_into_a_verdict,
+    test_bounded_passes,
+    test_calling_a_lost_session_gets_the_hygiene_verdict,
+) = fwcheck.standard_tests(FW)

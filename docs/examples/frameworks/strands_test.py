@@ -26,18 +26,22 @@ RAW = {
     "expire-auto": {"call": "error", "call2": "ok"},  # an error result 'Session not found', then fine
     "expire-session": {"call": "error", "call2": "error"},  # an error result twice: no re-initialise
 }
+# The cases where it calls its lost session again: the session hygiene verdict (docs/sessions.md).
+LOST = {"expire-session": "the 2nd call goes out on the lost session's id (one `initialize`)"}
 
 
 # --8<-- [start:recipe]
 def sidecar_client(mcp_sidecar, seconds=1.0):
     """The harness's MCPClient, pointed at the test's sidecar through a transport of your own: its HTTP
     client's timeout bounds every request, the close-time ``DELETE /mcp`` in ``stop()`` included.
-    Bound each call with ``call_tool_sync(..., read_timeout_seconds=...)``."""
+    Bound each call with ``call_tool_sync(..., read_timeout_seconds=...)``, below the HTTP client's
+    read timeout: when the HTTP read of a stalled answer times out first, mcp's transport task fails,
+    and ``stop()`` raises "Connection to the MCP server was closed"."""
 
     @contextlib.asynccontextmanager
     async def transport():
         async with (
-            httpx2.AsyncClient(timeout=httpx2.Timeout(seconds)) as http,
+            httpx2.AsyncClient(timeout=httpx2.Timeout(seconds, read=1.5 * seconds)) as http,
             streamable_http_client(mcp_sidecar.mcp_url, http_client=http) as streams,
         ):
             yield streams
@@ -96,10 +100,14 @@ def default_client(url: str) -> Client:
 FW = fwcheck.Framework(
     "strands", "strands-agents", __name__, default_client,
     lambda sc: Client(sidecar_client(sc), call_timeout=1.0), raw=RAW,
-    paths={"auto": "stateless", "session": "session", "stateless": "stateless"},
+    paths={"auto": "stateless", "session": "session", "stateless": "stateless"}, keeps_lost_session=LOST,
 )  # fmt: skip
 
 
-test_interop, test_on_its_own, test_patience_turns_the_hang_into_a_verdict, test_bounded_passes = (
-    fwcheck.standard_tests(FW)
-)
+(
+    test_interop,
+    test_on_its_own,
+    test_patience_turns_the_hang_into_a_verdict,
+    test_bounded_passes,
+    test_calling_a_lost_session_gets_the_hygiene_verdict,
+) = fwcheck.standard_tests(FW)

@@ -49,6 +49,8 @@ def _interop(doc: dict[str, Any], era: str) -> str:
 def _verdict(v: dict[str, Any] | None) -> str:
     if v is None:
         return "no hang (it gives up or answers on its own)"
+    if v.get("hygiene_error"):  # a client carrying on after each failed call, on a session it lost
+        return _cell(f"fails with SessionHygieneError at teardown in {v['s']:.1f} s: {v['lost'][0]}")
     how = "fails with PatienceError" if v["patience_error"] else "fails without a verdict"
     extra = ", but only at pytest-timeout (40 s): the call never returns" if v["pytest_timeout"] else ""
     head = v["headlines"][0].split(" without giving up")[0].split(" (20 bytes")[0] if v["headlines"] else ""
@@ -63,6 +65,9 @@ def _bounded(case: dict[str, Any]) -> str:
     b = case.get("bounded")
     if b is None:
         return "not run"
+    if "bounded_lost_session" in case:  # bounded, but no knob makes it open a new session
+        lost = "fails with SessionHygieneError: it calls its lost session again"
+        return _cell(f"bounded ({b['summary']}), but {lost}")
     return _cell(f"passes: {b['summary']}")
 
 
