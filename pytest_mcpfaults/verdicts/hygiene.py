@@ -193,8 +193,10 @@ def unreached_calls(
             missing.append(span)
     # the duty is that a later call still reaches the sidecar: a call after the failed one did (the
     # failed span may be a call to another MCP server, which the span does not name)
-    reached = [clock + r.started_at for r in requests if r.mcp_method and r.rpc_id is not None]
-    missing = [s for s in missing if not any(at > (s.end_time or 0) / 1e9 for at in reached)]
+    last = max(
+        (clock + r.started_at for r in requests if r.mcp_method and r.rpc_id is not None), default=None
+    )
+    missing = [s for s in missing if last is None or last <= (s.end_time or 0) / 1e9]
     if not missing:
         return []
     return [SessionProblem(first.session_id or "", "call_never_reached", (first,), calls=tuple(missing))]
