@@ -43,8 +43,6 @@ from pytest_mcpfaults.transports import loop as _loop
 from pytest_mcpfaults.transports.views import NoAnswerStream, SidecarViews
 
 __all__ = [
-    "NEEDS_SOCKETS",
-    "STDIO_ONLY",
     "SUPPORTED_KINDS",
     "InProcessSidecar",
     "UnsupportedInProcess",
@@ -56,17 +54,6 @@ __all__ = [
 #: The built-in fault kinds the in-process backend applies (see the module docstring for how): every
 #: kind without a ``needs_sockets`` reason.
 SUPPORTED_KINDS: tuple[str, ...] = tuple(k for k, cls in F.fault_kinds().items() if cls.needs_sockets is None)
-
-#: The built-in kinds that apply to stdio only (``ignore_eof`` …): refused as not HTTP.
-STDIO_ONLY: tuple[str, ...] = tuple(k for k, cls in F.fault_kinds().items() if "http" not in cls.transports)
-
-#: The built-in fault kinds that need the socket sidecar, with the reason given in the error (each
-#: kind's ``needs_sockets``).
-NEEDS_SOCKETS: dict[str, str] = {
-    k: cls.needs_sockets
-    for k, cls in F.fault_kinds().items()
-    if cls.needs_sockets is not None and "http" in cls.transports
-}
 
 T = TypeVar("T")
 
@@ -98,44 +85,46 @@ def _reset(request: httpx.Request) -> httpx.ReadError:
     return httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
 
 
+@dataclasses.dataclass
 class _DelayedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A body that arrives after ``seconds``; a shorter read timeout raises ``httpx.ReadTimeout``, and the
     sidecar dying meanwhile (``died`` set) ``httpx.ReadError`` at once, as its connection is reset."""
 
-    def __init__(
-        self,
-        body: bytes,
-        seconds: float,
-        read_timeout: float | None,
-        request: httpx.Request,
-        died: threading.Event,
-    ):
-        self.body, self.seconds, self.read_timeout, self.request = body, seconds, read_timeout, request
-        self.died = died
+    body: bytes
+    seconds: float
+    read_timeout: float | None
+    request: httpx.Request
+    died: threading.Event
 
-    def _late(self) -> tuple[float, bool]:
+    def _wait(self) -> float:
+        return self.seconds if self.read_timeout is None else min(self.seconds, self.read_timeout)
+
+    def _arrived(self, died: bool) -> bytes:
+        if died:
+            raise _reset(self.request)
         if self.read_timeout is not None and self.read_timeout < self.seconds:
-            return self.read_timeout, True
-        return self.seconds, False
+            raise httpx.ReadTimeout("timed out", request=self.request)
+        return self.body
 
     def __iter__(self) -> Iterator[bytes]:
-        wait, timed_out = self._late()
-        if self.died.wait(wait):
-            raise _reset(self.request)
-        if timed_out:
-            raise httpx.ReadTimeout("timed out", request=self.request)
-        yield self.body
+        yield self._arrived(self.died.wait(self._wait()))
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        wait, timed_out = self._late()
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + self._wait()
         while not self.died.is_set() and (left := deadline - time.monotonic()) > 0:
             await asyncio.sleep(min(left, 0.05))  # the event is set from another thread
-        if self.died.is_set():
-            raise _reset(self.request)
-        if timed_out:
-            raise httpx.ReadTimeout("timed out", request=self.request)
-        yield self.body
+        yield self._arrived(self.died.is_set())
+
+
+def _is_origin(url: object) -> bool:
+    if not isinstance(url, str) or "?" in url or "#" in url:
+        return False
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port != 0  # a port out of range raises
+    except ValueError:
+        return False
+    return port_ok and parts.scheme in ("http", "https") and bool(parts.hostname) and parts.path in ("", "/")
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int]:
@@ -216,20 +205,7 @@ class InProcessSidecar(SidecarViews):
 
     @with_options("in-process")
     def __init__(self, *, base_url: str = "http://sidecar.test", **options: Any) -> None:
-        parts = urlsplit(base_url) if isinstance(base_url, str) else None
-        try:
-            port_ok = parts is not None and parts.port != 0  # a port out of range raises
-        except ValueError:
-            port_ok = False
-        if (
-            parts is None
-            or parts.scheme not in ("http", "https")
-            or not parts.hostname
-            or parts.path not in ("", "/")
-            or "?" in base_url
-            or "#" in base_url
-            or not port_ok
-        ):
+        if not _is_origin(base_url):
             raise ValueError(
                 f"mock_sidecar: base_url must be an http(s) origin without a path, query or fragment, e.g. "
                 f"'http://sidecar.test', got {base_url!r}"
@@ -287,7 +263,7 @@ class InProcessSidecar(SidecarViews):
             self._lost()
 
     def _lost(self) -> None:
-        """The process is lost: every answer still on its way (a delayed body) is reset."""
+        """Every answer still on its way (a delayed body) is reset."""
         self._died.set()
         self._died = threading.Event()
 
@@ -304,7 +280,6 @@ class InProcessSidecar(SidecarViews):
         )
 
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:
-        """Refusing the faults that need sockets."""
         return check_plan(faults, argname=where.removesuffix("="))
 
     # -- request handling ------------------------------------------------------------------------

@@ -225,7 +225,7 @@ def test_a_mock_sidecar_the_test_opens_takes_the_runs_plan_from_explores_fixture
     pytester: pytest.Pytester,
 ) -> None:
     from pytest_mcpfaults.explore import explore_kinds
-    from pytest_mcpfaults.inprocess import NEEDS_SOCKETS
+    from pytest_mcpfaults.inprocess import SUPPORTED_KINDS
 
     pytester.makepyfile(test_inproc=INPROCESS)
     result = _run(pytester, "--mcpfaults-explore", "-q", "-rfx", "--mcpfaults-report", "report.json")
@@ -236,7 +236,7 @@ def test_a_mock_sidecar_the_test_opens_takes_the_runs_plan_from_explores_fixture
     # the kinds that apply: the catalogue's HTTP kinds the in-process backend can answer (no
     # needs_sockets), at the three calls; the /health kinds aim at no tool call
     kinds = {rid.split(":", 1)[1].split("-at-")[0].split(".")[0] for rid in inproc}
-    assert kinds == set(explore_kinds()) - set(NEEDS_SOCKETS) - {"flap", "absent"}
+    assert kinds == set(explore_kinds()) & set(SUPPORTED_KINDS) - {"flap", "absent"}
     steps = {rid.split("-at-", 1)[1] for rid in inproc}
     assert steps == {"tool:echo[1]", "tool:delete_session[1]", "tool:echo[2]"}
     assert inproc["explore:status-at-tool:echo[1]"] == "violation"  # the fault reached the in-process sidecar

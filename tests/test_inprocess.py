@@ -21,11 +21,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from pytest_mcpfaults import Die, Fault, Sidecar, Trigger, fault_kinds, parse_plan
 from pytest_mcpfaults.inprocess import (
-    NEEDS_SOCKETS,
-    STDIO_ONLY,
     SUPPORTED_KINDS,
     InProcessSidecar,
     UnsupportedInProcess,
+    check_plan,
     intercepting,
     mock_sidecar,
 )
@@ -278,6 +277,15 @@ async def test_async_clients_see_the_same_classes_and_answers() -> None:
 # -- refused: what needs sockets -------------------------------------------------------------------
 
 
+# the HTTP kinds that need the socket sidecar, with the reason the error gives (each kind's needs_sockets)
+NEEDS_SOCKETS = {
+    k: cls.needs_sockets
+    for k, cls in fault_kinds().items()
+    if cls.needs_sockets is not None and "http" in cls.transports
+}
+STDIO_ONLY = tuple(k for k, cls in fault_kinds().items() if "http" not in cls.transports)
+
+
 @pytest.mark.parametrize("kind", sorted(NEEDS_SOCKETS))
 def test_faults_that_need_sockets_are_refused_with_the_reason(kind: str) -> None:
     fault = fault_kinds()[kind]()
@@ -347,6 +355,12 @@ def test_every_kind_is_either_supported_or_refused() -> None:
     assert set(SUPPORTED_KINDS) | set(NEEDS_SOCKETS) | set(STDIO_ONLY) == set(fault_kinds())
     assert not set(SUPPORTED_KINDS) & set(NEEDS_SOCKETS)
     assert not (set(SUPPORTED_KINDS) | set(NEEDS_SOCKETS)) & set(STDIO_ONLY)
+    for kind, cls in fault_kinds().items():  # and check_plan agrees: accepted exactly when supported
+        if kind in SUPPORTED_KINDS:
+            assert check_plan([cls()]) == (cls(),)
+        else:
+            with pytest.raises(UnsupportedInProcess, match=f"^(mock_sidecar faults=: fault )?{kind!r}"):
+                check_plan([cls()])
 
 
 @pytest.mark.parametrize("kind", STDIO_ONLY)

@@ -194,11 +194,13 @@ class Control:
         """The body, bounded as the sidecar bounds its own: ``max_body_bytes`` (413) and
         ``idle_timeout`` for a body still arriving (408); else the refusal to send."""
         try:
-            body = await read_bounded(request, self.sidecar.max_body_bytes, self.sidecar.idle_timeout)
+            body = await read_bounded(
+                request, self.sidecar.options.max_body_bytes, self.sidecar.options.idle_timeout
+            )
         except BodyError as exc:
             return _closing(exc.status, exc.message)
         if body is None:
-            return _closing(413, f"request body over {self.sidecar.max_body_bytes} bytes")
+            return _closing(413, f"request body over {self.sidecar.options.max_body_bytes} bytes")
         return body
 
     async def _post_faults(self, request: web.BaseRequest) -> web.Response:

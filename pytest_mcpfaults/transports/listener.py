@@ -17,7 +17,7 @@ from typing import Any, cast
 from aiohttp import web, web_protocol
 
 from pytest_mcpfaults import faults as F
-from pytest_mcpfaults.behaviour.body import BodyShaper, Cut, halve_event, shape_of
+from pytest_mcpfaults.behaviour.body import PLAIN, BodyShaper, Cut, Step, halve_event, shape_of
 from pytest_mcpfaults.behaviour.connection import Holding, effect_of
 from pytest_mcpfaults.core import core
 from pytest_mcpfaults.core.errors import Dropped
@@ -27,7 +27,6 @@ from pytest_mcpfaults.core.records import Held, HoldOutcome, RequestRecord
 from pytest_mcpfaults.core.resumption import Resumed, primes
 from pytest_mcpfaults.mcp.endpoint import encode, reply_body
 from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM
-from pytest_mcpfaults.options.fields import SidecarOptions
 from pytest_mcpfaults.options.validation import LOOPBACK_NAMES
 from pytest_mcpfaults.otlp.receiver import OtlpService
 from pytest_mcpfaults.proxy.proxy import Proxy, Relayed
@@ -37,7 +36,7 @@ from pytest_mcpfaults.transports.http_io import BodyError, ConnectionReportingSe
 from pytest_mcpfaults.transports.inject import Delivery, cut, deliver, reset_transport, write_steps
 from pytest_mcpfaults.transports.legacy_sse import LegacyAnswer, LegacyReply
 from pytest_mcpfaults.transports.loop import WorkerPool, cancel_all
-from pytest_mcpfaults.transports.notices import StreamNotices, serve_listen
+from pytest_mcpfaults.transports.notices import Listening, OpenStream, StreamNotices
 from pytest_mcpfaults.transports.sse_stream import StreamWriter
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
@@ -143,20 +142,58 @@ class _Exchange:
 
     async def listen_stream(self, answer: core.Answer) -> web.StreamResponse:
         assert answer.reply.listen is not None
-        conn, fault, notices = self.conn, answer.fault, self.listener.notices
-
-        async def hold(bounded: bool) -> None:
-            assert fault is not None  # only a body fault holds
-            await self.hold(fault, patience=bounded)
-
-        listening = notices.listen(answer.reply.listen, conn.reset)
+        notices = self.listener.notices
+        listening = notices.listen(answer.reply.listen, self.conn.reset)
         try:
-            return await serve_listen(
-                self.request, answer, listening, lost=conn.lost, hold=hold, out=self.out,
-                journal=self.listener.journal, rid=self.rid,
-            )  # fmt: skip
+            return await self._serve_listen(answer, listening)
         finally:
             notices.unlisten(listening)
+
+    async def _serve_listen(self, answer: core.Answer, listening: Listening) -> web.StreamResponse:
+        """Serve one listen stream until the client closes it (raises :class:`Dropped`), the sidecar
+        stops (the result, then the end of the stream) or its body fault ends it."""
+        listen, out, lost, fault = listening.listen, self.out, self.conn.lost, answer.fault
+        shape = shape_of(fault)
+        if shape.resets_at_once:  # RST before the status line
+            raise cut(self.request.transport)
+        events_left = shape.resumable[0] if shape.resumable is not None else None  # close_stream
+        shaper = BodyShaper(PLAIN if shape.resumable is not None else shape)
+        ack = encode(listen.ack(), True)[0]
+        if shape.halves:
+            ack = halve_event(ack)
+
+        async def held() -> None:
+            if listening.closing.done():  # stopping: a held stream just ends
+                raise Dropped
+            assert fault is not None  # only a body fault holds
+            await self.hold(fault, patience=out.bytes_sent < len(ack))  # the ack is the stream's first bytes
+
+        headers = {**answer.reply.headers, **EVENT_STREAM, "X-Accel-Buffering": "no"}
+        resp = web.StreamResponse(status=answer.reply.status, headers=headers)
+        await resp.prepare(self.request)
+        out.status = resp.status
+
+        async def send(steps: list[Step]) -> None:
+            await write_steps(self.request, resp, steps, held, out)
+            self.listener.journal.update_request(self.rid, status=out.status, bytes_sent=out.bytes_sent)
+
+        sent = 0
+        if events_left != 0:  # close_stream(after_events=0): not even the ack
+            await send([*shaper.start(), *shaper.feed(ack)])
+            sent = 1
+        while events_left is None or sent < events_left:
+            nxt = asyncio.ensure_future(listening.queue.get())
+            await asyncio.wait((nxt, listening.closing, lost), return_when=asyncio.FIRST_COMPLETED)
+            if not nxt.done():
+                nxt.cancel()
+                if lost.done():  # the client closed its stream: its subscription ends
+                    raise Dropped
+                await send([*shaper.feed(encode(listen.closing(), True)[0]), *shaper.end()])  # stopping
+                break
+            await send(shaper.feed(nxt.result()))
+            sent += 1
+        await resp.write_eof()
+        return resp
 
     def reply_later(self, later: LegacyReply) -> None:
         """Make this legacy message's reply after its 202, in a task of its own, on the connection of
@@ -241,7 +278,7 @@ class _Exchange:
         # Open for notices before the first write: one posted meanwhile is written after these bytes (a
         # write's bytes reach the transport before it first yields), never kept for a dormant stream.
         cutter = functools.partial(self.cut, ending) if ending is not None else None
-        notices.open(resp, session, self.rid, self.out, key, cut_at, cutter)
+        notices.open(resp, OpenStream(session, self.rid, self.out, key, cut_at, cutter))
         try:
             await resp.write(first[: self.out.bytes_sent])
             if cutter is not None and cut_at is not None and len(first) >= cut_at:
@@ -298,17 +335,16 @@ class SocketListener:
     def __init__(
         self,
         sidecar_core: core.SidecarCore,
-        options: SidecarOptions,
         pool: WorkerPool,
         proxy: Proxy | None,
         stdio: StdioUpstream | None,
     ) -> None:
-        self.core, self.journal, self.options = sidecar_core, sidecar_core.journal, options
+        self.core, self.journal, self.options = sidecar_core, sidecar_core.journal, sidecar_core.options
         self.pool, self.proxy, self.stdio = pool, proxy, stdio
         self.otlp: OtlpService  # set by the sidecar, which builds it with mounted_for
-        self.port = options.port
+        self.port = self.options.port
         self.tasks: set[asyncio.Task[Any]] = set()  # request handlers in flight: cancelled at stop()
-        self.conns = Connections(self.journal, options.idle_timeout)
+        self.conns = Connections(self.journal, self.options.idle_timeout)
         self.holds = Holds(self.journal)
         self.replying: set[int] = set()  # legacy messages whose reply is being made: their record ends then
         #: The MCP endpoint's open GET streams and the notifications the core posts to them.

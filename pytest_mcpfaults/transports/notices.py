@@ -11,20 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from pytest_mcpfaults.behaviour.body import PLAIN, BodyShaper, Step, halve_event, shape_of
-from pytest_mcpfaults.core.core import Answer
-from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.mcp.endpoint import encode
-from pytest_mcpfaults.mcp.jsonrpc import EVENT_STREAM
 from pytest_mcpfaults.mcp.listen import Listen
-from pytest_mcpfaults.transports.inject import Delivery, cut, write_steps
+from pytest_mcpfaults.transports.inject import Delivery
 
 #: The notices a listen stream may have waiting to be written; one more and the stream is cut (a
 #: client that does not read its stream re-listens, as the spec says, rather than growing the queue).
@@ -46,7 +42,7 @@ class StreamNotices:
         self.subscribed = subscribed  # (session, uri) -> whether that session subscribed to uri
         self.with_id = with_id  # (stream, event) -> the event as the stream's next, with its id (kept)
         #: each open stream -> its session, its GET's journal record, what was sent on it so far
-        self.streams: dict[web.StreamResponse, _Stream] = {}
+        self.streams: dict[web.StreamResponse, OpenStream] = {}
         self.listens: set[Listening] = set()  # the open subscriptions/listen streams
         self.sent: dict[str, int] = {}  # method -> how many sent (a dict: a Counter costs each sidecar 5 µs)
         #: each session's GET stream whose client went away, by its key: what would have been sent on it
@@ -55,24 +51,13 @@ class StreamNotices:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
 
-    def open(
-        self,
-        stream: web.StreamResponse,
-        session: str | None,
-        rid: int,
-        out: Delivery,
-        key: int,
-        cut_at: int | None = None,
-        cut: Callable[[], None] | None = None,
-    ) -> None:
-        """A ``GET`` stream is open (``out``: what was sent on it, counted on; ``key``: the stream its
-        event ids name, the ``GET`` that opened it or the one it resumes; ``cut``: what cuts its
-        connection once ``cut_at`` bytes of it are sent, a fault aimed at it); its record says so."""
+    def open(self, stream: web.StreamResponse, open_: OpenStream) -> None:
+        """A ``GET`` stream is open; its record says so."""
         self.loop = asyncio.get_running_loop()
-        self.streams[stream] = _Stream(session, rid, out, key, cut_at, cut)
-        if session is not None:  # resumed, or a fresh stream: the session's old one is gone either way
-            self.dormant.pop(session, None)
-        self.journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
+        self.streams[stream] = open_
+        if open_.session is not None:  # resumed, or a fresh stream: the session's old one is gone either way
+            self.dormant.pop(open_.session, None)
+        self.journal.update_request(open_.rid, status=open_.out.status, bytes_sent=open_.out.bytes_sent)
 
     def close(self, stream: web.StreamResponse) -> None:
         """The client went away from ``stream``: it goes dormant, unless another response writes it."""
@@ -167,12 +152,17 @@ class Listening:
 
 
 @dataclass
-class _Stream:
+class OpenStream:
+    """An open ``GET`` stream: its session, its ``GET``'s journal record, what was sent on it (``out``,
+    counted on), ``key`` (the stream its event ids name: the ``GET`` that opened it or the one it
+    resumes) and ``cut`` (what cuts its connection once ``cut_at`` bytes of it are sent: a fault aimed
+    at it)."""
+
     session: str | None
     rid: int
     out: Delivery
-    key: int  # the stream its event ids name
-    cut_at: int | None = None  # a fault aimed at the GET cuts it once this many bytes are sent
+    key: int
+    cut_at: int | None = None
     cut: Callable[[], None] | None = None
 
 
@@ -189,66 +179,3 @@ def _quiet(task: asyncio.Future[Any]) -> None:
     """A write to a stream the client has just closed fails: nothing to tell anyone."""
     if not task.cancelled():
         task.exception()
-
-
-# -- the subscriptions/listen stream ------------------------------------------------------------------
-
-SSE_HEADERS = {**EVENT_STREAM, "X-Accel-Buffering": "no"}
-
-#: ``hold(bounded)``: hold the stream (a ``stall``), bounded by patience or not.
-HoldStream = Callable[[bool], Awaitable[None]]
-
-
-async def serve_listen(
-    request: web.BaseRequest,
-    answer: Answer,
-    listening: Listening,
-    *,
-    lost: asyncio.Future[None],
-    hold: HoldStream,
-    out: Delivery,
-    journal: Journal,
-    rid: int,
-) -> web.StreamResponse:
-    """Serve one listen stream until the client closes it (raises :class:`Dropped`), the sidecar
-    stops (the result, then the end of the stream) or its body fault ends it."""
-    listen = listening.listen
-    shape = shape_of(answer.fault)
-    if shape.resets_at_once:  # RST before the status line
-        raise cut(request.transport)
-    events_left = shape.resumable[0] if shape.resumable is not None else None  # close_stream
-    shaper = BodyShaper(PLAIN if shape.resumable is not None else shape)
-    ack = encode(listen.ack(), True)[0]
-    if shape.halves:
-        ack = halve_event(ack)
-
-    async def held() -> None:
-        if listening.closing.done():  # stopping: a held stream just ends
-            raise Dropped
-        await hold(out.bytes_sent < len(ack))  # the ack is the stream's first bytes
-
-    resp = web.StreamResponse(status=answer.reply.status, headers={**answer.reply.headers, **SSE_HEADERS})
-    await resp.prepare(request)
-    out.status = resp.status
-
-    async def send(steps: list[Step]) -> None:
-        await write_steps(request, resp, steps, held, out)
-        journal.update_request(rid, status=out.status, bytes_sent=out.bytes_sent)
-
-    sent = 0
-    if events_left != 0:  # close_stream(after_events=0): not even the ack
-        await send([*shaper.start(), *shaper.feed(ack)])
-        sent = 1
-    while events_left is None or sent < events_left:
-        nxt = asyncio.ensure_future(listening.queue.get())
-        await asyncio.wait((nxt, listening.closing, lost), return_when=asyncio.FIRST_COMPLETED)
-        if not nxt.done():
-            nxt.cancel()
-            if lost.done():  # the client closed its stream: its subscription ends
-                raise Dropped
-            await send([*shaper.feed(encode(listen.closing(), True)[0]), *shaper.end()])  # stopping
-            break
-        await send(shaper.feed(nxt.result()))
-        sent += 1
-    await resp.write_eof()
-    return resp

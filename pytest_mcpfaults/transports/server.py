@@ -95,21 +95,16 @@ class Sidecar(SidecarWaits):
     def __init__(self, **options: Any) -> None:
         """A sidecar with these options (nothing binds until :meth:`start`)."""
         opts = self.options = build_options(options)
-        self.upstream, self.upstream_health = _served_url(opts), opts.upstream_health
+        self.upstream = _served_url(opts)
         self.upstream_command = cast("list[str] | None", opts.upstream_command)  # copied by SidecarOptions
-        self.upstream_timeout = opts.upstream_timeout
-        self.upstream_headers = dict(opts.upstream_headers or {})
-        self.tool_timeout, self.idle_timeout = opts.tool_timeout, opts.idle_timeout
-        self.otlp_path = opts.otlp_path
-        self.host = opts.host
+        self.otlp_path, self.host = opts.otlp_path, opts.host
         self.era, self.reply = cast(Era, opts.era), cast(ReplyMode, opts.reply)
         self.patience, self.expect_hang = opts.patience, opts.expect_hang
-        self.max_body_bytes = opts.max_body_bytes
         # Sync tool handlers of the user's run here, off the shared loop (one blocking handler must not
         # stall every sidecar of the process); threads start on first use.
         self._pool = _loop.WorkerPool("mcpfaults-tool-handler")
         self.core = self._build_core(opts)
-        self._listener = SocketListener(self.core, opts, self._pool, self._proxy, self._stdio)
+        self._listener = SocketListener(self.core, self._pool, self._proxy, self._stdio)
         self._otlp = self._listener.otlp = OtlpService(
             opts.otlp_path, self.journal, opts.span_recorder, max_body_bytes=opts.max_body_bytes,
             body_timeout=opts.idle_timeout, on_error=self.core.record_error,
@@ -123,7 +118,7 @@ class Sidecar(SidecarWaits):
         self._served: UpstreamServer | None = None  # upstream_serve=: the sidecar runs it
         if self.upstream is not None:
             upstream_client = Upstream(
-                self.upstream, timeout=opts.upstream_timeout, headers=self.upstream_headers
+                self.upstream, timeout=opts.upstream_timeout, headers=opts.upstream_headers
             )
             serve = cast("list[str] | None", opts.upstream_serve)
             self._upstream_server = UpstreamServer(serve, upstream_client.url, upstream_client.streams)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -22,22 +23,21 @@ from pytest_mcpfaults.transports.inject import Delivery, cut
 from pytest_mcpfaults.transports.legacy_sse import StreamEvent
 
 
+@dataclass
 class StreamWriter:
     """Writes the events of one stream; ``fault`` is the body fault aimed at the stream (or ``None``);
     ``hold`` holds the stream (raises :class:`Dropped` unless released)."""
 
-    def __init__(
-        self,
-        request: web.BaseRequest,
-        resp: web.StreamResponse,
-        out: Delivery,
-        hold: Callable[[F.Fault], Awaitable[None]],
-        fault: F.Fault | None,
-    ) -> None:
-        self.request, self.resp, self.out, self.hold = request, resp, out, hold
-        self.fault, self.shape = fault, shape_of(fault)
+    request: web.BaseRequest
+    resp: web.StreamResponse
+    out: Delivery
+    hold: Callable[[F.Fault], Awaitable[None]]
+    fault: F.Fault | None
+
+    def __post_init__(self) -> None:
+        self.shape = shape_of(self.fault)
         # a stream fault that ends or holds acts once, at stream offset `at` (None: after the first event)
-        self.pending = fault if self.shape.ending is not None else None
+        self.pending = self.fault if self.shape.ending is not None else None
         self.at: int | None = self.shape.cut
 
     async def event(self, ev: StreamEvent) -> None:
