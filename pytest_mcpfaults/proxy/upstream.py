@@ -33,7 +33,7 @@ from pytest_mcpfaults.core.records import UpstreamFailure
 from pytest_mcpfaults.core.timeouts import within
 from pytest_mcpfaults.mcp.jsonrpc import Reply, rpc_error
 from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
-from pytest_mcpfaults.proxy.streams import Framing, StreamEntry, StreamLog
+from pytest_mcpfaults.proxy.streams import Framing, RelayedStream, StreamLog
 
 #: JSON-RPC code of a gateway's error (the implementation-defined server error range).
 GATEWAY_ERROR = -32000
@@ -170,7 +170,7 @@ class UpstreamResponse:
     content_length: int | None  # of the body as relayed (None: unknown, or content-encoded upstream)
     sent_at: float  # time.monotonic() when the request was sent
     headers_at: float  # ... when the status line and headers came
-    entry: StreamEntry  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
+    entry: RelayedStream  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
     _payload: StreamReader
     _conn: _Conn
     _upstream: Upstream = field(repr=False)
@@ -384,7 +384,7 @@ class Upstream:
             "chunked" if message.chunked else "content-length" if length is not None else "close-delimited"
         )
         session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
-        entry = StreamEntry(
+        entry = RelayedStream(
             0, method, target.target, session, conn.local, message.code, content_type, framing
         )
         resp = UpstreamResponse(
