@@ -359,7 +359,7 @@ class SidecarOptions:
                 f"Sidecar: auth={self.auth!r} is for the fake's own Streamable HTTP endpoint: not with "
                 "upstream= / upstream_command= (proxy mode) nor with transport='sse' or 'both'"
             )
-        cassettes = check_cassette_options(self, command, transport)
+        cassettes = check_cassette_options(vars(self), command, transport)
         resources, prompts = check_surface(WHO[self.backend], self.resources, self.prompts)
         if (resources or prompts) and proxied:
             raise ValueError(
