@@ -359,12 +359,7 @@ class SidecarOptions:
                 f"Sidecar: auth={self.auth!r} is for the fake's own Streamable HTTP endpoint: not with "
                 "upstream= / upstream_command= (proxy mode) nor with transport='sse' or 'both'"
             )
-        cassettes = check_cassette_options(
-            cassette=self.cassette, record=self.record, record_mode=self.record_mode,
-            record_redact=self.record_redact, cassette_ignore=self.cassette_ignore,
-            cassette_order=self.cassette_order, cassette_once=self.cassette_once, upstream=self.upstream,
-            upstream_command=command, tools=self.tools, transport=transport,
-        )  # fmt: skip
+        cassettes = check_cassette_options(vars(self), command, transport)
         resources, prompts = check_surface(WHO[self.backend], self.resources, self.prompts)
         if (resources or prompts) and proxied:
             raise ValueError(

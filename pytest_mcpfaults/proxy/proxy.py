@@ -18,14 +18,13 @@ from aiohttp import web
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import shape_of
-from pytest_mcpfaults.core.core import Answer, Incoming
+from pytest_mcpfaults.core.core import Answer, Incoming, SidecarCore
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import UpstreamLeg
 from pytest_mcpfaults.core.routing import RequestInfo
-from pytest_mcpfaults.mcp.endpoint import Era, McpEndpoint, learn_listing
+from pytest_mcpfaults.mcp.endpoint import learn_listing
 from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, Reply, rpc_error
 from pytest_mcpfaults.mcp.listen import LISTEN_METHOD
-from pytest_mcpfaults.mcp.outbound import ServerMessages
 from pytest_mcpfaults.proxy.cassette.recorder import Pending, Recorder
 from pytest_mcpfaults.proxy.relay import NotificationTap, listed_response, relay
 from pytest_mcpfaults.proxy.upstream import Upstream, UpstreamError, UpstreamResponse, gateway_error
@@ -55,27 +54,18 @@ class Proxy:
     """The proxy-mode half of one sidecar: which requests go upstream, forwarding them, relaying the
     answers. Loop thread only."""
 
-    def __init__(
-        self,
-        upstream: Upstream,
-        *,
-        era: Era,
-        upstream_health: str | None,
-        endpoint: McpEndpoint,
-        recorder: Recorder | None,
-        messages: ServerMessages,
-    ) -> None:
+    def __init__(self, upstream: Upstream, sidecar_core: SidecarCore, recorder: Recorder | None) -> None:
         self.upstream = upstream
         #: Where the notifications an upstream's SSE answer to a POST carries are journaled (as sent).
-        self.messages = messages
+        self.messages = sidecar_core.server_messages
         #: ``record=``: the cassette every exchange with the upstream on the MCP endpoint is recorded into.
         self.recorder = recorder
-        self.era = era
-        self.upstream_health = upstream_health
+        self.era = sidecar_core.options.era
+        self.upstream_health = sidecar_core.options.upstream_health
         # The core's MCP endpoint keeps the transport sessions (those the upstream assigned, so that
         # Sidecar.sessions / ended_sessions read as on the fake; die and session_expired end them
         # there) and gives the era gate's refusals.
-        self.endpoint = endpoint
+        self.endpoint = sidecar_core.mcp
 
     # -- the core's Upstream -----------------------------------------------------------------
     async def answer(self, incoming: Incoming, info: RequestInfo, forced: Reply | None) -> Reply | None:

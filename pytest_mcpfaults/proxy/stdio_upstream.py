@@ -16,15 +16,14 @@ import itertools
 import json
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_mcpfaults.core.core import Incoming
-from pytest_mcpfaults.core.journal import Journal
+from pytest_mcpfaults.core.core import Incoming, SidecarCore
 from pytest_mcpfaults.core.records import UpstreamLeg
 from pytest_mcpfaults.core.routing import RequestInfo
-from pytest_mcpfaults.mcp.endpoint import McpEndpoint, learn_listing
+from pytest_mcpfaults.mcp.endpoint import learn_listing
 from pytest_mcpfaults.mcp.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -62,22 +61,13 @@ class StdioUpstream:
     """The child process of one sidecar and the core's :class:`~.core.Upstream` over it. Loop
     thread only."""
 
-    def __init__(
-        self,
-        command: Sequence[str],
-        *,
-        timeout: float | None,
-        endpoint: McpEndpoint,
-        journal: Journal,
-        on_error: Callable[[str, BaseException], None],
-        recorder: Recorder | None = None,
-    ) -> None:
+    def __init__(self, command: Sequence[str], sidecar_core: SidecarCore, recorder: Recorder | None) -> None:
         self.command = list(command)
         #: ``record=``: the cassette each whole answer of the child is recorded into.
         self.recorder = recorder
-        self.timeout = timeout
-        self.endpoint = endpoint
-        self.journal = journal
+        self.timeout = sidecar_core.options.upstream_timeout
+        self.endpoint = sidecar_core.mcp
+        self.journal = sidecar_core.journal
         self.pid: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -85,7 +75,7 @@ class StdioUpstream:
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr = bytearray()
         self._gone: UpstreamError | None = None
-        self._on_error = on_error
+        self._on_error = sidecar_core.record_error
         #: Lines of its stdout that answered no request (skipped), and, for error messages, how many
         #: and the last one's reason (empty when none was).
         self.skipped = 0

@@ -1,13 +1,14 @@
 """How each answer relayed from an HTTP upstream ended, as an HTTP message (``Sidecar.upstream_server
-.streams``; docs/proxy.md tells the ends apart): written on the loop thread, read as frozen copies.
+.streams``; docs/proxy.md tells the ends apart): written on the loop thread, read as copies.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Literal
 
 Framing = Literal["chunked", "content-length", "close-delimited"]
@@ -16,9 +17,10 @@ StreamEnd = Literal["complete", "cut", "closed by the sidecar"]
 MAX_STREAMS = 1000
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RelayedStream:
-    """One answer of the upstream as the sidecar read it. Times are ``time.monotonic()`` seconds."""
+    """One answer of the upstream as the sidecar read it, written on the loop thread as it is read
+    (:meth:`StreamLog.snapshot` hands out copies). Times are ``time.monotonic()`` seconds."""
 
     seq: int  # its place among the upstream's answers (1 for the first)
     method: str
@@ -28,12 +30,12 @@ class RelayedStream:
     status: int
     content_type: str
     framing: Framing
-    opened_at: float  # its status line and headers came
-    ended_at: float | None
-    bytes: int  # body bytes read
-    last_byte_at: float | None
-    end: StreamEnd | None  # None: still open
-    detail: str  # what the reader saw at the end ('' when complete)
+    opened_at: float = field(default_factory=time.monotonic)  # its status line and headers came
+    ended_at: float | None = None
+    bytes: int = 0  # body bytes read
+    last_byte_at: float | None = None
+    end: StreamEnd | None = None  # None: still open
+    detail: str = ""  # what the reader saw at the end ('' when complete)
 
     @property
     def open(self) -> bool:
@@ -56,26 +58,6 @@ class RelayedStream:
         took = (self.ended_at or now) - self.opened_at
         return f"{head}: {how} after {took:.1f} s, {self.bytes} body bytes"
 
-
-@dataclass(slots=True)
-class StreamEntry:
-    """One answer being read (loop thread): :class:`RelayedStream`'s fields, written as it is read."""
-
-    seq: int
-    method: str
-    path: str
-    session: str | None
-    via: str
-    status: int
-    content_type: str
-    framing: Framing
-    opened_at: float = field(default_factory=time.monotonic)
-    ended_at: float | None = None
-    bytes: int = 0
-    last_byte_at: float | None = None
-    end: StreamEnd | None = None
-    detail: str = ""
-
     def read(self, n: int) -> None:
         self.bytes += n
         self.last_byte_at = time.monotonic()
@@ -85,19 +67,16 @@ class StreamEntry:
         if self.end is None:
             self.end, self.detail, self.ended_at = end, detail, time.monotonic()
 
-    def freeze(self) -> RelayedStream:
-        return RelayedStream(**{f.name: getattr(self, f.name) for f in fields(self)})
-
 
 class StreamLog:
     """The answers of one upstream, the newest last (at most :data:`MAX_STREAMS`)."""
 
     def __init__(self) -> None:
-        self._entries: deque[StreamEntry] = deque(maxlen=MAX_STREAMS)
+        self._entries: deque[RelayedStream] = deque(maxlen=MAX_STREAMS)
         self._lock = threading.Lock()
         self._seq = 0
 
-    def opened(self, entry: StreamEntry) -> StreamEntry:
+    def opened(self, entry: RelayedStream) -> RelayedStream:
         """Keep ``entry``, an answer just opened, numbered after the last (its ``seq``)."""
         with self._lock:
             self._seq += 1
@@ -107,4 +86,4 @@ class StreamLog:
 
     def snapshot(self) -> list[RelayedStream]:
         with self._lock:
-            return [e.freeze() for e in self._entries]
+            return [copy.copy(e) for e in self._entries]

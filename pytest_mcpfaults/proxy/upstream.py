@@ -19,7 +19,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -33,7 +33,7 @@ from pytest_mcpfaults.core.records import UpstreamFailure
 from pytest_mcpfaults.core.timeouts import within
 from pytest_mcpfaults.mcp.jsonrpc import Reply, rpc_error
 from pytest_mcpfaults.options.checks import DEFAULT_UPSTREAM_TIMEOUT, HOP_BY_HOP, NOT_FORWARDED
-from pytest_mcpfaults.proxy.streams import Framing, StreamEntry, StreamLog
+from pytest_mcpfaults.proxy.streams import Framing, RelayedStream, StreamLog
 
 #: JSON-RPC code of a gateway's error (the implementation-defined server error range).
 GATEWAY_ERROR = -32000
@@ -138,16 +138,10 @@ class _Conn:
         self.proto.close()
 
 
-class _Target(NamedTuple):
-    """Where one upstream URL goes; ``target`` percent-encoded as aiohttp's client encodes it."""
-
-    key: tuple[str, int, bool]
-    host_header: str
-    target: str
-
-
 @functools.lru_cache(maxsize=64)  # the MCP URL and a few paths are what recur
-def _target(url: str) -> _Target:
+def _target(url: str) -> tuple[tuple[str, int, bool], str, str]:
+    """Where ``url`` goes: the pool's key, the ``Host`` header, the request target (percent-encoded as
+    aiohttp's client encodes it)."""
     try:
         u = URL(url)
         host, port = u.raw_host or "", u.port or (443 if u.scheme == "https" else 80)
@@ -156,7 +150,7 @@ def _target(url: str) -> _Target:
     host_header = f"[{host}]" if ":" in host else host
     if not u.is_default_port():
         host_header += f":{port}"
-    return _Target((host, port, u.scheme == "https"), host_header, u.raw_path_qs)
+    return (host, port, u.scheme == "https"), host_header, u.raw_path_qs
 
 
 @dataclass(eq=False)
@@ -170,7 +164,7 @@ class UpstreamResponse:
     content_length: int | None  # of the body as relayed (None: unknown, or content-encoded upstream)
     sent_at: float  # time.monotonic() when the request was sent
     headers_at: float  # ... when the status line and headers came
-    entry: StreamEntry  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
+    entry: RelayedStream  # this answer in the upstream's stream journal (how it ended, as an HTTP message)
     _payload: StreamReader
     _conn: _Conn
     _upstream: Upstream = field(repr=False)
@@ -311,7 +305,9 @@ class Upstream:
         #: How each answer ended, as an HTTP message (any thread may :meth:`~StreamLog.snapshot` it).
         self.streams = StreamLog()
 
-    def _head(self, method: str, target: _Target, headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
+    def _head(
+        self, method: str, host: str, path: str, headers: Iterable[tuple[str, str]], body: bytes
+    ) -> bytes:
         kept = end_to_end(headers, NOT_FORWARDED)
         if self.rewrites:  # upstream_headers=: set or drop, whatever was sent
             out: CIMultiDict[str] = CIMultiDict(kept)
@@ -320,7 +316,7 @@ class Upstream:
                 if value is not None:
                     out[name] = value
             kept = list(out.items())
-        lines = [f"{method} {target.target} HTTP/1.1\r\nHost: {target.host_header}\r\n"]
+        lines = [f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"]
         lines.extend(f"{name}: {value}\r\n" for name, value in kept)
         lines.append("Accept-Encoding: identity\r\n")
         if body or method not in _BODYLESS:
@@ -372,10 +368,10 @@ class Upstream:
         bound the gaps between body chunks by the timeout too. Raises :class:`UpstreamError`."""
         if self.closed:
             raise UpstreamError("refused", "the sidecar has stopped: its upstream client is closed")
-        target = _target(url)
-        data = self._head(method, target, headers, body) + body
+        key, host, path = _target(url)
+        data = self._head(method, host, path, headers, body) + body
         sent = time.monotonic()
-        conn, message, payload = await self._exchange_retried(target, method, data, bound_body)
+        conn, message, payload = await self._exchange_retried(key, method, data, bound_body)
         encoded = "Content-Encoding" in message.headers
         ctype = message.headers.get("Content-Type")
         length = message.headers.get("Content-Length")
@@ -384,9 +380,7 @@ class Upstream:
             "chunked" if message.chunked else "content-length" if length is not None else "close-delimited"
         )
         session = next((v for n, v in headers if n.lower() == "mcp-session-id"), None)
-        entry = StreamEntry(
-            0, method, target.target, session, conn.local, message.code, content_type, framing
-        )
+        entry = RelayedStream(0, method, path, session, conn.local, message.code, content_type, framing)
         resp = UpstreamResponse(
             status=message.code,
             headers=end_to_end(message.headers.items(), _NOT_RELAYED),
@@ -403,12 +397,12 @@ class Upstream:
         return resp
 
     async def _exchange_retried(
-        self, target: _Target, method: str, data: bytes, bound_body: bool
+        self, key: tuple[str, int, bool], method: str, data: bytes, bound_body: bool
     ) -> tuple[_Conn, aiohttp.http.RawResponseMessage, StreamReader]:
         for attempt in (1, 2):
             conn: _Conn | None = None
             try:
-                conn = await self._connect(target.key)
+                conn = await self._connect(key)
                 message, payload = await self._exchange(conn, method, data, bound_body)
                 return conn, message, payload
             except BaseException as exc:

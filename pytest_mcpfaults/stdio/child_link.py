@@ -79,16 +79,15 @@ class StdioChannel:
 
     def arm_close(self, child: ChildLink, fault: F.Fault, since: float) -> None:
         """A fault keeps the child alive past a request to end it: the client may wait ``patience``."""
-        if self.patience is None or child.close_timer is not None:
+        budget = self.patience
+        if budget is None or child.close_timer is not None:
             return
-        loop = asyncio.get_running_loop()
-        child.close_timer = loop.call_later(self.patience, self.close_expired, child, fault, since)
 
-    def close_expired(self, child: ChildLink, fault: F.Fault, since: float) -> None:
-        if not child.record.alive:
-            return
-        assert self.patience is not None
-        self.violate(child, StdioViolation("close", child.record, str(fault), self.patience, False, since))
+        def expired() -> None:
+            if child.record.alive:
+                self.violate(child, StdioViolation("close", child.record, str(fault), budget, False, since))
+
+        child.close_timer = asyncio.get_running_loop().call_later(budget, expired)
 
     async def watch_frozen(self, child: ChildLink, budget: float) -> None:
         """While ``child`` is stopped by ``freeze()``: once the client has input waiting in its stdin

@@ -24,17 +24,9 @@ import threading
 _CODE = r"""
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-fds, groups, buf = {}, set(), b""
-while True:
-    try:
-        chunk = os.read(0, 4096)
-    except OSError:
-        chunk = b""
-    if not chunk:
-        break
-    buf += chunk
-    while b"\n" in buf:
-        line, buf = buf.split(b"\n", 1)
+fds, groups = {}, set()
+try:
+    for line in sys.stdin.buffer:
         op, pid = line[:1], int(line[1:])
         if op in (b"+", b"*") and pid not in fds:
             try:
@@ -46,6 +38,8 @@ while True:
         elif op == b"-" and pid in fds:
             os.close(fds.pop(pid))
             groups.discard(pid)
+except OSError:
+    pass
 for pid, fd in fds.items():
     try:
         if pid in groups:

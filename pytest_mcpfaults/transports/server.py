@@ -144,18 +144,12 @@ class Sidecar(SidecarWaits):
         self.recorder: Recorder | None = None
         if upstream_client is not None:
             self.recorder = _recorder(opts, upstream_client.url)
-            self._proxy = Proxy(
-                upstream_client, era=self.era, upstream_health=opts.upstream_health,
-                endpoint=sidecar_core.mcp, recorder=self.recorder, messages=sidecar_core.server_messages,
-            )  # fmt: skip
+            self._proxy = Proxy(upstream_client, sidecar_core, self.recorder)
             sidecar_core.upstream = self._proxy
         self._stdio: StdioUpstream | None = None
         if self.upstream_command is not None:
             self.recorder = _recorder(opts, "stdio: " + redact_command(self.upstream_command))
-            self._stdio = StdioUpstream(
-                self.upstream_command, timeout=opts.upstream_timeout, endpoint=sidecar_core.mcp,
-                journal=sidecar_core.journal, on_error=sidecar_core.record_error, recorder=self.recorder,
-            )  # fmt: skip
+            self._stdio = StdioUpstream(self.upstream_command, sidecar_core, self.recorder)
             sidecar_core.upstream = self._stdio
         if sidecar_core.upstream is not None and is_loopback_host(opts.host):
             sidecar_core.refuse_foreign_hosts()  # the upstream's DNS-rebinding check, which it cannot do

@@ -5,7 +5,7 @@ replay is read here, so a bad file is refused when the sidecar (or the marker, a
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_mcpfaults.proxy.cassette.fileformat import check_cassette
@@ -23,36 +23,23 @@ def _path(name: str, value: object) -> str:
     return path
 
 
-def check_cassette_options(
-    *,
-    cassette: object,
-    record: object,
-    record_mode: object,
-    record_redact: object,
-    cassette_ignore: object,
-    cassette_order: object,
-    cassette_once: object,
-    upstream: object,
-    upstream_command: object,
-    tools: object,
-    transport: object,
-) -> dict[str, Any]:
-    """Refuse bad cassette options; the values normalised (paths as ``str``, ``cassette_ignore`` a
-    tuple)."""
-    out = _check_record(record, record_mode, record_redact, upstream, upstream_command)
-    out["cassette_ignore"] = _check_rules(cassette, cassette_ignore, cassette_order, cassette_once)
-    if cassette is not None:
-        out["cassette"] = _check_replay(cassette, upstream, upstream_command, record, tools, transport)
+def check_cassette_options(o: Mapping[str, Any], command: object, transport: object) -> dict[str, Any]:
+    """Refuse bad cassette options among the options ``o`` (``command``, ``transport``: its checked
+    ``upstream_command`` and ``transport``); the values normalised (paths as ``str``,
+    ``cassette_ignore`` a tuple)."""
+    out = _check_record(o, command)
+    out["cassette_ignore"] = _check_rules(o)
+    if o["cassette"] is not None:
+        out["cassette"] = _check_replay(o, command, transport)
     return out
 
 
-def _check_record(
-    record: object, record_mode: object, record_redact: object, upstream: object, upstream_command: object
-) -> dict[str, Any]:  # record= and how it writes
+def _check_record(o: Mapping[str, Any], command: object) -> dict[str, Any]:  # record= and how it writes
     out: dict[str, Any] = {}
+    record, record_mode, record_redact = o["record"], o["record_mode"], o["record_redact"]
     if record is not None:
         out["record"] = path = _path("record", record)
-        if upstream is None and upstream_command is None:
+        if o["upstream"] is None and command is None:
             raise ValueError(
                 f"Sidecar: record={path!r} records the answers of a real server: give its URL "
                 "(upstream='http://127.0.0.1:9000/mcp') or its command (upstream_command=['python', "
@@ -75,51 +62,38 @@ def _check_record(
     return out
 
 
-def _check_rules(
-    cassette: object, cassette_ignore: object, cassette_order: object, cassette_once: object
-) -> tuple[str, ...]:  # replay's matching rules
+def _check_rules(o: Mapping[str, Any]) -> tuple[str, ...]:  # replay's matching rules
+    ignore = o["cassette_ignore"]
     if (
-        isinstance(cassette_ignore, (str, bytes))
-        or not isinstance(cassette_ignore, Sequence)
-        or not all(isinstance(k, str) and k for k in cassette_ignore)
+        isinstance(ignore, (str, bytes))
+        or not isinstance(ignore, Sequence)
+        or not all(isinstance(k, str) and k for k in ignore)
     ):
         raise ValueError(
-            "Sidecar: cassette_ignore must be a list of argument names (['timestamp']), got "
-            f"{cassette_ignore!r}"
+            f"Sidecar: cassette_ignore must be a list of argument names (['timestamp']), got {ignore!r}"
         )
-    rules = (
-        ("cassette_ignore", cassette_ignore),
-        ("cassette_order", cassette_order),
-        ("cassette_once", cassette_once),
-    )
-    for name, value in rules[1:]:
+    for name in ("cassette_order", "cassette_once"):
+        value = o[name]
         if not isinstance(value, bool):
             raise ValueError(f"Sidecar: {name} must be True or False, got {value!r}")
-    given = [name for name, value in rules if value]
-    if cassette is None and given:
+    given = [name for name in ("cassette_ignore", "cassette_order", "cassette_once") if o[name]]
+    if o["cassette"] is None and given:
         raise ValueError(f"Sidecar: {given[0]}= is a matching rule of replay; give cassette=PATH too")
-    return tuple(cassette_ignore)
+    return tuple(ignore)
 
 
-def _check_replay(
-    cassette: object,
-    upstream: object,
-    upstream_command: object,
-    record: object,
-    tools: object,
-    transport: object,
-) -> str:
-    path = _path("cassette", cassette)
-    for name, value in (("upstream", upstream), ("upstream_command", upstream_command), ("record", record)):
+def _check_replay(o: Mapping[str, Any], command: object, transport: object) -> str:
+    path = _path("cassette", o["cassette"])
+    for name, value in (("upstream", o["upstream"]), ("upstream_command", command), ("record", o["record"])):
         if value is not None:
             raise ValueError(
                 f"Sidecar: cassette={path!r} replays a recording offline; {name}={value!r} talks to a real "
                 "server: give one (record=PATH with upstream= records, cassette=PATH replays)"
             )
-    if isinstance(tools, Sequence) and tools:
+    if isinstance(o["tools"], Sequence) and o["tools"]:
         raise ValueError(
             "Sidecar: tools= are the fake's; with cassette= the tools are the recorded server's "
-            f"(got {len(tools)} tool(s))"
+            f"(got {len(o['tools'])} tool(s))"
         )
     if transport != "streamable_http":
         raise ValueError(
