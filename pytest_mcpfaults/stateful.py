@@ -1,28 +1,10 @@
 """A Hypothesis state machine for a harness's session lifecycle, interleaved with sidecar faults.
 
-Subclass :class:`SessionLifecycleMachine`, plug your harness into four hooks, and let Hypothesis
-interleave them with faults::
-
-    class MyHarnessMachine(SessionLifecycleMachine):
-        def create_session(self):
-            self.run = MyRunner(self.sidecar.mcp_url, tracer=self.tracer)
-            self.run.open()          # opens Agent.Session, creates the benchmark session
-
-        def call_tool(self):
-            self.run.call("list_tasks")
-
-        def evaluate(self):
-            self.run.evaluate()
-
-        def delete_session(self):
-            self.run.close()         # deletes the session, ends Agent.Session
-
-    TestMyHarness = MyHarnessMachine.TestCase
-
-The rules (the lifecycle, and ``kill``, ``freeze``, ``revive``, ``inject``, ``release``), the
-invariants checked after every step (the span invariants; ``delete_session`` within
-``max_teardown_requests`` and ``teardown_budget``), the per-run sidecar and which hook exceptions are
-the harness failing under faults: docs/fuzzing.md.
+Subclass :class:`SessionLifecycleMachine`, plug your harness into its four hooks and run
+``MyMachine.TestCase``. The rules (the lifecycle, and ``kill``, ``freeze``, ``revive``, ``inject``,
+``release``), the invariants checked after every step (the span invariants; ``delete_session`` within
+``max_teardown_requests`` and ``teardown_budget``), the per-run sidecar, which hook exceptions are the
+harness failing under faults, and a worked example: docs/fuzzing.md.
 """
 
 from __future__ import annotations
@@ -160,9 +142,6 @@ class SessionLifecycleMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.session_open)
     @rule()
     def delete(self) -> None:
-        self._delete()
-
-    def _delete(self) -> None:
         before = len(self.sidecar.journal)
         started = time.monotonic()
         try:
@@ -241,7 +220,7 @@ class SessionLifecycleMachine(RuleBasedStateMachine):
         last time, then stop the sidecar and call :meth:`close` whatever happened."""
         try:
             if self.session_open:
-                self._delete()
+                self.delete()
                 self.spans_keep_their_invariants()
                 self.teardown_is_bounded()
         finally:

@@ -132,16 +132,12 @@ def _check_targets(targets: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _targets_for(kind: str, targets: tuple[str, ...]) -> tuple[str, ...]:
-    cls = F.fault_kinds()[kind]
-    ok = []
-    for t in targets:
-        try:
-            cls(when=F.Trigger(t))
-        except ValueError:
-            continue
-        ok.append(t)
-    return tuple(ok)
+def _accepts(cls: type[F.Fault], target: str) -> bool:
+    try:
+        cls(when=F.Trigger(target))
+    except ValueError:
+        return False
+    return True
 
 
 # -- strategies ------------------------------------------------------------------------------------
@@ -210,11 +206,11 @@ def faults(
     branches: list[st.SearchStrategy[F.Fault]] = []
     skipped: list[str] = []
     for kind in names:
-        fits = _targets_for(kind, pool)
+        cls = F.fault_kinds()[kind]
+        fits = tuple(t for t in pool if _accepts(cls, t))
         if not fits:
             skipped.append(kind)
             continue
-        cls = F.fault_kinds()[kind]
         params = {name: _draw(values) for name, values in cls.draws.items()}
         if cls.blocking:
             params["patience"] = st.just(None) if wait is None else st.sampled_from((wait, 2 * wait))

@@ -17,6 +17,7 @@ stays held: a stuck server does not read its cancellations.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,6 @@ from typing import Any
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import (
-    CancelHow,
     CancellationRecord,
     CancelOutcome,
     CancelSeen,
@@ -65,13 +65,12 @@ class Cancellations:
     def link(self, rid: int, note: McpRequest) -> CancellationRecord:
         """Journal the ``notifications/cancelled`` of request ``rid``, linked to the request it names."""
         params = note.message.get("params") or {}
-        names = params.get("requestId")
-        reason = params.get("reason")
-        named = self._named(rid, names, note.session_id, note.era)
-        return self._record(
-            "notification", names, note.session_id, note.era, named,
-            notification=rid, reason=reason if isinstance(reason, str) else None,
-        )  # fmt: skip
+        names, reason = params.get("requestId"), params.get("reason")
+        names = names if isinstance(names, (str, int, float)) else None
+        reason = reason if isinstance(reason, str) else None
+        at = self.journal.now()
+        c = CancellationRecord(at, "notification", names, note.session_id, note.era, rid, reason)
+        return self._record(c, self._named(rid, names, note.session_id, note.era))
 
     def stream_closed(self, rid: int) -> None:
         """The client closed the response stream of request ``rid`` before its answer was sent: in the
@@ -79,7 +78,9 @@ class Cancellations:
         rec = self.journal.request(rid)
         if rec.era != "stateless" or rec.rpc_id is None or rec.done:
             return
-        self._record("closed", rec.rpc_id, rec.session_id, rec.era, rec)
+        self._record(
+            CancellationRecord(self.journal.now(), "closed", rec.rpc_id, rec.session_id, rec.era), rec
+        )
         self.heard(rid, named=rid)
 
     def _named(self, rid: int, names: object, session_id: str | None, era: str) -> RequestRecord | None:
@@ -92,27 +93,14 @@ class Cancellations:
                 return r
         return None
 
-    def _record(
-        self,
-        how: CancelHow,
-        names: Any,
-        session_id: str | None,
-        era: Any,
-        named: RequestRecord | None,
-        *,
-        notification: int | None = None,
-        reason: str | None = None,
-    ) -> CancellationRecord:
-        now = self.journal.now()
-        in_flight = named is not None and not named.done
-        c = CancellationRecord(
-            now, how, names if isinstance(names, (str, int, float)) else None, session_id, era,
-            notification, reason, named.id if named else None,
-            now - named.started_at if named else None, in_flight,
-        )  # fmt: skip
+    def _record(self, c: CancellationRecord, named: RequestRecord | None) -> CancellationRecord:
+        if named is not None:  # the request it names, and whether it was still in flight
+            c = dataclasses.replace(
+                c, cancels=named.id, since_sent=c.at - named.started_at, in_flight=not named.done
+            )
         self.journal.cancellations.add(c)
-        if named is not None and in_flight and named.cancel is None:
-            self.journal.update_request(named.id, cancel=CancelSeen(now))
+        if named is not None and c.in_flight and named.cancel is None:
+            self.journal.update_request(named.id, cancel=CancelSeen(c.at))
         return c
 
     # -- what the sidecar does -------------------------------------------------------------------

@@ -102,6 +102,17 @@ class Answer:
     after: Callable[[], Awaitable[None]] | None = None
 
 
+@dataclass(frozen=True)
+class _Answering:
+    """A request being answered, as the steps of its normal answer read it."""
+
+    rid: int
+    incoming: Incoming
+    info: RequestInfo
+    transport: Transport
+    fault: F.Fault | None
+
+
 class PathTransport(Protocol):
     """An MCP transport on paths of its own (legacy HTTP+SSE), asked first for a request on its ``paths``."""
 
@@ -238,8 +249,9 @@ class SidecarCore:
             reply = self.forced_reply(fault, info)
             if reply is not None and self.upstream is not None and fault.rewrites_upstream:
                 forced, reply = reply, None  # forwarded all the same; the transport rewrites the answer
+        asked = _Answering(rid, incoming, info, transport, fault)
         if reply is None:
-            reply = await self.normal_answer(rid, incoming, info, transport, fault, forced)
+            reply = await self.normal_answer(asked, forced)
             if reply is None:
                 return None
         if later is not None:  # Delay(after=True), answer_after_cancel: the answer is made (the tool ran)
@@ -247,7 +259,7 @@ class SidecarCore:
         self.journal_answer(rid, reply)
         framed = reply.sse if reply.sse is not None else self.options.reply == "sse"
         sse = framed or shape_of(fault).open_stream
-        return Answer(self.with_ids(rid, incoming, info, reply, fault) if sse else reply, fault, sse)
+        return Answer(self.with_ids(asked, reply) if sse else reply, fault, sse)
 
     async def act(
         self,
@@ -275,8 +287,17 @@ class SidecarCore:
                 return lambda transport: transport.pause(late)
             case Pausing(seconds=late):
                 await transport.pause(late)
-            case Notifying() as notifying:
-                await self._notify(rid, info, transport, notifying, fault, notices)
+            case Notifying() as effect:
+                m = info.mcp  # its notifications on the answer stream (in proxy mode the upstream's are)
+                if m is not None and notices and self.upstream is None:
+                    headers = {"Mcp-Session-Id": m.session_id} if m.era == "session" and m.session_id else {}
+                    await notify_before(
+                        self.server_messages, transport, rid=rid, tool=m.tool, headers=headers,
+                        token=m.meta.get("progressToken"), count=effect.count, interval=effect.interval,
+                        logs=not effect.holds,
+                    )  # fmt: skip
+                if effect.holds:
+                    await transport.hold(fault)
         return None
 
     def _classified(self, rid: int, incoming: Incoming) -> RequestInfo:
@@ -324,18 +345,11 @@ class SidecarCore:
         if self.auth is not None and (auth_error := challenge_error(reply)) is not None:
             self.journal.update_group(rid, "auth", error=auth_error)
 
-    async def normal_answer(
-        self,
-        rid: int,
-        incoming: Incoming,
-        info: RequestInfo,
-        transport: Transport,
-        fault: F.Fault | None,
-        forced: Reply | None,
-    ) -> Reply | None:
+    async def normal_answer(self, asked: _Answering, forced: Reply | None) -> Reply | None:
         """An MCP request's answer, unless the client cancels it first (a proxied one is not raced);
         ``close_stream`` frames it as a stream to resume."""
-        pending = self._normal(rid, incoming, info, transport, forced, fault)
+        rid, info, fault = asked.rid, asked.info, asked.fault
+        pending = self._normal(asked, forced)
         if info.mcp is None or self.upstream is not None:
             return await pending
         effect = outbound_effect(fault) if fault is not None else None
@@ -354,15 +368,8 @@ class SidecarCore:
             reply = self.resumption.close(rid, info.mcp.session_id, reply, *resumable)
         return reply
 
-    async def _normal(
-        self,
-        rid: int,
-        incoming: Incoming,
-        info: RequestInfo,
-        transport: Transport,
-        forced: Reply | None,
-        fault: F.Fault | None,
-    ) -> Reply | None:
+    async def _normal(self, asked: _Answering, forced: Reply | None) -> Reply | None:
+        rid, incoming, info = asked.rid, asked.incoming, asked.info
         problem = security_problem(incoming.header_pairs, self.options.allowed_origins, self.allowed_hosts)
         if self.upstream is not None and info.kind != "mcp":
             if problem is not None and problem.status == 403:  # a foreign Host or Origin: not forwarded
@@ -393,34 +400,29 @@ class SidecarCore:
             if info.mcp is None:
                 assert info.bad_body is not None
                 return info.bad_body
-            return await self.mcp.post(info.mcp, headers, transport, rid)
+            return await self.mcp.post(info.mcp, headers, asked.transport, rid)
         principal = info.auth.principal if info.auth is not None else None
         if method == "DELETE":
             return self.mcp.delete(headers.get("Mcp-Session-Id"), principal)
         if method == "GET" and self.mcp.era != "stateless":
-            return await self._get(rid, headers, transport, fault, principal)
+            return await self._get(asked, principal)
         return Reply(405, None, {"Allow": "POST" if self.mcp.era == "stateless" else "POST, DELETE"})
 
-    async def _get(
-        self,
-        rid: int,
-        headers: Mapping[str, str],
-        transport: Transport,
-        fault: F.Fault | None,
-        principal: str | None = None,
-    ) -> Reply | None:
+    async def _get(self, asked: _Answering, principal: str | None) -> Reply | None:
         """A session-era ``GET``: a stream resumed (``Last-Event-ID``) or opened (``get_stream=True``),
         else 405. ``None``: the transport served the stream."""
+        headers = asked.incoming.headers
         sid, last = headers.get("Mcp-Session-Id"), headers.get("Last-Event-ID")
         if last is None and not self.mcp.get_stream:
             return Reply(405, None, {"Allow": "POST, DELETE"})
         problem = self.mcp.check_session(sid, principal)
         if problem is not None:
             return problem
-        found = self.resumption.replay(rid, sid, last) if last is not None else None
+        found = self.resumption.replay(asked.rid, sid, last) if last is not None else None
         if isinstance(found, Reply):
             return found
-        await transport.event_stream(found, fault)  # a fresh GET stream, or one resumed: replayed, then live
+        # a fresh GET stream, or one resumed: replayed, then live
+        await asked.transport.event_stream(found, asked.fault)
         return None
 
     def _authorization_server(self, rid: int, incoming: Incoming) -> Reply:
@@ -437,40 +439,17 @@ class SidecarCore:
             )
         return answer.reply
 
-    async def _notify(
-        self,
-        rid: int,
-        info: RequestInfo,
-        transport: Transport,
-        effect: Notifying,
-        fault: F.Fault,
-        notices: bool,
-    ) -> None:
-        """A fault's notifications on the request's answer stream, then its hold; without ``notices``
-        or in proxy mode (the upstream's answer is relayed as it comes) only the hold."""
-        m = info.mcp
-        if m is not None and notices and self.upstream is None:
-            headers = {"Mcp-Session-Id": m.session_id} if m.era == "session" and m.session_id else {}
-            await notify_before(
-                self.server_messages, transport, rid=rid, tool=m.tool, headers=headers,
-                token=m.meta.get("progressToken"), count=effect.count, interval=effect.interval,
-                logs=not effect.holds,
-            )  # fmt: skip
-        if effect.holds:
-            await transport.hold(fault)
-
-    def with_ids(
-        self, rid: int, incoming: Incoming, info: RequestInfo, reply: Reply, fault: F.Fault | None
-    ) -> Reply:
+    def with_ids(self, asked: _Answering, reply: Reply) -> Reply:
         """An event-stream answer in a session of the fake, its events given ids and kept for resumption
         (not a proxied one, nor ``malformed_json``'s half event, which a replay would undo)."""
-        req = info.mcp
+        req = asked.info.mcp
         if req is None or req.session_id is None or req.is_notification or self.upstream is not None:
             return reply
-        if reply.events is not None or reply.status != 200 or reply.payload is None or shape_of(fault).halves:
+        halves = shape_of(asked.fault).halves
+        if reply.events is not None or reply.status != 200 or reply.payload is None or halves:
             return reply
-        priming = primes(incoming.headers.get("MCP-Protocol-Version"))
-        return self.resumption.frame(rid, req.session_id, reply, priming=priming)
+        priming = primes(asked.incoming.headers.get("MCP-Protocol-Version"))
+        return self.resumption.frame(asked.rid, req.session_id, reply, priming=priming)
 
 
 #: What holds requests after ``Sidecar.freeze()`` (faults are frozen values: one serves every sidecar).

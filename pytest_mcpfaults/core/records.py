@@ -298,7 +298,7 @@ class StreamRecord:
 _T = TypeVar("_T")
 _FIELDS: dict[type, frozenset[str]] = {
     cls: frozenset(f.name for f in dataclasses.fields(cls))
-    for cls in (RequestRecord, ConnectionRecord, ServerMessageRecord)
+    for cls in (RequestRecord, ConnectionRecord, ServerMessageRecord, StreamRecord)
 }
 
 
@@ -336,11 +336,6 @@ class RecordLog(Generic[_T]):
         for key in drop:
             del self._records[key]
         return len(drop)
-
-    def replace(self, key: int, record: _T) -> None:
-        with self._cond:
-            self._records[key] = record
-            self._cond.notify_all()
 
     def update(self, key: int, fields: Mapping[str, Any]) -> _T:
         """Write ``fields`` of record ``key`` (``KeyError``: no such record, or it was dropped), without

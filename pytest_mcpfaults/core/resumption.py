@@ -179,14 +179,10 @@ class Resumption:
             )
             return rpc_error(INVALID_REQUEST, text, status=404)
         after = list(stream.events)[n + 1 - stream.first :]
-        if stream.record is not None:
-            record = self.journal.streams.records[stream.record]
-            if record.resumed_by is None:  # the first resumption is the one the record keeps
-                record = dataclasses.replace(
-                    record, resumed_at=self.journal.now(), resumed_by=rid, resumed_with=last_event_id,
-                    replayed=len(after),
-                )  # fmt: skip
-                self.journal.streams.replace(stream.record, record)
+        # the first resumption is the one the record keeps
+        if stream.record is not None and self.journal.streams[stream.record].resumed_by is None:
+            resumed = {"resumed_at": self.journal.now(), "resumed_by": rid, "resumed_with": last_event_id}
+            self.journal.streams.update(stream.record, {**resumed, "replayed": len(after)})
         if stream.get:
             stream.live += 1
             return Resumed(key, b"".join(after))
