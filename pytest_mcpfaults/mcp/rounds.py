@@ -63,19 +63,15 @@ class InputRounds:
         return {"resultType": "input_required", "inputRequests": requests, "requestState": token}
 
     def resume(
-        self,
-        token: Any,
-        tool: str | None,
-        responses: Any,
-        messages: ServerMessages,
-        retry: ToolContext,
-        principal: str | None = None,
+        self, params: Mapping[str, Any], messages: ServerMessages, retry: ToolContext, principal: str | None
     ) -> tuple[asyncio.Future[Any], ToolContext] | str | LostRound:
-        """A retry carrying ``requestState`` ``token``: hand its ``inputResponses`` to the suspended
-        handler and return the handler and its ``ctx`` (now sending on the ``retry``'s stream); or why
-        the retry answers no round; or, for a round a fault loses, the :class:`LostRound`. Another
-        ``principal``'s retry is answered as an unknown ``requestState`` (as the mcp SDK binds it to
-        the principal) and the round stays open for its own client."""
+        """A retry (its call's ``params``) carrying ``requestState``: hand its ``inputResponses`` to the
+        suspended handler and return the handler and its ``ctx`` (now sending on the ``retry``'s
+        stream); or why the retry answers no round; or, for a round a fault loses, the
+        :class:`LostRound`. Another ``principal``'s retry is answered as an unknown ``requestState`` (as
+        the mcp SDK binds it to the principal) and the round stays open for its own client."""
+        token: Any = params.get("requestState")
+        responses = params.get("inputResponses")
         rnd = self._open.get(token) if isinstance(token, str) else None
         unknown = f"requestState {token!r} names no input round of this server (unknown, or answered already)"
         if rnd is None:
@@ -83,8 +79,8 @@ class InputRounds:
         if rnd.principal != principal:
             messages.refused({"id": rnd.key})
             return unknown
-        if rnd.ctx.tool != tool:
-            return f"requestState {token!r} is a round of tool {rnd.ctx.tool}, not {tool}"
+        if rnd.ctx.tool != retry.tool:
+            return f"requestState {token!r} is a round of tool {rnd.ctx.tool}, not {retry.tool}"
         del self._open[token]
         response = responses.get(rnd.key) if isinstance(responses, Mapping) else None
         for copy in rnd.copies:  # a client that answered a malformed entry too: journaled on its copy
