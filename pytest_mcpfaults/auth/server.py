@@ -25,7 +25,6 @@ from pytest_mcpfaults.auth.registration import (
     GRANTS,
     REGISTER_PATH,
     Clients,
-    Redeemed,
     oauth_error,
 )
 from pytest_mcpfaults.core.records import AuthSeen, RequestRecord
@@ -251,11 +250,11 @@ class AuthServer:
         requested = frozenset(form.get("scope", "").split())
         if grant == "authorization_code":
             redeemed = self.clients.redeem(form, client_id, self.revoke)
-            if not isinstance(redeemed, Redeemed):
+            if isinstance(redeemed, Reply):
                 return AuthAnswer(redeemed, grant, client=client)
-            scopes = redeemed.scopes or frozenset({DEFAULT_SCOPE})
-            answer, token = self._issue(scopes, grant, client, client_id)
-            self.clients.issued(redeemed.code, token)
+            code, scopes = redeemed
+            answer, token = self._issue(scopes or frozenset({DEFAULT_SCOPE}), grant, client, client_id)
+            self.clients.issued(code, token)
             return answer
         if grant == "refresh_token":
             return self._refresh_grant(form.get("refresh_token", ""), requested, client_id, client)
