@@ -450,12 +450,7 @@ class SidecarCore:
         or in proxy mode (the upstream's answer is relayed as it comes) only the hold."""
         m = info.mcp
         if m is not None and notices and self.upstream is None:
-            headers = {"Mcp-Session-Id": m.session_id} if m.era == "session" and m.session_id else {}
-            await notify_before(
-                self.server_messages, transport, rid=rid, tool=m.tool, headers=headers,
-                token=m.meta.get("progressToken"), count=effect.count, interval=effect.interval,
-                logs=not effect.holds,
-            )  # fmt: skip
+            await notify_before(self.server_messages, transport, rid, m, effect)
         if effect.holds:
             await transport.hold(fault)
 
