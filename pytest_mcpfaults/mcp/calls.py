@@ -68,9 +68,7 @@ class ToolCalls:
             return client_error(INVALID_PARAMS, f"Unknown tool: {params.get('name')}", req.id, status)
         if req.era == "stateless" and params.get("requestState") is not None:
             return await self._resume(req, tool, params, link, rid)
-        arguments = params.get("arguments", {})
-        if arguments is None:
-            arguments = {}
+        arguments = {} if params.get("arguments") is None else params["arguments"]
         if not isinstance(arguments, dict):
             return client_error(
                 INVALID_PARAMS,
@@ -166,7 +164,6 @@ class ToolCalls:
         return _failed(req, tool, text, text, "client" if paced else "tool")
 
     def _context(self, req: McpRequest, tool: Tool, link: Link | None, rid: int) -> ToolContext | Reply:
-        """The ``ctx`` of one call, or the error answer where there is no stream to send it on."""
         if link is None:
             text = (
                 f"tool {tool.name} takes ctx (it sends the client messages of its own), which needs "
@@ -177,8 +174,6 @@ class ToolCalls:
         return ToolContext(self.messages, link, req, rid, self.sessions.log_levels)
 
     async def _run_handler(self, tool: Tool, kwargs: dict[str, Any], rid: int = -1) -> Any:
-        """Built-in sync handlers inline, other sync handlers on ``run_sync``, async ones on the loop;
-        all bounded by ``tool_timeout`` when set."""
         if not tool.is_async and (self.run_sync is None or isinstance(tool, BuiltinTool)):
             return tool.handler(**kwargs)
         pending: Awaitable[Any]

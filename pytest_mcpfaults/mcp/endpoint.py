@@ -51,7 +51,6 @@ SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
 
 
 def _valid_id(rid: Any) -> bool:
-    """A JSON-RPC id the MCP schema allows (a string or a number), that JSON can carry back."""
     if isinstance(rid, bool):
         return False
     return isinstance(rid, (str, int)) or (isinstance(rid, float) and math.isfinite(rid))
