@@ -269,10 +269,9 @@ class McpEndpoint:
         if problem is not None:
             return problem
         assert req.session_id is not None
-        reply_headers = {"Mcp-Session-Id": req.session_id}
         if req.is_notification:
-            return Reply(202, headers=reply_headers)
-        if req.method == "ping":
+            reply = Reply(202)
+        elif req.method == "ping":
             reply = ok(req, {})
         elif req.method == "logging/setLevel":  # the session's tools log at that level and above
             level = self.sessions.set_level(req.session_id, (req.message.get("params") or {}).get("level"))
@@ -283,7 +282,7 @@ class McpEndpoint:
             )
         else:
             reply = await self._common(req, link, rid)
-        reply.headers.update(reply_headers)
+        reply.headers["Mcp-Session-Id"] = req.session_id
         return reply
 
     def check_session(self, session_id: str | None, principal: str | None = None) -> Reply | None:

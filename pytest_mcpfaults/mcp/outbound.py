@@ -142,15 +142,12 @@ class ServerMessages:
         )
 
     def refused(self, message: Mapping[str, Any]) -> None:
-        """A POSTed response refused before it was looked at: counted on the request its id names."""
+        """A POSTed response refused: counted on the request its id names."""
         mid = message.get("id")
         pending = self._pending.get(mid) if isinstance(mid, str) else None
         if pending is not None:
-            self._count_refused(pending)
-
-    def _count_refused(self, pending: _Awaited) -> None:
-        pending.refused += 1
-        self.journal.update_server_message(pending.seq, refused=pending.refused)
+            pending.refused += 1
+            self.journal.update_server_message(pending.seq, refused=pending.refused)
 
     def answer_status(
         self, message: Mapping[str, Any], session: str | None = None, *, bound: bool = True
@@ -161,7 +158,7 @@ class ServerMessages:
         mid: Any = message.get("id")
         pending = self._pending.get(mid) if isinstance(mid, str) else None
         if bound and pending is not None and (pending.in_round or pending.session != session):
-            self._count_refused(pending)
+            self.refused(message)
             whose = (
                 "an input request of a stateless-era round (only the call's retry carrying its "
                 "requestState answers it)"

@@ -34,7 +34,6 @@ class LostRound:
     """A retry whose round a fault lost: answered as a server that lost its state answers (``why``)."""
 
     why: str
-    fault: str
 
 
 class InputRounds:
@@ -90,7 +89,7 @@ class InputRounds:
             messages.lose(rnd.key, response, rnd.lost_by)
             rnd.task.cancel()
             rnd.answer.cancel()  # its patience watch ends: the retry was answered
-            return LostRound(unknown, rnd.lost_by)
+            return LostRound(unknown)
         if response is None:
             error = {"code": -32602, "message": f"the retry carried no inputResponses[{rnd.key!r}]"}
             messages.answer_status({"id": rnd.key, "error": error}, bound=False)
