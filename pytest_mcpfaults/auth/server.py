@@ -185,11 +185,6 @@ class AuthServer:
         if token in self._grants:
             self._grants[token].revoked = True
 
-    def _forget(self, token: str) -> None:
-        grant = self._grants.pop(token)
-        if grant.refresh is not None:
-            self._refresh.pop(grant.refresh, None)
-
     def answer(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, query: str = ""
     ) -> AuthAnswer | None:
@@ -287,7 +282,9 @@ class AuthServer:
         self._refresh[refresh] = token
         self._issued_tokens.append(token)
         if len(self._issued_tokens) > MAX_TOKENS:  # the oldest issued token is forgotten
-            self._forget(self._issued_tokens.popleft())
+            oldest = self._grants.pop(self._issued_tokens.popleft())
+            if oldest.refresh is not None:
+                self._refresh.pop(oldest.refresh, None)
         payload = {
             "access_token": token, "token_type": "Bearer", "expires_in": TOKEN_LIFETIME,
             "refresh_token": refresh, "scope": " ".join(sorted(scopes)),
