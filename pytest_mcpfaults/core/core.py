@@ -450,7 +450,9 @@ class SidecarCore:
         or in proxy mode (the upstream's answer is relayed as it comes) only the hold."""
         m = info.mcp
         if m is not None and notices and self.upstream is None:
-            await notify_before(self.server_messages, transport, rid, m, effect)
+            await notify_before(
+                self.server_messages, transport, rid, m, effect.count, effect.interval, effect.holds
+            )
         if effect.holds:
             await transport.hold(fault)
 

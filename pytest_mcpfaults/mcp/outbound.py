@@ -16,15 +16,12 @@ import functools
 import math
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pytest_mcpfaults.behaviour.server_requests import Outbound, malformed_event, malformed_input
 from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.records import ServerMessageLog
 from pytest_mcpfaults.mcp.jsonrpc import McpRequest
-
-if TYPE_CHECKING:
-    from pytest_mcpfaults.behaviour.connection import Notifying
 
 #: The MCP logging levels, least severe first (RFC 5424's).
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -401,21 +398,22 @@ class ToolContext:
 
 
 async def notify_before(
-    messages: ServerMessages, link: Link, rid: int, req: McpRequest, effect: Notifying
+    messages: ServerMessages, link: Link, rid: int, req: McpRequest, count: int, interval: float, holds: bool
 ) -> None:
-    """A fault's notifications before the answer to ``req`` (journal id ``rid``) on its stream: progress
-    with the request's progress token, or without one log messages unless the fault holds it."""
+    """A fault's ``count`` notifications before the answer to ``req`` (journal id ``rid``) on its stream,
+    ``interval`` seconds apart: progress with the request's progress token, or without one log
+    messages unless the fault ``holds`` the request."""
     token = req.meta.get("progressToken")
-    if token is None and effect.holds:
+    if token is None and holds:
         return
     headers = {"Mcp-Session-Id": req.session_id} if req.era == "session" and req.session_id else {}
-    for i in range(1, effect.count + 1):
-        if i > 1 and effect.interval:
-            await asyncio.sleep(effect.interval)
+    for i in range(1, count + 1):
+        if i > 1 and interval:
+            await asyncio.sleep(interval)
         if token is not None:
             method, params = "notifications/progress", {"progressToken": token, "progress": i}
         else:
-            data = f"notification {i} of {effect.count}"
+            data = f"notification {i} of {count}"
             method, params = "notifications/message", {"level": "info", "data": data, "logger": "mcpfaults"}
         messages.notified(method, params, rid, req.tool)
         await link.send_message({"jsonrpc": "2.0", "method": method, "params": params}, headers)
