@@ -131,10 +131,6 @@ class AnswerSource(Protocol):
         saying why when there is none."""
 
 
-#: JSON-RPC code of a replaying sidecar's answer to a request its cassette has no answer for.
-NOT_RECORDED = -32603
-
-
 class McpEndpoint:
     """The MCP side of one sidecar. Loop thread only."""
 
@@ -346,7 +342,7 @@ class McpEndpoint:
             message, notifications = self.source.answer(req)
         except ValueError as exc:
             self.on_error("cassette", exc)
-            return client_error(NOT_RECORDED, str(exc), req.id, 200)
+            return client_error(INTERNAL_ERROR, str(exc), req.id, 200)
         if "error" in message:
             reply = Reply(200, {"jsonrpc": "2.0", "id": req.id, "error": message["error"]})
         else:
