@@ -71,14 +71,6 @@ class _Code:
     expires_at: float
 
 
-@dataclass(frozen=True)
-class Redeemed:
-    """A code traded for tokens (a code used twice revokes the token it became)."""
-
-    code: str
-    scopes: frozenset[str]
-
-
 def _shown(uri: str) -> str:
     return repr(uri) if len(uri) <= 200 else repr(uri[:200]) + f" ... ({len(uri)} characters)"
 
@@ -289,9 +281,10 @@ class Clients:
 
     def redeem(
         self, form: Mapping[str, str], client_id: str | None, revoke: Callable[[str], None]
-    ) -> Redeemed | Reply:
-        """The ``authorization_code`` grant's checks (RFC 6749 4.1.3, RFC 7636 4.6); a code used twice:
-        the token it became is ``revoke``d (RFC 6749 4.1.2)."""
+    ) -> tuple[str, frozenset[str]] | Reply:
+        """The ``authorization_code`` grant's checks (RFC 6749 4.1.3, RFC 7636 4.6): the code and the
+        scopes it grants; a code used twice: the token it became (:meth:`issued`) is ``revoke``d (RFC
+        6749 4.1.2)."""
         code = form.get("code")
         if not code:
             return oauth_error("invalid_request", "the authorization_code grant needs code")
@@ -317,7 +310,7 @@ class Clients:
         s256 = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
         if not _VERIFIER.match(verifier) or not secrets.compare_digest(s256, grant.challenge):
             return oauth_error("invalid_grant", "code_verifier does not match the code_challenge (S256)")
-        return Redeemed(code, grant.scopes)
+        return code, grant.scopes
 
     def issued(self, code: str, token: str) -> None:
         if code in self._redeemed:

@@ -25,7 +25,6 @@ from pytest_mcpfaults.auth.registration import (
     GRANTS,
     REGISTER_PATH,
     Clients,
-    Redeemed,
     oauth_error,
 )
 from pytest_mcpfaults.core.records import AuthSeen, RequestRecord
@@ -186,11 +185,6 @@ class AuthServer:
         if token in self._grants:
             self._grants[token].revoked = True
 
-    def _forget(self, token: str) -> None:
-        grant = self._grants.pop(token)
-        if grant.refresh is not None:
-            self._refresh.pop(grant.refresh, None)
-
     def answer(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, query: str = ""
     ) -> AuthAnswer | None:
@@ -251,11 +245,11 @@ class AuthServer:
         requested = frozenset(form.get("scope", "").split())
         if grant == "authorization_code":
             redeemed = self.clients.redeem(form, client_id, self.revoke)
-            if not isinstance(redeemed, Redeemed):
+            if isinstance(redeemed, Reply):
                 return AuthAnswer(redeemed, grant, client=client)
-            scopes = redeemed.scopes or frozenset({DEFAULT_SCOPE})
-            answer, token = self._issue(scopes, grant, client, client_id)
-            self.clients.issued(redeemed.code, token)
+            code, scopes = redeemed
+            answer, token = self._issue(scopes or frozenset({DEFAULT_SCOPE}), grant, client, client_id)
+            self.clients.issued(code, token)
             return answer
         if grant == "refresh_token":
             return self._refresh_grant(form.get("refresh_token", ""), requested, client_id, client)
@@ -288,7 +282,9 @@ class AuthServer:
         self._refresh[refresh] = token
         self._issued_tokens.append(token)
         if len(self._issued_tokens) > MAX_TOKENS:  # the oldest issued token is forgotten
-            self._forget(self._issued_tokens.popleft())
+            oldest = self._grants.pop(self._issued_tokens.popleft())
+            if oldest.refresh is not None:
+                self._refresh.pop(oldest.refresh, None)
         payload = {
             "access_token": token, "token_type": "Bearer", "expires_in": TOKEN_LIFETIME,
             "refresh_token": refresh, "scope": " ".join(sorted(scopes)),

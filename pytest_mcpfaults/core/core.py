@@ -290,12 +290,9 @@ class SidecarCore:
             case Notifying() as effect:
                 m = info.mcp  # its notifications on the answer stream (in proxy mode the upstream's are)
                 if m is not None and notices and self.upstream is None:
-                    headers = {"Mcp-Session-Id": m.session_id} if m.era == "session" and m.session_id else {}
                     await notify_before(
-                        self.server_messages, transport, rid=rid, tool=m.tool, headers=headers,
-                        token=m.meta.get("progressToken"), count=effect.count, interval=effect.interval,
-                        logs=not effect.holds,
-                    )  # fmt: skip
+                        self.server_messages, transport, rid, m, effect.count, effect.interval, effect.holds
+                    )
                 if effect.holds:
                     await transport.hold(fault)
         return None

@@ -26,15 +26,11 @@ from pytest_mcpfaults.mcp.outbound import (
     NotInThisEra,
     ServerMessages,
     ToolContext,
-    level_problem,
 )
 from pytest_mcpfaults.mcp.rounds import InputRounds, LostRound
 from pytest_mcpfaults.mcp.sessions import Sessions
 from pytest_mcpfaults.mcp.tools import CONTEXT, BuiltinTool, Tool, ToolResultError
 from pytest_mcpfaults.mcp.worker_calls import SyncToolContext, on_worker
-
-#: The ``_meta`` key a stateless-era request names its logging level with.
-LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
 
 
 class ToolTimeoutError(TimeoutError):
@@ -72,9 +68,7 @@ class ToolCalls:
             return client_error(INVALID_PARAMS, f"Unknown tool: {params.get('name')}", req.id, status)
         if req.era == "stateless" and params.get("requestState") is not None:
             return await self._resume(req, tool, params, link, rid)
-        arguments = params.get("arguments", {})
-        if arguments is None:
-            arguments = {}
+        arguments = {} if params.get("arguments") is None else params["arguments"]
         if not isinstance(arguments, dict):
             return client_error(
                 INVALID_PARAMS,
@@ -132,14 +126,7 @@ class ToolCalls:
             )
         retry = self._context(req, tool, link, rid)
         assert isinstance(retry, ToolContext)  # a link is there
-        resumed = self.rounds.resume(
-            params.get("requestState"),
-            tool.name,
-            params.get("inputResponses"),
-            self.messages,
-            retry,
-            req.principal,
-        )
+        resumed = self.rounds.resume(params, self.messages, retry, req.principal)
         if isinstance(resumed, LostRound):  # a server that lost the round's state (a fault's)
             return rpc_error(INVALID_PARAMS, f"Invalid params: {resumed.why}", req.id, 400)
         if isinstance(resumed, str):
@@ -177,7 +164,6 @@ class ToolCalls:
         return _failed(req, tool, text, text, "client" if paced else "tool")
 
     def _context(self, req: McpRequest, tool: Tool, link: Link | None, rid: int) -> ToolContext | Reply:
-        """The ``ctx`` of one call, or the error answer where there is no stream to send it on."""
         if link is None:
             text = (
                 f"tool {tool.name} takes ctx (it sends the client messages of its own), which needs "
@@ -185,21 +171,9 @@ class ToolCalls:
             )
             self.on_error(f"tool {tool.name}", ValueError(text))  # the test's set-up: name it in the test
             return _failed(req, tool, text, text, "tool")
-        session = req.session_id if req.era == "session" else None  # there, always live (checked)
-        level = req.meta.get(LOG_LEVEL_META) if session is None else self.sessions.log_levels.get(session)
-        return ToolContext(
-            self.messages,
-            link,
-            rid=rid,
-            tool=tool.name,
-            session=session,
-            progress_token=req.meta.get("progressToken"),
-            log_level=level if level_problem(level) is None else None,
-        )
+        return ToolContext(self.messages, link, req, rid, self.sessions.log_levels)
 
     async def _run_handler(self, tool: Tool, kwargs: dict[str, Any], rid: int = -1) -> Any:
-        """Built-in sync handlers inline, other sync handlers on ``run_sync``, async ones on the loop;
-        all bounded by ``tool_timeout`` when set."""
         if not tool.is_async and (self.run_sync is None or isinstance(tool, BuiltinTool)):
             return tool.handler(**kwargs)
         pending: Awaitable[Any]

@@ -51,7 +51,6 @@ SERVER_INFO = {"name": "mcpfaults-sidecar", "version": "0.1.0"}
 
 
 def _valid_id(rid: Any) -> bool:
-    """A JSON-RPC id the MCP schema allows (a string or a number), that JSON can carry back."""
     if isinstance(rid, bool):
         return False
     return isinstance(rid, (str, int)) or (isinstance(rid, float) and math.isfinite(rid))
@@ -130,10 +129,6 @@ class AnswerSource(Protocol):
     def answer(self, req: McpRequest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The recorded response to ``req`` and the notifications sent before it; a ``ValueError``
         saying why when there is none."""
-
-
-#: JSON-RPC code of a replaying sidecar's answer to a request its cassette has no answer for.
-NOT_RECORDED = -32603
 
 
 class McpEndpoint:
@@ -270,10 +265,9 @@ class McpEndpoint:
         if problem is not None:
             return problem
         assert req.session_id is not None
-        reply_headers = {"Mcp-Session-Id": req.session_id}
         if req.is_notification:
-            return Reply(202, headers=reply_headers)
-        if req.method == "ping":
+            reply = Reply(202)
+        elif req.method == "ping":
             reply = ok(req, {})
         elif req.method == "logging/setLevel":  # the session's tools log at that level and above
             level = self.sessions.set_level(req.session_id, (req.message.get("params") or {}).get("level"))
@@ -284,7 +278,7 @@ class McpEndpoint:
             )
         else:
             reply = await self._common(req, link, rid)
-        reply.headers.update(reply_headers)
+        reply.headers["Mcp-Session-Id"] = req.session_id
         return reply
 
     def check_session(self, session_id: str | None, principal: str | None = None) -> Reply | None:
@@ -348,7 +342,7 @@ class McpEndpoint:
             message, notifications = self.source.answer(req)
         except ValueError as exc:
             self.on_error("cassette", exc)
-            return client_error(NOT_RECORDED, str(exc), req.id, 200)
+            return client_error(INTERNAL_ERROR, str(exc), req.id, 200)
         if "error" in message:
             reply = Reply(200, {"jsonrpc": "2.0", "id": req.id, "error": message["error"]})
         else:

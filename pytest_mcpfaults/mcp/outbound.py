@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pytest_mcpfaults.behaviour.server_requests import Outbound, malformed_event, malformed_input
 from pytest_mcpfaults.core.errors import Dropped
 from pytest_mcpfaults.core.records import ServerMessageLog
+from pytest_mcpfaults.mcp.jsonrpc import McpRequest
 
 #: The MCP logging levels, least severe first (RFC 5424's).
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -30,6 +31,8 @@ SERVER_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list",
 _COPIES_KEPT = 256
 #: Those the stateless era (2026-07-28) has, as input requests of an ``InputRequiredResult``.
 INPUT_REQUESTS = ("sampling/createMessage", "elicitation/create", "roots/list")
+#: The ``_meta`` key a stateless-era request names its logging level with.
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
 
 
 class ClientRequestError(Exception):
@@ -119,21 +122,16 @@ class ServerMessages:
         )
 
     def new_request(
-        self,
-        method: str,
-        params: Any,
-        rid: int,
-        tool: str | None,
-        *,
-        session: str | None = None,
-        in_round: bool = False,
-    ) -> tuple[str, int, asyncio.Future[dict[str, Any]]]:
-        """Its JSON-RPC id (unguessable: a client learns it only from the request), ``seq``, answer."""
+        self, method: str, params: Any, ctx: ToolContext
+    ) -> tuple[str, asyncio.Future[dict[str, Any]]]:
+        """Its JSON-RPC id (unguessable: a client learns it only from the request) and its answer."""
         mid = f"mcpfaults-{secrets.token_hex(16)}"
-        seq = self.journal.add_server_message(method=method, request_id=rid, tool=tool, params=params, id=mid)
+        seq = self.journal.add_server_message(
+            method=method, request_id=ctx.rid, tool=ctx.tool, params=params, id=mid
+        )
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[mid] = _Awaited(seq, fut, session, in_round)
-        return mid, seq, fut
+        self._pending[mid] = _Awaited(seq, fut, ctx.session, ctx.stateless)
+        return mid, fut
 
     def notified(self, method: str, params: Any, rid: int, tool: str | None) -> None:
         self.journal.add_server_message(
@@ -141,15 +139,12 @@ class ServerMessages:
         )
 
     def refused(self, message: Mapping[str, Any]) -> None:
-        """A POSTed response refused before it was looked at: counted on the request its id names."""
+        """A POSTed response refused: counted on the request its id names."""
         mid = message.get("id")
         pending = self._pending.get(mid) if isinstance(mid, str) else None
         if pending is not None:
-            self._count_refused(pending)
-
-    def _count_refused(self, pending: _Awaited) -> None:
-        pending.refused += 1
-        self.journal.update_server_message(pending.seq, refused=pending.refused)
+            pending.refused += 1
+            self.journal.update_server_message(pending.seq, refused=pending.refused)
 
     def answer_status(
         self, message: Mapping[str, Any], session: str | None = None, *, bound: bool = True
@@ -160,7 +155,7 @@ class ServerMessages:
         mid: Any = message.get("id")
         pending = self._pending.get(mid) if isinstance(mid, str) else None
         if bound and pending is not None and (pending.in_round or pending.session != session):
-            self._count_refused(pending)
+            self.refused(message)
             whose = (
                 "an input request of a stateless-era round (only the call's retry carrying its "
                 "requestState answers it)"
@@ -213,21 +208,16 @@ class ToolContext:
     stateless era's ``_meta["io.modelcontextprotocol/logLevel"]``; ``None``: no log is sent)."""
 
     def __init__(
-        self,
-        messages: ServerMessages,
-        link: Link,
-        *,
-        rid: int,
-        tool: str,
-        session: str | None,
-        progress_token: Any = None,
-        log_level: str | None = None,
+        self, messages: ServerMessages, link: Link, req: McpRequest, rid: int, log_levels: Mapping[str, str]
     ) -> None:
-        self._messages, self._link, self._rid, self.tool = messages, link, rid, tool
-        #: No transport session: the stateless era's call (a session-era call always has one).
-        self.session, self.stateless = session, session is None
-        self._headers = {"Mcp-Session-Id": session} if session else {}
-        self.progress_token, self.log_level = progress_token, log_level
+        self._messages, self._link, self.rid, self.tool = messages, link, rid, req.tool or ""
+        #: No transport session: the stateless era's call (a session-era call always has one, live).
+        self.session = req.session_id if req.era == "session" else None
+        self.stateless = self.session is None
+        self._headers = {"Mcp-Session-Id": self.session} if self.session else {}
+        level = req.meta.get(LOG_LEVEL_META) if self.session is None else log_levels.get(self.session)
+        self.progress_token = req.meta.get("progressToken")
+        self.log_level: str | None = level if level_problem(level) is None else None
         #: The method of the request whose answer the call awaits now.
         self.awaiting: str | None = None
         self._inputs: asyncio.Queue[tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]], str]] = (
@@ -241,7 +231,7 @@ class ToolContext:
 
     def rebind(self, retry: ToolContext) -> None:
         """A stateless-era call resumed by a retry: later messages go on the retry's stream."""
-        self._link, self._rid, self.effect = retry._link, retry._rid, retry.effect
+        self._link, self.rid, self.effect = retry._link, retry.rid, retry.effect
         self.progress_token, self.log_level = retry.progress_token, retry.log_level
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
@@ -259,9 +249,7 @@ class ToolContext:
                 f"`{method}` does not exist in the stateless era (2026-07-28): a tool there can ask the "
                 f"client only for {', '.join(INPUT_REQUESTS)} (as input requests)"
             )
-        mid, _, fut = self._messages.new_request(
-            method, params, self._rid, self.tool, session=self.session, in_round=self.stateless
-        )
+        mid, fut = self._messages.new_request(method, params, self)
         self.awaiting = method
         how = ", as an input request of its input_required result" if self.stateless else ""
         during = f"during tools/call {self.tool}{how}{self._malformed_note()}"
@@ -322,7 +310,7 @@ class ToolContext:
 
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:
         """Send the notification ``method`` as is (no check of whether the client asked for it)."""
-        self._messages.notified(method, dict(params), self._rid, self.tool)
+        self._messages.notified(method, dict(params), self.rid, self.tool)
         await self._send({"jsonrpc": "2.0", "method": method, "params": dict(params)})
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
@@ -373,7 +361,7 @@ class ToolContext:
         if effect.malformed is not None and effect.malformed != "no_id":
             bad = f"{key}-malformed"
             requests = {bad: malformed_input(request, effect.malformed), **requests}
-            about = {"method": request["method"], "request_id": self._rid, "tool": self.tool}
+            about = {"method": request["method"], "request_id": self.rid, "tool": self.tool}
             self._messages.copy_sent(bad, "malformed", effect, params=request.get("params"), **about)
         if effect.drop_status is None:
             return requests, None
@@ -386,7 +374,7 @@ class ToolContext:
         assert effect is not None
         about = {
             "method": message["method"],
-            "request_id": self._rid,
+            "request_id": self.rid,
             "tool": self.tool,
             "session": self.session,
         }
@@ -410,21 +398,15 @@ class ToolContext:
 
 
 async def notify_before(
-    messages: ServerMessages,
-    link: Link,
-    *,
-    rid: int,
-    tool: str | None,
-    headers: Mapping[str, str],
-    token: Any,
-    count: int,
-    interval: float = 0.0,
-    logs: bool = False,
+    messages: ServerMessages, link: Link, rid: int, req: McpRequest, count: int, interval: float, holds: bool
 ) -> None:
-    """A fault's ``count`` notifications before a request's answer, ``interval`` seconds apart:
-    progress with ``token``, or without one log messages when ``logs`` (else none)."""
-    if token is None and not logs:
+    """A fault's ``count`` notifications before the answer to ``req`` (journal id ``rid``) on its stream,
+    ``interval`` seconds apart: progress with the request's progress token, or without one log
+    messages unless the fault ``holds`` the request."""
+    token = req.meta.get("progressToken")
+    if token is None and holds:
         return
+    headers = {"Mcp-Session-Id": req.session_id} if req.era == "session" and req.session_id else {}
     for i in range(1, count + 1):
         if i > 1 and interval:
             await asyncio.sleep(interval)
@@ -433,5 +415,5 @@ async def notify_before(
         else:
             data = f"notification {i} of {count}"
             method, params = "notifications/message", {"level": "info", "data": data, "logger": "mcpfaults"}
-        messages.notified(method, params, rid, tool)
+        messages.notified(method, params, rid, req.tool)
         await link.send_message({"jsonrpc": "2.0", "method": method, "params": params}, headers)

@@ -34,7 +34,6 @@ class LostRound:
     """A retry whose round a fault lost: answered as a server that lost its state answers (``why``)."""
 
     why: str
-    fault: str
 
 
 class InputRounds:
@@ -63,19 +62,15 @@ class InputRounds:
         return {"resultType": "input_required", "inputRequests": requests, "requestState": token}
 
     def resume(
-        self,
-        token: Any,
-        tool: str | None,
-        responses: Any,
-        messages: ServerMessages,
-        retry: ToolContext,
-        principal: str | None = None,
+        self, params: Mapping[str, Any], messages: ServerMessages, retry: ToolContext, principal: str | None
     ) -> tuple[asyncio.Future[Any], ToolContext] | str | LostRound:
-        """A retry carrying ``requestState`` ``token``: hand its ``inputResponses`` to the suspended
-        handler and return the handler and its ``ctx`` (now sending on the ``retry``'s stream); or why
-        the retry answers no round; or, for a round a fault loses, the :class:`LostRound`. Another
-        ``principal``'s retry is answered as an unknown ``requestState`` (as the mcp SDK binds it to
-        the principal) and the round stays open for its own client."""
+        """A retry (its call's ``params``) carrying ``requestState``: hand its ``inputResponses`` to the
+        suspended handler and return the handler and its ``ctx`` (now sending on the ``retry``'s
+        stream); or why the retry answers no round; or, for a round a fault loses, the
+        :class:`LostRound`. Another ``principal``'s retry is answered as an unknown ``requestState`` (as
+        the mcp SDK binds it to the principal) and the round stays open for its own client."""
+        token: Any = params.get("requestState")
+        responses = params.get("inputResponses")
         rnd = self._open.get(token) if isinstance(token, str) else None
         unknown = f"requestState {token!r} names no input round of this server (unknown, or answered already)"
         if rnd is None:
@@ -83,8 +78,8 @@ class InputRounds:
         if rnd.principal != principal:
             messages.refused({"id": rnd.key})
             return unknown
-        if rnd.ctx.tool != tool:
-            return f"requestState {token!r} is a round of tool {rnd.ctx.tool}, not {tool}"
+        if rnd.ctx.tool != retry.tool:
+            return f"requestState {token!r} is a round of tool {rnd.ctx.tool}, not {retry.tool}"
         del self._open[token]
         response = responses.get(rnd.key) if isinstance(responses, Mapping) else None
         for copy in rnd.copies:  # a client that answered a malformed entry too: journaled on its copy
@@ -94,7 +89,7 @@ class InputRounds:
             messages.lose(rnd.key, response, rnd.lost_by)
             rnd.task.cancel()
             rnd.answer.cancel()  # its patience watch ends: the retry was answered
-            return LostRound(unknown, rnd.lost_by)
+            return LostRound(unknown)
         if response is None:
             error = {"code": -32602, "message": f"the retry carried no inputResponses[{rnd.key!r}]"}
             messages.answer_status({"id": rnd.key, "error": error}, bound=False)

@@ -79,13 +79,11 @@ class Tool:
         problem = schema_problem(schema)
         if problem is not None:  # the arguments' check would misread it: every call refused, or none
             raise ValueError(f"Tool {self.name!r}: input_schema: {problem}")
-        if self.wants_context:
-            props = schema.get("properties")
-            if isinstance(props, Mapping) and CONTEXT in props:
-                raise ValueError(
-                    f"Tool {self.name!r}: input_schema declares an argument {CONTEXT!r}, the name of the "
-                    "handler's context parameter: rename the argument"
-                )
+        if self.wants_context and CONTEXT in schema.get("properties", {}):
+            raise ValueError(
+                f"Tool {self.name!r}: input_schema declares an argument {CONTEXT!r}, the name of the "
+                "handler's context parameter: rename the argument"
+            )
 
     @functools.cached_property
     def wants_context(self) -> bool:
@@ -121,8 +119,7 @@ class Tool:
         does not declare and the handler does not take (as the mcp SDK's ``MCPServer`` ignores them).
         A declared argument the handler does not take is passed: that mismatch is the tool's bug."""
         accepts = self._accepts
-        props = self.input_schema.get("properties")
-        declared = props if isinstance(props, Mapping) else {}
+        declared = self.input_schema.get("properties", {})
         if accepts is None or accepts[1]:
             return dict(arguments), []
         kwargs, ignored = {}, []

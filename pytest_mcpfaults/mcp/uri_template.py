@@ -55,33 +55,17 @@ class UriTemplate:
 
     def __init__(self, template: str) -> None:
         self.template = template
-        pieces: list[_Piece] = []
-        literals: list[str] = [""]
-        names: list[str] = []
-        seps: list[str] = []
-        last = 0
-        for m in [*VARIABLE.finditer(template), None]:
-            text = template[last : m.start() if m else len(template)]
-            parts = _SPLIT.split(text)  # literal, delimiter, literal, ...
-            literals[-1] += parts[0]
-            for sep, after in zip(parts[1::2], parts[2::2], strict=True):
-                pieces.append(_Piece(tuple(literals), tuple(names)))
-                seps.append(sep)
-                literals, names = [after], []
-            if m is not None:
-                names.append(m[1])
-                literals.append("")
-                last = m.end()
-        pieces.append(_Piece(tuple(literals), tuple(names)))
-        every = [n for p in pieces for n in p.names]
+        parts = _SPLIT.split(template)  # piece, delimiter, piece, ... (no variable holds a delimiter)
+        pieces = [VARIABLE.split(piece) for piece in parts[::2]]  # literal, name, literal, ...
+        self._pieces = tuple(_Piece(tuple(p[::2]), tuple(p[1::2])) for p in pieces)
+        self._seps = tuple(parts[1::2])
+        every = [n for p in self._pieces for n in p.names]
         if not every:
             raise ValueError("uri_template must hold at least one {variable}")
         twice = sorted({n for n in every if every.count(n) > 1})
         if twice:
             raise ValueError(f"uri_template names variable(s) {', '.join(twice)} more than once")
         self.names = tuple(every)
-        self._pieces = tuple(pieces)
-        self._seps = tuple(seps)
 
     def match(self, uri: str) -> dict[str, str] | None:
         if sum(map(uri.count, DELIMITERS)) != len(self._seps):

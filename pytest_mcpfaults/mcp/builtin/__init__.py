@@ -36,8 +36,7 @@ def builtin_surface(
     """A new surface holding those of ``tool_sets``, then a test's own ``resources`` and ``prompts``."""
     surface = Surface()
     if "conformance" in tool_sets:
-        fixtures, templates = conformance_resources()
-        surface.add([*fixtures, *templates], conformance_prompts())
+        surface.add(conformance_resources(), conformance_prompts())
     surface.add(resources, prompts)
     return surface
 

@@ -107,8 +107,8 @@ def _template_data(id: str) -> str:
     return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
 
 
-def conformance_resources() -> tuple[list[Resource], list[ResourceTemplate]]:
-    resources = [
+def conformance_resources() -> list[Resource | ResourceTemplate]:
+    return [
         Resource(
             "test://static-text",
             "static-text",
@@ -131,16 +131,15 @@ def conformance_resources() -> tuple[list[Resource], list[ResourceTemplate]]:
             title="Watched Resource",
             description="A resource to subscribe to",
         ),
+        ResourceTemplate(
+            "test://template/{id}/data",
+            "template",
+            _template_data,
+            mime_type="application/json",
+            title="Resource Template",
+            description="A resource template with parameter substitution",
+        ),
     ]
-    template = ResourceTemplate(
-        "test://template/{id}/data",
-        "template",
-        _template_data,
-        mime_type="application/json",
-        title="Resource Template",
-        description="A resource template with parameter substitution",
-    )
-    return resources, [template]
 
 
 def _simple_prompt() -> list[dict[str, Any]]:
@@ -219,17 +218,25 @@ DEFAULTS_SCHEMA = {
     },
     "required": [],
 }
-_TITLED = [
-    {"const": f"value{i}", "title": t}
-    for i, t in ((1, "First Option"), (2, "Second Option"), (3, "Third Option"))
-]
+
+
+def _titled(word: str) -> list[dict[str, str]]:
+    return [
+        {"const": f"value{i}", "title": f"{n} {word}"} for i, n in enumerate(("First", "Second", "Third"), 1)
+    ]
+
+
 _OPTIONS = ["option1", "option2", "option3"]
 #: SEP-1330: the five enum schema variants.
 ENUMS_SCHEMA = {
     "type": "object",
     "properties": {
         "untitledSingle": {"type": "string", "description": "Select one option", "enum": _OPTIONS},
-        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": _TITLED},
+        "titledSingle": {
+            "type": "string",
+            "description": "Select one option with titles",
+            "oneOf": _titled("Option"),
+        },
         "legacyEnum": {
             "type": "string",
             "description": "Select one option (legacy)",
@@ -248,12 +255,7 @@ ENUMS_SCHEMA = {
             "description": "Select multiple options with titles",
             "minItems": 1,
             "maxItems": 3,
-            "items": {
-                "anyOf": [
-                    {"const": f"value{i}", "title": t}
-                    for i, t in ((1, "First Choice"), (2, "Second Choice"), (3, "Third Choice"))
-                ]
-            },
+            "items": {"anyOf": _titled("Choice")},
         },
     },
     "required": [],
