@@ -53,6 +53,31 @@ def test_async_harness_waits_on_itself(mcp_sidecar):
     asyncio.run(main())
 
 
+@pytest.mark.mcp_sidecar(era="session", patience=BUDGET)
+def test_async_harness_waits_on_itself_while_a_heartbeat_beats(mcp_sidecar):
+    async def heartbeat():
+        while True:  # wakes the event loop faster than the watcher samples it
+            await asyncio.sleep(0.01)
+
+    async def main():
+        beat = asyncio.ensure_future(heartbeat())
+        async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
+            await Harness(client).run()
+        beat.cancel()
+    asyncio.run(main())
+
+
+@pytest.mark.mcp_sidecar(era="session", patience=BUDGET)
+def test_async_harness_polls_in_its_own_task(mcp_sidecar):
+    async def main():
+        async with Client(mcp_sidecar.mcp_url, mode="legacy") as client:
+            await client.call_tool("echo", {{"text": "hi"}})
+            end = time.monotonic() + 2.5
+            while time.monotonic() < end:  # the test's own task moves: a poll, not a wait on itself
+                await asyncio.sleep(0.01)
+    asyncio.run(main())
+
+
 @pytest.mark.mcp_sidecar(patience=BUDGET)
 def test_thread_harness_waits_on_itself(mcp_sidecar):
     answered = threading.Event()
@@ -121,6 +146,7 @@ def test_waits_on_a_sleeping_child(mcp_sidecar):
 
 FAILING = [
     "test_async_harness_waits_on_itself",
+    "test_async_harness_waits_on_itself_while_a_heartbeat_beats",
     "test_thread_harness_waits_on_itself",
     "test_sleeps_after_mcp",
     "test_waits_on_a_sleeping_child",
@@ -139,7 +165,7 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def test_a_harness_waiting_on_itself_gets_a_verdict_and_the_others_do_not(pytester: pytest.Pytester) -> None:
     result = _run(pytester)
-    result.assert_outcomes(failed=4, passed=6)
+    result.assert_outcomes(failed=5, passed=7)
     durations = inner_reports.durations(result)
     for name in FAILING:
         text = failure(result, name)
@@ -158,14 +184,17 @@ def test_a_harness_waiting_on_itself_gets_a_verdict_and_the_others_do_not(pytest
     on_async = failure(result, FAILING[0])
     assert "last MCP request `POST tools/" in on_async, on_async  # mcp 2.x lists tools after a call
     assert "await self.done.wait()  # the reader never sets it" in on_async, on_async  # the blocked line
-    on_thread = failure(result, FAILING[1])
+    on_beat = failure(result, FAILING[1])
+    assert "await self.done.wait()  # the reader never sets it" in on_beat, on_beat
+    on_thread = failure(result, FAILING[2])
     assert "`GET /health`" in on_thread, on_thread
     assert "answered.wait()  # the reader never sets it" in on_thread, on_thread
     # the run's summary names the violation by its kind (it has no fault to name)
     summary = result.stdout.str()
     assert "test_idle.py::test_sleeps_after_mcp: patience idle: the test made no progress" in summary
     assert "patience None" not in summary
-    names = ("test_computing_on_one_line", "test_computing_moves", "test_keeps_making_requests")
+    names = ("test_computing_on_one_line", "test_computing_moves", "test_keeps_making_requests",
+             "test_async_harness_polls_in_its_own_task")  # fmt: skip
     for name in (*names, "test_waits_on_a_computing_child"):
         assert durations[name] >= 2.0, (name, durations[name])  # ran its course, past twice the budget
     for name in ("test_waits_on_purpose", "test_never_talked_mcp"):

@@ -142,17 +142,10 @@ def blocked_at(thread_id: int | None) -> str:
     frame = sys._current_frames().get(thread_id) if thread_id is not None else None
     if frame is None:
         return "where the test's thread is blocked: unknown (the thread was not found)"
-    frames: list[FrameType] = []
-    while frame is not None:
-        frames.insert(0, frame)  # outermost first, as a traceback reads
-        frame = frame.f_back
+    frames = _stack(frame)[::-1]  # outermost first, as a traceback reads
     out = ["the test's thread is blocked at (most recent call last, the harness's own frames):"]
     out += _own(frames) or ["  (no frame of the harness's own: it is inside a library)"]
-    loop, future = None, None  # the event loop the thread runs, and the future it was asked to complete
-    for f in frames:
-        here = f.f_locals.get("self") if f.f_code.co_name in ("run_forever", "run_until_complete") else None
-        if isinstance(here, asyncio.AbstractEventLoop):
-            loop, future = here, f.f_locals.get("future", future)
+    loop, future = _loop_and_future(frames[-1])
     if loop is not None:
         try:
             tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
@@ -166,6 +159,36 @@ def blocked_at(thread_id: int | None) -> str:
 
 
 _GLUE = os.path.join(_HERE, "_pytest", "")
+
+
+def _loop_and_future(frame: FrameType | None) -> tuple[asyncio.AbstractEventLoop | None, object]:
+    """The event loop the thread of ``frame`` (its innermost) runs, and the future that loop was asked
+    to complete (``asyncio.run``'s and pytest-asyncio's: the test's own task)."""
+    loop, future = None, None
+    for f in reversed(_stack(frame)):  # outermost first: the innermost loop has the last word
+        here = f.f_locals.get("self") if f.f_code.co_name in ("run_forever", "run_until_complete") else None
+        if isinstance(here, asyncio.AbstractEventLoop):
+            loop, future = here, f.f_locals.get("future", future)
+    return loop, future
+
+
+def _stack(frame: FrameType | None) -> list[FrameType]:
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out
+
+
+def _waiting_task(frame: FrameType | None) -> list[FrameType]:
+    """Where the test's own task waits while its thread runs an event loop: its coroutine chain, whose
+    innermost frame stays one frame at one line while the task waits, however often other tasks (a
+    heartbeat, a keep-alive ping) wake the loop and change the thread's own frames. Empty when the
+    thread runs no loop or that task runs now."""
+    _, task = _loop_and_future(frame)
+    if not isinstance(task, asyncio.Task) or task.done() or getattr(task.get_coro(), "cr_running", False):
+        return []
+    return _coro_frames(task)
 
 
 def _in_plugin_wait(frame: FrameType | None) -> bool:
@@ -253,7 +276,10 @@ class Stillness:
         """Sample the thread at ``now`` (``time.monotonic()``); seconds it has been still since."""
         frame = sys._current_frames().get(self._tid) if self._tid is not None else None
         cpu = self._cpu()
-        if frame is not None and _in_plugin_wait(frame):
+        chain = _waiting_task(frame)
+        if chain:
+            frame = None if any(_in_plugin_wait(f) for f in chain) else chain[-1]
+        elif frame is not None and _in_plugin_wait(frame):
             frame = None  # a bounded wait of the plugin's own (HarnessProcess.wait, Journal.wait_for)
         if frame is None or frame is not self._frame or frame.f_lineno != self._line:
             self._frame, self._line = frame, (frame.f_lineno if frame is not None else -1)
