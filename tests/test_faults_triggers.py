@@ -497,3 +497,20 @@ def test_a_from_trace_plan_on_a_tool_whose_name_holds_brackets_is_one_run() -> N
         ("tool:a[b]#1", Trigger("tool:a[b]", nth=1)),
         ("tool:a[b]#1", Trigger("tool:a[b]")),
     ]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: parse_fault("stdout_noise(lines=1000000000)"), "StdoutNoise: lines × (len(text) + 1)"),
+        (lambda: StdoutNoise(lines=2, text="x" * (1 << 23)), "StdoutNoise: lines × (len(text) + 1)"),
+        (lambda: parse_fault("stderr_flood(bytes=1099511627776)"), "StderrFlood: bytes"),
+    ],
+)
+def test_what_a_stdio_child_writes_on_its_pipes_is_bounded(make: Any, message: str) -> None:
+    """``stdout_noise`` is built in the sidecar's memory and ``stderr_flood`` written by the child: a
+    typo'd exponent would eat the machine, where 16 MiB is 256 pipe buffers (any more only slows the run)."""
+    with pytest.raises(ValueError, match="^" + re.escape(message) + " must be at most 16777216 bytes"):
+        make()
+    assert parse_fault("stdout_noise(lines=16384)").params()["lines"] == 16384  # 16384 × 37 bytes
+    assert parse_fault("stderr_flood(bytes=16777216)").params()["bytes"] == 1 << 24

@@ -1575,6 +1575,19 @@ class IgnoreSigterm(_ProcessFault):
     )
 
 
+#: The most a stdio fault writes on one of the child's pipes: 256 pipe buffers (64 KiB on Linux), past
+#: which a flood only slows the run; ``stdout_noise``'s lines are built in the sidecar's memory first.
+MAX_PIPE_BYTES = 1 << 24
+
+
+def _pipe_bytes(fault: Fault, name: str, total: int) -> None:
+    if total > MAX_PIPE_BYTES:
+        raise ValueError(
+            f"{type(fault).__name__}: {name} must be at most {MAX_PIPE_BYTES} bytes (16 MiB: 256 pipe "
+            f"buffers), got {total}"
+        )
+
+
 @dataclass(frozen=True)
 class StderrFlood(_StdioFault):
     """Before answering the matching request the stdio child writes ``bytes`` of log lines to stderr.
@@ -1592,6 +1605,9 @@ class StderrFlood(_StdioFault):
     bytes: int = 1 << 20
 
     checks: ClassVar[Mapping[str, Check]] = {"bytes": _POSITIVE}
+
+    def _validate(self) -> None:
+        _pipe_bytes(self, "bytes", self.bytes)
 
 
 @dataclass(frozen=True)
@@ -1611,6 +1627,9 @@ class StdoutNoise(_StdioFault):
     lines: int = 1
 
     checks: ClassVar[Mapping[str, Check]] = {"text": _one_line, "lines": _POSITIVE}
+
+    def _validate(self) -> None:
+        _pipe_bytes(self, "lines × (len(text) + 1)", self.lines * (len(self.text) + 1))
 
 
 def check_transport(plan: Sequence[Fault], transport: str, who: str) -> None:
