@@ -86,11 +86,8 @@ def results_by_invariant(
     names: Sequence[str], violations: Sequence[Violation]
 ) -> list[tuple[str, bool, str]]:
     """``(name, ok, message)`` for each invariant in ``names``: ok when no violation carries its name."""
-    out: list[tuple[str, bool, str]] = []
-    for name in names:
-        msgs = [v.message for v in violations if v.invariant == name]
-        out.append((name, not msgs, "\n".join(dict.fromkeys(msgs))))
-    return out
+    msgs = {name: [v.message for v in violations if v.invariant == name] for name in names}
+    return [(name, not m, "\n".join(dict.fromkeys(m))) for name, m in msgs.items()]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -154,7 +154,6 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         self.received_limit: int | None = None
         self.dropped_received = 0  # received spans dropped by the limit since the recorder was made
         self._changed = threading.Condition(self._lock)  # notified when a span ends or is received
-        self._waiting = 0  # threads in wait_for_span
         self._version = 0  # moves whenever a span ends, arrives or is forgotten: what waits re-check
         self._forget()
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
@@ -233,8 +232,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         with self._lock:
             entry.snapshot = snap
             self._version += 1
-            if self._waiting:
-                self._changed.notify_all()
+            self._changed.notify_all()
 
     def shutdown(self) -> None:
         """Called when a provider shuts down. The recorder keeps its spans (other providers may use it)."""
@@ -315,12 +313,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         Received spans (:meth:`add_received`) are merged in by start time; ``since`` counts them in
         arrival order (a mark taken before they arrived includes them)."""
         with self._lock:
-            if since <= 0:
-                entries = self._entries[:]
-            elif len(self._entries) == self._appended:  # nothing dropped: positions are marks
-                entries = self._entries[since:]
-            else:
-                entries = self._entries[bisect.bisect_left(self._entries, since, key=_SEQ) :]
+            entries = self._entries[bisect.bisect_left(self._entries, since, key=_SEQ) :]
             linked = self._link() if self._received else {}
         local = [e.take() for e in entries if isinstance(e, _Entry)]
         received = [linked[e.span.uid] for e in entries if isinstance(e, Received) and e.span.uid is not None]
@@ -355,8 +348,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
             self._linked = None
             self._enforce_limit()
             self._version += 1
-            if self._waiting:
-                self._changed.notify_all()
+            self._changed.notify_all()
         return len(spans)
 
     def _enforce_limit(self) -> None:
@@ -394,28 +386,22 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         if not is_finite_number(timeout):  # NaN never passes a deadline: it would wait for ever
             raise ValueError(f"wait_for_span: timeout must be a finite number of seconds, got {timeout!r}")
         deadline = time.monotonic() + timeout
-        with self._lock:
-            self._waiting += 1
         seen = -1
-        try:
-            while True:
-                with self._lock:
-                    version = self._version
-                if version != seen:  # looked for again only when something changed (50k spans: ms)
-                    seen = version
-                    found = [s for s in find_spans(self.spans(), pattern, exact=exact) if s.ended]
-                    if len(found) >= count:
-                        return found
-                left = deadline - time.monotonic()
-                if left <= 0 or (cancel is not None and cancel.is_set()):
-                    break
-                with self._lock:
-                    # re-checked under the lock: a span that ended since the query above woke nobody
-                    if self._version == seen:
-                        self._changed.wait(min(left, 0.1 if cancel is not None else 0.5))
-        finally:
+        while True:
             with self._lock:
-                self._waiting -= 1
+                version = self._version
+            if version != seen:  # looked for again only when something changed (50k spans: ms)
+                seen = version
+                found = [s for s in find_spans(self.spans(), pattern, exact=exact) if s.ended]
+                if len(found) >= count:
+                    return found
+            left = deadline - time.monotonic()
+            if left <= 0 or (cancel is not None and cancel.is_set()):
+                break
+            with self._lock:
+                # re-checked under the lock: a span that ended since the query above woke nobody
+                if self._version == seen:
+                    self._changed.wait(min(left, 0.1 if cancel is not None else 0.5))
         text = _wait_failure(pattern, count, timeout, self.spans())
         if cancel is not None and cancel.is_set():
             text = text.replace(f" within {timeout:g} s", "", 1)
