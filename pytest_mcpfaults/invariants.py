@@ -466,17 +466,15 @@ def gate_violations(
     cleanup names match."""
     if not spans:
         return (), []
-    ending = spans if must_end is None else must_end
     cleanups = [cleanup, *(p for p in (flip_cleanup, count_cleanup) if p is not None)]
     if not find_spans(spans, session) and not any(find_spans(spans, c) for c in cleanups):
-        return ("all_spans_ended",), all_spans_ended(ending)
-    found = check_all(
+        return ("all_spans_ended",), all_spans_ended(spans if must_end is None else must_end)
+    return ALL_INVARIANTS, check_all(
         spans,
         session,
         cleanup,
         max_cleanups,
-        must_end=ending,
+        must_end=must_end,
         flip_cleanup=flip_cleanup,
         count_cleanup=count_cleanup,
     )
-    return ALL_INVARIANTS, found

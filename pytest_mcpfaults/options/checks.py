@@ -53,21 +53,16 @@ def _check_command(name: str, command: object, example: str) -> list[str]:
     return list(command)
 
 
-def check_strings(who: str, name: str, value: object, what: str) -> None:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ValueError(f"{who}: {name} must be a list of {what}, got {value!r}; for one, write [{value!r}]")
-    if isinstance(value, Iterator):
-        return  # a one-shot iterator: checking its items would consume them
-    bad = [v for v in value if not isinstance(v, str) or not v]
-    if bad:
-        raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
-
-
 def check_origins(who: str, origins: object) -> None:
     """Origins as a client sends them: ``'a.example'`` or ``'http://a.example/'`` would never match
     (origins compare with case and a default port left out, core.security_problem)."""
-    check_strings(who, "allowed_origins", origins, "Origin values such as 'http://a.example'")
-    for origin in origins:  # type: ignore[attr-defined]  # a list of strings: checked above
+    what = "allowed_origins must be a list of Origin values such as 'http://a.example'"
+    if isinstance(origins, (str, bytes)) or not isinstance(origins, Iterable):
+        raise ValueError(f"{who}: {what}, got {origins!r}; for one, write [{origins!r}]")
+    bad = [] if isinstance(origins, Iterator) else [v for v in origins if not isinstance(v, str) or not v]
+    if bad:  # a one-shot iterator is checked by the loop below only (which consumes it)
+        raise ValueError(f"{who}: {what} (non-empty strings), got {bad[0]!r} in it")
+    for origin in origins:
         scheme, _, rest = origin.partition("://")
         if origin != "null" and (not scheme or not rest or any(c in rest for c in "/?#")):
             raise ValueError(
