@@ -242,17 +242,13 @@ def subtree(index: Mapping[_Key, list[RecordedSpan]], span: RecordedSpan) -> lis
 
 def ancestors(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Recorded ancestors of ``span``, nearest first."""
-    by_key: dict[_Key, RecordedSpan] = {}
-    for s in spans:
-        by_key.setdefault(span_key(s), s)
     out: list[RecordedSpan] = []
     seen = {span_key(span)}
-    want = _parent_key(span)
-    while want is not None and want in by_key and want not in seen:
-        seen.add(want)
-        cur = by_key[want]
-        out.append(cur)
-        want = _parent_key(cur)
+    parent = parent_of(spans, span)
+    while parent is not None and span_key(parent) not in seen:
+        seen.add(span_key(parent))
+        out.append(parent)
+        parent = parent_of(spans, parent)
     return out
 
 
