@@ -19,6 +19,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_mcpfaults.options.validation import is_count, is_finite_number
@@ -31,11 +32,12 @@ from pytest_mcpfaults.spans.queries import (
     find_spans,
 )
 from pytest_mcpfaults.spans.records import (
+    NO_RESOURCE,
     UIDS,
     Received,
+    RecordedEvent,
     RecordedSpan,
     link_received,
-    take_snapshot,
 )
 from pytest_mcpfaults.spans.views import ResultSink, SpanQueries
 
@@ -105,9 +107,36 @@ class _Entry:
 
     def freeze(self, span: ReadableSpan) -> RecordedSpan:
         """A snapshot of ``span`` (this entry's span or the SDK's read-only copy of it)."""
-        parent_uid = self.parent.uid if self.parent is not None else None
-        return take_snapshot(
-            span, self.uid, parent_uid, self.ancestors_at_start, self.ancestor_descriptions_at_start
+        parent = span.parent
+        attrs: dict[str, Any] = {}
+        for _ in range(3):  # another thread may set an attribute on an open span while we copy
+            try:
+                attrs = dict(span.attributes or {})
+                break
+            except RuntimeError:  # pragma: no cover - needs a concurrent writer
+                continue
+        # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
+        resource = getattr(getattr(span, "resource", None), "attributes", None)
+        return RecordedSpan(
+            name=span.name,
+            trace_id=self.ids[0],
+            span_id=self.ids[1],
+            parent_id=parent.span_id if parent is not None else None,
+            status_code=span.status.status_code.name,
+            status_description=span.status.description,
+            attributes=MappingProxyType(attrs),
+            events=tuple(
+                RecordedEvent(e.name, MappingProxyType(dict(e.attributes or {})), e.timestamp)
+                for e in span.events
+            ),
+            start_time=span.start_time,
+            end_time=span.end_time,
+            uid=self.uid,
+            parent_uid=self.parent.uid if self.parent is not None else None,
+            ancestors_at_start=self.ancestors_at_start,
+            resource=MappingProxyType(resource) if resource else NO_RESOURCE,
+            ancestor_descriptions_at_start=self.ancestor_descriptions_at_start,
+            kind=span.kind.name,
         )
 
 

@@ -15,11 +15,7 @@ import itertools
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import ReadableSpan
-
+from typing import Any, NamedTuple
 
 UIDS = itertools.count(1)
 """Source of every ``RecordedSpan.uid`` the recorder gives (in-process and received spans alike):
@@ -52,7 +48,7 @@ class RecordedEvent(_EventFields):
         return (self.name, self.attributes, self.timestamp)
 
 
-_NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
+NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, eq=True)
@@ -84,7 +80,7 @@ class RecordedSpan:
     uid: int | None = None
     parent_uid: int | None = None
     ancestors_at_start: tuple[tuple[int, str], ...] = ()
-    resource: Mapping[str, Any] = field(default_factory=lambda: _NO_RESOURCE)
+    resource: Mapping[str, Any] = field(default_factory=lambda: NO_RESOURCE)
     ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = ()
     #: The span's kind as OpenTelemetry names it (``'CLIENT'``, ``'SERVER'``, ``'INTERNAL'``, ...):
     #: session hygiene reads a client's call spans by it. ``'INTERNAL'`` (the API's default) for a
@@ -143,47 +139,6 @@ class RecordedSpan:
             return None
         desc = next((d for uid, d in self.ancestor_descriptions_at_start if uid == ancestor.uid), None)
         return code, desc
-
-
-def take_snapshot(
-    span: ReadableSpan,
-    uid: int | None = None,
-    parent_uid: int | None = None,
-    ancestors_at_start: tuple[tuple[int, str], ...] = (),
-    ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = (),
-) -> RecordedSpan:
-    ctx = span.get_span_context()
-    parent = span.parent
-    attrs: dict[str, Any] = {}
-    for _ in range(3):  # another thread may set an attribute on an open span while we copy
-        try:
-            attrs = dict(span.attributes or {})
-            break
-        except RuntimeError:  # pragma: no cover - needs a concurrent writer
-            continue
-    # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
-    resource = getattr(getattr(span, "resource", None), "attributes", None)
-    return RecordedSpan(
-        name=span.name,
-        trace_id=ctx.trace_id if ctx is not None else 0,
-        span_id=ctx.span_id if ctx is not None else 0,
-        parent_id=parent.span_id if parent is not None else None,
-        status_code=span.status.status_code.name,
-        status_description=span.status.description,
-        attributes=MappingProxyType(attrs),
-        events=tuple(
-            RecordedEvent(e.name, MappingProxyType(dict(e.attributes or {})), e.timestamp)
-            for e in span.events
-        ),
-        start_time=span.start_time,
-        end_time=span.end_time,
-        uid=uid,
-        parent_uid=parent_uid,
-        ancestors_at_start=ancestors_at_start,
-        resource=MappingProxyType(resource) if resource else _NO_RESOURCE,
-        ancestor_descriptions_at_start=ancestor_descriptions_at_start,
-        kind=span.kind.name,
-    )
 
 
 # --------------------------------------------------------------------------------------------------
