@@ -232,21 +232,16 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
             f"faults hold requests); requests seen: {seen}"
         )
     bad = [r for r in held if (c := _closed_after(r)) is None or c > within]
-    if bad:
-        raise AssertionError(_not_closed(sc, bad, len(held), within, matching_text, who))
-
-
-def _not_closed(
-    sc: Watched, bad: list[RequestRecord], held: int, within: float, matching_text: str, who: str
-) -> str:
-    now = sc.journal.now()
+    if not bad:
+        return
+    now = journal.now()
     conns = sorted({r.conn_id for r in bad})
     names = ", ".join(f"connection #{c} ({_peer(sc, c)})" for c in conns)
     if who == "assert_client_released":
         head = f"the client did not release {names} within {within:g} s of the response being held:"
     else:
         head = (
-            f"the client did not give up within {within:g} s on {len(bad)} of {held} "
+            f"the client did not give up within {within:g} s on {len(bad)} of {len(held)} "
             f"held request(s){matching_text}:"
         )
     lines = [head]
@@ -256,4 +251,4 @@ def _not_closed(
     lines.append("journal of " + ("that connection:" if len(conns) == 1 else "those connections:"))
     for c in conns:
         lines.extend("  " + line for line in _excerpt(sc, c))
-    return "\n".join(lines)
+    raise AssertionError("\n".join(lines))
