@@ -144,28 +144,22 @@ _SEQ = operator.attrgetter("seq")
 
 
 class SpanRecorder(SpanQueries, _ProcessorBase):
-    """A span processor that records the spans of every provider it is added to.
-
-    It implements the SDK ``SpanProcessor`` interface with ``on_start`` too, so spans that never end
-    are visible. State is guarded by a lock; queries return immutable :class:`RecordedSpan` snapshots
-    in start order.
+    """A span processor that records the spans of every provider it is added to, open ones too (it
+    implements ``on_start``). Queries return immutable :class:`RecordedSpan` snapshots in start order.
 
     Spans are recorded by identity (the span object), never by their OpenTelemetry ids, which repeat in
-    practice (Hypothesis reseeds ``random`` for every example, and the SDK draws ids from it). A span's
-    parent is resolved when it starts: the recorded span object in its parent context, or, for a parent
-    known only by its ids (a propagated context), the latest recorded span with those ids, open ones
-    first. After :meth:`clear`, a span that started before is ignored even when it ends later, so each
-    test sees only its own spans. Spans of other processes join ended, through :meth:`add_received`
-    (the OTLP receiver calls it).
+    practice (Hypothesis reseeds ``random``, which the SDK draws ids from). A span's parent is resolved
+    when it starts: the recorded span object in its parent context, else (a propagated context) the
+    latest recorded span with the parent's ids, open ones first. After :meth:`clear`, a span that
+    started before is ignored even when it ends later. Spans of other processes join ended, through
+    :meth:`add_received` (the OTLP receiver calls it).
 
-    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods
-    (``session_patterns``, ``cleanup_patterns``); ``flip_cleanup_patterns`` and
-    ``count_cleanup_patterns``, when set, replace ``cleanup_patterns`` for ``cleanup_never_flips`` and
-    ``cleanup_at_most`` alone; ``max_cleanups`` (default 1) is what ``cleanup_at_most`` allows. While
-    ``recording`` is false, spans that start are ignored (attached, it costs nothing and keeps nothing).
-    ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`, ``serve
-    --span-limit``): past it the oldest are dropped and counted in :attr:`dropped_received`; in-process
-    spans are never dropped.
+    ``session`` and ``cleanup``: the invariant methods' default span-name globs (``session_patterns``,
+    ``cleanup_patterns``); ``flip_cleanup_patterns`` / ``count_cleanup_patterns``, when set, replace
+    ``cleanup_patterns`` for ``cleanup_never_flips`` / ``cleanup_at_most`` alone; ``max_cleanups``
+    (default 1) is what ``cleanup_at_most`` allows. While ``recording`` is false, spans that start are
+    ignored. ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`): past it the
+    oldest are dropped, counted in :attr:`dropped_received`; in-process spans are never dropped.
     """
 
     _linked: dict[int, RecordedSpan] | None
