@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from pytest_mcpfaults.spans.queries import (
     DEFAULT_CLEANUP,
@@ -316,9 +317,9 @@ def _legacy_flip(sess: RecordedSpan, teardown: _Subtrees) -> str | None:
 
 
 def _flip_message(spans: Sequence[RecordedSpan], sess: RecordedSpan, cp: tuple[str, ...]) -> str | None:
-    """Why ``sess`` (ERROR) was flipped by its cleanup, or ``None``."""
+    """Why ``sess`` was flipped by its cleanup, or ``None``."""
     subtrees, others = _cleanup_subtrees(spans, sess, cp)
-    if not subtrees:
+    if not sess.failed or not subtrees:
         return None
     first = subtrees[0][0]
     primary = [s for s in others if s.failed and _started_before(s, first)]
@@ -361,13 +362,7 @@ def cleanup_never_flips(
     description nor an exception of its own. No session span at all is a violation, never a vacuous
     pass. docs/spans.md gives the rules with examples.
     """
-    return _per_session(
-        "cleanup_never_flips",
-        spans,
-        session,
-        cleanup,
-        lambda sess, cp: _flip_message(spans, sess, cp) if sess.failed else None,
-    )
+    return _per_session("cleanup_never_flips", spans, session, cleanup, partial(_flip_message, spans))
 
 
 def teardowns(
