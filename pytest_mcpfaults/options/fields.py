@@ -558,12 +558,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def _args_doc() -> str:
-    return "\n    Args:\n" + "".join(
-        f"        {f.name}: {o.help.replace('`', '``')}\n" for f, o in option_fields()
-    )
-
-
 def with_options(backend: str) -> Callable[[T], T]:
     """Give a method taking ``**options`` the signature of ``backend``'s options: its own named
     parameters, then each option the backend takes with the backend's default
@@ -590,7 +584,8 @@ def takes_options(
     its docstring."""
 
     def wrap(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
-        method.__doc__ = (method.__doc__ or "") + _args_doc()
+        args = "".join(f"        {f.name}: {o.help.replace('`', '``')}\n" for f, o in option_fields())
+        method.__doc__ = (method.__doc__ or "") + "\n    Args:\n" + args
         return with_options("socket")(method)
 
     return wrap
