@@ -61,13 +61,12 @@ def tool_sets_text(text: str) -> tuple[str, ...]:
     return sets
 
 
-def seconds_text(text: str) -> float | None:
+def seconds_text(text: str, off: str | None = "none") -> float | None:
     try:
-        return parse_seconds(text)
+        return parse_seconds(text, off=off)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive number of seconds or 'none', got {text!r}"
-        ) from None
+        valid = f"a positive number of seconds or {off!r}" if off else "a number of seconds > 0"
+        raise argparse.ArgumentTypeError(f"must be {valid}, got {text!r}") from None
 
 
 def command_text(text: str) -> list[str]:
