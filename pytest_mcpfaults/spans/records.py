@@ -247,26 +247,24 @@ def link_received(
     for r in received:
         by_ids.setdefault((r.source, r.span.trace_id, r.span.span_id), []).append(r)
     parents: dict[int, int | None] = {}
+    kept: dict[int, RecordedSpan] = {}
     for r in received:
         span = r.span
         assert span.uid is not None
+        kept[span.uid] = span
         parent_uid: int | None = None
         if span.parent_id is not None:
             candidates = [c for c in by_ids.get((r.source, span.trace_id, span.parent_id), ()) if c is not r]
             if candidates:
-                best = max(candidates, key=lambda c: _rank(c.span, span, c.seq))
-                parent_uid = best.span.uid
+                parent_uid = max(candidates, key=lambda c: _rank(c.span, span, c.seq)).span.uid
             else:
                 parent_uid = local_ids.get((span.trace_id, span.parent_id))
         parents[span.uid] = parent_uid
     _cut_cycles(parents)
-    out: dict[int, RecordedSpan] = {}
-    for r in received:
-        uid = r.span.uid
-        assert uid is not None
-        parent = parents[uid]
-        out[uid] = r.span if parent is None else dataclasses.replace(r.span, parent_uid=parent)
-    return out
+    return {
+        uid: span if parents[uid] is None else dataclasses.replace(span, parent_uid=parents[uid])
+        for uid, span in kept.items()
+    }
 
 
 def _cut_cycles(parents: dict[int, int | None]) -> None:
