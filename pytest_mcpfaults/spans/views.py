@@ -117,9 +117,8 @@ class SpanQueries:
         __tracebackhide__ = True
         spans = self.spans()
         args = self._args(session, cleanup)
-        found = invariants.cleanup_never_flips(
-            spans, args["session"], args["flip_cleanup"] or args["cleanup"]
-        )
+        flip = args["cleanup"] if args["flip_cleanup"] is None else args["flip_cleanup"]
+        found = invariants.cleanup_never_flips(spans, args["session"], flip)
         self._conclude(("cleanup_never_flips",), found, spans)
 
     def assert_cleanup_at_most(
@@ -130,7 +129,7 @@ class SpanQueries:
         __tracebackhide__ = True
         spans = self.spans()
         args = self._args(session, cleanup, n)
-        cleanup = args["count_cleanup"] or args["cleanup"]
+        cleanup = args["cleanup"] if args["count_cleanup"] is None else args["count_cleanup"]
         found = invariants.cleanup_at_most(spans, args["max_cleanups"], args["session"], cleanup)
         self._conclude(("cleanup_at_most",), found, spans)
 
