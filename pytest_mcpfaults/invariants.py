@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from pytest_mcpfaults.spans.queries import (
     DEFAULT_CLEANUP,
@@ -86,11 +87,8 @@ def results_by_invariant(
     names: Sequence[str], violations: Sequence[Violation]
 ) -> list[tuple[str, bool, str]]:
     """``(name, ok, message)`` for each invariant in ``names``: ok when no violation carries its name."""
-    out: list[tuple[str, bool, str]] = []
-    for name in names:
-        msgs = [v.message for v in violations if v.invariant == name]
-        out.append((name, not msgs, "\n".join(dict.fromkeys(msgs))))
-    return out
+    msgs = {name: [v.message for v in violations if v.invariant == name] for name in names}
+    return [(name, not m, "\n".join(dict.fromkeys(m))) for name, m in msgs.items()]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -319,9 +317,9 @@ def _legacy_flip(sess: RecordedSpan, teardown: _Subtrees) -> str | None:
 
 
 def _flip_message(spans: Sequence[RecordedSpan], sess: RecordedSpan, cp: tuple[str, ...]) -> str | None:
-    """Why ``sess`` (ERROR) was flipped by its cleanup, or ``None``."""
+    """Why ``sess`` was flipped by its cleanup, or ``None``."""
     subtrees, others = _cleanup_subtrees(spans, sess, cp)
-    if not subtrees:
+    if not sess.failed or not subtrees:
         return None
     first = subtrees[0][0]
     primary = [s for s in others if s.failed and _started_before(s, first)]
@@ -364,13 +362,7 @@ def cleanup_never_flips(
     description nor an exception of its own. No session span at all is a violation, never a vacuous
     pass. docs/spans.md gives the rules with examples.
     """
-    return _per_session(
-        "cleanup_never_flips",
-        spans,
-        session,
-        cleanup,
-        lambda sess, cp: _flip_message(spans, sess, cp) if sess.failed else None,
-    )
+    return _per_session("cleanup_never_flips", spans, session, cleanup, partial(_flip_message, spans))
 
 
 def teardowns(
@@ -469,17 +461,15 @@ def gate_violations(
     cleanup names match."""
     if not spans:
         return (), []
-    ending = spans if must_end is None else must_end
     cleanups = [cleanup, *(p for p in (flip_cleanup, count_cleanup) if p is not None)]
     if not find_spans(spans, session) and not any(find_spans(spans, c) for c in cleanups):
-        return ("all_spans_ended",), all_spans_ended(ending)
-    found = check_all(
+        return ("all_spans_ended",), all_spans_ended(spans if must_end is None else must_end)
+    return ALL_INVARIANTS, check_all(
         spans,
         session,
         cleanup,
         max_cleanups,
-        must_end=ending,
+        must_end=must_end,
         flip_cleanup=flip_cleanup,
         count_cleanup=count_cleanup,
     )
-    return ALL_INVARIANTS, found

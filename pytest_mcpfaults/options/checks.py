@@ -39,7 +39,7 @@ def check_path_option(who: str, name: str, value: object, note: str = "") -> Non
         raise ValueError(f"{who}: {name} {why}{note}, got {value!r}")
 
 
-def _check_command(name: str, command: object, example: str) -> list[str]:
+def check_command(name: str, command: object, example: str) -> list[str]:
     if isinstance(command, (str, bytes)) or not isinstance(command, Sequence):
         raise ValueError(
             f"Sidecar: {name} must be a list of strings, the program and its arguments ({example}), "
@@ -53,21 +53,16 @@ def _check_command(name: str, command: object, example: str) -> list[str]:
     return list(command)
 
 
-def check_strings(who: str, name: str, value: object, what: str) -> None:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ValueError(f"{who}: {name} must be a list of {what}, got {value!r}; for one, write [{value!r}]")
-    if isinstance(value, Iterator):
-        return  # a one-shot iterator: checking its items would consume them
-    bad = [v for v in value if not isinstance(v, str) or not v]
-    if bad:
-        raise ValueError(f"{who}: {name} must be a list of {what} (non-empty strings), got {bad[0]!r} in it")
-
-
 def check_origins(who: str, origins: object) -> None:
     """Origins as a client sends them: ``'a.example'`` or ``'http://a.example/'`` would never match
     (origins compare with case and a default port left out, core.security_problem)."""
-    check_strings(who, "allowed_origins", origins, "Origin values such as 'http://a.example'")
-    for origin in origins:  # type: ignore[attr-defined]  # a list of strings: checked above
+    what = "allowed_origins must be a list of Origin values such as 'http://a.example'"
+    if isinstance(origins, (str, bytes)) or not isinstance(origins, Iterable):
+        raise ValueError(f"{who}: {what}, got {origins!r}; for one, write [{origins!r}]")
+    bad = [] if isinstance(origins, Iterator) else [v for v in origins if not isinstance(v, str) or not v]
+    if bad:  # a one-shot iterator is checked by the loop below only (which consumes it)
+        raise ValueError(f"{who}: {what} (non-empty strings), got {bad[0]!r} in it")
+    for origin in origins:
         scheme, _, rest = origin.partition("://")
         if origin != "null" and (not scheme or not rest or any(c in rest for c in "/?#")):
             raise ValueError(
@@ -229,7 +224,7 @@ def check_upstream_serve(command: object, upstream: object) -> list[str] | None:
     as a list. It serves ``upstream=``, which it needs; port 0 there needs ``{port}`` in it."""
     if command is None:
         return None
-    command = _check_command("upstream_serve", command, "['python', 'server.py', '{port}']")
+    command = check_command("upstream_serve", command, "['python', 'server.py', '{port}']")
     if upstream is None:
         raise ValueError(
             f"Sidecar: upstream_serve={command!r} serves the HTTP upstream, which upstream= names "
@@ -243,38 +238,5 @@ def check_upstream_serve(command: object, upstream: object) -> list[str] | None:
         raise ValueError(
             f"Sidecar: upstream={upstream!r} asks for a free port, which the server must be told: put "
             f"'{{port}}' in upstream_serve (got {command!r})"
-        )
-    return command
-
-
-def check_upstream_command(
-    command: object, upstream: object, upstream_health: object, era: object, get_stream: object, tools: object
-) -> list[str] | None:
-    """Refuse a bad ``upstream_command`` (``ValueError`` naming it and what would be valid), and the
-    arguments it makes meaningless; return it as a list."""
-    if command is None:
-        return None
-    command = _check_command("upstream_command", command, "['python', 'server.py']")
-    if upstream is not None:
-        raise ValueError(
-            f"Sidecar: upstream={upstream!r} and upstream_command={command!r} both name the upstream; "
-            "give one: upstream= for an HTTP server, upstream_command= for a stdio server the sidecar spawns"
-        )
-    if upstream_health is not None:
-        raise ValueError(
-            f"Sidecar: upstream_health={upstream_health!r} forwards health requests to an HTTP upstream; a "
-            "stdio upstream (upstream_command=) has no health path: leave upstream_health out"
-        )
-    if era == "stateless":
-        raise ValueError(
-            "Sidecar: era='stateless' with upstream_command=: a stdio upstream is served in the session era "
-            "(initialize, Mcp-Session-Id); use era='auto' or 'session'"
-        )
-    if get_stream:
-        raise ValueError("Sidecar: get_stream=True is the fake's own GET stream; a stdio upstream has none")
-    if isinstance(tools, Sequence) and tools:
-        raise ValueError(
-            f"Sidecar: tools= are served by the fake; with upstream_command= the tools are the child's own "
-            f"(got {len(tools)} tool(s))"
         )
     return command

@@ -34,11 +34,11 @@ from pytest_mcpfaults.options.checks import (
     TRANSPORTS,
     WHO,
     ReplyMode,
+    check_command,
     check_origins,
     check_path_option,
     check_tools,
     check_transport,
-    check_upstream_command,
     check_upstream_headers,
     check_upstream_serve,
     check_upstream_url,
@@ -343,9 +343,7 @@ class SidecarOptions:
     def __post_init__(self) -> None:
         """Every check, in the order the arguments depend on each other; then the values narrowed
         (``era``, ``reply``, ``transport``), the plan parsed, the command and headers copied."""
-        command = check_upstream_command(
-            self.upstream_command, self.upstream, self.upstream_health, self.era, self.get_stream, self.tools
-        )
+        command = _check_upstream_command(self)
         era, reply = check_options(self)
         transport = check_transport(
             self.transport, self.sse_path, self.messages_path, self.mcp_path, self.health_path, era, reply,
@@ -454,6 +452,37 @@ def _check_otlp(opts: SidecarOptions) -> None:  # the OTLP receiver's path, and 
             )
 
 
+def _check_upstream_command(opts: SidecarOptions) -> list[str] | None:
+    """Refuse a bad ``upstream_command`` (``ValueError`` naming it and what would be valid), and the
+    arguments it makes meaningless; return it as a list."""
+    if opts.upstream_command is None:
+        return None
+    command = check_command("upstream_command", opts.upstream_command, "['python', 'server.py']")
+    if opts.upstream is not None:
+        raise ValueError(
+            f"Sidecar: upstream={opts.upstream!r} and upstream_command={command!r} both name the upstream; "
+            "give one: upstream= for an HTTP server, upstream_command= for a stdio server the sidecar spawns"
+        )
+    if opts.upstream_health is not None:
+        raise ValueError(
+            f"Sidecar: upstream_health={opts.upstream_health!r} forwards health requests to an HTTP "
+            "upstream; a stdio upstream (upstream_command=) has no health path: leave upstream_health out"
+        )
+    if opts.era == "stateless":
+        raise ValueError(
+            "Sidecar: era='stateless' with upstream_command=: a stdio upstream is served in the session era "
+            "(initialize, Mcp-Session-Id); use era='auto' or 'session'"
+        )
+    if opts.get_stream:
+        raise ValueError("Sidecar: get_stream=True is the fake's own GET stream; a stdio upstream has none")
+    if isinstance(opts.tools, Sequence) and opts.tools:
+        raise ValueError(
+            f"Sidecar: tools= are served by the fake; with upstream_command= the tools are the child's own "
+            f"(got {len(opts.tools)} tool(s))"
+        )
+    return command
+
+
 def _check_upstream(opts: SidecarOptions) -> None:
     """The proxy-mode arguments, and the fake-only ones that make no sense with an upstream (its tools
     and its GET stream are the upstream's own)."""
@@ -524,12 +553,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def _args_doc() -> str:
-    return "\n    Args:\n" + "".join(
-        f"        {f.name}: {o.help.replace('`', '``')}\n" for f, o in option_fields()
-    )
-
-
 def with_options(backend: str) -> Callable[[T], T]:
     """Give a method taking ``**options`` the signature of ``backend``'s options: its own named
     parameters, then each option the backend takes with the backend's default
@@ -556,7 +579,8 @@ def takes_options(
     its docstring."""
 
     def wrap(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
-        method.__doc__ = (method.__doc__ or "") + _args_doc()
+        args = "".join(f"        {f.name}: {o.help.replace('`', '``')}\n" for f, o in option_fields())
+        method.__doc__ = (method.__doc__ or "") + "\n    Args:\n" + args
         return with_options("socket")(method)
 
     return wrap

@@ -19,6 +19,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_mcpfaults.options.validation import is_count, is_finite_number
@@ -31,11 +32,12 @@ from pytest_mcpfaults.spans.queries import (
     find_spans,
 )
 from pytest_mcpfaults.spans.records import (
+    NO_RESOURCE,
     UIDS,
     Received,
+    RecordedEvent,
     RecordedSpan,
     link_received,
-    take_snapshot,
 )
 from pytest_mcpfaults.spans.views import ResultSink, SpanQueries
 
@@ -105,9 +107,36 @@ class _Entry:
 
     def freeze(self, span: ReadableSpan) -> RecordedSpan:
         """A snapshot of ``span`` (this entry's span or the SDK's read-only copy of it)."""
-        parent_uid = self.parent.uid if self.parent is not None else None
-        return take_snapshot(
-            span, self.uid, parent_uid, self.ancestors_at_start, self.ancestor_descriptions_at_start
+        parent = span.parent
+        attrs: dict[str, Any] = {}
+        for _ in range(3):  # another thread may set an attribute on an open span while we copy
+            try:
+                attrs = dict(span.attributes or {})
+                break
+            except RuntimeError:  # pragma: no cover - needs a concurrent writer
+                continue
+        # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
+        resource = getattr(getattr(span, "resource", None), "attributes", None)
+        return RecordedSpan(
+            name=span.name,
+            trace_id=self.ids[0],
+            span_id=self.ids[1],
+            parent_id=parent.span_id if parent is not None else None,
+            status_code=span.status.status_code.name,
+            status_description=span.status.description,
+            attributes=MappingProxyType(attrs),
+            events=tuple(
+                RecordedEvent(e.name, MappingProxyType(dict(e.attributes or {})), e.timestamp)
+                for e in span.events
+            ),
+            start_time=span.start_time,
+            end_time=span.end_time,
+            uid=self.uid,
+            parent_uid=self.parent.uid if self.parent is not None else None,
+            ancestors_at_start=self.ancestors_at_start,
+            resource=MappingProxyType(resource) if resource else NO_RESOURCE,
+            ancestor_descriptions_at_start=self.ancestor_descriptions_at_start,
+            kind=span.kind.name,
         )
 
 
@@ -115,28 +144,22 @@ _SEQ = operator.attrgetter("seq")
 
 
 class SpanRecorder(SpanQueries, _ProcessorBase):
-    """A span processor that records the spans of every provider it is added to.
-
-    It implements the SDK ``SpanProcessor`` interface with ``on_start`` too, so spans that never end
-    are visible. State is guarded by a lock; queries return immutable :class:`RecordedSpan` snapshots
-    in start order.
+    """A span processor that records the spans of every provider it is added to, open ones too (it
+    implements ``on_start``). Queries return immutable :class:`RecordedSpan` snapshots in start order.
 
     Spans are recorded by identity (the span object), never by their OpenTelemetry ids, which repeat in
-    practice (Hypothesis reseeds ``random`` for every example, and the SDK draws ids from it). A span's
-    parent is resolved when it starts: the recorded span object in its parent context, or, for a parent
-    known only by its ids (a propagated context), the latest recorded span with those ids, open ones
-    first. After :meth:`clear`, a span that started before is ignored even when it ends later, so each
-    test sees only its own spans. Spans of other processes join ended, through :meth:`add_received`
-    (the OTLP receiver calls it).
+    practice (Hypothesis reseeds ``random``, which the SDK draws ids from). A span's parent is resolved
+    when it starts: the recorded span object in its parent context, else (a propagated context) the
+    latest recorded span with the parent's ids, open ones first. After :meth:`clear`, a span that
+    started before is ignored even when it ends later. Spans of other processes join ended, through
+    :meth:`add_received` (the OTLP receiver calls it).
 
-    ``session`` and ``cleanup`` are the default span-name globs of the invariant methods
-    (``session_patterns``, ``cleanup_patterns``); ``flip_cleanup_patterns`` and
-    ``count_cleanup_patterns``, when set, replace ``cleanup_patterns`` for ``cleanup_never_flips`` and
-    ``cleanup_at_most`` alone; ``max_cleanups`` (default 1) is what ``cleanup_at_most`` allows. While
-    ``recording`` is false, spans that start are ignored (attached, it costs nothing and keeps nothing).
-    ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`, ``serve
-    --span-limit``): past it the oldest are dropped and counted in :attr:`dropped_received`; in-process
-    spans are never dropped.
+    ``session`` and ``cleanup``: the invariant methods' default span-name globs (``session_patterns``,
+    ``cleanup_patterns``); ``flip_cleanup_patterns`` / ``count_cleanup_patterns``, when set, replace
+    ``cleanup_patterns`` for ``cleanup_never_flips`` / ``cleanup_at_most`` alone; ``max_cleanups``
+    (default 1) is what ``cleanup_at_most`` allows. While ``recording`` is false, spans that start are
+    ignored. ``received_limit`` bounds the received spans kept (:meth:`set_received_limit`): past it the
+    oldest are dropped, counted in :attr:`dropped_received`; in-process spans are never dropped.
     """
 
     _linked: dict[int, RecordedSpan] | None
@@ -154,7 +177,6 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         self.received_limit: int | None = None
         self.dropped_received = 0  # received spans dropped by the limit since the recorder was made
         self._changed = threading.Condition(self._lock)  # notified when a span ends or is received
-        self._waiting = 0  # threads in wait_for_span
         self._version = 0  # moves whenever a span ends, arrives or is forgotten: what waits re-check
         self._forget()
         self._providers: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
@@ -233,8 +255,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         with self._lock:
             entry.snapshot = snap
             self._version += 1
-            if self._waiting:
-                self._changed.notify_all()
+            self._changed.notify_all()
 
     def shutdown(self) -> None:
         """Called when a provider shuts down. The recorder keeps its spans (other providers may use it)."""
@@ -315,12 +336,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         Received spans (:meth:`add_received`) are merged in by start time; ``since`` counts them in
         arrival order (a mark taken before they arrived includes them)."""
         with self._lock:
-            if since <= 0:
-                entries = self._entries[:]
-            elif len(self._entries) == self._appended:  # nothing dropped: positions are marks
-                entries = self._entries[since:]
-            else:
-                entries = self._entries[bisect.bisect_left(self._entries, since, key=_SEQ) :]
+            entries = self._entries[bisect.bisect_left(self._entries, since, key=_SEQ) :]
             linked = self._link() if self._received else {}
         local = [e.take() for e in entries if isinstance(e, _Entry)]
         received = [linked[e.span.uid] for e in entries if isinstance(e, Received) and e.span.uid is not None]
@@ -355,8 +371,7 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
             self._linked = None
             self._enforce_limit()
             self._version += 1
-            if self._waiting:
-                self._changed.notify_all()
+            self._changed.notify_all()
         return len(spans)
 
     def _enforce_limit(self) -> None:
@@ -394,28 +409,22 @@ class SpanRecorder(SpanQueries, _ProcessorBase):
         if not is_finite_number(timeout):  # NaN never passes a deadline: it would wait for ever
             raise ValueError(f"wait_for_span: timeout must be a finite number of seconds, got {timeout!r}")
         deadline = time.monotonic() + timeout
-        with self._lock:
-            self._waiting += 1
         seen = -1
-        try:
-            while True:
-                with self._lock:
-                    version = self._version
-                if version != seen:  # looked for again only when something changed (50k spans: ms)
-                    seen = version
-                    found = [s for s in find_spans(self.spans(), pattern, exact=exact) if s.ended]
-                    if len(found) >= count:
-                        return found
-                left = deadline - time.monotonic()
-                if left <= 0 or (cancel is not None and cancel.is_set()):
-                    break
-                with self._lock:
-                    # re-checked under the lock: a span that ended since the query above woke nobody
-                    if self._version == seen:
-                        self._changed.wait(min(left, 0.1 if cancel is not None else 0.5))
-        finally:
+        while True:
             with self._lock:
-                self._waiting -= 1
+                version = self._version
+            if version != seen:  # looked for again only when something changed (50k spans: ms)
+                seen = version
+                found = [s for s in find_spans(self.spans(), pattern, exact=exact) if s.ended]
+                if len(found) >= count:
+                    return found
+            left = deadline - time.monotonic()
+            if left <= 0 or (cancel is not None and cancel.is_set()):
+                break
+            with self._lock:
+                # re-checked under the lock: a span that ended since the query above woke nobody
+                if self._version == seen:
+                    self._changed.wait(min(left, 0.1 if cancel is not None else 0.5))
         text = _wait_failure(pattern, count, timeout, self.spans())
         if cancel is not None and cancel.is_set():
             text = text.replace(f" within {timeout:g} s", "", 1)

@@ -15,11 +15,7 @@ import itertools
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import ReadableSpan
-
+from typing import Any, NamedTuple
 
 UIDS = itertools.count(1)
 """Source of every ``RecordedSpan.uid`` the recorder gives (in-process and received spans alike):
@@ -52,7 +48,7 @@ class RecordedEvent(_EventFields):
         return (self.name, self.attributes, self.timestamp)
 
 
-_NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
+NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, eq=True)
@@ -84,7 +80,7 @@ class RecordedSpan:
     uid: int | None = None
     parent_uid: int | None = None
     ancestors_at_start: tuple[tuple[int, str], ...] = ()
-    resource: Mapping[str, Any] = field(default_factory=lambda: _NO_RESOURCE)
+    resource: Mapping[str, Any] = field(default_factory=lambda: NO_RESOURCE)
     ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = ()
     #: The span's kind as OpenTelemetry names it (``'CLIENT'``, ``'SERVER'``, ``'INTERNAL'``, ...):
     #: session hygiene reads a client's call spans by it. ``'INTERNAL'`` (the API's default) for a
@@ -145,47 +141,6 @@ class RecordedSpan:
         return code, desc
 
 
-def take_snapshot(
-    span: ReadableSpan,
-    uid: int | None = None,
-    parent_uid: int | None = None,
-    ancestors_at_start: tuple[tuple[int, str], ...] = (),
-    ancestor_descriptions_at_start: tuple[tuple[int, str | None], ...] = (),
-) -> RecordedSpan:
-    ctx = span.get_span_context()
-    parent = span.parent
-    attrs: dict[str, Any] = {}
-    for _ in range(3):  # another thread may set an attribute on an open span while we copy
-        try:
-            attrs = dict(span.attributes or {})
-            break
-        except RuntimeError:  # pragma: no cover - needs a concurrent writer
-            continue
-    # The SDK's resource attributes are immutable: a read-only view, not a copy, is enough.
-    resource = getattr(getattr(span, "resource", None), "attributes", None)
-    return RecordedSpan(
-        name=span.name,
-        trace_id=ctx.trace_id if ctx is not None else 0,
-        span_id=ctx.span_id if ctx is not None else 0,
-        parent_id=parent.span_id if parent is not None else None,
-        status_code=span.status.status_code.name,
-        status_description=span.status.description,
-        attributes=MappingProxyType(attrs),
-        events=tuple(
-            RecordedEvent(e.name, MappingProxyType(dict(e.attributes or {})), e.timestamp)
-            for e in span.events
-        ),
-        start_time=span.start_time,
-        end_time=span.end_time,
-        uid=uid,
-        parent_uid=parent_uid,
-        ancestors_at_start=ancestors_at_start,
-        resource=MappingProxyType(resource) if resource else _NO_RESOURCE,
-        ancestor_descriptions_at_start=ancestor_descriptions_at_start,
-        kind=span.kind.name,
-    )
-
-
 # --------------------------------------------------------------------------------------------------
 # Relations within a sequence of snapshots
 # --------------------------------------------------------------------------------------------------
@@ -242,17 +197,13 @@ def subtree(index: Mapping[_Key, list[RecordedSpan]], span: RecordedSpan) -> lis
 
 def ancestors(spans: Sequence[RecordedSpan], span: RecordedSpan) -> list[RecordedSpan]:
     """Recorded ancestors of ``span``, nearest first."""
-    by_key: dict[_Key, RecordedSpan] = {}
-    for s in spans:
-        by_key.setdefault(span_key(s), s)
     out: list[RecordedSpan] = []
     seen = {span_key(span)}
-    want = _parent_key(span)
-    while want is not None and want in by_key and want not in seen:
-        seen.add(want)
-        cur = by_key[want]
-        out.append(cur)
-        want = _parent_key(cur)
+    parent = parent_of(spans, span)
+    while parent is not None and span_key(parent) not in seen:
+        seen.add(span_key(parent))
+        out.append(parent)
+        parent = parent_of(spans, parent)
     return out
 
 
@@ -296,26 +247,24 @@ def link_received(
     for r in received:
         by_ids.setdefault((r.source, r.span.trace_id, r.span.span_id), []).append(r)
     parents: dict[int, int | None] = {}
+    kept: dict[int, RecordedSpan] = {}
     for r in received:
         span = r.span
         assert span.uid is not None
+        kept[span.uid] = span
         parent_uid: int | None = None
         if span.parent_id is not None:
             candidates = [c for c in by_ids.get((r.source, span.trace_id, span.parent_id), ()) if c is not r]
             if candidates:
-                best = max(candidates, key=lambda c: _rank(c.span, span, c.seq))
-                parent_uid = best.span.uid
+                parent_uid = max(candidates, key=lambda c: _rank(c.span, span, c.seq)).span.uid
             else:
                 parent_uid = local_ids.get((span.trace_id, span.parent_id))
         parents[span.uid] = parent_uid
     _cut_cycles(parents)
-    out: dict[int, RecordedSpan] = {}
-    for r in received:
-        uid = r.span.uid
-        assert uid is not None
-        parent = parents[uid]
-        out[uid] = r.span if parent is None else dataclasses.replace(r.span, parent_uid=parent)
-    return out
+    return {
+        uid: span if parents[uid] is None else dataclasses.replace(span, parent_uid=parents[uid])
+        for uid, span in kept.items()
+    }
 
 
 def _cut_cycles(parents: dict[int, int | None]) -> None:

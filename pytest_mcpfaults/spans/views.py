@@ -77,16 +77,13 @@ class SpanQueries:
     ) -> dict[str, Any]:
         """``check_all``'s arguments, the recorder's where not given: ``cleanup`` given applies to every
         invariant, else an invariant's own cleanup names if set, else the recorder's."""
-        default = self.cleanup_patterns if cleanup is None else cleanup
-        flip, count = (
-            (None, None) if cleanup is not None else (self.flip_cleanup_patterns, self.count_cleanup_patterns)
-        )
+        own = cleanup is None
         return {
             "session": self.session_patterns if session is None else session,
-            "cleanup": default,
+            "cleanup": self.cleanup_patterns if own else cleanup,
             "max_cleanups": self.max_cleanups if max_cleanups is None else max_cleanups,
-            "flip_cleanup": default if flip is None else flip,
-            "count_cleanup": default if count is None else count,
+            "flip_cleanup": self.flip_cleanup_patterns if own else None,
+            "count_cleanup": self.count_cleanup_patterns if own else None,
         }
 
     def check(
@@ -120,7 +117,8 @@ class SpanQueries:
         __tracebackhide__ = True
         spans = self.spans()
         args = self._args(session, cleanup)
-        found = invariants.cleanup_never_flips(spans, args["session"], args["flip_cleanup"])
+        flip = args["cleanup"] if args["flip_cleanup"] is None else args["flip_cleanup"]
+        found = invariants.cleanup_never_flips(spans, args["session"], flip)
         self._conclude(("cleanup_never_flips",), found, spans)
 
     def assert_cleanup_at_most(
@@ -131,9 +129,8 @@ class SpanQueries:
         __tracebackhide__ = True
         spans = self.spans()
         args = self._args(session, cleanup, n)
-        found = invariants.cleanup_at_most(
-            spans, args["max_cleanups"], args["session"], args["count_cleanup"]
-        )
+        cleanup = args["cleanup"] if args["count_cleanup"] is None else args["count_cleanup"]
+        found = invariants.cleanup_at_most(spans, args["max_cleanups"], args["session"], cleanup)
         self._conclude(("cleanup_at_most",), found, spans)
 
     def assert_all_spans_ended(self) -> None:

@@ -1,16 +1,10 @@
-"""A harness run as a child process, and the verdict when it never exits.
+"""A harness run as a child process, and the verdict when it never exits (docs/harness-process.md).
 
-Some teardown bugs keep the whole process alive rather than one call: a managed MCP client whose
-background thread is joined without a timeout at interpreter exit, a CLI agent that waits on a
-session it never closes. :class:`HarnessProcess` runs the harness as a child (in a process group of
-its own, with ``PYTHONFAULTHANDLER=1``) and watches it against the servers it talks to: once it has
-talked MCP, it must exit within the budget after its last MCP traffic; once asked to stop
-(:meth:`HarnessProcess.stop`), within the budget after that; and it must talk MCP at all within
-``startup`` seconds. When it does not, :meth:`HarnessProcess.wait` sends it ``SIGABRT`` (Python's
-faulthandler then prints every thread's stack), kills what is left of its process group, and raises
-:class:`HarnessProcessError` with the stacks, its last MCP traffic and the likely fix. Every wait is
-bounded, and nothing of the group is left running, whatever the child does (a process that leaves
-the group with ``setsid`` is out of reach).
+Some teardown bugs keep the whole process alive rather than one call (a client's background thread
+joined without a timeout at interpreter exit, a CLI agent waiting on a session it never closes). When
+the child outlives its budget, ``SIGABRT`` makes Python's faulthandler print every thread's stack, then
+its whole process group is killed: every wait is bounded, and nothing of the group is left running (a
+process that leaves the group with ``setsid`` is out of reach).
 """
 
 from __future__ import annotations
@@ -53,14 +47,14 @@ class HarnessProcessError(PatienceError):
 
 
 class HarnessProcess:
-    """``args`` run as a child process watched against ``servers`` (the module says when it gets a verdict).
-
-    ``servers``: the servers it talks to, read live (a server appended to the list after the start
-    counts too), or a function returning them. ``budget``: seconds the child may run on after its
-    last MCP traffic or after :meth:`stop` (default: the first server's patience, else 5).
-    ``startup``: seconds it may run before its first MCP traffic (default 60). ``env`` is added to
-    this process's environment; its stdout and stderr go to files in a temporary directory (removed
-    at :meth:`close`), read with :attr:`stdout` and :attr:`stderr`.
+    """``args`` run as a child process (a process group of its own, ``PYTHONFAULTHANDLER=1``) watched
+    against ``servers``: the servers it talks to, read live (a server appended to the list after the
+    start counts too), or a function returning them. It must exit within ``budget`` seconds after its
+    last MCP traffic, or after :meth:`stop` (default: the first server's patience, else 5), and talk
+    MCP within ``startup`` seconds (default 60); else :meth:`wait` raises :class:`HarnessProcessError`
+    with its stacks, its last MCP traffic and the likely fix. ``env`` is added to this process's
+    environment; its stdout and stderr go to files in a temporary directory (removed at
+    :meth:`close`), read with :attr:`stdout` and :attr:`stderr`.
     """
 
     def __init__(
@@ -171,7 +165,7 @@ class HarnessProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         """The child's exit code, once it exits; :class:`HarnessProcessError` when it outlives its
-        budget (see the module) or, with ``timeout``, runs longer than that in all."""
+        budget (see the class) or, with ``timeout``, runs longer than that in all."""
         __tracebackhide__ = True  # pytest shows the verdict at the test's line, not in here
         proc, started = self._running(), time.monotonic()
         while (code := proc.poll()) is None:

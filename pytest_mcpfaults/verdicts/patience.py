@@ -165,35 +165,32 @@ def _judged_at(r: RequestRecord, within: float) -> float:
     return (r.held.at if r.held is not None else r.started_at) + within
 
 
-def _settled(r: RequestRecord, within: float, now: float) -> bool:
-    if r.client_closed or r.hold is not None or (r.done and not r.held):
-        return True  # the outcome is known
-    return now >= _judged_at(r, within)
-
-
 def judged(
     sc: Watched,
     who: str,
     target: str | None,
     within: float,
     items: Callable[[Callable[[RequestRecord], bool]], Sequence[_T]],
-    done: Callable[[_T, float], bool],
+    known: Callable[[_T], bool],
     deadline: Callable[[_T], float],
-    what: str,
 ) -> tuple[Sequence[_T], str]:
     """The scaffold of an ``assert_client_*`` check (``who``): its ``within`` and ``target`` checked
-    before any wait; then a wait until each of ``items(matches)`` is ``done`` at the journal's time, at
-    most until the latest ``deadline`` of those that are not yet. Returns the items then (what is still
-    pending is the check's to judge) and `` matching <target>`` for its verdict."""
+    before any wait; then a wait until the outcome of each of ``items(matches)`` is ``known`` or its
+    ``deadline`` has passed (the journal's time), at most until the latest of those deadlines. Returns
+    the items then (what is still pending is the check's to judge) and `` matching <target>``."""
     if not is_positive_seconds(within):
         raise ValueError(f"{who}: within must be a positive number of seconds, got {within!r}")
     matches = target_matcher(sc, target)
     journal, now = sc.journal, sc.journal.now
-    pending = [x for x in items(matches) if not done(x, now())]
+
+    def done(x: _T) -> bool:
+        return known(x) or now() >= deadline(x)
+
+    pending = [x for x in items(matches) if not done(x)]
     if pending:
         end = max(deadline(x) for x in pending)
         with contextlib.suppress(AssertionError):
-            journal.wait_for(lambda: all(done(x, now()) for x in items(matches)), end - now(), what)
+            journal.wait_for(lambda: all(done(x) for x in items(matches)), end - now(), who)
     return items(matches), f" matching {target!r}" if target is not None else ""
 
 
@@ -224,9 +221,8 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
         target,
         within,
         lambda matches: [r for r in journal.requests if matches(r)],
-        lambda r, now: _settled(r, within, now),
+        lambda r: r.client_closed or r.hold is not None or (r.done and not r.held),
         lambda r: _judged_at(r, within),
-        "held requests to end",
     )
     held = [r for r in matching if r.held]
     if not held:
@@ -236,21 +232,16 @@ def check_client_closed(sc: Watched, within: float, target: str | None, who: str
             f"faults hold requests); requests seen: {seen}"
         )
     bad = [r for r in held if (c := _closed_after(r)) is None or c > within]
-    if bad:
-        raise AssertionError(_not_closed(sc, bad, len(held), within, matching_text, who))
-
-
-def _not_closed(
-    sc: Watched, bad: list[RequestRecord], held: int, within: float, matching_text: str, who: str
-) -> str:
-    now = sc.journal.now()
+    if not bad:
+        return
+    now = journal.now()
     conns = sorted({r.conn_id for r in bad})
     names = ", ".join(f"connection #{c} ({_peer(sc, c)})" for c in conns)
     if who == "assert_client_released":
         head = f"the client did not release {names} within {within:g} s of the response being held:"
     else:
         head = (
-            f"the client did not give up within {within:g} s on {len(bad)} of {held} "
+            f"the client did not give up within {within:g} s on {len(bad)} of {len(held)} "
             f"held request(s){matching_text}:"
         )
     lines = [head]
@@ -260,4 +251,4 @@ def _not_closed(
     lines.append("journal of " + ("that connection:" if len(conns) == 1 else "those connections:"))
     for c in conns:
         lines.extend("  " + line for line in _excerpt(sc, c))
-    return "\n".join(lines)
+    raise AssertionError("\n".join(lines))
