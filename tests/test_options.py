@@ -21,7 +21,7 @@ from contribution import Contribution
 from scratch_copy import run_in
 
 from pytest_mcpfaults.inprocess import InProcessSidecar
-from pytest_mcpfaults.options.fields import option_fields
+from pytest_mcpfaults.options.fields import SidecarOptions, option_fields
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))
@@ -354,3 +354,17 @@ def test_an_option_the_core_reads_is_its_field_and_its_use_on_every_backend(
     cli, sidecar = ((contribution.site / page / "index.html").read_text() for page in ("cli", "sidecar"))
     assert "<td><code>--hide-tool NAME</code></td>" in cli
     assert "<td><code>hidden_tools</code></td>" in sidecar
+
+
+def test_a_one_shot_iterable_option_is_kept_whole_not_consumed_by_its_check() -> None:
+    """An option that takes a list takes any iterable; a generator is read once, so its check must not be
+    the read that empties it (``allowed_origins`` was ``()`` after a generator passed its check, and every
+    browser ``Origin`` was then refused)."""
+    opts = SidecarOptions(
+        allowed_origins=(o for o in ["http://a.example", "http://b.example"]),
+        tool_sets=(s for s in ["benchmark"]),
+    )
+    assert opts.allowed_origins == ("http://a.example", "http://b.example")
+    assert list(opts.tool_sets) == ["benchmark"]
+    with pytest.raises(ValueError, match="allowed_origins takes origins as a client sends them"):
+        SidecarOptions(allowed_origins=(o for o in ["a.example"]))

@@ -6,7 +6,7 @@ no bare string for a list of strings, no ``inf``/``nan`` for a number."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
@@ -59,8 +59,8 @@ def check_origins(who: str, origins: object) -> None:
     what = "allowed_origins must be a list of Origin values such as 'http://a.example'"
     if isinstance(origins, (str, bytes)) or not isinstance(origins, Iterable):
         raise ValueError(f"{who}: {what}, got {origins!r}; for one, write [{origins!r}]")
-    bad = [] if isinstance(origins, Iterator) else [v for v in origins if not isinstance(v, str) or not v]
-    if bad:  # a one-shot iterator is checked by the loop below only (which consumes it)
+    bad = [v for v in origins if not isinstance(v, str) or not v]
+    if bad:
         raise ValueError(f"{who}: {what} (non-empty strings), got {bad[0]!r} in it")
     for origin in origins:
         scheme, _, rest = origin.partition("://")

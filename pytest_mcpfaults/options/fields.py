@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -342,7 +342,11 @@ class SidecarOptions:
 
     def __post_init__(self) -> None:
         """Every check, in the order the arguments depend on each other; then the values narrowed
-        (``era``, ``reply``, ``transport``), the plan parsed, the command and headers copied."""
+        (``era``, ``reply``, ``transport``), the plan parsed, the command and headers copied. A one-shot
+        iterator (a generator) is read into a tuple first: its check must not be the read that empties it."""
+        for f in dataclasses.fields(self):
+            if isinstance(value := getattr(self, f.name), Iterator):
+                object.__setattr__(self, f.name, tuple(value))
         command = _check_upstream_command(self)
         era, reply = check_options(self)
         transport = check_transport(
