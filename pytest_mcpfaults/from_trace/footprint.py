@@ -18,7 +18,7 @@ from pytest_mcpfaults.spans.queries import Patterns
 
 @dataclass(frozen=True)
 class Call:
-    """One request of the clean run: its step, its times (seconds since the epoch), and the id of the
+    """One request of the clean run: its step, its start (seconds since the epoch), and the id of the
     clean-run span open around it (``None``: none)."""
 
     step: str
@@ -26,7 +26,6 @@ class Call:
     nth: int
     label: str
     start: float | None = None
-    end: float | None = None
     span: int | None = None
 
 
@@ -103,7 +102,7 @@ def clean_run_from_detail(data: Any, source: str, session: Patterns) -> CleanRun
         ]
         steps = footprint([q for _, q in kept], server=server)
         calls += [
-            Call(step.id, step.target, step.nth, step.label, r.get("start"), r.get("end"))
+            Call(step.id, step.target, step.nth, step.label, r.get("start"))
             for step, (r, _) in zip(steps, kept, strict=True)
         ]
     calls.sort(key=lambda c: c.start or 0.0)

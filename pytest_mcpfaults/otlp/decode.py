@@ -76,33 +76,9 @@ def _problem(name: str, trace_id: bytes, span_id: bytes, parent: bytes, code: ob
     return None if code is None else f"span {name!r}: unknown status code {code}"
 
 
-def _span(
-    name: str,
-    ids: tuple[bytes, bytes, bytes],
-    code: int,
-    message: str | None,
-    attributes: Mapping[str, Any],
-    events: tuple[RecordedEvent, ...],
-    start: int | None,
-    end: int,
-    resource: Mapping[str, Any],
-) -> RecordedSpan:
-    """A received span: ended, whatever its end time says (0 too), since it was exported."""
-    trace_id, span_id, parent = ids
-    return RecordedSpan(
-        name,
-        int.from_bytes(trace_id, "big"),
-        int.from_bytes(span_id, "big"),
-        int.from_bytes(parent, "big") if parent else None,
-        STATUS_CODES[code],
-        message,
-        attributes,
-        events,
-        start,
-        end,
-        uid=next(UIDS),
-        resource=resource,
-    )
+def _ints(trace_id: bytes, span_id: bytes, parent: bytes) -> tuple[int, int, int | None]:
+    parent_id = int.from_bytes(parent, "big") if parent else None
+    return int.from_bytes(trace_id, "big"), int.from_bytes(span_id, "big"), parent_id
 
 
 # -- protobuf ----------------------------------------------------------------------------------------
@@ -140,16 +116,17 @@ def decode_export(body: bytes, media_type: str) -> Decoded:
                     continue
                 attrs, events = sp.attributes, sp.events
                 spans.append(
-                    _span(
+                    RecordedSpan(
                         sp.name,
-                        (tid, sid, pid),
-                        code,
+                        *_ints(tid, sid, pid),
+                        STATUS_CODES[code],
                         status.message or None,
                         LazyAttributes(attrs) if len(attrs) else EMPTY,
                         _events(events) if len(events) else (),
                         sp.start_time_unix_nano or None,
-                        sp.end_time_unix_nano,
-                        resource,
+                        sp.end_time_unix_nano,  # ended, whatever its end time says (0 too): it was exported
+                        uid=next(UIDS),
+                        resource=resource,
                     )
                 )
         out.add(resource, spans)
@@ -421,16 +398,17 @@ def _json_span(
             for n, e in enumerate(_list(sp.get("events"), at + ".events"))
         )
     )
-    return _span(
+    return RecordedSpan(
         name,
-        ids,
-        number,
+        *_ints(*ids),
+        STATUS_CODES[number],
         message or None,
         _attrs_view(sp.get("attributes"), at + ".attributes"),
         events,
         _time(sp, "startTimeUnixNano", "start_time_unix_nano", at) or None,
         _time(sp, "endTimeUnixNano", "end_time_unix_nano", at),
-        resource,
+        uid=next(UIDS),
+        resource=resource,
     )
 
 

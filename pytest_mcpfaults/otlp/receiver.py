@@ -34,6 +34,7 @@ from pytest_mcpfaults.transports.loop import WorkerPool
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.core.journal import Journal
+    from pytest_mcpfaults.options.fields import SidecarOptions
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.spans.records import RecordedSpan
 
@@ -63,32 +64,28 @@ class OtlpStats:
 
 
 class OtlpService:
-    """What a sidecar holds for spans from other processes: the receiver on ``path`` (``None``: off),
-    the recorder spans go to (the one given, or its own, made on first use) and its own listening
-    socket on loopback, started by :meth:`start_listener`, whose connections are journaled, and held
-    to ``body_timeout``, as the sidecar's port's are."""
+    """What a sidecar holds for spans from other processes: the receiver on ``opts.otlp_path`` (``None``:
+    off), the recorder spans go to (``opts.span_recorder``, or its own, made on first use) and its own
+    listening socket on loopback, started by :meth:`start_listener`, whose connections are journaled,
+    and bounded (``max_body_bytes``, ``idle_timeout``), as the sidecar's port's are."""
 
     def __init__(
         self,
-        path: str | None,
+        opts: SidecarOptions,
         journal: Journal,
-        recorder: SpanRecorder | None,
-        *,
-        max_body_bytes: int,
-        body_timeout: float | None,
         on_error: Callable[[str, BaseException], None],
         mounted: Callable[[str], Handler | None],
     ) -> None:
-        self.path = path
+        self.path = opts.otlp_path
         self.journal = journal
-        self._recorder = recorder
+        self._recorder = opts.span_recorder
         self._lock = threading.Lock()
         self._mounted = mounted
         self._on_error = on_error
-        self.max_body_bytes, self.body_timeout = max_body_bytes, body_timeout
+        self.max_body_bytes, self.body_timeout = opts.max_body_bytes, opts.idle_timeout
         self.stats = OtlpStats()
         self._decoder = WorkerPool("mcpfaults-otlp-decode", max_workers=1)  # threads start on first use
-        self.conns = Connections(journal, body_timeout)  # the own listener's
+        self.conns = Connections(journal, self.body_timeout)  # the own listener's
         self._server: asyncio.Server | None = None
         self._web: ConnectionReportingServer | None = None
         self.host, self.port = "", 0
