@@ -144,7 +144,6 @@ class ExploreReport:
             pruned = [{"run": p.run.id, "why": p.why} for p in camp.pruned] if camp else []
             pruned += [p for d in runs.values() for p in d.get("pruned_pairs", ())]
             pairs = sum(1 for d in ran.values() if len(d["run"]["plan"]) > 1)
-            planned = len(camp.runs) + len(camp.pruned) + len(camp.over_budget) if camp else None
             entry: dict[str, Any] = {
                 "nodeid": test,
                 # whose runs these are: explore's campaign, or a trace's replay (from-trace's, after the
@@ -157,7 +156,7 @@ class ExploreReport:
                 "steps": len(camp.steps) if camp else None,
                 "kinds": list(camp.kinds) if camp else None,
                 # depth 1's (step, kind) pairs where the kind applies, plus the pairs planned at depth 2
-                "planned": None if planned is None else planned + pairs + (len(pruned) - len(camp.pruned)),
+                "planned": len(camp.runs) + len(camp.over_budget) + len(pruned) + pairs if camp else None,
                 "pruned": pruned,
                 "over_budget": len(camp.over_budget) if camp else 0,
                 "ran": len(ran),

@@ -94,9 +94,8 @@ def clean_run_from_detail(data: Any, source: str, session: Patterns) -> CleanRun
     check_trace(trace, source, session)
     calls: list[Call] = []
     for server in sorted({int(r.get("server", 0)) for r in journal}):
-        records = [r for r in journal if int(r.get("server", 0)) == server]
+        requests = [(r, _request(r["label"])) for r in journal if int(r.get("server", 0)) == server]
         # a POST that was not one JSON-RPC message (``POST /mcp``) has no step: footprint leaves it out
-        requests = [(r, _request(r["label"])) for r in records]
         kept = [
             (r, q) for r, q in requests if not (q.method == "POST" and q.path == "/mcp" and not q.mcp_method)
         ]

@@ -65,15 +65,15 @@ class Decoded:
             self.batches.append(Batch(source, resource, spans))
 
 
-def _problem(name: str, trace_id: bytes, span_id: bytes, parent: bytes, code: object) -> str | None:
-    """Why a span is one to reject (``partial_success``); ``code``: its status code if unknown."""
+def _problem(name: str, trace_id: bytes, span_id: bytes, parent: bytes, code: object) -> str:
+    """Why a span is rejected (``partial_success``), else ``""``; ``code``: its status code if unknown."""
     if len(trace_id) != 16 or trace_id == _ZERO_TRACE:
         return f"span {name!r}: trace_id must be 16 bytes, not all zero, got {trace_id.hex()!r}"
     if len(span_id) != 8 or span_id == _ZERO_SPAN:
         return f"span {name!r}: span_id must be 8 bytes, not all zero, got {span_id.hex()!r}"
     if len(parent) not in (0, 8):
         return f"span {name!r}: parent_span_id must be empty or 8 bytes, got {parent.hex()!r}"
-    return None if code is None else f"span {name!r}: unknown status code {code}"
+    return "" if code is None else f"span {name!r}: unknown status code {code}"
 
 
 def _ints(trace_id: bytes, span_id: bytes, parent: bytes) -> tuple[int, int, int | None]:
@@ -105,14 +105,10 @@ def decode_export(body: bytes, media_type: str) -> Decoded:
             for sp in ss.spans:
                 tid, sid, pid, status = sp.trace_id, sp.span_id, sp.parent_span_id, sp.status
                 code = status.code
-                if len(tid) != 16 or len(sid) != 8 or len(pid) not in (0, 8) or not 0 <= code <= 2:
-                    problem = _problem(sp.name, tid, sid, pid, None if 0 <= code <= 2 else code)
-                elif tid == _ZERO_TRACE or sid == _ZERO_SPAN:  # the quick checks first: the hot loop
-                    problem = _problem(sp.name, tid, sid, pid, None)
-                else:
-                    problem = None
-                if problem is not None:
-                    out.reject(problem)
+                # the quick checks first (the hot loop); _problem says which failed
+                bad = len(tid) != 16 or len(sid) != 8 or len(pid) not in (0, 8) or not 0 <= code <= 2
+                if bad or tid == _ZERO_TRACE or sid == _ZERO_SPAN:
+                    out.reject(_problem(sp.name, tid, sid, pid, None if 0 <= code <= 2 else code))
                     continue
                 attrs, events = sp.attributes, sp.events
                 spans.append(
@@ -383,7 +379,7 @@ def _json_span(
         number = number if 0 <= number < len(STATUS_CODES) else None
     message = _str(status.get("message", ""), at + ".status.message")
     problem = _problem(name, *ids, _what(code) if number is None else None)
-    if problem is not None:
+    if problem:
         out.reject(problem)
         return None
     assert number is not None
