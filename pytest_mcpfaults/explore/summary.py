@@ -41,11 +41,9 @@ def baseline(config: pytest.Config) -> tuple[dict[str, set[str]], list[dict[str,
 
         data: Any = {}
         path = config.getoption("mcpfaults_baseline", default=None)
-        # the report glue refused an unreadable baseline at configure time already
-        with contextlib.suppress(OSError, ValueError):
-            data = (
-                json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8")) if path else {}
-            )
+        with contextlib.suppress(OSError, ValueError):  # refused at configure time when unreadable
+            if path:
+                data = json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8"))
         data = data if isinstance(data, dict) else {}
         runs = {
             f"{entry['nodeid']}::{v['id']}": set(v.get("found", []))

@@ -203,13 +203,9 @@ class OtlpService:
             )
         media = request.content_type  # lower-cased, without parameters
         if media not in (PROTOBUF, JSON):
-            return self._refuse(
-                rid,
-                415,
-                JSON,
-                f"OTLP/HTTP traces are sent as {PROTOBUF} or {JSON}, got Content-Type "
-                f"{request.headers.get('Content-Type', '(none)')!r}",
-            )
+            got = request.headers.get("Content-Type", "(none)")
+            why = f"OTLP/HTTP traces are sent as {PROTOBUF} or {JSON}, got Content-Type {got!r}"
+            return self._refuse(rid, 415, JSON, why)
         try:
             read = read_body(request, self.max_body_bytes)  # the decompressed body, bounded
             body = await (read if self.body_timeout is None else within(read, self.body_timeout))
