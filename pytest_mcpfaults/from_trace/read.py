@@ -134,7 +134,7 @@ def _otlp(data: bytes, where: str, as_json: bool) -> Read:
     except OtlpDecodeError as exc:
         why = f"not an OTLP/JSON trace export: {exc}" if as_json else f"not a trace ({exc}); valid: {FORMATS}"
         raise TraceError(f"{where}: {why}") from None
-    spans = tuple(s for b in decoded.batches for s in b.spans)
+    spans = tuple(s for _, batch in decoded.batches for s in batch)
     if not spans and not decoded.rejected and not as_json:
         raise TraceError(
             f"{where}: no spans read as OTLP/protobuf: an empty export, or not a trace; valid: {FORMATS}"

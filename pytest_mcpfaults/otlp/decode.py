@@ -31,26 +31,18 @@ class OtlpDecodeError(ValueError):
     """The body is not an OTLP trace export in the encoding its content type names."""
 
 
-@dataclass(frozen=True)
-class Batch:
-    """The spans of one resource of an export: where they came from and what they are."""
-
-    source: Hashable
-    resource: Mapping[str, Any]
-    spans: list[RecordedSpan]
-
-
 @dataclass
 class Decoded:
-    """One decoded export: its batches (one per resource), and the spans rejected, with why."""
+    """One decoded export: its batches (``(source, spans)``, one per resource), and the spans rejected,
+    with why."""
 
-    batches: list[Batch] = field(default_factory=list)
+    batches: list[tuple[Hashable, list[RecordedSpan]]] = field(default_factory=list)
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
 
     @property
     def accepted(self) -> int:
-        return sum(len(b.spans) for b in self.batches)
+        return sum(len(spans) for _, spans in self.batches)
 
     def reject(self, reason: str) -> None:
         self.rejected += 1
@@ -62,7 +54,7 @@ class Decoded:
         hash, such as key-value lists)."""
         if spans:
             source = tuple(sorted((k, repr(v)) for k, v in resource.items()))
-            self.batches.append(Batch(source, resource, spans))
+            self.batches.append((source, spans))
 
 
 def _problem(name: str, trace_id: bytes, span_id: bytes, parent: bytes, code: object) -> str:

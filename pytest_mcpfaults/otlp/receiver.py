@@ -228,9 +228,9 @@ class OtlpService:
             return self._refuse(rid, 400, media, str(exc))
         recorder = self.recorder_now()
         rejected, reasons = decoded.rejected, list(decoded.reasons)
-        for batch in decoded.batches:
-            if recorder.add_received(batch.spans, batch.source) < len(batch.spans):
-                rejected += len(batch.spans)
+        for source, spans in decoded.batches:
+            if recorder.add_received(spans, source) < len(spans):
+                rejected += len(spans)
                 reasons.append("the span recorder is not recording (no test asked for spans)")
         self.stats.exports += 1
         self.stats.spans += decoded.accepted - (rejected - decoded.rejected)
