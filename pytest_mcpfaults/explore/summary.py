@@ -328,9 +328,7 @@ def _clean_checks(clean: Mapping[str, Any]) -> list[dict[str, Any]]:
             "verdict": clean["verdict"],
             "found": clean["found"],
             "oracles": [check_of(f) for f in clean["found"]],
-            "note": "a clean-run check failure: the campaign ran with "
-            + ", ".join(clean["kept_off"])
-            + " off",
+            "note": f"a clean-run check failure: the campaign ran with {', '.join(clean['kept_off'])} off",
             "plan": [],
         }
     ]
