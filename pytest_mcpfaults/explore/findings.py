@@ -234,9 +234,7 @@ def findings(entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
             kind = primary(found)
             where = str(run.get("where") or "")
             key = finding_key(kind, where, test)
-            f = out.get(key)
-            if f is None:
-                f = out[key] = Finding(key, kind, where, blocking_only=True, unstable=True)
+            f = out.setdefault(key, Finding(key, kind, where, blocking_only=True, unstable=True))
             plan = run.get("plan") or []
             f.runs.append(
                 {

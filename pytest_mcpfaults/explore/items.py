@@ -619,8 +619,7 @@ def _insert(item: pytest.Item, t: _Test, new: list[Run]) -> None:
     items: list[pytest.Item] = [make_item(t.clean, r) for r in new]
     t.collected.update(r.id for r in new)
     session = item.session
-    config = item.config
-    config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
+    item.config.hook.pytest_collection_modifyitems(session=session, config=item.config, items=items)
     at = session.items.index(item) + 1 if item in session.items else len(session.items)
     session.items[at:at] = items
     session.testscollected += len(items)

@@ -95,18 +95,14 @@ def merge_files(out: str, inputs: Sequence[str], baseline: str | None, say: Text
         extra = {"findings": found, **extra, "explore": explore}
     missing = missing_required(report, required)
     new = [v for g in gates for v in g.get("new_violations", ())]
-    write_report(
-        report,
-        out,
-        {
-            "required": required,
-            "missing_required": missing,
-            "baseline": baseline,
-            "new_violations": new,
-            "failed": bool(missing or new or (gate is not None and gate.failed)),
-        },
-        extra=extra,
-    )
+    gates_out = {
+        "required": required,
+        "missing_required": missing,
+        "baseline": baseline,
+        "new_violations": new,
+        "failed": bool(missing or new or (gate is not None and gate.failed)),
+    }
+    write_report(report, out, gates_out, extra=extra)
     runs = sum(len(e["runs"]) for e in explore)
     say.write(
         f"merged {len(inputs)} reports into {out}: {len(report.tests)} tests, {runs} explore runs, "

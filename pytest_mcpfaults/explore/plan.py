@@ -135,19 +135,11 @@ def footprint(
         if r.path == mcp_path and r.method == "POST" and not r.mcp_method:
             continue
         target, endpoint = _target(r, mcp_path, health_path)
-        counts[target] = counts.get(target, 0) + 1
+        nth = counts[target] = counts.get(target, 0) + 1
         answered = bool(r.mcp_method) and not str(r.mcp_method).startswith("notifications/")
+        label = " ".join([r.method, r.mcp_method or r.path, *([r.tool] if r.tool else [])])
         out.append(
-            Step(
-                target,
-                counts[target],
-                " ".join([r.method, r.mcp_method or r.path, *([r.tool] if r.tool else [])]),  # its label
-                endpoint,
-                r.mcp_method,
-                answered,
-                server=server,
-                transport=transport,
-            )
+            Step(target, nth, label, endpoint, r.mcp_method, answered, server=server, transport=transport)
         )
         if endpoint == "mcp":
             # an initialize carries no session id yet: it opens the session of the next request

@@ -41,11 +41,9 @@ def baseline(config: pytest.Config) -> tuple[dict[str, set[str]], list[dict[str,
 
         data: Any = {}
         path = config.getoption("mcpfaults_baseline", default=None)
-        # the report glue refused an unreadable baseline at configure time already
-        with contextlib.suppress(OSError, ValueError):
-            data = (
-                json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8")) if path else {}
-            )
+        with contextlib.suppress(OSError, ValueError):  # refused at configure time when unreadable
+            if path:
+                data = json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8"))
         data = data if isinstance(data, dict) else {}
         runs = {
             f"{entry['nodeid']}::{v['id']}": set(v.get("found", []))
@@ -144,7 +142,6 @@ class ExploreReport:
             pruned = [{"run": p.run.id, "why": p.why} for p in camp.pruned] if camp else []
             pruned += [p for d in runs.values() for p in d.get("pruned_pairs", ())]
             pairs = sum(1 for d in ran.values() if len(d["run"]["plan"]) > 1)
-            planned = len(camp.runs) + len(camp.pruned) + len(camp.over_budget) if camp else None
             entry: dict[str, Any] = {
                 "nodeid": test,
                 # whose runs these are: explore's campaign, or a trace's replay (from-trace's, after the
@@ -157,7 +154,7 @@ class ExploreReport:
                 "steps": len(camp.steps) if camp else None,
                 "kinds": list(camp.kinds) if camp else None,
                 # depth 1's (step, kind) pairs where the kind applies, plus the pairs planned at depth 2
-                "planned": None if planned is None else planned + pairs + (len(pruned) - len(camp.pruned)),
+                "planned": len(camp.runs) + len(camp.over_budget) + len(pruned) + pairs if camp else None,
                 "pruned": pruned,
                 "over_budget": len(camp.over_budget) if camp else 0,
                 "ran": len(ran),
@@ -331,9 +328,7 @@ def _clean_checks(clean: Mapping[str, Any]) -> list[dict[str, Any]]:
             "verdict": clean["verdict"],
             "found": clean["found"],
             "oracles": [check_of(f) for f in clean["found"]],
-            "note": "a clean-run check failure: the campaign ran with "
-            + ", ".join(clean["kept_off"])
-            + " off",
+            "note": f"a clean-run check failure: the campaign ran with {', '.join(clean['kept_off'])} off",
             "plan": [],
         }
     ]

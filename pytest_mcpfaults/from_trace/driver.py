@@ -134,9 +134,9 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
             file=err,
         )
         return 2
-    if args.write:
+    if args.write and m is not None:  # --write needs --test
         try:
-            _write(args, inferred, out)
+            _write(args, m, inferred, out)
         except OSError as exc:
             print(f"from-trace: cannot write {args.write}: {exc.strerror or exc}", file=err)
             return 2
@@ -154,11 +154,9 @@ def _rewritable(target: Path) -> bool:
         return True
 
 
-def _write(args: argparse.Namespace, inferred: Any, out: IO[str]) -> None:
+def _write(args: argparse.Namespace, m: re.Match[str], inferred: Any, out: IO[str]) -> None:
     from pytest_mcpfaults.from_trace.render import regression_test
 
-    m = _NODEID.match(args.test)
-    assert m is not None
     target, test_file = Path(args.write), Path(m["path"])
     same_dir = target.resolve().parent == test_file.resolve().parent
     module = test_file.stem if same_dir else ".".join(test_file.with_suffix("").parts)

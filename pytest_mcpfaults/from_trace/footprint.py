@@ -18,7 +18,7 @@ from pytest_mcpfaults.spans.queries import Patterns
 
 @dataclass(frozen=True)
 class Call:
-    """One request of the clean run: its step, its times (seconds since the epoch), and the id of the
+    """One request of the clean run: its step, its start (seconds since the epoch), and the id of the
     clean-run span open around it (``None``: none)."""
 
     step: str
@@ -26,7 +26,6 @@ class Call:
     nth: int
     label: str
     start: float | None = None
-    end: float | None = None
     span: int | None = None
 
 
@@ -95,15 +94,14 @@ def clean_run_from_detail(data: Any, source: str, session: Patterns) -> CleanRun
     check_trace(trace, source, session)
     calls: list[Call] = []
     for server in sorted({int(r.get("server", 0)) for r in journal}):
-        records = [r for r in journal if int(r.get("server", 0)) == server]
+        requests = [(r, _request(r["label"])) for r in journal if int(r.get("server", 0)) == server]
         # a POST that was not one JSON-RPC message (``POST /mcp``) has no step: footprint leaves it out
-        requests = [(r, _request(r["label"])) for r in records]
         kept = [
             (r, q) for r, q in requests if not (q.method == "POST" and q.path == "/mcp" and not q.mcp_method)
         ]
         steps = footprint([q for _, q in kept], server=server)
         calls += [
-            Call(step.id, step.target, step.nth, step.label, r.get("start"), r.get("end"))
+            Call(step.id, step.target, step.nth, step.label, r.get("start"))
             for step, (r, _) in zip(steps, kept, strict=True)
         ]
     calls.sort(key=lambda c: c.start or 0.0)

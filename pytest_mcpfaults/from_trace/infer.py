@@ -70,15 +70,11 @@ class Inferred:
 
     def plans(self) -> list[tuple[str, ...]]:
         """:attr:`plan`, then it with one span's fault swapped for another candidate (:data:`MAX_PLANS`)."""
-        base = list(self.plan)
-        out = [tuple(base)]
-        mapped = [i for i in self.inferences if i.faults]
-        for n, inf in enumerate(mapped):
-            for other in inf.faults[1:]:
-                if len(out) >= MAX_PLANS:
-                    return out
-                out.append((*base[:n], other, *base[n + 1 :]))
-        return out
+        base = self.plan
+        out = [base]
+        for n, inf in enumerate(i for i in self.inferences if i.faults):
+            out += [(*base[:n], other, *base[n + 1 :]) for other in inf.faults[1:]]
+        return out[:MAX_PLANS]
 
 
 def infer(trace: Trace, clean: CleanRun, names: SpanNames = SpanNames(), budget: float = 5.0) -> Inferred:

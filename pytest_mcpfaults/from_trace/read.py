@@ -8,11 +8,12 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from pytest_mcpfaults.otlp.decode import EMPTY, STATUS_CODES
 from pytest_mcpfaults.spans.records import RecordedEvent, RecordedSpan
 
 #: The largest trace file read (64 MiB: an OTLP/JSON export of some 100,000 spans).
@@ -25,8 +26,6 @@ FORMATS = (
 )
 #: The OTLP/JSON exports of other signals (a collector's file exporter shared by their pipelines).
 _OTHER_SIGNALS = ("resourceMetrics", "resourceLogs", "resource_metrics", "resource_logs")
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-_STATUSES = ("UNSET", "OK", "ERROR")
 _HEX = re.compile(r"[0-9a-fA-F]{1,32}")
 
 
@@ -135,7 +134,7 @@ def _otlp(data: bytes, where: str, as_json: bool) -> Read:
     except OtlpDecodeError as exc:
         why = f"not an OTLP/JSON trace export: {exc}" if as_json else f"not a trace ({exc}); valid: {FORMATS}"
         raise TraceError(f"{where}: {why}") from None
-    spans = tuple(s for b in decoded.batches for s in b.spans)
+    spans = tuple(s for _, batch in decoded.batches for s in batch)
     if not spans and not decoded.rejected and not as_json:
         raise TraceError(
             f"{where}: no spans read as OTLP/protobuf: an empty export, or not a trace; valid: {FORMATS}"
@@ -165,8 +164,10 @@ def _plugin_span(raw: Any, where: str) -> RecordedSpan:
             times = (_ns(raw.get("start")), _ns(raw.get("end")))
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TraceError(f"{where}: span {raw.get('name')!r}: bad ids or times ({exc})") from None
-    if status not in _STATUSES:
-        raise TraceError(f"{where}: span {raw['name']!r}: status must be one of {_STATUSES}, got {status!r}")
+    if status not in STATUS_CODES:
+        raise TraceError(
+            f"{where}: span {raw['name']!r}: status must be one of {STATUS_CODES}, got {status!r}"
+        )
     if desc is not None and not isinstance(desc, str):
         raise TraceError(
             f"{where}: span {raw['name']!r}: its status description must be a string, got {str(desc)[:60]!r}"
@@ -175,7 +176,7 @@ def _plugin_span(raw: Any, where: str) -> RecordedSpan:
     attrs = raw.get("attributes")
     return RecordedSpan(
         raw["name"], trace_id, span_id, parent, status, desc,
-        MappingProxyType(dict(attrs)) if isinstance(attrs, dict) else _EMPTY,
+        MappingProxyType(dict(attrs)) if isinstance(attrs, dict) else EMPTY,
         events, times[0], times[1],
     )  # fmt: skip
 

@@ -237,17 +237,14 @@ def span_routes(sidecar: Sidecar, work: SpanWork) -> dict[tuple[str, str], Route
         recorder = sidecar.span_recorder
         session = _patterns(request, "session", recorder.session_patterns)
         cleanup = _patterns(request, "cleanup", recorder.cleanup_patterns)
-        flip_cleanup = _patterns(request, "flip_cleanup", None)
-        count_cleanup = _patterns(request, "count_cleanup", None)
+        gate: dict[str, Any] = {
+            name: _patterns(request, name, None) for name in ("flip_cleanup", "count_cleanup")
+        }
         max_cleanups = _number(request, "max_cleanups", 1, 0, 1_000_000)
         if max_cleanups != int(max_cleanups):
             raise _Refused(400, f"query parameter max_cleanups must be a whole number, got {max_cleanups:g}")
+        gate["max_cleanups"] = int(max_cleanups)
         await _wait(sidecar, request, work)
-        gate = {
-            "flip_cleanup": flip_cleanup,
-            "count_cleanup": count_cleanup,
-            "max_cleanups": int(max_cleanups),
-        }
         verdict = await work.answers.submit(lambda: _check_json(recorder, session, cleanup, gate).encode())
         return _body_json(200, verdict)
 

@@ -31,26 +31,18 @@ class OtlpDecodeError(ValueError):
     """The body is not an OTLP trace export in the encoding its content type names."""
 
 
-@dataclass(frozen=True)
-class Batch:
-    """The spans of one resource of an export: where they came from and what they are."""
-
-    source: Hashable
-    resource: Mapping[str, Any]
-    spans: list[RecordedSpan]
-
-
 @dataclass
 class Decoded:
-    """One decoded export: its batches (one per resource), and the spans rejected, with why."""
+    """One decoded export: its batches (``(source, spans)``, one per resource), and the spans rejected,
+    with why."""
 
-    batches: list[Batch] = field(default_factory=list)
+    batches: list[tuple[Hashable, list[RecordedSpan]]] = field(default_factory=list)
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
 
     @property
     def accepted(self) -> int:
-        return sum(len(b.spans) for b in self.batches)
+        return sum(len(spans) for _, spans in self.batches)
 
     def reject(self, reason: str) -> None:
         self.rejected += 1
@@ -62,47 +54,23 @@ class Decoded:
         hash, such as key-value lists)."""
         if spans:
             source = tuple(sorted((k, repr(v)) for k, v in resource.items()))
-            self.batches.append(Batch(source, resource, spans))
+            self.batches.append((source, spans))
 
 
-def _problem(name: str, trace_id: bytes, span_id: bytes, parent: bytes, code: object) -> str | None:
-    """Why a span is one to reject (``partial_success``); ``code``: its status code if unknown."""
+def _problem(name: str, trace_id: bytes, span_id: bytes, parent: bytes, code: object) -> str:
+    """Why a span is rejected (``partial_success``), else ``""``; ``code``: its status code if unknown."""
     if len(trace_id) != 16 or trace_id == _ZERO_TRACE:
         return f"span {name!r}: trace_id must be 16 bytes, not all zero, got {trace_id.hex()!r}"
     if len(span_id) != 8 or span_id == _ZERO_SPAN:
         return f"span {name!r}: span_id must be 8 bytes, not all zero, got {span_id.hex()!r}"
     if len(parent) not in (0, 8):
         return f"span {name!r}: parent_span_id must be empty or 8 bytes, got {parent.hex()!r}"
-    return None if code is None else f"span {name!r}: unknown status code {code}"
+    return "" if code is None else f"span {name!r}: unknown status code {code}"
 
 
-def _span(
-    name: str,
-    ids: tuple[bytes, bytes, bytes],
-    code: int,
-    message: str | None,
-    attributes: Mapping[str, Any],
-    events: tuple[RecordedEvent, ...],
-    start: int | None,
-    end: int,
-    resource: Mapping[str, Any],
-) -> RecordedSpan:
-    """A received span: ended, whatever its end time says (0 too), since it was exported."""
-    trace_id, span_id, parent = ids
-    return RecordedSpan(
-        name,
-        int.from_bytes(trace_id, "big"),
-        int.from_bytes(span_id, "big"),
-        int.from_bytes(parent, "big") if parent else None,
-        STATUS_CODES[code],
-        message,
-        attributes,
-        events,
-        start,
-        end,
-        uid=next(UIDS),
-        resource=resource,
-    )
+def _ints(trace_id: bytes, span_id: bytes, parent: bytes) -> tuple[int, int, int | None]:
+    parent_id = int.from_bytes(parent, "big") if parent else None
+    return int.from_bytes(trace_id, "big"), int.from_bytes(span_id, "big"), parent_id
 
 
 # -- protobuf ----------------------------------------------------------------------------------------
@@ -129,27 +97,24 @@ def decode_export(body: bytes, media_type: str) -> Decoded:
             for sp in ss.spans:
                 tid, sid, pid, status = sp.trace_id, sp.span_id, sp.parent_span_id, sp.status
                 code = status.code
-                if len(tid) != 16 or len(sid) != 8 or len(pid) not in (0, 8) or not 0 <= code <= 2:
-                    problem = _problem(sp.name, tid, sid, pid, None if 0 <= code <= 2 else code)
-                elif tid == _ZERO_TRACE or sid == _ZERO_SPAN:  # the quick checks first: the hot loop
-                    problem = _problem(sp.name, tid, sid, pid, None)
-                else:
-                    problem = None
-                if problem is not None:
-                    out.reject(problem)
+                # the quick checks first (the hot loop); _problem says which failed
+                bad = len(tid) != 16 or len(sid) != 8 or len(pid) not in (0, 8) or not 0 <= code <= 2
+                if bad or tid == _ZERO_TRACE or sid == _ZERO_SPAN:
+                    out.reject(_problem(sp.name, tid, sid, pid, None if 0 <= code <= 2 else code))
                     continue
                 attrs, events = sp.attributes, sp.events
                 spans.append(
-                    _span(
+                    RecordedSpan(
                         sp.name,
-                        (tid, sid, pid),
-                        code,
+                        *_ints(tid, sid, pid),
+                        STATUS_CODES[code],
                         status.message or None,
                         LazyAttributes(attrs) if len(attrs) else EMPTY,
                         _events(events) if len(events) else (),
                         sp.start_time_unix_nano or None,
-                        sp.end_time_unix_nano,
-                        resource,
+                        sp.end_time_unix_nano,  # ended, whatever its end time says (0 too): it was exported
+                        uid=next(UIDS),
+                        resource=resource,
                     )
                 )
         out.add(resource, spans)
@@ -406,7 +371,7 @@ def _json_span(
         number = number if 0 <= number < len(STATUS_CODES) else None
     message = _str(status.get("message", ""), at + ".status.message")
     problem = _problem(name, *ids, _what(code) if number is None else None)
-    if problem is not None:
+    if problem:
         out.reject(problem)
         return None
     assert number is not None
@@ -421,16 +386,17 @@ def _json_span(
             for n, e in enumerate(_list(sp.get("events"), at + ".events"))
         )
     )
-    return _span(
+    return RecordedSpan(
         name,
-        ids,
-        number,
+        *_ints(*ids),
+        STATUS_CODES[number],
         message or None,
         _attrs_view(sp.get("attributes"), at + ".attributes"),
         events,
         _time(sp, "startTimeUnixNano", "start_time_unix_nano", at) or None,
         _time(sp, "endTimeUnixNano", "end_time_unix_nano", at),
-        resource,
+        uid=next(UIDS),
+        resource=resource,
     )
 
 

@@ -34,6 +34,7 @@ from pytest_mcpfaults.transports.loop import WorkerPool
 
 if TYPE_CHECKING:
     from pytest_mcpfaults.core.journal import Journal
+    from pytest_mcpfaults.options.fields import SidecarOptions
     from pytest_mcpfaults.spans.recorder import SpanRecorder
     from pytest_mcpfaults.spans.records import RecordedSpan
 
@@ -63,32 +64,28 @@ class OtlpStats:
 
 
 class OtlpService:
-    """What a sidecar holds for spans from other processes: the receiver on ``path`` (``None``: off),
-    the recorder spans go to (the one given, or its own, made on first use) and its own listening
-    socket on loopback, started by :meth:`start_listener`, whose connections are journaled, and held
-    to ``body_timeout``, as the sidecar's port's are."""
+    """What a sidecar holds for spans from other processes: the receiver on ``opts.otlp_path`` (``None``:
+    off), the recorder spans go to (``opts.span_recorder``, or its own, made on first use) and its own
+    listening socket on loopback, started by :meth:`start_listener`, whose connections are journaled,
+    and bounded (``max_body_bytes``, ``idle_timeout``), as the sidecar's port's are."""
 
     def __init__(
         self,
-        path: str | None,
+        opts: SidecarOptions,
         journal: Journal,
-        recorder: SpanRecorder | None,
-        *,
-        max_body_bytes: int,
-        body_timeout: float | None,
         on_error: Callable[[str, BaseException], None],
         mounted: Callable[[str], Handler | None],
     ) -> None:
-        self.path = path
+        self.path = opts.otlp_path
         self.journal = journal
-        self._recorder = recorder
+        self._recorder = opts.span_recorder
         self._lock = threading.Lock()
         self._mounted = mounted
         self._on_error = on_error
-        self.max_body_bytes, self.body_timeout = max_body_bytes, body_timeout
+        self.max_body_bytes, self.body_timeout = opts.max_body_bytes, opts.idle_timeout
         self.stats = OtlpStats()
         self._decoder = WorkerPool("mcpfaults-otlp-decode", max_workers=1)  # threads start on first use
-        self.conns = Connections(journal, body_timeout)  # the own listener's
+        self.conns = Connections(journal, self.body_timeout)  # the own listener's
         self._server: asyncio.Server | None = None
         self._web: ConnectionReportingServer | None = None
         self.host, self.port = "", 0
@@ -206,13 +203,9 @@ class OtlpService:
             )
         media = request.content_type  # lower-cased, without parameters
         if media not in (PROTOBUF, JSON):
-            return self._refuse(
-                rid,
-                415,
-                JSON,
-                f"OTLP/HTTP traces are sent as {PROTOBUF} or {JSON}, got Content-Type "
-                f"{request.headers.get('Content-Type', '(none)')!r}",
-            )
+            got = request.headers.get("Content-Type", "(none)")
+            why = f"OTLP/HTTP traces are sent as {PROTOBUF} or {JSON}, got Content-Type {got!r}"
+            return self._refuse(rid, 415, JSON, why)
         try:
             read = read_body(request, self.max_body_bytes)  # the decompressed body, bounded
             body = await (read if self.body_timeout is None else within(read, self.body_timeout))
@@ -235,9 +228,9 @@ class OtlpService:
             return self._refuse(rid, 400, media, str(exc))
         recorder = self.recorder_now()
         rejected, reasons = decoded.rejected, list(decoded.reasons)
-        for batch in decoded.batches:
-            if recorder.add_received(batch.spans, batch.source) < len(batch.spans):
-                rejected += len(batch.spans)
+        for source, spans in decoded.batches:
+            if recorder.add_received(spans, source) < len(spans):
+                rejected += len(spans)
                 reasons.append("the span recorder is not recording (no test asked for spans)")
         self.stats.exports += 1
         self.stats.spans += decoded.accepted - (rejected - decoded.rejected)

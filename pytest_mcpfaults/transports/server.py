@@ -106,10 +106,8 @@ class Sidecar(SidecarWaits):
         self.core = self._build_core(opts)
         self._listener = SocketListener(self.core, self._pool, self._proxy, self._stdio)
         self._otlp = self._listener.otlp = OtlpService(
-            opts.otlp_path, self.journal, opts.span_recorder, max_body_bytes=opts.max_body_bytes,
-            body_timeout=opts.idle_timeout, on_error=self.core.record_error,
-            mounted=self._listener.mounted_for,
-        )  # fmt: skip
+            opts, self.journal, self.core.record_error, self._listener.mounted_for
+        )
 
     def _build_core(self, opts: SidecarOptions) -> core.SidecarCore:
         """The core these options describe, and its upstream in proxy mode."""
