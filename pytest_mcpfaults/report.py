@@ -256,10 +256,8 @@ class Report:
 
     def kinds(self) -> list[str]:
         """Kinds planned or fired anywhere in the run, in catalogue order then by name."""
-        seen: set[str] = set()
-        for t in self.tests:
-            seen |= t.planned_kinds() | set(t.fired)
-        return sorted(seen, key=_kind_order)
+        kinds = {k for t in self.tests for k in (*t.planned_kinds(), *t.fired)}
+        return sorted(kinds, key=_kind_order)
 
     def missing(self) -> list[str]:
         """Kinds planned somewhere that never fired."""
