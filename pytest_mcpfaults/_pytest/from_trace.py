@@ -52,8 +52,6 @@ class _Source:
 
 @dataclasses.dataclass
 class _Replay:
-    """One test's replay of a trace: what was inferred, the plans, and each plan's shape."""
-
     source: _Source
     inferred: Inferred | None = None
     plans: list[tuple[str, ...]] = dataclasses.field(default_factory=list)
@@ -108,7 +106,6 @@ def _names(config: pytest.Config, item: pytest.Item | None = None) -> SpanNames:
 
 
 def _decode(path: Path, shown: str) -> Read:
-    """The spans of the file at ``path``; ``TraceError`` saying what is wrong."""
     from pytest_mcpfaults.from_trace.driver import read_file
     from pytest_mcpfaults.from_trace.read import decode_trace
 
