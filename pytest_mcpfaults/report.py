@@ -256,10 +256,8 @@ class Report:
 
     def kinds(self) -> list[str]:
         """Kinds planned or fired anywhere in the run, in catalogue order then by name."""
-        seen: set[str] = set()
-        for t in self.tests:
-            seen |= t.planned_kinds() | set(t.fired)
-        return sorted(seen, key=_kind_order)
+        kinds = {k for t in self.tests for k in (*t.planned_kinds(), *t.fired)}
+        return sorted(kinds, key=_kind_order)
 
     def missing(self) -> list[str]:
         """Kinds planned somewhere that never fired."""
@@ -411,20 +409,23 @@ def new_violations(baseline: Report, current: Report) -> list[Violation]:
 # -- terminal text -------------------------------------------------------------------------------
 
 
+def _plural(n: int, noun: str) -> str:
+    """``1 kind``, ``2 kinds``."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 def summary_line(report: Report) -> str:
     """``mcpfaults: 18 kinds, 17 fired, 0 violations; missing: flap``."""
-    kinds, fired, violations = report.kinds(), report.fired(), report.violations()
-    n = len(violations)
+    totals = report.totals()
     text = (
-        f"mcpfaults: {len(kinds)} kind{'s' if len(kinds) != 1 else ''}, {len(fired)} fired, "
-        f"{n} violation{'s' if n != 1 else ''}"
+        f"mcpfaults: {_plural(len(totals['kinds']), 'kind')}, {len(totals['fired'])} fired, "
+        f"{_plural(totals['violations'], 'violation')}"
     )
-    expected = sum(t.expected_patience() for t in report.tests)
+    expected = totals["patience_violations_expected"]
     if expected:
-        text += f" ({expected} expected hang{'s' if expected != 1 else ''})"
-    missing = report.missing()
-    if missing:
-        text += f"; missing: {', '.join(missing)}"
+        text += f" ({_plural(expected, 'expected hang')})"
+    if totals["missing"]:
+        text += f"; missing: {', '.join(totals['missing'])}"
     return text
 
 
@@ -444,24 +445,17 @@ def summary_lines(report: Report, *, verbose: bool = False) -> list[str]:
     if not rows:
         lines.append("(no fault planned or fired)")
     lines.append("")
-    servers = [s for t in report.tests for s in t.sidecars]
-    stdio = sum(1 for s in servers if str(s.get("url") or "").startswith("stdio:"))
-    sidecars = len(servers) - stdio
-    failed = sum(1 for t in report.tests if t.failed)
-    crashed = sum(1 for t in report.tests if t.outcome == "crashed")
-    interrupted = sum(1 for t in report.tests if t.outcome == "interrupted")
-    checks = sum(len(t.invariants) for t in report.tests)
-    lines.append(
-        f"{len(report.tests)} test{'s' if len(report.tests) != 1 else ''} used the plugin "
-        "("
-        + (f"{sidecars} sidecar{'s' if sidecars != 1 else ''}, " if sidecars or not stdio else "")
-        + (f"{stdio} stdio server{'s' if stdio != 1 else ''}, " if stdio else "")
-        + (f"{checks} invariant check{'s' if checks != 1 else ''}, " if checks else "")
-        + f"{failed} failed"
-        + (f", {crashed} of them crashed" if crashed else "")
-        + (f", {interrupted} interrupted" if interrupted else "")
-        + ")"
-    )
+    totals = report.totals()
+    stdio = sum(1 for t in report.tests for s in t.sidecars if str(s.get("url") or "").startswith("stdio:"))
+    sidecars = totals["sidecars"] - stdio
+    checks = totals["invariants_checked"]
+    used = [_plural(sidecars, "sidecar")] if sidecars or not stdio else []
+    used += [_plural(stdio, "stdio server")] if stdio else []
+    used += [_plural(checks, "invariant check")] if checks else []
+    crashed, interrupted = totals["outcomes"]["crashed"], totals["outcomes"]["interrupted"]
+    used.append(f"{totals['failed']} failed" + (f", {crashed} of them crashed" if crashed else ""))
+    used += [f"{interrupted} interrupted"] if interrupted else []
+    lines.append(f"{_plural(len(report.tests), 'test')} used the plugin ({', '.join(used)})")
     if verbose:
         for t in report.tests:
             fired = ",".join(f"{k}:{n}" for k, n in sorted(t.fired.items())) or "-"

@@ -52,8 +52,6 @@ class _Source:
 
 @dataclasses.dataclass
 class _Replay:
-    """One test's replay of a trace: what was inferred, the plans, and each plan's shape."""
-
     source: _Source
     inferred: Inferred | None = None
     plans: list[tuple[str, ...]] = dataclasses.field(default_factory=list)
@@ -108,7 +106,6 @@ def _names(config: pytest.Config, item: pytest.Item | None = None) -> SpanNames:
 
 
 def _decode(path: Path, shown: str) -> Read:
-    """The spans of the file at ``path``; ``TraceError`` saying what is wrong."""
     from pytest_mcpfaults.from_trace.driver import read_file
     from pytest_mcpfaults.from_trace.read import decode_trace
 
@@ -358,9 +355,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     sources = config.stash.get(_OPTION_SOURCES, [])
     if not replays and not sources:
         return
-    terminalreporter.section("mcpfaults from-trace")
+    tr = terminalreporter
+    tr.section("mcpfaults from-trace")
     for source in sources if not replays else ():  # the option was given, and nothing replayed its traces
-        terminalreporter.write_line(
+        tr.write_line(
             f"trace {source.trace.trace_id_hex} ({source.source}): not replayed: no test explore selects "
             "ran clean and passed (a test using a sidecar fixture with no faults= of its own, see "
             "docs/explore.md)"
@@ -368,16 +366,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     shown = None
     for (test, _), replay in replays.items():
         if test != shown:
-            terminalreporter.write_line(f"{test}:")
+            tr.write_line(f"{test}:")
             shown = test
         for line in replay.lines():
-            terminalreporter.write_line(f"  {line}")
+            tr.write_line(f"  {line}")
         for rid, differences in replay.tried:
             if not differences:
-                terminalreporter.write_line(
-                    f"  {rid}: the replay has the trace's shape (the same spans ERROR)"
-                )
+                tr.write_line(f"  {rid}: the replay has the trace's shape (the same spans ERROR)")
                 continue
-            terminalreporter.write_line(f"  {rid}: the replay's shape differs from the trace's:")
+            tr.write_line(f"  {rid}: the replay's shape differs from the trace's:")
             for d in differences:
-                terminalreporter.write_line(f"    {d}")
+                tr.write_line(f"    {d}")

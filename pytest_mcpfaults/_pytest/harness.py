@@ -3,7 +3,7 @@ never exits (:mod:`pytest_mcpfaults.verdicts.harness_process`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,22 +22,14 @@ def mcp_harness_process(request: pytest.FixtureRequest) -> Iterator[Callable[...
     the process started counts too). Its ``wait()`` gives a verdict (``HarnessProcessError``) with its
     threads' stacks when it outlives the budget after its last MCP traffic or after ``stop()``; at
     teardown every one still running is stopped the same way and killed with its process group."""
-    from pytest_mcpfaults.verdicts.harness_process import DEFAULT_STARTUP, HarnessProcess
+    from pytest_mcpfaults.verdicts.harness_process import HarnessProcess
 
     item = request.node
     started: list[HarnessProcess] = item.stash.setdefault(HARNESSES, [])
 
-    def start(
-        args: Sequence[str],
-        *,
-        servers: Sequence[Any] | None = None,
-        budget: float | None = None,
-        startup: float = DEFAULT_STARTUP,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> HarnessProcess:
+    def start(args: Sequence[str], *, servers: Sequence[Any] | None = None, **options: Any) -> HarnessProcess:
         watched = servers if servers is not None else lambda: [s for s, _ in item.stash.get(SERVERS, [])]
-        proc = HarnessProcess(args, servers=watched, budget=budget, startup=startup, env=env, cwd=cwd)
+        proc = HarnessProcess(args, servers=watched, **options)  # budget=, startup=, env=, cwd=
         started.append(proc)
         return proc.start()
 

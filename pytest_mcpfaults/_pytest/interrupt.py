@@ -195,20 +195,18 @@ class Watch:
             if self.steps_sent == 0 and not self._look(now):
                 continue
             assert self.found_at is not None
-            due = now - self.found_at >= self.phase.grace * (self.steps_sent + 1) and self.active
-            if self.steps_sent >= _STEPS:
-                if due:  # still blocked one grace after the last step: only an outside timeout ends it
-                    self._give_up()
-                    return
+            if now - self.found_at < self.phase.grace * (self.steps_sent + 1) or not self.active:
                 continue
-            if due:
-                if self.steps_sent == 0:
-                    self.blocked = blocked_at(self._main)
-                self.steps_sent += 1
-                self.pending = True
-                assert _SIGNAL is not None
-                assert self._main is not None
-                signal.pthread_kill(self._main, _SIGNAL)
+            if self.steps_sent >= _STEPS:  # blocked a grace after the last: only an outside timeout ends it
+                self._give_up()
+                return
+            if self.steps_sent == 0:
+                self.blocked = blocked_at(self._main)
+            self.steps_sent += 1
+            self.pending = True
+            assert _SIGNAL is not None
+            assert self._main is not None
+            signal.pthread_kill(self._main, _SIGNAL)
 
     def _give_up(self) -> None:
         self.gave_up = True

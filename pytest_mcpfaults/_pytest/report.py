@@ -350,17 +350,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _phase_outcome(report: pytest.TestReport, current: Outcome | None) -> Outcome | None:
-    xfail = hasattr(report, "wasxfail")
-    if report.when == "call":
-        if report.failed:
-            return "failed"
-        if report.skipped:
-            return "xfailed" if xfail else "skipped"
-        return "xpassed" if xfail else "passed"
-    if report.failed:
-        return current if current == "failed" else "error"
-    if report.skipped and current is None:
+    xfail, call = hasattr(report, "wasxfail"), report.when == "call"
+    if report.failed:  # in setup or teardown: an error, unless the call failed already
+        return "failed" if call or current == "failed" else "error"
+    if report.skipped and (call or current is None):
         return "xfailed" if xfail else "skipped"
+    if call:
+        return "xpassed" if xfail else "passed"
     return current
 
 

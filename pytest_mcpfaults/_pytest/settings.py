@@ -94,7 +94,6 @@ HARNESS_INI = "mcpfaults_harness_packages"
 
 
 def _words(raw: object) -> tuple[str, ...]:
-    """The names in an ini value, comma- or space-separated."""
     return tuple(part for part in re.split(r"[,\s]+", str(raw).strip()) if part)
 
 
@@ -120,7 +119,6 @@ def ini_seconds(config: pytest.Config, key: str, off: str = "none", what: str = 
 
 
 def _ini_values(config: pytest.Config) -> dict[str, Any]:
-    """The :data:`DEFAULT_INIS` keys given, with their values."""
     out: dict[str, Any] = {}
     for key in DEFAULT_INIS:
         raw = str(config.getini(key)).strip()

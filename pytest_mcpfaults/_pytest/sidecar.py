@@ -122,17 +122,17 @@ def _attach(item: pytest.Item | None, sidecar: Sidecar, maker: str) -> None:
             call.watch_for(item)
 
 
+@dataclasses.dataclass
 class _Call:
     """The call phase (or the teardown) of a test that may be interrupted, the phase its watcher reads:
     the watcher (see ``interrupt``) is made only once the test uses a sidecar, so a test that uses none
     never imports it."""
 
-    def __init__(self, grace: float, say: int | None) -> None:
-        self.grace = grace
-        self.in_body = False
-        self.in_teardown = False
-        self.watch: Watch | None = None
-        self.say = say
+    grace: float
+    say: int | None
+    in_body: bool = False
+    in_teardown: bool = False
+    watch: Watch | None = None
 
     def watch_for(self, item: pytest.Item) -> None:
         if self.watch is not None:
@@ -320,8 +320,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         _after_call(item, call, exc)
         raise
     finally:
-        if call is not None:
-            del item.stash[_CALL]
+        forget(item, _CALL)
     _after_call(item, call, None)
     return result
 
@@ -415,8 +414,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
         failure = exc
     fired = None
     if call is not None:
-        if _CALL in item.stash:
-            del item.stash[_CALL]
+        forget(item, _CALL)
         fired = call.stop()
     sidecars = item.stash.get(_SIDECARS, [])
     item.stash[_SIDECARS] = []

@@ -128,30 +128,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         CHECK_INI, type="bool", default=False, help=f"Turn the span gate on, as {CHECK_OPTION} does."
     )
-    parser.addini(
-        SESSION_INI,
-        type="linelist",
-        default=["Agent.Session"],
-        help="Span-name globs of session spans, one per line (default: Agent.Session).",
-    )
-    parser.addini(
-        CLEANUP_INI,
-        type="linelist",
-        default=["MCP.DeleteSession"],
-        help="Span-name globs of cleanup spans, one per line (default: MCP.DeleteSession).",
-    )
-    parser.addini(
-        FLIP_CLEANUP_INI,
-        type="linelist",
-        default=[],
-        help=f"Cleanup span-name globs for cleanup_never_flips only (default: {CLEANUP_INI}'s).",
-    )
-    parser.addini(
-        COUNT_CLEANUP_INI,
-        type="linelist",
-        default=[],
-        help=f"Cleanup span-name globs for cleanup_at_most only (default: {CLEANUP_INI}'s).",
-    )
+    for key, default, text in (
+        (SESSION_INI, "Agent.Session", "Span-name globs of session spans, one per line"),
+        (CLEANUP_INI, "MCP.DeleteSession", "Span-name globs of cleanup spans, one per line"),
+        (FLIP_CLEANUP_INI, None, "Cleanup span-name globs for cleanup_never_flips only"),
+        (COUNT_CLEANUP_INI, None, "Cleanup span-name globs for cleanup_at_most only"),
+    ):
+        shown = default or f"{CLEANUP_INI}'s"
+        parser.addini(
+            key, f"{text} (default: {shown}).", type="linelist", default=[default] if default else []
+        )
     parser.addini(
         MAX_CLEANUPS_INI,
         default="1",
