@@ -24,9 +24,11 @@ from pytest_mcpfaults.core.plan import Plan
 from pytest_mcpfaults.core.resumption import Resumed, Resumption, primes
 from pytest_mcpfaults.core.routing import RequestInfo, RouteKind, answer_reply
 from pytest_mcpfaults.mcp.builtin import builtin_surface, builtin_tools
+from pytest_mcpfaults.mcp.calls import ToolCalls
 from pytest_mcpfaults.mcp.endpoint import AnswerSource, Era, McpEndpoint
 from pytest_mcpfaults.mcp.jsonrpc import INVALID_REQUEST, Reply, client_error
 from pytest_mcpfaults.mcp.outbound import Link, ServerMessages, notify_before
+from pytest_mcpfaults.mcp.sessions import Sessions
 from pytest_mcpfaults.mcp.tools import BenchmarkSessions, Tool
 from pytest_mcpfaults.options.validation import is_loopback_host
 
@@ -174,12 +176,12 @@ class SidecarCore:
         self.cancels, self.resumption = Cancellations(self.journal), Resumption(self.journal)
         own = source is None  # a replay serves the cassette's tools only
         surface = builtin_surface(tool_sets, options.resources if own else (), options.prompts if own else ())
-        self.mcp = McpEndpoint(
-            era=cast(Era, options.era), tools=self.tools, get_stream=options.get_stream,
-            on_error=self.record_error, tool_timeout=options.tool_timeout, run_sync=run_sync,
-            run_async=run_async, messages=self.server_messages, source=source, surface=surface,
-            on_ran_on=self.cancels.ran_on,
+        calls = ToolCalls(
+            tools=self.tools, sessions=Sessions(surface), on_error=self.record_error,
+            tool_timeout=options.tool_timeout, run_sync=run_sync, run_async=run_async,
+            messages=self.server_messages, on_ran_on=self.cancels.ran_on,
         )  # fmt: skip
+        self.mcp = McpEndpoint(cast(Era, options.era), options.get_stream, calls, source)
         self.freeze_fault: F.Fault = FREEZE
 
     def refuse_foreign_hosts(self) -> None:

@@ -53,8 +53,8 @@ class ToolCalls:
     run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None
     run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None
     messages: ServerMessages
-    replay: Callable[[McpRequest, int], Reply] | None
     on_ran_on: Callable[[int, bool], None]
+    replay: Callable[[McpRequest, int], Reply] | None = None
     rounds: InputRounds = field(default_factory=InputRounds)
 
     async def call(self, req: McpRequest, link: Link | None = None, rid: int = -1) -> Reply:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol, get_args
 
 from pytest_mcpfaults.mcp.calls import ToolCalls
@@ -32,9 +32,8 @@ from pytest_mcpfaults.mcp.jsonrpc import (
     sse_message,
 )
 from pytest_mcpfaults.mcp.listen import LISTEN_METHOD, listen_request
-from pytest_mcpfaults.mcp.outbound import Link, ServerMessages
-from pytest_mcpfaults.mcp.sessions import Sessions
-from pytest_mcpfaults.mcp.surface import SURFACE_METHODS, Surface, SurfaceError
+from pytest_mcpfaults.mcp.outbound import Link
+from pytest_mcpfaults.mcp.surface import SURFACE_METHODS, SurfaceError
 from pytest_mcpfaults.mcp.tools import Tool
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -134,32 +133,14 @@ class AnswerSource(Protocol):
 class McpEndpoint:
     """The MCP side of one sidecar. Loop thread only."""
 
-    def __init__(
-        self,
-        *,
-        era: Era,
-        tools: Mapping[str, Tool],
-        get_stream: bool,
-        on_error: Callable[[str, BaseException], None],
-        tool_timeout: float | None,
-        run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None,
-        run_async: Callable[[Awaitable[Any]], Awaitable[Any]] | None,
-        messages: ServerMessages,
-        source: AnswerSource | None,
-        surface: Surface,
-        on_ran_on: Callable[[int, bool], None],
-    ) -> None:
-        self.era, self.messages, self.source, self.on_error = era, messages, source, on_error
-        self.tools, self.surface = tools, surface
+    def __init__(self, era: Era, get_stream: bool, calls: ToolCalls, source: AnswerSource | None) -> None:
+        self.era, self.get_stream, self.calls, self.source = era, get_stream, calls, source
+        self.tools, self.on_error, self.messages = calls.tools, calls.on_error, calls.messages
+        self.sessions, self.surface = calls.sessions, calls.sessions.surface
         #: Proxy mode: the output schema of each upstream tool, as its relayed ``tools/list`` declared it.
         self.listed_schemas: dict[str, Mapping[str, Any]] = {}
-        self.get_stream = get_stream
-        self.sessions = Sessions(self.surface)
-        self.calls = ToolCalls(
-            tools=tools, sessions=self.sessions, on_error=on_error, tool_timeout=tool_timeout,
-            run_sync=run_sync, run_async=run_async, messages=messages,
-            replay=self.recorded if source is not None else None, on_ran_on=on_ran_on,
-        )  # fmt: skip
+        if source is not None:
+            calls.replay = self.recorded
 
     def parse(self, headers: Mapping[str, str], body: bytes) -> McpRequest | Reply:
         """A POST body, or the error reply for one that is not one JSON-RPC message."""

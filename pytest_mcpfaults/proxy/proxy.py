@@ -19,7 +19,6 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.behaviour.body import shape_of
 from pytest_mcpfaults.core.core import Answer, Incoming, SidecarCore
-from pytest_mcpfaults.core.journal import Journal
 from pytest_mcpfaults.core.records import UpstreamLeg
 from pytest_mcpfaults.core.routing import RequestInfo
 from pytest_mcpfaults.mcp.endpoint import learn_listing
@@ -55,7 +54,7 @@ class Proxy:
     answers. Loop thread only."""
 
     def __init__(self, upstream: Upstream, sidecar_core: SidecarCore, recorder: Recorder | None) -> None:
-        self.upstream = upstream
+        self.upstream, self.journal = upstream, sidecar_core.journal
         #: Where the notifications an upstream's SSE answer to a POST carries are journaled (as sent).
         self.messages = sidecar_core.server_messages
         #: ``record=``: the cassette every exchange with the upstream on the MCP endpoint is recorded into.
@@ -152,8 +151,6 @@ class Proxy:
         self,
         request: web.BaseRequest,
         answer: Answer,
-        *,
-        journal: Journal,
         rid: int,
         hold: Callable[[F.Fault], Awaitable[None]],
         out: Delivery,
@@ -162,6 +159,7 @@ class Proxy:
         leg."""
         reply = answer.reply
         assert isinstance(reply, Relayed)
+        journal = self.journal
         t0 = journal.t0
         if reply.response is None:  # the upstream gave no answer: the gateway error, no body fault
             assert reply.failure is not None
@@ -203,7 +201,7 @@ class Proxy:
             journal.update_request(rid, error=failed.error, error_by="upstream")
             return await deliver(request, Answer(failed, None, False), hold=hold, out=out)
         finally:
-            self._relayed(reply, resp, journal, rid)
+            self._relayed(reply, resp, rid)
 
     def _tap_notifications(
         self, request: web.BaseRequest, reply: Relayed, resp: UpstreamResponse, rid: int
@@ -215,11 +213,11 @@ class Proxy:
                 lambda m, p: self.messages.notified(m, p, rid, reply.tool), resp.tap
             ).feed
 
-    def _relayed(self, reply: Relayed, resp: UpstreamResponse, journal: Journal, rid: int) -> None:
+    def _relayed(self, reply: Relayed, resp: UpstreamResponse, rid: int) -> None:
         self.upstream.done(resp)
         # the upstream leg's end: its bytes, when, its failure (the request's too, unless one is named)
-        ended = resp.ended_at - journal.t0 if resp.ended_at is not None else journal.now()
-        rec = journal.request(rid)
+        ended = resp.ended_at - self.journal.t0 if resp.ended_at is not None else self.journal.now()
+        rec = self.journal.request(rid)
         assert rec.upstream is not None  # written when the upstream's answer began
         leg = replace(rec.upstream, bytes=resp.received, ended_at=ended)
         fields: dict[str, Any] = {"upstream": leg}
@@ -227,7 +225,7 @@ class Proxy:
             fields["upstream"] = replace(leg, failure=resp.failure.failure)
             if rec.error_by is None:
                 fields["error"], fields["error_by"] = str(resp.failure), "upstream"
-        journal.update_request(rid, **fields)
+        self.journal.update_request(rid, **fields)
         whole = resp.failure is None and resp.at_eof
         if reply.recording is not None and self.recorder is not None:
             self.recorder.finish(reply.recording, complete=whole)

@@ -627,14 +627,7 @@ class SocketListener:
         upstream's event stream, which may stay silent for ever) is abandoned, its upstream connection
         closed, when the client goes away."""
         assert self.proxy is not None
-        delivering = self.proxy.deliver(
-            exchange.request,
-            answer,
-            journal=self.journal,
-            rid=exchange.rid,
-            hold=exchange.hold,
-            out=exchange.out,
-        )
+        delivering = self.proxy.deliver(exchange.request, answer, exchange.rid, exchange.hold, exchange.out)
         if not reply.long_lived:  # bounded: a client gone fails a write
             return await delivering
         relaying = asyncio.ensure_future(delivering)
