@@ -250,6 +250,30 @@ def test_a_client_that_timed_out_the_call_and_went_on_is_not_said_to_have_waited
     assert "put a timeout on the request" not in verdict
 
 
+def test_the_socket_sidecars_journal_waits_work_on_stdio(make: Any) -> None:
+    """``wait_held``, ``wait_for`` and ``cancellations`` as on the socket Sidecar (they were missing: a
+    test moved from one backend to the other broke on an AttributeError): the test thread waits for the
+    hang to hold the call and for the client's cancel, which names it, then lets it go."""
+    import threading
+
+    server = make(faults=["hang@tool:echo"], patience=None)
+    got: list[Any] = []
+    client = threading.Thread(
+        target=lambda: got.extend(run(session(server, ("echo", {"text": "hi"}), timeout=0.3)))
+    )
+    client.start()
+    try:
+        server.wait_held(1, timeout=10)
+        server.wait_for(lambda rs: any(r.mcp_method == "notifications/cancelled" for r in rs), timeout=10)
+    finally:
+        server.release()
+        client.join(30)
+    [held] = [r for r in server.journal.requests if r.held]
+    [cancel] = server.cancellations
+    assert (cancel.cancels, cancel.in_flight) == (held.id, True)
+    assert isinstance(got[0], MCPError) and "timed out" in str(got[0])
+
+
 def test_a_client_that_sent_more_without_cancelling_is_not_said_to_have_waited() -> None:
     """A client that never cancels (no notifications/cancelled on record) but sends the child more
     requests while one is held: the verdict names them, from the journal's records, and does not say
