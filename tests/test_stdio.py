@@ -653,6 +653,34 @@ def test_an_id_too_large_to_read_is_an_invalid_request_saying_so(make: Any) -> N
                 pipe.close()
 
 
+def test_a_long_lived_childs_link_keeps_nothing_per_answered_request(make: Any) -> None:
+    """The test process's link to a child kept every JSON-RPC id it read, for the child's life, only to
+    name the request a later ``notifications/cancelled`` cancels: the journal's records already say which
+    request had that id. A cancel still names its request, answered or not."""
+    server = make()
+    proc = raw_child(server)
+    try:
+        exchange(proc, INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert reply(proc)["id"] == 1
+        for n in range(2, 42):  # one at a time: reply() reads one line
+            exchange(proc, echo_call(n, "x"))
+            assert reply(proc)["id"] == n
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+        exchange(proc, cancel)
+        server.wait_for(lambda rs: any(r.mcp_method == "notifications/cancelled" and r.done for r in rs))
+        [link] = server._channel.live.values()
+        kept = {k: len(v) for k, v in vars(link).items() if isinstance(v, (dict, set, list))}
+        assert max(kept.values()) < 40, kept  # 40 calls answered: nothing kept per call
+        [named] = [r.id for r in server.journal.requests if r.rpc_id == 7]
+        assert [c.request for c in server.child.cancels] == [named]
+    finally:
+        server.stop()
+        proc.wait(10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
 @pytest.mark.parametrize("size", [900_000, (1 << 20) + 1, 8 << 20])
 def test_a_long_stdin_line_is_answered_and_the_child_lives_on(make: Any, size: int) -> None:
     server = make()
