@@ -369,6 +369,10 @@ def test_ignore_eof_and_sigterm_the_sdk_close_is_cut_at_the_patience_budget(make
     )
     child = server.wait_exit()
     assert child.ignored_eof and child.exit_how == "patience"
+    # the verdict is read after the kill: its child line is the record as of the budget's end, said so
+    [line] = [x.strip() for x in server.patience_verdict([v]).splitlines() if "pid" in x and "started" in x]
+    assert line == f"child when the budget ran out: {v.child.describe()}"
+    assert line.endswith("still running") and not server.child.alive
 
 
 def test_a_child_kept_alive_by_a_fault_is_the_stdio_patience_s_not_a_stall(make: Any) -> None:

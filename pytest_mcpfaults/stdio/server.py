@@ -238,7 +238,8 @@ class StdioServer(JournalWaits):
         for v in violations:
             expected = " (expected by the test)" if v.expected else ""
             related = [r for r in self.journal.requests if r.conn_id == v.child.id][-12:]
-            entry = [v.describe(), v.details() + expected, f"child: {v.child.describe()}"]
+            child = f"child when the budget ran out: {v.child.describe()}"  # killed since: a snapshot
+            entry = [v.describe(), v.details() + expected, child]
             entry.append(f"journal of the child (pid {v.child.pid}):")
             entries.append(entry + ["  " + line for line in self.journal.format(related).splitlines()])
         if all(v.moved_on for v in violations):
