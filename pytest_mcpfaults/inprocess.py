@@ -40,7 +40,8 @@ from pytest_mcpfaults.explore.ambient import HAND
 from pytest_mcpfaults.mcp.endpoint import reply_body
 from pytest_mcpfaults.options.fields import build_options, with_options
 from pytest_mcpfaults.transports import loop as _loop
-from pytest_mcpfaults.transports.views import NoAnswerStream, SidecarViews
+from pytest_mcpfaults.transports.views import NoAnswerStream
+from pytest_mcpfaults.verdicts.waits import JournalWaits
 
 __all__ = [
     "SUPPORTED_KINDS",
@@ -194,13 +195,13 @@ def intercepting() -> Iterator[None]:
         _INTERCEPTION.release()
 
 
-class InProcessSidecar(SidecarViews):
+class InProcessSidecar(JournalWaits):
     """An MCP sidecar answered inside the process through respx. Make one with :func:`mock_sidecar`.
 
     Mirrors the socket :class:`~pytest_mcpfaults.Sidecar` where that is honest (its journal has
-    requests only: there are no connections, ``conn_id`` is -1). httpx requests to any other origin
-    go on as usual (it patches httpx one level above respx's default, so a ``respx.mock`` of your own
-    still sees them).
+    requests only: there are no connections, ``conn_id`` is -1; ``wait_for`` and ``cancellations`` as
+    there, ``wait_held`` refused: nothing is held). httpx requests to any other origin go on as usual
+    (it patches httpx one level above respx's default, so a ``respx.mock`` of your own still sees them).
     """
 
     @with_options("in-process")
@@ -277,6 +278,13 @@ class InProcessSidecar(SidecarViews):
         """Not available in-process: a freeze holds connections open."""
         raise UnsupportedInProcess(
             f"'freeze' needs real sockets ({F.Freeze.needs_sockets}); use the socket Sidecar"
+        )
+
+    def wait_held(self, count: int = 1, timeout: float = 5.0) -> None:
+        """Not available in-process: no request is ever held (the blocking faults are refused)."""
+        raise UnsupportedInProcess(
+            "InProcessSidecar.wait_held(): the in-process backend holds no request (the faults that "
+            "hold one keep a connection checked out and need real sockets); use the socket Sidecar"
         )
 
     def _checked(self, faults: Sequence[F.Fault | str], where: str) -> tuple[F.Fault, ...]:

@@ -332,6 +332,63 @@ def test_ignore_cancel_is_refused_a_cancel_never_reaches_a_call_in_process() -> 
     assert str(info.value).startswith("'ignore_cancel' needs real sockets (a cancel reaches a call only")
 
 
+def test_the_socket_sidecars_journal_waits_work_in_process_and_wait_held_says_why_not() -> None:
+    """``wait_for`` and ``cancellations`` as on the socket Sidecar (they were missing: a test moved from
+    one backend to the other broke on an AttributeError); nothing is ever held in-process, so
+    ``wait_held`` is refused, naming the backend and why, rather than timing out."""
+    with mock_sidecar() as side, httpx.Client(timeout=5.0) as client:
+        headers = {"Accept": "application/json, text/event-stream", **STATELESS}
+        client.post(side.mcp_url, json=tool("echo", text="hi"), headers=headers)
+        client.post(side.mcp_url, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 1}}, headers=headers)  # fmt: skip
+        side.wait_for(lambda rs: len(rs) == 2, timeout=0)
+        with pytest.raises(
+            AssertionError, match=r"timed out after 0.01 s waiting for `side.wait_for\(lambda"
+        ):
+            side.wait_for(lambda rs: len(rs) == 3, timeout=0.01)
+        [cancel] = side.cancellations
+        assert (cancel.cancels, cancel.in_flight) == (side.requests[0].id, False)  # answered already
+        with pytest.raises(UnsupportedInProcess) as info:
+            side.wait_held()
+    assert str(info.value) == (
+        "InProcessSidecar.wait_held(): the in-process backend holds no request (the faults that hold one "
+        "keep a connection checked out and need real sockets); use the socket Sidecar"
+    )
+
+
+def test_a_probe_waits_behind_a_slow_tool_in_process_but_not_behind_a_delay() -> None:
+    """docs/fuzzing.md: the in-process backend answers one request at a time, so a ``/health`` probe
+    sent while a tool runs is answered once the tool returns (the socket sidecar answers it at once);
+    a ``delay`` fault's body waits outside the sidecar, so a probe is answered meanwhile."""
+    from pytest_mcpfaults import Tool
+
+    gate = threading.Event()
+    slow = Tool("slow", lambda: str(gate.wait(10)), {"type": "object", "properties": {}})
+    plan = ["delay(seconds=10)@tool:echo"]
+    with mock_sidecar(tools=[slow], faults=plan) as side, httpx.Client(timeout=15.0) as client:
+        headers = {"Accept": "application/json, text/event-stream", **STATELESS}
+        call = threading.Thread(
+            target=client.post, args=(side.mcp_url,), kwargs={"json": tool("slow"), "headers": headers}
+        )
+        call.start()
+        side.wait_for(lambda rs: any(r.tool == "slow" for r in rs))
+        probe = threading.Thread(target=httpx.get, args=(side.health_url,))
+        probe.start()
+        probe.join(0.3)
+        waited = probe.is_alive()
+        gate.set()
+        call.join(10)
+        probe.join(10)
+        assert waited  # still unanswered 0.3 s on: the tool was running
+        slow_call, probed = side.requests
+        assert probed.path == "/health" and probed.started_at >= slow_call.ended_at
+        started = time.monotonic()
+        with client.stream("POST", side.mcp_url, json=tool("echo", text="x"), headers=headers) as r:
+            assert r.status_code == 200  # headers at once, the body 10 s later
+            assert httpx.get(side.health_url).status_code == 200  # answered meanwhile
+        assert time.monotonic() - started < 5.0
+
+
 def test_freeze_at_runtime_is_refused() -> None:
     with mock_sidecar() as side, pytest.raises(UnsupportedInProcess, match="'freeze' needs real sockets"):
         side.freeze()

@@ -250,6 +250,30 @@ def test_a_client_that_timed_out_the_call_and_went_on_is_not_said_to_have_waited
     assert "put a timeout on the request" not in verdict
 
 
+def test_the_socket_sidecars_journal_waits_work_on_stdio(make: Any) -> None:
+    """``wait_held``, ``wait_for`` and ``cancellations`` as on the socket Sidecar (they were missing: a
+    test moved from one backend to the other broke on an AttributeError): the test thread waits for the
+    hang to hold the call and for the client's cancel, which names it, then lets it go."""
+    import threading
+
+    server = make(faults=["hang@tool:echo"], patience=None)
+    got: list[Any] = []
+    client = threading.Thread(
+        target=lambda: got.extend(run(session(server, ("echo", {"text": "hi"}), timeout=0.3)))
+    )
+    client.start()
+    try:
+        server.wait_held(1, timeout=10)
+        server.wait_for(lambda rs: any(r.mcp_method == "notifications/cancelled" for r in rs), timeout=10)
+    finally:
+        server.release()
+        client.join(30)
+    [held] = [r for r in server.journal.requests if r.held]
+    [cancel] = server.cancellations
+    assert (cancel.cancels, cancel.in_flight) == (held.id, True)
+    assert isinstance(got[0], MCPError) and "timed out" in str(got[0])
+
+
 def test_a_client_that_sent_more_without_cancelling_is_not_said_to_have_waited() -> None:
     """A client that never cancels (no notifications/cancelled on record) but sends the child more
     requests while one is held: the verdict names them, from the journal's records, and does not say
@@ -345,6 +369,10 @@ def test_ignore_eof_and_sigterm_the_sdk_close_is_cut_at_the_patience_budget(make
     )
     child = server.wait_exit()
     assert child.ignored_eof and child.exit_how == "patience"
+    # the verdict is read after the kill: its child line is the record as of the budget's end, said so
+    [line] = [x.strip() for x in server.patience_verdict([v]).splitlines() if "pid" in x and "started" in x]
+    assert line == f"child when the budget ran out: {v.child.describe()}"
+    assert line.endswith("still running") and not server.child.alive
 
 
 def test_a_child_kept_alive_by_a_fault_is_the_stdio_patience_s_not_a_stall(make: Any) -> None:
@@ -621,6 +649,34 @@ def test_an_id_too_large_to_read_is_an_invalid_request_saying_so(make: Any) -> N
         assert got["id"] is None and got["error"]["code"] == -32600, got
         assert got["error"]["message"].startswith("Invalid Request: a number of over 4300 digits")
         assert server.errors == []
+    finally:
+        server.stop()
+        proc.wait(10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def test_a_long_lived_childs_link_keeps_nothing_per_answered_request(make: Any) -> None:
+    """The test process's link to a child kept every JSON-RPC id it read, for the child's life, only to
+    name the request a later ``notifications/cancelled`` cancels: the journal's records already say which
+    request had that id. A cancel still names its request, answered or not."""
+    server = make()
+    proc = raw_child(server)
+    try:
+        exchange(proc, INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert reply(proc)["id"] == 1
+        for n in range(2, 42):  # one at a time: reply() reads one line
+            exchange(proc, echo_call(n, "x"))
+            assert reply(proc)["id"] == n
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+        exchange(proc, cancel)
+        server.wait_for(lambda rs: any(r.mcp_method == "notifications/cancelled" and r.done for r in rs))
+        [link] = server._channel.live.values()
+        kept = {k: len(v) for k, v in vars(link).items() if isinstance(v, (dict, set, list))}
+        assert max(kept.values()) < 40, kept  # 40 calls answered: nothing kept per call
+        [named] = [r.id for r in server.journal.requests if r.rpc_id == 7]
+        assert [c.request for c in server.child.cancels] == [named]
     finally:
         server.stop()
         proc.wait(10)

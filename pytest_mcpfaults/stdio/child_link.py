@@ -213,7 +213,6 @@ class ChildLink:
         self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         self.requests: set[asyncio.Task[None]] = set()
         self.holding: set[asyncio.Task[Any]] = set()  # the requests' tasks in a hold
-        self.rpc_ids: dict[Any, int] = {}  # JSON-RPC id -> journal id
 
     def send(self, **message: Any) -> None:
         if not self.writer.is_closing():
@@ -364,7 +363,7 @@ class ChildLink:
         )  # fmt: skip
         sent = 0
         status: int | None = None
-        rpc_id = self.note_ids(rid, body)
+        rpc_id = self.note_ids(body)
         try:
             incoming = Incoming(
                 "POST", self.core.options.mcp_path, self.headers, list(self.headers.items()), body
@@ -386,7 +385,7 @@ class ChildLink:
         finally:
             j.end_request(rid, status=status, bytes_sent=sent)
 
-    def note_ids(self, rid: int, body: bytes) -> Any:
+    def note_ids(self, body: bytes) -> Any:
         """The message's ``id``; record a ``notifications/cancelled`` naming an earlier request on the
         child's record (what the client gave up on, and when)."""
         try:
@@ -395,20 +394,23 @@ class ChildLink:
             return None
         if not isinstance(message, dict):
             return None
-        rpc_id = message.get("id")
-        if rpc_id is not None and isinstance(message.get("method"), str):
-            with contextlib.suppress(TypeError):  # an unhashable id: the core answers it as invalid
-                self.rpc_ids[rpc_id] = rid
         params = message.get("params")
         if message.get("method") == "notifications/cancelled" and isinstance(params, dict):
-            with contextlib.suppress(TypeError):
-                target = self.rpc_ids.get(params.get("requestId"))
-                if target is not None:
-                    reason = params.get("reason") if isinstance(params.get("reason"), str) else None
-                    self.update(
-                        cancels=(*self.record.cancels, CancelRecord(target, self.journal.now(), reason))
-                    )
-        return rpc_id
+            target = self.named(params.get("requestId"))
+            if target is not None:
+                reason = params.get("reason") if isinstance(params.get("reason"), str) else None
+                self.update(cancels=(*self.record.cancels, CancelRecord(target, self.journal.now(), reason)))
+        return message.get("id")
+
+    def named(self, rpc_id: object) -> int | None:
+        """The journal id of this child's latest request with JSON-RPC id ``rpc_id`` (a cancel's
+        ``requestId``), from the journal's records: nothing is kept per request here."""
+        if rpc_id is None:
+            return None
+        for r in reversed(self.journal.requests):
+            if r.conn_id == self.cid and r.rpc_id == rpc_id and type(r.rpc_id) is type(rpc_id):
+                return r.id
+        return None
 
 
 class _Exchange(NoAnswerStream):

@@ -31,8 +31,8 @@ from pytest_mcpfaults.stdio.procfs import wait_stopped
 from pytest_mcpfaults.stdio.records import ChildRecord, StdioViolation
 from pytest_mcpfaults.stdio.wire import CONTROL_ENV, TOKEN_ENV
 from pytest_mcpfaults.transports import loop as _loop
-from pytest_mcpfaults.transports.views import SidecarViews
 from pytest_mcpfaults.verdicts.violation import numbered_verdict
+from pytest_mcpfaults.verdicts.waits import JournalWaits
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -60,12 +60,13 @@ def _signal_name(sig: object) -> str:
     return signum.name
 
 
-class StdioServer(SidecarViews):
+class StdioServer(JournalWaits):
     """A fault-injected MCP server over stdio, spawned by the harness under test.
 
     Hand the harness :attr:`command`, :attr:`args` and :attr:`env` (e.g. the mcp SDK's
     ``StdioServerParameters(command=server.command, args=server.args, env=server.env)``); the child
-    connects back to this object, which keeps the plan, the journal and the runtime control.
+    connects back to this object, which keeps the plan, the journal and the runtime control; the
+    journal waits (``wait_for``, ``wait_held``) and ``cancellations`` are the socket sidecar's.
 
     Its keyword arguments are the options the ``'stdio'`` backend takes (fields of
     :class:`~pytest_mcpfaults.options.fields.SidecarOptions`, as for :class:`~pytest_mcpfaults.Sidecar`;
@@ -237,7 +238,8 @@ class StdioServer(SidecarViews):
         for v in violations:
             expected = " (expected by the test)" if v.expected else ""
             related = [r for r in self.journal.requests if r.conn_id == v.child.id][-12:]
-            entry = [v.describe(), v.details() + expected, f"child: {v.child.describe()}"]
+            child = f"child when the budget ran out: {v.child.describe()}"  # killed since: a snapshot
+            entry = [v.describe(), v.details() + expected, child]
             entry.append(f"journal of the child (pid {v.child.pid}):")
             entries.append(entry + ["  " + line for line in self.journal.format(related).splitlines()])
         if all(v.moved_on for v in violations):

@@ -1,5 +1,6 @@
-"""The socket sidecar's journal waits and ``assert_client_*`` checks: :class:`SidecarWaits`, a base of
-``Sidecar``; the checks and their verdicts live in the modules of this folder."""
+"""The journal waits every backend has (:class:`JournalWaits`: the socket ``Sidecar``, the stdio server,
+the in-process backend) and the socket sidecar's ``assert_client_*`` checks (:class:`SidecarWaits`, a
+base of ``Sidecar``); the checks and their verdicts live in the modules of this folder."""
 
 from __future__ import annotations
 
@@ -22,8 +23,35 @@ from pytest_mcpfaults.verdicts.resume_checks import check_client_resumed
 from pytest_mcpfaults.verdicts.violation import PatienceViolation
 
 
-class SidecarWaits(SidecarViews):
-    """Bounded waits on the journal and the patience assertions of the socket ``Sidecar``."""
+class JournalWaits(SidecarViews):
+    """The bounded waits on the journal, and its cancellations, that every backend has (a backend that
+    cannot hold a request refuses :meth:`wait_held`, saying why)."""
+
+    def wait_held(self, count: int = 1, timeout: float = 5.0) -> None:
+        """Wait until at least ``count`` requests are being held by a blocking fault."""
+        check_count("wait_held", "count", count, minimum=1)
+        check_timeout("wait_held", timeout)
+        self.journal.wait_for(
+            lambda: sum(1 for r in self.journal.requests if r.held and r.hold is None) >= count,
+            timeout,
+            f"{count} held request(s)",
+        )
+
+    def wait_for(self, predicate: Callable[[tuple[RequestRecord, ...]], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate(requests)`` is true; on timeout the ``AssertionError`` names the
+        predicate (its source line for a lambda) and shows what the journal saw instead."""
+        check_timeout("wait_for", timeout)
+        self.journal.wait_for(lambda: predicate(self.journal.requests), timeout, _described(predicate))
+
+    @property
+    def cancellations(self) -> tuple[CancellationRecord, ...]:
+        """Every cancellation the client sent, linked to the request it names (see
+        :class:`~pytest_mcpfaults.core.records.CancellationRecord`)."""
+        return self.journal.cancellations.records
+
+
+class SidecarWaits(JournalWaits):
+    """The socket ``Sidecar``'s own waits and patience assertions."""
 
     patience: float | None
 
@@ -41,22 +69,6 @@ class SidecarWaits(SidecarViews):
             return not self.journal.open_connections() and all(r.done for r in self.journal.requests)
 
         self.journal.wait_for(idle, timeout, f"every client connection to {self.url} to close")
-
-    def wait_held(self, count: int = 1, timeout: float = 5.0) -> None:
-        """Wait until at least ``count`` requests are being held by a blocking fault."""
-        check_count("wait_held", "count", count, minimum=1)
-        check_timeout("wait_held", timeout)
-        self.journal.wait_for(
-            lambda: sum(1 for r in self.journal.requests if r.held and r.hold is None) >= count,
-            timeout,
-            f"{count} held request(s)",
-        )
-
-    def wait_for(self, predicate: Callable[[tuple[RequestRecord, ...]], bool], timeout: float = 5.0) -> None:
-        """Wait until ``predicate(requests)`` is true; on timeout the ``AssertionError`` names the
-        predicate (its source line for a lambda) and shows what the journal saw instead."""
-        check_timeout("wait_for", timeout)
-        self.journal.wait_for(lambda: predicate(self.journal.requests), timeout, _described(predicate))
 
     # -- patience assertions -----------------------------------------------------------------------
     def held_requests(self, target: str | None = None) -> list[RequestRecord]:
@@ -114,12 +126,6 @@ class SidecarWaits(SidecarViews):
                 f"the client did not come back with a new token after {len(problems)} of {len(follow_ups)} "
                 "auth failure(s):\n- " + "\n- ".join(problems) + f"\njournal:\n{self.journal.format()}"
             )
-
-    @property
-    def cancellations(self) -> tuple[CancellationRecord, ...]:
-        """Every cancellation the client sent, linked to the request it names (see
-        :class:`~pytest_mcpfaults.core.records.CancellationRecord`)."""
-        return self.journal.cancellations.records
 
     def assert_client_cancelled(self, target: str | None = None, *, within: float) -> None:
         """Every MCP request matching ``target`` (e.g. ``'tool:sleep'``, ``'tools/call'``; every request
