@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, export, incident, incident_bytes
+from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, export, incident, incident_bytes, span
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -259,6 +259,20 @@ def test_a_test_nodeid_whose_file_is_missing_is_refused_before_anything_is_writt
     assert exited.value.code == 2
     assert f"argument --test: no file {files}/test_nowhere.py" in capsys.readouterr().err
     assert not target.exists()
+
+
+def test_the_symptoms_and_the_spans_not_mapped_are_listed_bounded(files: Path) -> None:
+    """A trace of many failed sessions and spans the clean run lacks printed a line for each of them."""
+    sessions = [span(f"{0xA0 + i:02x}", "Agent.Session", None, 1000 + i, 9000, error="x") for i in range(12)]
+    lost = [span(f"{0x10 + i:02x}", "Vendor.Thing", "a0", 2000 + i, 3000, error="boom") for i in range(15)]
+    (files / "incident.json").write_text(json.dumps(export(*sessions, *lost)))
+    status, out, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
+    assert status == 0, err
+    lines = out.splitlines()
+    assert sum(line.startswith("symptom: Agent.Session ") for line in lines) == 10
+    assert "… and 2 more symptoms" in lines
+    assert sum(line.startswith("- [unmatched] Vendor.Thing ") for line in lines) == 10
+    assert lines[-1] == "… and 5 more spans not mapped"
 
 
 def test_write_with_nothing_to_replay_writes_no_regression_test(files: Path) -> None:
