@@ -177,13 +177,32 @@ def test_an_unreadable_or_deep_clean_run_exits_2_saying_so(files: Path, clean: s
 
 def test_a_regression_test_that_cannot_be_written_exits_2_naming_it(files: Path) -> None:
     incident, clean = str(files / "incident.json"), str(files / "clean.json")
-    target, test = files / "no" / "test_r.py", files / "test_x.py"
+    target, test = files / "test_r.py", files / "test_x.py"
+    target.mkdir()
     test.write_text("def test_clean_run():\n    pass\n")
     status, _, err = _in_process(
         incident, "--clean", clean, "--write", str(target), "--test", f"{test}::test_clean_run"
     )
     assert status == 2
-    assert f"from-trace: cannot write {target}: No such file or directory" in err
+    assert f"from-trace: cannot write {target}: Is a directory" in err
+
+
+def test_write_outside_the_clean_tests_folder_is_refused_naming_where_it_goes(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A regression module elsewhere could not import the clean test's module, nor see its conftest.py."""
+    incident, clean, test = str(files / "incident.json"), str(files / "clean.json"), files / "test_x.py"
+    test.write_text("def test_clean_run():\n    pass\n")
+    (files / "other").mkdir()
+    target = files / "other" / "test_r.py"
+    with pytest.raises(SystemExit) as exited:
+        _in_process(incident, "--clean", clean, "--write", str(target), "--test", f"{test}::test_clean_run")
+    assert exited.value.code == 2
+    assert (
+        f"argument --write: {target} is not in the folder of {test}, where a regression module imports "
+        f"test_x and sees its conftest.py: name a file there, e.g. {files / 'test_regression.py'}"
+    ) in capsys.readouterr().err
+    assert not target.exists()
 
 
 def test_a_clean_run_span_whose_time_overflows_exits_2_naming_it(files: Path) -> None:
