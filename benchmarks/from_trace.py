@@ -13,6 +13,11 @@ Rows, each the median of REPEAT rounds:
 * infer: ``infer`` (places, matching, classifying, the faults and their reasons);
 * the clean run: ``clean_run_from_detail`` (the footprint, each request placed in its span).
 
+And two hostile rows: ``infer`` on a failed span whose status description is 50 MB, with 9 requests
+inside its clean-run span (each rule scanned the whole text, for each request: 13 s for one request);
+and the clean run of one session of 9,000 spans, each request after its span ended (each request's span
+was looked for among every span before it: 1.8 s, and 6.6 s at 18,000).
+
 Target: inference on a 10,000-span trace under 1 s (issue 38).
 Run: ``.venv/bin/python benchmarks/from_trace.py``
 """
@@ -27,7 +32,8 @@ import _bench
 from pytest_mcpfaults.from_trace.footprint import clean_run_from_detail
 from pytest_mcpfaults.from_trace.infer import SpanNames, infer
 from pytest_mcpfaults.from_trace.read import decode_trace
-from pytest_mcpfaults.from_trace.trace import pick_trace
+from pytest_mcpfaults.from_trace.trace import index_spans, pick_trace
+from pytest_mcpfaults.spans.records import RecordedSpan
 
 REPEAT = 9
 SESSIONS = 1000
@@ -106,6 +112,40 @@ def clean_detail() -> dict[str, Any]:
     return {"spans": spans, "journal": journal}
 
 
+def hostile_description() -> tuple[Any, Any]:
+    """A trace whose failed delete's description is 50 MB; a clean run with 9 deletes inside its span."""
+    text = "RuntimeError: " + "x" * 50_000_000 + " [Errno 111] Connection refused"
+    spans = [
+        RecordedSpan("Agent.Session", 7, 1, None, "ERROR", "x", {}, (), 10**9, 10**10),
+        RecordedSpan("MCP.DeleteSession", 7, 2, 1, "ERROR", text, {}, (), 2 * 10**9, 3 * 10**9),
+    ]
+    detail: dict[str, Any] = {
+        "spans": [
+            {"id": 1, "parent": None, "name": "Agent.Session", "start": 1.0, "end": 10.0},
+            {"id": 2, "parent": 1, "name": "MCP.DeleteSession", "start": 2.0, "end": 3.0},
+        ],
+        "journal": [
+            {"label": "POST tools/call delete_session", "server": 0, "start": 2.0 + i / 10, "end": None}
+            for i in range(1, 10)
+        ],
+    }
+    return index_spans(7, spans), clean_run_from_detail(detail, "clean", NAMES.session)
+
+
+def one_long_session(n: int = 9000) -> dict[str, Any]:
+    """A clean run of one session of ``n`` spans, one after another, each request after its span."""
+    spans: list[dict[str, Any]] = [
+        {"id": 1, "parent": None, "name": "Agent.Session", "start": 0.0, "end": 1e6}
+    ]
+    spans += [
+        {"id": i + 2, "parent": 1, "name": "Agent.Call", "start": i + 0.1, "end": i + 0.5} for i in range(n)
+    ]
+    journal = [
+        {"label": "POST tools/call echo", "server": 0, "start": i + 0.7, "end": None} for i in range(n)
+    ]
+    return {"spans": spans, "journal": journal}
+
+
 def main() -> None:
     data, detail = trace_bytes(), clean_detail()
     read = decode_trace(data, "bench.json")
@@ -124,11 +164,20 @@ def main() -> None:
             _bench.timed(lambda: clean_run_from_detail(detail, "clean", NAMES.session), REPEAT, 1)
         ),
     }
+    big_trace, big_clean = hostile_description()
+    assert infer(big_trace, big_clean, NAMES).plan == ("die@tool:delete_session[nth=9]",)
+    m["hostile text"] = _bench.median(_bench.timed(lambda: infer(big_trace, big_clean, NAMES), REPEAT, 1))
+    long = one_long_session()
+    m["hostile clean"] = _bench.median(
+        _bench.timed(lambda: clean_run_from_detail(long, "clean", NAMES.session), REPEAT, 1)
+    )
     labels = {
         "read": f"read: decode_trace, OTLP/JSON, {len(data) / 1e6:.1f} MB",
         "pick": "pick: pick_trace (index, cycles, session)",
         "infer": f"infer: {len(got.inferences)} failed spans, {len(mapped)} mapped",
         "clean": f"the clean run: {len(clean.calls)} requests placed in {len(clean.trace.spans)} spans",
+        "hostile text": "infer: a failed span's 50 MB status description, 9 requests inside it",
+        "hostile clean": "the clean run: one session of 9,000 spans, each request after its span",
     }
     rows = [[label, _bench.fmt_s(m[k])] for k, label in labels.items()]
     _bench.table(

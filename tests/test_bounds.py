@@ -21,6 +21,7 @@ from pytest_mcpfaults.auth.server import MAX_TOKENS
 from pytest_mcpfaults.cli import DEFAULT_JOURNAL_LIMIT, DEFAULT_SPAN_LIMIT
 from pytest_mcpfaults.core.resumption import MAX_ID_DIGITS, RETAINED_BYTES, RETAINED_EVENTS
 from pytest_mcpfaults.faults.text import MAX_SPEC_CHARS
+from pytest_mcpfaults.from_trace.classify import MAX_READ
 from pytest_mcpfaults.from_trace.read import MAX_TRACE_BYTES
 from pytest_mcpfaults.mcp.uri_template import MAX_URI_CHARS
 from pytest_mcpfaults.options.checks import (
@@ -86,6 +87,7 @@ CODE_DEFAULTS: dict[str, str] = {
     "`max_fault_seconds`": _seconds(MAX_FAULT_SECONDS),
     "`max_spec_chars`": f"{MAX_SPEC_CHARS} characters",
     "`MAX_TRACE_BYTES`": f"{MAX_TRACE_BYTES} bytes",
+    "`MAX_READ`": f"{MAX_READ} characters",
     "`MAX_TOKENS`": str(MAX_TOKENS),
     "`RETAINED_EVENTS`, `RETAINED_BYTES`": f"{RETAINED_EVENTS} events and {RETAINED_BYTES} bytes",
     "`DORMANT_STREAMS`": f"the last {DORMANT_STREAMS}",

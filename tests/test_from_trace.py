@@ -182,6 +182,62 @@ def test_several_requests_in_one_span_plan_the_last_and_list_the_others_bounded(
     assert len(got.plans()) <= MAX_PLANS
 
 
+def test_a_huge_span_text_is_classified_once_at_its_start_and_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 5 MB status description was scanned whole by each rule, once per request inside the span (the
+    quote and the fault's message only ever show 120 and 300 characters of it)."""
+    from pytest_mcpfaults.from_trace import infer as infer_module
+
+    classified: list[bool] = []
+
+    def counting(span: Any, tool_call: bool, budget: float) -> Any:
+        classified.append(tool_call)
+        return real(span, tool_call, budget)
+
+    real = infer_module.classify
+    monkeypatch.setattr(infer_module, "classify", counting)
+    clean = clean_detail()
+    clean["journal"] += [
+        {"label": "POST tools/call delete_session", "server": 0, "start": 109.0 + i / 100, "end": None}
+        for i in range(2, 9)
+    ]
+    clean["journal"].sort(key=lambda r: r["start"])
+    body = "x" * 2_500_000
+    text = f"RuntimeError: {body} timed out {body} [Errno 111] Connection refused"  # its middle: not read
+    got = one_failure("MCP.DeleteSession", 8000, 8100, text, clean=clean)
+    [inf] = got.inferences
+    assert inf.faults[:2] == ("die@tool:delete_session[nth=8]", "reset@tool:delete_session[nth=8]")
+    assert f"(of its {len(text)} characters, the first and last 32768 read) → die at" in inf.reason
+    assert len(inf.reason) < 1000
+    assert classified == [True]  # the 8 requests are tool calls: one classification serves them all
+
+
+def test_each_request_is_placed_in_the_innermost_span_open_around_it_as_the_spans_nest() -> None:
+    """The sweep that places requests gives what the definition gives: the latest-started span still
+    open (ended at or after the request's start, or never) among those started by then."""
+    import random
+
+    from pytest_mcpfaults.spans.records import RecordedSpan
+
+    rng = random.Random(7)
+    spans = []
+    for k in range(300):
+        start = rng.randrange(0, 10_000) * 10**6
+        end = start + rng.randrange(0, 3_000) * 10**6 if rng.random() < 0.9 else None
+        spans.append(RecordedSpan(f"s{k}", 1, k + 1, None, "UNSET", None, {}, (), start, end))
+    trace = index_spans(1, sorted(spans, key=lambda s: s.start_time or 0))
+    calls = [Call(f"c#{i}", "c", i, "POST c", rng.randrange(-10, 13_000) / 1000) for i in range(400)]
+    calls.append(Call("untimed#1", "untimed", 1, "POST untimed"))
+    got = place_calls(calls, trace)
+    for call, placed in zip(calls, got, strict=True):
+        at = None if call.start is None else int(call.start * 1e9)
+        open_ = [
+            s
+            for s in trace.spans
+            if at is not None and (s.start_time or 0) <= at and (not s.end_time or s.end_time >= at)
+        ]
+        assert placed.span == (open_[-1].span_id if open_ else None), call
+
+
 # -- reading ---------------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, export, incident, incident_bytes
+from trace_shapes import GONE_TEMPLATE, TRACE, clean_detail, export, incident, incident_bytes, span
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,13 +177,32 @@ def test_an_unreadable_or_deep_clean_run_exits_2_saying_so(files: Path, clean: s
 
 def test_a_regression_test_that_cannot_be_written_exits_2_naming_it(files: Path) -> None:
     incident, clean = str(files / "incident.json"), str(files / "clean.json")
-    target, test = files / "no" / "test_r.py", files / "test_x.py"
+    target, test = files / "test_r.py", files / "test_x.py"
+    target.mkdir()
     test.write_text("def test_clean_run():\n    pass\n")
     status, _, err = _in_process(
         incident, "--clean", clean, "--write", str(target), "--test", f"{test}::test_clean_run"
     )
     assert status == 2
-    assert f"from-trace: cannot write {target}: No such file or directory" in err
+    assert f"from-trace: cannot write {target}: Is a directory" in err
+
+
+def test_write_outside_the_clean_tests_folder_is_refused_naming_where_it_goes(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A regression module elsewhere could not import the clean test's module, nor see its conftest.py."""
+    incident, clean, test = str(files / "incident.json"), str(files / "clean.json"), files / "test_x.py"
+    test.write_text("def test_clean_run():\n    pass\n")
+    (files / "other").mkdir()
+    target = files / "other" / "test_r.py"
+    with pytest.raises(SystemExit) as exited:
+        _in_process(incident, "--clean", clean, "--write", str(target), "--test", f"{test}::test_clean_run")
+    assert exited.value.code == 2
+    assert (
+        f"argument --write: {target} is not in the folder of {test}, where a regression module imports "
+        f"test_x and sees its conftest.py: name a file there, e.g. {files / 'test_regression.py'}"
+    ) in capsys.readouterr().err
+    assert not target.exists()
 
 
 def test_a_clean_run_span_whose_time_overflows_exits_2_naming_it(files: Path) -> None:
@@ -259,6 +278,20 @@ def test_a_test_nodeid_whose_file_is_missing_is_refused_before_anything_is_writt
     assert exited.value.code == 2
     assert f"argument --test: no file {files}/test_nowhere.py" in capsys.readouterr().err
     assert not target.exists()
+
+
+def test_the_symptoms_and_the_spans_not_mapped_are_listed_bounded(files: Path) -> None:
+    """A trace of many failed sessions and spans the clean run lacks printed a line for each of them."""
+    sessions = [span(f"{0xA0 + i:02x}", "Agent.Session", None, 1000 + i, 9000, error="x") for i in range(12)]
+    lost = [span(f"{0x10 + i:02x}", "Vendor.Thing", "a0", 2000 + i, 3000, error="boom") for i in range(15)]
+    (files / "incident.json").write_text(json.dumps(export(*sessions, *lost)))
+    status, out, err = _in_process(str(files / "incident.json"), "--clean", str(files / "clean.json"))
+    assert status == 0, err
+    lines = out.splitlines()
+    assert sum(line.startswith("symptom: Agent.Session ") for line in lines) == 10
+    assert "… and 2 more symptoms" in lines
+    assert sum(line.startswith("- [unmatched] Vendor.Thing ") for line in lines) == 10
+    assert lines[-1] == "… and 5 more spans not mapped"
 
 
 def test_write_with_nothing_to_replay_writes_no_regression_test(files: Path) -> None:

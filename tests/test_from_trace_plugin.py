@@ -320,6 +320,12 @@ def test_a_bad_option_is_a_usage_error_naming_it(
             "@pytest.mark.mcp_from_trace: one trace per test (mcp_from_trace(path, trace_id=None): path a "
             "trace file, trace_id 32 hex digits or None); the test has it 2 times",
         ),
+        (  # its clean run would run under them, and the trace's faults be inferred against a faulty run
+            "mcp_from_trace('trace.json')\n@pytest.mark.mcp_sidecar(faults=['die@tool:echo[nth=1]'])",
+            "test_x: @pytest.mark.mcp_from_trace: the test's @pytest.mark.mcp_sidecar has faults= "
+            "(['die@tool:echo[nth=1]']): its clean run, the trace's replay is inferred against, would "
+            "run under them; drop faults= (a replay runs the trace's faults)",
+        ),
     ],
 )
 def test_a_bad_marker_is_a_collection_error_naming_it(
@@ -330,6 +336,25 @@ def test_a_bad_marker_is_a_collection_error_naming_it(
     result = _run(pytester)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert message in result.stdout.str()
+
+
+def test_the_option_on_an_explored_test_with_faults_of_its_own_is_a_collection_error(
+    pytester: pytest.Pytester,
+) -> None:
+    """``@pytest.mark.mcp_explore`` explores a test with its own ``faults=``: the option would replay the
+    trace against a clean run under those faults."""
+    shutil.copy(TRACE_FILE, pytester.path / "trace.json")
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.mcp_explore\n@pytest.mark.mcp_stdio(faults=['die@tool:echo[nth=1]'])\n"
+        "def test_x(mcp_stdio_server):\n    pass\n"
+    )
+    result = _run(pytester, "--mcpfaults-from-trace=trace.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert (
+        "test_x: --mcpfaults-from-trace: the test's @pytest.mark.mcp_stdio has faults= "
+        "(['die@tool:echo[nth=1]']): its clean run, the trace's replay is inferred against, would run "
+        "under them; drop faults= (a replay runs the trace's faults)"
+    ) in result.stdout.str()
 
 
 def test_the_option_with_no_clean_test_to_replay_against_says_so(pytester: pytest.Pytester) -> None:

@@ -204,6 +204,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     node = metafunc.definition
     marker = node.get_closest_marker(MARKER)
     if marker is None:
+        if metafunc.config.stash[_OPTION_SOURCES] and node.get_closest_marker(EXPLORE_MARKER) is not None:
+            _refuse_own_faults(metafunc, f"{node.nodeid}: {OPTION}")  # explored, so replayed
         return
     where = f"{node.nodeid}: @pytest.mark.{MARKER}"
     usage = f"{MARKER}(path, trace_id=None): path a trace file, trace_id 32 hex digits or None"
@@ -224,6 +226,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{where}: the test uses no sidecar fixture ({', '.join(SIDECAR_FIXTURE_NAMES)}), so there is no "
             "clean run to replay the trace against"
         )
+    _refuse_own_faults(metafunc, where)
     from pytest_mcpfaults.from_trace.read import TraceError
 
     full = Path(str(node.path)).parent / path
@@ -238,6 +241,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.config.stash[_MARKED][node.nodeid] = source
     if node.get_closest_marker(EXPLORE_MARKER) is None:
         node.add_marker(getattr(pytest.mark, EXPLORE_MARKER)())
+
+
+def _refuse_own_faults(metafunc: pytest.Metafunc, where: str) -> None:
+    """A ``CollectError`` for a test whose sidecar marker plans faults: its clean run would run under them."""
+    from pytest_mcpfaults._pytest.settings import marker_kwargs
+    from pytest_mcpfaults.explore.plan import FIXTURE_MARKERS
+
+    for fixture, name in FIXTURE_MARKERS.items():
+        try:
+            faults = marker_kwargs(metafunc.definition, name).get("faults")
+        except ValueError:
+            continue  # the sidecar glue reports the bad marker
+        if faults and fixture in metafunc.fixturenames:
+            raise pytest.Collector.CollectError(
+                f"{where}: the test's @pytest.mark.{name} has faults= ({faults!r}): its clean run, the "
+                "trace's replay is inferred against, would run under them; drop faults= (a replay runs "
+                "the trace's faults)"
+            )
 
 
 def _sources_for(item: pytest.Item) -> list[_Source]:

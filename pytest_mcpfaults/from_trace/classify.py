@@ -15,6 +15,9 @@ from pytest_mcpfaults.spans.records import RecordedSpan
 
 #: Characters of a span's text kept in a fault's message.
 MAX_TEXT = 300
+#: Characters of a span's text read: a longer one is read at its start and its end, half each (the
+#: exception type and what went wrong; what it quotes between them, a body say, is not read).
+MAX_READ = 65536
 
 _TIMEOUT = re.compile(r"timed? ?out|timeout|deadline exceeded", re.I)
 _REFUSED = re.compile(
@@ -56,6 +59,13 @@ def span_text(span: RecordedSpan) -> str:
     return "; ".join(texts)
 
 
+def read_text(text: str) -> str:
+    """``text`` as :func:`classify` reads it: its start and its end when over :data:`MAX_READ`."""
+    if len(text) <= MAX_READ:
+        return text
+    return text[: MAX_READ // 2] + " … " + text[-(MAX_READ // 2) :]
+
+
 def template(text: str) -> str:
     """``text`` as an ``error_payload`` message: braces doubled, each URL's scheme and host as
     ``{service_url}`` and each UUID as ``{session_id}`` (the run's own, filled in by the sidecar)."""
@@ -67,7 +77,7 @@ def template(text: str) -> str:
 def classify(span: RecordedSpan, tool_call: bool, budget: float) -> list[Candidate]:
     """The kinds that fit ``span``'s failure at a request (``tool_call``: a ``tools/call``), likeliest
     first; a held request is held for ``budget`` seconds."""
-    text = span_text(span)
+    text = read_text(span_text(span))
     if not span.end_time:
         why = f"the span never ended: held for the patience budget ({budget:g} s)"
         return [Candidate("hang", {"patience": budget}, why), Candidate("stall", {"patience": budget}, why)]

@@ -105,6 +105,13 @@ def main(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys
         args.subparser.error(f"argument --test: expected path/to/test_x.py::test_name, got {args.test!r}")
     if m is not None and not Path(m["path"]).is_file():
         args.subparser.error(f"argument --test: no file {m['path']} (the clean test's module, from here)")
+    test_file = Path(m["path"]) if m is not None else Path()
+    if args.write and Path(args.write).resolve().parent != test_file.resolve().parent:  # m is not None
+        args.subparser.error(
+            f"argument --write: {args.write} is not in the folder of {test_file}, where a regression module "
+            f"imports {test_file.stem} and sees its conftest.py: name a file there, e.g. "
+            f"{test_file.parent / 'test_regression.py'}"
+        )
     if args.write and not _rewritable(Path(args.write)):
         args.subparser.error(
             f"argument --write: {args.write} exists and is not a regression test from-trace wrote: "
@@ -157,9 +164,7 @@ def _rewritable(target: Path) -> bool:
 def _write(args: argparse.Namespace, m: re.Match[str], inferred: Any, out: IO[str]) -> None:
     from pytest_mcpfaults.from_trace.render import regression_test
 
-    target, test_file = Path(args.write), Path(m["path"])
-    same_dir = target.resolve().parent == test_file.resolve().parent
-    module = test_file.stem if same_dir else ".".join(test_file.with_suffix("").parts)
+    target, module = Path(args.write), Path(m["path"]).stem  # in the clean test's folder (main checked)
     name = "test_regression_" + inferred.trace_id[:8]
     target.write_text(regression_test(inferred, args.path, module, m["test"], name))
     print(f"wrote {target}: {name}, {m['test']} under {len(inferred.plan)} fault(s)", file=out)

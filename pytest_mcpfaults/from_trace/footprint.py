@@ -5,7 +5,7 @@ Pure.
 
 from __future__ import annotations
 
-import bisect
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -56,22 +56,21 @@ def _request(label: str) -> _Request:
 
 
 def place_calls(calls: Sequence[Call], trace: Trace) -> tuple[Call, ...]:
-    """``calls`` each with the innermost span of ``trace`` open when it started (latest start wins)."""
-    timed = [s for s in trace.spans if s.start_time is not None]
-    starts = [s.start_time or 0 for s in timed]
-    out = []
-    for call in calls:
-        if call.start is None:
-            out.append(call)
-            continue
-        at = int(call.start * 1e9)
-        owner = None
-        for i in range(bisect.bisect_right(starts, at) - 1, -1, -1):  # latest start first: the innermost
-            s = timed[i]
-            if not s.end_time or s.end_time >= at:
-                owner = s.span_id
-                break
-        out.append(replace(call, span=owner))
+    """``calls`` each with the innermost span of ``trace`` open when it started (latest start wins):
+    one sweep in time order, the spans started so far in a heap by start, those ended dropped as met."""
+    timed = [s for s in trace.spans if s.start_time is not None]  # in start order
+    out = list(calls)
+    started: list[int] = []  # minus the index in ``timed`` of each span started, the latest first
+    n = 0
+    timed_calls = [i for i, c in enumerate(calls) if c.start is not None]
+    for i in sorted(timed_calls, key=lambda i: calls[i].start or 0):
+        at = int((calls[i].start or 0) * 1e9)
+        while n < len(timed) and (timed[n].start_time or 0) <= at:
+            heapq.heappush(started, -n)
+            n += 1
+        while started and (end := timed[-started[0]].end_time) and end < at:  # ended: for the later too
+            heapq.heappop(started)
+        out[i] = replace(calls[i], span=timed[-started[0]].span_id if started else None)
     return tuple(out)
 
 
@@ -93,8 +92,11 @@ def clean_run_from_detail(data: Any, source: str, session: Patterns) -> CleanRun
     trace = index_spans(0, spans)
     check_trace(trace, source, session)
     calls: list[Call] = []
-    for server in sorted({int(r.get("server", 0)) for r in journal}):
-        requests = [(r, _request(r["label"])) for r in journal if int(r.get("server", 0)) == server]
+    by_server: dict[int, list[Any]] = {}
+    for r in journal:
+        by_server.setdefault(int(r.get("server", 0)), []).append(r)
+    for server in sorted(by_server):
+        requests = [(r, _request(r["label"])) for r in by_server[server]]
         # a POST that was not one JSON-RPC message (``POST /mcp``) has no step: footprint leaves it out
         kept = [
             (r, q) for r, q in requests if not (q.method == "POST" and q.path == "/mcp" and not q.mcp_method)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.explore.plan import Run
-from pytest_mcpfaults.from_trace.classify import Candidate, classify, span_text
+from pytest_mcpfaults.from_trace.classify import MAX_READ, Candidate, classify, span_text
 from pytest_mcpfaults.from_trace.footprint import Call, CleanRun
 from pytest_mcpfaults.from_trace.match import match_span, places
 from pytest_mcpfaults.from_trace.trace import Trace
@@ -139,8 +139,12 @@ def _calls_inside(clean: CleanRun, span: RecordedSpan) -> list[Call]:
 def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float) -> Inference:
     """The faults at the requests inside the span's match, likeliest first, at most :data:`MAX_CANDIDATES`."""
     texts: list[tuple[str, Call, Candidate]] = []
+    kinds: dict[bool, list[Candidate]] = {}  # classified once for a tool call, once for another request
     for call in _ranked(calls):
-        for cand in classify(span, call.target.startswith("tool:"), budget):
+        tool_call = call.target.startswith("tool:")
+        if tool_call not in kinds:
+            kinds[tool_call] = classify(span, tool_call, budget)
+        for cand in kinds[tool_call]:
             text = _fault(cand, call)
             if text is not None and len(texts) < MAX_CANDIDATES:
                 texts.append((text, call, cand))
@@ -160,7 +164,7 @@ def _at_calls(span: RecordedSpan, calls: list[Call], how: str, budget: float) ->
         )
     if how == "name":
         where += f" (matched by name only: the clean run has no {span.name} at the trace's place)"
-    reason = f"{_who(span)} recorded {_quote(span)} → {cand.kind} at {call.step}, {where}"
+    reason = f"{_who(span)} recorded {_quote(span)}{_cut(span)} → {cand.kind} at {call.step}, {where}"
     if cand.why:
         reason += f"; {cand.why}"
     if len(texts) > 1:
@@ -194,6 +198,12 @@ def _fault(cand: Candidate, call: Call) -> str | None:
 
 def _who(span: RecordedSpan) -> str:
     return f"{span.name} (span {span.span_id_hex})"
+
+
+def _cut(span: RecordedSpan) -> str:
+    """What of a text over :data:`~pytest_mcpfaults.from_trace.classify.MAX_READ` characters was read."""
+    n = len(span_text(span))
+    return f" (of its {n} characters, the first and last {MAX_READ // 2} read)" if n > MAX_READ else ""
 
 
 def _quote(span: RecordedSpan) -> str:

@@ -4,16 +4,21 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sized
 
 from pytest_mcpfaults.from_trace.infer import Inferred
+
+#: Symptoms, and spans not mapped, listed at most each (the count says how many more).
+MAX_LISTED = 10
 
 
 def inferred_lines(inferred: Inferred, source: str) -> list[str]:
     """Span → request → fault for each span mapped, then what could not be mapped, then the plan."""
     out = [f"trace {inferred.trace_id} ({source})"]
-    for span in inferred.symptoms:
-        desc = f": {span.status_description}" if span.status_description else ""
-        out.append(f"symptom: {span.name} (span {span.span_id_hex}) {span.status_code}{desc[:120]}")
+    for span in inferred.symptoms[:MAX_LISTED]:
+        desc = f": {span.status_description[:118]}" if span.status_description else ""
+        out.append(f"symptom: {span.name} (span {span.span_id_hex}) {span.status_code}{desc}")
+    out += _more(inferred.symptoms, "symptoms")
     mapped = [i for i in inferred.inferences if i.faults]
     rest = [i for i in inferred.inferences if not i.faults]
     if not inferred.inferences:
@@ -27,12 +32,17 @@ def inferred_lines(inferred: Inferred, source: str) -> list[str]:
             )
     if rest:
         out.append("not mapped:")
-        out += [f"- [{i.outcome.replace('_', ' ')}] {i.reason}" for i in rest]
+        out += [f"- [{i.outcome.replace('_', ' ')}] {i.reason}" for i in rest[:MAX_LISTED]]
+        out += _more(rest, "spans not mapped")
     if mapped:
         out.append(
             "plan: @pytest.mark.mcp_sidecar(faults=[" + ", ".join(repr(f) for f in inferred.plan) + "])"
         )
     return out
+
+
+def _more(items: Sized, what: str) -> list[str]:
+    return [f"… and {len(items) - MAX_LISTED} more {what}"] if len(items) > MAX_LISTED else []
 
 
 #: What a module :func:`regression_test` wrote says of itself (``--write`` overwrites only those).
