@@ -280,5 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return serve(args, sc)
     except OSError as exc:  # e.g. the port is taken
+        if sc.upstream_command is not None and sc.upstream_pid is None:  # spawned before the bind: not run
+            why = exc.__cause__ or exc
+            parser.error(f"argument --upstream-command: cannot start {sc.upstream_command[0]!r}: {why}")
         print(f"{_PROG} serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
