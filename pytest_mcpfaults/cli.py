@@ -17,7 +17,7 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn, TextIO
 
 from pytest_mcpfaults.options.checks import (
@@ -136,29 +136,40 @@ def _check_transport(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             args.upstream,
         )  # fmt: skip
     except ValueError as exc:
-        names = "|".join(inspect.signature(check_transport).parameters)  # each worded as its flag
-        parser.error(_as_flags(str(exc), names, "--transport"))
+        parser.error(_as_flags(str(exc), inspect.signature(check_transport).parameters, "--transport"))
 
 
-def _as_flags(message: str, names: str, fallback: str) -> str:
+def _as_flags(message: str, names: Iterable[str], fallback: str) -> str:
     """A Sidecar's (StdioServer's) check's ``message`` as a usage error: the options in ``names``
-    (``a|b``) worded as their flags, the argument the one the ``Sidecar faults=:`` prefix names, else
-    the first named."""
+    worded as their flags are taken (an on/off flag bare, ``--get-stream``; a flag with a value with it,
+    or with its metavar where the message gives none or a Python list, ``--cassette=PATH``), the
+    argument the one the ``Sidecar faults=:`` prefix names, else the first named."""
+    opts = {f.name: opt for f, opt in option_fields() if opt.flag and f.name in names}
+    alternatives = "|".join(opts)
     prefix = re.match(r"(?:Sidecar|StdioServer)(?: (\w+)=)?: ", message)
     if prefix is None:  # not the Sidecar's wording (a cassette's error names Sidecar(...) calls): as is
-        named = re.search(rf"\b({names})\b", message)
-        return f"argument {'--' + named[1].replace('_', '-') if named else fallback}: {message}"
-    text = re.sub(
-        rf"\b({names})(?==| and | must)", lambda m: "--" + m[1].replace("_", "-"), message[prefix.end() :]
-    )
+        named = re.search(rf"\b({alternatives})\b", message)
+        return f"argument {opts[named[1]].flag if named else fallback}: {message}"
+
+    def flag(m: re.Match[str]) -> str:
+        opt, value = opts[m[1]], m[2]
+        if opt.switch or value is None:
+            return str(opt.flag)
+        if not value or value.startswith("["):
+            value = opt.metavar or "{" + ",".join(opt.choices or ()) + "}"
+        return f"{opt.flag}={value}"
+
+    value = r"'(?:[^'\\]|\\.)*'|\[[^\]]*\]|[\w.]*"
+    text = re.sub(rf"\b({alternatives})(?:=({value})|(?= and | must))", flag, message[prefix.end() :])
     first = re.search(r"--[a-z-]+", text)
-    argument = f"--{prefix[1].removesuffix('s')}" if prefix[1] else first[0] if first else fallback
+    own = opts.get(prefix[1] or "")
+    argument = own.flag if own else first[0] if first else fallback
     return f"argument {argument}: {text}"
 
 
 def usage_error(parser: argparse.ArgumentParser, exc: ValueError) -> NoReturn:
     """Exit 2 with what a server's constructor refused, worded with the flags (``serve``, ``stdio``)."""
-    parser.error(_as_flags(str(exc), "|".join(f.name for f, opt in option_fields() if opt.flag), "--fault"))
+    parser.error(_as_flags(str(exc), {f.name for f, _ in option_fields()}, "--fault"))
 
 
 def _check_upstream(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -280,5 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return serve(args, sc)
     except OSError as exc:  # e.g. the port is taken
+        if sc.upstream_command is not None and sc.upstream_pid is None:  # spawned before the bind: not run
+            why = exc.__cause__ or exc
+            parser.error(f"argument --upstream-command: cannot start {sc.upstream_command[0]!r}: {why}")
         print(f"{_PROG} serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

@@ -496,12 +496,23 @@ def test_exits_0_on_signal_releasing_held_requests(sig: int) -> None:
         (["--mcp-path", "/_mcpfaults/mcp"], "argument --mcp-path: '/_mcpfaults/mcp' is reserved"),
         (
             ["--transport", "sse", "--get-stream"],
-            "argument --get-stream: --get-stream=True shapes Streamable HTTP",
+            "argument --get-stream: --get-stream shapes Streamable HTTP",
         ),
         # checks the Sidecar makes across flags: a usage error too, not a traceback with exit 1
         (["--record", "x.jsonl"], "argument --record: --record='x.jsonl' records the answers of a real"),
         (["--record-mode", "new_episodes"], "argument --record-mode: --record-mode='new_episodes' is how"),
-        (["--cassette-once"], "argument --cassette-once: --cassette-once= is a matching rule of replay"),
+        # each flag as it is taken: an on/off flag bare, a flag with a value with one (its metavar if the
+        # message gives none, or a Python list): `--cassette-order=`, `--upstream-command=['python', ...]`
+        (["--cassette-once"], "argument --cassette-once: --cassette-once is a matching rule of replay"),
+        (["--cassette-order"], "--cassette-order is a matching rule of replay; give --cassette=PATH too"),
+        (
+            ["--cassette-ignore", "ts"],
+            "argument --cassette-ignore: --cassette-ignore=NAME is a matching rule",
+        ),
+        (
+            ["--record", "x.jsonl"],
+            "(--upstream-command='CMD ARGS'), or replay a cassette with --cassette=PATH",
+        ),
         (
             ["--cassette", "/nonexistent/t.jsonl"],
             "argument --cassette: cassette /nonexistent/t.jsonl: no such",

@@ -356,6 +356,33 @@ def test_bad_fault_spec_strings() -> None:
         Sidecar(faults=[Hang(), 3])  # type: ignore[list-item]
 
 
+def test_a_spec_that_reads_as_a_plan_is_refused_and_blanks_around_its_parts_are_not_read() -> None:
+    """`delay@tool:a; hang@health` was one delay on a tool named `a; hang@health` (never called), which
+    format_plan wrote back as two faults: a `;` separates a plan's faults. A target may still hold one
+    where what follows is no fault (`tool:a;b`, a `data:` URI). Blanks around the kind, the parameters,
+    the target and the options are not part of them (faults.md: `[nth=…, times=…]`)."""
+    for spec, plan in (
+        ("delay@tool:a; hang@health", "delay@tool:a; hang@health"),
+        ("hang@/x;die", "hang@/x; die"),
+    ):
+        target = spec.partition("@")[2]
+        with pytest.raises(ValueError, match="reads as a plan of 2 faults") as info:
+            parse_fault(spec)
+        assert str(info.value) == (
+            f"fault spec {spec!r} reads as a plan of 2 faults ({plan}): ';' separates a plan's faults; "
+            "give each as a spec of its own (parse_plan reads a plan), or a target holding ';' as "
+            f"Trigger({target!r})"
+        )
+    assert parse_plan("delay@tool:a; hang@health") == (Delay(when="tool:a"), Hang(when="health"))
+    for target in ("tool:a;b", "resource:data:text/plain;base64,eA=="):
+        assert parse_fault(f"delay@{target}") == Delay(when=target)
+    assert parse_fault("delay ") == Delay()
+    assert parse_fault("delay @tools/call") == Delay(when="tools/call")
+    assert parse_fault(" delay ( seconds = 1 ) @ tools/call [ times = 1 ] ") == Delay(
+        seconds=1, when=Trigger("tools/call", times=1)
+    )
+
+
 @pytest.mark.parametrize(
     ("faults", "expect"),
     [

@@ -346,6 +346,44 @@ def test_a_journal_limit_of_100_keeps_100_of_300_requests_counts_200_dropped_and
         assert ("since" if "since" in bad else "limit") in r.json()["error"]
 
 
+def test_an_unknown_query_parameter_is_refused_naming_the_routes_own_before_anything_is_done(
+    controlled: Sidecar,
+) -> None:
+    """`?limt=20` was answered as if no limit was asked, `DELETE /faults?dry_run=1` cleared the plan."""
+    refused = [
+        (
+            "GET",
+            "/journal?limt=20",
+            "GET /_mcpfaults/journal: unknown query parameter 'limt'; valid: since, limit",
+        ),
+        ("DELETE", "/faults?dry_run=1", "unknown query parameter 'dry_run'; valid: none"),
+        ("POST", "/freeze?for=5", "POST /_mcpfaults/freeze: unknown query parameter 'for'; valid: none"),
+        (
+            "GET",
+            "/spans?fromat=json",
+            "unknown query parameter 'fromat'; valid: format, wait_for, timeout, count",
+        ),
+        (
+            "GET",
+            "/check?session=a&wait_fr=b",
+            "'wait_fr'; valid: session, cleanup, flip_cleanup, count_cleanup, max_cleanups, wait_for, "
+            "timeout, count",
+        ),
+        (
+            "GET",
+            "/check?timeout=5",
+            "query parameter timeout is wait_for's: give wait_for=<span-name glob> too",
+        ),
+    ]
+    with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10) as client:
+        for method, sub, message in refused:
+            r = client.request(method, f"{controlled.url}/_mcpfaults{sub}")
+            assert (r.status_code, message in r.json()["error"]) == (400, True), (sub, r.text)
+        assert client.get(f"{controlled.url}/_mcpfaults/faults").json() == {"faults": ["hang@health[nth=1]"]}
+    assert controlled.state == "running"
+    assert _journal(controlled, "?since=0&limit=1")["more"] is False
+
+
 def test_a_request_in_flight_is_never_dropped_from_the_ring(controlled: Sidecar) -> None:
     sc = controlled
     sc.journal.set_limit(10)

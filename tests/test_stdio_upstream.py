@@ -410,6 +410,29 @@ def test_bad_upstream_command_flags_are_usage_errors_naming_the_flag(
     assert message in err
 
 
+def test_an_upstream_command_that_cannot_start_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A missing program was reported as "cannot listen on 127.0.0.1:0" (exit 1): the bind was never
+    tried. ``serve`` installs its signal handlers: restored for the rest of the session."""
+    import signal
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(SystemExit) as exc:
+            main(["serve", "--upstream-command", "mcpfaults-no-such-program --flag"])
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "cannot listen" not in err
+    assert (
+        "argument --upstream-command: cannot start 'mcpfaults-no-such-program': [Errno 2] No such file or "
+        "directory: 'mcpfaults-no-such-program'"
+    ) in err
+
+
 # -- a hostile stdio upstream -----------------------------------------------------------------------
 
 #: A stdio MCP server in a few lines, for the hostile ones below: ``MODE`` says what it does wrong.

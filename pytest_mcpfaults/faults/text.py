@@ -75,7 +75,7 @@ def parse_fault(spec: str) -> Fault:
             f"{MAX_SPEC_CHARS} (max_spec_chars)"
         )
     match = _SPEC.match(spec.strip()) if isinstance(spec, str) else None
-    spec = _cut(spec) if isinstance(spec, str) else spec  # as error messages show it
+    text, spec = spec, _cut(spec) if isinstance(spec, str) else spec  # as error messages show it
     if match is None:
         raise ValueError(
             f"fault spec {spec!r} is not KIND[(name=value,...)][@TARGET][[nth=,after=,times=,p=,seed=]]"
@@ -95,6 +95,12 @@ def parse_fault(spec: str) -> Fault:
             )
         trig[_TRIGGER_KEYS[key]] = value
     target = (match["target"] or cls.default_target).strip()
+    if ";" in target and len(plan := _as_plan_text(text)) > 1:  # not one fault on a tool "a; hang@health"
+        raise ValueError(
+            f"fault spec {spec!r} reads as a plan of {len(plan)} faults ({format_plan(plan)}): ';' separates "
+            f"a plan's faults; give each as a spec of its own (parse_plan reads a plan), or a target holding "
+            f"';' as Trigger({target!r})"
+        )
     return _build(cls, params, {"target": target, **trig}, spec)
 
 
@@ -130,6 +136,13 @@ def format_plan(plan: Iterable[Fault]) -> str:
 def parse_plan(text: str) -> tuple[Fault, ...]:
     """Inverse of :func:`format_plan`; an empty string is the empty plan."""
     return tuple(parse_fault(part) for part in _split_outside_quotes(text, ";") if part.strip())
+
+
+def _as_plan_text(text: str) -> tuple[Fault, ...]:
+    try:
+        return parse_plan(text)
+    except ValueError:  # a part is not a fault: the ';' is the target's own ("tool:a;b")
+        return ()
 
 
 def as_plan(faults: object, *, argname: str = "faults") -> tuple[Fault, ...]:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
+from multidict import MultiMapping
 
 from pytest_mcpfaults.invariants import gate_violations
 from pytest_mcpfaults.spans.queries import SpanLookupError, as_patterns
@@ -29,9 +30,36 @@ if TYPE_CHECKING:
 MAX_WAIT = 60.0
 #: How many ``wait_for=`` waits may be pending at once; one more is answered 503.
 MAX_WAITS = 32
-Route = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 _D = TypeVar("_D", tuple[str, ...], None)
 T = TypeVar("T")
+
+
+class Query:
+    """A control request's query parameters, as a route reads them before it acts: the names it reads
+    are the ones it takes (:meth:`unknown` names any other)."""
+
+    def __init__(self, given: MultiMapping[str]) -> None:
+        self._given, self.names = given, dict[str, None]()  # read, in order
+
+    def get(self, name: str) -> str | None:
+        self.names[name] = None
+        return self._given.get(name)
+
+    def getall(self, name: str) -> list[str]:
+        self.names[name] = None
+        return self._given.getall(name, [])
+
+    def unknown(self) -> str | None:
+        """The refusal of the first parameter given that the route did not read; ``None``: none was."""
+        extra = sorted(set(self._given) - self.names.keys())
+        if not extra:
+            return None
+        return f"unknown query parameter {extra[0]!r}; valid: {', '.join(self.names) or 'none'}"
+
+
+#: A route: reads its parameters from the query (refusing a bad one) and gives the handler that acts.
+Route = Callable[[Query], Handler]
 
 
 class SpanWork:
@@ -47,7 +75,7 @@ class SpanWork:
         """Run the wait ``fn()`` on a wait thread of its own; refused (503) when ``max_waits`` are
         pending (a wait abandoned by its client still counts until its timeout ends it)."""
         if not self._slots.acquire(blocking=False):
-            raise _Refused(
+            raise Refused(
                 503, f"{self.max_waits} span waits (wait_for=) are pending already: retry when "
                 "one ends (each ends by its timeout at the latest)",
             )  # fmt: skip
@@ -61,7 +89,9 @@ class SpanWork:
         return self._waits.submit(run)
 
 
-class _Refused(Exception):
+class Refused(Exception):
+    """A control request refused: answered ``status`` with the message (503: with ``Retry-After``)."""
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
@@ -117,18 +147,18 @@ def span_json(span: RecordedSpan) -> dict[str, Any]:
     }
 
 
-def _patterns(request: web.BaseRequest, name: str, default: _D) -> tuple[str, ...] | _D:
-    given = request.query.getall(name, [])
+def _patterns(query: Query, name: str, default: _D) -> tuple[str, ...] | _D:
+    given = query.getall(name)
     if not given:
         return default
     try:
         return as_patterns(given)
     except ValueError as exc:
-        raise _Refused(400, f"query parameter {name}: {exc}") from None
+        raise Refused(400, f"query parameter {name}: {exc}") from None
 
 
-def _number(request: web.BaseRequest, name: str, default: float, low: float, high: float) -> float:
-    raw = request.query.get(name)
+def _number(query: Query, name: str, default: float, low: float, high: float) -> float:
+    raw = query.get(name)
     if raw is None:
         return default
     try:
@@ -136,22 +166,29 @@ def _number(request: web.BaseRequest, name: str, default: float, low: float, hig
     except ValueError:
         value = float("nan")
     if not low <= value <= high:  # nan fails too
-        raise _Refused(400, f"query parameter {name} must be a number in {low:g}..{high:g}, got {raw!r}")
+        raise Refused(400, f"query parameter {name} must be a number in {low:g}..{high:g}, got {raw!r}")
     return value
 
 
-async def _wait(sidecar: Sidecar, request: web.BaseRequest, work: SpanWork) -> None:
-    name = request.query.get("wait_for")
-    if name is None:
-        return
-    if not name.strip():
-        raise _Refused(400, "query parameter wait_for must be a span-name glob, got ''")
-    timeout = _number(request, "timeout", 10.0, 0.0, MAX_WAIT)
-    count = int(_number(request, "count", 1, 1, 1_000_000))
-    try:
-        await work.wait(lambda: sidecar.wait_for_span(name, timeout, count))
-    except SpanLookupError as exc:
-        raise _Refused(408, str(exc)) from None
+def _wait(sidecar: Sidecar, query: Query, work: SpanWork) -> Callable[[], Awaitable[None]]:
+    """The ``wait_for=`` wait (with ``timeout=`` and ``count=``) the query asks for, to await."""
+    name = query.get("wait_for")
+    if name is not None and not name.strip():
+        raise Refused(400, "query parameter wait_for must be a span-name glob, got ''")
+    timeout = _number(query, "timeout", 10.0, 0.0, MAX_WAIT)
+    count = int(_number(query, "count", 1, 1, 1_000_000))
+    if name is None and (alone := [n for n in ("timeout", "count") if query.get(n) is not None]):
+        raise Refused(400, f"query parameter {alone[0]} is wait_for's: give wait_for=<span-name glob> too")
+
+    async def wait() -> None:
+        if name is None:
+            return
+        try:
+            await work.wait(lambda: sidecar.wait_for_span(name, timeout, count))
+        except SpanLookupError as exc:
+            raise Refused(408, str(exc)) from None
+
+    return wait
 
 
 def _dropped(recorder: SpanRecorder) -> dict[str, Any]:
@@ -196,36 +233,27 @@ def _check_json(
     )
 
 
-def _guarded(route: Route) -> Route:
-
-    async def run(request: web.BaseRequest) -> web.StreamResponse:
-        try:
-            return await route(request)
-        except _Refused as exc:
-            resp = _body_json(exc.status, _dumps({"error": str(exc)}).encode())
-            if exc.status == 503:
-                resp.headers["Retry-After"] = "1"
-            return resp
-
-    return run
-
-
 def span_routes(sidecar: Sidecar, work: SpanWork) -> dict[tuple[str, str], Route]:
     """``(method, sub-path) -> handler`` of the span routes; ``work``: the threads they run on."""
 
-    async def get_spans(request: web.BaseRequest) -> web.StreamResponse:
-        fmt = request.query.get("format")
+    def get_spans(query: Query) -> Handler:
+        fmt = query.get("format")
         if fmt not in (None, "json", "text"):
-            raise _Refused(400, f"query parameter format must be 'json' or 'text', got {fmt!r}")
-        await _wait(sidecar, request, work)
-        recorder = sidecar.span_recorder
-        wants_json = fmt == "json" or (
-            fmt is None and "application/json" in request.headers.get("Accept", "")
-        )
-        if wants_json:
-            return _body_json(200, await work.answers.submit(lambda: _spans_json(recorder).encode()))
-        text = await work.answers.submit(lambda: _spans_text(recorder).encode())
-        return web.Response(body=text, content_type="text/plain", charset="utf-8")
+            raise Refused(400, f"query parameter format must be 'json' or 'text', got {fmt!r}")
+        wait = _wait(sidecar, query, work)
+
+        async def answer(request: web.BaseRequest) -> web.StreamResponse:
+            await wait()
+            recorder = sidecar.span_recorder
+            wants_json = fmt == "json" or (
+                fmt is None and "application/json" in request.headers.get("Accept", "")
+            )
+            if wants_json:
+                return _body_json(200, await work.answers.submit(lambda: _spans_json(recorder).encode()))
+            text = await work.answers.submit(lambda: _spans_text(recorder).encode())
+            return web.Response(body=text, content_type="text/plain", charset="utf-8")
+
+        return answer
 
     async def delete_spans(request: web.BaseRequest) -> web.StreamResponse:
         recorder = sidecar.span_recorder
@@ -233,23 +261,30 @@ def span_routes(sidecar: Sidecar, work: SpanWork) -> dict[tuple[str, str], Route
         recorder.clear()
         return _body_json(200, _dumps({"cleared": forgot}).encode())
 
-    async def check(request: web.BaseRequest) -> web.StreamResponse:
+    def check(query: Query) -> Handler:
         recorder = sidecar.span_recorder
-        session = _patterns(request, "session", recorder.session_patterns)
-        cleanup = _patterns(request, "cleanup", recorder.cleanup_patterns)
+        session = _patterns(query, "session", recorder.session_patterns)
+        cleanup = _patterns(query, "cleanup", recorder.cleanup_patterns)
         gate: dict[str, Any] = {
-            name: _patterns(request, name, None) for name in ("flip_cleanup", "count_cleanup")
+            name: _patterns(query, name, None) for name in ("flip_cleanup", "count_cleanup")
         }
-        max_cleanups = _number(request, "max_cleanups", 1, 0, 1_000_000)
+        max_cleanups = _number(query, "max_cleanups", 1, 0, 1_000_000)
         if max_cleanups != int(max_cleanups):
-            raise _Refused(400, f"query parameter max_cleanups must be a whole number, got {max_cleanups:g}")
+            raise Refused(400, f"query parameter max_cleanups must be a whole number, got {max_cleanups:g}")
         gate["max_cleanups"] = int(max_cleanups)
-        await _wait(sidecar, request, work)
-        verdict = await work.answers.submit(lambda: _check_json(recorder, session, cleanup, gate).encode())
-        return _body_json(200, verdict)
+        wait = _wait(sidecar, query, work)
+
+        async def answer(request: web.BaseRequest) -> web.StreamResponse:
+            await wait()
+            verdict = await work.answers.submit(
+                lambda: _check_json(recorder, session, cleanup, gate).encode()
+            )
+            return _body_json(200, verdict)
+
+        return answer
 
     return {
-        ("GET", "/spans"): _guarded(get_spans),
-        ("DELETE", "/spans"): _guarded(delete_spans),
-        ("GET", "/check"): _guarded(check),
+        ("GET", "/spans"): get_spans,
+        ("DELETE", "/spans"): lambda query: delete_spans,
+        ("GET", "/check"): check,
     }

@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -27,7 +27,15 @@ from aiohttp import web
 from pytest_mcpfaults import faults as F
 from pytest_mcpfaults.core.records import GROUPS, ConnectionRecord, RequestRecord
 from pytest_mcpfaults.options.validation import is_count
-from pytest_mcpfaults.otlp.control_routes import MAX_WAITS, SpanWork, span_routes
+from pytest_mcpfaults.otlp.control_routes import (
+    MAX_WAITS,
+    Handler,
+    Query,
+    Refused,
+    Route,
+    SpanWork,
+    span_routes,
+)
 from pytest_mcpfaults.transports.http_io import BodyError, read_bounded
 from pytest_mcpfaults.transports.loop import WorkerPool
 from pytest_mcpfaults.transports.server import Sidecar
@@ -84,8 +92,8 @@ def _journal_head(sidecar: Sidecar) -> dict[str, Any]:
     }
 
 
-def _query_int(request: web.BaseRequest, name: str, minimum: int) -> int | None:
-    raw = request.query.get(name)
+def _query_int(query: Query, name: str, minimum: int) -> int | None:
+    raw = query.get(name)
     if raw is None:
         return None
     try:
@@ -93,12 +101,8 @@ def _query_int(request: web.BaseRequest, name: str, minimum: int) -> int | None:
     except ValueError:
         value = minimum - 1
     if not is_count(value, minimum):
-        raise _BadRequest(f"query parameter {name} must be an integer >= {minimum}, got {raw!r}")
+        raise Refused(400, f"query parameter {name} must be an integer >= {minimum}, got {raw!r}")
     return value
-
-
-class _BadRequest(Exception):
-    """A control request the endpoint refuses with 400."""
 
 
 def _depth_ok(data: bytes) -> bool:
@@ -143,9 +147,9 @@ class Control:
             raise ValueError("Control: token must be a string of at least 16 characters")
         self.sidecar, self.prefix, self._token = sidecar, prefix, token
         self._actions = WorkerPool("mcpfaults-control", max_workers=2)
-        self._routes: dict[tuple[str, str], Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
-            ("GET", "/faults"): self._get_faults,
-            ("POST", "/faults"): self._post_faults,
+        self._routes: dict[tuple[str, str], Route] = {
+            ("GET", "/faults"): lambda query: self._get_faults,
+            ("POST", "/faults"): lambda query: self._post_faults,
             ("DELETE", "/faults"): self._call(sidecar.clear_faults),
             ("POST", "/release"): self._call(sidecar.release),
             ("POST", "/freeze"): self._call(sidecar.freeze),
@@ -178,12 +182,19 @@ class Control:
                 )
             paths = sorted({self.prefix + p for _, p in self._routes})
             return _reply(404, {"error": f"no control route {request.path!r}; routes: {', '.join(paths)}"})
+        query = Query(request.query)
         try:
-            return await route(request)
+            handler = route(query)  # reads the query (refusing a bad value), acts on nothing yet
+            if (unknown := query.unknown()) is not None:
+                return _reply(400, {"error": f"{request.method} {request.path}: {unknown}"})
+            return await handler(request)
         except ConnectionResetError:  # the client hung up mid-request: nobody reads an answer
             return web.Response(status=499)
-        except _BadRequest as exc:
-            return _reply(400, {"error": str(exc)})
+        except Refused as exc:
+            resp = _reply(exc.status, {"error": str(exc)})
+            if exc.status == 503:
+                resp.headers["Retry-After"] = "1"
+            return resp
         except (RuntimeError, ValueError) as exc:  # e.g. freeze on a stopped sidecar
             return _reply(409, {"error": str(exc)})
 
@@ -227,18 +238,22 @@ class Control:
         await self._actions.submit(lambda: self.sidecar.inject(*plan))
         return _reply(200, {"added": [str(f) for f in plan], "faults": [str(f) for f in self.sidecar.plan]})
 
-    def _call(self, action: Callable[[], None]) -> Callable[[web.BaseRequest], Awaitable[web.Response]]:
+    def _call(self, action: Callable[[], None]) -> Route:
         async def run(request: web.BaseRequest) -> web.Response:
             await self._actions.submit(action)
             return _reply(200, {"state": self.sidecar.state})
 
-        return run
+        return lambda query: run
 
-    async def _journal(self, request: web.BaseRequest) -> web.StreamResponse:
+    def _journal(self, query: Query) -> Handler:
+        since, limit = _query_int(query, "since", 0) or 0, _query_int(query, "limit", 1)
+        return lambda request: self._write_journal(request, since, limit)
+
+    async def _write_journal(
+        self, request: web.BaseRequest, since: int, limit: int | None
+    ) -> web.StreamResponse:
         """The journal (a page of it with ``since=``/``limit=``), written a chunk of records at a time
         with a yield to the loop between chunks: the records are immutable snapshots taken at once."""
-        since = _query_int(request, "since", 0) or 0
-        limit = _query_int(request, "limit", 1)
         journal = self.sidecar.journal
         requests = journal.requests_since(since, limit)
         # Nothing returned: continue from the same place (a request arriving meanwhile must not be skipped).
