@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from docs_quotes import assert_quoted_lines_occur
@@ -211,8 +212,19 @@ def test_the_oracles(pytester: pytest.Pytester) -> None:
             assert False, "broken already"
         """
     )
-    result = _run(pytester, "-q", "-rfEsx")
+    result = _run(pytester, "-q", "-rfEsx", "--junitxml=j.xml", "--mcpfaults-report=r.json")
     out = result.stdout.str()
+    # JUnit's properties say what the JSON report says of each run: its violations, explore's too
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    json_says = {t["nodeid"]: ",".join(f"{v['kind']}:{v['name']}" for v in t["violations"]) for t in tests}
+    junit_says = {
+        f"{case.get('classname')}.py::{case.get('name')}": ",".join(
+            p.get("value") for p in case.iter("property") if p.get("name") == "mcpfaults.violations"
+        )
+        for case in ElementTree.parse(pytester.path / "j.xml").iter("testcase")
+    }
+    assert {n: junit_says[n] for n in json_says} == json_says
+    assert json_says["test_oracles.py::test_leaks[explore:tool_error-at-tool:echo[1]]"] == "explore:left_open"
     assert "FAILED test_oracles.py::test_escapes[explore:status-at-tool:echo[1]]" in out
     assert "exception:HTTPStatusError" in out
     assert "FAILED test_oracles.py::test_must_hold[explore:tool_error-at-tool:echo[1]]" in out

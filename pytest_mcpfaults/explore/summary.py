@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
+from pytest_mcpfaults._pytest.records import REPORT_SECTIONS
 from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order, step_of
 
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
@@ -114,9 +114,6 @@ class ExploreReport:
         data = getattr(report, REPORT_ATTR, None)
         if report.when == "teardown" and isinstance(data, dict):
             self.results.setdefault(str(data["test"]), {})[str(data["run"]["id"])] = data
-            if data["run"]["plan"]:  # its violations are gated by finding (explore_findings), not node id
-                found = list(data["found"]) if data["verdict"] in ("violation", "known") else []
-                self.config.stash.setdefault(GATED_BY_FINDINGS, {})[report.nodeid] = found
 
     # -- the campaign of each test, recomputed from its footprint (pure) --------------------------
 
