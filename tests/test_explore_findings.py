@@ -7,6 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +348,27 @@ def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_repor
         assert main(["merge-reports", str(pytester.path / "out.json"), *argv]) == 2, args
         assert message in capsys.readouterr().err
     assert not (pytester.path / "out.json").exists()
+
+
+def test_merge_reports_into_a_pipe_its_reader_closed_writes_the_file_and_exits_quietly(
+    tmp_path: Path,
+) -> None:
+    """``merge-reports ... | head -1``: the reader's closed pipe is not a failed write of the merged file."""
+    (tmp_path / "in.json").write_text('{"schema": "pytest-mcpfaults/report", "version": 2, "tests": []}')
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is printed: the first write meets EPIPE
+    with os.fdopen(write, "wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_mcpfaults", "merge-reports", "out.json", "in.json"],
+            cwd=tmp_path,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads((tmp_path / "out.json").read_text())["tests"] == []
 
 
 def test_a_kinds_named_cells_are_grid_columns_of_their_own() -> None:
