@@ -48,8 +48,9 @@ __all__ = [
 SCHEMA = "pytest-mcpfaults/report"
 #: The schema version this module writes. Bumped on any incompatible change.
 VERSION = 2
-#: The schema versions this module reads (1: before explore's ``findings``; its tests read the same).
-READS = (1, 2)
+#: The schema versions this module reads (no release wrote version 1, before explore's ``findings``: a
+#: baseline of it would call every finding new).
+READS = (2,)
 #: Every outcome a test entry can have. ``interrupted``: the run was interrupted (SIGINT) in this test.
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "interrupted"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)

@@ -115,13 +115,17 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
             "not a pytest-mcpfaults report (schema 'other', expected 'pytest-mcpfaults/report')",
         ),
         ('{"schema": "pytest-mcpfaults/report", "version": 9, "tests": []}', "version 9 is not supported"),
-        ('{"schema": "pytest-mcpfaults/report", "version": 1, "tests": {}}', "'tests' must be a list"),
+        (  # before explore's findings; no release wrote it
+            '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": []}',
+            "report schema version 1 is not supported (this pytest-mcpfaults reads versions 2)",
+        ),
+        ('{"schema": "pytest-mcpfaults/report", "version": 2, "tests": {}}', "'tests' must be a list"),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": [{"x": 1}]}',
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [{"x": 1}]}',
             "test entry without a nodeid",
         ),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 1, '
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
             '"tests": [{"nodeid": "a", "outcome": "meh"}]}',
             "a: unknown outcome 'meh'",
         ),
@@ -170,7 +174,7 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
             "explore[0].runs[0] has no 'verdict'",
         ),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": [], '
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], '
             '"explore": [{"nodeid": "t", "violations": [{"found": []}]}]}',
             "explore[0].violations[0] has no 'id'",
         ),
