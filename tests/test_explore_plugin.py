@@ -73,8 +73,11 @@ def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
-    first = _run(pytester, "--mcpfaults-explore", "--collect-only", "-q")
+    first = _run(pytester, "--mcpfaults-explore", "--collect-only", "-q", "--mcpfaults-html=page.html")
     assert _ids(first) == ["test_flow[explore:clean]"]  # nothing cached yet: the clean run only
+    # no test ran: no page (a page of no runs would read "no finding"), and the summary says so
+    assert not (pytester.path / "page.html").exists()
+    first.stdout.fnmatch_lines(["mcpfaults explore page not written: --collect-only ran no test"])
 
     ran = _run(
         pytester, "--mcpfaults-explore", "-q", "-rx", "-o", "mcpfaults_explore=kinds=status,tool_error,die"

@@ -208,8 +208,8 @@ class ExploreReport:
 
     def _write_html(self) -> None:
         html = self.config.getoption("mcpfaults_html", default=None)
-        if not html or hasattr(self.config, "workerinput"):
-            return
+        if not html or hasattr(self.config, "workerinput") or self.config.option.collectonly:
+            return  # --collect-only: no run to show (the last run's page stays, as its JSON report does)
         from pytest_mcpfaults.explore.html import render
 
         details = {
@@ -267,6 +267,8 @@ class ExploreReport:
         if hasattr(self.config, "workerinput") or not self.results:
             if self.html_error is not None:  # nothing explored: the page alone
                 terminalreporter.write_line(not_written, red=True, bold=True)
+            elif self.config.option.collectonly and self.config.getoption("mcpfaults_html", default=None):
+                terminalreporter.write_line("mcpfaults explore page not written: --collect-only ran no test")
             return
         from pytest_mcpfaults.explore.findings import summary_lines as findings_lines
 
