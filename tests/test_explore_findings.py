@@ -176,6 +176,24 @@ def test_merged_shards_that_miss_a_campaigns_runs_report_no_finding_fixed(tmp_pa
         assert json.loads(out.read_text())["findings_gate"]["fixed"] == fixed, planned
 
 
+def test_a_missing_shard_is_seen_at_depth_two_whatever_pairs_the_other_shards_ran() -> None:
+    """Each shard plans the pairs of its own first runs: the merged campaign counts them all, so the pairs
+    of the shards present do not stand in for the first runs of the one missing."""
+    from pytest_mcpfaults.explore.merge import left_out
+
+    base = [{"key": "k", "runs": ["t.py::t::explore:die@tool:b#1"]}]
+    a, b, c = (_run("die", f"tool:{s}#1", [], verdict="ok") for s in "abc")
+
+    def shard(first: dict[str, Any], pairs: int) -> list[dict[str, Any]]:
+        runs = [first, *({**first, "id": f"{first['id']}+die@tool:z#{n}"} for n in range(pairs))]
+        return [{**_entry("t.py::t", runs), "steps": 3, "planned": 3 + pairs, "pruned": [], "over_budget": 0}]
+
+    present = [shard(a, 1), shard(c, 2)]  # the shard that ran b (and its pairs) is missing
+    assert merge_explore(present)[0]["planned"] == 6
+    assert left_out(base, merge_explore(present)) == base[0]["runs"]
+    assert left_out(base, merge_explore([*present, shard(b, 0)])) == []
+
+
 @pytest.mark.parametrize("bad", ["0/2", "3/2", "1", "a/b", "1/0", "-1/2", ""])
 def test_a_bad_shard_names_the_option_and_its_form(bad: str) -> None:
     with pytest.raises(ValueError, match=r"--mcpfaults-shard=.*: must be K/N with whole numbers 1 <= K <= N"):

@@ -25,6 +25,12 @@ def _union(entries: Sequence[Mapping[str, Any]], key: str, ident: str) -> list[A
     return list(out.values())
 
 
+def _pairs(entry: Mapping[str, Any]) -> int:
+    """The depth-2 pairs an entry counts in its ``planned``: those it ran and those it pruned."""
+    ids = [r["id"] for r in entry.get("runs") or ()] + [p["run"] for p in entry.get("pruned") or ()]
+    return sum(1 for rid in ids if "+" in str(rid))
+
+
 def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """The ``explore`` sections of several reports as one."""
     from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order
@@ -45,6 +51,8 @@ def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
         merged["violations"] = _union(entries, "violations", "id")
         merged["pruned"] = _union(entries, "pruned", "run")
         merged["stale"] = _union(entries, "stale", "id")
+        if isinstance(first.get("planned"), int):  # a pair is planned where its first run ran: every shard's
+            merged["planned"] = first["planned"] - _pairs(first) + _pairs(merged)
         out.append(merged)
     return out
 
