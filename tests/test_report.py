@@ -136,19 +136,23 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
             'a: explore must be a list of strings or null, got "x"',
         ),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [{"nodeid": "a", "duration": "NaN"}]}',
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "duration": "NaN"}]}',
             'a: duration must be a finite number, got "NaN"',
         ),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [{"nodeid": "a", "duration": NaN}]}',
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "duration": NaN}]}',
             "a: duration must be a finite number, got NaN",
         ),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [{"nodeid": "a", "fired": {"die": "1"}}]}',
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "fired": {"die": "1"}}]}',
             'a: fired must be an object of integers, got {"die": "1"}',
         ),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [{"nodeid": "a", "plans": [["x", 1]]}]}',
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "plans": [["x", 1]]}]}',
             'a: plans must be a list of lists of strings, got [["x", 1]]',
         ),
         # explore's sections, as merge-reports and the findings baseline read them
