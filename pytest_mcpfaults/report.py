@@ -10,11 +10,13 @@ with ``--mcpfaults-report=PATH``, prints :func:`summary_lines`, and applies the 
 from __future__ import annotations
 
 import json
+import math
+import types
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pytest_mcpfaults.explore.findings import plan_kind, primary
 from pytest_mcpfaults.faults import fault_kinds
@@ -46,8 +48,9 @@ __all__ = [
 SCHEMA = "pytest-mcpfaults/report"
 #: The schema version this module writes. Bumped on any incompatible change.
 VERSION = 2
-#: The schema versions this module reads (1: before explore's ``findings``; its tests read the same).
-READS = (1, 2)
+#: The schema versions this module reads (no release wrote version 1, before explore's ``findings``: a
+#: baseline of it would call every finding new).
+READS = (2,)
 #: Every outcome a test entry can have. ``interrupted``: the run was interrupted (SIGINT) in this test.
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "interrupted"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
@@ -98,6 +101,54 @@ def _check_shape(value: object, shape: Any, where: str) -> None:
                 _check_shape(value[name], sub, f"{where}.{name}")
             elif not key.endswith("?"):
                 raise ReportError(f"{where} has no {name!r}")
+
+
+#: A JSON value's name, and its plural, for the types of :class:`TestEntry`'s fields.
+_JSON_NAMES = {
+    str: ("a string", "strings"),
+    int: ("an integer", "integers"),
+    float: ("a finite number", "finite numbers"),
+    bool: ("true or false", "true or false"),
+    type(None): ("null", "nulls"),
+    Any: ("any value", "any values"),
+}
+
+
+def _fits(value: object, hint: Any) -> bool:
+    """Whether a JSON ``value`` is of the type ``hint`` (a field's annotation; a float is finite)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Literal:
+        return value in args
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items()
+        )
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return hint is Any or isinstance(value, hint)
+
+
+def _json_type(hint: Any, plural: bool = False) -> str:
+    """``a list of strings or null``: what ``hint`` is in JSON's words."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Literal:
+        return f"one of {', '.join(args)}"
+    if origin in (Union, types.UnionType):
+        return " or ".join(_json_type(a, plural) for a in args)
+    if origin in (list, dict):
+        of = f" of {_json_type(args[-1], plural=True)}" if args[-1] is not Any else ""
+        return (
+            ("lists" if plural else "a list") + of
+            if origin is list
+            else ("objects" if plural else "an object") + of
+        )
+    return _JSON_NAMES[hint][plural]
 
 
 @dataclass(frozen=True)
@@ -205,6 +256,11 @@ class TestEntry:
         outcome = data.get("outcome", "passed")
         if outcome not in OUTCOMES:
             raise ReportError(f"{data['nodeid']}: unknown outcome {outcome!r}; valid: {', '.join(OUTCOMES)}")
+        for name, hint in get_type_hints(cls).items():  # null: the field's default (as absent)
+            if data.get(name) is not None and not _fits(data[name], hint):
+                got = json.dumps(data[name])
+                got = got if len(got) <= 60 else got[:57] + "..."
+                raise ReportError(f"{data['nodeid']}: {name} must be {_json_type(hint)}, got {got}")
         return cls(
             nodeid=data["nodeid"],
             outcome=outcome,

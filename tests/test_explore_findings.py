@@ -7,6 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +176,24 @@ def test_merged_shards_that_miss_a_campaigns_runs_report_no_finding_fixed(tmp_pa
         assert json.loads(out.read_text())["findings_gate"]["fixed"] == fixed, planned
 
 
+def test_a_missing_shard_is_seen_at_depth_two_whatever_pairs_the_other_shards_ran() -> None:
+    """Each shard plans the pairs of its own first runs: the merged campaign counts them all, so the pairs
+    of the shards present do not stand in for the first runs of the one missing."""
+    from pytest_mcpfaults.explore.merge import left_out
+
+    base = [{"key": "k", "runs": ["t.py::t::explore:die@tool:b#1"]}]
+    a, b, c = (_run("die", f"tool:{s}#1", [], verdict="ok") for s in "abc")
+
+    def shard(first: dict[str, Any], pairs: int) -> list[dict[str, Any]]:
+        runs = [first, *({**first, "id": f"{first['id']}+die@tool:z#{n}"} for n in range(pairs))]
+        return [{**_entry("t.py::t", runs), "steps": 3, "planned": 3 + pairs, "pruned": [], "over_budget": 0}]
+
+    present = [shard(a, 1), shard(c, 2)]  # the shard that ran b (and its pairs) is missing
+    assert merge_explore(present)[0]["planned"] == 6
+    assert left_out(base, merge_explore(present)) == base[0]["runs"]
+    assert left_out(base, merge_explore([*present, shard(b, 0)])) == []
+
+
 @pytest.mark.parametrize("bad", ["0/2", "3/2", "1", "a/b", "1/0", "-1/2", ""])
 def test_a_bad_shard_names_the_option_and_its_form(bad: str) -> None:
     with pytest.raises(ValueError, match=r"--mcpfaults-shard=.*: must be K/N with whole numbers 1 <= K <= N"):
@@ -330,17 +351,44 @@ def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_repor
     head = '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], '
     (pytester.path / "edited.json").write_text(head + '"explore": [{"nodeid": "t", "runs": [{"id": "x"}]}]}')
     (pytester.path / "ok.json").write_text(head + '"explore": []}')
+    (pytester.path / "entry.json").write_text(
+        head.replace("[]", '[{"nodeid": "t", "explore": "x"}]') + '"plugin_version": ""}'
+    )
     (pytester.path / "base.json").write_text(head + '"findings": ["patience at h.py in f"]}')
+    (pytester.path / "v1.json").write_text(head.replace('"version": 2', '"version": 1') + '"explore": []}')
     (pytester.path / "latin1.json").write_bytes(head.encode() + b'"plugin_version": "caf\xe9"}')
     for args, message in [
         (["edited.json"], "edited.json': explore[0].runs[0] has no 'verdict'"),
         (["latin1.json"], "latin1.json' is not UTF-8"),
+        (["entry.json"], 'entry.json\': t: explore must be a list of strings or null, got "x"'),
         (["ok.json", "--baseline", "base.json"], "base.json': findings[0] must be an object, got str"),
+        (["ok.json", "--baseline", "v1.json"], "v1.json': report schema version 1 is not supported"),
     ]:
         argv = [str(pytester.path / a) if a.endswith(".json") else a for a in args]
         assert main(["merge-reports", str(pytester.path / "out.json"), *argv]) == 2, args
         assert message in capsys.readouterr().err
     assert not (pytester.path / "out.json").exists()
+
+
+def test_merge_reports_into_a_pipe_its_reader_closed_writes_the_file_and_exits_quietly(
+    tmp_path: Path,
+) -> None:
+    """``merge-reports ... | head -1``: the reader's closed pipe is not a failed write of the merged file."""
+    (tmp_path / "in.json").write_text('{"schema": "pytest-mcpfaults/report", "version": 2, "tests": []}')
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is printed: the first write meets EPIPE
+    with os.fdopen(write, "wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_mcpfaults", "merge-reports", "out.json", "in.json"],
+            cwd=tmp_path,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads((tmp_path / "out.json").read_text())["tests"] == []
 
 
 def test_a_kinds_named_cells_are_grid_columns_of_their_own() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from docs_quotes import assert_quoted_lines_occur
@@ -72,8 +73,11 @@ def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
-    first = _run(pytester, "--mcpfaults-explore", "--collect-only", "-q")
+    first = _run(pytester, "--mcpfaults-explore", "--collect-only", "-q", "--mcpfaults-html=page.html")
     assert _ids(first) == ["test_flow[explore:clean]"]  # nothing cached yet: the clean run only
+    # no test ran: no page (a page of no runs would read "no finding"), and the summary says so
+    assert not (pytester.path / "page.html").exists()
+    first.stdout.fnmatch_lines(["mcpfaults explore page not written: --collect-only ran no test"])
 
     ran = _run(
         pytester, "--mcpfaults-explore", "-q", "-rx", "-o", "mcpfaults_explore=kinds=status,tool_error,die"
@@ -211,8 +215,19 @@ def test_the_oracles(pytester: pytest.Pytester) -> None:
             assert False, "broken already"
         """
     )
-    result = _run(pytester, "-q", "-rfEsx")
+    result = _run(pytester, "-q", "-rfEsx", "--junitxml=j.xml", "--mcpfaults-report=r.json")
     out = result.stdout.str()
+    # JUnit's properties say what the JSON report says of each run: its violations, explore's too
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    json_says = {t["nodeid"]: ",".join(f"{v['kind']}:{v['name']}" for v in t["violations"]) for t in tests}
+    junit_says = {
+        f"{case.get('classname')}.py::{case.get('name')}": ",".join(
+            p.get("value") for p in case.iter("property") if p.get("name") == "mcpfaults.violations"
+        )
+        for case in ElementTree.parse(pytester.path / "j.xml").iter("testcase")
+    }
+    assert {n: junit_says[n] for n in json_says} == json_says
+    assert json_says["test_oracles.py::test_leaks[explore:tool_error-at-tool:echo[1]]"] == "explore:left_open"
     assert "FAILED test_oracles.py::test_escapes[explore:status-at-tool:echo[1]]" in out
     assert "exception:HTTPStatusError" in out
     assert "FAILED test_oracles.py::test_must_hold[explore:tool_error-at-tool:echo[1]]" in out

@@ -115,17 +115,46 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
             "not a pytest-mcpfaults report (schema 'other', expected 'pytest-mcpfaults/report')",
         ),
         ('{"schema": "pytest-mcpfaults/report", "version": 9, "tests": []}', "version 9 is not supported"),
-        ('{"schema": "pytest-mcpfaults/report", "version": 1, "tests": {}}', "'tests' must be a list"),
+        (  # before explore's findings; no release wrote it
+            '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": []}',
+            "report schema version 1 is not supported (this pytest-mcpfaults reads versions 2)",
+        ),
+        ('{"schema": "pytest-mcpfaults/report", "version": 2, "tests": {}}', "'tests' must be a list"),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": [{"x": 1}]}',
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [{"x": 1}]}',
             "test entry without a nodeid",
         ),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 1, '
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
             '"tests": [{"nodeid": "a", "outcome": "meh"}]}',
             "a: unknown outcome 'meh'",
         ),
         ("[" * 100_000 + "]" * 100_000, "is not JSON: nested too deeply"),
+        # a test entry's fields, as its annotations type them
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [{"nodeid": "a", "explore": "x"}]}',
+            'a: explore must be a list of strings or null, got "x"',
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "duration": "NaN"}]}',
+            'a: duration must be a finite number, got "NaN"',
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "duration": NaN}]}',
+            "a: duration must be a finite number, got NaN",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "fired": {"die": "1"}}]}',
+            'a: fired must be an object of integers, got {"die": "1"}',
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "plans": [["x", 1]]}]}',
+            'a: plans must be a list of lists of strings, got [["x", 1]]',
+        ),
         # explore's sections, as merge-reports and the findings baseline read them
         (
             '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "findings": "x"}',
@@ -149,7 +178,7 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
             "explore[0].runs[0] has no 'verdict'",
         ),
         (
-            '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": [], '
+            '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], '
             '"explore": [{"nodeid": "t", "violations": [{"found": []}]}]}',
             "explore[0].violations[0] has no 'id'",
         ),

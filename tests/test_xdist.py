@@ -70,7 +70,7 @@ SUITE = textwrap.dedent(
     """
 )
 
-CLEAN = {"schema": "pytest-mcpfaults/report", "version": 1, "tests": []}
+CLEAN = {"schema": "pytest-mcpfaults/report", "version": 2, "tests": []}
 
 
 def _comparable(path: Path) -> dict[str, Any]:

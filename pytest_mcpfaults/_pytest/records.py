@@ -27,10 +27,10 @@ FROM_TRACE_DEST = "mcpfaults_from_trace"
 #: Extra sections of the JSON report (name -> a function giving its content, ``None``: left out),
 #: kept in the config's stash by the parts of the plugin that have one (explore).
 REPORT_SECTIONS = pytest.StashKey[dict[str, Any]]()
-#: The explore runs (node id -> what each found, empty when nothing), whose violations explore's
-#: findings gate (by root cause, not by node id): the report's baseline gate leaves them out, and its
-#: summary counts each as one violation, as explore does.
-GATED_BY_FINDINGS = pytest.StashKey[dict[str, list[str]]]()
+#: What an explore run (an item's stash) found, empty when nothing: its violations are explore's findings,
+#: gated by root cause, not by node id (the report's baseline gate leaves them out), and the report
+#: counts each run as one violation, as explore does.
+GATED_BY_FINDINGS = pytest.StashKey[list[str]]()
 #: Every server (sidecar, stdio server) a test used, in order, with the fixture that made it
 #: (``mcp_sidecar``, ``mcp_sidecar_factory``, ``mcp_stdio_server``); kept after teardown stops them.
 SERVERS = pytest.StashKey[list[tuple[Any, str]]]()

@@ -321,6 +321,8 @@ def _record_dict(item: pytest.Item) -> dict[str, Any] | None:
 
 
 def _junit_properties(data: dict[str, Any]) -> list[tuple[str, str]]:
+    from pytest_mcpfaults.report import TestEntry  # its violations, as the JSON report derives them
+
     props: list[tuple[str, str]] = []
     if data["matrix"]:
         props.append(("mcpfaults.matrix", data["matrix"]))
@@ -329,22 +331,22 @@ def _junit_properties(data: dict[str, Any]) -> list[tuple[str, str]]:
     plans = [spec for plan in data["plans"] for spec in plan]
     if plans:
         props.append(("mcpfaults.plan", "; ".join(plans)))
-    failed = [f"invariant:{i['name']}" for i in data["invariants"] if not i["ok"]]
-    failed += [
-        f"patience:{p['fault'] or p.get('kind')}" for p in data["patience_violations"] if not p["expected"]
-    ]
+    failed = dict.fromkeys(f"{v.kind}:{v.name}" for v in TestEntry.from_dict(data).violations())
     if failed:
         props.append(("mcpfaults.violations", ",".join(failed)))
     return props
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # around explore's: what a run found is known after it
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
     data = _record_dict(item) if call.when == "teardown" else None
     if data is not None:
-        item.user_properties.extend(_junit_properties(data))  # JUnit XML <properties> of this test
-    report = yield
-    if data is not None:
+        if GATED_BY_FINDINGS in item.stash:
+            data["explore"] = item.stash[GATED_BY_FINDINGS]
+        props = _junit_properties(data)  # JUnit XML <properties> of this test
+        item.user_properties.extend(props)
+        report.user_properties.extend(props)
         setattr(report, REPORT_ATTR, data)
     return report
 
@@ -410,18 +412,14 @@ def _finish(session: pytest.Session, *, evaluate: bool) -> None:
                     "outcome": "interrupted",
                     "duration": duration,
                 }
-    explored = session.config.stash.get(GATED_BY_FINDINGS, {})  # explore's runs: one violation each
-    entries = [
-        TestEntry.from_dict({**data, "explore": explored[nodeid]} if nodeid in explored else data)
-        for nodeid, data in run.entries.items()
-    ]
+    entries = [TestEntry.from_dict(data) for data in run.entries.values()]
     report = run.report = Report(entries, plugin_version=__version__)
     if evaluate:
         run.evaluated = True
         run.missing = missing_required(report, run.required)
         if run.baseline is not None:
             run.regressions = [  # explore's runs are gated by finding (explore_findings)
-                v for v in new_violations(run.baseline, report) if v.nodeid not in explored
+                v for v in new_violations(run.baseline, report) if v.kind != "explore"
             ]
         if run.missing or run.regressions:
             session.testsfailed += 1  # exit code 1, as a failed test

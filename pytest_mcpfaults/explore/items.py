@@ -18,6 +18,7 @@ import pytest
 from pytest_mcpfaults._pytest.records import (
     EXPLORE_PARAM,
     EXPLORE_SWITCH,
+    GATED_BY_FINDINGS,
     LEFT_OPEN,
     SERVERS,
     SESSION_PROBLEMS,
@@ -560,6 +561,10 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
     if verdict["verdict"] == "violation":  # what the HTML page shows of it
         data["detail"] = run_detail(item)
     setattr(report, REPORT_ATTR, data)
+    if run.plan:  # its violations are gated by finding (explore_findings), not node id
+        item.stash[GATED_BY_FINDINGS] = (
+            verdict["found"] if verdict["verdict"] in ("violation", "known") else []
+        )
     if verdict["verdict"] == "not explored" or _expanded(item, t, run, data):
         return
     if not run.plan:

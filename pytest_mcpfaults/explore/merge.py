@@ -9,6 +9,7 @@ machine would have found. With ``--baseline PATH`` a new finding exits 1.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,6 +23,12 @@ def _union(entries: Sequence[Mapping[str, Any]], key: str, ident: str) -> list[A
         for x in e.get(key) or ():
             out[str(x[ident]) if isinstance(x, Mapping) else str(x)] = x
     return list(out.values())
+
+
+def _pairs(entry: Mapping[str, Any]) -> int:
+    """The depth-2 pairs an entry counts in its ``planned``: those it ran and those it pruned."""
+    ids = [r["id"] for r in entry.get("runs") or ()] + [p["run"] for p in entry.get("pruned") or ()]
+    return sum(1 for rid in ids if "+" in str(rid))
 
 
 def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
@@ -44,6 +51,8 @@ def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
         merged["violations"] = _union(entries, "violations", "id")
         merged["pruned"] = _union(entries, "pruned", "run")
         merged["stale"] = _union(entries, "stale", "id")
+        if isinstance(first.get("planned"), int):  # a pair is planned where its first run ran: every shard's
+            merged["planned"] = first["planned"] - _pairs(first) + _pairs(merged)
         out.append(merged)
     return out
 
@@ -104,21 +113,25 @@ def merge_files(out: str, inputs: Sequence[str], baseline: str | None, say: Text
     }
     write_report(report, out, gates_out, extra=extra)
     runs = sum(len(e["runs"]) for e in explore)
-    say.write(
+    lines = [
         f"merged {len(inputs)} reports into {out}: {len(report.tests)} tests, {runs} explore runs, "
-        f"{len(found)} findings\n"
-    )
-    for line in summary_lines(found, explore) if explore else []:
-        say.write(line + "\n")
+        f"{len(found)} findings",
+        *(summary_lines(found, explore) if explore else []),
+    ]
     if gate is not None:
-        say.write(
+        lines.append(
             f"baseline {baseline}: {len(gate.new)} new, {len(gate.known)} known, {len(gate.fixed)} fixed, "
-            f"{len(gate.unstable)} unstable\n"
+            f"{len(gate.unstable)} unstable"
         )
-        for f in gate.new:
-            say.write(f"  new: {f['title']} ({f['key']})\n")
-        for f in gate.fixed:
-            say.write(f"  fixed: {f['title']} ({f['key']})\n")
+        lines += [f"  new: {f['title']} ({f['key']})" for f in gate.new]
+        lines += [f"  fixed: {f['title']} ({f['key']})" for f in gate.fixed]
+    try:
+        say.write("".join(f"{line}\n" for line in lines))
+        say.flush()
+    except BrokenPipeError:  # the reader stopped early (`| head -1`): the file is written, the gate stands
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, say.fileno())  # what is left to flush at exit goes nowhere
+        os.close(devnull)
     return 1 if gate is not None and gate.failed else 0
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpfaults._pytest.records import GATED_BY_FINDINGS, REPORT_SECTIONS
+from pytest_mcpfaults._pytest.records import REPORT_SECTIONS
 from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order, step_of
 
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
@@ -114,9 +114,6 @@ class ExploreReport:
         data = getattr(report, REPORT_ATTR, None)
         if report.when == "teardown" and isinstance(data, dict):
             self.results.setdefault(str(data["test"]), {})[str(data["run"]["id"])] = data
-            if data["run"]["plan"]:  # its violations are gated by finding (explore_findings), not node id
-                found = list(data["found"]) if data["verdict"] in ("violation", "known") else []
-                self.config.stash.setdefault(GATED_BY_FINDINGS, {})[report.nodeid] = found
 
     # -- the campaign of each test, recomputed from its footprint (pure) --------------------------
 
@@ -211,8 +208,8 @@ class ExploreReport:
 
     def _write_html(self) -> None:
         html = self.config.getoption("mcpfaults_html", default=None)
-        if not html or hasattr(self.config, "workerinput"):
-            return
+        if not html or hasattr(self.config, "workerinput") or self.config.option.collectonly:
+            return  # --collect-only: no run to show (the last run's page stays, as its JSON report does)
         from pytest_mcpfaults.explore.html import render
 
         details = {
@@ -270,6 +267,8 @@ class ExploreReport:
         if hasattr(self.config, "workerinput") or not self.results:
             if self.html_error is not None:  # nothing explored: the page alone
                 terminalreporter.write_line(not_written, red=True, bold=True)
+            elif self.config.option.collectonly and self.config.getoption("mcpfaults_html", default=None):
+                terminalreporter.write_line("mcpfaults explore page not written: --collect-only ran no test")
             return
         from pytest_mcpfaults.explore.findings import summary_lines as findings_lines
 
