@@ -388,7 +388,7 @@ class Report:
         if data.get("version") not in READS:
             raise ReportError(
                 f"{source}: report schema version {data.get('version')!r} is not supported (this "
-                f"pytest-mcpfaults reads versions {', '.join(map(str, READS))})"
+                f"pytest-mcpfaults reads version{'s' * (len(READS) > 1)} {', '.join(map(str, READS))})"
             )
         tests = data.get("tests")
         if not isinstance(tests, list):

@@ -117,7 +117,7 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
         ('{"schema": "pytest-mcpfaults/report", "version": 9, "tests": []}', "version 9 is not supported"),
         (  # before explore's findings; no release wrote it
             '{"schema": "pytest-mcpfaults/report", "version": 1, "tests": []}',
-            "report schema version 1 is not supported (this pytest-mcpfaults reads versions 2)",
+            "report schema version 1 is not supported (this pytest-mcpfaults reads version 2)",
         ),
         ('{"schema": "pytest-mcpfaults/report", "version": 2, "tests": {}}', "'tests' must be a list"),
         (

@@ -228,7 +228,7 @@ def test_required_kinds_gate(pytester: pytest.Pytester, run_plugin) -> None:  # 
             ["--mcpfaults-baseline=v1.json"],
             "",
             "*--mcpfaults-baseline: report '*v1.json': report schema version 1 is not supported (this "
-            "pytest-mcpfaults reads versions 2)",
+            "pytest-mcpfaults reads version 2)",
         ),
     ],
 )

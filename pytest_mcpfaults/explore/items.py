@@ -489,18 +489,14 @@ def _failure_text(item: pytest.Item, run: Run, t: _Test, verdict: dict[str, Any]
 
 
 def _known(item: pytest.Item, run: Run, verdict: dict[str, Any]) -> bool:
-    """Whether the baseline has this run's finding (a version-1 baseline: this run and its findings)."""
+    """Whether the baseline has this run's finding."""
     from pytest_mcpfaults.explore.findings import finding_key, primary
 
     if not verdict["found"]:
         return False
     where = str(item.stash.get(_WHERE, {}).get("where", ""))
     key = finding_key(primary(verdict["found"]), where, explored_test(item))
-    runs, findings = baseline(item.config)
-    if any(f["key"] == key for f in findings):
-        return True
-    found = runs.get(f"{explored_test(item)}::{run.id}")
-    return found is not None and set(verdict["found"]) <= found
+    return any(f["key"] == key for f in baseline(item.config))
 
 
 #: The oracles read once the test's fixtures are done: a check, its stash key, its title.

@@ -50,7 +50,6 @@ def merge_explore(sections: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[
         merged["verdicts"] = {v: sum(1 for r in runs if r["verdict"] == v) for v in VERDICTS}
         merged["violations"] = _union(entries, "violations", "id")
         merged["pruned"] = _union(entries, "pruned", "run")
-        merged["stale"] = _union(entries, "stale", "id")
         if isinstance(first.get("planned"), int):  # a pair is planned where its first run ran: every shard's
             merged["planned"] = first["planned"] - _pairs(first) + _pairs(merged)
         out.append(merged)

@@ -16,7 +16,7 @@ from pytest_mcpfaults.explore.findings import VERDICTS, in_run_order, step_of
 #: The attribute of a teardown report carrying what an explore run observed (relayed by xdist).
 REPORT_ATTR = "mcpfaults_explore"
 _CACHE_PREFIX = "mcpfaults/explore/"
-_BASELINE = pytest.StashKey[tuple[dict[str, set[str]], list[dict[str, Any]]]]()
+_BASELINE = pytest.StashKey[list[dict[str, Any]]]()
 
 
 def cache_key(field: str, value: str) -> str:
@@ -32,9 +32,8 @@ def cached(cache: Any, field: str, value: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get(field) == value else None
 
 
-def baseline(config: pytest.Config) -> tuple[dict[str, set[str]], list[dict[str, Any]]]:
-    """``--mcpfaults-baseline``'s explore violations by ``"<test>::<run id>"`` (a version-1 baseline,
-    which has no ``findings``, is matched by run) and its findings (empty without one)."""
+def baseline(config: pytest.Config) -> list[dict[str, Any]]:
+    """``--mcpfaults-baseline``'s findings (empty without one)."""
     if _BASELINE not in config.stash:
         import contextlib
         import json
@@ -45,13 +44,8 @@ def baseline(config: pytest.Config) -> tuple[dict[str, set[str]], list[dict[str,
             if path:
                 data = json.loads((config.invocation_params.dir / path).read_text(encoding="utf-8"))
         data = data if isinstance(data, dict) else {}
-        runs = {
-            f"{entry['nodeid']}::{v['id']}": set(v.get("found", []))
-            for entry in (data.get("explore", []) if "findings" not in data else [])
-            for v in entry.get("violations", [])
-        }
         found = [f for f in data.get("findings", None) or [] if isinstance(f, dict) and "key" in f]
-        config.stash[_BASELINE] = (runs, found)
+        config.stash[_BASELINE] = found
     return config.stash[_BASELINE]
 
 
@@ -158,7 +152,6 @@ class ExploreReport:
                 "verdicts": counts,
                 "runs": _ordered(list(entries.values()), camp),
                 "violations": _violations(entries),
-                "stale": self._stale(test, ran),
             }
             out.append(entry)
         return out
@@ -169,20 +162,11 @@ class ExploreReport:
 
         return [f.to_dict() for f in findings(self.tests())]
 
-    def _stale(self, test: str, ran: Mapping[str, dict[str, Any]]) -> list[str]:
-        """Baseline findings of this test whose run ran in this session and found nothing of them."""
-        out = []
-        for key in baseline(self.config)[0]:
-            name, _, rid = key.partition("::explore:")
-            if name == test and f"explore:{rid}" in ran and ran[f"explore:{rid}"]["verdict"] != "known":
-                out.append(f"explore:{rid}")
-        return out
-
     def gate(self) -> Any:
         """The findings against ``--mcpfaults-baseline``'s, ``None`` without a baseline."""
         from pytest_mcpfaults.explore.findings import compare
 
-        old = baseline(self.config)[1]
+        old = baseline(self.config)
         if self.config.getoption("mcpfaults_baseline", default=None) is None:
             return None
         ran = [test for test, runs in self.results.items() if any(d["run"]["plan"] for d in runs.values())]
@@ -371,8 +355,6 @@ def summary_lines(entry: Mapping[str, Any]) -> list[str]:
             "footprint, or -k left it out): run again to explore it"
         )
     lines += ["  " + row for row in matrix_lines(entry["runs"])]
-    if entry.get("stale"):
-        lines.append("  stale baseline entries (no longer found): " + ", ".join(entry["stale"]))
     if entry["violations"]:
         lines.append("  violations (paste the plan above a regression test):")
         for viol in entry["violations"]:
