@@ -180,15 +180,23 @@ def _stack(frame: FrameType | None) -> list[FrameType]:
     return out
 
 
+_ASYNCIO = os.path.join(os.path.dirname(asyncio.__file__), "")
+
+
 def _waiting_task(frame: FrameType | None) -> list[FrameType]:
     """Where the test's own task waits while its thread runs an event loop: its coroutine chain, whose
     innermost frame stays one frame at one line while the task waits, however often other tasks (a
-    heartbeat, a keep-alive ping) wake the loop and change the thread's own frames. Empty when the
-    thread runs no loop or that task runs now."""
+    heartbeat, a keep-alive ping) wake the loop and change the thread's own frames. asyncio's own frames
+    at its end are left out: ``await asyncio.sleep(…)`` in a poll loop is a new frame each time, as
+    ``time.sleep`` in a thread's poll loop is none. Empty when the thread runs no loop or that task runs
+    now."""
     _, task = _loop_and_future(frame)
     if not isinstance(task, asyncio.Task) or task.done() or getattr(task.get_coro(), "cr_running", False):
         return []
-    return _coro_frames(task)
+    chain = _coro_frames(task)
+    while len(chain) > 1 and chain[-1].f_code.co_filename.startswith(_ASYNCIO):
+        chain.pop()
+    return chain
 
 
 def _in_plugin_wait(frame: FrameType | None) -> bool:
