@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from pytest_mcpfaults.explore.findings import plan_kind, primary
 from pytest_mcpfaults.faults import fault_kinds
@@ -127,6 +127,13 @@ def _fits(value: object, hint: Any) -> bool:
         return isinstance(value, dict) and all(
             _fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items()
         )
+    if is_typeddict(hint):  # its required keys present, each key given of its type
+        hints = get_type_hints(hint)
+        return (
+            isinstance(value, dict)
+            and hint.__required_keys__ <= value.keys()
+            and all(_fits(value[k], h) for k, h in hints.items() if k in value)
+        )
     if hint is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if hint is int:
@@ -137,6 +144,8 @@ def _fits(value: object, hint: Any) -> bool:
 def _json_type(hint: Any, plural: bool = False) -> str:
     """``a list of strings or null``: what ``hint`` is in JSON's words."""
     origin, args = get_origin(hint), get_args(hint)
+    if is_typeddict(hint):
+        return "objects" if plural else "an object"
     if origin is Literal:
         return f"one of {', '.join(args)}"
     if origin in (Union, types.UnionType):
@@ -149,6 +158,47 @@ def _json_type(hint: Any, plural: bool = False) -> str:
             else ("objects" if plural else "an object") + of
         )
     return _JSON_NAMES[hint][plural]
+
+
+def _misfit(where: str, value: object, hint: Any) -> str:
+    """Why ``value`` does not fit ``hint`` (``where`` names it): in a list of objects, the object's key
+    at fault (``invariants[0] has no 'name' (a string)``, ``invariants[1].ok must be ...``)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is list and is_typeddict(args[0]) and isinstance(value, list):
+        i = next(i for i, item in enumerate(value) if not _fits(item, args[0]))
+        return _misfit(f"{where}[{i}]", value[i], args[0])
+    if is_typeddict(hint) and isinstance(value, dict):
+        hints = get_type_hints(hint)
+        absent = next((k for k in hints if k in hint.__required_keys__ and k not in value), None)
+        if absent is not None:
+            return f"{where} has no {absent!r} ({_json_type(hints[absent])})"
+        key = next(k for k, h in hints.items() if k in value and not _fits(value[k], h))
+        return _misfit(f"{where}.{key}", value[key], hints[key])
+    got = json.dumps(value)
+    return f"{where} must be {_json_type(hint)}, got {got if len(got) <= 60 else got[:57] + '...'}"
+
+
+class _Invariant(TypedDict):  # the required key (a base class: Python 3.10 has no ``Required``)
+    name: str
+
+
+class _InvariantItem(_Invariant, total=False):
+    """An item of a test entry's ``invariants`` (``_pytest.records.InvariantResult``); without ``ok``
+    it failed, without ``violations`` it counts one."""
+
+    ok: bool
+    message: str
+    violations: list[str]
+
+
+class _PatienceItem(TypedDict, total=False):
+    """An item of a test entry's ``patience_violations``, as :meth:`TestEntry.violations` reads it (the
+    rest of the hang's record is kept as it is)."""
+
+    fault: str | None
+    kind: str
+    message: str
+    expected: bool
 
 
 @dataclass(frozen=True)
@@ -187,8 +237,8 @@ class TestEntry:
     sidecars: list[dict[str, Any]] = field(default_factory=list)
     plans: list[list[str]] = field(default_factory=list)
     fired: dict[str, int] = field(default_factory=dict)
-    invariants: list[dict[str, Any]] = field(default_factory=list)
-    patience_violations: list[dict[str, Any]] = field(default_factory=list)
+    invariants: list[_InvariantItem] = field(default_factory=list)
+    patience_violations: list[_PatienceItem] = field(default_factory=list)
     expected_hang: bool = False
     #: An explore run's findings (its ``found``: empty when it found nothing); ``None``: not an explore run.
     explore: list[str] | None = None
@@ -258,9 +308,7 @@ class TestEntry:
             raise ReportError(f"{data['nodeid']}: unknown outcome {outcome!r}; valid: {', '.join(OUTCOMES)}")
         for name, hint in get_type_hints(cls).items():  # null: the field's default (as absent)
             if data.get(name) is not None and not _fits(data[name], hint):
-                got = json.dumps(data[name])
-                got = got if len(got) <= 60 else got[:57] + "..."
-                raise ReportError(f"{data['nodeid']}: {name} must be {_json_type(hint)}, got {got}")
+                raise ReportError(f"{data['nodeid']}: {_misfit(name, data[name], hint)}")
         return cls(
             nodeid=data["nodeid"],
             outcome=outcome,
@@ -269,8 +317,8 @@ class TestEntry:
             sidecars=[dict(s) for s in data.get("sidecars", [])],
             plans=[list(p) for p in data.get("plans", [])],
             fired={str(k): int(v) for k, v in dict(data.get("fired", {})).items()},
-            invariants=[dict(i) for i in data.get("invariants", [])],
-            patience_violations=[dict(p) for p in data.get("patience_violations", [])],
+            invariants=[i.copy() for i in data.get("invariants", [])],
+            patience_violations=[p.copy() for p in data.get("patience_violations", [])],
             expected_hang=bool(data.get("expected_hang", False)),
             explore=[str(f) for f in data["explore"]] if data.get("explore") is not None else None,
         )

@@ -355,6 +355,9 @@ def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_repor
         head.replace("[]", '[{"nodeid": "t", "explore": "x"}]') + '"plugin_version": ""}'
     )
     (pytester.path / "base.json").write_text(head + '"findings": ["patience at h.py in f"]}')
+    (pytester.path / "inv.json").write_text(
+        head.replace("[]", '[{"nodeid": "t", "invariants": [{}]}]') + '"plugin_version": ""}'
+    )
     (pytester.path / "v1.json").write_text(head.replace('"version": 2', '"version": 1') + '"explore": []}')
     (pytester.path / "latin1.json").write_bytes(head.encode() + b'"plugin_version": "caf\xe9"}')
     for args, message in [
@@ -362,6 +365,7 @@ def test_a_bad_shard_is_refused_before_collection_and_a_bad_input_by_merge_repor
         (["latin1.json"], "latin1.json' is not UTF-8"),
         (["entry.json"], 'entry.json\': t: explore must be a list of strings or null, got "x"'),
         (["ok.json", "--baseline", "base.json"], "base.json': findings[0] must be an object, got str"),
+        (["inv.json"], "inv.json': t: invariants[0] has no 'name' (a string)"),  # was a KeyError
         (["ok.json", "--baseline", "v1.json"], "v1.json': report schema version 1 is not supported"),
     ]:
         argv = [str(pytester.path / a) if a.endswith(".json") else a for a in args]

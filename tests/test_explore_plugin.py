@@ -73,11 +73,19 @@ def test_first_run_records_then_explores_and_the_second_collects_the_campaign(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(explore_harness=HARNESS, test_flow=SIMPLE)
-    first = _run(pytester, "--mcpfaults-explore", "--collect-only", "-q", "--mcpfaults-html=page.html")
+    first = _run(
+        pytester, "--mcpfaults-explore", "--collect-only", "-q", "--mcpfaults-html=page.html",
+        "--mcpfaults-report=r.json",
+    )  # fmt: skip
     assert _ids(first) == ["test_flow[explore:clean]"]  # nothing cached yet: the clean run only
-    # no test ran: no page (a page of no runs would read "no finding"), and the summary says so
-    assert not (pytester.path / "page.html").exists()
-    first.stdout.fnmatch_lines(["mcpfaults explore page not written: --collect-only ran no test"])
+    # no test ran: no page (a page of no runs would read "no finding"), no report, and the summary says so
+    assert not (pytester.path / "page.html").exists() and not (pytester.path / "r.json").exists()
+    first.stdout.fnmatch_lines(
+        [
+            "mcpfaults explore page not written: --collect-only ran no test",
+            "mcpfaults report not written: --collect-only ran no test",
+        ]
+    )
 
     ran = _run(
         pytester, "--mcpfaults-explore", "-q", "-rx", "-o", "mcpfaults_explore=kinds=status,tool_error,die"

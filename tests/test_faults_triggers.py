@@ -514,6 +514,27 @@ def test_the_text_forms_trigger_options_in_a_when_string_are_refused_naming_both
             Trigger(target)
 
 
+def test_a_target_with_blanks_at_its_ends_is_refused_naming_the_stripped_form() -> None:
+    """``Delay(when="tool:x ")`` made a trigger on a tool literally named ``x `` (it never fired), where the
+    text form strips the blanks around its target: refused, naming the value and the form to write."""
+    from pytest_mcpfaults import Delay
+    from pytest_mcpfaults.matrix import catalogue
+
+    for make, given in [
+        (lambda: Delay(when="tool:x "), "tool:x "),
+        (lambda: Trigger(target=" tools/call"), " tools/call"),
+        (lambda: Trigger("DELETE /mcp\t"), "DELETE /mcp\t"),
+        (lambda: catalogue(kinds=["delay"], target="/x "), "/x "),  # the matrix's, too
+    ]:
+        with pytest.raises(ValueError, match="has blanks at its ends") as info:
+            make()
+        assert str(info.value) == (
+            f"Trigger: target {given!r} has blanks at its ends (the text form strips them): "
+            f"write {given.strip()!r}"
+        )
+    assert parse_fault("delay@ tool:x ").trigger == Trigger("tool:x")  # the text form's own, as before
+
+
 def test_a_from_trace_plan_on_a_tool_whose_name_holds_brackets_is_one_run() -> None:
     """MCP tool names SHOULD keep to letters, digits, ``_-.`` (2025-11-25): ``[`` is allowed, so a
     plan inferred from a harness's trace on ``a[b]`` reads back (it raised inside explore's hook)."""

@@ -155,6 +155,27 @@ def test_json_round_trip_and_schema(tmp_path: Path) -> None:
             '"tests": [{"nodeid": "a", "plans": [["x", 1]]}]}',
             'a: plans must be a list of lists of strings, got [["x", 1]]',
         ),
+        # the items of its lists of objects, as the violations read them (a missing name crashed)
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "invariants": [{}]}]}',
+            "a: invariants[0] has no 'name' (a string)",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "invariants": [{"name": "x", "ok": false, "violations": 5}]}]}',
+            "a: invariants[0].violations must be a list of strings, got 5",
+        ),
+        (
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "invariants": [{"name": "x"}, "x"]}]}',
+            'a: invariants[1] must be an object, got "x"',
+        ),
+        (  # "no" is true: the unexpected violation was read as expected
+            '{"schema": "pytest-mcpfaults/report", "version": 2, '
+            '"tests": [{"nodeid": "a", "patience_violations": [{"fault": null, "expected": "no"}]}]}',
+            'a: patience_violations[0].expected must be true or false, got "no"',
+        ),
         # explore's sections, as merge-reports and the findings baseline read them
         (
             '{"schema": "pytest-mcpfaults/report", "version": 2, "tests": [], "findings": "x"}',

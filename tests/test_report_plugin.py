@@ -230,6 +230,11 @@ def test_required_kinds_gate(pytester: pytest.Pytester, run_plugin) -> None:  # 
             "*--mcpfaults-baseline: report '*v1.json': report schema version 1 is not supported (this "
             "pytest-mcpfaults reads version 2)",
         ),
+        (  # an invariant without its name: a KeyError at the end of the run
+            ["--mcpfaults-baseline=inv.json"],
+            "",
+            "*--mcpfaults-baseline: report '*inv.json': t: invariants[[]0[]] has no 'name' (a string)",
+        ),
     ],
 )
 def test_bad_gate_settings_are_usage_errors(
@@ -244,6 +249,8 @@ def test_bad_gate_settings_are_usage_errors(
     v1 = {"schema": "pytest-mcpfaults/report", "version": 1, "tests": [], "explore": [{"nodeid": "t"}]}
     v1["explore"][0]["violations"] = [{"found": ["left_open"]}]
     (pytester.path / "v1.json").write_text(json.dumps(v1))
+    inv = {"schema": "pytest-mcpfaults/report", "version": 2, "tests": [{"nodeid": "t", "invariants": [{}]}]}
+    (pytester.path / "inv.json").write_text(json.dumps(inv))
     if ini:
         pytester.makeini(f"[pytest]\n{ini}\n")
     result = run_plugin(*args)

@@ -209,3 +209,12 @@ def test_bad_arguments_to_the_lifecycle_are_refused_naming_them():
         TimeoutError, match=r"no GET stream from the upstream was open within 0.01 s; the answers "
     ):
         server.wait_for_stream(timeout=0.01)
+    # a method no stream can have waited out its whole timeout: refused at once, naming the valid ones
+    valid = "CONNECT, DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT, TRACE"
+    for bad, why in [("GETT", ""), ("get", " (methods are case-sensitive: 'GET')"), (None, "")]:
+        with pytest.raises(ValueError, match=r"wait_for_stream\(\): method must be") as caught:
+            server.wait_for_stream(bad, timeout=0.01)  # type: ignore[arg-type]
+        assert str(caught.value) == (
+            f"Sidecar.upstream_server.wait_for_stream(): method must be an HTTP method ({valid}), "
+            f"got {bad!r}{why}"
+        )

@@ -439,6 +439,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     run = config.stash[_RUN_KEY]
     report = run.report
     if report is None:
+        if config.option.collectonly and run.report_path is not None:  # as explore's page says it
+            terminalreporter.write_line("mcpfaults report not written: --collect-only ran no test")
         return
     from pytest_mcpfaults.report import summary_lines
 

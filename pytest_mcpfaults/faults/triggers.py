@@ -82,6 +82,11 @@ def check_target(target: object) -> str:
     """Validate a trigger target and return it; raise ``ValueError`` naming the bad value otherwise."""
     if not isinstance(target, str) or not target.strip():
         raise ValueError(f"Trigger: target must be a non-empty string ({_TARGET_HELP}), got {target!r}")
+    if target != target.strip():  # kept as written, it would match nothing
+        raise ValueError(
+            f"Trigger: target {target!r} has blanks at its ends (the text form strips them): "
+            f"write {target.strip()!r}"
+        )
     parse_target(target)
     options = _TEXT_OPTIONS.search(target)
     if options is not None and (options[2] or not options[1].strip()):  # "tool:x[times=1]", "tool:x[]"

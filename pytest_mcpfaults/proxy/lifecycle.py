@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import IO
 from urllib.parse import urlsplit
 
+from aiohttp.hdrs import METH_ALL
+
 from pytest_mcpfaults.options.validation import is_positive_seconds
 from pytest_mcpfaults.proxy.streams import RelayedStream, StreamLog
 from pytest_mcpfaults.stdio import guardian
@@ -268,6 +270,13 @@ class UpstreamServer:
         """The first stream open now whose request used ``method``, once one is (a client's ``GET``
         stream is opened in the background); ``TimeoutError`` naming the streams relayed so far if none
         is within ``timeout`` seconds."""
+        if not isinstance(method, str) or method not in METH_ALL:  # as sent: compared case-sensitively
+            cased = isinstance(method, str) and method.upper() in METH_ALL
+            right = f" (methods are case-sensitive: {method.upper()!r})" if cased else ""
+            raise ValueError(
+                "Sidecar.upstream_server.wait_for_stream(): method must be an HTTP method "
+                f"({', '.join(sorted(METH_ALL))}), got {method!r}{right}"
+            )
         _check_seconds("wait_for_stream", timeout)
         deadline = time.monotonic() + timeout
         while True:
