@@ -582,6 +582,21 @@ def test_a_child_whose_owner_is_gone_exits() -> None:
 # -- long lines and the control channel -------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def stopped_after(server: StdioServer) -> Iterator[subprocess.Popen[bytes]]:
+    """A raw child of ``server``; at the end the server stops, the child is reaped and its pipes closed
+    here, not when a failure's traceback lets go of it."""
+    proc = raw_child(server)
+    try:
+        yield proc
+    finally:
+        server.stop()
+        proc.wait(10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
 def raw_child(server: StdioServer) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [server.command, *server.args],
@@ -642,19 +657,12 @@ def test_the_sdk_echoes_a_line_over_64_kib(make: Any) -> None:
 def test_an_id_too_large_to_read_is_an_invalid_request_saying_so(make: Any) -> None:
     """As over HTTP (tests/test_hostile.py): the line is JSON, its id too large for Python's json."""
     server = make()
-    proc = raw_child(server)
-    try:
+    with stopped_after(server) as proc:
         exchange(proc, b'{"jsonrpc":"2.0","id":' + b"1" * 5000 + b',"method":"ping"}\n')
         got = reply(proc)
         assert got["id"] is None and got["error"]["code"] == -32600, got
         assert got["error"]["message"].startswith("Invalid Request: a number of over 4300 digits")
         assert server.errors == []
-    finally:
-        server.stop()
-        proc.wait(10)
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
 
 
 def test_a_long_lived_childs_link_keeps_nothing_per_answered_request(make: Any) -> None:
@@ -662,8 +670,7 @@ def test_a_long_lived_childs_link_keeps_nothing_per_answered_request(make: Any) 
     name the request a later ``notifications/cancelled`` cancels: the journal's records already say which
     request had that id. A cancel still names its request, answered or not."""
     server = make()
-    proc = raw_child(server)
-    try:
+    with stopped_after(server) as proc:
         exchange(proc, INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert reply(proc)["id"] == 1
         for n in range(2, 42):  # one at a time: reply() reads one line
@@ -677,19 +684,12 @@ def test_a_long_lived_childs_link_keeps_nothing_per_answered_request(make: Any) 
         assert max(kept.values()) < 40, kept  # 40 calls answered: nothing kept per call
         [named] = [r.id for r in server.journal.requests if r.rpc_id == 7]
         assert [c.request for c in server.child.cancels] == [named]
-    finally:
-        server.stop()
-        proc.wait(10)
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
 
 
 @pytest.mark.parametrize("size", [900_000, (1 << 20) + 1, 8 << 20])
 def test_a_long_stdin_line_is_answered_and_the_child_lives_on(make: Any, size: int) -> None:
     server = make()
-    proc = raw_child(server)
-    try:
+    with stopped_after(server) as proc:
         exchange(proc, INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert reply(proc)["id"] == 1
         exchange(proc, echo_call(7, "x" * size))
@@ -705,12 +705,6 @@ def test_a_long_stdin_line_is_answered_and_the_child_lives_on(make: Any, size: i
         exchange(proc, echo_call(8, "next"))
         assert reply(proc)["id"] == 8
         assert server.child.alive and server.errors == []  # the client's fault, not the server's
-    finally:
-        server.stop()
-        proc.wait(10)
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:  # closed here, not when a failure's traceback lets go of proc
-                pipe.close()
     assert server.child.exit_how == "teardown"
 
 
