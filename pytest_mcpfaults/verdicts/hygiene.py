@@ -3,8 +3,9 @@ spans) at the end of a test. The three duties, and what excuses each, are docs/s
 you open, start over after a ``404``, keep calling after a failure.
 
 The journal does not tie a session to its ``initialize`` (the id is the answer's), so as many sessions
-with no request of their own as there are ``initialize`` requests the client gave up on are excused:
-one of those may have opened a session whose id never reached the client.
+with no request of their own as there are ``initialize`` requests the client gave up on, or whose
+answer a fault cut, are excused: one of those may have opened a session whose id never reached the
+client (or whose transport the fault ended, as for any other request it cut).
 """
 
 from __future__ import annotations
@@ -87,7 +88,13 @@ def session_problems(
         last = {r.conn_id: r.id for r in sorted(requests, key=lambda r: r.id)}  # what a close cut
         severed = {last[c.id] for c in connections if c.closed_by == "sidecar" and c.id in last}
         faulted = {r.session_id for r in requests if r.fault and r.session_id and _cut(r, severed)}
-        abandoned = sum(1 for r in requests if r.mcp_method == "initialize" and r.client_closed)
+        # an initialize the client gave up on, or whose answer a fault cut (a reset before the status
+        # line: the id never reached the client), may have opened a session the client cannot end
+        abandoned = sum(
+            1
+            for r in requests
+            if r.mcp_method == "initialize" and (r.fault or r.client_closed) and _cut(r, severed)
+        )
         for sid in live:
             if sid not in deleted and sid not in faulted:
                 mine = tuple(r for r in requests if r.session_id == sid)
