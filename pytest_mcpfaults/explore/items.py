@@ -506,7 +506,9 @@ _AT_TEARDOWN = (
 )
 
 
-def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
+def _checked_at_teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> dict[str, Any]:
+    """The run's verdict once the oracles read at teardown (:data:`_AT_TEARDOWN`) have spoken: a check
+    that found something makes the run a violation (failing its report), or known by the baseline."""
     verdict = dict(item.stash.get(_VERDICT, {"verdict": "not explored", "found": [], "note": ""}))
     off = _off(item, t)
     seen = {
@@ -533,6 +535,11 @@ def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) 
         verdict.update(found=[*before, "teardown"], verdict="violation")
     if not run.plan and verdict["found"] != before and t.clean_failed is None:
         _clean_failed(report, t, verdict)  # it failed at teardown: a check kept off after it?
+    return verdict
+
+
+def _teardown(item: pytest.Item, report: pytest.TestReport, run: Run, t: _Test) -> None:
+    verdict = _checked_at_teardown(item, report, run, t)
     steps, labels, fired = observed(item)
     where: dict[str, Any] = item.stash.get(_WHERE, {})  # where the failure left the harness, if it did
     if run.plan and verdict["verdict"] in ("ok", "behaviour") and not fired:
