@@ -153,6 +153,19 @@ def test_a_failure_that_may_leave_the_sidecar_deaf_holds_nothing_against_the_cli
     ]
 
 
+_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
 def test_a_session_whose_initialize_the_client_gave_up_on_is_not_owed() -> None:
     """A real sidecar: the client's ``initialize`` times out before the answer (a delay holds it), so
     the session it opened never reached the client; one more session, used and never ended, is owed."""
@@ -160,18 +173,11 @@ def test_a_session_whose_initialize_the_client_gave_up_on_is_not_owed() -> None:
 
     from pytest_mcpfaults import Sidecar, parse_fault
 
-    init = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
-        },
-    }  # fmt: skip
-    accept = {"Accept": "application/json, text/event-stream"}
     with Sidecar(era="session", faults=[parse_fault("delay(seconds=0.5)@initialize[times=1]")]) as sc:
         with pytest.raises(httpx.ReadTimeout):
-            httpx.post(sc.mcp_url, json=init, headers=accept, timeout=0.1)
+            httpx.post(sc.mcp_url, json=_INIT, headers=_ACCEPT, timeout=0.1)
         sc.journal.wait_for(lambda: len(sc.sessions) == 1, 10, "the held initialize to open its session")
-        kept = httpx.post(sc.mcp_url, json=init, headers=accept, timeout=5).headers["Mcp-Session-Id"]
+        kept = httpx.post(sc.mcp_url, json=_INIT, headers=_ACCEPT, timeout=5).headers["Mcp-Session-Id"]
         [abandoned] = [r for r in sc.journal.requests if r.client_closed]
         assert abandoned.mcp_method == "initialize" and len(sc.sessions) == 2
         [problem] = session_problems(sc.journal.requests, sc.sessions)
@@ -189,21 +195,14 @@ def test_a_session_whose_initialize_a_fault_cut_is_not_owed() -> None:
 
     from pytest_mcpfaults import Sidecar, parse_fault
 
-    init = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
-        },
-    }  # fmt: skip
-    accept = {"Accept": "application/json, text/event-stream"}
     with Sidecar(era="session", faults=[parse_fault("reset@initialize[times=1]")]) as sc:
         with pytest.raises(httpx.TransportError):
-            httpx.post(sc.mcp_url, json=init, headers=accept, timeout=5)
+            httpx.post(sc.mcp_url, json=_INIT, headers=_ACCEPT, timeout=5)
         sc.wait_idle()
         assert len(sc.sessions) == 1  # opened, its id lost with the answer
         args = (sc.journal.requests, sc.sessions)
         assert session_problems(*args, connections=sc.journal.connections) == []
-        kept = httpx.post(sc.mcp_url, json=init, headers=accept, timeout=5).headers["Mcp-Session-Id"]
+        kept = httpx.post(sc.mcp_url, json=_INIT, headers=_ACCEPT, timeout=5).headers["Mcp-Session-Id"]
         sc.wait_idle()
         [problem] = session_problems(sc.journal.requests, sc.sessions, connections=sc.journal.connections)
         assert problem.kind == "never_ended" and kept in sc.sessions
@@ -219,21 +218,14 @@ def test_a_fault_answered_in_full_does_not_excuse_a_session_left_open() -> None:
 
     from pytest_mcpfaults import Sidecar, parse_fault
 
-    init = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
-        },
-    }  # fmt: skip
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}
-    accept = {"Accept": "application/json, text/event-stream"}
     faults = ["tool_error@tool:echo[nth=1]", "truncate@tool:echo[nth=2]", "status(code=503)@tool:echo[nth=3]"]
     with Sidecar(era="session", faults=[parse_fault(f) for f in faults]) as sc:
         with httpx.Client(timeout=5) as http:
             for _ in faults:  # each runner returns on its error path: no DELETE
-                sid = http.post(sc.mcp_url, json=init, headers=accept).headers["Mcp-Session-Id"]
+                sid = http.post(sc.mcp_url, json=_INIT, headers=_ACCEPT).headers["Mcp-Session-Id"]
                 with contextlib.suppress(httpx.HTTPError):
-                    http.post(sc.mcp_url, json=call, headers={**accept, "Mcp-Session-Id": sid})
+                    http.post(sc.mcp_url, json=call, headers={**_ACCEPT, "Mcp-Session-Id": sid})
         sc.wait_idle()
         [problem] = session_problems(sc.journal.requests, sc.sessions, connections=sc.journal.connections)
         assert problem.kind == "never_ended" and [r.fault_kind for r in problem.requests] == ["tool_error"]
