@@ -258,9 +258,15 @@ def test_the_socket_sidecars_journal_waits_work_on_stdio(make: Any) -> None:
 
     server = make(faults=["hang@tool:echo"], patience=None)
     got: list[Any] = []
-    client = threading.Thread(
-        target=lambda: got.extend(run(session(server, ("echo", {"text": "hi"}), timeout=0.3)))
-    )
+
+    async def call() -> None:  # only the held call is bounded short (a child starts slowly when busy)
+        async with Client(params(server), mode="legacy") as client:
+            try:
+                await client.call_tool("echo", {"text": "hi"}, read_timeout_seconds=0.3)
+            except MCPError as exc:
+                got.append(exc)
+
+    client = threading.Thread(target=lambda: run(call()))
     client.start()
     try:
         server.wait_held(1, timeout=10)
